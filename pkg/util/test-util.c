@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests for util: strict parsing, durations, buffers, log line shape. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "util/util.h"
+
+static void test_durations(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        int rc;
+        int64_t ms;
+    } cases[] = {
+        {"2m", 0, 120000},      {"90s", 0, 90000},   {"1h30m", 0, 5400000},
+        {"250ms", 0, 250},      {"1.5h", 0, 5400000}, {"120", 0, 120000},
+        {"0", 0, 0},            {"1d", 0, 86400000}, {"", -22, 0},
+        {"-5s", -22, 0},        {"5x", -22, 0},      {"m", -22, 0},
+        {"400d", -22, 0},       {"1e400", -22, 0},   {"nan", -22, 0},
+        {"2m ", -22, 0},        {" 2m", -22, 0},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        int64_t ms = -1;
+        int rc = util_parse_duration_ms(cases[i].in, &ms);
+        if (rc != cases[i].rc)
+            fail_msg("duration '%s': rc %d, want %d", cases[i].in, rc, cases[i].rc);
+        if (rc == 0)
+            assert_int_equal(ms, cases[i].ms);
+    }
+    char buf[32];
+    util_format_duration(5400000, buf, sizeof(buf));
+    assert_string_equal(buf, "1h30m");
+    util_format_duration(120000, buf, sizeof(buf));
+    assert_string_equal(buf, "2m");
+    util_format_duration(0, buf, sizeof(buf));
+    assert_string_equal(buf, "0s");
+}
+
+static void test_numbers(void **state)
+{
+    (void)state;
+    double d;
+    int64_t i;
+    assert_int_equal(util_parse_double("0.8", &d), 0);
+    assert_true(d == 0.8);
+    assert_int_equal(util_parse_double("1e3", &d), 0);
+    assert_true(d == 1000.0);
+    assert_int_equal(util_parse_double("nan", &d), -22);
+    assert_int_equal(util_parse_double("inf", &d), -22);
+    assert_int_equal(util_parse_double("0x10", &d), -22);
+    assert_int_equal(util_parse_double("3abc", &d), -22);
+    assert_int_equal(util_parse_double("", &d), -22);
+    assert_int_equal(util_parse_int64("42", &i), 0);
+    assert_int_equal(i, 42);
+    assert_int_equal(util_parse_int64("-7", &i), 0);
+    assert_int_equal(i, -7);
+    assert_int_equal(util_parse_int64("4.2", &i), -22);
+    assert_int_equal(util_parse_int64("99999999999999999999", &i), -22);
+    bool b;
+    assert_int_equal(util_parse_bool("TRUE", &b), 0);
+    assert_true(b);
+    assert_int_equal(util_parse_bool("off", &b), 0);
+    assert_false(b);
+    assert_int_equal(util_parse_bool("maybe", &b), -22);
+}
+
+static void test_buf(void **state)
+{
+    (void)state;
+    struct util_buf b = {0};
+    util_buf_puts(&b, "a");
+    util_buf_printf(&b, "%d", 12345);
+    util_buf_json_str(&b, "q\"\n\x01");
+    assert_string_equal(b.data, "a12345\"q\\\"\\n\\u0001\"");
+    for (int k = 0; k < 1000; k++)
+        util_buf_puts(&b, "xxxxxxxxxx");
+    assert_int_equal(b.len, 20 + 10000);
+    char *s = util_buf_steal(&b);
+    assert_null(b.data);
+    xfree(s);
+    util_buf_free(&b);
+}
+
+static void test_log_one_line(void **state)
+{
+    (void)state;
+    char *mem = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&mem, &len);
+    util_log_set_stream(f);
+    util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_INFO);
+    LOGW_INFO("policy", "ml", "llama", "scaled out\nto %d", 4);
+    LOG_DEBUG("x", "hidden");
+    util_log_setup(UTIL_LOG_JSON, UTIL_LOG_INFO);
+    LOGW_WARN("policy", "ml", "llama", "a \"quoted\" word");
+    fflush(f);
+    util_log_set_stream(NULL);
+    util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_INFO);
+    fclose(f);
+    int lines = 0;
+    for (size_t k = 0; k < len; k++)
+        lines += mem[k] == '\n';
+    assert_int_equal(lines, 2);
+    assert_non_null(strstr(mem, "namespace=ml deployment=llama msg=\"scaled out\\nto 4\""));
+    assert_non_null(strstr(mem, "\"namespace\":\"ml\",\"deployment\":\"llama\""));
+    assert_null(strstr(mem, "hidden"));
+    free(mem);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_numbers),
+        cmocka_unit_test(test_buf),
+        cmocka_unit_test(test_log_one_line),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* util: allocation wrappers, growable buffers and strict parsing helpers.
+ *
+ * Everything here is pure except util_now_unix_ms(); allocation failure
+ * aborts the process with a message (see util.h). */
+#include "util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+static void oom(size_t n)
+{
+    fprintf(stderr, "gpuscaler: out of memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        oom(n);
+    return p;
+}
+
+void *xcalloc(size_t nmemb, size_t size)
+{
+    void *p = calloc(nmemb ? nmemb : 1, size ? size : 1);
+    if (!p)
+        oom(nmemb * size);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        oom(n);
+    return q;
+}
+
+char *xstrdup(const char *s)
+{
+    return xstrndup(s, strlen(s));
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+void xfree(void *p)
+{
+    free(p);
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    char *s = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* ---- buffers ------------------------------------------------------------ */
+
+static void buf_reserve(struct util_buf *b, size_t extra)
+{
+    if (b->len + extra + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    b->data = xrealloc(b->data, cap);
+    b->cap = cap;
+}
+
+void util_buf_append(struct util_buf *b, const void *p, size_t n)
+{
+    buf_reserve(b, n);
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void util_buf_puts(struct util_buf *b, const char *s)
+{
+    util_buf_append(b, s, strlen(s));
+}
+
+void util_buf_printf(struct util_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n <= 0)
+        return;
+    buf_reserve(b, (size_t)n);
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void util_buf_json_str(struct util_buf *b, const char *s)
+{
+    util_buf_append(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': util_buf_append(b, "\\\"", 2); break;
+        case '\\': util_buf_append(b, "\\\\", 2); break;
+        case '\n': util_buf_append(b, "\\n", 2); break;
+        case '\r': util_buf_append(b, "\\r", 2); break;
+        case '\t': util_buf_append(b, "\\t", 2); break;
+        default:
+            if (*p < 0x20)
+                util_buf_printf(b, "\\u%04x", *p);
+            else
+                util_buf_append(b, p, 1);
+        }
+    }
+    util_buf_append(b, "\"", 1);
+}
+
+void util_buf_reset(struct util_buf *b)
+{
+    b->len = 0;
+    if (b->data)
+        b->data[0] = '\0';
+}
+
+void util_buf_free(struct util_buf *b)
+{
+    xfree(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+char *util_buf_steal(struct util_buf *b)
+{
+    char *d = b->data;
+    if (!d)
+        d = xstrdup("");
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return d;
+}
+
+/* ---- parsing -------------------------------------------------------------- */
+
+int util_parse_double(const char *s, double *out)
+{
+    if (!s || !*s)
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v))
+        return -EINVAL;
+    /* strtod accepts leading whitespace and hex; we want plain decimals. */
+    if (s[0] == ' ' || s[0] == '\t' || strpbrk(s, "xXpP"))
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+int util_parse_int64(const char *s, int64_t *out)
+{
+    if (!s || !*s || s[0] == ' ' || s[0] == '\t' || s[0] == '+')
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end != '\0' || errno == ERANGE)
+        return -EINVAL;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int util_parse_duration_ms(const char *s, int64_t *out_ms)
+{
+    static const int64_t max_ms = 365LL * 24 * 3600 * 1000;
+    if (!s || !*s)
+        return -EINVAL;
+    double bare;
+    if (util_parse_double(s, &bare) == 0) {
+        if (bare < 0 || bare * 1000.0 > (double)max_ms)
+            return -EINVAL;
+        *out_ms = (int64_t)llround(bare * 1000.0);
+        return 0;
+    }
+    double total = 0;
+    const char *p = s;
+    while (*p) {
+        if (!((*p >= '0' && *p <= '9') || *p == '.'))
+            return -EINVAL;
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno == ERANGE || !isfinite(v) || v < 0)
+            return -EINVAL;
+        p = end;
+        double unit;
+        if (strncmp(p, "ms", 2) == 0) {
+            unit = 1;
+            p += 2;
+        } else if (*p == 's') {
+            unit = 1000;
+            p++;
+        } else if (*p == 'm') {
+            unit = 60000;
+            p++;
+        } else if (*p == 'h') {
+            unit = 3600000;
+            p++;
+        } else if (*p == 'd') {
+            unit = 86400000;
+            p++;
+        } else {
+            return -EINVAL;
+        }
+        total += v * unit;
+        if (total > (double)max_ms)
+            return -EINVAL;
+    }
+    *out_ms = (int64_t)llround(total);
+    return 0;
+}
+
+void util_format_duration(int64_t ms, char *out, size_t outlen)
+{
+    if (outlen == 0)
+        return;
+    if (ms < 0) {
+        snprintf(out, outlen, "-");
+        return;
+    }
+    if (ms % 1000 != 0) {
+        if (ms < 1000)
+            snprintf(out, outlen, "%lldms", (long long)ms);
+        else
+            snprintf(out, outlen, "%.3gs", (double)ms / 1000.0);
+        return;
+    }
+    long long s = ms / 1000, h = s / 3600, m = (s % 3600) / 60, sec = s % 60;
+    char tmp[64];
+    size_t n = 0;
+    tmp[0] = '\0';
+    if (h)
+        n += (size_t)snprintf(tmp + n, sizeof(tmp) - n, "%lldh", h);
+    if (m)
+        n += (size_t)snprintf(tmp + n, sizeof(tmp) - n, "%lldm", m);
+    if (sec || n == 0)
+        snprintf(tmp + n, sizeof(tmp) - n, "%llds", sec);
+    snprintf(out, outlen, "%s", tmp);
+}
+
+void util_format_rfc3339(int64_t unix_ms, char *out, size_t outlen)
+{
+    time_t t = (time_t)(unix_ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int util_parse_bool(const char *s, bool *out)
+{
+    if (!s)
+        return -EINVAL;
+    static const char *const yes[] = {"true", "1", "yes", "on"};
+    static const char *const no[] = {"false", "0", "no", "off"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(yes); i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = true;
+            return 0;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = false;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+int64_t util_now_unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

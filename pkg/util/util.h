@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* util: allocation wrappers, logging, growable buffers and strict number and
+ * duration parsing shared by every other module.
+ *
+ * Out of memory aborts through the x*alloc wrappers (there is no recovery
+ * worth having from it in a daemon of this size); every other failure is an
+ * errno-style negative return. Logging is the one piece of process-wide state:
+ * the output format and level, set once by main. */
+#ifndef GPUSCALER_UTIL_H
+#define GPUSCALER_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define UTIL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define UTIL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define UTIL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define util_container_of(ptr, type, member) \
+    ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+/** Allocate or abort. xfree(NULL) is a no-op. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t nmemb, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+void xfree(void *p);
+/** printf into a newly allocated string (caller frees with xfree). */
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- logging ---------------------------------------------------------- */
+
+enum util_log_level { UTIL_LOG_DEBUG, UTIL_LOG_INFO, UTIL_LOG_WARN, UTIL_LOG_ERROR };
+enum util_log_format { UTIL_LOG_LOGFMT, UTIL_LOG_JSON };
+
+/** Set the process-wide log format and minimum level (default logfmt, info). */
+void util_log_setup(enum util_log_format fmt, enum util_log_level min);
+/** Parse "json"/"logfmt" and "debug"/"info"/"warn"/"error"; 0 or -EINVAL. */
+int util_log_format_parse(const char *s, enum util_log_format *out);
+int util_log_level_parse(const char *s, enum util_log_level *out);
+/** Redirect log output to a FILE* (tests); NULL restores stderr. */
+void util_log_set_stream(void *file);
+
+/**
+ * Write one log line: time, level, subsystem, optional namespace and
+ * deployment (NULL omits them), the message. The message is escaped so that
+ * one event is always one line.
+ */
+void util_log(enum util_log_level lvl, const char *subsys, const char *ns, const char *deploy,
+              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+#define LOG_DEBUG(sub, ...) util_log(UTIL_LOG_DEBUG, sub, NULL, NULL, __VA_ARGS__)
+#define LOG_INFO(sub, ...) util_log(UTIL_LOG_INFO, sub, NULL, NULL, __VA_ARGS__)
+#define LOG_WARN(sub, ...) util_log(UTIL_LOG_WARN, sub, NULL, NULL, __VA_ARGS__)
+#define LOG_ERROR(sub, ...) util_log(UTIL_LOG_ERROR, sub, NULL, NULL, __VA_ARGS__)
+/** Lines about a workload always carry namespace and deployment. */
+#define LOGW_DEBUG(sub, ns, d, ...) util_log(UTIL_LOG_DEBUG, sub, ns, d, __VA_ARGS__)
+#define LOGW_INFO(sub, ns, d, ...) util_log(UTIL_LOG_INFO, sub, ns, d, __VA_ARGS__)
+#define LOGW_WARN(sub, ns, d, ...) util_log(UTIL_LOG_WARN, sub, ns, d, __VA_ARGS__)
+#define LOGW_ERROR(sub, ns, d, ...) util_log(UTIL_LOG_ERROR, sub, ns, d, __VA_ARGS__)
+
+/* ---- growable byte buffer -------------------------------------------- */
+
+/** A growable buffer, always NUL-terminated after len bytes. Zero-init is valid. */
+struct util_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+};
+
+/** Append n bytes. Aborts on OOM. */
+void util_buf_append(struct util_buf *b, const void *p, size_t n);
+void util_buf_puts(struct util_buf *b, const char *s);
+void util_buf_printf(struct util_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** Append s as a JSON string literal, quotes included. */
+void util_buf_json_str(struct util_buf *b, const char *s);
+void util_buf_reset(struct util_buf *b);
+/** Release the storage; the buffer is zeroed and reusable. */
+void util_buf_free(struct util_buf *b);
+/** Take ownership of the data (never NULL); the buffer is zeroed. */
+char *util_buf_steal(struct util_buf *b);
+
+/* ---- strict parsing --------------------------------------------------- */
+
+/**
+ * Parse a whole string as a finite double / int64. Leading or trailing
+ * garbage, empty strings, overflow, NaN and infinities are -EINVAL.
+ */
+int util_parse_double(const char *s, double *out);
+int util_parse_int64(const char *s, int64_t *out);
+
+/**
+ * Parse a duration into milliseconds: Go-style ("90s", "2m", "1h30m",
+ * "250ms", "1.5h") or a bare number of seconds ("120"). Negative values and
+ * values over 365 days are -EINVAL; -ERANGE is never returned.
+ */
+int util_parse_duration_ms(const char *s, int64_t *out_ms);
+
+/** Format milliseconds as a compact duration ("2m", "1h30m", "1.5s"). */
+void util_format_duration(int64_t ms, char *out, size_t outlen);
+
+/** Format a UNIX time in ms as RFC 3339 UTC ("2026-11-22T10:00:00Z"). */
+void util_format_rfc3339(int64_t unix_ms, char *out, size_t outlen);
+
+/** Parse "true"/"false" (also "1"/"0", "yes"/"no", "on"/"off"). */
+int util_parse_bool(const char *s, bool *out);
+
+/** Wall-clock time in ms since the epoch (only for edges: main, I/O). */
+int64_t util_now_unix_ms(void);
+
+#endif

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Quick start 2: install what is needed, then build and run every test:
+#   1. unit tests, fuzz-corpus replays, e2e and packaging checks (gcc, -Werror)
+#   2. the same unit and corpus suites under ASan+UBSan
+#   3. short libFuzzer runs of every fuzz target (clang)
+# Ends with one line "N passed, N failed" summing the three stages.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh test || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+
+passed=0; failed=0
+log=build-logs; mkdir -p "$log"
+
+# run_stage NAME BUILDDIR "SETUP ARGS" "MESON TEST ARGS"
+run_stage() {
+  local name=$1 dir=$2 setup=$3 targs=$4
+  echo "== $name"
+  if [ ! -f "$dir/build.ninja" ]; then
+    # shellcheck disable=SC2086
+    if ! meson setup "$dir" $setup >"$log/$name-setup.log" 2>&1; then
+      cat "$log/$name-setup.log"; echo "$name: meson setup failed"; failed=$((failed + 1)); return
+    fi
+  fi
+  if ! ninja -C "$dir" >"$log/$name-build.log" 2>&1; then
+    tail -50 "$log/$name-build.log"; echo "$name: build failed"; failed=$((failed + 1)); return
+  fi
+  # shellcheck disable=SC2086
+  meson test -C "$dir" --print-errorlogs $targs 2>&1 | tee "$log/$name-test.log" | grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Timeout|Skipped):'
+  local ok fail to
+  ok=$(awk '/^Ok:/{print $2}' "$log/$name-test.log" | tail -1)
+  fail=$(awk '/^Fail:/{print $2}' "$log/$name-test.log" | tail -1)
+  to=$(awk '/^Timeout:/{print $2}' "$log/$name-test.log" | tail -1)
+  if [ -z "$ok" ]; then echo "$name: no test summary"; failed=$((failed + 1)); return; fi
+  passed=$((passed + ok)); failed=$((failed + ${fail:-0} + ${to:-0}))
+}
+
+run_stage main build "" ""
+run_stage asan build-asan "-Db_sanitize=address,undefined -Db_lundef=false" "--suite unit --suite fuzz"
+CC=clang run_stage fuzz build-fuzz "-Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false" "--suite fuzz-smoke"
+
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
