@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* policy/config: the one parser of policy configuration values, shared by
+ * annotations (gpuscaler.io/<key>), the YAML config file's defaults and the
+ * simulator's policy file.
+ *
+ * Each key has a kind (number, integer, duration, bool), a range and a field
+ * in struct policy_config; policy_config_set() validates a value against them
+ * and only then writes it, so a failed set leaves the config unchanged. */
+#include "policy.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/util.h"
+
+enum kind { K_NUM, K_INT, K_DUR, K_BOOL };
+
+struct key {
+    const char *name;
+    enum kind kind;
+    size_t off;
+    double min, max; /* inclusive; for durations in ms */
+    bool min_exclusive;
+    const char *unit;
+};
+
+#define OFF(f) offsetof(struct policy_config, f)
+#define DAY_MS (86400.0 * 1000)
+
+static const struct key keys[] = {
+    {"capacity-per-gpu", K_NUM, OFF(capacity_rps_per_gpu), 0, 1e6, true, "requests/s per GPU"},
+    {"target-utilization", K_NUM, OFF(target_utilization), 0, 1, true, "fraction"},
+    {"scale-in-utilization", K_NUM, OFF(scale_in_utilization), 0, 1, false, "fraction"},
+    {"scale-out-after", K_DUR, OFF(scale_out_after_ms), 0, DAY_MS, false, "duration"},
+    {"scale-in-after", K_DUR, OFF(scale_in_after_ms), 0, DAY_MS, false, "duration"},
+    {"min-replicas", K_INT, OFF(min_replicas), 0, 10000, false, "replicas"},
+    {"max-replicas", K_INT, OFF(max_replicas), 1, 10000, false, "replicas"},
+    {"max-scale-up-step", K_INT, OFF(max_scale_up_step), 0, 10000, false, "replicas, 0 = unlimited"},
+    {"max-scale-down-step", K_INT, OFF(max_scale_down_step), 0, 10000, false,
+     "replicas, 0 = half"},
+    {"cold-start", K_DUR, OFF(cold_start_ms), 0, DAY_MS, false, "duration"},
+    {"predictive", K_BOOL, OFF(predictive), 0, 0, false, "true or false"},
+    {"seasonality", K_DUR, OFF(seasonality_ms), 3600e3, 7 * DAY_MS, false, "duration"},
+    {"forecast-quantile", K_NUM, OFF(forecast_quantile), 0.5, 0.999, false, "quantile"},
+    {"p99-latency-target", K_DUR, OFF(p99_latency_target_ms), 0, 3600e3, false,
+     "duration, 0 = none"},
+    {"metrics-stale-after", K_DUR, OFF(metrics_stale_after_ms), 1000, 3600e3, false, "duration"},
+    {"gpus-per-replica", K_NUM, OFF(gpus_per_replica), 0, 1024, false, "GPUs, 0 = from pod spec"},
+};
+
+void policy_config_init(struct policy_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->capacity_rps_per_gpu = 0;
+    cfg->target_utilization = 0.8;
+    cfg->scale_in_utilization = 0.5;
+    cfg->scale_out_after_ms = 2 * 60 * 1000;
+    cfg->scale_in_after_ms = 10 * 60 * 1000;
+    cfg->min_replicas = 1;
+    cfg->max_replicas = 10;
+    cfg->max_scale_up_step = 0;
+    cfg->max_scale_down_step = 0;
+    cfg->cold_start_ms = 3 * 60 * 1000;
+    cfg->decision_interval_ms = 15 * 1000;
+    cfg->predictive = true;
+    cfg->seasonality_ms = 24LL * 3600 * 1000;
+    cfg->forecast_quantile = 0.9;
+    cfg->p99_latency_target_ms = 0;
+    cfg->metrics_stale_after_ms = 60 * 1000;
+    cfg->gpus_per_replica = 0;
+}
+
+size_t policy_config_key_count(void)
+{
+    return UTIL_ARRAY_LEN(keys);
+}
+
+const char *policy_config_key_name(size_t i)
+{
+    return i < UTIL_ARRAY_LEN(keys) ? keys[i].name : NULL;
+}
+
+static int range_error(const struct key *k, const char *value, char *err, size_t errlen)
+{
+    if (k->kind == K_DUR) {
+        char lo[32], hi[32];
+        util_format_duration((int64_t)k->min, lo, sizeof(lo));
+        util_format_duration((int64_t)k->max, hi, sizeof(hi));
+        snprintf(err, errlen, "%s: %s is out of range (%s to %s)", k->name, value, lo, hi);
+    } else {
+        snprintf(err, errlen, "%s: %s is out of range (%s%g to %g, %s)", k->name, value,
+                 k->min_exclusive ? "above " : "", k->min, k->max, k->unit);
+    }
+    return -EINVAL;
+}
+
+int policy_config_set(struct policy_config *cfg, const char *key, const char *value, char *err,
+                      size_t errlen)
+{
+    char dummy[1];
+    if (errlen == 0) {
+        err = dummy;
+        errlen = sizeof(dummy);
+    }
+    const struct key *k = NULL;
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(keys); i++)
+        if (strcmp(keys[i].name, key) == 0)
+            k = &keys[i];
+    if (!k) {
+        snprintf(err, errlen, "unknown key '%s'", key);
+        return -ENOENT;
+    }
+    if (!value) {
+        snprintf(err, errlen, "%s: missing value", k->name);
+        return -EINVAL;
+    }
+    char *field = (char *)cfg + k->off;
+    switch (k->kind) {
+    case K_NUM: {
+        double v;
+        if (util_parse_double(value, &v) != 0) {
+            snprintf(err, errlen, "%s: '%.40s' is not a number (%s)", k->name, value, k->unit);
+            return -EINVAL;
+        }
+        if (v < k->min || v > k->max || (k->min_exclusive && v == k->min))
+            return range_error(k, value, err, errlen);
+        memcpy(field, &v, sizeof(v));
+        return 0;
+    }
+    case K_INT: {
+        int64_t v;
+        if (util_parse_int64(value, &v) != 0) {
+            snprintf(err, errlen, "%s: '%.40s' is not a whole number (%s)", k->name, value,
+                     k->unit);
+            return -EINVAL;
+        }
+        if ((double)v < k->min || (double)v > k->max)
+            return range_error(k, value, err, errlen);
+        int32_t v32 = (int32_t)v;
+        memcpy(field, &v32, sizeof(v32));
+        return 0;
+    }
+    case K_DUR: {
+        int64_t ms;
+        if (util_parse_duration_ms(value, &ms) != 0) {
+            snprintf(err, errlen, "%s: '%.40s' is not a duration (like 90s, 2m, 1h30m)", k->name,
+                     value);
+            return -EINVAL;
+        }
+        if ((double)ms < k->min || (double)ms > k->max)
+            return range_error(k, value, err, errlen);
+        memcpy(field, &ms, sizeof(ms));
+        return 0;
+    }
+    case K_BOOL: {
+        bool b;
+        if (util_parse_bool(value, &b) != 0) {
+            snprintf(err, errlen, "%s: '%.40s' is not true or false", k->name, value);
+            return -EINVAL;
+        }
+        memcpy(field, &b, sizeof(b));
+        return 0;
+    }
+    }
+    return -EINVAL;
+}
+
+int policy_config_validate(const struct policy_config *cfg, char *err, size_t errlen)
+{
+    char dummy[1];
+    if (errlen == 0) {
+        err = dummy;
+        errlen = sizeof(dummy);
+    }
+    if (!(cfg->capacity_rps_per_gpu > 0)) {
+        snprintf(err, errlen, "capacity-per-gpu: required (requests/s one GPU sustains)");
+        return -EINVAL;
+    }
+    if (cfg->min_replicas > cfg->max_replicas) {
+        snprintf(err, errlen, "min-replicas: %d is above max-replicas %d", cfg->min_replicas,
+                 cfg->max_replicas);
+        return -EINVAL;
+    }
+    if (cfg->max_replicas < 1) {
+        snprintf(err, errlen, "max-replicas: must be at least 1");
+        return -EINVAL;
+    }
+    if (!(cfg->scale_in_utilization < cfg->target_utilization)) {
+        snprintf(err, errlen,
+                 "scale-in-utilization: %g must be below target-utilization %g (hysteresis)",
+                 cfg->scale_in_utilization, cfg->target_utilization);
+        return -EINVAL;
+    }
+    if (cfg->decision_interval_ms < 1000 || cfg->decision_interval_ms > 3600 * 1000) {
+        snprintf(err, errlen, "decision-interval: must be between 1s and 1h");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int64_t policy_horizon_ms(const struct policy_config *cfg, int64_t learned_cold_start_ms)
+{
+    int64_t cs = cfg->cold_start_ms;
+    if (learned_cold_start_ms > cs)
+        cs = learned_cold_start_ms;
+    return cs + cfg->decision_interval_ms;
+}
