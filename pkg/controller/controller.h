@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* controller: the live half of gpuscaler. It reads the daemon's configuration,
+ * turns each opted-in Deployment's gpuscaler.io annotations into a workload
+ * configuration, and every decision interval feeds the measured request rate
+ * to the policy core and acts on the decision.
+ *
+ * This header has two layers: pure configuration parsing (daemon config file,
+ * annotations, the status annotation), usable and tested without any I/O, and
+ * the running controller on a libuv loop. */
+#ifndef GPUSCALER_CONTROLLER_H
+#define GPUSCALER_CONTROLLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conf/conf.h"
+#include "policy/policy.h"
+#include "scrape/scrape.h"
+
+#define CTL_ANNOTATION_PREFIX "gpuscaler.io/"
+#define CTL_MAX_NAMESPACES 64
+#define CTL_MAX_DEFAULTS 64
+
+/* ---- daemon configuration (the YAML config file, flags override) ------- */
+
+struct ctl_kv {
+    char *key;   /**< annotation key without the prefix */
+    char *value;
+};
+
+struct ctl_config {
+    int64_t decision_interval_ms;     /**< decision-interval, default 15 s */
+    char *namespaces[CTL_MAX_NAMESPACES]; /**< namespaces; none = all */
+    size_t n_namespaces;
+    char *log_format;                 /**< log.format: json | logfmt (default logfmt) */
+    char *log_level;                  /**< log.level, default info */
+    struct {
+        bool enabled;                 /**< default true */
+        char *namespace_;             /**< default $POD_NAMESPACE or "default" */
+        char *lease_name;             /**< default "gpuscaler" */
+        int64_t lease_duration_ms;    /**< 15 s */
+        int64_t renew_deadline_ms;    /**< 10 s */
+        int64_t retry_period_ms;      /**< 2 s */
+    } leader;
+    struct {
+        char *metrics;                /**< listen.metrics, default "0.0.0.0:9090" */
+        char *external_metrics;       /**< listen.external-metrics, default "0.0.0.0:6443" */
+    } listen;
+    struct {
+        bool enabled;                 /**< external-metrics.enabled, default false */
+        char *tls_cert_file, *tls_key_file;
+        char *upstream_url, *upstream_ca_file, *upstream_cert_file, *upstream_key_file,
+            *upstream_token_file;
+    } extmetrics;
+    struct {
+        char *url;                    /**< prometheus.url; "" = not configured */
+        char *ca_file, *token_file;
+    } prometheus;
+    struct {
+        int64_t interval_ms;          /**< scrape.interval, 5 s */
+        int64_t timeout_ms;           /**< scrape.timeout, 2 s */
+        double missing_fraction;      /**< scrape.missing-fraction, 0.3 */
+    } scrape;
+    char *checkpoint_configmap;       /**< checkpoint.configmap, default "gpuscaler-state" */
+    struct ctl_kv defaults[CTL_MAX_DEFAULTS]; /**< defaults: annotation values for all workloads */
+    size_t n_defaults;
+};
+
+/** Fill in every default; ctl_config_free() releases what init allocated. */
+void ctl_config_init(struct ctl_config *c);
+void ctl_config_free(struct ctl_config *c);
+
+/**
+ * Apply a parsed YAML config file. Unknown keys, wrong types and bad values
+ * are errors with the line of the offending node; on error c may be partly
+ * updated (callers discard it).
+ */
+int ctl_config_apply(struct ctl_config *c, const struct conf_node *root, struct conf_error *err);
+
+/** Config keys as dotted paths ("leader-election.lease-name"), for docs checks. */
+size_t ctl_config_key_count(void);
+const char *ctl_config_key_name(size_t i);
+
+/* ---- per-Deployment configuration from annotations ----------------------- */
+
+enum ctl_mode { CTL_MODE_SCALE, CTL_MODE_EXTERNAL_METRIC };
+enum ctl_source { CTL_SOURCE_SCRAPE, CTL_SOURCE_PROMETHEUS };
+
+struct ctl_workload_config {
+    struct policy_config policy;
+    enum ctl_mode mode;
+    enum ctl_source source;
+    struct scrape_spec scrape;
+    char promql_rate[512];  /**< PromQL template for the request rate ("" = profile default) */
+    char promql_p99[512];   /**< PromQL template for p99 latency in seconds */
+};
+
+/**
+ * Build a workload's configuration from its annotations (keys with the
+ * gpuscaler.io/ prefix; others ignored) over the config file's defaults.
+ * Returns 0, or -EINVAL with bad_key (the annotation key, with prefix) and err
+ * naming the reason; then the workload must be held, not guessed at.
+ * "gpuscaler.io/enabled" and "gpuscaler.io/status" are accepted and ignored.
+ */
+int ctl_workload_parse(const struct ctl_config *defaults, const char *const *keys,
+                       const char *const *values, size_t n, struct ctl_workload_config *out,
+                       char *bad_key, size_t bad_key_len, char *err, size_t errlen);
+
+/** Non-policy annotation keys (without prefix), for docs checks. */
+size_t ctl_annotation_key_count(void);
+const char *ctl_annotation_key_name(size_t i);
+
+/**
+ * The gpuscaler.io/status annotation value: compact JSON with the decision
+ * time (RFC 3339), desired, requests/GPU, forecast, reason, explanation and
+ * the sustained-rule clocks as RFC 3339 times. now_unix_ms is wall time;
+ * decision times are on the same timeline. Caller frees with xfree.
+ */
+char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d);
+
+#endif

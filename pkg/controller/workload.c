@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* controller/workload: a Deployment's gpuscaler.io annotations (over the
+ * config file's defaults) into its workload configuration, and the
+ * gpuscaler.io/status annotation written back. Pure: annotation values are
+ * outside input from anyone who can edit a Deployment, so every value is
+ * validated and the first bad one is reported by key. */
+#include "controller.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/util.h"
+
+static const char *const ctl_keys[] = {
+    "enabled",        "status",         "mode",           "metrics-source",
+    "metrics-profile", "metrics-port",  "metrics-path",   "metrics-scheme",
+    "request-metric", "inflight-metric", "queue-metric",  "latency-metric",
+    "missing-fraction", "promql-rate",  "promql-p99",
+};
+
+size_t ctl_annotation_key_count(void)
+{
+    return UTIL_ARRAY_LEN(ctl_keys);
+}
+
+const char *ctl_annotation_key_name(size_t i)
+{
+    return i < UTIL_ARRAY_LEN(ctl_keys) ? ctl_keys[i] : NULL;
+}
+
+static bool metric_name_ok(const char *s)
+{
+    if (!*s || strlen(s) >= 128)
+        return false;
+    for (const char *p = s; *p; p++) {
+        char ch = *p;
+        bool alpha = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' || ch == ':';
+        if (!alpha && !(p != s && ch >= '0' && ch <= '9'))
+            return false;
+    }
+    return true;
+}
+
+static bool printable(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
+
+#define BAD(...)                                   \
+    do {                                           \
+        snprintf(err, errlen, __VA_ARGS__);        \
+        return -EINVAL;                            \
+    } while (0)
+
+/* Apply one non-policy key. Returns 0, -EINVAL (err set) or -ENOENT. */
+static int apply_ctl_key(struct ctl_workload_config *w, const char *k, const char *v, char *err,
+                         size_t errlen)
+{
+    if (strcmp(k, "enabled") == 0) {
+        bool b;
+        if (util_parse_bool(v, &b) != 0)
+            BAD("enabled: '%.40s' is not true or false", v);
+        return 0;
+    }
+    if (strcmp(k, "status") == 0 || strcmp(k, "metrics-profile") == 0)
+        return 0; /* status is ours; the profile was applied first */
+    if (strcmp(k, "mode") == 0) {
+        if (strcmp(v, "scale") == 0)
+            w->mode = CTL_MODE_SCALE;
+        else if (strcmp(v, "external-metric") == 0)
+            w->mode = CTL_MODE_EXTERNAL_METRIC;
+        else
+            BAD("mode: '%.40s' is not scale or external-metric", v);
+        return 0;
+    }
+    if (strcmp(k, "metrics-source") == 0) {
+        if (strcmp(v, "scrape") == 0)
+            w->source = CTL_SOURCE_SCRAPE;
+        else if (strcmp(v, "prometheus") == 0)
+            w->source = CTL_SOURCE_PROMETHEUS;
+        else
+            BAD("metrics-source: '%.40s' is not scrape or prometheus", v);
+        return 0;
+    }
+    if (strcmp(k, "metrics-port") == 0) {
+        int64_t p;
+        if (util_parse_int64(v, &p) != 0 || p < 1 || p > 65535)
+            BAD("metrics-port: '%.40s' is not a port number (1 to 65535)", v);
+        w->scrape.port = (int)p;
+        return 0;
+    }
+    if (strcmp(k, "metrics-path") == 0) {
+        if (v[0] != '/' || strlen(v) >= sizeof(w->scrape.path) || strchr(v, ' ') || !printable(v))
+            BAD("metrics-path: '%.40s' must be an absolute URL path like /metrics", v);
+        snprintf(w->scrape.path, sizeof(w->scrape.path), "%s", v);
+        return 0;
+    }
+    if (strcmp(k, "metrics-scheme") == 0) {
+        if (strcmp(v, "http") != 0 && strcmp(v, "https") != 0)
+            BAD("metrics-scheme: '%.40s' is not http or https", v);
+        snprintf(w->scrape.scheme, sizeof(w->scrape.scheme), "%s", v);
+        return 0;
+    }
+    struct {
+        const char *key;
+        char *field;
+    } metrics[] = {
+        {"request-metric", w->scrape.request_metric},
+        {"inflight-metric", w->scrape.inflight_metric},
+        {"queue-metric", w->scrape.queue_metric},
+        {"latency-metric", w->scrape.latency_metric},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(metrics); i++) {
+        if (strcmp(k, metrics[i].key) != 0)
+            continue;
+        if (!metric_name_ok(v))
+            BAD("%s: '%.40s' is not a Prometheus metric name", k, v);
+        snprintf(metrics[i].field, 128, "%s", v);
+        return 0;
+    }
+    if (strcmp(k, "missing-fraction") == 0) {
+        double d;
+        if (util_parse_double(v, &d) != 0 || d < 0 || d > 1)
+            BAD("missing-fraction: '%.40s' is not a fraction between 0 and 1", v);
+        w->scrape.missing_fraction = d;
+        return 0;
+    }
+    if (strcmp(k, "promql-rate") == 0 || strcmp(k, "promql-p99") == 0) {
+        char *dst = k[7] == 'r' ? w->promql_rate : w->promql_p99;
+        if (!*v || strlen(v) >= sizeof(w->promql_rate) || !printable(v))
+            BAD("%s: must be a PromQL expression of at most 511 printable characters", k);
+        snprintf(dst, sizeof(w->promql_rate), "%s", v);
+        return 0;
+    }
+    return -ENOENT;
+}
+
+static int apply_one(struct ctl_workload_config *w, const char *k, const char *v, char *err,
+                     size_t errlen)
+{
+    int rc = apply_ctl_key(w, k, v, err, errlen);
+    if (rc != -ENOENT)
+        return rc;
+    rc = policy_config_set(&w->policy, k, v, err, errlen);
+    if (rc == -ENOENT)
+        snprintf(err, errlen, "unknown annotation gpuscaler.io/%.60s", k);
+    return rc == 0 ? 0 : -EINVAL;
+}
+
+int ctl_workload_parse(const struct ctl_config *defaults, const char *const *keys,
+                       const char *const *values, size_t n, struct ctl_workload_config *out,
+                       char *bad_key, size_t bad_key_len, char *err, size_t errlen)
+{
+    static const size_t plen = sizeof(CTL_ANNOTATION_PREFIX) - 1;
+    struct ctl_workload_config w;
+    memset(&w, 0, sizeof(w));
+    policy_config_init(&w.policy);
+    if (defaults->decision_interval_ms > 0)
+        w.policy.decision_interval_ms = defaults->decision_interval_ms;
+    if (bad_key_len)
+        bad_key[0] = '\0';
+    if (errlen)
+        err[0] = '\0';
+
+    /* The profile decides the metric-name defaults, so it goes first:
+     * annotation over config default over vllm. */
+    const char *profile = "vllm";
+    const char *profile_key = "defaults.metrics-profile";
+    for (size_t i = 0; i < defaults->n_defaults; i++)
+        if (strcmp(defaults->defaults[i].key, "metrics-profile") == 0)
+            profile = defaults->defaults[i].value;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(keys[i], CTL_ANNOTATION_PREFIX "metrics-profile") == 0) {
+            profile = values[i];
+            profile_key = keys[i];
+        }
+    enum scrape_profile p;
+    if (scrape_profile_parse(profile, &p) != 0) {
+        snprintf(bad_key, bad_key_len, "%s", profile_key);
+        snprintf(err, errlen, "metrics-profile: '%.40s' is not vllm, triton, tgi or generic",
+                 profile);
+        return -EINVAL;
+    }
+    scrape_spec_init(&w.scrape, p);
+    if (defaults->scrape.missing_fraction > 0)
+        w.scrape.missing_fraction = defaults->scrape.missing_fraction;
+
+    for (size_t i = 0; i < defaults->n_defaults; i++) {
+        if (apply_one(&w, defaults->defaults[i].key, defaults->defaults[i].value, err, errlen)) {
+            snprintf(bad_key, bad_key_len, "defaults.%s", defaults->defaults[i].key);
+            return -EINVAL;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(keys[i], CTL_ANNOTATION_PREFIX, plen) != 0)
+            continue;
+        if (apply_one(&w, keys[i] + plen, values[i], err, errlen)) {
+            snprintf(bad_key, bad_key_len, "%.120s", keys[i]);
+            return -EINVAL;
+        }
+    }
+    if (policy_config_validate(&w.policy, err, errlen) != 0) {
+        /* name the key the message is about */
+        const char *colon = strchr(err, ':');
+        size_t kl = colon ? (size_t)(colon - err) : 0;
+        snprintf(bad_key, bad_key_len, CTL_ANNOTATION_PREFIX "%.*s", (int)kl, err);
+        return -EINVAL;
+    }
+    if (w.scrape.profile == SCRAPE_GENERIC && !w.scrape.request_metric[0] &&
+        w.source == CTL_SOURCE_SCRAPE) {
+        snprintf(bad_key, bad_key_len, CTL_ANNOTATION_PREFIX "request-metric");
+        snprintf(err, errlen, "request-metric: required with metrics-profile generic");
+        return -EINVAL;
+    }
+    *out = w;
+    return 0;
+}
+
+static void put_time(struct util_buf *b, const char *key, int64_t t)
+{
+    util_buf_printf(b, ",\"%s\":", key);
+    if (t == POLICY_NEVER) {
+        util_buf_puts(b, "null");
+        return;
+    }
+    char ts[40];
+    util_format_rfc3339(t, ts, sizeof(ts));
+    util_buf_json_str(b, ts);
+}
+
+static void put_num(struct util_buf *b, const char *key, double v)
+{
+    if (isfinite(v))
+        util_buf_printf(b, ",\"%s\":%.4g", key, v);
+    else
+        util_buf_printf(b, ",\"%s\":null", key);
+}
+
+char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d)
+{
+    struct util_buf b = {0};
+    char ts[40];
+    util_format_rfc3339(now_unix_ms, ts, sizeof(ts));
+    util_buf_puts(&b, "{\"time\":");
+    util_buf_json_str(&b, ts);
+    util_buf_printf(&b, ",\"desired\":%d,\"reason\":", d->desired);
+    util_buf_json_str(&b, policy_reason_name(d->reason));
+    put_num(&b, "requestsPerGPU", d->requests_per_gpu);
+    put_num(&b, "utilization", d->utilization);
+    put_num(&b, "forecastRequestsPerGPU", d->forecast_requests_per_gpu);
+    /* The live controller decides on wall-clock time, so the clocks are
+     * UNIX times too. */
+    put_time(&b, "aboveSince", d->above_since_ms);
+    put_time(&b, "scaleOutAt", d->scale_out_at_ms);
+    put_time(&b, "belowSince", d->below_since_ms);
+    put_time(&b, "scaleInAt", d->scale_in_at_ms);
+    util_buf_puts(&b, ",\"message\":");
+    util_buf_json_str(&b, d->explain);
+    util_buf_puts(&b, "}");
+    return util_buf_steal(&b);
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* scrape/profile: which metrics each serving engine exposes for requests,
+ * in-flight and queued requests and latency (docs/metrics.md lists them with
+ * their sources). Pure. */
+#include "scrape.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/util.h"
+
+struct profile_names {
+    const char *name;
+    const char *request, *inflight, *queue, *latency;
+};
+
+/* vLLM V1: vllm/v1/metrics/loggers.py (prometheus_client adds _total to
+ * counters); Triton: src/metrics.cc; TGI: router/src (metrics crate). */
+static const struct profile_names profiles[] = {
+    [SCRAPE_VLLM] = {"vllm", "vllm:request_success_total", "vllm:num_requests_running",
+                     "vllm:num_requests_waiting", "vllm:e2e_request_latency_seconds"},
+    [SCRAPE_TRITON] = {"triton", "nv_inference_request_success", "",
+                       "nv_inference_pending_request_count", ""},
+    [SCRAPE_TGI] = {"tgi", "tgi_request_count", "tgi_batch_current_size", "tgi_queue_size",
+                    "tgi_request_duration"},
+    [SCRAPE_GENERIC] = {"generic", "", "", "", ""},
+};
+
+int scrape_profile_parse(const char *s, enum scrape_profile *out)
+{
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(profiles); i++) {
+        if (strcmp(s, profiles[i].name) == 0) {
+            *out = (enum scrape_profile)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+const char *scrape_profile_name(enum scrape_profile p)
+{
+    return (unsigned)p < UTIL_ARRAY_LEN(profiles) ? profiles[p].name : "unknown";
+}
+
+void scrape_spec_init(struct scrape_spec *s, enum scrape_profile p)
+{
+    memset(s, 0, sizeof(*s));
+    if ((unsigned)p >= UTIL_ARRAY_LEN(profiles))
+        p = SCRAPE_GENERIC;
+    s->profile = p;
+    snprintf(s->scheme, sizeof(s->scheme), "http");
+    snprintf(s->path, sizeof(s->path), "/metrics");
+    snprintf(s->request_metric, sizeof(s->request_metric), "%s", profiles[p].request);
+    snprintf(s->inflight_metric, sizeof(s->inflight_metric), "%s", profiles[p].inflight);
+    snprintf(s->queue_metric, sizeof(s->queue_metric), "%s", profiles[p].queue);
+    snprintf(s->latency_metric, sizeof(s->latency_metric), "%s", profiles[p].latency);
+    s->missing_fraction = 0.3;
+}
+
+void scrape_config_init(struct scrape_config *c)
+{
+    c->interval_ms = 5000;
+    c->timeout_ms = 2000;
+    c->rate_window_ms = 60000;
+    c->max_bytes = (size_t)16 << 20;
+}

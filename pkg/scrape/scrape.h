@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* scrape: per-Deployment serving metrics (request rate, in-flight and queued
+ * requests, p99 latency) measured by scraping every ready pod's Prometheus
+ * endpoint directly, on the daemon's libuv loop through httpc.
+ *
+ * The controller declares, each tick, which pods belong to which workload
+ * (scrape_set_targets); the scraper keeps one schedule entry per pod, scrapes
+ * them concurrently on a jittered interval, keeps per-pod counter samples
+ * (policy_counter) and answers scrape_get() from memory. Pods that failed or
+ * are stale are excluded and counted; above the workload's missing fraction
+ * the result is invalid, so the policy holds.
+ *
+ * The pure part (profiles, turning one exposition into per-pod samples and
+ * aggregating pods into a result) is separate from the I/O part so it can be
+ * unit tested and fuzzed without a network. */
+#ifndef GPUSCALER_SCRAPE_H
+#define GPUSCALER_SCRAPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct httpc;
+
+enum scrape_profile { SCRAPE_VLLM, SCRAPE_TRITON, SCRAPE_TGI, SCRAPE_GENERIC };
+
+/** "vllm", "triton", "tgi", "generic" -> profile; -EINVAL otherwise. */
+int scrape_profile_parse(const char *s, enum scrape_profile *out);
+const char *scrape_profile_name(enum scrape_profile p);
+
+/** How to scrape and read one workload's pods (from its annotations). */
+struct scrape_spec {
+    enum scrape_profile profile;
+    char scheme[8];             /**< "http" (default) or "https" */
+    int port;                   /**< 0: the pod's container port named metrics, else http */
+    char path[256];             /**< default "/metrics" */
+    char request_metric[128];   /**< counter of finished requests; profile default if "" */
+    char inflight_metric[128];  /**< gauge of running requests; optional */
+    char queue_metric[128];     /**< gauge of waiting requests; optional */
+    char latency_metric[128];   /**< histogram (base name) of request latency; optional */
+    double missing_fraction;    /**< invalid when more than this fraction of pods failed; 0.3 */
+};
+
+/** Defaults for a profile (missing_fraction 0.3, path /metrics, http). */
+void scrape_spec_init(struct scrape_spec *s, enum scrape_profile p);
+
+/** A pod to scrape, as the controller sees it in the cache. Strings borrowed. */
+struct scrape_pod {
+    const char *name;
+    const char *ip;
+    int port;         /**< resolved metrics port (spec port or named container port) */
+    bool ready;
+    double gpus;      /**< GPUs of this pod */
+};
+
+/** A workload's measurement. */
+struct scrape_result {
+    bool valid;             /**< false: hold (too many pods missing, or no data yet) */
+    int64_t time_ms;        /**< newest sample time used */
+    double request_rate;    /**< req/s summed over the counted pods */
+    double inflight;        /**< running requests, < 0 unknown */
+    double queued;          /**< waiting requests, < 0 unknown */
+    double p99_ms;          /**< p99 latency over the rate window, < 0 unknown */
+    double gpus_ready;      /**< GPUs of the counted ready pods */
+    int pods_ready;         /**< ready pods declared */
+    int pods_counted;       /**< pods with a usable rate */
+    int pods_failed;        /**< last scrape failed (error, timeout, garbage, too big) */
+    int pods_stale;         /**< no successful scrape recently / not enough samples yet */
+    char why[200];          /**< when !valid: one line saying why */
+};
+
+struct scrape_config {
+    int64_t interval_ms;    /**< default 5 s */
+    int64_t timeout_ms;     /**< per-pod, default 2 s */
+    int64_t rate_window_ms; /**< default 60 s */
+    size_t max_bytes;       /**< per exposition, default 16 MiB */
+};
+
+void scrape_config_init(struct scrape_config *c);
+
+struct scrape;
+
+/** Create the scraper on loop using client h (borrowed, must outlive it). */
+int scrape_new(uv_loop_t *loop, struct httpc *h, const struct scrape_config *cfg,
+               struct scrape **out);
+
+/**
+ * Declare the current pods of workload ns/name and how to read them. Pods no
+ * longer listed are forgotten; new ones are scheduled with jitter. Copies
+ * everything it needs.
+ */
+void scrape_set_targets(struct scrape *s, const char *ns, const char *name,
+                        const struct scrape_spec *spec, const struct scrape_pod *pods,
+                        size_t npods);
+
+/** Stop scraping a workload and drop its state. */
+void scrape_forget(struct scrape *s, const char *ns, const char *name);
+
+/** The workload's measurement at now_ms; -ENOENT for an unknown workload. */
+int scrape_get(struct scrape *s, const char *ns, const char *name, int64_t now_ms,
+               struct scrape_result *out);
+
+/** Counters for the daemon's /metrics. */
+struct scrape_stats {
+    uint64_t scrapes_ok, scrapes_failed, bytes;
+    uint64_t late;          /**< scrapes started more than one interval late */
+    size_t pods;
+};
+void scrape_stats(const struct scrape *s, struct scrape_stats *out);
+
+typedef void (*scrape_close_cb)(void *arg);
+/** Cancel in-flight scrapes, free everything, then call cb. */
+void scrape_close(struct scrape *s, scrape_close_cb cb, void *arg);
+
+#endif
