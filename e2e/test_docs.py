@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Every annotation key and config key in the code is documented, and every
+documented key exists in the code. Keys are read from the C tables that the
+parsers use (pkg/policy/config.c, pkg/controller/workload.c,
+pkg/controller/config.c), so the check cannot drift from what is parsed."""
+import os
+import re
+import sys
+import unittest
+
+SRC = os.environ.get("GPUSCALER_SRC") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def read(rel):
+    with open(os.path.join(SRC, rel), encoding="utf-8") as f:
+        return f.read()
+
+
+def table(rel, start, rows=True):
+    """Key names of the C table after `start`: the first string of each
+    {row} when rows, else every string literal."""
+    text = read(rel)
+    i = text.index(start)
+    j = text.index("};", i)
+    body = text[i:j]
+    if rows:
+        return re.findall(r'\{\s*"([a-z0-9.-]+)"', body)
+    return re.findall(r'"([a-z0-9.-]+)"', body)
+
+
+class DocsKeys(unittest.TestCase):
+    def setUp(self):
+        self.policy = set(table("pkg/policy/config.c", "static const struct key keys[]"))
+        self.ctl = set(table("pkg/controller/workload.c", "static const char *const ctl_keys[]", rows=False))
+        self.cfg = set(table("pkg/controller/config.c", "static const struct key keys[]"))
+        self.assertGreater(len(self.policy), 10)
+        self.assertGreater(len(self.ctl), 10)
+        self.assertGreater(len(self.cfg), 20)
+        self.ann_doc = read("docs/annotations.md")
+        self.cfg_doc = read("docs/configuration.md")
+
+    def test_annotation_keys_documented(self):
+        for k in sorted(self.policy | self.ctl):
+            self.assertIn("`gpuscaler.io/%s`" % k, self.ann_doc, "annotation %s undocumented" % k)
+
+    def test_documented_annotations_exist(self):
+        documented = set(re.findall(r"^\| `gpuscaler\.io/([a-z0-9-]+)`", self.ann_doc, re.M))
+        self.assertEqual(documented - (self.policy | self.ctl), set(), "documented but not in code")
+        self.assertEqual((self.policy | self.ctl) - documented, set(), "in code but no table row")
+
+    def test_config_keys_documented(self):
+        documented = set(re.findall(r"^\| `([a-z0-9.-]+)`", self.cfg_doc, re.M))
+        self.assertEqual(self.cfg - documented, set(), "config keys in code but undocumented")
+        self.assertEqual(documented - self.cfg, set(), "documented config keys not in code")
+
+    def test_config_example_uses_only_known_keys(self):
+        # every dotted leaf path in the example block is a known key (or under defaults)
+        block = self.cfg_doc.split("```yaml", 1)[1].split("```", 1)[0]
+        stack = []
+        for line in block.splitlines():
+            m = re.match(r"^( *)([a-z0-9-]+):", line)
+            if not m:
+                continue
+            depth = len(m.group(1)) // 2
+            stack = stack[:depth] + [m.group(2)]
+            path = ".".join(stack)
+            if stack[0] == "defaults":
+                if depth == 1:
+                    self.assertIn(stack[1], self.policy | self.ctl)
+                continue
+            is_prefix = any(k.startswith(path + ".") for k in self.cfg)
+            self.assertTrue(path in self.cfg or is_prefix, "example key %s unknown" % path)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
