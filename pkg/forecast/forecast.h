@@ -26,11 +26,15 @@ struct forecast_config {
     double alpha;       /**< level smoothing, default 0.3 */
     double beta;        /**< trend smoothing, default 0.02 */
     double gamma;       /**< seasonal smoothing, default 0.2 */
-    double phi;         /**< trend damping, default 0.98 */
+    double phi;         /**< trend damping, default 0.98; must be in (0, 1] */
     double quantile;    /**< upper quantile planned for, default 0.9 */
 };
 
+/** Fill cfg with the defaults above. */
 void forecast_config_init(struct forecast_config *cfg);
+
+/** Largest rate forecast_observe() accepts (req/s); keeps the state finite. */
+#define FORECAST_MAX_RATE 1e12
 
 struct forecast;
 
@@ -38,8 +42,12 @@ struct forecast;
  * Create a forecaster. Returns NULL (and no allocation) if cfg is invalid:
  * bucket_ms <= 0, season not a multiple of bucket, more than 20160 buckets
  * per season, smoothing factors outside (0, 1), quantile outside (0.5, 1).
+ * Also invalid: cfg NULL, season_ms <= 0, fewer than 2 buckets per season,
+ * phi outside (0, 1]. The caller keeps cfg (it is copied). Release the
+ * result with forecast_free().
  */
 struct forecast *forecast_new(const struct forecast_config *cfg);
+/** Release f and everything it holds; NULL is a no-op. */
 void forecast_free(struct forecast *f);
 
 /**
@@ -47,6 +55,13 @@ void forecast_free(struct forecast *f);
  * not go backwards (older ones are ignored, returns -EINVAL); NaN or negative
  * rates are ignored (-EINVAL). A gap of missing buckets is filled with the
  * model's own forecast so seasonality stays aligned.
+ *
+ * Also -EINVAL: f NULL, now_ms < 0 (times are UNIX ms), rate infinite or
+ * above FORECAST_MAX_RATE. -ERANGE if one bucket already holds 2^32 - 1
+ * observations. Observations with equal times are accepted. The season's
+ * phases follow the clock (bucket index floor(now_ms / bucket_ms) mod
+ * buckets-per-season), not the time of the first observation. On any error
+ * f is unchanged.
  */
 int forecast_observe(struct forecast *f, int64_t now_ms, double rate);
 
@@ -62,6 +77,12 @@ struct forecast_result {
 /**
  * Forecast the rate at now_ms + horizon_ms. Returns -ENODATA until at least a
  * few buckets have been seen (method FORECAST_NONE), else 0.
+ *
+ * "A few" is 3 closed buckets (buckets_seen counts closed buckets, observed
+ * or gap-filled). The open bucket is taken into account without changing f.
+ * -EINVAL (out zeroed, method FORECAST_NONE) for f or out NULL, now_ms < 0,
+ * horizon_ms < 0 or a sum that overflows. How mean and upper are computed is
+ * described at the top of forecast.c.
  */
 int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_ms,
                      struct forecast_result *out);
@@ -73,6 +94,12 @@ const char *forecast_method_name(enum forecast_method m);
  * *outlen bytes. Deserialise returns a new forecaster or NULL when the bytes
  * are malformed, truncated, of another version or of a different config
  * (bucket or season), with a reason in err.
+ *
+ * The format (see forecast-state.c) is checksummed and holds neither the
+ * smoothing factors nor the quantile: those come from cfg, which must pass
+ * forecast_new()'s checks. err may be NULL; it is always NUL-terminated when
+ * errlen > 0. buf is only read. An accepted buffer is canonical: serialising
+ * the result reproduces it byte for byte.
  */
 void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen);
 struct forecast *forecast_deserialize(const struct forecast_config *cfg, const uint8_t *buf,

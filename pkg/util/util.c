@@ -64,15 +64,12 @@ void xfree(void *p)
 char *xasprintf(const char *fmt, ...)
 {
     va_list ap;
+    char *s = NULL;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = vasprintf(&s, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        n = 0;
-    char *s = xmalloc((size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    if (n < 0 || !s)
+        oom(strlen(fmt));
     return s;
 }
 

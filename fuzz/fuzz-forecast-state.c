@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* libFuzzer target for forecast_deserialize(): the forecaster state comes back
+ * from a Kubernetes ConfigMap, so it is outside input.
+ *
+ * The first input byte picks the mode: bit 0 set means "recompute the CRC-32
+ * trailer before parsing" (so mutations reach the value checks behind the
+ * checksum), bits 1-2 pick one of four configs. An accepted state must
+ * serialise back to exactly the bytes parsed, predict must give finite
+ * results with upper >= mean >= 0, and it must keep working after further
+ * observations. The seed corpus (fuzz/corpus/forecast-state/) is written by
+ * `test-forecast --write-corpus DIR`, whose config table matches this one. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forecast/forecast.h"
+#include "util/util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static uint32_t crc32_ieee(const uint8_t *p, size_t n)
+{
+    uint32_t crc = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++)
+            crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+static void check_predict(const struct forecast *f, int64_t now, int64_t horizon)
+{
+    struct forecast_result r;
+    int rc = forecast_predict(f, now, horizon, &r);
+    if (rc == 0) {
+        if (!isfinite(r.mean) || !isfinite(r.upper) || r.mean < 0.0 || r.upper < r.mean)
+            abort();
+    } else if (rc != -ENODATA && rc != -EINVAL) {
+        abort();
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    uint8_t mode = data[0];
+    data++;
+    size--;
+
+    struct forecast_config cfg;
+    forecast_config_init(&cfg);
+    switch ((mode >> 1) & 3) {
+    case 1:
+        cfg.bucket_ms = 1000;
+        cfg.season_ms = 60000;
+        break;
+    case 2:
+        cfg.bucket_ms = 1000;
+        cfg.season_ms = 4000;
+        break;
+    case 3:
+        cfg.season_ms = 3600 * 1000;
+        break;
+    default:
+        break;
+    }
+
+    uint8_t *buf = xmalloc(size);
+    if (size)
+        memcpy(buf, data, size);
+    if ((mode & 1) && size >= 4) {
+        uint32_t c = crc32_ieee(buf, size - 4);
+        for (int i = 0; i < 4; i++)
+            buf[size - 4 + i] = (uint8_t)(c >> (8 * i));
+    }
+
+    char err[200];
+    err[0] = '\0';
+    struct forecast *f = forecast_deserialize(&cfg, buf, size, err, sizeof(err));
+    if (!f) {
+        if (err[0] == '\0')
+            abort(); /* a rejection always says why */
+        xfree(buf);
+        return 0;
+    }
+
+    uint8_t *out = NULL;
+    size_t outlen = 0;
+    forecast_serialize(f, &out, &outlen);
+    if (outlen != size || memcmp(out, buf, size) != 0)
+        abort();
+    xfree(out);
+
+    static const int64_t horizons[] = {0, 1, 999, 60000, 11 * 60000, 86400000, INT64_MAX / 4};
+    int64_t times[] = {0, 1700000000000LL, (int64_t)1 << 53, INT64_MAX - 1};
+    for (size_t t = 0; t < sizeof(times) / sizeof(times[0]); t++)
+        for (size_t h = 0; h < sizeof(horizons) / sizeof(horizons[0]); h++)
+            check_predict(f, times[t], horizons[h]);
+
+    /* keep going from the restored state: same bucket, next bucket, a gap */
+    /* the newest observation time is not public: read it from the accepted
+     * header (offset 40, little-endian i64) */
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)buf[40 + i] << (8 * i);
+    int64_t now = (int64_t)v;
+    int64_t steps[] = {0, cfg.bucket_ms, 7 * cfg.bucket_ms, cfg.season_ms * 3 + 5};
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        if (now > INT64_MAX - steps[i])
+            break;
+        now += steps[i];
+        (void)forecast_observe(f, now, 10.0 * (double)(i + 1));
+        check_predict(f, now, 11 * 60000);
+    }
+    xfree(buf);
+    forecast_free(f);
+    return 0;
+}

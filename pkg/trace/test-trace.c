@@ -1,0 +1,363 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests for trace: accepted shapes, every rejection with its line, the
+ * writer's format and a write -> parse round trip, and the file loader. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <unistd.h>
+
+#include "trace/trace.h"
+#include "util/util.h"
+
+static struct trace *parse_ok(const char *csv)
+{
+    struct trace *t = NULL;
+    struct trace_error err = {0};
+    int rc = trace_parse(csv, strlen(csv), &t, &err);
+    if (rc != 0)
+        fail_msg("parse failed rc=%d line=%zu: %s\n--- input:\n%s", rc, err.line, err.msg, csv);
+    assert_non_null(t);
+    return t;
+}
+
+static void assert_buckets(const struct trace *t, const double *want, size_t n)
+{
+    assert_int_equal(t->n, n);
+    for (size_t k = 0; k < n; k++)
+        if (t->requests[k] != want[k])
+            fail_msg("bucket %zu: %g, want %g", k, t->requests[k], want[k]);
+}
+
+/* ---- accepted inputs -------------------------------------------------------- */
+
+static void test_header_and_extra_columns(void **state)
+{
+    (void)state;
+    /* The shape of /work/shared/traces/azure_llm2023_*.csv: empty extras on idle seconds. */
+    struct trace *t = parse_ok("t_seconds,requests,mean_input_tokens,mean_output_tokens\n"
+                               "0,1,4808.0,10.0\n"
+                               "1,7,2592.9,15.3\n"
+                               "2,4,2227.5,12.0\n"
+                               "3,0,,\n");
+    static const double want[] = {1, 7, 4, 0};
+    assert_int_equal(t->t0_ms, 0);
+    assert_int_equal(t->dt_ms, 1000);
+    assert_buckets(t, want, 4);
+    assert_true(trace_total(t) == 12.0);
+    trace_free(t);
+}
+
+static void test_no_header_crlf_comments(void **state)
+{
+    (void)state;
+    struct trace *t = parse_ok("# recorded by hand\r\n"
+                               "\r\n"
+                               "100, 5\r\n"
+                               "   # indented comment\r\n"
+                               "110,6.5\r\n"
+                               "\t\r\n"
+                               "120 ,0\r\n"
+                               "130,1e2"); /* no final newline */
+    static const double want[] = {5, 6.5, 0, 100};
+    assert_int_equal(t->t0_ms, 100000);
+    assert_int_equal(t->dt_ms, 10000);
+    assert_buckets(t, want, 4);
+    trace_free(t);
+}
+
+static void test_gaps_600s_grid(void **state)
+{
+    (void)state;
+    /* servegen *_600s shape: decimal counts, 600 s grid; 1200 and 2400 missing. */
+    struct trace *t = parse_ok("t_seconds,requests,mean_input_tokens,mean_output_tokens\n"
+                               "0,127668.0,355.4,292.5\n"
+                               "600,107819.0,364.9,285.5\n"
+                               "1800,138856.0,361.4,295.1\n"
+                               "3000,0.5,,\n");
+    static const double want[] = {127668, 107819, 0, 138856, 0, 0.5};
+    assert_int_equal(t->dt_ms, 600000);
+    assert_buckets(t, want, 6);
+    assert_true(trace_total(t) == 127668.0 + 107819.0 + 138856.0 + 0.5);
+    trace_free(t);
+}
+
+static void test_decimal_times_and_tolerance(void **state)
+{
+    (void)state;
+    /* 1.5 s grid; 4.501 is 1 ms off (tolerated) and 7.4995 rounds to 7.5. */
+    struct trace *t = parse_ok("1.5,1\n3.0,2\n4.501,3\n7.4995,4\n");
+    static const double want[] = {1, 2, 3, 0, 4};
+    assert_int_equal(t->t0_ms, 1500);
+    assert_int_equal(t->dt_ms, 1500);
+    assert_buckets(t, want, 5);
+    trace_free(t);
+}
+
+static void test_single_row_and_bom(void **state)
+{
+    (void)state;
+    struct trace *t = parse_ok("\xef\xbb\xbft_seconds,requests\n42,3\n");
+    static const double want[] = {3};
+    assert_int_equal(t->t0_ms, 42000);
+    assert_int_equal(t->dt_ms, 1000);
+    assert_buckets(t, want, 1);
+    trace_free(t);
+
+    t = parse_ok("t\n-5,0\n-4,-0\n"); /* one-column header, negative time, -0 count */
+    assert_int_equal(t->t0_ms, -5000);
+    assert_int_equal(t->n, 2);
+    assert_false(signbit(t->requests[1]));
+    trace_free(t);
+}
+
+static void test_one_second_shared_shape(void **state)
+{
+    (void)state;
+    /* An hour of a 1 s trace written the way the shared traces are. */
+    struct util_buf b = {0};
+    util_buf_puts(&b, "t_seconds,requests,mean_input_tokens,mean_output_tokens\n");
+    double sum = 0;
+    static double want[3600];
+    for (int k = 0; k < 3600; k++) {
+        int req = (k * 7919) % 13 == 0 ? 0 : (k * 31) % 17;
+        want[k] = req;
+        sum += req;
+        if (req)
+            util_buf_printf(&b, "%d,%d,%.1f,%.1f\n", k, req, 100.0 + k, 10.0 + k % 5);
+        else
+            util_buf_printf(&b, "%d,0,,\n", k);
+    }
+    struct trace *t = parse_ok(b.data);
+    assert_int_equal(t->dt_ms, 1000);
+    assert_buckets(t, want, 3600);
+    assert_true(trace_total(t) == sum);
+    trace_free(t);
+    util_buf_free(&b);
+}
+
+/* ---- rejections ------------------------------------------------------------- */
+
+static void test_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        int rc;
+        size_t line;
+        const char *msg; /* must occur in err.msg */
+    } cases[] = {
+        {"t_seconds,requests\n0,1\n1,abc\n", -EINVAL, 3, "requests 'abc' is not a number"},
+        {"0,1\n1,-2\n", -EINVAL, 2, "requests '-2' is negative"},
+        {"0,1\n1,nan\n", -EINVAL, 2, "requests 'nan' is not finite"},
+        {"0,1\n1,inf\n", -EINVAL, 2, "requests 'inf' is not finite"},
+        {"0,1\n1,1e999\n", -EINVAL, 2, "requests '1e999' is not finite"},
+        {"0,1\n1,0x10\n", -EINVAL, 2, "requests '0x10' is not a number"},
+        {"0,1\n1,1 2\n", -EINVAL, 2, "requests '1 2' is not a number"},
+        {"0,1\n1,\n", -EINVAL, 2, "requests is empty"},
+        {"0,1\ninf,1\n", -EINVAL, 2, "t_seconds 'inf' is not finite"},
+        {"0,1\nabc,1\n", -EINVAL, 2, "t_seconds 'abc' is not a number"},
+        {"0,1\n,1\n", -EINVAL, 2, "t_seconds is empty"},
+        {"0,1\n1e13,1\n", -EINVAL, 2, "out of range"},
+        {"0,1\nt_seconds,requests\n", -EINVAL, 2, "t_seconds 't_seconds' is not a number"},
+        {"nan,5\n", -EINVAL, 1, "t_seconds 'nan' is not finite"},
+        {"0\n", -EINVAL, 1, "missing requests column in '0'"},
+        {"# c\n\n0,1\n\n1,-1\n", -EINVAL, 5, "negative"},
+        {"0,1\n10,1\n5,1\n", -EINVAL, 3,
+         "t_seconds '5' does not increase (the previous row is at 10 s)"},
+        {"0,1\n0,1\n", -EINVAL, 2, "does not increase"},
+        {"0,1\n0.5,1\n", -EINVAL, 2,
+         "t_seconds '0.5' is 0.5 s after the first row; the bucket width must be at least 1 s"},
+        {"0,1\n10,1\n25,1\n", -EINVAL, 3, "t_seconds '25' is off the 10 s grid that starts at 0 s"},
+        {"0,1\n10,1\n20.002,1\n", -EINVAL, 3, "t_seconds '20.002' is off the 10 s grid"},
+        {"0,1\n10,1\n10.001,1\n", -EINVAL, 3,
+         "t_seconds '10.001' falls in the same 10 s bucket as the previous row"},
+        {"0,1\r\n1,1\r\n2,x\r\n", -EINVAL, 3, "requests 'x' is not"},
+        {"", -EINVAL, 0, "no data rows"},
+        {"t_seconds,requests\n# nothing\n\n", -EINVAL, 0, "no data rows"},
+        {"0,1\n1,1\n60000000,1\n", -E2BIG, 3,
+         "t_seconds '60000000' is bucket 60000000; traces are limited to 50000000 buckets"},
+        {"0,1\n1000,1\n50000000000,1\n", -E2BIG, 3, "limited to"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        static struct trace sentinel;
+        struct trace *t = &sentinel;
+        struct trace_error err = {0};
+        int rc = trace_parse(cases[i].in, strlen(cases[i].in), &t, &err);
+        if (rc != cases[i].rc || err.line != cases[i].line || !strstr(err.msg, cases[i].msg))
+            fail_msg("case %zu: rc=%d line=%zu msg='%s'; want rc=%d line=%zu msg~'%s'", i, rc,
+                     err.line, err.msg, cases[i].rc, cases[i].line, cases[i].msg);
+        assert_ptr_equal(t, &sentinel); /* *out untouched */
+    }
+}
+
+static void test_error_text_is_truncated_and_printable(void **state)
+{
+    (void)state;
+    static const char nul[] = "0,1\n1,2\0\n"; /* a NUL byte inside a field */
+    struct trace *t0 = NULL;
+    struct trace_error e0 = {0};
+    assert_int_equal(trace_parse(nul, sizeof(nul) - 1, &t0, &e0), -EINVAL);
+    assert_int_equal(e0.line, 2);
+    assert_non_null(strstr(e0.msg, "requests '2?' is not a number"));
+    assert_null(t0);
+
+    struct util_buf b = {0};
+    util_buf_puts(&b, "0,1\n1,\x01");
+    for (int k = 0; k < 300; k++)
+        util_buf_puts(&b, "z");
+    util_buf_puts(&b, "\n");
+    struct trace *t = NULL;
+    struct trace_error err = {0};
+    assert_int_equal(trace_parse(b.data, b.len, &t, &err), -EINVAL);
+    assert_int_equal(err.line, 2);
+    assert_non_null(strstr(err.msg, "'?zzz"));
+    assert_non_null(strstr(err.msg, "...' is not a number"));
+    assert_true(strlen(err.msg) < 100);
+    assert_null(t);
+    util_buf_free(&b);
+}
+
+static void test_too_big(void **state)
+{
+    (void)state;
+    /* The byte limit is checked before the buffer is read, so a short buffer
+     * with a claimed length over the limit exercises it without 1 GiB. */
+    static const char small[] = "0,1\n";
+    struct trace *t = NULL;
+    struct trace_error err = {0};
+    assert_int_equal(trace_parse(small, TRACE_MAX_BYTES + 1, &t, &err), -E2BIG);
+    assert_int_equal(err.line, 0);
+    assert_non_null(strstr(err.msg, "limit"));
+    assert_null(t);
+}
+
+/* ---- writer ----------------------------------------------------------------- */
+
+static char *write_rows(const double *ts, const double *rs, size_t n)
+{
+    char *mem = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&mem, &len);
+    assert_non_null(f);
+    trace_write_header(f);
+    for (size_t k = 0; k < n; k++)
+        trace_write_row(f, ts[k], rs[k]);
+    fclose(f);
+    return mem; /* free() it: open_memstream allocates with malloc */
+}
+
+static void test_writer_format(void **state)
+{
+    (void)state;
+    static const double ts[] = {0, 600, 12.5, 1.0004, -0.0001, 1700000000.25};
+    static const double rs[] = {0, 127668.0, 3, 0.1, 1234567.891, 2.5e20};
+    char *out = write_rows(ts, rs, UTIL_ARRAY_LEN(ts));
+    assert_string_equal(out, "t_seconds,requests\n"
+                             "0,0\n"
+                             "600,127668\n"
+                             "12.5,3\n"
+                             "1,0.1\n"
+                             "0,1234567.89\n"
+                             "1700000000.25,2.5e+20\n");
+    free(out);
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    enum { N = 500 };
+    double ts[N], rs[N];
+    for (int k = 0; k < N; k++) {
+        ts[k] = 1700000000.5 + 10.0 * k;
+        rs[k] = k % 7 == 0 ? 0 : k % 3 == 0 ? k * 1000003.0 : k / 3.0 + 0.001;
+    }
+    char *csv = write_rows(ts, rs, N);
+    struct trace *t = parse_ok(csv);
+    assert_int_equal(t->t0_ms, 1700000000500LL);
+    assert_int_equal(t->dt_ms, 10000);
+    assert_int_equal(t->n, N);
+    for (int k = 0; k < N; k++)
+        if (fabs(t->requests[k] - rs[k]) > 1e-8 * fabs(rs[k]))
+            fail_msg("bucket %d: %.17g, wrote %.17g", k, t->requests[k], rs[k]);
+    trace_free(t);
+    free(csv);
+}
+
+/* ---- files ------------------------------------------------------------------ */
+
+static void test_load_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test-trace-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    static const char csv[] = "t_seconds,requests\n0,52\n1,55\n3,9\n";
+    assert_int_equal(write(fd, csv, sizeof(csv) - 1), (ssize_t)(sizeof(csv) - 1));
+    close(fd);
+
+    struct trace *t = NULL;
+    struct trace_error err = {0};
+    assert_int_equal(trace_load_file(path, &t, &err), 0);
+    static const double want[] = {52, 55, 0, 9};
+    assert_buckets(t, want, 4);
+    trace_free(t);
+
+    /* "-" reads stdin. */
+    int saved = dup(STDIN_FILENO);
+    int in = open(path, O_RDONLY);
+    assert_true(saved >= 0 && in >= 0);
+    dup2(in, STDIN_FILENO);
+    close(in);
+    t = NULL;
+    int rc = trace_load_file("-", &t, &err);
+    dup2(saved, STDIN_FILENO);
+    close(saved);
+    assert_int_equal(rc, 0);
+    assert_buckets(t, want, 4);
+    trace_free(t);
+    unlink(path);
+
+    t = NULL;
+    assert_int_equal(trace_load_file(path, &t, &err), -ENOENT);
+    assert_int_equal(err.line, 0);
+    assert_non_null(strstr(err.msg, path));
+    assert_null(t);
+
+    /* Parse errors keep their line through the loader. */
+    char bad[] = "/tmp/test-trace-XXXXXX";
+    fd = mkstemp(bad);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "0,1\n1,x\n", 8), 8);
+    close(fd);
+    assert_int_equal(trace_load_file(bad, &t, &err), -EINVAL);
+    assert_int_equal(err.line, 2);
+    unlink(bad);
+    trace_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_header_and_extra_columns),
+        cmocka_unit_test(test_no_header_crlf_comments),
+        cmocka_unit_test(test_gaps_600s_grid),
+        cmocka_unit_test(test_decimal_times_and_tolerance),
+        cmocka_unit_test(test_single_row_and_bom),
+        cmocka_unit_test(test_one_second_shared_shape),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_error_text_is_truncated_and_printable),
+        cmocka_unit_test(test_too_big),
+        cmocka_unit_test(test_writer_format),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_load_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

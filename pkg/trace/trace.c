@@ -1,0 +1,509 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* trace: parser and writer for request-rate trace CSVs (`t_seconds,requests`).
+ *
+ * The parser walks the buffer once, line by line, without allocating per row:
+ * each numeric field is copied into a small NUL-terminated stack buffer for
+ * strtod. The bucket array is sized once from the last row's time when that
+ * parses (the usual case), and otherwise grows by doubling, capped at
+ * TRACE_MAX_BUCKETS. Times are kept as integer milliseconds; a row belongs
+ * to bucket k when its time is within TRACE_GRID_TOL_MS of t0 + k * dt.
+ * Errors carry the 1-based line and the offending text (truncated, with
+ * control bytes replaced) so that a caller can print them as they are. */
+#include "trace/trace.h"
+
+#include "util/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/** A row may sit this far off the grid (rounding in writers). */
+#define TRACE_GRID_TOL_MS 1
+/** |t_seconds| above this cannot be held exactly in ms in a double. */
+#define TRACE_MAX_ABS_T 1e12
+/** Longest numeric field we accept (digits, sign, point, exponent). */
+#define FIELD_MAX 64
+/** Offending text is quoted up to this many bytes. */
+#define QUOTE_MAX 40
+
+/* ---- errors --------------------------------------------------------------- */
+
+static int fail(struct trace_error *err, int rc, size_t line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(struct trace_error *err, int rc, size_t line, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        err->line = line;
+        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+/* Quote up to QUOTE_MAX bytes of s for a message: control and non-ASCII
+ * bytes become '?', and "..." marks truncation. out must hold QUOTE_MAX + 4. */
+static const char *quote(const char *s, size_t n, char *out)
+{
+    size_t k = 0;
+    for (; k < n && k < QUOTE_MAX; k++) {
+        unsigned char c = (unsigned char)s[k];
+        out[k] = (c < 0x20 || c >= 0x7f) ? '?' : (char)c;
+    }
+    if (n > QUOTE_MAX) {
+        memcpy(out + k, "...", 3);
+        k += 3;
+    }
+    out[k] = '\0';
+    return out;
+}
+
+/* ---- fields ------------------------------------------------------------------ */
+
+struct field {
+    const char *p;
+    size_t n;
+};
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static struct field trim(const char *p, size_t n)
+{
+    while (n && is_blank(*p)) {
+        p++;
+        n--;
+    }
+    while (n && is_blank(p[n - 1]))
+        n--;
+    return (struct field){p, n};
+}
+
+/* Split the first two comma-separated fields off a line. Returns how many
+ * were present (0..2); anything after the second comma is ignored. */
+static int split2(const char *p, size_t n, struct field *a, struct field *b)
+{
+    const char *c = memchr(p, ',', n);
+    if (!c) {
+        *a = trim(p, n);
+        return 1;
+    }
+    *a = trim(p, (size_t)(c - p));
+    const char *q = c + 1;
+    size_t rest = n - (size_t)(q - p);
+    const char *d = memchr(q, ',', rest);
+    *b = trim(q, d ? (size_t)(d - q) : rest);
+    return 2;
+}
+
+enum num_rc { NUM_OK, NUM_EMPTY, NUM_BAD, NUM_NONFINITE };
+
+/* Parse a decimal number (optionally with exponent) from a field. Hex,
+ * whitespace inside the field, NaN and infinities are refused. */
+static enum num_rc parse_num(struct field f, double *out)
+{
+    if (f.n == 0)
+        return NUM_EMPTY;
+    if (f.n >= FIELD_MAX)
+        return NUM_BAD;
+    char tmp[FIELD_MAX];
+    memcpy(tmp, f.p, f.n);
+    tmp[f.n] = '\0';
+    bool plain = true;
+    for (size_t k = 0; k < f.n; k++) {
+        char c = tmp[k];
+        if (!((c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+' || c == 'e' ||
+              c == 'E')) {
+            plain = false;
+            break;
+        }
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(tmp, &end);
+    if (end == tmp || *end != '\0')
+        return NUM_BAD;
+    if (!plain)
+        return isfinite(v) ? NUM_BAD : NUM_NONFINITE; /* "nan", "inf", "0x1p3" */
+    if (!isfinite(v) || (errno == ERANGE && fabs(v) > 1.0))
+        return NUM_NONFINITE; /* 1e999 */
+    *out = v;
+    return NUM_OK;
+}
+
+/* Does the line look like a header: a first field that starts like a name,
+ * and no number in the second field ("t_seconds,requests")? */
+static bool is_header(const char *p, size_t n)
+{
+    struct field a, b;
+    int nf = split2(p, n, &a, &b);
+    if (a.n == 0)
+        return false;
+    char c = a.p[0];
+    bool name = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '"';
+    if (!name)
+        return false;
+    double v;
+    return nf < 2 || parse_num(b, &v) != NUM_OK;
+}
+
+/* Drop trailing zeros (and a trailing point) from a "%.Nf" rendering. */
+static void trim_zeros(char *s)
+{
+    if (!strchr(s, '.'))
+        return;
+    size_t n = strlen(s);
+    while (n && s[n - 1] == '0')
+        s[--n] = '\0';
+    if (n && s[n - 1] == '.')
+        s[--n] = '\0';
+}
+
+/* ---- the bucket array ----------------------------------------------------- */
+
+struct series {
+    double *v;
+    size_t n;
+    size_t cap;
+};
+
+static void series_reserve(struct series *s, size_t cap)
+{
+    s->v = xrealloc(s->v, cap * sizeof(*s->v));
+    s->cap = cap;
+}
+
+/* Make bucket k exist (zero-filling any gap) and set it to v. k has been
+ * checked against TRACE_MAX_BUCKETS. A jump past twice the capacity (a gap)
+ * gets exactly the room it needs. */
+static void series_set(struct series *s, size_t k, double v)
+{
+    if (k >= s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 1024;
+        if (cap <= k)
+            cap = k + 1;
+        series_reserve(s, UTIL_MIN(cap, TRACE_MAX_BUCKETS));
+    }
+    if (k >= s->n) {
+        memset(s->v + s->n, 0, (k + 1 - s->n) * sizeof(*s->v));
+        s->n = k + 1;
+    }
+    s->v[k] = v;
+}
+
+/* ---- parsing ------------------------------------------------------------------ */
+
+struct parser {
+    struct series s;
+    bool have_row;    /* at least one data row seen */
+    bool have_dt;     /* two data rows seen */
+    int64_t t0_ms, dt_ms, prev_ms;
+    size_t prev_k;
+};
+
+static int parse_time(struct field f, size_t line, int64_t *ms, struct trace_error *err)
+{
+    char q[QUOTE_MAX + 4];
+    double t;
+    switch (parse_num(f, &t)) {
+    case NUM_OK:
+        break;
+    case NUM_EMPTY:
+        return fail(err, -EINVAL, line, "t_seconds is empty");
+    case NUM_NONFINITE:
+        return fail(err, -EINVAL, line, "t_seconds '%s' is not finite", quote(f.p, f.n, q));
+    default:
+        return fail(err, -EINVAL, line, "t_seconds '%s' is not a number", quote(f.p, f.n, q));
+    }
+    if (fabs(t) > TRACE_MAX_ABS_T)
+        return fail(err, -EINVAL, line, "t_seconds '%s' is out of range (|t| > 1e12)",
+                    quote(f.p, f.n, q));
+    *ms = llround(t * 1000.0);
+    return 0;
+}
+
+static int parse_requests(struct field f, size_t line, double *out, struct trace_error *err)
+{
+    char q[QUOTE_MAX + 4];
+    double v;
+    switch (parse_num(f, &v)) {
+    case NUM_OK:
+        break;
+    case NUM_EMPTY:
+        return fail(err, -EINVAL, line, "requests is empty");
+    case NUM_NONFINITE:
+        return fail(err, -EINVAL, line, "requests '%s' is not finite", quote(f.p, f.n, q));
+    default:
+        return fail(err, -EINVAL, line, "requests '%s' is not a number", quote(f.p, f.n, q));
+    }
+    if (v < 0)
+        return fail(err, -EINVAL, line, "requests '%s' is negative", quote(f.p, f.n, q));
+    *out = v + 0.0; /* -0 -> 0 */
+    return 0;
+}
+
+/* Milliseconds as trimmed seconds for messages ("10", "1.5", "0.001"). */
+static const char *secs(int64_t ms, char out[32])
+{
+    snprintf(out, 32, "%.3f", (double)ms / 1000.0);
+    trim_zeros(out);
+    return out;
+}
+
+/* Place a row's time (field f, parsed to t_ms) on the grid; sets *k to its
+ * bucket. */
+static int place(struct parser *ps, struct field f, int64_t t_ms, size_t line, size_t *k,
+                 struct trace_error *err)
+{
+    char q[QUOTE_MAX + 4], a[32], b[32];
+    if (!ps->have_row) {
+        ps->t0_ms = t_ms;
+        *k = 0;
+        return 0;
+    }
+    if (t_ms <= ps->prev_ms)
+        return fail(err, -EINVAL, line,
+                    "t_seconds '%s' does not increase (the previous row is at %s s)",
+                    quote(f.p, f.n, q), secs(ps->prev_ms, a));
+    if (!ps->have_dt) {
+        int64_t dt = t_ms - ps->t0_ms;
+        if (dt < 1000)
+            return fail(err, -EINVAL, line,
+                        "t_seconds '%s' is %s s after the first row; the bucket width "
+                        "must be at least 1 s",
+                        quote(f.p, f.n, q), secs(dt, a));
+        ps->dt_ms = dt;
+        ps->have_dt = true;
+        *k = 1;
+        return 0;
+    }
+    int64_t off = t_ms - ps->t0_ms; /* > 0, <= 2e15 */
+    int64_t kk = (off + ps->dt_ms / 2) / ps->dt_ms;
+    int64_t miss = off - kk * ps->dt_ms;
+    if (miss > TRACE_GRID_TOL_MS || miss < -TRACE_GRID_TOL_MS)
+        return fail(err, -EINVAL, line, "t_seconds '%s' is off the %s s grid that starts at %s s",
+                    quote(f.p, f.n, q), secs(ps->dt_ms, a), secs(ps->t0_ms, b));
+    if ((uint64_t)kk <= ps->prev_k)
+        return fail(err, -EINVAL, line,
+                    "t_seconds '%s' falls in the same %s s bucket as the previous row",
+                    quote(f.p, f.n, q), secs(ps->dt_ms, a));
+    if ((uint64_t)kk >= TRACE_MAX_BUCKETS)
+        return fail(err, -E2BIG, line,
+                    "t_seconds '%s' is bucket %lld; traces are limited to %zu buckets",
+                    quote(f.p, f.n, q), (long long)kk, TRACE_MAX_BUCKETS);
+    *k = (size_t)kk;
+    return 0;
+}
+
+static int parse_row(struct parser *ps, const char *p, size_t n, size_t line,
+                     struct trace_error *err)
+{
+    struct field ft, fr;
+    char q[QUOTE_MAX + 4];
+    if (split2(p, n, &ft, &fr) < 2)
+        return fail(err, -EINVAL, line, "missing requests column in '%s'", quote(p, n, q));
+    int64_t t_ms = 0;
+    double req = 0;
+    size_t k = 0;
+    int rc = parse_time(ft, line, &t_ms, err);
+    if (rc == 0)
+        rc = parse_requests(fr, line, &req, err);
+    if (rc == 0)
+        rc = place(ps, ft, t_ms, line, &k, err);
+    if (rc != 0)
+        return rc;
+    series_set(&ps->s, k, req);
+    ps->have_row = true;
+    ps->prev_ms = t_ms;
+    ps->prev_k = k;
+    return 0;
+}
+
+/* The last row of a valid trace gives its bucket count: read its time so the
+ * array is allocated once, at its final size (no regrowth, no trim, no 2x
+ * peak). Only a hint: 0 when the last row does not parse or is out of range;
+ * the row-by-row checks still decide. */
+static size_t last_row_hint(const char *buf, const char *end, int64_t t0_ms, int64_t dt_ms)
+{
+    while (end > buf) {
+        const char *nl = memrchr(buf, '\n', (size_t)(end - buf));
+        const char *ls = nl ? nl + 1 : buf;
+        size_t n = (size_t)(end - ls);
+        if (n && ls[n - 1] == '\r')
+            n--;
+        struct field all = trim(ls, n), ft, fr;
+        if (all.n != 0 && all.p[0] != '#') {
+            double t;
+            if (split2(all.p, all.n, &ft, &fr) < 2 || parse_num(ft, &t) != NUM_OK ||
+                fabs(t) > TRACE_MAX_ABS_T)
+                return 0;
+            int64_t off = llround(t * 1000.0) - t0_ms;
+            if (off <= 0)
+                return 0;
+            uint64_t k = (uint64_t)(off + dt_ms / 2) / (uint64_t)dt_ms;
+            return k < TRACE_MAX_BUCKETS ? (size_t)k + 1 : 0;
+        }
+        if (!nl)
+            break;
+        end = nl;
+    }
+    return 0;
+}
+
+int trace_parse(const char *buf, size_t len, struct trace **out, struct trace_error *err)
+{
+    struct parser ps = {0};
+    int rc = 0;
+    if (len > TRACE_MAX_BYTES) {
+        rc = fail(err, -E2BIG, 0, "trace is %zu bytes; the limit is %zu", len, TRACE_MAX_BYTES);
+        goto out;
+    }
+    const char *p = buf, *end = buf + len;
+    if (len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0)
+        p += 3; /* UTF-8 byte order mark */
+    bool first = true, hinted = false;
+    for (size_t line = 1; p < end; line++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *eol = nl ? nl : end;
+        size_t n = (size_t)(eol - p);
+        if (n && p[n - 1] == '\r')
+            n--;
+        struct field all = trim(p, n);
+        if (all.n == 0 || all.p[0] == '#') {
+            /* blank or comment */
+        } else if (first && is_header(all.p, all.n)) {
+            first = false;
+        } else {
+            first = false;
+            rc = parse_row(&ps, p, n, line, err);
+            if (rc != 0)
+                goto out;
+            if (ps.have_dt && !hinted) {
+                hinted = true;
+                size_t hint = last_row_hint(p, end, ps.t0_ms, ps.dt_ms);
+                if (hint > ps.s.cap)
+                    series_reserve(&ps.s, hint);
+            }
+        }
+        p = nl ? nl + 1 : end;
+    }
+    if (!ps.have_row) {
+        rc = fail(err, -EINVAL, 0, "trace has no data rows");
+        goto out;
+    }
+    struct trace *t = xmalloc(sizeof(*t));
+    t->t0_ms = ps.t0_ms;
+    t->dt_ms = ps.have_dt ? ps.dt_ms : 1000;
+    t->n = ps.s.n;
+    t->requests = ps.s.n == ps.s.cap ? ps.s.v : xrealloc(ps.s.v, ps.s.n * sizeof(double));
+    ps.s.v = NULL;
+    *out = t;
+out:
+    xfree(ps.s.v);
+    return rc;
+}
+
+/* ---- files ------------------------------------------------------------------- */
+
+/* Read all of fd into b (NUL-terminated), refusing more than max bytes. */
+static int read_all(int fd, size_t max, struct util_buf *b, const char *path,
+                    struct trace_error *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        if ((uint64_t)st.st_size > max)
+            return fail(err, -E2BIG, 0, "%s: %lld bytes; the limit is %zu", path,
+                        (long long)st.st_size, max);
+        b->cap = (size_t)st.st_size + 1; /* one read pass, no regrowth */
+        b->data = xmalloc(b->cap);
+        b->data[0] = '\0';
+    }
+    char chunk[65536];
+    for (;;) {
+        ssize_t r = read(fd, chunk, sizeof(chunk));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            return fail(err, -e, 0, "%s: %s", path, strerror(e));
+        }
+        if (r == 0)
+            return 0;
+        if ((size_t)r > max - b->len)
+            return fail(err, -E2BIG, 0, "%s: larger than the limit of %zu bytes", path, max);
+        util_buf_append(b, chunk, (size_t)r);
+    }
+}
+
+int trace_load_file(const char *path, struct trace **out, struct trace_error *err)
+{
+    struct util_buf b = {0};
+    bool is_stdin = strcmp(path, "-") == 0;
+    int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    int rc;
+    if (fd < 0) {
+        int e = errno;
+        rc = fail(err, -e, 0, "%s: %s", path, strerror(e));
+        goto out;
+    }
+    rc = read_all(fd, TRACE_MAX_BYTES, &b, is_stdin ? "stdin" : path, err);
+    if (rc == 0)
+        rc = trace_parse(b.data ? b.data : "", b.len, out, err);
+out:
+    if (fd >= 0 && !is_stdin)
+        close(fd);
+    util_buf_free(&b);
+    return rc;
+}
+
+/* ---- the rest ----------------------------------------------------------------- */
+
+void trace_free(struct trace *t)
+{
+    if (!t)
+        return;
+    xfree(t->requests);
+    xfree(t);
+}
+
+double trace_total(const struct trace *t)
+{
+    /* Neumaier summation: traces add billions of requests over 10^6 rows. */
+    double sum = 0, c = 0;
+    for (size_t k = 0; k < t->n; k++) {
+        double v = t->requests[k], s = sum + v;
+        c += fabs(sum) >= fabs(v) ? (sum - s) + v : (v - s) + sum;
+        sum = s;
+    }
+    return sum + c;
+}
+
+void trace_write_header(FILE *f)
+{
+    fputs("t_seconds,requests\n", f);
+}
+
+void trace_write_row(FILE *f, double t_seconds, double requests)
+{
+    char ts[64], rs[64];
+    double t = round(t_seconds * 1000.0) / 1000.0;
+    if (t == 0)
+        t = 0; /* no "-0" */
+    snprintf(ts, sizeof(ts), "%.3f", t);
+    trim_zeros(ts);
+    if (requests == floor(requests) && fabs(requests) < 1e15)
+        snprintf(rs, sizeof(rs), "%.0f", requests + 0.0);
+    else
+        snprintf(rs, sizeof(rs), "%.9g", requests);
+    fprintf(f, "%s,%s\n", ts, rs);
+}
