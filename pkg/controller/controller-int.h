@@ -63,4 +63,109 @@ bool ctl_leader_is_leading(const struct ctl_leader *l, int64_t now_ms);
 /** The lease to write on shutdown to hand over at once (holder "", 1 s). */
 void ctl_leader_release(const struct ctl_leader *l, int64_t unix_now_ms, struct ctl_lease *out);
 
+/* ---- the running controller's state ------------------------------------ */
+
+#include <uv.h>
+
+#include "controller.h"
+#include "forecast/forecast.h"
+#include "util/util.h"
+
+struct kube_deployment;
+
+/** Per tracked Deployment. Owned by the controller's workload table. */
+struct ctl_wl {
+    struct ctl_wl *next;          /**< hash chain */
+    char *ns, *name, *uid;
+    bool seen;                    /**< mark for the sweep after each tick */
+    bool config_ok;
+    struct ctl_workload_config cfg;
+    char config_error[400];       /**< last InvalidAnnotation message */
+    struct policy_state pst;
+    struct forecast *fc;
+    bool checkpoint_loaded;       /**< restore attempted */
+    int64_t last_checkpoint_ms;
+    struct policy_decision last;  /**< last decision */
+    bool have_last;
+    int64_t last_decision_ms;
+    bool last_valid;              /**< last decision came from valid metrics */
+    int32_t spec_replicas;        /**< seen at the last tick */
+    int64_t learned_cold_start_ms;
+    /* scale writes */
+    bool scaling;                 /**< a GET/PATCH of /scale is in flight */
+    int32_t scale_target;
+    int scale_attempts;
+    /* reporting */
+    enum policy_reason last_event_reason;
+    int64_t last_event_ms[POLICY_REASON_COUNT + 1];
+    char *status_written;         /**< last status annotation (without time) */
+    int64_t status_written_ms;
+    bool status_inflight;
+    bool hpa_conflict;            /**< an HPA or ScaledObject targets it (mode scale) */
+    /* recording */
+    uv_file record_fd;            /**< -1 when closed */
+    int64_t record_next_ms;
+};
+
+#define CTL_WL_BUCKETS 1024
+
+struct controller {
+    uv_loop_t *loop;
+    struct kube *kube;
+    struct kube_cache *cache;
+    struct scrape *scrape;
+    const struct ctl_config *cfg;
+    char *identity;
+    bool dry_run, leader_elect;
+    char *record_dir;
+    const char *checkpoint_prefix; /**< cfg->checkpoint_configmap */
+    uv_timer_t tick_timer;
+    uv_timer_t elect_timer;
+    uv_timer_t hpa_timer;
+    int open_handles;             /**< timers not yet closed */
+    bool closing;
+    controller_close_cb close_cb;
+    void *close_arg;
+    int pending_io;               /**< requests in flight (must reach 0 before free) */
+    struct ctl_wl *table[CTL_WL_BUCKETS];
+    size_t nwl;
+    struct ctl_leader leader;
+    bool elect_inflight;
+    bool released;
+    /* HPA conflicts: "ns/name" of Deployments targeted by an HPA */
+    char **hpa_targets;
+    size_t n_hpa_targets;
+    char **hpa_targets_next;
+    size_t n_hpa_targets_next;
+    int hpa_lists_pending;
+    /* metrics */
+    uint64_t decisions[POLICY_REASON_COUNT];
+    uint64_t invalid_annotations;
+    uint64_t scale_patches, scale_conflicts, scale_errors;
+    uint64_t events_sent, events_suppressed;
+    uint64_t ticks;
+    double last_tick_seconds;
+};
+
+/* ctl.c */
+struct ctl_wl *ctl_wl_find(struct controller *c, const char *ns, const char *name);
+void ctl_io_begin(struct controller *c);
+void ctl_io_end(struct controller *c);
+
+/* elect.c */
+void ctl_elect_start(struct controller *c);
+void ctl_elect_release(struct controller *c);
+
+/* report.c */
+void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
+               const char *message);
+void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms);
+void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key,
+                        const char *msg, int64_t now_ms);
+void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double rate);
+void ctl_record_close(struct ctl_wl *w);
+void ctl_checkpoint_load(struct controller *c, struct ctl_wl *w);
+void ctl_checkpoint_save(struct controller *c, struct ctl_wl *w, int64_t now_ms);
+void ctl_hpa_refresh(struct controller *c);
+
 #endif

@@ -119,4 +119,72 @@ const char *ctl_annotation_key_name(size_t i);
  */
 char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d);
 
+/* ---- the running controller --------------------------------------------- */
+
+struct kube;
+struct kube_cache;
+struct scrape;
+struct util_buf;
+
+struct ctl_opts {
+    const char *identity;     /**< leader-election identity (pod name) */
+    bool dry_run;             /**< decide and report in logs, but write nothing */
+    const char *record_dir;   /**< append observed rates as trace CSVs here, or NULL */
+    bool leader_elect;        /**< false: act as leader at once (single instance) */
+};
+
+struct controller;
+
+/**
+ * Start the controller on loop: leader election (when enabled), the decision
+ * timer (cfg->decision_interval_ms), HPA-conflict checks and forecaster
+ * checkpoints. k, cache and s are borrowed and must outlive the controller;
+ * cfg is borrowed too. Nothing is written to the cluster before the caches
+ * have synced and this instance leads. Returns 0 or a negative errno.
+ */
+int controller_new(uv_loop_t *loop, struct kube *k, struct kube_cache *cache, struct scrape *s,
+                   const struct ctl_config *cfg, const struct ctl_opts *o,
+                   struct controller **out);
+
+typedef void (*controller_close_cb)(void *arg);
+
+/**
+ * Stop: finish in-flight writes (bounded by a few seconds), checkpoint the
+ * forecasters, release the lease when leading, then free everything and call
+ * cb from the loop.
+ */
+void controller_close(struct controller *c, controller_close_cb cb, void *arg);
+
+/** Caches synced (for /readyz). */
+bool controller_synced(const struct controller *c);
+/** Leading now (acting on the cluster). */
+bool controller_leading(const struct controller *c);
+
+/** Append gpuscaler's own metrics in Prometheus text format. */
+void controller_write_metrics(struct controller *c, struct util_buf *out);
+
+/** One tracked workload's latest decision, as served to HPAs. */
+struct ctl_workload_view {
+    const char *ns;
+    const char *name;
+    bool valid;                /**< a fresh decision from valid metrics exists */
+    int64_t time_ms;           /**< UNIX ms of that decision */
+    int64_t window_s;          /**< rate window behind the numbers */
+    int32_t desired;
+    double requests_per_gpu;   /**< NAN when unknown */
+    double forecast_requests_per_gpu;
+    double utilization;
+};
+
+typedef void (*ctl_view_cb)(const struct ctl_workload_view *v, void *arg);
+
+/**
+ * Call cb once per tracked workload in namespace ns (all namespaces when ns
+ * is NULL), synchronously. Returns the number visited.
+ */
+size_t controller_visit(struct controller *c, const char *ns, ctl_view_cb cb, void *arg);
+
+/** Run one decision round now (tests and the first tick). */
+void controller_tick(struct controller *c);
+
 #endif

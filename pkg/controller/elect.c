@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* controller/elect: leader election I/O. Every retry period it reads the
+ * coordination.k8s.io/v1 Lease, asks the pure state machine (leader.c) what to
+ * write, and writes it with the read resourceVersion as precondition. A
+ * write that fails leaves leadership to lapse after renew-deadline; on close
+ * the lease is released so a follower takes over at once. */
+#include "controller-int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "kube/kube.h"
+
+#define SUB "leader"
+
+static void micro_time(int64_t unix_ms, char *out, size_t len)
+{
+    char base[32];
+    util_format_rfc3339(unix_ms, base, sizeof(base));
+    size_t bl = strlen(base);
+    if (bl)
+        base[bl - 1] = '\0'; /* drop Z */
+    snprintf(out, len, "%s.%06dZ", base, (int)(unix_ms % 1000) * 1000);
+}
+
+static void lease_from_json(const json_t *obj, struct ctl_lease *l)
+{
+    memset(l, 0, sizeof(*l));
+    l->exists = true;
+    const json_t *spec = json_object_get(obj, "spec");
+    const char *h = json_string_value(json_object_get(spec, "holderIdentity"));
+    snprintf(l->holder, sizeof(l->holder), "%s", h ? h : "");
+    l->duration_s = (int32_t)json_integer_value(json_object_get(spec, "leaseDurationSeconds"));
+    l->transitions = (int32_t)json_integer_value(json_object_get(spec, "leaseTransitions"));
+    const char *t = json_string_value(json_object_get(spec, "renewTime"));
+    if (t)
+        kube_parse_time(t, &l->renew_unix_ms);
+    t = json_string_value(json_object_get(spec, "acquireTime"));
+    if (t)
+        kube_parse_time(t, &l->acquire_unix_ms);
+    const char *rv =
+        json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    snprintf(l->resource_version, sizeof(l->resource_version), "%s", rv ? rv : "");
+}
+
+static json_t *lease_to_json(const struct controller *c, const struct ctl_lease *l)
+{
+    char acq[48], ren[48];
+    micro_time(l->acquire_unix_ms, acq, sizeof(acq));
+    micro_time(l->renew_unix_ms, ren, sizeof(ren));
+    json_t *meta = json_pack("{s:s,s:s}", "name", c->cfg->leader.lease_name, "namespace",
+                             c->cfg->leader.namespace_);
+    if (l->resource_version[0])
+        json_object_set_new(meta, "resourceVersion", json_string(l->resource_version));
+    return json_pack("{s:s,s:s,s:o,s:{s:s,s:i,s:s,s:s,s:i}}", "apiVersion",
+                     "coordination.k8s.io/v1", "kind", "Lease", "metadata", meta, "spec",
+                     "holderIdentity", l->holder, "leaseDurationSeconds",
+                     (json_int_t)l->duration_s, "acquireTime", acq, "renewTime", ren,
+                     "leaseTransitions", (json_int_t)l->transitions);
+}
+
+struct write_req {
+    struct controller *c;
+    struct ctl_lease lease;
+    bool release;
+};
+
+static void log_transition(struct controller *c, bool was)
+{
+    bool now = controller_leading(c);
+    if (now && !was)
+        LOG_INFO(SUB, "became leader (identity %s, lease %s/%s)", c->identity,
+                 c->cfg->leader.namespace_, c->cfg->leader.lease_name);
+    else if (!now && was)
+        LOG_WARN(SUB, "stopped leading (identity %s)", c->identity);
+}
+
+static void written(const struct kube_result *res, void *arg)
+{
+    struct write_req *r = arg;
+    struct controller *c = r->c;
+    bool was = controller_leading(c);
+    if (r->release) {
+        if (res->err == 0)
+            LOG_INFO(SUB, "released the lease");
+        else
+            LOG_WARN(SUB, "releasing the lease failed: %s", res->message);
+        c->released = true;
+    } else {
+        if (res->err != 0)
+            LOG_WARN(SUB, "lease write failed: HTTP %ld %s %s", res->status, res->reason,
+                     res->message);
+        if (res->err == 0 && res->body)
+            lease_from_json(res->body, &r->lease);
+        ctl_leader_result(&c->leader, res->err == 0, &r->lease, (int64_t)uv_now(c->loop));
+        log_transition(c, was);
+        c->elect_inflight = false;
+    }
+    xfree(r);
+    ctl_io_end(c);
+}
+
+static void got_lease(const struct kube_result *res, void *arg)
+{
+    struct controller *c = arg;
+    bool was = controller_leading(c);
+    struct ctl_lease cur;
+    memset(&cur, 0, sizeof(cur));
+    if (c->closing || (res->err != 0 && res->err != -ENOENT)) {
+        if (res->err != 0 && !c->closing)
+            LOG_WARN(SUB, "reading the lease failed: HTTP %ld %s", res->status, res->message);
+        c->elect_inflight = false;
+        log_transition(c, was);
+        ctl_io_end(c);
+        return;
+    }
+    if (res->err == 0)
+        lease_from_json(res->body, &cur);
+    struct write_req *w = xcalloc(1, sizeof(*w));
+    w->c = c;
+    enum ctl_leader_action a =
+        ctl_leader_step(&c->leader, &cur, (int64_t)uv_now(c->loop), util_now_unix_ms(), &w->lease);
+    int rc = 0;
+    if (a == CTL_LEADER_WAIT) {
+        xfree(w);
+        c->elect_inflight = false;
+        log_transition(c, was);
+        ctl_io_end(c);
+        return;
+    }
+    json_t *body = lease_to_json(c, &w->lease);
+    if (a == CTL_LEADER_CREATE)
+        rc = kube_lease_create(c->kube, c->cfg->leader.namespace_, body, written, w);
+    else
+        rc = kube_lease_update(c->kube, c->cfg->leader.namespace_, c->cfg->leader.lease_name,
+                               body, written, w);
+    json_decref(body);
+    if (rc != 0) {
+        LOG_WARN(SUB, "cannot write the lease: %s", strerror(-rc));
+        xfree(w);
+        c->elect_inflight = false;
+        ctl_io_end(c);
+        return;
+    }
+    /* the io slot of the read passes to the write */
+}
+
+static void elect_round(uv_timer_t *t)
+{
+    struct controller *c = util_container_of(t, struct controller, elect_timer);
+    if (c->elect_inflight || c->closing)
+        return;
+    c->elect_inflight = true;
+    ctl_io_begin(c);
+    int rc = kube_lease_get(c->kube, c->cfg->leader.namespace_, c->cfg->leader.lease_name,
+                            got_lease, c);
+    if (rc != 0) {
+        LOG_WARN(SUB, "cannot read the lease: %s", strerror(-rc));
+        c->elect_inflight = false;
+        ctl_io_end(c);
+    }
+}
+
+void ctl_elect_start(struct controller *c)
+{
+    uint64_t p = (uint64_t)c->cfg->leader.retry_period_ms;
+    uv_timer_start(&c->elect_timer, elect_round, 0, p);
+}
+
+void ctl_elect_release(struct controller *c)
+{
+    if (!ctl_leader_is_leading(&c->leader, (int64_t)uv_now(c->loop))) {
+        c->released = true;
+        return;
+    }
+    struct write_req *w = xcalloc(1, sizeof(*w));
+    w->c = c;
+    w->release = true;
+    ctl_leader_release(&c->leader, util_now_unix_ms(), &w->lease);
+    c->leader.leading = false; /* stop acting at once */
+    json_t *body = lease_to_json(c, &w->lease);
+    ctl_io_begin(c);
+    int rc = kube_lease_update(c->kube, c->cfg->leader.namespace_, c->cfg->leader.lease_name, body,
+                               written, w);
+    json_decref(body);
+    if (rc != 0) {
+        xfree(w);
+        c->released = true;
+        ctl_io_end(c);
+    }
+}

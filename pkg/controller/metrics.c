@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* controller/metrics: gpuscaler's own Prometheus metrics (text format
+ * 0.0.4): decisions by reason, scale writes, events, leadership and the
+ * per-workload numbers behind each decision. */
+#include "controller-int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kube/kube.h"
+
+static void family(struct util_buf *b, const char *name, const char *type, const char *help)
+{
+    util_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* label values are Kubernetes names (no quotes or backslashes), but escape anyway */
+static void label_value(struct util_buf *b, const char *v)
+{
+    for (const char *p = v; *p; p++) {
+        if (*p == '\\' || *p == '"')
+            util_buf_puts(b, "\\");
+        if (*p == '\n') {
+            util_buf_puts(b, "\\n");
+            continue;
+        }
+        util_buf_append(b, p, 1);
+    }
+}
+
+static void wl_sample(struct util_buf *b, const char *name, const struct ctl_wl *w, double v)
+{
+    util_buf_printf(b, "%s{namespace=\"", name);
+    label_value(b, w->ns);
+    util_buf_puts(b, "\",deployment=\"");
+    label_value(b, w->name);
+    if (isfinite(v))
+        util_buf_printf(b, "\"} %.6g\n", v);
+    else
+        util_buf_puts(b, "\"} NaN\n");
+}
+
+void controller_write_metrics(struct controller *c, struct util_buf *b)
+{
+    family(b, "gpuscaler_decisions_total", "counter", "Policy decisions by reason.");
+    for (int r = 0; r < POLICY_REASON_COUNT; r++)
+        util_buf_printf(b, "gpuscaler_decisions_total{reason=\"%s\"} %llu\n",
+                        policy_reason_name((enum policy_reason)r),
+                        (unsigned long long)c->decisions[r]);
+    family(b, "gpuscaler_scale_patches_total", "counter", "Successful writes of /scale.");
+    util_buf_printf(b, "gpuscaler_scale_patches_total %llu\n",
+                    (unsigned long long)c->scale_patches);
+    family(b, "gpuscaler_scale_conflicts_total", "counter", "409 Conflicts on /scale, retried.");
+    util_buf_printf(b, "gpuscaler_scale_conflicts_total %llu\n",
+                    (unsigned long long)c->scale_conflicts);
+    family(b, "gpuscaler_scale_errors_total", "counter", "Failed /scale reads or writes.");
+    util_buf_printf(b, "gpuscaler_scale_errors_total %llu\n", (unsigned long long)c->scale_errors);
+    family(b, "gpuscaler_events_total", "counter", "Kubernetes Events by outcome.");
+    util_buf_printf(b, "gpuscaler_events_total{outcome=\"sent\"} %llu\n",
+                    (unsigned long long)c->events_sent);
+    util_buf_printf(b, "gpuscaler_events_total{outcome=\"suppressed\"} %llu\n",
+                    (unsigned long long)c->events_suppressed);
+    family(b, "gpuscaler_invalid_annotations_total", "counter",
+           "Workloads found with invalid annotations.");
+    util_buf_printf(b, "gpuscaler_invalid_annotations_total %llu\n",
+                    (unsigned long long)c->invalid_annotations);
+    family(b, "gpuscaler_leader", "gauge", "1 while this instance leads and acts.");
+    util_buf_printf(b, "gpuscaler_leader %d\n", controller_leading(c) ? 1 : 0);
+    family(b, "gpuscaler_caches_synced", "gauge", "1 once the Kubernetes caches synced.");
+    util_buf_printf(b, "gpuscaler_caches_synced %d\n", controller_synced(c) ? 1 : 0);
+    family(b, "gpuscaler_tracked_deployments", "gauge", "Deployments opted in.");
+    util_buf_printf(b, "gpuscaler_tracked_deployments %zu\n", c->nwl);
+    family(b, "gpuscaler_decision_round_seconds", "gauge", "Duration of the last decision round.");
+    util_buf_printf(b, "gpuscaler_decision_round_seconds %.6f\n", c->last_tick_seconds);
+
+    static const struct {
+        const char *name, *help;
+    } per[] = {
+        {"gpuscaler_desired_replicas", "Replicas the policy chose."},
+        {"gpuscaler_requests_per_gpu", "Requests per second per ready GPU."},
+        {"gpuscaler_forecast_requests_per_gpu", "Planned forecast requests/s per GPU."},
+        {"gpuscaler_utilization", "Requests per GPU over capacity per GPU."},
+        {"gpuscaler_learned_cold_start_seconds", "Longest observed creation-to-Ready time."},
+    };
+    for (size_t k = 0; k < UTIL_ARRAY_LEN(per); k++) {
+        family(b, per[k].name, "gauge", per[k].help);
+        for (size_t i = 0; i < CTL_WL_BUCKETS; i++) {
+            for (struct ctl_wl *w = c->table[i]; w; w = w->next) {
+                if (!w->have_last)
+                    continue;
+                double v = k == 0   ? w->last.desired
+                           : k == 1 ? w->last.requests_per_gpu
+                           : k == 2 ? w->last.forecast_requests_per_gpu
+                           : k == 3 ? w->last.utilization
+                                    : (double)w->learned_cold_start_ms / 1000.0;
+                wl_sample(b, per[k].name, w, v);
+            }
+        }
+    }
+}

@@ -1,0 +1,449 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* controller/report: what the controller tells the cluster and the user:
+ * Kubernetes Events (rate-limited per workload and reason), the
+ * gpuscaler.io/status annotation (written when the decision changes, and at
+ * most every few minutes otherwise), trace recording for `simulate`, forecaster
+ * checkpoints in ConfigMaps, and the list of HPAs that would conflict. */
+#include "controller-int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kube/kube.h"
+#include "trace/trace.h"
+
+#define SUB "controller"
+#define EVENT_MIN_INTERVAL_MS (60LL * 1000)
+#define EVENT_WARN_INTERVAL_MS (10LL * 60 * 1000)
+#define STATUS_REFRESH_MS (5LL * 60 * 1000)
+#define CHECKPOINT_INTERVAL_MS (10LL * 60 * 1000)
+
+/* ---- events --------------------------------------------------------------- */
+
+static int reason_slot(const char *reason)
+{
+    static const char *const names[] = {"ScaledOut", "PredictiveScaleOut", "ScaledIn",
+                                        "MetricsUnavailable", "InvalidAnnotation",
+                                        "ScalerConflict"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++)
+        if (strcmp(names[i], reason) == 0)
+            return (int)i;
+    return POLICY_REASON_COUNT;
+}
+
+struct simple_req {
+    struct controller *c;
+    char *what;
+};
+
+static void simple_done(const struct kube_result *res, void *arg)
+{
+    struct simple_req *r = arg;
+    if (res->err != 0)
+        LOG_WARN(SUB, "%s failed: HTTP %ld %s %s", r->what, res->status, res->reason,
+                 res->message);
+    struct controller *c = r->c;
+    xfree(r->what);
+    xfree(r);
+    ctl_io_end(c);
+}
+
+static struct simple_req *simple_new(struct controller *c, const char *what)
+{
+    struct simple_req *r = xcalloc(1, sizeof(*r));
+    r->c = c;
+    r->what = xstrdup(what);
+    ctl_io_begin(c);
+    return r;
+}
+
+static void simple_fail(struct simple_req *r, int rc)
+{
+    LOG_WARN(SUB, "%s: %s", r->what, strerror(-rc));
+    struct controller *c = r->c;
+    xfree(r->what);
+    xfree(r);
+    ctl_io_end(c);
+}
+
+void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
+               const char *message)
+{
+    int64_t now = util_now_unix_ms();
+    int slot = reason_slot(reason);
+    int64_t min = strcmp(type, "Warning") == 0 ? EVENT_WARN_INTERVAL_MS : EVENT_MIN_INTERVAL_MS;
+    bool action = slot <= 2;
+    if (!action && w->last_event_ms[slot] && now - w->last_event_ms[slot] < min) {
+        c->events_suppressed++;
+        return;
+    }
+    w->last_event_ms[slot] = now;
+    if (c->dry_run)
+        return;
+    char ts[40], name[300];
+    util_format_rfc3339(now, ts, sizeof(ts));
+    snprintf(name, sizeof(name), "%.200s.%" PRIx64 "%04x", w->name, (uint64_t)now,
+             (unsigned)(c->events_sent & 0xffff));
+    json_t *ev = json_pack(
+        "{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s,s:i,"
+        "s:s,s:s}",
+        "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace", w->ns,
+        "involvedObject", "apiVersion", "apps/v1", "kind", "Deployment", "name", w->name,
+        "namespace", w->ns, "uid", w->uid, "reason", reason, "message", message, "type", type,
+        "source", "component", "gpuscaler", "host", c->identity, "firstTimestamp", ts,
+        "lastTimestamp", ts, "count", (json_int_t)1, "reportingComponent", "gpuscaler",
+        "reportingInstance", c->identity);
+    if (!ev)
+        return;
+    c->events_sent++;
+    struct simple_req *r = simple_new(c, "creating an Event");
+    int rc = kube_event_create(c->kube, w->ns, ev, simple_done, r);
+    json_decref(ev);
+    if (rc != 0)
+        simple_fail(r, rc);
+}
+
+/* ---- status annotation ------------------------------------------------------- */
+
+static void patch_status(struct controller *c, struct ctl_wl *w, const char *json)
+{
+    json_t *ann = json_pack("{s:s}", CTL_ANNOTATION_PREFIX "status", json);
+    struct simple_req *r = simple_new(c, "writing the status annotation");
+    int rc = kube_deployment_patch_annotations(c->kube, w->ns, w->name, ann, simple_done, r);
+    json_decref(ann);
+    if (rc != 0)
+        simple_fail(r, rc);
+}
+
+void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms)
+{
+    /* compare without the time so an unchanged decision is not rewritten */
+    char *full = ctl_status_json(now_ms, &w->last);
+    const char *body = strstr(full, "\"desired\"");
+    bool same = w->status_written && body && strcmp(body, w->status_written) == 0;
+    if (same && now_ms - w->status_written_ms < STATUS_REFRESH_MS) {
+        xfree(full);
+        return;
+    }
+    xfree(w->status_written);
+    w->status_written = xstrdup(body ? body : full);
+    w->status_written_ms = now_ms;
+    patch_status(c, w, full);
+    xfree(full);
+}
+
+void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key, const char *msg,
+                        int64_t now_ms)
+{
+    if (!controller_leading(c) || c->dry_run)
+        return;
+    struct util_buf b = {0};
+    char ts[40];
+    util_format_rfc3339(now_ms, ts, sizeof(ts));
+    util_buf_puts(&b, "{\"time\":");
+    util_buf_json_str(&b, ts);
+    util_buf_puts(&b, ",\"reason\":\"InvalidAnnotation\",\"key\":");
+    util_buf_json_str(&b, key);
+    util_buf_puts(&b, ",\"message\":");
+    util_buf_json_str(&b, msg);
+    util_buf_puts(&b, "}");
+    xfree(w->status_written);
+    w->status_written = NULL;
+    patch_status(c, w, b.data);
+    util_buf_free(&b);
+}
+
+/* ---- recording ------------------------------------------------------------- */
+
+struct rec_write {
+    uv_fs_t req;
+    char *data;
+};
+
+static void rec_written(uv_fs_t *req)
+{
+    struct rec_write *r = util_container_of(req, struct rec_write, req);
+    if (req->result < 0)
+        LOG_WARN(SUB, "recording: write failed: %s", uv_strerror((int)req->result));
+    uv_fs_req_cleanup(req);
+    xfree(r->data);
+    xfree(r);
+}
+
+void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double rate)
+{
+    int64_t dt = c->cfg->decision_interval_ms;
+    int64_t t = now_ms / dt * dt;
+    if (t < w->record_next_ms)
+        return;
+    if (w->record_fd < 0) {
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/%s_%s.csv", c->record_dir, w->ns, w->name);
+        uv_fs_t req;
+        /* opened once per workload; the only synchronous file call */
+        int fd = uv_fs_open(NULL, &req, path, O_WRONLY | O_CREAT | O_APPEND, 0644, NULL);
+        uv_fs_req_cleanup(&req);
+        if (fd < 0) {
+            LOGW_WARN(SUB, w->ns, w->name, "recording: cannot open %s: %s", path,
+                      uv_strerror(fd));
+            w->record_next_ms = INT64_MAX; /* don't retry every tick */
+            return;
+        }
+        w->record_fd = fd;
+        struct rec_write *h = xcalloc(1, sizeof(*h));
+        h->data = xstrdup("# gpuscaler run --record: t_seconds (UNIX), requests per interval\n"
+                          "t_seconds,requests\n");
+        uv_buf_t hb = uv_buf_init(h->data, (unsigned)strlen(h->data));
+        if (uv_fs_write(c->loop, &h->req, fd, &hb, 1, -1, rec_written) != 0) {
+            xfree(h->data);
+            xfree(h);
+        }
+    }
+    struct rec_write *r = xcalloc(1, sizeof(*r));
+    r->data = xasprintf("%lld,%.3f\n", (long long)(t / 1000), rate * (double)dt / 1000.0);
+    uv_buf_t b = uv_buf_init(r->data, (unsigned)strlen(r->data));
+    if (uv_fs_write(c->loop, &r->req, w->record_fd, &b, 1, -1, rec_written) != 0) {
+        xfree(r->data);
+        xfree(r);
+    }
+    w->record_next_ms = t + dt;
+}
+
+void ctl_record_close(struct ctl_wl *w)
+{
+    if (w->record_fd >= 0) {
+        uv_fs_t req;
+        uv_fs_close(NULL, &req, w->record_fd, NULL);
+        uv_fs_req_cleanup(&req);
+        w->record_fd = -1;
+    }
+}
+
+/* ---- forecaster checkpoints ------------------------------------------------ */
+
+static void checkpoint_name(const struct controller *c, const struct ctl_wl *w, char *out,
+                            size_t len)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *p = w->ns; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    h = (h ^ '/') * 1099511628211ULL;
+    for (const char *p = w->name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    snprintf(out, len, "%.200s-%016" PRIx64, c->checkpoint_prefix, h);
+}
+
+static char *b64(const uint8_t *in, size_t len)
+{
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = xmalloc((len + 2) / 3 * 4 + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        if (i + 1 < len)
+            v |= (uint32_t)in[i + 1] << 8;
+        if (i + 2 < len)
+            v |= in[i + 2];
+        out[o++] = tbl[(v >> 18) & 63];
+        out[o++] = tbl[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? tbl[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+struct ckpt_req {
+    struct controller *c;
+    char *ns, *name, *cm;
+    json_t *obj;
+};
+
+static void ckpt_free(struct ckpt_req *r)
+{
+    struct controller *c = r->c;
+    xfree(r->ns);
+    xfree(r->name);
+    xfree(r->cm);
+    json_decref(r->obj);
+    xfree(r);
+    ctl_io_end(c);
+}
+
+static void ckpt_loaded(const struct kube_result *res, void *arg)
+{
+    struct ckpt_req *r = arg;
+    struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
+    if (res->err == -ENOENT || !w || !w->fc) {
+        ckpt_free(r);
+        return;
+    }
+    if (res->err != 0) {
+        LOGW_WARN(SUB, r->ns, r->name, "reading forecaster checkpoint %s failed: %s", r->cm,
+                  res->message);
+        ckpt_free(r);
+        return;
+    }
+    const char *s = json_string_value(
+        json_object_get(json_object_get(res->body, "binaryData"), "forecast"));
+    char *raw = NULL;
+    size_t rawlen = 0;
+    char err[160];
+    struct forecast_config fc;
+    forecast_config_init(&fc);
+    fc.season_ms = w->cfg.policy.seasonality_ms;
+    fc.quantile = w->cfg.policy.forecast_quantile;
+    struct forecast *f = NULL;
+    if (s && kube_base64_decode(s, strlen(s), &raw, &rawlen) == 0)
+        f = forecast_deserialize(&fc, (const uint8_t *)raw, rawlen, err, sizeof(err));
+    else
+        snprintf(err, sizeof(err), "no forecast data");
+    xfree(raw);
+    if (!f) {
+        LOGW_WARN(SUB, r->ns, r->name, "ignoring forecaster checkpoint %s: %s", r->cm, err);
+    } else {
+        struct forecast_result fr;
+        forecast_free(w->fc);
+        w->fc = f;
+        forecast_predict(f, util_now_unix_ms(), 0, &fr);
+        LOGW_INFO(SUB, r->ns, r->name, "restored forecaster from %s (%lld buckets of history)",
+                  r->cm, (long long)fr.buckets_seen);
+    }
+    ckpt_free(r);
+}
+
+void ctl_checkpoint_load(struct controller *c, struct ctl_wl *w)
+{
+    w->checkpoint_loaded = true;
+    struct ckpt_req *r = xcalloc(1, sizeof(*r));
+    r->c = c;
+    r->ns = xstrdup(w->ns);
+    r->name = xstrdup(w->name);
+    char cm[300];
+    checkpoint_name(c, w, cm, sizeof(cm));
+    r->cm = xstrdup(cm);
+    ctl_io_begin(c);
+    int rc = kube_configmap_get(c->kube, c->cfg->leader.namespace_, cm, ckpt_loaded, r);
+    if (rc != 0)
+        ckpt_free(r);
+}
+
+static void ckpt_saved(const struct kube_result *res, void *arg)
+{
+    struct ckpt_req *r = arg;
+    if (res->err == -ENOENT && r->obj && !r->c->closing) {
+        /* first checkpoint: create it */
+        json_t *obj = r->obj;
+        r->obj = NULL;
+        int rc = kube_configmap_create(r->c->kube, r->c->cfg->leader.namespace_, obj, ckpt_saved,
+                                       r);
+        json_decref(obj);
+        if (rc != 0)
+            ckpt_free(r);
+        return;
+    }
+    if (res->err != 0)
+        LOGW_WARN(SUB, r->ns, r->name, "writing forecaster checkpoint %s failed: HTTP %ld %s",
+                  r->cm, res->status, res->message);
+    ckpt_free(r);
+}
+
+void ctl_checkpoint_save(struct controller *c, struct ctl_wl *w, int64_t now_ms)
+{
+    if (!w->fc || c->dry_run || now_ms - w->last_checkpoint_ms < CHECKPOINT_INTERVAL_MS)
+        return;
+    w->last_checkpoint_ms = now_ms;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    forecast_serialize(w->fc, &buf, &len);
+    char *enc = b64(buf, len);
+    xfree(buf);
+    char cm[300];
+    checkpoint_name(c, w, cm, sizeof(cm));
+    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s},s:{s:s,s:s}},s:{s:s}}", "apiVersion",
+                            "v1", "kind", "ConfigMap", "metadata", "name", cm, "namespace",
+                            c->cfg->leader.namespace_, "labels", "app.kubernetes.io/managed-by",
+                            "gpuscaler", "annotations", "gpuscaler.io/namespace", w->ns,
+                            "gpuscaler.io/deployment", w->name, "binaryData", "forecast", enc);
+    xfree(enc);
+    if (!obj)
+        return;
+    struct ckpt_req *r = xcalloc(1, sizeof(*r));
+    r->c = c;
+    r->ns = xstrdup(w->ns);
+    r->name = xstrdup(w->name);
+    r->cm = xstrdup(cm);
+    r->obj = json_incref(obj);
+    ctl_io_begin(c);
+    int rc = kube_configmap_update(c->kube, c->cfg->leader.namespace_, cm, obj, ckpt_saved, r);
+    json_decref(obj);
+    if (rc != 0)
+        ckpt_free(r);
+}
+
+/* ---- HPA conflicts ----------------------------------------------------------- */
+
+static void hpa_listed(const struct kube_result *res, void *arg)
+{
+    struct controller *c = arg;
+    if (res->err == 0) {
+        json_t *items = json_object_get(res->body, "items"), *it;
+        size_t i;
+        json_array_foreach(items, i, it) {
+            json_t *ref = json_object_get(json_object_get(it, "spec"), "scaleTargetRef");
+            const char *kind = json_string_value(json_object_get(ref, "kind"));
+            const char *name = json_string_value(json_object_get(ref, "name"));
+            const char *ns = json_string_value(
+                json_object_get(json_object_get(it, "metadata"), "namespace"));
+            if (!kind || !name || !ns || strcmp(kind, "Deployment") != 0)
+                continue;
+            c->hpa_targets_next = xrealloc(c->hpa_targets_next,
+                                           (c->n_hpa_targets_next + 1) * sizeof(char *));
+            c->hpa_targets_next[c->n_hpa_targets_next++] = xasprintf("%s/%s", ns, name);
+        }
+    } else if (!c->closing) {
+        LOG_WARN(SUB, "listing HorizontalPodAutoscalers failed: HTTP %ld %s", res->status,
+                 res->message);
+    }
+    if (--c->hpa_lists_pending == 0) {
+        for (size_t i = 0; i < c->n_hpa_targets; i++)
+            xfree(c->hpa_targets[i]);
+        xfree(c->hpa_targets);
+        c->hpa_targets = c->hpa_targets_next;
+        c->n_hpa_targets = c->n_hpa_targets_next;
+        c->hpa_targets_next = NULL;
+        c->n_hpa_targets_next = 0;
+    }
+    ctl_io_end(c);
+}
+
+void ctl_hpa_refresh(struct controller *c)
+{
+    if (c->hpa_lists_pending || c->closing)
+        return;
+    /* one list per namespace that has a workload in mode scale */
+    char *done[256];
+    size_t nd = 0;
+    for (size_t b = 0; b < CTL_WL_BUCKETS; b++) {
+        for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
+            if (!w->config_ok || w->cfg.mode != CTL_MODE_SCALE)
+                continue;
+            bool seen = false;
+            for (size_t i = 0; i < nd; i++)
+                seen = seen || strcmp(done[i], w->ns) == 0;
+            if (seen || nd == UTIL_ARRAY_LEN(done))
+                continue;
+            done[nd++] = w->ns;
+            c->hpa_lists_pending++;
+            ctl_io_begin(c);
+            if (kube_hpa_list(c->kube, w->ns, hpa_listed, c) != 0) {
+                c->hpa_lists_pending--;
+                ctl_io_end(c);
+            }
+        }
+    }
+}
