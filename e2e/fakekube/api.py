@@ -1,0 +1,708 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The verbs of the Kubernetes API over the store: create, get, list, update, patch, delete,
+deletecollection, the scale and status subresources, and the watch event filter.
+
+Handlers here are transport-free: they take parsed request parts and return (code, body) or
+raise StatusError, which carries a Status object shaped exactly as kube-apiserver's.
+"""
+
+import base64
+import copy
+import datetime
+import json
+import random
+import uuid
+
+from . import patch as P
+from .kselectors import FieldSelector, LabelSelector, SelectorError
+from .validation import FieldError, validate_meta
+
+
+class StatusError(Exception):
+    """An API error; .status() is the Status object, .code the HTTP status."""
+
+    def __init__(self, code, reason, message, details=None, headers=None):
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+
+    def status(self):
+        st = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+              "message": self.message}
+        if self.reason:
+            st["reason"] = self.reason
+        if self.details is not None:
+            st["details"] = self.details
+        st["code"] = self.code
+        return st
+
+
+def _details(res, name, kind=None):
+    d = {}
+    if name:
+        d["name"] = name
+    if res is not None and res.group:
+        d["group"] = res.group
+    d["kind"] = kind if kind is not None else (res.plural if res is not None else "")
+    return d
+
+
+def not_found(res, name):
+    return StatusError(404, "NotFound", '%s "%s" not found' % (res.group_resource, name),
+                       _details(res, name))
+
+
+def ns_not_found(ns):
+    return StatusError(404, "NotFound", 'namespaces "%s" not found' % ns,
+                       {"name": ns, "kind": "namespaces"})
+
+
+def already_exists(res, name):
+    return StatusError(409, "AlreadyExists", '%s "%s" already exists' % (res.group_resource, name),
+                       _details(res, name))
+
+
+def conflict(res, name, why="the object has been modified; please apply your changes to the "
+                            "latest version and try again"):
+    return StatusError(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": %s'
+                       % (res.group_resource, name, why), _details(res, name))
+
+
+def bad_request(msg):
+    return StatusError(400, "BadRequest", msg)
+
+
+def invalid(kind, group, name, errs):
+    qual = kind if not group else "%s.%s" % (kind, group)
+    if len(errs) == 1:
+        agg = str(errs[0])
+    else:
+        agg = "[" + ", ".join(str(e) for e in errs) + "]"
+    details = {"name": name}
+    if group:
+        details["group"] = group
+    details["kind"] = kind
+    details["causes"] = [{"reason": e.reason, "message": e.body(), "field": e.field}
+                         for e in errs]
+    return StatusError(422, "Invalid", '%s "%s" is invalid: %s' % (qual, name, agg), details)
+
+
+def method_not_allowed():
+    return StatusError(405, "MethodNotAllowed",
+                       "the server does not allow this method on the requested resource", {})
+
+
+def internal(msg):
+    return StatusError(500, "InternalError", "Internal error occurred: %s" % msg,
+                       {"causes": [{"message": msg}]})
+
+
+def expired(msg):
+    return StatusError(410, "Expired", msg)
+
+
+def now_rfc3339():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_META_ORDER = ["name", "generateName", "namespace", "selfLink", "uid", "resourceVersion",
+               "generation", "creationTimestamp", "deletionTimestamp",
+               "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences",
+               "finalizers", "managedFields"]
+_TOP_ORDER = ["kind", "apiVersion", "metadata"]
+
+PATCH_TYPES = {
+    "application/merge-patch+json": "merge",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/json-patch+json": "json",
+    "application/apply-patch+yaml": "apply",
+    "application/apply-patch+cbor": None,
+}
+RETURN_DELETED = {"pods", "services", "namespaces", "nodes"}
+
+
+def ordered(obj):
+    """Key order of kube's JSON encoding: kind, apiVersion, metadata (in field order), rest."""
+    out = {}
+    for k in _TOP_ORDER:
+        if k in obj:
+            out[k] = obj[k]
+    for k, v in obj.items():
+        if k not in out:
+            out[k] = v
+    meta = out.get("metadata")
+    if isinstance(meta, dict):
+        m = {k: meta[k] for k in _META_ORDER if k in meta}
+        for k, v in meta.items():
+            if k not in m:
+                m[k] = v
+        out["metadata"] = m
+    return out
+
+
+def _rand_suffix(n=5):
+    return "".join(random.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(n))
+
+
+def _parse_rv(s, what="resourceVersion"):
+    try:
+        v = int(s)
+        if v < 0:
+            raise ValueError
+        return v
+    except (TypeError, ValueError):
+        raise bad_request("invalid %s: %s" % (what, s))
+
+
+def selector_string(sel):
+    """status.selector of a Scale: the selector in labels.Selector String() form."""
+    try:
+        s = LabelSelector.from_label_selector(sel or {})
+    except SelectorError:
+        return ""
+    return str(s) if s is not None else ""
+
+
+class Api:
+    def __init__(self, store, registry):
+        self.store = store
+        self.registry = registry
+        self.cluster_ip_next = 10
+
+    # ------------------------------------------------------------ helpers
+
+    def external(self, res, stored, with_type=True):
+        obj = res.from_storage(stored) if res.from_storage else copy.deepcopy(stored)
+        if with_type:
+            obj["kind"] = res.kind
+            obj["apiVersion"] = res.api_version
+        else:
+            obj.pop("kind", None)
+            obj.pop("apiVersion", None)
+        return ordered(obj)
+
+    def _decode(self, res, body, verb):
+        if not isinstance(body, dict):
+            raise bad_request("the object provided is unrecognized (must be of type %s): "
+                              "json: cannot unmarshal into Go value of type %s"
+                              % (res.kind, res.kind))
+        kind = body.get("kind")
+        if kind and kind != res.kind:
+            raise bad_request("the object provided is unrecognized (must be of type %s): "
+                              "kind %s does not match %s" % (res.kind, kind, res.kind))
+        av = body.get("apiVersion")
+        if av and av != res.api_version and verb == "create":
+            # kube-apiserver converts between served versions; we serve one per resource.
+            raise bad_request("the API version in the data (%s) does not match the expected API "
+                              "version (%s)" % (av, res.api_version))
+        if not isinstance(body.get("metadata", {}), dict):
+            raise bad_request("metadata must be an object")
+        return copy.deepcopy(body)
+
+    def _to_storage(self, res, obj, old=None):
+        errs = []
+        if res.validate_external:
+            errs = res.validate_external(obj, old)
+        stored = res.to_storage(obj) if res.to_storage else obj
+        stored["kind"] = self.registry.storage_of(res.storage).kind if \
+            res.to_storage else res.kind
+        canonical = self.registry.storage_of(res.storage) or res
+        stored["apiVersion"] = canonical.api_version
+        return stored, errs, canonical
+
+    def _validate(self, res, canonical, obj, old, pre_errs, name):
+        errs = list(pre_errs)
+        errs.extend(validate_meta(obj.get("metadata") or {}, res.name_style, res.namespaced))
+        if canonical.validate and not res.validate_external:
+            errs.extend(canonical.validate(obj, old))
+        if errs:
+            raise invalid(res.kind, res.group, name, errs)
+
+    def _check_namespace(self, res, ns):
+        if res.namespaced and self.store.get("core/namespaces", "", ns) is None:
+            raise ns_not_found(ns)
+
+    def _default(self, canonical, obj):
+        if canonical.default:
+            canonical.default(obj)
+        if canonical.plural == "services":
+            spec = obj.get("spec") or {}
+            if spec.get("type") != "ExternalName" and not spec.get("clusterIP"):
+                self.cluster_ip_next += 1
+                n = self.cluster_ip_next
+                spec["clusterIP"] = "10.96.%d.%d" % (n // 250, n % 250 + 1)
+            if spec.get("clusterIP"):
+                spec.setdefault("clusterIPs", [spec["clusterIP"]])
+                if spec["clusterIP"] != "None":
+                    spec.setdefault("ipFamilies", ["IPv4"])
+                    spec.setdefault("ipFamilyPolicy", "SingleStack")
+
+    # ------------------------------------------------------------ reads
+
+    def get(self, res, ns, name):
+        stored = self.store.get(res.storage, ns if res.namespaced else "", name)
+        if stored is None:
+            raise not_found(res, name)
+        return 200, self.external(res, stored)
+
+    def parse_selectors(self, res, query):
+        try:
+            ls = LabelSelector.parse(query.get("labelSelector", ""))
+        except SelectorError as e:
+            msg = str(e)
+            raise bad_request(msg if msg.startswith("unable to parse") else
+                              "unable to parse requirement: " + msg)
+        try:
+            fs = FieldSelector.parse(query.get("fieldSelector", ""))
+        except SelectorError as e:
+            raise bad_request(str(e))
+        for k in fs.keys():
+            if not res.supports_field(k):
+                raise bad_request('field label not supported: %s' % k)
+        return ls, fs
+
+    def matches(self, res, stored, ls, fs):
+        if stored is None:
+            return False
+        if not ls.matches((stored.get("metadata") or {}).get("labels")):
+            return False
+        return fs.matches(res.fields_of(stored)) if fs.terms else True
+
+    def list(self, res, ns, query):
+        ls, fs = self.parse_selectors(res, query)
+        limit = query.get("limit")
+        cont = query.get("continue")
+        with self.store.lock:
+            rv = self.store.rv
+            start_after = None
+            if cont:
+                try:
+                    tok = json.loads(base64.urlsafe_b64decode(cont + "=" * (-len(cont) % 4)))
+                    start_after = tuple(tok["start"])
+                    rv = int(tok["rv"])
+                except (ValueError, KeyError, TypeError):
+                    raise bad_request("continue key is not valid: incorrect encoded start "
+                                      "resourceVersion (version meta.k8s.io/v1)")
+                if rv < self.store.window_start(res.storage):
+                    raise expired("The provided continue parameter is too old to display a "
+                                  "consistent list result. You can start a new list without "
+                                  "the continue parameter, or use the continue token in this "
+                                  "response to retrieve the remainder of the results. "
+                                  "Continuing with the provided token results in an "
+                                  "inconsistent list - objects that were created, modified, or "
+                                  "deleted between the time the first chunk was returned and "
+                                  "now may show up in the list.")
+            rvq = query.get("resourceVersion")
+            if rvq not in (None, "", "0"):
+                _parse_rv(rvq)
+            if query.get("resourceVersionMatch") and rvq in (None, ""):
+                raise bad_request("resourceVersionMatch is forbidden unless resourceVersion is "
+                                  "provided")
+            items = []
+            remaining = 0
+            next_key = None
+            lim = None
+            if limit not in (None, "", "0"):
+                try:
+                    lim = int(limit)
+                except ValueError:
+                    raise bad_request("invalid limit: %s" % limit)
+            for stored in self.store.items(res.storage, ns if res.namespaced else None):
+                meta = stored["metadata"]
+                key = (meta.get("namespace", ""), meta["name"])
+                if start_after is not None and key <= start_after:
+                    continue
+                if not self.matches(res, stored, ls, fs):
+                    continue
+                if lim is not None and len(items) >= lim:
+                    remaining += 1
+                    continue
+                items.append(self.external(res, stored, with_type=False))
+                next_key = key
+            lst = {"kind": res.kind + "List", "apiVersion": res.api_version,
+                   "metadata": {"resourceVersion": str(rv)}, "items": items}
+            if remaining:
+                tok = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": list(next_key)})
+                lst["metadata"]["continue"] = base64.urlsafe_b64encode(
+                    tok.encode()).decode().rstrip("=")
+                if not fs.terms and ls.empty():
+                    lst["metadata"]["remainingItemCount"] = remaining
+            return 200, lst
+
+    # ------------------------------------------------------------ create
+
+    def create(self, res, ns, body, query=None):
+        obj = self._decode(res, body, "create")
+        meta = obj.setdefault("metadata", {})
+        if res.namespaced:
+            if meta.get("namespace") and meta["namespace"] != ns:
+                raise bad_request("the namespace of the provided object does not match the "
+                                  "namespace sent on the request")
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        stored, pre_errs, canonical = self._to_storage(res, obj)
+        meta = stored["metadata"]
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + _rand_suffix()
+        name = meta.get("name", "")
+        with self.store.lock:
+            self._check_namespace(res, ns)
+            self._default(canonical, stored)
+            if canonical.prepare_create:
+                canonical.prepare_create(stored)
+            self._validate(res, canonical, stored, None, pre_errs, name)
+            if meta.get("resourceVersion"):
+                raise internal("resourceVersion should not be set on objects to be created")
+            for attempt in range(10):
+                if self.store.get(res.storage, meta.get("namespace", ""), meta["name"]) is None:
+                    break
+                if not meta.get("generateName") or attempt == 9:
+                    raise already_exists(res, meta["name"])
+                meta["name"] = meta["generateName"] + _rand_suffix()
+            for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields",
+                      "selfLink"):
+                meta.pop(k, None)
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = now_rfc3339()
+            if canonical.generation:
+                meta["generation"] = 1
+            else:
+                meta.pop("generation", None)
+            if query and query.get("dryRun"):
+                meta["resourceVersion"] = ""
+                return 201, self.external(res, stored)
+            self.store.put(res.storage, stored)
+            return 201, self.external(res, stored)
+
+    # ------------------------------------------------------------ update / patch
+
+    def _finish_update(self, res, canonical, ns, name, old, new, subresource, pre_errs,
+                       dry_run=False):
+        """Common tail of PUT and PATCH once the new (stored-form) object is known."""
+        meta = new.setdefault("metadata", {})
+        if meta.get("name", name) != name:
+            raise bad_request("the name of the object (%s) does not match the name on the URL "
+                              "(%s)" % (meta.get("name"), name))
+        if res.namespaced and meta.get("namespace", ns) != ns:
+            raise bad_request("the namespace of the provided object does not match the "
+                              "namespace sent on the request")
+        ometa = old["metadata"]
+        if subresource == "status":
+            status = new.get("status")
+            new = copy.deepcopy(old)
+            if status is None:
+                new.pop("status", None)
+            else:
+                new["status"] = status
+            meta = new["metadata"]
+        elif res.has_status or canonical.has_status:
+            if "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
+        meta["name"] = name
+        if res.namespaced:
+            meta["namespace"] = ns
+        for k in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            if k in ometa:
+                meta[k] = ometa[k]
+            else:
+                meta.pop(k, None)
+        meta.pop("managedFields", None)
+        meta.pop("selfLink", None)
+        meta["resourceVersion"] = ometa.get("resourceVersion")
+        if ometa.get("deletionTimestamp"):
+            newf = set(meta.get("finalizers") or [])
+            if newf - set(ometa.get("finalizers") or []):
+                raise invalid(res.kind, res.group, name, [FieldError(
+                    "forbidden", "metadata.finalizers",
+                    detail="no new finalizers can be added if the object is being deleted")])
+        self._default(canonical, new)
+        if canonical.plural == "namespaces" and subresource != "status":
+            new["status"] = copy.deepcopy(old.get("status", {}))
+        self._validate(res, canonical, new, old, pre_errs, name)
+        if canonical.generation:
+            gen = ometa.get("generation", 1)
+            if new.get("spec") != old.get("spec") or (
+                    meta.get("deletionTimestamp") and not ometa.get("deletionTimestamp")):
+                gen += 1
+            meta["generation"] = gen
+        else:
+            meta.pop("generation", None)
+        if not meta.get("finalizers"):
+            meta.pop("finalizers", None)
+        if new == old:
+            return 200, self.external(res, old)
+        if dry_run:
+            return 200, self.external(res, new)
+        if ometa.get("deletionTimestamp") and not meta.get("finalizers"):
+            self.store.remove(res.storage, new)
+            return 200, self.external(res, new)
+        self.store.put(res.storage, new, old)
+        return 200, self.external(res, new)
+
+    def update(self, res, ns, name, body, subresource=None, query=None):
+        if subresource == "scale":
+            return self.update_scale(res, ns, name, body)
+        obj = self._decode(res, body, "update")
+        stored, pre_errs, canonical = self._to_storage(res, obj)
+        ns = ns if res.namespaced else ""
+        with self.store.lock:
+            old = self.store.get(res.storage, ns, name)
+            if old is None:
+                raise not_found(res, name)
+            rv = (stored.get("metadata") or {}).get("resourceVersion")
+            if rv and rv != old["metadata"]["resourceVersion"]:
+                raise conflict(res, name)
+            return self._finish_update(res, canonical, ns, name, old, stored, subresource,
+                                       pre_errs, dry_run=bool(query and query.get("dryRun")))
+
+    def _apply_patch(self, ptype, current, patch):
+        try:
+            if ptype == "json":
+                return P.json_patch(current, patch)
+            if not isinstance(patch, dict):
+                raise P.PatchError("json: cannot unmarshal array into Go value of type "
+                                   "map[string]interface {}", code=400)
+            if ptype == "strategic":
+                return P.strategic_merge_patch(current, patch)
+            return P.merge_patch(current, patch)
+        except P.PatchError as e:
+            if e.code == 400:
+                raise bad_request(str(e))
+            raise StatusError(422, "Invalid", str(e))
+
+    def patch(self, res, ns, name, body_bytes, content_type, subresource=None, query=None):
+        query = query or {}
+        ctype = (content_type or "").split(";")[0].strip().lower()
+        if ctype not in PATCH_TYPES or PATCH_TYPES[ctype] is None:
+            raise StatusError(415, "UnsupportedMediaType",
+                              "the body of the request was in an unknown format - accepted media "
+                              "types include: application/json-patch+json, "
+                              "application/merge-patch+json, application/apply-patch+yaml, "
+                              "application/strategic-merge-patch+json")
+        ptype = PATCH_TYPES[ctype]
+        try:
+            patch = json.loads(body_bytes.decode("utf-8") if body_bytes else "null")
+        except (ValueError, UnicodeDecodeError) as e:
+            if ptype == "apply":
+                raise StatusError(415, "UnsupportedMediaType",
+                                  "fakekube accepts apply patches only in their JSON form: %s" % e)
+            raise bad_request("error decoding patch: %s" % e)
+        if ptype == "apply":
+            if not query.get("fieldManager"):
+                raise bad_request("PATCH requests with apply content type require a fieldManager "
+                                  "query parameter")
+        if subresource == "scale":
+            return self.patch_scale(res, ns, name, ptype, patch)
+        ns = ns if res.namespaced else ""
+        with self.store.lock:
+            old = self.store.get(res.storage, ns, name)
+            if old is None:
+                if ptype == "apply":
+                    body = dict(patch)
+                    body.setdefault("metadata", {})["name"] = name
+                    return self.create(res, ns, body, query)
+                raise not_found(res, name)
+            current = self.external(res, old)
+            new_ext = self._apply_patch("merge" if ptype == "apply" else ptype, current, patch)
+            if not isinstance(new_ext, dict):
+                raise bad_request("patch produced a non-object")
+            rv = (new_ext.get("metadata") or {}).get("resourceVersion")
+            if rv and rv != old["metadata"]["resourceVersion"]:
+                raise conflict(res, name)
+            obj = self._decode(res, new_ext, "patch")
+            stored, pre_errs, canonical = self._to_storage(res, obj)
+            return self._finish_update(res, canonical, ns, name, old, stored, subresource,
+                                       pre_errs, dry_run=bool(query.get("dryRun")))
+
+    # ------------------------------------------------------------ scale subresource
+
+    def scale_of(self, res, stored):
+        meta = stored["metadata"]
+        spec = stored.get("spec") or {}
+        status = stored.get("status") or {}
+        return {"kind": "Scale", "apiVersion": "autoscaling/v1",
+                "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion",
+                                                  "creationTimestamp") if k in meta},
+                "spec": {"replicas": spec.get("replicas", 0)},
+                "status": {"replicas": status.get("replicas", 0),
+                           "selector": selector_string(spec.get("selector"))}}
+
+    def get_scale(self, res, ns, name):
+        stored = self.store.get(res.storage, ns, name)
+        if stored is None:
+            raise not_found(res, name)
+        return 200, self.scale_of(res, stored)
+
+    def _write_scale(self, res, ns, name, old, scale):
+        if not isinstance(scale, dict):
+            raise bad_request("the object provided is unrecognized (must be of type Scale)")
+        smeta = scale.get("metadata") or {}
+        if smeta.get("name") and smeta["name"] != name:
+            raise bad_request("the name of the object (%s) does not match the name on the URL "
+                              "(%s)" % (smeta["name"], name))
+        rv = smeta.get("resourceVersion")
+        if rv and rv != old["metadata"]["resourceVersion"]:
+            raise conflict(res, name)
+        replicas = (scale.get("spec") or {}).get("replicas", 0)
+        if not isinstance(replicas, int) or isinstance(replicas, bool):
+            raise bad_request("json: cannot unmarshal %s into Go struct field ScaleSpec.spec."
+                              "replicas of type int32" % type(replicas).__name__)
+        if replicas < 0:
+            raise invalid("Scale", "autoscaling", name, [FieldError(
+                "invalid", "spec.replicas", replicas, "must be greater than or equal to 0")])
+        if (old.get("spec") or {}).get("replicas") == replicas:
+            return 200, self.scale_of(res, old)
+        new = copy.deepcopy(old)
+        new.setdefault("spec", {})["replicas"] = replicas
+        new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
+        self.store.put(res.storage, new, old)
+        return 200, self.scale_of(res, new)
+
+    def update_scale(self, res, ns, name, body):
+        with self.store.lock:
+            old = self.store.get(res.storage, ns, name)
+            if old is None:
+                raise not_found(res, name)
+            if isinstance(body, dict) and body.get("kind") not in (None, "Scale"):
+                raise bad_request("the object provided is unrecognized (must be of type Scale): "
+                                  "kind %s" % body.get("kind"))
+            return self._write_scale(res, ns, name, old, body)
+
+    def patch_scale(self, res, ns, name, ptype, patch):
+        with self.store.lock:
+            old = self.store.get(res.storage, ns, name)
+            if old is None:
+                raise not_found(res, name)
+            current = self.scale_of(res, old)
+            new = self._apply_patch("merge" if ptype == "apply" else ptype, current, patch)
+            return self._write_scale(res, ns, name, old, new)
+
+    # ------------------------------------------------------------ delete
+
+    def _delete_options(self, body, query):
+        opts = {}
+        if isinstance(body, dict):
+            opts.update(body)
+        for k in ("propagationPolicy", "gracePeriodSeconds", "dryRun"):
+            if k in query:
+                opts[k] = query[k]
+        pp = opts.get("propagationPolicy")
+        if pp not in (None, "Orphan", "Background", "Foreground"):
+            raise invalid("DeleteOptions", "", "", [FieldError(
+                "notsupported", "propagationPolicy", pp,
+                supported=["Foreground", "Background", "Orphan", "nil"])])
+        return opts
+
+    def delete(self, res, ns, name, body, query):
+        opts = self._delete_options(body, query)
+        ns = ns if res.namespaced else ""
+        with self.store.lock:
+            old = self.store.get(res.storage, ns, name)
+            if old is None:
+                raise not_found(res, name)
+            pre = opts.get("preconditions") or {}
+            ometa = old["metadata"]
+            if pre.get("uid") and pre["uid"] != ometa.get("uid"):
+                raise conflict(res, name, "Precondition failed: UID in precondition: %s, UID in "
+                                          "object meta: %s" % (pre["uid"], ometa.get("uid")))
+            if pre.get("resourceVersion") and pre["resourceVersion"] != ometa["resourceVersion"]:
+                raise conflict(res, name, "the ResourceVersion in the precondition (%s) does not "
+                                          "match the ResourceVersion in record (%s). The object "
+                                          "might have been modified"
+                               % (pre["resourceVersion"], ometa["resourceVersion"]))
+            if opts.get("dryRun"):
+                return 200, self.external(res, old)
+            if res.storage == "core/namespaces":
+                return self._delete_namespace(res, old)
+            if ometa.get("finalizers"):
+                if ometa.get("deletionTimestamp"):
+                    return 200, self.external(res, old)
+                new = copy.deepcopy(old)
+                new["metadata"]["deletionTimestamp"] = now_rfc3339()
+                new["metadata"]["deletionGracePeriodSeconds"] = 0
+                if res.generation or (self.registry.storage_of(res.storage) or res).generation:
+                    new["metadata"]["generation"] = ometa.get("generation", 1) + 1
+                self.store.put(res.storage, new, old)
+                return 200, self.external(res, new)
+            final = self.store.remove(res.storage, old)
+            return 200, self._deleted_response(res, final)
+
+    def _deleted_response(self, res, final):
+        if res.plural in RETURN_DELETED and not res.group:
+            return self.external(res, final)
+        details = {"name": final["metadata"]["name"]}
+        if res.group:
+            details["group"] = res.group
+        details["kind"] = res.plural
+        details["uid"] = final["metadata"].get("uid", "")
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": details}
+
+    def _delete_namespace(self, res, old):
+        new = copy.deepcopy(old)
+        new["metadata"]["deletionTimestamp"] = now_rfc3339()
+        new.setdefault("status", {})["phase"] = "Terminating"
+        self.store.put(res.storage, new, old)
+        name = old["metadata"]["name"]
+        storages = sorted({r.storage for r in self.registry.resources
+                           if r.namespaced and not r.create_only})
+        for st in storages:
+            for obj in list(self.store.items(st, name)):
+                self.store.remove(st, obj)
+        self.store.remove(res.storage, new)
+        return 200, self.external(res, new)
+
+    def delete_collection(self, res, ns, body, query):
+        opts = self._delete_options(body, query)
+        ls, fs = self.parse_selectors(res, query)
+        with self.store.lock:
+            items = []
+            for stored in list(self.store.items(res.storage, ns if res.namespaced else None)):
+                if not self.matches(res, stored, ls, fs):
+                    continue
+                if opts.get("dryRun"):
+                    items.append(self.external(res, stored, with_type=False))
+                    continue
+                _, obj = self.delete(res, stored["metadata"].get("namespace", ""),
+                                     stored["metadata"]["name"], None, {})
+                if obj.get("kind") == "Status":
+                    obj = self.external(res, stored, with_type=False)
+                obj.pop("kind", None)
+                obj.pop("apiVersion", None)
+                items.append(obj)
+            return 200, {"kind": res.kind + "List", "apiVersion": res.api_version,
+                         "metadata": {"resourceVersion": str(self.store.rv)}, "items": items}
+
+    # ------------------------------------------------------------ watch filtering
+
+    def watch_filter(self, res, ls, fs):
+        """Return f(event) -> (type, external object) or None, applying the selectors to both
+        the new and the previous state, as the watch cache does: an update that makes an object
+        leave the selection is sent as DELETED (with the previous state and the event's RV) and
+        one that makes it enter as ADDED."""
+        everything = ls.empty() and not fs.terms
+
+        def f(ev):
+            if everything:
+                return ev.type, self.external(res, ev.obj)
+            if ev.type == "DELETED":
+                return (ev.type, self.external(res, ev.obj)) if self.matches(
+                    res, ev.obj, ls, fs) else None
+            cur = self.matches(res, ev.obj, ls, fs)
+            old = ev.prev is not None and self.matches(res, ev.prev, ls, fs)
+            if cur and old:
+                return "MODIFIED", self.external(res, ev.obj)
+            if cur:
+                return "ADDED", self.external(res, ev.obj)
+            if old:
+                prev = copy.deepcopy(ev.prev)
+                prev["metadata"]["resourceVersion"] = str(ev.rv)
+                return "DELETED", self.external(res, prev)
+            return None
+        return f

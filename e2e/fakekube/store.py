@@ -1,0 +1,195 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The object store: one global resourceVersion counter (as etcd's revision), the objects by
+storage key, a bounded history of change events, and the registered watchers.
+
+All reads and writes happen under Store.lock (an RLock the API layer also holds across a
+read-modify-write).  Every write gets the next resourceVersion and is appended to the history
+and pushed to every watcher of the same storage key; watchers filter and convert on their own
+thread.  Like kube-apiserver's watch cache, each storage key (resource) keeps its own bounded
+window of recent changes (--history events); a watch from a resourceVersion older than its
+resource's window, or older than a compaction, gets 410 Expired.
+"""
+
+import collections
+import copy
+import threading
+import time
+
+
+class Event:
+    __slots__ = ("rv", "storage", "type", "obj", "prev")
+
+    def __init__(self, rv, storage, etype, obj, prev):
+        self.rv = rv
+        self.storage = storage
+        self.type = etype
+        self.obj = obj
+        self.prev = prev
+
+
+class Watcher:
+    """One open watch: a queue of events the store pushes and a watch thread pops.
+
+    close(mode) ends it: 'clean' ends the stream with the terminating chunk, 'abort' drops the
+    connection without one (as a network failure or server crash would)."""
+
+    MAX_QUEUE = 20000
+
+    def __init__(self, storage, namespace):
+        self.storage = storage
+        self.namespace = namespace
+        self.queue = collections.deque()
+        self.cond = threading.Condition(threading.Lock())
+        self.closed = None
+
+    def push(self, ev):
+        with self.cond:
+            if self.closed:
+                return
+            if len(self.queue) >= self.MAX_QUEUE:
+                self.closed = "clean"
+            else:
+                self.queue.append(ev)
+            self.cond.notify_all()
+
+    def close(self, mode="clean"):
+        with self.cond:
+            if not self.closed:
+                self.closed = mode
+            self.cond.notify_all()
+
+    def pop(self, timeout):
+        """Return (event or None, closed mode or None) after waiting up to timeout seconds."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self.cond:
+            while not self.queue and not self.closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.cond.wait(left)
+            if self.queue:
+                return self.queue.popleft(), None
+            return None, self.closed
+
+    def empty(self):
+        with self.cond:
+            return not self.queue
+
+
+class Store:
+    def __init__(self, history_size=1000):
+        self.lock = threading.RLock()
+        self.rv = 0
+        self.objects = {}   # storage -> {(namespace, name): obj}
+        self.history = {}   # storage -> deque of Event, oldest first
+        self.history_size = max(1, int(history_size))
+        # Every change of storage S with rv > max(dropped[S], compacted) is in history[S].
+        self.dropped = {}
+        self.compacted = 0
+        self.watchers = set()
+
+    # ------------------------------------------------------------ reads
+
+    def get(self, storage, namespace, name):
+        with self.lock:
+            return self.objects.get(storage, {}).get((namespace or "", name))
+
+    def items(self, storage, namespace=None):
+        """Objects of a storage key sorted by (namespace, name), like etcd key order."""
+        with self.lock:
+            d = self.objects.get(storage, {})
+            keys = sorted(k for k in d if namespace is None or k[0] == namespace)
+            return [d[k] for k in keys]
+
+    def current_rv(self):
+        with self.lock:
+            return self.rv
+
+    # ------------------------------------------------------------ writes
+
+    def _commit(self, storage, etype, obj, prev):
+        self.rv += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+        ev = Event(self.rv, storage, etype, copy.deepcopy(obj),
+                   copy.deepcopy(prev) if prev is not None else None)
+        h = self.history.setdefault(storage, collections.deque())
+        h.append(ev)
+        while len(h) > self.history_size:
+            self.dropped[storage] = h.popleft().rv
+        for w in list(self.watchers):
+            if w.storage == storage and (w.namespace is None or
+                                         w.namespace == obj["metadata"].get("namespace", "")):
+                w.push(ev)
+        return obj
+
+    def put(self, storage, obj, prev=None):
+        """Store obj (created if prev is None, else modified); assigns its resourceVersion."""
+        with self.lock:
+            meta = obj["metadata"]
+            key = (meta.get("namespace", ""), meta["name"])
+            self.objects.setdefault(storage, {})[key] = obj
+            return self._commit(storage, "ADDED" if prev is None else "MODIFIED", obj, prev)
+
+    def remove(self, storage, obj):
+        """Delete obj; the DELETED event carries its last state with the deletion's RV."""
+        with self.lock:
+            meta = obj["metadata"]
+            key = (meta.get("namespace", ""), meta["name"])
+            prev = self.objects.get(storage, {}).pop(key, None)
+            final = copy.deepcopy(prev if prev is not None else obj)
+            return self._commit(storage, "DELETED", final, prev)
+
+    # ------------------------------------------------------------ watch support
+
+    def compact(self):
+        """Forget all history: a watch resuming from any older resourceVersion gets 410."""
+        with self.lock:
+            self.history.clear()
+            self.dropped.clear()
+            self.compacted = self.rv
+
+    def register(self, storage, namespace, since_rv):
+        """Register a watcher.  since_rv None: start now (the caller sends synthetic ADDED events
+        from the snapshot returned).  since_rv N: replay history after N.
+        Returns (watcher, snapshot_or_backlog, error) where error is (requested, oldest) if the
+        history no longer reaches back to N."""
+        with self.lock:
+            if since_rv is None:
+                w = Watcher(storage, namespace)
+                snap = [copy.deepcopy(o) for o in self.items(storage, namespace)]
+                self.watchers.add(w)
+                return w, (snap, self.rv), None
+            oldest = self.window_start(storage)
+            if since_rv < oldest:
+                return None, None, (since_rv, oldest)
+            w = Watcher(storage, namespace)
+            for ev in self.history.get(storage, ()):
+                if ev.rv > since_rv and (
+                        namespace is None or ev.obj["metadata"].get("namespace", "") == namespace):
+                    w.queue.append(ev)
+            self.watchers.add(w)
+            return w, None, None
+
+    def window_start(self, storage):
+        """Oldest resourceVersion a watch of storage can resume from."""
+        with self.lock:
+            return max(self.dropped.get(storage, 0), self.compacted)
+
+    def unregister(self, w):
+        with self.lock:
+            self.watchers.discard(w)
+        w.close("clean")
+
+    def close_watchers(self, mode="abort", storage=None):
+        with self.lock:
+            ws = [w for w in self.watchers if storage is None or w.storage == storage]
+        for w in ws:
+            w.close(mode)
+        return len(ws)
+
+    def bookmark_rv(self, w):
+        """The resourceVersion a bookmark may carry now, or None when events are still queued."""
+        with self.lock:
+            if not w.empty():
+                return None
+            return self.rv

@@ -1,0 +1,976 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Tests of fakekube, the fake kube-apiserver of gpuscaler's e2e tests, over real HTTPS through
+kubeclient.py: authentication, CRUD and selectors, conflicts and validation, the scale
+subresource, watch semantics (resume, bookmarks, timeouts, 410, selector leave/enter), fault
+injection and restarts, leases, events, discovery.  Every server is started by PID and killed.
+
+Run: /usr/bin/python3 e2e/test_fakekube.py   (meson test 'fakekube')
+"""
+
+import http.client
+import json
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+E2E = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, E2E)
+
+from fakekube import harness  # noqa: E402
+from fakekube.kubeclient import ApiError, Client, KubeConfig, WatchBroken, wait_for  # noqa: E402
+
+FK = None   # the shared server (TLS, token + cert kubeconfigs, 0.3 s bookmarks)
+_ns_counter = [0]
+
+
+def setUpModule():
+    global FK
+    FK = harness.start(bookmark_interval="0.3s",
+                       users=(("e2e-admin", ("system:masters",)),
+                              ("alice", ("team-a", "team-b"))))
+
+
+def tearDownModule():
+    if FK is not None:
+        FK.stop()
+
+
+def deployment(name, labels=None, replicas=1, selector=None):
+    labels = labels or {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "labels": dict(labels)},
+            "spec": {"replicas": replicas,
+                     "selector": selector or {"matchLabels": dict(labels)},
+                     "template": {"metadata": {"labels": dict(labels)},
+                                  "spec": {"containers": [{"name": "server",
+                                                           "image": "vllm/vllm-openai:v0.6.0"}]}}}}
+
+
+def pod(name, labels=None):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": labels or {}},
+            "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}
+
+
+def cm(name, labels=None, data=None):
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "labels": labels or {}}, "data": data or {"k": "v"}}
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.c = FK.client(max_retries=0)
+        _ns_counter[0] += 1
+        self.ns = "t%d-%s" % (_ns_counter[0], self._testMethodName.replace("_", "-")[5:30]
+                              .strip("-").lower())
+        self.c.create("namespaces", {"metadata": {"name": self.ns}})
+
+    def tearDown(self):
+        self.c.close()
+
+    def assertApiError(self, code, reason, fn, *args, **kw):
+        with self.assertRaises(ApiError) as cm_:
+            fn(*args, **kw)
+        e = cm_.exception
+        self.assertEqual(e.code, code, e)
+        self.assertEqual(e.reason, reason, e)
+        st = e.status
+        self.assertEqual(st["kind"], "Status")
+        self.assertEqual(st["apiVersion"], "v1")
+        self.assertEqual(st["metadata"], {})
+        self.assertEqual(st["status"], "Failure")
+        self.assertEqual(st["code"], code)
+        return e
+
+
+class TestAuth(Base):
+    def test_token_and_client_cert(self):
+        who = self.c.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                             {"spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}})
+        self.assertEqual(who["spec"]["user"], "e2e-admin")
+        self.assertTrue(who["status"]["allowed"])
+        cc = FK.client(FK.cert_kubeconfig)
+        self.assertEqual(KubeConfig.load(FK.cert_kubeconfig).bearer(), None)
+        who = cc.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                         {"spec": {"nonResourceAttributes": {"verb": "get", "path": "/x"}}})
+        self.assertEqual(who["spec"]["user"], "e2e-admin")
+        self.assertIn("system:masters", who["spec"]["groups"])
+        cc.close()
+        # A second client certificate: CN is the user, every O a group.
+        cert, key = FK.pki["clients"]["alice"]
+        path = harness.write_kubeconfig(os.path.join(FK.tmpdir, "alice.yaml"), FK.url,
+                                        ca_file=FK.pki["ca"], cert_file=cert, key_file=key)
+        ac = Client.from_kubeconfig(path)
+        who = ac.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                         {"spec": {"resourceAttributes": {"verb": "list", "resource": "pods"}}})
+        self.assertEqual(who["spec"]["user"], "alice")
+        self.assertEqual(who["spec"]["groups"], ["team-a", "team-b", "system:authenticated"])
+        ac.close()
+
+    def test_rejected_without_credentials(self):
+        ctx = ssl.create_default_context(cafile=FK.pki["ca"])
+        for headers in ({}, {"Authorization": "Bearer wrong-token"}):
+            conn = http.client.HTTPSConnection("127.0.0.1", FK.port, context=ctx, timeout=5)
+            conn.request("GET", "/api/v1/namespaces", headers=headers)
+            r = conn.getresponse()
+            body = json.loads(r.read())
+            conn.close()
+            self.assertEqual(r.status, 401)
+            self.assertEqual(r.getheader("Content-Type"), "application/json")
+            self.assertEqual(body, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                    "status": "Failure", "message": "Unauthorized",
+                                    "reason": "Unauthorized", "code": 401})
+        # Health endpoints need no credentials; the control API is not reachable with a
+        # Kubernetes token.
+        conn = http.client.HTTPSConnection("127.0.0.1", FK.port, context=ctx, timeout=5)
+        conn.request("GET", "/readyz")
+        r = conn.getresponse()
+        self.assertEqual((r.status, r.read()), (200, b"ok"))
+        conn.request("GET", "/fake/state", headers={"Authorization": "Bearer " + FK.token})
+        r = conn.getresponse()
+        r.read()
+        self.assertEqual(r.status, 401)
+        conn.close()
+
+    def test_token_review_and_sar(self):
+        tr = self.c.create("tokenreviews", {"apiVersion": "authentication.k8s.io/v1",
+                                            "kind": "TokenReview",
+                                            "spec": {"token": FK.token}})
+        self.assertTrue(tr["status"]["authenticated"])
+        self.assertEqual(tr["status"]["user"]["username"], "e2e-admin")
+        tr = self.c.create("tokenreviews", {"spec": {"token": "nope"}})
+        self.assertFalse(tr["status"].get("authenticated", False))
+        sar = {"spec": {"user": "e2e-admin", "resourceAttributes": {
+            "verb": "patch", "group": "apps", "resource": "deployments", "subresource": "scale",
+            "namespace": self.ns}}}
+        self.assertTrue(self.c.create("subjectaccessreviews", sar)["status"]["allowed"])
+        stranger = json.loads(json.dumps(sar))
+        stranger["spec"]["user"] = "system:serviceaccount:x:y"
+        self.assertFalse(self.c.create("subjectaccessreviews", stranger)["status"]["allowed"])
+        FK.set_sar(rules=[{"user": "e2e-admin", "resource": "deployments", "allowed": False,
+                           "reason": "denied by test"}])
+        try:
+            st = self.c.create("subjectaccessreviews", sar)["status"]
+            self.assertEqual(st, {"allowed": False, "reason": "denied by test"})
+        finally:
+            FK.set_sar(rules=[])
+        e = self.assertApiError(422, "Invalid", self.c.create, "subjectaccessreviews",
+                                {"spec": {"user": "x"}})
+        self.assertIn("exactly one of nonResourceAttributes or resourceAttributes",
+                      e.message)
+
+
+class TestCrud(Base):
+    def test_create_get_list_selectors(self):
+        for name, labels in (("a", {"tier": "gpu", "model": "llama"}),
+                             ("b", {"tier": "gpu", "model": "mistral"}),
+                             ("c", {"tier": "cpu"}),
+                             ("d", {})):
+            created = self.c.create("configmaps", cm(name, labels), namespace=self.ns)
+            meta = created["metadata"]
+            self.assertEqual(created["kind"], "ConfigMap")
+            self.assertEqual(meta["namespace"], self.ns)
+            self.assertTrue(meta["uid"])
+            self.assertTrue(meta["creationTimestamp"].endswith("Z"))
+            self.assertTrue(meta["resourceVersion"].isdigit())
+            self.assertNotIn("managedFields", meta)
+        got = self.c.get("configmaps", "a", self.ns)
+        self.assertEqual(got["data"], {"k": "v"})
+
+        def names(**kw):
+            lst = self.c.list("configmaps", self.ns, **kw)
+            self.assertEqual(lst["kind"], "ConfigMapList")
+            self.assertEqual(lst["apiVersion"], "v1")
+            for it in lst["items"]:
+                self.assertNotIn("kind", it)
+            return [i["metadata"]["name"] for i in lst["items"]]
+
+        self.assertEqual(names(), ["a", "b", "c", "d"])
+        self.assertEqual(names(label_selector="tier=gpu"), ["a", "b"])
+        self.assertEqual(names(label_selector="tier==gpu,model!=llama"), ["b"])
+        self.assertEqual(names(label_selector="tier!=gpu"), ["c", "d"])
+        self.assertEqual(names(label_selector="model in (llama, mistral)"), ["a", "b"])
+        self.assertEqual(names(label_selector="model notin (llama)"), ["b", "c", "d"])
+        self.assertEqual(names(label_selector="model"), ["a", "b"])
+        self.assertEqual(names(label_selector="!model"), ["c", "d"])
+        self.assertEqual(names(field_selector="metadata.name=c"), ["c"])
+        self.assertEqual(names(field_selector="metadata.name!=c,metadata.namespace=" + self.ns),
+                         ["a", "b", "d"])
+        self.assertApiError(400, "BadRequest", self.c.list, "configmaps", self.ns,
+                            label_selector="tier in gpu")
+        e = self.assertApiError(400, "BadRequest", self.c.list, "configmaps", self.ns,
+                                field_selector="data.k=v")
+        self.assertEqual(e.message, "field label not supported: data.k")
+        # list RV is the global counter
+        rv = int(self.c.list("configmaps", self.ns)["metadata"]["resourceVersion"])
+        self.c.create("configmaps", cm("e"), namespace=self.ns)
+        self.assertEqual(int(self.c.list("configmaps", self.ns)["metadata"]["resourceVersion"]),
+                         rv + 1)
+        # pagination
+        page = self.c.list("configmaps", self.ns, limit=2)
+        self.assertEqual(len(page["items"]), 2)
+        self.assertEqual(page["metadata"]["remainingItemCount"], 3)
+        items, _ = self.c.list_all("configmaps", self.ns)
+        self.assertEqual([i["metadata"]["name"] for i in items], ["a", "b", "c", "d", "e"])
+        # pod status.phase field selector (status written through /status)
+        self.c.create("pods", pod("p1"), namespace=self.ns)
+        p2 = self.c.create("pods", pod("p2"), namespace=self.ns)
+        self.assertEqual(p2["status"]["phase"], "Pending")
+        p2["status"]["phase"] = "Running"
+        self.c.update("pods", p2, namespace=self.ns, subresource="status")
+        running = self.c.list("pods", self.ns, field_selector="status.phase=Running")
+        self.assertEqual([i["metadata"]["name"] for i in running["items"]], ["p2"])
+
+    def test_all_namespaces_list(self):
+        other = self.ns + "-b"
+        self.c.create("namespaces", {"metadata": {"name": other}})
+        for ns in (self.ns, other):
+            self.c.create("deployments", deployment("web", {"app": "web", "run": self.ns}),
+                          namespace=ns)
+            self.c.create("pods", pod("p", {"run": self.ns}), namespace=ns)
+        for res in ("deployments", "pods"):
+            lst = self.c.list(res, None, label_selector="run=" + self.ns)
+            self.assertEqual(sorted(i["metadata"]["namespace"] for i in lst["items"]),
+                             sorted([self.ns, other]))
+        raw = self.c.request("GET", "/apis/apps/v1/deployments",
+                             params={"labelSelector": "run=" + self.ns})
+        self.assertEqual(len(raw["items"]), 2)
+        self.assertApiError(404, "NotFound", self.c.create, "pods", pod("x"), namespace="nope")
+
+    def test_conflicts(self):
+        self.c.create("configmaps", cm("x"), namespace=self.ns)
+        e = self.assertApiError(409, "AlreadyExists", self.c.create, "configmaps", cm("x"),
+                                namespace=self.ns)
+        self.assertEqual(e.message, 'configmaps "x" already exists')
+        self.assertEqual(e.status["details"], {"name": "x", "kind": "configmaps"})
+        d = self.c.create("deployments", deployment("web"), namespace=self.ns)
+        e = self.assertApiError(409, "AlreadyExists", self.c.create, "deployments",
+                                deployment("web"), namespace=self.ns)
+        self.assertEqual(e.status["details"], {"name": "web", "group": "apps",
+                                               "kind": "deployments"})
+        stale = json.loads(json.dumps(d))
+        d["spec"]["replicas"] = 3
+        updated = self.c.update("deployments", d, namespace=self.ns)
+        self.assertEqual(updated["metadata"]["generation"], 2)
+        self.assertGreater(int(updated["metadata"]["resourceVersion"]),
+                           int(stale["metadata"]["resourceVersion"]))
+        stale["spec"]["replicas"] = 7
+        e = self.assertApiError(409, "Conflict", self.c.update, "deployments", stale,
+                                namespace=self.ns)
+        self.assertEqual(e.message, 'Operation cannot be fulfilled on deployments.apps "web": '
+                         'the object has been modified; please apply your changes to the latest '
+                         'version and try again')
+        self.assertApiError(409, "Conflict", self.c.patch, "deployments", "web",
+                            {"metadata": {"resourceVersion": stale["metadata"]
+                                          ["resourceVersion"]}, "spec": {"replicas": 9}},
+                            namespace=self.ns)
+        # a no-op update keeps the resourceVersion
+        same = self.c.update("deployments", updated, namespace=self.ns)
+        self.assertEqual(same["metadata"]["resourceVersion"],
+                         updated["metadata"]["resourceVersion"])
+        e = self.assertApiError(404, "NotFound", self.c.get, "deployments", "nope", self.ns)
+        self.assertEqual(e.message, 'deployments.apps "nope" not found')
+        self.assertApiError(404, "NotFound", self.c.patch, "configmaps", "nope", {"data": {}},
+                            namespace=self.ns)
+        # delete with a stale precondition, then for real
+        self.assertApiError(409, "Conflict", self.c.delete, "deployments", "web", self.ns,
+                            preconditions={"resourceVersion": stale["metadata"]
+                                           ["resourceVersion"]})
+        st = self.c.delete("deployments", "web", self.ns)
+        self.assertEqual((st["kind"], st["status"], st["details"]["kind"]),
+                         ("Status", "Success", "deployments"))
+        self.assertApiError(404, "NotFound", self.c.get, "deployments", "web", self.ns)
+
+    def test_validation_422(self):
+        e = self.assertApiError(422, "Invalid", self.c.create, "configmaps", cm("Bad_Name"),
+                                namespace=self.ns)
+        self.assertTrue(e.message.startswith('ConfigMap "Bad_Name" is invalid: metadata.name: '
+                                             'Invalid value: "Bad_Name": a lowercase RFC 1123 '
+                                             'subdomain'), e.message)
+        self.assertEqual(e.status["details"]["causes"][0]["field"], "metadata.name")
+        bad = deployment("web")
+        del bad["spec"]["selector"]
+        e = self.assertApiError(422, "Invalid", self.c.create, "deployments", bad,
+                                namespace=self.ns)
+        self.assertEqual(e.message, 'Deployment.apps "web" is invalid: spec.selector: Required '
+                                    'value')
+        self.assertEqual(e.status["details"], {
+            "name": "web", "group": "apps", "kind": "Deployment",
+            "causes": [{"reason": "FieldValueRequired", "message": "Required value",
+                        "field": "spec.selector"}]})
+        bad = deployment("web")
+        bad["spec"]["template"]["metadata"]["labels"] = {"app": "other"}
+        e = self.assertApiError(422, "Invalid", self.c.create, "deployments", bad,
+                                namespace=self.ns)
+        self.assertIn("spec.template.metadata.labels: Invalid value: "
+                      "map[string]string{\"app\":\"other\"}: `selector` does not match template "
+                      "`labels`", e.message)
+        bad = deployment("web", replicas=-1)
+        del bad["spec"]["template"]["spec"]["containers"][0]["image"]
+        e = self.assertApiError(422, "Invalid", self.c.create, "deployments", bad,
+                                namespace=self.ns)
+        self.assertEqual(sorted(c["field"] for c in e.status["details"]["causes"]),
+                         ["spec.replicas", "spec.template.spec.containers[0].image"])
+        self.assertTrue(e.message.startswith('Deployment.apps "web" is invalid: ['))
+        self.c.create("deployments", deployment("web"), namespace=self.ns)
+        e = self.assertApiError(422, "Invalid", self.c.patch, "deployments", "web",
+                                {"spec": {"selector": {"matchLabels": {"app": "x"}},
+                                          "template": {"metadata": {"labels": {"app": "x"}}}}},
+                                namespace=self.ns)
+        self.assertIn("field is immutable", e.message)
+        self.assertApiError(422, "Invalid", self.c.create, "namespaces",
+                            {"metadata": {"name": "a.b"}})
+        d = self.c.get("deployments", "web", self.ns)
+        self.assertEqual(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%")
+        self.assertEqual(d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+                         "IfNotPresent")
+        self.assertEqual(d["status"], {})
+
+    def test_patch_types(self):
+        d = deployment("web")
+        d["spec"]["template"]["spec"]["containers"].append({"name": "sidecar",
+                                                            "image": "envoy:1"})
+        self.c.create("deployments", d, namespace=self.ns)
+        out = self.c.patch("deployments", "web", {"spec": {"template": {"spec": {"containers": [
+            {"name": "server", "image": "vllm/vllm-openai:v0.7.0"}]}}}}, self.ns, "strategic")
+        imgs = [(c["name"], c["image"]) for c in out["spec"]["template"]["spec"]["containers"]]
+        self.assertEqual(imgs, [("server", "vllm/vllm-openai:v0.7.0"), ("sidecar", "envoy:1")])
+        out = self.c.patch("deployments", "web", {"spec": {"template": {"spec": {"containers": [
+            {"name": "server", "image": "x:1"}]}}}}, self.ns, "merge")
+        self.assertEqual(len(out["spec"]["template"]["spec"]["containers"]), 1)
+        out = self.c.patch("deployments", "web", [
+            {"op": "test", "path": "/spec/replicas", "value": 1},
+            {"op": "replace", "path": "/spec/replicas", "value": 4},
+            {"op": "add", "path": "/metadata/annotations", "value": {"a/b": "c"}}],
+            self.ns, "json")
+        self.assertEqual(out["spec"]["replicas"], 4)
+        self.assertEqual(out["metadata"]["generation"], 4)
+        out = self.c.patch("deployments", "web", {"metadata": {"annotations": {"a/b": None}}},
+                           self.ns)
+        self.assertNotIn("a/b", out["metadata"].get("annotations") or {})
+        self.assertApiError(422, "Invalid", self.c.patch, "deployments", "web",
+                            [{"op": "test", "path": "/spec/replicas", "value": 99}], self.ns,
+                            "json")
+        self.assertApiError(415, "UnsupportedMediaType", self.c.patch, "deployments", "web",
+                            {"spec": {}}, self.ns, "application/xml")
+
+
+class TestScale(Base):
+    def test_scale_subresource(self):
+        d = deployment("llm", {"app": "llm"}, replicas=2,
+                       selector={"matchLabels": {"app": "llm"},
+                                 "matchExpressions": [{"key": "tier", "operator": "NotIn",
+                                                       "values": ["cpu", "batch"]}]})
+        self.c.create("deployments", d, namespace=self.ns)
+        dep = self.c.get("deployments", "llm", self.ns)
+        dep["status"] = {"replicas": 2, "readyReplicas": 2}
+        self.c.update("deployments", dep, self.ns, subresource="status")
+        sc = self.c.get_scale("deployments", "llm", self.ns)
+        self.assertEqual(sc["kind"], "Scale")
+        self.assertEqual(sc["apiVersion"], "autoscaling/v1")
+        self.assertEqual(sc["spec"], {"replicas": 2})
+        self.assertEqual(sc["status"], {"replicas": 2,
+                                        "selector": "app=llm,tier notin (batch,cpu)"})
+        gen = self.c.get("deployments", "llm", self.ns)["metadata"]["generation"]
+        out = self.c.patch_scale("deployments", "llm", 5, self.ns)
+        self.assertEqual(out["spec"]["replicas"], 5)
+        dep = self.c.get("deployments", "llm", self.ns)
+        self.assertEqual(dep["spec"]["replicas"], 5)
+        self.assertEqual(dep["metadata"]["generation"], gen + 1)
+        self.assertEqual(dep["status"]["replicas"], 2)
+        self.assertEqual(out["metadata"]["resourceVersion"], dep["metadata"]["resourceVersion"])
+        out = self.c.update_scale("deployments", "llm", 3, self.ns,
+                                  resource_version=out["metadata"]["resourceVersion"])
+        self.assertEqual(out["spec"]["replicas"], 3)
+        e = self.assertApiError(409, "Conflict", self.c.update_scale, "deployments", "llm", 8,
+                                self.ns, resource_version=sc["metadata"]["resourceVersion"])
+        self.assertIn('deployments.apps "llm"', e.message)
+        self.assertEqual(self.c.get("deployments", "llm", self.ns)["spec"]["replicas"], 3)
+        e = self.assertApiError(422, "Invalid", self.c.patch_scale, "deployments", "llm", -1,
+                                self.ns)
+        self.assertEqual(e.message, 'Scale.autoscaling "llm" is invalid: spec.replicas: Invalid '
+                                    'value: -1: must be greater than or equal to 0')
+        self.assertApiError(404, "NotFound", self.c.get_scale, "deployments", "nope", self.ns)
+        res = self.c.request("GET", "/apis/apps/v1")["resources"]
+        scale = [r for r in res if r["name"] == "deployments/scale"][0]
+        self.assertEqual((scale["group"], scale["version"], scale["kind"]),
+                         ("autoscaling", "v1", "Scale"))
+        # an unchanged replica count writes nothing
+        rv = self.c.get("deployments", "llm", self.ns)["metadata"]["resourceVersion"]
+        self.c.patch_scale("deployments", "llm", 3, self.ns)
+        self.assertEqual(self.c.get("deployments", "llm", self.ns)["metadata"]
+                         ["resourceVersion"], rv)
+
+
+class TestWatch(Base):
+    def test_watch_from_rv_replays_history_then_live(self):
+        rvs = []
+        for i in range(4):
+            rvs.append(self.c.create("configmaps", cm("m%d" % i), namespace=self.ns)
+                       ["metadata"]["resourceVersion"])
+        w = self.c.watch("configmaps", self.ns, resource_version=rvs[1], timeout_seconds=10)
+        seen = []
+        for i in range(2):
+            ev = w.next_event(5)
+            seen.append((ev["type"], ev["object"]["metadata"]["name"]))
+        self.assertEqual(seen, [("ADDED", "m2"), ("ADDED", "m3")])
+        self.assertEqual(w.next_event(0.3), None)
+        self.c.patch("configmaps", "m0", {"data": {"k": "2"}}, self.ns)
+        self.c.delete("configmaps", "m1", self.ns)
+        ev1, ev2 = w.next_event(5), w.next_event(5)
+        self.assertEqual((ev1["type"], ev1["object"]["metadata"]["name"],
+                          ev1["object"]["data"]), ("MODIFIED", "m0", {"k": "2"}))
+        self.assertEqual(ev1["object"]["kind"], "ConfigMap")
+        self.assertEqual((ev2["type"], ev2["object"]["metadata"]["name"]), ("DELETED", "m1"))
+        self.assertEqual(int(ev2["object"]["metadata"]["resourceVersion"]),
+                         int(ev1["object"]["metadata"]["resourceVersion"]) + 1)
+        w.close()
+        # "0" and "" start with synthetic ADDED events of the current state
+        for rv in ("0", None):
+            w = self.c.watch("configmaps", self.ns, resource_version=rv, timeout_seconds=1)
+            evs = list(w)
+            self.assertEqual(w.ended, "clean")
+            self.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in evs],
+                             [("ADDED", "m0"), ("ADDED", "m2"), ("ADDED", "m3")])
+
+    def test_chunked_framing_and_timeout(self):
+        """Raw HTTP/1.1: chunked encoding, one JSON line per chunk, clean end on timeout."""
+        self.c.create("configmaps", cm("a"), namespace=self.ns)
+        self.c.create("configmaps", cm("b"), namespace=self.ns)
+        ctx = ssl.create_default_context(cafile=FK.pki["ca"])
+        sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", FK.port), timeout=10),
+                               server_hostname="localhost")
+        req = ("GET /api/v1/namespaces/%s/configmaps?watch=1&resourceVersion=0&"
+               "timeoutSeconds=1 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s\r\n"
+               "Accept: application/json\r\n\r\n" % (self.ns, FK.token))
+        t0 = time.monotonic()
+        sock.sendall(req.encode())
+        f = sock.makefile("rb")
+        status = f.readline()
+        self.assertEqual(status, b"HTTP/1.1 200 OK\r\n")
+        headers = {}
+        while True:
+            line = f.readline()
+            if line == b"\r\n":
+                break
+            k, v = line.decode().split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+        self.assertEqual(headers["transfer-encoding"], "chunked")
+        self.assertEqual(headers["content-type"], "application/json")
+        self.assertNotIn("content-length", headers)
+        chunks = []
+        while True:
+            size = int(f.readline().strip(), 16)
+            if size == 0:
+                self.assertEqual(f.readline(), b"\r\n")
+                break
+            data = f.read(size)
+            self.assertEqual(f.read(2), b"\r\n")
+            chunks.append(data)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(len(chunks), 2)
+        for ch, name in zip(chunks, ("a", "b")):
+            self.assertTrue(ch.endswith(b"\n"))
+            self.assertEqual(ch.count(b"\n"), 1)
+            ev = json.loads(ch)
+            self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("ADDED", name))
+        self.assertGreaterEqual(elapsed, 0.9)
+        self.assertLess(elapsed, 3.0)
+        # keep-alive: the same connection serves the next request
+        sock.sendall(("GET /version HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s"
+                      "\r\n\r\n" % FK.token).encode())
+        self.assertEqual(f.readline(), b"HTTP/1.1 200 OK\r\n")
+        f.close()
+        sock.close()
+
+    def test_bookmarks(self):
+        self.c.create("configmaps", cm("a"), namespace=self.ns)
+        w = self.c.watch("configmaps", self.ns, resource_version="0", timeout_seconds=2,
+                         allow_bookmarks=True)
+        evs = list(w)
+        self.assertEqual(evs[0]["type"], "ADDED")
+        bms = [e for e in evs if e["type"] == "BOOKMARK"]
+        self.assertGreaterEqual(len(bms), 3)  # 0.3 s interval over 2 s
+        cur = self.c.list("configmaps", self.ns)["metadata"]["resourceVersion"]
+        for b in bms:
+            self.assertEqual(set(b["object"]), {"kind", "apiVersion", "metadata"})
+            self.assertEqual(b["object"]["kind"], "ConfigMap")
+            self.assertEqual(list(b["object"]["metadata"]), ["resourceVersion"])
+            self.assertLessEqual(int(b["object"]["metadata"]["resourceVersion"]), int(cur))
+        self.assertEqual(w.last_rv, bms[-1]["object"]["metadata"]["resourceVersion"])
+        w = self.c.watch("configmaps", self.ns, resource_version="0", timeout_seconds=1)
+        self.assertEqual([e["type"] for e in w], ["ADDED"])
+        # streaming lists: initial events end with an annotated bookmark
+        w = self.c.watch("configmaps", self.ns, allow_bookmarks=True, send_initial_events=True,
+                         timeout_seconds=10)
+        ev, bm = w.next_event(5), w.next_event(5)
+        w.close()
+        self.assertEqual(ev["type"], "ADDED")
+        self.assertEqual(bm["type"], "BOOKMARK")
+        self.assertEqual(bm["object"]["metadata"]["annotations"],
+                         {"k8s.io/initial-events-end": "true"})
+        self.assertApiError(422, "Invalid", self.c.watch, "configmaps", self.ns,
+                            send_initial_events=True, timeout_seconds=1)
+
+    def test_410_after_compaction_and_small_window(self):
+        rv = self.c.create("configmaps", cm("a"), namespace=self.ns)["metadata"]["resourceVersion"]
+        self.c.patch("configmaps", "a", {"data": {"k": "2"}}, self.ns)
+        FK.compact()
+        w = self.c.watch("configmaps", self.ns, resource_version=rv, timeout_seconds=5)
+        evs = list(w)
+        self.assertEqual(w.ended, "clean")
+        self.assertEqual(len(evs), 1)
+        self.assertEqual(evs[0]["type"], "ERROR")
+        st = evs[0]["object"]
+        self.assertEqual((st["kind"], st["code"], st["reason"], st["status"]),
+                         ("Status", 410, "Expired", "Failure"))
+        self.assertTrue(st["message"].startswith("too old resource version: %s (" % rv))
+        # the current RV still resumes fine
+        cur = self.c.list("configmaps", self.ns)["metadata"]["resourceVersion"]
+        w = self.c.watch("configmaps", self.ns, resource_version=cur, timeout_seconds=1)
+        self.assertEqual(list(w), [])
+        # a bounded history window expires on its own; this server also checks plain HTTP,
+        # --token-file, --faults and --verbose request logging
+        tmp = os.path.join(FK.tmpdir, "small")
+        os.makedirs(tmp)
+        with open(os.path.join(tmp, "tokens.csv"), "w") as f:
+            f.write('bob-token,bob,uid-7,"ops,viewers"\n')
+        small = harness.start(tls=False, history=3, verbose=True, extra_args=(
+            "--token-file", os.path.join(tmp, "tokens.csv")), faults=[
+            {"action": "error", "verb": "delete", "status": 503, "retryAfter": 2}])
+        try:
+            self.assertTrue(small.url.startswith("http://"))
+            sc = small.client()
+            first = sc.create("configmaps", cm("x0"), namespace="default")["metadata"]
+            for i in range(1, 6):
+                sc.create("configmaps", cm("x%d" % i), namespace="default")
+            evs = list(sc.watch("configmaps", "default", resource_version=first
+                                ["resourceVersion"], timeout_seconds=2))
+            self.assertEqual([e["type"] for e in evs], ["ERROR"])
+            self.assertEqual(evs[0]["object"]["code"], 410)
+            # windows are per resource, like the watch cache: secrets can still resume
+            w = sc.watch("secrets", "default", resource_version=first["resourceVersion"],
+                         timeout_seconds=5)
+            self.assertIsNone(w.next_event(0.3))
+            self.assertIsNone(w.ended)
+            w.close()
+            e = self.assertApiError(503, "ServiceUnavailable", sc.delete, "configmaps", "x1",
+                                    "default")
+            self.assertEqual(e.retry_after, 2)
+            sc.delete("configmaps", "x1", "default")
+            sc.close()
+            path = harness.write_kubeconfig(os.path.join(tmp, "bob.yaml"), small.url,
+                                            token="bob-token")
+            bob = Client.from_kubeconfig(path)
+            who = bob.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                              {"spec": {"resourceAttributes": {"verb": "get"}}})
+            self.assertEqual((who["spec"]["user"], who["spec"]["groups"]),
+                             ("bob", ["ops", "viewers", "system:authenticated"]))
+            bob.close()
+            log = small.log()
+            self.assertRegex(log, r"fakekube: DELETE /api/v1/namespaces/default/configmaps/x1 "
+                                  r"503 [0-9.]+ms user=e2e-admin")
+            self.assertRegex(log, r"fakekube: POST /api/v1/namespaces/default/configmaps 201 ")
+        finally:
+            small.stop()
+        self.assertFalse(small.alive())
+        self.assertFalse(os.path.exists(small.tmpdir))
+
+    def test_selector_watch_leave_and_enter(self):
+        self.c.create("configmaps", cm("a", {"app": "llm"}), namespace=self.ns)
+        self.c.create("configmaps", cm("b", {"app": "other"}), namespace=self.ns)
+        w = self.c.watch("configmaps", self.ns, resource_version="0", label_selector="app=llm",
+                         timeout_seconds=10)
+        ev = w.next_event(5)
+        self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("ADDED", "a"))
+        left = self.c.patch("configmaps", "a", {"metadata": {"labels": {"app": "moved"}}},
+                            self.ns)
+        ev = w.next_event(5)
+        self.assertEqual(ev["type"], "DELETED")
+        self.assertEqual(ev["object"]["metadata"]["labels"], {"app": "llm"})
+        self.assertEqual(ev["object"]["metadata"]["resourceVersion"],
+                         left["metadata"]["resourceVersion"])
+        self.c.patch("configmaps", "b", {"data": {"k": "ignored"}}, self.ns)
+        self.c.patch("configmaps", "b", {"metadata": {"labels": {"app": "llm"}}}, self.ns)
+        ev = w.next_event(5)
+        self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("ADDED", "b"))
+        self.c.patch("configmaps", "b", {"data": {"k": "x"}}, self.ns)
+        ev = w.next_event(5)
+        self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("MODIFIED", "b"))
+        w.close()
+        # field selector on one name, via the watch of a single object
+        w = self.c.watch("configmaps", self.ns, resource_version="0", name="b",
+                         timeout_seconds=1)
+        self.assertEqual([e["object"]["metadata"]["name"] for e in w], ["b"])
+
+
+class TestFaults(Base):
+    def test_429_retry_after_and_other_errors(self):
+        self.c.create("deployments", deployment("web"), namespace=self.ns)
+        _, since = FK.requests()
+        FK.fault({"action": "error", "verb": "patch", "resource": "deployments",
+                  "subresource": "scale", "namespace": self.ns, "status": 429,
+                  "retryAfter": 1, "count": 2})
+        e = self.assertApiError(429, "TooManyRequests", self.c.patch_scale, "deployments", "web",
+                                4, self.ns)
+        self.assertEqual(e.retry_after, 1)
+        self.assertEqual(e.headers.get("Retry-After"), "1")
+        self.assertEqual(e.status["details"], {"retryAfterSeconds": 1})
+        self.assertEqual(e.message, "Too many requests, please try again later.")
+        # reads are not affected by the rule
+        self.assertEqual(self.c.get_scale("deployments", "web", self.ns)["spec"]["replicas"], 1)
+        retrying = FK.client(max_retries=3)
+        t0 = time.monotonic()
+        out = retrying.patch_scale("deployments", "web", 4, self.ns)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.9)
+        self.assertEqual(out["spec"]["replicas"], 4)
+        retrying.close()
+        reqs, _ = FK.requests(since)
+        scale_patches = [(r["status"], r.get("fault") is not None) for r in reqs
+                         if r["verb"] == "patch" and r["subresource"] == "scale"]
+        self.assertEqual(scale_patches, [(429, True), (429, True), (200, False)])
+        self.assertEqual(FK.faults(), [])
+        # 500 and 409 with the real shapes; latency; reset
+        FK.fault({"action": "error", "path": "/configmaps$", "verb": "list", "status": 500})
+        e = self.assertApiError(500, "InternalError", self.c.list, "configmaps", self.ns)
+        self.assertEqual(e.status["details"], {"causes": [{"message": "injected fault"}]})
+        FK.fault({"action": "error", "verb": "update", "resource": "deployments", "status": 409})
+        dep = self.c.get("deployments", "web", self.ns)
+        self.assertApiError(409, "Conflict", self.c.update, "deployments", dep, self.ns)
+        FK.fault({"action": "latency", "verb": "get", "resource": "deployments", "ms": 400,
+                  "count": 1})
+        t0 = time.monotonic()
+        self.c.get("deployments", "web", self.ns)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.38)
+        # a reset on a reused keep-alive connection is retried once on a new one, as Go does
+        _, since = FK.requests()
+        FK.fault({"action": "reset", "verb": "get", "resource": "configmaps", "count": 2})
+        with self.assertRaises(ConnectionError):
+            self.c.get("configmaps", "x", self.ns)
+        reqs, _ = FK.requests(since)
+        self.assertEqual([r["status"] for r in reqs if r["resource"] == "configmaps"], [0, 0])
+        self.assertApiError(404, "NotFound", self.c.get, "configmaps", "x", self.ns)
+
+    def test_drop_watches(self):
+        w = self.c.watch("configmaps", self.ns, resource_version="0", timeout_seconds=30)
+        w2 = self.c.watch("configmaps", self.ns, resource_version="0", timeout_seconds=30)
+        wait_for(lambda: FK.state()["watches"] >= 2, 5)
+        FK.drop_watches(clean=True, resource="configmaps")
+        self.assertEqual(list(w), [])
+        self.assertEqual(w.ended, "clean")
+        self.assertEqual(list(w2), [])
+        w = self.c.watch("configmaps", self.ns, resource_version="0", timeout_seconds=30)
+        wait_for(lambda: FK.state()["watches"] >= 1, 5)
+        FK.drop_watches()
+        with self.assertRaises(WatchBroken):
+            list(w)
+        self.assertEqual(w.ended, "broken")
+
+    def test_server_notices_closed_watch(self):
+        base = FK.state()["watches"]
+        w = self.c.watch("configmaps", self.ns, resource_version="0", timeout_seconds=60)
+        wait_for(lambda: FK.state()["watches"] == base + 1, 5)
+        w.close()
+        wait_for(lambda: FK.state()["watches"] == base, 5, message="watch unregistered")
+
+    def test_restart_mid_watch_and_resume(self):
+        fk = harness.start(bookmark_interval="0.3s")
+        try:
+            c = fk.client()
+            c.create("deployments", deployment("web"), namespace="default")
+            w = c.watch("deployments", "default", resource_version="0", timeout_seconds=30)
+            ev = w.next_event(5)
+            self.assertEqual(ev["type"], "ADDED")
+            c.patch_scale("deployments", "web", 2, "default")
+            ev = w.next_event(5)
+            self.assertEqual((ev["type"], ev["object"]["spec"]["replicas"]), ("MODIFIED", 2))
+            last = w.last_rv
+            fk.restart(delay=0.5, wait=False)
+            with self.assertRaises(WatchBroken):
+                while True:
+                    if w.next_event(5) is None and w.ended == "clean":
+                        self.fail("watch ended cleanly on restart")
+            # while the listener is down requests fail; once it is back, state is intact
+            got = wait_for(lambda: c.get("deployments", "web", "default"), 10, interval=0.1)
+            self.assertEqual(got["spec"]["replicas"], 2)
+            self.assertEqual(fk.state()["restarts"], 1)
+            c.patch_scale("deployments", "web", 3, "default")
+            c.create("deployments", deployment("api"), namespace="default")
+            c.delete("deployments", "api", "default")
+            w = c.watch("deployments", "default", resource_version=last, timeout_seconds=10)
+            seen = [w.next_event(5) for _ in range(3)]
+            self.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in seen],
+                             [("MODIFIED", "web"), ("ADDED", "api"), ("DELETED", "api")])
+            self.assertEqual(seen[0]["object"]["spec"]["replicas"], 3)
+            rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in seen]
+            self.assertEqual(rvs, sorted(rvs))
+            self.assertEqual(rvs[0], int(last) + 1)
+            w.close()
+            c.close()
+        finally:
+            fk.stop()
+        self.assertFalse(fk.alive())
+
+
+class TestKubeconfig(unittest.TestCase):
+    def test_yaml_subset(self):
+        from fakekube.kubeclient import parse_yaml_subset
+        text = """# written by kubectl
+apiVersion: v1
+clusters:
+- cluster:
+    certificate-authority-data: LS0tLQ==
+    server: https://10.0.0.1:6443   # comment
+  name: prod
+- cluster:
+    insecure-skip-tls-verify: true
+    server: 'https://127.0.0.1:1'
+  name: "dev"
+contexts:
+- context:
+    cluster: dev
+    namespace: gpu
+    user: dev-user
+  name: dev
+current-context: dev
+kind: Config
+preferences: {}
+users:
+- name: dev-user
+  user:
+    token: "abc:def"
+    extra:
+      - a
+      - b
+"""
+        doc = parse_yaml_subset(text)
+        self.assertEqual(doc["clusters"][0], {"cluster": {
+            "certificate-authority-data": "LS0tLQ==", "server": "https://10.0.0.1:6443"},
+            "name": "prod"})
+        self.assertEqual(doc["clusters"][1]["cluster"]["insecure-skip-tls-verify"], True)
+        self.assertEqual(doc["clusters"][1]["name"], "dev")
+        self.assertEqual(doc["preferences"], {})
+        self.assertEqual(doc["users"][0]["user"], {"token": "abc:def", "extra": ["a", "b"]})
+        path = os.path.join(FK.tmpdir, "dev.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        kc = KubeConfig.load(path)
+        self.assertEqual((kc.server, kc.namespace, kc.bearer(), kc.insecure),
+                         ("https://127.0.0.1:1", "gpu", "abc:def", True))
+        # the kubeconfig fakekube writes itself (--write-kubeconfig) loads too
+        kc = KubeConfig.load(FK.token_kubeconfig)
+        self.assertEqual((kc.server, kc.bearer()), (FK.url, FK.token))
+        self.assertTrue(kc.ca_data.startswith(b"-----BEGIN CERTIFICATE-----"))
+
+
+class TestKinds(Base):
+    def test_leases(self):
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": "gpuscaler-leader"},
+                 "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15,
+                          "acquireTime": "2024-01-01T00:00:00.000000Z",
+                          "renewTime": "2024-01-01T00:00:00.000000Z", "leaseTransitions": 0}}
+        created = self.c.create("leases", lease, namespace=self.ns)
+        other = FK.client(FK.cert_kubeconfig)
+        mine = self.c.get("leases", "gpuscaler-leader", self.ns)
+        theirs = other.get("leases", "gpuscaler-leader", self.ns)
+        mine["spec"]["renewTime"] = "2024-01-01T00:00:05.000000Z"
+        renewed = self.c.update("leases", mine, self.ns)
+        self.assertNotEqual(renewed["metadata"]["resourceVersion"],
+                            created["metadata"]["resourceVersion"])
+        theirs["spec"]["holderIdentity"] = "b"
+        theirs["spec"]["leaseTransitions"] = 1
+        e = self.assertApiError(409, "Conflict", other.update, "leases", theirs, self.ns)
+        self.assertIn('leases.coordination.k8s.io "gpuscaler-leader"', e.message)
+        self.assertEqual(self.c.get("leases", "gpuscaler-leader", self.ns)["spec"]
+                         ["holderIdentity"], "a")
+        self.assertNotIn("generation", renewed["metadata"])
+        bad = json.loads(json.dumps(lease))
+        bad["metadata"]["name"] = "bad"
+        bad["spec"]["leaseDurationSeconds"] = 0
+        e = self.assertApiError(422, "Invalid", self.c.create, "leases", bad, self.ns)
+        self.assertIn("spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0",
+                      e.message)
+        other.close()
+
+    def test_events_both_apis(self):
+        ev = {"apiVersion": "v1", "kind": "Event",
+              "metadata": {"name": "web.1"},
+              "involvedObject": {"kind": "Deployment", "namespace": self.ns, "name": "web",
+                                 "apiVersion": "apps/v1"},
+              "reason": "ScaledUp", "message": "scaled to 3", "type": "Normal",
+              "source": {"component": "gpuscaler"}, "count": 1,
+              "firstTimestamp": "2024-01-01T00:00:00Z", "lastTimestamp": "2024-01-01T00:00:00Z"}
+        self.c.create("events", ev, namespace=self.ns)
+        v1 = self.c.get("events.k8s.io/v1/events", "web.1", self.ns)
+        self.assertEqual(v1["apiVersion"], "events.k8s.io/v1")
+        self.assertEqual(v1["regarding"]["name"], "web")
+        self.assertEqual(v1["note"], "scaled to 3")
+        self.assertEqual(v1["deprecatedSource"], {"component": "gpuscaler"})
+        new = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+               "metadata": {"name": "web.2"}, "eventTime": "2024-01-01T00:00:01.000000Z",
+               "reportingController": "gpuscaler.io/controller", "reportingInstance": "pod-1",
+               "action": "Scale", "reason": "ScaledDown", "type": "Normal",
+               "regarding": {"kind": "Deployment", "namespace": self.ns, "name": "web"},
+               "note": "scaled to 1"}
+        self.c.create("events.k8s.io/v1/events", new, namespace=self.ns)
+        core = self.c.get("events", "web.2", self.ns)
+        self.assertEqual((core["message"], core["involvedObject"]["name"],
+                          core["reportingComponent"]),
+                         ("scaled to 1", "web", "gpuscaler.io/controller"))
+        lst = self.c.list("events", self.ns, field_selector="involvedObject.name=web,"
+                          "reason=ScaledUp")
+        self.assertEqual([i["metadata"]["name"] for i in lst["items"]], ["web.1"])
+        lst = self.c.list("events.k8s.io/v1/events", self.ns,
+                          field_selector="regarding.name=web")
+        self.assertEqual(len(lst["items"]), 2)
+        bad = dict(new, metadata={"name": "web.3"})
+        del bad["reportingController"]
+        e = self.assertApiError(422, "Invalid", self.c.create, "events.k8s.io/v1/events", bad,
+                                namespace=self.ns)
+        self.assertIn("reportingController: Required value", e.message)
+
+    def test_namespace_delete_cascades(self):
+        self.c.create("configmaps", cm("a"), namespace=self.ns)
+        self.c.create("deployments", deployment("web"), namespace=self.ns)
+        w = self.c.watch("configmaps", self.ns, resource_version="0", timeout_seconds=10)
+        self.assertEqual(w.next_event(5)["type"], "ADDED")
+        out = self.c.delete("namespaces", self.ns)
+        self.assertEqual(out["status"]["phase"], "Terminating")
+        ev = w.next_event(5)
+        self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("DELETED", "a"))
+        w.close()
+        self.assertApiError(404, "NotFound", self.c.get, "deployments", "web", self.ns)
+        self.assertApiError(404, "NotFound", self.c.get, "namespaces", self.ns)
+
+    def test_other_kinds(self):
+        kinds = [
+            ("secrets", {"metadata": {"name": "s"}, "stringData": {"token": "abc"}}),
+            ("services", {"metadata": {"name": "svc"},
+                          "spec": {"selector": {"app": "x"}, "ports": [{"port": 8080}]}}),
+            ("serviceaccounts", {"metadata": {"name": "gpuscaler"}}),
+            ("horizontalpodautoscalers", {"metadata": {"name": "h"}, "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "w"},
+                "maxReplicas": 4, "behavior": {"scaleDown": {"stabilizationWindowSeconds": 60}}}}),
+            ("roles", {"metadata": {"name": "r"}, "rules": [
+                {"apiGroups": ["apps"], "resources": ["deployments/scale"],
+                 "verbs": ["get", "patch"]}]}),
+            ("rolebindings", {"metadata": {"name": "rb"}, "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+                "subjects": [{"kind": "ServiceAccount", "name": "gpuscaler"}]}),
+            ("poddisruptionbudgets", {"metadata": {"name": "pdb"}, "spec": {
+                "minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}}),
+        ]
+        for res, obj in kinds:
+            out = self.c.create(res, obj, namespace=self.ns)
+            self.assertEqual(out["metadata"]["namespace"], self.ns, res)
+            self.c.get(res, obj["metadata"]["name"], self.ns)
+        self.assertEqual(self.c.get("secrets", "s", self.ns)["data"], {"token": "YWJj"})
+        svc = self.c.get("services", "svc", self.ns)
+        self.assertEqual(svc["spec"]["ports"][0]["targetPort"], 8080)
+        self.assertTrue(svc["spec"]["clusterIP"])
+        hpa = self.c.get("horizontalpodautoscalers", "h", self.ns)
+        self.assertEqual(hpa["spec"]["minReplicas"], 1)
+        self.assertEqual(hpa["spec"]["behavior"]["scaleUp"]["policies"],
+                         [{"type": "Pods", "value": 4, "periodSeconds": 15},
+                          {"type": "Percent", "value": 100, "periodSeconds": 15}])
+        self.assertEqual(hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"], 60)
+        cluster = [
+            ("clusterroles", {"metadata": {"name": "gpuscaler:" + self.ns}, "rules": []}),
+            ("clusterrolebindings", {"metadata": {"name": "gpuscaler:" + self.ns}, "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                "name": "system:auth-delegator"}, "subjects": [
+                {"kind": "ServiceAccount", "name": "gpuscaler", "namespace": self.ns}]}),
+            ("apiservices", {"metadata": {"name": "v1beta1.external.metrics.k8s.io"}, "spec": {
+                "group": "external.metrics.k8s.io", "version": "v1beta1",
+                "groupPriorityMinimum": 100, "versionPriority": 100,
+                "service": {"namespace": self.ns, "name": "svc", "port": 443},
+                "insecureSkipTLSVerify": True}}),
+        ]
+        for res, obj in cluster:
+            out = self.c.create(res, obj)
+            self.assertNotIn("namespace", out["metadata"])
+            self.c.delete(res, obj["metadata"]["name"])
+        self.assertApiError(422, "Invalid", self.c.create, "apiservices",
+                            {"metadata": {"name": "wrong"}, "spec": {
+                                "group": "external.metrics.k8s.io", "version": "v1beta1",
+                                "groupPriorityMinimum": 100, "versionPriority": 100}})
+
+    def test_discovery(self):
+        api = self.c.request("GET", "/api")
+        self.assertEqual((api["kind"], api["versions"]), ("APIVersions", ["v1"]))
+        groups = {g["name"]: g for g in self.c.request("GET", "/apis")["groups"]}
+        for g in ("apps", "autoscaling", "coordination.k8s.io", "events.k8s.io",
+                  "apiregistration.k8s.io", "rbac.authorization.k8s.io", "policy",
+                  "authentication.k8s.io", "authorization.k8s.io"):
+            self.assertIn(g, groups)
+        self.assertEqual(groups["autoscaling"]["preferredVersion"]["groupVersion"],
+                         "autoscaling/v2")
+        core = self.c.request("GET", "/api/v1")
+        self.assertEqual((core["kind"], core["groupVersion"]), ("APIResourceList", "v1"))
+        pods = [r for r in core["resources"] if r["name"] == "pods"][0]
+        self.assertEqual((pods["namespaced"], pods["kind"], pods["singularName"]),
+                         (True, "Pod", "pod"))
+        self.assertIn("watch", pods["verbs"])
+        apps = self.c.request("GET", "/apis/apps/v1")
+        self.assertIn("deployments/scale", [r["name"] for r in apps["resources"]])
+        self.assertEqual(self.c.request("GET", "/apis/coordination.k8s.io")["kind"], "APIGroup")
+        self.assertEqual(self.c.version()["major"], "1")
+        self.assertEqual(self.c.request("GET", "/healthz"), "ok")
+        e = self.assertApiError(404, "NotFound", self.c.request, "GET", "/apis/nope/v1/things")
+        self.assertEqual(e.message, "the server could not find the requested resource")
+        self.assertApiError(405, "MethodNotAllowed", self.c.request, "PUT",
+                            "/apis/authentication.k8s.io/v1/tokenreviews/x", {})
+
+    def test_cli_entry_points(self):
+        for cmd in ([sys.executable, "-m", "fakekube", "--help"],
+                    [sys.executable, os.path.join(E2E, "fakekube", "server.py"), "--help"]):
+            r = subprocess.run(cmd, cwd=E2E, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               timeout=20)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            for flag in (b"--listen", b"--tls-cert", b"--client-ca", b"--token",
+                         b"--write-kubeconfig", b"--history", b"--bookmark-interval",
+                         b"--faults", b"--admin-listen", b"--verbose"):
+                self.assertIn(flag, r.stdout)
+
+    def test_concurrent_clients(self):
+        """Several threads writing at once: every write gets its own resourceVersion."""
+        errors, rvs = [], []
+        lock = threading.Lock()
+
+        def work(i):
+            cl = FK.client()
+            try:
+                for j in range(10):
+                    o = cl.create("configmaps", cm("c%d-%d" % (i, j)), namespace=self.ns)
+                    with lock:
+                        rvs.append(int(o["metadata"]["resourceVersion"]))
+            except Exception as e:  # collected and asserted below
+                errors.append(e)
+            finally:
+                cl.close()
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(30)
+        self.assertEqual(errors, [])
+        self.assertEqual(len(set(rvs)), 40)
+
+
+if __name__ == "__main__":
+    t0 = time.monotonic()
+    prog = unittest.main(exit=False, verbosity=2)
+    r = prog.result
+    failed = len(r.failures) + len(r.errors) + len(r.unexpectedSuccesses)
+    skipped = len(r.skipped)
+    passed = r.testsRun - failed - skipped
+    print("fakekube tests took %.1fs" % (time.monotonic() - t0))
+    print("fakekube: %d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    sys.exit(1 if failed or r.testsRun == 0 else 0)
