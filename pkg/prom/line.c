@@ -1,0 +1,648 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* prom: the line grammar of the 0.0.4 text and OpenMetrics formats.
+ *
+ * prom_line_parse() takes one complete line (no '\n'), either in place in
+ * the caller's chunk or from the partial-line buffer (see stream.c). A
+ * sample line is parsed into per-line scratch (the sample name and the
+ * unescaped labels, each NUL-terminated) whose size is bounded by the line
+ * length, then handed to the callback; unwanted samples take the fast path
+ * described at prom_parser_want(). Metadata lines update the current family.
+ *
+ * The grammar and the strictness are described in prom.h. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prom/prom-int.h"
+#include "prom/prom.h"
+#include "util/util.h"
+
+/* Character classes (C_NUM0: bytes a value may start with, besides 'i'/'n'). */
+enum { C_NAME0 = 1, C_NAME = 2, C_LABEL0 = 4, C_LABEL = 8, C_NUM0 = 16 };
+
+static const unsigned char cls[256] = {
+    ['a' ... 'z'] = C_NAME0 | C_NAME | C_LABEL0 | C_LABEL,
+    ['A' ... 'H'] = C_NAME0 | C_NAME | C_LABEL0 | C_LABEL,
+    ['I'] = C_NAME0 | C_NAME | C_LABEL0 | C_LABEL | C_NUM0,
+    ['J' ... 'M'] = C_NAME0 | C_NAME | C_LABEL0 | C_LABEL,
+    ['N'] = C_NAME0 | C_NAME | C_LABEL0 | C_LABEL | C_NUM0,
+    ['O' ... 'Z'] = C_NAME0 | C_NAME | C_LABEL0 | C_LABEL,
+    ['_'] = C_NAME0 | C_NAME | C_LABEL0 | C_LABEL,
+    [':'] = C_NAME0 | C_NAME,
+    ['0' ... '9'] = C_NAME | C_LABEL | C_NUM0,
+    ['+'] = C_NUM0,
+    ['-'] = C_NUM0,
+    ['.'] = C_NUM0,
+};
+
+static bool is_num0(unsigned char c)
+{
+    return (cls[c] & C_NUM0) || c == 'i' || c == 'n';
+}
+
+static const char *skip_ws(const char *s, const char *e)
+{
+    while (s < e && (*s == ' ' || *s == '\t'))
+        s++;
+    return s;
+}
+
+static const char *skip_name(const char *s, const char *e, unsigned mask)
+{
+    while (s < e && (cls[(unsigned char)*s] & mask))
+        s++;
+    return s;
+}
+
+/* Record the sticky error for the current line and return its code. */
+__attribute__((format(printf, 4, 5))) static int fail(struct prom_parser *p, int code,
+                                                      size_t column, const char *fmt, ...)
+{
+    p->err.code = code;
+    p->err.line = (size_t)p->lines + 1;
+    p->err.column = column;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->err.msg, sizeof(p->err.msg), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+#define COL(ptr) ((size_t)((ptr)-base) + 1)
+
+/* ---- families and filters -------------------------------------------- */
+
+static const char *const type_names[] = {
+    [PROM_UNTYPED] = "untyped",   [PROM_COUNTER] = "counter",
+    [PROM_GAUGE] = "gauge",       [PROM_HISTOGRAM] = "histogram",
+    [PROM_SUMMARY] = "summary",   [PROM_GAUGE_HISTOGRAM] = "gaugehistogram",
+    [PROM_STATESET] = "stateset", [PROM_INFO] = "info",
+};
+
+const char *prom_type_name(enum prom_type t)
+{
+    if ((size_t)t < UTIL_ARRAY_LEN(type_names))
+        return type_names[t];
+    return "?";
+}
+
+static const struct {
+    const char *s;
+    size_t len;
+    enum prom_suffix suffix;
+    unsigned types; /* bit per enum prom_type */
+} suffixes[] = {
+    {"_total", 6, PROM_SUFFIX_TOTAL, 1u << PROM_COUNTER},
+    {"_created", 8, PROM_SUFFIX_CREATED,
+     (1u << PROM_COUNTER) | (1u << PROM_HISTOGRAM) | (1u << PROM_SUMMARY)},
+    {"_bucket", 7, PROM_SUFFIX_BUCKET, (1u << PROM_HISTOGRAM) | (1u << PROM_GAUGE_HISTOGRAM)},
+    {"_sum", 4, PROM_SUFFIX_SUM, (1u << PROM_HISTOGRAM) | (1u << PROM_SUMMARY)},
+    {"_count", 6, PROM_SUFFIX_COUNT, (1u << PROM_HISTOGRAM) | (1u << PROM_SUMMARY)},
+    {"_gsum", 5, PROM_SUFFIX_GSUM, 1u << PROM_GAUGE_HISTOGRAM},
+    {"_gcount", 7, PROM_SUFFIX_GCOUNT, 1u << PROM_GAUGE_HISTOGRAM},
+    {"_info", 5, PROM_SUFFIX_INFO, 1u << PROM_INFO},
+};
+
+/* Does sample name[0..n) belong to the current family? Sets its suffix. */
+static bool in_family(const struct prom_parser *p, const char *name, size_t n,
+                      enum prom_suffix *suffix)
+{
+    *suffix = PROM_SUFFIX_NONE;
+    if (p->fam_len == 0 || n < p->fam_len || memcmp(name, p->fam, p->fam_len) != 0)
+        return false;
+    if (n == p->fam_len)
+        return true;
+    const char *rest = name + p->fam_len;
+    size_t rl = n - p->fam_len;
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(suffixes); i++) {
+        if (suffixes[i].len == rl && memcmp(rest, suffixes[i].s, rl) == 0 &&
+            (suffixes[i].types & (1u << p->fam_type))) {
+            *suffix = suffixes[i].suffix;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool want_name(const struct prom_parser *p, const char *name, size_t n)
+{
+    for (size_t i = 0; i < p->nwants; i++) {
+        const struct want *w = &p->wants[i];
+        if (w->how == PROM_MATCH_NAME) {
+            if (w->len == n && memcmp(w->s, name, n) == 0)
+                return true;
+        } else if (n >= w->len && memcmp(w->s, name, w->len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool prom_family_wanted(const struct prom_parser *p)
+{
+    for (size_t i = 0; i < p->nwants; i++) {
+        const struct want *w = &p->wants[i];
+        if (w->how == PROM_MATCH_NAME && w->len == p->fam_len &&
+            memcmp(w->s, p->fam, p->fam_len) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void set_family(struct prom_parser *p, const char *name, size_t n)
+{
+    if (n == p->fam_len && memcmp(name, p->fam, n) == 0)
+        return;
+    if (n + 1 > p->fam_cap) {
+        p->fam_cap = n + 1 < 64 ? 64 : n + 1;
+        p->fam = xrealloc(p->fam, p->fam_cap);
+    }
+    memcpy(p->fam, name, n);
+    p->fam[n] = '\0';
+    p->fam_len = n;
+    p->fam_type = PROM_UNTYPED;
+    p->fam_wanted = prom_family_wanted(p);
+}
+
+bool prom_name_valid(const char *s, size_t n)
+{
+    return n > 0 && (cls[(unsigned char)s[0]] & C_NAME0) && skip_name(s, s + n, C_NAME) == s + n;
+}
+
+/* ---- metadata lines --------------------------------------------------- */
+
+static int parse_type_word(const char *s, size_t n, enum prom_type *out)
+{
+    static const struct {
+        const char *w;
+        enum prom_type t;
+    } words[] = {
+        {"counter", PROM_COUNTER},
+        {"gauge", PROM_GAUGE},
+        {"histogram", PROM_HISTOGRAM},
+        {"summary", PROM_SUMMARY},
+        {"untyped", PROM_UNTYPED},
+        {"unknown", PROM_UNTYPED},
+        {"gaugehistogram", PROM_GAUGE_HISTOGRAM},
+        {"stateset", PROM_STATESET},
+        {"info", PROM_INFO},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(words); i++) {
+        if (strlen(words[i].w) == n && memcmp(words[i].w, s, n) == 0) {
+            *out = words[i].t;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+/* s points just past '#'. */
+static int parse_meta(struct prom_parser *p, const char *s, const char *e, const char *base)
+{
+    bool om = p->opts.format == PROM_FMT_OPENMETRICS;
+    if (s == e || (*s != ' ' && *s != '\t'))
+        return om ? fail(p, -EINVAL, COL(s), "comment lines are not allowed in OpenMetrics") : 0;
+    s = skip_ws(s, e);
+    const char *kw = s;
+    while (s < e && *s != ' ' && *s != '\t')
+        s++;
+    size_t kwl = (size_t)(s - kw);
+    enum { K_OTHER, K_HELP, K_TYPE, K_UNIT, K_EOF } k = K_OTHER;
+    if (kwl == 4 && memcmp(kw, "HELP", 4) == 0)
+        k = K_HELP;
+    else if (kwl == 4 && memcmp(kw, "TYPE", 4) == 0)
+        k = K_TYPE;
+    else if (om && kwl == 4 && memcmp(kw, "UNIT", 4) == 0)
+        k = K_UNIT;
+    else if (om && kwl == 3 && memcmp(kw, "EOF", 3) == 0)
+        k = K_EOF;
+    if (k == K_OTHER)
+        return om ? fail(p, -EINVAL, COL(kw), "unknown # line in OpenMetrics") : 0;
+    if (k == K_EOF) {
+        s = skip_ws(s, e);
+        if (s != e)
+            return fail(p, -EINVAL, COL(s), "text after # EOF");
+        p->saw_eof = true;
+        return 0;
+    }
+    if (s == e)
+        return fail(p, -EINVAL, COL(s), "missing metric name after # %.*s", (int)kwl, kw);
+    s = skip_ws(s, e);
+    const char *name = s;
+    if (s == e || !(cls[(unsigned char)*s] & C_NAME0))
+        return fail(p, -EINVAL, COL(s), "invalid metric name in # %.*s", (int)kwl, kw);
+    s = skip_name(s + 1, e, C_NAME);
+    if (s < e && *s != ' ' && *s != '\t')
+        return fail(p, -EINVAL, COL(s), "invalid metric name in # %.*s", (int)kwl, kw);
+    size_t nl = (size_t)(s - name);
+    s = skip_ws(s, e);
+
+    switch (k) {
+    case K_HELP:
+        if (!prom_utf8_valid((const unsigned char *)s, (size_t)(e - s)))
+            return fail(p, -EINVAL, COL(s), "HELP text is not valid UTF-8");
+        set_family(p, name, nl);
+        return 0;
+    case K_TYPE: {
+        const char *w = s;
+        while (s < e && *s != ' ' && *s != '\t')
+            s++;
+        enum prom_type t;
+        if (w == s)
+            return fail(p, -EINVAL, COL(w), "missing type in # TYPE");
+        if (parse_type_word(w, (size_t)(s - w), &t) != 0)
+            return fail(p, -EINVAL, COL(w), "unknown metric type");
+        if (skip_ws(s, e) != e)
+            return fail(p, -EINVAL, COL(skip_ws(s, e)), "text after type in # TYPE");
+        set_family(p, name, nl);
+        p->fam_type = t;
+        return 0;
+    }
+    case K_UNIT: {
+        /* the unit is optional and made of metric-name characters */
+        s = skip_name(s, e, C_NAME);
+        if (skip_ws(s, e) != e)
+            return fail(p, -EINVAL, COL(s), "invalid unit in # UNIT");
+        set_family(p, name, nl);
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* ---- sample lines ----------------------------------------------------- */
+
+static void scratch_reserve(struct prom_parser *p, size_t linelen)
+{
+    size_t need = linelen + 16;
+    if (need > p->scratch_cap) {
+        p->scratch_cap = need < 256 ? 256 : need;
+        xfree(p->scratch);
+        p->scratch = xmalloc(p->scratch_cap);
+    }
+    p->scratch_off = 0;
+}
+
+static char *scratch_put(struct prom_parser *p, const char *s, size_t n)
+{
+    char *d = p->scratch + p->scratch_off;
+    memcpy(d, s, n);
+    d[n] = '\0';
+    p->scratch_off += n + 1;
+    return d;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    const struct prom_label *x = *(const struct prom_label *const *)a;
+    const struct prom_label *y = *(const struct prom_label *const *)b;
+    size_t n = UTIL_MIN(x->name_len, y->name_len);
+    int c = memcmp(x->name, y->name, n);
+    if (c)
+        return c;
+    return x->name_len < y->name_len ? -1 : x->name_len > y->name_len;
+}
+
+static bool has_dup_names(const struct prom_label *l, size_t n)
+{
+    if (n <= 16) {
+        for (size_t i = 1; i < n; i++)
+            for (size_t j = 0; j < i; j++)
+                if (l[i].name_len == l[j].name_len &&
+                    memcmp(l[i].name, l[j].name, l[i].name_len) == 0)
+                    return true;
+        return false;
+    }
+    const struct prom_label **v = xmalloc(n * sizeof(*v));
+    for (size_t i = 0; i < n; i++)
+        v[i] = &l[i];
+    qsort(v, n, sizeof(*v), name_cmp);
+    bool dup = false;
+    for (size_t i = 1; i < n && !dup; i++)
+        dup = name_cmp(&v[i - 1], &v[i]) == 0;
+    xfree(v);
+    return dup;
+}
+
+/*
+ * Parse a label set starting at '{'. With store, the labels go to the
+ * scratch and p->labels; otherwise (exemplars) they are only checked.
+ */
+static int parse_labels(struct prom_parser *p, const char **sp, const char *e, const char *base,
+                        bool store, size_t *nout)
+{
+    const char *s = *sp + 1;
+    size_t n = 0;
+    for (;;) {
+        s = skip_ws(s, e);
+        if (s == e)
+            return fail(p, -EINVAL, COL(s), "unterminated label set");
+        if (*s == '}') {
+            s++;
+            break;
+        }
+        const char *ln = s;
+        if (!(cls[(unsigned char)*s] & C_LABEL0))
+            return fail(p, -EINVAL, COL(s), "invalid label name");
+        s = skip_name(s + 1, e, C_LABEL);
+        size_t lnl = (size_t)(s - ln);
+        s = skip_ws(s, e);
+        if (s == e || *s != '=')
+            return fail(p, -EINVAL, COL(s), "expected '=' after label name");
+        s = skip_ws(s + 1, e);
+        if (s == e || *s != '"')
+            return fail(p, -EINVAL, COL(s), "expected '\"' to open label value");
+        s++;
+        char *dst = NULL;
+        const char *nm = NULL;
+        if (store) {
+            nm = scratch_put(p, ln, lnl);
+            dst = p->scratch + p->scratch_off;
+        }
+        const char *vstart = s;
+        size_t vl = 0;
+        unsigned hi = 0;
+        for (;;) {
+            if (s == e)
+                return fail(p, -EINVAL, COL(vstart), "unterminated label value");
+            unsigned char c = (unsigned char)*s;
+            if (c == '"')
+                break;
+            if (c == '\0')
+                return fail(p, -EINVAL, COL(s), "NUL byte in label value");
+            if (c == '\\') {
+                if (s + 1 == e)
+                    return fail(p, -EINVAL, COL(s), "unterminated label value");
+                char r = s[1];
+                if (r == 'n')
+                    c = '\n';
+                else if (r == '\\' || r == '"')
+                    c = (unsigned char)r;
+                else
+                    return fail(p, -EINVAL, COL(s), "invalid escape sequence in label value");
+                s += 2;
+            } else {
+                s++;
+            }
+            hi |= c;
+            if (store)
+                dst[vl] = (char)c;
+            vl++;
+        }
+        s++; /* closing quote */
+        if ((hi & 0x80) &&
+            !prom_utf8_valid((const unsigned char *)vstart, (size_t)(s - 1 - vstart)))
+            return fail(p, -EINVAL, COL(vstart), "label value is not valid UTF-8");
+        if (store) {
+            dst[vl] = '\0';
+            p->scratch_off += vl + 1;
+            if (n == p->labels_cap) {
+                p->labels_cap = p->labels_cap ? p->labels_cap * 2 : 16;
+                p->labels = xrealloc(p->labels, p->labels_cap * sizeof(*p->labels));
+            }
+            p->labels[n] = (struct prom_label){nm, lnl, dst, vl};
+        }
+        n++;
+        s = skip_ws(s, e);
+        if (s < e && *s == ',') {
+            s++;
+            continue;
+        }
+        if (s < e && *s == '}') {
+            s++;
+            break;
+        }
+        return fail(p, -EINVAL, COL(s), "expected ',' or '}' in label set");
+    }
+    if (store && has_dup_names(p->labels, n))
+        return fail(p, -EINVAL, COL(*sp), "duplicate label name");
+    *sp = s;
+    *nout = n;
+    return 0;
+}
+
+static const char *token_end(const char *s, const char *e)
+{
+    while (s < e && *s != ' ' && *s != '\t')
+        s++;
+    return s;
+}
+
+static int parse_timestamp(struct prom_parser *p, const char *t, const char *te, bool om,
+                           const char *base, int64_t *ms)
+{
+    if (!om) {
+        if (prom_num_int64(t, (size_t)(te - t), ms) != 0)
+            return fail(p, -EINVAL, COL(t), "invalid timestamp");
+        return 0;
+    }
+    double sec;
+    if (prom_parse_float(t, (size_t)(te - t), &sec) != 0 || !isfinite(sec) ||
+        fabs(sec * 1000.0) >= 9.2e18)
+        return fail(p, -EINVAL, COL(t), "invalid timestamp");
+    *ms = llround(sec * 1000.0);
+    return 0;
+}
+
+/* s points at '#'. Exemplar: # {labels} value [timestamp] */
+static int parse_exemplar(struct prom_parser *p, const char *s, const char *e, const char *base)
+{
+    s = skip_ws(s + 1, e);
+    if (s == e || *s != '{')
+        return fail(p, -EINVAL, COL(s), "expected '{' to open exemplar labels");
+    size_t n;
+    int rc = parse_labels(p, &s, e, base, false, &n);
+    if (rc)
+        return rc;
+    s = skip_ws(s, e);
+    const char *v = s, *ve = token_end(s, e);
+    double d;
+    if (v == ve)
+        return fail(p, -EINVAL, COL(v), "missing exemplar value");
+    if (prom_parse_float(v, (size_t)(ve - v), &d) != 0)
+        return fail(p, -EINVAL, COL(v), "invalid exemplar value");
+    s = skip_ws(ve, e);
+    if (s == e)
+        return 0;
+    const char *te = token_end(s, e);
+    int64_t ms;
+    rc = parse_timestamp(p, s, te, true, base, &ms);
+    if (rc)
+        return rc;
+    s = skip_ws(te, e);
+    if (s != e)
+        return fail(p, -EINVAL, COL(s), "text after exemplar");
+    return 0;
+}
+
+static int label_number(struct prom_parser *p, size_t nlabels, const char *label, double *out,
+                        const char *base, const char *at)
+{
+    size_t ll = strlen(label);
+    for (size_t i = 0; i < nlabels; i++) {
+        const struct prom_label *l = &p->labels[i];
+        if (l->name_len == ll && memcmp(l->name, label, ll) == 0) {
+            if (prom_parse_float(l->value, l->value_len, out) != 0)
+                return fail(p, -EINVAL, COL(at), "label %s is not a number", label);
+            return 0;
+        }
+    }
+    return fail(p, -EINVAL, COL(at), "missing %s label", label);
+}
+
+/* Fast path for unwanted lines; see prom_parser_want(). s is past the name. */
+static int skip_sample(struct prom_parser *p, const char *s, const char *e, const char *base)
+{
+    s = skip_ws(s, e);
+    if (s < e && *s == '{') {
+        const char *open = s++;
+        for (;;) {
+            const char *q = s;
+            while (q < e && *q != '"' && *q != '}')
+                q++;
+            if (q == e)
+                return fail(p, -EINVAL, COL(open), "unterminated label set");
+            if (*q == '}') {
+                s = q + 1;
+                break;
+            }
+            q++;
+            for (;;) { /* inside quotes */
+                while (q < e && *q != '"' && *q != '\\')
+                    q++;
+                if (q == e)
+                    return fail(p, -EINVAL, COL(open), "unterminated label value");
+                if (*q == '"')
+                    break;
+                if (q + 1 == e) /* backslash as the last byte */
+                    return fail(p, -EINVAL, COL(open), "unterminated label value");
+                q += 2;
+            }
+            s = q + 1;
+        }
+        s = skip_ws(s, e);
+    }
+    if (s == e)
+        return fail(p, -EINVAL, COL(s), "missing value");
+    if (!is_num0((unsigned char)*s))
+        return fail(p, -EINVAL, COL(s), "invalid value");
+    return 0;
+}
+
+static int parse_sample(struct prom_parser *p, const char *s, const char *e, const char *base,
+                        size_t linelen)
+{
+    const char *name = s;
+    bool om = p->opts.format == PROM_FMT_OPENMETRICS;
+    if (!(cls[(unsigned char)*s] & C_NAME0))
+        return fail(p, -EINVAL, COL(s), "invalid metric name");
+    s = skip_name(s + 1, e, C_NAME);
+    size_t nl = (size_t)(s - name);
+    enum prom_suffix suffix;
+    bool fam = in_family(p, name, nl, &suffix);
+    p->samples++;
+    if (p->nwants && !(fam && p->fam_wanted) && !want_name(p, name, nl))
+        return skip_sample(p, s, e, base);
+
+    scratch_reserve(p, linelen);
+    const char *namecopy = scratch_put(p, name, nl);
+    size_t nlabels = 0;
+    const char *lbrace = s;
+    if (s < e && *s == '{') {
+        int rc = parse_labels(p, &s, e, base, true, &nlabels);
+        if (rc)
+            return rc;
+    } else {
+        /* "{" may follow blanks; anything else after the name needs a blank. */
+        const char *t = skip_ws(s, e);
+        if (t < e && *t == '{') {
+            s = lbrace = t;
+            int rc = parse_labels(p, &s, e, base, true, &nlabels);
+            if (rc)
+                return rc;
+        } else if (t == s && s < e) {
+            return fail(p, -EINVAL, COL(s), "invalid character in metric name");
+        }
+    }
+    s = skip_ws(s, e);
+    const char *v = s, *ve = token_end(s, e);
+    if (v == ve)
+        return fail(p, -EINVAL, COL(v), "missing value");
+    struct prom_sample smp = {
+        .family = fam ? p->fam : namecopy,
+        .family_len = fam ? p->fam_len : nl,
+        .type = fam ? p->fam_type : PROM_UNTYPED,
+        .name = namecopy,
+        .name_len = nl,
+        .suffix = suffix,
+        .labels = p->labels,
+        .nlabels = nlabels,
+        .le = NAN,
+        .quantile = NAN,
+        .line = (size_t)p->lines + 1,
+    };
+    if (prom_parse_float(v, (size_t)(ve - v), &smp.value) != 0)
+        return fail(p, -EINVAL, COL(v), "invalid value");
+    s = skip_ws(ve, e);
+    if (s < e && *s != '#') {
+        const char *te = token_end(s, e);
+        int rc = parse_timestamp(p, s, te, om, base, &smp.timestamp_ms);
+        if (rc)
+            return rc;
+        smp.has_timestamp = true;
+        s = skip_ws(te, e);
+    }
+    if (s < e) {
+        if (*s != '#')
+            return fail(p, -EINVAL, COL(s), "text after timestamp");
+        int rc = parse_exemplar(p, s, e, base);
+        if (rc)
+            return rc;
+    }
+    if ((smp.type == PROM_HISTOGRAM || smp.type == PROM_GAUGE_HISTOGRAM) &&
+        suffix == PROM_SUFFIX_BUCKET) {
+        int rc = label_number(p, nlabels, "le", &smp.le, base, lbrace);
+        if (rc)
+            return rc;
+    } else if (smp.type == PROM_SUMMARY && suffix == PROM_SUFFIX_NONE) {
+        int rc = label_number(p, nlabels, "quantile", &smp.quantile, base, lbrace);
+        if (rc)
+            return rc;
+    }
+    p->emitted++;
+    int rc = p->cb(&smp, p->arg);
+    if (rc != 0) {
+        if (rc > 0)
+            rc = -ECANCELED;
+        return fail(p, rc, 0, "stopped by the sample callback (%d)", rc);
+    }
+    return 0;
+}
+
+/* ---- lines and chunks ------------------------------------------------- */
+
+int prom_line_parse(struct prom_parser *p, const char *line, size_t n)
+{
+    const char *base = line, *e = line + n, *s = line;
+    int rc = 0;
+    if (e > s && e[-1] == '\r')
+        e--;
+    if (p->saw_eof) {
+        rc = fail(p, -EINVAL, 1, "content after # EOF");
+        goto out;
+    }
+    s = skip_ws(s, e);
+    if (s == e)
+        goto out;
+    if (*s == '#')
+        rc = parse_meta(p, s + 1, e, base);
+    else
+        rc = parse_sample(p, s, e, base, n);
+out:
+    p->lines++;
+    return rc;
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* prom internals shared between the module's files; no other module includes this. */
+#ifndef GPUSCALER_PROM_INT_H
+#define GPUSCALER_PROM_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "prom/prom.h"
+
+struct want {
+    char *s;
+    size_t len;
+    enum prom_match how;
+};
+
+struct prom_parser {
+    struct prom_parser_opts opts;
+    prom_sample_cb cb;
+    void *arg;
+    struct want *wants;
+    size_t nwants;
+
+    char *pend; /* unfinished line carried between chunks */
+    size_t pend_len, pend_cap;
+
+    char *fam; /* family of the last # HELP/# TYPE/# UNIT, NUL-terminated */
+    size_t fam_len, fam_cap;
+    enum prom_type fam_type;
+    bool fam_wanted;
+
+    char *scratch; /* per-line: sample name, then label name/value pairs */
+    size_t scratch_cap, scratch_off;
+    struct prom_label *labels;
+    size_t labels_cap;
+
+    uint64_t bytes, lines, samples, emitted;
+    bool saw_eof, finished;
+    struct prom_error err; /* err.code != 0: sticky error */
+};
+
+/** Parse one complete line (no '\n'); counts it. 0, or the error code with p->err set. */
+int prom_line_parse(struct prom_parser *p, const char *line, size_t n);
+
+/** Does a PROM_MATCH_NAME pattern name the current family? */
+bool prom_family_wanted(const struct prom_parser *p);
+
+/** Is s[0..n) a valid metric name (non-empty)? */
+bool prom_name_valid(const char *s, size_t n);
+
+/** Parse s[0..len) as a base-10 int64 with optional sign (Go ParseInt). 0 or -EINVAL. */
+int prom_num_int64(const char *s, size_t len, int64_t *out);
+
+/** 1 if s[0..len) is valid UTF-8 (no overlongs, no surrogates), else 0. */
+int prom_utf8_valid(const unsigned char *s, size_t len);
+
+#endif
