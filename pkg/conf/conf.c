@@ -190,7 +190,7 @@ static void key_rehash(struct frame *f, size_t hcap)
     f->htab = xcalloc(hcap, sizeof(*f->htab));
     f->hcap = hcap;
     for (size_t k = 0; k < f->node->n; k++) {
-        size_t slot;
+        size_t slot = 0;
         key_find(f, f->node->keys[k], &slot);
         f->htab[slot] = k + 1;
     }
@@ -217,7 +217,7 @@ static int take_key(struct builder *b, struct frame *f, const yaml_event_t *ev, 
     int line = mark_line(ev->start_mark);
     if (f->hcap < 2 * (f->node->n + 1))
         key_rehash(f, f->hcap ? f->hcap * 2 : 16);
-    size_t slot;
+    size_t slot = 0;
     size_t dup = key_find(f, key, &slot);
     if (dup != SIZE_MAX) {
         int rc = fail(b->err, -EINVAL, line, mark_col(ev->start_mark),
@@ -241,7 +241,7 @@ static void attach(struct builder *b, struct conf_node *n)
     frame_reserve(f);
     struct conf_node *p = f->node;
     if (p->type == CONF_MAP) {
-        size_t slot;
+        size_t slot = 0;
         key_find(f, f->key, &slot);
         f->htab[slot] = p->n + 1;
         p->keys[p->n] = f->key;

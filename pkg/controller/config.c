@@ -245,6 +245,10 @@ int ctl_config_apply(struct ctl_config *c, const struct conf_node *root, struct 
     int rc = walk(c, root, "", err);
     if (rc != 0)
         return rc;
+    if (!c->leader.namespace_[0]) { /* "" in the file means "the default" */
+        const char *ns = getenv("POD_NAMESPACE");
+        set_str(&c->leader.namespace_, ns && *ns ? ns : "default");
+    }
     enum util_log_format f;
     enum util_log_level l;
     if (util_log_format_parse(c->log_format, &f) != 0)
