@@ -1,0 +1,752 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* httpc: libcurl's multi interface driven by a libuv loop (see httpc.h).
+ *
+ * The socket and timer plumbing follows curl's docs/examples/multi-uv.c: curl
+ * tells us which sockets to poll (on_socket) and when to call it back
+ * (on_timer_set); every poll event or timer expiry runs
+ * curl_multi_socket_action() and then drains curl_multi_info_read().
+ *
+ * libcurl forbids adding or removing easy handles from inside its own
+ * callbacks, and our users may cancel or start requests from a streaming data
+ * callback. So nothing is changed in the multi while c->in_curl is set:
+ * cancellations and new requests go on a to-do list that process() handles
+ * as soon as curl has returned. Completions are queued and delivered by
+ * process() too, one at a time, so a completion callback can do anything
+ * (start, cancel, close) without disturbing an iteration in progress.
+ *
+ * Ownership: struct httpc_req is allocated by httpc_request() and freed right
+ * after its completion callback returns. struct httpc is freed after the last
+ * of its libuv handles (timer, kick, one poll per socket) has closed. */
+#include "httpc.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/util.h"
+
+enum req_state { REQ_PENDING_ADD, REQ_ACTIVE, REQ_DONE };
+
+struct sock_ctx {
+    uv_poll_t poll;
+    curl_socket_t fd;
+    struct httpc *c;
+    struct sock_ctx *prev, *next; /* open sockets, to close them on shutdown */
+};
+
+struct hdr {
+    const char *name;
+    const char *value;
+};
+
+struct httpc_req {
+    struct httpc *c;
+    CURL *easy;
+    struct curl_slist *hdrs;
+    httpc_done_cb cb;
+    void *arg;
+    httpc_data_cb on_data;
+    struct util_buf body;
+    size_t max_body;
+    struct util_buf hdrbuf; /* raw header block of the last response */
+    struct hdr *parsed;     /* name/value pairs pointing into hdrbuf, after finish() */
+    size_t nparsed;
+    char errbuf[CURL_ERROR_SIZE];
+    int err;    /* set by our callbacks: -EMSGSIZE or a data callback's return */
+    int result; /* final error code given to cb */
+    long status;
+    enum req_state state;
+    bool cancelled;
+    bool on_todo;
+    struct httpc_req *prev, *next; /* every request not yet delivered */
+    struct httpc_req *todo_next;   /* to-do list: pending adds and cancellations */
+    struct httpc_req *done_next; /* completion queue */
+};
+
+struct httpc {
+    uv_loop_t *loop;
+    CURLM *multi;
+    uv_timer_t timer; /* curl's timeout */
+    uv_timer_t kick;  /* run process() from the loop */
+    struct httpc_req *reqs; /* every request not yet delivered */
+    struct sock_ctx *socks;
+    struct httpc_req *todo;
+    struct httpc_req *done_head, *done_tail;
+    size_t inflight;
+    int in_curl;       /* depth of calls into curl that may run our callbacks */
+    bool delivering;
+    bool closing;      /* httpc_close called */
+    bool dead;         /* multi cleaned up, handles closing */
+    int open_handles;  /* libuv handles not yet closed */
+    httpc_close_cb close_cb;
+    void *close_arg;
+};
+
+static void process(struct httpc *c);
+
+int httpc_curl_errno(int code)
+{
+    switch ((CURLcode)code) {
+    case CURLE_OK:
+        return 0;
+    case CURLE_OPERATION_TIMEDOUT:
+        return -ETIMEDOUT;
+    case CURLE_COULDNT_CONNECT:
+        return -ECONNREFUSED;
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+        return -EHOSTUNREACH;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_ENGINE_INITFAILED:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_USE_SSL_FAILED:
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_BAD_CONTENT_ENCODING:
+        return -EPROTO;
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+        return -ECONNRESET;
+    case CURLE_FILESIZE_EXCEEDED:
+        return -EMSGSIZE;
+    case CURLE_URL_MALFORMAT:
+    case CURLE_BAD_FUNCTION_ARGUMENT:
+    case CURLE_UNKNOWN_OPTION:
+        return -EINVAL;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+        return -ENOTSUP;
+    case CURLE_ABORTED_BY_CALLBACK:
+        return -ECANCELED;
+    default:
+        return -EIO;
+    }
+}
+
+/* ---- libuv handle bookkeeping ------------------------------------------ */
+
+static void free_client(struct httpc *c)
+{
+    httpc_close_cb cb = c->close_cb;
+    void *arg = c->close_arg;
+    xfree(c);
+    curl_global_cleanup();
+    if (cb)
+        cb(arg);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    struct httpc *c = h->data;
+    if (--c->open_handles == 0 && c->dead)
+        free_client(c);
+}
+
+static void on_sock_closed(uv_handle_t *h)
+{
+    struct sock_ctx *sc = util_container_of((uv_poll_t *)h, struct sock_ctx, poll);
+    struct httpc *c = sc->c;
+    xfree(sc);
+    if (--c->open_handles == 0 && c->dead)
+        free_client(c);
+}
+
+static void sock_close(struct sock_ctx *sc)
+{
+    struct httpc *c = sc->c;
+    if (sc->prev)
+        sc->prev->next = sc->next;
+    else
+        c->socks = sc->next;
+    if (sc->next)
+        sc->next->prev = sc->prev;
+    uv_poll_stop(&sc->poll);
+    uv_close((uv_handle_t *)&sc->poll, on_sock_closed);
+}
+
+/* ---- curl -> libuv (multi-uv.c) ---------------------------------------- */
+
+static void action(struct httpc *c, curl_socket_t fd, int flags)
+{
+    int running = 0;
+    c->in_curl++;
+    CURLMcode mc = curl_multi_socket_action(c->multi, fd, flags, &running);
+    c->in_curl--;
+    if (mc != CURLM_OK)
+        LOG_ERROR("httpc", "curl_multi_socket_action: %s", curl_multi_strerror(mc));
+    process(c);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+    struct sock_ctx *sc = util_container_of(h, struct sock_ctx, poll);
+    int flags = 0;
+    if (status < 0)
+        flags = CURL_CSELECT_ERR;
+    if (events & UV_READABLE)
+        flags |= CURL_CSELECT_IN;
+    if (events & UV_WRITABLE)
+        flags |= CURL_CSELECT_OUT;
+    action(sc->c, sc->fd, flags);
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+    struct httpc *c = util_container_of(t, struct httpc, timer);
+    action(c, CURL_SOCKET_TIMEOUT, 0);
+}
+
+static int on_timer_set(CURLM *multi, long timeout_ms, void *userp)
+{
+    struct httpc *c = userp;
+    (void)multi;
+    if (c->dead)
+        return 0;
+    if (timeout_ms < 0) {
+        uv_timer_stop(&c->timer);
+    } else {
+        if (timeout_ms == 0)
+            timeout_ms = 1; /* 0 means "call socket_action now": do it from the loop */
+        uv_timer_start(&c->timer, on_timeout, (uint64_t)timeout_ms, 0);
+    }
+    return 0;
+}
+
+static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+{
+    struct httpc *c = userp;
+    struct sock_ctx *sc = socketp;
+    (void)easy;
+    if (c->dead)
+        return 0;
+    switch (what) {
+    case CURL_POLL_IN:
+    case CURL_POLL_OUT:
+    case CURL_POLL_INOUT: {
+        if (!sc) {
+            sc = xcalloc(1, sizeof(*sc));
+            sc->fd = s;
+            sc->c = c;
+            int rc = uv_poll_init_socket(c->loop, &sc->poll, s);
+            if (rc < 0) {
+                LOG_ERROR("httpc", "uv_poll_init_socket(%d): %s", (int)s, uv_strerror(rc));
+                xfree(sc);
+                return -1;
+            }
+            sc->poll.data = c;
+            c->open_handles++;
+            sc->next = c->socks;
+            if (c->socks)
+                c->socks->prev = sc;
+            c->socks = sc;
+            curl_multi_assign(c->multi, s, sc);
+        }
+        int events = 0;
+        if (what != CURL_POLL_IN)
+            events |= UV_WRITABLE;
+        if (what != CURL_POLL_OUT)
+            events |= UV_READABLE;
+        uv_poll_start(&sc->poll, events, on_poll);
+        break;
+    }
+    case CURL_POLL_REMOVE:
+        if (sc) {
+            curl_multi_assign(c->multi, s, NULL);
+            sock_close(sc);
+        }
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+/* ---- easy handle callbacks --------------------------------------------- */
+
+static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
+{
+    struct httpc_req *r = ud;
+    size_t len = size * nmemb;
+    if (r->cancelled || r->err)
+        return 0;
+    long status = 0;
+    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (r->on_data && status >= 200 && status < 300) {
+        int rc = r->on_data(r, status, p, len, r->arg);
+        if (rc < 0) {
+            r->err = rc;
+            return 0;
+        }
+        return r->cancelled ? 0 : len;
+    }
+    if (r->body.len + len > r->max_body) {
+        r->err = -EMSGSIZE;
+        return 0;
+    }
+    util_buf_append(&r->body, p, len);
+    return len;
+}
+
+static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
+{
+    struct httpc_req *r = ud;
+    size_t len = size * nmemb;
+    if (r->cancelled)
+        return 0;
+    if (len >= 5 && memcmp(p, "HTTP/", 5) == 0)
+        util_buf_reset(&r->hdrbuf); /* a new response (after 100 Continue) */
+    if (r->hdrbuf.len + len > HTTPC_MAX_HEADER_BYTES) {
+        r->err = -EMSGSIZE;
+        return 0;
+    }
+    util_buf_append(&r->hdrbuf, p, len);
+    return len;
+}
+
+/* Split the raw header block into name/value pairs in place. */
+static void parse_headers(struct httpc_req *r)
+{
+    char *p = r->hdrbuf.data;
+    if (!p)
+        return;
+    size_t cap = 0;
+    while (*p) {
+        char *eol = strchr(p, '\n');
+        char *next = eol ? eol + 1 : p + strlen(p);
+        char *end = eol ? eol : next;
+        while (end > p && (end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        *end = '\0';
+        char *colon = strchr(p, ':');
+        if (colon && colon != p) {
+            *colon = '\0';
+            char *v = colon + 1;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            if (r->nparsed == cap) {
+                cap = cap ? cap * 2 : 16;
+                r->parsed = xrealloc(r->parsed, cap * sizeof(*r->parsed));
+            }
+            r->parsed[r->nparsed++] = (struct hdr){p, v};
+        }
+        p = next;
+    }
+}
+
+/* ---- request lifecycle ------------------------------------------------- */
+
+static void kick(struct httpc *c);
+
+static void todo_push(struct httpc_req *r)
+{
+    struct httpc *c = r->c;
+    if (r->on_todo)
+        return;
+    r->on_todo = true;
+    r->todo_next = c->todo;
+    c->todo = r;
+    kick(c);
+}
+
+/* Take the request out of curl and queue its completion. Never in curl. */
+static void finish(struct httpc_req *r, int result)
+{
+    struct httpc *c = r->c;
+    if (r->state == REQ_DONE)
+        return;
+    if (r->state == REQ_ACTIVE) {
+        curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
+        curl_multi_remove_handle(c->multi, r->easy);
+    }
+    r->state = REQ_DONE;
+    r->result = result;
+    parse_headers(r);
+    r->done_next = NULL;
+    if (c->done_tail)
+        c->done_tail->done_next = r;
+    else
+        c->done_head = r;
+    c->done_tail = r;
+}
+
+static void req_free(struct httpc_req *r)
+{
+    if (r->easy)
+        curl_easy_cleanup(r->easy);
+    curl_slist_free_all(r->hdrs);
+    util_buf_free(&r->body);
+    util_buf_free(&r->hdrbuf);
+    xfree(r->parsed);
+    xfree(r);
+}
+
+static void deliver(struct httpc *c)
+{
+    if (c->delivering)
+        return;
+    c->delivering = true;
+    struct httpc_req *r;
+    while ((r = c->done_head) != NULL) {
+        c->done_head = r->done_next;
+        if (!c->done_head)
+            c->done_tail = NULL;
+        struct httpc_resp resp = {
+            .status = r->status,
+            .body = r->body.data ? r->body.data : "",
+            .body_len = r->body.len,
+            .errmsg = r->result ? r->errbuf : "",
+            .req_ = r,
+        };
+        resp.content_type = httpc_resp_header(&resp, "Content-Type");
+        if (r->result && r->errbuf[0] == '\0') {
+            const char *m = r->result == -ECANCELED ? "request cancelled"
+                            : r->result == -EMSGSIZE ? "response exceeds the size cap"
+                                                      : strerror(-r->result);
+            snprintf(r->errbuf, sizeof(r->errbuf), "%s", m);
+        }
+        if (r->prev)
+            r->prev->next = r->next;
+        else
+            c->reqs = r->next;
+        if (r->next)
+            r->next->prev = r->prev;
+        r->cb(r, r->result, &resp, r->arg);
+        c->inflight--;
+        req_free(r);
+    }
+    c->delivering = false;
+}
+
+static void close_handles(struct httpc *c)
+{
+    /* Idle cached connections still have sockets: stop polling them before
+     * curl closes them; from here on on_socket/on_timer_set ignore curl. */
+    while (c->socks)
+        sock_close(c->socks);
+    c->dead = true;
+    curl_multi_cleanup(c->multi);
+    c->multi = NULL;
+    uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+    uv_close((uv_handle_t *)&c->kick, on_handle_closed);
+}
+
+static void process(struct httpc *c)
+{
+    if (c->in_curl || c->dead)
+        return;
+    /* Pending adds and cancellations. */
+    while (c->todo) {
+        struct httpc_req *r = c->todo;
+        c->todo = r->todo_next;
+        r->on_todo = false;
+        if (r->cancelled) {
+            finish(r, -ECANCELED);
+        } else if (r->state == REQ_PENDING_ADD) {
+            CURLMcode mc = curl_multi_add_handle(c->multi, r->easy);
+            if (mc != CURLM_OK) {
+                snprintf(r->errbuf, sizeof(r->errbuf), "%s", curl_multi_strerror(mc));
+                finish(r, -EIO);
+            } else {
+                r->state = REQ_ACTIVE;
+            }
+        }
+    }
+    /* Completed transfers. */
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(c->multi, &left)) != NULL) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        struct httpc_req *r = NULL;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+        CURLcode res = msg->data.result;
+        int err;
+        if (r->cancelled)
+            err = -ECANCELED;
+        else if (res == CURLE_OK)
+            err = 0;
+        else if (r->err)
+            err = r->err;
+        else
+            err = httpc_curl_errno((int)res);
+        finish(r, err);
+    }
+    deliver(c);
+    if (c->closing && c->inflight == 0 && !c->dead)
+        close_handles(c);
+}
+
+static void on_kick(uv_timer_t *t)
+{
+    process(util_container_of(t, struct httpc, kick));
+}
+
+static void kick(struct httpc *c)
+{
+    if (!c->dead && !uv_is_active((uv_handle_t *)&c->kick))
+        uv_timer_start(&c->kick, on_kick, 0, 0);
+}
+
+/* ---- public API -------------------------------------------------------- */
+
+int httpc_new(uv_loop_t *loop, struct httpc **out)
+{
+    *out = NULL;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return -EIO;
+    struct httpc *c = xcalloc(1, sizeof(*c));
+    c->loop = loop;
+    c->multi = curl_multi_init();
+    if (!c->multi) {
+        xfree(c);
+        curl_global_cleanup();
+        return -EIO;
+    }
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_timer_set);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+    curl_multi_setopt(c->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    uv_timer_init(loop, &c->timer);
+    uv_timer_init(loop, &c->kick);
+    c->timer.data = c;
+    c->kick.data = c;
+    c->open_handles = 2;
+    *out = c;
+    return 0;
+}
+
+static bool method_is(const char *m, const char *want)
+{
+    return strcasecmp(m, want) == 0;
+}
+
+static int setup_tls(CURL *e, const struct httpc_tls *t)
+{
+    if (!t)
+        return 0;
+    if (t->ca_blob && t->ca_blob_len) {
+#if LIBCURL_VERSION_NUM >= 0x074d00
+        struct curl_blob b = {(void *)t->ca_blob, t->ca_blob_len, CURL_BLOB_COPY};
+        if (curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &b) != CURLE_OK)
+            return -ENOTSUP;
+#else
+        return -ENOTSUP;
+#endif
+    } else if (t->ca_file) {
+        curl_easy_setopt(e, CURLOPT_CAINFO, t->ca_file);
+    }
+    if (t->cert_blob && t->cert_blob_len) {
+        struct curl_blob b = {(void *)t->cert_blob, t->cert_blob_len, CURL_BLOB_COPY};
+        if (curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &b) != CURLE_OK)
+            return -ENOTSUP;
+    } else if (t->cert_file) {
+        curl_easy_setopt(e, CURLOPT_SSLCERT, t->cert_file);
+    }
+    curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+    if (t->key_blob && t->key_blob_len) {
+        struct curl_blob b = {(void *)t->key_blob, t->key_blob_len, CURL_BLOB_COPY};
+        if (curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &b) != CURLE_OK)
+            return -ENOTSUP;
+    } else if (t->key_file) {
+        curl_easy_setopt(e, CURLOPT_SSLKEY, t->key_file);
+    }
+    curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+    if (t->insecure) {
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    return 0;
+}
+
+int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb, void *arg,
+                  struct httpc_req **out)
+{
+    struct httpc_req *r = NULL;
+    int rc = 0;
+    if (out)
+        *out = NULL;
+    if (!c || !o || !o->url || !cb)
+        return -EINVAL;
+    if (c->closing || c->dead)
+        return -ESHUTDOWN;
+
+    r = xcalloc(1, sizeof(*r));
+    r->c = c;
+    r->cb = cb;
+    r->arg = arg;
+    r->on_data = o->on_data;
+    r->max_body = o->max_body ? o->max_body : HTTPC_DEFAULT_MAX_BODY;
+    r->easy = curl_easy_init();
+    if (!r->easy) {
+        rc = -EIO;
+        goto out;
+    }
+    CURL *e = r->easy;
+    if (curl_easy_setopt(e, CURLOPT_URL, o->url) != CURLE_OK) {
+        rc = -EINVAL;
+        goto out;
+    }
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    /* Wait for a connection that may multiplex (HTTP/2 over TLS) rather than
+     * opening a second one; on plain HTTP/1.1 it would only serialise. */
+    if (strncasecmp(o->url, "https:", 6) == 0)
+        curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (!o->no_compression)
+        curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+    if (o->timeout_ms > 0)
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)o->timeout_ms);
+    if (o->connect_timeout_ms > 0)
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)o->connect_timeout_ms);
+    if (o->stall_timeout_ms > 0) {
+        curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)((o->stall_timeout_ms + 999) / 1000));
+    }
+    if (!o->on_data)
+        curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)r->max_body);
+
+    const char *method = o->method ? o->method : (o->body ? "POST" : "GET");
+    if (method_is(method, "GET")) {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    } else if (method_is(method, "HEAD")) {
+        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    } else {
+        if (!method_is(method, "POST"))
+            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+        if (o->body || method_is(method, "POST")) {
+            curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+                             (curl_off_t)(o->body ? o->body_len : 0));
+            curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, o->body ? (const char *)o->body : "");
+        }
+    }
+
+    rc = setup_tls(e, o->tls);
+    if (rc < 0)
+        goto out;
+
+    r->hdrs = curl_slist_append(r->hdrs, "Expect:");
+    if (o->body || o->content_type) {
+        char *h = xasprintf("Content-Type: %s", o->content_type ? o->content_type
+                                                                : "application/octet-stream");
+        r->hdrs = curl_slist_append(r->hdrs, h);
+        xfree(h);
+    } else {
+        r->hdrs = curl_slist_append(r->hdrs, "Content-Type:"); /* no form default */
+    }
+    if (o->bearer) {
+        char *h = xasprintf("Authorization: Bearer %s", o->bearer);
+        r->hdrs = curl_slist_append(r->hdrs, h);
+        explicit_bzero(h, strlen(h));
+        xfree(h);
+    }
+    for (const char *const *h = o->headers; h && *h; h++)
+        r->hdrs = curl_slist_append(r->hdrs, *h);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
+
+    if (c->in_curl) {
+        r->state = REQ_PENDING_ADD;
+        todo_push(r);
+    } else {
+        CURLMcode mc = curl_multi_add_handle(c->multi, e);
+        if (mc != CURLM_OK) {
+            LOG_ERROR("httpc", "curl_multi_add_handle: %s", curl_multi_strerror(mc));
+            rc = -EIO;
+            goto out;
+        }
+        r->state = REQ_ACTIVE;
+    }
+    c->inflight++;
+    r->next = c->reqs;
+    if (c->reqs)
+        c->reqs->prev = r;
+    c->reqs = r;
+    if (out)
+        *out = r;
+    r = NULL;
+out:
+    if (r)
+        req_free(r);
+    return rc;
+}
+
+int httpc_cancel(struct httpc_req *r)
+{
+    if (r->cancelled)
+        return -EALREADY;
+    r->cancelled = true;
+    if (r->state != REQ_DONE)
+        todo_push(r); /* process() takes it out of curl from the loop */
+    return 0;
+}
+
+void *httpc_req_arg(const struct httpc_req *r)
+{
+    return r->arg;
+}
+
+const char *httpc_resp_header(const struct httpc_resp *resp, const char *name)
+{
+    const struct httpc_req *r = resp->req_;
+    if (!r)
+        return NULL;
+    for (size_t i = r->nparsed; i > 0; i--)
+        if (strcasecmp(r->parsed[i - 1].name, name) == 0)
+            return r->parsed[i - 1].value;
+    return NULL;
+}
+
+int64_t httpc_resp_retry_after_ms(const struct httpc_resp *resp, int64_t now_unix_ms)
+{
+    const char *v = httpc_resp_header(resp, "Retry-After");
+    if (!v || !*v)
+        return -1;
+    int64_t secs;
+    if (util_parse_int64(v, &secs) == 0)
+        return secs < 0 ? -1 : (secs > 86400 ? 86400 : secs) * 1000;
+    time_t t = curl_getdate(v, NULL);
+    if (t <= 0)
+        return -1;
+    int64_t ms = (int64_t)t * 1000 - now_unix_ms;
+    return ms < 0 ? 0 : ms;
+}
+
+size_t httpc_inflight(const struct httpc *c)
+{
+    return c->inflight;
+}
+
+void httpc_close(struct httpc *c, httpc_close_cb cb, void *arg)
+{
+    c->closing = true;
+    c->close_cb = cb;
+    c->close_arg = arg;
+    for (struct httpc_req *r = c->reqs; r; r = r->next)
+        if (!r->cancelled)
+            httpc_cancel(r);
+    kick(c);
+}

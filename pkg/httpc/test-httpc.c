@@ -1,0 +1,528 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests for httpc against testsrv on the same loop: each test counts
+ * callbacks, runs the loop to completion and asserts it closes cleanly. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "httpc/httpc.h"
+#include "httpc/testsrv.h"
+#include "util/util.h"
+
+struct fx {
+    uv_loop_t loop;
+    struct httpc *http;
+    struct testsrv *srv;
+    int done_calls;
+    int close_calls;
+    int last_err;
+    long last_status;
+    char last_body[4096];
+    char last_errmsg[256];
+    char last_hdr[128];
+    char last_ctype[128];
+    int64_t retry_after;
+    struct util_buf streamed;
+    int chunks;
+    struct testsrv_conn *held;
+    struct httpc_req *req;
+    int remaining; /* keep-alive chain */
+    uv_timer_t timer;
+};
+
+static struct fx *fx_new(testsrv_handler h)
+{
+    struct fx *f = xcalloc(1, sizeof(*f));
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    assert_int_equal(httpc_new(&f->loop, &f->http), 0);
+    f->srv = testsrv_start(&f->loop, h, f);
+    uv_timer_init(&f->loop, &f->timer);
+    f->timer.data = f;
+    return f;
+}
+
+/* Run the loop until n completions were seen (the server's keep-alive
+ * connections keep the loop alive, so UV_RUN_DEFAULT would not return). */
+static void run_until(struct fx *f, int n)
+{
+    uint64_t t0 = uv_hrtime();
+    while (f->done_calls < n) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+        assert_true(uv_hrtime() - t0 < 10ull * 1000000000ull);
+    }
+}
+
+static void on_client_closed(void *arg)
+{
+    ((struct fx *)arg)->close_calls++;
+}
+
+/* Close everything, run the loop dry, check it closes. */
+static void fx_finish(struct fx *f)
+{
+    httpc_close(f->http, on_client_closed, f);
+    testsrv_stop(f->srv);
+    uv_close((uv_handle_t *)&f->timer, NULL);
+    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(f->close_calls, 1);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    util_buf_free(&f->streamed);
+    xfree(f);
+}
+
+static void on_done(struct httpc_req *req, int err, const struct httpc_resp *resp, void *arg)
+{
+    struct fx *f = arg;
+    (void)req;
+    f->done_calls++;
+    f->last_err = err;
+    f->last_status = resp->status;
+    snprintf(f->last_body, sizeof(f->last_body), "%.*s", (int)resp->body_len, resp->body);
+    snprintf(f->last_errmsg, sizeof(f->last_errmsg), "%s", resp->errmsg);
+    const char *h = httpc_resp_header(resp, "x-test");
+    snprintf(f->last_hdr, sizeof(f->last_hdr), "%s", h ? h : "");
+    snprintf(f->last_ctype, sizeof(f->last_ctype), "%s",
+             resp->content_type ? resp->content_type : "");
+    f->retry_after = httpc_resp_retry_after_ms(resp, 0);
+    f->req = NULL;
+}
+
+/* ---- handlers ----------------------------------------------------------- */
+
+static void h_echo(struct testsrv_conn *c, const struct testsrv_req *r, void *arg)
+{
+    (void)arg;
+    char auth[128] = "", ct[64] = "", custom[64] = "";
+    testsrv_req_header(r, "Authorization", auth, sizeof(auth));
+    testsrv_req_header(r, "Content-Type", ct, sizeof(ct));
+    testsrv_req_header(r, "X-Custom", custom, sizeof(custom));
+    char *body = xasprintf("%s %s|%s|%s|%s|%.*s", r->method, r->target, auth, ct, custom,
+                           (int)r->body_len, r->body);
+    if (strcmp(r->target, "/429") == 0)
+        testsrv_respond(c, 429, "text/plain", "slow down", 9, "Retry-After: 3\r\n");
+    else if (strcmp(r->target, "/big") == 0) {
+        char *big = xcalloc(1, 100000);
+        memset(big, 'x', 99999);
+        testsrv_respond(c, 200, "text/plain", big, 99999, NULL);
+        xfree(big);
+    } else if (strcmp(r->target, "/bigchunked") == 0) {
+        char blk[1000];
+        memset(blk, 'y', sizeof(blk));
+        testsrv_stream_begin(c, 200, "text/plain");
+        for (int i = 0; i < 50; i++)
+            testsrv_stream_chunk(c, blk, sizeof(blk));
+        testsrv_stream_end(c);
+    } else
+        testsrv_respond(c, 200, "text/plain; charset=utf-8", body, strlen(body),
+                        "X-Test: yes\r\n");
+    xfree(body);
+}
+
+static void h_hold(struct testsrv_conn *c, const struct testsrv_req *r, void *arg)
+{
+    (void)r;
+    ((struct fx *)arg)->held = c; /* never answers */
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+static void test_get(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(h_echo);
+    char *url = xasprintf("%s/hello?x=1", testsrv_url(f->srv));
+    struct httpc_opts o = {.url = url, .timeout_ms = 5000};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    assert_int_equal(f->done_calls, 0); /* never from inside httpc_request */
+    run_until(f, f->done_calls + 1);
+    assert_int_equal(f->done_calls, 1);
+    assert_int_equal(f->last_err, 0);
+    assert_int_equal(f->last_status, 200);
+    assert_string_equal(f->last_body, "GET /hello?x=1||||");
+    assert_string_equal(f->last_hdr, "yes");
+    assert_string_equal(f->last_ctype, "text/plain; charset=utf-8");
+    assert_int_equal(f->retry_after, -1);
+    xfree(url);
+    fx_finish(f);
+}
+
+static void test_post_and_methods(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(h_echo);
+    char *url = xasprintf("%s/obj", testsrv_url(f->srv));
+    const char *hdrs[] = {"X-Custom: 42", NULL};
+    struct httpc_opts o = {.url = url, .body = "{\"a\":1}", .body_len = 7,
+                           .content_type = "application/json", .bearer = "tok123",
+                           .headers = hdrs};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, f->done_calls + 1);
+    assert_int_equal(f->done_calls, 1);
+    assert_int_equal(f->last_err, 0);
+    assert_string_equal(f->last_body,
+                        "POST /obj|Bearer tok123|application/json|42|{\"a\":1}");
+
+    o.method = "PATCH";
+    o.content_type = "application/merge-patch+json";
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, f->done_calls + 1);
+    assert_int_equal(f->done_calls, 2);
+    assert_string_equal(f->last_body,
+                        "PATCH /obj|Bearer tok123|application/merge-patch+json|42|{\"a\":1}");
+
+    struct httpc_opts d = {.url = url, .method = "DELETE"};
+    assert_int_equal(httpc_request(f->http, &d, on_done, f, NULL), 0);
+    run_until(f, f->done_calls + 1);
+    assert_int_equal(f->done_calls, 3);
+    assert_string_equal(f->last_body, "DELETE /obj||||");
+    xfree(url);
+    fx_finish(f);
+}
+
+/* Streams "chunk-0\n" .. "chunk-4\n" 20 ms apart. */
+static int stream_i;
+static struct testsrv_conn *stream_conn;
+static void on_stream_tick(uv_timer_t *t)
+{
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "chunk-%d\n", stream_i++);
+    testsrv_stream_chunk(stream_conn, buf, (size_t)n);
+    if (stream_i == 5) {
+        testsrv_stream_end(stream_conn);
+        uv_timer_stop(t);
+    }
+}
+
+static void h_stream(struct testsrv_conn *c, const struct testsrv_req *r, void *arg)
+{
+    struct fx *f = arg;
+    if (strcmp(r->target, "/missing") == 0) {
+        testsrv_respond(c, 404, "application/json", "{\"code\":404}", 12, NULL);
+        return;
+    }
+    if (strcmp(r->target, "/forever") == 0) {
+        testsrv_stream_begin(c, 200, "application/json");
+        stream_conn = c;
+        stream_i = -1000000; /* never ends */
+        uv_timer_start(&f->timer, on_stream_tick, 5, 5);
+        return;
+    }
+    testsrv_stream_begin(c, 200, "application/json");
+    stream_conn = c;
+    stream_i = 0;
+    uv_timer_start(&f->timer, on_stream_tick, 20, 20);
+}
+
+static int on_data(struct httpc_req *req, long status, const char *data, size_t len, void *arg)
+{
+    struct fx *f = arg;
+    (void)req;
+    assert_int_equal(status, 200);
+    f->chunks++;
+    util_buf_append(&f->streamed, data, len);
+    return 0;
+}
+
+static void test_streaming(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(h_stream);
+    char *url = xasprintf("%s/watch", testsrv_url(f->srv));
+    struct httpc_opts o = {.url = url, .on_data = on_data};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, f->done_calls + 1);
+    assert_int_equal(f->done_calls, 1);
+    assert_int_equal(f->last_err, 0);
+    assert_int_equal(f->last_status, 200);
+    assert_string_equal(f->streamed.data, "chunk-0\nchunk-1\nchunk-2\nchunk-3\nchunk-4\n");
+    assert_true(f->chunks >= 2); /* delivered as it arrived, not at the end */
+    assert_string_equal(f->last_body, "");
+
+    /* A non-2xx answer is buffered for the completion callback instead. */
+    xfree(url);
+    url = xasprintf("%s/missing", testsrv_url(f->srv));
+    o.url = url;
+    f->chunks = 0;
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, f->done_calls + 1);
+    assert_int_equal(f->done_calls, 2);
+    assert_int_equal(f->chunks, 0);
+    assert_int_equal(f->last_status, 404);
+    assert_string_equal(f->last_body, "{\"code\":404}");
+    xfree(url);
+    fx_finish(f);
+}
+
+static int data_cancel_after_3(struct httpc_req *req, long status, const char *data, size_t len,
+                               void *arg)
+{
+    struct fx *f = arg;
+    (void)status;
+    util_buf_append(&f->streamed, data, len);
+    if (++f->chunks == 3) {
+        assert_int_equal(httpc_cancel(req), 0);
+        assert_int_equal(httpc_cancel(req), -EALREADY);
+    }
+    return 0;
+}
+
+static int data_abort(struct httpc_req *req, long status, const char *data, size_t len, void *arg)
+{
+    (void)req, (void)status, (void)data, (void)len;
+    struct fx *f = arg;
+    return ++f->chunks == 2 ? -EBADMSG : 0;
+}
+
+static void test_stream_cancel_from_callback(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(h_stream);
+    char *url = xasprintf("%s/forever", testsrv_url(f->srv));
+    struct httpc_opts o = {.url = url, .on_data = data_cancel_after_3};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    uv_run(&f->loop, UV_RUN_ONCE);
+    while (f->done_calls == 0)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_int_equal(f->done_calls, 1);
+    assert_int_equal(f->last_err, -ECANCELED);
+    assert_int_equal(f->chunks, 3);
+
+    /* A data callback's error aborts the transfer and is reported. */
+    f->chunks = 0;
+    o.on_data = data_abort;
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    while (f->done_calls == 1)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_int_equal(f->last_err, -EBADMSG);
+    assert_int_equal(f->chunks, 2);
+    uv_timer_stop(&f->timer);
+    xfree(url);
+    fx_finish(f);
+}
+
+static void test_timeout(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(h_hold);
+    char *url = xasprintf("%s/slow", testsrv_url(f->srv));
+    struct httpc_opts o = {.url = url, .timeout_ms = 200};
+    uint64_t t0 = uv_hrtime();
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, f->done_calls + 1);
+    uint64_t ms = (uv_hrtime() - t0) / 1000000;
+    assert_int_equal(f->done_calls, 1);
+    assert_int_equal(f->last_err, -ETIMEDOUT);
+    assert_true(f->last_errmsg[0] != '\0');
+    assert_true(ms >= 150 && ms < 3000);
+    xfree(url);
+    fx_finish(f);
+}
+
+static void on_cancel_timer(uv_timer_t *t)
+{
+    struct fx *f = t->data;
+    assert_non_null(f->req);
+    assert_int_equal(httpc_cancel(f->req), 0);
+    assert_int_equal(f->done_calls, 0); /* the callback comes later, from the loop */
+}
+
+static void test_cancel(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(h_hold);
+    char *url = xasprintf("%s/slow", testsrv_url(f->srv));
+    struct httpc_opts o = {.url = url, .timeout_ms = 10000};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, &f->req), 0);
+    uv_timer_start(&f->timer, on_cancel_timer, 50, 0);
+    run_until(f, f->done_calls + 1);
+    assert_int_equal(f->done_calls, 1);
+    assert_int_equal(f->last_err, -ECANCELED);
+    assert_int_equal(httpc_inflight(f->http), 0);
+    xfree(url);
+    fx_finish(f);
+}
+
+static void test_close_with_inflight(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(h_hold);
+    char *url = xasprintf("%s/slow", testsrv_url(f->srv));
+    struct httpc_opts o = {.url = url};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    /* Let both connect and reach the server. */
+    while (testsrv_requests(f->srv) < 2)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    httpc_close(f->http, on_client_closed, f);
+    /* No new requests once closing; the callback is never called for them. */
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), -ESHUTDOWN);
+    testsrv_stop(f->srv);
+    uv_close((uv_handle_t *)&f->timer, NULL);
+    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(f->done_calls, 2);
+    assert_int_equal(f->last_err, -ECANCELED);
+    assert_int_equal(f->close_calls, 1);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    xfree(url);
+    xfree(f);
+}
+
+static void test_connection_refused(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(h_echo);
+    /* Find a free port: bind, read it, close. */
+    uv_tcp_t t;
+    struct sockaddr_in a;
+    uv_ip4_addr("127.0.0.1", 0, &a);
+    uv_tcp_init(&f->loop, &t);
+    assert_int_equal(uv_tcp_bind(&t, (const struct sockaddr *)&a, 0), 0);
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    uv_tcp_getsockname(&t, (struct sockaddr *)&ss, &len);
+    int port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+    char *url = xasprintf("http://127.0.0.1:%d/", port);
+    struct httpc_opts o = {.url = url, .timeout_ms = 5000};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, f->done_calls + 1);
+    assert_int_equal(f->done_calls, 1);
+    assert_int_equal(f->last_err, -ECONNREFUSED);
+    assert_int_equal(f->last_status, 0);
+    assert_true(strlen(f->last_errmsg) > 0);
+    xfree(url);
+
+    /* Bad arguments fail synchronously and never call back. */
+    struct httpc_opts bad = {.url = NULL};
+    assert_int_equal(httpc_request(f->http, &bad, on_done, f, NULL), -EINVAL);
+    struct httpc_opts ftp = {.url = "ftp://127.0.0.1/"};
+    assert_int_equal(httpc_request(f->http, &ftp, on_done, f, NULL), 0);
+    run_until(f, f->done_calls + 1);
+    assert_int_equal(f->done_calls, 2);
+    assert_int_equal(f->last_err, -ENOTSUP);
+    fx_finish(f);
+}
+
+static void on_chain(struct httpc_req *req, int err, const struct httpc_resp *resp, void *arg)
+{
+    struct fx *f = arg;
+    on_done(req, err, resp, arg);
+    assert_int_equal(err, 0);
+    if (--f->remaining > 0) {
+        char *url = xasprintf("%s/n%d", testsrv_url(f->srv), f->remaining);
+        struct httpc_opts o = {.url = url};
+        assert_int_equal(httpc_request(f->http, &o, on_chain, f, NULL), 0);
+        xfree(url);
+    }
+}
+
+static void test_keepalive_reuse(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(h_echo);
+    f->remaining = 5;
+    char *url = xasprintf("%s/n5", testsrv_url(f->srv));
+    struct httpc_opts o = {.url = url};
+    assert_int_equal(httpc_request(f->http, &o, on_chain, f, NULL), 0);
+    run_until(f, 5);
+    assert_int_equal(f->done_calls, 5);
+    assert_int_equal(testsrv_requests(f->srv), 5);
+    assert_int_equal(testsrv_accepts(f->srv), 1); /* one TCP connection for all five */
+    xfree(url);
+    fx_finish(f);
+}
+
+static void test_body_cap_and_headers(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(h_echo);
+    char *url = xasprintf("%s/big", testsrv_url(f->srv));
+    struct httpc_opts o = {.url = url, .max_body = 10000};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, f->done_calls + 1);
+    assert_int_equal(f->last_err, -EMSGSIZE);
+    xfree(url);
+
+    /* Without Content-Length the cap is enforced as bytes arrive. */
+    url = xasprintf("%s/bigchunked", testsrv_url(f->srv));
+    o.url = url;
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, f->done_calls + 1);
+    assert_int_equal(f->done_calls, 2);
+    assert_int_equal(f->last_err, -EMSGSIZE);
+    /* Under the cap it is fine. */
+    o.max_body = 60000;
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, f->done_calls + 1);
+    assert_int_equal(f->last_err, 0);
+    assert_int_equal(strlen(f->last_body), sizeof(f->last_body) - 1);
+    xfree(url);
+
+    url = xasprintf("%s/429", testsrv_url(f->srv));
+    o.url = url;
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, f->done_calls + 1);
+    assert_int_equal(f->last_err, 0);
+    assert_int_equal(f->last_status, 429);
+    assert_int_equal(f->retry_after, 3000);
+    xfree(url);
+    fx_finish(f);
+}
+
+static void test_tls_errors(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(h_echo);
+    /* TLS against a plain-HTTP server fails the handshake. */
+    char *url = xasprintf("https://127.0.0.1:%d/", testsrv_port(f->srv));
+    struct httpc_tls tls = {.ca_file = "/nonexistent/ca.pem"};
+    struct httpc_opts o = {.url = url, .tls = &tls, .timeout_ms = 5000};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, f->done_calls + 1);
+    assert_int_equal(f->done_calls, 1);
+    assert_true(f->last_err == -EPROTO || f->last_err == -ECONNRESET);
+    assert_true(f->last_errmsg[0] != '\0');
+    tls = (struct httpc_tls){.insecure = true, .ca_blob = "garbage", .ca_blob_len = 7};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, f->done_calls + 1);
+    assert_int_equal(f->done_calls, 2);
+    assert_true(f->last_err == -EPROTO || f->last_err == -ECONNRESET);
+    xfree(url);
+    fx_finish(f);
+}
+
+static void test_errno_mapping(void **state)
+{
+    (void)state;
+    assert_int_equal(httpc_curl_errno(0), 0);
+    assert_int_equal(httpc_curl_errno(28), -ETIMEDOUT);   /* CURLE_OPERATION_TIMEDOUT */
+    assert_int_equal(httpc_curl_errno(7), -ECONNREFUSED); /* CURLE_COULDNT_CONNECT */
+    assert_int_equal(httpc_curl_errno(60), -EPROTO);      /* CURLE_PEER_FAILED_VERIFICATION */
+    assert_int_equal(httpc_curl_errno(56), -ECONNRESET);  /* CURLE_RECV_ERROR */
+}
+
+int main(void)
+{
+    util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_get),
+        cmocka_unit_test(test_post_and_methods),
+        cmocka_unit_test(test_streaming),
+        cmocka_unit_test(test_stream_cancel_from_callback),
+        cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_close_with_inflight),
+        cmocka_unit_test(test_connection_refused),
+        cmocka_unit_test(test_keepalive_reuse),
+        cmocka_unit_test(test_body_cap_and_headers),
+        cmocka_unit_test(test_tls_errors),
+        cmocka_unit_test(test_errno_mapping),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

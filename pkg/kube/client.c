@@ -1,0 +1,576 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kube/client: the API client handle: authentication (static token, token
+ * file re-read when it changes, client certificates), JSON requests over
+ * httpc and the typed helpers the controller uses.
+ *
+ * Every request in flight is a struct kreq on the client's list so that
+ * kube_close() can cancel them; each completes exactly once (httpc's rule),
+ * and the client's memory goes only after the last one did. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kube-int.h"
+
+#define TOKEN_CHECK_MS 1000
+#define TOKEN_MAX_BYTES (64 << 10)
+
+struct kreq {
+    struct kube *k;
+    struct kreq *prev, *next;
+    struct httpc_req *req;
+    kube_result_cb cb;
+    kube_raw_done_cb raw_cb;
+    httpc_data_cb on_data;
+    void *arg;
+};
+
+struct kube {
+    uv_loop_t *loop;
+    struct httpc *http;
+    struct kube_config cfg;
+    int64_t timeout_ms;
+    char *ua_header;
+    /* token file state */
+    char *file_token;
+    uint64_t token_checked_at;
+    bool token_loaded;
+    bool token_warned;
+    struct stat token_st;
+    struct kreq *reqs;
+    size_t inflight;
+    bool closing;
+    uv_timer_t close_handle; /* never started: only its close callback is used */
+    kube_close_cb close_cb;
+    void *close_arg;
+};
+
+static char *dup_or_null(const char *s)
+{
+    return s ? xstrdup(s) : NULL;
+}
+
+static char *dup_blob(const char *p, size_t n)
+{
+    if (!p)
+        return NULL;
+    char *d = xmalloc(n + 1);
+    memcpy(d, p, n);
+    d[n] = '\0';
+    return d;
+}
+
+int kube_new(uv_loop_t *loop, struct httpc *http, const struct kube_config *cfg,
+             const struct kube_opts *o, struct kube **out)
+{
+    *out = NULL;
+    if (!loop || !http || !cfg || !cfg->server || !cfg->server[0])
+        return -EINVAL;
+    struct kube *k = xcalloc(1, sizeof(*k));
+    k->loop = loop;
+    k->http = http;
+    k->cfg.server = xstrdup(cfg->server);
+    k->cfg.ca_file = dup_or_null(cfg->ca_file);
+    k->cfg.ca_data = dup_blob(cfg->ca_data, cfg->ca_data_len);
+    k->cfg.ca_data_len = cfg->ca_data_len;
+    k->cfg.cert_file = dup_or_null(cfg->cert_file);
+    k->cfg.cert_data = dup_blob(cfg->cert_data, cfg->cert_data_len);
+    k->cfg.cert_data_len = cfg->cert_data_len;
+    k->cfg.key_file = dup_or_null(cfg->key_file);
+    k->cfg.key_data = dup_blob(cfg->key_data, cfg->key_data_len);
+    k->cfg.key_data_len = cfg->key_data_len;
+    k->cfg.token = dup_or_null(cfg->token);
+    k->cfg.token_file = dup_or_null(cfg->token_file);
+    k->cfg.insecure = cfg->insecure;
+    k->cfg.context = dup_or_null(cfg->context);
+    k->cfg.user = dup_or_null(cfg->user);
+    k->cfg.namespace_ = xstrdup(cfg->namespace_ ? cfg->namespace_ : "default");
+    k->timeout_ms = o && o->request_timeout_ms > 0 ? o->request_timeout_ms : 30000;
+    k->ua_header = xasprintf("User-Agent: %s", o && o->user_agent ? o->user_agent : "gpuscaler");
+    uv_timer_init(loop, &k->close_handle);
+    *out = k;
+    return 0;
+}
+
+const char *kube_server(const struct kube *k)
+{
+    return k->cfg.server;
+}
+
+const char *kube_namespace(const struct kube *k)
+{
+    return k->cfg.namespace_;
+}
+
+uv_loop_t *kube_loop(const struct kube *k)
+{
+    return k->loop;
+}
+
+static void on_close_handle(uv_handle_t *h)
+{
+    struct kube *k = util_container_of((uv_timer_t *)h, struct kube, close_handle);
+    kube_close_cb cb = k->close_cb;
+    void *arg = k->close_arg;
+    kube_config_clear(&k->cfg);
+    if (k->file_token)
+        explicit_bzero(k->file_token, strlen(k->file_token));
+    xfree(k->file_token);
+    xfree(k->ua_header);
+    xfree(k);
+    if (cb)
+        cb(arg);
+}
+
+void kube_close(struct kube *k, kube_close_cb cb, void *arg)
+{
+    k->closing = true;
+    k->close_cb = cb;
+    k->close_arg = arg;
+    for (struct kreq *r = k->reqs; r; r = r->next)
+        httpc_cancel(r->req);
+    if (k->inflight == 0)
+        uv_close((uv_handle_t *)&k->close_handle, on_close_handle);
+}
+
+/* ---- authentication ------------------------------------------------------ */
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* Re-read the token file when it changed (checked at most once a second). */
+static void refresh_token(struct kube *k)
+{
+    uint64_t now = uv_now(k->loop);
+    if (k->token_loaded && now - k->token_checked_at < TOKEN_CHECK_MS)
+        return;
+    k->token_checked_at = now;
+    struct stat st;
+    if (stat(k->cfg.token_file, &st) != 0) {
+        if (!k->token_warned)
+            LOG_WARN("kube", "token file %s: %s", k->cfg.token_file, strerror(errno));
+        k->token_warned = true;
+        return;
+    }
+    if (k->token_loaded && same_file(&st, &k->token_st))
+        return;
+    int fd = open(k->cfg.token_file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char *buf = xmalloc(TOKEN_MAX_BYTES + 1);
+    size_t len = 0;
+    ssize_t n;
+    while (len < TOKEN_MAX_BYTES &&
+           (n = read(fd, buf + len, TOKEN_MAX_BYTES - len)) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        len += (size_t)n;
+    }
+    close(fd);
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
+        len--;
+    buf[len] = '\0';
+    if (len > 0) {
+        if (k->token_loaded)
+            LOG_INFO("kube", "token file %s changed; using the new token", k->cfg.token_file);
+        if (k->file_token)
+            explicit_bzero(k->file_token, strlen(k->file_token));
+        xfree(k->file_token);
+        k->file_token = xstrdup(buf);
+        k->token_st = st;
+        k->token_loaded = true;
+        k->token_warned = false;
+    }
+    explicit_bzero(buf, len);
+    xfree(buf);
+}
+
+static const char *bearer(struct kube *k)
+{
+    if (k->cfg.token_file) {
+        refresh_token(k);
+        if (k->file_token)
+            return k->file_token;
+    }
+    return k->cfg.token;
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+int kube_status_errno(long status)
+{
+    if (status >= 200 && status < 300)
+        return 0;
+    switch (status) {
+    case 400:
+    case 422:
+        return -EINVAL;
+    case 401:
+        return -EACCES;
+    case 403:
+        return -EPERM;
+    case 404:
+        return -ENOENT;
+    case 409:
+        return -EEXIST;
+    case 410:
+        return -ESTALE;
+    case 429:
+        return -EBUSY;
+    case 503:
+    case 504:
+        return -EAGAIN;
+    default:
+        return -EIO;
+    }
+}
+
+void kube_status_fields(const json_t *body, const char **reason, const char **message,
+                        long *code)
+{
+    *reason = "";
+    *message = "";
+    *code = 0;
+    if (!json_is_object(body))
+        return;
+    const char *r = json_string_value(json_object_get(body, "reason"));
+    const char *m = json_string_value(json_object_get(body, "message"));
+    json_t *c = json_object_get(body, "code");
+    *reason = r ? r : "";
+    *message = m ? m : "";
+    *code = json_is_integer(c) ? (long)json_integer_value(c) : 0;
+}
+
+static void unlink_req(struct kreq *r)
+{
+    struct kube *k = r->k;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        k->reqs = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+}
+
+static void on_http_done(struct httpc_req *hr, int err, const struct httpc_resp *resp, void *arg)
+{
+    struct kreq *r = arg;
+    struct kube *k = r->k;
+    (void)hr;
+    unlink_req(r);
+    if (r->raw_cb) {
+        r->raw_cb(err, resp, r->arg);
+    } else {
+        struct kube_result res = {.err = err, .status = resp->status, .reason = "",
+                                  .message = err ? resp->errmsg : "", .retry_after_ms = -1};
+        char msgbuf[256];
+        if (err == 0) {
+            if (resp->body_len > 0)
+                res.body = json_loadb(resp->body, resp->body_len, 0, NULL);
+            res.err = kube_status_errno(resp->status);
+            if (res.err == 0 && resp->body_len > 0 && !res.body) {
+                res.err = -EBADMSG;
+                res.message = "response body is not JSON";
+            } else if (res.err != 0) {
+                long code;
+                kube_status_fields(res.body, &res.reason, &res.message, &code);
+                if (!res.message[0]) {
+                    snprintf(msgbuf, sizeof(msgbuf), "HTTP %ld: %.200s", resp->status,
+                             resp->body);
+                    res.message = msgbuf;
+                }
+                res.retry_after_ms = httpc_resp_retry_after_ms(resp, util_now_unix_ms());
+            }
+        }
+        r->cb(&res, r->arg);
+        json_decref(res.body);
+    }
+    xfree(r);
+    if (--k->inflight == 0 && k->closing)
+        uv_close((uv_handle_t *)&k->close_handle, on_close_handle);
+}
+
+/* Streaming bodies go to the raw caller with its own argument. */
+static int on_req_data(struct httpc_req *hr, long status, const char *data, size_t len, void *arg)
+{
+    struct kreq *r = arg;
+    return r->on_data(hr, status, data, len, r->arg);
+}
+
+static int send_req(struct kube *k, const char *method, const char *path, const char *ctype,
+                    const char *body, size_t blen, httpc_data_cb on_data, int64_t timeout_ms,
+                    size_t max_body, struct kreq *r)
+{
+    if (k->closing)
+        return -ESHUTDOWN;
+    if (!path || path[0] != '/')
+        return -EINVAL;
+    char *url = xasprintf("%s%s", k->cfg.server, path);
+    const char *headers[] = {"Accept: application/json", k->ua_header, NULL};
+    struct httpc_tls tls = {
+        .ca_file = k->cfg.ca_file,
+        .ca_blob = k->cfg.ca_data,
+        .ca_blob_len = k->cfg.ca_data_len,
+        .cert_file = k->cfg.cert_file,
+        .cert_blob = k->cfg.cert_data,
+        .cert_blob_len = k->cfg.cert_data_len,
+        .key_file = k->cfg.key_file,
+        .key_blob = k->cfg.key_data,
+        .key_blob_len = k->cfg.key_data_len,
+        .insecure = k->cfg.insecure,
+    };
+    struct httpc_opts o = {
+        .url = url,
+        .method = method,
+        .body = body,
+        .body_len = blen,
+        .content_type = body ? ctype : NULL,
+        .bearer = bearer(k),
+        .headers = headers,
+        .tls = &tls,
+        .timeout_ms = timeout_ms == 0 ? k->timeout_ms : (timeout_ms < 0 ? 0 : timeout_ms),
+        .connect_timeout_ms = 10000,
+        .max_body = max_body,
+        .on_data = on_data ? on_req_data : NULL,
+    };
+    r->k = k;
+    r->on_data = on_data;
+    int rc = httpc_request(k->http, &o, on_http_done, r, &r->req);
+    xfree(url);
+    if (rc < 0)
+        return rc;
+    r->next = k->reqs;
+    if (k->reqs)
+        k->reqs->prev = r;
+    k->reqs = r;
+    k->inflight++;
+    return 0;
+}
+
+int kube_raw_get(struct kube *k, const char *path, httpc_data_cb on_data, int64_t timeout_ms,
+                 size_t max_body, kube_raw_done_cb cb, void *arg, struct httpc_req **out)
+{
+    struct kreq *r = xcalloc(1, sizeof(*r));
+    r->raw_cb = cb;
+    r->arg = arg;
+    int rc = send_req(k, "GET", path, NULL, NULL, 0, on_data, timeout_ms, max_body, r);
+    if (rc < 0) {
+        xfree(r);
+        return rc;
+    }
+    if (out)
+        *out = r->req;
+    return 0;
+}
+
+static int dump_cb(const char *buf, size_t size, void *data)
+{
+    util_buf_append(data, buf, size);
+    return 0;
+}
+
+int kube_request(struct kube *k, const char *method, const char *path, const char *content_type,
+                 const json_t *body, kube_result_cb cb, void *arg)
+{
+    if (!k || !method || !cb)
+        return -EINVAL;
+    struct util_buf b = {0};
+    if (body && json_dump_callback(body, dump_cb, &b, JSON_COMPACT) != 0) {
+        util_buf_free(&b);
+        return -EINVAL;
+    }
+    struct kreq *r = xcalloc(1, sizeof(*r));
+    r->cb = cb;
+    r->arg = arg;
+    int rc = send_req(k, method, path, content_type ? content_type : "application/json",
+                      body ? (b.data ? b.data : "") : NULL, b.len, NULL, 0, 0, r);
+    util_buf_free(&b);
+    if (rc < 0)
+        xfree(r);
+    return rc;
+}
+
+int kube_get(struct kube *k, const char *path, kube_result_cb cb, void *arg)
+{
+    return kube_request(k, "GET", path, NULL, NULL, cb, arg);
+}
+
+int kube_create(struct kube *k, const char *path, const json_t *obj, kube_result_cb cb, void *arg)
+{
+    return obj ? kube_request(k, "POST", path, NULL, obj, cb, arg) : -EINVAL;
+}
+
+int kube_update(struct kube *k, const char *path, const json_t *obj, kube_result_cb cb, void *arg)
+{
+    return obj ? kube_request(k, "PUT", path, NULL, obj, cb, arg) : -EINVAL;
+}
+
+int kube_patch_merge(struct kube *k, const char *path, const json_t *patch, kube_result_cb cb,
+                     void *arg)
+{
+    return patch ? kube_request(k, "PATCH", path, "application/merge-patch+json", patch, cb, arg)
+                 : -EINVAL;
+}
+
+/* ---- typed helpers --------------------------------------------------------- */
+
+bool kube_name_valid(const char *s)
+{
+    if (!s)
+        return false;
+    size_t n = strlen(s);
+    if (n == 0 || n > 253)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (!alnum && c != '-' && c != '.')
+            return false;
+        if ((i == 0 || i == n - 1) && !alnum)
+            return false;
+    }
+    return true;
+}
+
+/* Build a namespaced path "prefix/namespaces/ns/resource[/name][suffix]". */
+static char *ns_path(const char *prefix, const char *ns, const char *resource, const char *name,
+                     const char *suffix)
+{
+    if (!kube_name_valid(ns) || (name && !kube_name_valid(name)))
+        return NULL;
+    return xasprintf("%s/namespaces/%s/%s%s%s%s", prefix, ns, resource, name ? "/" : "",
+                     name ? name : "", suffix ? suffix : "");
+}
+
+static int with_path(char *path, int (*fn)(struct kube *, const char *, const json_t *,
+                                           kube_result_cb, void *),
+                     struct kube *k, const json_t *obj, kube_result_cb cb, void *arg)
+{
+    if (!path)
+        return -EINVAL;
+    int rc = fn(k, path, obj, cb, arg);
+    xfree(path);
+    return rc;
+}
+
+static int get_fn(struct kube *k, const char *path, const json_t *obj, kube_result_cb cb,
+                  void *arg)
+{
+    (void)obj;
+    return kube_get(k, path, cb, arg);
+}
+
+#define APPS "/apis/apps/v1"
+#define CORE "/api/v1"
+#define COORD "/apis/coordination.k8s.io/v1"
+
+int kube_scale_get(struct kube *k, const char *ns, const char *name, kube_result_cb cb, void *arg)
+{
+    return with_path(ns_path(APPS, ns, "deployments", name, "/scale"), get_fn, k, NULL, cb, arg);
+}
+
+int kube_scale_patch(struct kube *k, const char *ns, const char *name, int32_t replicas,
+                     kube_result_cb cb, void *arg)
+{
+    if (replicas < 0)
+        return -EINVAL;
+    json_t *p = json_pack("{s:{s:i}}", "spec", "replicas", (int)replicas);
+    int rc = with_path(ns_path(APPS, ns, "deployments", name, "/scale"), kube_patch_merge, k, p,
+                       cb, arg);
+    json_decref(p);
+    return rc;
+}
+
+int kube_deployment_patch_annotations(struct kube *k, const char *ns, const char *name,
+                                      const json_t *annotations, kube_result_cb cb, void *arg)
+{
+    if (!json_is_object(annotations))
+        return -EINVAL;
+    json_t *p = json_pack("{s:{s:O}}", "metadata", "annotations", (json_t *)annotations);
+    int rc = with_path(ns_path(APPS, ns, "deployments", name, NULL), kube_patch_merge, k, p, cb,
+                       arg);
+    json_decref(p);
+    return rc;
+}
+
+int kube_lease_get(struct kube *k, const char *ns, const char *name, kube_result_cb cb, void *arg)
+{
+    return with_path(ns_path(COORD, ns, "leases", name, NULL), get_fn, k, NULL, cb, arg);
+}
+
+int kube_lease_create(struct kube *k, const char *ns, const json_t *lease, kube_result_cb cb,
+                      void *arg)
+{
+    return with_path(ns_path(COORD, ns, "leases", NULL, NULL), kube_create, k, lease, cb, arg);
+}
+
+int kube_lease_update(struct kube *k, const char *ns, const char *name, const json_t *lease,
+                      kube_result_cb cb, void *arg)
+{
+    return with_path(ns_path(COORD, ns, "leases", name, NULL), kube_update, k, lease, cb, arg);
+}
+
+int kube_event_create(struct kube *k, const char *ns, const json_t *event, kube_result_cb cb,
+                      void *arg)
+{
+    return with_path(ns_path(CORE, ns, "events", NULL, NULL), kube_create, k, event, cb, arg);
+}
+
+int kube_configmap_get(struct kube *k, const char *ns, const char *name, kube_result_cb cb,
+                       void *arg)
+{
+    return with_path(ns_path(CORE, ns, "configmaps", name, NULL), get_fn, k, NULL, cb, arg);
+}
+
+int kube_configmap_create(struct kube *k, const char *ns, const json_t *cm, kube_result_cb cb,
+                          void *arg)
+{
+    return with_path(ns_path(CORE, ns, "configmaps", NULL, NULL), kube_create, k, cm, cb, arg);
+}
+
+int kube_configmap_update(struct kube *k, const char *ns, const char *name, const json_t *cm,
+                          kube_result_cb cb, void *arg)
+{
+    return with_path(ns_path(CORE, ns, "configmaps", name, NULL), kube_update, k, cm, cb, arg);
+}
+
+int kube_hpa_list(struct kube *k, const char *ns, kube_result_cb cb, void *arg)
+{
+    return with_path(ns_path("/apis/autoscaling/v2", ns, "horizontalpodautoscalers", NULL, NULL),
+                     get_fn, k, NULL, cb, arg);
+}
+
+int kube_tokenreview_create(struct kube *k, const json_t *review, kube_result_cb cb, void *arg)
+{
+    return kube_create(k, "/apis/authentication.k8s.io/v1/tokenreviews", review, cb, arg);
+}
+
+int kube_subjectaccessreview_create(struct kube *k, const json_t *review, kube_result_cb cb,
+                                    void *arg)
+{
+    return kube_create(k, "/apis/authorization.k8s.io/v1/subjectaccessreviews", review, cb, arg);
+}
+
+void kube_query_escape(struct util_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '_' || c == '.' || c == '~') {
+            util_buf_append(b, s, 1);
+        } else {
+            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+            util_buf_append(b, e, 3);
+        }
+    }
+}

@@ -1,0 +1,505 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kube/config: where the API server is and how to authenticate: kubeconfig
+ * files (parsed with pkg/conf) and the in-cluster service account.
+ *
+ * kube_config_parse() is pure (buffer in, struct out, error with line and
+ * column) so that tests and the fuzzer drive it directly. kubeconfig is a
+ * foreign format that grows fields over time, so keys gpuscaler does not use
+ * are ignored rather than rejected; what would silently change how we
+ * authenticate or connect (exec plugins, auth-provider, basic auth,
+ * impersonation, proxy-url, tls-server-name) is an error naming the context
+ * and user. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "conf/conf.h"
+#include "kube-int.h"
+
+#define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
+
+static int cfail(struct kube_config_error *err, const struct conf_node *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int cfail(struct kube_config_error *err, const struct conf_node *at, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        va_end(ap);
+        err->line = at ? at->line : 0;
+        err->col = at ? at->col : 0;
+    }
+    return -EINVAL;
+}
+
+void kube_config_clear(struct kube_config *c)
+{
+    if (!c)
+        return;
+    xfree(c->server);
+    xfree(c->ca_file);
+    xfree(c->ca_data);
+    xfree(c->cert_file);
+    xfree(c->cert_data);
+    xfree(c->key_file);
+    if (c->key_data)
+        explicit_bzero(c->key_data, c->key_data_len);
+    xfree(c->key_data);
+    if (c->token)
+        explicit_bzero(c->token, strlen(c->token));
+    xfree(c->token);
+    xfree(c->token_file);
+    xfree(c->context);
+    xfree(c->user);
+    xfree(c->namespace_);
+    *c = (struct kube_config){0};
+}
+
+/* ---- base64 ------------------------------------------------------------- */
+
+static int b64val(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+int kube_base64_decode(const char *in, size_t len, char **out, size_t *outlen)
+{
+    char *buf = xmalloc(len / 4 * 3 + 4);
+    size_t n = 0;
+    uint32_t acc = 0;
+    int bits = 0, pad = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+            continue;
+        if (c == '=') {
+            pad++;
+            continue;
+        }
+        int v = b64val(c);
+        if (v < 0 || pad) {
+            xfree(buf);
+            return -EINVAL;
+        }
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            buf[n++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    if (bits >= 6 || pad > 2) { /* a lone trailing sextet cannot encode a byte */
+        xfree(buf);
+        return -EINVAL;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *outlen = n;
+    return 0;
+}
+
+/* ---- kubeconfig --------------------------------------------------------- */
+
+/* A scalar at key in map (NULL when absent); non-scalars are errors. */
+static int get_str(const struct conf_node *map, const char *key, const char **out,
+                   struct kube_config_error *err, const char *where)
+{
+    *out = NULL;
+    const struct conf_node *n = conf_map_get(map, key);
+    if (!n)
+        return 0;
+    if (n->type != CONF_SCALAR)
+        return cfail(err, n, "%s: %s must be a string, not a %s", where, key,
+                     conf_type_name(n->type));
+    *out = n->scalar[0] ? n->scalar : NULL;
+    return 0;
+}
+
+static int get_bool(const struct conf_node *map, const char *key, bool *out,
+                    struct kube_config_error *err, const char *where)
+{
+    const char *s;
+    int rc = get_str(map, key, &s, err, where);
+    if (rc < 0)
+        return rc;
+    *out = false;
+    if (s && util_parse_bool(s, out) < 0)
+        return cfail(err, conf_map_get(map, key), "%s: %s must be true or false", where, key);
+    return 0;
+}
+
+/* The entry named name in a list of {name: ..., <inner>: {...}}; NULL if absent. */
+static int find_named(const struct conf_node *root, const char *list, const char *inner,
+                      const char *name, const struct conf_node **out,
+                      struct kube_config_error *err)
+{
+    *out = NULL;
+    const struct conf_node *seq = conf_map_get(root, list);
+    if (!seq || (seq->type == CONF_SCALAR && seq->scalar[0] == '\0'))
+        return 0;
+    if (seq->type != CONF_SEQ)
+        return cfail(err, seq, "%s must be a list", list);
+    for (size_t i = 0; i < seq->n; i++) {
+        const struct conf_node *e = seq->items[i];
+        if (e->type != CONF_MAP)
+            return cfail(err, e, "%s[%zu] must be a map", list, i);
+        const struct conf_node *nm = conf_map_get(e, "name");
+        if (!nm || nm->type != CONF_SCALAR)
+            return cfail(err, e, "%s[%zu] needs a name", list, i);
+        if (strcmp(nm->scalar, name) != 0)
+            continue;
+        const struct conf_node *in = conf_map_get(e, inner);
+        if (!in || (in->type == CONF_SCALAR && in->scalar[0] == '\0')) {
+            static const struct conf_node empty = {.type = CONF_MAP};
+            *out = &empty;
+            return 0;
+        }
+        if (in->type != CONF_MAP)
+            return cfail(err, in, "%s \"%s\": %s must be a map", list, name, inner);
+        *out = in;
+        return 0;
+    }
+    return 0;
+}
+
+static char *resolve_path(const char *base_dir, const char *p)
+{
+    if (p[0] == '/' || !base_dir || !base_dir[0])
+        return xstrdup(p);
+    return xasprintf("%s/%s", base_dir, p);
+}
+
+static int decode_field(const struct conf_node *map, const char *key, char **data, size_t *len,
+                        struct kube_config_error *err, const char *where)
+{
+    const char *s;
+    int rc = get_str(map, key, &s, err, where);
+    if (rc < 0 || !s)
+        return rc;
+    if (kube_base64_decode(s, strlen(s), data, len) < 0)
+        return cfail(err, conf_map_get(map, key), "%s: %s is not valid base64", where, key);
+    return 0;
+}
+
+int kube_config_parse(const char *buf, size_t len, const char *context, const char *base_dir,
+                      struct kube_config *out, struct kube_config_error *err)
+{
+    struct conf_node *root = NULL;
+    struct conf_error cerr = {0};
+    char where[300];
+    int rc;
+    *out = (struct kube_config){0};
+    if (err)
+        *err = (struct kube_config_error){0};
+
+    rc = conf_parse(buf, len, &root, &cerr);
+    if (rc < 0) {
+        if (err) {
+            err->line = cerr.line;
+            err->col = cerr.col;
+            snprintf(err->msg, sizeof(err->msg), "kubeconfig: %s", cerr.msg);
+        }
+        rc = -EINVAL;
+        goto out;
+    }
+    if (root->type != CONF_MAP) {
+        rc = cfail(err, root, "kubeconfig must be a map");
+        goto out;
+    }
+    const char *cur;
+    if ((rc = get_str(root, "current-context", &cur, err, "kubeconfig")) < 0)
+        goto out;
+    const char *ctxname = context && context[0] ? context : cur;
+    if (!ctxname) {
+        rc = cfail(err, root, "kubeconfig has no current-context and no context was given");
+        goto out;
+    }
+    const struct conf_node *ctx;
+    if ((rc = find_named(root, "contexts", "context", ctxname, &ctx, err)) < 0)
+        goto out;
+    if (!ctx) {
+        rc = cfail(err, conf_map_get(root, "contexts"), "context \"%s\" not found in kubeconfig",
+                   ctxname);
+        goto out;
+    }
+    snprintf(where, sizeof(where), "context \"%s\"", ctxname);
+    const char *cluster_name, *user_name, *ns;
+    if ((rc = get_str(ctx, "cluster", &cluster_name, err, where)) < 0 ||
+        (rc = get_str(ctx, "user", &user_name, err, where)) < 0 ||
+        (rc = get_str(ctx, "namespace", &ns, err, where)) < 0)
+        goto out;
+    if (!cluster_name) {
+        rc = cfail(err, ctx, "%s names no cluster", where);
+        goto out;
+    }
+    const struct conf_node *cl;
+    if ((rc = find_named(root, "clusters", "cluster", cluster_name, &cl, err)) < 0)
+        goto out;
+    if (!cl) {
+        rc = cfail(err, ctx, "%s: cluster \"%s\" not found", where, cluster_name);
+        goto out;
+    }
+    out->context = xstrdup(ctxname);
+    out->namespace_ = xstrdup(ns ? ns : "default");
+
+    /* Cluster. */
+    snprintf(where, sizeof(where), "context \"%s\" cluster \"%s\"", ctxname, cluster_name);
+    const char *server, *ca, *s;
+    if ((rc = get_str(cl, "server", &server, err, where)) < 0 ||
+        (rc = get_str(cl, "certificate-authority", &ca, err, where)) < 0 ||
+        (rc = get_bool(cl, "insecure-skip-tls-verify", &out->insecure, err, where)) < 0 ||
+        (rc = decode_field(cl, "certificate-authority-data", &out->ca_data, &out->ca_data_len,
+                           err, where)) < 0)
+        goto out;
+    if (!server || (strncmp(server, "https://", 8) != 0 && strncmp(server, "http://", 7) != 0)) {
+        rc = cfail(err, conf_map_get(cl, "server") ? conf_map_get(cl, "server") : cl,
+                   "%s: server must be an http:// or https:// URL", where);
+        goto out;
+    }
+    static const char *const unsupported_cluster[] = {"proxy-url", "tls-server-name"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(unsupported_cluster); i++) {
+        if ((rc = get_str(cl, unsupported_cluster[i], &s, err, where)) < 0)
+            goto out;
+        if (s) {
+            rc = cfail(err, conf_map_get(cl, unsupported_cluster[i]), "%s: %s is not supported",
+                       where, unsupported_cluster[i]);
+            goto out;
+        }
+    }
+    size_t sl = strlen(server);
+    while (sl > 0 && server[sl - 1] == '/')
+        sl--;
+    out->server = xstrndup(server, sl);
+    if (ca)
+        out->ca_file = resolve_path(base_dir, ca);
+    if (out->insecure && (out->ca_file || out->ca_data)) {
+        rc = cfail(err, cl, "%s: a certificate authority together with "
+                   "insecure-skip-tls-verify is not allowed", where);
+        goto out;
+    }
+
+    /* User. */
+    if (!user_name)
+        goto done; /* anonymous */
+    out->user = xstrdup(user_name);
+    const struct conf_node *u;
+    if ((rc = find_named(root, "users", "user", user_name, &u, err)) < 0)
+        goto out;
+    if (!u) {
+        rc = cfail(err, ctx, "context \"%s\": user \"%s\" not found", ctxname, user_name);
+        goto out;
+    }
+    snprintf(where, sizeof(where), "context \"%s\" user \"%s\"", ctxname, user_name);
+    static const struct {
+        const char *key, *what;
+    } unsupported_user[] = {
+        {"exec", "exec credential plugins are not supported"},
+        {"auth-provider", "auth-provider plugins are not supported"},
+        {"username", "basic auth (username/password) is not supported"},
+        {"password", "basic auth (username/password) is not supported"},
+        {"as", "impersonation is not supported"},
+        {"as-uid", "impersonation is not supported"},
+        {"as-groups", "impersonation is not supported"},
+        {"as-user-extra", "impersonation is not supported"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(unsupported_user); i++) {
+        const struct conf_node *n = conf_map_get(u, unsupported_user[i].key);
+        if (n && !(n->type == CONF_SCALAR && n->scalar[0] == '\0')) {
+            rc = cfail(err, n, "%s: %s; use a token, tokenFile or client certificate "
+                       "(e.g. a service account kubeconfig)", where, unsupported_user[i].what);
+            goto out;
+        }
+    }
+    const char *tok, *tokfile, *cert, *key;
+    if ((rc = get_str(u, "token", &tok, err, where)) < 0 ||
+        (rc = get_str(u, "tokenFile", &tokfile, err, where)) < 0 ||
+        (rc = get_str(u, "client-certificate", &cert, err, where)) < 0 ||
+        (rc = get_str(u, "client-key", &key, err, where)) < 0 ||
+        (rc = decode_field(u, "client-certificate-data", &out->cert_data, &out->cert_data_len, err,
+                           where)) < 0 ||
+        (rc = decode_field(u, "client-key-data", &out->key_data, &out->key_data_len, err,
+                           where)) < 0)
+        goto out;
+    if (tok)
+        out->token = xstrdup(tok);
+    if (tokfile)
+        out->token_file = resolve_path(base_dir, tokfile);
+    if (cert)
+        out->cert_file = resolve_path(base_dir, cert);
+    if (key)
+        out->key_file = resolve_path(base_dir, key);
+    bool has_cert = out->cert_file || out->cert_data;
+    bool has_key = out->key_file || out->key_data;
+    if (has_cert != has_key) {
+        rc = cfail(err, u, "%s: a client certificate needs a client key and vice versa", where);
+        goto out;
+    }
+done:
+    rc = 0;
+out:
+    conf_free(root);
+    if (rc < 0)
+        kube_config_clear(out);
+    return rc;
+}
+
+static int read_small_file(const char *path, size_t max, struct util_buf *b)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = 0;
+    char tmp[4096];
+    for (;;) {
+        ssize_t n = read(fd, tmp, sizeof(tmp));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            break;
+        }
+        if (n == 0)
+            break;
+        if (b->len + (size_t)n > max) {
+            rc = -EFBIG;
+            break;
+        }
+        util_buf_append(b, tmp, (size_t)n);
+    }
+    close(fd);
+    return rc;
+}
+
+int kube_config_load_file(const char *path, const char *context, struct kube_config *out,
+                          struct kube_config_error *err)
+{
+    struct util_buf b = {0};
+    *out = (struct kube_config){0};
+    int rc = read_small_file(path, CONF_MAX_BYTES, &b);
+    if (rc < 0) {
+        if (err) {
+            *err = (struct kube_config_error){0};
+            snprintf(err->msg, sizeof(err->msg), "%s: %s", path, strerror(-rc));
+        }
+        goto out;
+    }
+    char *dir = xstrdup(path);
+    char *slash = strrchr(dir, '/');
+    const char *base = dir;
+    if (!slash)
+        base = ".";
+    else if (slash == dir)
+        slash[1] = '\0'; /* "/kubeconfig": the root */
+    else
+        *slash = '\0';
+    rc = kube_config_parse(b.data ? b.data : "", b.len, context, base, out, err);
+    xfree(dir);
+    if (rc < 0 && err) {
+        char msg[sizeof(err->msg)];
+        if (err->line > 0)
+            snprintf(msg, sizeof(msg), "%.100s:%d: %.280s", path, err->line, err->msg);
+        else
+            snprintf(msg, sizeof(msg), "%.100s: %.290s", path, err->msg);
+        memcpy(err->msg, msg, sizeof(msg));
+    }
+out:
+    util_buf_free(&b);
+    return rc;
+}
+
+/* ---- in-cluster ----------------------------------------------------------- */
+
+int kube_config_in_cluster(const struct kube_incluster_opts *o, struct kube_config *out,
+                           struct kube_config_error *err)
+{
+    struct kube_incluster_opts d = o ? *o : (struct kube_incluster_opts){0};
+    *out = (struct kube_config){0};
+    if (err)
+        *err = (struct kube_config_error){0};
+    const char *host = d.host ? d.host : getenv("KUBERNETES_SERVICE_HOST");
+    const char *port = d.port ? d.port : getenv("KUBERNETES_SERVICE_PORT");
+    const char *tok = d.token_path ? d.token_path : SA_DIR "/token";
+    const char *ca = d.ca_path ? d.ca_path : SA_DIR "/ca.crt";
+    const char *nsp = d.namespace_path ? d.namespace_path : SA_DIR "/namespace";
+    if (!host || !*host || !port || !*port) {
+        if (err)
+            snprintf(err->msg, sizeof(err->msg),
+                     "not in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set");
+        return -ENOENT;
+    }
+    if (access(tok, R_OK) != 0) {
+        int rc = -errno;
+        if (err)
+            snprintf(err->msg, sizeof(err->msg), "service account token %s: %s", tok,
+                     strerror(errno));
+        return rc;
+    }
+    bool v6 = strchr(host, ':') != NULL;
+    out->server = xasprintf("https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "", port);
+    out->token_file = xstrdup(tok);
+    if (access(ca, R_OK) == 0)
+        out->ca_file = xstrdup(ca);
+    struct util_buf b = {0};
+    if (read_small_file(nsp, 1024, &b) == 0 && b.len > 0) {
+        size_t n = b.len;
+        while (n > 0 && (b.data[n - 1] == '\n' || b.data[n - 1] == ' ' || b.data[n - 1] == '\r'))
+            n--;
+        out->namespace_ = xstrndup(b.data, n);
+    } else {
+        out->namespace_ = xstrdup("default");
+    }
+    util_buf_free(&b);
+    return 0;
+}
+
+int kube_config_resolve(const char *kubeconfig_path, const char *context, struct kube_config *out,
+                        struct kube_config_error *err)
+{
+    if (kubeconfig_path && *kubeconfig_path)
+        return kube_config_load_file(kubeconfig_path, context, out, err);
+    const char *env = getenv("KUBECONFIG");
+    if (env && *env) {
+        const char *p = env;
+        while (*p == ':')
+            p++;
+        const char *colon = strchr(p, ':');
+        char *first = colon ? xstrndup(p, (size_t)(colon - p)) : xstrdup(p);
+        if (colon && colon[1])
+            LOG_WARN("kube", "KUBECONFIG lists several files; only the first (%s) is read",
+                     first);
+        int rc = *first ? kube_config_load_file(first, context, out, err) : -ENOENT;
+        xfree(first);
+        if (rc != -ENOENT || *p)
+            return rc;
+    }
+    const char *host = getenv("KUBERNETES_SERVICE_HOST");
+    if (host && *host)
+        return kube_config_in_cluster(NULL, out, err);
+    const char *home = getenv("HOME");
+    if (!home || !*home) {
+        if (err)
+            snprintf(err->msg, sizeof(err->msg),
+                     "no kubeconfig: give --kubeconfig, set KUBECONFIG or run in a cluster");
+        return -ENOENT;
+    }
+    char *path = xasprintf("%s/.kube/config", home);
+    int rc = kube_config_load_file(path, context, out, err);
+    xfree(path);
+    return rc;
+}

@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kube/extract: turns Deployment and Pod JSON into the compact cache structs
+ * (pure; fuzzed through fuzz-watch).
+ *
+ * Only the fields the controller needs are read; every field is optional and
+ * a field of the wrong type counts as absent, so a strange object degrades to
+ * zeros instead of failing the watch. Only metadata.namespace and
+ * metadata.name are required. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "store-int.h"
+
+#define MAX_COUNT 1000000
+
+/* ---- time ------------------------------------------------------------------ */
+
+static bool digits(const char *s, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return true;
+}
+
+int kube_parse_time(const char *s, int64_t *out_ms)
+{
+    int Y, M, D, h, m, sec;
+    if (!s || strlen(s) < 20 || !digits(s, 4, &Y) || s[4] != '-' || !digits(s + 5, 2, &M) ||
+        s[7] != '-' || !digits(s + 8, 2, &D) || (s[10] != 'T' && s[10] != 't') ||
+        !digits(s + 11, 2, &h) || s[13] != ':' || !digits(s + 14, 2, &m) || s[16] != ':' ||
+        !digits(s + 17, 2, &sec))
+        return -EINVAL;
+    if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60)
+        return -EINVAL;
+    const char *p = s + 19;
+    int64_t frac_ms = 0;
+    if (*p == '.') {
+        p++;
+        int n = 0;
+        int64_t scale = 100;
+        while (*p >= '0' && *p <= '9') {
+            if (n < 3)
+                frac_ms += (*p - '0') * scale;
+            scale /= 10;
+            p++;
+            n++;
+        }
+        if (n == 0)
+            return -EINVAL;
+    }
+    int64_t off_s = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om;
+        if (!digits(p + 1, 2, &oh) || p[3] != ':' || !digits(p + 4, 2, &om) || oh > 23 || om > 59)
+            return -EINVAL;
+        off_s = (int64_t)(oh * 3600 + om * 60) * (*p == '+' ? 1 : -1);
+        p += 6;
+    } else {
+        return -EINVAL;
+    }
+    if (*p)
+        return -EINVAL;
+    struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D, .tm_hour = h,
+                    .tm_min = m, .tm_sec = sec};
+    time_t t = timegm(&tm);
+    *out_ms = ((int64_t)t - off_s) * 1000 + frac_ms;
+    return 0;
+}
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static const char *str_at(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+static int64_t int_at(const json_t *o, const char *key, int64_t dflt)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? json_integer_value(v) : dflt;
+}
+
+static int32_t clamp32(int64_t v)
+{
+    return v < 0 ? 0 : (v > MAX_COUNT ? MAX_COUNT : (int32_t)v);
+}
+
+static int64_t time_at(const json_t *o, const char *key)
+{
+    int64_t ms = 0;
+    if (kube_parse_time(str_at(o, key), &ms) < 0)
+        return 0;
+    return ms;
+}
+
+/* An integer quantity (GPUs): JSON integer or a plain decimal string. */
+static int64_t count_of(const json_t *v)
+{
+    if (json_is_integer(v))
+        return json_integer_value(v);
+    int64_t n;
+    if (json_is_string(v) && util_parse_int64(json_string_value(v), &n) == 0)
+        return n;
+    return 0;
+}
+
+static int32_t gpus_of(const json_t *containers)
+{
+    int64_t sum = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(containers, i, c) {
+        json_t *lim = json_object_get(json_object_get(c, "resources"), "limits");
+        int64_t n = count_of(json_object_get(lim, "nvidia.com/gpu"));
+        int64_t a = count_of(json_object_get(lim, "amd.com/gpu"));
+        if (n > 0 && n < MAX_COUNT)
+            sum += n;
+        if (a > 0 && a < MAX_COUNT)
+            sum += a;
+    }
+    return clamp32(sum);
+}
+
+static int32_t port_named(const json_t *containers, const char *name)
+{
+    size_t i, j;
+    json_t *c, *p;
+    json_array_foreach(containers, i, c) {
+        json_array_foreach(json_object_get(c, "ports"), j, p) {
+            const char *n = str_at(p, "name");
+            int64_t port = int_at(p, "containerPort", 0);
+            if (n && strcmp(n, name) == 0 && port > 0 && port < 65536)
+                return (int32_t)port;
+        }
+    }
+    return 0;
+}
+
+static int cmp_label(const void *a, const void *b)
+{
+    return strcmp(((const struct kube_label *)a)->key, ((const struct kube_label *)b)->key);
+}
+
+/* Copy the string entries of obj whose key passes keep(); interned when pool. */
+static void labels_from(const json_t *obj, bool (*keep)(const char *), struct kintern *pool,
+                        struct kube_labels *out)
+{
+    *out = (struct kube_labels){0};
+    if (!json_is_object(obj) || json_object_size(obj) == 0)
+        return;
+    out->items = xcalloc(json_object_size(obj), sizeof(*out->items));
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)obj, k, v) {
+        if (!json_is_string(v) || (keep && !keep(k)))
+            continue;
+        const char *val = json_string_value(v);
+        struct kube_label *l = &out->items[out->n++];
+        l->key = pool ? kintern_get(pool, k) : xstrdup(k);
+        l->value = pool ? kintern_get(pool, val) : xstrdup(val);
+    }
+    if (out->n == 0) {
+        xfree(out->items);
+        out->items = NULL;
+        return;
+    }
+    qsort(out->items, out->n, sizeof(*out->items), cmp_label);
+}
+
+static void labels_clear(struct kube_labels *l, struct kintern *pool)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        if (pool) {
+            kintern_put(pool, l->items[i].key);
+            kintern_put(pool, l->items[i].value);
+        } else {
+            xfree((char *)l->items[i].key);
+            xfree((char *)l->items[i].value);
+        }
+    }
+    xfree(l->items);
+    *l = (struct kube_labels){0};
+}
+
+static bool is_gpuscaler_key(const char *k)
+{
+    return strncmp(k, KUBE_ANNOTATION_PREFIX, strlen(KUBE_ANNOTATION_PREFIX)) == 0;
+}
+
+static bool is_deployment_label(const char *k)
+{
+    return is_gpuscaler_key(k) || strcmp(k, "scaledobject.keda.sh/name") == 0;
+}
+
+bool extract_labels_equal(const struct kube_labels *a, const struct kube_labels *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->items[i].key, b->items[i].key) != 0 ||
+            strcmp(a->items[i].value, b->items[i].value) != 0)
+            return false;
+    return true;
+}
+
+bool extract_selector_equal(const struct kube_selector *a, const struct kube_selector *b)
+{
+    if (a->nothing != b->nothing || a->nmatch != b->nmatch || a->nexprs != b->nexprs)
+        return false;
+    struct kube_labels la = {a->match, a->nmatch}, lb = {b->match, b->nmatch};
+    if (!extract_labels_equal(&la, &lb))
+        return false;
+    for (size_t i = 0; i < a->nexprs; i++) {
+        const struct kube_sel_req *x = &a->exprs[i], *y = &b->exprs[i];
+        if (x->op != y->op || strcmp(x->key, y->key) != 0 || x->nvalues != y->nvalues)
+            return false;
+        for (size_t j = 0; j < x->nvalues; j++)
+            if (strcmp(x->values[j], y->values[j]) != 0)
+                return false;
+    }
+    return true;
+}
+
+/* ---- deployments ------------------------------------------------------------ */
+
+void extract_deployment_clear(struct kube_deployment *d)
+{
+    xfree((char *)d->ns);
+    xfree((char *)d->name);
+    xfree((char *)d->uid);
+    xfree((char *)d->resource_version);
+    labels_clear(&d->labels, NULL);
+    labels_clear(&d->annotations, NULL);
+    kube_selector_clear(&d->selector);
+    *d = (struct kube_deployment){0};
+}
+
+int extract_deployment(const json_t *obj, struct kube_deployment *out, bool *tracked,
+                       const char **rv)
+{
+    *out = (struct kube_deployment){0};
+    *tracked = false;
+    *rv = NULL;
+    const json_t *meta = json_object_get(obj, "metadata");
+    const char *ns = str_at(meta, "namespace"), *name = str_at(meta, "name");
+    if (!ns || !name || !ns[0] || !name[0])
+        return -EINVAL;
+    const json_t *spec = json_object_get(obj, "spec");
+    const json_t *status = json_object_get(obj, "status");
+    const json_t *containers = json_object_get(
+        json_object_get(json_object_get(spec, "template"), "spec"), "containers");
+    const char *uid = str_at(meta, "uid");
+    *rv = str_at(meta, "resourceVersion");
+
+    out->ns = xstrdup(ns);
+    out->name = xstrdup(name);
+    out->uid = xstrdup(uid ? uid : "");
+    out->resource_version = xstrdup(*rv ? *rv : "");
+    out->generation = int_at(meta, "generation", 0);
+    out->created_ms = time_at(meta, "creationTimestamp");
+    out->deleting = str_at(meta, "deletionTimestamp") != NULL;
+    out->observed_generation = int_at(status, "observedGeneration", 0);
+    out->spec_replicas = clamp32(int_at(spec, "replicas", 1));
+    out->status_replicas = clamp32(int_at(status, "replicas", 0));
+    out->ready_replicas = clamp32(int_at(status, "readyReplicas", 0));
+    out->available_replicas = clamp32(int_at(status, "availableReplicas", 0));
+    out->updated_replicas = clamp32(int_at(status, "updatedReplicas", 0));
+    labels_from(json_object_get(meta, "labels"), is_deployment_label, NULL, &out->labels);
+    labels_from(json_object_get(meta, "annotations"), is_gpuscaler_key, NULL,
+                &out->annotations);
+    if (kube_selector_from_json(json_object_get(spec, "selector"), &out->selector, NULL, 0) < 0)
+        out->selector.nothing = true;
+    out->metrics_port = port_named(containers, "metrics");
+    out->http_port = port_named(containers, "http");
+    out->gpus_per_replica = gpus_of(containers);
+    const char *en = kube_labels_get(&out->annotations, KUBE_ANNOTATION_ENABLED);
+    bool b = false;
+    *tracked = en && util_parse_bool(en, &b) == 0 && b;
+    return 0;
+}
+
+/* ---- pods ------------------------------------------------------------------- */
+
+void extract_pod_clear(struct kintern *pool, struct kube_pod *p)
+{
+    kintern_put(pool, p->ns);
+    xfree((char *)p->name);
+    labels_clear(&p->labels, pool);
+    *p = (struct kube_pod){0};
+}
+
+static enum kube_pod_phase phase_of(const char *s)
+{
+    if (!s)
+        return KUBE_POD_UNKNOWN;
+    if (strcmp(s, "Pending") == 0)
+        return KUBE_POD_PENDING;
+    if (strcmp(s, "Running") == 0)
+        return KUBE_POD_RUNNING;
+    if (strcmp(s, "Succeeded") == 0)
+        return KUBE_POD_SUCCEEDED;
+    if (strcmp(s, "Failed") == 0)
+        return KUBE_POD_FAILED;
+    return KUBE_POD_UNKNOWN;
+}
+
+int extract_pod(struct kintern *pool, const json_t *obj, struct kube_pod *out, const char **rv)
+{
+    *out = (struct kube_pod){0};
+    *rv = NULL;
+    const json_t *meta = json_object_get(obj, "metadata");
+    const char *ns = str_at(meta, "namespace"), *name = str_at(meta, "name");
+    if (!ns || !name || !ns[0] || !name[0])
+        return -EINVAL;
+    const json_t *spec = json_object_get(obj, "spec");
+    const json_t *status = json_object_get(obj, "status");
+    const json_t *containers = json_object_get(spec, "containers");
+    *rv = str_at(meta, "resourceVersion");
+
+    out->ns = kintern_get(pool, ns);
+    out->name = xstrdup(name);
+    labels_from(json_object_get(meta, "labels"), NULL, pool, &out->labels);
+    out->created_ms = time_at(meta, "creationTimestamp");
+    out->deleting = str_at(meta, "deletionTimestamp") != NULL;
+    const char *ip = str_at(status, "podIP");
+    if (ip && strlen(ip) < sizeof(out->ip))
+        memcpy(out->ip, ip, strlen(ip) + 1);
+    out->phase = phase_of(str_at(status, "phase"));
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(status, "conditions"), i, c) {
+        const char *type = str_at(c, "type");
+        if (type && strcmp(type, "Ready") == 0) {
+            const char *st = str_at(c, "status");
+            out->ready = st && strcmp(st, "True") == 0;
+            out->ready_transition_ms = time_at(c, "lastTransitionTime");
+        }
+    }
+    out->gpus = gpus_of(containers);
+    out->metrics_port = port_named(containers, "metrics");
+    if (!out->metrics_port)
+        out->metrics_port = port_named(containers, "http");
+    return 0;
+}

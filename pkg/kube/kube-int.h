@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kube-int: internals shared by pkg/kube's files (and its tests and fuzzers):
+ * the string hash map and intern pool, the pure object store behind the
+ * caches, and the raw request entry the reflector streams through. */
+#ifndef GPUSCALER_KUBE_INT_H
+#define GPUSCALER_KUBE_INT_H
+
+#include "kube/kube.h"
+#include "util/util.h"
+
+/* ---- string-keyed hash map (open addressing, linear probing) ---------- */
+
+struct kmap_ent {
+    const char *key; /* borrowed: lives in the value; NULL = empty */
+    void *val;
+    uint32_t hash;
+    bool tomb;
+};
+
+struct kmap {
+    struct kmap_ent *ents;
+    size_t cap;  /* power of two or 0 */
+    size_t n;    /* live entries */
+    size_t used; /* live + tombstones */
+};
+
+uint32_t kmap_hash(const char *s);
+void *kmap_get(const struct kmap *m, const char *key);
+/** Insert or replace; key must stay valid while present (it usually points into val). */
+void kmap_put(struct kmap *m, const char *key, void *val);
+/** Remove and return the value, or NULL. */
+void *kmap_del(struct kmap *m, const char *key);
+void kmap_free(struct kmap *m);
+/** Iterate: for (size_t i = 0; kmap_next(m, &i, &val);) ... */
+bool kmap_next(const struct kmap *m, size_t *i, void **val);
+
+/* ---- interned strings (refcounted) ------------------------------------ */
+
+struct kintern {
+    struct kmap map;
+};
+
+/** Return the interned copy of s (refcount + 1). */
+const char *kintern_get(struct kintern *p, const char *s);
+/** Drop one reference (NULL-safe). */
+void kintern_put(struct kintern *p, const char *s);
+size_t kintern_count(const struct kintern *p);
+void kintern_free(struct kintern *p);
+
+/* ---- the object store behind kube_cache (pure, no I/O) ----------------- */
+
+struct kube_store;
+
+enum kube_kind { KUBE_KIND_DEPLOYMENT, KUBE_KIND_POD };
+
+struct kube_store *kube_store_new(void);
+void kube_store_free(struct kube_store *s);
+/** A list of kind in ns (NULL = all namespaces) begins / ends (sweeping what was not seen). */
+void kube_store_list_begin(struct kube_store *s, enum kube_kind kind, const char *ns);
+void kube_store_list_end(struct kube_store *s, enum kube_kind kind, const char *ns);
+/**
+ * Apply an ADDED/MODIFIED/DELETED object. Returns 1 when the cache changed, 0
+ * when not (an untracked Deployment, an identical resourceVersion), -EINVAL
+ * when the object lacks metadata.namespace/name (then nothing changes).
+ */
+int kube_store_apply(struct kube_store *s, enum kube_kind kind, enum kube_event_type type,
+                     const json_t *obj);
+const struct kube_deployment *const *kube_store_deployments(const struct kube_store *s, size_t *n);
+const struct kube_deployment *kube_store_deployment(const struct kube_store *s, const char *ns,
+                                                    const char *name);
+const struct kube_pod *const *kube_store_deployment_pods(struct kube_store *s,
+                                                         const struct kube_deployment *d,
+                                                         size_t *n);
+const struct kube_pod *kube_store_pod(const struct kube_store *s, const char *ns,
+                                      const char *name);
+size_t kube_store_npods(const struct kube_store *s);
+/** Number of pod-index recomputations so far (tests check laziness). */
+size_t kube_store_index_rebuilds(const struct kube_store *s);
+/** Distinct interned strings (tests check sharing). */
+size_t kube_store_interned(const struct kube_store *s);
+
+/* ---- raw requests (for the reflector) ---------------------------------- */
+
+typedef void (*kube_raw_done_cb)(int err, const struct httpc_resp *resp, void *arg);
+
+/**
+ * GET path (query included) with the client's auth and TLS. With on_data the
+ * 2xx body streams to it (httpc rules). timeout_ms 0 = the client default,
+ * <0 = none. *out is the httpc request for cancellation. Same return rules
+ * as httpc_request().
+ */
+int kube_raw_get(struct kube *k, const char *path, httpc_data_cb on_data, int64_t timeout_ms,
+                 size_t max_body, kube_raw_done_cb cb, void *arg, struct httpc_req **out);
+uv_loop_t *kube_loop(const struct kube *k);
+
+/** Append s percent-encoded for a query value. */
+void kube_query_escape(struct util_buf *b, const char *s);
+
+/** Status fields of an error body: reason/message ("" when absent), code (0). */
+void kube_status_fields(const json_t *body, const char **reason, const char **message,
+                        long *code);
+
+#endif

@@ -1,0 +1,463 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kube/reflector: list+watch of one collection, modelled on client-go's
+ * reflector.
+ *
+ * State machine: LIST (paged with limit/continue, no resourceVersion: a
+ * consistent read) -> WATCH from the list's resourceVersion with
+ * allowWatchBookmarks and a timeoutSeconds drawn from [min, max] -> WATCH
+ * again from the last resourceVersion seen (events and bookmarks advance it)
+ * when the server ends the watch -> ... A 410 Gone (an HTTP 410 or an ERROR
+ * event whose Status has code 410) re-lists at once. Other failures wait with
+ * client-go's jittered exponential backoff (800 ms doubling to 30 s, jitter
+ * 1.0, reset after 2 quiet minutes) and then resume: the watch from the last
+ * resourceVersion, or a new list when the stream itself was broken (bad JSON,
+ * oversized event), since events may have been lost. A 429 waits for its
+ * Retry-After. Errors are logged here and never leave the reflector.
+ *
+ * Exactly one request or one timer is pending at any time (or none while
+ * closing); every callback checks `closing` first. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kube-int.h"
+
+enum next_op { NEXT_LIST, NEXT_WATCH };
+
+struct kube_reflector {
+    struct kube *k;
+    char *path;
+    char *selector;
+    struct kube_watch_opts o;
+    struct kube_sink sink;
+    void *sink_arg;
+    struct httpc_req *req;
+    uv_timer_t timer;
+    enum next_op after_wait;
+    struct kube_watch_decoder *dec;
+    char *rv;
+    char *cont;
+    bool synced;
+    uint64_t rng;
+    int64_t backoff_cur;
+    uint64_t last_backoff_at;
+    bool backed_off;
+    uint64_t watch_started_at;
+    unsigned watch_seen; /* events + bookmarks in the current watch */
+    int watch_err;       /* why on_event stopped the stream */
+    char watch_errmsg[256];
+    bool closing;
+    kube_close_cb close_cb;
+    void *close_arg;
+    struct kube_reflector_stats st;
+};
+
+static void start_list(struct kube_reflector *r);
+static void start_watch(struct kube_reflector *r);
+
+static uint64_t rnd(struct kube_reflector *r)
+{
+    uint64_t x = r->rng; /* xorshift64* */
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    r->rng = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+static double rnd01(struct kube_reflector *r)
+{
+    return (double)(rnd(r) >> 11) / 9007199254740992.0;
+}
+
+static void set_str(char **dst, const char *s)
+{
+    xfree(*dst);
+    *dst = s ? xstrdup(s) : NULL;
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct kube_reflector *r = util_container_of(t, struct kube_reflector, timer);
+    if (r->closing)
+        return;
+    if (r->after_wait == NEXT_WATCH && r->rv && r->rv[0])
+        start_watch(r);
+    else
+        start_list(r);
+}
+
+static void wait_then(struct kube_reflector *r, int64_t delay_ms, enum next_op next)
+{
+    r->after_wait = next;
+    r->st.last_delay_ms = delay_ms;
+    uv_timer_start(&r->timer, on_timer, (uint64_t)(delay_ms > 0 ? delay_ms : 0), 0);
+}
+
+/* client-go's backoff: base doubles up to the cap, reset after a quiet period. */
+static void backoff(struct kube_reflector *r, enum next_op next)
+{
+    uint64_t now = uv_now(kube_loop(r->k));
+    if (!r->backed_off || now - r->last_backoff_at > (uint64_t)r->o.backoff_reset_ms)
+        r->backoff_cur = r->o.backoff_initial_ms;
+    else if (r->backoff_cur < r->o.backoff_max_ms)
+        r->backoff_cur = UTIL_MIN(r->backoff_cur * 2, r->o.backoff_max_ms);
+    r->backed_off = true;
+    r->last_backoff_at = now;
+    double d = (double)r->backoff_cur * (1.0 + r->o.backoff_jitter * rnd01(r));
+    int64_t delay = (int64_t)d;
+    if (delay > r->o.backoff_max_ms)
+        delay = r->o.backoff_max_ms;
+    r->st.errors++;
+    wait_then(r, delay, next);
+}
+
+static void retry_after(struct kube_reflector *r, const struct httpc_resp *resp, enum next_op next)
+{
+    int64_t ms = httpc_resp_retry_after_ms(resp, util_now_unix_ms());
+    if (ms < 0) {
+        backoff(r, next);
+        return;
+    }
+    LOG_WARN("kube", "%s: 429 Too Many Requests; retrying in %lld ms", r->path, (long long)ms);
+    wait_then(r, UTIL_MIN(ms, (int64_t)300000), next);
+}
+
+static void add_query(struct util_buf *b, const char *key, const char *val)
+{
+    util_buf_puts(b, strchr(b->data, '?') ? "&" : "?");
+    util_buf_puts(b, key);
+    util_buf_puts(b, "=");
+    kube_query_escape(b, val);
+}
+
+static const char *resp_message(const struct httpc_resp *resp, char *buf, size_t len)
+{
+    json_t *j = json_loadb(resp->body, resp->body_len, 0, NULL);
+    const char *reason, *msg;
+    long code;
+    kube_status_fields(j, &reason, &msg, &code);
+    snprintf(buf, len, "HTTP %ld %s: %.200s", resp->status, reason,
+             msg[0] ? msg : resp->body);
+    json_decref(j);
+    return buf;
+}
+
+/* ---- close ---------------------------------------------------------------- */
+
+static void on_closed(uv_handle_t *h)
+{
+    struct kube_reflector *r = util_container_of((uv_timer_t *)h, struct kube_reflector, timer);
+    kube_close_cb cb = r->close_cb;
+    void *arg = r->close_arg;
+    kube_watch_decoder_free(r->dec);
+    xfree(r->path);
+    xfree(r->selector);
+    xfree(r->rv);
+    xfree(r->cont);
+    xfree(r);
+    if (cb)
+        cb(arg);
+}
+
+static void finish_close(struct kube_reflector *r)
+{
+    uv_close((uv_handle_t *)&r->timer, on_closed);
+}
+
+void kube_reflector_close(struct kube_reflector *r, kube_close_cb cb, void *arg)
+{
+    r->closing = true;
+    r->close_cb = cb;
+    r->close_arg = arg;
+    uv_timer_stop(&r->timer);
+    if (r->req)
+        httpc_cancel(r->req); /* the done callback finishes the close */
+    else
+        finish_close(r);
+}
+
+/* ---- list ----------------------------------------------------------------- */
+
+static void on_list_done(int err, const struct httpc_resp *resp, void *arg)
+{
+    struct kube_reflector *r = arg;
+    char msg[320];
+    json_t *j = NULL;
+    r->req = NULL;
+    if (r->closing) {
+        finish_close(r);
+        return;
+    }
+    if (err < 0) {
+        LOG_WARN("kube", "list %s: %s", r->path, resp->errmsg);
+        backoff(r, NEXT_LIST);
+        return;
+    }
+    if (resp->status == 410) { /* the continue token expired: list again from the start */
+        r->st.gone++;
+        set_str(&r->cont, NULL);
+        start_list(r);
+        return;
+    }
+    if (resp->status == 429) {
+        retry_after(r, resp, NEXT_LIST);
+        return;
+    }
+    if (resp->status < 200 || resp->status >= 300) {
+        LOG_ERROR("kube", "list %s: %s", r->path, resp_message(resp, msg, sizeof(msg)));
+        backoff(r, NEXT_LIST);
+        return;
+    }
+    json_error_t jerr;
+    j = json_loadb(resp->body, resp->body_len, 0, &jerr);
+    json_t *items = json_object_get(j, "items");
+    json_t *meta = json_object_get(j, "metadata");
+    const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));
+    if (!j || !(json_is_array(items) || json_is_null(items)) || !rv) {
+        LOG_ERROR("kube", "list %s: not a list object (%s)", r->path,
+                  j ? "no items or resourceVersion" : jerr.text);
+        set_str(&r->cont, NULL);
+        json_decref(j);
+        backoff(r, NEXT_LIST);
+        return;
+    }
+    if (!r->cont)
+        r->sink.list_begin(r->sink_arg);
+    size_t i;
+    json_t *it;
+    json_array_foreach(items, i, it) {
+        if (json_is_object(it))
+            r->sink.event(r->sink_arg, KUBE_EV_ADDED, it);
+    }
+    const char *cont = json_string_value(json_object_get(meta, "continue"));
+    if (cont && cont[0]) {
+        set_str(&r->cont, cont);
+        json_decref(j);
+        start_list(r);
+        return;
+    }
+    set_str(&r->cont, NULL);
+    set_str(&r->rv, rv);
+    json_decref(j);
+    r->sink.list_end(r->sink_arg);
+    if (r->synced)
+        r->st.relists++;
+    r->synced = true;
+    start_watch(r);
+}
+
+static void start_list(struct kube_reflector *r)
+{
+    struct util_buf b = {0};
+    util_buf_puts(&b, r->path);
+    if (r->o.page_limit != ~0u) {
+        char lim[24];
+        snprintf(lim, sizeof(lim), "%u", r->o.page_limit);
+        add_query(&b, "limit", lim);
+    }
+    if (r->cont)
+        add_query(&b, "continue", r->cont);
+    if (r->selector)
+        add_query(&b, "labelSelector", r->selector);
+    r->st.lists++;
+    int rc = kube_raw_get(r->k, b.data, NULL, 0, (size_t)256 << 20, on_list_done, r, &r->req);
+    util_buf_free(&b);
+    if (rc == -ESHUTDOWN) {
+        LOG_WARN("kube", "list %s: the client is closing; stopping", r->path);
+    } else if (rc < 0) {
+        LOG_ERROR("kube", "list %s: %s", r->path, strerror(-rc));
+        backoff(r, NEXT_LIST);
+    }
+}
+
+/* ---- watch ---------------------------------------------------------------- */
+
+static void take_rv(struct kube_reflector *r, const json_t *obj)
+{
+    const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"),
+                                                       "resourceVersion"));
+    if (rv && rv[0])
+        set_str(&r->rv, rv);
+}
+
+static int on_event(enum kube_event_type type, json_t *obj, void *arg)
+{
+    struct kube_reflector *r = arg;
+    if (r->closing)
+        return -ECANCELED;
+    switch (type) {
+    case KUBE_EV_ADDED:
+    case KUBE_EV_MODIFIED:
+    case KUBE_EV_DELETED:
+        r->sink.event(r->sink_arg, type, obj);
+        take_rv(r, obj);
+        r->st.events++;
+        r->watch_seen++;
+        return 0;
+    case KUBE_EV_BOOKMARK:
+        take_rv(r, obj);
+        r->st.bookmarks++;
+        r->watch_seen++;
+        return 0;
+    case KUBE_EV_ERROR: {
+        const char *reason, *msg;
+        long code;
+        kube_status_fields(obj, &reason, &msg, &code);
+        snprintf(r->watch_errmsg, sizeof(r->watch_errmsg), "ERROR event %ld %s: %.200s", code,
+                 reason, msg);
+        r->watch_err = code == 410 ? -ESTALE : -EREMOTEIO;
+        return r->watch_err;
+    }
+    }
+    return 0;
+}
+
+static int on_watch_data(struct httpc_req *req, long status, const char *data, size_t len,
+                         void *arg)
+{
+    struct kube_reflector *r = arg;
+    (void)req, (void)status;
+    return kube_watch_decoder_feed(r->dec, data, len, on_event, r);
+}
+
+static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
+{
+    struct kube_reflector *r = arg;
+    char msg[320];
+    r->req = NULL;
+    if (r->closing) {
+        finish_close(r);
+        return;
+    }
+    if (err == 0 && resp->status >= 200 && resp->status < 300)
+        err = kube_watch_decoder_finish(r->dec);
+    if ((err == -ESTALE && r->watch_err == -ESTALE) || (err == 0 && resp->status == 410)) {
+        LOG_INFO("kube", "watch %s: resourceVersion %s is gone (410); re-listing", r->path,
+                 r->rv ? r->rv : "");
+        r->st.gone++;
+        set_str(&r->rv, NULL);
+        start_list(r);
+        return;
+    }
+    if (err == -EREMOTEIO && r->watch_err == -EREMOTEIO) {
+        LOG_WARN("kube", "watch %s: %s", r->path, r->watch_errmsg);
+        backoff(r, NEXT_WATCH);
+        return;
+    }
+    if (err == -EBADMSG || err == -EMSGSIZE) {
+        LOG_ERROR("kube", "watch %s: broken stream: %s; re-listing", r->path,
+                  kube_watch_decoder_error(r->dec));
+        backoff(r, NEXT_LIST);
+        return;
+    }
+    if (err < 0) {
+        LOG_WARN("kube", "watch %s: %s", r->path, resp->errmsg);
+        backoff(r, NEXT_WATCH);
+        return;
+    }
+    if (resp->status == 429) {
+        retry_after(r, resp, NEXT_WATCH);
+        return;
+    }
+    if (resp->status < 200 || resp->status >= 300) {
+        LOG_ERROR("kube", "watch %s: %s", r->path, resp_message(resp, msg, sizeof(msg)));
+        backoff(r, NEXT_WATCH);
+        return;
+    }
+    uint64_t ran = uv_now(kube_loop(r->k)) - r->watch_started_at;
+    if (r->watch_seen == 0 && ran < (uint64_t)r->o.min_watch_ms) {
+        LOG_WARN("kube", "watch %s: ended after %llu ms without events", r->path,
+                 (unsigned long long)ran);
+        backoff(r, NEXT_WATCH);
+        return;
+    }
+    start_watch(r); /* the server's timeout: resume from the last resourceVersion */
+}
+
+static void start_watch(struct kube_reflector *r)
+{
+    int64_t span = r->o.max_timeout_s - r->o.min_timeout_s;
+    int64_t timeout_s = r->o.min_timeout_s + (span > 0 ? (int64_t)(rnd(r) % (uint64_t)(span + 1)) : 0);
+    char ts[24];
+    snprintf(ts, sizeof(ts), "%lld", (long long)timeout_s);
+    struct util_buf b = {0};
+    util_buf_puts(&b, r->path);
+    add_query(&b, "watch", "1");
+    add_query(&b, "allowWatchBookmarks", "true");
+    add_query(&b, "resourceVersion", r->rv ? r->rv : "");
+    add_query(&b, "timeoutSeconds", ts);
+    if (r->selector)
+        add_query(&b, "labelSelector", r->selector);
+    kube_watch_decoder_reset(r->dec);
+    r->watch_seen = 0;
+    r->watch_err = 0;
+    r->watch_started_at = uv_now(kube_loop(r->k));
+    r->st.watches++;
+    /* The server ends the watch after timeout_s; give it a margin before we do. */
+    int rc = kube_raw_get(r->k, b.data, on_watch_data, (timeout_s + 30) * 1000, (size_t)1 << 20,
+                          on_watch_done, r, &r->req);
+    util_buf_free(&b);
+    if (rc == -ESHUTDOWN) {
+        LOG_WARN("kube", "watch %s: the client is closing; stopping", r->path);
+    } else if (rc < 0) {
+        LOG_ERROR("kube", "watch %s: %s", r->path, strerror(-rc));
+        backoff(r, NEXT_WATCH);
+    }
+}
+
+/* ---- public --------------------------------------------------------------- */
+
+int kube_reflector_new(struct kube *k, const char *path, const char *label_selector,
+                       const struct kube_watch_opts *o, const struct kube_sink *sink,
+                       void *sink_arg, struct kube_reflector **out)
+{
+    *out = NULL;
+    if (!k || !path || path[0] != '/' || strchr(path, '?') || !sink || !sink->list_begin ||
+        !sink->event || !sink->list_end)
+        return -EINVAL;
+    struct kube_reflector *r = xcalloc(1, sizeof(*r));
+    r->k = k;
+    r->path = xstrdup(path);
+    r->selector = label_selector && label_selector[0] ? xstrdup(label_selector) : NULL;
+    r->o = o ? *o : (struct kube_watch_opts){0};
+    if (r->o.min_timeout_s <= 0)
+        r->o.min_timeout_s = 300;
+    if (r->o.max_timeout_s < r->o.min_timeout_s)
+        r->o.max_timeout_s = UTIL_MAX(600, r->o.min_timeout_s);
+    if (r->o.backoff_initial_ms <= 0)
+        r->o.backoff_initial_ms = 800;
+    if (r->o.backoff_max_ms <= 0)
+        r->o.backoff_max_ms = 30000;
+    if (r->o.backoff_jitter <= 0)
+        r->o.backoff_jitter = 1.0;
+    if (r->o.backoff_reset_ms <= 0)
+        r->o.backoff_reset_ms = 120000;
+    if (r->o.min_watch_ms <= 0)
+        r->o.min_watch_ms = 1000;
+    if (r->o.page_limit == 0)
+        r->o.page_limit = 500;
+    r->rng = r->o.seed ? r->o.seed : (uv_hrtime() ^ (uint64_t)(uintptr_t)r) | 1;
+    r->sink = *sink;
+    r->sink_arg = sink_arg;
+    r->dec = kube_watch_decoder_new(0);
+    uv_timer_init(kube_loop(k), &r->timer);
+    *out = r;
+    start_list(r);
+    return 0;
+}
+
+bool kube_reflector_synced(const struct kube_reflector *r)
+{
+    return r->synced;
+}
+
+const char *kube_reflector_rv(const struct kube_reflector *r)
+{
+    return r->rv ? r->rv : "";
+}
+
+const struct kube_reflector_stats *kube_reflector_stats(const struct kube_reflector *r)
+{
+    return &r->st;
+}

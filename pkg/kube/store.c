@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kube/store: the pure data structure behind kube_cache: compact Deployments
+ * and Pods in hash tables keyed by "namespace/name", per-namespace lists, and
+ * a lazily recomputed index from each tracked Deployment to its pods.
+ *
+ * Objects are extracted from JSON once, when an event arrives (extract.c);
+ * nothing here keeps JSON. Only Deployments annotated gpuscaler.io/enabled=true
+ * are stored (an untracked one is dropped; its next event, which carries the
+ * whole object, brings it back if it becomes tracked). All pods are stored,
+ * with interned labels, so a newly tracked Deployment has its pods at once.
+ *
+ * Index upkeep: a pod that appears, disappears or changes labels marks dirty
+ * every tracked Deployment of its namespace whose selector matches its old or
+ * new labels; a Deployment whose selector changes is marked dirty. A dirty
+ * Deployment's pod list is rebuilt from its namespace's pods when read.
+ *
+ * Relists: list_begin stamps the scope with a new generation; every object
+ * applied gets the current generation; list_end deletes the objects of the
+ * scope whose stamp is older (they vanished while we were not watching). */
+#include <errno.h>
+#include <string.h>
+
+#include "kube-int.h"
+#include "store-int.h"
+
+struct kube_store *kube_store_new(void)
+{
+    return xcalloc(1, sizeof(struct kube_store));
+}
+
+static struct kns *ns_get(struct kube_store *s, const char *name, bool create)
+{
+    struct kns *n = kmap_get(&s->nss, name);
+    if (!n && create) {
+        n = xcalloc(1, sizeof(*n));
+        n->name = xstrdup(name);
+        kmap_put(&s->nss, n->name, n);
+    }
+    return n;
+}
+
+static void dep_free(struct kube_store *s, struct dep *d)
+{
+    extract_deployment_clear(&d->pub);
+    (void)s;
+    xfree(d->pods);
+    xfree(d->key);
+    xfree(d);
+}
+
+static void pod_free(struct kube_store *s, struct pod *p)
+{
+    extract_pod_clear(&s->pool, &p->pub);
+    xfree(p->rv);
+    xfree(p->key);
+    xfree(p);
+}
+
+void kube_store_free(struct kube_store *s)
+{
+    if (!s)
+        return;
+    void *v;
+    for (size_t i = 0; kmap_next(&s->deps, &i, &v);)
+        dep_free(s, v);
+    for (size_t i = 0; kmap_next(&s->pods, &i, &v);)
+        pod_free(s, v);
+    for (size_t i = 0; kmap_next(&s->nss, &i, &v);) {
+        struct kns *n = v;
+        xfree(n->pods);
+        xfree(n->deps);
+        xfree(n->name);
+        xfree(n);
+    }
+    kmap_free(&s->deps);
+    kmap_free(&s->pods);
+    kmap_free(&s->nss);
+    xfree(s->all);
+    kintern_free(&s->pool);
+    xfree(s);
+}
+
+/* ---- small vectors -------------------------------------------------------- */
+
+#define VEC_PUSH(arr, n, cap, v)                                       \
+    do {                                                               \
+        if ((n) == (cap)) {                                            \
+            (cap) = (cap) ? (cap) * 2 : 4;                             \
+            (arr) = xrealloc((arr), (cap) * sizeof(*(arr)));           \
+        }                                                              \
+        (arr)[(n)++] = (v);                                            \
+    } while (0)
+
+static void ns_add_pod(struct kns *n, struct pod *p)
+{
+    p->ns_idx = n->npods;
+    VEC_PUSH(n->pods, n->npods, n->podcap, p);
+}
+
+static void ns_del_pod(struct kns *n, struct pod *p)
+{
+    struct pod *last = n->pods[--n->npods];
+    n->pods[p->ns_idx] = last;
+    last->ns_idx = p->ns_idx;
+}
+
+static void ns_add_dep(struct kns *n, struct dep *d)
+{
+    d->ns_idx = n->ndeps;
+    VEC_PUSH(n->deps, n->ndeps, n->depcap, d);
+}
+
+static void ns_del_dep(struct kns *n, struct dep *d)
+{
+    struct dep *last = n->deps[--n->ndeps];
+    n->deps[d->ns_idx] = last;
+    last->ns_idx = d->ns_idx;
+}
+
+static void all_add(struct kube_store *s, struct dep *d)
+{
+    d->all_idx = s->nall;
+    VEC_PUSH(s->all, s->nall, s->allcap, &d->pub);
+}
+
+static void all_del(struct kube_store *s, struct dep *d)
+{
+    struct kube_deployment *last = s->all[--s->nall];
+    s->all[d->all_idx] = last;
+    util_container_of(last, struct dep, pub)->all_idx = d->all_idx;
+}
+
+/* Mark dirty the Deployments of n whose selector matches any of the label sets. */
+static void touch_deps(struct kns *n, const struct kube_labels *a, const struct kube_labels *b)
+{
+    for (size_t i = 0; i < n->ndeps; i++) {
+        struct dep *d = n->deps[i];
+        if (d->dirty)
+            continue;
+        if ((a && kube_selector_matches(&d->pub.selector, a)) ||
+            (b && kube_selector_matches(&d->pub.selector, b)))
+            d->dirty = true;
+    }
+}
+
+/* ---- apply ---------------------------------------------------------------- */
+
+static void del_dep(struct kube_store *s, struct dep *d)
+{
+    kmap_del(&s->deps, d->key);
+    ns_del_dep(d->ns, d);
+    all_del(s, d);
+    dep_free(s, d);
+}
+
+static void del_pod(struct kube_store *s, struct pod *p)
+{
+    touch_deps(p->ns, &p->pub.labels, NULL);
+    kmap_del(&s->pods, p->key);
+    ns_del_pod(p->ns, p);
+    pod_free(s, p);
+}
+
+static int apply_deployment(struct kube_store *s, enum kube_event_type type, const json_t *obj)
+{
+    struct kube_deployment nd;
+    bool tracked;
+    const char *rv;
+    int rc = extract_deployment(obj, &nd, &tracked, &rv);
+    if (rc < 0)
+        return rc;
+    char *key = xasprintf("%s/%s", nd.ns, nd.name);
+    struct dep *d = kmap_get(&s->deps, key);
+    rc = 0;
+    if (type == KUBE_EV_DELETED || !tracked) {
+        if (d) {
+            del_dep(s, d);
+            rc = 1;
+        }
+        extract_deployment_clear(&nd);
+        goto out;
+    }
+    if (d) {
+        d->gen = s->gen;
+        if (d->pub.resource_version && rv && strcmp(d->pub.resource_version, rv) == 0) {
+            extract_deployment_clear(&nd);
+            goto out; /* seen already (a relist) */
+        }
+        if (!extract_selector_equal(&d->pub.selector, &nd.selector))
+            d->dirty = true;
+        extract_deployment_clear(&d->pub);
+        d->pub = nd;
+        rc = 1;
+        goto out;
+    }
+    d = xcalloc(1, sizeof(*d));
+    d->pub = nd;
+    d->key = key;
+    key = NULL;
+    d->ns = ns_get(s, nd.ns, true);
+    d->dirty = true;
+    d->gen = s->gen;
+    kmap_put(&s->deps, d->key, d);
+    ns_add_dep(d->ns, d);
+    all_add(s, d);
+    rc = 1;
+out:
+    xfree(key);
+    return rc;
+}
+
+static int apply_pod(struct kube_store *s, enum kube_event_type type, const json_t *obj)
+{
+    struct kube_pod np;
+    const char *rv;
+    int rc = extract_pod(&s->pool, obj, &np, &rv);
+    if (rc < 0)
+        return rc;
+    char *key = xasprintf("%s/%s", np.ns, np.name);
+    struct pod *p = kmap_get(&s->pods, key);
+    rc = 0;
+    if (type == KUBE_EV_DELETED) {
+        if (p) {
+            del_pod(s, p);
+            rc = 1;
+        }
+        extract_pod_clear(&s->pool, &np);
+        goto out;
+    }
+    if (p) {
+        p->gen = s->gen;
+        if (p->rv && rv && strcmp(p->rv, rv) == 0) {
+            extract_pod_clear(&s->pool, &np);
+            goto out;
+        }
+        if (!extract_labels_equal(&p->pub.labels, &np.labels))
+            touch_deps(p->ns, &p->pub.labels, &np.labels);
+        extract_pod_clear(&s->pool, &p->pub);
+        p->pub = np;
+        xfree(p->rv);
+        p->rv = rv ? xstrdup(rv) : NULL;
+        rc = 1;
+        goto out;
+    }
+    p = xcalloc(1, sizeof(*p));
+    p->pub = np;
+    p->key = key;
+    key = NULL;
+    p->rv = rv ? xstrdup(rv) : NULL;
+    p->ns = ns_get(s, np.ns, true);
+    p->gen = s->gen;
+    kmap_put(&s->pods, p->key, p);
+    ns_add_pod(p->ns, p);
+    touch_deps(p->ns, &p->pub.labels, NULL);
+    rc = 1;
+out:
+    xfree(key);
+    return rc;
+}
+
+int kube_store_apply(struct kube_store *s, enum kube_kind kind, enum kube_event_type type,
+                     const json_t *obj)
+{
+    if (type != KUBE_EV_ADDED && type != KUBE_EV_MODIFIED && type != KUBE_EV_DELETED)
+        return -EINVAL;
+    return kind == KUBE_KIND_DEPLOYMENT ? apply_deployment(s, type, obj)
+                                        : apply_pod(s, type, obj);
+}
+
+/* ---- relist bookkeeping ---------------------------------------------------- */
+
+void kube_store_list_begin(struct kube_store *s, enum kube_kind kind, const char *ns)
+{
+    s->gen++;
+    if (ns)
+        ns_get(s, ns, true)->list_start[kind] = s->gen;
+    else
+        s->all_start[kind] = s->gen;
+}
+
+void kube_store_list_end(struct kube_store *s, enum kube_kind kind, const char *ns)
+{
+    struct kns *n = ns ? ns_get(s, ns, true) : NULL;
+    unsigned start = n ? n->list_start[kind] : s->all_start[kind];
+    struct kmap *m = kind == KUBE_KIND_DEPLOYMENT ? &s->deps : &s->pods;
+    /* Collect first: deleting while iterating would move entries. */
+    void **stale = NULL;
+    size_t nstale = 0, cap = 0;
+    void *v;
+    for (size_t i = 0; kmap_next(m, &i, &v);) {
+        unsigned gen;
+        struct kns *vn;
+        if (kind == KUBE_KIND_DEPLOYMENT) {
+            gen = ((struct dep *)v)->gen;
+            vn = ((struct dep *)v)->ns;
+        } else {
+            gen = ((struct pod *)v)->gen;
+            vn = ((struct pod *)v)->ns;
+        }
+        if ((!n || vn == n) && gen < start)
+            VEC_PUSH(stale, nstale, cap, v);
+    }
+    for (size_t i = 0; i < nstale; i++) {
+        if (kind == KUBE_KIND_DEPLOYMENT)
+            del_dep(s, stale[i]);
+        else
+            del_pod(s, stale[i]);
+    }
+    xfree(stale);
+}
+
+/* ---- reads ---------------------------------------------------------------- */
+
+const struct kube_deployment *const *kube_store_deployments(const struct kube_store *s, size_t *n)
+{
+    *n = s->nall;
+    return (const struct kube_deployment *const *)s->all;
+}
+
+static struct dep *dep_lookup(const struct kube_store *s, const char *ns, const char *name)
+{
+    char *key = xasprintf("%s/%s", ns, name);
+    struct dep *d = kmap_get(&s->deps, key);
+    xfree(key);
+    return d;
+}
+
+const struct kube_deployment *kube_store_deployment(const struct kube_store *s, const char *ns,
+                                                    const char *name)
+{
+    struct dep *d = dep_lookup(s, ns, name);
+    return d ? &d->pub : NULL;
+}
+
+const struct kube_pod *const *kube_store_deployment_pods(struct kube_store *s,
+                                                         const struct kube_deployment *pd,
+                                                         size_t *n)
+{
+    struct dep *d = util_container_of(pd, struct dep, pub);
+    if (d->dirty) {
+        d->npods = 0;
+        struct kns *ns = d->ns;
+        for (size_t i = 0; i < ns->npods; i++) {
+            struct pod *p = ns->pods[i];
+            if (kube_selector_matches(&d->pub.selector, &p->pub.labels))
+                VEC_PUSH(d->pods, d->npods, d->podcap, &p->pub);
+        }
+        d->dirty = false;
+        s->rebuilds++;
+    }
+    *n = d->npods;
+    return (const struct kube_pod *const *)d->pods;
+}
+
+const struct kube_pod *kube_store_pod(const struct kube_store *s, const char *ns,
+                                      const char *name)
+{
+    char *key = xasprintf("%s/%s", ns, name);
+    struct pod *p = kmap_get(&s->pods, key);
+    xfree(key);
+    return p ? &p->pub : NULL;
+}
+
+size_t kube_store_npods(const struct kube_store *s)
+{
+    return s->pods.n;
+}
+
+size_t kube_store_index_rebuilds(const struct kube_store *s)
+{
+    return s->rebuilds;
+}
+
+size_t kube_store_interned(const struct kube_store *s)
+{
+    return kintern_count(&s->pool);
+}

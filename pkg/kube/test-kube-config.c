@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests for kube/config: kubeconfig auth shapes, path resolution,
+ * unsupported auth, context selection, in-cluster files and base64. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "kube/kube.h"
+#include "util/util.h"
+
+/* "hello" = aGVsbG8=, "-----BEGIN CERT-----" = LS0tLS1CRUdJTiBDRVJULS0tLS0= */
+static const char *const base_doc =
+    "apiVersion: v1\n"
+    "kind: Config\n"
+    "preferences: {}\n"
+    "current-context: dev\n"
+    "clusters:\n"
+    "- name: c1\n"
+    "  cluster:\n"
+    "    server: https://10.0.0.1:6443/\n"
+    "    certificate-authority-data: LS0tLS1CRUdJTiBDRVJULS0tLS0=\n"
+    "    extensions:\n"
+    "    - name: client.authentication.k8s.io/exec\n"
+    "      extension: {x: 1}\n"
+    "- name: c2\n"
+    "  cluster:\n"
+    "    server: https://kind:443\n"
+    "    certificate-authority: certs/ca.pem\n"
+    "- name: c3\n"
+    "  cluster:\n"
+    "    server: http://127.0.0.1:8080\n"
+    "    insecure-skip-tls-verify: true\n"
+    "contexts:\n"
+    "- name: dev\n"
+    "  context: {cluster: c1, user: tok, namespace: ml}\n"
+    "- name: files\n"
+    "  context: {cluster: c2, user: certfiles}\n"
+    "- name: data\n"
+    "  context: {cluster: c1, user: certdata}\n"
+    "- name: tokfile\n"
+    "  context: {cluster: c3, user: tf}\n"
+    "- name: anon\n"
+    "  context: {cluster: c3}\n"
+    "- name: gke\n"
+    "  context: {cluster: c1, user: execuser}\n"
+    "- name: old\n"
+    "  context: {cluster: c1, user: provider}\n"
+    "- name: basic\n"
+    "  context: {cluster: c1, user: basic}\n"
+    "- name: halfcert\n"
+    "  context: {cluster: c1, user: half}\n"
+    "- name: nouser\n"
+    "  context: {cluster: c1, user: ghost}\n"
+    "- name: nocluster\n"
+    "  context: {cluster: ghost, user: tok}\n"
+    "users:\n"
+    "- name: tok\n"
+    "  user: {token: abc.def}\n"
+    "- name: certfiles\n"
+    "  user:\n"
+    "    client-certificate: certs/client.crt\n"
+    "    client-key: /abs/client.key\n"
+    "- name: certdata\n"
+    "  user:\n"
+    "    client-certificate-data: aGVsbG8=\n"
+    "    client-key-data: aGVsbG8=\n"
+    "- name: tf\n"
+    "  user: {tokenFile: secrets/token}\n"
+    "- name: execuser\n"
+    "  user:\n"
+    "    exec:\n"
+    "      apiVersion: client.authentication.k8s.io/v1beta1\n"
+    "      command: gke-gcloud-auth-plugin\n"
+    "- name: provider\n"
+    "  user:\n"
+    "    auth-provider: {name: oidc}\n"
+    "- name: basic\n"
+    "  user: {username: admin, password: secret}\n"
+    "- name: half\n"
+    "  user: {client-certificate-data: aGVsbG8=}\n";
+
+static int parse(const char *doc, const char *ctx, struct kube_config *c,
+                 struct kube_config_error *e)
+{
+    return kube_config_parse(doc, strlen(doc), ctx, "/home/u/.kube", c, e);
+}
+
+static void test_token_and_current_context(void **state)
+{
+    (void)state;
+    struct kube_config c;
+    struct kube_config_error e;
+    assert_int_equal(parse(base_doc, NULL, &c, &e), 0);
+    assert_string_equal(c.server, "https://10.0.0.1:6443"); /* trailing slash dropped */
+    assert_string_equal(c.context, "dev");
+    assert_string_equal(c.user, "tok");
+    assert_string_equal(c.namespace_, "ml");
+    assert_string_equal(c.token, "abc.def");
+    assert_null(c.token_file);
+    assert_int_equal(c.ca_data_len, 20);
+    assert_memory_equal(c.ca_data, "-----BEGIN CERT-----", 20);
+    assert_null(c.ca_file);
+    assert_false(c.insecure);
+    kube_config_clear(&c);
+    kube_config_clear(&c); /* idempotent */
+    kube_config_clear(NULL);
+}
+
+static void test_cert_files_relative_paths(void **state)
+{
+    (void)state;
+    struct kube_config c;
+    struct kube_config_error e;
+    assert_int_equal(parse(base_doc, "files", &c, &e), 0);
+    assert_string_equal(c.server, "https://kind:443");
+    assert_string_equal(c.ca_file, "/home/u/.kube/certs/ca.pem");
+    assert_string_equal(c.cert_file, "/home/u/.kube/certs/client.crt");
+    assert_string_equal(c.key_file, "/abs/client.key");
+    assert_string_equal(c.namespace_, "default");
+    assert_null(c.token);
+    kube_config_clear(&c);
+
+    assert_int_equal(parse(base_doc, "data", &c, &e), 0);
+    assert_int_equal(c.cert_data_len, 5);
+    assert_string_equal(c.cert_data, "hello");
+    assert_string_equal(c.key_data, "hello");
+    kube_config_clear(&c);
+
+    assert_int_equal(parse(base_doc, "tokfile", &c, &e), 0);
+    assert_string_equal(c.token_file, "/home/u/.kube/secrets/token");
+    assert_true(c.insecure);
+    assert_string_equal(c.server, "http://127.0.0.1:8080");
+    kube_config_clear(&c);
+
+    assert_int_equal(parse(base_doc, "anon", &c, &e), 0);
+    assert_null(c.user);
+    assert_null(c.token);
+    kube_config_clear(&c);
+}
+
+static void test_unsupported_auth(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *ctx, *want1, *want2;
+    } cases[] = {
+        {"gke", "context \"gke\" user \"execuser\"", "exec credential plugins"},
+        {"old", "context \"old\" user \"provider\"", "auth-provider"},
+        {"basic", "context \"basic\" user \"basic\"", "basic auth"},
+        {"halfcert", "context \"halfcert\" user \"half\"", "needs a client key"},
+        {"nouser", "context \"nouser\"", "user \"ghost\" not found"},
+        {"nocluster", "context \"nocluster\"", "cluster \"ghost\" not found"},
+        {"missing", "context \"missing\" not found", ""},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        struct kube_config c;
+        struct kube_config_error e;
+        assert_int_equal(parse(base_doc, cases[i].ctx, &c, &e), -EINVAL);
+        if (!strstr(e.msg, cases[i].want1) || !strstr(e.msg, cases[i].want2))
+            fail_msg("context %s: message \"%s\"", cases[i].ctx, e.msg);
+        assert_null(c.server); /* cleared on error */
+    }
+    struct kube_config c;
+    struct kube_config_error e;
+    assert_int_equal(parse(base_doc, "gke", &c, &e), -EINVAL);
+    assert_true(e.line > 0); /* points at the exec key */
+}
+
+static void test_structure_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *doc, *want;
+    } cases[] = {
+        {"", "no current-context"},
+        {"- a\n- b\n", "must be a map"},
+        {"current-context: x\ncontexts: 5\n", "contexts must be a list"},
+        {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
+         "clusters:\n- {name: c, cluster: {server: ftp://x}}\n",
+         "server must be an http"},
+        {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
+         "clusters:\n- {name: c, cluster: {server: 'https://x', certificate-authority-data: '@@'}}\n",
+         "not valid base64"},
+        {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
+         "clusters:\n- {name: c, cluster: {server: 'https://x', proxy-url: 'http://p'}}\n",
+         "proxy-url is not supported"},
+        {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
+         "clusters:\n- {name: c, cluster: {server: 'https://x', insecure-skip-tls-verify: true,"
+         " certificate-authority: /ca}}\n",
+         "insecure-skip-tls-verify is not allowed"},
+        {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
+         "clusters:\n- {name: c, cluster: {server: [1]}}\n",
+         "server must be a string"},
+        {"a: [unclosed\n", "kubeconfig:"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        struct kube_config c;
+        struct kube_config_error e;
+        if (parse(cases[i].doc, NULL, &c, &e) != -EINVAL || !strstr(e.msg, cases[i].want))
+            fail_msg("case %zu: message \"%s\", want \"%s\"", i, e.msg, cases[i].want);
+    }
+}
+
+static void test_base64(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out;
+        int rc;
+    } cases[] = {
+        {"aGVsbG8=", "hello", 0}, {"aGVsbG8", "hello", 0},     {"aGVs\nbG8=", "hello", 0},
+        {"", "", 0},              {"YQ==", "a", 0},            {"YWI=", "ab", 0},
+        {"Y", NULL, -EINVAL},     {"aGV$bG8=", NULL, -EINVAL}, {"YQ==YQ==", NULL, -EINVAL},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        char *out = NULL;
+        size_t len = 0;
+        int rc = kube_base64_decode(cases[i].in, strlen(cases[i].in), &out, &len);
+        if (rc != cases[i].rc)
+            fail_msg("base64 '%s': rc %d", cases[i].in, rc);
+        if (rc == 0) {
+            assert_int_equal(len, strlen(cases[i].out));
+            assert_string_equal(out, cases[i].out);
+        }
+        xfree(out);
+    }
+}
+
+static char tmpdir[64];
+
+static void write_file(const char *name, const char *content)
+{
+    char *p = xasprintf("%s/%s", tmpdir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(content, f);
+    fclose(f);
+    xfree(p);
+}
+
+static void test_in_cluster_and_files(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/kubecfg-XXXXXX");
+    assert_non_null(mkdtemp(tmpdir));
+    write_file("token", "tok-1\n");
+    write_file("ca.crt", "PEM");
+    write_file("namespace", "gpu-system\n");
+    char *tok = xasprintf("%s/token", tmpdir), *ca = xasprintf("%s/ca.crt", tmpdir),
+         *nsf = xasprintf("%s/namespace", tmpdir);
+    struct kube_incluster_opts o = {.host = "fd00::1", .port = "443", .token_path = tok,
+                                    .ca_path = ca, .namespace_path = nsf};
+    struct kube_config c;
+    struct kube_config_error e;
+    assert_int_equal(kube_config_in_cluster(&o, &c, &e), 0);
+    assert_string_equal(c.server, "https://[fd00::1]:443");
+    assert_string_equal(c.token_file, tok);
+    assert_string_equal(c.ca_file, ca);
+    assert_string_equal(c.namespace_, "gpu-system");
+    kube_config_clear(&c);
+    o.host = "10.96.0.1";
+    assert_int_equal(kube_config_in_cluster(&o, &c, &e), 0);
+    assert_string_equal(c.server, "https://10.96.0.1:443");
+    kube_config_clear(&c);
+
+    struct kube_incluster_opts none = {.host = "", .port = "443", .token_path = tok};
+    assert_int_equal(kube_config_in_cluster(&none, &c, &e), -ENOENT);
+    assert_non_null(strstr(e.msg, "KUBERNETES_SERVICE_HOST"));
+    o.token_path = "/nonexistent/token";
+    assert_int_equal(kube_config_in_cluster(&o, &c, &e), -ENOENT);
+
+    /* A kubeconfig file: relative paths resolve against its directory. */
+    write_file("config", "current-context: a\n"
+                         "contexts: [{name: a, context: {cluster: c, user: u}}]\n"
+                         "clusters: [{name: c, cluster: {server: 'https://h', "
+                         "certificate-authority: ca.crt}}]\n"
+                         "users: [{name: u, user: {tokenFile: token}}]\n");
+    char *cfg = xasprintf("%s/config", tmpdir);
+    assert_int_equal(kube_config_load_file(cfg, NULL, &c, &e), 0);
+    assert_string_equal(c.ca_file, ca);
+    assert_string_equal(c.token_file, tok);
+    kube_config_clear(&c);
+
+    /* $KUBECONFIG: only the first of a colon list is read. */
+    char *env = xasprintf("%s:/nonexistent/second", cfg);
+    setenv("KUBECONFIG", env, 1);
+    assert_int_equal(kube_config_resolve(NULL, NULL, &c, &e), 0);
+    assert_string_equal(c.server, "https://h");
+    kube_config_clear(&c);
+    /* The flag wins over the environment. */
+    assert_int_equal(kube_config_resolve("/nonexistent/cfg", NULL, &c, &e), -ENOENT);
+    assert_non_null(strstr(e.msg, "/nonexistent/cfg"));
+    unsetenv("KUBECONFIG");
+
+    /* Errors from a file carry its path and line. */
+    write_file("bad", "current-context: a\ncontexts: [{name: a, context: {cluster: c, user: u}}]\n"
+                      "clusters: [{name: c, cluster: {server: 'https://h'}}]\n"
+                      "users:\n- name: u\n  user:\n    exec: {command: x}\n");
+    char *bad = xasprintf("%s/bad", tmpdir);
+    assert_int_equal(kube_config_load_file(bad, NULL, &c, &e), -EINVAL);
+    char *want = xasprintf("%s:7:", bad);
+    if (!strstr(e.msg, want))
+        fail_msg("message \"%s\"", e.msg);
+
+    xfree(want);
+    xfree(bad);
+    xfree(env);
+    xfree(cfg);
+    const char *names[] = {"token", "ca.crt", "namespace", "config", "bad"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++) {
+        char *p = xasprintf("%s/%s", tmpdir, names[i]);
+        unlink(p);
+        xfree(p);
+    }
+    rmdir(tmpdir);
+    xfree(tok);
+    xfree(ca);
+    xfree(nsf);
+}
+
+int main(void)
+{
+    util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_token_and_current_context),
+        cmocka_unit_test(test_cert_files_relative_paths),
+        cmocka_unit_test(test_unsupported_auth),
+        cmocka_unit_test(test_structure_errors),
+        cmocka_unit_test(test_base64),
+        cmocka_unit_test(test_in_cluster_and_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Async tests of the reflector and the caches against testsrv on the same
+ * loop: a scripted API server serving paged lists and chunked watches, with
+ * bookmarks, 410s (event and HTTP), a 429 and a broken stream. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "httpc/testsrv.h"
+#include "kube/kube-int.h"
+#include "util/util.h"
+
+struct fx {
+    uv_loop_t loop;
+    struct httpc *http;
+    struct kube *k;
+    struct testsrv *srv;
+    struct kube_reflector *r;
+    struct kube_cache *cache;
+    struct kube_store *store; /* the reflector test's sink */
+    int list_begins, list_ends, events;
+    int step;                 /* requests seen */
+    char targets[16][256];
+    bool done;                /* the script reached its end */
+    int closes;
+    int changed;
+    struct testsrv_conn *held[4];
+    int nheld;
+};
+
+static void on_closed(void *arg)
+{
+    ((struct fx *)arg)->closes++;
+}
+
+static void run_until(struct fx *f, bool *flag)
+{
+    uint64_t t0 = uv_hrtime();
+    while (!*flag) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+        if (uv_hrtime() - t0 > 20ull * 1000000000ull)
+            fail_msg("timed out at step %d", f->step);
+    }
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    *(bool *)t->data = true;
+}
+
+/* Run the loop for ms milliseconds. */
+static void run_for(struct fx *f, uint64_t ms)
+{
+    bool flag = false;
+    uv_timer_t t;
+    uv_timer_init(&f->loop, &t);
+    t.data = &flag;
+    uv_timer_start(&t, on_tick, ms, 0);
+    run_until(f, &flag);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+}
+
+static void fx_init(struct fx *f, testsrv_handler h)
+{
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    assert_int_equal(httpc_new(&f->loop, &f->http), 0);
+    f->srv = testsrv_start(&f->loop, h, f);
+    struct kube_config cfg = {.server = (char *)testsrv_url(f->srv), .token = "t0k"};
+    assert_int_equal(kube_new(&f->loop, f->http, &cfg, NULL, &f->k), 0);
+}
+
+static void fx_finish(struct fx *f, int want_closes)
+{
+    kube_close(f->k, on_closed, f);
+    httpc_close(f->http, on_closed, f);
+    testsrv_stop(f->srv);
+    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(f->closes, want_closes);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+}
+
+static bool has(const char *target, const char *param)
+{
+    return strstr(target, param) != NULL;
+}
+
+static void json_respond(struct testsrv_conn *c, int status, const char *body)
+{
+    testsrv_respond(c, status, "application/json", body, strlen(body), NULL);
+}
+
+#define POD(name, rv) \
+    "{\"metadata\":{\"namespace\":\"ml\",\"name\":\"" name "\",\"resourceVersion\":\"" rv "\"}}"
+#define EV(type, obj) "{\"type\":\"" type "\",\"object\":" obj "}\n"
+
+/* ---- reflector script --------------------------------------------------- */
+
+static void h_script(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
+{
+    struct fx *f = arg;
+    int n = f->step++;
+    if (n < 16)
+        snprintf(f->targets[n], sizeof(f->targets[n]), "%s", req->target);
+    char auth[64] = "";
+    testsrv_req_header(req, "Authorization", auth, sizeof(auth));
+    assert_string_equal(auth, "Bearer t0k");
+    switch (n) {
+    case 0: /* first page */
+        json_respond(c, 200, "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"100\","
+                             "\"continue\":\"c1\"},\"items\":[" POD("p1", "1") "," POD("p2", "2")
+                             "]}");
+        break;
+    case 1: /* second page */
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"100\"},\"items\":[" POD("p3", "3")
+                             "]}");
+        break;
+    case 2: /* watch: events split oddly across chunks, a bookmark, then the server's timeout */
+        testsrv_stream_begin(c, 200, "application/json");
+        {
+            const char *s = EV("ADDED", POD("p4", "101")) EV("MODIFIED", POD("p1", "102"))
+                EV("BOOKMARK", "{\"kind\":\"Pod\",\"metadata\":{\"resourceVersion\":\"150\"}}");
+            size_t len = strlen(s);
+            testsrv_stream_chunk(c, s, 7);
+            testsrv_stream_chunk(c, s + 7, len / 2 - 7);
+            testsrv_stream_chunk(c, s + len / 2, len - len / 2);
+        }
+        testsrv_stream_end(c);
+        break;
+    case 3: /* resumed from the bookmark; the server says it is too old */
+        testsrv_stream_begin(c, 200, "application/json");
+        {
+            const char *s = EV("ERROR", "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":"
+                                        "\"Expired\",\"code\":410}");
+            testsrv_stream_chunk(c, s, strlen(s));
+        }
+        testsrv_stream_end(c);
+        break;
+    case 4: /* relist (unpaged answer): only p1 remains */
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"200\"},\"items\":[" POD("p1", "102")
+                             "]}");
+        break;
+    case 5: /* watch refused with an HTTP 410 */
+        json_respond(c, 410, "{\"kind\":\"Status\",\"reason\":\"Gone\",\"code\":410}");
+        break;
+    case 6:
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"300\"},\"items\":[" POD("p1", "102")
+                             "]}");
+        break;
+    case 7: /* throttled */
+        testsrv_respond(c, 429, "application/json", "{}", 2, "Retry-After: 1\r\n");
+        break;
+    case 8: /* broken JSON mid-stream */
+        testsrv_stream_begin(c, 200, "application/json");
+        {
+            const char *s = EV("ADDED", POD("p5", "301")) "{\"type\":\"ADDED\",\"object\":{oops\n";
+            testsrv_stream_chunk(c, s, strlen(s));
+        }
+        testsrv_stream_end(c);
+        break;
+    case 9:
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"400\"},\"items\":[" POD("p1", "102")
+                             "]}");
+        break;
+    default: /* the final watch: held open until the test closes */
+        f->held[f->nheld++] = c;
+        f->done = true;
+        break;
+    }
+}
+
+static void s_begin(void *arg)
+{
+    struct fx *f = arg;
+    f->list_begins++;
+    kube_store_list_begin(f->store, KUBE_KIND_POD, NULL);
+}
+
+static void s_event(void *arg, enum kube_event_type t, json_t *obj)
+{
+    struct fx *f = arg;
+    f->events++;
+    kube_store_apply(f->store, KUBE_KIND_POD, t, obj);
+}
+
+static void s_end(void *arg)
+{
+    struct fx *f = arg;
+    f->list_ends++;
+    kube_store_list_end(f->store, KUBE_KIND_POD, NULL);
+}
+
+static const struct kube_sink sink = {s_begin, s_event, s_end};
+
+static void test_reflector_script(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    fx_init(f, h_script);
+    f->store = kube_store_new();
+    struct kube_watch_opts o = {.min_timeout_s = 5, .max_timeout_s = 10, .backoff_initial_ms = 20,
+                                .backoff_max_ms = 100, .page_limit = 2, .min_watch_ms = 1,
+                                .seed = 42};
+    assert_int_equal(kube_reflector_new(f->k, "/api/v1/pods", "app=llm", &o, &sink, f, &f->r), 0);
+    assert_false(kube_reflector_synced(f->r));
+    assert_string_equal(kube_reflector_rv(f->r), "");
+    uint64_t t0 = uv_now(&f->loop);
+    run_until(f, &f->done);
+    uint64_t took = uv_now(&f->loop) - t0;
+
+    const char *const *t = (const char *const *)f->targets;
+    (void)t;
+    /* Paged list, selector passed through, no resourceVersion on lists. */
+    assert_string_equal(f->targets[0], "/api/v1/pods?limit=2&labelSelector=app%3Dllm");
+    assert_string_equal(f->targets[1], "/api/v1/pods?limit=2&continue=c1&labelSelector=app%3Dllm");
+    /* Watch from the list's resourceVersion, with bookmarks and a 5-10 min-style timeout. */
+    assert_true(has(f->targets[2], "watch=1&allowWatchBookmarks=true&resourceVersion=100&"));
+    const char *ts = strstr(f->targets[2], "timeoutSeconds=");
+    assert_non_null(ts);
+    int secs = (int)strtol(ts + 15, NULL, 10);
+    assert_true(secs >= 5 && secs <= 10);
+    /* Resumed from the bookmark's resourceVersion, not the last event's. */
+    assert_true(has(f->targets[3], "resourceVersion=150&"));
+    /* ERROR 410 -> fresh list; then watch from its resourceVersion. */
+    assert_false(has(f->targets[4], "watch=1"));
+    assert_false(has(f->targets[4], "continue="));
+    assert_true(has(f->targets[5], "resourceVersion=200&"));
+    /* HTTP 410 -> list again. */
+    assert_false(has(f->targets[6], "watch=1"));
+    assert_true(has(f->targets[7], "resourceVersion=300&"));
+    /* 429 -> the same watch after Retry-After. */
+    assert_true(has(f->targets[8], "resourceVersion=300&"));
+    assert_true(took >= 1000);
+    /* Broken stream -> a relist (after a backoff), then a watch. */
+    assert_false(has(f->targets[9], "watch=1"));
+    assert_true(has(f->targets[10], "resourceVersion=400&"));
+
+    assert_true(kube_reflector_synced(f->r));
+    assert_string_equal(kube_reflector_rv(f->r), "400");
+    const struct kube_reflector_stats *st = kube_reflector_stats(f->r);
+    assert_int_equal(st->gone, 2);
+    assert_int_equal(st->bookmarks, 1);
+    assert_int_equal(st->relists, 3);
+    assert_int_equal(st->watches, 6);
+    assert_true(st->errors >= 1);
+    assert_int_equal(f->list_begins, 4);
+    assert_int_equal(f->list_ends, 4);
+    /* The relists swept what disappeared: only p1 is left. */
+    assert_int_equal(kube_store_npods(f->store), 1);
+    assert_non_null(kube_store_pod(f->store, "ml", "p1"));
+
+    /* Close with the final watch in flight: no sink call after, the loop closes. */
+    int events = f->events;
+    kube_reflector_close(f->r, on_closed, f);
+    fx_finish(f, 3);
+    assert_int_equal(f->events, events);
+    kube_store_free(f->store);
+    xfree(f);
+}
+
+/* ---- backoff on a dead server -------------------------------------------- */
+
+static void h_fail(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
+{
+    struct fx *f = arg;
+    (void)req;
+    f->step++;
+    json_respond(c, 500, "{\"kind\":\"Status\",\"message\":\"etcd is sad\",\"code\":500}");
+    if (f->step == 5)
+        f->done = true;
+}
+
+static void test_reflector_backoff(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    fx_init(f, h_fail);
+    f->store = kube_store_new();
+    struct kube_watch_opts o = {.backoff_initial_ms = 40, .backoff_max_ms = 200, .seed = 7};
+    assert_int_equal(kube_reflector_new(f->k, "/api/v1/pods", NULL, &o, &sink, f, &f->r), 0);
+    uint64_t t0 = uv_now(&f->loop);
+    run_until(f, &f->done);
+    uint64_t took = uv_now(&f->loop) - t0;
+    const struct kube_reflector_stats *st = kube_reflector_stats(f->r);
+    assert_int_equal(st->errors, 4);
+    /* Waits of >= 40, 80, 160, 200 (capped) ms: at least 480 ms in all, jitter at most 2x. */
+    assert_true(took >= 480);
+    assert_true(st->last_delay_ms <= 200);
+    assert_false(kube_reflector_synced(f->r));
+    assert_int_equal(f->list_begins, 0);
+    kube_reflector_close(f->r, on_closed, f);
+    fx_finish(f, 3);
+    kube_store_free(f->store);
+    xfree(f);
+}
+
+/* ---- the caches ------------------------------------------------------------ */
+
+#define DEP(name, enabled, app)                                                                \
+    "{\"metadata\":{\"namespace\":\"ml\",\"name\":\"" name "\",\"resourceVersion\":\"5\","    \
+    "\"annotations\":{\"gpuscaler.io/enabled\":\"" enabled "\"}},\"spec\":{\"replicas\":2,"    \
+    "\"selector\":{\"matchLabels\":{\"app\":\"" app "\"}}}}"
+#define LPOD(name, app)                                                                        \
+    "{\"metadata\":{\"namespace\":\"ml\",\"name\":\"" name "\",\"labels\":{\"app\":\"" app     \
+    "\"}},\"status\":{\"phase\":\"Running\",\"podIP\":\"10.0.0.9\"}}"
+
+static void h_cache(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
+{
+    struct fx *f = arg;
+    f->step++;
+    bool deps = has(req->target, "/deployments");
+    assert_true(has(req->target, "/namespaces/ml/"));
+    if (!has(req->target, "watch=1")) {
+        if (deps)
+            json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":["
+                                 DEP("llama", "true", "llama") "," DEP("web", "false", "web") "]}");
+        else
+            json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":["
+                                 LPOD("llama-1", "llama") "," LPOD("web-1", "web") "]}");
+        return;
+    }
+    testsrv_stream_begin(c, 200, "application/json");
+    const char *s = deps ? EV("MODIFIED", DEP("web", "true", "web"))
+                         : EV("ADDED", LPOD("llama-2", "llama"));
+    testsrv_stream_chunk(c, s, strlen(s));
+    f->held[f->nheld++] = c; /* the streams stay open */
+    if (f->nheld == 2)
+        f->done = true;
+}
+
+static void on_changed(struct kube_cache *c, void *arg)
+{
+    struct fx *f = arg;
+    (void)c;
+    f->changed++;
+}
+
+static void test_cache(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    fx_init(f, h_cache);
+    const char *nss[] = {"ml", NULL};
+    struct kube_cache_opts o = {.namespaces = nss, .watch = {.seed = 1}};
+    assert_int_equal(kube_cache_new(f->k, &o, on_changed, f, &f->cache), 0);
+    assert_false(kube_cache_synced(f->cache));
+    run_until(f, &f->done);
+    /* Let the watch events be applied and the notification run. */
+    run_for(f, 200);
+    assert_true(kube_cache_synced(f->cache));
+    assert_true(f->changed >= 1);
+    size_t n;
+    kube_cache_deployments(f->cache, &n);
+    assert_int_equal(n, 2); /* llama, and web once its watch event enabled it */
+    const struct kube_deployment *d = kube_cache_deployment(f->cache, "ml", "llama");
+    assert_non_null(d);
+    assert_int_equal(d->spec_replicas, 2);
+    const struct kube_pod *const *pods = kube_cache_deployment_pods(f->cache, d, &n);
+    assert_int_equal(n, 2);
+    assert_string_equal(pods[0]->ip, "10.0.0.9");
+    d = kube_cache_deployment(f->cache, "ml", "web");
+    assert_non_null(d);
+    kube_cache_deployment_pods(f->cache, d, &n);
+    assert_int_equal(n, 1);
+    assert_int_equal(kube_cache_npods(f->cache), 3);
+    assert_non_null(kube_cache_pod(f->cache, "ml", "web-1"));
+
+    struct util_buf m = {0};
+    kube_cache_write_metrics(f->cache, &m);
+    assert_non_null(strstr(m.data, "gpuscaler_kube_cache_synced 1\n"));
+    assert_non_null(strstr(m.data, "gpuscaler_kube_cache_objects{kind=\"pod\"} 3\n"));
+    assert_non_null(strstr(m.data, "gpuscaler_kube_watch_requests_total{kind=\"deployment\"} 1\n"));
+    assert_non_null(strstr(m.data, "gpuscaler_kube_watch_events_total{kind=\"pod\"} 1\n"));
+    util_buf_free(&m);
+
+    /* Closing with both watch streams open cancels them and frees everything. */
+    kube_cache_close(f->cache, on_closed, f);
+    fx_finish(f, 3);
+    xfree(f);
+}
+
+int main(void)
+{
+    util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR + 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reflector_script),
+        cmocka_unit_test(test_reflector_backoff),
+        cmocka_unit_test(test_cache),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

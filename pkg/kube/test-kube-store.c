@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests for the cache store: field extraction, tracking transitions,
+ * the deployment->pods index and its laziness, relist sweeps, scale. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include "kube/kube-int.h"
+#include "util/util.h"
+
+static json_t *deployment(const char *ns, const char *name, const char *rv, bool enabled,
+                          const char *app)
+{
+    json_t *j = json_pack(
+        "{s:{s:s,s:s,s:s,s:s,s:i,s:s,s:{s:s,s:s,s:s},s:{s:s,s:s,s:s}},"
+        "s:{s:i,s:{s:{s:s}},s:{s:{s:[{s:s,s:[{s:s,s:i},{s:s,s:i}],s:{s:{s:s,s:i}}},"
+        "{s:s,s:{s:{s:s}}}]}}},"
+        "s:{s:i,s:i,s:i,s:i,s:i}}",
+        "metadata", "namespace", ns, "name", name, "uid", "u-1", "resourceVersion", rv,
+        "generation", 3, "creationTimestamp", "2024-05-01T10:00:00Z", "labels", "app", app,
+        "gpuscaler.io/tier", "gold", "scaledobject.keda.sh/name", "so", "annotations",
+        "gpuscaler.io/enabled", enabled ? "true" : "false", "gpuscaler.io/min", "1",
+        "kubectl.kubernetes.io/last-applied-configuration", "{huge}",
+        "spec", "replicas", 4, "selector", "matchLabels", "app", app, "template", "spec",
+        "containers", "name", "vllm", "ports", "name", "http", "containerPort", 8000, "name",
+        "metrics", "containerPort", 9090, "resources", "limits", "nvidia.com/gpu", "2",
+        "memory", 1, "name", "sidecar", "resources", "limits", "amd.com/gpu", "1",
+        "status", "replicas", 4, "readyReplicas", 3, "availableReplicas", 3, "updatedReplicas",
+        4, "observedGeneration", 3);
+    assert_non_null(j);
+    return j;
+}
+
+static json_t *pod(const char *ns, const char *name, const char *rv, const char *app,
+                   bool ready)
+{
+    json_t *j = json_pack(
+        "{s:{s:s,s:s,s:s,s:s,s:{s:s,s:s}},"
+        "s:{s:[{s:s,s:[{s:s,s:i}],s:{s:{s:i}}}]},"
+        "s:{s:s,s:s,s:[{s:s,s:s},{s:s,s:s,s:s}]}}",
+        "metadata", "namespace", ns, "name", name, "resourceVersion", rv, "creationTimestamp",
+        "2024-05-01T10:00:00.250Z", "labels", "app", app, "pod-template-hash", "abc123",
+        "spec", "containers", "name", "vllm", "ports", "name", "http", "containerPort", 8000,
+        "resources", "limits", "nvidia.com/gpu", 1,
+        "status", "podIP", "10.1.2.3", "phase", "Running", "conditions", "type",
+        "PodScheduled", "status", "True", "type", "Ready", "status", ready ? "True" : "False",
+        "lastTransitionTime", "2024-05-01T10:05:00Z");
+    assert_non_null(j);
+    return j;
+}
+
+static int apply(struct kube_store *s, enum kube_kind k, enum kube_event_type t, json_t *o)
+{
+    int rc = kube_store_apply(s, k, t, o);
+    json_decref(o);
+    return rc;
+}
+
+static void test_extract_deployment(void **state)
+{
+    (void)state;
+    struct kube_store *s = kube_store_new();
+    assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED,
+                           deployment("ml", "llama", "10", true, "llama")),
+                     1);
+    const struct kube_deployment *d = kube_store_deployment(s, "ml", "llama");
+    assert_non_null(d);
+    assert_string_equal(d->uid, "u-1");
+    assert_string_equal(d->resource_version, "10");
+    assert_int_equal(d->generation, 3);
+    assert_int_equal(d->observed_generation, 3);
+    assert_int_equal(d->created_ms, 1714557600000LL);
+    assert_int_equal(d->spec_replicas, 4);
+    assert_int_equal(d->ready_replicas, 3);
+    assert_int_equal(d->status_replicas, 4);
+    assert_int_equal(d->http_port, 8000);
+    assert_int_equal(d->metrics_port, 9090);
+    assert_int_equal(d->gpus_per_replica, 3);
+    /* Only gpuscaler.io/ annotations; labels: gpuscaler.io/ and the KEDA one. */
+    assert_int_equal(d->annotations.n, 2);
+    assert_string_equal(kube_labels_get(&d->annotations, "gpuscaler.io/min"), "1");
+    assert_null(kube_labels_get(&d->annotations, "kubectl.kubernetes.io/last-applied-configuration"));
+    assert_int_equal(d->labels.n, 2);
+    assert_string_equal(kube_labels_get(&d->labels, "scaledobject.keda.sh/name"), "so");
+    assert_null(kube_labels_get(&d->labels, "app"));
+    assert_int_equal(d->selector.nmatch, 1);
+    /* Same resourceVersion again (a relist): no change. */
+    assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_MODIFIED,
+                           deployment("ml", "llama", "10", true, "llama")),
+                     0);
+    /* Missing name: rejected, nothing changes. */
+    assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED,
+                           json_pack("{s:{s:s}}", "metadata", "namespace", "ml")),
+                     -EINVAL);
+    /* spec.replicas absent defaults to 1. */
+    json_t *j = deployment("ml", "other", "11", true, "o");
+    json_object_del(json_object_get(j, "spec"), "replicas");
+    assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, j), 1);
+    assert_int_equal(kube_store_deployment(s, "ml", "other")->spec_replicas, 1);
+    kube_store_free(s);
+}
+
+static void test_tracking_transitions(void **state)
+{
+    (void)state;
+    struct kube_store *s = kube_store_new();
+    size_t n;
+    /* Untracked: not stored at all. */
+    assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED,
+                           deployment("ml", "web", "1", false, "web")),
+                     0);
+    assert_null(kube_store_deployment(s, "ml", "web"));
+    kube_store_deployments(s, &n);
+    assert_int_equal(n, 0);
+    /* Its pods are kept, so when it becomes tracked they are there at once. */
+    assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("ml", "web-1", "2", "web", true)), 1);
+    assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_MODIFIED,
+                           deployment("ml", "web", "3", true, "web")),
+                     1);
+    const struct kube_deployment *d = kube_store_deployment(s, "ml", "web");
+    assert_non_null(d);
+    const struct kube_pod *const *pods = kube_store_deployment_pods(s, d, &n);
+    assert_int_equal(n, 1);
+    assert_string_equal(pods[0]->name, "web-1");
+    /* Annotation removed: dropped. */
+    assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_MODIFIED,
+                           deployment("ml", "web", "4", false, "web")),
+                     1);
+    assert_null(kube_store_deployment(s, "ml", "web"));
+    /* Deleting an unknown deployment is not a change. */
+    assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_DELETED,
+                           deployment("ml", "web", "5", false, "web")),
+                     0);
+    kube_store_free(s);
+}
+
+static void test_extract_pod(void **state)
+{
+    (void)state;
+    struct kube_store *s = kube_store_new();
+    assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("ml", "p1", "1", "a", true)), 1);
+    const struct kube_pod *p = kube_store_pod(s, "ml", "p1");
+    assert_non_null(p);
+    assert_string_equal(p->ns, "ml");
+    assert_string_equal(p->ip, "10.1.2.3");
+    assert_int_equal(p->phase, KUBE_POD_RUNNING);
+    assert_true(p->ready);
+    assert_int_equal(p->ready_transition_ms, 1714557900000LL);
+    assert_int_equal(p->created_ms, 1714557600250LL);
+    assert_false(p->deleting);
+    assert_int_equal(p->gpus, 1);
+    assert_int_equal(p->metrics_port, 8000); /* no "metrics" port: falls back to "http" */
+    assert_int_equal(p->labels.n, 2);
+    assert_string_equal(kube_labels_get(&p->labels, "pod-template-hash"), "abc123");
+    json_t *j = pod("ml", "p1", "2", "a", false);
+    json_object_set_new(json_object_get(j, "metadata"), "deletionTimestamp",
+                        json_string("2024-05-01T11:00:00Z"));
+    assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_MODIFIED, j), 1);
+    assert_true(p == kube_store_pod(s, "ml", "p1")); /* updated in place */
+    assert_true(p->deleting);
+    assert_false(p->ready);
+    assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_DELETED, pod("ml", "p1", "3", "a", false)), 1);
+    assert_null(kube_store_pod(s, "ml", "p1"));
+    assert_int_equal(kube_store_npods(s), 0);
+    assert_int_equal(kube_store_interned(s), 0); /* every interned string released */
+    kube_store_free(s);
+}
+
+static void test_index(void **state)
+{
+    (void)state;
+    struct kube_store *s = kube_store_new();
+    size_t n;
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, deployment("ml", "llama", "1", true, "llama"));
+    const struct kube_deployment *d = kube_store_deployment(s, "ml", "llama");
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("ml", "l1", "2", "llama", true));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("ml", "l2", "3", "llama", false));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("ml", "w1", "4", "web", true));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("other", "l9", "5", "llama", true));
+    kube_store_deployment_pods(s, d, &n);
+    assert_int_equal(n, 2); /* same namespace only */
+    size_t rebuilds = kube_store_index_rebuilds(s);
+    kube_store_deployment_pods(s, d, &n);
+    assert_int_equal(kube_store_index_rebuilds(s), rebuilds); /* read again: no rebuild */
+    /* A status-only change keeps the index. */
+    apply(s, KUBE_KIND_POD, KUBE_EV_MODIFIED, pod("ml", "l2", "6", "llama", true));
+    apply(s, KUBE_KIND_POD, KUBE_EV_MODIFIED, pod("ml", "w1", "7", "web", false));
+    kube_store_deployment_pods(s, d, &n);
+    assert_int_equal(kube_store_index_rebuilds(s), rebuilds);
+    /* A label change into the selector does rebuild. */
+    apply(s, KUBE_KIND_POD, KUBE_EV_MODIFIED, pod("ml", "w1", "8", "llama", true));
+    const struct kube_pod *const *pods = kube_store_deployment_pods(s, d, &n);
+    assert_int_equal(n, 3);
+    assert_int_equal(kube_store_index_rebuilds(s), rebuilds + 1);
+    /* Deleting a pod drops it. */
+    apply(s, KUBE_KIND_POD, KUBE_EV_DELETED, pod("ml", "l1", "9", "llama", true));
+    pods = kube_store_deployment_pods(s, d, &n);
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++)
+        assert_string_not_equal(pods[i]->name, "l1");
+    /* A selector change re-evaluates. */
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_MODIFIED, deployment("ml", "llama", "10", true, "web"));
+    d = kube_store_deployment(s, "ml", "llama");
+    kube_store_deployment_pods(s, d, &n);
+    assert_int_equal(n, 0);
+    kube_store_free(s);
+}
+
+static void test_relist_sweep(void **state)
+{
+    (void)state;
+    struct kube_store *s = kube_store_new();
+    size_t n;
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("a", "p1", "1", "x", true));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("a", "p2", "2", "x", true));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("b", "p3", "3", "x", true));
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, deployment("a", "d1", "4", true, "x"));
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, deployment("a", "d2", "5", true, "x"));
+    /* Relist of namespace a: p2 and d2 are gone; namespace b is untouched. */
+    kube_store_list_begin(s, KUBE_KIND_POD, "a");
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("a", "p1", "1", "x", true)); /* unchanged rv */
+    kube_store_list_end(s, KUBE_KIND_POD, "a");
+    assert_non_null(kube_store_pod(s, "a", "p1"));
+    assert_null(kube_store_pod(s, "a", "p2"));
+    assert_non_null(kube_store_pod(s, "b", "p3"));
+    kube_store_list_begin(s, KUBE_KIND_DEPLOYMENT, NULL);
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, deployment("a", "d1", "6", true, "x"));
+    kube_store_list_end(s, KUBE_KIND_DEPLOYMENT, NULL);
+    kube_store_deployments(s, &n);
+    assert_int_equal(n, 1);
+    assert_null(kube_store_deployment(s, "a", "d2"));
+    kube_store_deployment_pods(s, kube_store_deployment(s, "a", "d1"), &n);
+    assert_int_equal(n, 1);
+    /* A relist of all pods that returns nothing empties the cache. */
+    kube_store_list_begin(s, KUBE_KIND_POD, NULL);
+    kube_store_list_end(s, KUBE_KIND_POD, NULL);
+    assert_int_equal(kube_store_npods(s), 0);
+    kube_store_deployment_pods(s, kube_store_deployment(s, "a", "d1"), &n);
+    assert_int_equal(n, 0);
+    kube_store_free(s);
+}
+
+static void test_scale(void **state)
+{
+    (void)state;
+    /* 1,000 tracked deployments and 10,000 pods over 10 namespaces. */
+    struct kube_store *s = kube_store_new();
+    clock_t t0 = clock();
+    char ns[16], name[32], app[32], rv[16];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(ns, sizeof(ns), "ns%d", i % 10);
+        snprintf(name, sizeof(name), "d%d", i);
+        snprintf(app, sizeof(app), "app%d", i);
+        snprintf(rv, sizeof(rv), "%d", i);
+        apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, deployment(ns, name, rv, true, app));
+    }
+    for (int i = 0; i < 10000; i++) {
+        snprintf(ns, sizeof(ns), "ns%d", (i / 10) % 10);
+        snprintf(name, sizeof(name), "p%d", i);
+        snprintf(app, sizeof(app), "app%d", i / 10);
+        snprintf(rv, sizeof(rv), "%d", 5000 + i);
+        apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod(ns, name, rv, app, true));
+    }
+    size_t n, total = 0;
+    const struct kube_deployment *const *ds = kube_store_deployments(s, &n);
+    assert_int_equal(n, 1000);
+    for (size_t i = 0; i < n; i++) {
+        size_t np;
+        kube_store_deployment_pods(s, ds[i], &np);
+        total += np;
+    }
+    assert_int_equal(total, 10000);
+    /* Labels are shared: ~1,000 app values + a few keys, not 20,000 strings. */
+    assert_true(kube_store_interned(s) < 1100);
+    /* A pod status change costs no index rebuild across the board. */
+    size_t rebuilds = kube_store_index_rebuilds(s);
+    apply(s, KUBE_KIND_POD, KUBE_EV_MODIFIED, pod("ns0", "p0", "99999", "app0", false));
+    for (size_t i = 0; i < n; i++) {
+        size_t np;
+        kube_store_deployment_pods(s, ds[i], &np);
+    }
+    assert_int_equal(kube_store_index_rebuilds(s), rebuilds);
+    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    print_message("scale: 1000 deployments + 10000 pods applied and indexed in %.2f s CPU\n", secs);
+    kube_store_free(s);
+}
+
+static void test_parse_time(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        int rc;
+        int64_t ms;
+    } cases[] = {
+        {"1970-01-01T00:00:00Z", 0, 0},
+        {"2024-05-01T10:00:00Z", 0, 1714557600000LL},
+        {"2024-05-01T10:00:00.5Z", 0, 1714557600500LL},
+        {"2024-05-01T10:00:00.123456789Z", 0, 1714557600123LL},
+        {"2024-05-01T12:00:00+02:00", 0, 1714557600000LL},
+        {"2024-05-01T08:30:00-01:30", 0, 1714557600000LL},
+        {"2024-05-01 10:00:00Z", -EINVAL, 0},
+        {"2024-05-01T10:00:00", -EINVAL, 0},
+        {"2024-13-01T10:00:00Z", -EINVAL, 0},
+        {"2024-05-01T10:00:00.Z", -EINVAL, 0},
+        {"2024-05-01T10:00:00Zjunk", -EINVAL, 0},
+        {"", -EINVAL, 0},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        int64_t ms = -1;
+        int rc = kube_parse_time(cases[i].in, &ms);
+        if (rc != cases[i].rc || (rc == 0 && ms != cases[i].ms))
+            fail_msg("'%s': rc %d ms %lld", cases[i].in, rc, (long long)ms);
+    }
+    int64_t ms;
+    assert_int_equal(kube_parse_time(NULL, &ms), -EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_extract_deployment),
+        cmocka_unit_test(test_tracking_transitions),
+        cmocka_unit_test(test_extract_pod),
+        cmocka_unit_test(test_index),
+        cmocka_unit_test(test_relist_sweep),
+        cmocka_unit_test(test_scale),
+        cmocka_unit_test(test_parse_time),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
