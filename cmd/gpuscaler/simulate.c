@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* `gpuscaler simulate`: wires flags, the YAML file and the trace file to the
+ * simulator (pkg/sim) and writes its reports. Owns no policy and no model.
+ *
+ * Precedence: simulator defaults, then the bundled demo's parameters when no
+ * trace is given, then the --config file, then flags. Every key is checked by
+ * the one parser (sim_config_set -> policy_config_set); an unknown key or a
+ * bad value is a usage error (exit 2) naming the flag or file:line. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "conf/conf.h"
+#include "sim/sim.h"
+#include "trace/trace.h"
+#include "util/util.h"
+
+#define PROG "gpuscaler simulate"
+
+/* One key=value with where it came from ("--scale" or "file.yaml:3"). */
+struct setting {
+    char *key;
+    char *value;
+    char *where;
+    bool from_flag;
+};
+
+struct settings {
+    struct setting *v;
+    size_t n, cap;
+};
+
+static void settings_add(struct settings *s, const char *key, const char *value, char *where,
+                         bool from_flag)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 16;
+        s->v = xrealloc(s->v, s->cap * sizeof(*s->v));
+    }
+    s->v[s->n++] = (struct setting){xstrdup(key), xstrdup(value), where, from_flag};
+}
+
+static void settings_free(struct settings *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        xfree(s->v[i].key);
+        xfree(s->v[i].value);
+        xfree(s->v[i].where);
+    }
+    xfree(s->v);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gpuscaler simulate [--trace FILE.csv] [--config FILE.yaml]\n"
+            "                          [--policy predictive,reactive,hpa] [--timeline FILE.csv]\n"
+            "                          [--report FILE.svg] [--json FILE] [--<key> VALUE ...]\n"
+            "\n"
+            "Replays a request trace (CSV t_seconds,requests) through the scaling policies on\n"
+            "simulated time and prints GPU-hours and SLA misses of each. Without --trace it\n"
+            "runs the bundled demo (a week of ServeGen LLM traffic) with demo parameters.\n"
+            "Keys may be given as flags (--key VALUE or --key=VALUE) or in the YAML file\n"
+            "(key: value); flags win. Policy keys (as the gpuscaler.io/ annotations):\n ");
+    for (size_t i = 0, col = 1; i < policy_config_key_count(); i++) {
+        const char *k = policy_config_key_name(i);
+        if (col + strlen(k) + 2 > 78) {
+            fprintf(f, "\n ");
+            col = 1;
+        }
+        fprintf(f, " %s", k);
+        col += strlen(k) + 1;
+    }
+    fprintf(f, "\nSimulator keys:\n");
+    for (size_t i = 0; i < sim_config_key_count(); i++)
+        fprintf(f, "  %-28s %s\n", sim_config_key_name(i), sim_config_key_help(i));
+    fprintf(f, "  %-28s %s\n", "trace", "the trace CSV (also --trace)");
+}
+
+static bool is_output_flag(const char *k)
+{
+    return strcmp(k, "config") == 0 || strcmp(k, "timeline") == 0 || strcmp(k, "report") == 0 ||
+           strcmp(k, "json") == 0;
+}
+
+/* Turn a YAML node into a key's string value: scalars as they are, a sequence
+ * of scalars joined with commas (for policy lists). */
+static int node_value(const struct conf_node *n, char **out)
+{
+    if (n->type == CONF_SCALAR) {
+        *out = xstrdup(n->scalar);
+        return 0;
+    }
+    if (n->type != CONF_SEQ)
+        return -EINVAL;
+    struct util_buf b = {0};
+    util_buf_puts(&b, "");
+    for (size_t i = 0; i < n->n; i++) {
+        if (n->items[i]->type != CONF_SCALAR) {
+            util_buf_free(&b);
+            return -EINVAL;
+        }
+        if (i)
+            util_buf_puts(&b, ",");
+        util_buf_puts(&b, n->items[i]->scalar);
+    }
+    *out = util_buf_steal(&b);
+    return 0;
+}
+
+/* Load the YAML file's keys into s (in file order). Returns 0 or prints the
+ * error and returns -1. */
+static int load_config(const char *path, struct settings *s, char **trace_path)
+{
+    struct conf_node *root = NULL;
+    struct conf_error cerr = {0};
+    int rc = conf_load_file(path, &root, &cerr);
+    if (rc != 0) {
+        if (cerr.line > 0)
+            fprintf(stderr, PROG ": %s:%d: %s\n", path, cerr.line, cerr.msg);
+        else
+            fprintf(stderr, PROG ": %s: %s\n", path, cerr.msg[0] ? cerr.msg : strerror(-rc));
+        return -1;
+    }
+    rc = 0;
+    if (root->type != CONF_MAP) {
+        fprintf(stderr, PROG ": %s:%d: expected a map of key: value, found a %s\n", path,
+                root->line, conf_type_name(root->type));
+        rc = -1;
+        goto out;
+    }
+    for (size_t i = 0; i < root->n; i++) {
+        const struct conf_node *n = root->items[i];
+        char *value = NULL;
+        if (node_value(n, &value) != 0) {
+            fprintf(stderr, PROG ": %s:%d: %s: expected a value, found a %s\n", path, n->line,
+                    root->keys[i], conf_type_name(n->type));
+            rc = -1;
+            goto out;
+        }
+        if (strcmp(root->keys[i], "trace") == 0) {
+            /* Relative to the file's folder. */
+            const char *slash = strrchr(path, '/');
+            xfree(*trace_path);
+            if (value[0] != '/' && slash)
+                *trace_path = xasprintf("%.*s/%s", (int)(slash - path), path, value);
+            else
+                *trace_path = xstrdup(value);
+        } else if (is_output_flag(root->keys[i])) {
+            fprintf(stderr, PROG ": %s:%d: %s: only a flag, not a file key\n", path, n->line,
+                    root->keys[i]);
+            xfree(value);
+            rc = -1;
+            goto out;
+        } else {
+            settings_add(s, root->keys[i], value, xasprintf("%s:%d", path, n->line), false);
+        }
+        xfree(value);
+    }
+out:
+    conf_free(root);
+    return rc;
+}
+
+static int write_file(const char *path, const struct util_buf *b)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    size_t w = fwrite(b->data ? b->data : "", 1, b->len, f);
+    int rc = (w == b->len) ? 0 : -1;
+    if (fclose(f) != 0)
+        rc = -1;
+    if (rc != 0)
+        fprintf(stderr, PROG ": %s: write failed: %s\n", path, strerror(errno));
+    return rc;
+}
+
+int cmd_simulate(int argc, char **argv)
+{
+    struct settings flags = {0}, file = {0};
+    char *trace_path = NULL, *config = NULL, *timeline = NULL, *report = NULL, *json = NULL;
+    struct trace *tr = NULL;
+    struct sim_result *res = NULL;
+    struct util_buf out = {0};
+    struct sim_config cfg;
+    char err[512];
+    int code = 2;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            code = 0;
+            goto out;
+        }
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            fprintf(stderr, PROG ": unexpected argument '%s' (flags are --key VALUE)\n", a);
+            goto out;
+        }
+        const char *eq = strchr(a + 2, '=');
+        char *key = eq ? xstrndup(a + 2, (size_t)(eq - a - 2)) : xstrdup(a + 2);
+        const char *value = eq ? eq + 1 : NULL;
+        if (!value) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, PROG ": --%s needs a value\n", key);
+                xfree(key);
+                goto out;
+            }
+            value = argv[++i];
+        }
+        char **slot = strcmp(key, "trace") == 0      ? &trace_path
+                      : strcmp(key, "config") == 0   ? &config
+                      : strcmp(key, "timeline") == 0 ? &timeline
+                      : strcmp(key, "report") == 0   ? &report
+                      : strcmp(key, "json") == 0     ? &json
+                                                     : NULL;
+        if (slot) {
+            xfree(*slot);
+            *slot = xstrdup(value);
+        } else {
+            settings_add(&flags, key, value, xasprintf("--%s", key), true);
+        }
+        xfree(key);
+    }
+
+    char *file_trace = NULL;
+    if (config && load_config(config, &file, &file_trace) != 0) {
+        xfree(file_trace);
+        goto out;
+    }
+    if (!trace_path)
+        trace_path = file_trace;
+    else
+        xfree(file_trace);
+
+    sim_config_init(&cfg);
+    if (!trace_path)
+        sim_config_demo(&cfg);
+    struct settings *lists[] = {&file, &flags};
+    for (size_t l = 0; l < 2; l++) {
+        for (size_t i = 0; i < lists[l]->n; i++) {
+            const struct setting *st = &lists[l]->v[i];
+            int rc = sim_config_set(&cfg, st->key, st->value, err, sizeof(err));
+            if (rc == -ENOENT && st->from_flag) {
+                fprintf(stderr, PROG ": unknown flag %s (see " PROG " --help)\n", st->where);
+                goto out;
+            }
+            if (rc == -ENOENT) {
+                fprintf(stderr, PROG ": %s: unknown key '%s'\n", st->where, st->key);
+                goto out;
+            }
+            if (rc != 0) {
+                /* "--scale: scale: ..." reads better as "--scale: ...". */
+                size_t kl = strlen(st->key);
+                const char *msg = err;
+                if (st->from_flag && strncmp(err, st->key, kl) == 0 && err[kl] == ':')
+                    msg = err + kl + (err[kl + 1] == ' ' ? 2 : 1);
+                fprintf(stderr, PROG ": %s: %s\n", st->where, msg);
+                goto out;
+            }
+        }
+    }
+    if (sim_config_validate(&cfg, err, sizeof(err)) != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        goto out;
+    }
+
+    struct trace_error terr = {0};
+    struct sim_report_info info = {0};
+    int rc;
+    if (trace_path) {
+        rc = trace_load_file(trace_path, &tr, &terr);
+        info.trace_name = trace_path;
+    } else {
+        size_t len;
+        const char *csv = sim_demo_trace(&len);
+        rc = trace_parse(csv, len, &tr, &terr);
+        info.trace_name = sim_demo_trace_name();
+    }
+    if (rc != 0) {
+        const char *name = trace_path ? trace_path : "bundled trace";
+        if (terr.line == 0 && strstr(terr.msg, name))
+            fprintf(stderr, PROG ": %s\n", terr.msg);
+        else if (terr.line > 0)
+            fprintf(stderr, PROG ": %s:%zu: %s\n", name, terr.line, terr.msg);
+        else
+            fprintf(stderr, PROG ": %s: %s\n", name, terr.msg[0] ? terr.msg : strerror(-rc));
+        goto out;
+    }
+    info.trace_dt_s = tr->dt_ms / 1000.0;
+    info.trace_span_s = (double)tr->n * tr->dt_ms / 1000.0;
+
+    if (sim_run(&cfg, tr, NULL, &res, err, sizeof(err)) != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        goto out;
+    }
+    code = 1;
+    sim_report_table(&out, &cfg, &info, res);
+    fwrite(out.data, 1, out.len, stdout);
+    fflush(stdout);
+    if (timeline) {
+        util_buf_reset(&out);
+        sim_report_timeline_csv(&out, res);
+        if (write_file(timeline, &out) != 0)
+            goto out;
+    }
+    if (report) {
+        util_buf_reset(&out);
+        sim_report_svg(&out, &cfg, &info, res);
+        if (write_file(report, &out) != 0)
+            goto out;
+    }
+    if (json) {
+        util_buf_reset(&out);
+        sim_report_json(&out, &cfg, &info, res);
+        if (write_file(json, &out) != 0)
+            goto out;
+    }
+    code = 0;
+out:
+    util_buf_free(&out);
+    sim_result_free(res);
+    trace_free(tr);
+    settings_free(&flags);
+    settings_free(&file);
+    xfree(trace_path);
+    xfree(config);
+    xfree(timeline);
+    xfree(report);
+    xfree(json);
+    return code;
+}

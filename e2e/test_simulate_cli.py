@@ -1,0 +1,256 @@
+# SPDX-License-Identifier: Apache-2.0
+"""End-to-end tests of `gpuscaler simulate`: the bundled demo, the report
+files (CSV columns, SVG as XML, JSON), bad input exiting 2 with the line or
+flag named, config-file precedence and determinism.
+
+Needs GPUSCALER_BIN (set by meson). Traces are written to a temporary folder;
+nothing outside it is read except the binary."""
+import csv
+import io
+import json
+import math
+import os
+import subprocess
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+BIN = os.environ.get('GPUSCALER_BIN', 'gpuscaler')
+POLICIES = ['predictive', 'reactive', 'hpa']
+TIMEOUT = 240
+
+
+def run(*args, cwd=None):
+    return subprocess.run([BIN, 'simulate', *args], capture_output=True, text=True,
+                          timeout=TIMEOUT, cwd=cwd)
+
+
+def slurp(path, mode='rb'):
+    with open(path, mode) as f:
+        return f.read()
+
+
+def table_rows(stdout):
+    """Rows of the result table: name -> fields after the name."""
+    rows = {}
+    lines = stdout.splitlines()
+    head = [i for i, l in enumerate(lines) if l.startswith('policy ')]
+    assert head, 'no table header in output:\n' + stdout
+    for line in lines[head[0] + 1:]:
+        f = line.split()
+        if f and f[0] in POLICIES:
+            rows[f[0]] = f[1:]
+    return rows
+
+
+def small_trace(path, seconds=7200):
+    """A deterministic 1 s trace: slow wave plus a plateau every 30 min."""
+    with open(path, 'w') as f:
+        f.write('t_seconds,requests\n')
+        for t in range(seconds):
+            rate = 100 + 80 * math.sin(t / 1200.0) + (60 if t % 1800 < 300 else 0)
+            f.write('%d,%d\n' % (t, int(rate)))
+
+
+SMALL = ['--capacity-per-gpu', '10', '--gpus-per-replica', '1', '--max-replicas', '60',
+         '--p99-latency-target', '5s', '--service-time', '1s']
+
+
+class DemoTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.files = [os.path.join(d, n) for n in ('tl.csv', 'r.svg', 'r.json')]
+        cls.first = run('--timeline', cls.files[0], '--report', cls.files[1],
+                        '--json', cls.files[2])
+        cls.blobs = [slurp(p) for p in cls.files] if cls.first.returncode == 0 else []
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_demo_prints_three_policies(self):
+        r = self.first
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('bundled demo', r.stdout)
+        self.assertIn('cold start 3m', r.stdout)
+        self.assertIn('p99 <= ', r.stdout)
+        rows = table_rows(r.stdout)
+        self.assertEqual(sorted(rows), sorted(POLICIES))
+        for name, f in rows.items():
+            gpu_hours = float(f[0])
+            miss, total = (int(x) for x in f[1].split('/'))
+            self.assertGreater(gpu_hours, 0, name)
+            self.assertEqual(total, 5 * 24 * 60, name)  # 5 scored days of minutes
+            self.assertLessEqual(miss, total)
+            self.assertTrue(f[2].endswith('%'))
+            peak = int(f[4])
+            self.assertTrue(10 <= peak <= 100, (name, peak))
+
+    def test_timeline_csv(self):
+        self.assertEqual(self.first.returncode, 0, self.first.stderr)
+        rows = list(csv.DictReader(io.StringIO(self.blobs[0].decode())))
+        self.assertEqual(list(rows[0].keys()),
+                         ['t_seconds', 'policy', 'desired_replicas', 'ready_replicas',
+                          'demand_rps', 'requests_per_gpu', 'forecast_rps', 'p99_ms'])
+        self.assertEqual(len(rows), 3 * 5 * 24 * 60)
+        by = {p: [r for r in rows if r['policy'] == p] for p in POLICIES}
+        for p in POLICIES:
+            self.assertEqual(len(by[p]), 5 * 24 * 60)
+            ts = [float(r['t_seconds']) for r in by[p]]
+            self.assertEqual(ts[0], 2 * 86400)
+            self.assertTrue(all(b - a == 60 for a, b in zip(ts, ts[1:])))
+            for r in by[p][::97]:
+                self.assertGreaterEqual(int(r['desired_replicas']), 2)
+                self.assertLessEqual(int(r['ready_replicas']), 100)
+                self.assertGreater(float(r['p99_ms']), 0)
+                float(r['demand_rps'])
+                float(r['requests_per_gpu'])
+        # Only the predictive policy has a forecast.
+        self.assertTrue(all(r['forecast_rps'] != '' for r in by['predictive'][10:]))
+        self.assertTrue(all(r['forecast_rps'] == '' for r in by['hpa']))
+        # The same arrivals for every policy.
+        for a, b in zip(by['predictive'], by['hpa']):
+            self.assertEqual(a['demand_rps'], b['demand_rps'])
+
+    def test_report_svg(self):
+        self.assertEqual(self.first.returncode, 0, self.first.stderr)
+        root = ET.fromstring(self.blobs[1])
+        self.assertTrue(root.tag.endswith('svg'))
+        texts = ' '.join(t.text or '' for t in root.iter() if t.tag.endswith('text'))
+        for p in POLICIES:
+            self.assertIn(p, texts)
+        self.assertIn('SLA', texts)
+        self.assertIn('day 3', texts)
+        lines = [e for e in root.iter() if e.tag.endswith('polyline')]
+        self.assertGreaterEqual(len(lines), 9)  # capacity, replicas, p99 per policy
+        self.assertLess(len(self.blobs[1]), 2_000_000)
+
+    def test_json(self):
+        self.assertEqual(self.first.returncode, 0, self.first.stderr)
+        doc = json.loads(self.blobs[2])
+        self.assertEqual([p['name'] for p in doc['policies']], POLICIES)
+        self.assertEqual(doc['parameters']['cold-start'], '3m')
+        self.assertEqual(doc['window']['start_seconds'], 2 * 86400)
+        rows = table_rows(self.first.stdout)
+        for p in doc['policies']:
+            self.assertAlmostEqual(p['gpu_hours'], float(rows[p['name']][0]), delta=0.06)
+            self.assertEqual(p['intervals'], 7200)
+            self.assertLessEqual(p['sla_violating_intervals'], p['intervals'])
+            self.assertGreater(p['requests'], 0)
+
+    def test_deterministic(self):
+        self.assertEqual(self.first.returncode, 0, self.first.stderr)
+        with tempfile.TemporaryDirectory() as d:
+            files = [os.path.join(d, n) for n in ('tl.csv', 'r.svg', 'r.json')]
+            again = run('--timeline', files[0], '--report', files[1], '--json', files[2])
+            self.assertEqual(again.returncode, 0, again.stderr)
+            self.assertEqual(again.stdout, self.first.stdout)
+            for p, blob in zip(files, self.blobs):
+                self.assertEqual(slurp(p), blob, p)
+
+
+class InputTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, text):
+        p = os.path.join(self.dir, name)
+        with open(p, 'w') as f:
+            f.write(text)
+        return p
+
+    def bad(self, args, *needles):
+        r = run(*args)
+        self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
+        for n in needles:
+            self.assertIn(n, r.stderr, (args, r.stderr))
+        self.assertEqual(r.stdout, '')
+        return r
+
+    def test_custom_trace_and_flags(self):
+        p = os.path.join(self.dir, 't.csv')
+        small_trace(p)
+        r = run('--trace', p, *SMALL, '--policy', 'reactive,hpa', '--start', '10m')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = table_rows(r.stdout)
+        self.assertEqual(sorted(rows), ['hpa', 'reactive'])
+        self.assertEqual(rows['hpa'][1].split('/')[1], str((7200 - 600) // 60))
+        # Doubling the traffic needs more GPU-hours.
+        r2 = run('--trace', p, *SMALL, '--policy', 'reactive,hpa', '--start', '10m',
+                 '--scale', '2')
+        self.assertEqual(r2.returncode, 0, r2.stderr)
+        self.assertGreater(float(table_rows(r2.stdout)['reactive'][0]),
+                           1.5 * float(rows['reactive'][0]))
+
+    def test_custom_trace_deterministic(self):
+        p = os.path.join(self.dir, 't.csv')
+        small_trace(p)
+        outs = []
+        for i in range(2):
+            j = os.path.join(self.dir, 'r%d.json' % i)
+            r = run('--trace', p, *SMALL, '--json', j)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            outs.append((r.stdout, slurp(j, 'r')))
+        self.assertEqual(outs[0], outs[1])
+
+    def test_config_file_and_precedence(self):
+        p = os.path.join(self.dir, 't.csv')
+        small_trace(p, 3600)
+        cfg = self.write('sim.yaml', 'trace: t.csv\ncapacity-per-gpu: 10\n'
+                         'gpus-per-replica: 1\nmax-replicas: 60\nsla: 5s\n'
+                         'policy: [reactive, hpa]\nscale: 1.5\n')
+        r = run('--config', cfg, '--scale', '0.5')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('counts x0.5', r.stdout)  # the flag wins over the file
+        self.assertIn(p, r.stdout)  # trace relative to the file's folder
+        self.assertEqual(sorted(table_rows(r.stdout)), ['hpa', 'reactive'])
+
+    def test_missing_trace_file(self):
+        self.bad(['--trace', os.path.join(self.dir, 'nope.csv'), *SMALL], 'nope.csv')
+
+    def test_malformed_rows_name_the_line(self):
+        p = self.write('bad.csv', 't_seconds,requests\n0,5\n1,5\n2,five\n')
+        self.bad(['--trace', p, *SMALL], 'bad.csv:4')
+        p = self.write('back.csv', 't_seconds,requests\n0,5\n10,5\n20,5\n15,5\n')
+        self.bad(['--trace', p, *SMALL], 'back.csv:5')
+        p = self.write('neg.csv', 't_seconds,requests\n0,5\n1,-3\n')
+        self.bad(['--trace', p, *SMALL], 'neg.csv:3')
+
+    def test_absurd_parameters_name_the_flag(self):
+        p = os.path.join(self.dir, 't.csv')
+        small_trace(p, 600)
+        self.bad(['--trace', p, '--capacity-per-gpu', '0', '--sla', '5s'], 'capacity-per-gpu')
+        self.bad(['--trace', p, '--sla', '5s'], 'capacity-per-gpu')  # required with a trace
+        self.bad(['--trace', p, *SMALL, '--min-replicas', '50', '--max-replicas', '10'],
+                 'min-replicas')
+        self.bad(['--trace', p, *SMALL, '--cold-start', '2d'], 'cold-start')
+        self.bad(['--trace', p, *SMALL, '--scale', '-1'], 'scale')
+        self.bad(['--trace', p, *SMALL, '--bogus-key', '1'], '--bogus-key')
+        self.bad(['--trace', p, *SMALL, '--policy', 'magic'], 'policy')
+        self.bad(['--trace', p, *SMALL, '--start', '2h'], 'start')
+        self.bad(['--trace', p, *SMALL, '--gpus-per-replica'], '--gpus-per-replica')
+        self.bad(['--capacity-per-gpu', 'lots'], 'capacity-per-gpu')
+
+    def test_config_errors_name_the_line(self):
+        cfg = self.write('bad.yaml', 'capacity-per-gpu: 10\nsla: 5s\nno-such-key: 3\n')
+        self.bad(['--config', cfg], 'bad.yaml:3', 'no-such-key')
+        cfg = self.write('bad2.yaml', 'capacity-per-gpu: 10\nmin-replicas: many\n')
+        self.bad(['--config', cfg], 'bad2.yaml:2', 'min-replicas')
+        cfg = self.write('bad3.yaml', 'capacity-per-gpu: [10\n')
+        self.bad(['--config', cfg], 'bad3.yaml')
+
+    def test_help(self):
+        r = run('--help')
+        self.assertEqual(r.returncode, 0)
+        for k in ('capacity-per-gpu', 'service-time', 'hpa-tolerance', '--timeline'):
+            self.assertIn(k, r.stdout)
+
+
+if __name__ == '__main__':
+    unittest.main(verbosity=2)

@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sim/config: the simulator's configuration keys, defaults, the demo's
+ * parameters and the cross-field checks.
+ *
+ * Keys are the policy's (through policy_config_set, the one parser of their
+ * values) plus the simulator's own, below, in one flat namespace shared by
+ * flags (--<key> VALUE) and the YAML file; unknown keys are errors. Like
+ * policy_config_set, a failed set leaves the config unchanged. */
+#include "sim-int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/util.h"
+
+enum kind { K_NUM, K_INT, K_DUR, K_POLICIES };
+
+struct key {
+    const char *name;
+    enum kind kind;
+    size_t off;
+    double min, max; /* inclusive; durations in ms */
+    bool min_exclusive;
+    const char *help;
+};
+
+#define OFF(f) offsetof(struct sim_config, f)
+#define HOFF(f) (offsetof(struct sim_config, hpa) + offsetof(struct sim_hpa_config, f))
+#define S_MS 1000.0
+#define H_MS 3600e3
+#define D_MS 86400e3
+
+static const struct key keys[] = {
+    {"policy", K_POLICIES, OFF(policies), 0, 0, false,
+     "policies to compare: predictive,reactive,hpa"},
+    {"service-time", K_DUR, OFF(service_time_ms), 1, H_MS, true,
+     "latency of one request on an idle replica"},
+    {"slots-per-gpu", K_NUM, OFF(slots_per_gpu), 0, 100000, false,
+     "concurrent requests per GPU, 0 = capacity x service time"},
+    {"sla", K_DUR, OFF(sla_ms), 0, H_MS, false, "p99 SLA scored, 0 = p99-latency-target"},
+    {"scale", K_NUM, OFF(scale), 0, 1e6, true, "multiply the trace's counts by this"},
+    {"start", K_DUR, OFF(start_ms), 0, 365 * D_MS, false, "score from this far into the trace"},
+    {"duration", K_DUR, OFF(duration_ms), 0, 365 * D_MS, false, "score this long, 0 = to the end"},
+    {"warmup", K_DUR, OFF(warmup_ms), 0, 365 * D_MS, false,
+     "replay this much before start without scoring it"},
+    {"initial-replicas", K_INT, OFF(initial_replicas), 0, 10000, false,
+     "replicas ready at the first second, 0 = what the load needs"},
+    {"decision-interval", K_DUR, OFF(policy.decision_interval_ms), S_MS, H_MS, false,
+     "controller tick"},
+    {"rate-window", K_DUR, OFF(rate_window_ms), S_MS, H_MS, false,
+     "window of the request rate the controller measures"},
+    {"interval", K_DUR, OFF(interval_ms), S_MS, D_MS, false,
+     "report interval of p99, timeline and SLA minutes"},
+    {"hpa-sync-period", K_DUR, HOFF(sync_period_ms), S_MS, H_MS, false, "HPA controller sync"},
+    {"hpa-tolerance", K_NUM, HOFF(tolerance), 0, 1, false, "HPA tolerance"},
+    {"hpa-downscale-stabilization", K_DUR, HOFF(downscale_window_ms), 0, H_MS, false,
+     "HPA scaleDown stabilizationWindowSeconds"},
+    {"hpa-upscale-stabilization", K_DUR, HOFF(upscale_window_ms), 0, H_MS, false,
+     "HPA scaleUp stabilizationWindowSeconds"},
+    {"hpa-scale-up-pods", K_INT, HOFF(scale_up_pods), 0, 10000, false,
+     "HPA scaleUp Pods policy value"},
+    {"hpa-scale-up-percent", K_INT, HOFF(scale_up_percent), 0, 10000, false,
+     "HPA scaleUp Percent policy value"},
+    {"hpa-scale-up-period", K_DUR, HOFF(scale_up_period_ms), S_MS, H_MS, false,
+     "HPA scaleUp policies' periodSeconds"},
+    {"hpa-scale-down-percent", K_INT, HOFF(scale_down_percent), 0, 100, false,
+     "HPA scaleDown Percent policy value"},
+    {"hpa-scale-down-period", K_DUR, HOFF(scale_down_period_ms), S_MS, H_MS, false,
+     "HPA scaleDown policy's periodSeconds"},
+    {"hpa-target", K_NUM, HOFF(target_per_pod), 0, 1e9, false,
+     "HPA AverageValue target (req/s per pod), 0 = target-utilization x capacity x GPUs"},
+    {"hpa-metric-window", K_DUR, HOFF(metric_window_ms), S_MS, H_MS, false,
+     "rate() window of the HPA's metric"},
+    {"hpa-metric-delay", K_DUR, HOFF(metric_delay_ms), 0, H_MS, false,
+     "lag of the HPA's metric (scrape, adapter, API)"},
+    {"hpa-scrape-interval", K_DUR, HOFF(scrape_interval_ms), S_MS, H_MS, false,
+     "scrape interval: a new pod has a rate after this"},
+};
+
+static const char *const policy_names[SIM_POLICY_COUNT] = {
+    [SIM_PREDICTIVE] = "predictive",
+    [SIM_REACTIVE] = "reactive",
+    [SIM_HPA] = "hpa",
+};
+
+const char *sim_policy_name(enum sim_policy p)
+{
+    return (unsigned)p < SIM_POLICY_COUNT ? policy_names[p] : "unknown";
+}
+
+int sim_policy_parse_list(const char *s, unsigned *out)
+{
+    unsigned set = 0;
+    const char *p = s;
+    for (;;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        while (n > 0 && (*p == ' ' || *p == '\t')) {
+            p++;
+            n--;
+        }
+        while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+            n--;
+        int found = -1;
+        for (int i = 0; i < SIM_POLICY_COUNT; i++)
+            if (strlen(policy_names[i]) == n && strncmp(policy_names[i], p, n) == 0)
+                found = i;
+        if (found < 0)
+            return -EINVAL;
+        set |= 1u << found;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    *out = set;
+    return 0;
+}
+
+void sim_config_init(struct sim_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    policy_config_init(&cfg->policy);
+    cfg->service_time_ms = 1000;
+    cfg->slots_per_gpu = 0;
+    cfg->sla_ms = 0;
+    cfg->scale = 1;
+    cfg->initial_replicas = 0;
+    cfg->rate_window_ms = 60 * 1000;
+    cfg->interval_ms = 60 * 1000;
+    cfg->policies = (1u << SIM_POLICY_COUNT) - 1;
+    struct sim_hpa_config *h = &cfg->hpa;
+    h->sync_period_ms = 15 * 1000;
+    h->tolerance = 0.1;
+    h->downscale_window_ms = 300 * 1000;
+    h->upscale_window_ms = 0;
+    h->scale_up_pods = 4;
+    h->scale_up_percent = 100;
+    h->scale_up_period_ms = 15 * 1000;
+    h->scale_down_percent = 100;
+    h->scale_down_period_ms = 15 * 1000;
+    h->target_per_pod = 0;
+    h->metric_window_ms = 120 * 1000;
+    h->metric_delay_ms = 30 * 1000;
+    h->scrape_interval_ms = 15 * 1000;
+}
+
+void sim_config_demo(struct sim_config *cfg)
+{
+    /* A 2-GPU replica serving 5 req/s per GPU with a 2 s base latency; the
+     * ServeGen trace scaled by 0.2 then needs about 10 to 55 replicas. */
+    cfg->policy.capacity_rps_per_gpu = 5;
+    cfg->policy.gpus_per_replica = 2;
+    cfg->policy.cold_start_ms = 3 * 60 * 1000;
+    cfg->policy.min_replicas = 2;
+    cfg->policy.max_replicas = 100;
+    cfg->policy.p99_latency_target_ms = 6000;
+    cfg->service_time_ms = 2000;
+    cfg->scale = 0.2;
+    cfg->start_ms = 2 * 86400 * 1000LL;
+    cfg->warmup_ms = 2 * 86400 * 1000LL;
+    cfg->duration_ms = 0;
+}
+
+size_t sim_config_key_count(void)
+{
+    return UTIL_ARRAY_LEN(keys);
+}
+
+const char *sim_config_key_name(size_t i)
+{
+    return i < UTIL_ARRAY_LEN(keys) ? keys[i].name : NULL;
+}
+
+const char *sim_config_key_help(size_t i)
+{
+    return i < UTIL_ARRAY_LEN(keys) ? keys[i].help : NULL;
+}
+
+static int range_error(const struct key *k, const char *value, char *err, size_t errlen)
+{
+    if (k->kind == K_DUR) {
+        char lo[32], hi[32];
+        util_format_duration((int64_t)k->min, lo, sizeof(lo));
+        util_format_duration((int64_t)k->max, hi, sizeof(hi));
+        snprintf(err, errlen, "%s: %.40s is out of range (%s%s to %s)", k->name, value,
+                 k->min_exclusive ? "above " : "", lo, hi);
+    } else {
+        snprintf(err, errlen, "%s: %.40s is out of range (%s%g to %g)", k->name, value,
+                 k->min_exclusive ? "above " : "", k->min, k->max);
+    }
+    return -EINVAL;
+}
+
+static bool out_of_range(const struct key *k, double v)
+{
+    return v < k->min || v > k->max || (k->min_exclusive && v == k->min);
+}
+
+int sim_config_set(struct sim_config *cfg, const char *key, const char *value, char *err,
+                   size_t errlen)
+{
+    char dummy[1];
+    if (errlen == 0) {
+        err = dummy;
+        errlen = sizeof(dummy);
+    }
+    const struct key *k = NULL;
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(keys); i++)
+        if (strcmp(keys[i].name, key) == 0)
+            k = &keys[i];
+    if (!k) {
+        int rc = policy_config_set(&cfg->policy, key, value, err, errlen);
+        if (rc == -ENOENT)
+            snprintf(err, errlen, "unknown key '%.60s'", key);
+        return rc;
+    }
+    if (!value) {
+        snprintf(err, errlen, "%s: missing value", k->name);
+        return -EINVAL;
+    }
+    char *field = (char *)cfg + k->off;
+    switch (k->kind) {
+    case K_NUM: {
+        double v;
+        if (util_parse_double(value, &v) != 0) {
+            snprintf(err, errlen, "%s: '%.40s' is not a number", k->name, value);
+            return -EINVAL;
+        }
+        if (out_of_range(k, v))
+            return range_error(k, value, err, errlen);
+        memcpy(field, &v, sizeof(v));
+        return 0;
+    }
+    case K_INT: {
+        int64_t v;
+        if (util_parse_int64(value, &v) != 0) {
+            snprintf(err, errlen, "%s: '%.40s' is not a whole number", k->name, value);
+            return -EINVAL;
+        }
+        if (out_of_range(k, (double)v))
+            return range_error(k, value, err, errlen);
+        int32_t v32 = (int32_t)v;
+        memcpy(field, &v32, sizeof(v32));
+        return 0;
+    }
+    case K_DUR: {
+        int64_t ms;
+        if (util_parse_duration_ms(value, &ms) != 0) {
+            snprintf(err, errlen, "%s: '%.40s' is not a duration (like 90s, 2m, 1h30m)", k->name,
+                     value);
+            return -EINVAL;
+        }
+        if (out_of_range(k, (double)ms))
+            return range_error(k, value, err, errlen);
+        memcpy(field, &ms, sizeof(ms));
+        return 0;
+    }
+    case K_POLICIES: {
+        unsigned set;
+        if (sim_policy_parse_list(value, &set) != 0) {
+            snprintf(err, errlen, "%s: '%.60s' is not a list of predictive, reactive, hpa",
+                     k->name, value);
+            return -EINVAL;
+        }
+        memcpy(field, &set, sizeof(set));
+        return 0;
+    }
+    }
+    return -EINVAL;
+}
+
+int64_t sim_config_sla_ms(const struct sim_config *cfg)
+{
+    return cfg->sla_ms > 0 ? cfg->sla_ms : cfg->policy.p99_latency_target_ms;
+}
+
+double sim_config_gpus(const struct sim_config *cfg)
+{
+    return cfg->policy.gpus_per_replica > 0 ? cfg->policy.gpus_per_replica : 1;
+}
+
+static int whole_seconds(const char *key, int64_t ms, char *err, size_t errlen)
+{
+    if (ms % 1000 != 0) {
+        snprintf(err, errlen, "%s: must be a whole number of seconds for the simulator", key);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int sim_config_validate(const struct sim_config *cfg, char *err, size_t errlen)
+{
+    char dummy[1];
+    if (errlen == 0) {
+        err = dummy;
+        errlen = sizeof(dummy);
+    }
+    int rc = policy_config_validate(&cfg->policy, err, errlen);
+    if (rc != 0)
+        return rc;
+    const struct policy_config *p = &cfg->policy;
+    if (cfg->policies == 0) {
+        snprintf(err, errlen, "policy: no policy to simulate");
+        return -EINVAL;
+    }
+    if (sim_config_sla_ms(cfg) <= 0) {
+        snprintf(err, errlen,
+                 "sla: no SLA to score against: set p99-latency-target (also used by the "
+                 "policy) or sla");
+        return -EINVAL;
+    }
+    if (p->cold_start_ms > 86400 * 1000LL) {
+        snprintf(err, errlen, "cold-start: more than one day is not a cold start");
+        return -EINVAL;
+    }
+    if (cfg->initial_replicas != 0 &&
+        (cfg->initial_replicas < p->min_replicas || cfg->initial_replicas > p->max_replicas)) {
+        snprintf(err, errlen, "initial-replicas: %d is outside [min-replicas %d, max-replicas %d]",
+                 cfg->initial_replicas, p->min_replicas, p->max_replicas);
+        return -EINVAL;
+    }
+    if (!(cfg->scale > 0)) {
+        snprintf(err, errlen, "scale: must be above 0");
+        return -EINVAL;
+    }
+    if (cfg->service_time_ms <= 0) {
+        snprintf(err, errlen, "service-time: must be above 0");
+        return -EINVAL;
+    }
+    double gpus = sim_config_gpus(cfg);
+    double slots = cfg->slots_per_gpu > 0 ? cfg->slots_per_gpu
+                                          : p->capacity_rps_per_gpu * cfg->service_time_ms / 1e3;
+    if (gpus * slots > 100000) {
+        snprintf(err, errlen,
+                 "slots-per-gpu: %g concurrent requests per replica is more than the model's "
+                 "100000 (lower capacity-per-gpu x service-time or set slots-per-gpu)",
+                 gpus * slots);
+        return -EINVAL;
+    }
+    struct {
+        const char *key;
+        int64_t ms;
+    } whole[] = {
+        {"decision-interval", p->decision_interval_ms},
+        {"start", cfg->start_ms},
+        {"duration", cfg->duration_ms},
+        {"warmup", cfg->warmup_ms},
+        {"rate-window", cfg->rate_window_ms},
+        {"interval", cfg->interval_ms},
+        {"hpa-sync-period", cfg->hpa.sync_period_ms},
+        {"hpa-metric-window", cfg->hpa.metric_window_ms},
+        {"hpa-metric-delay", cfg->hpa.metric_delay_ms},
+        {"hpa-scrape-interval", cfg->hpa.scrape_interval_ms},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(whole); i++)
+        if ((rc = whole_seconds(whole[i].key, whole[i].ms, err, errlen)) != 0)
+            return rc;
+    if (cfg->interval_ms < 1000) {
+        snprintf(err, errlen, "interval: must be at least 1s");
+        return -EINVAL;
+    }
+    return 0;
+}

@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sim/report: the text outputs of a run: the parameter header and result
+ * table (stdout), the per-interval timeline CSV and the JSON document for
+ * scripts. All append to a util_buf with fixed formats, so the same result
+ * always gives the same bytes. The SVG chart is svg.c. */
+#include "sim-int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/util.h"
+
+static void dur(int64_t ms, char *out, size_t len)
+{
+    util_format_duration(ms < 0 ? 0 : ms, out, len);
+}
+
+/* "day 2 06:30" for a time on the trace's axis (t = 0 taken as midnight). */
+static void day_time(double t_s, char *out, size_t len)
+{
+    long long t = (long long)floor(t_s);
+    long long d = t >= 0 ? t / 86400 : -((-t + 86399) / 86400);
+    long long r = t - d * 86400;
+    snprintf(out, len, "day %lld %02lld:%02lld", d, r / 3600, r / 60 % 60);
+}
+
+static void count(double n, char *out, size_t len)
+{
+    if (n >= 1e9)
+        snprintf(out, len, "%.2fG", n / 1e9);
+    else if (n >= 1e6)
+        snprintf(out, len, "%.2fM", n / 1e6);
+    else if (n >= 1e4)
+        snprintf(out, len, "%.1fk", n / 1e3);
+    else
+        snprintf(out, len, "%.0f", n);
+}
+
+static double hpa_target(const struct sim_config *cfg)
+{
+    return cfg->hpa.target_per_pod > 0 ? cfg->hpa.target_per_pod
+                                       : cfg->policy.target_utilization *
+                                             cfg->policy.capacity_rps_per_gpu *
+                                             sim_config_gpus(cfg);
+}
+
+static double slots(const struct sim_config *cfg)
+{
+    double s = cfg->slots_per_gpu;
+    if (!(s > 0))
+        s = cfg->policy.capacity_rps_per_gpu * cfg->service_time_ms / 1e3;
+    double c = round(sim_config_gpus(cfg) * s);
+    return c < 1 ? 1 : c;
+}
+
+void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
+                      const struct sim_report_info *info, const struct sim_result *r)
+{
+    const struct policy_config *p = &cfg->policy;
+    char a[64], c[64], d[64], e[64], f[64];
+    double g = sim_config_gpus(cfg);
+
+    util_buf_printf(b, "gpuscaler simulate: %s\n", info->trace_name);
+    dur((int64_t)(info->trace_dt_s * 1000), a, sizeof(a));
+    dur((int64_t)(info->trace_span_s * 1000), c, sizeof(c));
+    day_time(r->t_begin_s, d, sizeof(d));
+    day_time(r->t_end_s, e, sizeof(e));
+    dur((int64_t)((r->t_end_s - r->t_begin_s) * 1000), f, sizeof(f));
+    util_buf_printf(b, "  trace     %s buckets over %s, counts x%g; scored %s -> %s (%s)", a, c,
+                    cfg->scale, d, e, f);
+    if (r->warmup_s > 0) {
+        dur((int64_t)(r->warmup_s * 1000), a, sizeof(a));
+        util_buf_printf(b, " after a %s warm-up", a);
+    }
+    util_buf_puts(b, "\n");
+    dur(cfg->service_time_ms, a, sizeof(a));
+    dur(p->cold_start_ms, c, sizeof(c));
+    util_buf_printf(b,
+                    "  serving   %g GPUs/replica x %g req/s per GPU = %g req/s per replica; "
+                    "service time %s; %g slots/replica; cold start %s\n",
+                    g, p->capacity_rps_per_gpu, g * p->capacity_rps_per_gpu, a, slots(cfg), c);
+    dur(sim_config_sla_ms(cfg), a, sizeof(a));
+    dur(cfg->interval_ms, c, sizeof(c));
+    count(r->requests, d, sizeof(d));
+    util_buf_printf(b,
+                    "  SLA       p99 <= %s per %s interval; demand peak %.1f req/s, %s requests\n",
+                    a, c, r->peak_demand_rps, d);
+    dur(p->scale_out_after_ms, a, sizeof(a));
+    dur(p->scale_in_after_ms, c, sizeof(c));
+    dur(p->decision_interval_ms, d, sizeof(d));
+    dur(cfg->rate_window_ms, e, sizeof(e));
+    util_buf_printf(b,
+                    "  policy    target-utilization %g, scale-in-utilization %g, scale-out-after "
+                    "%s, scale-in-after %s,\n"
+                    "            replicas %d..%d, max-scale-up-step %d, max-scale-down-step %d, "
+                    "decision every %s on the %s rate,\n",
+                    p->target_utilization, p->scale_in_utilization, a, c, p->min_replicas,
+                    p->max_replicas, p->max_scale_up_step, p->max_scale_down_step, d, e);
+    dur(p->seasonality_ms, a, sizeof(a));
+    dur(p->p99_latency_target_ms, c, sizeof(c));
+    util_buf_printf(b,
+                    "            predictive: forecast quantile %g, season %s; "
+                    "p99-latency-target %s\n",
+                    p->forecast_quantile, a, p->p99_latency_target_ms > 0 ? c : "none");
+    const struct sim_hpa_config *h = &cfg->hpa;
+    dur(h->sync_period_ms, a, sizeof(a));
+    dur(h->downscale_window_ms, c, sizeof(c));
+    dur(h->metric_window_ms, d, sizeof(d));
+    dur(h->metric_delay_ms, e, sizeof(e));
+    util_buf_printf(b,
+                    "  hpa       Pods metric req/s per pod, AverageValue target %g, tolerance %g, "
+                    "sync %s, scale-down stabilization %s,\n",
+                    hpa_target(cfg), h->tolerance, a, c);
+    dur(h->scale_up_period_ms, a, sizeof(a));
+    dur(h->scale_down_period_ms, c, sizeof(c));
+    util_buf_printf(b,
+                    "            scale-up max(%d pods, %d%%) per %s, scale-down %d%% per %s, "
+                    "metric rate[%s] seen %s late\n\n",
+                    h->scale_up_pods, h->scale_up_percent, a, h->scale_down_percent, c, d, e);
+
+    bool minutes = cfg->interval_ms == 60000;
+    util_buf_printf(b, "%-12s %10s %14s %9s %8s %5s %6s %9s\n", "policy", "GPU-hours",
+                    minutes ? "min p99>SLA" : "int p99>SLA", "req>SLA", "actions", "peak",
+                    "mean", "worst p99");
+    for (size_t i = 0; i < r->n; i++) {
+        const struct sim_policy_result *x = &r->pol[i];
+        char miss[40], pct[24], worst[24];
+        snprintf(miss, sizeof(miss), "%lld/%lld", (long long)x->sla_intervals,
+                 (long long)x->intervals);
+        double share = x->requests > 0 ? 100.0 * x->requests_over_sla / x->requests : 0;
+        snprintf(pct, sizeof(pct), "%.3f%%", share);
+        if (x->max_p99_ms >= SIM_LATENCY_MAX_S * 1000)
+            snprintf(worst, sizeof(worst), ">1h");
+        else
+            snprintf(worst, sizeof(worst), "%.1fs", x->max_p99_ms / 1000);
+        util_buf_printf(b, "%-12s %10.1f %14s %9s %8lld %5d %6.1f %9s\n",
+                        sim_policy_name(x->policy), x->gpu_hours, miss, pct,
+                        (long long)x->scaling_actions, x->peak_replicas, x->mean_replicas, worst);
+    }
+}
+
+/* Shortest exact-enough decimal for CSV/JSON: integers without a point. */
+static void num(struct util_buf *b, double v)
+{
+    if (!isfinite(v))
+        return;
+    if (v == floor(v) && fabs(v) < 1e15)
+        util_buf_printf(b, "%.0f", v);
+    else
+        util_buf_printf(b, "%.6g", v);
+}
+
+void sim_report_timeline_csv(struct util_buf *b, const struct sim_result *r)
+{
+    util_buf_puts(b, "t_seconds,policy,desired_replicas,ready_replicas,demand_rps,"
+                     "requests_per_gpu,forecast_rps,p99_ms\n");
+    for (size_t i = 0; i < r->n; i++) {
+        const struct sim_policy_result *x = &r->pol[i];
+        for (size_t k = 0; k < x->npoints; k++) {
+            const struct sim_point *pt = &x->points[k];
+            num(b, pt->t_s);
+            util_buf_printf(b, ",%s,%d,%d,", sim_policy_name(x->policy), pt->desired, pt->ready);
+            num(b, pt->demand_rps);
+            util_buf_puts(b, ",");
+            num(b, pt->rps_per_gpu);
+            util_buf_puts(b, ",");
+            num(b, pt->forecast_rps);
+            util_buf_puts(b, ",");
+            num(b, round(pt->p99_ms * 10) / 10);
+            util_buf_puts(b, "\n");
+        }
+    }
+}
+
+static void jnum(struct util_buf *b, double v)
+{
+    if (!isfinite(v))
+        util_buf_puts(b, "null");
+    else
+        num(b, v);
+}
+
+static void jkv_num(struct util_buf *b, const char *k, double v, bool comma)
+{
+    util_buf_json_str(b, k);
+    util_buf_puts(b, ": ");
+    jnum(b, v);
+    if (comma)
+        util_buf_puts(b, ", ");
+}
+
+static void jkv_dur(struct util_buf *b, const char *k, int64_t ms, bool comma)
+{
+    char d[32];
+    dur(ms, d, sizeof(d));
+    util_buf_json_str(b, k);
+    util_buf_puts(b, ": ");
+    util_buf_json_str(b, d);
+    if (comma)
+        util_buf_puts(b, ", ");
+}
+
+void sim_report_json(struct util_buf *b, const struct sim_config *cfg,
+                     const struct sim_report_info *info, const struct sim_result *r)
+{
+    const struct policy_config *p = &cfg->policy;
+    const struct sim_hpa_config *h = &cfg->hpa;
+    util_buf_puts(b, "{\n  \"trace\": {");
+    util_buf_json_str(b, "name");
+    util_buf_puts(b, ": ");
+    util_buf_json_str(b, info->trace_name);
+    util_buf_puts(b, ", ");
+    jkv_num(b, "bucket_seconds", info->trace_dt_s, true);
+    jkv_num(b, "span_seconds", info->trace_span_s, true);
+    jkv_num(b, "scale", cfg->scale, false);
+    util_buf_puts(b, "},\n  \"window\": {");
+    jkv_num(b, "start_seconds", r->t_begin_s, true);
+    jkv_num(b, "end_seconds", r->t_end_s, true);
+    jkv_num(b, "warmup_seconds", r->warmup_s, true);
+    jkv_num(b, "requests", r->requests, true);
+    jkv_num(b, "peak_demand_rps", r->peak_demand_rps, false);
+    util_buf_puts(b, "},\n  \"parameters\": {");
+    jkv_num(b, "capacity-per-gpu", p->capacity_rps_per_gpu, true);
+    jkv_num(b, "gpus-per-replica", sim_config_gpus(cfg), true);
+    jkv_dur(b, "service-time", cfg->service_time_ms, true);
+    jkv_num(b, "slots-per-replica", slots(cfg), true);
+    jkv_dur(b, "cold-start", p->cold_start_ms, true);
+    jkv_dur(b, "sla", sim_config_sla_ms(cfg), true);
+    jkv_dur(b, "p99-latency-target", p->p99_latency_target_ms, true);
+    jkv_num(b, "target-utilization", p->target_utilization, true);
+    jkv_num(b, "scale-in-utilization", p->scale_in_utilization, true);
+    jkv_dur(b, "scale-out-after", p->scale_out_after_ms, true);
+    jkv_dur(b, "scale-in-after", p->scale_in_after_ms, true);
+    jkv_num(b, "min-replicas", p->min_replicas, true);
+    jkv_num(b, "max-replicas", p->max_replicas, true);
+    jkv_num(b, "max-scale-up-step", p->max_scale_up_step, true);
+    jkv_num(b, "max-scale-down-step", p->max_scale_down_step, true);
+    jkv_dur(b, "decision-interval", p->decision_interval_ms, true);
+    jkv_dur(b, "rate-window", cfg->rate_window_ms, true);
+    jkv_dur(b, "seasonality", p->seasonality_ms, true);
+    jkv_num(b, "forecast-quantile", p->forecast_quantile, true);
+    jkv_dur(b, "interval", cfg->interval_ms, true);
+    jkv_num(b, "hpa-target", hpa_target(cfg), true);
+    jkv_num(b, "hpa-tolerance", h->tolerance, true);
+    jkv_dur(b, "hpa-sync-period", h->sync_period_ms, true);
+    jkv_dur(b, "hpa-downscale-stabilization", h->downscale_window_ms, true);
+    jkv_dur(b, "hpa-upscale-stabilization", h->upscale_window_ms, true);
+    jkv_num(b, "hpa-scale-up-pods", h->scale_up_pods, true);
+    jkv_num(b, "hpa-scale-up-percent", h->scale_up_percent, true);
+    jkv_dur(b, "hpa-scale-up-period", h->scale_up_period_ms, true);
+    jkv_num(b, "hpa-scale-down-percent", h->scale_down_percent, true);
+    jkv_dur(b, "hpa-scale-down-period", h->scale_down_period_ms, true);
+    jkv_dur(b, "hpa-metric-window", h->metric_window_ms, true);
+    jkv_dur(b, "hpa-metric-delay", h->metric_delay_ms, true);
+    jkv_dur(b, "hpa-scrape-interval", h->scrape_interval_ms, false);
+    util_buf_puts(b, "},\n  \"policies\": [");
+    for (size_t i = 0; i < r->n; i++) {
+        const struct sim_policy_result *x = &r->pol[i];
+        util_buf_puts(b, i ? ",\n    {" : "\n    {");
+        util_buf_json_str(b, "name");
+        util_buf_puts(b, ": ");
+        util_buf_json_str(b, sim_policy_name(x->policy));
+        util_buf_puts(b, ", ");
+        jkv_num(b, "gpu_hours", round(x->gpu_hours * 1000) / 1000, true);
+        jkv_num(b, "intervals", (double)x->intervals, true);
+        jkv_num(b, "sla_violating_intervals", (double)x->sla_intervals, true);
+        jkv_num(b, "requests", round(x->requests), true);
+        jkv_num(b, "requests_over_sla", round(x->requests_over_sla * 10) / 10, true);
+        jkv_num(b, "requests_over_sla_pct",
+                x->requests > 0 ? 100.0 * x->requests_over_sla / x->requests : 0, true);
+        jkv_num(b, "scaling_actions", (double)x->scaling_actions, true);
+        jkv_num(b, "peak_replicas", x->peak_replicas, true);
+        jkv_num(b, "mean_replicas", x->mean_replicas, true);
+        jkv_num(b, "max_p99_ms", round(x->max_p99_ms * 10) / 10, true);
+        util_buf_puts(b, "\"actions_by_reason\": {");
+        for (size_t k = 0; k < x->nreasons; k++)
+            jkv_num(b, x->reasons[k].name, (double)x->reasons[k].count, k + 1 < x->nreasons);
+        util_buf_puts(b, "}}");
+    }
+    util_buf_puts(b, "\n  ]\n}\n");
+}

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sim: the trace-replay simulator behind `gpuscaler simulate`. It replays a
+ * request trace on simulated time through the same policy code the live
+ * controller runs (policy_decide, fed by the Holt-Winters forecaster) and
+ * through a model of the Kubernetes HPA, over a serving model of GPU
+ * replicas, and reports GPU-hours and SLA misses of each.
+ *
+ * Design. The simulation steps at 1 s. Every policy sees the same arrivals
+ * (the trace, scaled, with coarser buckets spread uniformly over their
+ * seconds) and gets its own copy of the serving model: replicas of G GPUs,
+ * each GPU serving C requests/s, new replicas ready one cold start after they
+ * are asked for, removed ones gone at once; a fluid backlog carried from
+ * second to second plus M/M/c queueing inside each replica gives every
+ * second's latency distribution, from which the p99 of every interval
+ * (1 min) and the share of requests over the SLA follow. docs/policy.md has
+ * the model and its equations.
+ *
+ * Everything is deterministic: no clock, no randomness; the same config and
+ * trace give byte-identical results and outputs. Nothing here does file I/O:
+ * the report writers append to a util_buf that the caller writes out.
+ *
+ * Ownership: sim_run() returns a result owned by the caller (sim_result_free);
+ * the config and trace are only read during the call. */
+#ifndef GPUSCALER_SIM_H
+#define GPUSCALER_SIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/policy.h"
+#include "trace/trace.h"
+#include "util/util.h"
+
+/** The policies a run can compare. */
+enum sim_policy {
+    SIM_PREDICTIVE, /**< policy_decide with predictive=true and the forecaster */
+    SIM_REACTIVE,   /**< the same rule with predictive=false */
+    SIM_HPA,        /**< the Kubernetes HPA v2 algorithm with its defaults */
+    SIM_POLICY_COUNT
+};
+
+/** "predictive", "reactive" or "hpa". */
+const char *sim_policy_name(enum sim_policy p);
+
+/**
+ * Parse a comma-separated list of policy names ("predictive,hpa") into a bit
+ * set (bit 1u << enum sim_policy). Duplicates are allowed, an empty list or
+ * an unknown name is -EINVAL.
+ */
+int sim_policy_parse_list(const char *s, unsigned *out);
+
+/** The HPA model's settings; defaults are Kubernetes' (sim_config_init). */
+struct sim_hpa_config {
+    int64_t sync_period_ms;        /**< controller sync period, 15 s */
+    double tolerance;              /**< no change while |ratio - 1| <= this, 0.1 */
+    int64_t downscale_window_ms;   /**< scaleDown stabilization window, 300 s */
+    int64_t upscale_window_ms;     /**< scaleUp stabilization window, 0 */
+    int32_t scale_up_pods;         /**< scaleUp Pods policy: add this many per period, 4 */
+    int32_t scale_up_percent;      /**< scaleUp Percent policy: add this % per period, 100 */
+    int64_t scale_up_period_ms;    /**< period of both scale-up policies, 15 s */
+    int32_t scale_down_percent;    /**< scaleDown Percent policy, 100 */
+    int64_t scale_down_period_ms;  /**< 15 s */
+    double target_per_pod;         /**< AverageValue target in requests/s per pod;
+                                        0 = target-utilization x capacity x GPUs */
+    int64_t metric_window_ms;      /**< the adapter's rate() window, 2 min */
+    int64_t metric_delay_ms;       /**< scrape + adapter + API lag, 30 s */
+    int64_t scrape_interval_ms;    /**< a new pod has a rate after this much data, 15 s */
+};
+
+/** Everything one run needs besides the trace. */
+struct sim_config {
+    struct policy_config policy;   /**< predictive/reactive rule; min/max bound the HPA too */
+    int64_t service_time_ms;       /**< latency of one request on an idle replica */
+    double slots_per_gpu;          /**< concurrent requests per GPU; 0 = capacity x service time */
+    int64_t sla_ms;                /**< scored p99 SLA; 0 = p99-latency-target */
+    double scale;                  /**< multiply the trace's counts by this */
+    int64_t start_ms;              /**< scored window starts this far into the trace */
+    int64_t duration_ms;           /**< scored window length; 0 = to the end of the trace */
+    int64_t warmup_ms;             /**< replayed before start but not scored (forecaster,
+                                        clocks and replicas settle); cut at the trace start */
+    int32_t initial_replicas;      /**< ready at the first second; 0 = what the load needs */
+    int64_t rate_window_ms;        /**< the controller's rate window, 60 s */
+    int64_t interval_ms;           /**< report interval for p99, timeline and SLA minutes, 60 s */
+    unsigned policies;             /**< bit set of enum sim_policy to run */
+    struct sim_hpa_config hpa;
+};
+
+/** Defaults: policy_config_init(), Kubernetes' HPA defaults, all three policies,
+ *  service time 1 s, scale 1, no warm-up. capacity-per-gpu and an SLA are not set. */
+void sim_config_init(struct sim_config *cfg);
+
+/**
+ * The parameters of the bundled demo (sim_demo_trace): a GPU service sized to
+ * need on the order of 10-60 replicas over the trace's daily cycle, a 3 min
+ * cold start, a p99 SLA, and a two-day warm-up for the forecaster. Applied on
+ * top of sim_config_init() when no trace is given; flags and files override.
+ */
+void sim_config_demo(struct sim_config *cfg);
+
+/**
+ * Set one key from its string value: any key of policy_config_set() (through
+ * it), or a simulator key (sim_config_key_name). Returns 0; -ENOENT for an
+ * unknown key; -EINVAL for a bad value, with a one-line message naming the
+ * key and the accepted range in err. A failed set leaves cfg unchanged.
+ */
+int sim_config_set(struct sim_config *cfg, const char *key, const char *value, char *err,
+                   size_t errlen);
+
+/** The simulator's own keys (not the policy's), for usage text and docs. */
+size_t sim_config_key_count(void);
+const char *sim_config_key_name(size_t i);
+const char *sim_config_key_help(size_t i);
+
+/**
+ * Cross-field checks: policy_config_validate(), an SLA present, every period
+ * a whole number of seconds, cold start at most one day, initial replicas
+ * within bounds. 0 or -EINVAL with a message naming the key.
+ */
+int sim_config_validate(const struct sim_config *cfg, char *err, size_t errlen);
+
+/** The scored SLA: sla_ms, else the policy's p99-latency-target. */
+int64_t sim_config_sla_ms(const struct sim_config *cfg);
+
+/** GPUs per replica the simulator uses: the policy's gpus-per-replica, or 1. */
+double sim_config_gpus(const struct sim_config *cfg);
+
+/** The bundled demo trace (CSV text, not NUL-terminated) and its description. */
+const char *sim_demo_trace(size_t *len);
+const char *sim_demo_trace_name(void);
+
+/** One report interval of one policy. */
+struct sim_point {
+    double t_s;             /**< interval start, seconds on the trace's time axis */
+    int32_t desired;        /**< replicas asked for at the interval's end */
+    int32_t ready;          /**< replicas ready at the interval's end */
+    double demand_rps;      /**< arrivals / interval length */
+    double capacity_rps;    /**< ready capacity, time-averaged (ready x G x C) */
+    double rps_per_gpu;     /**< arrivals per ready GPU-second */
+    double forecast_rps;    /**< newest planned forecast (predictive), else NAN */
+    double p99_ms;          /**< p99 latency of the interval's arrivals, 0 without any */
+};
+
+/** Scaling actions of one kind (a policy_reason_name or an HPA reason). */
+struct sim_reason_count {
+    char name[32];
+    int64_t count;
+};
+
+#define SIM_MAX_REASONS 16
+
+/** Totals of one policy over the scored window. */
+struct sim_policy_result {
+    enum sim_policy policy;
+    double gpu_hours;           /**< GPUs held (ready or starting) x time */
+    int64_t intervals;          /**< scored intervals */
+    int64_t sla_intervals;      /**< intervals whose p99 is above the SLA */
+    double requests;            /**< scored arrivals */
+    double requests_over_sla;   /**< expected number of them slower than the SLA */
+    int64_t scaling_actions;    /**< changes of the desired replica count */
+    int32_t peak_replicas;      /**< highest desired count */
+    double mean_replicas;       /**< time-averaged replicas held */
+    double max_p99_ms;          /**< worst interval p99 */
+    size_t nreasons;            /**< scaling actions by reason, in order of first use */
+    struct sim_reason_count reasons[SIM_MAX_REASONS];
+    size_t npoints;
+    struct sim_point *points;   /**< one per scored interval, owned */
+};
+
+struct sim_result {
+    double t_begin_s;           /**< scored window on the trace's time axis */
+    double t_end_s;
+    double warmup_s;            /**< replayed before t_begin_s */
+    double requests;            /**< scored arrivals (the same for every policy) */
+    double peak_demand_rps;     /**< highest interval demand */
+    size_t n;                   /**< policies run, in enum order */
+    struct sim_policy_result pol[SIM_POLICY_COUNT];
+};
+
+/** Optional observer of every replica change (tests, debugging). */
+struct sim_hooks {
+    void (*on_scale)(enum sim_policy p, int64_t now_ms, int32_t from, int32_t to,
+                     const char *reason, void *arg);
+    void *arg;
+};
+
+/**
+ * Replay tr through every policy in cfg->policies. cfg must have passed
+ * sim_config_validate(). On success *out is a new result. Returns -EINVAL
+ * when the trace cannot be replayed as asked (bucket width not whole
+ * seconds, start past the end, an empty window), with the reason in err.
+ * hooks may be NULL.
+ */
+int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct sim_hooks *hooks,
+            struct sim_result **out, char *err, size_t errlen);
+
+void sim_result_free(struct sim_result *r);
+
+/* ---- reports (append to b; deterministic) ----------------------------- */
+
+/** What the reports say about the input. */
+struct sim_report_info {
+    const char *trace_name;     /**< path or description of the trace */
+    double trace_dt_s;          /**< its bucket width */
+    double trace_span_s;        /**< its length */
+};
+
+/** Header with every parameter, then the table of the policies. */
+void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
+                      const struct sim_report_info *info, const struct sim_result *r);
+
+/** CSV: t_seconds,policy,desired_replicas,ready_replicas,demand_rps,
+ *  requests_per_gpu,forecast_rps,p99_ms (one row per interval and policy). */
+void sim_report_timeline_csv(struct util_buf *b, const struct sim_result *r);
+
+/** The parameters and results as one JSON object. */
+void sim_report_json(struct util_buf *b, const struct sim_config *cfg,
+                     const struct sim_report_info *info, const struct sim_result *r);
+
+/** A standalone SVG chart: demand vs ready capacity per policy, replicas,
+ *  p99 against the SLA, with the totals in the legend. */
+void sim_report_svg(struct util_buf *b, const struct sim_config *cfg,
+                    const struct sim_report_info *info, const struct sim_result *r);
+
+#endif

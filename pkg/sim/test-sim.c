@@ -1,0 +1,602 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Simulator tests: the serving model against closed forms (Erlang C, drain
+ * times, quantiles), the HPA model against hand-computed Kubernetes
+ * behaviour, and whole replays (cold start, step load, determinism, config
+ * errors). Every number asserted below is derived in the comment next to it. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "sim/sim-int.h"
+#include "sim/sim.h"
+#include "util/util.h"
+
+#define S(x) ((int64_t)((x) * 1000))
+
+/* ---- serving model ------------------------------------------------------ */
+
+static void test_erlang_c_closed_form(void **st)
+{
+    (void)st;
+    /* M/M/1: C = rho. M/M/2 with a = 1: C = (1/2 * 2) / (1 + 1 + 1) = 1/3. */
+    assert_float_equal(sim_erlang_c(1, 0.7), 0.7, 1e-12);
+    assert_float_equal(sim_erlang_c(2, 1.0), 1.0 / 3.0, 1e-12);
+    assert_float_equal(sim_erlang_c(5, 6.0), 1.0, 0);
+    assert_float_equal(sim_erlang_c(5, 0.0), 0.0, 0);
+    /* The table interpolates the exact value closely. */
+    struct sim_model m;
+    assert_int_equal(sim_model_init(&m, 2, 5, 2, 0), 0);
+    assert_int_equal(m.servers, 20); /* 2 GPUs x 5 req/s x 2 s */
+    for (double rho = 0.05; rho < 0.99; rho += 0.0731)
+        assert_float_equal(sim_model_wait_prob(&m, rho), sim_erlang_c(20, rho * 20), 2e-4);
+    sim_model_free(&m);
+    assert_int_equal(sim_model_init(&m, 0, 5, 2, 0), -EINVAL);
+    assert_int_equal(sim_model_init(&m, 1, -1, 2, 0), -EINVAL);
+}
+
+static void test_quantile_closed_form(void **st)
+{
+    (void)st;
+    /* One second: L = 2 + W, P(W > t) = 0.5 e^-t. p99: 0.5 e^-u = 0.01, u = ln 50. */
+    struct sim_second s = {.n = 100, .base_s = 2, .pw = 0.5, .theta = 1};
+    assert_float_equal(sim_latency_quantile(&s, 1, 0.99), 2 + log(50), 1e-9);
+    /* Waiting rarely (pw <= 1%): the p99 is the base. */
+    s.pw = 0.005;
+    assert_float_equal(sim_latency_quantile(&s, 1, 0.99), 2, 1e-12);
+    /* Two seconds of equal weight, one all slow (base 30, no wait), one fast
+     * with pw 0: half the requests take 30 s, so the p99 is 30. */
+    struct sim_second two[2] = {{10, 1, 0, 1}, {10, 30, 0, 1}};
+    assert_float_equal(sim_latency_quantile(two, 2, 0.99), 30, 1e-12);
+    /* 2% slow at base 10: p99 = 10 (1.99% would already be fast). 1% slow:
+     * the quantile sits at the fast base. */
+    struct sim_second mix[2] = {{98, 1, 0, 1}, {2, 10, 0, 1}};
+    assert_float_equal(sim_latency_quantile(mix, 2, 0.99), 10, 1e-12);
+    mix[0].n = 99;
+    mix[1].n = 1;
+    assert_float_equal(sim_latency_quantile(mix, 2, 0.99), 1, 1e-12);
+    /* Smooth part between jumps: 90 requests at base 1 with pw 0.1, theta 1,
+     * 10 at base 100. P(L > x) for 1 <= x < 100 = (9 e^-(x-1) + 10) / 100 >
+     * 0.1 always, so the 99th percentile is 100. The 0.85 quantile solves
+     * 9 e^-(x-1) + 10 = 15: x = 1 + ln(9/5). */
+    struct sim_second seg[2] = {{90, 1, 0.1, 1}, {10, 100, 0, 1}};
+    assert_float_equal(sim_latency_quantile(seg, 2, 0.99), 100, 1e-9);
+    assert_float_equal(sim_latency_quantile(seg, 2, 0.85), 1 + log(9.0 / 5.0), 1e-9);
+    /* Nothing arrived: 0. */
+    struct sim_second none = {0, 1, 0.5, 1};
+    assert_float_equal(sim_latency_quantile(&none, 1, 0.99), 0, 0);
+}
+
+/* p99 of the last minute after `secs` seconds of constant load. */
+static double steady_p99(const struct sim_model *m, int ready, double rate, int secs)
+{
+    struct sim_queue q = {0};
+    struct sim_second last[60];
+    for (int i = 0; i < secs; i++)
+        sim_serve_second(m, &q, ready, rate, &last[i % 60]);
+    return sim_latency_quantile(last, 60, 0.99);
+}
+
+static void test_latency_monotonic_in_load(void **st)
+{
+    (void)st;
+    struct sim_model m;
+    /* 1 GPU x 10 req/s, service 1 s: 10 slots per replica; 4 replicas = 40 req/s. */
+    assert_int_equal(sim_model_init(&m, 1, 10, 1, 0), 0);
+    double prev = 0;
+    for (double rate = 2; rate <= 48; rate += 2) {
+        double p = steady_p99(&m, 4, rate, 600);
+        if (p + 1e-12 < prev)
+            fail_msg("p99 fell from %g to %g when load rose to %g req/s", prev, p, rate);
+        prev = p;
+    }
+    /* Light load: nobody waits, the p99 is the service time. */
+    assert_float_equal(steady_p99(&m, 4, 4, 600), 1.0, 1e-9);
+    /* Near saturation the slot wait shows: at rho 0.95 (38 req/s) the p99 is
+     * well above the service time, but bounded. */
+    double near = steady_p99(&m, 4, 38, 600);
+    assert_true(near > 1.5 && near < 10);
+    /* Past capacity the backlog grows without bound: 44 req/s for 600 s
+     * leaves 2400 requests queued; the last minute waits ~60 s for them. */
+    assert_true(steady_p99(&m, 4, 44, 600) > 55);
+    /* More replicas for the same load never hurt. */
+    assert_true(steady_p99(&m, 5, 38, 600) < near);
+    sim_model_free(&m);
+}
+
+static void test_backlog_carried_and_drained(void **st)
+{
+    (void)st;
+    struct sim_model m;
+    assert_int_equal(sim_model_init(&m, 1, 10, 1, 0), 0);
+    struct sim_queue q = {0};
+    struct sim_second sec;
+    /* 2 replicas = 20 req/s. 10 s at 40 req/s queue 20 per second. */
+    for (int i = 0; i < 10; i++) {
+        sim_serve_second(&m, &q, 2, 40, &sec);
+        assert_float_equal(q.backlog, 20.0 * (i + 1), 1e-9);
+    }
+    /* Then 10 req/s: 10 spare per second drain the 200 in 20 s. The first
+     * such second starts at 200 and ends at 190: it waits (200+190)/2/20 s. */
+    sim_serve_second(&m, &q, 2, 10, &sec);
+    assert_float_equal(q.backlog, 190, 1e-9);
+    assert_float_equal(sec.base_s, 1 + 195.0 / 20, 1e-9);
+    for (int i = 1; i < 19; i++)
+        sim_serve_second(&m, &q, 2, 10, &sec);
+    assert_float_equal(q.backlog, 10, 1e-9);
+    sim_serve_second(&m, &q, 2, 10, &sec);
+    assert_float_equal(q.backlog, 0, 0);
+    sim_serve_second(&m, &q, 2, 10, &sec);
+    assert_float_equal(sec.base_s, 1, 1e-12); /* drained: service time only */
+    /* With no replica ready nothing is served; everything waits. */
+    sim_serve_second(&m, &q, 0, 5, &sec);
+    assert_float_equal(q.backlog, 5, 0);
+    assert_float_equal(sec.base_s, SIM_LATENCY_MAX_S, 0);
+    sim_model_free(&m);
+}
+
+/* ---- HPA model ---------------------------------------------------------- */
+
+static void test_hpa_calc_tolerance_and_ratio(void **st)
+{
+    (void)st;
+    double v[4] = {10.5, 10.5, 10.5, 10.5};
+    /* ratio 1.05 with target 10: inside the 10% band, no change. */
+    assert_int_equal(sim_hpa_calc(0.1, 4, 10, v, 4, 0, 0), 4);
+    /* 0.95: also inside. */
+    for (int i = 0; i < 4; i++)
+        v[i] = 9.5;
+    assert_int_equal(sim_hpa_calc(0.1, 4, 10, v, 4, 0, 0), 4);
+    /* ratio 1.5 on 4 ready pods: ceil(1.5 x 4) = 6. */
+    for (int i = 0; i < 4; i++)
+        v[i] = 15;
+    assert_int_equal(sim_hpa_calc(0.1, 4, 10, v, 4, 0, 0), 6);
+    /* ratio 0.3: ceil(0.3 x 4) = 2. */
+    for (int i = 0; i < 4; i++)
+        v[i] = 3;
+    assert_int_equal(sim_hpa_calc(0.1, 4, 10, v, 4, 0, 0), 2);
+    /* No metrics at all: the HPA cannot compute. */
+    assert_int_equal(sim_hpa_calc(0.1, 4, 10, v, 0, 4, 0), -ENODATA);
+}
+
+static void test_hpa_calc_missing_pods(void **st)
+{
+    (void)st;
+    /* Scale-up: 4 pods at 20 req/s (ratio 2) + 4 starting pods without a
+     * metric, counted as 0: 80 / 8 / 10 = 1.0, inside the band: hold 8. */
+    double v[4] = {20, 20, 20, 20};
+    assert_int_equal(sim_hpa_calc(0.1, 8, 10, v, 4, 4, 0), 8);
+    /* 2 pods at 30 + 2 missing: ratio 3, new ratio 60 / 4 / 10 = 1.5:
+     * ceil(1.5 x 4) = 6 (not ceil(3 x 2) = 6 by luck: check 2 at 40). */
+    double w[2] = {30, 30};
+    assert_int_equal(sim_hpa_calc(0.1, 4, 10, w, 2, 2, 0), 6);
+    w[0] = w[1] = 40; /* 80 / 4 / 10 = 2.0: ceil(8) = 8; without missing: 8 too */
+    assert_int_equal(sim_hpa_calc(0.1, 4, 10, w, 2, 2, 0), 8);
+    /* Scale-down: 2 pods at 2 req/s + 2 missing counted at the target 10:
+     * (4 + 20) / 4 / 10 = 0.6: ceil(0.6 x 4) = 3, not the 1 the two
+     * measured pods alone would give. */
+    w[0] = w[1] = 2;
+    assert_int_equal(sim_hpa_calc(0.1, 4, 10, w, 2, 2, 0), 3);
+    assert_int_equal(sim_hpa_calc(0.1, 2, 10, w, 2, 0, 0), 1);
+    /* Scale-down with many missing pods flips the direction: 1 pod at 8
+     * (ratio 0.8) + 5 missing at 10: (8 + 50) / 6 / 10 = 0.967, inside the
+     * band: hold. */
+    double one[1] = {8};
+    assert_int_equal(sim_hpa_calc(0.1, 6, 10, one, 1, 5, 0), 6);
+    /* Pending (unready) pods count as 0 on scale-up: 2 at 30 + 2 pending:
+     * 60 / 4 / 10 = 1.5: 6. */
+    w[0] = w[1] = 30;
+    assert_int_equal(sim_hpa_calc(0.1, 4, 10, w, 2, 0, 2), 6);
+}
+
+static struct sim_hpa_config hpa_defaults(void)
+{
+    struct sim_config c;
+    sim_config_init(&c);
+    return c.hpa;
+}
+
+static void test_hpa_scale_up_limit(void **st)
+{
+    (void)st;
+    struct sim_hpa_config hc = hpa_defaults();
+    struct sim_hpa *h = sim_hpa_new(&hc, 1, 100);
+    const char *why = NULL;
+    /* From 2, max(2 + 4 pods, 2 x 200%) = 6 per 15 s. */
+    assert_int_equal(sim_hpa_sync(h, S(0), 2, 20, &why), 6);
+    assert_string_equal(why, "ScaleUpLimit");
+    /* 5 s later the same period: start = 6 - 4 added = 2: limit still 6. */
+    assert_int_equal(sim_hpa_sync(h, S(5), 6, 20, NULL), 6);
+    /* At 15 s the event at 0 is out of the period (not After(15 - 15)):
+     * start = 6: max(10, 12) = 12. */
+    assert_int_equal(sim_hpa_sync(h, S(15), 6, 20, NULL), 12);
+    /* At 30 s: max(16, 24) = 24 > 20: 20. */
+    assert_int_equal(sim_hpa_sync(h, S(30), 12, 20, &why), 20);
+    sim_hpa_free(h);
+
+    /* From 10: 100% wins over 4 pods: 20. max-replicas caps it. */
+    h = sim_hpa_new(&hc, 1, 15);
+    assert_int_equal(sim_hpa_sync(h, S(0), 10, 50, &why), 15);
+    assert_string_equal(why, "TooManyReplicas");
+    sim_hpa_free(h);
+    h = sim_hpa_new(&hc, 1, 100);
+    assert_int_equal(sim_hpa_sync(h, S(0), 10, 50, NULL), 20);
+    sim_hpa_free(h);
+}
+
+static void test_hpa_stabilization_holds_scale_down(void **st)
+{
+    (void)st;
+    struct sim_hpa_config hc = hpa_defaults();
+    struct sim_hpa *h = sim_hpa_new(&hc, 1, 100);
+    /* Load at 10 replicas' worth at t = 0, then only 4's from t = 15 s on. */
+    assert_int_equal(sim_hpa_sync(h, S(0), 10, 10, NULL), 10);
+    const char *why = NULL;
+    for (int t = 15; t < 300; t += 15) {
+        assert_int_equal(sim_hpa_sync(h, S(t), 10, 4, &why), 10);
+        assert_string_equal(why, "ScaleDownStabilized");
+    }
+    /* At 300 s the recommendations of t = 0 leave the window (After(0) is
+     * false): max over (0, 300] is 4, and 100% per 15 s allows it. */
+    assert_int_equal(sim_hpa_sync(h, S(300), 10, 4, &why), 4);
+    assert_string_equal(why, "ScaleDown");
+    /* A brief spike in the window holds the next scale-down as well. */
+    assert_int_equal(sim_hpa_sync(h, S(315), 4, 8, NULL), 8);
+    assert_int_equal(sim_hpa_sync(h, S(330), 8, 2, NULL), 8);
+    assert_int_equal(sim_hpa_sync(h, S(600), 8, 2, NULL), 8); /* 315 is After(300) */
+    assert_int_equal(sim_hpa_sync(h, S(615), 8, 2, NULL), 2);
+    /* No metric: no change and no state touched. */
+    assert_int_equal(sim_hpa_sync(h, S(630), 2, -ENODATA, &why), 2);
+    assert_string_equal(why, "FailedGetPodsMetric");
+    sim_hpa_free(h);
+}
+
+static void test_hpa_bounds_and_min(void **st)
+{
+    (void)st;
+    struct sim_hpa_config hc = hpa_defaults();
+    struct sim_hpa *h = sim_hpa_new(&hc, 3, 10);
+    /* Outside [min, max]: set to the bound whatever the metric says. */
+    assert_int_equal(sim_hpa_sync(h, S(0), 12, 12, NULL), 10);
+    assert_int_equal(sim_hpa_sync(h, S(15), 1, 1, NULL), 3);
+    sim_hpa_free(h);
+    /* Scale-down never below min-replicas. */
+    h = sim_hpa_new(&hc, 3, 10);
+    assert_int_equal(sim_hpa_sync(h, S(0), 5, 5, NULL), 5);
+    assert_int_equal(sim_hpa_sync(h, S(400), 5, 1, NULL), 3);
+    sim_hpa_free(h);
+}
+
+/* ---- whole replays ------------------------------------------------------ */
+
+struct scale_log {
+    int n;
+    int64_t t_ms[64];
+    int32_t to[64];
+    enum sim_policy pol[64];
+    char reason[64][32];
+};
+
+static void on_scale(enum sim_policy p, int64_t now_ms, int32_t from, int32_t to,
+                     const char *reason, void *arg)
+{
+    (void)from;
+    struct scale_log *l = arg;
+    if (l->n >= 64)
+        return;
+    l->pol[l->n] = p;
+    l->t_ms[l->n] = now_ms;
+    l->to[l->n] = to;
+    snprintf(l->reason[l->n], sizeof(l->reason[0]), "%s", reason);
+    l->n++;
+}
+
+static void base_cfg(struct sim_config *c)
+{
+    sim_config_init(c);
+    c->policy.capacity_rps_per_gpu = 10;
+    c->policy.gpus_per_replica = 1;
+    c->policy.min_replicas = 1;
+    c->policy.max_replicas = 100;
+    c->service_time_ms = 1000;
+    c->sla_ms = 5000;
+}
+
+/* 1 s buckets: `low` req/s, then `high` from step_s on. */
+static struct trace step_trace(double *buf, size_t n, size_t step_s, double low, double high)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = i < step_s ? low : high;
+    return (struct trace){.t0_ms = 0, .dt_ms = 1000, .n = n, .requests = buf};
+}
+
+static void test_step_load_scale_out_after(void **st)
+{
+    (void)st;
+    /* 30 req/s on 4 replicas (8 req/s each at the 0.8 target): 75%, in
+     * band, for 3 h, so the forecaster has a long, quiet history (its
+     * residual quantile stays ~0 when the step comes; right after a step on a
+     * short history the upper quantile balloons and predictive acts on it).
+     * At T = 10800 s (a tick) the load jumps to 200 req/s. The 60 s rate at
+     * the tick T + 15 is (45 x 30 + 15 x 200) / 60 = 72.5 req/s = 181%: the
+     * clock starts at T + 15 and the rule fires a scale-out-after (2 min)
+     * later, at T + 135, to ceil(rate / 8). */
+    enum { T = 10800, N = T + 900 };
+    static double buf[N];
+    struct trace tr = step_trace(buf, N, T, 30, 200);
+    for (int p = SIM_PREDICTIVE; p <= SIM_REACTIVE; p++) {
+        struct sim_config c;
+        base_cfg(&c);
+        c.policies = 1u << p;
+        c.interval_ms = 1000;
+        char err[256];
+        assert_int_equal(sim_config_validate(&c, err, sizeof(err)), 0);
+        struct scale_log log = {0};
+        struct sim_hooks hooks = {on_scale, &log};
+        struct sim_result *r = NULL;
+        assert_int_equal(sim_run(&c, &tr, &hooks, &r, err, sizeof(err)), 0);
+        assert_int_equal(r->pol[0].points[0].ready, 4); /* initial: ceil(30 / 8) */
+        if (log.n < 1)
+            fail_msg("%s never scaled", sim_policy_name((enum sim_policy)p));
+        if (log.t_ms[0] != S(T + 135))
+            fail_msg("%s first scaled at %lld ms (%s), want %d000",
+                     sim_policy_name((enum sim_policy)p), (long long)log.t_ms[0], log.reason[0],
+                     T + 135);
+        assert_string_equal(log.reason[0], "ScaledOut");
+        /* The rate then is (45 x 200 + 15 x 200) / 60 = 200: 25 replicas. */
+        assert_int_equal(log.to[0], 25);
+        /* Cold start (3 min): the new replicas serve from T + 135 + 180. */
+        const struct sim_point *pts = r->pol[0].points;
+        assert_int_equal(pts[T + 314].ready, 4);
+        assert_int_equal(pts[T + 314].desired, 25);
+        assert_int_equal(pts[T + 315].ready, 25);
+        /* Meanwhile the backlog broke the SLA; before the step it held. */
+        assert_true(pts[T + 300].p99_ms > 5000);
+        assert_true(pts[T - 1].p99_ms < 5000);
+        assert_true(r->pol[0].sla_intervals > 0);
+        sim_result_free(r);
+    }
+}
+
+static void test_cold_start_delays_capacity(void **st)
+{
+    (void)st;
+    static double buf[900];
+    struct trace tr = step_trace(buf, 900, 300, 30, 200);
+    /* Same step with a 10 s cold start and a 30 s scale-out-after: the clock
+     * starts at 315, fires at 345; ready at 355. */
+    struct sim_config c;
+    base_cfg(&c);
+    c.policies = 1u << SIM_REACTIVE;
+    c.interval_ms = 1000;
+    char err[256];
+    assert_int_equal(sim_config_set(&c, "cold-start", "10s", err, sizeof(err)), 0);
+    assert_int_equal(sim_config_set(&c, "scale-out-after", "30s", err, sizeof(err)), 0);
+    struct sim_result *r = NULL;
+    assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), 0);
+    const struct sim_point *pts = r->pol[0].points;
+    assert_int_equal(pts[344].desired, 4);
+    assert_true(pts[345].desired > 4);
+    assert_int_equal(pts[354].ready, 4);
+    assert_int_equal(pts[355].ready, pts[345].desired);
+    /* GPU-hours count starting replicas: more than ready-only time. */
+    sim_result_free(r);
+}
+
+static void test_hpa_replay_uses_lagged_metric(void **st)
+{
+    (void)st;
+    static double buf[1500];
+    struct trace tr = step_trace(buf, 1500, 600, 30, 200);
+    struct sim_config c;
+    base_cfg(&c);
+    c.policies = 1u << SIM_HPA;
+    char err[256];
+    struct scale_log log = {0};
+    struct sim_hooks hooks = {on_scale, &log};
+    struct sim_result *r = NULL;
+    assert_int_equal(sim_run(&c, &tr, &hooks, &r, err, sizeof(err)), 0);
+    /* The metric is rate[2m] seen 30 s late: at sync 630 the window ends at
+     * 600 and holds nothing of the step; at 645 it ends at 615: (105 x 7.5 +
+     * 15 x 50) / 120 = 12.8 req/s per pod vs target 8: ratio 1.6 > 1.1:
+     * ceil(1.6 x 4) = 7, within max(4 + 4, 8) pods. */
+    assert_true(log.n >= 1);
+    assert_int_equal(log.t_ms[0], S(645));
+    assert_int_equal(log.to[0], 7);
+    assert_int_equal(log.pol[0], SIM_HPA);
+    sim_result_free(r);
+}
+
+/* A deterministic noisy daily-ish load: 2 h at 1 s. */
+static struct trace wavy_trace(double *buf, size_t n)
+{
+    uint32_t x = 12345;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        double noise = ((x >> 16) & 0x7fff) / 32768.0 - 0.5;
+        buf[i] = 100 + 80 * sin((double)i / 1200.0) + 20 * noise + (i % 1800 < 300 ? 60 : 0);
+    }
+    return (struct trace){.t0_ms = 0, .dt_ms = 1000, .n = n, .requests = buf};
+}
+
+static void test_deterministic(void **st)
+{
+    (void)st;
+    static double buf[7200];
+    struct trace tr = wavy_trace(buf, 7200);
+    struct sim_config c;
+    base_cfg(&c);
+    c.warmup_ms = S(600);
+    c.start_ms = S(600);
+    char err[256];
+    assert_int_equal(sim_config_validate(&c, err, sizeof(err)), 0);
+    struct sim_result *a = NULL, *b = NULL;
+    assert_int_equal(sim_run(&c, &tr, NULL, &a, err, sizeof(err)), 0);
+    assert_int_equal(sim_run(&c, &tr, NULL, &b, err, sizeof(err)), 0);
+    assert_int_equal(a->n, 3);
+    for (size_t i = 0; i < a->n; i++) {
+        assert_int_equal(a->pol[i].npoints, b->pol[i].npoints);
+        assert_int_equal(a->pol[i].npoints, (7200 - 600) / 60);
+        assert_memory_equal(a->pol[i].points, b->pol[i].points,
+                            a->pol[i].npoints * sizeof(struct sim_point));
+        assert_true(a->pol[i].gpu_hours == b->pol[i].gpu_hours);
+        assert_true(a->pol[i].requests_over_sla == b->pol[i].requests_over_sla);
+        assert_true(a->pol[i].gpu_hours > 0);
+    }
+    /* Every policy saw the same arrivals. */
+    assert_true(a->pol[0].requests == a->pol[1].requests);
+    assert_true(a->pol[1].requests == a->pol[2].requests);
+    struct sim_report_info info = {"synthetic", 1, 7200};
+    struct util_buf x = {0}, y = {0};
+    sim_report_table(&x, &c, &info, a);
+    sim_report_json(&x, &c, &info, a);
+    sim_report_timeline_csv(&x, a);
+    sim_report_svg(&x, &c, &info, a);
+    sim_report_table(&y, &c, &info, b);
+    sim_report_json(&y, &c, &info, b);
+    sim_report_timeline_csv(&y, b);
+    sim_report_svg(&y, &c, &info, b);
+    assert_int_equal(x.len, y.len);
+    assert_memory_equal(x.data, y.data, x.len);
+    util_buf_free(&x);
+    util_buf_free(&y);
+    sim_result_free(a);
+    sim_result_free(b);
+}
+
+static void test_reports_shape(void **st)
+{
+    (void)st;
+    static double buf[3600];
+    struct trace tr = wavy_trace(buf, 3600);
+    struct sim_config c;
+    base_cfg(&c);
+    char err[256];
+    struct sim_result *r = NULL;
+    assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), 0);
+    struct sim_report_info info = {"a&b<c>", 1, 3600};
+    struct util_buf b = {0};
+    sim_report_timeline_csv(&b, r);
+    /* Header + 60 intervals x 3 policies, every row with 8 fields. */
+    size_t lines = 0;
+    for (size_t i = 0; i < b.len; i++)
+        lines += b.data[i] == '\n';
+    assert_int_equal(lines, 1 + 3 * 60);
+    assert_true(strncmp(b.data, "t_seconds,policy,desired_replicas,ready_replicas,", 49) == 0);
+    util_buf_reset(&b);
+    sim_report_svg(&b, &c, &info, r);
+    assert_non_null(strstr(b.data, "<svg"));
+    assert_non_null(strstr(b.data, "a&amp;b&lt;c&gt;"));
+    assert_null(strstr(b.data, "a&b"));
+    assert_non_null(strstr(b.data, "</svg>\n"));
+    util_buf_reset(&b);
+    sim_report_table(&b, &c, &info, r);
+    assert_non_null(strstr(b.data, "predictive"));
+    assert_non_null(strstr(b.data, "reactive"));
+    assert_non_null(strstr(b.data, "hpa"));
+    util_buf_free(&b);
+    sim_result_free(r);
+}
+
+/* ---- configuration ------------------------------------------------------- */
+
+static void test_config_keys(void **st)
+{
+    (void)st;
+    struct sim_config c;
+    base_cfg(&c);
+    char err[256];
+    assert_int_equal(sim_config_set(&c, "no-such-key", "1", err, sizeof(err)), -ENOENT);
+    assert_non_null(strstr(err, "no-such-key"));
+    assert_int_equal(sim_config_set(&c, "capacity-per-gpu", "0", err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "capacity-per-gpu"));
+    assert_int_equal(sim_config_set(&c, "scale", "-2", err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "scale"));
+    assert_int_equal(sim_config_set(&c, "cold-start", "2d", err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "cold-start"));
+    assert_int_equal(sim_config_set(&c, "policy", "hpa,magic", err, sizeof(err)), -EINVAL);
+    assert_int_equal(sim_config_set(&c, "policy", "hpa, reactive", err, sizeof(err)), 0);
+    assert_int_equal(c.policies, (1u << SIM_HPA) | (1u << SIM_REACTIVE));
+    assert_int_equal(sim_config_set(&c, "hpa-tolerance", "0.2", err, sizeof(err)), 0);
+    assert_float_equal(c.hpa.tolerance, 0.2, 0);
+    assert_int_equal(sim_config_set(&c, "gpus-per-replica", "4", err, sizeof(err)), 0);
+    assert_float_equal(sim_config_gpus(&c), 4, 0);
+    /* A failed set leaves the value. */
+    assert_int_equal(sim_config_set(&c, "service-time", "fast", err, sizeof(err)), -EINVAL);
+    assert_int_equal(c.service_time_ms, 1000);
+
+    assert_int_equal(sim_config_validate(&c, err, sizeof(err)), 0);
+    struct sim_config bad = c;
+    bad.policy.min_replicas = 50;
+    bad.policy.max_replicas = 10;
+    assert_int_equal(sim_config_validate(&bad, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "min-replicas"));
+    bad = c;
+    bad.sla_ms = 0;
+    bad.policy.p99_latency_target_ms = 0;
+    assert_int_equal(sim_config_validate(&bad, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "sla"));
+    bad = c;
+    bad.start_ms = 1500;
+    assert_int_equal(sim_config_validate(&bad, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "start"));
+    bad = c;
+    bad.initial_replicas = 101;
+    assert_int_equal(sim_config_validate(&bad, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "initial-replicas"));
+
+    /* The demo parameters are valid on their own. */
+    sim_config_init(&c);
+    sim_config_demo(&c);
+    assert_int_equal(sim_config_validate(&c, err, sizeof(err)), 0);
+    size_t len = 0;
+    const char *csv = sim_demo_trace(&len);
+    assert_true(len > 100000);
+    assert_true(strncmp(csv, "t_seconds,requests\n", 19) == 0);
+}
+
+static void test_run_errors(void **st)
+{
+    (void)st;
+    static double buf[100];
+    struct trace tr = step_trace(buf, 100, 50, 1, 2);
+    struct sim_config c;
+    base_cfg(&c);
+    c.start_ms = S(100);
+    char err[256];
+    struct sim_result *r = NULL;
+    assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "start"));
+    assert_null(r);
+    c.start_ms = 0;
+    tr.dt_ms = 1500;
+    assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "whole number of seconds"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_erlang_c_closed_form),
+        cmocka_unit_test(test_quantile_closed_form),
+        cmocka_unit_test(test_latency_monotonic_in_load),
+        cmocka_unit_test(test_backlog_carried_and_drained),
+        cmocka_unit_test(test_hpa_calc_tolerance_and_ratio),
+        cmocka_unit_test(test_hpa_calc_missing_pods),
+        cmocka_unit_test(test_hpa_scale_up_limit),
+        cmocka_unit_test(test_hpa_stabilization_holds_scale_down),
+        cmocka_unit_test(test_hpa_bounds_and_min),
+        cmocka_unit_test(test_step_load_scale_out_after),
+        cmocka_unit_test(test_cold_start_delays_capacity),
+        cmocka_unit_test(test_hpa_replay_uses_lagged_metric),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_reports_shape),
+        cmocka_unit_test(test_config_keys),
+        cmocka_unit_test(test_run_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
