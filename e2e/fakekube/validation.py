@@ -457,7 +457,10 @@ def validate_core_event(obj, old):
         errs.append(FieldError("invalid", "involvedObject.namespace", io.get("namespace"),
                                "does not match event.namespace"))
     t = obj.get("type")
-    if obj.get("reportingComponent") or obj.get("eventTime"):
+    # as upstream legacyValidateEvent: the strict (events.k8s.io) rules apply to
+    # a core/v1 Event only when it carries an eventTime; client-go's legacy
+    # recorder sets reportingComponent without one
+    if obj.get("eventTime"):
         errs.extend(_events_v1_rules(obj, "reportingComponent", "type"))
     elif t not in (None, "", "Normal", "Warning"):
         errs.append(FieldError("notsupported", "type", t, supported=["Normal", "Warning"]))

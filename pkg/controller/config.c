@@ -50,6 +50,7 @@ static const struct key keys[] = {
     {"scrape.interval", K_DUR, OFF(scrape.interval_ms)},
     {"scrape.timeout", K_DUR, OFF(scrape.timeout_ms)},
     {"scrape.missing-fraction", K_FRACTION, OFF(scrape.missing_fraction)},
+    {"scrape.rate-window", K_DUR, OFF(scrape.rate_window_ms)},
     {"checkpoint.configmap", K_STR, OFF(checkpoint_configmap)},
     {"defaults", K_DEFAULTS, OFF(defaults)},
 };
@@ -88,6 +89,7 @@ void ctl_config_init(struct ctl_config *c)
     c->scrape.interval_ms = 5000;
     c->scrape.timeout_ms = 2000;
     c->scrape.missing_fraction = 0.3;
+    c->scrape.rate_window_ms = 60000;
     set_str(&c->checkpoint_configmap, "gpuscaler-state");
 }
 

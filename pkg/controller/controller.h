@@ -61,6 +61,7 @@ struct ctl_config {
         int64_t interval_ms;          /**< scrape.interval, 5 s */
         int64_t timeout_ms;           /**< scrape.timeout, 2 s */
         double missing_fraction;      /**< scrape.missing-fraction, 0.3 */
+        int64_t rate_window_ms;       /**< scrape.rate-window, 60 s */
     } scrape;
     char *checkpoint_configmap;       /**< checkpoint.configmap, default "gpuscaler-state" */
     struct ctl_kv defaults[CTL_MAX_DEFAULTS]; /**< defaults: annotation values for all workloads */

@@ -9,6 +9,7 @@
 #ifndef GPUSCALER_FORECAST_INT_H
 #define GPUSCALER_FORECAST_INT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "forecast.h"
@@ -43,7 +44,12 @@ struct forecast {
     uint32_t res_len;   /* residuals held, <= FC_RES_WINDOW */
     uint32_t res_pos;   /* ring position of the next write */
     float res[FC_RES_WINDOW];
+    double res_q;       /* the configured quantile of res, kept current by fc_res_q_update */
+    bool res_dirty;     /* res changed since res_q was computed */
 };
+
+/** Recompute res_q after the residual ring changed (once per closed bucket). */
+void fc_res_q_update(struct forecast *f);
 
 /** 0 when cfg is acceptable, else -EINVAL. Shared by new and deserialise. */
 int fc_config_check(const struct forecast_config *cfg);

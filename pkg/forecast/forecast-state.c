@@ -311,6 +311,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
     }
     f->res_len = res_len;
     f->res_pos = res_len % FC_RES_WINDOW;
+    fc_res_q_update(f);
     return f;
 
 fail:

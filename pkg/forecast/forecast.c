@@ -222,6 +222,7 @@ static void res_push(struct forecast *f, double y, double yhat, double level)
     f->res_pos = (f->res_pos + 1) % FC_RES_WINDOW;
     if (f->res_len < FC_RES_WINDOW)
         f->res_len++;
+    f->res_dirty = true;
 }
 
 static void holt_update(const struct forecast_config *c, double *l, double *b, double y)
@@ -313,6 +314,7 @@ static void hw_init(struct forecast *f, int64_t first)
 
     f->res_len = 0;
     f->res_pos = 0;
+    f->res_q = 0.0;
     for (int64_t i = 0; i < n; i++) {
         double *sp = &s[phase(f, first + i)];
         if (fill_bit(f, i)) {
@@ -361,7 +363,19 @@ static void close_bucket(struct forecast *f, int64_t idx, double y, bool real)
         hw_init(f, idx - (2 * f->m - 1));
 }
 
+static int observe(struct forecast *f, int64_t now_ms, double rate);
+
 int forecast_observe(struct forecast *f, int64_t now_ms, double rate)
+{
+    int rc = observe(f, now_ms, rate);
+    if (f && f->res_dirty) {
+        fc_res_q_update(f);
+        f->res_dirty = false;
+    }
+    return rc;
+}
+
+static int observe(struct forecast *f, int64_t now_ms, double rate)
 {
     if (!f || now_ms < 0 || !isfinite(rate) || rate < 0.0 || rate > FORECAST_MAX_RATE)
         return -EINVAL;
@@ -404,20 +418,23 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double res_quantile(const struct forecast *f)
+void fc_res_q_update(struct forecast *f)
 {
     float tmp[FC_RES_WINDOW];
     size_t n = f->res_len;
+    f->res_q = 0.0;
     if (n == 0)
-        return 0.0;
+        return;
     memcpy(tmp, f->res, n * sizeof(float));
     qsort(tmp, n, sizeof(float), cmp_float);
     double pos = f->cfg.quantile * (double)(n - 1);
     size_t lo = (size_t)pos;
-    if (lo + 1 >= n)
-        return tmp[n - 1];
+    if (lo + 1 >= n) {
+        f->res_q = tmp[n - 1];
+        return;
+    }
     double frac = pos - (double)lo;
-    return tmp[lo] + frac * ((double)tmp[lo + 1] - tmp[lo]);
+    f->res_q = tmp[lo] + frac * ((double)tmp[lo + 1] - tmp[lo]);
 }
 
 /* k(h): how much wider the h-step error is than the one-step error. */
@@ -467,7 +484,7 @@ int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_m
     }
     if (!(mean > 0.0)) /* also maps a NaN, which the clamps rule out, to 0 */
         mean = 0.0;
-    double q = res_quantile(f);
+    double q = f->res_q;
     double spread = q > 0.0 ? q * horizon_factor(f, h) * res_scale(mean, l) : 0.0;
     out->mean = mean;
     out->upper = mean + spread;

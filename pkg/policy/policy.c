@@ -47,6 +47,7 @@ void policy_state_init(struct policy_state *st)
     st->above_since_ms = POLICY_NEVER;
     st->below_since_ms = POLICY_NEVER;
     st->latency_above_since_ms = POLICY_NEVER;
+    st->forecast_above_since_ms = POLICY_NEVER;
     st->last_scale_ms = POLICY_NEVER;
 }
 
@@ -113,6 +114,7 @@ void policy_decide(const struct policy_config *cfg, struct policy_state *st,
                  now - in->metrics_time_ms > cfg->metrics_stale_after_ms;
     if (stale) {
         st->above_since_ms = st->below_since_ms = st->latency_above_since_ms = POLICY_NEVER;
+        st->forecast_above_since_ms = POLICY_NEVER;
         out->reason = POLICY_METRICS_UNAVAILABLE;
         if (!in->metrics_valid || in->metrics_time_ms == POLICY_NEVER) {
             snprintf(out->explain, sizeof(out->explain),
@@ -154,6 +156,7 @@ void policy_decide(const struct policy_config *cfg, struct policy_state *st,
                      isfinite(in->p99_latency_ms);
     bool lat_above = lat_known && in->p99_latency_ms > (double)cfg->p99_latency_target_ms;
     tick_clock(&st->latency_above_since_ms, lat_above, now);
+    tick_clock(&st->forecast_above_since_ms, need_fc > cur && need_fc > need_now, now);
     out->above_since_ms = st->above_since_ms;
     out->below_since_ms = st->below_since_ms;
     if (st->above_since_ms != POLICY_NEVER)
@@ -179,7 +182,8 @@ void policy_decide(const struct policy_config *cfg, struct policy_state *st,
     if (fired_out && UTIL_MAX(need_now, need_fc) > cur) {
         want = UTIL_MAX(need_now, need_fc);
         reason = POLICY_SCALED_OUT;
-    } else if (need_fc > cur && need_fc > need_now) {
+    } else if (need_fc > cur && need_fc > need_now &&
+               clock_fired(st->forecast_above_since_ms, cfg->decision_interval_ms, now)) {
         want = need_fc;
         reason = POLICY_PREDICTIVE_SCALE_OUT;
     } else if (clock_fired(st->latency_above_since_ms, cfg->scale_out_after_ms, now) &&

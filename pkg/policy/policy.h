@@ -14,6 +14,11 @@
  *   for scale_out_after; scale in when it is < scale_in_utilization x capacity
  *   continuously for scale_in_after, at most max_scale_down_step (or half the
  *   replicas) per step, one step per window; hold on missing or stale metrics.
+ *   With a forecast: scale out ahead of load when the upper-quantile forecast
+ *   needs more replicas for a full decision interval (two ticks in a row, so
+ *   one noisy forecast does not add capacity); never scale in below what the
+ *   forecast needs (a lower floor would be undone by the next predictive
+ *   scale-out: flapping).
  *
  * Configuration keys are shared with annotations (gpuscaler.io/<key>), the
  * YAML config file and the simulator's policy file: policy_config_set() is the
@@ -79,6 +84,7 @@ struct policy_state {
     int64_t above_since_ms;         /**< utilization above target since, or POLICY_NEVER */
     int64_t below_since_ms;         /**< utilization below scale-in threshold since */
     int64_t latency_above_since_ms; /**< p99 above target since */
+    int64_t forecast_above_since_ms;/**< forecast need above current replicas since */
     int64_t last_scale_ms;          /**< last time the decision changed replicas */
 };
 

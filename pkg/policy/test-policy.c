@@ -218,9 +218,11 @@ static void test_predictive(void **s)
     struct policy_config c;
     base_cfg(&c);
     const struct tick rows[] = {
-        /* load fine now; forecast needs 6 -> scale ahead at once */
-        {0, 4, 4, 24, 48, 6, POLICY_PREDICTIVE_SCALE_OUT},
-        {15, 6, 4, 24, 48, 6, POLICY_HOLD_WITHIN_BAND},
+        /* load fine now; forecast needs 6: one forecast alone does not act, a
+         * forecast that holds for a full decision interval does */
+        {0, 4, 4, 24, 48, 4, POLICY_HOLD_WITHIN_BAND},
+        {15, 4, 4, 24, 48, 6, POLICY_PREDICTIVE_SCALE_OUT},
+        {30, 6, 4, 24, 48, 6, POLICY_HOLD_WITHIN_BAND},
         /* forecast low never scales in below what current load needs:
          * 6 ready at 24 req/s = 4 each (< 5) -> after 10 min scale in to
          * ceil(24/8) = 3 even though the forecast says 0 */
@@ -231,6 +233,16 @@ static void test_predictive(void **s)
         {1300, 8, 8, 8, 60, 8, POLICY_HOLD_BELOW_WAITING},
     };
     run_table(&c, rows, UTIL_ARRAY_LEN(rows));
+
+    /* a forecast blip that does not last a decision interval is ignored */
+    const struct tick blip[] = {
+        {0, 4, 4, 24, 48, 4, POLICY_HOLD_WITHIN_BAND},
+        {10, 4, 4, 24, 20, 4, POLICY_HOLD_WITHIN_BAND},
+        {20, 4, 4, 24, 48, 4, POLICY_HOLD_WITHIN_BAND},
+        {34.9, 4, 4, 24, 48, 4, POLICY_HOLD_WITHIN_BAND},
+        {35, 4, 4, 24, 48, 6, POLICY_PREDICTIVE_SCALE_OUT},
+    };
+    run_table(&c, blip, UTIL_ARRAY_LEN(blip));
 
     /* predictive off ignores the forecast */
     c.predictive = false;

@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* `gpuscaler run`: wires the daemon together on one libuv loop: config
+ * (file + flags), logging, the HTTP client, the Kubernetes client and
+ * caches, the scraper, the controller, the plain HTTP listener for /metrics,
+ * /healthz and /readyz, and (when enabled) the external metrics API. SIGTERM
+ * and SIGINT shut down gracefully: the lease is released and in-flight writes
+ * finish before the loop closes. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "controller/controller.h"
+#include "extmetrics-glue.h"
+#include "gpuscaler-version.h"
+#include "httpc/httpc.h"
+#include "httpd/httpd.h"
+#include "kube/kube.h"
+#include "scrape/scrape.h"
+#include "util/util.h"
+
+#define SUB "main"
+
+struct daemon {
+    uv_loop_t loop;
+    struct ctl_config cfg;
+    struct ctl_opts opts;
+    char *kubeconfig, *context;
+    struct httpc *http;
+    struct kube *kube;
+    struct kube_cache *cache;
+    struct scrape *scrape;
+    struct controller *ctl;
+    struct httpd *admin;
+    struct extmetrics_glue *em;
+    uv_signal_t sigterm, sigint;
+    uv_timer_t first_tick;
+    int stopping;
+    int exit_code;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gpuscaler run [flags]\n"
+            "\n"
+            "Watch the Kubernetes API for Deployments annotated gpuscaler.io/enabled=\"true\"\n"
+            "and scale them on requests per second per GPU (docs/annotations.md).\n"
+            "\n"
+            "flags (override the config file):\n"
+            "  --config FILE                  YAML config file (docs/configuration.md)\n"
+            "  --kubeconfig FILE              kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config)\n"
+            "  --context NAME                 kubeconfig context (default current-context)\n"
+            "  --namespace NS                 watch this namespace (repeatable; default all)\n"
+            "  --decision-interval DURATION   default 15s\n"
+            "  --dry-run                      decide and log, never write to the cluster\n"
+            "  --record DIR                   append each workload's request rate as a trace CSV\n"
+            "  --leader-elect=true|false      Lease-based leader election (default true)\n"
+            "  --leader-election-namespace NS default $POD_NAMESPACE\n"
+            "  --lease-name NAME              default gpuscaler\n"
+            "  --id NAME                      identity (default $POD_NAME or the host name)\n"
+            "  --metrics-addr HOST:PORT       /metrics /healthz /readyz (default 0.0.0.0:9090)\n"
+            "  --external-metrics=true|false  serve external.metrics.k8s.io (default false)\n"
+            "  --external-metrics-addr H:P    default 0.0.0.0:6443\n"
+            "  --tls-cert-file FILE           serving certificate for the external metrics API\n"
+            "  --tls-key-file FILE            its key\n"
+            "  --log-format json|logfmt       default logfmt\n"
+            "  --log-level debug|info|warn|error\n");
+}
+
+static void set_str(char **f, const char *v)
+{
+    xfree(*f);
+    *f = xstrdup(v);
+}
+
+static int split_addr(const char *addr, char *host, size_t hostlen, int *port)
+{
+    const char *colon = strrchr(addr, ':');
+    int64_t p;
+    if (!colon || util_parse_int64(colon + 1, &p) != 0 || p < 0 || p > 65535)
+        return -EINVAL;
+    size_t hl = (size_t)(colon - addr);
+    if (hl == 0) {
+        snprintf(host, hostlen, "0.0.0.0");
+    } else {
+        if (addr[0] == '[' && hl >= 2 && addr[hl - 1] == ']') {
+            addr++;
+            hl -= 2;
+        }
+        snprintf(host, hostlen, "%.*s", (int)hl, addr);
+    }
+    *port = (int)p;
+    return 0;
+}
+
+/* ---- admin listener: /metrics /healthz /readyz --------------------------- */
+
+static void admin_request(struct httpd_request *req, void *arg)
+{
+    struct daemon *d = arg;
+    static const struct httpd_header text[] = {{"Content-Type", "text/plain; charset=utf-8"}};
+    if (strcmp(req->path, "/healthz") == 0 || strcmp(req->path, "/livez") == 0) {
+        httpd_respond(req, 200, text, 1, "ok\n", 3);
+        return;
+    }
+    if (strcmp(req->path, "/readyz") == 0) {
+        bool ok = d->ctl && controller_synced(d->ctl) && !d->stopping;
+        char body[96];
+        int n = snprintf(body, sizeof(body), "%s (caches %s, %s)\n", ok ? "ok" : "not ready",
+                         d->ctl && controller_synced(d->ctl) ? "synced" : "syncing",
+                         d->ctl && controller_leading(d->ctl) ? "leader" : "follower");
+        httpd_respond(req, ok ? 200 : 503, text, 1, body, (size_t)n);
+        return;
+    }
+    if (strcmp(req->path, "/metrics") == 0) {
+        static const struct httpd_header prom[] = {
+            {"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}};
+        struct util_buf b = {0};
+        util_buf_printf(&b, "# HELP gpuscaler_build_info Build information.\n"
+                            "# TYPE gpuscaler_build_info gauge\n"
+                            "gpuscaler_build_info{version=\"%s\"} 1\n",
+                        GPUSCALER_VERSION);
+        if (d->ctl)
+            controller_write_metrics(d->ctl, &b);
+        if (d->scrape) {
+            struct scrape_stats st;
+            scrape_stats(d->scrape, &st);
+            util_buf_printf(&b,
+                            "# HELP gpuscaler_scrapes_total Pod scrapes by outcome.\n"
+                            "# TYPE gpuscaler_scrapes_total counter\n"
+                            "gpuscaler_scrapes_total{outcome=\"ok\"} %llu\n"
+                            "gpuscaler_scrapes_total{outcome=\"failed\"} %llu\n"
+                            "# HELP gpuscaler_scrape_late_total Scrapes started over an interval late.\n"
+                            "# TYPE gpuscaler_scrape_late_total counter\n"
+                            "gpuscaler_scrape_late_total %llu\n"
+                            "# HELP gpuscaler_scrape_pods Pods being scraped.\n"
+                            "# TYPE gpuscaler_scrape_pods gauge\n"
+                            "gpuscaler_scrape_pods %zu\n",
+                            (unsigned long long)st.scrapes_ok, (unsigned long long)st.scrapes_failed,
+                            (unsigned long long)st.late, st.pods);
+        }
+        if (d->cache)
+            kube_cache_write_metrics(d->cache, &b);
+        httpd_respond(req, 200, prom, 1, b.data, b.len);
+        util_buf_free(&b);
+        return;
+    }
+    httpd_respond(req, 404, text, 1, "not found\n", 10);
+}
+
+/* ---- shutdown --------------------------------------------------------------- */
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void kube_closed(void *arg)
+{
+    struct daemon *d = arg;
+    d->kube = NULL;
+    httpc_close(d->http, NULL, NULL);
+    d->http = NULL;
+}
+
+static void scrape_closed(void *arg)
+{
+    struct daemon *d = arg;
+    d->scrape = NULL;
+    if (d->kube) {
+        kube_close(d->kube, kube_closed, d);
+    } else if (d->http) {
+        httpc_close(d->http, NULL, NULL);
+        d->http = NULL;
+    }
+}
+
+static void cache_closed(void *arg)
+{
+    struct daemon *d = arg;
+    d->cache = NULL;
+    if (d->scrape)
+        scrape_close(d->scrape, scrape_closed, d);
+    else
+        scrape_closed(d);
+}
+
+static void ctl_closed(void *arg)
+{
+    struct daemon *d = arg;
+    d->ctl = NULL;
+    LOG_INFO(SUB, "controller stopped");
+    if (d->cache)
+        kube_cache_close(d->cache, cache_closed, d);
+    else
+        cache_closed(d);
+}
+
+static void begin_shutdown(struct daemon *d, int code)
+{
+    if (d->stopping)
+        return;
+    d->stopping = 1;
+    d->exit_code = code;
+    LOG_INFO(SUB, "shutting down");
+    uv_signal_stop(&d->sigterm);
+    uv_signal_stop(&d->sigint);
+    uv_close((uv_handle_t *)&d->sigterm, NULL);
+    uv_close((uv_handle_t *)&d->sigint, NULL);
+    uv_close((uv_handle_t *)&d->first_tick, NULL);
+    if (d->em)
+        extmetrics_glue_close(d->em);
+    d->em = NULL;
+    if (d->admin)
+        httpd_close(d->admin, NULL, NULL);
+    d->admin = NULL;
+    if (d->ctl)
+        controller_close(d->ctl, ctl_closed, d);
+    else
+        ctl_closed(d);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    struct daemon *d = s->data;
+    LOG_INFO(SUB, "received signal %d", signum);
+    begin_shutdown(d, 0);
+}
+
+static void first_tick(uv_timer_t *t)
+{
+    struct daemon *d = t->data;
+    if (d->ctl && controller_synced(d->ctl)) {
+        controller_tick(d->ctl);
+        uv_timer_stop(t);
+    }
+}
+
+/* ---- flags ------------------------------------------------------------------- */
+
+enum {
+    OPT_CONFIG = 256, OPT_KUBECONFIG, OPT_CONTEXT, OPT_NAMESPACE, OPT_INTERVAL, OPT_DRY_RUN,
+    OPT_RECORD, OPT_LEADER_ELECT, OPT_LEADER_NS, OPT_LEASE_NAME, OPT_ID, OPT_METRICS_ADDR,
+    OPT_EXT, OPT_EXT_ADDR, OPT_TLS_CERT, OPT_TLS_KEY, OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_HELP,
+};
+
+static const struct option long_opts[] = {
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
+    {"context", required_argument, NULL, OPT_CONTEXT},
+    {"namespace", required_argument, NULL, OPT_NAMESPACE},
+    {"decision-interval", required_argument, NULL, OPT_INTERVAL},
+    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"record", required_argument, NULL, OPT_RECORD},
+    {"leader-elect", optional_argument, NULL, OPT_LEADER_ELECT},
+    {"leader-election-namespace", required_argument, NULL, OPT_LEADER_NS},
+    {"lease-name", required_argument, NULL, OPT_LEASE_NAME},
+    {"id", required_argument, NULL, OPT_ID},
+    {"metrics-addr", required_argument, NULL, OPT_METRICS_ADDR},
+    {"external-metrics", optional_argument, NULL, OPT_EXT},
+    {"external-metrics-addr", required_argument, NULL, OPT_EXT_ADDR},
+    {"tls-cert-file", required_argument, NULL, OPT_TLS_CERT},
+    {"tls-key-file", required_argument, NULL, OPT_TLS_KEY},
+    {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* Two passes: the config file first, then every other flag over it. */
+static int parse_flags(struct daemon *d, int argc, char **argv)
+{
+    const char *config = NULL;
+    optind = 1;
+    opterr = 0;
+    int o;
+    while ((o = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        if (o == OPT_CONFIG)
+            config = optarg;
+        if (o == OPT_HELP) {
+            usage(stdout);
+            return 1;
+        }
+        if (o == '?') {
+            fprintf(stderr, "gpuscaler run: unknown or incomplete flag '%s'\n\n", argv[optind - 1]);
+            usage(stderr);
+            return -EINVAL;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gpuscaler run: unexpected argument '%s'\n", argv[optind]);
+        return -EINVAL;
+    }
+    if (config) {
+        struct conf_node *root = NULL;
+        struct conf_error err;
+        int rc = conf_load_file(config, &root, &err);
+        if (rc == 0)
+            rc = ctl_config_apply(&d->cfg, root, &err);
+        conf_free(root);
+        if (rc != 0) {
+            fprintf(stderr, "gpuscaler run: %s:%d: %s\n", config, err.line, err.msg);
+            return -EINVAL;
+        }
+    }
+    bool ns_from_flags = false;
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        const char *v = optarg;
+        bool b;
+        int64_t ms;
+        switch (o) {
+        case OPT_KUBECONFIG: set_str(&d->kubeconfig, v); break;
+        case OPT_CONTEXT: set_str(&d->context, v); break;
+        case OPT_NAMESPACE:
+            if (!ns_from_flags) {
+                for (size_t i = 0; i < d->cfg.n_namespaces; i++)
+                    xfree(d->cfg.namespaces[i]);
+                d->cfg.n_namespaces = 0;
+                ns_from_flags = true;
+            }
+            if (d->cfg.n_namespaces == CTL_MAX_NAMESPACES || !kube_name_valid(v)) {
+                fprintf(stderr, "gpuscaler run: --namespace '%s': not a valid namespace\n", v);
+                return -EINVAL;
+            }
+            d->cfg.namespaces[d->cfg.n_namespaces++] = xstrdup(v);
+            break;
+        case OPT_INTERVAL:
+            if (util_parse_duration_ms(v, &ms) != 0 || ms < 1000 || ms > 3600000) {
+                fprintf(stderr, "gpuscaler run: --decision-interval '%s': 1s to 1h\n", v);
+                return -EINVAL;
+            }
+            d->cfg.decision_interval_ms = ms;
+            break;
+        case OPT_DRY_RUN: d->opts.dry_run = true; break;
+        case OPT_RECORD: d->opts.record_dir = v; break;
+        case OPT_LEADER_ELECT:
+        case OPT_EXT:
+            b = true;
+            if (v && util_parse_bool(v, &b) != 0) {
+                fprintf(stderr, "gpuscaler run: --%s='%s': not true or false\n",
+                        o == OPT_EXT ? "external-metrics" : "leader-elect", v);
+                return -EINVAL;
+            }
+            if (o == OPT_EXT)
+                d->cfg.extmetrics.enabled = b;
+            else
+                d->cfg.leader.enabled = b;
+            break;
+        case OPT_LEADER_NS: set_str(&d->cfg.leader.namespace_, v); break;
+        case OPT_LEASE_NAME: set_str(&d->cfg.leader.lease_name, v); break;
+        case OPT_ID: d->opts.identity = v; break;
+        case OPT_METRICS_ADDR: set_str(&d->cfg.listen.metrics, v); break;
+        case OPT_EXT_ADDR: set_str(&d->cfg.listen.external_metrics, v); break;
+        case OPT_TLS_CERT: set_str(&d->cfg.extmetrics.tls_cert_file, v); break;
+        case OPT_TLS_KEY: set_str(&d->cfg.extmetrics.tls_key_file, v); break;
+        case OPT_LOG_FORMAT: set_str(&d->cfg.log_format, v); break;
+        case OPT_LOG_LEVEL: set_str(&d->cfg.log_level, v); break;
+        default: break;
+        }
+    }
+    enum util_log_format lf;
+    enum util_log_level ll;
+    if (util_log_format_parse(d->cfg.log_format, &lf) != 0 ||
+        util_log_level_parse(d->cfg.log_level, &ll) != 0) {
+        fprintf(stderr, "gpuscaler run: bad --log-format or --log-level\n");
+        return -EINVAL;
+    }
+    util_log_setup(lf, ll);
+    d->opts.leader_elect = d->cfg.leader.enabled;
+    return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    struct daemon d;
+    memset(&d, 0, sizeof(d));
+    ctl_config_init(&d.cfg);
+    char host[256];
+    int rc = parse_flags(&d, argc, argv);
+    if (rc != 0) {
+        ctl_config_free(&d.cfg);
+        return rc > 0 ? 0 : 2;
+    }
+    char idbuf[256];
+    if (!d.opts.identity) {
+        const char *pn = getenv("POD_NAME");
+        if (pn && *pn)
+            snprintf(idbuf, sizeof(idbuf), "%s", pn);
+        else if (gethostname(idbuf, sizeof(idbuf)) != 0)
+            snprintf(idbuf, sizeof(idbuf), "gpuscaler");
+        idbuf[sizeof(idbuf) - 1] = '\0';
+        d.opts.identity = idbuf;
+    }
+
+    struct kube_config kc;
+    struct kube_config_error kerr;
+    memset(&kc, 0, sizeof(kc));
+    if (kube_config_resolve(d.kubeconfig, d.context, &kc, &kerr) != 0) {
+        fprintf(stderr, "gpuscaler run: Kubernetes configuration: %s%s%d\n", kerr.msg,
+                kerr.line ? " at line " : "", kerr.line);
+        rc = 2;
+        goto out_cfg;
+    }
+    uv_loop_init(&d.loop);
+    signal(SIGPIPE, SIG_IGN);
+    uv_signal_init(&d.loop, &d.sigterm);
+    uv_signal_init(&d.loop, &d.sigint);
+    d.sigterm.data = d.sigint.data = &d;
+    uv_timer_init(&d.loop, &d.first_tick);
+    d.first_tick.data = &d;
+    LOG_INFO(SUB, "gpuscaler %s starting: server %s, identity %s, leader election %s%s", GPUSCALER_VERSION,
+             kc.server, d.opts.identity, d.opts.leader_elect ? "on" : "off",
+             d.opts.dry_run ? ", dry run" : "");
+
+    if ((rc = httpc_new(&d.loop, &d.http)) != 0 ||
+        (rc = kube_new(&d.loop, d.http, &kc, NULL, &d.kube)) != 0) {
+        LOG_ERROR(SUB, "cannot create the API client: %s", strerror(-rc));
+        rc = 1;
+        goto out_loop;
+    }
+    const char *nss[CTL_MAX_NAMESPACES + 1];
+    for (size_t i = 0; i < d.cfg.n_namespaces; i++)
+        nss[i] = d.cfg.namespaces[i];
+    nss[d.cfg.n_namespaces] = NULL;
+    struct kube_cache_opts co;
+    memset(&co, 0, sizeof(co));
+    co.namespaces = d.cfg.n_namespaces ? nss : NULL;
+    if ((rc = kube_cache_new(d.kube, &co, NULL, NULL, &d.cache)) != 0) {
+        LOG_ERROR(SUB, "cannot start the caches: %s", strerror(-rc));
+        rc = 1;
+        goto out_loop;
+    }
+    struct scrape_config sc;
+    scrape_config_init(&sc);
+    sc.interval_ms = d.cfg.scrape.interval_ms;
+    sc.timeout_ms = d.cfg.scrape.timeout_ms;
+    sc.rate_window_ms = d.cfg.scrape.rate_window_ms;
+    if ((rc = scrape_new(&d.loop, d.http, &sc, &d.scrape)) != 0) {
+        LOG_ERROR(SUB, "cannot start the scraper: %s", strerror(-rc));
+        rc = 1;
+        goto out_loop;
+    }
+    if ((rc = controller_new(&d.loop, d.kube, d.cache, d.scrape, &d.cfg, &d.opts, &d.ctl)) != 0) {
+        LOG_ERROR(SUB, "cannot start the controller: %s", strerror(-rc));
+        rc = 1;
+        goto out_loop;
+    }
+    struct httpd_config hc;
+    memset(&hc, 0, sizeof(hc));
+    if (split_addr(d.cfg.listen.metrics, host, sizeof(host), &hc.port) != 0) {
+        LOG_ERROR(SUB, "listen.metrics '%s' is not HOST:PORT", d.cfg.listen.metrics);
+        rc = 2;
+        goto out_loop;
+    }
+    hc.host = host;
+    hc.name = "admin";
+    if ((rc = httpd_new(&d.loop, &hc, admin_request, &d, &d.admin)) != 0) {
+        LOG_ERROR(SUB, "cannot listen on %s: %s", d.cfg.listen.metrics, strerror(-rc));
+        rc = 1;
+        goto out_loop;
+    }
+    LOG_INFO(SUB, "serving /metrics /healthz /readyz on %s:%d", host, httpd_port(d.admin));
+    if (d.cfg.extmetrics.enabled &&
+        (rc = extmetrics_glue_new(&d.loop, d.kube, d.ctl, &d.cfg, &d.em)) != 0) {
+        rc = 1;
+        goto out_loop;
+    }
+    uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&d.sigint, on_signal, SIGINT);
+    /* decide as soon as the caches sync instead of waiting a whole interval */
+    uv_timer_start(&d.first_tick, first_tick, 500, 500);
+
+    uv_run(&d.loop, UV_RUN_DEFAULT);
+    rc = d.exit_code;
+out_loop:
+    if (!d.stopping) {
+        /* startup failed part way: tear down what exists */
+        begin_shutdown(&d, rc);
+        uv_run(&d.loop, UV_RUN_DEFAULT);
+    }
+    uv_walk(&d.loop, close_walk, NULL);
+    uv_run(&d.loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(&d.loop) != 0)
+        LOG_WARN(SUB, "loop did not close cleanly");
+    LOG_INFO(SUB, "stopped");
+out_cfg:
+    kube_config_clear(&kc);
+    xfree(d.kubeconfig);
+    xfree(d.context);
+    ctl_config_free(&d.cfg);
+    return rc;
+}
