@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Wiring of the external metrics API (see extmetrics-glue.h). The adapters
+ * here are thin: each translates one interface into another and owns no
+ * policy. */
+#include "extmetrics-glue.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "controller/controller.h"
+#include "extmetrics/extmetrics.h"
+#include "kube/kube.h"
+#include "util/util.h"
+
+#define SUB "extmetrics"
+#define RH_REFRESH_MS (60 * 1000)
+
+struct extmetrics_glue {
+    uv_loop_t *loop;
+    struct kube *kube;
+    struct controller *ctl;
+    struct extmetrics *em;
+    uv_timer_t rh_timer;
+    bool closing;
+    bool timer_closed;
+    int pending;
+    char host[256];
+};
+
+/* The glue is freed once closed and no API request of its own is in flight. */
+static void glue_done_one(struct extmetrics_glue *g)
+{
+    g->pending--;
+    if (g->closing && g->timer_closed && g->pending == 0)
+        xfree(g);
+}
+
+/* ---- provider: the controller's views ---------------------------------- */
+
+struct visit_ctx {
+    extmetrics_visit_cb visit;
+    void *arg;
+};
+
+static void sample(struct extmetrics_sample *s, const struct ctl_workload_view *v, double x)
+{
+    s->present = isfinite(x);
+    s->value = x;
+    s->timestamp_ms = v->time_ms;
+    s->window_s = v->window_s;
+    s->stale = !v->valid;
+}
+
+static void view_cb(const struct ctl_workload_view *v, void *arg)
+{
+    struct visit_ctx *vc = arg;
+    struct extmetrics_deployment d;
+    memset(&d, 0, sizeof(d));
+    d.name = v->name;
+    sample(&d.samples[EXTMETRICS_DESIRED_REPLICAS], v, (double)v->desired);
+    sample(&d.samples[EXTMETRICS_REQUESTS_PER_GPU], v, v->requests_per_gpu);
+    sample(&d.samples[EXTMETRICS_FORECAST_REQUESTS_PER_GPU], v, v->forecast_requests_per_gpu);
+    sample(&d.samples[EXTMETRICS_UTILIZATION], v, v->utilization);
+    vc->visit(&d, vc->arg);
+}
+
+static int provider_list(void *impl, const char *ns, extmetrics_visit_cb visit, void *visit_arg)
+{
+    struct visit_ctx vc = {visit, visit_arg};
+    return controller_visit(impl, ns, view_cb, &vc) ? 0 : -ENOENT;
+}
+
+static const struct extmetrics_provider_ops provider_ops = {.list = provider_list};
+
+/* ---- authorizer: TokenReview and SubjectAccessReview ------------------------ */
+
+struct review {
+    struct extmetrics_glue *g;
+    extmetrics_authn_cb authn;
+    extmetrics_authz_cb authz;
+    void *arg;
+};
+
+static void token_reviewed(const struct kube_result *res, void *arg)
+{
+    struct review *r = arg;
+    json_t *st = json_object_get(res->body, "status");
+    if (res->err != 0) {
+        LOG_WARN(SUB, "TokenReview failed: HTTP %ld %s", res->status, res->message);
+        r->authn(-EIO, NULL, r->arg);
+    } else if (!json_is_true(json_object_get(st, "authenticated"))) {
+        r->authn(-EACCES, NULL, r->arg);
+    } else {
+        json_t *u = json_object_get(st, "user");
+        const char *groups[64];
+        size_t ng = 0;
+        json_t *gs = json_object_get(u, "groups"), *it;
+        size_t i;
+        json_array_foreach(gs, i, it) {
+            if (json_is_string(it) && ng < UTIL_ARRAY_LEN(groups))
+                groups[ng++] = json_string_value(it);
+        }
+        const char *name = json_string_value(json_object_get(u, "username"));
+        struct extmetrics_user user = {
+            .name = name ? name : "",
+            .uid = json_string_value(json_object_get(u, "uid")),
+            .groups = groups,
+            .ngroups = ng,
+        };
+        r->authn(0, &user, r->arg);
+    }
+    struct extmetrics_glue *g = r->g;
+    xfree(r);
+    glue_done_one(g);
+}
+
+static int authenticate_token(void *impl, const char *token, extmetrics_authn_cb cb, void *arg)
+{
+    struct extmetrics_glue *g = impl;
+    json_t *rev = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "authentication.k8s.io/v1",
+                            "kind", "TokenReview", "spec", "token", token);
+    if (!rev)
+        return -EINVAL;
+    struct review *r = xcalloc(1, sizeof(*r));
+    r->g = g;
+    r->authn = cb;
+    r->arg = arg;
+    int rc = kube_tokenreview_create(g->kube, rev, token_reviewed, r);
+    json_decref(rev);
+    if (rc != 0) {
+        xfree(r);
+        return rc;
+    }
+    g->pending++;
+    return 0;
+}
+
+static void access_reviewed(const struct kube_result *res, void *arg)
+{
+    struct review *r = arg;
+    json_t *st = json_object_get(res->body, "status");
+    if (res->err != 0) {
+        LOG_WARN(SUB, "SubjectAccessReview failed: HTTP %ld %s", res->status, res->message);
+        r->authz(-EIO, false, NULL, r->arg);
+    } else {
+        r->authz(0, json_is_true(json_object_get(st, "allowed")),
+                 json_string_value(json_object_get(st, "reason")), r->arg);
+    }
+    struct extmetrics_glue *g = r->g;
+    xfree(r);
+    glue_done_one(g);
+}
+
+static int authorize(void *impl, const struct extmetrics_user *user,
+                     const struct extmetrics_attrs *a, extmetrics_authz_cb cb, void *arg)
+{
+    struct extmetrics_glue *g = impl;
+    json_t *groups = json_array();
+    for (size_t i = 0; i < user->ngroups; i++)
+        json_array_append_new(groups, json_string(user->groups[i]));
+    json_t *spec = json_pack("{s:s,s:o}", "user", user->name, "groups", groups);
+    if (user->uid)
+        json_object_set_new(spec, "uid", json_string(user->uid));
+    if (a->resource_request)
+        json_object_set_new(spec, "resourceAttributes",
+                            json_pack("{s:s,s:s,s:s,s:s,s:s}", "verb", a->verb, "group",
+                                      a->group ? a->group : "", "version",
+                                      a->version ? a->version : "", "resource",
+                                      a->resource ? a->resource : "", "namespace",
+                                      a->namespace_ ? a->namespace_ : ""));
+    else
+        json_object_set_new(spec, "nonResourceAttributes",
+                            json_pack("{s:s,s:s}", "verb", a->verb, "path", a->path ? a->path : "/"));
+    json_t *rev = json_pack("{s:s,s:s,s:o}", "apiVersion", "authorization.k8s.io/v1", "kind",
+                            "SubjectAccessReview", "spec", spec);
+    struct review *r = xcalloc(1, sizeof(*r));
+    r->g = g;
+    r->authz = cb;
+    r->arg = arg;
+    int rc = kube_subjectaccessreview_create(g->kube, rev, access_reviewed, r);
+    json_decref(rev);
+    if (rc != 0) {
+        xfree(r);
+        return rc;
+    }
+    g->pending++;
+    return 0;
+}
+
+static const struct extmetrics_authorizer_ops authorizer_ops = {
+    .authenticate_token = authenticate_token,
+    .authorize = authorize,
+};
+
+/* ---- front-proxy trust ---------------------------------------------------- */
+
+/* Keys hold JSON arrays of strings; up to 16 entries each. */
+static size_t json_list(const char *s, const char **out, char **hold, size_t max)
+{
+    *hold = NULL;
+    if (!s)
+        return 0;
+    json_t *j = json_loads(s, 0, NULL);
+    size_t n = 0, i;
+    json_t *it;
+    struct util_buf b = {0};
+    size_t offs[16];
+    json_array_foreach(j, i, it) {
+        if (!json_is_string(it) || n == max || n == 16)
+            continue;
+        offs[n++] = b.len;
+        util_buf_append(&b, json_string_value(it), strlen(json_string_value(it)) + 1);
+    }
+    json_decref(j);
+    *hold = b.data;
+    for (size_t k = 0; k < n; k++)
+        out[k] = b.data + offs[k];
+    return n;
+}
+
+static void rh_loaded(const struct kube_result *res, void *arg)
+{
+    struct extmetrics_glue *g = arg;
+    if (g->closing) {
+        glue_done_one(g);
+        return;
+    }
+    if (res->err != 0) {
+        LOG_WARN(SUB, "reading kube-system/extension-apiserver-authentication failed: HTTP %ld %s"
+                      " (front-proxy requests are not trusted until it can be read)",
+                 res->status, res->message);
+        glue_done_one(g);
+        return;
+    }
+    json_t *data = json_object_get(res->body, "data");
+    const char *ca = json_string_value(json_object_get(data, "requestheader-client-ca-file"));
+    if (!ca) {
+        extmetrics_set_requestheader(g->em, NULL);
+        glue_done_one(g);
+        return;
+    }
+    const char *names[16], *users[16], *uids[16], *groups[16], *extras[16];
+    char *h1, *h2, *h3, *h4, *h5;
+    struct extmetrics_requestheader rh = {
+        .client_ca_pem = ca,
+        .client_ca_len = strlen(ca),
+    };
+    rh.nallowed_names = json_list(json_string_value(json_object_get(data, "requestheader-allowed-names")), names, &h1, 16);
+    rh.allowed_names = names;
+    rh.nusername_headers = json_list(json_string_value(json_object_get(data, "requestheader-username-headers")), users, &h2, 16);
+    rh.username_headers = users;
+    rh.nuid_headers = json_list(json_string_value(json_object_get(data, "requestheader-uid-headers")), uids, &h3, 16);
+    rh.uid_headers = uids;
+    rh.ngroup_headers = json_list(json_string_value(json_object_get(data, "requestheader-group-headers")), groups, &h4, 16);
+    rh.group_headers = groups;
+    rh.nextra_prefixes = json_list(json_string_value(json_object_get(data, "requestheader-extra-headers-prefix")), extras, &h5, 16);
+    rh.extra_prefixes = extras;
+    if (extmetrics_set_requestheader(g->em, &rh) != 0)
+        LOG_WARN(SUB, "requestheader-client-ca-file holds no certificate; keeping the previous trust");
+    xfree(h1);
+    xfree(h2);
+    xfree(h3);
+    xfree(h4);
+    xfree(h5);
+    glue_done_one(g);
+}
+
+static void rh_refresh(uv_timer_t *t)
+{
+    struct extmetrics_glue *g = t->data;
+    if (g->closing)
+        return;
+    if (kube_configmap_get(g->kube, "kube-system", "extension-apiserver-authentication", rh_loaded,
+                           g) == 0)
+        g->pending++;
+}
+
+/* "" in the config file means "not set" */
+static const char *nz(const char *s)
+{
+    return s && *s ? s : NULL;
+}
+
+/* ---- lifecycle --------------------------------------------------------------- */
+
+int extmetrics_glue_new(uv_loop_t *loop, struct kube *k, struct controller *ctl,
+                        const struct ctl_config *cfg, struct extmetrics_glue **out)
+{
+    struct extmetrics_glue *g = xcalloc(1, sizeof(*g));
+    g->loop = loop;
+    g->kube = k;
+    g->ctl = ctl;
+    struct extmetrics_config ec;
+    memset(&ec, 0, sizeof(ec));
+    const char *addr = cfg->listen.external_metrics;
+    const char *colon = strrchr(addr, ':');
+    int64_t port = -1;
+    if (!colon || util_parse_int64(colon + 1, &port) != 0 || port < 0 || port > 65535) {
+        LOG_ERROR(SUB, "listen.external-metrics '%s' is not HOST:PORT", addr);
+        xfree(g);
+        return -EINVAL;
+    }
+    snprintf(g->host, sizeof(g->host), "%.*s", (int)(colon - addr), addr);
+    if (!g->host[0])
+        snprintf(g->host, sizeof(g->host), "0.0.0.0");
+    ec.listen.host = g->host;
+    ec.listen.port = (int)port;
+    ec.listen.tls = true;
+    ec.listen.cert_file = nz(cfg->extmetrics.tls_cert_file);
+    ec.listen.key_file = nz(cfg->extmetrics.tls_key_file);
+    ec.listen.name = "extmetrics";
+    ec.max_age_ms = 3 * cfg->decision_interval_ms + 5000;
+    ec.upstream_url = nz(cfg->extmetrics.upstream_url);
+    ec.upstream_ca_file = nz(cfg->extmetrics.upstream_ca_file);
+    ec.upstream_cert_file = nz(cfg->extmetrics.upstream_cert_file);
+    ec.upstream_key_file = nz(cfg->extmetrics.upstream_key_file);
+    ec.upstream_token_file = nz(cfg->extmetrics.upstream_token_file);
+    struct extmetrics_provider prov = {&provider_ops, ctl};
+    struct extmetrics_authorizer auth = {&authorizer_ops, g};
+    int rc = extmetrics_new(loop, &ec, &prov, &auth, &g->em);
+    if (rc != 0) {
+        LOG_ERROR(SUB, "cannot serve the external metrics API on %s: %s", addr, strerror(-rc));
+        xfree(g);
+        return rc;
+    }
+    LOG_INFO(SUB, "serving external.metrics.k8s.io/v1beta1 on %s:%d", g->host,
+             extmetrics_port(g->em));
+    uv_timer_init(loop, &g->rh_timer);
+    g->rh_timer.data = g;
+    uv_timer_start(&g->rh_timer, rh_refresh, 0, RH_REFRESH_MS);
+    *out = g;
+    return 0;
+}
+
+static void glue_free(uv_handle_t *h)
+{
+    struct extmetrics_glue *g = h->data;
+    g->timer_closed = true;
+    g->pending++;
+    glue_done_one(g);
+}
+
+static void em_closed(void *arg)
+{
+    struct extmetrics_glue *g = arg;
+    uv_close((uv_handle_t *)&g->rh_timer, glue_free);
+}
+
+void extmetrics_glue_close(struct extmetrics_glue *g)
+{
+    g->closing = true;
+    uv_timer_stop(&g->rh_timer);
+    extmetrics_close(g->em, em_closed, g);
+}

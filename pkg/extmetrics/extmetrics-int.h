@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* extmetrics internals shared by its .c files; no other module includes it. */
+#ifndef GPUSCALER_EXTMETRICS_INT_H
+#define GPUSCALER_EXTMETRICS_INT_H
+
+#include "extmetrics/extmetrics.h"
+#include "util/util.h"
+
+#include <jansson.h>
+
+#define EM_LOG "extmetrics"
+
+/* ---- encode.c ------------------------------------------------------------ */
+
+/* Serialise and release @doc; returns an xmalloc'd string. */
+char *em_json_dump(json_t *doc, size_t *len);
+json_t *em_status(int code, const char *reason, const char *message);
+const char *em_reason(int code);
+json_t *em_api_group(void);
+json_t *em_resource_list(void);
+json_t *em_value_list(void);
+int em_value_item(json_t *list, const char *metric, const struct extmetrics_label *labels,
+                  size_t nlabels, const struct extmetrics_sample *s);
+
+/* ---- auth.c --------------------------------------------------------------- */
+
+struct em_strv {
+    char **v;
+    size_t n;
+};
+
+/* An owned copy of an identity. */
+struct em_user {
+    char *name;
+    char *uid;
+    struct em_strv groups;
+    struct em_strv extra; /* key, value, key, value... */
+};
+
+void em_user_set(struct em_user *dst, const struct extmetrics_user *src);
+void em_user_free(struct em_user *u);
+/* A borrowed view; @labels must have room for u->extra.n / 2 entries. */
+void em_user_view(const struct em_user *u, struct extmetrics_user *view,
+                  struct extmetrics_label *labels);
+
+struct em_rh {
+    bool enabled;
+    struct em_strv allowed, user_h, uid_h, group_h, extra_p;
+};
+
+void em_rh_free(struct em_rh *rh);
+void em_rh_set(struct em_rh *rh, const struct extmetrics_requestheader *src);
+/* 1: authenticated through the front proxy (out filled); 0: not applicable;
+ * -EACCES: a verified certificate whose CN is not allowed. */
+int em_rh_authenticate(const struct em_rh *rh, const struct httpd_request *req,
+                       struct em_user *out);
+
+/* A small TTL cache keyed by strings. */
+struct em_cache_entry {
+    char *key;
+    uint64_t expires;
+    bool ok;              /* token valid / access allowed */
+    struct em_user user;  /* token cache */
+    char *reason;         /* authz cache */
+};
+
+struct em_cache {
+    struct em_cache_entry *e;
+    size_t n, max;
+};
+
+void em_cache_free(struct em_cache *c);
+const struct em_cache_entry *em_cache_get(const struct em_cache *c, const char *key, uint64_t now);
+struct em_cache_entry *em_cache_put(struct em_cache *c, const char *key, uint64_t expires,
+                                    uint64_t now);
+/* SHA-256 of a token, hex, so raw tokens are never kept. */
+char *em_token_key(const char *token);
+char *em_authz_key(const struct extmetrics_user *u, const struct extmetrics_attrs *a);
+
+/* ---- upstream.c: forwarding to another adapter through pkg/httpc ---------- */
+
+#include "httpc/httpc.h"
+
+struct em_upstream;
+
+int em_upstream_new(uv_loop_t *loop, const struct extmetrics_config *cfg,
+                    struct em_upstream **out);
+/* Cancel everything (callbacks run with -ECANCELED), then call @cb. */
+void em_upstream_close(struct em_upstream *up, void (*cb)(void *), void *arg);
+/* GET base + @target as @user. httpc's contract: 0 and @cb exactly once, or
+ * negative and never. */
+int em_upstream_get(struct em_upstream *up, const char *target, const char *accept,
+                    const struct em_user *user, httpc_done_cb cb, void *arg,
+                    struct httpc_req **out);
+
+#endif

@@ -1,0 +1,694 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* End-to-end tests of the external metrics API over HTTPS on loopback:
+ * golden JSON for every endpoint (files in testdata/), authentication and
+ * authorization cases (front-proxy CN allowed/disallowed/wrong CA, no
+ * certificate, bearer token allowed/denied/invalid, caching), and forwarding
+ * to a local HTTPS upstream. The server runs on the test's loop; a client
+ * thread drives it with libcurl (blocking, off the loop). */
+#include "extmetrics/extmetrics.h"
+#include "util/util.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define T0 1795000000000LL /* 2026-11-18T11:06:40Z */
+
+static char dir[256];
+static const char *testdata;
+
+struct env;
+typedef void (*scenario_fn)(struct env *e);
+
+struct env {
+    uv_loop_t loop;
+    struct extmetrics *em;
+    struct extmetrics_fake_provider *fp;
+    struct extmetrics_fake_authorizer *fa;
+    struct httpd *upstream;
+    uv_async_t done;
+    uv_thread_t thr;
+    scenario_fn scenario;
+    int port;
+    int closed;
+    int fail_line;
+    char fail_msg[1024];
+    /* what the upstream saw */
+    int up_requests;
+    char up_auth[256], up_user[128], up_target[512], up_accept[128];
+};
+
+#define CHECK(e, cond)                                                           \
+    do {                                                                         \
+        if (!(cond) && !(e)->fail_line) {                                        \
+            (e)->fail_line = __LINE__;                                           \
+            snprintf((e)->fail_msg, sizeof((e)->fail_msg), "%s", #cond);         \
+        }                                                                        \
+    } while (0)
+
+/* ---- the client (runs in the scenario thread) ---------------------------- */
+
+struct copts {
+    const char *cert; /* base name in dir: <cert>.crt / <cert>.key */
+    const char *method;
+    const char *headers[8];
+};
+
+struct resp {
+    long status;
+    struct util_buf body;
+    char ctype[128];
+};
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg)
+{
+    util_buf_append(arg, p, size * n);
+    return size * n;
+}
+
+static int get(struct env *e, const char *path, const struct copts *o, struct resp *r)
+{
+    memset(r, 0, sizeof(*r));
+    CURL *h = curl_easy_init();
+    char url[1024], crt[512], key[512];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d%s", e->port, path);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 10000L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r->body);
+    struct curl_slist *hl = NULL;
+    for (int i = 0; o && o->headers[i]; i++)
+        hl = curl_slist_append(hl, o->headers[i]);
+    if (hl)
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    if (o && o->cert) {
+        snprintf(crt, sizeof(crt), "%s/%s.crt", dir, o->cert);
+        snprintf(key, sizeof(key), "%s/%s.key", dir, o->cert);
+        curl_easy_setopt(h, CURLOPT_SSLCERT, crt);
+        curl_easy_setopt(h, CURLOPT_SSLKEY, key);
+    }
+    if (o && o->method)
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, o->method);
+    CURLcode rc = curl_easy_perform(h);
+    if (rc == CURLE_OK) {
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+        char *ct = NULL;
+        curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &ct);
+        snprintf(r->ctype, sizeof(r->ctype), "%s", ct ? ct : "");
+    }
+    if (!r->body.data)
+        util_buf_puts(&r->body, "");
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(h);
+    return rc == CURLE_OK ? 0 : -1;
+}
+
+/* Compare a response with testdata/<golden> (JSON equality) and the code. */
+static void golden(struct env *e, int line, const char *path, const struct copts *o, long code,
+                   const char *file)
+{
+    struct resp r;
+    char gp[512];
+    json_error_t jerr;
+    if (get(e, path, o, &r) != 0) {
+        if (!e->fail_line) {
+            e->fail_line = line;
+            snprintf(e->fail_msg, sizeof(e->fail_msg), "GET %s failed", path);
+        }
+        util_buf_free(&r.body);
+        return;
+    }
+    snprintf(gp, sizeof(gp), "%s/%s", testdata, file);
+    json_t *want = json_load_file(gp, 0, &jerr);
+    json_t *got = json_loads(r.body.data, 0, &jerr);
+    bool ok = want && got && json_equal(want, got) && r.status == code &&
+              strcmp(r.ctype, "application/json") == 0;
+    if (!ok && !e->fail_line) {
+        e->fail_line = line;
+        snprintf(e->fail_msg, sizeof(e->fail_msg), "GET %s: status %ld (want %ld), %s%s body %s",
+                 path, r.status, code, want ? "" : "golden file unreadable: ", want ? "" : gp,
+                 r.body.data);
+    }
+    json_decref(want);
+    json_decref(got);
+    util_buf_free(&r.body);
+}
+
+#define GOLDEN(e, path, o, code, file) golden(e, __LINE__, path, o, code, file)
+
+static long status_of(struct env *e, const char *path, const struct copts *o)
+{
+    struct resp r;
+    long s = get(e, path, o, &r) == 0 ? r.status : -1;
+    util_buf_free(&r.body);
+    return s;
+}
+
+/* ---- the fixture ------------------------------------------------------------ */
+
+static int64_t fixed_clock(void *arg)
+{
+    return T0 + 30000;
+}
+
+static void on_em_closed(void *arg)
+{
+    struct env *e = arg;
+    e->closed++;
+}
+
+static void on_done(uv_async_t *a)
+{
+    struct env *e = a->data;
+    extmetrics_close(e->em, on_em_closed, e);
+    if (e->upstream)
+        httpd_close(e->upstream, on_em_closed, e);
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static void thread_main(void *arg)
+{
+    struct env *e = arg;
+    e->scenario(e);
+    uv_async_send(&e->done);
+}
+
+static void sample(struct env *e, const char *ns, const char *name, enum extmetrics_metric m,
+                   double v, int64_t ts, int64_t window, bool stale)
+{
+    struct extmetrics_sample s = {.present = true, .value = v, .timestamp_ms = ts,
+                                  .window_s = window, .stale = stale};
+    extmetrics_fake_provider_sample(e->fp, ns, name, m, s);
+}
+
+static void fill_provider(struct env *e)
+{
+    static const char *const llama[] = {"app", "llama", "model", "llama-70b", "tier", "online",
+                                        NULL};
+    static const char *const mistral[] = {"app", "mistral", "model", "mistral-7b", "tier",
+                                          "batch", "deployment", "spoofed", NULL};
+    extmetrics_fake_provider_set(e->fp, "llm", "llama", llama);
+    extmetrics_fake_provider_set(e->fp, "llm", "mistral", mistral);
+    extmetrics_fake_provider_set(e->fp, "old", "ancient", NULL);
+    sample(e, "llm", "llama", EXTMETRICS_DESIRED_REPLICAS, 3, T0, 0, false);
+    sample(e, "llm", "llama", EXTMETRICS_REQUESTS_PER_GPU, 12.5, T0, 60, false);
+    sample(e, "llm", "llama", EXTMETRICS_FORECAST_REQUESTS_PER_GPU, 14.25, T0, 300, false);
+    sample(e, "llm", "llama", EXTMETRICS_UTILIZATION, 0.82, T0, 60, false);
+    sample(e, "llm", "mistral", EXTMETRICS_DESIRED_REPLICAS, 2, T0, 0, false);
+    sample(e, "llm", "mistral", EXTMETRICS_REQUESTS_PER_GPU, 4, T0 - 5000, 60, false);
+    sample(e, "llm", "mistral", EXTMETRICS_UTILIZATION, 0.5, T0, 60, true);
+    sample(e, "old", "ancient", EXTMETRICS_DESIRED_REPLICAS, 1, T0 - 600000, 0, false);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    struct util_buf b = {0};
+    FILE *f = fopen(path, "rb");
+    char tmp[4096];
+    size_t n;
+    while (f && (n = fread(tmp, 1, sizeof(tmp), f)) > 0)
+        util_buf_append(&b, tmp, n);
+    if (f)
+        fclose(f);
+    if (!b.data)
+        util_buf_puts(&b, "");
+    *len = b.len;
+    return util_buf_steal(&b);
+}
+
+static void set_front_proxy(struct env *e, const char *ca)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s.crt", dir, ca);
+    size_t len;
+    char *pem = slurp(p, &len);
+    static const char *const allowed[] = {"front-proxy-client"};
+    static const char *const user_h[] = {"X-Remote-User"};
+    static const char *const group_h[] = {"X-Remote-Group"};
+    static const char *const extra_p[] = {"X-Remote-Extra-"};
+    struct extmetrics_requestheader rh = {
+        .client_ca_pem = pem, .client_ca_len = len,
+        .allowed_names = allowed, .nallowed_names = 1,
+        .username_headers = user_h, .nusername_headers = 1,
+        .group_headers = group_h, .ngroup_headers = 1,
+        .extra_prefixes = extra_p, .nextra_prefixes = 1,
+    };
+    assert_int_equal(extmetrics_set_requestheader(e->em, &rh), 0);
+    xfree(pem);
+}
+
+static void run(struct env *e, struct extmetrics_config *cfg, scenario_fn fn)
+{
+    e->fp = extmetrics_fake_provider_new();
+    e->fa = extmetrics_fake_authorizer_new(&e->loop);
+    fill_provider(e);
+    cfg->listen.host = "127.0.0.1";
+    cfg->clock = fixed_clock;
+    struct extmetrics_provider p = extmetrics_fake_provider_get(e->fp);
+    struct extmetrics_authorizer a = extmetrics_fake_authorizer_get(e->fa);
+    assert_int_equal(extmetrics_new(&e->loop, cfg, &p, &a, &e->em), 0);
+    e->port = extmetrics_port(e->em);
+    set_front_proxy(e, "ca1");
+    uv_async_init(&e->loop, &e->done, on_done);
+    e->done.data = e;
+    e->scenario = fn;
+    uv_thread_create(&e->thr, thread_main, e);
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    uv_thread_join(&e->thr);
+    if (e->fail_line)
+        fail_msg("scenario failed at line %d: %s", e->fail_line, e->fail_msg);
+    assert_int_equal(e->closed, e->upstream ? 2 : 1);
+    assert_int_equal(uv_loop_close(&e->loop), 0);
+}
+
+static void env_free(struct env *e)
+{
+    extmetrics_fake_provider_free(e->fp);
+    extmetrics_fake_authorizer_free(e->fa);
+}
+
+/* the aggregator's identity, through the front proxy */
+static const struct copts admin = {
+    .cert = "fp", .headers = {"X-Remote-User: system:kube-aggregator",
+                              "X-Remote-Group: system:masters", NULL}};
+
+#define BASE "/apis/external.metrics.k8s.io/v1beta1"
+
+/* ---- golden endpoints ---------------------------------------------------------- */
+
+static void sc_endpoints(struct env *e)
+{
+    GOLDEN(e, BASE, &admin, 200, "resources.json");
+    GOLDEN(e, BASE "/", &admin, 200, "resources.json");
+    GOLDEN(e, "/apis/external.metrics.k8s.io", &admin, 200, "group.json");
+    GOLDEN(e, "/apis", &admin, 404, "apis-404.json");
+    GOLDEN(e, "/openapi/v2", &admin, 404, "openapi-404.json");
+    GOLDEN(e, "/openapi/v3", &admin, 404, "openapi-404.json");
+    GOLDEN(e, "/nope", &admin, 404, "apis-404.json");
+    GOLDEN(e, BASE "/namespaces/llm/gpuscaler_desired_replicas?labelSelector=deployment%3Dllama",
+           &admin, 200, "desired-llama.json");
+    /* metric names arrive lower-cased but are matched case-insensitively */
+    GOLDEN(e, BASE "/namespaces/llm/GPUSCALER_Desired_Replicas?labelSelector=deployment%3Dllama",
+           &admin, 200, "desired-llama.json");
+    GOLDEN(e, BASE "/namespaces/llm/gpuscaler_requests_per_gpu", &admin, 200, "rpg-all.json");
+    GOLDEN(e, BASE "/namespaces/llm/gpuscaler_requests_per_gpu?labelSelector=", &admin, 200,
+           "rpg-all.json");
+    GOLDEN(e,
+           BASE "/namespaces/llm/gpuscaler_forecast_requests_per_gpu?labelSelector="
+                "model+in+(llama-70b,qwen),tier!%3Dbatch",
+           &admin, 200, "forecast-set.json");
+    GOLDEN(e, BASE "/namespaces/llm/gpuscaler_utilization?labelSelector=app%3Dllama", &admin, 200,
+           "util-llama.json");
+    /* the provider's own "deployment" label never shadows the name */
+    GOLDEN(e, BASE "/namespaces/llm/gpuscaler_desired_replicas?labelSelector=deployment%3Dspoofed",
+           &admin, 404, "notfound-spoofed.json");
+    GOLDEN(e, BASE "/namespaces/llm/vllm_queue", &admin, 404, "notfound-metric.json");
+    GOLDEN(e, BASE "/namespaces/other/gpuscaler_desired_replicas", &admin, 404,
+           "notfound-namespace.json");
+    GOLDEN(e, BASE "/namespaces/llm/gpuscaler_desired_replicas?labelSelector=app%3Dqwen", &admin,
+           404, "notfound-selector.json");
+    GOLDEN(e, BASE "/namespaces/llm/gpuscaler_utilization?labelSelector=app%3Dmistral", &admin,
+           404, "stale-flag.json");
+    GOLDEN(e, BASE "/namespaces/old/gpuscaler_desired_replicas", &admin, 404, "stale-old.json");
+    GOLDEN(e, BASE "/namespaces/llm/gpuscaler_desired_replicas?labelSelector=app%20in%20x", &admin,
+           400, "bad-selector.json");
+    GOLDEN(e, BASE "/namespaces/llm/gpuscaler_desired_replicas?labelSelector=%zz", &admin, 400,
+           "bad-query.json");
+    GOLDEN(e, BASE "/namespaces/Bad_NS/gpuscaler_desired_replicas", &admin, 400, "bad-path.json");
+    struct copts post = admin;
+    post.method = "POST";
+    GOLDEN(e, BASE "/namespaces/llm/gpuscaler_desired_replicas", &post, 405, "method.json");
+    /* probes are open, everything else needs credentials */
+    struct resp r;
+    const char *open[] = {"/healthz", "/livez", "/readyz", "/readyz/ping"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(open); i++) {
+        CHECK(e, get(e, open[i], NULL, &r) == 0 && r.status == 200 &&
+                     strcmp(r.body.data, "ok") == 0);
+        util_buf_free(&r.body);
+    }
+    GOLDEN(e, BASE, NULL, 401, "unauthorized.json");
+}
+
+static void test_endpoints(void **state)
+{
+    struct env e = {0};
+    uv_loop_init(&e.loop);
+    struct extmetrics_config cfg = {0};
+    run(&e, &cfg, sc_endpoints);
+    /* everything went through system:masters: no access reviews */
+    assert_int_equal(extmetrics_fake_authorizer_authz_calls(e.fa), 0);
+    env_free(&e);
+}
+
+/* ---- authentication and authorization --------------------------------------------- */
+
+#define DESIRED BASE "/namespaces/llm/gpuscaler_desired_replicas?labelSelector=app%3Dllama"
+
+static void sc_auth(struct env *e)
+{
+    /* front proxy with an allowed CN: the HPA's identity, authorized by review */
+    struct copts hpa = {
+        .cert = "fp",
+        .headers = {"X-Remote-User: system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+                    "X-Remote-Group: system:serviceaccounts", NULL}};
+    CHECK(e, status_of(e, DESIRED, &hpa) == 200);
+    CHECK(e, status_of(e, DESIRED, &hpa) == 200); /* cached decision */
+    /* the same user on a metric it may not read */
+    GOLDEN(e, BASE "/namespaces/llm/gpuscaler_utilization", &hpa, 403, "forbidden-hpa.json");
+    /* a verified certificate with a CN that is not an allowed proxy: headers ignored */
+    struct copts wrong_cn = hpa;
+    wrong_cn.cert = "notproxy";
+    GOLDEN(e, DESIRED, &wrong_cn, 401, "unauthorized.json");
+    /* the allowed CN, but signed by another CA */
+    struct copts wrong_ca = hpa;
+    wrong_ca.cert = "fp-ca2";
+    CHECK(e, status_of(e, DESIRED, &wrong_ca) == 401);
+    /* expired proxy certificate */
+    struct copts expired = hpa;
+    expired.cert = "fp-expired";
+    CHECK(e, status_of(e, DESIRED, &expired) == 401);
+    /* no certificate: X-Remote-User is not trusted */
+    struct copts nocert = hpa;
+    nocert.cert = NULL;
+    CHECK(e, status_of(e, DESIRED, &nocert) == 401);
+    /* bearer tokens */
+    struct copts good = {.headers = {"Authorization: Bearer good-token", NULL}};
+    CHECK(e, status_of(e, DESIRED, &good) == 200);
+    CHECK(e, status_of(e, DESIRED, &good) == 200);
+    struct copts denied = {.headers = {"Authorization: Bearer denied-token", NULL}};
+    GOLDEN(e, DESIRED, &denied, 403, "forbidden.json");
+    struct copts bad = {.headers = {"Authorization: Bearer bad-token", NULL}};
+    GOLDEN(e, DESIRED, &bad, 401, "unauthorized.json");
+    CHECK(e, status_of(e, DESIRED, &bad) == 401);
+    /* a valid token wins even with a disallowed certificate */
+    struct copts both = {.cert = "notproxy", .headers = {"Authorization: Bearer good-token",
+                                                          "X-Remote-User: someone-else", NULL}};
+    CHECK(e, status_of(e, DESIRED, &both) == 200);
+    /* discovery as a token user needs a non-resource rule */
+    CHECK(e, status_of(e, BASE, &good) == 200);
+    CHECK(e, status_of(e, BASE, &denied) == 403);
+}
+
+static void test_auth(void **state)
+{
+    struct env e = {0};
+    uv_loop_init(&e.loop);
+    struct extmetrics_config cfg = {0};
+    struct extmetrics_fake_authorizer *fa = extmetrics_fake_authorizer_new(&e.loop);
+    extmetrics_fake_authorizer_add_token(fa, "good-token", "metrics-reader", "readers");
+    extmetrics_fake_authorizer_add_token(fa, "denied-token", "denied-user", NULL);
+    extmetrics_fake_authorizer_allow(fa, "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+                                     "list", "gpuscaler_desired_replicas");
+    extmetrics_fake_authorizer_allow(fa, "metrics-reader", "list", "*");
+    extmetrics_fake_authorizer_allow(fa, "metrics-reader", "get", "*");
+    /* run() makes a rule-less fake; this test builds the env by hand */
+    e.fp = extmetrics_fake_provider_new();
+    e.fa = fa;
+    fill_provider(&e);
+    cfg.listen.host = "127.0.0.1";
+    cfg.clock = fixed_clock;
+    struct extmetrics_provider p = extmetrics_fake_provider_get(e.fp);
+    struct extmetrics_authorizer a = extmetrics_fake_authorizer_get(e.fa);
+    assert_int_equal(extmetrics_new(&e.loop, &cfg, &p, &a, &e.em), 0);
+    e.port = extmetrics_port(e.em);
+    set_front_proxy(&e, "ca1");
+    uv_async_init(&e.loop, &e.done, on_done);
+    e.done.data = &e;
+    e.scenario = sc_auth;
+    uv_thread_create(&e.thr, thread_main, &e);
+    uv_run(&e.loop, UV_RUN_DEFAULT);
+    uv_thread_join(&e.thr);
+    if (e.fail_line)
+        fail_msg("scenario failed at line %d: %s", e.fail_line, e.fail_msg);
+    assert_int_equal(e.closed, 1);
+    assert_int_equal(uv_loop_close(&e.loop), 0);
+    /* token reviews: good (once, then cached), denied, bad (once, then cached) */
+    assert_int_equal(extmetrics_fake_authorizer_authn_calls(fa), 3);
+    /* access reviews: hpa desired (cached after the first), hpa utilization,
+     * reader desired (cached), denied desired, reader discovery, denied discovery */
+    assert_int_equal(extmetrics_fake_authorizer_authz_calls(fa), 6);
+    env_free(&e);
+}
+
+/* ---- upstream forwarding ------------------------------------------------------------- */
+
+static const char up_body[] =
+    "{\"kind\":\"ExternalMetricValueList\",\"apiVersion\":\"external.metrics.k8s.io/v1beta1\","
+    "\"metadata\":{},\"items\":[{\"metricName\":\"s0-prometheus\",\"metricLabels\":{},"
+    "\"timestamp\":\"2026-11-18T11:06:40Z\",\"value\":\"7\"}]}";
+
+static void upstream_handler(struct httpd_request *req, void *arg)
+{
+    struct env *e = arg;
+    const char *v;
+    e->up_requests++;
+    snprintf(e->up_target, sizeof(e->up_target), "%s", req->target);
+    v = httpd_request_header(req, "Authorization");
+    snprintf(e->up_auth, sizeof(e->up_auth), "%s", v ? v : "");
+    v = httpd_request_header(req, "X-Remote-User");
+    snprintf(e->up_user, sizeof(e->up_user), "%s", v ? v : "");
+    v = httpd_request_header(req, "Accept");
+    snprintf(e->up_accept, sizeof(e->up_accept), "%s", v ? v : "");
+    static const struct httpd_header h[] = {{"Content-Type", "application/json"}};
+    if (strstr(req->path, "/missing")) {
+        static const char nf[] = "{\"kind\":\"Status\",\"code\":404}";
+        httpd_respond(req, 404, h, 1, nf, sizeof(nf) - 1);
+        return;
+    }
+    httpd_respond(req, 200, h, 1, up_body, sizeof(up_body) - 1);
+}
+
+static void sc_upstream(struct env *e)
+{
+    struct resp r;
+    const char *path = BASE "/namespaces/llm/s0-prometheus?labelSelector="
+                            "scaledobject.keda.sh%2Fname%3Dllama";
+    CHECK(e, get(e, path, &admin, &r) == 0);
+    CHECK(e, r.status == 200 && strcmp(r.body.data, up_body) == 0);
+    CHECK(e, strcmp(r.ctype, "application/json") == 0);
+    util_buf_free(&r.body);
+    CHECK(e, status_of(e, BASE "/namespaces/llm/missing", &admin) == 404);
+    /* ours are still served locally */
+    GOLDEN(e, BASE "/namespaces/llm/gpuscaler_desired_replicas?labelSelector=deployment%3Dllama",
+           &admin, 200, "desired-llama.json");
+    /* unauthenticated requests are never forwarded */
+    CHECK(e, status_of(e, path, NULL) == 401);
+}
+
+static void test_upstream(void **state)
+{
+    struct env e = {0};
+    uv_loop_init(&e.loop);
+    char crt[512], key[512], tok[512];
+    snprintf(crt, sizeof(crt), "%s/up.crt", dir);
+    snprintf(key, sizeof(key), "%s/up.key", dir);
+    snprintf(tok, sizeof(tok), "%s/token", dir);
+    struct httpd_config ucfg = {.host = "127.0.0.1", .tls = true, .cert_file = crt,
+                                .key_file = key, .name = "upstream"};
+    assert_int_equal(httpd_new(&e.loop, &ucfg, upstream_handler, &e, &e.upstream), 0);
+    char url[128];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/", httpd_port(e.upstream));
+    struct extmetrics_config cfg = {.upstream_url = url, .upstream_ca_file = crt,
+                                    .upstream_token_file = tok};
+    run(&e, &cfg, sc_upstream);
+    assert_int_equal(e.up_requests, 2);
+    assert_string_equal(e.up_auth, "Bearer sa-token");
+    assert_string_equal(e.up_user, ""); /* no client certificate: no identity headers */
+    assert_string_equal(e.up_target, BASE "/namespaces/llm/missing");
+    env_free(&e);
+}
+
+static void sc_upstream_down_check(struct env *e)
+{
+    struct resp r;
+    CHECK(e, get(e, BASE "/namespaces/llm/s0-prometheus", &admin, &r) == 0);
+    CHECK(e, r.status == 503 && strstr(r.body.data, "\"reason\":\"ServiceUnavailable\"") &&
+                 strstr(r.body.data, "upstream metrics adapter is unavailable"));
+    util_buf_free(&r.body);
+    CHECK(e, status_of(e, BASE "/namespaces/llm/gpuscaler_desired_replicas", &admin) == 200);
+    CHECK(e, status_of(e, BASE, &admin) == 200); /* discovery does not depend on it */
+}
+
+static void test_upstream_down(void **state)
+{
+    struct env e = {0};
+    uv_loop_init(&e.loop);
+    struct extmetrics_config cfg = {.upstream_url = "https://127.0.0.1:1",
+                                    .upstream_insecure = true, .upstream_timeout_ms = 3000};
+    run(&e, &cfg, sc_upstream_down_check);
+    env_free(&e);
+}
+
+/* ---- closing while the authorizer still owes answers ---------------------------------- */
+
+static void on_done_release(uv_async_t *a)
+{
+    struct env *e = a->data;
+    on_done(a);                                   /* close the server first ... */
+    extmetrics_fake_authorizer_hold(e->fa, false); /* ... then the late answers arrive */
+}
+
+struct closing {
+    struct env *e;
+    struct resp r[3];
+    int rc[3];
+};
+
+static void closing_req(void *arg)
+{
+    struct closing *cl = arg;
+    static int next;
+    int i = __atomic_fetch_add(&next, 1, __ATOMIC_SEQ_CST);
+    struct copts tok = {.headers = {"Authorization: Bearer some-token", NULL}};
+    cl->rc[i] = get(cl->e, BASE, &tok, &cl->r[i]);
+}
+
+static void sc_closing(struct env *e)
+{
+    struct closing cl = {.e = e};
+    uv_thread_t t[3];
+    for (int i = 0; i < 3; i++)
+        uv_thread_create(&t[i], closing_req, &cl);
+    /* wait until all three wait for their token review, then close */
+    for (int i = 0; i < 200 && extmetrics_fake_authorizer_held(e->fa) < 3; i++)
+        usleep(10000);
+    CHECK(e, extmetrics_fake_authorizer_held(e->fa) == 3);
+    e->done.async_cb = on_done_release;
+    uv_async_send(&e->done);
+    for (int i = 0; i < 3; i++)
+        uv_thread_join(&t[i]);
+    for (int i = 0; i < 3; i++) {
+        if (!(cl.rc[i] == 0 && cl.r[i].status == 503 &&
+              strstr(cl.r[i].body.data, "shutting down")) && !e->fail_line) {
+            e->fail_line = __LINE__;
+            snprintf(e->fail_msg, sizeof(e->fail_msg), "request %d: rc %d status %ld body %.200s",
+                     i, cl.rc[i], cl.r[i].status, cl.r[i].body.data ? cl.r[i].body.data : "");
+        }
+        util_buf_free(&cl.r[i].body);
+    }
+}
+
+static void closing_thread(void *arg)
+{
+    struct env *e = arg;
+    sc_closing(e);
+}
+
+static void test_close_with_pending_reviews(void **state)
+{
+    struct env e = {0};
+    uv_loop_init(&e.loop);
+    e.fp = extmetrics_fake_provider_new();
+    e.fa = extmetrics_fake_authorizer_new(&e.loop);
+    extmetrics_fake_authorizer_hold(e.fa, true);
+    fill_provider(&e);
+    struct extmetrics_config cfg = {.listen = {.host = "127.0.0.1"}, .clock = fixed_clock};
+    struct extmetrics_provider p = extmetrics_fake_provider_get(e.fp);
+    struct extmetrics_authorizer a = extmetrics_fake_authorizer_get(e.fa);
+    assert_int_equal(extmetrics_new(&e.loop, &cfg, &p, &a, &e.em), 0);
+    e.port = extmetrics_port(e.em);
+    uv_async_init(&e.loop, &e.done, on_done);
+    e.done.data = &e;
+    uv_thread_create(&e.thr, closing_thread, &e);
+    uv_run(&e.loop, UV_RUN_DEFAULT);
+    uv_thread_join(&e.thr);
+    if (e.fail_line)
+        fail_msg("scenario failed at line %d: %s", e.fail_line, e.fail_msg);
+    assert_int_equal(e.closed, 1);
+    assert_int_equal(extmetrics_fake_authorizer_authn_calls(e.fa), 3);
+    assert_int_equal(extmetrics_fake_authorizer_held(e.fa), 0);
+    assert_int_equal(uv_loop_close(&e.loop), 0);
+    env_free(&e);
+}
+
+/* ---- provider failure and config errors ----------------------------------------------- */
+
+static void test_config_errors(void **state)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct extmetrics_fake_provider *fp = extmetrics_fake_provider_new();
+    struct extmetrics_provider p = extmetrics_fake_provider_get(fp);
+    struct extmetrics *em = NULL;
+    struct extmetrics_config cfg = {.listen = {.host = "127.0.0.1"}};
+    assert_int_equal(extmetrics_new(&loop, &cfg, &p, NULL, &em), -EINVAL); /* no authorizer */
+    cfg.disable_auth = true;
+    cfg.upstream_url = "ftp://x";
+    assert_int_equal(extmetrics_new(&loop, &cfg, &p, NULL, &em), -EINVAL);
+    cfg.upstream_url = NULL;
+    assert_int_equal(extmetrics_new(&loop, &cfg, &p, NULL, &em), 0);
+    struct extmetrics_requestheader rh = {.client_ca_pem = "junk", .client_ca_len = 4};
+    assert_int_equal(extmetrics_set_requestheader(em, &rh), -EINVAL);
+    assert_int_equal(extmetrics_set_requestheader(em, NULL), 0);
+    extmetrics_close(em, NULL, NULL);
+    extmetrics_close(NULL, NULL, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    extmetrics_fake_provider_free(fp);
+}
+
+/* ---- setup ------------------------------------------------------------------------ */
+
+static int setup(void **state)
+{
+    testdata = getenv("EXTMETRICS_TESTDATA");
+    if (!testdata)
+        testdata = "pkg/extmetrics/testdata";
+    snprintf(dir, sizeof(dir), "/tmp/extmetrics-XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    char cmd[4096];
+    const char *k = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes";
+    snprintf(cmd, sizeof(cmd),
+             "set -e; cd %s; exec >/dev/null 2>&1;"
+             "openssl req -x509 %s -keyout up.key -out up.crt -subj /CN=upstream -days 2 "
+             "  -addext subjectAltName=IP:127.0.0.1;"
+             "for n in ca1 ca2; do openssl req -x509 %s -keyout $n.key -out $n.crt -subj /CN=$n "
+             "  -days 2; done;"
+             "mk() { openssl req %s -keyout $1.key -out $1.csr -subj /CN=$2;"
+             "  openssl x509 -req -in $1.csr -CA $3.crt -CAkey $3.key -CAcreateserial -days $4 "
+             "  -out $1.crt; };"
+             "mk fp front-proxy-client ca1 2; mk notproxy some-client ca1 2;"
+             "mk fp-ca2 front-proxy-client ca2 2; mk fp-expired front-proxy-client ca1 -1;"
+             "printf 'sa-token\\n' > token",
+             dir, k, k, k);
+    if (system(cmd) != 0)
+        return -1;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        return -1;
+    curl_global_cleanup();
+    return 0;
+}
+
+int main(void)
+{
+    util_log_setup(UTIL_LOG_LOGFMT, getenv("TEST_DEBUG") ? UTIL_LOG_DEBUG : UTIL_LOG_ERROR);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_endpoints),
+        cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_upstream),
+        cmocka_unit_test(test_upstream_down),
+        cmocka_unit_test(test_close_with_pending_reviews),
+        cmocka_unit_test(test_config_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

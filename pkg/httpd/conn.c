@@ -1,0 +1,659 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* httpd/conn: one accepted connection: reads, TLS through memory BIOs,
+ * request dispatch in order, responses, timeouts and closing.
+ *
+ * A connection owns a uv_tcp_t and a uv_timer_t (both embedded, memory
+ * freed when both close callbacks have run). At most one request is with
+ * the handler at a time (c->busy); further pipelined input stays in the
+ * parser's buffer, and reading stops while that buffer is over
+ * HTTPD_PIPELINE_BUF. The timer enforces, depending on the phase: the
+ * header deadline (from accept or the first byte of a request until the end
+ * of its headers, TLS handshake included, never extended by more bytes),
+ * the body silence limit, and the keep-alive idle limit. */
+#include "httpd-int.h"
+
+#include <errno.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+#include <string.h>
+#include <strings.h>
+
+struct wreq {
+    uv_write_t req;
+    size_t len;
+    char data[];
+};
+
+static void conn_process(struct conn *c);
+static void arm_timer(struct conn *c);
+
+static const char *subsys(const struct conn *c)
+{
+    return c->srv->name;
+}
+
+/* ---- closing ------------------------------------------------------------ */
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    struct conn *c = h->data;
+    if (--c->open_handles > 0)
+        return;
+    struct httpd *srv = c->srv;
+    hp_free(&c->hp);
+    SSL_free(c->ssl); /* frees both BIOs */
+    xfree(c->cn);
+    xfree(c);
+    srv_conn_gone(srv);
+}
+
+void conn_close(struct conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    struct hreq *r = c->busy;
+    c->busy = NULL;
+    if (r) {
+        r->conn = NULL;
+        if (r->abort_cb) {
+            httpd_abort_cb cb = r->abort_cb;
+            r->abort_cb = NULL;
+            cb(&r->pub, r->abort_arg);
+        }
+    }
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (c->srv->conns == c)
+        c->srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+    uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+}
+
+#define LINGER_MS 2000
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+
+static void on_linger_timeout(uv_timer_t *t)
+{
+    conn_close(t->data);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    struct conn *c = req->handle->data;
+    if (status < 0 && !c->closing)
+        conn_close(c);
+}
+
+/* After the last response of a connection: half-close our side and read
+ * (discarding) until the peer closes, so that unread request bytes do not
+ * turn our close into a reset that could destroy the response in flight. */
+static void conn_linger(struct conn *c)
+{
+    if (c->closing || c->lingering)
+        return;
+    c->lingering = true;
+    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
+        conn_close(c);
+        return;
+    }
+    if (!c->reading && uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+        c->reading = true;
+    uv_timer_start(&c->timer, on_linger_timeout, LINGER_MS, 0);
+}
+
+void conn_shutdown(struct conn *c)
+{
+    if (!c->busy && c->writes == 0)
+        conn_close(c);
+    else
+        c->close_after_write = true;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static void on_written(uv_write_t *req, int status)
+{
+    struct wreq *w = util_container_of(req, struct wreq, req);
+    struct conn *c = req->handle->data;
+    xfree(w);
+    c->writes--;
+    if (c->closing)
+        return;
+    if (status < 0) {
+        LOG_DEBUG(subsys(c), "write to %s failed: %s", c->addr, uv_strerror(status));
+        conn_close(c);
+        return;
+    }
+    if (c->writes == 0 && c->close_after_write && !c->busy) {
+        conn_linger(c);
+        return;
+    }
+    if (!c->lingering)
+        arm_timer(c);
+}
+
+static void sock_send(struct conn *c, const char *data, size_t len)
+{
+    if (c->closing || len == 0)
+        return;
+    if (c->writes == 0) {
+        uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
+        int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        if (n > 0) {
+            data += n;
+            len -= (size_t)n;
+        } else if (n < 0 && n != UV_EAGAIN) {
+            LOG_DEBUG(subsys(c), "write to %s failed: %s", c->addr, uv_strerror(n));
+            conn_close(c);
+            return;
+        }
+        if (len == 0)
+            return;
+    }
+    struct wreq *w = xmalloc(sizeof(*w) + len);
+    memcpy(w->data, data, len);
+    w->len = len;
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)len);
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written);
+    if (rc < 0) {
+        xfree(w);
+        LOG_DEBUG(subsys(c), "write to %s failed: %s", c->addr, uv_strerror(rc));
+        conn_close(c);
+        return;
+    }
+    c->writes++;
+}
+
+/* Send whatever OpenSSL has queued for the network. */
+static void flush_tls(struct conn *c)
+{
+    char *p;
+    long n = BIO_get_mem_data(c->wbio, &p);
+    if (n > 0) {
+        sock_send(c, p, (size_t)n);
+        (void)BIO_reset(c->wbio);
+    }
+}
+
+/* Send plaintext, encrypting it on TLS connections. */
+static void send_plain(struct conn *c, const char *data, size_t len, bool last)
+{
+    if (c->closing)
+        return;
+    if (!c->ssl) {
+        sock_send(c, data, len);
+        return;
+    }
+    while (len > 0) {
+        int chunk = len > (1u << 30) ? (1 << 30) : (int)len;
+        int n = SSL_write(c->ssl, data, chunk);
+        if (n <= 0) {
+            char err[256];
+            tls_errors(err, sizeof(err));
+            LOG_DEBUG(subsys(c), "TLS write to %s failed: %s", c->addr, err);
+            conn_close(c);
+            return;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+    if (last)
+        (void)SSL_shutdown(c->ssl); /* queue close_notify */
+    flush_tls(c);
+}
+
+/* ---- responses ---------------------------------------------------------- */
+
+static bool hdr_is(const char *a, const char *b)
+{
+    return strcasecmp(a, b) == 0;
+}
+
+static bool valid_token_text(const char *s)
+{
+    for (; *s; s++)
+        if (*s == '\r' || *s == '\n')
+            return false;
+    return true;
+}
+
+/* Build and send one response; closes after it when asked. */
+static void send_response(struct conn *c, int status, const struct httpd_header *h, size_t nh,
+                          const void *body, size_t len, bool head, bool close)
+{
+    struct util_buf b = {0};
+    util_buf_printf(&b, "HTTP/1.1 %d %s\r\nDate: %s\r\n", status, httpd_status_text(status),
+                    srv_date(c->srv));
+    for (size_t i = 0; i < nh; i++) {
+        if (!h[i].name || !h[i].value || !valid_token_text(h[i].name) ||
+            !valid_token_text(h[i].value))
+            continue;
+        if (hdr_is(h[i].name, "Content-Length") || hdr_is(h[i].name, "Date") ||
+            hdr_is(h[i].name, "Transfer-Encoding"))
+            continue;
+        if (hdr_is(h[i].name, "Connection")) {
+            if (strcasecmp(h[i].value, "close") == 0)
+                close = true;
+            continue;
+        }
+        util_buf_printf(&b, "%s: %s\r\n", h[i].name, h[i].value);
+    }
+    util_buf_printf(&b, "Content-Length: %zu\r\n", len);
+    if (close)
+        util_buf_puts(&b, "Connection: close\r\n");
+    util_buf_puts(&b, "\r\n");
+    if (!head && len)
+        util_buf_append(&b, body, len);
+    if (close) {
+        c->close_after_write = true;
+        if (c->reading) {
+            uv_read_stop((uv_stream_t *)&c->tcp);
+            c->reading = false;
+        }
+    }
+    send_plain(c, b.data, b.len, close);
+    util_buf_free(&b);
+    if (!c->closing && close && c->writes == 0 && !c->busy)
+        conn_linger(c);
+}
+
+static void send_error(struct conn *c, int status)
+{
+    static const struct httpd_header h[] = {{"Content-Type", "text/plain; charset=utf-8"}};
+    const char *text = httpd_status_text(status);
+    char body[128];
+    int n = snprintf(body, sizeof(body), "%d %s\n", status, text);
+    send_response(c, status, h, 1, body, (size_t)n, false, true);
+}
+
+int httpd_respond(struct httpd_request *pub, int status, const struct httpd_header *headers,
+                  size_t nheaders, const void *body, size_t len)
+{
+    struct hreq *r = util_container_of(pub, struct hreq, pub);
+    struct conn *c = r->conn;
+    int rc = 0;
+    if (!c || c->closing) {
+        rc = -ECONNRESET;
+        goto out;
+    }
+    c->busy = NULL;
+    r->conn = NULL;
+    if (status < 100 || status > 999) {
+        LOG_ERROR(subsys(c), "handler answered %s %s with invalid status %d", pub->method,
+                  pub->path, status);
+        send_error(c, 500);
+        rc = -EINVAL;
+        goto out;
+    }
+    bool close = !pub->keep_alive || c->eof || c->srv->closing || c->close_after_write;
+    send_response(c, status, headers, nheaders, body, len, r->is_head, close);
+    if (!c->closing && !c->processing)
+        conn_process(c);
+out:
+    hreq_free(r);
+    return rc;
+}
+
+void httpd_request_on_abort(struct httpd_request *pub, httpd_abort_cb cb, void *arg)
+{
+    struct hreq *r = util_container_of(pub, struct hreq, pub);
+    r->abort_cb = cb;
+    r->abort_arg = arg;
+}
+
+bool httpd_request_aborted(const struct httpd_request *pub)
+{
+    const struct hreq *r = util_container_of(pub, const struct hreq, pub);
+    return r->conn == NULL || r->peer_eof;
+}
+
+const char *httpd_request_header(const struct httpd_request *req, const char *name)
+{
+    for (size_t i = 0; i < req->nheaders; i++)
+        if (strcasecmp(req->headers[i].name, name) == 0)
+            return req->headers[i].value;
+    return NULL;
+}
+
+/* ---- request processing ------------------------------------------------- */
+
+static void dispatch(struct conn *c, struct hreq *r)
+{
+    struct httpd_peer *peer = &r->pub.peer;
+    snprintf(peer->addr, sizeof(peer->addr), "%s", c->addr);
+    peer->tls = c->ssl != NULL;
+    peer->client_cert = c->cert_presented;
+    peer->client_cert_verified = c->cert_verified;
+    if (c->cn) {
+        r->cn = xstrdup(c->cn);
+        peer->client_cn = r->cn;
+    }
+    if (c->srv->closing || c->close_after_write)
+        r->pub.keep_alive = false;
+    r->conn = c;
+    c->busy = r;
+    c->head_start = 0;
+    c->srv->cb(&r->pub, c->srv->arg);
+}
+
+static void set_reading(struct conn *c, bool on);
+
+static bool tls_pump(struct conn *c);
+
+static void conn_process(struct conn *c)
+{
+    if (c->ssl && !c->closing && !tls_pump(c))
+        return;
+    if (c->ssl && !c->hs_done) {
+        arm_timer(c);
+        return;
+    }
+    c->processing = true;
+    while (!c->closing && !c->busy && !c->close_after_write) {
+        struct hreq *r = NULL;
+        int rc = hp_next(&c->hp, &r);
+        if (rc == 1) {
+            dispatch(c, r);
+            continue;
+        }
+        if (rc < 0) {
+            LOG_DEBUG(subsys(c), "bad request from %s: answering %d", c->addr, c->hp.err_status);
+            send_error(c, c->hp.err_status ? c->hp.err_status : 400);
+            break;
+        }
+        if (c->hp.in_message && c->head_start == 0)
+            c->head_start = uv_now(c->srv->loop);
+        if (c->hp.want_continue && c->hp.headers_done && !c->sent_continue) {
+            static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+            c->sent_continue = true;
+            send_plain(c, cont, sizeof(cont) - 1, false);
+        }
+        if (!c->hp.in_message)
+            c->sent_continue = false;
+        if (c->eof && !c->busy && c->writes == 0) {
+            conn_close(c);
+            break;
+        }
+        break;
+    }
+    c->processing = false;
+    if (c->closing)
+        return;
+    if (c->eof && !c->busy && c->writes == 0) {
+        conn_close(c);
+        return;
+    }
+    set_reading(c, !c->eof && !c->close_after_write && hp_buffered(&c->hp) < HTTPD_PIPELINE_BUF);
+    arm_timer(c);
+}
+
+/* ---- TLS input ---------------------------------------------------------- */
+
+static void peer_cert_info(struct conn *c)
+{
+    X509 *cert = SSL_get0_peer_certificate(c->ssl);
+    if (!cert)
+        return;
+    c->cert_presented = true;
+    c->cert_verified = !c->verify_failed && SSL_get_verify_result(c->ssl) == X509_V_OK;
+    X509_NAME *subj = X509_get_subject_name(cert);
+    int idx = subj ? X509_NAME_get_index_by_NID(subj, NID_commonName, -1) : -1;
+    if (idx >= 0) {
+        ASN1_STRING *d = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subj, idx));
+        unsigned char *utf8 = NULL;
+        int n = ASN1_STRING_to_UTF8(&utf8, d);
+        if (n >= 0 && utf8) {
+            c->cn = xstrndup((const char *)utf8, (size_t)n);
+            if (strlen(c->cn) != (size_t)n) { /* embedded NUL: not a usable name */
+                xfree(c->cn);
+                c->cn = NULL;
+                c->cert_verified = false;
+            }
+        }
+        OPENSSL_free(utf8);
+    }
+}
+
+static void tls_fail(struct conn *c, const char *what)
+{
+    char err[256];
+    tls_errors(err, sizeof(err));
+    LOG_DEBUG(subsys(c), "TLS %s with %s failed: %s", what, c->addr, err);
+    flush_tls(c); /* the alert, if any */
+    c->close_after_write = true;
+    if (c->writes == 0)
+        conn_close(c);
+}
+
+/* Decrypt what the BIO holds into the parser buffer. Returns false if the
+ * connection is going away. */
+static bool tls_pump(struct conn *c)
+{
+    if (!c->hs_done) {
+        int r = SSL_do_handshake(c->ssl);
+        if (r != 1) {
+            int e = SSL_get_error(c->ssl, r);
+            flush_tls(c);
+            if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+                return true;
+            tls_fail(c, "handshake");
+            return false;
+        }
+        c->hs_done = true;
+        peer_cert_info(c);
+        flush_tls(c);
+    }
+    char buf[16384];
+    while (hp_buffered(&c->hp) < HTTPD_PIPELINE_BUF) {
+        int n = SSL_read(c->ssl, buf, sizeof(buf));
+        if (n > 0) {
+            hp_append(&c->hp, buf, (size_t)n);
+            continue;
+        }
+        int e = SSL_get_error(c->ssl, n);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+            break;
+        if (e == SSL_ERROR_ZERO_RETURN) { /* close_notify: no more requests */
+            c->eof = true;
+            break;
+        }
+        tls_fail(c, "read");
+        return false;
+    }
+    flush_tls(c);
+    return !c->closing;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct conn *c = h->data;
+    *buf = uv_buf_init(c->srv->rbuf, sizeof(c->srv->rbuf));
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct conn *c = s->data;
+    if (c->closing)
+        return;
+    if (c->lingering) { /* discard until the peer closes */
+        if (nread < 0)
+            conn_close(c);
+        return;
+    }
+    if (nread < 0) {
+        if (nread != UV_EOF)
+            LOG_DEBUG(subsys(c), "read from %s: %s", c->addr, uv_strerror((int)nread));
+        c->eof = true;
+        set_reading(c, false);
+        if (nread != UV_EOF || (!c->busy && c->writes == 0)) {
+            conn_close(c);
+            return;
+        }
+        if (c->busy) {
+            /* the peer may only have half-closed: keep the answer possible,
+             * but tell the handler nobody may be listening */
+            struct hreq *r = c->busy;
+            r->peer_eof = true;
+            if (r->abort_cb) {
+                httpd_abort_cb cb = r->abort_cb;
+                r->abort_cb = NULL;
+                cb(&r->pub, r->abort_arg);
+            }
+            return;
+        }
+        conn_process(c);
+        return;
+    }
+    if (nread == 0)
+        return;
+    if (c->ssl)
+        BIO_write(c->rbio, buf->base, (int)nread);
+    else
+        hp_append(&c->hp, buf->base, (size_t)nread);
+    if (!c->busy) {
+        conn_process(c);
+        return;
+    }
+    if (c->ssl && !tls_pump(c))
+        return;
+    set_reading(c, hp_buffered(&c->hp) < HTTPD_PIPELINE_BUF);
+}
+
+static void set_reading(struct conn *c, bool on)
+{
+    if (c->closing || c->lingering || on == c->reading)
+        return;
+    if (on) {
+        if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+            c->reading = true;
+    } else {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+}
+
+/* ---- timer -------------------------------------------------------------- */
+
+static void on_timer(uv_timer_t *t)
+{
+    struct conn *c = t->data;
+    if (c->closing)
+        return;
+    LOG_DEBUG(subsys(c), "closing %s: %s timeout", c->addr,
+              c->head_start ? "header" : (c->hp.in_message ? "body" : "idle"));
+    if (c->head_start && c->hp.in_message && c->writes == 0 && !c->busy && c->hs_done)
+        send_error(c, 408);
+    else
+        conn_close(c);
+}
+
+static void arm_timer(struct conn *c)
+{
+    if (c->closing || c->lingering)
+        return;
+    const struct httpd_config *cfg = &c->srv->cfg;
+    uint64_t now = uv_now(c->srv->loop);
+    uint64_t ms;
+    if (c->busy) {
+        uv_timer_stop(&c->timer);
+        return;
+    }
+    if (c->head_start) {
+        uint64_t end = c->head_start + cfg->header_timeout_ms;
+        ms = end > now ? end - now : 1;
+    } else if (c->hp.in_message) {
+        ms = cfg->body_timeout_ms;
+    } else {
+        ms = cfg->idle_timeout_ms;
+    }
+    uv_timer_start(&c->timer, on_timer, ms, 0);
+}
+
+/* ---- accept ------------------------------------------------------------- */
+
+void conn_accept(struct httpd *srv)
+{
+    struct conn *c = xcalloc(1, sizeof(*c));
+    c->srv = srv;
+    uv_tcp_init(srv->loop, &c->tcp);
+    uv_timer_init(srv->loop, &c->timer);
+    c->tcp.data = c;
+    c->timer.data = c;
+    c->open_handles = 2;
+    struct hp_limits lim = {.max_header_bytes = srv->cfg.max_header_bytes,
+                            .max_headers = srv->cfg.max_headers,
+                            .max_body_bytes = srv->cfg.max_body_bytes};
+    hp_init(&c->hp, &lim);
+    c->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = c;
+    srv->conns = c;
+    srv->nconns++;
+    snprintf(c->addr, sizeof(c->addr), "?");
+
+    int rc = uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&c->tcp);
+    if (rc < 0) {
+        LOG_WARN(srv->name, "accept failed: %s", uv_strerror(rc));
+        conn_close(c);
+        return;
+    }
+    struct sockaddr_storage ss;
+    int sl = sizeof(ss);
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) == 0) {
+        char ip[48] = "?";
+        int port = 0;
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+            uv_ip4_name(in, ip, sizeof(ip));
+            port = ntohs(in->sin_port);
+            snprintf(c->addr, sizeof(c->addr), "%s:%d", ip, port);
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+            uv_ip6_name(in6, ip, sizeof(ip));
+            port = ntohs(in6->sin6_port);
+            snprintf(c->addr, sizeof(c->addr), "[%s]:%d", ip, port);
+        }
+    }
+    if (srv->closing || srv->nconns > srv->cfg.max_connections) {
+        LOG_DEBUG(srv->name, "refusing %s: %u connections open (max %u)", c->addr,
+                  srv->nconns - 1, srv->cfg.max_connections);
+        conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    if (srv->cfg.tls) {
+        c->ssl = SSL_new(srv->ctx);
+        c->rbio = BIO_new(BIO_s_mem());
+        c->wbio = BIO_new(BIO_s_mem());
+        if (!c->ssl || !c->rbio || !c->wbio) {
+            BIO_free(c->rbio);
+            BIO_free(c->wbio);
+            c->rbio = c->wbio = NULL;
+            LOG_ERROR(srv->name, "cannot create TLS state for %s", c->addr);
+            conn_close(c);
+            return;
+        }
+        BIO_set_mem_eof_return(c->rbio, -1);
+        BIO_set_mem_eof_return(c->wbio, -1);
+        SSL_set_bio(c->ssl, c->rbio, c->wbio);
+        SSL_set_app_data(c->ssl, c);
+        SSL_set_accept_state(c->ssl);
+        if (srv->client_store) {
+            SSL_set1_verify_cert_store(c->ssl, srv->client_store);
+            SSL_set_verify(c->ssl, SSL_VERIFY_PEER, tls_verify_cb);
+        }
+    } else {
+        c->hs_done = true;
+    }
+    c->head_start = uv_now(srv->loop);
+    set_reading(c, true);
+    arm_timer(c);
+}

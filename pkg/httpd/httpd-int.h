@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* httpd internals shared between parse.c, tls.c, conn.c and server.c; no
+ * other module includes this file. */
+#ifndef GPUSCALER_HTTPD_INT_H
+#define GPUSCALER_HTTPD_INT_H
+
+#include "httpd/httpd.h"
+#include "util/util.h"
+
+#include <llhttp.h>
+#include <openssl/ssl.h>
+#include <sys/stat.h>
+
+#define HTTPD_READ_BUF 65536
+/* Unparsed pipelined input kept while a request is with its handler. */
+#define HTTPD_PIPELINE_BUF 65536
+
+/* ---- parse.c: bytes -> requests --------------------------------------- */
+
+struct hp_limits {
+    size_t max_header_bytes;
+    size_t max_headers;
+    size_t max_body_bytes;
+};
+
+struct conn;
+
+/* A request as the server holds it; pub is what the handler sees. */
+struct hreq {
+    struct httpd_request pub;
+    struct conn *conn;            /* NULL once the connection went away */
+    httpd_abort_cb abort_cb;
+    void *abort_arg;
+    struct util_buf store;        /* target, method, header names and values */
+    size_t target_off, method_off, query_off;
+    size_t *hoff;                 /* pairs of name/value offsets into store */
+    size_t nhdr, hcap;
+    struct httpd_header *hdrs;
+    struct util_buf body;
+    char *cn;
+    bool is_head;
+    bool peer_eof;                /* the peer closed its sending side */
+};
+
+struct hparser {
+    llhttp_t ll;
+    struct hp_limits lim;
+    struct util_buf in;           /* received, not yet parsed */
+    size_t inpos;
+    struct hreq *cur;             /* being parsed */
+    struct hreq *done;            /* completed, waiting to be returned */
+    size_t head_bytes;
+    size_t name_off;
+    int err_status;               /* 400/413/431 after a rejection */
+    bool failed;
+    bool in_message;
+    bool headers_done;
+    bool want_continue;           /* "Expect: 100-continue" seen for cur */
+};
+
+void hp_init(struct hparser *p, const struct hp_limits *lim);
+void hp_free(struct hparser *p);
+/* Append received plaintext. */
+void hp_append(struct hparser *p, const void *data, size_t len);
+size_t hp_buffered(const struct hparser *p);
+/* 1: *out is a complete request (caller owns it); 0: need more input;
+ * -EPROTO: the stream is broken, p->err_status says how to answer. */
+int hp_next(struct hparser *p, struct hreq **out);
+
+void hreq_free(struct hreq *r);
+
+/* ---- tls.c -------------------------------------------------------------- */
+
+struct file_id {
+    bool exists;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+};
+
+/* Build a server context from files, or from an in-memory self-signed
+ * certificate when both are NULL. On failure returns NULL and logs why. */
+SSL_CTX *tls_ctx_new(const char *subsys, const char *cert_file, const char *key_file);
+/* Parse a PEM bundle into a new store; NULL if it holds no certificate. */
+X509_STORE *tls_store_from_pem(const char *pem, size_t len);
+/* The client-certificate verify callback (records, never fails). */
+int tls_verify_cb(int ok, X509_STORE_CTX *ctx);
+void tls_file_id(const char *path, struct file_id *out);
+bool tls_file_id_eq(const struct file_id *a, const struct file_id *b);
+/* Pull the OpenSSL error queue into one string (for logs). */
+void tls_errors(char *out, size_t len);
+
+/* ---- server / connections ---------------------------------------------- */
+
+struct httpd {
+    uv_loop_t *loop;
+    struct httpd_config cfg;      /* strings point at the owned copies below */
+    char *host, *cert_file, *key_file, *client_ca_file, *name;
+    httpd_request_cb cb;
+    void *arg;
+
+    uv_tcp_t listener;
+    uv_timer_t poll_timer;
+    uv_timer_t grace_timer;
+    int open_handles;
+    int port;
+
+    SSL_CTX *ctx;
+    X509_STORE *client_store;
+    struct file_id cert_id, key_id, ca_id;
+
+    struct conn *conns;
+    unsigned nconns;
+
+    bool closing;
+    httpd_close_cb close_cb;
+    void *close_arg;
+
+    char date[40];
+    int64_t date_sec;
+    char rbuf[HTTPD_READ_BUF];
+};
+
+struct conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    uv_shutdown_t shutdown_req;
+    struct httpd *srv;
+    struct conn *prev, *next;
+    int open_handles;
+
+    struct hparser hp;
+    SSL *ssl;
+    BIO *rbio, *wbio;
+    bool hs_done;
+    bool verify_failed;
+    bool cert_presented;
+    bool cert_verified;
+    char *cn;
+    char addr[64];
+
+    struct hreq *busy;            /* request with the handler */
+    int writes;                   /* uv_write requests in flight */
+    uint64_t head_start;          /* loop time the current head began, 0 if none */
+    bool reading;
+    bool processing;
+    bool closing;
+    bool close_after_write;
+    bool eof;
+    bool sent_continue;
+    bool lingering;               /* write side shut down, draining until EOF */
+};
+
+void conn_accept(struct httpd *srv);
+void conn_close(struct conn *c);
+/* Called when a server starts closing: close idle connections now, let
+ * busy ones finish. */
+void conn_shutdown(struct conn *c);
+void srv_conn_gone(struct httpd *srv);
+const char *srv_date(struct httpd *srv);
+
+#endif

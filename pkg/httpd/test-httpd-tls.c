@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tests for httpd over TLS: requests, keep-alive and pipelining through the
+ * memory BIOs, protocol versions, garbage input, handshake deadline,
+ * certificate reload (good and broken pairs) and client certificates
+ * (verified, missing, wrong CA, expired, CA swapped at runtime). Test
+ * certificates are made with the openssl CLI in a temporary directory. */
+#include "test-fixture.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dir[256];
+
+static int gen_certs(void **state)
+{
+    snprintf(dir, sizeof(dir), "/tmp/httpd-tls-XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    const char *key = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes";
+    int rc = tc_sh(
+        "set -e; cd %s; exec 2>/dev/null >/dev/null;"
+        "for n in a b; do openssl req -x509 %s -keyout $n.key -out $n.crt -subj /CN=server-$n "
+        "  -days 2 -addext subjectAltName=IP:127.0.0.1; done;"
+        "for n in ca1 ca2; do openssl req -x509 %s -keyout $n.key -out $n.crt -subj /CN=$n -days 2; "
+        "done;"
+        "mk() { openssl req %s -keyout $1.key -out $1.csr -subj /CN=$2;"
+        "  openssl x509 -req -in $1.csr -CA $3.crt -CAkey $3.key -CAcreateserial -days $4 "
+        "  -out $1.crt; };"
+        "mk client front-proxy-client ca1 2; mk other other-client ca2 2; mk expired expired ca1 -1;"
+        "cp a.crt server.crt; cp a.key server.key",
+        dir, key, key, key);
+    return rc == 0 ? 0 : -1;
+}
+
+static int rm_certs(void **state)
+{
+    tc_sh("rm -rf %s", dir);
+    return 0;
+}
+
+static struct tc_opts topts(struct fx *f)
+{
+    struct tc_opts o = {.port = f->port, .tls = true};
+    return o;
+}
+
+static char *path(const char *name)
+{
+    static char p[4][512];
+    static int i;
+    i = (i + 1) % 4;
+    snprintf(p[i], sizeof(p[i]), "%s/%s", dir, name);
+    return p[i];
+}
+
+/* ---- basic TLS, keep-alive, pipelining, versions ---------------------- */
+
+static void cl_tls_basic(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = topts(f);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, strcmp(c.peer_cn, "gpuscaler") == 0); /* the self-signed fallback */
+    CHECK(f, SSL_version(c.ssl) == TLS1_3_VERSION);
+    for (int i = 0; i < 2; i++) {
+        CHECK(f, tc_send_str(&c, "GET /k?i=1 HTTP/1.1\r\nX-Test: t\r\n\r\n") == 0);
+        CHECK(f, tc_read_response(&c, &r) == 0);
+        CHECK(f, r.status == 200 && strcmp(r.body, "GET /k q=i=1 len=0 x=t ka=1") == 0);
+    }
+    CHECK(f, tc_send_str(&c, "GET /p1 HTTP/1.1\r\n\r\nGET /defer/40 HTTP/1.1\r\n\r\n"
+                             "POST /p3 HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0 && strcmp(r.body, "GET /p1 q= len=0 x=- ka=1") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0 &&
+                 strcmp(r.body, "GET /defer/40 q= len=0 x=- ka=1") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0 && strcmp(r.body, "POST /p3 q= len=2 x=- ka=1") == 0);
+    tc_close(&c);
+
+    o.max_tls_version = TLS1_2_VERSION;
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, SSL_version(c.ssl) == TLS1_2_VERSION);
+    CHECK(f, tc_send_str(&c, "GET /v12 HTTP/1.1\r\nConnection: close\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200 && r.close);
+    CHECK(f, tc_wait_close(&c) == 0);
+    tc_close(&c);
+
+    o.max_tls_version = TLS1_1_VERSION; /* refused */
+    CHECK(f, tc_connect(&c, &o) != 0);
+}
+
+static void test_tls_basic(void **state)
+{
+    struct fx f = {0};
+    struct httpd_config cfg = {.port = 0, .tls = true, .name = "tls"};
+    fx_run(&f, &cfg, cl_tls_basic);
+    assert_int_equal(f.requests, 6);
+    assert_false(f.last_presented);
+}
+
+/* ---- garbage and the handshake deadline ------------------------------------ */
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void cl_garbage(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts plain = {.port = f->port};
+    struct tc_opts o = topts(f);
+    CHECK(f, tc_connect(&c, &plain) == 0);
+    unsigned char junk[512];
+    srand(7);
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = (unsigned char)rand();
+    junk[0] = 0x16; /* looks like a handshake record at first */
+    tc_send(&c, junk, sizeof(junk));
+    CHECK(f, tc_wait_close(&c) == 0);
+    tc_close(&c);
+
+    CHECK(f, tc_connect(&c, &plain) == 0);
+    tc_send_str(&c, "GET / HTTP/1.1\r\n\r\n");
+    CHECK(f, tc_wait_close(&c) == 0);
+    tc_close(&c);
+
+    /* a partial ClientHello that never completes hits the header deadline */
+    CHECK(f, tc_connect(&c, &plain) == 0);
+    int64_t t0 = mono_ms();
+    tc_send(&c, "\x16\x03\x01\x02\x00\x01", 6);
+    CHECK(f, tc_wait_close(&c) == 0);
+    int64_t took = mono_ms() - t0;
+    CHECK(f, took >= 250 && took < 2000);
+    tc_close(&c);
+
+    /* and the server still works */
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET /fine HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
+    tc_close(&c);
+}
+
+static void test_tls_garbage(void **state)
+{
+    struct fx f = {0};
+    struct httpd_config cfg = {.tls = true, .header_timeout_ms = 300, .name = "tls"};
+    fx_run(&f, &cfg, cl_garbage);
+    assert_int_equal(f.requests, 1);
+}
+
+/* ---- certificate reload ------------------------------------------------------ */
+
+static void replace(const char *src_crt, const char *src_key)
+{
+    tc_sh("cd %s && cp %s new.crt && cp %s new.key && mv new.key server.key && "
+          "mv new.crt server.crt",
+          dir, src_crt, src_key);
+}
+
+static void cl_reload(struct fx *f)
+{
+    struct tc old, c;
+    struct tc_resp r;
+    struct tc_opts o = topts(f);
+    CHECK(f, tc_connect(&old, &o) == 0);
+    CHECK(f, strcmp(old.peer_cn, "server-a") == 0);
+
+    replace("b.crt", "b.key");
+    usleep(300000); /* several poll periods */
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, strcmp(c.peer_cn, "server-b") == 0);
+    tc_close(&c);
+    /* the connection made before the reload keeps working */
+    CHECK(f, tc_send_str(&old, "GET /still HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&old, &r) == 0 && r.status == 200);
+    tc_close(&old);
+
+    /* a mismatched pair and then garbage are rejected; server-b stays */
+    replace("a.crt", "b.key");
+    usleep(300000);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, strcmp(c.peer_cn, "server-b") == 0);
+    tc_close(&c);
+    tc_sh("cd %s && echo garbage > g.crt && cp g.crt server.crt", dir);
+    usleep(300000);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, strcmp(c.peer_cn, "server-b") == 0);
+    CHECK(f, tc_send_str(&c, "GET /ok HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
+    tc_close(&c);
+    /* a good pair again */
+    replace("a.crt", "a.key");
+    usleep(300000);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, strcmp(c.peer_cn, "server-a") == 0);
+    tc_close(&c);
+}
+
+static void test_cert_reload(void **state)
+{
+    struct fx f = {0};
+    replace("a.crt", "a.key");
+    struct httpd_config cfg = {.tls = true, .cert_file = path("server.crt"),
+                               .key_file = path("server.key"), .cert_poll_ms = 50,
+                               .name = "tls"};
+    fx_run(&f, &cfg, cl_reload);
+    assert_int_equal(f.requests, 2);
+}
+
+static void test_reload_direct(void **state)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    replace("a.crt", "a.key");
+    struct httpd *srv;
+    struct httpd_config cfg = {.tls = true, .cert_file = path("server.crt"),
+                               .key_file = path("server.key"), .no_cert_poll = true};
+    assert_int_equal(httpd_new(&loop, &cfg, fx_handler, NULL, &srv), 0);
+    assert_int_equal(httpd_reload_certs(srv), 0); /* nothing changed */
+    replace("b.crt", "b.key");
+    assert_int_equal(httpd_reload_certs(srv), 1);
+    replace("b.crt", "a.key");
+    assert_true(httpd_reload_certs(srv) < 0);
+    assert_int_equal(httpd_reload_certs(srv), 0); /* reported once per change */
+    /* broken files at startup are an error */
+    struct httpd *bad = NULL;
+    assert_int_equal(httpd_new(&loop, &cfg, fx_handler, NULL, &bad), -EPROTO);
+    assert_int_equal(httpd_set_client_ca(srv, "nope", 4), -EINVAL);
+    httpd_free(srv);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* ---- client certificates -------------------------------------------------- */
+
+static void cert_case(struct fx *f, const char *name, const char *want)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = topts(f);
+    char crt[512], key[512];
+    if (name) {
+        snprintf(crt, sizeof(crt), "%s/%s.crt", dir, name);
+        snprintf(key, sizeof(key), "%s/%s.key", dir, name);
+        o.cert_file = crt;
+        o.key_file = key;
+    }
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET /cert HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    if (strcmp(r.body, want) != 0 && !f->fail_line) {
+        f->fail_line = __LINE__;
+        snprintf(f->fail_msg, sizeof(f->fail_msg), "%s: got '%.80s' want '%.80s'",
+                 name ? name : "(none)", r.body, want);
+    }
+    tc_close(&c);
+}
+
+static void cl_client_certs(struct fx *f)
+{
+    cert_case(f, "client", "presented=1 verified=1 cn=front-proxy-client");
+    cert_case(f, NULL, "presented=0 verified=0 cn=");
+    cert_case(f, "other", "presented=1 verified=0 cn=other-client");
+    cert_case(f, "expired", "presented=1 verified=0 cn=expired");
+    /* swap the CA at runtime (on the loop thread, through the handler) */
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = topts(f);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET /setca HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
+    tc_close(&c);
+    cert_case(f, "other", "presented=1 verified=1 cn=other-client");
+    cert_case(f, "client", "presented=1 verified=0 cn=front-proxy-client");
+}
+
+static void ca_handler(struct httpd_request *req, void *arg)
+{
+    struct fx *f = arg;
+    if (strcmp(req->path, "/setca") != 0) {
+        fx_handler(req, arg);
+        return;
+    }
+    f->requests++;
+    char pem[8192];
+    FILE *fp = fopen(path("ca2.crt"), "r");
+    size_t n = fp ? fread(pem, 1, sizeof(pem), fp) : 0;
+    if (fp)
+        fclose(fp);
+    int rc = httpd_set_client_ca(f->srv, pem, n);
+    httpd_respond(req, rc == 0 ? 200 : 500, NULL, 0, NULL, 0);
+}
+
+static void client_cert_thread(void *arg)
+{
+    struct fx *f = arg;
+    cl_client_certs(f);
+    uv_async_send(&f->done);
+}
+
+static void test_client_certs(void **state)
+{
+    struct fx f = {0};
+    struct httpd_config cfg = {.tls = true, .cert_file = path("a.crt"), .key_file = path("a.key"),
+                               .client_ca_file = path("ca1.crt"), .name = "tls"};
+    assert_int_equal(uv_loop_init(&f.loop), 0);
+    assert_int_equal(httpd_new(&f.loop, &cfg, ca_handler, &f, &f.srv), 0);
+    f.port = httpd_port(f.srv);
+    uv_async_init(&f.loop, &f.done, fx_on_done);
+    f.done.data = &f;
+    uv_thread_create(&f.thr, client_cert_thread, &f);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    uv_thread_join(&f.thr);
+    if (f.fail_line)
+        fail_msg("client scenario failed at line %d: %s", f.fail_line, f.fail_msg);
+    assert_int_equal(f.requests, 7);
+    assert_int_equal(f.server_closed, 1);
+    assert_int_equal(uv_loop_close(&f.loop), 0);
+}
+
+int main(void)
+{
+    util_log_setup(UTIL_LOG_LOGFMT, getenv("TEST_DEBUG") ? UTIL_LOG_DEBUG : UTIL_LOG_ERROR + 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tls_basic),
+        cmocka_unit_test(test_tls_garbage),
+        cmocka_unit_test(test_cert_reload),
+        cmocka_unit_test(test_reload_direct),
+        cmocka_unit_test(test_client_certs),
+    };
+    return cmocka_run_group_tests(tests, gen_certs, rm_certs);
+}

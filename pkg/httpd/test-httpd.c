@@ -1,0 +1,445 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tests for httpd over plain TCP: requests, keep-alive, pipelining with
+ * deferred responses, limits, timeouts, aborts, graceful close, and the
+ * parser entry point used by the fuzzer. */
+#include "test-fixture.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct httpd_config plain_cfg(void)
+{
+    struct httpd_config c = {.host = "127.0.0.1", .port = 0, .name = "test"};
+    return c;
+}
+
+static struct tc_opts opts(struct fx *f)
+{
+    struct tc_opts o = {.port = f->port};
+    return o;
+}
+
+/* ---- basic request and keep-alive -------------------------------------- */
+
+static void cl_basic(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = opts(f);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    for (int i = 0; i < 3; i++) {
+        CHECK(f, tc_send_str(&c, "GET /a/b?x=1&y=%20 HTTP/1.1\r\nHost: t\r\nX-Test:  v1 \r\n"
+                                 "\r\n") == 0);
+        CHECK(f, tc_read_response(&c, &r) == 0);
+        CHECK(f, r.status == 200);
+        CHECK(f, strcmp(r.body, "GET /a/b q=x=1&y=%20 len=0 x=v1 ka=1") == 0);
+        CHECK(f, !r.close);
+        CHECK(f, strstr(r.headers, "\r\nDate: ") != NULL);
+    }
+    /* HTTP/1.0 without keep-alive: answered, then closed */
+    CHECK(f, tc_send_str(&c, "GET /old HTTP/1.0\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.close);
+    CHECK(f, tc_wait_close(&c) == 0);
+    tc_close(&c);
+}
+
+static void test_basic_keepalive(void **state)
+{
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    fx_run(&f, &cfg, cl_basic);
+    assert_int_equal(f.requests, 4);
+    assert_non_null(strstr(f.last_addr, "127.0.0.1:"));
+}
+
+/* ---- bodies ---------------------------------------------------------------- */
+
+static void cl_bodies(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = opts(f);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "POST /p HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, strcmp(r.body, "POST /p q= len=5 x=- ka=1") == 0);
+    CHECK(f, tc_send_str(&c, "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             "3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, strcmp(r.body, "POST /c q= len=7 x=- ka=1") == 0);
+    /* Expect: 100-continue gets an interim response before the body is sent */
+    CHECK(f, tc_send_str(&c, "PUT /e HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n"
+                             "\r\n") == 0);
+    char buf[64] = {0};
+    ssize_t n = recv(c.fd, buf, sizeof(buf) - 1, 0);
+    CHECK(f, n > 0 && strncmp(buf, "HTTP/1.1 100 Continue\r\n\r\n", 25) == 0);
+    CHECK(f, tc_send_str(&c, "ok") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, strcmp(r.body, "PUT /e q= len=2 x=- ka=1") == 0);
+    /* HEAD: headers only, Content-Length of the would-be body */
+    CHECK(f, tc_send_str(&c, "HEAD /h HTTP/1.1\r\n\r\nGET /after HTTP/1.1\r\n\r\n") == 0);
+    char all[1024] = {0};
+    size_t got = 0;
+    while (got < sizeof(all) - 1 && !strstr(all, "GET /after")) {
+        n = recv(c.fd, all + got, sizeof(all) - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    CHECK(f, strstr(all, "Content-Length: 25") != NULL);
+    CHECK(f, strstr(all, "HEAD /h") == NULL);
+    CHECK(f, strstr(all, "GET /after q= len=0") != NULL);
+    tc_close(&c);
+}
+
+static void test_bodies(void **state)
+{
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    fx_run(&f, &cfg, cl_bodies);
+    assert_int_equal(f.requests, 5);
+}
+
+/* ---- pipelining with a deferred answer in the middle -------------------- */
+
+static void cl_pipeline(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = opts(f);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET /one HTTP/1.1\r\n\r\n"
+                             "GET /defer/80 HTTP/1.1\r\n\r\n"
+                             "GET /three HTTP/1.1\r\nX-Test: 3\r\n\r\n"
+                             "POST /four HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, strcmp(r.body, "GET /one q= len=0 x=- ka=1") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, strcmp(r.body, "GET /defer/80 q= len=0 x=- ka=1") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, strcmp(r.body, "GET /three q= len=0 x=3 ka=1") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, strcmp(r.body, "POST /four q= len=3 x=- ka=1") == 0);
+    /* many small pipelined requests in one write */
+    struct util_buf b = {0};
+    for (int i = 0; i < 500; i++)
+        util_buf_printf(&b, "GET /n%d HTTP/1.1\r\n\r\n", i);
+    CHECK(f, tc_send(&c, b.data, b.len) == 0);
+    util_buf_free(&b);
+    for (int i = 0; i < 500; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "GET /n%d q= len=0 x=- ka=1", i);
+        if (tc_read_response(&c, &r) != 0 || strcmp(r.body, want) != 0) {
+            CHECK(f, !"pipelined response out of order or missing");
+            break;
+        }
+    }
+    tc_close(&c);
+}
+
+static void test_pipelining(void **state)
+{
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    fx_run(&f, &cfg, cl_pipeline);
+    assert_int_equal(f.requests, 504);
+}
+
+/* ---- limits ----------------------------------------------------------------- */
+
+static void cl_limits(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = opts(f);
+    char big[4096];
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET / HTTP/1.1\r\nX-Big: ") == 0);
+    CHECK(f, tc_send_str(&c, big) == 0);
+    CHECK(f, tc_send_str(&c, "\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 431 && r.close);
+    CHECK(f, tc_wait_close(&c) == 0);
+    tc_close(&c);
+
+    CHECK(f, tc_connect(&c, &o) == 0);
+    struct util_buf b = {0};
+    util_buf_puts(&b, "GET / HTTP/1.1\r\n");
+    for (int i = 0; i < 20; i++)
+        util_buf_printf(&b, "H%d: x\r\n", i);
+    util_buf_puts(&b, "\r\n");
+    CHECK(f, tc_send(&c, b.data, b.len) == 0);
+    util_buf_free(&b);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 431);
+    tc_close(&c);
+
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "POST / HTTP/1.1\r\nContent-Length: 100000\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 413 && r.close);
+    tc_close(&c);
+
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") == 0);
+    for (int i = 0; i < 3; i++) {
+        tc_send_str(&c, "400\r\n"); /* the server may have closed already */
+        char kb[1024];
+        memset(kb, 'b', sizeof(kb));
+        tc_send(&c, kb, sizeof(kb));
+        tc_send_str(&c, "\r\n");
+    }
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 413);
+    tc_close(&c);
+
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "\x16\x03\x01garbage that is not http\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 400 && r.close);
+    tc_close(&c);
+
+    /* connection limit: two held open, the third is closed at once (after
+     * the server has seen the closes above) */
+    usleep(100000);
+    struct tc c1, c2, c3;
+    CHECK(f, tc_connect(&c1, &o) == 0);
+    CHECK(f, tc_connect(&c2, &o) == 0);
+    CHECK(f, tc_send_str(&c1, "GET /1 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c1, &r) == 0 && r.status == 200);
+    CHECK(f, tc_send_str(&c2, "GET /2 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c2, &r) == 0 && r.status == 200);
+    CHECK(f, tc_connect(&c3, &o) == 0);
+    CHECK(f, tc_wait_close(&c3) == 0);
+    tc_close(&c3);
+    tc_close(&c1);
+    tc_close(&c2);
+    /* after closing them there is room again */
+    usleep(50000);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET /again HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
+    tc_close(&c);
+}
+
+static void test_limits(void **state)
+{
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    cfg.max_header_bytes = 2048;
+    cfg.max_headers = 10;
+    cfg.max_body_bytes = 2000;
+    cfg.max_connections = 2;
+    fx_run(&f, &cfg, cl_limits);
+    assert_int_equal(f.requests, 3);
+}
+
+/* ---- timeouts ------------------------------------------------------------- */
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void cl_slowloris(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = opts(f);
+    /* a header trickled one byte every 40 ms is cut off at the header deadline */
+    CHECK(f, tc_connect(&c, &o) == 0);
+    int64_t t0 = mono_ms();
+    CHECK(f, tc_send_str(&c, "GET / HTTP/1.1\r\n") == 0);
+    bool closed = false;
+    for (int i = 0; i < 100 && !closed; i++) {
+        if (send(c.fd, "X", 1, MSG_NOSIGNAL) != 1)
+            closed = true;
+        usleep(40000);
+        char b[256];
+        ssize_t n = recv(c.fd, b, sizeof(b), MSG_DONTWAIT);
+        if (n == 0 || (n > 0 && strncmp(b, "HTTP/1.1 408", 12) == 0) ||
+            (n < 0 && errno != EAGAIN))
+            closed = true;
+    }
+    int64_t took = mono_ms() - t0;
+    CHECK(f, closed);
+    CHECK(f, took >= 250 && took < 1500);
+    tc_close(&c);
+
+    /* connect and say nothing: same deadline */
+    CHECK(f, tc_connect(&c, &o) == 0);
+    t0 = mono_ms();
+    CHECK(f, tc_wait_close(&c) == 0);
+    took = mono_ms() - t0;
+    CHECK(f, took >= 250 && took < 1500);
+    tc_close(&c);
+
+    /* idle keep-alive connection closed after idle_timeout */
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET / HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    t0 = mono_ms();
+    CHECK(f, tc_wait_close(&c) == 0);
+    took = mono_ms() - t0;
+    CHECK(f, took >= 150 && took < 1500);
+    tc_close(&c);
+}
+
+static void test_timeouts(void **state)
+{
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    cfg.header_timeout_ms = 300;
+    cfg.idle_timeout_ms = 200;
+    fx_run(&f, &cfg, cl_slowloris);
+    assert_int_equal(f.requests, 1);
+}
+
+/* ---- abort of a deferred request, EOF after request ----------------------- */
+
+static void cl_abort(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = opts(f);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET /defer/150 HTTP/1.1\r\n\r\n") == 0);
+    usleep(30000);
+    tc_close(&c); /* gone before the answer */
+    usleep(250000);
+
+    /* request then half-close: still answered */
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET /defer/30 HTTP/1.1\r\n\r\n") == 0);
+    shutdown(c.fd, SHUT_WR);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 200 && r.close && strcmp(r.body, "late") == 0);
+    tc_close(&c);
+}
+
+static void test_abort(void **state)
+{
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    fx_run(&f, &cfg, cl_abort);
+    assert_int_equal(f.requests, 2);
+    assert_int_equal(f.aborts, 2);
+}
+
+/* ---- graceful close with a request in flight ------------------------------ */
+
+static void cl_graceful(struct fx *f)
+{
+    struct tc_resp r;
+    struct tc c, idle;
+    struct tc_opts o = opts(f);
+    CHECK(f, tc_connect(&idle, &o) == 0);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET /defer/200 HTTP/1.1\r\n\r\n") == 0);
+    usleep(50000);
+    uv_async_send(&f->done); /* the server starts closing now */
+    CHECK(f, tc_wait_close(&idle) == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 200 && r.close);
+    CHECK(f, tc_wait_close(&c) == 0);
+    tc_close(&c);
+    tc_close(&idle);
+}
+
+static void graceful_thread(void *arg)
+{
+    struct fx *f = arg;
+    cl_graceful(f);
+}
+
+static void test_graceful_close(void **state)
+{
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    assert_int_equal(uv_loop_init(&f.loop), 0);
+    assert_int_equal(httpd_new(&f.loop, &cfg, fx_handler, &f, &f.srv), 0);
+    f.port = httpd_port(f.srv);
+    uv_async_init(&f.loop, &f.done, fx_on_done);
+    f.done.data = &f;
+    uv_thread_create(&f.thr, graceful_thread, &f);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    uv_thread_join(&f.thr);
+    if (f.fail_line)
+        fail_msg("client scenario failed at line %d: %s", f.fail_line, f.fail_msg);
+    assert_int_equal(f.server_closed, 1);
+    assert_int_equal(f.requests, 1);
+    assert_int_equal(f.aborts, 0);
+    assert_int_equal(uv_loop_close(&f.loop), 0);
+}
+
+/* ---- bind failure and config errors --------------------------------------- */
+
+static void noop_handler(struct httpd_request *req, void *arg)
+{
+    httpd_respond(req, 204, NULL, 0, NULL, 0);
+}
+
+static void test_bind_errors(void **state)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct httpd *a = NULL, *b = NULL;
+    struct httpd_config cfg = plain_cfg();
+    assert_int_equal(httpd_new(&loop, &cfg, noop_handler, NULL, &a), 0);
+    cfg.port = httpd_port(a);
+    assert_int_equal(httpd_new(&loop, &cfg, noop_handler, NULL, &b), UV_EADDRINUSE);
+    cfg.host = "not-an-ip";
+    assert_int_equal(httpd_new(&loop, &cfg, noop_handler, NULL, &b), -EINVAL);
+    struct httpd_config bad = plain_cfg();
+    bad.cert_file = "/x";
+    assert_int_equal(httpd_new(&loop, &bad, noop_handler, NULL, &b), -EINVAL);
+    httpd_free(a);
+    httpd_free(NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* ---- the parser entry point ------------------------------------------------ */
+
+static void test_parse_stream(void **state)
+{
+    const char *s = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+                    "POST /b HTTP/1.1\r\nContent-Length: 3\r\n\r\nxyz"
+                    "GET /c HTTP/1.1\r\nEmpty:\r\n\r\n";
+    for (size_t chunk = 1; chunk < 8; chunk++)
+        assert_int_equal(httpd_parse_stream_for_test(s, strlen(s), chunk), 3);
+    assert_int_equal(httpd_parse_stream_for_test(s, strlen(s), 0), 3);
+    const char *bad = "GET / HTTP/1.1\r\nBad Header\r\n\r\n";
+    assert_true(httpd_parse_stream_for_test(bad, strlen(bad), 0) < 0);
+    const char *close = "GET / HTTP/1.0\r\n\r\nGET / HTTP/1.1\r\n\r\n";
+    assert_int_equal(httpd_parse_stream_for_test(close, strlen(close), 0), 1);
+    const char *up = "GET / HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+                     "GET /x HTTP/1.1\r\n\r\n";
+    assert_int_equal(httpd_parse_stream_for_test(up, strlen(up), 0), 1);
+    assert_int_equal(httpd_parse_stream_for_test(up, strlen(up), 3), 1);
+}
+
+int main(void)
+{
+    util_log_setup(UTIL_LOG_LOGFMT, getenv("TEST_DEBUG") ? UTIL_LOG_DEBUG : UTIL_LOG_ERROR);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_stream),
+        cmocka_unit_test(test_basic_keepalive),
+        cmocka_unit_test(test_bodies),
+        cmocka_unit_test(test_pipelining),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_timeouts),
+        cmocka_unit_test(test_abort),
+        cmocka_unit_test(test_graceful_close),
+        cmocka_unit_test(test_bind_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
