@@ -1,0 +1,283 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Helpers for the controller's end-to-end tests (e2e/test_controller.py).
+
+Everything here talks to the API server only through the Kubernetes API (the
+kubeconfig), so the same tests run against a real cluster when KUBECONFIG is
+given. Pieces:
+
+- MetricsPods: one plain-HTTP listener on 0.0.0.0:PORT that answers for every
+  pod address 127.0.9.N (all of 127/8 is loopback), serving a vLLM-shaped
+  exposition whose request counter grows at a rate the test sets, split
+  evenly over the pods that are registered.
+- MiniKubelet: keeps a Deployment's pods equal to spec.replicas (creating Pod
+  objects with their IPs and Ready status through the API, deleting the
+  newest on scale-in) and keeps Deployment status up to date.
+- Gpuscaler: runs the daemon as a subprocess, logs to a file, stops by PID.
+"""
+import http.server
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+BIN = os.environ.get("GPUSCALER_BIN") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    "build", "cmd", "gpuscaler", "gpuscaler")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class MetricsPods:
+    """Fake serving pods' /metrics, keyed by the local address a scrape hits."""
+
+    def __init__(self, port=None):
+        self.port = port or free_port()
+        self.lock = threading.Lock()
+        self.rates = {}          # group (deployment) -> total requests/s over its pods
+        self.pods = {}           # ip -> {"count": float, "t": time, "group": str}
+        self.mode = {}           # ip -> None | "garbage" | "hang" | "500"
+        self.scrapes = 0
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                ip = self.connection.getsockname()[0]
+                body, status = outer._render(ip)
+                if status is None:          # hang: never answer (bounded)
+                    time.sleep(5)
+                    return
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        class S(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = S(("0.0.0.0", self.port), H)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def _advance(self, now):
+        sizes = {}
+        for st in self.pods.values():
+            sizes[st["group"]] = sizes.get(st["group"], 0) + 1
+        for st in self.pods.values():
+            g = st["group"]
+            st["count"] += (now - st["t"]) * self.rates.get(g, 0.0) / sizes[g]
+            st["t"] = now
+
+    def _render(self, ip):
+        with self.lock:
+            self.scrapes += 1
+            self._advance(time.time())
+            st = self.pods.get(ip)
+            mode = self.mode.get(ip)
+        if st is None:
+            return "not a pod\n", 404
+        if mode == "hang":
+            return None, None
+        if mode == "garbage":
+            return "vllm:request_success_total{{{ this is not prometheus\n\x00\x01", 200
+        if mode == "500":
+            return "boom\n", 500
+        return ("# HELP vllm:request_success_total Count of successfully processed requests.\n"
+                "# TYPE vllm:request_success_total counter\n"
+                'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} %.3f\n'
+                "# TYPE vllm:num_requests_running gauge\n"
+                'vllm:num_requests_running{engine="0",model_name="m"} 1\n'
+                "# TYPE vllm:num_requests_waiting gauge\n"
+                'vllm:num_requests_waiting{engine="0",model_name="m"} 0\n' % st["count"]), 200
+
+    def set_rate(self, group, rate):
+        with self.lock:
+            self._advance(time.time())
+            self.rates[group] = float(rate)
+
+    def add(self, ip, group):
+        with self.lock:
+            self._advance(time.time())
+            self.pods.setdefault(ip, {"count": 0.0, "t": time.time(), "group": group})
+
+    def remove(self, ip):
+        with self.lock:
+            self._advance(time.time())
+            self.pods.pop(ip, None)
+
+    def set_mode(self, ip, mode):
+        with self.lock:
+            self.mode[ip] = mode
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def deployment(name, replicas, annotations, port, gpus=1):
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "annotations": annotations, "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{
+                    "name": "server", "image": "vllm/vllm-openai:latest",
+                    "ports": [{"name": "metrics", "containerPort": port}],
+                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                }]},
+            },
+        },
+    }
+
+
+def now_rfc3339():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class MiniKubelet:
+    """Reconciles pods of one Deployment to spec.replicas, through the API only."""
+
+    def __init__(self, client, ns, name, metrics, subnet=9, gpus=1, port=8000):
+        self.c, self.ns, self.name, self.metrics = client, ns, name, metrics
+        self.subnet, self.gpus, self.port = subnet, gpus, port
+        self.next_ip = 1
+        self.pods = []      # [(pod name, ip)], oldest first
+        self.history = []   # (time, spec replicas) whenever it changes
+        self.stop_flag = False
+        self.thread = None
+
+    def sync(self):
+        d = self.c.get("deployments", self.name, self.ns)
+        want = d["spec"].get("replicas", 1)
+        if not self.history or self.history[-1][1] != want:
+            self.history.append((time.time(), want))
+        while len(self.pods) < want:
+            ip = "127.0.%d.%d" % (self.subnet, self.next_ip)
+            pname = "%s-%d" % (self.name, self.next_ip)
+            self.next_ip += 1
+            pod = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": pname, "labels": {"app": self.name}},
+                   "spec": {"containers": [{
+                       "name": "server", "image": "x",
+                       "ports": [{"name": "metrics", "containerPort": self.port}],
+                       "resources": {"limits": {"nvidia.com/gpu": str(self.gpus)}}}]}}
+            self.c.create("pods", pod, self.ns)
+            self.metrics.add(ip, self.name)
+            st = {"status": {"phase": "Running", "podIP": ip, "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": now_rfc3339()}]}}
+            self.c.patch("pods", pname, st, self.ns, subresource="status")
+            self.pods.append((pname, ip))
+        while len(self.pods) > want:
+            pname, ip = self.pods.pop()
+            self.metrics.remove(ip)
+            self.c.delete("pods", pname, self.ns)
+        st = {"status": {"replicas": want, "readyReplicas": want, "availableReplicas": want,
+                         "updatedReplicas": want, "observedGeneration": d["metadata"].get("generation", 1)}}
+        self.c.patch("deployments", self.name, st, self.ns, subresource="status")
+        return want
+
+    def _run(self):
+        while not self.stop_flag:
+            try:
+                self.sync()
+            except Exception:  # the API server may be restarting in a fault test
+                pass
+            time.sleep(0.3)
+
+    def start(self):
+        self.sync()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.stop_flag = True
+        if self.thread:
+            self.thread.join(5)
+        for _, ip in self.pods:
+            self.metrics.remove(ip)
+
+    def replicas_changes(self):
+        return [r for _, r in self.history]
+
+
+class Gpuscaler:
+    """gpuscaler run as a subprocess; log in a temp file; stopped by PID."""
+
+    def __init__(self, kubeconfig, config_yaml, extra=(), ident="gpuscaler-e2e"):
+        self.dir = tempfile.mkdtemp(prefix="gpuscaler-e2e-")
+        self.config = os.path.join(self.dir, "config.yaml")
+        with open(self.config, "w") as f:
+            f.write(config_yaml)
+        self.metrics_port = free_port()
+        self.logpath = os.path.join(self.dir, "log")
+        self.log = open(self.logpath, "wb")
+        args = [BIN, "run", "--kubeconfig", kubeconfig, "--config", self.config,
+                "--metrics-addr", "127.0.0.1:%d" % self.metrics_port, "--id", ident,
+                "--log-level", "debug"] + list(extra)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        self.pid = self.proc.pid
+
+    def text(self):
+        with open(self.logpath, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def metrics(self):
+        import urllib.request
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port,
+                                    timeout=5) as r:
+            return r.read().decode()
+
+    def metric(self, name, labels=""):
+        for line in self.metrics().splitlines():
+            if line.startswith(name + labels + " ") or line.startswith(name + labels + "{") and not labels:
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        if self.proc.poll() is None:
+            os.kill(self.pid, sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        self.log.close()
+        return self.proc.returncode
+
+
+def wait_for(pred, timeout, interval=0.2, what="condition"):
+    end = time.time() + timeout
+    last = None
+    while time.time() < end:
+        try:
+            last = pred()
+            if last:
+                return last
+        except Exception as e:  # noqa: BLE001 - transient API errors while polling
+            last = e
+        time.sleep(interval)
+    raise AssertionError("timed out after %.0fs waiting for %s (last: %r)" % (timeout, what, last))

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""End-to-end tests of `gpuscaler run` against an API server reached only
+through the Kubernetes API: the fake in e2e/fakekube (started here), or a real
+cluster when KUBECONFIG is set (fault-injection tests are skipped then).
+
+Durations are compressed through annotations and the config file: decisions
+every second, scale-out after 4 s above target, scale-in after 6 s below.
+Serving pods are fake metrics endpoints on their own loopback addresses
+(127.0.9.N); the test sets the total request rate."""
+import json
+import os
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from ctlharness import Gpuscaler, MetricsPods, MiniKubelet, deployment, wait_for  # noqa: E402
+from fakekube import harness, kubeclient  # noqa: E402
+
+REAL = bool(os.environ.get("KUBECONFIG")) and not os.environ.get("GPUSCALER_E2E_FAKE")
+
+CONFIG = """decision-interval: 1s
+leader-election: {enabled: false}
+scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
+"""
+
+ANNOTATIONS = {
+    "gpuscaler.io/enabled": "true",
+    "gpuscaler.io/capacity-per-gpu": "10",
+    "gpuscaler.io/scale-out-after": "4s",
+    "gpuscaler.io/scale-in-after": "6s",
+    "gpuscaler.io/min-replicas": "1",
+    "gpuscaler.io/max-replicas": "8",
+    "gpuscaler.io/predictive": "false",
+    "gpuscaler.io/metrics-stale-after": "5s",
+}
+
+
+def events(c, ns, name, reason):
+    items = c.list("events", ns)["items"]
+    return [e for e in items if e.get("reason") == reason
+            and e.get("involvedObject", {}).get("name") == name]
+
+
+class ControllerE2E(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if REAL:
+            cls.fk = None
+            cls.kubeconfig = os.environ["KUBECONFIG"]
+        else:
+            cls.fk = harness.start(bookmark_interval="1s")
+            cls.kubeconfig = cls.fk.kubeconfig
+        cls.c = kubeclient.Client.from_kubeconfig(cls.kubeconfig)
+        cls.ns = "gpuscaler-e2e-%d" % (int(time.time()) % 100000)
+        cls.c.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                    "metadata": {"name": cls.ns}})
+        cls.metrics = MetricsPods()
+        cls.procs = []
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in cls.procs:
+            p.stop()
+        cls.metrics.close()
+        try:
+            cls.c.delete("namespaces", cls.ns)
+        except Exception:  # noqa: BLE001
+            pass
+        if cls.fk:
+            cls.fk.stop()
+
+    def start(self, config=CONFIG, extra=(), ident="gpuscaler-e2e"):
+        g = Gpuscaler(self.kubeconfig, config, extra, ident)
+        self.procs.append(g)
+        return g
+
+    def make(self, name, replicas, subnet, annotations=None, rate=0.0):
+        ann = dict(ANNOTATIONS)
+        ann.update(annotations or {})
+        self.c.create("deployments", deployment(name, replicas, ann, self.metrics.port), self.ns)
+        k = MiniKubelet(self.c, self.ns, name, self.metrics, subnet=subnet,
+                        port=self.metrics.port)
+        k.start()
+        self.addCleanup(k.stop)
+        return k
+
+    def replicas(self, name):
+        return self.c.get("deployments", name, self.ns)["spec"]["replicas"]
+
+    # ---- scenarios -------------------------------------------------------
+
+    def test_1_scale_out_after_window_then_in_stepwise(self):
+        k = self.make("llama", 2, subnet=9)
+        g = self.start()
+        try:
+            self.metrics.set_rate("llama", 10)  # 5 req/s per GPU: within the band
+            wait_for(lambda: "WithinBand" in g.text(), 20, what="a first decision")
+            self.assertEqual(self.replicas("llama"), 2)
+            t0 = time.time()
+            self.metrics.set_rate("llama", 38)  # 19 req/s per GPU > 8: above target; needs ceil(38/8) = 5
+            wait_for(lambda: self.replicas("llama") == 5, 30, what="scale-out to 5")
+            took = time.time() - t0
+            print("scale-out after %.1fs (window 4s + rate window)" % took)
+            self.assertGreaterEqual(took, 4.0, "scaled before the sustained window")
+            ev = wait_for(lambda: events(self.c, self.ns, "llama", "ScaledOut"), 10,
+                          what="ScaledOut event")
+            self.assertIn("-> 5 replicas", ev[0]["message"])
+            st = wait_for(lambda: self.c.get("deployments", "llama", self.ns)["metadata"]
+                          ["annotations"].get("gpuscaler.io/status"), 10, what="status")
+            self.assertIn('"desired"', st)
+            # load drops: scale in only after the window, stepwise, never flapping
+            self.metrics.set_rate("llama", 4)
+            t1 = time.time()
+            wait_for(lambda: self.replicas("llama") == 1, 60, what="scale-in to 1")
+            print("scale-in to 1 after %.1fs; replica history %s" % (time.time() - t1,
+                                                                      k.replicas_changes()))
+            hist = k.replicas_changes()
+            i5 = hist.index(5)
+            tail = hist[i5:]
+            self.assertEqual(tail, sorted(tail, reverse=True), "flapped: %s" % hist)
+            self.assertGreaterEqual(len(tail), 3, "scale-in was not stepwise: %s" % hist)
+            self.assertTrue(events(self.c, self.ns, "llama", "ScaledIn"))
+            self.assertTrue(g.alive())
+            m = g.metrics()
+            self.assertIn('gpuscaler_desired_replicas{namespace="%s",deployment="llama"} 1'
+                          % self.ns, m)
+        finally:
+            g.stop()
+            self.c.delete("deployments", "llama", self.ns)
+
+    def test_2_invalid_annotation_event_and_no_scaling(self):
+        self.make("bad", 3, subnet=10, annotations={"gpuscaler.io/capacity-per-gpu": "lots"})
+        g = self.start()
+        try:
+            self.metrics.set_rate("bad", 100)
+            ev = wait_for(lambda: events(self.c, self.ns, "bad", "InvalidAnnotation"), 20,
+                          what="InvalidAnnotation event")
+            self.assertIn("gpuscaler.io/capacity-per-gpu", ev[0]["message"])
+            self.assertEqual(ev[0]["type"], "Warning")
+            time.sleep(6)
+            self.assertEqual(self.replicas("bad"), 3)
+            self.assertEqual(len(events(self.c, self.ns, "bad", "InvalidAnnotation")), 1,
+                             "the same invalid annotation was reported more than once")
+            # fixing it resumes scaling
+            self.c.patch("deployments", "bad",
+                         {"metadata": {"annotations": {"gpuscaler.io/capacity-per-gpu": "10"}}},
+                         self.ns)
+            wait_for(lambda: self.replicas("bad") > 3, 30, what="scaling after the fix")
+        finally:
+            g.stop()
+            self.c.delete("deployments", "bad", self.ns)
+
+    def test_3_missing_metrics_hold_never_scale_in(self):
+        k = self.make("hold", 4, subnet=11)
+        g = self.start()
+        try:
+            self.metrics.set_rate("hold", 38)
+            wait_for(lambda: "WithinBand" in g.text() or "AboveTarget" in g.text(), 20,
+                     what="a decision")
+            for _, ip in k.pods:
+                self.metrics.set_mode(ip, "garbage")
+            self.metrics.set_rate("hold", 0)
+            ev = wait_for(lambda: events(self.c, self.ns, "hold", "MetricsUnavailable"), 20,
+                          what="MetricsUnavailable event")
+            self.assertIn("holding", ev[0]["message"])
+            time.sleep(10)  # > scale-in window: still held
+            self.assertEqual(self.replicas("hold"), 4)
+            self.assertTrue(g.alive())
+            for _, ip in k.pods:
+                self.metrics.set_mode(ip, None)
+            wait_for(lambda: self.replicas("hold") < 4, 40, what="scale-in once data is back")
+        finally:
+            g.stop()
+            self.c.delete("deployments", "hold", self.ns)
+
+    @unittest.skipIf(REAL, "fault injection needs the fake API server")
+    def test_4_conflict_restart_and_410_survived(self):
+        self.make("faulty", 2, subnet=12)
+        self.metrics.set_rate("faulty", 10)
+        g = self.start()
+        try:
+            wait_for(lambda: "WithinBand" in g.text(), 20, what="a first decision")
+            # the next PATCH of the scale subresource answers 409
+            self.fk.fault({"action": "error", "verb": "patch", "resource": "deployments",
+                           "subresource": "scale", "status": 409, "count": 1})
+            # restart the API server mid-watch and compact history (resume gets 410)
+            self.fk.restart(delay=0.5)
+            self.fk.compact()
+            self.fk.drop_watches()
+            self.metrics.set_rate("faulty", 38)
+            wait_for(lambda: self.replicas("faulty") == 5, 40, what="scale-out after faults")
+            self.assertGreaterEqual(g.metric("gpuscaler_scale_conflicts_total") or 0, 1)
+            reqs, _ = self.fk.requests()
+            patches = [r for r in reqs if r["verb"] == "patch" and r["subresource"] == "scale"]
+            self.assertTrue(any(r["status"] == 409 for r in patches))
+            self.assertTrue(any(r["status"] == 200 for r in patches))
+            # a change made while watches were broken is still seen
+            self.c.patch("deployments", "faulty",
+                         {"metadata": {"annotations": {"gpuscaler.io/max-replicas": "3"}}},
+                         self.ns)
+            wait_for(lambda: self.replicas("faulty") == 3, 30, what="clamp to the new max")
+            self.assertTrue(g.alive())
+        finally:
+            g.stop()
+            self.c.delete("deployments", "faulty", self.ns)
+
+    def test_5_leader_election_and_failover(self):
+        cfg = """decision-interval: 1s
+leader-election: {enabled: true, namespace: %s, lease-name: e2e-lease,
+                  lease-duration: 4s, renew-deadline: 3s, retry-period: 500ms}
+scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
+""" % self.ns
+        self.make("elect", 2, subnet=13)
+        self.metrics.set_rate("elect", 10)
+        a = self.start(cfg, ident="inst-a")
+        time.sleep(1.5)
+        b = self.start(cfg, ident="inst-b")
+        try:
+            lease = wait_for(lambda: self.c.get("leases", "e2e-lease", self.ns)["spec"]
+                             .get("holderIdentity"), 15, what="a lease holder")
+            self.assertEqual(lease, "inst-a")
+            wait_for(lambda: a.metric("gpuscaler_leader") == 1 and b.metric("gpuscaler_leader") == 0,
+                     10, what="exactly one leader")
+            # leader dies without releasing: takeover within the lease time
+            a.stop(sig=9)
+            t0 = time.time()
+            wait_for(lambda: self.c.get("leases", "e2e-lease", self.ns)["spec"]
+                     ["holderIdentity"] == "inst-b", 15, what="takeover")
+            took = time.time() - t0
+            print("failover took %.1fs (lease 4s)" % took)
+            self.assertLess(took, 4 + 2.5)
+            self.metrics.set_rate("elect", 38)
+            wait_for(lambda: self.replicas("elect") == 5, 30, what="the new leader scales")
+            # graceful stop releases the lease at once
+            b.stop()
+            spec = self.c.get("leases", "e2e-lease", self.ns)["spec"]
+            self.assertEqual(spec.get("holderIdentity", ""), "")
+        finally:
+            a.stop()
+            b.stop()
+            self.c.delete("deployments", "elect", self.ns)
+
+
+if __name__ == "__main__":
+    r = unittest.main(verbosity=2, exit=False).result
+    print("controller e2e: %d passed, %d failed, %d skipped" % (
+        r.testsRun - len(r.failures) - len(r.errors) - len(r.skipped),
+        len(r.failures) + len(r.errors), len(r.skipped)))
+    sys.exit(0 if r.wasSuccessful() else 1)
