@@ -1,0 +1,735 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""The local cluster's "kubelet": the Deployment, ReplicaSet and kubelet controllers in one, talking
+to the API server only through the Kubernetes API (fakekube.kubeclient, any kubeconfig).
+
+It watches the Deployments of one namespace that carry the label
+e2e.gpuscaler.io/fakeserve: "true" (or all of them with --all) and keeps, for each, one
+ReplicaSet and spec.replicas Pods.  A new Pod gets the template's labels (+ pod-template-hash),
+annotations and containers, an ownerReference to the ReplicaSet, the finalizer
+e2e.gpuscaler.io/fake-kubelet, a fresh loopback address 127.A.B.C as status.podIP, phase Running
+and Ready=False; one fakeserve process is started on that address and the template's container
+port (the same port for every pod, as in a real cluster).  A readiness probe (GET /health every
+0.1 s) flips the Pod Ready, with lastTransitionTime, once the fakeserve cold start is over.
+
+Scale-in deletes pods through the API, not-ready ones first, then newest first (the ReplicaSet
+controller's order).  The finalizer makes that graceful: the Pod keeps a deletionTimestamp and
+Ready=False while its process gets SIGTERM and drains (SIGKILL after
+terminationGracePeriodSeconds); the finalizer is removed, and the Pod disappears, only after the
+process exited (the SIGTERM comes e2e.gpuscaler.io/pre-stop after Ready=False, as a preStop
+sleep would).  A Pod deleted by anyone else goes the same way and is replaced.  A process that
+dies on its own is restarted (restartCount + 1, with back-off).  Deployment and ReplicaSet status
+(replicas, readyReplicas, updatedReplicas, availableReplicas, unavailableReplicas,
+observedGeneration, conditions) follow.
+
+fakeserve settings come from template annotations (deployment annotations as fallback):
+  e2e.gpuscaler.io/gpus        default: the container's nvidia.com/gpu (or amd.com/gpu) limit, 1
+  e2e.gpuscaler.io/slots       4       concurrent requests per GPU
+  e2e.gpuscaler.io/service-ms  500     mean service time
+  e2e.gpuscaler.io/service-sigma 0.25  lognormal shape
+  e2e.gpuscaler.io/profile     gpuscaler.io/metrics-profile if vllm/triton/tgi, else vllm
+  e2e.gpuscaler.io/cold-start  2s      seconds or a duration (500ms, 1m)
+  e2e.gpuscaler.io/model       the Deployment's name
+  e2e.gpuscaler.io/metrics-fault none  (hang, garbage, slow)
+  e2e.gpuscaler.io/max-queue   100000
+  e2e.gpuscaler.io/seed        derived from the pod name
+  e2e.gpuscaler.io/pre-stop    0.3s    wait between Ready=False and SIGTERM (a preStop sleep,
+                                       so Service fronts drop the pod before it drains)
+The port is the first container's port named http, else metrics, else its first port, else 8000.
+
+Every process is tracked by PID (state-dir/kubelet-pids.json) and killed on exit.  Lifecycle
+events go to --events as JSON lines (pod-created, pod-ready, pod-terminating, pod-deleted,
+process-exit, process-restart) with wall-clock "ts" and the pod's ip/pid.
+"""
+
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+E2E = os.path.dirname(HERE)
+if E2E not in sys.path:
+    sys.path.insert(0, E2E)
+
+from fakekube.kubeclient import ApiError, Client  # noqa: E402
+from cluster import procs  # noqa: E402
+from cluster.informer import Informer  # noqa: E402
+
+FAKESERVE = os.path.join(E2E, "fakeserve", "server.py")
+LABEL = "e2e.gpuscaler.io/fakeserve"
+FINALIZER = "e2e.gpuscaler.io/fake-kubelet"
+ANN = "e2e.gpuscaler.io/"
+HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def now_rfc3339():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def parse_duration(v, default=0.0):
+    """'90s', '1m30s', '500ms', '2' (seconds) -> float seconds."""
+    if v is None or v == "":
+        return default
+    s = str(v).strip()
+    try:
+        return float(s)
+    except ValueError:
+        pass
+    total, pos = 0.0, 0
+    for m in re.finditer(r"(\d+(?:\.\d+)?)(ms|h|m|s)", s):
+        if m.start() != pos:
+            raise ValueError("bad duration %r" % v)
+        total += float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or pos == 0:
+        raise ValueError("bad duration %r" % v)
+    return total
+
+
+def _meta(o):
+    return o.get("metadata") or {}
+
+
+def _owner_uid(o):
+    for r in _meta(o).get("ownerReferences") or []:
+        if r.get("controller"):
+            return r.get("uid")
+    return None
+
+
+def template_hash(template):
+    h = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).digest()
+    return "".join(HASH_ALPHABET[b % len(HASH_ALPHABET)] for b in h[:10])
+
+
+def container_port(spec):
+    cs = (spec or {}).get("containers") or []
+    if not cs:
+        return 8000
+    ports = cs[0].get("ports") or []
+    for want in ("http", "metrics"):
+        for p in ports:
+            if p.get("name") == want and p.get("containerPort"):
+                return int(p["containerPort"])
+    for p in ports:
+        if p.get("containerPort"):
+            return int(p["containerPort"])
+    return 8000
+
+
+def gpu_limit(spec):
+    for c in (spec or {}).get("containers") or []:
+        lim = ((c.get("resources") or {}).get("limits") or {})
+        for k in ("nvidia.com/gpu", "amd.com/gpu"):
+            if k in lim:
+                try:
+                    return max(1, int(str(lim[k])))
+                except ValueError:
+                    pass
+    return 1
+
+
+def fakeserve_settings(dep, pod_name):
+    """fakeserve's flags for a pod of Deployment dep (see the module doc)."""
+    tmpl = (dep.get("spec") or {}).get("template") or {}
+    ann = dict(_meta(dep).get("annotations") or {})
+    ann.update(_meta(tmpl).get("annotations") or {})
+    spec = tmpl.get("spec") or {}
+
+    def get(k, default):
+        v = ann.get(ANN + k)
+        return default if v in (None, "") else v
+
+    prof = get("profile", None)
+    if prof is None:
+        gp = ann.get("gpuscaler.io/metrics-profile")
+        prof = gp if gp in ("vllm", "triton", "tgi") else "vllm"
+    seed = int(hashlib.sha256(pod_name.encode()).hexdigest()[:8], 16)
+    return {
+        "gpus": int(get("gpus", gpu_limit(spec))),
+        "slots": int(get("slots", 4)),
+        "service_ms": float(get("service-ms", 500)),
+        "service_sigma": float(get("service-sigma", 0.25)),
+        "profile": prof,
+        "cold_start": parse_duration(get("cold-start", "2s")),
+        "model": get("model", _meta(dep).get("name", "fake-model")),
+        "metrics_fault": get("metrics-fault", "none"),
+        "max_queue": int(get("max-queue", 100000)),
+        "seed": int(get("seed", seed)),
+        "port": container_port(spec),
+        "grace": float(spec.get("terminationGracePeriodSeconds", 30)),
+        "pre_stop": parse_duration(get("pre-stop", "0.3s")),
+    }
+
+
+class PodRuntime:
+    """What the kubelet knows of one pod it runs."""
+
+    def __init__(self, name, dep_name, dep_uid, ip, port, settings, seq):
+        self.name = name
+        self.deployment = dep_name
+        self.dep_uid = dep_uid
+        self.ip = ip
+        self.port = port
+        self.settings = settings
+        self.seq = seq
+        self.proc = None
+        self.started = None          # monotonic start of the current process
+        self.created_wall = time.time()
+        self.ready = False
+        self.ready_wall = None
+        self.terminating = False
+        self.term_started = None
+        self.killed = False
+        self.restarts = 0
+        self.next_restart = 0.0
+        self.next_probe = 0.0
+        self.seen = False
+        self.uid = None
+        self.container = "server"
+        self.image = "fakeserve"
+        self.api_delete = True
+        self.signalled = False
+
+
+class Kubelet:
+    def __init__(self, kubeconfig, namespace="default", state_dir=".", ip_prefix="127.77",
+                 all_deployments=False, control_token="", python=sys.executable,
+                 node_name="fake-node-1", events_path=None, probe_period=0.1):
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+        self.state_dir = os.path.abspath(state_dir)
+        self.pod_log_dir = os.path.join(self.state_dir, "pods")
+        os.makedirs(self.pod_log_dir, exist_ok=True)
+        parts = ip_prefix.split(".")
+        if len(parts) != 2 or parts[0] != "127" or not 0 <= int(parts[1]) <= 255:
+            raise ValueError("ip_prefix must look like 127.N")
+        self.ip_prefix = ip_prefix
+        self.all = all_deployments
+        self.control_token = control_token
+        self.python = python
+        self.node_name = node_name
+        self.events_path = events_path or os.path.join(self.state_dir, "kubelet-events.jsonl")
+        self.pidfile = os.path.join(self.state_dir, "kubelet-pids.json")
+        self.probe_period = probe_period
+        self.runtimes = {}           # pod name -> PodRuntime
+        self.rs_of = {}              # deployment uid -> (rs name, rs uid)
+        self.released = {}           # name -> monotonic time of our last finalizer release
+        self.last_status = {}        # (kind, name) -> status written
+        self.ip_next = 1
+        self.seq = 0
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.thread = None
+        self.lock = threading.Lock()
+        self.events_lock = threading.Lock()
+        self.client = None
+        self.errors = []
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self):
+        self.client = Client.from_kubeconfig(self.kubeconfig, timeout=10)
+        sel = None if self.all else LABEL + "=true"
+        self.deps = Informer(self.client, "deployments", self.namespace, sel, self.wake.set,
+                             name="kubelet-deployments").start()
+        self.pods = Informer(self.client, "pods", self.namespace, None, self.wake.set,
+                             name="kubelet-pods").start()
+        self.rss = Informer(self.client, "replicasets", self.namespace, None, self.wake.set,
+                            name="kubelet-replicasets").start()
+        for inf in (self.deps, self.pods, self.rss):
+            inf.wait_synced(20)
+        self.thread = threading.Thread(target=self._loop, name="kubelet-loop", daemon=True)
+        self.thread.start()
+        self._write_pids()
+        return self
+
+    def stop(self, grace=3.0):
+        """Stop reconciling, SIGTERM every pod process (SIGKILL after grace), stop watches."""
+        self.stopping.set()
+        self.wake.set()
+        if self.thread is not None:
+            self.thread.join(15)
+        with self.lock:
+            rts = list(self.runtimes.values())
+        for rt in rts:
+            if rt.proc is not None and rt.proc.poll() is None:
+                try:
+                    rt.proc.terminate()
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + grace
+        for rt in rts:
+            if rt.proc is not None:
+                procs.stop(rt.proc, max(0.1, deadline - time.monotonic()))
+        for inf in ("deps", "pods", "rss"):
+            if hasattr(self, inf):
+                getattr(self, inf).stop()
+        if self.client is not None:
+            self.client.close()
+        self._write_pids()
+
+    def pids(self):
+        with self.lock:
+            return {n: rt.proc.pid for n, rt in self.runtimes.items()
+                    if rt.proc is not None and rt.proc.poll() is None}
+
+    def _write_pids(self):
+        procs.write_pidfile(self.pidfile, {"kubelet": os.getpid(), "pods": self.pids()})
+
+    def event(self, kind, rt=None, **kw):
+        rec = {"ts": round(time.time(), 3), "event": kind}
+        if rt is not None:
+            rec.update({"deployment": rt.deployment, "pod": rt.name, "ip": rt.ip,
+                        "port": rt.port, "pid": rt.proc.pid if rt.proc else None})
+        rec.update(kw)
+        with self.events_lock:
+            with open(self.events_path, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+
+    # ------------------------------------------------------------ loop
+
+    def _loop(self):
+        while not self.stopping.is_set():
+            self.wake.wait(self.probe_period)
+            self.wake.clear()
+            if self.stopping.is_set():
+                break
+            try:
+                self.reconcile()
+            except (ApiError, ConnectionError, OSError) as e:
+                self.errors.append(repr(e))
+                del self.errors[:-50]
+                sys.stderr.write("kubelet: reconcile: %r\n" % (e,))
+                self.stopping.wait(0.2)
+
+    def reconcile(self):
+        deps = {(_meta(d).get("uid")): d for d in self.deps.snapshot().values()}
+        pods = {_meta(p).get("name"): p for p in self.pods.snapshot().values()}
+        rss = list(self.rss.snapshot().values())
+        changed = False
+        # pods we run: API view first (deleted by someone, vanished)
+        for name, rt in list(self.runtimes.items()):
+            p = pods.get(name)
+            if p is not None:
+                rt.seen = True
+                if _meta(p).get("deletionTimestamp") and not rt.terminating:
+                    self.begin_terminate(rt, "deleted through the API")
+            elif (rt.seen or time.time() - rt.created_wall > 10) and not rt.terminating:
+                # gone from the API without us (force delete): kill the process
+                self.begin_terminate(rt, "pod object vanished", api=False)
+            if rt.dep_uid not in deps and not rt.terminating:
+                self.begin_terminate(rt, "deployment deleted")
+        # pods with our finalizer we do not run (a previous kubelet's): let them go
+        now = time.monotonic()
+        for name, p in pods.items():
+            if name not in self.runtimes and FINALIZER in (_meta(p).get("finalizers") or []) \
+                    and now - self.released.get(name, -10.0) > 2.0:
+                self.released[name] = now
+                self._release(name)
+        # process supervision, termination, probes
+        for rt in list(self.runtimes.values()):
+            changed |= self.supervise(rt)
+        # desired replicas per deployment
+        for uid, d in deps.items():
+            changed |= self.sync_deployment(d, rss)
+        # replica sets of deleted deployments
+        for rs in rss:
+            ou = _owner_uid(rs)
+            if ou and ou not in deps and \
+                    (_meta(rs).get("labels") or {}).get(LABEL + "-owned") == "true" and \
+                    now - self.released.get("rs/" + _meta(rs)["name"], -10.0) > 2.0:
+                self.released["rs/" + _meta(rs)["name"]] = now
+                try:
+                    self.client.delete("replicasets", _meta(rs)["name"], self.namespace)
+                except ApiError as e:
+                    if e.code != 404:
+                        raise
+        if changed:
+            self._write_pids()
+
+    # ------------------------------------------------------------ deployments
+
+    def sync_deployment(self, d, rss):
+        meta = _meta(d)
+        uid = meta.get("uid")
+        spec = d.get("spec") or {}
+        want = int(spec.get("replicas", 1))
+        rs_name, rs_uid = self.ensure_rs(d, rss)
+        active = [rt for rt in self.runtimes.values() if rt.dep_uid == uid and not rt.terminating]
+        changed = False
+        if len(active) < want:
+            for _ in range(want - len(active)):
+                if self.create_pod(d, rs_name, rs_uid) is None:
+                    break
+                changed = True
+        elif len(active) > want:
+            # ReplicaSet controller order: not ready first, then newest first
+            victims = sorted(active, key=lambda r: (r.ready, -r.seq))[:len(active) - want]
+            for rt in victims:
+                self.begin_terminate(rt, "scale-in")
+                changed = True
+        active = [rt for rt in self.runtimes.values() if rt.dep_uid == uid and not rt.terminating]
+        ready = sum(1 for rt in active if rt.ready)
+        self.write_status(d, rs_name, want, len(active), ready)
+        return changed
+
+    def ensure_rs(self, d, rss):
+        meta = _meta(d)
+        uid = meta["uid"]
+        if uid in self.rs_of:
+            return self.rs_of[uid]
+        for rs in rss:
+            if _owner_uid(rs) == uid:
+                self.rs_of[uid] = (_meta(rs)["name"], _meta(rs)["uid"])
+                return self.rs_of[uid]
+        spec = d.get("spec") or {}
+        tmpl = json.loads(json.dumps(spec.get("template") or {}))
+        h = template_hash(tmpl)
+        tmeta = tmpl.setdefault("metadata", {})
+        tmeta["labels"] = dict(tmeta.get("labels") or {}, **{"pod-template-hash": h})
+        sel = json.loads(json.dumps(spec.get("selector") or {}))
+        sel.setdefault("matchLabels", {})["pod-template-hash"] = h
+        labels = dict(tmeta["labels"])
+        labels[LABEL + "-owned"] = "true"
+        rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+              "metadata": {"name": "%s-%s" % (meta["name"], h), "namespace": self.namespace,
+                           "labels": labels,
+                           "annotations": {"deployment.kubernetes.io/desired-replicas":
+                                           str(spec.get("replicas", 1))},
+                           "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                                "name": meta["name"], "uid": uid,
+                                                "controller": True,
+                                                "blockOwnerDeletion": True}]},
+              "spec": {"replicas": spec.get("replicas", 1), "selector": sel, "template": tmpl}}
+        try:
+            out = self.client.create("replicasets", rs, self.namespace)
+        except ApiError as e:
+            if e.code != 409:
+                raise
+            out = self.client.get("replicasets", rs["metadata"]["name"], self.namespace)
+        self.rs_of[uid] = (_meta(out)["name"], _meta(out)["uid"])
+        return self.rs_of[uid]
+
+    def write_status(self, d, rs_name, want, replicas, ready):
+        meta = _meta(d)
+        dname = meta["name"]
+        old = d.get("status") or {}
+        unavailable = max(0, want - ready)
+        max_unavail = (want * 25) // 100
+        avail_ok = ready >= want - max_unavail
+        conds = []
+        for typ, ok, reason, msg in (
+                ("Available", avail_ok,
+                 "MinimumReplicasAvailable" if avail_ok else "MinimumReplicasUnavailable",
+                 "Deployment has %s minimum availability." % ("" if avail_ok else "not")),
+                ("Progressing", True,
+                 "NewReplicaSetAvailable" if ready == want == replicas else "ReplicaSetUpdated",
+                 'ReplicaSet "%s" %s.' % (rs_name, "is progressing" if ready != want
+                                           else "has successfully progressed"))):
+            status = "True" if ok else "False"
+            prev = next((c for c in old.get("conditions") or [] if c.get("type") == typ), None)
+            ltt = prev.get("lastTransitionTime") if prev and prev.get("status") == status \
+                else now_rfc3339()
+            conds.append({"type": typ, "status": status, "reason": reason,
+                          "message": msg.replace("  ", " "),
+                          "lastUpdateTime": ltt, "lastTransitionTime": ltt})
+        st = {"observedGeneration": meta.get("generation", 1), "replicas": replicas,
+              "updatedReplicas": replicas, "readyReplicas": ready, "availableReplicas": ready,
+              "unavailableReplicas": unavailable, "conditions": conds}
+        key = ("deployment", meta["uid"])
+        cmp = {k: v for k, v in st.items() if k != "conditions"}
+        cmp["c"] = [(c["type"], c["status"], c["reason"]) for c in conds]
+        if self.last_status.get(key) != cmp:
+            body = dict(st)
+            for k in ("readyReplicas", "availableReplicas", "unavailableReplicas",
+                      "updatedReplicas", "replicas"):
+                if body[k] == 0:
+                    body[k] = None       # omitted when zero, as the real API does
+            self.client.patch("deployments", dname, {"status": body}, self.namespace,
+                              subresource="status")
+            self.last_status[key] = cmp
+        rkey = ("replicaset", rs_name)
+        rst = {"replicas": replicas, "fullyLabeledReplicas": replicas, "readyReplicas": ready,
+               "availableReplicas": ready, "observedGeneration": 1, "want": want}
+        if self.last_status.get(rkey) != rst:
+            try:
+                self.client.patch("replicasets", rs_name, {
+                    "metadata": {"annotations": {
+                        "deployment.kubernetes.io/desired-replicas": str(want)}},
+                    "spec": {"replicas": want}}, self.namespace)
+                body = {k: (v if v else None) for k, v in rst.items() if k != "want"}
+                body["replicas"] = replicas
+                self.client.patch("replicasets", rs_name, {"status": body}, self.namespace,
+                                  subresource="status")
+            except ApiError as e:
+                if e.code != 404:
+                    raise
+                self.rs_of.pop(meta["uid"], None)
+            self.last_status[rkey] = rst
+
+    # ------------------------------------------------------------ pods
+
+    def alloc_ip(self, port):
+        for _ in range(254 * 254):
+            n = self.ip_next
+            self.ip_next += 1
+            ip = "%s.%d.%d" % (self.ip_prefix, 1 + (n - 1) // 253, 2 + (n - 1) % 253)
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.bind((ip, port))
+                return ip
+            except OSError:
+                continue        # someone else's: skip it
+            finally:
+                s.close()
+        raise RuntimeError("no free loopback address under %s" % self.ip_prefix)
+
+    def create_pod(self, d, rs_name, rs_uid):
+        meta = _meta(d)
+        spec = d.get("spec") or {}
+        tmpl = spec.get("template") or {}
+        tmeta = _meta(tmpl)
+        h = rs_name.rsplit("-", 1)[-1]
+        for _ in range(5):
+            name = "%s-%s" % (rs_name, "".join(random.choice(HASH_ALPHABET) for _ in range(5)))
+            if name not in self.runtimes:
+                break
+        settings = fakeserve_settings(d, name)
+        ip = self.alloc_ip(settings["port"])
+        pspec = json.loads(json.dumps(tmpl.get("spec") or {}))
+        pspec["nodeName"] = self.node_name
+        labels = dict(tmeta.get("labels") or {})
+        labels["pod-template-hash"] = h
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": self.namespace, "labels": labels,
+                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                                 "name": rs_name, "uid": rs_uid,
+                                                 "controller": True,
+                                                 "blockOwnerDeletion": True}],
+                            "finalizers": [FINALIZER]},
+               "spec": pspec}
+        if tmeta.get("annotations"):
+            pod["metadata"]["annotations"] = dict(tmeta["annotations"])
+        created = self.client.create("pods", pod, self.namespace)
+        self.seq += 1
+        rt = PodRuntime(name, meta["name"], meta["uid"], ip, settings["port"], settings, self.seq)
+        rt.uid = _meta(created).get("uid")
+        cs = pspec.get("containers") or [{}]
+        rt.container = cs[0].get("name", "server")
+        rt.image = cs[0].get("image", "fakeserve")
+        with self.lock:
+            self.runtimes[name] = rt
+        self.start_process(rt)
+        self.event("pod-created", rt, cold_start=settings["cold_start"],
+                   profile=settings["profile"], gpus=settings["gpus"], slots=settings["slots"],
+                   service_ms=settings["service_ms"])
+        self.patch_pod_status(rt, started=True)
+        return rt
+
+    def fakeserve_cmd(self, rt):
+        s = rt.settings
+        cmd = [self.python, FAKESERVE, "--listen", "%s:%d" % (rt.ip, rt.port),
+               "--gpus", str(s["gpus"]), "--slots", str(s["slots"]),
+               "--service-ms", str(s["service_ms"]), "--service-sigma", str(s["service_sigma"]),
+               "--seed", str(s["seed"] + rt.restarts), "--profile", s["profile"],
+               "--model", s["model"], "--cold-start", str(s["cold_start"]),
+               "--grace", str(s["grace"]), "--max-queue", str(s["max_queue"]),
+               "--metrics-fault", s["metrics_fault"], "--pod-name", rt.name]
+        if self.control_token:
+            cmd += ["--control-token", self.control_token]
+        return cmd
+
+    def start_process(self, rt):
+        rt.proc = procs.spawn(self.fakeserve_cmd(rt),
+                              os.path.join(self.pod_log_dir, rt.name + ".log"))
+        rt.started = time.monotonic()
+        rt.ready = False
+        rt.next_probe = rt.started + min(0.05, rt.settings["cold_start"])
+        self._write_pids()
+
+    def patch_pod_status(self, rt, started=False):
+        ts = now_rfc3339()
+        ready = "True" if rt.ready else "False"
+        running = rt.proc is not None and rt.proc.poll() is None
+        conds = [{"type": "PodReadyToStartContainers", "status": "True",
+                  "lastTransitionTime": rt.cond_ts if hasattr(rt, "cond_ts") else ts},
+                 {"type": "Initialized", "status": "True",
+                  "lastTransitionTime": getattr(rt, "cond_ts", ts)},
+                 {"type": "Ready", "status": ready, "lastTransitionTime": ts},
+                 {"type": "ContainersReady", "status": ready, "lastTransitionTime": ts},
+                 {"type": "PodScheduled", "status": "True",
+                  "lastTransitionTime": getattr(rt, "cond_ts", ts)}]
+        if not hasattr(rt, "cond_ts"):
+            rt.cond_ts = ts
+            rt.start_ts = ts
+        if not rt.ready:
+            for c in conds[2:4]:
+                c["reason"] = "ContainersNotReady"
+                c["message"] = "containers with unready status: [%s]" % rt.container
+        state = {"running": {"startedAt": getattr(rt, "proc_ts", ts)}} if running else {
+            "terminated": {"exitCode": rt.proc.returncode if rt.proc else 0,
+                           "reason": "Completed" if rt.terminating else "Error",
+                           "finishedAt": ts}}
+        if started:
+            rt.proc_ts = ts
+        st = {"phase": "Running", "conditions": conds, "hostIP": "127.0.0.1",
+              "hostIPs": [{"ip": "127.0.0.1"}], "podIP": rt.ip, "podIPs": [{"ip": rt.ip}],
+              "startTime": rt.start_ts, "qosClass": "Burstable",
+              "containerStatuses": [{"name": rt.container, "ready": rt.ready,
+                                     "started": running, "restartCount": rt.restarts,
+                                     "image": rt.image, "imageID": "fake://" + rt.image,
+                                     "containerID": "fake://%d" % (rt.proc.pid if rt.proc
+                                                                   else 0),
+                                     "state": state}]}
+        try:
+            self.client.patch("pods", rt.name, {"status": st}, self.namespace,
+                              subresource="status")
+        except ApiError as e:
+            if e.code != 404:
+                raise
+
+    def probe(self, rt):
+        c = http.client.HTTPConnection(rt.ip, rt.port, timeout=0.3)
+        try:
+            c.request("GET", "/health")
+            r = c.getresponse()
+            r.read()
+            return r.status == 200
+        except (OSError, http.client.HTTPException):
+            return False
+        finally:
+            c.close()
+
+    def supervise(self, rt):
+        """Drive one pod's process: readiness, crashes, termination.  True if PIDs changed."""
+        now = time.monotonic()
+        exited = rt.proc is not None and rt.proc.poll() is not None
+        if rt.terminating:
+            if not rt.signalled:
+                if exited or now - rt.term_started >= rt.settings["pre_stop"]:
+                    self._sigterm(rt)
+                return False
+            if not exited and not rt.killed and now - rt.term_started > rt.settings["grace"]:
+                rt.proc.kill()
+                rt.killed = True
+                self.event("pod-killed", rt, reason="grace period over")
+            if exited:
+                self.event("process-exit", rt, code=rt.proc.returncode,
+                           drain_s=round(now - rt.term_started, 3))
+                if rt.api_delete:
+                    self._release(rt.name)
+                with self.lock:
+                    self.runtimes.pop(rt.name, None)
+                self.released[rt.name] = now
+                self.event("pod-deleted", rt)
+                return True
+            return False
+        if exited:
+            if rt.next_restart == 0.0:
+                code = rt.proc.returncode
+                self.event("process-exit", rt, code=code, unexpected=True)
+                was_ready = rt.ready
+                rt.ready = False
+                if was_ready:
+                    self.patch_pod_status(rt)
+                backoff = min(10.0, 0.5 * (2 ** min(rt.restarts, 5)))
+                rt.next_restart = now + backoff
+                return True
+            if now >= rt.next_restart:
+                rt.restarts += 1
+                rt.next_restart = 0.0
+                self.start_process(rt)
+                self.event("process-restart", rt, restarts=rt.restarts)
+                self.patch_pod_status(rt, started=True)
+                return True
+            return False
+        if not rt.ready and now >= rt.next_probe:
+            rt.next_probe = now + self.probe_period
+            if self.probe(rt):
+                rt.ready = True
+                rt.ready_wall = time.time()
+                self.patch_pod_status(rt)
+                self.event("pod-ready", rt, cold_start_measured=round(now - rt.started, 3))
+        return False
+
+    def begin_terminate(self, rt, why, api=True):
+        """Graceful delete: deletionTimestamp (through the finalizer), Ready=False, SIGTERM."""
+        rt.terminating = True
+        rt.api_delete = api
+        rt.term_started = time.monotonic()
+        was_ready, rt.ready = rt.ready, False
+        if api:
+            try:
+                self.client.delete("pods", rt.name, self.namespace)
+            except ApiError as e:
+                if e.code != 404:
+                    raise
+            self.patch_pod_status(rt)
+        rt.signalled = False
+        if rt.settings["pre_stop"] <= 0 or not api:
+            self._sigterm(rt)
+        self.event("pod-terminating", rt, reason=why, was_ready=was_ready)
+
+    def _sigterm(self, rt):
+        rt.signalled = True
+        rt.term_started = time.monotonic()
+        if rt.proc is not None and rt.proc.poll() is None:
+            try:
+                rt.proc.terminate()
+            except ProcessLookupError:
+                pass
+
+    def _release(self, name):
+        """Remove our finalizer (the API server then completes the delete)."""
+        try:
+            self.client.patch("pods", name, {"metadata": {"finalizers": None}}, self.namespace)
+        except ApiError as e:
+            if e.code != 404:
+                raise
+        try:
+            self.client.delete("pods", name, self.namespace)
+        except ApiError as e:
+            if e.code != 404:
+                raise
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kubeconfig", required=True)
+    ap.add_argument("--namespace", default="default")
+    ap.add_argument("--state-dir", required=True, help="pod logs, PID file, events")
+    ap.add_argument("--ip-prefix", default="127.77", help="pods get 127.N.x.y addresses")
+    ap.add_argument("--all", action="store_true",
+                    help="manage every Deployment of the namespace, not only labelled ones")
+    ap.add_argument("--control-token", default=os.environ.get("FAKESERVE_CONTROL_TOKEN", ""))
+    ap.add_argument("--events", help="JSON-lines event log (default STATE/kubelet-events.jsonl)")
+    a = ap.parse_args(argv)
+    k = Kubelet(a.kubeconfig, a.namespace, a.state_dir, a.ip_prefix, a.all, a.control_token,
+                events_path=a.events)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    k.start()
+    sys.stderr.write("kubelet: managing %s deployments in namespace %s, pods on %s.x.y\n"
+                     % ("all" if a.all else "labelled", a.namespace, a.ip_prefix))
+    sys.stderr.flush()
+    while not done.wait(1.0):
+        if not k.thread.is_alive():
+            sys.stderr.write("kubelet: loop died\n")
+            break
+    k.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
