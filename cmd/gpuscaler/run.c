@@ -420,7 +420,11 @@ int cmd_run(int argc, char **argv)
              kc.server, d.opts.identity, d.opts.leader_elect ? "on" : "off",
              d.opts.dry_run ? ", dry run" : "");
 
-    if ((rc = httpc_new(&d.loop, &d.http)) != 0 ||
+    if ((rc = httpc_new(&d.loop, &d.http)) == 0)
+        /* two watches per namespace (or two for all) stay open; room for requests */
+        httpc_set_max_host_connections(d.http, (long)(2 * (d.cfg.n_namespaces ? d.cfg.n_namespaces
+                                                                               : 1) + 14));
+    if (rc != 0 ||
         (rc = kube_new(&d.loop, d.http, &kc, NULL, &d.kube)) != 0) {
         LOG_ERROR(SUB, "cannot create the API client: %s", strerror(-rc));
         rc = 1;

@@ -78,6 +78,7 @@ struct ctl_wl {
     struct ctl_wl *next;          /**< hash chain */
     char *ns, *name, *uid;
     bool seen;                    /**< mark for the sweep after each tick */
+    int64_t tracked_since_ms;     /**< when this instance started tracking it */
     bool config_ok;
     struct ctl_workload_config cfg;
     char config_error[400];       /**< last InvalidAnnotation message */
@@ -108,6 +109,9 @@ struct ctl_wl {
 };
 
 #define CTL_WL_BUCKETS 1024
+/** Reports (status, events, checkpoints) in flight at most; the rest wait for
+ *  a later tick, so 1,000 workloads do not burst 3,000 requests at once. */
+#define CTL_REPORT_MAX_INFLIGHT 32
 
 struct controller {
     uv_loop_t *loop;
@@ -127,6 +131,7 @@ struct controller {
     controller_close_cb close_cb;
     void *close_arg;
     int pending_io;               /**< requests in flight (must reach 0 before free) */
+    int report_inflight;          /**< status/event/checkpoint requests in flight */
     struct ctl_wl *table[CTL_WL_BUCKETS];
     size_t nwl;
     struct ctl_leader leader;
@@ -144,6 +149,7 @@ struct controller {
     uint64_t scale_patches, scale_conflicts, scale_errors;
     uint64_t events_sent, events_suppressed;
     uint64_t ticks;
+    int64_t last_trim_ms;
     double last_tick_seconds;
 };
 

@@ -13,6 +13,9 @@
 #include "controller-int.h"
 
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -278,9 +281,9 @@ static void configure(struct controller *c, struct ctl_wl *w, const struct kube_
         w->fc = forecast_new(&fc);
         if (!w->fc)
             LOGW_WARN(SUB, w->ns, w->name, "forecaster unavailable for this seasonality");
-        else if (!w->checkpoint_loaded)
-            ctl_checkpoint_load(c, w);
     }
+    if (w->fc && !w->checkpoint_loaded)
+        ctl_checkpoint_load(c, w);
 }
 
 static void decide(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
@@ -374,7 +377,10 @@ static void decide(struct controller *c, struct ctl_wl *w, const struct kube_dep
         ctl_record(c, w, now, r.request_rate);
     if (!leading)
         return;
-    if (!r.valid) {
+    /* right after tracking starts there is no rate yet (two samples needed):
+     * that is not worth an Event */
+    int64_t grace = c->cfg->scrape.rate_window_ms + 3 * c->cfg->scrape.interval_ms;
+    if (!r.valid && now - w->tracked_since_ms > grace) {
         char msg[300];
         snprintf(msg, sizeof(msg), "holding %d replicas: %s", dec.desired, r.why);
         ctl_event(c, w, "Warning", "MetricsUnavailable", msg);
@@ -433,6 +439,7 @@ void controller_tick(struct controller *c)
         }
         if (!w) {
             w = wl_new(c, d);
+            w->tracked_since_ms = now;
             LOGW_INFO(SUB, d->ns, d->name, "tracking");
         }
         w->seen = true;
@@ -457,6 +464,13 @@ void controller_tick(struct controller *c)
         }
     }
     c->ticks++;
+#ifdef __GLIBC__
+    /* give bursts of freed response buffers back to the OS once a minute */
+    if (now - c->last_trim_ms >= 60000) {
+        malloc_trim(0);
+        c->last_trim_ms = now;
+    }
+#endif
     c->last_tick_seconds = (double)(uv_hrtime() - t0) / 1e9;
 }
 

@@ -40,9 +40,15 @@ struct simple_req {
     char *what;
 };
 
+static bool budget(const struct controller *c)
+{
+    return c->report_inflight < CTL_REPORT_MAX_INFLIGHT;
+}
+
 static void simple_done(const struct kube_result *res, void *arg)
 {
     struct simple_req *r = arg;
+    r->c->report_inflight--;
     if (res->err != 0)
         LOG_WARN(SUB, "%s failed: HTTP %ld %s %s", r->what, res->status, res->reason,
                  res->message);
@@ -57,6 +63,7 @@ static struct simple_req *simple_new(struct controller *c, const char *what)
     struct simple_req *r = xcalloc(1, sizeof(*r));
     r->c = c;
     r->what = xstrdup(what);
+    c->report_inflight++;
     ctl_io_begin(c);
     return r;
 }
@@ -65,6 +72,7 @@ static void simple_fail(struct simple_req *r, int rc)
 {
     LOG_WARN(SUB, "%s: %s", r->what, strerror(-rc));
     struct controller *c = r->c;
+    c->report_inflight--;
     xfree(r->what);
     xfree(r);
     ctl_io_end(c);
@@ -76,11 +84,15 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
     int64_t now = util_now_unix_ms();
     int slot = reason_slot(reason);
     int64_t min = strcmp(type, "Warning") == 0 ? EVENT_WARN_INTERVAL_MS : EVENT_MIN_INTERVAL_MS;
+    /* actions and invalid annotations always get their Event; the rest wait
+     * for a tick with room */
     bool action = slot <= 2;
     if (!action && w->last_event_ms[slot] && now - w->last_event_ms[slot] < min) {
         c->events_suppressed++;
         return;
     }
+    if (!action && slot != 4 && !budget(c))
+        return;
     w->last_event_ms[slot] = now;
     if (c->dry_run)
         return;
@@ -125,7 +137,7 @@ void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms)
     char *full = ctl_status_json(now_ms, &w->last);
     const char *body = strstr(full, "\"desired\"");
     bool same = w->status_written && body && strcmp(body, w->status_written) == 0;
-    if (same && now_ms - w->status_written_ms < STATUS_REFRESH_MS) {
+    if ((same && now_ms - w->status_written_ms < STATUS_REFRESH_MS) || !budget(c)) {
         xfree(full);
         return;
     }
@@ -266,6 +278,7 @@ struct ckpt_req {
 static void ckpt_free(struct ckpt_req *r)
 {
     struct controller *c = r->c;
+    c->report_inflight--;
     xfree(r->ns);
     xfree(r->name);
     xfree(r->cm);
@@ -318,7 +331,10 @@ static void ckpt_loaded(const struct kube_result *res, void *arg)
 
 void ctl_checkpoint_load(struct controller *c, struct ctl_wl *w)
 {
+    if (!budget(c))
+        return; /* retried next tick */
     w->checkpoint_loaded = true;
+    c->report_inflight++;
     struct ckpt_req *r = xcalloc(1, sizeof(*r));
     r->c = c;
     r->ns = xstrdup(w->ns);
@@ -354,7 +370,8 @@ static void ckpt_saved(const struct kube_result *res, void *arg)
 
 void ctl_checkpoint_save(struct controller *c, struct ctl_wl *w, int64_t now_ms)
 {
-    if (!w->fc || c->dry_run || now_ms - w->last_checkpoint_ms < CHECKPOINT_INTERVAL_MS)
+    if (!w->fc || c->dry_run || now_ms - w->last_checkpoint_ms < CHECKPOINT_INTERVAL_MS ||
+        (!c->closing && !budget(c)))
         return;
     w->last_checkpoint_ms = now_ms;
     uint8_t *buf = NULL;
@@ -378,6 +395,7 @@ void ctl_checkpoint_save(struct controller *c, struct ctl_wl *w, int64_t now_ms)
     r->name = xstrdup(w->name);
     r->cm = xstrdup(cm);
     r->obj = json_incref(obj);
+    c->report_inflight++;
     ctl_io_begin(c);
     int rc = kube_configmap_update(c->kube, c->cfg->leader.namespace_, cm, obj, ckpt_saved, r);
     json_decref(obj);

@@ -17,7 +17,7 @@
 /** Most buckets per season a config may ask for (two weeks of minutes). */
 #define FC_MAX_SEASON_BUCKETS 20160
 /** Number of recent one-step residuals kept for the quantile. */
-#define FC_RES_WINDOW 2048
+#define FC_RES_WINDOW 1024
 /** Relative residuals are clipped to +-this (and states with more are rejected). */
 #define FC_RES_CLIP 1000.0
 /** Level, trend, seasonal and buffered values are clamped to +-this. */

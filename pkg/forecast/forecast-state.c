@@ -17,7 +17,7 @@
  *    32    8  open bucket index (i64)
  *    40    8  time of the newest observation, ms (i64)
  *    48    4  observations in the open bucket (u32; 0 = empty forecaster)
- *    52    4  residuals held, n_res (u32, <= 2048)
+ *    52    4  residuals held, n_res (u32, <= 1024)
  *    56    8  sum of the open bucket's observations (f64)
  *    64    8  level (f64)
  *    72    8  trend (f64)

@@ -55,8 +55,8 @@
  * one-step residual r = (y - yhat) / scale(yhat, l), where
  *     scale(x, l) = max(x, 0.1 |l|, 0.001 req/s)
  * (relative because errors grow with the rate; the floor of a tenth of the
- * level keeps quiet hours from producing huge ratios). The last 2048 are
- * kept in a ring (about 34 h of 1-min buckets; at the switch to Holt-Winters
+ * level keeps quiet hours from producing huge ratios). The last 1024 are
+ * kept in a ring (about 17 h of 1-min buckets; at the switch to Holt-Winters
  * the ring is refilled with the in-sample residuals of the two warm-up
  * seasons). q is the configured empirical quantile of the ring (linear
  * interpolation). For h steps the one-step spread is widened by the standard

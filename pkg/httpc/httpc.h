@@ -164,6 +164,17 @@ size_t httpc_inflight(const struct httpc *c);
  */
 void httpc_close(struct httpc *c, httpc_close_cb cb, void *arg);
 
+/** Default cap on simultaneous connections to one host (requests beyond it queue). */
+#define HTTPC_DEFAULT_MAX_HOST_CONNS 16
+
+/**
+ * Change the cap on simultaneous connections to one host (default
+ * HTTPC_DEFAULT_MAX_HOST_CONNS). Long-lived streams (watches) occupy a
+ * connection each on HTTP/1.1, so callers with many watches raise it.
+ * Returns 0 or -EINVAL.
+ */
+int httpc_set_max_host_connections(struct httpc *c, long n);
+
 /** Translate a CURLcode (as int) into the negative errno used above. */
 int httpc_curl_errno(int curlcode);
 
