@@ -60,6 +60,7 @@ void scrape_spec_init(struct scrape_spec *s, enum scrape_profile p)
 
 void scrape_config_init(struct scrape_config *c)
 {
+    memset(c, 0, sizeof(*c));
     c->interval_ms = 5000;
     c->timeout_ms = 2000;
     c->rate_window_ms = 60000;

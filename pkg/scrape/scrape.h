@@ -58,7 +58,7 @@ struct scrape_pod {
 struct scrape_result {
     bool valid;             /**< false: hold (too many pods missing, or no data yet) */
     int64_t time_ms;        /**< newest sample time used */
-    double request_rate;    /**< req/s summed over the counted pods */
+    double request_rate;    /**< req/s summed over the counted pods; NAN when !valid */
     double inflight;        /**< running requests, < 0 unknown */
     double queued;          /**< waiting requests, < 0 unknown */
     double p99_ms;          /**< p99 latency over the rate window, < 0 unknown */
@@ -70,25 +70,46 @@ struct scrape_result {
     char why[200];          /**< when !valid: one line saying why */
 };
 
+/** Default number of httpc clients (about 600 pods each at 10,000 pods). */
+#define SCRAPE_DEFAULT_CLIENTS 16
+
 struct scrape_config {
     int64_t interval_ms;    /**< default 5 s */
     int64_t timeout_ms;     /**< per-pod, default 2 s */
     int64_t rate_window_ms; /**< default 60 s */
     size_t max_bytes;       /**< per exposition, default 16 MiB */
+    /** httpc clients the pods are spread over (each pod always on the same
+     *  one): the caller's client plus clients - 1 the scraper creates on the
+     *  same loop. libcurl before 8.10 walks a client's whole DNS and
+     *  connection cache on every request, which costs O(pods) per scrape with
+     *  one client; 0 = SCRAPE_DEFAULT_CLIENTS, at most 64. */
+    int clients;
+    /** Wall clock stamping samples, in UNIX ms (the timeline of scrape_get's
+     *  now_ms); NULL = util_now_unix_ms. Tests inject their own. */
+    int64_t (*clock)(void *arg);
+    void *clock_arg;
 };
 
 void scrape_config_init(struct scrape_config *c);
 
 struct scrape;
 
-/** Create the scraper on loop using client h (borrowed, must outlive it). */
+/**
+ * Create the scraper on loop. h (borrowed, must outlive the scraper) is the
+ * first of cfg->clients httpc clients; the scraper creates the others on the
+ * same loop and closes them in scrape_close(). cfg may be NULL (defaults).
+ * Returns 0, -EINVAL for a bad config, or httpc_new()'s error.
+ */
 int scrape_new(uv_loop_t *loop, struct httpc *h, const struct scrape_config *cfg,
                struct scrape **out);
 
 /**
  * Declare the current pods of workload ns/name and how to read them. Pods no
- * longer listed are forgotten; new ones are scheduled with jitter. Copies
- * everything it needs.
+ * longer listed are forgotten (a running scrape is cancelled); new ones are
+ * scheduled at their stable phase; not-ready pods are kept but not scraped
+ * or counted. A pod whose address changed, or a spec whose metric names
+ * changed, starts its history afresh. Pod names are matched, duplicates
+ * ignored. Copies everything it needs; call it every tick.
  */
 void scrape_set_targets(struct scrape *s, const char *ns, const char *name,
                         const struct scrape_spec *spec, const struct scrape_pod *pods,
@@ -97,20 +118,29 @@ void scrape_set_targets(struct scrape *s, const char *ns, const char *name,
 /** Stop scraping a workload and drop its state. */
 void scrape_forget(struct scrape *s, const char *ns, const char *name);
 
-/** The workload's measurement at now_ms; -ENOENT for an unknown workload. */
+/**
+ * The workload's measurement at now_ms (UNIX ms, the clock's timeline),
+ * computed from memory: see docs/metrics.md for which pods count and when
+ * the result is invalid. Returns 0, or -ENOENT for an unknown workload.
+ */
 int scrape_get(struct scrape *s, const char *ns, const char *name, int64_t now_ms,
                struct scrape_result *out);
 
 /** Counters for the daemon's /metrics. */
 struct scrape_stats {
     uint64_t scrapes_ok, scrapes_failed, bytes;
-    uint64_t late;          /**< scrapes started more than one interval late */
-    size_t pods;
+    uint64_t late;          /**< scrapes started one interval or more behind their slot */
+    uint64_t skipped;       /**< slots skipped because the pod's previous scrape still ran */
+    int64_t delay_max_ms;   /**< worst delay of a scrape start behind its slot */
+    size_t pods;            /**< pods known (all workloads, ready or not) */
+    size_t scheduled;       /**< ready pods on the schedule */
+    size_t inflight;        /**< scrapes running now */
 };
 void scrape_stats(const struct scrape *s, struct scrape_stats *out);
 
 typedef void (*scrape_close_cb)(void *arg);
-/** Cancel in-flight scrapes, free everything, then call cb. */
+/** Cancel in-flight scrapes, close the scraper's own httpc clients, free
+ *  everything, then call cb (may be NULL) from the loop. */
 void scrape_close(struct scrape *s, scrape_close_cb cb, void *arg);
 
 #endif

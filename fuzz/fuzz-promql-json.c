@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* libFuzzer target for pkg/promql's pure input surfaces: every input is
+ * parsed as a Prometheus HTTP API answer (checking the result's invariants:
+ * one series, at least one point, increasing times; nothing on error) and,
+ * NUL-terminated, expanded as a PromQL template (the output always fits and
+ * never holds an unexpanded placeholder). */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "promql/promql.h"
+#include "util/util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct promql_series s;
+    char err[200];
+    int rc = promql_parse_response((const char *)data, size, &s, err, sizeof(err));
+    if (rc == 0) {
+        if (s.npoints == 0 || s.npoints > PROMQL_MAX_POINTS || !s.points)
+            abort();
+        for (size_t i = 1; i < s.npoints; i++)
+            if (s.points[i].t_ms <= s.points[i - 1].t_ms)
+                abort();
+    } else if (s.points || s.npoints || rc > 0 || err[0] == '\0') {
+        abort();
+    }
+    promql_series_free(&s);
+
+    if (size > 8192)
+        return 0;
+    char *tmpl = xstrndup((const char *)data, size);
+    char out[512];
+    rc = promql_expand(tmpl, "team-a", "chat.v1", "2m", out, sizeof(out), err, sizeof(err));
+    if (rc == 0 && (strlen(out) >= sizeof(out) || strstr(out, "{{namespace}}") ||
+                    strstr(out, "{{pods}}")))
+        abort();
+    if (rc != 0 && (out[0] != '\0' || err[0] == '\0'))
+        abort();
+    xfree(tmpl);
+    return 0;
+}

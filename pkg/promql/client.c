@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* promql/client: instant and range queries against a Prometheus server
+ * through httpc (see promql.h).
+ *
+ * Each promql_get is one operation with up to two requests in flight (rate
+ * and p99) and one callback once both finished; each promql_seed walks the
+ * lookback in chunks, one request at a time. Operations are on a list so
+ * promql_close can cancel them; the client is freed when its close timer
+ * closed and the last operation delivered. The bearer token is read from its
+ * file for every request (projected service-account tokens rotate). */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "forecast/forecast.h"
+#include "httpc/httpc.h"
+#include "promql.h"
+#include "util/util.h"
+
+#define MAX_TOKEN (64u << 10)
+#define RANGE_CHUNK_STEPS 10000
+
+struct op {
+    struct promql *p;
+    struct op *prev, *next;
+    struct httpc_req *reqs[2];
+    int pending;
+    bool is_seed;
+    /* get */
+    promql_result_cb cb;
+    void *arg;
+    struct scrape_result r;
+    char ns[254], deploy[254];
+    /* seed */
+    promql_seed_cb seed_cb;
+    struct forecast *f;
+    char *query;
+    int64_t next_ms, end_ms, step_ms;
+    struct promql_seed_result sr;
+};
+
+struct promql {
+    uv_loop_t *loop;
+    struct httpc *h;
+    char *url, *ca_file, *token_file, *window;
+    int64_t timeout_ms;
+    size_t max_body;
+    struct op *ops;
+    uv_timer_t closer; /* only to close asynchronously */
+    bool closing, closed;
+    promql_close_cb close_cb;
+    void *close_arg;
+};
+
+static const char *const json_accept[] = {"Accept: application/json", NULL};
+
+void promql_config_init(struct promql_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->window = "2m";
+    c->timeout_ms = 10000;
+    c->max_body = (size_t)1 << 20;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s && *s ? xstrdup(s) : NULL;
+}
+
+int promql_new(uv_loop_t *loop, struct httpc *h, const struct promql_config *cfg,
+               struct promql **out)
+{
+    *out = NULL;
+    struct promql_config c;
+    promql_config_init(&c);
+    if (cfg) {
+        c = *cfg;
+        if (!c.window)
+            c.window = "2m";
+        if (c.timeout_ms <= 0)
+            c.timeout_ms = 10000;
+        if (!c.max_body)
+            c.max_body = (size_t)1 << 20;
+    }
+    if (!loop || !h || !c.url ||
+        (strncmp(c.url, "http://", 7) != 0 && strncmp(c.url, "https://", 8) != 0))
+        return -EINVAL;
+    char tmp[64], err[80];
+    if (promql_expand("x", "a", "b", c.window, tmp, sizeof(tmp), err, sizeof(err)) != 0)
+        return -EINVAL;
+    struct promql *p = xcalloc(1, sizeof(*p));
+    p->loop = loop;
+    p->h = h;
+    p->url = xstrdup(c.url);
+    size_t n = strlen(p->url);
+    while (n > 0 && p->url[n - 1] == '/')
+        p->url[--n] = '\0';
+    p->ca_file = dup_or_null(c.ca_file);
+    p->token_file = dup_or_null(c.token_file);
+    p->window = xstrdup(c.window);
+    p->timeout_ms = c.timeout_ms;
+    p->max_body = c.max_body;
+    uv_timer_init(loop, &p->closer);
+    *out = p;
+    return 0;
+}
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static void urlencode(struct util_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+            *c == '-' || *c == '.' || *c == '_' || *c == '~') {
+            util_buf_append(b, c, 1);
+        } else {
+            char e[3] = {'%', hex[*c >> 4], hex[*c & 15]};
+            util_buf_append(b, e, 3);
+        }
+    }
+}
+
+static int read_token(const struct promql *p, char **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!p->token_file)
+        return 0;
+    int fd = open(p->token_file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot read the bearer token file %.120s: %s", p->token_file,
+                 strerror(errno));
+        return -EIO;
+    }
+    struct util_buf b = {0};
+    char chunk[4096];
+    ssize_t n;
+    int rc = 0;
+    while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
+        util_buf_append(&b, chunk, (size_t)n);
+        if (b.len > MAX_TOKEN) {
+            rc = -EIO;
+            snprintf(err, errlen, "bearer token file %.120s is over %u bytes", p->token_file,
+                     MAX_TOKEN);
+            break;
+        }
+    }
+    if (n < 0 && rc == 0) {
+        rc = -EIO;
+        snprintf(err, errlen, "cannot read the bearer token file %.120s: %s", p->token_file,
+                 strerror(errno));
+    }
+    close(fd);
+    while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == '\r' ||
+                     b.data[b.len - 1] == ' ' || b.data[b.len - 1] == '\t'))
+        b.data[--b.len] = '\0';
+    if (rc == 0 && b.len == 0) {
+        rc = -EIO;
+        snprintf(err, errlen, "bearer token file %.120s is empty", p->token_file);
+    }
+    if (rc == 0) {
+        *out = util_buf_steal(&b);
+    } else {
+        explicit_bzero(b.data ? b.data : chunk, b.data ? b.len : sizeof(chunk));
+        util_buf_free(&b);
+    }
+    explicit_bzero(chunk, sizeof(chunk));
+    return rc;
+}
+
+static void free_token(char *t)
+{
+    if (t) {
+        explicit_bzero(t, strlen(t));
+        xfree(t);
+    }
+}
+
+static void on_done(struct httpc_req *req, int err, const struct httpc_resp *resp, void *arg);
+
+/* Start one GET of path?params on slot i of op. */
+static int issue(struct op *o, int slot, const char *url, size_t max_body, char *err,
+                size_t errlen)
+{
+    struct promql *p = o->p;
+    char *token = NULL;
+    int rc = read_token(p, &token, err, errlen);
+    if (rc < 0)
+        return rc;
+    struct httpc_tls tls = {.ca_file = p->ca_file};
+    struct httpc_opts ho = {
+        .url = url,
+        .headers = json_accept,
+        .bearer = token,
+        .tls = strncmp(url, "https:", 6) == 0 ? &tls : NULL,
+        .timeout_ms = p->timeout_ms,
+        .connect_timeout_ms = p->timeout_ms,
+        .max_body = max_body,
+    };
+    rc = httpc_request(p->h, &ho, on_done, o, &o->reqs[slot]);
+    free_token(token);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot start the query: %s", strerror(-rc));
+        return rc;
+    }
+    o->pending++;
+    return 0;
+}
+
+static char *instant_url(const struct promql *p, const char *query, int64_t now_ms)
+{
+    struct util_buf b = {0};
+    util_buf_printf(&b, "%s/api/v1/query?query=", p->url);
+    urlencode(&b, query);
+    util_buf_printf(&b, "&time=%.3f", (double)now_ms / 1000.0);
+    return util_buf_steal(&b);
+}
+
+static void op_link(struct op *o)
+{
+    struct promql *p = o->p;
+    o->next = p->ops;
+    if (p->ops)
+        p->ops->prev = o;
+    p->ops = o;
+}
+
+static void maybe_free(struct promql *p);
+
+static void op_free(struct op *o)
+{
+    struct promql *p = o->p;
+    if (o->prev)
+        o->prev->next = o->next;
+    else if (p->ops == o)
+        p->ops = o->next;
+    if (o->next)
+        o->next->prev = o->prev;
+    xfree(o->query);
+    xfree(o);
+    maybe_free(p);
+}
+
+/* The why of a failed answer: transport, HTTP status or the body's error. */
+static int answer(int err, const struct httpc_resp *resp, struct promql_series *s, char *why,
+                  size_t whylen)
+{
+    memset(s, 0, sizeof(*s));
+    if (err == -ECANCELED) {
+        snprintf(why, whylen, "query cancelled");
+        return err;
+    }
+    if (err) {
+        snprintf(why, whylen, "prometheus unreachable: %.150s", resp->errmsg);
+        return err;
+    }
+    char perr[200];
+    int rc = promql_parse_response(resp->body, resp->body_len, s, perr, sizeof(perr));
+    if (resp->status < 200 || resp->status >= 300) {
+        promql_series_free(s);
+        if (rc == -EREMOTEIO)
+            snprintf(why, whylen, "HTTP %ld: %.170s", resp->status, perr);
+        else
+            snprintf(why, whylen, "HTTP %ld from prometheus", resp->status);
+        return -EPROTO;
+    }
+    if (rc)
+        snprintf(why, whylen, "%s", perr);
+    return rc;
+}
+
+/* ---- instant queries ------------------------------------------------------- */
+
+static void get_done(struct op *o, int slot, int err, const struct httpc_resp *resp)
+{
+    struct promql_series s;
+    char why[200];
+    int rc = answer(err, resp, &s, why, sizeof(why));
+    if (slot == 0) { /* rate */
+        if (rc == 0) {
+            double v = s.points[0].v;
+            if (!isfinite(v) || v < 0) {
+                rc = -EDOM;
+                snprintf(why, sizeof(why), "the rate query returned %g", v);
+            }
+        }
+        if (rc == 0) {
+            o->r.valid = true;
+            o->r.request_rate = s.points[0].v;
+            o->r.time_ms = s.points[0].t_ms;
+        } else {
+            o->r.valid = false;
+            snprintf(o->r.why, sizeof(o->r.why), "rate: %.190s", why);
+        }
+    } else { /* p99 in seconds; no data or NaN only means no traffic */
+        if (rc == 0 && isfinite(s.points[0].v) && s.points[0].v >= 0)
+            o->r.p99_ms = s.points[0].v * 1000.0;
+        else if (rc != 0 && rc != -ENODATA && rc != -ECANCELED)
+            LOGW_WARN("promql", o->ns, o->deploy, "p99 query failed: %s", why);
+    }
+    promql_series_free(&s);
+}
+
+static void seed_step(struct op *o);
+
+static void on_done(struct httpc_req *req, int err, const struct httpc_resp *resp, void *arg)
+{
+    struct op *o = arg;
+    int slot = o->reqs[0] == req ? 0 : 1;
+    o->reqs[slot] = NULL;
+    o->pending--;
+    if (o->is_seed) {
+        struct promql_series s;
+        char why[200];
+        int rc = answer(err, resp, &s, why, sizeof(why));
+        if (rc == 0) {
+            for (size_t i = 0; i < s.npoints; i++) {
+                double v = s.points[i].v;
+                if (isfinite(v) && v >= 0 && forecast_observe(o->f, s.points[i].t_ms, v) == 0)
+                    o->sr.observed++;
+                else
+                    o->sr.skipped++;
+            }
+        } else if (rc != -ENODATA) { /* no data in a chunk: the workload did not exist yet */
+            o->sr.err = rc;
+            snprintf(o->sr.why, sizeof(o->sr.why), "%s", why);
+        }
+        promql_series_free(&s);
+        seed_step(o);
+        return;
+    }
+    get_done(o, slot, err, resp);
+    if (o->pending == 0) {
+        if (!o->r.valid)
+            o->r.request_rate = NAN;
+        o->cb(&o->r, o->arg);
+        op_free(o);
+    }
+}
+
+static int expand(const struct promql *p, const struct promql_target *t, const char *tmpl,
+                  char *out, char *err, size_t errlen)
+{
+    return promql_expand(tmpl, t->ns, t->deployment, p->window, out, PROMQL_MAX_QUERY, err,
+                         errlen);
+}
+
+int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
+               promql_result_cb cb, void *arg, char *err, size_t errlen)
+{
+    char tmpl[PROMQL_MAX_QUERY], rate_q[PROMQL_MAX_QUERY], p99_q[PROMQL_MAX_QUERY];
+    char *url = NULL;
+    struct op *o = NULL;
+    int rc;
+    if (errlen)
+        err[0] = '\0';
+    if (p->closing)
+        return -ESHUTDOWN;
+    if (!cb || !t || !t->spec)
+        return -EINVAL;
+    if (t->rate_tmpl && *t->rate_tmpl)
+        snprintf(tmpl, sizeof(tmpl), "%s", t->rate_tmpl);
+    else
+        promql_default_rate(t->spec, tmpl, sizeof(tmpl));
+    if (!tmpl[0]) {
+        snprintf(err, errlen, "no rate query: set gpuscaler.io/promql-rate or request-metric");
+        return -EINVAL;
+    }
+    if ((rc = expand(p, t, tmpl, rate_q, err, errlen)) != 0)
+        return rc;
+    if (t->p99_tmpl && *t->p99_tmpl)
+        snprintf(tmpl, sizeof(tmpl), "%s", t->p99_tmpl);
+    else
+        promql_default_p99(t->spec, tmpl, sizeof(tmpl));
+    p99_q[0] = '\0';
+    if (tmpl[0] && (rc = expand(p, t, tmpl, p99_q, err, errlen)) != 0)
+        return rc;
+
+    o = xcalloc(1, sizeof(*o));
+    o->p = p;
+    o->cb = cb;
+    o->arg = arg;
+    snprintf(o->ns, sizeof(o->ns), "%s", t->ns);
+    snprintf(o->deploy, sizeof(o->deploy), "%s", t->deployment);
+    o->r.request_rate = NAN;
+    o->r.inflight = -1;
+    o->r.queued = -1;
+    o->r.p99_ms = -1;
+    url = instant_url(p, rate_q, now_ms);
+    rc = issue(o, 0, url, p->max_body, err, errlen);
+    xfree(url);
+    if (rc < 0) {
+        xfree(o);
+        return rc;
+    }
+    op_link(o);
+    if (p99_q[0]) {
+        url = instant_url(p, p99_q, now_ms);
+        char e2[160];
+        if (issue(o, 1, url, p->max_body, e2, sizeof(e2)) < 0)
+            LOGW_WARN("promql", t->ns, t->deployment, "p99 query not sent: %s", e2);
+        xfree(url);
+    }
+    return 0;
+}
+
+/* ---- range queries (forecaster seeding) ------------------------------------ */
+
+static void seed_finish(struct op *o)
+{
+    o->seed_cb(&o->sr, o->arg);
+    op_free(o);
+}
+
+/* Send the next chunk of the range. */
+static int seed_send(struct op *o, char *err, size_t errlen)
+{
+    struct promql *p = o->p;
+    int64_t last = o->next_ms + (RANGE_CHUNK_STEPS - 1) * o->step_ms;
+    if (last > o->end_ms)
+        last = o->end_ms;
+    struct util_buf b = {0};
+    util_buf_printf(&b, "%s/api/v1/query_range?query=", p->url);
+    urlencode(&b, o->query);
+    util_buf_printf(&b, "&start=%.3f&end=%.3f&step=%.3f", (double)o->next_ms / 1000.0,
+                    (double)last / 1000.0, (double)o->step_ms / 1000.0);
+    o->next_ms = last + o->step_ms;
+    int rc = issue(o, 0, b.data, p->max_body * 64, err, errlen);
+    util_buf_free(&b);
+    return rc;
+}
+
+/* Next chunk, or the end. Called from on_done (the loop) only. */
+static void seed_step(struct op *o)
+{
+    struct promql *p = o->p;
+    if (!o->sr.err && p->closing) {
+        o->sr.err = -ECANCELED;
+        snprintf(o->sr.why, sizeof(o->sr.why), "cancelled");
+    }
+    if (!o->sr.err && o->next_ms <= o->end_ms) {
+        char err[200];
+        int rc = seed_send(o, err, sizeof(err));
+        if (rc == 0)
+            return;
+        o->sr.err = rc;
+        snprintf(o->sr.why, sizeof(o->sr.why), "%s", err);
+    }
+    seed_finish(o);
+}
+
+int promql_seed(struct promql *p, const struct promql_target *t, int64_t now_ms,
+                int64_t lookback_ms, int64_t step_ms, struct forecast *f, promql_seed_cb cb,
+                void *arg, char *err, size_t errlen)
+{
+    char tmpl[PROMQL_MAX_QUERY], q[PROMQL_MAX_QUERY];
+    if (errlen)
+        err[0] = '\0';
+    if (p->closing)
+        return -ESHUTDOWN;
+    if (!cb || !f || !t || !t->spec || lookback_ms <= 0 || step_ms < 0 || now_ms <= lookback_ms)
+        return -EINVAL;
+    if (step_ms == 0)
+        step_ms = 60000;
+    if (t->rate_tmpl && *t->rate_tmpl)
+        snprintf(tmpl, sizeof(tmpl), "%s", t->rate_tmpl);
+    else
+        promql_default_rate(t->spec, tmpl, sizeof(tmpl));
+    if (!tmpl[0]) {
+        snprintf(err, errlen, "no rate query: set gpuscaler.io/promql-rate or request-metric");
+        return -EINVAL;
+    }
+    int rc = expand(p, t, tmpl, q, err, errlen);
+    if (rc != 0)
+        return rc;
+    struct op *o = xcalloc(1, sizeof(*o));
+    o->p = p;
+    o->is_seed = true;
+    o->seed_cb = cb;
+    o->arg = arg;
+    o->f = f;
+    o->query = xstrdup(q);
+    o->step_ms = step_ms;
+    o->end_ms = now_ms;
+    o->next_ms = now_ms - lookback_ms;
+    snprintf(o->ns, sizeof(o->ns), "%s", t->ns);
+    snprintf(o->deploy, sizeof(o->deploy), "%s", t->deployment);
+    rc = seed_send(o, err, errlen);
+    if (rc < 0) {
+        xfree(o->query);
+        xfree(o);
+        return rc;
+    }
+    op_link(o);
+    return 0;
+}
+
+/* ---- close ----------------------------------------------------------------- */
+
+static void maybe_free(struct promql *p)
+{
+    if (!p->closing || !p->closed || p->ops)
+        return;
+    promql_close_cb cb = p->close_cb;
+    void *arg = p->close_arg;
+    xfree(p->url);
+    xfree(p->ca_file);
+    xfree(p->token_file);
+    xfree(p->window);
+    xfree(p);
+    if (cb)
+        cb(arg);
+}
+
+static void on_closer_closed(uv_handle_t *h)
+{
+    struct promql *p = util_container_of((uv_timer_t *)h, struct promql, closer);
+    p->closed = true;
+    maybe_free(p);
+}
+
+void promql_close(struct promql *p, promql_close_cb cb, void *arg)
+{
+    p->closing = true;
+    p->close_cb = cb;
+    p->close_arg = arg;
+    for (struct op *o = p->ops; o; o = o->next)
+        for (int i = 0; i < 2; i++)
+            if (o->reqs[i])
+                httpc_cancel(o->reqs[i]);
+    uv_close((uv_handle_t *)&p->closer, on_closer_closed);
+}

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* promql/parse: validates a Prometheus HTTP API answer (/api/v1/query or
+ * /api/v1/query_range) with jansson and turns it into one series of points.
+ * Shapes (prometheus/docs/querying/api.md):
+ *   {"status":"success","data":{"resultType":"vector","result":[
+ *       {"metric":{...},"value":[<unix seconds>,"<float>"]}]}}
+ *   scalar: "result":[<t>,"<v>"];  matrix: [{"metric":{},"values":[[t,"v"],...]}]
+ *   {"status":"error","errorType":"bad_data","error":"..."}
+ * Pure; the caller owns the result. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "promql.h"
+#include "util/util.h"
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+void promql_series_free(struct promql_series *s)
+{
+    xfree(s->points);
+    s->points = NULL;
+    s->npoints = 0;
+}
+
+/* Prometheus formats sample values with Go's strconv: decimals, NaN, +Inf, -Inf. */
+static int parse_value(const char *s, double *out)
+{
+    if (strcmp(s, "NaN") == 0) {
+        *out = NAN;
+        return 0;
+    }
+    if (strcmp(s, "+Inf") == 0 || strcmp(s, "Inf") == 0) {
+        *out = INFINITY;
+        return 0;
+    }
+    if (strcmp(s, "-Inf") == 0) {
+        *out = -INFINITY;
+        return 0;
+    }
+    return util_parse_double(s, out);
+}
+
+static int parse_pair(const json_t *pair, struct promql_point *pt, char *err, size_t errlen)
+{
+    if (!json_is_array(pair) || json_array_size(pair) != 2)
+        return fail(err, errlen, -EBADMSG, "a sample is not a [time, \"value\"] pair");
+    const json_t *t = json_array_get(pair, 0), *v = json_array_get(pair, 1);
+    if (!json_is_number(t))
+        return fail(err, errlen, -EBADMSG, "a sample time is not a number");
+    double secs = json_number_value(t);
+    /* 0 .. year 5138: anything else is not a time Prometheus sends */
+    if (!isfinite(secs) || secs < 0 || secs > 1e11)
+        return fail(err, errlen, -EBADMSG, "sample time %g out of range", secs);
+    if (!json_is_string(v))
+        return fail(err, errlen, -EBADMSG, "a sample value is not a string");
+    if (parse_value(json_string_value(v), &pt->v) != 0)
+        return fail(err, errlen, -EBADMSG, "sample value '%.40s' is not a number",
+                    json_string_value(v));
+    pt->t_ms = (int64_t)llround(secs * 1000.0);
+    return 0;
+}
+
+/* The one series of a vector or matrix result. */
+static int one_series(const json_t *result, const char *type, const json_t **series, char *err,
+                      size_t errlen)
+{
+    if (!json_is_array(result))
+        return fail(err, errlen, -EBADMSG, "%s result is not an array", type);
+    size_t n = json_array_size(result);
+    if (n == 0)
+        return fail(err, errlen, -ENODATA, "the query returned no data");
+    if (n > 1)
+        return fail(err, errlen, -ERANGE,
+                    "the query returned %zu series; it must aggregate to one (use sum)", n);
+    *series = json_array_get(result, 0);
+    if (!json_is_object(*series))
+        return fail(err, errlen, -EBADMSG, "a series is not an object");
+    const json_t *metric = json_object_get(*series, "metric");
+    if (metric && !json_is_object(metric))
+        return fail(err, errlen, -EBADMSG, "a series' metric is not an object");
+    return 0;
+}
+
+static int parse_data(const json_t *data, struct promql_series *out, char *err, size_t errlen)
+{
+    if (!json_is_object(data))
+        return fail(err, errlen, -EBADMSG, "no data object");
+    const char *type = json_string_value(json_object_get(data, "resultType"));
+    const json_t *result = json_object_get(data, "result");
+    if (!type)
+        return fail(err, errlen, -EBADMSG, "no resultType");
+    if (!result)
+        return fail(err, errlen, -EBADMSG, "no result");
+    const json_t *series = NULL;
+    int rc;
+    if (strcmp(type, "scalar") == 0) {
+        out->points = xmalloc(sizeof(*out->points));
+        out->npoints = 1;
+        return parse_pair(result, &out->points[0], err, errlen);
+    }
+    if (strcmp(type, "vector") == 0) {
+        if ((rc = one_series(result, type, &series, err, errlen)) != 0)
+            return rc;
+        const json_t *value = json_object_get(series, "value");
+        if (!value)
+            return fail(err, errlen, -EBADMSG,
+                        "the series has no float value (a native histogram?)");
+        out->points = xmalloc(sizeof(*out->points));
+        out->npoints = 1;
+        return parse_pair(value, &out->points[0], err, errlen);
+    }
+    if (strcmp(type, "matrix") == 0) {
+        if ((rc = one_series(result, type, &series, err, errlen)) != 0)
+            return rc;
+        const json_t *values = json_object_get(series, "values");
+        if (!json_is_array(values))
+            return fail(err, errlen, -EBADMSG,
+                        "the series has no float values (a native histogram?)");
+        size_t n = json_array_size(values);
+        if (n > PROMQL_MAX_POINTS)
+            return fail(err, errlen, -EBADMSG, "%zu points, more than %d", n, PROMQL_MAX_POINTS);
+        out->points = xmalloc((n ? n : 1) * sizeof(*out->points));
+        for (size_t i = 0; i < n; i++) {
+            if ((rc = parse_pair(json_array_get(values, i), &out->points[i], err, errlen)) != 0)
+                return rc;
+            if (i > 0 && out->points[i].t_ms <= out->points[i - 1].t_ms)
+                return fail(err, errlen, -EBADMSG, "sample times are not increasing");
+            out->npoints = i + 1;
+        }
+        if (n == 0)
+            return fail(err, errlen, -ENODATA, "the query returned no data");
+        return 0;
+    }
+    return fail(err, errlen, -EBADMSG, "result type '%.20s' is not vector, scalar or matrix",
+                type);
+}
+
+int promql_parse_response(const char *body, size_t len, struct promql_series *out, char *err,
+                          size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    if (errlen)
+        err[0] = '\0';
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return fail(err, errlen, -EBADMSG, "not JSON (line %d column %d: %.80s)", je.line,
+                    je.column, je.text);
+    int rc;
+    const char *status = json_string_value(json_object_get(root, "status"));
+    if (!json_is_object(root) || !status) {
+        rc = fail(err, errlen, -EBADMSG, "not a Prometheus API answer (no status)");
+    } else if (strcmp(status, "error") == 0) {
+        const char *et = json_string_value(json_object_get(root, "errorType"));
+        const char *e = json_string_value(json_object_get(root, "error"));
+        rc = fail(err, errlen, -EREMOTEIO, "prometheus error (%.32s): %.150s", et ? et : "?",
+                  e ? e : "no message");
+    } else if (strcmp(status, "success") != 0) {
+        rc = fail(err, errlen, -EBADMSG, "status '%.20s' is not success or error", status);
+    } else {
+        rc = parse_data(json_object_get(root, "data"), out, err, errlen);
+    }
+    json_decref(root);
+    if (rc != 0)
+        promql_series_free(out);
+    return rc;
+}

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* promql: a Prometheus server as the metrics source. Per-workload PromQL
+ * (profile defaults or the workload's own templates) is expanded for the
+ * workload and sent as an instant query through httpc; the answer becomes
+ * the same struct scrape_result the direct scraper produces. At startup a
+ * range query over the last days seeds a forecaster so predictions work from
+ * the first minute.
+ *
+ * Safety first: a failed request, a non-success status, an empty result, more
+ * than one series, NaN or a negative rate all give valid = false with a
+ * one-line why, never a rate of 0 that could scale a workload in.
+ *
+ * Pure parts (template expansion, response parsing) are separate functions
+ * so they are unit tested and fuzzed without a network; the client is a
+ * handle in libuv's sense (new / close(cb)), each query a request with
+ * exactly one callback. */
+#ifndef GPUSCALER_PROMQL_H
+#define GPUSCALER_PROMQL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "scrape/scrape.h"
+
+struct httpc;
+struct forecast;
+
+/* ---- templates (pure) ---------------------------------------------------- */
+
+/** Longest expanded query. */
+#define PROMQL_MAX_QUERY 4096
+
+/**
+ * Default PromQL for a workload's request rate (req/s) and p99 latency (in
+ * seconds), built from the spec's metric names, or "" when the spec names no
+ * such metric (generic profile without request-metric, Triton for p99).
+ * Placeholders are left in: {{namespace}}, {{pods}} and {{window}}. E.g.
+ * vLLM: sum(rate(vllm:request_success_total{namespace="{{namespace}}",
+ * pod=~"{{pods}}"}[{{window}}])). out is always NUL-terminated.
+ */
+void promql_default_rate(const struct scrape_spec *spec, char *out, size_t outlen);
+void promql_default_p99(const struct scrape_spec *spec, char *out, size_t outlen);
+
+/**
+ * Expand a template for namespace ns and Deployment deploy:
+ *  {{namespace}}  the namespace, escaped for a PromQL string;
+ *  {{deployment}} the Deployment name, escaped for a PromQL string;
+ *  {{pods}}       a regex matching exactly the Deployment's pod names
+ *                 (<deployment>-<pod-template-hash>-<suffix>), escaped;
+ *  {{window}}     the rate window, e.g. "2m" (window must be a PromQL
+ *                 duration: digits followed by ms, s, m, h, d, w or y).
+ * ns and deploy must be DNS-1123 names ([a-z0-9.-], 1..253 chars). Returns
+ * 0, -EINVAL (bad name or window, unknown or unclosed {{placeholder}}, empty
+ * template) or -ENAMETOOLONG (result over outlen - 1 bytes), with err set.
+ */
+int promql_expand(const char *tmpl, const char *ns, const char *deploy, const char *window,
+                  char *out, size_t outlen, char *err, size_t errlen);
+
+/* ---- responses (pure) ------------------------------------------------------ */
+
+struct promql_point {
+    int64_t t_ms;
+    double v; /**< may be NaN or infinite: Prometheus sends "NaN", "+Inf" */
+};
+
+/** A parsed /api/v1/query or /api/v1/query_range answer holding one series. */
+struct promql_series {
+    struct promql_point *points; /**< ascending time; xmalloc'd, free with promql_series_free */
+    size_t npoints;
+};
+
+/** Most points accepted in one response (Prometheus itself caps at 11,000 per series). */
+#define PROMQL_MAX_POINTS 100000
+
+/**
+ * Parse a query (vector or scalar) or query_range (matrix) response body.
+ * Everything is validated: a JSON object with status "success" and data
+ * {resultType, result} of the documented shapes, [time, "value"] pairs with
+ * finite times, values in Prometheus' float syntax. Returns 0 with exactly
+ * one series in out (points sorted by time), or with err set:
+ *  -EREMOTEIO  status "error" (err holds errorType and error);
+ *  -ENODATA    no series (empty vector or matrix);
+ *  -ERANGE     more than one series (the query must aggregate);
+ *  -EBADMSG    anything malformed, or more than PROMQL_MAX_POINTS points.
+ * On error out is empty. Pure; never logs.
+ */
+int promql_parse_response(const char *body, size_t len, struct promql_series *out, char *err,
+                          size_t errlen);
+void promql_series_free(struct promql_series *s);
+
+/* ---- the client ------------------------------------------------------------ */
+
+struct promql_config {
+    const char *url;        /**< base URL, e.g. "http://prometheus-k8s.monitoring:9090" */
+    const char *ca_file;    /**< CA bundle for https, or NULL for the system store */
+    const char *token_file; /**< bearer token, re-read for every request (rotation), or NULL */
+    const char *window;     /**< {{window}}, default "2m" */
+    int64_t timeout_ms;     /**< per request, default 10 s */
+    size_t max_body;        /**< cap on an instant answer, default 1 MiB (range: 64x) */
+};
+
+void promql_config_init(struct promql_config *c);
+
+struct promql;
+
+/**
+ * Create a client on loop over h (borrowed; must outlive the client). cfg's
+ * strings are copied. Returns 0, or -EINVAL for a missing or non-http(s) URL
+ * or a bad window.
+ */
+int promql_new(uv_loop_t *loop, struct httpc *h, const struct promql_config *cfg,
+               struct promql **out);
+
+/** One workload's queries. Strings are borrowed for the call only. */
+struct promql_target {
+    const char *ns;
+    const char *deployment;
+    const struct scrape_spec *spec; /**< for the default templates */
+    const char *rate_tmpl;          /**< gpuscaler.io/promql-rate, or NULL/"" for the default */
+    const char *p99_tmpl;           /**< gpuscaler.io/promql-p99 (seconds), or NULL/"" */
+};
+
+/**
+ * Called once with the result. pods_* and gpus_ready are 0 (Prometheus does
+ * not tell which pods were counted; the controller knows from its cache);
+ * inflight and queued are -1. A p99 failure leaves p99_ms = -1 and the result
+ * valid; any rate failure makes it invalid.
+ */
+typedef void (*promql_result_cb)(const struct scrape_result *r, void *arg);
+
+/**
+ * Instant queries of the rate and p99 at now_ms (UNIX ms; "time=" of the
+ * query). Returns 0 and calls cb exactly once later from the loop, or a
+ * negative errno (then cb is never called): -EINVAL when the templates do
+ * not expand (err says why), -ESHUTDOWN when closing.
+ */
+int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
+               promql_result_cb cb, void *arg, char *err, size_t errlen);
+
+/** Outcome of promql_seed. */
+struct promql_seed_result {
+    int err;             /**< 0 or the first failure's negative errno */
+    size_t observed;     /**< points given to forecast_observe */
+    size_t skipped;      /**< NaN, infinite or negative points, or refused by the forecaster */
+    char why[200];       /**< when err: one line */
+};
+typedef void (*promql_seed_cb)(const struct promql_seed_result *r, void *arg);
+
+/**
+ * Seed f (borrowed until cb) with the rate over [now_ms - lookback_ms,
+ * now_ms] at step_ms (default 60 s when 0) through /api/v1/query_range, in
+ * chunks of at most 10,000 steps (under Prometheus' 11,000-point limit),
+ * oldest first, each point passed to forecast_observe(). Returns 0 and calls
+ * cb exactly once later, or a negative errno as promql_get.
+ */
+int promql_seed(struct promql *p, const struct promql_target *t, int64_t now_ms,
+                int64_t lookback_ms, int64_t step_ms, struct forecast *f, promql_seed_cb cb,
+                void *arg, char *err, size_t errlen);
+
+typedef void (*promql_close_cb)(void *arg);
+/** Cancel running queries (their callbacks run with an invalid result /
+ *  -ECANCELED), free everything once they have, then call cb (may be NULL). */
+void promql_close(struct promql *p, promql_close_cb cb, void *arg);
+
+#endif

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* promql/template: the default PromQL per profile and the expansion of
+ * {{namespace}}, {{deployment}}, {{pods}} and {{window}} for one workload.
+ *
+ * Defaults assume what kube-prometheus (prometheus-operator PodMonitor or
+ * ServiceMonitor) puts on every series: the target's `namespace` and `pod`
+ * labels. There is no `deployment` label, so a Deployment's series are
+ * selected by a pod-name regex that matches exactly its pods
+ * (<deployment>-<pod-template-hash>-<suffix>), not those of a Deployment
+ * whose name merely starts the same. Pure. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "promql.h"
+#include "scrape/scrape.h"
+#include "util/util.h"
+
+#define SELECTOR "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
+
+/* Unit of a latency metric from its name: seconds unless it says ms or us
+ * (the same rule as the scraper's). */
+static double seconds_per_unit(const char *metric)
+{
+    size_t n = strlen(metric);
+    static const struct {
+        const char *suffix;
+        double s;
+    } units[] = {{"_milliseconds", 1e-3}, {"_ms", 1e-3}, {"_microseconds", 1e-6}, {"_us", 1e-6}};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(units); i++) {
+        size_t sl = strlen(units[i].suffix);
+        if (n >= sl && strcmp(metric + n - sl, units[i].suffix) == 0)
+            return units[i].s;
+    }
+    return 1;
+}
+
+void promql_default_rate(const struct scrape_spec *spec, char *out, size_t outlen)
+{
+    if (!spec->request_metric[0]) {
+        snprintf(out, outlen, "%s", "");
+        return;
+    }
+    snprintf(out, outlen, "sum(rate(%s" SELECTOR "[{{window}}]))", spec->request_metric);
+}
+
+void promql_default_p99(const struct scrape_spec *spec, char *out, size_t outlen)
+{
+    if (!spec->latency_metric[0]) {
+        snprintf(out, outlen, "%s", "");
+        return;
+    }
+    double f = seconds_per_unit(spec->latency_metric);
+    if (f == 1)
+        snprintf(out, outlen,
+                 "histogram_quantile(0.99, sum by (le) (rate(%s_bucket" SELECTOR
+                 "[{{window}}])))",
+                 spec->latency_metric);
+    else
+        snprintf(out, outlen,
+                 "histogram_quantile(0.99, sum by (le) (rate(%s_bucket" SELECTOR
+                 "[{{window}}]))) * %g",
+                 spec->latency_metric, f);
+}
+
+static bool dns1123(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 253)
+        return false;
+    for (const char *c = s; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '.'))
+            return false;
+    return true;
+}
+
+/* A PromQL duration: one or more <digits><unit>, units ms s m h d w y. */
+static bool duration_ok(const char *s)
+{
+    if (!s || !*s)
+        return false;
+    while (*s) {
+        if (*s < '0' || *s > '9')
+            return false;
+        while (*s >= '0' && *s <= '9')
+            s++;
+        if (strncmp(s, "ms", 2) == 0)
+            s += 2;
+        else if (*s && strchr("smhdwy", *s))
+            s++;
+        else
+            return false;
+    }
+    return true;
+}
+
+struct out {
+    char *p;
+    size_t len, cap;
+    bool overflow;
+};
+
+static void put(struct out *o, const char *s, size_t n)
+{
+    if (o->len + n >= o->cap) {
+        o->overflow = true;
+        return;
+    }
+    memcpy(o->p + o->len, s, n);
+    o->len += n;
+    o->p[o->len] = '\0';
+}
+
+/* Inside a PromQL double-quoted string; regex: also escape regex specials. */
+static void put_escaped(struct out *o, const char *s, bool regex)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            put(o, "\\", 1);
+        else if (regex && strchr(".+*?()[]{}|^$", *s))
+            put(o, "\\\\", 2); /* a backslash in the string, escaping in the regex */
+        put(o, s, 1);
+    }
+}
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+int promql_expand(const char *tmpl, const char *ns, const char *deploy, const char *window,
+                  char *out, size_t outlen, char *err, size_t errlen)
+{
+    if (errlen)
+        err[0] = '\0';
+    if (outlen)
+        out[0] = '\0';
+    if (!tmpl || !*tmpl)
+        return fail(err, errlen, -EINVAL, "empty PromQL template");
+    if (!ns || !dns1123(ns))
+        return fail(err, errlen, -EINVAL, "namespace '%.64s' is not a DNS-1123 name",
+                    ns ? ns : "");
+    if (!deploy || !dns1123(deploy))
+        return fail(err, errlen, -EINVAL, "deployment '%.64s' is not a DNS-1123 name",
+                    deploy ? deploy : "");
+    if (!duration_ok(window))
+        return fail(err, errlen, -EINVAL, "window '%.32s' is not a PromQL duration",
+                    window ? window : "");
+    if (outlen == 0)
+        return fail(err, errlen, -ENAMETOOLONG, "no room for the query");
+    struct out o = {out, 0, outlen, false};
+    const char *s = tmpl;
+    while (*s) {
+        const char *open = strstr(s, "{{");
+        if (!open) {
+            put(&o, s, strlen(s));
+            break;
+        }
+        put(&o, s, (size_t)(open - s));
+        const char *close = strstr(open + 2, "}}");
+        if (!close) {
+            out[0] = '\0';
+            return fail(err, errlen, -EINVAL, "unclosed {{ at offset %zu", (size_t)(open - tmpl));
+        }
+        size_t n = (size_t)(close - open - 2);
+        const char *name = open + 2;
+        if (n == 9 && strncmp(name, "namespace", n) == 0) {
+            put_escaped(&o, ns, false);
+        } else if (n == 10 && strncmp(name, "deployment", n) == 0) {
+            put_escaped(&o, deploy, false);
+        } else if (n == 4 && strncmp(name, "pods", n) == 0) {
+            put_escaped(&o, deploy, true);
+            put(&o, "-[a-z0-9]+-[a-z0-9]+", 20);
+        } else if (n == 6 && strncmp(name, "window", n) == 0) {
+            put(&o, window, strlen(window));
+        } else {
+            out[0] = '\0';
+            return fail(err, errlen, -EINVAL, "unknown placeholder {{%.*s}}", (int)UTIL_MIN(n, 32),
+                        name);
+        }
+        s = close + 2;
+    }
+    if (o.overflow) {
+        out[0] = '\0';
+        return fail(err, errlen, -ENAMETOOLONG, "expanded query longer than %zu bytes",
+                    outlen - 1);
+    }
+    return 0;
+}

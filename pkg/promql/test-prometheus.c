@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The Prometheus source against a real Prometheus server (Debian's
+ * prometheus package, /usr/bin/prometheus): fake vLLM pods on loopback serve
+ * counters advancing at known rates and a histogram with a known p99;
+ * Prometheus on 127.0.0.1 scrapes them every second with namespace and pod
+ * target labels (two pods of the Deployment, plus decoys: a Deployment whose
+ * name starts the same and the same pod name in another namespace). The
+ * default queries must see exactly the two pods; errors, empty results and
+ * unaggregated queries must come back invalid; query_range must seed a
+ * forecaster. Prometheus is killed by PID and its temp dir removed in the
+ * teardown, also when an assertion fails. Exits 77 (skipped) when
+ * /usr/bin/prometheus is not installed. Bounded: about 15 s, 60 s at most. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "forecast/forecast.h"
+#include "httpc/httpc.h"
+#include "promql/promql.h"
+#include "scrape/test-fakepod.h"
+#include "util/util.h"
+
+#define PROMETHEUS "/usr/bin/prometheus"
+
+extern char **environ;
+
+struct fx {
+    uv_loop_t loop;
+    struct httpc *http;
+    struct promql *pq;
+    struct fakepod *pods[4];
+    pid_t pid;
+    char dir[64];
+    int port;
+    uv_timer_t timer;
+    bool fired;
+    int results, seeds, closes;
+    struct scrape_result r;
+    struct promql_seed_result sr;
+};
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static void on_fire(uv_timer_t *t)
+{
+    ((struct fx *)t->data)->fired = true;
+}
+
+static void run_for(struct fx *f, uint64_t ms)
+{
+    f->fired = false;
+    uv_timer_start(&f->timer, on_fire, ms, 0);
+    while (!f->fired)
+        uv_run(&f->loop, UV_RUN_ONCE);
+}
+
+static void on_result(const struct scrape_result *r, void *arg)
+{
+    struct fx *f = arg;
+    f->results++;
+    f->r = *r;
+}
+
+static void on_seed(const struct promql_seed_result *r, void *arg)
+{
+    struct fx *f = arg;
+    f->seeds++;
+    f->sr = *r;
+}
+
+static void on_closed(void *arg)
+{
+    ((struct fx *)arg)->closes++;
+}
+
+static void wait_results(struct fx *f, int n)
+{
+    uint64_t t0 = uv_hrtime();
+    while (f->results < n) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+        assert_true(uv_hrtime() - t0 < 15ull * 1000000000ull);
+    }
+}
+
+/* Query ns/deploy with the given templates (NULL: defaults). */
+static struct scrape_result query(struct fx *f, const char *ns, const char *rate_tmpl)
+{
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct promql_target t = {.ns = ns, .deployment = "chat", .spec = &spec,
+                              .rate_tmpl = rate_tmpl};
+    char err[160];
+    int before = f->results;
+    assert_int_equal(promql_get(f->pq, &t, util_now_unix_ms(), on_result, f, err, sizeof(err)),
+                     0);
+    wait_results(f, before + 1);
+    return f->r;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static int setup(void **state)
+{
+    if (access(PROMETHEUS, X_OK) != 0)
+        return -1; /* main() checked already */
+    struct fx *f = xcalloc(1, sizeof(*f));
+    *state = f;
+    snprintf(f->dir, sizeof(f->dir), "/tmp/gpuscaler-prom-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    uv_timer_init(&f->loop, &f->timer);
+    f->timer.data = f;
+    /* two pods of team-a/chat (10 + 30 req/s) and decoys */
+    f->pods[0] = fakepod_start(&f->loop, 31, FAKEPOD_VLLM, 10, 2, 1);
+    f->pods[1] = fakepod_start(&f->loop, 32, FAKEPOD_VLLM, 30, 3, 0);
+    f->pods[2] = fakepod_start(&f->loop, 33, FAKEPOD_VLLM, 100, 1, 0);
+    f->pods[3] = fakepod_start(&f->loop, 34, FAKEPOD_VLLM, 1000, 1, 0);
+    static const char *const labels[4][2] = {
+        {"team-a", "chat-7d9f8b6c4-xk2p9"},
+        {"team-a", "chat-7d9f8b6c4-ab3cd"},
+        {"team-a", "chat-v2-5c6d7f8b9-zz9yy"},
+        {"team-b", "chat-7d9f8b6c4-qq1ww"},
+    };
+    char path[128];
+    snprintf(path, sizeof(path), "%s/prometheus.yml", f->dir);
+    FILE *cfg = fopen(path, "w");
+    assert_non_null(cfg);
+    fprintf(cfg, "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                 "scrape_configs:\n  - job_name: vllm\n    scrape_interval: 1s\n"
+                 "    scrape_timeout: 900ms\n    static_configs:\n");
+    for (int i = 0; i < 4; i++)
+        fprintf(cfg, "      - targets: ['%s:%d']\n        labels: {namespace: '%s', pod: '%s'}\n",
+                fakepod_ip(f->pods[i]), fakepod_port(f->pods[i]), labels[i][0], labels[i][1]);
+    fclose(cfg);
+
+    f->port = free_port();
+    char a_cfg[160], a_data[160], a_listen[64], logpath[128];
+    snprintf(a_cfg, sizeof(a_cfg), "--config.file=%s", path);
+    snprintf(a_data, sizeof(a_data), "--storage.tsdb.path=%s/data", f->dir);
+    snprintf(a_listen, sizeof(a_listen), "--web.listen-address=127.0.0.1:%d", f->port);
+    snprintf(logpath, sizeof(logpath), "%s/prometheus.log", f->dir);
+    char *argv[] = {PROMETHEUS, a_cfg, a_data, a_listen, "--log.level=warn", NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, logpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    assert_int_equal(posix_spawn(&f->pid, PROMETHEUS, &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+
+    assert_int_equal(httpc_new(&f->loop, &f->http), 0);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", f->port);
+    struct promql_config c;
+    promql_config_init(&c);
+    c.url = url;
+    c.window = "10s";
+    c.timeout_ms = 3000;
+    assert_int_equal(promql_new(&f->loop, f->http, &c, &f->pq), 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    if (!f)
+        return 0;
+    if (f->pid > 0) {
+        kill(f->pid, SIGTERM);
+        int status;
+        for (int i = 0; i < 100 && waitpid(f->pid, &status, WNOHANG) == 0; i++)
+            usleep(100000);
+        if (waitpid(f->pid, &status, WNOHANG) == 0) {
+            kill(f->pid, SIGKILL);
+            waitpid(f->pid, &status, 0);
+        }
+    }
+    promql_close(f->pq, on_closed, f);
+    httpc_close(f->http, on_closed, f);
+    for (int i = 0; i < 4; i++)
+        fakepod_stop(f->pods[i]);
+    uv_close((uv_handle_t *)&f->timer, NULL);
+    int rc = uv_run(&f->loop, UV_RUN_DEFAULT);
+    int closes = f->closes;
+    int lc = uv_loop_close(&f->loop);
+    nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    bool gone = access(f->dir, F_OK) != 0;
+    xfree(f);
+    return rc == 0 && closes == 2 && lc == 0 && gone ? 0 : -1;
+}
+
+static void test_against_prometheus(void **state)
+{
+    struct fx *f = *state;
+    /* wait until Prometheus has scraped enough for rate() over 10 s */
+    struct scrape_result r = {0};
+    uint64_t t0 = uv_hrtime();
+    for (;;) {
+        run_for(f, 500);
+        r = query(f, "team-a", NULL);
+        if (r.valid && fabs(r.request_rate - 40) < 4 && r.p99_ms > 0)
+            break;
+        if (uv_hrtime() - t0 > 40ull * 1000000000ull) {
+            char log[160];
+            snprintf(log, sizeof(log), "%s/prometheus.log", f->dir);
+            fail_msg("no usable data from prometheus after 40 s: valid %d rate %g why '%s' "
+                     "(see %s)",
+                     r.valid, r.request_rate, r.why, log);
+        }
+    }
+    /* exactly the two pods (10 + 30); the decoys would add 100 or 1000 */
+    assert_true(fabs(r.request_rate - 40) < 4);
+    assert_true(fabs(r.p99_ms - fakepod_p99_ms()) < 0.05 * fakepod_p99_ms());
+    assert_true(llabs(r.time_ms - util_now_unix_ms()) < 5000);
+    fprintf(stderr, "prometheus: rate %.3f req/s (want 40), p99 %.1f ms (want %.1f)\n",
+            r.request_rate, r.p99_ms, fakepod_p99_ms());
+
+    r = query(f, "team-x", NULL);
+    assert_false(r.valid);
+    assert_string_equal(r.why, "rate: the query returned no data");
+    assert_true(isnan(r.request_rate));
+
+    r = query(f, "team-a", "rate(vllm:request_success_total{namespace=\"{{namespace}}\","
+                           "pod=~\"{{pods}}\"}[{{window}}])");
+    assert_false(r.valid);
+    assert_non_null(strstr(r.why, "series; it must aggregate to one"));
+
+    r = query(f, "team-a", "sum(rate(vllm:request_success_total[{{window}}]");
+    assert_false(r.valid);
+    assert_non_null(strstr(r.why, "rate: HTTP 400: prometheus error (bad_data)"));
+
+    /* query_range seeds a forecaster (1 s buckets here, so a few seconds
+     * of history are enough for a prediction); the range starts once the
+     * rate window is full of data */
+    run_for(f, 8000);
+    struct forecast_config fc;
+    forecast_config_init(&fc);
+    fc.bucket_ms = 1000;
+    fc.season_ms = 4000;
+    struct forecast *fo = forecast_new(&fc);
+    assert_non_null(fo);
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct promql_target t = {.ns = "team-a", .deployment = "chat", .spec = &spec};
+    char err[160];
+    int64_t now = util_now_unix_ms();
+    assert_int_equal(promql_seed(f->pq, &t, now, 6000, 1000, fo, on_seed, f, err, sizeof(err)),
+                     0);
+    while (f->seeds < 1) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+        assert_true(uv_hrtime() - t0 < 60ull * 1000000000ull);
+    }
+    assert_int_equal(f->sr.err, 0);
+    assert_true(f->sr.observed >= 5);
+    struct forecast_result fr;
+    assert_int_equal(forecast_predict(fo, now, 0, &fr), 0);
+    fprintf(stderr, "prometheus: seeded %zu points (%zu skipped), forecast mean %.2f\n",
+            f->sr.observed, f->sr.skipped, fr.mean);
+    assert_true(fabs(fr.mean - 40) < 6);
+    forecast_free(fo);
+}
+
+int main(void)
+{
+    if (access(PROMETHEUS, X_OK) != 0) {
+        printf("SKIP: %s is not installed (apt-get install prometheus); the Prometheus-source "
+               "test needs a real server\n",
+               PROMETHEUS);
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_against_prometheus, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

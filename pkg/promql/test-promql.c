@@ -1,0 +1,514 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tests of the Prometheus source: default templates and their expansion,
+ * the response parser (a table of real and broken answers), and the client
+ * against a fake Prometheus on loopback (httpc's testsrv on the test loop):
+ * results, every failure made invalid with a reason, bearer token re-read,
+ * chunked range seeding, and close with queries in flight. Async tests count
+ * callbacks and assert uv_loop_close == 0. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "forecast/forecast.h"
+#include "httpc/httpc.h"
+#include "httpc/testsrv.h"
+#include "promql/promql.h"
+#include "util/util.h"
+
+/* ---- templates ------------------------------------------------------------- */
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    static const struct {
+        enum scrape_profile p;
+        const char *rate, *p99;
+    } want[] = {
+        {SCRAPE_VLLM,
+         "sum(rate(vllm:request_success_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
+         "[{{window}}]))",
+         "histogram_quantile(0.99, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket"
+         "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
+        {SCRAPE_TRITON,
+         "sum(rate(nv_inference_request_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
+         "[{{window}}]))",
+         ""},
+        {SCRAPE_TGI,
+         "sum(rate(tgi_request_count{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}]))",
+         "histogram_quantile(0.99, sum by (le) (rate(tgi_request_duration_bucket"
+         "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
+        {SCRAPE_GENERIC, "", ""},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(want); i++) {
+        struct scrape_spec spec;
+        scrape_spec_init(&spec, want[i].p);
+        char rate[PROMQL_MAX_QUERY], p99[PROMQL_MAX_QUERY];
+        promql_default_rate(&spec, rate, sizeof(rate));
+        promql_default_p99(&spec, p99, sizeof(p99));
+        assert_string_equal(rate, want[i].rate);
+        assert_string_equal(p99, want[i].p99);
+    }
+    /* generic with names, a latency histogram in ms is scaled to seconds */
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_GENERIC);
+    snprintf(spec.request_metric, sizeof(spec.request_metric), "http_requests_total");
+    snprintf(spec.latency_metric, sizeof(spec.latency_metric), "http_latency_ms");
+    char q[PROMQL_MAX_QUERY];
+    promql_default_p99(&spec, q, sizeof(q));
+    assert_string_equal(q, "histogram_quantile(0.99, sum by (le) (rate(http_latency_ms_bucket"
+                           "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}]))) * "
+                           "0.001");
+}
+
+static void test_expand(void **state)
+{
+    (void)state;
+    char out[PROMQL_MAX_QUERY], err[160];
+    assert_int_equal(promql_expand("sum(rate(x{namespace=\"{{namespace}}\",pod=~\"{{pods}}\","
+                                   "d=\"{{deployment}}\"}[{{window}}]))",
+                                   "team-a", "chat.v1", "90s", out, sizeof(out), err, sizeof(err)),
+                     0);
+    /* the dot is literal in the regex; pods of chat.v1-x (three segments) do not match */
+    assert_string_equal(out, "sum(rate(x{namespace=\"team-a\",pod=~\"chat\\\\.v1-[a-z0-9]+-"
+                             "[a-z0-9]+\",d=\"chat.v1\"}[90s]))");
+
+    static const struct {
+        const char *tmpl, *ns, *deploy, *window;
+        size_t outlen;
+        int rc;
+        const char *err;
+    } bad[] = {
+        {"", "a", "b", "1m", 100, -EINVAL, "empty"},
+        {"x{{nope}}", "a", "b", "1m", 100, -EINVAL, "unknown placeholder {{nope}}"},
+        {"x{{namespace", "a", "b", "1m", 100, -EINVAL, "unclosed"},
+        {"x", "Team", "b", "1m", 100, -EINVAL, "namespace 'Team'"},
+        {"x", "a", "b\"}or vector(1)", "1m", 100, -EINVAL, "not a DNS-1123"},
+        {"x", "a", "b", "1 m", 100, -EINVAL, "window"},
+        {"x", "a", "b", "m", 100, -EINVAL, "window"},
+        {"{{pods}}{{pods}}", "a", "bbbbbbbbbb", "1m", 40, -ENAMETOOLONG, "longer than 39"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        int rc = promql_expand(bad[i].tmpl, bad[i].ns, bad[i].deploy, bad[i].window, out,
+                               bad[i].outlen, err, sizeof(err));
+        if (rc != bad[i].rc || !strstr(err, bad[i].err))
+            fail_msg("case %zu: rc %d err '%s'", i, rc, err);
+        assert_string_equal(out, "");
+    }
+    assert_int_equal(promql_expand("x[{{window}}]", "a", "b", "1h30m", out, 100, err, 160), 0);
+    assert_string_equal(out, "x[1h30m]");
+}
+
+/* ---- parser ---------------------------------------------------------------- */
+
+struct parse_case {
+    const char *body;
+    int rc;
+    size_t npoints;
+    double v0;     /* first value (NaN checked with isnan) */
+    int64_t t0;
+    const char *err;
+};
+
+static const struct parse_case parse_cases[] = {
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":{},"
+     "\"value\":[1700000000.5,\"42.25\"]}]}}",
+     0, 1, 42.25, 1700000000500, ""},
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"scalar\",\"result\":[1700000000,\"3\"]}}",
+     0, 1, 3, 1700000000000, ""},
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":[{\"metric\":{\"a\":"
+     "\"b\"},\"values\":[[1700000000,\"1\"],[1700000060,\"NaN\"],[1700000120,\"+Inf\"]]}]}}",
+     0, 3, 1, 1700000000000, ""},
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":{},"
+     "\"value\":[1700000000,\"NaN\"]}]},\"warnings\":[\"x\"]}",
+     0, 1, NAN, 1700000000000, ""},
+    {"{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":\"1:5: parse error: "
+     "unexpected end of input\"}",
+     -EREMOTEIO, 0, 0, 0, "prometheus error (bad_data): 1:5: parse error"},
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[]}}", -ENODATA, 0, 0,
+     0, "no data"},
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":[]}}", -ENODATA, 0, 0,
+     0, "no data"},
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":{\"p\":"
+     "\"a\"},\"value\":[1,\"1\"]},{\"metric\":{\"p\":\"b\"},\"value\":[1,\"2\"]}]}}",
+     -ERANGE, 0, 0, 0, "2 series"},
+    {"<html>502 Bad Gateway</html>", -EBADMSG, 0, 0, 0, "not JSON"},
+    {"", -EBADMSG, 0, 0, 0, "not JSON"},
+    {"[1,2]", -EBADMSG, 0, 0, 0, "no status"},
+    {"{\"status\":\"success\",\"status\":\"error\"}", -EBADMSG, 0, 0, 0, "not JSON"},
+    {"{\"status\":\"success\"}", -EBADMSG, 0, 0, 0, "no data"},
+    {"{\"status\":\"maybe\"}", -EBADMSG, 0, 0, 0, "status 'maybe'"},
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"string\",\"result\":[1,\"x\"]}}",
+     -EBADMSG, 0, 0, 0, "not vector, scalar or matrix"},
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":{},"
+     "\"histogram\":[1,{}]}]}}",
+     -EBADMSG, 0, 0, 0, "native histogram"},
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":{},"
+     "\"value\":[1,2]}]}}",
+     -EBADMSG, 0, 0, 0, "not a string"},
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":{},"
+     "\"value\":[1,\"0x10\"]}]}}",
+     -EBADMSG, 0, 0, 0, "'0x10' is not a number"},
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":{},"
+     "\"value\":[-5,\"1\"]}]}}",
+     -EBADMSG, 0, 0, 0, "out of range"},
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":{},"
+     "\"value\":[1,\"1\",3]}]}}",
+     -EBADMSG, 0, 0, 0, "pair"},
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":[{\"metric\":{},"
+     "\"values\":[[2,\"1\"],[1,\"1\"]]}]}}",
+     -EBADMSG, 0, 0, 0, "not increasing"},
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":3,"
+     "\"value\":[1,\"1\"]}]}}",
+     -EBADMSG, 0, 0, 0, "metric is not an object"},
+};
+
+static void test_parse(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(parse_cases); i++) {
+        const struct parse_case *c = &parse_cases[i];
+        struct promql_series s;
+        char err[200];
+        int rc = promql_parse_response(c->body, strlen(c->body), &s, err, sizeof(err));
+        if (rc != c->rc || !strstr(err, c->err))
+            fail_msg("case %zu: rc %d err '%s', want %d '%s'", i, rc, err, c->rc, c->err);
+        assert_int_equal(s.npoints, c->npoints);
+        if (c->npoints) {
+            assert_true(isnan(c->v0) ? isnan(s.points[0].v) : s.points[0].v == c->v0);
+            assert_int_equal(s.points[0].t_ms, c->t0);
+        } else {
+            assert_null(s.points);
+        }
+        promql_series_free(&s);
+    }
+}
+
+/* ---- client against a fake Prometheus ---------------------------------------- */
+
+enum fake_mode { FAKE_OK, FAKE_EMPTY, FAKE_NAN, FAKE_BAD_QUERY, FAKE_502, FAKE_HOLD };
+
+struct fx {
+    uv_loop_t loop;
+    struct httpc *http;
+    struct testsrv *srv;
+    struct promql *pq;
+    enum fake_mode mode;
+    char token_path[64];
+    char last_auth[128];
+    char last_query[PROMQL_MAX_QUERY];
+    int range_requests;
+    int64_t range_points;
+    int results, seeds, closes;
+    struct scrape_result r;
+    struct promql_seed_result sr;
+    struct testsrv_conn *held;
+};
+
+/* Value of query parameter name in target, %-decoded (+ is a space). */
+static bool param(const char *target, const char *name, char *out, size_t outlen)
+{
+    const char *q = strchr(target, '?');
+    size_t nl = strlen(name);
+    for (const char *p = q; p; p = strchr(p + 1, '&')) {
+        if (strncmp(p + 1, name, nl) != 0 || p[1 + nl] != '=')
+            continue;
+        size_t o = 0;
+        for (const char *c = p + 2 + nl; *c && *c != '&' && o + 1 < outlen; c++) {
+            if (*c == '%' && c[1] && c[2]) {
+                char h[3] = {c[1], c[2], 0};
+                out[o++] = (char)strtol(h, NULL, 16);
+                c += 2;
+            } else {
+                out[o++] = *c == '+' ? ' ' : *c;
+            }
+        }
+        out[o] = '\0';
+        return true;
+    }
+    return false;
+}
+
+static void json(struct testsrv_conn *c, int status, const char *body)
+{
+    testsrv_respond(c, status, "application/json", body, strlen(body), NULL);
+}
+
+static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
+{
+    struct fx *f = arg;
+    char t[64] = "", start[64], end[64], step[64];
+    testsrv_req_header(req, "Authorization", f->last_auth, sizeof(f->last_auth));
+    assert_true(param(req->target, "query", f->last_query, sizeof(f->last_query)));
+    if (strncmp(req->target, "/prefix/api/v1/query_range?", 27) == 0) {
+        assert_true(param(req->target, "start", start, sizeof(start)));
+        assert_true(param(req->target, "end", end, sizeof(end)));
+        assert_true(param(req->target, "step", step, sizeof(step)));
+        double s = strtod(start, NULL), e = strtod(end, NULL), st = strtod(step, NULL);
+        struct util_buf b = {0};
+        util_buf_puts(&b, "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":"
+                          "[{\"metric\":{},\"values\":[");
+        for (double x = s; x <= e + 1e-9; x += st) {
+            util_buf_printf(&b, "%s[%.3f,\"%s\"]", x > s ? "," : "", x,
+                            f->range_points % 7 == 3 ? "NaN" : "5");
+            f->range_points++;
+        }
+        util_buf_puts(&b, "]}]}}");
+        f->range_requests++;
+        json(c, 200, b.data);
+        util_buf_free(&b);
+        return;
+    }
+    assert_true(strncmp(req->target, "/prefix/api/v1/query?", 21) == 0);
+    assert_true(param(req->target, "time", t, sizeof(t)));
+    assert_string_equal(t, "1700000000.250");
+    bool p99 = strstr(f->last_query, "histogram_quantile") != NULL;
+    switch (f->mode) {
+    case FAKE_OK:
+        json(c, 200,
+             p99 ? "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{"
+                   "\"metric\":{},\"value\":[1700000000.25,\"1.875\"]}]}}"
+                 : "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{"
+                   "\"metric\":{},\"value\":[1700000000.25,\"12.5\"]}]}}");
+        break;
+    case FAKE_EMPTY:
+        json(c, 200, "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[]}}");
+        break;
+    case FAKE_NAN:
+        json(c, 200, "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{"
+                     "\"metric\":{},\"value\":[1700000000.25,\"NaN\"]}]}}");
+        break;
+    case FAKE_BAD_QUERY:
+        json(c, 400, "{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":\"invalid "
+                     "parameter \\\"query\\\": 1:1: parse error\"}");
+        break;
+    case FAKE_502:
+        testsrv_respond(c, 502, "text/html", "<html>bad gateway</html>", 24, NULL);
+        break;
+    case FAKE_HOLD:
+        f->held = c;
+        break;
+    }
+}
+
+static void on_result(const struct scrape_result *r, void *arg)
+{
+    struct fx *f = arg;
+    f->results++;
+    f->r = *r;
+}
+
+static void on_seed(const struct promql_seed_result *r, void *arg)
+{
+    struct fx *f = arg;
+    f->seeds++;
+    f->sr = *r;
+}
+
+static void on_closed(void *arg)
+{
+    ((struct fx *)arg)->closes++;
+}
+
+static void write_token(struct fx *f, const char *tok)
+{
+    FILE *fp = fopen(f->token_path, "w");
+    assert_non_null(fp);
+    fprintf(fp, "%s\n", tok);
+    fclose(fp);
+}
+
+static struct fx *fx_new(const char *url_override)
+{
+    struct fx *f = xcalloc(1, sizeof(*f));
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    assert_int_equal(httpc_new(&f->loop, &f->http), 0);
+    f->srv = testsrv_start(&f->loop, handler, f);
+    snprintf(f->token_path, sizeof(f->token_path), "/tmp/gpuscaler-promql-token-%d", getpid());
+    write_token(f, "tok-1");
+    char url[128];
+    snprintf(url, sizeof(url), "%s/prefix/", testsrv_url(f->srv));
+    struct promql_config c;
+    promql_config_init(&c);
+    c.url = url_override ? url_override : url;
+    c.token_file = f->token_path;
+    c.timeout_ms = 2000;
+    assert_int_equal(promql_new(&f->loop, f->http, &c, &f->pq), 0);
+    return f;
+}
+
+static void run_until(struct fx *f, int *counter, int n)
+{
+    uint64_t t0 = uv_hrtime();
+    while (*counter < n) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+        assert_true(uv_hrtime() - t0 < 20ull * 1000000000ull);
+    }
+}
+
+static void fx_finish(struct fx *f)
+{
+    promql_close(f->pq, on_closed, f);
+    httpc_close(f->http, on_closed, f);
+    testsrv_stop(f->srv);
+    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(f->closes, 2);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    unlink(f->token_path);
+    xfree(f);
+}
+
+static struct promql_target target(struct scrape_spec *spec)
+{
+    scrape_spec_init(spec, SCRAPE_VLLM);
+    return (struct promql_target){.ns = "team-a", .deployment = "chat", .spec = spec};
+}
+
+static void test_client_results(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(NULL);
+    struct scrape_spec spec;
+    struct promql_target t = target(&spec);
+    char err[160];
+    static const struct {
+        enum fake_mode mode;
+        bool valid;
+        const char *why;
+    } cases[] = {
+        {FAKE_OK, true, ""},
+        {FAKE_EMPTY, false, "rate: the query returned no data"},
+        {FAKE_NAN, false, "rate: the rate query returned nan"},
+        {FAKE_BAD_QUERY, false,
+         "rate: HTTP 400: prometheus error (bad_data): invalid parameter \"query\": 1:1: parse "
+         "error"},
+        {FAKE_502, false, "rate: HTTP 502 from prometheus"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        f->mode = cases[i].mode;
+        write_token(f, i % 2 ? "tok-odd" : "tok-even"); /* rotation: re-read each time */
+        int before = f->results;
+        assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)),
+                         0);
+        assert_int_equal(f->results, before); /* never synchronously */
+        run_until(f, &f->results, before + 1);
+        assert_int_equal(f->results, before + 1);
+        assert_string_equal(f->last_auth, i % 2 ? "Bearer tok-odd" : "Bearer tok-even");
+        if (f->r.valid != cases[i].valid || strcmp(f->r.why, cases[i].why) != 0)
+            fail_msg("case %zu: valid %d why '%s'", i, f->r.valid, f->r.why);
+        if (cases[i].valid) {
+            assert_true(f->r.request_rate == 12.5);
+            assert_true(f->r.p99_ms == 1875);
+            assert_int_equal(f->r.time_ms, 1700000000250);
+        } else {
+            assert_true(isnan(f->r.request_rate));
+        }
+        assert_true(f->r.inflight < 0 && f->r.queued < 0);
+    }
+    /* the query the server saw last was the expanded p99 or rate query */
+    assert_non_null(strstr(f->last_query, "namespace=\"team-a\",pod=~\"chat-[a-z0-9]+-[a-z0-9]+\""));
+    assert_non_null(strstr(f->last_query, "[2m]"));
+
+    /* a template that does not expand is an error now, no callback */
+    t.rate_tmpl = "sum(rate(x{{bogus}}[1m]))";
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)),
+                     -EINVAL);
+    assert_non_null(strstr(err, "bogus"));
+    /* no generic default */
+    struct scrape_spec gen;
+    scrape_spec_init(&gen, SCRAPE_GENERIC);
+    t.rate_tmpl = NULL;
+    t.spec = &gen;
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)),
+                     -EINVAL);
+    /* an unreadable token file */
+    t.spec = &spec;
+    unlink(f->token_path);
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), -EIO);
+    assert_non_null(strstr(err, "bearer token"));
+    write_token(f, "tok");
+    fx_finish(f);
+}
+
+static void test_client_unreachable(void **state)
+{
+    (void)state;
+    /* nothing listens on port 1 of 127.0.0.1 */
+    struct fx *f = fx_new("http://127.0.0.1:1");
+    struct scrape_spec spec;
+    struct promql_target t = target(&spec);
+    char err[160];
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
+    run_until(f, &f->results, 1);
+    assert_false(f->r.valid);
+    assert_non_null(strstr(f->r.why, "rate: prometheus unreachable"));
+    fx_finish(f);
+}
+
+static void test_seed_chunks(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(NULL);
+    struct scrape_spec spec;
+    struct promql_target t = target(&spec);
+    struct forecast_config fc;
+    forecast_config_init(&fc);
+    struct forecast *fo = forecast_new(&fc);
+    char err[160];
+    /* 25,000 s at 1 s steps: 25,001 points in 3 chunks of <= 10,000 */
+    assert_int_equal(promql_seed(f->pq, &t, 1700000000000, 25000000, 1000, fo, on_seed, f, err,
+                                 sizeof(err)),
+                     0);
+    run_until(f, &f->seeds, 1);
+    assert_int_equal(f->sr.err, 0);
+    assert_int_equal(f->range_requests, 3);
+    assert_int_equal(f->range_points, 25001);
+    assert_int_equal(f->sr.observed + f->sr.skipped, 25001);
+    assert_true(f->sr.skipped >= 25001 / 7); /* the NaN points */
+    struct forecast_result fr;
+    assert_int_equal(forecast_predict(fo, 1700000000000, 0, &fr), 0);
+    assert_true(fabs(fr.mean - 5) < 0.5);
+    forecast_free(fo);
+    fx_finish(f);
+}
+
+static void test_close_inflight(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(NULL);
+    f->mode = FAKE_HOLD;
+    struct scrape_spec spec;
+    struct promql_target t = target(&spec);
+    char err[160];
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
+    while (!f->held)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    promql_close(f->pq, on_closed, f);
+    httpc_close(f->http, on_closed, f);
+    testsrv_stop(f->srv);
+    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(f->results, 1);
+    assert_false(f->r.valid);
+    assert_string_equal(f->r.why, "rate: query cancelled");
+    assert_int_equal(f->closes, 2);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    unlink(f->token_path);
+    xfree(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),           cmocka_unit_test(test_expand),
+        cmocka_unit_test(test_parse),              cmocka_unit_test(test_client_results),
+        cmocka_unit_test(test_client_unreachable), cmocka_unit_test(test_seed_chunks),
+        cmocka_unit_test(test_close_inflight),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* scrape/aggregate: each pod's scraped history (counters kept as
+ * policy_counter samples so rates follow Prometheus rate(), resets included)
+ * and the workload's result computed from its ready pods.
+ *
+ * Counting rules (docs/metrics.md repeats them for users):
+ *  - failed: the pod's last scrape attempt failed;
+ *  - warming: no failure, became a ready target less than 3 intervals ago
+ *    and fewer than 2 successful scrapes since;
+ *  - stale: otherwise without a successful scrape in the last 3 intervals,
+ *    or with fewer than 2 samples in the rate window;
+ *  - counted: everything else; the request rate is the sum of their rates.
+ * Warming pods are stale in pods_stale but left out of the missing-fraction
+ * test on both sides: invalid when (failed + stale - warming) exceeds
+ * missing_fraction x (ready - warming). So a scale-out (many new pods) never
+ * invalidates an otherwise healthy workload, while no pod counted is always
+ * invalid. A rate is never made up: when invalid, request_rate is NAN.
+ * Pure: times are passed in. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "scrape-int.h"
+#include "util/util.h"
+
+static const char *const fail_names[SCRAPE_FAIL_COUNT_] = {
+    [SCRAPE_FAIL_NONE] = "ok",
+    [SCRAPE_FAIL_REFUSED] = "connection refused",
+    [SCRAPE_FAIL_TIMEOUT] = "timeout",
+    [SCRAPE_FAIL_HTTP] = "HTTP error",
+    [SCRAPE_FAIL_TOO_BIG] = "too big",
+    [SCRAPE_FAIL_GARBAGE] = "unparsable",
+    [SCRAPE_FAIL_TRUNCATED] = "truncated",
+    [SCRAPE_FAIL_OTHER] = "error",
+};
+
+const char *scrape_fail_name(enum scrape_fail f)
+{
+    return (unsigned)f < SCRAPE_FAIL_COUNT_ ? fail_names[f] : "error";
+}
+
+/* ---- per-pod history --------------------------------------------------- */
+
+void scrape_podstate_init(struct scrape_podstate *st, int64_t since_ms)
+{
+    memset(st, 0, sizeof(*st));
+    st->since_ms = since_ms;
+    st->last_ok_ms = POLICY_NEVER;
+    st->last_try_ms = POLICY_NEVER;
+}
+
+void scrape_podstate_free(struct scrape_podstate *st)
+{
+    xfree(st->buckets);
+    st->buckets = NULL;
+    st->nbuckets = 0;
+}
+
+void scrape_podstate_reset(struct scrape_podstate *st, int64_t since_ms)
+{
+    char err[sizeof(st->error)];
+    memcpy(err, st->error, sizeof(err));
+    scrape_podstate_free(st);
+    scrape_podstate_init(st, since_ms);
+    memcpy(st->error, err, sizeof(err));
+}
+
+void scrape_podstate_fail(struct scrape_podstate *st, int64_t t_ms, enum scrape_fail f,
+                          const char *msg)
+{
+    st->fail = f == SCRAPE_FAIL_NONE ? SCRAPE_FAIL_OTHER : f;
+    st->last_try_ms = t_ms;
+    snprintf(st->error, sizeof(st->error), "%s", msg);
+}
+
+static bool same_bounds(const struct scrape_podstate *st, const struct scrape_sample *s)
+{
+    if (st->nbuckets != s->nbuckets)
+        return false;
+    for (size_t i = 0; i < s->nbuckets; i++)
+        if (st->buckets[i].le != s->le[i])
+            return false;
+    return true;
+}
+
+void scrape_podstate_ok(struct scrape_podstate *st, int64_t t_ms, const struct scrape_sample *s)
+{
+    /* A counter that was there and is gone is not zero: the exposition
+     * broke, so this scrape counts as failed rather than as a reset. */
+    if (!s->has_requests && st->req_seen) {
+        scrape_podstate_fail(st, t_ms, SCRAPE_FAIL_GARBAGE,
+                             "request metric disappeared from the exposition");
+        return;
+    }
+    /* Absent from the start: a lazily created counter (TGI's appear with
+     * the first request), so zero. scrape_aggregate() still refuses a
+     * workload where no pod has it. */
+    policy_counter_add(&st->requests, t_ms, s->has_requests ? s->requests : 0);
+    st->req_seen = s->has_requests;
+    st->inflight = s->inflight;
+    st->has_inflight = s->has_inflight;
+    st->queued = s->queued;
+    st->has_queued = s->has_queued;
+    if (!same_bounds(st, s)) { /* new layout (or none): start the buckets afresh */
+        xfree(st->buckets);
+        st->buckets = s->nbuckets ? xcalloc(s->nbuckets, sizeof(*st->buckets)) : NULL;
+        st->nbuckets = s->nbuckets;
+        for (size_t i = 0; i < s->nbuckets; i++)
+            st->buckets[i].le = s->le[i];
+    }
+    for (size_t i = 0; i < s->nbuckets; i++)
+        policy_counter_add(&st->buckets[i].c, t_ms, s->count[i]);
+    st->last_ok_ms = t_ms;
+    st->last_try_ms = t_ms;
+    st->ok_count++;
+    st->fail = SCRAPE_FAIL_NONE;
+}
+
+/* ---- pods -> result ---------------------------------------------------- */
+
+double scrape_latency_unit_ms(const char *metric)
+{
+    size_t n = strlen(metric);
+    static const struct {
+        const char *suffix;
+        double ms;
+    } units[] = {
+        {"_milliseconds", 1}, {"_ms", 1}, {"_microseconds", 1e-3}, {"_us", 1e-3},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(units); i++) {
+        size_t sl = strlen(units[i].suffix);
+        if (n >= sl && strcmp(metric + n - sl, units[i].suffix) == 0)
+            return units[i].ms;
+    }
+    return 1000; /* Prometheus base unit: seconds */
+}
+
+/* Summed per-le rates across pods. */
+struct hist_acc {
+    size_t n;
+    double le[2 * SCRAPE_MAX_BUCKETS];
+    double rate[2 * SCRAPE_MAX_BUCKETS];
+};
+
+static void hist_add_pod(struct hist_acc *h, const struct scrape_podstate *st, int64_t now_ms,
+                         int64_t window_ms)
+{
+    double r[SCRAPE_MAX_BUCKETS];
+    if (st->nbuckets == 0 || st->nbuckets > SCRAPE_MAX_BUCKETS)
+        return;
+    for (size_t i = 0; i < st->nbuckets; i++)
+        if (policy_counter_rate(&st->buckets[i].c, now_ms, window_ms, &r[i]) != 0)
+            return; /* layout too new for a rate: leave this pod out */
+    for (size_t i = 0; i < st->nbuckets; i++) {
+        size_t j = 0;
+        while (j < h->n && h->le[j] != st->buckets[i].le)
+            j++;
+        if (j == h->n) {
+            if (h->n == UTIL_ARRAY_LEN(h->le))
+                continue;
+            h->le[h->n] = st->buckets[i].le;
+            h->rate[h->n++] = 0;
+        }
+        h->rate[j] += r[i];
+    }
+}
+
+struct tally {
+    int failed[SCRAPE_FAIL_COUNT_];
+    int stale, warming;
+};
+
+static void put_why(struct scrape_result *out, const char *lead, const struct tally *t)
+{
+    char detail[160] = "";
+    size_t off = 0;
+    for (int f = 1; f < SCRAPE_FAIL_COUNT_; f++) {
+        if (!t->failed[f])
+            continue;
+        off += (size_t)snprintf(detail + off, off < sizeof(detail) ? sizeof(detail) - off : 0,
+                                "%s%s: %d", off ? ", " : "", scrape_fail_name(f), t->failed[f]);
+    }
+    int stale = t->stale - t->warming;
+    if (stale > 0 && off < sizeof(detail))
+        off += (size_t)snprintf(detail + off, sizeof(detail) - off, "%sno recent data: %d",
+                                off ? ", " : "", stale);
+    if (t->warming > 0 && off < sizeof(detail))
+        snprintf(detail + off, sizeof(detail) - off, "%swarming up: %d", off ? ", " : "",
+                 t->warming);
+    snprintf(out->why, sizeof(out->why), "%s (%s)", lead, detail);
+}
+
+void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct scrape_spec *spec,
+                      int64_t now_ms, int64_t interval_ms, int64_t window_ms,
+                      struct scrape_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->request_rate = NAN;
+    out->inflight = -1;
+    out->queued = -1;
+    out->p99_ms = -1;
+    out->time_ms = POLICY_NEVER;
+    out->pods_ready = (int)n;
+
+    struct tally t = {0};
+    struct hist_acc *h = xcalloc(1, sizeof(*h));
+    double rate = 0, inflight = 0, queued = 0;
+    bool any_inflight = false, any_queued = false, any_req = false;
+    int64_t fresh = 3 * interval_ms;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct scrape_podstate *st = pods[i].st;
+        double r;
+        if (st->fail != SCRAPE_FAIL_NONE) {
+            t.failed[st->fail < SCRAPE_FAIL_COUNT_ ? st->fail : SCRAPE_FAIL_OTHER]++;
+            out->pods_failed++;
+            continue;
+        }
+        if (st->ok_count < 2 && now_ms - st->since_ms < fresh) {
+            t.warming++;
+            t.stale++;
+            continue;
+        }
+        if (st->last_ok_ms == POLICY_NEVER || now_ms - st->last_ok_ms > fresh ||
+            policy_counter_rate(&st->requests, now_ms, window_ms, &r) != 0) {
+            t.stale++;
+            continue;
+        }
+        out->pods_counted++;
+        rate += r;
+        out->gpus_ready += pods[i].gpus;
+        if (st->last_ok_ms > out->time_ms)
+            out->time_ms = st->last_ok_ms;
+        any_req |= st->req_seen;
+        if (st->has_inflight) {
+            inflight += st->inflight;
+            any_inflight = true;
+        }
+        if (st->has_queued) {
+            queued += st->queued;
+            any_queued = true;
+        }
+        hist_add_pod(h, st, now_ms, window_ms);
+    }
+    out->pods_stale = t.stale;
+
+    int ready = (int)n;
+    int missing = out->pods_failed + t.stale - t.warming;
+    int base = ready - t.warming;
+    char lead[96];
+    if (ready == 0) {
+        snprintf(out->why, sizeof(out->why), "no ready pods to scrape");
+    } else if (out->pods_counted == 0 && missing == 0) {
+        snprintf(out->why, sizeof(out->why),
+                 "all %d ready pods are warming up (fewer than 2 scrapes yet)", ready);
+    } else if (out->pods_counted == 0 || (double)missing > spec->missing_fraction * base) {
+        snprintf(lead, sizeof(lead), "%d of %d ready pods could not be scraped", missing,
+                 ready);
+        put_why(out, lead, &t);
+    } else if (!any_req) {
+        snprintf(out->why, sizeof(out->why),
+                 "request metric %.120s not found in any pod's exposition",
+                 spec->request_metric[0] ? spec->request_metric : "(none configured)");
+    } else {
+        out->valid = true;
+        out->request_rate = rate;
+        out->inflight = spec->inflight_metric[0] && any_inflight ? inflight : -1;
+        out->queued = spec->queue_metric[0] && any_queued ? queued : -1;
+        if (h->n >= 2) {
+            double q = prom_histogram_quantile(0.99, h->le, h->rate, h->n);
+            if (isfinite(q) && q >= 0)
+                out->p99_ms = q * scrape_latency_unit_ms(spec->latency_metric);
+        }
+    }
+    if (out->time_ms == POLICY_NEVER)
+        out->time_ms = 0;
+    xfree(h);
+}

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* scrape/extract: turns one pod's Prometheus exposition into the few numbers
+ * the autoscaler needs (request counter, in-flight and queue gauges, latency
+ * histogram buckets), each summed over its label sets.
+ *
+ * The body is pushed through prom's streaming parser as it arrives, filtered
+ * on the wanted names so the thousands of other lines of a vLLM exposition
+ * take the parser's fast path. Values are staged in struct scrape_sample and
+ * only used once the whole body parsed (prom delivers samples before a later
+ * bad line is found). Pure: no I/O, no clock. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "scrape-int.h"
+#include "util/util.h"
+
+/* A name no exposition carries: keeps the filter non-empty when a spec names
+ * no metric at all (an empty filter would deliver every sample). */
+#define NOTHING_WANTED "gpuscaler_scrape_nothing_wanted_"
+
+static int fail(struct scrape_extract *x, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(struct scrape_extract *x, int code, const char *fmt, ...)
+{
+    if (x->err)
+        return x->err;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->errmsg, sizeof(x->errmsg), fmt, ap);
+    va_end(ap);
+    x->err = code;
+    return code;
+}
+
+/* The sample is `metric` itself: its own name, or (when metric names the
+ * family) the family's plain or _total sample, never _created. */
+static bool is_metric(const struct prom_sample *s, const char *metric)
+{
+    if (!metric[0])
+        return false;
+    if (strcmp(s->name, metric) == 0)
+        return true;
+    return strcmp(s->family, metric) == 0 &&
+           (s->suffix == PROM_SUFFIX_NONE || s->suffix == PROM_SUFFIX_TOTAL);
+}
+
+static void add_bucket(struct scrape_sample *s, double le, double v)
+{
+    size_t i = 0;
+    while (i < s->nbuckets && s->le[i] < le)
+        i++;
+    if (i < s->nbuckets && s->le[i] == le) {
+        s->count[i] += v;
+        return;
+    }
+    if (s->nbuckets == SCRAPE_MAX_BUCKETS) {
+        s->hist_dropped = true;
+        return;
+    }
+    memmove(&s->le[i + 1], &s->le[i], (s->nbuckets - i) * sizeof(s->le[0]));
+    memmove(&s->count[i + 1], &s->count[i], (s->nbuckets - i) * sizeof(s->count[0]));
+    s->le[i] = le;
+    s->count[i] = v;
+    s->nbuckets++;
+}
+
+static int on_sample(const struct prom_sample *ps, void *arg)
+{
+    struct scrape_extract *x = arg;
+    struct scrape_sample *s = &x->s;
+    double v = ps->value;
+    if (is_metric(ps, x->request)) {
+        if (!isfinite(v) || v < 0)
+            return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
+        s->requests += v;
+        s->has_requests = true;
+    }
+    if (is_metric(ps, x->inflight)) {
+        if (!isfinite(v))
+            return fail(x, -EBADMSG, "line %zu: gauge %s has value %g", ps->line, ps->name, v);
+        s->inflight += v;
+        s->has_inflight = true;
+    }
+    if (is_metric(ps, x->queue)) {
+        if (!isfinite(v))
+            return fail(x, -EBADMSG, "line %zu: gauge %s has value %g", ps->line, ps->name, v);
+        s->queued += v;
+        s->has_queued = true;
+    }
+    if (x->bucket[0] && strcmp(ps->name, x->bucket) == 0 && !s->hist_dropped) {
+        double le = ps->le;
+        if (isnan(le)) { /* an untyped exposition: le was not parsed for us */
+            const char *l = prom_sample_label(ps, "le");
+            if (!l || prom_parse_float(l, strlen(l), &le) != 0 || isnan(le))
+                le = NAN;
+        }
+        if (isnan(le) || !isfinite(v) || v < 0)
+            s->hist_dropped = true;
+        else
+            add_bucket(s, le, v);
+    }
+    return 0;
+}
+
+static void copy_name(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src);
+}
+
+void scrape_extract_init(struct scrape_extract *x, const struct scrape_spec *spec,
+                         size_t max_bytes)
+{
+    memset(x, 0, sizeof(*x));
+    x->max_bytes = max_bytes ? max_bytes : PROM_DEFAULT_MAX_TOTAL;
+    copy_name(x->request, sizeof(x->request), spec->request_metric);
+    copy_name(x->inflight, sizeof(x->inflight), spec->inflight_metric);
+    copy_name(x->queue, sizeof(x->queue), spec->queue_metric);
+    if (spec->latency_metric[0])
+        snprintf(x->bucket, sizeof(x->bucket), "%s_bucket", spec->latency_metric);
+    struct prom_parser_opts o = {.format = PROM_FMT_TEXT, .max_total = x->max_bytes};
+    x->parser = prom_parser_new(&o, on_sample, x);
+    int wanted = 0;
+    const char *names[] = {x->request, x->inflight, x->queue, x->bucket};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++)
+        if (names[i][0] && prom_parser_want(x->parser, names[i], PROM_MATCH_NAME) == 0)
+            wanted++;
+    if (!wanted)
+        prom_parser_want(x->parser, NOTHING_WANTED, PROM_MATCH_NAME);
+}
+
+static int parse_error(struct scrape_extract *x, int rc, const struct prom_error *pe)
+{
+    if (x->err)
+        return x->err; /* our callback's own message */
+    if (rc == -EFBIG)
+        return fail(x, -EMSGSIZE, "exposition larger than %zu bytes", x->max_bytes);
+    return fail(x, -EBADMSG, "not a Prometheus exposition: line %zu column %zu: %s", pe->line,
+                pe->column, pe->msg);
+}
+
+int scrape_extract_feed(struct scrape_extract *x, const void *data, size_t len)
+{
+    if (x->err)
+        return x->err;
+    if (len > x->max_bytes - x->bytes)
+        return fail(x, -EMSGSIZE, "exposition larger than %zu bytes", x->max_bytes);
+    x->bytes += len;
+    struct prom_error pe = {0};
+    int rc = prom_parser_feed(x->parser, data, len, &pe);
+    return rc ? parse_error(x, rc, &pe) : 0;
+}
+
+int scrape_extract_finish(struct scrape_extract *x)
+{
+    if (x->err)
+        return x->err;
+    struct prom_error pe = {0};
+    int rc = prom_parser_finish(x->parser, &pe);
+    if (rc)
+        return parse_error(x, rc, &pe);
+    struct prom_stats st;
+    prom_parser_stats(x->parser, &st);
+    x->s.samples = st.samples;
+    if (st.samples == 0)
+        return fail(x, -EBADMSG, "empty exposition (%zu bytes, no samples)", x->bytes);
+    if (x->s.hist_dropped)
+        x->s.nbuckets = 0;
+    return 0;
+}
+
+void scrape_extract_free(struct scrape_extract *x)
+{
+    prom_parser_free(x->parser);
+    x->parser = NULL;
+}
+
+int scrape_extract_buf(const struct scrape_spec *spec, const void *buf, size_t len,
+                       size_t max_bytes, struct scrape_sample *out, char *err, size_t errlen)
+{
+    struct scrape_extract *x = xmalloc(sizeof(*x));
+    scrape_extract_init(x, spec, max_bytes);
+    int rc = scrape_extract_feed(x, buf, len);
+    if (rc == 0)
+        rc = scrape_extract_finish(x);
+    if (rc == 0)
+        *out = x->s;
+    if (errlen)
+        snprintf(err, errlen, "%s", rc ? x->errmsg : "");
+    scrape_extract_free(x);
+    xfree(x);
+    return rc;
+}

@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tests of the counting rules that turn pod histories into a workload
+ * result: a table of pod sets (healthy, failed, warming, stale) with the
+ * expected validity, rate, counts and one-line reason; then counter resets,
+ * latency histograms across pods, lazily created and vanishing counters. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "scrape-int.h"
+#include "util/util.h"
+
+#define NOW 1000000
+#define IV 5000
+#define WIN 60000
+
+static void add(struct scrape_podstate *st, int64_t t, double requests)
+{
+    struct scrape_sample s = {.requests = requests, .has_requests = true, .samples = 1};
+    scrape_podstate_ok(st, t, &s);
+}
+
+/* Pod kinds: 'o' healthy at rate, 'f' healthy then its last scrape failed,
+ * 'w' became ready 2 s ago with one sample, 's' last success 20 s ago,
+ * 'n' ready 30 s ago and never answered (no samples, no error yet). */
+struct pod {
+    char kind;
+    double rate;
+    enum scrape_fail fail;
+};
+
+static void build(struct scrape_podstate *st, const struct pod *p)
+{
+    scrape_podstate_init(st, 0);
+    switch (p->kind) {
+    case 'o':
+    case 'f':
+        for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV)
+            add(st, t, p->rate * (double)t / 1000.0);
+        if (p->kind == 'f')
+            scrape_podstate_fail(st, NOW, p->fail, "boom");
+        break;
+    case 'w':
+        st->since_ms = NOW - 2000;
+        add(st, NOW - 1000, 17);
+        break;
+    case 's':
+        for (int64_t t = NOW - WIN + IV; t <= NOW - 20000; t += IV)
+            add(st, t, p->rate * (double)t / 1000.0);
+        break;
+    case 'n':
+        st->since_ms = NOW - 30000;
+        break;
+    }
+}
+
+struct agg_case {
+    const char *name;
+    struct pod pods[12];
+    int n;
+    double missing_fraction;
+    bool valid;
+    double rate;
+    int counted, failed, stale;
+    const char *why;
+};
+
+#define OK(r) {'o', r, SCRAPE_FAIL_NONE}
+#define FAILED(f) {'f', 1, f}
+#define WARMING {'w', 0, SCRAPE_FAIL_NONE}
+#define STALE {'s', 1, SCRAPE_FAIL_NONE}
+#define NEVER {'n', 0, SCRAPE_FAIL_NONE}
+
+static const struct agg_case cases[] = {
+    {"all healthy", {OK(2), OK(3)}, 2, 0.3, true, 5, 2, 0, 0, ""},
+    {"one of four failed, under 0.3", {OK(1), OK(1), OK(1), FAILED(SCRAPE_FAIL_TIMEOUT)}, 4, 0.3,
+     true, 3, 3, 1, 0, ""},
+    {"three of eight failed, over 0.3",
+     {OK(1), OK(1), OK(1), OK(1), OK(1), FAILED(SCRAPE_FAIL_REFUSED), FAILED(SCRAPE_FAIL_REFUSED),
+      FAILED(SCRAPE_FAIL_TIMEOUT)},
+     8, 0.3, false, NAN, 5, 3, 0,
+     "3 of 8 ready pods could not be scraped (connection refused: 2, timeout: 1)"},
+    {"stale counts as missing", {OK(1), STALE}, 2, 0.3, false, NAN, 1, 0, 1,
+     "1 of 2 ready pods could not be scraped (no recent data: 1)"},
+    {"never answered, not warming any more", {OK(1), OK(1), OK(1), OK(1), NEVER}, 5, 0.3, true, 4,
+     4, 0, 1, ""},
+    {"warming alone does not invalidate", {OK(4), WARMING, WARMING, WARMING}, 4, 0.3, true, 4, 1,
+     0, 3, ""},
+    {"warming left out of both sides",
+     {OK(1), OK(1), OK(1), OK(1), FAILED(SCRAPE_FAIL_TIMEOUT), FAILED(SCRAPE_FAIL_TIMEOUT),
+      WARMING, WARMING, WARMING, WARMING},
+     10, 0.3, false, NAN, 4, 2, 4,
+     "2 of 10 ready pods could not be scraped (timeout: 2, warming up: 4)"},
+    {"all warming", {WARMING, WARMING}, 2, 0.3, false, NAN, 0, 0, 2,
+     "all 2 ready pods are warming up (fewer than 2 scrapes yet)"},
+    {"nothing counted", {FAILED(SCRAPE_FAIL_GARBAGE)}, 1, 1.0, false, NAN, 0, 1, 0,
+     "1 of 1 ready pods could not be scraped (unparsable: 1)"},
+    {"no ready pods", {{0}}, 0, 0.3, false, NAN, 0, 0, 0, "no ready pods to scrape"},
+    {"missing fraction 0 tolerates nothing", {OK(1), OK(1), FAILED(SCRAPE_FAIL_HTTP)}, 3, 0, false,
+     NAN, 2, 1, 0, "1 of 3 ready pods could not be scraped (HTTP error: 1)"},
+};
+
+static void test_counting_rules(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        const struct agg_case *c = &cases[i];
+        struct scrape_podstate st[12];
+        struct scrape_agg_pod ap[12];
+        for (int j = 0; j < c->n; j++) {
+            build(&st[j], &c->pods[j]);
+            ap[j] = (struct scrape_agg_pod){&st[j], 1};
+        }
+        struct scrape_spec spec;
+        scrape_spec_init(&spec, SCRAPE_VLLM);
+        spec.missing_fraction = c->missing_fraction;
+        struct scrape_result r;
+        scrape_aggregate(ap, (size_t)c->n, &spec, NOW, IV, WIN, &r);
+        if (r.valid != c->valid || r.pods_counted != c->counted || r.pods_failed != c->failed ||
+            r.pods_stale != c->stale || strcmp(r.why, c->why) != 0 ||
+            (c->valid ? fabs(r.request_rate - c->rate) > 1e-9 : !isnan(r.request_rate)))
+            fail_msg("%s: valid %d rate %g counted %d failed %d stale %d why '%s'", c->name,
+                     r.valid, r.request_rate, r.pods_counted, r.pods_failed, r.pods_stale, r.why);
+        assert_int_equal(r.pods_ready, c->n);
+        if (c->valid)
+            assert_true(r.gpus_ready == c->counted);
+        for (int j = 0; j < c->n; j++)
+            scrape_podstate_free(&st[j]);
+    }
+}
+
+/* A restart: the counter drops, the new value is the increase. */
+static void test_counter_reset(void **state)
+{
+    (void)state;
+    struct scrape_podstate st;
+    scrape_podstate_init(&st, 0);
+    const double v[] = {100, 110, 120, 5, 15, 25};
+    for (int i = 0; i < 6; i++)
+        add(&st, NOW - 25000 + i * IV, v[i]);
+    struct scrape_agg_pod ap = {&st, 1};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_result r;
+    scrape_aggregate(&ap, 1, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_true(fabs(r.request_rate - (10 + 10 + 5 + 10 + 10) / 25.0) < 1e-9);
+    scrape_podstate_free(&st);
+}
+
+static void add_hist(struct scrape_podstate *st, int64_t t, double n, const double *cdf,
+                     double running)
+{
+    static const double le[] = {0.5, 1, 2, INFINITY};
+    struct scrape_sample s = {.requests = n, .has_requests = true, .inflight = running,
+                              .has_inflight = true, .nbuckets = 4, .samples = 1};
+    for (int i = 0; i < 4; i++) {
+        s.le[i] = le[i];
+        s.count[i] = n * cdf[i];
+    }
+    scrape_podstate_ok(st, t, &s);
+}
+
+/* p99 = histogram_quantile(0.99, sum by (le) (rate(bucket[window]))) over
+ * the pods; gauges are summed; unknown when not configured. */
+static void test_latency_and_gauges(void **state)
+{
+    (void)state;
+    static const double fast[] = {0.9, 1, 1, 1}, slow[] = {0, 0.5, 0.9, 1};
+    struct scrape_podstate st[2];
+    scrape_podstate_init(&st[0], 0);
+    scrape_podstate_init(&st[1], 0);
+    for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
+        add_hist(&st[0], t, 30.0 * (double)t / 1000, fast, 3);
+        add_hist(&st[1], t, 10.0 * (double)t / 1000, slow, 4);
+    }
+    struct scrape_agg_pod ap[2] = {{&st[0], 1}, {&st[1], 1}};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_result r;
+    scrape_aggregate(ap, 2, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_true(fabs(r.request_rate - 40) < 1e-6);
+    assert_true(r.inflight == 7);
+    assert_true(r.queued < 0); /* never reported by these pods */
+    /* summed bucket rates: 0.5:27, 1:35, 2:39, Inf:40; rank 39.6 is in
+     * the +Inf bucket, which returns the highest finite bound */
+    assert_true(fabs(r.p99_ms - 2000) < 1e-6);
+
+    /* p50: rank 20 in (0, 0.5] -> 0.5 * 20 / 27 s; check through a
+     * recomputation with prom directly */
+    double le[] = {0.5, 1, 2, INFINITY}, cnt[] = {27, 35, 39, 40};
+    assert_true(fabs(prom_histogram_quantile(0.5, le, cnt, 4) - 0.5 * 20 / 27) < 1e-9);
+
+    spec.inflight_metric[0] = '\0';
+    scrape_aggregate(ap, 2, &spec, NOW, IV, WIN, &r);
+    assert_true(r.inflight < 0);
+    scrape_podstate_free(&st[0]);
+    scrape_podstate_free(&st[1]);
+}
+
+/* A counter that does not exist yet is zero (TGI creates them lazily), but
+ * a workload where no pod has it is invalid; a counter that vanishes is a
+ * failed scrape, not a reset to zero. */
+static void test_absent_counter(void **state)
+{
+    (void)state;
+    struct scrape_podstate st[2];
+    struct scrape_sample none = {.samples = 3};
+    scrape_podstate_init(&st[0], 0);
+    scrape_podstate_init(&st[1], 0);
+    for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
+        scrape_podstate_ok(&st[0], t, &none);
+        scrape_podstate_ok(&st[1], t, &none);
+    }
+    struct scrape_agg_pod ap[2] = {{&st[0], 1}, {&st[1], 1}};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_TGI);
+    struct scrape_result r;
+    scrape_aggregate(ap, 2, &spec, NOW, IV, WIN, &r);
+    assert_false(r.valid);
+    assert_true(isnan(r.request_rate));
+    assert_string_equal(r.why, "request metric tgi_request_count not found in any pod's exposition");
+
+    /* one pod starts serving: valid, the other counts as 0 */
+    scrape_podstate_free(&st[0]);
+    scrape_podstate_init(&st[0], 0);
+    for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV)
+        add(&st[0], t, 2.0 * (double)t / 1000);
+    scrape_aggregate(ap, 2, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_true(fabs(r.request_rate - 2) < 1e-9);
+    assert_int_equal(r.pods_counted, 2);
+
+    /* and then its counter vanishes */
+    scrape_podstate_ok(&st[0], NOW + IV, &none);
+    assert_int_equal(st[0].fail, SCRAPE_FAIL_GARBAGE);
+    assert_string_equal(st[0].error, "request metric disappeared from the exposition");
+    scrape_aggregate(ap, 2, &spec, NOW + IV, IV, WIN, &r);
+    assert_int_equal(r.pods_failed, 1);
+    scrape_podstate_free(&st[0]);
+    scrape_podstate_free(&st[1]);
+}
+
+/* Samples older than the window do not make a rate. */
+static void test_window(void **state)
+{
+    (void)state;
+    struct scrape_podstate st;
+    scrape_podstate_init(&st, 0);
+    add(&st, NOW - 2 * WIN, 10);
+    add(&st, NOW - 1000, 20);
+    struct scrape_agg_pod ap = {&st, 1};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_result r;
+    scrape_aggregate(&ap, 1, &spec, NOW, IV, WIN, &r);
+    assert_false(r.valid);
+    assert_int_equal(r.pods_stale, 1);
+    scrape_podstate_free(&st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_counting_rules),     cmocka_unit_test(test_counter_reset),
+        cmocka_unit_test(test_latency_and_gauges), cmocka_unit_test(test_absent_counter),
+        cmocka_unit_test(test_window),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

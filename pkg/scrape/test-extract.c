@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Golden tests of one exposition -> one pod sample: real-shaped vLLM, Triton
+ * and TGI expositions (testdata/) read with each profile's defaults, the
+ * generic profile's name matching, chunked input, and every kind of bad
+ * input the scraper must turn into a failed pod. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "scrape-int.h"
+#include "util/util.h"
+
+static char *slurp(const char *name, size_t *len)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", SCRAPE_TESTDATA, name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    struct util_buf b = {0};
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        util_buf_append(&b, chunk, n);
+    fclose(f);
+    *len = b.len;
+    return util_buf_steal(&b);
+}
+
+static const double UNSET = -12345;
+
+struct golden {
+    const char *file;
+    enum scrape_profile profile;
+    double requests, inflight, queued; /* UNSET: must be absent */
+    size_t nbuckets;
+    double first_count, inf_count; /* cumulative count at the lowest bound and at +Inf */
+};
+
+static const struct golden goldens[] = {
+    /* 6 series (2 engines x stop/length/abort), _created excluded; the
+     * TTFT histogram (other bounds) must not leak into e2e latency. */
+    {"vllm.prom", SCRAPE_VLLM, 3613, 12, 3, 22, 150, 3613},
+    /* 4 models of an ensemble, summed; no in-flight gauge, no histogram */
+    {"triton.prom", SCRAPE_TRITON, 3248, UNSET, 7, 0, 0, 0},
+    /* counters without _total, 35 geometric bounds + Inf */
+    {"tgi.prom", SCRAPE_TGI, 5318, 12, 4, 36, 0, 5290},
+};
+
+static void check_golden(const struct golden *g, const struct scrape_sample *s)
+{
+    assert_true(s->has_requests);
+    assert_true(s->requests == g->requests);
+    assert_int_equal(s->has_inflight, g->inflight != UNSET);
+    if (g->inflight != UNSET)
+        assert_true(s->inflight == g->inflight);
+    assert_int_equal(s->has_queued, g->queued != UNSET);
+    if (g->queued != UNSET)
+        assert_true(s->queued == g->queued);
+    assert_int_equal(s->nbuckets, g->nbuckets);
+    if (g->nbuckets) {
+        assert_true(s->count[0] == g->first_count);
+        assert_true(isinf(s->le[s->nbuckets - 1]));
+        assert_true(s->count[s->nbuckets - 1] == g->inf_count);
+        for (size_t i = 1; i < s->nbuckets; i++)
+            assert_true(s->le[i - 1] < s->le[i] && s->count[i - 1] <= s->count[i]);
+    }
+    assert_true(s->samples > 20);
+}
+
+static void test_profiles_golden(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(goldens); i++) {
+        const struct golden *g = &goldens[i];
+        size_t len;
+        char *buf = slurp(g->file, &len);
+        struct scrape_spec spec;
+        scrape_spec_init(&spec, g->profile);
+        struct scrape_sample s;
+        char err[200];
+        assert_int_equal(scrape_extract_buf(&spec, buf, len, 0, &s, err, sizeof(err)), 0);
+        assert_string_equal(err, "");
+        check_golden(g, &s);
+
+        /* the same, fed in uneven chunks (every line split somewhere) */
+        struct scrape_extract *x = xmalloc(sizeof(*x));
+        scrape_extract_init(x, &spec, 0);
+        for (size_t off = 0, step = 1; off < len; off += step, step = step % 97 + 1)
+            assert_int_equal(scrape_extract_feed(x, buf + off, UTIL_MIN(step, len - off)), 0);
+        assert_int_equal(scrape_extract_finish(x), 0);
+        check_golden(g, &x->s);
+        scrape_extract_free(x);
+        xfree(x);
+        xfree(buf);
+    }
+}
+
+static int extract(const char *text, const struct scrape_spec *spec, size_t cap,
+                   struct scrape_sample *s, char *err)
+{
+    return scrape_extract_buf(spec, text, strlen(text), cap, s, err, 200);
+}
+
+/* The generic profile: a metric named by family or by sample name; _created
+ * never counts; an untyped histogram's le comes from the label. */
+static void test_generic_names(void **state)
+{
+    (void)state;
+    static const char om[] = "# TYPE http_requests counter\n"
+                             "http_requests_total{code=\"200\"} 30\n"
+                             "http_requests_created{code=\"200\"} 1.7e9\n"
+                             "http_requests_total{code=\"500\"} 4\n"
+                             "# TYPE busy gauge\nbusy{worker=\"a\"} 2\nbusy{worker=\"b\"} 1.5\n"
+                             "lat_ms_bucket{le=\"10\"} 1\nlat_ms_bucket{le=\"100\"} 3\n"
+                             "lat_ms_bucket{le=\"+Inf\"} 4\nlat_ms_count 4\n# EOF\n";
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_GENERIC);
+    snprintf(spec.inflight_metric, sizeof(spec.inflight_metric), "busy");
+    snprintf(spec.latency_metric, sizeof(spec.latency_metric), "lat_ms");
+    const char *names[] = {"http_requests", "http_requests_total"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++) {
+        snprintf(spec.request_metric, sizeof(spec.request_metric), "%s", names[i]);
+        struct scrape_sample s;
+        char err[200];
+        assert_int_equal(extract(om, &spec, 0, &s, err), 0);
+        assert_true(s.has_requests);
+        assert_true(s.requests == 34);
+        assert_true(s.inflight == 3.5);
+        assert_false(s.has_queued);
+        assert_int_equal(s.nbuckets, 3);
+        assert_true(s.le[0] == 10 && s.le[1] == 100 && isinf(s.le[2]));
+        assert_true(s.count[2] == 4);
+    }
+    assert_true(scrape_latency_unit_ms("lat_ms") == 1);
+    assert_true(scrape_latency_unit_ms("vllm:e2e_request_latency_seconds") == 1000);
+    assert_true(scrape_latency_unit_ms("tgi_request_duration") == 1000);
+    assert_true(scrape_latency_unit_ms("x_microseconds") == 1e-3);
+}
+
+/* A valid exposition without the request metric is not an error here (the
+ * counter may not exist yet); the pod history and aggregation decide. */
+static void test_metric_absent(void **state)
+{
+    (void)state;
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_TGI);
+    struct scrape_sample s;
+    char err[200];
+    assert_int_equal(extract("# TYPE tgi_queue_size gauge\ntgi_queue_size 0\n", &spec, 0, &s, err),
+                     0);
+    assert_false(s.has_requests);
+    assert_true(s.has_queued);
+    assert_int_equal(extract("process_cpu_seconds_total 1\n", &spec, 0, &s, err), 0);
+    assert_false(s.has_requests);
+    assert_false(s.has_queued);
+}
+
+struct bad {
+    const char *body;
+    size_t cap;
+    int err;
+    const char *msg; /* substring of the message */
+};
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    static const struct bad bad[] = {
+        {"", 0, -EBADMSG, "empty exposition"},
+        {"# just a comment\n\n", 0, -EBADMSG, "empty exposition"},
+        {"<html><body>Welcome</body></html>\n", 0, -EBADMSG, "line 1 column"},
+        {"{\"status\":\"ok\"}", 0, -EBADMSG, "not a Prometheus exposition"},
+        /* truncated mid-sample: the last line has no value */
+        {"vllm:num_requests_running 1\nvllm:request_success_total{finished_reason=\"st", 0,
+         -EBADMSG, "line 2"},
+        {"vllm:request_success_total{a=\"1\"} NaN\n", 0, -EBADMSG, "has value nan"},
+        {"vllm:request_success_total{a=\"1\"} -3\n", 0, -EBADMSG, "has value -3"},
+        {"vllm:num_requests_waiting +Inf\n", 0, -EBADMSG, "gauge"},
+        {"vllm:num_requests_running 1\nvllm:num_requests_running 2\n", 40, -EMSGSIZE,
+         "larger than 40 bytes"},
+    };
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        struct scrape_sample s;
+        char err[200];
+        int rc = extract(bad[i].body, &spec, bad[i].cap, &s, err);
+        if (rc != bad[i].err || !strstr(err, bad[i].msg))
+            fail_msg("case %zu: rc %d err '%s', want %d '%s'", i, rc, err, bad[i].err,
+                     bad[i].msg);
+    }
+}
+
+/* Too many distinct bounds or a bad le drop the histogram, not the pod. */
+static void test_histogram_caps(void **state)
+{
+    (void)state;
+    struct util_buf b = {0};
+    util_buf_puts(&b, "# TYPE vllm:e2e_request_latency_seconds histogram\n");
+    for (int i = 0; i < SCRAPE_MAX_BUCKETS + 6; i++)
+        util_buf_printf(&b, "vllm:e2e_request_latency_seconds_bucket{le=\"%d\"} %d\n", i, i);
+    util_buf_puts(&b, "vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} 99\n"
+                      "vllm:request_success_total 5\n");
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_sample s;
+    char err[200];
+    assert_int_equal(extract(b.data, &spec, 0, &s, err), 0);
+    assert_true(s.hist_dropped);
+    assert_int_equal(s.nbuckets, 0);
+    assert_true(s.requests == 5);
+    util_buf_free(&b);
+
+    static const char badle[] = "lat_bucket{le=\"fast\"} 1\nlat_bucket{le=\"+Inf\"} 2\nreq 1\n";
+    scrape_spec_init(&spec, SCRAPE_GENERIC);
+    snprintf(spec.request_metric, sizeof(spec.request_metric), "req");
+    snprintf(spec.latency_metric, sizeof(spec.latency_metric), "lat");
+    assert_int_equal(extract(badle, &spec, 0, &s, err), 0);
+    assert_int_equal(s.nbuckets, 0);
+    assert_true(s.requests == 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_profiles_golden), cmocka_unit_test(test_generic_names),
+        cmocka_unit_test(test_metric_absent),   cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_histogram_caps),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

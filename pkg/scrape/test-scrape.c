@@ -1,0 +1,450 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Async tests of the scraper against fake pods on loopback (127.0.0.N), all
+ * on one loop: real requests through httpc, counters advancing in loop time,
+ * the scraper's clock injected as the same loop time. Each test runs the
+ * loop for a bounded time, checks scrape_get and the stats, then closes
+ * everything, counts the close callbacks and asserts uv_loop_close == 0. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "httpc/httpc.h"
+#include "scrape/scrape.h"
+#include "test-fakepod.h"
+#include "util/util.h"
+
+#define MAXPODS 24
+
+struct fx {
+    uv_loop_t loop;
+    struct httpc *http;
+    struct scrape *s;
+    struct fakepod *pods[MAXPODS];
+    int npods;
+    uv_timer_t timer;
+    bool fired;
+    int closes;
+    FILE *log;
+};
+
+static int64_t loop_clock(void *arg)
+{
+    return (int64_t)uv_now(arg);
+}
+
+static struct fx *fx_new(int64_t interval, int64_t timeout, size_t max_bytes)
+{
+    struct fx *f = xcalloc(1, sizeof(*f));
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    assert_int_equal(httpc_new(&f->loop, &f->http), 0);
+    struct scrape_config c;
+    scrape_config_init(&c);
+    c.interval_ms = interval;
+    c.timeout_ms = timeout;
+    c.rate_window_ms = 10 * interval;
+    if (max_bytes)
+        c.max_bytes = max_bytes;
+    c.clock = loop_clock;
+    c.clock_arg = &f->loop;
+    assert_int_equal(scrape_new(&f->loop, f->http, &c, &f->s), 0);
+    uv_timer_init(&f->loop, &f->timer);
+    f->timer.data = f;
+    f->log = tmpfile();
+    assert_non_null(f->log);
+    util_log_set_stream(f->log);
+    return f;
+}
+
+static struct fakepod *fx_pod(struct fx *f, enum fakepod_mode mode, double rate, double running,
+                              double waiting)
+{
+    assert_true(f->npods < MAXPODS);
+    struct fakepod *p = fakepod_start(&f->loop, 10 + f->npods, mode, rate, running, waiting);
+    f->pods[f->npods++] = p;
+    return p;
+}
+
+static void on_fire(uv_timer_t *t)
+{
+    ((struct fx *)t->data)->fired = true;
+}
+
+/* Run the loop for ms of loop time (the pods' keep-alive connections keep
+ * it alive, so UV_RUN_DEFAULT would not return). */
+static void run_for(struct fx *f, uint64_t ms)
+{
+    f->fired = false;
+    uv_timer_start(&f->timer, on_fire, ms, 0);
+    while (!f->fired)
+        uv_run(&f->loop, UV_RUN_ONCE);
+}
+
+static void on_closed(void *arg)
+{
+    ((struct fx *)arg)->closes++;
+}
+
+static void fx_finish(struct fx *f)
+{
+    util_log_set_stream(NULL);
+    fclose(f->log);
+    scrape_close(f->s, on_closed, f);
+    httpc_close(f->http, on_closed, f);
+    for (int i = 0; i < f->npods; i++)
+        fakepod_stop(f->pods[i]);
+    uv_close((uv_handle_t *)&f->timer, NULL);
+    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(f->closes, 2);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    xfree(f);
+}
+
+/* Declare pods[0..n) of workload name with names name-0, name-1, ... */
+static void targets(struct fx *f, const char *name, enum scrape_profile prof,
+                    struct fakepod **pods, int n, const bool *ready)
+{
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, prof);
+    struct scrape_pod sp[MAXPODS];
+    char names[MAXPODS][64];
+    for (int i = 0; i < n; i++) {
+        snprintf(names[i], sizeof(names[i]), "%s-%s", name, fakepod_ip(pods[i]));
+        sp[i] = (struct scrape_pod){
+            .name = names[i],
+            .ip = fakepod_ip(pods[i]),
+            .port = fakepod_port(pods[i]),
+            .ready = ready ? ready[i] : true,
+            .gpus = 2,
+        };
+    }
+    scrape_set_targets(f->s, "ns1", name, &spec, sp, (size_t)n);
+}
+
+static struct scrape_result get(struct fx *f, const char *name)
+{
+    struct scrape_result r;
+    assert_int_equal(scrape_get(f->s, "ns1", name, (int64_t)uv_now(&f->loop), &r), 0);
+    return r;
+}
+
+static void assert_near(double got, double want, double rel)
+{
+    if (fabs(got - want) > rel * fabs(want))
+        fail_msg("got %g, want %g (+-%g%%)", got, want, rel * 100);
+}
+
+static char *read_log(struct fx *f)
+{
+    fflush(f->log);
+    long n = ftell(f->log);
+    char *s = xcalloc(1, (size_t)n + 1);
+    rewind(f->log);
+    assert_int_equal(fread(s, 1, (size_t)n, f->log), (size_t)n);
+    return s;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* vLLM pods: the rate is the sum of the counters' rates, gauges are summed,
+ * p99 comes from the summed bucket rates, and connections are reused. */
+static void test_vllm_pods(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(100, 300, 0);
+    for (int i = 0; i < 4; i++)
+        fx_pod(f, FAKEPOD_VLLM, 10.0 * (i + 1), i + 1, 2 * i);
+    targets(f, "chat", SCRAPE_VLLM, f->pods, 4, NULL);
+    run_for(f, 1000);
+
+    struct scrape_result r = get(f, "chat");
+    assert_true(r.valid);
+    assert_int_equal(r.pods_ready, 4);
+    assert_int_equal(r.pods_counted, 4);
+    assert_int_equal(r.pods_failed, 0);
+    assert_int_equal(r.pods_stale, 0);
+    assert_near(r.request_rate, 100, 0.05);
+    assert_near(r.inflight, 10, 1e-9);
+    assert_near(r.queued, 12, 1e-9);
+    assert_near(r.p99_ms, fakepod_p99_ms(), 0.01);
+    assert_near(r.gpus_ready, 8, 1e-9);
+    assert_true(r.time_ms > 0 && r.time_ms <= (int64_t)uv_now(&f->loop));
+
+    struct scrape_stats st;
+    scrape_stats(f->s, &st);
+    assert_true(st.scrapes_ok >= 4 * 8);
+    assert_int_equal(st.scrapes_failed, 0);
+    assert_int_equal(st.late, 0);
+    assert_true(st.bytes > 4 * 8 * 1000);
+    assert_int_equal(st.pods, 4);
+    assert_int_equal(st.scheduled, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_true(fakepod_requests(f->pods[i]) >= 8);
+        assert_int_equal(fakepod_accepts(f->pods[i]), 1); /* keep-alive */
+    }
+    fx_finish(f);
+}
+
+/* Triton and TGI profiles read their own names. */
+static void test_triton_tgi(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(100, 300, 0);
+    struct fakepod *tr[2] = {fx_pod(f, FAKEPOD_TRITON, 5, 0, 3),
+                             fx_pod(f, FAKEPOD_TRITON, 15, 0, 4)};
+    struct fakepod *tg[2] = {fx_pod(f, FAKEPOD_TGI, 7, 2, 1), fx_pod(f, FAKEPOD_TGI, 3, 5, 0)};
+    targets(f, "triton", SCRAPE_TRITON, tr, 2, NULL);
+    targets(f, "tgi", SCRAPE_TGI, tg, 2, NULL);
+    run_for(f, 1000);
+
+    struct scrape_result r = get(f, "triton");
+    assert_true(r.valid);
+    assert_near(r.request_rate, 20, 0.05);
+    assert_near(r.queued, 7, 1e-9);
+    assert_true(r.inflight < 0); /* no in-flight gauge in the Triton profile */
+    assert_true(r.p99_ms < 0);   /* nor a histogram */
+
+    r = get(f, "tgi");
+    assert_true(r.valid);
+    assert_near(r.request_rate, 10, 0.05);
+    assert_near(r.queued, 1, 1e-9);
+    assert_near(r.inflight, 7, 1e-9);
+    assert_near(r.p99_ms, fakepod_p99_ms(), 0.01);
+    fx_finish(f);
+}
+
+/* A pod restart resets its counters: the rate neither goes negative nor
+ * jumps, as Prometheus rate() handles resets. */
+static void test_counter_reset(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(100, 300, 0);
+    fx_pod(f, FAKEPOD_VLLM, 50, 1, 0);
+    fx_pod(f, FAKEPOD_VLLM, 50, 1, 0);
+    targets(f, "chat", SCRAPE_VLLM, f->pods, 2, NULL);
+    run_for(f, 1000);
+    assert_near(get(f, "chat").request_rate, 100, 0.05);
+    fakepod_restart(f->pods[0]);
+    for (int i = 0; i < 6; i++) {
+        run_for(f, 100);
+        struct scrape_result r = get(f, "chat");
+        assert_true(r.valid);
+        assert_int_equal(r.pods_failed, 0);
+        assert_near(r.request_rate, 100, 0.12);
+        assert_near(r.p99_ms, fakepod_p99_ms(), 0.05);
+    }
+    fx_finish(f);
+}
+
+/* Pods come and go: a new pod is warming (stale, not invalidating), then
+ * counted; a removed pod is forgotten; a not-ready pod is not counted. */
+static void test_pods_appear_vanish(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(100, 300, 0);
+    for (int i = 0; i < 3; i++)
+        fx_pod(f, FAKEPOD_VLLM, 10, 1, 0);
+    targets(f, "chat", SCRAPE_VLLM, f->pods, 2, NULL);
+    run_for(f, 600);
+    struct scrape_result r = get(f, "chat");
+    assert_true(r.valid);
+    assert_int_equal(r.pods_counted, 2);
+
+    targets(f, "chat", SCRAPE_VLLM, f->pods, 3, NULL);
+    r = get(f, "chat");
+    assert_true(r.valid); /* warming alone does not invalidate */
+    assert_int_equal(r.pods_ready, 3);
+    assert_int_equal(r.pods_counted, 2);
+    assert_int_equal(r.pods_stale, 1);
+    assert_near(r.request_rate, 20, 0.05);
+
+    run_for(f, 500);
+    r = get(f, "chat");
+    assert_true(r.valid);
+    assert_int_equal(r.pods_counted, 3);
+    assert_int_equal(r.pods_stale, 0);
+    assert_near(r.request_rate, 30, 0.05);
+
+    targets(f, "chat", SCRAPE_VLLM, f->pods + 1, 2, NULL); /* pod 0 is gone */
+    r = get(f, "chat");
+    assert_int_equal(r.pods_ready, 2);
+    assert_int_equal(r.pods_counted, 2);
+    assert_near(r.request_rate, 20, 0.05);
+    struct scrape_stats st;
+    scrape_stats(f->s, &st);
+    assert_int_equal(st.pods, 2);
+    unsigned before = fakepod_requests(f->pods[0]);
+
+    bool ready[2] = {false, true};
+    targets(f, "chat", SCRAPE_VLLM, f->pods + 1, 2, ready);
+    run_for(f, 300);
+    r = get(f, "chat");
+    assert_int_equal(r.pods_ready, 1);
+    assert_int_equal(r.pods_counted, 1);
+    assert_near(r.request_rate, 10, 0.05);
+    scrape_stats(f->s, &st);
+    assert_int_equal(st.pods, 2);
+    assert_int_equal(st.scheduled, 1);
+    assert_true(fakepod_requests(f->pods[0]) <= before + 1); /* no longer scraped */
+
+    scrape_forget(f->s, "ns1", "chat");
+    assert_int_equal(scrape_get(f->s, "ns1", "chat", 0, &r), -ENOENT);
+    scrape_stats(f->s, &st);
+    assert_int_equal(st.pods, 0);
+    fx_finish(f);
+}
+
+/* Over the missing fraction the result is invalid with a reason and no
+ * rate; under it the failed pods are excluded and counted. */
+static void test_missing_fraction(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(100, 300, 0);
+    for (int i = 0; i < 5; i++)
+        fx_pod(f, FAKEPOD_VLLM, 10, 1, 0);
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_pod sp[4];
+    const char *names[] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++)
+        sp[i] = (struct scrape_pod){.name = names[i], .ip = fakepod_ip(f->pods[i]),
+                                    .port = fakepod_port(f->pods[i]), .ready = true, .gpus = 1};
+    /* nothing listens on 127.0.0.250: connection refused */
+    sp[2].ip = "127.0.0.250";
+    sp[3].ip = "127.0.0.250";
+    scrape_set_targets(f->s, "ns1", "half", &spec, sp, 4);
+    sp[2].ip = fakepod_ip(f->pods[2]);
+    scrape_set_targets(f->s, "ns1", "quarter", &spec, sp, 4);
+    run_for(f, 600);
+
+    struct scrape_result r = get(f, "half");
+    assert_false(r.valid);
+    assert_true(isnan(r.request_rate));
+    assert_int_equal(r.pods_failed, 2);
+    assert_string_equal(r.why, "2 of 4 ready pods could not be scraped (connection refused: 2)");
+
+    r = get(f, "quarter");
+    assert_true(r.valid);
+    assert_int_equal(r.pods_failed, 1);
+    assert_int_equal(r.pods_counted, 3);
+    assert_near(r.request_rate, 30, 0.05);
+    assert_near(r.gpus_ready, 3, 1e-9);
+
+    spec.missing_fraction = 0.2; /* 1 of 4 is now too many */
+    scrape_set_targets(f->s, "ns1", "quarter", &spec, sp, 4);
+    r = get(f, "quarter");
+    assert_false(r.valid);
+    assert_string_equal(r.why, "1 of 4 ready pods could not be scraped (connection refused: 1)");
+    fx_finish(f);
+}
+
+/* Each kind of broken endpoint fails that pod with a clear reason, logged
+ * once (rate limited) with namespace and deployment; nothing crashes. */
+static void test_bad_endpoints(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(150, 100, 256 << 10);
+    static const struct {
+        enum fakepod_mode mode;
+        const char *why;
+    } cases[] = {
+        {FAKEPOD_GARBAGE, "1 of 1 ready pods could not be scraped (unparsable: 1)"},
+        {FAKEPOD_TRUNCATED, "1 of 1 ready pods could not be scraped (truncated: 1)"},
+        {FAKEPOD_SLOW, "1 of 1 ready pods could not be scraped (timeout: 1)"},
+        {FAKEPOD_HUGE, "1 of 1 ready pods could not be scraped (too big: 1)"},
+        {FAKEPOD_HTTP500, "1 of 1 ready pods could not be scraped (HTTP error: 1)"},
+    };
+    char name[UTIL_ARRAY_LEN(cases)][32];
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        struct fakepod *p = fx_pod(f, cases[i].mode, 10, 1, 0);
+        snprintf(name[i], sizeof(name[i]), "bad%zu", i);
+        targets(f, name[i], SCRAPE_VLLM, &p, 1, NULL);
+    }
+    /* a healthy workload with one pod that turns to garbage and back */
+    struct fakepod *mixed[4];
+    for (int i = 0; i < 4; i++)
+        mixed[i] = fx_pod(f, FAKEPOD_VLLM, 10, 1, 0);
+    targets(f, "mixed", SCRAPE_VLLM, mixed, 4, NULL);
+    run_for(f, 800);
+
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        struct scrape_result r = get(f, name[i]);
+        assert_false(r.valid);
+        assert_int_equal(r.pods_failed, 1);
+        assert_string_equal(r.why, cases[i].why);
+    }
+    struct scrape_result r = get(f, "mixed");
+    assert_true(r.valid);
+    assert_near(r.request_rate, 40, 0.05);
+
+    fakepod_set_mode(mixed[0], FAKEPOD_GARBAGE);
+    run_for(f, 400);
+    r = get(f, "mixed");
+    assert_true(r.valid); /* 1 of 4 <= 0.3 */
+    assert_int_equal(r.pods_failed, 1);
+    assert_int_equal(r.pods_counted, 3);
+    assert_near(r.request_rate, 30, 0.05);
+
+    fakepod_set_mode(mixed[0], FAKEPOD_VLLM);
+    run_for(f, 600);
+    r = get(f, "mixed");
+    assert_int_equal(r.pods_counted, 4);
+    assert_near(r.request_rate, 40, 0.05);
+
+    struct scrape_stats st;
+    scrape_stats(f->s, &st);
+    assert_true(st.scrapes_failed >= 5 * 4);
+
+    /* several failures per bad pod, one warning line each (plus the mixed
+     * pod's failure and its recovery) */
+    char *log = read_log(f);
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        char needle[64];
+        snprintf(needle, sizeof(needle), "deployment=bad%zu", i);
+        assert_int_equal(count(log, needle), 1);
+    }
+    assert_int_equal(count(log, "deployment=mixed"), 2);
+    assert_int_equal(count(log, "namespace=ns1"), 7);
+    assert_non_null(strstr(log, "not a Prometheus exposition"));
+    assert_non_null(strstr(log, "larger than 262144 bytes"));
+    assert_non_null(strstr(log, "scraped again"));
+    xfree(log);
+    fx_finish(f);
+}
+
+/* Closing with scrapes in flight cancels them and still closes cleanly. */
+static void test_close_inflight(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(50, 1000, 0);
+    for (int i = 0; i < 3; i++)
+        fx_pod(f, FAKEPOD_SLOW, 1, 0, 0);
+    targets(f, "slow", SCRAPE_VLLM, f->pods, 3, NULL);
+    run_for(f, 120);
+    struct scrape_stats st;
+    scrape_stats(f->s, &st);
+    assert_int_equal(st.inflight, 3);
+    fx_finish(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vllm_pods),        cmocka_unit_test(test_triton_tgi),
+        cmocka_unit_test(test_counter_reset),    cmocka_unit_test(test_pods_appear_vanish),
+        cmocka_unit_test(test_missing_fraction), cmocka_unit_test(test_bad_endpoints),
+        cmocka_unit_test(test_close_inflight),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
