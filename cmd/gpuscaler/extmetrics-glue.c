@@ -44,12 +44,15 @@ struct visit_ctx {
     void *arg;
 };
 
-static void sample(struct extmetrics_sample *s, const struct ctl_workload_view *v, double x)
+/* @rate: the value is a rate over the view's window (docs/external-metrics.md:
+ * `window` is set for rates only, not for replica counts or utilization). */
+static void sample(struct extmetrics_sample *s, const struct ctl_workload_view *v, double x,
+                   bool rate)
 {
     s->present = isfinite(x);
     s->value = x;
     s->timestamp_ms = v->time_ms;
-    s->window_s = v->window_s;
+    s->window_s = rate ? v->window_s : 0;
     s->stale = !v->valid;
 }
 
@@ -59,10 +62,11 @@ static void view_cb(const struct ctl_workload_view *v, void *arg)
     struct extmetrics_deployment d;
     memset(&d, 0, sizeof(d));
     d.name = v->name;
-    sample(&d.samples[EXTMETRICS_DESIRED_REPLICAS], v, (double)v->desired);
-    sample(&d.samples[EXTMETRICS_REQUESTS_PER_GPU], v, v->requests_per_gpu);
-    sample(&d.samples[EXTMETRICS_FORECAST_REQUESTS_PER_GPU], v, v->forecast_requests_per_gpu);
-    sample(&d.samples[EXTMETRICS_UTILIZATION], v, v->utilization);
+    sample(&d.samples[EXTMETRICS_DESIRED_REPLICAS], v, (double)v->desired, false);
+    sample(&d.samples[EXTMETRICS_REQUESTS_PER_GPU], v, v->requests_per_gpu, true);
+    sample(&d.samples[EXTMETRICS_FORECAST_REQUESTS_PER_GPU], v, v->forecast_requests_per_gpu,
+           true);
+    sample(&d.samples[EXTMETRICS_UTILIZATION], v, v->utilization, false);
     vc->visit(&d, vc->arg);
 }
 

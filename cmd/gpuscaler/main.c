@@ -3,6 +3,7 @@
  * each subcommand's file wires modules together and owns no policy. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cmd.h"
 #include "gpuscaler-version.h"
@@ -29,8 +30,15 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
-    if (strcmp(cmd, "run") == 0)
+    if (strcmp(cmd, "run") == 0) {
+        /* one kept-alive scrape connection per pod: lift the soft fd limit */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &rl);
+        }
         return cmd_run(argc - 1, argv + 1);
+    }
     if (strcmp(cmd, "simulate") == 0)
         return cmd_simulate(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

@@ -20,6 +20,7 @@
 #include "httpc/httpc.h"
 #include "httpd/httpd.h"
 #include "kube/kube.h"
+#include "promql/promql.h"
 #include "scrape/scrape.h"
 #include "util/util.h"
 
@@ -34,6 +35,7 @@ struct daemon {
     struct kube *kube;
     struct kube_cache *cache;
     struct scrape *scrape;
+    struct promql *promql;
     struct controller *ctl;
     struct httpd *admin;
     struct extmetrics_glue *em;
@@ -170,10 +172,23 @@ static void kube_closed(void *arg)
     d->http = NULL;
 }
 
+static void promql_closed(void *arg);
+
 static void scrape_closed(void *arg)
 {
     struct daemon *d = arg;
     d->scrape = NULL;
+    if (d->promql) {
+        promql_close(d->promql, promql_closed, d);
+        return;
+    }
+    promql_closed(d);
+}
+
+static void promql_closed(void *arg)
+{
+    struct daemon *d = arg;
+    d->promql = NULL;
     if (d->kube) {
         kube_close(d->kube, kube_closed, d);
     } else if (d->http) {
@@ -451,6 +466,23 @@ int cmd_run(int argc, char **argv)
         LOG_ERROR(SUB, "cannot start the scraper: %s", strerror(-rc));
         rc = 1;
         goto out_loop;
+    }
+    if (d.cfg.prometheus.url && d.cfg.prometheus.url[0]) {
+        struct promql_config pc;
+        promql_config_init(&pc);
+        pc.url = d.cfg.prometheus.url;
+        pc.ca_file = d.cfg.prometheus.ca_file && *d.cfg.prometheus.ca_file ? d.cfg.prometheus.ca_file
+                                                                            : NULL;
+        pc.token_file = d.cfg.prometheus.token_file && *d.cfg.prometheus.token_file
+                            ? d.cfg.prometheus.token_file
+                            : NULL;
+        if ((rc = promql_new(&d.loop, d.http, &pc, &d.promql)) != 0) {
+            LOG_ERROR(SUB, "prometheus.url '%s': %s", pc.url, strerror(-rc));
+            rc = 2;
+            goto out_loop;
+        }
+        d.opts.promql = d.promql;
+        LOG_INFO(SUB, "Prometheus source: %s", pc.url);
     }
     if ((rc = controller_new(&d.loop, d.kube, d.cache, d.scrape, &d.cfg, &d.opts, &d.ctl)) != 0) {
         LOG_ERROR(SUB, "cannot start the controller: %s", strerror(-rc));

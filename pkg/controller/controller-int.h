@@ -103,6 +103,9 @@ struct ctl_wl {
     int64_t status_written_ms;
     bool status_inflight;
     bool hpa_conflict;            /**< an HPA or ScaledObject targets it (mode scale) */
+    /* Prometheus-server source: the last answer, used by the next tick */
+    struct scrape_result pq_last;
+    bool pq_have, pq_inflight, pq_seeded;
     /* recording */
     uv_file record_fd;            /**< -1 when closed */
     int64_t record_next_ms;
@@ -118,6 +121,7 @@ struct controller {
     struct kube *kube;
     struct kube_cache *cache;
     struct scrape *scrape;
+    struct promql *promql;
     const struct ctl_config *cfg;
     char *identity;
     bool dry_run, leader_elect;

@@ -125,6 +125,7 @@ char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d);
 struct kube;
 struct kube_cache;
 struct scrape;
+struct promql;
 struct util_buf;
 
 struct ctl_opts {
@@ -132,6 +133,8 @@ struct ctl_opts {
     bool dry_run;             /**< decide and report in logs, but write nothing */
     const char *record_dir;   /**< append observed rates as trace CSVs here, or NULL */
     bool leader_elect;        /**< false: act as leader at once (single instance) */
+    struct promql *promql;    /**< Prometheus-server source (borrowed), or NULL when
+                                   prometheus.url is not configured */
 };
 
 struct controller;

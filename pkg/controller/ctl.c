@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "kube/kube.h"
+#include "promql/promql.h"
 #include "scrape/scrape.h"
 
 #define SUB "controller"
@@ -224,6 +225,115 @@ static void scale_write(struct controller *c, struct ctl_wl *w, int32_t target)
     scale_get(c, r);
 }
 
+/* ---- the Prometheus-server source ------------------------------------------ */
+
+struct pq_req {
+    struct controller *c;
+    char *ns, *name;
+    struct forecast *seed; /* promql_seed fills this; adopted if still useful */
+};
+
+static struct pq_req *pq_req_new(struct controller *c, const struct ctl_wl *w)
+{
+    struct pq_req *r = xcalloc(1, sizeof(*r));
+    r->c = c;
+    r->ns = xstrdup(w->ns);
+    r->name = xstrdup(w->name);
+    ctl_io_begin(c);
+    return r;
+}
+
+static void pq_req_free(struct pq_req *r)
+{
+    struct controller *c = r->c;
+    forecast_free(r->seed);
+    xfree(r->ns);
+    xfree(r->name);
+    xfree(r);
+    ctl_io_end(c);
+}
+
+static void pq_answered(const struct scrape_result *res, void *arg)
+{
+    struct pq_req *r = arg;
+    struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
+    if (w) {
+        w->pq_inflight = false;
+        w->pq_last = *res;
+        w->pq_have = true;
+    }
+    pq_req_free(r);
+}
+
+static void pq_seeded(const struct promql_seed_result *res, void *arg)
+{
+    struct pq_req *r = arg;
+    struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
+    struct forecast_result cur, got;
+    if (!w || !w->fc) {
+        pq_req_free(r);
+        return;
+    }
+    if (res->err != 0) {
+        LOGW_WARN(SUB, r->ns, r->name, "seeding the forecaster from Prometheus failed: %s",
+                  res->why);
+    } else {
+        forecast_predict(w->fc, util_now_unix_ms(), 0, &cur);
+        forecast_predict(r->seed, util_now_unix_ms(), 0, &got);
+        if (got.buckets_seen > cur.buckets_seen) { /* more history than we had */
+            forecast_free(w->fc);
+            w->fc = r->seed;
+            r->seed = NULL;
+            LOGW_INFO(SUB, r->ns, r->name,
+                      "forecaster seeded from Prometheus: %zu points, %lld buckets of history",
+                      res->observed, (long long)got.buckets_seen);
+        }
+    }
+    pq_req_free(r);
+}
+
+/* Ask Prometheus for this workload (the answer serves the next tick) and,
+ * once, seed the forecaster from its history. r gets the last answer. */
+static void pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
+                       struct scrape_result *r)
+{
+    const struct ctl_workload_config *cfg = &w->cfg;
+    struct promql_target t = {.ns = w->ns, .deployment = w->name, .spec = &cfg->scrape,
+                              .rate_tmpl = cfg->promql_rate, .p99_tmpl = cfg->promql_p99};
+    char err[200];
+    if (!w->pq_inflight) {
+        struct pq_req *q = pq_req_new(c, w);
+        if (promql_get(c->promql, &t, now, pq_answered, q, err, sizeof(err)) == 0) {
+            w->pq_inflight = true;
+        } else {
+            pq_req_free(q);
+            if (!w->pq_have) {
+                w->pq_last.valid = false;
+                snprintf(w->pq_last.why, sizeof(w->pq_last.why), "PromQL: %.180s", err);
+                w->pq_have = true;
+            }
+        }
+    }
+    if (!w->pq_seeded && w->fc) {
+        w->pq_seeded = true;
+        struct forecast_config fc;
+        forecast_config_init(&fc);
+        fc.season_ms = cfg->policy.seasonality_ms;
+        fc.quantile = cfg->policy.forecast_quantile;
+        struct pq_req *q = pq_req_new(c, w);
+        q->seed = forecast_new(&fc);
+        if (!q->seed || promql_seed(c->promql, &t, now, 2 * cfg->policy.seasonality_ms + 3600000,
+                                    60000, q->seed, pq_seeded, q, err, sizeof(err)) != 0)
+            pq_req_free(q);
+    }
+    if (w->pq_have) {
+        *r = w->pq_last;
+    } else {
+        r->valid = false;
+        snprintf(r->why, sizeof(r->why), "waiting for the first Prometheus answer");
+    }
+}
+
 /* ---- one workload, one tick ------------------------------------------------ */
 
 static bool has_keda_owner(const struct kube_deployment *d)
@@ -334,8 +444,13 @@ static void decide(struct controller *c, struct ctl_wl *w, const struct kube_dep
             r.valid = false;
             snprintf(r.why, sizeof(r.why), "no scrape data yet");
         }
+    } else if (cfg->source == CTL_SOURCE_PROMETHEUS && c->promql) {
+        pq_measure(c, w, now, &r);
     } else {
-        snprintf(r.why, sizeof(r.why), "metrics-source prometheus is not available in this build");
+        snprintf(r.why, sizeof(r.why), "metrics-source %s is not configured (%s)",
+                 cfg->source == CTL_SOURCE_PROMETHEUS ? "prometheus" : "scrape",
+                 cfg->source == CTL_SOURCE_PROMETHEUS ? "set prometheus.url in the config file"
+                                                      : "no scraper");
     }
     xfree(sp);
 
@@ -495,6 +610,7 @@ int controller_new(uv_loop_t *loop, struct kube *k, struct kube_cache *cache, st
     c->kube = k;
     c->cache = cache;
     c->scrape = s;
+    c->promql = o ? o->promql : NULL;
     c->cfg = cfg;
     c->identity = xstrdup(o && o->identity ? o->identity : "gpuscaler");
     c->dry_run = o && o->dry_run;

@@ -175,6 +175,13 @@ void httpc_close(struct httpc *c, httpc_close_cb cb, void *arg);
  */
 int httpc_set_max_host_connections(struct httpc *c, long n);
 
+/**
+ * Keep up to n idle connections open for reuse (curl's default keeps about
+ * four per request in flight, too few for a scraper that revisits thousands
+ * of pods). Returns 0 or -EINVAL.
+ */
+int httpc_set_max_idle_connections(struct httpc *c, long n);
+
 /** Translate a CURLcode (as int) into the negative errno used above. */
 int httpc_curl_errno(int curlcode);
 

@@ -674,6 +674,8 @@ int scrape_new(uv_loop_t *loop, struct httpc *h, const struct scrape_config *cfg
     s->nclients = 1;
     for (int i = 1; i < c.clients; i++) {
         int rc = httpc_new(loop, &s->clients[i]);
+        if (rc == 0) /* one kept-alive connection per pod it scrapes */
+            httpc_set_max_idle_connections(s->clients[i], 4096);
         if (rc < 0) {
             for (int j = 1; j < i; j++)
                 httpc_close(s->clients[j], NULL, NULL);
