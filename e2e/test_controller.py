@@ -10,14 +10,17 @@ Serving pods are fake metrics endpoints on their own loopback addresses
 (127.0.9.N); the test sets the total request rate."""
 import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from ctlharness import Gpuscaler, MetricsPods, MiniKubelet, deployment, wait_for  # noqa: E402
+from ctlharness import BIN, Gpuscaler, MetricsPods, MiniKubelet, deployment, wait_for  # noqa: E402
 from fakekube import harness, kubeclient  # noqa: E402
 
 REAL = bool(os.environ.get("KUBECONFIG")) and not os.environ.get("GPUSCALER_E2E_FAKE")
@@ -95,7 +98,9 @@ class ControllerE2E(unittest.TestCase):
 
     def test_1_scale_out_after_window_then_in_stepwise(self):
         k = self.make("llama", 2, subnet=9)
-        g = self.start()
+        record = tempfile.mkdtemp(prefix="gpuscaler-record-")
+        self.addCleanup(shutil.rmtree, record, True)
+        g = self.start(extra=("--record", record))
         try:
             self.metrics.set_rate("llama", 10)  # 5 req/s per GPU: within the band
             wait_for(lambda: "WithinBand" in g.text(), 20, what="a first decision")
@@ -128,6 +133,22 @@ class ControllerE2E(unittest.TestCase):
             m = g.metrics()
             self.assertIn('gpuscaler_desired_replicas{namespace="%s",deployment="llama"} 1'
                           % self.ns, m)
+            # --record wrote a trace that `gpuscaler simulate` replays
+            trace = os.path.join(record, "%s_llama.csv" % self.ns)
+            rows = [r for r in open(trace).read().splitlines() if r and r[0].isdigit()]
+            self.assertGreater(len(rows), 20)
+            self.assertTrue(any(float(r.split(",")[1]) > 30 for r in rows), "no high-load rows")
+            sim = subprocess.run([BIN, "simulate", "--trace", trace, "--capacity-per-gpu", "10",
+                                  "--gpus-per-replica", "1", "--cold-start", "5s",
+                                  "--warmup", "0", "--min-replicas", "1", "--p99-latency-target", "2s"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+            self.assertEqual(sim.returncode, 0, sim.stderr.decode())
+            self.assertIn("predictive", sim.stdout.decode())
+            # the forecaster was checkpointed; a restart restores it
+            g.stop()
+            g2 = self.start()
+            wait_for(lambda: "restored forecaster" in g2.text(), 20, what="checkpoint restore")
+            g2.stop()
         finally:
             g.stop()
             self.c.delete("deployments", "llama", self.ns)
