@@ -59,7 +59,8 @@ static void usage(FILE *f)
             "  --context NAME                 kubeconfig context (default current-context)\n"
             "  --namespace NS                 watch this namespace (repeatable; default all)\n"
             "  --decision-interval DURATION   default 15s\n"
-            "  --dry-run                      decide and log, never write to the cluster\n"
+            "  --dry-run                      decide and log; no scaling, status or Events (the Lease is\n"
+            "                                 still taken so only one instance logs decisions)\n"
             "  --record DIR                   append each workload's request rate as a trace CSV\n"
             "  --leader-elect=true|false      Lease-based leader election (default true)\n"
             "  --leader-election-namespace NS default $POD_NAMESPACE\n"
@@ -133,21 +134,26 @@ static void admin_request(struct httpd_request *req, void *arg)
             struct scrape_stats st;
             scrape_stats(d->scrape, &st);
             util_buf_printf(&b,
-                            "# HELP gpuscaler_scrapes_total Pod scrapes by outcome.\n"
+                            "# HELP gpuscaler_scrapes_total Pod scrapes attempted.\n"
                             "# TYPE gpuscaler_scrapes_total counter\n"
-                            "gpuscaler_scrapes_total{outcome=\"ok\"} %llu\n"
-                            "gpuscaler_scrapes_total{outcome=\"failed\"} %llu\n"
+                            "gpuscaler_scrapes_total %llu\n"
+                            "# HELP gpuscaler_scrape_failures_total Pod scrapes that failed.\n"
+                            "# TYPE gpuscaler_scrape_failures_total counter\n"
+                            "gpuscaler_scrape_failures_total %llu\n"
                             "# HELP gpuscaler_scrape_late_total Scrapes started over an interval late.\n"
                             "# TYPE gpuscaler_scrape_late_total counter\n"
                             "gpuscaler_scrape_late_total %llu\n"
                             "# HELP gpuscaler_scrape_pods Pods being scraped.\n"
                             "# TYPE gpuscaler_scrape_pods gauge\n"
                             "gpuscaler_scrape_pods %zu\n",
-                            (unsigned long long)st.scrapes_ok, (unsigned long long)st.scrapes_failed,
+                            (unsigned long long)(st.scrapes_ok + st.scrapes_failed),
+                            (unsigned long long)st.scrapes_failed,
                             (unsigned long long)st.late, st.pods);
         }
         if (d->cache)
             kube_cache_write_metrics(d->cache, &b);
+        if (d->kube)
+            kube_write_metrics(d->kube, &b);
         httpd_respond(req, 200, prom, 1, b.data, b.len);
         util_buf_free(&b);
         return;

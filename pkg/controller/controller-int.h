@@ -80,6 +80,7 @@ struct ctl_wl {
     bool seen;                    /**< mark for the sweep after each tick */
     int64_t tracked_since_ms;     /**< when this instance started tracking it */
     bool config_ok;
+    bool invalid_reported;        /**< the current config_error has an Event */
     struct ctl_workload_config cfg;
     char config_error[400];       /**< last InvalidAnnotation message */
     struct policy_state pst;
@@ -108,6 +109,8 @@ struct ctl_wl {
     bool pq_have, pq_inflight, pq_seeded;
     /* recording */
     uv_file record_fd;            /**< -1 when closed */
+    bool rec_inflight;            /**< a write is in flight */
+    struct util_buf rec_pending;  /**< rows waiting for it */
     int64_t record_next_ms;
 };
 

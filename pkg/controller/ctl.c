@@ -342,7 +342,7 @@ static bool has_keda_owner(const struct kube_deployment *d)
 }
 
 static void configure(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
-                      int64_t now)
+                      int64_t now, bool leading)
 {
     const char *keys[64], *vals[64];
     size_t n = 0;
@@ -356,19 +356,27 @@ static void configure(struct controller *c, struct ctl_wl *w, const struct kube_
     if (ctl_workload_parse(c->cfg, keys, vals, n, &cfg, bad, sizeof(bad), err, sizeof(err))) {
         char full[400];
         snprintf(full, sizeof(full), "%.150s: %.200s", bad, err);
-        if (!w->config_ok && strcmp(full, w->config_error) == 0)
-            return; /* already reported */
+        bool same = !w->config_ok && strcmp(full, w->config_error) == 0;
+        if (same && (w->invalid_reported || !leading))
+            return; /* already reported (a follower leaves it to the leader) */
         w->config_ok = false;
-        snprintf(w->config_error, sizeof(w->config_error), "%s", full);
-        c->invalid_annotations++;
-        LOGW_WARN(SUB, w->ns, w->name, "invalid annotation %s: %s; holding replicas", bad, err);
+        if (!same) {
+            snprintf(w->config_error, sizeof(w->config_error), "%s", full);
+            c->invalid_annotations++;
+            LOGW_WARN(SUB, w->ns, w->name, "invalid annotation %s: %s; holding replicas", bad,
+                      err);
+            w->invalid_reported = false;
+        }
+        if (c->scrape)
+            scrape_forget(c->scrape, w->ns, w->name);
+        if (!leading)
+            return;
+        w->invalid_reported = true;
         char msg[420];
         snprintf(msg, sizeof(msg),
                  "invalid annotation %.150s: %.200s; replicas are held until it is fixed", bad, err);
         ctl_event(c, w, "Warning", "InvalidAnnotation", msg);
         ctl_status_invalid(c, w, bad, err, now);
-        if (c->scrape)
-            scrape_forget(c->scrape, w->ns, w->name);
         return;
     }
     bool season_changed = w->fc && (!w->config_ok ||
@@ -399,7 +407,7 @@ static void configure(struct controller *c, struct ctl_wl *w, const struct kube_
 static void decide(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
                    int64_t now, bool leading)
 {
-    configure(c, w, d, now);
+    configure(c, w, d, now, leading);
     if (!w->config_ok)
         return;
     const struct ctl_workload_config *cfg = &w->cfg;
@@ -453,11 +461,23 @@ static void decide(struct controller *c, struct ctl_wl *w, const struct kube_dep
                                                       : "no scraper");
     }
     xfree(sp);
+    /* The rate sums the pods that were counted. A pod whose scrape failed
+     * still serves: assume it takes an average share and count it. A pod
+     * that just turned Ready (warming, not enough samples) serves little
+     * yet: leave it out of both the rate and the serving replicas, as a
+     * replica still starting, so it neither dilutes requests/GPU nor
+     * inflates the rate. */
+    int32_t serving = ready;
+    if (r.valid && cfg->source == CTL_SOURCE_SCRAPE && r.pods_counted > 0) {
+        serving = r.pods_counted + r.pods_failed;
+        if (r.pods_failed > 0)
+            r.request_rate *= (double)serving / r.pods_counted;
+    }
 
     struct policy_input in = {
         .now_ms = now,
         .current_replicas = d->spec_replicas,
-        .ready_replicas = ready,
+        .ready_replicas = serving,
         .gpus_per_replica = gpus,
         .metrics_valid = r.valid,
         .metrics_time_ms = r.valid ? r.time_ms : POLICY_NEVER,
@@ -485,7 +505,8 @@ static void decide(struct controller *c, struct ctl_wl *w, const struct kube_dep
     w->last_valid = r.valid;
     w->spec_replicas = d->spec_replicas;
     if (changed || policy_reason_is_action(dec.reason))
-        LOGW_INFO(SUB, w->ns, w->name, "%s: %s%s", policy_reason_name(dec.reason), dec.explain,
+        LOGW_INFO(SUB, w->ns, w->name, "%s: %s%s%s%s", policy_reason_name(dec.reason), dec.explain,
+                  r.valid ? "" : ": ", r.valid ? "" : r.why,
                   leading ? "" : " (follower: not acting)");
 
     if (r.valid && c->record_dir)
@@ -507,12 +528,20 @@ static void decide(struct controller *c, struct ctl_wl *w, const struct kube_dep
                       dec.desired);
         return;
     }
+    bool conflict = cfg->mode == CTL_MODE_SCALE && (w->hpa_conflict || has_keda_owner(d));
+    if (conflict) {
+        /* the status must not claim an action that is not taken */
+        snprintf(w->last.explain, sizeof(w->last.explain),
+                 "not acting: an %s also targets this Deployment (policy wanted %d replicas)",
+                 has_keda_owner(d) ? "KEDA ScaledObject" : "HorizontalPodAutoscaler", dec.desired);
+        w->last.desired = d->spec_replicas;
+    }
     ctl_status_update(c, w, now);
     if (dec.desired == d->spec_replicas || !policy_reason_is_action(dec.reason))
         return;
     if (cfg->mode == CTL_MODE_EXTERNAL_METRIC)
         return; /* the HPA writes replicas from gpuscaler_desired_replicas */
-    if (w->hpa_conflict || has_keda_owner(d)) {
+    if (conflict) {
         char msg[300];
         snprintf(msg, sizeof(msg),
                  "an %s also targets this Deployment; gpuscaler (mode scale) will not fight it: "

@@ -38,7 +38,19 @@ static int reason_slot(const char *reason)
 struct simple_req {
     struct controller *c;
     char *what;
+    char *ns, *name; /* the workload the request is about, or NULL */
 };
+
+static void simple_free(struct simple_req *r)
+{
+    struct controller *c = r->c;
+    c->report_inflight--;
+    xfree(r->what);
+    xfree(r->ns);
+    xfree(r->name);
+    xfree(r);
+    ctl_io_end(c);
+}
 
 static bool budget(const struct controller *c)
 {
@@ -48,21 +60,20 @@ static bool budget(const struct controller *c)
 static void simple_done(const struct kube_result *res, void *arg)
 {
     struct simple_req *r = arg;
-    r->c->report_inflight--;
     if (res->err != 0)
-        LOG_WARN(SUB, "%s failed: HTTP %ld %s %s", r->what, res->status, res->reason,
-                 res->message);
-    struct controller *c = r->c;
-    xfree(r->what);
-    xfree(r);
-    ctl_io_end(c);
+        LOGW_WARN(SUB, r->ns, r->name, "%s failed: HTTP %ld %s %s", r->what, res->status,
+                  res->reason, res->message);
+    simple_free(r);
 }
 
-static struct simple_req *simple_new(struct controller *c, const char *what)
+static struct simple_req *simple_new(struct controller *c, const struct ctl_wl *w,
+                                     const char *what)
 {
     struct simple_req *r = xcalloc(1, sizeof(*r));
     r->c = c;
     r->what = xstrdup(what);
+    r->ns = w ? xstrdup(w->ns) : NULL;
+    r->name = w ? xstrdup(w->name) : NULL;
     c->report_inflight++;
     ctl_io_begin(c);
     return r;
@@ -70,12 +81,8 @@ static struct simple_req *simple_new(struct controller *c, const char *what)
 
 static void simple_fail(struct simple_req *r, int rc)
 {
-    LOG_WARN(SUB, "%s: %s", r->what, strerror(-rc));
-    struct controller *c = r->c;
-    c->report_inflight--;
-    xfree(r->what);
-    xfree(r);
-    ctl_io_end(c);
+    LOGW_WARN(SUB, r->ns, r->name, "%s: %s", r->what, strerror(-rc));
+    simple_free(r);
 }
 
 void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
@@ -112,7 +119,7 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
     if (!ev)
         return;
     c->events_sent++;
-    struct simple_req *r = simple_new(c, "creating an Event");
+    struct simple_req *r = simple_new(c, w, "creating an Event");
     int rc = kube_event_create(c->kube, w->ns, ev, simple_done, r);
     json_decref(ev);
     if (rc != 0)
@@ -124,7 +131,7 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
 static void patch_status(struct controller *c, struct ctl_wl *w, const char *json)
 {
     json_t *ann = json_pack("{s:s}", CTL_ANNOTATION_PREFIX "status", json);
-    struct simple_req *r = simple_new(c, "writing the status annotation");
+    struct simple_req *r = simple_new(c, w, "writing the status annotation");
     int rc = kube_deployment_patch_annotations(c->kube, w->ns, w->name, ann, simple_done, r);
     json_decref(ann);
     if (rc != 0)
@@ -171,19 +178,58 @@ void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key,
 
 /* ---- recording ------------------------------------------------------------- */
 
+/* One write in flight per workload, so rows land in order; rows produced
+ * meanwhile wait in rec_pending. */
 struct rec_write {
     uv_fs_t req;
+    struct controller *c;
+    char *ns, *name;
     char *data;
 };
+
+static void rec_flush(struct controller *c, struct ctl_wl *w);
 
 static void rec_written(uv_fs_t *req)
 {
     struct rec_write *r = util_container_of(req, struct rec_write, req);
     if (req->result < 0)
-        LOG_WARN(SUB, "recording: write failed: %s", uv_strerror((int)req->result));
+        LOGW_WARN(SUB, r->ns, r->name, "recording: write failed: %s",
+                  uv_strerror((int)req->result));
     uv_fs_req_cleanup(req);
+    struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
+    if (w) {
+        w->rec_inflight = false;
+        rec_flush(r->c, w);
+    }
+    struct controller *c = r->c;
+    xfree(r->ns);
+    xfree(r->name);
     xfree(r->data);
     xfree(r);
+    ctl_io_end(c);
+}
+
+static void rec_flush(struct controller *c, struct ctl_wl *w)
+{
+    if (w->rec_inflight || w->record_fd < 0 || w->rec_pending.len == 0 || c->closing)
+        return;
+    struct rec_write *r = xcalloc(1, sizeof(*r));
+    r->c = c;
+    r->ns = xstrdup(w->ns);
+    r->name = xstrdup(w->name);
+    size_t len = w->rec_pending.len;
+    r->data = util_buf_steal(&w->rec_pending);
+    uv_buf_t b = uv_buf_init(r->data, (unsigned)len);
+    ctl_io_begin(c);
+    if (uv_fs_write(c->loop, &r->req, w->record_fd, &b, 1, -1, rec_written) != 0) {
+        xfree(r->ns);
+        xfree(r->name);
+        xfree(r->data);
+        xfree(r);
+        ctl_io_end(c);
+        return;
+    }
+    w->rec_inflight = true;
 }
 
 void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double rate)
@@ -196,7 +242,7 @@ void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double r
         char path[1024];
         snprintf(path, sizeof(path), "%s/%s_%s.csv", c->record_dir, w->ns, w->name);
         uv_fs_t req;
-        /* opened once per workload; the only synchronous file call */
+        /* opened once per workload; the only synchronous file calls */
         int fd = uv_fs_open(NULL, &req, path, O_WRONLY | O_CREAT | O_APPEND, 0644, NULL);
         uv_fs_req_cleanup(&req);
         if (fd < 0) {
@@ -206,23 +252,18 @@ void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double r
             return;
         }
         w->record_fd = fd;
-        struct rec_write *h = xcalloc(1, sizeof(*h));
-        h->data = xstrdup("# gpuscaler run --record: t_seconds (UNIX), requests per interval\n"
+        bool empty = uv_fs_fstat(NULL, &req, fd, NULL) == 0 && req.statbuf.st_size == 0;
+        uv_fs_req_cleanup(&req);
+        /* a file continued after a restart keeps its one header */
+        if (empty)
+            util_buf_puts(&w->rec_pending,
+                          "# gpuscaler run --record: t_seconds (UNIX), requests per interval\n"
                           "t_seconds,requests\n");
-        uv_buf_t hb = uv_buf_init(h->data, (unsigned)strlen(h->data));
-        if (uv_fs_write(c->loop, &h->req, fd, &hb, 1, -1, rec_written) != 0) {
-            xfree(h->data);
-            xfree(h);
-        }
     }
-    struct rec_write *r = xcalloc(1, sizeof(*r));
-    r->data = xasprintf("%lld,%.3f\n", (long long)(t / 1000), rate * (double)dt / 1000.0);
-    uv_buf_t b = uv_buf_init(r->data, (unsigned)strlen(r->data));
-    if (uv_fs_write(c->loop, &r->req, w->record_fd, &b, 1, -1, rec_written) != 0) {
-        xfree(r->data);
-        xfree(r);
-    }
+    util_buf_printf(&w->rec_pending, "%lld,%.3f\n", (long long)(t / 1000),
+                    rate * (double)dt / 1000.0);
     w->record_next_ms = t + dt;
+    rec_flush(c, w);
 }
 
 void ctl_record_close(struct ctl_wl *w)
@@ -233,6 +274,7 @@ void ctl_record_close(struct ctl_wl *w)
         uv_fs_req_cleanup(&req);
         w->record_fd = -1;
     }
+    util_buf_free(&w->rec_pending);
 }
 
 /* ---- forecaster checkpoints ------------------------------------------------ */

@@ -239,6 +239,18 @@ void kube_cache_write_metrics(const struct kube_cache *c, struct util_buf *out)
         {"watch_events", "Watch events applied.", offsetof(struct kube_reflector_stats, events)},
         {"watch_bookmarks", "Watch bookmarks seen.", offsetof(struct kube_reflector_stats, bookmarks)},
     };
+    /* a watch request beyond each reflector's first is a restart */
+    unsigned restarts[2] = {0, 0}, nref[2] = {0, 0};
+    for (size_t i = 0; i < c->nscopes; i++)
+        if (c->scopes[i].r)
+            nref[c->scopes[i].kind]++;
+    for (int k = 0; k < 2; k++)
+        restarts[k] = sum[k].watches > nref[k] ? sum[k].watches - nref[k] : 0;
+    util_buf_puts(out, "# HELP gpuscaler_watch_restarts_total Watches re-opened after the first "
+                       "(timeouts, errors, 410s).\n# TYPE gpuscaler_watch_restarts_total counter\n");
+    for (int k = 0; k < 2; k++)
+        util_buf_printf(out, "gpuscaler_watch_restarts_total{kind=\"%s\"} %u\n", kinds[k],
+                        restarts[k]);
     for (size_t i = 0; i < UTIL_ARRAY_LEN(counters); i++) {
         util_buf_printf(out, "# HELP gpuscaler_kube_%s_total %s\n# TYPE gpuscaler_kube_%s_total counter\n",
                         counters[i].name, counters[i].help, counters[i].name);

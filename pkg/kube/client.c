@@ -18,8 +18,19 @@
 #define TOKEN_CHECK_MS 1000
 #define TOKEN_MAX_BYTES (64 << 10)
 
+#define KUBE_NVERBS 5
+#define KUBE_NBUCKETS 11
+#define KUBE_NERRCLASS 5
+static const char *const verbs[KUBE_NVERBS] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+static const double lat_le[KUBE_NBUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                            0.5,   1,    2.5,   5,    10};
+static const char *const errclass[KUBE_NERRCLASS] = {"transport", "throttled", "conflict",
+                                                    "client", "server"};
+
 struct kreq {
     struct kube *k;
+    uint64_t t0;      /* uv_hrtime at send */
+    int verb;         /* index into verbs[], -1 for streams */
     struct kreq *prev, *next;
     struct httpc_req *req;
     kube_result_cb cb;
@@ -42,6 +53,10 @@ struct kube {
     struct stat token_st;
     struct kreq *reqs;
     size_t inflight;
+    /* request latency and errors, for gpuscaler's /metrics */
+    uint64_t lat_count[KUBE_NVERBS], lat_buckets[KUBE_NVERBS][KUBE_NBUCKETS];
+    double lat_sum[KUBE_NVERBS];
+    uint64_t errors[KUBE_NERRCLASS];
     bool closing;
     uv_timer_t close_handle; /* never started: only its close callback is used */
     kube_close_cb close_cb;
@@ -267,6 +282,23 @@ static void on_http_done(struct httpc_req *hr, int err, const struct httpc_resp 
     struct kube *k = r->k;
     (void)hr;
     unlink_req(r);
+    if (r->verb >= 0) {
+        double sec = (double)(uv_hrtime() - r->t0) / 1e9;
+        k->lat_count[r->verb]++;
+        k->lat_sum[r->verb] += sec;
+        for (int i = 0; i < KUBE_NBUCKETS; i++)
+            if (sec <= lat_le[i])
+                k->lat_buckets[r->verb][i]++;
+        long st = err ? 0 : resp->status;
+        int cls = err && err != -ECANCELED ? 0
+                  : st == 429              ? 1
+                  : st == 409              ? 2
+                  : st >= 500              ? 4
+                  : st >= 400 && st != 404 ? 3
+                                           : -1;
+        if (cls >= 0)
+            k->errors[cls]++;
+    }
     if (r->raw_cb) {
         r->raw_cb(err, resp, r->arg);
     } else {
@@ -344,6 +376,11 @@ static int send_req(struct kube *k, const char *method, const char *path, const 
     };
     r->k = k;
     r->on_data = on_data;
+    r->t0 = uv_hrtime();
+    r->verb = -1;
+    for (int i = 0; i < KUBE_NVERBS && !on_data; i++)
+        if (strcmp(method ? method : "GET", verbs[i]) == 0)
+            r->verb = i;
     int rc = httpc_request(k->http, &o, on_http_done, r, &r->req);
     xfree(url);
     if (rc < 0)
@@ -573,4 +610,31 @@ void kube_query_escape(struct util_buf *b, const char *s)
             util_buf_append(b, e, 3);
         }
     }
+}
+
+void kube_write_metrics(const struct kube *k, struct util_buf *out)
+{
+    util_buf_puts(out, "# HELP gpuscaler_api_request_duration_seconds Kubernetes API request "
+                       "latency (watches excluded).\n"
+                       "# TYPE gpuscaler_api_request_duration_seconds histogram\n");
+    for (int v = 0; v < KUBE_NVERBS; v++) {
+        for (int i = 0; i < KUBE_NBUCKETS; i++)
+            util_buf_printf(out,
+                            "gpuscaler_api_request_duration_seconds_bucket{verb=\"%s\",le=\"%g\"} "
+                            "%llu\n",
+                            verbs[v], lat_le[i], (unsigned long long)k->lat_buckets[v][i]);
+        util_buf_printf(out,
+                        "gpuscaler_api_request_duration_seconds_bucket{verb=\"%s\",le=\"+Inf\"} "
+                        "%llu\n"
+                        "gpuscaler_api_request_duration_seconds_sum{verb=\"%s\"} %.6f\n"
+                        "gpuscaler_api_request_duration_seconds_count{verb=\"%s\"} %llu\n",
+                        verbs[v], (unsigned long long)k->lat_count[v], verbs[v], k->lat_sum[v],
+                        verbs[v], (unsigned long long)k->lat_count[v]);
+    }
+    util_buf_puts(out, "# HELP gpuscaler_api_errors_total Failed Kubernetes API requests by "
+                       "class (404 is not an error).\n"
+                       "# TYPE gpuscaler_api_errors_total counter\n");
+    for (int c = 0; c < KUBE_NERRCLASS; c++)
+        util_buf_printf(out, "gpuscaler_api_errors_total{class=\"%s\"} %llu\n", errclass[c],
+                        (unsigned long long)k->errors[c]);
 }

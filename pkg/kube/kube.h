@@ -135,6 +135,14 @@ int kube_new(uv_loop_t *loop, struct httpc *http, const struct kube_config *cfg,
  */
 void kube_close(struct kube *k, kube_close_cb cb, void *arg);
 
+/**
+ * Append the client's metrics (Prometheus text): request latency histogram by
+ * verb (watches excluded) and errors by class (transport, throttled 429,
+ * conflict 409, client 4xx other than 404, server 5xx).
+ */
+struct util_buf;
+void kube_write_metrics(const struct kube *k, struct util_buf *out);
+
 /** The configured server URL and default namespace. */
 const char *kube_server(const struct kube *k);
 const char *kube_namespace(const struct kube *k);
