@@ -89,6 +89,100 @@ def make_pki(directory, users=(("e2e-admin", ("system:masters",)),), server_name
             "server_cert": scert, "server_key": skey, "clients": clients}
 
 
+_CA_CNF = """[ca]
+default_ca = ca_default
+[ca_default]
+database = index.txt
+new_certs_dir = .
+serial = serial
+default_md = sha256
+policy = policy_any
+unique_subject = no
+[policy_any]
+commonName = supplied
+organizationName = optional
+"""
+
+
+def make_ca(directory, name, cn, days=2):
+    """A self-signed CA <name>.crt/<name>.key in directory; returns (cert, key)."""
+    os.makedirs(directory, exist_ok=True)
+    _ec_key(name + ".key", directory)
+    _openssl("req", "-x509", "-new", "-key", name + ".key", "-out", name + ".crt", "-days",
+             str(days), "-subj", "/CN=" + cn, "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+             "-addext", "subjectKeyIdentifier=hash", cwd=directory)
+    return os.path.join(directory, name + ".crt"), os.path.join(directory, name + ".key")
+
+
+def make_cert(directory, ca, name, cn, orgs=(), usage="clientAuth", dns=(), ips=(), days=2,
+              expired=False):
+    """A certificate <name>.crt/<name>.key signed by ca = (cert, key): CN cn, O each of orgs,
+    extendedKeyUsage usage, SANs dns/ips.  expired=True makes one valid only during
+    2020-01-01 (signed with `openssl ca`, which can set past dates).  Returns (cert, key)."""
+    os.makedirs(directory, exist_ok=True)
+    d = directory
+    _ec_key(name + ".key", d)
+    subj = "".join("/O=" + o for o in orgs) + "/CN=" + cn
+    _openssl("req", "-new", "-key", name + ".key", "-out", name + ".csr", "-subj", subj, cwd=d)
+    ext = ("basicConstraints=critical,CA:FALSE\n"
+           "keyUsage=critical,digitalSignature,keyEncipherment\n"
+           "extendedKeyUsage=%s\n" % usage)
+    sans = ",".join(["DNS:" + n for n in dns] + ["IP:" + i for i in ips])
+    if sans:
+        ext += "subjectAltName=" + sans + "\n"
+    with open(os.path.join(d, name + ".ext"), "w") as f:
+        f.write(ext)
+    ca_cert, ca_key = (os.path.abspath(p) for p in ca)
+    if expired:
+        cadir = os.path.join(d, name + ".ca")
+        os.makedirs(cadir, exist_ok=True)
+        with open(os.path.join(cadir, "ca.cnf"), "w") as f:
+            f.write(_CA_CNF)
+        open(os.path.join(cadir, "index.txt"), "w").close()
+        with open(os.path.join(cadir, "serial"), "w") as f:
+            f.write("%X\n" % (0x1000 + len(os.listdir(d))))
+        _openssl("ca", "-batch", "-config", "ca.cnf", "-cert", ca_cert, "-keyfile", ca_key,
+                 "-in", os.path.join(d, name + ".csr"), "-out", os.path.join(d, name + ".crt"),
+                 "-startdate", "20200101000000Z", "-enddate", "20200102000000Z",
+                 "-extfile", os.path.join(d, name + ".ext"), "-notext", cwd=cadir)
+    else:
+        _openssl("x509", "-req", "-in", name + ".csr", "-CA", ca_cert, "-CAkey", ca_key,
+                 "-set_serial", str(int.from_bytes(os.urandom(8), "big")), "-out", name + ".crt",
+                 "-days", str(days), "-extfile", name + ".ext", cwd=d)
+    return os.path.join(d, name + ".crt"), os.path.join(d, name + ".key")
+
+
+def make_front_proxy_pki(directory, days=2):
+    """The kube-apiserver front-proxy PKI, separate from the cluster CA: front-proxy-ca and the
+    client certificate the aggregator presents (CN front-proxy-client, as kubeadm makes it).
+    Returns {"ca", "ca_key", "client_cert", "client_key"}."""
+    ca = make_ca(directory, "front-proxy-ca", "front-proxy-ca", days)
+    cert, key = make_cert(directory, ca, "front-proxy-client", "front-proxy-client", days=days)
+    return {"ca": ca[0], "ca_key": ca[1], "client_cert": cert, "client_key": key}
+
+
+def requestheader_configmap(requestheader_ca, client_ca=None,
+                            allowed_names=("front-proxy-client",)):
+    """ConfigMap kube-system/extension-apiserver-authentication as kube-apiserver publishes it
+    (values are JSON-array strings; the CA files are PEM text)."""
+    def pem(p):
+        with open(p) as f:
+            return f.read()
+    data = {
+        "requestheader-client-ca-file": pem(requestheader_ca),
+        "requestheader-allowed-names": json.dumps(list(allowed_names)),
+        "requestheader-username-headers": json.dumps(["X-Remote-User"]),
+        "requestheader-group-headers": json.dumps(["X-Remote-Group"]),
+        "requestheader-extra-headers-prefix": json.dumps(["X-Remote-Extra-"]),
+    }
+    if client_ca:
+        data["client-ca-file"] = pem(client_ca)
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "extension-apiserver-authentication",
+                         "namespace": "kube-system"}, "data": data}
+
+
 def write_kubeconfig(path, server, ca_file=None, token=None, cert_file=None, key_file=None,
                      namespace="default", insecure=False):
     """Write a kubeconfig (client cert and CA embedded as *-data)."""
@@ -196,6 +290,14 @@ class FakeKubeProcess:
         return self.admin("POST", "/fake/tokens", {"token": token, "user": user,
                                                    "groups": list(groups)})
 
+    def set_service_endpoint(self, namespace, name, address):
+        """Tell the aggregator where Service namespace/name lives ('HOST:PORT'; None forgets)."""
+        return self.admin("PUT", "/fake/service-endpoints",
+                          {"namespace": namespace, "name": name, "address": address})
+
+    def service_endpoints(self):
+        return self.admin("GET", "/fake/service-endpoints")
+
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
@@ -236,9 +338,14 @@ class FakeKubeProcess:
 
 def start(tls=True, auth="token", history=1000, bookmark_interval="10s", extra_args=(),
           verbose=False, ready_timeout=20.0, tmpdir=None, token=None, faults=None,
-          users=(("e2e-admin", ("system:masters",)),)):
+          users=(("e2e-admin", ("system:masters",)),), front_proxy=False,
+          service_endpoints=(), aggregator_resync=None):
     """Start fakekube and wait until /readyz answers.  auth: "token" or "cert" selects which
-    kubeconfig .kubeconfig is (both are written when tls).  Returns a FakeKubeProcess."""
+    kubeconfig .kubeconfig is (both are written when tls).  front_proxy=True makes a separate
+    front-proxy PKI (fk.front_proxy, see make_front_proxy_pki) whose client certificate the
+    aggregator presents to APIService backends; service_endpoints: "NS/NAME=HOST:PORT" strings;
+    aggregator_resync: period of the APIService availability checks ("30s" by default).
+    Returns a FakeKubeProcess."""
     fk = FakeKubeProcess()
     fk._own_dir = tmpdir is None
     fk.tmpdir = tmpdir or tempfile.mkdtemp(prefix="fakekube-")
@@ -246,6 +353,8 @@ def start(tls=True, auth="token", history=1000, bookmark_interval="10s", extra_a
     fk.token = token or "e2e-token-" + os.urandom(8).hex()
     fk.admin_token = "admin-" + os.urandom(12).hex()
     fk.pki = make_pki(os.path.join(d, "pki"), users=users) if tls else None
+    fk.front_proxy = make_front_proxy_pki(os.path.join(d, "pki", "front-proxy")) \
+        if front_proxy else None
     fk.log_path = os.path.join(d, "fakekube.log")
     port_file = os.path.join(d, "port")
     admin_port_file = os.path.join(d, "admin-port")
@@ -261,6 +370,13 @@ def start(tls=True, auth="token", history=1000, bookmark_interval="10s", extra_a
                 "--client-ca", fk.pki["ca"], "--kubeconfig-ca", fk.pki["ca"]]
     if faults:
         cmd += ["--faults", json.dumps(faults)]
+    if fk.front_proxy:
+        cmd += ["--proxy-client-cert", fk.front_proxy["client_cert"],
+                "--proxy-client-key", fk.front_proxy["client_key"]]
+    for ep in service_endpoints:
+        cmd += ["--service-endpoint", ep]
+    if aggregator_resync is not None:
+        cmd += ["--aggregator-resync", str(aggregator_resync)]
     if verbose:
         cmd.append("--verbose")
     cmd += list(extra_args)

@@ -7,6 +7,8 @@ encoding from a per-watch queue the store fills.  Authentication is by bearer to
 certificate (CN = user, O = groups); everything else gets 401.  A harness-only control surface
 (/fake/..., guarded by a separate admin token, also served on its own plain-HTTP port with
 --admin-listen) injects faults, compacts history, drops watches and restarts the listener.
+APIServices with a service are proxied to a harness-given endpoint as kube-aggregator does
+(aggregator.py).
 
 Run: python3 -m fakekube --help (from e2e/) or python3 e2e/fakekube/server.py --help.
 """
@@ -36,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from fakekube import api as A  # noqa: E402
+from fakekube.aggregator import Aggregator, parse_endpoint  # noqa: E402
 from fakekube.faults import IMMEDIATE_ACTIONS, Faults, FaultSpecError, fault_error  # noqa: E402
 from fakekube.resources import Registry  # noqa: E402
 from fakekube.store import Store  # noqa: E402
@@ -177,6 +180,9 @@ class FakeKube:
         self.admin_httpd = None
         self.host, self.port = parse_hostport(args.listen)
         self.ssl_ctx = self._ssl_context()
+        self.aggregator = Aggregator(self, args.proxy_client_cert, args.proxy_client_key,
+                                     parse_duration(args.aggregator_resync),
+                                     args.service_endpoint or ())
         for t in args.token or []:
             parts = t.split(":", 2)
             groups = parts[2].split(",") if len(parts) > 2 and parts[2] else ["system:masters"]
@@ -226,6 +232,7 @@ class FakeKube:
         self.httpd = _HTTPServer((self.host, self.port), Handler, self, self.ssl_ctx, False)
         self.port = self.httpd.server_address[1]
         self._serve(self.httpd)
+        self.aggregator.start()
         if self.args.admin_listen:
             h, p = parse_hostport(self.args.admin_listen)
             self.admin_httpd = _HTTPServer((h, p), Handler, self, None, True)
@@ -286,6 +293,7 @@ class FakeKube:
             *(user or ["    {}"]), ""])
 
     def stop(self):
+        self.aggregator.stop()
         self.store.close_watchers("abort")
         for srv in (self.httpd, self.admin_httpd):
             if srv is not None:
@@ -595,6 +603,12 @@ class Handler(BaseHTTPRequestHandler):
                 if rule.action == "reset":
                     raise _Abort()
                 raise fault_error(rule, req, info.get("res"))
+            agg = self.app.aggregator.match(path) if ident is not None else None
+            if agg is not None:
+                # kube-aggregator: proxied to the APIService's Service, which negotiates itself
+                entry["aggregated"] = agg["metadata"]["name"]
+                self.app.aggregator.proxy(self, agg, path, url.query, ident, body)
+                return
             accept = self.headers.get("Accept") or ""
             if accept and not any(t in accept for t in ("json", "*/*", "application/*")):
                 raise A.StatusError(406, "NotAcceptable",
@@ -759,14 +773,17 @@ class Handler(BaseHTTPRequestHandler):
                                     "serverAddressByClientCIDRs": [
                                         {"clientCIDR": "0.0.0.0/0", "serverAddress": addr}]})
         if p == "/apis":
-            return self._send(200, reg.api_group_list())
+            groups = reg.api_group_list()
+            groups["groups"].extend(self.app.aggregator.api_groups(set(reg.group_order)))
+            return self._send(200, groups)
         parts = p.strip("/").split("/")
         if parts[0] == "api" and len(parts) == 2:
             rl = reg.resource_list("", parts[1])
             if rl:
                 return self._send(200, rl)
         if parts[0] == "apis" and len(parts) == 2:
-            g = reg.api_group(parts[1])
+            g = reg.api_group(parts[1]) or self.app.aggregator.api_group(parts[1],
+                                                                         set(reg.group_order))
             if g:
                 return self._send(200, g)
         if parts[0] == "apis" and len(parts) == 3:
@@ -777,7 +794,7 @@ class Handler(BaseHTTPRequestHandler):
             paths = sorted({"/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz",
                             "/version"} | {"/apis/" + g for g in reg.group_order} |
                            {"/apis/%s/%s" % (r.group, r.version) for r in reg.resources
-                            if r.group})
+                            if r.group} | self.app.aggregator.paths(set(reg.group_order)))
             return self._send(200, {"paths": paths})
         raise A.StatusError(404, "NotFound", "the server could not find the requested resource",
                             {})
@@ -987,6 +1004,27 @@ class Handler(BaseHTTPRequestHandler):
             if "rules" in data:
                 app.sar_rules = list(data["rules"])
             return self._send(200, {"default": app.sar_default, "rules": app.sar_rules})
+        if p == "/service-endpoints" and m == "GET":
+            return self._send(200, {"endpoints": app.aggregator.endpoints_view(),
+                                    "aggregator": app.aggregator.status()})
+        if p == "/service-endpoints" and m in ("PUT", "POST") and isinstance(data, dict):
+            items = data.get("endpoints")
+            if items is None:
+                items = {"%s/%s" % (data.get("namespace", ""), data.get("name", "")):
+                         data.get("address")}
+            if not isinstance(items, dict):
+                raise A.bad_request("endpoints must map NS/NAME to HOST:PORT (or null)")
+            try:
+                for key, addr in items.items():
+                    ns, _, name = key.partition("/")
+                    if not ns or not name:
+                        raise ValueError("bad key %r" % key)
+                    if addr:
+                        parse_endpoint("%s=%s" % (key, addr))
+                    app.aggregator.set_endpoint(ns, name, addr)
+            except ValueError as e:
+                raise A.bad_request("bad service endpoint: %s" % e)
+            return self._send(200, {"endpoints": app.aggregator.endpoints_view()})
         if p == "/kubeconfig" and m == "GET":
             return self._send(200, app.kubeconfig_text(), "application/yaml")
         raise A.StatusError(404, "NotFound", "no such fakekube control endpoint: %s %s"
@@ -1030,6 +1068,14 @@ def build_parser():
     ap.add_argument("--sar-default", choices=("allow", "deny", "known"), default="known",
                     help="SubjectAccessReview answer when no rule matches: allow, deny, or "
                          "allow only known users / system:masters [known]")
+    ap.add_argument("--service-endpoint", action="append", metavar="NS/NAME=HOST:PORT",
+                    help="where Service NS/NAME is reachable (stands for its EndpointSlices); "
+                         "APIServices naming it are proxied there (repeatable)")
+    ap.add_argument("--proxy-client-cert", help="front-proxy client certificate (PEM) the "
+                                                "aggregator presents to APIService backends")
+    ap.add_argument("--proxy-client-key", help="its private key (PEM)")
+    ap.add_argument("--aggregator-resync", default="30s",
+                    help="period of the APIService availability checks [30s]")
     ap.add_argument("--request-log-size", type=int, default=20000,
                     help="requests kept for GET /fake/requests [20000]")
     ap.add_argument("--verbose", "-v", action="store_true",

@@ -43,7 +43,7 @@ CONFIG_KEYS = {
                          "upstream": {"url": None, "ca-file": None, "cert-file": None,
                                       "key-file": None, "token-file": None}},
     "prometheus": {"url": None, "ca-file": None, "token-file": None},
-    "scrape": {"interval": None, "timeout": None, "missing-fraction": None},
+    "scrape": {"interval": None, "timeout": None, "missing-fraction": None, "rate-window": None},
     "checkpoint": {"configmap": None},
     "defaults": "annotations",
 }

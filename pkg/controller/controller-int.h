@@ -86,6 +86,8 @@ struct ctl_wl {
     struct policy_state pst;
     struct forecast *fc;
     bool checkpoint_loaded;       /**< restore attempted */
+    bool checkpoint_ready;        /**< the stored checkpoint was read, or there is none:
+                                       saving may replace it */
     int64_t last_checkpoint_ms;
     struct policy_decision last;  /**< last decision */
     bool have_last;

@@ -171,7 +171,8 @@ void controller_write_metrics(struct controller *c, struct util_buf *out);
 struct ctl_workload_view {
     const char *ns;
     const char *name;
-    bool valid;                /**< a fresh decision from valid metrics exists */
+    bool valid;                /**< a fresh decision made from valid metrics: otherwise the
+                                    numbers are not served (an HPA then holds) */
     int64_t time_ms;           /**< UNIX ms of that decision */
     int64_t window_s;          /**< rate window behind the numbers */
     int32_t desired;

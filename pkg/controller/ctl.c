@@ -752,9 +752,9 @@ size_t controller_visit(struct controller *c, const char *ns, ctl_view_cb cb, vo
             struct ctl_workload_view v = {
                 .ns = w->ns,
                 .name = w->name,
-                .valid = now - w->last_decision_ms <= max_age,
+                .valid = w->last_valid && now - w->last_decision_ms <= max_age,
                 .time_ms = w->last_decision_ms,
-                .window_s = 60,
+                .window_s = c->cfg->scrape.rate_window_ms / 1000,
                 .desired = w->last.desired,
                 .requests_per_gpu = w->last.requests_per_gpu,
                 .forecast_requests_per_gpu = w->last.forecast_requests_per_gpu,

@@ -333,6 +333,8 @@ static void ckpt_loaded(const struct kube_result *res, void *arg)
 {
     struct ckpt_req *r = arg;
     struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
+    if (w && res->err == -ENOENT)
+        w->checkpoint_ready = true; /* nothing stored yet: the first save creates it */
     if (res->err == -ENOENT || !w || !w->fc) {
         ckpt_free(r);
         return;
@@ -340,9 +342,11 @@ static void ckpt_loaded(const struct kube_result *res, void *arg)
     if (res->err != 0) {
         LOGW_WARN(SUB, r->ns, r->name, "reading forecaster checkpoint %s failed: %s", r->cm,
                   res->message);
+        w->checkpoint_loaded = false; /* read again next tick; never overwrite it unread */
         ckpt_free(r);
         return;
     }
+    w->checkpoint_ready = true;
     const char *s = json_string_value(
         json_object_get(json_object_get(res->body, "binaryData"), "forecast"));
     char *raw = NULL;
@@ -412,8 +416,10 @@ static void ckpt_saved(const struct kube_result *res, void *arg)
 
 void ctl_checkpoint_save(struct controller *c, struct ctl_wl *w, int64_t now_ms)
 {
-    if (!w->fc || c->dry_run || now_ms - w->last_checkpoint_ms < CHECKPOINT_INTERVAL_MS ||
-        (!c->closing && !budget(c)))
+    /* not before the stored checkpoint was read: a save racing the first read
+     * would replace days of history with this instance's empty forecaster */
+    if (!w->fc || !w->checkpoint_ready || c->dry_run ||
+        now_ms - w->last_checkpoint_ms < CHECKPOINT_INTERVAL_MS || (!c->closing && !budget(c)))
         return;
     w->last_checkpoint_ms = now_ms;
     uint8_t *buf = NULL;

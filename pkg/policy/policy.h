@@ -180,6 +180,18 @@ int policy_counter_add(struct policy_counter *c, int64_t t_ms, double value);
 int policy_counter_rate(const struct policy_counter *c, int64_t now_ms, int64_t window_ms,
                         double *out_rate);
 
+/**
+ * The counter's increase over the samples in (now - window, now] (resets
+ * handled as in policy_counter_rate) and the time those samples span. Summing
+ * increases of several counters and dividing by the longest span gives their
+ * combined throughput over the window even when some counters are younger
+ * than it (a pod that just started): averaging per-counter rates would count
+ * the young counter's short span as if it covered the whole window.
+ * -ENODATA with fewer than two samples in the window.
+ */
+int policy_counter_increase(const struct policy_counter *c, int64_t now_ms, int64_t window_ms,
+                            double *out_increase, int64_t *out_span_ms);
+
 /** Time of the newest sample, or POLICY_NEVER. */
 int64_t policy_counter_last_ms(const struct policy_counter *c);
 

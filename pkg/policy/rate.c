@@ -31,8 +31,8 @@ int policy_counter_add(struct policy_counter *c, int64_t t_ms, double value)
     return 0;
 }
 
-int policy_counter_rate(const struct policy_counter *c, int64_t now_ms, int64_t window_ms,
-                        double *out_rate)
+int policy_counter_increase(const struct policy_counter *c, int64_t now_ms, int64_t window_ms,
+                            double *out_increase, int64_t *out_span_ms)
 {
     int first = -1, last = -1;
     for (int i = 0; i < c->n; i++) {
@@ -50,11 +50,23 @@ int policy_counter_rate(const struct policy_counter *c, int64_t now_ms, int64_t 
         double prev = c->v[idx(c, i - 1)], cur = c->v[idx(c, i)];
         inc += cur >= prev ? cur - prev : cur;
     }
-    double dt = (double)(c->t_ms[idx(c, last)] - c->t_ms[idx(c, first)]) / 1000.0;
-    if (dt <= 0)
+    int64_t span = c->t_ms[idx(c, last)] - c->t_ms[idx(c, first)];
+    if (span <= 0)
         return -ENODATA;
-    *out_rate = inc / dt;
+    *out_increase = inc;
+    *out_span_ms = span;
     return 0;
+}
+
+int policy_counter_rate(const struct policy_counter *c, int64_t now_ms, int64_t window_ms,
+                        double *out_rate)
+{
+    double inc;
+    int64_t span;
+    int rc = policy_counter_increase(c, now_ms, window_ms, &inc, &span);
+    if (rc == 0)
+        *out_rate = inc / ((double)span / 1000.0);
+    return rc;
 }
 
 int64_t policy_counter_last_ms(const struct policy_counter *c)

@@ -396,6 +396,12 @@ static void test_counter_rate(void **s)
     assert_int_equal(policy_counter_add(&c, 210000, 1050), 0);
     assert_int_equal(policy_counter_rate(&c, 210000, 60000, &r), 0);
     assert_true(fabs(r - 5) < 1e-9);
+    /* increase and span: what several counters sum over a common window */
+    double inc;
+    int64_t span;
+    assert_int_equal(policy_counter_increase(&c, 210000, 60000, &inc, &span), 0);
+    assert_true(fabs(inc - 50) < 1e-9);
+    assert_int_equal(span, 10000);
     /* the ring keeps the newest samples */
     struct policy_counter big = {0};
     for (int i = 0; i < 100; i++)

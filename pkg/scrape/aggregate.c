@@ -9,7 +9,9 @@
  *    and fewer than 2 successful scrapes since;
  *  - stale: otherwise without a successful scrape in the last 3 intervals,
  *    or with fewer than 2 samples in the rate window;
- *  - counted: everything else; the request rate is the sum of their rates.
+ *  - counted: everything else; the request rate sums their rates, except
+ *    that a pod that became a target within the observed window adds its
+ *    requests spread over that window (see below).
  * Warming pods are stale in pods_stale but left out of the missing-fraction
  * test on both sides: invalid when (failed + stale - warming) exceeds
  * missing_fraction x (ready - warming). So a scale-out (many new pods) never
@@ -205,13 +207,20 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
 
     struct tally t = {0};
     struct hist_acc *h = xcalloc(1, sizeof(*h));
-    double rate = 0, inflight = 0, queued = 0;
+    double inflight = 0, queued = 0;
+    /* counted pods' increases and sample spans, for the rate below */
+    double *incs = xcalloc(n ? n : 1, sizeof(double));
+    int64_t *spans = xcalloc(n ? n : 1, sizeof(int64_t)), *ages = xcalloc(n ? n : 1,
+                                                                         sizeof(int64_t));
+    size_t ncounted = 0;
+    int64_t span = 0;
     bool any_inflight = false, any_queued = false, any_req = false;
     int64_t fresh = 3 * interval_ms;
 
     for (size_t i = 0; i < n; i++) {
         const struct scrape_podstate *st = pods[i].st;
-        double r;
+        double inc;
+        int64_t sp;
         if (st->fail != SCRAPE_FAIL_NONE) {
             t.failed[st->fail < SCRAPE_FAIL_COUNT_ ? st->fail : SCRAPE_FAIL_OTHER]++;
             out->pods_failed++;
@@ -223,12 +232,17 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
             continue;
         }
         if (st->last_ok_ms == POLICY_NEVER || now_ms - st->last_ok_ms > fresh ||
-            policy_counter_rate(&st->requests, now_ms, window_ms, &r) != 0) {
+            policy_counter_increase(&st->requests, now_ms, window_ms, &inc, &sp) != 0) {
             t.stale++;
             continue;
         }
         out->pods_counted++;
-        rate += r;
+        incs[ncounted] = inc;
+        spans[ncounted] = sp;
+        ages[ncounted] = now_ms - st->since_ms;
+        ncounted++;
+        if (sp > span)
+            span = sp;
         out->gpus_ready += pods[i].gpus;
         if (st->last_ok_ms > out->time_ms)
             out->time_ms = st->last_ok_ms;
@@ -264,6 +278,18 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
                  spec->request_metric[0] ? spec->request_metric : "(none configured)");
     } else {
         out->valid = true;
+        /* The workload's throughput over the window we have observed (the
+         * longest sample span). A pod that became a target within it (by more
+         * than one interval of scrape jitter) adds its requests spread over
+         * that span, not a rate over its short life: when traffic is shared
+         * by a load balancer, a new pod takes a share of the same demand, and
+         * summing rates would count that demand twice during a scale-out. */
+        double rate = 0;
+        for (size_t k = 0; k < ncounted; k++) {
+            bool young = ages[k] < span - interval_ms;
+            rate += young ? incs[k] / ((double)span / 1000.0)
+                          : incs[k] / ((double)spans[k] / 1000.0);
+        }
         out->request_rate = rate;
         out->inflight = spec->inflight_metric[0] && any_inflight ? inflight : -1;
         out->queued = spec->queue_metric[0] && any_queued ? queued : -1;
@@ -275,5 +301,8 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     }
     if (out->time_ms == POLICY_NEVER)
         out->time_ms = 0;
+    xfree(incs);
+    xfree(spans);
+    xfree(ages);
     xfree(h);
 }

@@ -274,6 +274,11 @@ static void test_pods_appear_vanish(void **state)
     assert_true(r.valid);
     assert_int_equal(r.pods_counted, 3);
     assert_int_equal(r.pods_stale, 0);
+    /* the new pod's requests are spread over the observed window (it served
+     * for about half of it): 20 + 10 x ~0.5, not 30 at once */
+    assert_true(r.request_rate > 22 && r.request_rate < 28);
+    run_for(f, 1000); /* once it is older than the window it counts fully */
+    r = get(f, "chat");
     assert_near(r.request_rate, 30, 0.05);
 
     targets(f, "chat", SCRAPE_VLLM, f->pods + 1, 2, NULL); /* pod 0 is gone */

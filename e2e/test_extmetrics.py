@@ -1,0 +1,455 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""End-to-end tests of gpuscaler's HPA mode: `gpuscaler run --external-metrics=true` serves
+external.metrics.k8s.io/v1beta1 over TLS, fakekube proxies it as kube-aggregator does (an
+APIService with a caBundle, the front-proxy client certificate, X-Remote-User/Group, the
+availability check), and hpaemu (an emulation of the HPA controller) scales a Deployment from
+gpuscaler_desired_replicas with an AverageValue target of 1.
+
+Everything runs on loopback and is stopped by PID: fakekube (harness), gpuscaler (ctlharness),
+fake serving pods (MetricsPods on 127.0.14-18.N) and their MiniKubelet.  Durations are compressed:
+gpuscaler decides every second (scale-out after 4 s, scale-in after 6 s), the HPA syncs every
+second, the aggregator re-checks availability every second.
+
+Run: /usr/bin/python3 e2e/test_extmetrics.py  (meson test 'extmetrics'; GPUSCALER_BIN)
+"""
+import base64
+import http.client
+import json
+import math
+import os
+import re
+import shutil
+import ssl
+import statistics
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from ctlharness import (Gpuscaler, MetricsPods, MiniKubelet, deployment, free_port,  # noqa: E402
+                        wait_for)
+from fakekube import harness, kubeclient  # noqa: E402
+import hpaemu  # noqa: E402
+from hpaemu import TestHPAArithmetic  # noqa: E402,F401  (the emulation's own tests run here too)
+
+SYSTEM_NS = "gpuscaler-system"
+GPUSCALER_USER = "system:serviceaccount:%s:gpuscaler" % SYSTEM_NS
+HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
+APISERVICE = "v1beta1.external.metrics.k8s.io"
+EM = "/apis/external.metrics.k8s.io/v1beta1"
+METRICS = ["gpuscaler_desired_replicas", "gpuscaler_requests_per_gpu",
+           "gpuscaler_forecast_requests_per_gpu", "gpuscaler_utilization"]
+RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+
+CONFIG = """decision-interval: 1s
+leader-election: {enabled: false}
+scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
+"""
+
+ANNOTATIONS = {
+    "gpuscaler.io/enabled": "true",
+    "gpuscaler.io/mode": "external-metric",
+    "gpuscaler.io/capacity-per-gpu": "10",
+    "gpuscaler.io/scale-out-after": "4s",
+    "gpuscaler.io/scale-in-after": "6s",
+    "gpuscaler.io/min-replicas": "1",
+    "gpuscaler.io/max-replicas": "8",
+    "gpuscaler.io/predictive": "false",
+    "gpuscaler.io/metrics-stale-after": "5s",
+}
+
+# the HPA of docs/external-metrics.md section 3
+HPA_BEHAVIOR = {
+    "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
+                "policies": [{"type": "Percent", "value": 1000, "periodSeconds": 15}]},
+    "scaleDown": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
+                  "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]},
+}
+
+T0 = time.monotonic()
+
+
+def status_of(body):
+    try:
+        return json.loads(body)
+    except ValueError:
+        return {"text": body.decode(errors="replace")}
+
+
+class ExtMetricsE2E(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.procs = []
+        cls.fk = harness.start(front_proxy=True, aggregator_resync="1s", bookmark_interval="1s")
+        fk = cls.fk
+        cls.c = fk.client()
+        cls.ns = "hpa-e2e-%d" % (int(time.time()) % 100000)
+        for ns in (SYSTEM_NS, cls.ns):
+            cls.c.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                        "metadata": {"name": ns}})
+        # identities: gpuscaler's ServiceAccount and the HPA controller's
+        sa = ["system:serviceaccounts", "system:authenticated"]
+        cls.gpuscaler_token = "gpuscaler-" + os.urandom(8).hex()
+        cls.hpa_token = "hpa-" + os.urandom(8).hex()
+        fk.add_token(cls.gpuscaler_token, GPUSCALER_USER,
+                     sa + ["system:serviceaccounts:" + SYSTEM_NS])
+        fk.add_token(cls.hpa_token, HPA_USER, sa + ["system:serviceaccounts:kube-system"])
+        d = fk.tmpdir
+        cls.gpuscaler_kubeconfig = harness.write_kubeconfig(
+            os.path.join(d, "kubeconfig-gpuscaler.yaml"), fk.url, ca_file=fk.pki["ca"],
+            token=cls.gpuscaler_token)
+        cls.hpa_kubeconfig = harness.write_kubeconfig(
+            os.path.join(d, "kubeconfig-hpa.yaml"), fk.url, ca_file=fk.pki["ca"],
+            token=cls.hpa_token)
+        cls.hpa_client = kubeclient.Client.from_kubeconfig(cls.hpa_kubeconfig,
+                                                           user_agent="kube-controller-manager/"
+                                                           "v1.31.0 (linux/amd64) hpaemu")
+        # the trust ConfigMap kube-apiserver publishes (created here through the API)
+        cls.c.create("configmaps", harness.requestheader_configmap(
+            fk.front_proxy["ca"], fk.pki["ca"]), "kube-system")
+        # gpuscaler's serving certificate, and the client certificates of the auth tests
+        pki = os.path.join(d, "e2e-pki")
+        serving_ca = harness.make_ca(pki, "serving-ca", "gpuscaler-serving-ca")
+        cls.serving_ca = serving_ca[0]
+        cls.serving = harness.make_cert(pki, serving_ca, "serving", "gpuscaler",
+                                        usage="serverAuth",
+                                        dns=("gpuscaler.%s.svc" % SYSTEM_NS, "localhost"),
+                                        ips=("127.0.0.1",))
+        fp_ca = (fk.front_proxy["ca"], fk.front_proxy["ca_key"])
+        rogue_ca = harness.make_ca(pki, "rogue-ca", "front-proxy-ca")
+        cls.certs = {
+            "valid": (fk.front_proxy["client_cert"], fk.front_proxy["client_key"]),
+            "rogue": harness.make_cert(pki, rogue_ca, "rogue", "front-proxy-client"),
+            "expired": harness.make_cert(pki, fp_ca, "expired", "front-proxy-client",
+                                         expired=True),
+            "wrong-cn": harness.make_cert(pki, fp_ca, "wrong-cn", "not-the-front-proxy"),
+        }
+        # register the APIService and its Service before gpuscaler listens
+        cls.port = free_port()
+        cls.c.create("services", {"apiVersion": "v1", "kind": "Service",
+                                  "metadata": {"name": "gpuscaler"},
+                                  "spec": {"selector": {"app": "gpuscaler"}, "ports": [
+                                      {"name": "https", "port": 443, "targetPort": 6443}]}},
+                     SYSTEM_NS)
+        fk.set_service_endpoint(SYSTEM_NS, "gpuscaler", "127.0.0.1:%d" % cls.port)
+        with open(cls.serving_ca, "rb") as f:
+            bundle = base64.b64encode(f.read()).decode()
+        cls.c.create("apiservices", {
+            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": APISERVICE},
+            "spec": {"group": "external.metrics.k8s.io", "version": "v1beta1",
+                     "service": {"namespace": SYSTEM_NS, "name": "gpuscaler", "port": 443},
+                     "caBundle": bundle, "groupPriorityMinimum": 100, "versionPriority": 100}})
+        cls.down_cond = wait_for(lambda: cls.available_cond(False), 15,
+                                 what="FailedDiscoveryCheck before gpuscaler runs")
+        cls.down_answer = cls.c.raw("GET", EM)
+        cls.metrics = MetricsPods()
+        t = time.monotonic()
+        cls.g = Gpuscaler(cls.gpuscaler_kubeconfig, CONFIG, [
+            "--external-metrics=true", "--external-metrics-addr", "127.0.0.1:%d" % cls.port,
+            "--tls-cert-file", cls.serving[0], "--tls-key-file", cls.serving[1]],
+            ident="gpuscaler-hpa-e2e")
+        cls.procs.append(cls.g)
+        cls.up_cond = wait_for(lambda: cls.available_cond(True), 20,
+                               what="APIService Available after gpuscaler started")
+        cls.available_after = time.monotonic() - t
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in cls.procs:
+            p.stop()
+            shutil.rmtree(p.dir, ignore_errors=True)
+        cls.metrics.close()
+        cls.hpa_client.close()
+        cls.c.close()
+        cls.fk.stop()
+        print("extmetrics e2e: %.1fs in all" % (time.monotonic() - T0))
+
+    @classmethod
+    def available_cond(cls, want):
+        st = cls.c.get("apiservices", APISERVICE).get("status") or {}
+        for cond in st.get("conditions") or []:
+            if cond["type"] == "Available" and (cond["status"] == "True") == want:
+                return cond
+        return None
+
+    # ---- helpers -------------------------------------------------------------------
+
+    def em_get(self, metric, selector=None, ns=None, client=None):
+        """GET one external metric through the fake (the aggregator): (code, document)."""
+        params = {"labelSelector": selector} if selector is not None else None
+        code, _, body = (client or self.c).raw("GET", "%s/namespaces/%s/%s"
+                                               % (EM, ns or self.ns, metric), params=params)
+        return code, status_of(body)
+
+    def direct(self, path, cert=None, headers=None):
+        """GET against gpuscaler's own port, verifying its serving certificate."""
+        ctx = ssl.create_default_context(cafile=self.serving_ca)
+        if cert:
+            ctx.load_cert_chain(*cert)
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=10)
+        try:
+            conn.request("GET", path, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, status_of(r.read())
+        finally:
+            conn.close()
+
+    def desired(self, name):
+        code, doc = self.em_get("gpuscaler_desired_replicas", "deployment=" + name)
+        if code != 200:
+            return None
+        return hpaemu.milli_value(doc["items"][0]["value"]) / 1000.0
+
+    def replicas(self, name):
+        return self.c.get("deployments", name, self.ns)["spec"]["replicas"]
+
+    def follow(self, name, hold, timeout):
+        """Poll gpuscaler's desired count and the Deployment's replicas until they are equal
+        and unchanged for hold seconds.  Returns (count, steps): steps lists each desired count
+        gpuscaler served and the seconds until the Deployment had it (None: superseded)."""
+        end = time.monotonic() + timeout
+        steps, last, since = [], None, time.monotonic()
+        while time.monotonic() < end:
+            d, r = self.desired(name), self.replicas(name)
+            now = time.monotonic()
+            d = int(round(d)) if d is not None else None
+            if d is not None and (not steps or steps[-1][0] != d):
+                steps.append([d, now, None])
+            if steps and steps[-1][2] is None and r == steps[-1][0]:
+                steps[-1][2] = now
+            if (d, r) != last:
+                last, since = (d, r), now
+            if d is not None and d == r and now - since >= hold:
+                return d, [(v, None if ta is None else ta - ts) for v, ts, ta in steps]
+            time.sleep(0.25)
+        raise AssertionError("%s: gpuscaler and the HPA did not settle in %ds (last %s, "
+                             "steps %s)" % (name, timeout, last, steps))
+
+    def make(self, name, replicas, subnet, rate):
+        self.c.create("deployments", deployment(name, replicas, dict(ANNOTATIONS),
+                                                self.metrics.port), self.ns)
+        k = MiniKubelet(self.c, self.ns, name, self.metrics, subnet=subnet,
+                        port=self.metrics.port)
+        k.start()
+        self.addCleanup(k.stop)
+        self.metrics.set_rate(name, rate)
+        return k
+
+    # ---- scenarios -------------------------------------------------------------------
+
+    def test_1_registration_discovery_and_availability(self):
+        # before gpuscaler listened: FailedDiscoveryCheck, and the proxy refuses with 503
+        self.assertEqual(self.down_cond["reason"], "FailedDiscoveryCheck")
+        self.assertIn("failing or missing response from https://127.0.0.1:%d/apis/"
+                      "external.metrics.k8s.io/v1beta1" % self.port, self.down_cond["message"])
+        self.assertEqual((self.down_answer[0], self.down_answer[2]),
+                         (503, b"service unavailable\n"))
+        self.assertEqual((self.up_cond["reason"], self.up_cond["message"]),
+                         ("Passed", "all checks passed"))
+        print("APIService Available %.2fs after gpuscaler started" % self.available_after)
+        groups = {g["name"]: g for g in self.c.request("GET", "/apis")["groups"]}
+        self.assertEqual(groups["external.metrics.k8s.io"]["preferredVersion"],
+                         {"groupVersion": "external.metrics.k8s.io/v1beta1",
+                          "version": "v1beta1"})
+        self.assertEqual(self.c.request("GET", "/apis/external.metrics.k8s.io")["kind"],
+                         "APIGroup")
+        # the per-version list is gpuscaler's, through the aggregator, as the HPA's identity
+        for client in (self.c, self.hpa_client):
+            rl = client.request("GET", EM)
+            self.assertEqual((rl["kind"], rl["groupVersion"]),
+                             ("APIResourceList", "external.metrics.k8s.io/v1beta1"))
+            self.assertEqual(sorted(r["name"] for r in rl["resources"]), sorted(METRICS))
+            for r in rl["resources"]:
+                self.assertEqual((r["namespaced"], r["kind"], r["verbs"]),
+                                 (True, "ExternalMetricValueList", ["get"]))
+        # the availability probes reached gpuscaler as system:kube-aggregator (system:masters)
+        self.assertIn("serving external.metrics.k8s.io/v1beta1 on 127.0.0.1:%d" % self.port,
+                      self.g.text())
+
+    def test_2_metric_values_through_the_aggregator(self):
+        self.make("llama", 2, subnet=14, rate=10)
+        t = time.monotonic()
+        wait_for(lambda: self.em_get("gpuscaler_requests_per_gpu", "deployment=llama")[0] == 200,
+                 30, what="gpuscaler_requests_per_gpu for llama")
+        print("first measured value served %.1fs after the Deployment was created"
+              % (time.monotonic() - t))
+        code, doc = self.em_get("gpuscaler_desired_replicas", "deployment=llama")
+        self.assertEqual(code, 200, doc)
+        self.assertEqual((doc["kind"], doc["apiVersion"]),
+                         ("ExternalMetricValueList", "external.metrics.k8s.io/v1beta1"))
+        self.assertEqual(len(doc["items"]), 1, doc)
+        it = doc["items"][0]
+        self.assertEqual(it["metricName"], "gpuscaler_desired_replicas")
+        self.assertEqual(it["metricLabels"].get("deployment"), "llama")
+        self.assertNotIn("namespace", it["metricLabels"])
+        self.assertRegex(it["timestamp"], RFC3339)
+        ts = time.mktime(time.strptime(it["timestamp"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+        self.assertLess(abs(time.time() - ts), 30, it["timestamp"])
+        self.assertRegex(it["value"], r"^-?\d+m?$")
+        self.assertEqual(hpaemu.milli_value(it["value"]) % 1000, 0, "replicas are whole")
+        self.assertNotIn("window", it, "a replica count is not a rate")
+        self.assertGreaterEqual(hpaemu.milli_value(it["value"]), 1000)
+        # the metric name is matched case-insensitively
+        code, doc2 = self.em_get("Gpuscaler_Desired_Replicas", "deployment=llama")
+        self.assertEqual(code, 200, doc2)
+        self.assertEqual([i["metricLabels"]["deployment"] for i in doc2["items"]], ["llama"])
+        self.assertEqual(doc2["items"][0]["value"], it["value"])
+        # the rates carry their window
+        code, rpg = self.em_get("gpuscaler_requests_per_gpu", "deployment=llama")
+        self.assertEqual(code, 200, rpg)
+        self.assertGreater(rpg["items"][0].get("window", 0), 0)
+        # unknown metric, namespace, or a selector matching nothing: Status 404
+        for metric, ns, sel in (("gpuscaler_nonsense", None, "deployment=llama"),
+                                ("gpuscaler_desired_replicas", "kube-public",
+                                 "deployment=llama"),
+                                ("gpuscaler_desired_replicas", None, "deployment=nope")):
+            code, st = self.em_get(metric, sel, ns)
+            self.assertEqual(code, 404, (metric, ns, sel, st))
+            self.assertEqual((st.get("kind"), st.get("code"), st.get("reason")),
+                             ("Status", 404, "NotFound"), st)
+        # a selector that does not parse: 400
+        code, st = self.em_get("gpuscaler_desired_replicas", "deployment in (")
+        self.assertEqual((code, st.get("reason")), (400, "BadRequest"), st)
+        # latency of the aggregated path against the direct one
+        via, direct = [], []
+        path = "%s/namespaces/%s/gpuscaler_desired_replicas?labelSelector=deployment%%3Dllama" \
+            % (EM, self.ns)
+        for _ in range(20):
+            t = time.monotonic()
+            self.assertEqual(self.em_get("gpuscaler_desired_replicas", "deployment=llama",
+                                         client=self.hpa_client)[0], 200)
+            via.append(time.monotonic() - t)
+            t = time.monotonic()
+            self.assertEqual(self.direct(path, self.certs["valid"],
+                                         {"X-Remote-User": HPA_USER})[0], 200)
+            direct.append(time.monotonic() - t)
+        print("GET gpuscaler_desired_replicas: median %.1f ms through the aggregator (keep-alive "
+              "client, new TLS to gpuscaler), %.1f ms direct (new TLS each)"
+              % (statistics.median(via) * 1000, statistics.median(direct) * 1000))
+
+    def test_3_hpa_follows_gpuscaler(self):
+        k = self.make("qwen", 2, subnet=15, rate=10)
+        self.c.create("horizontalpodautoscalers", {
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "qwen"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                        "name": "qwen"},
+                     "minReplicas": 1, "maxReplicas": 8,
+                     "metrics": [{"type": "External", "external": {
+                         "metric": {"name": "gpuscaler_desired_replicas",
+                                    "selector": {"matchLabels": {"deployment": "qwen"}}},
+                         "target": {"type": "AverageValue", "averageValue": "1"}}}],
+                     "behavior": HPA_BEHAVIOR}}, self.ns)
+        hpa = hpaemu.HPAController(self.hpa_client, self.ns, "qwen", sync_period=1.0).start()
+        self.addCleanup(hpa.stop)
+        wait_for(lambda: self.desired("qwen") == 2, 30, what="gpuscaler's first decision (2)")
+        time.sleep(2.5)
+        self.assertEqual(self.replicas("qwen"), 2, "the HPA moved a Deployment at its target")
+        # load up: gpuscaler decides, the HPA applies it
+        t0 = time.monotonic()
+        self.metrics.set_rate("qwen", 38)    # 19 req/s per GPU against a target of 8
+        wait_for(lambda: (lambda v: v and v > 2)(self.desired("qwen")), 30,
+                 what="gpuscaler raising gpuscaler_desired_replicas")
+        t_decided = time.monotonic()
+        # gpuscaler may take more than one step while the load spreads over the new pods; the
+        # HPA must follow each step and end on the count gpuscaler settles on
+        want, steps = self.follow("qwen", hold=4.0, timeout=45)
+        t_settled = time.monotonic()
+        self.assertGreaterEqual(want, math.ceil(38 / 8.0), "38 req/s at 8 req/s per GPU")
+        lags = [lag for _, lag in steps if lag is not None]
+        self.assertTrue(lags, steps)
+        self.assertLess(max(lags), 5.0, "the HPA (1 s sync) lagged gpuscaler: %s" % steps)
+        self.assertEqual(self.g.metric("gpuscaler_desired_replicas",
+                                       '{namespace="%s",deployment="qwen"}' % self.ns), want)
+        st = self.c.get("horizontalpodautoscalers", "qwen", self.ns)["status"]
+        self.assertEqual((st["currentReplicas"], st["desiredReplicas"]), (want, want))
+        self.assertEqual(st["currentMetrics"][0]["external"]["current"]["averageValue"], "1")
+        conds = {c["type"]: c for c in st["conditions"]}
+        self.assertEqual((conds["ScalingActive"]["status"], conds["ScalingActive"]["reason"]),
+                         ("True", "ValidMetricFound"))
+        print("scale-out: gpuscaler raised desired %.1fs after the load rose; steps (desired, "
+              "seconds until the HPA applied it): %s; settled on %d replicas %.1fs after the "
+              "load rose (4 s hold included)"
+              % (t_decided - t0, [(d, None if lag is None else round(lag, 1)) for d, lag in steps],
+                 want, t_settled - t0))
+        # a metric the HPA cannot read: it holds the scale although gpuscaler now wants less
+        self.fk.fault({"action": "error", "status": 503, "user": HPA_USER,
+                       "path": "^%s/namespaces/%s/" % (EM, self.ns), "count": None})
+        self.metrics.set_rate("qwen", 4)
+        wait_for(lambda: (lambda v: v is not None and v < want)(self.desired("qwen")), 30,
+                 what="gpuscaler lowering desired")
+        time.sleep(3)
+        self.assertEqual(self.replicas("qwen"), want, "scaled on a failed metric")
+        failed = [r for r in hpa.records() if "503" in r.get("error", "")]
+        self.assertTrue(failed, hpa.records()[-3:])
+        self.fk.clear_faults()
+        # load down: the HPA follows gpuscaler down to 1, never up again
+        t1 = time.monotonic()
+        wait_for(lambda: self.replicas("qwen") == 1 and self.desired("qwen") == 1, 60,
+                 what="scale-in to 1")
+        hist = wait_for(lambda: (lambda h: h if h[-1] == 1 else None)(k.replicas_changes()), 5,
+                        what="the kubelet seeing 1 replica")
+        tail = hist[hist.index(max(hist)):]
+        self.assertEqual(tail, sorted(tail, reverse=True), "flapped: %s" % hist)
+        print("scale-in to 1 %.1fs after the metric came back; replica history %s"
+              % (time.monotonic() - t1, hist))
+        recs = hpa.records()
+        print("hpaemu: %d syncs, %d external metric GETs, %d failed syncs, %d rescales"
+              % (len(recs), hpa.metric_requests, len([r for r in recs if r.get("error")]),
+                 len([r for r in recs if r.get("rescaled")])))
+        # gpuscaler never writes /scale in this mode; the HPA did, with its own identity
+        reqs, _ = self.fk.requests()
+        scale_writes = [r for r in reqs if r.get("resource") == "deployments" and
+                        r.get("subresource") == "scale" and r["verb"] in ("patch", "update")]
+        self.assertEqual([r for r in scale_writes if r.get("user") == GPUSCALER_USER], [])
+        self.assertTrue([r for r in scale_writes if r.get("user") == HPA_USER and
+                         r["status"] == 200])
+        proxied = [r for r in reqs if r.get("aggregated") == APISERVICE and
+                   r.get("user") == HPA_USER and "/namespaces/" in r["path"]]
+        self.assertTrue(proxied and all(r["verb"] == "list" for r in proxied))
+        self.assertTrue(any(r["status"] == 200 for r in proxied))
+        # the emulated controller's events
+        ev = [e for e in self.c.list("events", self.ns)["items"]
+              if e.get("involvedObject", {}).get("name") == "qwen" and
+              e.get("involvedObject", {}).get("kind") == "HorizontalPodAutoscaler"]
+        self.assertIn("New size: %d; reason: external metric gpuscaler_desired_replicas" % want,
+                      " ".join(e["message"] for e in ev if e["reason"] == "SuccessfulRescale"))
+        self.assertTrue([e for e in ev if e["reason"] == "FailedGetExternalMetric"])
+        # gpuscaler authorized the HPA's reads with SubjectAccessReviews of its own
+        sars = [r for r in reqs if r.get("resource") == "subjectaccessreviews"]
+        self.assertTrue(sars and all(r["user"] == GPUSCALER_USER for r in sars))
+        self.assertTrue(self.g.alive())
+
+    # A decision that merely held the replica count because the metrics are failing is not
+    # served: 404, so the HPA holds (docs/external-metrics.md, "Stale data is not served").
+    def test_5_stale_metrics_are_not_served(self):
+        k = self.make("mixtral", 3, subnet=16, rate=10)
+        wait_for(lambda: self.em_get("gpuscaler_requests_per_gpu", "deployment=mixtral")[0] == 200,
+                 30, what="a value from valid metrics")
+        for _, ip in k.pods:
+            self.metrics.set_mode(ip, "garbage")
+        t = time.monotonic()
+        code, st = wait_for(lambda: (lambda r: r if r[0] == 404 else None)(
+            self.em_get("gpuscaler_desired_replicas", "deployment=mixtral")), 20,
+            what="a 404 once the pods' metrics are garbage")
+        print("stale: 404 %.1fs after the metrics broke: %s" % (time.monotonic() - t,
+                                                               st.get("message")))
+        self.assertIn("stale", st.get("message", ""))
+        for _, ip in k.pods:
+            self.metrics.set_mode(ip, None)
+        wait_for(lambda: self.em_get("gpuscaler_desired_replicas",
+                                     "deployment=mixtral")[0] == 200, 30,
+                 what="served again once the metrics are back")
+
+
+
+if __name__ == "__main__":
+    r = unittest.main(verbosity=2, exit=False).result
+    failed = len(r.failures) + len(r.errors) + len(r.unexpectedSuccesses)
+    print("extmetrics e2e: %d passed, %d failed, %d skipped" % (
+        r.testsRun - failed - len(r.skipped) - len(r.expectedFailures), failed, len(r.skipped)))
+    sys.exit(0 if r.wasSuccessful() and r.testsRun > 0 else 1)
