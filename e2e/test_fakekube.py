@@ -964,6 +964,162 @@ class TestKinds(Base):
         self.assertEqual(len(set(rvs)), 40)
 
 
+class _EchoBackend:
+    """A TLS server standing in for an aggregated API server: records what arrives (headers,
+    query, client certificate CN) and answers discovery with a configurable status."""
+
+    def __init__(self, cert, key, client_ca):
+        import http.server
+        self.seen = []
+        self.discovery_status = 200
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def setup(self):
+                super().setup()
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def do_GET(self):
+                peer = self.connection.getpeercert() or {}
+                cn = [v for rdn in peer.get("subject", ()) for k, v in rdn if k == "commonName"]
+                rec = {"path": self.path, "cn": cn[0] if cn else None,
+                       "headers": [(k, v) for k, v in self.headers.items()]}
+                outer.seen.append(rec)
+                if self.path.rstrip("/") == "/apis/echo.example.com/v1":
+                    code, body = outer.discovery_status, {
+                        "kind": "APIResourceList", "apiVersion": "v1",
+                        "groupVersion": "echo.example.com/v1", "resources": []}
+                else:
+                    code, body = 200, {"kind": "Echo", "record": rec}
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("X-Backend", "echo")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        import http.server as hs
+
+        class S(hs.ThreadingHTTPServer):
+            daemon_threads = True
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        ctx.load_verify_locations(client_ca)
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+        self.server = S(("127.0.0.1", 0), H)
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class TestAggregator(unittest.TestCase):
+    """APIServices with a service are proxied like kube-aggregator does, with availability."""
+
+    def test_proxy_and_availability(self):
+        import base64
+        fk = harness.start(front_proxy=True, aggregator_resync="0.3s")
+        backend = None
+        c = fk.client()
+        try:
+            ns = "agg"
+            c.create("namespaces", {"metadata": {"name": ns}})
+            pki = os.path.join(fk.tmpdir, "echo-pki")
+            ca = harness.make_ca(pki, "echo-ca", "echo-ca")
+            cert, key = harness.make_cert(pki, ca, "echo", "echo", usage="serverAuth",
+                                          dns=("echo.%s.svc" % ns,))
+            other_ca = harness.make_ca(pki, "other-ca", "other-ca")
+            backend = _EchoBackend(cert, key, fk.front_proxy["ca"])
+            with open(ca[0], "rb") as f:
+                bundle = base64.b64encode(f.read()).decode()
+            c.create("apiservices", {"metadata": {"name": "v1.echo.example.com"}, "spec": {
+                "group": "echo.example.com", "version": "v1", "groupPriorityMinimum": 100,
+                "versionPriority": 100, "caBundle": bundle,
+                "service": {"namespace": ns, "name": "echo", "port": 443}}})
+
+            def cond():
+                st = c.get("apiservices", "v1.echo.example.com").get("status") or {}
+                return {x["type"]: x for x in st.get("conditions", [])}.get("Available")
+            wait_for(lambda: (cond() or {}).get("reason") == "ServiceNotFound", 5)
+            c.create("services", {"metadata": {"name": "echo"}, "spec": {
+                "ports": [{"port": 443, "targetPort": 6443}]}}, ns)
+            wait_for(lambda: (cond() or {}).get("reason") == "EndpointsNotFound", 5)
+            code, hdrs, body = c.raw("GET", "/apis/echo.example.com/v1/namespaces/x/things")
+            self.assertEqual((code, body), (503, b"service unavailable\n"))
+            groups = [g["name"] for g in c.request("GET", "/apis")["groups"]]
+            self.assertIn("echo.example.com", groups)   # listed even while unavailable
+            self.assertEqual(c.request("GET", "/apis/echo.example.com")["preferredVersion"],
+                             {"groupVersion": "echo.example.com/v1", "version": "v1"})
+
+            fk.set_service_endpoint(ns, "echo", "127.0.0.1:%d" % backend.port)
+            wait_for(lambda: (cond() or {}).get("status") == "True", 5)
+            self.assertEqual((cond()["reason"], cond()["message"]), ("Passed",
+                                                                     "all checks passed"))
+            probe = [r for r in backend.seen if r["path"] == "/apis/echo.example.com/v1"][0]
+            self.assertEqual(probe["cn"], "front-proxy-client")
+            self.assertIn(("X-Remote-User", "system:kube-aggregator"), probe["headers"])
+            self.assertIn(("X-Remote-Group", "system:masters"), probe["headers"])
+
+            code, hdrs, body = c.raw("GET", "/apis/echo.example.com/v1/namespaces/x/things",
+                                     params={"zeta": "1", "labelSelector": "a=b,c in (d)"},
+                                     headers={"X-Remote-User": "spoofed"})
+            self.assertEqual(code, 200, body)
+            self.assertEqual(hdrs.get("X-Backend"), "echo")
+            rec = json.loads(body)["record"]
+            self.assertEqual(rec["cn"], "front-proxy-client")
+            self.assertEqual(rec["path"], "/apis/echo.example.com/v1/namespaces/x/things"
+                                          "?labelSelector=a%3Db%2Cc+in+%28d%29&zeta=1")
+            h = rec["headers"]
+            self.assertEqual([v for k, v in h if k == "X-Remote-User"], ["e2e-admin"])
+            self.assertEqual([v for k, v in h if k == "X-Remote-Group"],
+                             ["system:masters", "system:authenticated"])
+            self.assertFalse([k for k, v in h if k.lower() == "authorization"])
+            log, _ = fk.requests()
+            proxied = [r for r in log if r.get("aggregated") == "v1.echo.example.com"]
+            self.assertTrue(proxied and proxied[-1]["user"] == "e2e-admin")
+            self.assertEqual(proxied[-1]["verb"], "list")
+            # unauthenticated callers never reach the backend
+            before = len(backend.seen)
+            anon = Client(KubeConfig(fk.url, ca_file=fk.pki["ca"]))
+            self.assertEqual(anon.raw("GET", "/apis/echo.example.com/v1")[0], 401)
+            anon.close()
+            self.assertEqual([r for r in backend.seen[before:]
+                              if r["path"] == "/apis/echo.example.com/v1" and
+                              ("X-Remote-User", "system:kube-aggregator") not in r["headers"]],
+                             [])
+
+            # a caBundle that does not sign the backend: the proxy refuses it (503), while the
+            # availability check, which does not verify, still passes
+            with open(other_ca[0], "rb") as f:
+                c.patch("apiservices", "v1.echo.example.com",
+                        {"spec": {"caBundle": base64.b64encode(f.read()).decode()}})
+            time.sleep(0.5)
+            code, _, body = c.raw("GET", "/apis/echo.example.com/v1/namespaces/x/things")
+            self.assertEqual(code, 503)
+            self.assertIn(b"certificate verify failed", body)
+            self.assertEqual(cond()["status"], "True")
+
+            backend.discovery_status = 500
+            wait_for(lambda: (cond() or {}).get("reason") == "FailedDiscoveryCheck", 5)
+            self.assertIn("bad status from https://127.0.0.1:%d/apis/echo.example.com/v1: 500"
+                          % backend.port, cond()["message"])
+            self.assertEqual(cond()["status"], "False")
+        finally:
+            c.close()
+            if backend:
+                backend.close()
+            fk.stop()
+
 if __name__ == "__main__":
     t0 = time.monotonic()
     prog = unittest.main(exit=False, verbosity=2)
