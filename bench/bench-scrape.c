@@ -7,7 +7,8 @@
  * the controller does. Prints pods/s, late scrapes, the scraping process's
  * CPU seconds (getrusage; the server is another process) and peak RSS.
  *
- * Usage: bench-scrape [seconds=40] [pods=10000] [httpc clients=16] */
+ * Usage: bench-scrape [seconds=40] [pods=10000] [httpc clients=16]
+ *        bench-scrape --serve PORT   (only the server, until SIGTERM) */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -219,8 +220,8 @@ static void on_term(uv_signal_t *h, int sig)
     _exit(0);
 }
 
-/* Runs until SIGTERM; writes its port to fd. */
-static void server_main(int fd)
+/* Runs until SIGTERM; writes its port to fd (when fd >= 0). */
+static void server_main(int fd, int want_port)
 {
     struct srv *s = xcalloc(1, sizeof(*s));
     uv_loop_init(&s->loop);
@@ -231,7 +232,7 @@ static void server_main(int fd)
     uv_signal_init(&s->loop, &s->term);
     uv_signal_start(&s->term, on_term, SIGTERM);
     struct sockaddr_in sa;
-    uv_ip4_addr("0.0.0.0", 0, &sa);
+    uv_ip4_addr("0.0.0.0", want_port, &sa);
     uv_tcp_init(&s->loop, &s->listener);
     s->listener.data = s;
     if (uv_tcp_bind(&s->listener, (const struct sockaddr *)&sa, 0) != 0 ||
@@ -243,9 +244,11 @@ static void server_main(int fd)
     int port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
     fprintf(stderr, "server: pid %d, 0.0.0.0:%d, exposition %zu bytes\n", (int)getpid(), port,
             s->body.len);
-    if (write(fd, &port, sizeof(port)) != (ssize_t)sizeof(port))
-        _exit(1);
-    close(fd);
+    if (fd >= 0) {
+        if (write(fd, &port, sizeof(port)) != (ssize_t)sizeof(port))
+            _exit(1);
+        close(fd);
+    }
     uv_run(&s->loop, UV_RUN_DEFAULT);
     _exit(0);
 }
@@ -331,6 +334,11 @@ static void on_tick(uv_timer_t *t)
 
 int main(int argc, char **argv)
 {
+    /* --serve PORT: only the fake exposition server (for bench/controller.py) */
+    if (argc == 3 && strcmp(argv[1], "--serve") == 0) {
+        server_main(-1, (int)strtol(argv[2], NULL, 10));
+        return 0;
+    }
     int secs = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 40;
     int npods = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 10000;
     int clients = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 0;
@@ -355,7 +363,7 @@ int main(int argc, char **argv)
         return 1;
     if (child == 0) {
         close(fds[0]);
-        server_main(fds[1]);
+        server_main(fds[1], 0);
     }
     close(fds[1]);
     struct bench *b = xcalloc(1, sizeof(*b));
