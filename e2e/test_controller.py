@@ -81,12 +81,12 @@ class ControllerE2E(unittest.TestCase):
         self.procs.append(g)
         return g
 
-    def make(self, name, replicas, subnet, annotations=None, rate=0.0):
+    def make(self, name, replicas, subnet, annotations=None, rate=0.0, cold_start=0.0):
         ann = dict(ANNOTATIONS)
         ann.update(annotations or {})
         self.c.create("deployments", deployment(name, replicas, ann, self.metrics.port), self.ns)
         k = MiniKubelet(self.c, self.ns, name, self.metrics, subnet=subnet,
-                        port=self.metrics.port)
+                        port=self.metrics.port, cold_start=cold_start)
         k.start()
         self.addCleanup(k.stop)
         return k
@@ -97,13 +97,21 @@ class ControllerE2E(unittest.TestCase):
     # ---- scenarios -------------------------------------------------------
 
     def test_1_scale_out_after_window_then_in_stepwise(self):
-        k = self.make("llama", 2, subnet=9)
+        k = self.make("llama", 2, subnet=9, cold_start=2.0)
         record = tempfile.mkdtemp(prefix="gpuscaler-record-")
         self.addCleanup(shutil.rmtree, record, True)
         g = self.start(extra=("--record", record))
         try:
             self.metrics.set_rate("llama", 10)  # 5 req/s per GPU: within the band
             wait_for(lambda: "WithinBand" in g.text(), 20, what="a first decision")
+            self.assertEqual(g.get("/healthz")[0], 200)
+            code, body = g.get("/readyz")
+            self.assertEqual(code, 200)
+            self.assertIn("synced", body)
+            # the pods took 2 s from creation to Ready: that is learned
+            cs = g.metric("gpuscaler_learned_cold_start_seconds",
+                          '{namespace="%s",deployment="llama"}' % self.ns)
+            self.assertTrue(cs is not None and 1.0 <= cs <= 8.0, "learned cold start %r" % cs)
             self.assertEqual(self.replicas("llama"), 2)
             t0 = time.time()
             self.metrics.set_rate("llama", 38)  # 19 req/s per GPU > 8: above target; needs ceil(38/8) = 5

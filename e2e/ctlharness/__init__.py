@@ -158,9 +158,10 @@ def now_rfc3339():
 class MiniKubelet:
     """Reconciles pods of one Deployment to spec.replicas, through the API only."""
 
-    def __init__(self, client, ns, name, metrics, subnet=9, gpus=1, port=8000):
+    def __init__(self, client, ns, name, metrics, subnet=9, gpus=1, port=8000, cold_start=0.0):
         self.c, self.ns, self.name, self.metrics = client, ns, name, metrics
         self.subnet, self.gpus, self.port = subnet, gpus, port
+        self.cold_start = cold_start  # seconds from Pod creation to Ready
         self.next_ip = 1
         self.pods = []      # [(pod name, ip)], oldest first
         self.history = []   # (time, spec replicas) whenever it changes
@@ -184,10 +185,13 @@ class MiniKubelet:
                        "resources": {"limits": {"nvidia.com/gpu": str(self.gpus)}}}]}}
             self.c.create("pods", pod, self.ns)
             self.metrics.add(ip, self.name)
-            st = {"status": {"phase": "Running", "podIP": ip, "conditions": [
-                {"type": "Ready", "status": "True", "lastTransitionTime": now_rfc3339()}]}}
-            self.c.patch("pods", pname, st, self.ns, subresource="status")
             self.pods.append((pname, ip))
+            if self.cold_start > 0:
+                t = threading.Timer(self.cold_start, self._ready, (pname, ip))
+                t.daemon = True
+                t.start()
+            else:
+                self._ready(pname, ip)
         while len(self.pods) > want:
             pname, ip = self.pods.pop()
             self.metrics.remove(ip)
@@ -196,6 +200,14 @@ class MiniKubelet:
                          "updatedReplicas": want, "observedGeneration": d["metadata"].get("generation", 1)}}
         self.c.patch("deployments", self.name, st, self.ns, subresource="status")
         return want
+
+    def _ready(self, pname, ip):
+        st = {"status": {"phase": "Running", "podIP": ip, "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": now_rfc3339()}]}}
+        try:
+            self.c.patch("pods", pname, st, self.ns, subresource="status")
+        except Exception:  # noqa: BLE001 - deleted meanwhile
+            pass
 
     def _run(self):
         while not self.stop_flag:
@@ -242,11 +254,19 @@ class Gpuscaler:
         with open(self.logpath, "rb") as f:
             return f.read().decode(errors="replace")
 
-    def metrics(self):
+    def get(self, path):
+        """(status, body) of a GET on the admin listener."""
+        import urllib.error
         import urllib.request
-        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port,
-                                    timeout=5) as r:
-            return r.read().decode()
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.metrics_port, path),
+                                        timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def metrics(self):
+        return self.get("/metrics")[1]
 
     def metric(self, name, labels=""):
         for line in self.metrics().splitlines():
