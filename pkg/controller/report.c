@@ -333,8 +333,8 @@ static void ckpt_loaded(const struct kube_result *res, void *arg)
 {
     struct ckpt_req *r = arg;
     struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
-    if (w && res->err == -ENOENT)
-        w->checkpoint_ready = true; /* nothing stored yet: the first save creates it */
+    if (w && (res->err == 0 || res->err == -ENOENT))
+        w->checkpoint_ready = true; /* read, or nothing stored: saves may replace it now */
     if (res->err == -ENOENT || !w || !w->fc) {
         ckpt_free(r);
         return;
@@ -346,7 +346,6 @@ static void ckpt_loaded(const struct kube_result *res, void *arg)
         ckpt_free(r);
         return;
     }
-    w->checkpoint_ready = true;
     const char *s = json_string_value(
         json_object_get(json_object_get(res->body, "binaryData"), "forecast"));
     char *raw = NULL;
