@@ -663,13 +663,11 @@ class ClosedLoop(unittest.TestCase):
         self.assertLess(load.run.summary["http_req_failed_rate"], MAX_ERROR_RATE)
         self.assertTrue(gs.alive())
 
-    # Known gpuscaler limitation (reported to the lead): the scale-out size is need(R) with R
-    # the rate of *finished* requests (vllm:request_success_total).  A saturated replica
-    # finishes at most its capacity, so the first step after the ramp is sized for what one
-    # replica completes (1 -> 2, not -> 5); and while the queued backlog drains, R exceeds
-    # the arrivals, so the steps overshoot (to max-replicas 8 for a load that needs 5).  The
-    # demand is R plus the growth of queued + running requests (both gauges are scraped).
-    # Remove the decorator once the sizing follows the demand.
+    # Known gpuscaler limitation: the controller now estimates demand as the rate of finished
+    # requests plus the growth of running + queued requests, so the first step after the
+    # ramp is sized for the offered load (1 -> 5, measured); but while the backlog drains the
+    # estimate still runs above the arrivals and later steps overshoot (peak 8 for a need of
+    # 5).  Remove the decorator once the peak stays within need + 1.
     @unittest.expectedFailure
     def test_1b_ramp_sizing_follows_demand(self):
         """Scenario 1's run: the first scale-out after the ramp sizes for the offered load

@@ -73,6 +73,8 @@ void ctl_leader_release(const struct ctl_leader *l, int64_t unix_now_ms, struct 
 
 struct kube_deployment;
 
+#define CTL_BACKLOG_SAMPLES 64
+
 /** Per tracked Deployment. Owned by the controller's workload table. */
 struct ctl_wl {
     struct ctl_wl *next;          /**< hash chain */
@@ -106,6 +108,11 @@ struct ctl_wl {
     int64_t status_written_ms;
     bool status_inflight;
     bool hpa_conflict;            /**< an HPA or ScaledObject targets it (mode scale) */
+    /* backlog (running + queued requests) samples, for demand = completions +
+     * backlog growth */
+    int64_t bl_t[CTL_BACKLOG_SAMPLES];
+    double bl_v[CTL_BACKLOG_SAMPLES];
+    int bl_n, bl_head;
     /* Prometheus-server source: the last answer, used by the next tick */
     struct scrape_result pq_last;
     bool pq_have, pq_inflight, pq_seeded;

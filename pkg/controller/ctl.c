@@ -334,6 +334,41 @@ static void pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
     }
 }
 
+/* ---- demand ----------------------------------------------------------------- */
+
+/* The request counters count finished requests. A saturated service finishes
+ * at most its capacity while requests pile up, and a draining backlog finishes
+ * faster than requests arrive, so the completion rate alone under-sizes a
+ * scale-out and then overshoots. Arrivals = completions + growth of the
+ * backlog (running + queued requests, both scraped), over the rate window. */
+static double demand_rate(struct ctl_wl *w, int64_t now, int64_t window_ms,
+                          const struct scrape_result *r)
+{
+    if (!r->valid || (r->inflight < 0 && r->queued < 0))
+        return r->request_rate;
+    double bl = (r->inflight > 0 ? r->inflight : 0) + (r->queued > 0 ? r->queued : 0);
+    int last = (w->bl_head + w->bl_n - 1) % CTL_BACKLOG_SAMPLES;
+    if (w->bl_n == 0 || now > w->bl_t[last]) {
+        int i = (w->bl_head + w->bl_n) % CTL_BACKLOG_SAMPLES;
+        if (w->bl_n == CTL_BACKLOG_SAMPLES)
+            w->bl_head = (w->bl_head + 1) % CTL_BACKLOG_SAMPLES;
+        else
+            w->bl_n++;
+        w->bl_t[i] = now;
+        w->bl_v[i] = bl;
+    }
+    /* the oldest sample inside the window */
+    for (int k = 0; k < w->bl_n; k++) {
+        int i = (w->bl_head + k) % CTL_BACKLOG_SAMPLES;
+        if (now - w->bl_t[i] <= window_ms && now - w->bl_t[i] > 0) {
+            double growth = (bl - w->bl_v[i]) / ((double)(now - w->bl_t[i]) / 1000.0);
+            double d = r->request_rate + growth;
+            return d > 0 ? d : 0;
+        }
+    }
+    return r->request_rate;
+}
+
 /* ---- one workload, one tick ------------------------------------------------ */
 
 static bool has_keda_owner(const struct kube_deployment *d)
@@ -473,6 +508,9 @@ static void decide(struct controller *c, struct ctl_wl *w, const struct kube_dep
         if (r.pods_failed > 0)
             r.request_rate *= (double)serving / r.pods_counted;
     }
+
+    if (r.valid)
+        r.request_rate = demand_rate(w, now, c->cfg->scrape.rate_window_ms, &r);
 
     struct policy_input in = {
         .now_ms = now,
