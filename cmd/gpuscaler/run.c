@@ -425,8 +425,11 @@ int cmd_run(int argc, char **argv)
     struct kube_config_error kerr;
     memset(&kc, 0, sizeof(kc));
     if (kube_config_resolve(d.kubeconfig, d.context, &kc, &kerr) != 0) {
-        fprintf(stderr, "gpuscaler run: Kubernetes configuration: %s%s%d\n", kerr.msg,
-                kerr.line ? " at line " : "", kerr.line);
+        if (kerr.line)
+            fprintf(stderr, "gpuscaler run: Kubernetes configuration: %s (line %d)\n", kerr.msg,
+                    kerr.line);
+        else
+            fprintf(stderr, "gpuscaler run: Kubernetes configuration: %s\n", kerr.msg);
         rc = 2;
         goto out_cfg;
     }
