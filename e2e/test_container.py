@@ -335,18 +335,9 @@ def main():
         print("no Dockerfile at %s" % DOCKERFILE)
         print("0 passed, 1 failed")
         return 1
-    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
-    res = unittest.TextTestRunner(verbosity=2).run(suite)
-    failed = len({getattr(t, "test_case", t).id() for t, _ in res.failures + res.errors})
-    skipped = len(res.skipped)
-    for t, why in res.skipped:
-        print("skipped %s: %s" % (t.id().replace("__main__.", ""), why))
-    ran_skipped = len([t for t, _ in res.skipped if isinstance(t, unittest.TestCase)])
-    failed_ran = len({getattr(t, "test_case", t).id() for t, _ in res.failures + res.errors
-                      if isinstance(getattr(t, "test_case", t), unittest.TestCase)})
-    passed = res.testsRun - failed_ran - ran_skipped
-    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
-    return 0 if res.wasSuccessful() else 1
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import testsummary
+    return testsummary.run()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,20 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Run a test module's unittest cases and print the closing line the test
+command counts: "N passed, N failed, N skipped" (skip reasons listed first)."""
+import sys
+import unittest
+
+
+def run(module_name="__main__"):
+    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[module_name])
+    res = unittest.TextTestRunner(verbosity=2).run(suite)
+    failed = len({getattr(t, "test_case", t).id() for t, _ in res.failures + res.errors})
+    skipped = len(res.skipped)
+    for t, why in res.skipped:
+        print("skipped %s: %s" % (t.id().replace("__main__.", ""), why))
+    ran_skipped = len([t for t, _ in res.skipped if isinstance(t, unittest.TestCase)])
+    failed_ran = len({getattr(t, "test_case", t).id() for t, _ in res.failures + res.errors
+                      if isinstance(getattr(t, "test_case", t), unittest.TestCase)})
+    passed = res.testsRun - failed_ran - ran_skipped
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    return 0 if res.wasSuccessful() else 1
