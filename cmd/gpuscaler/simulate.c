@@ -57,7 +57,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gpuscaler simulate [--trace FILE.csv] [--config FILE.yaml]\n"
             "                          [--policy predictive,reactive,hpa] [--timeline FILE.csv]\n"
-            "                          [--report FILE.svg] [--json FILE] [--<key> VALUE ...]\n"
+            "                          [--report FILE.svg] [--json FILE] [--scale-log FILE.csv]\n"
+            "                          [--<key> VALUE ...]\n"
             "\n"
             "Replays a request trace (CSV t_seconds,requests) through the scaling policies on\n"
             "simulated time and prints GPU-hours and SLA misses of each. Without --trace it\n"
@@ -82,7 +83,7 @@ static void usage(FILE *f)
 static bool is_output_flag(const char *k)
 {
     return strcmp(k, "config") == 0 || strcmp(k, "timeline") == 0 || strcmp(k, "report") == 0 ||
-           strcmp(k, "json") == 0;
+           strcmp(k, "json") == 0 || strcmp(k, "scale-log") == 0;
 }
 
 /* Turn a YAML node into a key's string value: scalars as they are, a sequence
@@ -184,6 +185,7 @@ int cmd_simulate(int argc, char **argv)
 {
     struct settings flags = {0}, file = {0};
     char *trace_path = NULL, *config = NULL, *timeline = NULL, *report = NULL, *json = NULL;
+    char *scale_log = NULL;
     struct trace *tr = NULL;
     struct sim_result *res = NULL;
     struct util_buf out = {0};
@@ -218,6 +220,7 @@ int cmd_simulate(int argc, char **argv)
                       : strcmp(key, "timeline") == 0 ? &timeline
                       : strcmp(key, "report") == 0   ? &report
                       : strcmp(key, "json") == 0     ? &json
+                      : strcmp(key, "scale-log") == 0 ? &scale_log
                                                      : NULL;
         if (slot) {
             xfree(*slot);
@@ -309,6 +312,12 @@ int cmd_simulate(int argc, char **argv)
         if (write_file(timeline, &out) != 0)
             goto out;
     }
+    if (scale_log) {
+        util_buf_reset(&out);
+        sim_report_scale_log_csv(&out, res);
+        if (write_file(scale_log, &out) != 0)
+            goto out;
+    }
     if (report) {
         util_buf_reset(&out);
         sim_report_svg(&out, &cfg, &info, res);
@@ -333,5 +342,6 @@ out:
     xfree(timeline);
     xfree(report);
     xfree(json);
+    xfree(scale_log);
     return code;
 }

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* forecast internals shared by the model (forecast.c) and the state codec
- * (forecast-state.c); no other module includes this file.
+/* forecast internals shared by the model (forecast.c), the plan bookkeeping
+ * (plan.c) and the state codec (forecast-state.c); no other module includes
+ * this file.
  *
  * One struct forecast owns, besides itself, either the warm-up buffer (two
- * seasons of bucket values plus a bitmap of which were gap fills) or the
- * seasonal indices (one season), never both; the residual window is inline
- * and fixed in size. */
+ * seasons of bucket values in log space plus a bitmap of which were gap
+ * fills) or the seasonal indices (one season), never both; the residual
+ * store and the plan rings are inline and fixed in size. */
 #ifndef GPUSCALER_FORECAST_INT_H
 #define GPUSCALER_FORECAST_INT_H
 
@@ -16,14 +17,32 @@
 
 /** Most buckets per season a config may ask for (two weeks of minutes). */
 #define FC_MAX_SEASON_BUCKETS 20160
-/** Number of recent one-step residuals kept for the quantile. */
-#define FC_RES_WINDOW 1024
-/** Relative residuals are clipped to +-this (and states with more are rejected). */
-#define FC_RES_CLIP 1000.0
-/** Level, trend, seasonal and buffered values are clamped to +-this. */
-#define FC_STATE_MAX 1e15
+/** Level, trend, seasonal and buffered values are clamped to +-this (log space). */
+#define FC_STATE_MAX 1e4
 /** Closed buckets needed before forecast_predict() answers. */
 #define FC_MIN_BUCKETS 3
+/** Phase bins of the season the residuals are kept in. */
+#define FC_PHASES 24
+/** Window lengths (buckets) residuals are kept for: 1, 2, 4, 8, 16. */
+#define FC_HORIZONS 5
+/** Residuals kept per (phase bin, window length). */
+#define FC_RES_PER_BIN 48
+/** Residuals are stored as int16 in units of 1/FC_RES_SCALE (log space). */
+#define FC_RES_SCALE 2000.0
+/** Ring of the newest buckets' peaks and of the plans made at their start. */
+#define FC_RING FORECAST_MAX_WINDOW
+/** Step of the adaptive quantile level per resolved plan. */
+#define FC_ACI_GAMMA 0.005
+/** Bounds of the adaptive quantile level. */
+#define FC_LEVEL_MIN 0.5
+#define FC_LEVEL_MAX 0.999
+/** A plan never exceeds this many times the highest peak of the last season
+ *  (in the floored rate, ln(rate + floor)). */
+#define FC_MAX_GROWTH 10.0
+/** Closed buckets the short-term momentum is fitted to. */
+#define FC_MOMENTUM_BUCKETS 4
+/** Bucket index of "no bucket". */
+#define FC_NONE INT64_MIN
 
 enum fc_kind { FC_WARMUP = 0, FC_HW = 1 };
 
@@ -35,21 +54,41 @@ struct forecast {
     int64_t cur;        /* index of the open bucket (valid when acc_n > 0) */
     int64_t last_ms;    /* time of the newest accepted observation */
     uint32_t acc_n;     /* observations in the open bucket; 0 = nothing seen yet */
-    double acc_sum;     /* their sum */
-    double level;
+    double acc_sum;     /* their sum (req/s) */
+    double acc_max;     /* their largest (req/s) */
+    double level;       /* log space */
+    double zlast;       /* the last closed bucket's mean (log; the model's fill for a gap) */
     double trend;
-    double *buf;        /* FC_WARMUP: 2m closed bucket values, seen of them used */
+    float *buf;         /* FC_WARMUP: 2m closed bucket values (log), seen of them used */
     uint8_t *fill;      /* FC_WARMUP: bitmap, bit i set = buf[i] is a gap fill */
-    double *season;     /* FC_HW: m additive seasonal indices, by bucket index mod m */
-    uint32_t res_len;   /* residuals held, <= FC_RES_WINDOW */
-    uint32_t res_pos;   /* ring position of the next write */
-    float res[FC_RES_WINDOW];
-    double res_q;       /* the configured quantile of res, kept current by fc_res_q_update */
-    bool res_dirty;     /* res changed since res_q was computed */
-};
+    float *season;      /* FC_HW: m additive seasonal indices (log), by bucket index mod m */
 
-/** Recompute res_q after the residual ring changed (once per closed bucket). */
-void fc_res_q_update(struct forecast *f);
+    /* Plans and their resolution (plan.c). Slot k of the rings belongs to
+     * bucket k mod FC_RING. */
+    int64_t origin_first;                /* first bucket a plan was made for, FC_NONE */
+    float peak[FC_RING];                 /* realised peak of the bucket (log); NAN for a fill */
+    float zmean[FC_RING];                /* the bucket's mean (log); NAN for a fill */
+    float point[FC_RING][FC_HORIZONS];   /* highest point forecast over the window from it */
+    float planned[FC_RING][FC_HORIZONS]; /* point + quantile, as planned then */
+    int16_t res[FC_PHASES][FC_HORIZONS][FC_RES_PER_BIN];
+    uint8_t res_len[FC_PHASES][FC_HORIZONS];
+    uint8_t res_pos[FC_PHASES][FC_HORIZONS];
+    float binmax[FC_PHASES];             /* highest peak of each phase bin's last visit */
+    float seenmax[FC_RING];              /* highest peak seen (last season), at the origin */
+    int16_t growth[FC_HORIZONS][FC_RES_PER_BIN]; /* realised peak - seenmax at origin */
+    uint8_t growth_len[FC_HORIZONS];
+    uint8_t growth_pos[FC_HORIZONS];
+    float qlevel[FC_HORIZONS];           /* adaptive quantile level (plan.c) */
+    uint32_t cov_n[FC_HORIZONS];         /* resolved plans */
+    uint32_t cov_hit[FC_HORIZONS];       /* ... whose realised peak stayed within them */
+    double cov_excess[FC_HORIZONS];      /* sum of plan - realised peak (log) over them */
+    /* Cache: quantiles for the phase of q_bucket (recomputed per closed bucket). */
+    int64_t q_bucket;
+    float q[FC_HORIZONS];
+    uint16_t q_n[FC_HORIZONS];
+    float g[FC_HORIZONS];                /* quantile of growth (recomputed per bucket) */
+    uint16_t g_n[FC_HORIZONS];
+};
 
 /** 0 when cfg is acceptable, else -EINVAL. Shared by new and deserialise. */
 int fc_config_check(const struct forecast_config *cfg);
@@ -62,5 +101,66 @@ static inline size_t fc_bitmap_len(int64_t n)
 {
     return (size_t)((n + 7) / 8);
 }
+
+/** Window length in buckets of horizon index h (1, 2, 4, 8, 16). */
+static inline int64_t fc_window(int h)
+{
+    return (int64_t)1 << h;
+}
+
+/** Phase bin of bucket b. */
+int fc_phase_bin(const struct forecast *f, int64_t b);
+
+/** Point forecast (log space) of bucket `target`, `steps` (>= 1) buckets
+ *  after the last one the model has seen. */
+double fc_point(const struct forecast *f, int64_t target, int64_t steps);
+
+/** The plan's base for the n buckets from `first` on, the model having seen
+ *  bucket last_closed: the highest point forecast over them, and never below
+ *  the last closed bucket's mean (a level that lags a ramp does not lower
+ *  the plan). */
+double fc_base(const struct forecast *f, int64_t last_closed, int64_t first, int64_t n);
+
+/** ln(rate + floor). */
+double fc_log(const struct forecast *f, double rate);
+
+/* ---- plan.c ---- */
+
+/** Bucket b (the one just closed, log mean zmean and peak zpeak, both NAN
+ *  for a gap fill): resolve the plans whose windows end with it and record
+ *  their residuals. */
+void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak);
+
+/** Slope (log per bucket) of the last FC_MOMENTUM_BUCKETS closed bucket
+ *  means before bucket `after` (least squares), 0 when any is a gap. */
+double fc_momentum(const struct forecast *f, int64_t last_closed);
+
+/** After the model was updated through bucket b: plan the windows starting
+ *  at bucket b + 1 and refresh the quantile cache for its phase. */
+void fc_plan_open(struct forecast *f, int64_t b);
+
+/** Recompute the quantile cache for bucket b's phase. */
+void fc_plan_quantiles(struct forecast *f, int64_t b);
+
+/** Residual quantile for a window of w buckets (interpolated between the
+ *  stored lengths) and the number of residuals behind it. */
+double fc_plan_quantile(const struct forecast *f, int64_t w, int64_t *evidence);
+
+/** Horizon index of the stored window length at or just below w. */
+int fc_horizon_index(int64_t w);
+
+/** The highest bucket peak of the last season (log), or the last bucket's
+ *  mean if higher. */
+double fc_seen_max(const struct forecast *f);
+
+/** The plan (log space) from its base, the residual quantile q (>= 0 used)
+ *  and the growth quantile g (NAN: none measured yet): base + q, but not
+ *  above the highest peak seen plus the growth new highs have shown (q until
+ *  then), and never more than FC_MAX_GROWTH times that peak. */
+double fc_plan_value(const struct forecast *f, double base, double q, double g);
+
+/** Growth quantile for a window of w buckets (as fc_plan_quantile); NAN
+ *  until it has evidence. */
+double fc_plan_growth(const struct forecast *f, int64_t w);
 
 #endif

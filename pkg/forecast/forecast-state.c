@@ -3,12 +3,12 @@
  * forecaster is checkpointed as (it is stored in a Kubernetes ConfigMap, so
  * deserialisation treats it as outside input).
  *
- * Layout, version 1 (all integers little-endian, doubles and floats as their
- * IEEE-754 bit patterns in little-endian order):
+ * Layout, version 2 (integers little-endian; doubles and floats as their
+ * IEEE-754 bit patterns, little-endian; NaN only as the quiet NaN 0x7fc00000):
  *
  *   off size  field
  *     0    4  magic "GSFC"
- *     4    2  version (1)
+ *     4    2  version (2)
  *     6    1  kind: 0 warm-up (Holt), 1 Holt-Winters
  *     7    1  reserved, 0
  *     8    8  bucket_ms (i64)          must equal the config's
@@ -17,36 +17,51 @@
  *    32    8  open bucket index (i64)
  *    40    8  time of the newest observation, ms (i64)
  *    48    4  observations in the open bucket (u32; 0 = empty forecaster)
- *    52    4  residuals held, n_res (u32, <= 1024)
+ *    52    4  reserved, 0
  *    56    8  sum of the open bucket's observations (f64)
- *    64    8  level (f64)
- *    72    8  trend (f64)
- *    80       kind 0: seen x f64 buffered bucket values, then a bitmap of
- *                     ceil(seen / 8) bytes (bit i of byte i/8, LSB first, set
- *                     when bucket i was a gap fill; unused bits 0)
- *             kind 1: m x f64 seasonal indices, phase 0 first
- *             n_res x f32 relative residuals, oldest first
+ *    64    8  largest of them (f64)
+ *    72    8  level (f64, log space)
+ *    80    8  trend (f64)
+ *    88    8  rate floor (f64)         must equal the config's
+ *    96    8  first planned bucket (i64; INT64_MIN = none yet)
+ *   104    8  the last closed bucket's mean (f64, log space)
+ *   112       kind 0: seen x f32 buffered bucket values (log), then a bitmap
+ *                     of ceil(seen / 8) bytes (bit i of byte i/8, LSB first,
+ *                     set when bucket i was a gap fill; unused bits 0)
+ *             kind 1: m x f32 seasonal indices, phase 0 first
+ *             16 x f32 bucket peaks, 16 x f32 bucket means, 16 x f32 highest
+ *             peak seen at each slot's start, 16 x 5 f32 window forecasts, 16 x 5 f32
+ *             plans (ring slots 0..15; NaN = none), 24 x f32 phase-bin peaks
+ *             (-inf = none), 5 x (f32 adaptive quantile level, u32 resolved,
+ *             u32 covered, f64 sum of plan minus realised peak),
+ *             then for each of 24 phase bins and 5 window lengths: u8 count
+ *             and count x i16 residuals, oldest first; then for each of the 5
+ *             window lengths the growth store, in the same form
  *   end-4  4  CRC-32 (IEEE 802.3, as zlib's crc32) of all preceding bytes
  *
- * The smoothing factors and the quantile are not stored: they come from the
- * config passed to forecast_deserialize(), so they may be retuned across a
- * restart. Every accepted input is canonical: serialising the result gives
- * back the same bytes (the fuzz target checks this). */
+ * Version 1 states (relative residuals of an older release) are refused with
+ * a message; the controller then starts the forecaster afresh. The smoothing
+ * factors and the quantile are not stored: they come from the config passed
+ * to forecast_deserialize(), so they may be retuned across a restart. Every
+ * accepted input is canonical: serialising the result gives back the same
+ * bytes (the fuzz target checks this). */
 #include "forecast-int.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "util/util.h"
 
 #define STATE_MAGIC "GSFC"
-#define STATE_VERSION 1
-#define HEADER_LEN 80
+#define STATE_VERSION 2
+#define HEADER_LEN 112
 #define CRC_LEN 4
+#define QNAN_BITS 0x7fc00000u
 
 static uint32_t crc32_ieee(const uint8_t *p, size_t n)
 {
@@ -78,21 +93,53 @@ static uint8_t *put_f64(uint8_t *p, double d)
 static uint8_t *put_f32(uint8_t *p, float d)
 {
     uint32_t v;
-    memcpy(&v, &d, sizeof(v));
+    if (isnan(d))
+        v = QNAN_BITS;
+    else
+        memcpy(&v, &d, sizeof(v));
     return put_u(p, v, 4);
 }
 
-static size_t payload_len(enum fc_kind kind, int64_t seen, int64_t m)
+static size_t model_len(enum fc_kind kind, int64_t seen, int64_t m)
 {
     if (kind == FC_WARMUP)
-        return (size_t)seen * 8 + fc_bitmap_len(seen);
-    return (size_t)m * 8;
+        return (size_t)seen * 4 + fc_bitmap_len(seen);
+    return (size_t)m * 4;
+}
+
+/* The plan rings, bins and coverage counters: fixed size. */
+#define PLAN_FIXED_LEN                                                                       \
+    ((size_t)FC_RING * 12 + (size_t)FC_RING * FC_HORIZONS * 8 + (size_t)FC_PHASES * 4 +      \
+     (size_t)FC_HORIZONS * 20)
+
+/* Counted stores after the fixed part: one per (phase bin, window) and one
+ * growth store per window. */
+#define STORES (FC_PHASES * FC_HORIZONS + FC_HORIZONS)
+
+static size_t res_len_bytes(const struct forecast *f)
+{
+    size_t n = 0;
+    for (int b = 0; b < FC_PHASES; b++)
+        for (int h = 0; h < FC_HORIZONS; h++)
+            n += 1 + (size_t)f->res_len[b][h] * 2;
+    for (int h = 0; h < FC_HORIZONS; h++)
+        n += 1 + (size_t)f->growth_len[h] * 2;
+    return n;
+}
+
+static uint8_t *put_store(uint8_t *p, const int16_t *ring, uint8_t n, uint8_t pos)
+{
+    p = put_u(p, n, 1);
+    int oldest = (pos + FC_RES_PER_BIN - n) % FC_RES_PER_BIN;
+    for (int i = 0; i < n; i++)
+        p = put_u(p, (uint16_t)ring[(oldest + i) % FC_RES_PER_BIN], 2);
+    return p;
 }
 
 void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen)
 {
-    size_t len = HEADER_LEN + payload_len(f->kind, f->seen, f->m) + (size_t)f->res_len * 4 +
-                 CRC_LEN;
+    size_t len = HEADER_LEN + model_len(f->kind, f->seen, f->m) + PLAN_FIXED_LEN +
+                 res_len_bytes(f) + CRC_LEN;
     uint8_t *buf = xmalloc(len), *p = buf;
 
     memcpy(p, STATE_MAGIC, 4);
@@ -106,26 +153,51 @@ void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen)
     p = put_u(p, (uint64_t)f->cur, 8);
     p = put_u(p, (uint64_t)f->last_ms, 8);
     p = put_u(p, f->acc_n, 4);
-    p = put_u(p, f->res_len, 4);
+    p = put_u(p, 0, 4);
     p = put_f64(p, f->acc_sum);
+    p = put_f64(p, f->acc_max);
     p = put_f64(p, f->level);
     p = put_f64(p, f->trend);
+    p = put_f64(p, f->cfg.rate_floor);
+    p = put_u(p, (uint64_t)f->origin_first, 8);
+    p = put_f64(p, f->zlast);
     if (f->kind == FC_WARMUP) {
         for (int64_t i = 0; i < f->seen; i++)
-            p = put_f64(p, f->buf[i]);
+            p = put_f32(p, f->buf[i]);
         size_t nb = fc_bitmap_len(f->seen);
         memcpy(p, f->fill, nb);
-        /* bits past seen are never set in memory, but make sure */
         if (f->seen % 8)
             p[nb - 1] &= (uint8_t)((1u << (f->seen % 8)) - 1);
         p += nb;
     } else {
         for (int64_t i = 0; i < f->m; i++)
-            p = put_f64(p, f->season[i]);
+            p = put_f32(p, f->season[i]);
     }
-    uint32_t oldest = (f->res_pos + FC_RES_WINDOW - f->res_len) % FC_RES_WINDOW;
-    for (uint32_t i = 0; i < f->res_len; i++)
-        p = put_f32(p, f->res[(oldest + i) % FC_RES_WINDOW]);
+    for (int i = 0; i < FC_RING; i++)
+        p = put_f32(p, f->peak[i]);
+    for (int i = 0; i < FC_RING; i++)
+        p = put_f32(p, f->zmean[i]);
+    for (int i = 0; i < FC_RING; i++)
+        p = put_f32(p, f->seenmax[i]);
+    for (int i = 0; i < FC_RING; i++)
+        for (int h = 0; h < FC_HORIZONS; h++)
+            p = put_f32(p, f->point[i][h]);
+    for (int i = 0; i < FC_RING; i++)
+        for (int h = 0; h < FC_HORIZONS; h++)
+            p = put_f32(p, f->planned[i][h]);
+    for (int b = 0; b < FC_PHASES; b++)
+        p = put_f32(p, f->binmax[b]);
+    for (int h = 0; h < FC_HORIZONS; h++) {
+        p = put_f32(p, f->qlevel[h]);
+        p = put_u(p, f->cov_n[h], 4);
+        p = put_u(p, f->cov_hit[h], 4);
+        p = put_f64(p, f->cov_excess[h]);
+    }
+    for (int b = 0; b < FC_PHASES; b++)
+        for (int h = 0; h < FC_HORIZONS; h++)
+            p = put_store(p, f->res[b][h], f->res_len[b][h], f->res_pos[b][h]);
+    for (int h = 0; h < FC_HORIZONS; h++)
+        p = put_store(p, f->growth[h], f->growth_len[h], f->growth_pos[h]);
     p = put_u(p, crc32_ieee(buf, len - CRC_LEN), 4);
     *out = buf;
     *outlen = len;
@@ -149,12 +221,23 @@ static double get_f64(const uint8_t *p)
     return d;
 }
 
-static float get_f32(const uint8_t *p)
+/* A float field: finite within bound, or (when allowed) the canonical NaN or
+ * minus infinity. Returns false when the bits are not acceptable. */
+static bool get_f32(const uint8_t *p, double bound, bool nan_ok, bool minf_ok, float *out)
 {
     uint32_t v = (uint32_t)get_u(p, 4);
     float d;
     memcpy(&d, &v, sizeof(d));
-    return d;
+    if (isnan(d)) {
+        *out = NAN;
+        return nan_ok && v == QNAN_BITS;
+    }
+    if (isinf(d) && d < 0) {
+        *out = d;
+        return minf_ok;
+    }
+    *out = d;
+    return isfinite(d) && fabs(d) <= bound;
 }
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -175,6 +258,44 @@ static bool in_bound(double x, double bound)
     return isfinite(x) && fabs(x) <= bound;
 }
 
+/* Check the header fields; 0 or -EINVAL with err set. */
+static int check_header(const struct forecast_config *cfg, const uint8_t *buf, size_t len,
+                        char *err, size_t errlen)
+{
+    if (!buf || len < HEADER_LEN + CRC_LEN) {
+        set_err(err, errlen, "truncated: %zu bytes, a state has at least %d", len,
+                HEADER_LEN + CRC_LEN);
+        return -EINVAL;
+    }
+    if (memcmp(buf, STATE_MAGIC, 4) != 0) {
+        set_err(err, errlen, "not a forecast state (bad magic)");
+        return -EINVAL;
+    }
+    uint64_t version = get_u(buf + 4, 2);
+    if (version != STATE_VERSION) {
+        set_err(err, errlen,
+                "unsupported state version %" PRIu64 " (want %d%s)", version, STATE_VERSION,
+                version == 1 ? "; version 1 is an older release's: the forecaster starts afresh"
+                             : "");
+        return -EINVAL;
+    }
+    if (buf[6] > FC_HW || buf[7] != 0 || get_u(buf + 52, 4) != 0) {
+        set_err(err, errlen, "bad kind %u or reserved bytes set", buf[6]);
+        return -EINVAL;
+    }
+    int64_t bucket_ms = (int64_t)get_u(buf + 8, 8), season_ms = (int64_t)get_u(buf + 16, 8);
+    double floor_ = get_f64(buf + 88);
+    if (bucket_ms != cfg->bucket_ms || season_ms != cfg->season_ms ||
+        floor_ != cfg->rate_floor) {
+        set_err(err, errlen,
+                "state is for bucket %" PRId64 " ms, season %" PRId64 " ms, floor %g; "
+                "config has bucket %" PRId64 " ms, season %" PRId64 " ms, floor %g",
+                bucket_ms, season_ms, floor_, cfg->bucket_ms, cfg->season_ms, cfg->rate_floor);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 struct forecast *forecast_deserialize(const struct forecast_config *cfg, const uint8_t *buf,
                                       size_t len, char *err, size_t errlen)
 {
@@ -184,94 +305,89 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
         set_err(err, errlen, "invalid forecast config");
         goto fail;
     }
-    if (!buf || len < HEADER_LEN + CRC_LEN) {
-        set_err(err, errlen, "truncated: %zu bytes, a state has at least %d", len,
-                HEADER_LEN + CRC_LEN);
+    if (check_header(cfg, buf, len, err, errlen) != 0)
         goto fail;
-    }
-    if (memcmp(buf, STATE_MAGIC, 4) != 0) {
-        set_err(err, errlen, "not a forecast state (bad magic)");
-        goto fail;
-    }
-    uint64_t version = get_u(buf + 4, 2);
-    if (version != STATE_VERSION) {
-        set_err(err, errlen, "unsupported state version %" PRIu64 " (want %d)", version,
-                STATE_VERSION);
-        goto fail;
-    }
 
-    uint64_t kind = buf[6];
-    int64_t bucket_ms = (int64_t)get_u(buf + 8, 8), season_ms = (int64_t)get_u(buf + 16, 8);
+    enum fc_kind kind = (enum fc_kind)buf[6];
     int64_t seen = (int64_t)get_u(buf + 24, 8), cur = (int64_t)get_u(buf + 32, 8);
     int64_t last_ms = (int64_t)get_u(buf + 40, 8);
-    uint32_t acc_n = (uint32_t)get_u(buf + 48, 4), res_len = (uint32_t)get_u(buf + 52, 4);
-    double acc_sum = get_f64(buf + 56), level = get_f64(buf + 64), trend = get_f64(buf + 72);
-
-    if (kind > FC_HW || buf[7] != 0) {
-        set_err(err, errlen, "bad kind %" PRIu64 " or reserved byte %u", kind, buf[7]);
-        goto fail;
-    }
-    if (bucket_ms != cfg->bucket_ms || season_ms != cfg->season_ms) {
-        set_err(err, errlen,
-                "state is for bucket %" PRId64 " ms, season %" PRId64 " ms; "
-                "config has bucket %" PRId64 " ms, season %" PRId64 " ms",
-                bucket_ms, season_ms, cfg->bucket_ms, cfg->season_ms);
-        goto fail;
-    }
-    int64_t m = season_ms / bucket_ms;
-    if (seen < 0 || cur < 0 || last_ms < 0 || seen > cur || res_len > FC_RES_WINDOW) {
+    uint32_t acc_n = (uint32_t)get_u(buf + 48, 4);
+    double acc_sum = get_f64(buf + 56), acc_max = get_f64(buf + 64);
+    double level = get_f64(buf + 72), trend = get_f64(buf + 80);
+    int64_t origin_first = (int64_t)get_u(buf + 96, 8);
+    double zlast = get_f64(buf + 104);
+    int64_t m = cfg->season_ms / cfg->bucket_ms;
+    if (seen < 0 || cur < 0 || last_ms < 0 || seen > cur) {
         set_err(err, errlen, "counters out of range");
         goto fail;
     }
     if (kind == FC_WARMUP ? seen >= 2 * m : seen < 2 * m) {
-        set_err(err, errlen, "%" PRId64 " buckets seen does not match kind %" PRIu64, seen, kind);
+        set_err(err, errlen, "%" PRId64 " buckets seen does not match kind %d", seen, kind);
         goto fail;
     }
-    size_t want = HEADER_LEN + payload_len((enum fc_kind)kind, seen, m) + (size_t)res_len * 4 +
-                  CRC_LEN;
+    if (origin_first != FC_NONE && (origin_first < 0 || origin_first > cur)) {
+        set_err(err, errlen, "first planned bucket out of range");
+        goto fail;
+    }
+    /* The length the counts describe, walked before anything is trusted. */
+    size_t want = HEADER_LEN + model_len(kind, seen, m) + PLAN_FIXED_LEN;
+    for (int i = 0; i < STORES; i++) {
+        if (want >= len - CRC_LEN) {
+            want = SIZE_MAX;
+            break;
+        }
+        want += 1 + (size_t)buf[want] * 2;
+    }
+    if (want != SIZE_MAX)
+        want += CRC_LEN;
     if (len != want) {
-        set_err(err, errlen, "length %zu, the header describes %zu bytes (truncated or padded)",
-                len, want);
+        set_err(err, errlen, "length %zu, the header and counts describe %s (truncated or padded)",
+                len, want == SIZE_MAX ? "more" : "another");
         goto fail;
     }
     if (get_u(buf + len - CRC_LEN, 4) != crc32_ieee(buf, len - CRC_LEN)) {
         set_err(err, errlen, "checksum mismatch (corrupted state)");
         goto fail;
     }
-
     if (acc_n == 0) {
-        if (seen != 0 || cur != 0 || last_ms != 0 || acc_sum != 0.0 || level != 0.0 ||
-            trend != 0.0 || res_len != 0) {
+        if (seen != 0 || cur != 0 || last_ms != 0 || acc_sum != 0.0 || acc_max != 0.0 ||
+            level != 0.0 || trend != 0.0 || zlast != 0.0 || origin_first != FC_NONE) {
             set_err(err, errlen, "empty state with non-zero fields");
             goto fail;
         }
     } else {
-        if (last_ms / bucket_ms != cur) {
+        if (last_ms / cfg->bucket_ms != cur) {
             set_err(err, errlen, "newest observation is not in the open bucket");
             goto fail;
         }
-        if (!isfinite(acc_sum) || acc_sum < 0.0 || acc_sum > (double)acc_n * FORECAST_MAX_RATE) {
-            set_err(err, errlen, "open bucket sum out of range");
+        if (!isfinite(acc_sum) || acc_sum < 0.0 || acc_sum > (double)acc_n * FORECAST_MAX_RATE ||
+            !isfinite(acc_max) || acc_max < 0.0 || acc_max > FORECAST_MAX_RATE ||
+            acc_max * acc_n < acc_sum * (1 - 1e-12)) {
+            set_err(err, errlen, "open bucket sum or peak out of range");
             goto fail;
         }
     }
     if (!in_bound(level, FC_STATE_MAX) || !in_bound(trend, FC_STATE_MAX) ||
+        !in_bound(zlast, FC_STATE_MAX) || (seen == 0 && zlast != 0.0) ||
         (kind == FC_WARMUP && seen == 0 && (level != 0.0 || trend != 0.0))) {
         set_err(err, errlen, "level or trend out of range");
         goto fail;
     }
 
-    f = fc_alloc(cfg, (enum fc_kind)kind);
+    f = fc_alloc(cfg, kind);
     f->seen = seen;
     f->cur = cur;
     f->last_ms = last_ms;
     f->acc_n = acc_n;
     f->acc_sum = acc_sum;
+    f->acc_max = acc_max;
     f->level = level;
     f->trend = trend;
+    f->origin_first = origin_first;
+    f->zlast = zlast;
     const uint8_t *p = buf + HEADER_LEN;
     if (kind == FC_WARMUP) {
-        const uint8_t *bits = p + seen * 8;
+        const uint8_t *bits = p + seen * 4;
         size_t nb = fc_bitmap_len(seen);
         memcpy(f->fill, bits, nb);
         if (seen % 8 && (bits[nb - 1] >> (seen % 8)) != 0) {
@@ -282,36 +398,89 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
             set_err(err, errlen, "first buffered bucket marked as a fill");
             goto fail;
         }
-        for (int64_t i = 0; i < seen; i++, p += 8) {
-            double v = get_f64(p);
-            bool filled = (bits[i / 8] >> (i % 8)) & 1;
-            if (!in_bound(v, FC_STATE_MAX) || (!filled && (v < 0.0 || v > FORECAST_MAX_RATE))) {
+        for (int64_t i = 0; i < seen; i++, p += 4) {
+            if (!get_f32(p, FC_STATE_MAX, false, false, &f->buf[i])) {
                 set_err(err, errlen, "buffered bucket %" PRId64 " out of range", i);
                 goto fail;
             }
-            f->buf[i] = v;
         }
         p += nb;
     } else {
-        for (int64_t i = 0; i < m; i++, p += 8) {
-            f->season[i] = get_f64(p);
-            if (!in_bound(f->season[i], FC_STATE_MAX)) {
+        for (int64_t i = 0; i < m; i++, p += 4) {
+            if (!get_f32(p, FC_STATE_MAX, false, false, &f->season[i])) {
                 set_err(err, errlen, "seasonal index %" PRId64 " out of range", i);
                 goto fail;
             }
         }
     }
-    for (uint32_t i = 0; i < res_len; i++, p += 4) {
-        float r = get_f32(p);
-        if (!in_bound(r, FC_RES_CLIP)) {
-            set_err(err, errlen, "residual %u out of range", i);
+    bool ok = true;
+    for (int i = 0; i < FC_RING; i++, p += 4)
+        ok &= get_f32(p, FC_STATE_MAX, true, false, &f->peak[i]);
+    for (int i = 0; i < FC_RING; i++, p += 4)
+        ok &= get_f32(p, FC_STATE_MAX, true, false, &f->zmean[i]);
+    for (int i = 0; i < FC_RING; i++, p += 4)
+        ok &= get_f32(p, FC_STATE_MAX, true, false, &f->seenmax[i]);
+    for (int i = 0; i < FC_RING; i++)
+        for (int h = 0; h < FC_HORIZONS; h++, p += 4)
+            ok &= get_f32(p, FC_STATE_MAX, true, false, &f->point[i][h]);
+    for (int i = 0; i < FC_RING; i++)
+        for (int h = 0; h < FC_HORIZONS; h++, p += 4)
+            ok &= get_f32(p, 2 * FC_STATE_MAX, true, false, &f->planned[i][h]);
+    for (int b = 0; b < FC_PHASES; b++, p += 4)
+        ok &= get_f32(p, FC_STATE_MAX, false, true, &f->binmax[b]);
+    if (!ok) {
+        set_err(err, errlen, "plan ring value out of range");
+        goto fail;
+    }
+    for (int h = 0; h < FC_HORIZONS; h++, p += 20) {
+        bool lv_ok = get_f32(p, 1.0, false, false, &f->qlevel[h]) &&
+                     f->qlevel[h] >= (float)FC_LEVEL_MIN && f->qlevel[h] <= (float)FC_LEVEL_MAX;
+        f->cov_n[h] = (uint32_t)get_u(p + 4, 4);
+        f->cov_hit[h] = (uint32_t)get_u(p + 8, 4);
+        f->cov_excess[h] = get_f64(p + 12);
+        if (!lv_ok) {
+            set_err(err, errlen, "quantile level out of range");
             goto fail;
         }
-        f->res[i] = r;
+        if (f->cov_hit[h] > f->cov_n[h] ||
+            !in_bound(f->cov_excess[h], 4 * FC_STATE_MAX * ((double)f->cov_n[h] + 1))) {
+            set_err(err, errlen, "coverage counters out of range");
+            goto fail;
+        }
     }
-    f->res_len = res_len;
-    f->res_pos = res_len % FC_RES_WINDOW;
-    fc_res_q_update(f);
+    const uint8_t *end = buf + len - CRC_LEN;
+    for (int k = 0; k < STORES; k++) {
+        bool growth = k >= FC_PHASES * FC_HORIZONS;
+        int b = growth ? 0 : k / FC_HORIZONS, h = growth ? k - FC_PHASES * FC_HORIZONS
+                                                         : k % FC_HORIZONS;
+        int16_t *ring = growth ? f->growth[h] : f->res[b][h];
+        uint8_t n = *p++; /* within buf: the length walk above checked it */
+        if (n > FC_RES_PER_BIN) {
+            set_err(err, errlen, "residual count %u out of range", n);
+            goto fail;
+        }
+        for (int i = 0; i < n; i++, p += 2) {
+            int16_t v = (int16_t)get_u(p, 2);
+            if (v == INT16_MIN) {
+                set_err(err, errlen, "residual out of range");
+                goto fail;
+            }
+            ring[i] = v;
+        }
+        if (growth) {
+            f->growth_len[h] = n;
+            f->growth_pos[h] = (uint8_t)(n % FC_RES_PER_BIN);
+        } else {
+            f->res_len[b][h] = n;
+            f->res_pos[b][h] = (uint8_t)(n % FC_RES_PER_BIN);
+        }
+    }
+    if (p != end) {
+        set_err(err, errlen, "%zu bytes after the residual store (padded)", (size_t)(end - p));
+        goto fail;
+    }
+    if (f->acc_n > 0)
+        fc_plan_quantiles(f, f->cur);
     return f;
 
 fail:

@@ -1,77 +1,53 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* forecast: the model half of request-rate forecasting (bucketing, Holt and
- * Holt-Winters smoothing, residual quantile, prediction); the state codec is
- * forecast-state.c.
+/* forecast: the model half of request-rate forecasting (bucketing, the
+ * log-space Holt and Holt-Winters smoothing, prediction); the residuals,
+ * plans and coverage are plan.c, the state codec forecast-state.c.
  *
  * The math (referenced from docs/policy.md)
  * -----------------------------------------
  * Buckets. Time is cut into buckets of width B (bucket_ms); bucket k covers
  * [kB, (k+1)B) in UNIX ms, and its phase in the season is k mod m, m =
- * season_ms / B. Phases are therefore tied to the clock (phase 0 is UTC
- * midnight for a 24 h season), not to when history began. Observations in
- * one bucket are averaged into y_k. The newest bucket stays open until an
- * observation lands in a later bucket; only closed buckets update the model.
+ * season_ms / B. Phases are tied to the clock (phase 0 is UTC midnight for
+ * a 24 h season). A bucket keeps the mean and the peak of its observations;
+ * the newest stays open until an observation lands in a later bucket, and
+ * only closed buckets update the model.
  *
- * Gaps. A bucket with no observation is filled with the model's own one-step
- * forecast. For the models below a fill leaves the seasonal index unchanged
+ * Space. The model sees z = ln(y + f), y the bucket's mean rate, f the rate
+ * floor (default 0.1 req/s): traffic grows and falls multiplicatively, so
+ * errors have a comparable size at peaks and troughs, and z stays finite at
+ * zero.
+ *
+ * Warm-up: Holt's damped level and trend, until 2m buckets are closed.
+ *     l' = alpha z + (1 - alpha)(l + phi b),  b' = beta (l' - l) + (1 - beta) phi b
+ * The first bucket sets l = z, b = 0, and the point forecast h buckets ahead
+ * is l + b (phi + ... + phi^h): damped, so a trend fitted to minutes of
+ * history cannot run away (a forecast 300x the load after 2.5 minutes was
+ * once seen on a real cluster), and the plan it feeds is calibrated and
+ * bounded (plan.c).
+ *
+ * Holt-Winters, from the 2m buffered buckets by classical additive
+ * decomposition (a centred moving average of length m gives the trend-cycle;
+ * the seasonal index of phase p is the mean of z - trend-cycle over the
+ * central buckets of that phase, shifted to sum to zero; a least-squares line
+ * through the deseasonalised series gives level and trend), then smoothing
+ * over the two seasons so the state is current. Then, for the bucket of
+ * phase p (Hyndman et al., "Forecasting: Principles and Practice"):
+ *     zhat = l + phi b + s_p
+ *     l'   = alpha (z - s_p) + (1 - alpha)(l + phi b)
+ *     b'   = beta (l' - l) + (1 - beta) phi b
+ *     s_p' = gamma (z - l - phi b) + (1 - gamma) s_p
+ * and the point forecast j + 1 buckets ahead is
+ *     zhat(j) = l + b (phi + ... + phi^(j+1)) + s_{(cur + 1 + j) mod m}.
+ *
+ * Gaps. A bucket with no observation is filled with the model's own
+ * one-step forecast; for both models that leaves the seasonal index alone
  * and maps (l, b) -> (l + phi b, phi b), so k missing buckets are applied in
- * closed form: l += b (phi + ... + phi^k), b *= phi^k. Fills record no
- * residual. (During warm-up the fills are also written to the buffer, one
- * by one; that loop ends after at most 2m buckets.)
- *
- * Warm-up: Holt's damped linear trend, until 2m buckets are closed.
- *     yhat = l + phi b
- *     l'   = alpha y + (1 - alpha)(l + phi b)
- *     b'   = beta (l' - l) + (1 - beta) phi b
- * The first bucket sets l = y, b = 0. The 2m bucket values are buffered.
- *
- * Initialisation of Holt-Winters from the two buffered seasons (classical
- * additive decomposition): a centred moving average of length m (2 x m for
- * even m) gives the trend-cycle T_t for the m (m + 1 for odd m) central
- * buckets; the seasonal index of phase p is the mean of y_t - T_t over those
- * buckets with phase p, then all indices are shifted to sum to zero. A least
- * squares line through the deseasonalised series y_t - s_{p(t)} gives the
- * initial level and trend. The smoothing below is then run over the two
- * seasons, so that the state is current, and the buffer is freed: from here
- * on memory is one season of indices plus fixed-size fields.
- *
- * Additive damped Holt-Winters (Hyndman et al., "Forecasting: Principles and
- * Practice", component form), for the bucket of phase p:
- *     yhat = l + phi b + s_p
- *     l'   = alpha (y - s_p) + (1 - alpha)(l + phi b)
- *     b'   = beta (l' - l) + (1 - beta) phi b
- *     s_p' = gamma (y - l - phi b) + (1 - gamma) s_p
- *
- * Prediction for time t: the open bucket is folded in tentatively (as if it
- * closed now with its current average; the stored state is not changed), so
- * the state describes bucket c. With target bucket T = floor(t / B) and
- * h = T - c steps (h >= 0),
- *     mean = max(0, l + b (phi + ... + phi^h) [+ s_{T mod m}])
- * The seasonal index is the one of the target bucket, so a daily peak is
- * forecast as soon as the target time reaches into it, one cold start before
- * it arrives.
- *
- * Upper quantile. Every closed, observed bucket records the relative
- * one-step residual r = (y - yhat) / scale(yhat, l), where
- *     scale(x, l) = max(x, 0.1 |l|, 0.001 req/s)
- * (relative because errors grow with the rate; the floor of a tenth of the
- * level keeps quiet hours from producing huge ratios). The last 1024 are
- * kept in a ring (about 17 h of 1-min buckets; at the switch to Holt-Winters
- * the ring is refilled with the in-sample residuals of the two warm-up
- * seasons). q is the configured empirical quantile of the ring (linear
- * interpolation). For h steps the one-step spread is widened by the standard
- * ETS(A,Ad,A) forecast-variance factor (Hyndman et al. 2008, ch. 6):
- *     k(h) = sqrt(1 + sum_{j=1}^{h-1} c_j^2),
- *     c_j  = alpha (1 + beta (phi + ... + phi^j)) + gamma [j mod m = 0]
- * (gamma term only for Holt-Winters; the sum is capped at one season), and
- *     upper = mean + max(0, q) k(h) scale(mean, l)
- * which treats the residual quantile as proportional to the error's standard
- * deviation. upper >= mean >= 0 always.
+ * closed form. Fills record no residual and resolve no plan.
  *
  * Bounds: rates are in [0, FORECAST_MAX_RATE]; level, trend, seasonal and
- * buffered values are clamped to +-1e15 so no sequence of inputs yields an
- * infinity or NaN, and deserialisation accepts only states within those
- * bounds. */
+ * buffered values are clamped to +-FC_STATE_MAX, so no sequence of inputs
+ * yields an infinity or NaN, and deserialisation accepts only states within
+ * those bounds. */
 #include "forecast-int.h"
 
 #include <errno.h>
@@ -82,9 +58,6 @@
 
 #include "util/util.h"
 
-#define REL_FLOOR_FRAC 0.1
-#define ABS_FLOOR 1e-3
-
 void forecast_config_init(struct forecast_config *cfg)
 {
     cfg->bucket_ms = 60 * 1000;
@@ -94,6 +67,7 @@ void forecast_config_init(struct forecast_config *cfg)
     cfg->gamma = 0.2;
     cfg->phi = 0.98;
     cfg->quantile = 0.9;
+    cfg->rate_floor = 0.1;
 }
 
 /* Written so that NaN fails every test. */
@@ -117,6 +91,8 @@ int fc_config_check(const struct forecast_config *cfg)
         return -EINVAL;
     if (!(cfg->quantile > 0.5 && cfg->quantile < 1.0))
         return -EINVAL;
+    if (!(cfg->rate_floor > 0.0 && cfg->rate_floor <= 1e6))
+        return -EINVAL;
     return 0;
 }
 
@@ -127,11 +103,21 @@ struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
     f->m = cfg->season_ms / cfg->bucket_ms;
     f->kind = kind;
     if (kind == FC_WARMUP) {
-        f->buf = xcalloc((size_t)(2 * f->m), sizeof(double));
+        f->buf = xcalloc((size_t)(2 * f->m), sizeof(float));
         f->fill = xcalloc(fc_bitmap_len(2 * f->m), 1);
     } else {
-        f->season = xcalloc((size_t)f->m, sizeof(double));
+        f->season = xcalloc((size_t)f->m, sizeof(float));
     }
+    f->origin_first = FC_NONE;
+    f->q_bucket = FC_NONE;
+    for (int i = 0; i < FC_RING; i++)
+        f->peak[i] = NAN;
+    for (int p = 0; p < FC_PHASES; p++)
+        f->binmax[p] = -INFINITY;
+    for (int i = 0; i < FC_RING; i++)
+        f->seenmax[i] = f->zmean[i] = NAN;
+    for (int h = 0; h < FC_HORIZONS; h++)
+        f->qlevel[h] = (float)cfg->quantile;
     return f;
 }
 
@@ -158,11 +144,11 @@ size_t forecast_memory(const struct forecast *f)
         return 0;
     size_t n = sizeof(*f);
     if (f->buf)
-        n += (size_t)(2 * f->m) * sizeof(double);
+        n += (size_t)(2 * f->m) * sizeof(float);
     if (f->fill)
         n += fc_bitmap_len(2 * f->m);
     if (f->season)
-        n += (size_t)f->m * sizeof(double);
+        n += (size_t)f->m * sizeof(float);
     return n;
 }
 
@@ -202,60 +188,89 @@ static double phi_sum(double phi, double k)
     return phi * (1.0 - pow(phi, k)) / (1.0 - phi);
 }
 
-static double res_scale(double x, double level)
+double fc_log(const struct forecast *f, double rate)
 {
-    double s = x > 0.0 ? x : 0.0;
-    double fl = REL_FLOOR_FRAC * fabs(level);
-    if (fl > s)
-        s = fl;
-    return s > ABS_FLOOR ? s : ABS_FLOOR;
+    return log((rate > 0 ? rate : 0) + f->cfg.rate_floor);
 }
 
-static void res_push(struct forecast *f, double y, double yhat, double level)
+int fc_phase_bin(const struct forecast *f, int64_t b)
 {
-    double r = (y - yhat) / res_scale(yhat, level);
-    if (r > FC_RES_CLIP)
-        r = FC_RES_CLIP;
-    if (r < -FC_RES_CLIP)
-        r = -FC_RES_CLIP;
-    f->res[f->res_pos] = (float)r;
-    f->res_pos = (f->res_pos + 1) % FC_RES_WINDOW;
-    if (f->res_len < FC_RES_WINDOW)
-        f->res_len++;
-    f->res_dirty = true;
-}
-
-static void holt_update(const struct forecast_config *c, double *l, double *b, double y)
-{
-    double nl = c->alpha * y + (1.0 - c->alpha) * (*l + c->phi * *b);
-    double nb = c->beta * (nl - *l) + (1.0 - c->beta) * c->phi * *b;
-    *l = clamp_state(nl);
-    *b = clamp_state(nb);
-}
-
-static void hw_update(const struct forecast_config *c, double *l, double *b, double *s, double y)
-{
-    double base = *l + c->phi * *b;
-    double nl = c->alpha * (y - *s) + (1.0 - c->alpha) * base;
-    double nb = c->beta * (nl - *l) + (1.0 - c->beta) * c->phi * *b;
-    double ns = c->gamma * (y - base) + (1.0 - c->gamma) * *s;
-    *l = clamp_state(nl);
-    *b = clamp_state(nb);
-    *s = clamp_state(ns);
-}
-
-/* Apply k gap buckets filled with the model's own forecast, in closed form. */
-static void gap_fill(struct forecast *f, int64_t k)
-{
-    double dk = (double)k;
-    f->level = clamp_state(f->level + f->trend * phi_sum(f->cfg.phi, dk));
-    f->trend = clamp_state(f->trend * pow(f->cfg.phi, dk));
-    f->seen += k;
+    int64_t p = b % f->m;
+    if (p < 0)
+        p += f->m;
+    return (int)(p * FC_PHASES / f->m);
 }
 
 static size_t phase(const struct forecast *f, int64_t bucket)
 {
     return (size_t)(bucket % f->m);
+}
+
+static void holt_update(const struct forecast_config *c, double *l, double *b, double z)
+{
+    double nl = c->alpha * z + (1.0 - c->alpha) * (*l + c->phi * *b);
+    double nb = c->beta * (nl - *l) + (1.0 - c->beta) * c->phi * *b;
+    *l = clamp_state(nl);
+    *b = clamp_state(nb);
+}
+
+static void hw_update(const struct forecast_config *c, double *l, double *b, float *s, double z)
+{
+    double base = *l + c->phi * *b;
+    double nl = c->alpha * (z - *s) + (1.0 - c->alpha) * base;
+    double nb = c->beta * (nl - *l) + (1.0 - c->beta) * c->phi * *b;
+    double ns = c->gamma * (z - base) + (1.0 - c->gamma) * *s;
+    *l = clamp_state(nl);
+    *b = clamp_state(nb);
+    *s = (float)clamp_state(ns);
+}
+
+double fc_point(const struct forecast *f, int64_t target, int64_t steps)
+{
+    double z = f->level + f->trend * phi_sum(f->cfg.phi, (double)steps);
+    if (f->kind == FC_HW)
+        z += f->season[phase(f, target)];
+    return z;
+}
+
+double fc_momentum(const struct forecast *f, int64_t last_closed)
+{
+    const int k = FC_MOMENTUM_BUCKETS;
+    if (f->origin_first == FC_NONE || last_closed - (k - 1) < f->origin_first - 1)
+        return 0;
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, prev = -INFINITY;
+    for (int i = 0; i < k; i++) {
+        float z = f->zmean[(last_closed - (k - 1) + i) % FC_RING];
+        if (isnan(z) || z <= prev)
+            return 0; /* a gap, or not a steady rise: no momentum */
+        prev = z;
+        sx += i;
+        sy += z;
+        sxx += (double)i * i;
+        sxy += i * (double)z;
+    }
+    return (k * sxy - sx * sy) / (k * sxx - sx * sx);
+}
+
+double fc_base(const struct forecast *f, int64_t last_closed, int64_t first, int64_t n)
+{
+    double best = -INFINITY;
+    double mom = fc_momentum(f, last_closed);
+    for (int64_t t = first; t < first + n; t++) {
+        double z = fc_point(f, t, t - last_closed);
+        if (z > best)
+            best = z;
+        if (mom > 0) {
+            /* momentum is not extrapolated past the longest calibrated window */
+            int64_t k = t - last_closed;
+            if (k > FORECAST_MAX_WINDOW)
+                k = FORECAST_MAX_WINDOW;
+            double zm = f->zlast + mom * phi_sum(f->cfg.phi, (double)k);
+            if (zm > best)
+                best = zm;
+        }
+    }
+    return best;
 }
 
 /* ---- warm-up and the switch to Holt-Winters ---------------------------- */
@@ -272,10 +287,11 @@ static void hw_init(struct forecast *f, int64_t first)
 {
     const struct forecast_config *c = &f->cfg;
     int64_t m = f->m, n = 2 * m, h = m / 2;
-    const double *y = f->buf;
-    double *s = xcalloc((size_t)m, sizeof(double));
+    const float *y = f->buf;
+    double *acc = xcalloc((size_t)m, sizeof(double));
     uint32_t *cnt = xcalloc((size_t)m, sizeof(uint32_t));
     double *pre = xcalloc((size_t)n + 1, sizeof(double));
+    float *s = xcalloc((size_t)m, sizeof(float));
 
     for (int64_t i = 0; i < n; i++)
         pre[i + 1] = pre[i] + y[i];
@@ -286,17 +302,17 @@ static void hw_init(struct forecast *f, int64_t first)
         else
             ma = (0.5 * y[t - h] + (pre[t + h] - pre[t - h + 1]) + 0.5 * y[t + h]) / (double)m;
         size_t p = phase(f, first + t);
-        s[p] += y[t] - ma;
+        acc[p] += y[t] - ma;
         cnt[p]++;
     }
     double mean = 0.0;
     for (int64_t p = 0; p < m; p++) {
-        s[p] /= (double)cnt[p]; /* every phase has one or two central buckets */
-        mean += s[p];
+        acc[p] /= (double)cnt[p]; /* every phase has one or two central buckets */
+        mean += acc[p];
     }
     mean /= (double)m;
     for (int64_t p = 0; p < m; p++)
-        s[p] = clamp_state(s[p] - mean);
+        s[p] = (float)clamp_state(acc[p] - mean);
 
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -311,23 +327,19 @@ static void hw_init(struct forecast *f, int64_t first)
     double icpt = (sy - slope * sx) / dn;
     f->level = clamp_state(icpt - slope);
     f->trend = clamp_state(slope);
-
-    f->res_len = 0;
-    f->res_pos = 0;
-    f->res_q = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        double *sp = &s[phase(f, first + i)];
+        float *sp = &s[phase(f, first + i)];
         if (fill_bit(f, i)) {
             f->level = clamp_state(f->level + c->phi * f->trend);
             f->trend = clamp_state(c->phi * f->trend);
             continue;
         }
-        res_push(f, y[i], f->level + c->phi * f->trend + *sp, f->level);
         hw_update(c, &f->level, &f->trend, sp, y[i]);
     }
 
     xfree(pre);
     xfree(cnt);
+    xfree(acc);
     xfree(f->buf);
     xfree(f->fill);
     f->buf = NULL;
@@ -336,26 +348,33 @@ static void hw_init(struct forecast *f, int64_t first)
     f->kind = FC_HW;
 }
 
-/* Close bucket idx with value y (an observation average, or a fill). */
-static void close_bucket(struct forecast *f, int64_t idx, double y, bool real)
+/* Update the model with closed bucket idx: z its mean (log), real false for
+ * a gap fill (z is then the model's own forecast). */
+static void update_model(struct forecast *f, int64_t idx, double z, bool real)
 {
     const struct forecast_config *c = &f->cfg;
+    f->zlast = real ? clamp_state(z) : fc_point(f, idx, 1);
     if (f->kind == FC_HW) {
-        double *sp = &f->season[phase(f, idx)];
-        res_push(f, y, f->level + c->phi * f->trend + *sp, f->level);
-        hw_update(c, &f->level, &f->trend, sp, y);
+        if (real) {
+            hw_update(c, &f->level, &f->trend, &f->season[phase(f, idx)], z);
+        } else {
+            f->level = clamp_state(f->level + c->phi * f->trend);
+            f->trend = clamp_state(c->phi * f->trend);
+        }
         f->seen++;
         return;
     }
     if (f->seen == 0) {
-        f->level = clamp_state(y);
+        f->level = clamp_state(z);
         f->trend = 0.0;
+    } else if (real) {
+        holt_update(c, &f->level, &f->trend, z);
     } else {
-        if (real)
-            res_push(f, y, f->level + c->phi * f->trend, f->level);
-        holt_update(c, &f->level, &f->trend, y);
+        f->level = clamp_state(f->level + c->phi * f->trend);
+        f->trend = clamp_state(c->phi * f->trend);
+        z = f->level;
     }
-    f->buf[f->seen] = clamp_state(y);
+    f->buf[f->seen] = (float)clamp_state(z);
     if (!real)
         f->fill[f->seen / 8] |= (uint8_t)(1u << (f->seen % 8));
     f->seen++;
@@ -363,19 +382,16 @@ static void close_bucket(struct forecast *f, int64_t idx, double y, bool real)
         hw_init(f, idx - (2 * f->m - 1));
 }
 
-static int observe(struct forecast *f, int64_t now_ms, double rate);
-
-int forecast_observe(struct forecast *f, int64_t now_ms, double rate)
+/* Close bucket idx: resolve the plans ending with it, update the model, plan
+ * the windows starting at the next bucket. */
+static void close_bucket(struct forecast *f, int64_t idx, double mean, double peak, bool real)
 {
-    int rc = observe(f, now_ms, rate);
-    if (f && f->res_dirty) {
-        fc_res_q_update(f);
-        f->res_dirty = false;
-    }
-    return rc;
+    fc_plan_close(f, idx, real ? fc_log(f, mean) : NAN, real ? fc_log(f, peak) : NAN);
+    update_model(f, idx, real ? fc_log(f, mean) : 0.0, real);
+    fc_plan_open(f, idx);
 }
 
-static int observe(struct forecast *f, int64_t now_ms, double rate)
+int forecast_observe(struct forecast *f, int64_t now_ms, double rate)
 {
     if (!f || now_ms < 0 || !isfinite(rate) || rate < 0.0 || rate > FORECAST_MAX_RATE)
         return -EINVAL;
@@ -384,6 +400,7 @@ static int observe(struct forecast *f, int64_t now_ms, double rate)
         f->cur = b;
         f->acc_n = 1;
         f->acc_sum = rate;
+        f->acc_max = rate;
         f->last_ms = now_ms;
         return 0;
     }
@@ -394,65 +411,40 @@ static int observe(struct forecast *f, int64_t now_ms, double rate)
             return -ERANGE;
         f->acc_n++;
         f->acc_sum += rate;
+        if (rate > f->acc_max)
+            f->acc_max = rate;
         f->last_ms = now_ms;
         return 0;
     }
-    close_bucket(f, f->cur, f->acc_sum / f->acc_n, true);
-    int64_t idx = f->cur + 1;
-    for (; idx < b && f->kind == FC_WARMUP; idx++)
-        close_bucket(f, idx, f->level + f->cfg.phi * f->trend, false);
-    if (idx < b)
-        gap_fill(f, b - idx);
+    int64_t open = f->cur;
+    close_bucket(f, open, f->acc_sum / f->acc_n, f->acc_max, true);
+    /* Gap buckets: during warm-up each is buffered; after it, at most a
+     * season's worth is walked one by one (the plan rings only need the last
+     * FC_RING), the rest in closed form. */
+    int64_t idx = open + 1;
+    if (f->kind == FC_HW && b - idx > f->m) {
+        int64_t k = b - idx - f->m;
+        const struct forecast_config *c = &f->cfg;
+        f->level = clamp_state(f->level + f->trend * phi_sum(c->phi, (double)k));
+        f->trend = clamp_state(f->trend * pow(c->phi, (double)k));
+        f->seen += k;
+        idx += k;
+        /* the plan rings no longer describe consecutive buckets */
+        f->origin_first = FC_NONE;
+        for (int i = 0; i < FC_RING; i++)
+            f->peak[i] = f->zmean[i] = NAN;
+    }
+    for (; idx < b; idx++)
+        close_bucket(f, idx, 0, 0, false);
     f->cur = b;
     f->acc_n = 1;
     f->acc_sum = rate;
+    f->acc_max = rate;
     f->last_ms = now_ms;
     return 0;
 }
 
 /* ---- prediction ------------------------------------------------------ */
-
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-void fc_res_q_update(struct forecast *f)
-{
-    float tmp[FC_RES_WINDOW];
-    size_t n = f->res_len;
-    f->res_q = 0.0;
-    if (n == 0)
-        return;
-    memcpy(tmp, f->res, n * sizeof(float));
-    qsort(tmp, n, sizeof(float), cmp_float);
-    double pos = f->cfg.quantile * (double)(n - 1);
-    size_t lo = (size_t)pos;
-    if (lo + 1 >= n) {
-        f->res_q = tmp[n - 1];
-        return;
-    }
-    double frac = pos - (double)lo;
-    f->res_q = tmp[lo] + frac * ((double)tmp[lo + 1] - tmp[lo]);
-}
-
-/* k(h): how much wider the h-step error is than the one-step error. */
-static double horizon_factor(const struct forecast *f, int64_t h)
-{
-    const struct forecast_config *c = &f->cfg;
-    int64_t cap = h - 1 < f->m ? h - 1 : f->m;
-    double sum = 1.0, pw = 1.0, ps = 0.0;
-    for (int64_t j = 1; j <= cap; j++) {
-        pw *= c->phi;
-        ps += pw;
-        double cj = c->alpha * (1.0 + c->beta * ps);
-        if (f->kind == FC_HW && j % f->m == 0)
-            cj += c->gamma;
-        sum += cj * cj;
-    }
-    return sqrt(sum);
-}
 
 int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_ms,
                      struct forecast_result *out)
@@ -467,26 +459,49 @@ int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_m
     if (f->seen < FC_MIN_BUCKETS)
         return -ENODATA;
 
-    const struct forecast_config *c = &f->cfg;
-    double y = f->acc_sum / f->acc_n, l = f->level, b = f->trend, mean;
-    int64_t target = (now_ms + horizon_ms) / c->bucket_ms;
-    int64_t h = target > f->cur ? target - f->cur : 0;
-    if (f->kind == FC_WARMUP) {
-        holt_update(c, &l, &b, y);
-        mean = l + b * phi_sum(c->phi, (double)h);
-        out->method = FORECAST_HOLT;
-    } else {
-        size_t pc = phase(f, f->cur), pt = phase(f, target);
-        double sc = f->season[pc];
-        hw_update(c, &l, &b, &sc, y);
-        mean = l + b * phi_sum(c->phi, (double)h) + (pt == pc ? sc : f->season[pt]);
-        out->method = FORECAST_HOLT_WINTERS;
-    }
-    if (!(mean > 0.0)) /* also maps a NaN, which the clamps rule out, to 0 */
-        mean = 0.0;
-    double q = f->res_q;
-    double spread = q > 0.0 ? q * horizon_factor(f, h) * res_scale(mean, l) : 0.0;
-    out->mean = mean;
-    out->upper = mean + spread;
+    /* The model is current through the last closed bucket, f->cur - 1 (the
+     * open bucket is f->cur). */
+    const int64_t B = f->cfg.bucket_ms;
+    int64_t last_closed = f->cur - 1;
+    int64_t first = now_ms / B, last = (now_ms + horizon_ms) / B;
+    if (first <= last_closed)
+        first = last_closed + 1;
+    if (last < first)
+        last = first;
+    int64_t w = last - first + 1;
+    if (w > FORECAST_MAX_WINDOW)
+        w = FORECAST_MAX_WINDOW;
+    int64_t n = last - first + 1;
+    if (n > 4 * FORECAST_MAX_WINDOW)
+        n = 4 * FORECAST_MAX_WINDOW;
+    double zmax = fc_base(f, last_closed, first, n);
+    int64_t evidence = 0;
+    double q = fc_plan_quantile(f, w, &evidence);
+    double floor = f->cfg.rate_floor;
+    double g = fc_plan_growth(f, w);
+    double zplan = fc_plan_value(f, zmax, q, g);
+    double zmean = fc_point(f, last, last - last_closed);
+    double zcap = fc_plan_value(f, zmean, 0, g); /* the same bound on the point forecast */
+    double mean = exp(zcap) - floor;
+    double upper = exp(zplan) - floor;
+    out->mean = mean > 0 ? mean : 0;
+    out->upper = upper > out->mean ? upper : out->mean;
+    if (out->upper > FORECAST_MAX_RATE)
+        out->upper = FORECAST_MAX_RATE;
+    double seen_max = -INFINITY;
+    for (int p = 0; p < FC_PHASES; p++)
+        if (f->binmax[p] > seen_max)
+            seen_max = f->binmax[p];
+    out->observed_max = isfinite(seen_max) ? exp(seen_max) - floor : 0;
+    if (out->observed_max < 0)
+        out->observed_max = 0;
+    out->method = f->kind == FC_HW ? FORECAST_HOLT_WINTERS : FORECAST_HOLT;
+    out->seasonal = f->kind == FC_HW;
+    out->evidence = evidence;
+    out->trusted = evidence >= FORECAST_MIN_EVIDENCE;
+    int h = fc_horizon_index(w);
+    out->coverage_n = f->cov_n[h];
+    out->coverage = f->cov_n[h] ? (double)f->cov_hit[h] / f->cov_n[h] : NAN;
+    out->margin = f->cov_n[h] ? exp(f->cov_excess[h] / f->cov_n[h]) - 1 : NAN;
     return 0;
 }

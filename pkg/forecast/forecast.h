@@ -1,18 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* forecast: predicts a workload's request rate one cold start ahead so that
- * capacity is ready before a daily peak arrives.
+/* forecast: plans a workload's peak request rate over the next cold start,
+ * with an upper bound whose coverage is measured, so that capacity is ready
+ * before load arrives and no more is held than the evidence supports.
  *
- * Observations (any cadence) are averaged into fixed buckets (default 1 min).
- * Until two full seasons of buckets exist the model is Holt's linear trend;
- * then additive Holt-Winters with the configured season. Residuals of the
- * one-step-ahead bucket forecasts feed a running quantile estimate, and
- * forecast_predict() returns both the mean and an upper quantile; the policy
- * plans for the upper one.
+ * Observations (the controller's short-window request rate, any cadence)
+ * are collected into fixed buckets (default 1 min); each bucket keeps its
+ * mean and its peak. The model works on z = ln(rate + floor), where traffic
+ * varies multiplicatively and errors have a similar size at peaks and
+ * troughs: Holt's damped level until two full seasons exist, then additive
+ * damped Holt-Winters (a multiplicative season in rate terms).
+ *
+ * The plan for [now, now + horizon] is the highest point forecast over that
+ * window plus a quantile of past "window residuals": for every past bucket,
+ * the realised peak over the window that started there minus the highest
+ * point forecast made for it. Residuals are kept per phase of the season
+ * (24 bins) and per window length (1, 2, 4, 8 and 16 buckets), so troughs
+ * and peaks, and short and long look-aheads, are calibrated separately. The
+ * forecaster also scores its own plans once they resolve (coverage), and a
+ * plan is not `trusted` until enough residuals back it.
  *
  * Pure: no I/O, no clock; time is passed in. Memory is bounded by the season
- * length (two seasons of buckets during warm-up, one season after), never by
- * history length. State serialises to a compact, versioned byte string for
- * checkpointing. */
+ * length (two seasons of float buckets during warm-up, one season after),
+ * never by history length. State serialises to a compact, versioned byte
+ * string for checkpointing. docs/policy.md has the math. */
 #ifndef GPUSCALER_FORECAST_H
 #define GPUSCALER_FORECAST_H
 
@@ -24,10 +34,11 @@ struct forecast_config {
     int64_t bucket_ms;  /**< bucket width, default 60 s */
     int64_t season_ms;  /**< seasonality, default 24 h; must be a multiple of bucket_ms */
     double alpha;       /**< level smoothing, default 0.3 */
-    double beta;        /**< trend smoothing, default 0.02 */
+    double beta;        /**< trend smoothing (Holt-Winters only), default 0.02 */
     double gamma;       /**< seasonal smoothing, default 0.2 */
     double phi;         /**< trend damping, default 0.98; must be in (0, 1] */
-    double quantile;    /**< upper quantile planned for, default 0.9 */
+    double quantile;    /**< quantile of the window residuals planned for, default 0.9 */
+    double rate_floor;  /**< req/s added before the log (keeps zero finite), default 0.1 */
 };
 
 /** Fill cfg with the defaults above. */
@@ -36,15 +47,21 @@ void forecast_config_init(struct forecast_config *cfg);
 /** Largest rate forecast_observe() accepts (req/s); keeps the state finite. */
 #define FORECAST_MAX_RATE 1e12
 
+/** Longest look-ahead window the residuals cover, in buckets (16 min at 1 min). */
+#define FORECAST_MAX_WINDOW 16
+
+/** Window residuals behind a plan before it is trusted. */
+#define FORECAST_MIN_EVIDENCE 10
+
 struct forecast;
 
 /**
  * Create a forecaster. Returns NULL (and no allocation) if cfg is invalid:
- * bucket_ms <= 0, season not a multiple of bucket, more than 20160 buckets
- * per season, smoothing factors outside (0, 1), quantile outside (0.5, 1).
- * Also invalid: cfg NULL, season_ms <= 0, fewer than 2 buckets per season,
- * phi outside (0, 1]. The caller keeps cfg (it is copied). Release the
- * result with forecast_free().
+ * cfg NULL, bucket_ms <= 0, season_ms <= 0, season not a multiple of bucket,
+ * fewer than 2 or more than 20160 buckets per season, alpha/beta/gamma
+ * outside (0, 1), phi outside (0, 1], quantile outside (0.5, 1), rate_floor
+ * not in (0, 1e6]. The caller keeps cfg (it is copied). Release the result
+ * with forecast_free().
  */
 struct forecast *forecast_new(const struct forecast_config *cfg);
 /** Release f and everything it holds; NULL is a no-op. */
@@ -52,16 +69,16 @@ void forecast_free(struct forecast *f);
 
 /**
  * Add one observation of the request rate (req/s) at time now_ms. Times must
- * not go backwards (older ones are ignored, returns -EINVAL); NaN or negative
- * rates are ignored (-EINVAL). A gap of missing buckets is filled with the
- * model's own forecast so seasonality stays aligned.
+ * not go backwards (older ones are ignored, returns -EINVAL). A gap of missing
+ * buckets is filled with the model's own forecast so seasonality stays
+ * aligned; gap buckets record no residual and resolve no plan.
  *
- * Also -EINVAL: f NULL, now_ms < 0 (times are UNIX ms), rate infinite or
- * above FORECAST_MAX_RATE. -ERANGE if one bucket already holds 2^32 - 1
- * observations. Observations with equal times are accepted. The season's
- * phases follow the clock (bucket index floor(now_ms / bucket_ms) mod
- * buckets-per-season), not the time of the first observation. On any error
- * f is unchanged.
+ * Also -EINVAL: f NULL, now_ms < 0 (times are UNIX ms), rate NaN, negative,
+ * infinite or above FORECAST_MAX_RATE. -ERANGE if one bucket already holds
+ * 2^32 - 1 observations. Observations with equal times are accepted. The
+ * season's phases follow the clock (bucket index floor(now_ms / bucket_ms)
+ * mod buckets-per-season), not the time of the first observation. On any
+ * error f is unchanged.
  */
 int forecast_observe(struct forecast *f, int64_t now_ms, double rate);
 
@@ -69,20 +86,29 @@ enum forecast_method { FORECAST_NONE, FORECAST_HOLT, FORECAST_HOLT_WINTERS };
 
 struct forecast_result {
     enum forecast_method method;
-    double mean;    /**< expected rate at now + horizon (req/s, >= 0) */
-    double upper;   /**< the configured upper quantile (>= mean) */
+    double mean;         /**< point forecast of the bucket holding now + horizon (req/s) */
+    double upper;        /**< planned peak over [now, now + horizon] at the quantile (>= 0) */
+    double observed_max; /**< highest bucket peak seen in the last season (req/s) */
+    bool trusted;        /**< at least FORECAST_MIN_EVIDENCE residuals back `upper` */
+    bool seasonal;       /**< Holt-Winters (two seasons seen); false: level only */
     int64_t buckets_seen;
+    int64_t evidence;    /**< residuals behind the quantile */
+    double coverage;     /**< share of resolved plans of this window length that held */
+    int64_t coverage_n;  /**< how many resolved */
+    double margin;       /**< their mean plan / realised peak - 1 (the price of coverage) */
 };
 
 /**
- * Forecast the rate at now_ms + horizon_ms. Returns -ENODATA until at least a
- * few buckets have been seen (method FORECAST_NONE), else 0.
- *
- * "A few" is 3 closed buckets (buckets_seen counts closed buckets, observed
- * or gap-filled). The open bucket is taken into account without changing f.
+ * Plan for [now_ms, now_ms + horizon_ms]. The model state is the one at the
+ * end of the last closed bucket (the open bucket is not folded in: the plan
+ * is the one its residuals were measured for). Windows longer than
+ * FORECAST_MAX_WINDOW buckets use that window's residuals, and the short-term
+ * momentum is not extrapolated beyond it. Both `mean` and `upper` are bounded
+ * by the highest peak of the last season times the growth new highs have
+ * shown (at most 10x). Returns -ENODATA
+ * until FC_MIN_BUCKETS buckets have closed (method FORECAST_NONE), else 0.
  * -EINVAL (out zeroed, method FORECAST_NONE) for f or out NULL, now_ms < 0,
- * horizon_ms < 0 or a sum that overflows. How mean and upper are computed is
- * described at the top of forecast.c.
+ * horizon_ms < 0 or a sum that overflows.
  */
 int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_ms,
                      struct forecast_result *out);
@@ -93,7 +119,7 @@ const char *forecast_method_name(enum forecast_method m);
  * Serialise into a newly allocated buffer (*out, caller frees with xfree) of
  * *outlen bytes. Deserialise returns a new forecaster or NULL when the bytes
  * are malformed, truncated, of another version or of a different config
- * (bucket or season), with a reason in err.
+ * (bucket, season or rate floor), with a reason in err.
  *
  * The format (see forecast-state.c) is checksummed and holds neither the
  * smoothing factors nor the quantile: those come from cfg, which must pass

@@ -248,14 +248,166 @@ static void test_bucket_averaging(void **state)
     assert_int_equal(forecast_predict(f, T0 + 3 * MIN_MS + 5000, 5 * MIN_MS, &r), 0);
     assert_int_equal(r.buckets_seen, 3);
     assert_near(r.mean, 20.0, 1e-9);
-    assert_near(r.upper, 20.0, 1e-9);
+    assert_near(r.upper, 20.0, 1e-9); /* no residual yet: no margin */
+    assert_false(r.trusted);
+    /* the bucket's peak, not its mean, is what the plan's bound remembers */
+    assert_near(r.observed_max, 30.0, 1e-4);
 
-    /* the open bucket counts: two samples 20 and 80 now give a mean of 50 in
-     * the open bucket, which lifts the forecast */
+    /* the open bucket does not move the plan (its residuals were measured
+     * for plans made at bucket starts); once it closes, the level rises */
     assert_int_equal(forecast_observe(f, T0 + 3 * MIN_MS + 30000, 80.0), 0);
     assert_int_equal(forecast_predict(f, T0 + 3 * MIN_MS + 30000, 0, &r), 0);
-    assert_near(r.mean, 0.3 * 50.0 + 0.7 * 20.0, 1e-9);
+    assert_near(r.mean, 20.0, 1e-9);
+    assert_int_equal(forecast_observe(f, T0 + 4 * MIN_MS, 50.0), 0);
+    assert_int_equal(forecast_predict(f, T0 + 4 * MIN_MS, 0, &r), 0);
+    assert_true(r.mean > 25.0 && r.mean < 50.0);
+    assert_near(r.observed_max, 80.0, 1e-3);
     forecast_free(f);
+}
+
+/* ---- calibration and bounds of the plan ------------------------------------------- */
+
+/* Empirical coverage of the plan: for every minute after the first two days,
+ * the plan made at the minute's start for the next 4 minutes is compared with
+ * the realised peak of the observations (which are the forecaster's input),
+ * independently of the module's own bookkeeping. */
+static double coverage_of(double quantile, double noise, uint64_t seed, double *margin)
+{
+    struct forecast_config cfg;
+    forecast_config_init(&cfg);
+    cfg.quantile = quantile;
+    cfg.rate_floor = 8;
+    struct forecast *f = forecast_new(&cfg);
+    struct lcg g = {seed};
+    const int64_t days = 5, per_min = 4, n = days * DAY_MIN * per_min;
+    double *y = xmalloc((size_t)n * sizeof(double));
+    double level = 1.0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t minute = k / per_min;
+        if (k % (10 * per_min) == 0) /* a level shift every 10 minutes */
+            level = exp(0.08 * (2 * lcg_next(&g) - 1));
+        y[k] = daily_shape(minute % DAY_MIN) * level * (1 + noise * (2 * lcg_next(&g) - 1));
+    }
+    int64_t hit = 0, total = 0;
+    double excess = 0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t now = T0 + k * (MIN_MS / per_min);
+        assert_int_equal(forecast_observe(f, now, y[k]), 0);
+        if (k % per_min != 0 || k < 2 * DAY_MIN * per_min || k + 4 * per_min >= n)
+            continue;
+        struct forecast_result r;
+        assert_int_equal(forecast_predict(f, now, 3 * MIN_MS + MIN_MS / 4, &r), 0);
+        if (!r.trusted)
+            continue;
+        double peak = 0;
+        for (int64_t j = k; j < k + 4 * per_min; j++)
+            peak = y[j] > peak ? y[j] : peak;
+        hit += peak <= r.upper;
+        excess += log((r.upper + 8) / (peak + 8));
+        total++;
+    }
+    xfree(y);
+    forecast_free(f);
+    *margin = exp(excess / (double)total) - 1;
+    return (double)hit / (double)total;
+}
+
+static void test_plan_coverage(void **state)
+{
+    (void)state;
+    static const double qs[] = {0.8, 0.9, 0.95};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(qs); i++) {
+        for (uint64_t seed = 1; seed <= 2; seed++) {
+            double margin, cov = coverage_of(qs[i], 0.05 * (double)seed, seed, &margin);
+            print_message("quantile %.2f, noise %.0f%%: coverage %.1f%%, mean margin %.1f%%\n",
+                          qs[i], 5.0 * (double)seed, 100 * cov, 100 * margin);
+            if (fabs(cov - qs[i]) > 0.05)
+                fail_msg("quantile %.2f: coverage %.3f", qs[i], cov);
+        }
+    }
+}
+
+/* Invariants on any input: finite, upper >= mean >= 0, and upper within the
+ * highest observation times the largest window growth ever observed (the
+ * plan never exceeds what the history and its error bounds support). */
+static void check_bounded(struct forecast *f, int64_t now, double seen_max, double growth,
+                          const char *what)
+{
+    static const int64_t hz[] = {0, 15000, 195000, 600000, 3600000};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(hz); i++) {
+        struct forecast_result r;
+        int rc = forecast_predict(f, now, hz[i], &r);
+        if (rc == -ENODATA)
+            continue;
+        assert_int_equal(rc, 0);
+        if (!(isfinite(r.upper) && r.mean >= 0 && r.upper >= r.mean))
+            fail_msg("%s: mean %g upper %g", what, r.mean, r.upper);
+        double bound = (seen_max + 8) * growth;
+        if (r.upper > bound)
+            fail_msg("%s: upper %g above %g (seen max %g)", what, r.upper, bound, seen_max);
+    }
+}
+
+static void test_plan_never_runs_away(void **state)
+{
+    (void)state;
+    struct forecast_config cfg;
+    forecast_config_init(&cfg);
+    cfg.rate_floor = 8;
+
+    /* The real-cluster case: 2.5 minutes of a ramp 6 -> 18 req/s at 5 s
+     * samples. The plan is not trusted yet, and stays near the history. */
+    struct forecast *f = forecast_new(&cfg);
+    double seen = 0;
+    for (int64_t k = 0; k <= 30; k++) {
+        double y = k < 6 ? 6 : 18;
+        seen = y > seen ? y : seen;
+        assert_int_equal(forecast_observe(f, T0 + k * 5000, y), 0);
+    }
+    struct forecast_result r;
+    int rc = forecast_predict(f, T0 + 150000, 25000, &r);
+    assert_true(rc == 0 || rc == -ENODATA);
+    assert_false(r.trusted);
+    assert_true(r.upper <= 2 * seen);
+    check_bounded(f, T0 + 150000, seen, 2.0, "short");
+    forecast_free(f);
+
+    /* A steep ramp (x1.1 per minute for 3 hours), then a cliff, then flat. */
+    f = forecast_new(&cfg);
+    seen = 0;
+    double y = 1;
+    for (int64_t i = 0; i < 300; i++) {
+        y = i < 180 ? y * 1.1 : i < 200 ? 1 : 50;
+        seen = y > seen ? y : seen;
+        assert_int_equal(forecast_observe(f, T0 + i * MIN_MS, y), 0);
+        /* a ramp of 10 % per bucket grows 4.6x over the longest window (16
+         * buckets); the plan, with its error bound on top, stays within 12x
+         * (the run-away seen on a real cluster was 460x) */
+        check_bounded(f, T0 + i * MIN_MS, seen, 12.0, "ramp");
+    }
+    forecast_free(f);
+
+    /* Random walks with spikes, zeros and gaps of random length. */
+    struct lcg g = {99};
+    for (int run = 0; run < 20; run++) {
+        f = forecast_new(&cfg);
+        int64_t t = T0;
+        double v = 100;
+        seen = 0;
+        for (int64_t i = 0; i < 3000; i++) {
+            double u = lcg_next(&g);
+            t += u < 0.02 ? (int64_t)(lcg_next(&g) * 200) * MIN_MS : (int64_t)(15000 * (1 + u));
+            v *= exp(0.3 * (lcg_next(&g) - 0.5));
+            if (v > 1e6)
+                v = 1e6;
+            double obs = lcg_next(&g) < 0.01 ? v * 20 : lcg_next(&g) < 0.05 ? 0 : v;
+            seen = obs > seen ? obs : seen;
+            assert_int_equal(forecast_observe(f, t, obs), 0);
+            /* e^(window residuals) of this wild series stay below ~60x */
+            check_bounded(f, t, seen, 60.0, "random");
+        }
+        forecast_free(f);
+    }
 }
 
 static void test_rejected_input(void **state)
@@ -416,8 +568,8 @@ static void test_bounded_memory(void **state)
                   mem_day3, mem_day30);
     assert_int_equal(mem_day3, mem_day30);
     assert_true(mem_day1 > mem_day3); /* the two-season buffer is gone */
-    /* one season of doubles plus a fixed part (residual window etc.) */
-    assert_true(mem_day30 <= DAY_MIN * sizeof(double) + 16 * 1024);
+    /* one season of floats plus a fixed part (residual store, plan rings) */
+    assert_true(mem_day30 <= DAY_MIN * sizeof(float) + 16 * 1024);
     struct forecast_result r;
     assert_int_equal(forecast_predict(f, T0 + (30 * DAY_MIN - 1) * MIN_MS, 11 * MIN_MS, &r), 0);
     assert_int_equal(r.method, FORECAST_HOLT_WINTERS);
@@ -457,7 +609,7 @@ static void roundtrip_one(const struct forecast_config *cfg, struct forecast *f,
     size_t len;
     forecast_serialize(f, &buf, &len);
     assert_true(memcmp(buf, "GSFC", 4) == 0);
-    assert_int_equal(buf[4] | buf[5] << 8, 1);
+    assert_int_equal(buf[4] | buf[5] << 8, 2);
     uint32_t crc = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 |
                    (uint32_t)buf[len - 2] << 16 | (uint32_t)buf[len - 1] << 24;
     assert_int_equal(crc, test_crc32(buf, len - 4));
@@ -540,7 +692,9 @@ static void test_state_rejected(void **state)
     memcpy(b, buf, len);
     b[len] = 0;
     assert_null(forecast_deserialize(&cfg, b, len + 1, err, sizeof(err)));
-    assert_non_null(strstr(err, "length"));
+    assert_non_null(strstr(err, "padded"));
+    assert_null(forecast_deserialize(&cfg, b, len - 1, err, sizeof(err)));
+    assert_non_null(strstr(err, "truncated"));
 
     /* every single-bit corruption */
     for (size_t i = 0; i < len; i++) {
@@ -551,16 +705,25 @@ static void test_state_rejected(void **state)
     }
 
     /* foreign bytes, another version, another config */
+    struct forecast_config other;
     memcpy(b, buf, len);
     memcpy(b, "JUNK", 4);
     assert_null(forecast_deserialize(&cfg, b, len, err, sizeof(err)));
     assert_non_null(strstr(err, "magic"));
     memcpy(b, buf, len);
-    b[4] = 2;
+    b[4] = 3;
     fix_crc(b, len);
     assert_null(forecast_deserialize(&cfg, b, len, err, sizeof(err)));
     assert_non_null(strstr(err, "version"));
-    struct forecast_config other = cfg;
+    b[4] = 1; /* an older release's checkpoint: refused, with what happens next */
+    fix_crc(b, len);
+    assert_null(forecast_deserialize(&cfg, b, len, err, sizeof(err)));
+    assert_non_null(strstr(err, "starts afresh"));
+    other = cfg;
+    other.rate_floor = 2.0;
+    assert_null(forecast_deserialize(&other, buf, len, err, sizeof(err)));
+    assert_non_null(strstr(err, "floor"));
+    other = cfg;
     other.season_ms = 120000;
     assert_null(forecast_deserialize(&other, buf, len, err, sizeof(err)));
     assert_non_null(strstr(err, "config has"));
@@ -581,29 +744,44 @@ static void test_state_rejected(void **state)
     assert_non_null(g);
     forecast_free(g);
 
-    /* well-checksummed but invalid values: NaN level (offset 64), a bad
-     * seasonal index (first one at 80), a residual out of range (after the
-     * 60 seasonal indices), a reserved byte */
+    /* well-checksummed but invalid values: NaN level (offset 72), an infinite
+     * trend (80), a bad seasonal index (first one at 112, f32), a plan-ring
+     * value out of range (after the 60 seasonal indices), a residual count
+     * over the bin size (after the fixed plan part), a negative sum */
+    const size_t ring = 112 + 60 * 4, store = ring + 16 * 12 + 16 * 5 * 8 + 24 * 4 + 5 * 20;
     static const struct {
         size_t off;
         double v;
-        bool is_float;
+        int kind; /* 0 f64, 1 f32, 2 u8 */
         const char *why;
     } poke[] = {
-        {64, NAN, false, "level"},
-        {72, INFINITY, false, "level"},
-        {80, 1e300, false, "seasonal"},
-        {80 + 60 * 8, 5e3, true, "residual"},
-        {80 + 60 * 8, NAN, true, "residual"},
-        {56, -1.0, false, "sum"},
+        {72, NAN, 0, "level"},
+        {80, INFINITY, 0, "level"},
+        {112, 1e30, 1, "seasonal"},
+        {0, 5e4, 1, "plan ring"},
+        {0, NAN, 1, "plan ring"}, /* a NaN that is not the canonical one */
+        {1, 200, 2, "length"}, /* a count the rest of the bytes do not hold */
+        {1, 49, 2, "length"},
+        {56, -1.0, 0, "sum"},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(poke); i++) {
         memcpy(b, buf, len);
-        if (poke[i].is_float) {
+        size_t off = poke[i].off;
+        if (poke[i].kind == 1 && off == 0)
+            off = ring;
+        if (poke[i].kind == 2)
+            off = store;
+        if (poke[i].kind == 1) {
             float v = (float)poke[i].v;
-            memcpy(b + poke[i].off, &v, 4); /* little-endian host */
+            if (isnan(v)) {
+                uint32_t bits = 0x7fc00001u;
+                memcpy(&v, &bits, 4);
+            }
+            memcpy(b + off, &v, 4); /* little-endian host */
+        } else if (poke[i].kind == 2) {
+            b[off] = (uint8_t)poke[i].v;
         } else {
-            memcpy(b + poke[i].off, &poke[i].v, 8);
+            memcpy(b + off, &poke[i].v, 8);
         }
         fix_crc(b, len);
         assert_null(forecast_deserialize(&cfg, b, len, err, sizeof(err)));
@@ -666,6 +844,10 @@ static void test_config_validation(void **state)
         {"quantile 1", 6, 1, false},
         {"quantile 0.99", 6, 0.99, true},
         {"quantile NaN", 6, NAN, false},
+        {"floor 0", 7, 0, false},
+        {"floor NaN", 7, NAN, false},
+        {"floor 8", 7, 8, true},
+        {"floor 2e6", 7, 2e6, false},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
         struct forecast_config c = def;
@@ -677,6 +859,7 @@ static void test_config_validation(void **state)
         case 4: c.gamma = cases[i].v; break;
         case 5: c.phi = cases[i].v; break;
         case 6: c.quantile = cases[i].v; break;
+        case 7: c.rate_floor = cases[i].v; break;
         default: break;
         }
         struct forecast *f = forecast_new(&c);
@@ -756,6 +939,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seasonal_accuracy), cmocka_unit_test(test_holt_ramp),
         cmocka_unit_test(test_bucket_averaging),  cmocka_unit_test(test_rejected_input),
+        cmocka_unit_test(test_plan_coverage),     cmocka_unit_test(test_plan_never_runs_away),
         cmocka_unit_test(test_gap_warmup),        cmocka_unit_test(test_gap_seasonal),
         cmocka_unit_test(test_bounded_memory),    cmocka_unit_test(test_state_roundtrip),
         cmocka_unit_test(test_state_rejected),    cmocka_unit_test(test_config_validation),

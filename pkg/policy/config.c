@@ -47,6 +47,12 @@ static const struct key keys[] = {
      "duration, 0 = none"},
     {"metrics-stale-after", K_DUR, OFF(metrics_stale_after_ms), 1000, 3600e3, false, "duration"},
     {"gpus-per-replica", K_NUM, OFF(gpus_per_replica), 0, 1024, false, "GPUs, 0 = from pod spec"},
+    {"scale-in-stabilization", K_DUR, OFF(scale_in_stabilization_ms), 0, 3600e3, false,
+     "duration"},
+    {"service-time", K_DUR, OFF(service_time_ms), 0, 3600e3, false,
+     "duration, 0 = learned from latency histograms"},
+    {"slots-per-gpu", K_NUM, OFF(slots_per_gpu), 0, 100000, false,
+     "concurrent requests per GPU, 0 = capacity x service time"},
 };
 
 void policy_config_init(struct policy_config *cfg)
@@ -69,6 +75,9 @@ void policy_config_init(struct policy_config *cfg)
     cfg->p99_latency_target_ms = 0;
     cfg->metrics_stale_after_ms = 60 * 1000;
     cfg->gpus_per_replica = 0;
+    cfg->service_time_ms = 0;
+    cfg->slots_per_gpu = 0;
+    cfg->scale_in_stabilization_ms = 2 * 60 * 1000;
 }
 
 size_t policy_config_key_count(void)
@@ -197,6 +206,12 @@ int policy_config_validate(const struct policy_config *cfg, char *err, size_t er
         return -EINVAL;
     }
     return 0;
+}
+
+double policy_rate_floor(const struct policy_config *cfg)
+{
+    double f = cfg->target_utilization * cfg->capacity_rps_per_gpu;
+    return f > 0 && f <= 1e6 ? f : 1;
 }
 
 int64_t policy_horizon_ms(const struct policy_config *cfg, int64_t learned_cold_start_ms)

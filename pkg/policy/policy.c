@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* policy: the scaling decision for one workload at one tick.
+/* policy: the act stage of a tick: from the observation, the demand, the
+ * size and the trusted plan, the replica count with a reason.
  *
- * policy_decide() is a pure function of (config, clocks, observation): it
- * updates the two sustained-rule clocks in policy_state and returns the
- * replica count with a reason. Order of precedence: missing/stale metrics
- * (hold), bounds (clamp into [min, max]), scale-out (sustained rule, then
- * forecast, then latency guard), scale-in (sustained rule with hysteresis),
- * hold. See docs/policy.md. */
-#include "policy.h"
+ * policy_decide() is a pure function of (config, clocks, observation). Order
+ * of precedence: missing/stale metrics (hold), bounds (clamp into [min,
+ * max]), scale-out (sustained rule, SLA-sized demand, trusted plan, observed
+ * latency), scale-in (with a trusted plan as soon as plan and demand fit in
+ * fewer replicas; else the hysteresis rule), hold. Every decision's reason,
+ * figures and explanation describe the same rule (explain.c words them).
+ * See docs/policy.md. */
+#include "policy-int.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -27,7 +29,9 @@ static const char *const reason_names[POLICY_REASON_COUNT] = {
     [POLICY_SCALED_OUT] = "ScaledOut",
     [POLICY_PREDICTIVE_SCALE_OUT] = "PredictiveScaleOut",
     [POLICY_LATENCY_SCALE_OUT] = "LatencyScaleOut",
+    [POLICY_SLA_SCALE_OUT] = "SLAScaleOut",
     [POLICY_SCALED_IN] = "ScaledIn",
+    [POLICY_PREDICTIVE_SCALE_IN] = "PredictiveScaleIn",
     [POLICY_CLAMPED] = "OutsideReplicaBounds",
 };
 
@@ -39,33 +43,23 @@ const char *policy_reason_name(enum policy_reason r)
 bool policy_reason_is_action(enum policy_reason r)
 {
     return r == POLICY_SCALED_OUT || r == POLICY_PREDICTIVE_SCALE_OUT ||
-           r == POLICY_LATENCY_SCALE_OUT || r == POLICY_SCALED_IN || r == POLICY_CLAMPED;
+           r == POLICY_LATENCY_SCALE_OUT || r == POLICY_SLA_SCALE_OUT ||
+           r == POLICY_SCALED_IN || r == POLICY_PREDICTIVE_SCALE_IN || r == POLICY_CLAMPED;
 }
 
 void policy_state_init(struct policy_state *st)
 {
+    memset(st, 0, sizeof(*st));
     st->above_since_ms = POLICY_NEVER;
     st->below_since_ms = POLICY_NEVER;
     st->latency_above_since_ms = POLICY_NEVER;
-    st->forecast_above_since_ms = POLICY_NEVER;
+    st->need_above_since_ms = POLICY_NEVER;
     st->last_scale_ms = POLICY_NEVER;
 }
 
 static int32_t clamp_i32(int64_t v, int32_t lo, int32_t hi)
 {
     return v < lo ? lo : v > hi ? hi : (int32_t)v;
-}
-
-/* Replicas needed to serve rate at the per-replica target; ceil with a small
- * tolerance so that exactly-at-target does not round up. */
-static int64_t replicas_for(double rate, double per_replica)
-{
-    if (!(rate > 0))
-        return 0;
-    double r = rate / per_replica;
-    if (r > 1e7)
-        return 10000000;
-    return (int64_t)ceil(r - 1e-9);
 }
 
 static void tick_clock(int64_t *since, bool cond, int64_t now)
@@ -81,223 +75,271 @@ static bool clock_fired(int64_t since, int64_t window, int64_t now)
     return since != POLICY_NEVER && now - since >= window;
 }
 
-static void fmt_dur(int64_t ms, char *buf, size_t len)
+static void floor_push(struct policy_state *st, int64_t now, int64_t floor_)
 {
-    util_format_duration(ms < 0 ? 0 : ms, buf, len);
+    st->floor_hist[st->floor_pos] = (int32_t)UTIL_MIN(floor_, (int64_t)INT32_MAX);
+    st->floor_t_ms[st->floor_pos] = now;
+    st->floor_pos = (st->floor_pos + 1) % POLICY_FLOOR_TICKS;
+    if (st->floor_len < POLICY_FLOOR_TICKS)
+        st->floor_len++;
 }
 
-void policy_decide(const struct policy_config *cfg, struct policy_state *st,
-                   const struct policy_input *in, struct policy_decision *out)
+/* Highest floor of the ticks in (now - window, now]. */
+static int64_t floor_max(const struct policy_state *st, int64_t now, int64_t window)
 {
-    memset(out, 0, sizeof(*out));
-    const int64_t now = in->now_ms;
-    const int32_t cur = in->current_replicas < 0 ? 0 : in->current_replicas;
-    const int32_t lo = cfg->min_replicas, hi = cfg->max_replicas;
-    double gpus = cfg->gpus_per_replica > 0 ? cfg->gpus_per_replica : in->gpus_per_replica;
-    if (!(gpus > 0))
-        gpus = 1;
-    const double cap = cfg->capacity_rps_per_gpu;
-    const double per_replica = cfg->target_utilization * cap * gpus;
-    char a[32], b[32];
-
-    out->desired = clamp_i32(cur, lo, hi);
-    out->requests_per_gpu = NAN;
-    out->utilization = NAN;
-    out->forecast_requests_per_gpu = NAN;
-    out->above_since_ms = out->below_since_ms = POLICY_NEVER;
-    out->scale_out_at_ms = out->scale_in_at_ms = POLICY_NEVER;
-
-    /* 1. No trustworthy data: hold (bounds still apply), restart the clocks so
-     * no rule fires on evidence gathered before the gap. */
-    bool stale = !in->metrics_valid || !isfinite(in->request_rate) || in->request_rate < 0 ||
-                 in->metrics_time_ms == POLICY_NEVER ||
-                 now - in->metrics_time_ms > cfg->metrics_stale_after_ms;
-    if (stale) {
-        st->above_since_ms = st->below_since_ms = st->latency_above_since_ms = POLICY_NEVER;
-        st->forecast_above_since_ms = POLICY_NEVER;
-        out->reason = POLICY_METRICS_UNAVAILABLE;
-        if (!in->metrics_valid || in->metrics_time_ms == POLICY_NEVER) {
-            snprintf(out->explain, sizeof(out->explain),
-                     "metrics unavailable: holding %d replicas (never scaling in without data)",
-                     out->desired);
-        } else {
-            fmt_dur(now - in->metrics_time_ms, a, sizeof(a));
-            fmt_dur(cfg->metrics_stale_after_ms, b, sizeof(b));
-            snprintf(out->explain, sizeof(out->explain),
-                     "metrics stale (last %s ago, limit %s): holding %d replicas", a, b,
-                     out->desired);
-        }
-        if (out->desired != cur)
-            out->reason = POLICY_CLAMPED;
-        return;
+    int64_t m = 0;
+    for (int32_t i = 0; i < st->floor_len; i++) {
+        int32_t k = (st->floor_pos + POLICY_FLOOR_TICKS - 1 - i) % POLICY_FLOOR_TICKS;
+        if (st->floor_t_ms[k] <= now - window)
+            break;
+        if (st->floor_hist[k] > m)
+            m = st->floor_hist[k];
     }
+    return m;
+}
 
-    const double rate = in->request_rate;
-    const int32_t ready = in->ready_replicas < 0 ? 0 : in->ready_replicas;
-    double rpg = ready > 0 ? rate / (ready * gpus) : (rate > 0 ? INFINITY : 0);
+static void reset_clocks(struct policy_state *st)
+{
+    st->above_since_ms = st->below_since_ms = st->latency_above_since_ms = POLICY_NEVER;
+    st->need_above_since_ms = POLICY_NEVER;
+    st->floor_len = 0; /* floors measured before a gap say nothing */
+}
+
+static void observe(const struct policy_config *cfg, struct policy_state *st,
+                    const struct policy_input *in, struct policy_tick *t, struct policy_decision *out)
+{
+    t->cfg = cfg;
+    t->in = in;
+    t->now = in->now_ms;
+    t->cur = in->current_replicas < 0 ? 0 : in->current_replicas;
+    t->ready = in->ready_replicas < 0 ? 0 : in->ready_replicas;
+    t->lo = cfg->min_replicas;
+    t->hi = cfg->max_replicas;
+    t->gpus = cfg->gpus_per_replica > 0 ? cfg->gpus_per_replica : in->gpus_per_replica;
+    if (!(t->gpus > 0))
+        t->gpus = 1;
+    t->cap = cfg->capacity_rps_per_gpu;
+
+    /* demand -> size */
+    policy_demand(in, policy_horizon_ms(cfg, 0), &t->dem);
+    policy_sizing(cfg, st, in, &t->sz);
+    t->need_now = policy_size(&t->sz, t->dem.rate_rps);
+    t->plan = cfg->predictive && in->have_forecast && in->forecast_trusted &&
+              isfinite(in->forecast_rate) && in->forecast_rate >= 0;
+    t->need_fc = t->plan ? policy_size(&t->sz, in->forecast_rate) : 0;
+    /* A level-only plan (no season yet) must not add capacity while the
+     * measured load falls: that is a trend that is not there. */
+    bool falling = isfinite(in->recent_rate) && in->recent_rate >= 0 &&
+                   in->recent_rate < in->request_rate;
+    t->plan_out_ok = t->plan && (in->forecast_seasonal || !falling);
+
+    double rate = in->request_rate;
+    double rpg = t->ready > 0 ? rate / (t->ready * t->gpus) : (rate > 0 ? INFINITY : 0);
     out->requests_per_gpu = rpg;
-    out->utilization = rpg / cap;
-    int64_t need_now = replicas_for(rate, per_replica);
-    int64_t need_fc = 0;
-    bool have_fc = cfg->predictive && in->have_forecast && isfinite(in->forecast_rate) &&
-                   in->forecast_rate >= 0;
-    if (have_fc)
-        need_fc = replicas_for(in->forecast_rate, per_replica);
-    out->need_now = clamp_i32(need_now, 0, INT32_MAX);
-    out->need_forecast = clamp_i32(need_fc, 0, INT32_MAX);
+    out->utilization = rpg / t->cap;
+    out->demand_rps = t->dem.rate_rps;
+    out->per_replica_rps = t->sz.per_replica_rps;
+    out->sla_sized = t->sz.from_sla;
+    out->need_now = clamp_i32(t->need_now, 0, INT32_MAX);
+    out->need_forecast = clamp_i32(t->need_fc, 0, INT32_MAX);
+    if (t->plan)
+        out->forecast_rps = in->forecast_rate;
 
-    /* 2. Clocks. Strictly above the target starts the scale-out clock;
-     * strictly below the hysteresis threshold starts the scale-in clock. */
-    bool above = out->utilization > cfg->target_utilization;
-    bool below = out->utilization < cfg->scale_in_utilization;
-    tick_clock(&st->above_since_ms, above, now);
-    tick_clock(&st->below_since_ms, below, now);
-    bool lat_known = cfg->p99_latency_target_ms > 0 && in->p99_latency_ms >= 0 &&
-                     isfinite(in->p99_latency_ms);
-    bool lat_above = lat_known && in->p99_latency_ms > (double)cfg->p99_latency_target_ms;
-    tick_clock(&st->latency_above_since_ms, lat_above, now);
-    tick_clock(&st->forecast_above_since_ms, need_fc > cur && need_fc > need_now, now);
+    t->above = out->utilization > cfg->target_utilization;
+    t->below = out->utilization < cfg->scale_in_utilization;
+    t->lat_above = cfg->p99_latency_target_ms > 0 && in->p99_latency_ms >= 0 &&
+                   isfinite(in->p99_latency_ms) &&
+                   in->p99_latency_ms > (double)cfg->p99_latency_target_ms;
+    t->queue_high = in->queue_depth > (double)(t->ready > 0 ? t->ready : 1);
+
+    /* Clocks. Strictly above the target starts the sustained clock; strictly
+     * below the hysteresis threshold the scale-in one. */
+    /* The scale-in floor: what demand and plan need, sized with a margin
+     * below the scale-out size (hysteresis), never below min-replicas. */
+    struct policy_sizing in_sz = t->sz;
+    in_sz.per_replica_rps *= 1 - POLICY_SCALE_IN_MARGIN;
+    int64_t floor_ = policy_size(&in_sz, t->dem.rate_rps);
+    if (t->plan)
+        floor_ = UTIL_MAX(floor_, policy_size(&in_sz, in->forecast_rate));
+    floor_ = UTIL_MAX(floor_, (int64_t)t->lo);
+    t->floor = floor_;
+    tick_clock(&st->above_since_ms, t->above, t->now);
+    tick_clock(&st->below_since_ms, t->below, t->now);
+    tick_clock(&st->latency_above_since_ms, t->lat_above, t->now);
+    tick_clock(&st->need_above_since_ms, t->sz.from_sla && t->need_now > t->cur, t->now);
+    floor_push(st, t->now, floor_);
     out->above_since_ms = st->above_since_ms;
     out->below_since_ms = st->below_since_ms;
     if (st->above_since_ms != POLICY_NEVER)
         out->scale_out_at_ms = st->above_since_ms + cfg->scale_out_after_ms;
     if (st->below_since_ms != POLICY_NEVER)
         out->scale_in_at_ms = st->below_since_ms + cfg->scale_in_after_ms;
+}
 
-    /* 3. Bounds. */
-    if (cur < lo || cur > hi) {
-        int64_t want = cur < lo ? UTIL_MAX((int64_t)lo, UTIL_MAX(need_now, need_fc)) : hi;
-        out->desired = clamp_i32(want, lo, hi);
-        out->reason = POLICY_CLAMPED;
-        snprintf(out->explain, sizeof(out->explain),
-                 "%d replicas outside the bounds [%d, %d]: set to %d", cur, lo, hi, out->desired);
-        st->last_scale_ms = now;
-        return;
-    }
-
-    /* 4. Scale out. */
-    bool fired_out = clock_fired(st->above_since_ms, cfg->scale_out_after_ms, now);
+/* Scale-out rules; returns true when one acted (or is pinned at max). */
+static bool scale_out(struct policy_state *st, const struct policy_tick *t, struct policy_decision *out)
+{
+    const struct policy_config *cfg = t->cfg;
+    const int64_t now = t->now, cur = t->cur;
+    int64_t need = UTIL_MAX(t->need_now, t->plan_out_ok ? t->need_fc : 0);
     int64_t want = cur;
     enum policy_reason reason = POLICY_HOLD_WITHIN_BAND;
-    if (fired_out && UTIL_MAX(need_now, need_fc) > cur) {
-        want = UTIL_MAX(need_now, need_fc);
+    bool fired_out = clock_fired(st->above_since_ms, cfg->scale_out_after_ms, now);
+    if (fired_out && need > cur) {
+        want = need;
         reason = POLICY_SCALED_OUT;
-    } else if (need_fc > cur && need_fc > need_now &&
-               clock_fired(st->forecast_above_since_ms, cfg->decision_interval_ms, now)) {
-        want = need_fc;
+    } else if (t->need_now > cur &&
+               clock_fired(st->need_above_since_ms, cfg->decision_interval_ms, now)) {
+        want = need;
+        reason = POLICY_SLA_SCALE_OUT;
+    } else if (t->plan_out_ok && t->need_fc > cur) {
+        want = need;
         reason = POLICY_PREDICTIVE_SCALE_OUT;
     } else if (clock_fired(st->latency_above_since_ms, cfg->scale_out_after_ms, now) &&
-               ready >= cur && !below) {
-        want = (int64_t)cur + 1;
+               t->ready >= cur && !t->below) {
+        want = UTIL_MAX(cur + 1, t->need_now);
         reason = POLICY_LATENCY_SCALE_OUT;
     }
-    if (reason != POLICY_HOLD_WITHIN_BAND) {
-        if (cfg->max_scale_up_step > 0 && want > (int64_t)cur + cfg->max_scale_up_step)
-            want = (int64_t)cur + cfg->max_scale_up_step;
-        if (cur >= hi) {
-            out->desired = cur;
-            out->reason = POLICY_HOLD_AT_MAX;
-            snprintf(out->explain, sizeof(out->explain),
-                     "load needs %lld replicas but already at max-replicas %d",
-                     (long long)UTIL_MAX(want, UTIL_MAX(need_now, need_fc)), hi);
-            return;
-        }
-        out->desired = clamp_i32(want, lo, hi);
-        out->reason = reason;
-        st->last_scale_ms = now;
-        st->below_since_ms = POLICY_NEVER;
-        out->below_since_ms = out->scale_in_at_ms = POLICY_NEVER;
-        if (reason == POLICY_LATENCY_SCALE_OUT)
-            st->latency_above_since_ms = now; /* one replica per window */
-        out->forecast_requests_per_gpu =
-            have_fc ? in->forecast_rate / (out->desired * gpus) : NAN;
-        if (reason == POLICY_SCALED_OUT) {
-            fmt_dur(now - st->above_since_ms, a, sizeof(a));
-            snprintf(out->explain, sizeof(out->explain),
-                     "requests/GPU %.3g above %.3g (%.0f%% of %.3g) for %s: %d -> %d replicas",
-                     rpg, cfg->target_utilization * cap, cfg->target_utilization * 100, cap, a,
-                     cur, out->desired);
-        } else if (reason == POLICY_PREDICTIVE_SCALE_OUT) {
-            fmt_dur(policy_horizon_ms(cfg, 0), a, sizeof(a));
-            snprintf(out->explain, sizeof(out->explain),
-                     "forecast %.4g req/s within %s needs %lld replicas: %d -> %d ahead of load",
-                     in->forecast_rate, a, (long long)need_fc, cur, out->desired);
-        } else {
-            fmt_dur(cfg->p99_latency_target_ms, a, sizeof(a));
-            snprintf(out->explain, sizeof(out->explain),
-                     "p99 %.0fms above the %s target for a full window: %d -> %d replicas",
-                     in->p99_latency_ms, a, cur, out->desired);
-        }
-        return;
+    if (reason == POLICY_HOLD_WITHIN_BAND) {
+        if (!fired_out)
+            return false;
+        out->desired = t->cur;
+        out->reason = cur >= t->hi && need > t->hi ? POLICY_HOLD_AT_MAX
+                                                   : POLICY_HOLD_SCALE_OUT_PENDING;
+        out->want = (int32_t)UTIL_MIN(need, (int64_t)INT32_MAX);
+        policy_explain(t, st, out);
+        return true;
     }
-    if (fired_out) {
-        out->desired = cur;
-        out->reason = cur >= hi && need_now > hi ? POLICY_HOLD_AT_MAX : POLICY_HOLD_SCALE_OUT_PENDING;
-        snprintf(out->explain, sizeof(out->explain),
-                 "requests/GPU %.3g above target but %d replicas asked for cover the load "
-                 "(%d ready): waiting for them",
-                 rpg, cur, ready);
-        return;
+    if (cfg->max_scale_up_step > 0 && want > cur + cfg->max_scale_up_step)
+        want = cur + cfg->max_scale_up_step;
+    out->want = (int32_t)UTIL_MIN(UTIL_MAX(want, need), (int64_t)INT32_MAX);
+    if (cur >= t->hi) {
+        out->desired = t->cur;
+        out->reason = POLICY_HOLD_AT_MAX;
+        out->rule = reason;
+        policy_explain(t, st, out);
+        return true;
     }
+    out->desired = clamp_i32(want, t->lo, t->hi);
+    out->reason = reason;
+    st->last_scale_ms = now;
+    st->below_since_ms = POLICY_NEVER;
+    out->below_since_ms = out->scale_in_at_ms = POLICY_NEVER;
+    if (reason == POLICY_LATENCY_SCALE_OUT)
+        st->latency_above_since_ms = now; /* one replica per window */
+    policy_explain(t, st, out);
+    return true;
+}
 
-    /* 5. Scale in, one bounded step per full window below the threshold. */
-    if (clock_fired(st->below_since_ms, cfg->scale_in_after_ms, now)) {
-        bool queue_high = in->queue_depth > (double)(ready > 0 ? ready : 1);
-        if (lat_above || queue_high) {
-            out->reason = POLICY_HOLD_LATENCY;
-            snprintf(out->explain, sizeof(out->explain),
-                     "load low but %s: not scaling in",
-                     lat_above ? "p99 above target" : "requests are queueing");
-            return;
+/* Scale-in rules; returns true when one decided (acted or held for a reason). */
+static bool scale_in(struct policy_state *st, const struct policy_tick *t,
+                     struct policy_decision *out)
+{
+    const struct policy_config *cfg = t->cfg;
+    const int64_t now = t->now, cur = t->cur;
+    int64_t floor_ = t->floor;
+    int64_t step = cfg->max_scale_down_step > 0 ? cfg->max_scale_down_step
+                                                : UTIL_MAX((int64_t)1, cur / 2);
+    enum policy_reason act = t->plan ? POLICY_PREDICTIVE_SCALE_IN : POLICY_SCALED_IN;
+    if (t->plan) {
+        /* With a trusted plan: as soon as demand and the plan over the next
+         * cold start fit in fewer replicas, but not while replicas asked for
+         * are still starting (the plan asked for them over this very
+         * look-ahead), and not below the highest floor of the stabilization
+         * window (a scale-in the next minute's plan would undo is a flap). */
+        if (floor_ >= cur)
+            return false;
+        out->rule = act;
+        out->want = (int32_t)UTIL_MIN(floor_, (int64_t)INT32_MAX);
+        int64_t held = floor_max(st, now, cfg->scale_in_stabilization_ms);
+        if (t->ready < cur || held >= cur) {
+            out->reason = POLICY_HOLD_BELOW_WAITING;
+            out->want = (int32_t)UTIL_MIN(UTIL_MAX(floor_, t->ready < cur ? floor_ : held),
+                                          (int64_t)INT32_MAX);
+            policy_explain(t, st, out);
+            return true;
         }
-        int64_t step = cfg->max_scale_down_step > 0 ? cfg->max_scale_down_step
-                                                    : UTIL_MAX(1, cur / 2);
-        int64_t floor_ = (int64_t)cur - step;
-        int64_t w = UTIL_MAX(UTIL_MAX(need_now, need_fc), UTIL_MAX((int64_t)lo, floor_));
-        if (w < cur) {
-            out->desired = clamp_i32(w, lo, hi);
-            out->reason = POLICY_SCALED_IN;
-            st->last_scale_ms = now;
-            st->below_since_ms = now; /* the next step needs another full window */
-            out->below_since_ms = now;
-            out->scale_in_at_ms = now + cfg->scale_in_after_ms;
-            out->forecast_requests_per_gpu =
-                have_fc ? in->forecast_rate / (out->desired * gpus) : NAN;
-            fmt_dur(cfg->scale_in_after_ms, a, sizeof(a));
-            snprintf(out->explain, sizeof(out->explain),
-                     "requests/GPU %.3g below %.3g (%.0f%% of %.3g) for %s: %d -> %d replicas",
-                     rpg, cfg->scale_in_utilization * cap, cfg->scale_in_utilization * 100, cap,
-                     a, cur, out->desired);
-            return;
-        }
-        out->reason = cur <= lo ? POLICY_HOLD_AT_MIN : POLICY_HOLD_BELOW_WAITING;
-        snprintf(out->explain, sizeof(out->explain),
-                 cur <= lo ? "load low; at min-replicas %d"
-                           : "load low but the forecast needs %d replicas: holding",
-                 cur <= lo ? lo : (int)need_fc);
-        return;
-    }
-
-    if (have_fc && out->desired > 0)
-        out->forecast_requests_per_gpu = in->forecast_rate / (out->desired * gpus);
-    if (above) {
-        out->reason = POLICY_HOLD_ABOVE_WAITING;
-        fmt_dur(now - st->above_since_ms, a, sizeof(a));
-        fmt_dur(cfg->scale_out_after_ms, b, sizeof(b));
-        snprintf(out->explain, sizeof(out->explain),
-                 "requests/GPU %.3g above %.3g for %s of %s: holding %d replicas", rpg,
-                 cfg->target_utilization * cap, a, b, cur);
-    } else if (below) {
-        out->reason = POLICY_HOLD_BELOW_WAITING;
-        fmt_dur(now - st->below_since_ms, a, sizeof(a));
-        fmt_dur(cfg->scale_in_after_ms, b, sizeof(b));
-        snprintf(out->explain, sizeof(out->explain),
-                 "requests/GPU %.3g below %.3g for %s of %s: holding %d replicas", rpg,
-                 cfg->scale_in_utilization * cap, a, b, cur);
+        floor_ = UTIL_MAX(floor_, held);
     } else {
-        out->reason = POLICY_HOLD_WITHIN_BAND;
-        snprintf(out->explain, sizeof(out->explain),
-                 "requests/GPU %.3g within [%.3g, %.3g]: holding %d replicas", rpg,
-                 cfg->scale_in_utilization * cap, cfg->target_utilization * cap, cur);
+        /* The hysteresis rule: below scale-in-utilization for scale-in-after. */
+        if (st->below_since_ms == POLICY_NEVER)
+            return false;
+        out->rule = act;
+        out->want = (int32_t)UTIL_MIN(floor_, (int64_t)INT32_MAX);
+        if (!clock_fired(st->below_since_ms, cfg->scale_in_after_ms, now))
+            return false; /* the hold text says how long is left */
     }
+    if (t->lat_above || t->queue_high) {
+        out->reason = POLICY_HOLD_LATENCY;
+        policy_explain(t, st, out);
+        return true;
+    }
+    int64_t w = UTIL_MAX(floor_, cur - step);
+    if (w >= cur) {
+        out->reason = cur <= t->lo ? POLICY_HOLD_AT_MIN : POLICY_HOLD_BELOW_WAITING;
+        policy_explain(t, st, out);
+        return true;
+    }
+    out->desired = clamp_i32(w, t->lo, t->hi);
+    out->reason = act;
+    st->last_scale_ms = now;
+    if (!t->plan) { /* the next step needs another full window */
+        st->below_since_ms = now;
+        out->below_since_ms = now;
+        out->scale_in_at_ms = now + cfg->scale_in_after_ms;
+    }
+    policy_explain(t, st, out);
+    return true;
+}
+
+void policy_decide(const struct policy_config *cfg, struct policy_state *st,
+                   const struct policy_input *in, struct policy_decision *out)
+{
+    memset(out, 0, sizeof(*out));
+    const int32_t cur = in->current_replicas < 0 ? 0 : in->current_replicas;
+    out->desired = clamp_i32(cur, cfg->min_replicas, cfg->max_replicas);
+    out->requests_per_gpu = out->utilization = NAN;
+    out->forecast_requests_per_gpu = out->forecast_rps = out->demand_rps = NAN;
+    out->per_replica_rps = NAN;
+    out->above_since_ms = out->below_since_ms = POLICY_NEVER;
+    out->scale_out_at_ms = out->scale_in_at_ms = POLICY_NEVER;
+    out->rule = POLICY_REASON_COUNT;
+
+    /* 1. No trustworthy data: hold (bounds still apply), restart the clocks so
+     * no rule fires on evidence gathered before the gap. */
+    bool stale = !in->metrics_valid || !isfinite(in->request_rate) || in->request_rate < 0 ||
+                 in->metrics_time_ms == POLICY_NEVER ||
+                 in->now_ms - in->metrics_time_ms > cfg->metrics_stale_after_ms;
+    if (stale) {
+        reset_clocks(st);
+        out->reason = out->desired != cur ? POLICY_CLAMPED : POLICY_METRICS_UNAVAILABLE;
+        policy_explain_stale(cfg, in, out);
+        if (out->reason == POLICY_CLAMPED)
+            st->last_scale_ms = in->now_ms;
+        return;
+    }
+
+    struct policy_tick t;
+    observe(cfg, st, in, &t, out);
+
+    /* 2. Bounds. */
+    if (cur < t.lo || cur > t.hi) {
+        int64_t want = cur < t.lo ? UTIL_MAX((int64_t)t.lo, UTIL_MAX(t.need_now, t.need_fc))
+                                  : t.hi;
+        out->desired = clamp_i32(want, t.lo, t.hi);
+        out->reason = POLICY_CLAMPED;
+        st->last_scale_ms = t.now;
+        policy_explain(&t, st, out);
+        return;
+    }
+
+    /* 3. Scale out, 4. scale in, 5. hold. */
+    if (!scale_out(st, &t, out) && !scale_in(st, &t, out)) {
+        out->reason = t.above ? POLICY_HOLD_ABOVE_WAITING
+                      : t.below && !t.plan ? POLICY_HOLD_BELOW_WAITING
+                                           : POLICY_HOLD_WITHIN_BAND;
+        policy_explain(&t, st, out);
+    }
+    if (t.plan && out->desired > 0)
+        out->forecast_requests_per_gpu = in->forecast_rate / (out->desired * t.gpus);
 }

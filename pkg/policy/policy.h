@@ -8,17 +8,28 @@
  * one-line explanation. The same inputs always give the same decision, which
  * is what makes `gpuscaler simulate` a faithful preview of `gpuscaler run`.
  *
- * The rule (docs/policy.md has the math):
- *   requests/GPU = request rate / (ready replicas x GPUs per replica)
- *   scale out when requests/GPU > target_utilization x capacity continuously
- *   for scale_out_after; scale in when it is < scale_in_utilization x capacity
- *   continuously for scale_in_after, at most max_scale_down_step (or half the
- *   replicas) per step, one step per window; hold on missing or stale metrics.
- *   With a forecast: scale out ahead of load when the upper-quantile forecast
- *   needs more replicas for a full decision interval (two ticks in a row, so
- *   one noisy forecast does not add capacity); never scale in below what the
- *   forecast needs (a lower floor would be undone by the next predictive
- *   scale-out: flapping).
+ * One tick is a pipeline of named stages (docs/policy.md has the math):
+ *   observe   the caller fills struct policy_input (rates, queue, replicas,
+ *             the forecaster's plan);
+ *   demand    policy_demand(): the arrival rate now (the fresher of the
+ *             window and the last-tick rate) plus the rate that drains the
+ *             queue within the look-ahead;
+ *   forecast  pkg/forecast: the planned peak over the next cold start, with
+ *             a measured coverage; used only once trusted;
+ *   size      policy_sizing() / policy_size(): replicas for a rate: the
+ *             fewest whose modelled p99 (M/M/c per replica) meets
+ *             p99-latency-target, or target-utilization without an SLA;
+ *   act       policy_decide(): the rules below;
+ *   report    the decision's reason, figures and explanation (the caller
+ *             turns them into Events, status and metrics).
+ * The rules of policy_decide(): hold on missing or stale metrics; clamp into
+ * [min, max]; scale out when requests/GPU stays above target-utilization for
+ * scale-out-after (the sustained rule), when the SLA-sized need of the
+ * current demand or of the trusted plan exceeds the count for a decision
+ * interval, or when the observed p99 stays above the target; scale in, with
+ * a trusted forecast, as soon as the plan over the next cold start and the
+ * current demand fit in fewer replicas for a decision interval, else by the
+ * hysteresis rule (below scale-in-utilization for scale-in-after).
  *
  * Configuration keys are shared with annotations (gpuscaler.io/<key>), the
  * YAML config file and the simulator's policy file: policy_config_set() is the
@@ -51,7 +62,13 @@ struct policy_config {
     double forecast_quantile;      /**< plan for this quantile of the forecast, default 0.9 */
     int64_t p99_latency_target_ms; /**< SLA on p99 latency, 0 = none (default) */
     int64_t metrics_stale_after_ms;/**< metrics older than this are missing, default 60 s */
+    int64_t scale_in_stabilization_ms; /**< with a trusted plan: scale in no lower than the
+                                            highest floor of this window, default 2 min */
     double gpus_per_replica;       /**< override of the pod spec's GPU count, 0 = from pods */
+    int64_t service_time_ms;       /**< latency of one request on an idle replica; 0 = learned
+                                        from the latency histograms (default) */
+    double slots_per_gpu;          /**< concurrent requests per GPU; 0 = capacity x service
+                                        time (default) */
 };
 
 /** Fill in every default. capacity_rps_per_gpu is left 0 (must be set). */
@@ -76,16 +93,38 @@ int policy_config_set(struct policy_config *cfg, const char *key, const char *va
  */
 int policy_config_validate(const struct policy_config *cfg, char *err, size_t errlen);
 
+/** The forecaster's rate floor for this workload (forecast_config.rate_floor):
+ *  one GPU's rate at the target utilization, below which differences do not
+ *  change a replica count. */
+double policy_rate_floor(const struct policy_config *cfg);
+
 /** Look-ahead horizon: max(cold start, learned cold start) + decision interval. */
 int64_t policy_horizon_ms(const struct policy_config *cfg, int64_t learned_cold_start_ms);
 
-/** Per-workload memory of the policy: the sustained-rule clocks. Zero-init is NOT valid. */
+/** Ticks of scale-in floor history kept (covers the stabilization window:
+ *  64 ticks of the default 15 s interval are 16 min). */
+#define POLICY_FLOOR_TICKS 64
+
+/** The scale-in floor is sized at this fraction below the per-replica rate
+ *  that scale-out sizes at: a plan hovering at a replica boundary does not
+ *  add and remove that replica every minute. */
+#define POLICY_SCALE_IN_MARGIN 0.05
+
+/** Per-workload memory of the policy: the rules' clocks and the cached SLA
+ *  utilisation. Zero-init is NOT valid. */
 struct policy_state {
     int64_t above_since_ms;         /**< utilization above target since, or POLICY_NEVER */
     int64_t below_since_ms;         /**< utilization below scale-in threshold since */
     int64_t latency_above_since_ms; /**< p99 above target since */
-    int64_t forecast_above_since_ms;/**< forecast need above current replicas since */
+    int64_t need_above_since_ms;    /**< SLA-sized need of the demand above replicas since */
     int64_t last_scale_ms;          /**< last time the decision changed replicas */
+    /* the scale-in floor (replicas that demand and plan need) of recent ticks */
+    int32_t floor_hist[POLICY_FLOOR_TICKS];
+    int64_t floor_t_ms[POLICY_FLOOR_TICKS];
+    int32_t floor_pos, floor_len;
+    /* cache of policy_sla_utilization() for these inputs */
+    int32_t sla_servers;
+    double sla_service_s, sla_target_s, sla_replica_rps, sla_util;
 };
 
 void policy_state_init(struct policy_state *st);
@@ -99,10 +138,15 @@ struct policy_input {
     bool metrics_valid;       /**< false when the collector could not measure */
     int64_t metrics_time_ms;  /**< when request_rate was measured */
     double request_rate;      /**< requests/s over the whole deployment */
+    double recent_rate;       /**< requests/s over the last tick only, < 0 or NAN unknown */
     double p99_latency_ms;    /**< observed p99, < 0 unknown */
-    double queue_depth;       /**< queued requests, < 0 unknown */
+    double queue_depth;       /**< requests waiting for a slot, < 0 unknown */
+    double service_time_ms;   /**< learned service time (used when the config has none),
+                                   <= 0 unknown */
     bool have_forecast;       /**< forecast_rate is meaningful */
-    double forecast_rate;     /**< planned (upper-quantile) rate at now + horizon */
+    double forecast_rate;     /**< planned peak rate over [now, now + horizon] */
+    bool forecast_trusted;    /**< enough evidence backs it (forecast_result.trusted) */
+    bool forecast_seasonal;   /**< it has a season (else: level only, on short history) */
 };
 
 enum policy_reason {
@@ -117,7 +161,9 @@ enum policy_reason {
     POLICY_SCALED_OUT,             /**< sustained-rule scale-out */
     POLICY_PREDICTIVE_SCALE_OUT,   /**< forecast scale-out ahead of load */
     POLICY_LATENCY_SCALE_OUT,      /**< sustained p99 above the SLA */
+    POLICY_SLA_SCALE_OUT,          /**< the SLA-sized need of the current demand */
     POLICY_SCALED_IN,              /**< sustained-rule scale-in */
+    POLICY_PREDICTIVE_SCALE_IN,    /**< plan and demand fit in fewer replicas */
     POLICY_CLAMPED,                /**< current replicas outside [min, max] */
     POLICY_REASON_COUNT
 };
@@ -130,11 +176,19 @@ bool policy_reason_is_action(enum policy_reason r);
 struct policy_decision {
     int32_t desired;                 /**< replicas to run */
     enum policy_reason reason;
+    enum policy_reason rule;         /**< for a hold: the rule that would act (e.g. why
+                                          AtMaxReplicas), POLICY_REASON_COUNT if none */
+    int32_t want;                    /**< replicas the acting or waiting rule asks for
+                                          before bounds and step limits, 0 if none */
+    double forecast_rps;             /**< the trusted plan's peak rate in use; NAN without */
     double requests_per_gpu;         /**< current, over ready replicas; NAN when unknown */
     double utilization;              /**< requests_per_gpu / capacity */
     double forecast_requests_per_gpu;/**< forecast over desired replicas; NAN without one */
-    int32_t need_now;                /**< replicas the current load needs at target */
-    int32_t need_forecast;           /**< replicas the forecast needs, 0 without one */
+    double demand_rps;               /**< the demand stage's rate (arrivals + drain); NAN */
+    double per_replica_rps;          /**< what one replica may carry (SLA or target) */
+    bool sla_sized;                  /**< per_replica_rps comes from the p99 target */
+    int32_t need_now;                /**< replicas the current demand needs */
+    int32_t need_forecast;           /**< replicas the trusted plan needs, 0 without one */
     int64_t above_since_ms;          /**< copy of the clock, POLICY_NEVER when stopped */
     int64_t scale_out_at_ms;         /**< when the scale-out rule fires, POLICY_NEVER */
     int64_t below_since_ms;
@@ -150,6 +204,58 @@ struct policy_decision {
  */
 void policy_decide(const struct policy_config *cfg, struct policy_state *st,
                    const struct policy_input *in, struct policy_decision *out);
+
+/* ---- stages ------------------------------------------------------------- */
+
+/** The demand stage's answer. */
+struct policy_demand {
+    double arrival_rps;  /**< arrivals now: the larger of the window and last-tick rates */
+    double drain_rps;    /**< extra rate that drains the waiting queue within the horizon */
+    double rate_rps;     /**< arrival + drain: what the replicas must serve */
+    bool rising;         /**< the last tick's rate is above the window's */
+};
+
+/**
+ * Demand from an observation: in->request_rate and in->recent_rate (the
+ * fresher wins when higher, so a step is sized at once, but a dip is not
+ * trusted before the window sees it), plus in->queue_depth / horizon (the
+ * queue must drain within the time new capacity needs to arrive) unless
+ * replicas asked for are still starting (they will drain it). Unknown
+ * inputs count as 0. horizon_ms > 0.
+ */
+void policy_demand(const struct policy_input *in, int64_t horizon_ms, struct policy_demand *out);
+
+/** The size stage's constants for one workload. */
+struct policy_sizing {
+    double per_replica_rps; /**< rate one replica may carry */
+    double utilization;     /**< per_replica_rps / (capacity x GPUs) */
+    bool from_sla;          /**< from the p99 target and the queueing model */
+    double service_s;       /**< service time used (s), 0 when none */
+    int32_t servers;        /**< concurrent requests per replica (slots) */
+};
+
+/**
+ * Largest utilisation rho of one replica (servers concurrent slots, at most
+ * replica_rps requests/s, service_s seconds per request on an idle replica)
+ * at which the M/M/c p99 latency, service_s + max(0, ln(C(c, rho c) / 0.01) /
+ * (replica_rps (1 - rho))) with C Erlang's C formula, stays within target_s.
+ * 0 when even an idle replica misses the target (service_s >= target_s).
+ * Costs O(c) per bisection step: cache it (policy_sizing does, in st).
+ */
+double policy_sla_utilization(int32_t servers, double replica_rps, double service_s,
+                              double target_s);
+
+/**
+ * The size stage for cfg, in->gpus_per_replica and the learned service time
+ * (in->service_time_ms when cfg has none): per-replica rate from the p99
+ * target when both a target and a service time are known, else
+ * target-utilization x capacity x GPUs. The SLA utilisation is cached in st.
+ */
+void policy_sizing(const struct policy_config *cfg, struct policy_state *st,
+                   const struct policy_input *in, struct policy_sizing *out);
+
+/** Replicas for rate (ceil, exact fits do not round up); 0 for no load. */
+int64_t policy_size(const struct policy_sizing *sz, double rate);
 
 /* ---- counter rates ------------------------------------------------------ */
 

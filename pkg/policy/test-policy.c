@@ -52,6 +52,7 @@ static void run_table(const struct policy_config *cfg, const struct tick *rows, 
             .metrics_valid = r->rate != MISSING,
             .metrics_time_ms = S(r->t_s),
             .request_rate = r->rate == MISSING ? 0 : r->rate,
+            .recent_rate = -1,
             .p99_latency_ms = -1,
             .queue_depth = -1,
             .have_forecast = r->forecast != NOFC,
@@ -212,42 +213,231 @@ static void test_missing_metrics_hold(void **s)
     assert_int_equal(d.desired, 10);
 }
 
+/* A tick with the demand stage's inputs and a plan (trusted unless noted). */
+struct xtick {
+    double t_s;
+    int cur, ready;
+    double rate, recent, queue; /* recent/queue < 0: unknown */
+    double plan;                /* NOFC: none */
+    int want;
+    enum policy_reason reason;
+    bool untrusted, seasonal_off;
+};
+
+static void run_xtable(const struct policy_config *cfg, const struct xtick *rows, size_t n)
+{
+    struct policy_state st;
+    policy_state_init(&st);
+    char err[128];
+    assert_int_equal(policy_config_validate(cfg, err, sizeof(err)), 0);
+    for (size_t i = 0; i < n; i++) {
+        const struct xtick *r = &rows[i];
+        struct policy_input in = {
+            .now_ms = S(r->t_s),
+            .current_replicas = r->cur,
+            .ready_replicas = r->ready,
+            .gpus_per_replica = 1,
+            .metrics_valid = true,
+            .metrics_time_ms = S(r->t_s),
+            .request_rate = r->rate,
+            .recent_rate = r->recent,
+            .p99_latency_ms = -1,
+            .queue_depth = r->queue,
+            .have_forecast = r->plan != NOFC,
+            .forecast_rate = r->plan,
+            .forecast_trusted = !r->untrusted,
+            .forecast_seasonal = !r->seasonal_off,
+        };
+        struct policy_decision d;
+        policy_decide(cfg, &st, &in, &d);
+        if (d.desired != r->want || d.reason != r->reason)
+            fail_msg("row %zu (t=%gs): got %d %s, want %d %s (%s)", i, r->t_s, d.desired,
+                     policy_reason_name(d.reason), r->want, policy_reason_name(r->reason),
+                     d.explain);
+        /* report: the forecast figure is there exactly when a plan was used */
+        bool plan_used = cfg->predictive && r->plan != NOFC && !r->untrusted;
+        assert_int_equal(isfinite(d.forecast_requests_per_gpu) ? 1 : 0, plan_used ? 1 : 0);
+        if (!plan_used)
+            assert_null(strstr(d.explain, "forecast"));
+    }
+}
+
 static void test_predictive(void **s)
 {
     (void)s;
     struct policy_config c;
     base_cfg(&c);
-    const struct tick rows[] = {
-        /* load fine now; forecast needs 6: one forecast alone does not act, a
-         * forecast that holds for a full decision interval does */
-        {0, 4, 4, 24, 48, 4, POLICY_HOLD_WITHIN_BAND},
-        {15, 4, 4, 24, 48, 6, POLICY_PREDICTIVE_SCALE_OUT},
-        {30, 6, 4, 24, 48, 6, POLICY_HOLD_WITHIN_BAND},
-        /* forecast low never scales in below what current load needs:
-         * 6 ready at 24 req/s = 4 each (< 5) -> after 10 min scale in to
-         * ceil(24/8) = 3 even though the forecast says 0 */
-        {30, 6, 6, 24, 0, 6, POLICY_HOLD_BELOW_WAITING},
-        {630, 6, 6, 24, 0, 3, POLICY_SCALED_IN},
-        /* a high forecast blocks scale-in */
-        {700, 8, 8, 8, 60, 8, POLICY_HOLD_BELOW_WAITING},
-        {1300, 8, 8, 8, 60, 8, POLICY_HOLD_BELOW_WAITING},
+    /* 8 req/s per replica (target 0.8 x 10): a plan of 48 req/s needs 6 */
+    const struct xtick out_rows[] = {
+        /* a trusted plan above the count acts at once, ahead of load */
+        {0, 4, 4, 24, -1, -1, 48, 6, POLICY_PREDICTIVE_SCALE_OUT, 0, 0},
+        {15, 6, 4, 24, -1, -1, 48, 6, POLICY_HOLD_WITHIN_BAND, 0, 0},
+        /* the plan drops: no scale-in while replicas asked for are starting */
+        {30, 6, 4, 24, -1, -1, 20, 6, POLICY_HOLD_BELOW_WAITING, 0, 0},
     };
-    run_table(&c, rows, UTIL_ARRAY_LEN(rows));
-
-    /* a forecast blip that does not last a decision interval is ignored */
-    const struct tick blip[] = {
-        {0, 4, 4, 24, 48, 4, POLICY_HOLD_WITHIN_BAND},
-        {10, 4, 4, 24, 20, 4, POLICY_HOLD_WITHIN_BAND},
-        {20, 4, 4, 24, 48, 4, POLICY_HOLD_WITHIN_BAND},
-        {34.9, 4, 4, 24, 48, 4, POLICY_HOLD_WITHIN_BAND},
-        {35, 4, 4, 24, 48, 6, POLICY_PREDICTIVE_SCALE_OUT},
+    run_xtable(&c, out_rows, UTIL_ARRAY_LEN(out_rows));
+    const struct xtick in_rows[] = {
+        {0, 6, 6, 24, -1, -1, 48, 6, POLICY_HOLD_WITHIN_BAND, 0, 0},
+        /* stabilization: the last 2 min needed 7 (48 / 7.6 per replica) */
+        {15, 6, 6, 24, -1, -1, 20, 6, POLICY_HOLD_BELOW_WAITING, 0, 0},
+        {119.9, 6, 6, 24, -1, -1, 20, 6, POLICY_HOLD_BELOW_WAITING, 0, 0},
+        /* the window no longer holds t=0: down to what demand needs at 95% of
+         * 8 per replica (24 / 7.6 -> 4), not what the plan needs (20 -> 3) */
+        {120, 6, 6, 24, -1, -1, 20, 4, POLICY_PREDICTIVE_SCALE_IN, 0, 0},
+        /* never below what the current demand needs, even with a plan of 0 */
+        {150, 4, 4, 24, -1, -1, 0, 4, POLICY_HOLD_WITHIN_BAND, 0, 0},
+        {300, 4, 4, 24, -1, -1, 0, 4, POLICY_HOLD_WITHIN_BAND, 0, 0},
+        /* hysteresis: 23 req/s fits 3 at 8 per replica but not at 7.6 */
+        {315, 4, 4, 23, -1, -1, 0, 4, POLICY_HOLD_WITHIN_BAND, 0, 0},
+        {600, 4, 4, 23, -1, -1, 0, 4, POLICY_HOLD_WITHIN_BAND, 0, 0},
     };
-    run_table(&c, blip, UTIL_ARRAY_LEN(blip));
+    run_xtable(&c, in_rows, UTIL_ARRAY_LEN(in_rows));
 
-    /* predictive off ignores the forecast */
+    /* a level-only plan (no season yet) adds nothing while load falls, and
+     * an untrusted plan is ignored */
+    const struct xtick guard[] = {
+        {0, 4, 4, 24, 20, -1, 48, 4, POLICY_HOLD_WITHIN_BAND, 0, 1},
+        {15, 4, 4, 24, 26, -1, 48, 6, POLICY_PREDICTIVE_SCALE_OUT, 0, 1},
+        {30, 6, 6, 24, 24, -1, 100, 6, POLICY_HOLD_BELOW_WAITING, 1, 0},
+    };
+    run_xtable(&c, guard, UTIL_ARRAY_LEN(guard));
+
+    /* predictive off ignores the plan and keeps the hysteresis rule */
     c.predictive = false;
-    const struct tick off[] = {{0, 4, 4, 24, 48, 4, POLICY_HOLD_WITHIN_BAND}};
-    run_table(&c, off, UTIL_ARRAY_LEN(off));
+    const struct xtick off[] = {
+        {0, 4, 4, 24, -1, -1, 48, 4, POLICY_HOLD_WITHIN_BAND, 0, 0},
+        {15, 8, 8, 24, -1, -1, 0, 8, POLICY_HOLD_BELOW_WAITING, 0, 0},
+    };
+    run_xtable(&c, off, UTIL_ARRAY_LEN(off));
+}
+
+static void test_sla_sizing(void **s)
+{
+    (void)s;
+    /* The llm7b profile: 64 slots, 10 req/s, 6.4 s, p99 8 s. The M/M/c p99 at
+     * the answer meets 8 s and 1% more load misses it. */
+    double rho = policy_sla_utilization(64, 10, 6.4, 8.0);
+    assert_true(rho > 0.80 && rho < 0.88);
+    assert_true(policy_sla_utilization(64, 10, 6.4, 10.0) > rho);  /* looser target */
+    assert_true(policy_sla_utilization(128, 20, 6.4, 8.0) > rho);  /* bigger replica */
+    assert_true(policy_sla_utilization(64, 10, 6.4, 6.4) == 0);    /* unreachable */
+    assert_true(policy_sla_utilization(4, 100, 0.04, 0.2) > 0.5);  /* recsys-like */
+
+    struct policy_config c;
+    base_cfg(&c);
+    c.predictive = false;
+    c.p99_latency_target_ms = 8000;
+    c.service_time_ms = 6400;
+    struct policy_state st;
+    policy_state_init(&st);
+    struct policy_input in = {.gpus_per_replica = 1};
+    struct policy_sizing sz;
+    policy_sizing(&c, &st, &in, &sz);
+    assert_true(sz.from_sla);
+    assert_int_equal(sz.servers, 64);
+    assert_true(fabs(sz.per_replica_rps - rho * 10) < 1e-9);
+    assert_int_equal(policy_size(&sz, 0), 0);
+    assert_int_equal(policy_size(&sz, sz.per_replica_rps * 3), 3); /* exact fit */
+    assert_int_equal(policy_size(&sz, sz.per_replica_rps * 3 * 1.001), 4);
+    /* the learned service time is used when none is configured */
+    c.service_time_ms = 0;
+    policy_sizing(&c, &st, &in, &sz);
+    assert_false(sz.from_sla);
+    assert_true(fabs(sz.per_replica_rps - 8) < 1e-9);
+    in.service_time_ms = 6400;
+    policy_sizing(&c, &st, &in, &sz);
+    assert_true(sz.from_sla);
+}
+
+/* The real-cluster step: 6 -> 18 req/s on pods of 10 req/s (0.2 s service
+ * time, 2 slots), 20 s cold start, scale-out-after 20 s, 5 s ticks, a 60 s
+ * rate window. The demand stage sees the step in the last tick's rate and in
+ * the queue, so the first write asks for what the step needs. */
+static void test_step_first_write(void **s)
+{
+    (void)s;
+    struct policy_config c;
+    base_cfg(&c);
+    c.predictive = false;
+    c.scale_out_after_ms = 20000;
+    c.decision_interval_ms = 5000;
+    c.cold_start_ms = 20000;
+    c.p99_latency_target_ms = 1000;
+    c.service_time_ms = 200;
+    struct policy_state st;
+    policy_state_init(&st);
+    struct policy_decision d = {0};
+    double queue = 0;
+    int first_write = -1, asked = 0;
+    for (int t = 0; t <= 60 && first_write < 0; t += 5) {
+        /* window rate: the average of 6 before the step (t=0) and 18 after,
+         * completions capped at the one pod's 10 req/s; the queue grows by
+         * the excess */
+        double window = (6.0 * (60 - t) + 18.0 * t) / 60.0;
+        double done = (6.0 * (60 - t) + 10.0 * t) / 60.0;
+        struct policy_input in = {.now_ms = S(t), .current_replicas = 1, .ready_replicas = 1,
+                                  .gpus_per_replica = 1, .metrics_valid = true,
+                                  .metrics_time_ms = S(t), .request_rate = window,
+                                  .recent_rate = t > 0 ? 18 : 6, .p99_latency_ms = -1,
+                                  .queue_depth = queue};
+        (void)done;
+        policy_decide(&c, &st, &in, &d);
+        if (d.desired != 1) {
+            first_write = t;
+            asked = d.desired;
+        }
+        queue += 8 * 5;
+    }
+    if (first_write < 0 || first_write > 26 || asked < 3)
+        fail_msg("first write at %ds asking %d (%s)", first_write, asked, d.explain);
+    assert_int_equal(d.reason, POLICY_SLA_SCALE_OUT);
+}
+
+static void test_explanations_agree(void **s)
+{
+    (void)s;
+    struct policy_config c;
+    base_cfg(&c);
+    c.min_replicas = 2;
+    struct policy_state st;
+    policy_state_init(&st);
+    struct policy_decision d;
+    /* min-replicas raised while metrics are missing: the Event must say it
+     * scaled 1 -> 2 because of the bounds, not that it holds */
+    struct policy_input in = {.now_ms = S(0), .current_replicas = 1, .ready_replicas = 1,
+                              .gpus_per_replica = 1, .metrics_valid = false,
+                              .p99_latency_ms = -1, .queue_depth = -1};
+    policy_decide(&c, &st, &in, &d);
+    assert_int_equal(d.desired, 2);
+    assert_int_equal(d.reason, POLICY_CLAMPED);
+    assert_non_null(strstr(d.explain, "1 -> 2"));
+    assert_null(strstr(d.explain, "holding"));
+    /* an untrusted forecast is neither in the figures nor in the words */
+    in = (struct policy_input){.now_ms = S(15), .current_replicas = 4, .ready_replicas = 4,
+                               .gpus_per_replica = 1, .metrics_valid = true,
+                               .metrics_time_ms = S(15), .request_rate = 10,
+                               .recent_rate = -1, .p99_latency_ms = -1, .queue_depth = -1, .have_forecast = true,
+                               .forecast_rate = 32, .forecast_trusted = false};
+    policy_decide(&c, &st, &in, &d);
+    assert_int_equal(d.reason, POLICY_HOLD_BELOW_WAITING);
+    assert_null(strstr(d.explain, "forecast"));
+    assert_false(isfinite(d.forecast_requests_per_gpu));
+    assert_int_equal(d.need_forecast, 0);
+    /* a trusted one that holds the count says so, with its figure */
+    in.forecast_trusted = true;
+    in.now_ms = in.metrics_time_ms = S(30);
+    policy_decide(&c, &st, &in, &d);
+    assert_int_equal(d.desired, 4);
+    assert_non_null(strstr(d.explain, "forecast peak 32"));
+    assert_true(fabs(d.forecast_requests_per_gpu - 8) < 1e-9);
+    /* pinned at max while the rule wants more: want says how many */
+    c.max_replicas = 4;
+    in.forecast_rate = 80;
+    in.now_ms = in.metrics_time_ms = S(45);
+    policy_decide(&c, &st, &in, &d);
+    assert_int_equal(d.reason, POLICY_HOLD_AT_MAX);
+    assert_int_equal(d.want, 10);
+    assert_non_null(strstr(d.explain, "needs 10 replicas"));
 }
 
 static void test_latency_guard(void **s)
@@ -430,6 +620,9 @@ int main(void)
         cmocka_unit_test(test_bounds_and_up_step),
         cmocka_unit_test(test_missing_metrics_hold),
         cmocka_unit_test(test_predictive),
+        cmocka_unit_test(test_sla_sizing),
+        cmocka_unit_test(test_step_first_write),
+        cmocka_unit_test(test_explanations_agree),
         cmocka_unit_test(test_latency_guard),
         cmocka_unit_test(test_multi_gpu_and_zero_ready),
         cmocka_unit_test(test_config_keys),

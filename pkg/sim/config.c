@@ -33,11 +33,7 @@ struct key {
 
 static const struct key keys[] = {
     {"policy", K_POLICIES, OFF(policies), 0, 0, false,
-     "policies to compare: predictive,reactive,hpa"},
-    {"service-time", K_DUR, OFF(service_time_ms), 1, H_MS, true,
-     "latency of one request on an idle replica"},
-    {"slots-per-gpu", K_NUM, OFF(slots_per_gpu), 0, 100000, false,
-     "concurrent requests per GPU, 0 = capacity x service time"},
+     "policies to compare: predictive,reactive,hpa,oracle,static-peak"},
     {"sla", K_DUR, OFF(sla_ms), 0, H_MS, false, "p99 SLA scored, 0 = p99-latency-target"},
     {"scale", K_NUM, OFF(scale), 0, 1e6, true, "multiply the trace's counts by this"},
     {"start", K_DUR, OFF(start_ms), 0, 365 * D_MS, false, "score from this far into the trace"},
@@ -82,6 +78,8 @@ static const char *const policy_names[SIM_POLICY_COUNT] = {
     [SIM_PREDICTIVE] = "predictive",
     [SIM_REACTIVE] = "reactive",
     [SIM_HPA] = "hpa",
+    [SIM_ORACLE] = "oracle",
+    [SIM_STATIC_PEAK] = "static-peak",
 };
 
 const char *sim_policy_name(enum sim_policy p)
@@ -121,8 +119,7 @@ void sim_config_init(struct sim_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     policy_config_init(&cfg->policy);
-    cfg->service_time_ms = 1000;
-    cfg->slots_per_gpu = 0;
+    cfg->policy.service_time_ms = 1000; /* the simulated servers' (the policy's own default: learned) */
     cfg->sla_ms = 0;
     cfg->scale = 1;
     cfg->initial_replicas = 0;
@@ -155,7 +152,7 @@ void sim_config_demo(struct sim_config *cfg)
     cfg->policy.min_replicas = 2;
     cfg->policy.max_replicas = 100;
     cfg->policy.p99_latency_target_ms = 6000;
-    cfg->service_time_ms = 2000;
+    cfg->policy.service_time_ms = 2000;
     cfg->scale = 0.2;
     cfg->start_ms = 2 * 86400 * 1000LL;
     cfg->warmup_ms = 2 * 86400 * 1000LL;
@@ -259,7 +256,9 @@ int sim_config_set(struct sim_config *cfg, const char *key, const char *value, c
     case K_POLICIES: {
         unsigned set;
         if (sim_policy_parse_list(value, &set) != 0) {
-            snprintf(err, errlen, "%s: '%.60s' is not a list of predictive, reactive, hpa",
+            snprintf(err, errlen,
+                     "%s: '%.60s' is not a list of predictive, reactive, hpa, oracle, "
+                     "static-peak",
                      k->name, value);
             return -EINVAL;
         }
@@ -324,13 +323,13 @@ int sim_config_validate(const struct sim_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "scale: must be above 0");
         return -EINVAL;
     }
-    if (cfg->service_time_ms <= 0) {
-        snprintf(err, errlen, "service-time: must be above 0");
+    if (cfg->policy.service_time_ms <= 0) {
+        snprintf(err, errlen, "service-time: the simulator needs the servers' service time (above 0)");
         return -EINVAL;
     }
     double gpus = sim_config_gpus(cfg);
-    double slots = cfg->slots_per_gpu > 0 ? cfg->slots_per_gpu
-                                          : p->capacity_rps_per_gpu * cfg->service_time_ms / 1e3;
+    double slots = cfg->policy.slots_per_gpu > 0 ? cfg->policy.slots_per_gpu
+                                          : p->capacity_rps_per_gpu * cfg->policy.service_time_ms / 1e3;
     if (gpus * slots > 100000) {
         snprintf(err, errlen,
                  "slots-per-gpu: %g concurrent requests per replica is more than the model's "

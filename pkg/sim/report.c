@@ -47,9 +47,9 @@ static double hpa_target(const struct sim_config *cfg)
 
 static double slots(const struct sim_config *cfg)
 {
-    double s = cfg->slots_per_gpu;
+    double s = cfg->policy.slots_per_gpu;
     if (!(s > 0))
-        s = cfg->policy.capacity_rps_per_gpu * cfg->service_time_ms / 1e3;
+        s = cfg->policy.capacity_rps_per_gpu * cfg->policy.service_time_ms / 1e3;
     double c = round(sim_config_gpus(cfg) * s);
     return c < 1 ? 1 : c;
 }
@@ -74,7 +74,7 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
         util_buf_printf(b, " after a %s warm-up", a);
     }
     util_buf_puts(b, "\n");
-    dur(cfg->service_time_ms, a, sizeof(a));
+    dur(cfg->policy.service_time_ms, a, sizeof(a));
     dur(p->cold_start_ms, c, sizeof(c));
     util_buf_printf(b,
                     "  serving   %g GPUs/replica x %g req/s per GPU = %g req/s per replica; "
@@ -120,9 +120,9 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
                     h->scale_up_pods, h->scale_up_percent, a, h->scale_down_percent, c, d, e);
 
     bool minutes = cfg->interval_ms == 60000;
-    util_buf_printf(b, "%-12s %10s %14s %9s %8s %5s %6s %9s\n", "policy", "GPU-hours",
-                    minutes ? "min p99>SLA" : "int p99>SLA", "req>SLA", "actions", "peak",
-                    "mean", "worst p99");
+    util_buf_printf(b, "%-12s %10s %9s %14s %9s %8s %6s %5s %6s %9s\n", "policy", "GPU-hours",
+                    "vs oracle", minutes ? "min p99>SLA" : "int p99>SLA", "req>SLA", "actions",
+                    "flaps", "peak", "mean", "worst p99");
     for (size_t i = 0; i < r->n; i++) {
         const struct sim_policy_result *x = &r->pol[i];
         char miss[40], pct[24], worst[24];
@@ -134,10 +134,28 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
             snprintf(worst, sizeof(worst), ">1h");
         else
             snprintf(worst, sizeof(worst), "%.1fs", x->max_p99_ms / 1000);
-        util_buf_printf(b, "%-12s %10.1f %14s %9s %8lld %5d %6.1f %9s\n",
-                        sim_policy_name(x->policy), x->gpu_hours, miss, pct,
-                        (long long)x->scaling_actions, x->peak_replicas, x->mean_replicas, worst);
+        char vs[24];
+        if (isfinite(x->gpu_hours_vs_oracle))
+            snprintf(vs, sizeof(vs), "%.3fx", x->gpu_hours_vs_oracle);
+        else
+            snprintf(vs, sizeof(vs), "-");
+        util_buf_printf(b, "%-12s %10.1f %9s %14s %9s %8lld %6lld %5d %6.1f %9s\n",
+                        sim_policy_name(x->policy), x->gpu_hours, vs, miss, pct,
+                        (long long)x->scaling_actions, (long long)x->flaps, x->peak_replicas,
+                        x->mean_replicas, worst);
     }
+    if (r->peak_need > cfg->policy.max_replicas)
+        util_buf_printf(b,
+                        "\nwarning: max-replicas %d cannot carry this trace's peak: the SLA "
+                        "needs %d replicas at the busiest second; every policy is capped below "
+                        "it (raise max-replicas)\n",
+                        cfg->policy.max_replicas, r->peak_need);
+    if (r->oracle_gpu_hours > 0)
+        util_buf_printf(b,
+                        "\nvs oracle: GPU-hours / %.1f, the oracle's (perfect foresight of the "
+                        "trace, same serving model and cold start, p99 within the SLA every "
+                        "second)\n",
+                        r->oracle_gpu_hours);
 }
 
 /* Shortest exact-enough decimal for CSV/JSON: integers without a point. */
@@ -149,6 +167,18 @@ static void num(struct util_buf *b, double v)
         util_buf_printf(b, "%.0f", v);
     else
         util_buf_printf(b, "%.6g", v);
+}
+
+void sim_report_scale_log_csv(struct util_buf *b, const struct sim_result *r)
+{
+    util_buf_puts(b, "t_seconds,policy,desired_replicas\n");
+    for (size_t i = 0; i < r->n; i++) {
+        const struct sim_policy_result *x = &r->pol[i];
+        for (size_t k = 0; k < x->nchanges; k++) {
+            num(b, x->changes[k].t_s);
+            util_buf_printf(b, ",%s,%d\n", sim_policy_name(x->policy), x->changes[k].desired);
+        }
+    }
 }
 
 void sim_report_timeline_csv(struct util_buf *b, const struct sim_result *r)
@@ -219,11 +249,16 @@ void sim_report_json(struct util_buf *b, const struct sim_config *cfg,
     jkv_num(b, "end_seconds", r->t_end_s, true);
     jkv_num(b, "warmup_seconds", r->warmup_s, true);
     jkv_num(b, "requests", r->requests, true);
-    jkv_num(b, "peak_demand_rps", r->peak_demand_rps, false);
+    jkv_num(b, "peak_demand_rps", r->peak_demand_rps, true);
+    jkv_num(b, "oracle_gpu_hours", round(r->oracle_gpu_hours * 1000) / 1000, true);
+    jkv_num(b, "oracle_peak_need", r->oracle_peak_need, true);
+    jkv_num(b, "peak_need_unbounded", r->peak_need, true);
+    util_buf_json_str(b, "max_replicas_too_low");
+    util_buf_puts(b, r->peak_need > cfg->policy.max_replicas ? ": true" : ": false");
     util_buf_puts(b, "},\n  \"parameters\": {");
     jkv_num(b, "capacity-per-gpu", p->capacity_rps_per_gpu, true);
     jkv_num(b, "gpus-per-replica", sim_config_gpus(cfg), true);
-    jkv_dur(b, "service-time", cfg->service_time_ms, true);
+    jkv_dur(b, "service-time", cfg->policy.service_time_ms, true);
     jkv_num(b, "slots-per-replica", slots(cfg), true);
     jkv_dur(b, "cold-start", p->cold_start_ms, true);
     jkv_dur(b, "sla", sim_config_sla_ms(cfg), true);
@@ -263,6 +298,12 @@ void sim_report_json(struct util_buf *b, const struct sim_config *cfg,
         util_buf_json_str(b, sim_policy_name(x->policy));
         util_buf_puts(b, ", ");
         jkv_num(b, "gpu_hours", round(x->gpu_hours * 1000) / 1000, true);
+        jkv_num(b, "gpu_hours_vs_oracle", round(x->gpu_hours_vs_oracle * 10000) / 10000, true);
+        if (x->policy == SIM_PREDICTIVE) {
+            jkv_num(b, "plan_coverage", x->plan_coverage, true);
+            jkv_num(b, "plan_margin", x->plan_margin, true);
+            jkv_num(b, "plans_resolved", (double)x->plan_resolved, true);
+        }
         jkv_num(b, "intervals", (double)x->intervals, true);
         jkv_num(b, "sla_violating_intervals", (double)x->sla_intervals, true);
         jkv_num(b, "requests", round(x->requests), true);
@@ -270,6 +311,7 @@ void sim_report_json(struct util_buf *b, const struct sim_config *cfg,
         jkv_num(b, "requests_over_sla_pct",
                 x->requests > 0 ? 100.0 * x->requests_over_sla / x->requests : 0, true);
         jkv_num(b, "scaling_actions", (double)x->scaling_actions, true);
+        jkv_num(b, "flaps", (double)x->flaps, true);
         jkv_num(b, "peak_replicas", x->peak_replicas, true);
         jkv_num(b, "mean_replicas", x->mean_replicas, true);
         jkv_num(b, "max_p99_ms", round(x->max_p99_ms * 10) / 10, true);

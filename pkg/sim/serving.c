@@ -11,7 +11,9 @@
  *    requests spread evenly over ready replicas): an arrival waits for a slot
  *    with the Erlang C probability, and that wait is exponential with rate
  *    G x C x (1 - rho). This makes latency rise smoothly as utilisation nears
- *    1 rather than only past it.
+ *    1 rather than only past it. rho is capped at SIM_RHO_MAX (0.98): past it
+ *    the excess is overload, carried by the fluid backlog, so a burst over
+ *    capacity costs the time its backlog takes to drain.
  * A request's latency is service time + drain time + slot wait. Erlang C is
  * tabulated once per model over the utilisation so that a 1 s step costs a
  * table lookup; quantiles of a mixture of seconds are solved exactly (bisection

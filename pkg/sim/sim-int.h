@@ -16,9 +16,11 @@
 
 /** Latencies are capped here (a request nobody serves waits "forever"). */
 #define SIM_LATENCY_MAX_S 3600.0
-/** Utilisation used for the queueing term at or past saturation; the fluid
- *  backlog carries the excess. */
-#define SIM_RHO_MAX 0.999
+/** Highest utilisation the stationary queueing term is evaluated at: past it
+ *  the load is overload, which the fluid backlog carries (a burst costs the
+ *  time its backlog takes to drain, not an M/M/c wait near rho = 1, which
+ *  would read as many minutes for any saturated second). */
+#define SIM_RHO_MAX 0.98
 /** Points of the Erlang C table over [0, SIM_RHO_MAX]. */
 #define SIM_ERLANG_GRID 2048
 /** Time constant (s) of the smoothed arrival rate the queueing term uses. */
@@ -87,6 +89,20 @@ double sim_second_frac_over(const struct sim_second *s, double x);
  * 0 when no request arrived.
  */
 double sim_latency_quantile(const struct sim_second *s, size_t n, double q);
+
+/* ---- oracle ------------------------------------------------------------ */
+
+/**
+ * The oracle's schedule for n scored seconds with arrivals arr[0..n): the
+ * desired replica count per second (owned by the caller, xfree), built as
+ * oracle.c describes with cold start cold_start_s and the p99 SLA sla_s,
+ * clamped to [lo, hi]. *peak_need gets the highest per-second need within
+ * the bounds, *need_unbounded the highest without the upper bound (larger
+ * only when max-replicas cannot carry the trace).
+ */
+int32_t *sim_oracle_plan(const struct sim_model *m, const double *arr, size_t n,
+                         int64_t cold_start_s, double sla_s, int32_t lo, int32_t hi,
+                         int32_t *peak_need, int32_t *need_unbounded);
 
 /* ---- HPA model ---------------------------------------------------------- */
 

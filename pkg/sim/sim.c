@@ -23,6 +23,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 
 #include "forecast/forecast.h"
 #include "util/util.h"
@@ -124,6 +125,10 @@ static int64_t now_of(const struct replay *rp, int64_t s)
 struct pass {
     const struct replay *rp;
     enum sim_policy pol;
+    const int32_t *plan;  /* oracle/static-peak: desired per scored second */
+    int64_t last_change_s;/* second and direction (+1/-1) of the last change */
+    int last_dir;
+    size_t changes_cap;
     struct policy_config pcfg;
     struct policy_state pst;
     struct forecast *fc;
@@ -140,12 +145,32 @@ struct pass {
     struct sim_policy_result *res;
 };
 
+static void log_desired(struct pass *ps, int64_t s, int32_t desired)
+{
+    struct sim_policy_result *res = ps->res;
+    if (res->nchanges == ps->changes_cap) {
+        ps->changes_cap = ps->changes_cap ? ps->changes_cap * 2 : 64;
+        res->changes = xrealloc(res->changes, ps->changes_cap * sizeof(*res->changes));
+    }
+    double t = (double)now_of(ps->rp, s) / 1000.0;
+    if (res->nchanges > 0 && res->changes[res->nchanges - 1].t_s == t)
+        res->nchanges--; /* a change at the window's first second replaces its start */
+    res->changes[res->nchanges++] = (struct sim_change){.t_s = t, .desired = desired};
+}
+
 static void record_change(struct pass *ps, int64_t s, int32_t from, int32_t to,
                           const char *reason)
 {
     struct sim_policy_result *res = ps->res;
+    int dir = to > from ? 1 : -1;
+    bool flap = ps->last_dir != 0 && dir != ps->last_dir &&
+                (s - ps->last_change_s) * 1000 < ps->pcfg.cold_start_ms;
+    ps->last_dir = dir;
+    ps->last_change_s = s;
     if (s >= ps->rp->s_score) {
+        log_desired(ps, s, to);
         res->scaling_actions++;
+        res->flaps += flap;
         size_t i = 0;
         while (i < res->nreasons && strcmp(res->reasons[i].name, reason) != 0)
             i++;
@@ -166,6 +191,7 @@ static void decide_policy(struct pass *ps, int64_t s)
     int64_t now = now_of(rp, s);
     int64_t elapsed = s - rp->s_begin;
     int64_t win = elapsed < rp->rate_s ? elapsed : rp->rate_s;
+    int64_t tick = elapsed < rp->tick_s ? elapsed : rp->tick_s;
     struct policy_input in = {0};
     in.now_ms = now;
     in.current_replicas = ps->pods.n;
@@ -174,6 +200,8 @@ static void decide_policy(struct pass *ps, int64_t s)
     in.metrics_valid = win > 0;
     in.metrics_time_ms = win > 0 ? now : POLICY_NEVER;
     in.request_rate = win > 0 ? (ring_get(&ps->arr, s) - ring_get(&ps->arr, s - win)) / win : 0;
+    in.recent_rate =
+        tick > 0 ? (ring_get(&ps->arr, s) - ring_get(&ps->arr, s - tick)) / tick : NAN;
     in.p99_latency_ms = -1;
     if (win > 0 && ps->pcfg.p99_latency_target_ms > 0)
         in.p99_latency_ms = 1000 * sim_latency_quantile(ps->recent, (size_t)rp->rate_s, 0.99);
@@ -181,22 +209,38 @@ static void decide_policy(struct pass *ps, int64_t s)
     if (ps->pods.nready > 0) {
         double cap = ps->pods.nready * rp->gpus * rp->model.cap_gpu;
         double rho = ps->q.rate / cap;
-        if (rho < SIM_RHO_MAX)
-            lq = ps->pods.nready * sim_model_wait_prob(&rp->model, rho) * rho / (1 - rho);
+        if (rho > SIM_RHO_MAX)
+            rho = SIM_RHO_MAX; /* overload is the backlog's */
+        lq = ps->pods.nready * sim_model_wait_prob(&rp->model, rho) * rho / (1 - rho);
     }
     in.queue_depth = ps->q.backlog + lq;
-    if (ps->fc && win > 0) {
-        forecast_observe(ps->fc, now, in.request_rate);
+    in.service_time_ms = (double)rp->cfg->policy.service_time_ms;
+    if (ps->fc && tick > 0) {
+        forecast_observe(ps->fc, now, in.recent_rate);
         struct forecast_result fr;
         int64_t horizon = policy_horizon_ms(&ps->pcfg, ps->pcfg.cold_start_ms);
         if (forecast_predict(ps->fc, now, horizon, &fr) == 0) {
             in.have_forecast = true;
             in.forecast_rate = fr.upper;
+            in.forecast_trusted = fr.trusted;
+            in.forecast_seasonal = fr.seasonal;
             ps->forecast_rps = fr.upper;
+            ps->res->plan_coverage = fr.coverage;
+            ps->res->plan_margin = fr.margin;
+            ps->res->plan_resolved = fr.coverage_n;
+            if (getenv("GPUSCALER_SIM_DEBUG2"))
+                fprintf(stderr, "FC t=%lld mean=%.1f upper=%.1f ev=%lld cov=%.3f\n",
+                        (long long)(s - rp->s_score), fr.mean, fr.upper, (long long)fr.evidence,
+                        fr.coverage);
         }
     }
     struct policy_decision d;
     policy_decide(&ps->pcfg, &ps->pst, &in, &d);
+    if (getenv("GPUSCALER_SIM_DEBUG") && ps->pol == SIM_PREDICTIVE && s >= rp->s_score)
+        fprintf(stderr, "DBG t=%lld rate=%.1f recent=%.1f fc=%.1f tr=%d need=%d/%d cur=%d ready=%d %s | %s\n",
+                (long long)(s - rp->s_score), in.request_rate, in.recent_rate, in.forecast_rate,
+                in.forecast_trusted, d.need_now, d.need_forecast, ps->pods.n, ps->pods.nready,
+                policy_reason_name(d.reason), d.explain);
     if (d.desired != ps->pods.n) {
         int32_t from = ps->pods.n;
         pods_resize(&ps->pods, d.desired, now, ps->pcfg.cold_start_ms);
@@ -272,14 +316,27 @@ static void finish_interval(struct pass *ps, int64_t s_start, const struct sim_s
         res->max_p99_ms = pt->p99_ms;
 }
 
-static int run_pass(const struct replay *rp, enum sim_policy pol, const struct sim_hooks *hooks,
-                    struct sim_policy_result *res, char *err, size_t errlen)
+/* Follow a precomputed plan (oracle, static-peak) at second s. */
+static void follow_plan(struct pass *ps, int64_t s)
+{
+    int32_t want = ps->plan[s - ps->rp->s_score];
+    if (want != ps->pods.n) {
+        int32_t from = ps->pods.n;
+        pods_resize(&ps->pods, want, now_of(ps->rp, s), ps->pcfg.cold_start_ms);
+        record_change(ps, s, from, want, want > from ? "PlannedScaleOut" : "PlannedScaleIn");
+    }
+}
+
+static int run_pass(const struct replay *rp, enum sim_policy pol, const int32_t *plan,
+                    const struct sim_hooks *hooks, struct sim_policy_result *res, char *err,
+                    size_t errlen)
 {
     const struct sim_config *cfg = rp->cfg;
-    struct pass ps = {.rp = rp, .pol = pol, .hooks = hooks, .res = res};
+    struct pass ps = {.rp = rp, .pol = pol, .plan = plan, .hooks = hooks, .res = res};
     struct sim_second *secs = NULL;
     int rc = 0;
     res->policy = pol;
+    res->plan_coverage = res->plan_margin = NAN;
     ps.pcfg = cfg->policy;
     ps.pcfg.predictive = pol == SIM_PREDICTIVE;
     ps.forecast_rps = NAN;
@@ -289,6 +346,7 @@ static int run_pass(const struct replay *rp, enum sim_policy pol, const struct s
         forecast_config_init(&fcfg);
         fcfg.season_ms = ps.pcfg.seasonality_ms;
         fcfg.quantile = ps.pcfg.forecast_quantile;
+        fcfg.rate_floor = policy_rate_floor(&ps.pcfg);
         ps.fc = forecast_new(&fcfg);
         if (!ps.fc) {
             snprintf(err, errlen,
@@ -311,17 +369,27 @@ static int run_pass(const struct replay *rp, enum sim_policy pol, const struct s
     int64_t nint = (rp->s_end - rp->s_score + rp->interval_s - 1) / rp->interval_s;
     res->points = xcalloc((size_t)nint, sizeof(*res->points));
 
-    for (int32_t i = 0; i < rp->initial; i++)
+    /* Planned schedules start warm at the scored window with their first
+     * count; the policies replay the warm-up from rp->initial. */
+    int64_t s_first = plan ? rp->s_score : rp->s_begin;
+    int32_t initial = plan ? plan[0] : rp->initial;
+    for (int32_t i = 0; i < initial; i++)
         pods_push(&ps.pods, READY_FOREVER);
     ps.pods.nready = ps.pods.n;
+    if (s_first == rp->s_score)
+        log_desired(&ps, s_first, initial);
 
     double gpu_s = 0, replica_s = 0, demand = 0, ready_gpu_s = 0, cap_s = 0;
     int64_t in_int = 0, int_start = rp->s_score;
-    for (int64_t s = rp->s_begin; s < rp->s_end; s++) {
+    for (int64_t s = s_first; s < rp->s_end; s++) {
         int64_t now = now_of(rp, s);
         int64_t el = s - rp->s_begin;
         pods_advance(&ps.pods, now);
-        if (pol == SIM_HPA) {
+        if (s == rp->s_score && s_first < s)
+            log_desired(&ps, s, ps.pods.n);
+        if (plan) {
+            follow_plan(&ps, s);
+        } else if (pol == SIM_HPA) {
             if (el % rp->sync_s == 0)
                 decide_hpa(&ps, s);
         } else if (el % rp->tick_s == 0) {
@@ -374,8 +442,10 @@ void sim_result_free(struct sim_result *r)
 {
     if (!r)
         return;
-    for (size_t i = 0; i < r->n; i++)
+    for (size_t i = 0; i < r->n; i++) {
         xfree(r->pol[i].points);
+        xfree(r->pol[i].changes);
+    }
     xfree(r);
 }
 
@@ -389,6 +459,8 @@ int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct s
     }
     struct replay rp = {.cfg = cfg, .tr = tr};
     struct sim_result *r = NULL;
+    double *arr = NULL;
+    int32_t *oracle = NULL, *peak = NULL;
     int rc = 0;
     if (!tr || tr->n == 0 || tr->dt_ms <= 0 || tr->dt_ms % 1000 != 0) {
         snprintf(err, errlen, "trace: the bucket width must be a whole number of seconds");
@@ -420,7 +492,7 @@ int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct s
         return -EINVAL;
     }
     if (sim_model_init(&rp.model, rp.gpus, cfg->policy.capacity_rps_per_gpu,
-                       cfg->service_time_ms / 1000.0, cfg->slots_per_gpu) != 0) {
+                       cfg->policy.service_time_ms / 1000.0, cfg->policy.slots_per_gpu) != 0) {
         snprintf(err, errlen, "serving model: capacity, GPUs, service time and slots must be "
                               "positive (and at most 100000 slots per replica)");
         return -EINVAL;
@@ -443,13 +515,40 @@ int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct s
     r->t_begin_s = (double)now_of(&rp, rp.s_score) / 1000.0;
     r->t_end_s = (double)now_of(&rp, rp.s_end) / 1000.0;
     r->warmup_s = (double)(rp.s_score - rp.s_begin);
+
+    /* The oracle always runs: every policy's GPU-hours are reported against it. */
+    size_t n = (size_t)(rp.s_end - rp.s_score);
+    arr = xmalloc(n * sizeof(double));
+    for (size_t i = 0; i < n; i++)
+        arr[i] = arrivals_at(&rp, rp.s_score + (int64_t)i);
+    oracle = sim_oracle_plan(&rp.model, arr, n, cfg->policy.cold_start_ms / 1000, rp.sla_s,
+                             cfg->policy.min_replicas, cfg->policy.max_replicas,
+                             &r->oracle_peak_need, &r->peak_need);
+    peak = xmalloc(n * sizeof(int32_t));
+    for (size_t i = 0; i < n; i++)
+        peak[i] = r->oracle_peak_need;
+    struct sim_policy_result oracle_res = {0};
+    rc = run_pass(&rp, SIM_ORACLE, oracle, hooks, &oracle_res, err, errlen);
+    r->oracle_gpu_hours = oracle_res.gpu_hours;
+    if (rc != 0 || !(cfg->policies & (1u << SIM_ORACLE))) {
+        xfree(oracle_res.points);
+        xfree(oracle_res.changes);
+        if (rc != 0)
+            goto out;
+    }
     for (int p = 0; p < SIM_POLICY_COUNT; p++) {
         if (!(cfg->policies & (1u << p)))
             continue;
         struct sim_policy_result *res = &r->pol[r->n++];
-        rc = run_pass(&rp, (enum sim_policy)p, hooks, res, err, errlen);
+        if (p == SIM_ORACLE)
+            *res = oracle_res;
+        else
+            rc = run_pass(&rp, (enum sim_policy)p, p == SIM_STATIC_PEAK ? peak : NULL, hooks,
+                          res, err, errlen);
         if (rc != 0)
             goto out;
+        res->gpu_hours_vs_oracle =
+            r->oracle_gpu_hours > 0 ? res->gpu_hours / r->oracle_gpu_hours : NAN;
     }
     if (r->n > 0) {
         r->requests = r->pol[0].requests;
@@ -460,6 +559,9 @@ int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct s
     *out = r;
     r = NULL;
 out:
+    xfree(arr);
+    xfree(oracle);
+    xfree(peak);
     sim_result_free(r);
     sim_model_free(&rp.model);
     return rc;

@@ -37,10 +37,12 @@ enum sim_policy {
     SIM_PREDICTIVE, /**< policy_decide with predictive=true and the forecaster */
     SIM_REACTIVE,   /**< the same rule with predictive=false */
     SIM_HPA,        /**< the Kubernetes HPA v2 algorithm with its defaults */
+    SIM_ORACLE,     /**< perfect foresight: the cheapest schedule within the SLA (oracle.c) */
+    SIM_STATIC_PEAK,/**< the oracle's peak need, held for the whole window */
     SIM_POLICY_COUNT
 };
 
-/** "predictive", "reactive" or "hpa". */
+/** "predictive", "reactive", "hpa", "oracle" or "static-peak". */
 const char *sim_policy_name(enum sim_policy p);
 
 /**
@@ -70,9 +72,9 @@ struct sim_hpa_config {
 
 /** Everything one run needs besides the trace. */
 struct sim_config {
-    struct policy_config policy;   /**< predictive/reactive rule; min/max bound the HPA too */
-    int64_t service_time_ms;       /**< latency of one request on an idle replica */
-    double slots_per_gpu;          /**< concurrent requests per GPU; 0 = capacity x service time */
+    struct policy_config policy;   /**< predictive/reactive rule; min/max bound the HPA too;
+                                        its service-time and slots-per-gpu are also the
+                                        simulated servers' */
     int64_t sla_ms;                /**< scored p99 SLA; 0 = p99-latency-target */
     double scale;                  /**< multiply the trace's counts by this */
     int64_t start_ms;              /**< scored window starts this far into the trace */
@@ -141,6 +143,13 @@ struct sim_point {
     double p99_ms;          /**< p99 latency of the interval's arrivals, 0 without any */
 };
 
+/** One change of a policy's desired replica count (the first entry is the
+ *  count at the start of the scored window). */
+struct sim_change {
+    double t_s;             /**< seconds on the trace's time axis */
+    int32_t desired;
+};
+
 /** Scaling actions of one kind (a policy_reason_name or an HPA reason). */
 struct sim_reason_count {
     char name[32];
@@ -158,13 +167,21 @@ struct sim_policy_result {
     double requests;            /**< scored arrivals */
     double requests_over_sla;   /**< expected number of them slower than the SLA */
     int64_t scaling_actions;    /**< changes of the desired replica count */
+    int64_t flaps;              /**< changes that reverse the previous one's direction
+                                     within one cold start (out then in, or in then out) */
     int32_t peak_replicas;      /**< highest desired count */
     double mean_replicas;       /**< time-averaged replicas held */
     double max_p99_ms;          /**< worst interval p99 */
     size_t nreasons;            /**< scaling actions by reason, in order of first use */
     struct sim_reason_count reasons[SIM_MAX_REASONS];
+    double gpu_hours_vs_oracle; /**< gpu_hours / the oracle's; NAN without an oracle */
+    double plan_coverage;       /**< predictive: share of resolved plans that held; NAN */
+    double plan_margin;         /**< predictive: mean plan / realised peak - 1; NAN */
+    int64_t plan_resolved;      /**< predictive: plans resolved (whole replay) */
     size_t npoints;
     struct sim_point *points;   /**< one per scored interval, owned */
+    size_t nchanges;
+    struct sim_change *changes; /**< every desired-count change in the scored window, owned */
 };
 
 struct sim_result {
@@ -173,6 +190,11 @@ struct sim_result {
     double warmup_s;            /**< replayed before t_begin_s */
     double requests;            /**< scored arrivals (the same for every policy) */
     double peak_demand_rps;     /**< highest interval demand */
+    double oracle_gpu_hours;    /**< the oracle's GPU-hours (always computed), 0 if none */
+    int32_t oracle_peak_need;   /**< replicas the busiest second needs within max-replicas
+                                     (static-peak's count) */
+    int32_t peak_need;          /**< ... without max-replicas: above it, max-replicas cannot
+                                     carry the trace's peak within the SLA */
     size_t n;                   /**< policies run, in enum order */
     struct sim_policy_result pol[SIM_POLICY_COUNT];
 };
@@ -212,6 +234,11 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
 /** CSV: t_seconds,policy,desired_replicas,ready_replicas,demand_rps,
  *  requests_per_gpu,forecast_rps,p99_ms (one row per interval and policy). */
 void sim_report_timeline_csv(struct util_buf *b, const struct sim_result *r);
+
+/** CSV: t_seconds,policy,desired_replicas: each policy's count at the start
+ *  of the scored window and at every change after it (a step function, the
+ *  format replica-timeline scorers read). */
+void sim_report_scale_log_csv(struct util_buf *b, const struct sim_result *r);
 
 /** The parameters and results as one JSON object. */
 void sim_report_json(struct util_buf *b, const struct sim_config *cfg,

@@ -24,6 +24,8 @@ static const char *const colors[SIM_POLICY_COUNT] = {
     [SIM_PREDICTIVE] = "#2563eb",
     [SIM_REACTIVE] = "#f59e0b",
     [SIM_HPA] = "#7c3aed",
+    [SIM_ORACLE] = "#059669",
+    [SIM_STATIC_PEAK] = "#9f1239",
 };
 #define C_DEMAND "#9ca3af"
 #define C_SLA "#dc2626"
@@ -155,30 +157,28 @@ static double ty(const struct yaxis *y, double v)
     return y->top + y->h - f * y->h;
 }
 
-static void polyline(struct util_buf *b, const struct taxis *ax, const struct yaxis *y,
-                     const struct cols *c, const char *color, double width, const char *dash)
+/* One line through every column that has a value. Columns without one are
+ * bridged: with fewer intervals than pixel columns (a trace of a few hours)
+ * most columns are empty, and breaking the line there would leave one-point
+ * segments that draw nothing. */
+static void polyline(struct util_buf *b, const struct yaxis *y, const struct cols *c,
+                     const char *color, double width)
 {
     bool open = false;
     for (int i = 0; i < PW; i++) {
-        if (!c->have[i]) {
-            if (open)
-                util_buf_puts(b, "\"/>\n");
-            open = false;
+        if (!c->have[i])
             continue;
-        }
         if (!open) {
             util_buf_printf(b,
                             "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\" "
-                            "stroke-linejoin=\"round\" stroke-opacity=\"0.9\"%s%s%s points=\"",
-                            color, width, dash ? " stroke-dasharray=\"" : "", dash ? dash : "",
-                            dash ? "\"" : "");
+                            "stroke-linejoin=\"round\" stroke-opacity=\"0.9\" points=\"",
+                            color, width);
             open = true;
         }
         util_buf_printf(b, "%d,%.1f ", LEFT + i, ty(y, c->v[i]));
     }
     if (open)
         util_buf_puts(b, "\"/>\n");
-    (void)ax;
 }
 
 static void area(struct util_buf *b, const struct yaxis *y, const struct cols *c,
@@ -339,9 +339,10 @@ static double summary(struct util_buf *b, const struct sim_result *r, double y,
     static const struct {
         double x;
         const char *head;
-    } col[] = {{LEFT + 330, "GPU-hours"},      {LEFT + 500, "intervals over SLA"},
-               {LEFT + 660, "requests over SLA"}, {LEFT + 800, "scaling actions"},
-               {LEFT + 920, "peak replicas"},     {LEFT + 1060, "worst p99"}};
+    } col[] = {{LEFT + 290, "GPU-hours"},         {LEFT + 390, "vs oracle"},
+               {LEFT + 540, "intervals over SLA"}, {LEFT + 690, "requests over SLA"},
+               {LEFT + 820, "scaling actions"},    {LEFT + 930, "peak replicas"},
+               {LEFT + 1060, "worst p99"}};
     char s[64];
     for (size_t i = 0; i < UTIL_ARRAY_LEN(col); i++)
         text(b, col[i].x, y, "end", 12, C_MUTED, "normal", col[i].head);
@@ -359,21 +360,26 @@ static double summary(struct util_buf *b, const struct sim_result *r, double y,
         text(b, LEFT + 22, y, "start", 14, C_TEXT, "bold", sim_policy_name(x->policy));
         snprintf(s, sizeof(s), "%.0f", x->gpu_hours);
         text(b, col[0].x, y, "end", 14, C_TEXT, "bold", s);
+        if (isfinite(x->gpu_hours_vs_oracle))
+            snprintf(s, sizeof(s), "%.2fx", x->gpu_hours_vs_oracle);
+        else
+            snprintf(s, sizeof(s), "-");
+        text(b, col[1].x, y, "end", 14, C_TEXT, "normal", s);
         snprintf(s, sizeof(s), "%lld of %lld", (long long)x->sla_intervals,
                  (long long)x->intervals);
-        text(b, col[1].x, y, "end", 14, x->sla_intervals ? C_SLA : C_TEXT, "bold", s);
+        text(b, col[2].x, y, "end", 14, x->sla_intervals ? C_SLA : C_TEXT, "bold", s);
         snprintf(s, sizeof(s), "%.3f%%",
                  x->requests > 0 ? 100.0 * x->requests_over_sla / x->requests : 0);
-        text(b, col[2].x, y, "end", 14, C_TEXT, "normal", s);
-        snprintf(s, sizeof(s), "%lld", (long long)x->scaling_actions);
         text(b, col[3].x, y, "end", 14, C_TEXT, "normal", s);
-        snprintf(s, sizeof(s), "%d", x->peak_replicas);
+        snprintf(s, sizeof(s), "%lld", (long long)x->scaling_actions);
         text(b, col[4].x, y, "end", 14, C_TEXT, "normal", s);
+        snprintf(s, sizeof(s), "%d", x->peak_replicas);
+        text(b, col[5].x, y, "end", 14, C_TEXT, "normal", s);
         if (x->max_p99_ms >= SIM_LATENCY_MAX_S * 1000)
             snprintf(s, sizeof(s), ">1h");
         else
             snprintf(s, sizeof(s), "%.1fs", x->max_p99_ms / 1000);
-        text(b, col[5].x, y, "end", 14, C_TEXT, "normal", s);
+        text(b, col[6].x, y, "end", 14, C_TEXT, "normal", s);
         y += 22;
     }
     return y;
@@ -436,11 +442,11 @@ void sim_report_svg(struct util_buf *b, const struct sim_config *cfg,
         reduce(&ax, &r->pol[0], F_DEMAND_MAX, sla_ms, c);
         area(b, &y1, c, C_DEMAND);
         reduce(&ax, &r->pol[0], F_DEMAND, sla_ms, c);
-        polyline(b, &ax, &y1, c, "#6b7280", 0.8, NULL);
+        polyline(b, &y1, c, "#6b7280", 0.8);
     }
     for (size_t i = r->n; i-- > 0;) {
         reduce(&ax, &r->pol[i], F_CAPACITY, sla_ms, c);
-        polyline(b, &ax, &y1, c, colors[r->pol[i].policy], 1.6, NULL);
+        polyline(b, &y1, c, colors[r->pol[i].policy], 1.6);
     }
     double lx = LEFT + PW - 8 - 150.0 * (double)r->n - 90;
     util_buf_printf(b,
@@ -471,7 +477,7 @@ void sim_report_svg(struct util_buf *b, const struct sim_config *cfg,
     time_grid(b, &ax, y2.top, y2.h, false);
     for (size_t i = r->n; i-- > 0;) {
         reduce(&ax, &r->pol[i], F_DESIRED, sla_ms, c);
-        polyline(b, &ax, &y2, c, colors[r->pol[i].policy], 1.4, NULL);
+        polyline(b, &y2, c, colors[r->pol[i].policy], 1.4);
     }
 
     /* Panel 3: p99 vs SLA, log scale. */
@@ -479,7 +485,7 @@ void sim_report_svg(struct util_buf *b, const struct sim_config *cfg,
     double pmax = sla_ms / 1000 * 2;
     for (size_t i = 0; i < r->n; i++)
         pmax = UTIL_MAX(pmax, r->pol[i].max_p99_ms / 1000);
-    y3.lo = log_floor(cfg->service_time_ms / 1000.0 * 0.95);
+    y3.lo = log_floor(cfg->policy.service_time_ms / 1000.0 * 0.95);
     y3.hi = log_ceil(UTIL_MIN(pmax, SIM_LATENCY_MAX_S));
     if (!(y3.hi > y3.lo))
         y3.hi = y3.lo * 10;
@@ -494,7 +500,7 @@ void sim_report_svg(struct util_buf *b, const struct sim_config *cfg,
     time_grid(b, &ax, y3.top, y3.h, false);
     for (size_t i = r->n; i-- > 0;) { /* the first policy on top */
         reduce(&ax, &r->pol[i], F_P99, sla_ms, c);
-        polyline(b, &ax, &y3, c, colors[r->pol[i].policy], 1.2, NULL);
+        polyline(b, &y3, c, colors[r->pol[i].policy], 1.2);
     }
     util_buf_printf(b,
                     "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" "

@@ -274,6 +274,7 @@ static void test_hpa_bounds_and_min(void **st)
 /* ---- whole replays ------------------------------------------------------ */
 
 struct scale_log {
+    enum sim_policy only; /* record this policy's changes only */
     int n;
     int64_t t_ms[64];
     int32_t to[64];
@@ -286,7 +287,7 @@ static void on_scale(enum sim_policy p, int64_t now_ms, int32_t from, int32_t to
 {
     (void)from;
     struct scale_log *l = arg;
-    if (l->n >= 64)
+    if (l->n >= 64 || p != l->only)
         return;
     l->pol[l->n] = p;
     l->t_ms[l->n] = now_ms;
@@ -302,7 +303,7 @@ static void base_cfg(struct sim_config *c)
     c->policy.gpus_per_replica = 1;
     c->policy.min_replicas = 1;
     c->policy.max_replicas = 100;
-    c->service_time_ms = 1000;
+    c->policy.service_time_ms = 1000;
     c->sla_ms = 5000;
 }
 
@@ -335,25 +336,38 @@ static void test_step_load_scale_out_after(void **st)
         c.interval_ms = 1000;
         char err[256];
         assert_int_equal(sim_config_validate(&c, err, sizeof(err)), 0);
-        struct scale_log log = {0};
+        struct scale_log log = {.only = p};
         struct sim_hooks hooks = {on_scale, &log};
         struct sim_result *r = NULL;
         assert_int_equal(sim_run(&c, &tr, &hooks, &r, err, sizeof(err)), 0);
         assert_int_equal(r->pol[0].points[0].ready, 4); /* initial: ceil(30 / 8) */
         if (log.n < 1)
             fail_msg("%s never scaled", sim_policy_name((enum sim_policy)p));
+        if (p == SIM_PREDICTIVE) {
+            /* The plan sees the step when its first minute closes (T + 60)
+             * and acts at once, before the sustained rule would. */
+            if (log.t_ms[0] > S(T + 60) || strcmp(log.reason[0], "PredictiveScaleOut") != 0)
+                fail_msg("predictive first scaled at %lld ms (%s), want by %d000 ahead of the "
+                         "rule", (long long)log.t_ms[0], log.reason[0], T + 60);
+            assert_true(r->pol[0].points[T + 136].desired >= 25);
+            sim_result_free(r);
+            continue;
+        }
         if (log.t_ms[0] != S(T + 135))
             fail_msg("%s first scaled at %lld ms (%s), want %d000",
                      sim_policy_name((enum sim_policy)p), (long long)log.t_ms[0], log.reason[0],
                      T + 135);
         assert_string_equal(log.reason[0], "ScaledOut");
-        /* The rate then is (45 x 200 + 15 x 200) / 60 = 200: 25 replicas. */
-        assert_int_equal(log.to[0], 25);
+        /* The rate then is (45 x 200 + 15 x 200) / 60 = 200, and 135 s of
+         * 160 req/s beyond the 4 replicas' 40 queued 21600 requests, which
+         * must drain within the look-ahead (195 s): 200 + 21600 / 195 =
+         * 310.8 req/s, 39 replicas of 8. */
+        assert_int_equal(log.to[0], 39);
         /* Cold start (3 min): the new replicas serve from T + 135 + 180. */
         const struct sim_point *pts = r->pol[0].points;
         assert_int_equal(pts[T + 314].ready, 4);
-        assert_int_equal(pts[T + 314].desired, 25);
-        assert_int_equal(pts[T + 315].ready, 25);
+        assert_int_equal(pts[T + 314].desired, 39);
+        assert_int_equal(pts[T + 315].ready, 39);
         /* Meanwhile the backlog broke the SLA; before the step it held. */
         assert_true(pts[T + 300].p99_ms > 5000);
         assert_true(pts[T - 1].p99_ms < 5000);
@@ -396,7 +410,7 @@ static void test_hpa_replay_uses_lagged_metric(void **st)
     base_cfg(&c);
     c.policies = 1u << SIM_HPA;
     char err[256];
-    struct scale_log log = {0};
+    struct scale_log log = {.only = SIM_HPA};
     struct sim_hooks hooks = {on_scale, &log};
     struct sim_result *r = NULL;
     assert_int_equal(sim_run(&c, &tr, &hooks, &r, err, sizeof(err)), 0);
@@ -437,7 +451,7 @@ static void test_deterministic(void **st)
     struct sim_result *a = NULL, *b = NULL;
     assert_int_equal(sim_run(&c, &tr, NULL, &a, err, sizeof(err)), 0);
     assert_int_equal(sim_run(&c, &tr, NULL, &b, err, sizeof(err)), 0);
-    assert_int_equal(a->n, 3);
+    assert_int_equal(a->n, SIM_POLICY_COUNT);
     for (size_t i = 0; i < a->n; i++) {
         assert_int_equal(a->pol[i].npoints, b->pol[i].npoints);
         assert_int_equal(a->pol[i].npoints, (7200 - 600) / 60);
@@ -448,8 +462,8 @@ static void test_deterministic(void **st)
         assert_true(a->pol[i].gpu_hours > 0);
     }
     /* Every policy saw the same arrivals. */
-    assert_true(a->pol[0].requests == a->pol[1].requests);
-    assert_true(a->pol[1].requests == a->pol[2].requests);
+    for (size_t i = 1; i < a->n; i++)
+        assert_true(a->pol[0].requests == a->pol[i].requests);
     struct sim_report_info info = {"synthetic", 1, 7200};
     struct util_buf x = {0}, y = {0};
     sim_report_table(&x, &c, &info, a);
@@ -481,11 +495,11 @@ static void test_reports_shape(void **st)
     struct sim_report_info info = {"a&b<c>", 1, 3600};
     struct util_buf b = {0};
     sim_report_timeline_csv(&b, r);
-    /* Header + 60 intervals x 3 policies, every row with 8 fields. */
+    /* Header + 60 intervals x 5 policies, every row with 8 fields. */
     size_t lines = 0;
     for (size_t i = 0; i < b.len; i++)
         lines += b.data[i] == '\n';
-    assert_int_equal(lines, 1 + 3 * 60);
+    assert_int_equal(lines, 1 + SIM_POLICY_COUNT * 60);
     assert_true(strncmp(b.data, "t_seconds,policy,desired_replicas,ready_replicas,", 49) == 0);
     util_buf_reset(&b);
     sim_report_svg(&b, &c, &info, r);
@@ -498,6 +512,187 @@ static void test_reports_shape(void **st)
     assert_non_null(strstr(b.data, "predictive"));
     assert_non_null(strstr(b.data, "reactive"));
     assert_non_null(strstr(b.data, "hpa"));
+    util_buf_free(&b);
+    sim_result_free(r);
+}
+
+
+/* ---- oracle, static-peak, scale log -------------------------------------- */
+
+static void test_oracle_bounds_every_policy(void **st)
+{
+    (void)st;
+    static double buf[7200];
+    struct trace tr = wavy_trace(buf, 7200);
+    struct sim_config c;
+    base_cfg(&c);
+    c.warmup_ms = S(600);
+    c.start_ms = S(600);
+    char err[256];
+    struct sim_result *r = NULL;
+    assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), 0);
+    const struct sim_policy_result *oracle = NULL, *peak = NULL;
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->pol[i].policy == SIM_ORACLE)
+            oracle = &r->pol[i];
+        if (r->pol[i].policy == SIM_STATIC_PEAK)
+            peak = &r->pol[i];
+    }
+    assert_non_null(oracle);
+    assert_non_null(peak);
+    /* perfect foresight keeps every interval within the SLA, and is the
+     * cheapest way to */
+    assert_int_equal(oracle->sla_intervals, 0);
+    assert_int_equal(peak->sla_intervals, 0);
+    assert_true(oracle->gpu_hours == r->oracle_gpu_hours);
+    assert_true(oracle->gpu_hours_vs_oracle == 1.0);
+    for (size_t i = 0; i < r->n; i++) {
+        assert_true(r->pol[i].gpu_hours >= oracle->gpu_hours * 0.999);
+        assert_true(fabs(r->pol[i].gpu_hours_vs_oracle -
+                         r->pol[i].gpu_hours / oracle->gpu_hours) < 1e-12);
+    }
+    /* static-peak holds the busiest second's need all along */
+    assert_int_equal(peak->scaling_actions, 0);
+    for (size_t k = 0; k < peak->npoints; k++)
+        assert_int_equal(peak->points[k].desired, r->oracle_peak_need);
+    assert_int_equal(r->peak_need, r->oracle_peak_need); /* max-replicas suffices */
+    sim_result_free(r);
+}
+
+static void test_oracle_starts_one_cold_start_ahead(void **st)
+{
+    (void)st;
+    static double buf[1800];
+    struct trace tr = step_trace(buf, 1800, 900, 30, 200);
+    struct sim_config c;
+    base_cfg(&c);
+    c.policies = 1u << SIM_ORACLE;
+    c.interval_ms = 1000;
+    char err[256];
+    struct scale_log log = {.only = SIM_ORACLE};
+    struct sim_hooks hooks = {on_scale, &log};
+    struct sim_result *r = NULL;
+    assert_int_equal(sim_run(&c, &tr, &hooks, &r, err, sizeof(err)), 0);
+    /* the step at 900 s is asked for at 900 - 180 s, ready exactly at 900 */
+    assert_true(log.n >= 1);
+    assert_int_equal(log.t_ms[0], S(720));
+    const struct sim_point *pts = r->pol[0].points;
+    /* the need follows the smoothed rate up within seconds: all asked for by
+     * 720 + 60, 200 req/s over 10 per replica is at least 20 */
+    assert_true(pts[780].desired >= 20);
+    assert_true(pts[899].ready < pts[900].ready);
+    assert_true(pts[930].ready >= 20);
+    assert_int_equal(r->pol[0].sla_intervals, 0);
+    /* the change log starts at the window and replays to every interval */
+    const struct sim_policy_result *x = &r->pol[0];
+    assert_true(x->nchanges >= 2);
+    assert_true(x->changes[0].t_s == 0);
+    assert_int_equal(x->changes[0].desired, pts[0].desired);
+    size_t j = 0;
+    for (size_t k = 0; k < x->npoints; k++) {
+        while (j + 1 < x->nchanges && x->changes[j + 1].t_s <= x->points[k].t_s)
+            j++;
+        assert_int_equal(x->changes[j].desired, x->points[k].desired);
+    }
+    struct util_buf b = {0};
+    sim_report_scale_log_csv(&b, r);
+    assert_true(strncmp(b.data, "t_seconds,policy,desired_replicas\n0,oracle,", 43) == 0);
+    assert_non_null(strstr(b.data, "\n720,oracle,"));
+    util_buf_free(&b);
+    sim_result_free(r);
+}
+
+/* A 1-minute burst at 1.8x capacity on replicas that cannot scale costs the
+ * minutes its backlog takes to drain, not an M/M/c wait near rho = 1 (which
+ * read 460-920 s for any saturated second). */
+static void test_overload_is_backlog(void **st)
+{
+    (void)st;
+    static double buf[1200];
+    for (size_t i = 0; i < 1200; i++)
+        buf[i] = i >= 300 && i < 360 ? 36 : 10;
+    struct trace tr = {.t0_ms = 0, .dt_ms = 1000, .n = 1200, .requests = buf};
+    struct sim_config c;
+    base_cfg(&c);
+    c.policies = 1u << SIM_REACTIVE;
+    c.policy.min_replicas = c.policy.max_replicas = 2; /* 20 req/s, no scaling */
+    c.initial_replicas = 2;
+    char err[256];
+    struct sim_result *r = NULL;
+    assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), 0);
+    const struct sim_policy_result *x = &r->pol[0];
+    /* 60 s x 16 req/s over capacity = 960 queued; the last of them wait 48 s
+     * for the backlog ahead, then drain at 10 req/s spare: 96 s */
+    print_message("burst: worst p99 %.1f s, %lld intervals over the SLA\n", x->max_p99_ms / 1000,
+                  (long long)x->sla_intervals);
+    assert_true(x->max_p99_ms > 40000 && x->max_p99_ms < 80000);
+    assert_true(x->sla_intervals >= 2 && x->sla_intervals <= 4);
+    sim_result_free(r);
+}
+
+/* A 6-hour trace has fewer intervals than pixel columns: every series is
+ * still one line with a point per interval (not thousands of one-point
+ * lines that draw nothing). */
+static void test_svg_short_trace(void **st)
+{
+    (void)st;
+    static double buf[6 * 360];
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(buf); i++)
+        buf[i] = 500 + 300 * sin((double)i / 200.0);
+    struct trace tr = {.t0_ms = 0, .dt_ms = 10000, .n = UTIL_ARRAY_LEN(buf), .requests = buf};
+    struct sim_config c;
+    base_cfg(&c);
+    char err[256];
+    struct sim_result *r = NULL;
+    assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), 0);
+    struct sim_report_info info = {"six hours", 10, 6 * 3600};
+    struct util_buf b = {0};
+    sim_report_svg(&b, &c, &info, r);
+    size_t lines = 0, points = 0;
+    for (const char *p = b.data; (p = strstr(p, "<polyline")) != NULL; p++) {
+        lines++;
+        const char *q = strstr(p, "points=\"") + 8, *end = strchr(q, '"');
+        size_t n = 0;
+        for (; q < end; q++)
+            n += *q == ',';
+        if (n < 300)
+            fail_msg("a polyline with %zu points (360 intervals)", n);
+        points += n;
+    }
+    /* demand + 5 capacity, 5 replica and 5 p99 lines */
+    assert_int_equal(lines, 16);
+    assert_true(points >= 16 * 300);
+    util_buf_free(&b);
+    sim_result_free(r);
+}
+
+static void test_max_replicas_warning(void **st)
+{
+    (void)st;
+    static double buf[1800];
+    struct trace tr = step_trace(buf, 1800, 600, 30, 200);
+    struct sim_config c;
+    base_cfg(&c);
+    c.policy.max_replicas = 10; /* 200 req/s needs ~25 */
+    char err[256];
+    struct sim_result *r = NULL;
+    assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), 0);
+    assert_int_equal(r->oracle_peak_need, 10);
+    assert_true(r->peak_need > 20);
+    struct sim_report_info info = {"step", 1, 1800};
+    struct util_buf b = {0};
+    sim_report_table(&b, &c, &info, r);
+    assert_non_null(strstr(b.data, "warning: max-replicas 10 cannot carry"));
+    util_buf_reset(&b);
+    sim_report_json(&b, &c, &info, r);
+    assert_non_null(strstr(b.data, "\"max_replicas_too_low\": true"));
+    util_buf_free(&b);
+    sim_result_free(r);
+    /* and no warning when it can */
+    c.policy.max_replicas = 100;
+    assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), 0);
+    sim_report_table(&b, &c, &info, r);
+    assert_null(strstr(b.data, "warning"));
     util_buf_free(&b);
     sim_result_free(r);
 }
@@ -527,7 +722,7 @@ static void test_config_keys(void **st)
     assert_float_equal(sim_config_gpus(&c), 4, 0);
     /* A failed set leaves the value. */
     assert_int_equal(sim_config_set(&c, "service-time", "fast", err, sizeof(err)), -EINVAL);
-    assert_int_equal(c.service_time_ms, 1000);
+    assert_int_equal(c.policy.service_time_ms, 1000);
 
     assert_int_equal(sim_config_validate(&c, err, sizeof(err)), 0);
     struct sim_config bad = c;
@@ -585,6 +780,11 @@ int main(void)
         cmocka_unit_test(test_quantile_closed_form),
         cmocka_unit_test(test_latency_monotonic_in_load),
         cmocka_unit_test(test_backlog_carried_and_drained),
+        cmocka_unit_test(test_oracle_bounds_every_policy),
+        cmocka_unit_test(test_oracle_starts_one_cold_start_ahead),
+        cmocka_unit_test(test_overload_is_backlog),
+        cmocka_unit_test(test_svg_short_trace),
+        cmocka_unit_test(test_max_replicas_warning),
         cmocka_unit_test(test_hpa_calc_tolerance_and_ratio),
         cmocka_unit_test(test_hpa_calc_missing_pods),
         cmocka_unit_test(test_hpa_scale_up_limit),

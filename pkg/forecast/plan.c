@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* forecast/plan: the calibrated part of the forecaster: window residuals per
+ * phase and window length, their quantiles, and the coverage of past plans.
+ *
+ * When bucket o opens (the model has seen o - 1), the forecaster records for
+ * each window length w in {1, 2, 4, 8, 16} the highest point forecast over
+ * buckets o .. o + w - 1, P_w(o), and the plan made from it, P_w(o) + Q_w.
+ * When bucket o + w - 1 closes, the realised peak over the window, M_w(o) =
+ * the highest bucket peak (log of the largest observation in each bucket),
+ * is known; the residual e = M_w(o) - P_w(o) goes into the store of o's
+ * phase bin and window length, and the plan counts as covered when M_w(o)
+ * stayed at or below it. Windows touching a gap bucket are skipped.
+ *
+ * Q_w for a bucket of phase bin p is the configured quantile of the
+ * residuals of bins p - 1, p and p + 1 (a three-bin neighbourhood, three
+ * hours of a daily season), or of every bin while that neighbourhood holds
+ * fewer than FORECAST_MIN_EVIDENCE; each bin keeps its newest
+ * FC_RES_PER_BIN. Other window lengths interpolate linearly in log2(w).
+ * Because the residual is measured on exactly the quantity planned for, the
+ * share of covered plans converges on the quantile when the recent past is
+ * like the near future; forecast_result reports it. */
+#include "forecast-int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int16_t res_encode(double e)
+{
+    double v = round(e * FC_RES_SCALE);
+    if (v > INT16_MAX)
+        v = INT16_MAX;
+    if (v < -INT16_MAX)
+        v = -INT16_MAX;
+    return (int16_t)v;
+}
+
+static void ring_push(int16_t *ring, uint8_t *pos, uint8_t *len, double e)
+{
+    ring[*pos] = res_encode(e);
+    *pos = (uint8_t)((*pos + 1) % FC_RES_PER_BIN);
+    if (*len < FC_RES_PER_BIN)
+        (*len)++;
+}
+
+double fc_seen_max(const struct forecast *f)
+{
+    double m = f->zlast;
+    for (int p = 0; p < FC_PHASES; p++)
+        if (f->binmax[p] > m)
+            m = f->binmax[p];
+    return m;
+}
+
+double fc_plan_value(const struct forecast *f, double base, double q, double g)
+{
+    if (q < 0)
+        q = 0;
+    double plan = base + q;
+    /* Until new highs have been measured, the error bound itself bounds them;
+     * and never more than FC_MAX_GROWTH times the highest peak of the season. */
+    double up = isnan(g) ? q : g > 0 ? g : 0;
+    if (up > log(FC_MAX_GROWTH))
+        up = log(FC_MAX_GROWTH);
+    double cap = fc_seen_max(f) + up;
+    return plan < cap ? plan : cap; /* also a point forecast beyond it is cut */
+}
+
+void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
+{
+    int slot = (int)(b % FC_RING);
+    f->peak[slot] = (float)zpeak;
+    f->zmean[slot] = (float)zmean;
+    int bin = fc_phase_bin(f, b);
+    if (!isnan(zpeak)) { /* a gap erases no memory of the season's peaks */
+        if (b == 0 || fc_phase_bin(f, b - 1) != bin)
+            f->binmax[bin] = -INFINITY; /* a new visit of this phase bin */
+        if (zpeak > f->binmax[bin])
+            f->binmax[bin] = (float)zpeak;
+    }
+    if (f->origin_first == FC_NONE)
+        return;
+    for (int h = 0; h < FC_HORIZONS; h++) {
+        int64_t w = fc_window(h), o = b - w + 1;
+        if (o < f->origin_first)
+            continue;
+        double m = -INFINITY;
+        bool gap = false;
+        for (int64_t k = o; k <= b; k++) {
+            float z = f->peak[k % FC_RING];
+            if (isnan(z)) {
+                gap = true;
+                break;
+            }
+            if (z > m)
+                m = z;
+        }
+        int os = (int)(o % FC_RING);
+        if (gap || isnan(f->point[os][h]))
+            continue;
+        int ob = fc_phase_bin(f, o);
+        ring_push(f->res[ob][h], &f->res_pos[ob][h], &f->res_len[ob][h], m - f->point[os][h]);
+        if (!isnan(f->seenmax[os]))
+            ring_push(f->growth[h], &f->growth_pos[h], &f->growth_len[h], m - f->seenmax[os]);
+        if (!isnan(f->planned[os][h])) {
+            bool hit = m <= f->planned[os][h] + 1e-6;
+            f->cov_n[h]++;
+            f->cov_excess[h] += f->planned[os][h] - m;
+            f->cov_hit[h] += hit;
+            /* Adaptive conformal step: a miss raises the level, a hit lowers
+             * it a little, so the long-run miss rate tends to 1 - quantile. */
+            double gamma = 1.0 / (2.0 * f->cov_n[h]);
+            if (gamma < FC_ACI_GAMMA)
+                gamma = FC_ACI_GAMMA;
+            double lv = f->qlevel[h] + gamma * ((hit ? 0.0 : 1.0) - (1.0 - f->cfg.quantile));
+            f->qlevel[h] = (float)(lv < FC_LEVEL_MIN ? FC_LEVEL_MIN : lv > FC_LEVEL_MAX ? FC_LEVEL_MAX : lv);
+        }
+    }
+}
+
+static int cmp_i16(const void *a, const void *b)
+{
+    int x = *(const int16_t *)a, y = *(const int16_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The conformal quantile at `level` of k stored residuals (sorted in
+ * place): the level x (k + 1)-th smallest, interpolated, the largest when
+ * that is past the end (finite-sample coverage of at least `level` for
+ * exchangeable residuals). */
+static double quantile_sorted(int16_t *tmp, int k, double level)
+{
+    if (k == 0)
+        return 0;
+    qsort(tmp, (size_t)k, sizeof(int16_t), cmp_i16);
+    double pos = level * (double)(k + 1) - 1;
+    if (pos < 0)
+        pos = 0;
+    if (pos > k - 1)
+        pos = k - 1;
+    int lo = (int)pos;
+    double frac = pos - lo, v = tmp[lo];
+    if (lo + 1 < k)
+        v += frac * (tmp[lo + 1] - tmp[lo]);
+    return v / FC_RES_SCALE;
+}
+
+/* The configured quantile of the residuals of the given bins; *n gets how many. */
+static double quantile_of(const struct forecast *f, int h, const int *bins, int nbins, int *n)
+{
+    int16_t tmp[FC_PHASES * FC_RES_PER_BIN];
+    int k = 0;
+    for (int i = 0; i < nbins; i++) {
+        int bin = bins[i];
+        memcpy(tmp + k, f->res[bin][h], f->res_len[bin][h] * sizeof(int16_t));
+        k += f->res_len[bin][h];
+    }
+    *n = k;
+    return quantile_sorted(tmp, k, f->qlevel[h]);
+}
+
+void fc_plan_quantiles(struct forecast *f, int64_t b)
+{
+    int bin = fc_phase_bin(f, b);
+    int near[3] = {(bin + FC_PHASES - 1) % FC_PHASES, bin, (bin + 1) % FC_PHASES};
+    int all[FC_PHASES];
+    for (int i = 0; i < FC_PHASES; i++)
+        all[i] = i;
+    for (int h = 0; h < FC_HORIZONS; h++) {
+        int n;
+        double q = quantile_of(f, h, near, 3, &n);
+        if (n < FORECAST_MIN_EVIDENCE)
+            q = quantile_of(f, h, all, FC_PHASES, &n);
+        f->q[h] = (float)q;
+        f->q_n[h] = (uint16_t)n;
+        int16_t tmp[FC_RES_PER_BIN];
+        memcpy(tmp, f->growth[h], f->growth_len[h] * sizeof(int16_t));
+        f->g[h] = (float)quantile_sorted(tmp, f->growth_len[h], f->qlevel[h]);
+        f->g_n[h] = f->growth_len[h];
+    }
+    f->q_bucket = b;
+}
+
+void fc_plan_open(struct forecast *f, int64_t b)
+{
+    int64_t o = b + 1;
+    int os = (int)(o % FC_RING);
+    fc_plan_quantiles(f, o);
+    f->seenmax[os] = (float)fc_seen_max(f);
+    for (int h = 0; h < FC_HORIZONS; h++) {
+        double best = fc_base(f, b, o, fc_window(h));
+        double g = f->g_n[h] >= FORECAST_MIN_EVIDENCE ? f->g[h] : NAN;
+        f->point[os][h] = (float)best;
+        f->planned[os][h] = f->q_n[h] >= FORECAST_MIN_EVIDENCE
+                                ? (float)fc_plan_value(f, best, f->q[h], g)
+                                : NAN;
+    }
+    /* The first buckets' model is not settled: plan (and learn) from the
+     * FC_MIN_BUCKETS-th on. */
+    if (f->seen < FC_MIN_BUCKETS)
+        return;
+    if (f->origin_first == FC_NONE)
+        f->origin_first = o;
+}
+
+int fc_horizon_index(int64_t w)
+{
+    int h = 0;
+    while (h + 1 < FC_HORIZONS && fc_window(h + 1) <= w)
+        h++;
+    return h;
+}
+
+double fc_plan_quantile(const struct forecast *f, int64_t w, int64_t *evidence)
+{
+    if (w < 1)
+        w = 1;
+    if (w > FORECAST_MAX_WINDOW)
+        w = FORECAST_MAX_WINDOW;
+    int lo = fc_horizon_index(w), hi = lo + 1 < FC_HORIZONS ? lo + 1 : lo;
+    double x = log2((double)w) - lo;
+    *evidence = f->q_n[lo];
+    /* Interpolate towards the longer window once it has evidence of its own
+     * (it resolves later); until then the shorter window's quantile. */
+    if (hi == lo || x <= 0 || f->q_n[hi] < FORECAST_MIN_EVIDENCE)
+        return f->q[lo];
+    return f->q[lo] + x * (f->q[hi] - f->q[lo]);
+}
+
+double fc_plan_growth(const struct forecast *f, int64_t w)
+{
+    if (w < 1)
+        w = 1;
+    if (w > FORECAST_MAX_WINDOW)
+        w = FORECAST_MAX_WINDOW;
+    int lo = fc_horizon_index(w), hi = lo + 1 < FC_HORIZONS ? lo + 1 : lo;
+    double x = log2((double)w) - lo;
+    if (f->g_n[lo] < FORECAST_MIN_EVIDENCE)
+        return NAN;
+    if (hi == lo || x <= 0 || f->g_n[hi] < FORECAST_MIN_EVIDENCE)
+        return f->g[lo];
+    return f->g[lo] + x * (f->g[hi] - f->g[lo]);
+}

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* policy/explain: the report stage's words: one human line per decision,
+ * written from the same figures the decision used (reason, desired, the
+ * rule's want, demand, plan, per-replica rate), so an Event, the status
+ * annotation and a log line never disagree with what was decided. */
+#include "policy-int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/util.h"
+
+static void dur(int64_t ms, char *buf, size_t len)
+{
+    util_format_duration(ms < 0 ? 0 : ms, buf, len);
+}
+
+/* "at 8.4 req/s per replica (p99 <= 8s)" or "(80% of 10 req/s/GPU)" */
+static void sizing(const struct policy_tick *t, char *buf, size_t len)
+{
+    char a[32];
+    if (t->sz.from_sla) {
+        dur(t->cfg->p99_latency_target_ms, a, sizeof(a));
+        snprintf(buf, len, "%.3g req/s per replica keeps p99 <= %s", t->sz.per_replica_rps, a);
+    } else {
+        snprintf(buf, len, "%.3g req/s per replica at %.0f%% of capacity",
+                 t->sz.per_replica_rps, t->cfg->target_utilization * 100);
+    }
+}
+
+void policy_explain_stale(const struct policy_config *cfg, const struct policy_input *in,
+                          struct policy_decision *out)
+{
+    char a[32], b[32], why[96];
+    int32_t cur = in->current_replicas < 0 ? 0 : in->current_replicas;
+    if (!in->metrics_valid || in->metrics_time_ms == POLICY_NEVER ||
+        !isfinite(in->request_rate) || in->request_rate < 0) {
+        snprintf(why, sizeof(why), "metrics unavailable");
+    } else {
+        dur(in->now_ms - in->metrics_time_ms, a, sizeof(a));
+        dur(cfg->metrics_stale_after_ms, b, sizeof(b));
+        snprintf(why, sizeof(why), "metrics stale (last %s ago, limit %s)", a, b);
+    }
+    if (out->reason == POLICY_CLAMPED)
+        snprintf(out->explain, sizeof(out->explain),
+                 "%s, but %d replicas are outside the bounds [%d, %d]: %d -> %d", why, cur,
+                 cfg->min_replicas, cfg->max_replicas, cur, out->desired);
+    else
+        snprintf(out->explain, sizeof(out->explain),
+                 "%s: holding %d replicas (never scaling in without data)", why, out->desired);
+}
+
+void policy_explain(const struct policy_tick *t, const struct policy_state *st,
+                    struct policy_decision *out)
+{
+    const struct policy_config *cfg = t->cfg;
+    char *e = out->explain;
+    const size_t n = sizeof(out->explain);
+    char a[32], b[32], sz[96], h[32];
+    double rpg = out->requests_per_gpu, cap = t->cap;
+    sizing(t, sz, sizeof(sz));
+    dur(policy_horizon_ms(cfg, 0), h, sizeof(h));
+
+    switch (out->reason) {
+    case POLICY_CLAMPED:
+        snprintf(e, n, "%d replicas outside the bounds [%d, %d]: %d -> %d", t->cur, t->lo, t->hi,
+                 t->cur, out->desired);
+        return;
+    case POLICY_SCALED_OUT:
+        dur(t->now - st->above_since_ms, a, sizeof(a));
+        snprintf(e, n, "requests/GPU %.3g above %.3g (%.0f%% of %.3g) for %s: %d -> %d replicas",
+                 rpg, cfg->target_utilization * cap, cfg->target_utilization * 100, cap, a,
+                 t->cur, out->desired);
+        return;
+    case POLICY_SLA_SCALE_OUT:
+        snprintf(e, n, "demand %.4g req/s needs %lld replicas (%s): %d -> %d",
+                 t->dem.rate_rps, (long long)t->need_now, sz, t->cur, out->desired);
+        return;
+    case POLICY_PREDICTIVE_SCALE_OUT:
+        snprintf(e, n, "forecast peak %.4g req/s within %s needs %lld replicas: %d -> %d ahead "
+                       "of load",
+                 t->in->forecast_rate, h, (long long)t->need_fc, t->cur, out->desired);
+        return;
+    case POLICY_LATENCY_SCALE_OUT:
+        dur(cfg->p99_latency_target_ms, a, sizeof(a));
+        snprintf(e, n, "p99 %.0fms above the %s target for a full window: %d -> %d replicas",
+                 t->in->p99_latency_ms, a, t->cur, out->desired);
+        return;
+    case POLICY_SCALED_IN:
+        dur(cfg->scale_in_after_ms, a, sizeof(a));
+        snprintf(e, n, "requests/GPU %.3g below %.3g (%.0f%% of %.3g) for %s: %d -> %d replicas",
+                 rpg, cfg->scale_in_utilization * cap, cfg->scale_in_utilization * 100, cap, a,
+                 t->cur, out->desired);
+        return;
+    case POLICY_PREDICTIVE_SCALE_IN:
+        snprintf(e, n, "demand %.4g req/s and forecast peak %.4g req/s within %s need %d "
+                       "replicas: %d -> %d",
+                 t->dem.rate_rps, t->in->forecast_rate, h, out->want, t->cur, out->desired);
+        return;
+    case POLICY_HOLD_AT_MAX:
+        snprintf(e, n, "load needs %d replicas but already at max-replicas %d", out->want,
+                 t->hi);
+        return;
+    case POLICY_HOLD_SCALE_OUT_PENDING:
+        snprintf(e, n,
+                 "requests/GPU %.3g above target but %d replicas asked for cover the load "
+                 "(%d ready): waiting for them",
+                 rpg, t->cur, t->ready);
+        return;
+    case POLICY_HOLD_LATENCY:
+        snprintf(e, n, "load fits %d replicas but %s: not scaling in", out->want,
+                 t->lat_above ? "p99 is above target" : "requests are queueing");
+        return;
+    case POLICY_HOLD_AT_MIN:
+        snprintf(e, n, "load low; at min-replicas %d", t->lo);
+        return;
+    case POLICY_HOLD_BELOW_WAITING:
+        if (out->rule == POLICY_PREDICTIVE_SCALE_IN && t->ready < t->cur) {
+            snprintf(e, n,
+                     "demand %.4g req/s and forecast peak %.4g req/s fit %lld replicas, but %d of "
+                     "%d are still starting: holding %d",
+                     t->dem.rate_rps, t->in->forecast_rate, (long long)t->floor,
+                     t->cur - t->ready, t->cur, t->cur);
+        } else if (out->rule == POLICY_PREDICTIVE_SCALE_IN) {
+            dur(cfg->scale_in_stabilization_ms, b, sizeof(b));
+            snprintf(e, n,
+                     "demand %.4g req/s and forecast peak %.4g req/s fit %lld replicas, but the "
+                     "last %s needed %d: holding %d",
+                     t->dem.rate_rps, t->in->forecast_rate, (long long)t->floor, b, out->want,
+                     t->cur);
+        } else if (out->rule == POLICY_SCALED_IN && out->want >= t->cur) {
+            snprintf(e, n, "requests/GPU %.3g low but demand needs %d replicas: holding %d", rpg,
+                     out->want, t->cur);
+        } else {
+            dur(t->now - st->below_since_ms, a, sizeof(a));
+            dur(cfg->scale_in_after_ms, b, sizeof(b));
+            snprintf(e, n, "requests/GPU %.3g below %.3g for %s of %s: holding %d replicas",
+                     rpg, cfg->scale_in_utilization * cap, a, b, t->cur);
+        }
+        return;
+    case POLICY_HOLD_ABOVE_WAITING:
+        dur(t->now - st->above_since_ms, a, sizeof(a));
+        dur(cfg->scale_out_after_ms, b, sizeof(b));
+        snprintf(e, n, "requests/GPU %.3g above %.3g for %s of %s: holding %d replicas", rpg,
+                 cfg->target_utilization * cap, a, b, t->cur);
+        return;
+    case POLICY_HOLD_WITHIN_BAND:
+    default:
+        if (t->plan)
+            snprintf(e, n,
+                     "demand %.4g req/s and forecast peak %.4g req/s within %s need %lld "
+                     "replicas: holding %d",
+                     t->dem.rate_rps, t->in->forecast_rate, h,
+                     (long long)UTIL_MAX((int64_t)t->lo, UTIL_MAX(t->need_now, t->need_fc)),
+                     t->cur);
+        else
+            snprintf(e, n, "requests/GPU %.3g within [%.3g, %.3g]: holding %d replicas", rpg,
+                     cfg->scale_in_utilization * cap, cfg->target_utilization * cap, t->cur);
+        return;
+    }
+}

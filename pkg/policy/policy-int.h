@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* policy internals shared by the act stage (policy.c) and the explanations
+ * (explain.c); no other module includes this file. */
+#ifndef GPUSCALER_POLICY_INT_H
+#define GPUSCALER_POLICY_INT_H
+
+#include "policy.h"
+
+/* What a tick works from, once the metrics are known to be good. */
+struct policy_tick {
+    const struct policy_config *cfg;
+    const struct policy_input *in;
+    int64_t now;
+    int32_t cur, ready, lo, hi;
+    double gpus, cap;
+    struct policy_demand dem;
+    struct policy_sizing sz;
+    int64_t need_now, need_fc;
+    int64_t floor;    /* replicas scale-in may go down to */
+    bool plan;        /* a trusted plan is in use */
+    bool plan_out_ok; /* ... and may scale out (not a level-only plan of falling load) */
+    bool above, below, lat_above, queue_high;
+};
+
+/** Word out->explain for a decision on good metrics (reason, desired, want
+ *  and rule already set). */
+void policy_explain(const struct policy_tick *t, const struct policy_state *st,
+                    struct policy_decision *out);
+
+/** Word out->explain for a decision on missing or stale metrics. */
+void policy_explain_stale(const struct policy_config *cfg, const struct policy_input *in,
+                          struct policy_decision *out);
+
+#endif

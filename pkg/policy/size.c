@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* policy/size: the demand and size stages of a tick: how much load there is
+ * to serve, and how many replicas serve it within the SLA.
+ *
+ * Sizing from the SLA (docs/policy.md, "Size from the SLA"). A replica has c
+ * slots (GPUs x slots-per-gpu; by default capacity x service time, Little's
+ * law) and serves at most G x C requests/s. Requests spread evenly over the
+ * replicas, each an M/M/c queue at utilisation rho: a request waits for a
+ * slot with Erlang's C probability P(c, rho c), and that wait is exponential
+ * with rate G C (1 - rho) (the spare service capacity). Its p99 is
+ *     S + max(0, ln(P / 0.01) / (G C (1 - rho))),
+ * S the service time. rho_sla, the largest utilisation whose p99 meets the
+ * target, is found by bisection (the p99 rises with rho); one replica then
+ * carries rho_sla x G x C requests/s and a rate r needs ceil(r / that).
+ * Without a p99 target or a service time the per-replica rate is
+ * target-utilization x G x C, the rule users set by hand. */
+#include "policy.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "util/util.h"
+
+/* Erlang C, P(wait) in M/M/c with offered load a = rho c (a < c), through
+ * Erlang B's stable recursion. */
+static double erlang_c(int32_t c, double a)
+{
+    if (c < 1 || !(a > 0))
+        return 0;
+    if (a >= c)
+        return 1;
+    double b = 1;
+    for (int32_t k = 1; k <= c; k++)
+        b = a * b / (k + a * b);
+    double p = c * b / (c - a * (1 - b));
+    return p < 0 ? 0 : p > 1 ? 1 : p;
+}
+
+/* p99 of one replica of c slots and capacity mu req/s at utilisation rho. */
+static double p99_at(int32_t c, double mu, double rho, double service_s)
+{
+    double pw = erlang_c(c, rho * c);
+    if (pw <= 0.01)
+        return service_s;
+    return service_s + log(pw / 0.01) / (mu * (1 - rho));
+}
+
+double policy_sla_utilization(int32_t servers, double replica_rps, double service_s,
+                              double target_s)
+{
+    if (servers < 1 || !(replica_rps > 0) || !(service_s > 0) || !(target_s > service_s))
+        return 0;
+    double lo = 0, hi = 0.999;
+    if (p99_at(servers, replica_rps, hi, service_s) <= target_s)
+        return hi;
+    for (int i = 0; i < 50; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (p99_at(servers, replica_rps, mid, service_s) <= target_s)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void policy_sizing(const struct policy_config *cfg, struct policy_state *st,
+                   const struct policy_input *in, struct policy_sizing *out)
+{
+    memset(out, 0, sizeof(*out));
+    double gpus = cfg->gpus_per_replica > 0 ? cfg->gpus_per_replica : in->gpus_per_replica;
+    if (!(gpus > 0))
+        gpus = 1;
+    const double cap = cfg->capacity_rps_per_gpu * gpus;
+    double service_s = cfg->service_time_ms > 0 ? cfg->service_time_ms / 1000.0
+                       : in->service_time_ms > 0 && isfinite(in->service_time_ms)
+                           ? in->service_time_ms / 1000.0
+                           : 0;
+    double target_s = cfg->p99_latency_target_ms / 1000.0;
+    out->service_s = service_s;
+    out->utilization = cfg->target_utilization;
+    out->per_replica_rps = cfg->target_utilization * cap;
+    if (!(service_s > 0) || !(target_s > 0))
+        return;
+    double slots = cfg->slots_per_gpu > 0 ? cfg->slots_per_gpu
+                                          : cfg->capacity_rps_per_gpu * service_s;
+    double c = round(gpus * slots);
+    int32_t servers = c < 1 ? 1 : c > 100000 ? 100000 : (int32_t)c;
+    out->servers = servers;
+    if (st->sla_servers != servers || st->sla_service_s != service_s ||
+        st->sla_target_s != target_s || st->sla_replica_rps != cap) {
+        st->sla_servers = servers;
+        st->sla_service_s = service_s;
+        st->sla_target_s = target_s;
+        st->sla_replica_rps = cap;
+        st->sla_util = policy_sla_utilization(servers, cap, service_s, target_s);
+    }
+    if (!(st->sla_util > 0))
+        return; /* the service time alone misses the target: size by hand */
+    out->from_sla = true;
+    out->utilization = st->sla_util;
+    out->per_replica_rps = st->sla_util * cap;
+}
+
+int64_t policy_size(const struct policy_sizing *sz, double rate)
+{
+    if (!(rate > 0) || !(sz->per_replica_rps > 0))
+        return 0;
+    double r = rate / sz->per_replica_rps;
+    if (r > 1e7)
+        return 10000000;
+    return (int64_t)ceil(r - 1e-9);
+}
+
+void policy_demand(const struct policy_input *in, int64_t horizon_ms, struct policy_demand *out)
+{
+    memset(out, 0, sizeof(*out));
+    double w = isfinite(in->request_rate) && in->request_rate > 0 ? in->request_rate : 0;
+    double r = isfinite(in->recent_rate) && in->recent_rate > 0 ? in->recent_rate : 0;
+    out->rising = r > w;
+    out->arrival_rps = r > w ? r : w;
+    double q = isfinite(in->queue_depth) && in->queue_depth > 0 ? in->queue_depth : 0;
+    /* While replicas asked for are still starting, the queue they will drain
+     * is already paid for: growing the ask with a queue that only waits for
+     * them is the overshoot of a backlog counted twice. */
+    if (horizon_ms > 0 && in->ready_replicas >= in->current_replicas)
+        out->drain_rps = q / (horizon_ms / 1000.0);
+    out->rate_rps = out->arrival_rps + out->drain_rps;
+}
