@@ -97,8 +97,12 @@ struct ctl_wl {
     bool last_valid;              /**< last decision came from valid metrics */
     int32_t spec_replicas;        /**< seen at the last tick */
     int64_t learned_cold_start_ms;
-    /* scale writes */
+    /* Deployment writes. The /scale read+patch and the status annotation PATCH
+     * change the same object (one resourceVersion), so they never overlap:
+     * each waits for the other, or the scale patch's precondition fails on
+     * this instance's own annotation write (a self-inflicted 409). */
     bool scaling;                 /**< a GET/PATCH of /scale is in flight */
+    bool scale_waiting;           /**< a scale write waits for the status PATCH in flight */
     int32_t scale_target;
     int scale_attempts;
     /* reporting */
@@ -106,7 +110,8 @@ struct ctl_wl {
     int64_t last_event_ms[POLICY_REASON_COUNT + 1];
     char *status_written;         /**< last status annotation (without time) */
     int64_t status_written_ms;
-    bool status_inflight;
+    bool status_inflight;         /**< a status annotation PATCH is in flight */
+    bool status_deferred;         /**< a status update waits for a Deployment write in flight */
     bool hpa_conflict;            /**< an HPA or ScaledObject targets it (mode scale) */
     /* backlog (running + queued requests) samples, for demand = completions +
      * backlog growth */
@@ -173,6 +178,8 @@ struct controller {
 struct ctl_wl *ctl_wl_find(struct controller *c, const char *ns, const char *name);
 void ctl_io_begin(struct controller *c);
 void ctl_io_end(struct controller *c);
+/** Start the scale write that waited for the status PATCH (w->scale_waiting). */
+void ctl_scale_resume(struct controller *c, struct ctl_wl *w);
 
 /* elect.c */
 void ctl_elect_start(struct controller *c);
@@ -181,6 +188,9 @@ void ctl_elect_release(struct controller *c);
 /* report.c */
 void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
                const char *message);
+/** Write the status annotation when the decision changed (or is due for a
+ *  refresh); deferred while a /scale write or another status PATCH of the
+ *  same Deployment is in flight, and written when that ends. */
 void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms);
 void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key,
                         const char *msg, int64_t now_ms);
