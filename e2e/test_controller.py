@@ -324,6 +324,46 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             b.stop()
             self.c.delete("deployments", "elect", self.ns)
 
+    @unittest.skipIf(REAL, "the outage is a fault rule of the fake API server")
+    def test_7_lost_lease_is_logged_once(self):
+        """An API server outage long enough for the renew deadline to pass while the Lease
+        request hangs: "stopped leading" is logged once, with the reason, gpuscaler_leader
+        drops to 0, and after the outage the next term is logged as "became leader"."""
+        cfg = """decision-interval: 1s
+leader-election: {enabled: true, namespace: %s, lease-name: e2e-outage,
+                  lease-duration: 4s, renew-deadline: 3s, retry-period: 500ms}
+scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
+""" % self.ns
+        g = self.start(cfg, ident="inst-outage")
+        try:
+            wait_for(lambda: "became leader" in g.text(), 15, what="leadership")
+            self.assertEqual(g.metric("gpuscaler_leader"), 1)
+            # every Lease request hangs 6 s (longer than renew-deadline 3 s)
+            self.fk.fault({"action": "latency", "ms": 6000, "resource": "leases",
+                           "count": None})
+            self.addCleanup(self.fk.clear_faults)
+            t0 = time.time()
+            wait_for(lambda: "stopped leading" in g.text(), 10, what="stopped leading")
+            took = time.time() - t0
+            self.assertEqual(g.metric("gpuscaler_leader"), 0)
+            self.fk.clear_faults()
+            wait_for(lambda: g.text().count("became leader") == 2, 20, what="leading again")
+            self.assertEqual(g.metric("gpuscaler_leader"), 1)
+            time.sleep(2)
+            log = g.text()
+            stopped = [ln for ln in log.splitlines() if "stopped leading" in ln]
+            print("stopped leading %.1fs into the outage: %s" % (took, stopped))
+            self.assertEqual(len(stopped), 1, stopped)
+            self.assertIn("renew deadline passed", stopped[0])
+            self.assertIn("level=warn", stopped[0])
+            self.assertLess(took, 3 + 2.5, "logged long after the renew deadline")
+            self.assertEqual(log.count("became leader"), 2)
+            self.assertTrue(g.alive())
+            g.stop()
+            self.assertEqual(g.text().count("stopped leading"), 2, "shutdown ends the term too")
+        finally:
+            g.stop()
+
 
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result

@@ -11,6 +11,7 @@
 #define GPUSCALER_CONTROLLER_INT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /** The fields of a coordination.k8s.io/v1 Lease that election uses. */
@@ -27,7 +28,11 @@ struct ctl_lease {
 struct ctl_leader {
     char identity[128];
     int64_t lease_duration_ms, renew_deadline_ms, retry_period_ms;
-    bool leading;
+    bool leading;               /**< in a term: holds the lease, renewed within the deadline */
+    uint64_t term;              /**< terms begun (each false -> true of leading) */
+    char lost_why[160];         /**< why the last term ended */
+    bool reported_leading;      /**< what ctl_leader_transition() last reported */
+    uint64_t reported_term;
     int64_t last_renew_ok_ms;   /**< local time of the last successful write as leader */
     struct ctl_lease observed;  /**< the record last read */
     int64_t observed_ms;        /**< local time the record last changed */
@@ -59,6 +64,26 @@ void ctl_leader_result(struct ctl_leader *l, bool ok, const struct ctl_lease *wr
  * within renew_deadline. A leader that cannot renew stops acting at once.
  */
 bool ctl_leader_is_leading(const struct ctl_leader *l, int64_t now_ms);
+
+enum ctl_leader_change {
+    CTL_LEADER_SAME,    /**< nothing to report */
+    CTL_LEADER_STARTED, /**< a term began: log "became leader" */
+    CTL_LEADER_STOPPED, /**< a term ended: log "stopped leading" with why */
+};
+
+/**
+ * The next leadership change not yet reported, at local time now_ms. A term
+ * whose renew deadline passed ends here (why: "renew deadline passed ..."),
+ * whether or not a callback ran meanwhile, and a renewal after that is a new
+ * term, so a lapse is never hidden. Each term is reported started once and
+ * stopped once; call until CTL_LEADER_SAME (a lapse and a new term may both
+ * be pending). why (len bytes) gets the reason of a STOPPED.
+ */
+enum ctl_leader_change ctl_leader_transition(struct ctl_leader *l, int64_t now_ms, char *why,
+                                             size_t len);
+
+/** End the term at once (shutdown), with the reason to report. */
+void ctl_leader_stop(struct ctl_leader *l, const char *why);
 
 /** The lease to write on shutdown to hand over at once (holder "", 1 s). */
 void ctl_leader_release(const struct ctl_leader *l, int64_t unix_now_ms, struct ctl_lease *out);
