@@ -222,6 +222,40 @@ class InputTest(unittest.TestCase):
         p = self.write('neg.csv', 't_seconds,requests\n0,5\n1,-3\n')
         self.bad(['--trace', p, *SMALL], 'neg.csv:3')
 
+    def test_absurd_request_counts_name_the_line(self):
+        p = self.write('huge.csv', 't_seconds,requests\n0,5\n1,1e308\n2,5\n')
+        r = self.bad(['--trace', p, *SMALL], 'huge.csv:3', "requests '1e308' is over the limit")
+        self.assertNotIn('inf', r.stderr)
+        p = self.write('edge.csv', 't_seconds,requests\n0,5\n1,1e12\n2,5\n')
+        r = run('--trace', p, *SMALL, '--policy', 'reactive')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn('inf', r.stdout)
+
+    def test_endless_line_is_refused_at_once(self):
+        import time
+        t0 = time.monotonic()
+        r = self.bad(['--trace', '/dev/zero', *SMALL], '/dev/zero:1', 'longer than 65536 bytes')
+        self.assertLess(time.monotonic() - t0, 5.0, r.stderr)
+
+    def test_gzip_trace_read_directly(self):
+        import gzip
+        p = os.path.join(self.dir, 't.csv')
+        small_trace(p, 3600)
+        gz = p + '.gz'
+        with open(p, 'rb') as f, gzip.open(gz, 'wb') as g:
+            g.write(f.read())
+        plain = run('--trace', p, *SMALL)
+        packed = run('--trace', gz, *SMALL)
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertEqual(packed.returncode, 0, packed.stderr)
+        self.assertEqual(plain.stdout.replace(p, 'T'), packed.stdout.replace(gz, 'T'))
+        with open(gz, 'rb') as f:
+            blob = f.read()
+        cut = os.path.join(self.dir, 'cut.csv.gz')
+        with open(cut, 'wb') as f:
+            f.write(blob[:len(blob) // 2])
+        self.bad(['--trace', cut, *SMALL], 'cut.csv.gz', 'corrupt gzip data')
+
     def test_absurd_parameters_name_the_flag(self):
         p = os.path.join(self.dir, 't.csv')
         small_trace(p, 600)
