@@ -271,6 +271,47 @@ class InputTest(unittest.TestCase):
         self.bad(['--trace', p, *SMALL, '--gpus-per-replica'], '--gpus-per-replica')
         self.bad(['--capacity-per-gpu', 'lots'], 'capacity-per-gpu')
 
+    def test_unknown_flag_alone_is_unknown(self):
+        r = self.bad(['--bogus'], 'unknown flag --bogus')
+        self.assertNotIn('needs a value', r.stderr)
+        # before its would-be value is taken: the next flag still counts
+        self.bad(['--bogus', '--trace', 'x.csv'], 'unknown flag --bogus')
+        r = self.bad(['--scale'], '--scale needs a value')
+        self.assertNotIn('unknown', r.stderr)
+
+    def test_overflowing_duration_is_out_of_range(self):
+        p = os.path.join(self.dir, 't.csv')
+        small_trace(p, 600)
+        ref = self.bad(['--trace', p, *SMALL, '--cold-start', '25h'], 'out of range')
+        for v in ('100000h', '1e400', '99999999999999999999s'):
+            r = self.bad(['--trace', p, *SMALL, '--cold-start', v],
+                         '--cold-start: %s is out of range (0s to 24h)' % v)
+            self.assertNotIn('not a duration', r.stderr)
+            self.assertEqual(r.stderr.replace(v, 'X'), ref.stderr.replace('25h', 'X'))
+        self.bad(['--trace', p, *SMALL, '--cold-start', '5x'], 'not a duration')
+
+    def test_unwritable_outputs_fail_before_the_run(self):
+        for flag in ('--report', '--timeline', '--json'):
+            # exit 2 with nothing on stdout: refused before the run (before, the table was
+            # printed and the run ended with exit 1 when it came to writing)
+            self.bad([flag, os.path.join(self.dir, 'no', 'such', 'dir', 'out')],
+                     '%s %s' % (flag, os.path.join(self.dir, 'no')), 'cannot write')
+        self.bad(['--json', self.dir], '--json %s: cannot write: Is a directory' % self.dir)
+        # a run that fails leaves an existing output as it was and creates none
+        keep = self.write('keep.svg', 'old contents')
+        new = os.path.join(self.dir, 'new.json')
+        self.bad(['--trace', os.path.join(self.dir, 'nope.csv'), *SMALL, '--report', keep,
+                  '--json', new], 'nope.csv')
+        self.assertEqual(slurp(keep, 'r'), 'old contents')
+        self.assertFalse(os.path.exists(new))
+        # a run that succeeds replaces it
+        p = os.path.join(self.dir, 't.csv')
+        small_trace(p, 600)
+        r = run('--trace', p, *SMALL, '--report', keep, '--json', new)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(slurp(keep, 'r').startswith('<?xml'))
+        json.loads(slurp(new, 'r'))
+
     def test_config_errors_name_the_line(self):
         cfg = self.write('bad.yaml', 'capacity-per-gpu: 10\nsla: 5s\nno-such-key: 3\n')
         self.bad(['--config', cfg], 'bad.yaml:3', 'no-such-key')

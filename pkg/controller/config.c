@@ -182,6 +182,8 @@ static int apply_key(struct ctl_config *c, const struct key *k, const struct con
         if (util_parse_duration_ms(s, &ms) != 0 || ms <= 0)
             return fail(err, v, "%s: '%.60s' is not a positive duration (like 15s, 2m)", k->path,
                         s);
+        if (ms > UTIL_DURATION_MAX_MS)
+            return fail(err, v, "%s: '%.60s' is out of range (at most 365d)", k->path, s);
         memcpy(field, &ms, sizeof(ms));
         return 0;
     }
