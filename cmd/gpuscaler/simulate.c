@@ -203,6 +203,8 @@ static int load_config(const char *path, struct settings *s, char **trace_path)
     if (rc != 0) {
         if (cerr.line > 0)
             fprintf(stderr, PROG ": %s:%d: %s\n", path, cerr.line, cerr.msg);
+        else if (cerr.msg[0] && strncmp(cerr.msg, path, strlen(path)) == 0)
+            fprintf(stderr, PROG ": %s\n", cerr.msg); /* it names the file already */
         else
             fprintf(stderr, PROG ": %s: %s\n", path, cerr.msg[0] ? cerr.msg : strerror(-rc));
         return -1;
