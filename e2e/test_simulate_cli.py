@@ -222,6 +222,33 @@ class InputTest(unittest.TestCase):
         p = self.write('neg.csv', 't_seconds,requests\n0,5\n1,-3\n')
         self.bad(['--trace', p, *SMALL], 'neg.csv:3')
 
+    def test_unix_time_trace_shows_dates(self):
+        """A trace recorded by `run --record` carries UNIX time: the table and the chart give
+        calendar dates and UTC times, not "day 19675 22:13"."""
+        p = os.path.join(self.dir, 'rec.csv')
+        t0 = 1700000000  # 2023-11-14T22:13:20Z
+        with open(p, 'w') as f:
+            f.write('# gpuscaler run --record: t_seconds (UNIX), requests per interval\n'
+                    't_seconds,requests\n')
+            for k in range(2 * 86400 // 15):
+                f.write('%d,%d\n' % (t0 + 15 * k, 1500 + (k % 240) * 5))
+        svg = os.path.join(self.dir, 'rec.svg')
+        r = run('--trace', p, *SMALL, '--report', svg)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('scored 2023-11-14 22:13 UTC -> 2023-11-16 22:13 UTC', r.stdout)
+        self.assertNotIn('day 1967', r.stdout)
+        root = ET.fromstring(slurp(svg))
+        labels = [t.text for t in root.iter() if t.tag.endswith('text')]
+        self.assertIn('2023-11-15', labels)
+        self.assertIn('2023-11-16', labels)
+        self.assertFalse([x for x in labels if x and x.startswith('day ')], labels)
+        # a relative clock keeps "day N"
+        q = os.path.join(self.dir, 'rel.csv')
+        small_trace(q, 2 * 86400)
+        r = run('--trace', q, *SMALL, '--policy', 'reactive')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('scored day 0 00:00 -> day 2 00:00', r.stdout)
+
     def test_absurd_request_counts_name_the_line(self):
         p = self.write('huge.csv', 't_seconds,requests\n0,5\n1,1e308\n2,5\n')
         r = self.bad(['--trace', p, *SMALL], 'huge.csv:3', "requests '1e308' is over the limit")
