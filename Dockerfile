@@ -17,7 +17,8 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
         build-essential meson ninja-build pkg-config \
-        libuv1-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev node-llhttp \
+        libuv1-dev libcurl4-openssl-dev libjansson-dev libyaml-dev libssl-dev zlib1g-dev \
+        node-llhttp \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -29,8 +30,10 @@ RUN meson setup build -Dtests=disabled --buildtype=release \
 
 FROM debian:12-slim
 # Runtime shared libraries, one Debian package per library the binary links
-# (libuv, libcurl, jansson, libyaml, OpenSSL). Keep in step with
-# e2e/test_container.py, which derives this set from the built binary.
+# (libuv, libcurl, jansson, libyaml, OpenSSL). zlib (gzip traces) is linked
+# too, but its package zlib1g is part of debian:12-slim already, so it is not
+# installed again. Keep in step with e2e/test_container.py, which derives this
+# set from the built binary (its NEEDED libraries, less the base image's).
 ARG RUNTIME_PACKAGES="libuv1 libcurl4 libjansson4 libyaml-0-2 libssl3"
 # Not libraries: the CA trust store for HTTPS to Prometheus and upstream adapters.
 ARG RUNTIME_DATA_PACKAGES="ca-certificates"

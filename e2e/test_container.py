@@ -231,7 +231,7 @@ class DockerfileTest(unittest.TestCase):
         run = " ".join(ln for ln in self.stages[0][2] if ln.upper().startswith("RUN"))
         for dep in ["build-essential", "meson", "ninja-build", "pkg-config", "libuv1-dev",
                     "libcurl4-openssl-dev", "libjansson-dev", "libyaml-dev", "libssl-dev",
-                    "node-llhttp"]:
+                    "zlib1g-dev", "node-llhttp"]:
             self.assertRegex(run, r"(^|\s)%s(\s|$)" % re.escape(dep), "build dep %s" % dep)
         self.assertIn("meson setup build -Dtests=disabled --buildtype=release", run)
         self.assertIn("ninja -C build", run)
@@ -323,6 +323,15 @@ class BinaryPackagesTest(unittest.TestCase):
                 stray[name] = pkg
         self.assertFalse(stray, "libraries not brought in by RUNTIME_PACKAGES or the base: %s"
                          % stray)
+
+    def test_zlib_linked_and_provided(self):
+        """The binary links zlib (gzip traces); its package comes with the base image,
+        so the runtime stage needs no install of it."""
+        libz = [n for n in self.needed if n.startswith("libz.so")]
+        self.assertEqual(libz, ["libz.so.1"], self.needed)
+        self.assertEqual(self.direct["libz.so.1"], "zlib1g")
+        self.assertIn("zlib1g", DEBIAN_12_SLIM_PACKAGES)
+        self.assertNotIn("zlib1g", self.derived)
 
     def test_version_runs(self):
         r = subprocess.run([self.bin, "version"], capture_output=True, text=True, timeout=TIMEOUT)

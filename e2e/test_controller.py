@@ -138,6 +138,8 @@ class ControllerE2E(unittest.TestCase):
             self.assertGreaterEqual(len(tail), 3, "scale-in was not stepwise: %s" % hist)
             self.assertTrue(events(self.c, self.ns, "llama", "ScaledIn"))
             self.assertTrue(g.alive())
+            # the status annotation never raced this instance's own /scale writes
+            self.assertEqual(g.metric("gpuscaler_scale_conflicts_total"), 0)
             m = g.metrics()
             self.assertIn('gpuscaler_desired_replicas{namespace="%s",deployment="llama"} 1'
                           % self.ns, m)
@@ -237,6 +239,55 @@ class ControllerE2E(unittest.TestCase):
             g.stop()
             self.c.delete("deployments", "faulty", self.ns)
 
+    @unittest.skipIf(REAL, "the write ordering is read from the fake API server's request log")
+    def test_6_status_annotation_never_races_the_scale_write(self):
+        """A Deployment and its /scale share one resourceVersion, and the status annotation
+        changes it. The annotation write of a tick must not be in flight between the /scale
+        read and the /scale patch (preconditioned on the version read), or the tick conflicts
+        with itself. Annotation PATCHes are slowed down (as a real apiserver's writes are
+        slower than its reads) so an overlap cannot go unseen."""
+        self.make("order", 2, subnet=14)
+        self.metrics.set_rate("order", 10)
+        self.fk.fault({"action": "latency", "ms": 300, "verb": "patch", "resource": "deployments",
+                       "subresource": "", "name": "order", "count": None})
+        self.addCleanup(self.fk.clear_faults)
+        g = self.start()
+        try:
+            wait_for(lambda: "WithinBand" in g.text(), 20, what="a first decision")
+            self.metrics.set_rate("order", 38)
+            wait_for(lambda: self.replicas("order") == 5, 30, what="scale-out to 5")
+            self.metrics.set_rate("order", 4)
+            wait_for(lambda: self.replicas("order") == 1, 60, what="scale-in to 1")
+            wait_for(lambda: '"desired":1' in (self.c.get("deployments", "order", self.ns)
+                                               ["metadata"]["annotations"]
+                                               .get("gpuscaler.io/status") or ""),
+                     10, what="the status annotation of the last decision")
+            reqs, _ = self.fk.requests()
+            mine = [r for r in reqs if r.get("name") == "order" and r.get("namespace") == self.ns
+                    and r.get("resource") == "deployments"]
+            gets = [r for r in mine if r["verb"] == "get" and r["subresource"] == "scale"]
+            scale_patches = [r for r in mine if r["verb"] == "patch" and r["subresource"] == "scale"]
+            status_patches = [r for r in mine if r["verb"] == "patch" and not r["subresource"]]
+            self.assertGreaterEqual(len([r for r in scale_patches if r["status"] == 200]), 3,
+                                    "want several scale actions")
+            self.assertTrue(status_patches, "no status annotation written")
+            for p in scale_patches:
+                read = max((r for r in gets if r["seq"] < p["seq"] and r["time"] <= p["time"]),
+                           key=lambda r: r["seq"])
+                lo, hi = read["time"], p["time"] + p["ms"] / 1000.0
+                for s_ in status_patches:
+                    s_lo, s_hi = s_["time"], s_["time"] + s_["ms"] / 1000.0
+                    self.assertFalse(s_lo < hi and s_hi > lo,
+                                     "status annotation PATCH (%.3f..%.3f) in flight during the "
+                                     "/scale read+patch (%.3f..%.3f)" % (s_lo, s_hi, lo, hi))
+            self.assertEqual([r["status"] for r in scale_patches if r["status"] != 200], [])
+            self.assertEqual(g.metric("gpuscaler_scale_conflicts_total"), 0)
+            print("%d scale writes, %d status writes, no overlap, 0 conflicts"
+                  % (len(scale_patches), len(status_patches)))
+        finally:
+            g.stop()
+            self.c.delete("deployments", "order", self.ns)
+
     def test_5_leader_election_and_failover(self):
         cfg = """decision-interval: 1s
 leader-election: {enabled: true, namespace: %s, lease-name: e2e-lease,
@@ -272,6 +323,46 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             a.stop()
             b.stop()
             self.c.delete("deployments", "elect", self.ns)
+
+    @unittest.skipIf(REAL, "the outage is a fault rule of the fake API server")
+    def test_7_lost_lease_is_logged_once(self):
+        """An API server outage long enough for the renew deadline to pass while the Lease
+        request hangs: "stopped leading" is logged once, with the reason, gpuscaler_leader
+        drops to 0, and after the outage the next term is logged as "became leader"."""
+        cfg = """decision-interval: 1s
+leader-election: {enabled: true, namespace: %s, lease-name: e2e-outage,
+                  lease-duration: 4s, renew-deadline: 3s, retry-period: 500ms}
+scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
+""" % self.ns
+        g = self.start(cfg, ident="inst-outage")
+        try:
+            wait_for(lambda: "became leader" in g.text(), 15, what="leadership")
+            self.assertEqual(g.metric("gpuscaler_leader"), 1)
+            # every Lease request hangs 6 s (longer than renew-deadline 3 s)
+            self.fk.fault({"action": "latency", "ms": 6000, "resource": "leases",
+                           "count": None})
+            self.addCleanup(self.fk.clear_faults)
+            t0 = time.time()
+            wait_for(lambda: "stopped leading" in g.text(), 10, what="stopped leading")
+            took = time.time() - t0
+            self.assertEqual(g.metric("gpuscaler_leader"), 0)
+            self.fk.clear_faults()
+            wait_for(lambda: g.text().count("became leader") == 2, 20, what="leading again")
+            self.assertEqual(g.metric("gpuscaler_leader"), 1)
+            time.sleep(2)
+            log = g.text()
+            stopped = [ln for ln in log.splitlines() if "stopped leading" in ln]
+            print("stopped leading %.1fs into the outage: %s" % (took, stopped))
+            self.assertEqual(len(stopped), 1, stopped)
+            self.assertIn("renew deadline passed", stopped[0])
+            self.assertIn("level=warn", stopped[0])
+            self.assertLess(took, 3 + 2.5, "logged long after the renew deadline")
+            self.assertEqual(log.count("became leader"), 2)
+            self.assertTrue(g.alive())
+            g.stop()
+            self.assertEqual(g.text().count("stopped leading"), 2, "shutdown ends the term too")
+        finally:
+            g.stop()
 
 
 if __name__ == "__main__":

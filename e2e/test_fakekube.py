@@ -407,6 +407,35 @@ class TestScale(Base):
         self.assertEqual(self.c.get("deployments", "llm", self.ns)["metadata"]
                          ["resourceVersion"], rv)
 
+    def test_annotation_patch_bumps_the_scale_resource_version(self):
+        """As in kube-apiserver, a Deployment and its /scale subresource are one object with
+        one resourceVersion: a metadata-only change (an annotation) bumps it, so a /scale
+        write preconditioned on the version read before it conflicts. A patch that changes
+        nothing writes nothing and keeps the version."""
+        self.c.create("deployments", deployment("ann", {"app": "ann"}, replicas=2),
+                      namespace=self.ns)
+        before = self.c.get_scale("deployments", "ann", self.ns)["metadata"]["resourceVersion"]
+        ann = {"metadata": {"annotations": {"gpuscaler.io/status": '{"desired":3}'}}}
+        out = self.c.patch("deployments", "ann", ann, self.ns)
+        after = out["metadata"]["resourceVersion"]
+        self.assertGreater(int(after), int(before))
+        self.assertEqual(self.c.get_scale("deployments", "ann", self.ns)["metadata"]
+                         ["resourceVersion"], after)
+        self.assertEqual(self.c.get("deployments", "ann", self.ns)["metadata"]["generation"], 1,
+                         "metadata changes do not bump generation")
+        # the /scale merge patch gpuscaler sends, with the version read before the annotation
+        stale = {"metadata": {"resourceVersion": before}, "spec": {"replicas": 3}}
+        e = self.assertApiError(409, "Conflict", self.c.patch, "deployments", "ann", stale,
+                                self.ns, "merge", "scale")
+        self.assertIn("the object has been modified", e.message)
+        fresh = {"metadata": {"resourceVersion": after}, "spec": {"replicas": 3}}
+        self.assertEqual(self.c.patch("deployments", "ann", fresh, self.ns, "merge", "scale")
+                         ["spec"]["replicas"], 3)
+        # the same annotation again: no change, no new resourceVersion
+        rv = self.c.get("deployments", "ann", self.ns)["metadata"]["resourceVersion"]
+        self.assertEqual(self.c.patch("deployments", "ann", ann, self.ns)["metadata"]
+                         ["resourceVersion"], rv)
+
 
 class TestWatch(Base):
     def test_watch_from_rv_replays_history_then_live(self):

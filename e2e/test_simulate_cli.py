@@ -222,6 +222,67 @@ class InputTest(unittest.TestCase):
         p = self.write('neg.csv', 't_seconds,requests\n0,5\n1,-3\n')
         self.bad(['--trace', p, *SMALL], 'neg.csv:3')
 
+    def test_unix_time_trace_shows_dates(self):
+        """A trace recorded by `run --record` carries UNIX time: the table and the chart give
+        calendar dates and UTC times, not "day 19675 22:13"."""
+        p = os.path.join(self.dir, 'rec.csv')
+        t0 = 1700000000  # 2023-11-14T22:13:20Z
+        with open(p, 'w') as f:
+            f.write('# gpuscaler run --record: t_seconds (UNIX), requests per interval\n'
+                    't_seconds,requests\n')
+            for k in range(2 * 86400 // 15):
+                f.write('%d,%d\n' % (t0 + 15 * k, 1500 + (k % 240) * 5))
+        svg = os.path.join(self.dir, 'rec.svg')
+        r = run('--trace', p, *SMALL, '--report', svg)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('scored 2023-11-14 22:13 UTC -> 2023-11-16 22:13 UTC', r.stdout)
+        self.assertNotIn('day 1967', r.stdout)
+        root = ET.fromstring(slurp(svg))
+        labels = [t.text for t in root.iter() if t.tag.endswith('text')]
+        self.assertIn('2023-11-15', labels)
+        self.assertIn('2023-11-16', labels)
+        self.assertFalse([x for x in labels if x and x.startswith('day ')], labels)
+        # a relative clock keeps "day N"
+        q = os.path.join(self.dir, 'rel.csv')
+        small_trace(q, 2 * 86400)
+        r = run('--trace', q, *SMALL, '--policy', 'reactive')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('scored day 0 00:00 -> day 2 00:00', r.stdout)
+
+    def test_absurd_request_counts_name_the_line(self):
+        p = self.write('huge.csv', 't_seconds,requests\n0,5\n1,1e308\n2,5\n')
+        r = self.bad(['--trace', p, *SMALL], 'huge.csv:3', "requests '1e308' is over the limit")
+        self.assertNotIn('inf', r.stderr)
+        p = self.write('edge.csv', 't_seconds,requests\n0,5\n1,1e12\n2,5\n')
+        r = run('--trace', p, *SMALL, '--policy', 'reactive')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn('inf', r.stdout)
+
+    def test_endless_line_is_refused_at_once(self):
+        import time
+        t0 = time.monotonic()
+        r = self.bad(['--trace', '/dev/zero', *SMALL], '/dev/zero:1', 'longer than 65536 bytes')
+        self.assertLess(time.monotonic() - t0, 5.0, r.stderr)
+
+    def test_gzip_trace_read_directly(self):
+        import gzip
+        p = os.path.join(self.dir, 't.csv')
+        small_trace(p, 3600)
+        gz = p + '.gz'
+        with open(p, 'rb') as f, gzip.open(gz, 'wb') as g:
+            g.write(f.read())
+        plain = run('--trace', p, *SMALL)
+        packed = run('--trace', gz, *SMALL)
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertEqual(packed.returncode, 0, packed.stderr)
+        self.assertEqual(plain.stdout.replace(p, 'T'), packed.stdout.replace(gz, 'T'))
+        with open(gz, 'rb') as f:
+            blob = f.read()
+        cut = os.path.join(self.dir, 'cut.csv.gz')
+        with open(cut, 'wb') as f:
+            f.write(blob[:len(blob) // 2])
+        self.bad(['--trace', cut, *SMALL], 'cut.csv.gz', 'corrupt gzip data')
+
     def test_absurd_parameters_name_the_flag(self):
         p = os.path.join(self.dir, 't.csv')
         small_trace(p, 600)
@@ -236,6 +297,47 @@ class InputTest(unittest.TestCase):
         self.bad(['--trace', p, *SMALL, '--start', '2h'], 'start')
         self.bad(['--trace', p, *SMALL, '--gpus-per-replica'], '--gpus-per-replica')
         self.bad(['--capacity-per-gpu', 'lots'], 'capacity-per-gpu')
+
+    def test_unknown_flag_alone_is_unknown(self):
+        r = self.bad(['--bogus'], 'unknown flag --bogus')
+        self.assertNotIn('needs a value', r.stderr)
+        # before its would-be value is taken: the next flag still counts
+        self.bad(['--bogus', '--trace', 'x.csv'], 'unknown flag --bogus')
+        r = self.bad(['--scale'], '--scale needs a value')
+        self.assertNotIn('unknown', r.stderr)
+
+    def test_overflowing_duration_is_out_of_range(self):
+        p = os.path.join(self.dir, 't.csv')
+        small_trace(p, 600)
+        ref = self.bad(['--trace', p, *SMALL, '--cold-start', '25h'], 'out of range')
+        for v in ('100000h', '1e400', '99999999999999999999s'):
+            r = self.bad(['--trace', p, *SMALL, '--cold-start', v],
+                         '--cold-start: %s is out of range (0s to 24h)' % v)
+            self.assertNotIn('not a duration', r.stderr)
+            self.assertEqual(r.stderr.replace(v, 'X'), ref.stderr.replace('25h', 'X'))
+        self.bad(['--trace', p, *SMALL, '--cold-start', '5x'], 'not a duration')
+
+    def test_unwritable_outputs_fail_before_the_run(self):
+        for flag in ('--report', '--timeline', '--json'):
+            # exit 2 with nothing on stdout: refused before the run (before, the table was
+            # printed and the run ended with exit 1 when it came to writing)
+            self.bad([flag, os.path.join(self.dir, 'no', 'such', 'dir', 'out')],
+                     '%s %s' % (flag, os.path.join(self.dir, 'no')), 'cannot write')
+        self.bad(['--json', self.dir], '--json %s: cannot write: Is a directory' % self.dir)
+        # a run that fails leaves an existing output as it was and creates none
+        keep = self.write('keep.svg', 'old contents')
+        new = os.path.join(self.dir, 'new.json')
+        self.bad(['--trace', os.path.join(self.dir, 'nope.csv'), *SMALL, '--report', keep,
+                  '--json', new], 'nope.csv')
+        self.assertEqual(slurp(keep, 'r'), 'old contents')
+        self.assertFalse(os.path.exists(new))
+        # a run that succeeds replaces it
+        p = os.path.join(self.dir, 't.csv')
+        small_trace(p, 600)
+        r = run('--trace', p, *SMALL, '--report', keep, '--json', new)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(slurp(keep, 'r').startswith('<?xml'))
+        json.loads(slurp(new, 'r'))
 
     def test_config_errors_name_the_line(self):
         cfg = self.write('bad.yaml', 'capacity-per-gpu: 10\nsla: 5s\nno-such-key: 3\n')

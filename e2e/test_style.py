@@ -4,18 +4,23 @@ no sprintf/strcpy/strcat/strtok/atoi/gets and no raw allocation calls outside
 util's wrapper in pkg/ and cmd/; every C file opens with an SPDX line and a
 comment saying what it is for; no .c file over 1,500 lines. A line may opt out
 of the allocation rule with the marker `style: allow` (memory owned by a
-foreign library, e.g. jansson's json_dumps, must go back through free)."""
+foreign library, e.g. jansson's json_dumps, must go back through free).
+No assert() from <assert.h> anywhere in pkg/, cmd/, bench/ or fuzz/: release
+builds define NDEBUG, which removes the assertion and any call inside it (a
+bind() in an assert() broke the release build); tests use cmocka's assert_*
+and setup steps that check their return code."""
 import os
 import re
 import unittest
 
 SRC = os.environ.get("GPUSCALER_SRC") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BANNED = re.compile(r"(?<![A-Za-z0-9_])(sprintf|vsprintf|strcpy|strcat|strtok|strtok_r|atoi|atol|gets)\s*\(")
+ASSERT = re.compile(r"(?<![A-Za-z0-9_])assert\s*\(|#\s*include\s*<assert\.h>")
 RAW = re.compile(r"(?<![A-Za-z0-9_>.])(malloc|calloc|realloc|free|strdup|strndup)\s*\(")
 
 
-def c_files():
-    for top in ("pkg", "cmd"):
+def c_files(tops=("pkg", "cmd")):
+    for top in tops:
         for root, _, files in os.walk(os.path.join(SRC, top)):
             for f in files:
                 if f.endswith((".c", ".h")):
@@ -41,6 +46,15 @@ class Style(unittest.TestCase):
                 if BANNED.search(code):
                     bad.append("%s:%d: %s" % (os.path.relpath(p, SRC), n, raw.strip()))
         self.assertEqual(bad, [])
+
+    def test_no_assert_macro(self):
+        bad = []
+        for p in c_files(("pkg", "cmd", "bench", "fuzz")):
+            for n, (code, raw) in enumerate(code_lines(p), 1):
+                if ASSERT.search(code.split("//")[0]):
+                    bad.append("%s:%d: %s" % (os.path.relpath(p, SRC), n, raw.strip()))
+        self.assertEqual(bad, [], "assert() vanishes under NDEBUG (release builds); check the "
+                         "result explicitly")
 
     def test_allocation_through_wrapper(self):
         bad = []

@@ -63,7 +63,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(t->n >= 1 && t->n <= TRACE_MAX_BUCKETS, "bucket count in range");
     check(t->dt_ms >= 1000, "dt >= 1 s");
     for (size_t k = 0; k < t->n; k++)
-        check(isfinite(t->requests[k]) && t->requests[k] >= 0, "counts finite and >= 0");
+        check(isfinite(t->requests[k]) && t->requests[k] >= 0 &&
+                  t->requests[k] <= TRACE_MAX_REQUESTS,
+              "counts finite, >= 0 and within TRACE_MAX_REQUESTS");
     check(trace_total(t) >= 0, "total >= 0");
     if (t->n <= 100000)
         round_trip(t);

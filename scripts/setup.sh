@@ -5,7 +5,8 @@
 set -euo pipefail
 mode=${1:-build}
 pkgs=(build-essential meson ninja-build pkg-config libuv1-dev libcurl4-openssl-dev
-      libjansson-dev libyaml-dev libssl-dev libcmocka-dev node-llhttp python3 openssl curl)
+      libjansson-dev libyaml-dev libssl-dev zlib1g-dev libcmocka-dev node-llhttp python3 openssl
+      curl)
 if [ "$mode" = test ]; then
   pkgs+=(clang libclang-rt-14-dev llvm python3-jsonschema python3-yaml wrk prometheus nodejs
          golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev

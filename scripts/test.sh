@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Quick start 2: install what is needed, then build and run every test:
 #   1. unit tests, fuzz-corpus replays, e2e and packaging checks (gcc, -Werror)
-#   2. the same unit and corpus suites under ASan+UBSan
-#   3. short libFuzzer runs of every fuzz target (clang)
-# Ends with one line "N passed, N failed" summing the three stages.
+#   2. the unit tests of a release build (--buildtype=release: -O3, NDEBUG), the
+#      configuration the Dockerfile and users build
+#   3. the same unit and corpus suites under ASan+UBSan
+#   4. short libFuzzer runs of every fuzz target (clang)
+# Ends with one line "N passed, N failed" summing the four stages.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh test || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
@@ -35,6 +37,7 @@ run_stage() {
 }
 
 run_stage main build "" ""
+run_stage release build-release "--buildtype=release" "--suite unit"
 run_stage asan build-asan "-Db_sanitize=address,undefined -Db_lundef=false" "--suite unit --suite fuzz"
 CC=clang run_stage fuzz build-fuzz "-Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false" "--suite fuzz-smoke"
 

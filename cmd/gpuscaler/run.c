@@ -295,6 +295,31 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* A flag that sets a config key, checked as the file's key is. Prints
+ * "--flag: what is wrong" and returns -EINVAL when the value is bad. */
+static int set_key(struct daemon *d, const char *flag, const char *key, const char *v)
+{
+    char err[300];
+    if (ctl_config_set(&d->cfg, key, v, err, sizeof(err)) == 0)
+        return 0;
+    size_t kl = strlen(key);
+    const char *msg = strncmp(err, key, kl) == 0 && err[kl] == ':' ? err + kl + 2 : err;
+    fprintf(stderr, "gpuscaler run: --%s: %s\n", flag, msg);
+    return -EINVAL;
+}
+
+/* An error about the config file: "FILE:LINE: msg", or msg alone when it
+ * names the file already (cannot open it) or is not about a line. */
+static void config_error(const char *config, const struct conf_error *err)
+{
+    if (err->line > 0)
+        fprintf(stderr, "gpuscaler run: %s:%d: %s\n", config, err->line, err->msg);
+    else if (strncmp(err->msg, config, strlen(config)) == 0)
+        fprintf(stderr, "gpuscaler run: %s\n", err->msg);
+    else
+        fprintf(stderr, "gpuscaler run: %s: %s\n", config, err->msg);
+}
+
 /* Two passes: the config file first, then every other flag over it. */
 static int parse_flags(struct daemon *d, int argc, char **argv)
 {
@@ -319,24 +344,24 @@ static int parse_flags(struct daemon *d, int argc, char **argv)
         fprintf(stderr, "gpuscaler run: unexpected argument '%s'\n", argv[optind]);
         return -EINVAL;
     }
+    struct conf_node *root = NULL;
+    struct conf_error err;
     if (config) {
-        struct conf_node *root = NULL;
-        struct conf_error err;
         int rc = conf_load_file(config, &root, &err);
         if (rc == 0)
             rc = ctl_config_apply(&d->cfg, root, &err);
-        conf_free(root);
         if (rc != 0) {
-            fprintf(stderr, "gpuscaler run: %s:%d: %s\n", config, err.line, err.msg);
+            config_error(config, &err);
+            conf_free(root);
             return -EINVAL;
         }
     }
-    bool ns_from_flags = false;
+    int rc = 0;
+    bool ns_from_flags = false, file_flags = false;
     optind = 1;
-    while ((o = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while (rc == 0 && (o = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
         const char *v = optarg;
         bool b;
-        int64_t ms;
         switch (o) {
         case OPT_KUBECONFIG: set_str(&d->kubeconfig, v); break;
         case OPT_CONTEXT: set_str(&d->context, v); break;
@@ -347,53 +372,82 @@ static int parse_flags(struct daemon *d, int argc, char **argv)
                 d->cfg.n_namespaces = 0;
                 ns_from_flags = true;
             }
-            if (d->cfg.n_namespaces == CTL_MAX_NAMESPACES || !kube_name_valid(v)) {
-                fprintf(stderr, "gpuscaler run: --namespace '%s': not a valid namespace\n", v);
-                return -EINVAL;
+            if (d->cfg.n_namespaces == CTL_MAX_NAMESPACES) {
+                fprintf(stderr, "gpuscaler run: --namespace: at most %d\n", CTL_MAX_NAMESPACES);
+                rc = -EINVAL;
+            } else if (!ctl_config_namespace_valid(v)) {
+                fprintf(stderr,
+                        "gpuscaler run: --namespace: '%s' is not a valid namespace name (a "
+                        "DNS-1123 label)\n",
+                        v);
+                rc = -EINVAL;
+            } else {
+                d->cfg.namespaces[d->cfg.n_namespaces++] = xstrdup(v);
             }
-            d->cfg.namespaces[d->cfg.n_namespaces++] = xstrdup(v);
             break;
-        case OPT_INTERVAL:
-            if (util_parse_duration_ms(v, &ms) != 0 || ms < 1000 || ms > 3600000) {
-                fprintf(stderr, "gpuscaler run: --decision-interval '%s': 1s to 1h\n", v);
-                return -EINVAL;
-            }
-            d->cfg.decision_interval_ms = ms;
-            break;
+        case OPT_INTERVAL: rc = set_key(d, "decision-interval", "decision-interval", v); break;
         case OPT_DRY_RUN: d->opts.dry_run = true; break;
         case OPT_RECORD: d->opts.record_dir = v; break;
         case OPT_LEADER_ELECT:
         case OPT_EXT:
             b = true;
             if (v && util_parse_bool(v, &b) != 0) {
-                fprintf(stderr, "gpuscaler run: --%s='%s': not true or false\n",
+                fprintf(stderr, "gpuscaler run: --%s: '%s' is not true or false\n",
                         o == OPT_EXT ? "external-metrics" : "leader-elect", v);
-                return -EINVAL;
-            }
-            if (o == OPT_EXT)
+                rc = -EINVAL;
+            } else if (o == OPT_EXT) {
                 d->cfg.extmetrics.enabled = b;
-            else
+            } else {
                 d->cfg.leader.enabled = b;
+            }
             break;
-        case OPT_LEADER_NS: set_str(&d->cfg.leader.namespace_, v); break;
-        case OPT_LEASE_NAME: set_str(&d->cfg.leader.lease_name, v); break;
+        case OPT_LEADER_NS:
+            rc = set_key(d, "leader-election-namespace", "leader-election.namespace", v);
+            break;
+        case OPT_LEASE_NAME: rc = set_key(d, "lease-name", "leader-election.lease-name", v); break;
         case OPT_ID: d->opts.identity = v; break;
-        case OPT_METRICS_ADDR: set_str(&d->cfg.listen.metrics, v); break;
-        case OPT_EXT_ADDR: set_str(&d->cfg.listen.external_metrics, v); break;
-        case OPT_TLS_CERT: set_str(&d->cfg.extmetrics.tls_cert_file, v); break;
-        case OPT_TLS_KEY: set_str(&d->cfg.extmetrics.tls_key_file, v); break;
-        case OPT_LOG_FORMAT: set_str(&d->cfg.log_format, v); break;
-        case OPT_LOG_LEVEL: set_str(&d->cfg.log_level, v); break;
+        case OPT_METRICS_ADDR: rc = set_key(d, "metrics-addr", "listen.metrics", v); break;
+        case OPT_EXT_ADDR:
+            rc = set_key(d, "external-metrics-addr", "listen.external-metrics", v);
+            break;
+        case OPT_TLS_CERT:
+            rc = set_key(d, "tls-cert-file", "external-metrics.tls-cert-file", v);
+            file_flags = true;
+            break;
+        case OPT_TLS_KEY:
+            rc = set_key(d, "tls-key-file", "external-metrics.tls-key-file", v);
+            file_flags = true;
+            break;
+        case OPT_LOG_FORMAT: rc = set_key(d, "log-format", "log.format", v); break;
+        case OPT_LOG_LEVEL: rc = set_key(d, "log-level", "log.level", v); break;
         default: break;
         }
     }
+    if (rc == 0 && !d->cfg.leader.namespace_[0]) { /* "": the default, as in the file */
+        const char *ns = getenv("POD_NAMESPACE");
+        set_str(&d->cfg.leader.namespace_, ns && *ns ? ns : "default");
+    }
+    /* checks across keys and of the files named, on the file and flags together */
+    char msg[300];
+    const char *key = NULL;
+    if (rc == 0 && ctl_config_validate(&d->cfg, &key, msg, sizeof(msg)) != 0) {
+        fprintf(stderr, "gpuscaler run: %s\n", msg);
+        rc = -EINVAL;
+    }
+    if (rc == 0 && ctl_config_check_files(&d->cfg, file_flags ? NULL : root, &err) != 0) {
+        if (err.line > 0)
+            config_error(config, &err);
+        else
+            fprintf(stderr, "gpuscaler run: %s\n", err.msg);
+        rc = -EINVAL;
+    }
+    conf_free(root);
+    if (rc != 0)
+        return rc;
     enum util_log_format lf;
     enum util_log_level ll;
-    if (util_log_format_parse(d->cfg.log_format, &lf) != 0 ||
-        util_log_level_parse(d->cfg.log_level, &ll) != 0) {
-        fprintf(stderr, "gpuscaler run: bad --log-format or --log-level\n");
-        return -EINVAL;
-    }
+    util_log_format_parse(d->cfg.log_format, &lf); /* checked by ctl_config_set/apply */
+    util_log_level_parse(d->cfg.log_level, &ll);
     util_log_setup(lf, ll);
     d->opts.leader_elect = d->cfg.leader.enabled;
     return 0;
@@ -425,11 +479,8 @@ int cmd_run(int argc, char **argv)
     struct kube_config_error kerr;
     memset(&kc, 0, sizeof(kc));
     if (kube_config_resolve(d.kubeconfig, d.context, &kc, &kerr) != 0) {
-        if (kerr.line)
-            fprintf(stderr, "gpuscaler run: Kubernetes configuration: %s (line %d)\n", kerr.msg,
-                    kerr.line);
-        else
-            fprintf(stderr, "gpuscaler run: Kubernetes configuration: %s\n", kerr.msg);
+        /* the message names the file and line already ("FILE:LINE: ...") */
+        fprintf(stderr, "gpuscaler run: Kubernetes configuration: %s\n", kerr.msg);
         rc = 2;
         goto out_cfg;
     }

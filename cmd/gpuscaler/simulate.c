@@ -7,9 +7,12 @@
  * the one parser (sim_config_set -> policy_config_set); an unknown key or a
  * bad value is a usage error (exit 2) naming the flag or file:line. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "conf/conf.h"
@@ -18,6 +21,17 @@
 #include "util/util.h"
 
 #define PROG "gpuscaler simulate"
+
+/* An output file named by a flag. It is opened (created if missing, never
+ * truncated) before the simulation runs, so an unwritable path is a usage
+ * error at once; it is truncated and written only once the results exist,
+ * and a file created for a run that failed is removed. */
+struct output {
+    const char *flag; /* "--report" */
+    char *path;
+    int fd;
+    bool created;
+};
 
 /* One key=value with where it came from ("--scale" or "file.yaml:3"). */
 struct setting {
@@ -86,6 +100,75 @@ static bool is_output_flag(const char *k)
            strcmp(k, "json") == 0 || strcmp(k, "scale-log") == 0;
 }
 
+/* A flag this command knows: the file flags, and every simulator and policy key. */
+static bool known_flag(const char *k)
+{
+    if (strcmp(k, "trace") == 0 || is_output_flag(k))
+        return true;
+    for (size_t i = 0; i < sim_config_key_count(); i++)
+        if (strcmp(sim_config_key_name(i), k) == 0)
+            return true;
+    for (size_t i = 0; i < policy_config_key_count(); i++)
+        if (strcmp(policy_config_key_name(i), k) == 0)
+            return true;
+    return false;
+}
+
+/* Open o->path for writing without truncating it. Prints the error naming
+ * the flag and returns -1 when it cannot be written. */
+static int output_open(struct output *o)
+{
+    o->fd = open(o->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    o->created = o->fd >= 0;
+    if (o->fd < 0 && errno == EEXIST)
+        o->fd = open(o->path, O_WRONLY | O_CLOEXEC);
+    if (o->fd < 0) {
+        fprintf(stderr, PROG ": %s %s: cannot write: %s\n", o->flag, o->path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Replace the file's contents with b, and close it. */
+static int output_write(struct output *o, const struct util_buf *b)
+{
+    struct stat st;
+    int rc = 0;
+    if (fstat(o->fd, &st) == 0 && S_ISREG(st.st_mode) && ftruncate(o->fd, 0) != 0)
+        rc = -errno;
+    const char *p = b->data ? b->data : "";
+    size_t left = b->len;
+    while (rc == 0 && left > 0) {
+        ssize_t w = write(o->fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            rc = w < 0 ? -errno : -EIO;
+        else {
+            p += w;
+            left -= (size_t)w;
+        }
+    }
+    if (close(o->fd) != 0 && rc == 0)
+        rc = -errno;
+    o->fd = -1;
+    o->created = false; /* written: kept */
+    if (rc != 0)
+        fprintf(stderr, PROG ": %s %s: write failed: %s\n", o->flag, o->path, strerror(-rc));
+    return rc;
+}
+
+/* Close an output that was not written; remove it if this run created it. */
+static void output_abandon(struct output *o)
+{
+    if (o->fd >= 0)
+        close(o->fd);
+    if (o->created)
+        unlink(o->path);
+    o->fd = -1;
+    o->created = false;
+}
+
 /* Turn a YAML node into a key's string value: scalars as they are, a sequence
  * of scalars joined with commas (for policy lists). */
 static int node_value(const struct conf_node *n, char **out)
@@ -121,6 +204,8 @@ static int load_config(const char *path, struct settings *s, char **trace_path)
     if (rc != 0) {
         if (cerr.line > 0)
             fprintf(stderr, PROG ": %s:%d: %s\n", path, cerr.line, cerr.msg);
+        else if (cerr.msg[0] && strncmp(cerr.msg, path, strlen(path)) == 0)
+            fprintf(stderr, PROG ": %s\n", cerr.msg); /* it names the file already */
         else
             fprintf(stderr, PROG ": %s: %s\n", path, cerr.msg[0] ? cerr.msg : strerror(-rc));
         return -1;
@@ -165,27 +250,15 @@ out:
     return rc;
 }
 
-static int write_file(const char *path, const struct util_buf *b)
-{
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    size_t w = fwrite(b->data ? b->data : "", 1, b->len, f);
-    int rc = (w == b->len) ? 0 : -1;
-    if (fclose(f) != 0)
-        rc = -1;
-    if (rc != 0)
-        fprintf(stderr, PROG ": %s: write failed: %s\n", path, strerror(errno));
-    return rc;
-}
-
 int cmd_simulate(int argc, char **argv)
 {
     struct settings flags = {0}, file = {0};
-    char *trace_path = NULL, *config = NULL, *timeline = NULL, *report = NULL, *json = NULL;
-    char *scale_log = NULL;
+    char *trace_path = NULL, *config = NULL;
+    /* in the order they are written */
+    struct output outs[] = {{"--timeline", NULL, -1, false}, {"--report", NULL, -1, false},
+                            {"--json", NULL, -1, false}, {"--scale-log", NULL, -1, false}};
+    struct output *timeline = &outs[0], *report = &outs[1], *json = &outs[2];
+    struct output *scale_log = &outs[3];
     struct trace *tr = NULL;
     struct sim_result *res = NULL;
     struct util_buf out = {0};
@@ -207,6 +280,11 @@ int cmd_simulate(int argc, char **argv)
         const char *eq = strchr(a + 2, '=');
         char *key = eq ? xstrndup(a + 2, (size_t)(eq - a - 2)) : xstrdup(a + 2);
         const char *value = eq ? eq + 1 : NULL;
+        if (!known_flag(key)) {
+            fprintf(stderr, PROG ": unknown flag --%s (see " PROG " --help)\n", key);
+            xfree(key);
+            goto out;
+        }
         if (!value) {
             if (i + 1 >= argc) {
                 fprintf(stderr, PROG ": --%s needs a value\n", key);
@@ -217,10 +295,10 @@ int cmd_simulate(int argc, char **argv)
         }
         char **slot = strcmp(key, "trace") == 0      ? &trace_path
                       : strcmp(key, "config") == 0   ? &config
-                      : strcmp(key, "timeline") == 0 ? &timeline
-                      : strcmp(key, "report") == 0   ? &report
-                      : strcmp(key, "json") == 0     ? &json
-                      : strcmp(key, "scale-log") == 0 ? &scale_log
+                      : strcmp(key, "timeline") == 0 ? &timeline->path
+                      : strcmp(key, "report") == 0   ? &report->path
+                      : strcmp(key, "json") == 0     ? &json->path
+                      : strcmp(key, "scale-log") == 0 ? &scale_log->path
                                                      : NULL;
         if (slot) {
             xfree(*slot);
@@ -272,6 +350,10 @@ int cmd_simulate(int argc, char **argv)
         fprintf(stderr, PROG ": %s\n", err);
         goto out;
     }
+    /* before the run: an unwritable output is a usage error, not a lost result */
+    for (size_t k = 0; k < UTIL_ARRAY_LEN(outs); k++)
+        if (outs[k].path && output_open(&outs[k]) != 0)
+            goto out;
 
     struct trace_error terr = {0};
     struct sim_report_info info = {0};
@@ -306,32 +388,36 @@ int cmd_simulate(int argc, char **argv)
     sim_report_table(&out, &cfg, &info, res);
     fwrite(out.data, 1, out.len, stdout);
     fflush(stdout);
-    if (timeline) {
+    if (timeline->fd >= 0) {
         util_buf_reset(&out);
         sim_report_timeline_csv(&out, res);
-        if (write_file(timeline, &out) != 0)
+        if (output_write(timeline, &out) != 0)
             goto out;
     }
-    if (scale_log) {
+    if (scale_log->fd >= 0) {
         util_buf_reset(&out);
         sim_report_scale_log_csv(&out, res);
-        if (write_file(scale_log, &out) != 0)
+        if (output_write(scale_log, &out) != 0)
             goto out;
     }
-    if (report) {
+    if (report->fd >= 0) {
         util_buf_reset(&out);
         sim_report_svg(&out, &cfg, &info, res);
-        if (write_file(report, &out) != 0)
+        if (output_write(report, &out) != 0)
             goto out;
     }
-    if (json) {
+    if (json->fd >= 0) {
         util_buf_reset(&out);
         sim_report_json(&out, &cfg, &info, res);
-        if (write_file(json, &out) != 0)
+        if (output_write(json, &out) != 0)
             goto out;
     }
     code = 0;
 out:
+    for (size_t k = 0; k < UTIL_ARRAY_LEN(outs); k++) {
+        output_abandon(&outs[k]);
+        xfree(outs[k].path);
+    }
     util_buf_free(&out);
     sim_result_free(res);
     trace_free(tr);
@@ -339,9 +425,5 @@ out:
     settings_free(&file);
     xfree(trace_path);
     xfree(config);
-    xfree(timeline);
-    xfree(report);
-    xfree(json);
-    xfree(scale_log);
     return code;
 }

@@ -118,6 +118,10 @@ static int yaml_fail(const yaml_parser_t *p, const char *buf, size_t len, struct
         return fail(err, -EINVAL, line, col, "%s", problem);
     }
     int line = mark_line(p->problem_mark), col = mark_col(p->problem_mark);
+    /* err->line is the problem's line: repeat a line only when the context's differs */
+    if (p->context && mark_line(p->context_mark) == line)
+        return fail(err, -EINVAL, line, col, "%s (%s at column %d)", problem, p->context,
+                    mark_col(p->context_mark));
     if (p->context)
         return fail(err, -EINVAL, line, col, "%s (%s at line %d column %d)", problem, p->context,
                     mark_line(p->context_mark), mark_col(p->context_mark));

@@ -269,6 +269,9 @@ static void test_errors(void **state)
         {"a: b: c\n", 1, 5, "mapping values are not allowed in this context"},
         {"a: [1, 2\n", 2, 1, "did not find expected ',' or ']' (while parsing a flow sequence at "
                              "line 1 column 4)"},
+        /* the context on the error's own line: its column, not the line again */
+        {"a: 1\nb: [\n", 3, 1,
+         "did not find expected node content (while parsing a flow node at column 1)"},
         {"a:\n  b: 1\n c: 2\n", 3, 2, "did not find expected key"},
         {"a: \"abc\n", 2, 1, "found unexpected end of stream (while scanning a quoted scalar"},
         {"a:\n\tb: 1\n", 2, 1, "found character that cannot start any token"},

@@ -1,59 +1,91 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* controller/config: the daemon's YAML configuration file. A table maps each
- * dotted key to a field and a kind; unknown keys and wrong types are errors
- * with the line of the node, as KEDA and prometheus-adapter do strict
- * parsing. The `defaults` section holds annotation values applied to every
- * workload and is checked with the same parser as the annotations. */
+ * dotted key to a field, a kind and its limits; unknown keys, wrong types and
+ * bad values are errors with the line of the node, as KEDA and
+ * prometheus-adapter do strict parsing. Every value is checked when the file
+ * is loaded, before anything starts: addresses are HOST:PORT with an IP
+ * host, URLs are http(s), Kubernetes names follow DNS-1123 (as the API server
+ * would require), durations have a range per key. The `defaults` section
+ * holds annotation values applied to every workload and is checked with the
+ * same parser as the annotations. Flags go through the same per-key checks
+ * (ctl_config_set). Files the settings name are checked for readability
+ * separately (ctl_config_check_files), the one step here that does I/O. */
 #include "controller.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/util.h"
 
-enum kind { K_STR, K_DUR, K_BOOL, K_FRACTION, K_STRLIST, K_DEFAULTS };
+enum kind {
+    K_STR,       /* free text */
+    K_DUR,       /* duration within [min_ms, max_ms] */
+    K_BOOL,
+    K_FRACTION,  /* 0..1 */
+    K_STRLIST,   /* namespaces: DNS-1123 labels */
+    K_DEFAULTS,  /* annotation defaults */
+    K_ADDR,      /* HOST:PORT, host an IP address (empty = 0.0.0.0) */
+    K_URL,       /* "" or an http:// or https:// URL */
+    K_PATH,      /* "" or a file path */
+    K_NS,        /* "" (= $POD_NAMESPACE) or a DNS-1123 label */
+    K_NAME,      /* a DNS-1123 subdomain of at most max bytes */
+    K_LOGFMT,
+    K_LOGLEVEL,
+};
 
 struct key {
     const char *path;
     enum kind kind;
     size_t off;
+    int64_t min, max; /* K_DUR: milliseconds; K_NAME: max is the length */
 };
 
 #define OFF(f) offsetof(struct ctl_config, f)
+#define HOUR_MS (3600LL * 1000)
+/* checkpoint ConfigMaps are named <prefix>-<16 hex digits> */
+#define CHECKPOINT_PREFIX_MAX 200
 
 static const struct key keys[] = {
-    {"decision-interval", K_DUR, OFF(decision_interval_ms)},
-    {"namespaces", K_STRLIST, OFF(namespaces)},
-    {"log.format", K_STR, OFF(log_format)},
-    {"log.level", K_STR, OFF(log_level)},
-    {"leader-election.enabled", K_BOOL, OFF(leader.enabled)},
-    {"leader-election.namespace", K_STR, OFF(leader.namespace_)},
-    {"leader-election.lease-name", K_STR, OFF(leader.lease_name)},
-    {"leader-election.lease-duration", K_DUR, OFF(leader.lease_duration_ms)},
-    {"leader-election.renew-deadline", K_DUR, OFF(leader.renew_deadline_ms)},
-    {"leader-election.retry-period", K_DUR, OFF(leader.retry_period_ms)},
-    {"listen.metrics", K_STR, OFF(listen.metrics)},
-    {"listen.external-metrics", K_STR, OFF(listen.external_metrics)},
-    {"external-metrics.enabled", K_BOOL, OFF(extmetrics.enabled)},
-    {"external-metrics.tls-cert-file", K_STR, OFF(extmetrics.tls_cert_file)},
-    {"external-metrics.tls-key-file", K_STR, OFF(extmetrics.tls_key_file)},
-    {"external-metrics.upstream.url", K_STR, OFF(extmetrics.upstream_url)},
-    {"external-metrics.upstream.ca-file", K_STR, OFF(extmetrics.upstream_ca_file)},
-    {"external-metrics.upstream.cert-file", K_STR, OFF(extmetrics.upstream_cert_file)},
-    {"external-metrics.upstream.key-file", K_STR, OFF(extmetrics.upstream_key_file)},
-    {"external-metrics.upstream.token-file", K_STR, OFF(extmetrics.upstream_token_file)},
-    {"prometheus.url", K_STR, OFF(prometheus.url)},
-    {"prometheus.ca-file", K_STR, OFF(prometheus.ca_file)},
-    {"prometheus.token-file", K_STR, OFF(prometheus.token_file)},
-    {"scrape.interval", K_DUR, OFF(scrape.interval_ms)},
-    {"scrape.timeout", K_DUR, OFF(scrape.timeout_ms)},
-    {"scrape.missing-fraction", K_FRACTION, OFF(scrape.missing_fraction)},
-    {"scrape.rate-window", K_DUR, OFF(scrape.rate_window_ms)},
-    {"checkpoint.configmap", K_STR, OFF(checkpoint_configmap)},
-    {"defaults", K_DEFAULTS, OFF(defaults)},
+    {"decision-interval", K_DUR, OFF(decision_interval_ms), 1000, HOUR_MS},
+    {"namespaces", K_STRLIST, OFF(namespaces), 0, 0},
+    {"log.format", K_LOGFMT, OFF(log_format), 0, 0},
+    {"log.level", K_LOGLEVEL, OFF(log_level), 0, 0},
+    {"leader-election.enabled", K_BOOL, OFF(leader.enabled), 0, 0},
+    {"leader-election.namespace", K_NS, OFF(leader.namespace_), 0, 0},
+    {"leader-election.lease-name", K_NAME, OFF(leader.lease_name), 0, 253},
+    {"leader-election.lease-duration", K_DUR, OFF(leader.lease_duration_ms), 1000, HOUR_MS},
+    {"leader-election.renew-deadline", K_DUR, OFF(leader.renew_deadline_ms), 100, HOUR_MS},
+    {"leader-election.retry-period", K_DUR, OFF(leader.retry_period_ms), 100, HOUR_MS},
+    {"listen.metrics", K_ADDR, OFF(listen.metrics), 0, 0},
+    {"listen.external-metrics", K_ADDR, OFF(listen.external_metrics), 0, 0},
+    {"external-metrics.enabled", K_BOOL, OFF(extmetrics.enabled), 0, 0},
+    {"external-metrics.tls-cert-file", K_PATH, OFF(extmetrics.tls_cert_file), 0, 0},
+    {"external-metrics.tls-key-file", K_PATH, OFF(extmetrics.tls_key_file), 0, 0},
+    {"external-metrics.upstream.url", K_URL, OFF(extmetrics.upstream_url), 0, 0},
+    {"external-metrics.upstream.ca-file", K_PATH, OFF(extmetrics.upstream_ca_file), 0, 0},
+    {"external-metrics.upstream.cert-file", K_PATH, OFF(extmetrics.upstream_cert_file), 0, 0},
+    {"external-metrics.upstream.key-file", K_PATH, OFF(extmetrics.upstream_key_file), 0, 0},
+    {"external-metrics.upstream.token-file", K_PATH, OFF(extmetrics.upstream_token_file), 0, 0},
+    {"prometheus.url", K_URL, OFF(prometheus.url), 0, 0},
+    {"prometheus.ca-file", K_PATH, OFF(prometheus.ca_file), 0, 0},
+    {"prometheus.token-file", K_PATH, OFF(prometheus.token_file), 0, 0},
+    {"scrape.interval", K_DUR, OFF(scrape.interval_ms), 100, HOUR_MS},
+    {"scrape.timeout", K_DUR, OFF(scrape.timeout_ms), 100, HOUR_MS},
+    {"scrape.missing-fraction", K_FRACTION, OFF(scrape.missing_fraction), 0, 0},
+    {"scrape.rate-window", K_DUR, OFF(scrape.rate_window_ms), 1000, 24 * HOUR_MS},
+    {"checkpoint.configmap", K_NAME, OFF(checkpoint_configmap), 0, CHECKPOINT_PREFIX_MAX},
+    {"defaults", K_DEFAULTS, OFF(defaults), 0, 0},
 };
+
+static bool is_string_kind(enum kind k)
+{
+    return k == K_STR || k == K_ADDR || k == K_URL || k == K_PATH || k == K_NS || k == K_NAME ||
+           k == K_LOGFMT || k == K_LOGLEVEL;
+}
 
 size_t ctl_config_key_count(void)
 {
@@ -96,7 +128,7 @@ void ctl_config_init(struct ctl_config *c)
 void ctl_config_free(struct ctl_config *c)
 {
     for (size_t i = 0; i < UTIL_ARRAY_LEN(keys); i++) {
-        if (keys[i].kind == K_STR)
+        if (is_string_kind(keys[i].kind))
             xfree(*(char **)((char *)c + keys[i].off));
     }
     for (size_t i = 0; i < c->n_namespaces; i++)
@@ -108,6 +140,290 @@ void ctl_config_free(struct ctl_config *c)
     memset(c, 0, sizeof(*c));
 }
 
+static const struct key *find_key(const char *path)
+{
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(keys); i++)
+        if (strcmp(keys[i].path, path) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+/* ---- value checks (pure) ------------------------------------------------------ */
+
+static bool dns_label_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (!alnum && (c != '-' || i == 0 || i == n - 1))
+            return false;
+    }
+    return true;
+}
+
+bool ctl_config_namespace_valid(const char *s)
+{
+    return s && dns_label_ok(s, strlen(s));
+}
+
+/* RFC 1123 subdomain as Kubernetes checks object names: dot-separated
+ * labels of [a-z0-9-] starting and ending alphanumeric, at most max bytes. */
+static bool dns_subdomain_ok(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > max)
+        return false;
+    const char *p = s;
+    for (;;) {
+        const char *dot = strchr(p, '.');
+        size_t ln = dot ? (size_t)(dot - p) : strlen(p);
+        if (ln == 0)
+            return false;
+        for (size_t i = 0; i < ln; i++) {
+            char c = p[i];
+            bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+            if (!alnum && (c != '-' || i == 0 || i == ln - 1))
+                return false;
+        }
+        if (!dot)
+            return true;
+        p = dot + 1;
+    }
+}
+
+/* HOST:PORT with an IPv4 or IPv6 address (brackets optional for IPv6) or an
+ * empty host (all IPv4 addresses); port 0 to 65535 (0: any free port). */
+static bool addr_ok(const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    int64_t port;
+    if (!colon || util_parse_int64(colon + 1, &port) != 0 || port < 0 || port > 65535)
+        return false;
+    size_t hl = (size_t)(colon - s);
+    if (hl == 0)
+        return true;
+    const char *h = s;
+    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    char host[64];
+    if (hl >= sizeof(host))
+        return false;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    unsigned char buf[16];
+    return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+}
+
+/* http:// or https://, a host, an optional port, an optional path; no
+ * spaces or control characters. */
+static bool url_ok(const char *s)
+{
+    size_t skip = strncmp(s, "http://", 7) == 0 ? 7 : strncmp(s, "https://", 8) == 0 ? 8 : 0;
+    if (!skip)
+        return false;
+    for (const char *p = s; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f)
+            return false;
+    const char *host = s + skip;
+    size_t hl = strcspn(host, "/?#");
+    if (hl == 0)
+        return false;
+    const char *end = host + hl;
+    const char *colon = host[0] == '[' ? strstr(host, "]:") : memchr(host, ':', hl);
+    if (colon && colon < end) {
+        if (host[0] == '[')
+            colon++;
+        char port[8];
+        size_t pl = (size_t)(end - colon - 1);
+        int64_t v;
+        if (pl == 0 || pl >= sizeof(port))
+            return false;
+        memcpy(port, colon + 1, pl);
+        port[pl] = '\0';
+        if (util_parse_int64(port, &v) != 0 || v < 1 || v > 65535)
+            return false;
+        return colon > host;
+    }
+    return true;
+}
+
+/* Check and store one scalar value. err gets "key: message". */
+static int set_scalar(struct ctl_config *c, const struct key *k, const char *s, char *err,
+                      size_t errlen)
+{
+    char *field = (char *)c + k->off;
+    switch (k->kind) {
+    case K_STR:
+    case K_PATH:
+        set_str((char **)field, s);
+        return 0;
+    case K_ADDR:
+        if (!addr_ok(s)) {
+            snprintf(err, errlen,
+                     "%s: '%.60s' is not HOST:PORT with an IP address as host (like "
+                     "0.0.0.0:9090, [::]:9090 or :9090)",
+                     k->path, s);
+            return -EINVAL;
+        }
+        set_str((char **)field, s);
+        return 0;
+    case K_URL:
+        if (*s && !url_ok(s)) {
+            snprintf(err, errlen,
+                     "%s: '%.80s' is not an http:// or https:// URL with a host (like "
+                     "http://prometheus.monitoring:9090)",
+                     k->path, s);
+            return -EINVAL;
+        }
+        set_str((char **)field, s);
+        return 0;
+    case K_NS:
+        if (*s && !dns_label_ok(s, strlen(s))) {
+            snprintf(err, errlen,
+                     "%s: '%.80s' is not a valid namespace name (a DNS-1123 label: at most 63 "
+                     "characters of a-z, 0-9 and '-', starting and ending with a letter or digit)",
+                     k->path, s);
+            return -EINVAL;
+        }
+        set_str((char **)field, s);
+        return 0;
+    case K_NAME:
+        if (!dns_subdomain_ok(s, (size_t)k->max)) {
+            snprintf(err, errlen,
+                     "%s: '%.80s' is not a valid Kubernetes name (a DNS-1123 subdomain: at most "
+                     "%lld characters of a-z, 0-9, '-' and '.', each part starting and ending "
+                     "with a letter or digit)",
+                     k->path, s, (long long)k->max);
+            return -EINVAL;
+        }
+        set_str((char **)field, s);
+        return 0;
+    case K_LOGFMT: {
+        enum util_log_format f;
+        if (util_log_format_parse(s, &f) != 0) {
+            snprintf(err, errlen, "%s: '%.40s' is not one of json, logfmt", k->path, s);
+            return -EINVAL;
+        }
+        set_str((char **)field, s);
+        return 0;
+    }
+    case K_LOGLEVEL: {
+        enum util_log_level l;
+        if (util_log_level_parse(s, &l) != 0) {
+            snprintf(err, errlen, "%s: '%.40s' is not one of debug, info, warn, error", k->path,
+                     s);
+            return -EINVAL;
+        }
+        set_str((char **)field, s);
+        return 0;
+    }
+    case K_DUR: {
+        int64_t ms;
+        if (util_parse_duration_ms(s, &ms) != 0) {
+            snprintf(err, errlen, "%s: '%.60s' is not a duration (like 500ms, 15s, 2m)", k->path,
+                     s);
+            return -EINVAL;
+        }
+        if (ms < k->min || ms > k->max) {
+            char lo[32], hi[32];
+            util_format_duration(k->min, lo, sizeof(lo));
+            util_format_duration(k->max, hi, sizeof(hi));
+            snprintf(err, errlen, "%s: '%.60s' is out of range (%s to %s)", k->path, s, lo, hi);
+            return -EINVAL;
+        }
+        memcpy(field, &ms, sizeof(ms));
+        return 0;
+    }
+    case K_BOOL: {
+        bool b;
+        if (util_parse_bool(s, &b) != 0) {
+            snprintf(err, errlen, "%s: '%.60s' is not true or false", k->path, s);
+            return -EINVAL;
+        }
+        memcpy(field, &b, sizeof(b));
+        return 0;
+    }
+    case K_FRACTION: {
+        double d;
+        if (util_parse_double(s, &d) != 0 || d < 0 || d > 1) {
+            snprintf(err, errlen, "%s: '%.60s' is not a fraction between 0 and 1", k->path, s);
+            return -EINVAL;
+        }
+        memcpy(field, &d, sizeof(d));
+        return 0;
+    }
+    default:
+        snprintf(err, errlen, "%s: not a single value", k->path);
+        return -EINVAL;
+    }
+}
+
+int ctl_config_set(struct ctl_config *c, const char *key, const char *value, char *err,
+                   size_t errlen)
+{
+    char dummy[1];
+    if (errlen == 0) {
+        err = dummy;
+        errlen = sizeof(dummy);
+    }
+    const struct key *k = find_key(key);
+    if (!k || k->kind == K_STRLIST || k->kind == K_DEFAULTS) {
+        snprintf(err, errlen, "unknown key '%.120s'", key);
+        return -ENOENT;
+    }
+    return set_scalar(c, k, value ? value : "", err, errlen);
+}
+
+int ctl_config_validate(const struct ctl_config *c, const char **key, char *err, size_t errlen)
+{
+    const char *dummy_key;
+    char dummy[1];
+    if (!key)
+        key = &dummy_key;
+    if (errlen == 0) {
+        err = dummy;
+        errlen = sizeof(dummy);
+    }
+    *key = NULL;
+    if (c->leader.renew_deadline_ms >= c->leader.lease_duration_ms ||
+        c->leader.retry_period_ms >= c->leader.renew_deadline_ms) {
+        char a[32], b[32], d[32];
+        util_format_duration(c->leader.retry_period_ms, a, sizeof(a));
+        util_format_duration(c->leader.renew_deadline_ms, b, sizeof(b));
+        util_format_duration(c->leader.lease_duration_ms, d, sizeof(d));
+        *key = "leader-election.renew-deadline";
+        snprintf(err, errlen,
+                 "leader-election: need retry-period < renew-deadline < lease-duration "
+                 "(have %s, %s, %s)",
+                 a, b, d);
+        return -EINVAL;
+    }
+    const struct {
+        const char *a, *b, *key_a, *key_b;
+    } pairs[] = {
+        {c->extmetrics.tls_cert_file, c->extmetrics.tls_key_file,
+         "external-metrics.tls-cert-file", "external-metrics.tls-key-file"},
+        {c->extmetrics.upstream_cert_file, c->extmetrics.upstream_key_file,
+         "external-metrics.upstream.cert-file", "external-metrics.upstream.key-file"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(pairs); i++) {
+        bool has_a = pairs[i].a && *pairs[i].a, has_b = pairs[i].b && *pairs[i].b;
+        if (has_a != has_b) {
+            *key = has_a ? pairs[i].key_a : pairs[i].key_b;
+            snprintf(err, errlen, "%s: set without %s (give both, or neither)", *key,
+                     has_a ? pairs[i].key_b : pairs[i].key_a);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* ---- the file ------------------------------------------------------------------ */
+
 static int fail(struct conf_error *err, const struct conf_node *n, const char *fmt, const char *a,
                 const char *b)
 {
@@ -117,10 +433,68 @@ static int fail(struct conf_error *err, const struct conf_node *n, const char *f
     return -EINVAL;
 }
 
+/* The node of a dotted key in the file, or NULL. */
+static const struct conf_node *node_of(const struct conf_node *root, const char *path)
+{
+    const struct conf_node *n = root;
+    char part[128];
+    const char *p = path;
+    while (n && *p) {
+        size_t l = strcspn(p, ".");
+        if (l >= sizeof(part))
+            return NULL;
+        memcpy(part, p, l);
+        part[l] = '\0';
+        n = conf_map_get(n, part);
+        p += l + (p[l] == '.');
+    }
+    return n;
+}
+
+static int apply_defaults(struct ctl_config *c, const struct key *k, const struct conf_node *v,
+                          struct conf_error *err)
+{
+    if (v->type != CONF_MAP)
+        return fail(err, v, "%s: expected a map of annotation keys to values%s", k->path, "");
+    for (size_t i = 0; i < v->n; i++) {
+        const struct conf_node *it = v->items[i];
+        if (it->type != CONF_SCALAR)
+            return fail(err, it, "defaults.%s: expected a scalar value%s", v->keys[i], "");
+        if (c->n_defaults == CTL_MAX_DEFAULTS)
+            return fail(err, it, "defaults: too many keys%s%s", "", "");
+        c->defaults[c->n_defaults].key = xstrdup(v->keys[i]);
+        c->defaults[c->n_defaults].value = xstrdup(it->scalar);
+        c->n_defaults++;
+    }
+    /* validate with the annotation parser so a typo fails at startup */
+    const char *ks[CTL_MAX_DEFAULTS], *vs[CTL_MAX_DEFAULTS];
+    char kb[CTL_MAX_DEFAULTS][128];
+    for (size_t i = 0; i < c->n_defaults; i++) {
+        snprintf(kb[i], sizeof(kb[i]), CTL_ANNOTATION_PREFIX "%s", c->defaults[i].key);
+        ks[i] = kb[i];
+        vs[i] = c->defaults[i].value;
+    }
+    struct ctl_config empty;
+    memset(&empty, 0, sizeof(empty));
+    empty.scrape.missing_fraction = c->scrape.missing_fraction;
+    struct ctl_workload_config wl;
+    char bad[128], msg[200];
+    int rc = ctl_workload_parse(&empty, ks, vs, c->n_defaults, &wl, bad, sizeof(bad), msg,
+                                sizeof(msg));
+    if (rc == -EINVAL && strstr(msg, "capacity-per-gpu: required") == NULL) {
+        /* point at the offending entry's line */
+        const char *bk = strncmp(bad, CTL_ANNOTATION_PREFIX, strlen(CTL_ANNOTATION_PREFIX)) == 0
+                             ? bad + strlen(CTL_ANNOTATION_PREFIX)
+                             : bad;
+        const struct conf_node *at = conf_map_get(v, bk);
+        return fail(err, at ? at : v, "defaults: %s%s", msg, "");
+    }
+    return 0;
+}
+
 static int apply_key(struct ctl_config *c, const struct key *k, const struct conf_node *v,
                      struct conf_error *err)
 {
-    char *field = (char *)c + k->off;
     if (k->kind == K_STRLIST) {
         if (v->type != CONF_SEQ)
             return fail(err, v, "%s: expected a list of namespaces%s", k->path, "");
@@ -129,79 +503,25 @@ static int apply_key(struct ctl_config *c, const struct key *k, const struct con
         c->n_namespaces = 0;
         for (size_t i = 0; i < v->n; i++) {
             const struct conf_node *it = v->items[i];
-            if (it->type != CONF_SCALAR || !*it->scalar)
-                return fail(err, it, "%s: each entry must be a namespace name%s", k->path, "");
+            if (it->type != CONF_SCALAR || !dns_label_ok(it->scalar, strlen(it->scalar)))
+                return fail(err, it,
+                            "%s: '%.80s' is not a valid namespace name (a DNS-1123 label)",
+                            k->path, it->type == CONF_SCALAR ? it->scalar : "");
             if (c->n_namespaces == CTL_MAX_NAMESPACES)
                 return fail(err, it, "%s: at most 64 namespaces%s", k->path, "");
             c->namespaces[c->n_namespaces++] = xstrdup(it->scalar);
         }
         return 0;
     }
-    if (k->kind == K_DEFAULTS) {
-        if (v->type != CONF_MAP)
-            return fail(err, v, "%s: expected a map of annotation keys to values%s", k->path, "");
-        for (size_t i = 0; i < v->n; i++) {
-            const struct conf_node *it = v->items[i];
-            if (it->type != CONF_SCALAR)
-                return fail(err, it, "defaults.%s: expected a scalar value%s", v->keys[i], "");
-            if (c->n_defaults == CTL_MAX_DEFAULTS)
-                return fail(err, it, "defaults: too many keys%s%s", "", "");
-            c->defaults[c->n_defaults].key = xstrdup(v->keys[i]);
-            c->defaults[c->n_defaults].value = xstrdup(it->scalar);
-            c->n_defaults++;
-        }
-        /* validate with the annotation parser so a typo fails at startup */
-        const char *ks[CTL_MAX_DEFAULTS], *vs[CTL_MAX_DEFAULTS];
-        char kb[CTL_MAX_DEFAULTS][128];
-        for (size_t i = 0; i < c->n_defaults; i++) {
-            snprintf(kb[i], sizeof(kb[i]), CTL_ANNOTATION_PREFIX "%s", c->defaults[i].key);
-            ks[i] = kb[i];
-            vs[i] = c->defaults[i].value;
-        }
-        struct ctl_config empty;
-        memset(&empty, 0, sizeof(empty));
-        empty.scrape.missing_fraction = c->scrape.missing_fraction;
-        struct ctl_workload_config wl;
-        char bad[128], msg[200];
-        int rc = ctl_workload_parse(&empty, ks, vs, c->n_defaults, &wl, bad, sizeof(bad), msg,
-                                    sizeof(msg));
-        if (rc == -EINVAL && strstr(msg, "capacity-per-gpu: required") == NULL)
-            return fail(err, v, "defaults: %s%s", msg, "");
-        return 0;
-    }
+    if (k->kind == K_DEFAULTS)
+        return apply_defaults(c, k, v, err);
     if (v->type != CONF_SCALAR)
         return fail(err, v, "%s: expected a single value, not a %s", k->path,
                     conf_type_name(v->type));
-    const char *s = v->scalar;
-    switch (k->kind) {
-    case K_STR:
-        set_str((char **)field, s);
-        return 0;
-    case K_DUR: {
-        int64_t ms;
-        if (util_parse_duration_ms(s, &ms) != 0 || ms <= 0)
-            return fail(err, v, "%s: '%.60s' is not a positive duration (like 15s, 2m)", k->path,
-                        s);
-        memcpy(field, &ms, sizeof(ms));
-        return 0;
-    }
-    case K_BOOL: {
-        bool b;
-        if (util_parse_bool(s, &b) != 0)
-            return fail(err, v, "%s: '%.60s' is not true or false", k->path, s);
-        memcpy(field, &b, sizeof(b));
-        return 0;
-    }
-    case K_FRACTION: {
-        double d;
-        if (util_parse_double(s, &d) != 0 || d < 0 || d > 1)
-            return fail(err, v, "%s: '%.60s' is not a fraction between 0 and 1", k->path, s);
-        memcpy(field, &d, sizeof(d));
-        return 0;
-    }
-    default:
-        return -EINVAL;
-    }
+    char msg[sizeof(err->msg)];
+    if (set_scalar(c, k, v->scalar, msg, sizeof(msg)) != 0)
+        return fail(err, v, "%s%s", msg, "");
+    return 0;
 }
 
 /* Walk a map, joining keys with dots, and apply each leaf that is a key. */
@@ -251,21 +571,51 @@ int ctl_config_apply(struct ctl_config *c, const struct conf_node *root, struct 
         const char *ns = getenv("POD_NAMESPACE");
         set_str(&c->leader.namespace_, ns && *ns ? ns : "default");
     }
-    enum util_log_format f;
-    enum util_log_level l;
-    if (util_log_format_parse(c->log_format, &f) != 0)
-        return fail(err, conf_map_get(root, "log"), "log.format: '%.40s' is not json or logfmt%s",
-                    c->log_format, "");
-    if (util_log_level_parse(c->log_level, &l) != 0)
-        return fail(err, conf_map_get(root, "log"),
-                    "log.level: '%.40s' is not debug, info, warn or error%s", c->log_level, "");
-    if (c->decision_interval_ms < 1000 || c->decision_interval_ms > 3600000)
-        return fail(err, conf_map_get(root, "decision-interval"),
-                    "decision-interval: must be between 1s and 1h%s%s", "", "");
-    if (c->leader.renew_deadline_ms >= c->leader.lease_duration_ms ||
-        c->leader.retry_period_ms >= c->leader.renew_deadline_ms)
-        return fail(err, conf_map_get(root, "leader-election"),
-                    "leader-election: need retry-period < renew-deadline < lease-duration%s%s",
-                    "", "");
+    const char *key = NULL;
+    char msg[sizeof(err->msg)];
+    if (ctl_config_validate(c, &key, msg, sizeof(msg)) != 0) {
+        const struct conf_node *at = key ? node_of(root, key) : NULL;
+        if (!at && key && strncmp(key, "leader-election.", 16) == 0)
+            at = conf_map_get(root, "leader-election");
+        if (!at && key && strncmp(key, "external-metrics.", 17) == 0)
+            at = conf_map_get(root, "external-metrics");
+        return fail(err, at ? at : root, "%s%s", msg, "");
+    }
+    return 0;
+}
+
+/* ---- files (I/O) ------------------------------------------------------------------ */
+
+int ctl_config_check_files(const struct ctl_config *c, const struct conf_node *root,
+                           struct conf_error *err)
+{
+    memset(err, 0, sizeof(*err));
+    bool up = c->extmetrics.enabled && c->extmetrics.upstream_url && *c->extmetrics.upstream_url;
+    bool prom = c->prometheus.url && *c->prometheus.url;
+    const struct {
+        bool used;
+        const char *key, *path;
+    } files[] = {
+        {c->extmetrics.enabled, "external-metrics.tls-cert-file", c->extmetrics.tls_cert_file},
+        {c->extmetrics.enabled, "external-metrics.tls-key-file", c->extmetrics.tls_key_file},
+        {up, "external-metrics.upstream.ca-file", c->extmetrics.upstream_ca_file},
+        {up, "external-metrics.upstream.cert-file", c->extmetrics.upstream_cert_file},
+        {up, "external-metrics.upstream.key-file", c->extmetrics.upstream_key_file},
+        {up, "external-metrics.upstream.token-file", c->extmetrics.upstream_token_file},
+        {prom, "prometheus.ca-file", c->prometheus.ca_file},
+        {prom, "prometheus.token-file", c->prometheus.token_file},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(files); i++) {
+        const char *p = files[i].path;
+        if (!files[i].used || !p || !*p || access(p, R_OK) == 0)
+            continue;
+        int e = errno;
+        const struct conf_node *at = node_of(root, files[i].key);
+        err->line = at ? at->line : 0;
+        err->col = at ? at->col : 0;
+        snprintf(err->msg, sizeof(err->msg), "%s: cannot read %.120s: %s", files[i].key, p,
+                 strerror(e));
+        return -e;
+    }
     return 0;
 }

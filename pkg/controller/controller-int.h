@@ -11,6 +11,7 @@
 #define GPUSCALER_CONTROLLER_INT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /** The fields of a coordination.k8s.io/v1 Lease that election uses. */
@@ -27,7 +28,11 @@ struct ctl_lease {
 struct ctl_leader {
     char identity[128];
     int64_t lease_duration_ms, renew_deadline_ms, retry_period_ms;
-    bool leading;
+    bool leading;               /**< in a term: holds the lease, renewed within the deadline */
+    uint64_t term;              /**< terms begun (each false -> true of leading) */
+    char lost_why[160];         /**< why the last term ended */
+    bool reported_leading;      /**< what ctl_leader_transition() last reported */
+    uint64_t reported_term;
     int64_t last_renew_ok_ms;   /**< local time of the last successful write as leader */
     struct ctl_lease observed;  /**< the record last read */
     int64_t observed_ms;        /**< local time the record last changed */
@@ -59,6 +64,26 @@ void ctl_leader_result(struct ctl_leader *l, bool ok, const struct ctl_lease *wr
  * within renew_deadline. A leader that cannot renew stops acting at once.
  */
 bool ctl_leader_is_leading(const struct ctl_leader *l, int64_t now_ms);
+
+enum ctl_leader_change {
+    CTL_LEADER_SAME,    /**< nothing to report */
+    CTL_LEADER_STARTED, /**< a term began: log "became leader" */
+    CTL_LEADER_STOPPED, /**< a term ended: log "stopped leading" with why */
+};
+
+/**
+ * The next leadership change not yet reported, at local time now_ms. A term
+ * whose renew deadline passed ends here (why: "renew deadline passed ..."),
+ * whether or not a callback ran meanwhile, and a renewal after that is a new
+ * term, so a lapse is never hidden. Each term is reported started once and
+ * stopped once; call until CTL_LEADER_SAME (a lapse and a new term may both
+ * be pending). why (len bytes) gets the reason of a STOPPED.
+ */
+enum ctl_leader_change ctl_leader_transition(struct ctl_leader *l, int64_t now_ms, char *why,
+                                             size_t len);
+
+/** End the term at once (shutdown), with the reason to report. */
+void ctl_leader_stop(struct ctl_leader *l, const char *why);
 
 /** The lease to write on shutdown to hand over at once (holder "", 1 s). */
 void ctl_leader_release(const struct ctl_leader *l, int64_t unix_now_ms, struct ctl_lease *out);
@@ -97,8 +122,12 @@ struct ctl_wl {
     bool last_valid;              /**< last decision came from valid metrics */
     int32_t spec_replicas;        /**< seen at the last tick */
     int64_t learned_cold_start_ms;
-    /* scale writes */
+    /* Deployment writes. The /scale read+patch and the status annotation PATCH
+     * change the same object (one resourceVersion), so they never overlap:
+     * each waits for the other, or the scale patch's precondition fails on
+     * this instance's own annotation write (a self-inflicted 409). */
     bool scaling;                 /**< a GET/PATCH of /scale is in flight */
+    bool scale_waiting;           /**< a scale write waits for the status PATCH in flight */
     int32_t scale_target;
     int scale_attempts;
     /* reporting */
@@ -106,7 +135,8 @@ struct ctl_wl {
     int64_t last_event_ms[POLICY_REASON_COUNT + 1];
     char *status_written;         /**< last status annotation (without time) */
     int64_t status_written_ms;
-    bool status_inflight;
+    bool status_inflight;         /**< a status annotation PATCH is in flight */
+    bool status_deferred;         /**< a status update waits for a Deployment write in flight */
     bool hpa_conflict;            /**< an HPA or ScaledObject targets it (mode scale) */
     /* backlog (running + queued requests) samples, for demand = completions +
      * backlog growth */
@@ -173,6 +203,8 @@ struct controller {
 struct ctl_wl *ctl_wl_find(struct controller *c, const char *ns, const char *name);
 void ctl_io_begin(struct controller *c);
 void ctl_io_end(struct controller *c);
+/** Start the scale write that waited for the status PATCH (w->scale_waiting). */
+void ctl_scale_resume(struct controller *c, struct ctl_wl *w);
 
 /* elect.c */
 void ctl_elect_start(struct controller *c);
@@ -181,6 +213,9 @@ void ctl_elect_release(struct controller *c);
 /* report.c */
 void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
                const char *message);
+/** Write the status annotation when the decision changed (or is due for a
+ *  refresh); deferred while a /scale write or another status PATCH of the
+ *  same Deployment is in flight, and written when that ends. */
 void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms);
 void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key,
                         const char *msg, int64_t now_ms);

@@ -74,10 +74,43 @@ void ctl_config_free(struct ctl_config *c);
 
 /**
  * Apply a parsed YAML config file. Unknown keys, wrong types and bad values
- * are errors with the line of the offending node; on error c may be partly
- * updated (callers discard it).
+ * are errors with the line of the offending node, found here rather than
+ * when the value is first used: listen addresses are HOST:PORT with an IP
+ * host, URLs http(s) with a host, Kubernetes names valid DNS-1123 names
+ * (checkpoint.configmap at most 200 characters), durations within each key's
+ * range, log.format and log.level known values, and ctl_config_validate()'s
+ * checks across keys. Pure: files are checked by ctl_config_check_files().
+ * Returns 0 or -EINVAL; on error c may be partly updated (callers discard it).
  */
 int ctl_config_apply(struct ctl_config *c, const struct conf_node *root, struct conf_error *err);
+
+/**
+ * Set one scalar key ("listen.metrics") from a string with the same checks
+ * as the file, for flags that override it. Returns 0, -ENOENT for a key that
+ * is unknown or not a scalar, or -EINVAL with err as "key: what is wrong".
+ */
+int ctl_config_set(struct ctl_config *c, const char *key, const char *value, char *err,
+                   size_t errlen);
+
+/**
+ * The checks across keys: retry-period < renew-deadline < lease-duration,
+ * TLS certificate and key files given together. Returns 0, or -EINVAL with
+ * err and *key (when key is not NULL) set to the key to blame.
+ */
+int ctl_config_validate(const struct ctl_config *c, const char **key, char *err, size_t errlen);
+
+/**
+ * Check that every file the enabled features will read (serving certificate
+ * and key, upstream and Prometheus CA, client certificate and token files)
+ * is readable now, so a wrong path fails at startup, not at first use.
+ * root (may be NULL) gives err its line. Returns 0 or -errno with err
+ * "key: cannot read PATH: reason".
+ */
+int ctl_config_check_files(const struct ctl_config *c, const struct conf_node *root,
+                           struct conf_error *err);
+
+/** True when s is a valid namespace name (a DNS-1123 label), as `namespaces` requires. */
+bool ctl_config_namespace_valid(const char *s);
 
 /** Config keys as dotted paths ("leader-election.lease-name"), for docs checks. */
 size_t ctl_config_key_count(void);

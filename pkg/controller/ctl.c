@@ -121,6 +121,11 @@ static void scale_req_done(struct scale_req *r, bool ok)
         w->scaling = false;
         if (!ok)
             w->scale_attempts = 0;
+        /* the status of this tick's decision waited for the scale write */
+        if (w->status_deferred && !c->closing && controller_leading(c)) {
+            w->status_deferred = false;
+            ctl_status_update(c, w, util_now_unix_ms());
+        }
     }
     xfree(r->ns);
     xfree(r->name);
@@ -213,6 +218,12 @@ static void scale_write(struct controller *c, struct ctl_wl *w, int32_t target)
 {
     if (w->scaling)
         return;
+    if (w->status_inflight) { /* after it, or the read resourceVersion goes stale */
+        w->scale_waiting = true;
+        w->scale_target = target;
+        return;
+    }
+    w->scale_waiting = false;
     struct scale_req *r = xcalloc(1, sizeof(*r));
     r->c = c;
     r->ns = xstrdup(w->ns);
@@ -223,6 +234,16 @@ static void scale_write(struct controller *c, struct ctl_wl *w, int32_t target)
     w->scale_attempts = 0;
     ctl_io_begin(c);
     scale_get(c, r);
+}
+
+void ctl_scale_resume(struct controller *c, struct ctl_wl *w)
+{
+    if (!w->scale_waiting)
+        return;
+    w->scale_waiting = false;
+    if (c->closing || !controller_leading(c) || w->status_inflight)
+        return; /* the next tick decides again */
+    scale_write(c, w, w->scale_target);
 }
 
 /* ---- the Prometheus-server source ------------------------------------------ */
@@ -574,27 +595,30 @@ static void decide(struct controller *c, struct ctl_wl *w, const struct kube_dep
                  has_keda_owner(d) ? "KEDA ScaledObject" : "HorizontalPodAutoscaler", dec.desired);
         w->last.desired = d->spec_replicas;
     }
-    ctl_status_update(c, w, now);
-    if (dec.desired == d->spec_replicas || !policy_reason_is_action(dec.reason))
-        return;
-    if (cfg->mode == CTL_MODE_EXTERNAL_METRIC)
-        return; /* the HPA writes replicas from gpuscaler_desired_replicas */
-    if (conflict) {
+    /* In mode external-metric the HPA writes replicas from
+     * gpuscaler_desired_replicas. */
+    bool act = dec.desired != d->spec_replicas && policy_reason_is_action(dec.reason) &&
+               cfg->mode != CTL_MODE_EXTERNAL_METRIC;
+    if (act && conflict) {
         char msg[300];
         snprintf(msg, sizeof(msg),
                  "an %s also targets this Deployment; gpuscaler (mode scale) will not fight it: "
                  "remove it or set gpuscaler.io/mode: external-metric",
                  has_keda_owner(d) ? "KEDA ScaledObject" : "HorizontalPodAutoscaler");
         ctl_event(c, w, "Warning", "ScalerConflict", msg);
-        return;
+    } else if (act) {
+        const char *reason = dec.reason == POLICY_SCALED_IN ? "ScaledIn"
+                             : dec.reason == POLICY_PREDICTIVE_SCALE_OUT ? "PredictiveScaleOut"
+                                                                         : "ScaledOut";
+        if (dec.reason == POLICY_CLAMPED)
+            reason = dec.desired > d->spec_replicas ? "ScaledOut" : "ScaledIn";
+        ctl_event(c, w, "Normal", reason, dec.explain);
+        scale_write(c, w, dec.desired);
     }
-    const char *reason = dec.reason == POLICY_SCALED_IN ? "ScaledIn"
-                         : dec.reason == POLICY_PREDICTIVE_SCALE_OUT ? "PredictiveScaleOut"
-                                                                     : "ScaledOut";
-    if (dec.reason == POLICY_CLAMPED)
-        reason = dec.desired > d->spec_replicas ? "ScaledOut" : "ScaledIn";
-    ctl_event(c, w, "Normal", reason, dec.explain);
-    scale_write(c, w, dec.desired);
+    /* The status goes out after the /scale write, never during it: the
+     * annotation bumps the resourceVersion the scale patch is
+     * preconditioned on (ctl_status_update defers while it is in flight). */
+    ctl_status_update(c, w, now);
 }
 
 void controller_tick(struct controller *c)

@@ -67,21 +67,29 @@ struct write_req {
     bool release;
 };
 
-static void log_transition(struct controller *c, bool was)
+/* Log every leadership change not yet logged: once per term each way. Runs
+ * after every election step and on every retry-period timer tick, so a term
+ * that lapses while a request hangs (an API server outage) is logged within
+ * one retry period of its renew deadline. */
+static void log_transitions(struct controller *c)
 {
-    bool now = controller_leading(c);
-    if (now && !was)
-        LOG_INFO(SUB, "became leader (identity %s, lease %s/%s)", c->identity,
-                 c->cfg->leader.namespace_, c->cfg->leader.lease_name);
-    else if (!now && was)
-        LOG_WARN(SUB, "stopped leading (identity %s)", c->identity);
+    char why[200];
+    enum ctl_leader_change ch;
+    while ((ch = ctl_leader_transition(&c->leader, (int64_t)uv_now(c->loop), why,
+                                       sizeof(why))) != CTL_LEADER_SAME) {
+        if (ch == CTL_LEADER_STARTED)
+            LOG_INFO(SUB, "became leader (identity %s, lease %s/%s)", c->identity,
+                     c->cfg->leader.namespace_, c->cfg->leader.lease_name);
+        else
+            LOG_WARN(SUB, "stopped leading (identity %s, lease %s/%s): %s", c->identity,
+                     c->cfg->leader.namespace_, c->cfg->leader.lease_name, why);
+    }
 }
 
 static void written(const struct kube_result *res, void *arg)
 {
     struct write_req *r = arg;
     struct controller *c = r->c;
-    bool was = controller_leading(c);
     if (r->release) {
         if (res->err == 0)
             LOG_INFO(SUB, "released the lease");
@@ -95,7 +103,7 @@ static void written(const struct kube_result *res, void *arg)
         if (res->err == 0 && res->body)
             lease_from_json(res->body, &r->lease);
         ctl_leader_result(&c->leader, res->err == 0, &r->lease, (int64_t)uv_now(c->loop));
-        log_transition(c, was);
+        log_transitions(c);
         c->elect_inflight = false;
     }
     xfree(r);
@@ -105,14 +113,13 @@ static void written(const struct kube_result *res, void *arg)
 static void got_lease(const struct kube_result *res, void *arg)
 {
     struct controller *c = arg;
-    bool was = controller_leading(c);
     struct ctl_lease cur;
     memset(&cur, 0, sizeof(cur));
     if (c->closing || (res->err != 0 && res->err != -ENOENT)) {
         if (res->err != 0 && !c->closing)
             LOG_WARN(SUB, "reading the lease failed: HTTP %ld %s", res->status, res->message);
         c->elect_inflight = false;
-        log_transition(c, was);
+        log_transitions(c);
         ctl_io_end(c);
         return;
     }
@@ -126,7 +133,7 @@ static void got_lease(const struct kube_result *res, void *arg)
     if (a == CTL_LEADER_WAIT) {
         xfree(w);
         c->elect_inflight = false;
-        log_transition(c, was);
+        log_transitions(c);
         ctl_io_end(c);
         return;
     }
@@ -150,7 +157,10 @@ static void got_lease(const struct kube_result *res, void *arg)
 static void elect_round(uv_timer_t *t)
 {
     struct controller *c = util_container_of(t, struct controller, elect_timer);
-    if (c->elect_inflight || c->closing)
+    if (c->closing)
+        return;
+    log_transitions(c); /* a deadline may pass while a request hangs */
+    if (c->elect_inflight)
         return;
     c->elect_inflight = true;
     ctl_io_begin(c);
@@ -171,6 +181,7 @@ void ctl_elect_start(struct controller *c)
 
 void ctl_elect_release(struct controller *c)
 {
+    log_transitions(c);
     if (!ctl_leader_is_leading(&c->leader, (int64_t)uv_now(c->loop))) {
         c->released = true;
         return;
@@ -179,7 +190,8 @@ void ctl_elect_release(struct controller *c)
     w->c = c;
     w->release = true;
     ctl_leader_release(&c->leader, util_now_unix_ms(), &w->lease);
-    c->leader.leading = false; /* stop acting at once */
+    ctl_leader_stop(&c->leader, "shutting down: releasing the lease"); /* stop acting at once */
+    log_transitions(c);
     json_t *body = lease_to_json(c, &w->lease);
     ctl_io_begin(c);
     int rc = kube_lease_update(c->kube, c->cfg->leader.namespace_, c->cfg->leader.lease_name, body,

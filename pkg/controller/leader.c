@@ -16,6 +16,27 @@ void ctl_leader_init(struct ctl_leader *l, const char *identity, int64_t lease_d
     l->retry_period_ms = retry_period_ms;
 }
 
+static void end_term(struct ctl_leader *l, const char *why)
+{
+    if (!l->leading)
+        return;
+    l->leading = false;
+    snprintf(l->lost_why, sizeof(l->lost_why), "%s", why);
+}
+
+/* A term ends by itself once renew_deadline passes without a renewal. */
+static void expire(struct ctl_leader *l, int64_t now_ms)
+{
+    if (!l->leading || now_ms - l->last_renew_ok_ms < l->renew_deadline_ms)
+        return;
+    char why[160];
+    snprintf(why, sizeof(why),
+             "renew deadline passed: no successful lease renewal for %lld ms (renew-deadline "
+             "%lld ms)",
+             (long long)(now_ms - l->last_renew_ok_ms), (long long)l->renew_deadline_ms);
+    end_term(l, why);
+}
+
 static bool same_record(const struct ctl_lease *a, const struct ctl_lease *b)
 {
     return a->exists == b->exists && strcmp(a->holder, b->holder) == 0 &&
@@ -27,6 +48,7 @@ enum ctl_leader_action ctl_leader_step(struct ctl_leader *l, const struct ctl_le
                                        int64_t now_ms, int64_t unix_now_ms,
                                        struct ctl_lease *out)
 {
+    expire(l, now_ms);
     memset(out, 0, sizeof(*out));
     out->exists = true;
     snprintf(out->holder, sizeof(out->holder), "%s", l->identity);
@@ -47,7 +69,9 @@ enum ctl_leader_action ctl_leader_step(struct ctl_leader *l, const struct ctl_le
     int64_t dur = cur->duration_s > 0 ? (int64_t)cur->duration_s * 1000 : l->lease_duration_ms;
     bool expired = l->observed_ms + dur <= now_ms;
     if (!ours && cur->holder[0] && !expired) {
-        l->leading = false;
+        char why[160];
+        snprintf(why, sizeof(why), "the lease is held by %.120s", cur->holder);
+        end_term(l, why);
         return CTL_LEADER_WAIT;
     }
     snprintf(out->resource_version, sizeof(out->resource_version), "%s", cur->resource_version);
@@ -63,10 +87,13 @@ enum ctl_leader_action ctl_leader_step(struct ctl_leader *l, const struct ctl_le
 void ctl_leader_result(struct ctl_leader *l, bool ok, const struct ctl_lease *written,
                        int64_t now_ms)
 {
+    expire(l, now_ms); /* a renewal after the deadline starts a new term */
     if (!ok) {
         /* leading lapses by itself once renew_deadline passes */
         return;
     }
+    if (!l->leading)
+        l->term++;
     l->leading = true;
     l->last_renew_ok_ms = now_ms;
     l->observed = *written;
@@ -76,6 +103,29 @@ void ctl_leader_result(struct ctl_leader *l, bool ok, const struct ctl_lease *wr
 bool ctl_leader_is_leading(const struct ctl_leader *l, int64_t now_ms)
 {
     return l->leading && now_ms - l->last_renew_ok_ms < l->renew_deadline_ms;
+}
+
+enum ctl_leader_change ctl_leader_transition(struct ctl_leader *l, int64_t now_ms, char *why,
+                                             size_t len)
+{
+    expire(l, now_ms);
+    if (l->reported_leading && (!l->leading || l->term != l->reported_term)) {
+        l->reported_leading = false;
+        if (len)
+            snprintf(why, len, "%s", l->lost_why[0] ? l->lost_why : "unknown");
+        return CTL_LEADER_STOPPED;
+    }
+    if (!l->reported_leading && l->leading) {
+        l->reported_leading = true;
+        l->reported_term = l->term;
+        return CTL_LEADER_STARTED;
+    }
+    return CTL_LEADER_SAME;
+}
+
+void ctl_leader_stop(struct ctl_leader *l, const char *why)
+{
+    end_term(l, why);
 }
 
 void ctl_leader_release(const struct ctl_leader *l, int64_t unix_now_ms, struct ctl_lease *out)

@@ -128,14 +128,38 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
 
 /* ---- status annotation ------------------------------------------------------- */
 
+/* A status PATCH ended: the Deployment write that waited for it goes next
+ * (a scale write first, then a newer status). */
+static void status_done(const struct kube_result *res, void *arg)
+{
+    struct simple_req *r = arg;
+    struct controller *c = r->c;
+    if (res->err != 0)
+        LOGW_WARN(SUB, r->ns, r->name, "%s failed: HTTP %ld %s %s", r->what, res->status,
+                  res->reason, res->message);
+    struct ctl_wl *w = ctl_wl_find(c, r->ns, r->name);
+    if (w) {
+        w->status_inflight = false;
+        if (w->scale_waiting) {
+            ctl_scale_resume(c, w);
+        } else if (w->status_deferred && !c->closing && controller_leading(c)) {
+            w->status_deferred = false;
+            ctl_status_update(c, w, util_now_unix_ms());
+        }
+    }
+    simple_free(r); /* last: it may finish closing the controller */
+}
+
 static void patch_status(struct controller *c, struct ctl_wl *w, const char *json)
 {
     json_t *ann = json_pack("{s:s}", CTL_ANNOTATION_PREFIX "status", json);
     struct simple_req *r = simple_new(c, w, "writing the status annotation");
-    int rc = kube_deployment_patch_annotations(c->kube, w->ns, w->name, ann, simple_done, r);
+    int rc = kube_deployment_patch_annotations(c->kube, w->ns, w->name, ann, status_done, r);
     json_decref(ann);
     if (rc != 0)
         simple_fail(r, rc);
+    else
+        w->status_inflight = true;
 }
 
 void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms)
@@ -148,6 +172,12 @@ void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms)
         xfree(full);
         return;
     }
+    if (w->scaling || w->status_inflight) {
+        w->status_deferred = true; /* written when that write ends */
+        xfree(full);
+        return;
+    }
+    w->status_deferred = false;
     xfree(w->status_written);
     w->status_written = xstrdup(body ? body : full);
     w->status_written_ms = now_ms;

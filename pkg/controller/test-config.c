@@ -7,7 +7,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "controller/controller.h"
@@ -85,6 +87,219 @@ static void test_config_file(void **s)
     }
     for (size_t i = 0; i < ctl_config_key_count(); i++)
         assert_non_null(ctl_config_key_name(i));
+}
+
+/* Every key of the config file, audited: a value of the right type that is
+ * still wrong must fail at load time, naming the key, on the key's line
+ * (before, `listen.metrics: notanaddr` failed only after "starting",
+ * `prometheus.url: ftp://x` said "Invalid argument" without a line and
+ * `checkpoint.configmap: Bad_Name` was accepted). Paths are syntactically
+ * free; whether they can be read is ctl_config_check_files()'s test. */
+static void test_config_bad_value_of_every_key(void **s)
+{
+    (void)s;
+    static const struct {
+        const char *key, *yaml, *msg;
+        int line;
+    } bad[] = {
+        {"decision-interval", "log: {level: info}\ndecision-interval: 500ms\n",
+         "decision-interval: '500ms' is out of range (1s to 1h)", 2},
+        {"decision-interval", "decision-interval: 100000h\n", "is out of range (1s to 1h)", 1},
+        {"namespaces", "namespaces:\n  - ml\n  - Not_OK\n", "'Not_OK' is not a valid namespace",
+         3},
+        {"namespaces", "namespaces: [a.b]\n", "'a.b' is not a valid namespace", 1},
+        {"log.format", "log:\n  level: info\n  format: xml\n",
+         "log.format: 'xml' is not one of json, logfmt", 3},
+        {"log.level", "log:\n  level: verbose\n",
+         "log.level: 'verbose' is not one of debug, info, warn, error", 2},
+        {"leader-election.enabled", "leader-election:\n  enabled: maybe\n", "not true or false",
+         2},
+        {"leader-election.namespace", "leader-election:\n  namespace: Kube_System\n",
+         "not a valid namespace name", 2},
+        {"leader-election.lease-name", "leader-election:\n  lease-name: my_lease\n",
+         "not a valid Kubernetes name", 2},
+        {"leader-election.lease-duration", "leader-election:\n  lease-duration: 500ms\n",
+         "out of range (1s to 1h)", 2},
+        {"leader-election.renew-deadline", "leader-election:\n  renew-deadline: 2h\n",
+         "out of range (100ms to 1h)", 2},
+        {"leader-election.retry-period", "leader-election:\n  retry-period: 0s\n",
+         "out of range (100ms to 1h)", 2},
+        {"listen.metrics", "listen:\n  metrics: notanaddr\n",
+         "listen.metrics: 'notanaddr' is not HOST:PORT", 2},
+        {"listen.metrics", "listen: {metrics: 'localhost:9090'}\n", "IP address as host", 1},
+        {"listen.external-metrics", "listen:\n  external-metrics: 0.0.0.0:65536\n",
+         "is not HOST:PORT", 2},
+        {"external-metrics.enabled", "external-metrics: {enabled: 2}\n", "not true or false", 1},
+        {"external-metrics.upstream.url",
+         "external-metrics:\n  upstream:\n    url: keda.keda:443\n",
+         "is not an http:// or https:// URL", 3},
+        {"prometheus.url", "prometheus:\n  url: ftp://x\n",
+         "prometheus.url: 'ftp://x' is not an http:// or https:// URL", 2},
+        {"prometheus.url", "prometheus: {url: 'http://'}\n", "URL with a host", 1},
+        {"prometheus.url", "prometheus: {url: 'http://p:0'}\n", "URL with a host", 1},
+        {"prometheus.url", "prometheus: {url: 'http://p q:9090'}\n", "URL with a host", 1},
+        {"scrape.interval", "scrape:\n  interval: soon\n", "is not a duration", 2},
+        {"scrape.timeout", "scrape:\n  timeout: 2d\n", "out of range (100ms to 1h)", 2},
+        {"scrape.missing-fraction", "scrape:\n  missing-fraction: 1.5\n",
+         "not a fraction between 0 and 1", 2},
+        {"scrape.rate-window", "scrape:\n  rate-window: 10ms\n", "out of range (1s to 24h)", 2},
+        {"checkpoint.configmap", "checkpoint:\n  configmap: Bad_Name\n",
+         "checkpoint.configmap: 'Bad_Name' is not a valid Kubernetes name", 2},
+        {"checkpoint.configmap", "checkpoint: {configmap: 'a..b'}\n", "not a valid Kubernetes", 1},
+        {"checkpoint.configmap", "checkpoint: {configmap: '-state'}\n", "not a valid", 1},
+        {"defaults", "defaults:\n  target-utilization: '0.5'\n  max-replicas: lots\n",
+         "defaults: max-replicas: 'lots' is not a whole number", 3},
+    };
+    struct ctl_config c;
+    struct conf_error err;
+    bool covered[64] = {false};
+    assert_true(ctl_config_key_count() <= UTIL_ARRAY_LEN(covered));
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        ctl_config_init(&c);
+        int rc = apply_yaml(&c, bad[i].yaml, &err);
+        if (rc != -EINVAL || !strstr(err.msg, bad[i].msg) || err.line != bad[i].line)
+            fail_msg("%s: rc %d line %d msg '%s'; want line %d msg~'%s'", bad[i].key, rc,
+                     err.line, err.msg, bad[i].line, bad[i].msg);
+        ctl_config_free(&c);
+        for (size_t k = 0; k < ctl_config_key_count(); k++)
+            if (strcmp(ctl_config_key_name(k), bad[i].key) == 0)
+                covered[k] = true;
+    }
+    for (size_t k = 0; k < ctl_config_key_count(); k++) {
+        const char *name = ctl_config_key_name(k);
+        size_t n = strlen(name);
+        bool path = n > 5 && strcmp(name + n - 5, "-file") == 0;
+        if (!covered[k] && !path)
+            fail_msg("config key %s has no bad-value case", name);
+    }
+    /* a checkpoint prefix that leaves room for "-<16 hex digits>" in 253 */
+    char yaml[400];
+    char name[202];
+    memset(name, 'a', sizeof(name) - 1);
+    name[200] = '\0';
+    snprintf(yaml, sizeof(yaml), "checkpoint: {configmap: %s}\n", name);
+    ctl_config_init(&c);
+    assert_int_equal(apply_yaml(&c, yaml, &err), 0);
+    ctl_config_free(&c);
+    name[200] = 'a';
+    name[201] = '\0';
+    snprintf(yaml, sizeof(yaml), "checkpoint: {configmap: %s}\n", name);
+    ctl_config_init(&c);
+    assert_int_equal(apply_yaml(&c, yaml, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "at most 200 characters"));
+    ctl_config_free(&c);
+
+    /* values that look odd but are valid */
+    ctl_config_init(&c);
+    assert_int_equal(apply_yaml(&c,
+                                "listen: {metrics: ':9090', external-metrics: '[::1]:6443'}\n"
+                                "prometheus: {url: 'https://prom.monitoring.svc:9091/sub/path'}\n"
+                                "external-metrics: {upstream: {url: 'https://[fd00::1]:443'}}\n"
+                                "leader-election: {namespace: '', lease-name: a.b-c, "
+                                "retry-period: 500ms, renew-deadline: 3s, lease-duration: 4s}\n"
+                                "checkpoint: {configmap: gpuscaler-state.v2}\n"
+                                "namespaces: [ml-1, a]\n",
+                                &err),
+                     0);
+    ctl_config_free(&c);
+
+    /* across keys: the key to blame is named, on its line */
+    ctl_config_init(&c);
+    assert_int_equal(apply_yaml(&c,
+                                "log: {level: info}\nleader-election:\n  retry-period: 1s\n"
+                                "  renew-deadline: 20s\n",
+                                &err),
+                     -EINVAL);
+    assert_int_equal(err.line, 4);
+    assert_non_null(strstr(err.msg, "retry-period < renew-deadline < lease-duration (have 1s, "
+                                    "20s, 15s)"));
+    ctl_config_free(&c);
+    ctl_config_init(&c);
+    assert_int_equal(apply_yaml(&c,
+                                "external-metrics:\n  enabled: true\n  tls-key-file: /k.pem\n",
+                                &err),
+                     -EINVAL);
+    assert_int_equal(err.line, 3);
+    assert_non_null(strstr(err.msg, "tls-key-file: set without external-metrics.tls-cert-file"));
+    ctl_config_free(&c);
+}
+
+/* Flags go through the same checks, and the errors name the key. */
+static void test_config_set_from_flags(void **s)
+{
+    (void)s;
+    struct ctl_config c;
+    char err[300];
+    ctl_config_init(&c);
+    assert_int_equal(ctl_config_set(&c, "listen.metrics", "127.0.0.1:0", err, sizeof(err)), 0);
+    assert_string_equal(c.listen.metrics, "127.0.0.1:0");
+    assert_int_equal(ctl_config_set(&c, "log.level", "debug", err, sizeof(err)), 0);
+    assert_string_equal(c.log_level, "debug");
+    assert_int_equal(ctl_config_set(&c, "decision-interval", "30s", err, sizeof(err)), 0);
+    assert_int_equal(c.decision_interval_ms, 30000);
+    assert_int_equal(ctl_config_set(&c, "log.level", "verbose", err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "log.level: 'verbose' is not one of debug, info, warn, error");
+    assert_string_equal(c.log_level, "debug"); /* a failed set changes nothing */
+    assert_int_equal(ctl_config_set(&c, "listen.metrics", "notanaddr", err, sizeof(err)),
+                     -EINVAL);
+    assert_string_equal(c.listen.metrics, "127.0.0.1:0");
+    assert_int_equal(ctl_config_set(&c, "decision-interval", "100000h", err, sizeof(err)),
+                     -EINVAL);
+    assert_non_null(strstr(err, "out of range"));
+    assert_int_equal(ctl_config_set(&c, "nope", "1", err, sizeof(err)), -ENOENT);
+    assert_int_equal(ctl_config_set(&c, "namespaces", "a", err, sizeof(err)), -ENOENT);
+    const char *key = "x";
+    assert_int_equal(ctl_config_validate(&c, &key, err, sizeof(err)), 0);
+    assert_null(key);
+    assert_int_equal(ctl_config_set(&c, "leader-election.retry-period", "15s", err, sizeof(err)),
+                     0);
+    assert_int_equal(ctl_config_validate(&c, &key, err, sizeof(err)), -EINVAL);
+    assert_string_equal(key, "leader-election.renew-deadline");
+    assert_true(ctl_config_namespace_valid("kube-system"));
+    assert_false(ctl_config_namespace_valid("kube.system"));
+    assert_false(ctl_config_namespace_valid(""));
+    ctl_config_free(&c);
+}
+
+/* Files the enabled features read must be readable at load time; files of
+ * features that are off are not looked at. */
+static void test_config_check_files(void **s)
+{
+    (void)s;
+    char path[] = "/tmp/test-config-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    char yaml[600];
+    struct ctl_config c;
+    struct conf_error err;
+    struct conf_node *root = NULL;
+    snprintf(yaml, sizeof(yaml),
+             "prometheus:\n  url: http://prom:9090\n  ca-file: %s\n"
+             "  token-file: /nonexistent/token\n"
+             "external-metrics:\n  tls-cert-file: /nonexistent/tls.crt\n"
+             "  tls-key-file: /nonexistent/tls.key\n",
+             path);
+    ctl_config_init(&c);
+    assert_int_equal(conf_parse(yaml, strlen(yaml), &root, &err), 0);
+    assert_int_equal(ctl_config_apply(&c, root, &err), 0);
+    assert_int_equal(ctl_config_check_files(&c, root, &err), -ENOENT);
+    assert_int_equal(err.line, 4);
+    assert_string_equal(err.msg, "prometheus.token-file: cannot read /nonexistent/token: No such "
+                                 "file or directory");
+    /* the token fixed: the TLS files do not matter while external-metrics is off */
+    assert_int_equal(ctl_config_set(&c, "prometheus.token-file", path, NULL, 0), 0);
+    assert_int_equal(ctl_config_check_files(&c, root, &err), 0);
+    c.extmetrics.enabled = true;
+    assert_int_equal(ctl_config_check_files(&c, root, &err), -ENOENT);
+    assert_int_equal(err.line, 6);
+    assert_non_null(strstr(err.msg, "external-metrics.tls-cert-file: cannot read"));
+    /* from a flag: no line */
+    assert_int_equal(ctl_config_check_files(&c, NULL, &err), -ENOENT);
+    assert_int_equal(err.line, 0);
+    conf_free(root);
+    ctl_config_free(&c);
+    unlink(path);
 }
 
 static int parse_ann(const struct ctl_config *c, const char *const *kv, size_t n,
@@ -203,6 +418,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_file),
+        cmocka_unit_test(test_config_bad_value_of_every_key),
+        cmocka_unit_test(test_config_set_from_flags),
+        cmocka_unit_test(test_config_check_files),
         cmocka_unit_test(test_annotations),
         cmocka_unit_test(test_status_json),
     };

@@ -114,12 +114,138 @@ static void test_release_hands_over(void **st)
     assert_true(round_(&b, &s, 3000, true));
 }
 
+/* Drain the pending leadership changes at now, as elect.c logs them. */
+struct reports {
+    int started, stopped;
+    char why[200];
+};
+
+static void drain(struct ctl_leader *l, int64_t now, struct reports *r)
+{
+    enum ctl_leader_change ch;
+    char why[200];
+    while ((ch = ctl_leader_transition(l, now, why, sizeof(why))) != CTL_LEADER_SAME) {
+        if (ch == CTL_LEADER_STARTED) {
+            r->started++;
+        } else {
+            r->stopped++;
+            snprintf(r->why, sizeof(r->why), "%s", why);
+        }
+    }
+}
+
+/* An API server outage: no callback runs while the renew deadline passes
+ * (requests hang). The periodic check reports "stopped leading" exactly once,
+ * with the reason, and the renewal after the outage is a new term. Before,
+ * the loss was never reported and "became leader" came twice. */
+static void test_lost_lease_is_reported_once(void **st)
+{
+    (void)st;
+    struct store s;
+    memset(&s, 0, sizeof(s));
+    struct ctl_leader a;
+    ctl_leader_init(&a, "a", 15000, 10000, 2000);
+    struct reports r = {0};
+    assert_true(round_(&a, &s, 0, true));
+    drain(&a, 0, &r);
+    assert_int_equal(r.started, 1);
+    assert_int_equal(r.stopped, 0);
+    /* outage from t=0: the retry timer keeps checking every 2 s */
+    for (int64_t t = 2000; t < 10000; t += 2000) {
+        drain(&a, t, &r);
+        assert_int_equal(r.stopped, 0);
+        assert_true(ctl_leader_is_leading(&a, t));
+    }
+    drain(&a, 10000, &r);
+    assert_int_equal(r.stopped, 1);
+    assert_non_null(strstr(r.why, "renew deadline passed"));
+    assert_non_null(strstr(r.why, "10000 ms"));
+    assert_false(ctl_leader_is_leading(&a, 10000));
+    for (int64_t t = 12000; t < 30000; t += 2000)
+        drain(&a, t, &r);
+    assert_int_equal(r.stopped, 1); /* once, not every check */
+    assert_int_equal(r.started, 1);
+    /* the API comes back: the lease is still ours, renewed as a new term */
+    assert_true(round_(&a, &s, 30000, true));
+    drain(&a, 30000, &r);
+    assert_int_equal(r.started, 2);
+    assert_int_equal(r.stopped, 1);
+    drain(&a, 32000, &r);
+    assert_int_equal(r.started, 2);
+}
+
+/* The lapse is reported even when nothing checks during the outage and the
+ * first event after it is a successful renewal: stopped, then started. */
+static void test_lapse_seen_at_the_late_renewal(void **st)
+{
+    (void)st;
+    struct store s;
+    memset(&s, 0, sizeof(s));
+    struct ctl_leader a;
+    ctl_leader_init(&a, "a", 15000, 10000, 2000);
+    struct reports r = {0};
+    assert_true(round_(&a, &s, 0, true));
+    drain(&a, 0, &r);
+    /* a renewal read at t=9000 that is answered at t=12000 */
+    struct ctl_lease out;
+    assert_int_equal(ctl_leader_step(&a, &s.lease, 9000, 1700000009000LL, &out),
+                     CTL_LEADER_UPDATE);
+    ctl_leader_result(&a, true, &out, 12000);
+    assert_true(ctl_leader_is_leading(&a, 12000));
+    drain(&a, 12000, &r);
+    assert_int_equal(r.stopped, 1);
+    assert_non_null(strstr(r.why, "renew deadline passed"));
+    assert_int_equal(r.started, 2);
+    /* and a renewal in time is no change */
+    assert_true(round_(&a, &s, 14000, true));
+    drain(&a, 14000, &r);
+    assert_int_equal(r.started, 2);
+    assert_int_equal(r.stopped, 1);
+}
+
+/* Losing the lease to another holder, and shutting down, are reported once
+ * each with their reason. */
+static void test_other_reasons_reported(void **st)
+{
+    (void)st;
+    struct store s;
+    memset(&s, 0, sizeof(s));
+    struct ctl_leader a;
+    ctl_leader_init(&a, "a", 15000, 10000, 2000);
+    struct reports r = {0};
+    assert_true(round_(&a, &s, 0, true));
+    drain(&a, 0, &r);
+    /* someone else wrote the lease (an operator, or a clock far off) */
+    snprintf(s.lease.holder, sizeof(s.lease.holder), "b");
+    s.rv++;
+    snprintf(s.lease.resource_version, sizeof(s.lease.resource_version), "%d", s.rv);
+    assert_false(round_(&a, &s, 2000, true));
+    drain(&a, 2000, &r);
+    drain(&a, 4000, &r);
+    assert_int_equal(r.stopped, 1);
+    assert_string_equal(r.why, "the lease is held by b");
+    /* b lets it expire; a takes it back, then shuts down */
+    assert_true(round_(&a, &s, 2000 + 15000, true));
+    drain(&a, 17000, &r);
+    assert_int_equal(r.started, 2);
+    ctl_leader_stop(&a, "shutting down");
+    assert_false(ctl_leader_is_leading(&a, 17001));
+    drain(&a, 17001, &r);
+    drain(&a, 40000, &r);
+    assert_int_equal(r.stopped, 2);
+    assert_string_equal(r.why, "shutting down");
+    assert_int_equal(r.started, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_leader_and_failover),
         cmocka_unit_test(test_leader_that_cannot_renew_stops),
         cmocka_unit_test(test_release_hands_over),
+        cmocka_unit_test(test_lost_lease_is_reported_once),
+        cmocka_unit_test(test_lapse_seen_at_the_late_renewal),
+        cmocka_unit_test(test_other_reasons_reported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

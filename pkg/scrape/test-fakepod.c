@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-fakepod: loopback fake serving pods for the scrape tests (see
- * test-fakepod.h). Test code: failures assert. */
+ * test-fakepod.h). Test code: a setup step that fails aborts with its error,
+ * in every build type (never assert(), which NDEBUG compiles away together
+ * with the call inside it). */
 #include "test-fakepod.h"
 
-#include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/util.h"
@@ -267,10 +269,20 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
 }
 
+/* Abort the test binary when a libuv setup call fails. */
+static void must(int rc, const char *what)
+{
+    if (rc != 0) {
+        fprintf(stderr, "fakepod: %s: %s\n", what, uv_strerror(rc));
+        abort();
+    }
+}
+
 static void on_conn(uv_stream_t *l, int status)
 {
     struct fakepod *p = l->data;
-    assert(status == 0);
+    if (status < 0)
+        return; /* listener error: nothing to accept */
     struct fconn *c = xcalloc(1, sizeof(*c));
     c->pod = p;
     uv_tcp_init(p->loop, &c->tcp);
@@ -298,15 +310,15 @@ struct fakepod *fakepod_start(uv_loop_t *loop, int octet, enum fakepod_mode mode
     p->t0 = uv_now(loop);
     snprintf(p->ip, sizeof(p->ip), "127.0.0.%d", octet);
     struct sockaddr_in sa;
-    assert(uv_ip4_addr(p->ip, 0, &sa) == 0);
-    assert(uv_tcp_init(loop, &p->listener) == 0);
+    must(uv_ip4_addr(p->ip, 0, &sa), "address");
+    must(uv_tcp_init(loop, &p->listener), "uv_tcp_init");
     p->listener.data = p;
     p->open = 1;
-    assert(uv_tcp_bind(&p->listener, (const struct sockaddr *)&sa, 0) == 0);
-    assert(uv_listen((uv_stream_t *)&p->listener, 128, on_conn) == 0);
+    must(uv_tcp_bind(&p->listener, (const struct sockaddr *)&sa, 0), "bind");
+    must(uv_listen((uv_stream_t *)&p->listener, 128, on_conn), "listen");
     struct sockaddr_storage ss;
     int len = sizeof(ss);
-    assert(uv_tcp_getsockname(&p->listener, (struct sockaddr *)&ss, &len) == 0);
+    must(uv_tcp_getsockname(&p->listener, (struct sockaddr *)&ss, &len), "getsockname");
     p->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
     return p;
 }

@@ -16,13 +16,11 @@ static void dur(int64_t ms, char *out, size_t len)
     util_format_duration(ms < 0 ? 0 : ms, out, len);
 }
 
-/* "day 2 06:30" for a time on the trace's axis (t = 0 taken as midnight). */
-static void day_time(double t_s, char *out, size_t len)
+/* A time on the trace's axis: "2023-11-14 22:13 UTC" when the window starting
+ * at t0_s is on UNIX time, else "day 2 06:30" (t = 0 taken as midnight). */
+static void day_time(double t_s, double t0_s, char *out, size_t len)
 {
-    long long t = (long long)floor(t_s);
-    long long d = t >= 0 ? t / 86400 : -((-t + 86399) / 86400);
-    long long r = t - d * 86400;
-    snprintf(out, len, "day %lld %02lld:%02lld", d, r / 3600, r / 60 % 60);
+    sim_clock_time(t_s, sim_clock_absolute(t0_s), out, len);
 }
 
 static void count(double n, char *out, size_t len)
@@ -64,8 +62,8 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
     util_buf_printf(b, "gpuscaler simulate: %s\n", info->trace_name);
     dur((int64_t)(info->trace_dt_s * 1000), a, sizeof(a));
     dur((int64_t)(info->trace_span_s * 1000), c, sizeof(c));
-    day_time(r->t_begin_s, d, sizeof(d));
-    day_time(r->t_end_s, e, sizeof(e));
+    day_time(r->t_begin_s, r->t_begin_s, d, sizeof(d));
+    day_time(r->t_end_s, r->t_begin_s, e, sizeof(e));
     dur((int64_t)((r->t_end_s - r->t_begin_s) * 1000), f, sizeof(f));
     util_buf_printf(b, "  trace     %s buckets over %s, counts x%g; scored %s -> %s (%s)", a, c,
                     cfg->scale, d, e, f);

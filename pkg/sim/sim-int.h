@@ -140,4 +140,20 @@ void sim_hpa_free(struct sim_hpa *h);
 int32_t sim_hpa_sync(struct sim_hpa *h, int64_t now_ms, int32_t current, int32_t calc,
                      const char **reason);
 
+/* ---- clock.c: time labels of the reports ---------------------------------- */
+
+/** Times from this one on (2000-01-01T00:00:00Z, in seconds) are UNIX time. */
+#define SIM_CLOCK_ABSOLUTE_FROM_S 946684800.0
+
+/** True when a report whose time axis starts at t0_s shows calendar dates:
+ *  the trace's clock is UNIX time (as `run --record` writes), not relative. */
+bool sim_clock_absolute(double t0_s);
+
+/** A time: "2023-11-14 22:13 UTC" (absolute) or "day 2 06:30" (relative,
+ *  t = 0 taken as midnight). */
+void sim_clock_time(double t_s, bool absolute, char *out, size_t len);
+
+/** The day of a time, for the axis at midnight: "2023-11-14" or "day 2". */
+void sim_clock_day(double t_s, bool absolute, char *out, size_t len);
+
 #endif

@@ -231,8 +231,8 @@ static void time_grid(struct util_buf *b, const struct taxis *ax, double top, do
             continue;
         char s[32];
         if (step >= 86400 || midnight) {
-            long long d = ts >= 0 ? ts / 86400 : -((-ts + 86399) / 86400);
-            snprintf(s, sizeof(s), "day %lld", d);
+            /* a calendar date on a UNIX-time trace, else "day N" */
+            sim_clock_day((double)ts, sim_clock_absolute(ax->t0), s, sizeof(s));
             text(b, x, top + h + 18, "middle", 12, C_TEXT, "bold", s);
         } else {
             snprintf(s, sizeof(s), "%02lld:%02lld", sod / 3600, sod / 60 % 60);

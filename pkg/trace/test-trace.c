@@ -12,7 +12,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "trace/trace.h"
 #include "util/util.h"
@@ -185,6 +189,8 @@ static void test_errors(void **state)
         {"0,1\n1,1\n60000000,1\n", -E2BIG, 3,
          "t_seconds '60000000' is bucket 60000000; traces are limited to 50000000 buckets"},
         {"0,1\n1000,1\n50000000000,1\n", -E2BIG, 3, "limited to"},
+        {"0,1\n1,1e308\n", -EINVAL, 2, "requests '1e308' is over the limit of 1e+12 per row"},
+        {"t,r\n0,1000000000001\n", -EINVAL, 2, "is over the limit"},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
         static struct trace sentinel;
@@ -221,6 +227,36 @@ static void test_error_text_is_truncated_and_printable(void **state)
     assert_non_null(strstr(err.msg, "'?zzz"));
     assert_non_null(strstr(err.msg, "...' is not a number"));
     assert_true(strlen(err.msg) < 100);
+    assert_null(t);
+    util_buf_free(&b);
+}
+
+static void test_request_limit_and_long_lines(void **state)
+{
+    (void)state;
+    /* the limit itself is a valid count */
+    struct trace *t = parse_ok("0,1e12\n1,0\n");
+    assert_true(t->requests[0] == TRACE_MAX_REQUESTS);
+    trace_free(t);
+    /* a line over TRACE_MAX_LINE is refused with its number; one at it is read */
+    struct util_buf b = {0};
+    util_buf_puts(&b, "0,1\n1,2,");
+    for (size_t k = strlen("1,2,"); k < TRACE_MAX_LINE; k++)
+        util_buf_puts(&b, "x");
+    util_buf_puts(&b, "\r\n2,3\n");
+    t = parse_ok(b.data);
+    assert_int_equal(t->n, 3);
+    trace_free(t);
+    util_buf_reset(&b);
+    util_buf_puts(&b, "0,1\n1,2\n2,3,");
+    for (size_t k = 0; k < TRACE_MAX_LINE; k++)
+        util_buf_puts(&b, "x");
+    util_buf_puts(&b, "\n");
+    struct trace_error err = {0};
+    t = NULL;
+    assert_int_equal(trace_parse(b.data, b.len, &t, &err), -E2BIG);
+    assert_int_equal(err.line, 3);
+    assert_non_null(strstr(err.msg, "longer than 65536 bytes"));
     assert_null(t);
     util_buf_free(&b);
 }
@@ -343,6 +379,178 @@ static void test_load_file(void **state)
     trace_free(NULL);
 }
 
+static char *temp_file(const void *data, size_t len)
+{
+    char *path = xstrdup("/tmp/test-trace-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, data, len), (ssize_t)len);
+    close(fd);
+    return path;
+}
+
+/* A file's errors through the streaming loader equal trace_parse()'s, at
+ * every chunk boundary: lines split across reads keep their numbers. */
+static void test_load_file_streams_like_parse(void **state)
+{
+    (void)state;
+    struct util_buf b = {0};
+    util_buf_puts(&b, "\xef\xbb\xbft_seconds,requests\r\n");
+    for (int k = 0; k < 40000; k++)
+        util_buf_printf(&b, "%d,%d%s\n", k * 10, k % 97, k % 3 ? "" : ",extra,columns");
+    util_buf_puts(&b, "400000,1e308\n");
+    char *path = temp_file(b.data, b.len);
+    struct trace *t = NULL, *u = NULL;
+    struct trace_error e1 = {0}, e2 = {0};
+    int r1 = trace_load_file(path, &t, &e1);
+    int r2 = trace_parse(b.data, b.len, &u, &e2);
+    assert_int_equal(r1, -EINVAL);
+    assert_int_equal(r1, r2);
+    assert_int_equal(e1.line, 40002);
+    assert_int_equal(e1.line, e2.line);
+    assert_string_equal(e1.msg, e2.msg);
+    unlink(path);
+    xfree(path);
+    /* without the bad last row both give the same trace */
+    b.len -= strlen("400000,1e308\n");
+    path = temp_file(b.data, b.len);
+    assert_int_equal(trace_load_file(path, &t, &e1), 0);
+    assert_int_equal(trace_parse(b.data, b.len, &u, &e2), 0);
+    assert_int_equal(t->n, 40000);
+    assert_int_equal(t->n, u->n);
+    assert_int_equal(t->dt_ms, 10000);
+    assert_memory_equal(t->requests, u->requests, t->n * sizeof(double));
+    trace_free(t);
+    trace_free(u);
+    unlink(path);
+    xfree(path);
+    util_buf_free(&b);
+}
+
+/* Gzip-compressed traces are read directly, from a file or stdin; corrupt
+ * and truncated data are errors naming the file, never "not a number". */
+static void test_load_gzip(void **state)
+{
+    (void)state;
+    static const char csv[] = "t_seconds,requests\n0,52\n1,55\n3,9\n";
+    static const double want[] = {52, 55, 0, 9};
+    char path[] = "/tmp/test-trace-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    gzFile gz = gzdopen(fd, "wb");
+    assert_non_null(gz);
+    assert_int_equal(gzwrite(gz, csv, sizeof(csv) - 1), (int)(sizeof(csv) - 1));
+    assert_int_equal(gzclose(gz), Z_OK);
+    struct trace *t = NULL;
+    struct trace_error err = {0};
+    assert_int_equal(trace_load_file(path, &t, &err), 0);
+    assert_buckets(t, want, 4);
+    trace_free(t);
+
+    /* "-" (stdin) may be compressed too */
+    int saved = dup(STDIN_FILENO);
+    int in = open(path, O_RDONLY);
+    assert_true(saved >= 0 && in >= 0);
+    dup2(in, STDIN_FILENO);
+    close(in);
+    t = NULL;
+    int rc = trace_load_file("-", &t, &err);
+    dup2(saved, STDIN_FILENO);
+    close(saved);
+    assert_int_equal(rc, 0);
+    assert_buckets(t, want, 4);
+    trace_free(t);
+
+    /* truncated: the header and part of the deflate stream */
+    struct util_buf b = {0};
+    fd = open(path, O_RDONLY);
+    char raw[256];
+    ssize_t n = read(fd, raw, sizeof(raw));
+    close(fd);
+    assert_true(n > 24);
+    char *cut = temp_file(raw, (size_t)n - 12);
+    t = NULL;
+    memset(&err, 0, sizeof(err));
+    rc = trace_load_file(cut, &t, &err);
+    assert_int_equal(rc, -EINVAL);
+    assert_null(t);
+    assert_non_null(strstr(err.msg, "corrupt gzip data"));
+    assert_non_null(strstr(err.msg, cut));
+    unlink(cut);
+    xfree(cut);
+    /* a bad deflate stream after a valid gzip header */
+    raw[12] ^= 0x5a;
+    raw[13] ^= 0xa5;
+    char *bad = temp_file(raw, (size_t)n);
+    t = NULL;
+    rc = trace_load_file(bad, &t, &err);
+    assert_true(rc == -EINVAL);
+    assert_null(t);
+    unlink(bad);
+    xfree(bad);
+    unlink(path);
+    util_buf_free(&b);
+}
+
+/* /dev/zero (one endless line) is refused at line 1 after reading about
+ * TRACE_MAX_LINE bytes, not TRACE_MAX_BYTES: fed through a pipe by a child
+ * that counts what it could write before the reader went away. */
+static void test_endless_line_stops_early(void **state)
+{
+    (void)state;
+    struct timespec a, z;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    struct trace *t = NULL;
+    struct trace_error err = {0};
+    assert_int_equal(trace_load_file("/dev/zero", &t, &err), -E2BIG);
+    clock_gettime(CLOCK_MONOTONIC, &z);
+    assert_int_equal(err.line, 1);
+    assert_non_null(strstr(err.msg, "longer than"));
+    assert_null(t);
+    assert_true((z.tv_sec - a.tv_sec) * 1000 + (z.tv_nsec - a.tv_nsec) / 1000000 < 2000);
+
+    int data[2], count[2];
+    assert_int_equal(pipe(data), 0);
+    assert_int_equal(pipe(count), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGPIPE, SIG_IGN);
+        close(data[0]);
+        close(count[0]);
+        static const char zeros[4096];
+        unsigned long long sent = 0;
+        for (;;) {
+            ssize_t w = write(data[1], zeros, sizeof(zeros));
+            if (w <= 0)
+                break;
+            sent += (unsigned long long)w;
+        }
+        if (write(count[1], &sent, sizeof(sent)) != sizeof(sent))
+            _exit(1);
+        _exit(0);
+    }
+    close(data[1]);
+    close(count[1]);
+    int saved = dup(STDIN_FILENO);
+    dup2(data[0], STDIN_FILENO);
+    close(data[0]);
+    t = NULL;
+    int rc = trace_load_file("-", &t, &err);
+    dup2(saved, STDIN_FILENO); /* closes the last read end: the child stops */
+    close(saved);
+    unsigned long long sent = 0;
+    assert_int_equal(read(count[0], &sent, sizeof(sent)), (ssize_t)sizeof(sent));
+    close(count[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_int_equal(rc, -E2BIG);
+    assert_int_equal(err.line, 1);
+    /* what the loader read, plus at most a pipe buffer and one write */
+    assert_true(sent < 1024 * 1024);
+    assert_true(sent >= TRACE_MAX_LINE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -354,10 +562,14 @@ int main(void)
         cmocka_unit_test(test_one_second_shared_shape),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_error_text_is_truncated_and_printable),
+        cmocka_unit_test(test_request_limit_and_long_lines),
         cmocka_unit_test(test_too_big),
         cmocka_unit_test(test_writer_format),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_load_file),
+        cmocka_unit_test(test_load_file_streams_like_parse),
+        cmocka_unit_test(test_load_gzip),
+        cmocka_unit_test(test_endless_line_stops_early),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

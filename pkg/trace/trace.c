@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* trace: parser and writer for request-rate trace CSVs (`t_seconds,requests`).
  *
- * The parser walks the buffer once, line by line, without allocating per row:
- * each numeric field is copied into a small NUL-terminated stack buffer for
- * strtod. The bucket array is sized once from the last row's time when that
- * parses (the usual case), and otherwise grows by doubling, capped at
+ * The parser takes one line at a time (parse_line), without allocating per
+ * row: each numeric field is copied into a small NUL-terminated stack buffer
+ * for strtod. trace_parse() walks a buffer; trace_load_file() streams a file
+ * through zlib's gzread (which passes plain files through unchanged) and
+ * hands each complete line over as it arrives, keeping only the unfinished
+ * line, so a line over TRACE_MAX_LINE is refused as soon as it is that long.
+ * For a buffer, the bucket array is sized once from the last row's time when
+ * that parses; otherwise (and when streaming) it grows by doubling, capped at
  * TRACE_MAX_BUCKETS. Times are kept as integer milliseconds; a row belongs
  * to bucket k when its time is within TRACE_GRID_TOL_MS of t0 + k * dt.
  * Errors carry the 1-based line and the offending text (truncated, with
@@ -22,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 /** A row may sit this far off the grid (rounding in writers). */
 #define TRACE_GRID_TOL_MS 1
@@ -205,6 +210,7 @@ static void series_set(struct series *s, size_t k, double v)
 
 struct parser {
     struct series s;
+    bool first;       /* no non-blank, non-comment line yet (a header may come) */
     bool have_row;    /* at least one data row seen */
     bool have_dt;     /* two data rows seen */
     int64_t t0_ms, dt_ms, prev_ms;
@@ -248,6 +254,9 @@ static int parse_requests(struct field f, size_t line, double *out, struct trace
     }
     if (v < 0)
         return fail(err, -EINVAL, line, "requests '%s' is negative", quote(f.p, f.n, q));
+    if (v > TRACE_MAX_REQUESTS)
+        return fail(err, -EINVAL, line, "requests '%s' is over the limit of %g per row",
+                    quote(f.p, f.n, q), TRACE_MAX_REQUESTS);
     *out = v + 0.0; /* -0 -> 0 */
     return 0;
 }
@@ -360,54 +369,76 @@ static size_t last_row_hint(const char *buf, const char *end, int64_t t0_ms, int
     return 0;
 }
 
+static int too_long(size_t line, struct trace_error *err)
+{
+    return fail(err, -E2BIG, line, "line is longer than %zu bytes (not a trace CSV?)",
+                TRACE_MAX_LINE);
+}
+
+/* One line (without its '\n') of the CSV. */
+static int parse_line(struct parser *ps, const char *p, size_t n, size_t line,
+                      struct trace_error *err)
+{
+    if (n && p[n - 1] == '\r')
+        n--;
+    if (n > TRACE_MAX_LINE)
+        return too_long(line, err);
+    if (line == 1 && n >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) {
+        p += 3; /* UTF-8 byte order mark */
+        n -= 3;
+    }
+    struct field all = trim(p, n);
+    if (all.n == 0 || all.p[0] == '#')
+        return 0; /* blank or comment */
+    if (ps->first) {
+        ps->first = false;
+        if (is_header(all.p, all.n))
+            return 0;
+    }
+    return parse_row(ps, p, n, line, err);
+}
+
+/* The trace parsed so far, or the error for an empty one. */
+static int finish(struct parser *ps, struct trace **out, struct trace_error *err)
+{
+    if (!ps->have_row)
+        return fail(err, -EINVAL, 0, "trace has no data rows");
+    struct trace *t = xmalloc(sizeof(*t));
+    t->t0_ms = ps->t0_ms;
+    t->dt_ms = ps->have_dt ? ps->dt_ms : 1000;
+    t->n = ps->s.n;
+    t->requests =
+        ps->s.n == ps->s.cap ? ps->s.v : xrealloc(ps->s.v, ps->s.n * sizeof(double));
+    ps->s.v = NULL;
+    *out = t;
+    return 0;
+}
+
 int trace_parse(const char *buf, size_t len, struct trace **out, struct trace_error *err)
 {
-    struct parser ps = {0};
+    struct parser ps = {.first = true};
     int rc = 0;
     if (len > TRACE_MAX_BYTES) {
         rc = fail(err, -E2BIG, 0, "trace is %zu bytes; the limit is %zu", len, TRACE_MAX_BYTES);
         goto out;
     }
     const char *p = buf, *end = buf + len;
-    if (len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0)
-        p += 3; /* UTF-8 byte order mark */
-    bool first = true, hinted = false;
+    bool hinted = false;
     for (size_t line = 1; p < end; line++) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *eol = nl ? nl : end;
-        size_t n = (size_t)(eol - p);
-        if (n && p[n - 1] == '\r')
-            n--;
-        struct field all = trim(p, n);
-        if (all.n == 0 || all.p[0] == '#') {
-            /* blank or comment */
-        } else if (first && is_header(all.p, all.n)) {
-            first = false;
-        } else {
-            first = false;
-            rc = parse_row(&ps, p, n, line, err);
-            if (rc != 0)
-                goto out;
-            if (ps.have_dt && !hinted) {
-                hinted = true;
-                size_t hint = last_row_hint(p, end, ps.t0_ms, ps.dt_ms);
-                if (hint > ps.s.cap)
-                    series_reserve(&ps.s, hint);
-            }
+        rc = parse_line(&ps, p, (size_t)(eol - p), line, err);
+        if (rc != 0)
+            goto out;
+        if (ps.have_dt && !hinted) {
+            hinted = true;
+            size_t hint = last_row_hint(p, end, ps.t0_ms, ps.dt_ms);
+            if (hint > ps.s.cap)
+                series_reserve(&ps.s, hint);
         }
         p = nl ? nl + 1 : end;
     }
-    if (!ps.have_row) {
-        rc = fail(err, -EINVAL, 0, "trace has no data rows");
-        goto out;
-    }
-    struct trace *t = xmalloc(sizeof(*t));
-    t->t0_ms = ps.t0_ms;
-    t->dt_ms = ps.have_dt ? ps.dt_ms : 1000;
-    t->n = ps.s.n;
-    t->requests = ps.s.n == ps.s.cap ? ps.s.v : xrealloc(ps.s.v, ps.s.n * sizeof(double));
-    ps.s.v = NULL;
-    *out = t;
+    rc = finish(&ps, out, err);
 out:
     xfree(ps.s.v);
     return rc;
@@ -415,54 +446,125 @@ out:
 
 /* ---- files ------------------------------------------------------------------- */
 
-/* Read all of fd into b (NUL-terminated), refusing more than max bytes. */
-static int read_all(int fd, size_t max, struct util_buf *b, const char *path,
-                    struct trace_error *err)
+/* Lines streaming in: complete lines go to the parser from the chunk they
+ * arrive in; only an unfinished line is copied (into part), at most
+ * TRACE_MAX_LINE bytes of it. */
+struct stream {
+    struct parser ps;
+    struct util_buf part;
+    size_t line;  /* number of the line being read */
+    size_t total; /* bytes so far */
+};
+
+static int stream_feed(struct stream *st, const char *p, size_t n, struct trace_error *err)
 {
-    struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-        if ((uint64_t)st.st_size > max)
-            return fail(err, -E2BIG, 0, "%s: %lld bytes; the limit is %zu", path,
-                        (long long)st.st_size, max);
-        b->cap = (size_t)st.st_size + 1; /* one read pass, no regrowth */
-        b->data = xmalloc(b->cap);
-        b->data[0] = '\0';
-    }
-    char chunk[65536];
-    for (;;) {
-        ssize_t r = read(fd, chunk, sizeof(chunk));
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            int e = errno;
-            return fail(err, -e, 0, "%s: %s", path, strerror(e));
-        }
-        if (r == 0)
+    st->total += n;
+    if (st->total > TRACE_MAX_BYTES)
+        return fail(err, -E2BIG, 0, "trace is larger than the limit of %zu bytes",
+                    TRACE_MAX_BYTES);
+    const char *end = p + n;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t k = (size_t)((nl ? nl : end) - p);
+        if (st->part.len + k > TRACE_MAX_LINE + 1) /* +1: a '\r' before the '\n' */
+            return too_long(st->line, err);
+        if (!nl) {
+            util_buf_append(&st->part, p, k);
             return 0;
-        if ((size_t)r > max - b->len)
-            return fail(err, -E2BIG, 0, "%s: larger than the limit of %zu bytes", path, max);
-        util_buf_append(b, chunk, (size_t)r);
+        }
+        int rc;
+        if (st->part.len) {
+            util_buf_append(&st->part, p, k);
+            rc = parse_line(&st->ps, st->part.data, st->part.len, st->line, err);
+            util_buf_reset(&st->part);
+        } else {
+            rc = parse_line(&st->ps, p, k, st->line, err);
+        }
+        if (rc != 0)
+            return rc;
+        st->line++;
+        p = nl + 1;
     }
+    return 0;
+}
+
+/* A regular file over the limit that is not gzip is refused before reading. */
+static int check_size(int fd, const char *name, struct trace_error *err)
+{
+    struct stat sb;
+    unsigned char magic[2];
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size <= TRACE_MAX_BYTES)
+        return 0;
+    if (pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b)
+        return 0; /* compressed: the limit applies to what it inflates to */
+    return fail(err, -E2BIG, 0, "%s: %lld bytes; the limit is %zu", name, (long long)sb.st_size,
+                TRACE_MAX_BYTES);
 }
 
 int trace_load_file(const char *path, struct trace **out, struct trace_error *err)
 {
-    struct util_buf b = {0};
+    struct stream st = {.ps = {.first = true}, .line = 1};
     bool is_stdin = strcmp(path, "-") == 0;
-    int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    const char *name = is_stdin ? "stdin" : path;
+    gzFile gz = NULL;
+    char *chunk = NULL;
     int rc;
+    /* gzclose closes the descriptor: stdin is read through a duplicate */
+    int fd = is_stdin ? dup(STDIN_FILENO) : open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        rc = fail(err, -e, 0, "%s: %s", path, strerror(e));
+        rc = fail(err, -e, 0, "%s: %s", name, strerror(e));
         goto out;
     }
-    rc = read_all(fd, TRACE_MAX_BYTES, &b, is_stdin ? "stdin" : path, err);
-    if (rc == 0)
-        rc = trace_parse(b.data ? b.data : "", b.len, out, err);
+    rc = check_size(fd, name, err);
+    if (rc != 0)
+        goto out;
+    gz = gzdopen(fd, "rb");
+    if (!gz) {
+        rc = fail(err, -ENOMEM, 0, "%s: cannot start reading", name);
+        goto out;
+    }
+    fd = -1; /* owned by gz now */
+    enum { CHUNK = 128 * 1024 };
+    gzbuffer(gz, CHUNK);
+    chunk = xmalloc(CHUNK);
+    for (;;) {
+        errno = 0;
+        int r = gzread(gz, chunk, CHUNK);
+        int zerr = Z_OK;
+        const char *msg = gzerror(gz, &zerr);
+        /* a truncated stream ends with r == 0 and the error only in gzerror */
+        if (r < 0 || (zerr != Z_OK && zerr != Z_STREAM_END)) {
+            if (zerr == Z_ERRNO) {
+                int e = errno ? errno : EIO;
+                rc = fail(err, -e, 0, "%s: %s", name, strerror(e));
+            } else {
+                if (msg && strncmp(msg, "<fd:", 4) == 0 && strstr(msg, ": "))
+                    msg = strstr(msg, ": ") + 2; /* zlib's name for the descriptor */
+                rc = fail(err, -EINVAL, 0, "%s: corrupt gzip data: %s", name, msg);
+            }
+            goto out;
+        }
+        if (r == 0)
+            break;
+        rc = stream_feed(&st, chunk, (size_t)r, err);
+        if (rc != 0)
+            goto out;
+    }
+    if (st.part.len) {
+        rc = parse_line(&st.ps, st.part.data, st.part.len, st.line, err);
+        if (rc != 0)
+            goto out;
+    }
+    rc = finish(&st.ps, out, err);
 out:
-    if (fd >= 0 && !is_stdin)
+    if (gz)
+        gzclose(gz);
+    if (fd >= 0)
         close(fd);
-    util_buf_free(&b);
+    xfree(chunk);
+    util_buf_free(&st.part);
+    xfree(st.ps.s.v);
     return rc;
 }
 

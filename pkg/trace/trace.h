@@ -7,7 +7,9 @@
  * rows (>= 1 s); later rows must sit on that grid and strictly increase;
  * skipped buckets count as zero requests. A header row is optional; extra
  * columns are ignored; empty lines and lines starting with '#' are skipped.
- * The parser is pure and reports the line of the first error. */
+ * The parser is pure and reports the line of the first error. Files may be
+ * gzip-compressed (read through zlib, recognised by their magic bytes, not
+ * by their name). */
 #ifndef GPUSCALER_TRACE_H
 #define GPUSCALER_TRACE_H
 
@@ -16,8 +18,15 @@
 #include <stdio.h>
 
 /** Hard limits: inputs past them are errors, not crashes. */
-#define TRACE_MAX_BYTES ((size_t)1 << 30)
+#define TRACE_MAX_BYTES ((size_t)1 << 30) /**< of CSV text (after decompression) */
 #define TRACE_MAX_BUCKETS ((size_t)50 * 1000 * 1000)
+/** Longest line; a file is refused at its first longer line (e.g. /dev/zero
+ *  after 64 KiB, not after reading TRACE_MAX_BYTES). */
+#define TRACE_MAX_LINE ((size_t)64 * 1024)
+/** Most requests one row (bucket) may count: 10^12, over 10^7 requests/s
+ *  even in day-wide buckets. A larger count is a broken trace; accepting it
+ *  would print 300-digit peaks and inf% in the reports. */
+#define TRACE_MAX_REQUESTS 1e12
 
 struct trace {
     int64_t t0_ms;     /**< time of the first bucket (ms, from the first row) */
@@ -33,13 +42,20 @@ struct trace_error {
 
 /**
  * Parse a whole CSV buffer. On success *out is a new trace (free with
- * trace_free). On error returns -EINVAL (malformed, negative count,
- * non-monotonic or off-grid time, empty) or -E2BIG (over the limits) and
- * fills err; *out is untouched.
+ * trace_free). On error returns -EINVAL (malformed, negative count or one
+ * over TRACE_MAX_REQUESTS, non-monotonic or off-grid time, empty) or -E2BIG
+ * (over the limits: bytes, buckets, a line over TRACE_MAX_LINE) and fills
+ * err; *out is untouched.
  */
 int trace_parse(const char *buf, size_t len, struct trace **out, struct trace_error *err);
 
-/** Read a file ("-" is stdin) and parse it; -errno on I/O errors. */
+/**
+ * Read a file ("-" is stdin), plain or gzip-compressed, and parse it as it
+ * streams in: the first bad line ends the read, so a too-long line costs at
+ * most TRACE_MAX_LINE bytes of reading. Same results and errors as
+ * trace_parse() on the (decompressed) contents, plus -errno on I/O errors
+ * and -EINVAL for corrupt or truncated gzip data (err names the file).
+ */
 int trace_load_file(const char *path, struct trace **out, struct trace_error *err);
 
 void trace_free(struct trace *t);

@@ -22,8 +22,17 @@ static void test_durations(void **state)
         {"250ms", 0, 250},      {"1.5h", 0, 5400000}, {"120", 0, 120000},
         {"0", 0, 0},            {"1d", 0, 86400000}, {"", -22, 0},
         {"-5s", -22, 0},        {"5x", -22, 0},      {"m", -22, 0},
-        {"400d", -22, 0},       {"1e400", -22, 0},   {"nan", -22, 0},
-        {"2m ", -22, 0},        {" 2m", -22, 0},
+        {"nan", -22, 0},        {"inf", -22, 0},     {"1e-400s", -22, 0},
+        {"2m ", -22, 0},        {" 2m", -22, 0},     {"1e400x", -22, 0},
+        {"100000hx", -22, 0},   {"-1e400", -22, 0},
+        {"365d", 0, UTIL_DURATION_MAX_MS},
+        /* well formed but too long: one past the maximum, for the caller's
+         * range check to call out of range (never "not a duration") */
+        {"365d1ms", 0, UTIL_DURATION_MAX_MS + 1},
+        {"400d", 0, UTIL_DURATION_MAX_MS + 1},      {"100000h", 0, UTIL_DURATION_MAX_MS + 1},
+        {"1e400", 0, UTIL_DURATION_MAX_MS + 1},     {"1e400s", 0, UTIL_DURATION_MAX_MS + 1},
+        {"99999999999999999999h", 0, UTIL_DURATION_MAX_MS + 1},
+        {"1e300", 0, UTIL_DURATION_MAX_MS + 1},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
         int64_t ms = -1;

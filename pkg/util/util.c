@@ -192,17 +192,16 @@ int util_parse_int64(const char *s, int64_t *out)
 
 int util_parse_duration_ms(const char *s, int64_t *out_ms)
 {
-    static const int64_t max_ms = 365LL * 24 * 3600 * 1000;
+    const double max_ms = (double)UTIL_DURATION_MAX_MS;
     if (!s || !*s)
         return -EINVAL;
-    double bare;
-    if (util_parse_double(s, &bare) == 0) {
-        if (bare < 0 || bare * 1000.0 > (double)max_ms)
+    double total = 0, bare;
+    if (util_parse_double(s, &bare) == 0) { /* a bare number of seconds */
+        if (bare < 0)
             return -EINVAL;
-        *out_ms = (int64_t)llround(bare * 1000.0);
-        return 0;
+        total = bare * 1000.0;
+        goto done;
     }
-    double total = 0;
     const char *p = s;
     while (*p) {
         if (!((*p >= '0' && *p <= '9') || *p == '.'))
@@ -210,11 +209,15 @@ int util_parse_duration_ms(const char *s, int64_t *out_ms)
         char *end;
         errno = 0;
         double v = strtod(p, &end);
-        if (end == p || errno == ERANGE || !isfinite(v) || v < 0)
-            return -EINVAL;
+        if (end == p || !(v >= 0) || (errno == ERANGE && v < 1))
+            return -EINVAL; /* nothing read, or an underflow ("1e-400s") */
+        /* an overflow ("1e400s") is +inf: too long, but well formed so far */
+        bool first = p == s;
         p = end;
         double unit;
-        if (strncmp(p, "ms", 2) == 0) {
+        if (first && *p == '\0') {
+            unit = 1000; /* a bare number too large for util_parse_double ("1e400") */
+        } else if (strncmp(p, "ms", 2) == 0) {
             unit = 1;
             p += 2;
         } else if (*p == 's') {
@@ -233,10 +236,9 @@ int util_parse_duration_ms(const char *s, int64_t *out_ms)
             return -EINVAL;
         }
         total += v * unit;
-        if (total > (double)max_ms)
-            return -EINVAL;
     }
-    *out_ms = (int64_t)llround(total);
+done:
+    *out_ms = total > max_ms ? UTIL_DURATION_MAX_MS + 1 : (int64_t)llround(total);
     return 0;
 }
 

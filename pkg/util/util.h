@@ -91,10 +91,17 @@ char *util_buf_steal(struct util_buf *b);
 int util_parse_double(const char *s, double *out);
 int util_parse_int64(const char *s, int64_t *out);
 
+/** Longest duration util_parse_duration_ms() represents: 365 days. */
+#define UTIL_DURATION_MAX_MS (365LL * 24 * 3600 * 1000)
+
 /**
  * Parse a duration into milliseconds: Go-style ("90s", "2m", "1h30m",
- * "250ms", "1.5h") or a bare number of seconds ("120"). Negative values and
- * values over 365 days are -EINVAL; -ERANGE is never returned.
+ * "250ms", "1.5h") or a bare number of seconds ("120"). Malformed and
+ * negative values are -EINVAL. A well-formed duration longer than
+ * UTIL_DURATION_MAX_MS, however long ("100000h", "1e400s"), returns 0 with
+ * *out_ms = UTIL_DURATION_MAX_MS + 1: longer than any limit, so the caller's
+ * range check reports it as out of range, like any other too-long value,
+ * and never as "not a duration". Callers must check the range.
  */
 int util_parse_duration_ms(const char *s, int64_t *out_ms);
 
