@@ -289,7 +289,7 @@ class ExtMetricsE2E(unittest.TestCase):
         self.assertRegex(it["timestamp"], RFC3339)
         ts = time.mktime(time.strptime(it["timestamp"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
         self.assertLess(abs(time.time() - ts), 30, it["timestamp"])
-        self.assertRegex(it["value"], r"^-?\d+m?$")
+        self.assertRegex(it["value"], r"^-?\d+[numkMGTPE]?$")  # canonical Quantity
         self.assertEqual(hpaemu.milli_value(it["value"]) % 1000, 0, "replicas are whole")
         self.assertNotIn("window", it, "a replica count is not a rate")
         self.assertGreaterEqual(hpaemu.milli_value(it["value"]), 1000)

@@ -90,9 +90,14 @@ struct extmetrics_provider {
 /* ---- quantities and label selectors ------------------------------------- */
 
 /**
- * Format @v as a Kubernetes quantity rounded to the nearest milli-unit:
- * whole numbers plain ("3", "-2"), others in milli-units ("12500m").
- * Returns -EINVAL for NaN/infinite values and magnitudes of 9e15 or more.
+ * Format @v as a Kubernetes quantity in the canonical form apimachinery's
+ * resource.Quantity serialises: @v's shortest round-trip decimal, parsed as
+ * resource.ParseQuantity does (digits finer than 1n round away from zero to
+ * 1n) and written with the largest decimal-SI suffix that keeps the mantissa
+ * an integer: "3", "-2", "12500m", "3k", "1M", "250u", "124n". Returns 0,
+ * -EINVAL for NaN/infinite values and magnitudes of 9e15 or more (the HPA's
+ * int64 MilliValue would overflow), -ENOSPC when @outlen is too small (24
+ * bytes always suffice).
  */
 int extmetrics_quantity_format(double v, char *out, size_t outlen);
 
