@@ -474,9 +474,9 @@ static void sc_client_certs(struct env *e)
     LAST_REVIEW(e, "sar-client-cert.json");
     int calls = extmetrics_fake_authorizer_authz_calls(e->fa);
     /* ... and is no proxy: its headers assert nothing (same identity, cached) */
-    struct copts alice_hdr = {.cert = "alice",
-                              .headers = {"X-Remote-User: mallory", "X-Remote-Group: system:masters",
-                                          NULL}};
+    struct copts alice_hdr = {
+        .cert = "alice",
+        .headers = {"X-Remote-User: mallory", "X-Remote-Group: system:masters", NULL}};
     CHECK(e, status_of(e, DESIRED_LLM, &alice_hdr) == 200);
     CHECK(e, extmetrics_fake_authorizer_authz_calls(e->fa) == calls);
     /* the proxy's CN from the client CA is a plain user "front-proxy-client",
