@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-fakepod: loopback fake serving pods for the scrape tests (see
- * test-fakepod.h). Test code: failures assert. */
+ * test-fakepod.h). Test code: failures abort. */
 #include "test-fakepod.h"
 
-#include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/util.h"
@@ -301,10 +301,20 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
 }
 
+/* Test code fails loudly, also in release builds (NDEBUG drops assert, and
+ * with it the call inside). */
+static void must(int rc, const char *what)
+{
+    if (rc != 0) {
+        fprintf(stderr, "fakepod: %s: %s\n", what, uv_strerror(rc));
+        abort();
+    }
+}
+
 static void on_conn(uv_stream_t *l, int status)
 {
     struct fakepod *p = l->data;
-    assert(status == 0);
+    must(status, "listen");
     struct fconn *c = xcalloc(1, sizeof(*c));
     c->pod = p;
     uv_tcp_init(p->loop, &c->tcp);
@@ -332,15 +342,15 @@ struct fakepod *fakepod_start(uv_loop_t *loop, int octet, enum fakepod_mode mode
     p->t0 = uv_now(loop);
     snprintf(p->ip, sizeof(p->ip), "127.0.0.%d", octet);
     struct sockaddr_in sa;
-    assert(uv_ip4_addr(p->ip, 0, &sa) == 0);
-    assert(uv_tcp_init(loop, &p->listener) == 0);
+    must(uv_ip4_addr(p->ip, 0, &sa), "uv_ip4_addr");
+    must(uv_tcp_init(loop, &p->listener), "uv_tcp_init");
     p->listener.data = p;
     p->open = 1;
-    assert(uv_tcp_bind(&p->listener, (const struct sockaddr *)&sa, 0) == 0);
-    assert(uv_listen((uv_stream_t *)&p->listener, 128, on_conn) == 0);
+    must(uv_tcp_bind(&p->listener, (const struct sockaddr *)&sa, 0), "uv_tcp_bind");
+    must(uv_listen((uv_stream_t *)&p->listener, 128, on_conn), "uv_listen");
     struct sockaddr_storage ss;
     int len = sizeof(ss);
-    assert(uv_tcp_getsockname(&p->listener, (struct sockaddr *)&ss, &len) == 0);
+    must(uv_tcp_getsockname(&p->listener, (struct sockaddr *)&ss, &len), "uv_tcp_getsockname");
     p->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
     return p;
 }

@@ -7,7 +7,7 @@
  * counter advances at a set rate in loop time (counter = rate x seconds since
  * start), or misbehaves on purpose: garbage, a truncated body, no answer, an
  * oversized body, HTTP 500. The vLLM pod can also answer in OpenMetrics (the
- * Content-Type says which). Test code only: failures assert. */
+ * Content-Type says which). Test code only: failures abort. */
 #ifndef GPUSCALER_TEST_FAKEPOD_H
 #define GPUSCALER_TEST_FAKEPOD_H
 
