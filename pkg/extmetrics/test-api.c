@@ -516,11 +516,15 @@ static void sc_client_certs(struct env *e)
     CHECK(e, extmetrics_fake_authorizer_authz_calls(e->fa) == calls + 1);
 }
 
+/* The client CA taken back, and the front-proxy CA rotated from ca1 to ca2. */
 static void sc_no_client_ca(struct env *e)
 {
     struct copts alice = {.cert = "alice"};
     CHECK(e, status_of(e, DESIRED_LLM, &alice) == 401);
-    CHECK(e, status_of(e, DESIRED_LLM, &admin) == 200); /* the front proxy is unaffected */
+    CHECK(e, status_of(e, DESIRED_LLM, &admin) == 401); /* signed by the old CA */
+    struct copts admin2 = admin;
+    admin2.cert = "fp-ca2";
+    CHECK(e, status_of(e, DESIRED_LLM, &admin2) == 200);
 }
 
 static void run_client_ca(struct env *e, bool client_ca, scenario_fn fn)
@@ -548,8 +552,10 @@ static void run_client_ca(struct env *e, bool client_ca, scenario_fn fn)
     char *pem = slurp(path, &len);
     assert_int_equal(extmetrics_set_client_ca(e->em, "junk", 4), -EINVAL);
     assert_int_equal(extmetrics_set_client_ca(e->em, pem, len), 0);
-    if (!client_ca) /* set, then taken back */
+    if (!client_ca) { /* set, then taken back; and a new front-proxy CA */
         assert_int_equal(extmetrics_set_client_ca(e->em, NULL, 0), 0);
+        set_front_proxy(e, "ca2");
+    }
     xfree(pem);
     uv_async_init(&e->loop, &e->done, on_done);
     e->done.data = e;
