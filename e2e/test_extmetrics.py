@@ -289,7 +289,7 @@ class ExtMetricsE2E(unittest.TestCase):
         self.assertRegex(it["timestamp"], RFC3339)
         ts = time.mktime(time.strptime(it["timestamp"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
         self.assertLess(abs(time.time() - ts), 30, it["timestamp"])
-        self.assertRegex(it["value"], r"^-?\d+m?$")
+        self.assertRegex(it["value"], r"^-?\d+[numkMGTPE]?$")  # canonical Quantity
         self.assertEqual(hpaemu.milli_value(it["value"]) % 1000, 0, "replicas are whole")
         self.assertNotIn("window", it, "a replica count is not a rate")
         self.assertGreaterEqual(hpaemu.milli_value(it["value"]), 1000)
@@ -298,6 +298,19 @@ class ExtMetricsE2E(unittest.TestCase):
         self.assertEqual(code, 200, doc2)
         self.assertEqual([i["metricLabels"]["deployment"] for i in doc2["items"]], ["llama"])
         self.assertEqual(doc2["items"][0]["value"], it["value"])
+        # the Deployment's own labels are metricLabels too, so an HPA can select on them
+        self.assertEqual(it["metricLabels"], {"app": "llama", "deployment": "llama"})
+        code, by_app = self.em_get("gpuscaler_desired_replicas", "app=llama")
+        self.assertEqual(code, 200, by_app)
+        self.assertEqual([i["metricLabels"]["deployment"] for i in by_app["items"]], ["llama"])
+        # ... and follow the Deployment's edits
+        self.c.patch("deployments", "llama", {"metadata": {"labels": {"team": "ml-infra"}}},
+                     self.ns)
+        code, by_team = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(
+            self.em_get("gpuscaler_desired_replicas", "team=ml-infra,app=llama")), 10,
+            what="the new label served")
+        self.assertEqual(by_team["items"][0]["metricLabels"],
+                         {"app": "llama", "team": "ml-infra", "deployment": "llama"})
         # the rates carry their window
         code, rpg = self.em_get("gpuscaler_requests_per_gpu", "deployment=llama")
         self.assertEqual(code, 200, rpg)
@@ -423,6 +436,52 @@ class ExtMetricsE2E(unittest.TestCase):
         sars = [r for r in reqs if r.get("resource") == "subjectaccessreviews"]
         self.assertTrue(sars and all(r["user"] == GPUSCALER_USER for r in sars))
         self.assertTrue(self.g.alive())
+
+    # Client certificates signed by the cluster's client CA (client-ca-file in the
+    # extension-apiserver-authentication ConfigMap) are identities: CN the user, O the groups,
+    # authorized by SubjectAccessReview; a front-proxy user's extra reaches that review too.
+    def test_4_client_certificates_and_extra(self):
+        self.make("phi", 1, subnet=17, rate=5)
+        wait_for(lambda: self.em_get("gpuscaler_desired_replicas", "deployment=phi")[0] == 200,
+                 30, what="a value for phi")
+        pki = os.path.join(self.fk.tmpdir, "e2e-pki")
+        client_ca = (self.fk.pki["ca"], self.fk.pki["ca_key"])
+        reader = harness.make_cert(pki, client_ca, "cert-reader", "cert-reader",
+                                   orgs=("cert-readers",))
+        stranger = harness.make_cert(pki, client_ca, "cert-stranger", "cert-stranger")
+        self.fk.set_sar(rules=[
+            {"user": "cert-reader", "groupMember": "cert-readers", "allowed": True},
+            {"user": "scoped-user", "extra": {"scopes": "metrics"}, "allowed": True},
+            {"user": "scoped-user", "allowed": False, "reason": "needs scope metrics"},
+        ])
+        self.addCleanup(self.fk.set_sar, rules=[])
+        path = "%s/namespaces/%s/gpuscaler_desired_replicas?labelSelector=deployment%%3Dphi" % (
+            EM, self.ns)
+        _, before = self.fk.requests()
+        # gpuscaler reads the ConfigMap every 60 s and at start: it was there at start
+        code, doc = self.direct(path, reader)
+        self.assertEqual(code, 200, doc)
+        self.assertEqual(doc["items"][0]["metricLabels"]["deployment"], "phi")
+        code, st = self.direct(path, stranger)
+        self.assertEqual((code, st.get("reason")), (403, "Forbidden"), st)
+        self.assertIn('User "cert-stranger" cannot list', st.get("message", ""))
+        # a client certificate is no proxy: its X-Remote-User is ignored
+        code, st = self.direct(path, stranger, {"X-Remote-User": GPUSCALER_USER,
+                                                "X-Remote-Group": "system:masters"})
+        self.assertEqual(code, 403, st)
+        # the front proxy's extra headers: allowed only with the scope the rule asks for
+        proxy = self.certs["valid"]
+        code, doc = self.direct(path, proxy, {"X-Remote-User": "scoped-user",
+                                              "X-Remote-Extra-Scopes": "metrics"})
+        self.assertEqual(code, 200, doc)
+        code, st = self.direct(path, proxy, {"X-Remote-User": "scoped-user",
+                                             "X-Remote-Extra-Scopes": "logs"})
+        self.assertEqual(code, 403, st)
+        self.assertIn("needs scope metrics", st.get("message", ""))
+        reqs, _ = self.fk.requests(before)
+        sars = [r for r in reqs if r.get("resource") == "subjectaccessreviews"]
+        self.assertGreaterEqual(len(sars), 4, sars)
+        self.assertTrue(all(r["user"] == GPUSCALER_USER and r["status"] == 201 for r in sars))
 
     # A decision that merely held the replica count because the metrics are failing is not
     # served: 404, so the HPA holds (docs/external-metrics.md, "Stale data is not served").

@@ -1,11 +1,35 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target for kube_config_parse: the current context and a fixed
- * context name, with a base directory for relative paths. */
+ * context name, with a base directory for relative paths. The input is also
+ * decoded as base64 (the *-data fields): an accepted input must decode to
+ * bytes that OpenSSL's encoder and our decoder carry back unchanged. */
+#include <openssl/evp.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kube/kube.h"
+#include "util/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void base64_roundtrip(const uint8_t *data, size_t size)
+{
+    char *raw = NULL, *again = NULL;
+    size_t n = 0, m = 0;
+    if (kube_base64_decode((const char *)data, size, &raw, &n) != 0)
+        return;
+    if (raw[n] != '\0' || n > size)
+        abort();
+    unsigned char *enc = xmalloc(n / 3 * 4 + 8);
+    int el = EVP_EncodeBlock(enc, (const unsigned char *)raw, (int)n);
+    if (kube_base64_decode((const char *)enc, (size_t)el, &again, &m) != 0 || m != n ||
+        memcmp(raw, again, n) != 0)
+        abort();
+    xfree(enc);
+    xfree(raw);
+    xfree(again);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -15,5 +39,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         kube_config_clear(&c);
     if (kube_config_parse((const char *)data, size, "ctx", NULL, &c, &e) == 0)
         kube_config_clear(&c);
+    base64_roundtrip(data, size);
     return 0;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Wiring of the external metrics API (see extmetrics-glue.h). The adapters
  * here are thin: each translates one interface into another and owns no
- * policy. */
+ * policy; the review documents themselves are pkg/extmetrics'. */
 #include "extmetrics-glue.h"
 
 #include <errno.h>
@@ -20,6 +20,7 @@
 struct extmetrics_glue {
     uv_loop_t *loop;
     struct kube *kube;
+    struct kube_cache *cache; /* the Deployments' labels (metricLabels) */
     struct controller *ctl;
     struct extmetrics *em;
     uv_timer_t rh_timer;
@@ -40,6 +41,7 @@ static void glue_done_one(struct extmetrics_glue *g)
 /* ---- provider: the controller's views ---------------------------------- */
 
 struct visit_ctx {
+    struct kube_cache *cache;
     extmetrics_visit_cb visit;
     void *arg;
 };
@@ -67,13 +69,27 @@ static void view_cb(const struct ctl_workload_view *v, void *arg)
     sample(&d.samples[EXTMETRICS_FORECAST_REQUESTS_PER_GPU], v, v->forecast_requests_per_gpu,
            true);
     sample(&d.samples[EXTMETRICS_UTILIZATION], v, v->utilization, false);
+    /* the Deployment's own labels, so HPA selectors can match on them (the
+     * API adds deployment=<name>, which a label of that key never shadows) */
+    const struct kube_deployment *kd = kube_cache_deployment(vc->cache, v->ns, v->name);
+    struct extmetrics_label *labels = NULL;
+    if (kd && kd->labels.n) {
+        labels = xcalloc(kd->labels.n, sizeof(*labels));
+        for (size_t i = 0; i < kd->labels.n; i++)
+            labels[i] = (struct extmetrics_label){kd->labels.items[i].key,
+                                                  kd->labels.items[i].value};
+        d.labels = labels;
+        d.nlabels = kd->labels.n;
+    }
     vc->visit(&d, vc->arg);
+    xfree(labels);
 }
 
 static int provider_list(void *impl, const char *ns, extmetrics_visit_cb visit, void *visit_arg)
 {
-    struct visit_ctx vc = {visit, visit_arg};
-    return controller_visit(impl, ns, view_cb, &vc) ? 0 : -ENOENT;
+    struct extmetrics_glue *g = impl;
+    struct visit_ctx vc = {g->cache, visit, visit_arg};
+    return controller_visit(g->ctl, ns, view_cb, &vc) ? 0 : -ENOENT;
 }
 
 static const struct extmetrics_provider_ops provider_ops = {.list = provider_list};
@@ -90,31 +106,16 @@ struct review {
 static void token_reviewed(const struct kube_result *res, void *arg)
 {
     struct review *r = arg;
-    json_t *st = json_object_get(res->body, "status");
-    if (res->err != 0) {
+    struct extmetrics_review_user ru;
+    int rc = res->err == 0 ? extmetrics_tokenreview_user(res->body, &ru) : -EIO;
+    if (res->err != 0)
         LOG_WARN(SUB, "TokenReview failed: HTTP %ld %s", res->status, res->message);
-        r->authn(-EIO, NULL, r->arg);
-    } else if (!json_is_true(json_object_get(st, "authenticated"))) {
-        r->authn(-EACCES, NULL, r->arg);
-    } else {
-        json_t *u = json_object_get(st, "user");
-        const char *groups[64];
-        size_t ng = 0;
-        json_t *gs = json_object_get(u, "groups"), *it;
-        size_t i;
-        json_array_foreach(gs, i, it) {
-            if (json_is_string(it) && ng < UTIL_ARRAY_LEN(groups))
-                groups[ng++] = json_string_value(it);
-        }
-        const char *name = json_string_value(json_object_get(u, "username"));
-        struct extmetrics_user user = {
-            .name = name ? name : "",
-            .uid = json_string_value(json_object_get(u, "uid")),
-            .groups = groups,
-            .ngroups = ng,
-        };
-        r->authn(0, &user, r->arg);
-    }
+    else if (rc == -EBADMSG)
+        LOG_WARN(SUB, "TokenReview answer without a usable status.user: token refused");
+    /* the whole identity, extra included, goes on to the access review */
+    r->authn(rc == 0 ? 0 : rc == -EIO ? -EIO : -EACCES, rc == 0 ? &ru.user : NULL, r->arg);
+    if (rc == 0)
+        extmetrics_review_user_free(&ru);
     struct extmetrics_glue *g = r->g;
     xfree(r);
     glue_done_one(g);
@@ -123,8 +124,7 @@ static void token_reviewed(const struct kube_result *res, void *arg)
 static int authenticate_token(void *impl, const char *token, extmetrics_authn_cb cb, void *arg)
 {
     struct extmetrics_glue *g = impl;
-    json_t *rev = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "authentication.k8s.io/v1",
-                            "kind", "TokenReview", "spec", "token", token);
+    json_t *rev = extmetrics_tokenreview_new(token);
     if (!rev)
         return -EINVAL;
     struct review *r = xcalloc(1, sizeof(*r));
@@ -161,24 +161,7 @@ static int authorize(void *impl, const struct extmetrics_user *user,
                      const struct extmetrics_attrs *a, extmetrics_authz_cb cb, void *arg)
 {
     struct extmetrics_glue *g = impl;
-    json_t *groups = json_array();
-    for (size_t i = 0; i < user->ngroups; i++)
-        json_array_append_new(groups, json_string(user->groups[i]));
-    json_t *spec = json_pack("{s:s,s:o}", "user", user->name, "groups", groups);
-    if (user->uid)
-        json_object_set_new(spec, "uid", json_string(user->uid));
-    if (a->resource_request)
-        json_object_set_new(spec, "resourceAttributes",
-                            json_pack("{s:s,s:s,s:s,s:s,s:s}", "verb", a->verb, "group",
-                                      a->group ? a->group : "", "version",
-                                      a->version ? a->version : "", "resource",
-                                      a->resource ? a->resource : "", "namespace",
-                                      a->namespace_ ? a->namespace_ : ""));
-    else
-        json_object_set_new(spec, "nonResourceAttributes",
-                            json_pack("{s:s,s:s}", "verb", a->verb, "path", a->path ? a->path : "/"));
-    json_t *rev = json_pack("{s:s,s:s,s:o}", "apiVersion", "authorization.k8s.io/v1", "kind",
-                            "SubjectAccessReview", "spec", spec);
+    json_t *rev = extmetrics_sar_new(user, a); /* user, uid, groups and extra */
     struct review *r = xcalloc(1, sizeof(*r));
     r->g = g;
     r->authz = cb;
@@ -239,6 +222,11 @@ static void rh_loaded(const struct kube_result *res, void *arg)
         return;
     }
     json_t *data = json_object_get(res->body, "data");
+    /* client-ca-file: client certificates that are identities (CN user, O
+     * groups), as the kube-apiserver's own delegated authentication trusts */
+    const char *cca = json_string_value(json_object_get(data, "client-ca-file"));
+    if (extmetrics_set_client_ca(g->em, cca, cca ? strlen(cca) : 0) != 0)
+        LOG_WARN(SUB, "client-ca-file holds no certificate; keeping the previous client CA");
     const char *ca = json_string_value(json_object_get(data, "requestheader-client-ca-file"));
     if (!ca) {
         extmetrics_set_requestheader(g->em, NULL);
@@ -289,12 +277,14 @@ static const char *nz(const char *s)
 
 /* ---- lifecycle --------------------------------------------------------------- */
 
-int extmetrics_glue_new(uv_loop_t *loop, struct kube *k, struct controller *ctl,
-                        const struct ctl_config *cfg, struct extmetrics_glue **out)
+int extmetrics_glue_new(uv_loop_t *loop, struct kube *k, struct kube_cache *cache,
+                        struct controller *ctl, const struct ctl_config *cfg,
+                        struct extmetrics_glue **out)
 {
     struct extmetrics_glue *g = xcalloc(1, sizeof(*g));
     g->loop = loop;
     g->kube = k;
+    g->cache = cache;
     g->ctl = ctl;
     struct extmetrics_config ec;
     memset(&ec, 0, sizeof(ec));
@@ -321,7 +311,7 @@ int extmetrics_glue_new(uv_loop_t *loop, struct kube *k, struct controller *ctl,
     ec.upstream_cert_file = nz(cfg->extmetrics.upstream_cert_file);
     ec.upstream_key_file = nz(cfg->extmetrics.upstream_key_file);
     ec.upstream_token_file = nz(cfg->extmetrics.upstream_token_file);
-    struct extmetrics_provider prov = {&provider_ops, ctl};
+    struct extmetrics_provider prov = {&provider_ops, g};
     struct extmetrics_authorizer auth = {&authorizer_ops, g};
     int rc = extmetrics_new(loop, &ec, &prov, &auth, &g->em);
     if (rc != 0) {

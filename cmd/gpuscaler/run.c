@@ -565,7 +565,7 @@ int cmd_run(int argc, char **argv)
     }
     LOG_INFO(SUB, "serving /metrics /healthz /readyz on %s:%d", host, httpd_port(d.admin));
     if (d.cfg.extmetrics.enabled &&
-        (rc = extmetrics_glue_new(&d.loop, d.kube, d.ctl, &d.cfg, &d.em)) != 0) {
+        (rc = extmetrics_glue_new(&d.loop, d.kube, d.cache, d.ctl, &d.cfg, &d.em)) != 0) {
         rc = 1;
         goto out_loop;
     }

@@ -421,6 +421,9 @@ class FakeKube:
                     ok = False
             if rule.get("groupMember") and rule["groupMember"] not in (spec.get("groups") or []):
                 ok = False
+            for k, v in (rule.get("extra") or {}).items():  # spec.extra[k] must hold v
+                if v not in ((spec.get("extra") or {}).get(k) or []):
+                    ok = False
             if ok:
                 status = {"allowed": bool(rule.get("allowed", False))}
                 if not status["allowed"] and rule.get("denied"):

@@ -293,7 +293,7 @@ def check_render(objs, values, release, namespace):
             p.append("ClusterRole %s rules %r, want %r" % (fn, have, want))
         role = r.get("Role", fn)
         rt = rules_table((role or {}).get("rules"))
-        want_role = {("", "configmaps", ()): {"create", "get", "update", "patch"}}
+        want_role = {("", "configmaps", ()): {"create", "get", "update"}}  # no patch: unused
         if values["leaderElection"]["enabled"]:
             want_role[("coordination.k8s.io", "leases", ())] = {"create"}
             want_role[("coordination.k8s.io", "leases", (values["leaderElection"]["leaseName"],))] = \

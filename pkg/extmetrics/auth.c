@@ -1,16 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* extmetrics/auth: front-proxy (requestheader) authentication, owned copies
- * of identities, and the small TTL caches in front of the authorizer's
- * TokenReview and SubjectAccessReview calls.
+/* extmetrics/auth: front-proxy (requestheader) and client-certificate
+ * authentication, owned copies of identities, and the small TTL caches in
+ * front of the authorizer's TokenReview and SubjectAccessReview calls.
  *
- * Request headers naming a user are trusted only on a connection whose
- * client certificate was verified against the requestheader CA and whose
- * CN is allowed, exactly as kube-apiserver's requestheader authenticator
- * does. Token cache keys are SHA-256 digests, never the tokens. */
+ * The handshake asks for certificates from either CA (httpd trusts their
+ * union); each authenticator then verifies the chain against its own CA,
+ * as k8s.io/apiserver's x509 verifiers do. Request headers naming a user are
+ * trusted only from a certificate of the requestheader CA whose CN is
+ * allowed; a certificate of the client CA (client-ca-file) is itself the
+ * identity: CN the user, O the groups. Token cache keys are SHA-256
+ * digests, never the tokens. */
 #include "extmetrics-int.h"
 
 #include <errno.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
@@ -75,8 +82,135 @@ void em_user_view(const struct em_user *u, struct extmetrics_user *view,
 
 /* ---- requestheader ----------------------------------------------------------- */
 
+void em_user_add_authenticated(struct em_user *u)
+{
+    if (!u->name || strcmp(u->name, "system:anonymous") == 0)
+        return;
+    for (size_t i = 0; i < u->groups.n; i++)
+        if (strcmp(u->groups.v[i], "system:authenticated") == 0 ||
+            strcmp(u->groups.v[i], "system:unauthenticated") == 0)
+            return;
+    strv_add(&u->groups, "system:authenticated");
+}
+
+/* ---- client certificates ------------------------------------------------------ */
+
+X509_STORE *em_store_from_pem(const char *pem, size_t len)
+{
+    if (!pem || len == 0 || len > INT32_MAX)
+        return NULL;
+    BIO *bio = BIO_new_mem_buf(pem, (int)len);
+    X509_STORE *st = X509_STORE_new();
+    int count = 0;
+    X509 *x;
+    while (bio && st && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
+        if (X509_STORE_add_cert(st, x) == 1)
+            count++;
+        X509_free(x);
+    }
+    ERR_clear_error(); /* the loop ends on "no start line" */
+    BIO_free(bio);
+    if (count == 0) {
+        X509_STORE_free(st);
+        return NULL;
+    }
+    return st;
+}
+
+/* The leaf and the intermediates of a PEM chain; 0 or -EACCES. */
+static int chain_parse(const char *pem, X509 **leaf, STACK_OF(X509) **rest)
+{
+    *leaf = NULL;
+    *rest = NULL;
+    size_t len = pem ? strlen(pem) : 0;
+    if (len == 0 || len > INT32_MAX)
+        return -EACCES;
+    BIO *bio = BIO_new_mem_buf(pem, (int)len);
+    *rest = sk_X509_new_null();
+    X509 *x;
+    while (bio && *rest && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
+        if (!*leaf)
+            *leaf = x;
+        else if (!sk_X509_push(*rest, x))
+            X509_free(x);
+    }
+    ERR_clear_error();
+    BIO_free(bio);
+    return *leaf ? 0 : -EACCES;
+}
+
+static int verify(X509_STORE *store, X509 *leaf, STACK_OF(X509) *rest)
+{
+    X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+    int ok = ctx && X509_STORE_CTX_init(ctx, store, leaf, rest) == 1 &&
+             X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_CLIENT) == 1 &&
+             X509_verify_cert(ctx) == 1;
+    X509_STORE_CTX_free(ctx);
+    ERR_clear_error();
+    return ok ? 0 : -EACCES;
+}
+
+int em_chain_verify(X509_STORE *store, const char *chain_pem)
+{
+    X509 *leaf;
+    STACK_OF(X509) *rest;
+    int rc = -EACCES;
+    if (store && chain_parse(chain_pem, &leaf, &rest) == 0)
+        rc = verify(store, leaf, rest);
+    X509_free(leaf);
+    sk_X509_pop_free(rest, X509_free);
+    return rc;
+}
+
+/* Every value of attribute @nid of the subject, in order, as UTF-8; false
+ * if one holds a NUL (not a usable name). */
+static bool subject_values(X509 *x, int nid, struct em_strv *out)
+{
+    X509_NAME *subj = X509_get_subject_name(x);
+    for (int i = -1; subj && (i = X509_NAME_get_index_by_NID(subj, nid, i)) >= 0;) {
+        unsigned char *utf8 = NULL;
+        int n = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subj, i)));
+        bool ok = n >= 0 && utf8 && strlen((const char *)utf8) == (size_t)n;
+        if (ok)
+            strv_add(out, (const char *)utf8);
+        OPENSSL_free(utf8);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+int em_x509_authenticate(X509_STORE *store, const struct httpd_request *req,
+                         struct em_user *out)
+{
+    X509 *leaf = NULL;
+    STACK_OF(X509) *rest = NULL;
+    struct em_strv cn = {0}, orgs = {0};
+    int rc = 0;
+    if (!store || chain_parse(req->peer.client_chain_pem, &leaf, &rest) != 0 ||
+        verify(store, leaf, rest) != 0)
+        goto out;
+    /* x509.CommonNameUserConversion: the (first) CN is the user, every O a group */
+    if (!subject_values(leaf, NID_commonName, &cn) || cn.n == 0 || !cn.v[0][0] ||
+        !subject_values(leaf, NID_organizationName, &orgs))
+        goto out;
+    em_user_free(out);
+    out->name = xstrdup(cn.v[0]);
+    out->groups = orgs;
+    orgs = (struct em_strv){0};
+    rc = 1;
+out:
+    strv_free(&cn);
+    strv_free(&orgs);
+    X509_free(leaf);
+    sk_X509_pop_free(rest, X509_free);
+    return rc;
+}
+
 void em_rh_free(struct em_rh *rh)
 {
+    X509_STORE_free(rh->store);
+    rh->store = NULL;
     strv_free(&rh->allowed);
     strv_free(&rh->user_h);
     strv_free(&rh->uid_h);
@@ -85,17 +219,22 @@ void em_rh_free(struct em_rh *rh)
     rh->enabled = false;
 }
 
-void em_rh_set(struct em_rh *rh, const struct extmetrics_requestheader *src)
+int em_rh_set(struct em_rh *rh, const struct extmetrics_requestheader *src)
 {
+    X509_STORE *st = NULL;
+    if (src && !(st = em_store_from_pem(src->client_ca_pem, src->client_ca_len)))
+        return -EINVAL;
     em_rh_free(rh);
     if (!src)
-        return;
+        return 0;
     rh->enabled = true;
+    rh->store = st;
     strv_set(&rh->allowed, src->allowed_names, src->nallowed_names);
     strv_set(&rh->user_h, src->username_headers, src->nusername_headers);
     strv_set(&rh->uid_h, src->uid_headers, src->nuid_headers);
     strv_set(&rh->group_h, src->group_headers, src->ngroup_headers);
     strv_set(&rh->extra_p, src->extra_prefixes, src->nextra_prefixes);
+    return 0;
 }
 
 static int hexval(char c)
@@ -134,7 +273,9 @@ static char *extra_key(const char *s)
 int em_rh_authenticate(const struct em_rh *rh, const struct httpd_request *req,
                        struct em_user *out)
 {
-    if (!rh->enabled || !req->peer.client_cert_verified || rh->user_h.n == 0)
+    /* the front-proxy CA only: a certificate from client-ca-file (also
+     * accepted in the handshake) is an identity, never a proxy */
+    if (!rh->enabled || rh->user_h.n == 0 || em_chain_verify(rh->store, req->peer.client_chain_pem))
         return 0;
     if (rh->allowed.n > 0) {
         bool ok = false;

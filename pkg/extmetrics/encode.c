@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* extmetrics/encode: metric names, Kubernetes quantities and the JSON
- * documents of the API (APIGroup, APIResourceList, ExternalMetricValueList,
+/* extmetrics/encode: metric names and the JSON documents of the API (APIGroup, APIResourceList, ExternalMetricValueList,
  * Status), built with jansson in the field order the Go apiserver uses. */
 #include "extmetrics-int.h"
 
@@ -30,21 +29,6 @@ int extmetrics_metric_lookup(const char *name)
         if (strcasecmp(name, metric_names[i]) == 0)
             return i;
     return -ENOENT;
-}
-
-int extmetrics_quantity_format(double v, char *out, size_t outlen)
-{
-    if (!isfinite(v) || fabs(v) >= 9e15)
-        return -EINVAL;
-    long long milli = llround(v * 1000.0);
-    int n;
-    if (milli % 1000 == 0)
-        n = snprintf(out, outlen, "%lld", milli / 1000);
-    else
-        n = snprintf(out, outlen, "%lldm", milli);
-    if (n < 0 || (size_t)n >= outlen)
-        return -ENOSPC;
-    return 0;
 }
 
 char *em_json_dump(json_t *doc, size_t *len)

@@ -7,6 +7,7 @@
 #include "util/util.h"
 
 #include <jansson.h>
+#include <openssl/x509.h>
 
 #define EM_LOG "extmetrics"
 
@@ -43,17 +44,36 @@ void em_user_free(struct em_user *u);
 void em_user_view(const struct em_user *u, struct extmetrics_user *view,
                   struct extmetrics_label *labels);
 
+/* Add system:authenticated unless the identity already has it (or
+ * system:unauthenticated) or is system:anonymous, as the apiserver's
+ * AuthenticatedGroupAdder does for every authenticated request. */
+void em_user_add_authenticated(struct em_user *u);
+
+/* A CA bundle parsed into a store; NULL when none. */
+X509_STORE *em_store_from_pem(const char *pem, size_t len);
+/* 0 when the client's chain (httpd_peer.client_chain_pem: leaf first, then
+ * intermediates) verifies against @store for client authentication now;
+ * -EACCES otherwise (also for a NULL store or chain). */
+int em_chain_verify(X509_STORE *store, const char *chain_pem);
+
 struct em_rh {
     bool enabled;
+    X509_STORE *store; /* requestheader-client-ca-file */
     struct em_strv allowed, user_h, uid_h, group_h, extra_p;
 };
 
 void em_rh_free(struct em_rh *rh);
-void em_rh_set(struct em_rh *rh, const struct extmetrics_requestheader *src);
+/* -EINVAL (and @rh unchanged) if the CA bundle holds no certificate. */
+int em_rh_set(struct em_rh *rh, const struct extmetrics_requestheader *src);
 /* 1: authenticated through the front proxy (out filled); 0: not applicable;
- * -EACCES: a verified certificate whose CN is not allowed. */
+ * -EACCES: a certificate from the front-proxy CA whose CN is not allowed. */
 int em_rh_authenticate(const struct em_rh *rh, const struct httpd_request *req,
                        struct em_user *out);
+
+/* 1: the client certificate verifies against @store (client-ca-file) and
+ * names a user (out: CN as the name, each O as a group); 0: not applicable. */
+int em_x509_authenticate(X509_STORE *store, const struct httpd_request *req,
+                         struct em_user *out);
 
 /* A small TTL cache keyed by strings. */
 struct em_cache_entry {

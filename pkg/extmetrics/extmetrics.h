@@ -21,6 +21,7 @@
 
 #include "httpd/httpd.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -90,9 +91,14 @@ struct extmetrics_provider {
 /* ---- quantities and label selectors ------------------------------------- */
 
 /**
- * Format @v as a Kubernetes quantity rounded to the nearest milli-unit:
- * whole numbers plain ("3", "-2"), others in milli-units ("12500m").
- * Returns -EINVAL for NaN/infinite values and magnitudes of 9e15 or more.
+ * Format @v as a Kubernetes quantity in the canonical form apimachinery's
+ * resource.Quantity serialises: @v's shortest round-trip decimal, parsed as
+ * resource.ParseQuantity does (digits finer than 1n round away from zero to
+ * 1n) and written with the largest decimal-SI suffix that keeps the mantissa
+ * an integer: "3", "-2", "12500m", "3k", "1M", "250u", "124n". Returns 0,
+ * -EINVAL for NaN/infinite values and magnitudes of 9e15 or more (the HPA's
+ * int64 MilliValue would overflow), -ENOSPC when @outlen is too small (24
+ * bytes always suffice).
  */
 int extmetrics_quantity_format(double v, char *out, size_t outlen);
 
@@ -175,6 +181,45 @@ struct extmetrics_authorizer {
     void *impl;
 };
 
+/* ---- the review documents (pure; the real authorizer sends them) ------------ */
+
+/**
+ * A new authentication.k8s.io/v1 TokenReview asking about @token. The
+ * caller owns the reference (json_decref).
+ */
+json_t *extmetrics_tokenreview_new(const char *token);
+
+/** An identity read from a TokenReview answer (see extmetrics_tokenreview_user). */
+struct extmetrics_review_user {
+    struct extmetrics_user user; /**< strings point into the review's JSON */
+    /* private: the arrays behind user.groups and user.extra */
+    const char **groups_;
+    struct extmetrics_label *extra_;
+};
+
+/**
+ * Read status.user of a TokenReview answer (@review is borrowed and must
+ * outlive @out's strings): username, uid, groups, and extra (a map of lists,
+ * one extmetrics_label per value). Returns 0 when status.authenticated is
+ * true, -EACCES when it is not, -EBADMSG when the document is malformed or
+ * names no user. On success release @out with extmetrics_review_user_free().
+ */
+int extmetrics_tokenreview_user(const json_t *review, struct extmetrics_review_user *out);
+
+/** Release what extmetrics_tokenreview_user() allocated; NULL is a no-op. */
+void extmetrics_review_user_free(struct extmetrics_review_user *u);
+
+/**
+ * A new authorization.k8s.io/v1 SubjectAccessReview asking whether @user may
+ * do @attrs, as k8s.io/apiserver's webhook authorizer builds it: spec.user,
+ * groups, extra (every value of a key, keys sorted, as map[string][]string),
+ * uid, and resourceAttributes (namespace, verb, group, version, resource) or
+ * nonResourceAttributes (path, verb); empty fields are left out. The caller
+ * owns the reference.
+ */
+json_t *extmetrics_sar_new(const struct extmetrics_user *user,
+                           const struct extmetrics_attrs *attrs);
+
 /**
  * Front-proxy trust, normally from ConfigMap
  * kube-system/extension-apiserver-authentication (keys
@@ -243,9 +288,24 @@ int extmetrics_new(uv_loop_t *loop, const struct extmetrics_config *cfg,
 /**
  * Replace the front-proxy trust (copied). NULL stops trusting any proxy.
  * Returns 0, or -EINVAL if the CA bundle holds no certificate (the previous
- * settings stay).
+ * settings stay). Only a certificate that chains to this CA may assert a
+ * user in headers; one from the client CA (extmetrics_set_client_ca) never
+ * can, whatever its CN.
  */
 int extmetrics_set_requestheader(struct extmetrics *em, const struct extmetrics_requestheader *rh);
+
+/**
+ * Trust client certificates that chain to @pem (@len bytes, the
+ * kube-apiserver's client-ca-file from the same ConfigMap) as identities,
+ * as the apiserver's delegated authentication does: the subject's CN is the
+ * user name, each O a group (plus system:authenticated); the certificate
+ * must be valid now and allow client authentication. The identity is then
+ * authorized like any other, with a SubjectAccessReview. Requests try the
+ * front proxy first, then the client certificate, then a bearer token.
+ * NULL (or @len 0) stops. Returns 0, or -EINVAL if the bundle holds no
+ * certificate (the previous CA stays).
+ */
+int extmetrics_set_client_ca(struct extmetrics *em, const char *pem, size_t len);
 
 /** Bound port of the listener. */
 int extmetrics_port(const struct extmetrics *em);
@@ -296,6 +356,15 @@ struct extmetrics_authorizer extmetrics_fake_authorizer_get(struct extmetrics_fa
 /** Token @token authenticates as @user with @group (may be NULL). */
 void extmetrics_fake_authorizer_add_token(struct extmetrics_fake_authorizer *fa, const char *token,
                                           const char *user, const char *group);
+/** The token's user also carries extra @key=@value (repeat for more values). */
+void extmetrics_fake_authorizer_add_token_extra(struct extmetrics_fake_authorizer *fa,
+                                                const char *token, const char *key,
+                                                const char *value);
+/**
+ * The SubjectAccessReview (extmetrics_sar_new, compact JSON in its field
+ * order) of the last authorize call, "" before any; valid until the next.
+ */
+const char *extmetrics_fake_authorizer_last_review(const struct extmetrics_fake_authorizer *fa);
 /** Allow @user (or "*") the @verb on resource @resource ("*": any; non-resource: the path). */
 void extmetrics_fake_authorizer_allow(struct extmetrics_fake_authorizer *fa, const char *user,
                                       const char *verb, const char *resource);

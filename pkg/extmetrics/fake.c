@@ -126,6 +126,7 @@ struct extmetrics_provider extmetrics_fake_provider_get(struct extmetrics_fake_p
 
 struct fake_token {
     char *token, *user, *group;
+    struct em_user extra; /* only .extra is used: key, value, key, value... */
 };
 
 struct fake_rule {
@@ -139,6 +140,7 @@ struct pending {
     int status;
     bool allowed;
     char *user, *group;
+    size_t token; /* authn: index of the token (its extra), when status is 0 */
     extmetrics_authn_cb authn_cb;
     extmetrics_authz_cb authz_cb;
     void *arg;
@@ -151,6 +153,7 @@ struct extmetrics_fake_authorizer {
     struct fake_rule *rules;
     size_t nrules;
     int authn_calls, authz_calls;
+    char *last_review; /* the last SubjectAccessReview asked for, compact JSON */
     bool hold;
     struct pending **held;
     size_t nheld;
@@ -171,6 +174,7 @@ void extmetrics_fake_authorizer_free(struct extmetrics_fake_authorizer *fa)
         xfree(fa->tokens[i].token);
         xfree(fa->tokens[i].user);
         xfree(fa->tokens[i].group);
+        em_user_free(&fa->tokens[i].extra);
     }
     for (size_t i = 0; i < fa->nrules; i++) {
         xfree(fa->rules[i].user);
@@ -180,6 +184,7 @@ void extmetrics_fake_authorizer_free(struct extmetrics_fake_authorizer *fa)
     xfree(fa->tokens);
     xfree(fa->rules);
     xfree(fa->held);
+    xfree(fa->last_review);
     xfree(fa);
 }
 
@@ -191,6 +196,26 @@ void extmetrics_fake_authorizer_add_token(struct extmetrics_fake_authorizer *fa,
     t->token = xstrdup(token);
     t->user = xstrdup(user);
     t->group = group ? xstrdup(group) : NULL;
+    memset(&t->extra, 0, sizeof(t->extra));
+}
+
+void extmetrics_fake_authorizer_add_token_extra(struct extmetrics_fake_authorizer *fa,
+                                                const char *token, const char *key,
+                                                const char *value)
+{
+    for (size_t i = 0; i < fa->ntokens; i++) {
+        if (strcmp(fa->tokens[i].token, token) != 0)
+            continue;
+        struct em_user *u = &fa->tokens[i].extra;
+        u->extra.v = xrealloc(u->extra.v, (u->extra.n + 2) * sizeof(char *));
+        u->extra.v[u->extra.n++] = xstrdup(key);
+        u->extra.v[u->extra.n++] = xstrdup(value);
+    }
+}
+
+const char *extmetrics_fake_authorizer_last_review(const struct extmetrics_fake_authorizer *fa)
+{
+    return fa->last_review ? fa->last_review : "";
 }
 
 void extmetrics_fake_authorizer_allow(struct extmetrics_fake_authorizer *fa, const char *user,
@@ -218,7 +243,17 @@ static void deliver(struct pending *p)
     if (p->authn) {
         const char *groups[1] = {p->group};
         struct extmetrics_user u = {.name = p->user, .groups = groups, .ngroups = p->group ? 1 : 0};
+        struct extmetrics_label *extra = NULL;
+        if (p->status == 0) {
+            const struct em_strv *x = &p->fa->tokens[p->token].extra.extra;
+            extra = xcalloc(x->n / 2 + 1, sizeof(*extra));
+            for (size_t i = 0; i + 1 < x->n; i += 2)
+                extra[i / 2] = (struct extmetrics_label){x->v[i], x->v[i + 1]};
+            u.extra = extra;
+            u.nextra = x->n / 2;
+        }
         p->authn_cb(p->status, p->status == 0 ? &u : NULL, p->arg);
+        xfree(extra);
     } else {
         p->authz_cb(p->status, p->allowed, p->allowed ? NULL : "no rule allows it", p->arg);
     }
@@ -292,6 +327,7 @@ static int fake_authn(void *impl, const char *token, extmetrics_authn_cb cb, voi
             p->status = 0;
             p->user = xstrdup(fa->tokens[i].user);
             p->group = fa->tokens[i].group ? xstrdup(fa->tokens[i].group) : NULL;
+            p->token = i;
             break;
         }
     }
@@ -309,6 +345,8 @@ static int fake_authz(void *impl, const struct extmetrics_user *u,
 {
     struct extmetrics_fake_authorizer *fa = impl;
     fa->authz_calls++;
+    xfree(fa->last_review);
+    fa->last_review = em_json_dump(extmetrics_sar_new(u, a), NULL);
     struct pending *p = xcalloc(1, sizeof(*p));
     p->fa = fa;
     p->authz_cb = cb;

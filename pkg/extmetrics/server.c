@@ -27,6 +27,8 @@ struct extmetrics {
     struct httpd *httpd;
     struct em_upstream *up;
     struct em_rh rh;
+    X509_STORE *client_store;      /* client-ca-file: certificates that are identities */
+    char *rh_pem, *client_pem;     /* the two bundles, whose union httpd asks for */
     struct em_cache tokens, decisions;
     struct call *calls;
     bool closing;
@@ -514,6 +516,7 @@ static void on_authz(int status, bool allowed, const char *reason, void *arg)
 static void authorize(struct call *c)
 {
     struct extmetrics *em = c->em;
+    em_user_add_authenticated(&c->user);
     for (size_t i = 0; i < c->user.groups.n; i++) {
         if (strcmp(c->user.groups.v[i], "system:masters") == 0) {
             after_authz(c);
@@ -611,6 +614,12 @@ static void authenticate(struct call *c)
     if (rc == -EACCES)
         LOG_DEBUG(EM_LOG, "client certificate CN \"%s\" from %s is not an allowed front proxy",
                   req->peer.client_cn ? req->peer.client_cn : "", req->peer.addr);
+    /* then a certificate of the client CA, as the apiserver's union of
+     * authenticators tries them: front proxy, client certificate, token */
+    if (em_x509_authenticate(em->client_store, req, &c->user) == 1) {
+        authorize(c);
+        return;
+    }
     const char *auth = httpd_request_header(req, "Authorization");
     if (!auth || strncasecmp(auth, "Bearer ", 7) != 0 || !auth[7] || !em->authz.ops) {
         unauthorized(c);
@@ -746,18 +755,45 @@ int extmetrics_new(uv_loop_t *loop, const struct extmetrics_config *cfg,
     return 0;
 }
 
+/* The handshake asks for (and httpd checks) certificates of either CA; each
+ * authenticator then checks its own. */
+static int update_client_cas(struct extmetrics *em)
+{
+    struct util_buf b = {0};
+    if (em->rh_pem)
+        util_buf_printf(&b, "%s\n", em->rh_pem);
+    if (em->client_pem)
+        util_buf_printf(&b, "%s\n", em->client_pem);
+    int rc = httpd_set_client_ca(em->httpd, b.data, b.len);
+    util_buf_free(&b);
+    return rc;
+}
+
+static char *pem_copy(const char *pem, size_t len)
+{
+    return pem ? xstrndup(pem, len) : NULL;
+}
+
 int extmetrics_set_requestheader(struct extmetrics *em, const struct extmetrics_requestheader *rh)
 {
-    if (!rh) {
-        httpd_set_client_ca(em->httpd, NULL, 0);
-        em_rh_set(&em->rh, NULL);
-        return 0;
-    }
-    int rc = httpd_set_client_ca(em->httpd, rh->client_ca_pem, rh->client_ca_len);
+    int rc = em_rh_set(&em->rh, rh);
     if (rc < 0)
         return rc;
-    em_rh_set(&em->rh, rh);
-    return 0;
+    xfree(em->rh_pem);
+    em->rh_pem = rh ? pem_copy(rh->client_ca_pem, rh->client_ca_len) : NULL;
+    return update_client_cas(em);
+}
+
+int extmetrics_set_client_ca(struct extmetrics *em, const char *pem, size_t len)
+{
+    X509_STORE *st = NULL;
+    if (pem && len && !(st = em_store_from_pem(pem, len)))
+        return -EINVAL;
+    X509_STORE_free(em->client_store);
+    em->client_store = st;
+    xfree(em->client_pem);
+    em->client_pem = st ? pem_copy(pem, len) : NULL;
+    return update_client_cas(em);
 }
 
 int extmetrics_port(const struct extmetrics *em)
@@ -778,6 +814,9 @@ static void part_closed(void *arg)
     extmetrics_close_cb cb = em->close_cb;
     void *cb_arg = em->close_arg;
     em_rh_free(&em->rh);
+    X509_STORE_free(em->client_store);
+    xfree(em->rh_pem);
+    xfree(em->client_pem);
     em_cache_free(&em->tokens);
     em_cache_free(&em->decisions);
     xfree(em->upstream_url);

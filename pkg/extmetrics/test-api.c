@@ -2,8 +2,10 @@
 /* End-to-end tests of the external metrics API over HTTPS on loopback:
  * golden JSON for every endpoint (files in testdata/), authentication and
  * authorization cases (front-proxy CN allowed/disallowed/wrong CA, no
- * certificate, bearer token allowed/denied/invalid, caching), and forwarding
- * to a local HTTPS upstream. The server runs on the test's loop; a client
+ * certificate, bearer token allowed/denied/invalid, caching; client-CA
+ * certificates as identities, with intermediates, expired, server-only, no
+ * CN; the SubjectAccessReview each identity gets, extra included), and
+ * forwarding to a local HTTPS upstream. The server runs on the test's loop; a client
  * thread drives it with libcurl (blocking, off the loop). */
 #include "extmetrics/extmetrics.h"
 #include "util/util.h"
@@ -441,6 +443,142 @@ static void test_auth(void **state)
     env_free(&e);
 }
 
+/* ---- client certificates and extra --------------------------------------------------- */
+
+/* The last SubjectAccessReview the authorizer was asked for equals testdata/<file>. */
+static void last_review(struct env *e, int line, const char *file)
+{
+    char gp[512];
+    snprintf(gp, sizeof(gp), "%s/%s", testdata, file);
+    json_t *want = json_load_file(gp, JSON_PRESERVE_ORDER, NULL);
+    char *w = want ? json_dumps(want, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    const char *got = extmetrics_fake_authorizer_last_review(e->fa);
+    if ((!w || strcmp(w, got) != 0) && !e->fail_line) {
+        e->fail_line = line;
+        snprintf(e->fail_msg, sizeof(e->fail_msg), "review: got %s want %s (%s)", got,
+                 w ? w : "(unreadable)", file);
+    }
+    free(w);
+    json_decref(want);
+}
+
+#define LAST_REVIEW(e, file) last_review(e, __LINE__, file)
+
+#define DESIRED_LLM BASE "/namespaces/llm/gpuscaler_desired_replicas"
+
+static void sc_client_certs(struct env *e)
+{
+    /* a certificate of the client CA is the identity: CN user, O groups */
+    struct copts alice = {.cert = "alice"};
+    CHECK(e, status_of(e, DESIRED_LLM, &alice) == 200);
+    LAST_REVIEW(e, "sar-client-cert.json");
+    int calls = extmetrics_fake_authorizer_authz_calls(e->fa);
+    /* ... and is no proxy: its headers assert nothing (same identity, cached) */
+    struct copts alice_hdr = {
+        .cert = "alice",
+        .headers = {"X-Remote-User: mallory", "X-Remote-Group: system:masters", NULL}};
+    CHECK(e, status_of(e, DESIRED_LLM, &alice_hdr) == 200);
+    CHECK(e, extmetrics_fake_authorizer_authz_calls(e->fa) == calls);
+    /* the proxy's CN from the client CA is a plain user "front-proxy-client",
+     * not the aggregator it claims to be */
+    struct copts fake_proxy = {.cert = "fp-cca",
+                               .headers = {"X-Remote-User: system:kube-aggregator",
+                                           "X-Remote-Group: system:masters", NULL}};
+    CHECK(e, status_of(e, DESIRED_LLM, &fake_proxy) == 403);
+    CHECK(e, strstr(extmetrics_fake_authorizer_last_review(e->fa),
+                    "\"user\":\"front-proxy-client\"") != NULL);
+    /* a chain through an intermediate the client sends along */
+    struct copts bob = {.cert = "bob"};
+    CHECK(e, status_of(e, DESIRED_LLM, &bob) == 200);
+    CHECK(e, strstr(extmetrics_fake_authorizer_last_review(e->fa),
+                    "\"user\":\"bob\",\"groups\":[\"team-c\",\"system:authenticated\"]") != NULL);
+    /* not identities: expired, server-only, no CN, and the front-proxy CA's own */
+    const char *bad[] = {"alice-expired", "alice-server", "nobody", "notproxy"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        struct copts o = {.cert = bad[i]};
+        CHECK(e, status_of(e, DESIRED_LLM, &o) == 401);
+    }
+    /* the front proxy still works, and its user's extra reaches the review */
+    struct copts jane = {.cert = "fp",
+                         .headers = {"X-Remote-User: jane", "X-Remote-Group: devs",
+                                     "X-Remote-Extra-Scopes: view", "X-Remote-Extra-Scopes: edit",
+                                     "X-Remote-Extra-Acme.com%2fProject: llm", NULL}};
+    CHECK(e, status_of(e, DESIRED_LLM, &jane) == 200);
+    LAST_REVIEW(e, "sar-front-proxy-extra.json");
+    /* as does a token user's (TokenReview's user.extra) */
+    struct copts scoped = {.headers = {"Authorization: Bearer scoped-token", NULL}};
+    CHECK(e, status_of(e, DESIRED_LLM, &scoped) == 200);
+    LAST_REVIEW(e, "sar-token-extra.json");
+    /* extra is part of the identity: another value is another decision */
+    calls = extmetrics_fake_authorizer_authz_calls(e->fa);
+    jane.headers[3] = "X-Remote-Extra-Scopes: admin";
+    CHECK(e, status_of(e, DESIRED_LLM, &jane) == 200);
+    CHECK(e, extmetrics_fake_authorizer_authz_calls(e->fa) == calls + 1);
+}
+
+/* The client CA taken back, and the front-proxy CA rotated from ca1 to ca2. */
+static void sc_no_client_ca(struct env *e)
+{
+    struct copts alice = {.cert = "alice"};
+    CHECK(e, status_of(e, DESIRED_LLM, &alice) == 401);
+    CHECK(e, status_of(e, DESIRED_LLM, &admin) == 401); /* signed by the old CA */
+    struct copts admin2 = admin;
+    admin2.cert = "fp-ca2";
+    CHECK(e, status_of(e, DESIRED_LLM, &admin2) == 200);
+}
+
+static void run_client_ca(struct env *e, bool client_ca, scenario_fn fn)
+{
+    uv_loop_init(&e->loop);
+    struct extmetrics_config cfg = {0};
+    e->fa = extmetrics_fake_authorizer_new(&e->loop);
+    extmetrics_fake_authorizer_add_token(e->fa, "scoped-token", "scoped-reader", "readers");
+    extmetrics_fake_authorizer_add_token_extra(e->fa, "scoped-token", "scopes", "metrics");
+    const char *users[] = {"alice", "bob", "jane", "scoped-reader"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(users); i++)
+        extmetrics_fake_authorizer_allow(e->fa, users[i], "list", "gpuscaler_desired_replicas");
+    e->fp = extmetrics_fake_provider_new();
+    fill_provider(e);
+    cfg.listen.host = "127.0.0.1";
+    cfg.clock = fixed_clock;
+    struct extmetrics_provider p = extmetrics_fake_provider_get(e->fp);
+    struct extmetrics_authorizer a = extmetrics_fake_authorizer_get(e->fa);
+    assert_int_equal(extmetrics_new(&e->loop, &cfg, &p, &a, &e->em), 0);
+    e->port = extmetrics_port(e->em);
+    set_front_proxy(e, "ca1");
+    char path[512];
+    snprintf(path, sizeof(path), "%s/cca.crt", dir);
+    size_t len;
+    char *pem = slurp(path, &len);
+    assert_int_equal(extmetrics_set_client_ca(e->em, "junk", 4), -EINVAL);
+    assert_int_equal(extmetrics_set_client_ca(e->em, pem, len), 0);
+    if (!client_ca) { /* set, then taken back; and a new front-proxy CA */
+        assert_int_equal(extmetrics_set_client_ca(e->em, NULL, 0), 0);
+        set_front_proxy(e, "ca2");
+    }
+    xfree(pem);
+    uv_async_init(&e->loop, &e->done, on_done);
+    e->done.data = e;
+    e->scenario = fn;
+    uv_thread_create(&e->thr, thread_main, e);
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    uv_thread_join(&e->thr);
+    if (e->fail_line)
+        fail_msg("scenario failed at line %d: %s", e->fail_line, e->fail_msg);
+    assert_int_equal(e->closed, 1);
+    assert_int_equal(uv_loop_close(&e->loop), 0);
+}
+
+static void test_client_certs(void **state)
+{
+    struct env e = {0};
+    run_client_ca(&e, true, sc_client_certs);
+    env_free(&e);
+    struct env e2 = {0};
+    run_client_ca(&e2, false, sc_no_client_ca);
+    env_free(&e2);
+}
+
 /* ---- upstream forwarding ------------------------------------------------------------- */
 
 static const char up_body[] =
@@ -648,7 +786,7 @@ static int setup(void **state)
     snprintf(dir, sizeof(dir), "/tmp/extmetrics-XXXXXX");
     if (!mkdtemp(dir))
         return -1;
-    char cmd[4096];
+    char cmd[8192];
     const char *k = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes";
     snprintf(cmd, sizeof(cmd),
              "set -e; cd %s; exec >/dev/null 2>&1;"
@@ -661,8 +799,23 @@ static int setup(void **state)
              "  -out $1.crt; };"
              "mk fp front-proxy-client ca1 2; mk notproxy some-client ca1 2;"
              "mk fp-ca2 front-proxy-client ca2 2; mk fp-expired front-proxy-client ca1 -1;"
-             "printf 'sa-token\\n' > token",
-             dir, k, k, k);
+             "printf 'sa-token\\n' > token;"
+             /* the client CA (client-ca-file) and certificates that are identities */
+             "openssl req -x509 %s -keyout cca.key -out cca.crt -subj /CN=client-ca -days 2;"
+             "mks() { openssl req %s -keyout $1.key -out $1.csr -subj \"$2\";"
+             "  printf \"$5\" > $1.ext;"
+             "  openssl x509 -req -in $1.csr -CA $3.crt -CAkey $3.key -CAcreateserial -days $4 "
+             "  -extfile $1.ext -out $1.crt; };"
+             "mks alice /O=team-a/O=team-b/CN=alice cca 2 'extendedKeyUsage=clientAuth\\n';"
+             "mks alice-expired /CN=alice cca -1 'extendedKeyUsage=clientAuth\\n';"
+             "mks alice-server /CN=alice cca 2 'extendedKeyUsage=serverAuth\\n';"
+             "mks nobody /O=team-a cca 2 'extendedKeyUsage=clientAuth\\n';"
+             "mks fp-cca /CN=front-proxy-client cca 2 'extendedKeyUsage=clientAuth\\n';"
+             "mks inter /CN=client-intermediate cca 2 "
+             "  'basicConstraints=critical,CA:TRUE\\nkeyUsage=critical,keyCertSign\\n';"
+             "mks bob0 /O=team-c/CN=bob inter 2 'extendedKeyUsage=clientAuth\\n';"
+             "cat bob0.crt inter.crt > bob.crt; cp bob0.key bob.key",
+             dir, k, k, k, k, k);
     if (system(cmd) != 0)
         return -1;
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -685,6 +838,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_endpoints),
         cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_client_certs),
         cmocka_unit_test(test_upstream),
         cmocka_unit_test(test_upstream_down),
         cmocka_unit_test(test_close_with_pending_reviews),

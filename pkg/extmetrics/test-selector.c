@@ -10,6 +10,9 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -119,35 +122,93 @@ static void test_selector_error_offset(void **state)
     extmetrics_selector_free(NULL);
 }
 
-struct q_case {
-    double v;
-    const char *want; /* NULL: -EINVAL */
-};
-
-static const struct q_case qcases[] = {
-    {0, "0"},          {3, "3"},           {-2, "-2"},         {12.5, "12500m"},
-    {0.5, "500m"},     {1.0004, "1"},      {1.0006, "1001m"},  {0.0004, "0"},
-    {-0.25, "-250m"},  {1000, "1000"},     {2.999, "2999m"},   {123456789, "123456789"},
-    {0.001, "1m"},     {10.5, "10500m"},   {NAN, NULL},        {INFINITY, NULL},
-    {-INFINITY, NULL}, {1e16, NULL},
-};
-
-static void test_quantity(void **state)
+/* Golden cases from apimachinery's quantity tests (testdata/quantities.txt). */
+static void test_quantity_golden(void **state)
 {
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(qcases); i++) {
-        char out[64];
-        int rc = extmetrics_quantity_format(qcases[i].v, out, sizeof(out));
-        if (!qcases[i].want) {
-            if (rc != -EINVAL)
-                fail_msg("quantity %g: want -EINVAL, got %d (%s)", qcases[i].v, rc, out);
+    char *path = xasprintf("%s/quantities.txt", EXTMETRICS_TESTDATA);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    char line[256];
+    int ncases = 0;
+    while (fgets(line, sizeof(line), f)) {
+        char in[128], want[64];
+        if (line[0] == '#' || line[0] == '\n')
             continue;
-        }
-        if (rc != 0 || strcmp(out, qcases[i].want) != 0)
-            fail_msg("quantity %g: got \"%s\" (%d), want \"%s\"", qcases[i].v, out, rc,
-                     qcases[i].want);
+        if (sscanf(line, "%127s %63s", in, want) != 2)
+            fail_msg("bad golden line: %s", line);
+        char *end = NULL;
+        double v = strtod(in, &end);
+        assert_true(end && *end == '\0');
+        char out[64];
+        int rc = extmetrics_quantity_format(v, out, sizeof(out));
+        if (rc != 0 || strcmp(out, want) != 0)
+            fail_msg("quantity %s: got \"%s\" (%d), want \"%s\"", in, out, rc, want);
+        /* 24 bytes hold every quantity the formatter can produce */
+        char small[24];
+        assert_int_equal(extmetrics_quantity_format(v, small, sizeof(small)), 0);
+        assert_string_equal(small, want);
+        ncases++;
+    }
+    fclose(f);
+    xfree(path);
+    assert_int_equal(ncases, 86);
+}
+
+/* Values that are not served, and the output buffer's size. */
+static void test_quantity_errors(void **state)
+{
+    static const double bad[] = {NAN, INFINITY, -INFINITY, 9e15, -9e15, 1e16, 1e300};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        char out[64];
+        if (extmetrics_quantity_format(bad[i], out, sizeof(out)) != -EINVAL)
+            fail_msg("quantity %g: want -EINVAL", bad[i]);
     }
     char tiny[3];
     assert_int_equal(extmetrics_quantity_format(12.5, tiny, sizeof(tiny)), -ENOSPC);
+    char exact[7]; /* "12500m" and its NUL */
+    assert_int_equal(extmetrics_quantity_format(12.5, exact, sizeof(exact)), 0);
+    assert_string_equal(exact, "12500m");
+    /* the longest: 17 significant digits scaled up to a multiple of 3, a sign, a suffix */
+    char out[64];
+    assert_int_equal(extmetrics_quantity_format(-0.12345678901234568, out, sizeof(out)), 0);
+    assert_string_equal(out, "-123456790n");
+    assert_int_equal(extmetrics_quantity_format(-8.765432109876543e14, out, sizeof(out)), 0);
+    assert_string_equal(out, "-876543210987654200m"); /* shortest: 876543210987654.2 */
+}
+
+/* Every value the formatter accepts reads back (as the HPA's MilliValue)
+ * within 1 milli-unit, rounded up, and is canonical: no trailing "000". */
+static void test_quantity_roundtrip(void **state)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (int i = 0; i < 20000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        double v = (double)(int64_t)(x >> 11) / (double)(1ULL << (x % 60));
+        if (i % 3 == 0)
+            v = (double)(int64_t)(x % 2000001) - 1e6; /* integers */
+        if (fabs(v) >= 9e15)
+            continue;
+        char out[64];
+        assert_int_equal(extmetrics_quantity_format(v, out, sizeof(out)), 0);
+        size_t n = strlen(out);
+        char suf = out[n - 1];
+        double scale = suf == 'n' ? 1e-9 : suf == 'u' ? 1e-6 : suf == 'm' ? 1e-3
+                       : suf == 'k' ? 1e3 : suf == 'M' ? 1e6 : suf == 'G' ? 1e9
+                       : suf == 'T' ? 1e12 : suf == 'P' ? 1e15 : 1;
+        char *end;
+        double mant = strtod(out, &end);
+        assert_true(end == out + n - (scale != 1 ? 1 : 0));
+        /* canonical: a mantissa ending in 000 would have taken the next suffix */
+        size_t digits_end = n - (scale != 1 ? 1 : 0);
+        if (digits_end >= 4 && memcmp(out + digits_end - 3, "000", 3) == 0 && scale != 1e15)
+            fail_msg("%.17g -> %s is not canonical", v, out);
+        double back = mant * scale;
+        if (fabs(back - v) > fabs(v) * 1e-15 + 1e-9)
+            fail_msg("%.17g -> %s reads %.17g", v, out, back);
+    }
 }
 
 static void test_metric_names(void **state)
@@ -168,7 +229,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_selector_table),
         cmocka_unit_test(test_selector_error_offset),
-        cmocka_unit_test(test_quantity),
+        cmocka_unit_test(test_quantity_golden),
+        cmocka_unit_test(test_quantity_errors),
+        cmocka_unit_test(test_quantity_roundtrip),
         cmocka_unit_test(test_metric_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -59,6 +59,7 @@ struct httpc_req {
     enum req_state state;
     bool cancelled;
     bool on_todo;
+    bool in_data; /* inside on_data: httpc_req_content_type() answers */
     struct httpc_req *prev, *next; /* every request not yet delivered */
     struct httpc_req *todo_next;   /* to-do list: pending adds and cancellations */
     struct httpc_req *done_next; /* completion queue */
@@ -284,7 +285,9 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
     long status = 0;
     curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
     if (r->on_data && status >= 200 && status < 300) {
+        r->in_data = true;
         int rc = r->on_data(r, status, p, len, r->arg);
+        r->in_data = false;
         if (rc < 0) {
             r->err = rc;
             return 0;
@@ -711,6 +714,14 @@ int httpc_cancel(struct httpc_req *r)
     if (r->state != REQ_DONE)
         todo_push(r); /* process() takes it out of curl from the loop */
     return 0;
+}
+
+const char *httpc_req_content_type(const struct httpc_req *r)
+{
+    char *ct = NULL;
+    if (!r->in_data || curl_easy_getinfo(r->easy, CURLINFO_CONTENT_TYPE, &ct) != CURLE_OK)
+        return NULL;
+    return ct;
 }
 
 void *httpc_req_arg(const struct httpc_req *r)

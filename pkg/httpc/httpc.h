@@ -138,6 +138,14 @@ int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb,
  */
 int httpc_cancel(struct httpc_req *req);
 
+/**
+ * Content-Type of the response whose body is being streamed: valid inside an
+ * httpc_data_cb (libcurl has read the whole header block before it delivers
+ * the first body byte) until that callback returns. NULL when the response
+ * has no Content-Type, and outside a data callback.
+ */
+const char *httpc_req_content_type(const struct httpc_req *req);
+
 /** The user argument given to httpc_request(). */
 void *httpc_req_arg(const struct httpc_req *req);
 

@@ -29,6 +29,9 @@ struct fx {
     int64_t retry_after;
     struct util_buf streamed;
     int chunks;
+    char stream_ctype[128]; /* httpc_req_content_type() in the data callback */
+    int ctype_mismatch;     /* chunks that saw another value than the first */
+    bool done_ctype_null;   /* ...and NULL from the completion callback */
     struct testsrv_conn *held;
     struct httpc_req *req;
     int remaining; /* keep-alive chain */
@@ -89,6 +92,7 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
     snprintf(f->last_ctype, sizeof(f->last_ctype), "%s",
              resp->content_type ? resp->content_type : "");
     f->retry_after = httpc_resp_retry_after_ms(resp, 0);
+    f->done_ctype_null = httpc_req_content_type(req) == NULL;
     f->req = NULL;
 }
 
@@ -212,7 +216,12 @@ static void h_stream(struct testsrv_conn *c, const struct testsrv_req *r, void *
         uv_timer_start(&f->timer, on_stream_tick, 5, 5);
         return;
     }
-    testsrv_stream_begin(c, 200, "application/json");
+    const char *ct = "application/json";
+    if (strcmp(r->target, "/openmetrics") == 0)
+        ct = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    else if (strcmp(r->target, "/no-content-type") == 0)
+        ct = NULL;
+    testsrv_stream_begin(c, 200, ct);
     stream_conn = c;
     stream_i = 0;
     uv_timer_start(&f->timer, on_stream_tick, 20, 20);
@@ -221,8 +230,12 @@ static void h_stream(struct testsrv_conn *c, const struct testsrv_req *r, void *
 static int on_data(struct httpc_req *req, long status, const char *data, size_t len, void *arg)
 {
     struct fx *f = arg;
-    (void)req;
     assert_int_equal(status, 200);
+    const char *ct = httpc_req_content_type(req);
+    if (f->chunks == 0)
+        snprintf(f->stream_ctype, sizeof(f->stream_ctype), "%s", ct ? ct : "(null)");
+    else if (strcmp(f->stream_ctype, ct ? ct : "(null)") != 0)
+        f->ctype_mismatch++;
     f->chunks++;
     util_buf_append(&f->streamed, data, len);
     return 0;
@@ -242,6 +255,32 @@ static void test_streaming(void **state)
     assert_string_equal(f->streamed.data, "chunk-0\nchunk-1\nchunk-2\nchunk-3\nchunk-4\n");
     assert_true(f->chunks >= 2); /* delivered as it arrived, not at the end */
     assert_string_equal(f->last_body, "");
+    /* the data callback sees the Content-Type from the first chunk on */
+    assert_string_equal(f->stream_ctype, "application/json");
+    assert_int_equal(f->ctype_mismatch, 0);
+    assert_true(f->done_ctype_null); /* only inside a data callback */
+
+    /* e.g. a pod answering OpenMetrics, or nothing at all */
+    static const struct {
+        const char *path, *want;
+    } ctypes[] = {
+        {"/openmetrics", "application/openmetrics-text; version=1.0.0; charset=utf-8"},
+        {"/no-content-type", "(null)"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(ctypes); i++) {
+        xfree(url);
+        url = xasprintf("%s%s", testsrv_url(f->srv), ctypes[i].path);
+        o.url = url;
+        f->chunks = 0;
+        util_buf_reset(&f->streamed);
+        int before = f->done_calls;
+        assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+        run_until(f, before + 1);
+        assert_int_equal(f->last_err, 0);
+        assert_string_equal(f->streamed.data, "chunk-0\nchunk-1\nchunk-2\nchunk-3\nchunk-4\n");
+        assert_string_equal(f->stream_ctype, ctypes[i].want);
+        assert_int_equal(f->ctype_mismatch, 0);
+    }
 
     /* A non-2xx answer is buffered for the completion callback instead. */
     xfree(url);
@@ -250,7 +289,7 @@ static void test_streaming(void **state)
     f->chunks = 0;
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
     run_until(f, f->done_calls + 1);
-    assert_int_equal(f->done_calls, 2);
+    assert_int_equal(f->done_calls, 4);
     assert_int_equal(f->chunks, 0);
     assert_int_equal(f->last_status, 404);
     assert_string_equal(f->last_body, "{\"code\":404}");

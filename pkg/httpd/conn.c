@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/x509v3.h>
 #include <string.h>
 #include <strings.h>
@@ -43,6 +44,7 @@ static void on_handle_closed(uv_handle_t *h)
     hp_free(&c->hp);
     SSL_free(c->ssl); /* frees both BIOs */
     xfree(c->cn);
+    xfree(c->chain_pem);
     xfree(c);
     srv_conn_gone(srv);
 }
@@ -334,6 +336,10 @@ static void dispatch(struct conn *c, struct hreq *r)
         r->cn = xstrdup(c->cn);
         peer->client_cn = r->cn;
     }
+    if (c->chain_pem) {
+        r->chain_pem = xstrdup(c->chain_pem);
+        peer->client_chain_pem = r->chain_pem;
+    }
     if (c->srv->closing || c->close_after_write)
         r->pub.keep_alive = false;
     r->conn = c;
@@ -395,6 +401,30 @@ static void conn_process(struct conn *c)
 
 /* ---- TLS input ---------------------------------------------------------- */
 
+/* The leaf and the chain the client sent (a server's peer chain leaves the
+ * leaf out, but not every TLS stack agrees: skip it if it is there), PEM. */
+static char *peer_chain_pem(SSL *ssl, X509 *leaf)
+{
+    BIO *b = BIO_new(BIO_s_mem());
+    char *out = NULL;
+    if (!b || PEM_write_bio_X509(b, leaf) != 1)
+        goto out;
+    STACK_OF(X509) *chain = SSL_get_peer_cert_chain(ssl);
+    for (int i = 0; chain && i < sk_X509_num(chain); i++) {
+        X509 *x = sk_X509_value(chain, i);
+        if (X509_cmp(x, leaf) != 0 && PEM_write_bio_X509(b, x) != 1)
+            goto out;
+    }
+    char *data = NULL;
+    long n = BIO_get_mem_data(b, &data);
+    if (n > 0 && data)
+        out = xstrndup(data, (size_t)n);
+out:
+    BIO_free(b);
+    ERR_clear_error();
+    return out;
+}
+
 static void peer_cert_info(struct conn *c)
 {
     X509 *cert = SSL_get0_peer_certificate(c->ssl);
@@ -402,6 +432,7 @@ static void peer_cert_info(struct conn *c)
         return;
     c->cert_presented = true;
     c->cert_verified = !c->verify_failed && SSL_get_verify_result(c->ssl) == X509_V_OK;
+    c->chain_pem = peer_chain_pem(c->ssl, cert);
     X509_NAME *subj = X509_get_subject_name(cert);
     int idx = subj ? X509_NAME_get_index_by_NID(subj, NID_commonName, -1) : -1;
     if (idx >= 0) {

@@ -38,6 +38,7 @@ struct hreq {
     struct httpd_header *hdrs;
     struct util_buf body;
     char *cn;
+    char *chain_pem;
     bool is_head;
     bool peer_eof;                /* the peer closed its sending side */
 };
@@ -138,6 +139,7 @@ struct conn {
     bool cert_presented;
     bool cert_verified;
     char *cn;
+    char *chain_pem;              /* the client's certificates, PEM, leaf first */
     char addr[64];
 
     struct hreq *busy;            /* request with the handler */

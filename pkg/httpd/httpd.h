@@ -63,6 +63,11 @@ struct httpd_peer {
     bool client_cert_verified;/**< ...and it chains to the client CA in force at handshake time
                                    and is within its validity period */
     const char *client_cn;    /**< subject CN of a presented certificate, or NULL */
+    /** The presented certificate and the intermediates the client sent with
+     *  it, leaf first, as PEM; NULL without a certificate. For handlers that
+     *  trust several CAs for different purposes (client_cert_verified only
+     *  says "one of the client CA bundle"): verify it against each. */
+    const char *client_chain_pem;
 };
 
 /**

@@ -327,6 +327,7 @@ void hreq_free(struct hreq *r)
     xfree(r->hoff);
     xfree(r->hdrs);
     xfree(r->cn);
+    xfree(r->chain_pem);
     xfree(r);
 }
 

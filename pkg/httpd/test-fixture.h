@@ -116,9 +116,13 @@ static void fx_handler(struct httpd_request *req, void *arg)
     }
     if (strcmp(req->path, "/cert") == 0) {
         char body[256];
-        int n = snprintf(body, sizeof(body), "presented=%d verified=%d cn=%s",
+        int certs = 0; /* certificates in the PEM chain */
+        for (const char *p = req->peer.client_chain_pem;
+             p && (p = strstr(p, "-----BEGIN CERTIFICATE-----")) != NULL; p++)
+            certs++;
+        int n = snprintf(body, sizeof(body), "presented=%d verified=%d cn=%s pem=%d",
                          req->peer.client_cert, req->peer.client_cert_verified,
-                         req->peer.client_cn ? req->peer.client_cn : "");
+                         req->peer.client_cn ? req->peer.client_cn : "", certs);
         httpd_respond(req, 200, NULL, 0, body, (size_t)n);
         return;
     }

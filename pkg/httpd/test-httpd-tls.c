@@ -263,10 +263,10 @@ static void cert_case(struct fx *f, const char *name, const char *want)
 
 static void cl_client_certs(struct fx *f)
 {
-    cert_case(f, "client", "presented=1 verified=1 cn=front-proxy-client");
-    cert_case(f, NULL, "presented=0 verified=0 cn=");
-    cert_case(f, "other", "presented=1 verified=0 cn=other-client");
-    cert_case(f, "expired", "presented=1 verified=0 cn=expired");
+    cert_case(f, "client", "presented=1 verified=1 cn=front-proxy-client pem=1");
+    cert_case(f, NULL, "presented=0 verified=0 cn= pem=0");
+    cert_case(f, "other", "presented=1 verified=0 cn=other-client pem=1");
+    cert_case(f, "expired", "presented=1 verified=0 cn=expired pem=1");
     /* swap the CA at runtime (on the loop thread, through the handler) */
     struct tc c;
     struct tc_resp r;
@@ -275,8 +275,8 @@ static void cl_client_certs(struct fx *f)
     CHECK(f, tc_send_str(&c, "GET /setca HTTP/1.1\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
     tc_close(&c);
-    cert_case(f, "other", "presented=1 verified=1 cn=other-client");
-    cert_case(f, "client", "presented=1 verified=0 cn=front-proxy-client");
+    cert_case(f, "other", "presented=1 verified=1 cn=other-client pem=1");
+    cert_case(f, "client", "presented=1 verified=0 cn=front-proxy-client pem=1");
 }
 
 static void ca_handler(struct httpd_request *req, void *arg)

@@ -11,6 +11,8 @@
  * and user. */
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,55 +65,53 @@ void kube_config_clear(struct kube_config *c)
 
 /* ---- base64 ------------------------------------------------------------- */
 
-static int b64val(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
+/*
+ * OpenSSL's EVP_DecodeBlock does the decoding. It takes whole 4-character
+ * groups without whitespace, reads '=' as the value 0 (so it would accept
+ * "YQ==YQ==" and count the padding as decoded bytes) and ignores a trailing
+ * '-'; so the input is checked here first: whitespace dropped, at most two
+ * '=' and only at the end, a missing padding added, and the true length is
+ * three bytes per group minus the padding.
+ */
 int kube_base64_decode(const char *in, size_t len, char **out, size_t *outlen)
 {
-    char *buf = xmalloc(len / 4 * 3 + 4);
-    size_t n = 0;
-    uint32_t acc = 0;
-    int bits = 0, pad = 0;
+    char *clean = NULL;
+    unsigned char *buf = NULL;
+    int rc = -EINVAL;
+    if (len > (size_t)INT32_MAX / 2)
+        goto out;
+    clean = xmalloc(len + 4);
+    size_t n = 0, pad = 0;
     for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)in[i];
+        char c = in[i];
         if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
             continue;
-        if (c == '=') {
+        if (c == '=')
             pad++;
-            continue;
-        }
-        int v = b64val(c);
-        if (v < 0 || pad) {
-            xfree(buf);
-            return -EINVAL;
-        }
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            buf[n++] = (char)((acc >> bits) & 0xff);
-        }
+        else if (pad) /* data after padding */
+            goto out;
+        clean[n++] = c;
     }
-    if (bits >= 6 || pad > 2) { /* a lone trailing sextet cannot encode a byte */
-        xfree(buf);
-        return -EINVAL;
+    if (pad > 2 || (pad && n % 4 != 0) || n % 4 == 1)
+        goto out;
+    while (n % 4 != 0) { /* padding is optional */
+        clean[n++] = '=';
+        pad++;
     }
-    buf[n] = '\0';
-    *out = buf;
-    *outlen = n;
-    return 0;
+    buf = xmalloc(n / 4 * 3 + 1);
+    int got = n ? EVP_DecodeBlock(buf, (const unsigned char *)clean, (int)n) : 0;
+    if (got < 0 || (size_t)got != n / 4 * 3)
+        goto out;
+    size_t m = (size_t)got - pad;
+    buf[m] = '\0';
+    *out = (char *)buf;
+    *outlen = m;
+    buf = NULL;
+    rc = 0;
+out:
+    xfree(clean);
+    xfree(buf);
+    return rc;
 }
 
 /* ---- kubeconfig --------------------------------------------------------- */

@@ -274,7 +274,6 @@ int extract_deployment(const json_t *obj, struct kube_deployment *out, bool *tra
     out->ready_replicas = clamp32(int_at(status, "readyReplicas", 0));
     out->available_replicas = clamp32(int_at(status, "availableReplicas", 0));
     out->updated_replicas = clamp32(int_at(status, "updatedReplicas", 0));
-    labels_from(json_object_get(meta, "labels"), is_deployment_label, NULL, &out->labels);
     labels_from(json_object_get(meta, "annotations"), is_gpuscaler_key, NULL,
                 &out->annotations);
     if (kube_selector_from_json(json_object_get(spec, "selector"), &out->selector, NULL, 0) < 0)
@@ -285,6 +284,11 @@ int extract_deployment(const json_t *obj, struct kube_deployment *out, bool *tra
     const char *en = kube_labels_get(&out->annotations, KUBE_ANNOTATION_ENABLED);
     bool b = false;
     *tracked = en && util_parse_bool(en, &b) == 0 && b;
+    /* a tracked Deployment keeps every label (served as metricLabels by the
+     * external metrics API); an untracked one is not stored, so only what
+     * the caller may look at before dropping it is copied */
+    labels_from(json_object_get(meta, "labels"), *tracked ? NULL : is_deployment_label, NULL,
+                &out->labels);
     return 0;
 }
 

@@ -411,7 +411,9 @@ struct kube_deployment {
     int32_t ready_replicas;
     int32_t available_replicas;
     int32_t updated_replicas;
-    /** Labels with the gpuscaler.io/ prefix and scaledobject.keda.sh/name only. */
+    /** Every metadata label (the cache stores tracked Deployments only; an
+     *  untracked one out of the extractor has only gpuscaler.io/ labels and
+     *  scaledobject.keda.sh/name). */
     struct kube_labels labels;
     /** Annotations with the gpuscaler.io/ prefix only. */
     struct kube_labels annotations;

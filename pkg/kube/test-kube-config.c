@@ -5,11 +5,13 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <openssl/evp.h>
 
 #include "kube/kube.h"
 #include "util/util.h"
@@ -217,6 +219,14 @@ static void test_base64(void **state)
         {"aGVsbG8=", "hello", 0}, {"aGVsbG8", "hello", 0},     {"aGVs\nbG8=", "hello", 0},
         {"", "", 0},              {"YQ==", "a", 0},            {"YWI=", "ab", 0},
         {"Y", NULL, -EINVAL},     {"aGV$bG8=", NULL, -EINVAL}, {"YQ==YQ==", NULL, -EINVAL},
+        /* what EVP_DecodeBlock alone would get wrong or miss */
+        {"YWJj", "abc", 0},       {"YQ", "a", 0},              {"YWI", "ab", 0},
+        {" YW Jj\r\n", "abc", 0}, {"\t\n", "", 0},           {"YQ===", NULL, -EINVAL},
+        {"Y===", NULL, -EINVAL},  {"=", NULL, -EINVAL},        {"==", NULL, -EINVAL},
+        {"YWJj-", NULL, -EINVAL}, {"YQ-=", NULL, -EINVAL},     {"YQ=A", NULL, -EINVAL},
+        {"YQ==\n=", NULL, -EINVAL}, {"YWJjZA=", NULL, -EINVAL}, {"YWJjZ", NULL, -EINVAL},
+        {"YW\x80j", NULL, -EINVAL}, {"YW_j", NULL, -EINVAL},    {"YW-j", NULL, -EINVAL},
+        {"AAAA", "\0\0\0", 0},   {"//79", "\xff\xfe\xfd", 0},  {"+/+/", "\xfb\xff\xbf", 0},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
         char *out = NULL;
@@ -225,10 +235,38 @@ static void test_base64(void **state)
         if (rc != cases[i].rc)
             fail_msg("base64 '%s': rc %d", cases[i].in, rc);
         if (rc == 0) {
-            assert_int_equal(len, strlen(cases[i].out));
-            assert_string_equal(out, cases[i].out);
+            size_t want = strcmp(cases[i].in, "AAAA") == 0 ? 3 : strlen(cases[i].out);
+            assert_int_equal(len, want);
+            assert_memory_equal(out, cases[i].out, want);
+            assert_int_equal(out[len], '\0');
+        } else {
+            assert_null(out);
         }
         xfree(out);
+    }
+    /* round trip through OpenSSL's encoder, padded and unpadded, every length */
+    uint32_t x = 2463534242u;
+    for (size_t n = 0; n < 200; n++) {
+        unsigned char raw[200], enc[280];
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            raw[i] = (unsigned char)x;
+        }
+        int el = EVP_EncodeBlock(enc, raw, (int)n);
+        for (int strip = 0; strip < 2; strip++) {
+            size_t l = (size_t)el;
+            while (strip && l && enc[l - 1] == '=')
+                l--;
+            char *out = NULL;
+            size_t len = 0;
+            assert_int_equal(kube_base64_decode((const char *)enc, l, &out, &len), 0);
+            assert_int_equal(len, n);
+            if (n)
+                assert_memory_equal(out, raw, n);
+            xfree(out);
+        }
     }
 }
 

@@ -82,18 +82,29 @@ static void test_extract_deployment(void **state)
     assert_int_equal(d->http_port, 8000);
     assert_int_equal(d->metrics_port, 9090);
     assert_int_equal(d->gpus_per_replica, 3);
-    /* Only gpuscaler.io/ annotations; labels: gpuscaler.io/ and the KEDA one. */
+    /* Only gpuscaler.io/ annotations; every label (the external metrics API
+     * serves them as metricLabels), sorted by key. */
     assert_int_equal(d->annotations.n, 2);
     assert_string_equal(kube_labels_get(&d->annotations, "gpuscaler.io/min"), "1");
     assert_null(kube_labels_get(&d->annotations, "kubectl.kubernetes.io/last-applied-configuration"));
-    assert_int_equal(d->labels.n, 2);
+    assert_int_equal(d->labels.n, 3);
     assert_string_equal(kube_labels_get(&d->labels, "scaledobject.keda.sh/name"), "so");
-    assert_null(kube_labels_get(&d->labels, "app"));
+    assert_string_equal(kube_labels_get(&d->labels, "app"), "llama");
+    assert_string_equal(kube_labels_get(&d->labels, "gpuscaler.io/tier"), "gold");
+    assert_string_equal(d->labels.items[0].key, "app");
     assert_int_equal(d->selector.nmatch, 1);
     /* Same resourceVersion again (a relist): no change. */
     assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_MODIFIED,
                            deployment("ml", "llama", "10", true, "llama")),
                      0);
+    /* A label edit is picked up (metricLabels follow the Deployment). */
+    json_t *relabelled = deployment("ml", "llama", "12", true, "llama");
+    json_object_set_new(json_object_get(json_object_get(relabelled, "metadata"), "labels"),
+                        "team", json_string("ml-infra"));
+    assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_MODIFIED, relabelled), 1);
+    d = kube_store_deployment(s, "ml", "llama");
+    assert_int_equal(d->labels.n, 4);
+    assert_string_equal(kube_labels_get(&d->labels, "team"), "ml-infra");
     /* Missing name: rejected, nothing changes. */
     assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED,
                            json_pack("{s:{s:s}}", "metadata", "namespace", "ml")),

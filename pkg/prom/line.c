@@ -187,6 +187,7 @@ static int parse_type_word(const char *s, size_t n, enum prom_type *out)
         {"untyped", PROM_UNTYPED},
         {"unknown", PROM_UNTYPED},
         {"gaugehistogram", PROM_GAUGE_HISTOGRAM},
+        {"gauge_histogram", PROM_GAUGE_HISTOGRAM}, /* the OpenMetrics spec's ABNF spelling */
         {"stateset", PROM_STATESET},
         {"info", PROM_INFO},
     };
@@ -228,9 +229,14 @@ static int parse_meta(struct prom_parser *p, const char *s, const char *e, const
         p->saw_eof = true;
         return 0;
     }
-    if (s == e)
-        return fail(p, -EINVAL, COL(s), "missing metric name after # %.*s", (int)kwl, kw);
     s = skip_ws(s, e);
+    if (s == e) {
+        /* "# HELP" or "# TYPE" and nothing else: a comment to expfmt (its
+         * test case good_03), malformed metadata in OpenMetrics */
+        if (!om)
+            return 0;
+        return fail(p, -EINVAL, COL(s), "missing metric name after # %.*s", (int)kwl, kw);
+    }
     const char *name = s;
     if (s == e || !(cls[(unsigned char)*s] & C_NAME0))
         return fail(p, -EINVAL, COL(s), "invalid metric name in # %.*s", (int)kwl, kw);
@@ -378,13 +384,12 @@ static int parse_labels(struct prom_parser *p, const char **sp, const char *e, c
                 if (s + 1 == e)
                     return fail(p, -EINVAL, COL(s), "unterminated label value");
                 char r = s[1];
-                if (r == 'n')
-                    c = '\n';
-                else if (r == '\\' || r == '"')
-                    c = (unsigned char)r;
-                else
-                    return fail(p, -EINVAL, COL(s), "invalid escape sequence in label value");
-                s += 2;
+                if (r == 'n' || r == '\\' || r == '"') {
+                    c = r == 'n' ? '\n' : (unsigned char)r;
+                    s += 2;
+                } else {
+                    s++; /* any other escape is kept as is, backslash included */
+                }
             } else {
                 s++;
             }
@@ -432,19 +437,26 @@ static const char *token_end(const char *s, const char *e)
     return s;
 }
 
+/* A timestamp token: syntax errors fail the line; a valid one too large for
+ * int64 milliseconds is ignored (*has false), as the sample is still good. */
 static int parse_timestamp(struct prom_parser *p, const char *t, const char *te, bool om,
-                           const char *base, int64_t *ms)
+                           const char *base, int64_t *ms, bool *has)
 {
+    *has = false;
     if (!om) {
-        if (prom_num_int64(t, (size_t)(te - t), ms) != 0)
+        int rc = prom_num_int64(t, (size_t)(te - t), ms);
+        if (rc == -EINVAL)
             return fail(p, -EINVAL, COL(t), "invalid timestamp");
+        *has = rc == 0; /* -ERANGE: beyond int64 ms, the sample is kept without it */
         return 0;
     }
     double sec;
-    if (prom_parse_float(t, (size_t)(te - t), &sec) != 0 || !isfinite(sec) ||
-        fabs(sec * 1000.0) >= 9.2e18)
+    if (prom_parse_float(t, (size_t)(te - t), &sec) != 0 || !isfinite(sec))
         return fail(p, -EINVAL, COL(t), "invalid timestamp");
-    *ms = llround(sec * 1000.0);
+    if (fabs(sec * 1000.0) < 9.2e18) {
+        *ms = llround(sec * 1000.0);
+        *has = true;
+    }
     return 0;
 }
 
@@ -470,7 +482,8 @@ static int parse_exemplar(struct prom_parser *p, const char *s, const char *e, c
         return 0;
     const char *te = token_end(s, e);
     int64_t ms;
-    rc = parse_timestamp(p, s, te, true, base, &ms);
+    bool has_ms;
+    rc = parse_timestamp(p, s, te, true, base, &ms, &has_ms);
     if (rc)
         return rc;
     s = skip_ws(te, e);
@@ -590,10 +603,11 @@ static int parse_sample(struct prom_parser *p, const char *s, const char *e, con
     s = skip_ws(ve, e);
     if (s < e && *s != '#') {
         const char *te = token_end(s, e);
-        int rc = parse_timestamp(p, s, te, om, base, &smp.timestamp_ms);
+        int rc = parse_timestamp(p, s, te, om, base, &smp.timestamp_ms, &smp.has_timestamp);
         if (rc)
             return rc;
-        smp.has_timestamp = true;
+        if (!smp.has_timestamp)
+            smp.timestamp_ms = 0;
         s = skip_ws(te, e);
     }
     if (s < e) {

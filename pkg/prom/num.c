@@ -195,14 +195,19 @@ int prom_num_int64(const char *s, size_t len, int64_t *out)
         return -EINVAL;
     uint64_t v = 0;
     const uint64_t lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    bool range = false;
     for (; i < len; i++) {
         if (s[i] < '0' || s[i] > '9')
             return -EINVAL;
         unsigned d = (unsigned)(s[i] - '0');
-        if (v > (lim - d) / 10)
-            return -EINVAL;
+        if (range || v > (lim - d) / 10) {
+            range = true; /* keep checking the syntax of the rest */
+            continue;
+        }
         v = v * 10 + d;
     }
+    if (range)
+        return -ERANGE;
     *out = neg ? (int64_t)(0 - v) : (int64_t)v;
     return 0;
 }

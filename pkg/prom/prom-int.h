@@ -49,7 +49,8 @@ bool prom_family_wanted(const struct prom_parser *p);
 /** Is s[0..n) a valid metric name (non-empty)? */
 bool prom_name_valid(const char *s, size_t n);
 
-/** Parse s[0..len) as a base-10 int64 with optional sign (Go ParseInt). 0 or -EINVAL. */
+/** Parse s[0..len) as a base-10 int64 with optional sign (Go ParseInt). 0, -EINVAL for bad
+ *  syntax, or -ERANGE for a well-formed number beyond int64 (*out untouched). */
 int prom_num_int64(const char *s, size_t len, int64_t *out);
 
 /** 1 if s[0..len) is valid UTF-8 (no overlongs, no surrogates), else 0. */

@@ -17,21 +17,26 @@
  *  - `# HELP name text` (any UTF-8; escapes are not interpreted, as HELP is
  *    not reported), `# TYPE name type` with type one
  *    of counter, gauge, histogram, summary, untyped, and the OpenMetrics
- *    types gaugehistogram, stateset, info, unknown (= untyped).
+ *    types gaugehistogram (also spelled gauge_histogram), stateset, info,
+ *    unknown (= untyped). In the 0.0.4 format a `# HELP` or `# TYPE` with
+ *    nothing after it is a comment, as in prometheus/common's expfmt.
  *  - OpenMetrics only: `# UNIT name unit`, and `# EOF`, which must be the
  *    last line; any other `#` line is an error. In the 0.0.4 format any other
  *    `#` line (and `# UNIT`, `# EOF`) is a comment.
  *  - samples `name{label="value",...} value [timestamp] [# {exemplar} v [ts]]`:
  *    metric names [a-zA-Z_:][a-zA-Z0-9_:]*, label names [a-zA-Z_][a-zA-Z0-9_]*,
- *    label values any UTF-8 but NUL, with the escapes \\ \" \n (any other
- *    escape is an error), optional trailing comma, duplicate label names
- *    rejected.
+ *    label values any UTF-8 but NUL, with the escapes \\ \" \n; any other
+ *    backslash sequence is kept as is, backslash included ("a\z" is the 4
+ *    bytes a\z), as Prometheus' scraper does; optional trailing comma,
+ *    duplicate label names rejected.
  *  - values in Go strconv.ParseFloat syntax: decimal with optional sign,
  *    fraction and exponent (1e-05, .5, 5.), and case-insensitive NaN, Inf,
  *    +Inf, -Inf, Infinity. Hexadecimal floats and '_' separators are
  *    rejected.
  *  - timestamps: 0.0.4: an integer in milliseconds; OpenMetrics: a float in
- *    seconds. Both are reported in milliseconds (OpenMetrics rounded).
+ *    seconds. Both are reported in milliseconds (OpenMetrics rounded). A
+ *    well-formed timestamp beyond int64 milliseconds is ignored: the sample
+ *    is kept without one (has_timestamp false).
  *  - exemplars are validated (label set, value, optional timestamp) and
  *    skipped. They are accepted in both formats.
  *  - a `_bucket` sample of a histogram family must carry a numeric `le`

@@ -3,7 +3,8 @@
  * the autoscaler needs (request counter, in-flight and queue gauges, latency
  * histogram buckets), each summed over its label sets.
  *
- * The body is pushed through prom's streaming parser as it arrives, filtered
+ * The body is pushed through prom's streaming parser as it arrives (in the
+ * format the caller picked from the response's Content-Type), filtered
  * on the wanted names so the thousands of other lines of a vLLM exposition
  * take the parser's fast path. Values are staged in struct scrape_sample and
  * only used once the whole body parsed (prom delivers samples before a later
@@ -121,7 +122,23 @@ void scrape_extract_init(struct scrape_extract *x, const struct scrape_spec *spe
     copy_name(x->queue, sizeof(x->queue), spec->queue_metric);
     if (spec->latency_metric[0])
         snprintf(x->bucket, sizeof(x->bucket), "%s_bucket", spec->latency_metric);
-    struct prom_parser_opts o = {.format = PROM_FMT_TEXT, .max_total = x->max_bytes};
+    x->format = PROM_FMT_TEXT;
+}
+
+int scrape_extract_set_format(struct scrape_extract *x, enum prom_format fmt)
+{
+    if (x->parser)
+        return -EBUSY;
+    x->format = fmt;
+    return 0;
+}
+
+/* The parser is made on first use, once the format is known. */
+static void start_parser(struct scrape_extract *x)
+{
+    if (x->parser)
+        return;
+    struct prom_parser_opts o = {.format = x->format, .max_total = x->max_bytes};
     x->parser = prom_parser_new(&o, on_sample, x);
     int wanted = 0;
     const char *names[] = {x->request, x->inflight, x->queue, x->bucket};
@@ -138,8 +155,9 @@ static int parse_error(struct scrape_extract *x, int rc, const struct prom_error
         return x->err; /* our callback's own message */
     if (rc == -EFBIG)
         return fail(x, -EMSGSIZE, "exposition larger than %zu bytes", x->max_bytes);
-    return fail(x, -EBADMSG, "not a Prometheus exposition: line %zu column %zu: %s", pe->line,
-                pe->column, pe->msg);
+    return fail(x, -EBADMSG, "not %s exposition: line %zu column %zu: %s",
+                x->format == PROM_FMT_OPENMETRICS ? "an OpenMetrics" : "a Prometheus",
+                pe->line, pe->column, pe->msg);
 }
 
 int scrape_extract_feed(struct scrape_extract *x, const void *data, size_t len)
@@ -149,6 +167,7 @@ int scrape_extract_feed(struct scrape_extract *x, const void *data, size_t len)
     if (len > x->max_bytes - x->bytes)
         return fail(x, -EMSGSIZE, "exposition larger than %zu bytes", x->max_bytes);
     x->bytes += len;
+    start_parser(x);
     struct prom_error pe = {0};
     int rc = prom_parser_feed(x->parser, data, len, &pe);
     return rc ? parse_error(x, rc, &pe) : 0;
@@ -158,6 +177,7 @@ int scrape_extract_finish(struct scrape_extract *x)
 {
     if (x->err)
         return x->err;
+    start_parser(x);
     struct prom_error pe = {0};
     int rc = prom_parser_finish(x->parser, &pe);
     if (rc)
@@ -178,11 +198,13 @@ void scrape_extract_free(struct scrape_extract *x)
     x->parser = NULL;
 }
 
-int scrape_extract_buf(const struct scrape_spec *spec, const void *buf, size_t len,
-                       size_t max_bytes, struct scrape_sample *out, char *err, size_t errlen)
+int scrape_extract_buf(const struct scrape_spec *spec, enum prom_format fmt, const void *buf,
+                       size_t len, size_t max_bytes, struct scrape_sample *out, char *err,
+                       size_t errlen)
 {
     struct scrape_extract *x = xmalloc(sizeof(*x));
     scrape_extract_init(x, spec, max_bytes);
+    scrape_extract_set_format(x, fmt);
     int rc = scrape_extract_feed(x, buf, len);
     if (rc == 0)
         rc = scrape_extract_finish(x);

@@ -59,16 +59,23 @@ const char *scrape_fail_name(enum scrape_fail f);
  */
 struct scrape_extract {
     char request[128], inflight[128], queue[128], bucket[140];
-    struct prom_parser *parser;
+    enum prom_format format;    /**< PROM_FMT_TEXT unless set before the first feed */
+    struct prom_parser *parser; /**< made by the first feed (or finish) */
     struct scrape_sample s;
     size_t bytes, max_bytes;
     int err;          /**< 0, -EMSGSIZE (over max_bytes), -EBADMSG (not an exposition) */
     char errmsg[200]; /**< when err: what and where */
 };
 
-/** Set up x for spec with a body cap of max_bytes (0 = 16 MiB). */
+/** Set up x for spec with a body cap of max_bytes (0 = 16 MiB), in the 0.0.4 text format. */
 void scrape_extract_init(struct scrape_extract *x, const struct scrape_spec *spec,
                          size_t max_bytes);
+/**
+ * Parse the body as fmt (from the response's Content-Type, see
+ * prom_format_from_content_type). Only before the first feed: 0, or -EBUSY
+ * (the format in use is kept).
+ */
+int scrape_extract_set_format(struct scrape_extract *x, enum prom_format fmt);
 /** Feed a chunk: 0, -EMSGSIZE when the total passes the cap, -EBADMSG on a bad line. */
 int scrape_extract_feed(struct scrape_extract *x, const void *data, size_t len);
 /** End of body: 0 or the errors of feed; an exposition without any sample is -EBADMSG. */
@@ -77,11 +84,12 @@ int scrape_extract_finish(struct scrape_extract *x);
 void scrape_extract_free(struct scrape_extract *x);
 
 /**
- * One-shot: extract spec's sample from buf[0..len). Returns 0 or the errors
- * above with a message in err (errlen > 0).
+ * One-shot: extract spec's sample from buf[0..len) in format fmt. Returns 0
+ * or the errors above with a message in err (errlen > 0).
  */
-int scrape_extract_buf(const struct scrape_spec *spec, const void *buf, size_t len,
-                       size_t max_bytes, struct scrape_sample *out, char *err, size_t errlen);
+int scrape_extract_buf(const struct scrape_spec *spec, enum prom_format fmt, const void *buf,
+                       size_t len, size_t max_bytes, struct scrape_sample *out, char *err,
+                       size_t errlen);
 
 /* ---- per-pod history --------------------------------------------------- */
 

@@ -279,9 +279,11 @@ static void maybe_closed(struct scrape *s)
 static int on_data(struct httpc_req *req, long status, const char *data, size_t len, void *arg)
 {
     struct spod *p = arg;
-    (void)req;
     (void)status;
     p->s->stats.bytes += len;
+    if (!p->x->parser) /* the first chunk: the headers are in, pick the format */
+        scrape_extract_set_format(
+            p->x, prom_format_from_content_type(httpc_req_content_type(req)));
     return scrape_extract_feed(p->x, data, len);
 }
 

@@ -36,6 +36,7 @@ static const double UNSET = -12345;
 
 struct golden {
     const char *file;
+    enum prom_format format;
     enum scrape_profile profile;
     double requests, inflight, queued; /* UNSET: must be absent */
     size_t nbuckets;
@@ -45,11 +46,15 @@ struct golden {
 static const struct golden goldens[] = {
     /* 6 series (2 engines x stop/length/abort), _created excluded; the
      * TTFT histogram (other bounds) must not leak into e2e latency. */
-    {"vllm.prom", SCRAPE_VLLM, 3613, 12, 3, 22, 150, 3613},
+    {"vllm.prom", PROM_FMT_TEXT, SCRAPE_VLLM, 3613, 12, 3, 22, 150, 3613},
+    /* the same pod answering OpenMetrics (prometheus_client with an
+     * OpenMetrics Accept): counter families without _total, _created samples
+     * inside their families, # UNIT, an exemplar, # EOF */
+    {"vllm.om", PROM_FMT_OPENMETRICS, SCRAPE_VLLM, 3613, 12, 3, 22, 150, 3613},
     /* 4 models of an ensemble, summed; no in-flight gauge, no histogram */
-    {"triton.prom", SCRAPE_TRITON, 3248, UNSET, 7, 0, 0, 0},
+    {"triton.prom", PROM_FMT_TEXT, SCRAPE_TRITON, 3248, UNSET, 7, 0, 0, 0},
     /* counters without _total, 35 geometric bounds + Inf */
-    {"tgi.prom", SCRAPE_TGI, 5318, 12, 4, 36, 0, 5290},
+    {"tgi.prom", PROM_FMT_TEXT, SCRAPE_TGI, 5318, 12, 4, 36, 0, 5290},
 };
 
 static void check_golden(const struct golden *g, const struct scrape_sample *s)
@@ -84,15 +89,18 @@ static void test_profiles_golden(void **state)
         scrape_spec_init(&spec, g->profile);
         struct scrape_sample s;
         char err[200];
-        assert_int_equal(scrape_extract_buf(&spec, buf, len, 0, &s, err, sizeof(err)), 0);
+        assert_int_equal(scrape_extract_buf(&spec, g->format, buf, len, 0, &s, err, sizeof(err)),
+                         0);
         assert_string_equal(err, "");
         check_golden(g, &s);
 
         /* the same, fed in uneven chunks (every line split somewhere) */
         struct scrape_extract *x = xmalloc(sizeof(*x));
         scrape_extract_init(x, &spec, 0);
+        assert_int_equal(scrape_extract_set_format(x, g->format), 0);
         for (size_t off = 0, step = 1; off < len; off += step, step = step % 97 + 1)
             assert_int_equal(scrape_extract_feed(x, buf + off, UTIL_MIN(step, len - off)), 0);
+        assert_int_equal(scrape_extract_set_format(x, PROM_FMT_TEXT), -EBUSY); /* too late */
         assert_int_equal(scrape_extract_finish(x), 0);
         check_golden(g, &x->s);
         scrape_extract_free(x);
@@ -101,10 +109,42 @@ static void test_profiles_golden(void **state)
     }
 }
 
+/* The format decides: a 0.0.4 body read as OpenMetrics fails (no # EOF, and
+ * plain comments are not allowed), an OpenMetrics body cut short fails where
+ * the 0.0.4 reading would have accepted it. */
+static void test_format_matters(void **state)
+{
+    (void)state;
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_sample s;
+    char err[200];
+    size_t len;
+    char *buf = slurp("vllm.prom", &len);
+    assert_int_equal(scrape_extract_buf(&spec, PROM_FMT_OPENMETRICS, buf, len, 0, &s, err,
+                                        sizeof(err)),
+                     -EBADMSG);
+    assert_non_null(strstr(err, "not an OpenMetrics exposition"));
+    assert_non_null(strstr(err, "# EOF"));
+    xfree(buf);
+    buf = slurp("vllm.om", &len);
+    const char *eof = strstr(buf, "# EOF\n");
+    assert_non_null(eof);
+    size_t cut = (size_t)(eof - buf); /* everything but the last line */
+    assert_int_equal(scrape_extract_buf(&spec, PROM_FMT_TEXT, buf, cut, 0, &s, err, sizeof(err)),
+                     0);
+    assert_true(s.requests == 3613);
+    assert_int_equal(
+        scrape_extract_buf(&spec, PROM_FMT_OPENMETRICS, buf, cut, 0, &s, err, sizeof(err)),
+        -EBADMSG);
+    assert_non_null(strstr(err, "missing # EOF"));
+    xfree(buf);
+}
+
 static int extract(const char *text, const struct scrape_spec *spec, size_t cap,
                    struct scrape_sample *s, char *err)
 {
-    return scrape_extract_buf(spec, text, strlen(text), cap, s, err, 200);
+    return scrape_extract_buf(spec, PROM_FMT_TEXT, text, strlen(text), cap, s, err, 200);
 }
 
 /* The generic profile: a metric named by family or by sample name; _created
@@ -231,7 +271,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profiles_golden), cmocka_unit_test(test_generic_names),
         cmocka_unit_test(test_metric_absent),   cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_histogram_caps),
+        cmocka_unit_test(test_histogram_caps),   cmocka_unit_test(test_format_matters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

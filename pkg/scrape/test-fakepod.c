@@ -140,6 +140,7 @@ static void exposition(const struct fakepod *p, struct util_buf *b)
     switch (p->mode) {
     case FAKEPOD_VLLM:
     case FAKEPOD_HUGE:
+    case FAKEPOD_TEXT_AS_OM:
         util_buf_puts(b, "# HELP python_gc_objects_collected_total Objects collected during gc\n"
                          "# TYPE python_gc_objects_collected_total counter\n"
                          "python_gc_objects_collected_total{generation=\"0\"} 12345.0\n");
@@ -175,6 +176,37 @@ static void exposition(const struct fakepod *p, struct util_buf *b)
         if (p->mode == FAKEPOD_HUGE)
             while (b->len < ((size_t)1 << 20))
                 util_buf_puts(b, "# filler filler filler filler filler filler filler filler\n");
+        break;
+    case FAKEPOD_VLLM_OM:
+        /* what prometheus_client writes for an OpenMetrics Accept: counter
+         * families without _total, _created inside the family, # UNIT,
+         * exemplars, # EOF; plus a label value with a backslash that is no
+         * 0.0.4 escape (a Windows path), kept as is */
+        util_buf_printf(b,
+                        "# HELP vllm:num_requests_running Number of requests in model execution "
+                        "batches.\n# TYPE vllm:num_requests_running gauge\n"
+                        "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} %g\n"
+                        "# HELP vllm:num_requests_waiting Number of requests waiting to be "
+                        "processed.\n# TYPE vllm:num_requests_waiting gauge\n"
+                        "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} %g\n"
+                        "# TYPE vllm:kv_cache_usage_perc gauge\n"
+                        "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\","
+                        "cache_dir=\"C:\\models\\m\"} 0.42\n"
+                        "# HELP vllm:request_success Count of successfully processed requests.\n"
+                        "# TYPE vllm:request_success counter\n"
+                        "vllm:request_success_total{engine=\"0\",finished_reason=\"stop\","
+                        "model_name=\"m\"} %.17g # {trace_id=\"abc\"} 1.0 1.7e9\n"
+                        "vllm:request_success_created{engine=\"0\",finished_reason=\"stop\","
+                        "model_name=\"m\"} 1.7e9\n"
+                        "vllm:request_success_total{engine=\"0\",finished_reason=\"length\","
+                        "model_name=\"m\"} %.17g\n"
+                        "vllm:request_success_created{engine=\"0\",finished_reason=\"length\","
+                        "model_name=\"m\"} 1.7e9\n",
+                        p->running, p->waiting, c * 0.75, c * 0.25);
+        util_buf_puts(b, "# UNIT vllm:e2e_request_latency_seconds seconds\n");
+        hist(b, "vllm:e2e_request_latency_seconds", "engine=\"0\",model_name=\"m\"", vllm_le,
+             vllm_cdf, UTIL_ARRAY_LEN(vllm_le), c);
+        util_buf_puts(b, "# EOF\n");
         break;
     case FAKEPOD_TRITON:
         util_buf_printf(b,
@@ -226,8 +258,10 @@ static void respond(struct fconn *c)
     default:
         if (!body.len)
             exposition(p, &body);
-        util_buf_printf(&msg, "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                              "Content-Length: %zu\r\n\r\n",
+        util_buf_printf(&msg, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\n\r\n",
+                        p->mode == FAKEPOD_VLLM_OM || p->mode == FAKEPOD_TEXT_AS_OM
+                            ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+                            : "text/plain; version=0.0.4",
                         body.len + (p->mode == FAKEPOD_TRUNCATED ? 1000 : 0));
         util_buf_append(&msg, body.data, p->mode == FAKEPOD_TRUNCATED ? body.len / 2 : body.len);
         conn_write(c, msg.data, msg.len);

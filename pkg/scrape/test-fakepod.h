@@ -6,7 +6,8 @@
  * A pod serves a vLLM-, Triton- or TGI-shaped exposition whose request
  * counter advances at a set rate in loop time (counter = rate x seconds since
  * start), or misbehaves on purpose: garbage, a truncated body, no answer, an
- * oversized body, HTTP 500. Test code only: failures assert. */
+ * oversized body, HTTP 500. The vLLM pod can also answer in OpenMetrics (the
+ * Content-Type says which). Test code only: failures abort. */
 #ifndef GPUSCALER_TEST_FAKEPOD_H
 #define GPUSCALER_TEST_FAKEPOD_H
 
@@ -22,6 +23,8 @@ enum fakepod_mode {
     FAKEPOD_SLOW,      /**< reads the request, never answers */
     FAKEPOD_HUGE,      /**< a valid but 1 MiB exposition */
     FAKEPOD_HTTP500,
+    FAKEPOD_VLLM_OM,    /**< vLLM in OpenMetrics, Content-Type application/openmetrics-text */
+    FAKEPOD_TEXT_AS_OM, /**< the 0.0.4 vLLM body labelled application/openmetrics-text */
 };
 
 struct fakepod;

@@ -428,6 +428,53 @@ static void test_bad_endpoints(void **state)
     fx_finish(f);
 }
 
+/* Pods answering OpenMetrics are read as OpenMetrics (picked from the
+ * Content-Type, before the first body byte is parsed) and give the same
+ * numbers as 0.0.4 pods; a 0.0.4 body mislabelled as OpenMetrics fails
+ * (no # EOF), which shows the label is what decides. */
+static void test_openmetrics_pods(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(100, 300, 0);
+    struct fakepod *om[3];
+    for (int i = 0; i < 3; i++)
+        om[i] = fx_pod(f, FAKEPOD_VLLM_OM, 10.0 * (i + 1), i + 1, 2 * i);
+    targets(f, "om", SCRAPE_VLLM, om, 3, NULL);
+    struct fakepod *liar = fx_pod(f, FAKEPOD_TEXT_AS_OM, 10, 1, 0);
+    targets(f, "liar", SCRAPE_VLLM, &liar, 1, NULL);
+    run_for(f, 1000);
+
+    struct scrape_result r = get(f, "om");
+    assert_true(r.valid);
+    assert_int_equal(r.pods_counted, 3);
+    assert_int_equal(r.pods_failed, 0);
+    assert_near(r.request_rate, 60, 0.05);
+    assert_near(r.inflight, 6, 1e-9);
+    assert_near(r.queued, 6, 1e-9);
+    assert_near(r.p99_ms, fakepod_p99_ms(), 0.01);
+
+    r = get(f, "liar");
+    assert_false(r.valid);
+    assert_int_equal(r.pods_failed, 1);
+    assert_string_equal(r.why, "1 of 1 ready pods could not be scraped (unparsable: 1)");
+    char *log = read_log(f);
+    assert_non_null(strstr(log, "not an OpenMetrics exposition"));
+    assert_non_null(strstr(log, "missing # EOF"));
+    assert_int_equal(count(log, "deployment=om"), 0);
+    xfree(log);
+
+    /* the same pod switching format between scrapes is read right each time */
+    fakepod_set_mode(om[0], FAKEPOD_VLLM);
+    fakepod_set_mode(liar, FAKEPOD_VLLM_OM);
+    run_for(f, 600);
+    r = get(f, "om");
+    assert_int_equal(r.pods_counted, 3);
+    assert_near(r.request_rate, 60, 0.05);
+    r = get(f, "liar");
+    assert_int_equal(r.pods_failed, 0);
+    fx_finish(f);
+}
+
 /* Closing with scrapes in flight cancels them and still closes cleanly. */
 static void test_close_inflight(void **state)
 {
@@ -449,7 +496,7 @@ int main(void)
         cmocka_unit_test(test_vllm_pods),        cmocka_unit_test(test_triton_tgi),
         cmocka_unit_test(test_counter_reset),    cmocka_unit_test(test_pods_appear_vanish),
         cmocka_unit_test(test_missing_fraction), cmocka_unit_test(test_bad_endpoints),
-        cmocka_unit_test(test_close_inflight),
+        cmocka_unit_test(test_close_inflight),   cmocka_unit_test(test_openmetrics_pods),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
