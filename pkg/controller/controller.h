@@ -145,6 +145,15 @@ int ctl_workload_parse(const struct ctl_config *defaults, const char *const *key
 size_t ctl_annotation_key_count(void);
 const char *ctl_annotation_key_name(size_t i);
 
+struct forecast_config;
+
+/**
+ * The forecaster configuration of a workload with policy config p: its
+ * season and quantile, and the rate floor policy_rate_floor(p). Checkpoints
+ * are only restored into a forecaster of the same configuration.
+ */
+void controller_forecast_config(const struct policy_config *p, struct forecast_config *fc);
+
 /**
  * The gpuscaler.io/status annotation value: compact JSON with the decision
  * time (RFC 3339), desired, requests/GPU, forecast, reason, explanation and

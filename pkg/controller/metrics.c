@@ -82,6 +82,13 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
         {"gpuscaler_forecast_requests_per_gpu", "Planned forecast requests/s per GPU."},
         {"gpuscaler_utilization", "Requests per GPU over capacity per GPU."},
         {"gpuscaler_learned_cold_start_seconds", "Longest observed creation-to-Ready time."},
+        {"gpuscaler_demand_requests_per_second",
+         "Arrivals (completions + backlog growth) plus the queue's drain rate."},
+        {"gpuscaler_forecast_plan_coverage",
+         "Share of resolved forecast plans whose realised peak stayed within them."},
+        {"gpuscaler_learned_service_time_seconds",
+         "Service time learned by Little's law (running requests / completions)."},
+        {"gpuscaler_want_replicas", "Replicas the acting or waiting rule asks for, before bounds."},
     };
     for (size_t k = 0; k < UTIL_ARRAY_LEN(per); k++) {
         family(b, per[k].name, "gauge", per[k].help);
@@ -93,7 +100,11 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
                            : k == 1 ? w->last.requests_per_gpu
                            : k == 2 ? w->last.forecast_requests_per_gpu
                            : k == 3 ? w->last.utilization
-                                    : (double)w->learned_cold_start_ms / 1000.0;
+                           : k == 4 ? (double)w->learned_cold_start_ms / 1000.0
+                           : k == 5 ? w->last.demand_rps
+                           : k == 6 ? (w->plan_resolved > 0 ? w->plan_coverage : NAN)
+                           : k == 7 ? (w->service_ms > 0 ? w->service_ms / 1000.0 : NAN)
+                                    : (w->last.want > 0 ? w->last.want : w->last.desired);
                 wl_sample(b, per[k].name, w, v);
             }
         }

@@ -24,13 +24,19 @@
 
 /* ---- events --------------------------------------------------------------- */
 
+/* Rate-limit slots of the Event reasons; the actions come first. */
+static const char *const event_reasons[] = {
+    "ScaledOut",     "PredictiveScaleOut", "SLAScaleOut",       "LatencyScaleOut",
+    "ScaledIn",      "PredictiveScaleIn",  "MetricsUnavailable", "InvalidAnnotation",
+    "ScalerConflict", "AtMaxReplicas",
+};
+#define ACTION_SLOTS 6
+#define INVALID_SLOT 7
+
 static int reason_slot(const char *reason)
 {
-    static const char *const names[] = {"ScaledOut", "PredictiveScaleOut", "ScaledIn",
-                                        "MetricsUnavailable", "InvalidAnnotation",
-                                        "ScalerConflict"};
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++)
-        if (strcmp(names[i], reason) == 0)
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(event_reasons); i++)
+        if (strcmp(event_reasons[i], reason) == 0)
             return (int)i;
     return POLICY_REASON_COUNT;
 }
@@ -93,12 +99,12 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
     int64_t min = strcmp(type, "Warning") == 0 ? EVENT_WARN_INTERVAL_MS : EVENT_MIN_INTERVAL_MS;
     /* actions and invalid annotations always get their Event; the rest wait
      * for a tick with room */
-    bool action = slot <= 2;
+    bool action = slot < ACTION_SLOTS;
     if (!action && w->last_event_ms[slot] && now - w->last_event_ms[slot] < min) {
         c->events_suppressed++;
         return;
     }
-    if (!action && slot != 4 && !budget(c))
+    if (!action && slot != INVALID_SLOT && !budget(c))
         return;
     w->last_event_ms[slot] = now;
     if (c->dry_run)
@@ -382,9 +388,7 @@ static void ckpt_loaded(const struct kube_result *res, void *arg)
     size_t rawlen = 0;
     char err[160];
     struct forecast_config fc;
-    forecast_config_init(&fc);
-    fc.season_ms = w->cfg.policy.seasonality_ms;
-    fc.quantile = w->cfg.policy.forecast_quantile;
+    controller_forecast_config(&w->cfg.policy, &fc);
     struct forecast *f = NULL;
     if (s && kube_base64_decode(s, strlen(s), &raw, &rawlen) == 0)
         f = forecast_deserialize(&fc, (const uint8_t *)raw, rawlen, err, sizeof(err));

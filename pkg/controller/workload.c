@@ -253,6 +253,18 @@ char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d)
     put_num(&b, "requestsPerGPU", d->requests_per_gpu);
     put_num(&b, "utilization", d->utilization);
     put_num(&b, "forecastRequestsPerGPU", d->forecast_requests_per_gpu);
+    put_num(&b, "demandRequestsPerSecond", d->demand_rps);
+    put_num(&b, "forecastRequestsPerSecond", d->forecast_rps);
+    if (isfinite(d->forecast_rps))
+        put_num(&b, "likelyForecastRequestsPerSecond", d->forecast_likely_rps);
+    put_num(&b, "perReplicaRequestsPerSecond", d->per_replica_rps);
+    util_buf_printf(&b, ",\"sizing\":\"%s\"", d->sla_sized ? "p99-latency-target"
+                                                              : "target-utilization");
+    util_buf_printf(&b, ",\"needReplicas\":%d", d->need_now);
+    if (isfinite(d->forecast_rps))
+        util_buf_printf(&b, ",\"forecastNeedReplicas\":%d", d->need_forecast);
+    if (d->reason == POLICY_HOLD_AT_MAX)
+        util_buf_printf(&b, ",\"atMaxReplicas\":true,\"wantReplicas\":%d", d->want);
     /* The live controller decides on wall-clock time, so the clocks are
      * UNIX times too. */
     put_time(&b, "aboveSince", d->above_since_ms);

@@ -11,7 +11,7 @@
  * phase bin and window length, and the plan counts as covered when M_w(o)
  * stayed at or below it. Windows touching a gap bucket are skipped.
  *
- * Q_w for a bucket of phase bin p is the configured quantile of the
+ * Q_w for a bucket of phase bin p is the adaptive-level quantile of the
  * residuals of bins p - 1, p and p + 1 (a three-bin neighbourhood, three
  * hours of a daily season), or of every bin while that neighbourhood holds
  * fewer than FORECAST_MIN_EVIDENCE; each bin keeps its newest
@@ -35,7 +35,7 @@ static int16_t res_encode(double e)
     return (int16_t)v;
 }
 
-static void ring_push(int16_t *ring, uint8_t *pos, uint8_t *len, double e)
+void fc_res_push(int16_t *ring, uint8_t *pos, uint8_t *len, double e)
 {
     ring[*pos] = res_encode(e);
     *pos = (uint8_t)((*pos + 1) % FC_RES_PER_BIN);
@@ -99,9 +99,9 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
         if (gap || isnan(f->point[os][h]))
             continue;
         int ob = fc_phase_bin(f, o);
-        ring_push(f->res[ob][h], &f->res_pos[ob][h], &f->res_len[ob][h], m - f->point[os][h]);
+        fc_res_push(f->res[ob][h], &f->res_pos[ob][h], &f->res_len[ob][h], m - f->point[os][h]);
         if (!isnan(f->seenmax[os]))
-            ring_push(f->growth[h], &f->growth_pos[h], &f->growth_len[h], m - f->seenmax[os]);
+            fc_res_push(f->growth[h], &f->growth_pos[h], &f->growth_len[h], m - f->seenmax[os]);
         if (!isnan(f->planned[os][h])) {
             bool hit = m <= f->planned[os][h] + 1e-6;
             f->cov_n[h]++;
@@ -145,8 +145,11 @@ static double quantile_sorted(int16_t *tmp, int k, double level)
     return v / FC_RES_SCALE;
 }
 
-/* The configured quantile of the residuals of the given bins; *n gets how many. */
-static double quantile_of(const struct forecast *f, int h, const int *bins, int nbins, int *n)
+/* The quantile at the adaptive level of the residuals of the given bins;
+ * *n gets how many, *median the quantile at the median level shifted as the
+ * adaptive level is. */
+static double quantile_of(const struct forecast *f, int h, const int *bins, int nbins, int *n,
+                          double *median)
 {
     int16_t tmp[FC_PHASES * FC_RES_PER_BIN];
     int k = 0;
@@ -156,7 +159,10 @@ static double quantile_of(const struct forecast *f, int h, const int *bins, int 
         k += f->res_len[bin][h];
     }
     *n = k;
-    return quantile_sorted(tmp, k, f->qlevel[h]);
+    double v = quantile_sorted(tmp, k, f->qlevel[h]); /* sorts tmp */
+    double lm = 0.5 + (f->qlevel[h] - f->cfg.quantile);
+    *median = quantile_sorted(tmp, k, lm < 0.01 ? 0.01 : lm > FC_LEVEL_MAX ? FC_LEVEL_MAX : lm);
+    return v;
 }
 
 void fc_plan_quantiles(struct forecast *f, int64_t b)
@@ -168,10 +174,12 @@ void fc_plan_quantiles(struct forecast *f, int64_t b)
         all[i] = i;
     for (int h = 0; h < FC_HORIZONS; h++) {
         int n;
-        double q = quantile_of(f, h, near, 3, &n);
+        double med;
+        double q = quantile_of(f, h, near, 3, &n, &med);
         if (n < FORECAST_MIN_EVIDENCE)
-            q = quantile_of(f, h, all, FC_PHASES, &n);
+            q = quantile_of(f, h, all, FC_PHASES, &n, &med);
         f->q[h] = (float)q;
+        f->qm[h] = (float)med;
         f->q_n[h] = (uint16_t)n;
         int16_t tmp[FC_RES_PER_BIN];
         memcpy(tmp, f->growth[h], f->growth_len[h] * sizeof(int16_t));
@@ -211,7 +219,7 @@ int fc_horizon_index(int64_t w)
     return h;
 }
 
-double fc_plan_quantile(const struct forecast *f, int64_t w, int64_t *evidence)
+double fc_plan_quantile(const struct forecast *f, int64_t w, int64_t *evidence, double *median)
 {
     if (w < 1)
         w = 1;
@@ -223,7 +231,9 @@ double fc_plan_quantile(const struct forecast *f, int64_t w, int64_t *evidence)
     /* Interpolate towards the longer window once it has evidence of its own
      * (it resolves later); until then the shorter window's quantile. */
     if (hi == lo || x <= 0 || f->q_n[hi] < FORECAST_MIN_EVIDENCE)
-        return f->q[lo];
+        x = 0;
+    if (median)
+        *median = f->qm[lo] + x * (f->qm[hi] - f->qm[lo]);
     return f->q[lo] + x * (f->q[hi] - f->q[lo]);
 }
 

@@ -202,6 +202,7 @@ static void decide_policy(struct pass *ps, int64_t s)
     in.request_rate = win > 0 ? (ring_get(&ps->arr, s) - ring_get(&ps->arr, s - win)) / win : 0;
     in.recent_rate =
         tick > 0 ? (ring_get(&ps->arr, s) - ring_get(&ps->arr, s - tick)) / tick : NAN;
+    in.recent_window_ms = tick * 1000;
     in.p99_latency_ms = -1;
     if (win > 0 && ps->pcfg.p99_latency_target_ms > 0)
         in.p99_latency_ms = 1000 * sim_latency_quantile(ps->recent, (size_t)rp->rate_s, 0.99);
@@ -222,25 +223,17 @@ static void decide_policy(struct pass *ps, int64_t s)
         if (forecast_predict(ps->fc, now, horizon, &fr) == 0) {
             in.have_forecast = true;
             in.forecast_rate = fr.upper;
+            in.forecast_likely = fr.likely;
             in.forecast_trusted = fr.trusted;
             in.forecast_seasonal = fr.seasonal;
             ps->forecast_rps = fr.upper;
             ps->res->plan_coverage = fr.coverage;
             ps->res->plan_margin = fr.margin;
             ps->res->plan_resolved = fr.coverage_n;
-            if (getenv("GPUSCALER_SIM_DEBUG2"))
-                fprintf(stderr, "FC t=%lld mean=%.1f upper=%.1f ev=%lld cov=%.3f\n",
-                        (long long)(s - rp->s_score), fr.mean, fr.upper, (long long)fr.evidence,
-                        fr.coverage);
         }
     }
     struct policy_decision d;
     policy_decide(&ps->pcfg, &ps->pst, &in, &d);
-    if (getenv("GPUSCALER_SIM_DEBUG") && ps->pol == SIM_PREDICTIVE && s >= rp->s_score)
-        fprintf(stderr, "DBG t=%lld rate=%.1f recent=%.1f fc=%.1f tr=%d need=%d/%d cur=%d ready=%d %s | %s\n",
-                (long long)(s - rp->s_score), in.request_rate, in.recent_rate, in.forecast_rate,
-                in.forecast_trusted, d.need_now, d.need_forecast, ps->pods.n, ps->pods.nready,
-                policy_reason_name(d.reason), d.explain);
     if (d.desired != ps->pods.n) {
         int32_t from = ps->pods.n;
         pods_resize(&ps->pods, d.desired, now, ps->pcfg.cold_start_ms);
