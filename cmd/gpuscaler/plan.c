@@ -360,7 +360,10 @@ int cmd_plan(int argc, char **argv)
                 backtest = true;
             continue;
         }
-        if (!is_file_flag(key) && !is_plan_key(key) && !plan_workload_key(key)) {
+        bool sim_key = false; /* the replay window's: refused with the reason below */
+        for (size_t k = 0; k < sim_config_key_count(); k++)
+            sim_key |= strcmp(sim_config_key_name(k), key) == 0;
+        if (!is_file_flag(key) && !is_plan_key(key) && !plan_workload_key(key) && !sim_key) {
             fprintf(stderr, PROG ": unknown flag --%s (see " PROG " --help)\n", key);
             xfree(key);
             goto out;
@@ -468,7 +471,7 @@ int cmd_plan(int argc, char **argv)
             goto out;
         for (size_t i = 0; i < flags.n; i++) {
             const struct setting *st = &flags.v[i];
-            if (!plan_workload_key(st->key))
+            if (is_plan_key(st->key))
                 continue;
             if (strcmp(st->key, "trace") == 0) {
                 xfree(w->query);

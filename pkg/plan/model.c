@@ -312,8 +312,7 @@ static double shrink(double b, double se)
 {
     if (b == 0)
         return 0;
-    double k = getenv("GPUSCALER_PLAN_K") ? atof(getenv("GPUSCALER_PLAN_K")) : PLAN_TREND_SHRINK;
-    double r = k * se / b, f = 1 - r * r;
+    double r = PLAN_TREND_SHRINK * se / b, f = 1 - r * r;
     return f > 0 ? b * f : 0;
 }
 
@@ -378,8 +377,6 @@ int plan_model_fit(const struct plan_steps *s, enum plan_season season, enum pla
     out->trend = trend;
     out->damping = trend == PLAN_TREND_LINEAR ? 1 : trend == PLAN_TREND_NONE ? 0
                                                                             : PLAN_TREND_DAMPING;
-    if (getenv("GPUSCALER_PLAN_PHI") && trend == PLAN_TREND_DAMPED)
-        out->damping = atof(getenv("GPUSCALER_PLAN_PHI"));
     out->step_ms = s->step_ms;
     out->steps_per_day = P;
     out->floor = floor_rps;

@@ -16,11 +16,14 @@
 
 #define Z90 1.2815515655446004 /* the normal's 90 % quantile */
 
+/* "7d (7.0 days)", or "6.5 days" when not whole days. */
 static void fmt_days(int64_t ms, char *out, size_t len)
 {
-    char d[32];
-    util_format_duration(ms, d, sizeof(d));
-    snprintf(out, len, "%s (%.1f days)", d, (double)ms / (double)PLAN_DAY_MS);
+    if (ms % PLAN_DAY_MS == 0)
+        snprintf(out, len, "%lldd (%.1f days)", (long long)(ms / PLAN_DAY_MS),
+                 (double)ms / (double)PLAN_DAY_MS);
+    else
+        snprintf(out, len, "%.1f days", (double)ms / (double)PLAN_DAY_MS);
 }
 
 /* Round GPUs up to whole replicas. */

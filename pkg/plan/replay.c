@@ -329,6 +329,8 @@ static int replay_day(const struct plan_workload *w,
     int64_t mid = r->t_begin_ms + (int64_t)r->nsteps * r->step_ms / 2;
     g->level = m->level + plan_model_trend(m, (double)(mid - m->origin_ms) / (double)PLAN_DAY_MS);
     g->day0 = D0 / PLAN_DAY_MS;
+    g->h0_ms = r->t_begin_ms; /* the scenarios' growth ramps over the horizon */
+    g->h_ms = (int64_t)r->nsteps * r->step_ms;
     int rc = replay(w, g, D0 - seed_ms, seed_ms, PLAN_REP_DAYS * PLAN_DAY_MS, g->r->dt_ms, &res,
                     &r->replay, err, errlen);
     if (rc != 0)
