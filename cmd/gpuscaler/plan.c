@@ -224,7 +224,8 @@ static int fetch_prometheus(const struct plan_workload *w, struct trace **out)
     if (f.err != 0) {
         /* the server answered, but not with one series: the query is wrong */
         bool input = f.err == -EREMOTEIO || f.err == -ENODATA || f.err == -ERANGE ||
-                     f.err == -EBADMSG || f.err == -E2BIG;
+                     f.err == -EBADMSG || f.err == -E2BIG ||
+                     (f.err == -EPROTO && strncmp(f.why, "HTTP 4", 6) == 0);
         fprintf(stderr, PROG ": --query on %s: %s\n", w->prometheus, f.why);
         code = input ? 2 : 1;
         goto out;
@@ -487,10 +488,6 @@ int cmd_plan(int argc, char **argv)
             }
         }
         const char *who = w->name ? w->name : "";
-        if (plan_workload_validate(w, err, sizeof(err)) != 0) {
-            fprintf(stderr, PROG ": %s%s%s\n", who, who[0] ? ": " : "", err);
-            goto out;
-        }
         if (w->query && !w->prometheus) {
             fprintf(stderr, PROG ": %s%s--query needs --prometheus URL\n", who, who[0] ? ": " : "");
             goto out;
@@ -498,6 +495,10 @@ int cmd_plan(int argc, char **argv)
         if (w->prometheus && !w->query && !w->trace) {
             fprintf(stderr, PROG ": %s%s--prometheus needs --query (the request rate, req/s)\n",
                     who, who[0] ? ": " : "");
+            goto out;
+        }
+        if (plan_workload_validate(w, err, sizeof(err)) != 0) {
+            fprintf(stderr, PROG ": %s%s%s\n", who, who[0] ? ": " : "", err);
             goto out;
         }
         wptr[d] = w;
