@@ -256,7 +256,8 @@ class BadInputTest(unittest.TestCase):
         self.check(['--horizon'], '--horizon needs a value')
         self.check(['--backtest=maybe'], "--backtest: 'maybe' is not true or false")
         self.check(['--query', 'up'], '--query needs --prometheus URL')
-        self.check(['--trace', '/nonexistent/x.csv'], '/nonexistent/x.csv')
+        self.check(['--trace', '/nonexistent/x.csv', *SERVING], '/nonexistent/x.csv')
+        self.check(['--trace', 'x.csv'], 'capacity-per-gpu: required')
         self.check(['--report', '/nonexistent/dir/x.svg'], '--report /nonexistent/dir/x.svg: '
                    'cannot write')
 
