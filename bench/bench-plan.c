@@ -4,7 +4,7 @@
  * history (synthetic: daily and weekly cycles, a trend, deterministic
  * noise, a different size and policy per Deployment), the horizon is 90
  * days with the default growth scenarios (x1, x1.5, x2) and the default
- * replay (one representative day per Deployment), and the total is
+ * replay (PLAN_REP_DAYS representative days per Deployment), and the total is
  * planned too. Prints CPU seconds (getrusage, user + system) per Deployment
  * and in total; the target is under 2 s. With `horizon` as the argument it
  * replays the whole horizon of every scenario instead (much slower; the
@@ -89,7 +89,7 @@ int main(int argc, char **argv)
     printf("bench-plan: %d Deployments, %d days of hourly history each, %d-day horizon, %zu "
            "scenarios, replay: %s\n",
            DEPLOYMENTS, DAYS, DAYS, cfg.nscenarios,
-           cfg.sim == PLAN_SIM_DAY ? "one representative day" : "the whole horizon");
+           cfg.sim == PLAN_SIM_DAY ? "representative days" : "the whole horizon");
     double t0 = cpu_seconds(), sim_s = 0, seed_s = 0;
     for (int d = 0; d < DEPLOYMENTS; d++) {
         double a = cpu_seconds();

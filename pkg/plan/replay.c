@@ -305,6 +305,19 @@ out:
     return rc;
 }
 
+/* The share of a step in which the policy would want more than max GPUs,
+ * given the GPUs it wants on average (want) and at most (wmax) in it: the
+ * wanted GPUs taken as spread evenly over [2 want - wmax, wmax]. */
+static double short_share(double want, double wmax, double maxG)
+{
+    if (want >= maxG * (1 + 1e-9))
+        return 1;
+    if (wmax <= maxG * (1 + 1e-9) || wmax <= want)
+        return 0;
+    double f = (wmax - maxG) / (2 * (wmax - want));
+    return f < 0 ? 0 : f > 1 ? 1 : f;
+}
+
 static double need_gpus(const struct plan_workload *w, double rps)
 {
     return rps / (w->sim.policy.target_utilization * w->sim.policy.capacity_rps_per_gpu);
@@ -388,7 +401,7 @@ static int replay_day(const struct plan_workload *w,
             sr->gpus[i] = UTIL_MAX(minG, UTIL_MIN(maxG, want));
             sr->gpus_max[i] = UTIL_MAX(sr->gpus[i], UTIL_MAX(minG, UTIL_MIN(maxG, wmax)));
             sr->requests += D * (double)m->step_ms / 1000.0 * req_ratio;
-            sr->sla_minutes += want > maxG * (1 + 1e-9) ? step_min : V[p];
+            sr->sla_minutes += UTIL_MAX(V[p], step_min * short_share(want, wmax, maxG));
         }
     }
 out:

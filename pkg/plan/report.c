@@ -95,11 +95,17 @@ void plan_report_table(struct util_buf *b, const struct plan_config *cfg,
         util_buf_puts(b, "\n");
         dur(m->step_ms, a, sizeof(a));
         util_buf_printf(b,
-                        "  model     %s season, %s steps, %zu whole days; trend %+.2f%%/day "
-                        "(+-%.2f); residuals 10-90%%: %+.1f%% .. %+.1f%%\n",
-                        season_name(m->season), a, m->whole_days, (exp(m->slope) - 1) * 100,
-                        m->slope_se * 100, (exp(m->resid_lo) - 1) * 100,
+                        "  model     %s season, %s steps, %zu whole days; residuals 10-90%%: "
+                        "%+.1f%% .. %+.1f%%\n",
+                        season_name(m->season), a, m->whole_days, (exp(m->resid_lo) - 1) * 100,
                         (exp(m->resid_hi) - 1) * 100);
+        util_buf_printf(b, "  trend     fitted %+.2f%%/day (standard error %.2f), carried forward "
+                           "%+.2f%%/day %s\n",
+                        (exp(m->slope_fit) - 1) * 100, m->slope_se * 100,
+                        (exp(m->slope) - 1) * 100,
+                        m->trend == PLAN_TREND_LINEAR ? "(linear)"
+                        : m->trend == PLAN_TREND_NONE ? "(trend none)"
+                                                      : "(damped)");
         const struct policy_config *p = &w->sim.policy;
         dur(p->cold_start_ms, a, sizeof(a));
         dur(r->sla_ms, c, sizeof(c));
@@ -274,6 +280,11 @@ static void json_plan(struct util_buf *b, const struct plan_workload *w,
                            "\"trend_per_day\":",
                         season_name(m->season), (double)m->step_ms / 1000, m->whole_days);
         jnum(b, exp(m->slope) - 1);
+        util_buf_puts(b, ",\"trend_fitted_per_day\":");
+        jnum(b, exp(m->slope_fit) - 1);
+        util_buf_printf(b, ",\"trend\":\"%s\"", m->trend == PLAN_TREND_LINEAR ? "linear"
+                                                 : m->trend == PLAN_TREND_NONE   ? "none"
+                                                                                 : "damped");
         util_buf_puts(b, ",\"trend_se\":");
         jnum(b, m->slope_se);
         util_buf_puts(b, ",\"residual_p10\":");
