@@ -80,39 +80,59 @@ static double py(const struct axes *a, double v)
     return a->top + PANEL_H - (f < 0 ? 0 : f > 1 ? 1 : f) * PANEL_H;
 }
 
-/* One value per pixel column (mean) of a step series starting at t0. */
-static void reduce(const struct axes *a, const double *v, size_t n, int64_t t0, int64_t step,
-                   double *out, bool *have)
+/* A series as points (x px, value): one per step, or, with more steps than
+ * pixel columns, one per column (mean). NAN values are gaps. Returns the
+ * number of points; x and v hold at most max(n, PW). */
+static size_t points(const struct axes *a, const double *v, size_t n, int64_t t0, int64_t step,
+                     double *xs, double *vs)
 {
+    size_t k = 0;
+    if (n <= PW) {
+        for (size_t i = 0; i < n; i++) {
+            double t = (double)(t0 + (int64_t)i * step) + (double)step / 2;
+            if (t < a->t0 || t > a->t1)
+                continue;
+            xs[k] = px(a, t);
+            vs[k++] = v[i];
+        }
+        return k;
+    }
     double sum[PW];
     int cnt[PW];
+    bool gap[PW];
     memset(sum, 0, sizeof(sum));
     memset(cnt, 0, sizeof(cnt));
+    memset(gap, 0, sizeof(gap));
     for (size_t i = 0; i < n; i++) {
-        if (isnan(v[i]))
-            continue;
         double t = (double)(t0 + (int64_t)i * step) + (double)step / 2;
         int c = (int)floor((t - a->t0) / (a->t1 - a->t0) * PW);
         if (c < 0 || c >= PW)
             continue;
-        sum[c] += v[i];
-        cnt[c]++;
+        if (isnan(v[i]))
+            gap[c] = true;
+        else {
+            sum[c] += v[i];
+            cnt[c]++;
+        }
     }
     for (int c = 0; c < PW; c++) {
-        have[c] = cnt[c] > 0;
-        out[c] = have[c] ? sum[c] / cnt[c] : 0;
+        if (!cnt[c] && !gap[c])
+            continue;
+        xs[k] = LEFT + c + 0.5;
+        vs[k++] = cnt[c] ? sum[c] / cnt[c] : NAN;
     }
+    return k;
 }
 
 static void polyline(struct util_buf *b, const struct axes *a, const double *v, size_t n,
                      int64_t t0, int64_t step, const char *color, double width, const char *dash)
 {
-    double col[PW];
-    bool have[PW];
-    reduce(a, v, n, t0, step, col, have);
+    size_t cap = n > PW ? n : PW;
+    double *xs = xmalloc(cap * sizeof(double)), *vs = xmalloc(cap * sizeof(double));
+    size_t k = points(a, v, n, t0, step, xs, vs);
     bool open = false;
-    for (int c = 0; c < PW; c++) {
-        if (!have[c]) {
+    for (size_t i = 0; i < k; i++) {
+        if (isnan(vs[i])) {
             if (open)
                 util_buf_puts(b, "\"/>\n");
             open = false;
@@ -122,42 +142,47 @@ static void polyline(struct util_buf *b, const struct axes *a, const double *v, 
             util_buf_printf(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s%s%s "
                                "points=\"", color, width, dash ? " stroke-dasharray=\"" : "",
                             dash ? dash : "", dash ? "\"" : "");
-        util_buf_printf(b, "%d,%.1f ", LEFT + c, py(a, col[c]));
+        util_buf_printf(b, "%.1f,%.1f ", xs[i], py(a, vs[i]));
         open = true;
     }
     if (open)
         util_buf_puts(b, "\"/>\n");
+    xfree(xs);
+    xfree(vs);
 }
 
-/* A filled area between two step series (lo may be NULL: 0). */
+/* A filled area between two step series of the same steps (lo NULL: 0). */
 static void area(struct util_buf *b, const struct axes *a, const double *lo, const double *hi,
                  size_t n, int64_t t0, int64_t step, const char *color)
 {
-    double cl[PW], ch[PW];
-    bool hl[PW], hh[PW];
-    reduce(a, hi, n, t0, step, ch, hh);
+    size_t cap = n > PW ? n : PW;
+    double *xs = xmalloc(cap * sizeof(double)), *vh = xmalloc(cap * sizeof(double));
+    double *xl = xmalloc(cap * sizeof(double)), *vl = xmalloc(cap * sizeof(double));
+    size_t k = points(a, hi, n, t0, step, xs, vh);
     if (lo)
-        reduce(a, lo, n, t0, step, cl, hl);
-    else {
-        memset(cl, 0, sizeof(cl));
-        memcpy(hl, hh, sizeof(hl));
-    }
-    int c = 0;
-    while (c < PW) {
-        while (c < PW && !(hh[c] && hl[c]))
-            c++;
-        if (c >= PW)
-            break;
-        int s = c;
-        while (c < PW && hh[c] && hl[c])
-            c++;
+        points(a, lo, n, t0, step, xl, vl);
+    else
+        memset(vl, 0, cap * sizeof(double));
+    size_t i = 0;
+    while (i < k) {
+        while (i < k && (isnan(vh[i]) || isnan(vl[i])))
+            i++;
+        size_t s0 = i;
+        while (i < k && !isnan(vh[i]) && !isnan(vl[i]))
+            i++;
+        if (i <= s0)
+            continue;
         util_buf_printf(b, "<polygon fill=\"%s\" stroke=\"none\" points=\"", color);
-        for (int i = s; i < c; i++)
-            util_buf_printf(b, "%d,%.1f ", LEFT + i, py(a, ch[i]));
-        for (int i = c - 1; i >= s; i--)
-            util_buf_printf(b, "%d,%.1f ", LEFT + i, py(a, cl[i]));
+        for (size_t j = s0; j < i; j++)
+            util_buf_printf(b, "%.1f,%.1f ", xs[j], py(a, vh[j]));
+        for (size_t j = i; j-- > s0;)
+            util_buf_printf(b, "%.1f,%.1f ", xs[j], py(a, vl[j]));
         util_buf_puts(b, "\"/>\n");
     }
+    xfree(xs);
+    xfree(vh);
+    xfree(xl);
+    xfree(vl);
 }
 
 static void frame(struct util_buf *b, const struct axes *a, const char *ylabel)
@@ -219,7 +244,7 @@ static double plan_panels(struct util_buf *b, const struct plan_result *r, doubl
     int64_t h_end = r->t_begin_ms + (int64_t)r->nsteps * r->step_ms;
     struct axes a = {.t0 = (double)(r->hist_rate ? r->hist_step0_ms : r->t_begin_ms),
                      .t1 = (double)h_end};
-    snprintf(s, sizeof(s), "%s", r->name[0] ? r->name : "plan");
+    snprintf(s, sizeof(s), "%s", r->name[0] ? r->name : "demand, forecast and planned GPUs");
     text(b, LEFT, y + 16, "start", 15, C_TEXT, s);
     y += 30;
     if (r->hist_rate) {
