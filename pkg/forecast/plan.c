@@ -118,13 +118,57 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
     }
 }
 
-static int cmp_i16(const void *a, const void *b)
+static void swap_i16(int16_t *a, int i, int j)
 {
-    int x = *(const int16_t *)a, y = *(const int16_t *)b;
-    return (x > y) - (x < y);
+    int16_t t = a[i];
+    a[i] = a[j];
+    a[j] = t;
 }
 
-/* The conformal quantile at `level` of k stored residuals (sorted in
+/* Reorder a[0..n) so that a[k] is the k-th smallest, nothing before it is
+ * larger and nothing after it smaller (quickselect: Hoare partitions around
+ * a median of three, insertion sort for short ranges), and return it.
+ * Linear on average; the full sort it replaces dominated replays. */
+static int16_t select_nth(int16_t *a, int n, int k)
+{
+    int lo = 0, hi = n - 1;
+    while (hi - lo >= 16) {
+        int mid = lo + (hi - lo) / 2;
+        if (a[mid] < a[lo])
+            swap_i16(a, lo, mid);
+        if (a[hi] < a[lo])
+            swap_i16(a, lo, hi);
+        if (a[hi] < a[mid])
+            swap_i16(a, mid, hi);
+        int16_t pivot = a[mid];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < pivot)
+                i++;
+            while (a[j] > pivot)
+                j--;
+            if (i <= j)
+                swap_i16(a, i++, j--);
+        }
+        /* [lo, j] <= pivot, (j, i) == pivot, [i, hi] >= pivot */
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return a[k];
+    }
+    for (int i = lo + 1; i <= hi; i++) {
+        int16_t v = a[i];
+        int j = i - 1;
+        for (; j >= lo && a[j] > v; j--)
+            a[j + 1] = a[j];
+        a[j + 1] = v;
+    }
+    return a[k];
+}
+
+/* The conformal quantile at `level` of k stored residuals (reordered in
  * place): the level x (k + 1)-th smallest, interpolated, the largest when
  * that is past the end (finite-sample coverage of at least `level` for
  * exchangeable residuals). */
@@ -132,16 +176,20 @@ static double quantile_sorted(int16_t *tmp, int k, double level)
 {
     if (k == 0)
         return 0;
-    qsort(tmp, (size_t)k, sizeof(int16_t), cmp_i16);
     double pos = level * (double)(k + 1) - 1;
     if (pos < 0)
         pos = 0;
     if (pos > k - 1)
         pos = k - 1;
     int lo = (int)pos;
-    double frac = pos - lo, v = tmp[lo];
-    if (lo + 1 < k)
-        v += frac * (tmp[lo + 1] - tmp[lo]);
+    double frac = pos - lo, v = select_nth(tmp, k, lo);
+    if (lo + 1 < k) {
+        int16_t next = tmp[lo + 1]; /* the smallest of those after lo */
+        for (int i = lo + 2; i < k; i++)
+            if (tmp[i] < next)
+                next = tmp[i];
+        v += frac * (next - tmp[lo]);
+    }
     return v / FC_RES_SCALE;
 }
 
@@ -159,7 +207,7 @@ static double quantile_of(const struct forecast *f, int h, const int *bins, int 
         k += f->res_len[bin][h];
     }
     *n = k;
-    double v = quantile_sorted(tmp, k, f->qlevel[h]); /* sorts tmp */
+    double v = quantile_sorted(tmp, k, f->qlevel[h]); /* reorders tmp */
     double lm = 0.5 + (f->qlevel[h] - f->cfg.quantile);
     *median = quantile_sorted(tmp, k, lm < 0.01 ? 0.01 : lm > FC_LEVEL_MAX ? FC_LEVEL_MAX : lm);
     return v;

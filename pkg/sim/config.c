@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "forecast/forecast.h"
 #include "util/util.h"
 
 enum kind { K_NUM, K_INT, K_DUR, K_POLICIES };
@@ -157,6 +158,16 @@ void sim_config_demo(struct sim_config *cfg)
     cfg->start_ms = 2 * 86400 * 1000LL;
     cfg->warmup_ms = 2 * 86400 * 1000LL;
     cfg->duration_ms = 0;
+}
+
+void sim_forecast_config(const struct sim_config *cfg, struct forecast_config *out)
+{
+    struct policy_config pcfg = cfg->policy;
+    pcfg.predictive = true;
+    forecast_config_init(out);
+    out->season_ms = pcfg.seasonality_ms;
+    out->quantile = pcfg.forecast_quantile;
+    out->rate_floor = policy_rate_floor(&pcfg);
 }
 
 size_t sim_config_key_count(void)

@@ -336,11 +336,19 @@ static int run_pass(const struct replay *rp, enum sim_policy pol, const int32_t 
     policy_state_init(&ps.pst);
     if (pol == SIM_PREDICTIVE) {
         struct forecast_config fcfg;
-        forecast_config_init(&fcfg);
-        fcfg.season_ms = ps.pcfg.seasonality_ms;
-        fcfg.quantile = ps.pcfg.forecast_quantile;
-        fcfg.rate_floor = policy_rate_floor(&ps.pcfg);
-        ps.fc = forecast_new(&fcfg);
+        sim_forecast_config(cfg, &fcfg);
+        if (cfg->forecast_seed) {
+            char why[160];
+            ps.fc = forecast_deserialize(&fcfg, cfg->forecast_seed, cfg->forecast_seed_len, why,
+                                         sizeof(why));
+            if (!ps.fc) {
+                snprintf(err, errlen, "forecast seed: %s", why);
+                rc = -EINVAL;
+                goto out;
+            }
+        } else {
+            ps.fc = forecast_new(&fcfg);
+        }
         if (!ps.fc) {
             snprintf(err, errlen,
                      "seasonality/forecast-quantile: the forecaster rejects them (season must be "

@@ -86,6 +86,13 @@ struct sim_config {
     int64_t interval_ms;           /**< report interval for p99, timeline and SLA minutes, 60 s */
     unsigned policies;             /**< bit set of enum sim_policy to run */
     struct sim_hpa_config hpa;
+    /** predictive: start its forecaster from this forecast_serialize() output
+     *  instead of empty, as `gpuscaler run` seeds it from Prometheus history
+     *  (pkg/plan seeds it from the days before its window). Not a key; NULL
+     *  (default) = empty. Borrowed for the call; built with the config of
+     *  sim_forecast_config() and with times before the replay's first second. */
+    const uint8_t *forecast_seed;
+    size_t forecast_seed_len;
 };
 
 /** Defaults: policy_config_init(), Kubernetes' HPA defaults, all three policies,
@@ -126,6 +133,11 @@ int64_t sim_config_sla_ms(const struct sim_config *cfg);
 
 /** GPUs per replica the simulator uses: the policy's gpus-per-replica, or 1. */
 double sim_config_gpus(const struct sim_config *cfg);
+
+struct forecast_config;
+/** The forecaster configuration the predictive policy's replay uses: the
+ *  defaults with the policy's seasonality, forecast-quantile and rate floor. */
+void sim_forecast_config(const struct sim_config *cfg, struct forecast_config *out);
 
 /** The bundled demo trace (CSV text, not NUL-terminated) and its description. */
 const char *sim_demo_trace(size_t *len);
