@@ -1281,12 +1281,64 @@ class ClosedLoop(unittest.TestCase):
         self.assertFalse(g["grew_while_falling"], "scaled out as the load fell: %s" % g)
         self.assertLess(g["p99_step"], si["p99_step"], "stand-in served the step better")
 
+    # ------------------------------------------------------------ 9
+    def test_9_capacity_learned_and_checked(self):
+        """Pods of 2 slots and 0.2 s (10 req/s each).  "cap-auto" has capacity-per-gpu: auto
+        (with slots-per-gpu 2, as vLLM's max-num-seqs would be given): it learns its capacity
+        within 15 %.  "cap-high" says capacity-per-gpu 20, twice the truth: the evidence
+        contradicts it and a CapacityMismatch Warning Event says so, with the status."""
+        names = ("cap-auto", "cap-high")
+        LC.create_deployment("cap-auto", replicas=2, seed=901, **POD, annotations=annotations(
+            capacity_per_gpu="auto", slots_per_gpu="2", max_replicas="4"))
+        LC.create_deployment("cap-high", replicas=2, seed=902, **POD, annotations=annotations(
+            capacity_per_gpu="20", slots_per_gpu="2", max_replicas="4"))
+        self.cleanup_deployment(*names)
+        for n in names:
+            LC.expose(n)
+            LC.wait_ready(n, 2)
+        gs = self.scaler("cap")
+        loads = {n: start_load(n, [(40, 12.0)], 12.0, seed=9) for n in names}
+
+        def learned(n):
+            st = json.loads((LC.client.get("deployments", n, NS)["metadata"]["annotations"]
+                             .get("gpuscaler.io/status")) or "{}")
+            return st.get("capacity") or {}
+
+        def event(n):
+            evs = LC.client.list("events", NS)["items"]
+            return [e for e in evs if e.get("reason") == "CapacityMismatch" and
+                    e["involvedObject"]["name"] == n]
+
+        # 12 utilisation samples: one per steady 1 s tick once the 3 s window is full
+        wait_for(lambda: learned("cap-auto").get("samples", 0) >= 12 and
+                 learned("cap-auto").get("source") == "learned" and event("cap-high"), 35,
+                 interval=0.5, what="a learned capacity and a CapacityMismatch Event")
+        for ld in loads.values():
+            ld.run.stop()
+            ld.run.wait(30)
+        auto, high = learned("cap-auto"), learned("cap-high")
+        ev = event("cap-high")
+        m = gs.metric("gpuscaler_capacity_per_gpu", {"deployment": "cap-auto",
+                                                      "source": "learned"})
+        record("9-capacity", auto=auto, high=high, event=ev[0]["message"] if ev else None,
+               metric=m)
+        self.assertTrue(gs.alive())
+        self.assertAlmostEqual(auto["learned"] / POD_RPS, 1.0, delta=0.15, msg=str(auto))
+        self.assertEqual(auto["perGPU"], auto["learned"])
+        self.assertAlmostEqual(m, auto["learned"], delta=0.01 * auto["learned"] + 0.001)
+        self.assertEqual(high["source"], "configured")
+        self.assertEqual(high.get("mismatch"), "configured-too-high", str(high))
+        self.assertEqual(ev[0]["type"], "Warning")
+        self.assertIn("capacity-per-gpu 20 is", ev[0]["message"])
+        self.assertIn("above what the pods' metrics show", ev[0]["message"])
+        self.assertFalse(event("cap-auto"), "auto has nothing to mismatch")
+
 ORDER = ("test_1_ramp_to_3x_capacity", "test_1b_ramp_sizing_follows_demand",
          "test_3_load_drop_scale_in_stepwise", "test_4_faults",
          # scenario 2 measures in a thread from the start; by now it is (nearly) done
          "test_2_daily_peak_predictive_vs_reactive",
          "test_5_leader_failover", "test_6_hpa_mode", "test_7_prometheus_source",
-         "test_8_step_3x_like_the_real_cluster")
+         "test_8_step_3x_like_the_real_cluster", "test_9_capacity_learned_and_checked")
 
 
 def load_tests(loader, tests, pattern):

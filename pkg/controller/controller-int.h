@@ -93,6 +93,7 @@ void ctl_leader_release(const struct ctl_leader *l, int64_t unix_now_ms, struct 
 #include <uv.h>
 
 #include "controller.h"
+#include "capacity/capacity.h"
 #include "forecast/forecast.h"
 #include "scrape/scrape.h"
 #include "util/util.h"
@@ -125,6 +126,11 @@ struct ctl_wl {
     int64_t learned_cold_start_ms;
     double service_ms;            /**< service time learned by Little's law, 0 unknown */
     double svc_inflight, svc_rate; /**< its smoothed numerator and denominator */
+    struct capacity cap;          /**< the per-GPU capacity the metrics show (calibrate.c) */
+    struct capacity_estimate cap_est; /**< its estimate at the last tick */
+    double cap_in_use;            /**< capacity the last decision sized with, NAN none */
+    enum capacity_source cap_source;
+    int cap_mismatch;             /**< -1/0/+1: the configured value below/within/above it */
     double plan_coverage;         /**< share of the forecaster's resolved plans that held */
     int64_t plan_resolved;        /**< how many resolved */
     /* Deployment writes. The /scale read+patch and the status annotation PATCH
@@ -245,10 +251,19 @@ void ctl_demand(const struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
  *  plan over the look-ahead (cold start + decision interval) into in. */
 void ctl_forecast(struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
                   struct policy_input *in);
-/** act: policy_decide (size and rules) into *dec, then, when leading, the
- *  /scale write and its Event (or a ScalerConflict Event instead). */
+/** calibrate: feeds the observation to w's capacity estimator and puts the
+ *  policy configuration to size with into *use (capacity-per-gpu auto: the
+ *  estimate); when leading, a CapacityMismatch Event for a configured value
+ *  the evidence contradicts. False: no capacity yet (auto, nothing seen):
+ *  the caller holds. */
+bool ctl_calibrate(struct controller *c, struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
+                   bool leading, struct policy_config *use);
+/** act: policy_decide (size and rules, with the calibrated configuration)
+ *  into *dec, then, when leading, the /scale write and its Event (or a
+ *  ScalerConflict Event instead). */
 void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
-             const struct policy_input *in, bool leading, struct policy_decision *dec);
+             const struct policy_config *use, const struct policy_input *in, bool leading,
+             struct policy_decision *dec);
 /** report: remember the decision, log it, record the trace, Events for held
  *  metrics and max-replicas, checkpoint, status annotation. */
 void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,

@@ -66,6 +66,8 @@ static struct ctl_wl *wl_new(struct controller *c, const struct kube_deployment 
     w->record_fd = -1;
     w->last_event_reason = POLICY_REASON_COUNT;
     policy_state_init(&w->pst);
+    capacity_init(&w->cap);
+    w->cap_in_use = NAN;
     unsigned h = wl_hash(d->ns, d->name);
     w->next = c->table[h];
     c->table[h] = w;

@@ -7,6 +7,9 @@
  *   observe    pods and metrics -> struct ctl_obs           (observe.c)
  *   demand     ctl_obs -> the policy's input: arrivals, queue, latency
  *   forecast   recent arrivals -> the forecaster; its plan -> the input
+ *   calibrate  the pods' throughput, slots and queue -> the capacity to size
+ *              with (capacity-per-gpu auto), or a check of the configured one
+ *                                                           (calibrate.c)
  *   act        policy_decide (size and rules, pkg/policy) -> the decision,
  *              then the /scale write and its Event              (scale.c)
  *   report     the decision -> logs, Events, status, record, checkpoint
@@ -172,10 +175,11 @@ static const char *action_reason(const struct policy_decision *dec, int32_t spec
 }
 
 void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
-             const struct policy_input *in, bool leading, struct policy_decision *dec)
+             const struct policy_config *use, const struct policy_input *in, bool leading,
+             struct policy_decision *dec)
 {
     const struct ctl_workload_config *cfg = &w->cfg;
-    policy_decide(&cfg->policy, &w->pst, in, dec);
+    policy_decide(use, &w->pst, in, dec);
     c->decisions[dec->reason]++;
     if (!leading || c->dry_run)
         return;
@@ -267,9 +271,12 @@ void ctl_decide(struct controller *c, struct ctl_wl *w, const struct kube_deploy
     struct ctl_obs o;
     struct policy_input in;
     struct policy_decision dec;
+    struct policy_config use;
     ctl_observe(c, w, d, now, &o);
     ctl_demand(w, &o, now, &in);
     ctl_forecast(w, &o, now, &in);
-    ctl_act(c, w, d, &in, leading, &dec);
+    if (!ctl_calibrate(c, w, &o, now, leading, &use))
+        use.capacity_rps_per_gpu = 0; /* nothing to size with: the policy holds */
+    ctl_act(c, w, d, &use, &in, leading, &dec);
     ctl_report(c, w, d, &o, &dec, now, leading);
 }

@@ -41,6 +41,38 @@ static void wl_sample(struct util_buf *b, const char *name, const struct ctl_wl 
         util_buf_puts(b, "\"} NaN\n");
 }
 
+/* gpuscaler_capacity_per_gpu: the configured value (source="configured")
+ * and what the pods' metrics show (source="learned"), each when there is
+ * one; with auto and nothing learned yet, the value sized with
+ * (source="start" or "observed"). */
+static void write_capacity(const struct controller *c, struct util_buf *b)
+{
+    family(b, "gpuscaler_capacity_per_gpu", "gauge",
+           "Requests/s one GPU serves: configured, or learned from the pods' metrics.");
+    for (size_t i = 0; i < CTL_WL_BUCKETS; i++) {
+        for (struct ctl_wl *w = c->table[i]; w; w = w->next) {
+            if (!w->have_last)
+                continue;
+            double v[3] = {NAN, w->cap_est.value, NAN};
+            const char *src[3] = {"configured", "learned",
+                                  capacity_source_name(w->cap_source)};
+            if (w->cap_source == CAPACITY_SOURCE_CONFIGURED)
+                v[0] = w->cap_in_use;
+            else if (w->cap_source != CAPACITY_SOURCE_LEARNED)
+                v[2] = w->cap_in_use;
+            for (int k = 0; k < 3; k++) {
+                if (!isfinite(v[k]))
+                    continue;
+                util_buf_puts(b, "gpuscaler_capacity_per_gpu{namespace=\"");
+                label_value(b, w->ns);
+                util_buf_puts(b, "\",deployment=\"");
+                label_value(b, w->name);
+                util_buf_printf(b, "\",source=\"%s\"} %.6g\n", src[k], v[k]);
+            }
+        }
+    }
+}
+
 void controller_write_metrics(struct controller *c, struct util_buf *b)
 {
     family(b, "gpuscaler_decisions_total", "counter", "Policy decisions by reason.");
@@ -109,4 +141,5 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
             }
         }
     }
+    write_capacity(c, b);
 }

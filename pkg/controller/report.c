@@ -28,7 +28,7 @@
 static const char *const event_reasons[] = {
     "ScaledOut",     "PredictiveScaleOut", "SLAScaleOut",       "LatencyScaleOut",
     "ScaledIn",      "PredictiveScaleIn",  "MetricsUnavailable", "InvalidAnnotation",
-    "ScalerConflict", "AtMaxReplicas",
+    "ScalerConflict", "AtMaxReplicas",      "CapacityMismatch",
 };
 #define ACTION_SLOTS 6
 #define INVALID_SLOT 7
@@ -171,7 +171,10 @@ static void patch_status(struct controller *c, struct ctl_wl *w, const char *jso
 void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms)
 {
     /* compare without the time so an unchanged decision is not rewritten */
-    char *full = ctl_status_json(now_ms, &w->last);
+    struct ctl_status_capacity cap = {.in_use = w->cap_in_use,
+                                      .source = capacity_source_name(w->cap_source),
+                                      .est = &w->cap_est, .mismatch = w->cap_mismatch};
+    char *full = ctl_status_json(now_ms, &w->last, &cap);
     const char *body = strstr(full, "\"desired\"");
     bool same = w->status_written && body && strcmp(body, w->status_written) == 0;
     if ((same && now_ms - w->status_written_ms < STATUS_REFRESH_MS) || !budget(c)) {
@@ -313,7 +316,7 @@ void ctl_record_close(struct ctl_wl *w)
     util_buf_free(&w->rec_pending);
 }
 
-/* ---- forecaster checkpoints ------------------------------------------------ */
+/* ---- forecaster and capacity checkpoints ------------------------------------------------ */
 
 static void checkpoint_name(const struct controller *c, const struct ctl_wl *w, char *out,
                             size_t len)
@@ -382,6 +385,19 @@ static void ckpt_loaded(const struct kube_result *res, void *arg)
         ckpt_free(r);
         return;
     }
+    const char *cs = json_string_value(
+        json_object_get(json_object_get(res->body, "binaryData"), "capacity"));
+    char *craw = NULL;
+    size_t crawlen = 0;
+    char cerr[160];
+    if (cs && kube_base64_decode(cs, strlen(cs), &craw, &crawlen) == 0) {
+        if (capacity_decode(&w->cap, (const uint8_t *)craw, crawlen, cerr, sizeof(cerr)) == 0)
+            LOGW_INFO(SUB, r->ns, r->name, "restored the capacity estimator from %s", r->cm);
+        else
+            LOGW_WARN(SUB, r->ns, r->name, "ignoring the capacity state in %s: %s", r->cm,
+                      cerr);
+    }
+    xfree(craw);
     const char *s = json_string_value(
         json_object_get(json_object_get(res->body, "binaryData"), "forecast"));
     char *raw = NULL;
@@ -460,14 +476,18 @@ void ctl_checkpoint_save(struct controller *c, struct ctl_wl *w, int64_t now_ms)
     forecast_serialize(w->fc, &buf, &len);
     char *enc = b64(buf, len);
     xfree(buf);
+    uint8_t cbuf[CAPACITY_STATE_SIZE];
+    char *cenc = b64(cbuf, capacity_encode(&w->cap, cbuf, sizeof(cbuf)));
     char cm[300];
     checkpoint_name(c, w, cm, sizeof(cm));
-    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s},s:{s:s,s:s}},s:{s:s}}", "apiVersion",
-                            "v1", "kind", "ConfigMap", "metadata", "name", cm, "namespace",
-                            c->cfg->leader.namespace_, "labels", "app.kubernetes.io/managed-by",
-                            "gpuscaler", "annotations", "gpuscaler.io/namespace", w->ns,
-                            "gpuscaler.io/deployment", w->name, "binaryData", "forecast", enc);
+    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s},s:{s:s,s:s}},s:{s:s,s:s}}",
+                            "apiVersion", "v1", "kind", "ConfigMap", "metadata", "name", cm,
+                            "namespace", c->cfg->leader.namespace_, "labels",
+                            "app.kubernetes.io/managed-by", "gpuscaler", "annotations",
+                            "gpuscaler.io/namespace", w->ns, "gpuscaler.io/deployment", w->name,
+                            "binaryData", "forecast", enc, "capacity", cenc);
     xfree(enc);
+    xfree(cenc);
     if (!obj)
         return;
     struct ckpt_req *r = xcalloc(1, sizeof(*r));

@@ -320,7 +320,7 @@ static double short_share(double want, double wmax, double maxG)
 
 static double need_gpus(const struct plan_workload *w, double rps)
 {
-    return rps / (w->sim.policy.target_utilization * w->sim.policy.capacity_rps_per_gpu);
+    return rps / (w->sim.policy.target_utilization * sim_config_capacity(&w->sim));
 }
 
 static int replay_day(const struct plan_workload *w,

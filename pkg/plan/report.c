@@ -112,7 +112,7 @@ void plan_report_table(struct util_buf *b, const struct plan_config *cfg,
         util_buf_printf(b,
                         "  policy    %s; %g GPUs/replica x %g req/s per GPU, target %g, "
                         "replicas %d..%d, cold start %s, p99 <= %s\n",
-                        sim_policy_name(w->policy), r->gpus_per_replica, p->capacity_rps_per_gpu,
+                        sim_policy_name(w->policy), r->gpus_per_replica, sim_config_capacity(&w->sim),
                         p->target_utilization, p->min_replicas, p->max_replicas, a, c);
         if (r->replay.mode == PLAN_SIM_DAY) {
             util_buf_printf(b, "  replay    %d representative days (residuals of ", PLAN_REP_DAYS);

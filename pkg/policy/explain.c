@@ -34,8 +34,10 @@ void policy_explain_stale(const struct policy_config *cfg, const struct policy_i
 {
     char a[32], b[32], why[96];
     int32_t cur = in->current_replicas < 0 ? 0 : in->current_replicas;
-    if (!in->metrics_valid || in->metrics_time_ms == POLICY_NEVER ||
-        !isfinite(in->request_rate) || in->request_rate < 0) {
+    if (!(cfg->capacity_rps_per_gpu > 0 && cfg->capacity_rps_per_gpu <= 1e9)) {
+        snprintf(why, sizeof(why), "no capacity-per-gpu to size with (auto: nothing learned yet)");
+    } else if (!in->metrics_valid || in->metrics_time_ms == POLICY_NEVER ||
+               !isfinite(in->request_rate) || in->request_rate < 0) {
         snprintf(why, sizeof(why), "metrics unavailable");
     } else {
         dur(in->now_ms - in->metrics_time_ms, a, sizeof(a));

@@ -312,9 +312,11 @@ void policy_decide(const struct policy_config *cfg, struct policy_state *st,
     out->scale_out_at_ms = out->scale_in_at_ms = POLICY_NEVER;
     out->rule = POLICY_REASON_COUNT;
 
-    /* 1. No trustworthy data: hold (bounds still apply), restart the clocks so
-     * no rule fires on evidence gathered before the gap. */
+    /* 1. No trustworthy data, or no capacity to size with (capacity-per-gpu
+     * auto before anything was learned): hold (bounds still apply), restart
+     * the clocks so no rule fires on evidence gathered before the gap. */
     bool stale = !in->metrics_valid || !isfinite(in->request_rate) || in->request_rate < 0 ||
+                 !(cfg->capacity_rps_per_gpu > 0 && cfg->capacity_rps_per_gpu <= 1e9) ||
                  in->metrics_time_ms == POLICY_NEVER ||
                  in->now_ms - in->metrics_time_ms > cfg->metrics_stale_after_ms;
     if (stale) {

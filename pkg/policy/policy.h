@@ -49,7 +49,10 @@
 
 /** Tunables of one workload; defaults from policy_config_init(). */
 struct policy_config {
-    double capacity_rps_per_gpu;   /**< max sustainable requests/s per GPU; required (> 0) */
+    double capacity_rps_per_gpu;   /**< max sustainable requests/s per GPU; required (> 0)
+                                        unless capacity_auto */
+    bool capacity_auto;            /**< capacity-per-gpu: auto (learned, pkg/capacity) */
+    double capacity_start;         /**< with auto: the value until one is learned, 0 none */
     double target_utilization;     /**< scale-out threshold and sizing target, default 0.8 */
     double scale_in_utilization;   /**< hysteresis: scale in below this, default 0.5 */
     int64_t scale_out_after_ms;    /**< default 2 min */
@@ -98,7 +101,9 @@ int policy_config_validate(const struct policy_config *cfg, char *err, size_t er
 
 /** The forecaster's rate floor for this workload (forecast_config.rate_floor):
  *  one GPU's rate at the target utilization, below which differences do not
- *  change a replica count. */
+ *  change a replica count (with capacity-per-gpu auto: of capacity-start, or
+ *  1 req/s without one; a floor that moved with the estimate would reset the
+ *  forecaster). */
 double policy_rate_floor(const struct policy_config *cfg);
 
 /** Look-ahead horizon: max(cold start, learned cold start) + decision interval. */

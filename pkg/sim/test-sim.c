@@ -9,12 +9,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "forecast/forecast.h"
 #include "sim/sim-int.h"
 #include "sim/sim.h"
+#include "trace/trace.h"
 #include "util/util.h"
 
 #define S(x) ((int64_t)((x) * 1000))
@@ -700,6 +702,60 @@ static void test_max_replicas_warning(void **st)
 
 /* ---- configuration ------------------------------------------------------- */
 
+/* capacity-per-gpu auto on the bundled demo (true capacity 5 req/s per GPU,
+ * 10 slots per GPU): from half and from twice the truth, a day of the trace
+ * brings the estimate within 10 % and the outcome within 5 % of running with
+ * the true value. From half, it needs the slot count (or a queue to learn it
+ * from); from twice, the queue it causes teaches it. */
+static void test_capacity_auto_converges(void **st)
+{
+    (void)st;
+    size_t len = 0;
+    const char *csv = sim_demo_trace(&len);
+    struct trace *tr = NULL;
+    struct trace_error te;
+    assert_int_equal(trace_parse(csv, len, &tr, &te), 0);
+    struct sim_config c;
+    sim_config_init(&c);
+    sim_config_demo(&c);
+    c.warmup_ms = 0;
+    c.start_ms = 0;
+    c.duration_ms = S(86400);
+    c.policies = 1u << SIM_PREDICTIVE;
+    c.policy.slots_per_gpu = 10;
+    char err[256];
+    struct sim_result *truth = NULL;
+    assert_int_equal(sim_config_validate(&c, err, sizeof(err)), 0);
+    assert_int_equal(sim_run(&c, tr, NULL, &truth, err, sizeof(err)), 0);
+    const double starts[] = {2.5, 10};
+    for (size_t i = 0; i < 2; i++) {
+        struct sim_config a = c;
+        assert_int_equal(sim_config_set(&a, "capacity-per-gpu", "auto", err, sizeof(err)), 0);
+        a.policy.capacity_start = starts[i];
+        a.serve_capacity = 5;
+        assert_int_equal(sim_config_validate(&a, err, sizeof(err)), 0);
+        struct sim_result *r = NULL;
+        assert_int_equal(sim_run(&a, tr, NULL, &r, err, sizeof(err)), 0);
+        const struct sim_policy_result *p = &r->pol[0], *t = &truth->pol[0];
+        if (!(fabs(p->capacity_learned - 5) <= 0.5) ||
+            !(fabs(p->gpu_hours / t->gpu_hours - 1) <= 0.05) ||
+            abs((int)p->sla_intervals - (int)t->sla_intervals) > 1 + (int)t->sla_intervals / 20)
+            fail_msg("start %g: learned %g (%s), %.1f GPU-h and %d SLA minutes against %.1f and "
+                     "%d with the true value", starts[i], p->capacity_learned,
+                     p->capacity_source, p->gpu_hours, (int)p->sla_intervals, t->gpu_hours,
+                     (int)t->sla_intervals);
+        assert_string_equal(p->capacity_source, "learned");
+        sim_result_free(r);
+    }
+    /* without a serving capacity the simulator cannot know the truth */
+    struct sim_config bad = c;
+    assert_int_equal(sim_config_set(&bad, "capacity-per-gpu", "auto", err, sizeof(err)), 0);
+    assert_int_equal(sim_config_validate(&bad, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "serve-capacity-per-gpu"));
+    sim_result_free(truth);
+    trace_free(tr);
+}
+
 static void test_config_keys(void **st)
 {
     (void)st;
@@ -861,6 +917,7 @@ int main(void)
         cmocka_unit_test(test_hpa_replay_uses_lagged_metric),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_reports_shape),
+        cmocka_unit_test(test_capacity_auto_converges),
         cmocka_unit_test(test_config_keys),
         cmocka_unit_test(test_run_errors),
         cmocka_unit_test(test_forecast_seed),
