@@ -467,9 +467,11 @@ def fnv1a64(s):
     return h
 
 
-def checkpoint_name(ns, name, prefix="gpuscaler-state"):
-    """The ConfigMap gpuscaler keeps a Deployment's forecaster in (pkg/controller/report.c)."""
-    return "%s-%016x" % (prefix, fnv1a64(ns + "/" + name))
+def checkpoint_name(ns, name, prefix="gpuscaler-state", configmaps=64):
+    """The ConfigMap gpuscaler keeps a Deployment's forecaster in, and its key there
+    (pkg/controller/checkpoint.c: FNV-1a 64 of namespace/name mod checkpoint.configmaps)."""
+    return ("%s-%d" % (prefix, fnv1a64(ns + "/" + name) % configmaps),
+            "forecast.%s_%s" % (ns, name))
 
 
 FORECAST_HISTORY = os.environ.get("FORECAST_HISTORY_BIN") or os.path.join(
@@ -535,11 +537,12 @@ def run_daily_peak(ip_prefix):
             obs += [(k * 60000 + j * 2000, v * (1 + rng.uniform(-0.04, 0.04)))
                     for j in range(30)]
         state = history_state(obs, CAPACITY, "1h")
+        cm_name, cm_key = checkpoint_name(NS, "pred")
         lc.client.create("configmaps", {
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": checkpoint_name(NS, "pred"),
+            "metadata": {"name": cm_name,
                          "labels": {"app.kubernetes.io/managed-by": "gpuscaler"}},
-            "binaryData": {"forecast": base64.b64encode(state).decode()}}, NS)
+            "binaryData": {cm_key: base64.b64encode(state).decode()}}, NS)
         for i, n in enumerate(names):
             lc.create_deployment(n, replicas=need(shoulder), seed=200 + i, annotations=annotations(
                 predictive="true" if n == "pred" else "false", seasonality="1h",

@@ -367,6 +367,97 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         finally:
             g.stop()
 
+    def test_8_checkpoints_in_fixed_configmaps(self):
+        """Checkpoints live in checkpoint.configmaps fixed ConfigMaps <prefix>-<i> (i = FNV-1a 64
+        of namespace/name mod the count), two binaryData keys per Deployment, written with
+        merge patches: keys that are not gpuscaler's stay, entries of Deployments that are gone
+        are removed, a restart restores every Deployment, and a ConfigMap over the API server's
+        1 MiB is reported (not retried forever, nothing else lost)."""
+        import base64
+
+        def fnv(s):
+            h = 1469598103934665603
+            for b in s.encode():
+                h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+            return h
+        prefix, n = "ckpt-e2e", 2
+
+        def where(name):
+            return "%s-%d" % (prefix, fnv(self.ns + "/" + name) % n)
+
+        def keys(cm):
+            try:
+                return self.c.get("configmaps", cm, self.ns).get("binaryData") or {}
+            except kubeclient.ApiError:
+                return {}
+        cfg = """decision-interval: 1s
+leader-election: {enabled: false, namespace: %s}
+scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
+checkpoint: {configmap: %s, configmaps: %d}
+""" % (self.ns, prefix, n)
+        names = ("cka", "ckb", "ckc")
+        # a key that is not gpuscaler's, and the entry of a Deployment that no longer exists
+        stale = "forecast.%s_long-gone" % self.ns
+        self.c.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                     "metadata": {"name": where("long-gone")},
+                                     "binaryData": {"note": "aGVsbG8=", stale: "AAAA"}},
+                      self.ns)
+        for i, name in enumerate(names):
+            self.make(name, 1, subnet=40 + i)
+            self.metrics.set_rate(name, 5)
+        g = self.start(cfg, ident="ckpt-1")
+        try:
+            for name in names:
+                wait_for(lambda: "deployment=%s " % name in g.text() and "WithinBand" in g.text(),
+                         20, what="%s decided" % name)
+            time.sleep(1.5)
+            self.assertEqual(g.stop(), 0)
+            for name in names:
+                got = keys(where(name))
+                for what in ("forecast", "capacity"):
+                    k = "%s.%s_%s" % (what, self.ns, name)
+                    self.assertIn(k, got, "%s missing from %s" % (k, where(name)))
+                    self.assertGreater(len(base64.b64decode(got[k])), 100 if what == "forecast"
+                                       else 8)
+            cm0 = keys(where("long-gone"))
+            self.assertEqual(cm0.get("note"), "aGVsbG8=", "a key not gpuscaler's was touched")
+            self.assertNotIn(stale, cm0, "the entry of a Deployment that is gone stayed")
+            self.assertEqual({c["metadata"]["name"] for c in self.c.list(
+                "configmaps", self.ns)["items"] if c["metadata"]["name"].startswith(prefix)},
+                {where(x) for x in names + ("long-gone",)})
+            # restart: every Deployment restored; one deleted while running loses its entry
+            g = self.start(cfg, ident="ckpt-2")
+            for name in names:
+                wait_for(lambda: "restored forecaster from %s" % where(name) in g.text()
+                         and "deployment=%s " % name in g.text(), 20,
+                         what="%s restored" % name)
+            self.c.delete("deployments", "ckc", self.ns)
+            wait_for(lambda: "no longer tracked" in g.text(), 20, what="ckc untracked")
+            self.assertEqual(g.stop(), 0)
+            self.assertNotIn("forecast.%s_ckc" % self.ns, keys(where("ckc")))
+            self.assertNotIn("capacity.%s_ckc" % self.ns, keys(where("ckc")))
+            for name in ("cka", "ckb"):
+                self.assertIn("forecast.%s_%s" % (self.ns, name), keys(where(name)))
+            # a ConfigMap that cannot take the state: said so, the daemon carries on
+            full = "ckpt-full"
+            self.c.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                         "metadata": {"name": full + "-0"},
+                                         "binaryData": {"other": base64.b64encode(
+                                             b"x" * (1024 * 1024 - 64)).decode()}}, self.ns)
+            g = self.start(cfg.replace("configmap: %s, configmaps: %d" % (prefix, n),
+                                       "configmap: %s, configmaps: 1" % full), ident="ckpt-3")
+            wait_for(lambda: "WithinBand" in g.text(), 20, what="a decision")
+            self.assertEqual(g.stop(), 0)
+            log = g.text()
+            full_lines = [ln for ln in log.splitlines() if "is full" in ln]
+            self.assertEqual(len(full_lines), 1, full_lines)
+            self.assertIn("checkpoint ConfigMap %s-0 is full" % full, full_lines[0])
+            self.assertIn("raise checkpoint.configmaps (now 1)", full_lines[0])
+            self.assertIn("level=warn", full_lines[0])
+            self.assertEqual(sorted(keys(full + "-0")), ["other"])
+        finally:
+            g.stop()
+
 
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result

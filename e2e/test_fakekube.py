@@ -332,6 +332,36 @@ class TestCrud(Base):
                          "IfNotPresent")
         self.assertEqual(d["status"], {})
 
+    def test_configmap_size_and_binarydata_merge_patch(self):
+        """data + binaryData at most 1 MiB (binaryData counted decoded), as core validation
+        (ValidateConfigMap, MaxSecretSize) has it; a merge patch of binaryData keeps the keys it
+        does not name and removes those set to null (gpuscaler's checkpoint ConfigMaps)."""
+        import base64 as b64
+        blob = b64.b64encode(b"x" * (600 * 1024)).decode()
+        obj = cm("big")
+        obj["binaryData"] = {"a": blob}
+        rv = self.c.create("configmaps", obj, namespace=self.ns)["metadata"]["resourceVersion"]
+        e = self.assertApiError(422, "Invalid", self.c.patch, "configmaps", "big",
+                                {"binaryData": {"b": blob}}, self.ns)
+        self.assertEqual(e.message, 'ConfigMap "big" is invalid: : Too long: must have at '
+                                    'most 1048576 bytes')
+        self.assertEqual(e.status["details"]["causes"],
+                         [{"reason": "FieldValueTooLong", "field": "",
+                           "message": "Too long: must have at most 1048576 bytes"}])
+        got = self.c.get("configmaps", "big", self.ns)
+        self.assertEqual(got["metadata"]["resourceVersion"], rv, "a refused patch changed it")
+        small = b64.b64encode(b"y" * 100).decode()
+        out = self.c.patch("configmaps", "big", {"binaryData": {"b": small}}, self.ns)
+        self.assertEqual(sorted(out["binaryData"]), ["a", "b"])
+        self.assertGreater(int(out["metadata"]["resourceVersion"]), int(rv))
+        out = self.c.patch("configmaps", "big", {"binaryData": {"a": None}}, self.ns)
+        self.assertEqual(out["binaryData"], {"b": small})
+        # exactly 1 MiB is allowed
+        obj = cm("edge")
+        obj.pop("data", None)
+        obj["binaryData"] = {"a": b64.b64encode(b"z" * (1024 * 1024)).decode()}
+        self.c.create("configmaps", obj, namespace=self.ns)
+
     def test_patch_types(self):
         d = deployment("web")
         d["spec"]["template"]["spec"]["containers"].append({"name": "sidecar",

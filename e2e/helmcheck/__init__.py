@@ -44,7 +44,7 @@ CONFIG_KEYS = {
                                       "key-file": None, "token-file": None}},
     "prometheus": {"url": None, "ca-file": None, "token-file": None},
     "scrape": {"interval": None, "timeout": None, "missing-fraction": None, "rate-window": None},
-    "checkpoint": {"configmap": None},
+    "checkpoint": {"configmap": None, "configmaps": None},
     "defaults": "annotations",
 }
 

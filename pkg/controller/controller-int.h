@@ -114,10 +114,9 @@ struct ctl_wl {
     char config_error[400];       /**< last InvalidAnnotation message */
     struct policy_state pst;
     struct forecast *fc;
-    bool checkpoint_loaded;       /**< restore attempted */
+    bool checkpoint_loaded;       /**< its checkpoint ConfigMap's read was asked for */
     bool checkpoint_ready;        /**< the stored checkpoint was read, or there is none:
                                        saving may replace it */
-    int64_t last_checkpoint_ms;
     struct policy_decision last;  /**< last decision */
     bool have_last;
     int64_t last_decision_ms;
@@ -180,6 +179,8 @@ struct controller {
     bool dry_run, leader_elect;
     char *record_dir;
     const char *checkpoint_prefix; /**< cfg->checkpoint_configmap */
+    struct ctl_ckpt *ckpt;        /**< per checkpoint ConfigMap (checkpoint.c), owned */
+    size_t nckpt;                 /**< cfg->checkpoint_configmaps */
     uv_timer_t tick_timer;
     uv_timer_t elect_timer;
     uv_timer_t hpa_timer;
@@ -265,7 +266,7 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
              const struct policy_config *use, const struct policy_input *in, bool leading,
              struct policy_decision *dec);
 /** report: remember the decision, log it, record the trace, Events for held
- *  metrics and max-replicas, checkpoint, status annotation. */
+ *  metrics and max-replicas, status annotation. */
 void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
                 const struct ctl_obs *o, const struct policy_decision *dec, int64_t now,
                 bool leading);
@@ -285,8 +286,21 @@ void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key,
                         const char *msg, int64_t now_ms);
 void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double rate);
 void ctl_record_close(struct ctl_wl *w);
+
+/* checkpoint.c: forecaster and capacity state in the fixed ConfigMaps
+ * <prefix>-0 .. <prefix>-(checkpoint.configmaps - 1) */
+void ctl_checkpoint_init(struct controller *c);
+void ctl_checkpoint_free(struct controller *c);
+/** The checkpoint ConfigMap (0..n-1) of namespace/name: FNV-1a 64 of "ns/name" mod n. */
+size_t ctl_checkpoint_index(const char *ns, const char *name, size_t n);
+/** Ask for w's stored state (one GET of its ConfigMap serves every Deployment
+ *  waiting on it); w->checkpoint_ready once it was read or found absent. */
 void ctl_checkpoint_load(struct controller *c, struct ctl_wl *w);
-void ctl_checkpoint_save(struct controller *c, struct ctl_wl *w, int64_t now_ms);
+/** Once per tick: merge-patch each ConfigMap whose interval (10 min, staggered)
+ *  is due, or every one when all (at shutdown). Only when leading. */
+void ctl_checkpoint_tick(struct controller *c, int64_t now_ms, bool all);
+/** w is no longer tracked: remove its keys in its ConfigMap's next save. */
+void ctl_checkpoint_forget(struct controller *c, const struct ctl_wl *w);
 void ctl_hpa_refresh(struct controller *c);
 
 #endif

@@ -65,6 +65,7 @@ struct ctl_config {
         int64_t rate_window_ms;       /**< scrape.rate-window, 60 s */
     } scrape;
     char *checkpoint_configmap;       /**< checkpoint.configmap, default "gpuscaler-state" */
+    int64_t checkpoint_configmaps;    /**< checkpoint.configmaps: how many, 1..1000, default 64 */
     struct ctl_kv defaults[CTL_MAX_DEFAULTS]; /**< defaults: annotation values for all workloads */
     size_t n_defaults;
 };

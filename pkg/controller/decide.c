@@ -247,7 +247,6 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
                  dec->explain);
         ctl_event(c, w, "Warning", "AtMaxReplicas", msg);
     }
-    ctl_checkpoint_save(c, w, now);
     if (c->dry_run) {
         if (policy_reason_is_action(dec->reason) && dec->desired != d->spec_replicas)
             LOGW_INFO(SUB, w->ns, w->name, "dry-run: would scale %d -> %d", d->spec_replicas,

@@ -147,6 +147,11 @@ static void test_config_bad_value_of_every_key(void **s)
          "checkpoint.configmap: 'Bad_Name' is not a valid Kubernetes name", 2},
         {"checkpoint.configmap", "checkpoint: {configmap: 'a..b'}\n", "not a valid Kubernetes", 1},
         {"checkpoint.configmap", "checkpoint: {configmap: '-state'}\n", "not a valid", 1},
+        {"checkpoint.configmaps", "checkpoint:\n  configmaps: 0\n",
+         "checkpoint.configmaps: '0' is not a whole number from 1 to 1000", 2},
+        {"checkpoint.configmaps", "checkpoint: {configmaps: 1001}\n", "from 1 to 1000", 1},
+        {"checkpoint.configmaps", "checkpoint: {configmaps: 8.5}\n", "not a whole number", 1},
+        {"checkpoint.configmaps", "checkpoint: {configmaps: 16x}\n", "not a whole number", 1},
         {"defaults", "defaults:\n  target-utilization: '0.5'\n  max-replicas: lots\n",
          "defaults: max-replicas: 'lots' is not a whole number", 3},
     };
@@ -172,7 +177,7 @@ static void test_config_bad_value_of_every_key(void **s)
         if (!covered[k] && !path)
             fail_msg("config key %s has no bad-value case", name);
     }
-    /* a checkpoint prefix that leaves room for "-<16 hex digits>" in 253 */
+    /* a checkpoint prefix that leaves room for "-<number>" in 253 */
     char yaml[400];
     char name[202];
     memset(name, 'a', sizeof(name) - 1);
@@ -197,10 +202,11 @@ static void test_config_bad_value_of_every_key(void **s)
                                 "external-metrics: {upstream: {url: 'https://[fd00::1]:443'}}\n"
                                 "leader-election: {namespace: '', lease-name: a.b-c, "
                                 "retry-period: 500ms, renew-deadline: 3s, lease-duration: 4s}\n"
-                                "checkpoint: {configmap: gpuscaler-state.v2}\n"
+                                "checkpoint: {configmap: gpuscaler-state.v2, configmaps: 1}\n"
                                 "namespaces: [ml-1, a]\n",
                                 &err),
                      0);
+    assert_int_equal(c.checkpoint_configmaps, 1);
     ctl_config_free(&c);
 
     /* across keys: the key to blame is named, on its line */

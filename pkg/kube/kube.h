@@ -108,6 +108,10 @@ void kube_config_clear(struct kube_config *c);
  */
 int kube_base64_decode(const char *in, size_t len, char **out, size_t *outlen);
 
+/** Encode in[0..len) as standard padded base64 (OpenSSL's EVP_EncodeBlock) into
+ *  a new NUL-terminated string the caller frees. */
+char *kube_base64_encode(const uint8_t *in, size_t len);
+
 /* ======================================================================= */
 /* Client and request helpers                                              */
 /* ======================================================================= */
@@ -218,6 +222,10 @@ int kube_configmap_create(struct kube *k, const char *ns, const json_t *cm, kube
                           void *arg);
 int kube_configmap_update(struct kube *k, const char *ns, const char *name, const json_t *cm,
                           kube_result_cb cb, void *arg);
+/** JSON merge patch (RFC 7386) of a ConfigMap: keys of binaryData/data not in the
+ *  patch are kept, a null value removes one. 404 when it does not exist. */
+int kube_configmap_patch(struct kube *k, const char *ns, const char *name, const json_t *patch,
+                         kube_result_cb cb, void *arg);
 /** LIST autoscaling/v2 HorizontalPodAutoscalers of a namespace. */
 int kube_hpa_list(struct kube *k, const char *ns, kube_result_cb cb, void *arg);
 /** POST authentication.k8s.io/v1 TokenReview / authorization.k8s.io/v1 SubjectAccessReview. */
