@@ -83,8 +83,11 @@ struct forecast {
     uint32_t cov_n[FC_HORIZONS];         /* resolved plans */
     uint32_t cov_hit[FC_HORIZONS];       /* ... whose realised peak stayed within them */
     double cov_excess[FC_HORIZONS];      /* sum of plan - realised peak (log) over them */
-    /* Cache: quantiles for the phase of q_bucket (recomputed per closed bucket). */
+    /* Cache: quantiles for the phase bin of q_bucket, recomputed when a bucket of
+     * another bin opens or residuals, growth or levels changed (q_dirty): gap
+     * buckets walked one by one change none of them. */
     int64_t q_bucket;
+    bool q_dirty;
     float q[FC_HORIZONS];
     float qm[FC_HORIZONS];               /* the same at the median level (the likely plan) */
     uint16_t q_n[FC_HORIZONS];

@@ -360,6 +360,7 @@ static void hw_init(struct forecast *f, int64_t first)
             int bin = fc_phase_bin(f, first + i);
             fc_res_push(f->res[bin][hz], &f->res_pos[bin][hz], &f->res_len[bin][hz],
                         peak - base);
+            f->q_dirty = true;
         }
         hw_update(c, &f->level, &f->trend, sp, y[i]);
     }
