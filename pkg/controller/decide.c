@@ -116,6 +116,7 @@ void ctl_demand(const struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
         .now_ms = now,
         .current_replicas = o->spec,
         .ready_replicas = o->serving,
+        .unschedulable_replicas = o->unschedulable,
         .gpus_per_replica = o->gpus,
         .metrics_valid = r->valid,
         .metrics_time_ms = r->valid ? r->time_ms : POLICY_NEVER,
@@ -246,6 +247,18 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
                  "%.256s; raise gpuscaler.io/max-replicas or the SLA will be missed",
                  dec->explain);
         ctl_event(c, w, "Warning", "AtMaxReplicas", msg);
+    }
+    /* replicas waiting for a GPU no node has: the shortfall, for the
+     * operator (or the cluster autoscaler's owner) */
+    if (dec->unschedulable > 0) {
+        char msg[400];
+        int32_t need = dec->want > dec->need_now ? dec->want : dec->need_now;
+        snprintf(msg, sizeof(msg),
+                 "%d replicas cannot be scheduled: no node has a free %s; holding at %d (%d "
+                 "placed); the load needs %d",
+                 dec->unschedulable, kube_gpu_resource_name(w->unsched_gpu), dec->desired,
+                 dec->desired - dec->unschedulable, need);
+        ctl_event(c, w, "Warning", "GPUCapacityExhausted", msg);
     }
     ctl_checkpoint_save(c, w, now);
     if (c->dry_run) {
