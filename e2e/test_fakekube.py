@@ -799,6 +799,26 @@ users:
 
 
 class TestKinds(Base):
+    def test_pod_binding(self):
+        """pods/binding, as the scheduler assigns a pod: once, never again, create only."""
+        self.c.create("pods", pod("p"), self.ns)
+        path = self.c.path("pods", self.ns, "p", "binding")
+        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-node-1"}}
+        st = self.c.request("POST", path, binding)
+        self.assertEqual((st["kind"], st["status"], st["code"]), ("Status", "Success", 201))
+        self.assertEqual(self.c.get("pods", "p", self.ns)["spec"]["nodeName"], "gpu-node-1")
+        e = self.assertApiError(409, "Conflict", self.c.request, "POST", path, binding)
+        self.assertEqual(e.message, 'Operation cannot be fulfilled on pods/binding "p": pod p '
+                                    'is already assigned to node "gpu-node-1"')
+        self.assertApiError(405, "MethodNotAllowed", self.c.request, "GET", path)
+        self.assertApiError(422, "Invalid", self.c.request, "POST",
+                            self.c.path("pods", self.ns, "p", "binding"), {"target": {}})
+        self.assertApiError(404, "NotFound", self.c.request, "POST",
+                            self.c.path("pods", self.ns, "nope", "binding"), binding)
+        subs = {r["name"]: r for r in self.c.request("GET", "/api/v1")["resources"]}
+        self.assertEqual(subs["pods/binding"]["verbs"], ["create"])
+
     def test_leases(self):
         lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                  "metadata": {"name": "gpuscaler-leader"},

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The verbs of the Kubernetes API over the store: create, get, list, update, patch, delete,
-deletecollection, the scale and status subresources, and the watch event filter.
+deletecollection, the scale and status subresources, pods/binding (what the scheduler POSTs to
+assign a pod to a node), and the watch event filter.
 
 Handlers here are transport-free: they take parsed request parts and return (code, body) or
 raise StatusError, which carries a Status object shaped exactly as kube-apiserver's.
@@ -519,6 +520,34 @@ class Api:
             stored, pre_errs, canonical = self._to_storage(res, obj)
             return self._finish_update(res, canonical, ns, name, old, stored, subresource,
                                        pre_errs, dry_run=bool(query.get("dryRun")))
+
+    # ------------------------------------------------------------ pods/binding
+
+    def bind_pod(self, res, ns, name, body):
+        """POST pods/NAME/binding: set spec.nodeName of an unassigned pod, as the scheduler
+        does (the pod spec is otherwise immutable).  201 with a Success Status."""
+        target = (body or {}).get("target") if isinstance(body, dict) else None
+        node = (target or {}).get("name") if isinstance(target, dict) else None
+        if not node or not isinstance(node, str):
+            raise invalid("Binding", "", name, [FieldError("required", "target.name")])
+        with self.store.lock:
+            old = self.store.get(res.storage, ns, name)
+            if old is None:
+                raise not_found(res, name)
+            why = None
+            if (old.get("spec") or {}).get("nodeName"):
+                why = 'pod %s is already assigned to node "%s"' % (name, old["spec"]["nodeName"])
+            elif old["metadata"].get("deletionTimestamp"):
+                why = "pod %s is being deleted, cannot be assigned to a host" % name
+            if why:
+                raise StatusError(409, "Conflict", 'Operation cannot be fulfilled on '
+                                  'pods/binding "%s": %s' % (name, why),
+                                  {"name": name, "kind": "pods/binding"})
+            new = copy.deepcopy(old)
+            new.setdefault("spec", {})["nodeName"] = node
+            self.store.put(res.storage, new, old)
+        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                     "code": 201}
 
     # ------------------------------------------------------------ scale subresource
 
