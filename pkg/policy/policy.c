@@ -154,7 +154,6 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
     out->need_now = clamp_i32(t->need_now, 0, INT32_MAX);
     out->need_forecast = clamp_i32(t->need_fc, 0, INT32_MAX);
     out->need_likely = clamp_i32(t->need_likely, 0, INT32_MAX);
-    out->unschedulable = t->unsched;
     if (t->plan)
         out->forecast_likely_rps = likely;
     if (t->plan)
@@ -331,6 +330,8 @@ void policy_decide(const struct policy_config *cfg, struct policy_state *st,
     out->above_since_ms = out->below_since_ms = POLICY_NEVER;
     out->scale_out_at_ms = out->scale_in_at_ms = POLICY_NEVER;
     out->rule = POLICY_REASON_COUNT;
+    /* reported whatever the rule, a hold on stale metrics included */
+    out->unschedulable = clamp_i32(in->unschedulable_replicas, 0, cur);
 
     /* 1. No trustworthy data, or no capacity to size with (capacity-per-gpu
      * auto before anything was learned): hold (bounds still apply), restart

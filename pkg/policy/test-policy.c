@@ -455,6 +455,14 @@ static void test_gpu_capacity(void **s)
                                    "scheduled (no node has a free GPU): holding 5, 3 placed");
     assert_string_equal(policy_reason_name(POLICY_HOLD_GPU_CAPACITY), "AtGPUCapacity");
     assert_false(policy_reason_is_action(POLICY_HOLD_GPU_CAPACITY));
+    /* a hold on missing metrics still reports the pods waiting for GPUs (the
+     * status and gpuscaler_unschedulable_replicas must not read 0 then) */
+    in.metrics_valid = false;
+    policy_decide(&c, &st, &in, &d);
+    assert_int_equal(d.reason, POLICY_METRICS_UNAVAILABLE);
+    assert_int_equal(d.desired, 5);
+    assert_int_equal(d.unschedulable, 2);
+    in.metrics_valid = true;
     /* the bounds still apply: min-replicas is raised even onto a full cluster */
     c.min_replicas = 7;
     policy_decide(&c, &st, &in, &d);
