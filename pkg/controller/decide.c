@@ -248,16 +248,17 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
                  dec->explain);
         ctl_event(c, w, "Warning", "AtMaxReplicas", msg);
     }
-    /* replicas waiting for a GPU no node has: the shortfall, for the
-     * operator (or the cluster autoscaler's owner) */
-    if (dec->unschedulable > 0) {
+    /* held because replicas wait for a GPU no node has while the load needs
+     * more than is placed: the shortfall, for the operator (or whoever owns
+     * the cluster autoscaler) */
+    if (dec->reason == POLICY_HOLD_GPU_CAPACITY) {
         char msg[400];
-        int32_t need = dec->want > dec->need_now ? dec->want : dec->need_now;
         snprintf(msg, sizeof(msg),
-                 "%d replicas cannot be scheduled: no node has a free %s; holding at %d (%d "
+                 "%d replica%s cannot be scheduled: no node has a free %s; holding at %d (%d "
                  "placed); the load needs %d",
-                 dec->unschedulable, kube_gpu_resource_name(w->unsched_gpu), dec->desired,
-                 dec->desired - dec->unschedulable, need);
+                 dec->unschedulable, dec->unschedulable == 1 ? "" : "s",
+                 kube_gpu_resource_name(w->unsched_gpu), dec->desired,
+                 dec->desired - dec->unschedulable, dec->want);
         ctl_event(c, w, "Warning", "GPUCapacityExhausted", msg);
     }
     ctl_checkpoint_save(c, w, now);
