@@ -525,26 +525,54 @@ class Api:
 
     def bind_pod(self, res, ns, name, body):
         """POST pods/NAME/binding: set spec.nodeName of an unassigned pod, as the scheduler
-        does (the pod spec is otherwise immutable).  201 with a Success Status."""
+        does (the pod spec is otherwise immutable), and in the same update the condition
+        PodScheduled=True (reason and message cleared, lastTransitionTime now when it was not
+        True), as BindingREST.setPodHostAndAnnotations does.  The Binding's metadata.uid and
+        resourceVersion, when given, are preconditions.  201 with a Success Status."""
         target = (body or {}).get("target") if isinstance(body, dict) else None
         node = (target or {}).get("name") if isinstance(target, dict) else None
         if not node or not isinstance(node, str):
             raise invalid("Binding", "", name, [FieldError("required", "target.name")])
+        bmeta = (body.get("metadata") if isinstance(body.get("metadata"), dict) else {})
         with self.store.lock:
             old = self.store.get(res.storage, ns, name)
             if old is None:
                 raise not_found(res, name)
+            ometa = old["metadata"]
+            if bmeta.get("uid") and bmeta["uid"] != ometa.get("uid"):
+                raise conflict(res, name, "Precondition failed: UID in precondition: %s, UID in "
+                                          "object meta: %s" % (bmeta["uid"], ometa.get("uid")))
+            if bmeta.get("resourceVersion") and \
+                    bmeta["resourceVersion"] != ometa["resourceVersion"]:
+                raise conflict(res, name, "the ResourceVersion in the precondition (%s) does not "
+                                          "match the ResourceVersion in record (%s). The object "
+                                          "might have been modified"
+                               % (bmeta["resourceVersion"], ometa["resourceVersion"]))
             why = None
-            if (old.get("spec") or {}).get("nodeName"):
-                why = 'pod %s is already assigned to node "%s"' % (name, old["spec"]["nodeName"])
-            elif old["metadata"].get("deletionTimestamp"):
+            spec = old.get("spec") or {}
+            if ometa.get("deletionTimestamp"):
                 why = "pod %s is being deleted, cannot be assigned to a host" % name
+            elif spec.get("nodeName"):
+                why = 'pod %s is already assigned to node "%s"' % (name, spec["nodeName"])
+            elif spec.get("schedulingGates"):
+                why = "pod %s has non-empty .spec.schedulingGates" % name
             if why:
                 raise StatusError(409, "Conflict", 'Operation cannot be fulfilled on '
                                   'pods/binding "%s": %s' % (name, why),
                                   {"name": name, "kind": "pods/binding"})
             new = copy.deepcopy(old)
             new.setdefault("spec", {})["nodeName"] = node
+            conds = new.setdefault("status", {}).setdefault("conditions", [])
+            cond = {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                    "lastTransitionTime": now_rfc3339()}
+            for i, c in enumerate(conds):
+                if isinstance(c, dict) and c.get("type") == "PodScheduled":
+                    if c.get("status") == "True" and c.get("lastTransitionTime"):
+                        cond["lastTransitionTime"] = c["lastTransitionTime"]
+                    conds[i] = cond
+                    break
+            else:
+                conds.append(cond)
             self.store.put(res.storage, new, old)
         return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                      "code": 201}
