@@ -682,8 +682,9 @@ class ClosedLoop(unittest.TestCase):
             reaction_s=round(reaction, 1),
             first_scale=outs[0][2].split(": ", 1)[1],
             first_target=int(re.search(r"-> (\d+)", outs[0][2]).group(1)),
-            # what was asked for one decision interval (1 s) after the ramp reached its peak
-            target_after_ramp=value_at(hist, t_ramp + 3 + 1.5, "spec"),
+            # what was asked for once the rate window (3 s) has seen the ramp's peak: sized
+            # from arrivals it is need (6); from the saturated completions (10 req/s) it is 2
+            target_after_ramp=value_at(hist, t_ramp + 3 + RATE_WINDOW + 0.5, "spec"),
             needed_ready_after_s=None if t_cap is None else round(t_cap - t_ramp, 1),
             time_to_compliance_s=None if t_ok is None else round(t_ok - t_ramp, 1),
             p99_base=fmt_ms(load.p99(t_ramp - base_s, t_ramp)),
@@ -721,10 +722,12 @@ class ClosedLoop(unittest.TestCase):
         self.assertTrue(gs.alive())
 
     def test_1b_ramp_sizing_follows_demand(self):
-        """Scenario 1's run: one decision interval after the 3 s ramp reached its peak, the ask
-        covers the offered load (at least need - 1 replicas), not the saturated completion rate
-        (which asks for 2), and the peak stays within need + 2.  The first scale-out itself
-        comes a tick into the ramp and sizes for what the ramp has reached by then.  The peak's
+        """Scenario 1's run: once the rate window has seen the 3 s ramp's peak, the ask covers
+        the offered load (at least need - 1 replicas), not the saturated completion rate (which
+        asks for 2), and the peak stays within need + 2.  The first scale-out itself comes a
+        tick into the ramp and sizes for what the ramp has reached by then; the newest 1.25 s
+        of arrivals count before the window only when they are 3 standard errors above it,
+        which at 30 req/s over 1.25 s is 15 req/s.  The peak's
         allowance: the sustained rule fires while the pods asked for turn Ready, and their
         first scrapes count the requests the Service had held for them as arrivals (at most one
         more replica than the queue drain would ask for)."""

@@ -318,7 +318,7 @@ static double plan_panels(struct util_buf *b, const struct plan_result *r, doubl
     legend(b, &lx, y + 16, C_IDLE, "reserved idle");
     snprintf(s, sizeof(s), "above the commitment (x%g)", ref->growth);
     legend(b, &lx, y + 16, C_FLEX, s);
-    snprintf(s, sizeof(s), "dashed: %s (%lld GPUs)", rule->name, (long long)rule->reserved);
+    snprintf(s, sizeof(s), "dashed: %.39s (%lld GPUs)", rule->name, (long long)rule->reserved);
     text(b, lx, y + 16, "start", 11, C_TEXT, s);
     lx = LEFT + 8;
     for (size_t k = 0; k < r->nscen; k++) {
