@@ -50,9 +50,10 @@ preemption: 0/2 nodes are available: 1 No preemption victims found for incoming 
 Preemption is not helpful for scheduling." (FitError.Error() of pkg/scheduler/framework: the
 reasons counted per node, sorted as strings, then the preemption verdicts); no address, no
 process.  When GPUs free up (a pod's process exited, a Node's allocatable raised, a Node added)
-pending pods are bound through pods/binding, oldest first, and start: PodScheduled=True with
-that time as lastTransitionTime, so creation -> PodScheduled is the scheduling delay and
-PodScheduled -> Ready the load time.  Scale-in removes pending pods first (the ReplicaSet
+pending pods are bound through pods/binding (with the pod's UID, as the scheduler binds),
+oldest first, and start: the API server sets PodScheduled=True with that time as
+lastTransitionTime in the binding's update, and the kubelet's status writes keep it, so creation
+-> PodScheduled is the scheduling delay and PodScheduled -> Ready the load time.  Scale-in removes pending pods first (the ReplicaSet
 controller's order: unassigned, then not ready, then newest).
 
 Every process is tracked by PID (state-dir/kubelet-pids.json) and killed on exit.  Lifecycle
@@ -271,6 +272,7 @@ class PodRuntime:
         self.selector = {}           # spec.nodeSelector
         self.unsched_msg = None      # the PodScheduled=False message written
         self.unsched_ts = None
+        self.sched_ts = None         # PodScheduled=True as the binding set it (API server time)
 
     @property
     def pending(self):
@@ -664,7 +666,7 @@ class Kubelet:
                  {"type": "Ready", "status": ready, "lastTransitionTime": ts},
                  {"type": "ContainersReady", "status": ready, "lastTransitionTime": ts},
                  {"type": "PodScheduled", "status": "True",
-                  "lastTransitionTime": getattr(rt, "cond_ts", ts)}]
+                  "lastTransitionTime": rt.sched_ts or getattr(rt, "cond_ts", ts)}]
         if not hasattr(rt, "cond_ts"):
             rt.cond_ts = ts
             rt.start_ts = ts
@@ -781,15 +783,24 @@ class Kubelet:
                 if why != rt.unsched_msg:
                     self.patch_pending_status(rt, why)
                 continue
-            body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": rt.name},
+            # as the scheduler binds: the pod's name and UID (a precondition)
+            meta = {"name": rt.name, "uid": rt.uid} if rt.uid else {"name": rt.name}
+            body = {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
                     "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
             try:
                 self.client.request("POST", self.client.path("pods", self.namespace, rt.name,
                                                               "binding"), body=body)
+                bound = self.client.get("pods", rt.name, self.namespace)
             except ApiError as e:
                 if e.code in (404, 409):
                     continue        # deleted meanwhile: the reconcile loop terminates it
                 raise
+            # the API server set PodScheduled=True with the binding; a kubelet keeps that
+            # condition's transition time in the statuses it writes
+            rt.sched_ts = next((c.get("lastTransitionTime") for c in
+                                (bound.get("status") or {}).get("conditions") or []
+                                if c.get("type") == "PodScheduled" and
+                                c.get("status") == "True"), None)
             rt.node = node
             rt.ip = self.alloc_ip(rt.port)
             self.start_process(rt)
