@@ -51,10 +51,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                   .request_rate = 50, .p99_latency_ms = -1, .queue_depth = -1};
         struct policy_decision d;
         policy_decide(&w.policy, &st, &in, &d);
-        char *j = ctl_status_json(in.now_ms, &d, NULL);
+        char *j = ctl_status_json(in.now_ms, &d, NULL, NULL);
         if (strchr(j, '\n'))
             abort();
         xfree(j);
+        /* a replica no node can place: never raised past, never lowered for */
+        in.current_replicas = 3;
+        in.unschedulable_replicas = 1;
+        in.now_ms += 1000;
+        in.metrics_time_ms = in.now_ms;
+        policy_decide(&w.policy, &st, &in, &d);
+        if (d.reason != POLICY_CLAMPED && d.desired > 3)
+            abort();
+        if (d.reason == POLICY_HOLD_GPU_CAPACITY && d.desired != 3)
+            abort();
     } else if (!bad[0] || !err[0]) {
         abort(); /* a rejection always names the key and the reason */
     }

@@ -122,7 +122,10 @@ struct ctl_wl {
     int64_t last_decision_ms;
     bool last_valid;              /**< last decision came from valid metrics */
     int32_t spec_replicas;        /**< seen at the last tick */
-    int64_t learned_cold_start_ms;
+    int64_t learned_cold_start_ms; /**< the look-ahead's: schedule delay + load time */
+    int64_t learned_schedule_ms;  /**< creation to PodScheduled, longest of the Ready pods */
+    int64_t learned_load_ms;      /**< PodScheduled to Ready (model load), longest of them */
+    uint8_t unsched_gpu;          /**< enum kube_gpu_resource the pods last waited for */
     double service_ms;            /**< service time learned by Little's law, 0 unknown */
     double svc_inflight, svc_rate; /**< its smoothed numerator and denominator */
     struct capacity cap;          /**< the per-GPU capacity the metrics show (calibrate.c) */
@@ -230,6 +233,8 @@ struct ctl_obs {
     struct scrape_result m;   /**< the metrics; m.valid false: hold, m.why says why */
     int32_t spec;             /**< replicas asked for (the Deployment's spec) */
     int32_t serving;          /**< replicas serving: ready, less those still warming */
+    int32_t unschedulable;    /**< pods Pending because no node has a free GPU
+                                   (PodScheduled False, Unschedulable) */
     double gpus;              /**< GPUs per replica */
     double arrival_rps;       /**< arrivals over the rate window: completions + growth of
                                    running + waiting requests */

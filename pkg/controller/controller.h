@@ -165,15 +165,23 @@ struct ctl_status_capacity {
     int mismatch;           /**< capacity_mismatch() of a configured value */
 };
 
+/** The learned cold start of the status, in its two parts (0: not seen). */
+struct ctl_status_start {
+    int64_t schedule_ms;    /**< creation to PodScheduled, longest of the Ready pods */
+    int64_t load_ms;        /**< PodScheduled to Ready (model load), longest of them */
+};
+
 /**
  * The gpuscaler.io/status annotation value: compact JSON with the decision
  * time (RFC 3339), desired, requests/GPU, forecast, reason, explanation, the
- * sustained-rule clocks as RFC 3339 times and, when cap is not NULL, the
- * capacity. now_unix_ms is wall time; decision times are on the same
- * timeline. Caller frees with xfree.
+ * replicas that cannot be scheduled, the sustained-rule clocks as RFC 3339
+ * times and, when cap is not NULL, the capacity, when start is not NULL and
+ * a cold start was seen, its two parts. now_unix_ms is wall time; decision
+ * times are on the same timeline. Caller frees with xfree.
  */
 char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d,
-                      const struct ctl_status_capacity *cap);
+                      const struct ctl_status_capacity *cap,
+                      const struct ctl_status_start *start);
 
 /* ---- the running controller --------------------------------------------- */
 

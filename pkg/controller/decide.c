@@ -116,6 +116,7 @@ void ctl_demand(const struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
         .now_ms = now,
         .current_replicas = o->spec,
         .ready_replicas = o->serving,
+        .unschedulable_replicas = o->unschedulable,
         .gpus_per_replica = o->gpus,
         .metrics_valid = r->valid,
         .metrics_time_ms = r->valid ? r->time_ms : POLICY_NEVER,
@@ -246,6 +247,19 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
                  "%.256s; raise gpuscaler.io/max-replicas or the SLA will be missed",
                  dec->explain);
         ctl_event(c, w, "Warning", "AtMaxReplicas", msg);
+    }
+    /* held because replicas wait for a GPU no node has while the load needs
+     * more than is placed: the shortfall, for the operator (or whoever owns
+     * the cluster autoscaler) */
+    if (dec->reason == POLICY_HOLD_GPU_CAPACITY) {
+        char msg[400];
+        snprintf(msg, sizeof(msg),
+                 "%d replica%s cannot be scheduled: no node has a free %s; holding at %d (%d "
+                 "placed); the load needs %d",
+                 dec->unschedulable, dec->unschedulable == 1 ? "" : "s",
+                 kube_gpu_resource_name(w->unsched_gpu), dec->desired,
+                 dec->desired - dec->unschedulable, dec->want);
+        ctl_event(c, w, "Warning", "GPUCapacityExhausted", msg);
     }
     if (c->dry_run) {
         if (policy_reason_is_action(dec->reason) && dec->desired != d->spec_replicas)

@@ -73,6 +73,35 @@ static void write_capacity(const struct controller *c, struct util_buf *b)
     }
 }
 
+/* Pods no node has a free GPU for, and the learned cold start's two parts
+ * (the look-ahead is their sum). */
+static void write_gpu_capacity(const struct controller *c, struct util_buf *b)
+{
+    static const struct {
+        const char *name, *help;
+    } per[] = {
+        {"gpuscaler_unschedulable_replicas",
+         "Replicas asked for that no node can place: Pending, Unschedulable for lack of a GPU."},
+        {"gpuscaler_learned_schedule_delay_seconds",
+         "Longest creation-to-PodScheduled time of the Ready pods."},
+        {"gpuscaler_learned_load_seconds",
+         "Longest PodScheduled-to-Ready (model load) time of the Ready pods."},
+    };
+    for (size_t k = 0; k < UTIL_ARRAY_LEN(per); k++) {
+        family(b, per[k].name, "gauge", per[k].help);
+        for (size_t i = 0; i < CTL_WL_BUCKETS; i++) {
+            for (struct ctl_wl *w = c->table[i]; w; w = w->next) {
+                if (!w->have_last)
+                    continue;
+                double v = k == 0   ? (double)w->last.unschedulable
+                           : k == 1 ? (double)w->learned_schedule_ms / 1000.0
+                                    : (double)w->learned_load_ms / 1000.0;
+                wl_sample(b, per[k].name, w, v);
+            }
+        }
+    }
+}
+
 void controller_write_metrics(struct controller *c, struct util_buf *b)
 {
     family(b, "gpuscaler_decisions_total", "counter", "Policy decisions by reason.");
@@ -113,7 +142,8 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
         {"gpuscaler_requests_per_gpu", "Requests per second per ready GPU."},
         {"gpuscaler_forecast_requests_per_gpu", "Planned forecast requests/s per GPU."},
         {"gpuscaler_utilization", "Requests per GPU over capacity per GPU."},
-        {"gpuscaler_learned_cold_start_seconds", "Longest observed creation-to-Ready time."},
+        {"gpuscaler_learned_cold_start_seconds",
+         "Learned cold start: scheduling delay + model-load time of the Ready pods."},
         {"gpuscaler_demand_requests_per_second",
          "Arrivals (completions + backlog growth) plus the queue's drain rate."},
         {"gpuscaler_forecast_plan_coverage",
@@ -142,4 +172,5 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
         }
     }
     write_capacity(c, b);
+    write_gpu_capacity(c, b);
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* controller/observe: the observe stage of a tick: what one workload looks
  * like now. The Deployment's pods from the kube cache (ready and serving
- * replicas, GPUs, the cold start each Ready pod took), its serving metrics
- * from the scraper or from a Prometheus server, and what those imply about
- * the traffic:
+ * replicas, GPUs, the cold start each Ready pod took as scheduling delay and
+ * model-load time, the pods Pending because no node has a free GPU), its
+ * serving metrics from the scraper or from a Prometheus server, and what
+ * those imply about the traffic:
  *  - arrivals = completions + growth of the backlog (running + waiting
  *    requests). The request counters count finished requests: a saturated
  *    service finishes at most its capacity while requests pile up, and a
@@ -206,6 +207,32 @@ static void learn_service_time(struct ctl_wl *w, struct ctl_obs *o)
     o->service_ms = w->service_ms;
 }
 
+/* ---- cold start: scheduling delay and model load -------------------------------- */
+
+/* The cold start of the Ready pods, in two parts: creation to PodScheduled
+ * (waiting for a node with a free GPU: none, or minutes while a cluster
+ * autoscaler adds one) and PodScheduled to Ready (pulling the image, loading
+ * the model). Each is the longest of the pods; a pod without a PodScheduled
+ * time counts all of it as load. */
+struct cold_start {
+    int64_t schedule_ms, load_ms;
+    bool seen;
+};
+
+static void cold_start_add(struct cold_start *cs, const struct kube_pod *p)
+{
+    if (p->ready_transition_ms <= p->created_ms ||
+        p->ready_transition_ms - p->created_ms >= MAX_COLD_START_MS)
+        return;
+    int64_t bound = p->scheduled_ms >= p->created_ms && p->scheduled_ms <= p->ready_transition_ms
+                        ? p->scheduled_ms
+                        : p->created_ms;
+    int64_t sched = bound - p->created_ms, load = p->ready_transition_ms - bound;
+    cs->schedule_ms = sched > cs->schedule_ms ? sched : cs->schedule_ms;
+    cs->load_ms = load > cs->load_ms ? load : cs->load_ms;
+    cs->seen = true;
+}
+
 /* ---- the stage ---------------------------------------------------------------- */
 
 void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
@@ -215,25 +242,27 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
     memset(o, 0, sizeof(*o));
     o->spec = d->spec_replicas;
 
-    /* pods: ready ones are scraped; every ready pod teaches the cold start */
+    /* pods: ready ones are scraped; every ready pod teaches the cold start;
+     * pending ones no node has a GPU for are not coming */
     size_t np = 0;
     const struct kube_pod *const *pods = kube_cache_deployment_pods(c->cache, d, &np);
     struct scrape_pod *sp = xcalloc(np ? np : 1, sizeof(*sp));
     size_t ns = 0;
     int32_t ready = 0;
-    int64_t cold = 0;
+    struct cold_start cs = {0};
     for (size_t i = 0; i < np; i++) {
         const struct kube_pod *p = pods[i];
+        if (!p->deleting && p->phase == KUBE_POD_PENDING && p->unschedulable_gpu) {
+            o->unschedulable++;
+            w->unsched_gpu = p->unschedulable_gpu;
+        }
         if (p->deleting || p->phase != KUBE_POD_RUNNING)
             continue;
         bool ok = p->ready && p->ip[0];
         if (ok)
             ready++;
-        if (p->ready && p->ready_transition_ms > p->created_ms) {
-            int64_t cs = p->ready_transition_ms - p->created_ms;
-            if (cs < MAX_COLD_START_MS && cs > cold)
-                cold = cs;
-        }
+        if (p->ready)
+            cold_start_add(&cs, p);
         int port = cfg->scrape.port ? cfg->scrape.port
                    : p->metrics_port ? p->metrics_port
                    : d->metrics_port ? d->metrics_port
@@ -241,8 +270,11 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
         sp[ns++] = (struct scrape_pod){.name = p->name, .ip = p->ip, .port = port, .ready = ok,
                                        .gpus = p->gpus > 0 ? p->gpus : d->gpus_per_replica};
     }
-    if (cold > 0)
-        w->learned_cold_start_ms = cold;
+    if (cs.seen) {
+        w->learned_schedule_ms = cs.schedule_ms;
+        w->learned_load_ms = cs.load_ms;
+        w->learned_cold_start_ms = cs.schedule_ms + cs.load_ms;
+    }
     o->gpus = cfg->policy.gpus_per_replica > 0 ? cfg->policy.gpus_per_replica
               : d->gpus_per_replica > 0        ? d->gpus_per_replica
                                                : 1;

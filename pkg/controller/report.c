@@ -27,7 +27,7 @@
 static const char *const event_reasons[] = {
     "ScaledOut",     "PredictiveScaleOut", "SLAScaleOut",       "LatencyScaleOut",
     "ScaledIn",      "PredictiveScaleIn",  "MetricsUnavailable", "InvalidAnnotation",
-    "ScalerConflict", "AtMaxReplicas",      "CapacityMismatch",
+    "ScalerConflict", "AtMaxReplicas",      "CapacityMismatch",  "GPUCapacityExhausted",
 };
 #define ACTION_SLOTS 6
 #define INVALID_SLOT 7
@@ -173,7 +173,9 @@ void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms)
     struct ctl_status_capacity cap = {.in_use = w->cap_in_use,
                                       .source = capacity_source_name(w->cap_source),
                                       .est = &w->cap_est, .mismatch = w->cap_mismatch};
-    char *full = ctl_status_json(now_ms, &w->last, &cap);
+    struct ctl_status_start start = {.schedule_ms = w->learned_schedule_ms,
+                                     .load_ms = w->learned_load_ms};
+    char *full = ctl_status_json(now_ms, &w->last, &cap, &start);
     const char *body = strstr(full, "\"desired\"");
     bool same = w->status_written && body && strcmp(body, w->status_written) == 0;
     if ((same && now_ms - w->status_written_ms < STATUS_REFRESH_MS) || !budget(c)) {

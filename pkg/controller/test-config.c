@@ -414,13 +414,13 @@ static void test_status_json(void **s)
     d.per_replica_rps = 8;
     d.need_now = 7;
     snprintf(d.explain, sizeof(d.explain), "a \"quoted\" line");
-    char *j = ctl_status_json(1795000060000LL, &d, NULL);
+    char *j = ctl_status_json(1795000060000LL, &d, NULL, NULL);
     assert_string_equal(j, "{\"time\":\"2026-11-18T11:07:40Z\",\"desired\":6,"
                            "\"reason\":\"AboveTargetWaiting\",\"requestsPerGPU\":9.25,"
                            "\"utilization\":0.925,\"forecastRequestsPerGPU\":null,"
                            "\"demandRequestsPerSecond\":55.5,\"forecastRequestsPerSecond\":null,"
                            "\"perReplicaRequestsPerSecond\":8,\"sizing\":\"target-utilization\","
-                           "\"needReplicas\":7,"
+                           "\"needReplicas\":7,\"unschedulableReplicas\":0,"
                            "\"aboveSince\":\"2026-11-18T11:06:40Z\","
                            "\"scaleOutAt\":\"2026-11-18T11:08:40Z\",\"belowSince\":null,"
                            "\"scaleInAt\":null,\"message\":\"a \\\"quoted\\\" line\"}");
@@ -438,20 +438,38 @@ static void test_status_json(void **s)
                                   .basis = CAPACITY_BASIS_UTILIZATION};
     struct ctl_status_capacity cap = {.in_use = 10, .source = "configured", .est = &e,
                                       .mismatch = 0};
-    j = ctl_status_json(1795000060000LL, &d, &cap);
+    j = ctl_status_json(1795000060000LL, &d, &cap, NULL);
     assert_non_null(strstr(j, "\"capacity\":{\"perGPU\":10,\"source\":\"configured\","
                               "\"learned\":9.5,\"basis\":\"utilization\",\"samples\":12,"
                               "\"highestSeen\":7.25,\"saturation\":null,\"slotsPerGPU\":64}"));
     xfree(j);
     cap.mismatch = 1;
-    j = ctl_status_json(1795000060000LL, &d, &cap);
+    j = ctl_status_json(1795000060000LL, &d, &cap, NULL);
     assert_non_null(strstr(j, "\"mismatch\":\"configured-too-high\"}"));
     xfree(j);
-    j = ctl_status_json(1795000060000LL, &d, NULL);
+    j = ctl_status_json(1795000060000LL, &d, NULL, NULL);
     assert_non_null(strstr(j, "\"forecastRequestsPerSecond\":120,"));
     assert_non_null(strstr(j, "\"sizing\":\"p99-latency-target\""));
     assert_non_null(strstr(j, "\"forecastNeedReplicas\":15,"));
     assert_non_null(strstr(j, "\"atMaxReplicas\":true,\"wantReplicas\":15"));
+    assert_null(strstr(j, "coldStart"));
+    xfree(j);
+    /* replicas waiting for GPUs: how many, the hold and the need; the
+     * learned cold start in its two parts */
+    d.reason = POLICY_HOLD_GPU_CAPACITY;
+    d.unschedulable = 3;
+    d.want = 9;
+    struct ctl_status_start start = {.schedule_ms = 95500, .load_ms = 181000};
+    j = ctl_status_json(1795000060000LL, &d, NULL, &start);
+    assert_non_null(strstr(j, "\"reason\":\"AtGPUCapacity\""));
+    assert_non_null(strstr(j, "\"unschedulableReplicas\":3,\"atGPUCapacity\":true,"
+                              "\"wantReplicas\":9,"));
+    assert_null(strstr(j, "atMaxReplicas"));
+    assert_non_null(strstr(j, "\"coldStart\":{\"scheduleSeconds\":95.5,\"loadSeconds\":181},"));
+    xfree(j);
+    start.schedule_ms = start.load_ms = 0; /* nothing seen yet: no figures */
+    j = ctl_status_json(1795000060000LL, &d, NULL, &start);
+    assert_null(strstr(j, "coldStart"));
     xfree(j);
 }
 

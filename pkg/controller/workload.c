@@ -263,7 +263,8 @@ static void put_capacity(struct util_buf *b, const struct ctl_status_capacity *c
 }
 
 char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d,
-                      const struct ctl_status_capacity *cap)
+                      const struct ctl_status_capacity *cap,
+                      const struct ctl_status_start *start)
 {
     struct util_buf b = {0};
     char ts[40];
@@ -287,8 +288,14 @@ char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d,
         util_buf_printf(&b, ",\"forecastNeedReplicas\":%d", d->need_forecast);
     if (d->reason == POLICY_HOLD_AT_MAX)
         util_buf_printf(&b, ",\"atMaxReplicas\":true,\"wantReplicas\":%d", d->want);
+    util_buf_printf(&b, ",\"unschedulableReplicas\":%d", d->unschedulable);
+    if (d->reason == POLICY_HOLD_GPU_CAPACITY)
+        util_buf_printf(&b, ",\"atGPUCapacity\":true,\"wantReplicas\":%d", d->want);
     if (cap)
         put_capacity(&b, cap);
+    if (start && (start->schedule_ms > 0 || start->load_ms > 0))
+        util_buf_printf(&b, ",\"coldStart\":{\"scheduleSeconds\":%.4g,\"loadSeconds\":%.4g}",
+                        (double)start->schedule_ms / 1000.0, (double)start->load_ms / 1000.0);
     /* The live controller decides on wall-clock time, so the clocks are
      * UNIX times too. */
     put_time(&b, "aboveSince", d->above_since_ms);

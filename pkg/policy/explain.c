@@ -104,6 +104,12 @@ void policy_explain(const struct policy_tick *t, const struct policy_state *st,
         snprintf(e, n, "load needs %d replicas but already at max-replicas %d", out->want,
                  t->hi);
         return;
+    case POLICY_HOLD_GPU_CAPACITY:
+        snprintf(e, n,
+                 "load needs %d replicas but %d of the %d asked for cannot be scheduled (no "
+                 "node has a free GPU): holding %d, %d placed",
+                 out->want, t->unsched, t->cur, t->cur, t->cur - t->unsched);
+        return;
     case POLICY_HOLD_SCALE_OUT_PENDING:
         snprintf(e, n,
                  "requests/GPU %.3g above target but %d replicas asked for cover the load "
@@ -118,12 +124,12 @@ void policy_explain(const struct policy_tick *t, const struct policy_state *st,
         snprintf(e, n, "load low; at min-replicas %d", t->lo);
         return;
     case POLICY_HOLD_BELOW_WAITING:
-        if (out->rule == POLICY_PREDICTIVE_SCALE_IN && t->ready < t->cur) {
+        if (out->rule == POLICY_PREDICTIVE_SCALE_IN && t->starting > 0) {
             snprintf(e, n,
                      "demand %.4g req/s and forecast peak %.4g req/s fit %lld replicas, but %d of "
                      "%d are still starting: holding %d",
-                     t->dem.rate_rps, t->in->forecast_rate, (long long)t->floor,
-                     t->cur - t->ready, t->cur, t->cur);
+                     t->dem.rate_rps, t->in->forecast_rate, (long long)t->floor, t->starting,
+                     t->cur, t->cur);
         } else if (out->rule == POLICY_PREDICTIVE_SCALE_IN) {
             dur(cfg->scale_in_stabilization_ms, b, sizeof(b));
             snprintf(e, n,

@@ -33,6 +33,11 @@
  * none needed in the stabilization window), else by the hysteresis rule
  * (below scale-in-utilization for scale-in-after). Scaling out to the likely
  * peak and holding for the upper one is hysteresis in the forecast's terms.
+ * Replicas the scheduler cannot place (no node has a free GPU) are not
+ * coming capacity: they neither stand in for the queue's drain nor block a
+ * scale-in as "still starting", and while there are any no rule raises the
+ * count past what is asked for already (hold AtGPUCapacity, the shortfall in
+ * want and the needs); when they are placed the rules resume.
  *
  * Configuration keys are shared with annotations (gpuscaler.io/<key>), the
  * YAML config file and the simulator's policy file: policy_config_set() is the
@@ -145,6 +150,9 @@ struct policy_input {
     int64_t now_ms;
     int32_t current_replicas; /**< replicas asked for (spec) */
     int32_t ready_replicas;   /**< replicas ready and serving */
+    int32_t unschedulable_replicas; /**< replicas asked for that no node can place (Pending,
+                                         PodScheduled False: no free GPU); never coming
+                                         capacity while so. 0: none */
     double gpus_per_replica;  /**< GPUs of one replica (>= 1 for GPU pods; 0 -> 1) */
     bool metrics_valid;       /**< false when the collector could not measure */
     int64_t metrics_time_ms;  /**< when request_rate was measured */
@@ -178,6 +186,8 @@ enum policy_reason {
     POLICY_SCALED_IN,              /**< sustained-rule scale-in */
     POLICY_PREDICTIVE_SCALE_IN,    /**< plan and demand fit in fewer replicas */
     POLICY_CLAMPED,                /**< current replicas outside [min, max] */
+    POLICY_HOLD_GPU_CAPACITY,      /**< the load needs more than is placed, but replicas
+                                        asked for cannot be scheduled (no free GPU): hold */
     POLICY_REASON_COUNT
 };
 
@@ -204,6 +214,7 @@ struct policy_decision {
     int32_t need_now;                /**< replicas the current demand needs */
     int32_t need_forecast;           /**< replicas the trusted (upper) plan needs, 0 without */
     int32_t need_likely;             /**< replicas its likely peak needs, 0 without */
+    int32_t unschedulable;           /**< in->unschedulable_replicas within [0, current] */
     int64_t above_since_ms;          /**< copy of the clock, POLICY_NEVER when stopped */
     int64_t scale_out_at_ms;         /**< when the scale-out rule fires, POLICY_NEVER */
     int64_t below_since_ms;
@@ -238,7 +249,8 @@ struct policy_demand {
  * second is not, and a dip is not trusted before the window sees it), plus
  * in->queue_depth / horizon (the
  * queue must drain within the time new capacity needs to arrive) unless
- * replicas asked for are still starting (they will drain it). The part of
+ * replicas asked for are still starting (they will drain it; unschedulable
+ * replicas are not starting: they will not). The part of
  * the queue the ready replicas' headroom (ready x replica_rps, their
  * saturated throughput, less the arrivals) drains within lead_ms (the cold
  * start: before a replica asked for now could help) is left out. Unknown

@@ -155,7 +155,10 @@ void policy_demand(const struct policy_input *in, int64_t horizon_ms, int64_t le
         if (headroom > 0)
             q -= headroom * ((double)lead_ms / 1000.0);
     }
-    if (horizon_ms > 0 && q > 0 && in->ready_replicas >= in->current_replicas)
+    /* Replicas no node can place are not coming: they drain nothing. */
+    int64_t unsched = in->unschedulable_replicas > 0 ? in->unschedulable_replicas : 0;
+    bool starting = (int64_t)in->ready_replicas < (int64_t)in->current_replicas - unsched;
+    if (horizon_ms > 0 && q > 0 && !starting)
         out->drain_rps = q / (horizon_ms / 1000.0);
     out->rate_rps = out->arrival_rps + out->drain_rps;
 }
