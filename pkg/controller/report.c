@@ -173,7 +173,11 @@ void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms)
     /* compare without the time so an unchanged decision is not rewritten */
     struct ctl_status_capacity cap = {.in_use = w->cap_in_use,
                                       .source = capacity_source_name(w->cap_source),
-                                      .est = &w->cap_est, .mismatch = w->cap_mismatch};
+                                      .est = &w->cap_est, .mismatch = w->cap_mismatch,
+                                      .demand_unit =
+                                          policy_demand_unit_name(w->cfg.policy.demand_unit),
+                                      .tokens_per_request =
+                                          w->request_size > 0 ? w->request_size : NAN};
     char *full = ctl_status_json(now_ms, &w->last, &cap);
     const char *body = strstr(full, "\"desired\"");
     bool same = w->status_written && body && strcmp(body, w->status_written) == 0;
@@ -385,6 +389,18 @@ static void ckpt_loaded(const struct kube_result *res, void *arg)
         ckpt_free(r);
         return;
     }
+    /* rates and capacities learned in another demand unit mean nothing here
+     * (a checkpoint without one was written in requests) */
+    const char *su = json_string_value(
+        json_object_get(json_object_get(res->body, "data"), "demandUnit"));
+    char unit[64];
+    ctl_demand_unit_label(&w->cfg.policy, unit, sizeof(unit));
+    if (strcmp(su ? su : "requests", unit) != 0) {
+        LOGW_INFO(SUB, r->ns, r->name, "ignoring checkpoint %s: written for demand unit %.60s, "
+                  "now %s", r->cm, su ? su : "requests", unit);
+        ckpt_free(r);
+        return;
+    }
     const char *cs = json_string_value(
         json_object_get(json_object_get(res->body, "binaryData"), "capacity"));
     char *craw = NULL;
@@ -480,12 +496,15 @@ void ctl_checkpoint_save(struct controller *c, struct ctl_wl *w, int64_t now_ms)
     char *cenc = b64(cbuf, capacity_encode(&w->cap, cbuf, sizeof(cbuf)));
     char cm[300];
     checkpoint_name(c, w, cm, sizeof(cm));
-    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s},s:{s:s,s:s}},s:{s:s,s:s}}",
+    char unit[64];
+    ctl_demand_unit_label(&w->cfg.policy, unit, sizeof(unit));
+    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s},s:{s:s,s:s}},s:{s:s},s:{s:s,s:s}}",
                             "apiVersion", "v1", "kind", "ConfigMap", "metadata", "name", cm,
                             "namespace", c->cfg->leader.namespace_, "labels",
                             "app.kubernetes.io/managed-by", "gpuscaler", "annotations",
                             "gpuscaler.io/namespace", w->ns, "gpuscaler.io/deployment", w->name,
-                            "binaryData", "forecast", enc, "capacity", cenc);
+                            "data", "demandUnit", unit, "binaryData", "forecast", enc,
+                            "capacity", cenc);
     xfree(enc);
     xfree(cenc);
     if (!obj)
