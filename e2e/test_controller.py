@@ -368,6 +368,37 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             g.stop()
 
 
+    def test_8_tokens_refused_for_triton_and_held_without_token_metrics(self):
+        """demand-unit tokens, through the API only: with metrics-profile triton it is an
+        InvalidAnnotation naming demand-unit and Triton (replicas held); on vLLM pods whose
+        exposition lacks the token counters it is MetricsUnavailable, and replicas are held
+        even when the request rate drops to nothing (never scale in on missing metrics)."""
+        tok = {"gpuscaler.io/demand-unit": "tokens", "gpuscaler.io/capacity-per-gpu": "4000"}
+        self.make("tok-triton", 2, subnet=18,
+                  annotations=dict(tok, **{"gpuscaler.io/metrics-profile": "triton"}))
+        self.make("tok-nometric", 3, subnet=19, annotations=tok)
+        g = self.start()
+        try:
+            self.metrics.set_rate("tok-triton", 100)
+            self.metrics.set_rate("tok-nometric", 0)
+            ev = wait_for(lambda: events(self.c, self.ns, "tok-triton", "InvalidAnnotation"),
+                          20, what="InvalidAnnotation event")
+            self.assertEqual(ev[0]["type"], "Warning")
+            self.assertIn("gpuscaler.io/demand-unit", ev[0]["message"])
+            self.assertIn("Triton exposes no token counters", ev[0]["message"])
+            mu = wait_for(lambda: events(self.c, self.ns, "tok-nometric", "MetricsUnavailable"),
+                          25, what="MetricsUnavailable event")
+            self.assertIn("token metric vllm:generation_tokens_total not found",
+                          mu[0]["message"])
+            time.sleep(8)  # > scale-in-after: still held
+            self.assertEqual(self.replicas("tok-triton"), 2)
+            self.assertEqual(self.replicas("tok-nometric"), 3)
+            self.assertTrue(g.alive())
+        finally:
+            g.stop()
+            self.c.delete("deployments", "tok-triton", self.ns)
+            self.c.delete("deployments", "tok-nometric", self.ns)
+
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result
     print("controller e2e: %d passed, %d failed, %d skipped" % (

@@ -101,7 +101,8 @@ static void configure(struct controller *c, struct ctl_wl *w, const struct kube_
     /* the forecaster's state is meaningless under another season, quantile
      * or rate floor (capacity), and with the capacity estimator's under
      * another demand unit or prompt weight: start them afresh */
-    bool unit_changed = w->config_ok && !ctl_same_demand_unit(&cfg.policy, &w->cfg.policy);
+    /* w->cfg is the last valid configuration (kept while one is invalid) */
+    bool unit_changed = w->fc && !ctl_same_demand_unit(&cfg.policy, &w->cfg.policy);
     bool reset = w->fc && (!w->config_ok || unit_changed ||
                            forecast_config_changed(&cfg.policy, &w->cfg.policy));
     if (unit_changed) {
@@ -253,8 +254,9 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
         LOGW_INFO(SUB, w->ns, w->name, "%s: %s%s%s%s", policy_reason_name(dec->reason),
                   dec->explain, r->valid ? "" : ": ", r->valid ? "" : r->why,
                   leading ? "" : " (follower: not acting)");
+    /* a recorded trace counts requests (what simulate replays), in any demand unit */
     if (r->valid && c->record_dir)
-        ctl_record(c, w, now, o->arrival_rps);
+        ctl_record(c, w, now, o->arrival_rps / (o->request_size > 0 ? o->request_size : 1));
     if (!leading)
         return;
     /* right after tracking starts there is no rate yet (two samples needed):
