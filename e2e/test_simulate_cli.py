@@ -360,6 +360,13 @@ class InputTest(unittest.TestCase):
         self.bad(['--trace', p, *SMALL, '--start', '2h'], 'start')
         self.bad(['--trace', p, *SMALL, '--gpus-per-replica'], '--gpus-per-replica')
         self.bad(['--capacity-per-gpu', 'lots'], 'capacity-per-gpu')
+        # demand-unit is accepted as a key but only requests is simulated: tokens is refused
+        # by name (traces count requests)
+        self.bad(['--trace', p, *SMALL, '--demand-unit', 'tokens'],
+                 'demand-unit: tokens is not simulated')
+        self.bad(['--trace', p, *SMALL, '--demand-unit', 'bytes'], 'not requests or tokens')
+        r = run('--trace', p, *SMALL, '--demand-unit', 'requests')
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_unknown_flag_alone_is_unknown(self):
         r = self.bad(['--bogus'], 'unknown flag --bogus')

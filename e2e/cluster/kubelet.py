@@ -33,6 +33,9 @@ fakeserve settings come from template annotations (deployment annotations as fal
   e2e.gpuscaler.io/metrics-fault none  (hang, garbage, slow)
   e2e.gpuscaler.io/max-queue   100000
   e2e.gpuscaler.io/seed        derived from the pod name
+  e2e.gpuscaler.io/token-cost-ms 0    ms of slot time per weighted token (fakeserve)
+  e2e.gpuscaler.io/prompt-token-cost 0.25  a prompt token's cost in generated tokens
+  e2e.gpuscaler.io/prompt-mix  ""      P:G@UNIX_TS,... tokens per request by wall clock
   e2e.gpuscaler.io/pre-stop    0.3s    wait between Ready=False and SIGTERM (a preStop sleep,
                                        so Service fronts drop the pod before it drains)
 The port is the first container's port named http, else metrics, else its first port, else 8000.
@@ -236,6 +239,9 @@ def fakeserve_settings(dep, pod_name):
         "port": container_port(spec),
         "grace": float(spec.get("terminationGracePeriodSeconds", 30)),
         "pre_stop": parse_duration(get("pre-stop", "0.3s")),
+        "token_cost_ms": float(get("token-cost-ms", 0)),
+        "prompt_token_cost": float(get("prompt-token-cost", 0.25)),
+        "prompt_mix": get("prompt-mix", ""),
     }
 
 
@@ -643,6 +649,11 @@ class Kubelet:
                "--model", s["model"], "--cold-start", str(s["cold_start"]),
                "--grace", str(s["grace"]), "--max-queue", str(s["max_queue"]),
                "--metrics-fault", s["metrics_fault"], "--pod-name", rt.name]
+        if s.get("token_cost_ms"):
+            cmd += ["--token-cost-ms", str(s["token_cost_ms"]),
+                    "--prompt-token-cost", str(s["prompt_token_cost"])]
+        if s.get("prompt_mix"):
+            cmd += ["--prompt-mix", s["prompt_mix"]]
         if self.control_token:
             cmd += ["--control-token", self.control_token]
         return cmd

@@ -4,7 +4,8 @@
  * gpuscaler's namespace: <checkpoint.configmap>-0 .. -<checkpoint.configmaps - 1>.
  * A Deployment's state lives in the ConfigMap numbered by a stable hash of
  * namespace/name, as two binaryData keys, forecast.<ns>_<name> and
- * capacity.<ns>_<name>. The names are known when RBAC is written, so the Role
+ * capacity.<ns>_<name>, and the demand unit they were learned in as the data
+ * key unit.<ns>_<name> (absent: requests). The names are known when RBAC is written, so the Role
  * can list them (resourceNames) instead of reaching every ConfigMap.
  *
  * Reads: one GET per ConfigMap serves every Deployment of it that is waiting
@@ -86,7 +87,8 @@ static bool key_owner(const char *key, char *buf, size_t len, const char **ns, c
         return false;
     size_t wlen = (size_t)(dot - key);
     if (!((wlen == 8 && strncmp(key, "forecast", 8) == 0) ||
-          (wlen == 8 && strncmp(key, "capacity", 8) == 0)))
+          (wlen == 8 && strncmp(key, "capacity", 8) == 0) ||
+          (wlen == 4 && strncmp(key, "unit", 4) == 0)))
         return false;
     char *us = strchr(buf, '_');
     if (!us || us == buf || !us[1] || strchr(us + 1, '.') != NULL)
@@ -142,6 +144,8 @@ void ctl_checkpoint_forget(struct controller *c, const struct ctl_wl *w)
     drop_key(k, key);
     entry_key("capacity", w->ns, w->name, key, sizeof(key));
     drop_key(k, key);
+    entry_key("unit", w->ns, w->name, key, sizeof(key));
+    drop_key(k, key);
 }
 
 /* ---- reading -------------------------------------------------------------------- */
@@ -151,8 +155,8 @@ struct cm_req {
     size_t idx;
     char cm[256];
     bool patch;                   /**< a save (else a read) */
-    json_t *data;                 /**< the save's binaryData (for a create after 404): the
-                                       patch shares it, so it is not copied */
+    json_t *bin, *text;           /**< the save's binaryData and data (for a create after
+                                       404): the patch shares them, so they are not copied */
     size_t ndrop;                 /**< drop keys the save carried */
 };
 
@@ -160,7 +164,8 @@ static void req_free(struct cm_req *r)
 {
     struct controller *c = r->c;
     c->report_inflight--;
-    json_decref(r->data);
+    json_decref(r->bin);
+    json_decref(r->text);
     xfree(r);
     ctl_io_end(c);
 }
@@ -177,9 +182,19 @@ static struct cm_req *req_new(struct controller *c, size_t idx, bool patch)
     return r;
 }
 
-static void restore(struct ctl_wl *w, json_t *bin, const char *cm)
+static void restore(struct ctl_wl *w, json_t *body, const char *cm)
 {
-    char key[KEY_MAX + 1], err[160];
+    json_t *bin = json_object_get(body, "binaryData");
+    char key[KEY_MAX + 1], err[160], unit[64];
+    /* rates and capacities learned in another demand unit mean nothing here */
+    entry_key("unit", w->ns, w->name, key, sizeof(key));
+    const char *su = json_string_value(json_object_get(json_object_get(body, "data"), key));
+    ctl_demand_unit_label(&w->cfg.policy, unit, sizeof(unit));
+    if (strcmp(su ? su : "requests", unit) != 0) {
+        LOGW_INFO(SUB, w->ns, w->name, "ignoring checkpoint in %s: written for demand unit "
+                  "%.60s, now %s", cm, su ? su : "requests", unit);
+        return;
+    }
     entry_key("capacity", w->ns, w->name, key, sizeof(key));
     const char *cs = json_string_value(json_object_get(bin, key));
     char *raw = NULL;
@@ -218,20 +233,23 @@ static void restore(struct ctl_wl *w, json_t *bin, const char *cm)
 
 /* Keys of Deployments gpuscaler no longer tracks (deleted or opted out while it was not
  * running): removed in the next save. */
-static void prune(struct controller *c, size_t idx, json_t *bin)
+static void prune(struct controller *c, size_t idx, json_t *body)
 {
     if (c->dry_run || !controller_leading(c))
         return;
-    const char *key;
-    json_t *v;
-    json_object_foreach(bin, key, v) {
-        char buf[KEY_MAX + 1];
-        const char *ns, *name;
-        if (!key_owner(key, buf, sizeof(buf), &ns, &name))
-            continue;
-        if (ctl_checkpoint_index(ns, name, c->nckpt) != idx ||
-            !kube_cache_deployment(c->cache, ns, name))
-            drop_key(&c->ckpt[idx], key);
+    static const char *const fields[] = {"binaryData", "data"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(fields); i++) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(json_object_get(body, fields[i]), key, v) {
+            char buf[KEY_MAX + 1];
+            const char *ns, *name;
+            if (!key_owner(key, buf, sizeof(buf), &ns, &name))
+                continue;
+            if (ctl_checkpoint_index(ns, name, c->nckpt) != idx ||
+                !kube_cache_deployment(c->cache, ns, name))
+                drop_key(&c->ckpt[idx], key);
+        }
     }
 }
 
@@ -240,7 +258,7 @@ static void cm_read(const struct kube_result *res, void *arg)
     struct cm_req *r = arg;
     struct controller *c = r->c;
     c->ckpt[r->idx].get_inflight = false;
-    json_t *bin = res->err == 0 ? json_object_get(res->body, "binaryData") : NULL;
+    json_t *body = res->err == 0 ? res->body : NULL;
     if (res->err != 0 && res->err != -ENOENT)
         LOG_WARN(SUB, "reading checkpoint ConfigMap %s failed: HTTP %ld %s (read again next "
                       "tick)", r->cm, res->status, res->message);
@@ -253,11 +271,11 @@ static void cm_read(const struct kube_result *res, void *arg)
                 w->checkpoint_loaded = false; /* never overwrite it unread */
                 continue;
             }
-            restore(w, bin, r->cm);
+            restore(w, body, r->cm);
             w->checkpoint_ready = true; /* read, or nothing stored: saves may write it now */
         }
-    if (bin)
-        prune(c, r->idx, bin);
+    if (body)
+        prune(c, r->idx, body);
     req_free(r);
 }
 
@@ -288,23 +306,27 @@ static void cm_written(const struct kube_result *res, void *arg)
     struct cm_req *r = arg;
     struct controller *c = r->c;
     struct ctl_ckpt *k = &c->ckpt[r->idx];
-    if (res->err == -ENOENT && r->data) {
+    if (res->err == -ENOENT && r->bin) {
         /* the first save (maybe at shutdown): create it with what the patch carried, without
          * the removals; shutdown waits for it */
-        const char *key;
-        void *tmp;
-        json_t *v;
-        json_object_foreach_safe(r->data, tmp, key, v) {
-            if (json_is_null(v))
-                json_object_del(r->data, key);
+        json_t *maps[] = {r->bin, r->text};
+        for (size_t i = 0; i < UTIL_ARRAY_LEN(maps); i++) {
+            const char *key;
+            void *tmp;
+            json_t *v;
+            json_object_foreach_safe(maps[i], tmp, key, v) {
+                if (json_is_null(v))
+                    json_object_del(maps[i], key);
+            }
         }
-        json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:O}", "apiVersion", "v1", "kind",
-                                "ConfigMap", "metadata", "name", r->cm, "namespace",
+        json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:O,s:O}", "apiVersion", "v1",
+                                "kind", "ConfigMap", "metadata", "name", r->cm, "namespace",
                                 c->cfg->leader.namespace_, "labels",
                                 "app.kubernetes.io/managed-by", "gpuscaler", "binaryData",
-                                r->data);
-        json_decref(r->data);
-        r->data = NULL;
+                                r->bin, "data", r->text);
+        json_decref(r->bin);
+        json_decref(r->text);
+        r->bin = r->text = NULL;
         if (obj && kube_configmap_create(c->kube, c->cfg->leader.namespace_, obj, cm_written,
                                          r) == 0) {
             json_decref(obj);
@@ -341,8 +363,8 @@ static void cm_written(const struct kube_result *res, void *arg)
     req_free(r);
 }
 
-/* Add w's entries to data; false when it has nothing to save. */
-static bool add_entries(json_t *data, const struct ctl_wl *w, size_t *bytes)
+/* Add w's entries to bin (binaryData) and text (data); false when it has nothing to save. */
+static bool add_entries(json_t *bin, json_t *text, const struct ctl_wl *w, size_t *bytes)
 {
     if (!w->fc || !w->checkpoint_ready)
         return false;
@@ -353,40 +375,50 @@ static bool add_entries(json_t *data, const struct ctl_wl *w, size_t *bytes)
     char *enc = kube_base64_encode(buf, len);
     xfree(buf);
     entry_key("forecast", w->ns, w->name, key, sizeof(key));
-    json_object_set_new(data, key, json_string(enc));
+    json_object_set_new(bin, key, json_string(enc));
     xfree(enc);
     *bytes += len;
     uint8_t cbuf[CAPACITY_STATE_SIZE];
     size_t clen = capacity_encode(&w->cap, cbuf, sizeof(cbuf));
     enc = kube_base64_encode(cbuf, clen);
     entry_key("capacity", w->ns, w->name, key, sizeof(key));
-    json_object_set_new(data, key, json_string(enc));
+    json_object_set_new(bin, key, json_string(enc));
     xfree(enc);
     *bytes += clen;
+    char unit[64];
+    ctl_demand_unit_label(&w->cfg.policy, unit, sizeof(unit));
+    entry_key("unit", w->ns, w->name, key, sizeof(key));
+    json_object_set_new(text, key, json_string(unit));
+    *bytes += strlen(unit);
     return true;
 }
 
 static void save_one(struct controller *c, size_t idx)
 {
     struct ctl_ckpt *k = &c->ckpt[idx];
-    json_t *data = json_object();
+    json_t *bin = json_object(), *text = json_object();
     size_t n = 0, bytes = 0;
     for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
         for (struct ctl_wl *w = c->table[b]; w; w = w->next)
             if (ctl_checkpoint_index(w->ns, w->name, c->nckpt) == idx &&
-                add_entries(data, w, &bytes))
+                add_entries(bin, text, w, &bytes))
                 n++;
     if (n == 0 && k->ndrop == 0) {
-        json_decref(data);
+        json_decref(bin);
+        json_decref(text);
         return;
     }
-    for (size_t i = 0; i < k->ndrop; i++)
-        if (!json_object_get(data, k->drop[i])) /* tracked again meanwhile: keep its new state */
-            json_object_set_new(data, k->drop[i], json_null());
-    json_t *patch = json_pack("{s:{s:{s:s}},s:O}", "metadata", "labels",
-                              "app.kubernetes.io/managed-by", "gpuscaler", "binaryData", data);
+    for (size_t i = 0; i < k->ndrop; i++) {
+        json_t *m = strncmp(k->drop[i], "unit.", 5) == 0 ? text : bin;
+        if (!json_object_get(m, k->drop[i])) /* tracked again meanwhile: keep its new state */
+            json_object_set_new(m, k->drop[i], json_null());
+    }
+    json_t *patch = json_pack("{s:{s:{s:s}},s:O,s:O}", "metadata", "labels",
+                              "app.kubernetes.io/managed-by", "gpuscaler", "binaryData", bin,
+                              "data", text);
     struct cm_req *r = req_new(c, idx, true);
-    r->data = data;
+    r->bin = bin;
+    r->text = text;
     r->ndrop = k->ndrop;
     k->patch_inflight = true;
     LOG_DEBUG(SUB, "saving checkpoint ConfigMap %s: %zu Deployments, %zu bytes, %zu removed",

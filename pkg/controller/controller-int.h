@@ -128,6 +128,8 @@ struct ctl_wl {
     uint8_t unsched_gpu;          /**< enum kube_gpu_resource the pods last waited for */
     double service_ms;            /**< service time learned by Little's law, 0 unknown */
     double svc_inflight, svc_rate; /**< its smoothed numerator and denominator */
+    double request_size;          /**< demand-unit tokens: weighted tokens per request last
+                                       measured, 0 unknown */
     struct capacity cap;          /**< the per-GPU capacity the metrics show (calibrate.c) */
     struct capacity_estimate cap_est; /**< its estimate at the last tick */
     double cap_in_use;            /**< capacity the last decision sized with, NAN none */
@@ -236,12 +238,23 @@ struct ctl_obs {
     int32_t unschedulable;    /**< pods Pending because no node has a free GPU
                                    (PodScheduled False, Unschedulable) */
     double gpus;              /**< GPUs per replica */
-    double arrival_rps;       /**< arrivals over the rate window: completions + growth of
-                                   running + waiting requests */
+    double arrival_rps;       /**< arrivals over the rate window in the demand unit:
+                                   completions + growth of running + waiting requests
+                                   (x request_size) */
     double recent_rps;        /**< the same over the newest scrapes; NAN unknown */
     int64_t recent_ms;        /**< the span recent_rps counts over */
     double service_ms;        /**< service time learned by Little's law, <= 0 unknown */
+    double completions;       /**< completions in the demand unit (requests/s, or weighted
+                                   tokens/s); NAN when !m.valid */
+    double request_size;      /**< demand units per request: 1 for requests, the measured
+                                   weighted tokens per completed request for tokens */
 };
+
+/** Whether two configurations count demand alike (unit, and for tokens the
+ *  prompt weight): learned rates and capacities carry over only then. */
+bool ctl_same_demand_unit(const struct policy_config *a, const struct policy_config *b);
+/** "requests", or "tokens;prompt-token-weight=W": stored with checkpoints. */
+void ctl_demand_unit_label(const struct policy_config *p, char *out, size_t len);
 
 /** The whole tick of one tracked Deployment: configure, then the stages. */
 void ctl_decide(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,

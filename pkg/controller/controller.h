@@ -159,10 +159,13 @@ void controller_forecast_config(const struct policy_config *p, struct forecast_c
 /** The capacity part of the status: what the decision sized with and what
  *  the pods' metrics show. */
 struct ctl_status_capacity {
-    double in_use;          /**< req/s per GPU sized with; NAN none */
+    double in_use;          /**< per GPU sized with, in the demand unit; NAN none */
     const char *source;     /**< capacity_source_name() */
     const struct capacity_estimate *est;
     int mismatch;           /**< capacity_mismatch() of a configured value */
+    const char *demand_unit; /**< "tokens" adds "demandUnit" and "tokensPerRequest" (the
+                                  figures are then weighted tokens/s); NULL: requests */
+    double tokens_per_request; /**< measured weighted tokens per request, NAN unknown */
 };
 
 /** The learned cold start of the status, in its two parts (0: not seen). */

@@ -14,7 +14,12 @@
  *    window sees it);
  *  - the service time by Little's law: running requests / completions, when
  *    the engine reports running requests (vLLM, TGI, Triton's in-flight
- *    gauge), smoothed over ticks. */
+ *    gauge), smoothed over ticks;
+ *  - with demand-unit tokens, completions are weighted tokens/s
+ *    (prompt-token-weight x prompt tokens + generated tokens), and the
+ *    backlog, counted in requests, becomes tokens at the measured weighted
+ *    tokens per completed request (the request size). The service time stays
+ *    per request. */
 #include "controller-int.h"
 
 #include <math.h>
@@ -167,11 +172,36 @@ static double backlog_growth(const struct ctl_wl *w, int64_t now, int64_t window
     return 0;
 }
 
+/* Completions in the demand unit, and the request size that converts
+ * requests into it. */
+static void completions(struct ctl_wl *w, struct ctl_obs *o)
+{
+    const struct scrape_result *r = &o->m;
+    const struct policy_config *p = &w->cfg.policy;
+    o->completions = r->request_rate;
+    o->recent_rps = r->recent_rate;
+    o->request_size = 1;
+    if (p->demand_unit != POLICY_UNIT_TOKENS)
+        return;
+    double wt = p->prompt_token_weight;
+    o->completions =
+        r->valid ? policy_token_demand(r->prompt_token_rate, r->generation_token_rate, wt) : NAN;
+    o->recent_rps =
+        r->valid ? policy_token_demand(r->prompt_token_recent, r->generation_token_recent, wt)
+                 : NAN;
+    /* a window without completions keeps the last size measured */
+    if (isfinite(o->completions) && isfinite(r->request_rate) && r->request_rate > 0 &&
+        o->completions > 0)
+        w->request_size = o->completions / r->request_rate;
+    o->request_size = w->request_size > 0 ? w->request_size : 1;
+}
+
 static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct ctl_obs *o)
 {
     const struct scrape_result *r = &o->m;
-    o->arrival_rps = r->request_rate;
-    o->recent_rps = r->recent_rate;
+    completions(w, o);
+    double comp = o->completions, size = o->request_size;
+    o->arrival_rps = comp;
     /* The recent arrivals are the completions of the newest two scrape
      * intervals plus the backlog's growth since the previous tick's sample:
      * together they count over about a decision interval. */
@@ -182,11 +212,11 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
         return;
     double bl = (r->inflight > 0 ? r->inflight : 0) + (r->queued > 0 ? r->queued : 0);
     backlog_push(w, now, bl);
-    double g = backlog_growth(w, now, c->cfg->scrape.rate_window_ms, bl);
-    o->arrival_rps = r->request_rate + g > 0 ? r->request_rate + g : 0;
-    if (isfinite(r->recent_rate)) {
-        double gr = backlog_growth(w, now, o->recent_ms, bl);
-        o->recent_rps = r->recent_rate + gr > 0 ? r->recent_rate + gr : 0;
+    double g = size * backlog_growth(w, now, c->cfg->scrape.rate_window_ms, bl);
+    o->arrival_rps = comp + g > 0 ? comp + g : 0;
+    if (isfinite(o->recent_rps)) {
+        double gr = size * backlog_growth(w, now, o->recent_ms, bl);
+        o->recent_rps = o->recent_rps + gr > 0 ? o->recent_rps + gr : 0;
     }
 }
 
@@ -308,9 +338,12 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
         o->serving = r->pods_counted + r->pods_failed;
         if (r->pods_failed > 0) {
             double k = (double)o->serving / r->pods_counted;
-            r->request_rate *= k;
-            if (isfinite(r->recent_rate))
-                r->recent_rate *= k;
+            double *rates[] = {&r->request_rate, &r->recent_rate, &r->prompt_token_rate,
+                               &r->generation_token_rate, &r->prompt_token_recent,
+                               &r->generation_token_recent};
+            for (size_t i = 0; i < UTIL_ARRAY_LEN(rates); i++)
+                if (isfinite(*rates[i]))
+                    *rates[i] *= k;
         }
     }
     arrivals(c, w, now, o);

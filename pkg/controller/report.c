@@ -172,7 +172,11 @@ void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms)
     /* compare without the time so an unchanged decision is not rewritten */
     struct ctl_status_capacity cap = {.in_use = w->cap_in_use,
                                       .source = capacity_source_name(w->cap_source),
-                                      .est = &w->cap_est, .mismatch = w->cap_mismatch};
+                                      .est = &w->cap_est, .mismatch = w->cap_mismatch,
+                                      .demand_unit =
+                                          policy_demand_unit_name(w->cfg.policy.demand_unit),
+                                      .tokens_per_request =
+                                          w->request_size > 0 ? w->request_size : NAN};
     struct ctl_status_start start = {.schedule_ms = w->learned_schedule_ms,
                                      .load_ms = w->learned_load_ms};
     char *full = ctl_status_json(now_ms, &w->last, &cap, &start);

@@ -396,6 +396,80 @@ static void test_annotations(void **s)
         assert_non_null(ctl_annotation_key_name(i));
 }
 
+/* demand-unit tokens: vLLM and TGI read their token counters; Triton and
+ * generic (without named counters) and the Prometheus source are refused
+ * with an InvalidAnnotation on demand-unit; requests reads none. */
+static void test_annotations_tokens(void **s)
+{
+    (void)s;
+    struct ctl_config c;
+    ctl_config_init(&c);
+    struct ctl_workload_config w;
+    char bad[128], err[200];
+    const char *vllm[] = {"gpuscaler.io/capacity-per-gpu", "6000", "gpuscaler.io/demand-unit",
+                          "tokens"};
+    assert_int_equal(parse_ann(&c, vllm, 2, &w, bad, err), 0);
+    assert_int_equal(w.policy.demand_unit, POLICY_UNIT_TOKENS);
+    assert_true(w.policy.prompt_token_weight == POLICY_DEFAULT_PROMPT_TOKEN_WEIGHT);
+    assert_string_equal(w.scrape.prompt_token_metric, "vllm:prompt_tokens_total");
+    assert_string_equal(w.scrape.generation_token_metric, "vllm:generation_tokens_total");
+    assert_string_equal(bad, "");
+
+    const char *tgi[] = {"gpuscaler.io/capacity-per-gpu", "auto", "gpuscaler.io/demand-unit",
+                         "tokens", "gpuscaler.io/metrics-profile", "tgi",
+                         "gpuscaler.io/prompt-token-weight", "0.1"};
+    assert_int_equal(parse_ann(&c, tgi, 4, &w, bad, err), 0);
+    assert_true(w.policy.prompt_token_weight == 0.1);
+    assert_string_equal(w.scrape.prompt_token_metric, "tgi_request_input_length_sum");
+    assert_string_equal(w.scrape.generation_token_metric, "tgi_request_generated_tokens_sum");
+
+    /* requests (the default): no token counter is read, even when named */
+    const char *req[] = {"gpuscaler.io/capacity-per-gpu", "10",
+                         "gpuscaler.io/generation-token-metric", "my_tokens_total"};
+    assert_int_equal(parse_ann(&c, req, 2, &w, bad, err), 0);
+    assert_int_equal(w.policy.demand_unit, POLICY_UNIT_REQUESTS);
+    assert_string_equal(w.scrape.generation_token_metric, "");
+    assert_string_equal(w.scrape.prompt_token_metric, "");
+
+    static const struct {
+        const char *profile, *extra_k, *extra_v, *badkey, *msg;
+    } cases[] = {
+        {"triton", NULL, NULL, "gpuscaler.io/demand-unit",
+         "demand-unit: tokens not available for metrics-profile triton (Triton exposes no token "
+         "counters); use demand-unit requests or set generation-token-metric"},
+        {"generic", "gpuscaler.io/request-metric", "http_requests_total",
+         "gpuscaler.io/demand-unit", "not available for metrics-profile generic"},
+        {"vllm", "gpuscaler.io/metrics-source", "prometheus", "gpuscaler.io/demand-unit",
+         "tokens needs metrics-source scrape"},
+        {"vllm", "gpuscaler.io/prompt-token-weight", "-1", "gpuscaler.io/prompt-token-weight",
+         "out of range"},
+        {"vllm", "gpuscaler.io/generation-token-metric", "tokens{x}",
+         "gpuscaler.io/generation-token-metric", "not a Prometheus metric name"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        const char *kv[] = {"gpuscaler.io/capacity-per-gpu", "10", "gpuscaler.io/demand-unit",
+                            "tokens", "gpuscaler.io/metrics-profile", cases[i].profile,
+                            cases[i].extra_k, cases[i].extra_v};
+        int rc = parse_ann(&c, kv, cases[i].extra_k ? 4 : 3, &w, bad, err);
+        if (rc != -EINVAL || strcmp(bad, cases[i].badkey) != 0 || !strstr(err, cases[i].msg))
+            fail_msg("case %zu: rc %d bad '%s' err '%s'", i, rc, bad, err);
+    }
+    const char *unit[] = {"gpuscaler.io/capacity-per-gpu", "10", "gpuscaler.io/demand-unit",
+                          "words"};
+    assert_int_equal(parse_ann(&c, unit, 2, &w, bad, err), -EINVAL);
+    assert_string_equal(bad, "gpuscaler.io/demand-unit");
+    assert_non_null(strstr(err, "is not requests or tokens"));
+
+    /* Triton with its backend's own counters named: accepted */
+    const char *tri[] = {"gpuscaler.io/capacity-per-gpu", "10", "gpuscaler.io/demand-unit",
+                         "tokens", "gpuscaler.io/metrics-profile", "triton",
+                         "gpuscaler.io/generation-token-metric", "backend_output_tokens_total"};
+    assert_int_equal(parse_ann(&c, tri, 4, &w, bad, err), 0);
+    assert_string_equal(w.scrape.generation_token_metric, "backend_output_tokens_total");
+    assert_string_equal(w.scrape.prompt_token_metric, "");
+    ctl_config_free(&c);
+}
+
 static void test_status_json(void **s)
 {
     (void)s;
@@ -470,6 +544,20 @@ static void test_status_json(void **s)
     start.schedule_ms = start.load_ms = 0; /* nothing seen yet: no figures */
     j = ctl_status_json(1795000060000LL, &d, NULL, &start);
     assert_null(strstr(j, "coldStart"));
+    assert_null(strstr(j, "demandUnit"));
+    xfree(j);
+    /* tokens: the status says the unit the figures are in */
+    d.reason = POLICY_HOLD_AT_MAX;
+    d.unschedulable = 0;
+    cap.demand_unit = "tokens";
+    cap.tokens_per_request = 612.5;
+    j = ctl_status_json(1795000060000LL, &d, &cap, NULL);
+    assert_non_null(strstr(j, "\"reason\":\"AtMaxReplicas\",\"demandUnit\":\"tokens\","
+                              "\"tokensPerRequest\":612.5,"));
+    xfree(j);
+    cap.demand_unit = "requests";
+    j = ctl_status_json(1795000060000LL, &d, &cap, NULL);
+    assert_null(strstr(j, "demandUnit"));
     xfree(j);
 }
 
@@ -481,6 +569,7 @@ int main(void)
         cmocka_unit_test(test_config_set_from_flags),
         cmocka_unit_test(test_config_check_files),
         cmocka_unit_test(test_annotations),
+        cmocka_unit_test(test_annotations_tokens),
         cmocka_unit_test(test_status_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

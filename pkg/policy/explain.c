@@ -29,6 +29,36 @@ static void sizing(const struct policy_tick *t, char *buf, size_t len)
     }
 }
 
+/* In place: the unit words of a line written in requests, for demand-unit
+ * tokens ("req/s" -> "tok/s", "requests/GPU" -> "tokens/GPU"). Never longer. */
+static void unit_words(const struct policy_config *cfg, char *e)
+{
+    if (cfg->demand_unit != POLICY_UNIT_TOKENS)
+        return;
+    static const struct {
+        const char *from, *to;
+    } words[] = {{"req/s", "tok/s"}, {"requests/GPU", "tokens/GPU"}};
+    for (size_t w = 0; w < UTIL_ARRAY_LEN(words); w++) {
+        size_t fl = strlen(words[w].from), tl = strlen(words[w].to);
+        char *p = e;
+        while ((p = strstr(p, words[w].from)) != NULL) {
+            memcpy(p, words[w].to, tl);
+            memmove(p + tl, p + fl, strlen(p + fl) + 1);
+            p += tl;
+        }
+    }
+}
+
+static void explain_words(const struct policy_tick *t, const struct policy_state *st,
+                          struct policy_decision *out);
+
+void policy_explain(const struct policy_tick *t, const struct policy_state *st,
+                    struct policy_decision *out)
+{
+    explain_words(t, st, out);
+    unit_words(t->cfg, out->explain);
+}
+
 void policy_explain_stale(const struct policy_config *cfg, const struct policy_input *in,
                           struct policy_decision *out)
 {
@@ -53,8 +83,8 @@ void policy_explain_stale(const struct policy_config *cfg, const struct policy_i
                  "%s: holding %d replicas (never scaling in without data)", why, out->desired);
 }
 
-void policy_explain(const struct policy_tick *t, const struct policy_state *st,
-                    struct policy_decision *out)
+static void explain_words(const struct policy_tick *t, const struct policy_state *st,
+                          struct policy_decision *out)
 {
     const struct policy_config *cfg = t->cfg;
     char *e = out->explain;

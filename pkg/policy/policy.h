@@ -52,10 +52,36 @@
 /** A time that has not happened ("clock not running"). */
 #define POLICY_NEVER INT64_MIN
 
+/** What demand and capacity are counted in (demand-unit). */
+enum policy_demand_unit {
+    POLICY_UNIT_REQUESTS, /**< requests/s (default) */
+    POLICY_UNIT_TOKENS,   /**< weighted tokens/s: prompt-token-weight x prompt tokens +
+                               generated tokens, from the engine's token counters */
+};
+
+/** "requests" or "tokens". */
+const char *policy_demand_unit_name(enum policy_demand_unit u);
+
+/**
+ * Demand-unit tokens: the weighted token rate prompt_weight x prompt_rate +
+ * generation_rate (tokens/s, "generated-token equivalents"). NAN when a rate
+ * is not finite or negative, or the weight is (missing metrics never make a
+ * rate).
+ */
+double policy_token_demand(double prompt_rate, double generation_rate, double prompt_weight);
+
+/** The default prompt-token-weight: a prompt token costs a quarter of a generated one
+ *  (docs/policy.md, "Token-aware demand", says why). */
+#define POLICY_DEFAULT_PROMPT_TOKEN_WEIGHT 0.25
+
 /** Tunables of one workload; defaults from policy_config_init(). */
 struct policy_config {
-    double capacity_rps_per_gpu;   /**< max sustainable requests/s per GPU; required (> 0)
+    double capacity_rps_per_gpu;   /**< max sustainable demand per GPU, in the demand unit
+                                        (requests/s, or weighted tokens/s); required (> 0)
                                         unless capacity_auto */
+    enum policy_demand_unit demand_unit; /**< demand-unit, default requests */
+    double prompt_token_weight;    /**< with tokens: cost of a prompt token in generated
+                                        tokens, default POLICY_DEFAULT_PROMPT_TOKEN_WEIGHT */
     bool capacity_auto;            /**< capacity-per-gpu: auto (learned, pkg/capacity) */
     double capacity_start;         /**< with auto: the value until one is learned, 0 none */
     double target_utilization;     /**< scale-out threshold and sizing target, default 0.8 */
@@ -156,11 +182,16 @@ struct policy_input {
     double gpus_per_replica;  /**< GPUs of one replica (>= 1 for GPU pods; 0 -> 1) */
     bool metrics_valid;       /**< false when the collector could not measure */
     int64_t metrics_time_ms;  /**< when request_rate was measured */
-    double request_rate;      /**< requests/s over the whole deployment */
-    double recent_rate;       /**< requests/s over the last tick only, < 0 or NAN unknown */
+    double request_rate;      /**< demand over the whole deployment, in the demand unit
+                                   (requests/s, or weighted tokens/s) */
+    double recent_rate;       /**< the same over the last tick only, < 0 or NAN unknown */
     int64_t recent_window_ms; /**< the span recent_rate counts over; 0: unknown (trusted as is) */
     double p99_latency_ms;    /**< observed p99, < 0 unknown */
-    double queue_depth;       /**< requests waiting for a slot, < 0 unknown */
+    double queue_depth;       /**< requests waiting for a slot, < 0 unknown (always requests) */
+    double request_size;      /**< demand units one request carries: 1 for requests, the
+                                   measured weighted tokens per request for tokens; converts
+                                   the queue and the slots (both counted in requests) into the
+                                   demand unit. <= 0 or NAN: 1 */
     double service_time_ms;   /**< learned service time (used when the config has none),
                                    <= 0 unknown */
     bool have_forecast;       /**< forecast_rate is meaningful */

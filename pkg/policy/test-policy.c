@@ -818,6 +818,123 @@ static void test_counter_rate(void **s)
     assert_true(fabs(r - 2) < 1e-9);
 }
 
+/* demand-unit tokens: the keys, the weighting, and the conversions between
+ * requests (queue, slots) and tokens (rates, capacity). */
+static void test_token_keys_and_weighting(void **s)
+{
+    (void)s;
+    struct policy_config c, before;
+    policy_config_init(&c);
+    assert_int_equal(c.demand_unit, POLICY_UNIT_REQUESTS);
+    assert_true(c.prompt_token_weight == POLICY_DEFAULT_PROMPT_TOKEN_WEIGHT);
+    char err[160];
+    assert_int_equal(policy_config_set(&c, "demand-unit", "tokens", err, sizeof(err)), 0);
+    assert_int_equal(c.demand_unit, POLICY_UNIT_TOKENS);
+    assert_string_equal(policy_demand_unit_name(c.demand_unit), "tokens");
+    assert_int_equal(policy_config_set(&c, "prompt-token-weight", "0.1", err, sizeof(err)), 0);
+    assert_true(c.prompt_token_weight == 0.1);
+    assert_int_equal(policy_config_set(&c, "prompt-token-weight", "0", err, sizeof(err)), 0);
+    static const struct {
+        const char *k, *v, *msg;
+    } bad[] = {
+        {"demand-unit", "Tokens", "is not requests or tokens"},
+        {"demand-unit", "", "is not requests or tokens"},
+        {"demand-unit", "bytes", "is not requests or tokens"},
+        {"prompt-token-weight", "-0.5", "out of range"},
+        {"prompt-token-weight", "101", "out of range"},
+        {"prompt-token-weight", "nan", "prompt-token-weight"},
+        {"prompt-token-weight", "a lot", "is not a number"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        before = c;
+        int rc = policy_config_set(&c, bad[i].k, bad[i].v, err, sizeof(err));
+        if (rc != -EINVAL || !strstr(err, bad[i].msg))
+            fail_msg("%s=%s: rc %d err '%s'", bad[i].k, bad[i].v, rc, err);
+        assert_memory_equal(&c, &before, sizeof(c));
+    }
+    assert_int_equal(policy_config_set(&c, "demand-unit", "requests", err, sizeof(err)), 0);
+    assert_int_equal(c.demand_unit, POLICY_UNIT_REQUESTS);
+
+    /* weight x prompt + generated; a missing rate is no rate */
+    static const struct {
+        double prompt, gen, w, want;
+    } rows[] = {
+        {4000, 1000, 0.25, 2000}, {4000, 1000, 0, 1000}, {0, 1000, 0.25, 1000},
+        {4000, 1000, 1, 5000},    {0, 0, 0.25, 0},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(rows); i++)
+        assert_true(fabs(policy_token_demand(rows[i].prompt, rows[i].gen, rows[i].w) -
+                         rows[i].want) < 1e-9);
+    assert_true(isnan(policy_token_demand(NAN, 1000, 0.25)));
+    assert_true(isnan(policy_token_demand(4000, NAN, 0.25)));
+    assert_true(isnan(policy_token_demand(-1, 1000, 0.25)));
+    assert_true(isnan(policy_token_demand(4000, 1000, INFINITY)));
+}
+
+/* The same replica, counted in tokens (600 weighted tokens per request):
+ * the SLA sizing is the requests one times 600 (the M/M/c runs in requests:
+ * same slots, same utilisation), the queue drains in tokens, and a mix of
+ * twice the tokens per request at the same request rate needs twice the
+ * replicas, which a requests policy cannot see. */
+static void test_token_sizing(void **s)
+{
+    (void)s;
+    struct policy_config rq, tk;
+    base_cfg(&rq);
+    rq.predictive = false;
+    rq.p99_latency_target_ms = 8000;
+    rq.service_time_ms = 6400;
+    tk = rq;
+    tk.demand_unit = POLICY_UNIT_TOKENS;
+    tk.capacity_rps_per_gpu = 10 * 600;
+    struct policy_state st1, st2;
+    policy_state_init(&st1);
+    policy_state_init(&st2);
+    struct policy_input in = {.gpus_per_replica = 1};
+    struct policy_sizing a, b;
+    policy_sizing(&rq, &st1, &in, &a);
+    in.request_size = 600;
+    policy_sizing(&tk, &st2, &in, &b);
+    assert_true(a.from_sla && b.from_sla);
+    assert_int_equal(a.servers, 64);
+    assert_int_equal(b.servers, 64);
+    assert_true(fabs(b.utilization - a.utilization) < 1e-12);
+    assert_true(fabs(b.per_replica_rps - 600 * a.per_replica_rps) < 1e-6);
+    /* without the request size the slots would be 6000 x 6.4 "requests" */
+    in.request_size = NAN;
+    policy_sizing(&tk, &st2, &in, &b);
+    assert_int_equal(b.servers, 38400);
+
+    /* 120 queued requests of 600 tokens drain over 60 s: +1200 tok/s */
+    struct policy_demand d;
+    struct policy_input q = {.current_replicas = 1, .ready_replicas = 1, .request_rate = 3600,
+                             .recent_rate = -1, .queue_depth = 120, .request_size = 600};
+    policy_demand(&q, 60000, 0, 6000, &d);
+    assert_true(fabs(d.drain_rps - 1200) < 1e-9);
+    assert_true(fabs(d.rate_rps - 4800) < 1e-9);
+
+    /* 4 req/s; the tokens per request go 600 -> 1500: the requests policy
+     * keeps 1 replica (4 req/s < about 8.4 at the SLA), the tokens one needs 2
+     * (6000 tok/s > 0.84 x 6000 per replica) */
+    struct policy_decision dr, dt;
+    struct policy_input t = {.now_ms = S(100), .current_replicas = 1, .ready_replicas = 1,
+                             .gpus_per_replica = 1, .metrics_valid = true,
+                             .metrics_time_ms = S(100), .request_rate = 4, .recent_rate = -1,
+                             .p99_latency_ms = -1, .queue_depth = -1};
+    policy_state_init(&st1);
+    policy_decide(&rq, &st1, &t, &dr);
+    t.request_rate = 4 * 1500;
+    t.request_size = 1500;
+    policy_state_init(&st2);
+    policy_decide(&tk, &st2, &t, &dt);
+    if (dr.desired != 1 || dt.desired != 2)
+        fail_msg("requests %d (%s), tokens %d (%s)", dr.desired, dr.explain, dt.desired,
+                 dt.explain);
+    assert_int_equal(dt.reason, POLICY_SLA_SCALE_OUT);
+    assert_non_null(strstr(dt.explain, "tok/s"));
+    assert_null(strstr(dt.explain, "req/s"));
+}
+
 static void test_horizon(void **s)
 {
     (void)s;
@@ -847,6 +964,8 @@ int main(void)
         cmocka_unit_test(test_config_keys),
         cmocka_unit_test(test_counter_rate),
         cmocka_unit_test(test_horizon),
+        cmocka_unit_test(test_token_keys_and_weighting),
+        cmocka_unit_test(test_token_sizing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,10 @@ struct scrape_sample {
     bool has_inflight;
     double queued;
     bool has_queued;
+    double prompt_tokens;  /**< prompt-token counter, summed (when the spec names one) */
+    bool has_prompt;
+    double gen_tokens;     /**< generation-token counter, summed */
+    bool has_gen;
     size_t nbuckets;     /**< distinct `le` bounds, sorted ascending */
     double le[SCRAPE_MAX_BUCKETS];
     double count[SCRAPE_MAX_BUCKETS]; /**< cumulative count per bound, summed */
@@ -59,6 +63,7 @@ const char *scrape_fail_name(enum scrape_fail f);
  */
 struct scrape_extract {
     char request[128], inflight[128], queue[128], bucket[140];
+    char prompt[128], gen[128]; /**< token counters, "" when not wanted */
     enum prom_format format;    /**< PROM_FMT_TEXT unless set before the first feed */
     struct prom_parser *parser; /**< made by the first feed (or finish) */
     struct scrape_sample s;
@@ -102,6 +107,8 @@ struct scrape_bucket {
 struct scrape_podstate {
     struct policy_counter requests;
     bool req_seen;           /**< the request metric was in the last good exposition */
+    struct policy_counter prompt, gen; /**< token counters (zero when not wanted) */
+    bool prompt_seen, gen_seen;        /**< ... in the last good exposition */
     double inflight, queued; /**< latest gauges */
     bool has_inflight, has_queued;
     struct scrape_bucket *buckets; /**< by ascending le; xmalloc'd */

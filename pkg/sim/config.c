@@ -328,6 +328,14 @@ int sim_config_validate(const struct sim_config *cfg, char *err, size_t errlen)
     if (rc != 0)
         return rc;
     const struct policy_config *p = &cfg->policy;
+    if (p->demand_unit == POLICY_UNIT_TOKENS) {
+        /* the trace counts request arrivals and the serving model queues
+         * requests: there are no token counts to replay */
+        snprintf(err, errlen,
+                 "demand-unit: tokens is not simulated (traces count requests, not tokens); "
+                 "use demand-unit requests with capacity-per-gpu in requests/s");
+        return -EINVAL;
+    }
     if (cfg->policies == 0) {
         snprintf(err, errlen, "policy: no policy to simulate");
         return -EINVAL;

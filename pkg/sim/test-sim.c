@@ -902,6 +902,14 @@ static void test_config_keys(void **st)
     bad.start_ms = 1500;
     assert_int_equal(sim_config_validate(&bad, err, sizeof(err)), -EINVAL);
     assert_non_null(strstr(err, "start"));
+    /* demand-unit: the key is the policy's, requests simulates, tokens is
+     * refused by name (the traces count requests) */
+    bad = c;
+    assert_int_equal(sim_config_set(&bad, "demand-unit", "requests", err, sizeof(err)), 0);
+    assert_int_equal(sim_config_validate(&bad, err, sizeof(err)), 0);
+    assert_int_equal(sim_config_set(&bad, "demand-unit", "tokens", err, sizeof(err)), 0);
+    assert_int_equal(sim_config_validate(&bad, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "demand-unit: tokens is not simulated"));
     bad = c;
     bad.initial_replicas = 101;
     assert_int_equal(sim_config_validate(&bad, err, sizeof(err)), -EINVAL);
