@@ -472,7 +472,7 @@ checkpoint: {configmap: %s, configmaps: %d}
             g.stop()
 
 
-    def test_8_tokens_refused_for_triton_and_held_without_token_metrics(self):
+    def test_9_tokens_refused_for_triton_and_held_without_token_metrics(self):
         """demand-unit tokens, through the API only: with metrics-profile triton it is an
         InvalidAnnotation naming demand-unit and Triton (replicas held); on vLLM pods whose
         exposition lacks the token counters it is MetricsUnavailable, and replicas are held
