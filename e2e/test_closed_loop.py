@@ -57,7 +57,7 @@ sys.path.insert(0, E2E)
 
 from cluster import procs  # noqa: E402
 from cluster import profile as P  # noqa: E402
-from cluster.harness import LocalCluster, free_port  # noqa: E402
+from cluster.harness import LocalCluster, free_port, octet_range  # noqa: E402
 from fakekube import harness as fkh  # noqa: E402
 from fakekube.kubeclient import Client  # noqa: E402
 
@@ -433,7 +433,8 @@ def setUpModule():
         kw.update(front_proxy=True, aggregator_resync="1s")
         return orig(**kw)
     fkh.start = start_fk
-    octet = random.randint(64, 249)
+    lo, hi = octet_range()
+    octet = random.randint(lo, hi - 1)   # and octet + 1 for scenario 2's cluster
     try:
         LC = LocalCluster(namespace=NS, ip_prefix="127.%d" % octet,
                           bookmark_interval="1s").start()
