@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "shard/shard.h"
 #include "util/util.h"
 
 enum kind {
@@ -49,6 +50,8 @@ struct key {
 #define HOUR_MS (3600LL * 1000)
 /* checkpoint ConfigMaps are named <prefix>-<number> */
 #define CHECKPOINT_PREFIX_MAX 200
+/* shard Leases are <prefix>-<shard> and <prefix>-member-<identity, at most 63> */
+#define SHARD_PREFIX_MAX 180
 
 static const struct key keys[] = {
     {"decision-interval", K_DUR, OFF(decision_interval_ms), 1000, HOUR_MS},
@@ -61,6 +64,9 @@ static const struct key keys[] = {
     {"leader-election.lease-duration", K_DUR, OFF(leader.lease_duration_ms), 1000, HOUR_MS},
     {"leader-election.renew-deadline", K_DUR, OFF(leader.renew_deadline_ms), 100, HOUR_MS},
     {"leader-election.retry-period", K_DUR, OFF(leader.retry_period_ms), 100, HOUR_MS},
+    {"sharding.enabled", K_BOOL, OFF(sharding.enabled), 0, 0},
+    {"sharding.shards", K_INT, OFF(sharding.shards), 1, SHARD_MAX},
+    {"sharding.lease-prefix", K_NAME, OFF(sharding.lease_prefix), 0, SHARD_PREFIX_MAX},
     {"listen.metrics", K_ADDR, OFF(listen.metrics), 0, 0},
     {"listen.external-metrics", K_ADDR, OFF(listen.external_metrics), 0, 0},
     {"external-metrics.enabled", K_BOOL, OFF(extmetrics.enabled), 0, 0},
@@ -118,6 +124,8 @@ void ctl_config_init(struct ctl_config *c)
     c->leader.lease_duration_ms = 15000;
     c->leader.renew_deadline_ms = 10000;
     c->leader.retry_period_ms = 2000;
+    c->sharding.shards = 16;
+    set_str(&c->sharding.lease_prefix, "gpuscaler-shard");
     set_str(&c->listen.metrics, "0.0.0.0:9090");
     set_str(&c->listen.external_metrics, "0.0.0.0:6443");
     c->scrape.interval_ms = 5000;
@@ -416,6 +424,13 @@ int ctl_config_validate(const struct ctl_config *c, const char **key, char *err,
                  "leader-election: need retry-period < renew-deadline < lease-duration "
                  "(have %s, %s, %s)",
                  a, b, d);
+        return -EINVAL;
+    }
+    if (c->sharding.enabled && !c->leader.enabled) {
+        *key = "sharding.enabled";
+        snprintf(err, errlen,
+                 "sharding.enabled: needs leader-election.enabled (the shard Leases use its "
+                 "namespace and durations)");
         return -EINVAL;
     }
     const struct {

@@ -48,6 +48,16 @@ void ctl_leader_init(struct ctl_leader *l, const char *identity, int64_t lease_d
                      int64_t renew_deadline_ms, int64_t retry_period_ms);
 
 /**
+ * Record the lease as just read at local time now_ms (its expiry clock
+ * restarts whenever the record changed) and return its valid holder: the
+ * holderIdentity when set and not expired on the local clock (observed
+ * time + leaseDurationSeconds), else NULL. The pointer is into l and valid
+ * until the next call on l. ctl_leader_step() calls this itself; call it
+ * alone to watch a lease this instance does not try to take.
+ */
+const char *ctl_leader_observe(struct ctl_leader *l, const struct ctl_lease *cur, int64_t now_ms);
+
+/**
  * One election round at local time now_ms with the lease as just read
  * (cur->exists false when absent). unix_now_ms stamps acquire/renew times.
  */
@@ -90,6 +100,7 @@ void ctl_leader_release(const struct ctl_leader *l, int64_t unix_now_ms, struct 
 
 /* ---- the running controller's state ------------------------------------ */
 
+#include <jansson.h>
 #include <uv.h>
 
 #include "controller.h"
@@ -200,6 +211,10 @@ struct controller {
     struct ctl_leader leader;
     bool elect_inflight;
     bool released;
+    /* sharding (shards.c); shards is NULL without it */
+    struct ctl_shard *shards;
+    uint32_t nshards;
+    struct ctl_shard_members *members;
     /* HPA conflicts: "ns/name" of Deployments targeted by an HPA */
     char **hpa_targets;
     size_t n_hpa_targets;
@@ -292,6 +307,31 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
 /* elect.c */
 void ctl_elect_start(struct controller *c);
 void ctl_elect_release(struct controller *c);
+/** A Lease object as read from the API (obj borrowed) into *l. */
+void ctl_lease_from_json(const json_t *obj, struct ctl_lease *l);
+/** The Lease object to create or update (resourceVersion when set); caller decrefs. */
+json_t *ctl_lease_to_json(const char *ns, const char *name, const struct ctl_lease *l);
+
+/* shards.c: sharding across replicas (sharding.enabled) */
+/** Start the shard election rounds (every retry period). */
+void ctl_shards_start(struct controller *c);
+/** On close: release every held shard Lease and this member's Lease. */
+void ctl_shards_release(struct controller *c);
+/** Free what ctl_shards_start allocated. */
+void ctl_shards_free(struct controller *c);
+/** Shards this instance holds and may act for now. */
+uint32_t ctl_shards_held(const struct controller *c);
+/** Live members seen at the last round (this one included once it renewed). */
+size_t ctl_shards_members(const struct controller *c);
+/** Handovers of this instance's shards so far: acquired, released, lost. */
+void ctl_shards_handovers(const struct controller *c, uint64_t out[3]);
+/**
+ * May this instance write for Deployment ns/name now? Without sharding,
+ * controller_leading(); with it, whether it holds that Deployment's shard
+ * Lease and renewed it within renew-deadline (the same fence as the single
+ * leader's). Every write path checks this right before writing.
+ */
+bool ctl_acting_for(const struct controller *c, const char *ns, const char *name);
 
 /* report.c */
 void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,

@@ -45,6 +45,12 @@ struct ctl_config {
         int64_t retry_period_ms;      /**< 2 s */
     } leader;
     struct {
+        bool enabled;                 /**< sharding.enabled, default false (one leader) */
+        int64_t shards;               /**< sharding.shards, default 16 (1 to SHARD_MAX) */
+        char *lease_prefix;           /**< sharding.lease-prefix, default "gpuscaler-shard":
+                                           Leases <prefix>-<shard> and <prefix>-member-<id> */
+    } sharding;
+    struct {
         char *metrics;                /**< listen.metrics, default "0.0.0.0:9090" */
         char *external_metrics;       /**< listen.external-metrics, default "0.0.0.0:6443" */
     } listen;
@@ -96,7 +102,8 @@ int ctl_config_set(struct ctl_config *c, const char *key, const char *value, cha
 
 /**
  * The checks across keys: retry-period < renew-deadline < lease-duration,
- * TLS certificate and key files given together. Returns 0, or -EINVAL with
+ * TLS certificate and key files given together, sharding only with
+ * leader-election enabled (it uses its namespace and durations). Returns 0, or -EINVAL with
  * err and *key (when key is not NULL) set to the key to blame.
  */
 int ctl_config_validate(const struct ctl_config *c, const char **key, char *err, size_t errlen);

@@ -22,6 +22,7 @@
 #include "kube/kube.h"
 #include "promql/promql.h"
 #include "scrape/scrape.h"
+#include "shard/shard.h"
 
 #define SUB "controller"
 
@@ -109,16 +110,28 @@ void controller_tick(struct controller *c)
     uint64_t t0 = uv_hrtime();
     int64_t now = util_now_unix_ms();
     bool leading = controller_leading(c);
+    bool sharded = c->shards != NULL;
     for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
         for (struct ctl_wl *w = c->table[b]; w; w = w->next)
             w->seen = false;
     size_t n = 0;
     const struct kube_deployment *const *ds = kube_cache_deployments(c->cache, &n);
+    /* Each tick starts one report budget further along the list, so when
+     * more statuses change than CTL_REPORT_MAX_INFLIGHT allows per tick, the
+     * writes rotate over all Deployments instead of always the same first ones. */
+    size_t off = n ? (size_t)((c->ticks * CTL_REPORT_MAX_INFLIGHT) % n) : 0;
     for (size_t i = 0; i < n; i++) {
-        const struct kube_deployment *d = ds[i];
+        const struct kube_deployment *d = ds[(i + off) % n];
         if (d->deleting)
             continue;
         struct ctl_wl *w = ctl_wl_find(c, d->ns, d->name);
+        if (sharded) {
+            /* only the shards held: another replica scrapes and decides the
+             * rest (the sweep below forgets those this one no longer holds) */
+            leading = ctl_acting_for(c, d->ns, d->name);
+            if (!leading)
+                continue;
+        }
         if (w && strcmp(w->uid, d->uid ? d->uid : "") != 0) {
             LOGW_INFO(SUB, d->ns, d->name, "Deployment was replaced (new uid): state reset");
             wl_remove(c, w);
@@ -144,8 +157,15 @@ void controller_tick(struct controller *c)
         while (w) {
             struct ctl_wl *next = w->next;
             if (!w->seen) {
-                LOGW_INFO(SUB, w->ns, w->name, "no longer tracked");
-                ctl_checkpoint_forget(c, w);
+                if (sharded)
+                    LOGW_INFO(SUB, w->ns, w->name, "no longer tracked here: shard %u not held",
+                              shard_of(w->ns, w->name, c->nshards));
+                else
+                    LOGW_INFO(SUB, w->ns, w->name, "no longer tracked");
+                /* a Deployment whose shard moved to another replica keeps its
+                 * checkpoint for the new owner */
+                if (!sharded || !kube_cache_deployment(c->cache, w->ns, w->name))
+                    ctl_checkpoint_forget(c, w);
                 wl_remove(c, w);
             }
             w = next;
@@ -201,7 +221,9 @@ int controller_new(uv_loop_t *loop, struct kube *k, struct kube_cache *cache, st
     uint64_t iv = (uint64_t)cfg->decision_interval_ms;
     uv_timer_start(&c->tick_timer, tick_cb, iv, iv);
     uv_timer_start(&c->hpa_timer, hpa_cb, 1000, 60000);
-    if (c->leader_elect)
+    if (c->leader_elect && cfg->sharding.enabled)
+        ctl_shards_start(c);
+    else if (c->leader_elect)
         ctl_elect_start(c);
     *out = c;
     return 0;
@@ -218,6 +240,8 @@ bool controller_leading(const struct controller *c)
         return false;
     if (!c->leader_elect)
         return true;
+    if (c->shards)
+        return ctl_shards_held(c) > 0;
     return ctl_leader_is_leading(&c->leader, (int64_t)uv_now(c->loop));
 }
 
@@ -239,6 +263,7 @@ static void free_controller(struct controller *c)
         xfree(c->hpa_targets_next[i]);
     xfree(c->hpa_targets_next);
     ctl_checkpoint_free(c);
+    ctl_shards_free(c);
     controller_close_cb cb = c->close_cb;
     void *arg = c->close_arg;
     xfree(c->identity);
@@ -269,7 +294,9 @@ void controller_close(struct controller *c, controller_close_cb cb, void *arg)
     c->close_cb = cb;
     c->close_arg = arg;
     ctl_checkpoint_tick(c, util_now_unix_ms(), true);
-    if (c->leader_elect)
+    if (c->leader_elect && c->shards)
+        ctl_shards_release(c);
+    else if (c->leader_elect)
         ctl_elect_release(c);
     uv_handle_t *hs[] = {(uv_handle_t *)&c->tick_timer, (uv_handle_t *)&c->elect_timer,
                          (uv_handle_t *)&c->hpa_timer};
@@ -281,10 +308,70 @@ void controller_close(struct controller *c, controller_close_cb cb, void *arg)
 
 /* ---- views ------------------------------------------------------------------ */
 
+/* How old an owner's status annotation may be and still be served: it is
+ * rewritten whenever any number in it changes, and refreshed every 5
+ * minutes when nothing does (report.c STATUS_REFRESH_MS). */
+#define STATUS_SERVE_MAX_AGE_MS (5LL * 60 * 1000)
+
+static double status_num(const json_t *st, const char *key)
+{
+    const json_t *v = json_object_get(st, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+/* A Deployment of a shard another replica holds, served from the decision
+ * that replica wrote into its gpuscaler.io/status annotation, as the
+ * informer cache has it. False when there is none or it is not a decision. */
+static bool status_view(const struct controller *c, const struct kube_deployment *d, int64_t now,
+                        struct ctl_workload_view *v)
+{
+    const char *txt = kube_labels_get(&d->annotations, CTL_ANNOTATION_PREFIX "status");
+    if (!txt)
+        return false;
+    json_t *st = json_loads(txt, 0, NULL);
+    const char *t = json_string_value(json_object_get(st, "time"));
+    const char *reason = json_string_value(json_object_get(st, "reason"));
+    const json_t *desired = json_object_get(st, "desired");
+    int64_t at = 0;
+    bool ok = t && reason && json_is_integer(desired) && kube_parse_time(t, &at) == 0 &&
+              strcmp(reason, "InvalidAnnotation") != 0;
+    if (ok) {
+        int64_t max_age = STATUS_SERVE_MAX_AGE_MS + 3 * c->cfg->decision_interval_ms;
+        *v = (struct ctl_workload_view){
+            .ns = d->ns,
+            .name = d->name,
+            .valid = strcmp(reason, "MetricsUnavailable") != 0 && now - at <= max_age,
+            .time_ms = at,
+            .window_s = c->cfg->scrape.rate_window_ms / 1000,
+            .desired = (int32_t)json_integer_value(desired),
+            .requests_per_gpu = status_num(st, "requestsPerGPU"),
+            .forecast_requests_per_gpu = status_num(st, "forecastRequestsPerGPU"),
+            .utilization = status_num(st, "utilization"),
+        };
+    }
+    json_decref(st);
+    return ok;
+}
+
 size_t controller_visit(struct controller *c, const char *ns, ctl_view_cb cb, void *arg)
 {
     size_t n = 0;
     int64_t now = util_now_unix_ms();
+    if (c->shards) {
+        /* any replica answers for any Deployment: the owner's decision from
+         * its status annotation for the shards held elsewhere */
+        size_t nd = 0;
+        const struct kube_deployment *const *ds = kube_cache_deployments(c->cache, &nd);
+        for (size_t i = 0; i < nd; i++) {
+            const struct kube_deployment *d = ds[i];
+            struct ctl_workload_view v;
+            if (d->deleting || (ns && strcmp(ns, d->ns) != 0) ||
+                ctl_wl_find(c, d->ns, d->name) || !status_view(c, d, now, &v))
+                continue;
+            cb(&v, arg);
+            n++;
+        }
+    }
     for (size_t b = 0; b < CTL_WL_BUCKETS; b++) {
         for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
             if (ns && strcmp(ns, w->ns) != 0)

@@ -25,7 +25,7 @@ static void micro_time(int64_t unix_ms, char *out, size_t len)
     snprintf(out, len, "%s.%06dZ", base, (int)(unix_ms % 1000) * 1000);
 }
 
-static void lease_from_json(const json_t *obj, struct ctl_lease *l)
+void ctl_lease_from_json(const json_t *obj, struct ctl_lease *l)
 {
     memset(l, 0, sizeof(*l));
     l->exists = true;
@@ -45,13 +45,12 @@ static void lease_from_json(const json_t *obj, struct ctl_lease *l)
     snprintf(l->resource_version, sizeof(l->resource_version), "%s", rv ? rv : "");
 }
 
-static json_t *lease_to_json(const struct controller *c, const struct ctl_lease *l)
+json_t *ctl_lease_to_json(const char *ns, const char *name, const struct ctl_lease *l)
 {
     char acq[48], ren[48];
     micro_time(l->acquire_unix_ms, acq, sizeof(acq));
     micro_time(l->renew_unix_ms, ren, sizeof(ren));
-    json_t *meta = json_pack("{s:s,s:s}", "name", c->cfg->leader.lease_name, "namespace",
-                             c->cfg->leader.namespace_);
+    json_t *meta = json_pack("{s:s,s:s}", "name", name, "namespace", ns);
     if (l->resource_version[0])
         json_object_set_new(meta, "resourceVersion", json_string(l->resource_version));
     return json_pack("{s:s,s:s,s:o,s:{s:s,s:i,s:s,s:s,s:i}}", "apiVersion",
@@ -101,7 +100,7 @@ static void written(const struct kube_result *res, void *arg)
             LOG_WARN(SUB, "lease write failed: HTTP %ld %s %s", res->status, res->reason,
                      res->message);
         if (res->err == 0 && res->body)
-            lease_from_json(res->body, &r->lease);
+            ctl_lease_from_json(res->body, &r->lease);
         ctl_leader_result(&c->leader, res->err == 0, &r->lease, (int64_t)uv_now(c->loop));
         log_transitions(c);
         c->elect_inflight = false;
@@ -124,7 +123,7 @@ static void got_lease(const struct kube_result *res, void *arg)
         return;
     }
     if (res->err == 0)
-        lease_from_json(res->body, &cur);
+        ctl_lease_from_json(res->body, &cur);
     struct write_req *w = xcalloc(1, sizeof(*w));
     w->c = c;
     enum ctl_leader_action a =
@@ -137,7 +136,7 @@ static void got_lease(const struct kube_result *res, void *arg)
         ctl_io_end(c);
         return;
     }
-    json_t *body = lease_to_json(c, &w->lease);
+    json_t *body = ctl_lease_to_json(c->cfg->leader.namespace_, c->cfg->leader.lease_name, &w->lease);
     if (a == CTL_LEADER_CREATE)
         rc = kube_lease_create(c->kube, c->cfg->leader.namespace_, body, written, w);
     else
@@ -192,7 +191,7 @@ void ctl_elect_release(struct controller *c)
     ctl_leader_release(&c->leader, util_now_unix_ms(), &w->lease);
     ctl_leader_stop(&c->leader, "shutting down: releasing the lease"); /* stop acting at once */
     log_transitions(c);
-    json_t *body = lease_to_json(c, &w->lease);
+    json_t *body = ctl_lease_to_json(c->cfg->leader.namespace_, c->cfg->leader.lease_name, &w->lease);
     ctl_io_begin(c);
     int rc = kube_lease_update(c->kube, c->cfg->leader.namespace_, c->cfg->leader.lease_name, body,
                                written, w);

@@ -44,6 +44,18 @@ static bool same_record(const struct ctl_lease *a, const struct ctl_lease *b)
            strcmp(a->resource_version, b->resource_version) == 0;
 }
 
+const char *ctl_leader_observe(struct ctl_leader *l, const struct ctl_lease *cur, int64_t now_ms)
+{
+    if (!cur->exists || !same_record(&l->observed, cur)) {
+        l->observed = *cur;
+        l->observed_ms = now_ms;
+    }
+    if (!cur->exists || !cur->holder[0])
+        return NULL;
+    int64_t dur = cur->duration_s > 0 ? (int64_t)cur->duration_s * 1000 : l->lease_duration_ms;
+    return l->observed_ms + dur <= now_ms ? NULL : l->observed.holder;
+}
+
 enum ctl_leader_action ctl_leader_step(struct ctl_leader *l, const struct ctl_lease *cur,
                                        int64_t now_ms, int64_t unix_now_ms,
                                        struct ctl_lease *out)
@@ -57,18 +69,12 @@ enum ctl_leader_action ctl_leader_step(struct ctl_leader *l, const struct ctl_le
     out->acquire_unix_ms = unix_now_ms;
 
     if (!cur->exists) {
-        l->observed = *cur;
-        l->observed_ms = now_ms;
+        ctl_leader_observe(l, cur, now_ms);
         return CTL_LEADER_CREATE;
     }
-    if (!same_record(&l->observed, cur)) {
-        l->observed = *cur;
-        l->observed_ms = now_ms;
-    }
+    const char *valid = ctl_leader_observe(l, cur, now_ms);
     bool ours = strcmp(cur->holder, l->identity) == 0;
-    int64_t dur = cur->duration_s > 0 ? (int64_t)cur->duration_s * 1000 : l->lease_duration_ms;
-    bool expired = l->observed_ms + dur <= now_ms;
-    if (!ours && cur->holder[0] && !expired) {
+    if (!ours && valid) {
         char why[160];
         snprintf(why, sizeof(why), "the lease is held by %.120s", cur->holder);
         end_term(l, why);

@@ -129,6 +129,24 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
                     (unsigned long long)c->invalid_annotations);
     family(b, "gpuscaler_leader", "gauge", "1 while this instance leads and acts.");
     util_buf_printf(b, "gpuscaler_leader %d\n", controller_leading(c) ? 1 : 0);
+    if (c->shards) {
+        family(b, "gpuscaler_shards_held", "gauge",
+               "Shards whose Lease this replica holds and renewed within renew-deadline.");
+        util_buf_printf(b, "gpuscaler_shards_held %u\n", ctl_shards_held(c));
+        family(b, "gpuscaler_shards", "gauge", "Shards configured (sharding.shards).");
+        util_buf_printf(b, "gpuscaler_shards %u\n", c->nshards);
+        family(b, "gpuscaler_shard_members", "gauge",
+               "Live replicas (unexpired member Leases) seen at the last round.");
+        util_buf_printf(b, "gpuscaler_shard_members %zu\n", ctl_shards_members(c));
+        uint64_t h[3];
+        ctl_shards_handovers(c, h);
+        family(b, "gpuscaler_shard_handovers_total", "counter",
+               "Handovers of this replica's shards: acquired, released, lost.");
+        static const char *const kinds[] = {"acquired", "released", "lost"};
+        for (int k = 0; k < 3; k++)
+            util_buf_printf(b, "gpuscaler_shard_handovers_total{kind=\"%s\"} %llu\n", kinds[k],
+                            (unsigned long long)h[k]);
+    }
     family(b, "gpuscaler_caches_synced", "gauge", "1 once the Kubernetes caches synced.");
     util_buf_printf(b, "gpuscaler_caches_synced %d\n", controller_synced(c) ? 1 : 0);
     family(b, "gpuscaler_tracked_deployments", "gauge", "Deployments opted in.");

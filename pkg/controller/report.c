@@ -147,7 +147,7 @@ static void status_done(const struct kube_result *res, void *arg)
         w->status_inflight = false;
         if (w->scale_waiting) {
             ctl_scale_resume(c, w);
-        } else if (w->status_deferred && !c->closing && controller_leading(c)) {
+        } else if (w->status_deferred && !c->closing && ctl_acting_for(c, w->ns, w->name)) {
             w->status_deferred = false;
             ctl_status_update(c, w, util_now_unix_ms());
         }
@@ -202,7 +202,7 @@ void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms)
 void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key, const char *msg,
                         int64_t now_ms)
 {
-    if (!controller_leading(c) || c->dry_run)
+    if (!ctl_acting_for(c, w->ns, w->name) || c->dry_run)
         return;
     struct util_buf b = {0};
     char ts[40];

@@ -2,8 +2,8 @@
 /* controller/scale: the act stage's one write: a Deployment's replica count
  * through its /scale subresource. Read the subresource, patch spec.replicas
  * with the read resourceVersion as precondition, and on a 409 read again and
- * retry (a few times). A leader that lost the lease between the read and the
- * patch does not write. The status annotation of the same Deployment never
+ * retry (a few times). A leader that lost the lease (sharded: the
+ * Deployment's shard Lease) between the read and the patch does not write. The status annotation of the same Deployment never
  * overlaps this write (both change one object and one resourceVersion): a
  * scale write waits for a status PATCH in flight, and the status waits for
  * the scale write. Requests carry copies of the workload's key, never
@@ -36,7 +36,7 @@ static void scale_req_done(struct scale_req *r, bool ok)
         if (!ok)
             w->scale_attempts = 0;
         /* the status of this tick's decision waited for the scale write */
-        if (w->status_deferred && !c->closing && controller_leading(c)) {
+        if (w->status_deferred && !c->closing && ctl_acting_for(c, w->ns, w->name)) {
             w->status_deferred = false;
             ctl_status_update(c, w, util_now_unix_ms());
         }
@@ -85,8 +85,8 @@ static void scale_read(const struct kube_result *res, void *arg)
         scale_req_done(r, false);
         return;
     }
-    /* a leader that lost the lease meanwhile must not write */
-    if (!controller_leading(c)) {
+    /* a leader that lost the lease (or the shard's) meanwhile must not write */
+    if (!ctl_acting_for(c, r->ns, r->name)) {
         LOGW_WARN(SUB, r->ns, r->name, "lost leadership before scaling; not writing");
         scale_req_done(r, false);
         return;
@@ -155,7 +155,7 @@ void ctl_scale_resume(struct controller *c, struct ctl_wl *w)
     if (!w->scale_waiting)
         return;
     w->scale_waiting = false;
-    if (c->closing || !controller_leading(c) || w->status_inflight)
+    if (c->closing || !ctl_acting_for(c, w->ns, w->name) || w->status_inflight)
         return; /* the next tick decides again */
     ctl_scale_write(c, w, w->scale_target);
 }

@@ -59,6 +59,17 @@ static void test_config_file(void **s)
     assert_int_equal(c.scrape.interval_ms, 3000);
     assert_true(c.scrape.missing_fraction == 0.5);
     assert_int_equal(c.n_defaults, 2);
+    assert_false(c.sharding.enabled); /* default: one leader */
+    assert_int_equal(c.sharding.shards, 16);
+    assert_string_equal(c.sharding.lease_prefix, "gpuscaler-shard");
+    ctl_config_free(&c);
+    ctl_config_init(&c);
+    assert_int_equal(apply_yaml(&c, "sharding: {enabled: true, shards: 64, lease-prefix: gs}\n",
+                                &err),
+                     0);
+    assert_true(c.sharding.enabled);
+    assert_int_equal(c.sharding.shards, 64);
+    assert_string_equal(c.sharding.lease_prefix, "gs");
     ctl_config_free(&c);
 
     static const struct {
@@ -124,6 +135,16 @@ static void test_config_bad_value_of_every_key(void **s)
          "out of range (100ms to 1h)", 2},
         {"leader-election.retry-period", "leader-election:\n  retry-period: 0s\n",
          "out of range (100ms to 1h)", 2},
+        {"sharding.enabled", "sharding:\n  enabled: yes please\n", "not true or false", 2},
+        {"sharding.shards", "sharding:\n  enabled: true\n  shards: 0\n",
+         "sharding.shards: '0' is not a whole number from 1 to 1024", 3},
+        {"sharding.shards", "sharding: {shards: 4k}\n", "not a whole number from 1 to 1024", 1},
+        {"sharding.shards", "sharding: {shards: 1025}\n", "from 1 to 1024", 1},
+        {"sharding.lease-prefix", "sharding:\n  lease-prefix: Shard_\n",
+         "sharding.lease-prefix: 'Shard_' is not a valid Kubernetes name", 2},
+        {"sharding.enabled",
+         "leader-election: {enabled: false}\nsharding:\n  enabled: true\n",
+         "sharding.enabled: needs leader-election.enabled", 3},
         {"listen.metrics", "listen:\n  metrics: notanaddr\n",
          "listen.metrics: 'notanaddr' is not HOST:PORT", 2},
         {"listen.metrics", "listen: {metrics: 'localhost:9090'}\n", "IP address as host", 1},

@@ -237,6 +237,37 @@ static void test_other_reasons_reported(void **st)
     assert_int_equal(r.started, 2);
 }
 
+/* Watching a lease without contending (shards held by others, member
+ * leases): the holder is valid until lease-duration passes on the local
+ * clock without the record changing, whatever the holder's own clock says. */
+static void test_observe_judges_expiry_on_the_local_clock(void **st)
+{
+    (void)st;
+    struct ctl_leader w;
+    ctl_leader_init(&w, "watcher", 15000, 10000, 2000);
+    struct ctl_lease l;
+    memset(&l, 0, sizeof(l));
+    assert_null(ctl_leader_observe(&w, &l, 0)); /* absent */
+    l.exists = true;
+    snprintf(l.holder, sizeof(l.holder), "b");
+    l.duration_s = 4;
+    l.renew_unix_ms = 1; /* a holder clock far in the past changes nothing */
+    snprintf(l.resource_version, sizeof(l.resource_version), "7");
+    const char *h = ctl_leader_observe(&w, &l, 1000);
+    assert_non_null(h);
+    assert_string_equal(h, "b");
+    assert_non_null(ctl_leader_observe(&w, &l, 4999)); /* seen at 1000, 4 s */
+    assert_null(ctl_leader_observe(&w, &l, 5000));     /* expired */
+    snprintf(l.resource_version, sizeof(l.resource_version), "8"); /* renewed */
+    assert_non_null(ctl_leader_observe(&w, &l, 6000));
+    assert_null(ctl_leader_observe(&w, &l, 10000));
+    l.holder[0] = '\0'; /* released */
+    snprintf(l.resource_version, sizeof(l.resource_version), "9");
+    assert_null(ctl_leader_observe(&w, &l, 10001));
+    /* the watcher never began a term */
+    assert_false(ctl_leader_is_leading(&w, 10001));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +277,7 @@ int main(void)
         cmocka_unit_test(test_lost_lease_is_reported_once),
         cmocka_unit_test(test_lapse_seen_at_the_late_renewal),
         cmocka_unit_test(test_other_reasons_reported),
+        cmocka_unit_test(test_observe_judges_expiry_on_the_local_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* controller/shards: sharding across replicas with coordination.k8s.io
+ * Leases as the only coordinator (sharding.enabled).
+ *
+ * Each replica renews a member Lease <prefix>-member-<identity>; the live
+ * members are those whose member Lease has a holder and has not expired on
+ * the local clock. Each shard has a Lease <prefix>-<shard>. Every retry
+ * period one LIST of the namespace's Leases feeds the pure assignment
+ * (pkg/shard: keep, acquire, release), and each shard Lease is then written
+ * by the same election state machine as the single leader's (leader.c): a
+ * ctl_leader per shard, the read resourceVersion as precondition, the term
+ * ending by itself once renew-deadline passes without a renewal. So a
+ * replica acts for a Deployment only while it holds that Deployment's shard
+ * and renewed it within renew-deadline (ctl_acting_for), and another takes
+ * the shard only after lease-duration without a change on its own clock:
+ * the single leader's fence, per shard. A replica that cannot reach the API
+ * server stops acting after renew-deadline; the others take its shards
+ * after lease-duration.
+ *
+ * Ownership: the shard and member tables belong to the controller; requests
+ * in flight carry a shard index, never a pointer, and are counted by
+ * ctl_io_begin/end so the controller outlives them. */
+#include "controller-int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kube/kube.h"
+#include "shard/shard.h"
+
+#define SUB "shard"
+#define MEMBER_INFIX "-member-"
+#define SELF (-1)
+
+struct ctl_shard {
+    struct ctl_leader leader;  /**< this shard's election, as the single leader's */
+    struct ctl_lease cur;      /**< as listed at the last round */
+    char name[256];
+    bool releasing;            /**< handed over by this instance: log "released" */
+    char prev_holder[128];     /**< holder before this instance's write, for the log */
+};
+
+struct member {
+    char name[256];
+    struct ctl_lease cur;
+    struct ctl_leader obs;     /**< only observed: expiry on the local clock */
+    bool seen;
+};
+
+struct ctl_shard_members {
+    struct ctl_leader self;    /**< this replica's member Lease */
+    char self_name[256];
+    struct member *m;          /**< others' member Leases, at most SHARD_MAX_MEMBERS */
+    size_t n;
+    const char **holders;      /**< per shard, scratch for the plan */
+    enum shard_action *act;    /**< per shard, scratch for the plan */
+    int inflight;              /**< list and writes of the current round */
+    uint64_t member_rounds;    /**< rounds begun with the member Lease renewed */
+    size_t live;               /**< live members at the last round */
+    uint64_t acquired, released, lost;
+};
+
+/* A member Lease name from any identity: DNS-1123 characters kept
+ * (lowercased), others '-', at most 63, plus a hash when anything changed so
+ * that two identities never share a name. */
+static void member_lease_name(const char *prefix, const char *id, char *out, size_t len)
+{
+    char s[64];
+    size_t n = 0;
+    bool changed = false;
+    for (const char *p = id; *p && n < 40; p++) {
+        char ch = *p;
+        if (ch >= 'A' && ch <= 'Z') {
+            ch = (char)(ch - 'A' + 'a');
+            changed = true;
+        }
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-';
+        if (!ok) {
+            ch = '-';
+            changed = true;
+        }
+        s[n++] = ch;
+    }
+    changed = changed || strlen(id) > 40;
+    while (n && s[n - 1] == '-')
+        n--;
+    s[n] = '\0';
+    if (changed || n == 0)
+        snprintf(out, len, "%s%s%s%s%08llx", prefix, MEMBER_INFIX, s, n ? "-" : "",
+                 (unsigned long long)(shard_hash("", id) & 0xffffffffULL));
+    else
+        snprintf(out, len, "%s%s%s", prefix, MEMBER_INFIX, s);
+}
+
+static void io_begin(struct controller *c)
+{
+    c->members->inflight++;
+    ctl_io_begin(c);
+}
+
+static void io_end(struct controller *c)
+{
+    c->members->inflight--;
+    ctl_io_end(c); /* may free c when closing: last */
+}
+
+/* One log line per handover of this instance's shards, and the member
+ * Lease's own changes. */
+static void log_transitions(struct controller *c)
+{
+    struct ctl_shard_members *ms = c->members;
+    int64_t now = (int64_t)uv_now(c->loop);
+    const char *ns = c->cfg->leader.namespace_;
+    char why[200];
+    enum ctl_leader_change ch;
+    for (uint32_t s = 0; s < c->nshards; s++) {
+        struct ctl_shard *sh = &c->shards[s];
+        while ((ch = ctl_leader_transition(&sh->leader, now, why, sizeof(why))) !=
+               CTL_LEADER_SAME) {
+            if (ch == CTL_LEADER_STARTED) {
+                ms->acquired++;
+                LOG_INFO(SUB, "shard acquired: shard=%u holder=%s previous=%s lease=%s/%s", s,
+                         c->identity, sh->prev_holder[0] ? sh->prev_holder : "none", ns,
+                         sh->name);
+            } else if (sh->releasing) {
+                ms->released++;
+                LOG_INFO(SUB, "shard released: shard=%u holder=%s lease=%s/%s: %s", s,
+                         c->identity, ns, sh->name, why);
+            } else {
+                ms->lost++;
+                LOG_WARN(SUB, "shard lost: shard=%u holder=%s lease=%s/%s: %s", s, c->identity,
+                         ns, sh->name, why);
+            }
+            sh->releasing = false;
+        }
+    }
+    while ((ch = ctl_leader_transition(&ms->self, now, why, sizeof(why))) != CTL_LEADER_SAME) {
+        if (ch == CTL_LEADER_STARTED)
+            LOG_INFO(SUB, "member lease held: holder=%s lease=%s/%s", c->identity, ns,
+                     ms->self_name);
+        else
+            LOG_WARN(SUB, "member lease lost: holder=%s lease=%s/%s: %s", c->identity, ns,
+                     ms->self_name, why);
+    }
+}
+
+struct lease_write {
+    struct controller *c;
+    int shard;        /* SELF for the member Lease */
+    bool release;
+    struct ctl_lease lease;
+};
+
+static struct ctl_leader *leader_of(struct controller *c, int shard)
+{
+    return shard == SELF ? &c->members->self : &c->shards[shard].leader;
+}
+
+static void lease_written(const struct kube_result *res, void *arg)
+{
+    struct lease_write *r = arg;
+    struct controller *c = r->c;
+    const char *what = r->shard == SELF ? c->members->self_name : c->shards[r->shard].name;
+    if (res->err == -EEXIST && !r->release)
+        LOG_DEBUG(SUB, "lease %s: taken by another replica meanwhile (HTTP %ld)", what,
+                  res->status);
+    else if (res->err != 0)
+        LOG_WARN(SUB, "writing lease %s failed: HTTP %ld %s %s", what, res->status, res->reason,
+                 res->message);
+    if (!r->release) {
+        if (res->err == 0 && res->body)
+            ctl_lease_from_json(res->body, &r->lease);
+        ctl_leader_result(leader_of(c, r->shard), res->err == 0, &r->lease,
+                          (int64_t)uv_now(c->loop));
+    }
+    log_transitions(c);
+    xfree(r);
+    io_end(c);
+}
+
+static void write_lease(struct controller *c, int shard, bool create, bool release,
+                        const struct ctl_lease *l)
+{
+    const char *ns = c->cfg->leader.namespace_;
+    const char *name = shard == SELF ? c->members->self_name : c->shards[shard].name;
+    struct lease_write *r = xcalloc(1, sizeof(*r));
+    r->c = c;
+    r->shard = shard;
+    r->release = release;
+    r->lease = *l;
+    json_t *body = ctl_lease_to_json(ns, name, l);
+    io_begin(c);
+    int rc = create ? kube_lease_create(c->kube, ns, body, lease_written, r)
+                    : kube_lease_update(c->kube, ns, name, body, lease_written, r);
+    json_decref(body);
+    if (rc != 0) {
+        LOG_WARN(SUB, "cannot write lease %s: %s", name, strerror(-rc));
+        xfree(r);
+        io_end(c);
+    }
+}
+
+/* One election step of a lease this instance wants (its member Lease or a
+ * shard to keep or acquire): write what the state machine asks for. */
+static void step(struct controller *c, int shard, const struct ctl_lease *cur, int64_t now,
+                 int64_t unix_now)
+{
+    struct ctl_lease out;
+    enum ctl_leader_action a = ctl_leader_step(leader_of(c, shard), cur, now, unix_now, &out);
+    if (a != CTL_LEADER_WAIT)
+        write_lease(c, shard, a == CTL_LEADER_CREATE, false, &out);
+}
+
+static void release_shard(struct controller *c, uint32_t s, int64_t unix_now, const char *why)
+{
+    struct ctl_shard *sh = &c->shards[s];
+    struct ctl_lease out;
+    ctl_leader_release(&sh->leader, unix_now, &out);
+    sh->releasing = true;
+    ctl_leader_stop(&sh->leader, why); /* stop acting before the write goes out */
+    write_lease(c, (int)s, false, true, &out);
+}
+
+static struct member *member_slot(struct ctl_shard_members *ms, const char *name)
+{
+    for (size_t i = 0; i < ms->n; i++)
+        if (strcmp(ms->m[i].name, name) == 0)
+            return &ms->m[i];
+    if (ms->n >= SHARD_MAX_MEMBERS)
+        return NULL;
+    struct member *m = &ms->m[ms->n++];
+    memset(m, 0, sizeof(*m));
+    snprintf(m->name, sizeof(m->name), "%s", name);
+    return m;
+}
+
+/* <prefix>-<digits> with a shard number below nshards, else -1 */
+static int64_t shard_number(const char *name, const char *prefix, uint32_t nshards)
+{
+    size_t pl = strlen(prefix);
+    if (strncmp(name, prefix, pl) != 0 || name[pl] != '-' || !name[pl + 1])
+        return -1;
+    int64_t v;
+    if (strlen(name + pl + 1) > 4 || util_parse_int64(name + pl + 1, &v) != 0 || v < 0 ||
+        v >= nshards)
+        return -1;
+    return v;
+}
+
+static void listed(const struct kube_result *res, void *arg)
+{
+    struct controller *c = arg;
+    struct ctl_shard_members *ms = c->members;
+    if (c->closing || res->err != 0) {
+        if (!c->closing)
+            LOG_WARN(SUB, "listing leases failed: HTTP %ld %s", res->status, res->message);
+        log_transitions(c);
+        io_end(c);
+        return;
+    }
+    int64_t now = (int64_t)uv_now(c->loop), unix_now = util_now_unix_ms();
+    const char *prefix = c->cfg->sharding.lease_prefix;
+    char mprefix[256];
+    snprintf(mprefix, sizeof(mprefix), "%s%s", prefix, MEMBER_INFIX);
+    size_t mpl = strlen(mprefix);
+    struct ctl_lease own;
+    memset(&own, 0, sizeof(own));
+    for (size_t i = 0; i < ms->n; i++)
+        ms->m[i].seen = false;
+    for (uint32_t s = 0; s < c->nshards; s++)
+        memset(&c->shards[s].cur, 0, sizeof(c->shards[s].cur));
+    size_t idx;
+    json_t *it;
+    json_array_foreach(json_object_get(res->body, "items"), idx, it) {
+        const char *name =
+            json_string_value(json_object_get(json_object_get(it, "metadata"), "name"));
+        if (!name)
+            continue;
+        if (strcmp(name, ms->self_name) == 0) {
+            ctl_lease_from_json(it, &own);
+        } else if (strncmp(name, mprefix, mpl) == 0) {
+            struct member *m = member_slot(ms, name);
+            if (m) {
+                ctl_lease_from_json(it, &m->cur);
+                m->seen = true;
+            }
+        } else {
+            int64_t s = shard_number(name, prefix, c->nshards);
+            if (s >= 0)
+                ctl_lease_from_json(it, &c->shards[s].cur);
+        }
+    }
+    /* forget deleted member Leases; the live ones are the unexpired holders */
+    size_t k = 0;
+    for (size_t i = 0; i < ms->n; i++)
+        if (ms->m[i].seen)
+            ms->m[k++] = ms->m[i];
+    ms->n = k;
+    const char *live[SHARD_MAX_MEMBERS + 1];
+    size_t nlive = 0;
+    for (size_t i = 0; i < ms->n; i++) {
+        const char *h = ctl_leader_observe(&ms->m[i].obs, &ms->m[i].cur, now);
+        if (h && strcmp(h, c->identity) != 0)
+            live[nlive++] = h;
+    }
+    bool member = ctl_leader_is_leading(&ms->self, now);
+    if (member) {
+        live[nlive++] = c->identity;
+        ms->member_rounds++;
+    }
+    ms->live = nlive;
+    step(c, SELF, &own, now, unix_now);
+    /* A new replica takes nothing until its member Lease was renewed and
+     * the others could see it for a round, so replicas started together do
+     * not each grab every shard first. */
+    bool may_acquire = member && ms->member_rounds >= 2;
+    for (uint32_t s = 0; s < c->nshards; s++)
+        ms->holders[s] = ctl_leader_observe(&c->shards[s].leader, &c->shards[s].cur, now);
+    struct shard_view v = {c->identity, live, nlive, c->nshards, ms->holders};
+    if (shard_plan(&v, ms->act) != 0) {
+        LOG_WARN(SUB, "cannot plan the shards (%zu members)", nlive);
+        io_end(c);
+        return;
+    }
+    for (uint32_t s = 0; s < c->nshards; s++) {
+        struct ctl_shard *sh = &c->shards[s];
+        const char *h = ms->holders[s];
+        switch (ms->act[s]) {
+        case SHARD_ACQUIRE:
+            if (!may_acquire)
+                break;
+            /* fall through */
+        case SHARD_KEEP:
+            snprintf(sh->prev_holder, sizeof(sh->prev_holder), "%s", sh->cur.holder);
+            step(c, (int)s, &sh->cur, now, unix_now);
+            break;
+        case SHARD_RELEASE: {
+            char why[160];
+            snprintf(why, sizeof(why),
+                     "handed over: %zu live members, this one holds more than its share", nlive);
+            release_shard(c, s, unix_now, why);
+            break;
+        }
+        case SHARD_IDLE:
+            if (h && strcmp(h, c->identity) != 0) {
+                char why[200];
+                snprintf(why, sizeof(why), "the lease is held by %.120s", h);
+                ctl_leader_stop(&sh->leader, why);
+            }
+            break;
+        }
+    }
+    log_transitions(c);
+    io_end(c);
+}
+
+static void round_cb(uv_timer_t *t)
+{
+    struct controller *c = util_container_of(t, struct controller, elect_timer);
+    if (c->closing)
+        return;
+    log_transitions(c); /* a renew deadline may pass while requests hang */
+    if (c->members->inflight)
+        return;
+    char path[400];
+    snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases",
+             c->cfg->leader.namespace_);
+    io_begin(c);
+    int rc = kube_get(c->kube, path, listed, c);
+    if (rc != 0) {
+        LOG_WARN(SUB, "cannot list leases: %s", strerror(-rc));
+        io_end(c);
+    }
+}
+
+void ctl_shards_start(struct controller *c)
+{
+    const struct ctl_config *cfg = c->cfg;
+    c->nshards = (uint32_t)cfg->sharding.shards;
+    c->shards = xcalloc(c->nshards, sizeof(*c->shards));
+    struct ctl_shard_members *ms = xcalloc(1, sizeof(*ms));
+    c->members = ms;
+    ms->m = xcalloc(SHARD_MAX_MEMBERS, sizeof(*ms->m));
+    ms->holders = xcalloc(c->nshards, sizeof(*ms->holders));
+    ms->act = xcalloc(c->nshards, sizeof(*ms->act));
+    for (uint32_t s = 0; s < c->nshards; s++) {
+        ctl_leader_init(&c->shards[s].leader, c->identity, cfg->leader.lease_duration_ms,
+                        cfg->leader.renew_deadline_ms, cfg->leader.retry_period_ms);
+        snprintf(c->shards[s].name, sizeof(c->shards[s].name), "%s-%u",
+                 cfg->sharding.lease_prefix, s);
+    }
+    ctl_leader_init(&ms->self, c->identity, cfg->leader.lease_duration_ms,
+                    cfg->leader.renew_deadline_ms, cfg->leader.retry_period_ms);
+    member_lease_name(cfg->sharding.lease_prefix, c->identity, ms->self_name,
+                      sizeof(ms->self_name));
+    for (size_t i = 0; i < SHARD_MAX_MEMBERS; i++)
+        ctl_leader_init(&ms->m[i].obs, c->identity, cfg->leader.lease_duration_ms,
+                        cfg->leader.renew_deadline_ms, cfg->leader.retry_period_ms);
+    LOG_INFO(SUB, "sharding on: %u shards, leases %s/%s-<shard>, member lease %s", c->nshards,
+             cfg->leader.namespace_, cfg->sharding.lease_prefix, ms->self_name);
+    uv_timer_start(&c->elect_timer, round_cb, 0, (uint64_t)cfg->leader.retry_period_ms);
+}
+
+void ctl_shards_release(struct controller *c)
+{
+    struct ctl_shard_members *ms = c->members;
+    int64_t now = (int64_t)uv_now(c->loop), unix_now = util_now_unix_ms();
+    log_transitions(c);
+    for (uint32_t s = 0; s < c->nshards; s++)
+        if (ctl_leader_is_leading(&c->shards[s].leader, now))
+            release_shard(c, s, unix_now, "shutting down: releasing the lease");
+    if (ctl_leader_is_leading(&ms->self, now)) {
+        struct ctl_lease out;
+        ctl_leader_release(&ms->self, unix_now, &out);
+        ctl_leader_stop(&ms->self, "shutting down: releasing the lease");
+        write_lease(c, SELF, false, true, &out);
+    }
+    log_transitions(c);
+    c->released = true;
+}
+
+void ctl_shards_free(struct controller *c)
+{
+    if (c->members) {
+        xfree(c->members->m);
+        xfree(c->members->holders);
+        xfree(c->members->act);
+        xfree(c->members);
+    }
+    xfree(c->shards);
+    c->members = NULL;
+    c->shards = NULL;
+}
+
+uint32_t ctl_shards_held(const struct controller *c)
+{
+    uint32_t n = 0;
+    int64_t now = (int64_t)uv_now(c->loop);
+    for (uint32_t s = 0; s < c->nshards; s++)
+        n += ctl_leader_is_leading(&c->shards[s].leader, now);
+    return n;
+}
+
+size_t ctl_shards_members(const struct controller *c)
+{
+    return c->members ? c->members->live : 0;
+}
+
+void ctl_shards_handovers(const struct controller *c, uint64_t out[3])
+{
+    const struct ctl_shard_members *ms = c->members;
+    out[0] = ms ? ms->acquired : 0;
+    out[1] = ms ? ms->released : 0;
+    out[2] = ms ? ms->lost : 0;
+}
+
+bool ctl_acting_for(const struct controller *c, const char *ns, const char *name)
+{
+    if (!c->shards)
+        return controller_leading(c);
+    if (c->closing && c->released)
+        return false;
+    uint32_t s = shard_of(ns, name, c->nshards);
+    return ctl_leader_is_leading(&c->shards[s].leader, (int64_t)uv_now(c->loop));
+}
