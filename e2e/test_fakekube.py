@@ -392,6 +392,39 @@ class TestCrud(Base):
                             {"spec": {}}, self.ns, "application/xml")
 
 
+class TestWriteLog(Base):
+    def test_writes_record_who_wrote_what(self):
+        """GET /fake/writes: each successful write with the writer's user (from its own
+        token), the object and the resourceVersion it produced; failed writes and reads are
+        not in it."""
+        tok = "writer-" + os.urandom(4).hex()
+        FK.add_token(tok, "system:serviceaccount:x:writer")
+        kc = os.path.join(FK.tmpdir, "kubeconfig-writer.yaml")
+        harness.write_kubeconfig(kc, FK.url, ca_file=FK.pki["ca"], token=tok)
+        w = FK.client(kc, max_retries=0)
+        since = FK.writes()["next"]
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": "l1"}, "spec": {"holderIdentity": "pod-a",
+                                                       "leaseDurationSeconds": 4}}
+        made = w.create("leases", lease, namespace=self.ns)
+        self.assertApiError(409, "AlreadyExists", w.create, "leases", lease, namespace=self.ns)
+        made["spec"]["holderIdentity"] = "pod-b"
+        upd = self.c.update("leases", made, self.ns)
+        self.c.get("leases", "l1", self.ns)
+        got = FK.writes(since, namespace=self.ns)["writes"]
+        self.assertEqual([(x["user"], x["verb"], x["resource"], x["name"], x["holderIdentity"],
+                           x["resourceVersion"]) for x in got],
+                         [("system:serviceaccount:x:writer", "create", "leases", "l1", "pod-a",
+                           made["metadata"]["resourceVersion"]),
+                          ("e2e-admin", "update", "leases", "l1", "pod-b",
+                           upd["metadata"]["resourceVersion"])])
+        self.assertLess(got[0]["seq"], got[1]["seq"])
+        self.assertLessEqual(got[0]["time"], got[1]["time"])
+        only = FK.writes(since, namespace=self.ns, user="e2e-admin")["writes"]
+        self.assertEqual([x["verb"] for x in only], ["update"])
+        w.close()
+
+
 class TestScale(Base):
     def test_scale_subresource(self):
         d = deployment("llm", {"app": "llm"}, replicas=2,

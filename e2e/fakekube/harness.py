@@ -286,6 +286,12 @@ class FakeKubeProcess:
             body["rules"] = rules
         return self.admin("PUT", "/fake/sar", body)
 
+    def writes(self, since=0, **match):
+        """Successful writes after seq `since` (GET /fake/writes), optionally only those whose
+        resource, namespace, name or user equal the given values."""
+        q = "&".join(["since=%d" % since] + ["%s=%s" % kv for kv in sorted(match.items())])
+        return self.admin("GET", "/fake/writes?" + q)
+
     def add_token(self, token, user, groups=()):
         return self.admin("POST", "/fake/tokens", {"token": token, "user": user,
                                                    "groups": list(groups)})

@@ -50,6 +50,7 @@ VERSION_INFO = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-fakekube",
                 "gitTreeState": "clean", "buildDate": "2024-08-13T00:00:00Z",
                 "goVersion": "go1.22.5", "compiler": "gc", "platform": "linux/amd64"}
 HEALTH_PATHS = ("/healthz", "/readyz", "/livez", "/version")
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 BUILTIN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -172,6 +173,8 @@ class FakeKube:
         self.reqlog = []
         self.reqlog_seq = 0
         self.reqlog_lock = threading.Lock()
+        self.writelog = []
+        self.writelog_seq = 0
         self.sar_rules = []
         self.sar_default = args.sar_default
         self.restarting = threading.Lock()
@@ -373,6 +376,27 @@ class FakeKube:
                 entry["status"], entry["ms"], entry.get("user") or "-"),
                 file=sys.stderr, flush=True)
 
+    def log_write(self, entry, obj):
+        """Record a successful write: who (user from the credentials, User-Agent), what (verb,
+        resource, subresource, namespace, name, the resourceVersion it produced) and when; for
+        Leases also the holderIdentity written.  Queried at GET /fake/writes, outside the
+        Kubernetes API paths."""
+        meta = obj.get("metadata") or {} if isinstance(obj, dict) else {}
+        w = {"time": entry["time"], "user": entry.get("user") or "",
+             "userAgent": entry.get("userAgent", ""), "verb": entry.get("verb"),
+             "resource": entry.get("resource"), "subresource": entry.get("subresource"),
+             "namespace": entry.get("namespace") or meta.get("namespace") or "",
+             "name": entry.get("name") or meta.get("name") or "",
+             "resourceVersion": meta.get("resourceVersion", "")}
+        if isinstance(obj, dict) and obj.get("kind") == "Lease":
+            w["holderIdentity"] = (obj.get("spec") or {}).get("holderIdentity") or ""
+        with self.reqlog_lock:
+            self.writelog_seq += 1
+            w["seq"] = self.writelog_seq
+            self.writelog.append(w)
+            if len(self.writelog) > self.args.write_log_size:
+                del self.writelog[:len(self.writelog) - self.args.write_log_size]
+
     # ------------------------------------------------------------ reviews
 
     def token_review(self, body):
@@ -534,6 +558,7 @@ class Handler(BaseHTTPRequestHandler):
             data = (json.dumps(body, separators=(",", ":")) + "\n").encode()
         else:
             data = body.encode()
+        self._sent = body if isinstance(body, dict) else None
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Cache-Control", "no-cache, private")
@@ -573,6 +598,7 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self):
         t0 = time.monotonic()
         self._status = None
+        self._sent = None
         self._audit_id = str(uuid.uuid4())
         url = urlsplit(self.path)
         path = url.path
@@ -642,6 +668,10 @@ class Handler(BaseHTTPRequestHandler):
                 entry["status"] = self._status
                 entry["ms"] = round((time.monotonic() - t0) * 1000.0, 3)
                 self.app.log_request(entry)
+                if (entry.get("verb") in WRITE_VERBS and self._status
+                        and 200 <= self._status < 300 and entry.get("resource")
+                        and not entry.get("aggregated")):
+                    self.app.log_write(entry, self._sent)
 
     def _request_info(self, path, query):
         """Parse a path like apiserver's RequestInfoFactory."""
@@ -982,6 +1012,18 @@ class Handler(BaseHTTPRequestHandler):
                 items = [e for e in app.reqlog if e["seq"] > since]
                 nxt = app.reqlog_seq
             return self._send(200, {"requests": items, "next": nxt})
+        if p == "/writes" and m == "GET":
+            since = int(query.get("since", "0"))
+            keys = [k for k in ("resource", "namespace", "name", "user") if k in query]
+            with app.reqlog_lock:
+                items = [w for w in app.writelog if w["seq"] > since
+                         and all(w.get(k) == query[k] for k in keys)]
+                nxt = app.writelog_seq
+            return self._send(200, {"writes": items, "next": nxt})
+        if p == "/writes" and m == "DELETE":
+            with app.reqlog_lock:
+                app.writelog = []
+            return self._send(200, {"cleared": True})
         if p == "/requests" and m == "DELETE":
             with app.reqlog_lock:
                 app.reqlog = []
@@ -1083,6 +1125,8 @@ def build_parser():
     ap.add_argument("--proxy-client-key", help="its private key (PEM)")
     ap.add_argument("--aggregator-resync", default="30s",
                     help="period of the APIService availability checks [30s]")
+    ap.add_argument("--write-log-size", type=int, default=500000,
+                    help="successful writes kept for GET /fake/writes (who wrote what, when)")
     ap.add_argument("--request-log-size", type=int, default=20000,
                     help="requests kept for GET /fake/requests [20000]")
     ap.add_argument("--verbose", "-v", action="store_true",
