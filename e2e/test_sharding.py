@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""End-to-end test of sharding across replicas (sharding.enabled) against
+e2e/fakekube, through the Kubernetes API only.
+
+Three `gpuscaler run` replicas, each with its own bearer token (so the fake's
+write log, GET /fake/writes, names who wrote what), share the Deployments of
+one namespace through shard Leases. Pods get loopback addresses 127.x.y.z and
+are scraped from bench-scrape --serve, the C fake exposition server that
+answers for every address on one port. The test checks:
+  - every shard is held, by one replica each, split as evenly as the count
+    allows; Deployments and pods split within +-10 % (48 shards: 16 each);
+  - each replica's RSS stays under the single-replica budget (64 MiB);
+  - SIGKILL of one replica: its shards are held again within lease-duration
+    + one decision interval, and the survivors split them;
+  - from the fake's own write log: every Deployment write came from the
+    identity that held its shard's Lease at that time (within renew-deadline
+    of its last renewal), no two identities held one shard at once, and no
+    shard stayed without a valid holder longer than lease-duration + one tick.
+
+Scale: GPUSCALER_SHARD_DEPLOYMENTS (default 300) x GPUSCALER_SHARD_PODS_PER
+(default 10) keeps CI near two minutes on two cores; bench/sharding.py runs
+the same scenario at 3,000 Deployments and 30,000 pods and prints figures.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+from ctlharness import Gpuscaler, free_port, wait_for  # noqa: E402
+from fakekube import harness  # noqa: E402
+
+BUILD = os.environ.get("GPUSCALER_BUILD", os.path.join(ROOT, "build"))
+DEPLOYMENTS = int(os.environ.get("GPUSCALER_SHARD_DEPLOYMENTS", "300"))
+PODS_PER = int(os.environ.get("GPUSCALER_SHARD_PODS_PER", "10"))
+SHARDS = int(os.environ.get("GPUSCALER_SHARD_SHARDS", "48"))
+TICK_S = float(os.environ.get("GPUSCALER_SHARD_TICK", "2"))
+REPLICAS = 3
+LEASE_S, RENEW_S, RETRY_S = 4.0, 3.0, 0.5
+RSS_BUDGET_MIB = 64.0
+FIGURES = {}
+
+
+def fnv1a64(s):
+    h = 0xcbf29ce484222325
+    for b in s.encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    return h
+
+
+def shard_of(ns, name, n=SHARDS):
+    """The same hash as pkg/shard (FNV-1a 64 of "namespace/name" mod shards)."""
+    return fnv1a64("%s/%s" % (ns, name)) % n
+
+
+def rss_mib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def create_all(c, ns, ndep, per, port):
+    """Deployments with `per` Ready pods each at 127.x.y.z (bench/controller.py's layout)."""
+    import controller as benchctl  # bench/controller.py
+    benchctl.create_all(c, ns, ndep, per, port)
+
+
+class ShardingE2E(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.fk = harness.start(bookmark_interval="1s", history=max(20000, DEPLOYMENTS * PODS_PER))
+        cls.c = cls.fk.client(timeout=30)
+        cls.ns = "shard-e2e"
+        cls.c.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                    "metadata": {"name": cls.ns}})
+        cls.port = free_port()
+        cls.server = subprocess.Popen([os.path.join(BUILD, "bench", "bench-scrape"), "--serve",
+                                       str(cls.port)], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+        t0 = time.time()
+        create_all(cls.c, cls.ns, DEPLOYMENTS, PODS_PER, cls.port)
+        FIGURES["create_s"] = round(time.time() - t0, 1)
+        cls.replicas = {}
+        cls.users = {}
+        for i in range(REPLICAS):
+            ident = "gpuscaler-%d" % i
+            token = "shard-token-%d-%s" % (i, os.urandom(6).hex())
+            user = "system:serviceaccount:%s:%s" % (cls.ns, ident)
+            cls.fk.add_token(token, user, ["system:serviceaccounts"])
+            kc = os.path.join(cls.fk.tmpdir, "kubeconfig-%s.yaml" % ident)
+            harness.write_kubeconfig(kc, cls.fk.url, ca_file=cls.fk.pki["ca"], token=token)
+            cls.users[user] = ident
+            cfg = ("decision-interval: %gs\n"
+                   "leader-election: {enabled: true, namespace: %s, lease-duration: %gs,\n"
+                   "                  renew-deadline: %gs, retry-period: %gms}\n"
+                   "sharding: {enabled: true, shards: %d, lease-prefix: e2e-shard}\n"
+                   "scrape: {interval: %gs, timeout: 2s, rate-window: 10s}\n"
+                   "checkpoint: {configmap: shard-e2e-state}\n") % (
+                       TICK_S, cls.ns, LEASE_S, RENEW_S, RETRY_S * 1000, SHARDS, TICK_S)
+            cls.replicas[ident] = Gpuscaler(kc, cfg, ("--log-level", "info"), ident)
+
+    @classmethod
+    def tearDownClass(cls):
+        for g in cls.replicas.values():
+            g.stop()
+        cls.server.send_signal(signal.SIGTERM)
+        cls.server.wait(10)
+        cls.fk.stop()
+        print("FIGURES " + json.dumps(FIGURES, sort_keys=True), flush=True)
+
+    def held(self, g):
+        v = g.metric("gpuscaler_shards_held") if g.alive() else None
+        return int(v) if v is not None else 0
+
+    def tracked(self, g):
+        v = g.metric("gpuscaler_tracked_deployments")
+        return int(v) if v is not None else 0
+
+    def lease_holders(self):
+        out = {}
+        for item in self.c.list("leases", self.ns)["items"]:
+            name = item["metadata"]["name"]
+            if name.startswith("e2e-shard-") and name[len("e2e-shard-"):].isdigit():
+                out[int(name[len("e2e-shard-"):])] = item["spec"].get("holderIdentity", "")
+        return out
+
+    def test_sharding(self):
+        live = dict(self.replicas)
+        t0 = time.time()
+        # 1. every shard held, split as evenly as the count allows, every Deployment tracked
+        lo, hi = SHARDS // REPLICAS, -(-SHARDS // REPLICAS)
+
+        def balanced():
+            h = [self.held(g) for g in live.values()]
+            return sum(h) == SHARDS and min(h) >= lo and max(h) <= hi and \
+                sum(self.tracked(g) for g in live.values()) == DEPLOYMENTS
+        wait_for(balanced, 120, interval=1, what="all shards held and split")
+        FIGURES["split_s"] = round(time.time() - t0, 1)
+        time.sleep(3 * TICK_S)  # scrapes and decisions on the settled split
+        per_dep = {}
+        for ident, g in live.items():
+            per_dep[ident] = self.tracked(g)
+        holders = self.lease_holders()
+        self.assertEqual(len(holders), SHARDS)
+        mean = DEPLOYMENTS / REPLICAS
+        FIGURES["deployments_per_replica"] = per_dep
+        FIGURES["pods_per_replica"] = {k: v * PODS_PER for k, v in per_dep.items()}
+        FIGURES["shards_per_replica"] = {k: self.held(g) for k, g in live.items()}
+        for ident, n in per_dep.items():
+            self.assertLessEqual(abs(n - mean) / mean, 0.10, "%s tracks %d of %d" %
+                                 (ident, n, DEPLOYMENTS))
+        # each replica tracks exactly the Deployments of its shards (computed here from the hash)
+        by_holder = {}
+        for i in range(DEPLOYMENTS):
+            h = holders[shard_of(self.ns, "model-%04d" % i)]
+            by_holder[h] = by_holder.get(h, 0) + 1
+        self.assertEqual(by_holder, per_dep)
+        rss = {k: round(rss_mib(g.pid), 1) for k, g in live.items()}
+        FIGURES["rss_mib"] = rss
+        for ident, r in rss.items():
+            self.assertLess(r, RSS_BUDGET_MIB, "%s RSS %.1f MiB" % (ident, r))
+        # every replica writes (status annotations) for its Deployments
+        wait_for(lambda: {self.users.get(w["user"]) for w in
+                          self.fk.writes(namespace=self.ns, resource="deployments")["writes"]}
+                 >= set(live), 30, interval=1, what="Deployment writes from every replica")
+
+        # 2. SIGKILL one replica: its shards are held again within lease + one tick
+        victim = "gpuscaler-1"
+        lost = {s for s, h in holders.items() if h == victim}
+        g = live.pop(victim)
+        g.stop(sig=signal.SIGKILL)
+        t_kill = time.time()
+
+        def taken_over():
+            hs = self.lease_holders()
+            return all(hs.get(s) in live for s in lost) and \
+                sum(self.held(x) for x in live.values()) == SHARDS
+        wait_for(taken_over, 60, interval=0.25, what="the dead replica's shards taken over")
+        took = time.time() - t_kill
+        FIGURES["takeover_s"] = round(took, 2)
+        FIGURES["takeover_bound_s"] = LEASE_S + TICK_S
+        self.assertLessEqual(took, LEASE_S + TICK_S, "takeover took %.1fs" % took)
+        lo2, hi2 = SHARDS // len(live), -(-SHARDS // len(live))
+        wait_for(lambda: all(lo2 <= self.held(x) <= hi2 for x in live.values()) and
+                 sum(self.tracked(x) for x in live.values()) == DEPLOYMENTS, 30, interval=1,
+                 what="the survivors split every shard and track every Deployment")
+        time.sleep(3 * TICK_S)
+        for ident, x in live.items():
+            self.assertIn("shard acquired: shard=", x.text())
+        # 3. a graceful stop releases at once
+        g2 = live.pop("gpuscaler-2")
+        g2.stop()
+        self.assertIn("shard released: shard=", g2.text())
+        wait_for(lambda: self.held(live["gpuscaler-0"]) == SHARDS, LEASE_S + 2, interval=0.25,
+                 what="the last replica takes the released shards")
+        time.sleep(2 * TICK_S)
+        self.check_write_log(t_kill)
+
+    def check_write_log(self, t_kill):
+        writes = self.fk.writes(namespace=self.ns)["writes"]
+        lease_w = [w for w in writes if w["resource"] == "leases" and
+                   w["name"].startswith("e2e-shard-") and
+                   w["name"][len("e2e-shard-"):].isdigit()]
+        dep_w = [w for w in writes if w["resource"] == "deployments"]
+        FIGURES["writes"] = {"lease": len(lease_w), "deployment": len(dep_w)}
+        # ownership intervals per shard from the Lease writes: [acquire, last renewal +
+        # renew-deadline], cut at a release
+        intervals = {}  # shard -> [(identity, start, end)]
+        gaps = []
+        for s in range(SHARDS):
+            ws = sorted((w for w in lease_w if int(w["name"][len("e2e-shard-"):]) == s),
+                        key=lambda w: w["seq"])
+            cur, start, last, ivs = "", None, None, []
+            free_since = None
+            for w in ws:
+                who = self.users.get(w["user"], w["user"])
+                h = w.get("holderIdentity", "")
+                if h:
+                    self.assertEqual(h, who, "a replica wrote another's identity")
+                if h and h == cur:
+                    last = w["time"]
+                    continue
+                if cur:  # the holder changes: the previous term ends
+                    if h:  # taken without a release: only after the lease expired
+                        self.assertGreaterEqual(w["time"] - last, LEASE_S,
+                                                "shard %d taken from %s %.2fs after its last "
+                                                "renewal" % (s, cur, w["time"] - last))
+                        free_since = last
+                    ivs.append((cur, start, min(last + RENEW_S, w["time"])))
+                if h:
+                    if free_since is not None:
+                        gaps.append((s, w["time"] - free_since, free_since))
+                    cur, start, last, free_since = h, w["time"], w["time"], None
+                else:
+                    cur, free_since = "", w["time"]
+            if cur:
+                ivs.append((cur, start, last + RENEW_S))
+            intervals[s] = ivs
+            for a, b in zip(ivs, ivs[1:]):
+                self.assertLessEqual(a[2], b[1], "shard %d: %s and %s overlap" % (s, a[0], b[0]))
+        # a Deployment write by X happened while X held the shard (in-flight slack 1 s)
+        bad = []
+        per_dep_writers = {}
+        for w in dep_w:
+            who = self.users.get(w["user"])
+            if who is None:
+                continue  # the test's own writes (creation)
+            s = shard_of(self.ns, w["name"])
+            ok = any(i[0] == who and i[1] <= w["time"] <= i[2] + 1.0 for i in intervals[s])
+            if not ok:
+                bad.append((w["name"], who, w["time"], s))
+            per_dep_writers.setdefault(w["name"], set()).add(who)
+        self.assertEqual(bad, [], "Deployment writes outside the writer's shard ownership")
+        # (statuses are written under a budget of 32 requests in flight per replica, so not
+        # every Deployment is written within the test; a third is plenty to judge by)
+        FIGURES["deployments_written"] = len(per_dep_writers)
+        FIGURES["deployments_written_by_two_or_more"] = sum(
+            1 for v in per_dep_writers.values() if len(v) > 1)
+        self.assertGreater(len(per_dep_writers), DEPLOYMENTS * 0.3, "too few writes to judge")
+        # unowned no longer than lease-duration + one tick (the kill), releases much less
+        worst = max((g[1] for g in gaps), default=0.0)
+        FIGURES["longest_unowned_s"] = round(worst, 2)
+        self.assertLessEqual(worst, LEASE_S + TICK_S, "a shard was unowned %.1fs" % worst)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
