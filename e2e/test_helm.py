@@ -246,6 +246,8 @@ class RenderTest(unittest.TestCase):
     def test_invalid_combinations_fail_with_a_message(self):
         cases = [
             (["leaderElection.enabled=false"], "needs leaderElection.enabled=true"),
+            (["leaderElection.enabled=false", "replicaCount=1", "sharding.enabled=true"],
+             "sharding.enabled needs leaderElection.enabled=true"),
             (["externalMetrics.enabled=true", "externalMetrics.certManager.enabled=false"],
              "externalMetrics.tls.secretName is required"),
             (["externalMetrics.enabled=true", "externalMetrics.certManager.enabled=false",

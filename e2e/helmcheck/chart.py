@@ -248,6 +248,11 @@ def check_render(objs, values, release, namespace):
                        "renew-deadline": lev["renewDeadline"], "retry-period": lev["retryPeriod"]}
             if le != want_le:
                 p.append("config leader-election %r, want %r" % (le, want_le))
+            sh = values["sharding"]
+            want_sh = {"enabled": True, "shards": sh["shards"],
+                       "lease-prefix": lev["leaseName"] + "-shard"} if sh["enabled"] else None
+            if cfg.get("sharding") != want_sh:
+                p.append("config sharding %r, want %r" % (cfg.get("sharding"), want_sh))
             emc = cfg.get("external-metrics") or {}
             if emc.get("enabled") is not em["enabled"]:
                 p.append("config external-metrics.enabled %r" % emc.get("enabled"))
@@ -298,7 +303,10 @@ def check_render(objs, values, release, namespace):
                      ("", "configmaps", tuple("%s-%d" % (cp["configmap"], i)
                                               for i in range(cp["configmaps"]))):
                      {"get", "patch"}}
-        if values["leaderElection"]["enabled"]:
+        if values["leaderElection"]["enabled"] and values["sharding"]["enabled"]:
+            # shard and member Leases: names not known at install time
+            want_role[("coordination.k8s.io", "leases", ())] = {"create", "get", "list", "update"}
+        elif values["leaderElection"]["enabled"]:
             want_role[("coordination.k8s.io", "leases", ())] = {"create"}
             want_role[("coordination.k8s.io", "leases", (values["leaderElection"]["leaseName"],))] = \
                 {"get", "update", "patch"}
