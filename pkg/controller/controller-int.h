@@ -323,6 +323,9 @@ void ctl_shards_free(struct controller *c);
 uint32_t ctl_shards_held(const struct controller *c);
 /** Live members seen at the last round (this one included once it renewed). */
 size_t ctl_shards_members(const struct controller *c);
+/** Whether the shard Lease of Deployment ns/name had a valid (unexpired)
+ *  holder at the last round: its owner is alive and re-decides every tick. */
+bool ctl_shards_owner_live(const struct controller *c, const char *ns, const char *name);
 /** Handovers of this instance's shards so far: acquired, released, lost. */
 void ctl_shards_handovers(const struct controller *c, uint64_t out[3]);
 /**

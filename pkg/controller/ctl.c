@@ -310,7 +310,9 @@ void controller_close(struct controller *c, controller_close_cb cb, void *arg)
 
 /* How old an owner's status annotation may be and still be served: it is
  * rewritten whenever any number in it changes, and refreshed every 5
- * minutes when nothing does (report.c STATUS_REFRESH_MS). */
+ * minutes when nothing does (report.c STATUS_REFRESH_MS). While the shard's
+ * owner is alive (its Lease valid), an unchanged annotation is its decision
+ * as of its last tick, so that is the time served. */
 #define STATUS_SERVE_MAX_AGE_MS (5LL * 60 * 1000)
 
 static double status_num(const json_t *st, const char *key)
@@ -336,12 +338,14 @@ static bool status_view(const struct controller *c, const struct kube_deployment
     bool ok = t && reason && json_is_integer(desired) && kube_parse_time(t, &at) == 0 &&
               strcmp(reason, "InvalidAnnotation") != 0;
     if (ok) {
-        int64_t max_age = STATUS_SERVE_MAX_AGE_MS + 3 * c->cfg->decision_interval_ms;
+        int64_t tick = c->cfg->decision_interval_ms;
+        bool live = ctl_shards_owner_live(c, d->ns, d->name);
+        int64_t max_age = STATUS_SERVE_MAX_AGE_MS + 3 * tick;
         *v = (struct ctl_workload_view){
             .ns = d->ns,
             .name = d->name,
-            .valid = strcmp(reason, "MetricsUnavailable") != 0 && now - at <= max_age,
-            .time_ms = at,
+            .valid = live && strcmp(reason, "MetricsUnavailable") != 0 && now - at <= max_age,
+            .time_ms = live && at < now - tick ? now - tick : at,
             .window_s = c->cfg->scrape.rate_window_ms / 1000,
             .desired = (int32_t)json_integer_value(desired),
             .requests_per_gpu = status_num(st, "requestsPerGPU"),

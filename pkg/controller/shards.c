@@ -464,3 +464,13 @@ bool ctl_acting_for(const struct controller *c, const char *ns, const char *name
     uint32_t s = shard_of(ns, name, c->nshards);
     return ctl_leader_is_leading(&c->shards[s].leader, (int64_t)uv_now(c->loop));
 }
+
+bool ctl_shards_owner_live(const struct controller *c, const char *ns, const char *name)
+{
+    if (!c->shards)
+        return false;
+    const struct ctl_leader *l = &c->shards[shard_of(ns, name, c->nshards)].leader;
+    const struct ctl_lease *o = &l->observed;
+    int64_t dur = o->duration_s > 0 ? (int64_t)o->duration_s * 1000 : l->lease_duration_ms;
+    return o->exists && o->holder[0] && l->observed_ms + dur > (int64_t)uv_now(c->loop);
+}
