@@ -136,7 +136,8 @@ static void got_lease(const struct kube_result *res, void *arg)
         ctl_io_end(c);
         return;
     }
-    json_t *body = ctl_lease_to_json(c->cfg->leader.namespace_, c->cfg->leader.lease_name, &w->lease);
+    json_t *body =
+        ctl_lease_to_json(c->cfg->leader.namespace_, c->cfg->leader.lease_name, &w->lease);
     if (a == CTL_LEADER_CREATE)
         rc = kube_lease_create(c->kube, c->cfg->leader.namespace_, body, written, w);
     else
@@ -191,7 +192,8 @@ void ctl_elect_release(struct controller *c)
     ctl_leader_release(&c->leader, util_now_unix_ms(), &w->lease);
     ctl_leader_stop(&c->leader, "shutting down: releasing the lease"); /* stop acting at once */
     log_transitions(c);
-    json_t *body = ctl_lease_to_json(c->cfg->leader.namespace_, c->cfg->leader.lease_name, &w->lease);
+    json_t *body =
+        ctl_lease_to_json(c->cfg->leader.namespace_, c->cfg->leader.lease_name, &w->lease);
     ctl_io_begin(c);
     int rc = kube_lease_update(c->kube, c->cfg->leader.namespace_, c->cfg->leader.lease_name, body,
                                written, w);

@@ -3,11 +3,11 @@
  * through its /scale subresource. Read the subresource, patch spec.replicas
  * with the read resourceVersion as precondition, and on a 409 read again and
  * retry (a few times). A leader that lost the lease (sharded: the
- * Deployment's shard Lease) between the read and the patch does not write. The status annotation of the same Deployment never
- * overlaps this write (both change one object and one resourceVersion): a
- * scale write waits for a status PATCH in flight, and the status waits for
- * the scale write. Requests carry copies of the workload's key, never
- * pointers to it. */
+ * Deployment's shard Lease) between the read and the patch does not write.
+ * The status annotation of the same Deployment never overlaps this write
+ * (both change one object and one resourceVersion): a scale write waits for
+ * a status PATCH in flight, and the status waits for the scale write.
+ * Requests carry copies of the workload's key, never pointers to it. */
 #include "controller-int.h"
 
 #include <errno.h>
