@@ -12,7 +12,9 @@ answers for every address on one port. The test checks:
     allows; Deployments and pods split within +-10 % (48 shards: 16 each);
   - each replica's RSS stays under the single-replica budget (64 MiB at CI scale);
   - SIGKILL of one replica: its shards are held again within lease-duration
-    + one decision interval, and the survivors split them;
+    + one decision interval, and the survivors split them; a new replica joins
+    and gets a fair share (the others release their surplus); a graceful stop
+    hands its shards over at once;
   - from the fake's own write log: every Deployment write came from the
     identity that held its shard's Lease at that time (within renew-deadline
     of its last renewal), no two identities held one shard at once, and no
@@ -44,7 +46,7 @@ BUILD = os.environ.get("GPUSCALER_BUILD", os.path.join(ROOT, "build"))
 DEPLOYMENTS = int(os.environ.get("GPUSCALER_SHARD_DEPLOYMENTS", "300"))
 PODS_PER = int(os.environ.get("GPUSCALER_SHARD_PODS_PER", "10"))
 SHARDS = int(os.environ.get("GPUSCALER_SHARD_SHARDS", "48"))
-TICK_S = float(os.environ.get("GPUSCALER_SHARD_TICK", "2"))
+TICK_S = float(os.environ.get("GPUSCALER_SHARD_TICK", "3"))
 WINDOW_S = float(os.environ.get("GPUSCALER_SHARD_WINDOW", str(3 * TICK_S)))
 REPLICAS = 3
 LEASE_S, RENEW_S, RETRY_S = 4.0, 3.0, 0.5
@@ -109,25 +111,32 @@ class ShardingE2E(unittest.TestCase):
         cls.fk.add_token(cls.hpa_token, "system:serviceaccount:kube-system:horizontal-pod-"
                          "autoscaler", ["system:masters"])
         for i in range(REPLICAS):
-            ident = "gpuscaler-%d" % i
-            token = "shard-token-%d-%s" % (i, os.urandom(6).hex())
-            user = "system:serviceaccount:%s:%s" % (cls.ns, ident)
-            cls.fk.add_token(token, user, ["system:serviceaccounts"])
-            kc = os.path.join(cls.fk.tmpdir, "kubeconfig-%s.yaml" % ident)
-            harness.write_kubeconfig(kc, cls.fk.url, ca_file=cls.fk.pki["ca"], token=token)
-            cls.users[user] = ident
-            cfg = ("decision-interval: %gs\n"
-                   "leader-election: {enabled: true, namespace: %s, lease-duration: %gs,\n"
-                   "                  renew-deadline: %gs, retry-period: %gms}\n"
-                   "sharding: {enabled: true, shards: %d, lease-prefix: e2e-shard}\n"
-                   "scrape: {interval: %gs, timeout: 2s, rate-window: 10s}\n"
-                   "checkpoint: {configmap: shard-e2e-state}\n") % (
-                       TICK_S, cls.ns, LEASE_S, RENEW_S, RETRY_S * 1000, SHARDS, TICK_S)
-            em_port = free_port()
-            cls.em_ports[ident] = em_port
-            cls.replicas[ident] = Gpuscaler(kc, cfg, (
-                "--log-level", "info", "--external-metrics=true",
-                "--external-metrics-addr", "127.0.0.1:%d" % em_port), ident)
+            cls.start_replica(i)
+
+    @classmethod
+    def start_replica(cls, i):
+        """Replica gpuscaler-i with its own bearer token (user system:serviceaccount:NS:ident),
+        so the fake's write log names it."""
+        ident = "gpuscaler-%d" % i
+        token = "shard-token-%d-%s" % (i, os.urandom(6).hex())
+        user = "system:serviceaccount:%s:%s" % (cls.ns, ident)
+        cls.fk.add_token(token, user, ["system:serviceaccounts"])
+        kc = os.path.join(cls.fk.tmpdir, "kubeconfig-%s.yaml" % ident)
+        harness.write_kubeconfig(kc, cls.fk.url, ca_file=cls.fk.pki["ca"], token=token)
+        cls.users[user] = ident
+        cfg = ("decision-interval: %gs\n"
+               "leader-election: {enabled: true, namespace: %s, lease-duration: %gs,\n"
+               "                  renew-deadline: %gs, retry-period: %gms}\n"
+               "sharding: {enabled: true, shards: %d, lease-prefix: e2e-shard}\n"
+               "scrape: {interval: %gs, timeout: 2s, rate-window: 10s}\n"
+               "checkpoint: {configmap: shard-e2e-state}\n") % (
+                   TICK_S, cls.ns, LEASE_S, RENEW_S, RETRY_S * 1000, SHARDS, TICK_S)
+        em_port = free_port()
+        cls.em_ports[ident] = em_port
+        cls.replicas[ident] = Gpuscaler(kc, cfg, (
+            "--log-level", "info", "--external-metrics=true",
+            "--external-metrics-addr", "127.0.0.1:%d" % em_port), ident)
+        return cls.replicas[ident]
 
     @classmethod
     def tearDownClass(cls):
@@ -239,12 +248,25 @@ class ShardingE2E(unittest.TestCase):
         time.sleep(3 * TICK_S)
         for ident, x in live.items():
             self.assertIn("shard acquired: shard=", x.text())
-        # 3. a graceful stop releases at once
+        # 3. a replica joins: the others release their surplus, it takes a fair share
+        t_join = time.time()
+        live["gpuscaler-3"] = self.start_replica(3)
+        wait_for(lambda: all(lo <= self.held(x) <= hi for x in live.values()) and
+                 sum(self.held(x) for x in live.values()) == SHARDS and
+                 sum(self.tracked(x) for x in live.values()) == DEPLOYMENTS, 60, interval=0.5,
+                 what="the shards rebalanced over the newcomer")
+        FIGURES["rebalance_after_join_s"] = round(time.time() - t_join, 1)
+        self.assertIn("shard released: shard=", live["gpuscaler-0"].text() +
+                      live["gpuscaler-2"].text())
+        # 4. a graceful stop releases at once; the other two take the shards
         g2 = live.pop("gpuscaler-2")
+        t_stop = time.time()
         g2.stop()
         self.assertIn("shard released: shard=", g2.text())
-        wait_for(lambda: self.held(live["gpuscaler-0"]) == SHARDS, LEASE_S + 2, interval=0.25,
-                 what="the last replica takes the released shards")
+        wait_for(lambda: sum(self.held(x) for x in live.values()) == SHARDS and
+                 all(lo2 <= self.held(x) <= hi2 for x in live.values()), LEASE_S + 2,
+                 interval=0.25, what="the two others take the released shards")
+        FIGURES["takeover_after_graceful_stop_s"] = round(time.time() - t_stop, 2)
         time.sleep(2 * TICK_S)
         self.check_write_log(t_kill)
 
