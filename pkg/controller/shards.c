@@ -241,10 +241,11 @@ static int64_t shard_number(const char *name, const char *prefix, uint32_t nshar
     size_t pl = strlen(prefix);
     if (strncmp(name, prefix, pl) != 0 || name[pl] != '-' || !name[pl + 1])
         return -1;
+    const char *num = name + pl + 1;
     int64_t v;
-    if (strlen(name + pl + 1) > 4 || util_parse_int64(name + pl + 1, &v) != 0 || v < 0 ||
-        v >= nshards)
-        return -1;
+    if (strlen(num) > 4 || (num[0] == '0' && num[1]) || num[0] < '0' || num[0] > '9' ||
+        util_parse_int64(num, &v) != 0 || v < 0 || v >= nshards)
+        return -1; /* only the names this code writes: "<prefix>-7", never "-07" or "-+7" */
     return v;
 }
 
