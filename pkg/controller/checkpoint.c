@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "kube/kube.h"
+#include "shard/shard.h"
 
 #define SUB "controller"
 #define CHECKPOINT_INTERVAL_MS (10LL * 60 * 1000)
@@ -41,23 +42,9 @@ struct ctl_ckpt {
 
 /* ---- names and keys ------------------------------------------------------------ */
 
-static uint64_t fnv1a(uint64_t h, const char *s)
-{
-    for (const char *p = s; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-    return h;
-}
-
-static uint64_t wl_hash64(const char *ns, const char *name)
-{
-    uint64_t h = fnv1a(1469598103934665603ULL, ns);
-    h = (h ^ '/') * 1099511628211ULL;
-    return fnv1a(h, name);
-}
-
 size_t ctl_checkpoint_index(const char *ns, const char *name, size_t n)
 {
-    return n ? (size_t)(wl_hash64(ns, name) % n) : 0;
+    return n ? (size_t)(shard_hash(ns, name) % n) : 0; /* the shards' hash (shard.h) */
 }
 
 static void cm_name(const struct controller *c, size_t i, char *out, size_t len)
@@ -75,7 +62,7 @@ static void entry_key(const char *what, const char *ns, const char *name, char *
         return;
     int keep = KEY_MAX - (int)strlen(what) - 1 - (int)strlen(ns) - 1 - 17;
     snprintf(out, len, "%s.%s_%.*s.%016" PRIx64, what, ns, keep > 0 ? keep : 0, name,
-             wl_hash64(ns, name));
+             shard_hash(ns, name));
 }
 
 /* The Deployment a key names, when it is in the plain form: *ns and *name
@@ -343,8 +330,10 @@ static void cm_written(const struct kube_result *res, void *arg)
         for (size_t i = 0; i < r->ndrop && i < k->ndrop; i++)
             xfree(k->drop[i]);
         size_t n = r->ndrop < k->ndrop ? r->ndrop : k->ndrop;
-        memmove(k->drop, k->drop + n, (k->ndrop - n) * sizeof(*k->drop));
-        k->ndrop -= n;
+        if (n > 0) {
+            memmove(k->drop, k->drop + n, (k->ndrop - n) * sizeof(*k->drop));
+            k->ndrop -= n;
+        }
     } else if (res->err == -EEXIST && res->status == 409) {
         k->next_save_ms = 1; /* created meanwhile by another instance: patch next tick */
     } else if (res->status == 422 && res->message && strstr(res->message, "Too long")) {
