@@ -91,7 +91,7 @@ struct forecast {
     float q[FC_HORIZONS];
     float qm[FC_HORIZONS];               /* the same at the median level (the likely plan) */
     uint16_t q_n[FC_HORIZONS];
-    float g[FC_HORIZONS];                /* quantile of growth (recomputed per bucket) */
+    float g[FC_HORIZONS];                /* quantile of growth, median before a season */
     uint16_t g_n[FC_HORIZONS];
 };
 
