@@ -287,14 +287,14 @@ int fc_horizon_index(int64_t w)
     return h;
 }
 
-double fc_plan_quantile(const struct forecast *f, int64_t w, int64_t *evidence, double *median)
+double fc_plan_quantile(const struct forecast *f, double w, int64_t *evidence, double *median)
 {
-    if (w < 1)
+    if (!(w >= 1))
         w = 1;
     if (w > FORECAST_MAX_WINDOW)
         w = FORECAST_MAX_WINDOW;
-    int lo = fc_horizon_index(w), hi = lo + 1 < FC_HORIZONS ? lo + 1 : lo;
-    double x = log2((double)w) - lo;
+    int lo = fc_horizon_index((int64_t)w), hi = lo + 1 < FC_HORIZONS ? lo + 1 : lo;
+    double x = log2(w) - lo;
     *evidence = f->q_n[lo];
     /* Interpolate towards the longer window once it has evidence of its own
      * (it resolves later); until then the shorter window's quantile. */
@@ -305,14 +305,14 @@ double fc_plan_quantile(const struct forecast *f, int64_t w, int64_t *evidence, 
     return f->q[lo] + x * (f->q[hi] - f->q[lo]);
 }
 
-double fc_plan_growth(const struct forecast *f, int64_t w)
+double fc_plan_growth(const struct forecast *f, double w)
 {
-    if (w < 1)
+    if (!(w >= 1))
         w = 1;
     if (w > FORECAST_MAX_WINDOW)
         w = FORECAST_MAX_WINDOW;
-    int lo = fc_horizon_index(w), hi = lo + 1 < FC_HORIZONS ? lo + 1 : lo;
-    double x = log2((double)w) - lo;
+    int lo = fc_horizon_index((int64_t)w), hi = lo + 1 < FC_HORIZONS ? lo + 1 : lo;
+    double x = log2(w) - lo;
     if (f->g_n[lo] < FORECAST_MIN_EVIDENCE)
         return NAN;
     if (hi == lo || x <= 0 || f->g_n[hi] < FORECAST_MIN_EVIDENCE)
