@@ -95,7 +95,7 @@ struct forecast {
     float q[FC_HORIZONS];
     float qm[FC_HORIZONS];               /* the same at the median level (the likely plan) */
     uint16_t q_n[FC_HORIZONS];
-    float g[FC_HORIZONS];                /* quantile of growth (recomputed per bucket) */
+    float g[FC_HORIZONS];                /* quantile of growth, median before a season */
     uint16_t g_n[FC_HORIZONS];
 };
 
@@ -154,10 +154,10 @@ void fc_plan_open(struct forecast *f, int64_t b);
 /** Recompute the quantile cache for bucket b's phase. */
 void fc_plan_quantiles(struct forecast *f, int64_t b);
 
-/** Residual quantile for a window of w buckets (interpolated between the
- *  stored lengths) and the number of residuals behind it; *median (may be
- *  NULL) gets the quantile at the median level. */
-double fc_plan_quantile(const struct forecast *f, int64_t w, int64_t *evidence, double *median);
+/** Residual quantile for a window of w buckets (fractional: interpolated in
+ *  log2(w) between the stored lengths) and the number of residuals behind
+ *  it; *median (may be NULL) gets the quantile at the median level. */
+double fc_plan_quantile(const struct forecast *f, double w, int64_t *evidence, double *median);
 
 /** Horizon index of the stored window length at or just below w. */
 int fc_horizon_index(int64_t w);
@@ -174,6 +174,6 @@ double fc_plan_value(const struct forecast *f, double base, double q, double g);
 
 /** Growth quantile for a window of w buckets (as fc_plan_quantile); NAN
  *  until it has evidence. */
-double fc_plan_growth(const struct forecast *f, int64_t w);
+double fc_plan_growth(const struct forecast *f, double w);
 
 #endif

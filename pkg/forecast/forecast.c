@@ -520,9 +520,19 @@ int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_m
     double zmax = fc_base(f, last_closed, first, n);
     int64_t evidence = 0;
     double qmed = 0;
-    double q = fc_plan_quantile(f, w, &evidence, &qmed);
+    /* The base covers every bucket the look-ahead touches; the error bound
+     * is the one of a window as long as the look-ahead itself: w buckets
+     * span up to w bucket widths, a look-ahead of 3.25 buckets touches 4 or
+     * 5, and their quantile is a wider window's (docs/policy.md, section 5).
+     * The growth bound stays the one of every bucket touched. */
+    double wq = (double)horizon_ms / (double)B;
+    if (wq > (double)w)
+        wq = (double)w;
+    double q = fc_plan_quantile(f, wq, &evidence, &qmed);
+    /* trusted once the window of every bucket touched has its evidence */
+    evidence = f->q_n[fc_horizon_index(w)];
     double floor = f->cfg.rate_floor;
-    double g = fc_plan_growth(f, w);
+    double g = fc_plan_growth(f, (double)w);
     double zplan = fc_plan_value(f, zmax, q, g);
     double zmean = fc_point(f, last, last - last_closed);
     double zcap = fc_plan_value(f, zmean, 0, g); /* the same bound on the point forecast */

@@ -106,7 +106,10 @@ struct forecast_result {
  * end of the last closed bucket (the open bucket is not folded in: the plan
  * is the one its residuals were measured for). Windows longer than
  * FORECAST_MAX_WINDOW buckets use that window's residuals, and the short-term
- * momentum is not extrapolated beyond it. Both `mean` and `upper` are bounded
+ * momentum is not extrapolated beyond it. The base is the highest point
+ * forecast over every bucket the window touches; the residual quantile is
+ * the one of a window of horizon_ms / bucket_ms buckets (at least 1),
+ * interpolated between the measured window lengths. Both `mean` and `upper` are bounded
  * by the highest peak of the last season times the growth new highs have
  * shown (at most 10x). Returns -ENODATA
  * until FC_MIN_BUCKETS buckets have closed (method FORECAST_NONE), else 0.

@@ -16,6 +16,9 @@
  * hours of a daily season), or of every bin while that neighbourhood holds
  * fewer than FORECAST_MIN_EVIDENCE; each bin keeps its newest
  * FC_RES_PER_BIN. Other window lengths interpolate linearly in log2(w).
+ * The growth bound (how far a plan may exceed the highest peak seen) is the
+ * same quantile of the growth past plans' windows showed, its median before
+ * a season exists.
  * Because the residual is measured on exactly the quantity planned for, the
  * share of covered plans converges on the quantile when the recent past is
  * like the near future; forecast_result reports it. */
@@ -240,7 +243,15 @@ void fc_plan_quantiles(struct forecast *f, int64_t b)
         f->q_n[h] = (uint16_t)n;
         int16_t tmp[FC_RES_PER_BIN];
         memcpy(tmp, f->growth[h], f->growth_len[h] * sizeof(int16_t));
-        f->g[h] = (float)quantile_sorted(tmp, f->growth_len[h], f->qlevel[h]);
+        /* Before a season exists (Holt, no seasonal index), the growth new
+         * highs have typically shown (the median), not its quantile: in a
+         * first hours' history the largest new highs are the onsets of
+         * on/off bursts, and planning their quantile held a bursty trace at
+         * twice the replicas its biggest burst needed; a steady ramp sets a
+         * new high in every window and keeps its median (docs/policy.md,
+         * section 5). */
+        double glevel = f->kind == FC_HW ? f->qlevel[h] : 0.5;
+        f->g[h] = (float)quantile_sorted(tmp, f->growth_len[h], glevel);
         f->g_n[h] = f->growth_len[h];
     }
     f->q_bucket = b;
@@ -276,14 +287,14 @@ int fc_horizon_index(int64_t w)
     return h;
 }
 
-double fc_plan_quantile(const struct forecast *f, int64_t w, int64_t *evidence, double *median)
+double fc_plan_quantile(const struct forecast *f, double w, int64_t *evidence, double *median)
 {
-    if (w < 1)
+    if (!(w >= 1))
         w = 1;
     if (w > FORECAST_MAX_WINDOW)
         w = FORECAST_MAX_WINDOW;
-    int lo = fc_horizon_index(w), hi = lo + 1 < FC_HORIZONS ? lo + 1 : lo;
-    double x = log2((double)w) - lo;
+    int lo = fc_horizon_index((int64_t)w), hi = lo + 1 < FC_HORIZONS ? lo + 1 : lo;
+    double x = log2(w) - lo;
     *evidence = f->q_n[lo];
     /* Interpolate towards the longer window once it has evidence of its own
      * (it resolves later); until then the shorter window's quantile. */
@@ -294,14 +305,14 @@ double fc_plan_quantile(const struct forecast *f, int64_t w, int64_t *evidence, 
     return f->q[lo] + x * (f->q[hi] - f->q[lo]);
 }
 
-double fc_plan_growth(const struct forecast *f, int64_t w)
+double fc_plan_growth(const struct forecast *f, double w)
 {
-    if (w < 1)
+    if (!(w >= 1))
         w = 1;
     if (w > FORECAST_MAX_WINDOW)
         w = FORECAST_MAX_WINDOW;
-    int lo = fc_horizon_index(w), hi = lo + 1 < FC_HORIZONS ? lo + 1 : lo;
-    double x = log2((double)w) - lo;
+    int lo = fc_horizon_index((int64_t)w), hi = lo + 1 < FC_HORIZONS ? lo + 1 : lo;
+    double x = log2(w) - lo;
     if (f->g_n[lo] < FORECAST_MIN_EVIDENCE)
         return NAN;
     if (hi == lo || x <= 0 || f->g_n[hi] < FORECAST_MIN_EVIDENCE)

@@ -327,6 +327,42 @@ static void test_plan_coverage(void **state)
     }
 }
 
+/* The error bound is the one of the look-ahead's own length: 180 s, 195 s
+ * and 239 s from a bucket's start touch the same 4 buckets (same base, same
+ * evidence, same trust), but plan for the peak of 3, 3.25 and 3.98 buckets:
+ * quantiles interpolated in log2 of the length between the measured windows
+ * of 2 and 4 buckets, so the plan for 195 s lies between the other two, and
+ * the length changes the plan. */
+static void test_plan_lookahead_length(void **state)
+{
+    (void)state;
+    struct forecast_config cfg;
+    forecast_config_init(&cfg);
+    cfg.rate_floor = 8;
+    struct forecast *f = forecast_new(&cfg);
+    struct lcg g = {11};
+    const int64_t n = 3 * DAY_MIN * 4;
+    for (int64_t k = 0; k < n; k++) {
+        double y = daily_shape((k / 4) % DAY_MIN) * (1 + 0.1 * (2 * lcg_next(&g) - 1));
+        assert_int_equal(forecast_observe(f, T0 + k * (MIN_MS / 4), y), 0);
+    }
+    int64_t now = T0 + n * (MIN_MS / 4); /* a bucket's start */
+    struct forecast_result a, b, c;
+    assert_int_equal(forecast_predict(f, now, 180000, &a), 0);
+    assert_int_equal(forecast_predict(f, now, 195000, &b), 0);
+    assert_int_equal(forecast_predict(f, now, 239000, &c), 0);
+    print_message("look-ahead 180 / 195 / 239 s: upper %.3f / %.3f / %.3f (mean %.2f)\n",
+                  a.upper, b.upper, c.upper, b.mean);
+    assert_true(a.trusted && b.trusted && c.trusted);
+    assert_int_equal(a.evidence, b.evidence);
+    assert_int_equal(b.evidence, c.evidence);
+    assert_true(a.mean == b.mean && b.mean == c.mean);
+    assert_true(fabs(a.upper - c.upper) > 1e-3);
+    assert_true((a.upper - b.upper) * (b.upper - c.upper) >= 0);
+    assert_true(b.upper != a.upper && b.upper != c.upper);
+    forecast_free(f);
+}
+
 /* Invariants on any input: finite, upper >= mean >= 0, and upper within the
  * highest observation times the largest window growth ever observed (the
  * plan never exceeds what the history and its error bounds support). */
@@ -939,7 +975,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seasonal_accuracy), cmocka_unit_test(test_holt_ramp),
         cmocka_unit_test(test_bucket_averaging),  cmocka_unit_test(test_rejected_input),
-        cmocka_unit_test(test_plan_coverage),     cmocka_unit_test(test_plan_never_runs_away),
+        cmocka_unit_test(test_plan_coverage),     cmocka_unit_test(test_plan_lookahead_length),
+        cmocka_unit_test(test_plan_never_runs_away),
         cmocka_unit_test(test_gap_warmup),        cmocka_unit_test(test_gap_seasonal),
         cmocka_unit_test(test_bounded_memory),    cmocka_unit_test(test_state_roundtrip),
         cmocka_unit_test(test_state_rejected),    cmocka_unit_test(test_config_validation),
