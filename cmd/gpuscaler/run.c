@@ -7,6 +7,9 @@
  * finish before the loop closes. */
 #include <errno.h>
 #include <getopt.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +106,34 @@ static int split_addr(const char *addr, char *host, size_t hostlen, int *port)
 
 /* ---- admin listener: /metrics /healthz /readyz --------------------------- */
 
+/* gpuscaler_heap_bytes and the parts of it each component can account for
+ * (docs/operations.md, "Memory"). */
+static void write_memory_metrics(struct daemon *d, struct util_buf *b)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 mi = mallinfo2();
+    util_buf_printf(b, "# HELP gpuscaler_heap_bytes Bytes allocated on the heap and in use.\n"
+                       "# TYPE gpuscaler_heap_bytes gauge\n"
+                       "gpuscaler_heap_bytes %zu\n",
+                    mi.uordblks + mi.hblkhd);
+#endif
+    size_t scrape_bytes = 0;
+    if (d->scrape) {
+        struct scrape_stats st;
+        scrape_stats(d->scrape, &st);
+        scrape_bytes = st.memory_bytes;
+    }
+    util_buf_printf(b,
+                    "# HELP gpuscaler_memory_bytes Heap bytes held by a component.\n"
+                    "# TYPE gpuscaler_memory_bytes gauge\n"
+                    "gpuscaler_memory_bytes{component=\"scrape\"} %zu\n"
+                    "gpuscaler_memory_bytes{component=\"libcurl\"} %zu\n"
+                    "gpuscaler_memory_bytes{component=\"kube_cache\"} %zu\n"
+                    "gpuscaler_memory_bytes{component=\"forecast\"} %zu\n",
+                    scrape_bytes, httpc_memory_bytes(), d->cache ? kube_cache_memory(d->cache) : 0,
+                    d->ctl ? controller_forecast_memory(d->ctl) : 0);
+}
+
 static void admin_request(struct httpd_request *req, void *arg)
 {
     struct daemon *d = arg;
@@ -154,6 +185,7 @@ static void admin_request(struct httpd_request *req, void *arg)
             kube_cache_write_metrics(d->cache, &b);
         if (d->kube)
             kube_write_metrics(d->kube, &b);
+        write_memory_metrics(d, &b);
         httpd_respond(req, 200, prom, 1, b.data, b.len);
         util_buf_free(&b);
         return;

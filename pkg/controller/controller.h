@@ -200,6 +200,9 @@ bool controller_leading(const struct controller *c);
 /** Append gpuscaler's own metrics in Prometheus text format. */
 void controller_write_metrics(struct controller *c, struct util_buf *out);
 
+/** Heap bytes held by the tracked workloads' forecasters (forecast_memory summed). */
+size_t controller_forecast_memory(const struct controller *c);
+
 /** One tracked workload's latest decision, as served to HPAs. */
 struct ctl_workload_view {
     const char *ns;

@@ -2,7 +2,8 @@
 /* Tests of the counting rules that turn pod histories into a workload
  * result: a table of pod sets (healthy, failed, warming, stale) with the
  * expected validity, rate, counts and one-line reason; then counter resets,
- * latency histograms across pods, lazily created and vanishing counters. */
+ * latency histograms across pods, lazily created and vanishing counters.
+ * The latency window has its own tests in test-window.c. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -18,11 +19,12 @@
 #define NOW 1000000
 #define IV 5000
 #define WIN 60000
+#define RING scrape_ring_cap(WIN, IV)
 
 static void add(struct scrape_podstate *st, int64_t t, double requests)
 {
     struct scrape_sample s = {.requests = requests, .has_requests = true, .samples = 1};
-    scrape_podstate_ok(st, t, &s);
+    scrape_podstate_ok(st, NULL, t, &s);
 }
 
 /* Pod kinds: 'o' healthy at rate, 'f' healthy then its last scrape failed,
@@ -36,7 +38,7 @@ struct pod {
 
 static void build(struct scrape_podstate *st, const struct pod *p)
 {
-    scrape_podstate_init(st, 0);
+    scrape_podstate_init(st, 0, RING);
     switch (p->kind) {
     case 'o':
     case 'f':
@@ -120,7 +122,7 @@ static void test_counting_rules(void **state)
         scrape_spec_init(&spec, SCRAPE_VLLM);
         spec.missing_fraction = c->missing_fraction;
         struct scrape_result r;
-        scrape_aggregate(ap, (size_t)c->n, &spec, NOW, IV, WIN, &r);
+        scrape_aggregate(ap, (size_t)c->n, NULL, &spec, NOW, IV, WIN, &r);
         if (r.valid != c->valid || r.pods_counted != c->counted || r.pods_failed != c->failed ||
             r.pods_stale != c->stale || strcmp(r.why, c->why) != 0 ||
             (c->valid ? fabs(r.request_rate - c->rate) > 1e-9 : !isnan(r.request_rate)))
@@ -130,7 +132,7 @@ static void test_counting_rules(void **state)
         if (c->valid)
             assert_true(r.gpus_ready == c->counted);
         for (int j = 0; j < c->n; j++)
-            scrape_podstate_free(&st[j]);
+            scrape_podstate_free(&st[j], NULL);
     }
 }
 
@@ -139,7 +141,7 @@ static void test_counter_reset(void **state)
 {
     (void)state;
     struct scrape_podstate st;
-    scrape_podstate_init(&st, 0);
+    scrape_podstate_init(&st, 0, RING);
     const double v[] = {100, 110, 120, 5, 15, 25};
     for (int i = 0; i < 6; i++)
         add(&st, NOW - 25000 + i * IV, v[i]);
@@ -147,14 +149,14 @@ static void test_counter_reset(void **state)
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_VLLM);
     struct scrape_result r;
-    scrape_aggregate(&ap, 1, &spec, NOW, IV, WIN, &r);
+    scrape_aggregate(&ap, 1, NULL, &spec, NOW, IV, WIN, &r);
     assert_true(r.valid);
     assert_true(fabs(r.request_rate - (10 + 10 + 5 + 10 + 10) / 25.0) < 1e-9);
-    scrape_podstate_free(&st);
+    scrape_podstate_free(&st, NULL);
 }
 
-static void add_hist(struct scrape_podstate *st, int64_t t, double n, const double *cdf,
-                     double running)
+static void add_hist(struct scrape_podstate *st, struct scrape_window *w, int64_t t, double n,
+                     const double *cdf, double running)
 {
     static const double le[] = {0.5, 1, 2, INFINITY};
     struct scrape_sample s = {.requests = n, .has_requests = true, .inflight = running,
@@ -163,7 +165,7 @@ static void add_hist(struct scrape_podstate *st, int64_t t, double n, const doub
         s.le[i] = le[i];
         s.count[i] = n * cdf[i];
     }
-    scrape_podstate_ok(st, t, &s);
+    scrape_podstate_ok(st, w, t, &s);
 }
 
 /* p99 = histogram_quantile(0.99, sum by (le) (rate(bucket[window]))) over
@@ -173,17 +175,19 @@ static void test_latency_and_gauges(void **state)
     (void)state;
     static const double fast[] = {0.9, 1, 1, 1}, slow[] = {0, 0.5, 0.9, 1};
     struct scrape_podstate st[2];
-    scrape_podstate_init(&st[0], 0);
-    scrape_podstate_init(&st[1], 0);
-    for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
-        add_hist(&st[0], t, 30.0 * (double)t / 1000, fast, 3);
-        add_hist(&st[1], t, 10.0 * (double)t / 1000, slow, 4);
+    struct scrape_window w;
+    scrape_window_init(&w, IV, WIN);
+    scrape_podstate_init(&st[0], 0, RING);
+    scrape_podstate_init(&st[1], 0, RING);
+    for (int64_t t = NOW - WIN - IV; t <= NOW; t += IV) {
+        add_hist(&st[0], &w, t, 30.0 * (double)t / 1000, fast, 3);
+        add_hist(&st[1], &w, t, 10.0 * (double)t / 1000, slow, 4);
     }
     struct scrape_agg_pod ap[2] = {{&st[0], 1}, {&st[1], 1}};
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_VLLM);
     struct scrape_result r;
-    scrape_aggregate(ap, 2, &spec, NOW, IV, WIN, &r);
+    scrape_aggregate(ap, 2, &w, &spec, NOW, IV, WIN, &r);
     assert_true(r.valid);
     assert_true(fabs(r.request_rate - 40) < 1e-6);
     assert_true(r.inflight == 7);
@@ -198,10 +202,16 @@ static void test_latency_and_gauges(void **state)
     assert_true(fabs(prom_histogram_quantile(0.5, le, cnt, 4) - 0.5 * 20 / 27) < 1e-9);
 
     spec.inflight_metric[0] = '\0';
-    scrape_aggregate(ap, 2, &spec, NOW, IV, WIN, &r);
+    scrape_aggregate(ap, 2, &w, &spec, NOW, IV, WIN, &r);
     assert_true(r.inflight < 0);
-    scrape_podstate_free(&st[0]);
-    scrape_podstate_free(&st[1]);
+    spec.latency_metric[0] = '\0'; /* no histogram configured: no p99 */
+    scrape_aggregate(ap, 2, &w, &spec, NOW, IV, WIN, &r);
+    assert_true(r.p99_ms < 0);
+    scrape_podstate_free(&st[0], &w);
+    scrape_podstate_free(&st[1], &w);
+    for (unsigned c = 0; c < w.ncols; c++)
+        assert_int_equal(w.refs[c], 0); /* every column released */
+    scrape_window_free(&w);
 }
 
 /* A counter that does not exist yet is zero (TGI creates them lazily), but
@@ -212,39 +222,45 @@ static void test_absent_counter(void **state)
     (void)state;
     struct scrape_podstate st[2];
     struct scrape_sample none = {.samples = 3};
-    scrape_podstate_init(&st[0], 0);
-    scrape_podstate_init(&st[1], 0);
+    scrape_podstate_init(&st[0], 0, RING);
+    scrape_podstate_init(&st[1], 0, RING);
     for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
-        scrape_podstate_ok(&st[0], t, &none);
-        scrape_podstate_ok(&st[1], t, &none);
+        scrape_podstate_ok(&st[0], NULL, t, &none);
+        scrape_podstate_ok(&st[1], NULL, t, &none);
     }
     struct scrape_agg_pod ap[2] = {{&st[0], 1}, {&st[1], 1}};
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_TGI);
     struct scrape_result r;
-    scrape_aggregate(ap, 2, &spec, NOW, IV, WIN, &r);
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
     assert_false(r.valid);
     assert_true(isnan(r.request_rate));
     assert_string_equal(r.why, "request metric tgi_request_count not found in any pod's exposition");
 
     /* one pod starts serving: valid, the other counts as 0 */
-    scrape_podstate_free(&st[0]);
-    scrape_podstate_init(&st[0], 0);
+    scrape_podstate_free(&st[0], NULL);
+    scrape_podstate_init(&st[0], 0, RING);
     for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV)
         add(&st[0], t, 2.0 * (double)t / 1000);
-    scrape_aggregate(ap, 2, &spec, NOW, IV, WIN, &r);
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
     assert_true(r.valid);
     assert_true(fabs(r.request_rate - 2) < 1e-9);
     assert_int_equal(r.pods_counted, 2);
 
     /* and then its counter vanishes */
-    scrape_podstate_ok(&st[0], NOW + IV, &none);
+    scrape_podstate_ok(&st[0], NULL, NOW + IV, &none);
     assert_int_equal(st[0].fail, SCRAPE_FAIL_GARBAGE);
-    assert_string_equal(st[0].error, "request metric disappeared from the exposition");
-    scrape_aggregate(ap, 2, &spec, NOW + IV, IV, WIN, &r);
+    assert_string_equal(scrape_podstate_error(&st[0]),
+                        "request metric disappeared from the exposition");
+    scrape_aggregate(ap, 2, NULL, &spec, NOW + IV, IV, WIN, &r);
     assert_int_equal(r.pods_failed, 1);
-    scrape_podstate_free(&st[0]);
-    scrape_podstate_free(&st[1]);
+    /* the error string is kept only while the pod fails */
+    add(&st[0], NOW + 2 * IV, 2.0 * (NOW + 2 * IV) / 1000);
+    assert_int_equal(st[0].fail, SCRAPE_FAIL_NONE);
+    assert_null(st[0].error);
+    assert_string_equal(scrape_podstate_error(&st[0]), "");
+    scrape_podstate_free(&st[0], NULL);
+    scrape_podstate_free(&st[1], NULL);
 }
 
 /* Samples older than the window do not make a rate. */
@@ -252,17 +268,17 @@ static void test_window(void **state)
 {
     (void)state;
     struct scrape_podstate st;
-    scrape_podstate_init(&st, 0);
+    scrape_podstate_init(&st, 0, RING);
     add(&st, NOW - 2 * WIN, 10);
     add(&st, NOW - 1000, 20);
     struct scrape_agg_pod ap = {&st, 1};
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_VLLM);
     struct scrape_result r;
-    scrape_aggregate(&ap, 1, &spec, NOW, IV, WIN, &r);
+    scrape_aggregate(&ap, 1, NULL, &spec, NOW, IV, WIN, &r);
     assert_false(r.valid);
     assert_int_equal(r.pods_stale, 1);
-    scrape_podstate_free(&st);
+    scrape_podstate_free(&st, NULL);
 }
 
 int main(void)
