@@ -198,10 +198,10 @@ def create_all(c, ns, ndep, per, port):
 
 
 class Daemon:
-    """`gpuscaler run` on a fakekube, with its /metrics port free."""
+    """`gpuscaler run` on a fakekube, with its /metrics and health ports free."""
 
     def __init__(self, kubeconfig, scrape_interval, tmp, extra_config=""):
-        self.mport = free_port()
+        self.mport, self.hport = free_port(), free_port()
         cfg = os.path.join(tmp, "config.yaml")
         with open(cfg, "w") as f:
             f.write("leader-election: {enabled: false}\nscrape: {interval: %s}\n%s" %
@@ -210,6 +210,7 @@ class Daemon:
         self.log = open(self.log_path, "wb")
         self.p = subprocess.Popen([BIN, "run", "--kubeconfig", kubeconfig, "--config", cfg,
                                    "--metrics-addr", "127.0.0.1:%d" % self.mport,
+                                   "--health-addr", "127.0.0.1:%d" % self.hport,
                                    "--log-level", "warn"],
                                   stdout=self.log, stderr=subprocess.STDOUT)
         self.pid = self.p.pid

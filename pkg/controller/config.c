@@ -61,6 +61,7 @@ static const struct key keys[] = {
     {"leader-election.renew-deadline", K_DUR, OFF(leader.renew_deadline_ms), 100, HOUR_MS},
     {"leader-election.retry-period", K_DUR, OFF(leader.retry_period_ms), 100, HOUR_MS},
     {"listen.metrics", K_ADDR, OFF(listen.metrics), 0, 0},
+    {"listen.health", K_ADDR, OFF(listen.health), 0, 0},
     {"listen.external-metrics", K_ADDR, OFF(listen.external_metrics), 0, 0},
     {"external-metrics.enabled", K_BOOL, OFF(extmetrics.enabled), 0, 0},
     {"external-metrics.tls-cert-file", K_PATH, OFF(extmetrics.tls_cert_file), 0, 0},
@@ -117,6 +118,7 @@ void ctl_config_init(struct ctl_config *c)
     c->leader.renew_deadline_ms = 10000;
     c->leader.retry_period_ms = 2000;
     set_str(&c->listen.metrics, "0.0.0.0:9090");
+    set_str(&c->listen.health, "0.0.0.0:8081");
     set_str(&c->listen.external_metrics, "0.0.0.0:6443");
     c->scrape.interval_ms = 5000;
     c->scrape.timeout_ms = 2000;

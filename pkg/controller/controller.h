@@ -45,6 +45,7 @@ struct ctl_config {
     } leader;
     struct {
         char *metrics;                /**< listen.metrics, default "0.0.0.0:9090" */
+        char *health;                 /**< listen.health (probes), default "0.0.0.0:8081" */
         char *external_metrics;       /**< listen.external-metrics, default "0.0.0.0:6443" */
     } listen;
     struct {

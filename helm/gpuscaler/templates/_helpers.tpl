@@ -72,7 +72,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $cfg := deepCopy .Values.config -}}
 {{- $le := dict "enabled" .Values.leaderElection.enabled "namespace" .Release.Namespace "lease-name" .Values.leaderElection.leaseName "lease-duration" .Values.leaderElection.leaseDuration "renew-deadline" .Values.leaderElection.renewDeadline "retry-period" .Values.leaderElection.retryPeriod -}}
 {{- $_ := set $cfg "leader-election" $le -}}
-{{- $listen := dict "metrics" (printf "0.0.0.0:%d" (int .Values.service.metricsPort)) "external-metrics" (printf "0.0.0.0:%d" (int .Values.externalMetrics.port)) -}}
+{{- $listen := dict "metrics" (printf "0.0.0.0:%d" (int .Values.service.metricsPort)) "health" (printf "0.0.0.0:%d" (int .Values.healthPort)) "external-metrics" (printf "0.0.0.0:%d" (int .Values.externalMetrics.port)) -}}
 {{- $_ := set $cfg "listen" $listen -}}
 {{- $em := dict "enabled" .Values.externalMetrics.enabled -}}
 {{- if .Values.externalMetrics.enabled -}}
