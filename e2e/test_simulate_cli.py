@@ -16,7 +16,7 @@ import unittest
 import xml.etree.ElementTree as ET
 
 BIN = os.environ.get('GPUSCALER_BIN', 'gpuscaler')
-POLICIES = ['predictive', 'reactive', 'hpa']
+POLICIES = ['predictive', 'reactive', 'hpa', 'oracle', 'static-peak']
 TIMEOUT = 240
 
 
@@ -70,7 +70,7 @@ class DemoTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def test_demo_prints_three_policies(self):
+    def test_demo_prints_every_policy_against_the_oracle(self):
         r = self.first
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn('bundled demo', r.stdout)
@@ -78,15 +78,24 @@ class DemoTest(unittest.TestCase):
         self.assertIn('p99 <= ', r.stdout)
         rows = table_rows(r.stdout)
         self.assertEqual(sorted(rows), sorted(POLICIES))
+        oracle = float(rows['oracle'][0])
         for name, f in rows.items():
             gpu_hours = float(f[0])
-            miss, total = (int(x) for x in f[1].split('/'))
+            # the GPU-hours vs oracle column: this policy's over the oracle's
+            self.assertTrue(f[1].endswith('x'), f)
+            self.assertAlmostEqual(float(f[1][:-1]), gpu_hours / oracle, delta=0.002)
+            self.assertGreaterEqual(gpu_hours, oracle * 0.999, name)
+            miss, total = (int(x) for x in f[2].split('/'))
             self.assertGreater(gpu_hours, 0, name)
             self.assertEqual(total, 5 * 24 * 60, name)  # 5 scored days of minutes
             self.assertLessEqual(miss, total)
-            self.assertTrue(f[2].endswith('%'))
-            peak = int(f[4])
+            self.assertTrue(f[3].endswith('%'))
+            peak = int(f[6])
             self.assertTrue(10 <= peak <= 100, (name, peak))
+        # perfect foresight never misses the SLA; static-peak never scales
+        self.assertEqual(rows['oracle'][2].split('/')[0], '0')
+        self.assertEqual(rows['static-peak'][4], '0')
+        self.assertIn('vs oracle: GPU-hours /', r.stdout)
 
     def test_timeline_csv(self):
         self.assertEqual(self.first.returncode, 0, self.first.stderr)
@@ -94,7 +103,7 @@ class DemoTest(unittest.TestCase):
         self.assertEqual(list(rows[0].keys()),
                          ['t_seconds', 'policy', 'desired_replicas', 'ready_replicas',
                           'demand_rps', 'requests_per_gpu', 'forecast_rps', 'p99_ms'])
-        self.assertEqual(len(rows), 3 * 5 * 24 * 60)
+        self.assertEqual(len(rows), len(POLICIES) * 5 * 24 * 60)
         by = {p: [r for r in rows if r['policy'] == p] for p in POLICIES}
         for p in POLICIES:
             self.assertEqual(len(by[p]), 5 * 24 * 60)
@@ -109,7 +118,8 @@ class DemoTest(unittest.TestCase):
                 float(r['requests_per_gpu'])
         # Only the predictive policy has a forecast.
         self.assertTrue(all(r['forecast_rps'] != '' for r in by['predictive'][10:]))
-        self.assertTrue(all(r['forecast_rps'] == '' for r in by['hpa']))
+        for p in ('reactive', 'hpa', 'oracle', 'static-peak'):
+            self.assertTrue(all(r['forecast_rps'] == '' for r in by[p]), p)
         # The same arrivals for every policy.
         for a, b in zip(by['predictive'], by['hpa']):
             self.assertEqual(a['demand_rps'], b['demand_rps'])
@@ -124,7 +134,8 @@ class DemoTest(unittest.TestCase):
         self.assertIn('SLA', texts)
         self.assertIn('day 3', texts)
         lines = [e for e in root.iter() if e.tag.endswith('polyline')]
-        self.assertGreaterEqual(len(lines), 9)  # capacity, replicas, p99 per policy
+        self.assertEqual(len(lines), 1 + 3 * len(POLICIES))  # demand; capacity, replicas, p99
+        self.assertIn('vs oracle', texts)
         self.assertLess(len(self.blobs[1]), 2_000_000)
 
     def test_json(self):
@@ -134,8 +145,13 @@ class DemoTest(unittest.TestCase):
         self.assertEqual(doc['parameters']['cold-start'], '3m')
         self.assertEqual(doc['window']['start_seconds'], 2 * 86400)
         rows = table_rows(self.first.stdout)
+        self.assertGreater(doc['window']['oracle_gpu_hours'], 0)
+        self.assertIs(doc['window']['max_replicas_too_low'], False)
         for p in doc['policies']:
             self.assertAlmostEqual(p['gpu_hours'], float(rows[p['name']][0]), delta=0.06)
+            self.assertAlmostEqual(p['gpu_hours_vs_oracle'],
+                                   p['gpu_hours'] / doc['window']['oracle_gpu_hours'], delta=1e-3)
+            self.assertGreaterEqual(p['flaps'], 0)
             self.assertEqual(p['intervals'], 7200)
             self.assertLessEqual(p['sla_violating_intervals'], p['intervals'])
             self.assertGreater(p['requests'], 0)
@@ -180,13 +196,37 @@ class InputTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         rows = table_rows(r.stdout)
         self.assertEqual(sorted(rows), ['hpa', 'reactive'])
-        self.assertEqual(rows['hpa'][1].split('/')[1], str((7200 - 600) // 60))
+        self.assertEqual(rows['hpa'][2].split('/')[1], str((7200 - 600) // 60))
         # Doubling the traffic needs more GPU-hours.
         r2 = run('--trace', p, *SMALL, '--policy', 'reactive,hpa', '--start', '10m',
                  '--scale', '2')
         self.assertEqual(r2.returncode, 0, r2.stderr)
         self.assertGreater(float(table_rows(r2.stdout)['reactive'][0]),
                            1.5 * float(rows['reactive'][0]))
+
+    def test_scale_log_is_a_scorable_timeline(self):
+        p = os.path.join(self.dir, 't.csv')
+        small_trace(p)
+        log = os.path.join(self.dir, 'log.csv')
+        r = run('--trace', p, *SMALL, '--policy', 'predictive,oracle', '--scale-log', log)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = list(csv.DictReader(open(log)))
+        self.assertEqual(list(rows[0].keys()), ['t_seconds', 'policy', 'desired_replicas'])
+        for pol in ('predictive', 'oracle'):
+            mine = [(int(x['t_seconds']), int(x['desired_replicas'])) for x in rows
+                    if x['policy'] == pol]
+            self.assertEqual(mine[0][0], 0)                      # the window's start
+            self.assertTrue(all(a[0] < b[0] for a, b in zip(mine, mine[1:])))
+            self.assertTrue(all(a[1] != b[1] for a, b in zip(mine, mine[1:])))
+        self.assertEqual({x['policy'] for x in rows}, {'predictive', 'oracle'})
+
+    def test_max_replicas_too_low_is_said(self):
+        p = os.path.join(self.dir, 't.csv')
+        small_trace(p)
+        r = run('--trace', p, *SMALL[:4], '--max-replicas', '5', '--p99-latency-target', '5s',
+                '--service-time', '1s')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('warning: max-replicas 5 cannot carry this trace', r.stdout)
 
     def test_custom_trace_deterministic(self):
         p = os.path.join(self.dir, 't.csv')

@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                   .request_rate = 50, .p99_latency_ms = -1, .queue_depth = -1};
         struct policy_decision d;
         policy_decide(&w.policy, &st, &in, &d);
-        char *j = ctl_status_json(in.now_ms, &d);
+        char *j = ctl_status_json(in.now_ms, &d, NULL);
         if (strchr(j, '\n'))
             abort();
         xfree(j);

@@ -7,5 +7,6 @@
 
 int cmd_run(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 #endif

@@ -18,6 +18,7 @@ static void usage(FILE *f)
             "commands:\n"
             "  run        watch the Kubernetes API and scale annotated Deployments\n"
             "  simulate   replay a request trace through the policies and report\n"
+            "  plan       forecast GPUs and cost for the next weeks from recorded traffic\n"
             "  version    print the version\n"
             "  help       this text; 'gpuscaler <command> --help' for a command's flags\n",
             GPUSCALER_VERSION);
@@ -41,6 +42,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "simulate") == 0)
         return cmd_simulate(argc - 1, argv + 1);
+    if (strcmp(cmd, "plan") == 0)
+        return cmd_plan(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("gpuscaler %s\n", GPUSCALER_VERSION);
         return 0;

@@ -7,31 +7,18 @@
  * the one parser (sim_config_set -> policy_config_set); an unknown key or a
  * bad value is a usage error (exit 2) naming the flag or file:line. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cmd.h"
+#include "outfile.h"
 #include "conf/conf.h"
 #include "sim/sim.h"
 #include "trace/trace.h"
 #include "util/util.h"
 
 #define PROG "gpuscaler simulate"
-
-/* An output file named by a flag. It is opened (created if missing, never
- * truncated) before the simulation runs, so an unwritable path is a usage
- * error at once; it is truncated and written only once the results exist,
- * and a file created for a run that failed is removed. */
-struct output {
-    const char *flag; /* "--report" */
-    char *path;
-    int fd;
-    bool created;
-};
 
 /* One key=value with where it came from ("--scale" or "file.yaml:3"). */
 struct setting {
@@ -112,61 +99,6 @@ static bool known_flag(const char *k)
         if (strcmp(policy_config_key_name(i), k) == 0)
             return true;
     return false;
-}
-
-/* Open o->path for writing without truncating it. Prints the error naming
- * the flag and returns -1 when it cannot be written. */
-static int output_open(struct output *o)
-{
-    o->fd = open(o->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    o->created = o->fd >= 0;
-    if (o->fd < 0 && errno == EEXIST)
-        o->fd = open(o->path, O_WRONLY | O_CLOEXEC);
-    if (o->fd < 0) {
-        fprintf(stderr, PROG ": %s %s: cannot write: %s\n", o->flag, o->path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-/* Replace the file's contents with b, and close it. */
-static int output_write(struct output *o, const struct util_buf *b)
-{
-    struct stat st;
-    int rc = 0;
-    if (fstat(o->fd, &st) == 0 && S_ISREG(st.st_mode) && ftruncate(o->fd, 0) != 0)
-        rc = -errno;
-    const char *p = b->data ? b->data : "";
-    size_t left = b->len;
-    while (rc == 0 && left > 0) {
-        ssize_t w = write(o->fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            rc = w < 0 ? -errno : -EIO;
-        else {
-            p += w;
-            left -= (size_t)w;
-        }
-    }
-    if (close(o->fd) != 0 && rc == 0)
-        rc = -errno;
-    o->fd = -1;
-    o->created = false; /* written: kept */
-    if (rc != 0)
-        fprintf(stderr, PROG ": %s %s: write failed: %s\n", o->flag, o->path, strerror(-rc));
-    return rc;
-}
-
-/* Close an output that was not written; remove it if this run created it. */
-static void output_abandon(struct output *o)
-{
-    if (o->fd >= 0)
-        close(o->fd);
-    if (o->created)
-        unlink(o->path);
-    o->fd = -1;
-    o->created = false;
 }
 
 /* Turn a YAML node into a key's string value: scalars as they are, a sequence
@@ -255,10 +187,12 @@ int cmd_simulate(int argc, char **argv)
     struct settings flags = {0}, file = {0};
     char *trace_path = NULL, *config = NULL;
     /* in the order they are written */
-    struct output outs[] = {{"--timeline", NULL, -1, false}, {"--report", NULL, -1, false},
-                            {"--json", NULL, -1, false}, {"--scale-log", NULL, -1, false}};
-    struct output *timeline = &outs[0], *report = &outs[1], *json = &outs[2];
-    struct output *scale_log = &outs[3];
+    struct outfile outs[] = {{PROG, "--timeline", NULL, -1, false},
+                             {PROG, "--report", NULL, -1, false},
+                             {PROG, "--json", NULL, -1, false},
+                             {PROG, "--scale-log", NULL, -1, false}};
+    struct outfile *timeline = &outs[0], *report = &outs[1], *json = &outs[2];
+    struct outfile *scale_log = &outs[3];
     struct trace *tr = NULL;
     struct sim_result *res = NULL;
     struct util_buf out = {0};
@@ -352,7 +286,7 @@ int cmd_simulate(int argc, char **argv)
     }
     /* before the run: an unwritable output is a usage error, not a lost result */
     for (size_t k = 0; k < UTIL_ARRAY_LEN(outs); k++)
-        if (outs[k].path && output_open(&outs[k]) != 0)
+        if (outs[k].path && outfile_open(&outs[k]) != 0)
             goto out;
 
     struct trace_error terr = {0};
@@ -391,31 +325,31 @@ int cmd_simulate(int argc, char **argv)
     if (timeline->fd >= 0) {
         util_buf_reset(&out);
         sim_report_timeline_csv(&out, res);
-        if (output_write(timeline, &out) != 0)
+        if (outfile_write(timeline, &out) != 0)
             goto out;
     }
     if (scale_log->fd >= 0) {
         util_buf_reset(&out);
         sim_report_scale_log_csv(&out, res);
-        if (output_write(scale_log, &out) != 0)
+        if (outfile_write(scale_log, &out) != 0)
             goto out;
     }
     if (report->fd >= 0) {
         util_buf_reset(&out);
         sim_report_svg(&out, &cfg, &info, res);
-        if (output_write(report, &out) != 0)
+        if (outfile_write(report, &out) != 0)
             goto out;
     }
     if (json->fd >= 0) {
         util_buf_reset(&out);
         sim_report_json(&out, &cfg, &info, res);
-        if (output_write(json, &out) != 0)
+        if (outfile_write(json, &out) != 0)
             goto out;
     }
     code = 0;
 out:
     for (size_t k = 0; k < UTIL_ARRAY_LEN(outs); k++) {
-        output_abandon(&outs[k]);
+        outfile_abandon(&outs[k]);
         xfree(outs[k].path);
     }
     util_buf_free(&out);

@@ -93,7 +93,9 @@ void ctl_leader_release(const struct ctl_leader *l, int64_t unix_now_ms, struct 
 #include <uv.h>
 
 #include "controller.h"
+#include "capacity/capacity.h"
 #include "forecast/forecast.h"
+#include "scrape/scrape.h"
 #include "util/util.h"
 
 struct kube_deployment;
@@ -122,6 +124,15 @@ struct ctl_wl {
     bool last_valid;              /**< last decision came from valid metrics */
     int32_t spec_replicas;        /**< seen at the last tick */
     int64_t learned_cold_start_ms;
+    double service_ms;            /**< service time learned by Little's law, 0 unknown */
+    double svc_inflight, svc_rate; /**< its smoothed numerator and denominator */
+    struct capacity cap;          /**< the per-GPU capacity the metrics show (calibrate.c) */
+    struct capacity_estimate cap_est; /**< its estimate at the last tick */
+    double cap_in_use;            /**< capacity the last decision sized with, NAN none */
+    enum capacity_source cap_source;
+    int cap_mismatch;             /**< -1/0/+1: the configured value below/within/above it */
+    double plan_coverage;         /**< share of the forecaster's resolved plans that held */
+    int64_t plan_resolved;        /**< how many resolved */
     /* Deployment writes. The /scale read+patch and the status annotation PATCH
      * change the same object (one resourceVersion), so they never overlap:
      * each waits for the other, or the scale patch's precondition fails on
@@ -203,8 +214,61 @@ struct controller {
 struct ctl_wl *ctl_wl_find(struct controller *c, const char *ns, const char *name);
 void ctl_io_begin(struct controller *c);
 void ctl_io_end(struct controller *c);
+
+/* scale.c */
+/** Write spec.replicas = target through /scale (read, patch with the read
+ *  resourceVersion, retry on 409); waits for a status PATCH in flight. */
+void ctl_scale_write(struct controller *c, struct ctl_wl *w, int32_t target);
 /** Start the scale write that waited for the status PATCH (w->scale_waiting). */
 void ctl_scale_resume(struct controller *c, struct ctl_wl *w);
+
+/* ---- one workload, one tick: the pipeline (decide.c, observe.c) ---------- */
+
+/** The observe stage's answer for one workload at one tick. */
+struct ctl_obs {
+    struct scrape_result m;   /**< the metrics; m.valid false: hold, m.why says why */
+    int32_t spec;             /**< replicas asked for (the Deployment's spec) */
+    int32_t serving;          /**< replicas serving: ready, less those still warming */
+    double gpus;              /**< GPUs per replica */
+    double arrival_rps;       /**< arrivals over the rate window: completions + growth of
+                                   running + waiting requests */
+    double recent_rps;        /**< the same over the newest scrapes; NAN unknown */
+    int64_t recent_ms;        /**< the span recent_rps counts over */
+    double service_ms;        /**< service time learned by Little's law, <= 0 unknown */
+};
+
+/** The whole tick of one tracked Deployment: configure, then the stages. */
+void ctl_decide(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
+                int64_t now, bool leading);
+/** observe: pods from the cache, metrics from the scraper or Prometheus, arrivals
+ *  and the learned service time and cold start (updated in w). */
+void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
+                 int64_t now, struct ctl_obs *o);
+/** demand: the observation as the policy's input (everything but the plan). */
+void ctl_demand(const struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
+                struct policy_input *in);
+/** forecast: feeds the freshest arrival rate to w's forecaster and puts its
+ *  plan over the look-ahead (cold start + decision interval) into in. */
+void ctl_forecast(struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
+                  struct policy_input *in);
+/** calibrate: feeds the observation to w's capacity estimator and puts the
+ *  policy configuration to size with into *use (capacity-per-gpu auto: the
+ *  estimate); when leading, a CapacityMismatch Event for a configured value
+ *  the evidence contradicts. False: no capacity yet (auto, nothing seen):
+ *  the caller holds. */
+bool ctl_calibrate(struct controller *c, struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
+                   bool leading, struct policy_config *use);
+/** act: policy_decide (size and rules, with the calibrated configuration)
+ *  into *dec, then, when leading, the /scale write and its Event (or a
+ *  ScalerConflict Event instead). */
+void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
+             const struct policy_config *use, const struct policy_input *in, bool leading,
+             struct policy_decision *dec);
+/** report: remember the decision, log it, record the trace, Events for held
+ *  metrics and max-replicas, checkpoint, status annotation. */
+void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
+                const struct ctl_obs *o, const struct policy_decision *dec, int64_t now,
+                bool leading);
 
 /* elect.c */
 void ctl_elect_start(struct controller *c);

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "capacity/capacity.h"
 #include "conf/conf.h"
 #include "policy/policy.h"
 #include "scrape/scrape.h"
@@ -146,13 +147,33 @@ int ctl_workload_parse(const struct ctl_config *defaults, const char *const *key
 size_t ctl_annotation_key_count(void);
 const char *ctl_annotation_key_name(size_t i);
 
+struct forecast_config;
+
+/**
+ * The forecaster configuration of a workload with policy config p: its
+ * season and quantile, and the rate floor policy_rate_floor(p). Checkpoints
+ * are only restored into a forecaster of the same configuration.
+ */
+void controller_forecast_config(const struct policy_config *p, struct forecast_config *fc);
+
+/** The capacity part of the status: what the decision sized with and what
+ *  the pods' metrics show. */
+struct ctl_status_capacity {
+    double in_use;          /**< req/s per GPU sized with; NAN none */
+    const char *source;     /**< capacity_source_name() */
+    const struct capacity_estimate *est;
+    int mismatch;           /**< capacity_mismatch() of a configured value */
+};
+
 /**
  * The gpuscaler.io/status annotation value: compact JSON with the decision
- * time (RFC 3339), desired, requests/GPU, forecast, reason, explanation and
- * the sustained-rule clocks as RFC 3339 times. now_unix_ms is wall time;
- * decision times are on the same timeline. Caller frees with xfree.
+ * time (RFC 3339), desired, requests/GPU, forecast, reason, explanation, the
+ * sustained-rule clocks as RFC 3339 times and, when cap is not NULL, the
+ * capacity. now_unix_ms is wall time; decision times are on the same
+ * timeline. Caller frees with xfree.
  */
-char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d);
+char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d,
+                      const struct ctl_status_capacity *cap);
 
 /* ---- the running controller --------------------------------------------- */
 

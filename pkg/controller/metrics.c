@@ -41,6 +41,38 @@ static void wl_sample(struct util_buf *b, const char *name, const struct ctl_wl 
         util_buf_puts(b, "\"} NaN\n");
 }
 
+/* gpuscaler_capacity_per_gpu: the configured value (source="configured")
+ * and what the pods' metrics show (source="learned"), each when there is
+ * one; with auto and nothing learned yet, the value sized with
+ * (source="start" or "observed"). */
+static void write_capacity(const struct controller *c, struct util_buf *b)
+{
+    family(b, "gpuscaler_capacity_per_gpu", "gauge",
+           "Requests/s one GPU serves: configured, or learned from the pods' metrics.");
+    for (size_t i = 0; i < CTL_WL_BUCKETS; i++) {
+        for (struct ctl_wl *w = c->table[i]; w; w = w->next) {
+            if (!w->have_last)
+                continue;
+            double v[3] = {NAN, w->cap_est.value, NAN};
+            const char *src[3] = {"configured", "learned",
+                                  capacity_source_name(w->cap_source)};
+            if (w->cap_source == CAPACITY_SOURCE_CONFIGURED)
+                v[0] = w->cap_in_use;
+            else if (w->cap_source != CAPACITY_SOURCE_LEARNED)
+                v[2] = w->cap_in_use;
+            for (int k = 0; k < 3; k++) {
+                if (!isfinite(v[k]))
+                    continue;
+                util_buf_puts(b, "gpuscaler_capacity_per_gpu{namespace=\"");
+                label_value(b, w->ns);
+                util_buf_puts(b, "\",deployment=\"");
+                label_value(b, w->name);
+                util_buf_printf(b, "\",source=\"%s\"} %.6g\n", src[k], v[k]);
+            }
+        }
+    }
+}
+
 void controller_write_metrics(struct controller *c, struct util_buf *b)
 {
     family(b, "gpuscaler_decisions_total", "counter", "Policy decisions by reason.");
@@ -82,6 +114,13 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
         {"gpuscaler_forecast_requests_per_gpu", "Planned forecast requests/s per GPU."},
         {"gpuscaler_utilization", "Requests per GPU over capacity per GPU."},
         {"gpuscaler_learned_cold_start_seconds", "Longest observed creation-to-Ready time."},
+        {"gpuscaler_demand_requests_per_second",
+         "Arrivals (completions + backlog growth) plus the queue's drain rate."},
+        {"gpuscaler_forecast_plan_coverage",
+         "Share of resolved forecast plans whose realised peak stayed within them."},
+        {"gpuscaler_learned_service_time_seconds",
+         "Service time learned by Little's law (running requests / completions)."},
+        {"gpuscaler_want_replicas", "Replicas the acting or waiting rule asks for, before bounds."},
     };
     for (size_t k = 0; k < UTIL_ARRAY_LEN(per); k++) {
         family(b, per[k].name, "gauge", per[k].help);
@@ -93,11 +132,16 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
                            : k == 1 ? w->last.requests_per_gpu
                            : k == 2 ? w->last.forecast_requests_per_gpu
                            : k == 3 ? w->last.utilization
-                                    : (double)w->learned_cold_start_ms / 1000.0;
+                           : k == 4 ? (double)w->learned_cold_start_ms / 1000.0
+                           : k == 5 ? w->last.demand_rps
+                           : k == 6 ? (w->plan_resolved > 0 ? w->plan_coverage : NAN)
+                           : k == 7 ? (w->service_ms > 0 ? w->service_ms / 1000.0 : NAN)
+                                    : (w->last.want > 0 ? w->last.want : w->last.desired);
                 wl_sample(b, per[k].name, w, v);
             }
         }
     }
+    write_capacity(c, b);
 }
 
 size_t controller_forecast_memory(const struct controller *c)

@@ -24,13 +24,19 @@
 
 /* ---- events --------------------------------------------------------------- */
 
+/* Rate-limit slots of the Event reasons; the actions come first. */
+static const char *const event_reasons[] = {
+    "ScaledOut",     "PredictiveScaleOut", "SLAScaleOut",       "LatencyScaleOut",
+    "ScaledIn",      "PredictiveScaleIn",  "MetricsUnavailable", "InvalidAnnotation",
+    "ScalerConflict", "AtMaxReplicas",      "CapacityMismatch",
+};
+#define ACTION_SLOTS 6
+#define INVALID_SLOT 7
+
 static int reason_slot(const char *reason)
 {
-    static const char *const names[] = {"ScaledOut", "PredictiveScaleOut", "ScaledIn",
-                                        "MetricsUnavailable", "InvalidAnnotation",
-                                        "ScalerConflict"};
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++)
-        if (strcmp(names[i], reason) == 0)
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(event_reasons); i++)
+        if (strcmp(event_reasons[i], reason) == 0)
             return (int)i;
     return POLICY_REASON_COUNT;
 }
@@ -93,12 +99,12 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
     int64_t min = strcmp(type, "Warning") == 0 ? EVENT_WARN_INTERVAL_MS : EVENT_MIN_INTERVAL_MS;
     /* actions and invalid annotations always get their Event; the rest wait
      * for a tick with room */
-    bool action = slot <= 2;
+    bool action = slot < ACTION_SLOTS;
     if (!action && w->last_event_ms[slot] && now - w->last_event_ms[slot] < min) {
         c->events_suppressed++;
         return;
     }
-    if (!action && slot != 4 && !budget(c))
+    if (!action && slot != INVALID_SLOT && !budget(c))
         return;
     w->last_event_ms[slot] = now;
     if (c->dry_run)
@@ -165,7 +171,10 @@ static void patch_status(struct controller *c, struct ctl_wl *w, const char *jso
 void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms)
 {
     /* compare without the time so an unchanged decision is not rewritten */
-    char *full = ctl_status_json(now_ms, &w->last);
+    struct ctl_status_capacity cap = {.in_use = w->cap_in_use,
+                                      .source = capacity_source_name(w->cap_source),
+                                      .est = &w->cap_est, .mismatch = w->cap_mismatch};
+    char *full = ctl_status_json(now_ms, &w->last, &cap);
     const char *body = strstr(full, "\"desired\"");
     bool same = w->status_written && body && strcmp(body, w->status_written) == 0;
     if ((same && now_ms - w->status_written_ms < STATUS_REFRESH_MS) || !budget(c)) {
@@ -307,7 +316,7 @@ void ctl_record_close(struct ctl_wl *w)
     util_buf_free(&w->rec_pending);
 }
 
-/* ---- forecaster checkpoints ------------------------------------------------ */
+/* ---- forecaster and capacity checkpoints ------------------------------------------------ */
 
 static void checkpoint_name(const struct controller *c, const struct ctl_wl *w, char *out,
                             size_t len)
@@ -376,15 +385,26 @@ static void ckpt_loaded(const struct kube_result *res, void *arg)
         ckpt_free(r);
         return;
     }
+    const char *cs = json_string_value(
+        json_object_get(json_object_get(res->body, "binaryData"), "capacity"));
+    char *craw = NULL;
+    size_t crawlen = 0;
+    char cerr[160];
+    if (cs && kube_base64_decode(cs, strlen(cs), &craw, &crawlen) == 0) {
+        if (capacity_decode(&w->cap, (const uint8_t *)craw, crawlen, cerr, sizeof(cerr)) == 0)
+            LOGW_INFO(SUB, r->ns, r->name, "restored the capacity estimator from %s", r->cm);
+        else
+            LOGW_WARN(SUB, r->ns, r->name, "ignoring the capacity state in %s: %s", r->cm,
+                      cerr);
+    }
+    xfree(craw);
     const char *s = json_string_value(
         json_object_get(json_object_get(res->body, "binaryData"), "forecast"));
     char *raw = NULL;
     size_t rawlen = 0;
     char err[160];
     struct forecast_config fc;
-    forecast_config_init(&fc);
-    fc.season_ms = w->cfg.policy.seasonality_ms;
-    fc.quantile = w->cfg.policy.forecast_quantile;
+    controller_forecast_config(&w->cfg.policy, &fc);
     struct forecast *f = NULL;
     if (s && kube_base64_decode(s, strlen(s), &raw, &rawlen) == 0)
         f = forecast_deserialize(&fc, (const uint8_t *)raw, rawlen, err, sizeof(err));
@@ -456,14 +476,18 @@ void ctl_checkpoint_save(struct controller *c, struct ctl_wl *w, int64_t now_ms)
     forecast_serialize(w->fc, &buf, &len);
     char *enc = b64(buf, len);
     xfree(buf);
+    uint8_t cbuf[CAPACITY_STATE_SIZE];
+    char *cenc = b64(cbuf, capacity_encode(&w->cap, cbuf, sizeof(cbuf)));
     char cm[300];
     checkpoint_name(c, w, cm, sizeof(cm));
-    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s},s:{s:s,s:s}},s:{s:s}}", "apiVersion",
-                            "v1", "kind", "ConfigMap", "metadata", "name", cm, "namespace",
-                            c->cfg->leader.namespace_, "labels", "app.kubernetes.io/managed-by",
-                            "gpuscaler", "annotations", "gpuscaler.io/namespace", w->ns,
-                            "gpuscaler.io/deployment", w->name, "binaryData", "forecast", enc);
+    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s},s:{s:s,s:s}},s:{s:s,s:s}}",
+                            "apiVersion", "v1", "kind", "ConfigMap", "metadata", "name", cm,
+                            "namespace", c->cfg->leader.namespace_, "labels",
+                            "app.kubernetes.io/managed-by", "gpuscaler", "annotations",
+                            "gpuscaler.io/namespace", w->ns, "gpuscaler.io/deployment", w->name,
+                            "binaryData", "forecast", enc, "capacity", cenc);
     xfree(enc);
+    xfree(cenc);
     if (!obj)
         return;
     struct ckpt_req *r = xcalloc(1, sizeof(*r));

@@ -407,14 +407,49 @@ static void test_status_json(void **s)
     d.above_since_ms = 1795000000000LL;
     d.scale_out_at_ms = 1795000120000LL;
     d.below_since_ms = d.scale_in_at_ms = POLICY_NEVER;
+    d.demand_rps = 55.5;
+    d.forecast_rps = NAN;
+    d.per_replica_rps = 8;
+    d.need_now = 7;
     snprintf(d.explain, sizeof(d.explain), "a \"quoted\" line");
-    char *j = ctl_status_json(1795000060000LL, &d);
+    char *j = ctl_status_json(1795000060000LL, &d, NULL);
     assert_string_equal(j, "{\"time\":\"2026-11-18T11:07:40Z\",\"desired\":6,"
                            "\"reason\":\"AboveTargetWaiting\",\"requestsPerGPU\":9.25,"
                            "\"utilization\":0.925,\"forecastRequestsPerGPU\":null,"
+                           "\"demandRequestsPerSecond\":55.5,\"forecastRequestsPerSecond\":null,"
+                           "\"perReplicaRequestsPerSecond\":8,\"sizing\":\"target-utilization\","
+                           "\"needReplicas\":7,"
                            "\"aboveSince\":\"2026-11-18T11:06:40Z\","
                            "\"scaleOutAt\":\"2026-11-18T11:08:40Z\",\"belowSince\":null,"
                            "\"scaleInAt\":null,\"message\":\"a \\\"quoted\\\" line\"}");
+    xfree(j);
+    /* a plan in use, sized from the SLA, pinned at max: the fields say so */
+    d.reason = POLICY_HOLD_AT_MAX;
+    d.forecast_rps = 120;
+    d.forecast_requests_per_gpu = 20;
+    d.sla_sized = true;
+    d.per_replica_rps = 8.42;
+    d.need_forecast = 15;
+    d.want = 15;
+    struct capacity_estimate e = {.value = 9.5, .lower = 7.25, .saturation = NAN,
+                                  .slots_per_gpu = 64, .samples = 12,
+                                  .basis = CAPACITY_BASIS_UTILIZATION};
+    struct ctl_status_capacity cap = {.in_use = 10, .source = "configured", .est = &e,
+                                      .mismatch = 0};
+    j = ctl_status_json(1795000060000LL, &d, &cap);
+    assert_non_null(strstr(j, "\"capacity\":{\"perGPU\":10,\"source\":\"configured\","
+                              "\"learned\":9.5,\"basis\":\"utilization\",\"samples\":12,"
+                              "\"highestSeen\":7.25,\"saturation\":null,\"slotsPerGPU\":64}"));
+    xfree(j);
+    cap.mismatch = 1;
+    j = ctl_status_json(1795000060000LL, &d, &cap);
+    assert_non_null(strstr(j, "\"mismatch\":\"configured-too-high\"}"));
+    xfree(j);
+    j = ctl_status_json(1795000060000LL, &d, NULL);
+    assert_non_null(strstr(j, "\"forecastRequestsPerSecond\":120,"));
+    assert_non_null(strstr(j, "\"sizing\":\"p99-latency-target\""));
+    assert_non_null(strstr(j, "\"forecastNeedReplicas\":15,"));
+    assert_non_null(strstr(j, "\"atMaxReplicas\":true,\"wantReplicas\":15"));
     xfree(j);
 }
 

@@ -241,7 +241,29 @@ static void put_num(struct util_buf *b, const char *key, double v)
         util_buf_printf(b, ",\"%s\":null", key);
 }
 
-char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d)
+static void put_capacity(struct util_buf *b, const struct ctl_status_capacity *cap)
+{
+    const struct capacity_estimate *e = cap->est;
+    util_buf_puts(b, ",\"capacity\":{\"perGPU\":");
+    if (isfinite(cap->in_use))
+        util_buf_printf(b, "%.4g", cap->in_use);
+    else
+        util_buf_puts(b, "null");
+    util_buf_printf(b, ",\"source\":\"%s\"", cap->source);
+    put_num(b, "learned", e->value);
+    util_buf_printf(b, ",\"basis\":\"%s\",\"samples\":%lld", capacity_basis_name(e->basis),
+                    (long long)e->samples);
+    put_num(b, "highestSeen", e->lower);
+    put_num(b, "saturation", e->saturation);
+    put_num(b, "slotsPerGPU", e->slots_per_gpu);
+    if (cap->mismatch)
+        util_buf_printf(b, ",\"mismatch\":\"%s\"",
+                        cap->mismatch > 0 ? "configured-too-high" : "configured-too-low");
+    util_buf_puts(b, "}");
+}
+
+char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d,
+                      const struct ctl_status_capacity *cap)
 {
     struct util_buf b = {0};
     char ts[40];
@@ -253,6 +275,20 @@ char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d)
     put_num(&b, "requestsPerGPU", d->requests_per_gpu);
     put_num(&b, "utilization", d->utilization);
     put_num(&b, "forecastRequestsPerGPU", d->forecast_requests_per_gpu);
+    put_num(&b, "demandRequestsPerSecond", d->demand_rps);
+    put_num(&b, "forecastRequestsPerSecond", d->forecast_rps);
+    if (isfinite(d->forecast_rps))
+        put_num(&b, "likelyForecastRequestsPerSecond", d->forecast_likely_rps);
+    put_num(&b, "perReplicaRequestsPerSecond", d->per_replica_rps);
+    util_buf_printf(&b, ",\"sizing\":\"%s\"", d->sla_sized ? "p99-latency-target"
+                                                              : "target-utilization");
+    util_buf_printf(&b, ",\"needReplicas\":%d", d->need_now);
+    if (isfinite(d->forecast_rps))
+        util_buf_printf(&b, ",\"forecastNeedReplicas\":%d", d->need_forecast);
+    if (d->reason == POLICY_HOLD_AT_MAX)
+        util_buf_printf(&b, ",\"atMaxReplicas\":true,\"wantReplicas\":%d", d->want);
+    if (cap)
+        put_capacity(&b, cap);
     /* The live controller decides on wall-clock time, so the clocks are
      * UNIX times too. */
     put_time(&b, "aboveSince", d->above_since_ms);

@@ -152,8 +152,8 @@ static int verify(X509_STORE *store, X509 *leaf, STACK_OF(X509) *rest)
 
 int em_chain_verify(X509_STORE *store, const char *chain_pem)
 {
-    X509 *leaf;
-    STACK_OF(X509) *rest;
+    X509 *leaf = NULL;
+    STACK_OF(X509) *rest = NULL;
     int rc = -EACCES;
     if (store && chain_parse(chain_pem, &leaf, &rest) == 0)
         rc = verify(store, leaf, rest);

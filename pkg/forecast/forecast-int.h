@@ -60,6 +60,7 @@ struct forecast {
     double zlast;       /* the last closed bucket's mean (log; the model's fill for a gap) */
     double trend;
     float *buf;         /* FC_WARMUP: 2m closed bucket values (log), seen of them used */
+    uint16_t *bpk;      /* FC_WARMUP: each one's peak above its mean (log x FC_RES_SCALE) */
     uint8_t *fill;      /* FC_WARMUP: bitmap, bit i set = buf[i] is a gap fill */
     float *season;      /* FC_HW: m additive seasonal indices (log), by bucket index mod m */
 
@@ -85,6 +86,7 @@ struct forecast {
     /* Cache: quantiles for the phase of q_bucket (recomputed per closed bucket). */
     int64_t q_bucket;
     float q[FC_HORIZONS];
+    float qm[FC_HORIZONS];               /* the same at the median level (the likely plan) */
     uint16_t q_n[FC_HORIZONS];
     float g[FC_HORIZONS];                /* quantile of growth (recomputed per bucket) */
     uint16_t g_n[FC_HORIZONS];
@@ -101,6 +103,9 @@ static inline size_t fc_bitmap_len(int64_t n)
 {
     return (size_t)((n + 7) / 8);
 }
+
+/** Push residual e (log space) into a store of FC_RES_PER_BIN. */
+void fc_res_push(int16_t *ring, uint8_t *pos, uint8_t *len, double e);
 
 /** Window length in buckets of horizon index h (1, 2, 4, 8, 16). */
 static inline int64_t fc_window(int h)
@@ -143,8 +148,9 @@ void fc_plan_open(struct forecast *f, int64_t b);
 void fc_plan_quantiles(struct forecast *f, int64_t b);
 
 /** Residual quantile for a window of w buckets (interpolated between the
- *  stored lengths) and the number of residuals behind it. */
-double fc_plan_quantile(const struct forecast *f, int64_t w, int64_t *evidence);
+ *  stored lengths) and the number of residuals behind it; *median (may be
+ *  NULL) gets the quantile at the median level. */
+double fc_plan_quantile(const struct forecast *f, int64_t w, int64_t *evidence, double *median);
 
 /** Horizon index of the stored window length at or just below w. */
 int fc_horizon_index(int64_t w);

@@ -25,7 +25,8 @@
  *    88    8  rate floor (f64)         must equal the config's
  *    96    8  first planned bucket (i64; INT64_MIN = none yet)
  *   104    8  the last closed bucket's mean (f64, log space)
- *   112       kind 0: seen x f32 buffered bucket values (log), then a bitmap
+ *   112       kind 0: seen x f32 buffered bucket values (log), seen x u16 their
+ *                     peaks above them (log x 2000), then a bitmap
  *                     of ceil(seen / 8) bytes (bit i of byte i/8, LSB first,
  *                     set when bucket i was a gap fill; unused bits 0)
  *             kind 1: m x f32 seasonal indices, phase 0 first
@@ -103,7 +104,7 @@ static uint8_t *put_f32(uint8_t *p, float d)
 static size_t model_len(enum fc_kind kind, int64_t seen, int64_t m)
 {
     if (kind == FC_WARMUP)
-        return (size_t)seen * 4 + fc_bitmap_len(seen);
+        return (size_t)seen * 6 + fc_bitmap_len(seen);
     return (size_t)m * 4;
 }
 
@@ -164,6 +165,8 @@ void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen)
     if (f->kind == FC_WARMUP) {
         for (int64_t i = 0; i < f->seen; i++)
             p = put_f32(p, f->buf[i]);
+        for (int64_t i = 0; i < f->seen; i++)
+            p = put_u(p, f->bpk[i], 2);
         size_t nb = fc_bitmap_len(f->seen);
         memcpy(p, f->fill, nb);
         if (f->seen % 8)
@@ -387,7 +390,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
     f->zlast = zlast;
     const uint8_t *p = buf + HEADER_LEN;
     if (kind == FC_WARMUP) {
-        const uint8_t *bits = p + seen * 4;
+        const uint8_t *bits = p + seen * 6;
         size_t nb = fc_bitmap_len(seen);
         memcpy(f->fill, bits, nb);
         if (seen % 8 && (bits[nb - 1] >> (seen % 8)) != 0) {
@@ -401,6 +404,13 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
         for (int64_t i = 0; i < seen; i++, p += 4) {
             if (!get_f32(p, FC_STATE_MAX, false, false, &f->buf[i])) {
                 set_err(err, errlen, "buffered bucket %" PRId64 " out of range", i);
+                goto fail;
+            }
+        }
+        for (int64_t i = 0; i < seen; i++, p += 2) {
+            f->bpk[i] = (uint16_t)get_u(p, 2);
+            if (f->bpk[i] != 0 && ((bits[i / 8] >> (i % 8)) & 1)) {
+                set_err(err, errlen, "gap bucket %" PRId64 " with a peak", i);
                 goto fail;
             }
         }

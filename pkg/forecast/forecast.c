@@ -104,6 +104,7 @@ struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
     f->kind = kind;
     if (kind == FC_WARMUP) {
         f->buf = xcalloc((size_t)(2 * f->m), sizeof(float));
+        f->bpk = xcalloc((size_t)(2 * f->m), sizeof(uint16_t));
         f->fill = xcalloc(fc_bitmap_len(2 * f->m), 1);
     } else {
         f->season = xcalloc((size_t)f->m, sizeof(float));
@@ -133,6 +134,7 @@ void forecast_free(struct forecast *f)
     if (!f)
         return;
     xfree(f->buf);
+    xfree(f->bpk);
     xfree(f->fill);
     xfree(f->season);
     xfree(f);
@@ -144,7 +146,7 @@ size_t forecast_memory(const struct forecast *f)
         return 0;
     size_t n = sizeof(*f);
     if (f->buf)
-        n += (size_t)(2 * f->m) * sizeof(float);
+        n += (size_t)(2 * f->m) * (sizeof(float) + sizeof(uint16_t));
     if (f->fill)
         n += fc_bitmap_len(2 * f->m);
     if (f->season)
@@ -327,12 +329,37 @@ static void hw_init(struct forecast *f, int64_t first)
     double icpt = (sy - slope * sx) / dn;
     f->level = clamp_state(icpt - slope);
     f->trend = clamp_state(slope);
+    /* The warm-up's window residuals belong to the level-only model: replace
+     * them by the in-sample residuals of Holt-Winters over the two seasons,
+     * so the first plans of the seasonal model are calibrated for it. */
+    memset(f->res_len, 0, sizeof(f->res_len));
+    memset(f->res_pos, 0, sizeof(f->res_pos));
     for (int64_t i = 0; i < n; i++) {
         float *sp = &s[phase(f, first + i)];
         if (fill_bit(f, i)) {
             f->level = clamp_state(f->level + c->phi * f->trend);
             f->trend = clamp_state(c->phi * f->trend);
             continue;
+        }
+        for (int hz = 0; hz < FC_HORIZONS; hz++) {
+            int64_t w = fc_window(hz);
+            if (i + w > n)
+                break;
+            double base = -INFINITY, peak = -INFINITY;
+            bool gap = false;
+            for (int64_t j = 0; j < w && !gap; j++) {
+                gap = fill_bit(f, i + j);
+                double pt = f->level + f->trend * phi_sum(c->phi, (double)(j + 1)) +
+                            s[phase(f, first + i + j)];
+                double pk = y[i + j] + f->bpk[i + j] / FC_RES_SCALE;
+                base = pt > base ? pt : base;
+                peak = pk > peak ? pk : peak;
+            }
+            if (gap)
+                break;
+            int bin = fc_phase_bin(f, first + i);
+            fc_res_push(f->res[bin][hz], &f->res_pos[bin][hz], &f->res_len[bin][hz],
+                        peak - base);
         }
         hw_update(c, &f->level, &f->trend, sp, y[i]);
     }
@@ -341,16 +368,18 @@ static void hw_init(struct forecast *f, int64_t first)
     xfree(cnt);
     xfree(acc);
     xfree(f->buf);
+    xfree(f->bpk);
     xfree(f->fill);
     f->buf = NULL;
+    f->bpk = NULL;
     f->fill = NULL;
     f->season = s;
     f->kind = FC_HW;
 }
 
-/* Update the model with closed bucket idx: z its mean (log), real false for
- * a gap fill (z is then the model's own forecast). */
-static void update_model(struct forecast *f, int64_t idx, double z, bool real)
+/* Update the model with closed bucket idx: z its mean and zpeak its peak
+ * (log), real false for a gap fill (z is then the model's own forecast). */
+static void update_model(struct forecast *f, int64_t idx, double z, double zpeak, bool real)
 {
     const struct forecast_config *c = &f->cfg;
     f->zlast = real ? clamp_state(z) : fc_point(f, idx, 1);
@@ -375,6 +404,8 @@ static void update_model(struct forecast *f, int64_t idx, double z, bool real)
         z = f->level;
     }
     f->buf[f->seen] = (float)clamp_state(z);
+    double above = real ? (zpeak - z) * FC_RES_SCALE : 0;
+    f->bpk[f->seen] = (uint16_t)(above > 65535 ? 65535 : above > 0 ? above + 0.5 : 0);
     if (!real)
         f->fill[f->seen / 8] |= (uint8_t)(1u << (f->seen % 8));
     f->seen++;
@@ -387,7 +418,7 @@ static void update_model(struct forecast *f, int64_t idx, double z, bool real)
 static void close_bucket(struct forecast *f, int64_t idx, double mean, double peak, bool real)
 {
     fc_plan_close(f, idx, real ? fc_log(f, mean) : NAN, real ? fc_log(f, peak) : NAN);
-    update_model(f, idx, real ? fc_log(f, mean) : 0.0, real);
+    update_model(f, idx, real ? fc_log(f, mean) : 0.0, real ? fc_log(f, peak) : 0.0, real);
     fc_plan_open(f, idx);
 }
 
@@ -476,7 +507,8 @@ int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_m
         n = 4 * FORECAST_MAX_WINDOW;
     double zmax = fc_base(f, last_closed, first, n);
     int64_t evidence = 0;
-    double q = fc_plan_quantile(f, w, &evidence);
+    double qmed = 0;
+    double q = fc_plan_quantile(f, w, &evidence, &qmed);
     double floor = f->cfg.rate_floor;
     double g = fc_plan_growth(f, w);
     double zplan = fc_plan_value(f, zmax, q, g);
@@ -484,10 +516,12 @@ int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_m
     double zcap = fc_plan_value(f, zmean, 0, g); /* the same bound on the point forecast */
     double mean = exp(zcap) - floor;
     double upper = exp(zplan) - floor;
+    double likely = exp(fc_plan_value(f, zmax, qmed < q ? qmed : q, g)) - floor;
     out->mean = mean > 0 ? mean : 0;
     out->upper = upper > out->mean ? upper : out->mean;
     if (out->upper > FORECAST_MAX_RATE)
         out->upper = FORECAST_MAX_RATE;
+    out->likely = likely < 0 ? 0 : likely > out->upper ? out->upper : likely;
     double seen_max = -INFINITY;
     for (int p = 0; p < FC_PHASES; p++)
         if (f->binmax[p] > seen_max)

@@ -13,7 +13,9 @@
  * The plan for [now, now + horizon] is the highest point forecast over that
  * window plus a quantile of past "window residuals": for every past bucket,
  * the realised peak over the window that started there minus the highest
- * point forecast made for it. Residuals are kept per phase of the season
+ * point forecast made for it (the plan at the median of the residuals is the
+ * "likely" peak, at the quantile the "upper" one). Residuals are kept per
+ * phase of the season
  * (24 bins) and per window length (1, 2, 4, 8 and 16 buckets), so troughs
  * and peaks, and short and long look-aheads, are calibrated separately. The
  * forecaster also scores its own plans once they resolve (coverage), and a
@@ -88,6 +90,7 @@ struct forecast_result {
     enum forecast_method method;
     double mean;         /**< point forecast of the bucket holding now + horizon (req/s) */
     double upper;        /**< planned peak over [now, now + horizon] at the quantile (>= 0) */
+    double likely;       /**< the same at the median: the likely peak (likely <= upper) */
     double observed_max; /**< highest bucket peak seen in the last season (req/s) */
     bool trusted;        /**< at least FORECAST_MIN_EVIDENCE residuals back `upper` */
     bool seasonal;       /**< Holt-Winters (two seasons seen); false: level only */

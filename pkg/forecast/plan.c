@@ -11,7 +11,7 @@
  * phase bin and window length, and the plan counts as covered when M_w(o)
  * stayed at or below it. Windows touching a gap bucket are skipped.
  *
- * Q_w for a bucket of phase bin p is the configured quantile of the
+ * Q_w for a bucket of phase bin p is the adaptive-level quantile of the
  * residuals of bins p - 1, p and p + 1 (a three-bin neighbourhood, three
  * hours of a daily season), or of every bin while that neighbourhood holds
  * fewer than FORECAST_MIN_EVIDENCE; each bin keeps its newest
@@ -35,7 +35,7 @@ static int16_t res_encode(double e)
     return (int16_t)v;
 }
 
-static void ring_push(int16_t *ring, uint8_t *pos, uint8_t *len, double e)
+void fc_res_push(int16_t *ring, uint8_t *pos, uint8_t *len, double e)
 {
     ring[*pos] = res_encode(e);
     *pos = (uint8_t)((*pos + 1) % FC_RES_PER_BIN);
@@ -99,9 +99,9 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
         if (gap || isnan(f->point[os][h]))
             continue;
         int ob = fc_phase_bin(f, o);
-        ring_push(f->res[ob][h], &f->res_pos[ob][h], &f->res_len[ob][h], m - f->point[os][h]);
+        fc_res_push(f->res[ob][h], &f->res_pos[ob][h], &f->res_len[ob][h], m - f->point[os][h]);
         if (!isnan(f->seenmax[os]))
-            ring_push(f->growth[h], &f->growth_pos[h], &f->growth_len[h], m - f->seenmax[os]);
+            fc_res_push(f->growth[h], &f->growth_pos[h], &f->growth_len[h], m - f->seenmax[os]);
         if (!isnan(f->planned[os][h])) {
             bool hit = m <= f->planned[os][h] + 1e-6;
             f->cov_n[h]++;
@@ -118,13 +118,57 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
     }
 }
 
-static int cmp_i16(const void *a, const void *b)
+static void swap_i16(int16_t *a, int i, int j)
 {
-    int x = *(const int16_t *)a, y = *(const int16_t *)b;
-    return (x > y) - (x < y);
+    int16_t t = a[i];
+    a[i] = a[j];
+    a[j] = t;
 }
 
-/* The conformal quantile at `level` of k stored residuals (sorted in
+/* Reorder a[0..n) so that a[k] is the k-th smallest, nothing before it is
+ * larger and nothing after it smaller (quickselect: Hoare partitions around
+ * a median of three, insertion sort for short ranges), and return it.
+ * Linear on average; the full sort it replaces dominated replays. */
+static int16_t select_nth(int16_t *a, int n, int k)
+{
+    int lo = 0, hi = n - 1;
+    while (hi - lo >= 16) {
+        int mid = lo + (hi - lo) / 2;
+        if (a[mid] < a[lo])
+            swap_i16(a, lo, mid);
+        if (a[hi] < a[lo])
+            swap_i16(a, lo, hi);
+        if (a[hi] < a[mid])
+            swap_i16(a, mid, hi);
+        int16_t pivot = a[mid];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < pivot)
+                i++;
+            while (a[j] > pivot)
+                j--;
+            if (i <= j)
+                swap_i16(a, i++, j--);
+        }
+        /* [lo, j] <= pivot, (j, i) == pivot, [i, hi] >= pivot */
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return a[k];
+    }
+    for (int i = lo + 1; i <= hi; i++) {
+        int16_t v = a[i];
+        int j = i - 1;
+        for (; j >= lo && a[j] > v; j--)
+            a[j + 1] = a[j];
+        a[j + 1] = v;
+    }
+    return a[k];
+}
+
+/* The conformal quantile at `level` of k stored residuals (reordered in
  * place): the level x (k + 1)-th smallest, interpolated, the largest when
  * that is past the end (finite-sample coverage of at least `level` for
  * exchangeable residuals). */
@@ -132,21 +176,28 @@ static double quantile_sorted(int16_t *tmp, int k, double level)
 {
     if (k == 0)
         return 0;
-    qsort(tmp, (size_t)k, sizeof(int16_t), cmp_i16);
     double pos = level * (double)(k + 1) - 1;
     if (pos < 0)
         pos = 0;
     if (pos > k - 1)
         pos = k - 1;
     int lo = (int)pos;
-    double frac = pos - lo, v = tmp[lo];
-    if (lo + 1 < k)
-        v += frac * (tmp[lo + 1] - tmp[lo]);
+    double frac = pos - lo, v = select_nth(tmp, k, lo);
+    if (lo + 1 < k) {
+        int16_t next = tmp[lo + 1]; /* the smallest of those after lo */
+        for (int i = lo + 2; i < k; i++)
+            if (tmp[i] < next)
+                next = tmp[i];
+        v += frac * (next - tmp[lo]);
+    }
     return v / FC_RES_SCALE;
 }
 
-/* The configured quantile of the residuals of the given bins; *n gets how many. */
-static double quantile_of(const struct forecast *f, int h, const int *bins, int nbins, int *n)
+/* The quantile at the adaptive level of the residuals of the given bins;
+ * *n gets how many, *median the quantile at the median level shifted as the
+ * adaptive level is. */
+static double quantile_of(const struct forecast *f, int h, const int *bins, int nbins, int *n,
+                          double *median)
 {
     int16_t tmp[FC_PHASES * FC_RES_PER_BIN];
     int k = 0;
@@ -156,7 +207,10 @@ static double quantile_of(const struct forecast *f, int h, const int *bins, int 
         k += f->res_len[bin][h];
     }
     *n = k;
-    return quantile_sorted(tmp, k, f->qlevel[h]);
+    double v = quantile_sorted(tmp, k, f->qlevel[h]); /* reorders tmp */
+    double lm = 0.5 + (f->qlevel[h] - f->cfg.quantile);
+    *median = quantile_sorted(tmp, k, lm < 0.01 ? 0.01 : lm > FC_LEVEL_MAX ? FC_LEVEL_MAX : lm);
+    return v;
 }
 
 void fc_plan_quantiles(struct forecast *f, int64_t b)
@@ -168,10 +222,12 @@ void fc_plan_quantiles(struct forecast *f, int64_t b)
         all[i] = i;
     for (int h = 0; h < FC_HORIZONS; h++) {
         int n;
-        double q = quantile_of(f, h, near, 3, &n);
+        double med;
+        double q = quantile_of(f, h, near, 3, &n, &med);
         if (n < FORECAST_MIN_EVIDENCE)
-            q = quantile_of(f, h, all, FC_PHASES, &n);
+            q = quantile_of(f, h, all, FC_PHASES, &n, &med);
         f->q[h] = (float)q;
+        f->qm[h] = (float)med;
         f->q_n[h] = (uint16_t)n;
         int16_t tmp[FC_RES_PER_BIN];
         memcpy(tmp, f->growth[h], f->growth_len[h] * sizeof(int16_t));
@@ -211,7 +267,7 @@ int fc_horizon_index(int64_t w)
     return h;
 }
 
-double fc_plan_quantile(const struct forecast *f, int64_t w, int64_t *evidence)
+double fc_plan_quantile(const struct forecast *f, int64_t w, int64_t *evidence, double *median)
 {
     if (w < 1)
         w = 1;
@@ -223,7 +279,9 @@ double fc_plan_quantile(const struct forecast *f, int64_t w, int64_t *evidence)
     /* Interpolate towards the longer window once it has evidence of its own
      * (it resolves later); until then the shorter window's quantile. */
     if (hi == lo || x <= 0 || f->q_n[hi] < FORECAST_MIN_EVIDENCE)
-        return f->q[lo];
+        x = 0;
+    if (median)
+        *median = f->qm[lo] + x * (f->qm[hi] - f->qm[lo]);
     return f->q[lo] + x * (f->q[hi] - f->q[lo]);
 }
 

@@ -29,7 +29,10 @@ struct key {
 #define DAY_MS (86400.0 * 1000)
 
 static const struct key keys[] = {
-    {"capacity-per-gpu", K_NUM, OFF(capacity_rps_per_gpu), 0, 1e6, true, "requests/s per GPU"},
+    {"capacity-per-gpu", K_NUM, OFF(capacity_rps_per_gpu), 0, 1e6, true,
+     "requests/s per GPU, or auto"},
+    {"capacity-start", K_NUM, OFF(capacity_start), 0, 1e6, false,
+     "requests/s per GPU until one is learned, 0 = none"},
     {"target-utilization", K_NUM, OFF(target_utilization), 0, 1, true, "fraction"},
     {"scale-in-utilization", K_NUM, OFF(scale_in_utilization), 0, 1, false, "fraction"},
     {"scale-out-after", K_DUR, OFF(scale_out_after_ms), 0, DAY_MS, false, "duration"},
@@ -125,6 +128,16 @@ int policy_config_set(struct policy_config *cfg, const char *key, const char *va
         return -EINVAL;
     }
     char *field = (char *)cfg + k->off;
+    if (field == (char *)&cfg->capacity_rps_per_gpu) {
+        if (strcmp(value, "auto") == 0) {
+            cfg->capacity_auto = true;
+            cfg->capacity_rps_per_gpu = 0;
+            return 0;
+        }
+        double v;
+        if (util_parse_double(value, &v) == 0 && v > k->min && v <= k->max)
+            cfg->capacity_auto = false; /* the number itself is set below */
+    }
     switch (k->kind) {
     case K_NUM: {
         double v;
@@ -182,8 +195,9 @@ int policy_config_validate(const struct policy_config *cfg, char *err, size_t er
         err = dummy;
         errlen = sizeof(dummy);
     }
-    if (!(cfg->capacity_rps_per_gpu > 0)) {
-        snprintf(err, errlen, "capacity-per-gpu: required (requests/s one GPU sustains)");
+    if (!(cfg->capacity_rps_per_gpu > 0) && !cfg->capacity_auto) {
+        snprintf(err, errlen,
+                 "capacity-per-gpu: required (requests/s one GPU sustains, or auto to learn it)");
         return -EINVAL;
     }
     if (cfg->min_replicas > cfg->max_replicas) {
@@ -210,7 +224,8 @@ int policy_config_validate(const struct policy_config *cfg, char *err, size_t er
 
 double policy_rate_floor(const struct policy_config *cfg)
 {
-    double f = cfg->target_utilization * cfg->capacity_rps_per_gpu;
+    double c = cfg->capacity_auto ? cfg->capacity_start : cfg->capacity_rps_per_gpu;
+    double f = cfg->target_utilization * c;
     return f > 0 && f <= 1e6 ? f : 1;
 }
 

@@ -34,8 +34,10 @@ void policy_explain_stale(const struct policy_config *cfg, const struct policy_i
 {
     char a[32], b[32], why[96];
     int32_t cur = in->current_replicas < 0 ? 0 : in->current_replicas;
-    if (!in->metrics_valid || in->metrics_time_ms == POLICY_NEVER ||
-        !isfinite(in->request_rate) || in->request_rate < 0) {
+    if (!(cfg->capacity_rps_per_gpu > 0 && cfg->capacity_rps_per_gpu <= 1e9)) {
+        snprintf(why, sizeof(why), "no capacity-per-gpu to size with (auto: nothing learned yet)");
+    } else if (!in->metrics_valid || in->metrics_time_ms == POLICY_NEVER ||
+               !isfinite(in->request_rate) || in->request_rate < 0) {
         snprintf(why, sizeof(why), "metrics unavailable");
     } else {
         dur(in->now_ms - in->metrics_time_ms, a, sizeof(a));
@@ -78,9 +80,9 @@ void policy_explain(const struct policy_tick *t, const struct policy_state *st,
                  t->dem.rate_rps, (long long)t->need_now, sz, t->cur, out->desired);
         return;
     case POLICY_PREDICTIVE_SCALE_OUT:
-        snprintf(e, n, "forecast peak %.4g req/s within %s needs %lld replicas: %d -> %d ahead "
-                       "of load",
-                 t->in->forecast_rate, h, (long long)t->need_fc, t->cur, out->desired);
+        snprintf(e, n, "likely forecast peak %.4g req/s within %s needs %lld replicas: %d -> %d "
+                       "ahead of load",
+                 out->forecast_likely_rps, h, (long long)t->need_likely, t->cur, out->desired);
         return;
     case POLICY_LATENCY_SCALE_OUT:
         dur(cfg->p99_latency_target_ms, a, sizeof(a));
@@ -149,11 +151,11 @@ void policy_explain(const struct policy_tick *t, const struct policy_state *st,
     default:
         if (t->plan)
             snprintf(e, n,
-                     "demand %.4g req/s and forecast peak %.4g req/s within %s need %lld "
-                     "replicas: holding %d",
-                     t->dem.rate_rps, t->in->forecast_rate, h,
-                     (long long)UTIL_MAX((int64_t)t->lo, UTIL_MAX(t->need_now, t->need_fc)),
-                     t->cur);
+                     "demand %.4g req/s needs %lld replicas, the likely forecast peak %.4g "
+                     "req/s within %s %lld, its upper bound %.4g req/s keeps %lld: holding %d",
+                     t->dem.rate_rps, (long long)UTIL_MAX((int64_t)t->lo, t->need_now),
+                     out->forecast_likely_rps, h, (long long)t->need_likely,
+                     t->in->forecast_rate, (long long)t->floor, t->cur);
         else
             snprintf(e, n, "requests/GPU %.3g within [%.3g, %.3g]: holding %d replicas", rpg,
                      cfg->scale_in_utilization * cap, cfg->target_utilization * cap, t->cur);

@@ -15,7 +15,7 @@ struct policy_tick {
     double gpus, cap;
     struct policy_demand dem;
     struct policy_sizing sz;
-    int64_t need_now, need_fc;
+    int64_t need_now, need_fc, need_likely;
     int64_t floor;    /* replicas scale-in may go down to */
     bool plan;        /* a trusted plan is in use */
     bool plan_out_ok; /* ... and may scale out (not a level-only plan of falling load) */

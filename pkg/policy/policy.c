@@ -53,7 +53,6 @@ void policy_state_init(struct policy_state *st)
     st->above_since_ms = POLICY_NEVER;
     st->below_since_ms = POLICY_NEVER;
     st->latency_above_since_ms = POLICY_NEVER;
-    st->need_above_since_ms = POLICY_NEVER;
     st->last_scale_ms = POLICY_NEVER;
 }
 
@@ -101,12 +100,12 @@ static int64_t floor_max(const struct policy_state *st, int64_t now, int64_t win
 static void reset_clocks(struct policy_state *st)
 {
     st->above_since_ms = st->below_since_ms = st->latency_above_since_ms = POLICY_NEVER;
-    st->need_above_since_ms = POLICY_NEVER;
     st->floor_len = 0; /* floors measured before a gap say nothing */
 }
 
 static void observe(const struct policy_config *cfg, struct policy_state *st,
-                    const struct policy_input *in, struct policy_tick *t, struct policy_decision *out)
+                    const struct policy_input *in, struct policy_tick *t,
+                    struct policy_decision *out)
 {
     t->cfg = cfg;
     t->in = in;
@@ -121,12 +120,17 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
     t->cap = cfg->capacity_rps_per_gpu;
 
     /* demand -> size */
-    policy_demand(in, policy_horizon_ms(cfg, 0), &t->dem);
+    policy_demand(in, policy_horizon_ms(cfg, 0), cfg->cold_start_ms, t->cap * t->gpus, &t->dem);
     policy_sizing(cfg, st, in, &t->sz);
-    t->need_now = policy_size(&t->sz, t->dem.rate_rps);
+    t->need_now = policy_need(&t->sz, &t->dem, t->cap * t->gpus);
     t->plan = cfg->predictive && in->have_forecast && in->forecast_trusted &&
               isfinite(in->forecast_rate) && in->forecast_rate >= 0;
     t->need_fc = t->plan ? policy_size(&t->sz, in->forecast_rate) : 0;
+    double likely = isfinite(in->forecast_likely) && in->forecast_likely >= 0 &&
+                            in->forecast_likely <= in->forecast_rate
+                        ? in->forecast_likely
+                        : in->forecast_rate;
+    t->need_likely = t->plan ? policy_size(&t->sz, likely) : 0;
     /* A level-only plan (no season yet) must not add capacity while the
      * measured load falls: that is a trend that is not there. */
     bool falling = isfinite(in->recent_rate) && in->recent_rate >= 0 &&
@@ -142,6 +146,9 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
     out->sla_sized = t->sz.from_sla;
     out->need_now = clamp_i32(t->need_now, 0, INT32_MAX);
     out->need_forecast = clamp_i32(t->need_fc, 0, INT32_MAX);
+    out->need_likely = clamp_i32(t->need_likely, 0, INT32_MAX);
+    if (t->plan)
+        out->forecast_likely_rps = likely;
     if (t->plan)
         out->forecast_rps = in->forecast_rate;
 
@@ -158,7 +165,7 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
      * below the scale-out size (hysteresis), never below min-replicas. */
     struct policy_sizing in_sz = t->sz;
     in_sz.per_replica_rps *= 1 - POLICY_SCALE_IN_MARGIN;
-    int64_t floor_ = policy_size(&in_sz, t->dem.rate_rps);
+    int64_t floor_ = policy_need(&in_sz, &t->dem, t->cap * t->gpus);
     if (t->plan)
         floor_ = UTIL_MAX(floor_, policy_size(&in_sz, in->forecast_rate));
     floor_ = UTIL_MAX(floor_, (int64_t)t->lo);
@@ -166,7 +173,6 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
     tick_clock(&st->above_since_ms, t->above, t->now);
     tick_clock(&st->below_since_ms, t->below, t->now);
     tick_clock(&st->latency_above_since_ms, t->lat_above, t->now);
-    tick_clock(&st->need_above_since_ms, t->sz.from_sla && t->need_now > t->cur, t->now);
     floor_push(st, t->now, floor_);
     out->above_since_ms = st->above_since_ms;
     out->below_since_ms = st->below_since_ms;
@@ -177,7 +183,8 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
 }
 
 /* Scale-out rules; returns true when one acted (or is pinned at max). */
-static bool scale_out(struct policy_state *st, const struct policy_tick *t, struct policy_decision *out)
+static bool scale_out(struct policy_state *st, const struct policy_tick *t,
+                      struct policy_decision *out)
 {
     const struct policy_config *cfg = t->cfg;
     const int64_t now = t->now, cur = t->cur;
@@ -188,12 +195,11 @@ static bool scale_out(struct policy_state *st, const struct policy_tick *t, stru
     if (fired_out && need > cur) {
         want = need;
         reason = POLICY_SCALED_OUT;
-    } else if (t->need_now > cur &&
-               clock_fired(st->need_above_since_ms, cfg->decision_interval_ms, now)) {
+    } else if (t->sz.from_sla && t->need_now > cur) {
         want = need;
         reason = POLICY_SLA_SCALE_OUT;
-    } else if (t->plan_out_ok && t->need_fc > cur) {
-        want = need;
+    } else if (t->plan_out_ok && t->need_likely > cur) {
+        want = UTIL_MAX(t->need_now, t->need_likely);
         reason = POLICY_PREDICTIVE_SCALE_OUT;
     } else if (clock_fired(st->latency_above_since_ms, cfg->scale_out_after_ms, now) &&
                t->ready >= cur && !t->below) {
@@ -300,14 +306,17 @@ void policy_decide(const struct policy_config *cfg, struct policy_state *st,
     out->desired = clamp_i32(cur, cfg->min_replicas, cfg->max_replicas);
     out->requests_per_gpu = out->utilization = NAN;
     out->forecast_requests_per_gpu = out->forecast_rps = out->demand_rps = NAN;
+    out->forecast_likely_rps = NAN;
     out->per_replica_rps = NAN;
     out->above_since_ms = out->below_since_ms = POLICY_NEVER;
     out->scale_out_at_ms = out->scale_in_at_ms = POLICY_NEVER;
     out->rule = POLICY_REASON_COUNT;
 
-    /* 1. No trustworthy data: hold (bounds still apply), restart the clocks so
-     * no rule fires on evidence gathered before the gap. */
+    /* 1. No trustworthy data, or no capacity to size with (capacity-per-gpu
+     * auto before anything was learned): hold (bounds still apply), restart
+     * the clocks so no rule fires on evidence gathered before the gap. */
     bool stale = !in->metrics_valid || !isfinite(in->request_rate) || in->request_rate < 0 ||
+                 !(cfg->capacity_rps_per_gpu > 0 && cfg->capacity_rps_per_gpu <= 1e9) ||
                  in->metrics_time_ms == POLICY_NEVER ||
                  in->now_ms - in->metrics_time_ms > cfg->metrics_stale_after_ms;
     if (stale) {

@@ -14,8 +14,9 @@
  *   demand    policy_demand(): the arrival rate now (the fresher of the
  *             window and the last-tick rate) plus the rate that drains the
  *             queue within the look-ahead;
- *   forecast  pkg/forecast: the planned peak over the next cold start, with
- *             a measured coverage; used only once trusted;
+ *   forecast  pkg/forecast: the planned peak over the next cold start (the
+ *             likely one and the upper one at forecast-quantile, with a
+ *             measured coverage); used only once trusted;
  *   size      policy_sizing() / policy_size(): replicas for a rate: the
  *             fewest whose modelled p99 (M/M/c per replica) meets
  *             p99-latency-target, or target-utilization without an SLA;
@@ -25,11 +26,13 @@
  * The rules of policy_decide(): hold on missing or stale metrics; clamp into
  * [min, max]; scale out when requests/GPU stays above target-utilization for
  * scale-out-after (the sustained rule), when the SLA-sized need of the
- * current demand or of the trusted plan exceeds the count for a decision
- * interval, or when the observed p99 stays above the target; scale in, with
- * a trusted forecast, as soon as the plan over the next cold start and the
- * current demand fit in fewer replicas for a decision interval, else by the
- * hysteresis rule (below scale-in-utilization for scale-in-after).
+ * current demand exceeds the count, when the likely peak of the trusted plan
+ * needs more replicas, or when the observed p99 stays above the target;
+ * scale in, with a trusted forecast, as soon as the current demand and the
+ * upper plan over the next cold start fit in fewer replicas (none starting,
+ * none needed in the stabilization window), else by the hysteresis rule
+ * (below scale-in-utilization for scale-in-after). Scaling out to the likely
+ * peak and holding for the upper one is hysteresis in the forecast's terms.
  *
  * Configuration keys are shared with annotations (gpuscaler.io/<key>), the
  * YAML config file and the simulator's policy file: policy_config_set() is the
@@ -46,7 +49,10 @@
 
 /** Tunables of one workload; defaults from policy_config_init(). */
 struct policy_config {
-    double capacity_rps_per_gpu;   /**< max sustainable requests/s per GPU; required (> 0) */
+    double capacity_rps_per_gpu;   /**< max sustainable requests/s per GPU; required (> 0)
+                                        unless capacity_auto */
+    bool capacity_auto;            /**< capacity-per-gpu: auto (learned, pkg/capacity) */
+    double capacity_start;         /**< with auto: the value until one is learned, 0 none */
     double target_utilization;     /**< scale-out threshold and sizing target, default 0.8 */
     double scale_in_utilization;   /**< hysteresis: scale in below this, default 0.5 */
     int64_t scale_out_after_ms;    /**< default 2 min */
@@ -95,7 +101,9 @@ int policy_config_validate(const struct policy_config *cfg, char *err, size_t er
 
 /** The forecaster's rate floor for this workload (forecast_config.rate_floor):
  *  one GPU's rate at the target utilization, below which differences do not
- *  change a replica count. */
+ *  change a replica count (with capacity-per-gpu auto: of capacity-start, or
+ *  1 req/s without one; a floor that moved with the estimate would reset the
+ *  forecaster). */
 double policy_rate_floor(const struct policy_config *cfg);
 
 /** Look-ahead horizon: max(cold start, learned cold start) + decision interval. */
@@ -110,13 +118,16 @@ int64_t policy_horizon_ms(const struct policy_config *cfg, int64_t learned_cold_
  *  add and remove that replica every minute. */
 #define POLICY_SCALE_IN_MARGIN 0.05
 
+/** The last tick's arrival rate replaces the window's only when it is this
+ *  many Poisson standard errors above it (policy_demand()). */
+#define POLICY_RECENT_SIGMAS 3.0
+
 /** Per-workload memory of the policy: the rules' clocks and the cached SLA
  *  utilisation. Zero-init is NOT valid. */
 struct policy_state {
     int64_t above_since_ms;         /**< utilization above target since, or POLICY_NEVER */
     int64_t below_since_ms;         /**< utilization below scale-in threshold since */
     int64_t latency_above_since_ms; /**< p99 above target since */
-    int64_t need_above_since_ms;    /**< SLA-sized need of the demand above replicas since */
     int64_t last_scale_ms;          /**< last time the decision changed replicas */
     /* the scale-in floor (replicas that demand and plan need) of recent ticks */
     int32_t floor_hist[POLICY_FLOOR_TICKS];
@@ -139,12 +150,14 @@ struct policy_input {
     int64_t metrics_time_ms;  /**< when request_rate was measured */
     double request_rate;      /**< requests/s over the whole deployment */
     double recent_rate;       /**< requests/s over the last tick only, < 0 or NAN unknown */
+    int64_t recent_window_ms; /**< the span recent_rate counts over; 0: unknown (trusted as is) */
     double p99_latency_ms;    /**< observed p99, < 0 unknown */
     double queue_depth;       /**< requests waiting for a slot, < 0 unknown */
     double service_time_ms;   /**< learned service time (used when the config has none),
                                    <= 0 unknown */
     bool have_forecast;       /**< forecast_rate is meaningful */
-    double forecast_rate;     /**< planned peak rate over [now, now + horizon] */
+    double forecast_rate;     /**< planned peak rate over [now, now + horizon] (the upper plan) */
+    double forecast_likely;   /**< the likely peak (forecast_result.likely); NAN: the upper */
     bool forecast_trusted;    /**< enough evidence backs it (forecast_result.trusted) */
     bool forecast_seasonal;   /**< it has a season (else: level only, on short history) */
 };
@@ -180,7 +193,8 @@ struct policy_decision {
                                           AtMaxReplicas), POLICY_REASON_COUNT if none */
     int32_t want;                    /**< replicas the acting or waiting rule asks for
                                           before bounds and step limits, 0 if none */
-    double forecast_rps;             /**< the trusted plan's peak rate in use; NAN without */
+    double forecast_rps;             /**< the trusted (upper) plan's peak rate; NAN without */
+    double forecast_likely_rps;      /**< its likely peak; NAN without */
     double requests_per_gpu;         /**< current, over ready replicas; NAN when unknown */
     double utilization;              /**< requests_per_gpu / capacity */
     double forecast_requests_per_gpu;/**< forecast over desired replicas; NAN without one */
@@ -188,7 +202,8 @@ struct policy_decision {
     double per_replica_rps;          /**< what one replica may carry (SLA or target) */
     bool sla_sized;                  /**< per_replica_rps comes from the p99 target */
     int32_t need_now;                /**< replicas the current demand needs */
-    int32_t need_forecast;           /**< replicas the trusted plan needs, 0 without one */
+    int32_t need_forecast;           /**< replicas the trusted (upper) plan needs, 0 without */
+    int32_t need_likely;             /**< replicas its likely peak needs, 0 without */
     int64_t above_since_ms;          /**< copy of the clock, POLICY_NEVER when stopped */
     int64_t scale_out_at_ms;         /**< when the scale-out rule fires, POLICY_NEVER */
     int64_t below_since_ms;
@@ -209,21 +224,28 @@ void policy_decide(const struct policy_config *cfg, struct policy_state *st,
 
 /** The demand stage's answer. */
 struct policy_demand {
-    double arrival_rps;  /**< arrivals now: the larger of the window and last-tick rates */
+    double arrival_rps;  /**< arrivals now: the window's, or the last tick's if well above */
     double drain_rps;    /**< extra rate that drains the waiting queue within the horizon */
     double rate_rps;     /**< arrival + drain: what the replicas must serve */
-    bool rising;         /**< the last tick's rate is above the window's */
+    bool rising;         /**< the last tick's rate is significantly above the window's */
 };
 
 /**
  * Demand from an observation: in->request_rate and in->recent_rate (the
- * fresher wins when higher, so a step is sized at once, but a dip is not
- * trusted before the window sees it), plus in->queue_depth / horizon (the
+ * fresher wins when it is higher than the window's by more than
+ * POLICY_RECENT_SIGMAS standard errors of a Poisson count at the window's
+ * rate over recent_window_ms, so a step is sized at once but one noisy
+ * second is not, and a dip is not trusted before the window sees it), plus
+ * in->queue_depth / horizon (the
  * queue must drain within the time new capacity needs to arrive) unless
- * replicas asked for are still starting (they will drain it). Unknown
+ * replicas asked for are still starting (they will drain it). The part of
+ * the queue the ready replicas' headroom (ready x replica_rps, their
+ * saturated throughput, less the arrivals) drains within lead_ms (the cold
+ * start: before a replica asked for now could help) is left out. Unknown
  * inputs count as 0. horizon_ms > 0.
  */
-void policy_demand(const struct policy_input *in, int64_t horizon_ms, struct policy_demand *out);
+void policy_demand(const struct policy_input *in, int64_t horizon_ms, int64_t lead_ms,
+                   double replica_rps, struct policy_demand *out);
 
 /** The size stage's constants for one workload. */
 struct policy_sizing {
@@ -256,6 +278,14 @@ void policy_sizing(const struct policy_config *cfg, struct policy_state *st,
 
 /** Replicas for rate (ceil, exact fits do not round up); 0 for no load. */
 int64_t policy_size(const struct policy_sizing *sz, double rate);
+
+/**
+ * Replicas the demand needs: the arrivals sized by sz, and at least what
+ * serves arrivals plus the queue's drain at replica_rps each (saturated:
+ * G x C), whichever is more.
+ */
+int64_t policy_need(const struct policy_sizing *sz, const struct policy_demand *d,
+                    double replica_rps);
 
 /* ---- counter rates ------------------------------------------------------ */
 

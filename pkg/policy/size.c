@@ -13,7 +13,12 @@
  * target, is found by bisection (the p99 rises with rho); one replica then
  * carries rho_sla x G x C requests/s and a rate r needs ceil(r / that).
  * Without a p99 target or a service time the per-replica rate is
- * target-utilization x G x C, the rule users set by hand. */
+ * target-utilization x G x C, the rule users set by hand.
+ *
+ * The queue's drain is sized at full capacity, not at the SLA's utilisation:
+ * while a backlog drains the replicas run saturated, and sizing the drain at
+ * rho_sla asked for replicas that arrived after the backlog was gone (8 for
+ * a need of 6 on the closed-loop ramp). */
 #include "policy.h"
 
 #include <math.h>
@@ -111,18 +116,46 @@ int64_t policy_size(const struct policy_sizing *sz, double rate)
     return (int64_t)ceil(r - 1e-9);
 }
 
-void policy_demand(const struct policy_input *in, int64_t horizon_ms, struct policy_demand *out)
+int64_t policy_need(const struct policy_sizing *sz, const struct policy_demand *d,
+                    double replica_rps)
+{
+    int64_t n = policy_size(sz, d->arrival_rps);
+    if (d->drain_rps > 0 && replica_rps > 0) {
+        /* while draining, replicas run saturated: the drain is sized at full capacity */
+        double k = (d->arrival_rps + d->drain_rps) / replica_rps;
+        int64_t m = k > 1e7 ? 10000000 : (int64_t)ceil(k - 1e-9);
+        if (m > n)
+            n = m;
+    }
+    return n;
+}
+
+void policy_demand(const struct policy_input *in, int64_t horizon_ms, int64_t lead_ms,
+                   double replica_rps, struct policy_demand *out)
 {
     memset(out, 0, sizeof(*out));
     double w = isfinite(in->request_rate) && in->request_rate > 0 ? in->request_rate : 0;
     double r = isfinite(in->recent_rate) && in->recent_rate > 0 ? in->recent_rate : 0;
-    out->rising = r > w;
-    out->arrival_rps = r > w ? r : w;
+    /* Arrivals are a Poisson count: over t seconds at rate w, the rate
+     * measured has a standard error of sqrt(w / t). A step of 3x at 6 req/s
+     * over 5 s is 11 of them; the noise of a steady load is rarely 3. */
+    double noise = 0;
+    if (in->recent_window_ms > 0)
+        noise = POLICY_RECENT_SIGMAS * sqrt(w / ((double)in->recent_window_ms / 1000.0));
+    out->rising = r > w + noise;
+    out->arrival_rps = out->rising ? r : w;
     double q = isfinite(in->queue_depth) && in->queue_depth > 0 ? in->queue_depth : 0;
     /* While replicas asked for are still starting, the queue they will drain
      * is already paid for: growing the ask with a queue that only waits for
      * them is the overshoot of a backlog counted twice. */
-    if (horizon_ms > 0 && in->ready_replicas >= in->current_replicas)
+    /* What the ready replicas' headroom drains before any replica asked for
+     * now could start serving needs no new one. */
+    if (lead_ms > 0 && replica_rps > 0 && in->ready_replicas > 0) {
+        double headroom = in->ready_replicas * replica_rps - out->arrival_rps;
+        if (headroom > 0)
+            q -= headroom * ((double)lead_ms / 1000.0);
+    }
+    if (horizon_ms > 0 && q > 0 && in->ready_replicas >= in->current_replicas)
         out->drain_rps = q / (horizon_ms / 1000.0);
     out->rate_rps = out->arrival_rps + out->drain_rps;
 }

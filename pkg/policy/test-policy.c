@@ -222,6 +222,7 @@ struct xtick {
     int want;
     enum policy_reason reason;
     bool untrusted, seasonal_off;
+    double likely; /* the plan's likely peak; 0: the same as plan */
 };
 
 static void run_xtable(const struct policy_config *cfg, const struct xtick *rows, size_t n)
@@ -245,6 +246,7 @@ static void run_xtable(const struct policy_config *cfg, const struct xtick *rows
             .queue_depth = r->queue,
             .have_forecast = r->plan != NOFC,
             .forecast_rate = r->plan,
+            .forecast_likely = r->likely > 0 ? r->likely : NAN,
             .forecast_trusted = !r->untrusted,
             .forecast_seasonal = !r->seasonal_off,
         };
@@ -270,43 +272,54 @@ static void test_predictive(void **s)
     /* 8 req/s per replica (target 0.8 x 10): a plan of 48 req/s needs 6 */
     const struct xtick out_rows[] = {
         /* a trusted plan above the count acts at once, ahead of load */
-        {0, 4, 4, 24, -1, -1, 48, 6, POLICY_PREDICTIVE_SCALE_OUT, 0, 0},
-        {15, 6, 4, 24, -1, -1, 48, 6, POLICY_HOLD_WITHIN_BAND, 0, 0},
+        {0, 4, 4, 24, -1, -1, 48, 6, POLICY_PREDICTIVE_SCALE_OUT, 0, 0, 0},
+        {15, 6, 4, 24, -1, -1, 48, 6, POLICY_HOLD_WITHIN_BAND, 0, 0, 0},
         /* the plan drops: no scale-in while replicas asked for are starting */
-        {30, 6, 4, 24, -1, -1, 20, 6, POLICY_HOLD_BELOW_WAITING, 0, 0},
+        {30, 6, 4, 24, -1, -1, 20, 6, POLICY_HOLD_BELOW_WAITING, 0, 0, 0},
     };
     run_xtable(&c, out_rows, UTIL_ARRAY_LEN(out_rows));
     const struct xtick in_rows[] = {
-        {0, 6, 6, 24, -1, -1, 48, 6, POLICY_HOLD_WITHIN_BAND, 0, 0},
+        {0, 6, 6, 24, -1, -1, 48, 6, POLICY_HOLD_WITHIN_BAND, 0, 0, 0},
         /* stabilization: the last 2 min needed 7 (48 / 7.6 per replica) */
-        {15, 6, 6, 24, -1, -1, 20, 6, POLICY_HOLD_BELOW_WAITING, 0, 0},
-        {119.9, 6, 6, 24, -1, -1, 20, 6, POLICY_HOLD_BELOW_WAITING, 0, 0},
+        {15, 6, 6, 24, -1, -1, 20, 6, POLICY_HOLD_BELOW_WAITING, 0, 0, 0},
+        {119.9, 6, 6, 24, -1, -1, 20, 6, POLICY_HOLD_BELOW_WAITING, 0, 0, 0},
         /* the window no longer holds t=0: down to what demand needs at 95% of
          * 8 per replica (24 / 7.6 -> 4), not what the plan needs (20 -> 3) */
-        {120, 6, 6, 24, -1, -1, 20, 4, POLICY_PREDICTIVE_SCALE_IN, 0, 0},
+        {120, 6, 6, 24, -1, -1, 20, 4, POLICY_PREDICTIVE_SCALE_IN, 0, 0, 0},
         /* never below what the current demand needs, even with a plan of 0 */
-        {150, 4, 4, 24, -1, -1, 0, 4, POLICY_HOLD_WITHIN_BAND, 0, 0},
-        {300, 4, 4, 24, -1, -1, 0, 4, POLICY_HOLD_WITHIN_BAND, 0, 0},
+        {150, 4, 4, 24, -1, -1, 0, 4, POLICY_HOLD_WITHIN_BAND, 0, 0, 0},
+        {300, 4, 4, 24, -1, -1, 0, 4, POLICY_HOLD_WITHIN_BAND, 0, 0, 0},
         /* hysteresis: 23 req/s fits 3 at 8 per replica but not at 7.6 */
-        {315, 4, 4, 23, -1, -1, 0, 4, POLICY_HOLD_WITHIN_BAND, 0, 0},
-        {600, 4, 4, 23, -1, -1, 0, 4, POLICY_HOLD_WITHIN_BAND, 0, 0},
+        {315, 4, 4, 23, -1, -1, 0, 4, POLICY_HOLD_WITHIN_BAND, 0, 0, 0},
+        {600, 4, 4, 23, -1, -1, 0, 4, POLICY_HOLD_WITHIN_BAND, 0, 0, 0},
     };
     run_xtable(&c, in_rows, UTIL_ARRAY_LEN(in_rows));
 
     /* a level-only plan (no season yet) adds nothing while load falls, and
      * an untrusted plan is ignored */
     const struct xtick guard[] = {
-        {0, 4, 4, 24, 20, -1, 48, 4, POLICY_HOLD_WITHIN_BAND, 0, 1},
-        {15, 4, 4, 24, 26, -1, 48, 6, POLICY_PREDICTIVE_SCALE_OUT, 0, 1},
-        {30, 6, 6, 24, 24, -1, 100, 6, POLICY_HOLD_BELOW_WAITING, 1, 0},
+        {0, 4, 4, 24, 20, -1, 48, 4, POLICY_HOLD_WITHIN_BAND, 0, 1, 0},
+        {15, 4, 4, 24, 26, -1, 48, 6, POLICY_PREDICTIVE_SCALE_OUT, 0, 1, 0},
+        {30, 6, 6, 24, 24, -1, 100, 6, POLICY_HOLD_BELOW_WAITING, 1, 0, 0},
     };
     run_xtable(&c, guard, UTIL_ARRAY_LEN(guard));
+
+    /* scale-out follows the plan's likely peak; its upper bound only holds
+     * replicas: an upper of 48 (6) with a likely 30 (4) adds nothing to 4,
+     * a likely 40 goes to 5, and the upper keeps the 5 while it stands */
+    const struct xtick likely[] = {
+        {0, 4, 4, 24, -1, -1, 48, 4, POLICY_HOLD_WITHIN_BAND, 0, 0, 30},
+        {15, 4, 4, 24, -1, -1, 48, 5, POLICY_PREDICTIVE_SCALE_OUT, 0, 0, 40},
+        {30, 5, 5, 24, -1, -1, 48, 5, POLICY_HOLD_WITHIN_BAND, 0, 0, 20},
+        {300, 5, 5, 24, -1, -1, 48, 5, POLICY_HOLD_WITHIN_BAND, 0, 0, 20},
+    };
+    run_xtable(&c, likely, UTIL_ARRAY_LEN(likely));
 
     /* predictive off ignores the plan and keeps the hysteresis rule */
     c.predictive = false;
     const struct xtick off[] = {
-        {0, 4, 4, 24, -1, -1, 48, 4, POLICY_HOLD_WITHIN_BAND, 0, 0},
-        {15, 8, 8, 24, -1, -1, 0, 8, POLICY_HOLD_BELOW_WAITING, 0, 0},
+        {0, 4, 4, 24, -1, -1, 48, 4, POLICY_HOLD_WITHIN_BAND, 0, 0, 0},
+        {15, 8, 8, 24, -1, -1, 0, 8, POLICY_HOLD_BELOW_WAITING, 0, 0, 0},
     };
     run_xtable(&c, off, UTIL_ARRAY_LEN(off));
 }
@@ -349,10 +362,11 @@ static void test_sla_sizing(void **s)
     assert_true(sz.from_sla);
 }
 
-/* The real-cluster step: 6 -> 18 req/s on pods of 10 req/s (0.2 s service
- * time, 2 slots), 20 s cold start, scale-out-after 20 s, 5 s ticks, a 60 s
- * rate window. The demand stage sees the step in the last tick's rate and in
- * the queue, so the first write asks for what the step needs. */
+/* A 3x step, 4 -> 12 req/s, on one pod of 10 req/s (0.2 s service time, 2
+ * slots, so 5.44 req/s meets a p99 of 1 s), 20 s cold start, scale-out-after
+ * 20 s, 5 s ticks, a 60 s rate window. The window average lags the step; the
+ * demand stage sees it in the last tick's rate and in the queue, so the first
+ * write comes on the first tick after the step and asks for what it needs. */
 static void test_step_first_write(void **s)
 {
     (void)s;
@@ -370,27 +384,74 @@ static void test_step_first_write(void **s)
     double queue = 0;
     int first_write = -1, asked = 0;
     for (int t = 0; t <= 60 && first_write < 0; t += 5) {
-        /* window rate: the average of 6 before the step (t=0) and 18 after,
-         * completions capped at the one pod's 10 req/s; the queue grows by
-         * the excess */
-        double window = (6.0 * (60 - t) + 18.0 * t) / 60.0;
-        double done = (6.0 * (60 - t) + 10.0 * t) / 60.0;
+        /* the window average of 4 before the step (at t=0) and 12 after; the
+         * pod completes 10 req/s and the queue grows by the excess */
+        double window = (4.0 * (60 - t) + 12.0 * t) / 60.0;
         struct policy_input in = {.now_ms = S(t), .current_replicas = 1, .ready_replicas = 1,
                                   .gpus_per_replica = 1, .metrics_valid = true,
                                   .metrics_time_ms = S(t), .request_rate = window,
-                                  .recent_rate = t > 0 ? 18 : 6, .p99_latency_ms = -1,
+                                  .recent_rate = t > 0 ? 12 : 4, .recent_window_ms = 5000,
+                                  .p99_latency_ms = -1,
                                   .queue_depth = queue};
-        (void)done;
         policy_decide(&c, &st, &in, &d);
         if (d.desired != 1) {
             first_write = t;
             asked = d.desired;
         }
-        queue += 8 * 5;
+        queue += (12 - 10) * 5;
     }
-    if (first_write < 0 || first_write > 26 || asked < 3)
+    /* 12 req/s / 5.44 per replica -> 3 */
+    if (first_write != 5 || asked < 3)
         fail_msg("first write at %ds asking %d (%s)", first_write, asked, d.explain);
     assert_int_equal(d.reason, POLICY_SLA_SCALE_OUT);
+    assert_non_null(strstr(d.explain, "1 -> "));
+}
+
+/* The demand stage: the last tick's rate wins over the window's only beyond
+ * Poisson noise; the queue drains within the horizon unless replicas start. */
+static void test_demand(void **s)
+{
+    (void)s;
+    struct policy_demand d;
+    struct policy_input in = {.current_replicas = 1, .ready_replicas = 1, .request_rate = 6,
+                              .recent_rate = 9, .recent_window_ms = 2000, .queue_depth = -1};
+    /* 6 req/s over 2 s: a standard error of 1.73 req/s, so 9 is noise */
+    policy_demand(&in, 60000, 0, 10, &d);
+    assert_false(d.rising);
+    assert_true(fabs(d.arrival_rps - 6) < 1e-9);
+    /* a 3x step is not */
+    in.recent_rate = 18;
+    policy_demand(&in, 60000, 0, 10, &d);
+    assert_true(d.rising);
+    assert_true(fabs(d.arrival_rps - 18) < 1e-9);
+    /* over a longer span the same excess is significant: 9 vs 6 over 30 s */
+    in.recent_rate = 9;
+    in.recent_window_ms = 30000;
+    policy_demand(&in, 60000, 0, 10, &d);
+    assert_true(d.rising);
+    /* an unknown span trusts the last tick as is; a dip is never believed */
+    in.recent_window_ms = 0;
+    in.recent_rate = 6.5;
+    policy_demand(&in, 60000, 0, 10, &d);
+    assert_true(fabs(d.arrival_rps - 6.5) < 1e-9);
+    in.recent_rate = 1;
+    policy_demand(&in, 60000, 0, 10, &d);
+    assert_true(fabs(d.arrival_rps - 6) < 1e-9);
+    /* 120 queued drain within the 60 s horizon: +2 req/s, but not while a
+     * replica asked for is starting */
+    in.queue_depth = 120;
+    policy_demand(&in, 60000, 0, 10, &d);
+    assert_true(fabs(d.rate_rps - 8) < 1e-9);
+    in.current_replicas = 2;
+    policy_demand(&in, 60000, 0, 10, &d);
+    assert_true(fabs(d.rate_rps - 6) < 1e-9);
+    /* the ready replica's headroom (10 - 6 req/s) drains 80 of the 120
+     * within a 20 s cold start: the other 40 over 60 s */
+    in.current_replicas = 1;
+    policy_demand(&in, 60000, 20000, 10, &d);
+    assert_true(fabs(d.drain_rps - 40.0 / 60) < 1e-9);
+    policy_demand(&in, 60000, 30000, 10, &d);
+    assert_true(d.drain_rps == 0);
 }
 
 static void test_explanations_agree(void **s)
@@ -416,8 +477,10 @@ static void test_explanations_agree(void **s)
     in = (struct policy_input){.now_ms = S(15), .current_replicas = 4, .ready_replicas = 4,
                                .gpus_per_replica = 1, .metrics_valid = true,
                                .metrics_time_ms = S(15), .request_rate = 10,
-                               .recent_rate = -1, .p99_latency_ms = -1, .queue_depth = -1, .have_forecast = true,
-                               .forecast_rate = 32, .forecast_trusted = false};
+                               .recent_rate = -1, .p99_latency_ms = -1, .queue_depth = -1,
+                               .have_forecast = true,
+                               .forecast_rate = 32, .forecast_likely = NAN,
+                               .forecast_trusted = false};
     policy_decide(&c, &st, &in, &d);
     assert_int_equal(d.reason, POLICY_HOLD_BELOW_WAITING);
     assert_null(strstr(d.explain, "forecast"));
@@ -428,7 +491,7 @@ static void test_explanations_agree(void **s)
     in.now_ms = in.metrics_time_ms = S(30);
     policy_decide(&c, &st, &in, &d);
     assert_int_equal(d.desired, 4);
-    assert_non_null(strstr(d.explain, "forecast peak 32"));
+    assert_non_null(strstr(d.explain, "upper bound 32 req/s keeps"));
     assert_true(fabs(d.forecast_requests_per_gpu - 8) < 1e-9);
     /* pinned at max while the rule wants more: want says how many */
     c.max_replicas = 4;
@@ -621,6 +684,7 @@ int main(void)
         cmocka_unit_test(test_missing_metrics_hold),
         cmocka_unit_test(test_predictive),
         cmocka_unit_test(test_sla_sizing),
+        cmocka_unit_test(test_demand),
         cmocka_unit_test(test_step_first_write),
         cmocka_unit_test(test_explanations_agree),
         cmocka_unit_test(test_latency_guard),

@@ -34,9 +34,12 @@ struct op {
     void *arg;
     struct scrape_result r;
     char ns[254], deploy[254];
-    /* seed */
+    /* seed (f set) or range (f NULL: collect the points) */
     promql_seed_cb seed_cb;
+    promql_range_cb range_cb;
     struct forecast *f;
+    struct promql_range_result rr;
+    size_t pts_cap;
     char *query;
     int64_t next_ms, end_ms, step_ms;
     struct promql_seed_result sr;
@@ -240,6 +243,7 @@ static void op_free(struct op *o)
     if (o->next)
         o->next->prev = o->prev;
     xfree(o->query);
+    promql_series_free(&o->rr.series);
     xfree(o);
     maybe_free(p);
 }
@@ -306,6 +310,25 @@ static void get_done(struct op *o, int slot, int err, const struct httpc_resp *r
 
 static void seed_step(struct op *o);
 
+/* Append a chunk's points to a range query's series, up to the cap. */
+static void range_collect(struct op *o, const struct promql_series *s)
+{
+    struct promql_series *out = &o->rr.series;
+    if (out->npoints + s->npoints > PROMQL_MAX_RANGE_POINTS) {
+        o->sr.err = -E2BIG;
+        snprintf(o->sr.why, sizeof(o->sr.why), "more than %d points in the range",
+                 PROMQL_MAX_RANGE_POINTS);
+        return;
+    }
+    if (out->npoints + s->npoints > o->pts_cap) {
+        o->pts_cap = UTIL_MAX(o->pts_cap * 2, out->npoints + s->npoints);
+        out->points = xrealloc(out->points, o->pts_cap * sizeof(*out->points));
+    }
+    for (size_t i = 0; i < s->npoints; i++) /* chunks do not overlap; keep the order */
+        if (out->npoints == 0 || s->points[i].t_ms > out->points[out->npoints - 1].t_ms)
+            out->points[out->npoints++] = s->points[i];
+}
+
 static void on_done(struct httpc_req *req, int err, const struct httpc_resp *resp, void *arg)
 {
     struct op *o = arg;
@@ -316,7 +339,9 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
         struct promql_series s;
         char why[200];
         int rc = answer(err, resp, &s, why, sizeof(why));
-        if (rc == 0) {
+        if (rc == 0 && !o->f) {
+            range_collect(o, &s);
+        } else if (rc == 0) {
             for (size_t i = 0; i < s.npoints; i++) {
                 double v = s.points[i].v;
                 if (isfinite(v) && v >= 0 && forecast_observe(o->f, s.points[i].t_ms, v) == 0)
@@ -411,7 +436,19 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
 
 static void seed_finish(struct op *o)
 {
-    o->seed_cb(&o->sr, o->arg);
+    if (o->range_cb) {
+        o->rr.err = o->sr.err;
+        memcpy(o->rr.why, o->sr.why, sizeof(o->rr.why));
+        if (o->rr.err == 0 && o->rr.series.npoints == 0) {
+            o->rr.err = -ENODATA;
+            snprintf(o->rr.why, sizeof(o->rr.why), "no data in the range");
+        }
+        if (o->rr.err != 0)
+            promql_series_free(&o->rr.series);
+        o->range_cb(&o->rr, o->arg);
+    } else {
+        o->seed_cb(&o->sr, o->arg);
+    }
     op_free(o);
 }
 
@@ -489,6 +526,44 @@ int promql_seed(struct promql *p, const struct promql_target *t, int64_t now_ms,
     snprintf(o->ns, sizeof(o->ns), "%s", t->ns);
     snprintf(o->deploy, sizeof(o->deploy), "%s", t->deployment);
     rc = seed_send(o, err, errlen);
+    if (rc < 0) {
+        xfree(o->query);
+        xfree(o);
+        return rc;
+    }
+    op_link(o);
+    return 0;
+}
+
+int promql_range(struct promql *p, const char *query, int64_t start_ms, int64_t end_ms,
+                 int64_t step_ms, promql_range_cb cb, void *arg, char *err, size_t errlen)
+{
+    if (errlen)
+        err[0] = '\0';
+    if (p->closing)
+        return -ESHUTDOWN;
+    if (!cb || !query || !*query || step_ms <= 0 || start_ms < 0 || start_ms >= end_ms) {
+        snprintf(err, errlen, "a range query needs a query, a positive step and start < end");
+        return -EINVAL;
+    }
+    if (strlen(query) >= PROMQL_MAX_QUERY) {
+        snprintf(err, errlen, "the query is longer than %d bytes", PROMQL_MAX_QUERY - 1);
+        return -EINVAL;
+    }
+    if ((end_ms - start_ms) / step_ms + 1 > PROMQL_MAX_RANGE_POINTS) {
+        snprintf(err, errlen, "the range has more than %d steps", PROMQL_MAX_RANGE_POINTS);
+        return -E2BIG;
+    }
+    struct op *o = xcalloc(1, sizeof(*o));
+    o->p = p;
+    o->is_seed = true;
+    o->range_cb = cb;
+    o->arg = arg;
+    o->query = xstrdup(query);
+    o->step_ms = step_ms;
+    o->end_ms = end_ms;
+    o->next_ms = start_ms;
+    int rc = seed_send(o, err, errlen);
     if (rc < 0) {
         xfree(o->query);
         xfree(o);

@@ -159,6 +159,33 @@ int promql_seed(struct promql *p, const struct promql_target *t, int64_t now_ms,
                 int64_t lookback_ms, int64_t step_ms, struct forecast *f, promql_seed_cb cb,
                 void *arg, char *err, size_t errlen);
 
+/** Most points promql_range() collects (a year at 10 s, 46 days at 1 s). */
+#define PROMQL_MAX_RANGE_POINTS 4000000
+
+/** Outcome of promql_range. */
+struct promql_range_result {
+    int err;                    /**< 0, -ENODATA (no point at all), -E2BIG (over
+                                     PROMQL_MAX_RANGE_POINTS) or the first failure's errno */
+    struct promql_series series;/**< the points, oldest first, NaN and Inf included; the
+                                     callback may take them (then set points NULL, npoints 0),
+                                     else they are freed after it returns */
+    char why[200];              /**< when err: one line */
+};
+typedef void (*promql_range_cb)(struct promql_range_result *r, void *arg);
+
+/**
+ * Range query of a literal PromQL expression q (no placeholders are
+ * expanded; it must return one series) over [start_ms, end_ms] at step_ms
+ * (UNIX ms) through /api/v1/query_range, in chunks of at most 10,000 steps,
+ * oldest first. A chunk without data is skipped (the series did not exist
+ * yet); any other failure ends the query. Returns 0 and calls cb exactly
+ * once later from the loop, or a negative errno (cb is never called):
+ * -EINVAL (empty or too long query, step <= 0, start >= end), -E2BIG (more
+ * than PROMQL_MAX_RANGE_POINTS steps), -ESHUTDOWN (closing); err says why.
+ */
+int promql_range(struct promql *p, const char *q, int64_t start_ms, int64_t end_ms,
+                 int64_t step_ms, promql_range_cb cb, void *arg, char *err, size_t errlen);
+
 typedef void (*promql_close_cb)(void *arg);
 /** Cancel running queries (their callbacks run with an invalid result /
  *  -ECANCELED), free everything once they have, then call cb (may be NULL). */

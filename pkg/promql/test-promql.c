@@ -251,6 +251,17 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
         assert_true(param(req->target, "end", end, sizeof(end)));
         assert_true(param(req->target, "step", step, sizeof(step)));
         double s = strtod(start, NULL), e = strtod(end, NULL), st = strtod(step, NULL);
+        f->range_requests++;
+        if (f->mode == FAKE_BAD_QUERY) {
+            json(c, 400, "{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":\"parse "
+                         "error\"}");
+            return;
+        }
+        if (f->mode == FAKE_EMPTY) {
+            json(c, 200, "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\","
+                         "\"result\":[]}}");
+            return;
+        }
         struct util_buf b = {0};
         util_buf_puts(&b, "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":"
                           "[{\"metric\":{},\"values\":[");
@@ -260,7 +271,6 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
             f->range_points++;
         }
         util_buf_puts(&b, "]}]}}");
-        f->range_requests++;
         json(c, 200, b.data);
         util_buf_free(&b);
         return;
@@ -314,6 +324,19 @@ static void on_seed(const struct promql_seed_result *r, void *arg)
 static void on_closed(void *arg)
 {
     ((struct fx *)arg)->closes++;
+}
+
+static int ranges;
+static struct promql_range_result range_res;
+
+static void on_range(struct promql_range_result *r, void *arg)
+{
+    struct fx *f = arg;
+    f->seeds++;
+    ranges++;
+    range_res = *r; /* take the series */
+    r->series.points = NULL;
+    r->series.npoints = 0;
 }
 
 static void write_token(struct fx *f, const char *tok)
@@ -478,6 +501,62 @@ static void test_seed_chunks(void **state)
     fx_finish(f);
 }
 
+/* promql_range: the literal query in chunks of at most 10,000 steps, every
+ * point kept (NaN too), oldest first; errors and no data reported once. */
+static void test_range(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(NULL);
+    char err[160];
+    const char *q = "sum(rate(vllm:request_success_total{namespace=\"a\"}[5m]))";
+    ranges = 0;
+    assert_int_equal(promql_range(f->pq, q, 1700000000000 - 25000000, 1700000000000, 1000,
+                                  on_range, f, err, sizeof(err)),
+                     0);
+    run_until(f, &f->seeds, 1);
+    assert_int_equal(ranges, 1);
+    assert_int_equal(range_res.err, 0);
+    assert_string_equal(f->last_query, q);
+    assert_int_equal(f->range_requests, 3);
+    assert_int_equal(range_res.series.npoints, 25001);
+    size_t nan = 0;
+    for (size_t i = 0; i < range_res.series.npoints; i++) {
+        assert_int_equal(range_res.series.points[i].t_ms,
+                         1700000000000 - 25000000 + (int64_t)i * 1000);
+        nan += isnan(range_res.series.points[i].v);
+    }
+    assert_int_equal(nan, (25001 + 3) / 7);
+    promql_series_free(&range_res.series);
+
+    /* a query Prometheus refuses, and one without data */
+    f->mode = FAKE_BAD_QUERY;
+    assert_int_equal(promql_range(f->pq, q, 1700000000000 - 60000, 1700000000000, 1000, on_range,
+                                  f, err, sizeof(err)),
+                     0);
+    run_until(f, &f->seeds, 2);
+    assert_int_equal(range_res.err, -EPROTO);
+    assert_non_null(strstr(range_res.why, "HTTP 400"));
+    assert_non_null(strstr(range_res.why, "parse error"));
+    assert_int_equal(range_res.series.npoints, 0);
+    f->mode = FAKE_EMPTY;
+    assert_int_equal(promql_range(f->pq, q, 1700000000000 - 60000, 1700000000000, 1000, on_range,
+                                  f, err, sizeof(err)),
+                     0);
+    run_until(f, &f->seeds, 3);
+    assert_int_equal(range_res.err, -ENODATA);
+    assert_int_equal(ranges, 3);
+    /* refused before sending: the callback is never called */
+    assert_int_equal(promql_range(f->pq, "", 0, 1000, 1000, on_range, f, err, sizeof(err)),
+                     -EINVAL);
+    assert_int_equal(promql_range(f->pq, q, 5000, 1000, 1000, on_range, f, err, sizeof(err)),
+                     -EINVAL);
+    assert_int_equal(promql_range(f->pq, q, 0, (int64_t)PROMQL_MAX_RANGE_POINTS * 1000, 1000,
+                                  on_range, f, err, sizeof(err)),
+                     -E2BIG);
+    assert_int_equal(ranges, 3);
+    fx_finish(f);
+}
+
 static void test_close_inflight(void **state)
 {
     (void)state;
@@ -508,7 +587,7 @@ int main(void)
         cmocka_unit_test(test_defaults),           cmocka_unit_test(test_expand),
         cmocka_unit_test(test_parse),              cmocka_unit_test(test_client_results),
         cmocka_unit_test(test_client_unreachable), cmocka_unit_test(test_seed_chunks),
-        cmocka_unit_test(test_close_inflight),
+        cmocka_unit_test(test_close_inflight),     cmocka_unit_test(test_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -95,6 +95,7 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
 {
     memset(out, 0, sizeof(*out));
     out->request_rate = NAN;
+    out->recent_rate = NAN;
     out->inflight = -1;
     out->queued = -1;
     out->p99_ms = -1;
@@ -109,6 +110,8 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
                                                                          sizeof(int64_t));
     size_t ncounted = 0;
     int64_t span = 0;
+    double recent = 0;
+    bool recent_ok = true;
     bool any_inflight = false, any_queued = false, any_req = false;
     int64_t fresh = 3 * interval_ms;
 
@@ -132,6 +135,13 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
             continue;
         }
         out->pods_counted++;
+        double rinc;
+        int64_t rsp;
+        if (scrape_ring_increase(&st->requests, now_ms, 2 * interval_ms + interval_ms / 2, &rinc,
+                                 &rsp) == 0 && rsp > 0)
+            recent += rinc / ((double)rsp / 1000.0);
+        else
+            recent_ok = false;
         incs[ncounted] = inc;
         spans[ncounted] = sp;
         ages[ncounted] = now_ms - st->since_ms;
@@ -185,6 +195,7 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
                           : incs[k] / ((double)spans[k] / 1000.0);
         }
         out->request_rate = rate;
+        out->recent_rate = recent_ok ? recent : NAN;
         out->inflight = spec->inflight_metric[0] && any_inflight ? inflight : -1;
         out->queued = spec->queue_metric[0] && any_queued ? queued : -1;
         double q = win && spec->latency_metric[0]

@@ -65,6 +65,8 @@ struct scrape_result {
     bool valid;             /**< false: hold (too many pods missing, or no data yet) */
     int64_t time_ms;        /**< newest sample time used */
     double request_rate;    /**< req/s summed over the counted pods; NAN when !valid */
+    double recent_rate;     /**< the same over the newest two scrape intervals only (what a
+                                 step looks like before the window sees it); NAN unknown */
     double inflight;        /**< running requests, < 0 unknown */
     double queued;          /**< waiting requests, < 0 unknown */
     double p99_ms;          /**< p99 latency over the rate window, < 0 unknown */

@@ -155,6 +155,46 @@ static void test_counter_reset(void **state)
     scrape_podstate_free(&st, NULL);
 }
 
+/* recent_rate: the rate over the newest two intervals, summed over pods, so a
+ * step shows before the rate window sees it; NAN when a counted pod has
+ * fewer than two samples in that span. */
+static void test_recent_rate(void **state)
+{
+    (void)state;
+    struct scrape_podstate st[2];
+    double v[2] = {0, 0};
+    for (int p = 0; p < 2; p++)
+        scrape_podstate_init(&st[p], 0, RING);
+    for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
+        /* 10 req/s each until the last two intervals, then 30 req/s */
+        double r = t > NOW - 2 * IV ? 30 : 10;
+        for (int p = 0; p < 2; p++) {
+            v[p] += r * IV / 1000.0;
+            add(&st[p], t, v[p]);
+        }
+    }
+    struct scrape_agg_pod ap[2] = {{&st[0], 1}, {&st[1], 1}};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_result r;
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_true(fabs(r.recent_rate - 60) < 1e-9);
+    assert_true(r.request_rate > 20 && r.request_rate < 30);
+
+    /* a pod with one sample in the recent span: unknown */
+    scrape_podstate_free(&st[1], NULL);
+    scrape_podstate_init(&st[1], 0, RING);
+    add(&st[1], NOW - WIN / 2, 0);
+    add(&st[1], NOW - WIN / 4, 100);
+    add(&st[1], NOW, 200);
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_true(isnan(r.recent_rate));
+    for (int p = 0; p < 2; p++)
+        scrape_podstate_free(&st[p], NULL);
+}
+
 static void add_hist(struct scrape_podstate *st, struct scrape_window *w, int64_t t, double n,
                      const double *cdf, double running)
 {
@@ -286,7 +326,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counting_rules),     cmocka_unit_test(test_counter_reset),
         cmocka_unit_test(test_latency_and_gauges), cmocka_unit_test(test_absent_counter),
-        cmocka_unit_test(test_window),
+        cmocka_unit_test(test_window),            cmocka_unit_test(test_recent_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "forecast/forecast.h"
 #include "util/util.h"
 
 enum kind { K_NUM, K_INT, K_DUR, K_POLICIES };
@@ -40,6 +41,8 @@ static const struct key keys[] = {
     {"duration", K_DUR, OFF(duration_ms), 0, 365 * D_MS, false, "score this long, 0 = to the end"},
     {"warmup", K_DUR, OFF(warmup_ms), 0, 365 * D_MS, false,
      "replay this much before start without scoring it"},
+    {"serve-capacity-per-gpu", K_NUM, OFF(serve_capacity), 0, 1e6, false,
+     "the simulated GPUs' true requests/s, 0 = capacity-per-gpu (required with auto)"},
     {"initial-replicas", K_INT, OFF(initial_replicas), 0, 10000, false,
      "replicas ready at the first second, 0 = what the load needs"},
     {"decision-interval", K_DUR, OFF(policy.decision_interval_ms), S_MS, H_MS, false,
@@ -157,6 +160,21 @@ void sim_config_demo(struct sim_config *cfg)
     cfg->start_ms = 2 * 86400 * 1000LL;
     cfg->warmup_ms = 2 * 86400 * 1000LL;
     cfg->duration_ms = 0;
+}
+
+void sim_forecast_config(const struct sim_config *cfg, struct forecast_config *out)
+{
+    struct policy_config pcfg = cfg->policy;
+    pcfg.predictive = true;
+    forecast_config_init(out);
+    out->season_ms = pcfg.seasonality_ms;
+    out->quantile = pcfg.forecast_quantile;
+    out->rate_floor = policy_rate_floor(&pcfg);
+}
+
+double sim_config_capacity(const struct sim_config *cfg)
+{
+    return cfg->serve_capacity > 0 ? cfg->serve_capacity : cfg->policy.capacity_rps_per_gpu;
 }
 
 size_t sim_config_key_count(void)
@@ -309,6 +327,12 @@ int sim_config_validate(const struct sim_config *cfg, char *err, size_t errlen)
                  "policy) or sla");
         return -EINVAL;
     }
+    if (p->capacity_auto && !(cfg->serve_capacity > 0)) {
+        snprintf(err, errlen,
+                 "serve-capacity-per-gpu: with capacity-per-gpu auto the simulator needs the "
+                 "simulated GPUs' true capacity");
+        return -EINVAL;
+    }
     if (p->cold_start_ms > 86400 * 1000LL) {
         snprintf(err, errlen, "cold-start: more than one day is not a cold start");
         return -EINVAL;
@@ -328,8 +352,9 @@ int sim_config_validate(const struct sim_config *cfg, char *err, size_t errlen)
         return -EINVAL;
     }
     double gpus = sim_config_gpus(cfg);
-    double slots = cfg->policy.slots_per_gpu > 0 ? cfg->policy.slots_per_gpu
-                                          : p->capacity_rps_per_gpu * cfg->policy.service_time_ms / 1e3;
+    double slots = cfg->policy.slots_per_gpu > 0
+                       ? cfg->policy.slots_per_gpu
+                       : sim_config_capacity(cfg) * cfg->policy.service_time_ms / 1e3;
     if (gpus * slots > 100000) {
         snprintf(err, errlen,
                  "slots-per-gpu: %g concurrent requests per replica is more than the model's "

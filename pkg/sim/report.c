@@ -39,15 +39,14 @@ static double hpa_target(const struct sim_config *cfg)
 {
     return cfg->hpa.target_per_pod > 0 ? cfg->hpa.target_per_pod
                                        : cfg->policy.target_utilization *
-                                             cfg->policy.capacity_rps_per_gpu *
-                                             sim_config_gpus(cfg);
+                                             sim_config_capacity(cfg) * sim_config_gpus(cfg);
 }
 
 static double slots(const struct sim_config *cfg)
 {
     double s = cfg->policy.slots_per_gpu;
     if (!(s > 0))
-        s = cfg->policy.capacity_rps_per_gpu * cfg->policy.service_time_ms / 1e3;
+        s = sim_config_capacity(cfg) * cfg->policy.service_time_ms / 1e3;
     double c = round(sim_config_gpus(cfg) * s);
     return c < 1 ? 1 : c;
 }
@@ -74,10 +73,22 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
     util_buf_puts(b, "\n");
     dur(cfg->policy.service_time_ms, a, sizeof(a));
     dur(p->cold_start_ms, c, sizeof(c));
+    double cap = sim_config_capacity(cfg);
     util_buf_printf(b,
                     "  serving   %g GPUs/replica x %g req/s per GPU = %g req/s per replica; "
                     "service time %s; %g slots/replica; cold start %s\n",
-                    g, p->capacity_rps_per_gpu, g * p->capacity_rps_per_gpu, a, slots(cfg), c);
+                    g, cap, g * cap, a, slots(cfg), c);
+    if (p->capacity_auto) {
+        util_buf_printf(b, "  capacity  capacity-per-gpu auto (start %g req/s per GPU%s); learned:",
+                        p->capacity_start, p->capacity_start > 0 ? "" : ": none");
+        for (size_t i = 0; i < r->n; i++) {
+            const struct sim_policy_result *pr = &r->pol[i];
+            if (pr->policy == SIM_PREDICTIVE || pr->policy == SIM_REACTIVE)
+                util_buf_printf(b, " %s %.3g (%s)", sim_policy_name(pr->policy),
+                                pr->capacity_learned, pr->capacity_source);
+        }
+        util_buf_puts(b, "\n");
+    }
     dur(sim_config_sla_ms(cfg), a, sizeof(a));
     dur(cfg->interval_ms, c, sizeof(c));
     count(r->requests, d, sizeof(d));
@@ -254,7 +265,13 @@ void sim_report_json(struct util_buf *b, const struct sim_config *cfg,
     util_buf_json_str(b, "max_replicas_too_low");
     util_buf_puts(b, r->peak_need > cfg->policy.max_replicas ? ": true" : ": false");
     util_buf_puts(b, "},\n  \"parameters\": {");
-    jkv_num(b, "capacity-per-gpu", p->capacity_rps_per_gpu, true);
+    if (p->capacity_auto) {
+        util_buf_json_str(b, "capacity-per-gpu");
+        util_buf_puts(b, ": \"auto\", ");
+        jkv_num(b, "capacity-start", p->capacity_start, true);
+    } else
+        jkv_num(b, "capacity-per-gpu", p->capacity_rps_per_gpu, true);
+    jkv_num(b, "serve-capacity-per-gpu", sim_config_capacity(cfg), true);
     jkv_num(b, "gpus-per-replica", sim_config_gpus(cfg), true);
     jkv_dur(b, "service-time", cfg->policy.service_time_ms, true);
     jkv_num(b, "slots-per-replica", slots(cfg), true);
@@ -301,6 +318,13 @@ void sim_report_json(struct util_buf *b, const struct sim_config *cfg,
             jkv_num(b, "plan_coverage", x->plan_coverage, true);
             jkv_num(b, "plan_margin", x->plan_margin, true);
             jkv_num(b, "plans_resolved", (double)x->plan_resolved, true);
+        }
+        if (cfg->policy.capacity_auto && x->capacity_source) {
+            jkv_num(b, "capacity_learned", x->capacity_learned, true);
+            util_buf_json_str(b, "capacity_source");
+            util_buf_puts(b, ": ");
+            util_buf_json_str(b, x->capacity_source);
+            util_buf_puts(b, ", ");
         }
         jkv_num(b, "intervals", (double)x->intervals, true);
         jkv_num(b, "sla_violating_intervals", (double)x->sla_intervals, true);

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <stdlib.h>
 
+#include "capacity/capacity.h"
 #include "forecast/forecast.h"
 #include "util/util.h"
 
@@ -136,6 +137,8 @@ struct pass {
     struct pods pods;
     struct sim_queue q;
     struct ring arr;      /* prefix of arrivals */
+    struct ring served;   /* prefix of completions (capacity-per-gpu auto) */
+    struct capacity cap;  /* capacity-per-gpu auto: the estimator */
     struct ring per_pod;  /* prefix of arrivals per ready pod */
     struct sim_second *recent; /* last rate_s seconds, for the observed p99 */
     double *values;       /* HPA metric values, one per pod */
@@ -185,6 +188,42 @@ static void record_change(struct pass *ps, int64_t s, int32_t from, int32_t to,
         ps->hooks->on_scale(ps->pol, now_of(ps->rp, s), from, to, reason, ps->hooks->arg);
 }
 
+/* capacity-per-gpu auto: the estimator sees the serving model as the
+ * controller sees pods (completions, busy slots by Little's law, the queue);
+ * *use gets the policy configuration with the capacity in use. False when
+ * there is none yet: the caller holds. */
+static bool capacity_tick(struct pass *ps, int64_t s, int64_t win, double waiting,
+                          struct policy_config *use)
+{
+    const struct replay *rp = ps->rp;
+    *use = ps->pcfg;
+    if (!ps->pcfg.capacity_auto)
+        return true;
+    int64_t now = now_of(rp, s);
+    int32_t ready = ps->pods.nready;
+    double done = win > 0 ? (ring_get(&ps->served, s) - ring_get(&ps->served, s - win)) / win
+                          : NAN;
+    double busy = done * rp->model.service_s;
+    if (busy > (double)rp->model.servers * ready)
+        busy = (double)rp->model.servers * ready;
+    struct capacity_obs o = {.now_ms = now, .window_ms = win * 1000,
+                             .steady = win > 0 && ready > 0 && ready == ps->pods.n,
+                             .gpus = ready * rp->gpus, .completions_rps = done, .running = busy,
+                             .waiting = waiting, .slots_per_gpu = ps->pcfg.slots_per_gpu};
+    capacity_observe(&ps->cap, &o);
+    struct capacity_estimate e;
+    capacity_estimate(&ps->cap, now, ps->pcfg.slots_per_gpu, &e);
+    enum capacity_source src;
+    double c = capacity_in_use(&e, true, 0, ps->pcfg.capacity_start,
+                               ps->pcfg.target_utilization, &src);
+    ps->res->capacity_learned = e.value;
+    ps->res->capacity_source = capacity_source_name(src);
+    if (!(c > 0))
+        return false;
+    use->capacity_rps_per_gpu = c;
+    return true;
+}
+
 static void decide_policy(struct pass *ps, int64_t s)
 {
     const struct replay *rp = ps->rp;
@@ -202,6 +241,7 @@ static void decide_policy(struct pass *ps, int64_t s)
     in.request_rate = win > 0 ? (ring_get(&ps->arr, s) - ring_get(&ps->arr, s - win)) / win : 0;
     in.recent_rate =
         tick > 0 ? (ring_get(&ps->arr, s) - ring_get(&ps->arr, s - tick)) / tick : NAN;
+    in.recent_window_ms = tick * 1000;
     in.p99_latency_ms = -1;
     if (win > 0 && ps->pcfg.p99_latency_target_ms > 0)
         in.p99_latency_ms = 1000 * sim_latency_quantile(ps->recent, (size_t)rp->rate_s, 0.99);
@@ -222,25 +262,20 @@ static void decide_policy(struct pass *ps, int64_t s)
         if (forecast_predict(ps->fc, now, horizon, &fr) == 0) {
             in.have_forecast = true;
             in.forecast_rate = fr.upper;
+            in.forecast_likely = fr.likely;
             in.forecast_trusted = fr.trusted;
             in.forecast_seasonal = fr.seasonal;
             ps->forecast_rps = fr.upper;
             ps->res->plan_coverage = fr.coverage;
             ps->res->plan_margin = fr.margin;
             ps->res->plan_resolved = fr.coverage_n;
-            if (getenv("GPUSCALER_SIM_DEBUG2"))
-                fprintf(stderr, "FC t=%lld mean=%.1f upper=%.1f ev=%lld cov=%.3f\n",
-                        (long long)(s - rp->s_score), fr.mean, fr.upper, (long long)fr.evidence,
-                        fr.coverage);
         }
     }
+    struct policy_config use;
+    if (!capacity_tick(ps, s, win, in.queue_depth, &use))
+        return; /* capacity-per-gpu auto with nothing seen yet: hold */
     struct policy_decision d;
-    policy_decide(&ps->pcfg, &ps->pst, &in, &d);
-    if (getenv("GPUSCALER_SIM_DEBUG") && ps->pol == SIM_PREDICTIVE && s >= rp->s_score)
-        fprintf(stderr, "DBG t=%lld rate=%.1f recent=%.1f fc=%.1f tr=%d need=%d/%d cur=%d ready=%d %s | %s\n",
-                (long long)(s - rp->s_score), in.request_rate, in.recent_rate, in.forecast_rate,
-                in.forecast_trusted, d.need_now, d.need_forecast, ps->pods.n, ps->pods.nready,
-                policy_reason_name(d.reason), d.explain);
+    policy_decide(&use, &ps->pst, &in, &d);
     if (d.desired != ps->pods.n) {
         int32_t from = ps->pods.n;
         pods_resize(&ps->pods, d.desired, now, ps->pcfg.cold_start_ms);
@@ -343,11 +378,19 @@ static int run_pass(const struct replay *rp, enum sim_policy pol, const int32_t 
     policy_state_init(&ps.pst);
     if (pol == SIM_PREDICTIVE) {
         struct forecast_config fcfg;
-        forecast_config_init(&fcfg);
-        fcfg.season_ms = ps.pcfg.seasonality_ms;
-        fcfg.quantile = ps.pcfg.forecast_quantile;
-        fcfg.rate_floor = policy_rate_floor(&ps.pcfg);
-        ps.fc = forecast_new(&fcfg);
+        sim_forecast_config(cfg, &fcfg);
+        if (cfg->forecast_seed) {
+            char why[160];
+            ps.fc = forecast_deserialize(&fcfg, cfg->forecast_seed, cfg->forecast_seed_len, why,
+                                         sizeof(why));
+            if (!ps.fc) {
+                snprintf(err, errlen, "forecast seed: %s", why);
+                rc = -EINVAL;
+                goto out;
+            }
+        } else {
+            ps.fc = forecast_new(&fcfg);
+        }
         if (!ps.fc) {
             snprintf(err, errlen,
                      "seasonality/forecast-quantile: the forecaster rejects them (season must be "
@@ -361,8 +404,11 @@ static int run_pass(const struct replay *rp, enum sim_policy pol, const int32_t 
 
     int64_t span = UTIL_MAX(rp->rate_s, (cfg->hpa.metric_window_ms + cfg->hpa.metric_delay_ms) /
                                             1000) + 2;
-    ps.arr.n = ps.per_pod.n = span;
+    ps.arr.n = ps.per_pod.n = ps.served.n = span;
     ps.arr.v = xcalloc((size_t)span, sizeof(double));
+    ps.served.v = xcalloc((size_t)span, sizeof(double));
+    capacity_init(&ps.cap);
+    res->capacity_learned = NAN;
     ps.per_pod.v = xcalloc((size_t)span, sizeof(double));
     ps.recent = xcalloc((size_t)rp->rate_s, sizeof(*ps.recent));
     secs = xcalloc((size_t)rp->interval_s, sizeof(*secs));
@@ -398,9 +444,11 @@ static int run_pass(const struct replay *rp, enum sim_policy pol, const int32_t 
         double a = arrivals_at(rp, s);
         struct sim_second sec;
         int32_t ready = ps.pods.nready;
+        double backlog = ps.q.backlog;
         sim_serve_second(&rp->model, &ps.q, ready, a, &sec);
         ps.recent[s % rp->rate_s] = sec;
         ring_set(&ps.arr, s + 1, ring_get(&ps.arr, s) + a);
+        ring_set(&ps.served, s + 1, ring_get(&ps.served, s) + a + backlog - ps.q.backlog);
         ring_set(&ps.per_pod, s + 1, ring_get(&ps.per_pod, s) + (ready > 0 ? a / ready : 0));
         if (s < rp->s_score)
             continue;
@@ -431,6 +479,7 @@ out:
     sim_hpa_free(ps.hpa);
     xfree(ps.pods.ready_at);
     xfree(ps.arr.v);
+    xfree(ps.served.v);
     xfree(ps.per_pod.v);
     xfree(ps.recent);
     xfree(ps.values);
@@ -491,7 +540,7 @@ int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct s
                               "must be at least 1s");
         return -EINVAL;
     }
-    if (sim_model_init(&rp.model, rp.gpus, cfg->policy.capacity_rps_per_gpu,
+    if (sim_model_init(&rp.model, rp.gpus, sim_config_capacity(cfg),
                        cfg->policy.service_time_ms / 1000.0, cfg->policy.slots_per_gpu) != 0) {
         snprintf(err, errlen, "serving model: capacity, GPUs, service time and slots must be "
                               "positive (and at most 100000 slots per replica)");
@@ -504,7 +553,7 @@ int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct s
         int64_t w = UTIL_MIN(rp.rate_s, rp.s_end - rp.s_begin);
         for (int64_t s = rp.s_begin; s < rp.s_begin + w; s++)
             sum += arrivals_at(&rp, s);
-        double per = cfg->policy.target_utilization * cfg->policy.capacity_rps_per_gpu * rp.gpus;
+        double per = cfg->policy.target_utilization * rp.model.cap_gpu * rp.gpus;
         double need = ceil(sum / (double)w / per - 1e-9);
         rp.initial = need < cfg->policy.min_replicas   ? cfg->policy.min_replicas
                      : need > cfg->policy.max_replicas ? cfg->policy.max_replicas

@@ -82,10 +82,19 @@ struct sim_config {
     int64_t warmup_ms;             /**< replayed before start but not scored (forecaster,
                                         clocks and replicas settle); cut at the trace start */
     int32_t initial_replicas;      /**< ready at the first second; 0 = what the load needs */
+    double serve_capacity;         /**< the simulated GPUs' true requests/s; 0 = the policy's
+                                        capacity-per-gpu (required with capacity-per-gpu auto) */
     int64_t rate_window_ms;        /**< the controller's rate window, 60 s */
     int64_t interval_ms;           /**< report interval for p99, timeline and SLA minutes, 60 s */
     unsigned policies;             /**< bit set of enum sim_policy to run */
     struct sim_hpa_config hpa;
+    /** predictive: start its forecaster from this forecast_serialize() output
+     *  instead of empty, as `gpuscaler run` seeds it from Prometheus history
+     *  (pkg/plan seeds it from the days before its window). Not a key; NULL
+     *  (default) = empty. Borrowed for the call; built with the config of
+     *  sim_forecast_config() and with times before the replay's first second. */
+    const uint8_t *forecast_seed;
+    size_t forecast_seed_len;
 };
 
 /** Defaults: policy_config_init(), Kubernetes' HPA defaults, all three policies,
@@ -99,6 +108,9 @@ void sim_config_init(struct sim_config *cfg);
  * top of sim_config_init() when no trace is given; flags and files override.
  */
 void sim_config_demo(struct sim_config *cfg);
+
+/** The simulated GPUs' true capacity: serve_capacity, else capacity-per-gpu. */
+double sim_config_capacity(const struct sim_config *cfg);
 
 /**
  * Set one key from its string value: any key of policy_config_set() (through
@@ -126,6 +138,11 @@ int64_t sim_config_sla_ms(const struct sim_config *cfg);
 
 /** GPUs per replica the simulator uses: the policy's gpus-per-replica, or 1. */
 double sim_config_gpus(const struct sim_config *cfg);
+
+struct forecast_config;
+/** The forecaster configuration the predictive policy's replay uses: the
+ *  defaults with the policy's seasonality, forecast-quantile and rate floor. */
+void sim_forecast_config(const struct sim_config *cfg, struct forecast_config *out);
 
 /** The bundled demo trace (CSV text, not NUL-terminated) and its description. */
 const char *sim_demo_trace(size_t *len);
@@ -177,6 +194,8 @@ struct sim_policy_result {
     double gpu_hours_vs_oracle; /**< gpu_hours / the oracle's; NAN without an oracle */
     double plan_coverage;       /**< predictive: share of resolved plans that held; NAN */
     double plan_margin;         /**< predictive: mean plan / realised peak - 1; NAN */
+    double capacity_learned;    /**< capacity-per-gpu auto: the estimate at the end; NAN */
+    const char *capacity_source;/**< and where the capacity in use came from then */
     int64_t plan_resolved;      /**< predictive: plans resolved (whole replay) */
     size_t npoints;
     struct sim_point *points;   /**< one per scored interval, owned */

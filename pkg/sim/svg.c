@@ -421,7 +421,7 @@ void sim_report_svg(struct util_buf *b, const struct sim_config *cfg,
              "%s scored%s  |  replica = %g GPU x %g req/s  |  cold start %s  |  SLA: p99 <= %s "
              "per %s  |  traffic x%g",
              d1, r->warmup_s > 0 ? " after a warm-up" : "", sim_config_gpus(cfg),
-             cfg->policy.capacity_rps_per_gpu, d2, sla, iv, cfg->scale);
+             sim_config_capacity(cfg), d2, sla, iv, cfg->scale);
     text(b, LEFT, 58, "start", 13, C_MUTED, "normal", s);
     summary(b, r, y_sum, iv);
 

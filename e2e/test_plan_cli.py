@@ -1,0 +1,353 @@
+# SPDX-License-Identifier: Apache-2.0
+"""End-to-end tests of `gpuscaler plan`: the bundled demo with no arguments,
+JSON and SVG outputs, determinism, a synthetic trace, the backtest, a plan
+file of several Deployments with their total, the Prometheus source against
+a fake query_range server, and bad input exiting 2 with the flag, key or
+file:line named.
+
+Needs GPUSCALER_BIN (set by meson). Traces and files are written to a
+temporary folder; nothing outside it is read except the binary."""
+import http.server
+import json
+import math
+import os
+import subprocess
+import tempfile
+import threading
+import unittest
+import urllib.parse
+import xml.etree.ElementTree as ET
+
+BIN = os.environ.get('GPUSCALER_BIN', 'gpuscaler')
+TIMEOUT = 240
+SERVING = ['--capacity-per-gpu', '5', '--gpus-per-replica', '2', '--service-time', '2s',
+           '--p99-latency-target', '6s', '--max-replicas', '200']
+
+
+def run(*args, cwd=None):
+    return subprocess.run([BIN, 'plan', *args], capture_output=True, text=True,
+                          timeout=TIMEOUT, cwd=cwd)
+
+
+def rate_at(t):
+    """A daily cycle between 60 and 240 req/s with a slight hourly ripple."""
+    day = (t % 86400) / 86400.0
+    return 150 - 90 * math.cos(2 * math.pi * (day - 0.1)) + 10 * math.sin(t / 900.0)
+
+
+def write_trace(path, days, dt=60, t0=0):
+    with open(path, 'w') as f:
+        f.write('t_seconds,requests\n')
+        for i in range(int(days * 86400 / dt)):
+            t = t0 + i * dt
+            f.write('%d,%d\n' % (t, round(rate_at(t) * dt)))
+
+
+def scenario_rows(stdout):
+    rows = {}
+    for line in stdout.splitlines():
+        f = line.split()
+        if f and f[0].startswith('x') and len(f) == 7:
+            rows[f[0]] = f[1:]
+    return rows
+
+
+class DemoTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.svg = os.path.join(cls.tmp.name, 'p.svg')
+        cls.json = os.path.join(cls.tmp.name, 'p.json')
+        cls.first = run('--report', cls.svg, '--json', cls.json)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_demo_without_arguments(self):
+        r = run()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('bundled demo', r.stdout)
+        self.assertIn('horizon   7d', r.stdout)
+        rows = scenario_rows(r.stdout)
+        self.assertEqual(sorted(rows), ['x1', 'x1.5', 'x2'])
+        # GPU-hours grow with the growth scenario
+        hours = [float(rows[k][1]) for k in ('x1', 'x1.5', 'x2')]
+        self.assertLess(hours[0], hours[1])
+        self.assertLess(hours[1], hours[2])
+        for name in ('cost-optimal', '70% of baseline', 'none (all flexible)'):
+            self.assertIn(name, r.stdout)
+        self.assertRegex(r.stdout, r'Reserve \d+ GPUs for the 7d: expected cost')
+        self.assertIn('Capacity to secure for the peak with a 20% margin', r.stdout)
+
+    def test_json(self):
+        self.assertEqual(self.first.returncode, 0, self.first.stderr)
+        with open(self.json) as f:
+            doc = json.load(f)
+        self.assertIsNone(doc['total'])
+        plan = doc['plans'][0]
+        self.assertEqual(plan['policy'], 'predictive')
+        self.assertEqual([s['growth'] for s in plan['scenarios']], [1, 1.5, 2])
+        steps = plan['horizon']['steps']
+        self.assertEqual(steps, 7 * 24)
+        for s in plan['scenarios']:
+            self.assertEqual(len(s['gpus']), steps)
+            self.assertAlmostEqual(sum(s['gpus']), s['gpu_hours'], delta=1 + 1e-3 * s['gpu_hours'])
+            self.assertGreaterEqual(s['margin_gpus'], s['peak_gpus'] * 1.2 - 1e-9)
+        names = [c['name'] for c in plan['commitments']]
+        self.assertEqual(names, ['cost-optimal', '70% of baseline', 'none (all flexible)'])
+        best = min(c['expected_cost'] for c in plan['commitments'])
+        self.assertAlmostEqual(plan['commitments'][0]['expected_cost'], best, places=6)
+        self.assertEqual(plan['recommended_reserved_gpus'],
+                         plan['commitments'][0]['reserved_gpus'])
+        self.assertEqual(len(plan['forecast']['mid']), steps)
+        for lo, mid, hi in zip(plan['forecast']['lo'], plan['forecast']['mid'],
+                               plan['forecast']['hi']):
+            self.assertLessEqual(lo, mid + 1e-9)
+            self.assertLessEqual(mid, hi + 1e-9)
+
+    def test_svg(self):
+        self.assertEqual(self.first.returncode, 0, self.first.stderr)
+        root = ET.parse(self.svg).getroot()
+        self.assertTrue(root.tag.endswith('svg'))
+        with open(self.svg) as f:
+            text = f.read()
+        for label in ('forecast 10-90%', 'reserved in use', 'above the commitment',
+                      'demand (req/s)', 'GPUs held'):
+            self.assertIn(label, text)
+
+    def test_deterministic(self):
+        a = run('--json', '-')
+        b = run('--json', '-')
+        self.assertEqual(a.returncode, 0, a.stderr)
+        self.assertEqual(a.stdout, b.stdout)
+        json.loads(a.stdout)  # JSON only on stdout
+
+    def test_backtest(self):
+        r = run('--backtest', '--horizon', '3d', '--json', os.path.join(self.tmp.name, 'b.json'))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('backtest: planned from the history before day 4 00:00', r.stdout)
+        with open(os.path.join(self.tmp.name, 'b.json')) as f:
+            bt = json.load(f)['backtests'][0]
+        self.assertEqual(bt['test_s'], 3 * 86400)
+        self.assertEqual(bt['test_begin_s'], 4 * 86400)
+        self.assertGreater(bt['actual_gpu_hours'], 0)
+        err = bt['planned_gpu_hours'] / bt['actual_gpu_hours'] - 1
+        self.assertAlmostEqual(bt['gpu_hours_error'], err, places=9)
+        self.assertLess(abs(err), 0.25)
+        self.assertGreaterEqual(bt['cost_actual'], bt['cost_hindsight'] - 1e-6)
+
+
+class TraceTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.trace = os.path.join(cls.tmp.name, 'svc.csv')
+        write_trace(cls.trace, 6)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_plan_of_a_trace_with_prices(self):
+        r = run('--trace', self.trace, *SERVING, '--horizon', '3d', '--growth', '1.0:0.7,1.2:0.3',
+                '--price-on-demand', '4', '--price-reserved', '2.4', '--price-spot', '60%',
+                '--spot-interruption', '20%', '--policy', 'reactive', '--json', '-')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        plan = json.loads(r.stdout)['plans'][0]
+        self.assertEqual(plan['policy'], 'reactive')
+        p = plan['prices']
+        self.assertEqual(p['reserved'], 2.4)
+        self.assertAlmostEqual(p['spot'], 1.6)
+        self.assertAlmostEqual(p['flexible'], 0.8 * 1.6 + 0.2 * 4)
+        self.assertEqual([s['weight'] for s in plan['scenarios']], [0.7, 0.3])
+        # the cost of a commitment, recomputed from the curves
+        c = plan['commitments'][0]
+        for s, cs in zip(plan['scenarios'], c['scenarios']):
+            flex = sum(max(0, g - c['reserved_gpus']) for g in s['gpus'])
+            cost = c['reserved_gpus'] * len(s['gpus']) * 2.4 + flex * p['flexible']
+            self.assertAlmostEqual(cs['cost'], cost, delta=1e-6 * cost + 0.01)
+
+    def test_config_file_of_deployments(self):
+        other = os.path.join(self.tmp.name, 'other.csv')
+        write_trace(other, 5, dt=300, t0=3 * 3600)
+        cfg = os.path.join(self.tmp.name, 'plan.yaml')
+        with open(cfg, 'w') as f:
+            f.write('horizon: 2d\n'
+                    'growth: [1.0, 1.5]\n'
+                    'capacity-per-gpu: 5\n'
+                    'p99-latency-target: 6s\n'
+                    'service-time: 2s\n'
+                    'max-replicas: 300\n'
+                    'deployments:\n'
+                    '  - name: chat\n'
+                    '    trace: svc.csv\n'      # relative to the file's folder
+                    '    gpus-per-replica: 2\n'
+                    '  - name: embed\n'
+                    '    trace: other.csv\n'
+                    '    policy: hpa\n')
+        r = run('--config', cfg, '--json', os.path.join(self.tmp.name, 'm.json'))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('gpuscaler plan: chat:', r.stdout)
+        self.assertIn('gpuscaler plan: embed:', r.stdout)
+        self.assertIn('total of 2 Deployments', r.stdout)
+        with open(os.path.join(self.tmp.name, 'm.json')) as f:
+            doc = json.load(f)
+        self.assertEqual([p['name'] for p in doc['plans']], ['chat', 'embed'])
+        self.assertEqual([p['policy'] for p in doc['plans']], ['predictive', 'hpa'])
+        total = doc['total']
+        self.assertEqual(total['deployments'], 2)
+        for s in range(2):
+            parts = sum(p['scenarios'][s]['gpu_hours'] for p in doc['plans'])
+            self.assertAlmostEqual(total['scenarios'][s]['gpu_hours'], parts, delta=1e-6 * parts)
+
+    def test_too_little_history(self):
+        short = os.path.join(self.tmp.name, 'short.csv')
+        write_trace(short, 2.5)
+        r = run('--trace', short, *SERVING, '--horizon', '1d')
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('daily seasonality needs 3 whole days', r.stderr)
+        self.assertIn('the history has 2 (2.5 days)', r.stderr)
+
+    def test_horizon_beyond_history(self):
+        r = run('--trace', self.trace, *SERVING)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('--horizon (default): 30d (30.0 days) is longer than the history, 6d',
+                      r.stderr)
+        r = run('--trace', self.trace, *SERVING, '--horizon', '7d')
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('--horizon: 7d (7.0 days) is longer than the history', r.stderr)
+
+    def test_backtest_needs_twice_the_horizon(self):
+        r = run('--trace', self.trace, *SERVING, '--horizon', '4d', '--backtest')
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('--backtest: holding out the last 4d (4.0 days)', r.stderr)
+        self.assertIn('needs at least 8d (8.0 days)', r.stderr)
+
+
+class BadInputTest(unittest.TestCase):
+    """Each bad input exits 2 and names what is wrong, before any work."""
+
+    def check(self, args, needle, code=2):
+        r = run(*args)
+        self.assertEqual(r.returncode, code, r.stderr)
+        self.assertIn(needle, r.stderr)
+        self.assertEqual(r.stdout, '')
+
+    def test_prices(self):
+        self.check(['--price-reserved', '150%'], '--price-reserved: a discount of 150% is out of')
+        self.check(['--price-reserved', '1.5'], 'price-reserved: 1.5 per GPU-hour is not below')
+        self.check(['--price-on-demand', '0'], '--price-on-demand: 0 is out of range')
+        self.check(['--price-on-demand', '30%'], 'not a discount')
+        self.check(['--price-spot', 'cheap'], "--price-spot: 'cheap' is not a price")
+        self.check(['--spot-interruption', '2'], '--spot-interruption: 2 is out of range')
+
+    def test_growth_lists(self):
+        self.check(['--growth', '1,,2'], "--growth: '1,,2' is not a list of growth factors")
+        self.check(['--growth', '1,fast'], "--growth: 'fast' is not a number")
+        self.check(['--growth', '1:0.5,2'], 'give a weight to every scenario or to none')
+        self.check(['--growth', '0'], '--growth: 0 is out of range')
+
+    def test_flags(self):
+        self.check(['--nonsense', '1'], 'unknown flag --nonsense')
+        self.check(['--start', '2d'], '--start: not a plan key')
+        self.check(['--horizon', 'soon'], "--horizon: 'soon' is not a duration")
+        self.check(['--step', '7m'], '--step: 7m does not divide 1h')
+        self.check(['--horizon'], '--horizon needs a value')
+        self.check(['--backtest=maybe'], "--backtest: 'maybe' is not true or false")
+        self.check(['--query', 'up'], '--query needs --prometheus URL')
+        self.check(['--trace', '/nonexistent/x.csv', *SERVING], '/nonexistent/x.csv')
+        self.check(['--trace', 'x.csv'], 'capacity-per-gpu: required')
+        self.check(['--report', '/nonexistent/dir/x.svg'], '--report /nonexistent/dir/x.svg: '
+                   'cannot write')
+
+    def test_config_errors_name_the_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            cfg = os.path.join(d, 'p.yaml')
+            with open(cfg, 'w') as f:
+                f.write('horizon: 3d\ngrowth: 1,x\n')
+            self.check(['--config', cfg], 'p.yaml:2: growth:')
+            with open(cfg, 'w') as f:
+                f.write('deployments:\n  - name: a\n    trace: a.csv\n    margin: 10%\n')
+            self.check(['--config', cfg], 'p.yaml:4: margin: a plan-wide key')
+            with open(cfg, 'w') as f:
+                f.write('horizon: 40d\n')
+            self.check(['--config', cfg], 'p.yaml:1: horizon: 40d (40.0 days) is longer than')
+
+
+class PrometheusTest(unittest.TestCase):
+    """The Prometheus source: query_range in chunks, the series becomes the
+    history. A fake server answers with the daily cycle over the range asked."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.queries = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                u = urllib.parse.urlparse(self.path)
+                q = urllib.parse.parse_qs(u.query)
+                cls.queries.append(q.get('query', [''])[0])
+                if u.path != '/api/v1/query_range':
+                    self.send_error(404)
+                    return
+                if q['query'][0] == 'bad(':
+                    body = json.dumps({'status': 'error', 'errorType': 'bad_data',
+                                       'error': 'parse error at char 5'})
+                    self.send_response(400)
+                else:
+                    start, end, step = (float(q[k][0]) for k in ('start', 'end', 'step'))
+                    n = int(round((end - start) / step)) + 1
+                    values = [[start + i * step, '%.6f' % rate_at(start + i * step)]
+                              for i in range(n)]
+                    body = json.dumps({'status': 'success', 'data': {
+                        'resultType': 'matrix', 'result': [{'metric': {}, 'values': values}]}})
+                    self.send_response(200)
+                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+        cls.srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        cls.url = 'http://127.0.0.1:%d' % cls.srv.server_address[1]
+        cls.thread = threading.Thread(target=cls.srv.serve_forever, daemon=True)
+        cls.thread.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.shutdown()
+        cls.srv.server_close()
+
+    def test_plan_from_prometheus(self):
+        q = 'sum(rate(vllm:request_success_total{namespace="ml"}[5m]))'
+        r = run('--prometheus', self.url, '--query', q, '--since', '6d', '--query-step', '5m',
+                '--horizon', '3d', *SERVING, '--json', '-')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(q, self.queries)
+        plan = json.loads(r.stdout)['plans'][0]
+        self.assertEqual(plan['source'], q)
+        self.assertEqual(plan['history']['bucket_s'], 300)
+        self.assertAlmostEqual(plan['history']['end_s'] - plan['history']['begin_s'],
+                               6 * 86400 + 300, delta=301)
+        # the daily cycle is recovered: the forecast swings like the history
+        mid = plan['forecast']['mid']
+        self.assertGreater(max(mid) / min(mid), 2.5)
+
+    def test_bad_query_is_an_input_error(self):
+        r = run('--prometheus', self.url, '--query', 'bad(', '--since', '6d', '--horizon', '2d',
+                *SERVING)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('--query on %s: HTTP 400' % self.url, r.stderr)
+
+    def test_unreachable_is_a_runtime_error(self):
+        r = run('--prometheus', 'http://127.0.0.1:1', '--query', 'up', '--since', '6d',
+                '--horizon', '2d', *SERVING)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('prometheus unreachable', r.stderr)
+
+
+if __name__ == '__main__':
+    unittest.main(verbosity=2)

@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tests of the capacity estimator on a model fleet: GPUs of 64 slots and a
+ * 6.4 s service time, so 10 req/s per GPU with every slot busy. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "capacity/capacity.h"
+
+#define SLOTS 64.0
+#define SERVICE_S 6.4
+#define TRUE_CAP (SLOTS / SERVICE_S)
+#define TICK_MS 15000
+#define WINDOW_MS 60000
+
+static int64_t now_ms = 1000000;
+
+/* One tick of `gpus` GPUs offered `x` req/s each: below capacity they
+ * complete it with x * s slots busy and no queue; above it they complete
+ * capacity with every slot busy and the excess waiting. */
+static void tick(struct capacity *c, double gpus, double x, double slots_cfg)
+{
+    double done = x < TRUE_CAP ? x : TRUE_CAP;
+    struct capacity_obs o = {.now_ms = now_ms, .window_ms = WINDOW_MS, .steady = true,
+                             .gpus = gpus, .completions_rps = done * gpus,
+                             .running = done * SERVICE_S * gpus,
+                             .waiting = x > TRUE_CAP ? 50 * gpus : 0,
+                             .slots_per_gpu = slots_cfg};
+    capacity_observe(c, &o);
+    now_ms += TICK_MS;
+}
+
+static bool near(double a, double b, double rel)
+{
+    return fabs(a - b) <= rel * fabs(b);
+}
+
+static void test_utilization_never_extrapolates_far(void **s)
+{
+    (void)s;
+    struct capacity c;
+    capacity_init(&c);
+    struct capacity_estimate e;
+    capacity_estimate(&c, now_ms, SLOTS, &e);
+    assert_true(isnan(e.value));
+    assert_int_equal(e.basis, CAPACITY_BASIS_NONE);
+    /* at 40 % of capacity the model says 10, but only 2x the 4 seen is believed */
+    for (int i = 0; i < 6; i++)
+        tick(&c, 8, 4, SLOTS);
+    capacity_estimate(&c, now_ms, SLOTS, &e);
+    assert_int_equal(e.basis, CAPACITY_BASIS_UTILIZATION);
+    assert_true(near(e.lower, 4, 1e-3));
+    assert_true(near(e.value, 8, 1e-3));
+    /* one tick at 9 is not a sustained 9 */
+    tick(&c, 8, 9, SLOTS);
+    capacity_estimate(&c, now_ms, SLOTS, &e);
+    assert_true(near(e.lower, 4, 1e-3));
+    /* once the pods run at 6 for most of the last 5 ticks the estimate is the model's 10 */
+    for (int i = 0; i < 3; i++)
+        tick(&c, 8, 6, SLOTS);
+    capacity_estimate(&c, now_ms, SLOTS, &e);
+    assert_true(near(e.value, TRUE_CAP, 1e-3));
+    /* utilisation below 20 % teaches nothing */
+    struct capacity d;
+    capacity_init(&d);
+    for (int i = 0; i < 10; i++)
+        tick(&d, 8, 1.5, SLOTS);
+    capacity_estimate(&d, now_ms, SLOTS, &e);
+    assert_true(isnan(e.value));
+    assert_true(near(e.lower, 1.5, 1e-3));
+}
+
+static void test_saturation_bounds_and_teaches_slots(void **s)
+{
+    (void)s;
+    struct capacity c;
+    capacity_init(&c);
+    struct capacity_estimate e;
+    /* no slot count, no queue: nothing but a lower bound */
+    for (int i = 0; i < 10; i++)
+        tick(&c, 4, 7, 0);
+    capacity_estimate(&c, now_ms, 0, &e);
+    assert_true(isnan(e.value));
+    assert_true(isnan(e.slots_per_gpu));
+    /* overloaded at 2x: a queue on every tick; samples only after a full
+     * window of it (ticks at 0, 15, 30, 45 s: the fifth is the first) */
+    for (int i = 0; i < 4; i++)
+        tick(&c, 4, 20, 0);
+    capacity_estimate(&c, now_ms, 0, &e);
+    assert_true(isnan(e.saturation));
+    for (int i = 0; i < 2; i++)
+        tick(&c, 4, 20, 0);
+    capacity_estimate(&c, now_ms, 0, &e);
+    assert_int_equal(e.basis, CAPACITY_BASIS_SATURATION);
+    assert_true(near(e.value, TRUE_CAP, 1e-3));
+    assert_true(near(e.slots_per_gpu, SLOTS, 1e-3));
+    /* the learned slots make utilisation evidence of later, lighter load */
+    for (int i = 0; i < 4; i++)
+        tick(&c, 6, 6, 0);
+    capacity_estimate(&c, now_ms, 0, &e);
+    assert_int_equal(e.basis, CAPACITY_BASIS_UTILIZATION);
+    assert_true(near(e.value, TRUE_CAP, 1e-3));
+    /* a configured slot count that is too high reads as more capacity, but
+     * a seen saturation throughput caps it */
+    struct capacity_estimate e2;
+    for (int i = 0; i < 16; i++)
+        tick(&c, 6, 6, 2 * SLOTS);
+    capacity_estimate(&c, now_ms, 2 * SLOTS, &e2);
+    assert_true(near(e2.value, TRUE_CAP, 1e-3));
+}
+
+static void test_unsteady_ticks_break_a_queue_run(void **s)
+{
+    (void)s;
+    struct capacity c;
+    capacity_init(&c);
+    struct capacity_estimate e;
+    for (int r = 0; r < 5; r++) {
+        for (int i = 0; i < 3; i++)
+            tick(&c, 4, 20, 0);
+        struct capacity_obs o = {.now_ms = now_ms, .window_ms = WINDOW_MS, .steady = false,
+                                 .gpus = 4, .completions_rps = 40, .running = 256,
+                                 .waiting = 200};
+        capacity_observe(&c, &o);
+        now_ms += TICK_MS;
+    }
+    capacity_estimate(&c, now_ms, 0, &e);
+    assert_true(isnan(e.saturation));
+    /* garbage is ignored */
+    struct capacity_obs bad = {.now_ms = now_ms, .window_ms = WINDOW_MS, .steady = true,
+                               .gpus = 0, .completions_rps = NAN, .running = -1,
+                               .waiting = NAN};
+    capacity_observe(&c, &bad);
+    bad.gpus = 4;
+    capacity_observe(&c, &bad);
+    capacity_estimate(&c, now_ms, 0, &e);
+    assert_true(isfinite(e.lower));
+}
+
+static void test_lower_bound_decays(void **s)
+{
+    (void)s;
+    struct capacity c;
+    capacity_init(&c);
+    for (int i = 0; i < CAPACITY_SUSTAIN_TICKS; i++)
+        tick(&c, 2, 9, 0);
+    struct capacity_estimate e;
+    capacity_estimate(&c, now_ms + 2 * CAPACITY_LOWER_HALF_LIFE_MS, 0, &e);
+    assert_true(near(e.lower, 9.0 / 4, 1e-2));
+}
+
+static void test_mismatch(void **s)
+{
+    (void)s;
+    struct capacity_estimate e = {.value = 10, .samples = 3};
+    double r;
+    /* too few samples to accuse a configured value */
+    assert_int_equal(capacity_mismatch(&e, 20, &r), 0);
+    assert_true(near(r, 2, 1e-9));
+    e.samples = CAPACITY_MISMATCH_EVIDENCE;
+    assert_int_equal(capacity_mismatch(&e, 20, &r), 1);
+    assert_true(near(r, 2, 1e-9));
+    assert_int_equal(capacity_mismatch(&e, 12.4, &r), 0);
+    assert_int_equal(capacity_mismatch(&e, 8.1, &r), 0);
+    assert_int_equal(capacity_mismatch(&e, 7.9, &r), -1);
+    e.value = NAN;
+    assert_int_equal(capacity_mismatch(&e, 7.9, &r), 0);
+    assert_true(isnan(r));
+}
+
+static void test_codec(void **s)
+{
+    (void)s;
+    struct capacity c, d;
+    capacity_init(&c);
+    for (int i = 0; i < 8; i++)
+        tick(&c, 4, 20, 0);
+    for (int i = 0; i < 20; i++)
+        tick(&c, 4, 6, 0);
+    uint8_t buf[CAPACITY_STATE_SIZE];
+    assert_int_equal(capacity_encode(&c, buf, sizeof(buf) - 1), 0);
+    assert_int_equal(capacity_encode(&c, buf, sizeof(buf)), CAPACITY_STATE_SIZE);
+    char err[128];
+    assert_int_equal(capacity_decode(&d, buf, sizeof(buf), err, sizeof(err)), 0);
+    struct capacity_estimate a, b;
+    capacity_estimate(&c, now_ms, 0, &a);
+    capacity_estimate(&d, now_ms, 0, &b);
+    assert_true(a.value == b.value && a.lower == b.lower && a.samples == b.samples);
+    /* corrupt, truncated, other version: refused, and the state is fresh */
+    buf[50] ^= 1;
+    assert_int_equal(capacity_decode(&d, buf, sizeof(buf), err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "checksum"));
+    capacity_estimate(&d, now_ms, 0, &b);
+    assert_true(isnan(b.value) && b.lower == 0);
+    buf[50] ^= 1;
+    assert_int_equal(capacity_decode(&d, buf, 100, err, sizeof(err)), -1);
+    buf[4] = 9;
+    assert_int_equal(capacity_decode(&d, buf, sizeof(buf), err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "version 9"));
+}
+
+/* --write-corpus DIR: seed states for fuzz/fuzz-capacity-state.c (a mode
+ * byte, then the state). */
+static int write_corpus(const char *dir)
+{
+    struct capacity c;
+    capacity_init(&c);
+    for (int k = 0; k < 3; k++) {
+        if (k == 1)
+            for (int i = 0; i < 8; i++)
+                tick(&c, 4, 20, 0);
+        if (k == 2)
+            for (int i = 0; i < 20; i++)
+                tick(&c, 4, 6, 0);
+        uint8_t buf[1 + CAPACITY_STATE_SIZE];
+        buf[0] = 0;
+        capacity_encode(&c, buf + 1, CAPACITY_STATE_SIZE);
+        char path[512];
+        snprintf(path, sizeof(path), "%s/state-%d", dir, k);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(buf, 1, sizeof(buf), f) != sizeof(buf)) {
+            if (f)
+                fclose(f);
+            return 1;
+        }
+        fclose(f);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0)
+        return write_corpus(argv[2]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_utilization_never_extrapolates_far),
+        cmocka_unit_test(test_saturation_bounds_and_teaches_slots),
+        cmocka_unit_test(test_unsteady_ticks_break_a_queue_run),
+        cmocka_unit_test(test_lower_bound_decays),
+        cmocka_unit_test(test_mismatch),
+        cmocka_unit_test(test_codec),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

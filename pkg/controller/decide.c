@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* controller/decide: one workload, one tick, as a pipeline read top to
+ * bottom (each stage declared in controller-int.h with its inputs and
+ * outputs):
+ *
+ *   configure  annotations -> the workload's config (or hold on a bad one)
+ *   observe    pods and metrics -> struct ctl_obs           (observe.c)
+ *   demand     ctl_obs -> the policy's input: arrivals, queue, latency
+ *   forecast   recent arrivals -> the forecaster; its plan -> the input
+ *   calibrate  the pods' throughput, slots and queue -> the capacity to size
+ *              with (capacity-per-gpu auto), or a check of the configured one
+ *                                                           (calibrate.c)
+ *   act        policy_decide (size and rules, pkg/policy) -> the decision,
+ *              then the /scale write and its Event              (scale.c)
+ *   report     the decision -> logs, Events, status, record, checkpoint
+ *                                                               (report.c)
+ * A follower runs the stages up to act and writes nothing. */
+#include "controller-int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kube/kube.h"
+#include "scrape/scrape.h"
+
+#define SUB "controller"
+
+void controller_forecast_config(const struct policy_config *p, struct forecast_config *fc)
+{
+    forecast_config_init(fc);
+    fc->season_ms = p->seasonality_ms;
+    fc->quantile = p->forecast_quantile;
+    fc->rate_floor = policy_rate_floor(p);
+}
+
+/* ---- configure ------------------------------------------------------------- */
+
+static bool forecast_config_changed(const struct policy_config *a, const struct policy_config *b)
+{
+    struct forecast_config x, y;
+    controller_forecast_config(a, &x);
+    controller_forecast_config(b, &y);
+    return x.season_ms != y.season_ms || x.quantile != y.quantile ||
+           x.rate_floor != y.rate_floor;
+}
+
+static void configure(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
+                      int64_t now, bool leading)
+{
+    const char *keys[64], *vals[64];
+    size_t n = 0;
+    for (size_t i = 0; i < d->annotations.n && n < 64; i++) {
+        keys[n] = d->annotations.items[i].key;
+        vals[n] = d->annotations.items[i].value;
+        n++;
+    }
+    struct ctl_workload_config cfg;
+    char bad[160], err[200];
+    if (ctl_workload_parse(c->cfg, keys, vals, n, &cfg, bad, sizeof(bad), err, sizeof(err))) {
+        char full[400];
+        snprintf(full, sizeof(full), "%.150s: %.200s", bad, err);
+        bool same = !w->config_ok && strcmp(full, w->config_error) == 0;
+        if (same && (w->invalid_reported || !leading))
+            return; /* already reported (a follower leaves it to the leader) */
+        w->config_ok = false;
+        if (!same) {
+            snprintf(w->config_error, sizeof(w->config_error), "%s", full);
+            c->invalid_annotations++;
+            LOGW_WARN(SUB, w->ns, w->name, "invalid annotation %s: %s; holding replicas", bad,
+                      err);
+            w->invalid_reported = false;
+        }
+        if (c->scrape)
+            scrape_forget(c->scrape, w->ns, w->name);
+        if (!leading)
+            return;
+        w->invalid_reported = true;
+        char msg[420];
+        snprintf(msg, sizeof(msg),
+                 "invalid annotation %.150s: %.200s; replicas are held until it is fixed", bad, err);
+        ctl_event(c, w, "Warning", "InvalidAnnotation", msg);
+        ctl_status_invalid(c, w, bad, err, now);
+        return;
+    }
+    /* the forecaster's state is meaningless under another season, quantile
+     * or rate floor (capacity): start it afresh */
+    bool reset = w->fc && (!w->config_ok || forecast_config_changed(&cfg.policy, &w->cfg.policy));
+    if (w->config_ok == false && w->config_error[0])
+        LOGW_INFO(SUB, w->ns, w->name, "annotations valid again");
+    w->config_error[0] = '\0';
+    w->config_ok = true;
+    w->cfg = cfg;
+    if (reset) {
+        forecast_free(w->fc);
+        w->fc = NULL;
+    }
+    if (!w->fc) {
+        struct forecast_config fc;
+        controller_forecast_config(&cfg.policy, &fc);
+        w->fc = forecast_new(&fc);
+        if (!w->fc)
+            LOGW_WARN(SUB, w->ns, w->name, "forecaster unavailable for this seasonality");
+    }
+    if (w->fc && !w->checkpoint_loaded)
+        ctl_checkpoint_load(c, w);
+}
+
+/* ---- demand, forecast -------------------------------------------------------- */
+
+void ctl_demand(const struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
+                struct policy_input *in)
+{
+    const struct scrape_result *r = &o->m;
+    *in = (struct policy_input){
+        .now_ms = now,
+        .current_replicas = o->spec,
+        .ready_replicas = o->serving,
+        .gpus_per_replica = o->gpus,
+        .metrics_valid = r->valid,
+        .metrics_time_ms = r->valid ? r->time_ms : POLICY_NEVER,
+        .request_rate = o->arrival_rps,
+        .recent_rate = r->valid ? o->recent_rps : NAN,
+        .recent_window_ms = o->recent_ms,
+        .p99_latency_ms = r->valid ? r->p99_ms : -1,
+        .queue_depth = r->valid ? r->queued : -1,
+        .service_time_ms = o->service_ms,
+        .forecast_likely = NAN,
+    };
+    (void)w;
+}
+
+void ctl_forecast(struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
+                  struct policy_input *in)
+{
+    const struct ctl_workload_config *cfg = &w->cfg;
+    if (!w->fc)
+        return;
+    /* The forecaster learns the freshest arrival rate it is given: its
+     * buckets keep the peak of them, which is what the plan must cover. */
+    if (o->m.valid) {
+        double y = isfinite(o->recent_rps) ? o->recent_rps : o->arrival_rps;
+        if (isfinite(y) && y >= 0)
+            forecast_observe(w->fc, now, y);
+    }
+    struct forecast_result fr;
+    if (cfg->policy.predictive &&
+        forecast_predict(w->fc, now, policy_horizon_ms(&cfg->policy, w->learned_cold_start_ms),
+                         &fr) == 0 &&
+        fr.method != FORECAST_NONE) {
+        in->have_forecast = true;
+        in->forecast_rate = fr.upper;
+        in->forecast_likely = fr.likely;
+        in->forecast_trusted = fr.trusted;
+        in->forecast_seasonal = fr.seasonal;
+        w->plan_coverage = fr.coverage;
+        w->plan_resolved = fr.coverage_n;
+    }
+}
+
+/* ---- act ----------------------------------------------------------------------- */
+
+static bool has_keda_owner(const struct kube_deployment *d)
+{
+    return kube_labels_get(&d->labels, "scaledobject.keda.sh/name") != NULL;
+}
+
+/* The Event reason of an action: the rule's name, but bounds corrections
+ * read as the direction they scaled in. */
+static const char *action_reason(const struct policy_decision *dec, int32_t spec)
+{
+    if (dec->reason == POLICY_CLAMPED)
+        return dec->desired > spec ? "ScaledOut" : "ScaledIn";
+    return policy_reason_name(dec->reason);
+}
+
+void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
+             const struct policy_config *use, const struct policy_input *in, bool leading,
+             struct policy_decision *dec)
+{
+    const struct ctl_workload_config *cfg = &w->cfg;
+    policy_decide(use, &w->pst, in, dec);
+    c->decisions[dec->reason]++;
+    if (!leading || c->dry_run)
+        return;
+    bool conflict = cfg->mode == CTL_MODE_SCALE && (w->hpa_conflict || has_keda_owner(d));
+    int32_t wanted = dec->desired;
+    if (conflict) {
+        /* the status must not claim an action that is not taken */
+        snprintf(dec->explain, sizeof(dec->explain),
+                 "not acting: an %s also targets this Deployment (policy wanted %d replicas)",
+                 has_keda_owner(d) ? "KEDA ScaledObject" : "HorizontalPodAutoscaler", wanted);
+        dec->desired = d->spec_replicas;
+    }
+    /* In mode external-metric the HPA writes replicas from
+     * gpuscaler_desired_replicas. */
+    bool act = wanted != d->spec_replicas && policy_reason_is_action(dec->reason) &&
+               cfg->mode != CTL_MODE_EXTERNAL_METRIC;
+    if (act && conflict) {
+        char msg[300];
+        snprintf(msg, sizeof(msg),
+                 "an %s also targets this Deployment; gpuscaler (mode scale) will not fight it: "
+                 "remove it or set gpuscaler.io/mode: external-metric",
+                 has_keda_owner(d) ? "KEDA ScaledObject" : "HorizontalPodAutoscaler");
+        ctl_event(c, w, "Warning", "ScalerConflict", msg);
+    } else if (act) {
+        ctl_event(c, w, "Normal", action_reason(dec, d->spec_replicas), dec->explain);
+        ctl_scale_write(c, w, dec->desired);
+    }
+}
+
+/* ---- report ---------------------------------------------------------------- */
+
+void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
+                const struct ctl_obs *o, const struct policy_decision *dec, int64_t now,
+                bool leading)
+{
+    const struct scrape_result *r = &o->m;
+    bool changed = !w->have_last || w->last.reason != dec->reason ||
+                   w->last.desired != dec->desired;
+    w->last = *dec;
+    w->have_last = true;
+    w->last_decision_ms = now;
+    w->last_valid = r->valid;
+    w->spec_replicas = d->spec_replicas;
+    if (changed || policy_reason_is_action(dec->reason))
+        LOGW_INFO(SUB, w->ns, w->name, "%s: %s%s%s%s", policy_reason_name(dec->reason),
+                  dec->explain, r->valid ? "" : ": ", r->valid ? "" : r->why,
+                  leading ? "" : " (follower: not acting)");
+    if (r->valid && c->record_dir)
+        ctl_record(c, w, now, o->arrival_rps);
+    if (!leading)
+        return;
+    /* right after tracking starts there is no rate yet (two samples needed):
+     * that is not worth an Event */
+    int64_t grace = c->cfg->scrape.rate_window_ms + 3 * c->cfg->scrape.interval_ms;
+    if (!r->valid && now - w->tracked_since_ms > grace) {
+        char msg[300];
+        snprintf(msg, sizeof(msg), "holding %d replicas: %s", dec->desired, r->why);
+        ctl_event(c, w, "Warning", "MetricsUnavailable", msg);
+    }
+    /* pinned at max while the load needs more: say so where users look */
+    if (dec->reason == POLICY_HOLD_AT_MAX) {
+        char msg[400];
+        snprintf(msg, sizeof(msg),
+                 "%.256s; raise gpuscaler.io/max-replicas or the SLA will be missed",
+                 dec->explain);
+        ctl_event(c, w, "Warning", "AtMaxReplicas", msg);
+    }
+    ctl_checkpoint_save(c, w, now);
+    if (c->dry_run) {
+        if (policy_reason_is_action(dec->reason) && dec->desired != d->spec_replicas)
+            LOGW_INFO(SUB, w->ns, w->name, "dry-run: would scale %d -> %d", d->spec_replicas,
+                      dec->desired);
+        return;
+    }
+    /* The status goes out after the /scale write, never during it: the
+     * annotation bumps the resourceVersion the scale patch is
+     * preconditioned on (ctl_status_update defers while it is in flight). */
+    ctl_status_update(c, w, now);
+}
+
+/* ---- the pipeline ------------------------------------------------------------ */
+
+void ctl_decide(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
+                int64_t now, bool leading)
+{
+    configure(c, w, d, now, leading);
+    if (!w->config_ok)
+        return;
+    struct ctl_obs o;
+    struct policy_input in;
+    struct policy_decision dec;
+    struct policy_config use;
+    ctl_observe(c, w, d, now, &o);
+    ctl_demand(w, &o, now, &in);
+    ctl_forecast(w, &o, now, &in);
+    if (!ctl_calibrate(c, w, &o, now, leading, &use))
+        use.capacity_rps_per_gpu = 0; /* nothing to size with: the policy holds */
+    ctl_act(c, w, d, &use, &in, leading, &dec);
+    ctl_report(c, w, d, &o, &dec, now, leading);
+}

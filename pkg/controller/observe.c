@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* controller/observe: the observe stage of a tick: what one workload looks
+ * like now. The Deployment's pods from the kube cache (ready and serving
+ * replicas, GPUs, the cold start each Ready pod took), its serving metrics
+ * from the scraper or from a Prometheus server, and what those imply about
+ * the traffic:
+ *  - arrivals = completions + growth of the backlog (running + waiting
+ *    requests). The request counters count finished requests: a saturated
+ *    service finishes at most its capacity while requests pile up, and a
+ *    draining backlog finishes faster than requests arrive, so completions
+ *    alone under-size a scale-out and then overshoot. Both over the rate
+ *    window and over the newest scrapes (what a step looks like before the
+ *    window sees it);
+ *  - the service time by Little's law: running requests / completions, when
+ *    the engine reports running requests (vLLM, TGI, Triton's in-flight
+ *    gauge), smoothed over ticks. */
+#include "controller-int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kube/kube.h"
+#include "promql/promql.h"
+#include "scrape/scrape.h"
+
+#define SUB "controller"
+#define MAX_COLD_START_MS (3600LL * 1000)
+/* Weight of one tick's Little's-law measurement in the learned service time. */
+#define SERVICE_EWMA 0.1
+
+/* ---- the Prometheus-server source ------------------------------------------ */
+
+
+struct pq_req {
+    struct controller *c;
+    char *ns, *name;
+    struct forecast *seed; /* promql_seed fills this; adopted if still useful */
+};
+
+static struct pq_req *pq_req_new(struct controller *c, const struct ctl_wl *w)
+{
+    struct pq_req *r = xcalloc(1, sizeof(*r));
+    r->c = c;
+    r->ns = xstrdup(w->ns);
+    r->name = xstrdup(w->name);
+    ctl_io_begin(c);
+    return r;
+}
+
+static void pq_req_free(struct pq_req *r)
+{
+    struct controller *c = r->c;
+    forecast_free(r->seed);
+    xfree(r->ns);
+    xfree(r->name);
+    xfree(r);
+    ctl_io_end(c);
+}
+
+static void pq_answered(const struct scrape_result *res, void *arg)
+{
+    struct pq_req *r = arg;
+    struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
+    if (w) {
+        w->pq_inflight = false;
+        w->pq_last = *res;
+        w->pq_have = true;
+    }
+    pq_req_free(r);
+}
+
+static void pq_seeded(const struct promql_seed_result *res, void *arg)
+{
+    struct pq_req *r = arg;
+    struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
+    struct forecast_result cur, got;
+    if (!w || !w->fc) {
+        pq_req_free(r);
+        return;
+    }
+    if (res->err != 0) {
+        LOGW_WARN(SUB, r->ns, r->name, "seeding the forecaster from Prometheus failed: %s",
+                  res->why);
+    } else {
+        forecast_predict(w->fc, util_now_unix_ms(), 0, &cur);
+        forecast_predict(r->seed, util_now_unix_ms(), 0, &got);
+        if (got.buckets_seen > cur.buckets_seen) { /* more history than we had */
+            forecast_free(w->fc);
+            w->fc = r->seed;
+            r->seed = NULL;
+            LOGW_INFO(SUB, r->ns, r->name,
+                      "forecaster seeded from Prometheus: %zu points, %lld buckets of history",
+                      res->observed, (long long)got.buckets_seen);
+        }
+    }
+    pq_req_free(r);
+}
+
+/* Ask Prometheus for this workload (the answer serves the next tick) and,
+ * once, seed the forecaster from its history. r gets the last answer. */
+static void pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
+                       struct scrape_result *r)
+{
+    const struct ctl_workload_config *cfg = &w->cfg;
+    struct promql_target t = {.ns = w->ns, .deployment = w->name, .spec = &cfg->scrape,
+                              .rate_tmpl = cfg->promql_rate, .p99_tmpl = cfg->promql_p99};
+    char err[200];
+    if (!w->pq_inflight) {
+        struct pq_req *q = pq_req_new(c, w);
+        if (promql_get(c->promql, &t, now, pq_answered, q, err, sizeof(err)) == 0) {
+            w->pq_inflight = true;
+        } else {
+            pq_req_free(q);
+            if (!w->pq_have) {
+                w->pq_last.valid = false;
+                snprintf(w->pq_last.why, sizeof(w->pq_last.why), "PromQL: %.180s", err);
+                w->pq_have = true;
+            }
+        }
+    }
+    if (!w->pq_seeded && w->fc) {
+        w->pq_seeded = true;
+        struct forecast_config fc;
+        controller_forecast_config(&cfg->policy, &fc);
+        struct pq_req *q = pq_req_new(c, w);
+        q->seed = forecast_new(&fc);
+        if (!q->seed || promql_seed(c->promql, &t, now, 2 * cfg->policy.seasonality_ms + 3600000,
+                                    60000, q->seed, pq_seeded, q, err, sizeof(err)) != 0)
+            pq_req_free(q);
+    }
+    if (w->pq_have) {
+        *r = w->pq_last;
+    } else {
+        r->valid = false;
+        snprintf(r->why, sizeof(r->why), "waiting for the first Prometheus answer");
+    }
+}
+
+
+/* ---- arrivals ----------------------------------------------------------------- */
+
+static void backlog_push(struct ctl_wl *w, int64_t now, double bl)
+{
+    int last = (w->bl_head + w->bl_n - 1) % CTL_BACKLOG_SAMPLES;
+    if (w->bl_n > 0 && now <= w->bl_t[last])
+        return;
+    int i = (w->bl_head + w->bl_n) % CTL_BACKLOG_SAMPLES;
+    if (w->bl_n == CTL_BACKLOG_SAMPLES)
+        w->bl_head = (w->bl_head + 1) % CTL_BACKLOG_SAMPLES;
+    else
+        w->bl_n++;
+    w->bl_t[i] = now;
+    w->bl_v[i] = bl;
+}
+
+/* Growth of the backlog (req/s) from the oldest sample within window_ms to
+ * now; 0 without one. */
+static double backlog_growth(const struct ctl_wl *w, int64_t now, int64_t window_ms, double bl)
+{
+    for (int k = 0; k < w->bl_n; k++) {
+        int i = (w->bl_head + k) % CTL_BACKLOG_SAMPLES;
+        if (now - w->bl_t[i] <= window_ms && now - w->bl_t[i] > 0)
+            return (bl - w->bl_v[i]) / ((double)(now - w->bl_t[i]) / 1000.0);
+    }
+    return 0;
+}
+
+static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct ctl_obs *o)
+{
+    const struct scrape_result *r = &o->m;
+    o->arrival_rps = r->request_rate;
+    o->recent_rps = r->recent_rate;
+    /* The recent arrivals are the completions of the newest two scrape
+     * intervals plus the backlog's growth since the previous tick's sample:
+     * together they count over about a decision interval. */
+    o->recent_ms = 2 * c->cfg->scrape.interval_ms + c->cfg->scrape.interval_ms / 2;
+    if (o->recent_ms < c->cfg->decision_interval_ms)
+        o->recent_ms = c->cfg->decision_interval_ms;
+    if (!r->valid || (r->inflight < 0 && r->queued < 0))
+        return;
+    double bl = (r->inflight > 0 ? r->inflight : 0) + (r->queued > 0 ? r->queued : 0);
+    backlog_push(w, now, bl);
+    double g = backlog_growth(w, now, c->cfg->scrape.rate_window_ms, bl);
+    o->arrival_rps = r->request_rate + g > 0 ? r->request_rate + g : 0;
+    if (isfinite(r->recent_rate)) {
+        double gr = backlog_growth(w, now, o->recent_ms, bl);
+        o->recent_rps = r->recent_rate + gr > 0 ? r->recent_rate + gr : 0;
+    }
+}
+
+/* Little's law: the running requests over their completion rate. A ratio of
+ * smoothed sums, not a smoothed ratio: a tick with a barely measured rate
+ * (a fresh pod, the first samples of a window) would otherwise teach a
+ * service time many times the real one and take dozens of ticks to forget. */
+static void learn_service_time(struct ctl_wl *w, struct ctl_obs *o)
+{
+    const struct scrape_result *r = &o->m;
+    if (r->valid && r->inflight >= 0 && isfinite(r->request_rate) && r->request_rate > 0) {
+        w->svc_inflight = (1 - SERVICE_EWMA) * w->svc_inflight + SERVICE_EWMA * r->inflight;
+        w->svc_rate = (1 - SERVICE_EWMA) * w->svc_rate + SERVICE_EWMA * r->request_rate;
+        double s = 1000.0 * w->svc_inflight / w->svc_rate;
+        if (w->svc_inflight > 0 && s > 0 && s < 3600e3)
+            w->service_ms = s;
+    }
+    o->service_ms = w->service_ms;
+}
+
+/* ---- the stage ---------------------------------------------------------------- */
+
+void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
+                 int64_t now, struct ctl_obs *o)
+{
+    const struct ctl_workload_config *cfg = &w->cfg;
+    memset(o, 0, sizeof(*o));
+    o->spec = d->spec_replicas;
+
+    /* pods: ready ones are scraped; every ready pod teaches the cold start */
+    size_t np = 0;
+    const struct kube_pod *const *pods = kube_cache_deployment_pods(c->cache, d, &np);
+    struct scrape_pod *sp = xcalloc(np ? np : 1, sizeof(*sp));
+    size_t ns = 0;
+    int32_t ready = 0;
+    int64_t cold = 0;
+    for (size_t i = 0; i < np; i++) {
+        const struct kube_pod *p = pods[i];
+        if (p->deleting || p->phase != KUBE_POD_RUNNING)
+            continue;
+        bool ok = p->ready && p->ip[0];
+        if (ok)
+            ready++;
+        if (p->ready && p->ready_transition_ms > p->created_ms) {
+            int64_t cs = p->ready_transition_ms - p->created_ms;
+            if (cs < MAX_COLD_START_MS && cs > cold)
+                cold = cs;
+        }
+        int port = cfg->scrape.port ? cfg->scrape.port
+                   : p->metrics_port ? p->metrics_port
+                   : d->metrics_port ? d->metrics_port
+                                     : d->http_port;
+        sp[ns++] = (struct scrape_pod){.name = p->name, .ip = p->ip, .port = port, .ready = ok,
+                                       .gpus = p->gpus > 0 ? p->gpus : d->gpus_per_replica};
+    }
+    if (cold > 0)
+        w->learned_cold_start_ms = cold;
+    o->gpus = cfg->policy.gpus_per_replica > 0 ? cfg->policy.gpus_per_replica
+              : d->gpus_per_replica > 0        ? d->gpus_per_replica
+                                               : 1;
+
+    struct scrape_result *r = &o->m;
+    if (cfg->source == CTL_SOURCE_SCRAPE && c->scrape) {
+        scrape_set_targets(c->scrape, w->ns, w->name, &cfg->scrape, sp, ns);
+        if (scrape_get(c->scrape, w->ns, w->name, now, r) != 0) {
+            r->valid = false;
+            snprintf(r->why, sizeof(r->why), "no scrape data yet");
+        }
+    } else if (cfg->source == CTL_SOURCE_PROMETHEUS && c->promql) {
+        pq_measure(c, w, now, r);
+        r->recent_rate = NAN; /* one instant query per tick: no fresher rate */
+    } else {
+        r->recent_rate = NAN;
+        snprintf(r->why, sizeof(r->why), "metrics-source %s is not configured (%s)",
+                 cfg->source == CTL_SOURCE_PROMETHEUS ? "prometheus" : "scrape",
+                 cfg->source == CTL_SOURCE_PROMETHEUS ? "set prometheus.url in the config file"
+                                                      : "no scraper");
+    }
+    xfree(sp);
+    /* The rate sums the pods that were counted. A pod whose scrape failed
+     * still serves: assume it takes an average share and count it. A pod
+     * that just turned Ready (warming, not enough samples) serves little
+     * yet: leave it out of both the rate and the serving replicas, as a
+     * replica still starting, so it neither dilutes requests/GPU nor
+     * inflates the rate. */
+    o->serving = ready;
+    if (r->valid && cfg->source == CTL_SOURCE_SCRAPE && r->pods_counted > 0) {
+        o->serving = r->pods_counted + r->pods_failed;
+        if (r->pods_failed > 0) {
+            double k = (double)o->serving / r->pods_counted;
+            r->request_rate *= k;
+            if (isfinite(r->recent_rate))
+                r->recent_rate *= k;
+        }
+    }
+    arrivals(c, w, now, o);
+    learn_service_time(w, o);
+}

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* controller/scale: the act stage's one write: a Deployment's replica count
+ * through its /scale subresource. Read the subresource, patch spec.replicas
+ * with the read resourceVersion as precondition, and on a 409 read again and
+ * retry (a few times). A leader that lost the lease between the read and the
+ * patch does not write. The status annotation of the same Deployment never
+ * overlaps this write (both change one object and one resourceVersion): a
+ * scale write waits for a status PATCH in flight, and the status waits for
+ * the scale write. Requests carry copies of the workload's key, never
+ * pointers to it. */
+#include "controller-int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kube/kube.h"
+
+#define SUB "controller"
+#define MAX_SCALE_ATTEMPTS 4
+
+struct scale_req {
+    struct controller *c;
+    char *ns, *name;
+    int32_t target;
+};
+
+static void scale_get(struct controller *c, struct scale_req *r);
+
+static void scale_req_done(struct scale_req *r, bool ok)
+{
+    struct controller *c = r->c;
+    struct ctl_wl *w = ctl_wl_find(c, r->ns, r->name);
+    if (w) {
+        w->scaling = false;
+        if (!ok)
+            w->scale_attempts = 0;
+        /* the status of this tick's decision waited for the scale write */
+        if (w->status_deferred && !c->closing && controller_leading(c)) {
+            w->status_deferred = false;
+            ctl_status_update(c, w, util_now_unix_ms());
+        }
+    }
+    xfree(r->ns);
+    xfree(r->name);
+    xfree(r);
+    ctl_io_end(c);
+}
+
+static void scale_patched(const struct kube_result *res, void *arg)
+{
+    struct scale_req *r = arg;
+    struct controller *c = r->c;
+    struct ctl_wl *w = ctl_wl_find(c, r->ns, r->name);
+    if (res->err == 0) {
+        c->scale_patches++;
+        LOGW_INFO(SUB, r->ns, r->name, "scaled to %d replicas", r->target);
+        scale_req_done(r, true);
+        return;
+    }
+    if (res->err == -EEXIST && w && !c->closing && w->scale_attempts < MAX_SCALE_ATTEMPTS) {
+        c->scale_conflicts++;
+        LOGW_INFO(SUB, r->ns, r->name, "scale conflict (%s): re-reading and retrying",
+                  res->message);
+        scale_get(c, r);
+        return;
+    }
+    c->scale_errors++;
+    LOGW_ERROR(SUB, r->ns, r->name, "scaling to %d failed: HTTP %ld %s %s", r->target,
+               res->status, res->reason, res->message);
+    scale_req_done(r, false);
+}
+
+static void scale_read(const struct kube_result *res, void *arg)
+{
+    struct scale_req *r = arg;
+    struct controller *c = r->c;
+    struct ctl_wl *w = ctl_wl_find(c, r->ns, r->name);
+    if (res->err != 0 || !w || c->closing) {
+        if (res->err != 0) {
+            c->scale_errors++;
+            LOGW_ERROR(SUB, r->ns, r->name, "reading the scale subresource failed: HTTP %ld %s",
+                       res->status, res->message);
+        }
+        scale_req_done(r, false);
+        return;
+    }
+    /* a leader that lost the lease meanwhile must not write */
+    if (!controller_leading(c)) {
+        LOGW_WARN(SUB, r->ns, r->name, "lost leadership before scaling; not writing");
+        scale_req_done(r, false);
+        return;
+    }
+    json_t *rv = json_object_get(json_object_get(res->body, "metadata"), "resourceVersion");
+    json_int_t cur = json_integer_value(json_object_get(json_object_get(res->body, "spec"),
+                                                        "replicas"));
+    if (!json_is_string(rv)) {
+        c->scale_errors++;
+        LOGW_ERROR(SUB, r->ns, r->name, "scale subresource without a resourceVersion");
+        scale_req_done(r, false);
+        return;
+    }
+    if (cur == r->target) {
+        scale_req_done(r, true);
+        return;
+    }
+    w->scale_attempts++;
+    json_t *patch = json_pack("{s:{s:O},s:{s:i}}", "metadata", "resourceVersion", rv, "spec",
+                              "replicas", (json_int_t)r->target);
+    char path[600];
+    snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/deployments/%s/scale", r->ns,
+             r->name);
+    int rc = kube_patch_merge(c->kube, path, patch, scale_patched, r);
+    json_decref(patch);
+    if (rc != 0) {
+        c->scale_errors++;
+        LOGW_ERROR(SUB, r->ns, r->name, "cannot send the scale patch: %s", strerror(-rc));
+        scale_req_done(r, false);
+    }
+}
+
+static void scale_get(struct controller *c, struct scale_req *r)
+{
+    int rc = kube_scale_get(c->kube, r->ns, r->name, scale_read, r);
+    if (rc != 0) {
+        LOGW_ERROR(SUB, r->ns, r->name, "cannot read the scale subresource: %s", strerror(-rc));
+        scale_req_done(r, false);
+    }
+}
+
+void ctl_scale_write(struct controller *c, struct ctl_wl *w, int32_t target)
+{
+    if (w->scaling)
+        return;
+    if (w->status_inflight) { /* after it, or the read resourceVersion goes stale */
+        w->scale_waiting = true;
+        w->scale_target = target;
+        return;
+    }
+    w->scale_waiting = false;
+    struct scale_req *r = xcalloc(1, sizeof(*r));
+    r->c = c;
+    r->ns = xstrdup(w->ns);
+    r->name = xstrdup(w->name);
+    r->target = target;
+    w->scaling = true;
+    w->scale_target = target;
+    w->scale_attempts = 0;
+    ctl_io_begin(c);
+    scale_get(c, r);
+}
+
+void ctl_scale_resume(struct controller *c, struct ctl_wl *w)
+{
+    if (!w->scale_waiting)
+        return;
+    w->scale_waiting = false;
+    if (c->closing || !controller_leading(c) || w->status_inflight)
+        return; /* the next tick decides again */
+    ctl_scale_write(c, w, w->scale_target);
+}
+
