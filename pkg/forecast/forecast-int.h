@@ -3,10 +3,11 @@
  * (plan.c) and the state codec (forecast-state.c); no other module includes
  * this file.
  *
- * One struct forecast owns, besides itself, either the warm-up buffer (two
- * seasons of bucket values in log space plus a bitmap of which were gap
- * fills) or the seasonal indices (one season), never both; the residual
- * store and the plan rings are inline and fixed in size. */
+ * One struct forecast owns, besides itself, either the warm-up buffer (the
+ * closed buckets' values in log space, their peaks and a bitmap of which were
+ * gap fills; grown as buckets close, up to two seasons) or the seasonal
+ * indices (one season), never both; the residual store and the plan rings are
+ * inline and fixed in size. */
 #ifndef GPUSCALER_FORECAST_INT_H
 #define GPUSCALER_FORECAST_INT_H
 
@@ -59,7 +60,8 @@ struct forecast {
     double level;       /* log space */
     double zlast;       /* the last closed bucket's mean (log; the model's fill for a gap) */
     double trend;
-    float *buf;         /* FC_WARMUP: 2m closed bucket values (log), seen of them used */
+    int64_t bcap;       /* FC_WARMUP: buckets buf, bpk and fill have room for (<= 2m) */
+    float *buf;         /* FC_WARMUP: closed bucket values (log), seen of them used */
     uint16_t *bpk;      /* FC_WARMUP: each one's peak above its mean (log x FC_RES_SCALE) */
     uint8_t *fill;      /* FC_WARMUP: bitmap, bit i set = buf[i] is a gap fill */
     float *season;      /* FC_HW: m additive seasonal indices (log), by bucket index mod m */
@@ -97,6 +99,13 @@ int fc_config_check(const struct forecast_config *cfg);
 
 /** An empty forecaster for a checked cfg (the buffers of its kind allocated). */
 struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind);
+
+/** Make room in the warm-up buffer for n buckets (n <= 2m): grows by half
+ *  its size (at least FC_BUF_STEP buckets), never past 2m; new fill bits 0. */
+void fc_buf_reserve(struct forecast *f, int64_t n);
+
+/** Smallest growth of the warm-up buffer, in buckets. */
+#define FC_BUF_STEP 64
 
 /** Bytes of the warm-up fill bitmap for n buffered buckets. */
 static inline size_t fc_bitmap_len(int64_t n)

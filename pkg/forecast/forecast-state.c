@@ -168,7 +168,8 @@ void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen)
         for (int64_t i = 0; i < f->seen; i++)
             p = put_u(p, f->bpk[i], 2);
         size_t nb = fc_bitmap_len(f->seen);
-        memcpy(p, f->fill, nb);
+        if (nb)
+            memcpy(p, f->fill, nb);
         if (f->seen % 8)
             p[nb - 1] &= (uint8_t)((1u << (f->seen % 8)) - 1);
         p += nb;
@@ -390,9 +391,11 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
     f->zlast = zlast;
     const uint8_t *p = buf + HEADER_LEN;
     if (kind == FC_WARMUP) {
+        fc_buf_reserve(f, seen);
         const uint8_t *bits = p + seen * 6;
         size_t nb = fc_bitmap_len(seen);
-        memcpy(f->fill, bits, nb);
+        if (nb)
+            memcpy(f->fill, bits, nb);
         if (seen % 8 && (bits[nb - 1] >> (seen % 8)) != 0) {
             set_err(err, errlen, "unused fill bits set");
             goto fail;

@@ -102,13 +102,8 @@ struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
     f->cfg = *cfg;
     f->m = cfg->season_ms / cfg->bucket_ms;
     f->kind = kind;
-    if (kind == FC_WARMUP) {
-        f->buf = xcalloc((size_t)(2 * f->m), sizeof(float));
-        f->bpk = xcalloc((size_t)(2 * f->m), sizeof(uint16_t));
-        f->fill = xcalloc(fc_bitmap_len(2 * f->m), 1);
-    } else {
+    if (kind == FC_HW)
         f->season = xcalloc((size_t)f->m, sizeof(float));
-    }
     f->origin_first = FC_NONE;
     f->q_bucket = FC_NONE;
     for (int i = 0; i < FC_RING; i++)
@@ -120,6 +115,25 @@ struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
     for (int h = 0; h < FC_HORIZONS; h++)
         f->qlevel[h] = (float)cfg->quantile;
     return f;
+}
+
+void fc_buf_reserve(struct forecast *f, int64_t n)
+{
+    if (n <= f->bcap)
+        return;
+    int64_t cap = f->bcap + f->bcap / 2;
+    if (cap < f->bcap + FC_BUF_STEP)
+        cap = f->bcap + FC_BUF_STEP;
+    if (cap < n)
+        cap = n;
+    if (cap > 2 * f->m)
+        cap = 2 * f->m;
+    size_t oldb = fc_bitmap_len(f->bcap), newb = fc_bitmap_len(cap);
+    f->buf = xrealloc(f->buf, (size_t)cap * sizeof(*f->buf));
+    f->bpk = xrealloc(f->bpk, (size_t)cap * sizeof(*f->bpk));
+    f->fill = xrealloc(f->fill, newb);
+    memset(f->fill + oldb, 0, newb - oldb);
+    f->bcap = cap;
 }
 
 struct forecast *forecast_new(const struct forecast_config *cfg)
@@ -145,10 +159,7 @@ size_t forecast_memory(const struct forecast *f)
     if (!f)
         return 0;
     size_t n = sizeof(*f);
-    if (f->buf)
-        n += (size_t)(2 * f->m) * (sizeof(float) + sizeof(uint16_t));
-    if (f->fill)
-        n += fc_bitmap_len(2 * f->m);
+    n += (size_t)f->bcap * (sizeof(*f->buf) + sizeof(*f->bpk)) + fc_bitmap_len(f->bcap);
     if (f->season)
         n += (size_t)f->m * sizeof(float);
     return n;
@@ -373,6 +384,7 @@ static void hw_init(struct forecast *f, int64_t first)
     f->buf = NULL;
     f->bpk = NULL;
     f->fill = NULL;
+    f->bcap = 0;
     f->season = s;
     f->kind = FC_HW;
 }
@@ -403,6 +415,7 @@ static void update_model(struct forecast *f, int64_t idx, double z, double zpeak
         f->trend = clamp_state(c->phi * f->trend);
         z = f->level;
     }
+    fc_buf_reserve(f, f->seen + 1);
     f->buf[f->seen] = (float)clamp_state(z);
     double above = real ? (zpeak - z) * FC_RES_SCALE : 0;
     f->bpk[f->seen] = (uint16_t)(above > 65535 ? 65535 : above > 0 ? above + 0.5 : 0);

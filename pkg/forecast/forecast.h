@@ -22,8 +22,9 @@
  * plan is not `trusted` until enough residuals back it.
  *
  * Pure: no I/O, no clock; time is passed in. Memory is bounded by the season
- * length (two seasons of float buckets during warm-up, one season after),
- * never by history length. State serialises to a compact, versioned byte
+ * length (during warm-up the buckets closed so far, up to two seasons of them
+ * at 6 bytes each; one season of float indices after), never by history
+ * length. State serialises to a compact, versioned byte
  * string for checkpointing. docs/policy.md has the math. */
 #ifndef GPUSCALER_FORECAST_H
 #define GPUSCALER_FORECAST_H

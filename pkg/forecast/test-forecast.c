@@ -554,18 +554,33 @@ static void test_bounded_memory(void **state)
     forecast_config_init(&cfg);
     struct forecast *f = forecast_new(&cfg);
     struct lcg g = {7};
-    size_t mem_day1 = 0, mem_day3 = 0;
+    /* the warm-up buffer holds the buckets closed so far: 6 bytes and a bit
+     * each, with room for at most half as many again (64 at least), never past 2 days */
+    size_t fixed = forecast_memory(f), mem_day1 = 0, mem_day3 = 0, mem_max = 0;
+    const size_t per = sizeof(float) + sizeof(uint16_t);
     for (int64_t i = 0; i < 30 * DAY_MIN; i++) {
         double y = daily_shape(i % DAY_MIN) * (1.0 + 0.1 * (lcg_next(&g) - 0.5));
         assert_int_equal(forecast_observe(f, T0 + i * MIN_MS, y), 0);
+        if (i < 2 * DAY_MIN) {
+            size_t mem = forecast_memory(f), b = (size_t)i; /* i buckets closed */
+            size_t room = b + (b / 2 > 64 ? b / 2 : 64);
+            if (room > 2 * DAY_MIN)
+                room = 2 * DAY_MIN;
+            assert_true(mem >= fixed + b * per);
+            if (mem > fixed + room * per + (room + 7) / 8)
+                fail_msg("%zu buckets: %zu B, fixed %zu", b, mem, fixed);
+            mem_max = mem > mem_max ? mem : mem_max;
+        }
         if (i == DAY_MIN)
             mem_day1 = forecast_memory(f);
         if (i == 3 * DAY_MIN)
             mem_day3 = forecast_memory(f);
     }
     size_t mem_day30 = forecast_memory(f);
-    print_message("memory: day 1 %zu B (warm-up), day 3 %zu B, day 30 %zu B\n", mem_day1,
-                  mem_day3, mem_day30);
+    print_message("memory: new %zu B, day 1 %zu B (warm-up), most %zu B, day 3 %zu B, "
+                  "day 30 %zu B\n", fixed, mem_day1, mem_max, mem_day3, mem_day30);
+    assert_true(fixed < 16 * 1024); /* no buffer before the first bucket closes */
+    assert_true(mem_max <= fixed + 2 * DAY_MIN * per + 2 * DAY_MIN / 8);
     assert_int_equal(mem_day3, mem_day30);
     assert_true(mem_day1 > mem_day3); /* the two-season buffer is gone */
     /* one season of floats plus a fixed part (residual store, plan rings) */
@@ -618,7 +633,8 @@ static void roundtrip_one(const struct forecast_config *cfg, struct forecast *f,
     struct forecast *g = forecast_deserialize(cfg, buf, len, err, sizeof(err));
     if (!g)
         fail_msg("deserialize: %s", err);
-    assert_int_equal(forecast_memory(g), forecast_memory(f));
+    /* restored with room for the buckets it holds, no more */
+    assert_true(forecast_memory(g) <= forecast_memory(f));
     serialize_cmp(f, g);
     /* identical predictions now and after identical further input */
     for (int round = 0; round < 2; round++) {
