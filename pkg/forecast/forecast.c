@@ -102,6 +102,7 @@ struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
     f->cfg = *cfg;
     f->m = cfg->season_ms / cfg->bucket_ms;
     f->kind = kind;
+    fc_buf_scale(f);
     if (kind == FC_HW)
         f->season = xcalloc((size_t)f->m, sizeof(float));
     f->origin_first = FC_NONE;
@@ -115,6 +116,20 @@ struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
     for (int h = 0; h < FC_HORIZONS; h++)
         f->qlevel[h] = (float)cfg->quantile;
     return f;
+}
+
+void fc_buf_scale(struct forecast *f)
+{
+    double lo = log(f->cfg.rate_floor) - FC_BUF_MARGIN;
+    double hi = log(FORECAST_MAX_RATE + f->cfg.rate_floor) + FC_BUF_MARGIN;
+    f->zbase = lo;
+    f->zstep = (hi - lo) / 65535.0;
+}
+
+uint16_t fc_buf_step(const struct forecast *f, double z)
+{
+    double k = (z - f->zbase) / f->zstep + 0.5;
+    return k <= 0 ? 0 : k >= 65535 ? 65535 : (uint16_t)k; /* NaN is never passed */
 }
 
 void fc_buf_reserve(struct forecast *f, int64_t n)
@@ -300,7 +315,9 @@ static void hw_init(struct forecast *f, int64_t first)
 {
     const struct forecast_config *c = &f->cfg;
     int64_t m = f->m, n = 2 * m, h = m / 2;
-    const float *y = f->buf;
+    double *y = xcalloc((size_t)n, sizeof(double));
+    for (int64_t i = 0; i < n; i++)
+        y[i] = fc_buf_value(f, i);
     double *acc = xcalloc((size_t)m, sizeof(double));
     uint32_t *cnt = xcalloc((size_t)m, sizeof(uint32_t));
     double *pre = xcalloc((size_t)n + 1, sizeof(double));
@@ -378,6 +395,7 @@ static void hw_init(struct forecast *f, int64_t first)
     xfree(pre);
     xfree(cnt);
     xfree(acc);
+    xfree(y);
     xfree(f->buf);
     xfree(f->bpk);
     xfree(f->fill);
@@ -416,7 +434,7 @@ static void update_model(struct forecast *f, int64_t idx, double z, double zpeak
         z = f->level;
     }
     fc_buf_reserve(f, f->seen + 1);
-    f->buf[f->seen] = (float)clamp_state(z);
+    f->buf[f->seen] = fc_buf_step(f, z);
     double above = real ? (zpeak - z) * FC_RES_SCALE : 0;
     f->bpk[f->seen] = (uint16_t)(above > 65535 ? 65535 : above > 0 ? above + 0.5 : 0);
     if (!real)
