@@ -548,7 +548,9 @@ int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_m
     double mean = exp(zcap) - floor;
     double upper = exp(zplan) - floor;
     double likely = exp(fc_plan_value(f, zmax, qmed < q ? qmed : q, g)) - floor;
-    out->mean = mean > 0 ? mean : 0;
+    /* a state at its bounds (a trend of FC_STATE_MAX) can put the point
+     * forecast past any rate: cap it as the plan is */
+    out->mean = mean > 0 ? (mean < FORECAST_MAX_RATE ? mean : FORECAST_MAX_RATE) : 0;
     out->upper = upper > out->mean ? upper : out->mean;
     if (out->upper > FORECAST_MAX_RATE)
         out->upper = FORECAST_MAX_RATE;

@@ -109,7 +109,7 @@ struct forecast_result {
  * FORECAST_MAX_WINDOW buckets use that window's residuals, and the short-term
  * momentum is not extrapolated beyond it. Both `mean` and `upper` are bounded
  * by the highest peak of the last season times the growth new highs have
- * shown (at most 10x). Returns -ENODATA
+ * shown (at most 10x), and by FORECAST_MAX_RATE. Returns -ENODATA
  * until FC_MIN_BUCKETS buckets have closed (method FORECAST_NONE), else 0.
  * -EINVAL (out zeroed, method FORECAST_NONE) for f or out NULL, now_ms < 0,
  * horizon_ms < 0 or a sum that overflows.
