@@ -6,8 +6,8 @@ cold start and serve /metrics in the vLLM, Triton and TGI shapes; metric faults;
 front balances over Ready pods only; scale-in is graceful (newest first, in-flight requests
 finish, deletionTimestamp while draining); a crashed pod process is restarted; an overloaded
 fakeserve's p99 is far above its light-load p99; the load generator's percentiles, counts and
-profile shape are consistent with its raw records and the server's own counters; everything
-stops by PID.  Bounded: about 40 s, loopback only.
+profile shape are consistent with its raw records and the server's own counters; pods beyond a
+node's GPUs stay Pending/Unschedulable until GPUs free up; everything stops by PID.  Bounded: about 40 s, loopback only.
 
 Run: /usr/bin/python3 e2e/test_cluster.py   (meson test 'cluster')
 """
@@ -203,6 +203,94 @@ class Scaling(unittest.TestCase):
         LC.delete_deployment("crash")
         wait_for(lambda: not [p for p in LC.pods()
                               if p["metadata"]["labels"].get("app") == "crash"], 15)
+
+
+class GPUBudget(unittest.TestCase):
+    """The kubelet's scheduler part: pods beyond a node's GPUs stay Pending, Unschedulable, with
+    the kube-scheduler's message; more GPUs (a raised allocatable) bind them; scale-in removes
+    the pending ones first; a deleted pod's GPUs go to the next one."""
+
+    def test_fit_error_is_the_schedulers_format(self):
+        from cluster.kubelet import fit_error
+        # kubernetes pkg/scheduler/framework/types.go FitError.Error(): "%v %v" per reason,
+        # sort.Strings'ed ("1 I..." before "1 n..."), then DefaultPreemption's message
+        self.assertEqual(
+            fit_error(2, {"node(s) didn't match Pod's node affinity/selector": 1,
+                          "Insufficient nvidia.com/gpu": 1},
+                      {"Preemption is not helpful for scheduling": 1,
+                       "No preemption victims found for incoming pod": 1}),
+            "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match "
+            "Pod's node affinity/selector. preemption: 0/2 nodes are available: 1 No preemption "
+            "victims found for incoming pod, 1 Preemption is not helpful for scheduling.")
+
+    def test_pods_beyond_the_gpus_stay_pending_until_gpus_free(self):
+        sel = {"e2e.gpuscaler.io/pool": "budget-test"}
+        LC.set_gpu_node("gpu-budget-a", 2, labels=sel)
+        self.addCleanup(LC.delete_node, "gpu-budget-a")
+        LC.create_deployment("budget", replicas=3, gpus=1, service_ms=20, cold_start=0.3,
+                             port=8300, node_selector=sel)
+        self.addCleanup(LC.delete_deployment, "budget")
+        LC.wait_ready("budget", 2, 10, exact=False)
+
+        def pending():
+            return [p for p in LC.pods("budget", include_terminating=False)
+                    if not p["spec"].get("nodeName")]
+        pend = wait_for(lambda: len(pending()) == 1 and [
+            c for c in pending()[0]["status"].get("conditions") or []
+            if c["type"] == "PodScheduled"] and pending(), 10)[0]
+        st = pend["status"]
+        self.assertEqual(st["phase"], "Pending")
+        self.assertNotIn("podIP", st)
+        cond = [c for c in st["conditions"] if c["type"] == "PodScheduled"][0]
+        self.assertEqual((cond["status"], cond["reason"]), ("False", "Unschedulable"))
+        self.assertEqual(cond["message"],
+                         "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) "
+                         "didn't match Pod's node affinity/selector. preemption: 0/2 nodes are "
+                         "available: 1 No preemption victims found for incoming pod, 1 "
+                         "Preemption is not helpful for scheduling.")
+        time.sleep(1.0)         # and it stays so: 2 GPUs, 2 pods running
+        self.assertEqual(len(pending()), 1)
+        self.assertEqual(len(LC.ready_pods("budget")), 2)
+        LC.wait_replicas("budget", spec=3, ready=2, at_least=False, timeout=5)
+        self.assertEqual(LC.deployment("budget")["status"]["replicas"], 3)
+        self.assertTrue(LC.events("pod-unschedulable", "budget"))
+
+        # a third GPU: the pending pod is bound there and starts
+        t_raise = time.time()
+        LC.set_gpu_node("gpu-budget-a", 3, labels=sel)
+        ready = LC.wait_ready("budget", 3, 10)
+        bound = [p for p in ready if p["metadata"]["name"] == pend["metadata"]["name"]][0]
+        self.assertEqual(bound["spec"]["nodeName"], "gpu-budget-a")
+        sched = [c for c in bound["status"]["conditions"] if c["type"] == "PodScheduled"][0]
+        self.assertEqual(sched["status"], "True")
+        # scheduled when the GPU came, not when the pod was created: that is the delay
+        self.assertGreaterEqual(iso(sched["lastTransitionTime"]),
+                                iso(bound["metadata"]["creationTimestamp"]) + 1)
+        self.assertGreaterEqual(iso(sched["lastTransitionTime"]), math.floor(t_raise))
+        ev = LC.events("pod-scheduled", "budget")
+        self.assertEqual([e["pod"] for e in ev], [pend["metadata"]["name"]])
+        self.assertGreater(ev[0]["waited_s"], 1.0)
+
+        # one more than fits, then scale in: the pending pod goes first
+        running = sorted(p["metadata"]["name"] for p in ready)
+        LC.scale("budget", 4)
+        wait_for(lambda: len(pending()) == 1, 10)
+        LC.scale("budget", 3)
+        wait_for(lambda: not pending() and len(LC.pods("budget")) == 3, 10)
+        self.assertEqual(sorted(p["metadata"]["name"] for p in LC.pods("budget")), running)
+
+        # a deleted pod's GPU goes to its replacement
+        victim = running[0]
+        LC.client.delete("pods", victim, LC.namespace)
+        wait_for(lambda: victim not in [p["metadata"]["name"] for p in LC.pods("budget")] and
+                 len(LC.ready_pods("budget")) == 3, 15)
+        self.assertTrue(all(p["spec"].get("nodeName") == "gpu-budget-a"
+                            for p in LC.pods("budget")))
+
+
+def iso(s):
+    import calendar
+    return calendar.timegm(time.strptime(s, "%Y-%m-%dT%H:%M:%SZ"))
 
 
 def get_status(url):

@@ -371,6 +371,141 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         finally:
             g.stop()
 
+    def test_8_checkpoints_in_fixed_configmaps(self):
+        """Checkpoints live in checkpoint.configmaps fixed ConfigMaps <prefix>-<i> (i = FNV-1a 64
+        of namespace/name mod the count), two binaryData keys per Deployment, written with
+        merge patches: keys that are not gpuscaler's stay, entries of Deployments that are gone
+        are removed, a restart restores every Deployment, and a ConfigMap over the API server's
+        1 MiB is reported (not retried forever, nothing else lost)."""
+        import base64
+
+        def fnv(s):
+            h = 1469598103934665603
+            for b in s.encode():
+                h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+            return h
+        prefix, n = "ckpt-e2e", 2
+
+        def where(name):
+            return "%s-%d" % (prefix, fnv(self.ns + "/" + name) % n)
+
+        def keys(cm):
+            try:
+                return self.c.get("configmaps", cm, self.ns).get("binaryData") or {}
+            except kubeclient.ApiError:
+                return {}
+        cfg = """decision-interval: 1s
+leader-election: {enabled: false, namespace: %s}
+scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
+checkpoint: {configmap: %s, configmaps: %d}
+""" % (self.ns, prefix, n)
+        names = ("cka", "ckb", "ckc")
+        # a key that is not gpuscaler's, and the entry of a Deployment that no longer exists
+        stale = "forecast.%s_long-gone" % self.ns
+        self.c.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                     "metadata": {"name": where("long-gone")},
+                                     "binaryData": {"note": "aGVsbG8=", stale: "AAAA"}},
+                      self.ns)
+        for i, name in enumerate(names):
+            self.make(name, 1, subnet=40 + i)
+            self.metrics.set_rate(name, 5)
+        g = self.start(cfg, ident="ckpt-1")
+        try:
+            for name in names:
+                wait_for(lambda: "deployment=%s " % name in g.text() and "WithinBand" in g.text(),
+                         20, what="%s decided" % name)
+            time.sleep(1.5)
+            self.assertEqual(g.stop(), 0)
+            for name in names:
+                got = keys(where(name))
+                data = self.c.get("configmaps", where(name), self.ns).get("data") or {}
+                self.assertEqual(data.get("unit.%s_%s" % (self.ns, name)), "requests")
+                for what in ("forecast", "capacity"):
+                    k = "%s.%s_%s" % (what, self.ns, name)
+                    self.assertIn(k, got, "%s missing from %s" % (k, where(name)))
+                    self.assertGreater(len(base64.b64decode(got[k])), 100 if what == "forecast"
+                                       else 8)
+            cm0 = keys(where("long-gone"))
+            self.assertEqual(cm0.get("note"), "aGVsbG8=", "a key not gpuscaler's was touched")
+            self.assertNotIn(stale, cm0, "the entry of a Deployment that is gone stayed")
+            self.assertEqual({c["metadata"]["name"] for c in self.c.list(
+                "configmaps", self.ns)["items"] if c["metadata"]["name"].startswith(prefix)},
+                {where(x) for x in names + ("long-gone",)})
+            # restart: every Deployment restored but one whose entry was learned in another
+            # demand unit; one deleted while running loses its entry
+            self.c.patch("configmaps", where("ckb"), {"data": {
+                "unit.%s_ckb" % self.ns: "tokens;prompt-token-weight=0.25"}}, self.ns)
+            g = self.start(cfg, ident="ckpt-2")
+            wait_for(lambda: "ignoring checkpoint in %s: written for demand unit tokens;"
+                     "prompt-token-weight=0.25, now requests" % where("ckb") in g.text(), 20,
+                     what="ckb's checkpoint of another unit ignored")
+            self.assertEqual([ln for ln in g.text().splitlines()
+                              if "deployment=ckb " in ln and "restored forecaster" in ln], [])
+            for name in ("cka", "ckc"):
+                wait_for(lambda: [ln for ln in g.text().splitlines()
+                                  if "restored forecaster from %s " % where(name) in ln
+                                  and "deployment=%s " % name in ln], 20,
+                         what="%s restored" % name)
+            self.c.delete("deployments", "ckc", self.ns)
+            wait_for(lambda: "no longer tracked" in g.text(), 20, what="ckc untracked")
+            self.assertEqual(g.stop(), 0)
+            self.assertNotIn("forecast.%s_ckc" % self.ns, keys(where("ckc")))
+            self.assertNotIn("capacity.%s_ckc" % self.ns, keys(where("ckc")))
+            self.assertNotIn("unit.%s_ckc" % self.ns, self.c.get(
+                "configmaps", where("ckc"), self.ns).get("data") or {})
+            for name in ("cka", "ckb"):
+                self.assertIn("forecast.%s_%s" % (self.ns, name), keys(where(name)))
+            # a ConfigMap that cannot take the state: said so, the daemon carries on
+            full = "ckpt-full"
+            self.c.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                         "metadata": {"name": full + "-0"},
+                                         "binaryData": {"other": base64.b64encode(
+                                             b"x" * (1024 * 1024 - 64)).decode()}}, self.ns)
+            g = self.start(cfg.replace("configmap: %s, configmaps: %d" % (prefix, n),
+                                       "configmap: %s, configmaps: 1" % full), ident="ckpt-3")
+            wait_for(lambda: "WithinBand" in g.text(), 20, what="a decision")
+            self.assertEqual(g.stop(), 0)
+            log = g.text()
+            full_lines = [ln for ln in log.splitlines() if "is full" in ln]
+            self.assertEqual(len(full_lines), 1, full_lines)
+            self.assertIn("checkpoint ConfigMap %s-0 is full" % full, full_lines[0])
+            self.assertIn("raise checkpoint.configmaps (now 1)", full_lines[0])
+            self.assertIn("level=warn", full_lines[0])
+            self.assertEqual(sorted(keys(full + "-0")), ["other"])
+        finally:
+            g.stop()
+
+
+    def test_9_tokens_refused_for_triton_and_held_without_token_metrics(self):
+        """demand-unit tokens, through the API only: with metrics-profile triton it is an
+        InvalidAnnotation naming demand-unit and Triton (replicas held); on vLLM pods whose
+        exposition lacks the token counters it is MetricsUnavailable, and replicas are held
+        even when the request rate drops to nothing (never scale in on missing metrics)."""
+        tok = {"gpuscaler.io/demand-unit": "tokens", "gpuscaler.io/capacity-per-gpu": "4000"}
+        self.make("tok-triton", 2, subnet=18,
+                  annotations=dict(tok, **{"gpuscaler.io/metrics-profile": "triton"}))
+        self.make("tok-nometric", 3, subnet=19, annotations=tok)
+        g = self.start()
+        try:
+            self.metrics.set_rate("tok-triton", 100)
+            self.metrics.set_rate("tok-nometric", 0)
+            ev = wait_for(lambda: events(self.c, self.ns, "tok-triton", "InvalidAnnotation"),
+                          20, what="InvalidAnnotation event")
+            self.assertEqual(ev[0]["type"], "Warning")
+            self.assertIn("gpuscaler.io/demand-unit", ev[0]["message"])
+            self.assertIn("Triton exposes no token counters", ev[0]["message"])
+            mu = wait_for(lambda: events(self.c, self.ns, "tok-nometric", "MetricsUnavailable"),
+                          25, what="MetricsUnavailable event")
+            self.assertIn("token metric vllm:generation_tokens_total not found",
+                          mu[0]["message"])
+            time.sleep(8)  # > scale-in-after: still held
+            self.assertEqual(self.replicas("tok-triton"), 2)
+            self.assertEqual(self.replicas("tok-nometric"), 3)
+            self.assertTrue(g.alive())
+        finally:
+            g.stop()
+            self.c.delete("deployments", "tok-triton", self.ns)
+            self.c.delete("deployments", "tok-nometric", self.ns)
 
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result

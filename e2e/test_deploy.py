@@ -117,7 +117,10 @@ class DeployTest(unittest.TestCase):
             ("coordination.k8s.io", "leases", ()): {"create"},
             ("coordination.k8s.io", "leases", (cfg["leader-election"]["lease-name"],)):
                 {"get", "update", "patch"},
-            ("", "configmaps", ()): {"create", "get", "update"},  # no patch: never used
+            ("", "configmaps", ()): {"create"},  # create cannot be limited by name
+            ("", "configmaps", tuple("%s-%d" % (cfg["checkpoint"]["configmap"], i)
+                                     for i in range(cfg["checkpoint"]["configmaps"]))):
+                {"get", "patch"},
         })
         reader = self.one("ClusterRole", "gpuscaler-external-metrics-reader")
         self.assertEqual(C.rules_table(reader["rules"]),

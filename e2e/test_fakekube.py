@@ -8,6 +8,7 @@ injection and restarts, leases, events, discovery.  Every server is started by P
 Run: /usr/bin/python3 e2e/test_fakekube.py   (meson test 'fakekube')
 """
 
+import datetime
 import http.client
 import json
 import os
@@ -331,6 +332,36 @@ class TestCrud(Base):
         self.assertEqual(d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
                          "IfNotPresent")
         self.assertEqual(d["status"], {})
+
+    def test_configmap_size_and_binarydata_merge_patch(self):
+        """data + binaryData at most 1 MiB (binaryData counted decoded), as core validation
+        (ValidateConfigMap, MaxSecretSize) has it; a merge patch of binaryData keeps the keys it
+        does not name and removes those set to null (gpuscaler's checkpoint ConfigMaps)."""
+        import base64 as b64
+        blob = b64.b64encode(b"x" * (600 * 1024)).decode()
+        obj = cm("big")
+        obj["binaryData"] = {"a": blob}
+        rv = self.c.create("configmaps", obj, namespace=self.ns)["metadata"]["resourceVersion"]
+        e = self.assertApiError(422, "Invalid", self.c.patch, "configmaps", "big",
+                                {"binaryData": {"b": blob}}, self.ns)
+        self.assertEqual(e.message, 'ConfigMap "big" is invalid: : Too long: must have at '
+                                    'most 1048576 bytes')
+        self.assertEqual(e.status["details"]["causes"],
+                         [{"reason": "FieldValueTooLong", "field": "",
+                           "message": "Too long: must have at most 1048576 bytes"}])
+        got = self.c.get("configmaps", "big", self.ns)
+        self.assertEqual(got["metadata"]["resourceVersion"], rv, "a refused patch changed it")
+        small = b64.b64encode(b"y" * 100).decode()
+        out = self.c.patch("configmaps", "big", {"binaryData": {"b": small}}, self.ns)
+        self.assertEqual(sorted(out["binaryData"]), ["a", "b"])
+        self.assertGreater(int(out["metadata"]["resourceVersion"]), int(rv))
+        out = self.c.patch("configmaps", "big", {"binaryData": {"a": None}}, self.ns)
+        self.assertEqual(out["binaryData"], {"b": small})
+        # exactly 1 MiB is allowed
+        obj = cm("edge")
+        obj.pop("data", None)
+        obj["binaryData"] = {"a": b64.b64encode(b"z" * (1024 * 1024)).decode()}
+        self.c.create("configmaps", obj, namespace=self.ns)
 
     def test_patch_types(self):
         d = deployment("web")
@@ -799,6 +830,58 @@ users:
 
 
 class TestKinds(Base):
+    def test_pod_binding(self):
+        """pods/binding, as the scheduler assigns a pod: once, never again, create only."""
+        self.c.create("pods", pod("p"), self.ns)
+        path = self.c.path("pods", self.ns, "p", "binding")
+        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-node-1"}}
+        # the scheduler said it cannot place it; then a node came
+        self.c.patch("pods", "p", {"status": {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.",
+             "lastProbeTime": None, "lastTransitionTime": "2024-05-01T10:00:00Z"}]}},
+            self.ns, subresource="status")
+        uid = self.c.get("pods", "p", self.ns)["metadata"]["uid"]
+        e = self.assertApiError(409, "Conflict", self.c.request, "POST", path,
+                                dict(binding, metadata={"name": "p", "uid": "other"}))
+        self.assertEqual(e.message, 'Operation cannot be fulfilled on pods "p": Precondition '
+                                    'failed: UID in precondition: other, UID in object meta: '
+                                    '%s' % uid)
+        t0 = time.time()
+        st = self.c.request("POST", path, dict(binding, metadata={"name": "p", "uid": uid}))
+        self.assertEqual((st["kind"], st["status"], st["code"]), ("Status", "Success", 201))
+        got = self.c.get("pods", "p", self.ns)
+        self.assertEqual(got["spec"]["nodeName"], "gpu-node-1")
+        # in the same update, as the real BindingREST: PodScheduled=True, reason and message
+        # gone, its transition time the binding's
+        conds = [c for c in got["status"]["conditions"] if c["type"] == "PodScheduled"]
+        self.assertEqual(len(conds), 1)
+        self.assertEqual(conds[0]["status"], "True")
+        self.assertNotIn("reason", conds[0])
+        self.assertNotIn("message", conds[0])
+        ts = datetime.datetime.strptime(conds[0]["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ")
+        self.assertLess(abs(ts.replace(tzinfo=datetime.timezone.utc).timestamp() - t0), 3)
+        e = self.assertApiError(409, "Conflict", self.c.request, "POST", path, binding)
+        self.assertEqual(e.message, 'Operation cannot be fulfilled on pods/binding "p": pod p '
+                                    'is already assigned to node "gpu-node-1"')
+        self.assertApiError(405, "MethodNotAllowed", self.c.request, "GET", path)
+        self.assertApiError(422, "Invalid", self.c.request, "POST",
+                            self.c.path("pods", self.ns, "p", "binding"), {"target": {}})
+        self.assertApiError(404, "NotFound", self.c.request, "POST",
+                            self.c.path("pods", self.ns, "nope", "binding"), binding)
+        subs = {r["name"]: r for r in self.c.request("GET", "/api/v1")["resources"]}
+        self.assertEqual(subs["pods/binding"]["verbs"], ["create"])
+        # a pod still gated is not bound
+        gated = pod("g")
+        gated["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+        self.c.create("pods", gated, self.ns)
+        e = self.assertApiError(409, "Conflict", self.c.request, "POST",
+                                self.c.path("pods", self.ns, "g", "binding"),
+                                dict(binding, metadata={"name": "g"}))
+        self.assertEqual(e.message, 'Operation cannot be fulfilled on pods/binding "g": pod g '
+                                    'has non-empty .spec.schedulingGates')
+
     def test_leases(self):
         lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                  "metadata": {"name": "gpuscaler-leader"},

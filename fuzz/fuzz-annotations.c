@@ -2,8 +2,10 @@
 /* Fuzz target: a Deployment's annotations (anyone who can edit a Deployment
  * writes them). Input: lines "key=value"; keys get the gpuscaler.io/ prefix
  * unless they already carry one. They are parsed over default config; a
- * success must give a config that passes validation, and the status JSON of a
- * decision made with it must be one line. */
+ * success must give a config that passes validation (with demand-unit
+ * tokens, a generation-token metric to scrape; with requests, none), and the
+ * status JSON of a decision made with it must be one line. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,18 +45,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ctl_workload_parse(&cfg, keys, vals, n, &w, bad, sizeof(bad), err, sizeof(err)) == 0) {
         if (policy_config_validate(&w.policy, err, sizeof(err)) != 0)
             abort();
+        bool tokens = w.policy.demand_unit == POLICY_UNIT_TOKENS;
+        if (tokens != (w.scrape.generation_token_metric[0] != '\0'))
+            abort();
         struct policy_state st;
         policy_state_init(&st);
         struct policy_input in = {.now_ms = 1700000000000LL, .current_replicas = 2,
                                   .ready_replicas = 2, .gpus_per_replica = 1,
                                   .metrics_valid = true, .metrics_time_ms = 1700000000000LL,
-                                  .request_rate = 50, .p99_latency_ms = -1, .queue_depth = -1};
+                                  .request_rate = 50, .p99_latency_ms = -1, .queue_depth = 3,
+                                  .request_size = tokens ? 700 : 1};
         struct policy_decision d;
         policy_decide(&w.policy, &st, &in, &d);
-        char *j = ctl_status_json(in.now_ms, &d, NULL);
+        char *j = ctl_status_json(in.now_ms, &d, NULL, NULL);
         if (strchr(j, '\n'))
             abort();
         xfree(j);
+        /* a replica no node can place: never raised past, never lowered for */
+        in.current_replicas = 3;
+        in.unschedulable_replicas = 1;
+        in.now_ms += 1000;
+        in.metrics_time_ms = in.now_ms;
+        policy_decide(&w.policy, &st, &in, &d);
+        if (d.reason != POLICY_CLAMPED && d.desired > 3)
+            abort();
+        if (d.reason == POLICY_HOLD_GPU_CAPACITY && d.desired != 3)
+            abort();
     } else if (!bad[0] || !err[0]) {
         abort(); /* a rejection always names the key and the reason */
     }

@@ -3,8 +3,11 @@
  * extraction: the input is a watch stream fed in chunks whose sizes come
  * from the input itself; every decoded object is applied to a store as a
  * Deployment and as a Pod, ERROR events start a relist scope and BOOKMARKs
- * end it, and every tracked Deployment's pod index is read back. */
+ * end it, and every tracked Deployment's pod index is read back, the fields
+ * of each pod's conditions (Ready, PodScheduled: bound when, or Pending for
+ * want of a GPU) included. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kube/kube-int.h"
@@ -50,8 +53,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < n; i++) {
         size_t np;
         const struct kube_pod *const *pods = kube_store_deployment_pods(s, deps[i], &np);
-        for (size_t j = 0; j < np; j++)
+        for (size_t j = 0; j < np; j++) {
             (void)strlen(pods[j]->name);
+            /* a GPU the scheduler named, or none: never another value */
+            if (pods[j]->unschedulable_gpu > KUBE_GPU_AMD)
+                abort();
+            (void)strlen(kube_gpu_resource_name(pods[j]->unschedulable_gpu));
+        }
         struct util_buf b = {0};
         kube_selector_format(&deps[i]->selector, &b);
         util_buf_free(&b);

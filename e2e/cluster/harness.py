@@ -46,7 +46,7 @@ from fakekube import harness as fkh  # noqa: E402
 from fakekube.kubeclient import ApiError, wait_for  # noqa: E402
 from cluster import procs  # noqa: E402
 from cluster.informer import Informer  # noqa: E402
-from cluster.kubelet import LABEL, parse_duration  # noqa: E402
+from cluster.kubelet import LABEL, parse_duration, put_gpu_node  # noqa: E402
 
 KUBELET = os.path.join(HERE, "kubelet.py")
 SERVICE = os.path.join(HERE, "service.py")
@@ -278,10 +278,12 @@ class LocalCluster:
                           service_sigma=0.25, profile="vllm", cold_start=2.0, port=8000,
                           model=None, annotations=None, template_annotations=None, labels=None,
                           grace=10, pre_stop=0.3, metrics_fault="none", max_queue=None,
-                          seed=None, port_name="http"):
+                          seed=None, port_name="http", node_selector=None):
         """Create a Deployment the kubelet runs with fakeserve pods.  annotations go on the
         Deployment (gpuscaler.io/* keys); the fakeserve settings become template annotations
-        e2e.gpuscaler.io/*; the container asks for `gpus` nvidia.com/gpu.  Returns the object."""
+        e2e.gpuscaler.io/*; the container asks for `gpus` nvidia.com/gpu; node_selector becomes
+        the pod template's spec.nodeSelector (the kubelet places such pods only on matching
+        Nodes, within their GPUs: set_gpu_node).  Returns the object."""
         app = {"app": name}
         tann = {ANN("gpus"): str(gpus), ANN("slots"): str(slots),
                 ANN("service-ms"): str(service_ms), ANN("service-sigma"): str(service_sigma),
@@ -309,9 +311,24 @@ class LocalCluster:
                                                     "protocol": "TCP"}],
                                          "resources": {"limits": {"nvidia.com/gpu": gpus},
                                                        "requests": {"cpu": "100m"}}}]}}}}
+        if node_selector:
+            dep["spec"]["template"]["spec"]["nodeSelector"] = dict(node_selector)
         if not dep["metadata"]["annotations"]:
             del dep["metadata"]["annotations"]
         return self.client.create("deployments", dep, self.namespace)
+
+    def set_gpu_node(self, name, gpus, labels=None, resource="nvidia.com/gpu"):
+        """Create or update a Node with `gpus` allocatable `resource` (and `labels`): the
+        kubelet's GPU budget there.  Raising it, or adding a Node, is what a cluster
+        autoscaler's new capacity looks like; the kubelet then binds the pending pods."""
+        put_gpu_node(self.client, name, gpus, labels, resource)
+
+    def delete_node(self, name):
+        try:
+            self.client.delete("nodes", name)
+        except ApiError as e:
+            if e.code != 404:
+                raise
 
     def delete_deployment(self, name):
         self.client.delete("deployments", name, self.namespace)

@@ -33,13 +33,36 @@ fakeserve settings come from template annotations (deployment annotations as fal
   e2e.gpuscaler.io/metrics-fault none  (hang, garbage, slow)
   e2e.gpuscaler.io/max-queue   100000
   e2e.gpuscaler.io/seed        derived from the pod name
+  e2e.gpuscaler.io/token-cost-ms 0    ms of slot time per weighted token (fakeserve)
+  e2e.gpuscaler.io/prompt-token-cost 0.25  a prompt token's cost in generated tokens
+  e2e.gpuscaler.io/prompt-mix  ""      P:G@UNIX_TS,... tokens per request by wall clock
   e2e.gpuscaler.io/pre-stop    0.3s    wait between Ready=False and SIGTERM (a preStop sleep,
                                        so Service fronts drop the pod before it drains)
 The port is the first container's port named http, else metrics, else its first port, else 8000.
 
+GPU budget (the scheduler's part).  Nodes are the kubelet's own node (--node-name, by default
+fake-node-1, with no limit) plus every Node object labelled e2e.gpuscaler.io/fake-node: "true",
+whose status.allocatable nvidia.com/gpu and amd.com/gpu are its GPUs (a resource it does not
+list it has none of; a Node object named like the kubelet's own node replaces it, which is what
+--gpu-budget N creates).  A pod goes to the first node, by name, that matches its
+spec.nodeSelector and has the GPUs its containers' limits ask for free (GPUs of pods bound there
+whose process has not exited yet).  When none has, the pod stays Pending, unbound, with
+PodScheduled=False, reason Unschedulable and the kube-scheduler's message, e.g. "0/2 nodes are
+available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match Pod's node affinity/selector.
+preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1
+Preemption is not helpful for scheduling." (FitError.Error() of pkg/scheduler/framework: the
+reasons counted per node, sorted as strings, then the preemption verdicts); no address, no
+process.  When GPUs free up (a pod's process exited, a Node's allocatable raised, a Node added)
+pending pods are bound through pods/binding (with the pod's UID, as the scheduler binds),
+oldest first, and start: the API server sets PodScheduled=True with that time as
+lastTransitionTime in the binding's update, and the kubelet's status writes keep it, so creation
+-> PodScheduled is the scheduling delay and PodScheduled -> Ready the load time.  Scale-in removes pending pods first (the ReplicaSet
+controller's order: unassigned, then not ready, then newest).
+
 Every process is tracked by PID (state-dir/kubelet-pids.json) and killed on exit.  Lifecycle
-events go to --events as JSON lines (pod-created, pod-ready, pod-terminating, pod-deleted,
-process-exit, process-restart) with wall-clock "ts" and the pod's ip/pid.
+events go to --events as JSON lines (pod-created, pod-unschedulable, pod-scheduled, pod-ready,
+pod-terminating, pod-deleted, process-exit, process-restart) with wall-clock "ts" and the pod's
+ip/pid.
 """
 
 import argparse
@@ -67,6 +90,8 @@ from cluster.informer import Informer  # noqa: E402
 FAKESERVE = os.path.join(E2E, "fakeserve", "server.py")
 LABEL = "e2e.gpuscaler.io/fakeserve"
 FINALIZER = "e2e.gpuscaler.io/fake-kubelet"
+NODE_LABEL = "e2e.gpuscaler.io/fake-node"
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 ANN = "e2e.gpuscaler.io/"
 HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -138,6 +163,52 @@ def gpu_limit(spec):
     return 1
 
 
+def gpu_request(spec):
+    """{resource: count} of the GPUs a pod spec's containers ask for (their limits)."""
+    want = {}
+    for c in (spec or {}).get("containers") or []:
+        lim = ((c.get("resources") or {}).get("limits") or {})
+        for k in GPU_RESOURCES:
+            try:
+                n = int(str(lim.get(k, 0)))
+            except ValueError:
+                n = 0
+            if n > 0:
+                want[k] = want.get(k, 0) + n
+    return want
+
+
+def fit_error(n_nodes, reasons, verdicts):
+    """The kube-scheduler's FitError.Error() with DefaultPreemption's PostFilter message: per
+    reason the count of nodes, "%v %v", sorted as strings, joined with ", "."""
+    def hist(d):
+        return ", ".join(sorted("%d %s" % (c, r) for r, c in d.items()))
+    return ("0/%d nodes are available: %s. preemption: 0/%d nodes are available: %s."
+            % (n_nodes, hist(reasons), n_nodes, hist(verdicts)))
+
+
+def put_gpu_node(client, name, gpus, labels=None, resource="nvidia.com/gpu"):
+    """Create or update the Node `name` (labelled NODE_LABEL=true and with `labels`) so that its
+    status.capacity and status.allocatable say `gpus` of `resource`: how a test gives the
+    kubelet a GPU budget, raises it (as a cluster autoscaler's new node would) or lowers it."""
+    alloc = {resource: str(int(gpus)), "cpu": "64", "memory": "512Gi", "pods": "110"}
+    status = {"capacity": dict(alloc), "allocatable": dict(alloc),
+              "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                              "message": "fake kubelet is posting ready status",
+                              "lastHeartbeatTime": now_rfc3339(),
+                              "lastTransitionTime": now_rfc3339()}]}
+    node_labels = dict(labels or {}, **{NODE_LABEL: "true", "kubernetes.io/hostname": name})
+    try:
+        client.create("nodes", {"apiVersion": "v1", "kind": "Node",
+                                "metadata": {"name": name, "labels": node_labels},
+                                "status": status})
+    except ApiError as e:
+        if e.code != 409:
+            raise
+        client.patch("nodes", name, {"metadata": {"labels": node_labels}})
+    client.patch("nodes", name, {"status": status}, subresource="status")
+
+
 def fakeserve_settings(dep, pod_name):
     """fakeserve's flags for a pod of Deployment dep (see the module doc)."""
     tmpl = (dep.get("spec") or {}).get("template") or {}
@@ -168,6 +239,9 @@ def fakeserve_settings(dep, pod_name):
         "port": container_port(spec),
         "grace": float(spec.get("terminationGracePeriodSeconds", 30)),
         "pre_stop": parse_duration(get("pre-stop", "0.3s")),
+        "token_cost_ms": float(get("token-cost-ms", 0)),
+        "prompt_token_cost": float(get("prompt-token-cost", 0.25)),
+        "prompt_mix": get("prompt-mix", ""),
     }
 
 
@@ -199,12 +273,22 @@ class PodRuntime:
         self.image = "fakeserve"
         self.api_delete = True
         self.signalled = False
+        self.node = None             # bound node; None while Pending (unschedulable)
+        self.gpus_req = {}           # GPUs by resource it holds once bound
+        self.selector = {}           # spec.nodeSelector
+        self.unsched_msg = None      # the PodScheduled=False message written
+        self.unsched_ts = None
+        self.sched_ts = None         # PodScheduled=True as the binding set it (API server time)
+
+    @property
+    def pending(self):
+        return self.node is None
 
 
 class Kubelet:
     def __init__(self, kubeconfig, namespace="default", state_dir=".", ip_prefix="127.77",
                  all_deployments=False, control_token="", python=sys.executable,
-                 node_name="fake-node-1", events_path=None, probe_period=0.1):
+                 node_name="fake-node-1", events_path=None, probe_period=0.1, gpu_budget=None):
         self.kubeconfig = kubeconfig
         self.namespace = namespace
         self.state_dir = os.path.abspath(state_dir)
@@ -218,6 +302,7 @@ class Kubelet:
         self.control_token = control_token
         self.python = python
         self.node_name = node_name
+        self.gpu_budget = gpu_budget     # --gpu-budget: make our own node a budgeted Node
         self.events_path = events_path or os.path.join(self.state_dir, "kubelet-events.jsonl")
         self.pidfile = os.path.join(self.state_dir, "kubelet-pids.json")
         self.probe_period = probe_period
@@ -246,7 +331,11 @@ class Kubelet:
                              name="kubelet-pods").start()
         self.rss = Informer(self.client, "replicasets", self.namespace, None, self.wake.set,
                             name="kubelet-replicasets").start()
-        for inf in (self.deps, self.pods, self.rss):
+        if self.gpu_budget is not None:
+            put_gpu_node(self.client, self.node_name, self.gpu_budget)
+        self.nodes = Informer(self.client, "nodes", None, NODE_LABEL + "=true", self.wake.set,
+                              name="kubelet-nodes").start()
+        for inf in (self.deps, self.pods, self.rss, self.nodes):
             inf.wait_synced(20)
         self.thread = threading.Thread(target=self._loop, name="kubelet-loop", daemon=True)
         self.thread.start()
@@ -271,7 +360,7 @@ class Kubelet:
         for rt in rts:
             if rt.proc is not None:
                 procs.stop(rt.proc, max(0.1, deadline - time.monotonic()))
-        for inf in ("deps", "pods", "rss"):
+        for inf in ("deps", "pods", "rss", "nodes"):
             if hasattr(self, inf):
                 getattr(self, inf).stop()
         if self.client is not None:
@@ -339,6 +428,8 @@ class Kubelet:
         # process supervision, termination, probes
         for rt in list(self.runtimes.values()):
             changed |= self.supervise(rt)
+        # the scheduler: pending pods onto GPUs that freed up
+        changed |= self.schedule_pending()
         # desired replicas per deployment
         for uid, d in deps.items():
             changed |= self.sync_deployment(d, rss)
@@ -373,8 +464,9 @@ class Kubelet:
                     break
                 changed = True
         elif len(active) > want:
-            # ReplicaSet controller order: not ready first, then newest first
-            victims = sorted(active, key=lambda r: (r.ready, -r.seq))[:len(active) - want]
+            # ReplicaSet controller order: unassigned first, then not ready, then newest
+            victims = sorted(active, key=lambda r: (not r.pending, r.ready, -r.seq))
+            victims = victims[:len(active) - want]
             for rt in victims:
                 self.begin_terminate(rt, "scale-in")
                 changed = True
@@ -505,9 +597,13 @@ class Kubelet:
             if name not in self.runtimes:
                 break
         settings = fakeserve_settings(d, name)
-        ip = self.alloc_ip(settings["port"])
         pspec = json.loads(json.dumps(tmpl.get("spec") or {}))
-        pspec["nodeName"] = self.node_name
+        want = gpu_request(pspec)
+        selector = dict(pspec.get("nodeSelector") or {})
+        node, why = self.place(want, selector)
+        ip = self.alloc_ip(settings["port"]) if node is not None else None
+        if node is not None:
+            pspec["nodeName"] = node
         labels = dict(tmeta.get("labels") or {})
         labels["pod-template-hash"] = h
         pod = {"apiVersion": "v1", "kind": "Pod",
@@ -527,12 +623,20 @@ class Kubelet:
         cs = pspec.get("containers") or [{}]
         rt.container = cs[0].get("name", "server")
         rt.image = cs[0].get("image", "fakeserve")
+        rt.gpus_req, rt.selector, rt.node = want, selector, node
         with self.lock:
             self.runtimes[name] = rt
+        if node is None:
+            self.event("pod-created", rt, cold_start=settings["cold_start"],
+                       profile=settings["profile"], gpus=settings["gpus"],
+                       slots=settings["slots"], service_ms=settings["service_ms"], node=None)
+            self.patch_pending_status(rt, why)
+            self.event("pod-unschedulable", rt, message=why)
+            return rt
         self.start_process(rt)
         self.event("pod-created", rt, cold_start=settings["cold_start"],
                    profile=settings["profile"], gpus=settings["gpus"], slots=settings["slots"],
-                   service_ms=settings["service_ms"])
+                   service_ms=settings["service_ms"], node=node)
         self.patch_pod_status(rt, started=True)
         return rt
 
@@ -545,6 +649,11 @@ class Kubelet:
                "--model", s["model"], "--cold-start", str(s["cold_start"]),
                "--grace", str(s["grace"]), "--max-queue", str(s["max_queue"]),
                "--metrics-fault", s["metrics_fault"], "--pod-name", rt.name]
+        if s.get("token_cost_ms"):
+            cmd += ["--token-cost-ms", str(s["token_cost_ms"]),
+                    "--prompt-token-cost", str(s["prompt_token_cost"])]
+        if s.get("prompt_mix"):
+            cmd += ["--prompt-mix", s["prompt_mix"]]
         if self.control_token:
             cmd += ["--control-token", self.control_token]
         return cmd
@@ -568,7 +677,7 @@ class Kubelet:
                  {"type": "Ready", "status": ready, "lastTransitionTime": ts},
                  {"type": "ContainersReady", "status": ready, "lastTransitionTime": ts},
                  {"type": "PodScheduled", "status": "True",
-                  "lastTransitionTime": getattr(rt, "cond_ts", ts)}]
+                  "lastTransitionTime": rt.sched_ts or getattr(rt, "cond_ts", ts)}]
         if not hasattr(rt, "cond_ts"):
             rt.cond_ts = ts
             rt.start_ts = ts
@@ -598,6 +707,120 @@ class Kubelet:
             if e.code != 404:
                 raise
 
+    # ------------------------------------------------------------ the scheduler's part
+
+    def node_table(self):
+        """[(name, labels, {resource: GPUs} or None for no limit)], by name: our own node and
+        the labelled Node objects (one named like ours replaces it)."""
+        nodes = {self.node_name: ({"kubernetes.io/hostname": self.node_name}, None)}
+        for n in self.nodes.snapshot().values():
+            m = _meta(n)
+            alloc = (n.get("status") or {}).get("allocatable") or {}
+            gpus = {}
+            for r in GPU_RESOURCES:
+                try:
+                    gpus[r] = int(str(alloc.get(r, 0)))
+                except ValueError:
+                    gpus[r] = 0
+            labels = dict(m.get("labels") or {})
+            labels.setdefault("kubernetes.io/hostname", m["name"])
+            nodes[m["name"]] = (labels, gpus)
+        return sorted((k, v[0], v[1]) for k, v in nodes.items())
+
+    def gpus_used(self):
+        """{node: {resource: GPUs}} held by the pods bound there whose process has not exited."""
+        used = {}
+        with self.lock:
+            rts = list(self.runtimes.values())
+        for rt in rts:
+            if rt.node is None:
+                continue
+            u = used.setdefault(rt.node, {})
+            for r, n in rt.gpus_req.items():
+                u[r] = u.get(r, 0) + n
+        return used
+
+    def place(self, want, selector):
+        """(node, None) for the first node that matches selector and has `want` GPUs free, or
+        (None, the kube-scheduler's message) when none has."""
+        table, used = self.node_table(), self.gpus_used()
+        reasons, verdicts = {}, {}
+
+        def add(d, k):
+            d[k] = d.get(k, 0) + 1
+        for name, labels, gpus in table:
+            if any(labels.get(k) != v for k, v in selector.items()):
+                add(reasons, "node(s) didn't match Pod's node affinity/selector")
+                add(verdicts, "Preemption is not helpful for scheduling")
+                continue
+            if gpus is None:
+                return name, None
+            u = used.get(name, {})
+            short = [r for r, n in sorted(want.items()) if gpus.get(r, 0) - u.get(r, 0) < n]
+            if not short:
+                return name, None
+            for r in short:
+                add(reasons, "Insufficient " + r)
+            if any(n > gpus.get(r, 0) for r, n in want.items()):
+                add(verdicts, "Preemption is not helpful for scheduling")
+            else:
+                add(verdicts, "No preemption victims found for incoming pod")
+        return None, fit_error(len(table), reasons, verdicts)
+
+    def patch_pending_status(self, rt, message):
+        """PodScheduled=False, Unschedulable, as the scheduler writes it (the transition time
+        kept while the message changes)."""
+        rt.unsched_ts = rt.unsched_ts or now_rfc3339()
+        rt.unsched_msg = message
+        st = {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "message": message, "lastProbeTime": None, "lastTransitionTime": rt.unsched_ts}]}
+        try:
+            self.client.patch("pods", rt.name, {"status": st}, self.namespace,
+                              subresource="status")
+        except ApiError as e:
+            if e.code != 404:
+                raise
+
+    def schedule_pending(self):
+        """Bind the pending pods that fit now (oldest first) and start them.  True if any."""
+        with self.lock:
+            pending = sorted((rt for rt in self.runtimes.values()
+                              if rt.pending and not rt.terminating), key=lambda r: r.seq)
+        changed = False
+        for rt in pending:
+            node, why = self.place(rt.gpus_req, rt.selector)
+            if node is None:
+                if why != rt.unsched_msg:
+                    self.patch_pending_status(rt, why)
+                continue
+            # as the scheduler binds: the pod's name and UID (a precondition)
+            meta = {"name": rt.name, "uid": rt.uid} if rt.uid else {"name": rt.name}
+            body = {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+            try:
+                self.client.request("POST", self.client.path("pods", self.namespace, rt.name,
+                                                              "binding"), body=body)
+                bound = self.client.get("pods", rt.name, self.namespace)
+            except ApiError as e:
+                if e.code in (404, 409):
+                    continue        # deleted meanwhile: the reconcile loop terminates it
+                raise
+            # the API server set PodScheduled=True with the binding; a kubelet keeps that
+            # condition's transition time in the statuses it writes
+            rt.sched_ts = next((c.get("lastTransitionTime") for c in
+                                (bound.get("status") or {}).get("conditions") or []
+                                if c.get("type") == "PodScheduled" and
+                                c.get("status") == "True"), None)
+            rt.node = node
+            rt.ip = self.alloc_ip(rt.port)
+            self.start_process(rt)
+            self.event("pod-scheduled", rt, node=node,
+                       waited_s=round(time.time() - rt.created_wall, 3))
+            self.patch_pod_status(rt, started=True)
+            changed = True
+        return changed
+
     def probe(self, rt):
         c = http.client.HTTPConnection(rt.ip, rt.port, timeout=0.3)
         try:
@@ -614,6 +837,8 @@ class Kubelet:
         """Drive one pod's process: readiness, crashes, termination.  True if PIDs changed."""
         now = time.monotonic()
         exited = rt.proc is not None and rt.proc.poll() is not None
+        if rt.terminating and rt.proc is None:
+            exited = True        # never ran (it was Pending): nothing to drain
         if rt.terminating:
             if not rt.signalled:
                 if exited or now - rt.term_started >= rt.settings["pre_stop"]:
@@ -624,8 +849,9 @@ class Kubelet:
                 rt.killed = True
                 self.event("pod-killed", rt, reason="grace period over")
             if exited:
-                self.event("process-exit", rt, code=rt.proc.returncode,
-                           drain_s=round(now - rt.term_started, 3))
+                if rt.proc is not None:
+                    self.event("process-exit", rt, code=rt.proc.returncode,
+                               drain_s=round(now - rt.term_started, 3))
                 if rt.api_delete:
                     self._release(rt.name)
                 with self.lock:
@@ -633,6 +859,8 @@ class Kubelet:
                 self.released[rt.name] = now
                 self.event("pod-deleted", rt)
                 return True
+            return False
+        if rt.pending:
             return False
         if exited:
             if rt.next_restart == 0.0:
@@ -674,7 +902,8 @@ class Kubelet:
             except ApiError as e:
                 if e.code != 404:
                     raise
-            self.patch_pod_status(rt)
+            if not rt.pending:
+                self.patch_pod_status(rt)
         rt.signalled = False
         if rt.settings["pre_stop"] <= 0 or not api:
             self._sigterm(rt)
@@ -713,9 +942,13 @@ def main(argv=None):
                     help="manage every Deployment of the namespace, not only labelled ones")
     ap.add_argument("--control-token", default=os.environ.get("FAKESERVE_CONTROL_TOKEN", ""))
     ap.add_argument("--events", help="JSON-lines event log (default STATE/kubelet-events.jsonl)")
+    ap.add_argument("--node-name", default="fake-node-1", help="the kubelet's own node")
+    ap.add_argument("--gpu-budget", type=int, default=None,
+                    help="give the own node N nvidia.com/gpu (a labelled Node object); "
+                         "default: no limit")
     a = ap.parse_args(argv)
     k = Kubelet(a.kubeconfig, a.namespace, a.state_dir, a.ip_prefix, a.all, a.control_token,
-                events_path=a.events)
+                node_name=a.node_name, events_path=a.events, gpu_budget=a.gpu_budget)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())

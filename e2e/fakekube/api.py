@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The verbs of the Kubernetes API over the store: create, get, list, update, patch, delete,
-deletecollection, the scale and status subresources, and the watch event filter.
+deletecollection, the scale and status subresources, pods/binding (what the scheduler POSTs to
+assign a pod to a node), and the watch event filter.
 
 Handlers here are transport-free: they take parsed request parts and return (code, body) or
 raise StatusError, which carries a Status object shaped exactly as kube-apiserver's.
@@ -519,6 +520,62 @@ class Api:
             stored, pre_errs, canonical = self._to_storage(res, obj)
             return self._finish_update(res, canonical, ns, name, old, stored, subresource,
                                        pre_errs, dry_run=bool(query.get("dryRun")))
+
+    # ------------------------------------------------------------ pods/binding
+
+    def bind_pod(self, res, ns, name, body):
+        """POST pods/NAME/binding: set spec.nodeName of an unassigned pod, as the scheduler
+        does (the pod spec is otherwise immutable), and in the same update the condition
+        PodScheduled=True (reason and message cleared, lastTransitionTime now when it was not
+        True), as BindingREST.setPodHostAndAnnotations does.  The Binding's metadata.uid and
+        resourceVersion, when given, are preconditions.  201 with a Success Status."""
+        target = (body or {}).get("target") if isinstance(body, dict) else None
+        node = (target or {}).get("name") if isinstance(target, dict) else None
+        if not node or not isinstance(node, str):
+            raise invalid("Binding", "", name, [FieldError("required", "target.name")])
+        bmeta = (body.get("metadata") if isinstance(body.get("metadata"), dict) else {})
+        with self.store.lock:
+            old = self.store.get(res.storage, ns, name)
+            if old is None:
+                raise not_found(res, name)
+            ometa = old["metadata"]
+            if bmeta.get("uid") and bmeta["uid"] != ometa.get("uid"):
+                raise conflict(res, name, "Precondition failed: UID in precondition: %s, UID in "
+                                          "object meta: %s" % (bmeta["uid"], ometa.get("uid")))
+            if bmeta.get("resourceVersion") and \
+                    bmeta["resourceVersion"] != ometa["resourceVersion"]:
+                raise conflict(res, name, "the ResourceVersion in the precondition (%s) does not "
+                                          "match the ResourceVersion in record (%s). The object "
+                                          "might have been modified"
+                               % (bmeta["resourceVersion"], ometa["resourceVersion"]))
+            why = None
+            spec = old.get("spec") or {}
+            if ometa.get("deletionTimestamp"):
+                why = "pod %s is being deleted, cannot be assigned to a host" % name
+            elif spec.get("nodeName"):
+                why = 'pod %s is already assigned to node "%s"' % (name, spec["nodeName"])
+            elif spec.get("schedulingGates"):
+                why = "pod %s has non-empty .spec.schedulingGates" % name
+            if why:
+                raise StatusError(409, "Conflict", 'Operation cannot be fulfilled on '
+                                  'pods/binding "%s": %s' % (name, why),
+                                  {"name": name, "kind": "pods/binding"})
+            new = copy.deepcopy(old)
+            new.setdefault("spec", {})["nodeName"] = node
+            conds = new.setdefault("status", {}).setdefault("conditions", [])
+            cond = {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                    "lastTransitionTime": now_rfc3339()}
+            for i, c in enumerate(conds):
+                if isinstance(c, dict) and c.get("type") == "PodScheduled":
+                    if c.get("status") == "True" and c.get("lastTransitionTime"):
+                        cond["lastTransitionTime"] = c["lastTransitionTime"]
+                    conds[i] = cond
+                    break
+            else:
+                conds.append(cond)
+            self.store.put(res.storage, new, old)
+        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                     "code": 201}
 
     # ------------------------------------------------------------ scale subresource
 

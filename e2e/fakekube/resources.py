@@ -87,7 +87,11 @@ class Resource:
             main["categories"] = self.categories
         out.append(main)
         for sub in self.subresources:
-            if sub == "scale":
+            if sub == "binding":
+                out.append({"name": self.plural + "/binding", "singularName": "",
+                            "namespaced": self.namespaced, "kind": "Binding",
+                            "verbs": ["create"]})
+            elif sub == "scale":
                 out.append({"name": self.plural + "/scale", "singularName": "",
                             "namespaced": self.namespaced, "group": "autoscaling",
                             "version": "v1", "kind": "Scale",
@@ -371,7 +375,7 @@ def build_resources():
           prepare_create=prepare_namespace,
           verbs=["create", "delete", "get", "list", "patch", "update", "watch"],
           field_labels={"status.phase": lambda o: _get(o, "status", "phase")}),
-        R("", "v1", "pods", "Pod", True, short_names=["po"], subresources=sts,
+        R("", "v1", "pods", "Pod", True, short_names=["po"], subresources=["status", "binding"],
           default=default_pod, prepare_create=prepare_pod, validate=V.validate_pod,
           field_labels=POD_FIELDS, categories=["all"]),
         R("", "v1", "events", "Event", True, short_names=["ev"], validate=V.validate_core_event,

@@ -714,6 +714,8 @@ class Handler(BaseHTTPRequestHandler):
                                 "resource", {})
         if verb not in res.verbs and not (sub and verb in ("get", "update", "patch")):
             raise A.method_not_allowed()
+        if sub == "binding" and verb != "create":
+            raise A.method_not_allowed()      # pods/binding is create-only
         ns = ns or ""
         if res.plural == "namespaces" and name is not None:
             ns = ""
@@ -732,6 +734,8 @@ class Handler(BaseHTTPRequestHandler):
             if sub == "scale":
                 return self._send(*app.api.get_scale(res, ns, name))
             return self._send(*app.api.get(res, ns, name))
+        if verb == "create" and sub == "binding":
+            return self._send(*app.api.bind_pod(res, ns, name, self._json(body)))
         if verb == "create":
             return self._send(*app.api.create(res, ns, self._json(body), query))
         if verb == "update":

@@ -84,8 +84,8 @@ class FieldError:
         elif self.kind == "duplicate":
             s = "Duplicate value: %s" % go_repr(self.value)
         else:
-            s = "Too long: may not be more than %s bytes" % self.detail
-            return s
+            # field.TooLong: "must have at most N bytes"
+            return "Too long: must have at most %s bytes" % self.detail
         if self.detail:
             s += ": " + self.detail
         return s
@@ -364,8 +364,23 @@ def validate_configmap(obj, old):
                 errs.append(FieldError("invalid", field, k,
                                        "duplicate of key present in data"))
             keys.add(k)
+    # data and binaryData together at most 1 MiB (core.MaxSecretSize), binaryData counted
+    # decoded; the error is about the whole object (an empty field path)
+    total = sum(len(v.encode()) for v in (obj.get("data") or {}).values()
+                if isinstance(v, str))
+    for v in (obj.get("binaryData") or {}).values():
+        if isinstance(v, str):
+            try:
+                total += len(base64.b64decode(v, validate=True))
+            except (ValueError, binascii.Error):
+                total += len(v) * 3 // 4
+    if total > MAX_CONFIGMAP_BYTES:
+        errs.append(FieldError("toolong", "", detail=str(MAX_CONFIGMAP_BYTES)))
     errs.extend(_immutable_data(obj, old, ("data", "binaryData")))
     return errs
+
+
+MAX_CONFIGMAP_BYTES = 1024 * 1024
 
 
 def _immutable_data(obj, old, fields):

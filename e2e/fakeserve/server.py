@@ -6,7 +6,13 @@ Model: --gpus G x --slots S concurrency slots shared by one FIFO queue.  Each re
 a slot, holds it for a service time drawn from a seeded lognormal with mean --service-ms (and
 shape --service-sigma), then answers.  Latency is queue wait + service time, so it stays near
 the service time at light load, grows as load nears capacity G*S/mean and explodes past it: the
-sleeping is real.  Until --cold-start seconds have passed /health answers 503 (the kubelet's
+sleeping is real.  With --token-cost-ms the mean service time follows the request's tokens
+instead: (--prompt-token-cost x prompt tokens + generated tokens) x --token-cost-ms, so a slot
+serves 1000 / token-cost-ms weighted tokens/s whatever the mix (capacity limited in tokens), and
+the vLLM token counters count those tokens.  --prompt-mix "P:G@T,..." overrides each request's
+prompt and generated token counts by wall clock: from UNIX time T on, P prompt and G generated
+tokens (before the first T, the first entry), so every pod, old or new, shifts at the same moment.
+Until --cold-start seconds have passed /health answers 503 (the kubelet's
 readiness probe) and completions are refused, as a server still loading weights would.
 
 Routes: POST /v1/completions and /v1/chat/completions (OpenAI-style JSON), GET /v1/models,
@@ -104,8 +110,27 @@ class FakeServer:
     def loaded(self):
         return time.monotonic() >= self.loaded_at
 
-    def draw_service(self):
-        mean = self.service_ms / 1000.0
+    def tokens(self, prompt_tokens, max_tokens, now=None):
+        """The (prompt, generated) tokens a request costs: the --prompt-mix entry of the wall
+        clock, else what the request says."""
+        mix = self.args.prompt_mix
+        if not mix:
+            return prompt_tokens, max_tokens
+        now = time.time() if now is None else now
+        cur = mix[0]
+        for e in mix:
+            if e[2] <= now:
+                cur = e
+        return cur[0], cur[1]
+
+    def mean_service_s(self, prompt_tokens, gen_tokens):
+        if self.args.token_cost_ms > 0:
+            w = self.args.prompt_token_cost * prompt_tokens + gen_tokens
+            return max(w, 1.0) * self.args.token_cost_ms / 1000.0
+        return self.service_ms / 1000.0
+
+    def draw_service(self, mean=None):
+        mean = self.service_ms / 1000.0 if mean is None else mean
         if self.sigma <= 0:
             return mean
         mu = math.log(mean) - self.sigma * self.sigma / 2.0
@@ -126,7 +151,7 @@ class FakeServer:
             t1 = time.monotonic()
             st.running += 1
             try:
-                service = self.draw_service()
+                service = self.draw_service(self.mean_service_s(prompt_tokens, max_tokens))
                 await asyncio.sleep(service)
             finally:
                 st.running -= 1
@@ -268,6 +293,7 @@ class FakeServer:
             return self._error(503, "queue full (%d waiting)" % st.waiting)
         prompt = req.get("prompt") if "messages" not in req else json.dumps(req["messages"])
         prompt_tokens = max(1, len(str(prompt or "").split()))
+        prompt_tokens, max_tokens = self.tokens(prompt_tokens, max_tokens)
         queued, service = await self.infer(prompt_tokens, max_tokens)
         self.next_id += 1
         model = req.get("model") or self.args.model
@@ -336,7 +362,12 @@ class FakeServer:
         return self._error(404, "no control route %s %s" % (method, path))
 
     def capacity(self):
-        return self.args.gpus * self.args.slots / (self.service_ms / 1000.0)
+        """req/s at full load (with --token-cost-ms: at the current --prompt-mix entry, or
+        the mean service time when there is none)."""
+        mean = self.service_ms / 1000.0
+        if self.args.token_cost_ms > 0 and self.args.prompt_mix:
+            mean = self.mean_service_s(*self.tokens(0, 0))
+        return self.args.gpus * self.args.slots / mean
 
     # ------------------------------------------------------------ lifecycle
 
@@ -397,6 +428,12 @@ def parse_args(argv=None):
                     default="none")
     ap.add_argument("--metrics-delay-ms", type=float, default=3000.0,
                     help="delay of the 'slow' metrics fault")
+    ap.add_argument("--token-cost-ms", type=float, default=0.0,
+                    help="ms of slot time per weighted token (0: --service-ms per request)")
+    ap.add_argument("--prompt-token-cost", type=float, default=0.25,
+                    help="a prompt token's cost in generated tokens (with --token-cost-ms)")
+    ap.add_argument("--prompt-mix", default="",
+                    help="P:G@UNIX_TS,... prompt and generated tokens per request by wall clock")
     ap.add_argument("--control-token", default="", help="enables /_fake/ with this token")
     ap.add_argument("--pod-name", default="")
     a = ap.parse_args(argv)
@@ -404,7 +441,26 @@ def parse_args(argv=None):
     a.host, a.port = host.strip("[]"), int(port)
     if a.gpus < 1 or a.slots < 1 or a.service_ms <= 0:
         ap.error("--gpus and --slots must be >= 1 and --service-ms > 0")
+    if a.token_cost_ms < 0 or a.prompt_token_cost < 0:
+        ap.error("--token-cost-ms and --prompt-token-cost must be >= 0")
+    a.prompt_mix = parse_mix(a.prompt_mix, ap.error)
     return a
+
+
+def parse_mix(spec, error):
+    """"P:G@T,..." -> [(P, G, T)] sorted by T; [] for ""."""
+    out = []
+    for part in filter(None, (x.strip() for x in spec.split(","))):
+        try:
+            pg, _, t = part.partition("@")
+            p, _, g = pg.partition(":")
+            e = (int(p), int(g), float(t or 0))
+        except ValueError:
+            error("--prompt-mix: %r is not P:G@UNIX_TS" % part)
+        if e[0] < 0 or e[1] < 1:
+            error("--prompt-mix: %r needs P >= 0 and G >= 1" % part)
+        out.append(e)
+    return sorted(out, key=lambda e: e[2])
 
 
 def main(argv=None):

@@ -44,7 +44,7 @@ CONFIG_KEYS = {
                                       "key-file": None, "token-file": None}},
     "prometheus": {"url": None, "ca-file": None, "token-file": None},
     "scrape": {"interval": None, "timeout": None, "missing-fraction": None, "rate-window": None},
-    "checkpoint": {"configmap": None},
+    "checkpoint": {"configmap": None, "configmaps": None},
     "defaults": "annotations",
 }
 
@@ -61,7 +61,8 @@ ANNOTATION_KEYS = [
 
 # gpuscaler's own metrics that the Grafana dashboard is built on.
 DASHBOARD_METRICS = [
-    "gpuscaler_decisions_total", "gpuscaler_desired_replicas", "gpuscaler_requests_per_gpu",
+    "gpuscaler_decisions_total", "gpuscaler_desired_replicas", "gpuscaler_want_replicas",
+    "gpuscaler_unschedulable_replicas", "gpuscaler_requests_per_gpu",
     "gpuscaler_forecast_requests_per_gpu", "gpuscaler_utilization",
     "gpuscaler_watch_restarts_total", "gpuscaler_api_request_duration_seconds",
     "gpuscaler_api_errors_total", "gpuscaler_scrape_failures_total", "gpuscaler_leader",

@@ -297,7 +297,11 @@ def check_render(objs, values, release, namespace):
             p.append("ClusterRole %s rules %r, want %r" % (fn, have, want))
         role = r.get("Role", fn)
         rt = rules_table((role or {}).get("rules"))
-        want_role = {("", "configmaps", ()): {"create", "get", "update"}}  # no patch: unused
+        cp = values["config"]["checkpoint"]
+        want_role = {("", "configmaps", ()): {"create"},  # create cannot be limited by name
+                     ("", "configmaps", tuple("%s-%d" % (cp["configmap"], i)
+                                              for i in range(cp["configmaps"]))):
+                     {"get", "patch"}}
         if values["leaderElection"]["enabled"]:
             want_role[("coordination.k8s.io", "leases", ())] = {"create"}
             want_role[("coordination.k8s.io", "leases", (values["leaderElection"]["leaseName"],))] = \

@@ -41,6 +41,45 @@ static bool near(double a, double b, double rel)
     return fabs(a - b) <= rel * fabs(b);
 }
 
+/* The same fleet counted in tokens (demand-unit tokens): completions in
+ * weighted tokens/s (tpr per request), running and waiting still requests. */
+static void tick_tokens(struct capacity *c, double gpus, double x, double tpr)
+{
+    double done = x < TRUE_CAP ? x : TRUE_CAP;
+    struct capacity_obs o = {.now_ms = now_ms, .window_ms = WINDOW_MS, .steady = true,
+                             .gpus = gpus, .completions_rps = done * gpus * tpr,
+                             .running = done * SERVICE_S * gpus,
+                             .waiting = x > TRUE_CAP ? 50 * gpus : 0, .slots_per_gpu = 0};
+    capacity_observe(c, &o);
+    now_ms += TICK_MS;
+}
+
+/* Capacity in tokens: every basis scales with the unit of the completions
+ * (the queue test and the slot share are ratios of requests), so the
+ * estimate is the requests one times the tokens per request, and the slots
+ * learned at saturation stay requests. */
+static void test_tokens_unit(void **s)
+{
+    (void)s;
+    const double tpr = 750;
+    struct capacity c;
+    capacity_init(&c);
+    for (int i = 0; i < 8; i++)
+        tick_tokens(&c, 4, 14, tpr); /* saturated: a standing queue */
+    struct capacity_estimate e;
+    capacity_estimate(&c, now_ms, 0, &e);
+    assert_int_equal(e.basis, CAPACITY_BASIS_SATURATION);
+    assert_true(near(e.value, TRUE_CAP * tpr, 1e-3));
+    assert_true(near(e.slots_per_gpu, SLOTS, 1e-3));
+    /* then below saturation, with the slots learned: the utilisation basis */
+    for (int i = 0; i < 8; i++)
+        tick_tokens(&c, 4, 6, tpr);
+    capacity_estimate(&c, now_ms, 0, &e);
+    assert_int_equal(e.basis, CAPACITY_BASIS_UTILIZATION);
+    assert_true(near(e.value, TRUE_CAP * tpr, 1e-3));
+    assert_true(e.lower >= 6 * tpr * 0.999);
+}
+
 static void test_utilization_never_extrapolates_far(void **s)
 {
     (void)s;
@@ -245,6 +284,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_lower_bound_decays),
         cmocka_unit_test(test_mismatch),
         cmocka_unit_test(test_codec),
+        cmocka_unit_test(test_tokens_unit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

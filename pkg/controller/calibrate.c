@@ -3,7 +3,8 @@
  * metrics feed the workload's capacity estimator (pkg/capacity); with
  * capacity-per-gpu: auto the decision sizes with its estimate, with a number
  * the number is checked against it (a CapacityMismatch Warning Event when
- * the evidence says it is off by more than 25 %). */
+ * the evidence says it is off by more than 25 %). Everything is in the
+ * workload's demand unit (requests/s or weighted tokens/s per GPU). */
 #include "controller-int.h"
 
 #include <math.h>
@@ -15,23 +16,24 @@ static void check_configured(struct controller *c, struct ctl_wl *w, double conf
                              bool leading)
 {
     double ratio;
+    const char *unit = w->cfg.policy.demand_unit == POLICY_UNIT_TOKENS ? "tok/s" : "req/s";
     int m = capacity_mismatch(&w->cap_est, configured, &ratio);
     bool changed = m != w->cap_mismatch;
     w->cap_mismatch = m;
     if (m == 0) {
         if (changed)
             LOGW_INFO(SUB, w->ns, w->name,
-                      "capacity-per-gpu %g agrees with the pods' metrics again (%.3g req/s per "
-                      "GPU)", configured, w->cap_est.value);
+                      "capacity-per-gpu %g agrees with the pods' metrics again (%.3g %s per "
+                      "GPU)", configured, w->cap_est.value, unit);
         return;
     }
     char msg[400];
     snprintf(msg, sizeof(msg),
-             "capacity-per-gpu %g is %.0f%% %s what the pods' metrics show: %.3g req/s per GPU "
+             "capacity-per-gpu %g is %.0f%% %s what the pods' metrics show: %.3g %s per GPU "
              "(from %s, %lld samples; highest throughput seen %.3g); %s; set it to about %.3g "
              "or to auto",
              configured, fabs(ratio - 1) * 100, m > 0 ? "above" : "below", w->cap_est.value,
-             capacity_basis_name(w->cap_est.basis), (long long)w->cap_est.samples,
+             unit, capacity_basis_name(w->cap_est.basis), (long long)w->cap_est.samples,
              w->cap_est.lower,
              m > 0 ? "replicas are sized too small: the SLA will be missed under load"
                    : "replicas are sized too large: GPUs are wasted",
@@ -53,7 +55,9 @@ bool ctl_calibrate(struct controller *c, struct ctl_wl *w, const struct ctl_obs 
         .window_ms = c->cfg->scrape.rate_window_ms,
         .steady = r->valid && o->spec > 0 && o->serving == o->spec,
         .gpus = o->serving * o->gpus,
-        .completions_rps = r->request_rate,
+        .completions_rps = o->completions, /* in the demand unit; running and waiting
+                                              stay requests: capacity only takes their
+                                              ratios (queue share, slots in use) */
         .running = r->inflight,
         .waiting = r->queued,
         .slots_per_gpu = p->slots_per_gpu,

@@ -26,6 +26,7 @@ enum kind {
     K_DUR,       /* duration within [min_ms, max_ms] */
     K_BOOL,
     K_FRACTION,  /* 0..1 */
+    K_INT,       /* whole number within [min, max], stored as int64_t */
     K_STRLIST,   /* namespaces: DNS-1123 labels */
     K_DEFAULTS,  /* annotation defaults */
     K_ADDR,      /* HOST:PORT, host an IP address (empty = 0.0.0.0) */
@@ -46,7 +47,7 @@ struct key {
 
 #define OFF(f) offsetof(struct ctl_config, f)
 #define HOUR_MS (3600LL * 1000)
-/* checkpoint ConfigMaps are named <prefix>-<16 hex digits> */
+/* checkpoint ConfigMaps are named <prefix>-<number> */
 #define CHECKPOINT_PREFIX_MAX 200
 
 static const struct key keys[] = {
@@ -79,6 +80,7 @@ static const struct key keys[] = {
     {"scrape.missing-fraction", K_FRACTION, OFF(scrape.missing_fraction), 0, 0},
     {"scrape.rate-window", K_DUR, OFF(scrape.rate_window_ms), 1000, 24 * HOUR_MS},
     {"checkpoint.configmap", K_NAME, OFF(checkpoint_configmap), 0, CHECKPOINT_PREFIX_MAX},
+    {"checkpoint.configmaps", K_INT, OFF(checkpoint_configmaps), 1, 1000},
     {"defaults", K_DEFAULTS, OFF(defaults), 0, 0},
 };
 
@@ -125,6 +127,7 @@ void ctl_config_init(struct ctl_config *c)
     c->scrape.missing_fraction = 0.3;
     c->scrape.rate_window_ms = 60000;
     set_str(&c->checkpoint_configmap, "gpuscaler-state");
+    c->checkpoint_configmaps = 64;
 }
 
 void ctl_config_free(struct ctl_config *c)
@@ -347,6 +350,19 @@ static int set_scalar(struct ctl_config *c, const struct key *k, const char *s, 
             return -EINVAL;
         }
         memcpy(field, &b, sizeof(b));
+        return 0;
+    }
+    case K_INT: {
+        char *end = NULL;
+        errno = 0;
+        long long v = strtoll(s, &end, 10);
+        if (errno != 0 || end == s || *end != '\0' || v < k->min || v > k->max) {
+            snprintf(err, errlen, "%s: '%.60s' is not a whole number from %lld to %lld", k->path,
+                     s, (long long)k->min, (long long)k->max);
+            return -EINVAL;
+        }
+        int64_t iv = v;
+        memcpy(field, &iv, sizeof(iv));
         return 0;
     }
     case K_FRACTION: {

@@ -114,18 +114,22 @@ struct ctl_wl {
     char config_error[400];       /**< last InvalidAnnotation message */
     struct policy_state pst;
     struct forecast *fc;
-    bool checkpoint_loaded;       /**< restore attempted */
+    bool checkpoint_loaded;       /**< its checkpoint ConfigMap's read was asked for */
     bool checkpoint_ready;        /**< the stored checkpoint was read, or there is none:
                                        saving may replace it */
-    int64_t last_checkpoint_ms;
     struct policy_decision last;  /**< last decision */
     bool have_last;
     int64_t last_decision_ms;
     bool last_valid;              /**< last decision came from valid metrics */
     int32_t spec_replicas;        /**< seen at the last tick */
-    int64_t learned_cold_start_ms;
+    int64_t learned_cold_start_ms; /**< the look-ahead's: schedule delay + load time */
+    int64_t learned_schedule_ms;  /**< creation to PodScheduled, longest of the Ready pods */
+    int64_t learned_load_ms;      /**< PodScheduled to Ready (model load), longest of them */
+    uint8_t unsched_gpu;          /**< enum kube_gpu_resource the pods last waited for */
     double service_ms;            /**< service time learned by Little's law, 0 unknown */
     double svc_inflight, svc_rate; /**< its smoothed numerator and denominator */
+    double request_size;          /**< demand-unit tokens: weighted tokens per request last
+                                       measured, 0 unknown */
     struct capacity cap;          /**< the per-GPU capacity the metrics show (calibrate.c) */
     struct capacity_estimate cap_est; /**< its estimate at the last tick */
     double cap_in_use;            /**< capacity the last decision sized with, NAN none */
@@ -180,6 +184,8 @@ struct controller {
     bool dry_run, leader_elect;
     char *record_dir;
     const char *checkpoint_prefix; /**< cfg->checkpoint_configmap */
+    struct ctl_ckpt *ckpt;        /**< per checkpoint ConfigMap (checkpoint.c), owned */
+    size_t nckpt;                 /**< cfg->checkpoint_configmaps */
     uv_timer_t tick_timer;
     uv_timer_t elect_timer;
     uv_timer_t hpa_timer;
@@ -229,13 +235,26 @@ struct ctl_obs {
     struct scrape_result m;   /**< the metrics; m.valid false: hold, m.why says why */
     int32_t spec;             /**< replicas asked for (the Deployment's spec) */
     int32_t serving;          /**< replicas serving: ready, less those still warming */
+    int32_t unschedulable;    /**< pods Pending because no node has a free GPU
+                                   (PodScheduled False, Unschedulable) */
     double gpus;              /**< GPUs per replica */
-    double arrival_rps;       /**< arrivals over the rate window: completions + growth of
-                                   running + waiting requests */
+    double arrival_rps;       /**< arrivals over the rate window in the demand unit:
+                                   completions + growth of running + waiting requests
+                                   (x request_size) */
     double recent_rps;        /**< the same over the newest scrapes; NAN unknown */
     int64_t recent_ms;        /**< the span recent_rps counts over */
     double service_ms;        /**< service time learned by Little's law, <= 0 unknown */
+    double completions;       /**< completions in the demand unit (requests/s, or weighted
+                                   tokens/s); NAN when !m.valid */
+    double request_size;      /**< demand units per request: 1 for requests, the measured
+                                   weighted tokens per completed request for tokens */
 };
+
+/** Whether two configurations count demand alike (unit, and for tokens the
+ *  prompt weight): learned rates and capacities carry over only then. */
+bool ctl_same_demand_unit(const struct policy_config *a, const struct policy_config *b);
+/** "requests", or "tokens;prompt-token-weight=W": stored with checkpoints. */
+void ctl_demand_unit_label(const struct policy_config *p, char *out, size_t len);
 
 /** The whole tick of one tracked Deployment: configure, then the stages. */
 void ctl_decide(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
@@ -265,7 +284,7 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
              const struct policy_config *use, const struct policy_input *in, bool leading,
              struct policy_decision *dec);
 /** report: remember the decision, log it, record the trace, Events for held
- *  metrics and max-replicas, checkpoint, status annotation. */
+ *  metrics and max-replicas, status annotation. */
 void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
                 const struct ctl_obs *o, const struct policy_decision *dec, int64_t now,
                 bool leading);
@@ -285,8 +304,21 @@ void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key,
                         const char *msg, int64_t now_ms);
 void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double rate);
 void ctl_record_close(struct ctl_wl *w);
+
+/* checkpoint.c: forecaster and capacity state in the fixed ConfigMaps
+ * <prefix>-0 .. <prefix>-(checkpoint.configmaps - 1) */
+void ctl_checkpoint_init(struct controller *c);
+void ctl_checkpoint_free(struct controller *c);
+/** The checkpoint ConfigMap (0..n-1) of namespace/name: FNV-1a 64 of "ns/name" mod n. */
+size_t ctl_checkpoint_index(const char *ns, const char *name, size_t n);
+/** Ask for w's stored state (one GET of its ConfigMap serves every Deployment
+ *  waiting on it); w->checkpoint_ready once it was read or found absent. */
 void ctl_checkpoint_load(struct controller *c, struct ctl_wl *w);
-void ctl_checkpoint_save(struct controller *c, struct ctl_wl *w, int64_t now_ms);
+/** Once per tick: merge-patch each ConfigMap whose interval (10 min, staggered)
+ *  is due, or every one when all (at shutdown). Only when leading. */
+void ctl_checkpoint_tick(struct controller *c, int64_t now_ms, bool all);
+/** w is no longer tracked: remove its keys in its ConfigMap's next save. */
+void ctl_checkpoint_forget(struct controller *c, const struct ctl_wl *w);
 void ctl_hpa_refresh(struct controller *c);
 
 #endif

@@ -66,6 +66,7 @@ struct ctl_config {
         int64_t rate_window_ms;       /**< scrape.rate-window, 60 s */
     } scrape;
     char *checkpoint_configmap;       /**< checkpoint.configmap, default "gpuscaler-state" */
+    int64_t checkpoint_configmaps;    /**< checkpoint.configmaps: how many, 1..1000, default 64 */
     struct ctl_kv defaults[CTL_MAX_DEFAULTS]; /**< defaults: annotation values for all workloads */
     size_t n_defaults;
 };
@@ -159,21 +160,32 @@ void controller_forecast_config(const struct policy_config *p, struct forecast_c
 /** The capacity part of the status: what the decision sized with and what
  *  the pods' metrics show. */
 struct ctl_status_capacity {
-    double in_use;          /**< req/s per GPU sized with; NAN none */
+    double in_use;          /**< per GPU sized with, in the demand unit; NAN none */
     const char *source;     /**< capacity_source_name() */
     const struct capacity_estimate *est;
     int mismatch;           /**< capacity_mismatch() of a configured value */
+    const char *demand_unit; /**< "tokens" adds "demandUnit" and "tokensPerRequest" (the
+                                  figures are then weighted tokens/s); NULL: requests */
+    double tokens_per_request; /**< measured weighted tokens per request, NAN unknown */
+};
+
+/** The learned cold start of the status, in its two parts (0: not seen). */
+struct ctl_status_start {
+    int64_t schedule_ms;    /**< creation to PodScheduled, longest of the Ready pods */
+    int64_t load_ms;        /**< PodScheduled to Ready (model load), longest of them */
 };
 
 /**
  * The gpuscaler.io/status annotation value: compact JSON with the decision
  * time (RFC 3339), desired, requests/GPU, forecast, reason, explanation, the
- * sustained-rule clocks as RFC 3339 times and, when cap is not NULL, the
- * capacity. now_unix_ms is wall time; decision times are on the same
- * timeline. Caller frees with xfree.
+ * replicas that cannot be scheduled, the sustained-rule clocks as RFC 3339
+ * times and, when cap is not NULL, the capacity, when start is not NULL and
+ * a cold start was seen, its two parts. now_unix_ms is wall time; decision
+ * times are on the same timeline. Caller frees with xfree.
  */
 char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d,
-                      const struct ctl_status_capacity *cap);
+                      const struct ctl_status_capacity *cap,
+                      const struct ctl_status_start *start);
 
 /* ---- the running controller --------------------------------------------- */
 

@@ -145,11 +145,13 @@ void controller_tick(struct controller *c)
             struct ctl_wl *next = w->next;
             if (!w->seen) {
                 LOGW_INFO(SUB, w->ns, w->name, "no longer tracked");
+                ctl_checkpoint_forget(c, w);
                 wl_remove(c, w);
             }
             w = next;
         }
     }
+    ctl_checkpoint_tick(c, now, false);
     c->ticks++;
 #ifdef __GLIBC__
     /* give bursts of freed response buffers back to the OS once a minute */
@@ -189,6 +191,7 @@ int controller_new(uv_loop_t *loop, struct kube *k, struct kube_cache *cache, st
     c->leader_elect = o ? o->leader_elect : true;
     c->record_dir = o && o->record_dir ? xstrdup(o->record_dir) : NULL;
     c->checkpoint_prefix = cfg->checkpoint_configmap;
+    ctl_checkpoint_init(c);
     ctl_leader_init(&c->leader, c->identity, cfg->leader.lease_duration_ms,
                     cfg->leader.renew_deadline_ms, cfg->leader.retry_period_ms);
     uv_timer_init(loop, &c->tick_timer);
@@ -235,6 +238,7 @@ static void free_controller(struct controller *c)
     for (size_t i = 0; i < c->n_hpa_targets_next; i++)
         xfree(c->hpa_targets_next[i]);
     xfree(c->hpa_targets_next);
+    ctl_checkpoint_free(c);
     controller_close_cb cb = c->close_cb;
     void *arg = c->close_arg;
     xfree(c->identity);
@@ -264,11 +268,7 @@ void controller_close(struct controller *c, controller_close_cb cb, void *arg)
     c->closing = true;
     c->close_cb = cb;
     c->close_arg = arg;
-    int64_t now = util_now_unix_ms();
-    for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
-        for (struct ctl_wl *w = c->table[b]; w; w = w->next)
-            if (controller_leading(c))
-                ctl_checkpoint_save(c, w, now + 24LL * 3600 * 1000);
+    ctl_checkpoint_tick(c, util_now_unix_ms(), true);
     if (c->leader_elect)
         ctl_elect_release(c);
     uv_handle_t *hs[] = {(uv_handle_t *)&c->tick_timer, (uv_handle_t *)&c->elect_timer,

@@ -36,6 +36,21 @@ void controller_forecast_config(const struct policy_config *p, struct forecast_c
 
 /* ---- configure ------------------------------------------------------------- */
 
+bool ctl_same_demand_unit(const struct policy_config *a, const struct policy_config *b)
+{
+    return a->demand_unit == b->demand_unit &&
+           (a->demand_unit != POLICY_UNIT_TOKENS ||
+            a->prompt_token_weight == b->prompt_token_weight);
+}
+
+void ctl_demand_unit_label(const struct policy_config *p, char *out, size_t len)
+{
+    if (p->demand_unit == POLICY_UNIT_TOKENS)
+        snprintf(out, len, "tokens;prompt-token-weight=%g", p->prompt_token_weight);
+    else
+        snprintf(out, len, "requests");
+}
+
 static bool forecast_config_changed(const struct policy_config *a, const struct policy_config *b)
 {
     struct forecast_config x, y;
@@ -84,8 +99,19 @@ static void configure(struct controller *c, struct ctl_wl *w, const struct kube_
         return;
     }
     /* the forecaster's state is meaningless under another season, quantile
-     * or rate floor (capacity): start it afresh */
-    bool reset = w->fc && (!w->config_ok || forecast_config_changed(&cfg.policy, &w->cfg.policy));
+     * or rate floor (capacity), and with the capacity estimator's under
+     * another demand unit or prompt weight: start them afresh */
+    /* w->cfg is the last valid configuration (kept while one is invalid) */
+    bool unit_changed = w->fc && !ctl_same_demand_unit(&cfg.policy, &w->cfg.policy);
+    bool reset = w->fc && (!w->config_ok || unit_changed ||
+                           forecast_config_changed(&cfg.policy, &w->cfg.policy));
+    if (unit_changed) {
+        LOGW_INFO(SUB, w->ns, w->name,
+                  "demand unit changed to %s: forecaster and capacity estimate start afresh",
+                  policy_demand_unit_name(cfg.policy.demand_unit));
+        capacity_init(&w->cap);
+        w->request_size = 0;
+    }
     if (w->config_ok == false && w->config_error[0])
         LOGW_INFO(SUB, w->ns, w->name, "annotations valid again");
     w->config_error[0] = '\0';
@@ -116,6 +142,7 @@ void ctl_demand(const struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
         .now_ms = now,
         .current_replicas = o->spec,
         .ready_replicas = o->serving,
+        .unschedulable_replicas = o->unschedulable,
         .gpus_per_replica = o->gpus,
         .metrics_valid = r->valid,
         .metrics_time_ms = r->valid ? r->time_ms : POLICY_NEVER,
@@ -124,6 +151,7 @@ void ctl_demand(const struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
         .recent_window_ms = o->recent_ms,
         .p99_latency_ms = r->valid ? r->p99_ms : -1,
         .queue_depth = r->valid ? r->queued : -1,
+        .request_size = o->request_size,
         .service_time_ms = o->service_ms,
         .forecast_likely = NAN,
     };
@@ -227,8 +255,9 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
         LOGW_INFO(SUB, w->ns, w->name, "%s: %s%s%s%s", policy_reason_name(dec->reason),
                   dec->explain, r->valid ? "" : ": ", r->valid ? "" : r->why,
                   leading ? "" : " (follower: not acting)");
+    /* a recorded trace counts requests (what simulate replays), in any demand unit */
     if (r->valid && c->record_dir)
-        ctl_record(c, w, now, o->arrival_rps);
+        ctl_record(c, w, now, o->arrival_rps / (o->request_size > 0 ? o->request_size : 1));
     if (!leading)
         return;
     /* right after tracking starts there is no rate yet (two samples needed):
@@ -247,7 +276,19 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
                  dec->explain);
         ctl_event(c, w, "Warning", "AtMaxReplicas", msg);
     }
-    ctl_checkpoint_save(c, w, now);
+    /* held because replicas wait for a GPU no node has while the load needs
+     * more than is placed: the shortfall, for the operator (or whoever owns
+     * the cluster autoscaler) */
+    if (dec->reason == POLICY_HOLD_GPU_CAPACITY) {
+        char msg[400];
+        snprintf(msg, sizeof(msg),
+                 "%d replica%s cannot be scheduled: no node has a free %s; holding at %d (%d "
+                 "placed); the load needs %d",
+                 dec->unschedulable, dec->unschedulable == 1 ? "" : "s",
+                 kube_gpu_resource_name(w->unsched_gpu), dec->desired,
+                 dec->desired - dec->unschedulable, dec->want);
+        ctl_event(c, w, "Warning", "GPUCapacityExhausted", msg);
+    }
     if (c->dry_run) {
         if (policy_reason_is_action(dec->reason) && dec->desired != d->spec_replicas)
             LOGW_INFO(SUB, w->ns, w->name, "dry-run: would scale %d -> %d", d->spec_replicas,

@@ -48,7 +48,8 @@ static void wl_sample(struct util_buf *b, const char *name, const struct ctl_wl 
 static void write_capacity(const struct controller *c, struct util_buf *b)
 {
     family(b, "gpuscaler_capacity_per_gpu", "gauge",
-           "Requests/s one GPU serves: configured, or learned from the pods' metrics.");
+           "Demand one GPU serves (requests/s, or weighted tokens/s: gpuscaler_demand_unit): "
+           "configured, or learned from the pods' metrics.");
     for (size_t i = 0; i < CTL_WL_BUCKETS; i++) {
         for (struct ctl_wl *w = c->table[i]; w; w = w->next) {
             if (!w->have_last)
@@ -68,6 +69,35 @@ static void write_capacity(const struct controller *c, struct util_buf *b)
                 util_buf_puts(b, "\",deployment=\"");
                 label_value(b, w->name);
                 util_buf_printf(b, "\",source=\"%s\"} %.6g\n", src[k], v[k]);
+            }
+        }
+    }
+}
+
+/* Pods no node has a free GPU for, and the learned cold start's two parts
+ * (the look-ahead is their sum). */
+static void write_gpu_capacity(const struct controller *c, struct util_buf *b)
+{
+    static const struct {
+        const char *name, *help;
+    } per[] = {
+        {"gpuscaler_unschedulable_replicas",
+         "Replicas asked for that no node can place: Pending, Unschedulable for lack of a GPU."},
+        {"gpuscaler_learned_schedule_delay_seconds",
+         "Longest creation-to-PodScheduled time of the Ready pods."},
+        {"gpuscaler_learned_load_seconds",
+         "Longest PodScheduled-to-Ready (model load) time of the Ready pods."},
+    };
+    for (size_t k = 0; k < UTIL_ARRAY_LEN(per); k++) {
+        family(b, per[k].name, "gauge", per[k].help);
+        for (size_t i = 0; i < CTL_WL_BUCKETS; i++) {
+            for (struct ctl_wl *w = c->table[i]; w; w = w->next) {
+                if (!w->have_last)
+                    continue;
+                double v = k == 0   ? (double)w->last.unschedulable
+                           : k == 1 ? (double)w->learned_schedule_ms / 1000.0
+                                    : (double)w->learned_load_ms / 1000.0;
+                wl_sample(b, per[k].name, w, v);
             }
         }
     }
@@ -110,17 +140,23 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
         const char *name, *help;
     } per[] = {
         {"gpuscaler_desired_replicas", "Replicas the policy chose."},
-        {"gpuscaler_requests_per_gpu", "Requests per second per ready GPU."},
-        {"gpuscaler_forecast_requests_per_gpu", "Planned forecast requests/s per GPU."},
-        {"gpuscaler_utilization", "Requests per GPU over capacity per GPU."},
-        {"gpuscaler_learned_cold_start_seconds", "Longest observed creation-to-Ready time."},
+        {"gpuscaler_requests_per_gpu",
+         "Demand per ready GPU per second, in the demand unit (gpuscaler_demand_unit)."},
+        {"gpuscaler_forecast_requests_per_gpu",
+         "Planned forecast demand per GPU per second, in the demand unit."},
+        {"gpuscaler_utilization", "Demand per GPU over capacity per GPU."},
+        {"gpuscaler_learned_cold_start_seconds",
+         "Learned cold start: scheduling delay + model-load time of the Ready pods."},
         {"gpuscaler_demand_requests_per_second",
-         "Arrivals (completions + backlog growth) plus the queue's drain rate."},
+         "Arrivals (completions + backlog growth) plus the queue's drain rate, in the demand "
+         "unit."},
         {"gpuscaler_forecast_plan_coverage",
          "Share of resolved forecast plans whose realised peak stayed within them."},
         {"gpuscaler_learned_service_time_seconds",
          "Service time learned by Little's law (running requests / completions)."},
         {"gpuscaler_want_replicas", "Replicas the acting or waiting rule asks for, before bounds."},
+        {"gpuscaler_tokens_per_request",
+         "demand-unit tokens: weighted tokens per completed request last measured."},
     };
     for (size_t k = 0; k < UTIL_ARRAY_LEN(per); k++) {
         family(b, per[k].name, "gauge", per[k].help);
@@ -136,12 +172,30 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
                            : k == 5 ? w->last.demand_rps
                            : k == 6 ? (w->plan_resolved > 0 ? w->plan_coverage : NAN)
                            : k == 7 ? (w->service_ms > 0 ? w->service_ms / 1000.0 : NAN)
-                                    : (w->last.want > 0 ? w->last.want : w->last.desired);
+                           : k == 8 ? (w->last.want > 0 ? w->last.want : w->last.desired)
+                                    : (w->request_size > 0 ? w->request_size : NAN);
+                if (k == 9 && w->cfg.policy.demand_unit != POLICY_UNIT_TOKENS)
+                    continue;
                 wl_sample(b, per[k].name, w, v);
             }
         }
     }
     write_capacity(c, b);
+    write_gpu_capacity(c, b);
+    family(b, "gpuscaler_demand_unit", "gauge",
+           "1 for the unit the workload's demand, capacity and rates are counted in.");
+    for (size_t i = 0; i < CTL_WL_BUCKETS; i++) {
+        for (struct ctl_wl *w = c->table[i]; w; w = w->next) {
+            if (!w->have_last)
+                continue;
+            util_buf_puts(b, "gpuscaler_demand_unit{namespace=\"");
+            label_value(b, w->ns);
+            util_buf_puts(b, "\",deployment=\"");
+            label_value(b, w->name);
+            util_buf_printf(b, "\",unit=\"%s\"} 1\n",
+                            policy_demand_unit_name(w->cfg.policy.demand_unit));
+        }
+    }
 }
 
 size_t controller_forecast_memory(const struct controller *c)

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* controller/observe: the observe stage of a tick: what one workload looks
  * like now. The Deployment's pods from the kube cache (ready and serving
- * replicas, GPUs, the cold start each Ready pod took), its serving metrics
- * from the scraper or from a Prometheus server, and what those imply about
- * the traffic:
+ * replicas, GPUs, the cold start each Ready pod took as scheduling delay and
+ * model-load time, the pods Pending because no node has a free GPU), its
+ * serving metrics from the scraper or from a Prometheus server, and what
+ * those imply about the traffic:
  *  - arrivals = completions + growth of the backlog (running + waiting
  *    requests). The request counters count finished requests: a saturated
  *    service finishes at most its capacity while requests pile up, and a
@@ -13,7 +14,12 @@
  *    window sees it);
  *  - the service time by Little's law: running requests / completions, when
  *    the engine reports running requests (vLLM, TGI, Triton's in-flight
- *    gauge), smoothed over ticks. */
+ *    gauge), smoothed over ticks;
+ *  - with demand-unit tokens, completions are weighted tokens/s
+ *    (prompt-token-weight x prompt tokens + generated tokens), and the
+ *    backlog, counted in requests, becomes tokens at the measured weighted
+ *    tokens per completed request (the request size). The service time stays
+ *    per request. */
 #include "controller-int.h"
 
 #include <math.h>
@@ -166,11 +172,36 @@ static double backlog_growth(const struct ctl_wl *w, int64_t now, int64_t window
     return 0;
 }
 
+/* Completions in the demand unit, and the request size that converts
+ * requests into it. */
+static void completions(struct ctl_wl *w, struct ctl_obs *o)
+{
+    const struct scrape_result *r = &o->m;
+    const struct policy_config *p = &w->cfg.policy;
+    o->completions = r->request_rate;
+    o->recent_rps = r->recent_rate;
+    o->request_size = 1;
+    if (p->demand_unit != POLICY_UNIT_TOKENS)
+        return;
+    double wt = p->prompt_token_weight;
+    o->completions =
+        r->valid ? policy_token_demand(r->prompt_token_rate, r->generation_token_rate, wt) : NAN;
+    o->recent_rps =
+        r->valid ? policy_token_demand(r->prompt_token_recent, r->generation_token_recent, wt)
+                 : NAN;
+    /* a window without completions keeps the last size measured */
+    if (isfinite(o->completions) && isfinite(r->request_rate) && r->request_rate > 0 &&
+        o->completions > 0)
+        w->request_size = o->completions / r->request_rate;
+    o->request_size = w->request_size > 0 ? w->request_size : 1;
+}
+
 static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct ctl_obs *o)
 {
     const struct scrape_result *r = &o->m;
-    o->arrival_rps = r->request_rate;
-    o->recent_rps = r->recent_rate;
+    completions(w, o);
+    double comp = o->completions, size = o->request_size;
+    o->arrival_rps = comp;
     /* The recent arrivals are the completions of the newest two scrape
      * intervals plus the backlog's growth since the previous tick's sample:
      * together they count over about a decision interval. */
@@ -181,11 +212,11 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
         return;
     double bl = (r->inflight > 0 ? r->inflight : 0) + (r->queued > 0 ? r->queued : 0);
     backlog_push(w, now, bl);
-    double g = backlog_growth(w, now, c->cfg->scrape.rate_window_ms, bl);
-    o->arrival_rps = r->request_rate + g > 0 ? r->request_rate + g : 0;
-    if (isfinite(r->recent_rate)) {
-        double gr = backlog_growth(w, now, o->recent_ms, bl);
-        o->recent_rps = r->recent_rate + gr > 0 ? r->recent_rate + gr : 0;
+    double g = size * backlog_growth(w, now, c->cfg->scrape.rate_window_ms, bl);
+    o->arrival_rps = comp + g > 0 ? comp + g : 0;
+    if (isfinite(o->recent_rps)) {
+        double gr = size * backlog_growth(w, now, o->recent_ms, bl);
+        o->recent_rps = o->recent_rps + gr > 0 ? o->recent_rps + gr : 0;
     }
 }
 
@@ -206,6 +237,32 @@ static void learn_service_time(struct ctl_wl *w, struct ctl_obs *o)
     o->service_ms = w->service_ms;
 }
 
+/* ---- cold start: scheduling delay and model load -------------------------------- */
+
+/* The cold start of the Ready pods, in two parts: creation to PodScheduled
+ * (waiting for a node with a free GPU: none, or minutes while a cluster
+ * autoscaler adds one) and PodScheduled to Ready (pulling the image, loading
+ * the model). Each is the longest of the pods; a pod without a PodScheduled
+ * time counts all of it as load. */
+struct cold_start {
+    int64_t schedule_ms, load_ms;
+    bool seen;
+};
+
+static void cold_start_add(struct cold_start *cs, const struct kube_pod *p)
+{
+    if (p->ready_transition_ms <= p->created_ms ||
+        p->ready_transition_ms - p->created_ms >= MAX_COLD_START_MS)
+        return;
+    int64_t bound = p->scheduled_ms >= p->created_ms && p->scheduled_ms <= p->ready_transition_ms
+                        ? p->scheduled_ms
+                        : p->created_ms;
+    int64_t sched = bound - p->created_ms, load = p->ready_transition_ms - bound;
+    cs->schedule_ms = sched > cs->schedule_ms ? sched : cs->schedule_ms;
+    cs->load_ms = load > cs->load_ms ? load : cs->load_ms;
+    cs->seen = true;
+}
+
 /* ---- the stage ---------------------------------------------------------------- */
 
 void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
@@ -215,25 +272,27 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
     memset(o, 0, sizeof(*o));
     o->spec = d->spec_replicas;
 
-    /* pods: ready ones are scraped; every ready pod teaches the cold start */
+    /* pods: ready ones are scraped; every ready pod teaches the cold start;
+     * pending ones no node has a GPU for are not coming */
     size_t np = 0;
     const struct kube_pod *const *pods = kube_cache_deployment_pods(c->cache, d, &np);
     struct scrape_pod *sp = xcalloc(np ? np : 1, sizeof(*sp));
     size_t ns = 0;
     int32_t ready = 0;
-    int64_t cold = 0;
+    struct cold_start cs = {0};
     for (size_t i = 0; i < np; i++) {
         const struct kube_pod *p = pods[i];
+        if (!p->deleting && p->phase == KUBE_POD_PENDING && p->unschedulable_gpu) {
+            o->unschedulable++;
+            w->unsched_gpu = p->unschedulable_gpu;
+        }
         if (p->deleting || p->phase != KUBE_POD_RUNNING)
             continue;
         bool ok = p->ready && p->ip[0];
         if (ok)
             ready++;
-        if (p->ready && p->ready_transition_ms > p->created_ms) {
-            int64_t cs = p->ready_transition_ms - p->created_ms;
-            if (cs < MAX_COLD_START_MS && cs > cold)
-                cold = cs;
-        }
+        if (p->ready)
+            cold_start_add(&cs, p);
         int port = cfg->scrape.port ? cfg->scrape.port
                    : p->metrics_port ? p->metrics_port
                    : d->metrics_port ? d->metrics_port
@@ -241,8 +300,11 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
         sp[ns++] = (struct scrape_pod){.name = p->name, .ip = p->ip, .port = port, .ready = ok,
                                        .gpus = p->gpus > 0 ? p->gpus : d->gpus_per_replica};
     }
-    if (cold > 0)
-        w->learned_cold_start_ms = cold;
+    if (cs.seen) {
+        w->learned_schedule_ms = cs.schedule_ms;
+        w->learned_load_ms = cs.load_ms;
+        w->learned_cold_start_ms = cs.schedule_ms + cs.load_ms;
+    }
     o->gpus = cfg->policy.gpus_per_replica > 0 ? cfg->policy.gpus_per_replica
               : d->gpus_per_replica > 0        ? d->gpus_per_replica
                                                : 1;
@@ -276,9 +338,12 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
         o->serving = r->pods_counted + r->pods_failed;
         if (r->pods_failed > 0) {
             double k = (double)o->serving / r->pods_counted;
-            r->request_rate *= k;
-            if (isfinite(r->recent_rate))
-                r->recent_rate *= k;
+            double *rates[] = {&r->request_rate, &r->recent_rate, &r->prompt_token_rate,
+                               &r->generation_token_rate, &r->prompt_token_recent,
+                               &r->generation_token_recent};
+            for (size_t i = 0; i < UTIL_ARRAY_LEN(rates); i++)
+                if (isfinite(*rates[i]))
+                    *rates[i] *= k;
         }
     }
     arrivals(c, w, now, o);

@@ -2,8 +2,8 @@
 /* controller/report: what the controller tells the cluster and the user:
  * Kubernetes Events (rate-limited per workload and reason), the
  * gpuscaler.io/status annotation (written when the decision changes, and at
- * most every few minutes otherwise), trace recording for `simulate`, forecaster
- * checkpoints in ConfigMaps, and the list of HPAs that would conflict. */
+ * most every few minutes otherwise), trace recording for `simulate`, and the
+ * list of HPAs that would conflict. Checkpoints are in checkpoint.c. */
 #include "controller-int.h"
 
 #include <errno.h>
@@ -20,7 +20,6 @@
 #define EVENT_MIN_INTERVAL_MS (60LL * 1000)
 #define EVENT_WARN_INTERVAL_MS (10LL * 60 * 1000)
 #define STATUS_REFRESH_MS (5LL * 60 * 1000)
-#define CHECKPOINT_INTERVAL_MS (10LL * 60 * 1000)
 
 /* ---- events --------------------------------------------------------------- */
 
@@ -28,7 +27,7 @@
 static const char *const event_reasons[] = {
     "ScaledOut",     "PredictiveScaleOut", "SLAScaleOut",       "LatencyScaleOut",
     "ScaledIn",      "PredictiveScaleIn",  "MetricsUnavailable", "InvalidAnnotation",
-    "ScalerConflict", "AtMaxReplicas",      "CapacityMismatch",
+    "ScalerConflict", "AtMaxReplicas",      "CapacityMismatch",  "GPUCapacityExhausted",
 };
 #define ACTION_SLOTS 6
 #define INVALID_SLOT 7
@@ -173,8 +172,14 @@ void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms)
     /* compare without the time so an unchanged decision is not rewritten */
     struct ctl_status_capacity cap = {.in_use = w->cap_in_use,
                                       .source = capacity_source_name(w->cap_source),
-                                      .est = &w->cap_est, .mismatch = w->cap_mismatch};
-    char *full = ctl_status_json(now_ms, &w->last, &cap);
+                                      .est = &w->cap_est, .mismatch = w->cap_mismatch,
+                                      .demand_unit =
+                                          policy_demand_unit_name(w->cfg.policy.demand_unit),
+                                      .tokens_per_request =
+                                          w->request_size > 0 ? w->request_size : NAN};
+    struct ctl_status_start start = {.schedule_ms = w->learned_schedule_ms,
+                                     .load_ms = w->learned_load_ms};
+    char *full = ctl_status_json(now_ms, &w->last, &cap, &start);
     const char *body = strstr(full, "\"desired\"");
     bool same = w->status_written && body && strcmp(body, w->status_written) == 0;
     if ((same && now_ms - w->status_written_ms < STATUS_REFRESH_MS) || !budget(c)) {
@@ -314,194 +319,6 @@ void ctl_record_close(struct ctl_wl *w)
         w->record_fd = -1;
     }
     util_buf_free(&w->rec_pending);
-}
-
-/* ---- forecaster and capacity checkpoints ------------------------------------------------ */
-
-static void checkpoint_name(const struct controller *c, const struct ctl_wl *w, char *out,
-                            size_t len)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (const char *p = w->ns; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-    h = (h ^ '/') * 1099511628211ULL;
-    for (const char *p = w->name; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-    snprintf(out, len, "%.200s-%016" PRIx64, c->checkpoint_prefix, h);
-}
-
-static char *b64(const uint8_t *in, size_t len)
-{
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = xmalloc((len + 2) / 3 * 4 + 1);
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16;
-        if (i + 1 < len)
-            v |= (uint32_t)in[i + 1] << 8;
-        if (i + 2 < len)
-            v |= in[i + 2];
-        out[o++] = tbl[(v >> 18) & 63];
-        out[o++] = tbl[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < len ? tbl[v & 63] : '=';
-    }
-    out[o] = '\0';
-    return out;
-}
-
-struct ckpt_req {
-    struct controller *c;
-    char *ns, *name, *cm;
-    json_t *obj;
-};
-
-static void ckpt_free(struct ckpt_req *r)
-{
-    struct controller *c = r->c;
-    c->report_inflight--;
-    xfree(r->ns);
-    xfree(r->name);
-    xfree(r->cm);
-    json_decref(r->obj);
-    xfree(r);
-    ctl_io_end(c);
-}
-
-static void ckpt_loaded(const struct kube_result *res, void *arg)
-{
-    struct ckpt_req *r = arg;
-    struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
-    if (w && (res->err == 0 || res->err == -ENOENT))
-        w->checkpoint_ready = true; /* read, or nothing stored: saves may replace it now */
-    if (res->err == -ENOENT || !w || !w->fc) {
-        ckpt_free(r);
-        return;
-    }
-    if (res->err != 0) {
-        LOGW_WARN(SUB, r->ns, r->name, "reading forecaster checkpoint %s failed: %s", r->cm,
-                  res->message);
-        w->checkpoint_loaded = false; /* read again next tick; never overwrite it unread */
-        ckpt_free(r);
-        return;
-    }
-    const char *cs = json_string_value(
-        json_object_get(json_object_get(res->body, "binaryData"), "capacity"));
-    char *craw = NULL;
-    size_t crawlen = 0;
-    char cerr[160];
-    if (cs && kube_base64_decode(cs, strlen(cs), &craw, &crawlen) == 0) {
-        if (capacity_decode(&w->cap, (const uint8_t *)craw, crawlen, cerr, sizeof(cerr)) == 0)
-            LOGW_INFO(SUB, r->ns, r->name, "restored the capacity estimator from %s", r->cm);
-        else
-            LOGW_WARN(SUB, r->ns, r->name, "ignoring the capacity state in %s: %s", r->cm,
-                      cerr);
-    }
-    xfree(craw);
-    const char *s = json_string_value(
-        json_object_get(json_object_get(res->body, "binaryData"), "forecast"));
-    char *raw = NULL;
-    size_t rawlen = 0;
-    char err[160];
-    struct forecast_config fc;
-    controller_forecast_config(&w->cfg.policy, &fc);
-    struct forecast *f = NULL;
-    if (s && kube_base64_decode(s, strlen(s), &raw, &rawlen) == 0)
-        f = forecast_deserialize(&fc, (const uint8_t *)raw, rawlen, err, sizeof(err));
-    else
-        snprintf(err, sizeof(err), "no forecast data");
-    xfree(raw);
-    if (!f) {
-        LOGW_WARN(SUB, r->ns, r->name, "ignoring forecaster checkpoint %s: %s", r->cm, err);
-    } else {
-        struct forecast_result fr;
-        forecast_free(w->fc);
-        w->fc = f;
-        forecast_predict(f, util_now_unix_ms(), 0, &fr);
-        LOGW_INFO(SUB, r->ns, r->name, "restored forecaster from %s (%lld buckets of history)",
-                  r->cm, (long long)fr.buckets_seen);
-    }
-    ckpt_free(r);
-}
-
-void ctl_checkpoint_load(struct controller *c, struct ctl_wl *w)
-{
-    if (!budget(c))
-        return; /* retried next tick */
-    w->checkpoint_loaded = true;
-    c->report_inflight++;
-    struct ckpt_req *r = xcalloc(1, sizeof(*r));
-    r->c = c;
-    r->ns = xstrdup(w->ns);
-    r->name = xstrdup(w->name);
-    char cm[300];
-    checkpoint_name(c, w, cm, sizeof(cm));
-    r->cm = xstrdup(cm);
-    ctl_io_begin(c);
-    int rc = kube_configmap_get(c->kube, c->cfg->leader.namespace_, cm, ckpt_loaded, r);
-    if (rc != 0)
-        ckpt_free(r);
-}
-
-static void ckpt_saved(const struct kube_result *res, void *arg)
-{
-    struct ckpt_req *r = arg;
-    if (res->err == -ENOENT && r->obj && !r->c->closing) {
-        /* first checkpoint: create it */
-        json_t *obj = r->obj;
-        r->obj = NULL;
-        int rc = kube_configmap_create(r->c->kube, r->c->cfg->leader.namespace_, obj, ckpt_saved,
-                                       r);
-        json_decref(obj);
-        if (rc != 0)
-            ckpt_free(r);
-        return;
-    }
-    if (res->err != 0)
-        LOGW_WARN(SUB, r->ns, r->name, "writing forecaster checkpoint %s failed: HTTP %ld %s",
-                  r->cm, res->status, res->message);
-    ckpt_free(r);
-}
-
-void ctl_checkpoint_save(struct controller *c, struct ctl_wl *w, int64_t now_ms)
-{
-    /* not before the stored checkpoint was read: a save racing the first read
-     * would replace days of history with this instance's empty forecaster */
-    if (!w->fc || !w->checkpoint_ready || c->dry_run ||
-        now_ms - w->last_checkpoint_ms < CHECKPOINT_INTERVAL_MS || (!c->closing && !budget(c)))
-        return;
-    w->last_checkpoint_ms = now_ms;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    forecast_serialize(w->fc, &buf, &len);
-    char *enc = b64(buf, len);
-    xfree(buf);
-    uint8_t cbuf[CAPACITY_STATE_SIZE];
-    char *cenc = b64(cbuf, capacity_encode(&w->cap, cbuf, sizeof(cbuf)));
-    char cm[300];
-    checkpoint_name(c, w, cm, sizeof(cm));
-    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s},s:{s:s,s:s}},s:{s:s,s:s}}",
-                            "apiVersion", "v1", "kind", "ConfigMap", "metadata", "name", cm,
-                            "namespace", c->cfg->leader.namespace_, "labels",
-                            "app.kubernetes.io/managed-by", "gpuscaler", "annotations",
-                            "gpuscaler.io/namespace", w->ns, "gpuscaler.io/deployment", w->name,
-                            "binaryData", "forecast", enc, "capacity", cenc);
-    xfree(enc);
-    xfree(cenc);
-    if (!obj)
-        return;
-    struct ckpt_req *r = xcalloc(1, sizeof(*r));
-    r->c = c;
-    r->ns = xstrdup(w->ns);
-    r->name = xstrdup(w->name);
-    r->cm = xstrdup(cm);
-    r->obj = json_incref(obj);
-    c->report_inflight++;
-    ctl_io_begin(c);
-    int rc = kube_configmap_update(c->kube, c->cfg->leader.namespace_, cm, obj, ckpt_saved, r);
-    json_decref(obj);
-    if (rc != 0)
-        ckpt_free(r);
 }
 
 /* ---- HPA conflicts ----------------------------------------------------------- */

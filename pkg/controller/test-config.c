@@ -151,6 +151,11 @@ static void test_config_bad_value_of_every_key(void **s)
          "checkpoint.configmap: 'Bad_Name' is not a valid Kubernetes name", 2},
         {"checkpoint.configmap", "checkpoint: {configmap: 'a..b'}\n", "not a valid Kubernetes", 1},
         {"checkpoint.configmap", "checkpoint: {configmap: '-state'}\n", "not a valid", 1},
+        {"checkpoint.configmaps", "checkpoint:\n  configmaps: 0\n",
+         "checkpoint.configmaps: '0' is not a whole number from 1 to 1000", 2},
+        {"checkpoint.configmaps", "checkpoint: {configmaps: 1001}\n", "from 1 to 1000", 1},
+        {"checkpoint.configmaps", "checkpoint: {configmaps: 8.5}\n", "not a whole number", 1},
+        {"checkpoint.configmaps", "checkpoint: {configmaps: 16x}\n", "not a whole number", 1},
         {"defaults", "defaults:\n  target-utilization: '0.5'\n  max-replicas: lots\n",
          "defaults: max-replicas: 'lots' is not a whole number", 3},
     };
@@ -176,7 +181,7 @@ static void test_config_bad_value_of_every_key(void **s)
         if (!covered[k] && !path)
             fail_msg("config key %s has no bad-value case", name);
     }
-    /* a checkpoint prefix that leaves room for "-<16 hex digits>" in 253 */
+    /* a checkpoint prefix that leaves room for "-<number>" in 253 */
     char yaml[400];
     char name[202];
     memset(name, 'a', sizeof(name) - 1);
@@ -201,10 +206,11 @@ static void test_config_bad_value_of_every_key(void **s)
                                 "external-metrics: {upstream: {url: 'https://[fd00::1]:443'}}\n"
                                 "leader-election: {namespace: '', lease-name: a.b-c, "
                                 "retry-period: 500ms, renew-deadline: 3s, lease-duration: 4s}\n"
-                                "checkpoint: {configmap: gpuscaler-state.v2}\n"
+                                "checkpoint: {configmap: gpuscaler-state.v2, configmaps: 1}\n"
                                 "namespaces: [ml-1, a]\n",
                                 &err),
                      0);
+    assert_int_equal(c.checkpoint_configmaps, 1);
     ctl_config_free(&c);
 
     /* across keys: the key to blame is named, on its line */
@@ -394,6 +400,80 @@ static void test_annotations(void **s)
         assert_non_null(ctl_annotation_key_name(i));
 }
 
+/* demand-unit tokens: vLLM and TGI read their token counters; Triton and
+ * generic (without named counters) and the Prometheus source are refused
+ * with an InvalidAnnotation on demand-unit; requests reads none. */
+static void test_annotations_tokens(void **s)
+{
+    (void)s;
+    struct ctl_config c;
+    ctl_config_init(&c);
+    struct ctl_workload_config w;
+    char bad[128], err[200];
+    const char *vllm[] = {"gpuscaler.io/capacity-per-gpu", "6000", "gpuscaler.io/demand-unit",
+                          "tokens"};
+    assert_int_equal(parse_ann(&c, vllm, 2, &w, bad, err), 0);
+    assert_int_equal(w.policy.demand_unit, POLICY_UNIT_TOKENS);
+    assert_true(w.policy.prompt_token_weight == POLICY_DEFAULT_PROMPT_TOKEN_WEIGHT);
+    assert_string_equal(w.scrape.prompt_token_metric, "vllm:prompt_tokens_total");
+    assert_string_equal(w.scrape.generation_token_metric, "vllm:generation_tokens_total");
+    assert_string_equal(bad, "");
+
+    const char *tgi[] = {"gpuscaler.io/capacity-per-gpu", "auto", "gpuscaler.io/demand-unit",
+                         "tokens", "gpuscaler.io/metrics-profile", "tgi",
+                         "gpuscaler.io/prompt-token-weight", "0.1"};
+    assert_int_equal(parse_ann(&c, tgi, 4, &w, bad, err), 0);
+    assert_true(w.policy.prompt_token_weight == 0.1);
+    assert_string_equal(w.scrape.prompt_token_metric, "tgi_request_input_length_sum");
+    assert_string_equal(w.scrape.generation_token_metric, "tgi_request_generated_tokens_sum");
+
+    /* requests (the default): no token counter is read, even when named */
+    const char *req[] = {"gpuscaler.io/capacity-per-gpu", "10",
+                         "gpuscaler.io/generation-token-metric", "my_tokens_total"};
+    assert_int_equal(parse_ann(&c, req, 2, &w, bad, err), 0);
+    assert_int_equal(w.policy.demand_unit, POLICY_UNIT_REQUESTS);
+    assert_string_equal(w.scrape.generation_token_metric, "");
+    assert_string_equal(w.scrape.prompt_token_metric, "");
+
+    static const struct {
+        const char *profile, *extra_k, *extra_v, *badkey, *msg;
+    } cases[] = {
+        {"triton", NULL, NULL, "gpuscaler.io/demand-unit",
+         "demand-unit: tokens not available for metrics-profile triton (Triton exposes no token "
+         "counters); use demand-unit requests or set generation-token-metric"},
+        {"generic", "gpuscaler.io/request-metric", "http_requests_total",
+         "gpuscaler.io/demand-unit", "not available for metrics-profile generic"},
+        {"vllm", "gpuscaler.io/metrics-source", "prometheus", "gpuscaler.io/demand-unit",
+         "tokens needs metrics-source scrape"},
+        {"vllm", "gpuscaler.io/prompt-token-weight", "-1", "gpuscaler.io/prompt-token-weight",
+         "out of range"},
+        {"vllm", "gpuscaler.io/generation-token-metric", "tokens{x}",
+         "gpuscaler.io/generation-token-metric", "not a Prometheus metric name"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        const char *kv[] = {"gpuscaler.io/capacity-per-gpu", "10", "gpuscaler.io/demand-unit",
+                            "tokens", "gpuscaler.io/metrics-profile", cases[i].profile,
+                            cases[i].extra_k, cases[i].extra_v};
+        int rc = parse_ann(&c, kv, cases[i].extra_k ? 4 : 3, &w, bad, err);
+        if (rc != -EINVAL || strcmp(bad, cases[i].badkey) != 0 || !strstr(err, cases[i].msg))
+            fail_msg("case %zu: rc %d bad '%s' err '%s'", i, rc, bad, err);
+    }
+    const char *unit[] = {"gpuscaler.io/capacity-per-gpu", "10", "gpuscaler.io/demand-unit",
+                          "words"};
+    assert_int_equal(parse_ann(&c, unit, 2, &w, bad, err), -EINVAL);
+    assert_string_equal(bad, "gpuscaler.io/demand-unit");
+    assert_non_null(strstr(err, "is not requests or tokens"));
+
+    /* Triton with its backend's own counters named: accepted */
+    const char *tri[] = {"gpuscaler.io/capacity-per-gpu", "10", "gpuscaler.io/demand-unit",
+                         "tokens", "gpuscaler.io/metrics-profile", "triton",
+                         "gpuscaler.io/generation-token-metric", "backend_output_tokens_total"};
+    assert_int_equal(parse_ann(&c, tri, 4, &w, bad, err), 0);
+    assert_string_equal(w.scrape.generation_token_metric, "backend_output_tokens_total");
+    assert_string_equal(w.scrape.prompt_token_metric, "");
+    ctl_config_free(&c);
+}
+
 static void test_status_json(void **s)
 {
     (void)s;
@@ -412,13 +492,13 @@ static void test_status_json(void **s)
     d.per_replica_rps = 8;
     d.need_now = 7;
     snprintf(d.explain, sizeof(d.explain), "a \"quoted\" line");
-    char *j = ctl_status_json(1795000060000LL, &d, NULL);
+    char *j = ctl_status_json(1795000060000LL, &d, NULL, NULL);
     assert_string_equal(j, "{\"time\":\"2026-11-18T11:07:40Z\",\"desired\":6,"
                            "\"reason\":\"AboveTargetWaiting\",\"requestsPerGPU\":9.25,"
                            "\"utilization\":0.925,\"forecastRequestsPerGPU\":null,"
                            "\"demandRequestsPerSecond\":55.5,\"forecastRequestsPerSecond\":null,"
                            "\"perReplicaRequestsPerSecond\":8,\"sizing\":\"target-utilization\","
-                           "\"needReplicas\":7,"
+                           "\"needReplicas\":7,\"unschedulableReplicas\":0,"
                            "\"aboveSince\":\"2026-11-18T11:06:40Z\","
                            "\"scaleOutAt\":\"2026-11-18T11:08:40Z\",\"belowSince\":null,"
                            "\"scaleInAt\":null,\"message\":\"a \\\"quoted\\\" line\"}");
@@ -436,20 +516,52 @@ static void test_status_json(void **s)
                                   .basis = CAPACITY_BASIS_UTILIZATION};
     struct ctl_status_capacity cap = {.in_use = 10, .source = "configured", .est = &e,
                                       .mismatch = 0};
-    j = ctl_status_json(1795000060000LL, &d, &cap);
+    j = ctl_status_json(1795000060000LL, &d, &cap, NULL);
     assert_non_null(strstr(j, "\"capacity\":{\"perGPU\":10,\"source\":\"configured\","
                               "\"learned\":9.5,\"basis\":\"utilization\",\"samples\":12,"
                               "\"highestSeen\":7.25,\"saturation\":null,\"slotsPerGPU\":64}"));
     xfree(j);
     cap.mismatch = 1;
-    j = ctl_status_json(1795000060000LL, &d, &cap);
+    j = ctl_status_json(1795000060000LL, &d, &cap, NULL);
     assert_non_null(strstr(j, "\"mismatch\":\"configured-too-high\"}"));
     xfree(j);
-    j = ctl_status_json(1795000060000LL, &d, NULL);
+    j = ctl_status_json(1795000060000LL, &d, NULL, NULL);
     assert_non_null(strstr(j, "\"forecastRequestsPerSecond\":120,"));
     assert_non_null(strstr(j, "\"sizing\":\"p99-latency-target\""));
     assert_non_null(strstr(j, "\"forecastNeedReplicas\":15,"));
     assert_non_null(strstr(j, "\"atMaxReplicas\":true,\"wantReplicas\":15"));
+    assert_null(strstr(j, "coldStart"));
+    xfree(j);
+    /* replicas waiting for GPUs: how many, the hold and the need; the
+     * learned cold start in its two parts */
+    d.reason = POLICY_HOLD_GPU_CAPACITY;
+    d.unschedulable = 3;
+    d.want = 9;
+    struct ctl_status_start start = {.schedule_ms = 95500, .load_ms = 181000};
+    j = ctl_status_json(1795000060000LL, &d, NULL, &start);
+    assert_non_null(strstr(j, "\"reason\":\"AtGPUCapacity\""));
+    assert_non_null(strstr(j, "\"unschedulableReplicas\":3,\"atGPUCapacity\":true,"
+                              "\"wantReplicas\":9,"));
+    assert_null(strstr(j, "atMaxReplicas"));
+    assert_non_null(strstr(j, "\"coldStart\":{\"scheduleSeconds\":95.5,\"loadSeconds\":181},"));
+    xfree(j);
+    start.schedule_ms = start.load_ms = 0; /* nothing seen yet: no figures */
+    j = ctl_status_json(1795000060000LL, &d, NULL, &start);
+    assert_null(strstr(j, "coldStart"));
+    assert_null(strstr(j, "demandUnit"));
+    xfree(j);
+    /* tokens: the status says the unit the figures are in */
+    d.reason = POLICY_HOLD_AT_MAX;
+    d.unschedulable = 0;
+    cap.demand_unit = "tokens";
+    cap.tokens_per_request = 612.5;
+    j = ctl_status_json(1795000060000LL, &d, &cap, NULL);
+    assert_non_null(strstr(j, "\"reason\":\"AtMaxReplicas\",\"demandUnit\":\"tokens\","
+                              "\"tokensPerRequest\":612.5,"));
+    xfree(j);
+    cap.demand_unit = "requests";
+    j = ctl_status_json(1795000060000LL, &d, &cap, NULL);
+    assert_null(strstr(j, "demandUnit"));
     xfree(j);
 }
 
@@ -461,6 +573,7 @@ int main(void)
         cmocka_unit_test(test_config_set_from_flags),
         cmocka_unit_test(test_config_check_files),
         cmocka_unit_test(test_annotations),
+        cmocka_unit_test(test_annotations_tokens),
         cmocka_unit_test(test_status_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,7 +17,8 @@ static const char *const ctl_keys[] = {
     "enabled",        "status",         "mode",           "metrics-source",
     "metrics-profile", "metrics-port",  "metrics-path",   "metrics-scheme",
     "request-metric", "inflight-metric", "queue-metric",  "latency-metric",
-    "missing-fraction", "promql-rate",  "promql-p99",
+    "missing-fraction", "promql-rate",  "promql-p99",     "prompt-token-metric",
+    "generation-token-metric",
 };
 
 size_t ctl_annotation_key_count(void)
@@ -114,6 +115,8 @@ static int apply_ctl_key(struct ctl_workload_config *w, const char *k, const cha
         {"inflight-metric", w->scrape.inflight_metric},
         {"queue-metric", w->scrape.queue_metric},
         {"latency-metric", w->scrape.latency_metric},
+        {"prompt-token-metric", w->scrape.prompt_token_metric},
+        {"generation-token-metric", w->scrape.generation_token_metric},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(metrics); i++) {
         if (strcmp(k, metrics[i].key) != 0)
@@ -150,6 +153,37 @@ static int apply_one(struct ctl_workload_config *w, const char *k, const char *v
     if (rc == -ENOENT)
         snprintf(err, errlen, "unknown annotation gpuscaler.io/%.60s", k);
     return rc == 0 ? 0 : -EINVAL;
+}
+
+/* demand-unit tokens: the token counters to scrape (the profile's, or the
+ * annotations'), or why there are none; requests: none are read. */
+static int token_metrics(struct ctl_workload_config *w, char *bad_key, size_t bad_key_len,
+                         char *err, size_t errlen)
+{
+    if (w->policy.demand_unit != POLICY_UNIT_TOKENS) {
+        w->scrape.prompt_token_metric[0] = '\0';
+        w->scrape.generation_token_metric[0] = '\0';
+        return 0;
+    }
+    snprintf(bad_key, bad_key_len, CTL_ANNOTATION_PREFIX "demand-unit");
+    if (w->source != CTL_SOURCE_SCRAPE) {
+        snprintf(err, errlen,
+                 "demand-unit: tokens needs metrics-source scrape (the PromQL templates give "
+                 "a request rate); use demand-unit requests with metrics-source prometheus");
+        return -EINVAL;
+    }
+    if (scrape_spec_want_tokens(&w->scrape) != 0) {
+        const char *p = scrape_profile_name(w->scrape.profile);
+        snprintf(err, errlen,
+                 "demand-unit: tokens not available for metrics-profile %s (%s); use "
+                 "demand-unit requests or set generation-token-metric",
+                 p, w->scrape.profile == SCRAPE_TRITON ? "Triton exposes no token counters"
+                                                       : "no default token counters");
+        return -EINVAL;
+    }
+    if (bad_key_len)
+        bad_key[0] = '\0';
+    return 0;
 }
 
 int ctl_workload_parse(const struct ctl_config *defaults, const char *const *keys,
@@ -217,6 +251,8 @@ int ctl_workload_parse(const struct ctl_config *defaults, const char *const *key
         snprintf(err, errlen, "request-metric: required with metrics-profile generic");
         return -EINVAL;
     }
+    if (token_metrics(&w, bad_key, bad_key_len, err, errlen) != 0)
+        return -EINVAL;
     *out = w;
     return 0;
 }
@@ -263,7 +299,8 @@ static void put_capacity(struct util_buf *b, const struct ctl_status_capacity *c
 }
 
 char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d,
-                      const struct ctl_status_capacity *cap)
+                      const struct ctl_status_capacity *cap,
+                      const struct ctl_status_start *start)
 {
     struct util_buf b = {0};
     char ts[40];
@@ -272,6 +309,11 @@ char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d,
     util_buf_json_str(&b, ts);
     util_buf_printf(&b, ",\"desired\":%d,\"reason\":", d->desired);
     util_buf_json_str(&b, policy_reason_name(d->reason));
+    /* with tokens every rate below (requests... keys included) is weighted tokens/s */
+    if (cap && cap->demand_unit && strcmp(cap->demand_unit, "tokens") == 0) {
+        util_buf_puts(&b, ",\"demandUnit\":\"tokens\"");
+        put_num(&b, "tokensPerRequest", cap->tokens_per_request);
+    }
     put_num(&b, "requestsPerGPU", d->requests_per_gpu);
     put_num(&b, "utilization", d->utilization);
     put_num(&b, "forecastRequestsPerGPU", d->forecast_requests_per_gpu);
@@ -287,8 +329,14 @@ char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d,
         util_buf_printf(&b, ",\"forecastNeedReplicas\":%d", d->need_forecast);
     if (d->reason == POLICY_HOLD_AT_MAX)
         util_buf_printf(&b, ",\"atMaxReplicas\":true,\"wantReplicas\":%d", d->want);
+    util_buf_printf(&b, ",\"unschedulableReplicas\":%d", d->unschedulable);
+    if (d->reason == POLICY_HOLD_GPU_CAPACITY)
+        util_buf_printf(&b, ",\"atGPUCapacity\":true,\"wantReplicas\":%d", d->want);
     if (cap)
         put_capacity(&b, cap);
+    if (start && (start->schedule_ms > 0 || start->load_ms > 0))
+        util_buf_printf(&b, ",\"coldStart\":{\"scheduleSeconds\":%.4g,\"loadSeconds\":%.4g}",
+                        (double)start->schedule_ms / 1000.0, (double)start->load_ms / 1000.0);
     /* The live controller decides on wall-clock time, so the clocks are
      * UNIX times too. */
     put_time(&b, "aboveSince", d->above_since_ms);

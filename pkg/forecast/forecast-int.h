@@ -33,6 +33,7 @@
 #define FC_RES_SCALE 2000.0
 /** Ring of the newest buckets' peaks and of the plans made at their start. */
 #define FC_RING FORECAST_MAX_WINDOW
+#define FC_PHI_TABLE (4 * FORECAST_MAX_WINDOW + 2)
 /** Step of the adaptive quantile level per resolved plan. */
 #define FC_ACI_GAMMA 0.005
 /** Bounds of the adaptive quantile level. */
@@ -88,8 +89,14 @@ struct forecast {
     uint32_t cov_n[FC_HORIZONS];         /* resolved plans */
     uint32_t cov_hit[FC_HORIZONS];       /* ... whose realised peak stayed within them */
     double cov_excess[FC_HORIZONS];      /* sum of plan - realised peak (log) over them */
-    /* Cache: quantiles for the phase of q_bucket (recomputed per closed bucket). */
+    /* Cache: quantiles for the phase bin of q_bucket, recomputed when a bucket of
+     * another bin opens or residuals, growth or levels changed (q_dirty): gap
+     * buckets walked one by one change none of them. */
     int64_t q_bucket;
+    bool q_dirty;
+    /* phi_sum(phi, k) for k = 0..FC_PHI_TABLE-1, computed once: a plan's base
+     * walks up to 4 x FORECAST_MAX_WINDOW steps, each a pow() otherwise */
+    double phis[FC_PHI_TABLE];
     float q[FC_HORIZONS];
     float qm[FC_HORIZONS];               /* the same at the median level (the likely plan) */
     uint16_t q_n[FC_HORIZONS];

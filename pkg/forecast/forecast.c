@@ -96,6 +96,8 @@ int fc_config_check(const struct forecast_config *cfg)
     return 0;
 }
 
+static double phi_sum(double phi, double k);
+
 struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
 {
     struct forecast *f = xcalloc(1, sizeof(*f));
@@ -115,6 +117,8 @@ struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
         f->seenmax[i] = f->zmean[i] = NAN;
     for (int h = 0; h < FC_HORIZONS; h++)
         f->qlevel[h] = (float)cfg->quantile;
+    for (int k = 0; k < FC_PHI_TABLE; k++)
+        f->phis[k] = phi_sum(cfg->phi, (double)k);
     return f;
 }
 
@@ -253,9 +257,16 @@ static void hw_update(const struct forecast_config *c, double *l, double *b, flo
     *s = (float)clamp_state(ns);
 }
 
+/* phi_sum of a whole number of steps, from the table when it holds it (the
+ * same value, computed once) */
+static double phi_steps(const struct forecast *f, int64_t k)
+{
+    return k >= 0 && k < FC_PHI_TABLE ? f->phis[k] : phi_sum(f->cfg.phi, (double)k);
+}
+
 double fc_point(const struct forecast *f, int64_t target, int64_t steps)
 {
-    double z = f->level + f->trend * phi_sum(f->cfg.phi, (double)steps);
+    double z = f->level + f->trend * phi_steps(f, steps);
     if (f->kind == FC_HW)
         z += f->season[phase(f, target)];
     return z;
@@ -293,7 +304,7 @@ double fc_base(const struct forecast *f, int64_t last_closed, int64_t first, int
             int64_t k = t - last_closed;
             if (k > FORECAST_MAX_WINDOW)
                 k = FORECAST_MAX_WINDOW;
-            double zm = f->zlast + mom * phi_sum(f->cfg.phi, (double)k);
+            double zm = f->zlast + mom * phi_steps(f, k);
             if (zm > best)
                 best = zm;
         }
@@ -388,6 +399,7 @@ static void hw_init(struct forecast *f, int64_t first)
             int bin = fc_phase_bin(f, first + i);
             fc_res_push(f->res[bin][hz], &f->res_pos[bin][hz], &f->res_len[bin][hz],
                         peak - base);
+            f->q_dirty = true;
         }
         hw_update(c, &f->level, &f->trend, sp, y[i]);
     }

@@ -45,11 +45,14 @@ void fc_res_push(int16_t *ring, uint8_t *pos, uint8_t *len, double e)
 
 double fc_seen_max(const struct forecast *f)
 {
-    double m = f->zlast;
+    /* observed bucket peaks only: zlast is the model's fill after a gap, and a
+     * rising trend's fill is a rate never seen (the 10x bound then let a plan
+     * reach 11.8x the highest observed peak; found by fuzz-forecast) */
+    double m = -INFINITY;
     for (int p = 0; p < FC_PHASES; p++)
         if (f->binmax[p] > m)
             m = f->binmax[p];
-    return m;
+    return isfinite(m) ? m : f->zlast;
 }
 
 double fc_plan_value(const struct forecast *f, double base, double q, double g)
@@ -99,6 +102,7 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
         if (gap || isnan(f->point[os][h]))
             continue;
         int ob = fc_phase_bin(f, o);
+        f->q_dirty = true;
         fc_res_push(f->res[ob][h], &f->res_pos[ob][h], &f->res_len[ob][h], m - f->point[os][h]);
         if (!isnan(f->seenmax[os]))
             fc_res_push(f->growth[h], &f->growth_pos[h], &f->growth_len[h], m - f->seenmax[os]);
@@ -216,6 +220,11 @@ static double quantile_of(const struct forecast *f, int h, const int *bins, int 
 void fc_plan_quantiles(struct forecast *f, int64_t b)
 {
     int bin = fc_phase_bin(f, b);
+    if (!f->q_dirty && f->q_bucket != FC_NONE && fc_phase_bin(f, f->q_bucket) == bin) {
+        f->q_bucket = b;
+        return;
+    }
+    f->q_dirty = false;
     int near[3] = {(bin + FC_PHASES - 1) % FC_PHASES, bin, (bin + 1) % FC_PHASES};
     int all[FC_PHASES];
     for (int i = 0; i < FC_PHASES; i++)

@@ -580,6 +580,13 @@ int kube_configmap_update(struct kube *k, const char *ns, const char *name, cons
     return with_path(ns_path(CORE, ns, "configmaps", name, NULL), kube_update, k, cm, cb, arg);
 }
 
+int kube_configmap_patch(struct kube *k, const char *ns, const char *name, const json_t *patch,
+                         kube_result_cb cb, void *arg)
+{
+    return with_path(ns_path(CORE, ns, "configmaps", name, NULL), kube_patch_merge, k, patch, cb,
+                     arg);
+}
+
 int kube_hpa_list(struct kube *k, const char *ns, kube_result_cb cb, void *arg)
 {
     return with_path(ns_path("/apis/autoscaling/v2", ns, "horizontalpodautoscalers", NULL, NULL),

@@ -114,6 +114,21 @@ out:
     return rc;
 }
 
+char *kube_base64_encode(const uint8_t *in, size_t len)
+{
+    char *out = xmalloc((len + 2) / 3 * 4 + 1);
+    size_t o = 0;
+    /* EVP_EncodeBlock takes an int length: whole blocks of 3 at a time */
+    while (len > 0) {
+        size_t n = len > 3u * (1u << 28) ? 3u * (1u << 28) : len;
+        o += (size_t)EVP_EncodeBlock((unsigned char *)out + o, in, (int)n);
+        in += n;
+        len -= n;
+    }
+    out[o] = '\0';
+    return out;
+}
+
 /* ---- kubeconfig --------------------------------------------------------- */
 
 /* A scalar at key in map (NULL when absent); non-scalars are errors. */

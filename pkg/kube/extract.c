@@ -130,6 +130,23 @@ static int32_t gpus_of(const json_t *containers)
     return clamp32(sum);
 }
 
+const char *kube_gpu_resource_name(enum kube_gpu_resource r)
+{
+    return r == KUBE_GPU_NVIDIA ? "nvidia.com/gpu" : r == KUBE_GPU_AMD ? "amd.com/gpu" : "GPU";
+}
+
+/* A PodScheduled=False condition that says no node has the GPUs the pod
+ * asks for: reason Unschedulable, a message naming a GPU resource. */
+static uint8_t unschedulable_for_gpus(const json_t *cond)
+{
+    const char *reason = str_at(cond, "reason"), *msg = str_at(cond, "message");
+    if (!reason || strcmp(reason, "Unschedulable") != 0 || !msg)
+        return KUBE_GPU_NONE;
+    if (strstr(msg, "nvidia.com/gpu"))
+        return KUBE_GPU_NVIDIA;
+    return strstr(msg, "amd.com/gpu") ? KUBE_GPU_AMD : KUBE_GPU_NONE;
+}
+
 static int32_t port_named(const json_t *containers, const char *name)
 {
     size_t i, j;
@@ -343,10 +360,15 @@ int extract_pod(struct kintern *pool, const json_t *obj, struct kube_pod *out, c
     json_t *c;
     json_array_foreach(json_object_get(status, "conditions"), i, c) {
         const char *type = str_at(c, "type");
+        const char *st = str_at(c, "status");
         if (type && strcmp(type, "Ready") == 0) {
-            const char *st = str_at(c, "status");
             out->ready = st && strcmp(st, "True") == 0;
             out->ready_transition_ms = time_at(c, "lastTransitionTime");
+        } else if (type && strcmp(type, "PodScheduled") == 0 && st) {
+            if (strcmp(st, "True") == 0)
+                out->scheduled_ms = time_at(c, "lastTransitionTime");
+            else if (strcmp(st, "False") == 0)
+                out->unschedulable_gpu = unschedulable_for_gpus(c);
         }
     }
     out->gpus = gpus_of(containers);

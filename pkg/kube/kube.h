@@ -108,6 +108,10 @@ void kube_config_clear(struct kube_config *c);
  */
 int kube_base64_decode(const char *in, size_t len, char **out, size_t *outlen);
 
+/** Encode in[0..len) as standard padded base64 (OpenSSL's EVP_EncodeBlock) into
+ *  a new NUL-terminated string the caller frees. */
+char *kube_base64_encode(const uint8_t *in, size_t len);
+
 /* ======================================================================= */
 /* Client and request helpers                                              */
 /* ======================================================================= */
@@ -218,6 +222,10 @@ int kube_configmap_create(struct kube *k, const char *ns, const json_t *cm, kube
                           void *arg);
 int kube_configmap_update(struct kube *k, const char *ns, const char *name, const json_t *cm,
                           kube_result_cb cb, void *arg);
+/** JSON merge patch (RFC 7386) of a ConfigMap: keys of binaryData/data not in the
+ *  patch are kept, a null value removes one. 404 when it does not exist. */
+int kube_configmap_patch(struct kube *k, const char *ns, const char *name, const json_t *patch,
+                         kube_result_cb cb, void *arg);
 /** LIST autoscaling/v2 HorizontalPodAutoscalers of a namespace. */
 int kube_hpa_list(struct kube *k, const char *ns, kube_result_cb cb, void *arg);
 /** POST authentication.k8s.io/v1 TokenReview / authorization.k8s.io/v1 SubjectAccessReview. */
@@ -431,6 +439,16 @@ enum kube_pod_phase {
     KUBE_POD_FAILED,
 };
 
+/** The GPU resource a scheduler message names. */
+enum kube_gpu_resource {
+    KUBE_GPU_NONE,
+    KUBE_GPU_NVIDIA, /**< nvidia.com/gpu */
+    KUBE_GPU_AMD,    /**< amd.com/gpu */
+};
+
+/** "nvidia.com/gpu", "amd.com/gpu", or "GPU" for KUBE_GPU_NONE. */
+const char *kube_gpu_resource_name(enum kube_gpu_resource r);
+
 /**
  * A Pod, compact. All pods in the watched namespaces are kept (labels are
  * interned, so 10,000 pods cost a few MB); that way a Deployment that becomes
@@ -444,8 +462,15 @@ struct kube_pod {
     enum kube_pod_phase phase;
     bool ready;                   /**< condition Ready is True */
     int64_t ready_transition_ms;  /**< that condition's lastTransitionTime, 0 if none */
+    int64_t scheduled_ms;         /**< condition PodScheduled True: its lastTransitionTime
+                                       (when the pod was bound to a node), 0 if none */
     int64_t created_ms;
     bool deleting;                /**< deletionTimestamp set */
+    /** enum kube_gpu_resource: PodScheduled False with reason Unschedulable
+     *  and a message naming that GPU resource: no node has the GPUs it asks
+     *  for (the scheduler's "0/3 nodes are available: 3 Insufficient
+     *  nvidia.com/gpu."); KUBE_GPU_NONE otherwise */
+    uint8_t unschedulable_gpu;
     int32_t gpus;                 /**< sum of nvidia.com/gpu and amd.com/gpu limits */
     int32_t metrics_port;         /**< container port named "metrics", else "http", else 0 */
 };

@@ -183,6 +183,77 @@ static void test_extract_pod(void **state)
     kube_store_free(s);
 }
 
+/* The PodScheduled condition: when the pod was bound (the scheduling delay
+ * from creation), and whether the scheduler said no node has its GPUs. */
+static json_t *pod_scheduled(const char *status, const char *reason, const char *msg)
+{
+    json_t *j = pod("ml", "p2", "1", "a", false);
+    json_t *conds = json_object_get(json_object_get(j, "status"), "conditions");
+    json_t *c = json_array_get(conds, 0); /* PodScheduled */
+    json_object_set_new(c, "status", json_string(status));
+    json_object_set_new(c, "lastTransitionTime", json_string("2024-05-01T10:01:30Z"));
+    if (reason)
+        json_object_set_new(c, "reason", json_string(reason));
+    if (msg)
+        json_object_set_new(c, "message", json_string(msg));
+    return j;
+}
+
+static void test_extract_pod_scheduling(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *status, *reason, *msg;
+        int unschedulable_gpu; /* enum kube_gpu_resource */
+        int64_t scheduled_ms;
+    } rows[] = {
+        /* bound 90 s after creation */
+        {"True", NULL, NULL, KUBE_GPU_NONE, 1714557690000LL},
+        /* the real scheduler's words, NVIDIA and AMD */
+        {"False", "Unschedulable",
+         "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are "
+         "available: 1 No preemption victims found for incoming pod.",
+         KUBE_GPU_NVIDIA, 0},
+        {"False", "Unschedulable", "0/3 nodes are available: 3 Insufficient amd.com/gpu.",
+         KUBE_GPU_AMD, 0},
+        /* unschedulable for something else: not a GPU shortage */
+        {"False", "Unschedulable", "0/3 nodes are available: 3 Insufficient cpu.", KUBE_GPU_NONE,
+         0},
+        /* a GPU named, but not the Unschedulable reason (a scheduling gate) */
+        {"False", "SchedulingGated", "nvidia.com/gpu", KUBE_GPU_NONE, 0},
+        {"False", "Unschedulable", NULL, KUBE_GPU_NONE, 0},
+        {"Unknown", "Unschedulable", "Insufficient nvidia.com/gpu", KUBE_GPU_NONE, 0},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct kube_store *s = kube_store_new();
+        assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
+                               pod_scheduled(rows[i].status, rows[i].reason, rows[i].msg)),
+                         1);
+        const struct kube_pod *p = kube_store_pod(s, "ml", "p2");
+        assert_non_null(p);
+        if (p->unschedulable_gpu != rows[i].unschedulable_gpu ||
+            p->scheduled_ms != rows[i].scheduled_ms)
+            fail_msg("row %zu: unschedulable_gpu %d scheduled_ms %lld", i, p->unschedulable_gpu,
+                     (long long)p->scheduled_ms);
+        kube_store_free(s);
+    }
+    /* a bound pod loses the flag on its next update (the condition turned True) */
+    struct kube_store *s = kube_store_new();
+    assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
+                           pod_scheduled("False", "Unschedulable",
+                                         "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")),
+                     1);
+    assert_int_equal(kube_store_pod(s, "ml", "p2")->unschedulable_gpu, KUBE_GPU_NVIDIA);
+    assert_string_equal(kube_gpu_resource_name(KUBE_GPU_NVIDIA), "nvidia.com/gpu");
+    assert_string_equal(kube_gpu_resource_name(KUBE_GPU_AMD), "amd.com/gpu");
+    json_t *j = pod_scheduled("True", NULL, NULL);
+    json_object_set_new(json_object_get(j, "metadata"), "resourceVersion", json_string("2"));
+    assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_MODIFIED, j), 1);
+    assert_int_equal(kube_store_pod(s, "ml", "p2")->unschedulable_gpu, KUBE_GPU_NONE);
+    assert_int_equal(kube_store_pod(s, "ml", "p2")->scheduled_ms, 1714557690000LL);
+    kube_store_free(s);
+}
+
 static void test_index(void **state)
 {
     (void)state;
@@ -351,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_extract_deployment),
         cmocka_unit_test(test_tracking_transitions),
         cmocka_unit_test(test_extract_pod),
+        cmocka_unit_test(test_extract_pod_scheduling),
         cmocka_unit_test(test_index),
         cmocka_unit_test(test_relist_sweep),
         cmocka_unit_test(test_scale),

@@ -9,12 +9,13 @@
 #include "policy.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "util/util.h"
 
-enum kind { K_NUM, K_INT, K_DUR, K_BOOL };
+enum kind { K_NUM, K_INT, K_DUR, K_BOOL, K_UNIT };
 
 struct key {
     const char *name;
@@ -30,9 +31,12 @@ struct key {
 
 static const struct key keys[] = {
     {"capacity-per-gpu", K_NUM, OFF(capacity_rps_per_gpu), 0, 1e6, true,
-     "requests/s per GPU, or auto"},
+     "requests/s (or weighted tokens/s) per GPU, or auto"},
     {"capacity-start", K_NUM, OFF(capacity_start), 0, 1e6, false,
-     "requests/s per GPU until one is learned, 0 = none"},
+     "per GPU until one is learned, in the demand unit, 0 = none"},
+    {"demand-unit", K_UNIT, OFF(demand_unit), 0, 0, false, "requests or tokens"},
+    {"prompt-token-weight", K_NUM, OFF(prompt_token_weight), 0, 100, false,
+     "generated tokens one prompt token costs"},
     {"target-utilization", K_NUM, OFF(target_utilization), 0, 1, true, "fraction"},
     {"scale-in-utilization", K_NUM, OFF(scale_in_utilization), 0, 1, false, "fraction"},
     {"scale-out-after", K_DUR, OFF(scale_out_after_ms), 0, DAY_MS, false, "duration"},
@@ -58,10 +62,25 @@ static const struct key keys[] = {
      "concurrent requests per GPU, 0 = capacity x service time"},
 };
 
+const char *policy_demand_unit_name(enum policy_demand_unit u)
+{
+    return u == POLICY_UNIT_TOKENS ? "tokens" : "requests";
+}
+
+double policy_token_demand(double prompt_rate, double generation_rate, double prompt_weight)
+{
+    if (!(isfinite(prompt_rate) && prompt_rate >= 0 && isfinite(generation_rate) &&
+          generation_rate >= 0 && isfinite(prompt_weight) && prompt_weight >= 0))
+        return NAN;
+    return prompt_weight * prompt_rate + generation_rate;
+}
+
 void policy_config_init(struct policy_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->capacity_rps_per_gpu = 0;
+    cfg->demand_unit = POLICY_UNIT_REQUESTS;
+    cfg->prompt_token_weight = POLICY_DEFAULT_PROMPT_TOKEN_WEIGHT;
     cfg->target_utilization = 0.8;
     cfg->scale_in_utilization = 0.5;
     cfg->scale_out_after_ms = 2 * 60 * 1000;
@@ -175,6 +194,19 @@ int policy_config_set(struct policy_config *cfg, const char *key, const char *va
         memcpy(field, &ms, sizeof(ms));
         return 0;
     }
+    case K_UNIT: {
+        enum policy_demand_unit u;
+        if (strcmp(value, "requests") == 0)
+            u = POLICY_UNIT_REQUESTS;
+        else if (strcmp(value, "tokens") == 0)
+            u = POLICY_UNIT_TOKENS;
+        else {
+            snprintf(err, errlen, "%s: '%.40s' is not requests or tokens", k->name, value);
+            return -EINVAL;
+        }
+        memcpy(field, &u, sizeof(u));
+        return 0;
+    }
     case K_BOOL: {
         bool b;
         if (util_parse_bool(value, &b) != 0) {
@@ -197,7 +229,8 @@ int policy_config_validate(const struct policy_config *cfg, char *err, size_t er
     }
     if (!(cfg->capacity_rps_per_gpu > 0) && !cfg->capacity_auto) {
         snprintf(err, errlen,
-                 "capacity-per-gpu: required (requests/s one GPU sustains, or auto to learn it)");
+                 "capacity-per-gpu: required (%s one GPU sustains, or auto to learn it)",
+                 cfg->demand_unit == POLICY_UNIT_TOKENS ? "weighted tokens/s" : "requests/s");
         return -EINVAL;
     }
     if (cfg->min_replicas > cfg->max_replicas) {

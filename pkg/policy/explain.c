@@ -29,6 +29,36 @@ static void sizing(const struct policy_tick *t, char *buf, size_t len)
     }
 }
 
+/* In place: the unit words of a line written in requests, for demand-unit
+ * tokens ("req/s" -> "tok/s", "requests/GPU" -> "tokens/GPU"). Never longer. */
+static void unit_words(const struct policy_config *cfg, char *e)
+{
+    if (cfg->demand_unit != POLICY_UNIT_TOKENS)
+        return;
+    static const struct {
+        const char *from, *to;
+    } words[] = {{"req/s", "tok/s"}, {"requests/GPU", "tokens/GPU"}};
+    for (size_t w = 0; w < UTIL_ARRAY_LEN(words); w++) {
+        size_t fl = strlen(words[w].from), tl = strlen(words[w].to);
+        char *p = e;
+        while ((p = strstr(p, words[w].from)) != NULL) {
+            memcpy(p, words[w].to, tl);
+            memmove(p + tl, p + fl, strlen(p + fl) + 1);
+            p += tl;
+        }
+    }
+}
+
+static void explain_words(const struct policy_tick *t, const struct policy_state *st,
+                          struct policy_decision *out);
+
+void policy_explain(const struct policy_tick *t, const struct policy_state *st,
+                    struct policy_decision *out)
+{
+    explain_words(t, st, out);
+    unit_words(t->cfg, out->explain);
+}
+
 void policy_explain_stale(const struct policy_config *cfg, const struct policy_input *in,
                           struct policy_decision *out)
 {
@@ -53,8 +83,8 @@ void policy_explain_stale(const struct policy_config *cfg, const struct policy_i
                  "%s: holding %d replicas (never scaling in without data)", why, out->desired);
 }
 
-void policy_explain(const struct policy_tick *t, const struct policy_state *st,
-                    struct policy_decision *out)
+static void explain_words(const struct policy_tick *t, const struct policy_state *st,
+                          struct policy_decision *out)
 {
     const struct policy_config *cfg = t->cfg;
     char *e = out->explain;
@@ -104,6 +134,12 @@ void policy_explain(const struct policy_tick *t, const struct policy_state *st,
         snprintf(e, n, "load needs %d replicas but already at max-replicas %d", out->want,
                  t->hi);
         return;
+    case POLICY_HOLD_GPU_CAPACITY:
+        snprintf(e, n,
+                 "load needs %d replicas but %d of the %d asked for cannot be scheduled (no "
+                 "node has a free GPU): holding %d, %d placed",
+                 out->want, t->unsched, t->cur, t->cur, t->cur - t->unsched);
+        return;
     case POLICY_HOLD_SCALE_OUT_PENDING:
         snprintf(e, n,
                  "requests/GPU %.3g above target but %d replicas asked for cover the load "
@@ -118,12 +154,12 @@ void policy_explain(const struct policy_tick *t, const struct policy_state *st,
         snprintf(e, n, "load low; at min-replicas %d", t->lo);
         return;
     case POLICY_HOLD_BELOW_WAITING:
-        if (out->rule == POLICY_PREDICTIVE_SCALE_IN && t->ready < t->cur) {
+        if (out->rule == POLICY_PREDICTIVE_SCALE_IN && t->starting > 0) {
             snprintf(e, n,
                      "demand %.4g req/s and forecast peak %.4g req/s fit %lld replicas, but %d of "
                      "%d are still starting: holding %d",
-                     t->dem.rate_rps, t->in->forecast_rate, (long long)t->floor,
-                     t->cur - t->ready, t->cur, t->cur);
+                     t->dem.rate_rps, t->in->forecast_rate, (long long)t->floor, t->starting,
+                     t->cur, t->cur);
         } else if (out->rule == POLICY_PREDICTIVE_SCALE_IN) {
             dur(cfg->scale_in_stabilization_ms, b, sizeof(b));
             snprintf(e, n,

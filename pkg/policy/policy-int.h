@@ -12,6 +12,8 @@ struct policy_tick {
     const struct policy_input *in;
     int64_t now;
     int32_t cur, ready, lo, hi;
+    int32_t unsched;  /* replicas asked for that cannot be scheduled (in [0, cur]) */
+    int32_t starting; /* placed but not ready yet: cur - unsched - ready, >= 0 */
     double gpus, cap;
     struct policy_demand dem;
     struct policy_sizing sz;

@@ -6,7 +6,11 @@
  * of precedence: missing/stale metrics (hold), bounds (clamp into [min,
  * max]), scale-out (sustained rule, SLA-sized demand, trusted plan, observed
  * latency), scale-in (with a trusted plan as soon as plan and demand fit in
- * fewer replicas; else the hysteresis rule), hold. Every decision's reason,
+ * fewer replicas; else the hysteresis rule), hold. Replicas the scheduler
+ * cannot place are neither capacity nor "starting": while there are any, a
+ * scale-out rule holds (AtGPUCapacity) instead of asking for more pods that
+ * would only wait too, and a hold whose need is above what is placed says
+ * so; the asked-for count is never lowered for it. Every decision's reason,
  * figures and explanation describe the same rule (explain.c words them).
  * See docs/policy.md. */
 #include "policy-int.h"
@@ -33,6 +37,7 @@ static const char *const reason_names[POLICY_REASON_COUNT] = {
     [POLICY_SCALED_IN] = "ScaledIn",
     [POLICY_PREDICTIVE_SCALE_IN] = "PredictiveScaleIn",
     [POLICY_CLAMPED] = "OutsideReplicaBounds",
+    [POLICY_HOLD_GPU_CAPACITY] = "AtGPUCapacity",
 };
 
 const char *policy_reason_name(enum policy_reason r)
@@ -112,6 +117,8 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
     t->now = in->now_ms;
     t->cur = in->current_replicas < 0 ? 0 : in->current_replicas;
     t->ready = in->ready_replicas < 0 ? 0 : in->ready_replicas;
+    t->unsched = clamp_i32(in->unschedulable_replicas, 0, t->cur);
+    t->starting = clamp_i32((int64_t)t->cur - t->unsched - t->ready, 0, INT32_MAX);
     t->lo = cfg->min_replicas;
     t->hi = cfg->max_replicas;
     t->gpus = cfg->gpus_per_replica > 0 ? cfg->gpus_per_replica : in->gpus_per_replica;
@@ -210,8 +217,10 @@ static bool scale_out(struct policy_state *st, const struct policy_tick *t,
         if (!fired_out)
             return false;
         out->desired = t->cur;
-        out->reason = cur >= t->hi && need > t->hi ? POLICY_HOLD_AT_MAX
-                                                   : POLICY_HOLD_SCALE_OUT_PENDING;
+        /* the replicas asked for cover the load only if they can be placed */
+        out->reason = t->unsched > 0 && need > cur - t->unsched ? POLICY_HOLD_GPU_CAPACITY
+                      : cur >= t->hi && need > t->hi            ? POLICY_HOLD_AT_MAX
+                                                                : POLICY_HOLD_SCALE_OUT_PENDING;
         out->want = (int32_t)UTIL_MIN(need, (int64_t)INT32_MAX);
         policy_explain(t, st, out);
         return true;
@@ -219,6 +228,15 @@ static bool scale_out(struct policy_state *st, const struct policy_tick *t,
     if (cfg->max_scale_up_step > 0 && want > cur + cfg->max_scale_up_step)
         want = cur + cfg->max_scale_up_step;
     out->want = (int32_t)UTIL_MIN(UTIL_MAX(want, need), (int64_t)INT32_MAX);
+    if (t->unsched > 0) {
+        /* More pods would wait for a GPU too: hold what is asked for (the
+         * pending ones are what a cluster autoscaler acts on), keep the want. */
+        out->desired = t->cur;
+        out->reason = POLICY_HOLD_GPU_CAPACITY;
+        out->rule = reason;
+        policy_explain(t, st, out);
+        return true;
+    }
     if (cur >= t->hi) {
         out->desired = t->cur;
         out->reason = POLICY_HOLD_AT_MAX;
@@ -250,17 +268,18 @@ static bool scale_in(struct policy_state *st, const struct policy_tick *t,
     if (t->plan) {
         /* With a trusted plan: as soon as demand and the plan over the next
          * cold start fit in fewer replicas, but not while replicas asked for
-         * are still starting (the plan asked for them over this very
-         * look-ahead), and not below the highest floor of the stabilization
-         * window (a scale-in the next minute's plan would undo is a flap). */
+         * are still starting (placed, not ready: the plan asked for them over
+         * this very look-ahead; unschedulable ones are not coming), and not
+         * below the highest floor of the stabilization window (a scale-in the
+         * next minute's plan would undo is a flap). */
         if (floor_ >= cur)
             return false;
         out->rule = act;
         out->want = (int32_t)UTIL_MIN(floor_, (int64_t)INT32_MAX);
         int64_t held = floor_max(st, now, cfg->scale_in_stabilization_ms);
-        if (t->ready < cur || held >= cur) {
+        if (t->starting > 0 || held >= cur) {
             out->reason = POLICY_HOLD_BELOW_WAITING;
-            out->want = (int32_t)UTIL_MIN(UTIL_MAX(floor_, t->ready < cur ? floor_ : held),
+            out->want = (int32_t)UTIL_MIN(UTIL_MAX(floor_, t->starting > 0 ? floor_ : held),
                                           (int64_t)INT32_MAX);
             policy_explain(t, st, out);
             return true;
@@ -311,6 +330,8 @@ void policy_decide(const struct policy_config *cfg, struct policy_state *st,
     out->above_since_ms = out->below_since_ms = POLICY_NEVER;
     out->scale_out_at_ms = out->scale_in_at_ms = POLICY_NEVER;
     out->rule = POLICY_REASON_COUNT;
+    /* reported whatever the rule, a hold on stale metrics included */
+    out->unschedulable = clamp_i32(in->unschedulable_replicas, 0, cur);
 
     /* 1. No trustworthy data, or no capacity to size with (capacity-per-gpu
      * auto before anything was learned): hold (bounds still apply), restart
@@ -344,9 +365,16 @@ void policy_decide(const struct policy_config *cfg, struct policy_state *st,
 
     /* 3. Scale out, 4. scale in, 5. hold. */
     if (!scale_out(st, &t, out) && !scale_in(st, &t, out)) {
-        out->reason = t.above ? POLICY_HOLD_ABOVE_WAITING
-                      : t.below && !t.plan ? POLICY_HOLD_BELOW_WAITING
-                                           : POLICY_HOLD_WITHIN_BAND;
+        int64_t need = UTIL_MAX(t.need_now, t.plan_out_ok ? t.need_likely : 0);
+        if (t.unsched > 0 && need > (int64_t)t.cur - t.unsched) {
+            /* what is placed falls short and the rest cannot be placed */
+            out->reason = POLICY_HOLD_GPU_CAPACITY;
+            out->want = (int32_t)UTIL_MIN(need, (int64_t)INT32_MAX);
+        } else {
+            out->reason = t.above ? POLICY_HOLD_ABOVE_WAITING
+                          : t.below && !t.plan ? POLICY_HOLD_BELOW_WAITING
+                                               : POLICY_HOLD_WITHIN_BAND;
+        }
         policy_explain(&t, st, out);
     }
     if (t.plan && out->desired > 0)

@@ -33,6 +33,11 @@
  * none needed in the stabilization window), else by the hysteresis rule
  * (below scale-in-utilization for scale-in-after). Scaling out to the likely
  * peak and holding for the upper one is hysteresis in the forecast's terms.
+ * Replicas the scheduler cannot place (no node has a free GPU) are not
+ * coming capacity: they neither stand in for the queue's drain nor block a
+ * scale-in as "still starting", and while there are any no rule raises the
+ * count past what is asked for already (hold AtGPUCapacity, the shortfall in
+ * want and the needs); when they are placed the rules resume.
  *
  * Configuration keys are shared with annotations (gpuscaler.io/<key>), the
  * YAML config file and the simulator's policy file: policy_config_set() is the
@@ -47,10 +52,36 @@
 /** A time that has not happened ("clock not running"). */
 #define POLICY_NEVER INT64_MIN
 
+/** What demand and capacity are counted in (demand-unit). */
+enum policy_demand_unit {
+    POLICY_UNIT_REQUESTS, /**< requests/s (default) */
+    POLICY_UNIT_TOKENS,   /**< weighted tokens/s: prompt-token-weight x prompt tokens +
+                               generated tokens, from the engine's token counters */
+};
+
+/** "requests" or "tokens". */
+const char *policy_demand_unit_name(enum policy_demand_unit u);
+
+/**
+ * Demand-unit tokens: the weighted token rate prompt_weight x prompt_rate +
+ * generation_rate (tokens/s, "generated-token equivalents"). NAN when a rate
+ * is not finite or negative, or the weight is (missing metrics never make a
+ * rate).
+ */
+double policy_token_demand(double prompt_rate, double generation_rate, double prompt_weight);
+
+/** The default prompt-token-weight: a prompt token costs a quarter of a generated one
+ *  (docs/policy.md, "Token-aware demand", says why). */
+#define POLICY_DEFAULT_PROMPT_TOKEN_WEIGHT 0.25
+
 /** Tunables of one workload; defaults from policy_config_init(). */
 struct policy_config {
-    double capacity_rps_per_gpu;   /**< max sustainable requests/s per GPU; required (> 0)
+    double capacity_rps_per_gpu;   /**< max sustainable demand per GPU, in the demand unit
+                                        (requests/s, or weighted tokens/s); required (> 0)
                                         unless capacity_auto */
+    enum policy_demand_unit demand_unit; /**< demand-unit, default requests */
+    double prompt_token_weight;    /**< with tokens: cost of a prompt token in generated
+                                        tokens, default POLICY_DEFAULT_PROMPT_TOKEN_WEIGHT */
     bool capacity_auto;            /**< capacity-per-gpu: auto (learned, pkg/capacity) */
     double capacity_start;         /**< with auto: the value until one is learned, 0 none */
     double target_utilization;     /**< scale-out threshold and sizing target, default 0.8 */
@@ -145,14 +176,22 @@ struct policy_input {
     int64_t now_ms;
     int32_t current_replicas; /**< replicas asked for (spec) */
     int32_t ready_replicas;   /**< replicas ready and serving */
+    int32_t unschedulable_replicas; /**< replicas asked for that no node can place (Pending,
+                                         PodScheduled False: no free GPU); never coming
+                                         capacity while so. 0: none */
     double gpus_per_replica;  /**< GPUs of one replica (>= 1 for GPU pods; 0 -> 1) */
     bool metrics_valid;       /**< false when the collector could not measure */
     int64_t metrics_time_ms;  /**< when request_rate was measured */
-    double request_rate;      /**< requests/s over the whole deployment */
-    double recent_rate;       /**< requests/s over the last tick only, < 0 or NAN unknown */
+    double request_rate;      /**< demand over the whole deployment, in the demand unit
+                                   (requests/s, or weighted tokens/s) */
+    double recent_rate;       /**< the same over the last tick only, < 0 or NAN unknown */
     int64_t recent_window_ms; /**< the span recent_rate counts over; 0: unknown (trusted as is) */
     double p99_latency_ms;    /**< observed p99, < 0 unknown */
-    double queue_depth;       /**< requests waiting for a slot, < 0 unknown */
+    double queue_depth;       /**< requests waiting for a slot, < 0 unknown (always requests) */
+    double request_size;      /**< demand units one request carries: 1 for requests, the
+                                   measured weighted tokens per request for tokens; converts
+                                   the queue and the slots (both counted in requests) into the
+                                   demand unit. <= 0 or NAN: 1 */
     double service_time_ms;   /**< learned service time (used when the config has none),
                                    <= 0 unknown */
     bool have_forecast;       /**< forecast_rate is meaningful */
@@ -178,6 +217,8 @@ enum policy_reason {
     POLICY_SCALED_IN,              /**< sustained-rule scale-in */
     POLICY_PREDICTIVE_SCALE_IN,    /**< plan and demand fit in fewer replicas */
     POLICY_CLAMPED,                /**< current replicas outside [min, max] */
+    POLICY_HOLD_GPU_CAPACITY,      /**< the load needs more than is placed, but replicas
+                                        asked for cannot be scheduled (no free GPU): hold */
     POLICY_REASON_COUNT
 };
 
@@ -204,6 +245,7 @@ struct policy_decision {
     int32_t need_now;                /**< replicas the current demand needs */
     int32_t need_forecast;           /**< replicas the trusted (upper) plan needs, 0 without */
     int32_t need_likely;             /**< replicas its likely peak needs, 0 without */
+    int32_t unschedulable;           /**< in->unschedulable_replicas within [0, current] */
     int64_t above_since_ms;          /**< copy of the clock, POLICY_NEVER when stopped */
     int64_t scale_out_at_ms;         /**< when the scale-out rule fires, POLICY_NEVER */
     int64_t below_since_ms;
@@ -238,7 +280,8 @@ struct policy_demand {
  * second is not, and a dip is not trusted before the window sees it), plus
  * in->queue_depth / horizon (the
  * queue must drain within the time new capacity needs to arrive) unless
- * replicas asked for are still starting (they will drain it). The part of
+ * replicas asked for are still starting (they will drain it; unschedulable
+ * replicas are not starting: they will not). The part of
  * the queue the ready replicas' headroom (ready x replica_rps, their
  * saturated throughput, less the arrivals) drains within lead_ms (the cold
  * start: before a replica asked for now could help) is left out. Unknown

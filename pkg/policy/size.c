@@ -15,6 +15,13 @@
  * Without a p99 target or a service time the per-replica rate is
  * target-utilization x G x C, the rule users set by hand.
  *
+ * With demand-unit tokens the rates and the capacity are weighted tokens/s,
+ * but slots and the queue are counted in requests: in->request_size (the
+ * measured weighted tokens per request) turns the capacity into the
+ * requests/s the queueing model needs (so the default slot count and the
+ * wait stay in requests) and the waiting requests into tokens to drain. rho
+ * is a share of capacity in either unit.
+ *
  * The queue's drain is sized at full capacity, not at the SLA's utilisation:
  * while a backlog drains the replicas run saturated, and sizing the drain at
  * rho_sla asked for replicas that arrived after the backlog was gone (8 for
@@ -28,6 +35,13 @@
 
 /* Erlang C, P(wait) in M/M/c with offered load a = rho c (a < c), through
  * Erlang B's stable recursion. */
+/* Demand units per request (1 when unknown). */
+static double request_size(const struct policy_input *in)
+{
+    double k = in->request_size;
+    return isfinite(k) && k > 0 ? k : 1;
+}
+
 static double erlang_c(int32_t c, double a)
 {
     if (c < 1 || !(a > 0))
@@ -86,18 +100,20 @@ void policy_sizing(const struct policy_config *cfg, struct policy_state *st,
     out->per_replica_rps = cfg->target_utilization * cap;
     if (!(service_s > 0) || !(target_s > 0))
         return;
+    const double size = request_size(in);
+    const double cap_req = cap / size; /* the replica's capacity in requests/s */
     double slots = cfg->slots_per_gpu > 0 ? cfg->slots_per_gpu
-                                          : cfg->capacity_rps_per_gpu * service_s;
+                                          : cfg->capacity_rps_per_gpu / size * service_s;
     double c = round(gpus * slots);
     int32_t servers = c < 1 ? 1 : c > 100000 ? 100000 : (int32_t)c;
     out->servers = servers;
     if (st->sla_servers != servers || st->sla_service_s != service_s ||
-        st->sla_target_s != target_s || st->sla_replica_rps != cap) {
+        st->sla_target_s != target_s || st->sla_replica_rps != cap_req) {
         st->sla_servers = servers;
         st->sla_service_s = service_s;
         st->sla_target_s = target_s;
-        st->sla_replica_rps = cap;
-        st->sla_util = policy_sla_utilization(servers, cap, service_s, target_s);
+        st->sla_replica_rps = cap_req;
+        st->sla_util = policy_sla_utilization(servers, cap_req, service_s, target_s);
     }
     if (!(st->sla_util > 0))
         return; /* the service time alone misses the target: size by hand */
@@ -144,7 +160,10 @@ void policy_demand(const struct policy_input *in, int64_t horizon_ms, int64_t le
         noise = POLICY_RECENT_SIGMAS * sqrt(w / ((double)in->recent_window_ms / 1000.0));
     out->rising = r > w + noise;
     out->arrival_rps = out->rising ? r : w;
-    double q = isfinite(in->queue_depth) && in->queue_depth > 0 ? in->queue_depth : 0;
+    /* the queue counts requests: in the demand unit it is request_size each */
+    double q = isfinite(in->queue_depth) && in->queue_depth > 0
+                   ? in->queue_depth * request_size(in)
+                   : 0;
     /* While replicas asked for are still starting, the queue they will drain
      * is already paid for: growing the ask with a queue that only waits for
      * them is the overshoot of a backlog counted twice. */
@@ -155,7 +174,10 @@ void policy_demand(const struct policy_input *in, int64_t horizon_ms, int64_t le
         if (headroom > 0)
             q -= headroom * ((double)lead_ms / 1000.0);
     }
-    if (horizon_ms > 0 && q > 0 && in->ready_replicas >= in->current_replicas)
+    /* Replicas no node can place are not coming: they drain nothing. */
+    int64_t unsched = in->unschedulable_replicas > 0 ? in->unschedulable_replicas : 0;
+    bool starting = (int64_t)in->ready_replicas < (int64_t)in->current_replicas - unsched;
+    if (horizon_ms > 0 && q > 0 && !starting)
         out->drain_rps = q / (horizon_ms / 1000.0);
     out->rate_rps = out->arrival_rps + out->drain_rps;
 }

@@ -256,6 +256,7 @@ static void run_xtable(const struct policy_config *cfg, const struct xtick *rows
             fail_msg("row %zu (t=%gs): got %d %s, want %d %s (%s)", i, r->t_s, d.desired,
                      policy_reason_name(d.reason), r->want, policy_reason_name(r->reason),
                      d.explain);
+
         /* report: the forecast figure is there exactly when a plan was used */
         bool plan_used = cfg->predictive && r->plan != NOFC && !r->untrusted;
         assert_int_equal(isfinite(d.forecast_requests_per_gpu) ? 1 : 0, plan_used ? 1 : 0);
@@ -322,6 +323,151 @@ static void test_predictive(void **s)
         {15, 8, 8, 24, -1, -1, 0, 8, POLICY_HOLD_BELOW_WAITING, 0, 0, 0},
     };
     run_xtable(&c, off, UTIL_ARRAY_LEN(off));
+}
+
+/* A tick with replicas that cannot be scheduled and the want expected. */
+struct gtick {
+    double t_s;
+    int cur, ready, unsched;
+    double rate, queue, plan; /* queue < 0: unknown; plan NOFC: none */
+    int desired;
+    enum policy_reason reason;
+    int want; /* expected d.want, 0: not checked */
+};
+
+static void run_gtable(const struct policy_config *cfg, const struct gtick *rows, size_t n)
+{
+    struct policy_state st;
+    policy_state_init(&st);
+    for (size_t i = 0; i < n; i++) {
+        const struct gtick *r = &rows[i];
+        struct policy_input in = {
+            .now_ms = S(r->t_s), .current_replicas = r->cur, .ready_replicas = r->ready,
+            .unschedulable_replicas = r->unsched, .gpus_per_replica = 1, .metrics_valid = true,
+            .metrics_time_ms = S(r->t_s), .request_rate = r->rate, .recent_rate = -1,
+            .p99_latency_ms = -1, .queue_depth = r->queue, .have_forecast = r->plan != NOFC,
+            .forecast_rate = r->plan, .forecast_likely = NAN, .forecast_trusted = true,
+            .forecast_seasonal = true};
+        struct policy_decision d;
+        policy_decide(cfg, &st, &in, &d);
+        if (d.desired != r->desired || d.reason != r->reason || (r->want && d.want != r->want))
+            fail_msg("row %zu (t=%gs): got %d %s want %d, expected %d %s want %d (%s)", i,
+                     r->t_s, d.desired, policy_reason_name(d.reason), d.want, r->desired,
+                     policy_reason_name(r->reason), r->want, d.explain);
+        assert_int_equal(d.unschedulable, r->unsched < r->cur ? r->unsched : r->cur);
+        /* never below what is asked for because of unschedulable replicas */
+        if (r->unsched > 0 && d.reason == POLICY_HOLD_GPU_CAPACITY)
+            assert_int_equal(d.desired, r->cur);
+    }
+}
+
+/* Replicas the scheduler cannot place (no free GPU) are not coming capacity:
+ * no rule raises the count past them, a hold says how short what is placed
+ * falls, and once they are placed the rules resume. 8 req/s per replica. */
+static void test_gpu_capacity(void **s)
+{
+    (void)s;
+    struct policy_config c;
+    base_cfg(&c);
+    c.predictive = false;
+    /* t, cur, ready, unschedulable, rate, queue, plan, desired, reason, want */
+    const struct gtick sustained[] = {
+        {0, 4, 4, 0, 36, -1, NOFC, 4, POLICY_HOLD_ABOVE_WAITING, 0},
+        /* 2 min above: 36 / 8 -> 5 */
+        {120, 4, 4, 0, 36, -1, NOFC, 5, POLICY_SCALED_OUT, 5},
+        /* the new pod is Pending, no node has a GPU: the 5 asked for do not
+         * cover 36 req/s (4 placed), and that is not "waiting for them" */
+        {135, 5, 4, 1, 36, -1, NOFC, 5, POLICY_HOLD_GPU_CAPACITY, 5},
+        /* the load grows: 50 / 8 -> 7, but 2 more pods would only wait too */
+        {150, 5, 4, 1, 50, -1, NOFC, 5, POLICY_HOLD_GPU_CAPACITY, 7},
+        /* a queue no replica that is coming drains: it counts, drained within
+         * the horizon (195 s) at full capacity: (50 + 5850 / 195) / 10 -> 8 */
+        {165, 5, 4, 1, 50, 5850, NOFC, 5, POLICY_HOLD_GPU_CAPACITY, 8},
+        /* a node arrives, the pod is bound (starting): the rule resumes at once */
+        {180, 5, 4, 0, 50, -1, NOFC, 7, POLICY_SCALED_OUT, 7},
+        /* without the unschedulable pod the same tick would wait for it */
+        {195, 7, 4, 0, 50, -1, NOFC, 7, POLICY_HOLD_SCALE_OUT_PENDING, 7},
+    };
+    run_gtable(&c, sustained, UTIL_ARRAY_LEN(sustained));
+
+    /* the boundary: what is placed covers the need -> no GPU hold; one
+     * request/s more (need 5 > 4 placed) -> the hold, never a scale-in */
+    const struct gtick edge[] = {
+        {0, 6, 4, 2, 32, -1, NOFC, 6, POLICY_HOLD_WITHIN_BAND, 0},
+        {15, 6, 4, 2, 33, -1, NOFC, 6, POLICY_HOLD_GPU_CAPACITY, 5},
+        /* all unschedulable: a fresh Deployment on a full cluster; no load yet */
+        {30, 6, 0, 6, 0, -1, NOFC, 6, POLICY_HOLD_BELOW_WAITING, 0},
+        {45, 6, 0, 6, 9, -1, NOFC, 6, POLICY_HOLD_GPU_CAPACITY, 2},
+        /* more unschedulable than asked for is read as all of them */
+        {60, 6, 0, 8, 9, -1, NOFC, 6, POLICY_HOLD_GPU_CAPACITY, 2},
+    };
+    run_gtable(&c, edge, UTIL_ARRAY_LEN(edge));
+
+    /* pinned at max-replicas with pods pending on GPUs: the GPUs are the
+     * binding limit (raising max-replicas would not help) */
+    c.max_replicas = 5;
+    const struct gtick atmax[] = {
+        {0, 5, 3, 2, 48, -1, NOFC, 5, POLICY_HOLD_GPU_CAPACITY, 6},
+        /* placed at last: max-replicas is the limit again */
+        {120, 5, 5, 0, 48, -1, NOFC, 5, POLICY_HOLD_AT_MAX, 6},
+    };
+    run_gtable(&c, atmax, UTIL_ARRAY_LEN(atmax));
+
+    /* with a trusted plan: the plan's scale-out holds too, and unschedulable
+     * replicas do not block a scale-in as "still starting" (placed ones do) */
+    base_cfg(&c);
+    const struct gtick plan[] = {
+        {0, 4, 3, 1, 24, -1, 48, 4, POLICY_HOLD_GPU_CAPACITY, 6},
+    };
+    run_gtable(&c, plan, UTIL_ARRAY_LEN(plan));
+    const struct gtick plan_starting[] = {
+        {0, 4, 3, 0, 24, -1, 48, 6, POLICY_PREDICTIVE_SCALE_OUT, 6},
+    };
+    run_gtable(&c, plan_starting, UTIL_ARRAY_LEN(plan_starting));
+    const struct gtick in_pending[] = {
+        /* 2 of 6 pending on GPUs, the load fits 4: down to 4 (the pending
+         * ones go first, as a ReplicaSet removes unscheduled pods first) */
+        {0, 6, 4, 2, 24, -1, 20, 4, POLICY_PREDICTIVE_SCALE_IN, 4},
+    };
+    run_gtable(&c, in_pending, UTIL_ARRAY_LEN(in_pending));
+    const struct gtick in_starting[] = {
+        {0, 6, 4, 0, 24, -1, 20, 6, POLICY_HOLD_BELOW_WAITING, 4},
+    };
+    run_gtable(&c, in_starting, UTIL_ARRAY_LEN(in_starting));
+
+    /* the explanation says who is short of what */
+    struct policy_state st;
+    policy_state_init(&st);
+    struct policy_input in = {.now_ms = 0, .current_replicas = 5, .ready_replicas = 3,
+                              .unschedulable_replicas = 2, .gpus_per_replica = 1,
+                              .metrics_valid = true, .metrics_time_ms = 0, .request_rate = 60,
+                              .recent_rate = -1, .p99_latency_ms = -1, .queue_depth = -1};
+    c.predictive = false;
+    c.scale_out_after_ms = 0;
+    struct policy_decision d;
+    policy_decide(&c, &st, &in, &d);
+    assert_int_equal(d.reason, POLICY_HOLD_GPU_CAPACITY);
+    assert_int_equal(d.rule, POLICY_SCALED_OUT);
+    assert_int_equal(d.desired, 5);
+    assert_int_equal(d.want, 8);
+    assert_int_equal(d.need_now, 8);
+    assert_string_equal(d.explain, "load needs 8 replicas but 2 of the 5 asked for cannot be "
+                                   "scheduled (no node has a free GPU): holding 5, 3 placed");
+    assert_string_equal(policy_reason_name(POLICY_HOLD_GPU_CAPACITY), "AtGPUCapacity");
+    assert_false(policy_reason_is_action(POLICY_HOLD_GPU_CAPACITY));
+    /* a hold on missing metrics still reports the pods waiting for GPUs (the
+     * status and gpuscaler_unschedulable_replicas must not read 0 then) */
+    in.metrics_valid = false;
+    policy_decide(&c, &st, &in, &d);
+    assert_int_equal(d.reason, POLICY_METRICS_UNAVAILABLE);
+    assert_int_equal(d.desired, 5);
+    assert_int_equal(d.unschedulable, 2);
+    in.metrics_valid = true;
+    /* the bounds still apply: min-replicas is raised even onto a full cluster */
+    c.min_replicas = 7;
+    policy_decide(&c, &st, &in, &d);
+    assert_int_equal(d.reason, POLICY_CLAMPED);
+    assert_int_equal(d.desired, 8);
 }
 
 static void test_sla_sizing(void **s)
@@ -445,6 +591,14 @@ static void test_demand(void **s)
     in.current_replicas = 2;
     policy_demand(&in, 60000, 0, 10, &d);
     assert_true(fabs(d.rate_rps - 6) < 1e-9);
+    /* ... but one that no node can place (no free GPU) will drain nothing */
+    in.unschedulable_replicas = 1;
+    policy_demand(&in, 60000, 0, 10, &d);
+    assert_true(fabs(d.rate_rps - 8) < 1e-9);
+    in.current_replicas = 3; /* one pending on GPUs, one starting */
+    policy_demand(&in, 60000, 0, 10, &d);
+    assert_true(fabs(d.rate_rps - 6) < 1e-9);
+    in.unschedulable_replicas = 0;
     /* the ready replica's headroom (10 - 6 req/s) drains 80 of the 120
      * within a 20 s cold start: the other 40 over 60 s */
     in.current_replicas = 1;
@@ -664,6 +818,123 @@ static void test_counter_rate(void **s)
     assert_true(fabs(r - 2) < 1e-9);
 }
 
+/* demand-unit tokens: the keys, the weighting, and the conversions between
+ * requests (queue, slots) and tokens (rates, capacity). */
+static void test_token_keys_and_weighting(void **s)
+{
+    (void)s;
+    struct policy_config c, before;
+    policy_config_init(&c);
+    assert_int_equal(c.demand_unit, POLICY_UNIT_REQUESTS);
+    assert_true(c.prompt_token_weight == POLICY_DEFAULT_PROMPT_TOKEN_WEIGHT);
+    char err[160];
+    assert_int_equal(policy_config_set(&c, "demand-unit", "tokens", err, sizeof(err)), 0);
+    assert_int_equal(c.demand_unit, POLICY_UNIT_TOKENS);
+    assert_string_equal(policy_demand_unit_name(c.demand_unit), "tokens");
+    assert_int_equal(policy_config_set(&c, "prompt-token-weight", "0.1", err, sizeof(err)), 0);
+    assert_true(c.prompt_token_weight == 0.1);
+    assert_int_equal(policy_config_set(&c, "prompt-token-weight", "0", err, sizeof(err)), 0);
+    static const struct {
+        const char *k, *v, *msg;
+    } bad[] = {
+        {"demand-unit", "Tokens", "is not requests or tokens"},
+        {"demand-unit", "", "is not requests or tokens"},
+        {"demand-unit", "bytes", "is not requests or tokens"},
+        {"prompt-token-weight", "-0.5", "out of range"},
+        {"prompt-token-weight", "101", "out of range"},
+        {"prompt-token-weight", "nan", "prompt-token-weight"},
+        {"prompt-token-weight", "a lot", "is not a number"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        before = c;
+        int rc = policy_config_set(&c, bad[i].k, bad[i].v, err, sizeof(err));
+        if (rc != -EINVAL || !strstr(err, bad[i].msg))
+            fail_msg("%s=%s: rc %d err '%s'", bad[i].k, bad[i].v, rc, err);
+        assert_memory_equal(&c, &before, sizeof(c));
+    }
+    assert_int_equal(policy_config_set(&c, "demand-unit", "requests", err, sizeof(err)), 0);
+    assert_int_equal(c.demand_unit, POLICY_UNIT_REQUESTS);
+
+    /* weight x prompt + generated; a missing rate is no rate */
+    static const struct {
+        double prompt, gen, w, want;
+    } rows[] = {
+        {4000, 1000, 0.25, 2000}, {4000, 1000, 0, 1000}, {0, 1000, 0.25, 1000},
+        {4000, 1000, 1, 5000},    {0, 0, 0.25, 0},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(rows); i++)
+        assert_true(fabs(policy_token_demand(rows[i].prompt, rows[i].gen, rows[i].w) -
+                         rows[i].want) < 1e-9);
+    assert_true(isnan(policy_token_demand(NAN, 1000, 0.25)));
+    assert_true(isnan(policy_token_demand(4000, NAN, 0.25)));
+    assert_true(isnan(policy_token_demand(-1, 1000, 0.25)));
+    assert_true(isnan(policy_token_demand(4000, 1000, INFINITY)));
+}
+
+/* The same replica, counted in tokens (600 weighted tokens per request):
+ * the SLA sizing is the requests one times 600 (the M/M/c runs in requests:
+ * same slots, same utilisation), the queue drains in tokens, and a mix of
+ * twice the tokens per request at the same request rate needs twice the
+ * replicas, which a requests policy cannot see. */
+static void test_token_sizing(void **s)
+{
+    (void)s;
+    struct policy_config rq, tk;
+    base_cfg(&rq);
+    rq.predictive = false;
+    rq.p99_latency_target_ms = 8000;
+    rq.service_time_ms = 6400;
+    tk = rq;
+    tk.demand_unit = POLICY_UNIT_TOKENS;
+    tk.capacity_rps_per_gpu = 10 * 600;
+    struct policy_state st1, st2;
+    policy_state_init(&st1);
+    policy_state_init(&st2);
+    struct policy_input in = {.gpus_per_replica = 1};
+    struct policy_sizing a, b;
+    policy_sizing(&rq, &st1, &in, &a);
+    in.request_size = 600;
+    policy_sizing(&tk, &st2, &in, &b);
+    assert_true(a.from_sla && b.from_sla);
+    assert_int_equal(a.servers, 64);
+    assert_int_equal(b.servers, 64);
+    assert_true(fabs(b.utilization - a.utilization) < 1e-12);
+    assert_true(fabs(b.per_replica_rps - 600 * a.per_replica_rps) < 1e-6);
+    /* without the request size the slots would be 6000 x 6.4 "requests" */
+    in.request_size = NAN;
+    policy_sizing(&tk, &st2, &in, &b);
+    assert_int_equal(b.servers, 38400);
+
+    /* 120 queued requests of 600 tokens drain over 60 s: +1200 tok/s */
+    struct policy_demand d;
+    struct policy_input q = {.current_replicas = 1, .ready_replicas = 1, .request_rate = 3600,
+                             .recent_rate = -1, .queue_depth = 120, .request_size = 600};
+    policy_demand(&q, 60000, 0, 6000, &d);
+    assert_true(fabs(d.drain_rps - 1200) < 1e-9);
+    assert_true(fabs(d.rate_rps - 4800) < 1e-9);
+
+    /* 4 req/s; the tokens per request go 600 -> 1500: the requests policy
+     * keeps 1 replica (4 req/s < about 8.4 at the SLA), the tokens one needs 2
+     * (6000 tok/s > 0.84 x 6000 per replica) */
+    struct policy_decision dr, dt;
+    struct policy_input t = {.now_ms = S(100), .current_replicas = 1, .ready_replicas = 1,
+                             .gpus_per_replica = 1, .metrics_valid = true,
+                             .metrics_time_ms = S(100), .request_rate = 4, .recent_rate = -1,
+                             .p99_latency_ms = -1, .queue_depth = -1};
+    policy_state_init(&st1);
+    policy_decide(&rq, &st1, &t, &dr);
+    t.request_rate = 4 * 1500;
+    t.request_size = 1500;
+    policy_state_init(&st2);
+    policy_decide(&tk, &st2, &t, &dt);
+    if (dr.desired != 1 || dt.desired != 2)
+        fail_msg("requests %d (%s), tokens %d (%s)", dr.desired, dr.explain, dt.desired,
+                 dt.explain);
+    assert_int_equal(dt.reason, POLICY_SLA_SCALE_OUT);
+    assert_non_null(strstr(dt.explain, "tok/s"));
+    assert_null(strstr(dt.explain, "req/s"));
+}
+
 static void test_horizon(void **s)
 {
     (void)s;
@@ -683,6 +954,7 @@ int main(void)
         cmocka_unit_test(test_bounds_and_up_step),
         cmocka_unit_test(test_missing_metrics_hold),
         cmocka_unit_test(test_predictive),
+        cmocka_unit_test(test_gpu_capacity),
         cmocka_unit_test(test_sla_sizing),
         cmocka_unit_test(test_demand),
         cmocka_unit_test(test_step_first_write),
@@ -692,6 +964,8 @@ int main(void)
         cmocka_unit_test(test_config_keys),
         cmocka_unit_test(test_counter_rate),
         cmocka_unit_test(test_horizon),
+        cmocka_unit_test(test_token_keys_and_weighting),
+        cmocka_unit_test(test_token_sizing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

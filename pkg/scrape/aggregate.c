@@ -20,6 +20,9 @@
  * The p99 is histogram_quantile(0.99) of the workload's window (the bucket
  * increases of every pod scraped in it, see scrape-int.h), as Prometheus
  * computes it over sum by (le) (rate(bucket[window])).
+ * Token counters (demand-unit tokens) are sampled with the request counter
+ * and summed by the same rules; a workload where no counted pod has the
+ * generation-token metric is invalid, like one without the request metric.
  * Pure: times are passed in. */
 #include <errno.h>
 #include <math.h>
@@ -64,6 +67,58 @@ double scrape_latency_unit_ms(const char *metric)
     return 1000; /* Prometheus base unit: seconds */
 }
 
+/* One counter kind's per-pod increases over the window and over the newest
+ * intervals, for the window rate below. */
+struct acc {
+    double *incs;
+    double recent;
+    bool recent_ok;
+};
+
+static void acc_init(struct acc *a, size_t n)
+{
+    a->incs = xcalloc(n ? n : 1, sizeof(double));
+    a->recent = 0;
+    a->recent_ok = true;
+}
+
+/* Adds one counted pod's counter c as entry k; false when it has no
+ * increase over the window (too few samples). */
+static bool acc_add(struct acc *a, size_t k, const struct scrape_ring *c, int64_t now_ms,
+                    int64_t window_ms, int64_t recent_ms, int64_t *span)
+{
+    double inc, rinc;
+    int64_t sp, rsp;
+    if (scrape_ring_increase(c, now_ms, window_ms, &inc, &sp) != 0)
+        return false;
+    a->incs[k] = inc;
+    if (span)
+        *span = sp;
+    if (scrape_ring_increase(c, now_ms, recent_ms, &rinc, &rsp) == 0 && rsp > 0)
+        a->recent += rinc / ((double)rsp / 1000.0);
+    else
+        a->recent_ok = false;
+    return true;
+}
+
+/* The workload's throughput over the window we have observed (the longest
+ * sample span). A pod that became a target within it (by more than one
+ * interval of scrape jitter) adds its counts spread over that span, not a
+ * rate over its short life: when traffic is shared by a load balancer, a new
+ * pod takes a share of the same demand, and summing rates would count that
+ * demand twice during a scale-out. */
+static double window_rate(const double *incs, const int64_t *spans, const int64_t *ages,
+                          size_t n, int64_t span, int64_t interval_ms)
+{
+    double rate = 0;
+    for (size_t k = 0; k < n; k++) {
+        bool young = ages[k] < span - interval_ms;
+        rate += young ? incs[k] / ((double)span / 1000.0)
+                      : incs[k] / ((double)spans[k] / 1000.0);
+    }
+    return rate;
+}
+
 struct tally {
     int failed[SCRAPE_FAIL_COUNT_];
     int stale, warming;
@@ -102,22 +157,28 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     out->time_ms = POLICY_NEVER;
     out->pods_ready = (int)n;
 
+    out->prompt_token_rate = out->generation_token_rate = NAN;
+    out->prompt_token_recent = out->generation_token_recent = NAN;
+
     struct tally t = {0};
     double inflight = 0, queued = 0;
-    /* counted pods' increases and sample spans, for the rate below */
-    double *incs = xcalloc(n ? n : 1, sizeof(double));
+    /* counted pods' increases (requests, prompt and generated tokens) and
+     * sample spans, for the rates below */
+    struct acc req, prompt, gen;
+    acc_init(&req, n);
+    acc_init(&prompt, n);
+    acc_init(&gen, n);
+    const bool tokens = spec->generation_token_metric[0] != '\0';
     int64_t *spans = xcalloc(n ? n : 1, sizeof(int64_t)), *ages = xcalloc(n ? n : 1,
                                                                          sizeof(int64_t));
     size_t ncounted = 0;
     int64_t span = 0;
-    double recent = 0;
-    bool recent_ok = true;
-    bool any_inflight = false, any_queued = false, any_req = false;
+    bool any_inflight = false, any_queued = false, any_req = false, any_gen = false;
     int64_t fresh = 3 * interval_ms;
+    int64_t recent_ms = 2 * interval_ms + interval_ms / 2;
 
     for (size_t i = 0; i < n; i++) {
         const struct scrape_podstate *st = pods[i].st;
-        double inc;
         int64_t sp;
         if (st->fail != SCRAPE_FAIL_NONE) {
             t.failed[st->fail < SCRAPE_FAIL_COUNT_ ? st->fail : SCRAPE_FAIL_OTHER]++;
@@ -130,19 +191,16 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
             continue;
         }
         if (st->last_ok_ms == POLICY_NEVER || now_ms - st->last_ok_ms > fresh ||
-            scrape_ring_increase(&st->requests, now_ms, window_ms, &inc, &sp) != 0) {
+            !acc_add(&req, ncounted, &st->requests, now_ms, window_ms, recent_ms, &sp)) {
             t.stale++;
             continue;
         }
         out->pods_counted++;
-        double rinc;
-        int64_t rsp;
-        if (scrape_ring_increase(&st->requests, now_ms, 2 * interval_ms + interval_ms / 2, &rinc,
-                                 &rsp) == 0 && rsp > 0)
-            recent += rinc / ((double)rsp / 1000.0);
-        else
-            recent_ok = false;
-        incs[ncounted] = inc;
+        if (tokens) { /* sampled with the requests: the same samples, the same span */
+            acc_add(&prompt, ncounted, &st->prompt, now_ms, window_ms, recent_ms, NULL);
+            acc_add(&gen, ncounted, &st->gen, now_ms, window_ms, recent_ms, NULL);
+            any_gen |= st->gen_seen;
+        }
         spans[ncounted] = sp;
         ages[ncounted] = now_ms - st->since_ms;
         ncounted++;
@@ -180,22 +238,22 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
         snprintf(out->why, sizeof(out->why),
                  "request metric %.120s not found in any pod's exposition",
                  spec->request_metric[0] ? spec->request_metric : "(none configured)");
+    } else if (tokens && !any_gen) {
+        snprintf(out->why, sizeof(out->why),
+                 "token metric %.120s not found in any pod's exposition (demand-unit tokens)",
+                 spec->generation_token_metric);
     } else {
         out->valid = true;
-        /* The workload's throughput over the window we have observed (the
-         * longest sample span). A pod that became a target within it (by more
-         * than one interval of scrape jitter) adds its requests spread over
-         * that span, not a rate over its short life: when traffic is shared
-         * by a load balancer, a new pod takes a share of the same demand, and
-         * summing rates would count that demand twice during a scale-out. */
-        double rate = 0;
-        for (size_t k = 0; k < ncounted; k++) {
-            bool young = ages[k] < span - interval_ms;
-            rate += young ? incs[k] / ((double)span / 1000.0)
-                          : incs[k] / ((double)spans[k] / 1000.0);
+        out->request_rate = window_rate(req.incs, spans, ages, ncounted, span, interval_ms);
+        out->recent_rate = req.recent_ok ? req.recent : NAN;
+        if (tokens) {
+            out->generation_token_rate =
+                window_rate(gen.incs, spans, ages, ncounted, span, interval_ms);
+            out->generation_token_recent = gen.recent_ok ? gen.recent : NAN;
+            out->prompt_token_rate =
+                window_rate(prompt.incs, spans, ages, ncounted, span, interval_ms);
+            out->prompt_token_recent = prompt.recent_ok ? prompt.recent : NAN;
         }
-        out->request_rate = rate;
-        out->recent_rate = recent_ok ? recent : NAN;
         out->inflight = spec->inflight_metric[0] && any_inflight ? inflight : -1;
         out->queued = spec->queue_metric[0] && any_queued ? queued : -1;
         double q = win && spec->latency_metric[0]
@@ -206,7 +264,9 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     }
     if (out->time_ms == POLICY_NEVER)
         out->time_ms = 0;
-    xfree(incs);
+    xfree(req.incs);
+    xfree(prompt.incs);
+    xfree(gen.incs);
     xfree(spans);
     xfree(ages);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* scrape/podstate: what the scraper remembers of one pod between scrapes:
- * its request counter's samples over the rate window (a scrape_ring), its
- * latest gauges, and its latency histogram's last cumulative counts only.
+ * its request counter's samples over the rate window (a scrape_ring; with
+ * demand-unit tokens also the two token counters'), its latest gauges, and
+ * its latency histogram's last cumulative counts only.
  *
  * A successful scrape turns the histogram into the increase since the
  * previous one and adds it to the workload's scrape_window (at the previous
@@ -25,6 +26,8 @@ void scrape_podstate_init(struct scrape_podstate *st, int64_t since_ms, unsigned
 {
     memset(st, 0, sizeof(*st));
     scrape_ring_init(&st->requests, ring_cap);
+    scrape_ring_init(&st->prompt, ring_cap);
+    scrape_ring_init(&st->gen, ring_cap);
     st->since_ms = since_ms;
     st->last_ok_ms = POLICY_NEVER;
     st->last_try_ms = POLICY_NEVER;
@@ -52,6 +55,8 @@ void scrape_podstate_free(struct scrape_podstate *st, struct scrape_window *w)
 {
     hist_release(st, w);
     scrape_ring_free(&st->requests);
+    scrape_ring_free(&st->prompt);
+    scrape_ring_free(&st->gen);
     xfree(st->error);
     st->error = NULL;
 }
@@ -59,11 +64,15 @@ void scrape_podstate_free(struct scrape_podstate *st, struct scrape_window *w)
 void scrape_podstate_reset(struct scrape_podstate *st, struct scrape_window *w, int64_t since_ms)
 {
     char *err = st->error;
-    struct scrape_ring ring = st->requests;
+    struct scrape_ring ring = st->requests, prompt = st->prompt, gen = st->gen;
     hist_release(st, w);
     scrape_ring_clear(&ring);
+    scrape_ring_clear(&prompt);
+    scrape_ring_clear(&gen);
     scrape_podstate_init(st, since_ms, ring.cap);
     st->requests = ring; /* keeps its arrays for reuse */
+    st->prompt = prompt;
+    st->gen = gen;
     st->error = err;
 }
 
@@ -85,7 +94,8 @@ const char *scrape_podstate_error(const struct scrape_podstate *st)
 
 size_t scrape_podstate_memory(const struct scrape_podstate *st)
 {
-    size_t n = scrape_ring_memory(&st->requests);
+    size_t n = scrape_ring_memory(&st->requests) + scrape_ring_memory(&st->prompt) +
+               scrape_ring_memory(&st->gen);
     if (st->hist)
         n += st->nbuckets * (sizeof(double) + 1);
     if (st->error)
@@ -149,11 +159,24 @@ void scrape_podstate_ok(struct scrape_podstate *st, struct scrape_window *w, int
                              "request metric disappeared from the exposition");
         return;
     }
+    if ((!s->has_prompt && st->prompt_seen) || (!s->has_gen && st->gen_seen)) {
+        scrape_podstate_fail(st, t_ms, SCRAPE_FAIL_GARBAGE,
+                             "token metric disappeared from the exposition");
+        return;
+    }
     /* Absent from the start: a lazily created counter (TGI's appear with
      * the first request), so zero. scrape_aggregate() still refuses a
      * workload where no pod has it. */
     scrape_ring_add(&st->requests, t_ms, s->has_requests ? s->requests : 0);
     st->req_seen = s->has_requests;
+    /* token counters, when wanted: the same rules (TGI's histograms appear
+     * lazily too); their rings get arrays only then */
+    if (s->tokens || s->has_prompt || s->has_gen) {
+        scrape_ring_add(&st->prompt, t_ms, s->has_prompt ? s->prompt_tokens : 0);
+        scrape_ring_add(&st->gen, t_ms, s->has_gen ? s->gen_tokens : 0);
+    }
+    st->prompt_seen = s->has_prompt;
+    st->gen_seen = s->has_gen;
     st->inflight = s->inflight;
     st->has_inflight = s->has_inflight;
     st->queued = s->queued;

@@ -13,18 +13,22 @@
 struct profile_names {
     const char *name;
     const char *request, *inflight, *queue, *latency;
+    const char *prompt_tokens, *generation_tokens; /* "" none */
 };
 
 /* vLLM V1: vllm/v1/metrics/loggers.py (prometheus_client adds _total to
- * counters); Triton: src/metrics.cc; TGI: router/src (metrics crate). */
+ * counters); Triton: src/metrics.cc (no token counters); TGI: router/src
+ * (metrics crate; tokens are the _sum of the per-request length histograms). */
 static const struct profile_names profiles[] = {
     [SCRAPE_VLLM] = {"vllm", "vllm:request_success_total", "vllm:num_requests_running",
-                     "vllm:num_requests_waiting", "vllm:e2e_request_latency_seconds"},
+                     "vllm:num_requests_waiting", "vllm:e2e_request_latency_seconds",
+                     "vllm:prompt_tokens_total", "vllm:generation_tokens_total"},
     [SCRAPE_TRITON] = {"triton", "nv_inference_request_success", "",
-                       "nv_inference_pending_request_count", ""},
+                       "nv_inference_pending_request_count", "", "", ""},
     [SCRAPE_TGI] = {"tgi", "tgi_request_count", "tgi_batch_current_size", "tgi_queue_size",
-                    "tgi_request_duration"},
-    [SCRAPE_GENERIC] = {"generic", "", "", "", ""},
+                    "tgi_request_duration", "tgi_request_input_length_sum",
+                    "tgi_request_generated_tokens_sum"},
+    [SCRAPE_GENERIC] = {"generic", "", "", "", "", "", ""},
 };
 
 int scrape_profile_parse(const char *s, enum scrape_profile *out)
@@ -56,6 +60,21 @@ void scrape_spec_init(struct scrape_spec *s, enum scrape_profile p)
     snprintf(s->queue_metric, sizeof(s->queue_metric), "%s", profiles[p].queue);
     snprintf(s->latency_metric, sizeof(s->latency_metric), "%s", profiles[p].latency);
     s->missing_fraction = 0.3;
+}
+
+int scrape_spec_want_tokens(struct scrape_spec *s)
+{
+    enum scrape_profile p = (unsigned)s->profile < UTIL_ARRAY_LEN(profiles) ? s->profile
+                                                                             : SCRAPE_GENERIC;
+    if (!s->generation_token_metric[0] && !profiles[p].generation_tokens[0])
+        return -ENOTSUP;
+    if (!s->generation_token_metric[0])
+        snprintf(s->generation_token_metric, sizeof(s->generation_token_metric), "%s",
+                 profiles[p].generation_tokens);
+    if (!s->prompt_token_metric[0])
+        snprintf(s->prompt_token_metric, sizeof(s->prompt_token_metric), "%s",
+                 profiles[p].prompt_tokens);
+    return 0;
 }
 
 void scrape_config_init(struct scrape_config *c)

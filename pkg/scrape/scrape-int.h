@@ -28,6 +28,11 @@ struct scrape_sample {
     bool has_inflight;
     double queued;
     bool has_queued;
+    double prompt_tokens;  /**< prompt-token counter, summed (when the spec names one) */
+    bool has_prompt;
+    double gen_tokens;     /**< generation-token counter, summed */
+    bool has_gen;
+    bool tokens;           /**< the spec names token counters (absent ones count as 0) */
     size_t nbuckets;     /**< distinct `le` bounds, sorted ascending */
     double le[SCRAPE_MAX_BUCKETS];
     double count[SCRAPE_MAX_BUCKETS]; /**< cumulative count per bound, summed */
@@ -60,6 +65,7 @@ const char *scrape_fail_name(enum scrape_fail f);
  */
 struct scrape_extract {
     char request[128], inflight[128], queue[128], bucket[140];
+    char prompt[128], gen[128]; /**< token counters, "" when not wanted */
     enum prom_format format;    /**< PROM_FMT_TEXT unless set before the first feed */
     struct prom_parser *parser; /**< made (or taken from spare) by the first feed or finish */
     struct prom_parser *spare;  /**< a previous parser wanting the same names, kept by
@@ -206,6 +212,8 @@ size_t scrape_window_memory(const struct scrape_window *w);
  *  workload's scrape_window). */
 struct scrape_podstate {
     struct scrape_ring requests;
+    struct scrape_ring prompt, gen;    /**< token counters: no arrays until tokens are wanted */
+    bool prompt_seen, gen_seen;        /**< ... in the last good exposition */
     double inflight, queued; /**< latest gauges */
     /** nbuckets cumulative counts at hist_ms, followed by nbuckets uint8_t
      *  column indexes into the window; NULL when the pod has no histogram */

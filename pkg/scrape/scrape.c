@@ -675,7 +675,9 @@ static bool same_metrics(const struct scrape_spec *a, const struct scrape_spec *
     return a->profile == b->profile && strcmp(a->request_metric, b->request_metric) == 0 &&
            strcmp(a->inflight_metric, b->inflight_metric) == 0 &&
            strcmp(a->queue_metric, b->queue_metric) == 0 &&
-           strcmp(a->latency_metric, b->latency_metric) == 0;
+           strcmp(a->latency_metric, b->latency_metric) == 0 &&
+           strcmp(a->prompt_token_metric, b->prompt_token_metric) == 0 &&
+           strcmp(a->generation_token_metric, b->generation_token_metric) == 0;
 }
 
 static bool same_spec(const struct scrape_spec *a, const struct scrape_spec *b)
@@ -723,6 +725,8 @@ static void copy_spec(struct scrape_spec *dst, const struct scrape_spec *src)
     dst->inflight_metric[sizeof(dst->inflight_metric) - 1] = '\0';
     dst->queue_metric[sizeof(dst->queue_metric) - 1] = '\0';
     dst->latency_metric[sizeof(dst->latency_metric) - 1] = '\0';
+    dst->prompt_token_metric[sizeof(dst->prompt_token_metric) - 1] = '\0';
+    dst->generation_token_metric[sizeof(dst->generation_token_metric) - 1] = '\0';
     if (!(dst->missing_fraction >= 0 && dst->missing_fraction <= 1))
         dst->missing_fraction = 0.3;
 }

@@ -45,11 +45,24 @@ struct scrape_spec {
     char inflight_metric[128];  /**< gauge of running requests; optional */
     char queue_metric[128];     /**< gauge of waiting requests; optional */
     char latency_metric[128];   /**< histogram (base name) of request latency; optional */
+    /** Token counters, read only when named (scrape_spec_want_tokens: demand-unit tokens). */
+    char prompt_token_metric[128];     /**< prompt tokens processed; optional */
+    char generation_token_metric[128]; /**< tokens generated; required for tokens */
     double missing_fraction;    /**< invalid when more than this fraction of pods failed; 0.3 */
 };
 
 /** Defaults for a profile (missing_fraction 0.3, path /metrics, http). */
 void scrape_spec_init(struct scrape_spec *s, enum scrape_profile p);
+
+/**
+ * Read token counters too (demand-unit tokens): fills the profile's default
+ * prompt and generation token metrics where s names none (vLLM
+ * vllm:prompt_tokens_total and vllm:generation_tokens_total; TGI the _sum of
+ * its input-length and generated-tokens histograms). Returns 0, or -ENOTSUP
+ * when the profile exposes no token counters (Triton, generic) and s names
+ * no generation-token metric: s is then unchanged.
+ */
+int scrape_spec_want_tokens(struct scrape_spec *s);
 
 /** A pod to scrape, as the controller sees it in the cache. Strings borrowed. */
 struct scrape_pod {
@@ -70,6 +83,11 @@ struct scrape_result {
     double inflight;        /**< running requests, < 0 unknown */
     double queued;          /**< waiting requests, < 0 unknown */
     double p99_ms;          /**< p99 latency over the rate window, < 0 unknown */
+    /** Token rates (tokens/s, counted like request_rate) when the spec names token
+     *  metrics; NAN otherwise or when !valid. A workload whose pods lack the
+     *  generation-token metric is invalid (hold), as for the request metric. */
+    double prompt_token_rate, generation_token_rate;
+    double prompt_token_recent, generation_token_recent; /**< newest intervals; NAN unknown */
     double gpus_ready;      /**< GPUs of the counted ready pods */
     int pods_ready;         /**< ready pods declared */
     int pods_counted;       /**< pods with a usable rate */

@@ -2,8 +2,9 @@
 /* Tests of the counting rules that turn pod histories into a workload
  * result: a table of pod sets (healthy, failed, warming, stale) with the
  * expected validity, rate, counts and one-line reason; then counter resets,
- * latency histograms across pods, lazily created and vanishing counters.
- * The latency window has its own tests in test-window.c. */
+ * latency histograms across pods, lazily created and vanishing counters, and
+ * the token counters of demand-unit tokens (rates, resets, absence). The
+ * latency window has its own tests in test-window.c. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -321,12 +322,102 @@ static void test_window(void **state)
     scrape_podstate_free(&st, NULL);
 }
 
+static void add_tok(struct scrape_podstate *st, int64_t t, double req, double prompt,
+                    double gen, bool has_gen)
+{
+    struct scrape_sample s = {.requests = req, .has_requests = true, .prompt_tokens = prompt,
+                              .has_prompt = true, .gen_tokens = gen, .has_gen = has_gen,
+                              .samples = 3};
+    scrape_podstate_ok(st, NULL, t, &s);
+}
+
+/* Token rates are counted like the request rate: summed over pods, a reset
+ * of one counter (a restarted engine) counts its new value, and without the
+ * token metrics the rates are NAN. */
+static void test_token_rates(void **state)
+{
+    (void)state;
+    struct scrape_podstate st[2];
+    scrape_podstate_init(&st[0], 0, RING);
+    scrape_podstate_init(&st[1], 0, RING);
+    /* pod 0: 2 req/s of 500 prompt + 100 generated tokens; pod 1: 1 req/s of
+     * 2000 + 50, its generation counter restarting from 0 halfway */
+    for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
+        double s = (double)t / 1000;
+        add_tok(&st[0], t, 2 * s, 1000 * s, 200 * s, true);
+        double g = t <= NOW - WIN / 2 ? 50 * s : 50 * (s - (NOW - WIN / 2) / 1000.0);
+        add_tok(&st[1], t, s, 2000 * s, g, true);
+    }
+    struct scrape_agg_pod ap[2] = {{&st[0], 1}, {&st[1], 1}};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_result r;
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_true(isnan(r.prompt_token_rate) && isnan(r.generation_token_rate)); /* not asked */
+
+    assert_int_equal(scrape_spec_want_tokens(&spec), 0);
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_true(fabs(r.request_rate - 3) < 1e-9);
+    assert_true(fabs(r.prompt_token_rate - 3000) < 1e-6);
+    /* after the restart the counter's new value (250, the tokens since)
+     * counts as that interval's increase, as in Prometheus' rate(): no
+     * drop, no spike; a sum of the two counters would have dropped */
+    double want_gen = 200 + 50;
+    assert_true(fabs(r.generation_token_rate - want_gen) < 1e-6);
+    assert_true(fabs(r.prompt_token_recent - 3000) < 1e-6);
+    assert_true(fabs(r.generation_token_recent - 250) < 1e-6);
+    scrape_podstate_free(&st[0], NULL);
+    scrape_podstate_free(&st[1], NULL);
+}
+
+/* Missing token metrics never make a rate: no pod with the generation
+ * counter is invalid (the policy holds, never scaling in); a token counter
+ * that vanishes fails the pod. */
+static void test_token_missing(void **state)
+{
+    (void)state;
+    struct scrape_podstate st;
+    scrape_podstate_init(&st, 0, RING);
+    for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV)
+        add_tok(&st, t, 2.0 * (double)t / 1000, 0, 0, false);
+    struct scrape_agg_pod ap = {&st, 1};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_TGI);
+    assert_int_equal(scrape_spec_want_tokens(&spec), 0);
+    assert_string_equal(spec.generation_token_metric, "tgi_request_generated_tokens_sum");
+    struct scrape_result r;
+    scrape_aggregate(&ap, 1, NULL, &spec, NOW, IV, WIN, &r);
+    assert_false(r.valid);
+    assert_true(isnan(r.request_rate) && isnan(r.generation_token_rate));
+    assert_string_equal(r.why, "token metric tgi_request_generated_tokens_sum not found in any "
+                               "pod's exposition (demand-unit tokens)");
+    /* requests alone are fine without tokens */
+    struct scrape_spec req;
+    scrape_spec_init(&req, SCRAPE_TGI);
+    scrape_aggregate(&ap, 1, NULL, &req, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+
+    /* the counter appears, then vanishes: a failed scrape, not a reset */
+    add_tok(&st, NOW + IV, 2.0 * (NOW + IV) / 1000, 10, 10, true);
+    assert_int_equal(st.fail, SCRAPE_FAIL_NONE);
+    add_tok(&st, NOW + 2 * IV, 2.0 * (NOW + 2 * IV) / 1000, 10, 10, false);
+    assert_int_equal(st.fail, SCRAPE_FAIL_GARBAGE);
+    assert_string_equal(st.error, "token metric disappeared from the exposition");
+    scrape_aggregate(&ap, 1, NULL, &spec, NOW + 2 * IV, IV, WIN, &r);
+    assert_false(r.valid);
+    assert_int_equal(r.pods_failed, 1);
+    scrape_podstate_free(&st, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counting_rules),     cmocka_unit_test(test_counter_reset),
         cmocka_unit_test(test_latency_and_gauges), cmocka_unit_test(test_absent_counter),
-        cmocka_unit_test(test_window),            cmocka_unit_test(test_recent_rate),
+        cmocka_unit_test(test_window),             cmocka_unit_test(test_recent_rate),
+        cmocka_unit_test(test_token_rates),        cmocka_unit_test(test_token_missing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

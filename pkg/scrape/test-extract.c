@@ -315,9 +315,67 @@ static void test_reuse(void **state)
     xfree(x);
 }
 
+/* demand-unit tokens: each profile's token counters read from the golden
+ * expositions (vLLM's counters, TGI's histogram sums); none read unless
+ * asked; Triton and generic have none to default to. */
+static void test_token_counters(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file;
+        enum prom_format format;
+        enum scrape_profile profile;
+        double prompt, gen;
+    } cases[] = {
+        {"vllm.prom", PROM_FMT_TEXT, SCRAPE_VLLM, 1843201 + 1790120, 412305 + 398771},
+        {"vllm.om", PROM_FMT_OPENMETRICS, SCRAPE_VLLM, 1843201 + 1790120, 412305 + 398771},
+        {"tgi.prom", PROM_FMT_TEXT, SCRAPE_TGI, 1634107, 688214},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        size_t len;
+        char *buf = slurp(cases[i].file, &len);
+        struct scrape_spec spec;
+        scrape_spec_init(&spec, cases[i].profile);
+        struct scrape_sample s;
+        char err[200];
+        assert_int_equal(scrape_extract_buf(&spec, cases[i].format, buf, len, 0, &s, err,
+                                            sizeof(err)), 0);
+        assert_false(s.has_prompt || s.has_gen); /* requests: not read */
+        assert_int_equal(scrape_spec_want_tokens(&spec), 0);
+        assert_int_equal(scrape_extract_buf(&spec, cases[i].format, buf, len, 0, &s, err,
+                                            sizeof(err)), 0);
+        assert_true(s.has_prompt && s.has_gen);
+        assert_true(s.prompt_tokens == cases[i].prompt);
+        assert_true(s.gen_tokens == cases[i].gen);
+        assert_true(s.has_requests); /* still read: the request size needs them */
+        xfree(buf);
+    }
+    struct scrape_spec t;
+    scrape_spec_init(&t, SCRAPE_TRITON);
+    assert_int_equal(scrape_spec_want_tokens(&t), -ENOTSUP);
+    assert_string_equal(t.generation_token_metric, "");
+    scrape_spec_init(&t, SCRAPE_GENERIC);
+    assert_int_equal(scrape_spec_want_tokens(&t), -ENOTSUP);
+    snprintf(t.generation_token_metric, sizeof(t.generation_token_metric), "my_gen_tokens");
+    assert_int_equal(scrape_spec_want_tokens(&t), 0);
+    assert_string_equal(t.prompt_token_metric, ""); /* optional: counts as 0 */
+
+    /* a token counter with a bad value fails the pod like a request counter */
+    const char bad[] = "vllm:request_success_total 3\nvllm:generation_tokens_total -5\n";
+    struct scrape_spec v;
+    scrape_spec_init(&v, SCRAPE_VLLM);
+    scrape_spec_want_tokens(&v);
+    struct scrape_sample s;
+    char err[200];
+    assert_int_equal(scrape_extract_buf(&v, PROM_FMT_TEXT, bad, sizeof(bad) - 1, 0, &s, err,
+                                        sizeof(err)), -EBADMSG);
+    assert_non_null(strstr(err, "vllm:generation_tokens_total has value -5"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_token_counters),
         cmocka_unit_test(test_profiles_golden), cmocka_unit_test(test_generic_names),
         cmocka_unit_test(test_metric_absent),   cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_histogram_caps),   cmocka_unit_test(test_format_matters),

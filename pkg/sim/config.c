@@ -9,6 +9,7 @@
 #include "sim-int.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -43,6 +44,8 @@ static const struct key keys[] = {
      "replay this much before start without scoring it"},
     {"serve-capacity-per-gpu", K_NUM, OFF(serve_capacity), 0, 1e6, false,
      "the simulated GPUs' true requests/s, 0 = capacity-per-gpu (required with auto)"},
+    {"gpu-limit", K_INT, OFF(gpu_limit), 0, 1e6, false,
+     "GPUs the cluster has for the Deployment; replicas beyond stay Pending, 0 = no limit"},
     {"initial-replicas", K_INT, OFF(initial_replicas), 0, 10000, false,
      "replicas ready at the first second, 0 = what the load needs"},
     {"decision-interval", K_DUR, OFF(policy.decision_interval_ms), S_MS, H_MS, false,
@@ -297,6 +300,14 @@ double sim_config_gpus(const struct sim_config *cfg)
     return cfg->policy.gpus_per_replica > 0 ? cfg->policy.gpus_per_replica : 1;
 }
 
+int32_t sim_config_placeable(const struct sim_config *cfg)
+{
+    if (cfg->gpu_limit <= 0)
+        return INT32_MAX;
+    double n = floor((double)cfg->gpu_limit / sim_config_gpus(cfg) + 1e-9);
+    return n < 0 ? 0 : (int32_t)n;
+}
+
 static int whole_seconds(const char *key, int64_t ms, char *err, size_t errlen)
 {
     if (ms % 1000 != 0) {
@@ -317,6 +328,14 @@ int sim_config_validate(const struct sim_config *cfg, char *err, size_t errlen)
     if (rc != 0)
         return rc;
     const struct policy_config *p = &cfg->policy;
+    if (p->demand_unit == POLICY_UNIT_TOKENS) {
+        /* the trace counts request arrivals and the serving model queues
+         * requests: there are no token counts to replay */
+        snprintf(err, errlen,
+                 "demand-unit: tokens is not simulated (traces count requests, not tokens); "
+                 "use demand-unit requests with capacity-per-gpu in requests/s");
+        return -EINVAL;
+    }
     if (cfg->policies == 0) {
         snprintf(err, errlen, "policy: no policy to simulate");
         return -EINVAL;
@@ -352,6 +371,11 @@ int sim_config_validate(const struct sim_config *cfg, char *err, size_t errlen)
         return -EINVAL;
     }
     double gpus = sim_config_gpus(cfg);
+    if (cfg->gpu_limit > 0 && cfg->gpu_limit < gpus) {
+        snprintf(err, errlen, "gpu-limit: %d GPUs cannot place one replica of %g GPUs",
+                 cfg->gpu_limit, gpus);
+        return -EINVAL;
+    }
     double slots = cfg->policy.slots_per_gpu > 0
                        ? cfg->policy.slots_per_gpu
                        : sim_config_capacity(cfg) * cfg->policy.service_time_ms / 1e3;

@@ -78,6 +78,11 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
                     "  serving   %g GPUs/replica x %g req/s per GPU = %g req/s per replica; "
                     "service time %s; %g slots/replica; cold start %s\n",
                     g, cap, g * cap, a, slots(cfg), c);
+    if (cfg->gpu_limit > 0)
+        util_buf_printf(b,
+                        "  gpus      gpu-limit %d: at most %d replicas placed; the rest stay "
+                        "Pending (unschedulable), hold no GPU and never serve\n",
+                        cfg->gpu_limit, sim_config_placeable(cfg));
     if (p->capacity_auto) {
         util_buf_printf(b, "  capacity  capacity-per-gpu auto (start %g req/s per GPU%s); learned:",
                         p->capacity_start, p->capacity_start > 0 ? "" : ": none");
@@ -152,6 +157,18 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
                         sim_policy_name(x->policy), x->gpu_hours, vs, miss, pct,
                         (long long)x->scaling_actions, (long long)x->flaps, x->peak_replicas,
                         x->mean_replicas, worst);
+    }
+    if (cfg->gpu_limit > 0) {
+        util_buf_puts(b, "\nunschedulable (gpu-limit): replica-hours Pending, most at once:");
+        for (size_t i = 0; i < r->n; i++)
+            util_buf_printf(b, "%s %s %.1f (%d)", i ? "," : "", sim_policy_name(r->pol[i].policy),
+                            r->pol[i].pending_replica_hours, r->pol[i].peak_unschedulable);
+        util_buf_puts(b, "\n");
+        if (r->peak_need > sim_config_placeable(cfg))
+            util_buf_printf(b,
+                            "warning: gpu-limit %d places %d replicas, the SLA needs %d at the "
+                            "busiest second: every policy is short of GPUs there\n",
+                            cfg->gpu_limit, sim_config_placeable(cfg), r->peak_need);
     }
     if (r->peak_need > cfg->policy.max_replicas)
         util_buf_printf(b,
@@ -273,6 +290,8 @@ void sim_report_json(struct util_buf *b, const struct sim_config *cfg,
         jkv_num(b, "capacity-per-gpu", p->capacity_rps_per_gpu, true);
     jkv_num(b, "serve-capacity-per-gpu", sim_config_capacity(cfg), true);
     jkv_num(b, "gpus-per-replica", sim_config_gpus(cfg), true);
+    if (cfg->gpu_limit > 0)
+        jkv_num(b, "gpu-limit", cfg->gpu_limit, true);
     jkv_dur(b, "service-time", cfg->policy.service_time_ms, true);
     jkv_num(b, "slots-per-replica", slots(cfg), true);
     jkv_dur(b, "cold-start", p->cold_start_ms, true);
@@ -337,6 +356,11 @@ void sim_report_json(struct util_buf *b, const struct sim_config *cfg,
         jkv_num(b, "peak_replicas", x->peak_replicas, true);
         jkv_num(b, "mean_replicas", x->mean_replicas, true);
         jkv_num(b, "max_p99_ms", round(x->max_p99_ms * 10) / 10, true);
+        if (cfg->gpu_limit > 0) {
+            jkv_num(b, "pending_replica_hours", round(x->pending_replica_hours * 1000) / 1000,
+                    true);
+            jkv_num(b, "peak_unschedulable", x->peak_unschedulable, true);
+        }
         util_buf_puts(b, "\"actions_by_reason\": {");
         for (size_t k = 0; k < x->nreasons; k++)
             jkv_num(b, x->reasons[k].name, (double)x->reasons[k].count, k + 1 < x->nreasons);

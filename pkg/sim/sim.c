@@ -16,7 +16,13 @@
  *    served ~30 s late); a pod has a value once it has been ready for a
  *    scrape interval before that window's end, others count as missing.
  * Replicas are a stack of ready times in creation order; scale-down removes
- * the newest first (starting pods before ready ones), as a ReplicaSet does. */
+ * the newest first (starting pods before ready ones), as a ReplicaSet does.
+ * With gpu-limit the GPUs are a fixed budget: the pods past what it places
+ * are Pending, unschedulable, and never ready; the policies see them as
+ * unschedulable replicas (policy_input.unschedulable_replicas), the HPA as
+ * Pending pods (0 on scale-up), the oracle plans within the budget, and they
+ * hold no GPU, so they cost no GPU-hours. The newest go first on scale-down,
+ * as a ReplicaSet removes unscheduled pods first. */
 #include "sim-int.h"
 
 #include <errno.h>
@@ -45,10 +51,12 @@ const char *sim_demo_trace_name(void)
 }
 
 #define READY_FOREVER (INT64_MIN / 4)
+#define READY_NEVER INT64_MAX /* unschedulable: no GPU for it */
 
 struct pods {
     int64_t *ready_at; /* ms, creation order, non-decreasing */
     int32_t n, cap, nready;
+    int32_t place;     /* the first this many can be placed (gpu-limit) */
 };
 
 static void pods_push(struct pods *p, int64_t ready_at)
@@ -57,12 +65,20 @@ static void pods_push(struct pods *p, int64_t ready_at)
         p->cap = p->cap ? p->cap * 2 : 16;
         p->ready_at = xrealloc(p->ready_at, (size_t)p->cap * sizeof(int64_t));
     }
-    p->ready_at[p->n++] = ready_at;
+    p->ready_at[p->n] = p->n < p->place ? ready_at : READY_NEVER;
+    p->n++;
+}
+
+/* Replicas asked for that hold a GPU (ready or starting). */
+static int32_t pods_placed(const struct pods *p)
+{
+    return p->n < p->place ? p->n : p->place;
 }
 
 static void pods_advance(struct pods *p, int64_t now_ms)
 {
-    while (p->nready < p->n && p->ready_at[p->nready] <= now_ms)
+    while (p->nready < p->n && p->ready_at[p->nready] != READY_NEVER &&
+           p->ready_at[p->nready] <= now_ms)
         p->nready++;
 }
 
@@ -207,7 +223,7 @@ static bool capacity_tick(struct pass *ps, int64_t s, int64_t win, double waitin
     if (busy > (double)rp->model.servers * ready)
         busy = (double)rp->model.servers * ready;
     struct capacity_obs o = {.now_ms = now, .window_ms = win * 1000,
-                             .steady = win > 0 && ready > 0 && ready == ps->pods.n,
+                             .steady = win > 0 && ready > 0 && ready == pods_placed(&ps->pods),
                              .gpus = ready * rp->gpus, .completions_rps = done, .running = busy,
                              .waiting = waiting, .slots_per_gpu = ps->pcfg.slots_per_gpu};
     capacity_observe(&ps->cap, &o);
@@ -235,6 +251,7 @@ static void decide_policy(struct pass *ps, int64_t s)
     in.now_ms = now;
     in.current_replicas = ps->pods.n;
     in.ready_replicas = ps->pods.nready;
+    in.unschedulable_replicas = ps->pods.n - pods_placed(&ps->pods);
     in.gpus_per_replica = rp->gpus;
     in.metrics_valid = win > 0;
     in.metrics_time_ms = win > 0 ? now : POLICY_NEVER;
@@ -295,8 +312,8 @@ static void decide_hpa(struct pass *ps, int64_t s)
         ps->values = xrealloc(ps->values, (size_t)ps->values_cap * sizeof(double));
     }
     size_t nv = 0;
-    int32_t missing = 0;
-    for (int32_t i = 0; i < ps->pods.n; i++) {
+    int32_t missing = 0, pending = ps->pods.n - pods_placed(&ps->pods);
+    for (int32_t i = 0; i < pods_placed(&ps->pods); i++) {
         if (i >= ps->pods.nready || te < rp->s_begin) {
             missing++; /* Running, not ready yet: no metric */
             continue;
@@ -320,7 +337,8 @@ static void decide_hpa(struct pass *ps, int64_t s)
     double target = h->target_per_pod > 0
                         ? h->target_per_pod
                         : ps->pcfg.target_utilization * rp->model.cap_gpu * rp->gpus;
-    int32_t calc = sim_hpa_calc(h->tolerance, ps->pods.n, target, ps->values, nv, missing, 0);
+    int32_t calc =
+        sim_hpa_calc(h->tolerance, ps->pods.n, target, ps->values, nv, missing, pending);
     const char *reason = NULL;
     int32_t desired = sim_hpa_sync(ps->hpa, now, ps->pods.n, calc, &reason);
     if (desired != ps->pods.n) {
@@ -375,6 +393,7 @@ static int run_pass(const struct replay *rp, enum sim_policy pol, const int32_t 
     ps.pcfg = cfg->policy;
     ps.pcfg.predictive = pol == SIM_PREDICTIVE;
     ps.forecast_rps = NAN;
+    ps.pods.place = sim_config_placeable(cfg);
     policy_state_init(&ps.pst);
     if (pol == SIM_PREDICTIVE) {
         struct forecast_config fcfg;
@@ -421,11 +440,11 @@ static int run_pass(const struct replay *rp, enum sim_policy pol, const int32_t 
     int32_t initial = plan ? plan[0] : rp->initial;
     for (int32_t i = 0; i < initial; i++)
         pods_push(&ps.pods, READY_FOREVER);
-    ps.pods.nready = ps.pods.n;
+    ps.pods.nready = pods_placed(&ps.pods);
     if (s_first == rp->s_score)
         log_desired(&ps, s_first, initial);
 
-    double gpu_s = 0, replica_s = 0, demand = 0, ready_gpu_s = 0, cap_s = 0;
+    double gpu_s = 0, replica_s = 0, pending_s = 0, demand = 0, ready_gpu_s = 0, cap_s = 0;
     int64_t in_int = 0, int_start = rp->s_score;
     for (int64_t s = s_first; s < rp->s_end; s++) {
         int64_t now = now_of(rp, s);
@@ -452,11 +471,15 @@ static int run_pass(const struct replay *rp, enum sim_policy pol, const int32_t 
         ring_set(&ps.per_pod, s + 1, ring_get(&ps.per_pod, s) + (ready > 0 ? a / ready : 0));
         if (s < rp->s_score)
             continue;
-        double held = ps.pods.n;
+        double held = pods_placed(&ps.pods); /* a Pending pod holds no GPU */
         gpu_s += held * rp->gpus;
         replica_s += held;
         if (ps.pods.n > res->peak_replicas)
             res->peak_replicas = ps.pods.n;
+        int32_t pending = ps.pods.n - pods_placed(&ps.pods);
+        pending_s += pending;
+        if (pending > res->peak_unschedulable)
+            res->peak_unschedulable = pending;
         res->requests += a;
         if (a > 0)
             res->requests_over_sla += a * sim_second_frac_over(&sec, rp->sla_s);
@@ -473,6 +496,7 @@ static int run_pass(const struct replay *rp, enum sim_policy pol, const int32_t 
     }
     double scored = (double)(rp->s_end - rp->s_score);
     res->gpu_hours = gpu_s / 3600.0;
+    res->pending_replica_hours = pending_s / 3600.0;
     res->mean_replicas = scored > 0 ? replica_s / scored : 0;
 out:
     forecast_free(ps.fc);
@@ -570,9 +594,11 @@ int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct s
     arr = xmalloc(n * sizeof(double));
     for (size_t i = 0; i < n; i++)
         arr[i] = arrivals_at(&rp, rp.s_score + (int64_t)i);
+    /* perfect foresight of the trace, within the GPUs there are */
+    int32_t hi = UTIL_MIN(cfg->policy.max_replicas, sim_config_placeable(cfg));
     oracle = sim_oracle_plan(&rp.model, arr, n, cfg->policy.cold_start_ms / 1000, rp.sla_s,
-                             cfg->policy.min_replicas, cfg->policy.max_replicas,
-                             &r->oracle_peak_need, &r->peak_need);
+                             UTIL_MIN(cfg->policy.min_replicas, hi), hi, &r->oracle_peak_need,
+                             &r->peak_need);
     peak = xmalloc(n * sizeof(int32_t));
     for (size_t i = 0; i < n; i++)
         peak[i] = r->oracle_peak_need;

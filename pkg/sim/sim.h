@@ -9,7 +9,8 @@
  * (the trace, scaled, with coarser buckets spread uniformly over their
  * seconds) and gets its own copy of the serving model: replicas of G GPUs,
  * each GPU serving C requests/s, new replicas ready one cold start after they
- * are asked for, removed ones gone at once; a fluid backlog carried from
+ * are asked for (with gpu-limit, those beyond the GPUs there are stay
+ * Pending, unschedulable, and never serve), removed ones gone at once; a fluid backlog carried from
  * second to second plus M/M/c queueing inside each replica gives every
  * second's latency distribution, from which the p99 of every interval
  * (1 min) and the share of requests over the SLA follow. docs/policy.md has
@@ -84,6 +85,9 @@ struct sim_config {
     int32_t initial_replicas;      /**< ready at the first second; 0 = what the load needs */
     double serve_capacity;         /**< the simulated GPUs' true requests/s; 0 = the policy's
                                         capacity-per-gpu (required with capacity-per-gpu auto) */
+    int32_t gpu_limit;             /**< GPUs the cluster can give the Deployment: replicas
+                                        beyond floor(gpu_limit / G) stay Pending, unschedulable
+                                        (never ready, no GPU-hours); 0 = no limit */
     int64_t rate_window_ms;        /**< the controller's rate window, 60 s */
     int64_t interval_ms;           /**< report interval for p99, timeline and SLA minutes, 60 s */
     unsigned policies;             /**< bit set of enum sim_policy to run */
@@ -138,6 +142,10 @@ int64_t sim_config_sla_ms(const struct sim_config *cfg);
 
 /** GPUs per replica the simulator uses: the policy's gpus-per-replica, or 1. */
 double sim_config_gpus(const struct sim_config *cfg);
+
+/** Replicas gpu-limit can place: floor(gpu_limit / GPUs per replica), or
+ *  INT32_MAX without a limit. */
+int32_t sim_config_placeable(const struct sim_config *cfg);
 
 struct forecast_config;
 /** The forecaster configuration the predictive policy's replay uses: the
@@ -195,6 +203,8 @@ struct sim_policy_result {
     double plan_coverage;       /**< predictive: share of resolved plans that held; NAN */
     double plan_margin;         /**< predictive: mean plan / realised peak - 1; NAN */
     double capacity_learned;    /**< capacity-per-gpu auto: the estimate at the end; NAN */
+    double pending_replica_hours; /**< gpu-limit: replicas asked for but unschedulable x time */
+    int32_t peak_unschedulable; /**< gpu-limit: most replicas unschedulable at once */
     const char *capacity_source;/**< and where the capacity in use came from then */
     int64_t plan_resolved;      /**< predictive: plans resolved (whole replay) */
     size_t npoints;

@@ -700,6 +700,112 @@ static void test_max_replicas_warning(void **st)
     sim_result_free(r);
 }
 
+/* gpu-limit: a fixed budget of GPUs. Counts the scale-outs made from a count
+ * with replicas already unschedulable (must be none for gpuscaler's rules). */
+struct gpu_log {
+    int32_t place;
+    int raised_past, changes;
+};
+
+static void on_scale_gpu(enum sim_policy p, int64_t now_ms, int32_t from, int32_t to,
+                         const char *reason, void *arg)
+{
+    (void)now_ms;
+    (void)reason;
+    struct gpu_log *l = arg;
+    if (p != SIM_PREDICTIVE && p != SIM_REACTIVE)
+        return;
+    l->changes++;
+    if (from > l->place && to > from)
+        l->raised_past++;
+}
+
+static void test_gpu_limit(void **st)
+{
+    (void)st;
+    /* 30 req/s (4 replicas of 8 at the target), 200 req/s (25 and more) from
+     * 600 s to 1500 s, then 30 again; 12 GPUs of 1 per replica. */
+    enum { N = 3600 };
+    static double buf[N];
+    for (size_t i = 0; i < N; i++)
+        buf[i] = i >= 600 && i < 1500 ? 200 : 30;
+    struct trace tr = {.t0_ms = 0, .dt_ms = 1000, .n = N, .requests = buf};
+    struct sim_config c;
+    base_cfg(&c);
+    c.policy.scale_in_after_ms = S(120);
+    char err[256];
+    assert_int_equal(sim_config_set(&c, "gpu-limit", "12", err, sizeof(err)), 0);
+    assert_int_equal(sim_config_validate(&c, err, sizeof(err)), 0);
+    assert_int_equal(sim_config_placeable(&c), 12);
+    struct gpu_log log = {.place = 12};
+    struct sim_hooks hooks = {on_scale_gpu, &log};
+    struct sim_result *r = NULL;
+    assert_int_equal(sim_run(&c, &tr, &hooks, &r, err, sizeof(err)), 0);
+    for (size_t i = 0; i < r->n; i++) {
+        const struct sim_policy_result *p = &r->pol[i];
+        const char *name = sim_policy_name(p->policy);
+        for (size_t k = 0; k < p->npoints; k++)
+            if (p->points[k].ready > 12)
+                fail_msg("%s: %d ready at %gs with 12 GPUs", name, p->points[k].ready,
+                         p->points[k].t_s);
+        /* a Pending pod holds no GPU: at most 12 GPUs for the hour */
+        if (!(p->gpu_hours <= 12.0 + 1e-9))
+            fail_msg("%s: %.3f GPU-hours", name, p->gpu_hours);
+        if (p->policy == SIM_ORACLE || p->policy == SIM_STATIC_PEAK) {
+            assert_true(p->peak_replicas <= 12); /* planned within the budget */
+            assert_int_equal(p->peak_unschedulable, 0);
+            continue;
+        }
+        /* the step asks past the budget once (that is how a shortage is
+         * found, and what a cluster autoscaler acts on) */
+        if (!(p->peak_unschedulable > 0 && p->pending_replica_hours > 0))
+            fail_msg("%s: no replica was ever unschedulable", name);
+        /* after the load falls the pending ones are scaled in first */
+        if (p->policy != SIM_HPA && p->points[p->npoints - 1].desired > 12)
+            fail_msg("%s: still asks for %d at the end", name,
+                     p->points[p->npoints - 1].desired);
+    }
+    /* gpuscaler's rules never raised the count while replicas were pending */
+    assert_true(log.changes > 2);
+    if (log.raised_past != 0)
+        fail_msg("%d scale-outs from a count with unschedulable replicas", log.raised_past);
+    /* the reports say so */
+    struct sim_report_info info = {"step", 1, N};
+    struct util_buf b = {0};
+    sim_report_table(&b, &c, &info, r);
+    assert_non_null(strstr(b.data, "gpu-limit 12: at most 12 replicas placed"));
+    assert_non_null(strstr(b.data, "unschedulable (gpu-limit): replica-hours Pending"));
+    assert_non_null(strstr(b.data, "warning: gpu-limit 12 places 12 replicas, the SLA needs"));
+    util_buf_reset(&b);
+    sim_report_json(&b, &c, &info, r);
+    assert_non_null(strstr(b.data, "\"gpu-limit\": 12"));
+    assert_non_null(strstr(b.data, "\"peak_unschedulable\": "));
+    util_buf_free(&b);
+    sim_result_free(r);
+
+    /* without a limit nothing is unschedulable and the reports do not mention it */
+    c.gpu_limit = 0;
+    assert_int_equal(sim_config_placeable(&c), INT32_MAX);
+    assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), 0);
+    for (size_t i = 0; i < r->n; i++)
+        assert_int_equal(r->pol[i].peak_unschedulable, 0);
+    sim_report_json(&b, &c, &info, r);
+    assert_null(strstr(b.data, "gpu-limit"));
+    assert_null(strstr(b.data, "unschedulable"));
+    util_buf_free(&b);
+    sim_result_free(r);
+
+    /* the budget is whole replicas; one that cannot place one replica is an error */
+    assert_int_equal(sim_config_set(&c, "gpus-per-replica", "4", err, sizeof(err)), 0);
+    assert_int_equal(sim_config_set(&c, "gpu-limit", "9", err, sizeof(err)), 0);
+    assert_int_equal(sim_config_placeable(&c), 2);
+    assert_int_equal(sim_config_set(&c, "gpu-limit", "3", err, sizeof(err)), 0);
+    assert_int_equal(sim_config_validate(&c, err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "gpu-limit: 3 GPUs cannot place one replica of 4 GPUs");
+    assert_int_equal(sim_config_set(&c, "gpu-limit", "-1", err, sizeof(err)), -EINVAL);
+    assert_int_equal(c.gpu_limit, 3); /* a failed set leaves it */
+}
+
 /* ---- configuration ------------------------------------------------------- */
 
 /* capacity-per-gpu auto on the bundled demo (true capacity 5 req/s per GPU,
@@ -796,6 +902,14 @@ static void test_config_keys(void **st)
     bad.start_ms = 1500;
     assert_int_equal(sim_config_validate(&bad, err, sizeof(err)), -EINVAL);
     assert_non_null(strstr(err, "start"));
+    /* demand-unit: the key is the policy's, requests simulates, tokens is
+     * refused by name (the traces count requests) */
+    bad = c;
+    assert_int_equal(sim_config_set(&bad, "demand-unit", "requests", err, sizeof(err)), 0);
+    assert_int_equal(sim_config_validate(&bad, err, sizeof(err)), 0);
+    assert_int_equal(sim_config_set(&bad, "demand-unit", "tokens", err, sizeof(err)), 0);
+    assert_int_equal(sim_config_validate(&bad, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "demand-unit: tokens is not simulated"));
     bad = c;
     bad.initial_replicas = 101;
     assert_int_equal(sim_config_validate(&bad, err, sizeof(err)), -EINVAL);
@@ -907,6 +1021,7 @@ int main(void)
         cmocka_unit_test(test_overload_is_backlog),
         cmocka_unit_test(test_svg_short_trace),
         cmocka_unit_test(test_max_replicas_warning),
+        cmocka_unit_test(test_gpu_limit),
         cmocka_unit_test(test_hpa_calc_tolerance_and_ratio),
         cmocka_unit_test(test_hpa_calc_missing_pods),
         cmocka_unit_test(test_hpa_scale_up_limit),

@@ -1,0 +1,450 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Forecaster and capacity checkpoints, kept in a fixed set of ConfigMaps in
+ * gpuscaler's namespace: <checkpoint.configmap>-0 .. -<checkpoint.configmaps - 1>.
+ * A Deployment's state lives in the ConfigMap numbered by a stable hash of
+ * namespace/name, as two binaryData keys, forecast.<ns>_<name> and
+ * capacity.<ns>_<name>, and the demand unit they were learned in as the data
+ * key unit.<ns>_<name> (absent: requests). The names are known when RBAC is written, so the Role
+ * can list them (resourceNames) instead of reaching every ConfigMap.
+ *
+ * Reads: one GET per ConfigMap serves every Deployment of it that is waiting
+ * for its state. Writes: each ConfigMap is merge-patched once per interval
+ * with the keys of the Deployments this instance acts on (keys it does not
+ * carry are left alone, so instances owning different Deployments never
+ * overwrite each other); a Deployment that stops being tracked has its keys
+ * removed (null) in the next patch. The first patch of a missing ConfigMap
+ * becomes a create.
+ */
+#include "controller-int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kube/kube.h"
+
+#define SUB "controller"
+#define CHECKPOINT_INTERVAL_MS (10LL * 60 * 1000)
+#define KEY_MAX 253
+/* "full" is logged at most once an hour per ConfigMap */
+#define FULL_LOG_EVERY_MS (3600LL * 1000)
+
+struct ctl_ckpt {
+    bool get_inflight, patch_inflight;
+    int64_t next_save_ms;         /**< 0 until the first tick sets a staggered time */
+    int64_t full_logged_ms;
+    char **drop;                  /**< keys to remove in the next patch, owned */
+    size_t ndrop;
+};
+
+/* ---- names and keys ------------------------------------------------------------ */
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (const char *p = s; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    return h;
+}
+
+static uint64_t wl_hash64(const char *ns, const char *name)
+{
+    uint64_t h = fnv1a(1469598103934665603ULL, ns);
+    h = (h ^ '/') * 1099511628211ULL;
+    return fnv1a(h, name);
+}
+
+size_t ctl_checkpoint_index(const char *ns, const char *name, size_t n)
+{
+    return n ? (size_t)(wl_hash64(ns, name) % n) : 0;
+}
+
+static void cm_name(const struct controller *c, size_t i, char *out, size_t len)
+{
+    snprintf(out, len, "%.200s-%zu", c->checkpoint_prefix, i);
+}
+
+/* <what>.<ns>_<name>: '_' is in neither a namespace nor a Deployment name, so
+ * the key says whose it is. Past 253 characters the name is cut and the hash
+ * of namespace/name appended. */
+static void entry_key(const char *what, const char *ns, const char *name, char *out, size_t len)
+{
+    int n = snprintf(out, len, "%s.%s_%s", what, ns, name);
+    if (n >= 0 && (size_t)n <= KEY_MAX)
+        return;
+    int keep = KEY_MAX - (int)strlen(what) - 1 - (int)strlen(ns) - 1 - 17;
+    snprintf(out, len, "%s.%s_%.*s.%016" PRIx64, what, ns, keep > 0 ? keep : 0, name,
+             wl_hash64(ns, name));
+}
+
+/* The Deployment a key names, when it is in the plain form: *ns and *name
+ * point into buf. false for a hashed key or one that is not ours. */
+static bool key_owner(const char *key, char *buf, size_t len, const char **ns, const char **name)
+{
+    const char *dot = strchr(key, '.');
+    if (!dot || snprintf(buf, len, "%s", dot + 1) >= (int)len)
+        return false;
+    size_t wlen = (size_t)(dot - key);
+    if (!((wlen == 8 && strncmp(key, "forecast", 8) == 0) ||
+          (wlen == 8 && strncmp(key, "capacity", 8) == 0) ||
+          (wlen == 4 && strncmp(key, "unit", 4) == 0)))
+        return false;
+    char *us = strchr(buf, '_');
+    if (!us || us == buf || !us[1] || strchr(us + 1, '.') != NULL)
+        return false; /* a hashed key ends in .<hash>; Deployment names may have dots, but
+                         then the key is ambiguous with a hashed one: keep it */
+    *us = '\0';
+    *ns = buf;
+    *name = us + 1;
+    return true;
+}
+
+static bool budget(const struct controller *c)
+{
+    return c->report_inflight < CTL_REPORT_MAX_INFLIGHT;
+}
+
+void ctl_checkpoint_init(struct controller *c)
+{
+    c->nckpt = (size_t)c->cfg->checkpoint_configmaps;
+    if (c->nckpt < 1)
+        c->nckpt = 1;
+    c->ckpt = xcalloc(c->nckpt, sizeof(*c->ckpt));
+}
+
+void ctl_checkpoint_free(struct controller *c)
+{
+    for (size_t i = 0; i < c->nckpt; i++) {
+        for (size_t k = 0; k < c->ckpt[i].ndrop; k++)
+            xfree(c->ckpt[i].drop[k]);
+        xfree(c->ckpt[i].drop);
+    }
+    xfree(c->ckpt);
+    c->ckpt = NULL;
+    c->nckpt = 0;
+}
+
+static void drop_key(struct ctl_ckpt *k, const char *key)
+{
+    for (size_t i = 0; i < k->ndrop; i++)
+        if (strcmp(k->drop[i], key) == 0)
+            return;
+    k->drop = xrealloc(k->drop, (k->ndrop + 1) * sizeof(*k->drop));
+    k->drop[k->ndrop++] = xstrdup(key);
+}
+
+void ctl_checkpoint_forget(struct controller *c, const struct ctl_wl *w)
+{
+    if (!c->ckpt || !w->checkpoint_ready || c->dry_run || !controller_leading(c))
+        return; /* never read (nothing of ours there), or not ours to write */
+    struct ctl_ckpt *k = &c->ckpt[ctl_checkpoint_index(w->ns, w->name, c->nckpt)];
+    char key[KEY_MAX + 1];
+    entry_key("forecast", w->ns, w->name, key, sizeof(key));
+    drop_key(k, key);
+    entry_key("capacity", w->ns, w->name, key, sizeof(key));
+    drop_key(k, key);
+    entry_key("unit", w->ns, w->name, key, sizeof(key));
+    drop_key(k, key);
+}
+
+/* ---- reading -------------------------------------------------------------------- */
+
+struct cm_req {
+    struct controller *c;
+    size_t idx;
+    char cm[256];
+    bool patch;                   /**< a save (else a read) */
+    json_t *bin, *text;           /**< the save's binaryData and data (for a create after
+                                       404): the patch shares them, so they are not copied */
+    size_t ndrop;                 /**< drop keys the save carried */
+};
+
+static void req_free(struct cm_req *r)
+{
+    struct controller *c = r->c;
+    c->report_inflight--;
+    json_decref(r->bin);
+    json_decref(r->text);
+    xfree(r);
+    ctl_io_end(c);
+}
+
+static struct cm_req *req_new(struct controller *c, size_t idx, bool patch)
+{
+    struct cm_req *r = xcalloc(1, sizeof(*r));
+    r->c = c;
+    r->idx = idx;
+    r->patch = patch;
+    cm_name(c, idx, r->cm, sizeof(r->cm));
+    c->report_inflight++;
+    ctl_io_begin(c);
+    return r;
+}
+
+static void restore(struct ctl_wl *w, json_t *body, const char *cm)
+{
+    json_t *bin = json_object_get(body, "binaryData");
+    char key[KEY_MAX + 1], err[160], unit[64];
+    /* rates and capacities learned in another demand unit mean nothing here */
+    entry_key("unit", w->ns, w->name, key, sizeof(key));
+    const char *su = json_string_value(json_object_get(json_object_get(body, "data"), key));
+    ctl_demand_unit_label(&w->cfg.policy, unit, sizeof(unit));
+    if (strcmp(su ? su : "requests", unit) != 0) {
+        LOGW_INFO(SUB, w->ns, w->name, "ignoring checkpoint in %s: written for demand unit "
+                  "%.60s, now %s", cm, su ? su : "requests", unit);
+        return;
+    }
+    entry_key("capacity", w->ns, w->name, key, sizeof(key));
+    const char *cs = json_string_value(json_object_get(bin, key));
+    char *raw = NULL;
+    size_t rawlen = 0;
+    if (cs && kube_base64_decode(cs, strlen(cs), &raw, &rawlen) == 0) {
+        if (capacity_decode(&w->cap, (const uint8_t *)raw, rawlen, err, sizeof(err)) == 0)
+            LOGW_INFO(SUB, w->ns, w->name, "restored the capacity estimator from %s", cm);
+        else
+            LOGW_WARN(SUB, w->ns, w->name, "ignoring the capacity state in %s: %s", cm, err);
+    }
+    xfree(raw);
+    raw = NULL;
+    entry_key("forecast", w->ns, w->name, key, sizeof(key));
+    const char *s = json_string_value(json_object_get(bin, key));
+    if (!s || !w->fc)
+        return; /* nothing stored yet */
+    struct forecast_config fc;
+    controller_forecast_config(&w->cfg.policy, &fc);
+    struct forecast *f = NULL;
+    if (kube_base64_decode(s, strlen(s), &raw, &rawlen) == 0)
+        f = forecast_deserialize(&fc, (const uint8_t *)raw, rawlen, err, sizeof(err));
+    else
+        snprintf(err, sizeof(err), "not base64");
+    xfree(raw);
+    if (!f) {
+        LOGW_WARN(SUB, w->ns, w->name, "ignoring forecaster checkpoint %s: %s", cm, err);
+        return;
+    }
+    struct forecast_result fr;
+    forecast_free(w->fc);
+    w->fc = f;
+    forecast_predict(f, util_now_unix_ms(), 0, &fr);
+    LOGW_INFO(SUB, w->ns, w->name, "restored forecaster from %s (%lld buckets of history)", cm,
+              (long long)fr.buckets_seen);
+}
+
+/* Keys of Deployments gpuscaler no longer tracks (deleted or opted out while it was not
+ * running): removed in the next save. */
+static void prune(struct controller *c, size_t idx, json_t *body)
+{
+    if (c->dry_run || !controller_leading(c))
+        return;
+    static const char *const fields[] = {"binaryData", "data"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(fields); i++) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(json_object_get(body, fields[i]), key, v) {
+            char buf[KEY_MAX + 1];
+            const char *ns, *name;
+            if (!key_owner(key, buf, sizeof(buf), &ns, &name))
+                continue;
+            if (ctl_checkpoint_index(ns, name, c->nckpt) != idx ||
+                !kube_cache_deployment(c->cache, ns, name))
+                drop_key(&c->ckpt[idx], key);
+        }
+    }
+}
+
+static void cm_read(const struct kube_result *res, void *arg)
+{
+    struct cm_req *r = arg;
+    struct controller *c = r->c;
+    c->ckpt[r->idx].get_inflight = false;
+    json_t *body = res->err == 0 ? res->body : NULL;
+    if (res->err != 0 && res->err != -ENOENT)
+        LOG_WARN(SUB, "reading checkpoint ConfigMap %s failed: HTTP %ld %s (read again next "
+                      "tick)", r->cm, res->status, res->message);
+    for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
+        for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
+            if (!w->checkpoint_loaded || w->checkpoint_ready ||
+                ctl_checkpoint_index(w->ns, w->name, c->nckpt) != r->idx)
+                continue;
+            if (res->err != 0 && res->err != -ENOENT) {
+                w->checkpoint_loaded = false; /* never overwrite it unread */
+                continue;
+            }
+            restore(w, body, r->cm);
+            w->checkpoint_ready = true; /* read, or nothing stored: saves may write it now */
+        }
+    if (body)
+        prune(c, r->idx, body);
+    req_free(r);
+}
+
+void ctl_checkpoint_load(struct controller *c, struct ctl_wl *w)
+{
+    size_t idx = ctl_checkpoint_index(w->ns, w->name, c->nckpt);
+    struct ctl_ckpt *k = &c->ckpt[idx];
+    if (k->get_inflight) {
+        w->checkpoint_loaded = true; /* the read in flight serves it */
+        return;
+    }
+    if (!budget(c))
+        return; /* retried next tick */
+    w->checkpoint_loaded = true;
+    k->get_inflight = true;
+    struct cm_req *r = req_new(c, idx, false);
+    if (kube_configmap_get(c->kube, c->cfg->leader.namespace_, r->cm, cm_read, r) != 0) {
+        k->get_inflight = false;
+        w->checkpoint_loaded = false;
+        req_free(r);
+    }
+}
+
+/* ---- writing -------------------------------------------------------------------- */
+
+static void cm_written(const struct kube_result *res, void *arg)
+{
+    struct cm_req *r = arg;
+    struct controller *c = r->c;
+    struct ctl_ckpt *k = &c->ckpt[r->idx];
+    if (res->err == -ENOENT && r->bin) {
+        /* the first save (maybe at shutdown): create it with what the patch carried, without
+         * the removals; shutdown waits for it */
+        json_t *maps[] = {r->bin, r->text};
+        for (size_t i = 0; i < UTIL_ARRAY_LEN(maps); i++) {
+            const char *key;
+            void *tmp;
+            json_t *v;
+            json_object_foreach_safe(maps[i], tmp, key, v) {
+                if (json_is_null(v))
+                    json_object_del(maps[i], key);
+            }
+        }
+        json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:O,s:O}", "apiVersion", "v1",
+                                "kind", "ConfigMap", "metadata", "name", r->cm, "namespace",
+                                c->cfg->leader.namespace_, "labels",
+                                "app.kubernetes.io/managed-by", "gpuscaler", "binaryData",
+                                r->bin, "data", r->text);
+        json_decref(r->bin);
+        json_decref(r->text);
+        r->bin = r->text = NULL;
+        if (obj && kube_configmap_create(c->kube, c->cfg->leader.namespace_, obj, cm_written,
+                                         r) == 0) {
+            json_decref(obj);
+            return;
+        }
+        json_decref(obj);
+        k->patch_inflight = false;
+        req_free(r);
+        return;
+    }
+    k->patch_inflight = false;
+    if (res->err == 0) {
+        /* the removals it carried are done (later ones stay queued) */
+        for (size_t i = 0; i < r->ndrop && i < k->ndrop; i++)
+            xfree(k->drop[i]);
+        size_t n = r->ndrop < k->ndrop ? r->ndrop : k->ndrop;
+        memmove(k->drop, k->drop + n, (k->ndrop - n) * sizeof(*k->drop));
+        k->ndrop -= n;
+    } else if (res->err == -EEXIST && res->status == 409) {
+        k->next_save_ms = 1; /* created meanwhile by another instance: patch next tick */
+    } else if (res->status == 422 && res->message && strstr(res->message, "Too long")) {
+        int64_t now = util_now_unix_ms();
+        if (now - k->full_logged_ms >= FULL_LOG_EVERY_MS) {
+            k->full_logged_ms = now;
+            LOG_WARN(SUB, "checkpoint ConfigMap %s is full: its Deployments' state is over the "
+                          "1 MiB a ConfigMap may hold, so their forecasters are not saved; "
+                          "raise checkpoint.configmaps (now %zu): %s",
+                     r->cm, c->nckpt, res->message);
+        }
+    } else if (res->err != 0) {
+        LOG_WARN(SUB, "writing checkpoint ConfigMap %s failed: HTTP %ld %s", r->cm, res->status,
+                 res->message);
+    }
+    req_free(r);
+}
+
+/* Add w's entries to bin (binaryData) and text (data); false when it has nothing to save. */
+static bool add_entries(json_t *bin, json_t *text, const struct ctl_wl *w, size_t *bytes)
+{
+    if (!w->fc || !w->checkpoint_ready)
+        return false;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char key[KEY_MAX + 1];
+    forecast_serialize(w->fc, &buf, &len);
+    char *enc = kube_base64_encode(buf, len);
+    xfree(buf);
+    entry_key("forecast", w->ns, w->name, key, sizeof(key));
+    json_object_set_new(bin, key, json_string(enc));
+    xfree(enc);
+    *bytes += len;
+    uint8_t cbuf[CAPACITY_STATE_SIZE];
+    size_t clen = capacity_encode(&w->cap, cbuf, sizeof(cbuf));
+    enc = kube_base64_encode(cbuf, clen);
+    entry_key("capacity", w->ns, w->name, key, sizeof(key));
+    json_object_set_new(bin, key, json_string(enc));
+    xfree(enc);
+    *bytes += clen;
+    char unit[64];
+    ctl_demand_unit_label(&w->cfg.policy, unit, sizeof(unit));
+    entry_key("unit", w->ns, w->name, key, sizeof(key));
+    json_object_set_new(text, key, json_string(unit));
+    *bytes += strlen(unit);
+    return true;
+}
+
+static void save_one(struct controller *c, size_t idx)
+{
+    struct ctl_ckpt *k = &c->ckpt[idx];
+    json_t *bin = json_object(), *text = json_object();
+    size_t n = 0, bytes = 0;
+    for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
+        for (struct ctl_wl *w = c->table[b]; w; w = w->next)
+            if (ctl_checkpoint_index(w->ns, w->name, c->nckpt) == idx &&
+                add_entries(bin, text, w, &bytes))
+                n++;
+    if (n == 0 && k->ndrop == 0) {
+        json_decref(bin);
+        json_decref(text);
+        return;
+    }
+    for (size_t i = 0; i < k->ndrop; i++) {
+        json_t *m = strncmp(k->drop[i], "unit.", 5) == 0 ? text : bin;
+        if (!json_object_get(m, k->drop[i])) /* tracked again meanwhile: keep its new state */
+            json_object_set_new(m, k->drop[i], json_null());
+    }
+    json_t *patch = json_pack("{s:{s:{s:s}},s:O,s:O}", "metadata", "labels",
+                              "app.kubernetes.io/managed-by", "gpuscaler", "binaryData", bin,
+                              "data", text);
+    struct cm_req *r = req_new(c, idx, true);
+    r->bin = bin;
+    r->text = text;
+    r->ndrop = k->ndrop;
+    k->patch_inflight = true;
+    LOG_DEBUG(SUB, "saving checkpoint ConfigMap %s: %zu Deployments, %zu bytes, %zu removed",
+              r->cm, n, bytes, k->ndrop);
+    int rc = patch ? kube_configmap_patch(c->kube, c->cfg->leader.namespace_, r->cm, patch,
+                                          cm_written, r)
+                   : -ENOMEM;
+    json_decref(patch);
+    if (rc != 0) {
+        k->patch_inflight = false;
+        req_free(r);
+    }
+}
+
+void ctl_checkpoint_tick(struct controller *c, int64_t now_ms, bool all)
+{
+    if (c->dry_run || !controller_leading(c))
+        return;
+    for (size_t i = 0; i < c->nckpt; i++) {
+        struct ctl_ckpt *k = &c->ckpt[i];
+        if (k->next_save_ms == 0) /* spread the ConfigMaps over the interval */
+            k->next_save_ms = now_ms + CHECKPOINT_INTERVAL_MS * (int64_t)(i + 1) /
+                                           (int64_t)c->nckpt;
+        if (k->patch_inflight || (!all && (now_ms < k->next_save_ms || !budget(c))))
+            continue;
+        k->next_save_ms = now_ms + CHECKPOINT_INTERVAL_MS;
+        save_one(c, i);
+    }
+}
