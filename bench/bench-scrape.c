@@ -8,7 +8,14 @@
  * CPU seconds (getrusage; the server is another process) and peak RSS.
  *
  * Usage: bench-scrape [seconds=40] [pods=10000] [httpc clients=16]
- *        bench-scrape --serve PORT   (only the server, until SIGTERM) */
+ *        bench-scrape --serve PORT   (only the server, until SIGTERM; PORT 0
+ *                                     picks a free one. Prints "listening on
+ *                                     0.0.0.0:N" on stdout once it accepts
+ *                                     connections, or says why it cannot and
+ *                                     exits 1.)
+ *
+ * The server answers every request and honours "Connection: close" (it
+ * closes after the answer), as uvicorn and the other engines' servers do. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -45,6 +52,7 @@ struct sconn {
     struct srv *srv;
     char in[4096];
     size_t len;
+    bool closing;
 };
 
 struct swrite {
@@ -172,12 +180,30 @@ static void on_salloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     *buf = uv_buf_init(c->in + c->len, (unsigned)(sizeof(c->in) - c->len - 1));
 }
 
+static void sconn_close(struct sconn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    uv_close((uv_handle_t *)&c->tcp, on_sclosed);
+}
+
+static void on_sshutdown(uv_shutdown_t *req, int status)
+{
+    struct sconn *c = req->handle->data;
+    (void)status;
+    xfree(req);
+    sconn_close(c);
+}
+
 static void on_sread(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 {
     struct sconn *c = st->data;
     (void)buf;
+    if (c->closing)
+        return;
     if (n < 0 || (n == 0 && c->len == sizeof(c->in) - 1)) {
-        uv_close((uv_handle_t *)&c->tcp, on_sclosed);
+        sconn_close(c);
         return;
     }
     c->len += (size_t)n;
@@ -185,10 +211,21 @@ static void on_sread(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
     char *end;
     while ((end = strstr(c->in, "\r\n\r\n")) != NULL) {
         size_t used = (size_t)(end + 4 - c->in);
+        *end = '\0';
+        bool close_after = strcasestr(c->in, "\r\nConnection: close") != NULL;
         memmove(c->in, c->in + used, c->len - used + 1);
         c->len -= used;
         c->srv->requests++;
         serve(c);
+        if (close_after) { /* after the queued answer is written */
+            uv_read_stop((uv_stream_t *)&c->tcp);
+            uv_shutdown_t *req = xcalloc(1, sizeof(*req));
+            if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_sshutdown) != 0) {
+                xfree(req);
+                sconn_close(c);
+            }
+            return;
+        }
     }
 }
 
@@ -235,15 +272,24 @@ static void server_main(int fd, int want_port)
     uv_ip4_addr("0.0.0.0", want_port, &sa);
     uv_tcp_init(&s->loop, &s->listener);
     s->listener.data = s;
-    if (uv_tcp_bind(&s->listener, (const struct sockaddr *)&sa, 0) != 0 ||
-        uv_listen((uv_stream_t *)&s->listener, 4096, on_sconn) != 0)
+    int rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&sa, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&s->listener, 4096, on_sconn);
+    if (rc != 0) {
+        fprintf(stderr, "bench-scrape: fake server cannot listen on 0.0.0.0:%d: %s\n", want_port,
+                uv_strerror(rc));
         _exit(1);
+    }
     struct sockaddr_storage ss;
     int len = sizeof(ss);
     uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len);
     int port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
     fprintf(stderr, "server: pid %d, 0.0.0.0:%d, exposition %zu bytes\n", (int)getpid(), port,
             s->body.len);
+    if (fd < 0) {
+        printf("listening on 0.0.0.0:%d\n", port);
+        fflush(stdout);
+    }
     if (fd >= 0) {
         if (write(fd, &port, sizeof(port)) != (ssize_t)sizeof(port))
             _exit(1);
@@ -268,6 +314,8 @@ struct bench {
     uint64_t start, end;
     int ticks, invalid, closes;
     double rate_err_max;
+    size_t curl_peak;      /* libcurl's heap bytes, highest seen at a tick */
+    struct scrape_stats st; /* at the last tick */
 };
 
 static double cpu_seconds(void)
@@ -300,6 +348,9 @@ static void on_tick(uv_timer_t *t)
     uint64_t now = uv_now(&b->loop);
     struct scrape_stats st;
     scrape_stats(b->s, &st);
+    b->st = st;
+    if (httpc_memory_bytes() > b->curl_peak)
+        b->curl_peak = httpc_memory_bytes();
     b->ticks++;
     fprintf(stderr, "t=%3.0fs ok=%llu failed=%llu late=%llu skipped=%llu delay_max=%lldms "
                     "inflight=%zu cpu=%.1fs\n",
@@ -336,7 +387,13 @@ int main(int argc, char **argv)
 {
     /* --serve PORT: only the fake exposition server (for bench/controller.py) */
     if (argc == 3 && strcmp(argv[1], "--serve") == 0) {
-        server_main(-1, (int)strtol(argv[2], NULL, 10));
+        char *end;
+        long port = strtol(argv[2], &end, 10);
+        if (*end || port < 0 || port > 65535) {
+            fprintf(stderr, "bench-scrape: --serve needs a port 0..65535, not '%s'\n", argv[2]);
+            return 2;
+        }
+        server_main(-1, (int)port);
         return 0;
     }
     int secs = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 40;
@@ -436,9 +493,15 @@ int main(int argc, char **argv)
            "delay %lld ms\n",
            (unsigned long long)st.late, (unsigned long long)st.skipped,
            (long long)st.delay_max_ms);
+    printf("in flight           peak %zu, limit %zu, deferred %llu times, mean scrape %.1f ms\n",
+           st.inflight_peak, b->st.inflight_limit, (unsigned long long)st.deferred,
+           b->st.duration_ms);
     printf("cpu (scraper)       %.2f s = %.2f cores\n", cpu, cpu / wall);
     printf("cpu (fake server)   %.2f s (separate process, not counted)\n", server_cpu);
     printf("peak RSS (scraper)  %.1f MiB\n", (double)ru.ru_maxrss / 1024.0);
+    printf("memory              scrape state %.1f MiB (%.0f B per pod), libcurl %.1f MiB (peak)\n",
+           (double)b->st.memory_bytes / 1048576.0, (double)b->st.memory_bytes / npods,
+           (double)b->curl_peak / 1048576.0);
     printf("results             %d of %d workloads invalid at the last check, worst error of a "
            "valid per-pod rate %.2f%%\n",
            b->invalid, b->nwl, b->rate_err_max * 100);

@@ -336,6 +336,7 @@ class Scaler:
             json.dump(config or CONFIG, f, indent=1)     # JSON is YAML
         self.cmd = [BIN, "run", "--kubeconfig", kubeconfig or KUBECONFIG, "--config", cfg,
                     "--namespace", NS, "--metrics-addr", "127.0.0.1:%d" % self.metrics_port,
+                    "--health-addr", "127.0.0.1:%d" % free_port(),
                     "--id", ident or "gpuscaler-" + tag] + list(extra)
         env = {k: v for k, v in os.environ.items() if k not in ("POD_NAMESPACE", "POD_NAME",
                                                                  "KUBECONFIG")}

@@ -104,10 +104,14 @@ class ControllerE2E(unittest.TestCase):
         try:
             self.metrics.set_rate("llama", 10)  # 5 req/s per GPU: within the band
             wait_for(lambda: "WithinBand" in g.text(), 20, what="a first decision")
-            self.assertEqual(g.get("/healthz")[0], 200)
-            code, body = g.get("/readyz")
-            self.assertEqual(code, 200)
-            self.assertIn("synced", body)
+            # the probes have their own listener (and are still answered on /metrics' port)
+            for port in (g.health_port, None):
+                self.assertEqual(g.get("/healthz", port), (200, "ok\n"))
+                self.assertEqual(g.get("/livez", port)[0], 200)
+                code, body = g.get("/readyz", port)
+                self.assertEqual(code, 200)
+                self.assertIn("synced", body)
+            self.assertEqual(g.get("/metrics", g.health_port)[0], 404)
             # the pods took 2 s from creation to Ready: that is learned
             cs = g.metric("gpuscaler_learned_cold_start_seconds",
                           '{namespace="%s",deployment="llama"}' % self.ns)

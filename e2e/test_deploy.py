@@ -201,9 +201,9 @@ class DeployTest(unittest.TestCase):
         self.assertEqual(env.get("POD_NAME"), "metadata.name")
         self.assertEqual(env.get("POD_NAMESPACE"), "metadata.namespace")
         ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-        self.assertEqual(ports, {"metrics": 9090, "https": 6443})
-        self.assertEqual(c["livenessProbe"]["httpGet"], {"path": "/healthz", "port": "metrics"})
-        self.assertEqual(c["readinessProbe"]["httpGet"], {"path": "/readyz", "port": "metrics"})
+        self.assertEqual(ports, {"metrics": 9090, "health": 8081, "https": 6443})
+        self.assertEqual(c["livenessProbe"]["httpGet"], {"path": "/healthz", "port": "health"})
+        self.assertEqual(c["readinessProbe"]["httpGet"], {"path": "/readyz", "port": "health"})
         self.assertNotIn("command", c, "keep the image ENTRYPOINT")
         self.assertEqual(c["args"][0], "run")
         tsc = pod["topologySpreadConstraints"]
@@ -227,6 +227,7 @@ class DeployTest(unittest.TestCase):
             self.assertEqual(os.path.dirname(f), mounts["tls"])
         self.assertEqual(vols["tls"]["secret"]["secretName"], "gpuscaler-tls")
         self.assertEqual(cfg["listen"]["metrics"].rsplit(":", 1)[1], str(ports["metrics"]))
+        self.assertEqual(cfg["listen"]["health"].rsplit(":", 1)[1], str(ports["health"]))
         self.assertEqual(cfg["listen"]["external-metrics"].rsplit(":", 1)[1], str(ports["https"]))
 
     def test_service_and_apiservice(self):

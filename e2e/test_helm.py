@@ -252,6 +252,9 @@ class RenderTest(unittest.TestCase):
              "externalMetrics.tls.secretName is required"),
             (["externalMetrics.enabled=true", "externalMetrics.certManager.enabled=false",
               "externalMetrics.tls.secretName=x"], "externalMetrics.tls.caBundle"),
+            (["healthPort=9090"], "healthPort must differ from service.metricsPort"),
+            (["externalMetrics.enabled=true", "healthPort=6443"],
+             "healthPort must differ from service.metricsPort and externalMetrics.port"),
         ]
         for sets, msg in cases:
             with self.subTest(sets=sets):

@@ -46,7 +46,7 @@ class RunCli(unittest.TestCase):
 
     def run_bad(self, *args, config=None):
         cmd = [BIN, "run", "--kubeconfig", self.kubeconfig, "--leader-elect=false",
-               "--metrics-addr", "127.0.0.1:0"]
+               "--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"]
         if config is not None:
             cmd += ["--config", self.write("config.yaml", config)]
         r = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=TIMEOUT)

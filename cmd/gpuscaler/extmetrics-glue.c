@@ -348,3 +348,8 @@ void extmetrics_glue_close(struct extmetrics_glue *g)
     uv_timer_stop(&g->rh_timer);
     extmetrics_close(g->em, em_closed, g);
 }
+
+const struct httpd *extmetrics_glue_httpd(struct extmetrics_glue *g)
+{
+    return extmetrics_httpd(g->em);
+}

@@ -26,4 +26,8 @@ int extmetrics_glue_new(uv_loop_t *loop, struct kube *k, struct kube_cache *cach
 /** Stop serving and free (asynchronously). */
 void extmetrics_glue_close(struct extmetrics_glue *g);
 
+struct httpd;
+/** The HTTPS listener (for its connection counters). */
+const struct httpd *extmetrics_glue_httpd(struct extmetrics_glue *g);
+
 #endif

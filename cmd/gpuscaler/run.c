@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `gpuscaler run`: wires the daemon together on one libuv loop: config
  * (file + flags), logging, the HTTP client, the Kubernetes client and
- * caches, the scraper, the controller, the plain HTTP listener for /metrics,
- * /healthz and /readyz, and (when enabled) the external metrics API. SIGTERM
- * and SIGINT shut down gracefully: the lease is released and in-flight writes
- * finish before the loop closes. */
+ * caches, the scraper, the controller, the plain HTTP listeners for /metrics
+ * and for the probes (/healthz, /livez, /readyz on their own port, as
+ * controller-runtime does, so that clients of /metrics cannot crowd out the
+ * kubelet), and (when enabled) the external metrics API. SIGTERM and SIGINT
+ * shut down gracefully: the lease is released and in-flight writes finish
+ * before the loop closes. */
 #include <errno.h>
 #include <getopt.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +43,7 @@ struct daemon {
     struct promql *promql;
     struct controller *ctl;
     struct httpd *admin;
+    struct httpd *health;
     struct extmetrics_glue *em;
     uv_signal_t sigterm, sigint;
     uv_timer_t first_tick;
@@ -66,7 +72,8 @@ static void usage(FILE *f)
             "  --leader-election-namespace NS default $POD_NAMESPACE\n"
             "  --lease-name NAME              default gpuscaler\n"
             "  --id NAME                      identity (default $POD_NAME or the host name)\n"
-            "  --metrics-addr HOST:PORT       /metrics /healthz /readyz (default 0.0.0.0:9090)\n"
+            "  --metrics-addr HOST:PORT       /metrics (default 0.0.0.0:9090)\n"
+            "  --health-addr HOST:PORT        /healthz /livez /readyz (default 0.0.0.0:8081)\n"
             "  --external-metrics=true|false  serve external.metrics.k8s.io (default false)\n"
             "  --external-metrics-addr H:P    default 0.0.0.0:6443\n"
             "  --tls-cert-file FILE           serving certificate for the external metrics API\n"
@@ -103,13 +110,76 @@ static int split_addr(const char *addr, char *host, size_t hostlen, int *port)
 
 /* ---- admin listener: /metrics /healthz /readyz --------------------------- */
 
-static void admin_request(struct httpd_request *req, void *arg)
+/* gpuscaler_heap_bytes and the parts of it each component can account for
+ * (docs/operations.md, "Memory"). */
+static void write_memory_metrics(struct daemon *d, struct util_buf *b)
 {
-    struct daemon *d = arg;
-    static const struct httpd_header text[] = {{"Content-Type", "text/plain; charset=utf-8"}};
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 mi = mallinfo2();
+    util_buf_printf(b, "# HELP gpuscaler_heap_bytes Bytes allocated on the heap and in use.\n"
+                       "# TYPE gpuscaler_heap_bytes gauge\n"
+                       "gpuscaler_heap_bytes %zu\n",
+                    mi.uordblks + mi.hblkhd);
+#endif
+    size_t scrape_bytes = 0;
+    if (d->scrape) {
+        struct scrape_stats st;
+        scrape_stats(d->scrape, &st);
+        scrape_bytes = st.memory_bytes;
+    }
+    util_buf_printf(b,
+                    "# HELP gpuscaler_memory_bytes Heap bytes held by a component.\n"
+                    "# TYPE gpuscaler_memory_bytes gauge\n"
+                    "gpuscaler_memory_bytes{component=\"scrape\"} %zu\n"
+                    "gpuscaler_memory_bytes{component=\"libcurl\"} %zu\n"
+                    "gpuscaler_memory_bytes{component=\"kube_cache\"} %zu\n"
+                    "gpuscaler_memory_bytes{component=\"forecast\"} %zu\n",
+                    scrape_bytes, httpc_memory_bytes(), d->cache ? kube_cache_memory(d->cache) : 0,
+                    d->ctl ? controller_forecast_memory(d->ctl) : 0);
+}
+
+/* The listeners' connection counters (the front door, httpd.h). */
+static void write_http_metrics(struct daemon *d, struct util_buf *b)
+{
+    const struct {
+        const char *name;
+        const struct httpd *srv;
+    } ls[] = {
+        {"metrics", d->admin},
+        {"health", d->health},
+        {"external-metrics", d->em ? extmetrics_glue_httpd(d->em) : NULL},
+    };
+    static const struct {
+        const char *name, *type, *help;
+    } fams[] = {
+        {"gpuscaler_http_connections", "gauge", "Open connections of a listener."},
+        {"gpuscaler_http_connections_refused_total", "counter",
+         "Connections closed on arrival: every open one was busy."},
+        {"gpuscaler_http_connections_evicted_total", "counter",
+         "Idle or unfinished connections closed to make room for a new one."},
+    };
+    for (size_t f = 0; f < UTIL_ARRAY_LEN(fams); f++) {
+        util_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", fams[f].name, fams[f].help,
+                        fams[f].name, fams[f].type);
+        for (size_t i = 0; i < UTIL_ARRAY_LEN(ls); i++) {
+            if (!ls[i].srv)
+                continue;
+            struct httpd_stats st;
+            httpd_stats(ls[i].srv, &st);
+            unsigned long long v = f == 0 ? st.connections : f == 1 ? st.refused : st.evicted;
+            util_buf_printf(b, "%s{listener=\"%s\"} %llu\n", fams[f].name, ls[i].name, v);
+        }
+    }
+}
+
+static const struct httpd_header text_plain[] = {{"Content-Type", "text/plain; charset=utf-8"}};
+
+/* /healthz, /livez, /readyz: true when req was one of them (and is answered). */
+static bool probe_request(struct daemon *d, struct httpd_request *req)
+{
     if (strcmp(req->path, "/healthz") == 0 || strcmp(req->path, "/livez") == 0) {
-        httpd_respond(req, 200, text, 1, "ok\n", 3);
-        return;
+        httpd_respond(req, 200, text_plain, 1, "ok\n", 3);
+        return true;
     }
     if (strcmp(req->path, "/readyz") == 0) {
         bool ok = d->ctl && controller_synced(d->ctl) && !d->stopping;
@@ -117,9 +187,25 @@ static void admin_request(struct httpd_request *req, void *arg)
         int n = snprintf(body, sizeof(body), "%s (caches %s, %s)\n", ok ? "ok" : "not ready",
                          d->ctl && controller_synced(d->ctl) ? "synced" : "syncing",
                          d->ctl && controller_leading(d->ctl) ? "leader" : "follower");
-        httpd_respond(req, ok ? 200 : 503, text, 1, body, (size_t)n);
-        return;
+        httpd_respond(req, ok ? 200 : 503, text_plain, 1, body, (size_t)n);
+        return true;
     }
+    return false;
+}
+
+static void health_request(struct httpd_request *req, void *arg)
+{
+    if (!probe_request(arg, req))
+        httpd_respond(req, 404, text_plain, 1, "not found\n", 10);
+}
+
+static void admin_request(struct httpd_request *req, void *arg)
+{
+    struct daemon *d = arg;
+    /* the probes are answered here too, for probes configured before
+     * they had their own port */
+    if (probe_request(d, req))
+        return;
     if (strcmp(req->path, "/metrics") == 0) {
         static const struct httpd_header prom[] = {
             {"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}};
@@ -154,11 +240,13 @@ static void admin_request(struct httpd_request *req, void *arg)
             kube_cache_write_metrics(d->cache, &b);
         if (d->kube)
             kube_write_metrics(d->kube, &b);
+        write_memory_metrics(d, &b);
+        write_http_metrics(d, &b);
         httpd_respond(req, 200, prom, 1, b.data, b.len);
         util_buf_free(&b);
         return;
     }
-    httpd_respond(req, 404, text, 1, "not found\n", 10);
+    httpd_respond(req, 404, text_plain, 1, "not found\n", 10);
 }
 
 /* ---- shutdown --------------------------------------------------------------- */
@@ -242,6 +330,9 @@ static void begin_shutdown(struct daemon *d, int code)
     if (d->admin)
         httpd_close(d->admin, NULL, NULL);
     d->admin = NULL;
+    if (d->health)
+        httpd_close(d->health, NULL, NULL);
+    d->health = NULL;
     if (d->ctl)
         controller_close(d->ctl, ctl_closed, d);
     else
@@ -269,6 +360,7 @@ static void first_tick(uv_timer_t *t)
 enum {
     OPT_CONFIG = 256, OPT_KUBECONFIG, OPT_CONTEXT, OPT_NAMESPACE, OPT_INTERVAL, OPT_DRY_RUN,
     OPT_RECORD, OPT_LEADER_ELECT, OPT_LEADER_NS, OPT_LEASE_NAME, OPT_ID, OPT_METRICS_ADDR,
+    OPT_HEALTH_ADDR,
     OPT_EXT, OPT_EXT_ADDR, OPT_TLS_CERT, OPT_TLS_KEY, OPT_LOG_FORMAT, OPT_LOG_LEVEL, OPT_HELP,
 };
 
@@ -285,6 +377,7 @@ static const struct option long_opts[] = {
     {"lease-name", required_argument, NULL, OPT_LEASE_NAME},
     {"id", required_argument, NULL, OPT_ID},
     {"metrics-addr", required_argument, NULL, OPT_METRICS_ADDR},
+    {"health-addr", required_argument, NULL, OPT_HEALTH_ADDR},
     {"external-metrics", optional_argument, NULL, OPT_EXT},
     {"external-metrics-addr", required_argument, NULL, OPT_EXT_ADDR},
     {"tls-cert-file", required_argument, NULL, OPT_TLS_CERT},
@@ -407,6 +500,7 @@ static int parse_flags(struct daemon *d, int argc, char **argv)
         case OPT_LEASE_NAME: rc = set_key(d, "lease-name", "leader-election.lease-name", v); break;
         case OPT_ID: d->opts.identity = v; break;
         case OPT_METRICS_ADDR: rc = set_key(d, "metrics-addr", "listen.metrics", v); break;
+        case OPT_HEALTH_ADDR: rc = set_key(d, "health-addr", "listen.health", v); break;
         case OPT_EXT_ADDR:
             rc = set_key(d, "external-metrics-addr", "listen.external-metrics", v);
             break;
@@ -557,13 +651,29 @@ int cmd_run(int argc, char **argv)
         goto out_loop;
     }
     hc.host = host;
-    hc.name = "admin";
+    hc.name = "metrics";
     if ((rc = httpd_new(&d.loop, &hc, admin_request, &d, &d.admin)) != 0) {
         LOG_ERROR(SUB, "cannot listen on %s: %s", d.cfg.listen.metrics, strerror(-rc));
         rc = 1;
         goto out_loop;
     }
-    LOG_INFO(SUB, "serving /metrics /healthz /readyz on %s:%d", host, httpd_port(d.admin));
+    LOG_INFO(SUB, "serving /metrics on %s:%d", host, httpd_port(d.admin));
+    memset(&hc, 0, sizeof(hc));
+    if (split_addr(d.cfg.listen.health, host, sizeof(host), &hc.port) != 0) {
+        LOG_ERROR(SUB, "listen.health '%s' is not HOST:PORT", d.cfg.listen.health);
+        rc = 2;
+        goto out_loop;
+    }
+    hc.host = host;
+    hc.name = "health";
+    hc.max_connections = 64; /* the kubelet sends a few probes a minute */
+    hc.max_connections_per_source = 16;
+    if ((rc = httpd_new(&d.loop, &hc, health_request, &d, &d.health)) != 0) {
+        LOG_ERROR(SUB, "cannot listen on %s: %s", d.cfg.listen.health, strerror(-rc));
+        rc = 1;
+        goto out_loop;
+    }
+    LOG_INFO(SUB, "serving /healthz /livez /readyz on %s:%d", host, httpd_port(d.health));
     if (d.cfg.extmetrics.enabled &&
         (rc = extmetrics_glue_new(&d.loop, d.kube, d.cache, d.ctl, &d.cfg, &d.em)) != 0) {
         rc = 1;

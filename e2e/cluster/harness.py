@@ -558,7 +558,8 @@ class LocalCluster:
         if args is None:
             args = ["run", "--kubeconfig", self.kubeconfig, "--leader-elect=false",
                     "--namespace", self.namespace, "--decision-interval", decision_interval,
-                    "--metrics-addr", "127.0.0.1:%d" % mport, "--log-format", log_format]
+                    "--metrics-addr", "127.0.0.1:%d" % mport,
+                    "--health-addr", "127.0.0.1:%d" % free_port(), "--log-format", log_format]
             if config:
                 path = os.path.join(self.state_dir, "gpuscaler-config.yaml")
                 with open(path, "w") as f:

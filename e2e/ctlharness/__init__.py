@@ -242,10 +242,12 @@ class Gpuscaler:
         with open(self.config, "w") as f:
             f.write(config_yaml)
         self.metrics_port = free_port()
+        self.health_port = free_port()
         self.logpath = os.path.join(self.dir, "log")
         self.log = open(self.logpath, "wb")
         args = [BIN, "run", "--kubeconfig", kubeconfig, "--config", self.config,
-                "--metrics-addr", "127.0.0.1:%d" % self.metrics_port, "--id", ident,
+                "--metrics-addr", "127.0.0.1:%d" % self.metrics_port,
+                "--health-addr", "127.0.0.1:%d" % self.health_port, "--id", ident,
                 "--log-level", "debug"] + list(extra)
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         self.pid = self.proc.pid
@@ -254,12 +256,12 @@ class Gpuscaler:
         with open(self.logpath, "rb") as f:
             return f.read().decode(errors="replace")
 
-    def get(self, path):
-        """(status, body) of a GET on the admin listener."""
+    def get(self, path, port=None):
+        """(status, body) of a GET on the metrics listener (or on port, e.g. health_port)."""
         import urllib.error
         import urllib.request
         try:
-            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.metrics_port, path),
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port or self.metrics_port, path),
                                         timeout=5) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:

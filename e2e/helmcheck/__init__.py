@@ -39,7 +39,7 @@ CONFIG_KEYS = {
     "leader-election": {"enabled": None, "namespace": None, "lease-name": None,
                         "lease-duration": None, "renew-deadline": None, "retry-period": None},
     "sharding": {"enabled": None, "shards": None, "lease-prefix": None},
-    "listen": {"metrics": None, "external-metrics": None},
+    "listen": {"metrics": None, "health": None, "external-metrics": None},
     "external-metrics": {"enabled": None, "tls-cert-file": None, "tls-key-file": None,
                          "upstream": {"url": None, "ca-file": None, "cert-file": None,
                                       "key-file": None, "token-file": None}},

@@ -190,14 +190,16 @@ def check_render(objs, values, release, namespace):
     ports = {pt["name"]: pt for pt in c.get("ports") or []}
     if (ports.get("metrics") or {}).get("containerPort") != values["service"]["metricsPort"]:
         p.append("container port metrics != service.metricsPort")
+    if (ports.get("health") or {}).get("containerPort") != values["healthPort"]:
+        p.append("container port health != healthPort")
     if em["enabled"] != ("https" in ports):
         p.append("container port https present=%s, want %s" % ("https" in ports, em["enabled"]))
     if em["enabled"] and ports["https"]["containerPort"] != em["port"]:
         p.append("container port https != externalMetrics.port")
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         hg = (c.get(probe) or {}).get("httpGet") or {}
-        if hg.get("path") != path or hg.get("port") not in ("metrics", values["service"]["metricsPort"]):
-            p.append("%s is not GET %s on the metrics port: %r" % (probe, path, hg))
+        if hg.get("path") != path or hg.get("port") not in ("health", values["healthPort"]):
+            p.append("%s is not GET %s on the health port: %r" % (probe, path, hg))
     if c.get("resources") != values["resources"]:
         p.append("container resources differ from values.resources")
     if c.get("securityContext") != values["securityContext"]:
@@ -272,6 +274,8 @@ def check_render(objs, values, release, namespace):
             listen = cfg.get("listen") or {}
             if listen.get("metrics") != "0.0.0.0:%d" % values["service"]["metricsPort"]:
                 p.append("config listen.metrics %r" % listen.get("metrics"))
+            if listen.get("health") != "0.0.0.0:%d" % values["healthPort"]:
+                p.append("config listen.health %r" % listen.get("health"))
             if listen.get("external-metrics") != "0.0.0.0:%d" % em["port"]:
                 p.append("config listen.external-metrics %r" % listen.get("external-metrics"))
             for k, v in values["config"].items():

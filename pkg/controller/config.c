@@ -68,6 +68,7 @@ static const struct key keys[] = {
     {"sharding.shards", K_INT, OFF(sharding.shards), 1, SHARD_MAX},
     {"sharding.lease-prefix", K_NAME, OFF(sharding.lease_prefix), 0, SHARD_PREFIX_MAX},
     {"listen.metrics", K_ADDR, OFF(listen.metrics), 0, 0},
+    {"listen.health", K_ADDR, OFF(listen.health), 0, 0},
     {"listen.external-metrics", K_ADDR, OFF(listen.external_metrics), 0, 0},
     {"external-metrics.enabled", K_BOOL, OFF(extmetrics.enabled), 0, 0},
     {"external-metrics.tls-cert-file", K_PATH, OFF(extmetrics.tls_cert_file), 0, 0},
@@ -127,6 +128,7 @@ void ctl_config_init(struct ctl_config *c)
     c->sharding.shards = 16;
     set_str(&c->sharding.lease_prefix, "gpuscaler-shard");
     set_str(&c->listen.metrics, "0.0.0.0:9090");
+    set_str(&c->listen.health, "0.0.0.0:8081");
     set_str(&c->listen.external_metrics, "0.0.0.0:6443");
     c->scrape.interval_ms = 5000;
     c->scrape.timeout_ms = 2000;

@@ -52,6 +52,7 @@ struct ctl_config {
     } sharding;
     struct {
         char *metrics;                /**< listen.metrics, default "0.0.0.0:9090" */
+        char *health;                 /**< listen.health (probes), default "0.0.0.0:8081" */
         char *external_metrics;       /**< listen.external-metrics, default "0.0.0.0:6443" */
     } listen;
     struct {
@@ -239,6 +240,9 @@ bool controller_leading(const struct controller *c);
 
 /** Append gpuscaler's own metrics in Prometheus text format. */
 void controller_write_metrics(struct controller *c, struct util_buf *out);
+
+/** Heap bytes held by the tracked workloads' forecasters (forecast_memory summed). */
+size_t controller_forecast_memory(const struct controller *c);
 
 /** One tracked workload's latest decision, as served to HPAs. */
 struct ctl_workload_view {

@@ -215,3 +215,13 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
         }
     }
 }
+
+size_t controller_forecast_memory(const struct controller *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < CTL_WL_BUCKETS; i++)
+        for (const struct ctl_wl *w = c->table[i]; w; w = w->next)
+            if (w->fc)
+                n += forecast_memory(w->fc);
+    return n;
+}

@@ -31,13 +31,14 @@ static void test_config_file(void **s)
     struct ctl_config c;
     struct conf_error err;
     ctl_config_init(&c);
+    assert_string_equal(c.listen.health, "0.0.0.0:8081"); /* probes: their own port */
     const char *yaml = "decision-interval: 10s\n"
                        "namespaces: [ml, serving]\n"
                        "log: {format: json, level: debug}\n"
                        "leader-election:\n"
                        "  enabled: false\n"
                        "  lease-name: gs\n"
-                       "listen: {metrics: '127.0.0.1:9091'}\n"
+                       "listen: {metrics: '127.0.0.1:9091', health: '127.0.0.1:8082'}\n"
                        "external-metrics:\n"
                        "  enabled: true\n"
                        "  upstream: {url: 'https://keda.keda:443', ca-file: /ca.pem}\n"
@@ -54,6 +55,7 @@ static void test_config_file(void **s)
     assert_string_equal(c.leader.lease_name, "gs");
     assert_int_equal(c.leader.lease_duration_ms, 15000);
     assert_string_equal(c.listen.metrics, "127.0.0.1:9091");
+    assert_string_equal(c.listen.health, "127.0.0.1:8082");
     assert_true(c.extmetrics.enabled);
     assert_string_equal(c.extmetrics.upstream_url, "https://keda.keda:443");
     assert_int_equal(c.scrape.interval_ms, 3000);
@@ -148,6 +150,8 @@ static void test_config_bad_value_of_every_key(void **s)
         {"listen.metrics", "listen:\n  metrics: notanaddr\n",
          "listen.metrics: 'notanaddr' is not HOST:PORT", 2},
         {"listen.metrics", "listen: {metrics: 'localhost:9090'}\n", "IP address as host", 1},
+        {"listen.health", "listen: {health: '0.0.0.0:8081x'}\n",
+         "listen.health: '0.0.0.0:8081x' is not HOST:PORT", 1},
         {"listen.external-metrics", "listen:\n  external-metrics: 0.0.0.0:65536\n",
          "is not HOST:PORT", 2},
         {"external-metrics.enabled", "external-metrics: {enabled: 2}\n", "not true or false", 1},

@@ -3,10 +3,12 @@
  * (plan.c) and the state codec (forecast-state.c); no other module includes
  * this file.
  *
- * One struct forecast owns, besides itself, either the warm-up buffer (two
- * seasons of bucket values in log space plus a bitmap of which were gap
- * fills) or the seasonal indices (one season), never both; the residual
- * store and the plan rings are inline and fixed in size. */
+ * One struct forecast owns, besides itself, either the warm-up buffer (the
+ * closed buckets' values in log space as 16-bit steps, their peaks and a
+ * bitmap of which were gap fills; grown as buckets close, up to two seasons:
+ * 4 bytes and a bit per bucket) or the seasonal
+ * indices (one season), never both; the residual store and the plan rings are
+ * inline and fixed in size. */
 #ifndef GPUSCALER_FORECAST_INT_H
 #define GPUSCALER_FORECAST_INT_H
 
@@ -60,7 +62,10 @@ struct forecast {
     double level;       /* log space */
     double zlast;       /* the last closed bucket's mean (log; the model's fill for a gap) */
     double trend;
-    float *buf;         /* FC_WARMUP: 2m closed bucket values (log), seen of them used */
+    int64_t bcap;       /* FC_WARMUP: buckets buf, bpk and fill have room for (<= 2m) */
+    double zbase;       /* log value of buf step 0 (fc_buf_value) */
+    double zstep;       /* log value of one buf step */
+    uint16_t *buf;      /* FC_WARMUP: closed bucket values (log, fc_buf_value), seen used */
     uint16_t *bpk;      /* FC_WARMUP: each one's peak above its mean (log x FC_RES_SCALE) */
     uint8_t *fill;      /* FC_WARMUP: bitmap, bit i set = buf[i] is a gap fill */
     float *season;      /* FC_HW: m additive seasonal indices (log), by bucket index mod m */
@@ -104,6 +109,32 @@ int fc_config_check(const struct forecast_config *cfg);
 
 /** An empty forecaster for a checked cfg (the buffers of its kind allocated). */
 struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind);
+
+/** Make room in the warm-up buffer for n buckets (n <= 2m): grows by half
+ *  its size (at least FC_BUF_STEP buckets), never past 2m; new fill bits 0. */
+void fc_buf_reserve(struct forecast *f, int64_t n);
+
+/** The warm-up buffer's values span the logs of the rates a config admits,
+ *  [ln(rate_floor), ln(FORECAST_MAX_RATE + rate_floor)], with this much
+ *  room on each side for gap fills (the model's own forecasts), in 65,535
+ *  steps: 5.8e-4 with the default floor, so a value is within 0.03 % of the
+ *  rate it stands for. */
+#define FC_BUF_MARGIN 4.0
+
+/** Set f->zbase and f->zstep from f->cfg.rate_floor. */
+void fc_buf_scale(struct forecast *f);
+
+/** Buffered value i (log). */
+static inline double fc_buf_value(const struct forecast *f, int64_t i)
+{
+    return f->zbase + f->zstep * f->buf[i];
+}
+
+/** The step nearest z (log), clamped to the span. */
+uint16_t fc_buf_step(const struct forecast *f, double z);
+
+/** Smallest growth of the warm-up buffer, in buckets. */
+#define FC_BUF_STEP 64
 
 /** Bytes of the warm-up fill bitmap for n buffered buckets. */
 static inline size_t fc_bitmap_len(int64_t n)

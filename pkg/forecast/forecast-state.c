@@ -3,12 +3,12 @@
  * forecaster is checkpointed as (it is stored in a Kubernetes ConfigMap, so
  * deserialisation treats it as outside input).
  *
- * Layout, version 2 (integers little-endian; doubles and floats as their
+ * Layout, version 3 (integers little-endian; doubles and floats as their
  * IEEE-754 bit patterns, little-endian; NaN only as the quiet NaN 0x7fc00000):
  *
  *   off size  field
  *     0    4  magic "GSFC"
- *     4    2  version (2)
+ *     4    2  version (3)
  *     6    1  kind: 0 warm-up (Holt), 1 Holt-Winters
  *     7    1  reserved, 0
  *     8    8  bucket_ms (i64)          must equal the config's
@@ -25,7 +25,9 @@
  *    88    8  rate floor (f64)         must equal the config's
  *    96    8  first planned bucket (i64; INT64_MIN = none yet)
  *   104    8  the last closed bucket's mean (f64, log space)
- *   112       kind 0: seen x f32 buffered bucket values (log), seen x u16 their
+ *   112       kind 0: seen x u16 buffered bucket values (log, in steps of
+ *                     fc_buf_value: 65,535 steps from ln(floor) - 4 to
+ *                     ln(1e12 + floor) + 4), seen x u16 their
  *                     peaks above them (log x 2000), then a bitmap
  *                     of ceil(seen / 8) bytes (bit i of byte i/8, LSB first,
  *                     set when bucket i was a gap fill; unused bits 0)
@@ -40,12 +42,16 @@
  *             window lengths the growth store, in the same form
  *   end-4  4  CRC-32 (IEEE 802.3, as zlib's crc32) of all preceding bytes
  *
- * Version 1 states (relative residuals of an older release) are refused with
- * a message; the controller then starts the forecaster afresh. The smoothing
- * factors and the quantile are not stored: they come from the config passed
- * to forecast_deserialize(), so they may be retuned across a restart. Every
- * accepted input is canonical: serialising the result gives back the same
- * bytes (the fuzz target checks this). */
+ * Version 2 (the previous release's) differs only in kind 0's buffered
+ * values, f32 logs within +-1e4: it is read, each value taken to the nearest
+ * step, so a checkpoint written by that release restores (and is written
+ * back as version 3). Version 1 states (relative residuals of an older
+ * release) are refused with a message; the controller then starts the
+ * forecaster afresh. The smoothing factors and the quantile are not stored:
+ * they come from the config passed to forecast_deserialize(), so they may be
+ * retuned across a restart. Every accepted version 3 input is canonical:
+ * serialising the result gives back the same bytes (the fuzz target checks
+ * this). */
 #include "forecast-int.h"
 
 #include <errno.h>
@@ -59,7 +65,9 @@
 #include "util/util.h"
 
 #define STATE_MAGIC "GSFC"
-#define STATE_VERSION 2
+#define STATE_VERSION 3
+/* the previous release's: f32 buffered values */
+#define STATE_VERSION_F32 2
 #define HEADER_LEN 112
 #define CRC_LEN 4
 #define QNAN_BITS 0x7fc00000u
@@ -101,10 +109,10 @@ static uint8_t *put_f32(uint8_t *p, float d)
     return put_u(p, v, 4);
 }
 
-static size_t model_len(enum fc_kind kind, int64_t seen, int64_t m)
+static size_t model_len(enum fc_kind kind, int64_t seen, int64_t m, unsigned version)
 {
     if (kind == FC_WARMUP)
-        return (size_t)seen * 6 + fc_bitmap_len(seen);
+        return (size_t)seen * (version == STATE_VERSION_F32 ? 6 : 4) + fc_bitmap_len(seen);
     return (size_t)m * 4;
 }
 
@@ -139,7 +147,7 @@ static uint8_t *put_store(uint8_t *p, const int16_t *ring, uint8_t n, uint8_t po
 
 void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen)
 {
-    size_t len = HEADER_LEN + model_len(f->kind, f->seen, f->m) + PLAN_FIXED_LEN +
+    size_t len = HEADER_LEN + model_len(f->kind, f->seen, f->m, STATE_VERSION) + PLAN_FIXED_LEN +
                  res_len_bytes(f) + CRC_LEN;
     uint8_t *buf = xmalloc(len), *p = buf;
 
@@ -164,11 +172,12 @@ void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen)
     p = put_f64(p, f->zlast);
     if (f->kind == FC_WARMUP) {
         for (int64_t i = 0; i < f->seen; i++)
-            p = put_f32(p, f->buf[i]);
+            p = put_u(p, f->buf[i], 2);
         for (int64_t i = 0; i < f->seen; i++)
             p = put_u(p, f->bpk[i], 2);
         size_t nb = fc_bitmap_len(f->seen);
-        memcpy(p, f->fill, nb);
+        if (nb)
+            memcpy(p, f->fill, nb);
         if (f->seen % 8)
             p[nb - 1] &= (uint8_t)((1u << (f->seen % 8)) - 1);
         p += nb;
@@ -275,9 +284,10 @@ static int check_header(const struct forecast_config *cfg, const uint8_t *buf, s
         return -EINVAL;
     }
     uint64_t version = get_u(buf + 4, 2);
-    if (version != STATE_VERSION) {
+    if (version != STATE_VERSION && version != STATE_VERSION_F32) {
         set_err(err, errlen,
-                "unsupported state version %" PRIu64 " (want %d%s)", version, STATE_VERSION,
+                "unsupported state version %" PRIu64 " (want %d or %d%s)", version,
+                STATE_VERSION, STATE_VERSION_F32,
                 version == 1 ? "; version 1 is an older release's: the forecaster starts afresh"
                              : "");
         return -EINVAL;
@@ -312,6 +322,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
         goto fail;
 
     enum fc_kind kind = (enum fc_kind)buf[6];
+    unsigned version = (unsigned)get_u(buf + 4, 2);
     int64_t seen = (int64_t)get_u(buf + 24, 8), cur = (int64_t)get_u(buf + 32, 8);
     int64_t last_ms = (int64_t)get_u(buf + 40, 8);
     uint32_t acc_n = (uint32_t)get_u(buf + 48, 4);
@@ -333,7 +344,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
         goto fail;
     }
     /* The length the counts describe, walked before anything is trusted. */
-    size_t want = HEADER_LEN + model_len(kind, seen, m) + PLAN_FIXED_LEN;
+    size_t want = HEADER_LEN + model_len(kind, seen, m, version) + PLAN_FIXED_LEN;
     for (int i = 0; i < STORES; i++) {
         if (want >= len - CRC_LEN) {
             want = SIZE_MAX;
@@ -390,9 +401,12 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
     f->zlast = zlast;
     const uint8_t *p = buf + HEADER_LEN;
     if (kind == FC_WARMUP) {
-        const uint8_t *bits = p + seen * 6;
+        fc_buf_reserve(f, seen);
+        size_t vsize = version == STATE_VERSION_F32 ? 4 : 2;
+        const uint8_t *bits = p + seen * (int64_t)(vsize + 2);
         size_t nb = fc_bitmap_len(seen);
-        memcpy(f->fill, bits, nb);
+        if (nb)
+            memcpy(f->fill, bits, nb);
         if (seen % 8 && (bits[nb - 1] >> (seen % 8)) != 0) {
             set_err(err, errlen, "unused fill bits set");
             goto fail;
@@ -401,8 +415,13 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
             set_err(err, errlen, "first buffered bucket marked as a fill");
             goto fail;
         }
-        for (int64_t i = 0; i < seen; i++, p += 4) {
-            if (!get_f32(p, FC_STATE_MAX, false, false, &f->buf[i])) {
+        for (int64_t i = 0; i < seen; i++, p += vsize) {
+            float z;
+            if (vsize == 2) {
+                f->buf[i] = (uint16_t)get_u(p, 2);
+            } else if (get_f32(p, FC_STATE_MAX, false, false, &z)) {
+                f->buf[i] = fc_buf_step(f, z);
+            } else {
                 set_err(err, errlen, "buffered bucket %" PRId64 " out of range", i);
                 goto fail;
             }

@@ -104,13 +104,9 @@ struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
     f->cfg = *cfg;
     f->m = cfg->season_ms / cfg->bucket_ms;
     f->kind = kind;
-    if (kind == FC_WARMUP) {
-        f->buf = xcalloc((size_t)(2 * f->m), sizeof(float));
-        f->bpk = xcalloc((size_t)(2 * f->m), sizeof(uint16_t));
-        f->fill = xcalloc(fc_bitmap_len(2 * f->m), 1);
-    } else {
+    fc_buf_scale(f);
+    if (kind == FC_HW)
         f->season = xcalloc((size_t)f->m, sizeof(float));
-    }
     f->origin_first = FC_NONE;
     f->q_bucket = FC_NONE;
     for (int i = 0; i < FC_RING; i++)
@@ -124,6 +120,39 @@ struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
     for (int k = 0; k < FC_PHI_TABLE; k++)
         f->phis[k] = phi_sum(cfg->phi, (double)k);
     return f;
+}
+
+void fc_buf_scale(struct forecast *f)
+{
+    double lo = log(f->cfg.rate_floor) - FC_BUF_MARGIN;
+    double hi = log(FORECAST_MAX_RATE + f->cfg.rate_floor) + FC_BUF_MARGIN;
+    f->zbase = lo;
+    f->zstep = (hi - lo) / 65535.0;
+}
+
+uint16_t fc_buf_step(const struct forecast *f, double z)
+{
+    double k = (z - f->zbase) / f->zstep + 0.5;
+    return k <= 0 ? 0 : k >= 65535 ? 65535 : (uint16_t)k; /* NaN is never passed */
+}
+
+void fc_buf_reserve(struct forecast *f, int64_t n)
+{
+    if (n <= f->bcap)
+        return;
+    int64_t cap = f->bcap + f->bcap / 2;
+    if (cap < f->bcap + FC_BUF_STEP)
+        cap = f->bcap + FC_BUF_STEP;
+    if (cap < n)
+        cap = n;
+    if (cap > 2 * f->m)
+        cap = 2 * f->m;
+    size_t oldb = fc_bitmap_len(f->bcap), newb = fc_bitmap_len(cap);
+    f->buf = xrealloc(f->buf, (size_t)cap * sizeof(*f->buf));
+    f->bpk = xrealloc(f->bpk, (size_t)cap * sizeof(*f->bpk));
+    f->fill = xrealloc(f->fill, newb);
+    memset(f->fill + oldb, 0, newb - oldb);
+    f->bcap = cap;
 }
 
 struct forecast *forecast_new(const struct forecast_config *cfg)
@@ -149,10 +178,7 @@ size_t forecast_memory(const struct forecast *f)
     if (!f)
         return 0;
     size_t n = sizeof(*f);
-    if (f->buf)
-        n += (size_t)(2 * f->m) * (sizeof(float) + sizeof(uint16_t));
-    if (f->fill)
-        n += fc_bitmap_len(2 * f->m);
+    n += (size_t)f->bcap * (sizeof(*f->buf) + sizeof(*f->bpk)) + fc_bitmap_len(f->bcap);
     if (f->season)
         n += (size_t)f->m * sizeof(float);
     return n;
@@ -300,7 +326,9 @@ static void hw_init(struct forecast *f, int64_t first)
 {
     const struct forecast_config *c = &f->cfg;
     int64_t m = f->m, n = 2 * m, h = m / 2;
-    const float *y = f->buf;
+    double *y = xcalloc((size_t)n, sizeof(double));
+    for (int64_t i = 0; i < n; i++)
+        y[i] = fc_buf_value(f, i);
     double *acc = xcalloc((size_t)m, sizeof(double));
     uint32_t *cnt = xcalloc((size_t)m, sizeof(uint32_t));
     double *pre = xcalloc((size_t)n + 1, sizeof(double));
@@ -379,12 +407,14 @@ static void hw_init(struct forecast *f, int64_t first)
     xfree(pre);
     xfree(cnt);
     xfree(acc);
+    xfree(y);
     xfree(f->buf);
     xfree(f->bpk);
     xfree(f->fill);
     f->buf = NULL;
     f->bpk = NULL;
     f->fill = NULL;
+    f->bcap = 0;
     f->season = s;
     f->kind = FC_HW;
 }
@@ -415,7 +445,8 @@ static void update_model(struct forecast *f, int64_t idx, double z, double zpeak
         f->trend = clamp_state(c->phi * f->trend);
         z = f->level;
     }
-    f->buf[f->seen] = (float)clamp_state(z);
+    fc_buf_reserve(f, f->seen + 1);
+    f->buf[f->seen] = fc_buf_step(f, z);
     double above = real ? (zpeak - z) * FC_RES_SCALE : 0;
     f->bpk[f->seen] = (uint16_t)(above > 65535 ? 65535 : above > 0 ? above + 0.5 : 0);
     if (!real)
@@ -539,7 +570,9 @@ int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_m
     double mean = exp(zcap) - floor;
     double upper = exp(zplan) - floor;
     double likely = exp(fc_plan_value(f, zmax, qmed < q ? qmed : q, g)) - floor;
-    out->mean = mean > 0 ? mean : 0;
+    /* a state at its bounds (a trend of FC_STATE_MAX) can put the point
+     * forecast past any rate: cap it as the plan is */
+    out->mean = mean > 0 ? (mean < FORECAST_MAX_RATE ? mean : FORECAST_MAX_RATE) : 0;
     out->upper = upper > out->mean ? upper : out->mean;
     if (out->upper > FORECAST_MAX_RATE)
         out->upper = FORECAST_MAX_RATE;

@@ -22,8 +22,9 @@
  * plan is not `trusted` until enough residuals back it.
  *
  * Pure: no I/O, no clock; time is passed in. Memory is bounded by the season
- * length (two seasons of float buckets during warm-up, one season after),
- * never by history length. State serialises to a compact, versioned byte
+ * length (during warm-up the buckets closed so far, up to two seasons of them
+ * at 6 bytes each; one season of float indices after), never by history
+ * length. State serialises to a compact, versioned byte
  * string for checkpointing. docs/policy.md has the math. */
 #ifndef GPUSCALER_FORECAST_H
 #define GPUSCALER_FORECAST_H
@@ -111,7 +112,7 @@ struct forecast_result {
  * the one of a window of horizon_ms / bucket_ms buckets (at least 1),
  * interpolated between the measured window lengths. Both `mean` and `upper` are bounded
  * by the highest peak of the last season times the growth new highs have
- * shown (at most 10x). Returns -ENODATA
+ * shown (at most 10x), and by FORECAST_MAX_RATE. Returns -ENODATA
  * until FC_MIN_BUCKETS buckets have closed (method FORECAST_NONE), else 0.
  * -EINVAL (out zeroed, method FORECAST_NONE) for f or out NULL, now_ms < 0,
  * horizon_ms < 0 or a sum that overflows.

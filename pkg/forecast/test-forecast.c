@@ -5,7 +5,9 @@
  *
  * All series are synthetic and deterministic (a seeded LCG for noise).
  * Run as `test-forecast --write-corpus DIR` it instead writes the seed corpus
- * of fuzz/fuzz-forecast-state.c into DIR (see write_corpus()). */
+ * of fuzz/fuzz-forecast-state.c into DIR (see write_corpus()); run as
+ * `test-forecast DIR` it reads the previous release's checkpoints from that
+ * corpus (test_state_previous_version; skipped without DIR). */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -590,18 +592,33 @@ static void test_bounded_memory(void **state)
     forecast_config_init(&cfg);
     struct forecast *f = forecast_new(&cfg);
     struct lcg g = {7};
-    size_t mem_day1 = 0, mem_day3 = 0;
+    /* the warm-up buffer holds the buckets closed so far: 6 bytes and a bit
+     * each, with room for at most half as many again (64 at least), never past 2 days */
+    size_t fixed = forecast_memory(f), mem_day1 = 0, mem_day3 = 0, mem_max = 0;
+    const size_t per = 2 * sizeof(uint16_t);
     for (int64_t i = 0; i < 30 * DAY_MIN; i++) {
         double y = daily_shape(i % DAY_MIN) * (1.0 + 0.1 * (lcg_next(&g) - 0.5));
         assert_int_equal(forecast_observe(f, T0 + i * MIN_MS, y), 0);
+        if (i < 2 * DAY_MIN) {
+            size_t mem = forecast_memory(f), b = (size_t)i; /* i buckets closed */
+            size_t room = b + (b / 2 > 64 ? b / 2 : 64);
+            if (room > 2 * DAY_MIN)
+                room = 2 * DAY_MIN;
+            assert_true(mem >= fixed + b * per);
+            if (mem > fixed + room * per + (room + 7) / 8)
+                fail_msg("%zu buckets: %zu B, fixed %zu", b, mem, fixed);
+            mem_max = mem > mem_max ? mem : mem_max;
+        }
         if (i == DAY_MIN)
             mem_day1 = forecast_memory(f);
         if (i == 3 * DAY_MIN)
             mem_day3 = forecast_memory(f);
     }
     size_t mem_day30 = forecast_memory(f);
-    print_message("memory: day 1 %zu B (warm-up), day 3 %zu B, day 30 %zu B\n", mem_day1,
-                  mem_day3, mem_day30);
+    print_message("memory: new %zu B, day 1 %zu B (warm-up), most %zu B, day 3 %zu B, "
+                  "day 30 %zu B\n", fixed, mem_day1, mem_max, mem_day3, mem_day30);
+    assert_true(fixed < 16 * 1024); /* no buffer before the first bucket closes */
+    assert_true(mem_max <= fixed + 2 * DAY_MIN * per + 2 * DAY_MIN / 8);
     assert_int_equal(mem_day3, mem_day30);
     assert_true(mem_day1 > mem_day3); /* the two-season buffer is gone */
     /* one season of floats plus a fixed part (residual store, plan rings) */
@@ -645,7 +662,7 @@ static void roundtrip_one(const struct forecast_config *cfg, struct forecast *f,
     size_t len;
     forecast_serialize(f, &buf, &len);
     assert_true(memcmp(buf, "GSFC", 4) == 0);
-    assert_int_equal(buf[4] | buf[5] << 8, 2);
+    assert_int_equal(buf[4] | buf[5] << 8, 3);
     uint32_t crc = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 |
                    (uint32_t)buf[len - 2] << 16 | (uint32_t)buf[len - 1] << 24;
     assert_int_equal(crc, test_crc32(buf, len - 4));
@@ -654,7 +671,8 @@ static void roundtrip_one(const struct forecast_config *cfg, struct forecast *f,
     struct forecast *g = forecast_deserialize(cfg, buf, len, err, sizeof(err));
     if (!g)
         fail_msg("deserialize: %s", err);
-    assert_int_equal(forecast_memory(g), forecast_memory(f));
+    /* restored with room for the buckets it holds, no more */
+    assert_true(forecast_memory(g) <= forecast_memory(f));
     serialize_cmp(f, g);
     /* identical predictions now and after identical further input */
     for (int round = 0; round < 2; round++) {
@@ -710,6 +728,119 @@ static void test_state_roundtrip(void **state)
     forecast_free(f);
 }
 
+/* The previous release's checkpoints (version 2, float buffered values: the
+ * v2-* seeds of fuzz/corpus/forecast-state/, written by that release's
+ * `test-forecast --write-corpus`) restore: the restored forecaster has the
+ * same history and plans within the 16-bit steps of its buffered values as
+ * one fed the same observations now, also once the buffer has become
+ * Holt-Winters' seasonal indices. */
+static uint8_t *read_seed(const char *dir, const char *name, size_t *len)
+{
+    char *path = xasprintf("%s/%s", dir, name);
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        fail_msg("%s: cannot open", path);
+    uint8_t *buf = xmalloc(1 << 16);
+    *len = fread(buf, 1, 1 << 16, fp);
+    fclose(fp);
+    xfree(path);
+    return buf;
+}
+
+static void assert_same_plans(const struct forecast *a, const struct forecast *b, int64_t now,
+                              int64_t step)
+{
+    for (int64_t hz = 0; hz < 40; hz += 3) {
+        struct forecast_result x, y;
+        assert_int_equal(forecast_predict(a, now, hz * step, &x),
+                         forecast_predict(b, now, hz * step, &y));
+        assert_int_equal(x.method, y.method);
+        assert_int_equal(x.buckets_seen, y.buckets_seen);
+        assert_int_equal(x.evidence, y.evidence);
+        assert_near(x.mean, y.mean, 1e-3 * (1 + x.mean));
+        assert_near(x.upper, y.upper, 1e-3 * (1 + x.upper));
+        assert_near(x.likely, y.likely, 1e-3 * (1 + x.likely));
+    }
+}
+
+static void test_state_previous_version(void **state)
+{
+    const char *dir = *state;
+    if (!dir)
+        skip();
+    char err[160];
+    size_t len;
+
+    /* warmup-default: defaults, 20 minutes with a 4-minute gap */
+    struct forecast_config def;
+    forecast_config_init(&def);
+    uint8_t *seed = read_seed(dir, "v2-warmup-default", &len);
+    assert_int_equal(seed[5] | seed[6] << 8, 2);
+    struct forecast *g = forecast_deserialize(&def, seed + 1, len - 1, err, sizeof(err));
+    if (!g)
+        fail_msg("v2-warmup-default: %s", err);
+    struct forecast *f = forecast_new(&def);
+    int64_t now = 0;
+    for (int64_t i = 0; i < 20; i++) {
+        now = T0 + i * MIN_MS + (i == 7 ? 4 * MIN_MS : 0);
+        forecast_observe(f, now, daily_shape(i));
+    }
+    assert_same_plans(f, g, now, MIN_MS);
+    forecast_free(f);
+    forecast_free(g);
+    xfree(seed);
+
+    /* warmup-small: 72 one-second buckets with a gap, then on through the
+     * switch to Holt-Winters (120 buckets) */
+    struct forecast_config sc = small_cfg();
+    seed = read_seed(dir, "v2-warmup-small", &len);
+    g = forecast_deserialize(&sc, seed + 1, len - 1, err, sizeof(err));
+    if (!g)
+        fail_msg("v2-warmup-small: %s", err);
+    f = forecast_new(&sc);
+    feed_small(f, 6007, 6047);
+    feed_small(f, 6052, 6080);
+    assert_same_plans(f, g, 6079 * 1000, 1000);
+    feed_small(f, 6080, 6200);
+    feed_small(g, 6080, 6200);
+    assert_same_plans(f, g, 6199 * 1000, 1000);
+    struct forecast_result r;
+    assert_int_equal(forecast_predict(g, 6199 * 1000, 10000, &r), 0);
+    assert_int_equal(r.method, FORECAST_HOLT_WINTERS);
+    /* written back as the current version */
+    uint8_t *out;
+    size_t outlen;
+    forecast_serialize(g, &out, &outlen);
+    assert_int_equal(out[4] | out[5] << 8, 3);
+    xfree(out);
+    forecast_free(f);
+    forecast_free(g);
+    xfree(seed);
+
+    /* the Holt-Winters seeds of that release restore unchanged */
+    static const struct {
+        const char *name;
+        int64_t bucket_ms, season_ms;
+    } hw[] = {{"v2-hw-small", 1000, 60000}, {"v2-hw-m4", 1000, 4000},
+              {"v2-hw-hourly", 60000, 3600000}};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(hw); i++) {
+        struct forecast_config c;
+        forecast_config_init(&c);
+        c.bucket_ms = hw[i].bucket_ms;
+        c.season_ms = hw[i].season_ms;
+        seed = read_seed(dir, hw[i].name, &len);
+        g = forecast_deserialize(&c, seed + 1, len - 1, err, sizeof(err));
+        if (!g)
+            fail_msg("%s: %s", hw[i].name, err);
+        forecast_serialize(g, &out, &outlen);
+        assert_int_equal(outlen, len - 1); /* the same bytes but the version */
+        assert_memory_equal(out + 6, seed + 7, outlen - 10);
+        xfree(out);
+        forecast_free(g);
+        xfree(seed);
+    }
+}
+
 static void test_state_rejected(void **state)
 {
     (void)state;
@@ -747,7 +878,7 @@ static void test_state_rejected(void **state)
     assert_null(forecast_deserialize(&cfg, b, len, err, sizeof(err)));
     assert_non_null(strstr(err, "magic"));
     memcpy(b, buf, len);
-    b[4] = 3;
+    b[4] = 4;
     fix_crc(b, len);
     assert_null(forecast_deserialize(&cfg, b, len, err, sizeof(err)));
     assert_non_null(strstr(err, "version"));
@@ -972,6 +1103,8 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0)
         return write_corpus(argv[2]);
+    /* the seed corpus directory, for the previous release's checkpoints */
+    void *corpus = argc == 2 ? argv[1] : NULL;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seasonal_accuracy), cmocka_unit_test(test_holt_ramp),
         cmocka_unit_test(test_bucket_averaging),  cmocka_unit_test(test_rejected_input),
@@ -980,6 +1113,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gap_warmup),        cmocka_unit_test(test_gap_seasonal),
         cmocka_unit_test(test_bounded_memory),    cmocka_unit_test(test_state_roundtrip),
         cmocka_unit_test(test_state_rejected),    cmocka_unit_test(test_config_validation),
+        cmocka_unit_test_prestate(test_state_previous_version, corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,12 +15,18 @@
  * (start, cancel, close) without disturbing an iteration in progress.
  *
  * Ownership: struct httpc_req is allocated by httpc_request() and freed right
- * after its completion callback returns. struct httpc is freed after the last
- * of its libuv handles (timer, kick, one poll per socket) has closed. */
+ * after its completion callback returns; its easy handle is then reset and
+ * kept in the client's pool (up to pool_max) for the next request. struct
+ * httpc is freed after the last of its libuv handles (timer, kick, one poll
+ * per socket) has closed.
+ * libcurl's allocations are counted by alloc.c (httpc_memory_bytes). */
 #include "httpc.h"
+#include "httpc-int.h"
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -43,7 +49,9 @@ struct hdr {
 struct httpc_req {
     struct httpc *c;
     CURL *easy;
-    struct curl_slist *hdrs;
+    struct curl_slist *hdrs; /* one block: nodes, then their strings (see header_block) */
+    size_t hdrs_len;
+    bool hdrs_secret;        /* holds a bearer token: wiped before it is freed */
     httpc_done_cb cb;
     void *arg;
     httpc_data_cb on_data;
@@ -82,9 +90,12 @@ struct httpc {
     int open_handles;  /* libuv handles not yet closed */
     httpc_close_cb close_cb;
     void *close_arg;
+    CURL **pool;       /* idle easy handles, reset, for the next requests */
+    size_t npool, pool_max;
 };
 
 static void process(struct httpc *c);
+
 
 int httpc_curl_errno(int code)
 {
@@ -173,8 +184,7 @@ static void sock_close(struct sock_ctx *sc)
         c->socks = sc->next;
     if (sc->next)
         sc->next->prev = sc->prev;
-    uv_poll_stop(&sc->poll);
-    uv_close((uv_handle_t *)&sc->poll, on_sock_closed);
+    uv_close((uv_handle_t *)&sc->poll, on_sock_closed); /* stops it: one epoll_ctl, not two */
 }
 
 /* ---- curl -> libuv (multi-uv.c) ---------------------------------------- */
@@ -384,11 +394,30 @@ static void finish(struct httpc_req *r, int result)
     c->done_tail = r;
 }
 
+/* Keep an easy handle for the next request, or destroy it. */
+static void easy_release(struct httpc *c, CURL *e)
+{
+    if (!e)
+        return;
+    if (c->npool < c->pool_max && !c->closing && !c->dead) {
+        curl_easy_reset(e);
+        c->pool[c->npool++] = e;
+        return;
+    }
+    curl_easy_cleanup(e);
+}
+
+static CURL *easy_take(struct httpc *c)
+{
+    return c->npool ? c->pool[--c->npool] : curl_easy_init();
+}
+
 static void req_free(struct httpc_req *r)
 {
-    if (r->easy)
-        curl_easy_cleanup(r->easy);
-    curl_slist_free_all(r->hdrs);
+    easy_release(r->c, r->easy);
+    if (r->hdrs && r->hdrs_secret)
+        explicit_bzero(r->hdrs, r->hdrs_len);
+    xfree(r->hdrs);
     util_buf_free(&r->body);
     util_buf_free(&r->hdrbuf);
     xfree(r->parsed);
@@ -439,6 +468,10 @@ static void close_handles(struct httpc *c)
     while (c->socks)
         sock_close(c->socks);
     c->dead = true;
+    while (c->npool)
+        curl_easy_cleanup(c->pool[--c->npool]);
+    xfree(c->pool);
+    c->pool = NULL;
     curl_multi_cleanup(c->multi);
     c->multi = NULL;
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
@@ -507,12 +540,15 @@ static void kick(struct httpc *c)
 int httpc_new(uv_loop_t *loop, struct httpc **out)
 {
     *out = NULL;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+    if (httpc_global_init() != 0)
         return -EIO;
     struct httpc *c = xcalloc(1, sizeof(*c));
+    c->pool_max = HTTPC_DEFAULT_HANDLE_POOL;
+    c->pool = xcalloc(c->pool_max, sizeof(*c->pool));
     c->loop = loop;
     c->multi = curl_multi_init();
     if (!c->multi) {
+        xfree(c->pool);
         xfree(c);
         curl_global_cleanup();
         return -EIO;
@@ -578,6 +614,28 @@ static int setup_tls(CURL *e, const struct httpc_tls *t)
     return 0;
 }
 
+/* The header lines as a curl_slist in one block of our own, the nodes
+ * followed by copies of the strings: one allocation instead of two per line
+ * (libcurl only reads the list). *len gets the block's size. */
+static struct curl_slist *header_block(const char *const *lines, size_t n, size_t *len)
+{
+    size_t bytes = n * sizeof(struct curl_slist);
+    for (size_t i = 0; i < n; i++)
+        bytes += strlen(lines[i]) + 1;
+    char *mem = xmalloc(bytes);
+    struct curl_slist *nodes = (struct curl_slist *)(void *)mem;
+    char *str = mem + n * sizeof(*nodes);
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(lines[i]) + 1;
+        memcpy(str, lines[i], l);
+        nodes[i].data = str;
+        nodes[i].next = i + 1 < n ? &nodes[i + 1] : NULL;
+        str += l;
+    }
+    *len = bytes;
+    return nodes;
+}
+
 int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb, void *arg,
                   struct httpc_req **out)
 {
@@ -596,7 +654,7 @@ int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb,
     r->arg = arg;
     r->on_data = o->on_data;
     r->max_body = o->max_body ? o->max_body : HTTPC_DEFAULT_MAX_BODY;
-    r->easy = curl_easy_init();
+    r->easy = easy_take(c);
     if (!r->easy) {
         rc = -EIO;
         goto out;
@@ -628,9 +686,16 @@ int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb,
      * opening a second one; on plain HTTP/1.1 it would only serialise. */
     if (strncasecmp(o->url, "https:", 6) == 0)
         curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (!o->no_reuse) /* not for a connection used once: three setsockopt calls for nothing */
+        curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     if (!o->no_compression)
         curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+    if (o->no_reuse)
+        curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+    if (o->recv_buffer) {
+        size_t b = o->recv_buffer < 1024 ? 1024 : o->recv_buffer > 524288 ? 524288 : o->recv_buffer;
+        curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)b);
+    }
     if (o->timeout_ms > 0)
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)o->timeout_ms);
     if (o->connect_timeout_ms > 0)
@@ -661,23 +726,32 @@ int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb,
     if (rc < 0)
         goto out;
 
-    r->hdrs = curl_slist_append(r->hdrs, "Expect:");
-    if (o->body || o->content_type) {
-        char *h = xasprintf("Content-Type: %s", o->content_type ? o->content_type
-                                                                : "application/octet-stream");
-        r->hdrs = curl_slist_append(r->hdrs, h);
-        xfree(h);
-    } else {
-        r->hdrs = curl_slist_append(r->hdrs, "Content-Type:"); /* no form default */
-    }
-    if (o->bearer) {
-        char *h = xasprintf("Authorization: Bearer %s", o->bearer);
-        r->hdrs = curl_slist_append(r->hdrs, h);
-        explicit_bzero(h, strlen(h));
-        xfree(h);
-    }
+    size_t nextra = 0;
     for (const char *const *h = o->headers; h && *h; h++)
-        r->hdrs = curl_slist_append(r->hdrs, *h);
+        nextra++;
+    const char **lines = xmalloc((4 + nextra) * sizeof(*lines));
+    size_t n = 0;
+    char *ctype = NULL, *auth = NULL;
+    lines[n++] = "Expect:";
+    if (o->body || o->content_type)
+        lines[n++] = ctype = xasprintf("Content-Type: %s", o->content_type
+                                                               ? o->content_type
+                                                               : "application/octet-stream");
+    else
+        lines[n++] = "Content-Type:"; /* no form default */
+    if (o->bearer)
+        lines[n++] = auth = xasprintf("Authorization: Bearer %s", o->bearer);
+    if (o->no_reuse)
+        lines[n++] = "Connection: close";
+    for (size_t i = 0; i < nextra; i++)
+        lines[n++] = o->headers[i];
+    r->hdrs = header_block(lines, n, &r->hdrs_len);
+    r->hdrs_secret = auth != NULL;
+    if (auth)
+        explicit_bzero(auth, strlen(auth));
+    xfree(auth);
+    xfree(ctype);
+    xfree(lines);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
 
     if (c->in_curl) {
@@ -776,6 +850,21 @@ int httpc_set_max_host_connections(struct httpc *c, long n)
     if (n < 1)
         return -EINVAL;
     return curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, n) == CURLM_OK ? 0 : -EINVAL;
+}
+
+int httpc_set_handle_pool(struct httpc *c, size_t n)
+{
+    while (c->npool > n)
+        curl_easy_cleanup(c->pool[--c->npool]);
+    if (n > c->pool_max)
+        c->pool = xrealloc(c->pool, n * sizeof(*c->pool));
+    c->pool_max = n;
+    return 0;
+}
+
+size_t httpc_pooled_handles(const struct httpc *c)
+{
+    return c->npool;
 }
 
 int httpc_set_max_idle_connections(struct httpc *c, long n)

@@ -8,10 +8,12 @@
  * every curl_multi_socket_action). Nothing blocks the loop: DNS goes through
  * curl's threaded resolver, everything else is event driven.
  *
- * Connections are reused through the multi handle's connection cache (easy
- * handles are created per request; idle connections stay in the multi), and
+ * Connections are reused through the multi handle's connection cache (idle
+ * connections stay in the multi; a request may opt out with no_reuse), and
  * HTTP/2 is negotiated over TLS when the server offers it, multiplexing
- * concurrent requests (watches included) on one connection.
+ * concurrent requests (watches included) on one connection. Easy handles are
+ * kept in a small pool per client and reset for the next request instead of
+ * being made and destroyed each time.
  *
  * The client is a handle in libuv's sense (new/close(cb), memory released
  * only after the close callback). A request is a request in libuv's sense:
@@ -109,6 +111,15 @@ struct httpc_opts {
     size_t max_body;                 /**< cap on a buffered body; 0 = HTTPC_DEFAULT_MAX_BODY */
     httpc_data_cb on_data;           /**< non-NULL: streaming mode */
     bool no_compression;             /**< do not send Accept-Encoding */
+    /** Close the connection after this request ("Connection: close", and not
+     *  kept in the cache): for a client that visits thousands of hosts once
+     *  every few seconds, where an idle connection per host costs memory and,
+     *  with libcurl before 8.x, a walk of the whole cache per request. */
+    bool no_reuse;
+    /** libcurl's receive buffer for this request in bytes, clamped to
+     *  [1 KiB, 512 KiB]; 0 = libcurl's default (16 KiB). A buffer that holds
+     *  a whole typical body reads it in one piece. */
+    size_t recv_buffer;
 };
 
 /** Close callback: the client's memory is already released. */
@@ -189,6 +200,27 @@ int httpc_set_max_host_connections(struct httpc *c, long n);
  * of pods). Returns 0 or -EINVAL.
  */
 int httpc_set_max_idle_connections(struct httpc *c, long n);
+
+/** Default number of idle easy handles a client keeps for reuse. */
+#define HTTPC_DEFAULT_HANDLE_POOL 4
+
+/**
+ * Keep up to n idle easy handles (with their receive buffers) for the next
+ * requests; 0 destroys each handle after its request. Extra idle handles are
+ * freed at once. Returns 0.
+ */
+int httpc_set_handle_pool(struct httpc *c, size_t n);
+
+/** Idle easy handles the client keeps now. */
+size_t httpc_pooled_handles(const struct httpc *c);
+
+/**
+ * Bytes libcurl has allocated and not freed, over every client of the
+ * process (counted through curl_global_init_mem, so it covers easy handles,
+ * buffers, connections and caches; not the memory of OpenSSL or nghttp2,
+ * which allocate on their own). 0 before the first httpc_new().
+ */
+size_t httpc_memory_bytes(void);
 
 /** Translate a CURLcode (as int) into the negative errno used above. */
 int httpc_curl_errno(int curlcode);

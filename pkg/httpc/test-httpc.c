@@ -35,6 +35,8 @@ struct fx {
     struct testsrv_conn *held;
     struct httpc_req *req;
     int remaining; /* keep-alive chain */
+    bool no_reuse; /* ...with httpc_opts.no_reuse */
+    int close_hdrs; /* requests that carried Connection: close */
     uv_timer_t timer;
 };
 
@@ -100,8 +102,9 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
 
 static void h_echo(struct testsrv_conn *c, const struct testsrv_req *r, void *arg)
 {
-    (void)arg;
-    char auth[128] = "", ct[64] = "", custom[64] = "";
+    char auth[128] = "", ct[64] = "", custom[64] = "", conn[32] = "";
+    if (testsrv_req_header(r, "Connection", conn, sizeof(conn)) && strcmp(conn, "close") == 0)
+        ((struct fx *)arg)->close_hdrs++;
     testsrv_req_header(r, "Authorization", auth, sizeof(auth));
     testsrv_req_header(r, "Content-Type", ct, sizeof(ct));
     testsrv_req_header(r, "X-Custom", custom, sizeof(custom));
@@ -447,7 +450,7 @@ static void on_chain(struct httpc_req *req, int err, const struct httpc_resp *re
     assert_int_equal(err, 0);
     if (--f->remaining > 0) {
         char *url = xasprintf("%s/n%d", testsrv_url(f->srv), f->remaining);
-        struct httpc_opts o = {.url = url};
+        struct httpc_opts o = {.url = url, .no_reuse = f->no_reuse};
         assert_int_equal(httpc_request(f->http, &o, on_chain, f, NULL), 0);
         xfree(url);
     }
@@ -465,6 +468,52 @@ static void test_keepalive_reuse(void **state)
     assert_int_equal(f->done_calls, 5);
     assert_int_equal(testsrv_requests(f->srv), 5);
     assert_int_equal(testsrv_accepts(f->srv), 1); /* one TCP connection for all five */
+    xfree(url);
+    fx_finish(f);
+}
+
+/* no_reuse: "Connection: close" on every request and a new connection for
+ * each; the easy handle of a finished request is reset and reused (the
+ * pool never holds more than its size); the receive buffer option is
+ * clamped and does not change what is received; libcurl's own heap bytes
+ * are counted. */
+static void test_no_reuse_pool_buffers(void **state)
+{
+    (void)state;
+    size_t base = httpc_memory_bytes();
+    struct fx *f = fx_new(h_echo);
+    assert_true(httpc_memory_bytes() > base); /* the multi handle */
+    f->remaining = 5;
+    f->no_reuse = true;
+    char *url = xasprintf("%s/n5", testsrv_url(f->srv));
+    struct httpc_opts o = {.url = url, .no_reuse = true};
+    assert_int_equal(httpc_request(f->http, &o, on_chain, f, NULL), 0);
+    run_until(f, 5);
+    assert_int_equal(testsrv_requests(f->srv), 5);
+    assert_int_equal(f->close_hdrs, 5);
+    assert_int_equal(testsrv_accepts(f->srv), 5); /* one connection per request */
+    /* each request of the chain starts in its predecessor's callback, before
+     * that one's handle is released: two handles, taking turns */
+    assert_int_equal(httpc_pooled_handles(f->http), 2);
+    xfree(url);
+
+    /* eight at once: eight handles, four kept afterwards */
+    url = xasprintf("%s/big", testsrv_url(f->srv));
+    static const size_t bufs[] = {0, 1, 1000, 16384, 100000, 1 << 20, 3, 65536};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bufs); i++) {
+        struct httpc_opts b = {.url = url, .recv_buffer = bufs[i]};
+        assert_int_equal(httpc_request(f->http, &b, on_done, f, NULL), 0);
+    }
+    size_t busy = httpc_memory_bytes();
+    run_until(f, 13);
+    assert_int_equal(f->last_err, 0);
+    assert_int_equal(strlen(f->last_body), sizeof(f->last_body) - 1); /* 99999 x, truncated */
+    assert_int_equal(httpc_pooled_handles(f->http), HTTPC_DEFAULT_HANDLE_POOL);
+    assert_true(busy > base);
+    size_t pooled = httpc_memory_bytes();
+    assert_int_equal(httpc_set_handle_pool(f->http, 0), 0);
+    assert_int_equal(httpc_pooled_handles(f->http), 0);
+    assert_true(httpc_memory_bytes() < pooled); /* the handles and their buffers are gone */
     xfree(url);
     fx_finish(f);
 }
@@ -551,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_close_with_inflight),
         cmocka_unit_test(test_connection_refused),
         cmocka_unit_test(test_keepalive_reuse),
+        cmocka_unit_test(test_no_reuse_pool_buffers),
         cmocka_unit_test(test_body_cap_and_headers),
         cmocka_unit_test(test_tls_errors),
         cmocka_unit_test(test_errno_mapping),

@@ -54,6 +54,7 @@ void conn_close(struct conn *c)
     if (c->closing)
         return;
     c->closing = true;
+    srv_release(c->srv, c);
     struct hreq *r = c->busy;
     c->busy = NULL;
     if (r) {
@@ -294,6 +295,8 @@ int httpd_respond(struct httpd_request *pub, int status, const struct httpd_head
         goto out;
     }
     bool close = !pub->keep_alive || c->eof || c->srv->closing || c->close_after_write;
+    c->completed++;
+    c->last_done = uv_now(c->srv->loop);
     send_response(c, status, headers, nheaders, body, len, r->is_head, close);
     if (!c->closing && !c->processing)
         conn_process(c);
@@ -638,6 +641,8 @@ void conn_accept(struct httpd *srv)
     }
     struct sockaddr_storage ss;
     int sl = sizeof(ss);
+    unsigned char src[16] = {0};
+    size_t srclen = 0; /* an address we cannot read counts as one source (all zero) */
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) == 0) {
         char ip[48] = "?";
         int port = 0;
@@ -646,19 +651,20 @@ void conn_accept(struct httpd *srv)
             uv_ip4_name(in, ip, sizeof(ip));
             port = ntohs(in->sin_port);
             snprintf(c->addr, sizeof(c->addr), "%s:%d", ip, port);
+            memcpy(src, &in->sin_addr, 4);
+            srclen = 4;
         } else if (ss.ss_family == AF_INET6) {
             struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
             uv_ip6_name(in6, ip, sizeof(ip));
             port = ntohs(in6->sin6_port);
             snprintf(c->addr, sizeof(c->addr), "[%s]:%d", ip, port);
+            memcpy(src, &in6->sin6_addr, 16);
+            srclen = 16;
         }
     }
-    if (srv->closing || srv->nconns > srv->cfg.max_connections) {
-        LOG_DEBUG(srv->name, "refusing %s: %u connections open (max %u)", c->addr,
-                  srv->nconns - 1, srv->cfg.max_connections);
-        conn_close(c);
-        return;
-    }
+    c->accepted_at = uv_now(srv->loop);
+    if (!srv_admit(srv, c, src, srclen ? srclen : 4))
+        return; /* refused: closed, counted and logged */
     uv_tcp_nodelay(&c->tcp, 1);
     if (srv->cfg.tls) {
         c->ssl = SSL_new(srv->ctx);

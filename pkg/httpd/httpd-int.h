@@ -94,6 +94,16 @@ void tls_errors(char *out, size_t len);
 
 /* ---- server / connections ---------------------------------------------- */
 
+/* Live connections from one IP address (server.c's table). */
+struct source {
+    struct source *next;      /* hash chain */
+    unsigned n;               /* live connections (not closing) */
+    uint8_t len;              /* 4 or 16 */
+    unsigned char addr[16];
+};
+
+#define SOURCE_BUCKETS 256
+
 struct httpd {
     uv_loop_t *loop;
     struct httpd_config cfg;      /* strings point at the owned copies below */
@@ -111,8 +121,14 @@ struct httpd {
     X509_STORE *client_store;
     struct file_id cert_id, key_id, ca_id;
 
-    struct conn *conns;
-    unsigned nconns;
+    struct conn *conns;           /* newest first */
+    unsigned nconns;              /* allocated (closing ones included) */
+    unsigned nlive;               /* not closing: what the caps count */
+    struct source *sources[SOURCE_BUCKETS];
+    unsigned nsources;
+    struct httpd_stats stats;
+    uint64_t log_after;           /* loop time before which refusals are only counted */
+    uint64_t log_refused, log_evicted; /* counted since the last line */
 
     bool closing;
     httpd_close_cb close_cb;
@@ -142,6 +158,10 @@ struct conn {
     char *chain_pem;              /* the client's certificates, PEM, leaf first */
     char addr[64];
 
+    struct source *src;           /* NULL until counted (and again once closing) */
+    uint64_t accepted_at;         /* loop time */
+    uint64_t last_done;           /* loop time the last response was queued, 0 if none */
+    unsigned completed;           /* requests answered */
     struct hreq *busy;            /* request with the handler */
     int writes;                   /* uv_write requests in flight */
     uint64_t head_start;          /* loop time the current head began, 0 if none */
@@ -155,6 +175,12 @@ struct conn {
 };
 
 void conn_accept(struct httpd *srv);
+/* Count c as a live connection from source address sa (len 4 or 16 bytes),
+ * making room as the file comment of httpd.h says; false when it must be
+ * refused (it is then closed). */
+bool srv_admit(struct httpd *srv, struct conn *c, const unsigned char *addr, size_t len);
+/* c stops counting (closing). */
+void srv_release(struct httpd *srv, struct conn *c);
 void conn_close(struct conn *c);
 /* Called when a server starts closing: close idle connections now, let
  * busy ones finish. */

@@ -9,6 +9,17 @@
  * after the previous response has been queued, so responses can never be
  * reordered even when a handler answers later (deferred response).
  *
+ * The front door cannot be locked: at max_connections a new connection
+ * first evicts an open one that has no request with the handler and no
+ * response being written: one that has not completed a request (idle since
+ * accept, in its TLS handshake, or sending its first request) before an idle
+ * keep-alive one, the one from the source address holding the most
+ * connections first, the oldest first. Each source address may hold
+ * max_connections_per_source; past that its own such connection is evicted.
+ * Only when nothing can be evicted is the new connection refused (closed at
+ * once). Both are counted (httpd_stats) and logged as warnings, at most one
+ * line per 10 s per listener with the counts since the last line.
+ *
  * Ownership: a struct httpd_request is owned by the server until it is
  * handed to the request callback; from then on it belongs to the handler,
  * which must answer it exactly once with httpd_respond() (synchronously in
@@ -40,7 +51,10 @@ struct httpd_config {
     size_t max_header_bytes;      /**< request line + headers [16384]; over: 431 and close */
     size_t max_headers;           /**< number of header fields [100]; over: 431 and close */
     size_t max_body_bytes;        /**< request body [1 MiB]; over: 413 and close */
-    unsigned max_connections;     /**< simultaneous connections [256]; extra ones are closed */
+    unsigned max_connections;     /**< simultaneous connections [256]; see the file comment for
+                                       what happens to more */
+    unsigned max_connections_per_source; /**< simultaneous connections from one IP address
+                                       [64, or max_connections when smaller] */
     uint64_t idle_timeout_ms;     /**< keep-alive idle time before close [60000] */
     uint64_t header_timeout_ms;   /**< from connection/first byte to end of headers,
                                        TLS handshake included [10000] (slowloris cut-off) */
@@ -114,6 +128,19 @@ int httpd_new(uv_loop_t *loop, const struct httpd_config *cfg, httpd_request_cb 
 
 /** The bound TCP port (useful with port 0). */
 int httpd_port(const struct httpd *srv);
+
+/** Connection counters of one listener, for /metrics. */
+struct httpd_stats {
+    uint64_t accepted;     /**< connections accepted (kept, not refused) */
+    uint64_t refused;      /**< closed at once on arrival: nothing could be evicted to make room
+                                (or the server was closing) */
+    uint64_t evicted;      /**< open connections closed to make room for a new one */
+    unsigned connections;  /**< open now */
+    unsigned sources;      /**< distinct source addresses among them */
+};
+
+/** Fill out with srv's counters. */
+void httpd_stats(const struct httpd *srv, struct httpd_stats *out);
 
 /**
  * Start closing: stop listening, close idle connections now, let busy ones

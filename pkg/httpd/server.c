@@ -258,6 +258,10 @@ static void apply_defaults(struct httpd_config *c)
         c->max_body_bytes = 1u << 20;
     if (!c->max_connections)
         c->max_connections = 256;
+    if (!c->max_connections_per_source)
+        c->max_connections_per_source = 64;
+    if (c->max_connections_per_source > c->max_connections)
+        c->max_connections_per_source = c->max_connections;
     if (!c->idle_timeout_ms)
         c->idle_timeout_ms = 60000;
     if (!c->header_timeout_ms)

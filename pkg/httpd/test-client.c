@@ -29,6 +29,12 @@ int tc_connect(struct tc *c, const struct tc_opts *o)
     setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (o->source) {
+        struct sockaddr_in src = {.sin_family = AF_INET};
+        if (inet_pton(AF_INET, o->source, &src.sin_addr) != 1 ||
+            bind(c->fd, (struct sockaddr *)&src, sizeof(src)) != 0)
+            goto fail;
+    }
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)

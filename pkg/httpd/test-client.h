@@ -17,6 +17,7 @@ struct tc_opts {
     const char *key_file;
     int max_tls_version;   /* 0 = default */
     int timeout_ms;        /* socket receive timeout [5000] */
+    const char *source;    /* local IPv4 address to connect from (127.x.y.z), NULL: any */
 };
 
 struct tc {

@@ -114,6 +114,16 @@ static void fx_handler(struct httpd_request *req, void *arg)
         uv_timer_start(&d->t, fx_on_deferred, (uint64_t)delay, 0);
         return;
     }
+    if (strcmp(req->path, "/stats") == 0) { /* the door's counters, read on the loop */
+        struct httpd_stats st;
+        httpd_stats(f->srv, &st);
+        char body[160];
+        int n = snprintf(body, sizeof(body), "refused=%llu evicted=%llu open=%u sources=%u",
+                         (unsigned long long)st.refused, (unsigned long long)st.evicted,
+                         st.connections, st.sources);
+        httpd_respond(req, 200, NULL, 0, body, (size_t)n);
+        return;
+    }
     if (strcmp(req->path, "/cert") == 0) {
         char body[256];
         int certs = 0; /* certificates in the PEM chain */

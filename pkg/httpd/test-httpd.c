@@ -205,26 +205,39 @@ static void cl_limits(struct fx *f)
     CHECK(f, r.status == 400 && r.close);
     tc_close(&c);
 
-    /* connection limit: two held open, the third is closed at once (after
-     * the server has seen the closes above) */
+    /* at the cap (two) a new connection evicts the oldest idle one rather
+     * than being refused (after the server has seen the closes above) */
     usleep(100000);
-    struct tc c1, c2, c3;
+    struct tc c1, c2, c3, c4;
     CHECK(f, tc_connect(&c1, &o) == 0);
-    CHECK(f, tc_connect(&c2, &o) == 0);
     CHECK(f, tc_send_str(&c1, "GET /1 HTTP/1.1\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c1, &r) == 0 && r.status == 200);
+    CHECK(f, tc_connect(&c2, &o) == 0);
     CHECK(f, tc_send_str(&c2, "GET /2 HTTP/1.1\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c2, &r) == 0 && r.status == 200);
     CHECK(f, tc_connect(&c3, &o) == 0);
-    CHECK(f, tc_wait_close(&c3) == 0);
-    tc_close(&c3);
+    CHECK(f, tc_wait_close(&c1) == 0); /* the oldest idle one made room */
+    CHECK(f, tc_send_str(&c3, "GET /3 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c3, &r) == 0 && r.status == 200);
+    /* a connection whose request is with the handler is never evicted: with
+     * both busy, the next one is refused */
+    CHECK(f, tc_send_str(&c2, "GET /defer/400 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c3, "GET /defer/400 HTTP/1.1\r\n\r\n") == 0);
+    usleep(100000);
+    CHECK(f, tc_connect(&c4, &o) == 0);
+    CHECK(f, tc_wait_close(&c4) == 0);
+    CHECK(f, tc_read_response(&c2, &r) == 0 && r.status == 200);
+    CHECK(f, tc_read_response(&c3, &r) == 0 && r.status == 200);
+    tc_close(&c4);
     tc_close(&c1);
     tc_close(&c2);
-    /* after closing them there is room again */
+    tc_close(&c3);
+    /* after closing them there is room again; the counters say what happened */
     usleep(50000);
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET /again HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /stats HTTP/1.1\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
+    CHECK(f, strcmp(r.body, "refused=1 evicted=1 open=1 sources=1") == 0);
     tc_close(&c);
 }
 
@@ -237,7 +250,115 @@ static void test_limits(void **state)
     cfg.max_body_bytes = 2000;
     cfg.max_connections = 2;
     fx_run(&f, &cfg, cl_limits);
-    assert_int_equal(f.requests, 3);
+    assert_int_equal(f.requests, 6); /* /1 /2 /3, two deferred, /stats */
+}
+
+/* ---- the front door: eviction and the per-source cap -------------------- */
+
+static bool served(struct fx *f, struct tc *c, const char *path)
+{
+    struct tc_resp r;
+    char req[96];
+    snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\n\r\n", path);
+    return tc_send_str(c, req) == 0 && tc_read_response(c, &r) == 0 && r.status == 200;
+    (void)f;
+}
+
+/* Four slots, three per source. Idle connections that never sent a request
+ * go before a kept-alive one, those of the source holding the most first,
+ * the oldest first; nothing busy is ever closed. */
+static void cl_door(struct fx *f)
+{
+    struct tc k1, i1, i2, j1, j2, j3, x;
+    struct tc_opts a = opts(f), b = opts(f), c = opts(f);
+    a.source = "127.0.0.1";
+    b.source = "127.0.0.2";
+    c.source = "127.0.0.3";
+    CHECK(f, tc_connect(&k1, &a) == 0 && served(f, &k1, "/k1")); /* kept alive */
+    CHECK(f, tc_connect(&i1, &b) == 0);                           /* idle, never asked */
+    usleep(20000);
+    CHECK(f, tc_connect(&i2, &b) == 0);
+    CHECK(f, tc_connect(&j1, &c) == 0);
+    usleep(50000);
+    /* full: j2 takes the oldest idle one of the largest sources (2 each): i1 */
+    CHECK(f, tc_connect(&j2, &c) == 0);
+    CHECK(f, tc_wait_close(&i1) == 0);
+    CHECK(f, served(f, &j2, "/j2"));
+    CHECK(f, served(f, &k1, "/k1-again")); /* the kept-alive one is still there */
+    /* full again: 127.0.0.3 now holds three (with j3), so its idle j1 goes
+     * before 127.0.0.2's i2 */
+    CHECK(f, tc_connect(&j3, &c) == 0);
+    CHECK(f, tc_wait_close(&j1) == 0);
+    CHECK(f, served(f, &j3, "/j3") && served(f, &i2, "/i2"));
+    /* all four busy: the next one is refused, and nobody loses a request */
+    CHECK(f, tc_send_str(&k1, "GET /defer/400 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&i2, "GET /defer/400 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&j2, "GET /defer/400 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&j3, "GET /defer/400 HTTP/1.1\r\n\r\n") == 0);
+    usleep(100000);
+    CHECK(f, tc_connect(&x, &a) == 0);
+    CHECK(f, tc_wait_close(&x) == 0);
+    tc_close(&x);
+    struct tc_resp r;
+    CHECK(f, tc_read_response(&k1, &r) == 0 && r.status == 200);
+    CHECK(f, tc_read_response(&i2, &r) == 0 && r.status == 200);
+    CHECK(f, tc_read_response(&j2, &r) == 0 && r.status == 200);
+    CHECK(f, tc_read_response(&j3, &r) == 0 && r.status == 200);
+    CHECK(f, tc_send_str(&k1, "GET /stats HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&k1, &r) == 0 && r.status == 200);
+    CHECK(f, strcmp(r.body, "refused=1 evicted=2 open=4 sources=3") == 0);
+    tc_close(&k1);
+    tc_close(&i1);
+    tc_close(&i2);
+    tc_close(&j1);
+    tc_close(&j2);
+    tc_close(&j3);
+}
+
+static void test_door(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    cfg.max_connections = 4;
+    cfg.max_connections_per_source = 3;
+    fx_run(&f, &cfg, cl_door);
+}
+
+/* One source at its cap evicts its own idle connection, even with room in
+ * the listener: 30 connections opened in a loop from one address leave
+ * another address's connection alone, and the loop's last ones work. */
+static void cl_per_source(struct fx *f)
+{
+    struct tc other, flood[30];
+    struct tc_opts a = opts(f), b = opts(f);
+    a.source = "127.0.0.7";
+    b.source = "127.0.0.8";
+    CHECK(f, tc_connect(&other, &b) == 0);
+    for (int i = 0; i < 30; i++)
+        CHECK(f, tc_connect(&flood[i], &a) == 0);
+    for (int i = 0; i < 27; i++)
+        CHECK(f, tc_wait_close(&flood[i]) == 0);
+    for (int i = 27; i < 30; i++)
+        CHECK(f, served(f, &flood[i], "/flood"));
+    CHECK(f, served(f, &other, "/other"));
+    struct tc_resp r;
+    CHECK(f, tc_send_str(&other, "GET /stats HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&other, &r) == 0 && r.status == 200);
+    CHECK(f, strcmp(r.body, "refused=0 evicted=27 open=4 sources=2") == 0);
+    for (int i = 0; i < 30; i++)
+        tc_close(&flood[i]);
+    tc_close(&other);
+}
+
+static void test_door_per_source(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    cfg.max_connections = 16;
+    cfg.max_connections_per_source = 3;
+    fx_run(&f, &cfg, cl_per_source);
 }
 
 /* ---- timeouts ------------------------------------------------------------- */
@@ -436,6 +557,8 @@ int main(void)
         cmocka_unit_test(test_bodies),
         cmocka_unit_test(test_pipelining),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_door),
+        cmocka_unit_test(test_door_per_source),
         cmocka_unit_test(test_timeouts),
         cmocka_unit_test(test_abort),
         cmocka_unit_test(test_graceful_close),

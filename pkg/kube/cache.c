@@ -160,6 +160,11 @@ int kube_cache_new(struct kube *k, const struct kube_cache_opts *o, kube_cache_c
     return 0;
 }
 
+size_t kube_cache_memory(const struct kube_cache *c)
+{
+    return sizeof(*c) + c->nscopes * sizeof(*c->scopes) + kube_store_memory(c->store);
+}
+
 bool kube_cache_synced(const struct kube_cache *c)
 {
     for (size_t i = 0; i < c->nscopes; i++)

@@ -78,6 +78,8 @@ size_t kube_store_npods(const struct kube_store *s);
 size_t kube_store_index_rebuilds(const struct kube_store *s);
 /** Distinct interned strings (tests check sharing). */
 size_t kube_store_interned(const struct kube_store *s);
+/** Heap bytes the store holds: objects, their strings, tables (allocator overhead excluded). */
+size_t kube_store_memory(const struct kube_store *s);
 
 /* ---- raw requests (for the reflector) ---------------------------------- */
 

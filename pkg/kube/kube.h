@@ -528,6 +528,13 @@ size_t kube_cache_npods(const struct kube_cache *c);
  */
 void kube_cache_write_metrics(const struct kube_cache *c, struct util_buf *out);
 
+/**
+ * Heap bytes the cache's objects hold: the stored Deployments and Pods, their
+ * strings and labels, the hash tables and indexes (allocator overhead and
+ * the reflectors' buffers in flight excluded). O(objects).
+ */
+size_t kube_cache_memory(const struct kube_cache *c);
+
 /** Parse an RFC 3339 timestamp ("2024-05-01T10:00:00Z", fractions and offsets allowed) to ms. */
 int kube_parse_time(const char *s, int64_t *out_ms);
 

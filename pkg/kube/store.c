@@ -375,3 +375,64 @@ size_t kube_store_interned(const struct kube_store *s)
 {
     return kintern_count(&s->pool);
 }
+
+/* ---- footprint --------------------------------------------------------- */
+
+static size_t str_bytes(const char *s)
+{
+    return s ? strlen(s) + 1 : 0;
+}
+
+static size_t map_bytes(const struct kmap *m)
+{
+    return m->cap * sizeof(*m->ents);
+}
+
+static size_t labels_bytes(const struct kube_labels *l, bool owned)
+{
+    size_t n = l->n * sizeof(*l->items);
+    for (size_t i = 0; owned && i < l->n; i++)
+        n += str_bytes(l->items[i].key) + str_bytes(l->items[i].value);
+    return n;
+}
+
+static size_t selector_bytes(const struct kube_selector *sel)
+{
+    size_t n = sel->nmatch * sizeof(*sel->match) + sel->nexprs * sizeof(*sel->exprs);
+    for (size_t i = 0; i < sel->nmatch; i++)
+        n += str_bytes(sel->match[i].key) + str_bytes(sel->match[i].value);
+    for (size_t i = 0; i < sel->nexprs; i++) {
+        n += str_bytes(sel->exprs[i].key) + sel->exprs[i].nvalues * sizeof(char *);
+        for (size_t j = 0; j < sel->exprs[i].nvalues; j++)
+            n += str_bytes(sel->exprs[i].values[j]);
+    }
+    return n;
+}
+
+size_t kube_store_memory(const struct kube_store *s)
+{
+    size_t n = sizeof(*s) + map_bytes(&s->deps) + map_bytes(&s->pods) + map_bytes(&s->nss) +
+               map_bytes(&s->pool.map) + s->allcap * sizeof(*s->all);
+    void *v;
+    for (size_t i = 0; kmap_next(&s->pods, &i, &v);) {
+        const struct pod *p = v;
+        n += sizeof(*p) + str_bytes(p->key) + str_bytes(p->rv) + str_bytes(p->pub.name) +
+             labels_bytes(&p->pub.labels, false); /* label strings are interned */
+    }
+    for (size_t i = 0; kmap_next(&s->deps, &i, &v);) {
+        const struct dep *d = v;
+        const struct kube_deployment *k = &d->pub;
+        n += sizeof(*d) + str_bytes(d->key) + d->podcap * sizeof(*d->pods) + str_bytes(k->ns) +
+             str_bytes(k->name) + str_bytes(k->uid) + str_bytes(k->resource_version) +
+             labels_bytes(&k->labels, true) + labels_bytes(&k->annotations, true) +
+             selector_bytes(&k->selector);
+    }
+    for (size_t i = 0; kmap_next(&s->nss, &i, &v);) {
+        const struct kns *ns = v;
+        n += sizeof(*ns) + str_bytes(ns->name) + ns->podcap * sizeof(*ns->pods) +
+             ns->depcap * sizeof(*ns->deps);
+    }
+    for (size_t i = 0; kmap_next(&s->pool.map, &i, &v);)
+        n += sizeof(size_t) + strlen((const char *)v + sizeof(size_t)) + 1;
+    return n;
+}

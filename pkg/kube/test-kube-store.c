@@ -370,6 +370,18 @@ static void test_scale(void **state)
     assert_int_equal(kube_store_index_rebuilds(s), rebuilds);
     double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
     print_message("scale: 1000 deployments + 10000 pods applied and indexed in %.2f s CPU\n", secs);
+    /* the footprint gauge: a few hundred bytes per pod, back down when they go */
+    size_t mem = kube_store_memory(s);
+    print_message("scale: %zu bytes held (%zu per pod)\n", mem, mem / 10000);
+    assert_true(mem > 10000 * sizeof(struct kube_pod) && mem < 10000 * 600);
+    for (int i = 5000; i < 10000; i++) {
+        snprintf(ns, sizeof(ns), "ns%d", (i / 10) % 10);
+        snprintf(name, sizeof(name), "p%d", i);
+        snprintf(app, sizeof(app), "app%d", i / 10);
+        apply(s, KUBE_KIND_POD, KUBE_EV_DELETED, pod(ns, name, "1", app, true));
+    }
+    size_t half = kube_store_memory(s);
+    assert_true(half < mem - 5000 * sizeof(struct kube_pod));
     kube_store_free(s);
 }
 

@@ -524,16 +524,18 @@ static int skip_sample(struct prom_parser *p, const char *s, const char *e, cons
                 break;
             }
             q++;
-            for (;;) { /* inside quotes */
-                while (q < e && *q != '"' && *q != '\\')
-                    q++;
-                if (q == e)
-                    return fail(p, -EINVAL, COL(open), "unterminated label value");
-                if (*q == '"')
+            for (;;) { /* inside quotes: the next quote, unless a backslash comes first */
+                const char *qq = memchr(q, '"', (size_t)(e - q));
+                const char *bs = memchr(q, '\\', (size_t)((qq ? qq : e) - q));
+                if (!bs) {
+                    if (!qq)
+                        return fail(p, -EINVAL, COL(open), "unterminated label value");
+                    q = qq;
                     break;
-                if (q + 1 == e) /* backslash as the last byte */
+                }
+                if (bs + 1 == e) /* backslash as the last byte */
                     return fail(p, -EINVAL, COL(open), "unterminated label value");
-                q += 2;
+                q = bs + 2;
             }
             s = q + 1;
         }
@@ -553,7 +555,12 @@ static int parse_sample(struct prom_parser *p, const char *s, const char *e, con
     bool om = p->opts.format == PROM_FMT_OPENMETRICS;
     if (!(cls[(unsigned char)*s] & C_NAME0))
         return fail(p, -EINVAL, COL(s), "invalid metric name");
-    s = skip_name(s + 1, e, C_NAME);
+    /* A sample of the current family starts with its name, which its # line
+     * validated: only the rest needs the character-class scan. */
+    if (p->fam_len && (size_t)(e - s) >= p->fam_len && memcmp(s, p->fam, p->fam_len) == 0)
+        s = skip_name(s + p->fam_len, e, C_NAME);
+    else
+        s = skip_name(s + 1, e, C_NAME);
     size_t nl = (size_t)(s - name);
     enum prom_suffix suffix;
     bool fam = in_family(p, name, nl, &suffix);

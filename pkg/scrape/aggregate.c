@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* scrape/aggregate: each pod's scraped history (counters kept as
- * policy_counter samples so rates follow Prometheus rate(), resets included)
- * and the workload's result computed from its ready pods.
+/* scrape/aggregate: the workload's result computed from its ready pods'
+ * histories (request counters as rate() reads them, resets included) and
+ * its latency window.
  *
  * Counting rules (docs/metrics.md repeats them for users):
  *  - failed: the pod's last scrape attempt failed;
@@ -17,6 +17,9 @@
  * missing_fraction x (ready - warming). So a scale-out (many new pods) never
  * invalidates an otherwise healthy workload, while no pod counted is always
  * invalid. A rate is never made up: when invalid, request_rate is NAN.
+ * The p99 is histogram_quantile(0.99) of the workload's window (the bucket
+ * increases of every pod scraped in it, see scrape-int.h), as Prometheus
+ * computes it over sum by (le) (rate(bucket[window])).
  * Token counters (demand-unit tokens) are sampled with the request counter
  * and summed by the same rules; a workload where no counted pod has the
  * generation-token metric is invalid, like one without the request metric.
@@ -45,93 +48,6 @@ const char *scrape_fail_name(enum scrape_fail f)
     return (unsigned)f < SCRAPE_FAIL_COUNT_ ? fail_names[f] : "error";
 }
 
-/* ---- per-pod history --------------------------------------------------- */
-
-void scrape_podstate_init(struct scrape_podstate *st, int64_t since_ms)
-{
-    memset(st, 0, sizeof(*st));
-    st->since_ms = since_ms;
-    st->last_ok_ms = POLICY_NEVER;
-    st->last_try_ms = POLICY_NEVER;
-}
-
-void scrape_podstate_free(struct scrape_podstate *st)
-{
-    xfree(st->buckets);
-    st->buckets = NULL;
-    st->nbuckets = 0;
-}
-
-void scrape_podstate_reset(struct scrape_podstate *st, int64_t since_ms)
-{
-    char err[sizeof(st->error)];
-    memcpy(err, st->error, sizeof(err));
-    scrape_podstate_free(st);
-    scrape_podstate_init(st, since_ms);
-    memcpy(st->error, err, sizeof(err));
-}
-
-void scrape_podstate_fail(struct scrape_podstate *st, int64_t t_ms, enum scrape_fail f,
-                          const char *msg)
-{
-    st->fail = f == SCRAPE_FAIL_NONE ? SCRAPE_FAIL_OTHER : f;
-    st->last_try_ms = t_ms;
-    snprintf(st->error, sizeof(st->error), "%s", msg);
-}
-
-static bool same_bounds(const struct scrape_podstate *st, const struct scrape_sample *s)
-{
-    if (st->nbuckets != s->nbuckets)
-        return false;
-    for (size_t i = 0; i < s->nbuckets; i++)
-        if (st->buckets[i].le != s->le[i])
-            return false;
-    return true;
-}
-
-void scrape_podstate_ok(struct scrape_podstate *st, int64_t t_ms, const struct scrape_sample *s)
-{
-    /* A counter that was there and is gone is not zero: the exposition
-     * broke, so this scrape counts as failed rather than as a reset. */
-    if (!s->has_requests && st->req_seen) {
-        scrape_podstate_fail(st, t_ms, SCRAPE_FAIL_GARBAGE,
-                             "request metric disappeared from the exposition");
-        return;
-    }
-    if ((!s->has_prompt && st->prompt_seen) || (!s->has_gen && st->gen_seen)) {
-        scrape_podstate_fail(st, t_ms, SCRAPE_FAIL_GARBAGE,
-                             "token metric disappeared from the exposition");
-        return;
-    }
-    /* Absent from the start: a lazily created counter (TGI's appear with
-     * the first request), so zero. scrape_aggregate() still refuses a
-     * workload where no pod has it. */
-    policy_counter_add(&st->requests, t_ms, s->has_requests ? s->requests : 0);
-    st->req_seen = s->has_requests;
-    /* token counters: the same rules (TGI's histograms appear lazily too) */
-    policy_counter_add(&st->prompt, t_ms, s->has_prompt ? s->prompt_tokens : 0);
-    policy_counter_add(&st->gen, t_ms, s->has_gen ? s->gen_tokens : 0);
-    st->prompt_seen = s->has_prompt;
-    st->gen_seen = s->has_gen;
-    st->inflight = s->inflight;
-    st->has_inflight = s->has_inflight;
-    st->queued = s->queued;
-    st->has_queued = s->has_queued;
-    if (!same_bounds(st, s)) { /* new layout (or none): start the buckets afresh */
-        xfree(st->buckets);
-        st->buckets = s->nbuckets ? xcalloc(s->nbuckets, sizeof(*st->buckets)) : NULL;
-        st->nbuckets = s->nbuckets;
-        for (size_t i = 0; i < s->nbuckets; i++)
-            st->buckets[i].le = s->le[i];
-    }
-    for (size_t i = 0; i < s->nbuckets; i++)
-        policy_counter_add(&st->buckets[i].c, t_ms, s->count[i]);
-    st->last_ok_ms = t_ms;
-    st->last_try_ms = t_ms;
-    st->ok_count++;
-    st->fail = SCRAPE_FAIL_NONE;
-}
-
 /* ---- pods -> result ---------------------------------------------------- */
 
 double scrape_latency_unit_ms(const char *metric)
@@ -151,36 +67,6 @@ double scrape_latency_unit_ms(const char *metric)
     return 1000; /* Prometheus base unit: seconds */
 }
 
-/* Summed per-le rates across pods. */
-struct hist_acc {
-    size_t n;
-    double le[2 * SCRAPE_MAX_BUCKETS];
-    double rate[2 * SCRAPE_MAX_BUCKETS];
-};
-
-static void hist_add_pod(struct hist_acc *h, const struct scrape_podstate *st, int64_t now_ms,
-                         int64_t window_ms)
-{
-    double r[SCRAPE_MAX_BUCKETS];
-    if (st->nbuckets == 0 || st->nbuckets > SCRAPE_MAX_BUCKETS)
-        return;
-    for (size_t i = 0; i < st->nbuckets; i++)
-        if (policy_counter_rate(&st->buckets[i].c, now_ms, window_ms, &r[i]) != 0)
-            return; /* layout too new for a rate: leave this pod out */
-    for (size_t i = 0; i < st->nbuckets; i++) {
-        size_t j = 0;
-        while (j < h->n && h->le[j] != st->buckets[i].le)
-            j++;
-        if (j == h->n) {
-            if (h->n == UTIL_ARRAY_LEN(h->le))
-                continue;
-            h->le[h->n] = st->buckets[i].le;
-            h->rate[h->n++] = 0;
-        }
-        h->rate[j] += r[i];
-    }
-}
-
 /* One counter kind's per-pod increases over the window and over the newest
  * intervals, for the window rate below. */
 struct acc {
@@ -198,17 +84,17 @@ static void acc_init(struct acc *a, size_t n)
 
 /* Adds one counted pod's counter c as entry k; false when it has no
  * increase over the window (too few samples). */
-static bool acc_add(struct acc *a, size_t k, const struct policy_counter *c, int64_t now_ms,
+static bool acc_add(struct acc *a, size_t k, const struct scrape_ring *c, int64_t now_ms,
                     int64_t window_ms, int64_t recent_ms, int64_t *span)
 {
     double inc, rinc;
     int64_t sp, rsp;
-    if (policy_counter_increase(c, now_ms, window_ms, &inc, &sp) != 0)
+    if (scrape_ring_increase(c, now_ms, window_ms, &inc, &sp) != 0)
         return false;
     a->incs[k] = inc;
     if (span)
         *span = sp;
-    if (policy_counter_increase(c, now_ms, recent_ms, &rinc, &rsp) == 0 && rsp > 0)
+    if (scrape_ring_increase(c, now_ms, recent_ms, &rinc, &rsp) == 0 && rsp > 0)
         a->recent += rinc / ((double)rsp / 1000.0);
     else
         a->recent_ok = false;
@@ -258,9 +144,9 @@ static void put_why(struct scrape_result *out, const char *lead, const struct ta
     snprintf(out->why, sizeof(out->why), "%s (%s)", lead, detail);
 }
 
-void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct scrape_spec *spec,
-                      int64_t now_ms, int64_t interval_ms, int64_t window_ms,
-                      struct scrape_result *out)
+void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct scrape_window *win,
+                      const struct scrape_spec *spec, int64_t now_ms, int64_t interval_ms,
+                      int64_t window_ms, struct scrape_result *out)
 {
     memset(out, 0, sizeof(*out));
     out->request_rate = NAN;
@@ -275,7 +161,6 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     out->prompt_token_recent = out->generation_token_recent = NAN;
 
     struct tally t = {0};
-    struct hist_acc *h = xcalloc(1, sizeof(*h));
     double inflight = 0, queued = 0;
     /* counted pods' increases (requests, prompt and generated tokens) and
      * sample spans, for the rates below */
@@ -333,7 +218,6 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
             queued += st->queued;
             any_queued = true;
         }
-        hist_add_pod(h, st, now_ms, window_ms);
     }
     out->pods_stale = t.stale;
 
@@ -372,11 +256,11 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
         }
         out->inflight = spec->inflight_metric[0] && any_inflight ? inflight : -1;
         out->queued = spec->queue_metric[0] && any_queued ? queued : -1;
-        if (h->n >= 2) {
-            double q = prom_histogram_quantile(0.99, h->le, h->rate, h->n);
-            if (isfinite(q) && q >= 0)
-                out->p99_ms = q * scrape_latency_unit_ms(spec->latency_metric);
-        }
+        double q = win && spec->latency_metric[0]
+                       ? scrape_window_quantile(win, 0.99, now_ms, window_ms)
+                       : NAN;
+        if (isfinite(q) && q >= 0)
+            out->p99_ms = q * scrape_latency_unit_ms(spec->latency_metric);
     }
     if (out->time_ms == POLICY_NEVER)
         out->time_ms = 0;
@@ -385,5 +269,4 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     xfree(gen.incs);
     xfree(spans);
     xfree(ages);
-    xfree(h);
 }

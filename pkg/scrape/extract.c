@@ -122,7 +122,9 @@ static int on_sample(const struct prom_sample *ps, void *arg)
 
 static void copy_name(char *dst, size_t cap, const char *src)
 {
-    snprintf(dst, cap, "%s", src);
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
 }
 
 void scrape_extract_init(struct scrape_extract *x, const struct scrape_spec *spec,
@@ -135,6 +137,7 @@ void scrape_extract_init(struct scrape_extract *x, const struct scrape_spec *spe
     copy_name(x->queue, sizeof(x->queue), spec->queue_metric);
     copy_name(x->prompt, sizeof(x->prompt), spec->prompt_token_metric);
     copy_name(x->gen, sizeof(x->gen), spec->generation_token_metric);
+    x->s.tokens = x->prompt[0] || x->gen[0];
     if (spec->latency_metric[0])
         snprintf(x->bucket, sizeof(x->bucket), "%s_bucket", spec->latency_metric);
     x->format = PROM_FMT_TEXT;
@@ -148,11 +151,50 @@ int scrape_extract_set_format(struct scrape_extract *x, enum prom_format fmt)
     return 0;
 }
 
-/* The parser is made on first use, once the format is known. */
+static bool same_names(const struct scrape_extract *x, const struct scrape_spec *spec)
+{
+    char bucket[sizeof(x->bucket)] = "";
+    if (spec->latency_metric[0])
+        snprintf(bucket, sizeof(bucket), "%s_bucket", spec->latency_metric);
+    return strncmp(x->request, spec->request_metric, sizeof(x->request) - 1) == 0 &&
+           strncmp(x->inflight, spec->inflight_metric, sizeof(x->inflight) - 1) == 0 &&
+           strncmp(x->queue, spec->queue_metric, sizeof(x->queue) - 1) == 0 &&
+           strncmp(x->prompt, spec->prompt_token_metric, sizeof(x->prompt) - 1) == 0 &&
+           strncmp(x->gen, spec->generation_token_metric, sizeof(x->gen) - 1) == 0 &&
+           strcmp(x->bucket, bucket) == 0;
+}
+
+void scrape_extract_reuse(struct scrape_extract *x, const struct scrape_spec *spec,
+                          size_t max_bytes)
+{
+    struct prom_parser *keep = x->parser ? x->parser : x->spare;
+    enum prom_format fmt = x->parser ? x->format : x->spare_format;
+    if (x->parser && x->spare)
+        prom_parser_free(x->spare);
+    if (keep && (!same_names(x, spec) ||
+                 x->max_bytes != (max_bytes ? max_bytes : PROM_DEFAULT_MAX_TOTAL))) {
+        prom_parser_free(keep);
+        keep = NULL;
+    }
+    scrape_extract_init(x, spec, max_bytes);
+    x->spare = keep;
+    x->spare_format = fmt;
+}
+
+/* The parser is made on first use, once the format is known: the spare one
+ * (reset) when it parses that format, else a new one. */
 static void start_parser(struct scrape_extract *x)
 {
     if (x->parser)
         return;
+    if (x->spare && x->spare_format == x->format) {
+        x->parser = x->spare;
+        x->spare = NULL;
+        prom_parser_reset(x->parser);
+        return;
+    }
+    prom_parser_free(x->spare);
+    x->spare = NULL;
     struct prom_parser_opts o = {.format = x->format, .max_total = x->max_bytes};
     x->parser = prom_parser_new(&o, on_sample, x);
     int wanted = 0;
@@ -210,7 +252,9 @@ int scrape_extract_finish(struct scrape_extract *x)
 void scrape_extract_free(struct scrape_extract *x)
 {
     prom_parser_free(x->parser);
+    prom_parser_free(x->spare);
     x->parser = NULL;
+    x->spare = NULL;
 }
 
 int scrape_extract_buf(const struct scrape_spec *spec, enum prom_format fmt, const void *buf,

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* scrape internals shared by the module's files and its tests: the pure core
- * (one exposition -> one pod sample; per-pod counter history; pods -> one
- * workload result) that the I/O part in scrape.c drives.
+ * (one exposition -> one pod sample; per-pod counter samples and last
+ * histogram counts; the per-workload latency window; pods -> one workload
+ * result) that the I/O part in scrape.c drives.
  *
  * Nothing here does I/O or reads a clock: times are passed in (UNIX ms for
  * sample times, as scrape_get's now). Not included by other modules. */
@@ -31,6 +32,7 @@ struct scrape_sample {
     bool has_prompt;
     double gen_tokens;     /**< generation-token counter, summed */
     bool has_gen;
+    bool tokens;           /**< the spec names token counters (absent ones count as 0) */
     size_t nbuckets;     /**< distinct `le` bounds, sorted ascending */
     double le[SCRAPE_MAX_BUCKETS];
     double count[SCRAPE_MAX_BUCKETS]; /**< cumulative count per bound, summed */
@@ -65,7 +67,10 @@ struct scrape_extract {
     char request[128], inflight[128], queue[128], bucket[140];
     char prompt[128], gen[128]; /**< token counters, "" when not wanted */
     enum prom_format format;    /**< PROM_FMT_TEXT unless set before the first feed */
-    struct prom_parser *parser; /**< made by the first feed (or finish) */
+    struct prom_parser *parser; /**< made (or taken from spare) by the first feed or finish */
+    struct prom_parser *spare;  /**< a previous parser wanting the same names, kept by
+                                     scrape_extract_reuse (used when its format matches) */
+    enum prom_format spare_format;
     struct scrape_sample s;
     size_t bytes, max_bytes;
     int err;          /**< 0, -EMSGSIZE (over max_bytes), -EBADMSG (not an exposition) */
@@ -85,7 +90,14 @@ int scrape_extract_set_format(struct scrape_extract *x, enum prom_format fmt);
 int scrape_extract_feed(struct scrape_extract *x, const void *data, size_t len);
 /** End of body: 0 or the errors of feed; an exposition without any sample is -EBADMSG. */
 int scrape_extract_finish(struct scrape_extract *x);
-/** Release the parser; x may be re-initialised. */
+/**
+ * Set up x again for spec, as scrape_extract_init does, keeping its parser
+ * for the next stream when it wants the same names (the scraper's pooled
+ * extractors: no parser is built per scrape). x must have been initialised.
+ */
+void scrape_extract_reuse(struct scrape_extract *x, const struct scrape_spec *spec,
+                          size_t max_bytes);
+/** Release the parsers; x may be re-initialised. */
 void scrape_extract_free(struct scrape_extract *x);
 
 /**
@@ -96,40 +108,145 @@ int scrape_extract_buf(const struct scrape_spec *spec, enum prom_format fmt, con
                        size_t len, size_t max_bytes, struct scrape_sample *out, char *err,
                        size_t errlen);
 
-/* ---- per-pod history --------------------------------------------------- */
+/* ---- per-pod request counter ----------------------------------------- */
 
-struct scrape_bucket {
-    double le;
-    struct policy_counter c;
+/**
+ * A counter's recent samples with policy_counter's semantics (samples in
+ * order, resets counted as the new value; see policy.h) in a ring sized for
+ * the rate window (scrape_ring_cap) instead of policy_counter's fixed 32: 13
+ * samples for the default 60 s window and 5 s interval, each 12 bytes (the
+ * time as ms after base). The arrays are allocated on the first add.
+ */
+struct scrape_ring {
+    int64_t base;            /**< times are stored as ms after this */
+    uint32_t *dt;            /**< cap times (ms after base), then cap values: one block */
+    uint8_t cap, head, n;    /**< head: index of the oldest sample */
 };
 
-/** A pod's scraped history: counters as policy_counter samples, latest gauges. */
+/** Most samples a ring keeps (policy_counter's size). */
+#define SCRAPE_RING_MAX 32
+
+/** Samples a window of window_ms holds at one per interval_ms when each starts
+ *  less than an interval late: ceil(window / interval) + 1, within [4,
+ *  SCRAPE_RING_MAX]. */
+unsigned scrape_ring_cap(int64_t window_ms, int64_t interval_ms);
+void scrape_ring_init(struct scrape_ring *r, unsigned cap);
+void scrape_ring_free(struct scrape_ring *r);
+/** Forget every sample (keeps the capacity). */
+void scrape_ring_clear(struct scrape_ring *r);
+/** Heap bytes of the ring's arrays. */
+size_t scrape_ring_memory(const struct scrape_ring *r);
+/** Record a sample: 0, or -EINVAL (NaN, negative or infinite value, or a time
+ *  not after the newest sample) and the ring is unchanged. */
+int scrape_ring_add(struct scrape_ring *r, int64_t t_ms, double v);
+/** policy_counter_increase() over the ring: the increase over the samples in
+ *  (now - window, now] and the time they span; -ENODATA with fewer than two. */
+int scrape_ring_increase(const struct scrape_ring *r, int64_t now_ms, int64_t window_ms,
+                         double *out_increase, int64_t *out_span_ms);
+
+/* ---- per-workload latency window --------------------------------------- */
+
+/** Distinct `le` bounds a workload's window holds (pods may disagree). */
+#define SCRAPE_WINDOW_MAX_COLS (2 * SCRAPE_MAX_BUCKETS)
+
+/**
+ * A workload's latency histogram over the rate window: the increases of each
+ * `le` bucket summed over its pods, in slots of one scrape interval. Each pod
+ * keeps only its last cumulative counts (struct scrape_podstate's hist); a
+ * scrape adds the pod's increase since its previous scrape to the slot of
+ * that previous scrape's time, so a slot holds the increases whose both ends
+ * lie at or after it, as rate() over the window would count them. The p99
+ * is the quantile of the increases summed over the slots whose middle lies in
+ * the window. Increases of a pod that left stay until they age out, as a
+ * Prometheus rate() over the window keeps a series that ended within it.
+ *
+ * Columns are `le` bounds in order of first appearance (never moved, so a
+ * pod's column map stays valid); refs counts the pods whose current layout
+ * uses a column. A column with no pod left is reused for a new bound only
+ * when all SCRAPE_WINDOW_MAX_COLS are taken. Counts are floats: the quantile
+ * depends on their ratios only.
+ */
+struct scrape_window {
+    int64_t slot_ms;         /**< slot width: the scrape interval */
+    unsigned nslots;         /**< ceil(window / slot) + 1 */
+    unsigned ncols, capcols; /**< columns used, allocated */
+    double *le;              /**< bound of each column */
+    uint32_t *refs;          /**< pods using each column */
+    int64_t *slot;           /**< slot number held by each row, or INT64_MIN */
+    float *cnt;              /**< capcols x nslots increases, column-major */
+};
+
+void scrape_window_init(struct scrape_window *w, int64_t slot_ms, int64_t window_ms);
+/**
+ * Find or take the columns of bounds le[0..n) and count one more pod on
+ * each; cols gets their indexes. -ENOSPC when the window has no room for a
+ * new bound (no column is taken then).
+ */
+int scrape_window_map(struct scrape_window *w, const double *le, size_t n, uint8_t *cols);
+/** One pod fewer on each of cols[0..n). */
+void scrape_window_unmap(struct scrape_window *w, const uint8_t *cols, size_t n);
+/**
+ * Add one pod's bucket increases inc[i] (to columns cols[i]) over the
+ * interval that began at from_ms, to that time's slot. Increases older than
+ * every slot the window holds are dropped.
+ */
+void scrape_window_add(struct scrape_window *w, int64_t from_ms, const uint8_t *cols,
+                       const double *inc, size_t n);
+/** Drop every increase (the latency metric changed); columns in use stay. */
+void scrape_window_clear(struct scrape_window *w);
+void scrape_window_free(struct scrape_window *w);
+/**
+ * The q-quantile (histogram_quantile) of the increases in the window ending
+ * at now_ms, in the metric's unit; NAN when the window holds fewer than two
+ * bounds or no observation.
+ */
+double scrape_window_quantile(const struct scrape_window *w, double q, int64_t now_ms,
+                              int64_t window_ms);
+/** Bytes the window holds (its arrays). */
+size_t scrape_window_memory(const struct scrape_window *w);
+
+/* ---- per-pod history --------------------------------------------------- */
+
+/** A pod's scraped history: request counter samples, latest gauges, and the
+ *  latency histogram's last cumulative counts (its increases go to the
+ *  workload's scrape_window). */
 struct scrape_podstate {
-    struct policy_counter requests;
-    bool req_seen;           /**< the request metric was in the last good exposition */
-    struct policy_counter prompt, gen; /**< token counters (zero when not wanted) */
+    struct scrape_ring requests;
+    struct scrape_ring prompt, gen;    /**< token counters: no arrays until tokens are wanted */
     bool prompt_seen, gen_seen;        /**< ... in the last good exposition */
     double inflight, queued; /**< latest gauges */
-    bool has_inflight, has_queued;
-    struct scrape_bucket *buckets; /**< by ascending le; xmalloc'd */
-    size_t nbuckets;
+    /** nbuckets cumulative counts at hist_ms, followed by nbuckets uint8_t
+     *  column indexes into the window; NULL when the pod has no histogram */
+    double *hist;
+    int64_t hist_ms;
     int64_t since_ms;        /**< when it became a ready target (UNIX ms) */
     int64_t last_ok_ms;      /**< last successful scrape, POLICY_NEVER */
     int64_t last_try_ms;     /**< last finished attempt, POLICY_NEVER */
-    int ok_count;            /**< successful scrapes since since_ms */
-    enum scrape_fail fail;   /**< of the last attempt; NONE when it succeeded */
-    char error[160];         /**< last error, "" when none yet */
+    char *error;             /**< last error (xmalloc'd), NULL when none yet */
+    int32_t ok_count;        /**< successful scrapes since since_ms */
+    uint8_t nbuckets;
+    uint8_t fail;            /**< enum scrape_fail of the last attempt; NONE when it succeeded */
+    bool req_seen;           /**< the request metric was in the last good exposition */
+    bool has_inflight, has_queued;
 };
 
-void scrape_podstate_init(struct scrape_podstate *st, int64_t since_ms);
-/** Forget all samples (metric names changed, or the pod's address). */
-void scrape_podstate_reset(struct scrape_podstate *st, int64_t since_ms);
-void scrape_podstate_free(struct scrape_podstate *st);
-/** Record a successful scrape taken at t_ms. */
-void scrape_podstate_ok(struct scrape_podstate *st, int64_t t_ms, const struct scrape_sample *s);
+/** ring_cap: scrape_ring_cap() of the scraper's window and interval. */
+void scrape_podstate_init(struct scrape_podstate *st, int64_t since_ms, unsigned ring_cap);
+/** Forget all samples (metric names changed, or the pod's address); the
+ *  histogram's columns in w are released. The last error is kept. */
+void scrape_podstate_reset(struct scrape_podstate *st, struct scrape_window *w, int64_t since_ms);
+/** Release everything the pod holds, its columns in w included. */
+void scrape_podstate_free(struct scrape_podstate *st, struct scrape_window *w);
+/** Record a successful scrape taken at t_ms; its latency increase goes to w. */
+void scrape_podstate_ok(struct scrape_podstate *st, struct scrape_window *w, int64_t t_ms,
+                        const struct scrape_sample *s);
 /** Record a failed attempt finished at t_ms. msg is copied. */
 void scrape_podstate_fail(struct scrape_podstate *st, int64_t t_ms, enum scrape_fail f,
                           const char *msg);
+/** The last error, "" when none. */
+const char *scrape_podstate_error(const struct scrape_podstate *st);
+/** Heap bytes the pod's history holds beyond the struct itself. */
+size_t scrape_podstate_memory(const struct scrape_podstate *st);
 
 /* ---- pods -> workload result ------------------------------------------- */
 
@@ -140,13 +257,14 @@ struct scrape_agg_pod {
 };
 
 /**
- * The workload's result at now_ms from its ready pods (see scrape.c's header
- * comment and docs/metrics.md for the counting rules). interval_ms and
- * window_ms are the scrape interval and the rate window.
+ * The workload's result at now_ms from its ready pods and its latency window
+ * (win may be NULL: no p99); see aggregate.c's header comment and
+ * docs/metrics.md for the counting rules. interval_ms and window_ms are the
+ * scrape interval and the rate window.
  */
-void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct scrape_spec *spec,
-                      int64_t now_ms, int64_t interval_ms, int64_t window_ms,
-                      struct scrape_result *out);
+void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct scrape_window *win,
+                      const struct scrape_spec *spec, int64_t now_ms, int64_t interval_ms,
+                      int64_t window_ms, struct scrape_result *out);
 
 /** Multiplier from the latency metric's unit to ms (1000 for seconds). */
 double scrape_latency_unit_ms(const char *metric);

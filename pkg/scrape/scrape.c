@@ -4,18 +4,32 @@
  * extractor, results recorded in each pod's history.
  *
  * Schedule: one uv_timer and a binary min-heap of pods by due time (loop
- * time, ms). Each pod has a stable pseudo-random phase within the interval
- * (a hash of namespace/deployment/pod), so 10,000 pods spread evenly over the
- * interval and keep their slot from tick to tick; the next slot is the last
+ * time, ms); the timer fires on a 10 ms grid and starts every pod due by
+ * then, so 2,000 scrapes a second cost 100 wake-ups, not 2,000. Each pod has
+ * a stable pseudo-random phase within the interval (a hash of
+ * namespace/deployment/pod), so 10,000 pods spread evenly over the interval
+ * and keep their slot from tick to tick; the next slot is the last
  * one plus the interval, never "now + interval", so the schedule does not
  * drift. A slot that is already more than one interval in the past is
  * counted late and skipped to the next one in the future.
  *
+ * In flight: a due pod starts only while fewer than the limit run (see
+ * scrape_config.max_inflight); the limit follows rate x mean duration, so
+ * the scrapes in flight (each holding a curl handle, its receive buffer and
+ * a parser) stay few even when a busy loop leaves many pods due at once. A
+ * finished scrape re-arms the timer, which starts the next due ones. The
+ * extractors of finished scrapes are kept for the next ones (up to the
+ * limit). Plain-HTTP pods are scraped over a new connection each time
+ * ("Connection: close"): an idle connection per pod costs about 2 KB in
+ * libcurl and, before libcurl 8, a walk over all of them per request; curl's
+ * receive buffer is sized to the workload's recent body sizes.
+ *
  * Ownership: pods belong to their workload. A pod dropped (or the whole
- * scraper closed) while its request runs is detached (wl = NULL), the
- * request cancelled, and the pod freed by the completion callback, which
- * httpc always delivers exactly once. scrape_close frees the scraper after
- * its timer closed and the last callback ran. */
+ * scraper closed) while its request runs is detached (wl = NULL) after its
+ * history is released into the workload's window, the request cancelled,
+ * and the pod freed by the completion callback, which httpc always delivers
+ * exactly once. scrape_close frees the scraper after its timer closed and
+ * the last callback ran. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,11 +40,22 @@
 #include "scrape-int.h"
 #include "util/util.h"
 
-#define NO_HEAP ((size_t)-1)
+#define NO_HEAP UINT32_MAX
 /** Most httpc clients the pods are spread over. */
 #define MAX_CLIENTS 64
 /** Most scrapes started by one timer callback, so one tick never starves the loop. */
 #define START_BATCH 512
+/** Due pods are started together on a grid of this many ms (fewer wake-ups). */
+#define BATCH_MS 10
+/** The in-flight limit's floor (see scrape_config.max_inflight). */
+#define MIN_INFLIGHT 16
+/** Idle extractors kept for the next scrapes. */
+#define POOL_EXTRACT 32
+/** Idle curl handles each of the scraper's httpc clients keeps. */
+#define POOL_HANDLES 2
+/** Bounds of curl's receive buffer, sized to a workload's recent bodies. */
+#define RECV_MIN 4096
+#define RECV_MAX ((size_t)512 << 10)
 /** Cap on a non-2xx body (buffered by httpc, only its status matters). */
 #define ERROR_BODY_MAX ((size_t)64 << 10)
 /** A failing pod is logged again at most this often (same failure kind). */
@@ -40,31 +65,42 @@
 
 struct swl;
 
+/* One pod; about 170 bytes plus its name, URL and history. */
 struct spod {
     struct scrape *s;
     struct swl *wl;            /* NULL once dropped while its request runs */
-    char *name;
     char *url;                 /* NULL: no address (see why in st.error) */
-    double gpus;
-    bool ready;
-    size_t heap;               /* index in s->heap or NO_HEAP */
-    uint64_t phase;            /* ms within the interval */
-    unsigned client;           /* index in s->clients, stable for the pod's name */
-    uint64_t due;              /* loop time of the next slot */
     struct httpc_req *req;
     struct scrape_extract *x;  /* the running scrape's parser */
+    uint64_t due;              /* loop time of the next slot */
+    uint64_t started;          /* loop time the running scrape started */
     int64_t started_ms;        /* UNIX ms the running scrape started */
-    struct scrape_podstate st;
     int64_t log_after_ms;      /* rate limit of this pod's warnings */
-    enum scrape_fail logged;   /* failure kind last logged, NONE when healthy */
-    unsigned quiet;            /* failures not logged since the last line */
+    double gpus;
+    struct scrape_podstate st;
+    uint32_t heap;             /* index in s->heap or NO_HEAP */
+    uint32_t phase;            /* ms within the interval */
+    uint32_t quiet;            /* failures not logged since the last line */
+    uint8_t client;            /* index in s->clients, stable for the pod's name */
+    uint8_t logged;            /* enum scrape_fail last logged, NONE when healthy */
+    bool ready;
+    char name[];               /* the pod's name, allocated with the struct */
+};
+
+/* A workload spec, shared by the workloads that declare the same one (1,000
+ * Deployments of one engine usually do). */
+struct sspec {
+    struct scrape_spec spec;
+    unsigned refs;
 };
 
 struct swl {
     char *ns, *name;
-    struct scrape_spec spec;
+    struct sspec *sp;          /* the spec, shared */
+    struct scrape_window win;  /* latency increases over the rate window */
     struct spod **pods;        /* sorted by name */
     size_t npods;
+    size_t body;               /* recent body size (moving maximum) */
 };
 
 struct scrape {
@@ -73,13 +109,19 @@ struct scrape {
     int nclients;
     int clients_open;          /* our own clients not yet closed */
     struct scrape_config cfg;
+    unsigned ring_cap;         /* request samples kept per pod */
     uv_timer_t timer;
     struct swl **wls;
     size_t nwls;
+    struct sspec **specs;      /* distinct specs in use */
+    size_t nspecs;
     struct spod **heap;
     size_t nheap, capheap;
     size_t npods;
     size_t inflight;
+    double duration_ms;        /* moving average of scrape durations */
+    struct scrape_extract *pool[POOL_EXTRACT];
+    size_t npool;
     struct scrape_stats stats;
     int64_t log_second;        /* budget of warnings per second */
     int log_lines;
@@ -103,7 +145,7 @@ static int64_t wall_now(const struct scrape *s)
 static void heap_set(struct scrape *s, size_t i, struct spod *p)
 {
     s->heap[i] = p;
-    p->heap = i;
+    p->heap = (uint32_t)i;
 }
 
 static void sift_up(struct scrape *s, size_t i)
@@ -162,6 +204,17 @@ static void heap_remove(struct scrape *s, struct spod *p)
 
 static void on_timer(uv_timer_t *t);
 
+/* Rate x (twice the mean duration + one batch), plus MIN_INFLIGHT; never
+ * above max_inflight. */
+static size_t inflight_limit(const struct scrape *s)
+{
+    double rate = (double)s->nheap / (double)s->cfg.interval_ms; /* scrapes per ms */
+    double want = rate * (2.0 * s->duration_ms + BATCH_MS) + MIN_INFLIGHT;
+    return want >= (double)s->cfg.max_inflight ? s->cfg.max_inflight : (size_t)want;
+}
+
+/* The timer for the next due pod; none while the limit is reached (a
+ * finishing scrape arms it again). */
 static void arm(struct scrape *s)
 {
     if (s->closing)
@@ -171,7 +224,13 @@ static void arm(struct scrape *s)
         return;
     }
     uint64_t now = uv_now(s->loop), due = s->heap[0]->due;
-    uv_timer_start(&s->timer, on_timer, due > now ? due - now : 0, 0);
+    if (due <= now && s->inflight >= inflight_limit(s)) {
+        uv_timer_stop(&s->timer);
+        return;
+    }
+    /* wake on the BATCH_MS grid: the pods due by then start together */
+    uint64_t at = (due + BATCH_MS - 1) / BATCH_MS * BATCH_MS;
+    uv_timer_start(&s->timer, on_timer, at > now ? at - now : 0, 0);
 }
 
 /* A stable 64-bit hash of the pod's identity: its phase and its client. */
@@ -197,7 +256,7 @@ static void schedule(struct scrape *s, struct spod *p)
     if (p->heap != NO_HEAP || !p->ready || !p->url || s->closing)
         return;
     uint64_t iv = (uint64_t)s->cfg.interval_ms, now = uv_now(s->loop);
-    p->due = now - now % iv + p->phase;
+    p->due = now - now % iv + (uint64_t)p->phase;
     if (p->due <= now)
         p->due += iv;
     heap_push(s, p);
@@ -234,7 +293,8 @@ static void log_failure(struct scrape *s, struct spod *p, int64_t wall)
         snprintf(more, sizeof(more), " (%u earlier failures of this pod and %u other warnings not logged)",
                  p->quiet, s->log_dropped);
     LOGW_WARN("scrape", p->wl->ns, p->wl->name, "pod %s: scrape of %s failed (%s): %s%s", p->name,
-              p->url ? p->url : "(no address)", scrape_fail_name(p->st.fail), p->st.error, more);
+              p->url ? p->url : "(no address)", scrape_fail_name(p->st.fail),
+              scrape_podstate_error(&p->st), more);
     s->log_dropped = 0;
     p->quiet = 0;
     p->logged = p->st.fail;
@@ -255,10 +315,10 @@ static void log_recovery(struct scrape *s, struct spod *p, int64_t wall)
 
 /* ---- one scrape ---------------------------------------------------------- */
 
+/* The pod's history must have been released into its window already. */
 static void pod_free(struct spod *p)
 {
-    scrape_podstate_free(&p->st);
-    xfree(p->name);
+    scrape_podstate_free(&p->st, NULL);
     xfree(p->url);
     xfree(p);
 }
@@ -269,8 +329,14 @@ static void maybe_closed(struct scrape *s)
         return;
     scrape_close_cb cb = s->close_cb;
     void *arg = s->close_arg;
+    while (s->npool) {
+        struct scrape_extract *x = s->pool[--s->npool];
+        scrape_extract_free(x);
+        xfree(x);
+    }
     xfree(s->heap);
     xfree(s->wls);
+    xfree(s->specs);
     xfree(s);
     if (cb)
         cb(arg);
@@ -295,6 +361,50 @@ static void record_failure(struct scrape *s, struct spod *p, int64_t wall, enum 
     log_failure(s, p, wall);
 }
 
+/* An extractor for spec: a pooled one (its parser kept when it wants the
+ * same names) or a new one. */
+static struct scrape_extract *extract_take(struct scrape *s, const struct scrape_spec *spec)
+{
+    if (s->npool) {
+        struct scrape_extract *x = s->pool[--s->npool];
+        scrape_extract_reuse(x, spec, s->cfg.max_bytes);
+        return x;
+    }
+    struct scrape_extract *x = xmalloc(sizeof(*x));
+    scrape_extract_init(x, spec, s->cfg.max_bytes);
+    return x;
+}
+
+static void extract_give(struct scrape *s, struct scrape_extract *x)
+{
+    if (s->npool < POOL_EXTRACT && !s->closing) {
+        s->pool[s->npool++] = x;
+        return;
+    }
+    scrape_extract_free(x);
+    xfree(x);
+}
+
+/* Moving maximum of a workload's body sizes: follows a larger body at once,
+ * a smaller one slowly. */
+static void note_body(struct swl *w, size_t bytes)
+{
+    if (bytes >= w->body)
+        w->body = bytes;
+    else
+        w->body -= (w->body - bytes) / 16;
+}
+
+/* curl's receive buffer for a workload: its bodies plus room for the header
+ * block, in whole 4 KiB pages (so pooled handles rarely change size). */
+static size_t recv_buffer(const struct swl *w)
+{
+    if (!w->body)
+        return 0; /* not known yet: libcurl's default */
+    size_t b = (w->body + 1024 + RECV_MIN - 1) / RECV_MIN * RECV_MIN;
+    return b > RECV_MAX ? RECV_MAX : b;
+}
+
 static void on_done(struct httpc_req *req, int err, const struct httpc_resp *resp, void *arg)
 {
     struct spod *p = arg;
@@ -310,6 +420,9 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
             pod_free(p);
         goto out;
     }
+    /* moving average of durations (1/16 weight), for the in-flight limit */
+    double ms = (double)(uv_now(s->loop) - p->started);
+    s->duration_ms += (ms - s->duration_ms) / 16.0;
 
     int64_t wall = wall_now(s);
     char msg[200];
@@ -317,7 +430,8 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
     if (err == 0 && resp->status >= 200 && resp->status < 300) {
         int rc = scrape_extract_finish(x);
         if (rc == 0) {
-            scrape_podstate_ok(&p->st, p->started_ms, &x->s);
+            note_body(p->wl, x->bytes);
+            scrape_podstate_ok(&p->st, &p->wl->win, p->started_ms, &x->s);
             if (p->st.fail == SCRAPE_FAIL_NONE) {
                 s->stats.scrapes_ok++;
                 log_recovery(s, p, wall);
@@ -364,18 +478,19 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
     }
     record_failure(s, p, wall, f, msg);
 out:
-    if (x) {
-        scrape_extract_free(x);
-        xfree(x);
-    }
+    if (x)
+        extract_give(s, x);
+    if (!s->closing && s->nheap && s->heap[0]->due <= uv_now(s->loop) &&
+        !uv_is_active((uv_handle_t *)&s->timer))
+        arm(s); /* a slot is free: start the next due pods */
     maybe_closed(s);
 }
 
 static void start(struct scrape *s, struct spod *p, int64_t wall)
 {
     static const struct httpc_tls pod_tls = {.insecure = true};
-    struct scrape_extract *x = xmalloc(sizeof(*x));
-    scrape_extract_init(x, &p->wl->spec, s->cfg.max_bytes);
+    bool https = strcmp(p->wl->sp->spec.scheme, "https") == 0;
+    struct scrape_extract *x = extract_take(s, &p->wl->sp->spec);
     struct httpc_opts o = {
         .url = p->url,
         .headers = accept_hdr,
@@ -384,22 +499,27 @@ static void start(struct scrape *s, struct spod *p, int64_t wall)
         .max_body = ERROR_BODY_MAX,
         .on_data = on_data,
         .no_compression = true,
-        .tls = strcmp(p->wl->spec.scheme, "https") == 0 ? &pod_tls : NULL,
+        /* a TLS handshake per scrape would cost more than the idle connection */
+        .no_reuse = !https,
+        .recv_buffer = recv_buffer(p->wl),
+        .tls = https ? &pod_tls : NULL,
     };
     p->x = x;
     p->started_ms = wall;
+    p->started = uv_now(s->loop);
     int rc = httpc_request(s->clients[p->client], &o, on_done, p, &p->req);
     if (rc < 0) {
         p->x = NULL;
         p->req = NULL;
-        scrape_extract_free(x);
-        xfree(x);
+        extract_give(s, x);
         char msg[96];
         snprintf(msg, sizeof(msg), "cannot start the request: %s", strerror(-rc));
         record_failure(s, p, wall, SCRAPE_FAIL_OTHER, msg);
         return;
     }
     s->inflight++;
+    if (s->inflight > s->stats.inflight_peak)
+        s->stats.inflight_peak = s->inflight;
 }
 
 static void on_timer(uv_timer_t *t)
@@ -407,9 +527,14 @@ static void on_timer(uv_timer_t *t)
     struct scrape *s = util_container_of(t, struct scrape, timer);
     uint64_t now = uv_now(s->loop), iv = (uint64_t)s->cfg.interval_ms;
     int64_t wall = wall_now(s);
+    size_t limit = inflight_limit(s);
     int started = 0;
     while (s->nheap && s->heap[0]->due <= now && started < START_BATCH) {
         struct spod *p = s->heap[0];
+        if (!p->req && s->inflight >= limit) {
+            s->stats.deferred++; /* waits for a scrape to finish (on_done re-arms) */
+            break;
+        }
         uint64_t delay = now - p->due;
         if ((int64_t)delay > s->stats.delay_max_ms)
             s->stats.delay_max_ms = (int64_t)delay;
@@ -454,7 +579,7 @@ static void set_address(struct scrape *s, struct spod *p, const struct scrape_po
                         int64_t wall, bool first)
 {
     char why[96] = "";
-    char *url = make_url(&p->wl->spec, in, why, sizeof(why));
+    char *url = make_url(&p->wl->sp->spec, in, why, sizeof(why));
     bool same = (url == NULL && p->url == NULL) || (url && p->url && strcmp(url, p->url) == 0);
     if (same && !first) {
         xfree(url);
@@ -462,7 +587,7 @@ static void set_address(struct scrape *s, struct spod *p, const struct scrape_po
     }
     xfree(p->url);
     p->url = url;
-    scrape_podstate_reset(&p->st, wall);
+    scrape_podstate_reset(&p->st, &p->wl->win, wall);
     if (p->req)
         httpc_cancel(p->req); /* an answer from the old address must not count */
     heap_remove(s, p);
@@ -476,15 +601,16 @@ static void set_address(struct scrape *s, struct spod *p, const struct scrape_po
 static struct spod *pod_new(struct scrape *s, struct swl *w, const struct scrape_pod *in,
                             int64_t wall)
 {
-    struct spod *p = xcalloc(1, sizeof(*p));
+    size_t nl = strlen(in->name);
+    struct spod *p = xcalloc(1, sizeof(*p) + nl + 1);
+    memcpy(p->name, in->name, nl + 1);
     p->s = s;
     p->wl = w;
-    p->name = xstrdup(in->name);
     p->heap = NO_HEAP;
     uint64_t h = pod_hash(w->ns, w->name, in->name);
-    p->phase = h % (uint64_t)s->cfg.interval_ms;
-    p->client = (unsigned)((h >> 40) % (uint64_t)s->nclients);
-    scrape_podstate_init(&p->st, wall);
+    p->phase = (uint32_t)(h % (uint64_t)s->cfg.interval_ms);
+    p->client = (uint8_t)((h >> 40) % (uint64_t)s->nclients);
+    scrape_podstate_init(&p->st, wall, s->ring_cap);
     p->ready = in->ready;
     p->gpus = in->gpus;
     set_address(s, p, in, wall, true);
@@ -497,6 +623,7 @@ static void pod_drop(struct scrape *s, struct spod *p)
 {
     heap_remove(s, p);
     s->npods--;
+    scrape_podstate_free(&p->st, &p->wl->win); /* its columns go back to the window */
     if (p->req) {
         p->wl = NULL;
         httpc_cancel(p->req);
@@ -511,7 +638,7 @@ static void pod_update(struct scrape *s, struct spod *p, const struct scrape_pod
     p->gpus = in->gpus;
     set_address(s, p, in, wall, false);
     if (metrics_changed)
-        scrape_podstate_reset(&p->st, wall);
+        scrape_podstate_reset(&p->st, &p->wl->win, wall);
     if (in->ready && !p->ready) {
         /* ready again: a new warm-up, the old samples stay for the window */
         p->st.since_ms = wall;
@@ -553,6 +680,42 @@ static bool same_metrics(const struct scrape_spec *a, const struct scrape_spec *
            strcmp(a->generation_token_metric, b->generation_token_metric) == 0;
 }
 
+static bool same_spec(const struct scrape_spec *a, const struct scrape_spec *b)
+{
+    return same_metrics(a, b) && a->port == b->port && a->missing_fraction == b->missing_fraction &&
+           strcmp(a->scheme, b->scheme) == 0 && strcmp(a->path, b->path) == 0;
+}
+
+/* The shared copy of a normalised spec (one more user). */
+static struct sspec *spec_get(struct scrape *s, const struct scrape_spec *norm)
+{
+    for (size_t i = 0; i < s->nspecs; i++) {
+        if (same_spec(&s->specs[i]->spec, norm)) {
+            s->specs[i]->refs++;
+            return s->specs[i];
+        }
+    }
+    struct sspec *sp = xmalloc(sizeof(*sp));
+    sp->spec = *norm;
+    sp->refs = 1;
+    s->specs = xrealloc(s->specs, (s->nspecs + 1) * sizeof(*s->specs));
+    s->specs[s->nspecs++] = sp;
+    return sp;
+}
+
+static void spec_put(struct scrape *s, struct sspec *sp)
+{
+    if (--sp->refs > 0)
+        return;
+    for (size_t i = 0; i < s->nspecs; i++) {
+        if (s->specs[i] == sp) {
+            s->specs[i] = s->specs[--s->nspecs];
+            break;
+        }
+    }
+    xfree(sp);
+}
+
 static void copy_spec(struct scrape_spec *dst, const struct scrape_spec *src)
 {
     *dst = *src;
@@ -577,17 +740,21 @@ void scrape_set_targets(struct scrape *s, const char *ns, const char *name,
     int64_t wall = wall_now(s);
     struct swl *w = find_wl(s, ns, name, NULL);
     bool metrics_changed = false;
+    struct scrape_spec norm;
+    copy_spec(&norm, spec);
     if (!w) {
         w = xcalloc(1, sizeof(*w));
         w->ns = xstrdup(ns);
         w->name = xstrdup(name);
-        copy_spec(&w->spec, spec);
+        w->sp = spec_get(s, &norm);
+        scrape_window_init(&w->win, s->cfg.interval_ms, s->cfg.rate_window_ms);
         s->wls = xrealloc(s->wls, (s->nwls + 1) * sizeof(*s->wls));
         s->wls[s->nwls++] = w;
-    } else {
-        struct scrape_spec old = w->spec;
-        copy_spec(&w->spec, spec);
-        metrics_changed = !same_metrics(&old, &w->spec);
+    } else if (!same_spec(&w->sp->spec, &norm)) {
+        metrics_changed = !same_metrics(&w->sp->spec, &norm);
+        struct sspec *old = w->sp;
+        w->sp = spec_get(s, &norm);
+        spec_put(s, old);
     }
 
     const struct scrape_pod **in = xmalloc((npods ? npods : 1) * sizeof(*in));
@@ -616,8 +783,10 @@ void scrape_set_targets(struct scrape *s, const char *ns, const char *name,
     }
     xfree(w->pods);
     xfree(in);
-    w->pods = out;
+    w->pods = xrealloc(out, (nout ? nout : 1) * sizeof(*out));
     w->npods = nout;
+    if (metrics_changed) /* the pods released theirs: the increases were of another metric */
+        scrape_window_clear(&w->win);
     arm(s);
 }
 
@@ -625,6 +794,8 @@ static void wl_free(struct scrape *s, struct swl *w)
 {
     for (size_t i = 0; i < w->npods; i++)
         pod_drop(s, w->pods[i]);
+    scrape_window_free(&w->win);
+    spec_put(s, w->sp);
     xfree(w->pods);
     xfree(w->ns);
     xfree(w->name);
@@ -653,7 +824,8 @@ int scrape_get(struct scrape *s, const char *ns, const char *name, int64_t now_m
     for (size_t i = 0; i < w->npods; i++)
         if (w->pods[i]->ready)
             ap[n++] = (struct scrape_agg_pod){&w->pods[i]->st, w->pods[i]->gpus};
-    scrape_aggregate(ap, n, &w->spec, now_ms, s->cfg.interval_ms, s->cfg.rate_window_ms, out);
+    scrape_aggregate(ap, n, &w->win, &w->sp->spec, now_ms, s->cfg.interval_ms,
+                     s->cfg.rate_window_ms, out);
     xfree(ap);
     return 0;
 }
@@ -670,18 +842,24 @@ int scrape_new(uv_loop_t *loop, struct httpc *h, const struct scrape_config *cfg
         c = *cfg;
     if (c.clients == 0)
         c.clients = SCRAPE_DEFAULT_CLIENTS;
+    if (c.max_inflight == 0)
+        c.max_inflight = SCRAPE_DEFAULT_MAX_INFLIGHT;
     if (!loop || !h || c.interval_ms <= 0 || c.timeout_ms <= 0 || c.rate_window_ms <= 0 ||
         c.max_bytes == 0 || c.clients < 1 || c.clients > MAX_CLIENTS)
         return -EINVAL;
     struct scrape *s = xcalloc(1, sizeof(*s));
     s->loop = loop;
     s->cfg = c;
+    s->ring_cap = scrape_ring_cap(c.rate_window_ms, c.interval_ms);
+    s->duration_ms = 10; /* a guess until scrapes have finished */
     s->clients[0] = h;
     s->nclients = 1;
     for (int i = 1; i < c.clients; i++) {
         int rc = httpc_new(loop, &s->clients[i]);
-        if (rc == 0) /* one kept-alive connection per pod it scrapes */
+        if (rc == 0) { /* one kept-alive connection per HTTPS pod it scrapes */
             httpc_set_max_idle_connections(s->clients[i], 4096);
+            httpc_set_handle_pool(s->clients[i], POOL_HANDLES);
+        }
         if (rc < 0) {
             for (int j = 1; j < i; j++)
                 httpc_close(s->clients[j], NULL, NULL);
@@ -695,12 +873,35 @@ int scrape_new(uv_loop_t *loop, struct httpc *h, const struct scrape_config *cfg
     return 0;
 }
 
+/* Heap bytes of the scraper's own state (struct sizes and the arrays and
+ * strings they own; allocator overhead not included). */
+static size_t memory(const struct scrape *s)
+{
+    size_t n = sizeof(*s) + s->capheap * sizeof(*s->heap) + s->nwls * sizeof(*s->wls) +
+               s->nspecs * (sizeof(*s->specs) + sizeof(struct sspec));
+    n += (s->inflight + s->npool) * sizeof(struct scrape_extract); /* parsers not counted */
+    for (size_t i = 0; i < s->nwls; i++) {
+        const struct swl *w = s->wls[i];
+        n += sizeof(*w) + strlen(w->ns) + strlen(w->name) + 2 + scrape_window_memory(&w->win) +
+             w->npods * sizeof(*w->pods);
+        for (size_t j = 0; j < w->npods; j++) {
+            const struct spod *p = w->pods[j];
+            n += sizeof(*p) + strlen(p->name) + 1 + (p->url ? strlen(p->url) + 1 : 0) +
+                 scrape_podstate_memory(&p->st);
+        }
+    }
+    return n;
+}
+
 void scrape_stats(const struct scrape *s, struct scrape_stats *out)
 {
     *out = s->stats;
     out->pods = s->npods;
     out->scheduled = s->nheap;
     out->inflight = s->inflight;
+    out->inflight_limit = inflight_limit(s);
+    out->duration_ms = s->duration_ms;
+    out->memory_bytes = memory(s);
 }
 
 static void on_timer_closed(uv_handle_t *h)

@@ -3,7 +3,8 @@
  * result: a table of pod sets (healthy, failed, warming, stale) with the
  * expected validity, rate, counts and one-line reason; then counter resets,
  * latency histograms across pods, lazily created and vanishing counters, and
- * the token counters of demand-unit tokens (rates, resets, absence). */
+ * the token counters of demand-unit tokens (rates, resets, absence). The
+ * latency window has its own tests in test-window.c. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -19,11 +20,12 @@
 #define NOW 1000000
 #define IV 5000
 #define WIN 60000
+#define RING scrape_ring_cap(WIN, IV)
 
 static void add(struct scrape_podstate *st, int64_t t, double requests)
 {
     struct scrape_sample s = {.requests = requests, .has_requests = true, .samples = 1};
-    scrape_podstate_ok(st, t, &s);
+    scrape_podstate_ok(st, NULL, t, &s);
 }
 
 /* Pod kinds: 'o' healthy at rate, 'f' healthy then its last scrape failed,
@@ -37,7 +39,7 @@ struct pod {
 
 static void build(struct scrape_podstate *st, const struct pod *p)
 {
-    scrape_podstate_init(st, 0);
+    scrape_podstate_init(st, 0, RING);
     switch (p->kind) {
     case 'o':
     case 'f':
@@ -121,7 +123,7 @@ static void test_counting_rules(void **state)
         scrape_spec_init(&spec, SCRAPE_VLLM);
         spec.missing_fraction = c->missing_fraction;
         struct scrape_result r;
-        scrape_aggregate(ap, (size_t)c->n, &spec, NOW, IV, WIN, &r);
+        scrape_aggregate(ap, (size_t)c->n, NULL, &spec, NOW, IV, WIN, &r);
         if (r.valid != c->valid || r.pods_counted != c->counted || r.pods_failed != c->failed ||
             r.pods_stale != c->stale || strcmp(r.why, c->why) != 0 ||
             (c->valid ? fabs(r.request_rate - c->rate) > 1e-9 : !isnan(r.request_rate)))
@@ -131,7 +133,7 @@ static void test_counting_rules(void **state)
         if (c->valid)
             assert_true(r.gpus_ready == c->counted);
         for (int j = 0; j < c->n; j++)
-            scrape_podstate_free(&st[j]);
+            scrape_podstate_free(&st[j], NULL);
     }
 }
 
@@ -140,7 +142,7 @@ static void test_counter_reset(void **state)
 {
     (void)state;
     struct scrape_podstate st;
-    scrape_podstate_init(&st, 0);
+    scrape_podstate_init(&st, 0, RING);
     const double v[] = {100, 110, 120, 5, 15, 25};
     for (int i = 0; i < 6; i++)
         add(&st, NOW - 25000 + i * IV, v[i]);
@@ -148,14 +150,54 @@ static void test_counter_reset(void **state)
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_VLLM);
     struct scrape_result r;
-    scrape_aggregate(&ap, 1, &spec, NOW, IV, WIN, &r);
+    scrape_aggregate(&ap, 1, NULL, &spec, NOW, IV, WIN, &r);
     assert_true(r.valid);
     assert_true(fabs(r.request_rate - (10 + 10 + 5 + 10 + 10) / 25.0) < 1e-9);
-    scrape_podstate_free(&st);
+    scrape_podstate_free(&st, NULL);
 }
 
-static void add_hist(struct scrape_podstate *st, int64_t t, double n, const double *cdf,
-                     double running)
+/* recent_rate: the rate over the newest two intervals, summed over pods, so a
+ * step shows before the rate window sees it; NAN when a counted pod has
+ * fewer than two samples in that span. */
+static void test_recent_rate(void **state)
+{
+    (void)state;
+    struct scrape_podstate st[2];
+    double v[2] = {0, 0};
+    for (int p = 0; p < 2; p++)
+        scrape_podstate_init(&st[p], 0, RING);
+    for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
+        /* 10 req/s each until the last two intervals, then 30 req/s */
+        double r = t > NOW - 2 * IV ? 30 : 10;
+        for (int p = 0; p < 2; p++) {
+            v[p] += r * IV / 1000.0;
+            add(&st[p], t, v[p]);
+        }
+    }
+    struct scrape_agg_pod ap[2] = {{&st[0], 1}, {&st[1], 1}};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_result r;
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_true(fabs(r.recent_rate - 60) < 1e-9);
+    assert_true(r.request_rate > 20 && r.request_rate < 30);
+
+    /* a pod with one sample in the recent span: unknown */
+    scrape_podstate_free(&st[1], NULL);
+    scrape_podstate_init(&st[1], 0, RING);
+    add(&st[1], NOW - WIN / 2, 0);
+    add(&st[1], NOW - WIN / 4, 100);
+    add(&st[1], NOW, 200);
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_true(isnan(r.recent_rate));
+    for (int p = 0; p < 2; p++)
+        scrape_podstate_free(&st[p], NULL);
+}
+
+static void add_hist(struct scrape_podstate *st, struct scrape_window *w, int64_t t, double n,
+                     const double *cdf, double running)
 {
     static const double le[] = {0.5, 1, 2, INFINITY};
     struct scrape_sample s = {.requests = n, .has_requests = true, .inflight = running,
@@ -164,7 +206,7 @@ static void add_hist(struct scrape_podstate *st, int64_t t, double n, const doub
         s.le[i] = le[i];
         s.count[i] = n * cdf[i];
     }
-    scrape_podstate_ok(st, t, &s);
+    scrape_podstate_ok(st, w, t, &s);
 }
 
 /* p99 = histogram_quantile(0.99, sum by (le) (rate(bucket[window]))) over
@@ -174,17 +216,19 @@ static void test_latency_and_gauges(void **state)
     (void)state;
     static const double fast[] = {0.9, 1, 1, 1}, slow[] = {0, 0.5, 0.9, 1};
     struct scrape_podstate st[2];
-    scrape_podstate_init(&st[0], 0);
-    scrape_podstate_init(&st[1], 0);
-    for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
-        add_hist(&st[0], t, 30.0 * (double)t / 1000, fast, 3);
-        add_hist(&st[1], t, 10.0 * (double)t / 1000, slow, 4);
+    struct scrape_window w;
+    scrape_window_init(&w, IV, WIN);
+    scrape_podstate_init(&st[0], 0, RING);
+    scrape_podstate_init(&st[1], 0, RING);
+    for (int64_t t = NOW - WIN - IV; t <= NOW; t += IV) {
+        add_hist(&st[0], &w, t, 30.0 * (double)t / 1000, fast, 3);
+        add_hist(&st[1], &w, t, 10.0 * (double)t / 1000, slow, 4);
     }
     struct scrape_agg_pod ap[2] = {{&st[0], 1}, {&st[1], 1}};
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_VLLM);
     struct scrape_result r;
-    scrape_aggregate(ap, 2, &spec, NOW, IV, WIN, &r);
+    scrape_aggregate(ap, 2, &w, &spec, NOW, IV, WIN, &r);
     assert_true(r.valid);
     assert_true(fabs(r.request_rate - 40) < 1e-6);
     assert_true(r.inflight == 7);
@@ -199,10 +243,16 @@ static void test_latency_and_gauges(void **state)
     assert_true(fabs(prom_histogram_quantile(0.5, le, cnt, 4) - 0.5 * 20 / 27) < 1e-9);
 
     spec.inflight_metric[0] = '\0';
-    scrape_aggregate(ap, 2, &spec, NOW, IV, WIN, &r);
+    scrape_aggregate(ap, 2, &w, &spec, NOW, IV, WIN, &r);
     assert_true(r.inflight < 0);
-    scrape_podstate_free(&st[0]);
-    scrape_podstate_free(&st[1]);
+    spec.latency_metric[0] = '\0'; /* no histogram configured: no p99 */
+    scrape_aggregate(ap, 2, &w, &spec, NOW, IV, WIN, &r);
+    assert_true(r.p99_ms < 0);
+    scrape_podstate_free(&st[0], &w);
+    scrape_podstate_free(&st[1], &w);
+    for (unsigned c = 0; c < w.ncols; c++)
+        assert_int_equal(w.refs[c], 0); /* every column released */
+    scrape_window_free(&w);
 }
 
 /* A counter that does not exist yet is zero (TGI creates them lazily), but
@@ -213,39 +263,45 @@ static void test_absent_counter(void **state)
     (void)state;
     struct scrape_podstate st[2];
     struct scrape_sample none = {.samples = 3};
-    scrape_podstate_init(&st[0], 0);
-    scrape_podstate_init(&st[1], 0);
+    scrape_podstate_init(&st[0], 0, RING);
+    scrape_podstate_init(&st[1], 0, RING);
     for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
-        scrape_podstate_ok(&st[0], t, &none);
-        scrape_podstate_ok(&st[1], t, &none);
+        scrape_podstate_ok(&st[0], NULL, t, &none);
+        scrape_podstate_ok(&st[1], NULL, t, &none);
     }
     struct scrape_agg_pod ap[2] = {{&st[0], 1}, {&st[1], 1}};
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_TGI);
     struct scrape_result r;
-    scrape_aggregate(ap, 2, &spec, NOW, IV, WIN, &r);
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
     assert_false(r.valid);
     assert_true(isnan(r.request_rate));
     assert_string_equal(r.why, "request metric tgi_request_count not found in any pod's exposition");
 
     /* one pod starts serving: valid, the other counts as 0 */
-    scrape_podstate_free(&st[0]);
-    scrape_podstate_init(&st[0], 0);
+    scrape_podstate_free(&st[0], NULL);
+    scrape_podstate_init(&st[0], 0, RING);
     for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV)
         add(&st[0], t, 2.0 * (double)t / 1000);
-    scrape_aggregate(ap, 2, &spec, NOW, IV, WIN, &r);
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
     assert_true(r.valid);
     assert_true(fabs(r.request_rate - 2) < 1e-9);
     assert_int_equal(r.pods_counted, 2);
 
     /* and then its counter vanishes */
-    scrape_podstate_ok(&st[0], NOW + IV, &none);
+    scrape_podstate_ok(&st[0], NULL, NOW + IV, &none);
     assert_int_equal(st[0].fail, SCRAPE_FAIL_GARBAGE);
-    assert_string_equal(st[0].error, "request metric disappeared from the exposition");
-    scrape_aggregate(ap, 2, &spec, NOW + IV, IV, WIN, &r);
+    assert_string_equal(scrape_podstate_error(&st[0]),
+                        "request metric disappeared from the exposition");
+    scrape_aggregate(ap, 2, NULL, &spec, NOW + IV, IV, WIN, &r);
     assert_int_equal(r.pods_failed, 1);
-    scrape_podstate_free(&st[0]);
-    scrape_podstate_free(&st[1]);
+    /* the error string is kept only while the pod fails */
+    add(&st[0], NOW + 2 * IV, 2.0 * (NOW + 2 * IV) / 1000);
+    assert_int_equal(st[0].fail, SCRAPE_FAIL_NONE);
+    assert_null(st[0].error);
+    assert_string_equal(scrape_podstate_error(&st[0]), "");
+    scrape_podstate_free(&st[0], NULL);
+    scrape_podstate_free(&st[1], NULL);
 }
 
 /* Samples older than the window do not make a rate. */
@@ -253,17 +309,17 @@ static void test_window(void **state)
 {
     (void)state;
     struct scrape_podstate st;
-    scrape_podstate_init(&st, 0);
+    scrape_podstate_init(&st, 0, RING);
     add(&st, NOW - 2 * WIN, 10);
     add(&st, NOW - 1000, 20);
     struct scrape_agg_pod ap = {&st, 1};
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_VLLM);
     struct scrape_result r;
-    scrape_aggregate(&ap, 1, &spec, NOW, IV, WIN, &r);
+    scrape_aggregate(&ap, 1, NULL, &spec, NOW, IV, WIN, &r);
     assert_false(r.valid);
     assert_int_equal(r.pods_stale, 1);
-    scrape_podstate_free(&st);
+    scrape_podstate_free(&st, NULL);
 }
 
 static void add_tok(struct scrape_podstate *st, int64_t t, double req, double prompt,
@@ -272,7 +328,7 @@ static void add_tok(struct scrape_podstate *st, int64_t t, double req, double pr
     struct scrape_sample s = {.requests = req, .has_requests = true, .prompt_tokens = prompt,
                               .has_prompt = true, .gen_tokens = gen, .has_gen = has_gen,
                               .samples = 3};
-    scrape_podstate_ok(st, t, &s);
+    scrape_podstate_ok(st, NULL, t, &s);
 }
 
 /* Token rates are counted like the request rate: summed over pods, a reset
@@ -282,8 +338,8 @@ static void test_token_rates(void **state)
 {
     (void)state;
     struct scrape_podstate st[2];
-    scrape_podstate_init(&st[0], 0);
-    scrape_podstate_init(&st[1], 0);
+    scrape_podstate_init(&st[0], 0, RING);
+    scrape_podstate_init(&st[1], 0, RING);
     /* pod 0: 2 req/s of 500 prompt + 100 generated tokens; pod 1: 1 req/s of
      * 2000 + 50, its generation counter restarting from 0 halfway */
     for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
@@ -296,12 +352,12 @@ static void test_token_rates(void **state)
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_VLLM);
     struct scrape_result r;
-    scrape_aggregate(ap, 2, &spec, NOW, IV, WIN, &r);
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
     assert_true(r.valid);
     assert_true(isnan(r.prompt_token_rate) && isnan(r.generation_token_rate)); /* not asked */
 
     assert_int_equal(scrape_spec_want_tokens(&spec), 0);
-    scrape_aggregate(ap, 2, &spec, NOW, IV, WIN, &r);
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
     assert_true(r.valid);
     assert_true(fabs(r.request_rate - 3) < 1e-9);
     assert_true(fabs(r.prompt_token_rate - 3000) < 1e-6);
@@ -312,8 +368,8 @@ static void test_token_rates(void **state)
     assert_true(fabs(r.generation_token_rate - want_gen) < 1e-6);
     assert_true(fabs(r.prompt_token_recent - 3000) < 1e-6);
     assert_true(fabs(r.generation_token_recent - 250) < 1e-6);
-    scrape_podstate_free(&st[0]);
-    scrape_podstate_free(&st[1]);
+    scrape_podstate_free(&st[0], NULL);
+    scrape_podstate_free(&st[1], NULL);
 }
 
 /* Missing token metrics never make a rate: no pod with the generation
@@ -323,7 +379,7 @@ static void test_token_missing(void **state)
 {
     (void)state;
     struct scrape_podstate st;
-    scrape_podstate_init(&st, 0);
+    scrape_podstate_init(&st, 0, RING);
     for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV)
         add_tok(&st, t, 2.0 * (double)t / 1000, 0, 0, false);
     struct scrape_agg_pod ap = {&st, 1};
@@ -332,7 +388,7 @@ static void test_token_missing(void **state)
     assert_int_equal(scrape_spec_want_tokens(&spec), 0);
     assert_string_equal(spec.generation_token_metric, "tgi_request_generated_tokens_sum");
     struct scrape_result r;
-    scrape_aggregate(&ap, 1, &spec, NOW, IV, WIN, &r);
+    scrape_aggregate(&ap, 1, NULL, &spec, NOW, IV, WIN, &r);
     assert_false(r.valid);
     assert_true(isnan(r.request_rate) && isnan(r.generation_token_rate));
     assert_string_equal(r.why, "token metric tgi_request_generated_tokens_sum not found in any "
@@ -340,7 +396,7 @@ static void test_token_missing(void **state)
     /* requests alone are fine without tokens */
     struct scrape_spec req;
     scrape_spec_init(&req, SCRAPE_TGI);
-    scrape_aggregate(&ap, 1, &req, NOW, IV, WIN, &r);
+    scrape_aggregate(&ap, 1, NULL, &req, NOW, IV, WIN, &r);
     assert_true(r.valid);
 
     /* the counter appears, then vanishes: a failed scrape, not a reset */
@@ -349,10 +405,10 @@ static void test_token_missing(void **state)
     add_tok(&st, NOW + 2 * IV, 2.0 * (NOW + 2 * IV) / 1000, 10, 10, false);
     assert_int_equal(st.fail, SCRAPE_FAIL_GARBAGE);
     assert_string_equal(st.error, "token metric disappeared from the exposition");
-    scrape_aggregate(&ap, 1, &spec, NOW + 2 * IV, IV, WIN, &r);
+    scrape_aggregate(&ap, 1, NULL, &spec, NOW + 2 * IV, IV, WIN, &r);
     assert_false(r.valid);
     assert_int_equal(r.pods_failed, 1);
-    scrape_podstate_free(&st);
+    scrape_podstate_free(&st, NULL);
 }
 
 int main(void)
@@ -360,8 +416,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counting_rules),     cmocka_unit_test(test_counter_reset),
         cmocka_unit_test(test_latency_and_gauges), cmocka_unit_test(test_absent_counter),
-        cmocka_unit_test(test_window),             cmocka_unit_test(test_token_rates),
-        cmocka_unit_test(test_token_missing),
+        cmocka_unit_test(test_window),             cmocka_unit_test(test_recent_rate),
+        cmocka_unit_test(test_token_rates),        cmocka_unit_test(test_token_missing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -266,6 +266,55 @@ static void test_histogram_caps(void **state)
     assert_true(s.requests == 1);
 }
 
+/* One extractor used for stream after stream, as the scraper's pool does:
+ * the parser is kept (and reset) while the names and the format stay, made
+ * anew when either changes, and every stream reads the same as a fresh one,
+ * after a failed stream too. */
+static void test_reuse(void **state)
+{
+    (void)state;
+    struct scrape_extract *x = xmalloc(sizeof(*x));
+    struct scrape_spec vllm, tgi;
+    scrape_spec_init(&vllm, SCRAPE_VLLM);
+    scrape_spec_init(&tgi, SCRAPE_TGI);
+    scrape_extract_init(x, &vllm, 0);
+    const struct {
+        const struct golden *g;
+        const struct scrape_spec *spec;
+        bool same_parser; /* as the previous stream's */
+    } seq[] = {
+        {&goldens[0], &vllm, false}, {&goldens[0], &vllm, true},  {&goldens[1], &vllm, false},
+        {&goldens[1], &vllm, true},  {&goldens[3], &tgi, false},  {&goldens[3], &tgi, true},
+        {NULL, &tgi, true},          {&goldens[3], &tgi, true},   {&goldens[0], &vllm, false},
+    };
+    struct prom_parser *prev = NULL;
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(seq); i++) {
+        if (i > 0)
+            scrape_extract_reuse(x, seq[i].spec, 0);
+        const struct golden *g = seq[i].g;
+        size_t len;
+        char *buf = g ? slurp(g->file, &len) : xstrdup("<html>not metrics</html>\n");
+        if (!g)
+            len = strlen(buf);
+        assert_int_equal(scrape_extract_set_format(x, g ? g->format : PROM_FMT_TEXT), 0);
+        int rc = scrape_extract_feed(x, buf, len);
+        if (rc == 0)
+            rc = scrape_extract_finish(x);
+        if (seq[i].same_parser) /* (a new one may land at the same address: not checked) */
+            assert_ptr_equal(x->parser, prev);
+        if (g) {
+            assert_int_equal(rc, 0);
+            check_golden(g, &x->s);
+        } else {
+            assert_int_equal(rc, -EBADMSG);
+        }
+        prev = x->parser;
+        xfree(buf);
+    }
+    scrape_extract_free(x);
+    xfree(x);
+}
+
 /* demand-unit tokens: each profile's token counters read from the golden
  * expositions (vLLM's counters, TGI's histogram sums); none read unless
  * asked; Triton and generic have none to default to. */
@@ -330,6 +379,7 @@ int main(void)
         cmocka_unit_test(test_profiles_golden), cmocka_unit_test(test_generic_names),
         cmocka_unit_test(test_metric_absent),   cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_histogram_caps),   cmocka_unit_test(test_format_matters),
+        cmocka_unit_test(test_reuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

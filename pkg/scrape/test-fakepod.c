@@ -28,6 +28,7 @@ struct fakepod {
     char ip[32];
     int port;
     unsigned accepts, requests;
+    unsigned close_requests; /* requests that asked for Connection: close */
     struct fconn *conns;
     int open;
     bool stopping;
@@ -297,6 +298,9 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     char *end;
     while (c->in.len && (end = strstr(c->in.data, "\r\n\r\n")) != NULL) {
         size_t used = (size_t)(end + 4 - c->in.data);
+        *end = '\0';
+        if (strcasestr(c->in.data, "\r\nConnection: close"))
+            c->pod->close_requests++;
         memmove(c->in.data, c->in.data + used, c->in.len - used + 1);
         c->in.len -= used;
         respond(c);
@@ -370,6 +374,11 @@ int fakepod_port(const struct fakepod *p)
 unsigned fakepod_accepts(const struct fakepod *p)
 {
     return p->accepts;
+}
+
+unsigned fakepod_close_requests(const struct fakepod *p)
+{
+    return p->close_requests;
 }
 
 unsigned fakepod_requests(const struct fakepod *p)

@@ -40,6 +40,8 @@ const char *fakepod_ip(const struct fakepod *p);
 int fakepod_port(const struct fakepod *p);
 unsigned fakepod_accepts(const struct fakepod *p);
 unsigned fakepod_requests(const struct fakepod *p);
+/** Requests that carried "Connection: close". */
+unsigned fakepod_close_requests(const struct fakepod *p);
 void fakepod_set_mode(struct fakepod *p, enum fakepod_mode mode);
 /** The process restarted: its counters start again from 0 now. */
 void fakepod_restart(struct fakepod *p);

@@ -38,7 +38,8 @@ static int64_t loop_clock(void *arg)
     return (int64_t)uv_now(arg);
 }
 
-static struct fx *fx_new(int64_t interval, int64_t timeout, size_t max_bytes)
+static struct fx *fx_new_limit(int64_t interval, int64_t timeout, size_t max_bytes,
+                               size_t max_inflight)
 {
     struct fx *f = xcalloc(1, sizeof(*f));
     assert_int_equal(uv_loop_init(&f->loop), 0);
@@ -52,6 +53,7 @@ static struct fx *fx_new(int64_t interval, int64_t timeout, size_t max_bytes)
         c.max_bytes = max_bytes;
     c.clock = loop_clock;
     c.clock_arg = &f->loop;
+    c.max_inflight = max_inflight;
     assert_int_equal(scrape_new(&f->loop, f->http, &c, &f->s), 0);
     uv_timer_init(&f->loop, &f->timer);
     f->timer.data = f;
@@ -59,6 +61,11 @@ static struct fx *fx_new(int64_t interval, int64_t timeout, size_t max_bytes)
     assert_non_null(f->log);
     util_log_set_stream(f->log);
     return f;
+}
+
+static struct fx *fx_new(int64_t interval, int64_t timeout, size_t max_bytes)
+{
+    return fx_new_limit(interval, timeout, max_bytes, 0);
 }
 
 static struct fakepod *fx_pod(struct fx *f, enum fakepod_mode mode, double rate, double running,
@@ -158,7 +165,9 @@ static int count(const char *hay, const char *needle)
 }
 
 /* vLLM pods: the rate is the sum of the counters' rates, gauges are summed,
- * p99 comes from the summed bucket rates, and connections are reused. */
+ * p99 comes from the summed bucket increases, and each scrape of a
+ * plain-HTTP pod uses its own connection (asking the pod to close it), so no
+ * idle connection per pod is kept between scrapes. */
 static void test_vllm_pods(void **state)
 {
     (void)state;
@@ -190,9 +199,13 @@ static void test_vllm_pods(void **state)
     assert_int_equal(st.pods, 4);
     assert_int_equal(st.scheduled, 4);
     for (int i = 0; i < 4; i++) {
-        assert_true(fakepod_requests(f->pods[i]) >= 8);
-        assert_int_equal(fakepod_accepts(f->pods[i]), 1); /* keep-alive */
+        unsigned req = fakepod_requests(f->pods[i]);
+        assert_true(req >= 8);
+        assert_int_equal(fakepod_close_requests(f->pods[i]), req);
+        assert_true(fakepod_accepts(f->pods[i]) >= req); /* a new connection per scrape */
     }
+    assert_true(st.inflight_peak >= 1 && st.inflight_peak <= st.inflight_limit);
+    assert_true(st.memory_bytes > 4 * sizeof(struct scrape_pod));
     fx_finish(f);
 }
 
@@ -490,6 +503,119 @@ static void test_close_inflight(void **state)
     fx_finish(f);
 }
 
+/* A workload whose metric names change starts its history afresh (a rate
+ * and a p99 of the new metrics only, after two scrapes); one that shares the
+ * old spec keeps its own; a change of the missing fraction alone keeps it. */
+static void test_spec_change(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(100, 300, 0);
+    for (int i = 0; i < 4; i++)
+        fx_pod(f, FAKEPOD_VLLM, 10, 1, 0);
+    targets(f, "a", SCRAPE_VLLM, f->pods, 2, NULL);
+    targets(f, "b", SCRAPE_VLLM, f->pods + 2, 2, NULL);
+    run_for(f, 600);
+    assert_near(get(f, "a").p99_ms, fakepod_p99_ms(), 0.01);
+
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    spec.missing_fraction = 0.5; /* not a metric: the history stays */
+    struct scrape_pod sp[2];
+    char names[2][64];
+    for (int i = 0; i < 2; i++) {
+        snprintf(names[i], sizeof(names[i]), "a-%s", fakepod_ip(f->pods[i]));
+        sp[i] = (struct scrape_pod){names[i], fakepod_ip(f->pods[i]), fakepod_port(f->pods[i]),
+                                    true, 2};
+    }
+    scrape_set_targets(f->s, "ns1", "a", &spec, sp, 2);
+    struct scrape_result r = get(f, "a");
+    assert_true(r.valid);
+    assert_int_equal(r.pods_counted, 2);
+
+    snprintf(spec.latency_metric, sizeof(spec.latency_metric), "vllm:request_queue_time_seconds");
+    scrape_set_targets(f->s, "ns1", "a", &spec, sp, 2);
+    r = get(f, "a");
+    assert_int_equal(r.pods_counted, 0); /* history gone: warming up again */
+    assert_true(r.p99_ms < 0);
+    r = get(f, "b");
+    assert_true(r.valid); /* b shared the old spec: untouched */
+    assert_near(r.p99_ms, fakepod_p99_ms(), 0.01);
+    run_for(f, 400);
+    r = get(f, "a");
+    assert_true(r.valid);
+    assert_near(r.request_rate, 20, 0.05);
+    assert_true(r.p99_ms < 0); /* the fake pods have no such histogram: none left over */
+    fx_finish(f);
+}
+
+static void on_block(uv_timer_t *t)
+{
+    (void)t;
+    uv_sleep(250); /* a loop busy with something else: every pod falls due */
+}
+
+/* Scrapes in flight never pass the limit: after the loop was blocked for
+ * longer than the interval, the due pods start as others finish (counted as
+ * deferred) instead of all at once, and all of them are still scraped. */
+static void test_inflight_limit(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new_limit(100, 300, 0, 2);
+    for (int i = 0; i < 8; i++)
+        fx_pod(f, FAKEPOD_VLLM, 10, 1, 0);
+    targets(f, "chat", SCRAPE_VLLM, f->pods, 8, NULL);
+    run_for(f, 500);
+    uv_timer_t block;
+    uv_timer_init(&f->loop, &block);
+    uv_timer_start(&block, on_block, 10, 0);
+    unsigned before[8];
+    for (int i = 0; i < 8; i++)
+        before[i] = fakepod_requests(f->pods[i]);
+    run_for(f, 600);
+    uv_close((uv_handle_t *)&block, NULL);
+
+    struct scrape_stats st;
+    scrape_stats(f->s, &st);
+    assert_int_equal(st.inflight_limit, 2);
+    assert_true(st.inflight_peak <= 2);
+    assert_true(st.deferred > 0);
+    assert_int_equal(st.scrapes_failed, 0);
+    for (int i = 0; i < 8; i++)
+        assert_true(fakepod_requests(f->pods[i]) >= before[i] + 3);
+    struct scrape_result r = get(f, "chat");
+    assert_true(r.valid);
+    assert_int_equal(r.pods_counted, 8);
+    assert_near(r.request_rate, 80, 0.05);
+    fx_finish(f);
+}
+
+/* Pods that never answer hold a slot until their timeout; the limit grows
+ * with the mean duration, so the healthy pods are still scraped on time. */
+static void test_slow_pods_do_not_starve(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(100, 300, 0);
+    for (int i = 0; i < 12; i++)
+        fx_pod(f, FAKEPOD_SLOW, 1, 0, 0);
+    for (int i = 0; i < 4; i++)
+        fx_pod(f, FAKEPOD_VLLM, 10, 1, 0);
+    targets(f, "slow", SCRAPE_VLLM, f->pods, 12, NULL);
+    targets(f, "ok", SCRAPE_VLLM, f->pods + 12, 4, NULL);
+    run_for(f, 1500);
+    struct scrape_result r = get(f, "ok");
+    assert_true(r.valid);
+    assert_near(r.request_rate, 40, 0.05);
+    r = get(f, "slow");
+    assert_false(r.valid);
+    assert_int_equal(r.pods_failed, 12);
+    struct scrape_stats st;
+    scrape_stats(f->s, &st);
+    assert_true(st.inflight_peak <= st.inflight_limit);
+    assert_true(st.duration_ms > 50); /* the timeouts count in the mean */
+    assert_int_equal(st.late, 0);
+    fx_finish(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -497,6 +623,8 @@ int main(void)
         cmocka_unit_test(test_counter_reset),    cmocka_unit_test(test_pods_appear_vanish),
         cmocka_unit_test(test_missing_fraction), cmocka_unit_test(test_bad_endpoints),
         cmocka_unit_test(test_close_inflight),   cmocka_unit_test(test_openmetrics_pods),
+        cmocka_unit_test(test_inflight_limit),   cmocka_unit_test(test_slow_pods_do_not_starve),
+        cmocka_unit_test(test_spec_change),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

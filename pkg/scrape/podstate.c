@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* scrape/podstate: what the scraper remembers of one pod between scrapes:
+ * its request counter's samples over the rate window (a scrape_ring; with
+ * demand-unit tokens also the two token counters'), its latest gauges, and
+ * its latency histogram's last cumulative counts only.
+ *
+ * A successful scrape turns the histogram into the increase since the
+ * previous one and adds it to the workload's scrape_window (at the previous
+ * scrape's time). A reset (any bucket lower than before: the process
+ * restarted) counts every bucket's new value as its increase, for all
+ * buckets together, since they restarted together. A pod whose bounds
+ * change starts its histogram afresh (no increase that scrape).
+ *
+ * Ownership: the ring's samples, the histogram block (counts followed by the
+ * pod's column indexes in the window) and the error string are the pod's;
+ * the columns they name belong to the window and are released through it.
+ * Pure: times are passed in. */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "scrape-int.h"
+#include "util/util.h"
+
+void scrape_podstate_init(struct scrape_podstate *st, int64_t since_ms, unsigned ring_cap)
+{
+    memset(st, 0, sizeof(*st));
+    scrape_ring_init(&st->requests, ring_cap);
+    scrape_ring_init(&st->prompt, ring_cap);
+    scrape_ring_init(&st->gen, ring_cap);
+    st->since_ms = since_ms;
+    st->last_ok_ms = POLICY_NEVER;
+    st->last_try_ms = POLICY_NEVER;
+    st->hist_ms = POLICY_NEVER;
+}
+
+static uint8_t *cols_of(const struct scrape_podstate *st)
+{
+    return (uint8_t *)(st->hist + st->nbuckets);
+}
+
+static void hist_release(struct scrape_podstate *st, struct scrape_window *w)
+{
+    if (!st->hist)
+        return;
+    if (w)
+        scrape_window_unmap(w, cols_of(st), st->nbuckets);
+    xfree(st->hist);
+    st->hist = NULL;
+    st->nbuckets = 0;
+    st->hist_ms = POLICY_NEVER;
+}
+
+void scrape_podstate_free(struct scrape_podstate *st, struct scrape_window *w)
+{
+    hist_release(st, w);
+    scrape_ring_free(&st->requests);
+    scrape_ring_free(&st->prompt);
+    scrape_ring_free(&st->gen);
+    xfree(st->error);
+    st->error = NULL;
+}
+
+void scrape_podstate_reset(struct scrape_podstate *st, struct scrape_window *w, int64_t since_ms)
+{
+    char *err = st->error;
+    struct scrape_ring ring = st->requests, prompt = st->prompt, gen = st->gen;
+    hist_release(st, w);
+    scrape_ring_clear(&ring);
+    scrape_ring_clear(&prompt);
+    scrape_ring_clear(&gen);
+    scrape_podstate_init(st, since_ms, ring.cap);
+    st->requests = ring; /* keeps its arrays for reuse */
+    st->prompt = prompt;
+    st->gen = gen;
+    st->error = err;
+}
+
+void scrape_podstate_fail(struct scrape_podstate *st, int64_t t_ms, enum scrape_fail f,
+                          const char *msg)
+{
+    st->fail = (uint8_t)(f == SCRAPE_FAIL_NONE || f >= SCRAPE_FAIL_COUNT_ ? SCRAPE_FAIL_OTHER : f);
+    st->last_try_ms = t_ms;
+    if (!st->error || strcmp(st->error, msg) != 0) {
+        xfree(st->error);
+        st->error = xstrdup(msg);
+    }
+}
+
+const char *scrape_podstate_error(const struct scrape_podstate *st)
+{
+    return st->error ? st->error : "";
+}
+
+size_t scrape_podstate_memory(const struct scrape_podstate *st)
+{
+    size_t n = scrape_ring_memory(&st->requests) + scrape_ring_memory(&st->prompt) +
+               scrape_ring_memory(&st->gen);
+    if (st->hist)
+        n += st->nbuckets * (sizeof(double) + 1);
+    if (st->error)
+        n += strlen(st->error) + 1;
+    return n;
+}
+
+static bool same_layout(const struct scrape_podstate *st, const struct scrape_window *w,
+                        const struct scrape_sample *s)
+{
+    if (!st->hist || st->nbuckets != s->nbuckets)
+        return false;
+    const uint8_t *cols = cols_of(st);
+    for (size_t i = 0; i < s->nbuckets; i++)
+        if (cols[i] >= w->ncols || w->le[cols[i]] != s->le[i])
+            return false;
+    return true;
+}
+
+static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int64_t t_ms,
+                        const struct scrape_sample *s)
+{
+    size_t n = s->nbuckets;
+    if (n == 0 || n > SCRAPE_MAX_BUCKETS || !w) {
+        hist_release(st, w);
+        return;
+    }
+    if (same_layout(st, w, s)) {
+        if (t_ms <= st->hist_ms)
+            return; /* not after the snapshot: ignored, as the ring does */
+        double inc[SCRAPE_MAX_BUCKETS];
+        bool reset = false;
+        for (size_t i = 0; i < n; i++)
+            reset |= s->count[i] < st->hist[i];
+        for (size_t i = 0; i < n; i++)
+            inc[i] = reset ? s->count[i] : s->count[i] - st->hist[i];
+        scrape_window_add(w, st->hist_ms, cols_of(st), inc, n);
+        memcpy(st->hist, s->count, n * sizeof(double));
+        st->hist_ms = t_ms;
+        return;
+    }
+    hist_release(st, w); /* new layout (or the first): start afresh */
+    double *h = xmalloc(n * (sizeof(double) + 1));
+    if (scrape_window_map(w, s->le, n, (uint8_t *)(h + n)) != 0) {
+        xfree(h); /* the window has no room for these bounds: no histogram */
+        return;
+    }
+    memcpy(h, s->count, n * sizeof(double));
+    st->hist = h;
+    st->nbuckets = (uint8_t)n;
+    st->hist_ms = t_ms;
+}
+
+void scrape_podstate_ok(struct scrape_podstate *st, struct scrape_window *w, int64_t t_ms,
+                        const struct scrape_sample *s)
+{
+    /* A counter that was there and is gone is not zero: the exposition
+     * broke, so this scrape counts as failed rather than as a reset. */
+    if (!s->has_requests && st->req_seen) {
+        scrape_podstate_fail(st, t_ms, SCRAPE_FAIL_GARBAGE,
+                             "request metric disappeared from the exposition");
+        return;
+    }
+    if ((!s->has_prompt && st->prompt_seen) || (!s->has_gen && st->gen_seen)) {
+        scrape_podstate_fail(st, t_ms, SCRAPE_FAIL_GARBAGE,
+                             "token metric disappeared from the exposition");
+        return;
+    }
+    /* Absent from the start: a lazily created counter (TGI's appear with
+     * the first request), so zero. scrape_aggregate() still refuses a
+     * workload where no pod has it. */
+    scrape_ring_add(&st->requests, t_ms, s->has_requests ? s->requests : 0);
+    st->req_seen = s->has_requests;
+    /* token counters, when wanted: the same rules (TGI's histograms appear
+     * lazily too); their rings get arrays only then */
+    if (s->tokens || s->has_prompt || s->has_gen) {
+        scrape_ring_add(&st->prompt, t_ms, s->has_prompt ? s->prompt_tokens : 0);
+        scrape_ring_add(&st->gen, t_ms, s->has_gen ? s->gen_tokens : 0);
+    }
+    st->prompt_seen = s->has_prompt;
+    st->gen_seen = s->has_gen;
+    st->inflight = s->inflight;
+    st->has_inflight = s->has_inflight;
+    st->queued = s->queued;
+    st->has_queued = s->has_queued;
+    hist_update(st, w, t_ms, s);
+    st->last_ok_ms = t_ms;
+    st->last_try_ms = t_ms;
+    st->ok_count++;
+    st->fail = SCRAPE_FAIL_NONE;
+    xfree(st->error); /* kept only while failing */
+    st->error = NULL;
+}

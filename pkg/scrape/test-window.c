@@ -1,0 +1,482 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tests of the scraper's compact history: the per-pod request ring against
+ * policy_counter (the fixed 32-sample ring it replaces), and the
+ * per-workload latency window against the computation it replaces (a
+ * policy_counter per pod and bucket, each pod's bucket rates summed by le,
+ * histogram_quantile over the sum): the same p99 for steady pods, pods whose
+ * latency changes within the window, counter resets and bound changes; pods
+ * added or removed mid-window weighted by their requests; the column cap;
+ * and the bytes a pod and a workload hold. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "scrape-int.h"
+#include "util/util.h"
+
+#define IV 5000
+#define WIN 60000
+#define NB 5
+
+static const double LE[NB] = {0.1, 0.5, 1, 2.5, INFINITY};
+
+/* ---- ring = policy_counter -------------------------------------------- */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+
+static double frand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+/* Random sample streams (jittered times, resets, refused values): every
+ * answer of the ring, asked at or after its newest sample as the scraper
+ * does, equals policy_counter's. */
+static void test_ring_matches_policy_counter(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 200; round++) {
+        struct scrape_ring r;
+        scrape_ring_init(&r, scrape_ring_cap(WIN, IV));
+        struct policy_counter pc;
+        memset(&pc, 0, sizeof(pc));
+        int64_t base = 1700000000000 + (int64_t)(frand() * 1e6), t = base, newest = base;
+        double v = frand() * 1e6;
+        for (int i = 0; i < 60; i++) {
+            /* scrapes start at their slot plus a delay under 400 ms ... */
+            t = base + (int64_t)i * IV + (int64_t)(frand() * 400);
+            if (frand() < 0.05) /* ... or a stamp not after the last one: refused by both */
+                t = newest - (int64_t)(frand() * 2 * IV);
+            double x = frand();
+            v = x < 0.05 ? frand() * 10 : x < 0.08 ? (x < 0.065 ? NAN : -1) : v + frand() * 50;
+            int a = scrape_ring_add(&r, t, v), b = policy_counter_add(&pc, t, v);
+            assert_int_equal(a, b);
+            if (a == 0)
+                newest = t;
+            /* the scraper asks at or after its newest sample */
+            for (int64_t now = newest; now <= newest + WIN; now += 7 * IV / 3) {
+                double i1 = 0, i2 = 0;
+                int64_t s1 = 0, s2 = 0;
+                int r1 = scrape_ring_increase(&r, now, WIN, &i1, &s1);
+                int r2 = policy_counter_increase(&pc, now, WIN, &i2, &s2);
+                assert_int_equal(r1, r2);
+                if (r1 == 0) {
+                    assert_true(i1 == i2);
+                    assert_true(s1 == s2);
+                }
+            }
+        }
+        scrape_ring_free(&r);
+    }
+    /* capacity: the most samples a window holds, within [4, 32] */
+    assert_int_equal(scrape_ring_cap(60000, 5000), 13);
+    assert_int_equal(scrape_ring_cap(60000, 1000), SCRAPE_RING_MAX);
+    assert_int_equal(scrape_ring_cap(3000, 5000), 4);
+}
+
+/* Times are kept as 32-bit offsets from a base that follows the oldest
+ * sample: a pod scraped for months (and one silent for weeks) still gives
+ * policy_counter's answers. */
+static void test_ring_long_running(void **state)
+{
+    (void)state;
+    struct scrape_ring r;
+    scrape_ring_init(&r, scrape_ring_cap(WIN, IV));
+    struct policy_counter pc;
+    memset(&pc, 0, sizeof(pc));
+    int64_t t = 1700000000000;
+    double v = 0;
+    for (int day = 0; day < 90; day++) {
+        for (int i = 0; i < 20; i++) {
+            t += IV;
+            v += 7;
+            assert_int_equal(scrape_ring_add(&r, t, v), policy_counter_add(&pc, t, v));
+        }
+        double i1, i2;
+        int64_t s1, s2;
+        assert_int_equal(scrape_ring_increase(&r, t, WIN, &i1, &s1), 0);
+        assert_int_equal(policy_counter_increase(&pc, t, WIN, &i2, &s2), 0);
+        assert_true(i1 == i2 && s1 == s2);
+        t += day == 40 ? 30LL * 86400000 : 86400000; /* a day, once a month, later */
+    }
+    assert_true(t - r.base < (int64_t)UINT32_MAX);
+    scrape_ring_free(&r);
+}
+
+/* ---- window = per-pod bucket rates -------------------------------------- */
+
+/* A fake pod: cumulative bucket counts advanced by a latency distribution
+ * (cumulative fraction per bound) at a request rate. */
+struct fpod {
+    double count[NB];
+    double cdf[NB];
+    double rate;
+    int64_t phase;
+    bool gone;
+    struct scrape_podstate st;
+    struct policy_counter ref[NB]; /* the replaced computation */
+};
+
+struct world {
+    struct scrape_window w;
+    struct fpod pods[8];
+    int n;
+};
+
+static void world_init(struct world *wd)
+{
+    memset(wd, 0, sizeof(*wd));
+    scrape_window_init(&wd->w, IV, WIN);
+}
+
+static struct fpod *pod_add(struct world *wd, double rate, const double *cdf, int64_t phase)
+{
+    struct fpod *p = &wd->pods[wd->n++];
+    memset(p, 0, sizeof(*p));
+    p->rate = rate;
+    p->phase = phase;
+    memcpy(p->cdf, cdf, sizeof(p->cdf));
+    scrape_podstate_init(&p->st, 0, scrape_ring_cap(WIN, IV));
+    return p;
+}
+
+static void scrape(struct world *wd, struct fpod *p, int64_t t)
+{
+    struct scrape_sample s = {.has_requests = true, .nbuckets = NB, .samples = 1};
+    for (int i = 0; i < NB; i++) {
+        s.le[i] = LE[i];
+        s.count[i] = p->count[i];
+        policy_counter_add(&p->ref[i], t, p->count[i]);
+    }
+    s.requests = p->count[NB - 1];
+    scrape_podstate_ok(&p->st, &wd->w, t, &s);
+}
+
+/* Every pod serves for one interval, then the live ones are scraped at
+ * their phase within it. */
+static void step(struct world *wd, int64_t slot_start)
+{
+    for (int k = 0; k < wd->n; k++) {
+        struct fpod *p = &wd->pods[k];
+        if (p->gone)
+            continue;
+        double req = p->rate * IV / 1000.0;
+        for (int i = 0; i < NB; i++)
+            p->count[i] += req * p->cdf[i];
+        scrape(wd, p, slot_start + p->phase);
+    }
+}
+
+/* Today's computation: each pod's per-bucket rates (or increases) over the
+ * window, summed by le; a pod with fewer than two samples in it (or skip)
+ * is left out. A pod no longer scraped keeps its samples here. */
+static double reference(struct world *wd, int64_t now, bool by_increase, const struct fpod *skip)
+{
+    double sum[NB] = {0};
+    for (int k = 0; k < wd->n; k++) {
+        struct fpod *p = &wd->pods[k];
+        double r[NB];
+        int64_t span;
+        bool ok = p != skip;
+        for (int i = 0; i < NB && ok; i++)
+            ok = (by_increase ? policy_counter_increase(&p->ref[i], now, WIN, &r[i], &span)
+                              : policy_counter_rate(&p->ref[i], now, WIN, &r[i])) == 0;
+        if (!ok)
+            continue;
+        for (int i = 0; i < NB; i++)
+            sum[i] += r[i];
+    }
+    return prom_histogram_quantile(0.99, LE, sum, NB);
+}
+
+static void world_free(struct world *wd)
+{
+    for (int k = 0; k < wd->n; k++)
+        scrape_podstate_free(&wd->pods[k].st, &wd->w);
+    for (unsigned c = 0; c < wd->w.ncols; c++)
+        assert_int_equal(wd->w.refs[c], 0);
+    scrape_window_free(&wd->w);
+}
+
+static void assert_close(double got, double want)
+{
+    if (!(fabs(got - want) <= 1e-6 * fabs(want)))
+        fail_msg("p99 %.9g, want %.9g", got, want);
+}
+
+static const double FAST[NB] = {0.5, 0.95, 0.999, 1, 1};
+static const double SLOW[NB] = {0, 0.2, 0.6, 0.97, 1};
+static const double MID[NB] = {0.1, 0.6, 0.9, 0.995, 1};
+
+/* The query time sits 3/4 into an interval and the phases in its first
+ * quarter: then "the slot's middle is in the window" picks exactly the
+ * increases whose both samples are in it, as the per-pod rates do. */
+#define T0 ((int64_t)1800000000000)
+#define AT(k) (T0 + (int64_t)(k) * IV + 3 * IV / 4)
+
+/* Steady pods with different rates and latencies, and a pod whose latency
+ * turns slow in the middle of the window: the same p99 as the per-pod
+ * bucket rates summed. */
+static void test_window_matches_rates(void **state)
+{
+    (void)state;
+    struct world wd;
+    world_init(&wd);
+    pod_add(&wd, 30, FAST, 0);
+    pod_add(&wd, 10, MID, 700);
+    struct fpod *turning = pod_add(&wd, 20, FAST, 1200);
+    for (int k = 0; k < 40; k++) {
+        if (k == 30)
+            memcpy(turning->cdf, SLOW, sizeof(SLOW));
+        step(&wd, T0 + (int64_t)k * IV);
+        double got = scrape_window_quantile(&wd.w, 0.99, AT(k), WIN);
+        double want = reference(&wd, AT(k), false, NULL);
+        if (k == 0) {
+            assert_true(isnan(got)); /* one scrape each: no increase yet */
+            continue;
+        }
+        assert_close(got, want);
+    }
+    /* the slow stretch moved the p99 up, and it was seen */
+    assert_true(scrape_window_quantile(&wd.w, 0.99, AT(39), WIN) > 1.0);
+    /* 12 intervals later the fast past has left the window */
+    double late = scrape_window_quantile(&wd.w, 0.99, AT(39) + WIN, WIN);
+    assert_true(isnan(late)); /* nothing scraped since: no increase in it */
+    world_free(&wd);
+}
+
+/* A pod that became a target mid-window counts by its requests, as the
+ * request rate does (and as rate() over a series that starts within the
+ * window extrapolates), not by the rate over its short life; a pod that
+ * went away keeps its increases until they age out. */
+static void test_pods_added_and_removed(void **state)
+{
+    (void)state;
+    struct world wd;
+    world_init(&wd);
+    struct fpod *a = pod_add(&wd, 40, FAST, 0);
+    for (int k = 0; k < 20; k++)
+        step(&wd, T0 + (int64_t)k * IV);
+    double fast = scrape_window_quantile(&wd.w, 0.99, AT(19), WIN);
+    assert_close(fast, reference(&wd, AT(19), false, NULL));
+    struct fpod *young = pod_add(&wd, 40, SLOW, 500);
+    for (int k = 20; k < 26; k++) {
+        step(&wd, T0 + (int64_t)k * IV);
+        assert_close(scrape_window_quantile(&wd.w, 0.99, AT(k), WIN),
+                     reference(&wd, AT(k), true, NULL));
+    }
+    /* summed per-pod rates would weigh the young pod's 5 intervals as 11 */
+    assert_true(fabs(scrape_window_quantile(&wd.w, 0.99, AT(25), WIN) -
+                     reference(&wd, AT(25), false, NULL)) > 1e-3);
+
+    young->gone = true; /* dropped by scrape_set_targets: history released */
+    scrape_podstate_free(&young->st, &wd.w);
+    for (int k = 26; k < 40; k++) {
+        step(&wd, T0 + (int64_t)k * IV);
+        double got = scrape_window_quantile(&wd.w, 0.99, AT(k), WIN);
+        assert_close(got, reference(&wd, AT(k), true, NULL));
+        if (k == 30) /* still counted 5 intervals after it left */
+            assert_true(got > fast + 0.1);
+    }
+    /* and no longer 14 intervals after */
+    assert_close(scrape_window_quantile(&wd.w, 0.99, AT(39), WIN), fast);
+    assert_close(reference(&wd, AT(39), true, NULL), reference(&wd, AT(39), true, young));
+    (void)a;
+    world_free(&wd);
+}
+
+/* A restart: every bucket starts again from 0; the new counts are the
+ * increase (as rate() counts a reset), for all buckets together. */
+static void test_counter_reset(void **state)
+{
+    (void)state;
+    struct world wd;
+    world_init(&wd);
+    struct fpod *a = pod_add(&wd, 20, MID, 0);
+    pod_add(&wd, 20, FAST, 300);
+    for (int k = 0; k < 30; k++) {
+        if (k == 22)
+            memset(a->count, 0, sizeof(a->count));
+        step(&wd, T0 + (int64_t)k * IV);
+        if (k > 0)
+            assert_close(scrape_window_quantile(&wd.w, 0.99, AT(k), WIN),
+                         reference(&wd, AT(k), false, NULL));
+    }
+    /* a restart where a rarely used bucket still reads higher than before:
+     * its new value is its increase too, as for the buckets that dropped */
+    struct world w2;
+    world_init(&w2);
+    static const double rare[NB] = {0.001, 0.5, 0.9, 0.99, 1};
+    struct fpod *p = pod_add(&w2, 100, rare, 0);
+    step(&w2, T0);      /* 500 requests: the first snapshot */
+    step(&w2, T0 + IV); /* 500 more: the first increase */
+    assert_true(fabs(p->count[0] - 1) < 1e-9);
+    for (int i = 0; i < NB; i++)
+        p->count[i] = i == 0 ? 2 : 600 * rare[i]; /* restarted; served 600 since */
+    scrape(&w2, p, T0 + 2 * IV);
+    double sum0 = 0, sum4 = 0;
+    for (unsigned r = 0; r < w2.w.nslots; r++) {
+        sum0 += w2.w.cnt[0 * (size_t)w2.w.nslots + r];
+        sum4 += w2.w.cnt[4 * (size_t)w2.w.nslots + r];
+    }
+    assert_true(fabs(sum4 - (500 + 600)) < 1e-3);
+    assert_true(fabs(sum0 - (0.5 + 2)) < 1e-3); /* not 2 - 1: the bucket restarted too */
+    world_free(&wd);
+    world_free(&w2);
+}
+
+/* New bounds start the pod's histogram afresh: no increase across the
+ * change, the old columns are released, the new ones used. */
+static void test_bounds_change(void **state)
+{
+    (void)state;
+    struct world wd;
+    world_init(&wd);
+    struct fpod *p = pod_add(&wd, 10, MID, 0);
+    step(&wd, T0);
+    step(&wd, T0 + IV);
+    assert_int_equal(wd.w.ncols, NB);
+    struct scrape_sample s = {.has_requests = true, .requests = 1e6, .nbuckets = 3, .samples = 1};
+    const double le[3] = {0.25, 1, INFINITY};
+    for (int i = 0; i < 3; i++) {
+        s.le[i] = le[i];
+        s.count[i] = 1e6 * (i + 1);
+    }
+    scrape_podstate_ok(&p->st, &wd.w, T0 + 2 * IV, &s);
+    assert_int_equal(wd.w.ncols, NB + 1); /* 0.25 is new; 1 and +Inf are shared */
+    assert_int_equal(wd.w.refs[0], 0);   /* 0.1 no longer used by any pod */
+    assert_int_equal(p->st.nbuckets, 3);
+    /* the change itself added nothing: the window still holds 10 x 5 s */
+    double sum = 0;
+    for (unsigned r = 0; r < wd.w.nslots; r++)
+        sum += wd.w.cnt[(size_t)(NB - 1) * wd.w.nslots + r];
+    assert_true(fabs(sum - 50) < 1e-3);
+    /* no histogram in the next exposition: the pod's columns are released */
+    s.nbuckets = 0;
+    scrape_podstate_ok(&p->st, &wd.w, T0 + 3 * IV, &s);
+    assert_null(p->st.hist);
+    for (unsigned c = 0; c < wd.w.ncols; c++)
+        assert_int_equal(wd.w.refs[c], 0);
+    world_free(&wd);
+}
+
+/* Bounds that keep changing cannot grow the window past its column cap;
+ * columns no pod uses any more are reused; nothing is lost for the pods
+ * whose bounds fit. */
+static void test_column_cap(void **state)
+{
+    (void)state;
+    struct scrape_window w;
+    scrape_window_init(&w, IV, WIN);
+    struct scrape_podstate st;
+    scrape_podstate_init(&st, 0, scrape_ring_cap(WIN, IV));
+    struct scrape_sample s = {.has_requests = true, .nbuckets = SCRAPE_MAX_BUCKETS, .samples = 1};
+    for (int round = 0; round < 50; round++) {
+        for (int i = 0; i < SCRAPE_MAX_BUCKETS; i++) {
+            s.le[i] = i == SCRAPE_MAX_BUCKETS - 1 ? INFINITY : round * 1000.0 + i;
+            s.count[i] = (double)i;
+        }
+        scrape_podstate_ok(&st, &w, T0 + round * IV, &s);
+        assert_non_null(st.hist); /* always room: unused columns are reused */
+        assert_true(w.ncols <= SCRAPE_WINDOW_MAX_COLS);
+        assert_true(w.capcols <= SCRAPE_WINDOW_MAX_COLS);
+    }
+    /* two pods that together need more than the cap: the second gets none */
+    struct scrape_podstate other;
+    scrape_podstate_init(&other, 0, scrape_ring_cap(WIN, IV));
+    for (int i = 0; i < SCRAPE_MAX_BUCKETS; i++)
+        s.le[i] = i == SCRAPE_MAX_BUCKETS - 1 ? INFINITY : -1.0 - i;
+    scrape_podstate_ok(&other, &w, T0, &s); /* fits: the first pod's old columns are free */
+    assert_non_null(other.hist);
+    struct scrape_podstate third;
+    scrape_podstate_init(&third, 0, scrape_ring_cap(WIN, IV));
+    for (int i = 0; i < SCRAPE_MAX_BUCKETS; i++)
+        s.le[i] = i == SCRAPE_MAX_BUCKETS - 1 ? INFINITY : 1e9 + i;
+    scrape_podstate_ok(&third, &w, T0, &s);
+    assert_null(third.hist);
+    assert_int_equal(third.fail, SCRAPE_FAIL_NONE); /* the counters still count */
+    scrape_podstate_free(&st, &w);
+    scrape_podstate_free(&other, &w);
+    scrape_podstate_free(&third, &w);
+    scrape_window_free(&w);
+}
+
+/* Samples not after the pod's last one are ignored (as the ring does);
+ * increases older than the window's slots are dropped. */
+static void test_out_of_order(void **state)
+{
+    (void)state;
+    struct world wd;
+    world_init(&wd);
+    struct fpod *p = pod_add(&wd, 10, MID, 0);
+    step(&wd, T0);
+    step(&wd, T0 + IV);
+    double q = scrape_window_quantile(&wd.w, 0.99, T0 + IV, WIN);
+    scrape(&wd, p, T0 + IV); /* same time again */
+    scrape(&wd, p, T0);      /* older */
+    assert_close(scrape_window_quantile(&wd.w, 0.99, T0 + IV, WIN), q);
+    /* an increase that began a whole window before the newest slot */
+    uint8_t cols[NB];
+    double inc[NB] = {1e6, 1e6, 1e6, 1e6, 1e6};
+    for (int i = 0; i < NB; i++)
+        cols[i] = (uint8_t)i;
+    for (int k = 2; k < 20; k++)
+        step(&wd, T0 + (int64_t)k * IV);
+    double now = scrape_window_quantile(&wd.w, 0.99, AT(19), WIN);
+    scrape_window_add(&wd.w, T0, cols, inc, NB);
+    assert_close(scrape_window_quantile(&wd.w, 0.99, AT(19), WIN), now);
+    world_free(&wd);
+}
+
+/* The footprint the scraper is sized by: a vLLM pod (22 bounds) holds
+ * under 400 bytes of history, its workload's window under 2 KB. */
+static void test_memory(void **state)
+{
+    (void)state;
+    struct scrape_window w;
+    scrape_window_init(&w, IV, WIN);
+    struct scrape_podstate st;
+    scrape_podstate_init(&st, 0, scrape_ring_cap(WIN, IV));
+    struct scrape_sample s = {.has_requests = true, .nbuckets = 22, .samples = 1};
+    for (int i = 0; i < 22; i++) {
+        s.le[i] = i == 21 ? INFINITY : 0.1 * (i + 1);
+        s.count[i] = 10.0 * i;
+    }
+    for (int k = 0; k < 20; k++) {
+        s.requests = 100.0 * k;
+        for (int i = 0; i < 22; i++)
+            s.count[i] += i;
+        scrape_podstate_ok(&st, &w, T0 + k * IV, &s);
+    }
+    size_t pod = sizeof(st) + scrape_podstate_memory(&st), win = scrape_window_memory(&w);
+    printf("podstate %zu bytes (struct %zu), window %zu bytes\n", pod, sizeof(st), win);
+    assert_true(pod < 600);
+    assert_true(win < 2048);
+    scrape_podstate_free(&st, &w);
+    scrape_window_free(&w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ring_matches_policy_counter),
+        cmocka_unit_test(test_ring_long_running),
+        cmocka_unit_test(test_window_matches_rates),
+        cmocka_unit_test(test_pods_added_and_removed),
+        cmocka_unit_test(test_counter_reset),
+        cmocka_unit_test(test_bounds_change),
+        cmocka_unit_test(test_column_cap),
+        cmocka_unit_test(test_out_of_order),
+        cmocka_unit_test(test_memory),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
