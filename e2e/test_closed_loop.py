@@ -467,7 +467,7 @@ def tearDownModule():
 # ---------------------------------------------------------------- forecaster history
 
 def fnv1a64(s):
-    h = 1469598103934665603
+    h = 0xcbf29ce484222325  # FNV-1a 64 offset basis (pkg/shard)
     for b in s.encode():
         h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
     return h

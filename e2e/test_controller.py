@@ -380,7 +380,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         import base64
 
         def fnv(s):
-            h = 1469598103934665603
+            h = 0xcbf29ce484222325  # FNV-1a 64 offset basis (pkg/shard)
             for b in s.encode():
                 h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
             return h
