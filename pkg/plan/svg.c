@@ -30,21 +30,6 @@ static const char *const scen_colors[PLAN_MAX_SCENARIOS] = {
 #define C_AXIS "#6b7280"
 #define C_TEXT "#111827"
 
-static void esc(struct util_buf *b, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': util_buf_puts(b, "&amp;"); break;
-        case '<': util_buf_puts(b, "&lt;"); break;
-        case '>': util_buf_puts(b, "&gt;"); break;
-        case '"': util_buf_puts(b, "&quot;"); break;
-        default:
-            if ((unsigned char)*s >= 0x20)
-                util_buf_append(b, s, 1);
-        }
-    }
-}
-
 static void text(struct util_buf *b, double x, double y, const char *anchor, int size,
                  const char *color, const char *s)
 {
@@ -52,7 +37,7 @@ static void text(struct util_buf *b, double x, double y, const char *anchor, int
                     "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"%d\" fill=\"%s\" "
                     FONT ">",
                     x, y, anchor, size, color);
-    esc(b, s);
+    util_buf_put_xml(b, s);
     util_buf_puts(b, "</text>\n");
 }
 
@@ -200,7 +185,7 @@ static void frame(struct util_buf *b, const struct axes *a, const char *ylabel)
                        "stroke=\"%s\"/>\n", LEFT, a->top, PW, PANEL_H, C_AXIS);
     util_buf_printf(b, "<text transform=\"translate(20,%.1f) rotate(-90)\" text-anchor=\"middle\" "
                        "font-size=\"12\" fill=\"%s\" " FONT ">", a->top + PANEL_H / 2.0, C_TEXT);
-    esc(b, ylabel);
+    util_buf_put_xml(b, ylabel);
     util_buf_puts(b, "</text>\n");
     /* days on the time axis (a label every few days) */
     double span_d = (a->t1 - a->t0) / (double)PLAN_DAY_MS;

@@ -34,21 +34,6 @@ static const char *const colors[SIM_POLICY_COUNT] = {
 #define C_TEXT "#111827"
 #define C_MUTED "#4b5563"
 
-static void esc(struct util_buf *b, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': util_buf_puts(b, "&amp;"); break;
-        case '<': util_buf_puts(b, "&lt;"); break;
-        case '>': util_buf_puts(b, "&gt;"); break;
-        case '"': util_buf_puts(b, "&quot;"); break;
-        default:
-            if ((unsigned char)*s >= 0x20)
-                util_buf_append(b, s, 1);
-        }
-    }
-}
-
 static void text(struct util_buf *b, double x, double y, const char *anchor, int size,
                  const char *color, const char *weight, const char *s)
 {
@@ -56,7 +41,7 @@ static void text(struct util_buf *b, double x, double y, const char *anchor, int
                     "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"%d\" "
                     "fill=\"%s\" font-weight=\"%s\" " FONT ">",
                     x, y, anchor, size, color, weight);
-    esc(b, s);
+    util_buf_put_xml(b, s);
     util_buf_puts(b, "</text>\n");
 }
 
@@ -292,7 +277,7 @@ static void panel_frame(struct util_buf *b, const struct yaxis *y, const char *t
                     "<text x=\"%d\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" fill=\"%s\" "
                     "transform=\"rotate(-90 %d %.1f)\" " FONT ">",
                     22, y->top + y->h / 2, C_MUTED, 22, y->top + y->h / 2);
-    esc(b, ylabel);
+    util_buf_put_xml(b, ylabel);
     util_buf_puts(b, "</text>\n");
     util_buf_printf(b,
                     "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"none\" "
@@ -413,7 +398,7 @@ void sim_report_svg(struct util_buf *b, const struct sim_config *cfg,
                        "<tspan font-weight=\"bold\">gpuscaler simulate</tspan>"
                        "<tspan dx=\"12\" fill=\"%s\" font-size=\"15\">",
                     LEFT, C_TEXT, C_MUTED);
-    esc(b, info->trace_name);
+    util_buf_put_xml(b, info->trace_name);
     util_buf_puts(b, "</tspan></text>\n");
     util_format_duration((int64_t)((r->t_end_s - r->t_begin_s) * 1000), d1, sizeof(d1));
     util_format_duration(cfg->policy.cold_start_ms, d2, sizeof(d2));

@@ -94,6 +94,9 @@ static void test_buf(void **state)
     assert_null(b.data);
     xfree(s);
     util_buf_free(&b);
+    util_buf_put_xml(&b, "<a href=\"x\">R&D</a>\x01\t\xc3\xa9");
+    assert_string_equal(b.data, "&lt;a href=&quot;x&quot;&gt;R&amp;D&lt;/a&gt;\xc3\xa9");
+    util_buf_free(&b);
 }
 
 static void test_log_one_line(void **state)

@@ -100,6 +100,21 @@ void util_buf_puts(struct util_buf *b, const char *s)
     util_buf_append(b, s, strlen(s));
 }
 
+void util_buf_put_xml(struct util_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': util_buf_puts(b, "&amp;"); break;
+        case '<': util_buf_puts(b, "&lt;"); break;
+        case '>': util_buf_puts(b, "&gt;"); break;
+        case '"': util_buf_puts(b, "&quot;"); break;
+        default:
+            if ((unsigned char)*s >= 0x20)
+                util_buf_append(b, s, 1);
+        }
+    }
+}
+
 void util_buf_printf(struct util_buf *b, const char *fmt, ...)
 {
     va_list ap;

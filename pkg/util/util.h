@@ -73,6 +73,8 @@ struct util_buf {
 /** Append n bytes. Aborts on OOM. */
 void util_buf_append(struct util_buf *b, const void *p, size_t n);
 void util_buf_puts(struct util_buf *b, const char *s);
+/** Append s as XML/SVG text: & < > " escaped, control characters dropped. */
+void util_buf_put_xml(struct util_buf *b, const char *s);
 void util_buf_printf(struct util_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /** Append s as a JSON string literal, quotes included. */
 void util_buf_json_str(struct util_buf *b, const char *s);
