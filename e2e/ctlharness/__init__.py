@@ -41,7 +41,7 @@ class MetricsPods:
     """Fake serving pods' /metrics, keyed by the local address a scrape hits."""
 
     def __init__(self, port=None):
-        self.port = port or free_port()
+        self.port = port          # None: any free port, known once bound (below)
         self.lock = threading.Lock()
         self.rates = {}          # group (deployment) -> total requests/s over its pods
         self.pods = {}           # ip -> {"count": float, "t": time, "group": str}
@@ -72,7 +72,10 @@ class MetricsPods:
             daemon_threads = True
             allow_reuse_address = True
 
-        self.server = S(("0.0.0.0", self.port), H)
+        # port 0 unless one was asked for: a port picked first and bound later can be taken
+        # meanwhile by a test running beside this one
+        self.server = S(("0.0.0.0", self.port or 0), H)
+        self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
