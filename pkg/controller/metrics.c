@@ -74,30 +74,73 @@ static void write_capacity(const struct controller *c, struct util_buf *b)
     }
 }
 
-/* Pods no node has a free GPU for, and the learned cold start's two parts
- * (the look-ahead is their sum). */
-static void write_gpu_capacity(const struct controller *c, struct util_buf *b)
+/* Per-Deployment gauges: each reads its value from the workload; false
+ * leaves the Deployment out of that family. */
+struct wl_gauge {
+    const char *name, *help;
+    bool (*get)(const struct ctl_wl *w, double *v);
+};
+
+static bool g_desired(const struct ctl_wl *w, double *v) { *v = w->last.desired; return true; }
+static bool g_rpg(const struct ctl_wl *w, double *v) { *v = w->last.requests_per_gpu; return true; }
+static bool g_frpg(const struct ctl_wl *w, double *v)
 {
-    static const struct {
-        const char *name, *help;
-    } per[] = {
-        {"gpuscaler_unschedulable_replicas",
-         "Replicas asked for that no node can place: Pending, Unschedulable for lack of a GPU."},
-        {"gpuscaler_learned_schedule_delay_seconds",
-         "Longest creation-to-PodScheduled time of the Ready pods."},
-        {"gpuscaler_learned_load_seconds",
-         "Longest PodScheduled-to-Ready (model load) time of the Ready pods."},
-    };
-    for (size_t k = 0; k < UTIL_ARRAY_LEN(per); k++) {
-        family(b, per[k].name, "gauge", per[k].help);
+    *v = w->last.forecast_requests_per_gpu;
+    return true;
+}
+static bool g_util(const struct ctl_wl *w, double *v) { *v = w->last.utilization; return true; }
+static bool g_cold(const struct ctl_wl *w, double *v)
+{
+    *v = (double)w->learned_cold_start_ms / 1000.0;
+    return true;
+}
+static bool g_demand(const struct ctl_wl *w, double *v) { *v = w->last.demand_rps; return true; }
+static bool g_coverage(const struct ctl_wl *w, double *v)
+{
+    *v = w->plan_resolved > 0 ? w->plan_coverage : NAN;
+    return true;
+}
+static bool g_service(const struct ctl_wl *w, double *v)
+{
+    *v = w->service_ms > 0 ? w->service_ms / 1000.0 : NAN;
+    return true;
+}
+static bool g_want(const struct ctl_wl *w, double *v)
+{
+    *v = w->last.want > 0 ? w->last.want : w->last.desired;
+    return true;
+}
+static bool g_tokens(const struct ctl_wl *w, double *v)
+{
+    *v = w->request_size > 0 ? w->request_size : NAN;
+    return w->cfg.policy.demand_unit == POLICY_UNIT_TOKENS;
+}
+static bool g_unsched(const struct ctl_wl *w, double *v)
+{
+    *v = (double)w->last.unschedulable;
+    return true;
+}
+static bool g_sched(const struct ctl_wl *w, double *v)
+{
+    *v = (double)w->learned_schedule_ms / 1000.0;
+    return true;
+}
+static bool g_load(const struct ctl_wl *w, double *v)
+{
+    *v = (double)w->learned_load_ms / 1000.0;
+    return true;
+}
+
+static void write_gauges(const struct controller *c, struct util_buf *b,
+                         const struct wl_gauge *g, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        family(b, g[k].name, "gauge", g[k].help);
         for (size_t i = 0; i < CTL_WL_BUCKETS; i++) {
             for (struct ctl_wl *w = c->table[i]; w; w = w->next) {
-                if (!w->have_last)
-                    continue;
-                double v = k == 0   ? (double)w->last.unschedulable
-                           : k == 1 ? (double)w->learned_schedule_ms / 1000.0
-                                    : (double)w->learned_load_ms / 1000.0;
-                wl_sample(b, per[k].name, w, v);
+                double v;
+                if (w->have_last && g[k].get(w, &v))
+                    wl_sample(b, g[k].name, w, v);
             }
         }
     }
@@ -154,52 +197,42 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
     family(b, "gpuscaler_decision_round_seconds", "gauge", "Duration of the last decision round.");
     util_buf_printf(b, "gpuscaler_decision_round_seconds %.6f\n", c->last_tick_seconds);
 
-    static const struct {
-        const char *name, *help;
-    } per[] = {
-        {"gpuscaler_desired_replicas", "Replicas the policy chose."},
+    static const struct wl_gauge per[] = {
+        {"gpuscaler_desired_replicas", "Replicas the policy chose.", g_desired},
         {"gpuscaler_requests_per_gpu",
-         "Demand per ready GPU per second, in the demand unit (gpuscaler_demand_unit)."},
+         "Demand per ready GPU per second, in the demand unit (gpuscaler_demand_unit).", g_rpg},
         {"gpuscaler_forecast_requests_per_gpu",
-         "Planned forecast demand per GPU per second, in the demand unit."},
-        {"gpuscaler_utilization", "Demand per GPU over capacity per GPU."},
+         "Planned forecast demand per GPU per second, in the demand unit.", g_frpg},
+        {"gpuscaler_utilization", "Demand per GPU over capacity per GPU.", g_util},
         {"gpuscaler_learned_cold_start_seconds",
-         "Learned cold start: scheduling delay + model-load time of the Ready pods."},
+         "Learned cold start: scheduling delay + model-load time of the Ready pods.", g_cold},
         {"gpuscaler_demand_requests_per_second",
          "Arrivals (completions + backlog growth) plus the queue's drain rate, in the demand "
-         "unit."},
+         "unit.",
+         g_demand},
         {"gpuscaler_forecast_plan_coverage",
-         "Share of resolved forecast plans whose realised peak stayed within them."},
+         "Share of resolved forecast plans whose realised peak stayed within them.", g_coverage},
         {"gpuscaler_learned_service_time_seconds",
-         "Service time learned by Little's law (running requests / completions)."},
-        {"gpuscaler_want_replicas", "Replicas the acting or waiting rule asks for, before bounds."},
+         "Service time learned by Little's law (running requests / completions).", g_service},
+        {"gpuscaler_want_replicas", "Replicas the acting or waiting rule asks for, before bounds.",
+         g_want},
         {"gpuscaler_tokens_per_request",
-         "demand-unit tokens: weighted tokens per completed request last measured."},
+         "demand-unit tokens: weighted tokens per completed request last measured.", g_tokens},
     };
-    for (size_t k = 0; k < UTIL_ARRAY_LEN(per); k++) {
-        family(b, per[k].name, "gauge", per[k].help);
-        for (size_t i = 0; i < CTL_WL_BUCKETS; i++) {
-            for (struct ctl_wl *w = c->table[i]; w; w = w->next) {
-                if (!w->have_last)
-                    continue;
-                double v = k == 0   ? w->last.desired
-                           : k == 1 ? w->last.requests_per_gpu
-                           : k == 2 ? w->last.forecast_requests_per_gpu
-                           : k == 3 ? w->last.utilization
-                           : k == 4 ? (double)w->learned_cold_start_ms / 1000.0
-                           : k == 5 ? w->last.demand_rps
-                           : k == 6 ? (w->plan_resolved > 0 ? w->plan_coverage : NAN)
-                           : k == 7 ? (w->service_ms > 0 ? w->service_ms / 1000.0 : NAN)
-                           : k == 8 ? (w->last.want > 0 ? w->last.want : w->last.desired)
-                                    : (w->request_size > 0 ? w->request_size : NAN);
-                if (k == 9 && w->cfg.policy.demand_unit != POLICY_UNIT_TOKENS)
-                    continue;
-                wl_sample(b, per[k].name, w, v);
-            }
-        }
-    }
+    write_gauges(c, b, per, UTIL_ARRAY_LEN(per));
     write_capacity(c, b);
-    write_gpu_capacity(c, b);
+    /* pods no node has a free GPU for, and the learned cold start's two parts
+     * (the look-ahead is their sum) */
+    static const struct wl_gauge gpu[] = {
+        {"gpuscaler_unschedulable_replicas",
+         "Replicas asked for that no node can place: Pending, Unschedulable for lack of a GPU.",
+         g_unsched},
+        {"gpuscaler_learned_schedule_delay_seconds",
+         "Longest creation-to-PodScheduled time of the Ready pods.", g_sched},
+        {"gpuscaler_learned_load_seconds",
+         "Longest PodScheduled-to-Ready (model load) time of the Ready pods.", g_load},
+    };
+    write_gauges(c, b, gpu, UTIL_ARRAY_LEN(gpu));
     family(b, "gpuscaler_demand_unit", "gauge",
            "1 for the unit the workload's demand, capacity and rates are counted in.");
     for (size_t i = 0; i < CTL_WL_BUCKETS; i++) {
