@@ -104,6 +104,12 @@ class ShardingE2E(unittest.TestCase):
         t0 = time.time()
         create_all(cls.c, cls.ns, DEPLOYMENTS, PODS_PER, cls.port)
         FIGURES["create_s"] = round(time.time() - t0, 1)
+        # the member Lease of a replica that stopped long ago: the live ones delete it
+        cls.c.create("leases", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                "metadata": {"name": "e2e-shard-member-gone", "namespace": cls.ns},
+                                "spec": {"holderIdentity": "", "leaseDurationSeconds": max(1, round(LEASE_S)),
+                                         "renewTime": "2026-01-01T00:00:00.000000Z"}}, cls.ns)
+        cls.t_gone = time.time()
         cls.replicas = {}
         cls.users = {}
         cls.em_ports = {}
@@ -258,6 +264,7 @@ class ShardingE2E(unittest.TestCase):
         FIGURES["rebalance_after_join_s"] = round(time.time() - t_join, 1)
         self.assertIn("shard released: shard=", live["gpuscaler-0"].text() +
                       live["gpuscaler-2"].text())
+        self.check_handover_checkpoints(t_join)
         # 4. a graceful stop releases at once; the other two take the shards
         g2 = live.pop("gpuscaler-2")
         t_stop = time.time()
@@ -269,6 +276,23 @@ class ShardingE2E(unittest.TestCase):
         FIGURES["takeover_after_graceful_stop_s"] = round(time.time() - t_stop, 2)
         time.sleep(2 * TICK_S)
         self.check_write_log(t_kill)
+        # 5. member Leases unchanged for 10 lease durations are deleted (the one made
+        # stale at the start); the live replicas' own stay
+        def members():
+            return {i["metadata"]["name"] for i in self.c.list("leases", self.ns)["items"]
+                    if i["metadata"]["name"].startswith("e2e-shard-member-")}
+        wait_for(lambda: "e2e-shard-member-gone" not in members(), 10 * LEASE_S + 30, interval=1,
+                 what="the stale member Lease deleted")
+        gone = [w for w in self.fk.writes(namespace=self.ns, resource="leases")["writes"]
+                if w["name"] == "e2e-shard-member-gone" and w["verb"] == "delete"]
+        self.assertEqual(len(gone), 1)
+        self.assertIn(self.users.get(gone[0]["user"]), self.replicas)  # one of the replicas
+        # created before the replicas started: deleted 10 lease durations after they first
+        # listed it, plus a round or two
+        FIGURES["stale_member_deleted_after_s"] = round(gone[0]["time"] - self.t_gone, 1)
+        self.assertTrue({"e2e-shard-member-" + k for k in live} <= members())
+        self.assertIn("member lease deleted: lease=%s/e2e-shard-member-gone" % self.ns,
+                      "".join(x.text() for x in live.values()))
 
     def external_metric(self, ident, deployment, metric="gpuscaler_desired_replicas"):
         """{deployment: value} that replica serves for one Deployment on
@@ -331,6 +355,28 @@ class ShardingE2E(unittest.TestCase):
         FIGURES["hpa_foreign_asked"] = asked
         FIGURES["hpa_foreign_served"] = served
         FIGURES["hpa_foreign_agree_with_owner_status"] = agree
+
+    def check_handover_checkpoints(self, t_join):
+        """A shard handed over to a newcomer is checkpointed first: before each release the
+        replica patched every checkpoint ConfigMap holding that shard's Deployments (index
+        FNV-1a 64 mod 64, as pkg/controller/checkpoint.c). Every Deployment has read its
+        checkpoint by then (the survivors took the killed replica's shards several ticks
+        before the join), so each has state to save."""
+        writes = self.fk.writes(namespace=self.ns)["writes"]
+        releases = [w for w in writes if w["resource"] == "leases" and w["time"] >= t_join and
+                    w["name"].startswith("e2e-shard-") and
+                    w["name"][len("e2e-shard-"):].isdigit() and not w.get("holderIdentity")]
+        self.assertGreater(len(releases), 0)
+        for r in releases:
+            s = int(r["name"][len("e2e-shard-"):])
+            want = {"shard-e2e-state-%d" % (fnv1a64("%s/model-%04d" % (self.ns, i)) % 64)
+                    for i in range(DEPLOYMENTS) if shard_of(self.ns, "model-%04d" % i) == s}
+            saved = {w["name"] for w in writes if w["resource"] == "configmaps" and
+                     w["user"] == r["user"] and r["time"] - 15 <= w["time"] <= r["time"] and
+                     w["seq"] < r["seq"]}
+            self.assertEqual(want - saved, set(), "shard %d released before its checkpoints "
+                                                  "were saved" % s)
+        FIGURES["handovers_checkpointed_first"] = len(releases)
 
     def check_write_log(self, t_kill):
         writes = self.fk.writes(namespace=self.ns)["writes"]

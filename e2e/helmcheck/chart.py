@@ -309,7 +309,8 @@ def check_render(objs, values, release, namespace):
                      {"get", "patch"}}
         if values["leaderElection"]["enabled"] and values["sharding"]["enabled"]:
             # shard and member Leases: names not known at install time
-            want_role[("coordination.k8s.io", "leases", ())] = {"create", "get", "list", "update"}
+            want_role[("coordination.k8s.io", "leases", ())] = {"create", "get", "list", "update",
+                                                                "delete"}
         elif values["leaderElection"]["enabled"]:
             want_role[("coordination.k8s.io", "leases", ())] = {"create"}
             want_role[("coordination.k8s.io", "leases", (values["leaderElection"]["leaseName"],))] = \

@@ -31,6 +31,8 @@
 #define KEY_MAX 253
 /* "full" is logged at most once an hour per ConfigMap */
 #define FULL_LOG_EVERY_MS (3600LL * 1000)
+/* checkpoint ConfigMap reads in flight at most (each serves all its waiting Deployments) */
+#define CKPT_MAX_READS 16
 
 struct ctl_ckpt {
     bool get_inflight, patch_inflight;
@@ -150,7 +152,10 @@ struct cm_req {
 static void req_free(struct cm_req *r)
 {
     struct controller *c = r->c;
-    c->report_inflight--;
+    if (r->patch)
+        c->report_inflight--;
+    else
+        c->ckpt_reads--;
     json_decref(r->bin);
     json_decref(r->text);
     xfree(r);
@@ -164,7 +169,10 @@ static struct cm_req *req_new(struct controller *c, size_t idx, bool patch)
     r->idx = idx;
     r->patch = patch;
     cm_name(c, idx, r->cm, sizeof(r->cm));
-    c->report_inflight++;
+    if (patch)
+        c->report_inflight++;
+    else
+        c->ckpt_reads++;
     ctl_io_begin(c);
     return r;
 }
@@ -274,7 +282,10 @@ void ctl_checkpoint_load(struct controller *c, struct ctl_wl *w)
         w->checkpoint_loaded = true; /* the read in flight serves it */
         return;
     }
-    if (!budget(c))
+    /* reads have a budget of their own: the status writes of a tick (a shard just taken
+     * over) must not hold a Deployment's state back for ticks, since nothing is saved for
+     * a Deployment before its state was read */
+    if (c->ckpt_reads >= CKPT_MAX_READS)
         return; /* retried next tick */
     w->checkpoint_loaded = true;
     k->get_inflight = true;
@@ -287,6 +298,8 @@ void ctl_checkpoint_load(struct controller *c, struct ctl_wl *w)
 }
 
 /* ---- writing -------------------------------------------------------------------- */
+
+static void save_one(struct controller *c, size_t idx);
 
 static void cm_written(const struct kube_result *res, void *arg)
 {
@@ -335,7 +348,11 @@ static void cm_written(const struct kube_result *res, void *arg)
             k->ndrop -= n;
         }
     } else if (res->err == -EEXIST && res->status == 409) {
-        k->next_save_ms = 1; /* created meanwhile by another instance: patch next tick */
+        /* created meanwhile by another instance (two replicas handing shards over at
+         * once): patch it now, a handover waits for this save */
+        save_one(c, r->idx); /* before req_free: c stays alive while a request runs */
+        req_free(r);
+        return;
     } else if (res->status == 422 && res->message && strstr(res->message, "Too long")) {
         int64_t now = util_now_unix_ms();
         if (now - k->full_logged_ms >= FULL_LOG_EVERY_MS) {
@@ -436,4 +453,31 @@ void ctl_checkpoint_tick(struct controller *c, int64_t now_ms, bool all)
         k->next_save_ms = now_ms + CHECKPOINT_INTERVAL_MS;
         save_one(c, i);
     }
+}
+
+size_t ctl_checkpoint_flush_shard(struct controller *c, uint32_t shard, bool start)
+{
+    if (c->dry_run || !c->nshards || !c->nckpt)
+        return 0;
+    uint8_t *mark = xcalloc(c->nckpt, 1);
+    for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
+        for (struct ctl_wl *w = c->table[b]; w; w = w->next)
+            if (shard_of(w->ns, w->name, c->nshards) == shard)
+                mark[ctl_checkpoint_index(w->ns, w->name, c->nckpt)] = 1;
+    size_t pending = 0, nmarked = 0;
+    for (size_t i = 0; i < c->nckpt; i++) {
+        if (!mark[i])
+            continue;
+        nmarked++;
+        if (start && !c->ckpt[i].patch_inflight) {
+            c->ckpt[i].next_save_ms = 0; /* the periodic save starts its interval again */
+            save_one(c, i);
+        }
+        pending += c->ckpt[i].patch_inflight;
+    }
+    xfree(mark);
+    if (start)
+        LOG_INFO(SUB, "shard %u: saving the checkpoints of its Deployments before the handover: "
+                      "%zu ConfigMaps, %zu being written", shard, nmarked, pending);
+    return pending;
 }

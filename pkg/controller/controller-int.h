@@ -205,7 +205,8 @@ struct controller {
     controller_close_cb close_cb;
     void *close_arg;
     int pending_io;               /**< requests in flight (must reach 0 before free) */
-    int report_inflight;          /**< status/event/checkpoint requests in flight */
+    int report_inflight;          /**< status/event/checkpoint writes in flight */
+    int ckpt_reads;               /**< checkpoint ConfigMap reads in flight */
     struct ctl_wl *table[CTL_WL_BUCKETS];
     size_t nwl;
     struct ctl_leader leader;
@@ -360,6 +361,11 @@ void ctl_checkpoint_load(struct controller *c, struct ctl_wl *w);
 /** Once per tick: merge-patch each ConfigMap whose interval (10 min, staggered)
  *  is due, or every one when all (at shutdown). Only when leading. */
 void ctl_checkpoint_tick(struct controller *c, int64_t now_ms, bool all);
+/** Before a shard is handed over: with start, save now every ConfigMap that
+ *  holds a Deployment of that shard tracked here (one not already being
+ *  written). Returns how many of those ConfigMaps are still being written:
+ *  0 once the new owner would read the current state. */
+size_t ctl_checkpoint_flush_shard(struct controller *c, uint32_t shard, bool start);
 /** w is no longer tracked: remove its keys in its ConfigMap's next save. */
 void ctl_checkpoint_forget(struct controller *c, const struct ctl_wl *w);
 void ctl_hpa_refresh(struct controller *c);

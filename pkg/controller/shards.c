@@ -32,12 +32,18 @@
 #define SUB "shard"
 #define MEMBER_INFIX "-member-"
 #define SELF (-1)
+/** A member Lease unchanged for this many lease durations belongs to a
+ *  replica that is gone (a live one renews every retry period): deleted. */
+#define MEMBER_GONE_LEASES 10
+/** Rounds a shard to hand over is kept while its checkpoints are written. */
+#define HANDOVER_FLUSH_ROUNDS 5
 
 struct ctl_shard {
     struct ctl_leader leader;  /**< this shard's election, as the single leader's */
     struct ctl_lease cur;      /**< as listed at the last round */
     char name[256];
     bool releasing;            /**< handed over by this instance: log "released" */
+    uint8_t flush_rounds;      /**< rounds it waited for its checkpoints before a handover */
     char prev_holder[128];     /**< holder before this instance's write, for the log */
 };
 
@@ -222,8 +228,69 @@ static void release_shard(struct controller *c, uint32_t s, int64_t unix_now, co
     write_lease(c, (int)s, false, true, &out);
 }
 
-static struct member *member_slot(struct ctl_shard_members *ms, const char *name)
+struct lease_delete {
+    struct controller *c;
+    char name[256];
+    int64_t idle_s;
+};
+
+static void member_deleted(const struct kube_result *res, void *arg)
 {
+    struct lease_delete *d = arg;
+    const char *ns = d->c->cfg->leader.namespace_;
+    if (res->err == 0)
+        LOG_INFO(SUB, "member lease deleted: lease=%s/%s unchanged for %llds, its replica is gone",
+                 ns, d->name, (long long)d->idle_s);
+    else if (res->status == 404 || res->status == 409)
+        LOG_DEBUG(SUB, "member lease %s/%s: renewed or deleted meanwhile (HTTP %ld)", ns, d->name,
+                  res->status);
+    else
+        LOG_WARN(SUB, "deleting member lease %s/%s failed: HTTP %ld %s %s", ns, d->name,
+                 res->status, res->reason, res->message);
+    struct controller *c = d->c;
+    xfree(d);
+    io_end(c);
+}
+
+/* Delete the member Leases nobody renewed for MEMBER_GONE_LEASES lease
+ * durations, so that the namespace does not collect one per pod that ever
+ * ran. Only the live member first in identity order does it, and only while
+ * the Lease is as it was read (the resourceVersion is a precondition): a
+ * replica that comes back meanwhile keeps its Lease, or creates it again. */
+static void delete_gone_members(struct controller *c, const char *const *live, size_t nlive,
+                                int64_t now)
+{
+    struct ctl_shard_members *ms = c->members;
+    for (size_t i = 0; i < nlive; i++)
+        if (strcmp(live[i], c->identity) < 0)
+            return;
+    for (size_t i = 0; i < ms->n; i++) {
+        struct member *m = &ms->m[i];
+        int64_t dur = c->cfg->leader.lease_duration_ms;
+        if (m->cur.duration_s > 0 && (int64_t)m->cur.duration_s * 1000 > dur)
+            dur = (int64_t)m->cur.duration_s * 1000;
+        int64_t idle = now - m->obs.observed_ms;
+        if (!m->cur.exists || !m->cur.resource_version[0] || idle < MEMBER_GONE_LEASES * dur)
+            continue;
+        struct lease_delete *d = xcalloc(1, sizeof(*d));
+        d->c = c;
+        d->idle_s = idle / 1000;
+        snprintf(d->name, sizeof(d->name), "%s", m->name);
+        io_begin(c);
+        int rc = kube_lease_delete(c->kube, c->cfg->leader.namespace_, m->name,
+                                   m->cur.resource_version, member_deleted, d);
+        if (rc != 0) {
+            LOG_WARN(SUB, "cannot delete member lease %s: %s", m->name, strerror(-rc));
+            xfree(d);
+            io_end(c);
+        }
+    }
+}
+
+static struct member *member_slot(struct controller *c, const char *name)
+{
+    struct ctl_shard_members *ms = c->members;
+    const struct ctl_config *cfg = c->cfg;
     for (size_t i = 0; i < ms->n; i++)
         if (strcmp(ms->m[i].name, name) == 0)
             return &ms->m[i];
@@ -232,6 +299,8 @@ static struct member *member_slot(struct ctl_shard_members *ms, const char *name
     struct member *m = &ms->m[ms->n++];
     memset(m, 0, sizeof(*m));
     snprintf(m->name, sizeof(m->name), "%s", name);
+    ctl_leader_init(&m->obs, c->identity, cfg->leader.lease_duration_ms,
+                    cfg->leader.renew_deadline_ms, cfg->leader.retry_period_ms);
     return m;
 }
 
@@ -281,7 +350,7 @@ static void listed(const struct kube_result *res, void *arg)
         if (strcmp(name, ms->self_name) == 0) {
             ctl_lease_from_json(it, &own);
         } else if (strncmp(name, mprefix, mpl) == 0) {
-            struct member *m = member_slot(ms, name);
+            struct member *m = member_slot(c, name);
             if (m) {
                 ctl_lease_from_json(it, &m->cur);
                 m->seen = true;
@@ -312,6 +381,8 @@ static void listed(const struct kube_result *res, void *arg)
     }
     ms->live = nlive;
     step(c, SELF, &own, now, unix_now);
+    if (member)
+        delete_gone_members(c, live, nlive, now);
     /* A new replica takes nothing until its member Lease was renewed and
      * the others could see it for a round, so replicas started together do
      * not each grab every shard first. */
@@ -333,10 +404,20 @@ static void listed(const struct kube_result *res, void *arg)
                 break;
             /* fall through */
         case SHARD_KEEP:
+            sh->flush_rounds = 0;
             snprintf(sh->prev_holder, sizeof(sh->prev_holder), "%s", sh->cur.holder);
             step(c, (int)s, &sh->cur, now, unix_now);
             break;
         case SHARD_RELEASE: {
+            /* save its Deployments' checkpoints first, so that the new owner reads the
+             * current state; hold on (renewing) until they are written, a few rounds at most */
+            if (ctl_checkpoint_flush_shard(c, s, sh->flush_rounds == 0) > 0 &&
+                sh->flush_rounds < HANDOVER_FLUSH_ROUNDS) {
+                sh->flush_rounds++;
+                step(c, (int)s, &sh->cur, now, unix_now);
+                break;
+            }
+            sh->flush_rounds = 0;
             char why[160];
             snprintf(why, sizeof(why),
                      "handed over: %zu live members, this one holds more than its share", nlive);
@@ -395,9 +476,6 @@ void ctl_shards_start(struct controller *c)
                     cfg->leader.renew_deadline_ms, cfg->leader.retry_period_ms);
     member_lease_name(cfg->sharding.lease_prefix, c->identity, ms->self_name,
                       sizeof(ms->self_name));
-    for (size_t i = 0; i < SHARD_MAX_MEMBERS; i++)
-        ctl_leader_init(&ms->m[i].obs, c->identity, cfg->leader.lease_duration_ms,
-                        cfg->leader.renew_deadline_ms, cfg->leader.retry_period_ms);
     LOG_INFO(SUB, "sharding on: %u shards, leases %s/%s-<shard>, member lease %s", c->nshards,
              cfg->leader.namespace_, cfg->sharding.lease_prefix, ms->self_name);
     uv_timer_start(&c->elect_timer, round_cb, 0, (uint64_t)cfg->leader.retry_period_ms);

@@ -68,6 +68,8 @@ struct httpc_req {
     bool cancelled;
     bool on_todo;
     bool in_data; /* inside on_data: httpc_req_content_type() answers */
+    struct h1_conn *h1; /* the request's connection when h1.c carries it (easy is NULL) */
+    char *h1_ctype;     /* ...and its response's Content-Type, or NULL */
     struct httpc_req *prev, *next; /* every request not yet delivered */
     struct httpc_req *todo_next;   /* to-do list: pending adds and cancellations */
     struct httpc_req *done_next; /* completion queue */
@@ -379,7 +381,10 @@ static void finish(struct httpc_req *r, int result)
     struct httpc *c = r->c;
     if (r->state == REQ_DONE)
         return;
-    if (r->state == REQ_ACTIVE) {
+    if (r->state == REQ_ACTIVE && r->h1) {
+        h1_conn_abort(r->h1); /* cancelled or closing: no callback from it any more */
+        r->h1 = NULL;
+    } else if (r->state == REQ_ACTIVE && r->easy) {
         curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
         curl_multi_remove_handle(c->multi, r->easy);
     }
@@ -421,6 +426,7 @@ static void req_free(struct httpc_req *r)
     util_buf_free(&r->body);
     util_buf_free(&r->hdrbuf);
     xfree(r->parsed);
+    xfree(r->h1_ctype);
     xfree(r);
 }
 
@@ -571,6 +577,82 @@ int httpc_new(uv_loop_t *loop, struct httpc **out)
     return 0;
 }
 
+/* ---- requests carried by h1.c ------------------------------------------ */
+
+static int h1_on_headers(void *ud, int status, const char *block, size_t len)
+{
+    struct httpc_req *r = ud;
+    r->status = status;
+    util_buf_reset(&r->hdrbuf);
+    util_buf_append(&r->hdrbuf, block, len);
+    for (const char *l = block; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+        if (strncasecmp(l, "Content-Type:", 13) != 0)
+            continue;
+        const char *v = l + 13 + strspn(l + 13, " \t");
+        size_t n = strcspn(v, "\r\n");
+        while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+            n--;
+        xfree(r->h1_ctype);
+        r->h1_ctype = xstrndup(v, n);
+    }
+    return 0;
+}
+
+static int h1_on_body(void *ud, const char *p, size_t len)
+{
+    struct httpc_req *r = ud; /* as on_write does for curl */
+    if (r->cancelled)
+        return -ECANCELED;
+    if (r->on_data && r->status >= 200 && r->status < 300) {
+        r->in_data = true;
+        int rc = r->on_data(r, r->status, p, len, r->arg);
+        r->in_data = false;
+        return rc < 0 ? rc : r->cancelled ? -ECANCELED : 0;
+    }
+    if (r->body.len + len > r->max_body)
+        return -EMSGSIZE;
+    util_buf_append(&r->body, p, len);
+    return 0;
+}
+
+static void h1_on_done(void *ud, int err, const char *msg)
+{
+    struct httpc_req *r = ud;
+    r->h1 = NULL; /* it closes itself */
+    if (r->cancelled)
+        err = -ECANCELED;
+    if (err)
+        snprintf(r->errbuf, sizeof(r->errbuf), "%s", msg);
+    finish(r, err);
+    process(r->c);
+}
+
+static const struct h1_conn_cb h1_cbs = {
+    .parse = {.on_headers = h1_on_headers, .on_body = h1_on_body},
+    .on_done = h1_on_done,
+};
+
+/* Start r on its own connection; a failure to start is its result. */
+static void h1_start(struct httpc_req *r, const struct httpc_opts *o,
+                     const struct sockaddr_storage *sa, char *request, size_t len)
+{
+    size_t b = o->recv_buffer;
+    struct h1_conn_opts ho = {
+        .timeout_ms = o->timeout_ms,
+        .connect_timeout_ms = o->connect_timeout_ms,
+        .recv_buffer = !b ? 0 : b < 1024 ? 1024 : b > 524288 ? 524288 : b,
+    };
+    r->state = REQ_ACTIVE;
+    int rc = h1_conn_start(r->c->loop, (const struct sockaddr *)sa, request, len, &ho, &h1_cbs, r,
+                           &r->h1);
+    if (rc < 0) {
+        xfree(request);
+        snprintf(r->errbuf, sizeof(r->errbuf), "Failed to connect: %s", uv_strerror(rc));
+        finish(r, -ECONNREFUSED);
+        kick(r->c);
+    }
+}
+
 static bool method_is(const char *m, const char *want)
 {
     return strcasecmp(m, want) == 0;
@@ -654,6 +736,13 @@ int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb,
     r->arg = arg;
     r->on_data = o->on_data;
     r->max_body = o->max_body ? o->max_body : HTTPC_DEFAULT_MAX_BODY;
+    struct sockaddr_storage sa;
+    char *h1req;
+    size_t h1len;
+    if (h1_prepare(o, &sa, &h1req, &h1len)) {
+        h1_start(r, o, &sa, h1req, h1len);
+        goto started;
+    }
     r->easy = easy_take(c);
     if (!r->easy) {
         rc = -EIO;
@@ -766,6 +855,7 @@ int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb,
         }
         r->state = REQ_ACTIVE;
     }
+started:
     c->inflight++;
     r->next = c->reqs;
     if (c->reqs)
@@ -793,6 +883,8 @@ int httpc_cancel(struct httpc_req *r)
 const char *httpc_req_content_type(const struct httpc_req *r)
 {
     char *ct = NULL;
+    if (r->in_data && !r->easy)
+        return r->h1_ctype;
     if (!r->in_data || curl_easy_getinfo(r->easy, CURLINFO_CONTENT_TYPE, &ct) != CURLE_OK)
         return NULL;
     return ct;

@@ -587,6 +587,132 @@ static void test_errno_mapping(void **state)
     assert_int_equal(httpc_curl_errno(56), -ECONNRESET);  /* CURLE_RECV_ERROR */
 }
 
+/* A one-shot plain GET to an IP literal (no_reuse, no_compression) goes
+ * through h1.c, not curl: no easy handle is ever taken. The same contract
+ * holds there: headers, Content-Type while streaming, buffered non-2xx
+ * bodies, the body cap, timeouts, cancel, close and refused connections. */
+static void test_h1_one_shot(void **state)
+{
+    (void)state;
+    static const char *const hdrs[] = {"X-Custom: v", "Content-Type:", NULL};
+    struct fx *f = fx_new(h_echo);
+    char *url = xasprintf("%s/hello?x=1", testsrv_url(f->srv));
+    struct httpc_opts o = {.url = url, .timeout_ms = 5000, .no_reuse = true,
+                           .no_compression = true, .headers = hdrs};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    assert_int_equal(f->done_calls, 0); /* never from inside httpc_request */
+    run_until(f, 1);
+    assert_int_equal(f->last_err, 0);
+    assert_int_equal(f->last_status, 200);
+    assert_string_equal(f->last_body, "GET /hello?x=1|||v|"); /* "Content-Type:" left out */
+    assert_string_equal(f->last_hdr, "yes");
+    assert_string_equal(f->last_ctype, "text/plain; charset=utf-8");
+    assert_int_equal(f->close_hdrs, 1);
+    assert_int_equal(httpc_pooled_handles(f->http), 0); /* curl was not involved */
+    xfree(url);
+
+    /* the body cap, without Content-Length */
+    url = xasprintf("%s/bigchunked", testsrv_url(f->srv));
+    o = (struct httpc_opts){.url = url, .no_reuse = true, .no_compression = true,
+                            .max_body = 10000};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, 2);
+    assert_int_equal(f->last_err, -EMSGSIZE);
+    o.max_body = 60000;
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, 3);
+    assert_int_equal(f->last_err, 0);
+    assert_int_equal(strlen(f->last_body), sizeof(f->last_body) - 1);
+    xfree(url);
+
+    /* refused: a port nothing listens on */
+    o = (struct httpc_opts){.url = "http://127.0.0.1:1/metrics", .no_reuse = true,
+                            .no_compression = true, .timeout_ms = 5000};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, 4);
+    assert_int_equal(f->last_err, -ECONNREFUSED);
+    assert_int_equal(f->last_status, 0);
+    assert_true(f->last_errmsg[0] != '\0');
+    assert_int_equal(httpc_pooled_handles(f->http), 0);
+    fx_finish(f);
+
+    /* streaming, and a non-2xx answer buffered */
+    f = fx_new(h_stream);
+    url = xasprintf("%s/watch", testsrv_url(f->srv));
+    o = (struct httpc_opts){.url = url, .on_data = on_data, .no_reuse = true,
+                            .no_compression = true, .recv_buffer = 1};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, 1);
+    assert_int_equal(f->last_err, 0);
+    assert_string_equal(f->streamed.data, "chunk-0\nchunk-1\nchunk-2\nchunk-3\nchunk-4\n");
+    assert_true(f->chunks >= 2);
+    assert_string_equal(f->stream_ctype, "application/json");
+    assert_int_equal(f->ctype_mismatch, 0);
+    assert_true(f->done_ctype_null);
+    xfree(url);
+    url = xasprintf("%s/missing", testsrv_url(f->srv));
+    o.url = url;
+    f->chunks = 0;
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, 2);
+    assert_int_equal(f->chunks, 0);
+    assert_int_equal(f->last_status, 404);
+    assert_string_equal(f->last_body, "{\"code\":404}");
+    xfree(url);
+    /* a data callback's error, and a cancel from inside one */
+    url = xasprintf("%s/forever", testsrv_url(f->srv));
+    o.url = url;
+    o.on_data = data_abort;
+    f->chunks = 0;
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, 3);
+    assert_int_equal(f->last_err, -EBADMSG);
+    o.on_data = data_cancel_after_3;
+    f->chunks = 0;
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, 4);
+    assert_int_equal(f->last_err, -ECANCELED);
+    assert_int_equal(f->chunks, 3);
+    uv_timer_stop(&f->timer);
+    assert_int_equal(httpc_pooled_handles(f->http), 0);
+    xfree(url);
+    fx_finish(f);
+
+    /* timeout, cancel, and close with requests in flight */
+    f = fx_new(h_hold);
+    url = xasprintf("%s/slow", testsrv_url(f->srv));
+    o = (struct httpc_opts){.url = url, .timeout_ms = 200, .no_reuse = true,
+                            .no_compression = true};
+    uint64_t t0 = uv_hrtime();
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, 1);
+    uint64_t ms = (uv_hrtime() - t0) / 1000000;
+    assert_int_equal(f->last_err, -ETIMEDOUT);
+    assert_non_null(strstr(f->last_errmsg, "200 milliseconds"));
+    assert_true(ms >= 150 && ms < 3000);
+    o.timeout_ms = 10000;
+    f->done_calls = 0; /* on_cancel_timer checks that none came yet */
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, &f->req), 0);
+    uv_timer_start(&f->timer, on_cancel_timer, 50, 0);
+    run_until(f, 1);
+    assert_int_equal(f->last_err, -ECANCELED);
+    assert_int_equal(httpc_inflight(f->http), 0);
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    while (testsrv_requests(f->srv) < 4)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    httpc_close(f->http, on_client_closed, f);
+    testsrv_stop(f->srv);
+    uv_close((uv_handle_t *)&f->timer, NULL);
+    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0); /* every socket closed */
+    assert_int_equal(f->done_calls, 3);
+    assert_int_equal(f->last_err, -ECANCELED);
+    assert_int_equal(f->close_calls, 1);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    xfree(url);
+    xfree(f);
+}
+
 int main(void)
 {
     util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR);
@@ -604,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_body_cap_and_headers),
         cmocka_unit_test(test_tls_errors),
         cmocka_unit_test(test_errno_mapping),
+        cmocka_unit_test(test_h1_one_shot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

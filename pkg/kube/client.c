@@ -556,6 +556,24 @@ int kube_lease_update(struct kube *k, const char *ns, const char *name, const js
     return with_path(ns_path(COORD, ns, "leases", name, NULL), kube_update, k, lease, cb, arg);
 }
 
+static int delete_fn(struct kube *k, const char *path, const json_t *opts, kube_result_cb cb,
+                     void *arg)
+{
+    return kube_request(k, "DELETE", path, NULL, opts, cb, arg);
+}
+
+int kube_lease_delete(struct kube *k, const char *ns, const char *name,
+                      const char *resource_version, kube_result_cb cb, void *arg)
+{
+    if (!resource_version || !*resource_version)
+        return -EINVAL;
+    json_t *opts = json_pack("{s:s, s:s, s:{s:s}}", "kind", "DeleteOptions", "apiVersion", "v1",
+                             "preconditions", "resourceVersion", resource_version);
+    int rc = with_path(ns_path(COORD, ns, "leases", name, NULL), delete_fn, k, opts, cb, arg);
+    json_decref(opts);
+    return rc;
+}
+
 int kube_event_create(struct kube *k, const char *ns, const json_t *event, kube_result_cb cb,
                       void *arg)
 {

@@ -212,6 +212,10 @@ int kube_lease_create(struct kube *k, const char *ns, const json_t *lease, kube_
                       void *arg);
 int kube_lease_update(struct kube *k, const char *ns, const char *name, const json_t *lease,
                       kube_result_cb cb, void *arg);
+/** DELETE a Lease only while its resourceVersion is still resource_version
+ *  (DeleteOptions preconditions: 409 Conflict once it changed, 404 when gone). */
+int kube_lease_delete(struct kube *k, const char *ns, const char *name,
+                      const char *resource_version, kube_result_cb cb, void *arg);
 /** core/v1 Events. */
 int kube_event_create(struct kube *k, const char *ns, const json_t *event, kube_result_cb cb,
                       void *arg);
