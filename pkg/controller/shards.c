@@ -35,6 +35,8 @@
 /** A member Lease unchanged for this many lease durations belongs to a
  *  replica that is gone (a live one renews every retry period): deleted. */
 #define MEMBER_GONE_LEASES 10
+/** After a failed member Lease delete, the next attempt waits this long. */
+#define MEMBER_DELETE_BACKOFF_MS (10LL * 60 * 1000)
 /** Rounds a shard to hand over is kept while its checkpoints are written. */
 #define HANDOVER_FLUSH_ROUNDS 5
 
@@ -65,6 +67,7 @@ struct ctl_shard_members {
     uint64_t member_rounds;    /**< rounds begun with the member Lease renewed */
     size_t live;               /**< live members at the last round */
     uint64_t acquired, released, lost;
+    int64_t delete_after_ms;   /**< no member Lease deletes before (a failure backs off) */
 };
 
 /* A member Lease name from any identity: DNS-1123 characters kept
@@ -244,9 +247,14 @@ static void member_deleted(const struct kube_result *res, void *arg)
     else if (res->status == 404 || res->status == 409)
         LOG_DEBUG(SUB, "member lease %s/%s: renewed or deleted meanwhile (HTTP %ld)", ns, d->name,
                   res->status);
-    else
-        LOG_WARN(SUB, "deleting member lease %s/%s failed: HTTP %ld %s %s", ns, d->name,
-                 res->status, res->reason, res->message);
+    else {
+        /* e.g. 403 from a Role without delete (an older chart): try again in 10 minutes */
+        d->c->members->delete_after_ms = (int64_t)uv_now(d->c->loop) + MEMBER_DELETE_BACKOFF_MS;
+        LOG_WARN(SUB, "deleting member lease %s/%s failed: HTTP %ld %s %s (retried in %llds%s)",
+                 ns, d->name, res->status, res->reason, res->message,
+                 (long long)(MEMBER_DELETE_BACKOFF_MS / 1000),
+                 res->status == 403 ? "; the Role needs delete on leases" : "");
+    }
     struct controller *c = d->c;
     xfree(d);
     io_end(c);
@@ -261,6 +269,8 @@ static void delete_gone_members(struct controller *c, const char *const *live, s
                                 int64_t now)
 {
     struct ctl_shard_members *ms = c->members;
+    if (now < ms->delete_after_ms)
+        return;
     for (size_t i = 0; i < nlive; i++)
         if (strcmp(live[i], c->identity) < 0)
             return;
