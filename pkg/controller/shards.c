@@ -15,7 +15,9 @@
  * the shard only after lease-duration without a change on its own clock:
  * the single leader's fence, per shard. A replica that cannot reach the API
  * server stops acting after renew-deadline; the others take its shards
- * after lease-duration.
+ * after lease-duration. A shard handed over to a newcomer is released only
+ * once its Deployments' checkpoints are written; member Leases nobody
+ * renewed for 10 lease durations are deleted.
  *
  * Ownership: the shard and member tables belong to the controller; requests
  * in flight carry a shard index, never a pointer, and are counted by
