@@ -737,6 +737,9 @@ void scrape_set_targets(struct scrape *s, const char *ns, const char *name,
 {
     if (s->closing)
         return;
+    /* new pods are placed from now, not from the loop's cached time, which a long pass
+     * over every workload leaves behind (their first slot would look late) */
+    uv_update_time(s->loop);
     int64_t wall = wall_now(s);
     struct swl *w = find_wl(s, ns, name, NULL);
     bool metrics_changed = false;

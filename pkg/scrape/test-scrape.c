@@ -612,7 +612,11 @@ static void test_slow_pods_do_not_starve(void **state)
     scrape_stats(f->s, &st);
     assert_true(st.inflight_peak <= st.inflight_limit);
     assert_true(st.duration_ms > 50); /* the timeouts count in the mean */
-    assert_int_equal(st.late, 0);
+    /* no scrape waited for a slot, and the healthy pods kept their pace (15 slots in
+     * 1.5 s; counted, not timed: a loaded machine may delay a slot, never drop one) */
+    assert_int_equal(st.deferred, 0);
+    for (int i = 12; i < 16; i++)
+        assert_true(fakepod_requests(f->pods[i]) >= 12);
     fx_finish(f);
 }
 
