@@ -148,6 +148,7 @@ struct ctl_wl {
     int cap_mismatch;             /**< -1/0/+1: the configured value below/within/above it */
     double plan_coverage;         /**< share of the forecaster's resolved plans that held */
     int64_t plan_resolved;        /**< how many resolved */
+    bool plan_recent;             /**< the plan is the recent window peaks' quantile */
     /* Deployment writes. The /scale read+patch and the status annotation PATCH
      * change the same object (one resourceVersion), so they never overlap:
      * each waits for the other, or the scale patch's precondition fails on

@@ -183,6 +183,7 @@ void ctl_forecast(struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
         in->forecast_seasonal = fr.seasonal;
         w->plan_coverage = fr.coverage;
         w->plan_resolved = fr.coverage_n;
+        w->plan_recent = fr.from_recent;
     }
 }
 

@@ -100,6 +100,11 @@ static bool g_coverage(const struct ctl_wl *w, double *v)
     *v = w->plan_resolved > 0 ? w->plan_coverage : NAN;
     return true;
 }
+static bool g_recent(const struct ctl_wl *w, double *v)
+{
+    *v = w->plan_resolved > 0 ? (w->plan_recent ? 1 : 0) : NAN;
+    return true;
+}
 static bool g_service(const struct ctl_wl *w, double *v)
 {
     *v = w->service_ms > 0 ? w->service_ms / 1000.0 : NAN;
@@ -212,6 +217,10 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
          g_demand},
         {"gpuscaler_forecast_plan_coverage",
          "Share of resolved forecast plans whose realised peak stayed within them.", g_coverage},
+        {"gpuscaler_forecast_plan_recent_peaks",
+         "1 when the plan is the quantile of the recent window peaks (it has planned better "
+         "lately than the model), 0 when it is the model's, NaN before a plan resolved.",
+         g_recent},
         {"gpuscaler_learned_service_time_seconds",
          "Service time learned by Little's law (running requests / completions).", g_service},
         {"gpuscaler_want_replicas", "Replicas the acting or waiting rule asks for, before bounds.",

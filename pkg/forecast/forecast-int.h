@@ -36,6 +36,8 @@
 #define FC_PHI_TABLE (4 * FORECAST_MAX_WINDOW + 2)
 /** Step of the adaptive quantile level per resolved plan. */
 #define FC_ACI_GAMMA 0.005
+/** Weight of a resolved plan in the moving quantile loss of a plan kind. */
+#define FC_LOSS_ALPHA 0.05
 /** Bounds of the adaptive quantile level. */
 #define FC_LEVEL_MIN 0.5
 #define FC_LEVEL_MAX 0.999
@@ -76,7 +78,15 @@ struct forecast {
     float peak[FC_RING];                 /* realised peak of the bucket (log); NAN for a fill */
     float zmean[FC_RING];                /* the bucket's mean (log); NAN for a fill */
     float point[FC_RING][FC_HORIZONS];   /* highest point forecast over the window from it */
-    float planned[FC_RING][FC_HORIZONS]; /* point + quantile, as planned then */
+    float planned[FC_RING][FC_HORIZONS]; /* the plan made then (the chosen one) */
+    float planned_m[FC_RING][FC_HORIZONS]; /* the model's plan: point + quantile */
+    float planned_r[FC_RING][FC_HORIZONS]; /* the recent peaks' plan: their quantile */
+    float wpeak[FC_HORIZONS][FC_RES_PER_BIN]; /* realised window peaks (log), newest */
+    uint8_t wpeak_len[FC_HORIZONS];
+    uint8_t wpeak_pos[FC_HORIZONS];
+    float loss[2][FC_HORIZONS];          /* EW quantile loss: model, recent peaks; NAN = none */
+    float miss_r[FC_HORIZONS];           /* EW miss rate of the recent peaks' plans */
+    uint16_t loss_n[FC_HORIZONS];        /* plans of both resolved */
     int16_t res[FC_PHASES][FC_HORIZONS][FC_RES_PER_BIN];
     uint8_t res_len[FC_PHASES][FC_HORIZONS];
     uint8_t res_pos[FC_PHASES][FC_HORIZONS];
@@ -100,7 +110,9 @@ struct forecast {
     float q[FC_HORIZONS];
     float qm[FC_HORIZONS];               /* the same at the median level (the likely plan) */
     uint16_t q_n[FC_HORIZONS];
-    float g[FC_HORIZONS];                /* quantile of growth, median before a season */
+    float g[FC_HORIZONS];                /* quantile of growth at the adaptive level */
+    float r[FC_HORIZONS];                /* quantile of the recent window peaks (log) */
+    float rm[FC_HORIZONS];               /* ... at the median level */
     uint16_t g_n[FC_HORIZONS];
 };
 
@@ -189,6 +201,14 @@ void fc_plan_quantiles(struct forecast *f, int64_t b);
  *  log2(w) between the stored lengths) and the number of residuals behind
  *  it; *median (may be NULL) gets the quantile at the median level. */
 double fc_plan_quantile(const struct forecast *f, double w, int64_t *evidence, double *median);
+
+/** Whether window length index h plans from the recent window peaks (their
+ *  quantile loss is the lower) rather than from the model. */
+bool fc_plan_recent(const struct forecast *f, int h);
+
+/** The recent window peaks' quantile for a window of w buckets, as
+ *  fc_plan_quantile interpolates; *median gets the median level's. */
+double fc_plan_recent_quantile(const struct forecast *f, double w, double *median);
 
 /** Horizon index of the stored window length at or just below w. */
 int fc_horizon_index(int64_t w);

@@ -3,12 +3,12 @@
  * forecaster is checkpointed as (it is stored in a Kubernetes ConfigMap, so
  * deserialisation treats it as outside input).
  *
- * Layout, version 3 (integers little-endian; doubles and floats as their
+ * Layout, version 4 (integers little-endian; doubles and floats as their
  * IEEE-754 bit patterns, little-endian; NaN only as the quiet NaN 0x7fc00000):
  *
  *   off size  field
  *     0    4  magic "GSFC"
- *     4    2  version (3)
+ *     4    2  version (4)
  *     6    1  kind: 0 warm-up (Holt), 1 Holt-Winters
  *     7    1  reserved, 0
  *     8    8  bucket_ms (i64)          must equal the config's
@@ -37,19 +37,26 @@
  *             plans (ring slots 0..15; NaN = none), 24 x f32 phase-bin peaks
  *             (-inf = none), 5 x (f32 adaptive quantile level, u32 resolved,
  *             u32 covered, f64 sum of plan minus realised peak),
+ *             16 x 5 f32 the model's plans, 16 x 5 f32 the recent peaks'
+ *             plans (NaN = none), 5 x (f32 model loss, f32 recent loss, f32
+ *             recent miss rate, u16 plans scored; all 0 before the first),
  *             then for each of 24 phase bins and 5 window lengths: u8 count
  *             and count x i16 residuals, oldest first; then for each of the 5
- *             window lengths the growth store, in the same form
+ *             window lengths the growth store, in the same form; then for
+ *             each of the 5 window lengths u8 count and count x f32 realised
+ *             window peaks (log), oldest first
  *   end-4  4  CRC-32 (IEEE 802.3, as zlib's crc32) of all preceding bytes
  *
- * Version 2 (the previous release's) differs only in kind 0's buffered
- * values, f32 logs within +-1e4: it is read, each value taken to the nearest
- * step, so a checkpoint written by that release restores (and is written
- * back as version 3). Version 1 states (relative residuals of an older
+ * Version 3 (the previous release's) has neither the two kinds' plans and
+ * losses nor the window peaks: it is read with those empty (the model plans
+ * until the recent peaks have their evidence again, about 30 buckets).
+ * Version 2 (the one before) also has kind 0's buffered values as f32 logs
+ * within +-1e4: each is taken to the nearest step. Both are written back as
+ * version 4. Version 1 states (relative residuals of an older
  * release) are refused with a message; the controller then starts the
  * forecaster afresh. The smoothing factors and the quantile are not stored:
  * they come from the config passed to forecast_deserialize(), so they may be
- * retuned across a restart. Every accepted version 3 input is canonical:
+ * retuned across a restart. Every accepted version 4 input is canonical:
  * serialising the result gives back the same bytes (the fuzz target checks
  * this). */
 #include "forecast-int.h"
@@ -65,8 +72,10 @@
 #include "util/util.h"
 
 #define STATE_MAGIC "GSFC"
-#define STATE_VERSION 3
-/* the previous release's: f32 buffered values */
+#define STATE_VERSION 4
+/* the previous release's: no recent window peaks or quantile losses */
+#define STATE_VERSION_NO_RECENT 3
+/* the one before: f32 buffered values as well */
 #define STATE_VERSION_F32 2
 #define HEADER_LEN 112
 #define CRC_LEN 4
@@ -116,10 +125,14 @@ static size_t model_len(enum fc_kind kind, int64_t seen, int64_t m, unsigned ver
     return (size_t)m * 4;
 }
 
-/* The plan rings, bins and coverage counters: fixed size. */
-#define PLAN_FIXED_LEN                                                                       \
+/* The plan rings, bins and coverage counters: fixed size; version 4 adds the
+ * two kinds' plans and their losses. */
+#define PLAN_FIXED_V3                                                                        \
     ((size_t)FC_RING * 12 + (size_t)FC_RING * FC_HORIZONS * 8 + (size_t)FC_PHASES * 4 +      \
      (size_t)FC_HORIZONS * 20)
+#define PLAN_FIXED_LEN(version)                                                              \
+    (PLAN_FIXED_V3 +                                                                         \
+     ((version) >= STATE_VERSION ? (size_t)FC_RING * FC_HORIZONS * 8 + FC_HORIZONS * 14 : 0))
 
 /* Counted stores after the fixed part: one per (phase bin, window) and one
  * growth store per window. */
@@ -132,7 +145,7 @@ static size_t res_len_bytes(const struct forecast *f)
         for (int h = 0; h < FC_HORIZONS; h++)
             n += 1 + (size_t)f->res_len[b][h] * 2;
     for (int h = 0; h < FC_HORIZONS; h++)
-        n += 1 + (size_t)f->growth_len[h] * 2;
+        n += 1 + (size_t)f->growth_len[h] * 2 + 1 + (size_t)f->wpeak_len[h] * 4;
     return n;
 }
 
@@ -147,8 +160,8 @@ static uint8_t *put_store(uint8_t *p, const int16_t *ring, uint8_t n, uint8_t po
 
 void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen)
 {
-    size_t len = HEADER_LEN + model_len(f->kind, f->seen, f->m, STATE_VERSION) + PLAN_FIXED_LEN +
-                 res_len_bytes(f) + CRC_LEN;
+    size_t len = HEADER_LEN + model_len(f->kind, f->seen, f->m, STATE_VERSION) +
+                 PLAN_FIXED_LEN(STATE_VERSION) + res_len_bytes(f) + CRC_LEN;
     uint8_t *buf = xmalloc(len), *p = buf;
 
     memcpy(p, STATE_MAGIC, 4);
@@ -205,11 +218,30 @@ void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen)
         p = put_u(p, f->cov_hit[h], 4);
         p = put_f64(p, f->cov_excess[h]);
     }
+    for (int i = 0; i < FC_RING; i++)
+        for (int h = 0; h < FC_HORIZONS; h++)
+            p = put_f32(p, f->planned_m[i][h]);
+    for (int i = 0; i < FC_RING; i++)
+        for (int h = 0; h < FC_HORIZONS; h++)
+            p = put_f32(p, f->planned_r[i][h]);
+    for (int h = 0; h < FC_HORIZONS; h++) {
+        p = put_f32(p, f->loss_n[h] ? f->loss[0][h] : 0.0f);
+        p = put_f32(p, f->loss_n[h] ? f->loss[1][h] : 0.0f);
+        p = put_f32(p, f->loss_n[h] ? f->miss_r[h] : 0.0f);
+        p = put_u(p, f->loss_n[h], 2);
+    }
     for (int b = 0; b < FC_PHASES; b++)
         for (int h = 0; h < FC_HORIZONS; h++)
             p = put_store(p, f->res[b][h], f->res_len[b][h], f->res_pos[b][h]);
     for (int h = 0; h < FC_HORIZONS; h++)
         p = put_store(p, f->growth[h], f->growth_len[h], f->growth_pos[h]);
+    for (int h = 0; h < FC_HORIZONS; h++) {
+        uint8_t n = f->wpeak_len[h];
+        int oldest = (f->wpeak_pos[h] + FC_RES_PER_BIN - n) % FC_RES_PER_BIN;
+        p = put_u(p, n, 1);
+        for (int i = 0; i < n; i++)
+            p = put_f32(p, f->wpeak[h][(oldest + i) % FC_RES_PER_BIN]);
+    }
     p = put_u(p, crc32_ieee(buf, len - CRC_LEN), 4);
     *out = buf;
     *outlen = len;
@@ -284,10 +316,11 @@ static int check_header(const struct forecast_config *cfg, const uint8_t *buf, s
         return -EINVAL;
     }
     uint64_t version = get_u(buf + 4, 2);
-    if (version != STATE_VERSION && version != STATE_VERSION_F32) {
+    if (version != STATE_VERSION && version != STATE_VERSION_NO_RECENT &&
+        version != STATE_VERSION_F32) {
         set_err(err, errlen,
-                "unsupported state version %" PRIu64 " (want %d or %d%s)", version,
-                STATE_VERSION, STATE_VERSION_F32,
+                "unsupported state version %" PRIu64 " (want %d, %d or %d%s)", version,
+                STATE_VERSION, STATE_VERSION_NO_RECENT, STATE_VERSION_F32,
                 version == 1 ? "; version 1 is an older release's: the forecaster starts afresh"
                              : "");
         return -EINVAL;
@@ -344,13 +377,14 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
         goto fail;
     }
     /* The length the counts describe, walked before anything is trusted. */
-    size_t want = HEADER_LEN + model_len(kind, seen, m, version) + PLAN_FIXED_LEN;
-    for (int i = 0; i < STORES; i++) {
+    size_t want = HEADER_LEN + model_len(kind, seen, m, version) + PLAN_FIXED_LEN(version);
+    int stores = STORES + (version >= STATE_VERSION ? FC_HORIZONS : 0);
+    for (int i = 0; i < stores; i++) {
         if (want >= len - CRC_LEN) {
             want = SIZE_MAX;
             break;
         }
-        want += 1 + (size_t)buf[want] * 2;
+        want += 1 + (size_t)buf[want] * (i < STORES ? 2 : 4);
     }
     if (want != SIZE_MAX)
         want += CRC_LEN;
@@ -477,6 +511,38 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
             goto fail;
         }
     }
+    if (version >= STATE_VERSION) {
+        for (int i = 0; i < FC_RING; i++)
+            for (int h = 0; h < FC_HORIZONS; h++, p += 4)
+                ok &= get_f32(p, 2 * FC_STATE_MAX, true, false, &f->planned_m[i][h]);
+        for (int i = 0; i < FC_RING; i++)
+            for (int h = 0; h < FC_HORIZONS; h++, p += 4)
+                ok &= get_f32(p, FC_STATE_MAX, true, false, &f->planned_r[i][h]);
+        if (!ok) {
+            set_err(err, errlen, "plan ring value out of range");
+            goto fail;
+        }
+        for (int h = 0; h < FC_HORIZONS; h++, p += 14) {
+            /* a loss is a mean of |realised - planned| <= 3 x FC_STATE_MAX, a
+             * miss rate within [0, 1]; all 0 (not -0) before the first */
+            bool l_ok = get_f32(p, 3 * FC_STATE_MAX, false, false, &f->loss[0][h]) &&
+                        get_f32(p + 4, 3 * FC_STATE_MAX, false, false, &f->loss[1][h]) &&
+                        get_f32(p + 8, 1.0, false, false, &f->miss_r[h]);
+            f->loss_n[h] = (uint16_t)get_u(p + 12, 2);
+            for (int k = 0; k < 3 && l_ok; k++) {
+                float v = k < 2 ? f->loss[k][h] : f->miss_r[h];
+                l_ok = !signbit(v) && (f->loss_n[h] > 0 || v == 0);
+            }
+            if (!l_ok) {
+                set_err(err, errlen, "quantile loss out of range");
+                goto fail;
+            }
+        }
+    } else {
+        for (int i = 0; i < FC_RING; i++)
+            for (int h = 0; h < FC_HORIZONS; h++)
+                f->planned_m[i][h] = f->planned_r[i][h] = NAN;
+    }
     const uint8_t *end = buf + len - CRC_LEN;
     for (int k = 0; k < STORES; k++) {
         bool growth = k >= FC_PHASES * FC_HORIZONS;
@@ -503,6 +569,21 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
             f->res_len[b][h] = n;
             f->res_pos[b][h] = (uint8_t)(n % FC_RES_PER_BIN);
         }
+    }
+    for (int h = 0; version >= STATE_VERSION && h < FC_HORIZONS; h++) {
+        uint8_t n = *p++;
+        if (n > FC_RES_PER_BIN) {
+            set_err(err, errlen, "window peak count %u out of range", n);
+            goto fail;
+        }
+        for (int i = 0; i < n; i++, p += 4) {
+            if (!get_f32(p, FC_STATE_MAX, false, false, &f->wpeak[h][i])) {
+                set_err(err, errlen, "window peak out of range");
+                goto fail;
+            }
+        }
+        f->wpeak_len[h] = n;
+        f->wpeak_pos[h] = (uint8_t)(n % FC_RES_PER_BIN);
     }
     if (p != end) {
         set_err(err, errlen, "%zu bytes after the residual store (padded)", (size_t)(end - p));

@@ -570,6 +570,12 @@ int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_m
     double mean = exp(zcap) - floor;
     double upper = exp(zplan) - floor;
     double likely = exp(fc_plan_value(f, zmax, qmed < q ? qmed : q, g)) - floor;
+    out->from_recent = fc_plan_recent(f, fc_horizon_index(w));
+    if (out->from_recent) {
+        double zrm, zr = fc_plan_value(f, fc_plan_recent_quantile(f, wq, &zrm), 0, g);
+        upper = exp(zr) - floor;
+        likely = exp(zrm < zr ? zrm : zr) - floor;
+    }
     /* a state at its bounds (a trend of FC_STATE_MAX) can put the point
      * forecast past any rate: cap it as the plan is */
     out->mean = mean > 0 ? (mean < FORECAST_MAX_RATE ? mean : FORECAST_MAX_RATE) : 0;

@@ -17,9 +17,16 @@
  * "likely" peak, at the quantile the "upper" one). Residuals are kept per
  * phase of the season
  * (24 bins) and per window length (1, 2, 4, 8 and 16 buckets), so troughs
- * and peaks, and short and long look-aheads, are calibrated separately. The
- * forecaster also scores its own plans once they resolve (coverage), and a
- * plan is not `trusted` until enough residuals back it.
+ * and peaks, and short and long look-aheads, are calibrated separately.
+ * A second plan needs no model: the same quantile of the realised peaks of
+ * the last 48 windows of each length. Both are scored on every resolved
+ * window by the quantile (pinball) loss at the planned level, and the plan
+ * used is the second one while its moving loss is the lower and its own
+ * miss rate within 1 - quantile: on/off bursts, where residuals from an idle
+ * base are as large as the bursts, plan for a typical burst, not the
+ * largest seen. The forecaster also scores the plans it made once they
+ * resolve (coverage), and a plan is not `trusted` until enough residuals
+ * back it.
  *
  * Pure: no I/O, no clock; time is passed in. Memory is bounded by the season
  * length (during warm-up the buckets closed so far, up to two seasons of them
@@ -95,6 +102,7 @@ struct forecast_result {
     double observed_max; /**< highest bucket peak seen in the last season (req/s) */
     bool trusted;        /**< at least FORECAST_MIN_EVIDENCE residuals back `upper` */
     bool seasonal;       /**< Holt-Winters (two seasons seen); false: level only */
+    bool from_recent;    /**< upper and likely are the recent window peaks' quantiles */
     int64_t buckets_seen;
     int64_t evidence;    /**< residuals behind the quantile */
     double coverage;     /**< share of resolved plans of this window length that held */
@@ -110,7 +118,9 @@ struct forecast_result {
  * momentum is not extrapolated beyond it. The base is the highest point
  * forecast over every bucket the window touches; the residual quantile is
  * the one of a window of horizon_ms / bucket_ms buckets (at least 1),
- * interpolated between the measured window lengths. Both `mean` and `upper` are bounded
+ * interpolated between the measured window lengths (or, when it plans
+ * better, the quantile of the recent window peaks, from_recent). Both `mean`
+ * and `upper` are bounded
  * by the highest peak of the last season times the growth new highs have
  * shown (at most 10x), and by FORECAST_MAX_RATE. Returns -ENODATA
  * until FC_MIN_BUCKETS buckets have closed (method FORECAST_NONE), else 0.

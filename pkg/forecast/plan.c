@@ -17,11 +17,20 @@
  * fewer than FORECAST_MIN_EVIDENCE; each bin keeps its newest
  * FC_RES_PER_BIN. Other window lengths interpolate linearly in log2(w).
  * The growth bound (how far a plan may exceed the highest peak seen) is the
- * same quantile of the growth past plans' windows showed, its median before
- * a season exists.
+ * same quantile of the growth past plans' windows showed.
  * Because the residual is measured on exactly the quantity planned for, the
  * share of covered plans converges on the quantile when the recent past is
- * like the near future; forecast_result reports it. */
+ * like the near future; forecast_result reports it.
+ *
+ * The recent peaks' plan R_w is the same adaptive-level quantile of the
+ * realised peaks M_w of the newest FC_RES_PER_BIN windows of length w, with
+ * no model at all. When a window resolves, both plans made at its start
+ * are scored by the quantile loss at the nominal level q (q (M - P) for a
+ * miss, (1 - q) (P - M) otherwise), in moving averages of weight
+ * FC_LOSS_ALPHA, with the recent plan's miss rate beside them; a window
+ * length plans from R_w while its loss is the lower and its miss rate at
+ * most 1 - q (fc_plan_recent). The adaptive level moves on the hits of the
+ * plan used, so the coverage of what is planned stays the one claimed. */
 #include "forecast-int.h"
 
 #include <math.h>
@@ -72,6 +81,15 @@ double fc_plan_value(const struct forecast *f, double base, double q, double g)
     return plan < cap ? plan : cap; /* also a point forecast beyond it is cut */
 }
 
+static void aci_step(const struct forecast *f, float *level, bool hit, uint32_t n)
+{
+    double gamma = n ? 1.0 / (2.0 * n) : 0.5;
+    if (gamma < FC_ACI_GAMMA)
+        gamma = FC_ACI_GAMMA;
+    double lv = *level + gamma * ((hit ? 0.0 : 1.0) - (1.0 - f->cfg.quantile));
+    *level = (float)(lv < FC_LEVEL_MIN ? FC_LEVEL_MIN : lv > FC_LEVEL_MAX ? FC_LEVEL_MAX : lv);
+}
+
 void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
 {
     int slot = (int)(b % FC_RING);
@@ -102,10 +120,28 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
                 m = z;
         }
         int os = (int)(o % FC_RING);
-        if (gap || isnan(f->point[os][h]))
+        if (gap)
             continue;
-        int ob = fc_phase_bin(f, o);
+        f->wpeak[h][f->wpeak_pos[h]] = (float)m;
+        f->wpeak_pos[h] = (uint8_t)((f->wpeak_pos[h] + 1) % FC_RES_PER_BIN);
+        if (f->wpeak_len[h] < FC_RES_PER_BIN)
+            f->wpeak_len[h]++;
         f->q_dirty = true;
+        if (isnan(f->point[os][h]))
+            continue;
+        if (!isnan(f->planned_m[os][h]) && !isnan(f->planned_r[os][h])) {
+            double tau = f->cfg.quantile;
+            for (int k = 0; k < 2; k++) {
+                double pl = k ? f->planned_r[os][h] : f->planned_m[os][h];
+                double l = m > pl ? tau * (m - pl) : (1 - tau) * (pl - m);
+                f->loss[k][h] = (float)(f->loss_n[h] ? f->loss[k][h] + FC_LOSS_ALPHA * (l - f->loss[k][h]) : l);
+            }
+            double miss = m > f->planned_r[os][h] + 1e-6 ? 1.0 : 0.0;
+            f->miss_r[h] = (float)(f->loss_n[h] ? f->miss_r[h] + FC_LOSS_ALPHA * (miss - f->miss_r[h]) : miss);
+            if (f->loss_n[h] < UINT16_MAX)
+                f->loss_n[h]++;
+        }
+        int ob = fc_phase_bin(f, o);
         fc_res_push(f->res[ob][h], &f->res_pos[ob][h], &f->res_len[ob][h], m - f->point[os][h]);
         if (!isnan(f->seenmax[os]))
             fc_res_push(f->growth[h], &f->growth_pos[h], &f->growth_len[h], m - f->seenmax[os]);
@@ -114,14 +150,12 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
             f->cov_n[h]++;
             f->cov_excess[h] += f->planned[os][h] - m;
             f->cov_hit[h] += hit;
-            /* Adaptive conformal step: a miss raises the level, a hit lowers
-             * it a little, so the long-run miss rate tends to 1 - quantile. */
-            double gamma = 1.0 / (2.0 * f->cov_n[h]);
-            if (gamma < FC_ACI_GAMMA)
-                gamma = FC_ACI_GAMMA;
-            double lv = f->qlevel[h] + gamma * ((hit ? 0.0 : 1.0) - (1.0 - f->cfg.quantile));
-            f->qlevel[h] = (float)(lv < FC_LEVEL_MIN ? FC_LEVEL_MIN : lv > FC_LEVEL_MAX ? FC_LEVEL_MAX : lv);
         }
+        /* Adaptive conformal step of the level on the plans made: a miss
+         * raises it, a hit lowers it a little, so the long-run miss rate
+         * tends to 1 - quantile. */
+        if (!isnan(f->planned[os][h]))
+            aci_step(f, &f->qlevel[h], m <= f->planned[os][h] + 1e-6, f->cov_n[h]);
     }
 }
 
@@ -200,6 +234,36 @@ static double quantile_sorted(int16_t *tmp, int k, double level)
     return v / FC_RES_SCALE;
 }
 
+/* The conformal quantile at `level` of k floats (as quantile_sorted). */
+static double quantile_f(const float *v, int k, double level)
+{
+    float tmp[FC_RES_PER_BIN];
+    if (k == 0)
+        return NAN;
+    for (int i = 0; i < k; i++) {
+        float x = v[i];
+        int j = i - 1;
+        for (; j >= 0 && tmp[j] > x; j--)
+            tmp[j + 1] = tmp[j];
+        tmp[j + 1] = x;
+    }
+    double pos = level * (double)(k + 1) - 1;
+    if (pos < 0)
+        pos = 0;
+    if (pos > k - 1)
+        pos = k - 1;
+    int lo = (int)pos;
+    double frac = pos - lo;
+    return lo + 1 < k ? tmp[lo] + frac * (tmp[lo + 1] - tmp[lo]) : tmp[lo];
+}
+
+bool fc_plan_recent(const struct forecast *f, int h)
+{
+    return f->loss_n[h] >= FORECAST_MIN_EVIDENCE &&
+           f->wpeak_len[h] >= FORECAST_MIN_EVIDENCE && f->loss[1][h] < f->loss[0][h] &&
+           f->miss_r[h] <= 1.0 - f->cfg.quantile;
+}
+
 /* The quantile at the adaptive level of the residuals of the given bins;
  * *n gets how many, *median the quantile at the median level shifted as the
  * adaptive level is. */
@@ -243,16 +307,18 @@ void fc_plan_quantiles(struct forecast *f, int64_t b)
         f->q_n[h] = (uint16_t)n;
         int16_t tmp[FC_RES_PER_BIN];
         memcpy(tmp, f->growth[h], f->growth_len[h] * sizeof(int16_t));
-        /* Before a season exists (Holt, no seasonal index), the growth new
-         * highs have typically shown (the median), not its quantile: in a
-         * first hours' history the largest new highs are the onsets of
-         * on/off bursts, and planning their quantile held a bursty trace at
-         * twice the replicas its biggest burst needed; a steady ramp sets a
-         * new high in every window and keeps its median (docs/policy.md,
-         * section 5). */
-        double glevel = f->kind == FC_HW ? f->qlevel[h] : 0.5;
+        /* The growth bound at the plan's own level, with or without a
+         * season. (It was the median before a season exists, because the
+         * onsets of on/off bursts held such a trace at twice the replicas
+         * its biggest burst needed; the recent peaks' plan now serves that
+         * traffic, and the median left plans on a first day's ramps covered
+         * 62-88 % of the time: docs/policy.md, section 5.) */
+        double glevel = f->qlevel[h];
         f->g[h] = (float)quantile_sorted(tmp, f->growth_len[h], glevel);
         f->g_n[h] = f->growth_len[h];
+        f->r[h] = (float)quantile_f(f->wpeak[h], f->wpeak_len[h], f->qlevel[h]);
+        double lm = 0.5 + (f->qlevel[h] - f->cfg.quantile);
+        f->rm[h] = (float)quantile_f(f->wpeak[h], f->wpeak_len[h], lm < 0.01 ? 0.01 : lm);
     }
     f->q_bucket = b;
 }
@@ -267,9 +333,15 @@ void fc_plan_open(struct forecast *f, int64_t b)
         double best = fc_base(f, b, o, fc_window(h));
         double g = f->g_n[h] >= FORECAST_MIN_EVIDENCE ? f->g[h] : NAN;
         f->point[os][h] = (float)best;
-        f->planned[os][h] = f->q_n[h] >= FORECAST_MIN_EVIDENCE
-                                ? (float)fc_plan_value(f, best, f->q[h], g)
-                                : NAN;
+        f->planned_m[os][h] = f->q_n[h] >= FORECAST_MIN_EVIDENCE
+                                  ? (float)fc_plan_value(f, best, f->q[h], g)
+                                  : NAN;
+        f->planned_r[os][h] = f->wpeak_len[h] >= FORECAST_MIN_EVIDENCE
+                                  ? (float)fc_plan_value(f, f->r[h], 0, g)
+                                  : NAN;
+        f->planned[os][h] = fc_plan_recent(f, h) && !isnan(f->planned_m[os][h])
+                                ? f->planned_r[os][h]
+                                : f->planned_m[os][h];
     }
     /* The first buckets' model is not settled: plan (and learn) from the
      * FC_MIN_BUCKETS-th on. */
@@ -318,4 +390,18 @@ double fc_plan_growth(const struct forecast *f, double w)
     if (hi == lo || x <= 0 || f->g_n[hi] < FORECAST_MIN_EVIDENCE)
         return f->g[lo];
     return f->g[lo] + x * (f->g[hi] - f->g[lo]);
+}
+
+double fc_plan_recent_quantile(const struct forecast *f, double w, double *median)
+{
+    if (!(w >= 1))
+        w = 1;
+    if (w > FORECAST_MAX_WINDOW)
+        w = FORECAST_MAX_WINDOW;
+    int lo = fc_horizon_index((int64_t)w), hi = lo + 1 < FC_HORIZONS ? lo + 1 : lo;
+    double x = log2(w) - lo;
+    if (hi == lo || x <= 0 || f->wpeak_len[hi] < FORECAST_MIN_EVIDENCE)
+        x = 0;
+    *median = f->rm[lo] + x * (f->rm[hi] - f->rm[lo]);
+    return f->r[lo] + x * (f->r[hi] - f->r[lo]);
 }
