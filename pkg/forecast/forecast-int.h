@@ -29,6 +29,8 @@
 #define FC_HORIZONS 5
 /** Residuals kept per (phase bin, window length). */
 #define FC_RES_PER_BIN 48
+/** Realised window peaks kept per window length (the recent peaks' plan). */
+#define FC_WPEAKS 48
 /** Residuals are stored as int16 in units of 1/FC_RES_SCALE (log space). */
 #define FC_RES_SCALE 2000.0
 /** Ring of the newest buckets' peaks and of the plans made at their start. */
@@ -81,7 +83,7 @@ struct forecast {
     float planned[FC_RING][FC_HORIZONS]; /* the plan made then (the chosen one) */
     float planned_m[FC_RING][FC_HORIZONS]; /* the model's plan: point + quantile */
     float planned_r[FC_RING][FC_HORIZONS]; /* the recent peaks' plan: their quantile */
-    float wpeak[FC_HORIZONS][FC_RES_PER_BIN]; /* realised window peaks (log), newest */
+    float wpeak[FC_HORIZONS][FC_WPEAKS]; /* realised window peaks (log), newest */
     uint8_t wpeak_len[FC_HORIZONS];
     uint8_t wpeak_pos[FC_HORIZONS];
     float loss[2][FC_HORIZONS];          /* EW quantile loss: model, recent peaks; NAN = none */

@@ -237,10 +237,10 @@ void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen)
         p = put_store(p, f->growth[h], f->growth_len[h], f->growth_pos[h]);
     for (int h = 0; h < FC_HORIZONS; h++) {
         uint8_t n = f->wpeak_len[h];
-        int oldest = (f->wpeak_pos[h] + FC_RES_PER_BIN - n) % FC_RES_PER_BIN;
+        int oldest = (f->wpeak_pos[h] + FC_WPEAKS - n) % FC_WPEAKS;
         p = put_u(p, n, 1);
         for (int i = 0; i < n; i++)
-            p = put_f32(p, f->wpeak[h][(oldest + i) % FC_RES_PER_BIN]);
+            p = put_f32(p, f->wpeak[h][(oldest + i) % FC_WPEAKS]);
     }
     p = put_u(p, crc32_ieee(buf, len - CRC_LEN), 4);
     *out = buf;
@@ -572,7 +572,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
     }
     for (int h = 0; version >= STATE_VERSION && h < FC_HORIZONS; h++) {
         uint8_t n = *p++;
-        if (n > FC_RES_PER_BIN) {
+        if (n > FC_WPEAKS) {
             set_err(err, errlen, "window peak count %u out of range", n);
             goto fail;
         }
@@ -583,7 +583,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
             }
         }
         f->wpeak_len[h] = n;
-        f->wpeak_pos[h] = (uint8_t)(n % FC_RES_PER_BIN);
+        f->wpeak_pos[h] = (uint8_t)(n % FC_WPEAKS);
     }
     if (p != end) {
         set_err(err, errlen, "%zu bytes after the residual store (padded)", (size_t)(end - p));

@@ -81,9 +81,15 @@ double fc_plan_value(const struct forecast *f, double base, double q, double g)
     return plan < cap ? plan : cap; /* also a point forecast beyond it is cut */
 }
 
+/* A moving average of weight FC_LOSS_ALPHA; the first value sets it. */
+static void ew_update(float *avg, double v, bool first)
+{
+    *avg = (float)(first ? v : *avg + FC_LOSS_ALPHA * (v - *avg));
+}
+
 static void aci_step(const struct forecast *f, float *level, bool hit, uint32_t n)
 {
-    double gamma = n ? 1.0 / (2.0 * n) : 0.5;
+    double gamma = 1.0 / (2.0 * n); /* n >= 1: this plan is counted */
     if (gamma < FC_ACI_GAMMA)
         gamma = FC_ACI_GAMMA;
     double lv = *level + gamma * ((hit ? 0.0 : 1.0) - (1.0 - f->cfg.quantile));
@@ -123,21 +129,22 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
         if (gap)
             continue;
         f->wpeak[h][f->wpeak_pos[h]] = (float)m;
-        f->wpeak_pos[h] = (uint8_t)((f->wpeak_pos[h] + 1) % FC_RES_PER_BIN);
-        if (f->wpeak_len[h] < FC_RES_PER_BIN)
+        f->wpeak_pos[h] = (uint8_t)((f->wpeak_pos[h] + 1) % FC_WPEAKS);
+        if (f->wpeak_len[h] < FC_WPEAKS)
             f->wpeak_len[h]++;
         f->q_dirty = true;
         if (isnan(f->point[os][h]))
             continue;
         if (!isnan(f->planned_m[os][h]) && !isnan(f->planned_r[os][h])) {
+            /* both kinds' plans scored: quantile loss at the nominal level */
             double tau = f->cfg.quantile;
+            bool first = f->loss_n[h] == 0;
             for (int k = 0; k < 2; k++) {
                 double pl = k ? f->planned_r[os][h] : f->planned_m[os][h];
                 double l = m > pl ? tau * (m - pl) : (1 - tau) * (pl - m);
-                f->loss[k][h] = (float)(f->loss_n[h] ? f->loss[k][h] + FC_LOSS_ALPHA * (l - f->loss[k][h]) : l);
+                ew_update(&f->loss[k][h], l, first);
             }
-            double miss = m > f->planned_r[os][h] + 1e-6 ? 1.0 : 0.0;
-            f->miss_r[h] = (float)(f->loss_n[h] ? f->miss_r[h] + FC_LOSS_ALPHA * (miss - f->miss_r[h]) : miss);
+            ew_update(&f->miss_r[h], m > f->planned_r[os][h] + 1e-6 ? 1.0 : 0.0, first);
             if (f->loss_n[h] < UINT16_MAX)
                 f->loss_n[h]++;
         }
@@ -150,12 +157,11 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
             f->cov_n[h]++;
             f->cov_excess[h] += f->planned[os][h] - m;
             f->cov_hit[h] += hit;
+            /* Adaptive conformal step on the plan used, whichever kind: a
+             * miss raises the level, a hit lowers it a little, so the
+             * long-run miss rate tends to 1 - quantile. */
+            aci_step(f, &f->qlevel[h], hit, f->cov_n[h]);
         }
-        /* Adaptive conformal step of the level on the plans made: a miss
-         * raises it, a hit lowers it a little, so the long-run miss rate
-         * tends to 1 - quantile. */
-        if (!isnan(f->planned[os][h]))
-            aci_step(f, &f->qlevel[h], m <= f->planned[os][h] + 1e-6, f->cov_n[h]);
     }
 }
 
@@ -237,7 +243,7 @@ static double quantile_sorted(int16_t *tmp, int k, double level)
 /* The conformal quantile at `level` of k floats (as quantile_sorted). */
 static double quantile_f(const float *v, int k, double level)
 {
-    float tmp[FC_RES_PER_BIN];
+    float tmp[FC_WPEAKS];
     if (k == 0)
         return NAN;
     for (int i = 0; i < k; i++) {
