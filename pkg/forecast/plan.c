@@ -365,49 +365,57 @@ int fc_horizon_index(int64_t w)
     return h;
 }
 
-double fc_plan_quantile(const struct forecast *f, double w, int64_t *evidence, double *median)
+/* The stored window lengths around w buckets (clamped to [1,
+ * FORECAST_MAX_WINDOW]) and how far w lies from the shorter towards the
+ * longer, in log2 of the length. */
+struct span {
+    int lo, hi;
+    double x;
+};
+
+static struct span span_of(double w)
 {
     if (!(w >= 1))
         w = 1;
     if (w > FORECAST_MAX_WINDOW)
         w = FORECAST_MAX_WINDOW;
-    int lo = fc_horizon_index((int64_t)w), hi = lo + 1 < FC_HORIZONS ? lo + 1 : lo;
-    double x = log2(w) - lo;
-    *evidence = f->q_n[lo];
-    /* Interpolate towards the longer window once it has evidence of its own
-     * (it resolves later); until then the shorter window's quantile. */
-    if (hi == lo || x <= 0 || f->q_n[hi] < FORECAST_MIN_EVIDENCE)
-        x = 0;
+    struct span sp;
+    sp.lo = fc_horizon_index((int64_t)w);
+    sp.hi = sp.lo + 1 < FC_HORIZONS ? sp.lo + 1 : sp.lo;
+    sp.x = sp.hi == sp.lo ? 0 : log2(w) - sp.lo;
+    return sp;
+}
+
+/* Interpolate towards the longer window only once it has evidence of its
+ * own (it resolves later); until then the shorter window's value. */
+static double lerp(const float *v, struct span sp, bool longer_ok)
+{
+    double x = longer_ok && sp.x > 0 ? sp.x : 0;
+    return v[sp.lo] + x * (v[sp.hi] - v[sp.lo]);
+}
+
+double fc_plan_quantile(const struct forecast *f, double w, int64_t *evidence, double *median)
+{
+    struct span sp = span_of(w);
+    bool ok = f->q_n[sp.hi] >= FORECAST_MIN_EVIDENCE;
+    *evidence = f->q_n[sp.lo];
     if (median)
-        *median = f->qm[lo] + x * (f->qm[hi] - f->qm[lo]);
-    return f->q[lo] + x * (f->q[hi] - f->q[lo]);
+        *median = lerp(f->qm, sp, ok);
+    return lerp(f->q, sp, ok);
 }
 
 double fc_plan_growth(const struct forecast *f, double w)
 {
-    if (!(w >= 1))
-        w = 1;
-    if (w > FORECAST_MAX_WINDOW)
-        w = FORECAST_MAX_WINDOW;
-    int lo = fc_horizon_index((int64_t)w), hi = lo + 1 < FC_HORIZONS ? lo + 1 : lo;
-    double x = log2(w) - lo;
-    if (f->g_n[lo] < FORECAST_MIN_EVIDENCE)
+    struct span sp = span_of(w);
+    if (f->g_n[sp.lo] < FORECAST_MIN_EVIDENCE)
         return NAN;
-    if (hi == lo || x <= 0 || f->g_n[hi] < FORECAST_MIN_EVIDENCE)
-        return f->g[lo];
-    return f->g[lo] + x * (f->g[hi] - f->g[lo]);
+    return lerp(f->g, sp, f->g_n[sp.hi] >= FORECAST_MIN_EVIDENCE);
 }
 
 double fc_plan_recent_quantile(const struct forecast *f, double w, double *median)
 {
-    if (!(w >= 1))
-        w = 1;
-    if (w > FORECAST_MAX_WINDOW)
-        w = FORECAST_MAX_WINDOW;
-    int lo = fc_horizon_index((int64_t)w), hi = lo + 1 < FC_HORIZONS ? lo + 1 : lo;
-    double x = log2(w) - lo;
-    if (hi == lo || x <= 0 || f->wpeak_len[hi] < FORECAST_MIN_EVIDENCE)
-        x = 0;
-    *median = f->rm[lo] + x * (f->rm[hi] - f->rm[lo]);
-    return f->r[lo] + x * (f->r[hi] - f->r[lo]);
+    struct span sp = span_of(w);
+    bool ok = f->wpeak_len[sp.hi] >= FORECAST_MIN_EVIDENCE;
+    *median = lerp(f->rm, sp, ok);
+    return lerp(f->r, sp, ok);
 }
