@@ -8,12 +8,14 @@
  * serialise back to exactly the bytes parsed (one of a previous version,
  * 2 or 3, to a current one that does so in turn), predict must give finite
  * results with upper >= mean >= 0, and it must keep working after further
- * observations. The seed corpus (fuzz/corpus/forecast-state/) is written by
+ * observations, and what it then becomes must serialise to a state that is
+ * accepted in turn. The seed corpus (fuzz/corpus/forecast-state/) is written by
  * `test-forecast --write-corpus DIR`, whose config table matches this one;
  * its v2-* and v3-* seeds were written so by the previous releases. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,6 +134,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)forecast_observe(f, now, 10.0 * (double)(i + 1));
         check_predict(f, now, 11 * 60000);
     }
+    /* what it has become is checkpointed again, and must restore */
+    forecast_serialize(f, &out, &outlen);
+    struct forecast *g = forecast_deserialize(&cfg, out, outlen, err, sizeof(err));
+    if (!g) {
+        fprintf(stderr, "the state it became is refused: %s\n", err);
+        abort();
+    }
+    forecast_free(g);
+    xfree(out);
     xfree(buf);
     forecast_free(f);
     return 0;

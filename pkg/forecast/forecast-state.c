@@ -517,7 +517,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
                 ok &= get_f32(p, 2 * FC_STATE_MAX, true, false, &f->planned_m[i][h]);
         for (int i = 0; i < FC_RING; i++)
             for (int h = 0; h < FC_HORIZONS; h++, p += 4)
-                ok &= get_f32(p, FC_STATE_MAX, true, false, &f->planned_r[i][h]);
+                ok &= get_f32(p, 2 * FC_STATE_MAX, true, false, &f->planned_r[i][h]);
         if (!ok) {
             set_err(err, errlen, "plan ring value out of range");
             goto fail;

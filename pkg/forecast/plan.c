@@ -154,9 +154,11 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
             fc_res_push(f->growth[h], &f->growth_pos[h], &f->growth_len[h], m - f->seenmax[os]);
         if (!isnan(f->planned[os][h])) {
             bool hit = m <= f->planned[os][h] + 1e-6;
-            f->cov_n[h]++;
-            f->cov_excess[h] += f->planned[os][h] - m;
-            f->cov_hit[h] += hit;
+            if (f->cov_n[h] < UINT32_MAX) { /* a restored count may be at the top */
+                f->cov_n[h]++;
+                f->cov_excess[h] += f->planned[os][h] - m;
+                f->cov_hit[h] += hit;
+            }
             /* Adaptive conformal step on the plan used, whichever kind: a
              * miss raises the level, a hit lowers it a little, so the
              * long-run miss rate tends to 1 - quantile. */
