@@ -217,6 +217,21 @@ static int16_t select_nth(int16_t *a, int n, int k)
     return a[k];
 }
 
+/* Where the conformal quantile at `level` of k > 0 sorted values lies: the
+ * level x (k + 1)-th smallest (0-based index returned, *frac towards the
+ * next), clamped to the smallest and the largest. */
+static int conformal_pos(int k, double level, double *frac)
+{
+    double pos = level * (double)(k + 1) - 1;
+    if (pos < 0)
+        pos = 0;
+    if (pos > k - 1)
+        pos = k - 1;
+    int lo = (int)pos;
+    *frac = pos - lo;
+    return lo;
+}
+
 /* The conformal quantile at `level` of k stored residuals (reordered in
  * place): the level x (k + 1)-th smallest, interpolated, the largest when
  * that is past the end (finite-sample coverage of at least `level` for
@@ -225,13 +240,9 @@ static double quantile_sorted(int16_t *tmp, int k, double level)
 {
     if (k == 0)
         return 0;
-    double pos = level * (double)(k + 1) - 1;
-    if (pos < 0)
-        pos = 0;
-    if (pos > k - 1)
-        pos = k - 1;
-    int lo = (int)pos;
-    double frac = pos - lo, v = select_nth(tmp, k, lo);
+    double frac;
+    int lo = conformal_pos(k, level, &frac);
+    double v = select_nth(tmp, k, lo);
     if (lo + 1 < k) {
         int16_t next = tmp[lo + 1]; /* the smallest of those after lo */
         for (int i = lo + 2; i < k; i++)
@@ -255,13 +266,8 @@ static double quantile_f(const float *v, int k, double level)
             tmp[j + 1] = tmp[j];
         tmp[j + 1] = x;
     }
-    double pos = level * (double)(k + 1) - 1;
-    if (pos < 0)
-        pos = 0;
-    if (pos > k - 1)
-        pos = k - 1;
-    int lo = (int)pos;
-    double frac = pos - lo;
+    double frac;
+    int lo = conformal_pos(k, level, &frac);
     return lo + 1 < k ? tmp[lo] + frac * (tmp[lo + 1] - tmp[lo]) : tmp[lo];
 }
 
