@@ -113,6 +113,7 @@ struct forecast {
     float qm[FC_HORIZONS];               /* the same at the median level (the likely plan) */
     uint16_t q_n[FC_HORIZONS];
     float g[FC_HORIZONS];                /* quantile of growth at the adaptive level */
+    float gm[FC_HORIZONS];               /* ... at the median level (the likely plan's) */
     float r[FC_HORIZONS];                /* quantile of the recent window peaks (log) */
     float rm[FC_HORIZONS];               /* ... at the median level */
     uint16_t g_n[FC_HORIZONS];
@@ -225,8 +226,8 @@ double fc_seen_max(const struct forecast *f);
  *  then), and never more than FC_MAX_GROWTH times that peak. */
 double fc_plan_value(const struct forecast *f, double base, double q, double g);
 
-/** Growth quantile for a window of w buckets (as fc_plan_quantile); NAN
- *  until it has evidence. */
-double fc_plan_growth(const struct forecast *f, double w);
+/** Growth quantile for a window of w buckets (as fc_plan_quantile), and in
+ *  *median the same at the median level; both NAN until it has evidence. */
+double fc_plan_growth(const struct forecast *f, double w, double *median);
 
 #endif

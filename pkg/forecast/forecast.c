@@ -563,18 +563,20 @@ int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_m
     /* trusted once the window of every bucket touched has its evidence */
     evidence = f->q_n[fc_horizon_index(w)];
     double floor = f->cfg.rate_floor;
-    double g = fc_plan_growth(f, (double)w);
+    double gmed, g = fc_plan_growth(f, (double)w, &gmed);
     double zplan = fc_plan_value(f, zmax, q, g);
     double zmean = fc_point(f, last, last - last_closed);
     double zcap = fc_plan_value(f, zmean, 0, g); /* the same bound on the point forecast */
     double mean = exp(zcap) - floor;
     double upper = exp(zplan) - floor;
-    double likely = exp(fc_plan_value(f, zmax, qmed < q ? qmed : q, g)) - floor;
+    /* The likely peak is a median: past the highest peak seen by no more
+     * than the median growth past windows showed. */
+    double likely = exp(fc_plan_value(f, zmax, qmed < q ? qmed : q, gmed)) - floor;
     out->from_recent = fc_plan_recent(f, fc_horizon_index(w));
     if (out->from_recent) {
         double zrm, zr = fc_plan_value(f, fc_plan_recent_quantile(f, wq, &zrm), 0, g);
         upper = exp(zr) - floor;
-        likely = exp(zrm < zr ? zrm : zr) - floor;
+        likely = exp(fc_plan_value(f, zrm < zr ? zrm : zr, 0, gmed)) - floor;
     }
     /* a state at its bounds (a trend of FC_STATE_MAX) can put the point
      * forecast past any rate: cap it as the plan is */

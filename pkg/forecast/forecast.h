@@ -31,7 +31,7 @@
  * Pure: no I/O, no clock; time is passed in. Memory is bounded by the season
  * length (during warm-up the buckets closed so far, up to two seasons of them
  * at 4 bytes and a bit each; one season of float indices after; a fixed
- * 15.8 KB of residual stores, window peaks and plan rings), never by history
+ * 15.9 KB of residual stores, window peaks and plan rings), never by history
  * length. State serialises to a compact, versioned byte
  * string for checkpointing. docs/policy.md has the math. */
 #ifndef GPUSCALER_FORECAST_H

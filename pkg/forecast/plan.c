@@ -17,7 +17,8 @@
  * fewer than FORECAST_MIN_EVIDENCE; each bin keeps its newest
  * FC_RES_PER_BIN. Other window lengths interpolate linearly in log2(w).
  * The growth bound (how far a plan may exceed the highest peak seen) is the
- * same quantile of the growth past plans' windows showed.
+ * same quantile of the growth past plans' windows showed; the likely peak's
+ * is its median.
  * Because the residual is measured on exactly the quantity planned for, the
  * share of covered plans converges on the quantile when the recent past is
  * like the near future; forecast_result reports it.
@@ -27,9 +28,9 @@
  * no model at all. When a window resolves, both plans made at its start
  * are scored by the quantile loss at the nominal level q (q (M - P) for a
  * miss, (1 - q) (P - M) otherwise), in moving averages of weight
- * FC_LOSS_ALPHA, with the recent plan's miss rate beside them; a window
- * length plans from R_w while its loss is the lower and its miss rate at
- * most 1 - q (fc_plan_recent). The adaptive level moves on the hits of the
+ * FC_LOSS_ALPHA (plain means of the first 1 / FC_LOSS_ALPHA), with the
+ * recent plan's miss rate beside them; a window length plans from R_w while
+ * its loss is the lower and its miss rate at most 1 - q (fc_plan_recent). The adaptive level moves on the hits of the
  * plan used, so the coverage of what is planned stays the one claimed. */
 #include "forecast-int.h"
 
@@ -81,10 +82,15 @@ double fc_plan_value(const struct forecast *f, double base, double q, double g)
     return plan < cap ? plan : cap; /* also a point forecast beyond it is cut */
 }
 
-/* A moving average of weight FC_LOSS_ALPHA; the first value sets it. */
-static void ew_update(float *avg, double v, bool first)
+/* A moving average of weight FC_LOSS_ALPHA, the plain mean of the first
+ * 1 / FC_LOSS_ALPHA values (the n-th value, n >= 1, weighs 1 / n until then):
+ * the first value alone would weigh (1 - alpha)^(n - 1), 63 % after ten. */
+static void ew_update(float *avg, double v, uint32_t n)
 {
-    *avg = (float)(first ? v : *avg + FC_LOSS_ALPHA * (v - *avg));
+    double a = 1.0 / n;
+    if (a < FC_LOSS_ALPHA)
+        a = FC_LOSS_ALPHA;
+    *avg = (float)(*avg + a * (v - *avg));
 }
 
 static void aci_step(const struct forecast *f, float *level, bool hit, uint32_t n)
@@ -138,13 +144,13 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
         if (!isnan(f->planned_m[os][h]) && !isnan(f->planned_r[os][h])) {
             /* both kinds' plans scored: quantile loss at the nominal level */
             double tau = f->cfg.quantile;
-            bool first = f->loss_n[h] == 0;
+            uint32_t n = f->loss_n[h] + 1u;
             for (int k = 0; k < 2; k++) {
                 double pl = k ? f->planned_r[os][h] : f->planned_m[os][h];
                 double l = m > pl ? tau * (m - pl) : (1 - tau) * (pl - m);
-                ew_update(&f->loss[k][h], l, first);
+                ew_update(&f->loss[k][h], l, n);
             }
-            ew_update(&f->miss_r[h], m > f->planned_r[os][h] + 1e-6 ? 1.0 : 0.0, first);
+            ew_update(&f->miss_r[h], m > f->planned_r[os][h] + 1e-6 ? 1.0 : 0.0, n);
             if (f->loss_n[h] < UINT16_MAX)
                 f->loss_n[h]++;
         }
@@ -330,9 +336,11 @@ void fc_plan_quantiles(struct forecast *f, int64_t b)
         double glevel = f->qlevel[h];
         f->g[h] = (float)quantile_sorted(tmp, f->growth_len[h], glevel);
         f->g_n[h] = f->growth_len[h];
-        f->r[h] = (float)quantile_f(f->wpeak[h], f->wpeak_len[h], f->qlevel[h]);
         double lm = 0.5 + (f->qlevel[h] - f->cfg.quantile);
-        f->rm[h] = (float)quantile_f(f->wpeak[h], f->wpeak_len[h], lm < 0.01 ? 0.01 : lm);
+        lm = lm < 0.01 ? 0.01 : lm;
+        f->gm[h] = (float)quantile_sorted(tmp, f->growth_len[h], lm);
+        f->r[h] = (float)quantile_f(f->wpeak[h], f->wpeak_len[h], f->qlevel[h]);
+        f->rm[h] = (float)quantile_f(f->wpeak[h], f->wpeak_len[h], lm);
     }
     f->q_bucket = b;
 }
@@ -412,12 +420,16 @@ double fc_plan_quantile(const struct forecast *f, double w, int64_t *evidence, d
     return lerp(f->q, sp, ok);
 }
 
-double fc_plan_growth(const struct forecast *f, double w)
+double fc_plan_growth(const struct forecast *f, double w, double *median)
 {
     struct span sp = span_of(w);
-    if (f->g_n[sp.lo] < FORECAST_MIN_EVIDENCE)
+    if (f->g_n[sp.lo] < FORECAST_MIN_EVIDENCE) {
+        *median = NAN;
         return NAN;
-    return lerp(f->g, sp, f->g_n[sp.hi] >= FORECAST_MIN_EVIDENCE);
+    }
+    bool ok = f->g_n[sp.hi] >= FORECAST_MIN_EVIDENCE;
+    *median = lerp(f->gm, sp, ok);
+    return lerp(f->g, sp, ok);
 }
 
 double fc_plan_recent_quantile(const struct forecast *f, double w, double *median)

@@ -370,27 +370,79 @@ static void test_plan_lookahead_length(void **state)
  * are as large as the bursts, so its plan keeps room for the rare ones; the
  * plan from the recent window peaks' own quantile wins on quantile loss,
  * plans for the common burst and keeps the coverage it claims. */
+/* n observations, per_min a minute, of on/off bursts: 3-9 minutes idle at
+ * 2-4 req/s, then 1-3 minutes on at 100-150 req/s, one burst in 15 at 400
+ * (+-10 %). The caller frees it. */
+static double *onoff_bursts(int64_t n, int per_min)
+{
+    struct lcg g = {7};
+    double *y = xmalloc((size_t)n * sizeof(double));
+    int64_t k = 0;
+    while (k < n) {
+        int64_t idle = (int64_t)(per_min * (3 + 6 * lcg_next(&g)));
+        for (int64_t e = k + idle; k < e && k < n; k++)
+            y[k] = 2 + 2 * lcg_next(&g);
+        double height = lcg_next(&g) < 1.0 / 15 ? 400 : 100 + 50 * lcg_next(&g);
+        int64_t len = (int64_t)(per_min * (1 + 2 * lcg_next(&g)));
+        for (int64_t e = k + len; k < e && k < n; k++)
+            y[k] = height * (0.9 + 0.2 * lcg_next(&g));
+    }
+    return y;
+}
+
+/* The likely peak is a median: on traffic with no trend it stays within the
+ * highest peak seen, from the first trusted plan on (the model's alone, with
+ * no recent peaks' plan yet); on a ramp it still runs ahead of it. */
+static void test_plan_likely_bounded(void **state)
+{
+    (void)state;
+    struct forecast_config cfg;
+    forecast_config_init(&cfg);
+    struct forecast *f = forecast_new(&cfg);
+    const int per_min = 4;
+    const int64_t n = 2 * 60 * per_min;
+    double *y = onoff_bursts(n, per_min);
+    double worst = 0;
+    int64_t plans = 0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t now = T0 + k * (MIN_MS / per_min);
+        assert_int_equal(forecast_observe(f, now, y[k]), 0);
+        struct forecast_result r;
+        if (forecast_predict(f, now, 3 * MIN_MS + MIN_MS / 4, &r) != 0 || !r.trusted)
+            continue;
+        double x = r.likely / r.observed_max;
+        worst = x > worst ? x : worst;
+        plans++;
+    }
+    print_message("on/off bursts, first 2 hours: %lld trusted plans, likely peak at most "
+                  "%.2fx the highest seen\n", (long long)plans, worst);
+    assert_true(plans > 300);
+    assert_true(worst <= 1.0 + 1e-9);
+    xfree(y);
+    forecast_free(f);
+
+    /* a ramp sets a new high every minute: its likely peak is above the last */
+    f = forecast_new(&cfg);
+    for (int64_t i = 0; i < 120; i++)
+        assert_int_equal(forecast_observe(f, T0 + i * MIN_MS, 10.0 + 0.5 * (double)i), 0);
+    struct forecast_result r;
+    assert_int_equal(forecast_predict(f, T0 + 119 * MIN_MS, 3 * MIN_MS + MIN_MS / 4, &r), 0);
+    print_message("ramp: likely peak %.2f, highest seen %.2f\n", r.likely, r.observed_max);
+    assert_true(r.trusted);
+    assert_true(r.likely > r.observed_max);
+    forecast_free(f);
+}
+
 static void test_plan_recent_peaks(void **state)
 {
     (void)state;
     struct forecast_config cfg;
     forecast_config_init(&cfg);
     struct forecast *f = forecast_new(&cfg);
-    struct lcg g = {7};
     const int per_min = 4; /* an observation every 15 s */
     const int64_t n = 8 * 60 * per_min;
-    double *y = xmalloc((size_t)n * sizeof(double));
-    int64_t k = 0;
-    while (k < n) {
-        int64_t idle = (int64_t)(per_min * (3 + 6 * lcg_next(&g))); /* 3-9 min off */
-        for (int64_t e = k + idle; k < e && k < n; k++)
-            y[k] = 2 + 2 * lcg_next(&g);
-        /* mostly 100-150 req/s, one burst in 15 at 400 */
-        double height = lcg_next(&g) < 1.0 / 15 ? 400 : 100 + 50 * lcg_next(&g);
-        int64_t len = (int64_t)(per_min * (1 + 2 * lcg_next(&g))); /* 1-3 min on */
-        for (int64_t e = k + len; k < e && k < n; k++)
-            y[k] = height * (0.9 + 0.2 * lcg_next(&g));
-    }
+    double *y = onoff_bursts(n, per_min);
+    int64_t k;
     int64_t hit = 0, total = 0, below = 0;
     double upper_sum = 0, seen_max = 0;
     for (k = 0; k < n; k++) {
@@ -1204,7 +1256,10 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seasonal_accuracy), cmocka_unit_test(test_holt_ramp),
         cmocka_unit_test(test_bucket_averaging),  cmocka_unit_test(test_rejected_input),
-        cmocka_unit_test(test_plan_coverage), cmocka_unit_test(test_plan_recent_peaks),     cmocka_unit_test(test_plan_lookahead_length),
+        cmocka_unit_test(test_plan_coverage),
+        cmocka_unit_test(test_plan_recent_peaks),
+        cmocka_unit_test(test_plan_likely_bounded),
+        cmocka_unit_test(test_plan_lookahead_length),
         cmocka_unit_test(test_plan_never_runs_away),
         cmocka_unit_test(test_gap_warmup),        cmocka_unit_test(test_gap_seasonal),
         cmocka_unit_test(test_bounded_memory),    cmocka_unit_test(test_state_roundtrip),
