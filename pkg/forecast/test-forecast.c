@@ -391,8 +391,9 @@ static double *onoff_bursts(int64_t n, int per_min)
 }
 
 /* The likely peak is a median: on traffic with no trend it stays within the
- * highest peak seen, from the first trusted plan on (the model's alone, with
- * no recent peaks' plan yet); on a ramp it still runs ahead of it. */
+ * highest peak seen, from the first trusted plan on (the model's first, the
+ * recent peaks' once they win; with the growth at the plan's level the
+ * model's reached 10x); on a ramp it still runs ahead of it. */
 static void test_plan_likely_bounded(void **state)
 {
     (void)state;
