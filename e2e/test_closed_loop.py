@@ -1297,8 +1297,14 @@ class ClosedLoop(unittest.TestCase):
     def test_9_capacity_learned_and_checked(self):
         """Pods of 2 slots and 0.2 s (10 req/s each).  "cap-auto" has capacity-per-gpu: auto
         (with slots-per-gpu 2, as vLLM's max-num-seqs would be given): it learns its capacity
-        within 15 %.  "cap-high" says capacity-per-gpu 20, twice the truth: the evidence
-        contradicts it and a CapacityMismatch Warning Event says so, with the status."""
+        within 30 %.  "cap-high" says capacity-per-gpu 20, twice the truth: the evidence
+        contradicts it and a CapacityMismatch Warning Event says so, with the status.
+
+        Why 30 %: the estimate is completions over the `running` gauge, read once a tick.
+        A pod of 2 slots at 60 % shows 0, 1 or 2, so the 16 ticks the estimator keeps (32
+        readings over 2 pods) leave a relative standard error of about 11 %. Runs at 12 ticks
+        learned 7.8 to 11.6 (docs/policy.md); an engine with vLLM's hundreds of slots reads
+        far finer."""
         names = ("cap-auto", "cap-high")
         LC.create_deployment("cap-auto", replicas=2, seed=901, **POD, annotations=annotations(
             capacity_per_gpu="auto", slots_per_gpu="2", max_replicas="4"))
@@ -1321,8 +1327,9 @@ class ClosedLoop(unittest.TestCase):
             return [e for e in evs if e.get("reason") == "CapacityMismatch" and
                     e["involvedObject"]["name"] == n]
 
-        # 12 utilisation samples: one per steady 1 s tick once the 3 s window is full
-        wait_for(lambda: learned("cap-auto").get("samples", 0) >= 12 and
+        # 16 utilisation samples (all the estimator keeps): one per steady 1 s tick once the
+        # 3 s window is full
+        wait_for(lambda: learned("cap-auto").get("samples", 0) >= 16 and
                  learned("cap-auto").get("source") == "learned" and event("cap-high"), 35,
                  interval=0.5, what="a learned capacity and a CapacityMismatch Event")
         for ld in loads.values():
@@ -1335,7 +1342,7 @@ class ClosedLoop(unittest.TestCase):
         record("9-capacity", auto=auto, high=high, event=ev[0]["message"] if ev else None,
                metric=m)
         self.assertTrue(gs.alive())
-        self.assertAlmostEqual(auto["learned"] / POD_RPS, 1.0, delta=0.15, msg=str(auto))
+        self.assertAlmostEqual(auto["learned"] / POD_RPS, 1.0, delta=0.3, msg=str(auto))
         self.assertEqual(auto["perGPU"], auto["learned"])
         self.assertAlmostEqual(m, auto["learned"], delta=0.01 * auto["learned"] + 0.001)
         self.assertEqual(high["source"], "configured")
