@@ -284,6 +284,14 @@ bool fc_plan_recent(const struct forecast *f, int h)
            f->miss_r[h] <= 1.0 - f->cfg.quantile;
 }
 
+/* The median level shifted as the adaptive level is (the likely plan's
+ * level), at least 0.01. */
+static double median_level(const struct forecast *f, int h)
+{
+    double lm = 0.5 + (f->qlevel[h] - f->cfg.quantile);
+    return lm < 0.01 ? 0.01 : lm > FC_LEVEL_MAX ? FC_LEVEL_MAX : lm;
+}
+
 /* The quantile at the adaptive level of the residuals of the given bins;
  * *n gets how many, *median the quantile at the median level shifted as the
  * adaptive level is. */
@@ -299,8 +307,7 @@ static double quantile_of(const struct forecast *f, int h, const int *bins, int 
     }
     *n = k;
     double v = quantile_sorted(tmp, k, f->qlevel[h]); /* reorders tmp */
-    double lm = 0.5 + (f->qlevel[h] - f->cfg.quantile);
-    *median = quantile_sorted(tmp, k, lm < 0.01 ? 0.01 : lm > FC_LEVEL_MAX ? FC_LEVEL_MAX : lm);
+    *median = quantile_sorted(tmp, k, median_level(f, h));
     return v;
 }
 
@@ -336,8 +343,7 @@ void fc_plan_quantiles(struct forecast *f, int64_t b)
         double glevel = f->qlevel[h];
         f->g[h] = (float)quantile_sorted(tmp, f->growth_len[h], glevel);
         f->g_n[h] = f->growth_len[h];
-        double lm = 0.5 + (f->qlevel[h] - f->cfg.quantile);
-        lm = lm < 0.01 ? 0.01 : lm;
+        double lm = median_level(f, h);
         f->gm[h] = (float)quantile_sorted(tmp, f->growth_len[h], lm);
         f->r[h] = (float)quantile_f(f->wpeak[h], f->wpeak_len[h], f->qlevel[h]);
         f->rm[h] = (float)quantile_f(f->wpeak[h], f->wpeak_len[h], lm);
