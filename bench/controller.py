@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import select
+import shutil
 import socket
 import subprocess
 import sys
@@ -349,6 +350,7 @@ def main():
             g.stop()
         stop(server)
         fk.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ Bounded: about 90 s; every process is stopped by PID in tearDown.
 Run: /usr/bin/python3 e2e/test_memory.py  (meson test 'memory'; GPUSCALER_BIN, GPUSCALER_BUILD)
 """
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -68,6 +69,7 @@ class MemoryPerPod(unittest.TestCase):
             self.g.stop()
         B.stop(self.server)
         self.fk.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def wait(self, what, cond, timeout):
         deadline = time.time() + timeout

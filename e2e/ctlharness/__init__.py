@@ -16,7 +16,9 @@ given. Pieces:
 """
 import http.server
 import json
+import atexit
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -241,6 +243,10 @@ class Gpuscaler:
 
     def __init__(self, kubeconfig, config_yaml, extra=(), ident="gpuscaler-e2e"):
         self.dir = tempfile.mkdtemp(prefix="gpuscaler-e2e-")
+        # config and log stay readable after stop(); removed when the test
+        # process exits (GPUSCALER_E2E_KEEP=1 keeps them for a post-mortem)
+        if not os.environ.get("GPUSCALER_E2E_KEEP"):
+            atexit.register(shutil.rmtree, self.dir, True)
         self.config = os.path.join(self.dir, "config.yaml")
         with open(self.config, "w") as f:
             f.write(config_yaml)
