@@ -67,7 +67,7 @@ class RunCli(unittest.TestCase):
              "subdomain"),
             ("log:\n  level: verbose\n", 2,
              "log.level: 'verbose' is not one of debug, info, warn, error"),
-            ("scrape:\n  interval: 100000h\n", 2, "scrape.interval: '100000h' is out of range"),
+            ("scrape:\n  interval: 100000h\n", 2, "scrape.interval: 100000h is out of range"),
             ("namespaces: [ml, ML]\n", 1, "namespaces: 'ML' is not a valid namespace name"),
             ("prometheus:\n  url: http://p:9090\n  token-file: /nonexistent/t\n", 3,
              "prometheus.token-file: cannot read /nonexistent/t: No such file or directory"),
@@ -101,7 +101,7 @@ class RunCli(unittest.TestCase):
                          "gpuscaler run: --log-format: 'xml' is not one of json, logfmt")
         self.assertIn("--metrics-addr: 'localhost:9090' is not HOST:PORT",
                       self.run_bad("--metrics-addr", "localhost:9090"))
-        self.assertIn("--decision-interval: '100000h' is out of range (1s to 1h)",
+        self.assertIn("--decision-interval: 100000h is out of range (1s to 1h)",
                       self.run_bad("--decision-interval", "100000h"))
         self.assertIn("--lease-name: 'Bad_Name' is not a valid Kubernetes name",
                       self.run_bad("--lease-name", "Bad_Name"))

@@ -335,21 +335,8 @@ static int set_scalar(struct ctl_config *c, const struct key *k, const char *s, 
         return 0;
     }
     case K_DUR: {
-        int64_t ms;
-        if (util_parse_duration_ms(s, &ms) != 0) {
-            snprintf(err, errlen, "%s: '%.60s' is not a duration (like 500ms, 15s, 2m)", k->path,
-                     s);
-            return -EINVAL;
-        }
-        if (ms < k->min || ms > k->max) {
-            char lo[32], hi[32];
-            util_format_duration(k->min, lo, sizeof(lo));
-            util_format_duration(k->max, hi, sizeof(hi));
-            snprintf(err, errlen, "%s: '%.60s' is out of range (%s to %s)", k->path, s, lo, hi);
-            return -EINVAL;
-        }
-        memcpy(field, &ms, sizeof(ms));
-        return 0;
+        const struct util_range r = {(double)k->min, (double)k->max, false, NULL};
+        return util_parse_ranged(k->path, UTIL_DURATION, &r, s, field, err, errlen);
     }
     case K_BOOL: {
         bool b;

@@ -116,7 +116,7 @@ static void test_config_bad_value_of_every_key(void **s)
         int line;
     } bad[] = {
         {"decision-interval", "log: {level: info}\ndecision-interval: 500ms\n",
-         "decision-interval: '500ms' is out of range (1s to 1h)", 2},
+         "decision-interval: 500ms is out of range (1s to 1h)", 2},
         {"decision-interval", "decision-interval: 100000h\n", "is out of range (1s to 1h)", 1},
         {"namespaces", "namespaces:\n  - ml\n  - Not_OK\n", "'Not_OK' is not a valid namespace",
          3},

@@ -221,20 +221,10 @@ int plan_config_set(struct plan_config *cfg, const char *key, const char *value,
     struct plan_config tmp = *cfg;
     switch (k->kind) {
     case K_DUR: {
+        const struct util_range r = {k->min, k->max, false, NULL};
         int64_t ms;
-        if (util_parse_duration_ms(value, &ms) != 0) {
-            snprintf(err, errlen, "%s: '%.40s' is not a duration (like 30d, 12h, 10m)", k->name,
-                     value);
+        if (util_parse_ranged(k->name, UTIL_DURATION, &r, value, &ms, err, errlen) != 0)
             return -EINVAL;
-        }
-        if (ms < k->min || ms > k->max) {
-            char lo[32], hi[32];
-            util_format_duration((int64_t)k->min, lo, sizeof(lo));
-            util_format_duration((int64_t)k->max, hi, sizeof(hi));
-            snprintf(err, errlen, "%s: %.40s is out of range (%s to %s)", k->name, value, lo,
-                     hi);
-            return -EINVAL;
-        }
         if (strcmp(k->name, "step") == 0) {
             if ((int64_t)H_MS % ms != 0) {
                 snprintf(err, errlen, "%s: %.40s does not divide 1h (use 1m, 5m, 10m, 15m, 30m "

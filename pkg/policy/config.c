@@ -15,7 +15,7 @@
 
 #include "util/util.h"
 
-enum kind { K_NUM, K_INT, K_DUR, K_BOOL, K_UNIT };
+enum kind { K_NUM = UTIL_NUMBER, K_INT = UTIL_WHOLE, K_DUR = UTIL_DURATION, K_BOOL, K_UNIT };
 
 struct key {
     const char *name;
@@ -112,20 +112,6 @@ const char *policy_config_key_name(size_t i)
     return i < UTIL_ARRAY_LEN(keys) ? keys[i].name : NULL;
 }
 
-static int range_error(const struct key *k, const char *value, char *err, size_t errlen)
-{
-    if (k->kind == K_DUR) {
-        char lo[32], hi[32];
-        util_format_duration((int64_t)k->min, lo, sizeof(lo));
-        util_format_duration((int64_t)k->max, hi, sizeof(hi));
-        snprintf(err, errlen, "%s: %s is out of range (%s to %s)", k->name, value, lo, hi);
-    } else {
-        snprintf(err, errlen, "%s: %s is out of range (%s%g to %g, %s)", k->name, value,
-                 k->min_exclusive ? "above " : "", k->min, k->max, k->unit);
-    }
-    return -EINVAL;
-}
-
 int policy_config_set(struct policy_config *cfg, const char *key, const char *value, char *err,
                       size_t errlen)
 {
@@ -158,41 +144,11 @@ int policy_config_set(struct policy_config *cfg, const char *key, const char *va
             cfg->capacity_auto = false; /* the number itself is set below */
     }
     switch (k->kind) {
-    case K_NUM: {
-        double v;
-        if (util_parse_double(value, &v) != 0) {
-            snprintf(err, errlen, "%s: '%.40s' is not a number (%s)", k->name, value, k->unit);
-            return -EINVAL;
-        }
-        if (v < k->min || v > k->max || (k->min_exclusive && v == k->min))
-            return range_error(k, value, err, errlen);
-        memcpy(field, &v, sizeof(v));
-        return 0;
-    }
-    case K_INT: {
-        int64_t v;
-        if (util_parse_int64(value, &v) != 0) {
-            snprintf(err, errlen, "%s: '%.40s' is not a whole number (%s)", k->name, value,
-                     k->unit);
-            return -EINVAL;
-        }
-        if ((double)v < k->min || (double)v > k->max)
-            return range_error(k, value, err, errlen);
-        int32_t v32 = (int32_t)v;
-        memcpy(field, &v32, sizeof(v32));
-        return 0;
-    }
+    case K_NUM:
+    case K_INT:
     case K_DUR: {
-        int64_t ms;
-        if (util_parse_duration_ms(value, &ms) != 0) {
-            snprintf(err, errlen, "%s: '%.40s' is not a duration (like 90s, 2m, 1h30m)", k->name,
-                     value);
-            return -EINVAL;
-        }
-        if ((double)ms < k->min || (double)ms > k->max)
-            return range_error(k, value, err, errlen);
-        memcpy(field, &ms, sizeof(ms));
-        return 0;
+        const struct util_range r = {k->min, k->max, k->min_exclusive, k->kind == K_DUR ? NULL : k->unit};
+        return util_parse_ranged(k->name, (enum util_kind)k->kind, &r, value, field, err, errlen);
     }
     case K_UNIT: {
         enum policy_demand_unit u;

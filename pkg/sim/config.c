@@ -16,7 +16,7 @@
 #include "forecast/forecast.h"
 #include "util/util.h"
 
-enum kind { K_NUM, K_INT, K_DUR, K_POLICIES };
+enum kind { K_NUM = UTIL_NUMBER, K_INT = UTIL_WHOLE, K_DUR = UTIL_DURATION, K_POLICIES };
 
 struct key {
     const char *name;
@@ -195,26 +195,6 @@ const char *sim_config_key_help(size_t i)
     return i < UTIL_ARRAY_LEN(keys) ? keys[i].help : NULL;
 }
 
-static int range_error(const struct key *k, const char *value, char *err, size_t errlen)
-{
-    if (k->kind == K_DUR) {
-        char lo[32], hi[32];
-        util_format_duration((int64_t)k->min, lo, sizeof(lo));
-        util_format_duration((int64_t)k->max, hi, sizeof(hi));
-        snprintf(err, errlen, "%s: %.40s is out of range (%s%s to %s)", k->name, value,
-                 k->min_exclusive ? "above " : "", lo, hi);
-    } else {
-        snprintf(err, errlen, "%s: %.40s is out of range (%s%g to %g)", k->name, value,
-                 k->min_exclusive ? "above " : "", k->min, k->max);
-    }
-    return -EINVAL;
-}
-
-static bool out_of_range(const struct key *k, double v)
-{
-    return v < k->min || v > k->max || (k->min_exclusive && v == k->min);
-}
-
 int sim_config_set(struct sim_config *cfg, const char *key, const char *value, char *err,
                    size_t errlen)
 {
@@ -239,40 +219,11 @@ int sim_config_set(struct sim_config *cfg, const char *key, const char *value, c
     }
     char *field = (char *)cfg + k->off;
     switch (k->kind) {
-    case K_NUM: {
-        double v;
-        if (util_parse_double(value, &v) != 0) {
-            snprintf(err, errlen, "%s: '%.40s' is not a number", k->name, value);
-            return -EINVAL;
-        }
-        if (out_of_range(k, v))
-            return range_error(k, value, err, errlen);
-        memcpy(field, &v, sizeof(v));
-        return 0;
-    }
-    case K_INT: {
-        int64_t v;
-        if (util_parse_int64(value, &v) != 0) {
-            snprintf(err, errlen, "%s: '%.40s' is not a whole number", k->name, value);
-            return -EINVAL;
-        }
-        if (out_of_range(k, (double)v))
-            return range_error(k, value, err, errlen);
-        int32_t v32 = (int32_t)v;
-        memcpy(field, &v32, sizeof(v32));
-        return 0;
-    }
+    case K_NUM:
+    case K_INT:
     case K_DUR: {
-        int64_t ms;
-        if (util_parse_duration_ms(value, &ms) != 0) {
-            snprintf(err, errlen, "%s: '%.40s' is not a duration (like 90s, 2m, 1h30m)", k->name,
-                     value);
-            return -EINVAL;
-        }
-        if (out_of_range(k, (double)ms))
-            return range_error(k, value, err, errlen);
-        memcpy(field, &ms, sizeof(ms));
-        return 0;
+        const struct util_range r = {k->min, k->max, k->min_exclusive, NULL};
+        return util_parse_ranged(k->name, (enum util_kind)k->kind, &r, value, field, err, errlen);
     }
     case K_POLICIES: {
         unsigned set;

@@ -79,6 +79,55 @@ static void test_numbers(void **state)
     assert_int_equal(util_parse_bool("maybe", &b), -22);
 }
 
+/* The one parser of ranged key values: each kind, its bounds, its messages,
+ * and nothing stored on any error. */
+static void test_ranged(void **state)
+{
+    (void)state;
+    char err[160];
+    const struct util_range frac = {0, 1, true, "fraction"};
+    double d = -1;
+    assert_int_equal(util_parse_ranged("t", UTIL_NUMBER, &frac, "0.5", &d, err, sizeof(err)), 0);
+    assert_true(d == 0.5);
+    assert_int_equal(util_parse_ranged("t", UTIL_NUMBER, &frac, "1", &d, err, sizeof(err)), 0);
+    assert_true(d == 1.0);
+    d = -1;
+    assert_int_equal(util_parse_ranged("t", UTIL_NUMBER, &frac, "0", &d, err, sizeof(err)), -22);
+    assert_string_equal(err, "t: 0 is out of range (above 0 to 1, fraction)");
+    assert_int_equal(util_parse_ranged("t", UTIL_NUMBER, &frac, "1.01", &d, err, sizeof(err)),
+                     -22);
+    assert_int_equal(util_parse_ranged("t", UTIL_NUMBER, &frac, "half", &d, err, sizeof(err)),
+                     -22);
+    assert_string_equal(err, "t: 'half' is not a number (fraction)");
+    assert_int_equal(util_parse_ranged("t", UTIL_NUMBER, &frac, NULL, &d, err, sizeof(err)), -22);
+    assert_true(d == -1);
+
+    const struct util_range reps = {1, 100, false, NULL};
+    int32_t n = -1;
+    assert_int_equal(util_parse_ranged("n", UTIL_WHOLE, &reps, "100", &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 100);
+    assert_int_equal(util_parse_ranged("n", UTIL_WHOLE, &reps, "2.5", &n, err, sizeof(err)), -22);
+    assert_string_equal(err, "n: '2.5' is not a whole number");
+    assert_int_equal(util_parse_ranged("n", UTIL_WHOLE, &reps, "0", &n, err, sizeof(err)), -22);
+    assert_string_equal(err, "n: 0 is out of range (1 to 100)");
+    assert_int_equal(n, 100);
+
+    const struct util_range dur = {1000, 3600e3, false, NULL};
+    int64_t ms = -1;
+    assert_int_equal(util_parse_ranged("d", UTIL_DURATION, &dur, "90s", &ms, err, sizeof(err)), 0);
+    assert_int_equal(ms, 90000);
+    assert_int_equal(util_parse_ranged("d", UTIL_DURATION, &dur, "100000h", &ms, err,
+                                       sizeof(err)),
+                     -22);
+    assert_string_equal(err, "d: 100000h is out of range (1s to 1h)");
+    assert_int_equal(util_parse_ranged("d", UTIL_DURATION, &dur, "soon", &ms, err, sizeof(err)),
+                     -22);
+    assert_string_equal(err, "d: 'soon' is not a duration (like 90s, 2m, 1h30m)");
+    assert_int_equal(ms, 90000);
+    /* no room for a message is not an error of its own */
+    assert_int_equal(util_parse_ranged("d", UTIL_DURATION, &dur, "2h", &ms, err, 0), -22);
+}
+
 static void test_buf(void **state)
 {
     (void)state;
@@ -130,6 +179,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_numbers),
+        cmocka_unit_test(test_ranged),
         cmocka_unit_test(test_buf),
         cmocka_unit_test(test_log_one_line),
     };

@@ -285,6 +285,59 @@ void util_format_duration(int64_t ms, char *out, size_t outlen)
     snprintf(out, outlen, "%s", tmp);
 }
 
+int util_parse_ranged(const char *name, enum util_kind kind, const struct util_range *r,
+                      const char *value, void *out, char *err, size_t errlen)
+{
+    static const char *const what[] = {"a number", "a whole number", "a duration"};
+    const char *unit = r->unit ? r->unit : "";
+    const char *open = r->unit ? " (" : "", *close = r->unit ? ")" : "";
+    double v = 0;
+    int64_t i = 0;
+    int rc = -EINVAL;
+    if (value) {
+        if (kind == UTIL_NUMBER)
+            rc = util_parse_double(value, &v);
+        else if (kind == UTIL_WHOLE)
+            rc = util_parse_int64(value, &i);
+        else
+            rc = util_parse_duration_ms(value, &i);
+    }
+    if (rc != 0) {
+        if (kind == UTIL_DURATION)
+            snprintf(err, errlen, "%s: '%.40s' is not a duration (like 90s, 2m, 1h30m)", name,
+                     value ? value : "");
+        else
+            snprintf(err, errlen, "%s: '%.40s' is not %s%s%s%s", name, value ? value : "",
+                     what[kind], open, unit, close);
+        return -EINVAL;
+    }
+    if (kind != UTIL_NUMBER)
+        v = (double)i;
+    if (v < r->min || v > r->max || (r->min_exclusive && v == r->min)) {
+        const char *above = r->min_exclusive ? "above " : "";
+        if (kind == UTIL_DURATION) {
+            char lo[32], hi[32];
+            util_format_duration((int64_t)r->min, lo, sizeof(lo));
+            util_format_duration((int64_t)r->max, hi, sizeof(hi));
+            snprintf(err, errlen, "%s: %.40s is out of range (%s%s to %s)", name, value, above,
+                     lo, hi);
+        } else {
+            snprintf(err, errlen, "%s: %.40s is out of range (%s%g to %g%s%s)", name, value,
+                     above, r->min, r->max, r->unit ? ", " : "", unit);
+        }
+        return -EINVAL;
+    }
+    if (kind == UTIL_NUMBER) {
+        memcpy(out, &v, sizeof(v));
+    } else if (kind == UTIL_WHOLE) {
+        int32_t i32 = (int32_t)i;
+        memcpy(out, &i32, sizeof(i32));
+    } else {
+        memcpy(out, &i, sizeof(i));
+    }
+    return 0;
+}
+
 void util_format_rfc3339(int64_t unix_ms, char *out, size_t outlen)
 {
     time_t t = (time_t)(unix_ms / 1000);

@@ -107,6 +107,30 @@ int util_parse_int64(const char *s, int64_t *out);
  */
 int util_parse_duration_ms(const char *s, int64_t *out_ms);
 
+/** What a configuration key holds (util_parse_ranged). */
+enum util_kind { UTIL_NUMBER, UTIL_WHOLE, UTIL_DURATION };
+
+/** The range a configuration value must fall in: [min, max], min excluded
+ *  when min_exclusive; durations in ms. unit, when not NULL, is named in the
+ *  messages ("requests/s per GPU"). */
+struct util_range {
+    double min, max;
+    bool min_exclusive;
+    const char *unit;
+};
+
+/**
+ * Parse the value of configuration key `name` as a number, a whole number or
+ * a duration (the parsers above) and check it against r: the one place the
+ * policy, simulator and plan keys' values are read. On success stores it in
+ * *out, a double (UTIL_NUMBER), an int32_t (UTIL_WHOLE; r must lie within
+ * int32) or an int64_t of ms (UTIL_DURATION), and returns 0. Otherwise
+ * returns -EINVAL with "<name>: '<value>' is not a number", "<name>: <value>
+ * is out of range (<min> to <max>)" or the like in err, and stores nothing.
+ */
+int util_parse_ranged(const char *name, enum util_kind kind, const struct util_range *r,
+                      const char *value, void *out, char *err, size_t errlen);
+
 /** Format milliseconds as a compact duration ("2m", "1h30m", "1.5s"). */
 void util_format_duration(int64_t ms, char *out, size_t outlen);
 
