@@ -20,6 +20,7 @@
 #include "cmd.h"
 #include "conf/conf.h"
 #include "httpc/httpc.h"
+#include "flags.h"
 #include "outfile.h"
 #include "plan/plan.h"
 #include "promql/promql.h"
@@ -109,6 +110,24 @@ static bool is_plan_key(const char *k)
 {
     for (size_t i = 0; i < plan_config_key_count(); i++)
         if (strcmp(plan_config_key_name(i), k) == 0)
+            return true;
+    return false;
+}
+
+static bool is_backtest(const char *k)
+{
+    return strcmp(k, "backtest") == 0;
+}
+
+/* A flag this command knows: --backtest, the file flags, the plan's keys, a
+ * Deployment's keys, and the simulator's (the replay window's: refused later
+ * with the reason). */
+static bool known_flag(const char *k)
+{
+    if (is_backtest(k) || is_file_flag(k) || is_plan_key(k) || plan_workload_key(k))
+        return true;
+    for (size_t i = 0; i < sim_config_key_count(); i++)
+        if (strcmp(sim_config_key_name(i), k) == 0)
             return true;
     return false;
 }
@@ -338,20 +357,18 @@ int cmd_plan(int argc, char **argv)
     int code = 2;
 
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        char *key;
+        const char *value;
+        enum cmd_flag fl =
+            cmd_flag_next(PROG, argc, argv, &i, known_flag, is_backtest, &key, &value);
+        if (fl == CMD_FLAG_HELP) {
             usage(stdout);
             code = 0;
             goto out;
         }
-        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-            fprintf(stderr, PROG ": unexpected argument '%s' (flags are --key VALUE)\n", a);
+        if (fl != CMD_FLAG_OK)
             goto out;
-        }
-        const char *eq = strchr(a + 2, '=');
-        char *key = eq ? xstrndup(a + 2, (size_t)(eq - a - 2)) : xstrdup(a + 2);
-        const char *value = eq ? eq + 1 : NULL;
-        if (strcmp(key, "backtest") == 0) {
+        if (is_backtest(key)) {
             xfree(key);
             if (value && util_parse_bool(value, &backtest) != 0) {
                 fprintf(stderr, PROG ": --backtest: '%s' is not true or false\n", value);
@@ -360,22 +377,6 @@ int cmd_plan(int argc, char **argv)
             if (!value)
                 backtest = true;
             continue;
-        }
-        bool sim_key = false; /* the replay window's: refused with the reason below */
-        for (size_t k = 0; k < sim_config_key_count(); k++)
-            sim_key |= strcmp(sim_config_key_name(k), key) == 0;
-        if (!is_file_flag(key) && !is_plan_key(key) && !plan_workload_key(key) && !sim_key) {
-            fprintf(stderr, PROG ": unknown flag --%s (see " PROG " --help)\n", key);
-            xfree(key);
-            goto out;
-        }
-        if (!value) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, PROG ": --%s needs a value\n", key);
-                xfree(key);
-                goto out;
-            }
-            value = argv[++i];
         }
         char **slot = strcmp(key, "config") == 0   ? &config
                       : strcmp(key, "report") == 0 ? &report->path

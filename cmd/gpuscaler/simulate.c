@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "flags.h"
 #include "outfile.h"
 #include "conf/conf.h"
 #include "sim/sim.h"
@@ -201,32 +202,16 @@ int cmd_simulate(int argc, char **argv)
     int code = 2;
 
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        char *key;
+        const char *value;
+        enum cmd_flag fl = cmd_flag_next(PROG, argc, argv, &i, known_flag, NULL, &key, &value);
+        if (fl == CMD_FLAG_HELP) {
             usage(stdout);
             code = 0;
             goto out;
         }
-        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-            fprintf(stderr, PROG ": unexpected argument '%s' (flags are --key VALUE)\n", a);
+        if (fl != CMD_FLAG_OK)
             goto out;
-        }
-        const char *eq = strchr(a + 2, '=');
-        char *key = eq ? xstrndup(a + 2, (size_t)(eq - a - 2)) : xstrdup(a + 2);
-        const char *value = eq ? eq + 1 : NULL;
-        if (!known_flag(key)) {
-            fprintf(stderr, PROG ": unknown flag --%s (see " PROG " --help)\n", key);
-            xfree(key);
-            goto out;
-        }
-        if (!value) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, PROG ": --%s needs a value\n", key);
-                xfree(key);
-                goto out;
-            }
-            value = argv[++i];
-        }
         char **slot = strcmp(key, "trace") == 0      ? &trace_path
                       : strcmp(key, "config") == 0   ? &config
                       : strcmp(key, "timeline") == 0 ? &timeline->path

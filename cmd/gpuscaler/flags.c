@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cmd/flags: one `--key VALUE` / `--key=VALUE` flag of a command line. */
+#include "flags.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util/util.h"
+
+enum cmd_flag cmd_flag_next(const char *prog, int argc, char **argv, int *i,
+                            bool (*known)(const char *key), bool (*bare)(const char *key),
+                            char **key, const char **value)
+{
+    const char *a = argv[*i];
+    *key = NULL;
+    *value = NULL;
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
+        return CMD_FLAG_HELP;
+    if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+        fprintf(stderr, "%s: unexpected argument '%s' (flags are --key VALUE)\n", prog, a);
+        return CMD_FLAG_ERROR;
+    }
+    const char *eq = strchr(a + 2, '=');
+    char *k = eq ? xstrndup(a + 2, (size_t)(eq - a - 2)) : xstrdup(a + 2);
+    if (!known(k)) {
+        fprintf(stderr, "%s: unknown flag --%s (see %s --help)\n", prog, k, prog);
+        goto fail;
+    }
+    if (eq) {
+        *value = eq + 1;
+    } else if (!(bare && bare(k))) {
+        if (*i + 1 >= argc) {
+            fprintf(stderr, "%s: --%s needs a value\n", prog, k);
+            goto fail;
+        }
+        *value = argv[++*i];
+    }
+    *key = k;
+    return CMD_FLAG_OK;
+fail:
+    xfree(k);
+    return CMD_FLAG_ERROR;
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The command lines of `simulate` and `plan`: flags written `--key VALUE` or
+ * `--key=VALUE`, read one at a time; the errors are printed with the
+ * program's name. */
+#ifndef GPUSCALER_CMD_FLAGS_H
+#define GPUSCALER_CMD_FLAGS_H
+
+#include <stdbool.h>
+
+enum cmd_flag { CMD_FLAG_OK, CMD_FLAG_HELP, CMD_FLAG_ERROR };
+
+/**
+ * Read the flag at argv[*i]. CMD_FLAG_OK: *key is its name (owned by the
+ * caller, xfree) and *value its value, the text after '=' or else the next
+ * argument (*i moves past it); for a key that bare() accepts alone (a
+ * boolean like --backtest; bare may be NULL) and no '=', *value is NULL and
+ * nothing more is read. CMD_FLAG_HELP for -h and --help. CMD_FLAG_ERROR,
+ * printed as "<prog>: ...", for an argument that is not a flag, a key that
+ * known() refuses, or a missing value.
+ */
+enum cmd_flag cmd_flag_next(const char *prog, int argc, char **argv, int *i,
+                            bool (*known)(const char *key), bool (*bare)(const char *key),
+                            char **key, const char **value);
+
+#endif
