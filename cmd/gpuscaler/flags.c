@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cmd/flags: one `--key VALUE` / `--key=VALUE` flag of a command line. */
+/* cmd/flags: one `--key VALUE` / `--key=VALUE` flag of a command line, and
+ * the list of settings the flags and a file give. */
 #include "flags.h"
 
 #include <stdio.h>
@@ -40,4 +41,25 @@ enum cmd_flag cmd_flag_next(const char *prog, int argc, char **argv, int *i,
 fail:
     xfree(k);
     return CMD_FLAG_ERROR;
+}
+
+void cmd_settings_add(struct cmd_settings *s, const char *key, const char *value, char *where,
+                      bool from_flag)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 16;
+        s->v = xrealloc(s->v, s->cap * sizeof(*s->v));
+    }
+    s->v[s->n++] = (struct cmd_setting){xstrdup(key), xstrdup(value), where, from_flag};
+}
+
+void cmd_settings_free(struct cmd_settings *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        xfree(s->v[i].key);
+        xfree(s->v[i].value);
+        xfree(s->v[i].where);
+    }
+    xfree(s->v);
+    *s = (struct cmd_settings){0};
 }

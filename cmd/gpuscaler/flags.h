@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The command lines of `simulate` and `plan`: flags written `--key VALUE` or
- * `--key=VALUE`, read one at a time; the errors are printed with the
- * program's name. */
+ * `--key=VALUE`, read one at a time (the errors are printed with the
+ * program's name), and the settings they and a file give. */
 #ifndef GPUSCALER_CMD_FLAGS_H
 #define GPUSCALER_CMD_FLAGS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 enum cmd_flag { CMD_FLAG_OK, CMD_FLAG_HELP, CMD_FLAG_ERROR };
 
@@ -21,5 +22,23 @@ enum cmd_flag { CMD_FLAG_OK, CMD_FLAG_HELP, CMD_FLAG_ERROR };
 enum cmd_flag cmd_flag_next(const char *prog, int argc, char **argv, int *i,
                             bool (*known)(const char *key), bool (*bare)(const char *key),
                             char **key, const char **value);
+
+/** One key = value setting, with where it came from ("--scale",
+ *  "sim.yaml:3") for messages; all three strings owned. */
+struct cmd_setting {
+    char *key, *value, *where;
+    bool from_flag;
+};
+
+/** Settings in the order given (a later one of a key wins when applied). */
+struct cmd_settings {
+    struct cmd_setting *v;
+    size_t n, cap;
+};
+
+/** Append a copy of key and value; takes ownership of where. */
+void cmd_settings_add(struct cmd_settings *s, const char *key, const char *value, char *where,
+                      bool from_flag);
+void cmd_settings_free(struct cmd_settings *s);
 
 #endif

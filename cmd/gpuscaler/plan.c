@@ -29,31 +29,6 @@
 
 #define PROG "gpuscaler plan"
 
-struct setting {
-    char *key, *value, *where;
-};
-
-struct settings {
-    struct setting *v;
-    size_t n;
-};
-
-static void settings_add(struct settings *s, const char *key, const char *value, char *where)
-{
-    s->v = xrealloc(s->v, (s->n + 1) * sizeof(*s->v));
-    s->v[s->n++] = (struct setting){xstrdup(key), xstrdup(value), where};
-}
-
-static void settings_free(struct settings *s)
-{
-    for (size_t i = 0; i < s->n; i++) {
-        xfree(s->v[i].key);
-        xfree(s->v[i].value);
-        xfree(s->v[i].where);
-    }
-    xfree(s->v);
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -337,7 +312,7 @@ static int apply(struct plan_workload *w, const struct plan_scope *s, const char
 
 int cmd_plan(int argc, char **argv)
 {
-    struct settings flags = {0};
+    struct cmd_settings flags = {0};
     struct plan_file file = {0};
     struct origins orig = {0};
     char *config = NULL;
@@ -386,7 +361,7 @@ int cmd_plan(int argc, char **argv)
             xfree(*slot);
             *slot = xstrdup(value);
         } else {
-            settings_add(&flags, key, value, xasprintf("--%s", key));
+            cmd_settings_add(&flags, key, value, xasprintf("--%s", key), true);
         }
         xfree(key);
     }
@@ -445,7 +420,7 @@ int cmd_plan(int argc, char **argv)
         xfree(where);
     }
     for (size_t i = 0; i < flags.n; i++) {
-        const struct setting *st = &flags.v[i];
+        const struct cmd_setting *st = &flags.v[i];
         if (!is_plan_key(st->key))
             continue;
         if (plan_config_set(&pc, st->key, st->value, err, sizeof(err)) != 0) {
@@ -472,7 +447,7 @@ int cmd_plan(int argc, char **argv)
             (multi && apply(w, &file.deployments[d], config) != 0))
             goto out;
         for (size_t i = 0; i < flags.n; i++) {
-            const struct setting *st = &flags.v[i];
+            const struct cmd_setting *st = &flags.v[i];
             if (is_plan_key(st->key))
                 continue;
             if (strcmp(st->key, "trace") == 0) {
@@ -627,7 +602,7 @@ out:
         xfree(orig.where[i]);
     util_buf_free(&out);
     plan_file_clear(&file);
-    settings_free(&flags);
+    cmd_settings_free(&flags);
     xfree(config);
     return code;
 }

@@ -22,38 +22,6 @@
 #define PROG "gpuscaler simulate"
 
 /* One key=value with where it came from ("--scale" or "file.yaml:3"). */
-struct setting {
-    char *key;
-    char *value;
-    char *where;
-    bool from_flag;
-};
-
-struct settings {
-    struct setting *v;
-    size_t n, cap;
-};
-
-static void settings_add(struct settings *s, const char *key, const char *value, char *where,
-                         bool from_flag)
-{
-    if (s->n == s->cap) {
-        s->cap = s->cap ? s->cap * 2 : 16;
-        s->v = xrealloc(s->v, s->cap * sizeof(*s->v));
-    }
-    s->v[s->n++] = (struct setting){xstrdup(key), xstrdup(value), where, from_flag};
-}
-
-static void settings_free(struct settings *s)
-{
-    for (size_t i = 0; i < s->n; i++) {
-        xfree(s->v[i].key);
-        xfree(s->v[i].value);
-        xfree(s->v[i].where);
-    }
-    xfree(s->v);
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -129,7 +97,7 @@ static int node_value(const struct conf_node *n, char **out)
 
 /* Load the YAML file's keys into s (in file order). Returns 0 or prints the
  * error and returns -1. */
-static int load_config(const char *path, struct settings *s, char **trace_path)
+static int load_config(const char *path, struct cmd_settings *s, char **trace_path)
 {
     struct conf_node *root = NULL;
     struct conf_error cerr = {0};
@@ -174,7 +142,7 @@ static int load_config(const char *path, struct settings *s, char **trace_path)
             rc = -1;
             goto out;
         } else {
-            settings_add(s, root->keys[i], value, xasprintf("%s:%d", path, n->line), false);
+            cmd_settings_add(s, root->keys[i], value, xasprintf("%s:%d", path, n->line), false);
         }
         xfree(value);
     }
@@ -185,7 +153,7 @@ out:
 
 int cmd_simulate(int argc, char **argv)
 {
-    struct settings flags = {0}, file = {0};
+    struct cmd_settings flags = {0}, file = {0};
     char *trace_path = NULL, *config = NULL;
     /* in the order they are written */
     struct outfile outs[] = {{PROG, "--timeline", NULL, -1, false},
@@ -223,7 +191,7 @@ int cmd_simulate(int argc, char **argv)
             xfree(*slot);
             *slot = xstrdup(value);
         } else {
-            settings_add(&flags, key, value, xasprintf("--%s", key), true);
+            cmd_settings_add(&flags, key, value, xasprintf("--%s", key), true);
         }
         xfree(key);
     }
@@ -241,10 +209,10 @@ int cmd_simulate(int argc, char **argv)
     sim_config_init(&cfg);
     if (!trace_path)
         sim_config_demo(&cfg);
-    struct settings *lists[] = {&file, &flags};
+    struct cmd_settings *lists[] = {&file, &flags};
     for (size_t l = 0; l < 2; l++) {
         for (size_t i = 0; i < lists[l]->n; i++) {
-            const struct setting *st = &lists[l]->v[i];
+            const struct cmd_setting *st = &lists[l]->v[i];
             int rc = sim_config_set(&cfg, st->key, st->value, err, sizeof(err));
             if (rc == -ENOENT && st->from_flag) {
                 fprintf(stderr, PROG ": unknown flag %s (see " PROG " --help)\n", st->where);
@@ -340,8 +308,8 @@ out:
     util_buf_free(&out);
     sim_result_free(res);
     trace_free(tr);
-    settings_free(&flags);
-    settings_free(&file);
+    cmd_settings_free(&flags);
+    cmd_settings_free(&file);
     xfree(trace_path);
     xfree(config);
     return code;
