@@ -216,6 +216,10 @@ double fc_plan_recent_quantile(const struct forecast *f, double w, double *media
 /** Horizon index of the stored window length at or just below w. */
 int fc_horizon_index(int64_t w);
 
+/** Move the moving average *avg towards v with weight FC_LOSS_ALPHA, or
+ *  1 / n (the plain mean) while that is larger: n >= 1 counts v. */
+void fc_ew_update(float *avg, double v, uint32_t n);
+
 /** The highest bucket peak of the last season (log), or the last bucket's
  *  mean if higher. */
 double fc_seen_max(const struct forecast *f);

@@ -85,7 +85,7 @@ double fc_plan_value(const struct forecast *f, double base, double q, double g)
 /* A moving average of weight FC_LOSS_ALPHA, the plain mean of the first
  * 1 / FC_LOSS_ALPHA values (the n-th value, n >= 1, weighs 1 / n until then):
  * the first value alone would weigh (1 - alpha)^(n - 1), 63 % after ten. */
-static void ew_update(float *avg, double v, uint32_t n)
+void fc_ew_update(float *avg, double v, uint32_t n)
 {
     double a = 1.0 / n;
     if (a < FC_LOSS_ALPHA)
@@ -148,9 +148,9 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
             for (int k = 0; k < 2; k++) {
                 double pl = k ? f->planned_r[os][h] : f->planned_m[os][h];
                 double l = m > pl ? tau * (m - pl) : (1 - tau) * (pl - m);
-                ew_update(&f->loss[k][h], l, n);
+                fc_ew_update(&f->loss[k][h], l, n);
             }
-            ew_update(&f->miss_r[h], m > f->planned_r[os][h] + 1e-6 ? 1.0 : 0.0, n);
+            fc_ew_update(&f->miss_r[h], m > f->planned_r[os][h] + 1e-6 ? 1.0 : 0.0, n);
             if (f->loss_n[h] < UINT16_MAX)
                 f->loss_n[h]++;
         }

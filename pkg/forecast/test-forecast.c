@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "forecast/forecast.h"
+#include "forecast-int.h" /* fc_ew_update */
 #include "util/util.h"
 
 #define MIN_MS 60000LL
@@ -1248,6 +1249,26 @@ static int write_corpus(const char *dir)
     return 0;
 }
 
+/* The plans' moving losses start as plain means: the first value does not
+ * outweigh the next ten (with weight 0.05 from the start it would still
+ * weigh 63 % after ten), and from the 20th on each new value weighs 0.05. */
+static void test_loss_average_start(void **state)
+{
+    (void)state;
+    float avg = 0;
+    uint32_t n = 0;
+    fc_ew_update(&avg, 10.0, ++n);
+    assert_float_equal(avg, 10.0, 1e-6);
+    for (int i = 0; i < 9; i++)
+        fc_ew_update(&avg, 0.0, ++n);
+    assert_float_equal(avg, 1.0, 1e-5); /* the mean of 10 and nine zeros */
+    for (int i = 0; i < 10; i++)
+        fc_ew_update(&avg, 1.0, ++n);
+    assert_float_equal(avg, 1.0, 1e-5); /* the mean of twenty */
+    fc_ew_update(&avg, 21.0, ++n);       /* n = 21: weight 0.05, not 1/21 */
+    assert_float_equal(avg, 2.0, 1e-5);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0)
@@ -1260,6 +1281,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_plan_coverage),
         cmocka_unit_test(test_plan_recent_peaks),
         cmocka_unit_test(test_plan_likely_bounded),
+        cmocka_unit_test(test_loss_average_start),
         cmocka_unit_test(test_plan_lookahead_length),
         cmocka_unit_test(test_plan_never_runs_away),
         cmocka_unit_test(test_gap_warmup),        cmocka_unit_test(test_gap_seasonal),
