@@ -43,6 +43,14 @@ fail:
     return CMD_FLAG_ERROR;
 }
 
+const char *cmd_strip_key(const char *key, const char *msg)
+{
+    size_t kl = strlen(key);
+    if (strncmp(msg, key, kl) == 0 && msg[kl] == ':')
+        return msg + kl + (msg[kl + 1] == ' ' ? 2 : 1);
+    return msg;
+}
+
 void cmd_settings_add(struct cmd_settings *s, const char *key, const char *value, char *where,
                       bool from_flag)
 {

@@ -23,6 +23,11 @@ enum cmd_flag cmd_flag_next(const char *prog, int argc, char **argv, int *i,
                             bool (*known)(const char *key), bool (*bare)(const char *key),
                             char **key, const char **value);
 
+/** msg without a leading "<key>: " (the message of a setter), for a line
+ *  that names the flag already: "--scale: scale: ..." reads better as
+ *  "--scale: ...". */
+const char *cmd_strip_key(const char *key, const char *msg);
+
 /** One key = value setting, with where it came from ("--scale",
  *  "sim.yaml:3") for messages; all three strings owned. */
 struct cmd_setting {

@@ -112,15 +112,6 @@ static bool is_source_key(const char *k)
     return strcmp(k, "trace") == 0 || strcmp(k, "query") == 0 || strcmp(k, "name") == 0;
 }
 
-/* "--scale: scale: ..." reads better as "--scale: ...". */
-static const char *strip_key(const char *key, const char *msg)
-{
-    size_t kl = strlen(key);
-    if (strncmp(msg, key, kl) == 0 && msg[kl] == ':')
-        return msg + kl + (msg[kl + 1] == ' ' ? 2 : 1);
-    return msg;
-}
-
 static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
@@ -272,7 +263,7 @@ static void plan_error(const struct origins *o, const char *who, const char *msg
             char def[64];
             snprintf(def, sizeof(def), "--%s (default)", k);
             fprintf(stderr, PROG ": %s%s%s: %s\n", who, who[0] ? ": " : "",
-                    o->where[i] ? o->where[i] : def, strip_key(k, msg));
+                    o->where[i] ? o->where[i] : def, cmd_strip_key(k, msg));
             return;
         }
     }
@@ -424,7 +415,7 @@ int cmd_plan(int argc, char **argv)
         if (!is_plan_key(st->key))
             continue;
         if (plan_config_set(&pc, st->key, st->value, err, sizeof(err)) != 0) {
-            fprintf(stderr, PROG ": %s: %s\n", st->where, strip_key(st->key, err));
+            fprintf(stderr, PROG ": %s: %s\n", st->where, cmd_strip_key(st->key, err));
             goto out;
         }
         origin_set(&orig, st->key, st->where);
@@ -459,7 +450,7 @@ int cmd_plan(int argc, char **argv)
             }
             int rc = plan_workload_set(w, st->key, st->value, err, sizeof(err));
             if (rc != 0) {
-                fprintf(stderr, PROG ": %s: %s\n", st->where, strip_key(st->key, err));
+                fprintf(stderr, PROG ": %s: %s\n", st->where, cmd_strip_key(st->key, err));
                 goto out;
             }
         }

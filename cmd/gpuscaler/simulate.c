@@ -21,7 +21,6 @@
 
 #define PROG "gpuscaler simulate"
 
-/* One key=value with where it came from ("--scale" or "file.yaml:3"). */
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -223,12 +222,8 @@ int cmd_simulate(int argc, char **argv)
                 goto out;
             }
             if (rc != 0) {
-                /* "--scale: scale: ..." reads better as "--scale: ...". */
-                size_t kl = strlen(st->key);
-                const char *msg = err;
-                if (st->from_flag && strncmp(err, st->key, kl) == 0 && err[kl] == ':')
-                    msg = err + kl + (err[kl + 1] == ' ' ? 2 : 1);
-                fprintf(stderr, PROG ": %s: %s\n", st->where, msg);
+                fprintf(stderr, PROG ": %s: %s\n", st->where,
+                        st->from_flag ? cmd_strip_key(st->key, err) : err);
                 goto out;
             }
         }
