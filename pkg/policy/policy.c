@@ -127,7 +127,17 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
     t->cap = cfg->capacity_rps_per_gpu;
 
     /* demand -> size */
-    policy_demand(in, policy_horizon_ms(cfg, 0), cfg->cold_start_ms, t->cap * t->gpus, &t->dem);
+    /* New capacity serves a cold start from now; while replicas asked for
+     * are starting, the queue is the one they meet: the rest of the newest
+     * one's cold start (none when they were not asked for by this state, as
+     * after a restart), so the projected queue is counted once, not again at
+     * every tick of their start. */
+    int64_t lead = cfg->cold_start_ms;
+    if (t->starting > 0)
+        lead = st->last_scale_ms == POLICY_NEVER
+                   ? 0
+                   : UTIL_MAX((int64_t)0, UTIL_MIN(lead, st->last_scale_ms + lead - t->now));
+    policy_demand(in, policy_horizon_ms(cfg, 0), lead, t->cap * t->gpus, &t->dem);
     policy_sizing(cfg, st, in, &t->sz);
     t->need_now = policy_need(&t->sz, &t->dem, t->cap * t->gpus);
     t->plan = cfg->predictive && in->have_forecast && in->forecast_trusted &&

@@ -278,14 +278,13 @@ struct policy_demand {
  * POLICY_RECENT_SIGMAS standard errors of a Poisson count at the window's
  * rate over recent_window_ms, so a step is sized at once but one noisy
  * second is not, and a dip is not trusted before the window sees it), plus
- * in->queue_depth / horizon (the
- * queue must drain within the time new capacity needs to arrive) unless
- * replicas asked for are still starting (they will drain it; unschedulable
- * replicas are not starting: they will not). The part of
- * the queue the ready replicas' headroom (ready x replica_rps, their
- * saturated throughput, less the arrivals) drains within lead_ms (the cold
- * start: before a replica asked for now could help) is left out. Unknown
- * inputs count as 0. horizon_ms > 0.
+ * the rate that drains, within horizon_ms, the queue as it will be when new
+ * capacity serves, lead_ms from now (the cold start; while replicas asked
+ * for are starting, what remains of theirs): in->queue_depth, less what the
+ * ready replicas' headroom (ready x replica_rps, their saturated throughput,
+ * less the arrivals) drains by then, or plus what piles up while the
+ * arrivals exceed it. Unknown inputs count as 0; with no queue seen
+ * (queue_depth 0, negative or NaN) there is no drain. horizon_ms > 0.
  */
 void policy_demand(const struct policy_input *in, int64_t horizon_ms, int64_t lead_ms,
                    double replica_rps, struct policy_demand *out);
