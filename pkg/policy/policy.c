@@ -127,11 +127,15 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
     t->cap = cfg->capacity_rps_per_gpu;
 
     /* demand -> size */
-    /* New capacity serves a cold start from now; while replicas asked for
-     * are starting, the queue is the one they meet: the rest of the newest
-     * one's cold start (none when they were not asked for by this state, as
-     * after a restart), so the projected queue is counted once, not again at
-     * every tick of their start. */
+    /* New capacity serves a cold start from now. While replicas asked for
+     * are starting, the queue is projected to the end of the newest ask's
+     * cold start with only the ready replicas serving (none when this state
+     * did not ask, as after a restart): when the starting ones serve is not
+     * known, a pod may take longer than cold-start. A tick that asks nothing
+     * new projects the queue it projected before (it grew as projected), so
+     * a queue that only waits for replicas on their way is not asked for
+     * twice; while arrivals outgrow the projection, each new ask re-bases
+     * it and the ask grows with the queue (docs/policy.md, "Demand"). */
     int64_t lead = cfg->cold_start_ms;
     if (t->starting > 0)
         lead = st->last_scale_ms == POLICY_NEVER
