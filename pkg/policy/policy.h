@@ -280,7 +280,7 @@ struct policy_demand {
  * second is not, and a dip is not trusted before the window sees it), plus
  * the rate that drains, within horizon_ms, the queue as it will be when new
  * capacity serves, lead_ms from now (the cold start; while replicas asked
- * for are starting, what remains of theirs): in->queue_depth, less what the
+ * for are starting, what remains of the newest ask's): in->queue_depth, less what the
  * ready replicas' headroom (ready x replica_rps, their saturated throughput,
  * less the arrivals) drains by then, or plus what piles up while the
  * arrivals exceed it. Unknown inputs count as 0; with no queue seen

@@ -623,8 +623,8 @@ static void test_demand(void **s)
  * sizes the arrivals and the queue its replicas will meet, 300 + 20 req/s x
  * 60 s, drained over the 75 s look-ahead at full capacity:
  * max(30 / 8.4, 50 / 10) -> 5 replicas, not 4. While they start the queue
- * grows as projected and the ask stays (the projection counted once); once
- * they are ready the queue drains. */
+ * grows as projected and the ask stays (the projection is not added again
+ * at every tick of their start); once they are ready the queue drains. */
 static void test_drain_projected(void **s)
 {
     (void)s;
