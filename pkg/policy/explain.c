@@ -105,10 +105,16 @@ static void explain_words(const struct policy_tick *t, const struct policy_state
                  rpg, cfg->target_utilization * cap, cfg->target_utilization * 100, cap, a,
                  t->cur, out->desired);
         return;
-    case POLICY_SLA_SCALE_OUT:
-        snprintf(e, n, "demand %.4g req/s needs %lld replicas (%s): %d -> %d",
-                 t->dem.rate_rps, (long long)t->need_now, sz, t->cur, out->desired);
+    case POLICY_SLA_SCALE_OUT: {
+        int k = snprintf(e, n, "demand %.4g req/s needs %lld replicas (%s): %d -> %d",
+                         t->dem.rate_rps, (long long)t->need_now, sz, t->cur, out->desired);
+        if (t->dem.drain_rps > 0 && k > 0 && (size_t)k < n)
+            snprintf(e + k, n - (size_t)k,
+                     "; %.4g req/s of it drains, at full capacity, within %s the %.0f "
+                     "requests queued when new replicas serve",
+                     t->dem.drain_rps, h, t->dem.queue);
         return;
+    }
     case POLICY_PREDICTIVE_SCALE_OUT:
         snprintf(e, n, "likely forecast peak %.4g req/s within %s needs %lld replicas: %d -> %d "
                        "ahead of load",

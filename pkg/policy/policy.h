@@ -269,6 +269,7 @@ struct policy_demand {
     double arrival_rps;  /**< arrivals now: the window's, or the last tick's if well above */
     double drain_rps;    /**< extra rate that drains the waiting queue within the horizon */
     double rate_rps;     /**< arrival + drain: what the replicas must serve */
+    double queue;        /**< requests queued when new capacity serves (0: none to drain) */
     bool rising;         /**< the last tick's rate is significantly above the window's */
 };
 

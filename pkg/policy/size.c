@@ -176,7 +176,9 @@ void policy_demand(const struct policy_input *in, int64_t horizon_ms, int64_t le
         double ready = in->ready_replicas > 0 ? in->ready_replicas : 0;
         q -= (ready * replica_rps - out->arrival_rps) * ((double)lead_ms / 1000.0);
     }
-    if (horizon_ms > 0 && q > 0)
+    if (horizon_ms > 0 && q > 0) {
         out->drain_rps = q / (horizon_ms / 1000.0);
+        out->queue = q / request_size(in);
+    }
     out->rate_rps = out->arrival_rps + out->drain_rps;
 }

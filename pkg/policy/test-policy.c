@@ -653,6 +653,11 @@ static void test_drain_projected(void **s)
         policy_decide(&c, &st, &in, &d);
         if (t == 15) {
             assert_int_equal(d.desired, 5);
+            assert_int_equal(d.reason, POLICY_SLA_SCALE_OUT);
+            /* the Event says what the drain is for */
+            if (!strstr(d.explain, "20 req/s of it drains, at full capacity, within 1m15s "
+                                   "the 1500 requests queued when new replicas serve"))
+                fail_msg("explain: %s", d.explain);
             asked_at = S(t);
         } else {
             assert_int_equal(d.desired, 5); /* no second ask for the same queue */
