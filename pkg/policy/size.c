@@ -166,7 +166,7 @@ void policy_demand(const struct policy_input *in, int64_t horizon_ms, int64_t le
                    : 0;
     /* The queue when capacity asked for now serves, lead_ms from now: less
      * what the ready replicas' headroom drains meanwhile, plus what piles up
-     * while they are short (a burst of 3.5x their capacity added 270 req/s
+     * while they are short (a burst of 2.2x their capacity added 270 req/s
      * to a queue for three minutes, and a drain sized on the queue at the
      * first write left the rest to a second cold start). Only a queue seen
      * is projected: it is the evidence that arrivals exceed what the
