@@ -36,10 +36,15 @@
 /** Ring of the newest buckets' peaks and of the plans made at their start. */
 #define FC_RING FORECAST_MAX_WINDOW
 #define FC_PHI_TABLE (4 * FORECAST_MAX_WINDOW + 2)
-/** Step of the adaptive quantile level per resolved plan. */
-#define FC_ACI_GAMMA 0.005
-/** Weight of a resolved plan in the moving quantile loss of a plan kind. */
-#define FC_LOSS_ALPHA 0.05
+/** Step of the adaptive quantile level per resolved plan. A burst no plan
+ *  foresaw is missed by every overlapping window that holds it (about ten
+ *  in a row); at 0.0025 such a run moves the level by about 0.02, not 0.04
+ *  (docs/policy.md, section 5). */
+#define FC_ACI_GAMMA 0.0025
+/** Weight of a resolved plan in the moving quantile loss of a plan kind
+ *  and in the recent plan's miss rate: the last ten or so windows decide
+ *  which plan is used (docs/policy.md, section 5). */
+#define FC_LOSS_ALPHA 0.1
 /** Bounds of the adaptive quantile level. */
 #define FC_LEVEL_MIN 0.5
 #define FC_LEVEL_MAX 0.999

@@ -1250,8 +1250,9 @@ static int write_corpus(const char *dir)
 }
 
 /* The plans' moving losses start as plain means: the first value does not
- * outweigh the next ten (with weight 0.05 from the start it would still
- * weigh 63 % after ten), and from the 20th on each new value weighs 0.05. */
+ * outweigh the next ones (with weight FC_LOSS_ALPHA = 0.1 from the start it
+ * would still weigh 39 % after ten), and from the tenth on each new value
+ * weighs 0.1. */
 static void test_loss_average_start(void **state)
 {
     (void)state;
@@ -1262,10 +1263,9 @@ static void test_loss_average_start(void **state)
     for (int i = 0; i < 9; i++)
         fc_ew_update(&avg, 0.0, ++n);
     assert_float_equal(avg, 1.0, 1e-5); /* the mean of 10 and nine zeros */
-    for (int i = 0; i < 10; i++)
-        fc_ew_update(&avg, 1.0, ++n);
-    assert_float_equal(avg, 1.0, 1e-5); /* the mean of twenty */
-    fc_ew_update(&avg, 21.0, ++n);       /* n = 21: weight 0.05, not 1/21 */
+    fc_ew_update(&avg, 11.0, ++n);       /* n = 11: weight 0.1, not 1/11 */
+    assert_float_equal(avg, 2.0, 1e-5);
+    fc_ew_update(&avg, 2.0, ++n);
     assert_float_equal(avg, 2.0, 1e-5);
 }
 
