@@ -220,8 +220,11 @@ class LocalCluster:
             self.kubelet_log = log
             pidfile = os.path.join(self.state_dir, "kubelet-pids.json")
             _wait_file(pidfile, self.kubelet, kubelet_timeout, "kubelet", log)
+            # assigned before it starts: its first list calls _record_history,
+            # which reads self._hist_inf
             self._hist_inf = Informer(self.client, "deployments", self.namespace, None,
-                                      self._record_history, name="harness-history").start()
+                                      self._record_history, name="harness-history")
+            self._hist_inf.start()
             self._hist_inf.wait_synced(20)
             self._write_pids()
         except BaseException:
@@ -622,8 +625,12 @@ class LocalCluster:
                                           "deployment": owner.rsplit("-", 1)[0]}})
             self._write_targets(targets, groups)
 
+        # assigned before it starts: its first list calls update(), which reads
+        # self._prom_inf (started first, a list that won the race found None
+        # there, and pods already ready were never written as targets)
         self._prom_inf = Informer(self.client, "pods", self.namespace, None, update,
-                                  name="harness-prometheus-sd").start()
+                                  name="harness-prometheus-sd")
+        self._prom_inf.start()
 
         def ready():
             try:
