@@ -155,10 +155,7 @@ void ctl_config_free(struct ctl_config *c)
 
 static const struct key *find_key(const char *path)
 {
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(keys); i++)
-        if (strcmp(keys[i].path, path) == 0)
-            return &keys[i];
-    return NULL;
+    return util_table_find(keys, UTIL_ARRAY_LEN(keys), sizeof(keys[0]), path);
 }
 
 /* ---- value checks (pure) ------------------------------------------------------ */
@@ -378,11 +375,6 @@ static int set_scalar(struct ctl_config *c, const struct key *k, const char *s, 
 int ctl_config_set(struct ctl_config *c, const char *key, const char *value, char *err,
                    size_t errlen)
 {
-    char dummy[1];
-    if (errlen == 0) {
-        err = dummy;
-        errlen = sizeof(dummy);
-    }
     const struct key *k = find_key(key);
     if (!k || k->kind == K_STRLIST || k->kind == K_DEFAULTS) {
         snprintf(err, errlen, "unknown key '%.120s'", key);
@@ -394,13 +386,8 @@ int ctl_config_set(struct ctl_config *c, const char *key, const char *value, cha
 int ctl_config_validate(const struct ctl_config *c, const char **key, char *err, size_t errlen)
 {
     const char *dummy_key;
-    char dummy[1];
     if (!key)
         key = &dummy_key;
-    if (errlen == 0) {
-        err = dummy;
-        errlen = sizeof(dummy);
-    }
     *key = NULL;
     if (c->leader.renew_deadline_ms >= c->leader.lease_duration_ms ||
         c->leader.retry_period_ms >= c->leader.renew_deadline_ms) {

@@ -201,15 +201,7 @@ static int parse_growth(const char *s, const struct key *k, struct plan_config *
 int plan_config_set(struct plan_config *cfg, const char *key, const char *value, char *err,
                     size_t errlen)
 {
-    char dummy[1];
-    if (errlen == 0) {
-        err = dummy;
-        errlen = sizeof(dummy);
-    }
-    const struct key *k = NULL;
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(keys); i++)
-        if (strcmp(keys[i].name, key) == 0)
-            k = &keys[i];
+    const struct key *k = util_table_find(keys, UTIL_ARRAY_LEN(keys), sizeof(keys[0]), key);
     if (!k) {
         snprintf(err, errlen, "unknown key '%.60s'", key);
         return -ENOENT;
@@ -450,11 +442,6 @@ static void set_str(char **slot, const char *v)
 int plan_workload_set(struct plan_workload *w, const char *key, const char *value, char *err,
                       size_t errlen)
 {
-    char dummy[1];
-    if (errlen == 0) {
-        err = dummy;
-        errlen = sizeof(dummy);
-    }
     for (size_t i = 0; i < UTIL_ARRAY_LEN(window_keys); i++)
         if (strcmp(window_keys[i], key) == 0) {
             snprintf(err, errlen, "%s: not a plan key (the plan chooses what it replays)", key);

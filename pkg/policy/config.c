@@ -115,15 +115,7 @@ const char *policy_config_key_name(size_t i)
 int policy_config_set(struct policy_config *cfg, const char *key, const char *value, char *err,
                       size_t errlen)
 {
-    char dummy[1];
-    if (errlen == 0) {
-        err = dummy;
-        errlen = sizeof(dummy);
-    }
-    const struct key *k = NULL;
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(keys); i++)
-        if (strcmp(keys[i].name, key) == 0)
-            k = &keys[i];
+    const struct key *k = util_table_find(keys, UTIL_ARRAY_LEN(keys), sizeof(keys[0]), key);
     if (!k) {
         snprintf(err, errlen, "unknown key '%s'", key);
         return -ENOENT;
@@ -178,11 +170,6 @@ int policy_config_set(struct policy_config *cfg, const char *key, const char *va
 
 int policy_config_validate(const struct policy_config *cfg, char *err, size_t errlen)
 {
-    char dummy[1];
-    if (errlen == 0) {
-        err = dummy;
-        errlen = sizeof(dummy);
-    }
     if (!(cfg->capacity_rps_per_gpu > 0) && !cfg->capacity_auto) {
         snprintf(err, errlen,
                  "capacity-per-gpu: required (%s one GPU sustains, or auto to learn it)",

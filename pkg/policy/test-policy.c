@@ -823,6 +823,9 @@ static void test_config_keys(void **s)
         assert_memory_equal(&c, &before, sizeof(c));
         if (bad[i].rc == -EINVAL)
             assert_non_null(strstr(err, bad[i].k));
+        /* without a buffer for the message: the same answer, nothing written */
+        assert_int_equal(policy_config_set(&c, bad[i].k, bad[i].v, NULL, 0), bad[i].rc);
+        assert_memory_equal(&c, &before, sizeof(c));
     }
     assert_int_equal(policy_config_set(&c, "min-replicas", "50", err, sizeof(err)), 0);
     assert_int_equal(policy_config_validate(&c, err, sizeof(err)), -EINVAL);

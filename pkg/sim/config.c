@@ -198,15 +198,7 @@ const char *sim_config_key_help(size_t i)
 int sim_config_set(struct sim_config *cfg, const char *key, const char *value, char *err,
                    size_t errlen)
 {
-    char dummy[1];
-    if (errlen == 0) {
-        err = dummy;
-        errlen = sizeof(dummy);
-    }
-    const struct key *k = NULL;
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(keys); i++)
-        if (strcmp(keys[i].name, key) == 0)
-            k = &keys[i];
+    const struct key *k = util_table_find(keys, UTIL_ARRAY_LEN(keys), sizeof(keys[0]), key);
     if (!k) {
         int rc = policy_config_set(&cfg->policy, key, value, err, errlen);
         if (rc == -ENOENT)
@@ -270,11 +262,6 @@ static int whole_seconds(const char *key, int64_t ms, char *err, size_t errlen)
 
 int sim_config_validate(const struct sim_config *cfg, char *err, size_t errlen)
 {
-    char dummy[1];
-    if (errlen == 0) {
-        err = dummy;
-        errlen = sizeof(dummy);
-    }
     int rc = policy_config_validate(&cfg->policy, err, errlen);
     if (rc != 0)
         return rc;

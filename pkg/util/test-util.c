@@ -128,6 +128,38 @@ static void test_ranged(void **state)
     assert_int_equal(util_parse_ranged("d", UTIL_DURATION, &dur, "2h", &ms, err, 0), -22);
 }
 
+/* Two tables of different entry shapes, each named by its first member. */
+struct entry_small {
+    const char *name;
+    char tag;
+};
+struct entry_large {
+    const char *path;
+    double values[5];
+    int kind;
+};
+
+static void test_table_find(void **state)
+{
+    (void)state;
+    static const struct entry_small small[] = {{"alpha", 'a'}, {"beta", 'b'}, {"gamma", 'g'}};
+    static const struct entry_large large[] = {{"a.b", {1}, 1}, {"a.c", {2}, 2}};
+    const struct entry_small *s =
+        util_table_find(small, UTIL_ARRAY_LEN(small), sizeof(small[0]), "gamma");
+    assert_ptr_equal(s, &small[2]);
+    assert_int_equal(s->tag, 'g');
+    s = util_table_find(small, UTIL_ARRAY_LEN(small), sizeof(small[0]), "alpha");
+    assert_ptr_equal(s, &small[0]);
+    assert_null(util_table_find(small, UTIL_ARRAY_LEN(small), sizeof(small[0]), "gam"));
+    assert_null(util_table_find(small, UTIL_ARRAY_LEN(small), sizeof(small[0]), ""));
+    assert_null(util_table_find(small, 0, sizeof(small[0]), "alpha"));
+    const struct entry_large *l =
+        util_table_find(large, UTIL_ARRAY_LEN(large), sizeof(large[0]), "a.c");
+    assert_ptr_equal(l, &large[1]);
+    assert_int_equal(l->kind, 2);
+    assert_null(util_table_find(large, UTIL_ARRAY_LEN(large), sizeof(large[0]), "a"));
+}
+
 static void test_buf(void **state)
 {
     (void)state;
@@ -181,6 +213,7 @@ int main(void)
         cmocka_unit_test(test_numbers),
         cmocka_unit_test(test_ranged),
         cmocka_unit_test(test_buf),
+        cmocka_unit_test(test_table_find),
         cmocka_unit_test(test_log_one_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

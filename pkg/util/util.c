@@ -346,6 +346,18 @@ void util_format_rfc3339(int64_t unix_ms, char *out, size_t outlen)
     strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+const void *util_table_find(const void *table, size_t n, size_t size, const char *name)
+{
+    const char *p = table;
+    for (size_t i = 0; i < n; i++, p += size) {
+        const char *entry;
+        memcpy(&entry, p, sizeof(entry)); /* the first member, whatever the struct */
+        if (strcmp(entry, name) == 0)
+            return p;
+    }
+    return NULL;
+}
+
 int util_parse_bool(const char *s, bool *out)
 {
     if (!s)

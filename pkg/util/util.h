@@ -137,6 +137,13 @@ void util_format_duration(int64_t ms, char *out, size_t outlen);
 /** Format a UNIX time in ms as RFC 3339 UTC ("2026-11-22T10:00:00Z"). */
 void util_format_rfc3339(int64_t unix_ms, char *out, size_t outlen);
 
+/**
+ * The entry named `name` of a table of n entries of `size` bytes each, every
+ * entry a struct whose first member is its name (const char *): the lookup of
+ * the configuration modules' key tables. NULL when there is none.
+ */
+const void *util_table_find(const void *table, size_t n, size_t size, const char *name);
+
 /** Parse "true"/"false" (also "1"/"0", "yes"/"no", "on"/"off"). */
 int util_parse_bool(const char *s, bool *out);
 
