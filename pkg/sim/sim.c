@@ -525,11 +525,6 @@ void sim_result_free(struct sim_result *r)
 int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct sim_hooks *hooks,
             struct sim_result **out, char *err, size_t errlen)
 {
-    char dummy[1];
-    if (errlen == 0) {
-        err = dummy;
-        errlen = sizeof(dummy);
-    }
     struct replay rp = {.cfg = cfg, .tr = tr};
     struct sim_result *r = NULL;
     double *arr = NULL;

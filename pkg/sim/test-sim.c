@@ -944,6 +944,9 @@ static void test_run_errors(void **st)
     tr.dt_ms = 1500;
     assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), -EINVAL);
     assert_non_null(strstr(err, "whole number of seconds"));
+    /* without a buffer for the message: the same refusal */
+    assert_int_equal(sim_run(&c, &tr, NULL, &r, NULL, 0), -EINVAL);
+    assert_null(r);
 }
 
 /* A forecaster seeded with two days of a daily cycle, observed as the
