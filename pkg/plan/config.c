@@ -390,6 +390,18 @@ static const char *const window_keys[] = {"start", "duration", "warmup", "initia
 static const char *const source_keys[] = {"name",  "trace",      "query", "prometheus",
                                           "since", "query-step", "policy"};
 
+static bool is_window_key(const char *key)
+{
+    return util_table_find(window_keys, UTIL_ARRAY_LEN(window_keys), sizeof(window_keys[0]),
+                           key) != NULL;
+}
+
+static bool is_source_key(const char *key)
+{
+    return util_table_find(source_keys, UTIL_ARRAY_LEN(source_keys), sizeof(source_keys[0]),
+                           key) != NULL;
+}
+
 void plan_workload_init(struct plan_workload *w)
 {
     memset(w, 0, sizeof(*w));
@@ -418,12 +430,10 @@ void plan_workload_clear(struct plan_workload *w)
 
 bool plan_workload_key(const char *key)
 {
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(source_keys); i++)
-        if (strcmp(source_keys[i], key) == 0)
-            return true;
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(window_keys); i++)
-        if (strcmp(window_keys[i], key) == 0)
-            return false;
+    if (is_source_key(key))
+        return true;
+    if (is_window_key(key))
+        return false;
     for (size_t i = 0; i < sim_config_key_count(); i++)
         if (strcmp(sim_config_key_name(i), key) == 0)
             return true;
@@ -442,15 +452,11 @@ static void set_str(char **slot, const char *v)
 int plan_workload_set(struct plan_workload *w, const char *key, const char *value, char *err,
                       size_t errlen)
 {
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(window_keys); i++)
-        if (strcmp(window_keys[i], key) == 0) {
-            snprintf(err, errlen, "%s: not a plan key (the plan chooses what it replays)", key);
-            return -EINVAL;
-        }
-    bool is_source = false;
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(source_keys); i++)
-        is_source |= strcmp(source_keys[i], key) == 0;
-    if (!is_source)
+    if (is_window_key(key)) {
+        snprintf(err, errlen, "%s: not a plan key (the plan chooses what it replays)", key);
+        return -EINVAL;
+    }
+    if (!is_source_key(key))
         return sim_config_set(&w->sim, key, value, err, errlen);
     if (!value || !*value) {
         snprintf(err, errlen, "%s: missing value", key);

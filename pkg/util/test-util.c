@@ -158,6 +158,11 @@ static void test_table_find(void **state)
     assert_ptr_equal(l, &large[1]);
     assert_int_equal(l->kind, 2);
     assert_null(util_table_find(large, UTIL_ARRAY_LEN(large), sizeof(large[0]), "a"));
+    static const char *const names[] = {"start", "duration"};
+    const char *const *n = util_table_find(names, UTIL_ARRAY_LEN(names), sizeof(names[0]),
+                                           "duration");
+    assert_ptr_equal(n, &names[1]);
+    assert_null(util_table_find(names, UTIL_ARRAY_LEN(names), sizeof(names[0]), "warmup"));
 }
 
 static void test_buf(void **state)

@@ -139,8 +139,8 @@ void util_format_rfc3339(int64_t unix_ms, char *out, size_t outlen);
 
 /**
  * The entry named `name` of a table of n entries of `size` bytes each, every
- * entry a struct whose first member is its name (const char *): the lookup of
- * the configuration modules' key tables. NULL when there is none.
+ * entry a name (const char *) or a struct whose first member is its name: the
+ * lookup of the configuration modules' key tables. NULL when there is none.
  */
 const void *util_table_find(const void *table, size_t n, size_t size, const char *name);
 
