@@ -604,10 +604,7 @@ static int take(struct plan_scope *s, bool top, const char *key, const struct co
         return fail(err, n->line, "%s: expected a value, found a %s", key,
                     conf_type_name(n->type));
     int rc;
-    bool window = false;
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(window_keys); i++)
-        window |= strcmp(window_keys[i], key) == 0;
-    if (plan_workload_key(key) || window) {
+    if (plan_workload_key(key) || is_window_key(key)) {
         rc = plan_workload_set(pw, key, value, msg, sizeof(msg));
     } else {
         rc = plan_config_set(pc, key, value, msg, sizeof(msg));
