@@ -67,6 +67,8 @@ class Stats:
         self.prompt_tokens = 0
         self.generation_tokens = 0
         self.vllm_latency = Histogram(VLLM_LATENCY_BUCKETS)
+        self.vllm_inference = Histogram(VLLM_LATENCY_BUCKETS)  # RUNNING phase
+        self.tgi_inference = Histogram(TGI_DURATION_BUCKETS)
         self.tgi_duration = Histogram(TGI_DURATION_BUCKETS)
         self.tgi_queue = Histogram(TGI_DURATION_BUCKETS)
 
@@ -78,6 +80,8 @@ class Stats:
         self.generation_tokens += completion_tokens
         total = queued_s + service_s
         self.vllm_latency.observe(total)
+        self.vllm_inference.observe(service_s)
+        self.tgi_inference.observe(service_s)
         self.tgi_duration.observe(total)
         self.tgi_queue.observe(queued_s)
 
@@ -153,6 +157,8 @@ def render_vllm(s, model, kv_usage=0.0):
                  float(s.created))
     o.histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
                 s.vllm_latency, m)
+    o.histogram("vllm:request_inference_time_seconds",
+                "Histogram of time spent in RUNNING phase for request.", s.vllm_inference, m)
     return o.text()
 
 
@@ -213,6 +219,10 @@ def render_tgi(s):
     o = _Out()
     o.histogram("tgi_request_queue_duration", "Time spent in the queue per request",
                 s.tgi_queue, [], le_first=True)
+    blocks.append(o.text())
+    o = _Out()
+    o.histogram("tgi_request_inference_duration", "Request inference duration in seconds",
+                s.tgi_inference, [], le_first=True)
     blocks.append(o.text())
     return "\n".join(blocks)
 

@@ -83,8 +83,9 @@ void capacity_observe(struct capacity *c, const struct capacity_obs *o)
         double slots = o->slots_per_gpu > 0 ? o->slots_per_gpu
                        : c->nslots > 0      ? median(c->slots, c->nslots)
                                             : 0;
-        if (slots > 0 && known(o->running) && x > 0) {
-            double u = o->running / (slots * o->gpus);
+        double in_service = o->busy > 0 ? o->busy : o->running;
+        if (slots > 0 && known(in_service) && x > 0) {
+            double u = in_service / (slots * o->gpus);
             if (u >= CAPACITY_MIN_UTILIZATION && u <= 1.0) {
                 c->util_u[c->iutil] = (float)u;
                 push(c->util, &c->nutil, &c->iutil, x);

@@ -23,7 +23,11 @@
  *                 time): the sum of the last samples' throughput over the
  *                 sum of their utilisations (a gauge of a few slots is
  *                 coarse; a ratio of sums averages it out, a median of
- *                 ratios does not). Only at utilisations of
+ *                 ratios does not). The running requests are the busy
+ *                 time's average over the window where the pods expose a
+ *                 busy-time counter (then the ratio is slots over the mean
+ *                 time in service of the requests completed, with no
+ *                 sampling noise), else the gauge. Only at utilisations of
  *                 CAPACITY_MIN_UTILIZATION and above.
  *
  * The estimate is the utilisation estimate, else the saturation one, never
@@ -71,6 +75,10 @@ struct capacity_obs {
     double gpus;            /**< GPUs of the ready replicas */
     double completions_rps; /**< finished requests/s of those replicas */
     double running;         /**< requests holding a slot, < 0 or NAN unknown */
+    /** requests holding a slot averaged over the span of completions_rps
+     *  (a busy-time counter's rate, Little's law); used for the utilisation
+     *  instead of running when > 0 (0, the zero value, means unknown) */
+    double busy;
     double waiting;         /**< requests queued for a slot, < 0 or NAN unknown */
     double slots_per_gpu;   /**< configured slots, <= 0 unknown */
 };

@@ -80,6 +80,47 @@ static void test_tokens_unit(void **s)
     assert_true(e.lower >= 6 * tpr * 0.999);
 }
 
+/* One tick at 60 % whose gauge reads `gauge` times the true running
+ * requests (a gauge of few slots read once: 0, 1 or 2) and whose busy time
+ * (the time-averaged requests in service) is `busy`. */
+static void tick_busy(struct capacity *c, double gauge, double busy)
+{
+    double done = 0.6 * TRUE_CAP;
+    struct capacity_obs o = {.now_ms = now_ms, .window_ms = WINDOW_MS, .steady = true,
+                             .gpus = 2, .completions_rps = done * 2,
+                             .running = gauge * done * SERVICE_S * 2, .busy = busy,
+                             .waiting = 0, .slots_per_gpu = SLOTS};
+    capacity_observe(c, &o);
+    now_ms += TICK_MS;
+}
+
+/* The busy time, where the pods have it, is the utilisation's running
+ * requests: a gauge reading 0.6x or 1.6x the truth does not move the
+ * estimate. A busy time of 0 or NAN is unknown: the gauge is used. */
+static void test_busy_time_preferred(void **s)
+{
+    (void)s;
+    struct capacity c;
+    capacity_init(&c);
+    const double busy = 0.6 * TRUE_CAP * SERVICE_S * 2;
+    for (int i = 0; i < 16; i++)
+        tick_busy(&c, i % 2 ? 0.6 : 1.6, busy);
+    struct capacity_estimate e;
+    capacity_estimate(&c, now_ms, SLOTS, &e);
+    assert_int_equal(e.basis, CAPACITY_BASIS_UTILIZATION);
+    assert_true(near(e.value, TRUE_CAP, 1e-6));
+    /* the same ticks without a busy time: the gauge's mean (1.1x) shows */
+    const double unknown[] = {0, NAN, -1};
+    for (size_t k = 0; k < sizeof(unknown) / sizeof(unknown[0]); k++) {
+        capacity_init(&c);
+        for (int i = 0; i < 16; i++)
+            tick_busy(&c, i % 2 ? 0.6 : 1.6, unknown[k]);
+        capacity_estimate(&c, now_ms, SLOTS, &e);
+        assert_int_equal(e.basis, CAPACITY_BASIS_UTILIZATION);
+        assert_true(near(e.value, TRUE_CAP / 1.1, 1e-6));
+    }
+}
+
 static void test_utilization_never_extrapolates_far(void **s)
 {
     (void)s;
@@ -285,6 +326,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_mismatch),
         cmocka_unit_test(test_codec),
         cmocka_unit_test(test_tokens_unit),
+        cmocka_unit_test(test_busy_time_preferred),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

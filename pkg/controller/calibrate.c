@@ -59,6 +59,7 @@ bool ctl_calibrate(struct controller *c, struct ctl_wl *w, const struct ctl_obs 
                                               stay requests: capacity only takes their
                                               ratios (queue share, slots in use) */
         .running = r->inflight,
+        .busy = r->busy, /* over the rate window, as the completions */
         .waiting = r->queued,
         .slots_per_gpu = p->slots_per_gpu,
     };

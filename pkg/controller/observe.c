@@ -223,12 +223,15 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
 /* Little's law: the running requests over their completion rate. A ratio of
  * smoothed sums, not a smoothed ratio: a tick with a barely measured rate
  * (a fresh pod, the first samples of a window) would otherwise teach a
- * service time many times the real one and take dozens of ticks to forget. */
+ * service time many times the real one and take dozens of ticks to forget.
+ * The running requests are the busy time's average where the pods have it,
+ * else the in-flight gauge read at the scrape. */
 static void learn_service_time(struct ctl_wl *w, struct ctl_obs *o)
 {
     const struct scrape_result *r = &o->m;
-    if (r->valid && r->inflight >= 0 && isfinite(r->request_rate) && r->request_rate > 0) {
-        w->svc_inflight = (1 - SERVICE_EWMA) * w->svc_inflight + SERVICE_EWMA * r->inflight;
+    double run = r->busy >= 0 ? r->busy : r->inflight;
+    if (r->valid && run >= 0 && isfinite(r->request_rate) && r->request_rate > 0) {
+        w->svc_inflight = (1 - SERVICE_EWMA) * w->svc_inflight + SERVICE_EWMA * run;
         w->svc_rate = (1 - SERVICE_EWMA) * w->svc_rate + SERVICE_EWMA * r->request_rate;
         double s = 1000.0 * w->svc_inflight / w->svc_rate;
         if (w->svc_inflight > 0 && s > 0 && s < 3600e3)
@@ -344,6 +347,8 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
             for (size_t i = 0; i < UTIL_ARRAY_LEN(rates); i++)
                 if (isfinite(*rates[i]))
                     *rates[i] *= k;
+            if (r->busy >= 0) /* a rate too: it stays in proportion to the completions */
+                r->busy *= k;
         }
     }
     arrivals(c, w, now, o);

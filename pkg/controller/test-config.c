@@ -370,6 +370,7 @@ static void test_annotations(void **s)
     assert_int_equal(w.mode, CTL_MODE_EXTERNAL_METRIC);
     assert_int_equal(w.scrape.profile, SCRAPE_TGI);
     assert_string_equal(w.scrape.request_metric, "tgi_request_count");
+    assert_string_equal(w.scrape.busy_metric, "tgi_request_inference_duration_sum");
     assert_int_equal(w.scrape.port, 3000);
     assert_string_equal(w.scrape.path, "/metrics");
 
@@ -382,6 +383,7 @@ static void test_annotations(void **s)
         {"gpuscaler.io/metrics-port", "70000", "gpuscaler.io/metrics-port", "port number"},
         {"gpuscaler.io/metrics-path", "metrics", "gpuscaler.io/metrics-path", "absolute"},
         {"gpuscaler.io/request-metric", "bad name{}", "gpuscaler.io/request-metric", "metric name"},
+        {"gpuscaler.io/busy-time-metric", "busy{}", "gpuscaler.io/busy-time-metric", "metric name"},
         {"gpuscaler.io/min-replicas", "50", "gpuscaler.io/min-replicas", "above max-replicas"},
         {"gpuscaler.io/cold-start", "-3m", "gpuscaler.io/cold-start", "not a duration"},
         {"gpuscaler.io/frobnicate", "1", "gpuscaler.io/frobnicate", "unknown annotation"},
@@ -405,6 +407,12 @@ static void test_annotations(void **s)
     const char *gen2[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/metrics-profile",
                           "generic", "gpuscaler.io/request-metric", "http_requests_total"};
     assert_int_equal(parse_ann(&c, gen2, 3, &w, bad, err), 0);
+    assert_string_equal(w.scrape.busy_metric, ""); /* generic names none */
+    const char *gen3[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/metrics-profile",
+                          "generic", "gpuscaler.io/request-metric", "http_requests_total",
+                          "gpuscaler.io/busy-time-metric", "request_service_seconds_sum"};
+    assert_int_equal(parse_ann(&c, gen3, 4, &w, bad, err), 0);
+    assert_string_equal(w.scrape.busy_metric, "request_service_seconds_sum");
     ctl_config_free(&c);
 
     /* config defaults apply under annotations */

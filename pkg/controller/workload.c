@@ -18,7 +18,7 @@ static const char *const ctl_keys[] = {
     "metrics-profile", "metrics-port",  "metrics-path",   "metrics-scheme",
     "request-metric", "inflight-metric", "queue-metric",  "latency-metric",
     "missing-fraction", "promql-rate",  "promql-p99",     "prompt-token-metric",
-    "generation-token-metric",
+    "generation-token-metric", "busy-time-metric",
 };
 
 size_t ctl_annotation_key_count(void)
@@ -117,6 +117,7 @@ static int apply_ctl_key(struct ctl_workload_config *w, const char *k, const cha
         {"latency-metric", w->scrape.latency_metric},
         {"prompt-token-metric", w->scrape.prompt_token_metric},
         {"generation-token-metric", w->scrape.generation_token_metric},
+        {"busy-time-metric", w->scrape.busy_metric},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(metrics); i++) {
         if (strcmp(k, metrics[i].key) != 0)

@@ -412,6 +412,7 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
     snprintf(o->deploy, sizeof(o->deploy), "%s", t->deployment);
     o->r.request_rate = NAN;
     o->r.inflight = -1;
+    o->r.busy = -1;
     o->r.queued = -1;
     o->r.p99_ms = -1;
     url = instant_url(p, rate_q, now_ms);

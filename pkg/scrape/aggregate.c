@@ -23,6 +23,10 @@
  * Token counters (demand-unit tokens) are sampled with the request counter
  * and summed by the same rules; a workload where no counted pod has the
  * generation-token metric is invalid, like one without the request metric.
+ * The busy time (requests in service, time-averaged) is summed by the same
+ * rules too, but is optional: unknown unless every counted pod has had the
+ * busy-time counter in every sample its request counter has (so both span
+ * the same scrapes).
  * Pure: times are passed in. */
 #include <errno.h>
 #include <math.h>
@@ -152,6 +156,7 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     out->request_rate = NAN;
     out->recent_rate = NAN;
     out->inflight = -1;
+    out->busy = -1;
     out->queued = -1;
     out->p99_ms = -1;
     out->time_ms = POLICY_NEVER;
@@ -164,10 +169,12 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     double inflight = 0, queued = 0;
     /* counted pods' increases (requests, prompt and generated tokens) and
      * sample spans, for the rates below */
-    struct acc req, prompt, gen;
+    struct acc req, prompt, gen, busy;
     acc_init(&req, n);
     acc_init(&prompt, n);
     acc_init(&gen, n);
+    acc_init(&busy, n);
+    bool busy_ok = spec->busy_metric[0] != '\0';
     const bool tokens = spec->generation_token_metric[0] != '\0';
     int64_t *spans = xcalloc(n ? n : 1, sizeof(int64_t)), *ages = xcalloc(n ? n : 1,
                                                                          sizeof(int64_t));
@@ -201,6 +208,9 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
             acc_add(&gen, ncounted, &st->gen, now_ms, window_ms, recent_ms, NULL);
             any_gen |= st->gen_seen;
         }
+        if (busy_ok) /* the same scrapes: a ring as long as the requests' has their span */
+            busy_ok = st->busy.n == st->requests.n &&
+                      acc_add(&busy, ncounted, &st->busy, now_ms, window_ms, recent_ms, NULL);
         spans[ncounted] = sp;
         ages[ncounted] = now_ms - st->since_ms;
         ncounted++;
@@ -255,6 +265,9 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
             out->prompt_token_recent = prompt.recent_ok ? prompt.recent : NAN;
         }
         out->inflight = spec->inflight_metric[0] && any_inflight ? inflight : -1;
+        if (busy_ok && ncounted > 0)
+            out->busy = window_rate(busy.incs, spans, ages, ncounted, span, interval_ms) *
+                        scrape_latency_unit_ms(spec->busy_metric) / 1000.0;
         out->queued = spec->queue_metric[0] && any_queued ? queued : -1;
         double q = win && spec->latency_metric[0]
                        ? scrape_window_quantile(win, 0.99, now_ms, window_ms)
@@ -267,6 +280,7 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     xfree(req.incs);
     xfree(prompt.incs);
     xfree(gen.incs);
+    xfree(busy.incs);
     xfree(spans);
     xfree(ages);
 }

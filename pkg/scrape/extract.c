@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* scrape/extract: turns one pod's Prometheus exposition into the few numbers
  * the autoscaler needs (request counter, in-flight and queue gauges, latency
- * histogram buckets, and with demand-unit tokens the prompt and generation
- * token counters), each summed over its label sets.
+ * histogram buckets, the busy-time counter, and with demand-unit tokens the
+ * prompt and generation token counters), each summed over its label sets.
  *
  * The body is pushed through prom's streaming parser as it arrives (in the
  * format the caller picked from the response's Content-Type), filtered
@@ -93,6 +93,12 @@ static int on_sample(const struct prom_sample *ps, void *arg)
             s->has_gen = true;
         }
     }
+    if (is_metric(ps, x->busy)) {
+        if (!isfinite(v) || v < 0)
+            return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
+        s->busy += v;
+        s->has_busy = true;
+    }
     if (is_metric(ps, x->inflight)) {
         if (!isfinite(v))
             return fail(x, -EBADMSG, "line %zu: gauge %s has value %g", ps->line, ps->name, v);
@@ -137,6 +143,7 @@ void scrape_extract_init(struct scrape_extract *x, const struct scrape_spec *spe
     copy_name(x->queue, sizeof(x->queue), spec->queue_metric);
     copy_name(x->prompt, sizeof(x->prompt), spec->prompt_token_metric);
     copy_name(x->gen, sizeof(x->gen), spec->generation_token_metric);
+    copy_name(x->busy, sizeof(x->busy), spec->busy_metric);
     x->s.tokens = x->prompt[0] || x->gen[0];
     if (spec->latency_metric[0])
         snprintf(x->bucket, sizeof(x->bucket), "%s_bucket", spec->latency_metric);
@@ -161,6 +168,7 @@ static bool same_names(const struct scrape_extract *x, const struct scrape_spec 
            strncmp(x->queue, spec->queue_metric, sizeof(x->queue) - 1) == 0 &&
            strncmp(x->prompt, spec->prompt_token_metric, sizeof(x->prompt) - 1) == 0 &&
            strncmp(x->gen, spec->generation_token_metric, sizeof(x->gen) - 1) == 0 &&
+           strncmp(x->busy, spec->busy_metric, sizeof(x->busy) - 1) == 0 &&
            strcmp(x->bucket, bucket) == 0;
 }
 
@@ -198,7 +206,8 @@ static void start_parser(struct scrape_extract *x)
     struct prom_parser_opts o = {.format = x->format, .max_total = x->max_bytes};
     x->parser = prom_parser_new(&o, on_sample, x);
     int wanted = 0;
-    const char *names[] = {x->request, x->inflight, x->queue, x->bucket, x->prompt, x->gen};
+    const char *names[] = {x->request, x->inflight, x->queue, x->bucket,
+                           x->prompt,  x->gen,      x->busy};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++)
         if (names[i][0] && prom_parser_want(x->parser, names[i], PROM_MATCH_NAME) == 0)
             wanted++;

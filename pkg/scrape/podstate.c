@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* scrape/podstate: what the scraper remembers of one pod between scrapes:
  * its request counter's samples over the rate window (a scrape_ring; with
- * demand-unit tokens also the two token counters'), its latest gauges, and
- * its latency histogram's last cumulative counts only.
+ * demand-unit tokens also the two token counters', and the busy-time
+ * counter's where the spec names one), its latest gauges, and its latency
+ * histogram's last cumulative counts only.
  *
  * A successful scrape turns the histogram into the increase since the
  * previous one and adds it to the workload's scrape_window (at the previous
@@ -28,6 +29,7 @@ void scrape_podstate_init(struct scrape_podstate *st, int64_t since_ms, unsigned
     scrape_ring_init(&st->requests, ring_cap);
     scrape_ring_init(&st->prompt, ring_cap);
     scrape_ring_init(&st->gen, ring_cap);
+    scrape_ring_init(&st->busy, ring_cap);
     st->since_ms = since_ms;
     st->last_ok_ms = POLICY_NEVER;
     st->last_try_ms = POLICY_NEVER;
@@ -57,6 +59,7 @@ void scrape_podstate_free(struct scrape_podstate *st, struct scrape_window *w)
     scrape_ring_free(&st->requests);
     scrape_ring_free(&st->prompt);
     scrape_ring_free(&st->gen);
+    scrape_ring_free(&st->busy);
     xfree(st->error);
     st->error = NULL;
 }
@@ -64,15 +67,17 @@ void scrape_podstate_free(struct scrape_podstate *st, struct scrape_window *w)
 void scrape_podstate_reset(struct scrape_podstate *st, struct scrape_window *w, int64_t since_ms)
 {
     char *err = st->error;
-    struct scrape_ring ring = st->requests, prompt = st->prompt, gen = st->gen;
+    struct scrape_ring ring = st->requests, prompt = st->prompt, gen = st->gen, busy = st->busy;
     hist_release(st, w);
     scrape_ring_clear(&ring);
     scrape_ring_clear(&prompt);
     scrape_ring_clear(&gen);
+    scrape_ring_clear(&busy);
     scrape_podstate_init(st, since_ms, ring.cap);
     st->requests = ring; /* keeps its arrays for reuse */
     st->prompt = prompt;
     st->gen = gen;
+    st->busy = busy;
     st->error = err;
 }
 
@@ -95,7 +100,7 @@ const char *scrape_podstate_error(const struct scrape_podstate *st)
 size_t scrape_podstate_memory(const struct scrape_podstate *st)
 {
     size_t n = scrape_ring_memory(&st->requests) + scrape_ring_memory(&st->prompt) +
-               scrape_ring_memory(&st->gen);
+               scrape_ring_memory(&st->gen) + scrape_ring_memory(&st->busy);
     if (st->hist)
         n += st->nbuckets * (sizeof(double) + 1);
     if (st->error)
@@ -175,6 +180,12 @@ void scrape_podstate_ok(struct scrape_podstate *st, struct scrape_window *w, int
         scrape_ring_add(&st->prompt, t_ms, s->has_prompt ? s->prompt_tokens : 0);
         scrape_ring_add(&st->gen, t_ms, s->has_gen ? s->gen_tokens : 0);
     }
+    /* the busy time, optional: a scrape without it forgets its samples (a
+     * sample not after the newest is ignored, as the request ring does) */
+    if (s->has_busy)
+        (void)scrape_ring_add(&st->busy, t_ms, s->busy);
+    else
+        scrape_ring_clear(&st->busy);
     st->prompt_seen = s->has_prompt;
     st->gen_seen = s->has_gen;
     st->inflight = s->inflight;

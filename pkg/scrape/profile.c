@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* scrape/profile: which metrics each serving engine exposes for requests,
- * in-flight and queued requests and latency (docs/metrics.md lists them with
- * their sources). Pure. */
+ * in-flight and queued requests, latency and time in service
+ * (docs/metrics.md lists them with their sources). Pure. */
 #include "scrape.h"
 
 #include <errno.h>
@@ -14,21 +14,26 @@ struct profile_names {
     const char *name;
     const char *request, *inflight, *queue, *latency;
     const char *prompt_tokens, *generation_tokens; /* "" none */
+    const char *busy;                              /* "" none */
 };
 
 /* vLLM V1: vllm/v1/metrics/loggers.py (prometheus_client adds _total to
- * counters); Triton: src/metrics.cc (no token counters); TGI: router/src
- * (metrics crate; tokens are the _sum of the per-request length histograms). */
+ * counters; the busy time is the RUNNING phase's histogram); Triton:
+ * src/metrics.cc (no token counters; durations are cumulative microsecond
+ * counters); TGI: router/src (metrics crate; tokens are the _sum of the
+ * per-request length histograms, the busy time the inference duration's). */
 static const struct profile_names profiles[] = {
     [SCRAPE_VLLM] = {"vllm", "vllm:request_success_total", "vllm:num_requests_running",
                      "vllm:num_requests_waiting", "vllm:e2e_request_latency_seconds",
-                     "vllm:prompt_tokens_total", "vllm:generation_tokens_total"},
+                     "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+                     "vllm:request_inference_time_seconds_sum"},
     [SCRAPE_TRITON] = {"triton", "nv_inference_request_success", "",
-                       "nv_inference_pending_request_count", "", "", ""},
+                       "nv_inference_pending_request_count", "", "", "",
+                       "nv_inference_compute_infer_duration_us"},
     [SCRAPE_TGI] = {"tgi", "tgi_request_count", "tgi_batch_current_size", "tgi_queue_size",
                     "tgi_request_duration", "tgi_request_input_length_sum",
-                    "tgi_request_generated_tokens_sum"},
-    [SCRAPE_GENERIC] = {"generic", "", "", "", "", "", ""},
+                    "tgi_request_generated_tokens_sum", "tgi_request_inference_duration_sum"},
+    [SCRAPE_GENERIC] = {"generic", "", "", "", "", "", "", ""},
 };
 
 int scrape_profile_parse(const char *s, enum scrape_profile *out)
@@ -59,6 +64,7 @@ void scrape_spec_init(struct scrape_spec *s, enum scrape_profile p)
     snprintf(s->inflight_metric, sizeof(s->inflight_metric), "%s", profiles[p].inflight);
     snprintf(s->queue_metric, sizeof(s->queue_metric), "%s", profiles[p].queue);
     snprintf(s->latency_metric, sizeof(s->latency_metric), "%s", profiles[p].latency);
+    snprintf(s->busy_metric, sizeof(s->busy_metric), "%s", profiles[p].busy);
     s->missing_fraction = 0.3;
 }
 

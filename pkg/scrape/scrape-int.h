@@ -32,6 +32,8 @@ struct scrape_sample {
     bool has_prompt;
     double gen_tokens;     /**< generation-token counter, summed */
     bool has_gen;
+    double busy;           /**< busy-time counter, summed, in its own unit */
+    bool has_busy;
     bool tokens;           /**< the spec names token counters (absent ones count as 0) */
     size_t nbuckets;     /**< distinct `le` bounds, sorted ascending */
     double le[SCRAPE_MAX_BUCKETS];
@@ -66,6 +68,7 @@ const char *scrape_fail_name(enum scrape_fail f);
 struct scrape_extract {
     char request[128], inflight[128], queue[128], bucket[140];
     char prompt[128], gen[128]; /**< token counters, "" when not wanted */
+    char busy[128];             /**< busy-time counter, "" when not wanted */
     enum prom_format format;    /**< PROM_FMT_TEXT unless set before the first feed */
     struct prom_parser *parser; /**< made (or taken from spare) by the first feed or finish */
     struct prom_parser *spare;  /**< a previous parser wanting the same names, kept by
@@ -214,6 +217,10 @@ struct scrape_podstate {
     struct scrape_ring requests;
     struct scrape_ring prompt, gen;    /**< token counters: no arrays until tokens are wanted */
     bool prompt_seen, gen_seen;        /**< ... in the last good exposition */
+    /** The busy-time counter's samples since it was last absent (a scrape
+     *  without it clears them: it is optional, and a 0 between two values
+     *  would read as a reset and count the whole counter as an increase) */
+    struct scrape_ring busy;
     double inflight, queued; /**< latest gauges */
     /** nbuckets cumulative counts at hist_ms, followed by nbuckets uint8_t
      *  column indexes into the window; NULL when the pod has no histogram */

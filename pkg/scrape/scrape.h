@@ -45,6 +45,14 @@ struct scrape_spec {
     char inflight_metric[128];  /**< gauge of running requests; optional */
     char queue_metric[128];     /**< gauge of waiting requests; optional */
     char latency_metric[128];   /**< histogram (base name) of request latency; optional */
+    /** Counter of the time requests spent being served, summed over requests
+     *  (an in-service latency histogram's _sum series, or a cumulative
+     *  duration counter; unit from the name's suffix as for latency_metric):
+     *  its rate is the time-averaged number of requests in service (Little's
+     *  law), which the capacity estimate prefers to a once-a-scrape reading
+     *  of the in-flight gauge. Optional; profile default if "" (none for
+     *  generic). */
+    char busy_metric[128];
     /** Token counters, read only when named (scrape_spec_want_tokens: demand-unit tokens). */
     char prompt_token_metric[128];     /**< prompt tokens processed; optional */
     char generation_token_metric[128]; /**< tokens generated; required for tokens */
@@ -81,6 +89,9 @@ struct scrape_result {
     double recent_rate;     /**< the same over the newest two scrape intervals only (what a
                                  step looks like before the window sees it); NAN unknown */
     double inflight;        /**< running requests, < 0 unknown */
+    double busy;            /**< requests in service averaged over the rate window (the
+                                 busy-time counter's rate), < 0 unknown: no busy metric, or
+                                 a counted pod without it for the whole window */
     double queued;          /**< waiting requests, < 0 unknown */
     double p99_ms;          /**< p99 latency over the rate window, < 0 unknown */
     /** Token rates (tokens/s, counted like request_rate) when the spec names token

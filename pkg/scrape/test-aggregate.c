@@ -2,9 +2,10 @@
 /* Tests of the counting rules that turn pod histories into a workload
  * result: a table of pod sets (healthy, failed, warming, stale) with the
  * expected validity, rate, counts and one-line reason; then counter resets,
- * latency histograms across pods, lazily created and vanishing counters, and
- * the token counters of demand-unit tokens (rates, resets, absence). The
- * latency window has its own tests in test-window.c. */
+ * latency histograms across pods, lazily created and vanishing counters, the
+ * token counters of demand-unit tokens (rates, resets, absence), and the
+ * busy-time counter (its time average, unit, absence). The latency window has
+ * its own tests in test-window.c. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -411,6 +412,94 @@ static void test_token_missing(void **state)
     scrape_podstate_free(&st, NULL);
 }
 
+/* One pod's scrape with requests and, when has, the busy-time counter. */
+static void add_busy(struct scrape_podstate *st, int64_t t, double requests, double busy,
+                     bool has)
+{
+    struct scrape_sample s = {.requests = requests, .has_requests = true, .busy = busy,
+                              .has_busy = has, .samples = 1};
+    scrape_podstate_ok(st, NULL, t, &s);
+}
+
+/* The busy time's rate is the requests in service averaged over the
+ * window, summed over the pods, in seconds whatever the counter's unit; it
+ * is unknown while any counted pod lacks two samples of it, and a scrape
+ * without it forgets its samples (no 0 between two values read as a reset). */
+static void test_busy_time(void **state)
+{
+    (void)state;
+    struct scrape_podstate st[2];
+    scrape_podstate_init(&st[0], 0, RING);
+    scrape_podstate_init(&st[1], 0, RING);
+    /* pod 0: 20 req/s of 0.3 s (6 in service); pod 1: 10 req/s of 0.2 s (2) */
+    for (int64_t t = NOW - WIN - IV; t <= NOW; t += IV) {
+        double s = (double)t / 1000.0;
+        add_busy(&st[0], t, 20 * s, 6 * s, true);
+        add_busy(&st[1], t, 10 * s, 2 * s, true);
+    }
+    struct scrape_agg_pod ap[2] = {{&st[0], 1}, {&st[1], 1}};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    assert_string_equal(spec.busy_metric, "vllm:request_inference_time_seconds_sum");
+    struct scrape_result r;
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_true(fabs(r.request_rate - 30) < 1e-6);
+    assert_true(fabs(r.busy - 8) < 1e-6);
+
+    /* the same counts named as microseconds (Triton's cumulative durations) */
+    scrape_spec_init(&spec, SCRAPE_TRITON);
+    assert_string_equal(spec.busy_metric, "nv_inference_compute_infer_duration_us");
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(fabs(r.busy - 8e-6) < 1e-12);
+
+    /* not named (generic): unknown, however the pods look */
+    scrape_spec_init(&spec, SCRAPE_GENERIC);
+    snprintf(spec.request_metric, sizeof(spec.request_metric), "r");
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_true(r.busy < 0);
+
+    /* pod 1 loses it for one scrape: unknown (the workload's requests are
+     * still valid) until its samples span the requests' again (a full ring:
+     * RING scrapes after its return), and the increase then counts from its
+     * return, not from 0 */
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    int64_t t1 = NOW + IV, t2 = NOW + 2 * IV;
+    add_busy(&st[0], t1, 20.0 * t1 / 1000, 6.0 * t1 / 1000, true);
+    add_busy(&st[1], t1, 10.0 * t1 / 1000, 0, false);
+    scrape_aggregate(ap, 2, NULL, &spec, t1, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_true(r.busy < 0);
+    add_busy(&st[0], t2, 20.0 * t2 / 1000, 6.0 * t2 / 1000, true);
+    add_busy(&st[1], t2, 10.0 * t2 / 1000, 2.0 * t2 / 1000, true);
+    scrape_aggregate(ap, 2, NULL, &spec, t2, IV, WIN, &r);
+    assert_true(r.busy < 0); /* one sample of pod 1 since it came back */
+    for (int k = 3; k <= (int)RING + 3; k++) {
+        int64_t t = NOW + k * IV;
+        add_busy(&st[0], t, 20.0 * t / 1000, 6.0 * t / 1000, true);
+        add_busy(&st[1], t, 10.0 * t / 1000, 2.0 * t / 1000, true);
+        scrape_aggregate(ap, 2, NULL, &spec, t, IV, WIN, &r);
+        assert_true(r.valid);
+        if (k < (int)RING + 1)
+            assert_true(r.busy < 0);
+        else
+            assert_true(fabs(r.busy - 8) < 1e-6);
+    }
+
+    /* a negative busy counter is a bad exposition */
+    struct scrape_sample smp;
+    char err[200];
+    static const char bad[] = "vllm:request_success_total 5\n"
+                              "vllm:request_inference_time_seconds_sum -1\n";
+    assert_int_equal(scrape_extract_buf(&spec, PROM_FMT_TEXT, bad, sizeof(bad) - 1, 0, &smp,
+                                        err, sizeof(err)),
+                     -EBADMSG);
+    assert_non_null(strstr(err, "vllm:request_inference_time_seconds_sum"));
+    for (int p = 0; p < 2; p++)
+        scrape_podstate_free(&st[p], NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -418,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_latency_and_gauges), cmocka_unit_test(test_absent_counter),
         cmocka_unit_test(test_window),             cmocka_unit_test(test_recent_rate),
         cmocka_unit_test(test_token_rates),        cmocka_unit_test(test_token_missing),
+        cmocka_unit_test(test_busy_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

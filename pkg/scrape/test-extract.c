@@ -41,20 +41,23 @@ struct golden {
     double requests, inflight, queued; /* UNSET: must be absent */
     size_t nbuckets;
     double first_count, inf_count; /* cumulative count at the lowest bound and at +Inf */
+    double busy;                   /* the busy-time counter, summed over series */
 };
 
 static const struct golden goldens[] = {
     /* 6 series (2 engines x stop/length/abort), _created excluded; the
      * TTFT histogram (other bounds) must not leak into e2e latency. */
-    {"vllm.prom", PROM_FMT_TEXT, SCRAPE_VLLM, 3613, 12, 3, 22, 150, 3613},
+    {"vllm.prom", PROM_FMT_TEXT, SCRAPE_VLLM, 3613, 12, 3, 22, 150, 3613, 8051},
     /* the same pod answering OpenMetrics (prometheus_client with an
      * OpenMetrics Accept): counter families without _total, _created samples
      * inside their families, # UNIT, an exemplar, # EOF */
-    {"vllm.om", PROM_FMT_OPENMETRICS, SCRAPE_VLLM, 3613, 12, 3, 22, 150, 3613},
-    /* 4 models of an ensemble, summed; no in-flight gauge, no histogram */
-    {"triton.prom", PROM_FMT_TEXT, SCRAPE_TRITON, 3248, UNSET, 7, 0, 0, 0},
-    /* counters without _total, 35 geometric bounds + Inf */
-    {"tgi.prom", PROM_FMT_TEXT, SCRAPE_TGI, 5318, 12, 4, 36, 0, 5290},
+    {"vllm.om", PROM_FMT_OPENMETRICS, SCRAPE_VLLM, 3613, 12, 3, 22, 150, 3613, 8051},
+    /* 4 models of an ensemble, summed; no in-flight gauge, no histogram; the
+     * busy time a cumulative microsecond counter */
+    {"triton.prom", PROM_FMT_TEXT, SCRAPE_TRITON, 3248, UNSET, 7, 0, 0, 0, 8503000000},
+    /* counters without _total, 35 geometric bounds + Inf; the inference
+     * duration's histogram (same bounds) does not leak into the latency */
+    {"tgi.prom", PROM_FMT_TEXT, SCRAPE_TGI, 5318, 12, 4, 36, 0, 5290, 10420.5},
 };
 
 static void check_golden(const struct golden *g, const struct scrape_sample *s)
@@ -67,6 +70,8 @@ static void check_golden(const struct golden *g, const struct scrape_sample *s)
     assert_int_equal(s->has_queued, g->queued != UNSET);
     if (g->queued != UNSET)
         assert_true(s->queued == g->queued);
+    assert_true(s->has_busy);
+    assert_true(s->busy == g->busy);
     assert_int_equal(s->nbuckets, g->nbuckets);
     if (g->nbuckets) {
         assert_true(s->count[0] == g->first_count);
