@@ -48,6 +48,12 @@ class DocsKeys(unittest.TestCase):
         self.assertEqual(documented - (self.policy | self.ctl), set(), "documented but not in code")
         self.assertEqual((self.policy | self.ctl) - documented, set(), "in code but no table row")
 
+    def test_chart_check_knows_every_annotation(self):
+        # the chart and deploy checks (e2e/helmcheck) accept exactly the keys the parsers do
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import helmcheck
+        self.assertEqual(set(helmcheck.ANNOTATION_KEYS), (self.policy | self.ctl) - {"status"})
+
     def test_config_keys_documented(self):
         documented = set(re.findall(r"^\| `([a-z0-9.-]+)`", self.cfg_doc, re.M))
         self.assertEqual(self.cfg - documented, set(), "config keys in code but undocumented")

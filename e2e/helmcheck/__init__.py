@@ -57,7 +57,9 @@ ANNOTATION_KEYS = [
     "p99-latency-target", "metrics-stale-after", "gpus-per-replica", "mode", "metrics-source",
     "metrics-profile", "metrics-port", "metrics-path", "metrics-scheme", "request-metric",
     "inflight-metric", "queue-metric", "latency-metric", "missing-fraction", "promql-rate",
-    "promql-p99",
+    "promql-p99", "capacity-start", "demand-unit", "prompt-token-weight", "prompt-token-metric",
+    "generation-token-metric", "busy-time-metric", "scale-in-stabilization", "service-time",
+    "slots-per-gpu",
 ]
 
 # gpuscaler's own metrics that the Grafana dashboard is built on.
