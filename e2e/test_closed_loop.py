@@ -1344,6 +1344,7 @@ class ClosedLoop(unittest.TestCase):
                metric=m)
         self.assertTrue(gs.alive())
         self.assertAlmostEqual(auto["learned"] / POD_RPS, 1.0, delta=0.1, msg=str(auto))
+        self.assertEqual(auto.get("inService"), "busy-time", str(auto))
         self.assertEqual(auto["perGPU"], auto["learned"])
         self.assertAlmostEqual(m, auto["learned"], delta=0.01 * auto["learned"] + 0.001)
         self.assertEqual(high["source"], "configured")

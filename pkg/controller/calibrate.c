@@ -63,6 +63,10 @@ bool ctl_calibrate(struct controller *c, struct ctl_wl *w, const struct ctl_obs 
         .waiting = r->queued,
         .slots_per_gpu = p->slots_per_gpu,
     };
+    w->cap_in_service = !r->valid       ? w->cap_in_service /* unchanged while held */
+                        : r->busy >= 0     ? "busy-time"
+                        : r->inflight >= 0 ? "gauge"
+                                           : NULL;
     capacity_observe(&w->cap, &ob);
     capacity_estimate(&w->cap, now, p->slots_per_gpu, &w->cap_est);
     w->cap_in_use = capacity_in_use(&w->cap_est, p->capacity_auto, p->capacity_rps_per_gpu,

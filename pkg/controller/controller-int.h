@@ -146,6 +146,7 @@ struct ctl_wl {
     double cap_in_use;            /**< capacity the last decision sized with, NAN none */
     enum capacity_source cap_source;
     int cap_mismatch;             /**< -1/0/+1: the configured value below/within/above it */
+    const char *cap_in_service;   /**< ctl_status_capacity.in_service of the last tick */
     double plan_coverage;         /**< share of the forecaster's resolved plans that held */
     int64_t plan_resolved;        /**< how many resolved */
     bool plan_recent;             /**< the plan is the recent window peaks' quantile */

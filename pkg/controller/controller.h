@@ -171,6 +171,9 @@ struct ctl_status_capacity {
     const char *source;     /**< capacity_source_name() */
     const struct capacity_estimate *est;
     int mismatch;           /**< capacity_mismatch() of a configured value */
+    /** what the last tick's requests in service came from: "busy-time" (the
+     *  pods' busy-time counter), "gauge" (the in-flight gauge), NULL neither */
+    const char *in_service;
     const char *demand_unit; /**< "tokens" adds "demandUnit" and "tokensPerRequest" (the
                                   figures are then weighted tokens/s); NULL: requests */
     double tokens_per_request; /**< measured weighted tokens per request, NAN unknown */

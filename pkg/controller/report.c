@@ -173,6 +173,7 @@ void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms)
     struct ctl_status_capacity cap = {.in_use = w->cap_in_use,
                                       .source = capacity_source_name(w->cap_source),
                                       .est = &w->cap_est, .mismatch = w->cap_mismatch,
+                                      .in_service = w->cap_in_service,
                                       .demand_unit =
                                           policy_demand_unit_name(w->cfg.policy.demand_unit),
                                       .tokens_per_request =

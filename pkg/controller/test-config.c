@@ -551,8 +551,10 @@ static void test_status_json(void **s)
                               "\"highestSeen\":7.25,\"saturation\":null,\"slotsPerGPU\":64}"));
     xfree(j);
     cap.mismatch = 1;
+    cap.in_service = "busy-time";
     j = ctl_status_json(1795000060000LL, &d, &cap, NULL);
-    assert_non_null(strstr(j, "\"mismatch\":\"configured-too-high\"}"));
+    assert_non_null(strstr(j, "\"slotsPerGPU\":64,\"inService\":\"busy-time\","
+                              "\"mismatch\":\"configured-too-high\"}"));
     xfree(j);
     j = ctl_status_json(1795000060000LL, &d, NULL, NULL);
     assert_non_null(strstr(j, "\"forecastRequestsPerSecond\":120,"));

@@ -293,6 +293,8 @@ static void put_capacity(struct util_buf *b, const struct ctl_status_capacity *c
     put_num(b, "highestSeen", e->lower);
     put_num(b, "saturation", e->saturation);
     put_num(b, "slotsPerGPU", e->slots_per_gpu);
+    if (cap->in_service)
+        util_buf_printf(b, ",\"inService\":\"%s\"", cap->in_service);
     if (cap->mismatch)
         util_buf_printf(b, ",\"mismatch\":\"%s\"",
                         cap->mismatch > 0 ? "configured-too-high" : "configured-too-low");
