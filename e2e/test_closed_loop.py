@@ -1171,7 +1171,8 @@ class ClosedLoop(unittest.TestCase):
     def test_7_prometheus_source(self):
         """The same ramp to two Deployments side by side: one read through a real Prometheus
         (gpuscaler.io/metrics-source: prometheus, 1 s scrape interval, 4 s rate window), one
-        scraped directly; the difference of their reaction times is the source's extra lag."""
+        scraped directly; the difference of their reaction times is the source's extra lag.
+        The default busy-time query answers through Prometheus too (status inService)."""
         if not shutil.which("prometheus"):
             self.skipTest("prometheus is not installed (Debian package prometheus)")
         names, base, peak, base_s = ("promsrc", "scrapesrc"), 5.0, 14.0, 8.0
@@ -1222,6 +1223,11 @@ class ClosedLoop(unittest.TestCase):
         self.assertGreaterEqual(react["promsrc"], SCALE_OUT_AFTER)
         self.assertLessEqual(figs["extra_lag_s"], 1.0 + 4.0 + 2.0,
                              "more lag than a scrape interval plus the longer window")
+        # the default busy-time query (no promql-busy annotation) answered through the
+        # controller: the requests in service came from the pods' busy-time counter
+        st = json.loads(LC.deployment("promsrc")["metadata"]["annotations"]
+                        .get("gpuscaler.io/status") or "{}")
+        self.assertEqual((st.get("capacity") or {}).get("inService"), "busy-time", str(st))
 
 
     # ------------------------------------------------------------ 8

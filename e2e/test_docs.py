@@ -3,6 +3,7 @@
 documented key exists in the code. Keys are read from the C tables that the
 parsers use (pkg/policy/config.c, pkg/controller/workload.c,
 pkg/controller/config.c), so the check cannot drift from what is parsed."""
+import json
 import os
 import re
 import sys
@@ -53,6 +54,15 @@ class DocsKeys(unittest.TestCase):
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import helmcheck
         self.assertEqual(set(helmcheck.ANNOTATION_KEYS), (self.policy | self.ctl) - {"status"})
+
+    def test_chart_schema_knows_every_annotation(self):
+        # values.schema.json's config.defaults accepts exactly the same keys: a key the
+        # daemon reads but the schema lacks fails `helm install` with a schema error
+        schema = json.loads(read("helm/gpuscaler/values.schema.json"))
+        enum = (schema["properties"]["config"]["properties"]["defaults"]["propertyNames"]
+                ["enum"])
+        self.assertEqual(len(enum), len(set(enum)), "duplicate keys in the schema's enum")
+        self.assertEqual(set(enum), (self.policy | self.ctl) - {"status"})
 
     def test_config_keys_documented(self):
         documented = set(re.findall(r"^\| `([a-z0-9.-]+)`", self.cfg_doc, re.M))

@@ -33,6 +33,11 @@ run_stage() {
   fail=$(awk '/^Fail:/{print $2}' "$log/$name-test.log" | tail -1)
   to=$(awk '/^Timeout:/{print $2}' "$log/$name-test.log" | tail -1)
   if [ -z "$ok" ]; then echo "$name: no test summary"; failed=$((failed + 1)); return; fi
+  if [ "${fail:-0}" -gt 0 ] || [ "${to:-0}" -gt 0 ]; then
+    # the failing tests' own output (meson's --print-errorlogs), so a CI log says why
+    echo "-- $name: output of the failing tests (last 200 lines; all in $log/$name-test.log)"
+    grep -vE '^ *[0-9]+/[0-9]+ .* (OK|SKIP|EXPECTEDFAIL) ' "$log/$name-test.log" | tail -200
+  fi
   passed=$((passed + ok)); failed=$((failed + ${fail:-0} + ${to:-0}))
 }
 

@@ -138,6 +138,7 @@ struct ctl_workload_config {
     struct scrape_spec scrape;
     char promql_rate[512];  /**< PromQL template for the request rate ("" = profile default) */
     char promql_p99[512];   /**< PromQL template for p99 latency in seconds */
+    char promql_busy[512];  /**< PromQL template for the requests in service ("" = default) */
 };
 
 /**

@@ -110,7 +110,8 @@ static void pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
 {
     const struct ctl_workload_config *cfg = &w->cfg;
     struct promql_target t = {.ns = w->ns, .deployment = w->name, .spec = &cfg->scrape,
-                              .rate_tmpl = cfg->promql_rate, .p99_tmpl = cfg->promql_p99};
+                              .rate_tmpl = cfg->promql_rate, .p99_tmpl = cfg->promql_p99,
+                              .busy_tmpl = cfg->promql_busy};
     char err[200];
     if (!w->pq_inflight) {
         struct pq_req *q = pq_req_new(c, w);

@@ -384,6 +384,7 @@ static void test_annotations(void **s)
         {"gpuscaler.io/metrics-path", "metrics", "gpuscaler.io/metrics-path", "absolute"},
         {"gpuscaler.io/request-metric", "bad name{}", "gpuscaler.io/request-metric", "metric name"},
         {"gpuscaler.io/busy-time-metric", "busy{}", "gpuscaler.io/busy-time-metric", "metric name"},
+        {"gpuscaler.io/promql-busy", "", "gpuscaler.io/promql-busy", "PromQL expression"},
         {"gpuscaler.io/min-replicas", "50", "gpuscaler.io/min-replicas", "above max-replicas"},
         {"gpuscaler.io/cold-start", "-3m", "gpuscaler.io/cold-start", "not a duration"},
         {"gpuscaler.io/frobnicate", "1", "gpuscaler.io/frobnicate", "unknown annotation"},
@@ -413,6 +414,15 @@ static void test_annotations(void **s)
                           "gpuscaler.io/busy-time-metric", "request_service_seconds_sum"};
     assert_int_equal(parse_ann(&c, gen3, 4, &w, bad, err), 0);
     assert_string_equal(w.scrape.busy_metric, "request_service_seconds_sum");
+    assert_string_equal(w.promql_busy, ""); /* the default query */
+    const char *pq[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/promql-busy",
+                        "sum(rate(svc_seconds_sum{ns=\"{{namespace}}\"}[{{window}}]))",
+                        "gpuscaler.io/promql-p99", "histogram_quantile(0.99, x)"};
+    assert_int_equal(parse_ann(&c, pq, 3, &w, bad, err), 0);
+    assert_string_equal(w.promql_busy,
+                        "sum(rate(svc_seconds_sum{ns=\"{{namespace}}\"}[{{window}}]))");
+    assert_string_equal(w.promql_p99, "histogram_quantile(0.99, x)");
+    assert_string_equal(w.promql_rate, "");
     ctl_config_free(&c);
 
     /* config defaults apply under annotations */

@@ -18,7 +18,7 @@ static const char *const ctl_keys[] = {
     "metrics-profile", "metrics-port",  "metrics-path",   "metrics-scheme",
     "request-metric", "inflight-metric", "queue-metric",  "latency-metric",
     "missing-fraction", "promql-rate",  "promql-p99",     "prompt-token-metric",
-    "generation-token-metric", "busy-time-metric",
+    "generation-token-metric", "busy-time-metric", "promql-busy",
 };
 
 size_t ctl_annotation_key_count(void)
@@ -134,8 +134,9 @@ static int apply_ctl_key(struct ctl_workload_config *w, const char *k, const cha
         w->scrape.missing_fraction = d;
         return 0;
     }
-    if (strcmp(k, "promql-rate") == 0 || strcmp(k, "promql-p99") == 0) {
-        char *dst = k[7] == 'r' ? w->promql_rate : w->promql_p99;
+    if (strcmp(k, "promql-rate") == 0 || strcmp(k, "promql-p99") == 0 ||
+        strcmp(k, "promql-busy") == 0) {
+        char *dst = k[7] == 'r' ? w->promql_rate : k[7] == 'p' ? w->promql_p99 : w->promql_busy;
         if (!*v || strlen(v) >= sizeof(w->promql_rate) || !printable(v))
             BAD("%s: must be a PromQL expression of at most 511 printable characters", k);
         snprintf(dst, sizeof(w->promql_rate), "%s", v);

@@ -2,8 +2,8 @@
 /* promql/client: instant and range queries against a Prometheus server
  * through httpc (see promql.h).
  *
- * Each promql_get is one operation with up to two requests in flight (rate
- * and p99) and one callback once both finished; each promql_seed walks the
+ * Each promql_get is one operation with up to three requests in flight
+ * (rate, p99 and busy time) and one callback once all finished; each promql_seed walks the
  * lookback in chunks, one request at a time. Operations are on a list so
  * promql_close can cancel them; the client is freed when its close timer
  * closed and the last operation delivered. The bearer token is read from its
@@ -26,7 +26,7 @@
 struct op {
     struct promql *p;
     struct op *prev, *next;
-    struct httpc_req *reqs[2];
+    struct httpc_req *reqs[3]; /* rate, p99, busy time */
     int pending;
     bool is_seed;
     /* get */
@@ -299,11 +299,19 @@ static void get_done(struct op *o, int slot, int err, const struct httpc_resp *r
             o->r.valid = false;
             snprintf(o->r.why, sizeof(o->r.why), "rate: %.190s", why);
         }
-    } else { /* p99 in seconds; no data or NaN only means no traffic */
+    } else if (slot == 1) { /* p99 in seconds; no data or NaN only means no traffic */
         if (rc == 0 && isfinite(s.points[0].v) && s.points[0].v >= 0)
             o->r.p99_ms = s.points[0].v * 1000.0;
         else if (rc != 0 && rc != -ENODATA && rc != -ECANCELED)
             LOGW_WARN("promql", o->ns, o->deploy, "p99 query failed: %s", why);
+    } else { /* busy time; no data: a pod without the counter, use the gauge */
+        if (rc == 0 && isfinite(s.points[0].v) && s.points[0].v >= 0)
+            o->r.busy = s.points[0].v;
+        else if (rc == 0)
+            LOGW_WARN("promql", o->ns, o->deploy, "busy-time query returned %g",
+                      s.points[0].v);
+        else if (rc != -ENODATA && rc != -ECANCELED)
+            LOGW_WARN("promql", o->ns, o->deploy, "busy-time query failed: %s", why);
     }
     promql_series_free(&s);
 }
@@ -332,7 +340,7 @@ static void range_collect(struct op *o, const struct promql_series *s)
 static void on_done(struct httpc_req *req, int err, const struct httpc_resp *resp, void *arg)
 {
     struct op *o = arg;
-    int slot = o->reqs[0] == req ? 0 : 1;
+    int slot = o->reqs[0] == req ? 0 : o->reqs[1] == req ? 1 : 2;
     o->reqs[slot] = NULL;
     o->pending--;
     if (o->is_seed) {
@@ -376,7 +384,8 @@ static int expand(const struct promql *p, const struct promql_target *t, const c
 int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
                promql_result_cb cb, void *arg, char *err, size_t errlen)
 {
-    char tmpl[PROMQL_MAX_QUERY], rate_q[PROMQL_MAX_QUERY], p99_q[PROMQL_MAX_QUERY];
+    char tmpl[PROMQL_MAX_QUERY], rate_q[PROMQL_MAX_QUERY], p99_q[PROMQL_MAX_QUERY],
+        busy_q[PROMQL_MAX_QUERY];
     char *url = NULL;
     struct op *o = NULL;
     int rc;
@@ -403,6 +412,13 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
     p99_q[0] = '\0';
     if (tmpl[0] && (rc = expand(p, t, tmpl, p99_q, err, errlen)) != 0)
         return rc;
+    if (t->busy_tmpl && *t->busy_tmpl)
+        snprintf(tmpl, sizeof(tmpl), "%s", t->busy_tmpl);
+    else
+        promql_default_busy(t->spec, tmpl, sizeof(tmpl));
+    busy_q[0] = '\0';
+    if (tmpl[0] && (rc = expand(p, t, tmpl, busy_q, err, errlen)) != 0)
+        return rc;
 
     o = xcalloc(1, sizeof(*o));
     o->p = p;
@@ -428,6 +444,13 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
         char e2[160];
         if (issue(o, 1, url, p->max_body, e2, sizeof(e2)) < 0)
             LOGW_WARN("promql", t->ns, t->deployment, "p99 query not sent: %s", e2);
+        xfree(url);
+    }
+    if (busy_q[0]) {
+        url = instant_url(p, busy_q, now_ms);
+        char e2[160];
+        if (issue(o, 2, url, p->max_body, e2, sizeof(e2)) < 0)
+            LOGW_WARN("promql", t->ns, t->deployment, "busy-time query not sent: %s", e2);
         xfree(url);
     }
     return 0;
@@ -604,7 +627,7 @@ void promql_close(struct promql *p, promql_close_cb cb, void *arg)
     p->close_cb = cb;
     p->close_arg = arg;
     for (struct op *o = p->ops; o; o = o->next)
-        for (int i = 0; i < 2; i++)
+        for (size_t i = 0; i < UTIL_ARRAY_LEN(o->reqs); i++)
             if (o->reqs[i])
                 httpc_cancel(o->reqs[i]);
     uv_close((uv_handle_t *)&p->closer, on_closer_closed);

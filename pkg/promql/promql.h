@@ -44,6 +44,18 @@ void promql_default_rate(const struct scrape_spec *spec, char *out, size_t outle
 void promql_default_p99(const struct scrape_spec *spec, char *out, size_t outlen);
 
 /**
+ * Default PromQL for the busy time: the rate of the spec's busy-time counter
+ * (busy_metric: seconds requests spent in service, scaled from ms or us by
+ * its suffix), which is the time-averaged number of requests in service over
+ * the window (Little's law), summed over the Deployment's pods. When the spec
+ * names a request counter too, the query answers only while every pod that
+ * has the request counter has the busy counter as well (an empty answer
+ * otherwise: a sum over fewer pods would understate). "" when the spec names
+ * no busy counter.
+ */
+void promql_default_busy(const struct scrape_spec *spec, char *out, size_t outlen);
+
+/**
  * Expand a template for namespace ns and Deployment deploy:
  *  {{namespace}}  the namespace, escaped for a PromQL string;
  *  {{deployment}} the Deployment name, escaped for a PromQL string;
@@ -120,18 +132,22 @@ struct promql_target {
     const struct scrape_spec *spec; /**< for the default templates */
     const char *rate_tmpl;          /**< gpuscaler.io/promql-rate, or NULL/"" for the default */
     const char *p99_tmpl;           /**< gpuscaler.io/promql-p99 (seconds), or NULL/"" */
+    const char *busy_tmpl;          /**< gpuscaler.io/promql-busy (requests in service),
+                                         or NULL/"" for the default */
 };
 
 /**
  * Called once with the result. pods_* and gpus_ready are 0 (Prometheus does
  * not tell which pods were counted; the controller knows from its cache);
- * inflight and queued are -1. A p99 failure leaves p99_ms = -1 and the result
- * valid; any rate failure makes it invalid.
+ * inflight and queued are -1. busy is the busy-time query's answer (the
+ * requests in service, averaged over the window), or -1 when there is no
+ * such query, it has no data, or it failed. A p99 or busy failure leaves
+ * that field at -1 and the result valid; any rate failure makes it invalid.
  */
 typedef void (*promql_result_cb)(const struct scrape_result *r, void *arg);
 
 /**
- * Instant queries of the rate and p99 at now_ms (UNIX ms; "time=" of the
+ * Instant queries of the rate, p99 and busy time at now_ms (UNIX ms; "time=" of the
  * query). Returns 0 and calls cb exactly once later from the loop, or a
  * negative errno (then cb is never called): -EINVAL when the templates do
  * not expand (err says why), -ESHUTDOWN when closing.

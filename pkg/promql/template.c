@@ -64,6 +64,30 @@ void promql_default_p99(const struct scrape_spec *spec, char *out, size_t outlen
                  spec->latency_metric, f);
 }
 
+void promql_default_busy(const struct scrape_spec *spec, char *out, size_t outlen)
+{
+    const char *b = spec->busy_metric, *r = spec->request_metric;
+    if (!b[0]) {
+        snprintf(out, outlen, "%s", "");
+        return;
+    }
+    char scale[32] = "";
+    double f = seconds_per_unit(b);
+    if (f != 1)
+        snprintf(scale, sizeof(scale), " * %g", f);
+    if (!r[0]) {
+        snprintf(out, outlen, "sum(rate(%s" SELECTOR "[{{window}}]))%s", b, scale);
+        return;
+    }
+    /* Only when every pod with the request counter has the busy counter too:
+     * a sum over fewer pods would understate the requests in service. */
+    snprintf(out, outlen,
+             "(sum(rate(%s" SELECTOR "[{{window}}]))%s) and on() "
+             "(count(count by (pod) (%s" SELECTOR ")) == "
+             "count(count by (pod) (%s" SELECTOR ")))",
+             b, scale, b, r);
+}
+
 static bool dns1123(const char *s)
 {
     size_t n = strlen(s);

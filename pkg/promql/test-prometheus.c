@@ -5,7 +5,8 @@
  * Prometheus on 127.0.0.1 scrapes them every second with namespace and pod
  * target labels (two pods of the Deployment, plus decoys: a Deployment whose
  * name starts the same and the same pod name in another namespace). The
- * default queries must see exactly the two pods; errors, empty results and
+ * default queries must see exactly the two pods, for the busy time too, and
+ * none once one pod lacks the busy counter; errors, empty results and
  * unaggregated queries must come back invalid; query_range must seed a
  * forecaster. Prometheus is killed by PID and its temp dir removed in the
  * teardown, also when an assertion fails. Exits 77 (skipped) when
@@ -227,22 +228,26 @@ static void test_against_prometheus(void **state)
     for (;;) {
         run_for(f, 500);
         r = query(f, "team-a", NULL);
-        if (r.valid && fabs(r.request_rate - 40) < 4 && r.p99_ms > 0)
+        if (r.valid && fabs(r.request_rate - 40) < 4 && r.p99_ms > 0 && fabs(r.busy - 5) < 0.5)
             break;
         if (uv_hrtime() - t0 > 40ull * 1000000000ull) {
             char log[160];
             snprintf(log, sizeof(log), "%s/prometheus.log", f->dir);
-            fail_msg("no usable data from prometheus after 40 s: valid %d rate %g why '%s' "
-                     "(see %s)",
-                     r.valid, r.request_rate, r.why, log);
+            fail_msg("no usable data from prometheus after 40 s: valid %d rate %g busy %g why "
+                     "'%s' (see %s)",
+                     r.valid, r.request_rate, r.busy, r.why, log);
         }
     }
     /* exactly the two pods (10 + 30); the decoys would add 100 or 1000 */
     assert_true(fabs(r.request_rate - 40) < 4);
     assert_true(fabs(r.p99_ms - fakepod_p99_ms()) < 0.05 * fakepod_p99_ms());
     assert_true(llabs(r.time_ms - util_now_unix_ms()) < 5000);
-    fprintf(stderr, "prometheus: rate %.3f req/s (want 40), p99 %.1f ms (want %.1f)\n",
-            r.request_rate, r.p99_ms, fakepod_p99_ms());
+    /* the busy time: 2 + 3 requests in service all along (within 10 %, as the rate: rate()
+     * extrapolates to the window's edges) */
+    assert_true(fabs(r.busy - 5) < 0.5);
+    fprintf(stderr, "prometheus: rate %.3f req/s (want 40), p99 %.1f ms (want %.1f), %.3f in "
+            "service (want 5)\n",
+            r.request_rate, r.p99_ms, fakepod_p99_ms(), r.busy);
 
     r = query(f, "team-x", NULL);
     assert_false(r.valid);
@@ -287,6 +292,18 @@ static void test_against_prometheus(void **state)
             f->sr.observed, f->sr.skipped, fr.mean);
     assert_true(fabs(fr.mean - 40) < 6);
     forecast_free(fo);
+
+    /* a pod without the busy-time counter (the OpenMetrics fake has none): the busy time
+     * becomes unknown, not the other pod's share, and the rate stays valid */
+    fakepod_set_mode(f->pods[1], FAKEPOD_VLLM_OM);
+    t0 = uv_hrtime();
+    do {
+        run_for(f, 500);
+        r = query(f, "team-a", NULL);
+        assert_true(uv_hrtime() - t0 < 20ull * 1000000000ull);
+    } while (r.busy >= 0);
+    assert_true(r.valid && fabs(r.request_rate - 40) < 4);
+    assert_true(r.busy == -1);
 }
 
 int main(void)

@@ -65,6 +65,29 @@ static void test_defaults(void **state)
     assert_string_equal(q, "histogram_quantile(0.99, sum by (le) (rate(http_latency_ms_bucket"
                            "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}]))) * "
                            "0.001");
+    /* no busy-time counter named: no busy query */
+    promql_default_busy(&spec, q, sizeof(q));
+    assert_string_equal(q, "");
+    /* busy time alone (no request counter to compare pods with) */
+    snprintf(spec.busy_metric, sizeof(spec.busy_metric), "svc_seconds_total");
+    spec.request_metric[0] = '\0';
+    promql_default_busy(&spec, q, sizeof(q));
+    assert_string_equal(q, "sum(rate(svc_seconds_total{namespace=\"{{namespace}}\","
+                           "pod=~\"{{pods}}\"}[{{window}}]))");
+    /* the profiles': only while every pod with the request counter has the busy counter */
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    promql_default_busy(&spec, q, sizeof(q));
+    assert_string_equal(
+        q, "(sum(rate(vllm:request_inference_time_seconds_sum{namespace=\"{{namespace}}\","
+           "pod=~\"{{pods}}\"}[{{window}}]))) and on() (count(count by (pod) "
+           "(vllm:request_inference_time_seconds_sum{namespace=\"{{namespace}}\",pod=~\"{{pods}}"
+           "\"})) == count(count by (pod) (vllm:request_success_total{namespace=\"{{namespace}}\","
+           "pod=~\"{{pods}}\"})))");
+    scrape_spec_init(&spec, SCRAPE_TRITON); /* microseconds */
+    promql_default_busy(&spec, q, sizeof(q));
+    assert_non_null(strstr(q, "(sum(rate(nv_inference_compute_infer_duration_us{"));
+    assert_non_null(strstr(q, "[{{window}}])) * 1e-06) and on() ("));
+    assert_non_null(strstr(q, "(nv_inference_request_success{"));
 }
 
 static void test_expand(void **state)
@@ -192,7 +215,17 @@ static void test_parse(void **state)
 
 /* ---- client against a fake Prometheus ---------------------------------------- */
 
-enum fake_mode { FAKE_OK, FAKE_EMPTY, FAKE_NAN, FAKE_BAD_QUERY, FAKE_502, FAKE_HOLD };
+/* FAKE_BUSY_*: the rate and p99 as FAKE_OK, the busy-time query empty or NaN. */
+enum fake_mode {
+    FAKE_OK,
+    FAKE_EMPTY,
+    FAKE_NAN,
+    FAKE_BAD_QUERY,
+    FAKE_502,
+    FAKE_HOLD,
+    FAKE_BUSY_EMPTY,
+    FAKE_BUSY_NAN
+};
 
 struct fx {
     uv_loop_t loop;
@@ -203,7 +236,7 @@ struct fx {
     char token_path[64];
     char last_auth[128];
     char last_query[PROMQL_MAX_QUERY];
-    int range_requests;
+    int range_requests, busy_queries;
     int64_t range_points;
     int results, seeds, closes;
     struct scrape_result r;
@@ -279,13 +312,21 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
     assert_true(param(req->target, "time", t, sizeof(t)));
     assert_string_equal(t, "1700000000.250");
     bool p99 = strstr(f->last_query, "histogram_quantile") != NULL;
-    switch (f->mode) {
+    bool busy = strstr(f->last_query, "inference_time") != NULL;
+    if (busy)
+        f->busy_queries++;
+    enum fake_mode mode = f->mode;
+    if (mode == FAKE_BUSY_EMPTY || mode == FAKE_BUSY_NAN)
+        mode = !busy ? FAKE_OK : mode == FAKE_BUSY_EMPTY ? FAKE_EMPTY : FAKE_NAN;
+    switch (mode) {
     case FAKE_OK:
         json(c, 200,
-             p99 ? "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{"
-                   "\"metric\":{},\"value\":[1700000000.25,\"1.875\"]}]}}"
-                 : "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{"
-                   "\"metric\":{},\"value\":[1700000000.25,\"12.5\"]}]}}");
+             p99    ? "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{"
+                      "\"metric\":{},\"value\":[1700000000.25,\"1.875\"]}]}}"
+             : busy ? "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{"
+                      "\"metric\":{},\"value\":[1700000000.25,\"3.5\"]}]}}"
+                    : "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{"
+                      "\"metric\":{},\"value\":[1700000000.25,\"12.5\"]}]}}");
         break;
     case FAKE_EMPTY:
         json(c, 200, "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[]}}");
@@ -303,6 +344,9 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
         break;
     case FAKE_HOLD:
         f->held = c;
+        break;
+    case FAKE_BUSY_EMPTY: /* mapped above */
+    case FAKE_BUSY_NAN:
         break;
     }
 }
@@ -412,6 +456,8 @@ static void test_client_results(void **state)
          "rate: HTTP 400: prometheus error (bad_data): invalid parameter \"query\": 1:1: parse "
          "error"},
         {FAKE_502, false, "rate: HTTP 502 from prometheus"},
+        {FAKE_BUSY_EMPTY, true, ""}, /* no busy time: still valid, busy unknown */
+        {FAKE_BUSY_NAN, true, ""},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
         f->mode = cases[i].mode;
@@ -432,11 +478,30 @@ static void test_client_results(void **state)
         } else {
             assert_true(isnan(f->r.request_rate));
         }
+        if (cases[i].mode == FAKE_OK)
+            assert_true(f->r.busy == 3.5);
+        else
+            assert_true(f->r.busy == -1);
         assert_true(f->r.inflight < 0 && f->r.queued < 0);
     }
+    assert_int_equal(f->busy_queries, (int)UTIL_ARRAY_LEN(cases)); /* one per promql_get */
     /* the query the server saw last was the expanded p99 or rate query */
     assert_non_null(strstr(f->last_query, "namespace=\"team-a\",pod=~\"chat-[a-z0-9]+-[a-z0-9]+\""));
     assert_non_null(strstr(f->last_query, "[2m]"));
+    /* a busy-time template of the workload's own replaces the default; one that does not
+     * expand is an error now, as for the rate */
+    f->mode = FAKE_OK;
+    t.busy_tmpl = "sum(my_inference_time_in_service{ns=\"{{namespace}}\"})";
+    int before = f->results;
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
+    run_until(f, &f->results, before + 1);
+    assert_true(f->r.valid && f->r.busy == 3.5);
+    assert_int_equal(f->busy_queries, (int)UTIL_ARRAY_LEN(cases) + 1);
+    t.busy_tmpl = "sum(x{{pod}})";
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)),
+                     -EINVAL);
+    assert_non_null(strstr(err, "{{pod}}"));
+    t.busy_tmpl = NULL;
 
     /* a template that does not expand is an error now, no callback */
     t.rate_tmpl = "sum(rate(x{{bogus}}[1m]))";

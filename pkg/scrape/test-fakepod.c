@@ -174,6 +174,15 @@ static void exposition(const struct fakepod *p, struct util_buf *b)
              vllm_cdf, UTIL_ARRAY_LEN(vllm_le), c);
         hist(b, "vllm:time_to_first_token_seconds", "engine=\"0\",model_name=\"m\"", vllm_le,
              vllm_cdf, UTIL_ARRAY_LEN(vllm_le), c);
+        /* busy time: `running` requests in service all along (the OpenMetrics pod has none) */
+        util_buf_printf(b,
+                        "# HELP vllm:request_inference_time_seconds Time in the RUNNING phase.\n"
+                        "# TYPE vllm:request_inference_time_seconds summary\n"
+                        "vllm:request_inference_time_seconds_sum{engine=\"0\",model_name=\"m\"}"
+                        " %.17g\n"
+                        "vllm:request_inference_time_seconds_count{engine=\"0\",model_name="
+                        "\"m\"} %.17g\n",
+                        p->running * secs, c);
         if (p->mode == FAKEPOD_HUGE)
             while (b->len < ((size_t)1 << 20))
                 util_buf_puts(b, "# filler filler filler filler filler filler filler filler\n");

@@ -32,7 +32,9 @@ struct fakepod;
 /**
  * Start a pod on 127.0.0.<octet>. rate is requests/s of its counter;
  * running/waiting its gauges. The latency histogram follows a fixed
- * distribution whose p99 is 3.75 s (see fakepod_p99_ms).
+ * distribution whose p99 is 3.75 s (see fakepod_p99_ms). The vLLM pod's
+ * busy-time counter (vllm:request_inference_time_seconds_sum) advances at
+ * `running` seconds per second; the OpenMetrics vLLM pod has none.
  */
 struct fakepod *fakepod_start(uv_loop_t *loop, int octet, enum fakepod_mode mode, double rate,
                               double running, double waiting);
