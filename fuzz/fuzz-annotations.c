@@ -4,13 +4,15 @@
  * unless they already carry one. They are parsed over default config; a
  * success must give a config that passes validation (with demand-unit
  * tokens, a generation-token metric to scrape; with requests, none), and the
- * status JSON of a decision made with it must be one line. */
+ * status JSON of a decision made with it must be one line, and the default
+ * PromQL built from its metric names must expand. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "controller/controller.h"
+#include "promql/promql.h"
 #include "util/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -71,6 +73,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (d.reason == POLICY_HOLD_GPU_CAPACITY && d.desired != 3)
             abort();
+        /* the default PromQL built from accepted metric names always expands */
+        void (*const defaults[])(const struct scrape_spec *, char *, size_t) = {
+            promql_default_rate, promql_default_p99, promql_default_busy};
+        for (size_t i = 0; i < UTIL_ARRAY_LEN(defaults); i++) {
+            char tmpl[PROMQL_MAX_QUERY], q[PROMQL_MAX_QUERY];
+            defaults[i](&w.scrape, tmpl, sizeof(tmpl));
+            if (tmpl[0] &&
+                promql_expand(tmpl, "ns", "chat", "2m", q, sizeof(q), err, sizeof(err)) != 0)
+                abort();
+        }
     } else if (!bad[0] || !err[0]) {
         abort(); /* a rejection always names the key and the reason */
     }
