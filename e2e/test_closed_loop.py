@@ -128,13 +128,15 @@ def sla_rho(slots, replica_rps, service_s, target_s):
 
 
 # With p99-latency-target, capacity-per-gpu is the saturation throughput (10 req/s here) and the
-# replicas are the fewest whose modelled p99 meets the SLA: 2 slots, 0.2 s, p99 <= 1 s.
+# replicas are the fewest whose modelled p99 meets the SLA: 2 slots, 0.2 s, p99 <= 1 s. The
+# demand is sized 5 % below that rate (POLICY_SCALE_IN_MARGIN, docs/policy.md "Size").
 SLA_PER_REPLICA = sla_rho(2, POD_RPS, POD["service_ms"] / 1000.0, SLA_MS / 1000.0) * POD_RPS
+SLA_DEMAND_PER_REPLICA = SLA_PER_REPLICA * 0.95
 
 
 def need_sla(rate):
-    """Replicas gpuscaler sizes for `rate` req/s from the SLA."""
-    return int(math.ceil(rate / SLA_PER_REPLICA - 1e-9))
+    """Replicas gpuscaler sizes for a demand of `rate` req/s from the SLA."""
+    return int(math.ceil(rate / SLA_DEMAND_PER_REPLICA - 1e-9))
 
 
 LC = None

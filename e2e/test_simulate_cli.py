@@ -245,7 +245,7 @@ class InputTest(unittest.TestCase):
                 self.assertEqual(pol['peak_unschedulable'], 0)
                 self.assertLessEqual(pol['peak_replicas'], 40)
         pred = [p for p in res['policies'] if p['name'] == 'predictive'][0]
-        # gpuscaler's policy asks past the budget only a little (2 at once in the measured run)
+        # gpuscaler's policy asks past the budget only a little (1 at once in the measured run)
         self.assertLessEqual(pred['peak_unschedulable'], 4)
         self.assertLessEqual(pred['gpu_hours'], 80 * 120)
         self.bad(['--gpu-limit', '1'], 'gpu-limit: 1 GPUs cannot place one replica of 2 GPUs')

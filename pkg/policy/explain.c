@@ -16,13 +16,16 @@ static void dur(int64_t ms, char *buf, size_t len)
     util_format_duration(ms < 0 ? 0 : ms, buf, len);
 }
 
-/* "at 8.4 req/s per replica (p99 <= 8s)" or "(80% of 10 req/s/GPU)" */
+/* How the demand is sized: "8 req/s per replica, 95% of the 8.42 that keeps
+ * p99 <= 8s" or "8 req/s per replica at 80% of capacity" */
 static void sizing(const struct policy_tick *t, char *buf, size_t len)
 {
     char a[32];
     if (t->sz.from_sla) {
         dur(t->cfg->p99_latency_target_ms, a, sizeof(a));
-        snprintf(buf, len, "%.3g req/s per replica keeps p99 <= %s", t->sz.per_replica_rps, a);
+        snprintf(buf, len, "%.3g req/s per replica, %.0f%% of the %.3g that keeps p99 <= %s",
+                 t->sz_in.per_replica_rps, (1 - POLICY_SCALE_IN_MARGIN) * 100,
+                 t->sz.per_replica_rps, a);
     } else {
         snprintf(buf, len, "%.3g req/s per replica at %.0f%% of capacity",
                  t->sz.per_replica_rps, t->cfg->target_utilization * 100);
@@ -89,7 +92,7 @@ static void explain_words(const struct policy_tick *t, const struct policy_state
     const struct policy_config *cfg = t->cfg;
     char *e = out->explain;
     const size_t n = sizeof(out->explain);
-    char a[32], b[32], sz[96], h[32];
+    char a[32], b[32], sz[128], h[32];
     double rpg = out->requests_per_gpu, cap = t->cap;
     sizing(t, sz, sizeof(sz));
     dur(policy_horizon_ms(cfg, 0), h, sizeof(h));

@@ -17,6 +17,7 @@ struct policy_tick {
     double gpus, cap;
     struct policy_demand dem;
     struct policy_sizing sz;
+    struct policy_sizing sz_in; /* sz, POLICY_SCALE_IN_MARGIN below: the scale-in size */
     int64_t need_now, need_fc, need_likely;
     int64_t floor;    /* replicas scale-in may go down to */
     bool plan;        /* a trusted plan is in use */

@@ -143,7 +143,14 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
                    : UTIL_MAX((int64_t)0, UTIL_MIN(lead, st->last_scale_ms + lead - t->now));
     policy_demand(in, policy_horizon_ms(cfg, 0), lead, t->cap * t->gpus, &t->dem);
     policy_sizing(cfg, st, in, &t->sz);
-    t->need_now = policy_need(&t->sz, &t->dem, t->cap * t->gpus);
+    /* The scale-in size: POLICY_SCALE_IN_MARGIN below the per-replica rate.
+     * With a p99 target the demand is sized at it for scale-out too: the
+     * demand is a mean over the rate window, and at the SLA's edge its own
+     * peaks go over the target, and a ramp crosses the edge before the
+     * replica it asks for serves (docs/policy.md, section 5). */
+    t->sz_in = t->sz;
+    t->sz_in.per_replica_rps *= 1 - POLICY_SCALE_IN_MARGIN;
+    t->need_now = policy_need(t->sz.from_sla ? &t->sz_in : &t->sz, &t->dem, t->cap * t->gpus);
     t->plan = cfg->predictive && in->have_forecast && in->forecast_trusted &&
               isfinite(in->forecast_rate) && in->forecast_rate >= 0;
     t->need_fc = t->plan ? policy_size(&t->sz, in->forecast_rate) : 0;
@@ -183,12 +190,11 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
     /* Clocks. Strictly above the target starts the sustained clock; strictly
      * below the hysteresis threshold the scale-in one. */
     /* The scale-in floor: what demand and plan need, sized with a margin
-     * below the scale-out size (hysteresis), never below min-replicas. */
-    struct policy_sizing in_sz = t->sz;
-    in_sz.per_replica_rps *= 1 - POLICY_SCALE_IN_MARGIN;
-    int64_t floor_ = policy_need(&in_sz, &t->dem, t->cap * t->gpus);
+     * below the plan's scale-out size (hysteresis), never below
+     * min-replicas. */
+    int64_t floor_ = policy_need(&t->sz_in, &t->dem, t->cap * t->gpus);
     if (t->plan)
-        floor_ = UTIL_MAX(floor_, policy_size(&in_sz, in->forecast_rate));
+        floor_ = UTIL_MAX(floor_, policy_size(&t->sz_in, in->forecast_rate));
     floor_ = UTIL_MAX(floor_, (int64_t)t->lo);
     t->floor = floor_;
     tick_clock(&st->above_since_ms, t->above, t->now);

@@ -96,7 +96,7 @@ struct policy_config {
     int64_t decision_interval_ms;  /**< controller tick, default 15 s */
     bool predictive;               /**< use the forecast look-ahead, default true */
     int64_t seasonality_ms;        /**< forecast season, default 24 h */
-    double forecast_quantile;      /**< plan for this quantile of the forecast, default 0.9 */
+    double forecast_quantile;      /**< plan for this quantile of the forecast, default 0.875 */
     int64_t p99_latency_target_ms; /**< SLA on p99 latency, 0 = none (default) */
     int64_t metrics_stale_after_ms;/**< metrics older than this are missing, default 60 s */
     int64_t scale_in_stabilization_ms; /**< with a trusted plan: scale in no lower than the
@@ -145,8 +145,10 @@ int64_t policy_horizon_ms(const struct policy_config *cfg, int64_t learned_cold_
 #define POLICY_FLOOR_TICKS 64
 
 /** The scale-in floor is sized at this fraction below the per-replica rate
- *  that scale-out sizes at: a plan hovering at a replica boundary does not
- *  add and remove that replica every minute. */
+ *  that the plan's scale-out sizes at: a plan hovering at a replica boundary
+ *  does not add and remove that replica every minute. With a p99 target the
+ *  demand is sized at it for scale-out too (a mean at the SLA's edge leaves
+ *  its own peaks over the target). */
 #define POLICY_SCALE_IN_MARGIN 0.05
 
 /** The last tick's arrival rate replaces the window's only when it is this

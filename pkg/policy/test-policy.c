@@ -510,6 +510,65 @@ static void test_sla_sizing(void **s)
     assert_true(sz.from_sla);
 }
 
+/* With a p99 target the demand, a mean, is sized POLICY_SCALE_IN_MARGIN below
+ * the SLA's per-replica rate: a load at the edge of N replicas asks for
+ * N + 1, one 5 % below it holds N. With target-utilization sizing (no p99
+ * target) the target is the margin, and the demand is sized at it. */
+static void test_demand_margin(void **s)
+{
+    (void)s;
+    struct policy_config c;
+    base_cfg(&c);
+    c.predictive = false;
+    c.p99_latency_target_ms = 8000;
+    c.service_time_ms = 6400;
+    struct policy_state st;
+    policy_state_init(&st);
+    struct policy_input in0 = {.gpus_per_replica = 1};
+    struct policy_sizing sz;
+    policy_sizing(&c, &st, &in0, &sz);
+    const double r = sz.per_replica_rps; /* 8.42 for llm7b */
+    const double edge = 10 * r, in_margin = edge * (1 - POLICY_SCALE_IN_MARGIN);
+    struct {
+        double rate;
+        int want;
+        enum policy_reason reason;
+    } rows[] = {
+        {edge, 11, POLICY_SLA_SCALE_OUT},             /* at the edge of 10: one more */
+        {in_margin * 1.001, 11, POLICY_SLA_SCALE_OUT}, /* just past the margin */
+        {in_margin * 0.999, 10, POLICY_HOLD_WITHIN_BAND},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(rows); i++) {
+        policy_state_init(&st);
+        struct policy_input in = {.now_ms = S(60), .current_replicas = 10, .ready_replicas = 10,
+                                  .gpus_per_replica = 1, .metrics_valid = true,
+                                  .metrics_time_ms = S(60), .request_rate = rows[i].rate,
+                                  .recent_rate = -1, .p99_latency_ms = -1, .queue_depth = -1};
+        struct policy_decision d;
+        policy_decide(&c, &st, &in, &d);
+        if (d.desired != rows[i].want || d.reason != rows[i].reason)
+            fail_msg("row %zu (%.2f req/s): got %d %s (%s)", i, rows[i].rate, d.desired,
+                     policy_reason_name(d.reason), d.explain);
+        assert_int_equal(d.need_now, rows[i].want);
+        /* the decision reports the SLA's rate; the Event says what the demand was sized at */
+        assert_true(fabs(d.per_replica_rps - r) < 1e-9);
+        if (d.reason == POLICY_SLA_SCALE_OUT)
+            assert_non_null(strstr(d.explain, "95% of the 8.42 that keeps p99 <= 8s"));
+    }
+
+    /* target sizing: 80 % of 10 req/s is the demand's size, no margin below it */
+    c.p99_latency_target_ms = 0;
+    policy_state_init(&st);
+    struct policy_input in = {.now_ms = S(60), .current_replicas = 10, .ready_replicas = 10,
+                              .gpus_per_replica = 1, .metrics_valid = true,
+                              .metrics_time_ms = S(60), .request_rate = 80,
+                              .recent_rate = -1, .p99_latency_ms = -1, .queue_depth = -1};
+    struct policy_decision d;
+    policy_decide(&c, &st, &in, &d);
+    assert_int_equal(d.need_now, 10);
+    assert_int_equal(d.desired, 10);
+}
+
 /* A 3x step, 4 -> 12 req/s, on one pod of 10 req/s (0.2 s service time, 2
  * slots, so 5.44 req/s meets a p99 of 1 s), 20 s cold start, scale-out-after
  * 20 s, 5 s ticks, a 60 s rate window. The window average lags the step; the
@@ -1022,6 +1081,7 @@ int main(void)
         cmocka_unit_test(test_predictive),
         cmocka_unit_test(test_gpu_capacity),
         cmocka_unit_test(test_sla_sizing),
+        cmocka_unit_test(test_demand_margin),
         cmocka_unit_test(test_demand),
         cmocka_unit_test(test_drain_projected),
         cmocka_unit_test(test_step_first_write),
