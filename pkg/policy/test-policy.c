@@ -472,6 +472,26 @@ static void test_gpu_capacity(void **s)
     assert_int_equal(d.desired, 8);
 }
 
+/* The evaluation's llm7b profile, reactive: 64 slots of 6.4 s, 10 req/s per
+ * GPU, p99 8 s (8.42 req/s per replica meets it). */
+static void llm7b_cfg(struct policy_config *c)
+{
+    base_cfg(c);
+    c->predictive = false;
+    c->p99_latency_target_ms = 8000;
+    c->service_time_ms = 6400;
+}
+
+/* One tick at t = 60 s of a steady load on cur ready replicas. */
+static struct policy_input steady(double rate, int cur)
+{
+    return (struct policy_input){.now_ms = S(60), .current_replicas = cur,
+                                 .ready_replicas = cur, .gpus_per_replica = 1,
+                                 .metrics_valid = true, .metrics_time_ms = S(60),
+                                 .request_rate = rate, .recent_rate = -1,
+                                 .p99_latency_ms = -1, .queue_depth = -1};
+}
+
 static void test_sla_sizing(void **s)
 {
     (void)s;
@@ -485,10 +505,7 @@ static void test_sla_sizing(void **s)
     assert_true(policy_sla_utilization(4, 100, 0.04, 0.2) > 0.5);  /* recsys-like */
 
     struct policy_config c;
-    base_cfg(&c);
-    c.predictive = false;
-    c.p99_latency_target_ms = 8000;
-    c.service_time_ms = 6400;
+    llm7b_cfg(&c);
     struct policy_state st;
     policy_state_init(&st);
     struct policy_input in = {.gpus_per_replica = 1};
@@ -518,10 +535,7 @@ static void test_demand_margin(void **s)
 {
     (void)s;
     struct policy_config c;
-    base_cfg(&c);
-    c.predictive = false;
-    c.p99_latency_target_ms = 8000;
-    c.service_time_ms = 6400;
+    llm7b_cfg(&c);
     struct policy_state st;
     policy_state_init(&st);
     struct policy_input in0 = {.gpus_per_replica = 1};
@@ -538,13 +552,10 @@ static void test_demand_margin(void **s)
         {in_margin * 1.001, 11, POLICY_SLA_SCALE_OUT}, /* just past the margin */
         {in_margin * 0.999, 10, POLICY_HOLD_WITHIN_BAND},
     };
+    struct policy_decision d;
     for (size_t i = 0; i < UTIL_ARRAY_LEN(rows); i++) {
         policy_state_init(&st);
-        struct policy_input in = {.now_ms = S(60), .current_replicas = 10, .ready_replicas = 10,
-                                  .gpus_per_replica = 1, .metrics_valid = true,
-                                  .metrics_time_ms = S(60), .request_rate = rows[i].rate,
-                                  .recent_rate = -1, .p99_latency_ms = -1, .queue_depth = -1};
-        struct policy_decision d;
+        struct policy_input in = steady(rows[i].rate, 10);
         policy_decide(&c, &st, &in, &d);
         if (d.desired != rows[i].want || d.reason != rows[i].reason)
             fail_msg("row %zu (%.2f req/s): got %d %s (%s)", i, rows[i].rate, d.desired,
@@ -559,11 +570,7 @@ static void test_demand_margin(void **s)
     /* target sizing: 80 % of 10 req/s is the demand's size, no margin below it */
     c.p99_latency_target_ms = 0;
     policy_state_init(&st);
-    struct policy_input in = {.now_ms = S(60), .current_replicas = 10, .ready_replicas = 10,
-                              .gpus_per_replica = 1, .metrics_valid = true,
-                              .metrics_time_ms = S(60), .request_rate = 80,
-                              .recent_rate = -1, .p99_latency_ms = -1, .queue_depth = -1};
-    struct policy_decision d;
+    struct policy_input in = steady(80, 10);
     policy_decide(&c, &st, &in, &d);
     assert_int_equal(d.need_now, 10);
     assert_int_equal(d.desired, 10);
