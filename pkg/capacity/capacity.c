@@ -48,11 +48,20 @@ static double median(const float *ring, uint8_t n)
     return n % 2 ? v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + v[n / 2]);
 }
 
+/* A time a state may carry (ms): what the clock or a replay gives,
+ * within +-2^52 (+-142,000 years), so differences of two stay exact and
+ * far from overflow (a restored lower_ms of -2^63 overflowed one; found by
+ * fuzz-capacity-state). */
+static bool time_ok(int64_t ms)
+{
+    return ms >= -((int64_t)1 << 52) && ms <= ((int64_t)1 << 52);
+}
+
 static double decayed_lower(const struct capacity *c, int64_t now_ms)
 {
     if (c->lower <= 0)
         return 0;
-    double age = (double)(now_ms - c->lower_ms);
+    double age = (double)now_ms - (double)c->lower_ms; /* no int64 overflow */
     return age <= 0 ? c->lower : c->lower * exp2(-age / (double)CAPACITY_LOWER_HALF_LIFE_MS);
 }
 
@@ -324,7 +333,8 @@ int capacity_decode(struct capacity *c, const uint8_t *buf, size_t len, char *er
               t.nsat <= CAPACITY_SAMPLES && t.nslots <= CAPACITY_SAMPLES &&
               t.nutil <= CAPACITY_SAMPLES && t.isat < CAPACITY_SAMPLES &&
               t.islots < CAPACITY_SAMPLES && t.iutil < CAPACITY_SAMPLES && known(t.lower) &&
-              t.total >= 0 && get_ring(buf + 44, t.sat) && get_ring(buf + 108, t.slots) &&
+              t.total >= 0 && time_ok(t.lower_ms) &&
+              (t.queue_since_ms == -1 || time_ok(t.queue_since_ms)) && get_ring(buf + 44, t.sat) && get_ring(buf + 108, t.slots) &&
               get_ring(buf + 172, t.util) && get_ring(buf + 260, t.util_u);
     for (int i = 0; ok && i < CAPACITY_SAMPLES; i++)
         ok = t.util_u[i] <= 1;

@@ -279,6 +279,22 @@ static void test_codec(void **s)
     capacity_estimate(&d, now_ms, 0, &b);
     assert_true(isnan(b.value) && b.lower == 0);
     buf[50] ^= 1;
+    /* times out of range (a lower bound's time of -2^63 + 1,105,000, as
+     * fuzz-capacity-state found, overflowed its age), checksum valid */
+    uint8_t bad[CAPACITY_STATE_SIZE];
+    for (int k = 0; k < 2; k++) {
+        memcpy(bad, buf, sizeof(bad));
+        int64_t t = k ? INT64_MIN + 1105000 : INT64_MAX;
+        for (int i = 0; i < 8; i++)
+            bad[(k ? 20 : 28) + i] = (uint8_t)((uint64_t)t >> (8 * i));
+        uint32_t h = 2166136261u;
+        for (size_t i = 0; i < CAPACITY_STATE_SIZE - 4; i++)
+            h = (h ^ bad[i]) * 16777619u;
+        for (int i = 0; i < 4; i++)
+            bad[CAPACITY_STATE_SIZE - 4 + i] = (uint8_t)(h >> (8 * i));
+        assert_int_equal(capacity_decode(&d, bad, sizeof(bad), err, sizeof(err)), -1);
+        assert_non_null(strstr(err, "out of range"));
+    }
     assert_int_equal(capacity_decode(&d, buf, 100, err, sizeof(err)), -1);
     buf[4] = 9;
     assert_int_equal(capacity_decode(&d, buf, sizeof(buf), err, sizeof(err)), -1);
