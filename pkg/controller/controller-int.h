@@ -150,6 +150,7 @@ struct ctl_wl {
     double plan_coverage;         /**< share of the forecaster's resolved plans that held */
     int64_t plan_resolved;        /**< how many resolved */
     bool plan_recent;             /**< the plan is the recent window peaks' quantile */
+    bool plan_learned;            /**< the upper plan is the learned one (forecast learn.c) */
     /* Deployment writes. The /scale read+patch and the status annotation PATCH
      * change the same object (one resourceVersion), so they never overlap:
      * each waits for the other, or the scale patch's precondition fails on

@@ -154,6 +154,7 @@ void ctl_demand(const struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
         .request_size = o->request_size,
         .service_time_ms = o->service_ms,
         .forecast_likely = NAN,
+        .forecast_model_rate = NAN,
     };
     (void)w;
 }
@@ -179,11 +180,13 @@ void ctl_forecast(struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
         in->have_forecast = true;
         in->forecast_rate = fr.upper;
         in->forecast_likely = fr.likely;
+        in->forecast_model_rate = fr.upper_model;
         in->forecast_trusted = fr.trusted;
         in->forecast_seasonal = fr.seasonal;
         w->plan_coverage = fr.coverage;
         w->plan_resolved = fr.coverage_n;
         w->plan_recent = fr.from_recent;
+        w->plan_learned = fr.learned;
     }
 }
 

@@ -55,6 +55,20 @@
 #define FC_MOMENTUM_BUCKETS 4
 /** Bucket index of "no bucket". */
 #define FC_NONE INT64_MIN
+/** The learned plan (learn.c): coefficients (intercept and four features),
+ *  resolved windows kept per window length, the rows before it is used,
+ *  the rows between refits, IRLS passes of a first fit and of a refit (from
+ *  the last fit), and the floor of its weights. */
+#define FC_LEARN_NX 5
+#define FC_LEARN_ROWS 1440
+#define FC_LEARN_MIN 200
+#define FC_LEARN_REFIT 60
+#define FC_LEARN_ITERATIONS 30
+#define FC_LEARN_REFIT_ITERATIONS 6
+#define FC_LEARN_EPS 1e-4
+/** Step of the learned plan's shift per resolved plan (log space), and its bound. */
+#define FC_LEARN_GAMMA 0.01
+#define FC_LEARN_SHIFT_MAX 2.0
 
 enum fc_kind { FC_WARMUP = 0, FC_HW = 1 };
 
@@ -98,6 +112,19 @@ struct forecast {
     uint8_t res_len[FC_PHASES][FC_HORIZONS];
     uint8_t res_pos[FC_PHASES][FC_HORIZONS];
     float binmax[FC_PHASES];             /* highest peak of each phase bin's last visit */
+    /* The learned plan (learn.c); not checkpointed. */
+    float learn_x[FC_RING][FC_HORIZONS][FC_LEARN_NX - 1]; /* features at the start; NAN = none */
+    float planned_l[FC_RING][FC_HORIZONS];  /* the learned plan made then; NAN = none */
+    int16_t *learn_rows[FC_HORIZONS];       /* FC_LEARN_ROWS x (features, target), or NULL */
+    uint16_t learn_n[FC_HORIZONS];
+    uint16_t learn_pos[FC_HORIZONS];
+    uint16_t learn_since[FC_HORIZONS];      /* rows since the last fit */
+    bool learn_ok[FC_HORIZONS];             /* learn_beta holds a fit */
+    float learn_beta[FC_HORIZONS][FC_LEARN_NX];
+    float learn_shift[FC_PHASES][FC_HORIZONS]; /* adaptive shift per phase bin (log) */
+    uint8_t *learn_want; /* FC_HORIZONS flags: a look-ahead asked for this window length
+                            (set by forecast_predict through the const pointer; only
+                            those are fitted) */
     float seenmax[FC_RING];              /* highest peak seen (last season), at the origin */
     int16_t growth[FC_HORIZONS][FC_RES_PER_BIN]; /* realised peak - seenmax at origin */
     uint8_t growth_len[FC_HORIZONS];
@@ -201,6 +228,31 @@ double fc_momentum(const struct forecast *f, int64_t last_closed);
 /** After the model was updated through bucket b: plan the windows starting
  *  at bucket b + 1 and refresh the quantile cache for its phase. */
 void fc_plan_open(struct forecast *f, int64_t b);
+
+/* ---- learn.c ---------------------------------------------------------- */
+
+/** Fit the quantile regression at level tau to n rows (4 features and the
+ *  target each, int16 in 1/FC_RES_SCALE) by iteratively reweighted least
+ *  squares: FC_LEARN_ITERATIONS passes from least squares, or fewer from
+ *  beta as given (a refit). False (beta untouched) when the rows do not
+ *  determine it. */
+bool fc_learn_fit(const int16_t *rows, int n, double tau, int iterations,
+                  double beta[FC_LEARN_NX]);
+
+/** At the start o of window length h (after fc_plan_open's plans, b = o -
+ *  1 closed, p its point forecast, g its growth bound): record the
+ *  features, and the learned plan when there is a fit. */
+void fc_learn_open(struct forecast *f, int64_t b, int64_t o, int h, double p, double g);
+
+/** Window length h from o resolved with realised peak m: move the shift of
+ *  o's phase bin, keep the row, refit every FC_LEARN_REFIT rows. */
+void fc_learn_close(struct forecast *f, int64_t o, int h, double m);
+
+/** The learned margin above the base p of a look-ahead of w buckets
+ *  (interpolated as the error quantile is); false while either window
+ *  length around w has no fit. */
+bool fc_learn_margin(const struct forecast *f, double w, int64_t last_closed, double p,
+                     double *margin);
 
 /** Recompute the quantile cache for bucket b's phase. */
 void fc_plan_quantiles(struct forecast *f, int64_t b);

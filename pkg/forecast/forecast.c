@@ -113,10 +113,14 @@ struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
         f->peak[i] = NAN;
     for (int p = 0; p < FC_PHASES; p++)
         f->binmax[p] = -INFINITY;
-    for (int i = 0; i < FC_RING; i++)
+    for (int i = 0; i < FC_RING; i++) {
         f->seenmax[i] = f->zmean[i] = NAN;
+        for (int h = 0; h < FC_HORIZONS; h++)
+            f->learn_x[i][h][0] = f->planned_l[i][h] = NAN;
+    }
     for (int h = 0; h < FC_HORIZONS; h++)
         f->qlevel[h] = (float)cfg->quantile;
+    f->learn_want = xcalloc(FC_HORIZONS, 1);
     for (int k = 0; k < FC_PHI_TABLE; k++)
         f->phis[k] = phi_sum(cfg->phi, (double)k);
     return f;
@@ -170,6 +174,9 @@ void forecast_free(struct forecast *f)
     xfree(f->bpk);
     xfree(f->fill);
     xfree(f->season);
+    for (int h = 0; h < FC_HORIZONS; h++)
+        xfree(f->learn_rows[h]);
+    xfree(f->learn_want);
     xfree(f);
 }
 
@@ -181,6 +188,9 @@ size_t forecast_memory(const struct forecast *f)
     n += (size_t)f->bcap * (sizeof(*f->buf) + sizeof(*f->bpk)) + fc_bitmap_len(f->bcap);
     if (f->season)
         n += (size_t)f->m * sizeof(float);
+    for (int h = 0; h < FC_HORIZONS; h++)
+        if (f->learn_rows[h])
+            n += (size_t)FC_LEARN_ROWS * FC_LEARN_NX * sizeof(int16_t);
     return n;
 }
 
@@ -578,13 +588,26 @@ int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_m
         upper = exp(zr) - floor;
         likely = exp(fc_plan_value(f, zrm < zr ? zrm : zr, 0, gmed)) - floor;
     }
+    /* The learned plan, once both window lengths around the look-ahead have
+     * a fit, is the upper one (learn.c). */
+    double upper_model = upper, lm;
+    out->learned = fc_learn_margin(f, wq, last_closed, zmax, &lm);
+    if (out->learned)
+        upper = exp(fc_plan_value(f, zmax + lm, 0, g)) - floor;
     /* a state at its bounds (a trend of FC_STATE_MAX) can put the point
      * forecast past any rate: cap it as the plan is */
     out->mean = mean > 0 ? (mean < FORECAST_MAX_RATE ? mean : FORECAST_MAX_RATE) : 0;
     out->upper = upper > out->mean ? upper : out->mean;
     if (out->upper > FORECAST_MAX_RATE)
         out->upper = FORECAST_MAX_RATE;
-    out->likely = likely < 0 ? 0 : likely > out->upper ? out->upper : likely;
+    /* The likely peak is bounded by the model's (or the recent peaks')
+     * upper plan, not by the learned one: it drives scale-out on ramps,
+     * where a linear fit's misses gather. */
+    out->upper_model = upper_model > out->mean ? upper_model : out->mean;
+    if (out->upper_model > FORECAST_MAX_RATE)
+        out->upper_model = FORECAST_MAX_RATE;
+    double lcap = out->upper_model > out->upper ? out->upper_model : out->upper;
+    out->likely = likely < 0 ? 0 : likely > lcap ? lcap : likely;
     double seen_max = -INFINITY;
     for (int p = 0; p < FC_PHASES; p++)
         if (f->binmax[p] > seen_max)

@@ -104,6 +104,9 @@ struct forecast_result {
     bool trusted;        /**< at least FORECAST_MIN_EVIDENCE residuals back `upper` */
     bool seasonal;       /**< Holt-Winters (two seasons seen); false: level only */
     bool from_recent;    /**< upper and likely are the recent window peaks' quantiles */
+    bool learned;        /**< upper is the learned plan (a quantile regression on both) */
+    double upper_model;  /**< the model's or the recent peaks' upper plan (= upper unless
+                              learned); likely is at most the higher of the two */
     int64_t buckets_seen;
     int64_t evidence;    /**< residuals behind the quantile */
     double coverage;     /**< share of resolved plans of this window length that held */

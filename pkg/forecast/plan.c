@@ -154,21 +154,25 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
             if (f->loss_n[h] < UINT16_MAX)
                 f->loss_n[h]++;
         }
+        fc_learn_close(f, o, h, m);
         int ob = fc_phase_bin(f, o);
         fc_res_push(f->res[ob][h], &f->res_pos[ob][h], &f->res_len[ob][h], m - f->point[os][h]);
         if (!isnan(f->seenmax[os]))
             fc_res_push(f->growth[h], &f->growth_pos[h], &f->growth_len[h], m - f->seenmax[os]);
+        /* The coverage counts the plan used: the learned one once it
+         * exists. */
+        float used = !isnan(f->planned_l[os][h]) ? f->planned_l[os][h] : f->planned[os][h];
+        if (!isnan(used) && f->cov_n[h] < UINT32_MAX) { /* a restored count may be at the top */
+            f->cov_n[h]++;
+            f->cov_excess[h] += used - m;
+            f->cov_hit[h] += m <= used + 1e-6;
+        }
         if (!isnan(f->planned[os][h])) {
-            bool hit = m <= f->planned[os][h] + 1e-6;
-            if (f->cov_n[h] < UINT32_MAX) { /* a restored count may be at the top */
-                f->cov_n[h]++;
-                f->cov_excess[h] += f->planned[os][h] - m;
-                f->cov_hit[h] += hit;
-            }
-            /* Adaptive conformal step on the plan used, whichever kind: a
+            /* Adaptive conformal step on the chosen of the model's and the
+             * recent peaks' plans (the learned plan has its own shift): a
              * miss raises the level, a hit lowers it a little, so the
              * long-run miss rate tends to 1 - quantile. */
-            aci_step(f, &f->qlevel[h], hit, f->cov_n[h]);
+            aci_step(f, &f->qlevel[h], m <= f->planned[os][h] + 1e-6, f->cov_n[h]);
         }
     }
 }
@@ -370,6 +374,7 @@ void fc_plan_open(struct forecast *f, int64_t b)
         f->planned[os][h] = fc_plan_recent(f, h) && !isnan(f->planned_m[os][h])
                                 ? f->planned_r[os][h]
                                 : f->planned_m[os][h];
+        fc_learn_open(f, b, o, h, best, g);
     }
     /* The first buckets' model is not settled: plan (and learn) from the
      * FC_MIN_BUCKETS-th on. */

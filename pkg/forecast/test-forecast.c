@@ -330,6 +330,114 @@ static void test_plan_coverage(void **state)
     }
 }
 
+/* The learned plan's fit (learn.c) is a quantile regression: on rows
+ * y = 0.2 + 0.5 x1 - 0.3 x3 + u, u uniform in [-0.1, 0.1], its line at
+ * 0.875 is the true one shifted by u's 0.875 quantile (0.075), and 87.5 % of
+ * the rows lie at or below it. Too few rows or a level outside (0, 1) are
+ * refused; rows whose features are all 0 fit the intercept alone. */
+static void test_learn_fit(void **state)
+{
+    (void)state;
+    enum { N = 1200 };
+    static int16_t rows[N * FC_LEARN_NX];
+    struct lcg g = {5};
+    double x[N][FC_LEARN_NX];
+    for (int i = 0; i < N; i++) {
+        x[i][0] = 1;
+        for (int k = 1; k < FC_LEARN_NX; k++)
+            x[i][k] = 2 * lcg_next(&g) - 1;
+        double y = 0.2 + 0.5 * x[i][1] - 0.3 * x[i][3] + 0.2 * (lcg_next(&g) - 0.5);
+        for (int k = 1; k < FC_LEARN_NX; k++)
+            rows[i * FC_LEARN_NX + k - 1] = (int16_t)lround(x[i][k] * FC_RES_SCALE);
+        rows[i * FC_LEARN_NX + FC_LEARN_NX - 1] = (int16_t)lround(y * FC_RES_SCALE);
+    }
+    double beta[FC_LEARN_NX];
+    assert_true(fc_learn_fit(rows, N, 0.875, FC_LEARN_ITERATIONS, beta));
+    print_message("beta %.3f %.3f %.3f %.3f %.3f\n", beta[0], beta[1], beta[2], beta[3], beta[4]);
+    assert_float_equal(beta[0], 0.275, 0.01);
+    assert_float_equal(beta[1], 0.5, 0.02);
+    assert_float_equal(beta[2], 0.0, 0.02);
+    assert_float_equal(beta[3], -0.3, 0.02);
+    assert_float_equal(beta[4], 0.0, 0.02);
+    int below = 0;
+    for (int i = 0; i < N; i++) {
+        double p = 0;
+        for (int k = 0; k < FC_LEARN_NX; k++)
+            p += beta[k] * x[i][k];
+        below += rows[i * FC_LEARN_NX + FC_LEARN_NX - 1] / FC_RES_SCALE <= p + 1e-9;
+    }
+    assert_float_equal((double)below / N, 0.875, 0.02);
+    double keep[FC_LEARN_NX] = {9, 9, 9, 9, 9};
+    assert_false(fc_learn_fit(rows, FC_LEARN_NX - 1, 0.875, FC_LEARN_ITERATIONS, keep));
+    assert_false(fc_learn_fit(rows, N, 1.0, FC_LEARN_ITERATIONS, keep));
+    assert_false(fc_learn_fit(rows, N, 0.0, FC_LEARN_ITERATIONS, keep));
+    for (int k = 0; k < FC_LEARN_NX; k++)
+        assert_true(keep[k] == 9);
+    memset(rows, 0, sizeof(rows)); /* every feature 0: the intercept alone, no NaN */
+    assert_true(fc_learn_fit(rows, N, 0.875, FC_LEARN_ITERATIONS, keep));
+    for (int k = 0; k < FC_LEARN_NX; k++)
+        assert_float_equal(keep[k], 0.0, 1e-6);
+}
+
+/* The learned plan takes over once its window lengths have FC_LEARN_MIN
+ * resolved windows (about 3.3 hours of 1-min buckets), not before; on
+ * traffic whose level shifts every 10 minutes (the last bucket says where
+ * the next ones are) it is a better quantile of the window peak than the
+ * model's plan: a lower quantile (pinball) loss at the nominal level, and
+ * it keeps the coverage it claims, measured against the observations. */
+static void test_plan_learned(void **state)
+{
+    (void)state;
+    struct forecast_config cfg;
+    forecast_config_init(&cfg);
+    cfg.rate_floor = 8;
+    struct forecast *f = forecast_new(&cfg);
+    struct lcg g = {3};
+    const int64_t per_min = 4, n = 3 * DAY_MIN * per_min;
+    double *y = xmalloc((size_t)n * sizeof(double));
+    double level = 1.0;
+    for (int64_t k = 0; k < n; k++) {
+        if (k % (10 * per_min) == 0)
+            level = exp(0.15 * (2 * lcg_next(&g) - 1));
+        y[k] = daily_shape((k / per_min) % DAY_MIN) * level * (1 + 0.05 * (2 * lcg_next(&g) - 1));
+    }
+    int64_t first_learned = -1, hit = 0, total = 0;
+    double loss_l = 0, loss_m = 0, tau = cfg.quantile;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t now = T0 + k * (MIN_MS / per_min);
+        assert_int_equal(forecast_observe(f, now, y[k]), 0);
+        if (k % per_min != 0 || k + 4 * per_min >= n)
+            continue;
+        struct forecast_result r;
+        if (forecast_predict(f, now, 3 * MIN_MS + MIN_MS / 4, &r) != 0)
+            continue;
+        if (r.learned && first_learned < 0)
+            first_learned = k / per_min;
+        if (!r.learned || k < DAY_MIN * per_min)
+            continue;
+        assert_true(r.likely <= (r.upper_model > r.upper ? r.upper_model : r.upper));
+        double peak = 0;
+        for (int64_t j = k; j < k + 4 * per_min; j++)
+            peak = y[j] > peak ? y[j] : peak;
+        double e = log(peak + 8), pl = log(r.upper + 8), pm = log(r.upper_model + 8);
+        loss_l += e > pl ? tau * (e - pl) : (1 - tau) * (pl - e);
+        loss_m += e > pm ? tau * (e - pm) : (1 - tau) * (pm - e);
+        hit += peak <= r.upper;
+        total++;
+    }
+    xfree(y);
+    forecast_free(f);
+    double cov = (double)hit / (double)total;
+    print_message("learned from minute %lld; days 2-3: coverage %.1f%%, quantile loss %.4f "
+                  "(model's plan %.4f)\n",
+                  (long long)first_learned, 100 * cov, loss_l / total, loss_m / total);
+    /* FC_LEARN_MIN windows resolve after about as many minutes, for both
+     * window lengths around 3.25 buckets */
+    assert_true(first_learned >= FC_LEARN_MIN && first_learned <= FC_LEARN_MIN + 60);
+    assert_true(fabs(cov - tau) <= 0.05);
+    assert_true(loss_l < 0.95 * loss_m);
+}
+
 /* The error bound is the one of the look-ahead's own length: 180 s, 195 s
  * and 239 s from a bucket's start touch the same 4 buckets (same base, same
  * evidence, same trust), but plan for the peak of 3, 3.25 and 3.98 buckets:
@@ -706,16 +814,22 @@ static void test_bounded_memory(void **state)
      * each, with room for at most half as many again (64 at least), never past 2 days */
     size_t fixed = forecast_memory(f), mem_day1 = 0, mem_day3 = 0, mem_max = 0;
     const size_t per = 2 * sizeof(uint16_t);
+    /* the learned plan's rows: a fixed store for each of the two window
+     * lengths around the look-ahead asked for (195 s: 2 and 4 buckets) */
+    const size_t learned = 2 * (size_t)FC_LEARN_ROWS * FC_LEARN_NX * sizeof(int16_t);
     for (int64_t i = 0; i < 30 * DAY_MIN; i++) {
         double y = daily_shape(i % DAY_MIN) * (1.0 + 0.1 * (lcg_next(&g) - 0.5));
         assert_int_equal(forecast_observe(f, T0 + i * MIN_MS, y), 0);
+        struct forecast_result fr;
+        if (i % 60 == 3) /* a look-ahead of 195 s, asked now and then */
+            assert_int_equal(forecast_predict(f, T0 + i * MIN_MS, 195000, &fr), 0);
         if (i < 2 * DAY_MIN) {
             size_t mem = forecast_memory(f), b = (size_t)i; /* i buckets closed */
             size_t room = b + (b / 2 > 64 ? b / 2 : 64);
             if (room > 2 * DAY_MIN)
                 room = 2 * DAY_MIN;
             assert_true(mem >= fixed + b * per);
-            if (mem > fixed + room * per + (room + 7) / 8)
+            if (mem > fixed + room * per + (room + 7) / 8 + learned)
                 fail_msg("%zu buckets: %zu B, fixed %zu", b, mem, fixed);
             mem_max = mem > mem_max ? mem : mem_max;
         }
@@ -727,12 +841,13 @@ static void test_bounded_memory(void **state)
     size_t mem_day30 = forecast_memory(f);
     print_message("memory: new %zu B, day 1 %zu B (warm-up), most %zu B, day 3 %zu B, "
                   "day 30 %zu B\n", fixed, mem_day1, mem_max, mem_day3, mem_day30);
-    assert_true(fixed < 16 * 1024); /* no buffer before the first bucket closes */
-    assert_true(mem_max <= fixed + 2 * DAY_MIN * per + 2 * DAY_MIN / 8);
+    assert_true(fixed < 19 * 1024); /* no buffer before the first bucket closes */
+    assert_true(mem_max <= fixed + 2 * DAY_MIN * per + 2 * DAY_MIN / 8 + learned);
     assert_int_equal(mem_day3, mem_day30);
     assert_true(mem_day1 > mem_day3); /* the two-season buffer is gone */
-    /* one season of floats plus a fixed part (residual store, plan rings) */
-    assert_true(mem_day30 <= DAY_MIN * sizeof(float) + 16 * 1024);
+    /* one season of floats, the learned plan's rows and a fixed part
+     * (residual store, plan rings) */
+    assert_true(mem_day30 == DAY_MIN * sizeof(float) + learned + fixed);
     struct forecast_result r;
     assert_int_equal(forecast_predict(f, T0 + (30 * DAY_MIN - 1) * MIN_MS, 11 * MIN_MS, &r), 0);
     assert_int_equal(r.method, FORECAST_HOLT_WINTERS);
@@ -785,6 +900,7 @@ static void roundtrip_one(const struct forecast_config *cfg, struct forecast *f,
     assert_true(forecast_memory(g) <= forecast_memory(f));
     serialize_cmp(f, g);
     /* identical predictions now and after identical further input */
+    bool learned = false;
     for (int round = 0; round < 2; round++) {
         for (int64_t hz = 0; hz < 100; hz += 7) {
             struct forecast_result a, b;
@@ -793,7 +909,15 @@ static void roundtrip_one(const struct forecast_config *cfg, struct forecast *f,
             assert_int_equal(ra, rb);
             assert_int_equal(a.method, b.method);
             assert_int_equal(a.buckets_seen, b.buckets_seen);
-            assert_true(a.mean == b.mean && a.upper == b.upper);
+            /* the learned plan is not checkpointed: the restored forecaster
+             * plans with the model (or the recent peaks) until it has
+             * learned again; everything else is identical */
+            assert_false(b.learned);
+            assert_true(a.mean == b.mean && a.upper_model == b.upper_model);
+            assert_true(b.upper == b.upper_model);
+            if (!a.learned)
+                assert_true(a.upper == b.upper && a.likely == b.likely);
+            learned |= a.learned;
         }
         for (int i = 1; i <= 5; i++) {
             now_ms += step_ms;
@@ -802,7 +926,9 @@ static void roundtrip_one(const struct forecast_config *cfg, struct forecast *f,
             assert_int_equal(forecast_observe(g, now_ms, y), 0);
         }
     }
-    serialize_cmp(f, g);
+    /* the coverage counts the plan used, the learned one where f has it */
+    if (!learned)
+        serialize_cmp(f, g);
     forecast_free(g);
     xfree(buf);
 }
@@ -1279,6 +1405,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_seasonal_accuracy), cmocka_unit_test(test_holt_ramp),
         cmocka_unit_test(test_bucket_averaging),  cmocka_unit_test(test_rejected_input),
         cmocka_unit_test(test_plan_coverage),
+        cmocka_unit_test(test_learn_fit),
+        cmocka_unit_test(test_plan_learned),
         cmocka_unit_test(test_plan_recent_peaks),
         cmocka_unit_test(test_plan_likely_bounded),
         cmocka_unit_test(test_loss_average_start),

@@ -93,7 +93,7 @@ void policy_config_init(struct policy_config *cfg)
     cfg->decision_interval_ms = 15 * 1000;
     cfg->predictive = true;
     cfg->seasonality_ms = 24LL * 3600 * 1000;
-    cfg->forecast_quantile = 0.875;
+    cfg->forecast_quantile = 0.9;
     cfg->p99_latency_target_ms = 0;
     cfg->metrics_stale_after_ms = 60 * 1000;
     cfg->gpus_per_replica = 0;

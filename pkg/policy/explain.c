@@ -112,10 +112,14 @@ static void explain_words(const struct policy_tick *t, const struct policy_state
         int k = snprintf(e, n, "demand %.4g req/s needs %lld replicas (%s): %d -> %d",
                          t->dem.rate_rps, (long long)t->need_now, sz, t->cur, out->desired);
         if (t->dem.drain_rps > 0 && k > 0 && (size_t)k < n)
-            snprintf(e + k, n - (size_t)k,
-                     "; %.4g req/s of it drains, at full capacity, within %s the %.0f "
-                     "requests queued when new replicas serve",
-                     t->dem.drain_rps, h, t->dem.queue);
+            k += snprintf(e + k, n - (size_t)k,
+                          "; %.4g req/s of it drains, at full capacity, within %s the %.0f "
+                          "requests queued when new replicas serve",
+                          t->dem.drain_rps, h, t->dem.queue);
+        if (t->plan_out_ok && t->need_out > t->need_now && out->desired > t->need_now && k > 0 &&
+            (size_t)k < n)
+            snprintf(e + k, n - (size_t)k, "; the forecast peak %.4g req/s within %s needs %lld",
+                     t->outer_rps, h, (long long)t->need_out);
         return;
     }
     case POLICY_PREDICTIVE_SCALE_OUT:

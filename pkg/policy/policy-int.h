@@ -19,6 +19,8 @@ struct policy_tick {
     struct policy_sizing sz;
     struct policy_sizing sz_in; /* sz, POLICY_SCALE_IN_MARGIN below: the scale-in size */
     int64_t need_now, need_fc, need_likely;
+    int64_t need_out; /* the wider of the learned and the model's upper plan, sized */
+    double outer_rps; /* ... and its rate */
     int64_t floor;    /* replicas scale-in may go down to */
     bool plan;        /* a trusted plan is in use */
     bool plan_out_ok; /* ... and may scale out (not a level-only plan of falling load) */

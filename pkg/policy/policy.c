@@ -154,8 +154,17 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
     t->plan = cfg->predictive && in->have_forecast && in->forecast_trusted &&
               isfinite(in->forecast_rate) && in->forecast_rate >= 0;
     t->need_fc = t->plan ? policy_size(&t->sz, in->forecast_rate) : 0;
+    /* Scale-out plans for the wider of the learned and the model's upper
+     * plans (a ramp or a burst is where a linear fit misses); the hold, the
+     * floor below, for the learned one (section 2 of docs/policy.md). */
+    double outer = t->plan && isfinite(in->forecast_model_rate) &&
+                           in->forecast_model_rate > in->forecast_rate
+                       ? in->forecast_model_rate
+                       : in->forecast_rate;
+    t->need_out = t->plan ? policy_size(&t->sz, outer) : 0;
+    t->outer_rps = outer;
     double likely = isfinite(in->forecast_likely) && in->forecast_likely >= 0 &&
-                            in->forecast_likely <= in->forecast_rate
+                            in->forecast_likely <= outer
                         ? in->forecast_likely
                         : in->forecast_rate;
     t->need_likely = t->plan ? policy_size(&t->sz, likely) : 0;
@@ -215,7 +224,7 @@ static bool scale_out(struct policy_state *st, const struct policy_tick *t,
 {
     const struct policy_config *cfg = t->cfg;
     const int64_t now = t->now, cur = t->cur;
-    int64_t need = UTIL_MAX(t->need_now, t->plan_out_ok ? t->need_fc : 0);
+    int64_t need = UTIL_MAX(t->need_now, t->plan_out_ok ? t->need_out : 0);
     int64_t want = cur;
     enum policy_reason reason = POLICY_HOLD_WITHIN_BAND;
     bool fired_out = clock_fired(st->above_since_ms, cfg->scale_out_after_ms, now);

@@ -96,7 +96,7 @@ struct policy_config {
     int64_t decision_interval_ms;  /**< controller tick, default 15 s */
     bool predictive;               /**< use the forecast look-ahead, default true */
     int64_t seasonality_ms;        /**< forecast season, default 24 h */
-    double forecast_quantile;      /**< plan for this quantile of the forecast, default 0.875 */
+    double forecast_quantile;      /**< plan for this quantile of the forecast, default 0.9 */
     int64_t p99_latency_target_ms; /**< SLA on p99 latency, 0 = none (default) */
     int64_t metrics_stale_after_ms;/**< metrics older than this are missing, default 60 s */
     int64_t scale_in_stabilization_ms; /**< with a trusted plan: scale in no lower than the
@@ -199,6 +199,9 @@ struct policy_input {
     bool have_forecast;       /**< forecast_rate is meaningful */
     double forecast_rate;     /**< planned peak rate over [now, now + horizon] (the upper plan) */
     double forecast_likely;   /**< the likely peak (forecast_result.likely); NAN: the upper */
+    double forecast_model_rate; /**< the model's upper plan when forecast_rate is the learned
+                                     one (forecast_result.upper_model): a scale-out asks for the
+                                     wider of the two; NAN, 0 or below forecast_rate: unused */
     bool forecast_trusted;    /**< enough evidence backs it (forecast_result.trusted) */
     bool forecast_seasonal;   /**< it has a season (else: level only, on short history) */
 };

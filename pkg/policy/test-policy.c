@@ -576,6 +576,55 @@ static void test_demand_margin(void **s)
     assert_int_equal(d.desired, 10);
 }
 
+/* With the learned plan the forecaster hands over two upper plans: the
+ * learned one (forecast_rate) holds, the model's (forecast_model_rate)
+ * bounds the likely peak and sizes a scale-out. llm7b, 8.42 req/s a
+ * replica (8.0 with the scale-in margin): a learned plan of 75 req/s and
+ * the model's of 120 on 15 ready replicas at 60 req/s scale in to 10 (the
+ * learned plan's size, not the model's 15); a likely peak of 100 (above the
+ * learned plan) scales out to 12 where the learned plan alone would hold; a
+ * load past the SLA's edge asks for the model's 15. Without
+ * forecast_model_rate (NAN, or below forecast_rate) the learned plan is the
+ * only one. */
+static void test_learned_plan_two_uppers(void **s)
+{
+    (void)s;
+    struct policy_config c;
+    llm7b_cfg(&c);
+    c.predictive = true;
+    c.min_replicas = 1;
+    struct policy_decision d;
+    struct policy_state st;
+    struct {
+        double rate, model, likely;
+        int cur, want;
+        enum policy_reason reason;
+    } rows[] = {
+        {60, 120, 70, 15, 10, POLICY_PREDICTIVE_SCALE_IN},
+        {60, 120, 100, 10, 12, POLICY_PREDICTIVE_SCALE_OUT},
+        {60, NAN, 100, 10, 10, POLICY_HOLD_WITHIN_BAND},
+        {60, 70, 100, 10, 10, POLICY_HOLD_WITHIN_BAND},
+        {95, 120, 70, 11, 15, POLICY_SLA_SCALE_OUT},
+        {95, NAN, 70, 11, 12, POLICY_SLA_SCALE_OUT},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(rows); i++) {
+        policy_state_init(&st);
+        struct policy_input in = steady(rows[i].rate, rows[i].cur);
+        in.have_forecast = in.forecast_trusted = in.forecast_seasonal = true;
+        in.forecast_rate = 75;
+        in.forecast_model_rate = rows[i].model;
+        in.forecast_likely = rows[i].likely;
+        policy_decide(&c, &st, &in, &d);
+        if (d.desired != rows[i].want || d.reason != rows[i].reason)
+            fail_msg("row %zu: got %d %s (%s)", i, d.desired, policy_reason_name(d.reason),
+                     d.explain);
+        /* an SLA scale-out the plan sized says so */
+        if (d.reason == POLICY_SLA_SCALE_OUT)
+            assert_true((strstr(d.explain, "the forecast peak 120 req/s") != NULL) ==
+                        (rows[i].want == 15));
+    }
+}
+
 /* A 3x step, 4 -> 12 req/s, on one pod of 10 req/s (0.2 s service time, 2
  * slots, so 5.44 req/s meets a p99 of 1 s), 20 s cold start, scale-out-after
  * 20 s, 5 s ticks, a 60 s rate window. The window average lags the step; the
@@ -1089,6 +1138,7 @@ int main(void)
         cmocka_unit_test(test_gpu_capacity),
         cmocka_unit_test(test_sla_sizing),
         cmocka_unit_test(test_demand_margin),
+        cmocka_unit_test(test_learned_plan_two_uppers),
         cmocka_unit_test(test_demand),
         cmocka_unit_test(test_drain_projected),
         cmocka_unit_test(test_step_first_write),

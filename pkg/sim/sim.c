@@ -280,6 +280,7 @@ static void decide_policy(struct pass *ps, int64_t s)
             in.have_forecast = true;
             in.forecast_rate = fr.upper;
             in.forecast_likely = fr.likely;
+            in.forecast_model_rate = fr.upper_model;
             in.forecast_trusted = fr.trusted;
             in.forecast_seasonal = fr.seasonal;
             ps->forecast_rps = fr.upper;

@@ -952,8 +952,12 @@ static void test_run_errors(void **st)
 /* A forecaster seeded with two days of a daily cycle, observed as the
  * replay observes (the last decision interval's rate, every interval), then
  * one hour of warm-up, replays the third day like two whole days of warm-up
- * do: seeding replaces the warm-up (pkg/plan relies on it), while one hour
- * without it does not. A seed that is not a forecaster state is refused. */
+ * do: seeding replaces the warm-up (pkg/plan relies on it). The seed carries
+ * the history (as many plans resolved as after two days, where one hour
+ * without it has a third of them) and the GPU-hours are within 1 %. (On this
+ * smooth cycle the learned plan, not in a seed, brings even the fresh one's
+ * GPU-hours close: 353.7 against 353.6.) A seed that is not a forecaster
+ * state is refused. */
 static void test_forecast_seed(void **st)
 {
     (void)st;
@@ -994,12 +998,15 @@ static void test_forecast_seed(void **st)
     c.forecast_seed_len = seedlen;
     assert_int_equal(sim_run(&c, &tr, NULL, &seeded, err, sizeof(err)), 0);
     double a = full->pol[0].gpu_hours, b = seeded->pol[0].gpu_hours;
-    double d_fresh = fabs(fresh->pol[0].gpu_hours - a);
     print_message("gpu-hours: 2-day warm-up %.1f, seeded %.1f, 1 h fresh %.1f; SLA min %lld %lld "
                   "%lld\n", a, b, fresh->pol[0].gpu_hours, (long long)full->pol[0].sla_intervals,
                   (long long)seeded->pol[0].sla_intervals, (long long)fresh->pol[0].sla_intervals);
+    print_message("plans resolved: full %lld, seeded %lld, fresh %lld\n",
+                  (long long)full->pol[0].plan_resolved, (long long)seeded->pol[0].plan_resolved,
+                  (long long)fresh->pol[0].plan_resolved);
     assert_true(fabs(b - a) <= 0.01 * a);
-    assert_true(fabs(b - a) < d_fresh);
+    assert_int_equal(seeded->pol[0].plan_resolved, full->pol[0].plan_resolved);
+    assert_true(fresh->pol[0].plan_resolved < full->pol[0].plan_resolved / 2);
     sim_result_free(full);
     sim_result_free(fresh);
     sim_result_free(seeded);
