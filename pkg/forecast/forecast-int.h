@@ -250,9 +250,11 @@ void fc_learn_close(struct forecast *f, int64_t o, int h, double m);
 
 /** The learned margin above the base p of a look-ahead of w buckets
  *  (interpolated as the error quantile is); false while either window
- *  length around w has no fit. */
+ *  length around w has no fit. With want, those two window lengths keep
+ *  rows and are fitted from now on (a look-ahead of 0, asked only to read
+ *  the forecaster's state, does not ask for them). */
 bool fc_learn_margin(const struct forecast *f, double w, int64_t last_closed, double p,
-                     double *margin);
+                     bool want, double *margin);
 
 /** Recompute the quantile cache for bucket b's phase. */
 void fc_plan_quantiles(struct forecast *f, int64_t b);

@@ -591,7 +591,7 @@ int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_m
     /* The learned plan, once both window lengths around the look-ahead have
      * a fit, is the upper one (learn.c). */
     double upper_model = upper, lm;
-    out->learned = fc_learn_margin(f, wq, last_closed, zmax, &lm);
+    out->learned = fc_learn_margin(f, wq, last_closed, zmax, horizon_ms > 0, &lm);
     if (out->learned)
         upper = exp(fc_plan_value(f, zmax + lm, 0, g)) - floor;
     /* a state at its bounds (a trend of FC_STATE_MAX) can put the point

@@ -209,8 +209,7 @@ void fc_learn_close(struct forecast *f, int64_t o, int h, double m)
         f->learn_n[h]++;
     if (f->learn_since[h] < UINT16_MAX)
         f->learn_since[h]++;
-    if (f->learn_want[h] && f->learn_n[h] >= FC_LEARN_MIN &&
-        (!f->learn_ok[h] || f->learn_since[h] >= FC_LEARN_REFIT)) {
+    if (f->learn_n[h] >= FC_LEARN_MIN && (!f->learn_ok[h] || f->learn_since[h] >= FC_LEARN_REFIT)) {
         double beta[FC_LEARN_NX];
         for (int k = 0; k < FC_LEARN_NX; k++)
             beta[k] = f->learn_beta[h][k];
@@ -227,7 +226,7 @@ void fc_learn_close(struct forecast *f, int64_t o, int h, double m)
 }
 
 bool fc_learn_margin(const struct forecast *f, double w, int64_t last_closed, double p,
-                     double *margin)
+                     bool want, double *margin)
 {
     if (!(w >= 1))
         w = 1;
@@ -239,7 +238,8 @@ bool fc_learn_margin(const struct forecast *f, double w, int64_t last_closed, do
     int bin = fc_phase_bin(f, last_closed + 1);
     double v[2];
     int hs[2] = {lo, hi};
-    f->learn_want[lo] = f->learn_want[hi] = 1; /* fit these from now on */
+    if (want) /* keep rows of these and fit them from now on */
+        f->learn_want[lo] = f->learn_want[hi] = 1;
     for (int i = 0; i < 2; i++) {
         double x[FC_LEARN_NX];
         int h = hs[i];

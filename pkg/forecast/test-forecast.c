@@ -823,6 +823,8 @@ static void test_bounded_memory(void **state)
         struct forecast_result fr;
         if (i % 60 == 3) /* a look-ahead of 195 s, asked now and then */
             assert_int_equal(forecast_predict(f, T0 + i * MIN_MS, 195000, &fr), 0);
+        if (i % 60 == 5) /* reading the state (no look-ahead) asks for no rows */
+            assert_int_equal(forecast_predict(f, T0 + i * MIN_MS, 0, &fr), 0);
         if (i < 2 * DAY_MIN) {
             size_t mem = forecast_memory(f), b = (size_t)i; /* i buckets closed */
             size_t room = b + (b / 2 > 64 ? b / 2 : 64);
