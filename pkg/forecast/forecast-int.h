@@ -190,6 +190,9 @@ static inline size_t fc_bitmap_len(int64_t n)
 }
 
 /** Push residual e (log space) into a store of FC_RES_PER_BIN. */
+/** A log-space value as int16 in units of 1/FC_RES_SCALE, saturated at
+ *  +-INT16_MAX (the residual stores and the learned plan's rows). */
+int16_t fc_res_encode(double e);
 void fc_res_push(int16_t *ring, uint8_t *pos, uint8_t *len, double e);
 
 /** Window length in buckets of horizon index h (1, 2, 4, 8, 16). */

@@ -36,12 +36,6 @@
 
 #include "util/util.h"
 
-static int16_t enc(double v)
-{
-    double k = round(v * FC_RES_SCALE);
-    return k > INT16_MAX ? INT16_MAX : k < -INT16_MAX ? -INT16_MAX : (int16_t)k;
-}
-
 static double dec(int16_t v)
 {
     return v / FC_RES_SCALE;
@@ -202,8 +196,8 @@ void fc_learn_close(struct forecast *f, int64_t o, int h, double m)
         f->learn_rows[h] = xcalloc((size_t)FC_LEARN_ROWS * FC_LEARN_NX, sizeof(int16_t));
     int16_t *row = f->learn_rows[h] + (size_t)f->learn_pos[h] * FC_LEARN_NX;
     for (int k = 0; k < FC_LEARN_NX - 1; k++)
-        row[k] = enc(x[k]);
-    row[FC_LEARN_NX - 1] = enc(m - p);
+        row[k] = fc_res_encode(x[k]);
+    row[FC_LEARN_NX - 1] = fc_res_encode(m - p);
     f->learn_pos[h] = (uint16_t)((f->learn_pos[h] + 1) % FC_LEARN_ROWS);
     if (f->learn_n[h] < FC_LEARN_ROWS)
         f->learn_n[h]++;

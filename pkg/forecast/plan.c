@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int16_t res_encode(double e)
+int16_t fc_res_encode(double e)
 {
     double v = round(e * FC_RES_SCALE);
     if (v > INT16_MAX)
@@ -50,7 +50,7 @@ static int16_t res_encode(double e)
 
 void fc_res_push(int16_t *ring, uint8_t *pos, uint8_t *len, double e)
 {
-    ring[*pos] = res_encode(e);
+    ring[*pos] = fc_res_encode(e);
     *pos = (uint8_t)((*pos + 1) % FC_RES_PER_BIN);
     if (*len < FC_RES_PER_BIN)
         (*len)++;
