@@ -666,7 +666,11 @@ class ClosedLoop(unittest.TestCase):
         backlog's growth) needs more. At a base of 5 that was 1.5 requests of backlog growth
         in 3 s: on a loaded 2-core machine a fake pod starved of CPU for a moment built that
         much, and gpuscaler scaled before the ramp (demand 7.98 req/s, one run of four beside
-        two busy loops). At 4 it takes 4.5 (three runs beside two busy loops passed)."""
+        two busy loops). At 4 it takes 4.5 (three runs beside two busy loops passed). The base
+        load's Poisson arrivals still put about 7 in one second, 3 s after it began, while the
+        rate window held idle time (3 req/s): a full CI run scaled on that once in four. The
+        last tick's rate now counts only past 3 standard errors of the count's square root
+        over the span its scrapes cover (1 s, not the 1.25 s looked back): 10.5 req/s there."""
         name, base, peak, base_s = "ramp", 4.0, 3 * POD_RPS, 6.0
         # with the p99 target, capacity-per-gpu is the pod's saturation throughput and the
         # queueing model sizes the replicas (need_sla)

@@ -261,7 +261,9 @@ struct ctl_obs {
                                    completions + growth of running + waiting requests
                                    (x request_size) */
     double recent_rps;        /**< the same over the newest scrapes; NAN unknown */
-    int64_t recent_ms;        /**< the span recent_rps counts over */
+    int64_t recent_ms;        /**< the span recent_rps counts over: its backlog growth's */
+    int64_t recent_span_ms;   /**< ... and its completions' (the pods' samples, at most
+                                   recent_ms): the span of its Poisson noise */
     double service_ms;        /**< service time learned by Little's law, <= 0 unknown */
     double completions;       /**< completions in the demand unit (requests/s, or weighted
                                    tokens/s); NAN when !m.valid */

@@ -209,6 +209,11 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     o->recent_ms = 2 * c->cfg->scrape.interval_ms + c->cfg->scrape.interval_ms / 2;
     if (o->recent_ms < c->cfg->decision_interval_ms)
         o->recent_ms = c->cfg->decision_interval_ms;
+    /* two intervals of 500 ms between samples count over about 1 s, not the
+     * 1.25 s looked back: the Poisson noise is the shorter span's */
+    o->recent_span_ms = r->recent_span_ms > 0 && r->recent_span_ms < o->recent_ms
+                            ? r->recent_span_ms
+                            : o->recent_ms;
     if (!r->valid || (r->inflight < 0 && r->queued < 0))
         return;
     double bl = (r->inflight > 0 ? r->inflight : 0) + (r->queued > 0 ? r->queued : 0);

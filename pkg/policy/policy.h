@@ -152,7 +152,8 @@ int64_t policy_horizon_ms(const struct policy_config *cfg, int64_t learned_cold_
 #define POLICY_SCALE_IN_MARGIN 0.05
 
 /** The last tick's arrival rate replaces the window's only when it is this
- *  many Poisson standard errors above it (policy_demand()). */
+ *  many Poisson standard errors above it, in the square root of the count
+ *  (policy_demand()). */
 #define POLICY_RECENT_SIGMAS 3.0
 
 /** Per-workload memory of the policy: the rules' clocks and the cached SLA
@@ -282,8 +283,10 @@ struct policy_demand {
  * Demand from an observation: in->request_rate and in->recent_rate (the
  * fresher wins when it is higher than the window's by more than
  * POLICY_RECENT_SIGMAS standard errors of a Poisson count at the window's
- * rate over recent_window_ms, so a step is sized at once but one noisy
- * second is not, and a dip is not trusted before the window sees it), plus
+ * rate over recent_window_ms, the span its samples cover, measured in the
+ * count's square root (whose standard error is 1/2 at any mean), so a step
+ * is sized at once but one noisy second is not, and a dip is not trusted
+ * before the window sees it), plus
  * the rate that drains, within horizon_ms, the queue as it will be when new
  * capacity serves, lead_ms from now (the cold start; while replicas asked
  * for are starting, what remains of the newest ask's): in->queue_depth, less what the

@@ -152,13 +152,21 @@ void policy_demand(const struct policy_input *in, int64_t horizon_ms, int64_t le
     memset(out, 0, sizeof(*out));
     double w = isfinite(in->request_rate) && in->request_rate > 0 ? in->request_rate : 0;
     double r = isfinite(in->recent_rate) && in->recent_rate > 0 ? in->recent_rate : 0;
-    /* Arrivals are a Poisson count: over t seconds at rate w, the rate
-     * measured has a standard error of sqrt(w / t). A step of 3x at 6 req/s
-     * over 5 s is 11 of them; the noise of a steady load is rarely 3. */
-    double noise = 0;
-    if (in->recent_window_ms > 0)
-        noise = POLICY_RECENT_SIGMAS * sqrt(w / ((double)in->recent_window_ms / 1000.0));
-    out->rising = r > w + noise;
+    /* Arrivals are a Poisson count, and the square root of a Poisson count
+     * has a standard error of 1/2 whatever its mean: over t seconds the last
+     * tick's count r t is past the window's rate w by POLICY_RECENT_SIGMAS
+     * when sqrt(r t) > sqrt(w t) + POLICY_RECENT_SIGMAS / 2. With many
+     * arrivals that is w + 3 sqrt(w / t), the normal approximation (a step
+     * of 3x at 6 req/s over 5 s is 8 of them); with few it asks for 2.25
+     * more arrivals than that, where the normal approximation's tail is too
+     * thin: 10 arrivals in 1.25 s at 3 req/s come once in 190 windows, not
+     * once in 740 as 3 standard errors would (docs/policy.md, "Demand"). */
+    out->rising = r > w;
+    if (in->recent_window_ms > 0) {
+        double t = (double)in->recent_window_ms / 1000.0;
+        double edge = sqrt(w * t) + POLICY_RECENT_SIGMAS / 2;
+        out->rising = r * t > edge * edge;
+    }
     out->arrival_rps = out->rising ? r : w;
     /* the queue counts requests: in the demand unit it is request_size each */
     double q = isfinite(in->queue_depth) && in->queue_depth > 0

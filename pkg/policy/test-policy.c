@@ -625,6 +625,50 @@ static void test_learned_plan_two_uppers(void **s)
     }
 }
 
+/* Closed-loop scenario 1's base load on one pod (2 slots, 0.2 s: 5.5 req/s
+ * meet a p99 of 1 s), 1 s ticks counting the last 1.25 s: 3 s after the load
+ * began the window still holds idle time (3 req/s), and a cluster of Poisson
+ * arrivals shows 8 req/s for one tick: 10 arrivals where 3.75 were expected,
+ * once in 190 windows, not a step. 12 req/s (15 arrivals) is one. */
+static void test_one_tick_cluster_is_not_a_step(void **s)
+{
+    (void)s;
+    struct policy_config c;
+    base_cfg(&c);
+    c.predictive = false;
+    c.scale_out_after_ms = 3000;
+    c.decision_interval_ms = 1000;
+    c.cold_start_ms = 3000;
+    c.p99_latency_target_ms = 1000;
+    c.service_time_ms = 200;
+    c.max_replicas = 8;
+    struct policy_state st;
+    policy_state_init(&st);
+    struct policy_decision d = {0};
+    static const struct {
+        double window, recent;
+        int want;
+    } ticks[] = {
+        {2, 3, 1},   /* the load begins */
+        {3, 8, 1},   /* one tick's cluster */
+        {3.5, 4, 1}, /* gone */
+        {4, 12, 3},  /* a step, sized at 12 */
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(ticks); i++) {
+        struct policy_input in = {.now_ms = S(10 + (int)i), .current_replicas = 1,
+                                  .ready_replicas = 1, .gpus_per_replica = 1,
+                                  .metrics_valid = true, .metrics_time_ms = S(10 + (int)i),
+                                  .request_rate = ticks[i].window,
+                                  .recent_rate = ticks[i].recent, .recent_window_ms = 1250,
+                                  .p99_latency_ms = -1, .queue_depth = 0};
+        policy_decide(&c, &st, &in, &d);
+        if (d.desired != ticks[i].want)
+            fail_msg("tick %zu: %d replicas (%s)", i, d.desired, d.explain);
+    }
+    assert_int_equal(d.reason, POLICY_SLA_SCALE_OUT);
+    assert_non_null(strstr(d.explain, "demand 12 req/s"));
+}
+
 /* A 3x step, 4 -> 12 req/s, on one pod of 10 req/s (0.2 s service time, 2
  * slots, so 5.44 req/s meets a p99 of 1 s), 20 s cold start, scale-out-after
  * 20 s, 5 s ticks, a 60 s rate window. The window average lags the step; the
@@ -682,11 +726,26 @@ static void test_demand(void **s)
     policy_demand(&in, 60000, 0, 10, &d);
     assert_false(d.rising);
     assert_true(fabs(d.arrival_rps - 6) < 1e-9);
-    /* a 3x step is not */
+    /* a 3x step is not: 6.9 standard errors, sized at once */
     in.recent_rate = 18;
     policy_demand(&in, 60000, 0, 10, &d);
     assert_true(d.rising);
     assert_true(fabs(d.arrival_rps - 18) < 1e-9);
+    /* few arrivals: 8 req/s over 1.25 s against 3 is 3.2 standard errors of
+     * a normal count but 2.4 of the square root's (a cluster of 10 arrivals
+     * where 3.75 are expected comes once in 190 windows); 10 req/s is 3.4 */
+    in.request_rate = 3;
+    in.recent_window_ms = 1250;
+    in.recent_rate = 8;
+    policy_demand(&in, 60000, 0, 10, &d);
+    assert_false(d.rising);
+    assert_true(fabs(d.arrival_rps - 3) < 1e-9);
+    in.recent_rate = 10;
+    policy_demand(&in, 60000, 0, 10, &d);
+    assert_true(d.rising);
+    assert_true(fabs(d.arrival_rps - 10) < 1e-9);
+    in.request_rate = 6;
+    in.recent_window_ms = 2000;
     /* over a longer span the same excess is significant: 9 vs 6 over 30 s */
     in.recent_rate = 9;
     in.recent_window_ms = 30000;
@@ -1140,6 +1199,7 @@ int main(void)
         cmocka_unit_test(test_demand_margin),
         cmocka_unit_test(test_learned_plan_two_uppers),
         cmocka_unit_test(test_demand),
+        cmocka_unit_test(test_one_tick_cluster_is_not_a_step),
         cmocka_unit_test(test_drain_projected),
         cmocka_unit_test(test_step_first_write),
         cmocka_unit_test(test_explanations_agree),

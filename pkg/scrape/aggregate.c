@@ -76,6 +76,7 @@ double scrape_latency_unit_ms(const char *metric)
 struct acc {
     double *incs;
     double recent;
+    int64_t recent_span; /* the shortest span of the recent increases */
     bool recent_ok;
 };
 
@@ -83,6 +84,7 @@ static void acc_init(struct acc *a, size_t n)
 {
     a->incs = xcalloc(n ? n : 1, sizeof(double));
     a->recent = 0;
+    a->recent_span = INT64_MAX;
     a->recent_ok = true;
 }
 
@@ -98,9 +100,11 @@ static bool acc_add(struct acc *a, size_t k, const struct scrape_ring *c, int64_
     a->incs[k] = inc;
     if (span)
         *span = sp;
-    if (scrape_ring_increase(c, now_ms, recent_ms, &rinc, &rsp) == 0 && rsp > 0)
+    if (scrape_ring_increase(c, now_ms, recent_ms, &rinc, &rsp) == 0 && rsp > 0) {
         a->recent += rinc / ((double)rsp / 1000.0);
-    else
+        if (rsp < a->recent_span)
+            a->recent_span = rsp;
+    } else
         a->recent_ok = false;
     return true;
 }
@@ -256,6 +260,7 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
         out->valid = true;
         out->request_rate = window_rate(req.incs, spans, ages, ncounted, span, interval_ms);
         out->recent_rate = req.recent_ok ? req.recent : NAN;
+        out->recent_span_ms = req.recent_ok && req.recent_span != INT64_MAX ? req.recent_span : 0;
         if (tokens) {
             out->generation_token_rate =
                 window_rate(gen.incs, spans, ages, ncounted, span, interval_ms);

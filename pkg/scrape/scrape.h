@@ -88,6 +88,9 @@ struct scrape_result {
     double request_rate;    /**< req/s summed over the counted pods; NAN when !valid */
     double recent_rate;     /**< the same over the newest two scrape intervals only (what a
                                  step looks like before the window sees it); NAN unknown */
+    int64_t recent_span_ms; /**< the shortest span a counted pod's recent rate counts over
+                                 (the sample times', not the nominal two intervals'); 0
+                                 unknown */
     double inflight;        /**< running requests, < 0 unknown */
     double busy;            /**< requests in service averaged over the rate window (the
                                  busy-time counter's rate), < 0 unknown: no busy metric, or

@@ -183,6 +183,17 @@ static void test_recent_rate(void **state)
     assert_true(r.valid);
     assert_true(fabs(r.recent_rate - 60) < 1e-9);
     assert_true(r.request_rate > 20 && r.request_rate < 30);
+    /* it counts between the samples two intervals apart, not over the 2.5
+     * intervals looked back */
+    assert_int_equal(r.recent_span_ms, 2 * IV);
+    /* half an interval later, with one pod scraped again: the other's
+     * samples within 2.5 intervals are one interval apart, and the shortest
+     * span is the noise's */
+    v[1] += 30 * IV / 2000.0;
+    add(&st[1], NOW + IV / 2, v[1]);
+    scrape_aggregate(ap, 2, NULL, &spec, NOW + IV / 2, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_int_equal(r.recent_span_ms, IV);
 
     /* a pod with one sample in the recent span: unknown */
     scrape_podstate_free(&st[1], NULL);
@@ -193,6 +204,7 @@ static void test_recent_rate(void **state)
     scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
     assert_true(r.valid);
     assert_true(isnan(r.recent_rate));
+    assert_int_equal(r.recent_span_ms, 0);
     for (int p = 0; p < 2; p++)
         scrape_podstate_free(&st[p], NULL);
 }
