@@ -112,7 +112,8 @@ struct forecast {
     uint8_t res_len[FC_PHASES][FC_HORIZONS];
     uint8_t res_pos[FC_PHASES][FC_HORIZONS];
     float binmax[FC_PHASES];             /* highest peak of each phase bin's last visit */
-    /* The learned plan (learn.c); not checkpointed. */
+    /* The learned plan (learn.c); its rows are not checkpointed, its fits
+     * and shifts are. */
     float learn_x[FC_RING][FC_HORIZONS][FC_LEARN_NX - 1]; /* features at the start; NAN = none */
     float planned_l[FC_RING][FC_HORIZONS];  /* the learned plan made then; NAN = none */
     int16_t *learn_rows[FC_HORIZONS];       /* FC_LEARN_ROWS x (features, target), or NULL */
@@ -120,6 +121,8 @@ struct forecast {
     uint16_t learn_pos[FC_HORIZONS];
     uint16_t learn_since[FC_HORIZONS];      /* rows since the last fit */
     bool learn_ok[FC_HORIZONS];             /* learn_beta holds a fit */
+    uint16_t learn_fit_n[FC_HORIZONS];      /* rows that fit used: a restored fit is not
+                                               refitted on fewer new rows than that */
     float learn_beta[FC_HORIZONS][FC_LEARN_NX];
     float learn_shift[FC_PHASES][FC_HORIZONS]; /* adaptive shift per phase bin (log) */
     uint8_t *learn_want; /* FC_HORIZONS flags: a look-ahead asked for this window length

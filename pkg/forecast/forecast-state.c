@@ -3,12 +3,12 @@
  * forecaster is checkpointed as (it is stored in a Kubernetes ConfigMap, so
  * deserialisation treats it as outside input).
  *
- * Layout, version 4 (integers little-endian; doubles and floats as their
+ * Layout, version 5 (integers little-endian; doubles and floats as their
  * IEEE-754 bit patterns, little-endian; NaN only as the quiet NaN 0x7fc00000):
  *
  *   off size  field
  *     0    4  magic "GSFC"
- *     4    2  version (4)
+ *     4    2  version (5)
  *     6    1  kind: 0 warm-up (Holt), 1 Holt-Winters
  *     7    1  reserved, 0
  *     8    8  bucket_ms (i64)          must equal the config's
@@ -40,25 +40,32 @@
  *             16 x 5 f32 the model's plans, 16 x 5 f32 the recent peaks'
  *             plans (NaN = none), 5 x (f32 model loss, f32 recent loss, f32
  *             recent miss rate, u16 plans scored; all 0 before the first),
- *             then for each of 24 phase bins and 5 window lengths: u8 count
+ *             5 x (u16 rows the learned plan's fit used, 0 = none, else
+ *             FC_LEARN_MIN..FC_LEARN_ROWS; 5 x f32 its coefficients, all +0
+ *             without a fit), 24 x 5 f32 the learned plan's shifts (phase
+ *             bin, then window length; within +-FC_LEARN_SHIFT_MAX),
+ *             16 x 5 f32 the learned plans made (NaN = none), then for each of 24 phase bins and 5 window lengths: u8 count
  *             and count x i16 residuals, oldest first; then for each of the 5
  *             window lengths the growth store, in the same form; then for
  *             each of the 5 window lengths u8 count and count x f32 realised
  *             window peaks (log), oldest first
  *   end-4  4  CRC-32 (IEEE 802.3, as zlib's crc32) of all preceding bytes
  *
- * Version 3 (the previous release's) has neither the two kinds' plans and
- * losses nor the window peaks: it is read with those empty (the model plans
- * until the recent peaks have their evidence again, about 30 buckets).
- * Version 2 (the one before) also has kind 0's buffered values as f32 logs
- * within +-1e4: each is taken to the nearest step. Both are written back as
- * version 4. Version 1 states (relative residuals of an older
+ * Version 4 (the previous release's) has no learned plan: it is read with
+ * none (the two plans serve until it is fitted, about 3.3 hours). Version 3
+ * (the one before) has neither the two kinds' plans and losses nor the
+ * window peaks either: it is read with those empty (the model plans until
+ * the recent peaks have their evidence again, about 30 buckets). Version 2
+ * also has kind 0's buffered values as f32 logs within +-1e4: each is taken
+ * to the nearest step. All are written back as version 5. Version 1 states (relative residuals of an older
  * release) are refused with a message; the controller then starts the
  * forecaster afresh. The smoothing factors and the quantile are not stored:
  * they come from the config passed to forecast_deserialize(), so they may be
- * retuned across a restart. Every accepted version 4 input is canonical:
+ * retuned across a restart. Every accepted version 5 input is canonical:
  * serialising the result gives back the same bytes (the fuzz target checks
- * this). */
+ * this). The learned plan's rows are not stored (1,440 a window length would
+ * quadruple a state); its fits are, and are refitted once as many new rows
+ * are kept (learn.c). */
 #include "forecast-int.h"
 
 #include <errno.h>
@@ -72,8 +79,10 @@
 #include "util/util.h"
 
 #define STATE_MAGIC "GSFC"
-#define STATE_VERSION 4
-/* the previous release's: no recent window peaks or quantile losses */
+#define STATE_VERSION 5
+/* the previous release's: no learned plan */
+#define STATE_VERSION_NO_LEARNED 4
+/* the one before: no recent window peaks or quantile losses either */
 #define STATE_VERSION_NO_RECENT 3
 /* the one before: f32 buffered values as well */
 #define STATE_VERSION_F32 2
@@ -126,13 +135,20 @@ static size_t model_len(enum fc_kind kind, int64_t seen, int64_t m, unsigned ver
 }
 
 /* The plan rings, bins and coverage counters: fixed size; version 4 adds the
- * two kinds' plans and their losses. */
+ * two kinds' plans and their losses, version 5 the learned plan's fits and
+ * shifts. */
 #define PLAN_FIXED_V3                                                                        \
     ((size_t)FC_RING * 12 + (size_t)FC_RING * FC_HORIZONS * 8 + (size_t)FC_PHASES * 4 +      \
      (size_t)FC_HORIZONS * 20)
+#define LEARN_FIXED                                                                          \
+    ((size_t)FC_HORIZONS * (2 + FC_LEARN_NX * 4) + (size_t)FC_PHASES * FC_HORIZONS * 4 +      \
+     (size_t)FC_RING * FC_HORIZONS * 4)
 #define PLAN_FIXED_LEN(version)                                                              \
     (PLAN_FIXED_V3 +                                                                         \
-     ((version) >= STATE_VERSION ? (size_t)FC_RING * FC_HORIZONS * 8 + FC_HORIZONS * 14 : 0))
+     ((version) >= STATE_VERSION_NO_LEARNED                                                  \
+          ? (size_t)FC_RING * FC_HORIZONS * 8 + FC_HORIZONS * 14                             \
+          : 0) +                                                                             \
+     ((version) >= STATE_VERSION ? LEARN_FIXED : 0))
 
 /* Counted stores after the fixed part: one per (phase bin, window) and one
  * growth store per window. */
@@ -230,6 +246,17 @@ void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen)
         p = put_f32(p, f->loss_n[h] ? f->miss_r[h] : 0.0f);
         p = put_u(p, f->loss_n[h], 2);
     }
+    for (int h = 0; h < FC_HORIZONS; h++) {
+        p = put_u(p, f->learn_ok[h] ? f->learn_fit_n[h] : 0, 2);
+        for (int k = 0; k < FC_LEARN_NX; k++)
+            p = put_f32(p, f->learn_ok[h] ? f->learn_beta[h][k] : 0.0f);
+    }
+    for (int b = 0; b < FC_PHASES; b++)
+        for (int h = 0; h < FC_HORIZONS; h++)
+            p = put_f32(p, f->learn_shift[b][h]);
+    for (int i = 0; i < FC_RING; i++)
+        for (int h = 0; h < FC_HORIZONS; h++)
+            p = put_f32(p, f->planned_l[i][h]);
     for (int b = 0; b < FC_PHASES; b++)
         for (int h = 0; h < FC_HORIZONS; h++)
             p = put_store(p, f->res[b][h], f->res_len[b][h], f->res_pos[b][h]);
@@ -316,11 +343,11 @@ static int check_header(const struct forecast_config *cfg, const uint8_t *buf, s
         return -EINVAL;
     }
     uint64_t version = get_u(buf + 4, 2);
-    if (version != STATE_VERSION && version != STATE_VERSION_NO_RECENT &&
-        version != STATE_VERSION_F32) {
+    if (version != STATE_VERSION && version != STATE_VERSION_NO_LEARNED &&
+        version != STATE_VERSION_NO_RECENT && version != STATE_VERSION_F32) {
         set_err(err, errlen,
-                "unsupported state version %" PRIu64 " (want %d, %d or %d%s)", version,
-                STATE_VERSION, STATE_VERSION_NO_RECENT, STATE_VERSION_F32,
+                "unsupported state version %" PRIu64 " (want %d, %d, %d or %d%s)", version,
+                STATE_VERSION, STATE_VERSION_NO_LEARNED, STATE_VERSION_NO_RECENT, STATE_VERSION_F32,
                 version == 1 ? "; version 1 is an older release's: the forecaster starts afresh"
                              : "");
         return -EINVAL;
@@ -339,6 +366,45 @@ static int check_header(const struct forecast_config *cfg, const uint8_t *buf, s
                 bucket_ms, season_ms, floor_, cfg->bucket_ms, cfg->season_ms, cfg->rate_floor);
         return -EINVAL;
     }
+    return 0;
+}
+
+/* The learned plan's fits and shifts (version 5); 0 or -EINVAL with err
+ * set. A fit has FC_LEARN_MIN..FC_LEARN_ROWS rows; without one (0 rows) its
+ * coefficients are +0, so every accepted state is canonical. */
+static int read_learned(struct forecast *f, const uint8_t **pp, char *err, size_t errlen)
+{
+    const uint8_t *p = *pp;
+    for (int h = 0; h < FC_HORIZONS; h++) {
+        uint16_t n = (uint16_t)get_u(p, 2);
+        p += 2;
+        bool ok = n == 0 || (n >= FC_LEARN_MIN && n <= FC_LEARN_ROWS);
+        for (int k = 0; k < FC_LEARN_NX; k++, p += 4) {
+            float v;
+            ok &= get_f32(p, FC_STATE_MAX, false, false, &v) &&
+                  (n > 0 || (v == 0 && !signbit(v)));
+            f->learn_beta[h][k] = n > 0 ? v : 0.0f;
+        }
+        if (!ok) {
+            set_err(err, errlen, "learned plan fit out of range");
+            return -EINVAL;
+        }
+        f->learn_ok[h] = n > 0;
+        f->learn_fit_n[h] = n;
+    }
+    for (int b = 0; b < FC_PHASES; b++)
+        for (int h = 0; h < FC_HORIZONS; h++, p += 4)
+            if (!get_f32(p, FC_LEARN_SHIFT_MAX, false, false, &f->learn_shift[b][h])) {
+                set_err(err, errlen, "learned plan shift out of range");
+                return -EINVAL;
+            }
+    for (int i = 0; i < FC_RING; i++)
+        for (int h = 0; h < FC_HORIZONS; h++, p += 4)
+            if (!get_f32(p, 2 * FC_STATE_MAX, true, false, &f->planned_l[i][h])) {
+                set_err(err, errlen, "learned plan ring value out of range");
+                return -EINVAL;
+            }
+    *pp = p;
     return 0;
 }
 
@@ -378,7 +444,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
     }
     /* The length the counts describe, walked before anything is trusted. */
     size_t want = HEADER_LEN + model_len(kind, seen, m, version) + PLAN_FIXED_LEN(version);
-    int stores = STORES + (version >= STATE_VERSION ? FC_HORIZONS : 0);
+    int stores = STORES + (version >= STATE_VERSION_NO_LEARNED ? FC_HORIZONS : 0);
     for (int i = 0; i < stores; i++) {
         if (want >= len - CRC_LEN) {
             want = SIZE_MAX;
@@ -511,7 +577,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
             goto fail;
         }
     }
-    if (version >= STATE_VERSION) {
+    if (version >= STATE_VERSION_NO_LEARNED) {
         for (int i = 0; i < FC_RING; i++)
             for (int h = 0; h < FC_HORIZONS; h++, p += 4)
                 ok &= get_f32(p, 2 * FC_STATE_MAX, true, false, &f->planned_m[i][h]);
@@ -543,6 +609,8 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
             for (int h = 0; h < FC_HORIZONS; h++)
                 f->planned_m[i][h] = f->planned_r[i][h] = NAN;
     }
+    if (version >= STATE_VERSION && read_learned(f, &p, err, errlen) != 0)
+        goto fail;
     const uint8_t *end = buf + len - CRC_LEN;
     for (int k = 0; k < STORES; k++) {
         bool growth = k >= FC_PHASES * FC_HORIZONS;
@@ -570,7 +638,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
             f->res_pos[b][h] = (uint8_t)(n % FC_RES_PER_BIN);
         }
     }
-    for (int h = 0; version >= STATE_VERSION && h < FC_HORIZONS; h++) {
+    for (int h = 0; version >= STATE_VERSION_NO_LEARNED && h < FC_HORIZONS; h++) {
         uint8_t n = *p++;
         if (n > FC_WPEAKS) {
             set_err(err, errlen, "window peak count %u out of range", n);

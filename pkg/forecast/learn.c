@@ -26,9 +26,11 @@
  * plan of that phase bin resolves (adaptive conformal inference per time of
  * day: a linear fit's misses gather at the day's ramps), and L is bounded as
  * every plan is (fc_plan_value). It is used once its window length has
- * FC_LEARN_MIN rows, about 3.3 hours of history. Nothing of it is
- * checkpointed: after a restart it learns again while the two plans serve.
- * docs/policy.md, section 2. */
+ * FC_LEARN_MIN rows, about 3.3 hours of history. The coefficients and the
+ * shifts are checkpointed, the rows are not (they would quadruple a
+ * checkpoint): a restored fit serves at once, and is refitted when as many
+ * new rows are kept as it was fitted on (learn_fit_n), not on the first few
+ * after the restart. docs/policy.md, section 2. */
 #include "forecast-int.h"
 
 #include <math.h>
@@ -149,8 +151,8 @@ bool fc_learn_fit(const int16_t *rows, int n, double tau, int iterations,
         }
         double nb[FC_LEARN_NX];
         ok = solve(a, r, nb);
-        for (int k = 0; ok && k < FC_LEARN_NX; k++)
-            ok = isfinite(nb[k]);
+        for (int k = 0; ok && k < FC_LEARN_NX; k++) /* a checkpoint holds it */
+            ok = isfinite(nb[k]) && fabs(nb[k]) <= FC_STATE_MAX;
         if (ok)
             memcpy(b, nb, sizeof(b));
     }
@@ -203,7 +205,8 @@ void fc_learn_close(struct forecast *f, int64_t o, int h, double m)
         f->learn_n[h]++;
     if (f->learn_since[h] < UINT16_MAX)
         f->learn_since[h]++;
-    if (f->learn_n[h] >= FC_LEARN_MIN && (!f->learn_ok[h] || f->learn_since[h] >= FC_LEARN_REFIT)) {
+    if (f->learn_n[h] >= FC_LEARN_MIN && f->learn_n[h] >= f->learn_fit_n[h] &&
+        (!f->learn_ok[h] || f->learn_since[h] >= FC_LEARN_REFIT)) {
         double beta[FC_LEARN_NX];
         for (int k = 0; k < FC_LEARN_NX; k++)
             beta[k] = f->learn_beta[h][k];
@@ -215,6 +218,7 @@ void fc_learn_close(struct forecast *f, int64_t o, int h, double m)
             for (int k = 0; k < FC_LEARN_NX; k++)
                 f->learn_beta[h][k] = (float)beta[k];
             f->learn_ok[h] = true;
+            f->learn_fit_n[h] = f->learn_n[h];
         }
     }
 }

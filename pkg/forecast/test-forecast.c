@@ -888,8 +888,9 @@ static void roundtrip_one(const struct forecast_config *cfg, struct forecast *f,
     uint8_t *buf;
     size_t len;
     forecast_serialize(f, &buf, &len);
+    print_message("checkpoint: %zu bytes (%.1f KB)\n", len, (double)len / 1024);
     assert_true(memcmp(buf, "GSFC", 4) == 0);
-    assert_int_equal(buf[4] | buf[5] << 8, 4);
+    assert_int_equal(buf[4] | buf[5] << 8, 5);
     uint32_t crc = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 |
                    (uint32_t)buf[len - 2] << 16 | (uint32_t)buf[len - 1] << 24;
     assert_int_equal(crc, test_crc32(buf, len - 4));
@@ -901,8 +902,9 @@ static void roundtrip_one(const struct forecast_config *cfg, struct forecast *f,
     /* restored with room for the buckets it holds, no more */
     assert_true(forecast_memory(g) <= forecast_memory(f));
     serialize_cmp(f, g);
-    /* identical predictions now and after identical further input */
-    bool learned = false;
+    /* identical predictions now and after identical further input: the
+     * learned plan's fits, shifts and plans made are checkpointed (its rows
+     * are not: they only feed the next refit) */
     for (int round = 0; round < 2; round++) {
         for (int64_t hz = 0; hz < 100; hz += 7) {
             struct forecast_result a, b;
@@ -911,15 +913,9 @@ static void roundtrip_one(const struct forecast_config *cfg, struct forecast *f,
             assert_int_equal(ra, rb);
             assert_int_equal(a.method, b.method);
             assert_int_equal(a.buckets_seen, b.buckets_seen);
-            /* the learned plan is not checkpointed: the restored forecaster
-             * plans with the model (or the recent peaks) until it has
-             * learned again; everything else is identical */
-            assert_false(b.learned);
+            assert_int_equal(a.learned, b.learned);
             assert_true(a.mean == b.mean && a.upper_model == b.upper_model);
-            assert_true(b.upper == b.upper_model);
-            if (!a.learned)
-                assert_true(a.upper == b.upper && a.likely == b.likely);
-            learned |= a.learned;
+            assert_true(a.upper == b.upper && a.likely == b.likely);
         }
         for (int i = 1; i <= 5; i++) {
             now_ms += step_ms;
@@ -928,11 +924,67 @@ static void roundtrip_one(const struct forecast_config *cfg, struct forecast *f,
             assert_int_equal(forecast_observe(g, now_ms, y), 0);
         }
     }
-    /* the coverage counts the plan used, the learned one where f has it */
-    if (!learned)
-        serialize_cmp(f, g);
+    serialize_cmp(f, g);
     forecast_free(g);
     xfree(buf);
+}
+
+/* A restored learned plan serves at once, and is refitted only once as many
+ * new rows are kept as its fit used (the rows are not checkpointed: a refit
+ * on the first 200 after a restart would replace a fit on 600). */
+static void test_learned_restored(void **state)
+{
+    (void)state;
+    struct forecast_config cfg;
+    forecast_config_init(&cfg);
+    cfg.rate_floor = 8;
+    const int64_t ahead = 3 * MIN_MS + MIN_MS / 4;
+    struct forecast *f = forecast_new(&cfg);
+    struct lcg g = {5};
+    int64_t i = 0;
+    struct forecast_result a, b;
+    for (; i < 600; i++) {
+        double y = daily_shape(i % DAY_MIN) * (1 + 0.1 * (2 * lcg_next(&g) - 1));
+        assert_int_equal(forecast_observe(f, T0 + i * MIN_MS, y), 0);
+        (void)forecast_predict(f, T0 + i * MIN_MS, ahead, &a);
+    }
+    assert_true(a.learned);
+    uint8_t *buf;
+    size_t len;
+    forecast_serialize(f, &buf, &len);
+    char err[160];
+    struct forecast *r = forecast_deserialize(&cfg, buf, len, err, sizeof(err));
+    if (!r)
+        fail_msg("deserialize: %s", err);
+    xfree(buf);
+    int h = -1;
+    for (int k = 0; k < FC_HORIZONS && h < 0; k++)
+        if (r->learn_ok[k])
+            h = k;
+    assert_true(h >= 0);
+    uint16_t fit_n = r->learn_fit_n[h];
+    assert_true(fit_n >= FC_LEARN_MIN && fit_n <= 600);
+    assert_int_equal(r->learn_n[h], 0);
+    float beta0 = r->learn_beta[h][0];
+    assert_int_equal(forecast_predict(r, T0 + (i - 1) * MIN_MS, ahead, &b), 0);
+    assert_true(b.learned);
+    assert_true(b.upper == a.upper);
+    forecast_free(f);
+    /* the old fit holds while fewer new rows than it used are kept */
+    int64_t refit_at = -1;
+    for (; i < 600 + 2 * (int64_t)fit_n && refit_at < 0; i++) {
+        double y = daily_shape(i % DAY_MIN) * (1 + 0.1 * (2 * lcg_next(&g) - 1));
+        assert_int_equal(forecast_observe(r, T0 + i * MIN_MS, y), 0);
+        assert_int_equal(forecast_predict(r, T0 + i * MIN_MS, ahead, &b), 0);
+        assert_true(b.learned);
+        if (r->learn_fit_n[h] != fit_n || r->learn_beta[h][0] != beta0)
+            refit_at = r->learn_n[h];
+    }
+    print_message("restored fit on %u rows; refitted at %lld new rows\n", fit_n,
+                  (long long)refit_at);
+    assert_int_equal(refit_at, fit_n);
+    assert_int_equal(r->learn_fit_n[h], fit_n);
+    forecast_free(r);
 }
 
 static void test_state_roundtrip(void **state)
@@ -959,9 +1011,16 @@ static void test_state_roundtrip(void **state)
 
     struct forecast_config def;
     forecast_config_init(&def);
-    f = forecast_new(&def); /* default config, full residual window */
-    for (int64_t i = 0; i < 3 * DAY_MIN; i++)
+    f = forecast_new(&def); /* default config, full residual window, learned plan */
+    for (int64_t i = 0; i < 3 * DAY_MIN; i++) {
+        struct forecast_result r;
         assert_int_equal(forecast_observe(f, T0 + i * MIN_MS, daily_shape(i % DAY_MIN)), 0);
+        (void)forecast_predict(f, T0 + i * MIN_MS, 3 * MIN_MS + MIN_MS / 4, &r);
+    }
+    struct forecast_result lr;
+    assert_int_equal(forecast_predict(f, T0 + (3 * DAY_MIN - 1) * MIN_MS, 3 * MIN_MS + MIN_MS / 4,
+                                      &lr), 0);
+    assert_true(lr.learned);
     roundtrip_one(&def, f, T0 + (3 * DAY_MIN - 1) * MIN_MS, MIN_MS);
     forecast_free(f);
 }
@@ -1010,10 +1069,14 @@ static void assert_same_plans(const struct forecast *a, const struct forecast *b
  * two kinds' plan rings (16 x 5 x 2 f32), five (loss, loss, miss rate, count)
  * and five empty stores. */
 #define V4_EXTRA_FIXED (16 * 5 * 8 + 5 * 14)
-#define V4_EXTRA (V4_EXTRA_FIXED + 5)
+/* ... and version 5, all zero bits without a learned plan: five fits (u16
+ * rows, 5 f32 coefficients), 24 x 5 f32 shifts; then 16 x 5 f32 learned
+ * plans made, the quiet NaN of none */
+#define V5_EXTRA_ZERO (5 * 22 + 24 * 5 * 4)
+#define V5_EXTRA_FIXED (V5_EXTRA_ZERO + 16 * 5 * 4)
 
-/* One previous version's seeds (prefix "v2-" or "v3-") restore, and are
- * written back as the current version. */
+/* One previous version's seeds (prefix "v2-", "v3-" or "v4-") restore, and
+ * are written back as the current version. */
 static void previous_version(const char *dir, const char *pre, int version)
 {
     char err[160], name[64];
@@ -1061,14 +1124,14 @@ static void previous_version(const char *dir, const char *pre, int version)
     uint8_t *out;
     size_t outlen;
     forecast_serialize(g, &out, &outlen);
-    assert_int_equal(out[4] | out[5] << 8, 4);
+    assert_int_equal(out[4] | out[5] << 8, 5);
     xfree(out);
     forecast_free(f);
     forecast_free(g);
     xfree(seed);
 
     /* the Holt-Winters seeds restore unchanged: the same bytes but the
-     * version, with version 4's fields empty */
+     * version, with the later versions' fields empty */
     static const struct {
         const char *name;
         int64_t bucket_ms, season_ms;
@@ -1084,15 +1147,21 @@ static void previous_version(const char *dir, const char *pre, int version)
         if (!g)
             fail_msg("%s: %s", name, err);
         forecast_serialize(g, &out, &outlen);
-        assert_int_equal(outlen, len - 1 + V4_EXTRA);
         /* header and season, plan rings, bins and coverage (112 + m x 4 +
-         * 1028 bytes), then the new fields, then the residual stores */
-        size_t fixed = 112 + (size_t)(c.season_ms / c.bucket_ms) * 4 + 1028;
+         * 1028 bytes), version 4's fixed fields, then the new fields, then
+         * the residual stores (and version 4's window peak stores) */
+        size_t fixed = 112 + (size_t)(c.season_ms / c.bucket_ms) * 4 + 1028 +
+                       (version >= 4 ? V4_EXTRA_FIXED : 0);
+        size_t added = (version < 4 ? V4_EXTRA_FIXED : 0) + V5_EXTRA_FIXED;
+        assert_int_equal(outlen, len - 1 + added + (version < 4 ? 5 : 0));
         assert_memory_equal(out + 6, seed + 7, fixed - 6);
+        const uint8_t *learned = out + fixed + added - V5_EXTRA_FIXED;
+        for (size_t k = 0; k < V5_EXTRA_ZERO; k++)
+            assert_int_equal(learned[k], 0);
         size_t stores = len - 1 - fixed - 4;
-        assert_memory_equal(out + fixed + V4_EXTRA_FIXED, seed + 1 + fixed, stores);
-        for (int h = 0; h < 5; h++)
-            assert_int_equal(out[fixed + V4_EXTRA_FIXED + stores + h], 0);
+        assert_memory_equal(out + fixed + added, seed + 1 + fixed, stores);
+        for (int h = 0; version < 4 && h < 5; h++)
+            assert_int_equal(out[fixed + added + stores + h], 0);
         xfree(out);
         forecast_free(g);
         xfree(seed);
@@ -1106,6 +1175,7 @@ static void test_state_previous_version(void **state)
         skip();
     previous_version(dir, "v2-", 2);
     previous_version(dir, "v3-", 3);
+    previous_version(dir, "v4-", 4);
 }
 
 static void test_state_rejected(void **state)
@@ -1145,7 +1215,7 @@ static void test_state_rejected(void **state)
     assert_null(forecast_deserialize(&cfg, b, len, err, sizeof(err)));
     assert_non_null(strstr(err, "magic"));
     memcpy(b, buf, len);
-    b[4] = 5;
+    b[4] = 6;
     fix_crc(b, len);
     assert_null(forecast_deserialize(&cfg, b, len, err, sizeof(err)));
     assert_non_null(strstr(err, "version"));
@@ -1185,11 +1255,14 @@ static void test_state_rejected(void **state)
      * rings), a residual count over the bin size (after the fixed plan
      * part), a negative sum */
     const size_t ring = 112 + 60 * 4, v3 = ring + 16 * 12 + 16 * 5 * 8 + 24 * 4 + 5 * 20;
-    const size_t losses = v3 + 16 * 5 * 8, store = v3 + V4_EXTRA_FIXED;
+    const size_t losses = v3 + 16 * 5 * 8, learn = v3 + V4_EXTRA_FIXED;
+    const size_t store = learn + V5_EXTRA_FIXED;
     static const struct {
         size_t off;
         double v;
-        int kind; /* 0 f64, 1 f32, 2 u8; 3, 4, 5: f32 at v3, losses, losses + 8 */
+        int kind; /* 0 f64, 1 f32, 2 u8; 3, 4, 5: f32 at v3, losses, losses + 8; 6 u16 at
+                     learn; 7, 8, 9: f32 at learn + 2 (a coefficient), its shifts, its
+                     plans made */
         const char *why;
     } poke[] = {
         {72, NAN, 0, "level"},
@@ -1203,6 +1276,12 @@ static void test_state_rejected(void **state)
         {1, 200, 2, "length"}, /* a count the rest of the bytes do not hold */
         {1, 49, 2, "length"},
         {56, -1.0, 0, "sum"},
+        {0, FC_LEARN_MIN - 1, 6, "learned plan fit"}, /* a fit on too few rows */
+        {0, FC_LEARN_ROWS + 1, 6, "learned plan fit"},
+        {0, 0.5, 7, "learned plan fit"},             /* a coefficient without a fit */
+        {0, -0.0, 7, "learned plan fit"},            /* not canonical */
+        {0, 2.5, 8, "learned plan shift"},
+        {0, NAN, 9, "learned plan ring"},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(poke); i++) {
         memcpy(b, buf, len);
@@ -1212,8 +1291,14 @@ static void test_state_rejected(void **state)
             off = ring;
         if (poke[i].kind == 2)
             off = store;
-        if (poke[i].kind >= 3) {
+        if (poke[i].kind >= 3 && poke[i].kind <= 5) {
             off = poke[i].kind == 3 ? v3 : poke[i].kind == 4 ? losses : losses + 8;
+            kind = 1;
+        }
+        if (poke[i].kind >= 7) {
+            off = poke[i].kind == 7   ? learn + 2
+                  : poke[i].kind == 8 ? learn + 5 * 22
+                                      : learn + V5_EXTRA_ZERO;
             kind = 1;
         }
         if (kind == 1) {
@@ -1225,6 +1310,9 @@ static void test_state_rejected(void **state)
             memcpy(b + off, &v, 4); /* little-endian host */
         } else if (kind == 2) {
             b[off] = (uint8_t)poke[i].v;
+        } else if (kind == 6) {
+            b[learn] = (uint8_t)((unsigned)poke[i].v & 0xff);
+            b[learn + 1] = (uint8_t)((unsigned)poke[i].v >> 8);
         } else {
             memcpy(b + off, &poke[i].v, 8);
         }
@@ -1355,6 +1443,21 @@ static int write_corpus(const char *dir)
     write_seed(dir, "warmup-default", 0x01, f);
     forecast_free(f);
 
+    /* half a day with a controller's look-ahead: the learned plan fitted */
+    f = forecast_new(&c0);
+    struct forecast_result r = {0};
+    for (int64_t i = 0; i < DAY_MIN / 2; i++) {
+        forecast_observe(f, T0 + i * MIN_MS, daily_shape(i) * (1 + 0.05 * (double)(i % 7)));
+        (void)forecast_predict(f, T0 + i * MIN_MS, 3 * MIN_MS + MIN_MS / 4, &r);
+    }
+    if (!r.learned) {
+        fprintf(stderr, "learned-default: no learned plan after half a day\n");
+        forecast_free(f);
+        return 1;
+    }
+    write_seed(dir, "learned-default", 0x00, f);
+    forecast_free(f);
+
     f = forecast_new(&c1);
     feed_small(f, 6007, 6047);
     feed_small(f, 6052, 6080);
@@ -1416,6 +1519,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_plan_never_runs_away),
         cmocka_unit_test(test_gap_warmup),        cmocka_unit_test(test_gap_seasonal),
         cmocka_unit_test(test_bounded_memory),    cmocka_unit_test(test_state_roundtrip),
+        cmocka_unit_test(test_learned_restored),
         cmocka_unit_test(test_state_rejected),    cmocka_unit_test(test_config_validation),
         cmocka_unit_test_prestate(test_state_previous_version, corpus),
     };
