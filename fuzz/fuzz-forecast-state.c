@@ -10,7 +10,7 @@
  * results with upper >= mean >= 0, and it must keep working after further
  * observations, and what it then becomes must serialise to a state that is
  * accepted in turn. The seed corpus (fuzz/corpus/forecast-state/) is written by
- * `test-forecast --write-corpus DIR`, whose config table matches this one;
+ * `test-forecast-state --write-corpus DIR`, whose config table matches this one;
  * its v2-*, v3-* and v4-* seeds were written so by the previous releases. */
 #include <errno.h>
 #include <math.h>

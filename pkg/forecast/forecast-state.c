@@ -44,8 +44,9 @@
  *             FC_LEARN_MIN..FC_LEARN_ROWS; 5 x f32 its coefficients, all +0
  *             without a fit), 24 x 5 f32 the learned plan's shifts (phase
  *             bin, then window length; within +-FC_LEARN_SHIFT_MAX),
- *             16 x 5 f32 the learned plans made (NaN = none), then for each of 24 phase bins and 5 window lengths: u8 count
- *             and count x i16 residuals, oldest first; then for each of the 5
+ *             16 x 5 f32 the learned plans made (NaN = none), then for
+ *             each of 24 phase bins and 5 window lengths: u8 count and
+ *             count x i16 residuals, oldest first; then for each of the 5
  *             window lengths the growth store, in the same form; then for
  *             each of the 5 window lengths u8 count and count x f32 realised
  *             window peaks (log), oldest first
@@ -57,11 +58,11 @@
  * window peaks either: it is read with those empty (the model plans until
  * the recent peaks have their evidence again, about 30 buckets). Version 2
  * also has kind 0's buffered values as f32 logs within +-1e4: each is taken
- * to the nearest step. All are written back as version 5. Version 1 states (relative residuals of an older
- * release) are refused with a message; the controller then starts the
- * forecaster afresh. The smoothing factors and the quantile are not stored:
- * they come from the config passed to forecast_deserialize(), so they may be
- * retuned across a restart. Every accepted version 5 input is canonical:
+ * to the nearest step. All are written back as version 5. Version 1 states
+ * (relative residuals of an older release) are refused with a message; the
+ * controller then starts the forecaster afresh. The smoothing factors and
+ * the quantile are not stored: they come from the config passed to
+ * forecast_deserialize(), so they may be retuned across a restart. Every accepted version 5 input is canonical:
  * serialising the result gives back the same bytes (the fuzz target checks
  * this). The learned plan's rows are not stored (1,440 a window length would
  * quadruple a state); its fits are, and are refitted once as many new rows

@@ -30,8 +30,9 @@
  * miss, (1 - q) (P - M) otherwise), in moving averages of weight
  * FC_LOSS_ALPHA (plain means of the first 1 / FC_LOSS_ALPHA), with the
  * recent plan's miss rate beside them; a window length plans from R_w while
- * its loss is the lower and its miss rate at most 1 - q (fc_plan_recent). The adaptive level moves on the hits of the
- * plan used, so the coverage of what is planned stays the one claimed. */
+ * its loss is the lower and its miss rate at most 1 - q (fc_plan_recent).
+ * The adaptive level moves on the hits of the plan used, so the coverage of
+ * what is planned stays the one claimed. */
 #include "forecast-int.h"
 
 #include <math.h>
