@@ -625,6 +625,19 @@ static void test_learned_plan_two_uppers(void **s)
     }
 }
 
+/* One pod of 2 slots and 0.2 s behind a p99 target of 1 s, without the
+ * forecast: ticks of tick_ms, a cold start and scale-out-after of lag_ms. */
+static void one_pod_sla_cfg(struct policy_config *c, int64_t tick_ms, int64_t lag_ms)
+{
+    base_cfg(c);
+    c->predictive = false;
+    c->scale_out_after_ms = lag_ms;
+    c->decision_interval_ms = tick_ms;
+    c->cold_start_ms = lag_ms;
+    c->p99_latency_target_ms = 1000;
+    c->service_time_ms = 200;
+}
+
 /* Closed-loop scenario 1's base load on one pod (2 slots, 0.2 s: 5.5 req/s
  * meet a p99 of 1 s), 1 s ticks counting the last 1.25 s: 3 s after the load
  * began the window still holds idle time (3 req/s), and a cluster of Poisson
@@ -634,13 +647,7 @@ static void test_one_tick_cluster_is_not_a_step(void **s)
 {
     (void)s;
     struct policy_config c;
-    base_cfg(&c);
-    c.predictive = false;
-    c.scale_out_after_ms = 3000;
-    c.decision_interval_ms = 1000;
-    c.cold_start_ms = 3000;
-    c.p99_latency_target_ms = 1000;
-    c.service_time_ms = 200;
+    one_pod_sla_cfg(&c, 1000, 3000);
     c.max_replicas = 8;
     struct policy_state st;
     policy_state_init(&st);
@@ -678,13 +685,7 @@ static void test_step_first_write(void **s)
 {
     (void)s;
     struct policy_config c;
-    base_cfg(&c);
-    c.predictive = false;
-    c.scale_out_after_ms = 20000;
-    c.decision_interval_ms = 5000;
-    c.cold_start_ms = 20000;
-    c.p99_latency_target_ms = 1000;
-    c.service_time_ms = 200;
+    one_pod_sla_cfg(&c, 5000, 20000);
     struct policy_state st;
     policy_state_init(&st);
     struct policy_decision d = {0};
