@@ -111,6 +111,11 @@ static void explain_words(const struct policy_tick *t, const struct policy_state
     case POLICY_SLA_SCALE_OUT: {
         int k = snprintf(e, n, "demand %.4g req/s needs %lld replicas (%s): %d -> %d",
                          t->dem.rate_rps, (long long)t->need_now, sz, t->cur, out->desired);
+        if (t->dem.ramp && k > 0 && (size_t)k < n) {
+            char c[32];
+            dur(cfg->cold_start_ms, c, sizeof(c));
+            k += snprintf(e + k, n - (size_t)k, "; arrivals are on a ramp, sized %s ahead", c);
+        }
         if (t->dem.drain_rps > 0 && k > 0 && (size_t)k < n)
             k += snprintf(e + k, n - (size_t)k,
                           "; %.4g req/s of it drains, at full capacity, within %s the %.0f "

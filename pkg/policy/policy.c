@@ -106,6 +106,7 @@ static void reset_clocks(struct policy_state *st)
 {
     st->above_since_ms = st->below_since_ms = st->latency_above_since_ms = POLICY_NEVER;
     st->floor_len = 0; /* floors measured before a gap say nothing */
+    st->trend_len = 0; /* nor do rates: a line across a gap is not a ramp */
 }
 
 static void observe(const struct policy_config *cfg, struct policy_state *st,
@@ -141,7 +142,10 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
         lead = st->last_scale_ms == POLICY_NEVER
                    ? 0
                    : UTIL_MAX((int64_t)0, UTIL_MIN(lead, st->last_scale_ms + lead - t->now));
-    policy_demand(in, policy_horizon_ms(cfg, 0), lead, t->cap * t->gpus, &t->dem);
+    /* The ramp is a look-ahead: followed only by the predictive policy. */
+    policy_trend_push(st, t->now, in->request_rate);
+    double ramp = cfg->predictive ? policy_trend(st, t->now, cfg->cold_start_ms) : 0;
+    policy_demand(in, ramp, policy_horizon_ms(cfg, 0), lead, t->cap * t->gpus, &t->dem);
     policy_sizing(cfg, st, in, &t->sz);
     /* The scale-in size: POLICY_SCALE_IN_MARGIN below the per-replica rate.
      * With a p99 target the demand is sized at it for scale-out too: the

@@ -12,8 +12,9 @@
  *   observe   the caller fills struct policy_input (rates, queue, replicas,
  *             the forecaster's plan);
  *   demand    policy_demand(): the arrival rate now (the fresher of the
- *             window and the last-tick rate) plus the rate that drains the
- *             queue within the look-ahead;
+ *             window and the last-tick rate; with predictive, a
+ *             significant ramp's rate a cold start ahead, policy_trend())
+ *             plus the rate that drains the queue within the look-ahead;
  *   forecast  pkg/forecast: the planned peak over the next cold start (the
  *             likely one and the upper one at forecast-quantile, with a
  *             measured coverage); used only once trusted;
@@ -156,6 +157,16 @@ int64_t policy_horizon_ms(const struct policy_config *cfg, int64_t learned_cold_
  *  (policy_demand()). */
 #define POLICY_RECENT_SIGMAS 3.0
 
+/** The ramp (policy_trend()): the measured rate of the last
+ *  POLICY_TREND_WINDOW_MS is kept in at most POLICY_TREND_SAMPLES samples;
+ *  its least-squares line counts as a ramp when its slope is more than
+ *  POLICY_TREND_SIGMAS standard errors above zero, and is followed a cold
+ *  start ahead by at most POLICY_TREND_MAX of the rate. */
+#define POLICY_TREND_WINDOW_MS (5 * 60 * 1000)
+#define POLICY_TREND_SAMPLES 32
+#define POLICY_TREND_SIGMAS 3.0
+#define POLICY_TREND_MAX 0.10
+
 /** Per-workload memory of the policy: the rules' clocks and the cached SLA
  *  utilisation. Zero-init is NOT valid. */
 struct policy_state {
@@ -167,6 +178,10 @@ struct policy_state {
     int32_t floor_hist[POLICY_FLOOR_TICKS];
     int64_t floor_t_ms[POLICY_FLOOR_TICKS];
     int32_t floor_pos, floor_len;
+    /* the measured rate of recent ticks, for the ramp (policy_trend()) */
+    double trend_rate[POLICY_TREND_SAMPLES];
+    int64_t trend_t_ms[POLICY_TREND_SAMPLES];
+    int32_t trend_pos, trend_len;
     /* cache of policy_sla_utilization() for these inputs */
     int32_t sla_servers;
     double sla_service_s, sla_target_s, sla_replica_rps, sla_util;
@@ -277,7 +292,23 @@ struct policy_demand {
     double rate_rps;     /**< arrival + drain: what the replicas must serve */
     double queue;        /**< requests queued when new capacity serves (0: none to drain) */
     bool rising;         /**< the last tick's rate is significantly above the window's */
+    bool ramp;           /**< arrival_rps is the ramp's rate a cold start ahead */
 };
+
+/** Keep the tick's measured rate for the ramp: at most one sample per
+ *  POLICY_TREND_WINDOW_MS / POLICY_TREND_SAMPLES; NaN and negative rates are
+ *  not kept. */
+void policy_trend_push(struct policy_state *st, int64_t now_ms, double rate);
+
+/**
+ * The ramp: the rate lead_ms from now on the least-squares line through the
+ * rates kept over the last POLICY_TREND_WINDOW_MS, when its slope is more
+ * than POLICY_TREND_SIGMAS standard errors above zero; no further ahead than
+ * the samples span, and at most POLICY_TREND_MAX above the line's rate now.
+ * 0 when the rate does not rise significantly or fewer than half a window
+ * (and 6 samples) are kept. Pure: reads st only.
+ */
+double policy_trend(const struct policy_state *st, int64_t now_ms, int64_t lead_ms);
 
 /**
  * Demand from an observation: in->request_rate and in->recent_rate (the
@@ -286,17 +317,18 @@ struct policy_demand {
  * rate over recent_window_ms, the span its samples cover, measured in the
  * count's square root (whose standard error is 1/2 at any mean), so a step
  * is sized at once but one noisy second is not, and a dip is not trusted
- * before the window sees it), plus
- * the rate that drains, within horizon_ms, the queue as it will be when new
- * capacity serves, lead_ms from now (the cold start; while replicas asked
- * for are starting, what remains of the newest ask's): in->queue_depth, less what the
- * ready replicas' headroom (ready x replica_rps, their saturated throughput,
- * less the arrivals) drains by then, or plus what piles up while the
- * arrivals exceed it. Unknown inputs count as 0; with no queue seen
- * (queue_depth 0, negative or NaN) there is no drain. horizon_ms > 0.
+ * before the window sees it), or ramp_rps (policy_trend(), 0 for none) where
+ * that is higher (demand.ramp says so), plus the rate that drains, within
+ * horizon_ms, the queue as it will be when new capacity serves, lead_ms from
+ * now (the cold start; while replicas asked for are starting, what remains
+ * of the newest ask's): in->queue_depth, less what the ready replicas'
+ * headroom (ready x replica_rps, their saturated throughput, less the
+ * arrivals measured, not the ramp's) drains by then, or plus what piles up
+ * while the arrivals exceed it. Unknown inputs count as 0; with no queue
+ * seen (queue_depth 0, negative or NaN) there is no drain. horizon_ms > 0.
  */
-void policy_demand(const struct policy_input *in, int64_t horizon_ms, int64_t lead_ms,
-                   double replica_rps, struct policy_demand *out);
+void policy_demand(const struct policy_input *in, double ramp_rps, int64_t horizon_ms,
+                   int64_t lead_ms, double replica_rps, struct policy_demand *out);
 
 /** The size stage's constants for one workload. */
 struct policy_sizing {

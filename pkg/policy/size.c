@@ -146,8 +146,8 @@ int64_t policy_need(const struct policy_sizing *sz, const struct policy_demand *
     return n;
 }
 
-void policy_demand(const struct policy_input *in, int64_t horizon_ms, int64_t lead_ms,
-                   double replica_rps, struct policy_demand *out)
+void policy_demand(const struct policy_input *in, double ramp_rps, int64_t horizon_ms,
+                   int64_t lead_ms, double replica_rps, struct policy_demand *out)
 {
     memset(out, 0, sizeof(*out));
     double w = isfinite(in->request_rate) && in->request_rate > 0 ? in->request_rate : 0;
@@ -168,6 +168,12 @@ void policy_demand(const struct policy_input *in, int64_t horizon_ms, int64_t le
         out->rising = r * t > edge * edge;
     }
     out->arrival_rps = out->rising ? r : w;
+    double now_rps = out->arrival_rps;
+    /* a ramp is sized where it will be when a replica asked for now serves */
+    if (isfinite(ramp_rps) && ramp_rps > out->arrival_rps) {
+        out->arrival_rps = ramp_rps;
+        out->ramp = true;
+    }
     /* the queue counts requests: in the demand unit it is request_size each */
     double q = isfinite(in->queue_depth) && in->queue_depth > 0
                    ? in->queue_depth * request_size(in)
@@ -176,13 +182,15 @@ void policy_demand(const struct policy_input *in, int64_t horizon_ms, int64_t le
      * what the ready replicas' headroom drains meanwhile, plus what piles up
      * while they are short (a burst of 2.2x their capacity added 270 req/s
      * to a queue for three minutes, and a drain sized on the queue at the
-     * first write left the rest to a second cold start). Only a queue seen
+     * first write left the rest to a second cold start). From the arrivals
+     * measured now, not the ramp's: the ramp is a bounded guess, and a queue
+     * projected on it too asks twice for the same rise. Only a queue seen
      * is projected: it is the evidence that arrivals exceed what the
      * replicas complete (a capacity set as a target, below what the pods
      * do, would otherwise project a queue that never forms). */
     if (q > 0 && lead_ms > 0 && replica_rps > 0) {
         double ready = in->ready_replicas > 0 ? in->ready_replicas : 0;
-        q -= (ready * replica_rps - out->arrival_rps) * ((double)lead_ms / 1000.0);
+        q -= (ready * replica_rps - now_rps) * ((double)lead_ms / 1000.0);
     }
     if (horizon_ms > 0 && q > 0) {
         out->drain_rps = q / (horizon_ms / 1000.0);

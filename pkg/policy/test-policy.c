@@ -576,6 +576,129 @@ static void test_demand_margin(void **s)
     assert_int_equal(d.desired, 10);
 }
 
+/* The ramp (policy_trend()): a line through the rates of the last 5 minutes,
+ * followed a cold start ahead when it rises by more than 3 standard errors,
+ * by at most 10 % of the rate. Samples closer than window / 32 are not kept. */
+static void test_trend(void **s)
+{
+    (void)s;
+    struct policy_state st;
+    const int64_t cold = S(180);
+    /* a ramp of 2 req/s a minute from 100, sampled every 15 s for 5 min:
+     * 6 req/s more a cold start ahead (under the bound of 10 %) */
+    policy_state_init(&st);
+    for (int i = 0; i <= 20; i++)
+        policy_trend_push(&st, S(15 * i), 100 + 2.0 * i / 4);
+    double now_rate = 110, r = policy_trend(&st, S(300), cold);
+    assert_true(fabs(r - (now_rate + 6)) < 1e-6);
+    /* the same with noise of +-1 req/s: still a ramp, close to the line */
+    policy_state_init(&st);
+    for (int i = 0; i <= 20; i++)
+        policy_trend_push(&st, S(15 * i), 100 + 2.0 * i / 4 + (i % 2 ? 1 : -1));
+    r = policy_trend(&st, S(300), cold);
+    assert_true(r > 113 && r < 118);
+    /* a steep rise is bounded: 20 req/s a minute is 10 % of the rate at most */
+    policy_state_init(&st);
+    for (int i = 0; i <= 20; i++)
+        policy_trend_push(&st, S(15 * i), 100 + 20.0 * i / 4);
+    r = policy_trend(&st, S(300), cold);
+    assert_true(fabs(r - 200 * (1 + POLICY_TREND_MAX)) < 1e-6);
+    /* noise around a level is no ramp, nor is a fall */
+    policy_state_init(&st);
+    for (int i = 0; i <= 20; i++)
+        policy_trend_push(&st, S(15 * i), 100 + (i % 3 == 0 ? 8 : -4));
+    assert_true(policy_trend(&st, S(300), cold) == 0);
+    policy_state_init(&st);
+    for (int i = 0; i <= 20; i++)
+        policy_trend_push(&st, S(15 * i), 200 - 2.0 * i);
+    assert_true(policy_trend(&st, S(300), cold) == 0);
+    /* a slope within 3 standard errors is no ramp: +-10 noise on 0.5 req/s a
+     * minute */
+    policy_state_init(&st);
+    for (int i = 0; i <= 20; i++)
+        policy_trend_push(&st, S(15 * i), 100 + 0.125 * i + (i % 2 ? 10 : -10));
+    assert_true(policy_trend(&st, S(300), cold) == 0);
+    /* too short: a rise over 2 minutes (half the window is needed), and 1 s
+     * samples over the same span are kept at most every 9.375 s */
+    policy_state_init(&st);
+    for (int i = 0; i <= 120; i++)
+        policy_trend_push(&st, S(i), 100 + 0.05 * i);
+    assert_true(st.trend_len <= 13);
+    assert_true(policy_trend(&st, S(120), cold) == 0);
+    /* ... at 150 s it is believed, no further ahead than it spans */
+    for (int i = 121; i <= 150; i++)
+        policy_trend_push(&st, S(i), 100 + 0.05 * i);
+    r = policy_trend(&st, S(150), cold);
+    assert_true(fabs(r - (107.5 + 0.05 * 150)) < 1e-6);
+    /* samples older than the window do not count; NaN and negative rates
+     * are not kept */
+    int32_t n = st.trend_len;
+    policy_trend_push(&st, S(160), NAN);
+    policy_trend_push(&st, S(170), -1);
+    assert_int_equal(st.trend_len, n);
+    assert_true(policy_trend(&st, S(150 + 300), cold) == 0);
+    assert_true(policy_trend(&st, S(150), 0) == 0);
+}
+
+/* On a ramp the predictive policy asks for the rate a cold start ahead; the
+ * reactive one (no look-ahead) for the rate now. llm7b: 8.0 req/s a replica
+ * with the margin; a ramp from 58 to 78 req/s over 5 minutes on 10 ready
+ * replicas. A gap in the metrics forgets the ramp. */
+static void test_ramp_sized_ahead(void **s)
+{
+    (void)s;
+    struct policy_config c;
+    llm7b_cfg(&c);
+    c.cold_start_ms = S(180);
+    struct policy_decision d;
+    for (int predictive = 0; predictive <= 1; predictive++) {
+        c.predictive = predictive;
+        struct policy_state st;
+        policy_state_init(&st);
+        for (int i = 0; i <= 20; i++) {
+            struct policy_input in = steady(58 + i, 10);
+            in.now_ms = in.metrics_time_ms = S(15 * i);
+            policy_decide(&c, &st, &in, &d);
+        }
+        /* 78 req/s needs 10; a cold start ahead, 12 req/s more on the line,
+         * bounded to 10 % (85.8 req/s), 11 */
+        assert_int_equal(d.need_now, predictive ? 11 : 10);
+        if (predictive) {
+            assert_int_equal(d.desired, 11);
+            assert_int_equal(d.reason, POLICY_SLA_SCALE_OUT);
+            assert_non_null(strstr(d.explain, "on a ramp, sized 3m ahead"));
+            assert_true(fabs(d.demand_rps - 78 * (1 + POLICY_TREND_MAX)) < 1e-6);
+            /* stale metrics forget it: the next good tick sizes the rate now */
+            struct policy_input gap = steady(78, 10);
+            gap.now_ms = S(315);
+            gap.metrics_time_ms = S(200);
+            policy_decide(&c, &st, &gap, &d);
+            assert_int_equal(d.reason, POLICY_METRICS_UNAVAILABLE);
+            struct policy_input in = steady(78, 11);
+            in.now_ms = in.metrics_time_ms = S(330);
+            policy_decide(&c, &st, &in, &d);
+            assert_int_equal(d.need_now, 10);
+        } else {
+            assert_int_equal(d.desired, 10);
+            assert_true(fabs(d.demand_rps - 78) < 1e-6);
+        }
+    }
+    /* With a queue, the ramp sizes the arrivals but the queue is projected
+     * from the arrivals measured: 600 queued, 10 ready of 10 req/s at 90
+     * req/s, 180 s lead: 600 - (100 - 90) x 180 = -1200, nothing to drain,
+     * whether or not the ramp says 99 (projected on 99: 420 to drain). */
+    struct policy_input q = steady(90, 10);
+    q.queue_depth = 600;
+    struct policy_demand dm;
+    policy_demand(&q, 99, S(195), S(180), 10, &dm);
+    assert_true(dm.ramp);
+    assert_true(fabs(dm.arrival_rps - 99) < 1e-9);
+    assert_true(dm.drain_rps == 0);
+    policy_demand(&q, 80, S(195), S(180), 10, &dm); /* below the rate: not used */
+    assert_false(dm.ramp);
+    assert_true(fabs(dm.arrival_rps - 90) < 1e-9);
+}
+
 /* With the learned plan the forecaster hands over two upper plans: the
  * learned one (forecast_rate) holds, the model's (forecast_model_rate)
  * bounds the likely peak and sizes a scale-out. llm7b, 8.42 req/s a
@@ -724,12 +847,12 @@ static void test_demand(void **s)
     struct policy_input in = {.current_replicas = 1, .ready_replicas = 1, .request_rate = 6,
                               .recent_rate = 9, .recent_window_ms = 2000, .queue_depth = -1};
     /* 6 req/s over 2 s: a standard error of 1.73 req/s, so 9 is noise */
-    policy_demand(&in, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, &d);
     assert_false(d.rising);
     assert_true(fabs(d.arrival_rps - 6) < 1e-9);
     /* a 3x step is not: 6.9 standard errors, sized at once */
     in.recent_rate = 18;
-    policy_demand(&in, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, &d);
     assert_true(d.rising);
     assert_true(fabs(d.arrival_rps - 18) < 1e-9);
     /* few arrivals: 8 req/s over 1.25 s against 3 is 3.2 standard errors of
@@ -738,11 +861,11 @@ static void test_demand(void **s)
     in.request_rate = 3;
     in.recent_window_ms = 1250;
     in.recent_rate = 8;
-    policy_demand(&in, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, &d);
     assert_false(d.rising);
     assert_true(fabs(d.arrival_rps - 3) < 1e-9);
     in.recent_rate = 10;
-    policy_demand(&in, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, &d);
     assert_true(d.rising);
     assert_true(fabs(d.arrival_rps - 10) < 1e-9);
     in.request_rate = 6;
@@ -750,45 +873,45 @@ static void test_demand(void **s)
     /* over a longer span the same excess is significant: 9 vs 6 over 30 s */
     in.recent_rate = 9;
     in.recent_window_ms = 30000;
-    policy_demand(&in, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, &d);
     assert_true(d.rising);
     /* an unknown span trusts the last tick as is; a dip is never believed */
     in.recent_window_ms = 0;
     in.recent_rate = 6.5;
-    policy_demand(&in, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, &d);
     assert_true(fabs(d.arrival_rps - 6.5) < 1e-9);
     in.recent_rate = 1;
-    policy_demand(&in, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, &d);
     assert_true(fabs(d.arrival_rps - 6) < 1e-9);
     /* 120 queued drain within the 60 s horizon: +2 req/s */
     in.queue_depth = 120;
-    policy_demand(&in, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, &d);
     assert_true(fabs(d.rate_rps - 8) < 1e-9);
     /* the ready replica's headroom (10 - 6 req/s) drains 80 of the 120
      * within a 20 s cold start: the other 40 over 60 s */
-    policy_demand(&in, 60000, 20000, 10, &d);
+    policy_demand(&in, 0, 60000, 20000, 10, &d);
     assert_true(fabs(d.drain_rps - 40.0 / 60) < 1e-9);
-    policy_demand(&in, 60000, 30000, 10, &d);
+    policy_demand(&in, 0, 60000, 30000, 10, &d);
     assert_true(d.drain_rps == 0);
     /* short of capacity, the queue grows until new capacity serves: at 18
      * req/s on 10, 8 more a second for 20 s, 280 to drain */
     in.recent_rate = 18;
     in.recent_window_ms = 5000;
-    policy_demand(&in, 60000, 20000, 10, &d);
+    policy_demand(&in, 0, 60000, 20000, 10, &d);
     assert_true(fabs(d.drain_rps - 280.0 / 60) < 1e-9);
     assert_true(fabs(d.rate_rps - (18 + 280.0 / 60)) < 1e-9);
     /* with nothing ready, every arrival waits */
     in.ready_replicas = 0;
     in.queue_depth = 30;
-    policy_demand(&in, 60000, 20000, 10, &d);
+    policy_demand(&in, 0, 60000, 20000, 10, &d);
     assert_true(fabs(d.drain_rps - (30 + 18.0 * 20) / 60) < 1e-9);
     /* no queue seen, none projected: the pods complete what arrives (a
      * capacity set below what they do is no evidence of a queue) */
     in.queue_depth = 0;
-    policy_demand(&in, 60000, 20000, 10, &d);
+    policy_demand(&in, 0, 60000, 20000, 10, &d);
     assert_true(d.drain_rps == 0);
     in.queue_depth = -1;
-    policy_demand(&in, 60000, 20000, 10, &d);
+    policy_demand(&in, 0, 60000, 20000, 10, &d);
     assert_true(d.drain_rps == 0);
 }
 
@@ -1150,7 +1273,7 @@ static void test_token_sizing(void **s)
     struct policy_demand d;
     struct policy_input q = {.current_replicas = 1, .ready_replicas = 1, .request_rate = 3600,
                              .recent_rate = -1, .queue_depth = 120, .request_size = 600};
-    policy_demand(&q, 60000, 0, 6000, &d);
+    policy_demand(&q, 0, 60000, 0, 6000, &d);
     assert_true(fabs(d.drain_rps - 1200) < 1e-9);
     assert_true(fabs(d.rate_rps - 4800) < 1e-9);
 
@@ -1200,6 +1323,8 @@ int main(void)
         cmocka_unit_test(test_demand_margin),
         cmocka_unit_test(test_learned_plan_two_uppers),
         cmocka_unit_test(test_demand),
+        cmocka_unit_test(test_trend),
+        cmocka_unit_test(test_ramp_sized_ahead),
         cmocka_unit_test(test_one_tick_cluster_is_not_a_step),
         cmocka_unit_test(test_drain_projected),
         cmocka_unit_test(test_step_first_write),
