@@ -577,15 +577,16 @@ static void test_demand_margin(void **s)
 }
 
 /* The ramp (policy_trend()): a line through the rates of the last 5 minutes,
- * followed a cold start ahead when it rises by more than 3 standard errors,
- * by at most 10 % of the rate. Samples closer than window / 32 are not kept. */
+ * followed a cold start ahead when it rises by more than 3 standard errors
+ * and by at most 15 % of the rate over the cold start (steeper is a burst's
+ * onset). Samples closer than window / 32 are not kept. */
 static void test_trend(void **s)
 {
     (void)s;
     struct policy_state st;
     const int64_t cold = S(180);
     /* a ramp of 2 req/s a minute from 100, sampled every 15 s for 5 min:
-     * 6 req/s more a cold start ahead (under the bound of 10 %) */
+     * 6 req/s more a cold start ahead (5.5 %) */
     policy_state_init(&st);
     for (int i = 0; i <= 20; i++)
         policy_trend_push(&st, S(15 * i), 100 + 2.0 * i / 4);
@@ -597,12 +598,20 @@ static void test_trend(void **s)
         policy_trend_push(&st, S(15 * i), 100 + 2.0 * i / 4 + (i % 2 ? 1 : -1));
     r = policy_trend(&st, S(300), cold);
     assert_true(r > 113 && r < 118);
-    /* a steep rise is bounded: 20 req/s a minute is 10 % of the rate at most */
-    policy_state_init(&st);
-    for (int i = 0; i <= 20; i++)
-        policy_trend_push(&st, S(15 * i), 100 + 20.0 * i / 4);
-    r = policy_trend(&st, S(300), cold);
-    assert_true(fabs(r - 200 * (1 + POLICY_TREND_MAX)) < 1e-6);
+    /* the bound: c req/s a tick rises 12 c over the cold start from 100 + 20 c
+     * now, at most 15 % of it for c <= 5/3: 1.6 is followed (19.2 on 132),
+     * 1.7 (20.4 on 134) and 5 (60 on 200) are bursts' onsets */
+    const double c[] = {1.6, 1.7, 5};
+    for (size_t k = 0; k < UTIL_ARRAY_LEN(c); k++) {
+        policy_state_init(&st);
+        for (int i = 0; i <= 20; i++)
+            policy_trend_push(&st, S(15 * i), 100 + c[k] * i);
+        r = policy_trend(&st, S(300), cold);
+        if (k == 0)
+            assert_true(fabs(r - (132 + 19.2)) < 1e-6);
+        else
+            assert_true(r == 0);
+    }
     /* noise around a level is no ramp, nor is a fall */
     policy_state_init(&st);
     for (int i = 0; i <= 20; i++)
@@ -642,7 +651,7 @@ static void test_trend(void **s)
 
 /* On a ramp the predictive policy asks for the rate a cold start ahead; the
  * reactive one (no look-ahead) for the rate now. llm7b: 8.0 req/s a replica
- * with the margin; a ramp from 58 to 78 req/s over 5 minutes on 10 ready
+ * with the margin; a ramp from 62 to 78 req/s over 5 minutes on 10 ready
  * replicas. A gap in the metrics forgets the ramp. */
 static void test_ramp_sized_ahead(void **s)
 {
@@ -656,18 +665,18 @@ static void test_ramp_sized_ahead(void **s)
         struct policy_state st;
         policy_state_init(&st);
         for (int i = 0; i <= 20; i++) {
-            struct policy_input in = steady(58 + i, 10);
+            struct policy_input in = steady(62 + 0.8 * i, 10);
             in.now_ms = in.metrics_time_ms = S(15 * i);
             policy_decide(&c, &st, &in, &d);
         }
-        /* 78 req/s needs 10; a cold start ahead, 12 req/s more on the line,
-         * bounded to 10 % (85.8 req/s), 11 */
+        /* 78 req/s needs 10; a cold start ahead, 9.6 req/s more on the line
+         * (12 %), 87.6 req/s, 11 */
         assert_int_equal(d.need_now, predictive ? 11 : 10);
         if (predictive) {
             assert_int_equal(d.desired, 11);
             assert_int_equal(d.reason, POLICY_SLA_SCALE_OUT);
             assert_non_null(strstr(d.explain, "on a ramp, sized 3m ahead"));
-            assert_true(fabs(d.demand_rps - 78 * (1 + POLICY_TREND_MAX)) < 1e-6);
+            assert_true(fabs(d.demand_rps - 87.6) < 1e-6);
             /* stale metrics forget it: the next good tick sizes the rate now */
             struct policy_input gap = steady(78, 10);
             gap.now_ms = S(315);

@@ -3,10 +3,12 @@
  * recent ticks is kept (at most POLICY_TREND_SAMPLES over
  * POLICY_TREND_WINDOW_MS); its least-squares line, when it rises by more than
  * POLICY_TREND_SIGMAS standard errors of its slope, is followed one cold
- * start ahead, by at most POLICY_TREND_MAX of the rate: a replica asked for
- * now serves a cold start later, when a ramp has risen by that much. A daily
- * ramp rises a few % a minute; a rise steeper than the bound is a burst,
- * which the forecaster's plan covers or not (docs/policy.md, "Demand"). */
+ * start ahead: a replica asked for now serves a cold start later, when a
+ * ramp has risen that much more. A daily ramp rises a few % a minute; a line
+ * that would rise by more than POLICY_TREND_MAX of the rate over the cold
+ * start is a burst's onset, not a ramp, and is not followed (the
+ * forecaster's plan and the SLA rule answer bursts; docs/policy.md,
+ * "Demand"). */
 #include "policy.h"
 
 #include <math.h>
@@ -55,10 +57,10 @@ double policy_trend(const struct policy_state *st, int64_t now_ms, int64_t lead_
     double se = sqrt((sse > 0 ? sse : 0) / (n - 2) / vxx);
     if (!(b > POLICY_TREND_SIGMAS * se) || !(a > 0))
         return 0;
-    /* no further ahead than the line has been seen */
+    /* no further ahead than the line has been seen; too steep is a burst */
     double h = (double)UTIL_MIN(lead_ms, now_ms - first) / 1000.0;
     double rise = b * h;
     if (rise > POLICY_TREND_MAX * a)
-        rise = POLICY_TREND_MAX * a;
+        return 0;
     return a + rise;
 }
