@@ -161,12 +161,12 @@ int64_t policy_horizon_ms(const struct policy_config *cfg, int64_t learned_cold_
  *  POLICY_TREND_WINDOW_MS is kept in at most POLICY_TREND_SAMPLES samples;
  *  its least-squares line counts as a ramp when its slope is more than
  *  POLICY_TREND_SIGMAS standard errors above zero and it rises by at most
- *  POLICY_TREND_MAX of the rate over the cold start (steeper is a burst's
+ *  POLICY_TREND_MAX_PER_MIN of its rate a minute (steeper is a burst's
  *  onset), and is then followed a cold start ahead. */
 #define POLICY_TREND_WINDOW_MS (5 * 60 * 1000)
 #define POLICY_TREND_SAMPLES 32
 #define POLICY_TREND_SIGMAS 3.0
-#define POLICY_TREND_MAX 0.15
+#define POLICY_TREND_MAX_PER_MIN 0.05
 
 /** Per-workload memory of the policy: the rules' clocks and the cached SLA
  *  utilisation. Zero-init is NOT valid. */
@@ -306,8 +306,9 @@ void policy_trend_push(struct policy_state *st, int64_t now_ms, double rate);
  * rates kept over the last POLICY_TREND_WINDOW_MS, when its slope is more
  * than POLICY_TREND_SIGMAS standard errors above zero; no further ahead than
  * the samples span. 0 when the rate does not rise significantly, when the
- * line would rise by more than POLICY_TREND_MAX of its rate now (a burst's
- * onset), or when fewer than half a window (and 6 samples) are kept. Pure:
+ * line rises by more than POLICY_TREND_MAX_PER_MIN of its rate now a minute
+ * (a burst's onset), or when fewer than half a window (and 6 samples) are
+ * kept. Pure:
  * reads st only.
  */
 double policy_trend(const struct policy_state *st, int64_t now_ms, int64_t lead_ms);

@@ -578,8 +578,8 @@ static void test_demand_margin(void **s)
 
 /* The ramp (policy_trend()): a line through the rates of the last 5 minutes,
  * followed a cold start ahead when it rises by more than 3 standard errors
- * and by at most 15 % of the rate over the cold start (steeper is a burst's
- * onset). Samples closer than window / 32 are not kept. */
+ * and by at most 5 % of its rate a minute (steeper is a burst's onset),
+ * whatever the cold start. Samples closer than window / 32 are not kept. */
 static void test_trend(void **s)
 {
     (void)s;
@@ -598,19 +598,27 @@ static void test_trend(void **s)
         policy_trend_push(&st, S(15 * i), 100 + 2.0 * i / 4 + (i % 2 ? 1 : -1));
     r = policy_trend(&st, S(300), cold);
     assert_true(r > 113 && r < 118);
-    /* the bound: c req/s a tick rises 12 c over the cold start from 100 + 20 c
-     * now, at most 15 % of it for c <= 5/3: 1.6 is followed (19.2 on 132),
-     * 1.7 (20.4 on 134) and 5 (60 on 200) are bursts' onsets */
+    /* the bound: c req/s a tick is 4 c a minute from 100 + 20 c now, at most
+     * 5 % of it for c <= 5/3: 1.6 is followed (19.2 on 132 over 3 minutes),
+     * 1.7 (6.8 a minute on 134) and 5 (20 on 200) are bursts' onsets. The
+     * bound is per minute: with a cold start of 1 minute 1.7 is still a
+     * burst (the 6.8 it rises then is 5.1 %), and with 10 minutes 1.6 is
+     * followed as far as the kept samples span (285 s, 30.4 on 132) */
     const double c[] = {1.6, 1.7, 5};
     for (size_t k = 0; k < UTIL_ARRAY_LEN(c); k++) {
         policy_state_init(&st);
         for (int i = 0; i <= 20; i++)
             policy_trend_push(&st, S(15 * i), 100 + c[k] * i);
         r = policy_trend(&st, S(300), cold);
-        if (k == 0)
+        if (k == 0) {
             assert_true(fabs(r - (132 + 19.2)) < 1e-6);
-        else
+            assert_true(fabs(policy_trend(&st, S(300), S(600)) - (132 + 30.4)) < 1e-6);
+            assert_true(fabs(policy_trend(&st, S(300), S(60)) - (132 + 6.4)) < 1e-6);
+        } else {
             assert_true(r == 0);
+            assert_true(policy_trend(&st, S(300), S(60)) == 0);
+            assert_true(policy_trend(&st, S(300), S(600)) == 0);
+        }
     }
     /* noise around a level is no ramp, nor is a fall */
     policy_state_init(&st);

@@ -5,10 +5,11 @@
  * POLICY_TREND_SIGMAS standard errors of its slope, is followed one cold
  * start ahead: a replica asked for now serves a cold start later, when a
  * ramp has risen that much more. A daily ramp rises a few % a minute; a line
- * that would rise by more than POLICY_TREND_MAX of the rate over the cold
- * start is a burst's onset, not a ramp, and is not followed (the
- * forecaster's plan and the SLA rule answer bursts; docs/policy.md,
- * "Demand"). */
+ * that rises by more than POLICY_TREND_MAX_PER_MIN of its rate a minute is
+ * a burst's onset, not a ramp, and is not followed (the forecaster's plan
+ * and the SLA rule answer bursts; docs/policy.md, "Demand"). The bound is
+ * on the slope, not on the rise over the cold start: what tells a ramp from
+ * a burst does not depend on how long a replica takes to start. */
 #include "policy.h"
 
 #include <math.h>
@@ -57,10 +58,9 @@ double policy_trend(const struct policy_state *st, int64_t now_ms, int64_t lead_
     double se = sqrt((sse > 0 ? sse : 0) / (n - 2) / vxx);
     if (!(b > POLICY_TREND_SIGMAS * se) || !(a > 0))
         return 0;
-    /* no further ahead than the line has been seen; too steep is a burst */
-    double h = (double)UTIL_MIN(lead_ms, now_ms - first) / 1000.0;
-    double rise = b * h;
-    if (rise > POLICY_TREND_MAX * a)
+    /* too steep is a burst; no further ahead than the line has been seen */
+    if (b * 60 > POLICY_TREND_MAX_PER_MIN * a)
         return 0;
-    return a + rise;
+    double h = (double)UTIL_MIN(lead_ms, now_ms - first) / 1000.0;
+    return a + b * h;
 }
