@@ -260,6 +260,7 @@ struct ctl_obs {
     double arrival_rps;       /**< arrivals over the rate window in the demand unit:
                                    completions + growth of running + waiting requests
                                    (x request_size) */
+    int64_t rate_window_ms;   /**< the span arrival_rps averages over (scrape.rate-window) */
     double recent_rps;        /**< the same over the newest scrapes; NAN unknown */
     int64_t recent_ms;        /**< the span recent_rps counts over: its backlog growth's */
     int64_t recent_span_ms;   /**< ... and its completions' (the pods' samples, at most

@@ -203,6 +203,7 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     completions(w, o);
     double comp = o->completions, size = o->request_size;
     o->arrival_rps = comp;
+    o->rate_window_ms = c->cfg->scrape.rate_window_ms;
     /* The recent arrivals are the completions of the newest two scrape
      * intervals plus the backlog's growth since the previous tick's sample:
      * together they count over about a decision interval. */

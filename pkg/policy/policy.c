@@ -142,9 +142,13 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
         lead = st->last_scale_ms == POLICY_NEVER
                    ? 0
                    : UTIL_MAX((int64_t)0, UTIL_MIN(lead, st->last_scale_ms + lead - t->now));
-    /* The ramp is a look-ahead: followed only by the predictive policy. */
+    /* The ramp is a look-ahead: followed only by the predictive policy. The
+     * window's rate is a mean over its span, on a ramp the rate of half the
+     * span ago: the line through those rates is that far behind the
+     * arrivals, and is followed that much further than the cold start. */
     policy_trend_push(st, t->now, in->request_rate);
-    double ramp = cfg->predictive ? policy_trend(st, t->now, cfg->cold_start_ms) : 0;
+    int64_t behind = in->rate_window_ms > 0 ? in->rate_window_ms / 2 : 0;
+    double ramp = cfg->predictive ? policy_trend(st, t->now, cfg->cold_start_ms + behind) : 0;
     policy_demand(in, ramp, policy_horizon_ms(cfg, 0), lead, t->cap * t->gpus, &t->dem);
     policy_sizing(cfg, st, in, &t->sz);
     /* The scale-in size: POLICY_SCALE_IN_MARGIN below the per-replica rate.

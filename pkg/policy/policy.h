@@ -203,6 +203,8 @@ struct policy_input {
     int64_t metrics_time_ms;  /**< when request_rate was measured */
     double request_rate;      /**< demand over the whole deployment, in the demand unit
                                    (requests/s, or weighted tokens/s) */
+    int64_t rate_window_ms;   /**< the span request_rate averages over (on a ramp it is the
+                                   rate of half that span ago); 0: unknown, taken as now */
     double recent_rate;       /**< the same over the last tick only, < 0 or NAN unknown */
     int64_t recent_window_ms; /**< the span recent_rate counts over; 0: unknown (trusted as is) */
     double p99_latency_ms;    /**< observed p99, < 0 unknown */

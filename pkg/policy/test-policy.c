@@ -657,7 +657,8 @@ static void test_trend(void **s)
     assert_true(policy_trend(&st, S(150), 0) == 0);
 }
 
-/* On a ramp the predictive policy asks for the rate a cold start ahead; the
+/* On a ramp the predictive policy asks for the rate a cold start ahead (and
+ * half the rate's window: the window's rate lags the arrivals); the
  * reactive one (no look-ahead) for the rate now. llm7b: 8.0 req/s a replica
  * with the margin; a ramp from 62 to 78 req/s over 5 minutes on 10 ready
  * replicas. A gap in the metrics forgets the ramp. */
@@ -699,6 +700,23 @@ static void test_ramp_sized_ahead(void **s)
             assert_int_equal(d.desired, 10);
             assert_true(fabs(d.demand_rps - 78) < 1e-6);
         }
+    }
+    /* The same ramp measured as a 60 s window's rate: each rate is the mean
+     * of the last minute, the rate of 30 s before it, so the line is
+     * followed 30 s further: 11.2 req/s more, 89.2 req/s, 12 */
+    {
+        c.predictive = true;
+        struct policy_state st;
+        policy_state_init(&st);
+        for (int i = 0; i <= 20; i++) {
+            struct policy_input in = steady(62 + 0.8 * i, 10);
+            in.now_ms = in.metrics_time_ms = S(15 * i);
+            in.rate_window_ms = S(60);
+            policy_decide(&c, &st, &in, &d);
+        }
+        assert_true(fabs(d.demand_rps - 89.2) < 1e-6);
+        assert_int_equal(d.need_now, 12);
+        assert_non_null(strstr(d.explain, "on a ramp, sized 3m ahead"));
     }
     /* With a queue, the ramp sizes the arrivals but the queue is projected
      * from the arrivals measured: 600 queued, 10 ready of 10 req/s at 90

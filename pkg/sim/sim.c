@@ -256,6 +256,7 @@ static void decide_policy(struct pass *ps, int64_t s)
     in.metrics_valid = win > 0;
     in.metrics_time_ms = win > 0 ? now : POLICY_NEVER;
     in.request_rate = win > 0 ? (ring_get(&ps->arr, s) - ring_get(&ps->arr, s - win)) / win : 0;
+    in.rate_window_ms = win * 1000;
     in.recent_rate =
         tick > 0 ? (ring_get(&ps->arr, s) - ring_get(&ps->arr, s - tick)) / tick : NAN;
     in.recent_window_ms = tick * 1000;
