@@ -4,7 +4,8 @@
  * POLICY_TREND_WINDOW_MS); its least-squares line, when it rises by more than
  * POLICY_TREND_SIGMAS standard errors of its slope, is followed one cold
  * start ahead: a replica asked for now serves a cold start later, when a
- * ramp has risen that much more. A daily ramp rises a few % a minute; a line
+ * ramp has risen that much more (the caller adds half the rate's window: a
+ * window's rate is the rate of half the window ago). A daily ramp rises a few % a minute; a line
  * that rises by more than POLICY_TREND_MAX_PER_MIN of its rate a minute is
  * a burst's onset, not a ramp, and is not followed (the forecaster's plan
  * and the SLA rule answer bursts; docs/policy.md, "Demand"). The bound is
