@@ -662,6 +662,21 @@ static void test_trend(void **s)
  * reactive one (no look-ahead) for the rate now. llm7b: 8.0 req/s a replica
  * with the margin; a ramp from 62 to 78 req/s over 5 minutes on 10 ready
  * replicas. A gap in the metrics forgets the ramp. */
+/* Feed the ramp of test_ramp_sized_ahead: 62 -> 78 req/s in 15 s ticks over
+ * 5 minutes on 10 ready replicas, its rate measured over window_ms (0:
+ * unknown). d is the last tick's decision. */
+static void feed_ramp(const struct policy_config *c, struct policy_state *st, int64_t window_ms,
+                      struct policy_decision *d)
+{
+    policy_state_init(st);
+    for (int i = 0; i <= 20; i++) {
+        struct policy_input in = steady(62 + 0.8 * i, 10);
+        in.now_ms = in.metrics_time_ms = S(15 * i);
+        in.rate_window_ms = window_ms;
+        policy_decide(c, st, &in, d);
+    }
+}
+
 static void test_ramp_sized_ahead(void **s)
 {
     (void)s;
@@ -672,12 +687,7 @@ static void test_ramp_sized_ahead(void **s)
     for (int predictive = 0; predictive <= 1; predictive++) {
         c.predictive = predictive;
         struct policy_state st;
-        policy_state_init(&st);
-        for (int i = 0; i <= 20; i++) {
-            struct policy_input in = steady(62 + 0.8 * i, 10);
-            in.now_ms = in.metrics_time_ms = S(15 * i);
-            policy_decide(&c, &st, &in, &d);
-        }
+        feed_ramp(&c, &st, 0, &d);
         /* 78 req/s needs 10; a cold start ahead, 9.6 req/s more on the line
          * (12 %), 87.6 req/s, 11 */
         assert_int_equal(d.need_now, predictive ? 11 : 10);
@@ -707,13 +717,7 @@ static void test_ramp_sized_ahead(void **s)
     {
         c.predictive = true;
         struct policy_state st;
-        policy_state_init(&st);
-        for (int i = 0; i <= 20; i++) {
-            struct policy_input in = steady(62 + 0.8 * i, 10);
-            in.now_ms = in.metrics_time_ms = S(15 * i);
-            in.rate_window_ms = S(60);
-            policy_decide(&c, &st, &in, &d);
-        }
+        feed_ramp(&c, &st, S(60), &d);
         assert_true(fabs(d.demand_rps - 89.2) < 1e-6);
         assert_int_equal(d.need_now, 12);
         assert_non_null(strstr(d.explain, "on a ramp, sized 3m ahead"));
