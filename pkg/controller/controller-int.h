@@ -281,6 +281,18 @@ void ctl_demand_unit_label(const struct policy_config *p, char *out, size_t len)
 /** The whole tick of one tracked Deployment: configure, then the stages. */
 void ctl_decide(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
                 int64_t now, bool leading);
+/** Keep the tick's backlog (running + waiting requests) sample; a time not
+ *  after the newest sample's is ignored. The newest CTL_BACKLOG_SAMPLES are
+ *  kept. */
+void ctl_backlog_push(struct ctl_wl *w, int64_t now, double bl);
+/** The backlog's growth (req/s) from the oldest sample within window_ms of
+ *  now to bl, the backlog now; 0 without one. The samples are the ticks',
+ *  which come a few ms late: a sample up to slack_ms (half a decision
+ *  interval) further back counts too, or the previous tick's, a decision
+ *  interval and a ms ago, would never count for a window of one decision
+ *  interval. */
+double ctl_backlog_growth(const struct ctl_wl *w, int64_t now, int64_t window_ms,
+                          int64_t slack_ms, double bl);
 /** observe: pods from the cache, metrics from the scraper or Prometheus, arrivals
  *  and the learned service time and cold start (updated in w). */
 void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,

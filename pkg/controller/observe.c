@@ -147,7 +147,7 @@ static void pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
 
 /* ---- arrivals ----------------------------------------------------------------- */
 
-static void backlog_push(struct ctl_wl *w, int64_t now, double bl)
+void ctl_backlog_push(struct ctl_wl *w, int64_t now, double bl)
 {
     int last = (w->bl_head + w->bl_n - 1) % CTL_BACKLOG_SAMPLES;
     if (w->bl_n > 0 && now <= w->bl_t[last])
@@ -161,13 +161,12 @@ static void backlog_push(struct ctl_wl *w, int64_t now, double bl)
     w->bl_v[i] = bl;
 }
 
-/* Growth of the backlog (req/s) from the oldest sample within window_ms to
- * now; 0 without one. */
-static double backlog_growth(const struct ctl_wl *w, int64_t now, int64_t window_ms, double bl)
+double ctl_backlog_growth(const struct ctl_wl *w, int64_t now, int64_t window_ms,
+                          int64_t slack_ms, double bl)
 {
     for (int k = 0; k < w->bl_n; k++) {
         int i = (w->bl_head + k) % CTL_BACKLOG_SAMPLES;
-        if (now - w->bl_t[i] <= window_ms && now - w->bl_t[i] > 0)
+        if (now - w->bl_t[i] <= window_ms + slack_ms && now - w->bl_t[i] > 0)
             return (bl - w->bl_v[i]) / ((double)(now - w->bl_t[i]) / 1000.0);
     }
     return 0;
@@ -218,11 +217,12 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     if (!r->valid || (r->inflight < 0 && r->queued < 0))
         return;
     double bl = (r->inflight > 0 ? r->inflight : 0) + (r->queued > 0 ? r->queued : 0);
-    backlog_push(w, now, bl);
-    double g = size * backlog_growth(w, now, c->cfg->scrape.rate_window_ms, bl);
+    ctl_backlog_push(w, now, bl);
+    int64_t slack = c->cfg->decision_interval_ms / 2;
+    double g = size * ctl_backlog_growth(w, now, c->cfg->scrape.rate_window_ms, slack, bl);
     o->arrival_rps = comp + g > 0 ? comp + g : 0;
     if (isfinite(o->recent_rps)) {
-        double gr = size * backlog_growth(w, now, o->recent_ms, bl);
+        double gr = size * ctl_backlog_growth(w, now, o->recent_ms, slack, bl);
         o->recent_rps = o->recent_rps + gr > 0 ? o->recent_rps + gr : 0;
     }
 }

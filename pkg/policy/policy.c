@@ -149,7 +149,6 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
     policy_trend_push(st, t->now, in->request_rate);
     int64_t behind = in->rate_window_ms > 0 ? in->rate_window_ms / 2 : 0;
     double ramp = cfg->predictive ? policy_trend(st, t->now, cfg->cold_start_ms + behind) : 0;
-    policy_demand(in, ramp, policy_horizon_ms(cfg, 0), lead, t->cap * t->gpus, &t->dem);
     policy_sizing(cfg, st, in, &t->sz);
     /* The scale-in size: POLICY_SCALE_IN_MARGIN below the per-replica rate.
      * With a p99 target the demand is sized at it for scale-out too: the
@@ -158,6 +157,8 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
      * replica it asks for serves (docs/policy.md, section 5). */
     t->sz_in = t->sz;
     t->sz_in.per_replica_rps *= 1 - POLICY_SCALE_IN_MARGIN;
+    double carry = t->ready * (t->sz.from_sla ? t->sz_in : t->sz).per_replica_rps;
+    policy_demand(in, ramp, policy_horizon_ms(cfg, 0), lead, t->cap * t->gpus, carry, &t->dem);
     t->need_now = policy_need(t->sz.from_sla ? &t->sz_in : &t->sz, &t->dem, t->cap * t->gpus);
     t->plan = cfg->predictive && in->have_forecast && in->forecast_trusted &&
               isfinite(in->forecast_rate) && in->forecast_rate >= 0;

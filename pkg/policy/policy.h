@@ -294,7 +294,8 @@ struct policy_demand {
     double drain_rps;    /**< extra rate that drains the waiting queue within the horizon */
     double rate_rps;     /**< arrival + drain: what the replicas must serve */
     double queue;        /**< requests queued when new capacity serves (0: none to drain) */
-    bool rising;         /**< the last tick's rate is significantly above the window's */
+    bool rising;         /**< the last tick's rate wins: significantly above the window's, or
+                              above it and significantly above what the ready replicas carry */
     bool ramp;           /**< arrival_rps is the ramp's rate a cold start ahead */
 };
 
@@ -322,7 +323,10 @@ double policy_trend(const struct policy_state *st, int64_t now_ms, int64_t lead_
  * rate over recent_window_ms, the span its samples cover, measured in the
  * count's square root (whose standard error is 1/2 at any mean), so a step
  * is sized at once but one noisy second is not, and a dip is not trusted
- * before the window sees it), or ramp_rps (policy_trend(), 0 for none) where
+ * before the window sees it; it wins too, when higher than the window's, if
+ * it is that far above carry_rps, what the ready replicas are sized to
+ * carry: they are short now, and a window partly from before a step
+ * under-sizes them; NaN: not known), or ramp_rps (policy_trend(), 0 for none) where
  * that is higher (demand.ramp says so), plus the rate that drains, within
  * horizon_ms, the queue as it will be when new capacity serves, lead_ms from
  * now (the cold start; while replicas asked for are starting, what remains
@@ -333,7 +337,8 @@ double policy_trend(const struct policy_state *st, int64_t now_ms, int64_t lead_
  * seen (queue_depth 0, negative or NaN) there is no drain. horizon_ms > 0.
  */
 void policy_demand(const struct policy_input *in, double ramp_rps, int64_t horizon_ms,
-                   int64_t lead_ms, double replica_rps, struct policy_demand *out);
+                   int64_t lead_ms, double replica_rps, double carry_rps,
+                   struct policy_demand *out);
 
 /** The size stage's constants for one workload. */
 struct policy_sizing {

@@ -146,8 +146,17 @@ int64_t policy_need(const struct policy_sizing *sz, const struct policy_demand *
     return n;
 }
 
+/* Whether r arrivals a second over t seconds are past a rate of m by more
+ * than POLICY_RECENT_SIGMAS on the square root's scale (below). */
+static bool beyond_noise(double r, double m, double t)
+{
+    double edge = sqrt(m * t) + POLICY_RECENT_SIGMAS / 2;
+    return r * t > edge * edge;
+}
+
 void policy_demand(const struct policy_input *in, double ramp_rps, int64_t horizon_ms,
-                   int64_t lead_ms, double replica_rps, struct policy_demand *out)
+                   int64_t lead_ms, double replica_rps, double carry_rps,
+                   struct policy_demand *out)
 {
     memset(out, 0, sizeof(*out));
     double w = isfinite(in->request_rate) && in->request_rate > 0 ? in->request_rate : 0;
@@ -160,12 +169,18 @@ void policy_demand(const struct policy_input *in, double ramp_rps, int64_t horiz
      * of 3x at 6 req/s over 5 s is 8 of them); with few it asks for 2.25
      * more arrivals than that, where the normal approximation's tail is too
      * thin: 10 arrivals in 1.25 s at 3 req/s come once in 190 windows, not
-     * once in 740 as 3 standard errors would (docs/policy.md, "Demand"). */
+     * once in 740 as 3 standard errors would (docs/policy.md, "Demand").
+     * It wins too, when above the window's, if it is past what the ready
+     * replicas carry by as much: they are short now, and the window, partly
+     * from before a step, under-sizes them (a KPA's panic window; 6 -> 18
+     * req/s on a replica carrying 7.28: the window 13.9 5 s in, the tick
+     * 16.8, 3 replicas where the window asks for 2). */
     out->rising = r > w;
     if (in->recent_window_ms > 0) {
         double t = (double)in->recent_window_ms / 1000.0;
-        double edge = sqrt(w * t) + POLICY_RECENT_SIGMAS / 2;
-        out->rising = r * t > edge * edge;
+        out->rising = beyond_noise(r, w, t) ||
+                      (r > w && isfinite(carry_rps) && carry_rps >= 0 &&
+                       beyond_noise(r, carry_rps, t));
     }
     out->arrival_rps = out->rising ? r : w;
     double now_rps = out->arrival_rps;

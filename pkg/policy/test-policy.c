@@ -729,11 +729,11 @@ static void test_ramp_sized_ahead(void **s)
     struct policy_input q = steady(90, 10);
     q.queue_depth = 600;
     struct policy_demand dm;
-    policy_demand(&q, 99, S(195), S(180), 10, &dm);
+    policy_demand(&q, 99, S(195), S(180), 10, NAN, &dm);
     assert_true(dm.ramp);
     assert_true(fabs(dm.arrival_rps - 99) < 1e-9);
     assert_true(dm.drain_rps == 0);
-    policy_demand(&q, 80, S(195), S(180), 10, &dm); /* below the rate: not used */
+    policy_demand(&q, 80, S(195), S(180), 10, NAN, &dm); /* below the rate: not used */
     assert_false(dm.ramp);
     assert_true(fabs(dm.arrival_rps - 90) < 1e-9);
 }
@@ -886,12 +886,12 @@ static void test_demand(void **s)
     struct policy_input in = {.current_replicas = 1, .ready_replicas = 1, .request_rate = 6,
                               .recent_rate = 9, .recent_window_ms = 2000, .queue_depth = -1};
     /* 6 req/s over 2 s: a standard error of 1.73 req/s, so 9 is noise */
-    policy_demand(&in, 0, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, NAN, &d);
     assert_false(d.rising);
     assert_true(fabs(d.arrival_rps - 6) < 1e-9);
     /* a 3x step is not: 6.9 standard errors, sized at once */
     in.recent_rate = 18;
-    policy_demand(&in, 0, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, NAN, &d);
     assert_true(d.rising);
     assert_true(fabs(d.arrival_rps - 18) < 1e-9);
     /* few arrivals: 8 req/s over 1.25 s against 3 is 3.2 standard errors of
@@ -900,11 +900,11 @@ static void test_demand(void **s)
     in.request_rate = 3;
     in.recent_window_ms = 1250;
     in.recent_rate = 8;
-    policy_demand(&in, 0, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, NAN, &d);
     assert_false(d.rising);
     assert_true(fabs(d.arrival_rps - 3) < 1e-9);
     in.recent_rate = 10;
-    policy_demand(&in, 0, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, NAN, &d);
     assert_true(d.rising);
     assert_true(fabs(d.arrival_rps - 10) < 1e-9);
     in.request_rate = 6;
@@ -912,46 +912,73 @@ static void test_demand(void **s)
     /* over a longer span the same excess is significant: 9 vs 6 over 30 s */
     in.recent_rate = 9;
     in.recent_window_ms = 30000;
-    policy_demand(&in, 0, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, NAN, &d);
     assert_true(d.rising);
     /* an unknown span trusts the last tick as is; a dip is never believed */
     in.recent_window_ms = 0;
     in.recent_rate = 6.5;
-    policy_demand(&in, 0, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, NAN, &d);
     assert_true(fabs(d.arrival_rps - 6.5) < 1e-9);
     in.recent_rate = 1;
-    policy_demand(&in, 0, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, NAN, &d);
     assert_true(fabs(d.arrival_rps - 6) < 1e-9);
     /* 120 queued drain within the 60 s horizon: +2 req/s */
     in.queue_depth = 120;
-    policy_demand(&in, 0, 60000, 0, 10, &d);
+    policy_demand(&in, 0, 60000, 0, 10, NAN, &d);
     assert_true(fabs(d.rate_rps - 8) < 1e-9);
     /* the ready replica's headroom (10 - 6 req/s) drains 80 of the 120
      * within a 20 s cold start: the other 40 over 60 s */
-    policy_demand(&in, 0, 60000, 20000, 10, &d);
+    policy_demand(&in, 0, 60000, 20000, 10, NAN, &d);
     assert_true(fabs(d.drain_rps - 40.0 / 60) < 1e-9);
-    policy_demand(&in, 0, 60000, 30000, 10, &d);
+    policy_demand(&in, 0, 60000, 30000, 10, NAN, &d);
     assert_true(d.drain_rps == 0);
     /* short of capacity, the queue grows until new capacity serves: at 18
      * req/s on 10, 8 more a second for 20 s, 280 to drain */
     in.recent_rate = 18;
     in.recent_window_ms = 5000;
-    policy_demand(&in, 0, 60000, 20000, 10, &d);
+    policy_demand(&in, 0, 60000, 20000, 10, NAN, &d);
     assert_true(fabs(d.drain_rps - 280.0 / 60) < 1e-9);
     assert_true(fabs(d.rate_rps - (18 + 280.0 / 60)) < 1e-9);
     /* with nothing ready, every arrival waits */
     in.ready_replicas = 0;
     in.queue_depth = 30;
-    policy_demand(&in, 0, 60000, 20000, 10, &d);
+    policy_demand(&in, 0, 60000, 20000, 10, NAN, &d);
     assert_true(fabs(d.drain_rps - (30 + 18.0 * 20) / 60) < 1e-9);
     /* no queue seen, none projected: the pods complete what arrives (a
      * capacity set below what they do is no evidence of a queue) */
     in.queue_depth = 0;
-    policy_demand(&in, 0, 60000, 20000, 10, &d);
+    policy_demand(&in, 0, 60000, 20000, 10, NAN, &d);
     assert_true(d.drain_rps == 0);
     in.queue_depth = -1;
-    policy_demand(&in, 0, 60000, 20000, 10, &d);
+    policy_demand(&in, 0, 60000, 20000, 10, NAN, &d);
     assert_true(d.drain_rps == 0);
+
+    /* Short of capacity. 5 s into a 6 -> 18 req/s step on one replica, the
+     * window's 13.9 is half from before the step, and the last tick's 16.8
+     * over 2 s is not beyond its noise; but the ready replica carries 7.28
+     * at the SLA, and 16.8 is far past that: the fresher rate sizes (3
+     * replicas, not 2), as a KPA's panic window does. */
+    in.ready_replicas = 1;
+    in.request_rate = 13.9;
+    in.recent_rate = 16.8;
+    in.recent_window_ms = 2000;
+    policy_demand(&in, 0, 60000, 0, 10, NAN, &d);
+    assert_false(d.rising);
+    assert_true(fabs(d.arrival_rps - 13.9) < 1e-9);
+    policy_demand(&in, 0, 60000, 0, 10, 7.28, &d);
+    assert_true(d.rising);
+    assert_true(fabs(d.arrival_rps - 16.8) < 1e-9);
+    /* replicas that carry the tick's rate beyond its noise leave the window's */
+    policy_demand(&in, 0, 60000, 0, 10, 15, &d);
+    assert_false(d.rising);
+    /* with nothing ready, any tick above the window beyond noise of 0 */
+    policy_demand(&in, 0, 60000, 0, 10, 0, &d);
+    assert_true(d.rising);
+    /* a tick below the window is never believed, however short the replicas */
+    in.recent_rate = 12;
+    policy_demand(&in, 0, 60000, 0, 10, 7.28, &d);
+    assert_false(d.rising);
+    assert_true(fabs(d.arrival_rps - 13.9) < 1e-9);
 }
 
 /* A step at t = 0 to 30 req/s on one replica of 10 req/s (the llm7b
@@ -1312,7 +1339,7 @@ static void test_token_sizing(void **s)
     struct policy_demand d;
     struct policy_input q = {.current_replicas = 1, .ready_replicas = 1, .request_rate = 3600,
                              .recent_rate = -1, .queue_depth = 120, .request_size = 600};
-    policy_demand(&q, 0, 60000, 0, 6000, &d);
+    policy_demand(&q, 0, 60000, 0, 6000, NAN, &d);
     assert_true(fabs(d.drain_rps - 1200) < 1e-9);
     assert_true(fabs(d.rate_rps - 4800) < 1e-9);
 

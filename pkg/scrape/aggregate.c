@@ -100,7 +100,11 @@ static bool acc_add(struct acc *a, size_t k, const struct scrape_ring *c, int64_
     a->incs[k] = inc;
     if (span)
         *span = sp;
-    if (scrape_ring_increase(c, now_ms, recent_ms, &rinc, &rsp) == 0 && rsp > 0) {
+    /* the newest intervals from the pod's newest sample, not from now: a
+     * tick just before a scrape would otherwise find only one of them */
+    int64_t newest = scrape_ring_newest(c);
+    if (scrape_ring_increase(c, newest < now_ms ? newest : now_ms, recent_ms, &rinc, &rsp) == 0 &&
+        rsp > 0) {
         a->recent += rinc / ((double)rsp / 1000.0);
         if (rsp < a->recent_span)
             a->recent_span = rsp;

@@ -142,6 +142,8 @@ size_t scrape_ring_memory(const struct scrape_ring *r);
 /** Record a sample: 0, or -EINVAL (NaN, negative or infinite value, or a time
  *  not after the newest sample) and the ring is unchanged. */
 int scrape_ring_add(struct scrape_ring *r, int64_t t_ms, double v);
+/** The newest sample's time; INT64_MIN for an empty ring. */
+int64_t scrape_ring_newest(const struct scrape_ring *r);
 /** policy_counter_increase() over the ring: the increase over the samples in
  *  (now - window, now] and the time they span; -ENODATA with fewer than two. */
 int scrape_ring_increase(const struct scrape_ring *r, int64_t now_ms, int64_t window_ms,

@@ -186,14 +186,19 @@ static void test_recent_rate(void **state)
     /* it counts between the samples two intervals apart, not over the 2.5
      * intervals looked back */
     assert_int_equal(r.recent_span_ms, 2 * IV);
-    /* half an interval later, with one pod scraped again: the other's
-     * samples within 2.5 intervals are one interval apart, and the shortest
-     * span is the noise's */
+    /* the intervals are counted back from each pod's newest sample, not
+     * from now: 0.9 intervals later the same two are found */
+    scrape_aggregate(ap, 2, NULL, &spec, NOW + 9 * IV / 10, IV, WIN, &r);
+    assert_true(fabs(r.recent_rate - 60) < 1e-9);
+    assert_int_equal(r.recent_span_ms, 2 * IV);
+    /* half an interval later, with one pod scraped again half an interval
+     * after the last: its samples within 2.5 intervals span 1.5 of them,
+     * and the shortest span is the noise's */
     v[1] += 30 * IV / 2000.0;
     add(&st[1], NOW + IV / 2, v[1]);
     scrape_aggregate(ap, 2, NULL, &spec, NOW + IV / 2, IV, WIN, &r);
     assert_true(r.valid);
-    assert_int_equal(r.recent_span_ms, IV);
+    assert_int_equal(r.recent_span_ms, 3 * IV / 2);
 
     /* a pod with one sample in the recent span: unknown */
     scrape_podstate_free(&st[1], NULL);

@@ -109,6 +109,11 @@ int scrape_ring_add(struct scrape_ring *r, int64_t t_ms, double v)
     return 0;
 }
 
+int64_t scrape_ring_newest(const struct scrape_ring *r)
+{
+    return r->n ? t_at(r, r->n - 1u) : INT64_MIN;
+}
+
 int scrape_ring_increase(const struct scrape_ring *r, int64_t now_ms, int64_t window_ms,
                          double *out_increase, int64_t *out_span_ms)
 {
