@@ -115,6 +115,10 @@ static void explain_words(const struct policy_tick *t, const struct policy_state
             char c[32];
             dur(cfg->cold_start_ms, c, sizeof(c));
             k += snprintf(e + k, n - (size_t)k, "; arrivals are on a ramp, sized %s ahead", c);
+        } else if (t->dem.rising && k > 0 && (size_t)k < n) {
+            k += snprintf(e + k, n - (size_t)k,
+                          "; arrivals %.4g req/s in the last tick (window %.4g)",
+                          t->dem.arrival_rps, t->in->request_rate);
         }
         if (t->dem.drain_rps > 0 && k > 0 && (size_t)k < n)
             k += snprintf(e + k, n - (size_t)k,

@@ -274,7 +274,7 @@ struct policy_decision {
     int64_t scale_out_at_ms;         /**< when the scale-out rule fires, POLICY_NEVER */
     int64_t below_since_ms;
     int64_t scale_in_at_ms;
-    char explain[256];               /**< one human line */
+    char explain[384];               /**< one human line */
 };
 
 /**

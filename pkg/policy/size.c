@@ -173,8 +173,8 @@ void policy_demand(const struct policy_input *in, double ramp_rps, int64_t horiz
      * It wins too, when above the window's, if it is past what the ready
      * replicas carry by as much: they are short now, and the window, partly
      * from before a step, under-sizes them (a KPA's panic window; 6 -> 18
-     * req/s on a replica carrying 7.28: the window 13.9 5 s in, the tick
-     * 16.8, 3 replicas where the window asks for 2). */
+     * req/s on a replica carrying 7.28: the window 11.6 5 s in, the tick
+     * 17.4 over 2 s, 3 replicas where the window asks for 2). */
     out->rising = r > w;
     if (in->recent_window_ms > 0) {
         double t = (double)in->recent_window_ms / 1000.0;
