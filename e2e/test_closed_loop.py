@@ -1146,11 +1146,19 @@ class ClosedLoop(unittest.TestCase):
             return (time.time() > t_ramp + 5 and want is not None and want >= need(peak) and
                     d["spec"]["replicas"] == want and st.get("readyReplicas") == want and
                     load.recent_ok(5)) and want
-        want = wait_for(converged, 50, interval=0.5, what="the HPA converging on gpuscaler")
-        time.sleep(3.0)         # and staying there
-        t_conv = time.time()
-        final = LC.deployment(name)["spec"]["replicas"]
-        desired = gs.metric("gpuscaler_desired_replicas", labels)
+        # converged, and staying there for 3 s; a first ask past the need (the ramp's newest
+        # second is noisy) is scaled in once the load stays below the band, and the HPA
+        # follows: then it converges again
+        wants, deadline = [], time.time() + 60
+        while True:
+            want = wait_for(converged, 50, interval=0.5, what="the HPA converging on gpuscaler")
+            wants.append(want)
+            time.sleep(3.0)
+            t_conv = time.time()
+            final = LC.deployment(name)["spec"]["replicas"]
+            desired = gs.metric("gpuscaler_desired_replicas", labels)
+            if final == want or time.time() > deadline:
+                break
         load.run.stop()
         load.run.wait(30)
         t_end = time.time()
@@ -1158,7 +1166,7 @@ class ClosedLoop(unittest.TestCase):
         writes = scale_writes(seq0, name)
         hpa_st = c.get("horizontalpodautoscalers", name, NS).get("status") or {}
         recs = hpa.records()
-        figs = dict(gpuscaler_desired=desired, deployment_replicas=final,
+        figs = dict(gpuscaler_desired=desired, deployment_replicas=final, converged_on=wants,
                     hpa_desired=hpa_st.get("desiredReplicas"),
                     converged_after_ramp_s=round(t_conv - 3.0 - t_ramp, 1),
                     replicas=[s for _, s in spec_changes(hist, t_ramp - base_s, t_end)],
@@ -1178,6 +1186,9 @@ class ClosedLoop(unittest.TestCase):
         self.assertTrue([w for w in writes if w.get("user") == HPA_USER and
                          w["status"] == 200])
         self.assertEqual(reversals([s for _, s in spec_changes(hist, t_ramp, t_end)]), 0)
+        # an overshoot stays within need + 2, as scenario 1b's
+        self.assertLessEqual(max([s for _, s in spec_changes(hist, t_ramp, t_end)], default=1),
+                             need(peak) + 2)
         self.assertLess(load.p99(t_conv - 3.0, None), SLA_MS)
 
     # ------------------------------------------------------------ 7
