@@ -1047,13 +1047,8 @@ static void test_step_half_in_window(void **s)
 {
     (void)s;
     struct policy_config c;
-    base_cfg(&c);
-    c.predictive = false;
-    c.cold_start_ms = 20000;
-    c.decision_interval_ms = 5000;
-    c.scale_out_after_ms = 20000;
+    one_pod_sla_cfg(&c, 5000, 20000);
     c.p99_latency_target_ms = 2000;
-    c.service_time_ms = 200;
     c.slots_per_gpu = 2;
     struct policy_input in = {.now_ms = S(100), .current_replicas = 1, .ready_replicas = 1,
                               .gpus_per_replica = 1, .metrics_valid = true,
