@@ -157,9 +157,11 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
      * replica it asks for serves (docs/policy.md, section 5). */
     t->sz_in = t->sz;
     t->sz_in.per_replica_rps *= 1 - POLICY_SCALE_IN_MARGIN;
-    double carry = t->ready * (t->sz.from_sla ? t->sz_in : t->sz).per_replica_rps;
+    /* the demand's size: what the ready replicas carry, and what it needs */
+    const struct policy_sizing *dsz = t->sz.from_sla ? &t->sz_in : &t->sz;
+    double carry = t->ready * dsz->per_replica_rps;
     policy_demand(in, ramp, policy_horizon_ms(cfg, 0), lead, t->cap * t->gpus, carry, &t->dem);
-    t->need_now = policy_need(t->sz.from_sla ? &t->sz_in : &t->sz, &t->dem, t->cap * t->gpus);
+    t->need_now = policy_need(dsz, &t->dem, t->cap * t->gpus);
     t->plan = cfg->predictive && in->have_forecast && in->forecast_trusted &&
               isfinite(in->forecast_rate) && in->forecast_rate >= 0;
     t->need_fc = t->plan ? policy_size(&t->sz, in->forecast_rate) : 0;
