@@ -749,9 +749,12 @@ class ClosedLoop(unittest.TestCase):
         tick into the ramp and sizes for what the ramp has reached by then; the newest 1.25 s
         of arrivals count before the window only when they are 3 standard errors above it,
         which at 30 req/s over 1.25 s is 15 req/s.  The peak's
-        allowance: the sustained rule fires while the pods asked for turn Ready, and their
-        first scrapes count the requests the Service had held for them as arrivals (at most one
-        more replica than the queue drain would ask for)."""
+        allowance is the queue's drain: with a 3 s cold start the look-ahead is 4 s, and
+        draining the 60-odd requests queued by then within it asks 15 req/s more, 2-3 replicas
+        above need, which go once the queue is gone.  (A new pod's queue, sent it by the
+        Service while it warmed up, used to count as one tick's arrivals when the pod was first
+        counted: 50 req/s where 30 arrive, and asks for 10 capped at max-replicas 8.  The
+        backlog now sums every pod scraped lately, warming ones included.)"""
         f = FIGURES.get("1-ramp-3x")
         if not f or "target_after_ramp" not in f:
             self.skipTest("scenario 1 did not produce its figures")

@@ -214,9 +214,12 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     o->recent_span_ms = r->recent_span_ms > 0 && r->recent_span_ms < o->recent_ms
                             ? r->recent_span_ms
                             : o->recent_ms;
-    if (!r->valid || (r->inflight < 0 && r->queued < 0))
+    /* the backlog of every pod scraped lately, warming ones included: a new
+     * pod's queue counts as it builds, not all at once when the pod is
+     * first counted (docs/metrics.md) */
+    if (!r->valid || r->backlog < 0)
         return;
-    double bl = (r->inflight > 0 ? r->inflight : 0) + (r->queued > 0 ? r->queued : 0);
+    double bl = r->backlog;
     ctl_backlog_push(w, now, bl);
     int64_t slack = c->cfg->decision_interval_ms / 2;
     double g = size * ctl_backlog_growth(w, now, c->cfg->scrape.rate_window_ms, slack, bl);

@@ -12,6 +12,12 @@
  *  - counted: everything else; the request rate sums their rates, except
  *    that a pod that became a target within the observed window adds its
  *    requests spread over that window (see below).
+ * The in-flight and queued gauges sum the counted pods; the backlog sums the
+ * latest gauges of every pod with a good scrape within 3 intervals, warming
+ * and failed ones included: the controller counts its growth from tick to
+ * tick as arrivals, and a new pod's queue (the requests a balancer sent it
+ * while it warmed up) entering the sum only when the pod is first counted
+ * would pass for a tick's worth of arrivals.
  * Warming pods are stale in pods_stale but left out of the missing-fraction
  * test on both sides: invalid when (failed + stale - warming) exceeds
  * missing_fraction x (ready - warming). So a scale-out (many new pods) never
@@ -166,6 +172,7 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     out->inflight = -1;
     out->busy = -1;
     out->queued = -1;
+    out->backlog = -1;
     out->p99_ms = -1;
     out->time_ms = POLICY_NEVER;
     out->pods_ready = (int)n;
@@ -191,10 +198,22 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     bool any_inflight = false, any_queued = false, any_req = false, any_gen = false;
     int64_t fresh = 3 * interval_ms;
     int64_t recent_ms = 2 * interval_ms + interval_ms / 2;
+    double backlog = 0;
+    bool any_backlog = false;
 
     for (size_t i = 0; i < n; i++) {
         const struct scrape_podstate *st = pods[i].st;
         int64_t sp;
+        if (st->last_ok_ms != POLICY_NEVER && now_ms - st->last_ok_ms <= fresh) {
+            if (spec->inflight_metric[0] && st->has_inflight) {
+                backlog += st->inflight;
+                any_backlog = true;
+            }
+            if (spec->queue_metric[0] && st->has_queued) {
+                backlog += st->queued;
+                any_backlog = true;
+            }
+        }
         if (st->fail != SCRAPE_FAIL_NONE) {
             t.failed[st->fail < SCRAPE_FAIL_COUNT_ ? st->fail : SCRAPE_FAIL_OTHER]++;
             out->pods_failed++;
@@ -278,6 +297,7 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
             out->busy = window_rate(busy.incs, spans, ages, ncounted, span, interval_ms) *
                         scrape_latency_unit_ms(spec->busy_metric) / 1000.0;
         out->queued = spec->queue_metric[0] && any_queued ? queued : -1;
+        out->backlog = any_backlog ? backlog : -1;
         double q = win && spec->latency_metric[0]
                        ? scrape_window_quantile(win, 0.99, now_ms, window_ms)
                        : NAN;

@@ -96,6 +96,12 @@ struct scrape_result {
                                  busy-time counter's rate), < 0 unknown: no busy metric, or
                                  a counted pod without it for the whole window */
     double queued;          /**< waiting requests, < 0 unknown */
+    double backlog;         /**< running + waiting requests of every pod with a good scrape
+                                 within 3 intervals, warming and failed ones included (their
+                                 latest gauges), < 0 unknown: what the arrivals' backlog
+                                 growth compares from tick to tick, so a pod's queue counts
+                                 as arrivals when its requests come, not when the pod is
+                                 first counted */
     double p99_ms;          /**< p99 latency over the rate window, < 0 unknown */
     /** Token rates (tokens/s, counted like request_rate) when the spec names token
      *  metrics; NAN otherwise or when !valid. A workload whose pods lack the

@@ -4,7 +4,8 @@
  * expected validity, rate, counts and one-line reason; then counter resets,
  * latency histograms across pods, lazily created and vanishing counters, the
  * token counters of demand-unit tokens (rates, resets, absence), and the
- * busy-time counter (its time average, unit, absence). The latency window has
+ * busy-time counter (its time average, unit, absence), and the backlog's
+ * gauges (every pod scraped lately). The latency window has
  * its own tests in test-window.c. */
 #include <errno.h>
 #include <math.h>
@@ -273,6 +274,61 @@ static void test_latency_and_gauges(void **state)
     scrape_window_free(&w);
 }
 
+static void add_gauges(struct scrape_podstate *st, int64_t t, double requests, double running,
+                       double waiting)
+{
+    struct scrape_sample s = {.requests = requests, .has_requests = true, .inflight = running,
+                              .has_inflight = true, .queued = waiting, .has_queued = true,
+                              .samples = 3};
+    scrape_podstate_ok(st, NULL, t, &s);
+}
+
+/* The backlog sums the latest gauges of every pod scraped within 3
+ * intervals, warming and failed ones included; the in-flight and queued
+ * gauges sum the counted pods only. A scale-out's new pod, sent requests by
+ * the balancer while it warms up, so adds its queue as it builds: counted
+ * only once the pod is, a balancer's flood to it (all of a 1 s tick's
+ * arrivals, say) would be one tick's growth on top of that tick's own. */
+static void test_backlog(void **state)
+{
+    (void)state;
+    struct scrape_podstate st[4];
+    for (int p = 0; p < 4; p++)
+        scrape_podstate_init(&st[p], 0, RING);
+    for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
+        add_gauges(&st[0], t, 10.0 * (double)t / 1000, 6, 4);       /* counted */
+        if (t <= NOW - 4 * IV)
+            add_gauges(&st[3], t, 10.0 * (double)t / 1000, 50, 50); /* stale since */
+    }
+    st[1].since_ms = NOW - IV; /* warming: one scrape since it turned Ready */
+    add_gauges(&st[1], NOW - IV / 2, 3, 8, 5);
+    for (int64_t t = NOW - WIN + IV; t <= NOW - IV; t += IV) /* failed at the last scrape */
+        add_gauges(&st[2], t, 10.0 * (double)t / 1000, 2, 1);
+    scrape_podstate_fail(&st[2], NOW, SCRAPE_FAIL_TIMEOUT, "timeout");
+    struct scrape_agg_pod ap[4] = {{&st[0], 1}, {&st[1], 1}, {&st[2], 1}, {&st[3], 1}};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    spec.missing_fraction = 1;
+    struct scrape_result r;
+    scrape_aggregate(ap, 4, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_int_equal(r.pods_counted, 1);
+    assert_true(r.inflight == 6 && r.queued == 4);
+    assert_true(r.backlog == 6 + 4 + 8 + 5 + 2 + 1);
+    /* the failed pod's gauges age out with its last good scrape */
+    scrape_aggregate(ap, 4, NULL, &spec, NOW + 2 * IV + 1, IV, WIN, &r);
+    assert_true(r.backlog == 6 + 4 + 8 + 5);
+    /* a gauge not configured is not summed; none configured: unknown */
+    spec.queue_metric[0] = '\0';
+    scrape_aggregate(ap, 4, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.backlog == 6 + 8 + 2);
+    spec.inflight_metric[0] = '\0';
+    scrape_aggregate(ap, 4, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid && r.backlog < 0);
+    for (int p = 0; p < 4; p++)
+        scrape_podstate_free(&st[p], NULL);
+}
+
 /* A counter that does not exist yet is zero (TGI creates them lazily), but
  * a workload where no pod has it is invalid; a counter that vanishes is a
  * failed scrape, not a reset to zero. */
@@ -524,7 +580,7 @@ int main(void)
         cmocka_unit_test(test_latency_and_gauges), cmocka_unit_test(test_absent_counter),
         cmocka_unit_test(test_window),             cmocka_unit_test(test_recent_rate),
         cmocka_unit_test(test_token_rates),        cmocka_unit_test(test_token_missing),
-        cmocka_unit_test(test_busy_time),
+        cmocka_unit_test(test_busy_time),          cmocka_unit_test(test_backlog),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
