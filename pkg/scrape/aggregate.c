@@ -11,7 +11,10 @@
  *    or with fewer than 2 samples in the rate window;
  *  - counted: everything else; the request rate sums their rates, except
  *    that a pod that became a target within the observed window adds its
- *    requests spread over that window (see below).
+ *    requests spread over that window (see below);
+ *  - gone: deleted, or no longer Ready, with samples in the window: not a
+ *    ready pod; its requests served in the window are spread over it, as a
+ *    new pod's are, until they age out.
  * The in-flight and queued gauges sum the counted pods; the backlog sums the
  * latest gauges of every pod with a good scrape within 3 intervals, warming
  * and failed ones included: the controller counts its growth from tick to
@@ -119,12 +122,26 @@ static bool acc_add(struct acc *a, size_t k, const struct scrape_ring *c, int64_
     return true;
 }
 
+/* A pod that left: its increase over the window's samples (0 without two),
+ * entry k, spread over the window as a young pod's (see below). */
+static void acc_gone(struct acc *a, size_t k, const struct scrape_ring *c, int64_t now_ms,
+                     int64_t window_ms)
+{
+    double inc;
+    int64_t sp;
+    a->incs[k] = scrape_ring_increase(c, now_ms, window_ms, &inc, &sp) == 0 ? inc : 0;
+}
+
 /* The workload's throughput over the window we have observed (the longest
  * sample span). A pod that became a target within it (by more than one
  * interval of scrape jitter) adds its counts spread over that span, not a
  * rate over its short life: when traffic is shared by a load balancer, a new
  * pod takes a share of the same demand, and summing rates would count that
- * demand twice during a scale-out. */
+ * demand twice during a scale-out. A pod that left within it (ages[k] is
+ * INT64_MIN) adds its counts the same way: the pods that stay take its share
+ * from then on, and leaving it out would count the window's demand short
+ * until it aged out (by half, right after a scale-in from 4 replicas to 2),
+ * where Prometheus' sum(rate()) keeps a series that ended within the window. */
 static double window_rate(const double *incs, const int64_t *spans, const int64_t *ages,
                           size_t n, int64_t span, int64_t interval_ms)
 {
@@ -175,7 +192,10 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     out->backlog = -1;
     out->p99_ms = -1;
     out->time_ms = POLICY_NEVER;
-    out->pods_ready = (int)n;
+    int ready = 0;
+    for (size_t i = 0; i < n; i++)
+        ready += !pods[i].gone;
+    out->pods_ready = ready;
 
     out->prompt_token_rate = out->generation_token_rate = NAN;
     out->prompt_token_recent = out->generation_token_recent = NAN;
@@ -204,6 +224,15 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     for (size_t i = 0; i < n; i++) {
         const struct scrape_podstate *st = pods[i].st;
         int64_t sp;
+        if (pods[i].gone) {
+            acc_gone(&req, ncounted, &st->requests, now_ms, window_ms);
+            acc_gone(&prompt, ncounted, &st->prompt, now_ms, window_ms);
+            acc_gone(&gen, ncounted, &st->gen, now_ms, window_ms);
+            acc_gone(&busy, ncounted, &st->busy, now_ms, window_ms);
+            spans[ncounted] = 0;
+            ages[ncounted++] = INT64_MIN;
+            continue;
+        }
         if (st->last_ok_ms != POLICY_NEVER && now_ms - st->last_ok_ms <= fresh) {
             if (spec->inflight_metric[0] && st->has_inflight) {
                 backlog += st->inflight;
@@ -258,7 +287,6 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     }
     out->pods_stale = t.stale;
 
-    int ready = (int)n;
     int missing = out->pods_failed + t.stale - t.warming;
     int base = ready - t.warming;
     char lead[96];

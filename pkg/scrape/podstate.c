@@ -108,6 +108,18 @@ size_t scrape_podstate_memory(const struct scrape_podstate *st)
     return n;
 }
 
+void scrape_podstate_retire(struct scrape_podstate *dst, struct scrape_podstate *src,
+                            struct scrape_window *w)
+{
+    hist_release(src, w);
+    *dst = *src;
+    dst->error = NULL; /* the error stays with src, which frees it */
+    scrape_ring_init(&src->requests, src->requests.cap);
+    scrape_ring_init(&src->prompt, src->prompt.cap);
+    scrape_ring_init(&src->gen, src->gen.cap);
+    scrape_ring_init(&src->busy, src->busy.cap);
+}
+
 static bool same_layout(const struct scrape_podstate *st, const struct scrape_window *w,
                         const struct scrape_sample *s)
 {

@@ -256,13 +256,21 @@ void scrape_podstate_fail(struct scrape_podstate *st, int64_t t_ms, enum scrape_
 const char *scrape_podstate_error(const struct scrape_podstate *st);
 /** Heap bytes the pod's history holds beyond the struct itself. */
 size_t scrape_podstate_memory(const struct scrape_podstate *st);
+/** Move src's counter samples into dst (a pod that left, kept for the
+ *  requests it served in the window); src keeps no samples and its histogram
+ *  columns in w are released. dst owns the rings: free it with
+ *  scrape_podstate_free(dst, NULL). */
+void scrape_podstate_retire(struct scrape_podstate *dst, struct scrape_podstate *src,
+                            struct scrape_window *w);
 
 /* ---- pods -> workload result ------------------------------------------- */
 
-/** One ready pod as scrape_aggregate() sees it. */
+/** One pod as scrape_aggregate() sees it: a ready one, or one that left
+ *  (deleted, or no longer Ready) whose samples are still in the window. */
 struct scrape_agg_pod {
     const struct scrape_podstate *st;
     double gpus;
+    bool gone;  /**< left: only its requests served in the window count */
 };
 
 /**

@@ -100,6 +100,8 @@ struct swl {
     struct scrape_window win;  /* latency increases over the rate window */
     struct spod **pods;        /* sorted by name */
     size_t npods;
+    struct scrape_podstate *gone; /* pods deleted within the rate window: their requests */
+    size_t ngone;
     size_t body;               /* recent body size (moving maximum) */
 };
 
@@ -632,6 +634,35 @@ static void pod_drop(struct scrape *s, struct spod *p)
     }
 }
 
+/* A pod that is no longer a target: the requests it served in the window
+ * keep counting until they age out (aggregate.c), the rest goes. */
+static void pod_leave(struct scrape *s, struct swl *w, struct spod *p)
+{
+    if (p->st.requests.n >= 2) {
+        w->gone = xrealloc(w->gone, (w->ngone + 1) * sizeof(*w->gone));
+        scrape_podstate_retire(&w->gone[w->ngone++], &p->st, &w->win);
+    }
+    pod_drop(s, p);
+}
+
+/* Forget the pods that left whose newest sample is out of the window (all
+ * of them with all = true). */
+static void gone_expire(struct swl *w, int64_t wall, int64_t window_ms, bool all)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < w->ngone; i++) {
+        if (all || scrape_ring_newest(&w->gone[i].requests) <= wall - window_ms)
+            scrape_podstate_free(&w->gone[i], NULL);
+        else
+            w->gone[k++] = w->gone[i];
+    }
+    w->ngone = k;
+    if (k == 0) {
+        xfree(w->gone);
+        w->gone = NULL;
+    }
+}
+
 static void pod_update(struct scrape *s, struct spod *p, const struct scrape_pod *in,
                        int64_t wall, bool metrics_changed)
 {
@@ -778,7 +809,7 @@ void scrape_set_targets(struct scrape *s, const char *ns, const char *name,
         }
         int c = i == w->npods ? 1 : j == nin ? -1 : strcmp(w->pods[i]->name, in[j]->name);
         if (c < 0) {
-            pod_drop(s, w->pods[i++]);
+            pod_leave(s, w, w->pods[i++]);
         } else if (c > 0) {
             out[nout++] = pod_new(s, w, in[j++], wall);
         } else {
@@ -790,7 +821,9 @@ void scrape_set_targets(struct scrape *s, const char *ns, const char *name,
     xfree(in);
     w->pods = xrealloc(out, (nout ? nout : 1) * sizeof(*out));
     w->npods = nout;
-    if (metrics_changed) /* the pods released theirs: the increases were of another metric */
+    /* the increases of another metric count no more */
+    gone_expire(w, wall, s->cfg.rate_window_ms, metrics_changed);
+    if (metrics_changed) /* the pods released theirs */
         scrape_window_clear(&w->win);
     arm(s);
 }
@@ -799,6 +832,7 @@ static void wl_free(struct scrape *s, struct swl *w)
 {
     for (size_t i = 0; i < w->npods; i++)
         pod_drop(s, w->pods[i]);
+    gone_expire(w, 0, 0, true);
     scrape_window_free(&w->win);
     spec_put(s, w->sp);
     xfree(w->pods);
@@ -824,11 +858,14 @@ int scrape_get(struct scrape *s, const char *ns, const char *name, int64_t now_m
     const struct swl *w = find_wl(s, ns, name, NULL);
     if (!w)
         return -ENOENT;
-    struct scrape_agg_pod *ap = xmalloc((w->npods ? w->npods : 1) * sizeof(*ap));
+    /* the ready pods, and those that left (no longer Ready, or deleted) for
+     * the requests they served in the window */
+    struct scrape_agg_pod *ap = xmalloc((w->npods + w->ngone + 1) * sizeof(*ap));
     size_t n = 0;
     for (size_t i = 0; i < w->npods; i++)
-        if (w->pods[i]->ready)
-            ap[n++] = (struct scrape_agg_pod){&w->pods[i]->st, w->pods[i]->gpus};
+        ap[n++] = (struct scrape_agg_pod){&w->pods[i]->st, w->pods[i]->gpus, !w->pods[i]->ready};
+    for (size_t i = 0; i < w->ngone; i++)
+        ap[n++] = (struct scrape_agg_pod){&w->gone[i], 0, true};
     scrape_aggregate(ap, n, &w->win, &w->sp->spec, now_ms, s->cfg.interval_ms,
                      s->cfg.rate_window_ms, out);
     xfree(ap);
@@ -888,7 +925,9 @@ static size_t memory(const struct scrape *s)
     for (size_t i = 0; i < s->nwls; i++) {
         const struct swl *w = s->wls[i];
         n += sizeof(*w) + strlen(w->ns) + strlen(w->name) + 2 + scrape_window_memory(&w->win) +
-             w->npods * sizeof(*w->pods);
+             w->npods * sizeof(*w->pods) + w->ngone * sizeof(*w->gone);
+        for (size_t j = 0; j < w->ngone; j++)
+            n += scrape_podstate_memory(&w->gone[j]);
         for (size_t j = 0; j < w->npods; j++) {
             const struct spod *p = w->pods[j];
             n += sizeof(*p) + strlen(p->name) + 1 + (p->url ? strlen(p->url) + 1 : 0) +

@@ -5,7 +5,8 @@
  * latency histograms across pods, lazily created and vanishing counters, the
  * token counters of demand-unit tokens (rates, resets, absence), and the
  * busy-time counter (its time average, unit, absence), and the backlog's
- * gauges (every pod scraped lately). The latency window has
+ * gauges (every pod scraped lately), and the pods that left (their requests
+ * in the window). The latency window has
  * its own tests in test-window.c. */
 #include <errno.h>
 #include <math.h>
@@ -119,7 +120,7 @@ static void test_counting_rules(void **state)
         struct scrape_agg_pod ap[12];
         for (int j = 0; j < c->n; j++) {
             build(&st[j], &c->pods[j]);
-            ap[j] = (struct scrape_agg_pod){&st[j], 1};
+            ap[j] = (struct scrape_agg_pod){&st[j], 1, false};
         }
         struct scrape_spec spec;
         scrape_spec_init(&spec, SCRAPE_VLLM);
@@ -148,7 +149,7 @@ static void test_counter_reset(void **state)
     const double v[] = {100, 110, 120, 5, 15, 25};
     for (int i = 0; i < 6; i++)
         add(&st, NOW - 25000 + i * IV, v[i]);
-    struct scrape_agg_pod ap = {&st, 1};
+    struct scrape_agg_pod ap = {&st, 1, false};
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_VLLM);
     struct scrape_result r;
@@ -176,7 +177,7 @@ static void test_recent_rate(void **state)
             add(&st[p], t, v[p]);
         }
     }
-    struct scrape_agg_pod ap[2] = {{&st[0], 1}, {&st[1], 1}};
+    struct scrape_agg_pod ap[2] = {{&st[0], 1, false}, {&st[1], 1, false}};
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_VLLM);
     struct scrape_result r;
@@ -243,7 +244,7 @@ static void test_latency_and_gauges(void **state)
         add_hist(&st[0], &w, t, 30.0 * (double)t / 1000, fast, 3);
         add_hist(&st[1], &w, t, 10.0 * (double)t / 1000, slow, 4);
     }
-    struct scrape_agg_pod ap[2] = {{&st[0], 1}, {&st[1], 1}};
+    struct scrape_agg_pod ap[2] = {{&st[0], 1, false}, {&st[1], 1, false}};
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_VLLM);
     struct scrape_result r;
@@ -305,7 +306,7 @@ static void test_backlog(void **state)
     for (int64_t t = NOW - WIN + IV; t <= NOW - IV; t += IV) /* failed at the last scrape */
         add_gauges(&st[2], t, 10.0 * (double)t / 1000, 2, 1);
     scrape_podstate_fail(&st[2], NOW, SCRAPE_FAIL_TIMEOUT, "timeout");
-    struct scrape_agg_pod ap[4] = {{&st[0], 1}, {&st[1], 1}, {&st[2], 1}, {&st[3], 1}};
+    struct scrape_agg_pod ap[4] = {{&st[0], 1, false}, {&st[1], 1, false}, {&st[2], 1, false}, {&st[3], 1, false}};
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_VLLM);
     spec.missing_fraction = 1;
@@ -329,6 +330,46 @@ static void test_backlog(void **state)
         scrape_podstate_free(&st[p], NULL);
 }
 
+/* A scale-in behind a balancer: two pods share 20 req/s until one leaves
+ * half a window ago, then the other serves all of it. The one that left
+ * counts what it served in the window, spread over it: the rate stays 20
+ * (15 without it, 10 right after the scale-in), while it is neither a ready
+ * pod nor in the newest intervals' rate, the gauges or the GPUs. */
+static void test_gone(void **state)
+{
+    (void)state;
+    struct scrape_podstate st[2];
+    scrape_podstate_init(&st[0], 0, RING);
+    scrape_podstate_init(&st[1], 0, RING);
+    const int64_t left = NOW - WIN / 2;
+    double a = 0, b = 0;
+    for (int64_t t = NOW - WIN - IV; t <= NOW; t += IV) {
+        add_gauges(&st[0], t, a, 3, 0);
+        if (t <= left)
+            add_gauges(&st[1], t, b, 3, 0);
+        a += (t < left ? 10 : 20) * IV / 1000.0;
+        b += 10 * IV / 1000.0;
+    }
+    struct scrape_agg_pod ap[2] = {{&st[0], 1, false}, {&st[1], 1, true}};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_result r;
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_int_equal(r.pods_ready, 1);
+    assert_int_equal(r.pods_counted, 1);
+    assert_int_equal(r.pods_stale, 0);
+    assert_true(r.gpus_ready == 1);
+    assert_true(fabs(r.request_rate - 20) < 0.5);
+    assert_true(fabs(r.recent_rate - 20) < 1e-6);
+    assert_true(r.inflight == 3 && r.backlog == 3);
+    /* left out, the window would count the demand short */
+    scrape_aggregate(ap, 1, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(fabs(r.request_rate - 15) < 0.5);
+    for (int p = 0; p < 2; p++)
+        scrape_podstate_free(&st[p], NULL);
+}
+
 /* A counter that does not exist yet is zero (TGI creates them lazily), but
  * a workload where no pod has it is invalid; a counter that vanishes is a
  * failed scrape, not a reset to zero. */
@@ -343,7 +384,7 @@ static void test_absent_counter(void **state)
         scrape_podstate_ok(&st[0], NULL, t, &none);
         scrape_podstate_ok(&st[1], NULL, t, &none);
     }
-    struct scrape_agg_pod ap[2] = {{&st[0], 1}, {&st[1], 1}};
+    struct scrape_agg_pod ap[2] = {{&st[0], 1, false}, {&st[1], 1, false}};
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_TGI);
     struct scrape_result r;
@@ -386,7 +427,7 @@ static void test_window(void **state)
     scrape_podstate_init(&st, 0, RING);
     add(&st, NOW - 2 * WIN, 10);
     add(&st, NOW - 1000, 20);
-    struct scrape_agg_pod ap = {&st, 1};
+    struct scrape_agg_pod ap = {&st, 1, false};
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_VLLM);
     struct scrape_result r;
@@ -422,7 +463,7 @@ static void test_token_rates(void **state)
         double g = t <= NOW - WIN / 2 ? 50 * s : 50 * (s - (NOW - WIN / 2) / 1000.0);
         add_tok(&st[1], t, s, 2000 * s, g, true);
     }
-    struct scrape_agg_pod ap[2] = {{&st[0], 1}, {&st[1], 1}};
+    struct scrape_agg_pod ap[2] = {{&st[0], 1, false}, {&st[1], 1, false}};
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_VLLM);
     struct scrape_result r;
@@ -456,7 +497,7 @@ static void test_token_missing(void **state)
     scrape_podstate_init(&st, 0, RING);
     for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV)
         add_tok(&st, t, 2.0 * (double)t / 1000, 0, 0, false);
-    struct scrape_agg_pod ap = {&st, 1};
+    struct scrape_agg_pod ap = {&st, 1, false};
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_TGI);
     assert_int_equal(scrape_spec_want_tokens(&spec), 0);
@@ -510,7 +551,7 @@ static void test_busy_time(void **state)
         add_busy(&st[0], t, 20 * s, 6 * s, true);
         add_busy(&st[1], t, 10 * s, 2 * s, true);
     }
-    struct scrape_agg_pod ap[2] = {{&st[0], 1}, {&st[1], 1}};
+    struct scrape_agg_pod ap[2] = {{&st[0], 1, false}, {&st[1], 1, false}};
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_VLLM);
     assert_string_equal(spec.busy_metric, "vllm:request_inference_time_seconds_sum");
@@ -581,6 +622,7 @@ int main(void)
         cmocka_unit_test(test_window),             cmocka_unit_test(test_recent_rate),
         cmocka_unit_test(test_token_rates),        cmocka_unit_test(test_token_missing),
         cmocka_unit_test(test_busy_time),          cmocka_unit_test(test_backlog),
+        cmocka_unit_test(test_gone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
