@@ -216,10 +216,11 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
                             : o->recent_ms;
     /* the backlog of every pod scraped lately, warming ones included: a new
      * pod's queue counts as it builds, not all at once when the pod is
-     * first counted (docs/metrics.md) */
+     * first counted; and with what the pods that left held, which finishes
+     * unseen: a scale-in is no drop in arrivals (docs/metrics.md) */
     if (!r->valid || r->backlog < 0)
         return;
-    double bl = r->backlog;
+    double bl = r->backlog + (r->departed > 0 ? r->departed : 0);
     ctl_backlog_push(w, now, bl);
     int64_t slack = c->cfg->decision_interval_ms / 2;
     double g = size * ctl_backlog_growth(w, now, c->cfg->scrape.rate_window_ms, slack, bl);

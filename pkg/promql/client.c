@@ -431,6 +431,7 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
     o->r.busy = -1;
     o->r.queued = -1;
     o->r.backlog = -1;
+    o->r.waiting = -1;
     o->r.p99_ms = -1;
     url = instant_url(p, rate_q, now_ms);
     rc = issue(o, 0, url, p->max_body, err, errlen);

@@ -20,7 +20,8 @@
  * and failed ones included: the controller counts its growth from tick to
  * tick as arrivals, and a new pod's queue (the requests a balancer sent it
  * while it warmed up) entering the sum only when the pod is first counted
- * would pass for a tick's worth of arrivals.
+ * would pass for a tick's worth of arrivals. The waiting requests of the
+ * same pods are the queue to drain (a warming pod's queue is no less one).
  * Warming pods are stale in pods_stale but left out of the missing-fraction
  * test on both sides: invalid when (failed + stale - warming) exceeds
  * missing_fraction x (ready - warming). So a scale-out (many new pods) never
@@ -190,6 +191,7 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     out->busy = -1;
     out->queued = -1;
     out->backlog = -1;
+    out->waiting = -1;
     out->p99_ms = -1;
     out->time_ms = POLICY_NEVER;
     int ready = 0;
@@ -218,8 +220,8 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     bool any_inflight = false, any_queued = false, any_req = false, any_gen = false;
     int64_t fresh = 3 * interval_ms;
     int64_t recent_ms = 2 * interval_ms + interval_ms / 2;
-    double backlog = 0;
-    bool any_backlog = false;
+    double backlog = 0, waiting = 0;
+    bool any_backlog = false, any_waiting = false;
 
     for (size_t i = 0; i < n; i++) {
         const struct scrape_podstate *st = pods[i].st;
@@ -240,7 +242,8 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
             }
             if (spec->queue_metric[0] && st->has_queued) {
                 backlog += st->queued;
-                any_backlog = true;
+                waiting += st->queued;
+                any_backlog = any_waiting = true;
             }
         }
         if (st->fail != SCRAPE_FAIL_NONE) {
@@ -326,6 +329,7 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
                         scrape_latency_unit_ms(spec->busy_metric) / 1000.0;
         out->queued = spec->queue_metric[0] && any_queued ? queued : -1;
         out->backlog = any_backlog ? backlog : -1;
+        out->waiting = any_waiting ? waiting : -1;
         double q = win && spec->latency_metric[0]
                        ? scrape_window_quantile(win, 0.99, now_ms, window_ms)
                        : NAN;

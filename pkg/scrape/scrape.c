@@ -102,6 +102,7 @@ struct swl {
     size_t npods;
     struct scrape_podstate *gone; /* pods deleted within the rate window: their requests */
     size_t ngone;
+    double departed;           /* scrape_result.departed: gauges of pods that left */
     size_t body;               /* recent body size (moving maximum) */
 };
 
@@ -576,6 +577,23 @@ static char *make_url(const struct scrape_spec *spec, const struct scrape_pod *p
                      pod->ip, v6 ? "]" : "", port, path[0] == '/' ? "" : "/", path);
 }
 
+/* The pod leaves the backlog (aggregate.c): the running and waiting requests
+ * its latest gauges counted there finish unseen, so they move to the
+ * workload's departed sum (the backlog's growth is the arrivals less the
+ * completions seen, and they were counted as arrivals when they came), and
+ * the gauges are spent: they count again only from the pod's next scrape. */
+static void depart(struct scrape *s, struct swl *w, struct scrape_podstate *st, int64_t wall)
+{
+    const struct scrape_spec *spec = &w->sp->spec;
+    if (st->last_ok_ms != POLICY_NEVER && wall - st->last_ok_ms <= 3 * s->cfg.interval_ms) {
+        if (spec->inflight_metric[0] && st->has_inflight && st->inflight > 0)
+            w->departed += st->inflight;
+        if (spec->queue_metric[0] && st->has_queued && st->queued > 0)
+            w->departed += st->queued;
+    }
+    st->has_inflight = st->has_queued = false;
+}
+
 /* Take the pod's address; a new one (or the first) starts its history afresh. */
 static void set_address(struct scrape *s, struct spod *p, const struct scrape_pod *in,
                         int64_t wall, bool first)
@@ -589,6 +607,8 @@ static void set_address(struct scrape *s, struct spod *p, const struct scrape_po
     }
     xfree(p->url);
     p->url = url;
+    if (!first)
+        depart(s, p->wl, &p->st, wall);
     scrape_podstate_reset(&p->st, &p->wl->win, wall);
     if (p->req)
         httpc_cancel(p->req); /* an answer from the old address must not count */
@@ -636,8 +656,10 @@ static void pod_drop(struct scrape *s, struct spod *p)
 
 /* A pod that is no longer a target: the requests it served in the window
  * keep counting until they age out (aggregate.c), the rest goes. */
-static void pod_leave(struct scrape *s, struct swl *w, struct spod *p)
+static void pod_leave(struct scrape *s, struct swl *w, struct spod *p, int64_t wall)
 {
+    if (p->ready)
+        depart(s, w, &p->st, wall);
     if (p->st.requests.n >= 2) {
         w->gone = xrealloc(w->gone, (w->ngone + 1) * sizeof(*w->gone));
         scrape_podstate_retire(&w->gone[w->ngone++], &p->st, &w->win);
@@ -675,6 +697,8 @@ static void pod_update(struct scrape *s, struct spod *p, const struct scrape_pod
         p->st.since_ms = wall;
         p->st.ok_count = 0;
     }
+    if (p->ready && !in->ready)
+        depart(s, p->wl, &p->st, wall);
     p->ready = in->ready;
     if (!p->ready)
         heap_remove(s, p);
@@ -809,7 +833,7 @@ void scrape_set_targets(struct scrape *s, const char *ns, const char *name,
         }
         int c = i == w->npods ? 1 : j == nin ? -1 : strcmp(w->pods[i]->name, in[j]->name);
         if (c < 0) {
-            pod_leave(s, w, w->pods[i++]);
+            pod_leave(s, w, w->pods[i++], wall);
         } else if (c > 0) {
             out[nout++] = pod_new(s, w, in[j++], wall);
         } else {
@@ -868,6 +892,7 @@ int scrape_get(struct scrape *s, const char *ns, const char *name, int64_t now_m
         ap[n++] = (struct scrape_agg_pod){&w->gone[i], 0, true};
     scrape_aggregate(ap, n, &w->win, &w->sp->spec, now_ms, s->cfg.interval_ms,
                      s->cfg.rate_window_ms, out);
+    out->departed = w->departed;
     xfree(ap);
     return 0;
 }

@@ -102,6 +102,13 @@ struct scrape_result {
                                  growth compares from tick to tick, so a pod's queue counts
                                  as arrivals when its requests come, not when the pod is
                                  first counted */
+    double waiting;         /**< the waiting part of backlog (the same pods' waiting gauges),
+                                 < 0 unknown: the queue to drain */
+    double departed;        /**< running + waiting requests that pods held when they left
+                                 the backlog by leaving (deleted, no longer Ready, a new
+                                 address), summed since the workload was first given:
+                                 they finish unseen, so backlog + departed only grows by
+                                 arrivals and falls by completions seen */
     double p99_ms;          /**< p99 latency over the rate window, < 0 unknown */
     /** Token rates (tokens/s, counted like request_rate) when the spec names token
      *  metrics; NAN otherwise or when !valid. A workload whose pods lack the

@@ -316,13 +316,16 @@ static void test_backlog(void **state)
     assert_int_equal(r.pods_counted, 1);
     assert_true(r.inflight == 6 && r.queued == 4);
     assert_true(r.backlog == 6 + 4 + 8 + 5 + 2 + 1);
+    assert_true(r.waiting == 4 + 5 + 1); /* the queue to drain: the same pods' */
     /* the failed pod's gauges age out with its last good scrape */
     scrape_aggregate(ap, 4, NULL, &spec, NOW + 2 * IV + 1, IV, WIN, &r);
     assert_true(r.backlog == 6 + 4 + 8 + 5);
+    assert_true(r.waiting == 4 + 5);
     /* a gauge not configured is not summed; none configured: unknown */
     spec.queue_metric[0] = '\0';
     scrape_aggregate(ap, 4, NULL, &spec, NOW, IV, WIN, &r);
     assert_true(r.backlog == 6 + 8 + 2);
+    assert_true(r.waiting < 0);
     spec.inflight_metric[0] = '\0';
     scrape_aggregate(ap, 4, NULL, &spec, NOW, IV, WIN, &r);
     assert_true(r.valid && r.backlog < 0);

@@ -340,6 +340,51 @@ static void test_pods_appear_vanish(void **state)
     fx_finish(f);
 }
 
+/* A pod that leaves the backlog by leaving (deleted, no longer Ready) hands
+ * its latest running and waiting requests to the departed sum: they finish
+ * unseen, and backlog + departed, whose growth the controller counts as
+ * arrivals, does not drop at a scale-in. A pod Ready again counts its
+ * gauges from its next scrape only, as new requests. */
+static void test_departed(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(100, 300, 0);
+    for (int i = 0; i < 3; i++)
+        fx_pod(f, FAKEPOD_VLLM, 10, 4, 2);
+    targets(f, "chat", SCRAPE_VLLM, f->pods, 3, NULL);
+    run_for(f, 600);
+    struct scrape_result r = get(f, "chat");
+    assert_true(r.valid);
+    assert_true(r.backlog == 18 && r.waiting == 6 && r.departed == 0);
+
+    targets(f, "chat", SCRAPE_VLLM, f->pods + 1, 2, NULL); /* pod 0 is deleted */
+    r = get(f, "chat");
+    assert_true(r.backlog == 12 && r.waiting == 4 && r.departed == 6);
+    assert_true(r.backlog + r.departed == 18);
+
+    bool ready[2] = {false, true}; /* pod 1 is no longer Ready */
+    targets(f, "chat", SCRAPE_VLLM, f->pods + 1, 2, ready);
+    run_for(f, 300);
+    r = get(f, "chat");
+    assert_true(r.backlog == 6 && r.waiting == 2 && r.departed == 12);
+
+    ready[0] = true; /* Ready again: its gauges are spent until it is scraped */
+    targets(f, "chat", SCRAPE_VLLM, f->pods + 1, 2, ready);
+    r = get(f, "chat");
+    assert_true(r.backlog == 6 && r.departed == 12);
+    run_for(f, 300);
+    r = get(f, "chat");
+    assert_true(r.backlog == 12 && r.waiting == 4 && r.departed == 12);
+
+    /* no longer Ready, then deleted: its requests depart once */
+    ready[0] = false;
+    targets(f, "chat", SCRAPE_VLLM, f->pods + 1, 2, ready);
+    targets(f, "chat", SCRAPE_VLLM, f->pods + 2, 1, NULL);
+    r = get(f, "chat");
+    assert_true(r.backlog == 6 && r.departed == 18);
+    fx_finish(f);
+}
+
 /* Over the missing fraction the result is invalid with a reason and no
  * rate; under it the failed pods are excluded and counted. */
 static void test_missing_fraction(void **state)
@@ -645,7 +690,7 @@ int main(void)
         cmocka_unit_test(test_missing_fraction), cmocka_unit_test(test_bad_endpoints),
         cmocka_unit_test(test_close_inflight),   cmocka_unit_test(test_openmetrics_pods),
         cmocka_unit_test(test_inflight_limit),   cmocka_unit_test(test_slow_pods_do_not_starve),
-        cmocka_unit_test(test_spec_change),
+        cmocka_unit_test(test_spec_change),      cmocka_unit_test(test_departed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
