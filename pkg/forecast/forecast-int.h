@@ -53,6 +53,13 @@
 #define FC_MAX_GROWTH 10.0
 /** Closed buckets the short-term momentum is fitted to. */
 #define FC_MOMENTUM_BUCKETS 4
+/** Steepest rise the momentum follows, as a share of the rate a minute: a
+ *  daily ramp rises a few % a minute, and four rising bucket means whose
+ *  line is steeper end in a burst's bucket, which it would extrapolate as a
+ *  ramp for the whole window (on 8 bursts an hour: a base of 3,099 req/s
+ *  after a burst, where 220 arrived). The same bound as the demand's ramp
+ *  (POLICY_TREND_MAX_PER_MIN; docs/policy.md, section 5). */
+#define FC_MOMENTUM_MAX_PER_MIN 0.05
 /** Bucket index of "no bucket". */
 #define FC_NONE INT64_MIN
 /** The learned plan (learn.c): coefficients (intercept and four features),
@@ -228,7 +235,8 @@ double fc_log(const struct forecast *f, double rate);
 void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak);
 
 /** Slope (log per bucket) of the last FC_MOMENTUM_BUCKETS closed bucket
- *  means before bucket `after` (least squares), 0 when any is a gap. */
+ *  means through bucket last_closed (least squares), 0 when any is a gap or they
+ *  do not rise steadily, at most FC_MOMENTUM_MAX_PER_MIN a minute. */
 double fc_momentum(const struct forecast *f, int64_t last_closed);
 
 /** After the model was updated through bucket b: plan the windows starting

@@ -298,7 +298,9 @@ double fc_momentum(const struct forecast *f, int64_t last_closed)
         sxx += (double)i * i;
         sxy += i * (double)z;
     }
-    return (k * sxy - sx * sy) / (k * sxx - sx * sx);
+    double slope = (k * sxy - sx * sy) / (k * sxx - sx * sx);
+    double max = log1p(FC_MOMENTUM_MAX_PER_MIN) * (double)f->cfg.bucket_ms / 60000.0;
+    return slope < max ? slope : max;
 }
 
 double fc_base(const struct forecast *f, int64_t last_closed, int64_t first, int64_t n)

@@ -474,6 +474,37 @@ static void test_plan_likely_bounded(void **state)
     forecast_free(f);
 }
 
+/* The momentum follows a ramp's slope as it is, and a steeper rise (four
+ * rising bucket means, the last a burst's) at most at the steepest ramp's,
+ * FC_MOMENTUM_MAX_PER_MIN: extrapolated as a ramp, a burst's bucket put the
+ * plan's base at many times the load for the whole window. */
+static void test_momentum_bounded(void **state)
+{
+    (void)state;
+    struct forecast_config cfg;
+    forecast_config_init(&cfg);
+    struct forecast *ramp = forecast_new(&cfg), *burst = forecast_new(&cfg);
+    for (int64_t i = 0; i < 30; i++) {
+        assert_int_equal(forecast_observe(ramp, T0 + i * MIN_MS, 100 * pow(1.03, (double)i)), 0);
+        double b = i == 28 ? 600 : 100 + 0.5 * (double)i; /* a 6x burst's bucket */
+        assert_int_equal(forecast_observe(burst, T0 + i * MIN_MS, b), 0);
+    }
+    double mr = fc_momentum(ramp, ramp->cur - 1), mb = fc_momentum(burst, burst->cur - 1);
+    print_message("momentum: ramp of 3 %%/min %.4f, burst %.4f a minute\n", mr, mb);
+    assert_true(fabs(mr - log(1.03)) < 1e-3);
+    assert_true(mb > 0 && mb <= log1p(FC_MOMENTUM_MAX_PER_MIN) + 1e-12);
+    /* the same bound per minute whatever the bucket width */
+    forecast_free(ramp);
+    cfg.bucket_ms = 2 * MIN_MS;
+    ramp = forecast_new(&cfg);
+    for (int64_t i = 0; i < 30; i++)
+        assert_int_equal(forecast_observe(ramp, T0 + i * 2 * MIN_MS, 100 * pow(1.2, (double)i)), 0);
+    mr = fc_momentum(ramp, ramp->cur - 1);
+    assert_true(fabs(mr - 2 * log1p(FC_MOMENTUM_MAX_PER_MIN)) < 1e-9);
+    forecast_free(ramp);
+    forecast_free(burst);
+}
+
 static void test_plan_recent_peaks(void **state)
 {
     (void)state;
@@ -883,6 +914,7 @@ int main(void)
         cmocka_unit_test(test_plan_learned),
         cmocka_unit_test(test_plan_recent_peaks),
         cmocka_unit_test(test_plan_likely_bounded),
+        cmocka_unit_test(test_momentum_bounded),
         cmocka_unit_test(test_loss_average_start),
         cmocka_unit_test(test_plan_lookahead_length),
         cmocka_unit_test(test_plan_never_runs_away),
