@@ -235,16 +235,16 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
             ages[ncounted++] = INT64_MIN;
             continue;
         }
-        if (st->last_ok_ms != POLICY_NEVER && now_ms - st->last_ok_ms <= fresh) {
-            if (spec->inflight_metric[0] && st->has_inflight) {
-                backlog += st->inflight;
-                any_backlog = true;
-            }
-            if (spec->queue_metric[0] && st->has_queued) {
-                backlog += st->queued;
-                waiting += st->queued;
-                any_backlog = any_waiting = true;
-            }
+        double run, wait;
+        scrape_podstate_backlog(st, spec, now_ms, interval_ms, &run, &wait);
+        if (!isnan(run)) {
+            backlog += run;
+            any_backlog = true;
+        }
+        if (!isnan(wait)) {
+            backlog += wait;
+            waiting += wait;
+            any_backlog = any_waiting = true;
         }
         if (st->fail != SCRAPE_FAIL_NONE) {
             t.failed[st->fail < SCRAPE_FAIL_COUNT_ ? st->fail : SCRAPE_FAIL_OTHER]++;

@@ -108,6 +108,19 @@ size_t scrape_podstate_memory(const struct scrape_podstate *st)
     return n;
 }
 
+void scrape_podstate_backlog(const struct scrape_podstate *st, const struct scrape_spec *spec,
+                             int64_t now_ms, int64_t interval_ms, double *running,
+                             double *waiting)
+{
+    *running = *waiting = NAN;
+    if (st->last_ok_ms == POLICY_NEVER || now_ms - st->last_ok_ms > 3 * interval_ms)
+        return;
+    if (spec->inflight_metric[0] && st->has_inflight)
+        *running = st->inflight;
+    if (spec->queue_metric[0] && st->has_queued)
+        *waiting = st->queued;
+}
+
 void scrape_podstate_retire(struct scrape_podstate *dst, struct scrape_podstate *src,
                             struct scrape_window *w)
 {

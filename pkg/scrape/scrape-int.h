@@ -256,6 +256,13 @@ void scrape_podstate_fail(struct scrape_podstate *st, int64_t t_ms, enum scrape_
 const char *scrape_podstate_error(const struct scrape_podstate *st);
 /** Heap bytes the pod's history holds beyond the struct itself. */
 size_t scrape_podstate_memory(const struct scrape_podstate *st);
+/** The latest running and waiting requests the backlog counts for the pod
+ *  at now_ms (aggregate.c): its gauges of a good scrape within 3 intervals,
+ *  each only when the spec names its metric and the pod reported it; NAN
+ *  when not counted. */
+void scrape_podstate_backlog(const struct scrape_podstate *st, const struct scrape_spec *spec,
+                             int64_t now_ms, int64_t interval_ms, double *running,
+                             double *waiting);
 /** Move src's counter samples into dst (a pod that left, kept for the
  *  requests it served in the window); src keeps no samples and its histogram
  *  columns in w are released. dst owns the rings: free it with

@@ -584,13 +584,12 @@ static char *make_url(const struct scrape_spec *spec, const struct scrape_pod *p
  * the gauges are spent: they count again only from the pod's next scrape. */
 static void depart(struct scrape *s, struct swl *w, struct scrape_podstate *st, int64_t wall)
 {
-    const struct scrape_spec *spec = &w->sp->spec;
-    if (st->last_ok_ms != POLICY_NEVER && wall - st->last_ok_ms <= 3 * s->cfg.interval_ms) {
-        if (spec->inflight_metric[0] && st->has_inflight && st->inflight > 0)
-            w->departed += st->inflight;
-        if (spec->queue_metric[0] && st->has_queued && st->queued > 0)
-            w->departed += st->queued;
-    }
+    double run, wait;
+    scrape_podstate_backlog(st, &w->sp->spec, wall, s->cfg.interval_ms, &run, &wait);
+    if (run > 0)
+        w->departed += run;
+    if (wait > 0)
+        w->departed += wait;
     st->has_inflight = st->has_queued = false;
 }
 
