@@ -145,6 +145,7 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
 /* ---- Prometheus ----------------------------------------------------------- */
 
 struct fetch {
+    uv_loop_t *loop;
     bool done;
     int err;
     char why[200];
@@ -155,6 +156,7 @@ static void on_range(struct promql_range_result *r, void *arg)
 {
     struct fetch *f = arg;
     f->done = true;
+    uv_stop(f->loop); /* it may come from a timer, which uv_run(UV_RUN_ONCE) runs before it polls */
     f->err = r->err;
     snprintf(f->why, sizeof(f->why), "%s", r->why);
     f->s = r->series;
@@ -176,7 +178,7 @@ static int fetch_prometheus(const struct plan_workload *w, struct trace **out)
     uv_loop_t loop;
     struct httpc *h = NULL;
     struct promql *p = NULL;
-    struct fetch f = {0};
+    struct fetch f = {.loop = &loop};
     char err[240];
     int code = 1;
     uv_loop_init(&loop);
@@ -197,7 +199,7 @@ static int fetch_prometheus(const struct plan_workload *w, struct trace **out)
         }
     }
     while (rc == 0 && !f.done)
-        uv_run(&loop, UV_RUN_ONCE);
+        uv_run(&loop, UV_RUN_DEFAULT);
     if (p)
         promql_close(p, on_closed, &h);
     else if (h)

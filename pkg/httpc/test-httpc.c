@@ -38,6 +38,7 @@ struct fx {
     bool no_reuse; /* ...with httpc_opts.no_reuse */
     int close_hdrs; /* requests that carried Connection: close */
     uv_timer_t timer;
+    int want; /* run_until()'s target */
 };
 
 static struct fx *fx_new(testsrv_handler h)
@@ -51,15 +52,31 @@ static struct fx *fx_new(testsrv_handler h)
     return f;
 }
 
+static bool calls_reached(void *arg)
+{
+    struct fx *f = arg;
+    return f->done_calls >= f->want;
+}
+
+static bool requests_reached(void *arg)
+{
+    struct fx *f = arg;
+    return testsrv_requests(f->srv) >= (unsigned)f->want;
+}
+
 /* Run the loop until n completions were seen (the server's keep-alive
  * connections keep the loop alive, so UV_RUN_DEFAULT would not return). */
 static void run_until(struct fx *f, int n)
 {
-    uint64_t t0 = uv_hrtime();
-    while (f->done_calls < n) {
-        uv_run(&f->loop, UV_RUN_ONCE);
-        assert_true(uv_hrtime() - t0 < 10ull * 1000000000ull);
-    }
+    f->want = n;
+    assert_true(testsrv_run_until(&f->loop, calls_reached, f, 10000));
+}
+
+/* ...or until the server has seen n requests. */
+static void run_until_requests(struct fx *f, int n)
+{
+    f->want = n;
+    assert_true(testsrv_run_until(&f->loop, requests_reached, f, 10000));
 }
 
 static void on_client_closed(void *arg)
@@ -327,9 +344,7 @@ static void test_stream_cancel_from_callback(void **state)
     char *url = xasprintf("%s/forever", testsrv_url(f->srv));
     struct httpc_opts o = {.url = url, .on_data = data_cancel_after_3};
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
-    uv_run(&f->loop, UV_RUN_ONCE);
-    while (f->done_calls == 0)
-        uv_run(&f->loop, UV_RUN_ONCE);
+    run_until(f, 1);
     assert_int_equal(f->done_calls, 1);
     assert_int_equal(f->last_err, -ECANCELED);
     assert_int_equal(f->chunks, 3);
@@ -338,8 +353,7 @@ static void test_stream_cancel_from_callback(void **state)
     f->chunks = 0;
     o.on_data = data_abort;
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
-    while (f->done_calls == 1)
-        uv_run(&f->loop, UV_RUN_ONCE);
+    run_until(f, 2);
     assert_int_equal(f->last_err, -EBADMSG);
     assert_int_equal(f->chunks, 2);
     uv_timer_stop(&f->timer);
@@ -398,8 +412,7 @@ static void test_close_with_inflight(void **state)
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
     /* Let both connect and reach the server. */
-    while (testsrv_requests(f->srv) < 2)
-        uv_run(&f->loop, UV_RUN_ONCE);
+    run_until_requests(f, 2);
     httpc_close(f->http, on_client_closed, f);
     /* No new requests once closing; the callback is never called for them. */
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), -ESHUTDOWN);
@@ -699,8 +712,7 @@ static void test_h1_one_shot(void **state)
     assert_int_equal(httpc_inflight(f->http), 0);
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
-    while (testsrv_requests(f->srv) < 4)
-        uv_run(&f->loop, UV_RUN_ONCE);
+    run_until_requests(f, 4);
     httpc_close(f->http, on_client_closed, f);
     testsrv_stop(f->srv);
     uv_close((uv_handle_t *)&f->timer, NULL);
@@ -713,10 +725,38 @@ static void test_h1_one_shot(void **state)
     xfree(f);
 }
 
+/* testsrv_run_until() returns when a timer that is already due when it starts
+ * makes the condition true: uv_run(UV_RUN_ONCE) would run that timer and then
+ * sleep in the poll, which the listening server keeps waiting forever. */
+static void on_due(uv_timer_t *t)
+{
+    ((struct fx *)t->data)->done_calls++;
+}
+
+static void test_run_until_due_timer(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(h_echo);
+    uv_update_time(&f->loop);
+    uv_timer_start(&f->timer, on_due, 1, 0);
+    uint64_t t0 = uv_hrtime();
+    while (uv_hrtime() - t0 < 5000000) /* let the loop's clock fall 5 ms behind */
+        ;
+    run_until(f, 1);
+    assert_int_equal(f->done_calls, 1);
+    /* A condition that never holds ends at the time limit. */
+    f->want = 2;
+    t0 = uv_hrtime();
+    assert_false(testsrv_run_until(&f->loop, calls_reached, f, 50));
+    assert_true(uv_hrtime() - t0 >= 45000000);
+    fx_finish(f);
+}
+
 int main(void)
 {
     util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run_until_due_timer),
         cmocka_unit_test(test_get),
         cmocka_unit_test(test_post_and_methods),
         cmocka_unit_test(test_streaming),

@@ -319,3 +319,69 @@ void testsrv_stop(struct testsrv *s)
         testsrv_conn_close(c);
     uv_close((uv_handle_t *)&s->listener, on_closed);
 }
+
+/* ---- the loop driver --------------------------------------------------- */
+
+struct run {
+    uv_prepare_t prepare; /* checks the condition before every poll, */
+    uv_check_t check;     /* ...and after it */
+    uv_timer_t guard;     /* the time limit */
+    testsrv_cond done;
+    void *arg;
+    bool timed_out;
+    int open;
+};
+
+static void on_run_closed(uv_handle_t *h)
+{
+    struct run *r = h->data;
+    if (--r->open == 0)
+        xfree(r);
+}
+
+static void on_prepare(uv_prepare_t *p)
+{
+    struct run *r = p->data;
+    if (r->done(r->arg))
+        uv_stop(p->loop);
+}
+
+static void on_check(uv_check_t *c)
+{
+    struct run *r = c->data;
+    if (r->done(r->arg))
+        uv_stop(c->loop);
+}
+
+static void on_guard(uv_timer_t *t)
+{
+    struct run *r = t->data;
+    r->timed_out = true;
+    uv_stop(t->loop);
+}
+
+bool testsrv_run_until(uv_loop_t *loop, testsrv_cond done, void *arg, uint64_t timeout_ms)
+{
+    if (done(arg))
+        return true;
+    /* On the heap: the handles close on the caller's next run of the loop,
+     * which then sees no more of this run's work than the condition asked. */
+    struct run *r = xcalloc(1, sizeof(*r));
+    r->done = done;
+    r->arg = arg;
+    r->open = 3;
+    uv_prepare_init(loop, &r->prepare);
+    uv_check_init(loop, &r->check);
+    uv_timer_init(loop, &r->guard);
+    r->prepare.data = r->check.data = r->guard.data = r;
+    uv_prepare_start(&r->prepare, on_prepare);
+    uv_check_start(&r->check, on_check);
+    uv_timer_start(&r->guard, on_guard, timeout_ms, 0);
+    bool ok;
+    while (!(ok = done(arg)) && !r->timed_out)
+        uv_run(loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&r->prepare, on_run_closed);
+    uv_close((uv_handle_t *)&r->check, on_run_closed);
+    uv_close((uv_handle_t *)&r->guard, on_run_closed);
+    return ok;
+}

@@ -8,7 +8,10 @@
  * nothing (to test timeouts). Connections are freed only by testsrv_stop(),
  * so a handler may keep a connection pointer across loop iterations; writes to
  * a connection the peer has closed are dropped. Test code only: it asserts
- * instead of returning errors. */
+ * instead of returning errors.
+ *
+ * testsrv_run_until() is the loop driver the network tests share (those of
+ * httpc, kube, promql and scrape). */
 #ifndef GPUSCALER_TESTSRV_H
 #define GPUSCALER_TESTSRV_H
 
@@ -54,5 +57,16 @@ void testsrv_stream_end(struct testsrv_conn *c);
 /** Drop the connection. */
 void testsrv_conn_close(struct testsrv_conn *c);
 bool testsrv_conn_closed(const struct testsrv_conn *c);
+
+/** The condition testsrv_run_until() waits for. */
+typedef bool (*testsrv_cond)(void *arg);
+
+/** Run loop until done(arg) holds or timeout_ms of loop time pass; true when
+ * it holds. The condition is checked before and after every poll. A loop of
+ * uv_run(UV_RUN_ONCE) calls is not enough: uv_run runs the due timers before
+ * it polls, so when a timer (libcurl's, a request's deferred completion)
+ * makes the condition true, the poll that follows waits for the next I/O,
+ * which a test with nothing else in flight never sees. */
+bool testsrv_run_until(uv_loop_t *loop, testsrv_cond done, void *arg, uint64_t timeout_ms);
 
 #endif

@@ -22,6 +22,7 @@ struct fx {
     struct kube *k;
     struct testsrv *srv;
     int calls, closes;
+    int want; /* wait_calls()'s target */
     struct kube_result last;
     char reason[64], message[256], body[512];
     char seen[512]; /* "METHOD target|content-type|auth|body" of the last request */
@@ -79,13 +80,16 @@ static void on_closed(void *arg)
     ((struct fx *)arg)->closes++;
 }
 
+static bool calls_reached(void *arg)
+{
+    struct fx *f = arg;
+    return f->calls >= f->want;
+}
+
 static void wait_calls(struct fx *f, int n)
 {
-    uint64_t t0 = uv_hrtime();
-    while (f->calls < n) {
-        uv_run(&f->loop, UV_RUN_ONCE);
-        assert_true(uv_hrtime() - t0 < 10ull * 1000000000ull);
-    }
+    f->want = n;
+    assert_true(testsrv_run_until(&f->loop, calls_reached, f, 10000));
 }
 
 static struct fx *fx_new(const struct kube_config *base)
@@ -223,6 +227,11 @@ static void on_wait(uv_timer_t *t)
     (void)t;
 }
 
+static bool timer_done(void *arg)
+{
+    return !uv_is_active(arg);
+}
+
 static void test_token_file_reread(void **state)
 {
     (void)state;
@@ -240,9 +249,7 @@ static void test_token_file_reread(void **state)
     uv_timer_t t;
     uv_timer_init(&f->loop, &t);
     uv_timer_start(&t, on_wait, 1100, 0);
-    uv_run(&f->loop, UV_RUN_ONCE);
-    while (uv_is_active((uv_handle_t *)&t))
-        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_true(testsrv_run_until(&f->loop, timer_done, &t, 5000));
     uv_close((uv_handle_t *)&t, NULL);
     assert_int_equal(kube_get(f->k, "/x", on_result, f), 0);
     wait_calls(f, 2);

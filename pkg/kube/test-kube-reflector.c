@@ -38,14 +38,15 @@ static void on_closed(void *arg)
     ((struct fx *)arg)->closes++;
 }
 
+static bool flag_set(void *arg)
+{
+    return *(bool *)arg;
+}
+
 static void run_until(struct fx *f, bool *flag)
 {
-    uint64_t t0 = uv_hrtime();
-    while (!*flag) {
-        uv_run(&f->loop, UV_RUN_ONCE);
-        if (uv_hrtime() - t0 > 20ull * 1000000000ull)
-            fail_msg("timed out at step %d", f->step);
-    }
+    if (!testsrv_run_until(&f->loop, flag_set, flag, 20000))
+        fail_msg("timed out at step %d", f->step);
 }
 
 static void on_tick(uv_timer_t *t)

@@ -31,6 +31,7 @@
 
 #include "forecast/forecast.h"
 #include "httpc/httpc.h"
+#include "httpc/testsrv.h"
 #include "promql/promql.h"
 #include "scrape/test-fakepod.h"
 #include "util/util.h"
@@ -52,6 +53,7 @@ struct fx {
     int results, seeds, closes;
     struct scrape_result r;
     struct promql_seed_result sr;
+    int *counter, want; /* run_until()'s target */
 };
 
 static int free_port(void)
@@ -70,12 +72,30 @@ static void on_fire(uv_timer_t *t)
     ((struct fx *)t->data)->fired = true;
 }
 
+static bool fired(void *arg)
+{
+    return ((struct fx *)arg)->fired;
+}
+
+static bool counter_reached(void *arg)
+{
+    struct fx *f = arg;
+    return *f->counter >= f->want;
+}
+
 static void run_for(struct fx *f, uint64_t ms)
 {
     f->fired = false;
     uv_timer_start(&f->timer, on_fire, ms, 0);
-    while (!f->fired)
-        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_true(testsrv_run_until(&f->loop, fired, f, ms + 10000));
+}
+
+/* Run the loop until *counter reaches n, for at most timeout_ms. */
+static void run_until(struct fx *f, int *counter, int n, uint64_t timeout_ms)
+{
+    f->counter = counter;
+    f->want = n;
+    assert_true(testsrv_run_until(&f->loop, counter_reached, f, timeout_ms));
 }
 
 static void on_result(const struct scrape_result *r, void *arg)
@@ -99,11 +119,7 @@ static void on_closed(void *arg)
 
 static void wait_results(struct fx *f, int n)
 {
-    uint64_t t0 = uv_hrtime();
-    while (f->results < n) {
-        uv_run(&f->loop, UV_RUN_ONCE);
-        assert_true(uv_hrtime() - t0 < 15ull * 1000000000ull);
-    }
+    run_until(f, &f->results, n, 15000);
 }
 
 /* Query ns/deploy with the given templates (NULL: defaults). */
@@ -280,10 +296,7 @@ static void test_against_prometheus(void **state)
     int64_t now = util_now_unix_ms();
     assert_int_equal(promql_seed(f->pq, &t, now, 6000, 1000, fo, on_seed, f, err, sizeof(err)),
                      0);
-    while (f->seeds < 1) {
-        uv_run(&f->loop, UV_RUN_ONCE);
-        assert_true(uv_hrtime() - t0 < 60ull * 1000000000ull);
-    }
+    run_until(f, &f->seeds, 1, 60000);
     assert_int_equal(f->sr.err, 0);
     assert_true(f->sr.observed >= 5);
     struct forecast_result fr;

@@ -242,6 +242,7 @@ struct fx {
     struct scrape_result r;
     struct promql_seed_result sr;
     struct testsrv_conn *held;
+    int *counter, want; /* run_until()'s target */
 };
 
 /* Value of query parameter name in target, %-decoded (+ is a space). */
@@ -410,13 +411,22 @@ static struct fx *fx_new(const char *url_override)
     return f;
 }
 
+static bool counter_reached(void *arg)
+{
+    struct fx *f = arg;
+    return *f->counter >= f->want;
+}
+
+static bool held(void *arg)
+{
+    return ((struct fx *)arg)->held != NULL;
+}
+
 static void run_until(struct fx *f, int *counter, int n)
 {
-    uint64_t t0 = uv_hrtime();
-    while (*counter < n) {
-        uv_run(&f->loop, UV_RUN_ONCE);
-        assert_true(uv_hrtime() - t0 < 20ull * 1000000000ull);
-    }
+    f->counter = counter;
+    f->want = n;
+    assert_true(testsrv_run_until(&f->loop, counter_reached, f, 20000));
 }
 
 static void fx_finish(struct fx *f)
@@ -631,8 +641,7 @@ static void test_close_inflight(void **state)
     struct promql_target t = target(&spec);
     char err[160];
     assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
-    while (!f->held)
-        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_true(testsrv_run_until(&f->loop, held, f, 20000));
     promql_close(f->pq, on_closed, f);
     httpc_close(f->http, on_closed, f);
     testsrv_stop(f->srv);
