@@ -878,9 +878,24 @@ void scrape_forget(struct scrape *s, const char *ns, const char *name)
 int scrape_get(struct scrape *s, const char *ns, const char *name, int64_t now_ms,
                struct scrape_result *out)
 {
-    const struct swl *w = find_wl(s, ns, name, NULL);
+    struct swl *w = find_wl(s, ns, name, NULL);
     if (!w)
         return -ENOENT;
+    /* A ready pod whose scrapes have failed for 3 intervals leaves the
+     * backlog here (scrape_podstate_backlog), and its requests depart as a
+     * leaving pod's do: the gauges of its last good scrape, which the backlog
+     * counted until now. Dropped without, they would count as negative
+     * arrivals (a pod stops answering when it is overloaded); when it answers
+     * again its gauges count as new requests, a rise, the safe side. */
+    for (size_t i = 0; i < w->npods; i++) {
+        struct scrape_podstate *st = &w->pods[i]->st;
+        double run, wait, run0, wait0;
+        scrape_podstate_backlog(st, &w->sp->spec, now_ms, s->cfg.interval_ms, &run, &wait);
+        scrape_podstate_backlog(st, &w->sp->spec, st->last_ok_ms, s->cfg.interval_ms, &run0,
+                                &wait0);
+        if (w->pods[i]->ready && isnan(run) && isnan(wait) && !(isnan(run0) && isnan(wait0)))
+            depart(s, w, st, st->last_ok_ms);
+    }
     /* the ready pods, and those that left (no longer Ready, or deleted) for
      * the requests they served in the window */
     struct scrape_agg_pod *ap = xmalloc((w->npods + w->ngone + 1) * sizeof(*ap));

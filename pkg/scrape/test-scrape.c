@@ -345,11 +345,11 @@ static void test_pods_appear_vanish(void **state)
     fx_finish(f);
 }
 
-/* A pod that leaves the backlog by leaving (deleted, no longer Ready) hands
- * its latest running and waiting requests to the departed sum: they finish
- * unseen, and backlog + departed, whose growth the controller counts as
- * arrivals, does not drop at a scale-in. A pod Ready again counts its
- * gauges from its next scrape only, as new requests. */
+/* A pod that leaves the backlog (deleted, no longer Ready, or no good scrape
+ * for 3 intervals) hands its latest running and waiting requests to the
+ * departed sum: they finish unseen, and backlog + departed, whose growth the
+ * controller counts as arrivals, does not drop at a scale-in. A pod Ready
+ * again counts its gauges from its next scrape only, as new requests. */
 static void test_departed(void **state)
 {
     (void)state;
@@ -387,6 +387,41 @@ static void test_departed(void **state)
     targets(f, "chat", SCRAPE_VLLM, f->pods + 2, 1, NULL);
     r = get(f, "chat");
     assert_true(r.backlog == 6 && r.departed == 18);
+
+    fx_finish(f);
+}
+
+/* A Ready pod that stops answering leaves the backlog after 3 intervals
+ * without a good scrape (within the missing fraction, the result stays
+ * valid), and the gauges of its last good scrape depart then, once; when it
+ * answers again they count as new requests. */
+static void test_departed_stale(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(100, 300, 0);
+    for (int i = 0; i < 4; i++)
+        fx_pod(f, FAKEPOD_VLLM, 10, 4, 2);
+    targets(f, "chat", SCRAPE_VLLM, f->pods, 4, NULL);
+    run_for(f, 600);
+    struct scrape_result r = get(f, "chat");
+    assert_true(r.valid);
+    assert_true(r.backlog == 24 && r.waiting == 8 && r.departed == 0);
+
+    fakepod_set_mode(f->pods[0], FAKEPOD_HTTP500);
+    run_for(f, 600);
+    r = get(f, "chat");
+    assert_true(r.valid);
+    assert_int_equal(r.pods_failed, 1);
+    assert_true(r.backlog == 18 && r.waiting == 6 && r.departed == 6);
+    run_for(f, 300);
+    r = get(f, "chat");
+    assert_true(r.backlog == 18 && r.departed == 6); /* once */
+
+    fakepod_set_mode(f->pods[0], FAKEPOD_VLLM);
+    run_for(f, 300);
+    r = get(f, "chat");
+    assert_true(r.valid);
+    assert_true(r.backlog == 24 && r.waiting == 8 && r.departed == 6);
     fx_finish(f);
 }
 
@@ -696,6 +731,7 @@ int main(void)
         cmocka_unit_test(test_close_inflight),   cmocka_unit_test(test_openmetrics_pods),
         cmocka_unit_test(test_inflight_limit),   cmocka_unit_test(test_slow_pods_do_not_starve),
         cmocka_unit_test(test_spec_change),      cmocka_unit_test(test_departed),
+        cmocka_unit_test(test_departed_stale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
