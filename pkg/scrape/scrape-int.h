@@ -2,7 +2,7 @@
 /* scrape internals shared by the module's files and its tests: the pure core
  * (one exposition -> one pod sample; per-pod counter samples and last
  * histogram counts; the per-workload latency window; pods -> one workload
- * result) that the I/O part in scrape.c drives.
+ * result) that the I/O part in scrape.c and targets.c drives.
  *
  * Nothing here does I/O or reads a clock: times are passed in (UNIX ms for
  * sample times, as scrape_get's now). Not included by other modules. */

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* scrape: the I/O half of the scraper (see scrape.h): a schedule of every
  * ready pod, requests through httpc on the loop, bodies streamed into the
- * extractor, results recorded in each pod's history.
+ * extractor, results recorded in each pod's history. The pods come from
+ * targets.c, which keeps them in step with the targets and answers
+ * scrape_get; the state both share is in scrape-io.h.
  *
  * Schedule: one uv_timer and a binary min-heap of pods by due time (loop
  * time, ms); the timer fires on a 10 ms grid and starts every pod due by
@@ -37,20 +39,15 @@
 #include <string.h>
 
 #include "httpc/httpc.h"
-#include "scrape-int.h"
+#include "scrape-io.h"
 #include "util/util.h"
 
-#define NO_HEAP UINT32_MAX
-/** Most httpc clients the pods are spread over. */
-#define MAX_CLIENTS 64
 /** Most scrapes started by one timer callback, so one tick never starves the loop. */
 #define START_BATCH 512
 /** Due pods are started together on a grid of this many ms (fewer wake-ups). */
 #define BATCH_MS 10
 /** The in-flight limit's floor (see scrape_config.max_inflight). */
 #define MIN_INFLIGHT 16
-/** Idle extractors kept for the next scrapes. */
-#define POOL_EXTRACT 32
 /** Idle curl handles each of the scraper's httpc clients keeps. */
 #define POOL_HANDLES 2
 /** Bounds of curl's receive buffer, sized to a workload's recent bodies. */
@@ -63,82 +60,11 @@
 /** Scrape warnings per wall-clock second over all pods. */
 #define LOG_PER_SECOND 20
 
-struct swl;
-
-/* One pod; about 170 bytes plus its name, URL and history. */
-struct spod {
-    struct scrape *s;
-    struct swl *wl;            /* NULL once dropped while its request runs */
-    char *url;                 /* NULL: no address (see why in st.error) */
-    struct httpc_req *req;
-    struct scrape_extract *x;  /* the running scrape's parser */
-    uint64_t due;              /* loop time of the next slot */
-    uint64_t started;          /* loop time the running scrape started */
-    int64_t started_ms;        /* UNIX ms the running scrape started */
-    int64_t log_after_ms;      /* rate limit of this pod's warnings */
-    double gpus;
-    struct scrape_podstate st;
-    uint32_t heap;             /* index in s->heap or NO_HEAP */
-    uint32_t phase;            /* ms within the interval */
-    uint32_t quiet;            /* failures not logged since the last line */
-    uint8_t client;            /* index in s->clients, stable for the pod's name */
-    uint8_t logged;            /* enum scrape_fail last logged, NONE when healthy */
-    bool ready;
-    char name[];               /* the pod's name, allocated with the struct */
-};
-
-/* A workload spec, shared by the workloads that declare the same one (1,000
- * Deployments of one engine usually do). */
-struct sspec {
-    struct scrape_spec spec;
-    unsigned refs;
-};
-
-struct swl {
-    char *ns, *name;
-    struct sspec *sp;          /* the spec, shared */
-    struct scrape_window win;  /* latency increases over the rate window */
-    struct spod **pods;        /* sorted by name */
-    size_t npods;
-    struct scrape_podstate *gone; /* pods deleted within the rate window: their requests */
-    size_t ngone;
-    double departed;           /* scrape_result.departed: gauges of pods that left */
-    size_t body;               /* recent body size (moving maximum) */
-};
-
-struct scrape {
-    uv_loop_t *loop;
-    struct httpc *clients[MAX_CLIENTS]; /* [0] is the caller's, the rest ours */
-    int nclients;
-    int clients_open;          /* our own clients not yet closed */
-    struct scrape_config cfg;
-    unsigned ring_cap;         /* request samples kept per pod */
-    uv_timer_t timer;
-    struct swl **wls;
-    size_t nwls;
-    struct sspec **specs;      /* distinct specs in use */
-    size_t nspecs;
-    struct spod **heap;
-    size_t nheap, capheap;
-    size_t npods;
-    size_t inflight;
-    double duration_ms;        /* moving average of scrape durations */
-    struct scrape_extract *pool[POOL_EXTRACT];
-    size_t npool;
-    struct scrape_stats stats;
-    int64_t log_second;        /* budget of warnings per second */
-    int log_lines;
-    unsigned log_dropped;
-    bool closing, timer_closed;
-    scrape_close_cb close_cb;
-    void *close_arg;
-};
-
 static const char *const accept_hdr[] = {
     "Accept: text/plain;version=0.0.4;q=1,*/*;q=0.1", NULL,
 };
 
-static int64_t wall_now(const struct scrape *s)
+int64_t scrape_io_wall(const struct scrape *s)
 {
     return s->cfg.clock ? s->cfg.clock(s->cfg.clock_arg) : util_now_unix_ms();
 }
@@ -191,12 +117,12 @@ static void heap_push(struct scrape *s, struct spod *p)
     sift_up(s, p->heap);
 }
 
-static void heap_remove(struct scrape *s, struct spod *p)
+void scrape_io_unschedule(struct scrape *s, struct spod *p)
 {
     size_t i = p->heap;
-    if (i == NO_HEAP)
+    if (i == SCRAPE_NO_HEAP)
         return;
-    p->heap = NO_HEAP;
+    p->heap = SCRAPE_NO_HEAP;
     struct spod *last = s->heap[--s->nheap];
     if (i == s->nheap)
         return;
@@ -218,7 +144,7 @@ static size_t inflight_limit(const struct scrape *s)
 
 /* The timer for the next due pod; none while the limit is reached (a
  * finishing scrape arms it again). */
-static void arm(struct scrape *s)
+void scrape_io_arm(struct scrape *s)
 {
     if (s->closing)
         return;
@@ -236,27 +162,12 @@ static void arm(struct scrape *s)
     uv_timer_start(&s->timer, on_timer, at > now ? at - now : 0, 0);
 }
 
-/* A stable 64-bit hash of the pod's identity: its phase and its client. */
-static uint64_t pod_hash(const char *ns, const char *wl, const char *pod)
-{
-    uint64_t h = 1469598103934665603ULL;
-    const char *parts[] = {ns, "/", wl, "/", pod};
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(parts); i++)
-        for (const unsigned char *c = (const unsigned char *)parts[i]; *c; c++)
-            h = (h ^ *c) * 1099511628211ULL;
-    h ^= h >> 33; /* splitmix64 finaliser: spread similar names apart */
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
-}
 
 /* The pod's first slot in the future: now rounded down to the interval
  * grid, plus its phase. */
-static void schedule(struct scrape *s, struct spod *p)
+void scrape_io_schedule(struct scrape *s, struct spod *p)
 {
-    if (p->heap != NO_HEAP || !p->ready || !p->url || s->closing)
+    if (p->heap != SCRAPE_NO_HEAP || !p->ready || !p->url || s->closing)
         return;
     uint64_t iv = (uint64_t)s->cfg.interval_ms, now = uv_now(s->loop);
     p->due = now - now % iv + (uint64_t)p->phase;
@@ -281,7 +192,7 @@ static bool log_budget(struct scrape *s, int64_t wall)
     return true;
 }
 
-static void log_failure(struct scrape *s, struct spod *p, int64_t wall)
+void scrape_io_log_failure(struct scrape *s, struct spod *p, int64_t wall)
 {
     if (p->st.fail == p->logged && wall < p->log_after_ms) {
         p->quiet++;
@@ -319,7 +230,7 @@ static void log_recovery(struct scrape *s, struct spod *p, int64_t wall)
 /* ---- one scrape ---------------------------------------------------------- */
 
 /* The pod's history must have been released into its window already. */
-static void pod_free(struct spod *p)
+void scrape_io_pod_free(struct spod *p)
 {
     scrape_podstate_free(&p->st, NULL);
     xfree(p->url);
@@ -361,7 +272,7 @@ static void record_failure(struct scrape *s, struct spod *p, int64_t wall, enum 
 {
     scrape_podstate_fail(&p->st, wall, f, msg);
     s->stats.scrapes_failed++;
-    log_failure(s, p, wall);
+    scrape_io_log_failure(s, p, wall);
 }
 
 /* An extractor for spec: a pooled one (its parser kept when it wants the
@@ -380,7 +291,7 @@ static struct scrape_extract *extract_take(struct scrape *s, const struct scrape
 
 static void extract_give(struct scrape *s, struct scrape_extract *x)
 {
-    if (s->npool < POOL_EXTRACT && !s->closing) {
+    if (s->npool < SCRAPE_POOL_EXTRACT && !s->closing) {
         s->pool[s->npool++] = x;
         return;
     }
@@ -420,14 +331,14 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
     if (!p->wl || err == -ECANCELED) {
         /* dropped, closing, or superseded (address changed): no result */
         if (!p->wl)
-            pod_free(p);
+            scrape_io_pod_free(p);
         goto out;
     }
     /* moving average of durations (1/16 weight), for the in-flight limit */
     double ms = (double)(uv_now(s->loop) - p->started);
     s->duration_ms += (ms - s->duration_ms) / 16.0;
 
-    int64_t wall = wall_now(s);
+    int64_t wall = scrape_io_wall(s);
     char msg[200];
     enum scrape_fail f = SCRAPE_FAIL_NONE;
     if (err == 0 && resp->status >= 200 && resp->status < 300) {
@@ -440,7 +351,7 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
                 log_recovery(s, p, wall);
             } else { /* the sample itself was refused */
                 s->stats.scrapes_failed++;
-                log_failure(s, p, wall);
+                scrape_io_log_failure(s, p, wall);
             }
             goto out;
         }
@@ -485,7 +396,7 @@ out:
         extract_give(s, x);
     if (!s->closing && s->nheap && s->heap[0]->due <= uv_now(s->loop) &&
         !uv_is_active((uv_handle_t *)&s->timer))
-        arm(s); /* a slot is free: start the next due pods */
+        scrape_io_arm(s); /* a slot is free: start the next due pods */
     maybe_closed(s);
 }
 
@@ -529,7 +440,7 @@ static void on_timer(uv_timer_t *t)
 {
     struct scrape *s = util_container_of(t, struct scrape, timer);
     uint64_t now = uv_now(s->loop), iv = (uint64_t)s->cfg.interval_ms;
-    int64_t wall = wall_now(s);
+    int64_t wall = scrape_io_wall(s);
     size_t limit = inflight_limit(s);
     int started = 0;
     while (s->nheap && s->heap[0]->due <= now && started < START_BATCH) {
@@ -554,361 +465,7 @@ static void on_timer(uv_timer_t *t)
             p->due += ((now - p->due) / iv + 1) * iv;
         sift_down(s, 0);
     }
-    arm(s);
-}
-
-/* ---- targets ------------------------------------------------------------- */
-
-static char *make_url(const struct scrape_spec *spec, const struct scrape_pod *pod, char *why,
-                      size_t whylen)
-{
-    int port = pod->port > 0 ? pod->port : spec->port;
-    if (!pod->ip || !pod->ip[0]) {
-        snprintf(why, whylen, "the pod has no IP address");
-        return NULL;
-    }
-    if (port <= 0 || port > 65535) {
-        snprintf(why, whylen, "no metrics port known for the pod");
-        return NULL;
-    }
-    bool v6 = strchr(pod->ip, ':') != NULL;
-    const char *path = spec->path[0] ? spec->path : "/metrics";
-    return xasprintf("%s://%s%s%s:%d%s%s", spec->scheme[0] ? spec->scheme : "http", v6 ? "[" : "",
-                     pod->ip, v6 ? "]" : "", port, path[0] == '/' ? "" : "/", path);
-}
-
-/* The pod leaves the backlog (aggregate.c): the running and waiting requests
- * its latest gauges counted there finish unseen, so they move to the
- * workload's departed sum (the backlog's growth is the arrivals less the
- * completions seen, and they were counted as arrivals when they came), and
- * the gauges are spent: they count again only from the pod's next scrape. */
-static void depart(struct scrape *s, struct swl *w, struct scrape_podstate *st, int64_t wall)
-{
-    double run, wait;
-    scrape_podstate_backlog(st, &w->sp->spec, wall, s->cfg.interval_ms, &run, &wait);
-    if (run > 0)
-        w->departed += run;
-    if (wait > 0)
-        w->departed += wait;
-    st->has_inflight = st->has_queued = false;
-}
-
-/* Take the pod's address; a new one (or the first) starts its history afresh. */
-static void set_address(struct scrape *s, struct spod *p, const struct scrape_pod *in,
-                        int64_t wall, bool first)
-{
-    char why[96] = "";
-    char *url = make_url(&p->wl->sp->spec, in, why, sizeof(why));
-    bool same = (url == NULL && p->url == NULL) || (url && p->url && strcmp(url, p->url) == 0);
-    if (same && !first) {
-        xfree(url);
-        return;
-    }
-    xfree(p->url);
-    p->url = url;
-    if (!first)
-        depart(s, p->wl, &p->st, wall);
-    scrape_podstate_reset(&p->st, &p->wl->win, wall);
-    if (p->req)
-        httpc_cancel(p->req); /* an answer from the old address must not count */
-    heap_remove(s, p);
-    if (!url) {
-        scrape_podstate_fail(&p->st, wall, SCRAPE_FAIL_OTHER, why);
-        if (p->ready)
-            log_failure(s, p, wall);
-    }
-}
-
-static struct spod *pod_new(struct scrape *s, struct swl *w, const struct scrape_pod *in,
-                            int64_t wall)
-{
-    size_t nl = strlen(in->name);
-    struct spod *p = xcalloc(1, sizeof(*p) + nl + 1);
-    memcpy(p->name, in->name, nl + 1);
-    p->s = s;
-    p->wl = w;
-    p->heap = NO_HEAP;
-    uint64_t h = pod_hash(w->ns, w->name, in->name);
-    p->phase = (uint32_t)(h % (uint64_t)s->cfg.interval_ms);
-    p->client = (uint8_t)((h >> 40) % (uint64_t)s->nclients);
-    scrape_podstate_init(&p->st, wall, s->ring_cap);
-    p->ready = in->ready;
-    p->gpus = in->gpus;
-    set_address(s, p, in, wall, true);
-    schedule(s, p);
-    s->npods++;
-    return p;
-}
-
-static void pod_drop(struct scrape *s, struct spod *p)
-{
-    heap_remove(s, p);
-    s->npods--;
-    scrape_podstate_free(&p->st, &p->wl->win); /* its columns go back to the window */
-    if (p->req) {
-        p->wl = NULL;
-        httpc_cancel(p->req);
-    } else {
-        pod_free(p);
-    }
-}
-
-/* A pod that is no longer a target: the requests it served in the window
- * keep counting until they age out (aggregate.c), the rest goes. */
-static void pod_leave(struct scrape *s, struct swl *w, struct spod *p, int64_t wall)
-{
-    if (p->ready)
-        depart(s, w, &p->st, wall);
-    if (p->st.requests.n >= 2) {
-        w->gone = xrealloc(w->gone, (w->ngone + 1) * sizeof(*w->gone));
-        scrape_podstate_retire(&w->gone[w->ngone++], &p->st, &w->win);
-    }
-    pod_drop(s, p);
-}
-
-/* Forget the pods that left whose newest sample is out of the window (all
- * of them with all = true). */
-static void gone_expire(struct swl *w, int64_t wall, int64_t window_ms, bool all)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < w->ngone; i++) {
-        if (all || scrape_ring_newest(&w->gone[i].requests) <= wall - window_ms)
-            scrape_podstate_free(&w->gone[i], NULL);
-        else
-            w->gone[k++] = w->gone[i];
-    }
-    w->ngone = k;
-    if (k == 0) {
-        xfree(w->gone);
-        w->gone = NULL;
-    }
-}
-
-static void pod_update(struct scrape *s, struct spod *p, const struct scrape_pod *in,
-                       int64_t wall, bool metrics_changed)
-{
-    p->gpus = in->gpus;
-    set_address(s, p, in, wall, false);
-    if (metrics_changed)
-        scrape_podstate_reset(&p->st, &p->wl->win, wall);
-    if (in->ready && !p->ready) {
-        /* ready again: a new warm-up, the old samples stay for the window */
-        p->st.since_ms = wall;
-        p->st.ok_count = 0;
-    }
-    if (p->ready && !in->ready)
-        depart(s, p->wl, &p->st, wall);
-    p->ready = in->ready;
-    if (!p->ready)
-        heap_remove(s, p);
-    else
-        schedule(s, p);
-}
-
-static struct swl *find_wl(const struct scrape *s, const char *ns, const char *name, size_t *idx)
-{
-    for (size_t i = 0; i < s->nwls; i++) {
-        if (strcmp(s->wls[i]->ns, ns) == 0 && strcmp(s->wls[i]->name, name) == 0) {
-            if (idx)
-                *idx = i;
-            return s->wls[i];
-        }
-    }
-    return NULL;
-}
-
-static int cmp_pod(const void *a, const void *b)
-{
-    const struct scrape_pod *x = *(const struct scrape_pod *const *)a;
-    const struct scrape_pod *y = *(const struct scrape_pod *const *)b;
-    return strcmp(x->name, y->name);
-}
-
-static bool same_metrics(const struct scrape_spec *a, const struct scrape_spec *b)
-{
-    return a->profile == b->profile && strcmp(a->request_metric, b->request_metric) == 0 &&
-           strcmp(a->inflight_metric, b->inflight_metric) == 0 &&
-           strcmp(a->queue_metric, b->queue_metric) == 0 &&
-           strcmp(a->latency_metric, b->latency_metric) == 0 &&
-           strcmp(a->prompt_token_metric, b->prompt_token_metric) == 0 &&
-           strcmp(a->generation_token_metric, b->generation_token_metric) == 0 &&
-           strcmp(a->busy_metric, b->busy_metric) == 0;
-}
-
-static bool same_spec(const struct scrape_spec *a, const struct scrape_spec *b)
-{
-    return same_metrics(a, b) && a->port == b->port && a->missing_fraction == b->missing_fraction &&
-           strcmp(a->scheme, b->scheme) == 0 && strcmp(a->path, b->path) == 0;
-}
-
-/* The shared copy of a normalised spec (one more user). */
-static struct sspec *spec_get(struct scrape *s, const struct scrape_spec *norm)
-{
-    for (size_t i = 0; i < s->nspecs; i++) {
-        if (same_spec(&s->specs[i]->spec, norm)) {
-            s->specs[i]->refs++;
-            return s->specs[i];
-        }
-    }
-    struct sspec *sp = xmalloc(sizeof(*sp));
-    sp->spec = *norm;
-    sp->refs = 1;
-    s->specs = xrealloc(s->specs, (s->nspecs + 1) * sizeof(*s->specs));
-    s->specs[s->nspecs++] = sp;
-    return sp;
-}
-
-static void spec_put(struct scrape *s, struct sspec *sp)
-{
-    if (--sp->refs > 0)
-        return;
-    for (size_t i = 0; i < s->nspecs; i++) {
-        if (s->specs[i] == sp) {
-            s->specs[i] = s->specs[--s->nspecs];
-            break;
-        }
-    }
-    xfree(sp);
-}
-
-static void copy_spec(struct scrape_spec *dst, const struct scrape_spec *src)
-{
-    *dst = *src;
-    dst->scheme[sizeof(dst->scheme) - 1] = '\0';
-    dst->path[sizeof(dst->path) - 1] = '\0';
-    dst->request_metric[sizeof(dst->request_metric) - 1] = '\0';
-    dst->inflight_metric[sizeof(dst->inflight_metric) - 1] = '\0';
-    dst->queue_metric[sizeof(dst->queue_metric) - 1] = '\0';
-    dst->latency_metric[sizeof(dst->latency_metric) - 1] = '\0';
-    dst->prompt_token_metric[sizeof(dst->prompt_token_metric) - 1] = '\0';
-    dst->generation_token_metric[sizeof(dst->generation_token_metric) - 1] = '\0';
-    dst->busy_metric[sizeof(dst->busy_metric) - 1] = '\0';
-    if (!(dst->missing_fraction >= 0 && dst->missing_fraction <= 1))
-        dst->missing_fraction = 0.3;
-}
-
-void scrape_set_targets(struct scrape *s, const char *ns, const char *name,
-                        const struct scrape_spec *spec, const struct scrape_pod *pods,
-                        size_t npods)
-{
-    if (s->closing)
-        return;
-    /* new pods are placed from now, not from the loop's cached time, which a long pass
-     * over every workload leaves behind (their first slot would look late) */
-    uv_update_time(s->loop);
-    int64_t wall = wall_now(s);
-    struct swl *w = find_wl(s, ns, name, NULL);
-    bool metrics_changed = false;
-    struct scrape_spec norm;
-    copy_spec(&norm, spec);
-    if (!w) {
-        w = xcalloc(1, sizeof(*w));
-        w->ns = xstrdup(ns);
-        w->name = xstrdup(name);
-        w->sp = spec_get(s, &norm);
-        scrape_window_init(&w->win, s->cfg.interval_ms, s->cfg.rate_window_ms);
-        s->wls = xrealloc(s->wls, (s->nwls + 1) * sizeof(*s->wls));
-        s->wls[s->nwls++] = w;
-    } else if (!same_spec(&w->sp->spec, &norm)) {
-        metrics_changed = !same_metrics(&w->sp->spec, &norm);
-        struct sspec *old = w->sp;
-        w->sp = spec_get(s, &norm);
-        spec_put(s, old);
-    }
-
-    const struct scrape_pod **in = xmalloc((npods ? npods : 1) * sizeof(*in));
-    size_t nin = 0;
-    for (size_t i = 0; i < npods; i++)
-        if (pods[i].name && pods[i].name[0])
-            in[nin++] = &pods[i];
-    qsort(in, nin, sizeof(*in), cmp_pod);
-
-    struct spod **out = xmalloc((nin + w->npods + 1) * sizeof(*out));
-    size_t nout = 0, i = 0, j = 0;
-    while (i < w->npods || j < nin) {
-        if (j < nin && j > 0 && strcmp(in[j]->name, in[j - 1]->name) == 0) {
-            j++; /* a duplicate name: the first one wins */
-            continue;
-        }
-        int c = i == w->npods ? 1 : j == nin ? -1 : strcmp(w->pods[i]->name, in[j]->name);
-        if (c < 0) {
-            pod_leave(s, w, w->pods[i++], wall);
-        } else if (c > 0) {
-            out[nout++] = pod_new(s, w, in[j++], wall);
-        } else {
-            pod_update(s, w->pods[i], in[j++], wall, metrics_changed);
-            out[nout++] = w->pods[i++];
-        }
-    }
-    xfree(w->pods);
-    xfree(in);
-    w->pods = xrealloc(out, (nout ? nout : 1) * sizeof(*out));
-    w->npods = nout;
-    /* the increases of another metric count no more */
-    gone_expire(w, wall, s->cfg.rate_window_ms, metrics_changed);
-    if (metrics_changed) /* the pods released theirs */
-        scrape_window_clear(&w->win);
-    arm(s);
-}
-
-static void wl_free(struct scrape *s, struct swl *w)
-{
-    for (size_t i = 0; i < w->npods; i++)
-        pod_drop(s, w->pods[i]);
-    gone_expire(w, 0, 0, true);
-    scrape_window_free(&w->win);
-    spec_put(s, w->sp);
-    xfree(w->pods);
-    xfree(w->ns);
-    xfree(w->name);
-    xfree(w);
-}
-
-void scrape_forget(struct scrape *s, const char *ns, const char *name)
-{
-    size_t idx;
-    struct swl *w = find_wl(s, ns, name, &idx);
-    if (!w)
-        return;
-    s->wls[idx] = s->wls[--s->nwls];
-    wl_free(s, w);
-    arm(s);
-}
-
-int scrape_get(struct scrape *s, const char *ns, const char *name, int64_t now_ms,
-               struct scrape_result *out)
-{
-    struct swl *w = find_wl(s, ns, name, NULL);
-    if (!w)
-        return -ENOENT;
-    /* A ready pod whose scrapes have failed for 3 intervals leaves the
-     * backlog here (scrape_podstate_backlog), and its requests depart as a
-     * leaving pod's do: the gauges of its last good scrape, which the backlog
-     * counted until now. Dropped without, they would count as negative
-     * arrivals (a pod stops answering when it is overloaded); when it answers
-     * again its gauges count as new requests, a rise, the safe side. */
-    for (size_t i = 0; i < w->npods; i++) {
-        struct scrape_podstate *st = &w->pods[i]->st;
-        double run, wait, run0, wait0;
-        scrape_podstate_backlog(st, &w->sp->spec, now_ms, s->cfg.interval_ms, &run, &wait);
-        scrape_podstate_backlog(st, &w->sp->spec, st->last_ok_ms, s->cfg.interval_ms, &run0,
-                                &wait0);
-        if (w->pods[i]->ready && isnan(run) && isnan(wait) && !(isnan(run0) && isnan(wait0)))
-            depart(s, w, st, st->last_ok_ms);
-    }
-    /* the ready pods, and those that left (no longer Ready, or deleted) for
-     * the requests they served in the window */
-    struct scrape_agg_pod *ap = xmalloc((w->npods + w->ngone + 1) * sizeof(*ap));
-    size_t n = 0;
-    for (size_t i = 0; i < w->npods; i++)
-        ap[n++] = (struct scrape_agg_pod){&w->pods[i]->st, w->pods[i]->gpus, !w->pods[i]->ready};
-    for (size_t i = 0; i < w->ngone; i++)
-        ap[n++] = (struct scrape_agg_pod){&w->gone[i], 0, true};
-    scrape_aggregate(ap, n, &w->win, &w->sp->spec, now_ms, s->cfg.interval_ms,
-                     s->cfg.rate_window_ms, out);
-    out->departed = w->departed;
-    xfree(ap);
-    return 0;
+    scrape_io_arm(s);
 }
 
 /* ---- lifecycle ----------------------------------------------------------- */
@@ -926,7 +483,7 @@ int scrape_new(uv_loop_t *loop, struct httpc *h, const struct scrape_config *cfg
     if (c.max_inflight == 0)
         c.max_inflight = SCRAPE_DEFAULT_MAX_INFLIGHT;
     if (!loop || !h || c.interval_ms <= 0 || c.timeout_ms <= 0 || c.rate_window_ms <= 0 ||
-        c.max_bytes == 0 || c.clients < 1 || c.clients > MAX_CLIENTS)
+        c.max_bytes == 0 || c.clients < 1 || c.clients > SCRAPE_MAX_CLIENTS)
         return -EINVAL;
     struct scrape *s = xcalloc(1, sizeof(*s));
     s->loop = loop;
@@ -1007,7 +564,7 @@ void scrape_close(struct scrape *s, scrape_close_cb cb, void *arg)
     s->close_cb = cb;
     s->close_arg = arg;
     for (size_t i = 0; i < s->nwls; i++)
-        wl_free(s, s->wls[i]);
+        scrape_io_wl_free(s, s->wls[i]);
     s->nwls = 0;
     uv_close((uv_handle_t *)&s->timer, on_timer_closed);
     /* our own clients: their cancelled requests complete first, then they close */

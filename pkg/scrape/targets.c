@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* targets: the workloads and pods the scraper is given (scrape_set_targets,
+ * scrape_forget), kept in step with them: a pod's address, readiness and
+ * schedule; the requests and gauges of pods that leave (the gone list, the
+ * departed sum); specs shared between workloads; and scrape_get, which
+ * aggregates a workload's pods into one result. The schedule and the scrapes
+ * themselves are scrape.c's. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scrape-io.h"
+#include "util/util.h"
+
+/* ---- pods ---------------------------------------------------------------- */
+
+/* A stable 64-bit hash of the pod's identity: its phase and its client. */
+static uint64_t pod_hash(const char *ns, const char *wl, const char *pod)
+{
+    uint64_t h = 1469598103934665603ULL;
+    const char *parts[] = {ns, "/", wl, "/", pod};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(parts); i++)
+        for (const unsigned char *c = (const unsigned char *)parts[i]; *c; c++)
+            h = (h ^ *c) * 1099511628211ULL;
+    h ^= h >> 33; /* splitmix64 finaliser: spread similar names apart */
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static char *make_url(const struct scrape_spec *spec, const struct scrape_pod *pod, char *why,
+                      size_t whylen)
+{
+    int port = pod->port > 0 ? pod->port : spec->port;
+    if (!pod->ip || !pod->ip[0]) {
+        snprintf(why, whylen, "the pod has no IP address");
+        return NULL;
+    }
+    if (port <= 0 || port > 65535) {
+        snprintf(why, whylen, "no metrics port known for the pod");
+        return NULL;
+    }
+    bool v6 = strchr(pod->ip, ':') != NULL;
+    const char *path = spec->path[0] ? spec->path : "/metrics";
+    return xasprintf("%s://%s%s%s:%d%s%s", spec->scheme[0] ? spec->scheme : "http", v6 ? "[" : "",
+                     pod->ip, v6 ? "]" : "", port, path[0] == '/' ? "" : "/", path);
+}
+
+/* The pod leaves the backlog (aggregate.c): the running and waiting requests
+ * its latest gauges counted there finish unseen, so they move to the
+ * workload's departed sum (the backlog's growth is the arrivals less the
+ * completions seen, and they were counted as arrivals when they came), and
+ * the gauges are spent: they count again only from the pod's next scrape. */
+static void depart(struct scrape *s, struct swl *w, struct scrape_podstate *st, int64_t wall)
+{
+    double run, wait;
+    scrape_podstate_backlog(st, &w->sp->spec, wall, s->cfg.interval_ms, &run, &wait);
+    if (run > 0)
+        w->departed += run;
+    if (wait > 0)
+        w->departed += wait;
+    st->has_inflight = st->has_queued = false;
+}
+
+/* Take the pod's address; a new one (or the first) starts its history afresh. */
+static void set_address(struct scrape *s, struct spod *p, const struct scrape_pod *in,
+                        int64_t wall, bool first)
+{
+    char why[96] = "";
+    char *url = make_url(&p->wl->sp->spec, in, why, sizeof(why));
+    bool same = (url == NULL && p->url == NULL) || (url && p->url && strcmp(url, p->url) == 0);
+    if (same && !first) {
+        xfree(url);
+        return;
+    }
+    xfree(p->url);
+    p->url = url;
+    if (!first)
+        depart(s, p->wl, &p->st, wall);
+    scrape_podstate_reset(&p->st, &p->wl->win, wall);
+    if (p->req)
+        httpc_cancel(p->req); /* an answer from the old address must not count */
+    scrape_io_unschedule(s, p);
+    if (!url) {
+        scrape_podstate_fail(&p->st, wall, SCRAPE_FAIL_OTHER, why);
+        if (p->ready)
+            scrape_io_log_failure(s, p, wall);
+    }
+}
+
+static struct spod *pod_new(struct scrape *s, struct swl *w, const struct scrape_pod *in,
+                            int64_t wall)
+{
+    size_t nl = strlen(in->name);
+    struct spod *p = xcalloc(1, sizeof(*p) + nl + 1);
+    memcpy(p->name, in->name, nl + 1);
+    p->s = s;
+    p->wl = w;
+    p->heap = SCRAPE_NO_HEAP;
+    uint64_t h = pod_hash(w->ns, w->name, in->name);
+    p->phase = (uint32_t)(h % (uint64_t)s->cfg.interval_ms);
+    p->client = (uint8_t)((h >> 40) % (uint64_t)s->nclients);
+    scrape_podstate_init(&p->st, wall, s->ring_cap);
+    p->ready = in->ready;
+    p->gpus = in->gpus;
+    set_address(s, p, in, wall, true);
+    scrape_io_schedule(s, p);
+    s->npods++;
+    return p;
+}
+
+static void pod_drop(struct scrape *s, struct spod *p)
+{
+    scrape_io_unschedule(s, p);
+    s->npods--;
+    scrape_podstate_free(&p->st, &p->wl->win); /* its columns go back to the window */
+    if (p->req) {
+        p->wl = NULL;
+        httpc_cancel(p->req);
+    } else {
+        scrape_io_pod_free(p);
+    }
+}
+
+/* A pod that is no longer a target: the requests it served in the window
+ * keep counting until they age out (aggregate.c), the rest goes. */
+static void pod_leave(struct scrape *s, struct swl *w, struct spod *p, int64_t wall)
+{
+    if (p->ready)
+        depart(s, w, &p->st, wall);
+    if (p->st.requests.n >= 2) {
+        w->gone = xrealloc(w->gone, (w->ngone + 1) * sizeof(*w->gone));
+        scrape_podstate_retire(&w->gone[w->ngone++], &p->st, &w->win);
+    }
+    pod_drop(s, p);
+}
+
+/* Forget the pods that left whose newest sample is out of the window (all
+ * of them with all = true). */
+static void gone_expire(struct swl *w, int64_t wall, int64_t window_ms, bool all)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < w->ngone; i++) {
+        if (all || scrape_ring_newest(&w->gone[i].requests) <= wall - window_ms)
+            scrape_podstate_free(&w->gone[i], NULL);
+        else
+            w->gone[k++] = w->gone[i];
+    }
+    w->ngone = k;
+    if (k == 0) {
+        xfree(w->gone);
+        w->gone = NULL;
+    }
+}
+
+static void pod_update(struct scrape *s, struct spod *p, const struct scrape_pod *in,
+                       int64_t wall, bool metrics_changed)
+{
+    p->gpus = in->gpus;
+    set_address(s, p, in, wall, false);
+    if (metrics_changed)
+        scrape_podstate_reset(&p->st, &p->wl->win, wall);
+    if (in->ready && !p->ready) {
+        /* ready again: a new warm-up, the old samples stay for the window */
+        p->st.since_ms = wall;
+        p->st.ok_count = 0;
+    }
+    if (p->ready && !in->ready)
+        depart(s, p->wl, &p->st, wall);
+    p->ready = in->ready;
+    if (!p->ready)
+        scrape_io_unschedule(s, p);
+    else
+        scrape_io_schedule(s, p);
+}
+
+/* ---- workloads and their specs ------------------------------------------ */
+
+static struct swl *find_wl(const struct scrape *s, const char *ns, const char *name, size_t *idx)
+{
+    for (size_t i = 0; i < s->nwls; i++) {
+        if (strcmp(s->wls[i]->ns, ns) == 0 && strcmp(s->wls[i]->name, name) == 0) {
+            if (idx)
+                *idx = i;
+            return s->wls[i];
+        }
+    }
+    return NULL;
+}
+
+static int cmp_pod(const void *a, const void *b)
+{
+    const struct scrape_pod *x = *(const struct scrape_pod *const *)a;
+    const struct scrape_pod *y = *(const struct scrape_pod *const *)b;
+    return strcmp(x->name, y->name);
+}
+
+static bool same_metrics(const struct scrape_spec *a, const struct scrape_spec *b)
+{
+    return a->profile == b->profile && strcmp(a->request_metric, b->request_metric) == 0 &&
+           strcmp(a->inflight_metric, b->inflight_metric) == 0 &&
+           strcmp(a->queue_metric, b->queue_metric) == 0 &&
+           strcmp(a->latency_metric, b->latency_metric) == 0 &&
+           strcmp(a->prompt_token_metric, b->prompt_token_metric) == 0 &&
+           strcmp(a->generation_token_metric, b->generation_token_metric) == 0 &&
+           strcmp(a->busy_metric, b->busy_metric) == 0;
+}
+
+static bool same_spec(const struct scrape_spec *a, const struct scrape_spec *b)
+{
+    return same_metrics(a, b) && a->port == b->port && a->missing_fraction == b->missing_fraction &&
+           strcmp(a->scheme, b->scheme) == 0 && strcmp(a->path, b->path) == 0;
+}
+
+/* The shared copy of a normalised spec (one more user). */
+static struct sspec *spec_get(struct scrape *s, const struct scrape_spec *norm)
+{
+    for (size_t i = 0; i < s->nspecs; i++) {
+        if (same_spec(&s->specs[i]->spec, norm)) {
+            s->specs[i]->refs++;
+            return s->specs[i];
+        }
+    }
+    struct sspec *sp = xmalloc(sizeof(*sp));
+    sp->spec = *norm;
+    sp->refs = 1;
+    s->specs = xrealloc(s->specs, (s->nspecs + 1) * sizeof(*s->specs));
+    s->specs[s->nspecs++] = sp;
+    return sp;
+}
+
+static void spec_put(struct scrape *s, struct sspec *sp)
+{
+    if (--sp->refs > 0)
+        return;
+    for (size_t i = 0; i < s->nspecs; i++) {
+        if (s->specs[i] == sp) {
+            s->specs[i] = s->specs[--s->nspecs];
+            break;
+        }
+    }
+    xfree(sp);
+}
+
+static void copy_spec(struct scrape_spec *dst, const struct scrape_spec *src)
+{
+    *dst = *src;
+    dst->scheme[sizeof(dst->scheme) - 1] = '\0';
+    dst->path[sizeof(dst->path) - 1] = '\0';
+    dst->request_metric[sizeof(dst->request_metric) - 1] = '\0';
+    dst->inflight_metric[sizeof(dst->inflight_metric) - 1] = '\0';
+    dst->queue_metric[sizeof(dst->queue_metric) - 1] = '\0';
+    dst->latency_metric[sizeof(dst->latency_metric) - 1] = '\0';
+    dst->prompt_token_metric[sizeof(dst->prompt_token_metric) - 1] = '\0';
+    dst->generation_token_metric[sizeof(dst->generation_token_metric) - 1] = '\0';
+    dst->busy_metric[sizeof(dst->busy_metric) - 1] = '\0';
+    if (!(dst->missing_fraction >= 0 && dst->missing_fraction <= 1))
+        dst->missing_fraction = 0.3;
+}
+
+void scrape_set_targets(struct scrape *s, const char *ns, const char *name,
+                        const struct scrape_spec *spec, const struct scrape_pod *pods,
+                        size_t npods)
+{
+    if (s->closing)
+        return;
+    /* new pods are placed from now, not from the loop's cached time, which a long pass
+     * over every workload leaves behind (their first slot would look late) */
+    uv_update_time(s->loop);
+    int64_t wall = scrape_io_wall(s);
+    struct swl *w = find_wl(s, ns, name, NULL);
+    bool metrics_changed = false;
+    struct scrape_spec norm;
+    copy_spec(&norm, spec);
+    if (!w) {
+        w = xcalloc(1, sizeof(*w));
+        w->ns = xstrdup(ns);
+        w->name = xstrdup(name);
+        w->sp = spec_get(s, &norm);
+        scrape_window_init(&w->win, s->cfg.interval_ms, s->cfg.rate_window_ms);
+        s->wls = xrealloc(s->wls, (s->nwls + 1) * sizeof(*s->wls));
+        s->wls[s->nwls++] = w;
+    } else if (!same_spec(&w->sp->spec, &norm)) {
+        metrics_changed = !same_metrics(&w->sp->spec, &norm);
+        struct sspec *old = w->sp;
+        w->sp = spec_get(s, &norm);
+        spec_put(s, old);
+    }
+
+    const struct scrape_pod **in = xmalloc((npods ? npods : 1) * sizeof(*in));
+    size_t nin = 0;
+    for (size_t i = 0; i < npods; i++)
+        if (pods[i].name && pods[i].name[0])
+            in[nin++] = &pods[i];
+    qsort(in, nin, sizeof(*in), cmp_pod);
+
+    struct spod **out = xmalloc((nin + w->npods + 1) * sizeof(*out));
+    size_t nout = 0, i = 0, j = 0;
+    while (i < w->npods || j < nin) {
+        if (j < nin && j > 0 && strcmp(in[j]->name, in[j - 1]->name) == 0) {
+            j++; /* a duplicate name: the first one wins */
+            continue;
+        }
+        int c = i == w->npods ? 1 : j == nin ? -1 : strcmp(w->pods[i]->name, in[j]->name);
+        if (c < 0) {
+            pod_leave(s, w, w->pods[i++], wall);
+        } else if (c > 0) {
+            out[nout++] = pod_new(s, w, in[j++], wall);
+        } else {
+            pod_update(s, w->pods[i], in[j++], wall, metrics_changed);
+            out[nout++] = w->pods[i++];
+        }
+    }
+    xfree(w->pods);
+    xfree(in);
+    w->pods = xrealloc(out, (nout ? nout : 1) * sizeof(*out));
+    w->npods = nout;
+    /* the increases of another metric count no more */
+    gone_expire(w, wall, s->cfg.rate_window_ms, metrics_changed);
+    if (metrics_changed) /* the pods released theirs */
+        scrape_window_clear(&w->win);
+    scrape_io_arm(s);
+}
+
+void scrape_io_wl_free(struct scrape *s, struct swl *w)
+{
+    for (size_t i = 0; i < w->npods; i++)
+        pod_drop(s, w->pods[i]);
+    gone_expire(w, 0, 0, true);
+    scrape_window_free(&w->win);
+    spec_put(s, w->sp);
+    xfree(w->pods);
+    xfree(w->ns);
+    xfree(w->name);
+    xfree(w);
+}
+
+void scrape_forget(struct scrape *s, const char *ns, const char *name)
+{
+    size_t idx;
+    struct swl *w = find_wl(s, ns, name, &idx);
+    if (!w)
+        return;
+    s->wls[idx] = s->wls[--s->nwls];
+    scrape_io_wl_free(s, w);
+    scrape_io_arm(s);
+}
+
+int scrape_get(struct scrape *s, const char *ns, const char *name, int64_t now_ms,
+               struct scrape_result *out)
+{
+    struct swl *w = find_wl(s, ns, name, NULL);
+    if (!w)
+        return -ENOENT;
+    /* A ready pod whose scrapes have failed for 3 intervals leaves the
+     * backlog here (scrape_podstate_backlog), and its requests depart as a
+     * leaving pod's do: the gauges of its last good scrape, which the backlog
+     * counted until now. Dropped without, they would count as negative
+     * arrivals (a pod stops answering when it is overloaded); when it answers
+     * again its gauges count as new requests, a rise, the safe side. */
+    for (size_t i = 0; i < w->npods; i++) {
+        struct scrape_podstate *st = &w->pods[i]->st;
+        double run, wait, run0, wait0;
+        scrape_podstate_backlog(st, &w->sp->spec, now_ms, s->cfg.interval_ms, &run, &wait);
+        scrape_podstate_backlog(st, &w->sp->spec, st->last_ok_ms, s->cfg.interval_ms, &run0,
+                                &wait0);
+        if (w->pods[i]->ready && isnan(run) && isnan(wait) && !(isnan(run0) && isnan(wait0)))
+            depart(s, w, st, st->last_ok_ms);
+    }
+    /* the ready pods, and those that left (no longer Ready, or deleted) for
+     * the requests they served in the window */
+    struct scrape_agg_pod *ap = xmalloc((w->npods + w->ngone + 1) * sizeof(*ap));
+    size_t n = 0;
+    for (size_t i = 0; i < w->npods; i++)
+        ap[n++] = (struct scrape_agg_pod){&w->pods[i]->st, w->pods[i]->gpus, !w->pods[i]->ready};
+    for (size_t i = 0; i < w->ngone; i++)
+        ap[n++] = (struct scrape_agg_pod){&w->gone[i], 0, true};
+    scrape_aggregate(ap, n, &w->win, &w->sp->spec, now_ms, s->cfg.interval_ms,
+                     s->cfg.rate_window_ms, out);
+    out->departed = w->departed;
+    xfree(ap);
+    return 0;
+}
