@@ -156,7 +156,10 @@ static void on_range(struct promql_range_result *r, void *arg)
 {
     struct fetch *f = arg;
     f->done = true;
-    uv_stop(f->loop); /* it may come from a timer, which uv_run(UV_RUN_ONCE) runs before it polls */
+    /* Stop the loop, not just set a flag: this may run from a timer, and a
+     * loop that checks a flag between uv_run(UV_RUN_ONCE) calls runs due
+     * timers before it polls, then waits in the poll for I/O that may never come. */
+    uv_stop(f->loop);
     f->err = r->err;
     snprintf(f->why, sizeof(f->why), "%s", r->why);
     f->s = r->series;
