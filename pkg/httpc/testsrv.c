@@ -376,6 +376,7 @@ bool testsrv_run_until(uv_loop_t *loop, testsrv_cond done, void *arg, uint64_t t
     r->prepare.data = r->check.data = r->guard.data = r;
     uv_prepare_start(&r->prepare, on_prepare);
     uv_check_start(&r->check, on_check);
+    uv_update_time(loop); /* the limit counts from now, not from the last poll */
     uv_timer_start(&r->guard, on_guard, timeout_ms, 0);
     bool ok;
     while (!(ok = done(arg)) && !r->timed_out)
