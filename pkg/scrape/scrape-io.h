@@ -23,7 +23,7 @@
 
 struct swl;
 
-/* One pod; about 170 bytes plus its name, URL and history. */
+/* One pod; about 180 bytes plus its name, URL and history. */
 struct spod {
     struct scrape *s;
     struct swl *wl;            /* NULL once dropped while its request runs */
@@ -35,6 +35,7 @@ struct spod {
     int64_t started_ms;        /* UNIX ms the running scrape started */
     int64_t log_after_ms;      /* rate limit of this pod's warnings */
     double gpus;
+    double stale_departed;     /* gauges moved to departed when its scrapes went stale */
     struct scrape_podstate st;
     uint32_t heap;             /* index in s->heap or SCRAPE_NO_HEAP */
     uint32_t phase;            /* ms within the interval */

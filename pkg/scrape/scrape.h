@@ -105,11 +105,13 @@ struct scrape_result {
     double waiting;         /**< the waiting part of backlog (the same pods' waiting gauges),
                                  < 0 unknown: the queue to drain */
     double departed;        /**< running + waiting requests that pods held when they left
-                                 the backlog, by leaving (deleted, no longer Ready, a new
-                                 address) or by 3 intervals without a good scrape while
-                                 Ready (taken at scrape_get), summed since the workload was
-                                 first given: they finish unseen, so backlog + departed only
-                                 grows by arrivals and falls by completions seen */
+                                 the backlog by leaving (deleted, no longer Ready, a new
+                                 address), summed since the workload was first given: they
+                                 finish unseen, so backlog + departed only grows by arrivals
+                                 and falls by completions seen. It also holds, while they
+                                 do not answer, the last gauges of Ready pods 3 intervals
+                                 without a good scrape (taken at scrape_get; given back when
+                                 they answer, kept when they are deleted first) */
     double p99_ms;          /**< p99 latency over the rate window, < 0 unknown */
     /** Token rates (tokens/s, counted like request_rate) when the spec names token
      *  metrics; NAN otherwise or when !valid. A workload whose pods lack the

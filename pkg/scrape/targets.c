@@ -54,16 +54,44 @@ static char *make_url(const struct scrape_spec *spec, const struct scrape_pod *p
  * its latest gauges counted there finish unseen, so they move to the
  * workload's departed sum (the backlog's growth is the arrivals less the
  * completions seen, and they were counted as arrivals when they came), and
- * the gauges are spent: they count again only from the pod's next scrape. */
-static void depart(struct scrape *s, struct swl *w, struct scrape_podstate *st, int64_t wall)
+ * the gauges are spent: they count again only from the pod's next scrape.
+ * A pod that leaves this way leaves for good: what moved when its scrapes
+ * went stale stays in the sum too. */
+static void depart(struct scrape *s, struct swl *w, struct spod *p, int64_t wall)
 {
     double run, wait;
-    scrape_podstate_backlog(st, &w->sp->spec, wall, s->cfg.interval_ms, &run, &wait);
+    scrape_podstate_backlog(&p->st, &w->sp->spec, wall, s->cfg.interval_ms, &run, &wait);
     if (run > 0)
         w->departed += run;
     if (wait > 0)
         w->departed += wait;
-    st->has_inflight = st->has_queued = false;
+    p->st.has_inflight = p->st.has_queued = false;
+    p->stale_departed = 0;
+}
+
+/* A ready pod without a good scrape for 3 intervals leaves the backlog
+ * (scrape_podstate_backlog) as scrape_get runs, and the gauges of its last
+ * good scrape, which the backlog counted until then, move to the departed
+ * sum: dropped, they would count as negative arrivals, and a pod stops
+ * answering when it is overloaded. When it answers again they move back:
+ * its new gauges count in the backlog, and what it finished meanwhile in its
+ * request counter, so kept as departed they would count twice. */
+static void stale_depart(struct scrape *s, struct swl *w, struct spod *p, int64_t now_ms)
+{
+    const struct scrape_spec *spec = &w->sp->spec;
+    double run, wait;
+    scrape_podstate_backlog(&p->st, spec, now_ms, s->cfg.interval_ms, &run, &wait);
+    if (!isnan(run) || !isnan(wait)) {
+        w->departed -= p->stale_departed;
+        p->stale_departed = 0;
+        return;
+    }
+    scrape_podstate_backlog(&p->st, spec, p->st.last_ok_ms, s->cfg.interval_ms, &run, &wait);
+    if (!p->ready || (isnan(run) && isnan(wait)))
+        return;
+    double before = w->departed;
+    depart(s, w, p, p->st.last_ok_ms);
+    p->stale_departed = w->departed - before;
 }
 
 /* Take the pod's address; a new one (or the first) starts its history afresh. */
@@ -80,7 +108,7 @@ static void set_address(struct scrape *s, struct spod *p, const struct scrape_po
     xfree(p->url);
     p->url = url;
     if (!first)
-        depart(s, p->wl, &p->st, wall);
+        depart(s, p->wl, p, wall);
     scrape_podstate_reset(&p->st, &p->wl->win, wall);
     if (p->req)
         httpc_cancel(p->req); /* an answer from the old address must not count */
@@ -131,7 +159,7 @@ static void pod_drop(struct scrape *s, struct spod *p)
 static void pod_leave(struct scrape *s, struct swl *w, struct spod *p, int64_t wall)
 {
     if (p->ready)
-        depart(s, w, &p->st, wall);
+        depart(s, w, p, wall);
     if (p->st.requests.n >= 2) {
         w->gone = xrealloc(w->gone, (w->ngone + 1) * sizeof(*w->gone));
         scrape_podstate_retire(&w->gone[w->ngone++], &p->st, &w->win);
@@ -170,7 +198,7 @@ static void pod_update(struct scrape *s, struct spod *p, const struct scrape_pod
         p->st.ok_count = 0;
     }
     if (p->ready && !in->ready)
-        depart(s, p->wl, &p->st, wall);
+        depart(s, p->wl, p, wall);
     p->ready = in->ready;
     if (!p->ready)
         scrape_io_unschedule(s, p);
@@ -356,21 +384,8 @@ int scrape_get(struct scrape *s, const char *ns, const char *name, int64_t now_m
     struct swl *w = find_wl(s, ns, name, NULL);
     if (!w)
         return -ENOENT;
-    /* A ready pod whose scrapes have failed for 3 intervals leaves the
-     * backlog here (scrape_podstate_backlog), and its requests depart as a
-     * leaving pod's do: the gauges of its last good scrape, which the backlog
-     * counted until now. Dropped without, they would count as negative
-     * arrivals (a pod stops answering when it is overloaded); when it answers
-     * again its gauges count as new requests, a rise, the safe side. */
-    for (size_t i = 0; i < w->npods; i++) {
-        struct scrape_podstate *st = &w->pods[i]->st;
-        double run, wait, run0, wait0;
-        scrape_podstate_backlog(st, &w->sp->spec, now_ms, s->cfg.interval_ms, &run, &wait);
-        scrape_podstate_backlog(st, &w->sp->spec, st->last_ok_ms, s->cfg.interval_ms, &run0,
-                                &wait0);
-        if (w->pods[i]->ready && isnan(run) && isnan(wait) && !(isnan(run0) && isnan(wait0)))
-            depart(s, w, st, st->last_ok_ms);
-    }
+    for (size_t i = 0; i < w->npods; i++)
+        stale_depart(s, w, w->pods[i], now_ms);
     /* the ready pods, and those that left (no longer Ready, or deleted) for
      * the requests they served in the window */
     struct scrape_agg_pod *ap = xmalloc((w->npods + w->ngone + 1) * sizeof(*ap));

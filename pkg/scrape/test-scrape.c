@@ -353,7 +353,7 @@ static void test_pods_appear_vanish(void **state)
 static void test_departed(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(100, 300, 0);
+    struct fx *f = fx_new(200, 300, 0); /* stale after 600 ms: a loaded CI has time */
     for (int i = 0; i < 3; i++)
         fx_pod(f, FAKEPOD_VLLM, 10, 4, 2);
     targets(f, "chat", SCRAPE_VLLM, f->pods, 3, NULL);
@@ -369,7 +369,7 @@ static void test_departed(void **state)
 
     bool ready[2] = {false, true}; /* pod 1 is no longer Ready */
     targets(f, "chat", SCRAPE_VLLM, f->pods + 1, 2, ready);
-    run_for(f, 300);
+    run_for(f, 200);
     r = get(f, "chat");
     assert_true(r.backlog == 6 && r.waiting == 2 && r.departed == 12);
 
@@ -377,7 +377,7 @@ static void test_departed(void **state)
     targets(f, "chat", SCRAPE_VLLM, f->pods + 1, 2, ready);
     r = get(f, "chat");
     assert_true(r.backlog == 6 && r.departed == 12);
-    run_for(f, 300);
+    run_for(f, 500);
     r = get(f, "chat");
     assert_true(r.backlog == 12 && r.waiting == 4 && r.departed == 12);
 
@@ -393,12 +393,14 @@ static void test_departed(void **state)
 
 /* A Ready pod that stops answering leaves the backlog after 3 intervals
  * without a good scrape (within the missing fraction, the result stays
- * valid), and the gauges of its last good scrape depart then, once; when it
- * answers again they count as new requests. */
+ * valid), and the gauges of its last good scrape depart then, once: backlog +
+ * departed does not drop. When it answers again they move back (its new
+ * gauges are in the backlog, and what it finished meanwhile in its counter);
+ * deleted while stale, they stay departed. */
 static void test_departed_stale(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(100, 300, 0);
+    struct fx *f = fx_new(200, 300, 0); /* stale after 600 ms: a loaded CI has time */
     for (int i = 0; i < 4; i++)
         fx_pod(f, FAKEPOD_VLLM, 10, 4, 2);
     targets(f, "chat", SCRAPE_VLLM, f->pods, 4, NULL);
@@ -408,7 +410,7 @@ static void test_departed_stale(void **state)
     assert_true(r.backlog == 24 && r.waiting == 8 && r.departed == 0);
 
     fakepod_set_mode(f->pods[0], FAKEPOD_HTTP500);
-    run_for(f, 600);
+    run_for(f, 1000);
     r = get(f, "chat");
     assert_true(r.valid);
     assert_int_equal(r.pods_failed, 1);
@@ -418,10 +420,18 @@ static void test_departed_stale(void **state)
     assert_true(r.backlog == 18 && r.departed == 6); /* once */
 
     fakepod_set_mode(f->pods[0], FAKEPOD_VLLM);
-    run_for(f, 300);
+    run_for(f, 500);
     r = get(f, "chat");
     assert_true(r.valid);
-    assert_true(r.backlog == 24 && r.waiting == 8 && r.departed == 6);
+    assert_true(r.backlog == 24 && r.waiting == 8 && r.departed == 0);
+
+    fakepod_set_mode(f->pods[0], FAKEPOD_HTTP500);
+    run_for(f, 1000);
+    r = get(f, "chat");
+    assert_true(r.backlog == 18 && r.departed == 6);
+    targets(f, "chat", SCRAPE_VLLM, f->pods + 1, 3, NULL); /* deleted while stale */
+    r = get(f, "chat");
+    assert_true(r.backlog == 18 && r.departed == 6);
     fx_finish(f);
 }
 
