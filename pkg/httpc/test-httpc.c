@@ -38,7 +38,7 @@ struct fx {
     bool no_reuse; /* ...with httpc_opts.no_reuse */
     int close_hdrs; /* requests that carried Connection: close */
     uv_timer_t timer;
-    int want; /* run_until()'s target */
+    int want; /* run_until_requests()'s target */
 };
 
 static struct fx *fx_new(testsrv_handler h)
@@ -52,12 +52,6 @@ static struct fx *fx_new(testsrv_handler h)
     return f;
 }
 
-static bool calls_reached(void *arg)
-{
-    struct fx *f = arg;
-    return f->done_calls >= f->want;
-}
-
 static bool requests_reached(void *arg)
 {
     struct fx *f = arg;
@@ -68,8 +62,7 @@ static bool requests_reached(void *arg)
  * connections keep the loop alive, so UV_RUN_DEFAULT would not return). */
 static void run_until(struct fx *f, int n)
 {
-    f->want = n;
-    assert_true(testsrv_run_until(&f->loop, calls_reached, f, 10000));
+    assert_true(testsrv_run_until_count(&f->loop, &f->done_calls, n, 10000));
 }
 
 /* ...or until the server has seen n requests. */
@@ -745,9 +738,8 @@ static void test_run_until_due_timer(void **state)
     run_until(f, 1);
     assert_int_equal(f->done_calls, 1);
     /* A condition that never holds ends at the time limit. */
-    f->want = 2;
     t0 = uv_hrtime();
-    assert_false(testsrv_run_until(&f->loop, calls_reached, f, 50));
+    assert_false(testsrv_run_until_count(&f->loop, &f->done_calls, 2, 50));
     assert_true(uv_hrtime() - t0 >= 45000000);
     fx_finish(f);
 }

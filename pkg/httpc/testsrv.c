@@ -386,3 +386,30 @@ bool testsrv_run_until(uv_loop_t *loop, testsrv_cond done, void *arg, uint64_t t
     uv_close((uv_handle_t *)&r->guard, on_run_closed);
     return ok;
 }
+
+struct count {
+    const int *counter;
+    int n;
+};
+
+static bool count_reached(void *arg)
+{
+    const struct count *c = arg;
+    return *c->counter >= c->n;
+}
+
+static bool flag_set(void *arg)
+{
+    return *(const bool *)arg;
+}
+
+bool testsrv_run_until_count(uv_loop_t *loop, const int *counter, int n, uint64_t timeout_ms)
+{
+    struct count c = {counter, n}; /* done() is called only while the loop runs here */
+    return testsrv_run_until(loop, count_reached, &c, timeout_ms);
+}
+
+bool testsrv_run_until_flag(uv_loop_t *loop, const bool *flag, uint64_t timeout_ms)
+{
+    return testsrv_run_until(loop, flag_set, (void *)flag, timeout_ms);
+}

@@ -68,5 +68,8 @@ typedef bool (*testsrv_cond)(void *arg);
  * makes the condition true, the poll that follows waits for the next I/O,
  * which a test with nothing else in flight never sees. */
 bool testsrv_run_until(uv_loop_t *loop, testsrv_cond done, void *arg, uint64_t timeout_ms);
+/** testsrv_run_until() for the usual conditions: *counter >= n, *flag set. */
+bool testsrv_run_until_count(uv_loop_t *loop, const int *counter, int n, uint64_t timeout_ms);
+bool testsrv_run_until_flag(uv_loop_t *loop, const bool *flag, uint64_t timeout_ms);
 
 #endif

@@ -22,7 +22,6 @@ struct fx {
     struct kube *k;
     struct testsrv *srv;
     int calls, closes;
-    int want; /* wait_calls()'s target */
     struct kube_result last;
     char reason[64], message[256], body[512];
     char seen[512]; /* "METHOD target|content-type|auth|body" of the last request */
@@ -80,16 +79,9 @@ static void on_closed(void *arg)
     ((struct fx *)arg)->closes++;
 }
 
-static bool calls_reached(void *arg)
-{
-    struct fx *f = arg;
-    return f->calls >= f->want;
-}
-
 static void wait_calls(struct fx *f, int n)
 {
-    f->want = n;
-    assert_true(testsrv_run_until(&f->loop, calls_reached, f, 10000));
+    assert_true(testsrv_run_until_count(&f->loop, &f->calls, n, 10000));
 }
 
 static struct fx *fx_new(const struct kube_config *base)

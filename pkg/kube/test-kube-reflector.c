@@ -38,14 +38,9 @@ static void on_closed(void *arg)
     ((struct fx *)arg)->closes++;
 }
 
-static bool flag_set(void *arg)
-{
-    return *(bool *)arg;
-}
-
 static void run_until(struct fx *f, bool *flag)
 {
-    if (!testsrv_run_until(&f->loop, flag_set, flag, 20000))
+    if (!testsrv_run_until_flag(&f->loop, flag, 20000))
         fail_msg("timed out at step %d", f->step);
 }
 

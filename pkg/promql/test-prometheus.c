@@ -53,7 +53,6 @@ struct fx {
     int results, seeds, closes;
     struct scrape_result r;
     struct promql_seed_result sr;
-    int *counter, want; /* run_until()'s target */
 };
 
 static int free_port(void)
@@ -72,30 +71,17 @@ static void on_fire(uv_timer_t *t)
     ((struct fx *)t->data)->fired = true;
 }
 
-static bool fired(void *arg)
-{
-    return ((struct fx *)arg)->fired;
-}
-
-static bool counter_reached(void *arg)
-{
-    struct fx *f = arg;
-    return *f->counter >= f->want;
-}
-
 static void run_for(struct fx *f, uint64_t ms)
 {
     f->fired = false;
     uv_timer_start(&f->timer, on_fire, ms, 0);
-    assert_true(testsrv_run_until(&f->loop, fired, f, ms + 10000));
+    assert_true(testsrv_run_until_flag(&f->loop, &f->fired, ms + 10000));
 }
 
 /* Run the loop until *counter reaches n, for at most timeout_ms. */
 static void run_until(struct fx *f, int *counter, int n, uint64_t timeout_ms)
 {
-    f->counter = counter;
-    f->want = n;
-    assert_true(testsrv_run_until(&f->loop, counter_reached, f, timeout_ms));
+    assert_true(testsrv_run_until_count(&f->loop, counter, n, timeout_ms));
 }
 
 static void on_result(const struct scrape_result *r, void *arg)

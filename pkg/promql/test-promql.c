@@ -242,7 +242,6 @@ struct fx {
     struct scrape_result r;
     struct promql_seed_result sr;
     struct testsrv_conn *held;
-    int *counter, want; /* run_until()'s target */
 };
 
 /* Value of query parameter name in target, %-decoded (+ is a space). */
@@ -411,12 +410,6 @@ static struct fx *fx_new(const char *url_override)
     return f;
 }
 
-static bool counter_reached(void *arg)
-{
-    struct fx *f = arg;
-    return *f->counter >= f->want;
-}
-
 static bool held(void *arg)
 {
     return ((struct fx *)arg)->held != NULL;
@@ -424,9 +417,7 @@ static bool held(void *arg)
 
 static void run_until(struct fx *f, int *counter, int n)
 {
-    f->counter = counter;
-    f->want = n;
-    assert_true(testsrv_run_until(&f->loop, counter_reached, f, 20000));
+    assert_true(testsrv_run_until_count(&f->loop, counter, n, 20000));
 }
 
 static void fx_finish(struct fx *f)

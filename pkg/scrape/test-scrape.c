@@ -85,16 +85,11 @@ static void on_fire(uv_timer_t *t)
 
 /* Run the loop for ms of loop time (the pods' keep-alive connections keep
  * it alive, so UV_RUN_DEFAULT would not return). */
-static bool fired(void *arg)
-{
-    return ((struct fx *)arg)->fired;
-}
-
 static void run_for(struct fx *f, uint64_t ms)
 {
     f->fired = false;
     uv_timer_start(&f->timer, on_fire, ms, 0);
-    assert_true(testsrv_run_until(&f->loop, fired, f, ms + 10000));
+    assert_true(testsrv_run_until_flag(&f->loop, &f->fired, ms + 10000));
 }
 
 static void on_closed(void *arg)
