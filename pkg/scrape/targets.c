@@ -197,8 +197,14 @@ static void pod_update(struct scrape *s, struct spod *p, const struct scrape_pod
         p->st.since_ms = wall;
         p->st.ok_count = 0;
     }
-    if (p->ready && !in->ready)
+    if (p->ready && !in->ready) {
         depart(s, p->wl, p, wall);
+        /* a scrape still running answers for requests that just departed
+         * (its gauges, and in its counter what of them finished): none of
+         * it may count again */
+        if (p->req)
+            httpc_cancel(p->req);
+    }
     p->ready = in->ready;
     if (!p->ready)
         scrape_io_unschedule(s, p);

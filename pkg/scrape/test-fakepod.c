@@ -17,6 +17,7 @@ struct fconn {
     struct fconn *next;
     struct util_buf in;
     bool closed;
+    bool held; /* FAKEPOD_HELD: a request waits for fakepod_release */
 };
 
 struct fakepod {
@@ -253,9 +254,11 @@ static void respond(struct fconn *c)
 {
     struct fakepod *p = c->pod;
     struct util_buf body = {0}, msg = {0};
-    p->requests++;
     switch (p->mode) {
     case FAKEPOD_SLOW:
+        return;
+    case FAKEPOD_HELD:
+        c->held = true;
         return;
     case FAKEPOD_HTTP500:
         util_buf_puts(&msg, "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 5\r\n"
@@ -312,6 +315,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
             c->pod->close_requests++;
         memmove(c->in.data, c->in.data + used, c->in.len - used + 1);
         c->in.len -= used;
+        c->pod->requests++;
         respond(c);
     }
 }
@@ -398,6 +402,17 @@ unsigned fakepod_requests(const struct fakepod *p)
 void fakepod_set_mode(struct fakepod *p, enum fakepod_mode mode)
 {
     p->mode = mode;
+}
+
+void fakepod_release(struct fakepod *p)
+{
+    p->mode = FAKEPOD_VLLM;
+    for (struct fconn *c = p->conns; c; c = c->next) {
+        if (c->held && !c->closed) {
+            c->held = false;
+            respond(c);
+        }
+    }
 }
 
 void fakepod_restart(struct fakepod *p)

@@ -25,6 +25,7 @@ enum fakepod_mode {
     FAKEPOD_HTTP500,
     FAKEPOD_VLLM_OM,    /**< vLLM in OpenMetrics, Content-Type application/openmetrics-text */
     FAKEPOD_TEXT_AS_OM, /**< the 0.0.4 vLLM body labelled application/openmetrics-text */
+    FAKEPOD_HELD,       /**< reads the request, answers only at fakepod_release() */
 };
 
 struct fakepod;
@@ -45,6 +46,9 @@ unsigned fakepod_requests(const struct fakepod *p);
 /** Requests that carried "Connection: close". */
 unsigned fakepod_close_requests(const struct fakepod *p);
 void fakepod_set_mode(struct fakepod *p, enum fakepod_mode mode);
+/** Answer, as FAKEPOD_VLLM, the requests FAKEPOD_HELD holds on connections
+ *  still open, and serve as FAKEPOD_VLLM from now on. */
+void fakepod_release(struct fakepod *p);
 /** The process restarted: its counters start again from 0 now. */
 void fakepod_restart(struct fakepod *p);
 /** Close the listener and all connections (memory goes in close callbacks). */
