@@ -43,6 +43,8 @@ struct spod {
     uint8_t client;            /* index in s->clients, stable for the pod's name */
     uint8_t logged;            /* enum scrape_fail last logged, NONE when healthy */
     bool ready;
+    bool discard;              /* the running scrape's answer does not count: the pod left
+                                  the backlog or moved since it started (targets.c) */
     char name[];               /* the pod's name, allocated with the struct */
 };
 

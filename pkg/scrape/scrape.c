@@ -325,11 +325,14 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
     struct scrape *s = p->s;
     struct scrape_extract *x = p->x;
     (void)req;
+    bool discard = p->discard;
     p->x = NULL;
     p->req = NULL;
+    p->discard = false;
     s->inflight--;
-    if (!p->wl || err == -ECANCELED) {
-        /* dropped, closing, or superseded (address changed): no result */
+    if (!p->wl || err == -ECANCELED || discard) {
+        /* dropped, closing, or asked before the pod left the backlog or
+         * moved (targets.c): no result */
         if (!p->wl)
             scrape_io_pod_free(p);
         goto out;

@@ -94,6 +94,17 @@ static void stale_depart(struct scrape *s, struct swl *w, struct spod *p, int64_
     p->stale_departed = w->departed - before;
 }
 
+/* The running scrape, if any, was asked for a pod that has since left the
+ * backlog or moved: its answer must not count. It is cancelled, and marked,
+ * as a cancelled request whose answer was already in still reports it. */
+static void discard_running(struct spod *p)
+{
+    if (!p->req)
+        return;
+    p->discard = true;
+    httpc_cancel(p->req);
+}
+
 /* Take the pod's address; a new one (or the first) starts its history afresh. */
 static void set_address(struct scrape *s, struct spod *p, const struct scrape_pod *in,
                         int64_t wall, bool first)
@@ -110,8 +121,7 @@ static void set_address(struct scrape *s, struct spod *p, const struct scrape_po
     if (!first)
         depart(s, p->wl, p, wall);
     scrape_podstate_reset(&p->st, &p->wl->win, wall);
-    if (p->req)
-        httpc_cancel(p->req); /* an answer from the old address must not count */
+    discard_running(p); /* an answer from the old address must not count */
     scrape_io_unschedule(s, p);
     if (!url) {
         scrape_podstate_fail(&p->st, wall, SCRAPE_FAIL_OTHER, why);
@@ -202,8 +212,7 @@ static void pod_update(struct scrape *s, struct spod *p, const struct scrape_pod
         /* a scrape still running answers for requests that just departed
          * (its gauges, and in its counter what of them finished): none of
          * it may count again */
-        if (p->req)
-            httpc_cancel(p->req);
+        discard_running(p);
     }
     p->ready = in->ready;
     if (!p->ready)
