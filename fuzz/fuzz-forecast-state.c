@@ -6,12 +6,12 @@
  * trailer before parsing" (so mutations reach the value checks behind the
  * checksum), bits 1-2 pick one of four configs. An accepted state must
  * serialise back to exactly the bytes parsed (one of a previous version,
- * 2, 3 or 4, to a current one that does so in turn), predict must give finite
+ * 2 to 5, to a current one that does so in turn), predict must give finite
  * results with upper >= mean >= 0, and it must keep working after further
  * observations, and what it then becomes must serialise to a state that is
  * accepted in turn. The seed corpus (fuzz/corpus/forecast-state/) is written by
  * `test-forecast-state --write-corpus DIR`, whose config table matches this one;
- * its v2-*, v3-* and v4-* seeds were written so by the previous releases. */
+ * its v2-* to v5-* seeds were written so by the previous releases. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -95,13 +95,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t *out = NULL;
     size_t outlen = 0;
     forecast_serialize(f, &out, &outlen);
-    if (buf[4] == 2 || buf[4] == 3 || buf[4] == 4) {
+    if (buf[4] == 2 || buf[4] == 3 || buf[4] == 4 || buf[4] == 5) {
         /* a previous release's version: written back as the current one,
          * which must be canonical in turn */
         struct forecast *g = forecast_deserialize(&cfg, out, outlen, err, sizeof(err));
         uint8_t *again = NULL;
         size_t againlen = 0;
-        if (!g || out[4] != 5)
+        if (!g || out[4] != 6)
             abort();
         forecast_serialize(g, &again, &againlen);
         if (againlen != outlen || memcmp(again, out, outlen) != 0)

@@ -60,6 +60,17 @@
  *  after a burst, where 220 arrived). The same bound as the demand's ramp
  *  (POLICY_TREND_MAX_PER_MIN; docs/policy.md, section 5). */
 #define FC_MOMENTUM_MAX_PER_MIN 0.05
+/** The recent seasons' plan (seasons.c): seasons back it looks at, buckets
+ *  its level is measured over, buckets either side of the look-ahead it
+ *  takes each season's peak over, seasons that must offer one, the bound of
+ *  the level ratio, and the longest season (in buckets) it is kept for: a
+ *  day of minutes, so its ring is at most 10,110 buckets (19.7 KB). */
+#define FC_SEASONS 7
+#define FC_SEASONS_LEVEL 30
+#define FC_SEASONS_PAD 2
+#define FC_SEASONS_MIN 4
+#define FC_SEASONS_RATIO_MAX 5.0
+#define FC_SEASONS_MAX_M 1440
 /** Bucket index of "no bucket". */
 #define FC_NONE INT64_MIN
 /** The learned plan (learn.c): coefficients (intercept and four features),
@@ -99,6 +110,9 @@ struct forecast {
     uint16_t *bpk;      /* FC_WARMUP: each one's peak above its mean (log x FC_RES_SCALE) */
     uint8_t *fill;      /* FC_WARMUP: bitmap, bit i set = buf[i] is a gap fill */
     float *season;      /* FC_HW: m additive seasonal indices (log), by bucket index mod m */
+    uint16_t *seasons;  /* the recent seasons' bucket peaks (fc_buf_step; 0 = none), slot
+                           b mod seasons_len; NULL when the season is too long */
+    int64_t seasons_len;
 
     /* Plans and their resolution (plan.c). Slot k of the rings belongs to
      * bucket k mod FC_RING. */
@@ -242,6 +256,25 @@ double fc_momentum(const struct forecast *f, int64_t last_closed);
 /** After the model was updated through bucket b: plan the windows starting
  *  at bucket b + 1 and refresh the quantile cache for its phase. */
 void fc_plan_open(struct forecast *f, int64_t b);
+
+/* ---- seasons.c -------------------------------------------------------- */
+
+/** Buckets the recent seasons' ring keeps for m buckets a season: 7 seasons
+ *  and FC_SEASONS_LEVEL, or 0 (no ring) past FC_SEASONS_MAX_M. */
+int64_t fc_seasons_len(int64_t m);
+
+/** Keep bucket b's peak (log; NAN for a gap fill). */
+void fc_seasons_close(struct forecast *f, int64_t b, double zpeak);
+
+/** Forget n buckets from `from` (skipped in closed form over a long gap). */
+void fc_seasons_skip(struct forecast *f, int64_t from, int64_t n);
+
+/** The recent seasons' plan (req/s) for the look-ahead over buckets [first,
+ *  last], the model having seen bucket last_closed: the upper median of
+ *  the 7 seasons' peaks around the same buckets, each scaled by today's
+ *  level over that season's; NAN before a Holt-Winters season or while
+ *  fewer than FC_SEASONS_MIN seasons offer one. */
+double fc_seasons_plan(const struct forecast *f, int64_t last_closed, int64_t first, int64_t last);
 
 /* ---- learn.c ---------------------------------------------------------- */
 

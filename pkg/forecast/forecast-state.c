@@ -3,12 +3,12 @@
  * forecaster is checkpointed as (it is stored in a Kubernetes ConfigMap, so
  * deserialisation treats it as outside input).
  *
- * Layout, version 5 (integers little-endian; doubles and floats as their
+ * Layout, version 6 (integers little-endian; doubles and floats as their
  * IEEE-754 bit patterns, little-endian; NaN only as the quiet NaN 0x7fc00000):
  *
  *   off size  field
  *     0    4  magic "GSFC"
- *     4    2  version (5)
+ *     4    2  version (6)
  *     6    1  kind: 0 warm-up (Holt), 1 Holt-Winters
  *     7    1  reserved, 0
  *     8    8  bucket_ms (i64)          must equal the config's
@@ -52,17 +52,19 @@
  *             window peaks (log), oldest first
  *   end-4  4  CRC-32 (IEEE 802.3, as zlib's crc32) of all preceding bytes
  *
- * Version 4 (the previous release's) has no learned plan: it is read with
+ * Version 5 (the previous release's) has no recent seasons' ring: it is
+ * read with an empty one (that plan serves again after 4 seasons).
+ * Version 4 (the one before) has no learned plan: it is read with
  * none (the two plans serve until it is fitted, about 3.3 hours). Version 3
  * (the one before) has neither the two kinds' plans and losses nor the
  * window peaks either: it is read with those empty (the model plans until
  * the recent peaks have their evidence again, about 30 buckets). Version 2
  * also has kind 0's buffered values as f32 logs within +-1e4: each is taken
- * to the nearest step. All are written back as version 5. Version 1 states
+ * to the nearest step. All are written back as version 6. Version 1 states
  * (relative residuals of an older release) are refused with a message; the
  * controller then starts the forecaster afresh. The smoothing factors and
  * the quantile are not stored: they come from the config passed to
- * forecast_deserialize(), so they may be retuned across a restart. Every accepted version 5 input is canonical:
+ * forecast_deserialize(), so they may be retuned across a restart. Every accepted version 6 input is canonical:
  * serialising the result gives back the same bytes (the fuzz target checks
  * this). The learned plan's rows are not stored (1,440 a window length would
  * quadruple a state); its fits are, and are refitted once as many new rows
@@ -80,8 +82,10 @@
 #include "util/util.h"
 
 #define STATE_MAGIC "GSFC"
-#define STATE_VERSION 5
-/* the previous release's: no learned plan */
+#define STATE_VERSION 6
+/* the previous release's: no recent seasons' ring */
+#define STATE_VERSION_NO_SEASONS 5
+/* the one before: no learned plan */
 #define STATE_VERSION_NO_LEARNED 4
 /* the one before: no recent window peaks or quantile losses either */
 #define STATE_VERSION_NO_RECENT 3
@@ -149,7 +153,7 @@ static size_t model_len(enum fc_kind kind, int64_t seen, int64_t m, unsigned ver
      ((version) >= STATE_VERSION_NO_LEARNED                                                  \
           ? (size_t)FC_RING * FC_HORIZONS * 8 + FC_HORIZONS * 14                             \
           : 0) +                                                                             \
-     ((version) >= STATE_VERSION ? LEARN_FIXED : 0))
+     ((version) >= STATE_VERSION_NO_SEASONS ? LEARN_FIXED : 0))
 
 /* Counted stores after the fixed part: one per (phase bin, window) and one
  * growth store per window. */
@@ -178,7 +182,8 @@ static uint8_t *put_store(uint8_t *p, const int16_t *ring, uint8_t n, uint8_t po
 void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen)
 {
     size_t len = HEADER_LEN + model_len(f->kind, f->seen, f->m, STATE_VERSION) +
-                 PLAN_FIXED_LEN(STATE_VERSION) + res_len_bytes(f) + CRC_LEN;
+                 PLAN_FIXED_LEN(STATE_VERSION) + res_len_bytes(f) +
+                 (size_t)f->seasons_len * 2 + CRC_LEN;
     uint8_t *buf = xmalloc(len), *p = buf;
 
     memcpy(p, STATE_MAGIC, 4);
@@ -270,6 +275,8 @@ void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen)
         for (int i = 0; i < n; i++)
             p = put_f32(p, f->wpeak[h][(oldest + i) % FC_WPEAKS]);
     }
+    for (int64_t t = f->cur - f->seasons_len; t < f->cur; t++)
+        p = put_u(p, t < 0 ? 0 : f->seasons[t % f->seasons_len], 2);
     p = put_u(p, crc32_ieee(buf, len - CRC_LEN), 4);
     *out = buf;
     *outlen = len;
@@ -344,11 +351,13 @@ static int check_header(const struct forecast_config *cfg, const uint8_t *buf, s
         return -EINVAL;
     }
     uint64_t version = get_u(buf + 4, 2);
-    if (version != STATE_VERSION && version != STATE_VERSION_NO_LEARNED &&
-        version != STATE_VERSION_NO_RECENT && version != STATE_VERSION_F32) {
+    if (version != STATE_VERSION && version != STATE_VERSION_NO_SEASONS &&
+        version != STATE_VERSION_NO_LEARNED && version != STATE_VERSION_NO_RECENT &&
+        version != STATE_VERSION_F32) {
         set_err(err, errlen,
-                "unsupported state version %" PRIu64 " (want %d, %d, %d or %d%s)", version,
-                STATE_VERSION, STATE_VERSION_NO_LEARNED, STATE_VERSION_NO_RECENT, STATE_VERSION_F32,
+                "unsupported state version %" PRIu64 " (want %d, %d, %d, %d or %d%s)", version,
+                STATE_VERSION, STATE_VERSION_NO_SEASONS, STATE_VERSION_NO_LEARNED,
+                STATE_VERSION_NO_RECENT, STATE_VERSION_F32,
                 version == 1 ? "; version 1 is an older release's: the forecaster starts afresh"
                              : "");
         return -EINVAL;
@@ -454,7 +463,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
         want += 1 + (size_t)buf[want] * (i < STORES ? 2 : 4);
     }
     if (want != SIZE_MAX)
-        want += CRC_LEN;
+        want += (version >= STATE_VERSION ? (size_t)fc_seasons_len(m) * 2 : 0) + CRC_LEN;
     if (len != want) {
         set_err(err, errlen, "length %zu, the header and counts describe %s (truncated or padded)",
                 len, want == SIZE_MAX ? "more" : "another");
@@ -610,7 +619,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
             for (int h = 0; h < FC_HORIZONS; h++)
                 f->planned_m[i][h] = f->planned_r[i][h] = NAN;
     }
-    if (version >= STATE_VERSION && read_learned(f, &p, err, errlen) != 0)
+    if (version >= STATE_VERSION_NO_SEASONS && read_learned(f, &p, err, errlen) != 0)
         goto fail;
     const uint8_t *end = buf + len - CRC_LEN;
     for (int k = 0; k < STORES; k++) {
@@ -653,6 +662,15 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
         }
         f->wpeak_len[h] = n;
         f->wpeak_pos[h] = (uint8_t)(n % FC_WPEAKS);
+    }
+    for (int64_t t = cur - f->seasons_len; version >= STATE_VERSION && t < cur; t++, p += 2) {
+        uint16_t v = (uint16_t)get_u(p, 2);
+        if (t < 0 && v != 0) {
+            set_err(err, errlen, "recent seasons' peak before bucket 0");
+            goto fail;
+        }
+        if (t >= 0)
+            f->seasons[t % f->seasons_len] = v;
     }
     if (p != end) {
         set_err(err, errlen, "%zu bytes after the residual store (padded)", (size_t)(end - p));

@@ -107,6 +107,9 @@ struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
     fc_buf_scale(f);
     if (kind == FC_HW)
         f->season = xcalloc((size_t)f->m, sizeof(float));
+    f->seasons_len = fc_seasons_len(f->m);
+    if (f->seasons_len)
+        f->seasons = xcalloc((size_t)f->seasons_len, sizeof(*f->seasons));
     f->origin_first = FC_NONE;
     f->q_bucket = FC_NONE;
     for (int i = 0; i < FC_RING; i++)
@@ -174,6 +177,7 @@ void forecast_free(struct forecast *f)
     xfree(f->bpk);
     xfree(f->fill);
     xfree(f->season);
+    xfree(f->seasons);
     for (int h = 0; h < FC_HORIZONS; h++)
         xfree(f->learn_rows[h]);
     xfree(f->learn_want);
@@ -188,6 +192,7 @@ size_t forecast_memory(const struct forecast *f)
     n += (size_t)f->bcap * (sizeof(*f->buf) + sizeof(*f->bpk)) + fc_bitmap_len(f->bcap);
     if (f->season)
         n += (size_t)f->m * sizeof(float);
+    n += (size_t)f->seasons_len * sizeof(*f->seasons);
     for (int h = 0; h < FC_HORIZONS; h++)
         if (f->learn_rows[h])
             n += (size_t)FC_LEARN_ROWS * FC_LEARN_NX * sizeof(int16_t);
@@ -473,6 +478,7 @@ static void update_model(struct forecast *f, int64_t idx, double z, double zpeak
 static void close_bucket(struct forecast *f, int64_t idx, double mean, double peak, bool real)
 {
     fc_plan_close(f, idx, real ? fc_log(f, mean) : NAN, real ? fc_log(f, peak) : NAN);
+    fc_seasons_close(f, idx, real ? fc_log(f, peak) : NAN);
     update_model(f, idx, real ? fc_log(f, mean) : 0.0, real ? fc_log(f, peak) : 0.0, real);
     fc_plan_open(f, idx);
 }
@@ -514,6 +520,7 @@ int forecast_observe(struct forecast *f, int64_t now_ms, double rate)
         f->level = clamp_state(f->level + f->trend * phi_sum(c->phi, (double)k));
         f->trend = clamp_state(f->trend * pow(c->phi, (double)k));
         f->seen += k;
+        fc_seasons_skip(f, idx, k);
         idx += k;
         /* the plan rings no longer describe consecutive buckets */
         f->origin_first = FC_NONE;
@@ -596,6 +603,18 @@ int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_m
     out->learned = fc_learn_margin(f, wq, last_closed, zmax, horizon_ms > 0, &lm);
     if (out->learned)
         upper = exp(fc_plan_value(f, zmax + lm, 0, g)) - floor;
+    /* The recent seasons' plan is a floor under both plans (seasons.c). */
+    double seasons = fc_seasons_plan(f, last_closed, first, last);
+    out->seasons = isnan(seasons) ? 0 : seasons;
+    if (!isnan(seasons)) {
+        out->from_seasons = seasons > likely;
+        if (seasons > likely)
+            likely = seasons;
+        if (seasons > upper)
+            upper = seasons;
+        if (seasons > upper_model)
+            upper_model = seasons;
+    }
     /* a state at its bounds (a trend of FC_STATE_MAX) can put the point
      * forecast past any rate: cap it as the plan is */
     out->mean = mean > 0 ? (mean < FORECAST_MAX_RATE ? mean : FORECAST_MAX_RATE) : 0;

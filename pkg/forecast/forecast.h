@@ -24,14 +24,19 @@
  * used is the second one while its moving loss is the lower and its own
  * miss rate within 1 - quantile: on/off bursts, where residuals from an idle
  * base are as large as the bursts, plan for a typical burst, not the
- * largest seen. The forecaster also scores the plans it made once they
+ * largest seen. A floor under both: the upper median of the peaks the last
+ * 7 seasons had around the same buckets, each scaled by today's level over
+ * that season's (a spike that recurs at the same time on most days; the
+ * recent seasons' plan). The forecaster also scores the plans it made once they
  * resolve (coverage), and a plan is not `trusted` until enough residuals
  * back it.
  *
  * Pure: no I/O, no clock; time is passed in. Memory is bounded by the season
  * length (during warm-up the buckets closed so far, up to two seasons of them
  * at 4 bytes and a bit each; one season of float indices after; a fixed
- * 15.9 KB of residual stores, window peaks and plan rings), never by history
+ * 15.9 KB of residual stores, window peaks and plan rings; 7 seasons and 30
+ * buckets of bucket peaks at 2 bytes each, for seasons of at most 1,440
+ * buckets), never by history
  * length. State serialises to a compact, versioned byte
  * string for checkpointing. docs/policy.md has the math. */
 #ifndef GPUSCALER_FORECAST_H
@@ -107,6 +112,9 @@ struct forecast_result {
     bool learned;        /**< upper is the learned plan (a quantile regression on both) */
     double upper_model;  /**< the model's or the recent peaks' upper plan (= upper unless
                               learned); likely is at most the higher of the two */
+    double seasons;      /**< the recent seasons' plan (req/s), a floor under all three
+                              plans; 0 while there is none */
+    bool from_seasons;   /**< the recent seasons' plan raised the likely peak */
     int64_t buckets_seen;
     int64_t evidence;    /**< residuals behind the quantile */
     double coverage;     /**< share of resolved plans of this window length that held */

@@ -55,7 +55,7 @@ static void roundtrip_one(const struct forecast_config *cfg, struct forecast *f,
     forecast_serialize(f, &buf, &len);
     print_message("checkpoint: %zu bytes (%.1f KB)\n", len, (double)len / 1024);
     assert_true(memcmp(buf, "GSFC", 4) == 0);
-    assert_int_equal(buf[4] | buf[5] << 8, 5);
+    assert_int_equal(buf[4] | buf[5] << 8, 6);
     uint32_t crc = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 |
                    (uint32_t)buf[len - 2] << 16 | (uint32_t)buf[len - 1] << 24;
     assert_int_equal(crc, test_crc32(buf, len - 4));
@@ -190,11 +190,11 @@ static void test_state_roundtrip(void **state)
     forecast_free(f);
 }
 
-/* The previous releases' checkpoints (the v2-*, v3-* and v4-* seeds of
+/* The previous releases' checkpoints (the v2-* to v5-* seeds of
  * fuzz/corpus/forecast-state/, written by those releases' `test-forecast
  * --write-corpus`; version 2 has float buffered values, neither it nor 3 has
- * the recent window peaks of version 4, none has the learned plan of
- * version 5) restore: the restored forecaster has the
+ * the recent window peaks of version 4, none of them has the learned plan of
+ * version 5, and none the recent seasons' ring of version 6) restore: the restored forecaster has the
  * same history and plans within the 16-bit steps of its buffered values as
  * one fed the same observations now, also once the buffer has become
  * Holt-Winters' seasonal indices. */
@@ -241,7 +241,7 @@ static void assert_same_plans(const struct forecast *a, const struct forecast *b
 #define V5_EXTRA_ZERO (5 * 22 + 24 * 5 * 4)
 #define V5_EXTRA_FIXED (V5_EXTRA_ZERO + 16 * 5 * 4)
 
-/* One previous version's seeds (prefix "v2-", "v3-" or "v4-") restore, and
+/* One previous version's seeds (prefix "v2-" to "v5-") restore, and
  * are written back as the current version. */
 static void previous_version(const char *dir, const char *pre, int version)
 {
@@ -290,7 +290,7 @@ static void previous_version(const char *dir, const char *pre, int version)
     uint8_t *out;
     size_t outlen;
     forecast_serialize(g, &out, &outlen);
-    assert_int_equal(out[4] | out[5] << 8, 5);
+    assert_int_equal(out[4] | out[5] << 8, 6);
     xfree(out);
     forecast_free(f);
     forecast_free(g);
@@ -314,20 +314,27 @@ static void previous_version(const char *dir, const char *pre, int version)
             fail_msg("%s: %s", name, err);
         forecast_serialize(g, &out, &outlen);
         /* header and season, plan rings, bins and coverage (112 + m x 4 +
-         * 1028 bytes), version 4's fixed fields, then the new fields, then
-         * the residual stores (and version 4's window peak stores) */
-        size_t fixed = 112 + (size_t)(c.season_ms / c.bucket_ms) * 4 + 1028 +
-                       (version >= 4 ? V4_EXTRA_FIXED : 0);
-        size_t added = (version < 4 ? V4_EXTRA_FIXED : 0) + V5_EXTRA_FIXED;
-        assert_int_equal(outlen, len - 1 + added + (version < 4 ? 5 : 0));
+         * 1028 bytes), version 4's and 5's fixed fields, then the new
+         * fields, then the residual stores (and version 4's window peak
+         * stores), then version 6's recent seasons' ring (7 seasons and 30
+         * buckets, all none) */
+        int64_t m = c.season_ms / c.bucket_ms;
+        size_t fixed = 112 + (size_t)m * 4 + 1028 + (version >= 4 ? V4_EXTRA_FIXED : 0) +
+                       (version >= 5 ? V5_EXTRA_FIXED : 0);
+        size_t added = (version < 4 ? V4_EXTRA_FIXED : 0) + (version < 5 ? V5_EXTRA_FIXED : 0);
+        size_t ring = (size_t)(7 * m + 30) * 2;
+        assert_int_equal(outlen, len - 1 + added + (version < 4 ? 5 : 0) + ring);
         assert_memory_equal(out + 6, seed + 7, fixed - 6);
         const uint8_t *learned = out + fixed + added - V5_EXTRA_FIXED;
-        for (size_t k = 0; k < V5_EXTRA_ZERO; k++)
+        for (size_t k = 0; version < 5 && k < V5_EXTRA_ZERO; k++)
             assert_int_equal(learned[k], 0);
         size_t stores = len - 1 - fixed - 4;
         assert_memory_equal(out + fixed + added, seed + 1 + fixed, stores);
         for (int h = 0; version < 4 && h < 5; h++)
             assert_int_equal(out[fixed + added + stores + h], 0);
+        const uint8_t *seasons = out + outlen - 4 - ring;
+        for (size_t k = 0; k < ring; k++)
+            assert_int_equal(seasons[k], 0);
         xfree(out);
         forecast_free(g);
         xfree(seed);
@@ -342,6 +349,7 @@ static void test_state_previous_version(void **state)
     previous_version(dir, "v2-", 2);
     previous_version(dir, "v3-", 3);
     previous_version(dir, "v4-", 4);
+    previous_version(dir, "v5-", 5);
 }
 
 static void test_state_rejected(void **state)
@@ -381,7 +389,7 @@ static void test_state_rejected(void **state)
     assert_null(forecast_deserialize(&cfg, b, len, err, sizeof(err)));
     assert_non_null(strstr(err, "magic"));
     memcpy(b, buf, len);
-    b[4] = 6;
+    b[4] = 7;
     fix_crc(b, len);
     assert_null(forecast_deserialize(&cfg, b, len, err, sizeof(err)));
     assert_non_null(strstr(err, "version"));
@@ -495,6 +503,21 @@ static void test_state_rejected(void **state)
     b[6] = 0; /* claims warm-up with 150 buckets seen */
     fix_crc(b, len);
     assert_null(forecast_deserialize(&cfg, b, len, err, sizeof(err)));
+
+    /* a recent seasons' peak for a bucket before bucket 0 (an empty
+     * state's ring is all before it) */
+    struct forecast *e = forecast_new(&cfg);
+    uint8_t *eb;
+    size_t elen;
+    forecast_serialize(e, &eb, &elen);
+    assert_non_null(g = forecast_deserialize(&cfg, eb, elen, err, sizeof(err)));
+    forecast_free(g);
+    eb[elen - 5] = 1;
+    fix_crc(eb, elen);
+    assert_null(forecast_deserialize(&cfg, eb, elen, err, sizeof(err)));
+    assert_non_null(strstr(err, "before bucket 0"));
+    xfree(eb);
+    forecast_free(e);
 
     /* the untouched buffer is still fine */
     g = forecast_deserialize(&cfg, buf, len, err, sizeof(err));

@@ -545,6 +545,68 @@ static void test_plan_recent_peaks(void **state)
     forecast_free(f);
 }
 
+/* A spike at 13:32-13:37 UTC, five times the load, on the days of `mask`
+ * (bit d: day d of 0..7); day 8 runs at `scale` times the usual load to
+ * 13:29, when the look-ahead of 195 s is planned. */
+static void recent_seasons_run(unsigned mask, double scale, struct forecast_result *r)
+{
+    struct forecast_config cfg;
+    forecast_config_init(&cfg);
+    struct forecast *f = forecast_new(&cfg);
+    struct lcg g = {11};
+    const int64_t spike = 13 * 60 + 32, now = 8 * DAY_MIN + 13 * 60 + 29;
+    for (int64_t i = 0; i <= now; i++) {
+        int64_t day = i / DAY_MIN, min = i % DAY_MIN;
+        double y = daily_shape(min) * (1.0 + 0.05 * (lcg_next(&g) - 0.5));
+        if (day == 8)
+            y *= scale;
+        else if ((mask >> day) & 1 && min >= spike && min < spike + 6)
+            y *= 5;
+        assert_int_equal(forecast_observe(f, T0 + i * MIN_MS, y), 0);
+    }
+    assert_int_equal(forecast_predict(f, T0 + now * MIN_MS, 3 * MIN_MS + MIN_MS / 4, r), 0);
+    forecast_free(f);
+}
+
+/* The recent seasons' plan: a spike that recurred at this time on most of
+ * the last 7 days is planned for (the smoothed season holds a fraction of
+ * it), at today's level; one that came on fewer than half of them is not. */
+static void test_plan_recent_seasons(void **state)
+{
+    (void)state;
+    struct forecast_result r;
+    const double base = daily_shape(13 * 60 + 32); /* 106 req/s */
+    /* on 5 of the 7 days before (days 1-7; not 3 and 6) */
+    recent_seasons_run(0xff & ~(1u << 3 | 1u << 6), 1.0, &r);
+    print_message("spike on 5 of 7 days: likely %.0f, upper %.0f, recent seasons %.0f "
+                  "(spike %.0f)\n", r.likely, r.upper, r.seasons, 5 * base);
+    assert_true(r.from_seasons);
+    assert_true(r.seasons > 0.9 * 5 * base && r.seasons < 1.1 * 5 * base);
+    assert_true(r.likely >= r.seasons && r.upper >= r.seasons);
+    /* the same days before a day at half the load: planned at half */
+    recent_seasons_run(0xff & ~(1u << 3 | 1u << 6), 0.5, &r);
+    print_message("... before a day at half the load: likely %.0f, recent seasons %.0f\n",
+                  r.likely, r.seasons);
+    assert_true(r.seasons > 0.9 * 2.5 * base && r.seasons < 1.1 * 2.5 * base);
+    assert_true(r.likely < 0.7 * 5 * base);
+    /* on 3 of the 7 days: the middle day had none */
+    recent_seasons_run(1u << 2 | 1u << 4 | 1u << 7, 1.0, &r);
+    print_message("spike on 3 of 7 days: likely %.0f, upper %.0f, recent seasons %.0f\n",
+                  r.likely, r.upper, r.seasons);
+    assert_true(r.seasons > 0 && r.seasons < 0.3 * 5 * base);
+    assert_true(r.likely < 0.3 * 5 * base);
+    /* with 3 days of history (two seasons: Holt-Winters) it offers nothing yet */
+    struct forecast_config cfg;
+    forecast_config_init(&cfg);
+    struct forecast *f = forecast_new(&cfg);
+    for (int64_t i = 0; i < 3 * DAY_MIN; i++)
+        assert_int_equal(forecast_observe(f, T0 + i * MIN_MS, daily_shape(i % DAY_MIN)), 0);
+    assert_int_equal(forecast_predict(f, T0 + (3 * DAY_MIN - 1) * MIN_MS, 195000, &r), 0);
+    assert_true(r.seasonal);
+    assert_true(r.seasons == 0 && !r.from_seasons);
+    forecast_free(f);
+}
+
 /* Invariants on any input: finite, upper >= mean >= 0, and upper within the
  * highest observation times the largest window growth ever observed (the
  * plan never exceeds what the history and its error bounds support). */
@@ -805,7 +867,9 @@ static void test_bounded_memory(void **state)
     size_t mem_day30 = forecast_memory(f);
     print_message("memory: new %zu B, day 1 %zu B (warm-up), most %zu B, day 3 %zu B, "
                   "day 30 %zu B\n", fixed, mem_day1, mem_max, mem_day3, mem_day30);
-    assert_true(fixed < 19 * 1024); /* no buffer before the first bucket closes */
+    /* no buffer before the first bucket closes; the recent seasons' ring
+     * from the start */
+    assert_true(fixed < 19 * 1024 + (7 * DAY_MIN + 30) * sizeof(uint16_t));
     assert_true(mem_max <= fixed + 2 * DAY_MIN * per + 2 * DAY_MIN / 8 + learned);
     assert_int_equal(mem_day3, mem_day30);
     assert_true(mem_day1 > mem_day3); /* the two-season buffer is gone */
@@ -919,6 +983,7 @@ int main(void)
         cmocka_unit_test(test_plan_lookahead_length),
         cmocka_unit_test(test_plan_never_runs_away),
         cmocka_unit_test(test_gap_warmup),        cmocka_unit_test(test_gap_seasonal),
+        cmocka_unit_test(test_plan_recent_seasons),
         cmocka_unit_test(test_bounded_memory),    cmocka_unit_test(test_config_validation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
