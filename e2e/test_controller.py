@@ -152,6 +152,8 @@ class ControllerE2E(unittest.TestCase):
                           'NaN' % self.ns, m)
             self.assertIn('gpuscaler_forecast_plan_learned{namespace="%s",deployment="llama"} '
                           'NaN' % self.ns, m)
+            self.assertIn('gpuscaler_forecast_plan_recent_seasons{namespace="%s",'
+                          'deployment="llama"} NaN' % self.ns, m)
             # --record wrote a trace that `gpuscaler simulate` replays
             trace = os.path.join(record, "%s_llama.csv" % self.ns)
             rows = [r for r in open(trace).read().splitlines() if r and r[0].isdigit()]

@@ -151,6 +151,8 @@ struct ctl_wl {
     int64_t plan_resolved;        /**< how many resolved */
     bool plan_recent;             /**< the plan is the recent window peaks' quantile */
     bool plan_learned;            /**< the upper plan is the learned one (forecast learn.c) */
+    bool plan_seasons;            /**< the recent seasons' plan raised the likely peak
+                                       (forecast seasons.c) */
     /* Deployment writes. The /scale read+patch and the status annotation PATCH
      * change the same object (one resourceVersion), so they never overlap:
      * each waits for the other, or the scale patch's precondition fails on

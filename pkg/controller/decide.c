@@ -188,6 +188,7 @@ void ctl_forecast(struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
         w->plan_resolved = fr.coverage_n;
         w->plan_recent = fr.from_recent;
         w->plan_learned = fr.learned;
+        w->plan_seasons = fr.from_seasons;
     }
 }
 

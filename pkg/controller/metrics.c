@@ -110,6 +110,11 @@ static bool g_learned(const struct ctl_wl *w, double *v)
     *v = w->plan_resolved > 0 ? (w->plan_learned ? 1 : 0) : NAN;
     return true;
 }
+static bool g_seasons(const struct ctl_wl *w, double *v)
+{
+    *v = w->plan_resolved > 0 ? (w->plan_seasons ? 1 : 0) : NAN;
+    return true;
+}
 static bool g_service(const struct ctl_wl *w, double *v)
 {
     *v = w->service_ms > 0 ? w->service_ms / 1000.0 : NAN;
@@ -230,6 +235,10 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
          "1 when the upper plan is the learned quantile regression of the window peak (after "
          "about 3.3 hours of history), 0 before, NaN before a plan resolved.",
          g_learned},
+        {"gpuscaler_forecast_plan_recent_seasons",
+         "1 when the recent seasons' plan (the same time on the last 7 days, at today's level) "
+         "raised the likely peak, 0 when not, NaN before a plan resolved.",
+         g_seasons},
         {"gpuscaler_learned_service_time_seconds",
          "Service time learned by Little's law (running requests / completions).", g_service},
         {"gpuscaler_want_replicas", "Replicas the acting or waiting rule asks for, before bounds.",
