@@ -15,7 +15,8 @@
  * FC_SEASONS_LEVEL buckets up to the last closed one, today and d seasons
  * before. So a Saturday plans from Fridays at Saturday's level. The plan is
  * the upper median of those offers (the 4th highest of 7), once at least
- * FC_SEASONS_MIN seasons offer one: what the middle day did at this time.
+ * FC_SEASONS_MIN seasons offer one: what the middle day did at this time,
+ * and, as every plan, at most FC_MAX_GROWTH times the season's highest peak.
  * docs/policy.md, section 2, has the measurements. */
 #include "forecast-int.h"
 
@@ -105,9 +106,16 @@ double fc_seasons_plan(const struct forecast *f, int64_t last_closed, int64_t fi
         double then = level_at(f, last_closed - off);
         if (isnan(then))
             continue;
+        /* only buckets closed and still kept: with a season shorter than
+         * the look-ahead, the same buckets a season back may not have closed */
+        int64_t lo = first - FC_SEASONS_PAD - off, hi = last + FC_SEASONS_PAD - off;
+        if (lo < last_closed - f->seasons_len + 1)
+            lo = last_closed - f->seasons_len + 1;
+        if (hi > last_closed)
+            hi = last_closed;
         double pk = NAN;
-        for (int64_t t = first - FC_SEASONS_PAD; t <= last + FC_SEASONS_PAD; t++) {
-            double r = peak_at(f, t - off);
+        for (int64_t t = lo; t <= hi; t++) {
+            double r = peak_at(f, t);
             if (!isnan(r) && !(r <= pk))
                 pk = r;
         }
@@ -124,5 +132,9 @@ double fc_seasons_plan(const struct forecast *f, int64_t last_closed, int64_t fi
     if (n < FC_SEASONS_MIN)
         return NAN;
     qsort(offer, (size_t)n, sizeof(offer[0]), cmp_desc);
-    return offer[(n + 1) / 2 - 1];
+    /* never more than FC_MAX_GROWTH times the season's highest peak, as
+     * every plan (a level ratio of up to 5 on a past spike could be more) */
+    double cap = exp(fc_seen_max(f) + log(FC_MAX_GROWTH)) - floor;
+    double plan = offer[(n + 1) / 2 - 1];
+    return plan < cap ? plan : cap;
 }
