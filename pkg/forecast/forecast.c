@@ -604,7 +604,7 @@ int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_m
     if (out->learned)
         upper = exp(fc_plan_value(f, zmax + lm, 0, g)) - floor;
     /* The recent seasons' plan is a floor under both plans (seasons.c). */
-    double seasons = fc_seasons_plan(f, last_closed, first, last);
+    double seasons = fc_seasons_plan(f, last_closed, first, first + n - 1);
     out->seasons = isnan(seasons) ? 0 : seasons;
     if (!isnan(seasons)) {
         out->from_seasons = seasons > likely;
