@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* forecast internals shared by the model (forecast.c), the plan bookkeeping
- * (plan.c) and the state codec (forecast-state.c); no other module includes
- * this file.
+ * (plan.c), the learned plan (learn.c), the recent seasons' plan
+ * (seasons.c) and the state codec (forecast-state.c); no other module
+ * includes this file.
  *
  * One struct forecast owns, besides itself, either the warm-up buffer (the
  * closed buckets' values in log space as 16-bit steps, their peaks and a
  * bitmap of which were gap fills; grown as buckets close, up to two seasons:
  * 4 bytes and a bit per bucket) or the seasonal
- * indices (one season), never both; the residual store and the plan rings are
- * inline and fixed in size. */
+ * indices (one season), never both; the recent seasons' ring of bucket
+ * peaks (7 seasons and 30 buckets, allocated with the forecaster, none for
+ * seasons past FC_SEASONS_MAX_M buckets); the learned plan's rows; the
+ * residual store and the plan rings are inline and fixed in size. */
 #ifndef GPUSCALER_FORECAST_INT_H
 #define GPUSCALER_FORECAST_INT_H
 
@@ -273,7 +276,9 @@ void fc_seasons_skip(struct forecast *f, int64_t from, int64_t n);
  *  last], the model having seen bucket last_closed: the upper median of
  *  the 7 seasons' peaks around the same buckets, each scaled by today's
  *  level over that season's; NAN before a Holt-Winters season or while
- *  fewer than FC_SEASONS_MIN seasons offer one. */
+ *  fewer than FC_SEASONS_MIN seasons offer one; at most FC_MAX_GROWTH
+ *  times the season's highest peak. Only buckets closed and still kept
+ *  are read (the caller bounds first..last). */
 double fc_seasons_plan(const struct forecast *f, int64_t last_closed, int64_t first, int64_t last);
 
 /* ---- learn.c ---------------------------------------------------------- */
