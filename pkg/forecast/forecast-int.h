@@ -199,9 +199,15 @@ void fc_buf_reserve(struct forecast *f, int64_t n);
 void fc_buf_scale(struct forecast *f);
 
 /** Buffered value i (log). */
+/** The log value of step v (the warm-up buffer's and the recent seasons'). */
+static inline double fc_step_value(const struct forecast *f, uint16_t v)
+{
+    return f->zbase + f->zstep * v;
+}
+
 static inline double fc_buf_value(const struct forecast *f, int64_t i)
 {
-    return f->zbase + f->zstep * f->buf[i];
+    return fc_step_value(f, f->buf[i]);
 }
 
 /** The step nearest z (log), clamped to the span. */

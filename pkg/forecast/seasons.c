@@ -57,15 +57,16 @@ void fc_seasons_skip(struct forecast *f, int64_t from, int64_t n)
             f->seasons[slot(t, f->seasons_len)] = 0;
 }
 
-/* Bucket t's peak (req/s), NAN when not kept. */
-static double peak_at(const struct forecast *f, int64_t t)
+/* Bucket t's kept step, 0 when none. */
+static uint16_t step_at(const struct forecast *f, int64_t t)
 {
-    if (t < 0)
-        return NAN;
-    uint16_t v = f->seasons[slot(t, f->seasons_len)];
-    if (v == 0)
-        return NAN;
-    double r = exp(f->zbase + f->zstep * v) - f->cfg.rate_floor;
+    return t < 0 ? 0 : f->seasons[slot(t, f->seasons_len)];
+}
+
+/* The rate (req/s) of a kept step v > 0. */
+static double step_rate(const struct forecast *f, uint16_t v)
+{
+    double r = exp(fc_step_value(f, v)) - f->cfg.rate_floor;
     return r > 0 ? r : 0;
 }
 
@@ -76,9 +77,9 @@ static double level_at(const struct forecast *f, int64_t t)
     double sum = 0;
     int n = 0;
     for (int64_t k = t - FC_SEASONS_LEVEL + 1; k <= t; k++) {
-        double r = peak_at(f, k);
-        if (!isnan(r)) {
-            sum += r;
+        uint16_t v = step_at(f, k);
+        if (v) {
+            sum += step_rate(f, v);
             n++;
         }
     }
@@ -113,14 +114,16 @@ double fc_seasons_plan(const struct forecast *f, int64_t last_closed, int64_t fi
             lo = last_closed - f->seasons_len + 1;
         if (hi > last_closed)
             hi = last_closed;
-        double pk = NAN;
+        /* the steps rise with the rate: the highest step is the peak */
+        uint16_t top = 0;
         for (int64_t t = lo; t <= hi; t++) {
-            double r = peak_at(f, t);
-            if (!isnan(r) && !(r <= pk))
-                pk = r;
+            uint16_t v = step_at(f, t);
+            if (v > top)
+                top = v;
         }
-        if (isnan(pk))
+        if (!top)
             continue;
+        double pk = step_rate(f, top);
         /* the floor keeps a ratio of two idle levels near 1 */
         double ratio = (today + floor) / (then + floor);
         if (ratio < 1.0 / FC_SEASONS_RATIO_MAX)
