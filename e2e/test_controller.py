@@ -385,6 +385,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         are removed, a restart restores every Deployment, and a ConfigMap over the API server's
         1 MiB is reported (not retried forever, nothing else lost)."""
         import base64
+        import zlib
 
         def fnv(s):
             h = 0xcbf29ce484222325  # FNV-1a 64 offset basis (pkg/shard)
@@ -430,8 +431,17 @@ checkpoint: {configmap: %s, configmaps: %d}
                 for what in ("forecast", "capacity"):
                     k = "%s.%s_%s" % (what, self.ns, name)
                     self.assertIn(k, got, "%s missing from %s" % (k, where(name)))
-                    self.assertGreater(len(base64.b64decode(got[k])), 100 if what == "forecast"
-                                       else 8)
+                    raw = base64.b64decode(got[k])
+                    if what == "forecast":
+                        # packed (pkg/forecast/pack.c): magic, the state's length, one zlib
+                        # stream of the state
+                        self.assertEqual(raw[:4], b"GSFZ")
+                        plain = zlib.decompress(raw[8:])
+                        self.assertEqual(len(plain), int.from_bytes(raw[4:8], "little"))
+                        self.assertEqual(plain[:4], b"GSFC")
+                        self.assertGreater(len(plain), 100)
+                    else:
+                        self.assertGreater(len(raw), 8)
             cm0 = keys(where("long-gone"))
             self.assertEqual(cm0.get("note"), "aGVsbG8=", "a key not gpuscaler's was touched")
             self.assertNotIn(stale, cm0, "the entry of a Deployment that is gone stayed")

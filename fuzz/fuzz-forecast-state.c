@@ -9,7 +9,10 @@
  * 2 to 5, to a current one that does so in turn), predict must give finite
  * results with upper >= mean >= 0, and it must keep working after further
  * observations, and what it then becomes must serialise to a state that is
- * accepted in turn. The seed corpus (fuzz/corpus/forecast-state/) is written by
+ * accepted in turn. A packed state ("GSFZ", the checkpoint's form) is checked
+ * the same way on the plain state inside it, inflated here with zlib; every
+ * accepted state must also come back from its own packed form. The seed
+ * corpus (fuzz/corpus/forecast-state/) is written by
  * `test-forecast-state --write-corpus DIR`, whose config table matches this one;
  * its v2-* to v5-* seeds were written so by the previous releases. */
 #include <errno.h>
@@ -18,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "forecast/forecast.h"
 #include "util/util.h"
@@ -92,10 +96,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
 
+    /* the plain state: the input, or what a packed input holds */
+    const uint8_t *plain = buf;
+    size_t plainlen = size;
+    uint8_t *inflated = NULL;
+    if (size >= 8 && memcmp(buf, "GSFZ", 4) == 0) {
+        uLongf n = (uLongf)buf[4] | (uLongf)buf[5] << 8 | (uLongf)buf[6] << 16 |
+                   (uLongf)buf[7] << 24;
+        inflated = xmalloc(n ? n : 1);
+        if (uncompress(inflated, &n, buf + 8, (uLong)(size - 8)) != Z_OK)
+            abort(); /* accepted, yet not one zlib stream */
+        plain = inflated;
+        plainlen = n;
+    }
+
     uint8_t *out = NULL;
     size_t outlen = 0;
     forecast_serialize(f, &out, &outlen);
-    if (buf[4] == 2 || buf[4] == 3 || buf[4] == 4 || buf[4] == 5) {
+    if (plain[4] == 2 || plain[4] == 3 || plain[4] == 4 || plain[4] == 5) {
         /* a previous release's version: written back as the current one,
          * which must be canonical in turn */
         struct forecast *g = forecast_deserialize(&cfg, out, outlen, err, sizeof(err));
@@ -108,9 +126,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         xfree(again);
         forecast_free(g);
-    } else if (outlen != size || memcmp(out, buf, size) != 0) {
+    } else if (outlen != plainlen || memcmp(out, plain, plainlen) != 0) {
         abort();
     }
+    /* and from its packed form */
+    uint8_t *pk = NULL;
+    size_t pklen = 0;
+    forecast_serialize_packed(f, &pk, &pklen);
+    struct forecast *p = forecast_deserialize(&cfg, pk, pklen, err, sizeof(err));
+    if (!p)
+        abort();
+    uint8_t *again = NULL;
+    size_t againlen = 0;
+    forecast_serialize(p, &again, &againlen);
+    if (againlen != outlen || memcmp(again, out, outlen) != 0)
+        abort();
+    xfree(again);
+    xfree(pk);
+    forecast_free(p);
     xfree(out);
 
     static const int64_t horizons[] = {0, 1, 999, 60000, 11 * 60000, 86400000, INT64_MAX / 4};
@@ -124,7 +157,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * header (offset 40, little-endian i64) */
     uint64_t v = 0;
     for (int i = 0; i < 8; i++)
-        v |= (uint64_t)buf[40 + i] << (8 * i);
+        v |= (uint64_t)plain[40 + i] << (8 * i);
     int64_t now = (int64_t)v;
     int64_t steps[] = {0, cfg.bucket_ms, 7 * cfg.bucket_ms, cfg.season_ms * 3 + 5};
     for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
@@ -143,6 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     forecast_free(g);
     xfree(out);
+    xfree(inflated);
     xfree(buf);
     forecast_free(f);
     return 0;

@@ -3,9 +3,11 @@
  * Forecaster and capacity checkpoints, kept in a fixed set of ConfigMaps in
  * gpuscaler's namespace: <checkpoint.configmap>-0 .. -<checkpoint.configmaps - 1>.
  * A Deployment's state lives in the ConfigMap numbered by a stable hash of
- * namespace/name, as two binaryData keys, forecast.<ns>_<name> and
- * capacity.<ns>_<name>, and the demand unit they were learned in as the data
- * key unit.<ns>_<name> (absent: requests). The names are known when RBAC is written, so the Role
+ * namespace/name, as two binaryData keys, forecast.<ns>_<name> (the
+ * forecaster's state packed with zlib, forecast_serialize_packed(); a plain
+ * state of an earlier release is read too) and capacity.<ns>_<name>, and the
+ * demand unit they were learned in as the data key unit.<ns>_<name> (absent:
+ * requests). The names are known when RBAC is written, so the Role
  * can list them (resourceNames) instead of reaching every ConfigMap.
  *
  * Reads: one GET per ConfigMap serves every Deployment of it that is waiting
@@ -377,7 +379,7 @@ static bool add_entries(json_t *bin, json_t *text, const struct ctl_wl *w, size_
     uint8_t *buf = NULL;
     size_t len = 0;
     char key[KEY_MAX + 1];
-    forecast_serialize(w->fc, &buf, &len);
+    forecast_serialize_packed(w->fc, &buf, &len);
     char *enc = kube_base64_encode(buf, len);
     xfree(buf);
     entry_key("forecast", w->ns, w->name, key, sizeof(key));

@@ -351,4 +351,21 @@ double fc_plan_value(const struct forecast *f, double base, double q, double g);
  *  *median the same at the median level; both NAN until it has evidence. */
 double fc_plan_growth(const struct forecast *f, double w, double *median);
 
+/* ---- the state codec (forecast-state.c) and the packed state (pack.c) ------- */
+
+/** Format a reason into err (NUL-terminated; nothing when err is NULL or
+ *  errlen 0). */
+void fc_set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/** The longest state (forecast-state.c) a config admits, of any version read. */
+size_t fc_state_max_len(const struct forecast_config *cfg);
+/** buf starts with the packed state's magic. */
+bool fc_is_packed(const uint8_t *buf, size_t len);
+/** Inflate a packed state (magic checked by the caller) of at most max bytes
+ *  into *out (caller frees), *outlen its length; 0, or -EINVAL / -ENOMEM with
+ *  err set. */
+int fc_unpack(const uint8_t *buf, size_t len, size_t max, uint8_t **out, size_t *outlen,
+              char *err, size_t errlen);
+
 #endif

@@ -319,10 +319,7 @@ static bool get_f32(const uint8_t *p, double bound, bool nan_ok, bool minf_ok, f
     return isfinite(d) && fabs(d) <= bound;
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+void fc_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || errlen == 0)
         return;
@@ -342,19 +339,19 @@ static int check_header(const struct forecast_config *cfg, const uint8_t *buf, s
                         char *err, size_t errlen)
 {
     if (!buf || len < HEADER_LEN + CRC_LEN) {
-        set_err(err, errlen, "truncated: %zu bytes, a state has at least %d", len,
+        fc_set_err(err, errlen, "truncated: %zu bytes, a state has at least %d", len,
                 HEADER_LEN + CRC_LEN);
         return -EINVAL;
     }
     if (memcmp(buf, STATE_MAGIC, 4) != 0) {
-        set_err(err, errlen, "not a forecast state (bad magic)");
+        fc_set_err(err, errlen, "not a forecast state (bad magic)");
         return -EINVAL;
     }
     uint64_t version = get_u(buf + 4, 2);
     if (version != STATE_VERSION && version != STATE_VERSION_NO_SEASONS &&
         version != STATE_VERSION_NO_LEARNED && version != STATE_VERSION_NO_RECENT &&
         version != STATE_VERSION_F32) {
-        set_err(err, errlen,
+        fc_set_err(err, errlen,
                 "unsupported state version %" PRIu64 " (want %d, %d, %d, %d or %d%s)", version,
                 STATE_VERSION, STATE_VERSION_NO_SEASONS, STATE_VERSION_NO_LEARNED,
                 STATE_VERSION_NO_RECENT, STATE_VERSION_F32,
@@ -363,14 +360,14 @@ static int check_header(const struct forecast_config *cfg, const uint8_t *buf, s
         return -EINVAL;
     }
     if (buf[6] > FC_HW || buf[7] != 0 || get_u(buf + 52, 4) != 0) {
-        set_err(err, errlen, "bad kind %u or reserved bytes set", buf[6]);
+        fc_set_err(err, errlen, "bad kind %u or reserved bytes set", buf[6]);
         return -EINVAL;
     }
     int64_t bucket_ms = (int64_t)get_u(buf + 8, 8), season_ms = (int64_t)get_u(buf + 16, 8);
     double floor_ = get_f64(buf + 88);
     if (bucket_ms != cfg->bucket_ms || season_ms != cfg->season_ms ||
         floor_ != cfg->rate_floor) {
-        set_err(err, errlen,
+        fc_set_err(err, errlen,
                 "state is for bucket %" PRId64 " ms, season %" PRId64 " ms, floor %g; "
                 "config has bucket %" PRId64 " ms, season %" PRId64 " ms, floor %g",
                 bucket_ms, season_ms, floor_, cfg->bucket_ms, cfg->season_ms, cfg->rate_floor);
@@ -396,7 +393,7 @@ static int read_learned(struct forecast *f, const uint8_t **pp, char *err, size_
             f->learn_beta[h][k] = n > 0 ? v : 0.0f;
         }
         if (!ok) {
-            set_err(err, errlen, "learned plan fit out of range");
+            fc_set_err(err, errlen, "learned plan fit out of range");
             return -EINVAL;
         }
         f->learn_ok[h] = n > 0;
@@ -405,26 +402,64 @@ static int read_learned(struct forecast *f, const uint8_t **pp, char *err, size_
     for (int b = 0; b < FC_PHASES; b++)
         for (int h = 0; h < FC_HORIZONS; h++, p += 4)
             if (!get_f32(p, FC_LEARN_SHIFT_MAX, false, false, &f->learn_shift[b][h])) {
-                set_err(err, errlen, "learned plan shift out of range");
+                fc_set_err(err, errlen, "learned plan shift out of range");
                 return -EINVAL;
             }
     for (int i = 0; i < FC_RING; i++)
         for (int h = 0; h < FC_HORIZONS; h++, p += 4)
             if (!get_f32(p, 2 * FC_STATE_MAX, true, false, &f->planned_l[i][h])) {
-                set_err(err, errlen, "learned plan ring value out of range");
+                fc_set_err(err, errlen, "learned plan ring value out of range");
                 return -EINVAL;
             }
     *pp = p;
     return 0;
 }
 
+/* The longest state a config admits, of any version read: the bound on what
+ * a packed state may inflate to (pack.c). Each counted store (the residual
+ * and growth stores, then the window peaks) holds at most 255 values. */
+size_t fc_state_max_len(const struct forecast_config *cfg)
+{
+    int64_t m = cfg->season_ms / cfg->bucket_ms;
+    size_t warm = model_len(FC_WARMUP, 2 * m - 1, m, STATE_VERSION_F32);
+    size_t hw = model_len(FC_HW, 2 * m, m, STATE_VERSION);
+    return HEADER_LEN + (warm > hw ? warm : hw) + PLAN_FIXED_LEN(STATE_VERSION) +
+           (size_t)STORES * (1 + 255 * 2) + (size_t)FC_HORIZONS * (1 + 255 * 4) +
+           (size_t)fc_seasons_len(m) * 2 + CRC_LEN;
+}
+
+static struct forecast *deserialize_plain(const struct forecast_config *cfg, const uint8_t *buf,
+                                          size_t len, char *err, size_t errlen);
+
 struct forecast *forecast_deserialize(const struct forecast_config *cfg, const uint8_t *buf,
                                       size_t len, char *err, size_t errlen)
 {
-    struct forecast *f = NULL;
-    set_err(err, errlen, "ok");
+    if (!fc_is_packed(buf, len))
+        return deserialize_plain(cfg, buf, len, err, errlen);
     if (fc_config_check(cfg) != 0) {
-        set_err(err, errlen, "invalid forecast config");
+        fc_set_err(err, errlen, "invalid forecast config");
+        return NULL;
+    }
+    uint8_t *raw = NULL;
+    size_t rawlen = 0;
+    if (fc_unpack(buf, len, fc_state_max_len(cfg), &raw, &rawlen, err, errlen) != 0)
+        return NULL;
+    struct forecast *f = NULL;
+    if (fc_is_packed(raw, rawlen))
+        fc_set_err(err, errlen, "a packed state inside a packed state");
+    else
+        f = deserialize_plain(cfg, raw, rawlen, err, errlen);
+    xfree(raw);
+    return f;
+}
+
+static struct forecast *deserialize_plain(const struct forecast_config *cfg, const uint8_t *buf,
+                                          size_t len, char *err, size_t errlen)
+{
+    struct forecast *f = NULL;
+    fc_set_err(err, errlen, "ok");
+    if (fc_config_check(cfg) != 0) {
+        fc_set_err(err, errlen, "invalid forecast config");
         goto fail;
     }
     if (check_header(cfg, buf, len, err, errlen) != 0)
@@ -441,15 +476,15 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
     double zlast = get_f64(buf + 104);
     int64_t m = cfg->season_ms / cfg->bucket_ms;
     if (seen < 0 || cur < 0 || last_ms < 0 || seen > cur) {
-        set_err(err, errlen, "counters out of range");
+        fc_set_err(err, errlen, "counters out of range");
         goto fail;
     }
     if (kind == FC_WARMUP ? seen >= 2 * m : seen < 2 * m) {
-        set_err(err, errlen, "%" PRId64 " buckets seen does not match kind %d", seen, kind);
+        fc_set_err(err, errlen, "%" PRId64 " buckets seen does not match kind %d", seen, kind);
         goto fail;
     }
     if (origin_first != FC_NONE && (origin_first < 0 || origin_first > cur)) {
-        set_err(err, errlen, "first planned bucket out of range");
+        fc_set_err(err, errlen, "first planned bucket out of range");
         goto fail;
     }
     /* The length the counts describe, walked before anything is trusted. */
@@ -465,36 +500,36 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
     if (want != SIZE_MAX)
         want += (version >= STATE_VERSION ? (size_t)fc_seasons_len(m) * 2 : 0) + CRC_LEN;
     if (len != want) {
-        set_err(err, errlen, "length %zu, the header and counts describe %s (truncated or padded)",
+        fc_set_err(err, errlen, "length %zu, the header and counts describe %s (truncated or padded)",
                 len, want == SIZE_MAX ? "more" : "another");
         goto fail;
     }
     if (get_u(buf + len - CRC_LEN, 4) != crc32_ieee(buf, len - CRC_LEN)) {
-        set_err(err, errlen, "checksum mismatch (corrupted state)");
+        fc_set_err(err, errlen, "checksum mismatch (corrupted state)");
         goto fail;
     }
     if (acc_n == 0) {
         if (seen != 0 || cur != 0 || last_ms != 0 || acc_sum != 0.0 || acc_max != 0.0 ||
             level != 0.0 || trend != 0.0 || zlast != 0.0 || origin_first != FC_NONE) {
-            set_err(err, errlen, "empty state with non-zero fields");
+            fc_set_err(err, errlen, "empty state with non-zero fields");
             goto fail;
         }
     } else {
         if (last_ms / cfg->bucket_ms != cur) {
-            set_err(err, errlen, "newest observation is not in the open bucket");
+            fc_set_err(err, errlen, "newest observation is not in the open bucket");
             goto fail;
         }
         if (!isfinite(acc_sum) || acc_sum < 0.0 || acc_sum > (double)acc_n * FORECAST_MAX_RATE ||
             !isfinite(acc_max) || acc_max < 0.0 || acc_max > FORECAST_MAX_RATE ||
             acc_max * acc_n < acc_sum * (1 - 1e-12)) {
-            set_err(err, errlen, "open bucket sum or peak out of range");
+            fc_set_err(err, errlen, "open bucket sum or peak out of range");
             goto fail;
         }
     }
     if (!in_bound(level, FC_STATE_MAX) || !in_bound(trend, FC_STATE_MAX) ||
         !in_bound(zlast, FC_STATE_MAX) || (seen == 0 && zlast != 0.0) ||
         (kind == FC_WARMUP && seen == 0 && (level != 0.0 || trend != 0.0))) {
-        set_err(err, errlen, "level or trend out of range");
+        fc_set_err(err, errlen, "level or trend out of range");
         goto fail;
     }
 
@@ -518,11 +553,11 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
         if (nb)
             memcpy(f->fill, bits, nb);
         if (seen % 8 && (bits[nb - 1] >> (seen % 8)) != 0) {
-            set_err(err, errlen, "unused fill bits set");
+            fc_set_err(err, errlen, "unused fill bits set");
             goto fail;
         }
         if (seen > 0 && (bits[0] & 1)) {
-            set_err(err, errlen, "first buffered bucket marked as a fill");
+            fc_set_err(err, errlen, "first buffered bucket marked as a fill");
             goto fail;
         }
         for (int64_t i = 0; i < seen; i++, p += vsize) {
@@ -532,14 +567,14 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
             } else if (get_f32(p, FC_STATE_MAX, false, false, &z)) {
                 f->buf[i] = fc_buf_step(f, z);
             } else {
-                set_err(err, errlen, "buffered bucket %" PRId64 " out of range", i);
+                fc_set_err(err, errlen, "buffered bucket %" PRId64 " out of range", i);
                 goto fail;
             }
         }
         for (int64_t i = 0; i < seen; i++, p += 2) {
             f->bpk[i] = (uint16_t)get_u(p, 2);
             if (f->bpk[i] != 0 && ((bits[i / 8] >> (i % 8)) & 1)) {
-                set_err(err, errlen, "gap bucket %" PRId64 " with a peak", i);
+                fc_set_err(err, errlen, "gap bucket %" PRId64 " with a peak", i);
                 goto fail;
             }
         }
@@ -547,7 +582,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
     } else {
         for (int64_t i = 0; i < m; i++, p += 4) {
             if (!get_f32(p, FC_STATE_MAX, false, false, &f->season[i])) {
-                set_err(err, errlen, "seasonal index %" PRId64 " out of range", i);
+                fc_set_err(err, errlen, "seasonal index %" PRId64 " out of range", i);
                 goto fail;
             }
         }
@@ -568,7 +603,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
     for (int b = 0; b < FC_PHASES; b++, p += 4)
         ok &= get_f32(p, FC_STATE_MAX, false, true, &f->binmax[b]);
     if (!ok) {
-        set_err(err, errlen, "plan ring value out of range");
+        fc_set_err(err, errlen, "plan ring value out of range");
         goto fail;
     }
     for (int h = 0; h < FC_HORIZONS; h++, p += 20) {
@@ -578,12 +613,12 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
         f->cov_hit[h] = (uint32_t)get_u(p + 8, 4);
         f->cov_excess[h] = get_f64(p + 12);
         if (!lv_ok) {
-            set_err(err, errlen, "quantile level out of range");
+            fc_set_err(err, errlen, "quantile level out of range");
             goto fail;
         }
         if (f->cov_hit[h] > f->cov_n[h] ||
             !in_bound(f->cov_excess[h], 4 * FC_STATE_MAX * ((double)f->cov_n[h] + 1))) {
-            set_err(err, errlen, "coverage counters out of range");
+            fc_set_err(err, errlen, "coverage counters out of range");
             goto fail;
         }
     }
@@ -595,7 +630,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
             for (int h = 0; h < FC_HORIZONS; h++, p += 4)
                 ok &= get_f32(p, 2 * FC_STATE_MAX, true, false, &f->planned_r[i][h]);
         if (!ok) {
-            set_err(err, errlen, "plan ring value out of range");
+            fc_set_err(err, errlen, "plan ring value out of range");
             goto fail;
         }
         for (int h = 0; h < FC_HORIZONS; h++, p += 14) {
@@ -610,7 +645,7 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
                 l_ok = !signbit(v) && (f->loss_n[h] > 0 || v == 0);
             }
             if (!l_ok) {
-                set_err(err, errlen, "quantile loss out of range");
+                fc_set_err(err, errlen, "quantile loss out of range");
                 goto fail;
             }
         }
@@ -629,13 +664,13 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
         int16_t *ring = growth ? f->growth[h] : f->res[b][h];
         uint8_t n = *p++; /* within buf: the length walk above checked it */
         if (n > FC_RES_PER_BIN) {
-            set_err(err, errlen, "residual count %u out of range", n);
+            fc_set_err(err, errlen, "residual count %u out of range", n);
             goto fail;
         }
         for (int i = 0; i < n; i++, p += 2) {
             int16_t v = (int16_t)get_u(p, 2);
             if (v == INT16_MIN) {
-                set_err(err, errlen, "residual out of range");
+                fc_set_err(err, errlen, "residual out of range");
                 goto fail;
             }
             ring[i] = v;
@@ -651,12 +686,12 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
     for (int h = 0; version >= STATE_VERSION_NO_LEARNED && h < FC_HORIZONS; h++) {
         uint8_t n = *p++;
         if (n > FC_WPEAKS) {
-            set_err(err, errlen, "window peak count %u out of range", n);
+            fc_set_err(err, errlen, "window peak count %u out of range", n);
             goto fail;
         }
         for (int i = 0; i < n; i++, p += 4) {
             if (!get_f32(p, FC_STATE_MAX, false, false, &f->wpeak[h][i])) {
-                set_err(err, errlen, "window peak out of range");
+                fc_set_err(err, errlen, "window peak out of range");
                 goto fail;
             }
         }
@@ -666,14 +701,14 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
     for (int64_t t = cur - f->seasons_len; version >= STATE_VERSION && t < cur; t++, p += 2) {
         uint16_t v = (uint16_t)get_u(p, 2);
         if (t < 0 && v != 0) {
-            set_err(err, errlen, "recent seasons' peak before bucket 0");
+            fc_set_err(err, errlen, "recent seasons' peak before bucket 0");
             goto fail;
         }
         if (t >= 0)
             f->seasons[t % f->seasons_len] = v;
     }
     if (p != end) {
-        set_err(err, errlen, "%zu bytes after the residual store (padded)", (size_t)(end - p));
+        fc_set_err(err, errlen, "%zu bytes after the residual store (padded)", (size_t)(end - p));
         goto fail;
     }
     if (f->acc_n > 0)

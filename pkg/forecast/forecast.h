@@ -153,10 +153,20 @@ const char *forecast_method_name(enum forecast_method m);
  * The format (see forecast-state.c) is checksummed and holds neither the
  * smoothing factors nor the quantile: those come from cfg, which must pass
  * forecast_new()'s checks. err may be NULL; it is always NUL-terminated when
- * errlen > 0. buf is only read. An accepted buffer is canonical: serialising
- * the result reproduces it byte for byte.
+ * errlen > 0. buf is only read. An accepted plain buffer is canonical:
+ * serialising the result reproduces it byte for byte.
  */
 void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen);
+
+/**
+ * The same state packed for a checkpoint: "GSFZ", the state's length (u32,
+ * little-endian) and one zlib stream of it (pack.c). forecast_deserialize()
+ * reads both forms; a packed one must inflate to exactly the length it
+ * declares, at most the longest state cfg admits, and hold a plain state,
+ * which is then checked as any other (its bytes are canonical, the packing
+ * need not be). Caller frees *out with xfree.
+ */
+void forecast_serialize_packed(const struct forecast *f, uint8_t **out, size_t *outlen);
 struct forecast *forecast_deserialize(const struct forecast_config *cfg, const uint8_t *buf,
                                       size_t len, char *err, size_t errlen);
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <zlib.h>
 
 #include "forecast/forecast.h"
 #include "forecast-int.h" /* the learned plan's fit */
@@ -67,6 +68,29 @@ static void roundtrip_one(const struct forecast_config *cfg, struct forecast *f,
     /* restored with room for the buckets it holds, no more */
     assert_true(forecast_memory(g) <= forecast_memory(f));
     serialize_cmp(f, g);
+    /* the packed form (the checkpoint's) restores the same state, and is
+     * the plain state deflated by zlib, as pack.c's layout says */
+    uint8_t *pk;
+    size_t pklen;
+    forecast_serialize_packed(f, &pk, &pklen);
+    print_message("packed: %zu bytes (%.1f KB, %.0f %% of the state)\n", pklen,
+                  (double)pklen / 1024, 100.0 * (double)pklen / (double)len);
+    assert_true(memcmp(pk, "GSFZ", 4) == 0);
+    assert_int_equal((size_t)pk[4] | (size_t)pk[5] << 8 | (size_t)pk[6] << 16 |
+                         (size_t)pk[7] << 24, len);
+    assert_true(pklen < len);
+    uLongf ulen = (uLongf)len;
+    uint8_t *un = xmalloc(len);
+    assert_int_equal(uncompress(un, &ulen, pk + 8, (uLong)(pklen - 8)), Z_OK);
+    assert_int_equal(ulen, len);
+    assert_memory_equal(un, buf, len);
+    xfree(un);
+    struct forecast *h = forecast_deserialize(cfg, pk, pklen, err, sizeof(err));
+    if (!h)
+        fail_msg("deserialize packed: %s", err);
+    serialize_cmp(f, h);
+    forecast_free(h);
+    xfree(pk);
     /* identical predictions now and after identical further input: the
      * learned plan's fits, shifts and plans made are checkpointed (its rows
      * are not: they only feed the next refit) */
@@ -529,17 +553,124 @@ static void test_state_rejected(void **state)
     forecast_free(f);
 }
 
+/* Pack bytes as pack.c does, declaring `declared` bytes (zlib, written here
+ * independently of the module). */
+static uint8_t *test_pack(const uint8_t *raw, size_t n, size_t declared, size_t *outlen)
+{
+    uLongf clen = compressBound((uLong)n);
+    uint8_t *b = xmalloc(8 + clen + 16);
+    assert_int_equal(compress(b + 8, &clen, raw, (uLong)n), Z_OK);
+    memcpy(b, "GSFZ", 4);
+    for (int i = 0; i < 4; i++)
+        b[4 + i] = (uint8_t)(declared >> (8 * i));
+    *outlen = 8 + clen;
+    return b;
+}
+
+/* A packed state is refused, with a message, when its stream is cut, corrupt,
+ * longer or shorter than declared, followed by bytes, declares more than the
+ * config's longest state, or holds anything but a valid plain state; and
+ * accepted when another zlib level packed it (the packing is not canonical). */
+static void test_state_packed_rejected(void **state)
+{
+    (void)state;
+    struct forecast_config cfg = small_cfg();
+    struct forecast *f = forecast_new(&cfg);
+    feed_small(f, 6007, 6007 + 150);
+    uint8_t *raw, *pk, *b;
+    size_t len, pklen, n;
+    char err[160];
+    forecast_serialize(f, &raw, &len);
+    forecast_serialize_packed(f, &pk, &pklen);
+    struct forecast *g = forecast_deserialize(&cfg, pk, pklen, err, sizeof(err));
+    if (!g)
+        fail_msg("packed: %s", err);
+    forecast_free(g);
+
+    for (size_t k = 0; k < pklen; k++) { /* every truncation */
+        assert_null(forecast_deserialize(&cfg, pk, k, err, sizeof(err)));
+        assert_true(strlen(err) > 0 && strcmp(err, "ok") != 0);
+    }
+    b = xmalloc(pklen + 1);
+    /* every single-bit corruption of the stream is refused, or inflates to
+     * the same bytes (a bit no decoded symbol depends on, such as the code
+     * length of a symbol the stream never uses: zlib's Adler-32 and the
+     * state's CRC-32 refuse anything else) and so gives the same state */
+    for (size_t i = 8; i < pklen; i++) {
+        memcpy(b, pk, pklen);
+        b[i] ^= (uint8_t)(1u << (i % 8));
+        if ((g = forecast_deserialize(&cfg, b, pklen, err, sizeof(err)))) {
+            serialize_cmp(f, g);
+            forecast_free(g);
+        }
+    }
+    memcpy(b, pk, pklen);
+    b[pklen] = 0;
+    assert_null(forecast_deserialize(&cfg, b, pklen + 1, err, sizeof(err)));
+    assert_non_null(strstr(err, "after the packed state"));
+    xfree(b);
+
+    b = test_pack(raw, len, len + 1, &n); /* declares more than it holds */
+    assert_null(forecast_deserialize(&cfg, b, n, err, sizeof(err)));
+    assert_non_null(strstr(err, "declared"));
+    xfree(b);
+    b = test_pack(raw, len, len - 1, &n); /* less */
+    assert_null(forecast_deserialize(&cfg, b, n, err, sizeof(err)));
+    assert_non_null(strstr(err, "more than"));
+    xfree(b);
+    b = test_pack(raw, len, 0xffffffffu, &n); /* past any state of this config */
+    assert_null(forecast_deserialize(&cfg, b, n, err, sizeof(err)));
+    assert_non_null(strstr(err, "this config's states"));
+    xfree(b);
+    b = test_pack(raw, len, 0, &n);
+    assert_null(forecast_deserialize(&cfg, b, n, err, sizeof(err)));
+    xfree(b);
+
+    /* another zlib level: accepted, the same state */
+    b = test_pack(raw, len, len, &n);
+    g = forecast_deserialize(&cfg, b, n, err, sizeof(err));
+    if (!g)
+        fail_msg("level 6: %s", err);
+    serialize_cmp(f, g);
+    forecast_free(g);
+    xfree(b);
+
+    /* packed inside packed, and a plain state that is itself refused */
+    b = test_pack(pk, pklen, pklen, &n);
+    assert_null(forecast_deserialize(&cfg, b, n, err, sizeof(err)));
+    assert_non_null(strstr(err, "inside a packed"));
+    xfree(b);
+    raw[len - 1] ^= 1; /* its CRC */
+    b = test_pack(raw, len, len, &n);
+    assert_null(forecast_deserialize(&cfg, b, n, err, sizeof(err)));
+    assert_non_null(strstr(err, "checksum"));
+    xfree(b);
+    raw[len - 1] ^= 1;
+    struct forecast_config other = cfg;
+    other.season_ms = 120000;
+    assert_null(forecast_deserialize(&other, pk, pklen, err, sizeof(err)));
+    assert_non_null(strstr(err, "config has"));
+
+    xfree(raw);
+    xfree(pk);
+    forecast_free(f);
+}
+
 /* ---- config ------------------------------------------------------------------------ */
 
 /* Must match the config table of fuzz/fuzz-forecast-state.c: index 0 the
  * defaults, 1 bucket 1 s / season 60 s, 2 bucket 1 s / season 4 s, 3 bucket
  * 60 s / season 1 h. The first byte of a corpus file is the fuzz mode: bit 0
  * "recompute the CRC", bits 1-2 the config index. */
-static void write_seed(const char *dir, const char *name, uint8_t mode, const struct forecast *f)
+static void write_seed_as(const char *dir, const char *name, uint8_t mode,
+                          const struct forecast *f, bool packed)
 {
     uint8_t *buf;
     size_t len;
-    forecast_serialize(f, &buf, &len);
+    if (packed)
+        forecast_serialize_packed(f, &buf, &len);
+    else
+        forecast_serialize(f, &buf, &len);
     char *path = xasprintf("%s/%s", dir, name);
     FILE *fp = fopen(path, "wb");
     if (!fp || fwrite(&mode, 1, 1, fp) != 1 || fwrite(buf, 1, len, fp) != len || fclose(fp) != 0) {
@@ -549,6 +680,11 @@ static void write_seed(const char *dir, const char *name, uint8_t mode, const st
     printf("wrote %s (%zu bytes)\n", path, len + 1);
     xfree(path);
     xfree(buf);
+}
+
+static void write_seed(const char *dir, const char *name, uint8_t mode, const struct forecast *f)
+{
+    write_seed_as(dir, name, mode, f, false);
 }
 
 static int write_corpus(const char *dir)
@@ -564,6 +700,7 @@ static int write_corpus(const char *dir)
     for (int64_t i = 0; i < 20; i++)
         forecast_observe(f, T0 + i * MIN_MS + (i == 7 ? 4 * MIN_MS : 0), daily_shape(i));
     write_seed(dir, "warmup-default", 0x01, f);
+    write_seed_as(dir, "packed-warmup-default", 0x00, f, true);
     forecast_free(f);
 
     /* half a day with a controller's look-ahead: the learned plan fitted */
@@ -579,6 +716,7 @@ static int write_corpus(const char *dir)
         return 1;
     }
     write_seed(dir, "learned-default", 0x00, f);
+    write_seed_as(dir, "packed-learned-default", 0x00, f, true);
     forecast_free(f);
 
     f = forecast_new(&c1);
@@ -599,6 +737,7 @@ static int write_corpus(const char *dir)
     for (int64_t i = 0; i < 130; i++)
         forecast_observe(f, T0 + i * MIN_MS, 50.0 + (double)(i % 60));
     write_seed(dir, "hw-hourly", 0x07, f);
+    write_seed_as(dir, "packed-hw-hourly", 0x06, f, true);
     forecast_free(f);
     return 0;
 }
@@ -613,6 +752,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_state_roundtrip),
         cmocka_unit_test(test_learned_restored),
         cmocka_unit_test(test_state_rejected),
+        cmocka_unit_test(test_state_packed_rejected),
         cmocka_unit_test_prestate(test_state_previous_version, corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
