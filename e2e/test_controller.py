@@ -463,6 +463,14 @@ checkpoint: {configmap: %s, configmaps: %d}
                                   if "restored forecaster from %s " % where(name) in ln
                                   and "deployment=%s " % name in ln], 20,
                          what="%s restored" % name)
+            # each ConfigMap read is reported with the size the API server counts against
+            # its 1 MiB: data and decoded binaryData
+            for cm in {where(x) for x in names}:
+                obj = self.c.get("configmaps", cm, self.ns)
+                size = sum(len(v.encode()) for v in (obj.get("data") or {}).values()) + sum(
+                    len(base64.b64decode(v)) for v in (obj.get("binaryData") or {}).values())
+                self.assertEqual(g.metric("gpuscaler_checkpoint_configmap_bytes",
+                                          '{configmap="%s"}' % cm), size)
             self.c.delete("deployments", "ckc", self.ns)
             wait_for(lambda: "no longer tracked" in g.text(), 20, what="ckc untracked")
             self.assertEqual(g.stop(), 0)
@@ -481,6 +489,9 @@ checkpoint: {configmap: %s, configmaps: %d}
             g = self.start(cfg.replace("configmap: %s, configmaps: %d" % (prefix, n),
                                        "configmap: %s, configmaps: 1" % full), ident="ckpt-3")
             wait_for(lambda: "WithinBand" in g.text(), 20, what="a decision")
+            # the full one's size, as read: what an alert on 1 MiB would see
+            self.assertGreaterEqual(g.metric("gpuscaler_checkpoint_configmap_bytes",
+                                             '{configmap="%s-0"}' % full), 1024 * 1024 - 64)
             self.assertEqual(g.stop(), 0)
             log = g.text()
             full_lines = [ln for ln in log.splitlines() if "is full" in ln]

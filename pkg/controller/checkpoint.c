@@ -42,6 +42,9 @@ struct ctl_ckpt {
     int64_t full_logged_ms;
     char **drop;                  /**< keys to remove in the next patch, owned */
     size_t ndrop;
+    bool size_known;
+    int64_t size;                 /**< bytes the API server counts in it (data + decoded
+                                       binaryData) as last read or written here */
 };
 
 /* ---- names and keys ------------------------------------------------------------ */
@@ -123,6 +126,46 @@ static void drop_key(struct ctl_ckpt *k, const char *key)
             return;
     k->drop = xrealloc(k->drop, (k->ndrop + 1) * sizeof(*k->drop));
     k->drop[k->ndrop++] = xstrdup(key);
+}
+
+/* What the API server counts against a ConfigMap's 1 MiB (core validation
+ * sums the values of data and the decoded values of binaryData), from an
+ * object it returned. */
+static void note_size(struct ctl_ckpt *k, json_t *body)
+{
+    if (!json_is_object(body))
+        return;
+    int64_t n = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(body, "data"), key, v) {
+        n += (int64_t)json_string_length(v);
+    }
+    json_object_foreach(json_object_get(body, "binaryData"), key, v) {
+        const char *s = json_string_value(v);
+        size_t len = json_string_length(v), pad = 0;
+        while (s && pad < 2 && pad < len && s[len - 1 - pad] == '=')
+            pad++;
+        n += (int64_t)(len / 4 * 3 + (len % 4 ? len % 4 - 1 : 0) - pad);
+    }
+    k->size = n;
+    k->size_known = true;
+}
+
+void ctl_checkpoint_write_metrics(const struct controller *c, struct util_buf *b)
+{
+    util_buf_puts(b, "# HELP gpuscaler_checkpoint_configmap_bytes Bytes the API server counts in "
+                     "a checkpoint ConfigMap (data and decoded binaryData; at most 1 MiB), as "
+                     "last read or written by this instance.\n"
+                     "# TYPE gpuscaler_checkpoint_configmap_bytes gauge\n");
+    for (size_t i = 0; i < c->nckpt; i++) {
+        if (!c->ckpt[i].size_known)
+            continue;
+        char cm[256];
+        cm_name(c, i, cm, sizeof(cm));
+        util_buf_printf(b, "gpuscaler_checkpoint_configmap_bytes{configmap=\"%s\"} %lld\n", cm,
+                        (long long)c->ckpt[i].size);
+    }
 }
 
 void ctl_checkpoint_forget(struct controller *c, const struct ctl_wl *w)
@@ -271,8 +314,10 @@ static void cm_read(const struct kube_result *res, void *arg)
             restore(w, body, r->cm);
             w->checkpoint_ready = true; /* read, or nothing stored: saves may write it now */
         }
-    if (body)
+    if (body) {
+        note_size(&c->ckpt[r->idx], body);
         prune(c, r->idx, body);
+    }
     req_free(r);
 }
 
@@ -341,6 +386,7 @@ static void cm_written(const struct kube_result *res, void *arg)
     }
     k->patch_inflight = false;
     if (res->err == 0) {
+        note_size(k, res->body);
         /* the removals it carried are done (later ones stay queued) */
         for (size_t i = 0; i < r->ndrop && i < k->ndrop; i++)
             xfree(k->drop[i]);

@@ -388,6 +388,8 @@ void ctl_checkpoint_tick(struct controller *c, int64_t now_ms, bool all);
 size_t ctl_checkpoint_flush_shard(struct controller *c, uint32_t shard, bool start);
 /** w is no longer tracked: remove its keys in its ConfigMap's next save. */
 void ctl_checkpoint_forget(struct controller *c, const struct ctl_wl *w);
+/** gpuscaler_checkpoint_configmap_bytes of each ConfigMap whose size is known. */
+void ctl_checkpoint_write_metrics(const struct controller *c, struct util_buf *b);
 void ctl_hpa_refresh(struct controller *c);
 
 #endif

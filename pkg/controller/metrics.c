@@ -211,6 +211,7 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
     util_buf_printf(b, "gpuscaler_tracked_deployments %zu\n", c->nwl);
     family(b, "gpuscaler_decision_round_seconds", "gauge", "Duration of the last decision round.");
     util_buf_printf(b, "gpuscaler_decision_round_seconds %.6f\n", c->last_tick_seconds);
+    ctl_checkpoint_write_metrics(c, b);
 
     static const struct wl_gauge per[] = {
         {"gpuscaler_desired_replicas", "Replicas the policy chose.", g_desired},
