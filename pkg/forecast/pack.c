@@ -13,9 +13,10 @@
  *
  * The state inside is a plain one ("GSFC"), checked as any other: its CRC,
  * its version, its canonical form. Most of a young forecaster's state is
- * zeros (the recent seasons' ring before it has filled), and a day's
- * seasonal indices and peaks vary slowly from bucket to bucket, so the
- * envelope is a fraction of the state (docs/operations.md, checkpoints).
+ * zeros (the recent seasons' ring before it has filled), so for days the
+ * envelope is a fraction of the state; once the ring has filled, traffic's
+ * noisy peaks and indices pack to about three quarters of it
+ * (docs/operations.md, checkpoints).
  * Inflating is bounded by the length declared, which is bounded by the
  * config: a stream that inflates to more, less, or has bytes after it is
  * refused with a message, as is a packed state inside a packed state. */
