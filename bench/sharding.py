@@ -9,7 +9,9 @@ and 3,000 pods) with these sizes and prints its figures: the split of shards,
 Deployments and pods, each replica's peak RSS and CPU share of one core over
 the steady window, the takeover time after a SIGKILL, the longest time a
 shard had no valid holder, and the write counts behind the check that every
-Deployment write came from the holder of its shard's Lease.
+Deployment write came from the holder of its shard's Lease. The replicas keep
+one checkpoint ConfigMap per 15 Deployments (at least 64), as
+docs/configuration.md sizes them.
 
 usage: bench/sharding.py [--deployments 3000] [--pods-per 10] [--shards 48]
                          [--tick 5] [--window 60]

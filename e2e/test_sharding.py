@@ -54,6 +54,9 @@ LEASE_S, RENEW_S, RETRY_S = 4.0, 3.0, 0.5
 # (256Mi) for 10,000 scraped pods per replica, where the scraper's kept-alive connection per
 # pod dominates (about 200 MiB for one unsharded replica scraping 10,000 pods)
 RSS_BUDGET_MIB = float(os.environ.get("GPUSCALER_SHARD_RSS_BUDGET", "64"))
+# checkpoint ConfigMaps as docs/configuration.md sizes them: one per 15 Deployments, at least
+# the default 64 (a ConfigMap holds at most 1 MiB, a week-old state packs to about 33 KB)
+CHECKPOINT_CMS = max(64, -(-DEPLOYMENTS // 15))
 FIGURES = {}
 
 
@@ -135,8 +138,9 @@ class ShardingE2E(unittest.TestCase):
                "                  renew-deadline: %gs, retry-period: %gms}\n"
                "sharding: {enabled: true, shards: %d, lease-prefix: e2e-shard}\n"
                "scrape: {interval: %gs, timeout: 2s, rate-window: 10s}\n"
-               "checkpoint: {configmap: shard-e2e-state}\n") % (
-                   TICK_S, cls.ns, LEASE_S, RENEW_S, RETRY_S * 1000, SHARDS, TICK_S)
+               "checkpoint: {configmap: shard-e2e-state, configmaps: %d}\n") % (
+                   TICK_S, cls.ns, LEASE_S, RENEW_S, RETRY_S * 1000, SHARDS, TICK_S,
+                   CHECKPOINT_CMS)
         em_port = free_port()
         cls.em_ports[ident] = em_port
         cls.replicas[ident] = Gpuscaler(kc, cfg, (
@@ -372,8 +376,8 @@ class ShardingE2E(unittest.TestCase):
     def check_handover_checkpoints(self, t_join):
         """A shard handed over to a newcomer is checkpointed first: before each release the
         replica patched every checkpoint ConfigMap holding that shard's Deployments (index
-        FNV-1a 64 mod 64, as pkg/controller/checkpoint.c). Every Deployment has read its
-        checkpoint by then (the survivors took the killed replica's shards several ticks
+        FNV-1a 64 mod CHECKPOINT_CMS, as pkg/controller/checkpoint.c). Every Deployment has
+        read its checkpoint by then (the survivors took the killed replica's shards several ticks
         before the join), so each has state to save."""
         writes = self.fk.writes(namespace=self.ns)["writes"]
         releases = [w for w in writes if w["resource"] == "leases" and w["time"] >= t_join and
@@ -382,7 +386,8 @@ class ShardingE2E(unittest.TestCase):
         self.assertGreater(len(releases), 0)
         for r in releases:
             s = int(r["name"][len("e2e-shard-"):])
-            want = {"shard-e2e-state-%d" % (fnv1a64("%s/model-%04d" % (self.ns, i)) % 64)
+            want = {"shard-e2e-state-%d" % (fnv1a64("%s/model-%04d" % (self.ns, i)) %
+                                            CHECKPOINT_CMS)
                     for i in range(DEPLOYMENTS) if shard_of(self.ns, "model-%04d" % i) == s}
             saved = {w["name"] for w in writes if w["resource"] == "configmaps" and
                      w["user"] == r["user"] and r["time"] - 15 <= w["time"] <= r["time"] and
