@@ -340,7 +340,7 @@ static int check_header(const struct forecast_config *cfg, const uint8_t *buf, s
 {
     if (!buf || len < HEADER_LEN + CRC_LEN) {
         fc_set_err(err, errlen, "truncated: %zu bytes, a state has at least %d", len,
-                HEADER_LEN + CRC_LEN);
+                   HEADER_LEN + CRC_LEN);
         return -EINVAL;
     }
     if (memcmp(buf, STATE_MAGIC, 4) != 0) {
@@ -352,11 +352,12 @@ static int check_header(const struct forecast_config *cfg, const uint8_t *buf, s
         version != STATE_VERSION_NO_LEARNED && version != STATE_VERSION_NO_RECENT &&
         version != STATE_VERSION_F32) {
         fc_set_err(err, errlen,
-                "unsupported state version %" PRIu64 " (want %d, %d, %d, %d or %d%s)", version,
-                STATE_VERSION, STATE_VERSION_NO_SEASONS, STATE_VERSION_NO_LEARNED,
-                STATE_VERSION_NO_RECENT, STATE_VERSION_F32,
-                version == 1 ? "; version 1 is an older release's: the forecaster starts afresh"
-                             : "");
+                   "unsupported state version %" PRIu64 " (want %d, %d, %d, %d or %d%s)", version,
+                   STATE_VERSION, STATE_VERSION_NO_SEASONS, STATE_VERSION_NO_LEARNED,
+                   STATE_VERSION_NO_RECENT, STATE_VERSION_F32,
+                   version == 1
+                       ? "; version 1 is an older release's: the forecaster starts afresh"
+                       : "");
         return -EINVAL;
     }
     if (buf[6] > FC_HW || buf[7] != 0 || get_u(buf + 52, 4) != 0) {
@@ -368,9 +369,9 @@ static int check_header(const struct forecast_config *cfg, const uint8_t *buf, s
     if (bucket_ms != cfg->bucket_ms || season_ms != cfg->season_ms ||
         floor_ != cfg->rate_floor) {
         fc_set_err(err, errlen,
-                "state is for bucket %" PRId64 " ms, season %" PRId64 " ms, floor %g; "
-                "config has bucket %" PRId64 " ms, season %" PRId64 " ms, floor %g",
-                bucket_ms, season_ms, floor_, cfg->bucket_ms, cfg->season_ms, cfg->rate_floor);
+                   "state is for bucket %" PRId64 " ms, season %" PRId64 " ms, floor %g; "
+                   "config has bucket %" PRId64 " ms, season %" PRId64 " ms, floor %g",
+                   bucket_ms, season_ms, floor_, cfg->bucket_ms, cfg->season_ms, cfg->rate_floor);
         return -EINVAL;
     }
     return 0;
@@ -500,8 +501,9 @@ static struct forecast *deserialize_plain(const struct forecast_config *cfg, con
     if (want != SIZE_MAX)
         want += (version >= STATE_VERSION ? (size_t)fc_seasons_len(m) * 2 : 0) + CRC_LEN;
     if (len != want) {
-        fc_set_err(err, errlen, "length %zu, the header and counts describe %s (truncated or padded)",
-                len, want == SIZE_MAX ? "more" : "another");
+        fc_set_err(err, errlen,
+                   "length %zu, the header and counts describe %s (truncated or padded)", len,
+                   want == SIZE_MAX ? "more" : "another");
         goto fail;
     }
     if (get_u(buf + len - CRC_LEN, 4) != crc32_ieee(buf, len - CRC_LEN)) {

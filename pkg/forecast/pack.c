@@ -76,8 +76,8 @@ int fc_unpack(const uint8_t *buf, size_t len, size_t max, uint8_t **out, size_t 
     for (int i = 0; i < 4; i++)
         n |= (size_t)buf[4 + i] << (8 * i);
     if (n == 0 || n > max) {
-        fc_set_err(err, errlen, "packed state declares %zu bytes; this config's states have 1 to %zu",
-                n, max);
+        fc_set_err(err, errlen,
+                   "packed state declares %zu bytes; this config's states have 1 to %zu", n, max);
         return -EINVAL;
     }
     uint8_t *raw = xmalloc(n);
@@ -100,17 +100,18 @@ int fc_unpack(const uint8_t *buf, size_t len, size_t max, uint8_t **out, size_t 
         *out = raw;
         *outlen = n;
         raw = NULL;
+    } else if (rc == Z_STREAM_END && left > 0) {
+        fc_set_err(err, errlen, "%zu bytes after the packed state's stream", left);
+        ret = -EINVAL;
     } else if (rc == Z_STREAM_END) {
-        fc_set_err(err, errlen, left ? "%zu bytes after the packed state's stream"
-                                  : "packed state inflates to %zu bytes, %zu declared",
-                left ? left : got, n);
+        fc_set_err(err, errlen, "packed state inflates to %zu bytes, %zu declared", got, n);
         ret = -EINVAL;
     } else if (rc == Z_BUF_ERROR && zs.avail_out == 0) {
         fc_set_err(err, errlen, "packed state inflates to more than the %zu bytes declared", n);
         ret = -EINVAL;
     } else {
         fc_set_err(err, errlen, "corrupt packed state (zlib: %s)",
-                why ? why : rc == Z_BUF_ERROR ? "truncated stream" : "error");
+                   why ? why : rc == Z_BUF_ERROR ? "truncated stream" : "error");
         ret = -EINVAL;
     }
     inflateEnd(&zs);
