@@ -2,10 +2,17 @@
 """Every annotation key and config key in the code is documented, and every
 documented key exists in the code. Keys are read from the C tables that the
 parsers use (pkg/policy/config.c, pkg/controller/workload.c,
-pkg/controller/config.c), so the check cannot drift from what is parsed."""
+pkg/controller/config.c), so the check cannot drift from what is parsed.
+
+The bundled demos' outputs quoted in README.md, docs/policy.md and
+docs/planning.md are what this build's `gpuscaler simulate` and `gpuscaler
+plan` print (GPUSCALER_BIN, set by meson), so a change of the policy cannot
+leave them stale."""
+import decimal
 import json
 import os
 import re
+import subprocess
 import sys
 import unittest
 
@@ -86,6 +93,63 @@ class DocsKeys(unittest.TestCase):
                 continue
             is_prefix = any(k.startswith(path + ".") for k in self.cfg)
             self.assertTrue(path in self.cfg or is_prefix, "example key %s unknown" % path)
+
+
+class DocsDemo(unittest.TestCase):
+    """The demo outputs the docs quote are the binary's, line for line."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.bin = os.environ.get("GPUSCALER_BIN")
+        if not cls.bin:
+            raise unittest.SkipTest("GPUSCALER_BIN not set")
+
+    def run_bin(self, *args):
+        # the demos take about 1 s in a release build, 20 s under ASan+UBSan
+        r = subprocess.run([self.bin, *args], capture_output=True, text=True, timeout=100)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return [line.rstrip() for line in r.stdout.splitlines()]
+
+    def quoted(self, rel, command):
+        """The lines of the code block of `rel` that starts with `$ command`."""
+        m = re.search(r"^```\n\$ %s\n(.*?)^```" % re.escape(command), read(rel), re.M | re.S)
+        self.assertIsNotNone(m, "%s quotes no `$ %s` block" % (rel, command))
+        lines = [line.rstrip() for line in m.group(1).splitlines()]
+        self.assertGreaterEqual(len(lines), 5)
+        return lines
+
+    def assertQuoted(self, quoted, out, what):
+        for i in range(len(out) - len(quoted) + 1):
+            if out[i:i + len(quoted)] == quoted:
+                return
+        # the first line that differs, for the message
+        first = next((q for q in quoted if q not in out), quoted[0])
+        self.fail("%s is stale: %r is not in the output:\n%s" % (what, first, "\n".join(out)))
+
+    def test_simulate_demo_quoted(self):
+        out = self.run_bin("simulate")
+        self.assertQuoted(self.quoted("docs/policy.md", "gpuscaler simulate"), out,
+                          "docs/policy.md's demo block")
+        rows = {f[0]: f for f in (line.split() for line in out) if f and f[0] in
+                ("predictive", "reactive", "hpa", "oracle")}
+        self.assertEqual(len(rows), 4, out)
+        # rounded half up, as a reader rounds 7418.5
+        gpu_h = {k: int(decimal.Decimal(v[1]).quantize(1, decimal.ROUND_HALF_UP))
+                 for k, v in rows.items()}
+        minutes = {k: int(v[3].split("/")[0]) for k, v in rows.items()}
+        readme = read("README.md")
+        m = re.search(r"predictive (\d+) GPU-hours / (\d+) min over SLA, reactive (\d+) / (\d+), "
+                      r"hpa (\d+) / (\d+), perfect-foresight oracle (\d+)", readme)
+        self.assertIsNotNone(m, "README.md has no demo line")
+        self.assertEqual(tuple(int(x) for x in m.groups()),
+                         (gpu_h["predictive"], minutes["predictive"], gpu_h["reactive"],
+                          minutes["reactive"], gpu_h["hpa"], minutes["hpa"], gpu_h["oracle"]),
+                         "README.md's demo line is stale")
+
+    def test_plan_demo_quoted(self):
+        out = self.run_bin("plan")
+        self.assertQuoted(self.quoted("docs/planning.md", "gpuscaler plan"), out,
+                          "docs/planning.md's worked example")
 
 
 if __name__ == "__main__":

@@ -110,6 +110,7 @@ struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
     f->seasons_len = fc_seasons_len(f->m);
     if (f->seasons_len)
         f->seasons = xcalloc((size_t)f->seasons_len, sizeof(*f->seasons));
+    f->seasons_lvl_b = FC_NONE;
     f->origin_first = FC_NONE;
     f->q_bucket = FC_NONE;
     for (int i = 0; i < FC_RING; i++)

@@ -17,6 +17,9 @@
  * the upper median of those offers (the 4th highest of 7), once at least
  * FC_SEASONS_MIN seasons offer one: what the middle day did at this time,
  * and, as every plan, at most FC_MAX_GROWTH times the season's highest peak.
+ * The 8 levels change only when a bucket closes, so a Holt-Winters
+ * forecaster computes them then (seasons_lvl) and its plans, 4 a bucket at
+ * 15 s ticks, read them; a gap's skip drops them.
  * docs/policy.md, section 2, has the measurements. */
 #include "forecast-int.h"
 
@@ -37,17 +40,11 @@ int64_t fc_seasons_len(int64_t m)
     return FC_SEASONS * m + FC_SEASONS_LEVEL;
 }
 
-void fc_seasons_close(struct forecast *f, int64_t b, double zpeak)
-{
-    if (!f->seasons || b < 0)
-        return;
-    f->seasons[slot(b, f->seasons_len)] = isnan(zpeak) ? 0 : fc_buf_step(f, zpeak);
-}
-
 void fc_seasons_skip(struct forecast *f, int64_t from, int64_t n)
 {
     if (!f->seasons || n <= 0)
         return;
+    f->seasons_lvl_b = FC_NONE;
     if (n >= f->seasons_len) {
         memset(f->seasons, 0, (size_t)f->seasons_len * sizeof(*f->seasons));
         return;
@@ -86,6 +83,25 @@ static double level_at(const struct forecast *f, int64_t t)
     return 2 * n >= FC_SEASONS_LEVEL ? sum / n : NAN;
 }
 
+/* The levels at t - d m, d = 0..FC_SEASONS: today's and each season's. */
+static void levels_at(const struct forecast *f, int64_t t, double *lvl)
+{
+    for (int d = 0; d <= FC_SEASONS; d++)
+        lvl[d] = level_at(f, t - d * f->m);
+}
+
+void fc_seasons_close(struct forecast *f, int64_t b, double zpeak)
+{
+    if (!f->seasons || b < 0)
+        return;
+    f->seasons[slot(b, f->seasons_len)] = isnan(zpeak) ? 0 : fc_buf_step(f, zpeak);
+    f->seasons_lvl_b = FC_NONE;
+    if (f->kind == FC_HW) {
+        levels_at(f, b, f->seasons_lvl);
+        f->seasons_lvl_b = b;
+    }
+}
+
 static int cmp_desc(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -96,7 +112,13 @@ double fc_seasons_plan(const struct forecast *f, int64_t last_closed, int64_t fi
 {
     if (!f->seasons || f->kind != FC_HW)
         return NAN;
-    double today = level_at(f, last_closed);
+    double fresh[FC_SEASONS + 1];
+    const double *lvl = f->seasons_lvl;
+    if (f->seasons_lvl_b != last_closed) {
+        levels_at(f, last_closed, fresh);
+        lvl = fresh;
+    }
+    double today = lvl[0];
     if (isnan(today))
         return NAN;
     const double floor = f->cfg.rate_floor;
@@ -104,7 +126,7 @@ double fc_seasons_plan(const struct forecast *f, int64_t last_closed, int64_t fi
     int n = 0;
     for (int d = 1; d <= FC_SEASONS; d++) {
         int64_t off = d * f->m;
-        double then = level_at(f, last_closed - off);
+        double then = lvl[d];
         if (isnan(then))
             continue;
         /* only buckets closed and still kept: with a season shorter than
