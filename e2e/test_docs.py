@@ -105,7 +105,7 @@ class DocsDemo(unittest.TestCase):
             raise unittest.SkipTest("GPUSCALER_BIN not set")
 
     def run_bin(self, *args):
-        # the demos take about 1 s in a release build, 20 s under ASan+UBSan
+        # each demo takes about 1 s in a release build, a few under ASan+UBSan
         r = subprocess.run([self.bin, *args], capture_output=True, text=True, timeout=100)
         self.assertEqual(r.returncode, 0, r.stderr)
         return [line.rstrip() for line in r.stdout.splitlines()]

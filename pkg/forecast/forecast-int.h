@@ -74,6 +74,15 @@
 #define FC_SEASONS_MIN 4
 #define FC_SEASONS_RATIO_MAX 5.0
 #define FC_SEASONS_MAX_M 1440
+
+/** The recent seasons' levels at bucket b - d m, d = 0..FC_SEASONS, as the
+ *  plan last computed them (b = FC_NONE: none). Not state: a forecaster
+ *  planning a bucket 4 times at 15 s ticks computes them once, and one only
+ *  observing (a seed) never. */
+struct fc_levels {
+    int64_t b;
+    double lvl[FC_SEASONS + 1];
+};
 /** Bucket index of "no bucket". */
 #define FC_NONE INT64_MIN
 /** The learned plan (learn.c): coefficients (intercept and four features),
@@ -116,8 +125,7 @@ struct forecast {
     uint16_t *seasons;  /* the recent seasons' bucket peaks (fc_buf_step; 0 = none), slot
                            b mod seasons_len; NULL when the season is too long */
     int64_t seasons_len;
-    int64_t seasons_lvl_b;                   /* bucket seasons_lvl was computed at, FC_NONE */
-    double seasons_lvl[FC_SEASONS + 1];      /* level (seasons.c) at seasons_lvl_b - d m, d = 0..7 */
+    struct fc_levels *seasons_lvl;  /* with seasons: a cache the const plan fills (seasons.c) */
 
     /* Plans and their resolution (plan.c). Slot k of the rings belongs to
      * bucket k mod FC_RING. */
@@ -274,9 +282,7 @@ void fc_plan_open(struct forecast *f, int64_t b);
  *  and FC_SEASONS_LEVEL, or 0 (no ring) past FC_SEASONS_MAX_M. */
 int64_t fc_seasons_len(int64_t m);
 
-/** Keep bucket b's peak (log; NAN for a gap fill). A Holt-Winters
- *  forecaster also computes the levels fc_seasons_plan reads at b, once a
- *  bucket instead of once a plan. */
+/** Keep bucket b's peak (log; NAN for a gap fill). */
 void fc_seasons_close(struct forecast *f, int64_t b, double zpeak);
 
 /** Forget n buckets from `from` (skipped in closed form over a long gap). */

@@ -108,9 +108,11 @@ struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
     if (kind == FC_HW)
         f->season = xcalloc((size_t)f->m, sizeof(float));
     f->seasons_len = fc_seasons_len(f->m);
-    if (f->seasons_len)
+    if (f->seasons_len) {
         f->seasons = xcalloc((size_t)f->seasons_len, sizeof(*f->seasons));
-    f->seasons_lvl_b = FC_NONE;
+        f->seasons_lvl = xcalloc(1, sizeof(*f->seasons_lvl));
+        f->seasons_lvl->b = FC_NONE;
+    }
     f->origin_first = FC_NONE;
     f->q_bucket = FC_NONE;
     for (int i = 0; i < FC_RING; i++)
@@ -179,6 +181,7 @@ void forecast_free(struct forecast *f)
     xfree(f->fill);
     xfree(f->season);
     xfree(f->seasons);
+    xfree(f->seasons_lvl);
     for (int h = 0; h < FC_HORIZONS; h++)
         xfree(f->learn_rows[h]);
     xfree(f->learn_want);
@@ -194,6 +197,8 @@ size_t forecast_memory(const struct forecast *f)
     if (f->season)
         n += (size_t)f->m * sizeof(float);
     n += (size_t)f->seasons_len * sizeof(*f->seasons);
+    if (f->seasons_lvl)
+        n += sizeof(*f->seasons_lvl);
     for (int h = 0; h < FC_HORIZONS; h++)
         if (f->learn_rows[h])
             n += (size_t)FC_LEARN_ROWS * FC_LEARN_NX * sizeof(int16_t);

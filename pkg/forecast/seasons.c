@@ -17,9 +17,10 @@
  * the upper median of those offers (the 4th highest of 7), once at least
  * FC_SEASONS_MIN seasons offer one: what the middle day did at this time,
  * and, as every plan, at most FC_MAX_GROWTH times the season's highest peak.
- * The 8 levels change only when a bucket closes, so a Holt-Winters
- * forecaster computes them then (seasons_lvl) and its plans, 4 a bucket at
- * 15 s ticks, read them; a gap's skip drops them.
+ * The 8 levels change only when a bucket closes, so the first plan after a
+ * close computes them and keeps them (seasons_lvl, a cache behind a
+ * pointer: the plan is const) for the bucket's other plans, 4 a bucket at
+ * 15 s ticks; a close or a gap's skip drops them.
  * docs/policy.md, section 2, has the measurements. */
 #include "forecast-int.h"
 
@@ -40,11 +41,19 @@ int64_t fc_seasons_len(int64_t m)
     return FC_SEASONS * m + FC_SEASONS_LEVEL;
 }
 
+void fc_seasons_close(struct forecast *f, int64_t b, double zpeak)
+{
+    if (!f->seasons || b < 0)
+        return;
+    f->seasons[slot(b, f->seasons_len)] = isnan(zpeak) ? 0 : fc_buf_step(f, zpeak);
+    f->seasons_lvl->b = FC_NONE;
+}
+
 void fc_seasons_skip(struct forecast *f, int64_t from, int64_t n)
 {
     if (!f->seasons || n <= 0)
         return;
-    f->seasons_lvl_b = FC_NONE;
+    f->seasons_lvl->b = FC_NONE;
     if (n >= f->seasons_len) {
         memset(f->seasons, 0, (size_t)f->seasons_len * sizeof(*f->seasons));
         return;
@@ -90,18 +99,6 @@ static void levels_at(const struct forecast *f, int64_t t, double *lvl)
         lvl[d] = level_at(f, t - d * f->m);
 }
 
-void fc_seasons_close(struct forecast *f, int64_t b, double zpeak)
-{
-    if (!f->seasons || b < 0)
-        return;
-    f->seasons[slot(b, f->seasons_len)] = isnan(zpeak) ? 0 : fc_buf_step(f, zpeak);
-    f->seasons_lvl_b = FC_NONE;
-    if (f->kind == FC_HW) {
-        levels_at(f, b, f->seasons_lvl);
-        f->seasons_lvl_b = b;
-    }
-}
-
 static int cmp_desc(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -112,12 +109,12 @@ double fc_seasons_plan(const struct forecast *f, int64_t last_closed, int64_t fi
 {
     if (!f->seasons || f->kind != FC_HW)
         return NAN;
-    double fresh[FC_SEASONS + 1];
-    const double *lvl = f->seasons_lvl;
-    if (f->seasons_lvl_b != last_closed) {
-        levels_at(f, last_closed, fresh);
-        lvl = fresh;
+    struct fc_levels *c = f->seasons_lvl;
+    if (c->b != last_closed) {
+        levels_at(f, last_closed, c->lvl);
+        c->b = last_closed;
     }
+    const double *lvl = c->lvl;
     double today = lvl[0];
     if (isnan(today))
         return NAN;
