@@ -10,8 +10,10 @@
  * 4 bytes and a bit per bucket) or the seasonal
  * indices (one season), never both; the recent seasons' ring of bucket
  * peaks (7 seasons and 30 buckets, allocated with the forecaster, none for
- * seasons past FC_SEASONS_MAX_M buckets); the learned plan's rows; the
- * residual store and the plan rings are inline and fixed in size. */
+ * seasons past FC_SEASONS_MAX_M buckets) and, with it, the cache of its
+ * levels that forecast_predict fills (struct fc_levels); the learned plan's
+ * rows; the residual store and the plan rings are inline and fixed in
+ * size. */
 #ifndef GPUSCALER_FORECAST_INT_H
 #define GPUSCALER_FORECAST_INT_H
 
@@ -83,6 +85,7 @@ struct fc_levels {
     int64_t b;
     double lvl[FC_SEASONS + 1];
 };
+
 /** Bucket index of "no bucket". */
 #define FC_NONE INT64_MIN
 /** The learned plan (learn.c): coefficients (intercept and four features),

@@ -137,7 +137,9 @@ struct forecast_result {
  * shown (at most 10x), and by FORECAST_MAX_RATE. Returns -ENODATA
  * until FC_MIN_BUCKETS buckets have closed (method FORECAST_NONE), else 0.
  * -EINVAL (out zeroed, method FORECAST_NONE) for f or out NULL, now_ms < 0,
- * horizon_ms < 0 or a sum that overflows.
+ * horizon_ms < 0 or a sum that overflows. It changes none of f's state, but
+ * keeps a cache inside f (the recent seasons' levels of the last closed
+ * bucket), so one forecaster is not predicted from two threads at once.
  */
 int forecast_predict(const struct forecast *f, int64_t now_ms, int64_t horizon_ms,
                      struct forecast_result *out);
