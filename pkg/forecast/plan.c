@@ -243,43 +243,82 @@ static int conformal_pos(int k, double level, double *frac)
     return lo;
 }
 
-/* The conformal quantile at `level` of k stored residuals (reordered in
- * place): the level x (k + 1)-th smallest, interpolated, the largest when
- * that is past the end (finite-sample coverage of at least `level` for
- * exchangeable residuals). */
-static double quantile_sorted(int16_t *tmp, int k, double level)
+/* The smallest of a(lo, n), for lo + 1 < n. */
+static int16_t min_after(const int16_t *a, int n, int lo)
 {
-    if (k == 0)
-        return 0;
-    double frac;
-    int lo = conformal_pos(k, level, &frac);
-    double v = select_nth(tmp, k, lo);
-    if (lo + 1 < k) {
-        int16_t next = tmp[lo + 1]; /* the smallest of those after lo */
-        for (int i = lo + 2; i < k; i++)
-            if (tmp[i] < next)
-                next = tmp[i];
-        v += frac * (next - tmp[lo]);
-    }
-    return v / FC_RES_SCALE;
+    int16_t m = a[lo + 1];
+    for (int i = lo + 2; i < n; i++)
+        if (a[i] < m)
+            m = a[i];
+    return m;
 }
 
-/* The conformal quantile at `level` of k floats (as quantile_sorted). */
-static double quantile_f(const float *v, int k, double level)
+/* a[lo] (a selected rank: nothing larger before it, nothing smaller after
+ * it), frac of the way to the next larger value when there is one. */
+static double rank_at(const int16_t *a, int n, int lo, double frac)
+{
+    double v = a[lo];
+    if (lo + 1 < n)
+        v += frac * (min_after(a, n, lo) - a[lo]);
+    return v;
+}
+
+/* The conformal quantiles at `level` and at `level2` of k stored residuals
+ * (reordered in place): the level x (k + 1)-th smallest, interpolated, the
+ * largest when that is past the end (finite-sample coverage of at least
+ * `level` for exchangeable residuals). The second selection stays on the
+ * side of the first's rank where its own lies: a selection leaves nothing
+ * larger before its rank and nothing smaller after it. */
+static void quantile_pair(int16_t *tmp, int k, double level, double level2, double *q,
+                             double *q2)
+{
+    if (k == 0) {
+        *q = *q2 = 0;
+        return;
+    }
+    double frac, frac2;
+    int lo = conformal_pos(k, level, &frac), lo2 = conformal_pos(k, level2, &frac2);
+    select_nth(tmp, k, lo);
+    *q = rank_at(tmp, k, lo, frac) / FC_RES_SCALE;
+    double v;
+    if (lo2 < lo) { /* in [0, lo]: its next larger is at most tmp[lo] */
+        select_nth(tmp, lo + 1, lo2);
+        v = rank_at(tmp, lo + 1, lo2, frac2);
+    } else if (lo2 > lo) { /* in (lo, k) */
+        select_nth(tmp + lo + 1, k - lo - 1, lo2 - lo - 1);
+        v = rank_at(tmp, k, lo2, frac2);
+    } else {
+        v = rank_at(tmp, k, lo, frac2);
+    }
+    *q2 = v / FC_RES_SCALE;
+}
+
+/* The conformal quantile at `level` of k sorted floats (as quantile_pair). */
+static double quantile_f(const float *sorted, int k, double level)
+{
+    double frac;
+    int lo = conformal_pos(k, level, &frac);
+    return lo + 1 < k ? sorted[lo] + frac * (sorted[lo + 1] - sorted[lo]) : sorted[lo];
+}
+
+/* The conformal quantiles at `level` and `level2` of k floats, NAN for none. */
+static void quantile_f_pair(const float *v, int k, double level, double level2, double *q,
+                        double *q2)
 {
     float tmp[FC_WPEAKS];
-    if (k == 0)
-        return NAN;
-    for (int i = 0; i < k; i++) {
+    if (k == 0) {
+        *q = *q2 = NAN;
+        return;
+    }
+    for (int i = 0; i < k; i++) { /* insertion sort: k <= FC_WPEAKS */
         float x = v[i];
         int j = i - 1;
         for (; j >= 0 && tmp[j] > x; j--)
             tmp[j + 1] = tmp[j];
         tmp[j + 1] = x;
     }
-    double frac;
-    int lo = conformal_pos(k, level, &frac);
-    return lo + 1 < k ? tmp[lo] + frac * (tmp[lo + 1] - tmp[lo]) : tmp[lo];
+    *q = quantile_f(tmp, k, level);
+    *q2 = quantile_f(tmp, k, level2);
 }
 
 bool fc_plan_recent(const struct forecast *f, int h)
@@ -311,8 +350,8 @@ static double quantile_of(const struct forecast *f, int h, const int *bins, int 
         k += f->res_len[bin][h];
     }
     *n = k;
-    double v = quantile_sorted(tmp, k, f->qlevel[h]); /* reorders tmp */
-    *median = quantile_sorted(tmp, k, median_level(f, h));
+    double v;
+    quantile_pair(tmp, k, f->qlevel[h], median_level(f, h), &v, median);
     return v;
 }
 
@@ -345,13 +384,15 @@ void fc_plan_quantiles(struct forecast *f, int64_t b)
          * its biggest burst needed; the recent peaks' plan now serves that
          * traffic, and the median left plans on a first day's ramps covered
          * 62-88 % of the time: docs/policy.md, section 5.) */
-        double glevel = f->qlevel[h];
-        f->g[h] = (float)quantile_sorted(tmp, f->growth_len[h], glevel);
+        double lm = median_level(f, h), g, gm;
+        quantile_pair(tmp, f->growth_len[h], f->qlevel[h], lm, &g, &gm);
+        f->g[h] = (float)g;
+        f->gm[h] = (float)gm;
         f->g_n[h] = f->growth_len[h];
-        double lm = median_level(f, h);
-        f->gm[h] = (float)quantile_sorted(tmp, f->growth_len[h], lm);
-        f->r[h] = (float)quantile_f(f->wpeak[h], f->wpeak_len[h], f->qlevel[h]);
-        f->rm[h] = (float)quantile_f(f->wpeak[h], f->wpeak_len[h], lm);
+        double r, rm;
+        quantile_f_pair(f->wpeak[h], f->wpeak_len[h], f->qlevel[h], lm, &r, &rm);
+        f->r[h] = (float)r;
+        f->rm[h] = (float)rm;
     }
     f->q_bucket = b;
 }

@@ -287,8 +287,9 @@ int plan_backtest(const struct plan_config *cfg, const struct plan_workload *w,
     sc.policies = 1u << w->policy;
     sc.start_ms = out->win.test_offset_ms;
     sc.duration_ms = cfg->horizon_ms;
-    int64_t season_days = (w->sim.policy.seasonality_ms + PLAN_DAY_MS - 1) / PLAN_DAY_MS;
-    sc.warmup_ms = w->policy == SIM_PREDICTIVE ? 2 * season_days * PLAN_DAY_MS : 3600 * 1000LL;
+    sc.warmup_ms = w->policy == SIM_PREDICTIVE
+                       ? plan_seed_days(w->sim.policy.seasonality_ms) * PLAN_DAY_MS
+                       : 3600 * 1000LL;
     sc.initial_replicas = 0;
     sc.forecast_seed = NULL;
     if ((rc = sim_run(&sc, &full, NULL, &res, err, errlen)) != 0)

@@ -411,8 +411,8 @@ struct plan_backtest {
 
 /**
  * Plan from the history minus its last horizon, replay the policy on the
- * held-out part (2 forecaster seasons of warm-up before it, as much as
- * exists), and compare. *plan gets the plan made from the shorter history
+ * held-out part (as many days of warm-up before it as the plan seeds its
+ * forecaster with, as much as exists), and compare. *plan gets the plan made from the shorter history
  * (owned by the caller). Same errors as plan_backtest_window and plan_run.
  */
 int plan_backtest(const struct plan_config *cfg, const struct plan_workload *w,

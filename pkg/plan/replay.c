@@ -11,10 +11,12 @@
  * chosen. Bursts, noise and unexplained swings thus reach the policy as they
  * did, on the forecast's level.
  *
- * The predictive forecaster is seeded with two of its seasons of that
- * traffic before the replay (observations every decision interval, as the
- * replay itself makes them), then the policy replays one hour unscored
- * before the scored window. Seeding costs a few percent of replaying.
+ * The predictive forecaster is seeded with plan_seed_days() of that
+ * traffic (two of its seasons, at least 8 days: the recent seasons' plan
+ * looks 7 days back) before the replay, observations every decision
+ * interval as the replay itself makes them; then the policy replays one
+ * hour unscored before the scored window. The seed only observes; its 8
+ * days, about 11 ms each, are about a third of a predictive plan's CPU.
  *
  * PLAN_SIM_DAY replays one day at the horizon's middle level and, per step
  * of the day, takes k = GPUs held / GPUs the smooth demand needs at the
@@ -106,9 +108,10 @@ static void resid_build(const struct trace *h, double scale, const struct plan_m
 }
 
 /* The residual days of a day-mode replay: the PLAN_REP_DAYS most typical
- * (mean |e| closest to the median) are scored, the next two seed; each
+ * (mean |e| closest to the median) are scored, the next nseed seed; each
  * group in chronological order. With fewer days, days repeat. */
-static void resid_pick(const struct resid *r, size_t scored[PLAN_REP_DAYS], size_t seed[2])
+static void resid_pick(const struct resid *r, size_t scored[PLAN_REP_DAYS], size_t *seed,
+                       size_t nseed)
 {
     double s[CANDIDATE_DAYS];
     size_t idx[CANDIDATE_DAYS];
@@ -125,7 +128,7 @@ static void resid_pick(const struct resid *r, size_t scored[PLAN_REP_DAYS], size
         }
     for (size_t k = 0; k < PLAN_REP_DAYS; k++)
         scored[k] = idx[k % r->n];
-    for (size_t k = 0; k < 2; k++)
+    for (size_t k = 0; k < nseed; k++)
         seed[k] = idx[(PLAN_REP_DAYS + k) % r->n];
     /* chronological within each group (indexes are in day order) */
     for (size_t i = 1; i < PLAN_REP_DAYS; i++)
@@ -134,11 +137,12 @@ static void resid_pick(const struct resid *r, size_t scored[PLAN_REP_DAYS], size
             scored[j] = scored[j - 1];
             scored[j - 1] = t;
         }
-    if (seed[1] < seed[0]) {
-        size_t t = seed[0];
-        seed[0] = seed[1];
-        seed[1] = t;
-    }
+    for (size_t i = 1; i < nseed; i++)
+        for (size_t j = i; j > 0 && seed[j] < seed[j - 1]; j--) {
+            size_t t = seed[j];
+            seed[j] = seed[j - 1];
+            seed[j - 1] = t;
+        }
 }
 
 /* What the replayed traffic is made of. */
@@ -150,7 +154,9 @@ struct gen {
     double growth;      /* horizon mode: scenario growth */
     int64_t h0_ms, h_ms;/* horizon mode: the horizon */
     int64_t day0;       /* the first day of the replay */
-    size_t map_scored[PLAN_REP_DAYS], map_seed[2]; /* day mode: residual days */
+    size_t map_scored[PLAN_REP_DAYS];   /* day mode: residual days scored, */
+    size_t map_seed[PLAN_SEED_DAYS_MAX]; /* and seeding (nseed of them) */
+    size_t nseed;
 };
 
 static double gen_z(const struct gen *g, int64_t t)
@@ -175,7 +181,7 @@ static const double *gen_resid_day(const struct gen *g, int64_t day)
         int64_t back = g->day0 - day; /* the scored days start at day0 */
         if (back <= 0)
             return g->r->e[g->map_scored[(size_t)(-back) % PLAN_REP_DAYS]];
-        return g->r->e[g->map_seed[(back - 1) % 2 == 0 ? 1 : 0]];
+        return g->r->e[g->map_seed[g->nseed - 1 - (size_t)(back - 1) % g->nseed]];
     }
     int64_t j = day - g->day0;
     return g->r->e[(size_t)(((j % (int64_t)g->r->n) + (int64_t)g->r->n) % (int64_t)g->r->n)];
@@ -466,15 +472,15 @@ int plan_replay_run(const struct plan_config *cfg, const struct plan_workload *w
                               "resolution to take residuals from");
         return -EINVAL;
     }
-    struct gen g = {.m = m, .r = &rs};
-    resid_pick(&rs, g.map_scored, g.map_seed);
+    /* the forecaster's seed (whole days) plus the hour of warm-up */
+    int64_t seed_days = plan_seed_days(w->sim.policy.seasonality_ms);
+    struct gen g = {.m = m, .r = &rs, .nseed = (size_t)seed_days};
+    resid_pick(&rs, g.map_scored, g.map_seed, g.nseed);
     for (size_t i = 0; i < PLAN_REP_DAYS; i++)
         r->replay.residual_days[i] = rs.day[g.map_scored[i]];
     r->replay.policy = w->policy;
     r->replay.mode = cfg->sim;
-    /* two forecaster seasons of seeding (whole days) plus the hour of warm-up */
-    int64_t season_days = (w->sim.policy.seasonality_ms + PLAN_DAY_MS - 1) / PLAN_DAY_MS;
-    int64_t seed_ms = w->policy == SIM_PREDICTIVE ? 2 * season_days * PLAN_DAY_MS : 0;
+    int64_t seed_ms = w->policy == SIM_PREDICTIVE ? seed_days * PLAN_DAY_MS : 0;
     seed_ms += WARMUP_MS;
     int rc = cfg->sim == PLAN_SIM_DAY
                  ? replay_day(w, m, &g, seed_ms, r, err, errlen)

@@ -373,6 +373,44 @@ static void test_day_replay_matches_horizon_replay(void **state)
     trace_free(t);
 }
 
+/* The predictive replay seeds its forecaster with 8 days (the recent
+ * seasons' plan's 7 and the day planned), two seasons when they are longer;
+ * the other policies need no seed. */
+static void test_seed_days(void **state)
+{
+    (void)state;
+    const int64_t H = 3600 * 1000LL;
+    assert_int_equal(plan_seed_days(24 * H), 8);
+    assert_int_equal(plan_seed_days(1 * H), 8);
+    assert_int_equal(plan_seed_days(96 * H), 8);
+    assert_int_equal(plan_seed_days(100 * H), 10); /* 5 whole days a season */
+    assert_int_equal(plan_seed_days(168 * H), 14);
+    struct trace *t = synth(4, 60, 250, 0, false, 0.08, 0);
+    struct plan_config c;
+    struct plan_workload w;
+    struct plan_result *r = NULL;
+    char err[400];
+    plan_config_init(&c);
+    c.horizon_ms = 2 * DAY_S * 1000LL;
+    workload(&w, SIM_PREDICTIVE);
+    assert_int_equal(plan_run(&c, &w, t, &r, err, sizeof(err)), 0);
+    /* more seed than history: the seed's days repeat the history's */
+    assert_float_equal(r->replay.seeded_s, 8.0 * DAY_S, 0);
+    plan_result_free(r);
+    c.sim = PLAN_SIM_HORIZON; /* a seed per scenario */
+    assert_int_equal(plan_run(&c, &w, t, &r, err, sizeof(err)), 0);
+    assert_float_equal(r->replay.seeded_s, 8.0 * DAY_S * (double)r->nscen, 0);
+    plan_result_free(r);
+    plan_workload_clear(&w);
+    workload(&w, SIM_REACTIVE);
+    c.sim = PLAN_SIM_DAY;
+    assert_int_equal(plan_run(&c, &w, t, &r, err, sizeof(err)), 0);
+    assert_float_equal(r->replay.seeded_s, 0, 0);
+    plan_result_free(r);
+    plan_workload_clear(&w);
+    trace_free(t);
+}
+
 /* The total adds the curves step by step; one pool reserves at most what
  * the Deployments would reserve apart, and pays no more. */
 static void test_total(void **state)
@@ -559,6 +597,7 @@ int main(void)
         cmocka_unit_test(test_backtest_window),
         cmocka_unit_test(test_backtest_stationary),
         cmocka_unit_test(test_day_replay_matches_horizon_replay),
+        cmocka_unit_test(test_seed_days),
         cmocka_unit_test(test_total),
         cmocka_unit_test(test_deterministic_reports),
         cmocka_unit_test(test_plan_file),

@@ -74,6 +74,60 @@ static void test_quantile_closed_form(void **st)
     assert_float_equal(sim_latency_quantile(&none, 1, 0.99), 0, 0);
 }
 
+/* The quantile by bisection on the tail mass (non-increasing in x): the
+ * smallest x whose mass is within 1 - q of the total, to 1e-12 s. */
+static double quantile_bisect(const struct sim_second *s, size_t n, double q)
+{
+    double total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += s[i].n;
+    double lo = 0, hi = SIM_LATENCY_MAX_S;
+    while (hi - lo > 1e-12 * (hi > 1 ? hi : 1)) {
+        double mid = lo + (hi - lo) / 2, mass = 0;
+        for (size_t i = 0; i < n; i++)
+            if (s[i].n > 0)
+                mass += s[i].n * sim_second_frac_over(&s[i], mid);
+        if (mass <= (1 - q) * total)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return hi;
+}
+
+static void test_quantile_mixtures(void **st)
+{
+    (void)st;
+    /* Minutes of seconds as the replay makes them: a few shared bases (the
+     * service time, with and without a backlog to drain), waits of every
+     * probability and rate, some seconds without arrivals. The solver's
+     * answer is the bisection's, jumps and smooth segments alike. */
+    uint64_t r = 42;
+    int smooth = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        struct sim_second s[60];
+        for (int i = 0; i < 60; i++) {
+            r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+            double u1 = (double)(r >> 11) / 9007199254740992.0;
+            r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+            double u2 = (double)(r >> 11) / 9007199254740992.0;
+            s[i].n = u1 < 0.05 ? 0 : 1 + floor(400 * u2);
+            s[i].base_s = 6.4 + (u2 < 0.85 ? 0 : u2 < 0.97 ? 0.5 : 3 * u1);
+            s[i].pw = trial % 3 == 0 ? u1 * u1 : trial % 3 == 1 ? u1 : u1 * 0.05;
+            s[i].theta = 0.05 + 10 * u2 * u1;
+        }
+        double q = trial % 2 ? 0.99 : 0.9;
+        double want = quantile_bisect(s, 60, q), got = sim_latency_quantile(s, 60, q);
+        if (fabs(got - want) > 1e-9 * (want > 1 ? want : 1))
+            fail_msg("trial %d: quantile %.12g, bisection %.12g", trial, got, want);
+        bool at_base = false;
+        for (int i = 0; i < 60; i++)
+            at_base |= fabs(want - s[i].base_s) <= 1e-9;
+        smooth += !at_base;
+    }
+    assert_true(smooth > 150); /* most answers lie between the jumps */
+}
+
 /* p99 of the last minute after `secs` seconds of constant load. */
 static double steady_p99(const struct sim_model *m, int ready, double rate, int secs)
 {
@@ -1026,6 +1080,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_erlang_c_closed_form),
         cmocka_unit_test(test_quantile_closed_form),
+        cmocka_unit_test(test_quantile_mixtures),
         cmocka_unit_test(test_latency_monotonic_in_load),
         cmocka_unit_test(test_backlog_carried_and_drained),
         cmocka_unit_test(test_oracle_bounds_every_policy),
