@@ -130,11 +130,23 @@ static void pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
         w->pq_seeded = true;
         struct forecast_config fc;
         controller_forecast_config(&cfg->policy, &fc);
-        struct pq_req *q = pq_req_new(c, w);
-        q->seed = forecast_new(&fc);
-        if (!q->seed || promql_seed(c->promql, &t, now, 2 * cfg->policy.seasonality_ms + 3600000,
-                                    60000, q->seed, pq_seeded, q, err, sizeof(err)) != 0)
-            pq_req_free(q);
+        /* all the forecaster uses (7 days and 30 min for a daily season:
+         * 10,170 steps, 8 requests of a day) and an hour more; not when a
+         * checkpoint already holds more (the seed would not be adopted) */
+        int64_t lookback = forecast_history_ms(&fc) + 3600000;
+        struct forecast_result cur;
+        if (forecast_predict(w->fc, now, 0, &cur) == 0 &&
+            cur.buckets_seen > lookback / fc.bucket_ms + 1) {
+            LOGW_DEBUG(SUB, w->ns, w->name,
+                       "forecaster holds %lld buckets of history: no seed from Prometheus",
+                       (long long)cur.buckets_seen);
+        } else {
+            struct pq_req *q = pq_req_new(c, w);
+            q->seed = forecast_new(&fc);
+            if (!q->seed || promql_seed(c->promql, &t, now, lookback, 60000, q->seed, pq_seeded,
+                                        q, err, sizeof(err)) != 0)
+                pq_req_free(q);
+        }
     }
     if (w->pq_have) {
         *r = w->pq_last;

@@ -172,6 +172,15 @@ struct forecast *forecast_new(const struct forecast_config *cfg)
     return fc_alloc(cfg, FC_WARMUP);
 }
 
+int64_t forecast_history_ms(const struct forecast_config *cfg)
+{
+    if (fc_config_check(cfg) != 0)
+        return 0;
+    int64_t m = cfg->season_ms / cfg->bucket_ms;
+    int64_t seasons = fc_seasons_len(m) * cfg->bucket_ms; /* 0 without that plan */
+    return seasons > 2 * cfg->season_ms ? seasons : 2 * cfg->season_ms;
+}
+
 void forecast_free(struct forecast *f)
 {
     if (!f)

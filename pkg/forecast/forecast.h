@@ -80,6 +80,16 @@ struct forecast;
  * with forecast_free().
  */
 struct forecast *forecast_new(const struct forecast_config *cfg);
+
+/**
+ * How much history a forecaster of this (valid) configuration needs before
+ * every stage can plan: two seasons for Holt-Winters and, where the recent
+ * seasons' plan exists (seasons of at most 1440 buckets), its 7 seasons and
+ * the level's buckets before them. What a seed should cover (the learned
+ * plan aside, which learns as it goes). 0 for an invalid cfg.
+ */
+int64_t forecast_history_ms(const struct forecast_config *cfg);
+
 /** Release f and everything it holds; NULL is a no-op. */
 void forecast_free(struct forecast *f);
 

@@ -640,6 +640,48 @@ static void test_plan_recent_seasons(void **state)
     forecast_free(f);
 }
 
+/* forecast_history_ms: the span a seed must cover. A forecaster given that
+ * much (one point a minute, as the Prometheus seed gives it) plans a spike
+ * that came at this time every day; given two seasons and an hour, the
+ * former seed, it cannot yet. */
+static void test_history_span(void **state)
+{
+    (void)state;
+    struct forecast_config cfg;
+    forecast_config_init(&cfg);
+    const int64_t span = forecast_history_ms(&cfg);
+    assert_int_equal(span, 7 * DAY_MIN * MIN_MS + 30 * MIN_MS); /* 7 seasons + the level */
+    struct forecast_config c = cfg;
+    c.season_ms = 12 * 60 * MIN_MS;
+    assert_int_equal(forecast_history_ms(&c), 7 * 12 * 60 * MIN_MS + 30 * MIN_MS);
+    c.season_ms = 7 * DAY_MIN * MIN_MS; /* no recent seasons' plan: two seasons */
+    assert_int_equal(forecast_history_ms(&c), 14 * DAY_MIN * MIN_MS);
+    c.season_ms = 90 * 1000; /* not a multiple of the bucket */
+    assert_int_equal(forecast_history_ms(&c), 0);
+    assert_int_equal(forecast_history_ms(NULL), 0);
+
+    const int64_t spike = 13 * 60 + 32, now = 20 * DAY_MIN + 13 * 60 + 29;
+    const double base = daily_shape(spike);
+    const int64_t spans[2] = {span, 2 * DAY_MIN * MIN_MS + 60 * MIN_MS};
+    for (int k = 0; k < 2; k++) {
+        struct forecast *f = forecast_new(&cfg);
+        for (int64_t i = now - spans[k] / MIN_MS; i <= now; i++) {
+            int64_t min = i % DAY_MIN;
+            double y = daily_shape(min) * (min >= spike && min < spike + 5 ? 5 : 1);
+            assert_int_equal(forecast_observe(f, T0 + i * MIN_MS, y), 0);
+        }
+        struct forecast_result r;
+        assert_int_equal(forecast_predict(f, T0 + now * MIN_MS + 15000, 195000, &r), 0);
+        print_message("seeded %.2f days: recent seasons %.0f req/s (spike %.0f)\n",
+                      (double)spans[k] / (double)(DAY_MIN * MIN_MS), r.seasons, 5 * base);
+        if (k == 0)
+            assert_true(r.from_seasons && r.seasons > 0.9 * 5 * base);
+        else
+            assert_true(r.seasons == 0 && !r.from_seasons);
+        forecast_free(f);
+    }
+}
+
 /* Invariants on any input: finite, upper >= mean >= 0, and upper within the
  * highest observation times the largest window growth ever observed (the
  * plan never exceeds what the history and its error bounds support). */
@@ -1017,6 +1059,7 @@ int main(void)
         cmocka_unit_test(test_plan_never_runs_away),
         cmocka_unit_test(test_gap_warmup),        cmocka_unit_test(test_gap_seasonal),
         cmocka_unit_test(test_plan_recent_seasons),
+        cmocka_unit_test(test_history_span),
         cmocka_unit_test(test_bounded_memory),    cmocka_unit_test(test_config_validation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

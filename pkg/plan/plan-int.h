@@ -11,23 +11,14 @@
 
 #define PLAN_DAY_MS (86400LL * 1000)
 
-/** Whole days a predictive replay seeds its forecaster with: two of its
- *  seasons, and at least the recent seasons' plan's 7 days plus the day
- *  being planned (pkg/forecast/seasons.c), so that plan serves from the
- *  replay's first hour, as in a controller that has run for a week. */
-#define PLAN_SEED_DAYS_MIN 8
-#define PLAN_SEED_DAYS_MAX 14 /* 2 seasons of the longest (7 days) */
-
-/** The seed's days for a forecaster of the given seasonality (ms):
- *  2 seasons, at least PLAN_SEED_DAYS_MIN, at most PLAN_SEED_DAYS_MAX. */
-static inline int64_t plan_seed_days(int64_t seasonality_ms)
-{
-    int64_t season_days = (seasonality_ms + PLAN_DAY_MS - 1) / PLAN_DAY_MS;
-    int64_t d = 2 * season_days;
-    if (d < PLAN_SEED_DAYS_MIN)
-        d = PLAN_SEED_DAYS_MIN;
-    return d < PLAN_SEED_DAYS_MAX ? d : PLAN_SEED_DAYS_MAX;
-}
+/** Whole days a predictive replay seeds its forecaster with: the history
+ *  every stage of it uses (forecast_history_ms: 7 days and 30 minutes for a
+ *  daily season, the recent seasons' plan's, and two seasons for one longer
+ *  than a day), rounded up, so the plan replays a forecaster that has run
+ *  that long, as `gpuscaler run` seeds one from Prometheus. At most
+ *  PLAN_SEED_DAYS_MAX (two of the longest seasons, 7 days). */
+#define PLAN_SEED_DAYS_MAX 14
+int64_t plan_seed_days(const struct sim_config *sc);
 
 /** floor(a / b) for b > 0, also for negative a. */
 static inline int64_t plan_floor_div(int64_t a, int64_t b)

@@ -288,7 +288,7 @@ int plan_backtest(const struct plan_config *cfg, const struct plan_workload *w,
     sc.start_ms = out->win.test_offset_ms;
     sc.duration_ms = cfg->horizon_ms;
     sc.warmup_ms = w->policy == SIM_PREDICTIVE
-                       ? plan_seed_days(w->sim.policy.seasonality_ms) * PLAN_DAY_MS
+                       ? plan_seed_days(&w->sim) * PLAN_DAY_MS
                        : 3600 * 1000LL;
     sc.initial_replicas = 0;
     sc.forecast_seed = NULL;

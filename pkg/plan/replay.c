@@ -12,8 +12,8 @@
  * did, on the forecast's level.
  *
  * The predictive forecaster is seeded with plan_seed_days() of that
- * traffic (two of its seasons, at least 8 days: the recent seasons' plan
- * looks 7 days back) before the replay, observations every decision
+ * traffic (8 days for a daily season: the recent seasons' plan looks 7
+ * days back) before the replay, observations every decision
  * interval as the replay itself makes them; then the policy replays one
  * hour unscored before the scored window. The seed only observes; its 8
  * days, about 11 ms each, are about a third of a predictive plan's CPU.
@@ -35,6 +35,14 @@
 
 #define CANDIDATE_DAYS 14
 #define WARMUP_MS (3600 * 1000LL)
+
+int64_t plan_seed_days(const struct sim_config *sc)
+{
+    struct forecast_config fc;
+    sim_forecast_config(sc, &fc);
+    int64_t d = (forecast_history_ms(&fc) + PLAN_DAY_MS - 1) / PLAN_DAY_MS;
+    return d < PLAN_SEED_DAYS_MAX ? d : PLAN_SEED_DAYS_MAX;
+}
 
 /* Residual days of the history at its bucket width. */
 struct resid {
@@ -473,7 +481,7 @@ int plan_replay_run(const struct plan_config *cfg, const struct plan_workload *w
         return -EINVAL;
     }
     /* the forecaster's seed (whole days) plus the hour of warm-up */
-    int64_t seed_days = plan_seed_days(w->sim.policy.seasonality_ms);
+    int64_t seed_days = plan_seed_days(&w->sim);
     struct gen g = {.m = m, .r = &rs, .nseed = (size_t)seed_days};
     resid_pick(&rs, g.map_scored, g.map_seed, g.nseed);
     for (size_t i = 0; i < PLAN_REP_DAYS; i++)

@@ -373,18 +373,29 @@ static void test_day_replay_matches_horizon_replay(void **state)
     trace_free(t);
 }
 
-/* The predictive replay seeds its forecaster with 8 days (the recent
- * seasons' plan's 7 and the day planned), two seasons when they are longer;
- * the other policies need no seed. */
+/* The predictive replay seeds its forecaster with the history it uses, in
+ * whole days: 8 for a daily season (the recent seasons' plan's 7 days and
+ * its level), two seasons for a longer one; the other policies need none. */
 static void test_seed_days(void **state)
 {
     (void)state;
     const int64_t H = 3600 * 1000LL;
-    assert_int_equal(plan_seed_days(24 * H), 8);
-    assert_int_equal(plan_seed_days(1 * H), 8);
-    assert_int_equal(plan_seed_days(96 * H), 8);
-    assert_int_equal(plan_seed_days(100 * H), 10); /* 5 whole days a season */
-    assert_int_equal(plan_seed_days(168 * H), 14);
+    const struct {
+        int64_t season_ms, days;
+    } cases[] = {
+        {24 * H, 8},  /* 7 days and 30 min */
+        {12 * H, 4},  /* 7 seasons of 12 h and 30 min: 3.52 days */
+        {1 * H, 1},   /* 7.5 hours */
+        {96 * H, 8},  /* too long for the recent seasons' plan: two seasons */
+        {100 * H, 9}, /* 200 hours */
+        {168 * H, 14},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct sim_config sc;
+        sim_config_init(&sc);
+        sc.policy.seasonality_ms = cases[i].season_ms;
+        assert_int_equal(plan_seed_days(&sc), cases[i].days);
+    }
     struct trace *t = synth(4, 60, 250, 0, false, 0.08, 0);
     struct plan_config c;
     struct plan_workload w;

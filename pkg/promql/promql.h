@@ -167,7 +167,8 @@ typedef void (*promql_seed_cb)(const struct promql_seed_result *r, void *arg);
 /**
  * Seed f (borrowed until cb) with the rate over [now_ms - lookback_ms,
  * now_ms] at step_ms (default 60 s when 0) through /api/v1/query_range, in
- * chunks of at most 10,000 steps (under Prometheus' 11,000-point limit),
+ * chunks of at most 1,440 steps (a day of minutes: each chunk's points are
+ * observed in one loop callback; Prometheus' limit is 11,000 points),
  * oldest first, each point passed to forecast_observe(). Returns 0 and calls
  * cb exactly once later, or a negative errno as promql_get.
  */
