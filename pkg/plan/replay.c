@@ -13,10 +13,10 @@
  *
  * The predictive forecaster is seeded with plan_seed_days() of that
  * traffic (8 days for a daily season: the recent seasons' plan looks 7
- * days back) before the replay, observations every decision
- * interval as the replay itself makes them; then the policy replays one
- * hour unscored before the scored window. The seed only observes; its 8
- * days, about 11 ms each, are about a third of a predictive plan's CPU.
+ * days back) before the replay, observations every decision interval as
+ * the replay itself makes them; then the policy replays one hour unscored
+ * before the scored window. The seed only observes; its 8 days, about
+ * 11 ms each, are about a third of a predictive plan's CPU.
  *
  * PLAN_SIM_DAY replays one day at the horizon's middle level and, per step
  * of the day, takes k = GPUs held / GPUs the smooth demand needs at the

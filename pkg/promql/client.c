@@ -23,9 +23,9 @@
 #define MAX_TOKEN (64u << 10)
 #define RANGE_CHUNK_STEPS 10000 /* under Prometheus' 11,000 points a series */
 /* A seed hands each chunk's points to the forecaster in one loop callback,
- * most of them closing a bucket (about 10 us each at 60 s steps): a day of
- * minutes a chunk keeps that callback near 15 ms, where 10,000 steps held
- * the loop for about 100 ms. */
+ * most of them closing a bucket (about 13 us each at 60 s steps): a day of
+ * minutes a chunk keeps that callback near 20 ms, where 10,000 steps held
+ * the loop for about 125 ms (bench/bench-seed.c). */
 #define SEED_CHUNK_STEPS 1440
 
 struct op {
