@@ -535,6 +535,84 @@ checkpoint: {configmap: %s, configmaps: %d}
             self.c.delete("deployments", "tok-triton", self.ns)
             self.c.delete("deployments", "tok-nometric", self.ns)
 
+    def test_10_prometheus_seed_covers_the_forecasters_history(self):
+        """With metrics-source: prometheus, the forecaster is seeded at start-up from
+        query_range: all the history it uses (7 days and 30 minutes for the daily season, the
+        recent seasons' plan's) plus an hour, at 60 s steps, in requests of at most a day
+        (1,440 steps), oldest first, without gaps. The fake Prometheus here answers any range
+        with a daily cycle and any instant query with a fixed value."""
+        import http.server
+        import math
+        import threading
+        import urllib.parse
+
+        ranges, lock = [], threading.Lock()
+
+        class Prom(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                u = urllib.parse.urlparse(self.path)
+                q = urllib.parse.parse_qs(u.query)
+                if u.path == "/api/v1/query_range":
+                    a, b, st = (float(q[k][0]) for k in ("start", "end", "step"))
+                    with lock:
+                        ranges.append((a, b, st))
+                    n = int(round((b - a) / st)) + 1
+                    vals = [[a + i * st, "%.3f" % (50 + 30 * math.sin(2 * math.pi * (a + i * st)
+                                                                      / 86400))]
+                            for i in range(n)]
+                    data = {"resultType": "matrix", "result": [{"metric": {}, "values": vals}]}
+                elif u.path == "/api/v1/query":
+                    v = "0.5" if "histogram_quantile" in q.get("query", [""])[0] else "40"
+                    data = {"resultType": "vector",
+                            "result": [{"metric": {}, "value": [time.time(), v]}]}
+                else:
+                    self.send_error(404)
+                    return
+                body = json.dumps({"status": "success", "data": data}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Prom)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        cfg = CONFIG + "prometheus: {url: \"http://127.0.0.1:%d\"}\n" % srv.server_address[1]
+        self.make("seeded", 2, subnet=20, annotations={
+            "gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/predictive": "true"})
+        t0 = time.time()
+        g = self.start(config=cfg)
+        try:
+            line = wait_for(lambda: [ln for ln in g.text().splitlines()
+                                     if "forecaster seeded from Prometheus" in ln], 30,
+                            what="the seed's log line")[0]
+            self.assertIn("seeded", line)
+            with lock:
+                got = sorted(ranges)
+            self.assertEqual(len(got), 8, got)  # 10,171 steps in days of 1,440
+            for a, b, st in got:
+                self.assertEqual(st, 60)
+                self.assertLessEqual(round((b - a) / st) + 1, 1440)
+            for (_, b, _), (a, _, _) in zip(got, got[1:]):
+                self.assertEqual(a, b + 60)  # contiguous, no overlap
+            span = got[-1][1] - got[0][0]
+            self.assertEqual(span, (7 * 1440 + 90) * 60)  # 7 days, 30 min and the hour
+            self.assertLessEqual(abs(got[-1][1] - t0), 30)
+            import re
+            m = re.search(r"(\d+) points, (\d+) buckets", line)
+            self.assertIsNotNone(m, line)
+            self.assertEqual(int(m.group(1)), 7 * 1440 + 91)
+            self.assertGreaterEqual(int(m.group(2)), 7 * 1440 + 90)
+            self.assertTrue(g.alive())
+        finally:
+            g.stop()
+            self.c.delete("deployments", "seeded", self.ns)
+
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result
     print("controller e2e: %d passed, %d failed, %d skipped" % (
