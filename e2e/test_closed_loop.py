@@ -57,6 +57,7 @@ sys.path.insert(0, E2E)
 
 from cluster import procs  # noqa: E402
 from cluster import profile as P  # noqa: E402
+from checkpoint import checkpoint_name, history_state  # noqa: E402
 from cluster.harness import LocalCluster, free_port, octet_range  # noqa: E402
 from fakekube import harness as fkh  # noqa: E402
 from fakekube.kubeclient import Client  # noqa: E402
@@ -467,37 +468,6 @@ def tearDownModule():
 
 
 # ---------------------------------------------------------------- forecaster history
-
-def fnv1a64(s):
-    h = 0xcbf29ce484222325  # FNV-1a 64 offset basis (pkg/shard)
-    for b in s.encode():
-        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-    return h
-
-
-def checkpoint_name(ns, name, prefix="gpuscaler-state", configmaps=64):
-    """The ConfigMap gpuscaler keeps a Deployment's forecaster in, and its key there
-    (pkg/controller/checkpoint.c: FNV-1a 64 of namespace/name mod checkpoint.configmaps)."""
-    return ("%s-%d" % (prefix, fnv1a64(ns + "/" + name) % configmaps),
-            "forecast.%s_%s" % (ns, name))
-
-
-FORECAST_HISTORY = os.environ.get("FORECAST_HISTORY_BIN") or os.path.join(
-    SRC, "build", "e2e", "forecast-history")
-
-
-def history_state(obs, capacity, seasonality):
-    """The forecaster checkpoint gpuscaler would have after observing `obs` ([(t_unix_ms,
-    req/s)]), made by the real forecaster (e2e/tools/forecast-history, configured as the
-    controller configures a workload with these annotations)."""
-    import subprocess
-    p = subprocess.run([FORECAST_HISTORY, "%g" % capacity, seasonality],
-                       input="".join("%d %.6f\n" % o for o in obs).encode(),
-                       capture_output=True, timeout=60)
-    if p.returncode != 0:
-        raise AssertionError("forecast-history: %s" % p.stderr.decode())
-    return p.stdout
-
 
 # ---------------------------------------------------------------- scenario 2, measured aside
 

@@ -20,8 +20,10 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from checkpoint import checkpoint_name, history_state  # noqa: E402
 from ctlharness import BIN, Gpuscaler, MetricsPods, MiniKubelet, deployment, wait_for  # noqa: E402
 from fakekube import harness, kubeclient  # noqa: E402
+from fakeprom import FakePrometheus  # noqa: E402
 
 REAL = bool(os.environ.get("KUBECONFIG")) and not os.environ.get("GPUSCALER_E2E_FAKE")
 
@@ -387,15 +389,10 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         import base64
         import zlib
 
-        def fnv(s):
-            h = 0xcbf29ce484222325  # FNV-1a 64 offset basis (pkg/shard)
-            for b in s.encode():
-                h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-            return h
         prefix, n = "ckpt-e2e", 2
 
         def where(name):
-            return "%s-%d" % (prefix, fnv(self.ns + "/" + name) % n)
+            return checkpoint_name(self.ns, name, prefix, n)[0]
 
         def keys(cm):
             try:
@@ -535,54 +532,26 @@ checkpoint: {configmap: %s, configmaps: %d}
             self.c.delete("deployments", "tok-triton", self.ns)
             self.c.delete("deployments", "tok-nometric", self.ns)
 
+    @staticmethod
+    def daily(t):
+        """The fake Prometheus's rate at unix time t: a daily cycle of 20 to 80 req/s."""
+        import math
+        return 50 + 30 * math.sin(2 * math.pi * t / 86400)
+
+    def prometheus(self):
+        """A fake Prometheus on loopback: any range is the daily cycle, any instant query a
+        fixed rate of 40 req/s (a p99 of 0.5 s)."""
+        prom = FakePrometheus(self.daily, lambda q: 0.5 if "histogram_quantile" in q else 40)
+        self.addCleanup(prom.close)
+        return prom
+
     def test_10_prometheus_seed_covers_the_forecasters_history(self):
         """With metrics-source: prometheus, the forecaster is seeded at start-up from
         query_range: all the history it uses (7 days and 30 minutes for the daily season, the
         recent seasons' plan's) plus an hour, at 60 s steps, in requests of at most a day
-        (1,440 steps), oldest first, without gaps. The fake Prometheus here answers any range
-        with a daily cycle and any instant query with a fixed value."""
-        import http.server
-        import math
-        import threading
-        import urllib.parse
-
-        ranges, lock = [], threading.Lock()
-
-        class Prom(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_GET(self):
-                u = urllib.parse.urlparse(self.path)
-                q = urllib.parse.parse_qs(u.query)
-                if u.path == "/api/v1/query_range":
-                    a, b, st = (float(q[k][0]) for k in ("start", "end", "step"))
-                    with lock:
-                        ranges.append((a, b, st))
-                    n = int(round((b - a) / st)) + 1
-                    vals = [[a + i * st, "%.3f" % (50 + 30 * math.sin(2 * math.pi * (a + i * st)
-                                                                      / 86400))]
-                            for i in range(n)]
-                    data = {"resultType": "matrix", "result": [{"metric": {}, "values": vals}]}
-                elif u.path == "/api/v1/query":
-                    v = "0.5" if "histogram_quantile" in q.get("query", [""])[0] else "40"
-                    data = {"resultType": "vector",
-                            "result": [{"metric": {}, "value": [time.time(), v]}]}
-                else:
-                    self.send_error(404)
-                    return
-                body = json.dumps({"status": "success", "data": data}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Prom)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        self.addCleanup(srv.server_close)
-        self.addCleanup(srv.shutdown)
-        cfg = CONFIG + "prometheus: {url: \"http://127.0.0.1:%d\"}\n" % srv.server_address[1]
+        (1,440 steps), oldest first, without gaps."""
+        prom = self.prometheus()
+        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
         self.make("seeded", 2, subnet=20, annotations={
             "gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/predictive": "true"})
         t0 = time.time()
@@ -591,9 +560,7 @@ checkpoint: {configmap: %s, configmaps: %d}
             line = wait_for(lambda: [ln for ln in g.text().splitlines()
                                      if "forecaster seeded from Prometheus" in ln], 30,
                             what="the seed's log line")[0]
-            self.assertIn("seeded", line)
-            with lock:
-                got = sorted(ranges)
+            got = sorted(prom.ranges())
             self.assertEqual(len(got), 8, got)  # 10,171 steps in days of 1,440
             for a, b, st in got:
                 self.assertEqual(st, 60)
@@ -612,6 +579,100 @@ checkpoint: {configmap: %s, configmaps: %d}
         finally:
             g.stop()
             self.c.delete("deployments", "seeded", self.ns)
+
+    def test_11_no_prometheus_seed_over_a_longer_checkpoint(self):
+        """A checkpoint that holds more history than the seed could bring (8 days of minutes,
+        where the seed brings 7 days and 1.5 hours) is restored, and Prometheus is asked for
+        no range at all: the seed waits for the checkpoint's read. Instant queries go on."""
+        import base64
+        if REAL:
+            self.skipTest("writes the checkpoint ConfigMap of a fixed name")
+        prom = self.prometheus()
+        prefix = "seedskip"
+        cfg = ("decision-interval: 1s\n"
+               "leader-election: {enabled: false, namespace: %s}\n"
+               "scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}\n"
+               "checkpoint: {configmap: %s, configmaps: 1}\n"
+               "prometheus: {url: \"%s\"}\n") % (self.ns, prefix, prom.url)
+        now_min = int(time.time() // 60)
+        obs = [(k * 60000, self.daily(k * 60.0)) for k in range(now_min - 8 * 1440, now_min)]
+        cm, key = checkpoint_name(self.ns, "kept", prefix, 1)
+        self.c.create("configmaps", {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm},
+            "binaryData": {key: base64.b64encode(history_state(obs, 10, "24h")).decode()}},
+            self.ns)
+        self.addCleanup(self.c.delete, "configmaps", cm, self.ns)
+        self.make("kept", 2, subnet=21, annotations={
+            "gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/predictive": "true"})
+        g = self.start(config=cfg, ident="seedskip")
+        try:
+            line = wait_for(lambda: [ln for ln in g.text().splitlines()
+                                     if "restored forecaster" in ln], 30,
+                            what="the checkpoint's restore")[0]
+            import re
+            m = re.search(r"\((\d+) buckets of history\)", line)
+            self.assertIsNotNone(m, line)
+            self.assertGreater(int(m.group(1)), 7 * 1440 + 91)  # more than the seed brings
+            wait_for(lambda: "no seed from Prometheus" in g.text(), 10, what="the skip's line")
+            # decisions go on from instant queries, and still no range is asked for
+            n0 = len(prom.queries())
+            wait_for(lambda: len(prom.queries()) >= n0 + 4, 15, what="more instant queries")
+            self.assertEqual(prom.ranges(), [])
+            self.assertNotIn("seeded from Prometheus", g.text())
+            self.assertTrue(g.alive())
+        finally:
+            g.stop()
+            self.c.delete("deployments", "kept", self.ns)
+
+    def test_12_seed_over_a_checkpoint_that_could_not_be_read(self):
+        """A checkpoint ConfigMap that cannot be read (HTTP 500, three times) does not hold the
+        Prometheus seed back, and when the read succeeds later, the seeded forecaster's 7 days
+        are kept over the checkpoint's 2 hours."""
+        import base64
+        import re
+        if REAL:
+            self.skipTest("injects API server faults")
+        prom = self.prometheus()
+        prefix = "seedfail"
+        cfg = ("decision-interval: 1s\n"
+               "leader-election: {enabled: false, namespace: %s}\n"
+               "scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}\n"
+               "checkpoint: {configmap: %s, configmaps: 1}\n"
+               "prometheus: {url: \"%s\"}\n") % (self.ns, prefix, prom.url)
+        now_min = int(time.time() // 60)
+        obs = [(k * 60000, self.daily(k * 60.0)) for k in range(now_min - 120, now_min)]
+        cm, key = checkpoint_name(self.ns, "late", prefix, 1)
+        self.c.create("configmaps", {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm},
+            "binaryData": {key: base64.b64encode(history_state(obs, 10, "24h")).decode()}},
+            self.ns)
+        self.addCleanup(self.c.delete, "configmaps", cm, self.ns)
+        self.fk.fault({"action": "error", "status": 500, "verb": "get", "resource": "configmaps",
+                       "namespace": self.ns, "name": cm, "count": 3})
+        self.make("late", 2, subnet=22, annotations={
+            "gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/predictive": "true"})
+        g = self.start(config=cfg, ident="seedfail")
+        try:
+            line = wait_for(lambda: [ln for ln in g.text().splitlines()
+                                     if "keeping the forecaster's" in ln], 30,
+                            what="the checkpoint read at last, and the seed kept")[0]
+            m = re.search(r"keeping the forecaster's (\d+) buckets of history over the (\d+) of "
+                          r"the checkpoint in " + cm, line)
+            self.assertIsNotNone(m, line)
+            self.assertGreaterEqual(int(m.group(1)), 7 * 1440 + 90)
+            self.assertLessEqual(int(m.group(2)), 120)
+            text = g.text()
+            self.assertGreaterEqual(text.count("reading checkpoint ConfigMap %s failed: HTTP 500"
+                                               % cm), 1, text)
+            self.assertIn("forecaster seeded from Prometheus", text)
+            self.assertLess(text.index("forecaster seeded from Prometheus"),
+                            text.index("keeping the forecaster's"))
+            self.assertNotIn("restored forecaster", text)
+            self.assertEqual(len(prom.ranges()), 8)
+            self.assertTrue(g.alive())
+        finally:
+            g.stop()
+            self.c.delete("deployments", "late", self.ns)
 
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result

@@ -7,16 +7,18 @@ file:line named.
 
 Needs GPUSCALER_BIN (set by meson). Traces and files are written to a
 temporary folder; nothing outside it is read except the binary."""
-import http.server
 import json
 import math
 import os
 import subprocess
+import sys
 import tempfile
-import threading
 import unittest
-import urllib.parse
 import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from fakeprom import FakePrometheus  # noqa: E402
 
 BIN = os.environ.get('GPUSCALER_BIN', 'gpuscaler')
 TIMEOUT = 240
@@ -281,52 +283,24 @@ class PrometheusTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.queries = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_GET(self):
-                u = urllib.parse.urlparse(self.path)
-                q = urllib.parse.parse_qs(u.query)
-                cls.queries.append(q.get('query', [''])[0])
-                if u.path != '/api/v1/query_range':
-                    self.send_error(404)
-                    return
-                if q['query'][0] == 'bad(':
-                    body = json.dumps({'status': 'error', 'errorType': 'bad_data',
-                                       'error': 'parse error at char 5'})
-                    self.send_response(400)
-                else:
-                    start, end, step = (float(q[k][0]) for k in ('start', 'end', 'step'))
-                    n = int(round((end - start) / step)) + 1
-                    values = [[start + i * step, '%.6f' % rate_at(start + i * step)]
-                              for i in range(n)]
-                    body = json.dumps({'status': 'success', 'data': {
-                        'resultType': 'matrix', 'result': [{'metric': {}, 'values': values}]}})
-                    self.send_response(200)
-                self.send_header('Content-Type', 'application/json')
-                self.send_header('Content-Length', str(len(body)))
-                self.end_headers()
-                self.wfile.write(body.encode())
-
-        cls.srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
-        cls.url = 'http://127.0.0.1:%d' % cls.srv.server_address[1]
-        cls.thread = threading.Thread(target=cls.srv.serve_forever, daemon=True)
-        cls.thread.start()
+        def bad_query(path, params):
+            if params.get('query') == 'bad(':
+                return 400, {'status': 'error', 'errorType': 'bad_data',
+                             'error': 'parse error at char 5'}
+            return None
+        cls.prom = FakePrometheus(rate_at, reply=bad_query)
+        cls.url = cls.prom.url
 
     @classmethod
     def tearDownClass(cls):
-        cls.srv.shutdown()
-        cls.srv.server_close()
+        cls.prom.close()
 
     def test_plan_from_prometheus(self):
         q = 'sum(rate(vllm:request_success_total{namespace="ml"}[5m]))'
         r = run('--prometheus', self.url, '--query', q, '--since', '6d', '--query-step', '5m',
                 '--horizon', '3d', *SERVING, '--json', '-')
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn(q, self.queries)
+        self.assertIn(q, self.prom.queries())
         plan = json.loads(r.stdout)['plans'][0]
         self.assertEqual(plan['source'], q)
         self.assertEqual(plan['history']['bucket_s'], 300)

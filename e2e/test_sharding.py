@@ -39,6 +39,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
+from checkpoint import fnv1a64  # noqa: E402
 from ctlharness import Gpuscaler, free_port, wait_for  # noqa: E402
 from fakekube import harness  # noqa: E402
 
@@ -58,13 +59,6 @@ RSS_BUDGET_MIB = float(os.environ.get("GPUSCALER_SHARD_RSS_BUDGET", "64"))
 # the default 64 (a ConfigMap holds at most 1 MiB, a week-old state packs to about 33 KB)
 CHECKPOINT_CMS = max(64, -(-DEPLOYMENTS // 15))
 FIGURES = {}
-
-
-def fnv1a64(s):
-    h = 0xcbf29ce484222325
-    for b in s.encode():
-        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
-    return h
 
 
 def shard_of(ns, name, n=SHARDS):

@@ -263,10 +263,21 @@ static void restore(struct ctl_wl *w, json_t *body, const char *cm)
         LOGW_WARN(SUB, w->ns, w->name, "ignoring forecaster checkpoint %s: %s", cm, err);
         return;
     }
-    struct forecast_result fr;
+    /* A forecaster seeded from Prometheus while this read was failing may
+     * hold more history than the checkpoint: the longer history is kept, as
+     * the seed keeps it (observe.c). */
+    struct forecast_result fr, cur;
+    int64_t now = util_now_unix_ms();
+    forecast_predict(f, now, 0, &fr);
+    if (forecast_predict(w->fc, now, 0, &cur) == 0 && cur.buckets_seen > fr.buckets_seen) {
+        LOGW_INFO(SUB, w->ns, w->name, "keeping the forecaster's %lld buckets of history over "
+                  "the %lld of the checkpoint in %s", (long long)cur.buckets_seen,
+                  (long long)fr.buckets_seen, cm);
+        forecast_free(f);
+        return;
+    }
     forecast_free(w->fc);
     w->fc = f;
-    forecast_predict(f, util_now_unix_ms(), 0, &fr);
     LOGW_INFO(SUB, w->ns, w->name, "restored forecaster from %s (%lld buckets of history)", cm,
               (long long)fr.buckets_seen);
 }
@@ -323,6 +334,7 @@ static void cm_read(const struct kube_result *res, void *arg)
                 continue;
             if (res->err != 0 && res->err != -ENOENT) {
                 w->checkpoint_loaded = false; /* never overwrite it unread */
+                w->checkpoint_failed = true;
                 continue;
             }
             restore(w, body, r->cm);
@@ -357,6 +369,7 @@ void ctl_checkpoint_load(struct controller *c, struct ctl_wl *w)
     if (kube_configmap_get(c->kube, c->cfg->leader.namespace_, r->cm, cm_read, r) != 0) {
         k->get_inflight = false;
         w->checkpoint_loaded = false;
+        w->checkpoint_failed = true;
         req_free(r);
     }
 }

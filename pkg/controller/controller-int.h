@@ -128,6 +128,7 @@ struct ctl_wl {
     bool checkpoint_loaded;       /**< its checkpoint ConfigMap's read was asked for */
     bool checkpoint_ready;        /**< the stored checkpoint was read, or there is none:
                                        saving may replace it */
+    bool checkpoint_failed;       /**< a read of it failed (it is asked for again) */
     struct policy_decision last;  /**< last decision */
     bool have_last;
     int64_t last_decision_ms;

@@ -126,7 +126,10 @@ static void pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
             }
         }
     }
-    if (!w->pq_seeded && w->fc) {
+    /* The seed waits for the checkpoint's read (one tick, usually): asked
+     * before it, it could not know what the checkpoint holds. A failed read
+     * does not hold it back. */
+    if (!w->pq_seeded && w->fc && (w->checkpoint_ready || w->checkpoint_failed)) {
         w->pq_seeded = true;
         struct forecast_config fc;
         controller_forecast_config(&cfg->policy, &fc);

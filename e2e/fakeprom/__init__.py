@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A fake Prometheus HTTP API on loopback for the end-to-end tests of the
+Prometheus source (`gpuscaler run` with metrics-source: prometheus, and
+`gpuscaler plan --prometheus`).
+
+It answers the two endpoints gpuscaler calls, as Prometheus does:
+
+- /api/v1/query_range: a matrix with one series, a sample at start + i x step
+  for every step up to end, whose value is range_value(t);
+- /api/v1/query: a vector with one sample, instant_value(query) (404 when the
+  server was given none).
+
+Every request is recorded as (path, params) with params the first value of
+each query parameter, parsed to float for start, end and step. A hook may
+answer a request itself (for error responses): reply(path, params) returns
+None to let the default answer it, or (status, body dict).
+
+    prom = FakePrometheus(lambda t: 50.0)
+    ... prom.url ...
+    prom.ranges()     # [(start, end, step)] of the query_range calls, in arrival order
+    prom.close()
+"""
+import http.server
+import json
+import threading
+import time
+import urllib.parse
+
+
+class FakePrometheus:
+    def __init__(self, range_value, instant_value=None, reply=None):
+        self.lock = threading.Lock()
+        self.requests = []   # (path, params)
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                u = urllib.parse.urlparse(self.path)
+                params = {k: v[0] for k, v in urllib.parse.parse_qs(u.query).items()}
+                for k in ("start", "end", "step"):
+                    if k in params:
+                        params[k] = float(params[k])
+                with outer.lock:
+                    outer.requests.append((u.path, params))
+                got = reply(u.path, params) if reply else None
+                if got is None:
+                    got = outer._answer(u.path, params, range_value, instant_value)
+                if got is None:
+                    self.send_error(404)
+                    return
+                status, doc = got
+                body = json.dumps(doc).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.srv.server_address[1]
+        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def _answer(path, params, range_value, instant_value):
+        if path == "/api/v1/query_range":
+            a, b, st = params["start"], params["end"], params["step"]
+            n = int(round((b - a) / st)) + 1
+            vals = [[a + i * st, "%.6f" % range_value(a + i * st)] for i in range(n)]
+            data = {"resultType": "matrix", "result": [{"metric": {}, "values": vals}]}
+        elif path == "/api/v1/query" and instant_value is not None:
+            v = instant_value(params.get("query", ""))
+            data = {"resultType": "vector",
+                    "result": [{"metric": {}, "value": [time.time(), "%g" % v]}]}
+        else:
+            return None
+        return 200, {"status": "success", "data": data}
+
+    def queries(self):
+        """The PromQL of every request, in arrival order."""
+        with self.lock:
+            return [p.get("query", "") for _, p in self.requests]
+
+    def ranges(self):
+        """(start, end, step) of every query_range request, in arrival order."""
+        with self.lock:
+            return [(p["start"], p["end"], p["step"]) for path, p in self.requests
+                    if path == "/api/v1/query_range"]
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
