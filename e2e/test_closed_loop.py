@@ -55,9 +55,9 @@ E2E = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("GPUSCALER_SRC") or os.path.dirname(E2E)
 sys.path.insert(0, E2E)
 
+from checkpoint import checkpoint_name, history_state  # noqa: E402
 from cluster import procs  # noqa: E402
 from cluster import profile as P  # noqa: E402
-from checkpoint import checkpoint_name, history_state  # noqa: E402
 from cluster.harness import LocalCluster, free_port, octet_range  # noqa: E402
 from fakekube import harness as fkh  # noqa: E402
 from fakekube.kubeclient import Client  # noqa: E402
@@ -466,8 +466,6 @@ def tearDownModule():
         print("  %s: %s" % (k, json.dumps(FIGURES[k], sort_keys=True)))
     print("closed-loop: whole file took %.1fs" % (time.monotonic() - T_START), flush=True)
 
-
-# ---------------------------------------------------------------- forecaster history
 
 # ---------------------------------------------------------------- scenario 2, measured aside
 
