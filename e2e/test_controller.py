@@ -672,6 +672,46 @@ checkpoint: {configmap: %s, configmaps: %d}
             g.stop()
             self.c.delete("deployments", "late", self.ns)
 
+    def test_13_a_changed_forecaster_is_seeded_again(self):
+        """A configuration that starts the forecaster afresh (here forecast-quantile 0.9 ->
+        0.8) seeds it from Prometheus again, and a seed still being fetched under the old
+        configuration is discarded, not adopted. Every range answer is held 0.4 s, so the
+        first seed is in flight when the annotation changes."""
+        import re
+
+        def slow_ranges(path, params):
+            if path == "/api/v1/query_range":
+                time.sleep(0.4)
+            return None
+        prom = FakePrometheus(self.daily, lambda q: 0.5 if "histogram_quantile" in q else 40,
+                              reply=slow_ranges)
+        self.addCleanup(prom.close)
+        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
+        self.make("reseeded", 2, subnet=23, annotations={
+            "gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/predictive": "true"})
+        g = self.start(config=cfg, ident="reseed")
+        try:
+            wait_for(lambda: prom.ranges(), 20, what="the first seed's first range request")
+            self.c.patch("deployments", "reseeded", {"metadata": {"annotations": {
+                "gpuscaler.io/forecast-quantile": "0.8"}}}, self.ns)
+            line = wait_for(lambda: [ln for ln in g.text().splitlines()
+                                     if "forecaster seeded from Prometheus" in ln], 40,
+                            what="the second seed")[0]
+            text = g.text()
+            self.assertIn("forecaster seed from Prometheus discarded: the forecaster's "
+                          "configuration changed while it was fetched", text)
+            self.assertLess(text.index("discarded"), text.index("forecaster seeded from"))
+            self.assertEqual(text.count("forecaster seeded from Prometheus"), 1, text)
+            m = re.search(r"(\d+) points, (\d+) buckets", line)
+            self.assertIsNotNone(m, line)
+            self.assertEqual(int(m.group(1)), 7 * 1440 + 91)
+            got = prom.ranges()
+            self.assertEqual(len(got), 16, got)  # both seeds asked for all 8 chunks
+            self.assertTrue(g.alive())
+        finally:
+            g.stop()
+            self.c.delete("deployments", "reseeded", self.ns)
+
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result
     print("controller e2e: %d passed, %d failed, %d skipped" % (

@@ -178,6 +178,8 @@ struct ctl_wl {
     /* Prometheus-server source: the last answer, used by the next tick */
     struct scrape_result pq_last;
     bool pq_have, pq_inflight, pq_seeded;
+    uint32_t fc_gen;              /**< bumped when the forecaster starts afresh: a seed
+                                       asked for before is not adopted */
     /* recording */
     uv_file record_fd;            /**< -1 when closed */
     bool rec_inflight;            /**< a write is in flight */

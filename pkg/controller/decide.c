@@ -120,6 +120,10 @@ static void configure(struct controller *c, struct ctl_wl *w, const struct kube_
     if (reset) {
         forecast_free(w->fc);
         w->fc = NULL;
+        /* Prometheus still has the history: seed the new forecaster again,
+         * and never adopt a seed made under the old configuration */
+        w->fc_gen++;
+        w->pq_seeded = false;
     }
     if (!w->fc) {
         struct forecast_config fc;

@@ -42,6 +42,7 @@ struct pq_req {
     struct controller *c;
     char *ns, *name;
     struct forecast *seed; /* promql_seed fills this; adopted if still useful */
+    uint32_t fc_gen;       /* the forecaster generation the seed was asked for */
 };
 
 static struct pq_req *pq_req_new(struct controller *c, const struct ctl_wl *w)
@@ -50,6 +51,7 @@ static struct pq_req *pq_req_new(struct controller *c, const struct ctl_wl *w)
     r->c = c;
     r->ns = xstrdup(w->ns);
     r->name = xstrdup(w->name);
+    r->fc_gen = w->fc_gen;
     ctl_io_begin(c);
     return r;
 }
@@ -85,7 +87,10 @@ static void pq_seeded(const struct promql_seed_result *res, void *arg)
         pq_req_free(r);
         return;
     }
-    if (res->err != 0) {
+    if (r->fc_gen != w->fc_gen) {
+        LOGW_INFO(SUB, r->ns, r->name, "forecaster seed from Prometheus discarded: the "
+                  "forecaster's configuration changed while it was fetched");
+    } else if (res->err != 0) {
         LOGW_WARN(SUB, r->ns, r->name, "seeding the forecaster from Prometheus failed: %s",
                   res->why);
     } else {
