@@ -545,6 +545,27 @@ checkpoint: {configmap: %s, configmaps: %d}
         self.addCleanup(prom.close)
         return prom
 
+    def checkpointed(self, name, prefix, minutes, prom):
+        """A config with prometheus.url and one checkpoint ConfigMap <prefix>-0 in the test
+        namespace, which already holds `name`'s forecaster after `minutes` one-minute buckets
+        of the daily cycle up to now (made by the real forecaster). Returns (config, the
+        ConfigMap's name)."""
+        import base64
+        cfg = ("decision-interval: 1s\n"
+               "leader-election: {enabled: false, namespace: %s}\n"
+               "scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}\n"
+               "checkpoint: {configmap: %s, configmaps: 1}\n"
+               "prometheus: {url: \"%s\"}\n") % (self.ns, prefix, prom.url)
+        now_min = int(time.time() // 60)
+        obs = [(k * 60000, self.daily(k * 60.0)) for k in range(now_min - minutes, now_min)]
+        cm, key = checkpoint_name(self.ns, name, prefix, 1)
+        self.c.create("configmaps", {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm},
+            "binaryData": {key: base64.b64encode(history_state(obs, 10, "24h")).decode()}},
+            self.ns)
+        self.addCleanup(self.c.delete, "configmaps", cm, self.ns)
+        return cfg, cm
+
     def test_10_prometheus_seed_covers_the_forecasters_history(self):
         """With metrics-source: prometheus, the forecaster is seeded at start-up from
         query_range: all the history it uses (7 days and 30 minutes for the daily season, the
@@ -584,22 +605,8 @@ checkpoint: {configmap: %s, configmaps: %d}
         """A checkpoint that holds more history than the seed could bring (8 days of minutes,
         where the seed brings 7 days and 1.5 hours) is restored, and Prometheus is asked for
         no range at all: the seed waits for the checkpoint's read. Instant queries go on."""
-        import base64
         prom = self.prometheus()
-        prefix = "seedskip"
-        cfg = ("decision-interval: 1s\n"
-               "leader-election: {enabled: false, namespace: %s}\n"
-               "scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}\n"
-               "checkpoint: {configmap: %s, configmaps: 1}\n"
-               "prometheus: {url: \"%s\"}\n") % (self.ns, prefix, prom.url)
-        now_min = int(time.time() // 60)
-        obs = [(k * 60000, self.daily(k * 60.0)) for k in range(now_min - 8 * 1440, now_min)]
-        cm, key = checkpoint_name(self.ns, "kept", prefix, 1)
-        self.c.create("configmaps", {
-            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm},
-            "binaryData": {key: base64.b64encode(history_state(obs, 10, "24h")).decode()}},
-            self.ns)
-        self.addCleanup(self.c.delete, "configmaps", cm, self.ns)
+        cfg, _ = self.checkpointed("kept", "seedskip", 8 * 1440, prom)
         self.make("kept", 2, subnet=21, annotations={
             "gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/predictive": "true"})
         g = self.start(config=cfg, ident="seedskip")
@@ -628,23 +635,9 @@ checkpoint: {configmap: %s, configmaps: %d}
         about 6 s at 1 s ticks, time for the seed to finish first even on a loaded machine)
         does not hold the Prometheus seed back, and when the read succeeds at last, the seeded
         forecaster's 7 days are kept over the checkpoint's 2 hours."""
-        import base64
         import re
         prom = self.prometheus()
-        prefix = "seedfail"
-        cfg = ("decision-interval: 1s\n"
-               "leader-election: {enabled: false, namespace: %s}\n"
-               "scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}\n"
-               "checkpoint: {configmap: %s, configmaps: 1}\n"
-               "prometheus: {url: \"%s\"}\n") % (self.ns, prefix, prom.url)
-        now_min = int(time.time() // 60)
-        obs = [(k * 60000, self.daily(k * 60.0)) for k in range(now_min - 120, now_min)]
-        cm, key = checkpoint_name(self.ns, "late", prefix, 1)
-        self.c.create("configmaps", {
-            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm},
-            "binaryData": {key: base64.b64encode(history_state(obs, 10, "24h")).decode()}},
-            self.ns)
-        self.addCleanup(self.c.delete, "configmaps", cm, self.ns)
+        cfg, cm = self.checkpointed("late", "seedfail", 120, prom)
         self.fk.fault({"action": "error", "status": 500, "verb": "get", "resource": "configmaps",
                        "namespace": self.ns, "name": cm, "count": 6})
         self.make("late", 2, subnet=22, annotations={
