@@ -178,8 +178,8 @@ struct ctl_wl {
     /* Prometheus-server source: the last answer, used by the next tick */
     struct scrape_result pq_last;
     bool pq_have, pq_inflight, pq_seeded;
-    uint32_t fc_gen;              /**< bumped when the forecaster starts afresh: a seed
-                                       asked for before is not adopted */
+    uint32_t fc_gen;              /**< the forecaster's generation, new each time one is
+                                       created: a seed asked for another is not adopted */
     /* recording */
     uv_file record_fd;            /**< -1 when closed */
     bool rec_inflight;            /**< a write is in flight */
@@ -205,6 +205,7 @@ struct controller {
     const char *checkpoint_prefix; /**< cfg->checkpoint_configmap */
     struct ctl_ckpt *ckpt;        /**< per checkpoint ConfigMap (checkpoint.c), owned */
     size_t nckpt;                 /**< cfg->checkpoint_configmaps */
+    uint32_t fc_gens;             /**< forecasters created so far (their generations) */
     uv_timer_t tick_timer;
     uv_timer_t elect_timer;
     uv_timer_t hpa_timer;

@@ -120,15 +120,16 @@ static void configure(struct controller *c, struct ctl_wl *w, const struct kube_
     if (reset) {
         forecast_free(w->fc);
         w->fc = NULL;
-        /* Prometheus still has the history: seed the new forecaster again,
-         * and never adopt a seed made under the old configuration */
-        w->fc_gen++;
+        /* Prometheus still has the history: seed the new forecaster again */
         w->pq_seeded = false;
     }
     if (!w->fc) {
         struct forecast_config fc;
         controller_forecast_config(&cfg.policy, &fc);
         w->fc = forecast_new(&fc);
+        /* a seed asked for an earlier forecaster (another configuration, or a
+         * Deployment of the same name deleted since) is never adopted */
+        w->fc_gen = ++c->fc_gens;
         if (!w->fc)
             LOGW_WARN(SUB, w->ns, w->name, "forecaster unavailable for this seasonality");
     }
