@@ -538,10 +538,15 @@ checkpoint: {configmap: %s, configmaps: %d}
         import math
         return 50 + 30 * math.sin(2 * math.pi * t / 86400)
 
-    def prometheus(self):
-        """A fake Prometheus on loopback: any range is the daily cycle, any instant query a
-        fixed rate of 40 req/s (a p99 of 0.5 s)."""
-        prom = FakePrometheus(self.daily, lambda q: 0.5 if "histogram_quantile" in q else 40)
+    def prometheus(self, range_delay=0.0):
+        """A fake Prometheus on loopback: any range is the daily cycle (answered after
+        range_delay seconds), any instant query a fixed rate of 40 req/s (a p99 of 0.5 s)."""
+        def slow_ranges(path, params):
+            if path == "/api/v1/query_range" and range_delay:
+                time.sleep(range_delay)
+            return None
+        prom = FakePrometheus(self.daily, lambda q: 0.5 if "histogram_quantile" in q else 40,
+                              reply=slow_ranges)
         self.addCleanup(prom.close)
         return prom
 
@@ -671,14 +676,7 @@ checkpoint: {configmap: %s, configmaps: %d}
         configuration is discarded, not adopted. Every range answer is held 0.4 s, so the
         first seed is in flight when the annotation changes."""
         import re
-
-        def slow_ranges(path, params):
-            if path == "/api/v1/query_range":
-                time.sleep(0.4)
-            return None
-        prom = FakePrometheus(self.daily, lambda q: 0.5 if "histogram_quantile" in q else 40,
-                              reply=slow_ranges)
-        self.addCleanup(prom.close)
+        prom = self.prometheus(range_delay=0.4)
         cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
         self.make("reseeded", 2, subnet=23, annotations={
             "gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/predictive": "true"})
@@ -704,6 +702,40 @@ checkpoint: {configmap: %s, configmaps: %d}
         finally:
             g.stop()
             self.c.delete("deployments", "reseeded", self.ns)
+
+    def test_14_a_seed_for_a_deleted_deployment_is_not_adopted(self):
+        """A Deployment deleted while its seed is in flight and created again under the same
+        name with another seasonality (12h) is seeded for its own settings: the first seed,
+        fetched for the daily season, is discarded when it arrives."""
+        import re
+        prom = self.prometheus(range_delay=0.4)
+        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
+        ann = {"gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/predictive": "true"}
+        self.make("again", 2, subnet=24, annotations=ann)
+        g = self.start(config=cfg, ident="recreate")
+        try:
+            wait_for(lambda: prom.ranges(), 20, what="the first seed's first range request")
+            self.c.delete("deployments", "again", self.ns)
+            wait_for(lambda: "no longer tracked" in g.text(), 10, what="the Deployment dropped")
+            full = dict(ANNOTATIONS)
+            full.update(ann)
+            full["gpuscaler.io/seasonality"] = "12h"
+            self.c.create("deployments", deployment("again", 2, full, self.metrics.port),
+                          self.ns)
+            line = wait_for(lambda: [ln for ln in g.text().splitlines()
+                                     if "forecaster seeded from Prometheus" in ln], 40,
+                            what="the new Deployment's seed")[0]
+            text = g.text()
+            self.assertIn("forecaster seed from Prometheus discarded", text)
+            self.assertEqual(text.count("forecaster seeded from Prometheus"), 1, text)
+            m = re.search(r"(\d+) points", line)
+            self.assertIsNotNone(m, line)
+            # 7 seasons of 12 h, 30 minutes and the hour: 5,131 steps, not the daily 10,171
+            self.assertEqual(int(m.group(1)), 7 * 720 + 91)
+            self.assertTrue(g.alive())
+        finally:
+            g.stop()
+            self.c.delete("deployments", "again", self.ns)
 
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result
