@@ -7,7 +7,8 @@ cluster when KUBECONFIG is set (fault-injection tests are skipped then).
 Durations are compressed through annotations and the config file: decisions
 every second, scale-out after 4 s above target, scale-in after 6 s below.
 Serving pods are fake metrics endpoints on their own loopback addresses
-(127.0.9.N); the test sets the total request rate."""
+(127.0.9.N); the test sets the total request rate. The Prometheus source's tests
+(10-14) answer from a fake Prometheus on loopback (e2e/fakeprom)."""
 import json
 import os
 import shutil
