@@ -45,6 +45,11 @@ ANNOTATIONS = {
 }
 
 
+# a predictive Deployment whose metrics come from Prometheus (tests 10-14)
+PROM_ANNOTATIONS = {"gpuscaler.io/metrics-source": "prometheus",
+                    "gpuscaler.io/predictive": "true"}
+
+
 def events(c, ns, name, reason):
     items = c.list("events", ns)["items"]
     return [e for e in items if e.get("reason") == reason
@@ -579,8 +584,7 @@ checkpoint: {configmap: %s, configmaps: %d}
         (1,440 steps), oldest first, without gaps."""
         prom = self.prometheus()
         cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
-        self.make("seeded", 2, subnet=20, annotations={
-            "gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/predictive": "true"})
+        self.make("seeded", 2, subnet=20, annotations=PROM_ANNOTATIONS)
         t0 = time.time()
         g = self.start(config=cfg)
         try:
@@ -613,8 +617,7 @@ checkpoint: {configmap: %s, configmaps: %d}
         no range at all: the seed waits for the checkpoint's read. Instant queries go on."""
         prom = self.prometheus()
         cfg, _ = self.checkpointed("kept", "seedskip", 8 * 1440, prom)
-        self.make("kept", 2, subnet=21, annotations={
-            "gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/predictive": "true"})
+        self.make("kept", 2, subnet=21, annotations=PROM_ANNOTATIONS)
         g = self.start(config=cfg, ident="seedskip")
         try:
             line = wait_for(lambda: [ln for ln in g.text().splitlines()
@@ -646,8 +649,7 @@ checkpoint: {configmap: %s, configmaps: %d}
         cfg, cm = self.checkpointed("late", "seedfail", 120, prom)
         self.fk.fault({"action": "error", "status": 500, "verb": "get", "resource": "configmaps",
                        "namespace": self.ns, "name": cm, "count": 6})
-        self.make("late", 2, subnet=22, annotations={
-            "gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/predictive": "true"})
+        self.make("late", 2, subnet=22, annotations=PROM_ANNOTATIONS)
         g = self.start(config=cfg, ident="seedfail")
         try:
             line = wait_for(lambda: [ln for ln in g.text().splitlines()
@@ -679,8 +681,7 @@ checkpoint: {configmap: %s, configmaps: %d}
         import re
         prom = self.prometheus(range_delay=0.4)
         cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
-        self.make("reseeded", 2, subnet=23, annotations={
-            "gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/predictive": "true"})
+        self.make("reseeded", 2, subnet=23, annotations=PROM_ANNOTATIONS)
         g = self.start(config=cfg, ident="reseed")
         try:
             wait_for(lambda: prom.ranges(), 20, what="the first seed's first range request")
@@ -711,15 +712,14 @@ checkpoint: {configmap: %s, configmaps: %d}
         import re
         prom = self.prometheus(range_delay=0.4)
         cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
-        ann = {"gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/predictive": "true"}
-        self.make("again", 2, subnet=24, annotations=ann)
+        self.make("again", 2, subnet=24, annotations=PROM_ANNOTATIONS)
         g = self.start(config=cfg, ident="recreate")
         try:
             wait_for(lambda: prom.ranges(), 20, what="the first seed's first range request")
             self.c.delete("deployments", "again", self.ns)
             wait_for(lambda: "no longer tracked" in g.text(), 10, what="the Deployment dropped")
             full = dict(ANNOTATIONS)
-            full.update(ann)
+            full.update(PROM_ANNOTATIONS)
             full["gpuscaler.io/seasonality"] = "12h"
             self.c.create("deployments", deployment("again", 2, full, self.metrics.port),
                           self.ns)
