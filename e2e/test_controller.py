@@ -727,7 +727,9 @@ checkpoint: {configmap: %s, configmaps: %d}
                                      if "forecaster seeded from Prometheus" in ln], 40,
                             what="the new Deployment's seed")[0]
             text = g.text()
-            self.assertIn("forecaster seed from Prometheus discarded", text)
+            self.assertIn("forecaster seed from Prometheus discarded: the Deployment was "
+                          "deleted and created again while it was fetched", text)
+            self.assertNotIn("configuration changed while it was fetched", text)
             self.assertEqual(text.count("forecaster seeded from Prometheus"), 1, text)
             m = re.search(r"(\d+) points", line)
             self.assertIsNotNone(m, line)

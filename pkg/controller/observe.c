@@ -41,6 +41,7 @@
 struct pq_req {
     struct controller *c;
     char *ns, *name;
+    char *uid;             /* the Deployment's, to tell a re-created one from a reset */
     struct forecast *seed; /* promql_seed fills this; adopted if still useful */
     uint32_t fc_gen;       /* the forecaster generation the seed was asked for */
 };
@@ -51,6 +52,7 @@ static struct pq_req *pq_req_new(struct controller *c, const struct ctl_wl *w)
     r->c = c;
     r->ns = xstrdup(w->ns);
     r->name = xstrdup(w->name);
+    r->uid = xstrdup(w->uid);
     r->fc_gen = w->fc_gen;
     ctl_io_begin(c);
     return r;
@@ -62,6 +64,7 @@ static void pq_req_free(struct pq_req *r)
     forecast_free(r->seed);
     xfree(r->ns);
     xfree(r->name);
+    xfree(r->uid);
     xfree(r);
     ctl_io_end(c);
 }
@@ -88,8 +91,10 @@ static void pq_seeded(const struct promql_seed_result *res, void *arg)
         return;
     }
     if (r->fc_gen != w->fc_gen) {
-        LOGW_INFO(SUB, r->ns, r->name, "forecaster seed from Prometheus discarded: the "
-                  "forecaster's configuration changed while it was fetched");
+        LOGW_INFO(SUB, r->ns, r->name, "forecaster seed from Prometheus discarded: %s",
+                  strcmp(r->uid, w->uid) != 0
+                      ? "the Deployment was deleted and created again while it was fetched"
+                      : "the forecaster's configuration changed while it was fetched");
     } else if (res->err != 0) {
         LOGW_WARN(SUB, r->ns, r->name, "seeding the forecaster from Prometheus failed: %s",
                   res->why);
