@@ -204,6 +204,44 @@ class InputTest(unittest.TestCase):
         self.assertGreater(float(table_rows(r2.stdout)['reactive'][0]),
                            1.5 * float(rows['reactive'][0]))
 
+    def test_quantile_sweep(self):
+        """--quantile-sweep replays predictive at each forecast-quantile and prints the
+        trade-off: in the table (the configured one starred) and the JSON, each point the run
+        --forecast-quantile of that value gives."""
+        p = os.path.join(self.dir, 'sweep.csv')
+        small_trace(p)
+        j = os.path.join(self.dir, 'sweep.json')
+        r = run('--trace', p, *SMALL, '--policy', 'predictive,hpa', '--start', '30m',
+                '--warmup', '30m', '--quantile-sweep', '0.95, 0.7', '--json', j)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        head = [i for i, ln in enumerate(lines) if ln.startswith('quantile ')]
+        self.assertEqual(len(head), 1, r.stdout)
+        sweep = [ln.split() for ln in lines[head[0] + 1:head[0] + 4]]
+        self.assertEqual([f[0] for f in sweep], ['0.7', '0.9', '0.95'])
+        self.assertEqual(sweep[1][1], '*')
+        # the configured point is predictive's own row
+        self.assertEqual(sweep[1][2], table_rows(r.stdout)['predictive'][0])
+        doc = json.loads(slurp(j))
+        pts = doc['quantile_sweep']
+        self.assertEqual([x['forecast_quantile'] for x in pts], [0.7, 0.9, 0.95])
+        self.assertEqual([x['configured'] for x in pts], [False, True, False])
+        self.assertEqual(doc['parameters']['forecast-quantile'], 0.9)
+        alone = run('--trace', p, *SMALL, '--policy', 'predictive', '--start', '30m',
+                    '--warmup', '30m', '--forecast-quantile', '0.7', '--json', j)
+        self.assertEqual(alone.returncode, 0, alone.stderr)
+        one = json.loads(slurp(j))
+        self.assertNotIn('quantile_sweep', one)
+        got = one['policies'][0]
+        self.assertEqual(pts[0]['gpu_hours'], got['gpu_hours'])
+        self.assertEqual(pts[0]['sla_violating_intervals'], got['sla_violating_intervals'])
+        self.assertEqual(pts[0]['plan_coverage'], got['plan_coverage'])
+        bad = run('--trace', p, *SMALL, '--quantile-sweep', '0.8,1.5')
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn('quantile-sweep', bad.stderr)
+        self.assertIn('forecast-quantile', bad.stderr)
+        self.assertEqual(bad.stdout, '')
+
     def test_scale_log_is_a_scorable_timeline(self):
         p = os.path.join(self.dir, 't.csv')
         small_trace(p)

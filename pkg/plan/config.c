@@ -385,7 +385,8 @@ int plan_config_validate(const struct plan_config *cfg, char *err, size_t errlen
 /* ---- one Deployment ------------------------------------------------------ */
 
 /* Simulator keys the plan sets itself. */
-static const char *const window_keys[] = {"start", "duration", "warmup", "initial-replicas"};
+static const char *const window_keys[] = {"start", "duration", "warmup", "initial-replicas",
+                                          "quantile-sweep"};
 
 static const char *const source_keys[] = {"name",  "trace",      "query", "prometheus",
                                           "since", "query-step", "policy"};

@@ -587,6 +587,10 @@ static void test_workload_keys(void **state)
     assert_float_equal(w.sim.policy.capacity_rps_per_gpu, 7, 0);
     assert_int_equal(plan_workload_set(&w, "warmup", "1d", err, sizeof(err)), -EINVAL);
     assert_non_null(strstr(err, "not a plan key"));
+    /* the plan replays one policy at one quantile: no sweep */
+    assert_int_equal(plan_workload_set(&w, "quantile-sweep", "0.8", err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "quantile-sweep: not a plan key"));
+    assert_int_equal(w.sim.nsweep, 0);
     assert_int_equal(plan_workload_set(&w, "nonsense", "1", err, sizeof(err)), -ENOENT);
     assert_true(plan_workload_key("trace"));
     assert_true(plan_workload_key("cold-start"));

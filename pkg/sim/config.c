@@ -11,12 +11,13 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "forecast/forecast.h"
 #include "util/util.h"
 
-enum kind { K_NUM = UTIL_NUMBER, K_INT = UTIL_WHOLE, K_DUR = UTIL_DURATION, K_POLICIES };
+enum kind { K_NUM = UTIL_NUMBER, K_INT = UTIL_WHOLE, K_DUR = UTIL_DURATION, K_POLICIES, K_QUANTILES };
 
 struct key {
     const char *name;
@@ -36,6 +37,8 @@ struct key {
 static const struct key keys[] = {
     {"policy", K_POLICIES, OFF(policies), 0, 0, false,
      "policies to compare: predictive,reactive,hpa,oracle,static-peak"},
+    {"quantile-sweep", K_QUANTILES, OFF(quantile_sweep), 0, 0, false,
+     "also replay predictive at these forecast-quantile values (a list) and print the trade-off"},
     {"sla", K_DUR, OFF(sla_ms), 0, H_MS, false, "p99 SLA scored, 0 = p99-latency-target"},
     {"scale", K_NUM, OFF(scale), 0, 1e6, true, "multiply the trace's counts by this"},
     {"start", K_DUR, OFF(start_ms), 0, 365 * D_MS, false, "score from this far into the trace"},
@@ -93,6 +96,18 @@ const char *sim_policy_name(enum sim_policy p)
     return (unsigned)p < SIM_POLICY_COUNT ? policy_names[p] : "unknown";
 }
 
+/* The item of a comma-separated list at *p (n bytes), without the blanks
+ * around it. */
+static void trim_item(const char **p, size_t *n)
+{
+    while (*n > 0 && (**p == ' ' || **p == '\t')) {
+        (*p)++;
+        (*n)--;
+    }
+    while (*n > 0 && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t'))
+        (*n)--;
+}
+
 int sim_policy_parse_list(const char *s, unsigned *out)
 {
     unsigned set = 0;
@@ -100,12 +115,7 @@ int sim_policy_parse_list(const char *s, unsigned *out)
     for (;;) {
         const char *e = strchr(p, ',');
         size_t n = e ? (size_t)(e - p) : strlen(p);
-        while (n > 0 && (*p == ' ' || *p == '\t')) {
-            p++;
-            n--;
-        }
-        while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
-            n--;
+        trim_item(&p, &n);
         int found = -1;
         for (int i = 0; i < SIM_POLICY_COUNT; i++)
             if (strlen(policy_names[i]) == n && strncmp(policy_names[i], p, n) == 0)
@@ -195,6 +205,60 @@ const char *sim_config_key_help(size_t i)
     return i < UTIL_ARRAY_LEN(keys) ? keys[i].help : NULL;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* quantile-sweep: a comma-separated list of forecast-quantile values, each
+ * checked by the policy's own parser of that key ("" or "none": no sweep);
+ * sorted, duplicates dropped. */
+static int set_sweep(struct sim_config *cfg, const char *name, const char *value, char *err,
+                     size_t errlen)
+{
+    double v[SIM_MAX_SWEEP];
+    size_t n = 0;
+    if (strcmp(value, "none") != 0 && value[strspn(value, " \t")] != '\0') {
+        const char *p = value;
+        for (;;) {
+            const char *e = strchr(p, ',');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            trim_item(&p, &len);
+            char item[64];
+            if (n == SIM_MAX_SWEEP) {
+                snprintf(err, errlen, "%s: at most %d values", name, SIM_MAX_SWEEP);
+                return -EINVAL;
+            }
+            if (len >= sizeof(item)) {
+                snprintf(err, errlen, "%s: '%.40s...' is not a forecast-quantile", name, p);
+                return -EINVAL;
+            }
+            memcpy(item, p, len);
+            item[len] = '\0';
+            struct policy_config scratch = cfg->policy;
+            char why[200];
+            if (policy_config_set(&scratch, "forecast-quantile", item, why, sizeof(why)) != 0) {
+                snprintf(err, errlen, "%s: %s", name, why);
+                return -EINVAL;
+            }
+            v[n++] = scratch.forecast_quantile;
+            if (!e)
+                break;
+            p = e + 1;
+        }
+        qsort(v, n, sizeof(v[0]), cmp_double);
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (m == 0 || v[i] != v[m - 1])
+                v[m++] = v[i];
+        n = m;
+    }
+    memcpy(cfg->quantile_sweep, v, n * sizeof(v[0]));
+    cfg->nsweep = n;
+    return 0;
+}
+
 int sim_config_set(struct sim_config *cfg, const char *key, const char *value, char *err,
                    size_t errlen)
 {
@@ -229,6 +293,8 @@ int sim_config_set(struct sim_config *cfg, const char *key, const char *value, c
         memcpy(field, &set, sizeof(set));
         return 0;
     }
+    case K_QUANTILES:
+        return set_sweep(cfg, k->name, value, err, errlen);
     }
     return -EINVAL;
 }

@@ -158,6 +158,34 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
                         (long long)x->scaling_actions, (long long)x->flaps, x->peak_replicas,
                         x->mean_replicas, worst);
     }
+    if (r->nsweep > 0) {
+        util_buf_printf(b,
+                        "\nforecast-quantile trade-off (quantile-sweep: predictive replayed at "
+                        "each; * = the configured one)\n");
+        util_buf_printf(b, "%-12s %10s %9s %14s %9s %8s %6s %9s\n", "quantile", "GPU-hours",
+                        "vs oracle", minutes ? "min p99>SLA" : "int p99>SLA", "req>SLA",
+                        "actions", "flaps", "coverage");
+        for (size_t i = 0; i < r->nsweep; i++) {
+            const struct sim_sweep_point *x = &r->sweep[i];
+            char q[24], miss[40], pct[24], vs[24], cov[24];
+            snprintf(q, sizeof(q), "%g%s", x->quantile, x->configured ? " *" : "");
+            snprintf(miss, sizeof(miss), "%lld/%lld", (long long)x->sla_intervals,
+                     (long long)x->intervals);
+            snprintf(pct, sizeof(pct), "%.3f%%",
+                     x->requests > 0 ? 100.0 * x->requests_over_sla / x->requests : 0);
+            if (isfinite(x->gpu_hours_vs_oracle))
+                snprintf(vs, sizeof(vs), "%.3fx", x->gpu_hours_vs_oracle);
+            else
+                snprintf(vs, sizeof(vs), "-");
+            if (isfinite(x->plan_coverage))
+                snprintf(cov, sizeof(cov), "%.1f%%", 100.0 * x->plan_coverage);
+            else
+                snprintf(cov, sizeof(cov), "-");
+            util_buf_printf(b, "%-12s %10.1f %9s %14s %9s %8lld %6lld %9s\n", q, x->gpu_hours,
+                            vs, miss, pct, (long long)x->scaling_actions, (long long)x->flaps,
+                            cov);
+        }
+    }
     if (cfg->gpu_limit > 0) {
         util_buf_puts(b, "\nunschedulable (gpu-limit): replica-hours Pending, most at once:");
         for (size_t i = 0; i < r->n; i++)
@@ -366,5 +394,28 @@ void sim_report_json(struct util_buf *b, const struct sim_config *cfg,
             jkv_num(b, x->reasons[k].name, (double)x->reasons[k].count, k + 1 < x->nreasons);
         util_buf_puts(b, "}}");
     }
-    util_buf_puts(b, "\n  ]\n}\n");
+    util_buf_puts(b, "\n  ]");
+    if (r->nsweep > 0) {
+        util_buf_puts(b, ",\n  \"quantile_sweep\": [");
+        for (size_t i = 0; i < r->nsweep; i++) {
+            const struct sim_sweep_point *x = &r->sweep[i];
+            util_buf_puts(b, i ? ",\n    {" : "\n    {");
+            jkv_num(b, "forecast_quantile", x->quantile, true);
+            util_buf_json_str(b, "configured");
+            util_buf_puts(b, x->configured ? ": true, " : ": false, ");
+            jkv_num(b, "gpu_hours", round(x->gpu_hours * 1000) / 1000, true);
+            jkv_num(b, "gpu_hours_vs_oracle", round(x->gpu_hours_vs_oracle * 10000) / 10000,
+                    true);
+            jkv_num(b, "intervals", (double)x->intervals, true);
+            jkv_num(b, "sla_violating_intervals", (double)x->sla_intervals, true);
+            jkv_num(b, "requests_over_sla_pct",
+                    x->requests > 0 ? 100.0 * x->requests_over_sla / x->requests : 0, true);
+            jkv_num(b, "scaling_actions", (double)x->scaling_actions, true);
+            jkv_num(b, "flaps", (double)x->flaps, true);
+            jkv_num(b, "plan_coverage", x->plan_coverage, false);
+            util_buf_puts(b, "}");
+        }
+        util_buf_puts(b, "\n  ]");
+    }
+    util_buf_puts(b, "\n}\n");
 }

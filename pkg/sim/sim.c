@@ -524,6 +524,73 @@ void sim_result_free(struct sim_result *r)
     xfree(r);
 }
 
+static void sweep_point(const struct sim_policy_result *x, double q, bool configured,
+                        struct sim_sweep_point *pt)
+{
+    *pt = (struct sim_sweep_point){
+        .quantile = q,
+        .configured = configured,
+        .gpu_hours = x->gpu_hours,
+        .gpu_hours_vs_oracle = x->gpu_hours_vs_oracle,
+        .intervals = x->intervals,
+        .sla_intervals = x->sla_intervals,
+        .requests = x->requests,
+        .requests_over_sla = x->requests_over_sla,
+        .scaling_actions = x->scaling_actions,
+        .flaps = x->flaps,
+        .plan_coverage = x->plan_coverage,
+    };
+}
+
+/* quantile-sweep: predictive at each value and at the configured
+ * forecast-quantile, ascending. The configured one is the predictive
+ * policy's own pass when that ran (the same replay gives the same result). */
+static int run_sweep(struct replay *rp, struct sim_result *r, char *err, size_t errlen)
+{
+    const struct sim_config *cfg = rp->cfg;
+    double qs[SIM_MAX_SWEEP + 1];
+    size_t n = 0;
+    double mine = cfg->policy.forecast_quantile;
+    bool placed = false;
+    for (size_t i = 0; i < cfg->nsweep; i++) {
+        double q = cfg->quantile_sweep[i];
+        if (!placed && mine <= q) {
+            qs[n++] = mine;
+            placed = true;
+        }
+        if (q != mine)
+            qs[n++] = q;
+    }
+    if (!placed)
+        qs[n++] = mine;
+    const struct sim_policy_result *own = NULL;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->pol[i].policy == SIM_PREDICTIVE)
+            own = &r->pol[i];
+    struct sim_config c = *cfg;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        bool configured = qs[i] == mine;
+        if (configured && own) {
+            sweep_point(own, qs[i], true, &r->sweep[r->nsweep++]);
+            continue;
+        }
+        struct sim_policy_result x = {0};
+        c.policy.forecast_quantile = qs[i];
+        rp->cfg = &c;
+        rc = run_pass(rp, SIM_PREDICTIVE, NULL, NULL, &x, err, errlen);
+        rp->cfg = cfg;
+        if (rc == 0) {
+            x.gpu_hours_vs_oracle =
+                r->oracle_gpu_hours > 0 ? x.gpu_hours / r->oracle_gpu_hours : NAN;
+            sweep_point(&x, qs[i], configured, &r->sweep[r->nsweep++]);
+        }
+        xfree(x.points);
+        xfree(x.changes);
+    }
+    return rc;
+}
+
 int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct sim_hooks *hooks,
             struct sim_result **out, char *err, size_t errlen)
 {
@@ -628,6 +695,8 @@ int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct s
             if (r->pol[0].points[i].demand_rps > r->peak_demand_rps)
                 r->peak_demand_rps = r->pol[0].points[i].demand_rps;
     }
+    if (cfg->nsweep > 0 && (rc = run_sweep(&rp, r, err, errlen)) != 0)
+        goto out;
     *out = r;
     r = NULL;
 out:

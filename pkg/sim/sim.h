@@ -71,6 +71,9 @@ struct sim_hpa_config {
     int64_t scrape_interval_ms;    /**< a new pod has a rate after this much data, 15 s */
 };
 
+/** Most values quantile-sweep takes. */
+#define SIM_MAX_SWEEP 8
+
 /** Everything one run needs besides the trace. */
 struct sim_config {
     struct policy_config policy;   /**< predictive/reactive rule; min/max bound the HPA too;
@@ -91,6 +94,11 @@ struct sim_config {
     int64_t rate_window_ms;        /**< the controller's rate window, 60 s */
     int64_t interval_ms;           /**< report interval for p99, timeline and SLA minutes, 60 s */
     unsigned policies;             /**< bit set of enum sim_policy to run */
+    double quantile_sweep[SIM_MAX_SWEEP]; /**< quantile-sweep: predictive replayed again at
+                                        each of these forecast-quantile values, ascending,
+                                        distinct (the trade-off of GPU-hours against SLA
+                                        minutes on this trace) */
+    size_t nsweep;                 /**< how many; 0 = no sweep (default) */
     struct sim_hpa_config hpa;
     /** predictive: start its forecaster from this forecast_serialize() output
      *  instead of empty, as `gpuscaler run` seeds it from Prometheus history
@@ -213,6 +221,21 @@ struct sim_policy_result {
     struct sim_change *changes; /**< every desired-count change in the scored window, owned */
 };
 
+/** predictive at one forecast-quantile of the sweep (quantile-sweep). */
+struct sim_sweep_point {
+    double quantile;            /**< its forecast-quantile */
+    bool configured;            /**< the configured forecast-quantile (the main run's) */
+    double gpu_hours;
+    double gpu_hours_vs_oracle; /**< NAN without an oracle */
+    int64_t intervals;          /**< scored intervals */
+    int64_t sla_intervals;      /**< intervals whose p99 is above the SLA */
+    double requests;            /**< scored arrivals */
+    double requests_over_sla;   /**< expected number of them slower than the SLA */
+    int64_t scaling_actions;
+    int64_t flaps;
+    double plan_coverage;       /**< share of resolved plans that held; NAN */
+};
+
 struct sim_result {
     double t_begin_s;           /**< scored window on the trace's time axis */
     double t_end_s;
@@ -226,6 +249,9 @@ struct sim_result {
                                      carry the trace's peak within the SLA */
     size_t n;                   /**< policies run, in enum order */
     struct sim_policy_result pol[SIM_POLICY_COUNT];
+    size_t nsweep;              /**< quantile-sweep's points: its values and the configured
+                                     forecast-quantile, ascending; 0 without a sweep */
+    struct sim_sweep_point sweep[SIM_MAX_SWEEP + 1];
 };
 
 /** Optional observer of every replica change (tests, debugging). */
@@ -240,7 +266,10 @@ struct sim_hooks {
  * sim_config_validate(). On success *out is a new result. Returns -EINVAL
  * when the trace cannot be replayed as asked (bucket width not whole
  * seconds, start past the end, an empty window), with the reason in err.
- * hooks may be NULL.
+ * hooks may be NULL; they see the policies' passes, not the sweep's.
+ * With a quantile-sweep, predictive is replayed once more for each of its
+ * values (the configured forecast-quantile's point is the predictive
+ * policy's own run when it is among the policies).
  */
 int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct sim_hooks *hooks,
             struct sim_result **out, char *err, size_t errlen);

@@ -981,6 +981,124 @@ static void test_config_keys(void **st)
     assert_true(strncmp(csv, "t_seconds,requests\n", 19) == 0);
 }
 
+/* quantile-sweep: a list of forecast-quantile values, checked by the
+ * policy's own parser, sorted and without duplicates. */
+static void test_quantile_sweep_key(void **st)
+{
+    (void)st;
+    struct sim_config c;
+    base_cfg(&c);
+    char err[256];
+    assert_int_equal(c.nsweep, 0);
+    assert_int_equal(sim_config_set(&c, "quantile-sweep", " 0.95, 0.8 ,0.95,0.6", err,
+                                    sizeof(err)),
+                     0);
+    assert_int_equal(c.nsweep, 3);
+    assert_float_equal(c.quantile_sweep[0], 0.6, 0);
+    assert_float_equal(c.quantile_sweep[1], 0.8, 0);
+    assert_float_equal(c.quantile_sweep[2], 0.95, 0);
+    /* a bad value names the key and the value's range; the sweep is kept */
+    assert_int_equal(sim_config_set(&c, "quantile-sweep", "0.8,0.3", err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "quantile-sweep: "));
+    assert_non_null(strstr(err, "forecast-quantile"));
+    assert_int_equal(c.nsweep, 3);
+    assert_int_equal(sim_config_set(&c, "quantile-sweep", "0.8,,0.9", err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "quantile-sweep"));
+    assert_int_equal(sim_config_set(&c, "quantile-sweep", "0.8,high", err, sizeof(err)), -EINVAL);
+    assert_int_equal(
+        sim_config_set(&c, "quantile-sweep", "0.6,0.65,0.7,0.75,0.8,0.85,0.9,0.95,0.99", err,
+                       sizeof(err)),
+        -EINVAL);
+    assert_non_null(strstr(err, "at most 8"));
+    assert_int_equal(c.nsweep, 3);
+    /* the configured quantile is not changed by the sweep */
+    assert_float_equal(c.policy.forecast_quantile, 0.9, 0);
+    assert_int_equal(sim_config_set(&c, "quantile-sweep", "none", err, sizeof(err)), 0);
+    assert_int_equal(c.nsweep, 0);
+    assert_int_equal(sim_config_set(&c, "quantile-sweep", "0.7", err, sizeof(err)), 0);
+    assert_int_equal(sim_config_set(&c, "quantile-sweep", "", err, sizeof(err)), 0);
+    assert_int_equal(c.nsweep, 0);
+}
+
+/* The sweep replays predictive at each value: a point is the run a
+ * forecast-quantile of that value gives, the configured one is predictive's
+ * own, and a higher quantile holds more GPUs on this noisy trace. */
+static void test_quantile_sweep_run(void **st)
+{
+    (void)st;
+    static double buf[7200];
+    struct trace tr = wavy_trace(buf, 7200);
+    struct sim_config c;
+    base_cfg(&c);
+    c.warmup_ms = S(1800);
+    c.start_ms = S(1800);
+    char err[256];
+    assert_int_equal(sim_config_set(&c, "quantile-sweep", "0.99,0.6", err, sizeof(err)), 0);
+    assert_int_equal(sim_config_validate(&c, err, sizeof(err)), 0);
+    struct sim_result *r = NULL;
+    assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), 0);
+    assert_int_equal(r->nsweep, 3);
+    assert_float_equal(r->sweep[0].quantile, 0.6, 0);
+    assert_float_equal(r->sweep[1].quantile, 0.9, 0);
+    assert_float_equal(r->sweep[2].quantile, 0.99, 0);
+    assert_false(r->sweep[0].configured);
+    assert_true(r->sweep[1].configured);
+    assert_false(r->sweep[2].configured);
+    const struct sim_policy_result *own = &r->pol[SIM_PREDICTIVE];
+    assert_int_equal(own->policy, SIM_PREDICTIVE);
+    assert_true(r->sweep[1].gpu_hours == own->gpu_hours);
+    assert_int_equal(r->sweep[1].sla_intervals, own->sla_intervals);
+    assert_true(r->sweep[0].gpu_hours < r->sweep[2].gpu_hours);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(r->sweep[i].intervals, own->intervals);
+        assert_true(r->sweep[i].gpu_hours_vs_oracle ==
+                    r->sweep[i].gpu_hours / r->oracle_gpu_hours);
+    }
+
+    /* the 0.6 point is what predictive at forecast-quantile 0.6 gives, alone */
+    struct sim_config alone = c;
+    alone.nsweep = 0;
+    alone.policies = 1u << SIM_PREDICTIVE;
+    assert_int_equal(sim_config_set(&alone, "forecast-quantile", "0.6", err, sizeof(err)), 0);
+    struct sim_result *a = NULL;
+    assert_int_equal(sim_run(&alone, &tr, NULL, &a, err, sizeof(err)), 0);
+    assert_int_equal(a->nsweep, 0);
+    assert_true(a->pol[0].gpu_hours == r->sweep[0].gpu_hours);
+    assert_int_equal(a->pol[0].sla_intervals, r->sweep[0].sla_intervals);
+    assert_int_equal(a->pol[0].scaling_actions, r->sweep[0].scaling_actions);
+    assert_true(a->pol[0].plan_coverage == r->sweep[0].plan_coverage);
+
+    /* without predictive among the policies the configured point is replayed */
+    struct sim_config hpa_only = c;
+    hpa_only.policies = 1u << SIM_HPA;
+    struct sim_result *h = NULL;
+    assert_int_equal(sim_run(&hpa_only, &tr, NULL, &h, err, sizeof(err)), 0);
+    assert_int_equal(h->n, 1);
+    assert_int_equal(h->nsweep, 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_true(h->sweep[i].gpu_hours == r->sweep[i].gpu_hours);
+
+    /* the reports carry it */
+    struct sim_report_info info = {"synthetic", 1, 7200};
+    struct util_buf b = {0};
+    sim_report_table(&b, &c, &info, r);
+    assert_non_null(strstr(b.data, "forecast-quantile trade-off"));
+    assert_non_null(strstr(b.data, "\n0.9 *  "));
+    assert_non_null(strstr(b.data, "\n0.6     "));
+    util_buf_reset(&b);
+    sim_report_json(&b, &c, &info, r);
+    assert_non_null(strstr(b.data, "\"quantile_sweep\": ["));
+    assert_non_null(strstr(b.data, "\"forecast_quantile\": 0.99, \"configured\": false"));
+    assert_non_null(strstr(b.data, "\"forecast_quantile\": 0.9, \"configured\": true"));
+    util_buf_reset(&b);
+    sim_report_json(&b, &alone, &info, a);
+    assert_null(strstr(b.data, "quantile_sweep"));
+    util_buf_free(&b);
+    sim_result_free(a);
+    sim_result_free(h);
+    sim_result_free(r);
+}
+
 static void test_run_errors(void **st)
 {
     (void)st;
@@ -1102,6 +1220,8 @@ int main(void)
         cmocka_unit_test(test_capacity_auto_converges),
         cmocka_unit_test(test_config_keys),
         cmocka_unit_test(test_run_errors),
+        cmocka_unit_test(test_quantile_sweep_key),
+        cmocka_unit_test(test_quantile_sweep_run),
         cmocka_unit_test(test_forecast_seed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
