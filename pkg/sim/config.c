@@ -17,7 +17,13 @@
 #include "forecast/forecast.h"
 #include "util/util.h"
 
-enum kind { K_NUM = UTIL_NUMBER, K_INT = UTIL_WHOLE, K_DUR = UTIL_DURATION, K_POLICIES, K_QUANTILES };
+enum kind {
+    K_NUM = UTIL_NUMBER,
+    K_INT = UTIL_WHOLE,
+    K_DUR = UTIL_DURATION,
+    K_POLICIES,
+    K_QUANTILES,
+};
 
 struct key {
     const char *name;
