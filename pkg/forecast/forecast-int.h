@@ -169,6 +169,14 @@ struct forecast {
     int16_t growth[FC_HORIZONS][FC_RES_PER_BIN]; /* realised peak - seenmax at origin */
     uint8_t growth_len[FC_HORIZONS];
     uint8_t growth_pos[FC_HORIZONS];
+    /* Ascending copies of the stores the plan's quantiles read (stores.c),
+     * kept as values come and go, so a quantile is an index, not a selection.
+     * Not checkpointed: fc_stores_sort() rebuilds them from the rings. */
+    int16_t nb_sorted[FC_HORIZONS][3 * FC_RES_PER_BIN]; /* residuals of bins nb_bin +- 1 */
+    uint16_t nb_n[FC_HORIZONS];
+    int16_t nb_bin[FC_HORIZONS];                        /* centre of nb_sorted; -1 = none */
+    int16_t growth_sorted[FC_HORIZONS][FC_RES_PER_BIN]; /* growth_len of them */
+    float wpeak_sorted[FC_HORIZONS][FC_WPEAKS];         /* wpeak_len of them */
     float qlevel[FC_HORIZONS];           /* adaptive quantile level (plan.c) */
     uint32_t cov_n[FC_HORIZONS];         /* resolved plans */
     uint32_t cov_hit[FC_HORIZONS];       /* ... whose realised peak stayed within them */
@@ -240,6 +248,17 @@ static inline size_t fc_bitmap_len(int64_t n)
  *  +-INT16_MAX (the residual stores and the learned plan's rows). */
 int16_t fc_res_encode(double e);
 void fc_res_push(int16_t *ring, uint8_t *pos, uint8_t *len, double e);
+
+/* stores.c: a value into a store and its sorted copy: a residual of phase
+ * bin `bin`, a growth sample, a realised window peak (window length h). */
+void fc_store_res(struct forecast *f, int bin, int h, double e);
+void fc_store_growth(struct forecast *f, int h, double e);
+void fc_store_wpeak(struct forecast *f, int h, float m);
+/* f->nb_sorted[h] made the residuals of bins bin - 1 .. bin + 1, ascending. */
+void fc_store_neighbourhood(struct forecast *f, int h, int bin);
+/* The sorted copies made again from the rings (after a restore, or a warm-up
+ * that rewrote the residuals). */
+void fc_stores_sort(struct forecast *f);
 
 /** Window length in buckets of horizon index h (1, 2, 4, 8, 16). */
 static inline int64_t fc_window(int h)

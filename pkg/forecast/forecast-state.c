@@ -713,6 +713,7 @@ static struct forecast *deserialize_plain(const struct forecast_config *cfg, con
         fc_set_err(err, errlen, "%zu bytes after the residual store (padded)", (size_t)(end - p));
         goto fail;
     }
+    fc_stores_sort(f);
     if (f->acc_n > 0)
         fc_plan_quantiles(f, f->cur);
     return f;

@@ -124,8 +124,10 @@ struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
         for (int h = 0; h < FC_HORIZONS; h++)
             f->learn_x[i][h][0] = f->planned_l[i][h] = NAN;
     }
-    for (int h = 0; h < FC_HORIZONS; h++)
+    for (int h = 0; h < FC_HORIZONS; h++) {
         f->qlevel[h] = (float)cfg->quantile;
+        f->nb_bin[h] = -1;
+    }
     f->learn_want = xcalloc(FC_HORIZONS, 1);
     for (int k = 0; k < FC_PHI_TABLE; k++)
         f->phis[k] = phi_sum(cfg->phi, (double)k);
@@ -449,6 +451,7 @@ static void hw_init(struct forecast *f, int64_t first)
     f->bcap = 0;
     f->season = s;
     f->kind = FC_HW;
+    fc_stores_sort(f); /* the residuals were rewritten */
 }
 
 /* Update the model with closed bucket idx: z its mean and zpeak its peak

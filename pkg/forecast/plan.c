@@ -32,30 +32,15 @@
  * recent plan's miss rate beside them; a window length plans from R_w while
  * its loss is the lower and its miss rate at most 1 - q (fc_plan_recent).
  * The adaptive level moves on the hits of the plan used, so the coverage of
- * what is planned stays the one claimed. */
+ * what is planned stays the one claimed.
+ *
+ * Every quantile but the early all-bins one is an index into a sorted copy
+ * of its store (stores.c), the same value a selection over the ring gives. */
 #include "forecast-int.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-int16_t fc_res_encode(double e)
-{
-    double v = round(e * FC_RES_SCALE);
-    if (v > INT16_MAX)
-        v = INT16_MAX;
-    if (v < -INT16_MAX)
-        v = -INT16_MAX;
-    return (int16_t)v;
-}
-
-void fc_res_push(int16_t *ring, uint8_t *pos, uint8_t *len, double e)
-{
-    ring[*pos] = fc_res_encode(e);
-    *pos = (uint8_t)((*pos + 1) % FC_RES_PER_BIN);
-    if (*len < FC_RES_PER_BIN)
-        (*len)++;
-}
 
 double fc_seen_max(const struct forecast *f)
 {
@@ -135,10 +120,7 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
         int os = (int)(o % FC_RING);
         if (gap)
             continue;
-        f->wpeak[h][f->wpeak_pos[h]] = (float)m;
-        f->wpeak_pos[h] = (uint8_t)((f->wpeak_pos[h] + 1) % FC_WPEAKS);
-        if (f->wpeak_len[h] < FC_WPEAKS)
-            f->wpeak_len[h]++;
+        fc_store_wpeak(f, h, (float)m);
         f->q_dirty = true;
         if (isnan(f->point[os][h]))
             continue;
@@ -157,9 +139,9 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
         }
         fc_learn_close(f, o, h, m);
         int ob = fc_phase_bin(f, o);
-        fc_res_push(f->res[ob][h], &f->res_pos[ob][h], &f->res_len[ob][h], m - f->point[os][h]);
+        fc_store_res(f, ob, h, m - f->point[os][h]);
         if (!isnan(f->seenmax[os]))
-            fc_res_push(f->growth[h], &f->growth_pos[h], &f->growth_len[h], m - f->seenmax[os]);
+            fc_store_growth(f, h, m - f->seenmax[os]);
         /* The coverage counts the plan used: the learned one once it
          * exists. */
         float used = !isnan(f->planned_l[os][h]) ? f->planned_l[os][h] : f->planned[os][h];
@@ -301,24 +283,18 @@ static double quantile_f(const float *sorted, int k, double level)
     return lo + 1 < k ? sorted[lo] + frac * (sorted[lo + 1] - sorted[lo]) : sorted[lo];
 }
 
-/* The conformal quantiles at `level` and `level2` of k floats, NAN for none. */
-static void quantile_f_pair(const float *v, int k, double level, double level2, double *q,
-                        double *q2)
+/* The conformal quantile at `level` of k > 0 ascending int16 residuals, as
+ * quantile_pair() finds it by selection, or 0 for none. */
+static double sorted_at(const int16_t *a, int k, double level)
 {
-    float tmp[FC_WPEAKS];
-    if (k == 0) {
-        *q = *q2 = NAN;
-        return;
-    }
-    for (int i = 0; i < k; i++) { /* insertion sort: k <= FC_WPEAKS */
-        float x = v[i];
-        int j = i - 1;
-        for (; j >= 0 && tmp[j] > x; j--)
-            tmp[j + 1] = tmp[j];
-        tmp[j + 1] = x;
-    }
-    *q = quantile_f(tmp, k, level);
-    *q2 = quantile_f(tmp, k, level2);
+    if (k == 0)
+        return 0;
+    double frac;
+    int lo = conformal_pos(k, level, &frac);
+    double v = a[lo];
+    if (lo + 1 < k)
+        v += frac * (a[lo + 1] - a[lo]);
+    return v / FC_RES_SCALE;
 }
 
 bool fc_plan_recent(const struct forecast *f, int h)
@@ -363,36 +339,35 @@ void fc_plan_quantiles(struct forecast *f, int64_t b)
         return;
     }
     f->q_dirty = false;
-    int near[3] = {(bin + FC_PHASES - 1) % FC_PHASES, bin, (bin + 1) % FC_PHASES};
     int all[FC_PHASES];
     for (int i = 0; i < FC_PHASES; i++)
         all[i] = i;
     for (int h = 0; h < FC_HORIZONS; h++) {
-        int n;
-        double med;
-        double q = quantile_of(f, h, near, 3, &n, &med);
-        if (n < FORECAST_MIN_EVIDENCE)
+        double lm = median_level(f, h);
+        fc_store_neighbourhood(f, h, bin);
+        int n = f->nb_n[h];
+        double q, med;
+        if (n >= FORECAST_MIN_EVIDENCE) {
+            q = sorted_at(f->nb_sorted[h], n, f->qlevel[h]);
+            med = sorted_at(f->nb_sorted[h], n, lm);
+        } else {
             q = quantile_of(f, h, all, FC_PHASES, &n, &med);
+        }
         f->q[h] = (float)q;
         f->qm[h] = (float)med;
         f->q_n[h] = (uint16_t)n;
-        int16_t tmp[FC_RES_PER_BIN];
-        memcpy(tmp, f->growth[h], f->growth_len[h] * sizeof(int16_t));
         /* The growth bound at the plan's own level, with or without a
          * season. (It was the median before a season exists, because the
          * onsets of on/off bursts held such a trace at twice the replicas
          * its biggest burst needed; the recent peaks' plan now serves that
          * traffic, and the median left plans on a first day's ramps covered
          * 62-88 % of the time: docs/policy.md, section 5.) */
-        double lm = median_level(f, h), g, gm;
-        quantile_pair(tmp, f->growth_len[h], f->qlevel[h], lm, &g, &gm);
-        f->g[h] = (float)g;
-        f->gm[h] = (float)gm;
-        f->g_n[h] = f->growth_len[h];
-        double r, rm;
-        quantile_f_pair(f->wpeak[h], f->wpeak_len[h], f->qlevel[h], lm, &r, &rm);
-        f->r[h] = (float)r;
-        f->rm[h] = (float)rm;
+        int ng = f->growth_len[h], nw = f->wpeak_len[h];
+        f->g[h] = (float)sorted_at(f->growth_sorted[h], ng, f->qlevel[h]);
+        f->gm[h] = (float)sorted_at(f->growth_sorted[h], ng, lm);
+        f->g_n[h] = (uint16_t)ng;
+        f->r[h] = nw ? (float)quantile_f(f->wpeak_sorted[h], nw, f->qlevel[h]) : NAN;
+        f->rm[h] = nw ? (float)quantile_f(f->wpeak_sorted[h], nw, lm) : NAN;
     }
     f->q_bucket = b;
 }
