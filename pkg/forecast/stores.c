@@ -38,45 +38,31 @@ void fc_res_push(int16_t *ring, uint8_t *pos, uint8_t *len, double e)
         (*len)++;
 }
 
-/* The ascending a[0..*n): take out one `gone` when `evict`, then put v in. */
-static void sorted_swap_i16(int16_t *a, uint16_t *n, bool evict, int16_t gone, int16_t v)
-{
-    int k = *n;
-    if (evict) {
-        int i = 0;
-        while (i < k && a[i] != gone)
-            i++;
-        if (i < k) { /* always: it was stored */
-            memmove(a + i, a + i + 1, (size_t)(k - i - 1) * sizeof(*a));
-            k--;
-        }
+/* name(a, k, evict, gone, v): in the ascending a[0..k), take out one value
+ * equal to `gone` when `evict` (it is there: it was stored), then put v in
+ * its place in the order; returns the new count. One definition per element
+ * type of the stores. */
+#define SORTED_SWAP(name, T)                                                                   \
+    static int name(T *a, int k, bool evict, T gone, T v)                                     \
+    {                                                                                          \
+        if (evict) {                                                                           \
+            int i = 0;                                                                         \
+            while (i < k && a[i] != gone)                                                      \
+                i++;                                                                           \
+            if (i < k) {                                                                       \
+                memmove(a + i, a + i + 1, (size_t)(k - i - 1) * sizeof(*a));                  \
+                k--;                                                                           \
+            }                                                                                  \
+        }                                                                                      \
+        int j = k;                                                                             \
+        while (j > 0 && a[j - 1] > v)                                                          \
+            j--;                                                                               \
+        memmove(a + j + 1, a + j, (size_t)(k - j) * sizeof(*a));                              \
+        a[j] = v;                                                                              \
+        return k + 1;                                                                          \
     }
-    int j = k;
-    while (j > 0 && a[j - 1] > v)
-        j--;
-    memmove(a + j + 1, a + j, (size_t)(k - j) * sizeof(*a));
-    a[j] = v;
-    *n = (uint16_t)(k + 1);
-}
-
-static void sorted_swap_f(float *a, uint8_t n_before, bool evict, float gone, float v)
-{
-    int k = n_before;
-    if (evict) {
-        int i = 0;
-        while (i < k && a[i] != gone)
-            i++;
-        if (i < k) {
-            memmove(a + i, a + i + 1, (size_t)(k - i - 1) * sizeof(*a));
-            k--;
-        }
-    }
-    int j = k;
-    while (j > 0 && a[j - 1] > v)
-        j--;
-    memmove(a + j + 1, a + j, (size_t)(k - j) * sizeof(*a));
-    a[j] = v;
-}
+SORTED_SWAP(sorted_swap_i16, int16_t)
+SORTED_SWAP(sorted_swap_f, float)
 
 static bool in_neighbourhood(int centre, int bin)
 {
@@ -92,16 +78,17 @@ void fc_store_res(struct forecast *f, int bin, int h, double e)
     int16_t gone = f->res[bin][h][f->res_pos[bin][h]];
     fc_res_push(f->res[bin][h], &f->res_pos[bin][h], &f->res_len[bin][h], e);
     if (f->nb_bin[h] >= 0 && in_neighbourhood(f->nb_bin[h], bin))
-        sorted_swap_i16(f->nb_sorted[h], &f->nb_n[h], full, gone, fc_res_encode(e));
+        f->nb_n[h] = (uint16_t)sorted_swap_i16(f->nb_sorted[h], f->nb_n[h], full, gone,
+                                               fc_res_encode(e));
 }
 
 void fc_store_growth(struct forecast *f, int h, double e)
 {
     bool full = f->growth_len[h] == FC_RES_PER_BIN;
     int16_t gone = f->growth[h][f->growth_pos[h]];
-    uint16_t n = f->growth_len[h];
+    int n = f->growth_len[h];
     fc_res_push(f->growth[h], &f->growth_pos[h], &f->growth_len[h], e);
-    sorted_swap_i16(f->growth_sorted[h], &n, full, gone, fc_res_encode(e));
+    sorted_swap_i16(f->growth_sorted[h], n, full, gone, fc_res_encode(e));
 }
 
 void fc_store_wpeak(struct forecast *f, int h, float m)
