@@ -577,6 +577,22 @@ checkpoint: {configmap: %s, configmaps: %d}
         self.addCleanup(self.c.delete, "configmaps", cm, self.ns)
         return cfg, cm
 
+    def seed_in_flight(self, name, subnet, ident):
+        """A Deployment `name` with metrics-source prometheus and gpuscaler started for it
+        against a fake Prometheus that holds every range answer 0.4 s; returns (the
+        Prometheus, the gpuscaler) once the first seed's first range request came."""
+        prom = self.prometheus(range_delay=0.4)
+        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
+        self.make(name, 2, subnet=subnet, annotations=PROM_ANNOTATIONS)
+        g = self.start(config=cfg, ident=ident)
+        try:
+            wait_for(lambda: prom.ranges(), 20, what="the first seed's first range request")
+        except BaseException:
+            g.stop()
+            self.c.delete("deployments", name, self.ns)
+            raise
+        return prom, g
+
     def test_10_prometheus_seed_covers_the_forecasters_history(self):
         """With metrics-source: prometheus, the forecaster is seeded at start-up from
         query_range: all the history it uses (7 days and 30 minutes for the daily season, the
@@ -679,12 +695,8 @@ checkpoint: {configmap: %s, configmaps: %d}
         configuration is discarded, not adopted. Every range answer is held 0.4 s, so the
         first seed is in flight when the annotation changes."""
         import re
-        prom = self.prometheus(range_delay=0.4)
-        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
-        self.make("reseeded", 2, subnet=23, annotations=PROM_ANNOTATIONS)
-        g = self.start(config=cfg, ident="reseed")
+        prom, g = self.seed_in_flight("reseeded", 23, "reseed")
         try:
-            wait_for(lambda: prom.ranges(), 20, what="the first seed's first range request")
             self.c.patch("deployments", "reseeded", {"metadata": {"annotations": {
                 "gpuscaler.io/forecast-quantile": "0.8"}}}, self.ns)
             line = wait_for(lambda: [ln for ln in g.text().splitlines()
@@ -710,12 +722,8 @@ checkpoint: {configmap: %s, configmaps: %d}
         name with another seasonality (12h) is seeded for its own settings: the first seed,
         fetched for the daily season, is discarded when it arrives."""
         import re
-        prom = self.prometheus(range_delay=0.4)
-        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
-        self.make("again", 2, subnet=24, annotations=PROM_ANNOTATIONS)
-        g = self.start(config=cfg, ident="recreate")
+        prom, g = self.seed_in_flight("again", 24, "recreate")
         try:
-            wait_for(lambda: prom.ranges(), 20, what="the first seed's first range request")
             self.c.delete("deployments", "again", self.ns)
             wait_for(lambda: "no longer tracked" in g.text(), 10, what="the Deployment dropped")
             full = dict(ANNOTATIONS)

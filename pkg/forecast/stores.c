@@ -74,21 +74,22 @@ static bool in_neighbourhood(int centre, int bin)
  * sorted neighbourhood when the bin is in it. */
 void fc_store_res(struct forecast *f, int bin, int h, double e)
 {
+    int16_t *ring = f->res[bin][h];
+    int at = f->res_pos[bin][h];
     bool full = f->res_len[bin][h] == FC_RES_PER_BIN;
-    int16_t gone = f->res[bin][h][f->res_pos[bin][h]];
-    fc_res_push(f->res[bin][h], &f->res_pos[bin][h], &f->res_len[bin][h], e);
+    int16_t gone = ring[at];
+    fc_res_push(ring, &f->res_pos[bin][h], &f->res_len[bin][h], e);
     if (f->nb_bin[h] >= 0 && in_neighbourhood(f->nb_bin[h], bin))
-        f->nb_n[h] = (uint16_t)sorted_swap_i16(f->nb_sorted[h], f->nb_n[h], full, gone,
-                                               fc_res_encode(e));
+        f->nb_n[h] = (uint16_t)sorted_swap_i16(f->nb_sorted[h], f->nb_n[h], full, gone, ring[at]);
 }
 
 void fc_store_growth(struct forecast *f, int h, double e)
 {
-    bool full = f->growth_len[h] == FC_RES_PER_BIN;
-    int16_t gone = f->growth[h][f->growth_pos[h]];
-    int n = f->growth_len[h];
+    int at = f->growth_pos[h], n = f->growth_len[h];
+    bool full = n == FC_RES_PER_BIN;
+    int16_t gone = f->growth[h][at];
     fc_res_push(f->growth[h], &f->growth_pos[h], &f->growth_len[h], e);
-    sorted_swap_i16(f->growth_sorted[h], n, full, gone, fc_res_encode(e));
+    sorted_swap_i16(f->growth_sorted[h], n, full, gone, f->growth[h][at]);
 }
 
 void fc_store_wpeak(struct forecast *f, int h, float m)

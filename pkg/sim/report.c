@@ -51,6 +51,25 @@ static double slots(const struct sim_config *cfg)
     return c < 1 ? 1 : c;
 }
 
+/* The cells the policy table and the quantile sweep's share: GPU-hours
+ * against the oracle's, the intervals over the SLA, the share of requests
+ * over it. */
+struct cells {
+    char vs[24], miss[40], pct[24];
+};
+
+static void shared_cells(double vs_oracle, int64_t sla_intervals, int64_t intervals,
+                         double requests, double over, struct cells *c)
+{
+    if (isfinite(vs_oracle))
+        snprintf(c->vs, sizeof(c->vs), "%.3fx", vs_oracle);
+    else
+        snprintf(c->vs, sizeof(c->vs), "-");
+    snprintf(c->miss, sizeof(c->miss), "%lld/%lld", (long long)sla_intervals,
+             (long long)intervals);
+    snprintf(c->pct, sizeof(c->pct), "%.3f%%", requests > 0 ? 100.0 * over / requests : 0);
+}
+
 void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
                       const struct sim_report_info *info, const struct sim_result *r)
 {
@@ -139,22 +158,16 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
                     "flaps", "peak", "mean", "worst p99");
     for (size_t i = 0; i < r->n; i++) {
         const struct sim_policy_result *x = &r->pol[i];
-        char miss[40], pct[24], worst[24];
-        snprintf(miss, sizeof(miss), "%lld/%lld", (long long)x->sla_intervals,
-                 (long long)x->intervals);
-        double share = x->requests > 0 ? 100.0 * x->requests_over_sla / x->requests : 0;
-        snprintf(pct, sizeof(pct), "%.3f%%", share);
+        struct cells cl;
+        shared_cells(x->gpu_hours_vs_oracle, x->sla_intervals, x->intervals, x->requests,
+                     x->requests_over_sla, &cl);
+        char worst[24];
         if (x->max_p99_ms >= SIM_LATENCY_MAX_S * 1000)
             snprintf(worst, sizeof(worst), ">1h");
         else
             snprintf(worst, sizeof(worst), "%.1fs", x->max_p99_ms / 1000);
-        char vs[24];
-        if (isfinite(x->gpu_hours_vs_oracle))
-            snprintf(vs, sizeof(vs), "%.3fx", x->gpu_hours_vs_oracle);
-        else
-            snprintf(vs, sizeof(vs), "-");
         util_buf_printf(b, "%-12s %10.1f %9s %14s %9s %8lld %6lld %5d %6.1f %9s\n",
-                        sim_policy_name(x->policy), x->gpu_hours, vs, miss, pct,
+                        sim_policy_name(x->policy), x->gpu_hours, cl.vs, cl.miss, cl.pct,
                         (long long)x->scaling_actions, (long long)x->flaps, x->peak_replicas,
                         x->mean_replicas, worst);
     }
@@ -167,23 +180,18 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
                         "actions", "flaps", "coverage");
         for (size_t i = 0; i < r->nsweep; i++) {
             const struct sim_sweep_point *x = &r->sweep[i];
-            char q[24], miss[40], pct[24], vs[24], cov[24];
+            struct cells cl;
+            shared_cells(x->gpu_hours_vs_oracle, x->sla_intervals, x->intervals, x->requests,
+                         x->requests_over_sla, &cl);
+            char q[24], cov[24];
             snprintf(q, sizeof(q), "%g%s", x->quantile, x->configured ? " *" : "");
-            snprintf(miss, sizeof(miss), "%lld/%lld", (long long)x->sla_intervals,
-                     (long long)x->intervals);
-            snprintf(pct, sizeof(pct), "%.3f%%",
-                     x->requests > 0 ? 100.0 * x->requests_over_sla / x->requests : 0);
-            if (isfinite(x->gpu_hours_vs_oracle))
-                snprintf(vs, sizeof(vs), "%.3fx", x->gpu_hours_vs_oracle);
-            else
-                snprintf(vs, sizeof(vs), "-");
             if (isfinite(x->plan_coverage))
                 snprintf(cov, sizeof(cov), "%.1f%%", 100.0 * x->plan_coverage);
             else
                 snprintf(cov, sizeof(cov), "-");
             util_buf_printf(b, "%-12s %10.1f %9s %14s %9s %8lld %6lld %9s\n", q, x->gpu_hours,
-                            vs, miss, pct, (long long)x->scaling_actions, (long long)x->flaps,
-                            cov);
+                            cl.vs, cl.miss, cl.pct, (long long)x->scaling_actions,
+                            (long long)x->flaps, cov);
         }
     }
     if (cfg->gpu_limit > 0) {
