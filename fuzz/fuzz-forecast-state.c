@@ -23,6 +23,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "fcshape.h"
 #include "forecast/forecast.h"
 #include "util/util.h"
 
@@ -61,21 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     struct forecast_config cfg;
     forecast_config_init(&cfg);
-    switch ((mode >> 1) & 3) {
-    case 1:
-        cfg.bucket_ms = 1000;
-        cfg.season_ms = 60000;
-        break;
-    case 2:
-        cfg.bucket_ms = 1000;
-        cfg.season_ms = 4000;
-        break;
-    case 3:
-        cfg.season_ms = 3600 * 1000;
-        break;
-    default:
-        break;
-    }
+    fuzz_forecast_shape(&cfg, (mode >> 1));
 
     uint8_t *buf = xmalloc(size);
     if (size)

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fcshape.h"
 #include "forecast/forecast.h"
 #include "util/util.h"
 
@@ -46,21 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     struct forecast_config cfg;
     forecast_config_init(&cfg);
-    switch (data[0] & 3) {
-    case 1:
-        cfg.bucket_ms = 1000;
-        cfg.season_ms = 60000;
-        break;
-    case 2:
-        cfg.bucket_ms = 1000;
-        cfg.season_ms = 4000;
-        break;
-    case 3:
-        cfg.season_ms = 3600 * 1000;
-        break;
-    default:
-        break;
-    }
+    fuzz_forecast_shape(&cfg, data[0]);
     cfg.rate_floor = (data[0] & 4) ? 8 : 0.1;
     struct forecast *f = forecast_new(&cfg);
     if (!f)

@@ -6,31 +6,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keylines.h"
 #include "policy/policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static void set_one(void *ctx, const char *key, const char *value)
+{
+    struct policy_config *cfg = ctx, before = *cfg;
+    char err[256];
+    if (policy_config_set(cfg, key, value, err, sizeof(err)) != 0 &&
+        memcmp(&before, cfg, sizeof(*cfg)) != 0)
+        abort(); /* a failed set must leave the config unchanged */
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *buf = malloc(size + 1);
-    if (!buf)
-        return 0;
-    memcpy(buf, data, size);
-    buf[size] = '\0';
     struct policy_config cfg;
     policy_config_init(&cfg);
+    if (fuzz_keylines(data, size, set_one, &cfg) != 0)
+        return 0;
     char err[256];
-    char *save = NULL;
-    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *eq = strchr(line, '=');
-        if (!eq)
-            continue;
-        *eq = '\0';
-        struct policy_config before = cfg;
-        int rc = policy_config_set(&cfg, line, eq + 1, err, sizeof(err));
-        if (rc != 0 && memcmp(&before, &cfg, sizeof(cfg)) != 0)
-            abort(); /* a failed set must leave the config unchanged */
-    }
     if (policy_config_validate(&cfg, err, sizeof(err)) == 0) {
         struct policy_state st;
         policy_state_init(&st);
@@ -48,6 +44,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             in.current_replicas = d.desired;
         }
     }
-    free(buf);
     return 0;
 }

@@ -9,33 +9,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keylines.h"
 #include "sim/sim.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static void set_one(void *ctx, const char *key, const char *value)
+{
+    struct sim_config *cfg = ctx, before = *cfg;
+    char err[512];
+    int rc = sim_config_set(cfg, key, value, err, sizeof(err));
+    if (rc != 0 && memcmp(&before, cfg, sizeof(*cfg)) != 0)
+        abort(); /* a failed set must leave the config unchanged */
+    if (rc != 0 && !memchr(err, '\0', sizeof(err)))
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *buf = malloc(size + 1);
-    if (!buf)
-        return 0;
-    memcpy(buf, data, size);
-    buf[size] = '\0';
     struct sim_config cfg;
     sim_config_init(&cfg);
-    char err[512];
-    char *save = NULL;
-    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *eq = strchr(line, '=');
-        if (!eq)
-            continue;
-        *eq = '\0';
-        struct sim_config before = cfg;
-        int rc = sim_config_set(&cfg, line, eq + 1, err, sizeof(err));
-        if (rc != 0 && memcmp(&before, &cfg, sizeof(cfg)) != 0)
-            abort(); /* a failed set must leave the config unchanged */
-        if (rc != 0 && !memchr(err, '\0', sizeof(err)))
-            abort();
-    }
+    if (fuzz_keylines(data, size, set_one, &cfg) != 0)
+        return 0;
     if (cfg.nsweep > SIM_MAX_SWEEP)
         abort();
     for (size_t i = 0; i < cfg.nsweep; i++) {
@@ -43,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!(q >= 0.5 && q < 1) || (i > 0 && !(q > cfg.quantile_sweep[i - 1])))
             abort();
     }
+    char err[512];
     (void)sim_config_validate(&cfg, err, sizeof(err));
-    free(buf);
     return 0;
 }
