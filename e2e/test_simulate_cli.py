@@ -211,9 +211,16 @@ class InputTest(unittest.TestCase):
         p = os.path.join(self.dir, 'sweep.csv')
         small_trace(p)
         j = os.path.join(self.dir, 'sweep.json')
+        svg = os.path.join(self.dir, 'sweep.svg')
         r = run('--trace', p, *SMALL, '--policy', 'predictive,hpa', '--start', '30m',
-                '--warmup', '30m', '--quantile-sweep', '0.95, 0.7', '--json', j)
+                '--warmup', '30m', '--quantile-sweep', '0.95, 0.7', '--json', j, '--report', svg)
         self.assertEqual(r.returncode, 0, r.stderr)
+        # the chart's fifth panel: a point per value, the configured one starred
+        chart = ET.fromstring(slurp(svg))
+        labels = [t.text for t in chart.iter('{http://www.w3.org/2000/svg}text')]
+        self.assertIn('forecast-quantile trade-off', ' '.join(x or '' for x in labels))
+        for q in ('0.7', '0.9 *', '0.95'):
+            self.assertIn(q, labels)
         lines = r.stdout.splitlines()
         head = [i for i, ln in enumerate(lines) if ln.startswith('quantile ')]
         self.assertEqual(len(head), 1, r.stdout)

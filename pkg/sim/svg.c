@@ -3,9 +3,11 @@
  * than read: a summary line per policy, then four panels on one time axis:
  * demand against each policy's ready capacity, replicas asked for, p99
  * latency against the SLA (log scale) and a strip marking the intervals that
- * missed the SLA. Series are reduced to one value per pixel column (mean for
- * rates and replicas, max for p99, any for misses) so that a week stays a
- * small file. Output depends only on the inputs. */
+ * missed the SLA; with quantile-sweep, a fifth panel of what
+ * forecast-quantile trades (GPU-hours against intervals over the SLA).
+ * Series are reduced to one value per pixel column (mean for rates and
+ * replicas, max for p99, any for misses) so that a week stays a small file.
+ * Output depends only on the inputs. */
 #include "sim-int.h"
 
 #include <math.h>
@@ -370,6 +372,86 @@ static double summary(struct util_buf *b, const struct sim_result *r, double y,
     return y;
 }
 
+/* Panel 5, with quantile-sweep: what forecast-quantile trades. GPU-hours
+ * against intervals over the SLA: predictive at each value (a line in
+ * quantile order; the configured one ringed, as the table stars it), and the
+ * other policies' totals as hollow points (static-peak left out: it would
+ * squeeze the rest into a corner). */
+static void sweep_panel(struct util_buf *b, const struct sim_result *r, double top, double h,
+                        const char *iv)
+{
+    double x0 = INFINITY, x1 = -INFINITY, ymax = 1;
+    for (size_t i = 0; i < r->nsweep; i++) {
+        x0 = fmin(x0, r->sweep[i].gpu_hours);
+        x1 = fmax(x1, r->sweep[i].gpu_hours);
+        ymax = fmax(ymax, (double)r->sweep[i].sla_intervals);
+    }
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->pol[i].policy == SIM_STATIC_PEAK)
+            continue;
+        x0 = fmin(x0, r->pol[i].gpu_hours);
+        x1 = fmax(x1, r->pol[i].gpu_hours);
+        ymax = fmax(ymax, (double)r->pol[i].sla_intervals);
+    }
+    double pad = (x1 - x0) * 0.08;
+    if (!(pad > 0))
+        pad = fmax(1, fabs(x0) * 0.05);
+    x0 -= pad;
+    x1 += pad;
+#define SWEEP_X(v) (LEFT + ((v) - x0) / (x1 - x0) * PW)
+    double st = nice_step(ymax, 4);
+    struct yaxis y = {top, h, 0, ceil(ymax * 1.15 / st) * st, false};
+    char s[96];
+    panel_frame(b, &y, "forecast-quantile trade-off: predictive replayed at each value "
+                       "(quantile-sweep), the other policies for reference",
+                "intervals over SLA");
+    y_grid(b, &y, "");
+    st = nice_step(x1 - x0, 6);
+    for (double v = ceil(x0 / st) * st; v <= x1; v += st) {
+        double x = SWEEP_X(v);
+        util_buf_printf(b,
+                        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>\n",
+                        x, top, x, top + h, C_GRID);
+        fmt_num(v, s, sizeof(s));
+        text(b, x, top + h + 18, "middle", 12, C_MUTED, "normal", s);
+    }
+    snprintf(s, sizeof(s), "GPU-hours (left: cheaper; down: fewer %s intervals over the SLA)", iv);
+    text(b, LEFT + PW / 2.0, top + h + 38, "middle", 12, C_MUTED, "normal", s);
+    util_buf_printf(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\" points=\"",
+                    colors[SIM_PREDICTIVE]);
+    for (size_t i = 0; i < r->nsweep; i++)
+        util_buf_printf(b, "%.1f,%.1f ", SWEEP_X(r->sweep[i].gpu_hours),
+                        ty(&y, (double)r->sweep[i].sla_intervals));
+    util_buf_puts(b, "\"/>\n");
+    for (size_t i = 0; i < r->nsweep; i++) {
+        const struct sim_sweep_point *p = &r->sweep[i];
+        double x = SWEEP_X(p->gpu_hours), yy = ty(&y, (double)p->sla_intervals);
+        util_buf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/>\n", x, yy,
+                        colors[SIM_PREDICTIVE]);
+        if (p->configured)
+            util_buf_printf(b,
+                            "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"7.5\" fill=\"none\" "
+                            "stroke=\"%s\" stroke-width=\"1.5\"/>\n",
+                            x, yy, colors[SIM_PREDICTIVE]);
+        snprintf(s, sizeof(s), "%g%s", p->quantile, p->configured ? " *" : "");
+        text(b, x + 9, yy - 8, "start", 11, colors[SIM_PREDICTIVE],
+             p->configured ? "bold" : "normal", s);
+    }
+    for (size_t i = 0; i < r->n; i++) {
+        const struct sim_policy_result *x = &r->pol[i];
+        if (x->policy == SIM_STATIC_PEAK)
+            continue;
+        double px = SWEEP_X(x->gpu_hours), py = ty(&y, (double)x->sla_intervals);
+        util_buf_printf(b,
+                        "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"#ffffff\" stroke=\"%s\" "
+                        "stroke-width=\"2\"/>\n",
+                        px, py, colors[x->policy]);
+        text(b, px + 9, py + 14, "start", 11, colors[x->policy], "normal",
+             sim_policy_name(x->policy));
+    }
+#undef SWEEP_X
+}
+
 void sim_report_svg(struct util_buf *b, const struct sim_config *cfg,
                     const struct sim_report_info *info, const struct sim_result *r)
 {
@@ -386,7 +468,9 @@ void sim_report_svg(struct util_buf *b, const struct sim_config *cfg,
     const double p2_top = p1_top + p1_h + 42, p2_h = 130;
     const double p3_top = p2_top + p2_h + 42, p3_h = 170;
     const double p4_top = p3_top + p3_h + 40, p4_h = 14.0 * (double)r->n;
-    const int H = (int)(p4_top + p4_h + 62);
+    const double foot = p4_top + p4_h + 48;
+    const double p5_top = foot + 60, p5_h = 220; /* with quantile-sweep only */
+    const int H = (int)(r->nsweep ? p5_top + p5_h + 56 : foot + 14);
 
     util_buf_printf(b,
                     "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -521,7 +605,9 @@ void sim_report_svg(struct util_buf *b, const struct sim_config *cfg,
              "time on the trace's clock (t = 0 taken as midnight); one point per pixel column: "
              "mean of its %s intervals (grey area: busiest interval; p99: the worst)",
              iv);
-    text(b, LEFT, H - 14, "start", 11, C_MUTED, "normal", s);
+    text(b, LEFT, foot, "start", 11, C_MUTED, "normal", s);
+    if (r->nsweep)
+        sweep_panel(b, r, p5_top, p5_h, iv);
     util_buf_puts(b, "</svg>\n");
     xfree(c);
 }

@@ -1023,6 +1023,17 @@ static void test_quantile_sweep_key(void **st)
 /* The sweep replays predictive at each value: a point is the run a
  * forecast-quantile of that value gives, the configured one is predictive's
  * own, and a higher quantile holds more GPUs on this noisy trace. */
+/* How many tags opening with `open` hold `attr` (before their '>'). */
+static size_t count_tags(const char *doc, const char *open, const char *attr)
+{
+    size_t n = 0;
+    for (const char *p = doc; (p = strstr(p, open)) != NULL; p++) {
+        const char *a = strstr(p, attr), *end = strchr(p, '>');
+        n += a && end && a < end;
+    }
+    return n;
+}
+
 static void test_quantile_sweep_run(void **st)
 {
     (void)st;
@@ -1093,6 +1104,19 @@ static void test_quantile_sweep_run(void **st)
     util_buf_reset(&b);
     sim_report_json(&b, &alone, &info, a);
     assert_null(strstr(b.data, "quantile_sweep"));
+    /* the chart: a fifth panel, a point per value, the configured one ringed */
+    util_buf_reset(&b);
+    sim_report_svg(&b, &c, &info, r);
+    assert_non_null(strstr(b.data, "forecast-quantile trade-off"));
+    assert_int_equal(count_tags(b.data, "<circle ", " r=\"4\" fill=\"#2563eb\""), 3);
+    assert_int_equal(count_tags(b.data, "<circle ", " r=\"7.5\""), 1);
+    assert_non_null(strstr(b.data, ">0.9 *</text>"));
+    assert_non_null(strstr(b.data, ">0.6</text>"));
+    assert_non_null(strstr(b.data, ">0.99</text>"));
+    util_buf_reset(&b);
+    sim_report_svg(&b, &alone, &info, a);
+    assert_null(strstr(b.data, "trade-off"));
+    assert_null(strstr(b.data, "<circle "));
     util_buf_free(&b);
     sim_result_free(a);
     sim_result_free(h);
