@@ -44,7 +44,8 @@ static const struct key keys[] = {
     {"policy", K_POLICIES, OFF(policies), 0, 0, false,
      "policies to compare: predictive,reactive,hpa,oracle,static-peak"},
     {"quantile-sweep", K_QUANTILES, OFF(quantile_sweep), 0, 0, false,
-     "also replay predictive at these forecast-quantile values (a list) and print the trade-off"},
+     "also replay predictive at these forecast-quantile values (a list); print the trade-off "
+     "and chart it in --report"},
     {"sla", K_DUR, OFF(sla_ms), 0, H_MS, false, "p99 SLA scored, 0 = p99-latency-target"},
     {"scale", K_NUM, OFF(scale), 0, 1e6, true, "multiply the trace's counts by this"},
     {"start", K_DUR, OFF(start_ms), 0, 365 * D_MS, false, "score from this far into the trace"},
