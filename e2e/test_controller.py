@@ -81,8 +81,16 @@ class ControllerE2E(unittest.TestCase):
             cls.c.delete("namespaces", cls.ns)
         except Exception:  # noqa: BLE001
             pass
+        unknown = []
         if cls.fk:
+            # every object gpuscaler wrote had only fields its kind has (the API server drops
+            # any other with a Warning: a misspelt field would be lost silently)
+            unknown = [w for w in cls.fk.writes()["writes"]
+                       if w.get("warnings") and
+                       w.get("userAgent", "").split("/")[0] == "gpuscaler"]
             cls.fk.stop()
+        if unknown:
+            raise AssertionError("gpuscaler wrote unknown fields: %s" % unknown[:5])
 
     def start(self, config=CONFIG, extra=(), ident="gpuscaler-e2e"):
         g = Gpuscaler(self.kubeconfig, config, extra, ident)

@@ -279,10 +279,22 @@ class TestCrud(Base):
         self.assertEqual(e.message, 'deployments.apps "nope" not found')
         self.assertApiError(404, "NotFound", self.c.patch, "configmaps", "nope", {"data": {}},
                             namespace=self.ns)
-        # delete with a stale precondition, then for real
-        self.assertApiError(409, "Conflict", self.c.delete, "deployments", "web", self.ns,
-                            preconditions={"resourceVersion": stale["metadata"]
-                                           ["resourceVersion"]})
+        # delete with a stale precondition (rest.BeforeDelete names the kind), then for real
+        e = self.assertApiError(409, "Conflict", self.c.delete, "deployments", "web", self.ns,
+                                preconditions={"resourceVersion": stale["metadata"]
+                                               ["resourceVersion"]})
+        self.assertEqual(e.message, 'Operation cannot be fulfilled on Deployment.apps "web": the '
+                                    'ResourceVersion in the precondition (%s) does not match the '
+                                    'ResourceVersion in record (%s). The object might have been '
+                                    'modified' % (stale["metadata"]["resourceVersion"],
+                                                  updated["metadata"]["resourceVersion"]))
+        self.assertEqual(e.status["details"], {"name": "web", "group": "apps",
+                                               "kind": "Deployment"})
+        e = self.assertApiError(409, "Conflict", self.c.delete, "deployments", "web", self.ns,
+                                preconditions={"uid": "other"})
+        self.assertIn('the UID in the precondition (other) does not match the UID in record (%s).'
+                      ' The object might have been deleted and then recreated'
+                      % updated["metadata"]["uid"], e.message)
         st = self.c.delete("deployments", "web", self.ns)
         self.assertEqual((st["kind"], st["status"], st["details"]["kind"]),
                          ("Status", "Success", "deployments"))
@@ -332,6 +344,15 @@ class TestCrud(Base):
         self.assertEqual(d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
                          "IfNotPresent")
         self.assertEqual(d["status"], {})
+        # annotations at most 256 KiB, counted in bytes (Go's len of a string): 140,000 "é"
+        # are 280,000 bytes
+        e = self.assertApiError(422, "Invalid", self.c.patch, "deployments", "web",
+                                {"metadata": {"annotations": {"note": "\u00e9" * 140000}}},
+                                namespace=self.ns)
+        self.assertEqual(e.message, 'Deployment.apps "web" is invalid: metadata.annotations: '
+                                    'Too long: must have at most 262144 bytes')
+        self.c.patch("deployments", "web", {"metadata": {"annotations": {"note": "e" * 140000}}},
+                     namespace=self.ns)
 
     def test_configmap_size_and_binarydata_merge_patch(self):
         """data + binaryData at most 1 MiB (binaryData counted decoded), as core validation
@@ -344,10 +365,11 @@ class TestCrud(Base):
         rv = self.c.create("configmaps", obj, namespace=self.ns)["metadata"]["resourceVersion"]
         e = self.assertApiError(422, "Invalid", self.c.patch, "configmaps", "big",
                                 {"binaryData": {"b": blob}}, self.ns)
-        self.assertEqual(e.message, 'ConfigMap "big" is invalid: : Too long: must have at '
+        # field.NewPath("") prints as "[]"
+        self.assertEqual(e.message, 'ConfigMap "big" is invalid: []: Too long: must have at '
                                     'most 1048576 bytes')
         self.assertEqual(e.status["details"]["causes"],
-                         [{"reason": "FieldValueTooLong", "field": "",
+                         [{"reason": "FieldValueTooLong", "field": "[]",
                            "message": "Too long: must have at most 1048576 bytes"}])
         got = self.c.get("configmaps", "big", self.ns)
         self.assertEqual(got["metadata"]["resourceVersion"], rv, "a refused patch changed it")
@@ -362,6 +384,24 @@ class TestCrud(Base):
         obj.pop("data", None)
         obj["binaryData"] = {"a": b64.b64encode(b"z" * (1024 * 1024)).decode()}
         self.c.create("configmaps", obj, namespace=self.ns)
+        # binaryData that is not base64 does not decode ([]byte in encoding/json): a create
+        # is a 400 from the decoding, a patch a 422 about the patched object
+        bad = cm("bad64")
+        bad["binaryData"] = {"a": "QUJD!!"}
+        e = self.assertApiError(400, "BadRequest", self.c.create, "configmaps", bad,
+                                namespace=self.ns)
+        self.assertEqual(e.message, 'ConfigMap in version "v1" cannot be handled as a '
+                                    'ConfigMap: illegal base64 data at input byte 4')
+        for text, at in (("QUJ", 0), ("QUJDRA=", 7), ("QQ==QQ==", 4), ("Q===", 1)):
+            e = self.assertApiError(422, "Invalid", self.c.patch, "configmaps", "big",
+                                    {"binaryData": {"c": text}}, self.ns)
+            self.assertTrue(e.message.startswith('"" is invalid: patch: Invalid value: "'),
+                            e.message)
+            self.assertTrue(e.message.endswith(": illegal base64 data at input byte %d" % at),
+                            (text, e.message))
+            self.assertEqual(e.status["details"]["causes"][0]["field"], "patch")
+        ok = self.c.patch("configmaps", "big", {"binaryData": {"c": "QUJD\nRA=="}}, self.ns)
+        self.assertEqual(ok["binaryData"]["c"], "QUJDRA==", "CR and LF are skipped")
 
     def test_patch_types(self):
         d = deployment("web")
@@ -956,6 +996,112 @@ class TestKinds(Base):
         self.assertIn("spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0",
                       e.message)
         other.close()
+
+    def test_lease_put_creates_and_needs_a_resource_version(self):
+        """Lease's registry strategy: a PUT of a missing Lease creates it (201, whatever
+        resourceVersion the body carries: AllowCreateOnUpdate), and a PUT without
+        metadata.resourceVersion is refused (AllowUnconditionalUpdate false). A ConfigMap is the
+        other way round: 404, and an unconditional update is taken."""
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": "l", "resourceVersion": "12345"},
+                 "spec": {"holderIdentity": "a", "leaseDurationSeconds": 4}}
+        code, _, payload = self.c.raw("PUT", self.c.path("leases", self.ns, "l"), lease)
+        self.assertEqual(code, 201, payload)
+        made = json.loads(payload)
+        got = self.c.get("leases", "l", self.ns)
+        self.assertEqual(got["metadata"]["uid"], made["metadata"]["uid"])
+        self.assertEqual(got["spec"]["holderIdentity"], "a")
+        # once it exists, the same PUT is an update: its stale resourceVersion conflicts
+        code, _, payload = self.c.raw("PUT", self.c.path("leases", self.ns, "l"), lease)
+        self.assertEqual(code, 409, payload)
+        del got["metadata"]["resourceVersion"]
+        e = self.assertApiError(422, "Invalid", self.c.update, "leases", got, self.ns)
+        self.assertEqual(e.message, 'leases.coordination.k8s.io "l" is invalid: '
+                                    'metadata.resourceVersion: Invalid value: 0x0: must be '
+                                    'specified for an update')
+        self.assertEqual(e.status["details"]["causes"],
+                         [{"reason": "FieldValueInvalid", "field": "metadata.resourceVersion",
+                           "message": "Invalid value: 0x0: must be specified for an update"}])
+        e = self.assertApiError(400, "BadRequest", self.c.request, "PUT",
+                                self.c.path("leases", self.ns, "n"),
+                                dict(lease, metadata={"name": "m"}))
+        self.assertEqual(e.message, "the name of the object (m) does not match the name on "
+                                    "the URL (n)")
+        self.assertIsNone(self.c.get_or_none("leases", "n", self.ns))
+        self.assertApiError(404, "NotFound", self.c.update, "configmaps", cm("x"), self.ns)
+        self.c.create("configmaps", cm("y"), namespace=self.ns)
+        self.assertEqual(self.c.update("configmaps", cm("y", data={"k": "w"}), self.ns)["data"],
+                         {"k": "w"})
+
+    def test_unknown_fields_are_dropped_with_a_warning(self):
+        """fieldValidation Warn, the default: a field the kind's Go type does not have is dropped
+        from what is stored and named in a Warning header (here a misspelt Lease field, which
+        a fake that kept it would hand back on the next read)."""
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": "w"},
+                 "spec": {"holderIdentity": "a", "leaseDurationSecond": 4}}
+        code, headers, payload = self.c.raw("POST", self.c.path("leases", self.ns), lease)
+        self.assertEqual(code, 201, payload)
+        self.assertEqual(headers.get("Warning"),
+                         '299 - "unknown field \\"spec.leaseDurationSecond\\""')
+        got = self.c.get("leases", "w", self.ns)
+        self.assertEqual(got["spec"], {"holderIdentity": "a"})
+        got["bogus"] = 1
+        got["metadata"]["colour"] = "red"
+        got["spec"]["leaseDurationSeconds"] = 4
+        code, headers, payload = self.c.raw("PUT", self.c.path("leases", self.ns, "w"), got)
+        self.assertEqual(code, 200, payload)
+        self.assertIn(headers.get("Warning"), ('299 - "unknown field \\"bogus\\""',
+                                               '299 - "unknown field \\"metadata.colour\\""'))
+        got = self.c.get("leases", "w", self.ns)
+        self.assertNotIn("bogus", got)
+        self.assertNotIn("colour", got["metadata"])
+        self.assertEqual(got["spec"]["leaseDurationSeconds"], 4)
+        code, headers, payload = self.c.raw("PATCH", self.c.path("configmaps", self.ns, "none"),
+                                            {"x": 1}, content_type="application/merge-patch+json")
+        self.assertEqual(code, 404, payload)
+        self.c.create("configmaps", cm("c"), namespace=self.ns)
+        code, headers, payload = self.c.raw("PATCH", self.c.path("configmaps", self.ns, "c"),
+                                            {"datum": {"a": "b"}},
+                                            content_type="application/merge-patch+json")
+        self.assertEqual(code, 200, payload)
+        self.assertEqual(headers.get("Warning"), '299 - "unknown field \\"datum\\""')
+        self.assertNotIn("datum", self.c.get("configmaps", "c", self.ns))
+        # the write log says which writes had fields dropped
+        last = FK.writes(namespace=self.ns, name="c")["writes"][-1]
+        self.assertEqual(last["warnings"], ['299 - "unknown field \\"datum\\""'])
+        code, headers, payload = self.c.raw("PATCH", self.c.path("configmaps", self.ns, "c"),
+                                            {"data": {"a": "b"}},
+                                            content_type="application/merge-patch+json")
+        self.assertEqual(code, 200, payload)
+        self.assertNotIn("Warning", headers)
+
+    def test_continued_list_is_a_snapshot(self):
+        """A continued list reads at its first page's resourceVersion (etcd's WithRev): what
+        changed after the first page is not in the later ones, and every page says that
+        resourceVersion."""
+        for n in "abcde":
+            self.c.create("configmaps", cm(n), namespace=self.ns)
+        first = self.c.list("configmaps", self.ns, limit=2)
+        rv = first["metadata"]["resourceVersion"]
+        c = self.c.get("configmaps", "c", self.ns)
+        c["data"] = {"k": "changed"}
+        self.c.update("configmaps", c, self.ns)
+        self.c.delete("configmaps", "d", self.ns)
+        self.c.create("configmaps", cm("f"), namespace=self.ns)
+        rest, cont = [], first["metadata"]["continue"]
+        while cont:
+            page = self.c.list("configmaps", self.ns, limit=2, continue_token=cont)
+            self.assertEqual(page["metadata"]["resourceVersion"], rv)
+            rest += page["items"]
+            cont = page["metadata"].get("continue")
+        self.assertEqual([i["metadata"]["name"] for i in first["items"] + rest],
+                         ["a", "b", "c", "d", "e"])
+        self.assertEqual(rest[0]["data"], {"k": "v"})
+        for i in first["items"] + rest:
+            self.assertLessEqual(int(i["metadata"]["resourceVersion"]), int(rv))
+        now, _ = self.c.list_all("configmaps", self.ns)
+        self.assertEqual([i["metadata"]["name"] for i in now], ["a", "b", "c", "e", "f"])
 
     def test_events_both_apis(self):
         ev = {"apiVersion": "v1", "kind": "Event",

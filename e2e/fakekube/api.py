@@ -12,11 +12,13 @@ import copy
 import datetime
 import json
 import random
+import threading
 import uuid
 
+from . import fields as F
 from . import patch as P
 from .kselectors import FieldSelector, LabelSelector, SelectorError
-from .validation import FieldError, validate_meta
+from .validation import FieldError, GoLiteral, go_base64_error, validate_meta
 
 
 class StatusError(Exception):
@@ -74,6 +76,10 @@ def conflict(res, name, why="the object has been modified; please apply your cha
 
 def bad_request(msg):
     return StatusError(400, "BadRequest", msg)
+
+
+# []byte fields: JSON carries them as base64, which the decoding checks (encoding/json)
+BYTES_FIELDS = {("", "ConfigMap"): ("binaryData",), ("", "Secret"): ("data",)}
 
 
 def invalid(kind, group, name, errs):
@@ -172,6 +178,14 @@ class Api:
         self.store = store
         self.registry = registry
         self.cluster_ip_next = 10
+        self._tls = threading.local()   # the unknown fields of this thread's request
+
+    def take_warnings(self):
+        """The Warning header values of the request this thread served last (unknown fields
+        dropped), and forget them."""
+        w = getattr(self._tls, "warnings", None) or []
+        self._tls.warnings = []
+        return w
 
     # ------------------------------------------------------------ helpers
 
@@ -201,7 +215,36 @@ class Api:
                               "version (%s)" % (av, res.api_version))
         if not isinstance(body.get("metadata", {}), dict):
             raise bad_request("metadata must be an object")
-        return copy.deepcopy(body)
+        for field in BYTES_FIELDS.get((res.group, res.kind), ()):
+            values = body.get(field)
+            for v in (values.values() if isinstance(values, dict) else ()):
+                err = go_base64_error(v) if isinstance(v, str) else None
+                if err is None:
+                    continue
+                if verb == "patch":
+                    # patch.go applyPatchToCurrentObject: the patched object does not decode;
+                    # field.Invalid of "patch" with the patched JSON (%q) as its value
+                    msg = "Invalid value: %s: %s" % (
+                        json.dumps(json.dumps(body, separators=(",", ":"))), err)
+                    raise StatusError(422, "Invalid", '"" is invalid: patch: ' + msg,
+                                      {"causes": [{"reason": "FieldValueInvalid",
+                                                   "message": msg, "field": "patch"}]})
+                # rest.go transformDecodeError
+                raise bad_request("%s in version %s cannot be handled as a %s: %s"
+                                  % (res.kind, json.dumps(res.version), res.kind, err))
+        out = copy.deepcopy(body)
+        # fieldValidation=Warn: unknown fields are dropped and named in a Warning header
+        for path in F.prune(res.group, res.kind, out):
+            self._tls.warnings = (getattr(self._tls, "warnings", None) or []) + [
+                '299 - "unknown field \\"%s\\""' % path]
+        for field in BYTES_FIELDS.get((res.group, res.kind), ()):
+            values = out.get(field)
+            for k, v in (values.items() if isinstance(values, dict) else ()):
+                if isinstance(v, str):
+                    # decoded, then encoded again when served: line breaks are gone
+                    values[k] = base64.b64encode(base64.b64decode(
+                        v.replace("\r", "").replace("\n", ""))).decode()
+        return out
 
     def _to_storage(self, res, obj, old=None):
         errs = []
@@ -311,7 +354,11 @@ class Api:
                     lim = int(limit)
                 except ValueError:
                     raise bad_request("invalid limit: %s" % limit)
-            for stored in self.store.items(res.storage, ns if res.namespaced else None):
+            # a continued list reads at its first page's resourceVersion (etcd's WithRev)
+            scope = ns if res.namespaced else None
+            stored_items = (self.store.items_at(res.storage, scope, rv) if cont
+                            else self.store.items(res.storage, scope))
+            for stored in stored_items:
                 meta = stored["metadata"]
                 key = (meta.get("namespace", ""), meta["name"])
                 if start_after is not None and key <= start_after:
@@ -455,12 +502,32 @@ class Api:
         with self.store.lock:
             old = self.store.get(res.storage, ns, name)
             if old is None:
-                raise not_found(res, name)
+                if not res.create_on_update or subresource:
+                    raise not_found(res, name)
+                return self._create_on_update(res, ns, name, body, query)
             rv = (stored.get("metadata") or {}).get("resourceVersion")
+            if not rv and not res.unconditional_update:
+                # registry.Store.Update: the error names the resource as its kind
+                raise invalid(res.plural, res.group, name, [FieldError(
+                    "invalid", "metadata.resourceVersion", GoLiteral("0x0"),
+                    "must be specified for an update")])
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise conflict(res, name)
             return self._finish_update(res, canonical, ns, name, old, stored, subresource,
                                        pre_errs, dry_run=bool(query and query.get("dryRun")))
+
+    def _create_on_update(self, res, ns, name, body, query):
+        """PUT of a missing object whose strategy allows create-on-update (Lease, Event):
+        created as a POST would create it, 201, whatever resourceVersion the body carries
+        (the storage layer clears it), once its name matches the URL's (the update handler's
+        checkName)."""
+        obj = self._decode(res, body, "update")
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        if meta.get("name", "") != name:
+            raise bad_request("the name of the object (%s) does not match the name on the URL "
+                              "(%s)" % (meta.get("name", ""), name))
+        meta.pop("resourceVersion", None)
+        return self.create(res, ns, obj, query)
 
     def _apply_patch(self, ptype, current, patch):
         try:
@@ -665,14 +732,21 @@ class Api:
                 raise not_found(res, name)
             pre = opts.get("preconditions") or {}
             ometa = old["metadata"]
+            # rest.BeforeDelete: the Conflict names the kind, not the resource
+            why = None
             if pre.get("uid") and pre["uid"] != ometa.get("uid"):
-                raise conflict(res, name, "Precondition failed: UID in precondition: %s, UID in "
-                                          "object meta: %s" % (pre["uid"], ometa.get("uid")))
-            if pre.get("resourceVersion") and pre["resourceVersion"] != ometa["resourceVersion"]:
-                raise conflict(res, name, "the ResourceVersion in the precondition (%s) does not "
-                                          "match the ResourceVersion in record (%s). The object "
-                                          "might have been modified"
-                               % (pre["resourceVersion"], ometa["resourceVersion"]))
+                why = ("the UID in the precondition (%s) does not match the UID in record (%s). "
+                       "The object might have been deleted and then recreated"
+                       % (pre["uid"], ometa.get("uid")))
+            elif pre.get("resourceVersion") and \
+                    pre["resourceVersion"] != ometa["resourceVersion"]:
+                why = ("the ResourceVersion in the precondition (%s) does not match the "
+                       "ResourceVersion in record (%s). The object might have been modified"
+                       % (pre["resourceVersion"], ometa["resourceVersion"]))
+            if why:
+                qual = res.kind if not res.group else "%s.%s" % (res.kind, res.group)
+                raise StatusError(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": %s'
+                                  % (qual, name, why), _details(res, name, res.kind))
             if opts.get("dryRun"):
                 return 200, self.external(res, old)
             if res.storage == "core/namespaces":

@@ -22,7 +22,8 @@ class Resource:
                  short_names=(), verbs=None, subresources=(), storage=None, name_style="subdomain",
                  validate=None, default=None, prepare_create=None, generation=False,
                  field_labels=None, to_storage=None, from_storage=None, create_only=False,
-                 categories=(), validate_external=None):
+                 categories=(), validate_external=None, create_on_update=False,
+                 unconditional_update=True):
         self.group = group
         self.version = version
         self.plural = plural
@@ -44,6 +45,10 @@ class Resource:
         self.create_only = create_only
         self.categories = list(categories)
         self.validate_external = validate_external
+        # the registry strategy's AllowCreateOnUpdate (a PUT of a missing object creates it)
+        # and AllowUnconditionalUpdate (a PUT without metadata.resourceVersion is accepted)
+        self.create_on_update = create_on_update
+        self.unconditional_update = unconditional_update
 
     @property
     def api_version(self):
@@ -379,7 +384,8 @@ def build_resources():
           default=default_pod, prepare_create=prepare_pod, validate=V.validate_pod,
           field_labels=POD_FIELDS, categories=["all"]),
         R("", "v1", "events", "Event", True, short_names=["ev"], validate=V.validate_core_event,
-          storage="core/events", field_labels=EVENT_FIELDS, name_style="subdomain"),
+          storage="core/events", field_labels=EVENT_FIELDS, name_style="subdomain",
+          create_on_update=True),
         R("", "v1", "configmaps", "ConfigMap", True, short_names=["cm"],
           validate=V.validate_configmap),
         R("", "v1", "secrets", "Secret", True, default=default_secret,
@@ -407,7 +413,8 @@ def build_resources():
         R("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True,
           short_names=["hpa"], subresources=sts, default=default_hpa, prepare_create=clear_status,
           validate=V.validate_hpa, generation=True, categories=["all"]),
-        R("coordination.k8s.io", "v1", "leases", "Lease", True, validate=V.validate_lease),
+        R("coordination.k8s.io", "v1", "leases", "Lease", True, validate=V.validate_lease,
+          create_on_update=True, unconditional_update=False),
         R("apiregistration.k8s.io", "v1", "apiservices", "APIService", False,
           subresources=sts, name_style="path", validate=V.validate_apiservice,
           prepare_create=clear_status, categories=["api-extensions"]),
@@ -424,7 +431,8 @@ def build_resources():
           prepare_create=clear_status, generation=True),
         R("events.k8s.io", "v1", "events", "Event", True, short_names=["ev"],
           storage="core/events", to_storage=event_v1_to_core, from_storage=event_core_to_v1,
-          validate_external=V.validate_events_v1, field_labels=EVENT_V1_FIELDS),
+          validate_external=V.validate_events_v1, field_labels=EVENT_V1_FIELDS,
+          create_on_update=True),
         R("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False,
           verbs=REVIEW_VERBS, create_only=True),
         R("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False,

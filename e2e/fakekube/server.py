@@ -390,6 +390,8 @@ class FakeKube:
              "resourceVersion": meta.get("resourceVersion", "")}
         if isinstance(obj, dict) and obj.get("kind") == "Lease":
             w["holderIdentity"] = (obj.get("spec") or {}).get("holderIdentity") or ""
+        if entry.get("warnings"):
+            w["warnings"] = entry["warnings"]
         with self.reqlog_lock:
             self.writelog_seq += 1
             w["seq"] = self.writelog_seq
@@ -551,7 +553,7 @@ class Handler(BaseHTTPRequestHandler):
                                 "Request entity too large: limit is 3145728")
         return self.rfile.read(n) if n else b""
 
-    def _send(self, code, body, ctype="application/json", headers=None):
+    def _send(self, code, body, ctype="application/json", headers=None, warnings=()):
         if isinstance(body, bytes):
             data = body
         elif ctype == "application/json":
@@ -565,6 +567,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Audit-Id", self._audit_id)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
+        for w in warnings:
+            self.send_header("Warning", w)
+        self._warnings = list(warnings)
         self.send_header("Content-Length", str(len(data)))
         if self.close_connection:
             self.send_header("Connection", "close")
@@ -599,6 +604,7 @@ class Handler(BaseHTTPRequestHandler):
         t0 = time.monotonic()
         self._status = None
         self._sent = None
+        self._warnings = []
         self._audit_id = str(uuid.uuid4())
         url = urlsplit(self.path)
         path = url.path
@@ -667,6 +673,8 @@ class Handler(BaseHTTPRequestHandler):
             if not admin and not self.server.admin_only:
                 entry["status"] = self._status
                 entry["ms"] = round((time.monotonic() - t0) * 1000.0, 3)
+                if self._warnings:
+                    entry["warnings"] = self._warnings
                 self.app.log_request(entry)
                 if (entry.get("verb") in WRITE_VERBS and self._status
                         and 200 <= self._status < 300 and entry.get("resource")
@@ -766,13 +774,18 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(*app.api.get(res, ns, name))
         if verb == "create" and sub == "binding":
             return self._send(*app.api.bind_pod(res, ns, name, self._json(body)))
-        if verb == "create":
-            return self._send(*app.api.create(res, ns, self._json(body), query))
-        if verb == "update":
-            return self._send(*app.api.update(res, ns, name, self._json(body), sub, query))
-        if verb == "patch":
-            return self._send(*app.api.patch(res, ns, name, body,
-                                             self.headers.get("Content-Type"), sub, query))
+        if verb in ("create", "update", "patch"):
+            app.api.take_warnings()
+            if verb == "create":
+                code, obj = app.api.create(res, ns, self._json(body), query)
+            elif verb == "update":
+                code, obj = app.api.update(res, ns, name, self._json(body), sub, query)
+            else:
+                code, obj = app.api.patch(res, ns, name, body, self.headers.get("Content-Type"),
+                                          sub, query)
+            warnings = app.api.take_warnings()
+            # one Warning header per dropped field, as kube-apiserver sends them
+            return self._send(code, obj, warnings=warnings)
         if verb == "delete":
             return self._send(*app.api.delete(res, ns, name, self._json(body, True), query))
         if verb == "deletecollection":

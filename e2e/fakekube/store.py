@@ -101,6 +101,24 @@ class Store:
             keys = sorted(k for k in d if namespace is None or k[0] == namespace)
             return [d[k] for k in keys]
 
+    def items_at(self, storage, namespace, rv):
+        """The objects of a storage key as they were at resourceVersion rv, sorted as items():
+        etcd reads a continued list at its first page's revision.  The changes after rv are
+        undone from the history, which must reach back to rv (window_start() <= rv)."""
+        with self.lock:
+            d = dict(self.objects.get(storage, {}))
+            for ev in reversed(self.history.get(storage, ())):
+                if ev.rv <= rv:
+                    break
+                meta = ev.obj["metadata"]
+                key = (meta.get("namespace", ""), meta["name"])
+                if ev.prev is None:
+                    d.pop(key, None)
+                else:
+                    d[key] = ev.prev
+            keys = sorted(k for k in d if namespace is None or k[0] == namespace)
+            return [d[k] for k in keys]
+
     def current_rv(self):
         with self.lock:
             return self.rv

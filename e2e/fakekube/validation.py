@@ -31,8 +31,57 @@ MSG_1035 = ("a DNS-1035 label must consist of lower case alphanumeric characters
             "'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
 
 
+_B64 = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def go_base64_error(text):
+    """The error Go's base64.StdEncoding.Decode gives for text ("illegal base64 data at input
+    byte N", as encoding/json reports it for a []byte field), or None when it decodes.  Go
+    skips CR and LF anywhere, wants '=' padding to a multiple of 4, and stops after it."""
+    src = text.encode("utf-8", "surrogatepass")
+    si, n = 0, len(src)
+    bad = "illegal base64 data at input byte %d"
+    while True:
+        j = 0
+        while j < 4:
+            if si == n:
+                if j == 0:
+                    return None
+                return bad % (si - j)
+            c = src[si]
+            si += 1
+            if c in _B64:
+                j += 1
+                continue
+            if c in (0x0A, 0x0D):
+                continue
+            if c != 0x3D:
+                return bad % (si - 1)
+            if j in (0, 1):
+                return bad % (si - 1)
+            if j == 2:
+                while si < n and src[si] in (0x0A, 0x0D):
+                    si += 1
+                if si == n:
+                    return bad % n
+                if src[si] != 0x3D:
+                    return bad % (si - 1)
+                si += 1
+            while si < n and src[si] in (0x0A, 0x0D):
+                si += 1
+            if si < n:
+                return bad % si
+            return None
+
+
+class GoLiteral(str):
+    """A value already in the form Go prints it (a uint64 0 by %#v is 0x0)."""
+
+
 def go_repr(v):
     """Format a value roughly as Go's %#v does in field.Invalid messages."""
+    if isinstance(v, GoLiteral):
+        return str(v)
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, str):
@@ -156,7 +205,8 @@ def validate_meta(meta, name_style, namespaced):
         e = qualified_name_error(k.lower())
         if e:
             errs.append(FieldError("invalid", "metadata.annotations", k, e))
-        total += len(k) + len(v if isinstance(v, str) else json.dumps(v))
+        # Go's len(): bytes of the UTF-8 text, not characters
+        total += len(k.encode()) + len((v if isinstance(v, str) else json.dumps(v)).encode())
     if total > 256 * 1024:
         errs.append(FieldError("toolong", "metadata.annotations", detail="262144"))
     return errs
@@ -365,7 +415,8 @@ def validate_configmap(obj, old):
                                        "duplicate of key present in data"))
             keys.add(k)
     # data and binaryData together at most 1 MiB (core.MaxSecretSize), binaryData counted
-    # decoded; the error is about the whole object (an empty field path)
+    # decoded; the error is about the whole object: field.NewPath(""), which prints "[]"
+    # (binaryData that is not base64 never gets here: the decoding refuses it first)
     total = sum(len(v.encode()) for v in (obj.get("data") or {}).values()
                 if isinstance(v, str))
     for v in (obj.get("binaryData") or {}).values():
@@ -375,7 +426,7 @@ def validate_configmap(obj, old):
             except (ValueError, binascii.Error):
                 total += len(v) * 3 // 4
     if total > MAX_CONFIGMAP_BYTES:
-        errs.append(FieldError("toolong", "", detail=str(MAX_CONFIGMAP_BYTES)))
+        errs.append(FieldError("toolong", "[]", detail=str(MAX_CONFIGMAP_BYTES)))
     errs.extend(_immutable_data(obj, old, ("data", "binaryData")))
     return errs
 
