@@ -7,6 +7,7 @@
  * prom_histogram_quantile with bytes of the input. */
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,17 @@ static int matches(const struct prom_sample *s)
     return 0;
 }
 
+/* Whether v is what label `name` of s reads as: its number, or NaN when the
+ * label is missing or not a number. */
+static bool bound_matches(const struct prom_sample *s, const char *name, double v)
+{
+    const char *l = prom_sample_label(s, name);
+    double want;
+    if (!l || prom_parse_float(l, strlen(l), &want) != 0)
+        return isnan(v);
+    return isnan(want) ? isnan(v) : v == want;
+}
+
 static int on_sample(const struct prom_sample *s, void *arg)
 {
     struct acc *a = arg;
@@ -65,8 +77,12 @@ static int on_sample(const struct prom_sample *s, void *arg)
     mix(&a->hash, &s->has_timestamp, sizeof(s->has_timestamp));
     if (s->has_timestamp)
         mix(&a->hash, &s->timestamp_ms, sizeof(s->timestamp_ms));
+    /* le (quantile) is the bound's label read as a number, NaN without one */
     if ((s->type == PROM_HISTOGRAM || s->type == PROM_GAUGE_HISTOGRAM) &&
-        s->suffix == PROM_SUFFIX_BUCKET && isnan(s->le) && !prom_sample_label(s, "le"))
+        s->suffix == PROM_SUFFIX_BUCKET && !bound_matches(s, "le", s->le))
+        abort();
+    if (s->type == PROM_SUMMARY && s->suffix == PROM_SUFFIX_NONE &&
+        !bound_matches(s, "quantile", s->quantile))
         abort();
     a->n++;
     a->wanted += (uint64_t)matches(s);

@@ -421,6 +421,9 @@ static int parse_labels(struct prom_parser *p, const char **sp, const char *e, c
             s++;
             break;
         }
+        /* 0.0.4: the comma between pairs is optional (promparse.go parseLVals) */
+        if (p->opts.format == PROM_FMT_TEXT && s < e && (cls[(unsigned char)*s] & C_LABEL0))
+            continue;
         return fail(p, -EINVAL, COL(s), "expected ',' or '}' in label set");
     }
     if (store && has_dup_names(p->labels, n))
@@ -454,7 +457,7 @@ static int parse_timestamp(struct prom_parser *p, const char *t, const char *te,
     if (prom_parse_float(t, (size_t)(te - t), &sec) != 0 || !isfinite(sec))
         return fail(p, -EINVAL, COL(t), "invalid timestamp");
     if (fabs(sec * 1000.0) < 9.2e18) {
-        *ms = llround(sec * 1000.0);
+        *ms = (int64_t)(sec * 1000.0); /* toward zero: openmetricsparse.go int64(ts * 1000) */
         *has = true;
     }
     return 0;
@@ -492,19 +495,19 @@ static int parse_exemplar(struct prom_parser *p, const char *s, const char *e, c
     return 0;
 }
 
-static int label_number(struct prom_parser *p, size_t nlabels, const char *label, double *out,
-                        const char *base, const char *at)
+/* The number in label `label`, or NaN when it is missing or not a number:
+ * Prometheus keeps such a sample (its parsers only normalise a numeric le or
+ * quantile), and the consumer decides what a bucket without a bound is worth. */
+static double label_number(const struct prom_parser *p, size_t nlabels, const char *label)
 {
     size_t ll = strlen(label);
     for (size_t i = 0; i < nlabels; i++) {
         const struct prom_label *l = &p->labels[i];
-        if (l->name_len == ll && memcmp(l->name, label, ll) == 0) {
-            if (prom_parse_float(l->value, l->value_len, out) != 0)
-                return fail(p, -EINVAL, COL(at), "label %s is not a number", label);
-            return 0;
-        }
+        double v;
+        if (l->name_len == ll && memcmp(l->name, label, ll) == 0)
+            return prom_parse_float(l->value, l->value_len, &v) == 0 ? v : NAN;
     }
-    return fail(p, -EINVAL, COL(at), "missing %s label", label);
+    return NAN;
 }
 
 /* Fast path for unwanted lines; see prom_parser_want(). s is past the name. */
@@ -625,15 +628,10 @@ static int parse_sample(struct prom_parser *p, const char *s, const char *e, con
             return rc;
     }
     if ((smp.type == PROM_HISTOGRAM || smp.type == PROM_GAUGE_HISTOGRAM) &&
-        suffix == PROM_SUFFIX_BUCKET) {
-        int rc = label_number(p, nlabels, "le", &smp.le, base, lbrace);
-        if (rc)
-            return rc;
-    } else if (smp.type == PROM_SUMMARY && suffix == PROM_SUFFIX_NONE) {
-        int rc = label_number(p, nlabels, "quantile", &smp.quantile, base, lbrace);
-        if (rc)
-            return rc;
-    }
+        suffix == PROM_SUFFIX_BUCKET)
+        smp.le = label_number(p, nlabels, "le");
+    else if (smp.type == PROM_SUMMARY && suffix == PROM_SUFFIX_NONE)
+        smp.quantile = label_number(p, nlabels, "quantile");
     p->emitted++;
     int rc = p->cb(&smp, p->arg);
     if (rc != 0) {

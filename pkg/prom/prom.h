@@ -27,20 +27,23 @@
  *    metric names [a-zA-Z_:][a-zA-Z0-9_:]*, label names [a-zA-Z_][a-zA-Z0-9_]*,
  *    label values any UTF-8 but NUL, with the escapes \\ \" \n; any other
  *    backslash sequence is kept as is, backslash included ("a\z" is the 4
- *    bytes a\z), as Prometheus' scraper does; optional trailing comma,
+ *    bytes a\z), as Prometheus' scraper does; optional trailing comma, and
+ *    in the 0.0.4 format an optional comma between pairs (promparse.go);
  *    duplicate label names rejected.
  *  - values in Go strconv.ParseFloat syntax: decimal with optional sign,
  *    fraction and exponent (1e-05, .5, 5.), and case-insensitive NaN, Inf,
  *    +Inf, -Inf, Infinity. Hexadecimal floats and '_' separators are
  *    rejected.
  *  - timestamps: 0.0.4: an integer in milliseconds; OpenMetrics: a float in
- *    seconds. Both are reported in milliseconds (OpenMetrics rounded). A
+ *    seconds. Both are reported in milliseconds (OpenMetrics truncated
+ *    toward zero, as Prometheus' int64(ts * 1000)). A
  *    well-formed timestamp beyond int64 milliseconds is ignored: the sample
  *    is kept without one (has_timestamp false).
  *  - exemplars are validated (label set, value, optional timestamp) and
  *    skipped. They are accepted in both formats.
- *  - a `_bucket` sample of a histogram family must carry a numeric `le`
- *    label and a summary's quantile sample a numeric `quantile` label.
+ *  - a `_bucket` sample of a histogram family without a numeric `le` label,
+ *    or a summary's quantile sample without a numeric `quantile`, is kept,
+ *    with le (quantile) NaN, as Prometheus keeps it.
  *  - lenient on layout, like Prometheus' own scraper: blanks and tabs may
  *    repeat between tokens (also inside `{}`), leading blanks, blank lines
  *    and a trailing '\r' are ignored, and a final line without '\n' is
@@ -118,8 +121,9 @@ struct prom_sample {
     double value;
     bool has_timestamp;
     int64_t timestamp_ms;
-    double le;       /**< parsed `le` of a histogram _bucket sample, else NaN */
-    double quantile; /**< parsed `quantile` of a summary quantile sample, else NaN */
+    double le;       /**< parsed `le` of a histogram _bucket sample; NaN when it is not
+                          one or its `le` is missing or not a number */
+    double quantile; /**< parsed `quantile` of a summary quantile sample; NaN likewise */
     size_t line;     /**< 1-based line number */
 };
 

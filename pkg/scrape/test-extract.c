@@ -269,6 +269,15 @@ static void test_histogram_caps(void **state)
     assert_int_equal(extract(badle, &spec, 0, &s, err), 0);
     assert_int_equal(s.nbuckets, 0);
     assert_true(s.requests == 1);
+
+    /* the same in a typed histogram, and a bucket without le: the pod keeps
+     * its rate (the parser used to fail the whole exposition there) */
+    static const char typed[] = "# TYPE lat histogram\nlat_bucket{le=\"0.5\"} 1\n"
+                                "lat_bucket{x=\"y\"} 1\nlat_bucket{le=\"+Inf\"} 2\nreq 3\n";
+    assert_int_equal(extract(typed, &spec, 0, &s, err), 0);
+    assert_true(s.hist_dropped);
+    assert_int_equal(s.nbuckets, 0);
+    assert_true(s.requests == 3);
 }
 
 /* One extractor used for stream after stream, as the scraper's pool does:
