@@ -190,12 +190,13 @@ int em_x509_authenticate(X509_STORE *store, const struct httpd_request *req,
     if (!store || chain_parse(req->peer.client_chain_pem, &leaf, &rest) != 0 ||
         verify(store, leaf, rest) != 0)
         goto out;
-    /* x509.CommonNameUserConversion: the (first) CN is the user, every O a group */
-    if (!subject_values(leaf, NID_commonName, &cn) || cn.n == 0 || !cn.v[0][0] ||
+    /* x509.CommonNameUserConversion: the CN is the user, every O a group; a
+     * subject with several CNs has the last (Go's pkix.Name keeps overwriting) */
+    if (!subject_values(leaf, NID_commonName, &cn) || cn.n == 0 || !cn.v[cn.n - 1][0] ||
         !subject_values(leaf, NID_organizationName, &orgs))
         goto out;
     em_user_free(out);
-    out->name = xstrdup(cn.v[0]);
+    out->name = xstrdup(cn.v[cn.n - 1]);
     out->groups = orgs;
     orgs = (struct em_strv){0};
     rc = 1;

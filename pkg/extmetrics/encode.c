@@ -77,6 +77,7 @@ const char *em_reason(int code)
     case 403: return "Forbidden";
     case 404: return "NotFound";
     case 405: return "MethodNotAllowed";
+    case 406: return "NotAcceptable";
     case 500: return "InternalError";
     case 503: return "ServiceUnavailable";
     case 504: return "Timeout";
@@ -98,6 +99,20 @@ json_t *em_api_group(void)
     json_object_set_new(g, "versions", versions);
     json_object_set_new(g, "preferredVersion", gv);
     return g;
+}
+
+json_t *em_api_group_list(void)
+{
+    json_t *g = em_api_group();
+    json_object_del(g, "kind");
+    json_object_del(g, "apiVersion");
+    json_t *groups = json_array();
+    json_array_append_new(groups, g);
+    json_t *l = json_object();
+    json_object_set_new(l, "kind", json_string("APIGroupList"));
+    json_object_set_new(l, "apiVersion", json_string("v1"));
+    json_object_set_new(l, "groups", groups);
+    return l;
 }
 
 json_t *em_resource_list(void)

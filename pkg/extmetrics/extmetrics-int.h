@@ -18,6 +18,7 @@ char *em_json_dump(json_t *doc, size_t *len);
 json_t *em_status(int code, const char *reason, const char *message);
 const char *em_reason(int code);
 json_t *em_api_group(void);
+json_t *em_api_group_list(void); /* APIGroupList of the one group, for GET /apis */
 json_t *em_resource_list(void);
 json_t *em_value_list(void);
 int em_value_item(json_t *list, const char *metric, const struct extmetrics_label *labels,

@@ -383,6 +383,34 @@ static void on_abort_forward(struct httpd_request *req, void *arg)
         httpc_cancel(c->fwd);
 }
 
+/* Whether an Accept header admits plain application/json: absent, or a
+ * media range of application/json without the g= or as= parameters of an
+ * aggregated-discovery type, of any application subtype, or of any type. */
+static bool accepts_plain_json(const char *accept)
+{
+    if (!accept || !*accept)
+        return true;
+    const char *s = accept;
+    while (*s) {
+        size_t n = strcspn(s, ",");
+        char range[256];
+        snprintf(range, sizeof(range), "%.*s", (int)UTIL_MIN(n, sizeof(range) - 1), s);
+        char *type = range + strspn(range, " \t");
+        char *params = strchr(type, ';');
+        if (params)
+            *params++ = '\0';
+        type[strcspn(type, " \t")] = '\0';
+        bool aggregated = params && (strstr(params, "g=") || strstr(params, "as="));
+        if (strcasecmp(type, "*/*") == 0 || strcasecmp(type, "application/*") == 0 ||
+            (strcasecmp(type, "application/json") == 0 && !aggregated))
+            return true;
+        s += n;
+        if (*s == ',')
+            s++;
+    }
+    return false;
+}
+
 /* Returns true if the call was handed on (it frees itself later). */
 static bool serve(struct extmetrics *em, struct call *c)
 {
@@ -395,10 +423,18 @@ static bool serve(struct extmetrics *em, struct call *c)
         answer_json(req, 200, em_resource_list());
         break;
     case R_APIS:
-        /* The aggregator answers /apis itself from the APIService objects; a
-         * 404 makes its aggregated-discovery probe fall back to the
-         * per-version list (a 503 here would be an error, with no fallback). */
-        answer_status(req, 404, "the server could not find the requested resource");
+        /* The aggregator answers /apis itself from the APIService objects and
+         * asks ours only for aggregated discovery (Accept: application/json;
+         * g=apidiscovery.k8s.io;...), which we do not serve: 406, as a Go
+         * server's content negotiation answers, is what every aggregator
+         * since 1.27 falls back to the per-version list on (1.27.0-1.27.5
+         * and 1.28.0-1.28.1 on nothing else; a 503 is an error everywhere).
+         * A plain client gets the APIGroupList a Go server lists. */
+        if (accepts_plain_json(httpd_request_header(req, "Accept")))
+            answer_json(req, 200, em_api_group_list());
+        else
+            answer_status(req, 406, "only the following media types are accepted: "
+                                    "application/json");
         break;
     case R_OPENAPI:
         answer_status(req, 404, "this server publishes no OpenAPI document");

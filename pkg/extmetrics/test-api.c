@@ -47,6 +47,7 @@ struct env {
     /* what the upstream saw */
     int up_requests;
     char up_auth[256], up_user[128], up_target[512], up_accept[128];
+    char up_group[128], up_extra[2][128]; /* the first group, two escaped extra keys' values */
 };
 
 #define CHECK(e, cond)                                                           \
@@ -294,7 +295,19 @@ static void sc_endpoints(struct env *e)
     GOLDEN(e, BASE, &admin, 200, "resources.json");
     GOLDEN(e, BASE "/", &admin, 200, "resources.json");
     GOLDEN(e, "/apis/external.metrics.k8s.io", &admin, 200, "group.json");
-    GOLDEN(e, "/apis", &admin, 404, "apis-404.json");
+    /* /apis: the aggregator's aggregated-discovery probe gets 406 (it then
+     * reads the per-version list); a plain client the APIGroupList */
+    GOLDEN(e, "/apis", &admin, 200, "apis.json");
+    struct copts probe = admin;
+    probe.headers[2] = "Accept: application/json;g=apidiscovery.k8s.io;v=v2;"
+                       "as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;"
+                       "v=v2beta1;as=APIGroupDiscoveryList";
+    GOLDEN(e, "/apis", &probe, 406, "apis-406.json");
+    probe.headers[2] = "Accept: application/json;g=apidiscovery.k8s.io;v=v2;"
+                       "as=APIGroupDiscoveryList, application/json";
+    GOLDEN(e, "/apis", &probe, 200, "apis.json");
+    probe.headers[2] = "Accept: application/yaml";
+    GOLDEN(e, "/apis", &probe, 406, "apis-406.json");
     GOLDEN(e, "/openapi/v2", &admin, 404, "openapi-404.json");
     GOLDEN(e, "/openapi/v3", &admin, 404, "openapi-404.json");
     GOLDEN(e, "/nope", &admin, 404, "apis-404.json");
@@ -492,6 +505,16 @@ static void sc_client_certs(struct env *e)
     CHECK(e, status_of(e, DESIRED_LLM, &bob) == 200);
     CHECK(e, strstr(extmetrics_fake_authorizer_last_review(e->fa),
                     "\"user\":\"bob\",\"groups\":[\"team-c\",\"system:authenticated\"]") != NULL);
+    /* several CNs: the last is the user, as Go's pkix.Name has it (an
+     * apiserver sees alice, so must we), and the last is the front proxy's
+     * name (some-client, not an allowed name: its headers are not believed) */
+    struct copts twocn = {.cert = "twocn"};
+    CHECK(e, status_of(e, DESIRED_LLM, &twocn) == 200);
+    CHECK(e, strstr(extmetrics_fake_authorizer_last_review(e->fa), "\"user\":\"alice\"") != NULL);
+    struct copts fp2 = {.cert = "fp-twocn",
+                        .headers = {"X-Remote-User: system:kube-aggregator",
+                                    "X-Remote-Group: system:masters", NULL}};
+    CHECK(e, status_of(e, DESIRED_LLM, &fp2) == 401);
     /* not identities: expired, server-only, no CN, and the front-proxy CA's own */
     const char *bad[] = {"alice-expired", "alice-server", "nobody", "notproxy"};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
@@ -598,6 +621,12 @@ static void upstream_handler(struct httpd_request *req, void *arg)
     snprintf(e->up_user, sizeof(e->up_user), "%s", v ? v : "");
     v = httpd_request_header(req, "Accept");
     snprintf(e->up_accept, sizeof(e->up_accept), "%s", v ? v : "");
+    v = httpd_request_header(req, "X-Remote-Group");
+    snprintf(e->up_group, sizeof(e->up_group), "%s", v ? v : "");
+    v = httpd_request_header(req, "X-Remote-Extra-acme.com%2Fproject");
+    snprintf(e->up_extra[0], sizeof(e->up_extra[0]), "%s", v ? v : "");
+    v = httpd_request_header(req, "X-Remote-Extra-a%3Ab%25");
+    snprintf(e->up_extra[1], sizeof(e->up_extra[1]), "%s", v ? v : "");
     static const struct httpd_header h[] = {{"Content-Type", "application/json"}};
     if (strstr(req->path, "/missing")) {
         static const char nf[] = "{\"kind\":\"Status\",\"code\":404}";
@@ -624,19 +653,24 @@ static void sc_upstream(struct env *e)
     CHECK(e, status_of(e, path, NULL) == 401);
 }
 
+/* The test's HTTPS upstream on e's loop, with up.crt/up.key; its URL into url. */
+static void start_upstream(struct env *e, char *url, size_t len, char *crt, char *key)
+{
+    uv_loop_init(&e->loop);
+    snprintf(crt, 512, "%s/up.crt", dir);
+    snprintf(key, 512, "%s/up.key", dir);
+    struct httpd_config ucfg = {.host = "127.0.0.1", .tls = true, .cert_file = crt,
+                                .key_file = key, .name = "upstream"};
+    assert_int_equal(httpd_new(&e->loop, &ucfg, upstream_handler, e, &e->upstream), 0);
+    snprintf(url, len, "https://127.0.0.1:%d/", httpd_port(e->upstream));
+}
+
 static void test_upstream(void **state)
 {
     struct env e = {0};
-    uv_loop_init(&e.loop);
-    char crt[512], key[512], tok[512];
-    snprintf(crt, sizeof(crt), "%s/up.crt", dir);
-    snprintf(key, sizeof(key), "%s/up.key", dir);
+    char crt[512], key[512], tok[512], url[128];
+    start_upstream(&e, url, sizeof(url), crt, key);
     snprintf(tok, sizeof(tok), "%s/token", dir);
-    struct httpd_config ucfg = {.host = "127.0.0.1", .tls = true, .cert_file = crt,
-                                .key_file = key, .name = "upstream"};
-    assert_int_equal(httpd_new(&e.loop, &ucfg, upstream_handler, &e, &e.upstream), 0);
-    char url[128];
-    snprintf(url, sizeof(url), "https://127.0.0.1:%d/", httpd_port(e.upstream));
     struct extmetrics_config cfg = {.upstream_url = url, .upstream_ca_file = crt,
                                     .upstream_token_file = tok};
     run(&e, &cfg, sc_upstream);
@@ -644,6 +678,35 @@ static void test_upstream(void **state)
     assert_string_equal(e.up_auth, "Bearer sa-token");
     assert_string_equal(e.up_user, ""); /* no client certificate: no identity headers */
     assert_string_equal(e.up_target, BASE "/namespaces/llm/missing");
+    env_free(&e);
+}
+
+/* With a client certificate the caller's identity goes along, its extra keys
+ * escaped as client-go escapes them (a Go server refuses a '/' or ':' in a
+ * header name): acme.com/project -> acme.com%2Fproject, a:b% -> a%3Ab%25. */
+static void sc_upstream_identity(struct env *e)
+{
+    struct copts jane = {.cert = "fp",
+                         .headers = {"X-Remote-User: jane", "X-Remote-Group: system:masters",
+                                     "X-Remote-Extra-Acme.com%2fProject: llm",
+                                     "X-Remote-Extra-a%3ab%25: c", NULL}};
+    CHECK(e, status_of(e, BASE "/namespaces/llm/s0-prometheus", &jane) == 200);
+}
+
+static void test_upstream_identity(void **state)
+{
+    (void)state;
+    struct env e = {0};
+    char crt[512], key[512], url[128];
+    start_upstream(&e, url, sizeof(url), crt, key);
+    struct extmetrics_config cfg = {.upstream_url = url, .upstream_ca_file = crt,
+                                    .upstream_cert_file = crt, .upstream_key_file = key};
+    run(&e, &cfg, sc_upstream_identity);
+    assert_int_equal(e.up_requests, 1);
+    assert_string_equal(e.up_user, "jane");
+    assert_string_equal(e.up_group, "system:masters");
+    assert_string_equal(e.up_extra[0], "llm");
+    assert_string_equal(e.up_extra[1], "c");
     env_free(&e);
 }
 
@@ -808,6 +871,8 @@ static int setup(void **state)
              "  -extfile $1.ext -out $1.crt; };"
              "mks alice /O=team-a/O=team-b/CN=alice cca 2 'extendedKeyUsage=clientAuth\\n';"
              "mks alice-expired /CN=alice cca -1 'extendedKeyUsage=clientAuth\\n';"
+             "mks twocn /CN=mallory/O=team-a/CN=alice cca 2 'extendedKeyUsage=clientAuth\\n';"
+             "mk fp-twocn front-proxy-client/CN=some-client ca1 2;"
              "mks alice-server /CN=alice cca 2 'extendedKeyUsage=serverAuth\\n';"
              "mks nobody /O=team-a cca 2 'extendedKeyUsage=clientAuth\\n';"
              "mks fp-cca /CN=front-proxy-client cca 2 'extendedKeyUsage=clientAuth\\n';"
@@ -840,6 +905,7 @@ int main(void)
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_client_certs),
         cmocka_unit_test(test_upstream),
+        cmocka_unit_test(test_upstream_identity),
         cmocka_unit_test(test_upstream_down),
         cmocka_unit_test(test_close_with_pending_reviews),
         cmocka_unit_test(test_config_errors),

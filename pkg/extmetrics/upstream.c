@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -126,6 +127,29 @@ static bool header_safe(const char *s)
     return true;
 }
 
+/* An extra key as a header name suffix, as client-go's SetAuthProxyHeaders
+ * writes it (headerKeyEscape): every byte that is not an HTTP token byte, and
+ * '%', is %XX-escaped. Keys are kept decoded ("acme.com/project"); a Go server
+ * refuses a header name with a '/' or ':' in it before any authentication. */
+static char *extra_header_key(const char *key)
+{
+    static const char token[] = "!#$&'*+-.^_`|~", hex[] = "0123456789ABCDEF";
+    char *out = xmalloc(3 * strlen(key) + 1), *o = out;
+    for (const unsigned char *k = (const unsigned char *)key; *k; k++) {
+        bool plain = (*k >= '0' && *k <= '9') || (*k >= 'a' && *k <= 'z') ||
+                     (*k >= 'A' && *k <= 'Z') || strchr(token, *k);
+        if (plain) {
+            *o++ = (char)*k;
+        } else {
+            *o++ = '%';
+            *o++ = hex[*k >> 4];
+            *o++ = hex[*k & 15];
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
 int em_upstream_get(struct em_upstream *up, const char *target, const char *accept,
                     const struct em_user *user, httpc_done_cb cb, void *arg,
                     struct httpc_req **out)
@@ -148,10 +172,13 @@ int em_upstream_get(struct em_upstream *up, const char *target, const char *acce
         for (size_t i = 0; i < user->groups.n; i++)
             if (header_safe(user->groups.v[i]))
                 ADD("X-Remote-Group: %s", user->groups.v[i]);
-        for (size_t i = 0; i + 1 < user->extra.n; i += 2)
-            if (header_safe(user->extra.v[i]) && header_safe(user->extra.v[i + 1]) &&
-                !strchr(user->extra.v[i], ':'))
-                ADD("X-Remote-Extra-%s: %s", user->extra.v[i], user->extra.v[i + 1]);
+        for (size_t i = 0; i + 1 < user->extra.n; i += 2) {
+            if (!header_safe(user->extra.v[i + 1]))
+                continue;
+            char *k = extra_header_key(user->extra.v[i]);
+            ADD("X-Remote-Extra-%s: %s", k, user->extra.v[i + 1]);
+            xfree(k);
+        }
     }
 #undef ADD
     struct httpc_tls tls = {.ca_file = up->ca_file, .cert_file = up->cert_file,

@@ -437,7 +437,10 @@ static void peer_cert_info(struct conn *c)
     c->cert_verified = !c->verify_failed && SSL_get_verify_result(c->ssl) == X509_V_OK;
     c->chain_pem = peer_chain_pem(c->ssl, cert);
     X509_NAME *subj = X509_get_subject_name(cert);
-    int idx = subj ? X509_NAME_get_index_by_NID(subj, NID_commonName, -1) : -1;
+    /* the last CN, as Go's pkix.Name (each CN overwrites CommonName) */
+    int idx = -1;
+    for (int i = -1; subj && (i = X509_NAME_get_index_by_NID(subj, NID_commonName, i)) >= 0;)
+        idx = i;
     if (idx >= 0) {
         ASN1_STRING *d = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subj, idx));
         unsigned char *utf8 = NULL;
