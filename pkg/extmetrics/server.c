@@ -400,7 +400,14 @@ static bool accepts_plain_json(const char *accept)
         if (params)
             *params++ = '\0';
         type[strcspn(type, " \t")] = '\0';
-        bool aggregated = params && (strstr(params, "g=") || strstr(params, "as="));
+        bool aggregated = false; /* a g= or as= parameter: a typed view of JSON */
+        for (char *q = params; q && !aggregated;) {
+            q += strspn(q, " \t");
+            aggregated = strncmp(q, "g=", 2) == 0 || strncmp(q, "as=", 3) == 0;
+            q = strchr(q, ';');
+            if (q)
+                q++;
+        }
         if (strcasecmp(type, "*/*") == 0 || strcasecmp(type, "application/*") == 0 ||
             (strcasecmp(type, "application/json") == 0 && !aggregated))
             return true;

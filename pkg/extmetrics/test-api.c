@@ -306,6 +306,8 @@ static void sc_endpoints(struct env *e)
     probe.headers[2] = "Accept: application/json;g=apidiscovery.k8s.io;v=v2;"
                        "as=APIGroupDiscoveryList, application/json";
     GOLDEN(e, "/apis", &probe, 200, "apis.json");
+    probe.headers[2] = "Accept: application/json; charset=utf-8; lang=en";
+    GOLDEN(e, "/apis", &probe, 200, "apis.json");
     probe.headers[2] = "Accept: application/yaml";
     GOLDEN(e, "/apis", &probe, 406, "apis-406.json");
     GOLDEN(e, "/openapi/v2", &admin, 404, "openapi-404.json");

@@ -574,7 +574,6 @@ static int parse_sample(struct prom_parser *p, const char *s, const char *e, con
     scratch_reserve(p, linelen);
     const char *namecopy = scratch_put(p, name, nl);
     size_t nlabels = 0;
-    const char *lbrace = s;
     if (s < e && *s == '{') {
         int rc = parse_labels(p, &s, e, base, true, &nlabels);
         if (rc)
@@ -583,7 +582,7 @@ static int parse_sample(struct prom_parser *p, const char *s, const char *e, con
         /* "{" may follow blanks; anything else after the name needs a blank. */
         const char *t = skip_ws(s, e);
         if (t < e && *t == '{') {
-            s = lbrace = t;
+            s = t;
             int rc = parse_labels(p, &s, e, base, true, &nlabels);
             if (rc)
                 return rc;
