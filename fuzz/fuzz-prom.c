@@ -3,7 +3,7 @@
  * the full validation path, re-parsed in pseudo-random chunks (which must
  * give identical samples and the same error position), and parsed with a
  * want-filter (fast path), which must accept whatever the full path accepts
- * and deliver exactly the matching samples. Also drives prom_parse_float and
+ * and deliver exactly the matching samples, whole or chunked alike. Also drives prom_parse_float and
  * prom_histogram_quantile with bytes of the input. */
 #include <errno.h>
 #include <math.h>
@@ -151,6 +151,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         run_parse(data, size, &o, 1, 0, &filt);
         if (whole.rc == 0 &&
             (filt.rc != 0 || filt.acc.n != whole.acc.wanted || filt.st.samples != whole.st.samples))
+            abort();
+        /* the filtered parse (which skips long unwanted lines) does not depend on the chunks */
+        struct run filt_chunked;
+        run_parse(data, size, &o, 1, 0x2545f4914f6cdd1dULL ^ size, &filt_chunked);
+        if (filt.rc != filt_chunked.rc || filt.acc.hash != filt_chunked.acc.hash ||
+            filt.acc.n != filt_chunked.acc.n || filt.err.line != filt_chunked.err.line ||
+            filt.st.samples != filt_chunked.st.samples || filt.st.lines != filt_chunked.st.lines)
             abort();
     }
 

@@ -593,7 +593,9 @@ class Kubelet:
         tmeta = _meta(tmpl)
         h = rs_name.rsplit("-", 1)[-1]
         for _ in range(5):
-            name = "%s-%s" % (rs_name, "".join(random.choice(HASH_ALPHABET) for _ in range(5)))
+            # generateName "<rs>-" cut to 58 bytes, then 5 characters (apiserver storage/names)
+            name = ("%s-" % rs_name)[:58] + "".join(random.choice(HASH_ALPHABET)
+                                                     for _ in range(5))
             if name not in self.runtimes:
                 break
         settings = fakeserve_settings(d, name)

@@ -510,6 +510,24 @@ static double label_number(const struct prom_parser *p, size_t nlabels, const ch
     return NAN;
 }
 
+bool prom_line_skippable(const struct prom_parser *p, const char *s, size_t n)
+{
+    const char *e = s + n;
+    if (p->saw_eof || p->nwants == 0)
+        return false;
+    s = skip_ws(s, e);
+    if (s == e || !(cls[(unsigned char)*s] & C_NAME0))
+        return false; /* blank so far, metadata, a comment or a bad line: parsed whole */
+    const char *name = s;
+    s = skip_name(s + 1, e, C_NAME);
+    if (s == e)
+        return false; /* the name may go on */
+    size_t nl = (size_t)(s - name);
+    enum prom_suffix suffix;
+    bool fam = in_family(p, name, nl, &suffix);
+    return !(fam && p->fam_wanted) && !want_name(p, name, nl);
+}
+
 /* Fast path for unwanted lines; see prom_parser_want(). s is past the name. */
 static int skip_sample(struct prom_parser *p, const char *s, const char *e, const char *base)
 {

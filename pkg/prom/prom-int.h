@@ -37,11 +37,17 @@ struct prom_parser {
 
     uint64_t bytes, lines, samples, emitted;
     bool saw_eof, finished;
+    bool skipping; /* inside a line over max_line that is an unwanted sample's */
     struct prom_error err; /* err.code != 0: sticky error */
 };
 
 /** Parse one complete line (no '\n'); counts it. 0, or the error code with p->err set. */
 int prom_line_parse(struct prom_parser *p, const char *line, size_t n);
+
+/** Whether a line longer than max_line, of which s[0..n) is the start, may be
+ *  skipped unread: a sample line whose metric name (complete within s) the
+ *  want-filter leaves out. Metadata, comments and wanted samples are not. */
+bool prom_line_skippable(const struct prom_parser *p, const char *s, size_t n);
 
 /** Does a PROM_MATCH_NAME pattern name the current family? */
 bool prom_family_wanted(const struct prom_parser *p);

@@ -183,7 +183,10 @@ void prom_parser_free(struct prom_parser *p);
  * present and start like a number; label-name syntax, escapes, UTF-8, the
  * number itself, timestamp and exemplar are NOT checked on those lines. So a
  * filtered parse accepts everything a full parse accepts, and may accept some
- * garbage inside unwanted lines. Metadata lines are always fully checked.
+ * garbage inside unwanted lines. An unwanted sample's line may also be longer
+ * than max_line: once its first max_line bytes show its name, the rest is
+ * skipped unread up to the next '\n' (Prometheus has no line limit; memory
+ * stays bounded). Metadata lines are always fully checked.
  * Returns 0, or -EINVAL unless the string is a valid metric name (for a
  * prefix: a valid start of one). Affects lines not yet parsed.
  */
@@ -193,7 +196,8 @@ int prom_parser_want(struct prom_parser *p, const char *name, enum prom_match ho
  * Feed the next chunk of the exposition (any split, len 0 allowed). Complete
  * lines are parsed and their samples delivered before this returns.
  * Returns 0, or a negative errno with *err filled (err may be NULL): -EINVAL
- * for a malformed line, -E2BIG for a line over max_line, -EFBIG once the
+ * for a malformed line, -E2BIG for a line over max_line (but an unwanted
+ * sample's, see prom_parser_want), -EFBIG once the
  * total passes max_total, or the callback's code. Errors are sticky: later
  * feed/finish calls return the same error without calling back. Feeding
  * after a successful finish returns -EINVAL (reset first).

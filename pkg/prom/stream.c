@@ -5,9 +5,12 @@
  * feed() splits chunks into lines. A line that lies whole inside a chunk is
  * parsed in place; only the unfinished tail of a chunk is copied, into the
  * partial-line buffer (capped at max_line), and completed from the next
- * chunk. The total fed is capped at max_total. Errors are recorded once in
- * the parser and are sticky until prom_parser_reset(). The parser owns every
- * buffer; a sample's pointers are valid only during its callback. */
+ * chunk. A line over max_line is an error, unless its first max_line bytes
+ * show an unwanted sample (prom_line_skippable): that one is skipped unread
+ * up to its '\n', however long, as Prometheus has no line limit. The total
+ * fed is capped at max_total. Errors are recorded once in the parser and are
+ * sticky until prom_parser_reset(). The parser owns every buffer; a sample's
+ * pointers are valid only during its callback. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,6 +46,24 @@ int prom_parser_want(struct prom_parser *p, const char *name, enum prom_match ho
     return 0;
 }
 
+/* A line over max_line that prom_line_skippable() let go, now ended: counted
+ * as the sample line it was, unread. */
+static void skipped_line(struct prom_parser *p)
+{
+    p->skipping = false;
+    p->lines++;
+    p->samples++;
+}
+
+/* Make the partial-line buffer hold at least n bytes, keeping its content. */
+static void grow_pend(struct prom_parser *p, size_t n)
+{
+    if (n > p->pend_cap) {
+        p->pend_cap = n;
+        p->pend = xrealloc(p->pend, p->pend_cap);
+    }
+}
+
 static int set_err(const struct prom_parser *p, struct prom_error *err)
 {
     if (err)
@@ -68,26 +89,46 @@ int prom_parser_feed(struct prom_parser *p, const void *data, size_t len, struct
     p->bytes += len;
     const char *s = data, *end = s + len;
     size_t max = p->opts.max_line;
+    if (p->skipping) {
+        const char *nl = memchr(s, '\n', len);
+        if (!nl)
+            return 0;
+        skipped_line(p);
+        s = nl + 1;
+    }
     if (p->pend_len > 0 && s < end) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         size_t take = (size_t)((nl ? nl : end) - s);
         if (take > max - p->pend_len) {
-            stream_fail(p, -E2BIG, "line longer than", max);
-            return set_err(p, err);
+            /* over the cap: the line's first max bytes say whether it may be skipped */
+            grow_pend(p, max);
+            memcpy(p->pend + p->pend_len, s, max - p->pend_len);
+            bool skip = prom_line_skippable(p, p->pend, max);
+            p->pend_len = 0;
+            if (!skip) {
+                stream_fail(p, -E2BIG, "line longer than", max);
+                return set_err(p, err);
+            }
+            if (!nl) {
+                p->skipping = true;
+                return 0;
+            }
+            skipped_line(p);
+        } else {
+            if (p->pend_len + take > p->pend_cap) {
+                p->pend_cap = UTIL_MAX(p->pend_len + take, p->pend_cap * 2);
+                p->pend_cap = UTIL_MIN(p->pend_cap, max);
+                p->pend = xrealloc(p->pend, p->pend_cap);
+            }
+            memcpy(p->pend + p->pend_len, s, take);
+            p->pend_len += take;
+            if (!nl)
+                return 0;
+            size_t pl = p->pend_len;
+            p->pend_len = 0;
+            if (prom_line_parse(p, p->pend, pl) != 0)
+                return set_err(p, err);
         }
-        if (p->pend_len + take > p->pend_cap) {
-            p->pend_cap = UTIL_MAX(p->pend_len + take, p->pend_cap * 2);
-            p->pend_cap = UTIL_MIN(p->pend_cap, max);
-            p->pend = xrealloc(p->pend, p->pend_cap);
-        }
-        memcpy(p->pend + p->pend_len, s, take);
-        p->pend_len += take;
-        if (!nl)
-            return 0;
-        size_t pl = p->pend_len;
-        p->pend_len = 0;
-        if (prom_line_parse(p, p->pend, pl) != 0)
-            return set_err(p, err);
         s = nl + 1;
     }
     while (s < end) {
@@ -95,8 +136,12 @@ int prom_parser_feed(struct prom_parser *p, const void *data, size_t len, struct
         if (!nl) {
             size_t rest = (size_t)(end - s);
             if (rest > max) {
-                stream_fail(p, -E2BIG, "line longer than", max);
-                return set_err(p, err);
+                if (!prom_line_skippable(p, s, max)) {
+                    stream_fail(p, -E2BIG, "line longer than", max);
+                    return set_err(p, err);
+                }
+                p->skipping = true;
+                break;
             }
             if (rest > p->pend_cap) {
                 p->pend_cap = UTIL_MIN(UTIL_MAX(rest, (size_t)4096), max);
@@ -108,8 +153,13 @@ int prom_parser_feed(struct prom_parser *p, const void *data, size_t len, struct
             break;
         }
         if ((size_t)(nl - s) > max) {
-            stream_fail(p, -E2BIG, "line longer than", max);
-            return set_err(p, err);
+            if (!prom_line_skippable(p, s, max)) {
+                stream_fail(p, -E2BIG, "line longer than", max);
+                return set_err(p, err);
+            }
+            skipped_line(p);
+            s = nl + 1;
+            continue;
         }
         if (prom_line_parse(p, s, (size_t)(nl - s)) != 0)
             return set_err(p, err);
@@ -125,6 +175,8 @@ int prom_parser_finish(struct prom_parser *p, struct prom_error *err)
     if (p->finished)
         return 0;
     p->finished = true;
+    if (p->skipping) /* a final line without '\n' */
+        skipped_line(p);
     if (p->pend_len > 0) {
         size_t pl = p->pend_len;
         p->pend_len = 0;
@@ -165,7 +217,7 @@ void prom_parser_reset(struct prom_parser *p)
     p->fam_type = PROM_UNTYPED;
     p->fam_wanted = false;
     p->bytes = p->lines = p->samples = p->emitted = 0;
-    p->saw_eof = p->finished = false;
+    p->saw_eof = p->finished = p->skipping = false;
     memset(&p->err, 0, sizeof(p->err));
 }
 

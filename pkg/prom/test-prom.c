@@ -900,6 +900,65 @@ static void test_line_cap(void **state)
     coll_free(&c);
 }
 
+/* Feed text in chunks of `step` bytes (0: at once) to a parser wanting "w"
+ * with 16-byte lines; returns rc, with the samples in c and stats in st. */
+static int feed_wanting_w(const char *text, size_t step, struct coll *c, struct prom_stats *st,
+                          struct prom_error *err)
+{
+    struct prom_parser_opts o = {.max_line = 16};
+    struct prom_parser *p = prom_parser_new(&o, collect, c);
+    assert_int_equal(prom_parser_want(p, "w", PROM_MATCH_NAME), 0);
+    size_t len = strlen(text), off = 0;
+    int rc = 0;
+    while (rc == 0 && off < len) {
+        size_t n = step && step < len - off ? step : len - off;
+        rc = prom_parser_feed(p, text + off, n, err);
+        off += n;
+    }
+    if (rc == 0)
+        rc = prom_parser_finish(p, err);
+    prom_parser_stats(p, st);
+    prom_parser_free(p);
+    return rc;
+}
+
+/* An unwanted sample's line over the cap is skipped unread, whatever the
+ * chunks (Prometheus has no line limit); a wanted one's, a comment's, or one
+ * whose name does not end within the cap is still an error. */
+static void test_line_cap_unwanted(void **state)
+{
+    (void)state;
+    static const char ok[] = "w 1\nother{a=\"0123456789012345678901234567890\"} 2\nw{x=\"y\"} 3\n"
+                             "big 4 # {} 5 and no end of line: 0123456789abcdef";
+    for (size_t step = 0; step < sizeof(ok); step++) {
+        struct coll c = {0};
+        struct prom_stats st;
+        struct prom_error err;
+        int rc = feed_wanting_w(ok, step, &c, &st, &err);
+        if (rc != 0 || c.n != 2 || st.samples != 4 || st.lines != 4)
+            fail_msg("step %zu: rc %d (%s) samples %zu/%llu lines %llu", step, rc, err.msg, c.n,
+                     (unsigned long long)st.samples, (unsigned long long)st.lines);
+        assert_true(c.v[0].value == 1 && c.v[1].value == 3);
+        assert_int_equal(c.v[1].line, 3);
+        coll_free(&c);
+    }
+    static const char *const bad[] = {
+        "w{a=\"0123456789012345678901234567890\"} 1\n", /* wanted */
+        "# HELP other 0123456789012345678901234567890\n",  /* metadata */
+        "# 0123456789012345678901234567890123456789\n",     /* a comment */
+        "other_name_longer_than_the_cap 1\n",             /* the name goes on */
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++)
+        for (size_t step = 0; step < 20; step++) {
+            struct coll c = {0};
+            struct prom_stats st;
+            struct prom_error err;
+            if (feed_wanting_w(bad[i], step, &c, &st, &err) != -E2BIG)
+                fail_msg("case %zu step %zu: not refused", i, step);
+            coll_free(&c);
+        }
+}
+
 static void test_callback_stop(void **state)
 {
     (void)state;
@@ -1177,7 +1236,8 @@ int main(void)
         cmocka_unit_test(test_timestamps),       cmocka_unit_test(test_histogram_families),
         cmocka_unit_test(test_openmetrics),      cmocka_unit_test(test_errors),
         cmocka_unit_test(test_split_every_byte), cmocka_unit_test(test_size_cap),
-        cmocka_unit_test(test_line_cap),         cmocka_unit_test(test_callback_stop),
+        cmocka_unit_test(test_line_cap),         cmocka_unit_test(test_line_cap_unwanted),
+        cmocka_unit_test(test_callback_stop),
         cmocka_unit_test(test_filter),           cmocka_unit_test(test_corpus_vllm),
         cmocka_unit_test(test_corpus_triton),    cmocka_unit_test(test_corpus_tgi),
         cmocka_unit_test(test_quantile),         cmocka_unit_test(test_om_escaping),

@@ -218,12 +218,20 @@ static int issue(struct op *o, int slot, const char *url, size_t max_body, char 
     return 0;
 }
 
+/* Partial answers refused: Thanos (partial_response, on by default there)
+ * and VictoriaMetrics (deny_partial_response) then fail a query some stores
+ * could not answer, instead of a sum over fewer pods. Prometheus ignores both. */
+#define PARTIAL_DENIED "&partial_response=false&deny_partial_response=1"
+
 static char *instant_url(const struct promql *p, const char *query, int64_t now_ms)
 {
     struct util_buf b = {0};
     util_buf_printf(&b, "%s/api/v1/query?query=", p->url);
     urlencode(&b, query);
     util_buf_printf(&b, "&time=%.3f", (double)now_ms / 1000.0);
+    /* VictoriaMetrics answers "now" from -search.latencyOffset (30 s) ago
+     * unless nocache is set */
+    util_buf_puts(&b, "&nocache=1" PARTIAL_DENIED);
     return util_buf_steal(&b);
 }
 
@@ -494,8 +502,9 @@ static int seed_send(struct op *o, char *err, size_t errlen)
     struct util_buf b = {0};
     util_buf_printf(&b, "%s/api/v1/query_range?query=", p->url);
     urlencode(&b, o->query);
-    util_buf_printf(&b, "&start=%.3f&end=%.3f&step=%.3f", (double)o->next_ms / 1000.0,
-                    (double)last / 1000.0, (double)o->step_ms / 1000.0);
+    util_buf_printf(&b, "&start=%.3f&end=%.3f&step=%.3f" PARTIAL_DENIED,
+                    (double)o->next_ms / 1000.0, (double)last / 1000.0,
+                    (double)o->step_ms / 1000.0);
     o->next_ms = last + o->step_ms;
     int rc = issue(o, 0, b.data, p->max_body * 64, err, errlen);
     util_buf_free(&b);

@@ -173,6 +173,11 @@ int promql_parse_response(const char *body, size_t len, struct promql_series *ou
                   e ? e : "no message");
     } else if (strcmp(status, "success") != 0) {
         rc = fail(err, errlen, -EBADMSG, "status '%.20s' is not success or error", status);
+    } else if (json_is_true(json_object_get(root, "isPartial"))) {
+        /* VictoriaMetrics: some storage nodes did not answer, so a sum covers
+         * fewer pods than there are; a rate that low must not scale in */
+        rc = fail(err, errlen, -EREMOTEIO, "partial response (isPartial): some storage nodes "
+                                           "did not answer");
     } else {
         rc = parse_data(json_object_get(root, "data"), out, err, errlen);
     }

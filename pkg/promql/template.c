@@ -148,6 +148,35 @@ static void put_escaped(struct out *o, const char *s, bool regex)
     }
 }
 
+/* The regex of a Deployment's pods, as the ReplicaSet controller names them:
+ * generateName "<deployment>-<pod-template-hash>-" cut to 58 bytes, then 5
+ * random characters (apiserver storage/names), the hash and the characters
+ * from rand.SafeEncodeString's alphabet. Up to 46 bytes of name nothing is
+ * cut; longer, the cut may take the second '-' and part of the hash; from 58
+ * bytes on, the pod is the name's first 58 bytes and the 5 characters. */
+static void put_pods(struct out *o, const char *deploy)
+{
+#define POD_CH "[bcdfghjklmnpqrstvwxz2456789]"
+    static const char whole[] = "-" POD_CH "{1,10}-" POD_CH "{5}";
+    static const char cut[] = "-(" POD_CH "{1,10}-?)?" POD_CH "{5}";
+    static const char rand5[] = POD_CH "{5}";
+#undef POD_CH
+    size_t n = strlen(deploy);
+    if (n >= 58) {
+        char head[59];
+        memcpy(head, deploy, 58);
+        head[58] = '\0';
+        put_escaped(o, head, true);
+        put(o, rand5, sizeof(rand5) - 1);
+        return;
+    }
+    put_escaped(o, deploy, true);
+    if (n <= 46)
+        put(o, whole, sizeof(whole) - 1);
+    else
+        put(o, cut, sizeof(cut) - 1);
+}
+
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -203,8 +232,7 @@ int promql_expand(const char *tmpl, const char *ns, const char *deploy, const ch
         } else if (n == 10 && strncmp(name, "deployment", n) == 0) {
             put_escaped(&o, deploy, false);
         } else if (n == 4 && strncmp(name, "pods", n) == 0) {
-            put_escaped(&o, deploy, true);
-            put(&o, "-[a-z0-9]+-[a-z0-9]+", 20);
+            put_pods(&o, deploy);
         } else if (n == 6 && strncmp(name, "window", n) == 0) {
             put(&o, window, strlen(window));
         } else {

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <regex.h>
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -90,6 +91,81 @@ static void test_defaults(void **state)
     assert_non_null(strstr(q, "(nv_inference_request_success{"));
 }
 
+/* A pod name as the ReplicaSet controller makes it: generateName
+ * "<deploy>-<hash>-" cut to 58 bytes, then 5 characters (apiserver
+ * storage/names), hash and characters from SafeEncodeString's alphabet. */
+static void pod_name(char *out, const char *deploy, size_t hash_len, unsigned seed)
+{
+    static const char al[] = "bcdfghjklmnpqrstvwxz2456789";
+    char base[300];
+    size_t n = (size_t)snprintf(base, sizeof(base), "%s-", deploy);
+    for (size_t i = 0; i < hash_len; i++, seed = seed * 1103515245u + 12345u)
+        base[n++] = al[(seed >> 16) % 27];
+    base[n++] = '-';
+    if (n > 58)
+        n = 58;
+    memcpy(out, base, n);
+    for (size_t i = 0; i < 5; i++, seed = seed * 1103515245u + 12345u)
+        out[n++] = al[(seed >> 16) % 27];
+    out[n] = '\0';
+}
+
+/* {{pods}} expanded for deploy, as a POSIX ERE anchored at both ends (the
+ * query's string escapes undone). */
+static void pods_regex(regex_t *re, const char *deploy)
+{
+    char out[PROMQL_MAX_QUERY], err[160], pat[PROMQL_MAX_QUERY + 2];
+    assert_int_equal(promql_expand("{{pods}}", "ns", deploy, "1m", out, sizeof(out), err,
+                                   sizeof(err)),
+                     0);
+    size_t k = 0;
+    pat[k++] = '^';
+    for (const char *c = out; *c; c++) {
+        if (c[0] == '\\' && c[1] == '\\')
+            c++;
+        pat[k++] = *c;
+    }
+    pat[k++] = '$';
+    pat[k] = '\0';
+    assert_int_equal(regcomp(re, pat, REG_EXTENDED | REG_NOSUB), 0);
+}
+
+/* {{pods}} matches every pod the ReplicaSet controller can name for a
+ * Deployment, whatever the name's length (from 47 bytes the generated name
+ * is cut, and from 58 it is the Deployment's name cut), and not the pods of
+ * a StatefulSet or of a longer-named Deployment. */
+static void test_pods_regex(void **state)
+{
+    (void)state;
+    char deploy[80], pod[80];
+    for (size_t len = 1; len <= 70; len++) {
+        for (size_t i = 0; i < len; i++)
+            deploy[i] = i % 7 == 3 ? '-' : (char)('a' + i % 26);
+        deploy[0] = 'm';
+        deploy[len - 1] = 'z';
+        deploy[len] = '\0';
+        regex_t re;
+        pods_regex(&re, deploy);
+        for (size_t h = 1; h <= 10; h++)
+            for (unsigned seed = 1; seed < 4; seed++) {
+                pod_name(pod, deploy, h, seed * 7919u + (unsigned)len);
+                if (regexec(&re, pod, 0, NULL, 0) != 0)
+                    fail_msg("deployment of %zu bytes, hash %zu: %s not matched", len, h, pod);
+            }
+        if (len < 58) {
+            snprintf(pod, sizeof(pod), "%s-0", deploy); /* a StatefulSet's */
+            assert_int_not_equal(regexec(&re, pod, 0, NULL, 0), 0);
+        }
+        if (len <= 40) {
+            char other[80];
+            snprintf(other, sizeof(other), "%s-canary", deploy);
+            pod_name(pod, other, 10, 5);
+            assert_int_not_equal(regexec(&re, pod, 0, NULL, 0), 0);
+        }
+        regfree(&re);
+    }
+}
+
 static void test_expand(void **state)
 {
     (void)state;
@@ -98,9 +174,10 @@ static void test_expand(void **state)
                                    "d=\"{{deployment}}\"}[{{window}}]))",
                                    "team-a", "chat.v1", "90s", out, sizeof(out), err, sizeof(err)),
                      0);
-    /* the dot is literal in the regex; pods of chat.v1-x (three segments) do not match */
-    assert_string_equal(out, "sum(rate(x{namespace=\"team-a\",pod=~\"chat\\\\.v1-[a-z0-9]+-"
-                             "[a-z0-9]+\",d=\"chat.v1\"}[90s]))");
+    /* the dot is literal in the regex */
+    assert_string_equal(out, "sum(rate(x{namespace=\"team-a\",pod=~\"chat\\\\.v1-"
+                             "[bcdfghjklmnpqrstvwxz2456789]{1,10}-[bcdfghjklmnpqrstvwxz2456789]{5}"
+                             "\",d=\"chat.v1\"}[90s]))");
 
     static const struct {
         const char *tmpl, *ns, *deploy, *window;
@@ -151,6 +228,12 @@ static const struct parse_case parse_cases[] = {
     {"{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":{},"
      "\"value\":[1700000000,\"NaN\"]}]},\"warnings\":[\"x\"]}",
      0, 1, NAN, 1700000000000, ""},
+    {"{\"status\":\"success\",\"isPartial\":true,\"data\":{\"resultType\":\"vector\",\"result\":"
+     "[{\"metric\":{},\"value\":[1700000000,\"4\"]}]}}",
+     -EREMOTEIO, 0, 0, 0, "partial response"},
+    {"{\"status\":\"success\",\"isPartial\":false,\"data\":{\"resultType\":\"vector\",\"result\":"
+     "[{\"metric\":{},\"value\":[1700000000,\"4\"]}]}}",
+     0, 1, 4, 1700000000000, ""},
     {"{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":\"1:5: parse error: "
      "unexpected end of input\"}",
      -EREMOTEIO, 0, 0, 0, "prometheus error (bad_data): 1:5: parse error"},
@@ -279,6 +362,12 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
     char t[64] = "", start[64], end[64], step[64];
     testsrv_req_header(req, "Authorization", f->last_auth, sizeof(f->last_auth));
     assert_true(param(req->target, "query", f->last_query, sizeof(f->last_query)));
+    /* partial answers refused, to Thanos and VictoriaMetrics alike */
+    char flag[16];
+    assert_true(param(req->target, "partial_response", flag, sizeof(flag)));
+    assert_string_equal(flag, "false");
+    assert_true(param(req->target, "deny_partial_response", flag, sizeof(flag)));
+    assert_string_equal(flag, "1");
     if (strncmp(req->target, "/prefix/api/v1/query_range?", 27) == 0) {
         assert_true(param(req->target, "start", start, sizeof(start)));
         assert_true(param(req->target, "end", end, sizeof(end)));
@@ -311,6 +400,8 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
     assert_true(strncmp(req->target, "/prefix/api/v1/query?", 21) == 0);
     assert_true(param(req->target, "time", t, sizeof(t)));
     assert_string_equal(t, "1700000000.250");
+    assert_true(param(req->target, "nocache", flag, sizeof(flag))); /* VictoriaMetrics: now */
+    assert_string_equal(flag, "1");
     bool p99 = strstr(f->last_query, "histogram_quantile") != NULL;
     bool busy = strstr(f->last_query, "inference_time") != NULL;
     if (busy)
@@ -487,7 +578,8 @@ static void test_client_results(void **state)
     }
     assert_int_equal(f->busy_queries, (int)UTIL_ARRAY_LEN(cases)); /* one per promql_get */
     /* the query the server saw last was the expanded p99 or rate query */
-    assert_non_null(strstr(f->last_query, "namespace=\"team-a\",pod=~\"chat-[a-z0-9]+-[a-z0-9]+\""));
+    assert_non_null(strstr(f->last_query, "namespace=\"team-a\",pod=~\"chat-[bcdfghjklmnpqrstvwxz"
+                                          "2456789]{1,10}-[bcdfghjklmnpqrstvwxz2456789]{5}\""));
     assert_non_null(strstr(f->last_query, "[2m]"));
     /* a busy-time template of the workload's own replaces the default; one that does not
      * expand is an error now, as for the rate */
@@ -651,6 +743,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),           cmocka_unit_test(test_expand),
+        cmocka_unit_test(test_pods_regex),
         cmocka_unit_test(test_parse),              cmocka_unit_test(test_client_results),
         cmocka_unit_test(test_client_unreachable), cmocka_unit_test(test_seed_chunks),
         cmocka_unit_test(test_close_inflight),     cmocka_unit_test(test_range),
