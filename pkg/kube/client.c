@@ -340,7 +340,7 @@ static int on_req_data(struct httpc_req *hr, long status, const char *data, size
 
 static int send_req(struct kube *k, const char *method, const char *path, const char *ctype,
                     const char *body, size_t blen, httpc_data_cb on_data, int64_t timeout_ms,
-                    size_t max_body, struct kreq *r)
+                    int64_t stall_ms, size_t max_body, struct kreq *r)
 {
     if (k->closing)
         return -ESHUTDOWN;
@@ -373,6 +373,7 @@ static int send_req(struct kube *k, const char *method, const char *path, const 
         .connect_timeout_ms = 10000,
         .max_body = max_body,
         .on_data = on_data ? on_req_data : NULL,
+        .stall_timeout_ms = stall_ms,
     };
     r->k = k;
     r->on_data = on_data;
@@ -394,12 +395,13 @@ static int send_req(struct kube *k, const char *method, const char *path, const 
 }
 
 int kube_raw_get(struct kube *k, const char *path, httpc_data_cb on_data, int64_t timeout_ms,
-                 size_t max_body, kube_raw_done_cb cb, void *arg, struct httpc_req **out)
+                 int64_t stall_ms, size_t max_body, kube_raw_done_cb cb, void *arg,
+                 struct httpc_req **out)
 {
     struct kreq *r = xcalloc(1, sizeof(*r));
     r->raw_cb = cb;
     r->arg = arg;
-    int rc = send_req(k, "GET", path, NULL, NULL, 0, on_data, timeout_ms, max_body, r);
+    int rc = send_req(k, "GET", path, NULL, NULL, 0, on_data, timeout_ms, stall_ms, max_body, r);
     if (rc < 0) {
         xfree(r);
         return rc;
@@ -429,7 +431,7 @@ int kube_request(struct kube *k, const char *method, const char *path, const cha
     r->cb = cb;
     r->arg = arg;
     int rc = send_req(k, method, path, content_type ? content_type : "application/json",
-                      body ? (b.data ? b.data : "") : NULL, b.len, NULL, 0, 0, r);
+                      body ? (b.data ? b.data : "") : NULL, b.len, NULL, 0, 0, 0, r);
     util_buf_free(&b);
     if (rc < 0)
         xfree(r);

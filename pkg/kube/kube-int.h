@@ -88,11 +88,13 @@ typedef void (*kube_raw_done_cb)(int err, const struct httpc_resp *resp, void *a
 /**
  * GET path (query included) with the client's auth and TLS. With on_data the
  * 2xx body streams to it (httpc rules). timeout_ms 0 = the client default,
- * <0 = none. *out is the httpc request for cancellation. Same return rules
- * as httpc_request().
+ * <0 = none. stall_ms > 0 ends a transfer receiving under 1 byte/s for that
+ * long (a watch on a dead connection). *out is the httpc request for
+ * cancellation. Same return rules as httpc_request().
  */
 int kube_raw_get(struct kube *k, const char *path, httpc_data_cb on_data, int64_t timeout_ms,
-                 size_t max_body, kube_raw_done_cb cb, void *arg, struct httpc_req **out);
+                 int64_t stall_ms, size_t max_body, kube_raw_done_cb cb, void *arg,
+                 struct httpc_req **out);
 uv_loop_t *kube_loop(const struct kube *k);
 
 /** Append s percent-encoded for a query value. */

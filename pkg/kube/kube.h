@@ -351,6 +351,12 @@ struct kube_watch_opts {
     int64_t backoff_reset_ms;  /**< a quiet period that resets the backoff: 120000 */
     int64_t min_watch_ms;      /**< a watch that ends sooner with no event is an error: 1000 */
     unsigned page_limit;       /**< LIST page size (limit/continue): 500; set ~0u for no paging */
+    /** A watch receiving under 1 byte/s for this long is a dead connection: it
+     *  ends and resumes from its resourceVersion. The API server sends a
+     *  bookmark about every minute (its cacher's bookmark frequency), so a
+     *  live stream is never that quiet; client-go pings its HTTP/2 connection
+     *  instead. 150000; <0 = off */
+    int64_t stall_ms;
     uint64_t seed;             /**< PRNG seed for jitter and timeouts; 0 = from the clock */
 };
 

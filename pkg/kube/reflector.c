@@ -3,7 +3,8 @@
  * reflector.
  *
  * State machine: LIST (paged with limit/continue, no resourceVersion: a
- * consistent read) -> WATCH from the list's resourceVersion with
+ * consistent read; after a continue token expired, once in one request, as
+ * client-go's pager falls back) -> WATCH from the list's resourceVersion with
  * allowWatchBookmarks and a timeoutSeconds drawn from [min, max] -> WATCH
  * again from the last resourceVersion seen (events and bookmarks advance it)
  * when the server ends the watch -> ... A 410 Gone (an HTTP 410 or an ERROR
@@ -38,6 +39,7 @@ struct kube_reflector {
     char *rv;
     char *cont;
     bool synced;
+    bool unpaged; /* the next list is one request: a continue token expired */
     uint64_t rng;
     int64_t backoff_cur;
     uint64_t last_backoff_at;
@@ -194,10 +196,23 @@ static void on_list_done(int err, const struct httpc_resp *resp, void *arg)
         backoff(r, NEXT_LIST);
         return;
     }
-    if (resp->status == 410) { /* the continue token expired: list again from the start */
+    if (resp->status == 410) {
         r->st.gone++;
+        bool paging = r->cont != NULL;
         set_str(&r->cont, NULL);
-        start_list(r);
+        if (paging && !r->unpaged) {
+            /* The continue token expired (etcd compacted past the first page's
+             * revision): as client-go's pager, list again in one request,
+             * which cannot expire half-way. Paged again, a list slower than
+             * the compaction interval would expire for ever. */
+            LOG_WARN("kube", "list %s: the continue token expired; listing again in one request",
+                     r->path);
+            r->unpaged = true;
+            start_list(r);
+        } else {
+            LOG_WARN("kube", "list %s: %s", r->path, resp_message(resp, msg, sizeof(msg)));
+            backoff(r, NEXT_LIST);
+        }
         return;
     }
     if (resp->status == 429) {
@@ -240,6 +255,7 @@ static void on_list_done(int err, const struct httpc_resp *resp, void *arg)
     set_str(&r->cont, NULL);
     set_str(&r->rv, rv);
     json_decref(j);
+    r->unpaged = false;
     r->sink.list_end(r->sink_arg);
     if (r->synced)
         r->st.relists++;
@@ -251,7 +267,7 @@ static void start_list(struct kube_reflector *r)
 {
     struct util_buf b = {0};
     util_buf_puts(&b, r->path);
-    if (r->o.page_limit != ~0u) {
+    if (r->o.page_limit != ~0u && !r->unpaged) {
         char lim[24];
         snprintf(lim, sizeof(lim), "%u", r->o.page_limit);
         add_query(&b, "limit", lim);
@@ -261,7 +277,7 @@ static void start_list(struct kube_reflector *r)
     if (r->selector)
         add_query(&b, "labelSelector", r->selector);
     r->st.lists++;
-    int rc = kube_raw_get(r->k, b.data, NULL, 0, (size_t)256 << 20, on_list_done, r, &r->req);
+    int rc = kube_raw_get(r->k, b.data, NULL, 0, 0, (size_t)256 << 20, on_list_done, r, &r->req);
     util_buf_free(&b);
     if (rc == -ESHUTDOWN) {
         LOG_WARN("kube", "list %s: the client is closing; stopping", r->path);
@@ -395,7 +411,8 @@ static void start_watch(struct kube_reflector *r)
     r->watch_started_at = uv_now(kube_loop(r->k));
     r->st.watches++;
     /* The server ends the watch after timeout_s; give it a margin before we do. */
-    int rc = kube_raw_get(r->k, b.data, on_watch_data, (timeout_s + 30) * 1000, (size_t)1 << 20,
+    int rc = kube_raw_get(r->k, b.data, on_watch_data, (timeout_s + 30) * 1000,
+                          r->o.stall_ms > 0 ? r->o.stall_ms : 0, (size_t)1 << 20,
                           on_watch_done, r, &r->req);
     util_buf_free(&b);
     if (rc == -ESHUTDOWN) {
@@ -435,6 +452,8 @@ int kube_reflector_new(struct kube *k, const char *path, const char *label_selec
         r->o.backoff_reset_ms = 120000;
     if (r->o.min_watch_ms <= 0)
         r->o.min_watch_ms = 1000;
+    if (r->o.stall_ms == 0)
+        r->o.stall_ms = 150000;
     if (r->o.page_limit == 0)
         r->o.page_limit = 500;
     r->rng = r->o.seed ? r->o.seed : (uv_hrtime() ^ (uint64_t)(uintptr_t)r) | 1;

@@ -259,6 +259,122 @@ static void test_reflector_script(void **state)
     xfree(f);
 }
 
+/* ---- an expired continue token -------------------------------------------- */
+
+static void h_expired(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
+{
+    struct fx *f = arg;
+    int n = f->step++;
+    if (n < 16)
+        snprintf(f->targets[n], sizeof(f->targets[n]), "%s", req->target);
+    switch (n) {
+    case 0: /* first page */
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"100\",\"continue\":\"c1\"},"
+                             "\"items\":[" POD("p1", "1") "," POD("p2", "2") "]}");
+        break;
+    case 1: /* etcd compacted past revision 100 meanwhile */
+        json_respond(c, 410, "{\"kind\":\"Status\",\"reason\":\"Expired\",\"code\":410}");
+        break;
+    case 2: /* the list again, in one request */
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"200\"},\"items\":["
+                             POD("p1", "1") "," POD("p2", "2") "," POD("p3", "3") "]}");
+        break;
+    case 3: /* watch: too old, relist */
+        testsrv_stream_begin(c, 200, "application/json");
+        {
+            const char *s = EV("ERROR", "{\"kind\":\"Status\",\"reason\":\"Expired\",\"code\":410}");
+            testsrv_stream_chunk(c, s, strlen(s));
+        }
+        testsrv_stream_end(c);
+        break;
+    case 4: /* paged again */
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"300\"},\"items\":["
+                             POD("p1", "1") "]}");
+        break;
+    default:
+        f->held[f->nheld++] = c;
+        f->done = true;
+        break;
+    }
+}
+
+/* A continue token that expires (the list took longer than etcd's
+ * compaction) makes the next list one unpaged request, as client-go's pager
+ * does: paged again it could expire for ever. The list after is paged. */
+static void test_reflector_expired_continue(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    fx_init(f, h_expired);
+    f->store = kube_store_new();
+    struct kube_watch_opts o = {.min_timeout_s = 5, .max_timeout_s = 10, .backoff_initial_ms = 20,
+                                .backoff_max_ms = 100, .page_limit = 2, .min_watch_ms = 1,
+                                .seed = 7};
+    assert_int_equal(kube_reflector_new(f->k, "/api/v1/pods", NULL, &o, &sink, f, &f->r), 0);
+    run_until(f, &f->done);
+    assert_string_equal(f->targets[0], "/api/v1/pods?limit=2");
+    assert_string_equal(f->targets[1], "/api/v1/pods?limit=2&continue=c1");
+    assert_string_equal(f->targets[2], "/api/v1/pods");
+    assert_true(has(f->targets[3], "watch=1&allowWatchBookmarks=true&resourceVersion=200&"));
+    assert_string_equal(f->targets[4], "/api/v1/pods?limit=2");
+    assert_true(has(f->targets[5], "resourceVersion=300&"));
+    assert_int_equal(kube_reflector_stats(f->r)->gone, 2);
+    assert_int_equal(f->list_ends, 2);
+    assert_int_equal(kube_store_npods(f->store), 1);
+    kube_reflector_close(f->r, on_closed, f);
+    fx_finish(f, 3);
+    kube_store_free(f->store);
+    xfree(f);
+}
+
+/* ---- a watch on a dead connection ----------------------------------------- */
+
+static void h_stall(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
+{
+    struct fx *f = arg;
+    int n = f->step++;
+    if (n < 16)
+        snprintf(f->targets[n], sizeof(f->targets[n]), "%s", req->target);
+    if (n == 0) {
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"100\"},\"items\":["
+                             POD("p1", "1") "]}");
+        return;
+    }
+    if (n == 1) { /* a watch whose connection then carries nothing, as a dead peer's */
+        testsrv_stream_begin(c, 200, "application/json");
+        f->held[f->nheld++] = c;
+        return;
+    }
+    f->held[f->nheld++] = c;
+    f->done = true;
+}
+
+/* A watch stream that receives nothing for stall_ms (no event, no bookmark,
+ * which the API server sends about every minute) is a dead connection: it is
+ * ended and the watch resumes from the same resourceVersion. */
+static void test_reflector_stalled_watch(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    fx_init(f, h_stall);
+    f->store = kube_store_new();
+    struct kube_watch_opts o = {.min_timeout_s = 60, .max_timeout_s = 60, .backoff_initial_ms = 20,
+                                .backoff_max_ms = 100, .min_watch_ms = 1, .stall_ms = 1000,
+                                .seed = 3};
+    assert_int_equal(kube_reflector_new(f->k, "/api/v1/pods", NULL, &o, &sink, f, &f->r), 0);
+    uint64_t t0 = uv_now(&f->loop);
+    run_until(f, &f->done);
+    uint64_t took = uv_now(&f->loop) - t0;
+    assert_true(has(f->targets[1], "watch=1&allowWatchBookmarks=true&resourceVersion=100&"));
+    assert_true(has(f->targets[2], "watch=1&allowWatchBookmarks=true&resourceVersion=100&"));
+    assert_true(took >= 1000 && took < 30000); /* the stall, not the 90 s deadline */
+    assert_int_equal(f->list_ends, 1);         /* resumed, not listed again */
+    kube_reflector_close(f->r, on_closed, f);
+    fx_finish(f, 3);
+    kube_store_free(f->store);
+    xfree(f);
+}
+
 /* ---- backoff on a dead server -------------------------------------------- */
 
 static void h_fail(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
@@ -385,6 +501,8 @@ int main(void)
     util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR + 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reflector_script),
+        cmocka_unit_test(test_reflector_expired_continue),
+        cmocka_unit_test(test_reflector_stalled_watch),
         cmocka_unit_test(test_reflector_backoff),
         cmocka_unit_test(test_cache),
     };

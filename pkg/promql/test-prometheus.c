@@ -149,9 +149,9 @@ static int setup(void **state)
     f->pods[3] = fakepod_start(&f->loop, 34, FAKEPOD_VLLM, 1000, 1, 0);
     static const char *const labels[4][2] = {
         {"team-a", "chat-7d9f8b6c4-xk2p9"},
-        {"team-a", "chat-7d9f8b6c4-ab3cd"},
+        {"team-a", "chat-7d9f8b6c4-bx4cd"},
         {"team-a", "chat-v2-5c6d7f8b9-zz9yy"},
-        {"team-b", "chat-7d9f8b6c4-qq1ww"},
+        {"team-b", "chat-7d9f8b6c4-qq2ww"},
     };
     char path[128];
     snprintf(path, sizeof(path), "%s/prometheus.yml", f->dir);
