@@ -756,6 +756,35 @@ checkpoint: {configmap: %s, configmaps: %d}
             g.stop()
             self.c.delete("deployments", "again", self.ns)
 
+    @unittest.skipIf(REAL, "the slow API server is a fault rule of the fake API server")
+    def test_15_release_waits_for_a_renewal_in_flight(self):
+        """A graceful stop while a Lease renewal is in flight (every Lease request takes 0.8 s,
+        the retry period is 0.5 s, so one nearly always is): the release goes after the renewal
+        answers, over its resourceVersion. Sent at once with the same resourceVersion, one of the
+        two would conflict; when the renewal won, the Lease stayed held until it expired."""
+        cfg = """decision-interval: 1s
+leader-election: {enabled: true, namespace: %s, lease-name: e2e-release,
+                  lease-duration: 4s, renew-deadline: 3s, retry-period: 500ms}
+""" % self.ns
+        for attempt in range(3):
+            g = self.start(cfg, ident="inst-release")
+            try:
+                wait_for(lambda: "became leader" in g.text(), 15, what="leadership")
+                self.fk.fault({"action": "latency", "ms": 800, "resource": "leases",
+                               "count": None})
+                time.sleep(1.3 + 0.3 * attempt)
+                t0 = time.time()
+                g.stop()
+                took = time.time() - t0
+            finally:
+                g.stop()
+                self.fk.clear_faults()
+            spec = self.c.get("leases", "e2e-release", self.ns)["spec"]
+            self.assertEqual(spec.get("holderIdentity", ""), "", g.text()[-2000:])
+            self.assertIn("released the lease", g.text())
+            self.assertNotIn("releasing the lease failed", g.text())
+            self.assertLess(took, 5)
+
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result
     print("controller e2e: %d passed, %d failed, %d skipped" % (

@@ -220,6 +220,7 @@ struct controller {
     size_t nwl;
     struct ctl_leader leader;
     bool elect_inflight;
+    bool release_pending; /* closing with a lease read or write in flight: release after it */
     bool released;
     /* sharding (shards.c); shards is NULL without it */
     struct ctl_shard *shards;

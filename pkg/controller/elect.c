@@ -85,6 +85,47 @@ static void log_transitions(struct controller *c)
     }
 }
 
+static void written(const struct kube_result *res, void *arg);
+
+/* Write the released lease (empty holder, 1 s) over the record last seen,
+ * when that record names this replica: client-go's release, which checks the
+ * holder (IsLeader), not the renew deadline. */
+static void release_now(struct controller *c)
+{
+    const struct ctl_lease *seen = &c->leader.observed;
+    if (!seen->exists || strcmp(seen->holder, c->identity) != 0) {
+        c->released = true;
+        return;
+    }
+    struct write_req *w = xcalloc(1, sizeof(*w));
+    w->c = c;
+    w->release = true;
+    ctl_leader_release(&c->leader, util_now_unix_ms(), &w->lease);
+    json_t *body =
+        ctl_lease_to_json(c->cfg->leader.namespace_, c->cfg->leader.lease_name, &w->lease);
+    ctl_io_begin(c);
+    int rc = kube_lease_update(c->kube, c->cfg->leader.namespace_, c->cfg->leader.lease_name, body,
+                               written, w);
+    json_decref(body);
+    if (rc != 0) {
+        xfree(w);
+        c->released = true;
+        ctl_io_end(c);
+    }
+}
+
+/* A read or a renewal that was in flight when the close came has answered:
+ * the release it waited for goes now, over what it saw (its resourceVersion;
+ * released concurrently, one of the two writes would conflict). Before the
+ * caller's ctl_io_end, so the close cannot complete in between. */
+static void release_if_pending(struct controller *c)
+{
+    if (!c->release_pending)
+        return;
+    c->release_pending = false;
+    release_now(c);
+}
+
 static void written(const struct kube_result *res, void *arg)
 {
     struct write_req *r = arg;
@@ -102,8 +143,11 @@ static void written(const struct kube_result *res, void *arg)
         if (res->err == 0 && res->body)
             ctl_lease_from_json(res->body, &r->lease);
         ctl_leader_result(&c->leader, res->err == 0, &r->lease, (int64_t)uv_now(c->loop));
+        if (c->closing) /* a renewal that answered after the close: no new term */
+            ctl_leader_stop(&c->leader, "shutting down: releasing the lease");
         log_transitions(c);
         c->elect_inflight = false;
+        release_if_pending(c);
     }
     xfree(r);
     ctl_io_end(c);
@@ -117,8 +161,14 @@ static void got_lease(const struct kube_result *res, void *arg)
     if (c->closing || (res->err != 0 && res->err != -ENOENT)) {
         if (res->err != 0 && !c->closing)
             LOG_WARN(SUB, "reading the lease failed: HTTP %ld %s", res->status, res->message);
+        if (c->closing && res->err == 0) {
+            /* the record the pending release goes over */
+            ctl_lease_from_json(res->body, &cur);
+            c->leader.observed = cur;
+        }
         c->elect_inflight = false;
         log_transitions(c);
+        release_if_pending(c);
         ctl_io_end(c);
         return;
     }
@@ -182,25 +232,12 @@ void ctl_elect_start(struct controller *c)
 void ctl_elect_release(struct controller *c)
 {
     log_transitions(c);
-    if (!ctl_leader_is_leading(&c->leader, (int64_t)uv_now(c->loop))) {
-        c->released = true;
-        return;
-    }
-    struct write_req *w = xcalloc(1, sizeof(*w));
-    w->c = c;
-    w->release = true;
-    ctl_leader_release(&c->leader, util_now_unix_ms(), &w->lease);
     ctl_leader_stop(&c->leader, "shutting down: releasing the lease"); /* stop acting at once */
     log_transitions(c);
-    json_t *body =
-        ctl_lease_to_json(c->cfg->leader.namespace_, c->cfg->leader.lease_name, &w->lease);
-    ctl_io_begin(c);
-    int rc = kube_lease_update(c->kube, c->cfg->leader.namespace_, c->cfg->leader.lease_name, body,
-                               written, w);
-    json_decref(body);
-    if (rc != 0) {
-        xfree(w);
-        c->released = true;
-        ctl_io_end(c);
+    if (c->elect_inflight) {
+        /* a read or a renewal carries the same resourceVersion: release after it answers */
+        c->release_pending = true;
+        return;
     }
+    release_now(c);
 }
