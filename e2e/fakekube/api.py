@@ -504,7 +504,7 @@ class Api:
             if old is None:
                 if not res.create_on_update or subresource:
                     raise not_found(res, name)
-                return self._create_on_update(res, ns, name, body, query)
+                return self._create_on_update(res, ns, name, obj, query)
             rv = (stored.get("metadata") or {}).get("resourceVersion")
             if not rv and not res.unconditional_update:
                 # registry.Store.Update: the error names the resource as its kind
@@ -516,12 +516,11 @@ class Api:
             return self._finish_update(res, canonical, ns, name, old, stored, subresource,
                                        pre_errs, dry_run=bool(query and query.get("dryRun")))
 
-    def _create_on_update(self, res, ns, name, body, query):
+    def _create_on_update(self, res, ns, name, obj, query):
         """PUT of a missing object whose strategy allows create-on-update (Lease, Event):
         created as a POST would create it, 201, whatever resourceVersion the body carries
         (the storage layer clears it), once its name matches the URL's (the update handler's
-        checkName)."""
-        obj = self._decode(res, body, "update")
+        checkName). obj is the decoded body."""
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         if meta.get("name", "") != name:
             raise bad_request("the name of the object (%s) does not match the name on the URL "
