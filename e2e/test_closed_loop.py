@@ -387,9 +387,17 @@ class Scaler:
         return out
 
     def metrics(self):
-        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port,
-                                    timeout=5) as r:
-            return r.read().decode()
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port,
+                                        timeout=5) as r:
+                return r.read().decode()
+        except OSError as e:
+            # say why: the process gone (its exit status and last log lines) or not listening
+            tail = "\n".join(self.text().splitlines()[-30:])
+            raise AssertionError("gpuscaler %s: /metrics on port %d: %s (%s); log tail:\n%s"
+                                 % (self.tag, self.metrics_port, e,
+                                    "running" if self.alive() else
+                                    "exited with %s" % self.proc.poll(), tail)) from e
 
     def metric(self, name, labels=None):
         """Value of one sample (labels: dict that must match exactly the given pairs)."""
