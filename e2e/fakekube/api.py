@@ -215,11 +215,17 @@ class Api:
                               "version (%s)" % (av, res.api_version))
         if not isinstance(body.get("metadata", {}), dict):
             raise bad_request("metadata must be an object")
+        out = copy.deepcopy(body)
         for field in BYTES_FIELDS.get((res.group, res.kind), ()):
-            values = body.get(field)
-            for v in (values.values() if isinstance(values, dict) else ()):
-                err = go_base64_error(v) if isinstance(v, str) else None
+            values = out.get(field)
+            for k, v in (values.items() if isinstance(values, dict) else ()):
+                if not isinstance(v, str):
+                    continue
+                err = go_base64_error(v)
                 if err is None:
+                    # decoded, then encoded again when served: line breaks are gone
+                    values[k] = base64.b64encode(base64.b64decode(
+                        v.replace("\r", "").replace("\n", ""))).decode()
                     continue
                 if verb == "patch":
                     # patch.go applyPatchToCurrentObject: the patched object does not decode;
@@ -232,18 +238,10 @@ class Api:
                 # rest.go transformDecodeError
                 raise bad_request("%s in version %s cannot be handled as a %s: %s"
                                   % (res.kind, json.dumps(res.version), res.kind, err))
-        out = copy.deepcopy(body)
         # fieldValidation=Warn: unknown fields are dropped and named in a Warning header
         for path in F.prune(res.group, res.kind, out):
             self._tls.warnings = (getattr(self._tls, "warnings", None) or []) + [
                 '299 - "unknown field \\"%s\\""' % path]
-        for field in BYTES_FIELDS.get((res.group, res.kind), ()):
-            values = out.get(field)
-            for k, v in (values.items() if isinstance(values, dict) else ()):
-                if isinstance(v, str):
-                    # decoded, then encoded again when served: line breaks are gone
-                    values[k] = base64.b64encode(base64.b64decode(
-                        v.replace("\r", "").replace("\n", ""))).decode()
         return out
 
     def _to_storage(self, res, obj, old=None):
