@@ -605,9 +605,16 @@ checkpoint: {configmap: %s, configmaps: %d}
         """With metrics-source: prometheus, the forecaster is seeded at start-up from
         query_range: all the history it uses (7 days and 30 minutes for the daily season, the
         recent seasons' plan's) plus an hour, at 60 s steps, in requests of at most a day
-        (1,440 steps), oldest first, without gaps."""
+        (1,440 steps), oldest first, without gaps. Every query carries the configured tenant
+        header and basic auth, the password read from its file."""
         prom = self.prometheus()
-        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
+        secrets = tempfile.mkdtemp(prefix="gpuscaler-prom-")
+        self.addCleanup(shutil.rmtree, secrets, True)
+        pw = os.path.join(secrets, "password")
+        with open(pw, "w") as f:
+            f.write("s3cret\n")
+        cfg = CONFIG + ("prometheus: {url: \"%s\", headers: {X-Scope-OrgID: ml-serving}, "
+                        "username: gpuscaler, password-file: %s}\n") % (prom.url, pw)
         self.make("seeded", 2, subnet=20, annotations=PROM_ANNOTATIONS)
         t0 = time.time()
         g = self.start(config=cfg)
@@ -630,6 +637,14 @@ checkpoint: {configmap: %s, configmaps: %d}
             self.assertIsNotNone(m, line)
             self.assertEqual(int(m.group(1)), 7 * 1440 + 91)
             self.assertGreaterEqual(int(m.group(2)), 7 * 1440 + 90)
+            wait_for(lambda: [p for p, _ in prom.requests if p == "/api/v1/query"], 30,
+                     what="an instant query")
+            with prom.lock:
+                seen = list(prom.headers)
+            self.assertGreater(len(seen), 8)
+            for h in seen:  # base64("gpuscaler:s3cret")
+                self.assertEqual(h.get("x-scope-orgid"), "ml-serving", h)
+                self.assertEqual(h.get("authorization"), "Basic Z3B1c2NhbGVyOnMzY3JldA==", h)
             self.assertTrue(g.alive())
         finally:
             g.stop()

@@ -71,6 +71,11 @@ class RunCli(unittest.TestCase):
             ("namespaces: [ml, ML]\n", 1, "namespaces: 'ML' is not a valid namespace name"),
             ("prometheus:\n  url: http://p:9090\n  token-file: /nonexistent/t\n", 3,
              "prometheus.token-file: cannot read /nonexistent/t: No such file or directory"),
+            ("prometheus:\n  url: http://p:9090\n  headers:\n    Authorization: Bearer x\n", 4,
+             "prometheus.headers: header Authorization is set by gpuscaler itself"),
+            ("prometheus:\n  url: http://p:9090\n  username: gpu\n"
+             "  password-file: /nonexistent/p\n", 4,
+             "prometheus.password-file: cannot read /nonexistent/p: No such file"),
         ]
         for yaml, line, msg in cases:
             err = self.run_bad(config=yaml)

@@ -11,7 +11,8 @@ It answers the two endpoints gpuscaler calls, as Prometheus does:
   server was given none).
 
 Every request is recorded as (path, params) with params the first value of
-each query parameter, parsed to float for start, end and step. A hook may
+each query parameter, parsed to float for start, end and step, and its
+headers (a dict, names in lower case) in the same order in `headers`. A hook may
 answer a request itself (for error responses): reply(path, params) returns
 None to let the default answer it, or (status, body dict).
 
@@ -31,6 +32,7 @@ class FakePrometheus:
     def __init__(self, range_value, instant_value=None, reply=None):
         self.lock = threading.Lock()
         self.requests = []   # (path, params)
+        self.headers = []    # {name.lower(): value} of each request
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -45,6 +47,7 @@ class FakePrometheus:
                         params[k] = float(params[k])
                 with outer.lock:
                     outer.requests.append((u.path, params))
+                    outer.headers.append({k.lower(): v for k, v in self.headers.items()})
                 got = reply(u.path, params) if reply else None
                 if got is None:
                     got = outer._answer(u.path, params, range_value, instant_value)

@@ -43,7 +43,9 @@ CONFIG_KEYS = {
     "external-metrics": {"enabled": None, "tls-cert-file": None, "tls-key-file": None,
                          "upstream": {"url": None, "ca-file": None, "cert-file": None,
                                       "key-file": None, "token-file": None}},
-    "prometheus": {"url": None, "ca-file": None, "token-file": None},
+    "prometheus": {"url": None, "ca-file": None, "cert-file": None, "key-file": None,
+                   "token-file": None, "username": None, "password-file": None,
+                   "headers": "headers"},
     "scrape": {"interval": None, "timeout": None, "missing-fraction": None, "rate-window": None},
     "checkpoint": {"configmap": None, "configmaps": None},
     "defaults": "annotations",
@@ -108,6 +110,13 @@ def config_key_problems(cfg, spec=CONFIG_KEYS, where=""):
                     probs.append("%s.%s: not an annotation key" % (path, ak))
                 if not isinstance(av, str):
                     probs.append("%s.%s: value %r is not a string" % (path, ak, av))
+        elif spec[k] == "headers":
+            if not isinstance(v, dict):
+                probs.append("%s: want a mapping" % path)
+                continue
+            for hk, hv in v.items():
+                if not isinstance(hv, str):
+                    probs.append("%s.%s: value %r is not a string" % (path, hk, hv))
         elif isinstance(spec[k], dict):
             probs += config_key_problems(v, spec[k], path)
         elif isinstance(v, dict):

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "promql/promql.h"
 #include "shard/shard.h"
 #include "util/util.h"
 
@@ -30,6 +31,7 @@ enum kind {
     K_INT,       /* whole number within [min, max], stored as int64_t */
     K_STRLIST,   /* namespaces: DNS-1123 labels */
     K_DEFAULTS,  /* annotation defaults */
+    K_HEADERS,   /* prometheus.headers: a map of header names to values */
     K_ADDR,      /* HOST:PORT, host an IP address (empty = 0.0.0.0) */
     K_URL,       /* "" or an http:// or https:// URL */
     K_PATH,      /* "" or a file path */
@@ -80,7 +82,12 @@ static const struct key keys[] = {
     {"external-metrics.upstream.token-file", K_PATH, OFF(extmetrics.upstream_token_file), 0, 0},
     {"prometheus.url", K_URL, OFF(prometheus.url), 0, 0},
     {"prometheus.ca-file", K_PATH, OFF(prometheus.ca_file), 0, 0},
+    {"prometheus.cert-file", K_PATH, OFF(prometheus.cert_file), 0, 0},
+    {"prometheus.key-file", K_PATH, OFF(prometheus.key_file), 0, 0},
     {"prometheus.token-file", K_PATH, OFF(prometheus.token_file), 0, 0},
+    {"prometheus.username", K_STR, OFF(prometheus.username), 0, 0},
+    {"prometheus.password-file", K_PATH, OFF(prometheus.password_file), 0, 0},
+    {"prometheus.headers", K_HEADERS, OFF(prometheus.headers), 0, 0},
     {"scrape.interval", K_DUR, OFF(scrape.interval_ms), 100, HOUR_MS},
     {"scrape.timeout", K_DUR, OFF(scrape.timeout_ms), 100, HOUR_MS},
     {"scrape.missing-fraction", K_FRACTION, OFF(scrape.missing_fraction), 0, 0},
@@ -149,6 +156,10 @@ void ctl_config_free(struct ctl_config *c)
     for (size_t i = 0; i < c->n_defaults; i++) {
         xfree(c->defaults[i].key);
         xfree(c->defaults[i].value);
+    }
+    for (size_t i = 0; i < c->prometheus.n_headers; i++) {
+        xfree(c->prometheus.headers[i].key);
+        xfree(c->prometheus.headers[i].value);
     }
     memset(c, 0, sizeof(*c));
 }
@@ -376,11 +387,52 @@ int ctl_config_set(struct ctl_config *c, const char *key, const char *value, cha
                    size_t errlen)
 {
     const struct key *k = find_key(key);
-    if (!k || k->kind == K_STRLIST || k->kind == K_DEFAULTS) {
+    if (!k || k->kind == K_STRLIST || k->kind == K_DEFAULTS || k->kind == K_HEADERS) {
         snprintf(err, errlen, "unknown key '%.120s'", key);
         return -ENOENT;
     }
     return set_scalar(c, k, value ? value : "", err, errlen);
+}
+
+/* The Prometheus client's own check of its credentials and headers, so a
+ * bad setting fails at startup with the key it is about. */
+static int check_prometheus(const struct ctl_config *c, const char **key, char *err,
+                            size_t errlen)
+{
+    struct promql_header h[CTL_MAX_HEADERS];
+    for (size_t i = 0; i < c->prometheus.n_headers; i++)
+        h[i] = (struct promql_header){c->prometheus.headers[i].key,
+                                      c->prometheus.headers[i].value};
+    struct promql_config pc;
+    promql_config_init(&pc);
+    pc.cert_file = c->prometheus.cert_file;
+    pc.key_file = c->prometheus.key_file;
+    pc.token_file = c->prometheus.token_file;
+    pc.username = c->prometheus.username;
+    pc.password_file = c->prometheus.password_file;
+    pc.headers = h;
+    pc.n_headers = c->prometheus.n_headers;
+    char why[200];
+    if (promql_config_check(&pc, why, sizeof(why)) == 0)
+        return 0;
+    /* the message starts with the setting it is about */
+    static const struct {
+        const char *sub, *key;
+    } subkeys[] = {
+        {"headers", "prometheus.headers"},         {"username", "prometheus.username"},
+        {"password-file", "prometheus.password-file"}, {"cert-file", "prometheus.cert-file"},
+        {"key-file", "prometheus.key-file"},       {"token-file", "prometheus.token-file"},
+    };
+    *key = "prometheus";
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(subkeys); i++) {
+        size_t n = strlen(subkeys[i].sub);
+        if (strncmp(why, subkeys[i].sub, n) == 0 && (why[n] == ':' || why[n] == ' ')) {
+            *key = subkeys[i].key;
+            break;
+        }
+    }
+    snprintf(err, errlen, "prometheus.%s", why);
+    return -EINVAL;
 }
 
 int ctl_config_validate(const struct ctl_config *c, const char **key, char *err, size_t errlen)
@@ -426,7 +478,7 @@ int ctl_config_validate(const struct ctl_config *c, const char **key, char *err,
             return -EINVAL;
         }
     }
-    return 0;
+    return check_prometheus(c, key, err, errlen);
 }
 
 /* ---- the file ------------------------------------------------------------------ */
@@ -499,6 +551,32 @@ static int apply_defaults(struct ctl_config *c, const struct key *k, const struc
     return 0;
 }
 
+static int apply_headers(struct ctl_config *c, const struct key *k, const struct conf_node *v,
+                         struct conf_error *err)
+{
+    if (v->type != CONF_MAP)
+        return fail(err, v, "%s: expected a map of header names to values%s", k->path, "");
+    for (size_t i = 0; i < c->prometheus.n_headers; i++) {
+        xfree(c->prometheus.headers[i].key);
+        xfree(c->prometheus.headers[i].value);
+    }
+    c->prometheus.n_headers = 0;
+    for (size_t i = 0; i < v->n; i++) {
+        const struct conf_node *it = v->items[i];
+        char why[200];
+        if (it->type != CONF_SCALAR)
+            return fail(err, it, "%s.%.80s: expected a single value", k->path, v->keys[i]);
+        if (c->prometheus.n_headers == CTL_MAX_HEADERS)
+            return fail(err, it, "%s: at most 32 headers%s", k->path, "");
+        if (promql_header_check(v->keys[i], it->scalar, why, sizeof(why)) != 0)
+            return fail(err, it, "%s: %s", k->path, why);
+        struct ctl_kv *h = &c->prometheus.headers[c->prometheus.n_headers++];
+        h->key = xstrdup(v->keys[i]);
+        h->value = xstrdup(it->scalar);
+    }
+    return 0;
+}
+
 static int apply_key(struct ctl_config *c, const struct key *k, const struct conf_node *v,
                      struct conf_error *err)
 {
@@ -522,6 +600,8 @@ static int apply_key(struct ctl_config *c, const struct key *k, const struct con
     }
     if (k->kind == K_DEFAULTS)
         return apply_defaults(c, k, v, err);
+    if (k->kind == K_HEADERS)
+        return apply_headers(c, k, v, err);
     if (v->type != CONF_SCALAR)
         return fail(err, v, "%s: expected a single value, not a %s", k->path,
                     conf_type_name(v->type));
@@ -586,6 +666,8 @@ int ctl_config_apply(struct ctl_config *c, const struct conf_node *root, struct 
             at = conf_map_get(root, "leader-election");
         if (!at && key && strncmp(key, "external-metrics.", 17) == 0)
             at = conf_map_get(root, "external-metrics");
+        if (!at && key && strncmp(key, "prometheus", 10) == 0)
+            at = conf_map_get(root, "prometheus");
         return fail(err, at ? at : root, "%s%s", msg, "");
     }
     return 0;
@@ -610,7 +692,10 @@ int ctl_config_check_files(const struct ctl_config *c, const struct conf_node *r
         {up, "external-metrics.upstream.key-file", c->extmetrics.upstream_key_file},
         {up, "external-metrics.upstream.token-file", c->extmetrics.upstream_token_file},
         {prom, "prometheus.ca-file", c->prometheus.ca_file},
+        {prom, "prometheus.cert-file", c->prometheus.cert_file},
+        {prom, "prometheus.key-file", c->prometheus.key_file},
         {prom, "prometheus.token-file", c->prometheus.token_file},
+        {prom, "prometheus.password-file", c->prometheus.password_file},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(files); i++) {
         const char *p = files[i].path;

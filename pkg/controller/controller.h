@@ -22,6 +22,7 @@
 #define CTL_ANNOTATION_PREFIX "gpuscaler.io/"
 #define CTL_MAX_NAMESPACES 64
 #define CTL_MAX_DEFAULTS 64
+#define CTL_MAX_HEADERS 32 /* PROMQL_MAX_HEADERS */
 
 /* ---- daemon configuration (the YAML config file, flags override) ------- */
 
@@ -63,7 +64,10 @@ struct ctl_config {
     } extmetrics;
     struct {
         char *url;                    /**< prometheus.url; "" = not configured */
-        char *ca_file, *token_file;
+        char *ca_file, *cert_file, *key_file, *token_file;
+        char *username, *password_file; /**< basic auth (password re-read per request) */
+        struct ctl_kv headers[CTL_MAX_HEADERS]; /**< prometheus.headers: name, value */
+        size_t n_headers;
     } prometheus;
     struct {
         int64_t interval_ms;          /**< scrape.interval, 5 s */

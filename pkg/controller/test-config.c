@@ -163,6 +163,27 @@ static void test_config_bad_value_of_every_key(void **s)
         {"prometheus.url", "prometheus: {url: 'http://'}\n", "URL with a host", 1},
         {"prometheus.url", "prometheus: {url: 'http://p:0'}\n", "URL with a host", 1},
         {"prometheus.url", "prometheus: {url: 'http://p q:9090'}\n", "URL with a host", 1},
+        {"prometheus.headers",
+         "prometheus:\n  url: http://p:9090\n  headers:\n    Authorization: Bearer x\n",
+         "prometheus.headers: header Authorization is set by gpuscaler itself (use "
+         "prometheus.token-file",
+         4},
+        {"prometheus.headers", "prometheus:\n  headers: [X-Scope-OrgID]\n",
+         "prometheus.headers: expected a map of header names to values", 2},
+        {"prometheus.headers", "prometheus:\n  headers:\n    X-A: {b: c}\n",
+         "prometheus.headers.X-A: expected a single value", 3},
+        {"prometheus.headers", "prometheus:\n  headers:\n    'X A': b\n",
+         "prometheus.headers: header name 'X A' is not an HTTP token", 3},
+        {"prometheus.username", "prometheus:\n  url: http://p:9090\n  username: gpu\n",
+         "prometheus.username: set without password-file (give both, or neither)", 3},
+        {"prometheus.username",
+         "prometheus:\n  username: a:b\n  password-file: /p\n",
+         "prometheus.username: 'a:b' has a ':'", 2},
+        {"prometheus.token-file",
+         "prometheus:\n  token-file: /t\n  username: u\n  password-file: /p\n",
+         "prometheus.token-file and username/password-file exclude each other", 2},
+        {"prometheus.cert-file", "prometheus:\n  key-file: /k\n",
+         "prometheus.key-file: set without cert-file", 2},
         {"scrape.interval", "scrape:\n  interval: soon\n", "is not a duration", 2},
         {"scrape.timeout", "scrape:\n  timeout: 2d\n", "out of range (100ms to 1h)", 2},
         {"scrape.missing-fraction", "scrape:\n  missing-fraction: 1.5\n",
@@ -221,17 +242,25 @@ static void test_config_bad_value_of_every_key(void **s)
 
     /* values that look odd but are valid */
     ctl_config_init(&c);
-    assert_int_equal(apply_yaml(&c,
-                                "listen: {metrics: ':9090', external-metrics: '[::1]:6443'}\n"
-                                "prometheus: {url: 'https://prom.monitoring.svc:9091/sub/path'}\n"
-                                "external-metrics: {upstream: {url: 'https://[fd00::1]:443'}}\n"
-                                "leader-election: {namespace: '', lease-name: a.b-c, "
-                                "retry-period: 500ms, renew-deadline: 3s, lease-duration: 4s}\n"
-                                "checkpoint: {configmap: gpuscaler-state.v2, configmaps: 1}\n"
-                                "namespaces: [ml-1, a]\n",
-                                &err),
-                     0);
+    int rc = apply_yaml(&c,
+                        "listen: {metrics: ':9090', external-metrics: '[::1]:6443'}\n"
+                        "prometheus: {url: 'https://prom.monitoring.svc:9091/sub/path', "
+                        "headers: {X-Scope-OrgID: team-a|team-b, X-Empty: ''}, "
+                        "username: gpu, password-file: /p}\n"
+                        "external-metrics: {upstream: {url: 'https://[fd00::1]:443'}}\n"
+                        "leader-election: {namespace: '', lease-name: a.b-c, "
+                        "retry-period: 500ms, renew-deadline: 3s, lease-duration: 4s}\n"
+                        "checkpoint: {configmap: gpuscaler-state.v2, configmaps: 1}\n"
+                        "namespaces: [ml-1, a]\n",
+                        &err);
+    if (rc != 0)
+        fail_msg("line %d: %s", err.line, err.msg);
     assert_int_equal(c.checkpoint_configmaps, 1);
+    assert_int_equal(c.prometheus.n_headers, 2);
+    assert_string_equal(c.prometheus.headers[0].key, "X-Scope-OrgID");
+    assert_string_equal(c.prometheus.headers[0].value, "team-a|team-b");
+    assert_string_equal(c.prometheus.headers[1].value, "");
+    assert_string_equal(c.prometheus.username, "gpu");
     ctl_config_free(&c);
 
     /* across keys: the key to blame is named, on its line */

@@ -6,21 +6,19 @@
  * (rate, p99 and busy time) and one callback once all finished; each promql_seed walks the
  * lookback in chunks, one request at a time. Operations are on a list so
  * promql_close can cancel them; the client is freed when its close timer
- * closed and the last operation delivered. The bearer token is read from its
- * file for every request (projected service-account tokens rotate). */
+ * closed and the last operation delivered. Credentials and extra headers
+ * are auth.c's. */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "auth.h"
 #include "forecast/forecast.h"
 #include "httpc/httpc.h"
 #include "promql.h"
 #include "util/util.h"
 
-#define MAX_TOKEN (64u << 10)
 #define RANGE_CHUNK_STEPS 10000 /* under Prometheus' 11,000 points a series */
 /* A seed hands each chunk's points to the forecaster in one loop callback,
  * most of them closing a bucket (about 13 us each at 60 s steps): a day of
@@ -53,7 +51,8 @@ struct op {
 struct promql {
     uv_loop_t *loop;
     struct httpc *h;
-    char *url, *ca_file, *token_file, *window;
+    char *url, *ca_file, *cert_file, *key_file, *window;
+    struct promql_auth auth;
     int64_t timeout_ms;
     size_t max_body;
     struct op *ops;
@@ -62,8 +61,6 @@ struct promql {
     promql_close_cb close_cb;
     void *close_arg;
 };
-
-static const char *const json_accept[] = {"Accept: application/json", NULL};
 
 void promql_config_init(struct promql_config *c)
 {
@@ -96,8 +93,9 @@ int promql_new(uv_loop_t *loop, struct httpc *h, const struct promql_config *cfg
     if (!loop || !h || !c.url ||
         (strncmp(c.url, "http://", 7) != 0 && strncmp(c.url, "https://", 8) != 0))
         return -EINVAL;
-    char tmp[64], err[80];
-    if (promql_expand("x", "a", "b", c.window, tmp, sizeof(tmp), err, sizeof(err)) != 0)
+    char tmp[64], err[200];
+    if (promql_expand("x", "a", "b", c.window, tmp, sizeof(tmp), err, sizeof(err)) != 0 ||
+        promql_config_check(&c, err, sizeof(err)) != 0)
         return -EINVAL;
     struct promql *p = xcalloc(1, sizeof(*p));
     p->loop = loop;
@@ -107,7 +105,9 @@ int promql_new(uv_loop_t *loop, struct httpc *h, const struct promql_config *cfg
     while (n > 0 && p->url[n - 1] == '/')
         p->url[--n] = '\0';
     p->ca_file = dup_or_null(c.ca_file);
-    p->token_file = dup_or_null(c.token_file);
+    p->cert_file = dup_or_null(c.cert_file);
+    p->key_file = dup_or_null(c.key_file);
+    promql_auth_init(&p->auth, &c);
     p->window = xstrdup(c.window);
     p->timeout_ms = c.timeout_ms;
     p->max_body = c.max_body;
@@ -132,61 +132,6 @@ static void urlencode(struct util_buf *b, const char *s)
     }
 }
 
-static int read_token(const struct promql *p, char **out, char *err, size_t errlen)
-{
-    *out = NULL;
-    if (!p->token_file)
-        return 0;
-    int fd = open(p->token_file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot read the bearer token file %.120s: %s", p->token_file,
-                 strerror(errno));
-        return -EIO;
-    }
-    struct util_buf b = {0};
-    char chunk[4096];
-    ssize_t n;
-    int rc = 0;
-    while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
-        util_buf_append(&b, chunk, (size_t)n);
-        if (b.len > MAX_TOKEN) {
-            rc = -EIO;
-            snprintf(err, errlen, "bearer token file %.120s is over %u bytes", p->token_file,
-                     MAX_TOKEN);
-            break;
-        }
-    }
-    if (n < 0 && rc == 0) {
-        rc = -EIO;
-        snprintf(err, errlen, "cannot read the bearer token file %.120s: %s", p->token_file,
-                 strerror(errno));
-    }
-    close(fd);
-    while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == '\r' ||
-                     b.data[b.len - 1] == ' ' || b.data[b.len - 1] == '\t'))
-        b.data[--b.len] = '\0';
-    if (rc == 0 && b.len == 0) {
-        rc = -EIO;
-        snprintf(err, errlen, "bearer token file %.120s is empty", p->token_file);
-    }
-    if (rc == 0) {
-        *out = util_buf_steal(&b);
-    } else {
-        explicit_bzero(b.data ? b.data : chunk, b.data ? b.len : sizeof(chunk));
-        util_buf_free(&b);
-    }
-    explicit_bzero(chunk, sizeof(chunk));
-    return rc;
-}
-
-static void free_token(char *t)
-{
-    if (t) {
-        explicit_bzero(t, strlen(t));
-        xfree(t);
-    }
-}
-
 static void on_done(struct httpc_req *req, int err, const struct httpc_resp *resp, void *arg);
 
 /* Start one GET of path?params on slot i of op. */
@@ -194,22 +139,23 @@ static int issue(struct op *o, int slot, const char *url, size_t max_body, char 
                 size_t errlen)
 {
     struct promql *p = o->p;
-    char *token = NULL;
-    int rc = read_token(p, &token, err, errlen);
+    struct promql_auth_req ar;
+    int rc = promql_auth_begin(&p->auth, &ar, err, errlen);
     if (rc < 0)
         return rc;
-    struct httpc_tls tls = {.ca_file = p->ca_file};
+    struct httpc_tls tls = {.ca_file = p->ca_file, .cert_file = p->cert_file,
+                            .key_file = p->key_file};
     struct httpc_opts ho = {
         .url = url,
-        .headers = json_accept,
-        .bearer = token,
+        .headers = ar.headers,
+        .bearer = ar.bearer,
         .tls = strncmp(url, "https:", 6) == 0 ? &tls : NULL,
         .timeout_ms = p->timeout_ms,
         .connect_timeout_ms = p->timeout_ms,
         .max_body = max_body,
     };
     rc = httpc_request(p->h, &ho, on_done, o, &o->reqs[slot]);
-    free_token(token);
+    promql_auth_end(&ar);
     if (rc < 0) {
         snprintf(err, errlen, "cannot start the query: %s", strerror(-rc));
         return rc;
@@ -624,7 +570,9 @@ static void maybe_free(struct promql *p)
     void *arg = p->close_arg;
     xfree(p->url);
     xfree(p->ca_file);
-    xfree(p->token_file);
+    xfree(p->cert_file);
+    xfree(p->key_file);
+    promql_auth_free(&p->auth);
     xfree(p->window);
     xfree(p);
     if (cb)

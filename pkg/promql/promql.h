@@ -104,10 +104,27 @@ void promql_series_free(struct promql_series *s);
 
 /* ---- the client ------------------------------------------------------------ */
 
+/** One extra request header, such as a tenant's `X-Scope-OrgID` (Mimir,
+ *  Cortex, Loki's gateway) or `THANOS-TENANT`. */
+struct promql_header {
+    const char *name;
+    const char *value;
+};
+
+/** At most this many extra headers. */
+#define PROMQL_MAX_HEADERS 32
+
 struct promql_config {
     const char *url;        /**< base URL, e.g. "http://prometheus-k8s.monitoring:9090" */
     const char *ca_file;    /**< CA bundle for https, or NULL for the system store */
+    const char *cert_file;  /**< client certificate for mutual TLS, with key_file, or NULL */
+    const char *key_file;
     const char *token_file; /**< bearer token, re-read for every request (rotation), or NULL */
+    const char *username;   /**< basic auth user (no ':'), with password_file; not with
+                                 token_file */
+    const char *password_file; /**< basic auth password, re-read for every request */
+    const struct promql_header *headers; /**< extra headers (promql_header_check), copied */
+    size_t n_headers;
     const char *window;     /**< {{window}}, default "2m" */
     int64_t timeout_ms;     /**< per request, default 10 s */
     size_t max_body;        /**< cap on an instant answer, default 1 MiB (range: 64x) */
@@ -115,12 +132,31 @@ struct promql_config {
 
 void promql_config_init(struct promql_config *c);
 
+/**
+ * Check one extra header: the name an HTTP token (RFC 9110), not one the
+ * client sets itself or one that changes the connection (the reserved list of
+ * Prometheus' own HTTP client, plus Accept, TE, Trailer, Upgrade, Expect and
+ * Transfer-Encoding; Authorization too: credentials come from files, never
+ * from the config), the value without control characters other than tab, at
+ * most 8 KiB. Returns 0, or -EINVAL with a one-line reason in err. Pure.
+ */
+int promql_header_check(const char *name, const char *value, char *err, size_t errlen);
+
+/**
+ * Check a whole config's authentication and headers, as promql_new does:
+ * token_file and username exclusive, username and password_file together,
+ * cert_file and key_file together, each header valid, no name twice (case
+ * insensitive), at most PROMQL_MAX_HEADERS. Returns 0, or -EINVAL with a
+ * reason in err. Pure: files are not read.
+ */
+int promql_config_check(const struct promql_config *c, char *err, size_t errlen);
+
 struct promql;
 
 /**
  * Create a client on loop over h (borrowed; must outlive the client). cfg's
- * strings are copied. Returns 0, or -EINVAL for a missing or non-http(s) URL
- * or a bad window.
+ * strings are copied. Returns 0, or -EINVAL for a missing or non-http(s) URL,
+ * a bad window or what promql_config_check refuses.
  */
 int promql_new(uv_loop_t *loop, struct httpc *h, const struct promql_config *cfg,
                struct promql **out);

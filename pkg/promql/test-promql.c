@@ -318,6 +318,8 @@ struct fx {
     enum fake_mode mode;
     char token_path[64];
     char last_auth[128];
+    char last_tenant[64];
+    bool last_empty; /* an X-Empty header came, with no value */
     char last_query[PROMQL_MAX_QUERY];
     int range_requests, busy_queries;
     int64_t range_points;
@@ -360,7 +362,11 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
 {
     struct fx *f = arg;
     char t[64] = "", start[64], end[64], step[64];
+    f->last_auth[0] = f->last_tenant[0] = '\0';
     testsrv_req_header(req, "Authorization", f->last_auth, sizeof(f->last_auth));
+    testsrv_req_header(req, "X-Scope-OrgID", f->last_tenant, sizeof(f->last_tenant));
+    char empty[8] = "-";
+    f->last_empty = testsrv_req_header(req, "X-Empty", empty, sizeof(empty)) && !empty[0];
     assert_true(param(req->target, "query", f->last_query, sizeof(f->last_query)));
     /* partial answers refused, to Thanos and VictoriaMetrics alike */
     char flag[16];
@@ -482,7 +488,9 @@ static void write_token(struct fx *f, const char *tok)
     fclose(fp);
 }
 
-static struct fx *fx_new(const char *url_override)
+/* A client with base's settings (NULL: the token file), its URL the test
+ * server's /prefix/ unless url_override. */
+static struct fx *fx_new_with(const char *url_override, const struct promql_config *base)
 {
     struct fx *f = xcalloc(1, sizeof(*f));
     assert_int_equal(uv_loop_init(&f->loop), 0);
@@ -494,11 +502,20 @@ static struct fx *fx_new(const char *url_override)
     snprintf(url, sizeof(url), "%s/prefix/", testsrv_url(f->srv));
     struct promql_config c;
     promql_config_init(&c);
+    if (base) {
+        c = *base;
+    } else {
+        c.token_file = f->token_path;
+    }
     c.url = url_override ? url_override : url;
-    c.token_file = f->token_path;
     c.timeout_ms = 2000;
     assert_int_equal(promql_new(&f->loop, f->http, &c, &f->pq), 0);
     return f;
+}
+
+static struct fx *fx_new(const char *url_override)
+{
+    return fx_new_with(url_override, NULL);
 }
 
 static bool held(void *arg)
@@ -614,6 +631,130 @@ static void test_client_results(void **state)
     assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), -EIO);
     assert_non_null(strstr(err, "bearer token"));
     write_token(f, "tok");
+    fx_finish(f);
+}
+
+/* Extra headers and their checks; basic auth with the password read for
+ * every request; a missing password file fails the query, not the client. */
+static void test_client_auth_headers(void **state)
+{
+    (void)state;
+    char err[200];
+    static const struct {
+        const char *name, *value, *why; /* why: NULL = valid */
+    } checks[] = {
+        {"X-Scope-OrgID", "team-a", NULL},
+        {"THANOS-TENANT", "a|b", NULL},
+        {"X-Empty", "", NULL},
+        {"X-Tab", "a\tb", NULL},
+        {"authorization", "Bearer x", "header Authorization is set by gpuscaler itself (use"},
+        {"Host", "evil", "header Host is set by gpuscaler itself"},
+        {"accept", "text/plain", "header Accept is set by gpuscaler itself"},
+        {"X Scope", "a", "header name 'X Scope' is not an HTTP token"},
+        {"X:Y", "a", "header name 'X:Y' is not an HTTP token"},
+        {"", "a", "a header needs a name"},
+        {"X-Inject", "a\r\nHost: evil", "header X-Inject: the value has a control character (0x0d)"},
+        {"X-Nul", "a\x7f", "header X-Nul: the value has a control character (0x7f)"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(checks); i++) {
+        int rc = promql_header_check(checks[i].name, checks[i].value, err, sizeof(err));
+        if (!checks[i].why) {
+            if (rc != 0)
+                fail_msg("check %zu: %s", i, err);
+        } else if (rc != -EINVAL || strncmp(err, checks[i].why, strlen(checks[i].why)) != 0) {
+            fail_msg("check %zu: rc %d '%s'", i, rc, err);
+        }
+    }
+
+    char pass_path[64];
+    snprintf(pass_path, sizeof(pass_path), "/tmp/gpuscaler-promql-pass-%d", getpid());
+    FILE *fp = fopen(pass_path, "w");
+    assert_non_null(fp);
+    fputs("s3cret:x\n", fp);
+    fclose(fp);
+    const struct promql_header hs[] = {{"X-Scope-OrgID", "team-a"}, {"X-Empty", ""}};
+    struct promql_config c;
+    promql_config_init(&c);
+    c.url = "http://127.0.0.1:1";
+    c.headers = hs;
+    c.n_headers = 2;
+    c.username = "gpu:scaler";
+    c.password_file = pass_path;
+    /* the whole config's checks, as promql_new applies them */
+    static const char *const bad_why[] = {
+        "username: 'gpu:scaler' has a ':' or a control character",
+        "token-file and username/password-file exclude each other",
+        "password-file: set without username (give both, or neither)",
+        "cert-file: set without key-file (give both, or neither)",
+        "headers: x-scope-orgid is given twice",
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad_why); i++) {
+        struct promql_config b = c;
+        const struct promql_header twice[] = {{"X-Scope-OrgID", "a"}, {"x-scope-orgid", "b"}};
+        if (i == 1) {
+            b.username = "gpu";
+            b.token_file = "/t";
+        } else if (i == 2) {
+            b.username = NULL;
+        } else if (i == 3) {
+            b.username = "gpu";
+            b.cert_file = "/c";
+        } else if (i == 4) {
+            b.username = "gpu";
+            b.headers = twice;
+        }
+        assert_int_equal(promql_config_check(&b, err, sizeof(err)), -EINVAL);
+        assert_string_equal(err, bad_why[i]);
+        uv_loop_t loop;
+        struct httpc *h;
+        struct promql *pq = NULL;
+        assert_int_equal(uv_loop_init(&loop), 0);
+        assert_int_equal(httpc_new(&loop, &h), 0);
+        assert_int_equal(promql_new(&loop, h, &b, &pq), -EINVAL);
+        assert_null(pq);
+        httpc_close(h, NULL, NULL);
+        assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+        assert_int_equal(uv_loop_close(&loop), 0);
+    }
+    c.username = "gpu";
+    assert_int_equal(promql_config_check(&c, err, sizeof(err)), 0);
+
+    struct fx *f = fx_new_with(NULL, &c);
+    struct scrape_spec spec;
+    struct promql_target t = target(&spec);
+    f->mode = FAKE_OK;
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
+    run_until(f, &f->results, 1);
+    assert_true(f->r.valid);
+    assert_string_equal(f->last_tenant, "team-a");
+    assert_true(f->last_empty);
+    /* base64("gpu:s3cret:x"): a ':' in the password is the password's */
+    assert_string_equal(f->last_auth, "Basic Z3B1OnMzY3JldDp4");
+    /* rotated in place: the next request carries the new password */
+    fp = fopen(pass_path, "w");
+    assert_non_null(fp);
+    fputs("n3w", fp);
+    fclose(fp);
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
+    run_until(f, &f->results, 2);
+    assert_string_equal(f->last_auth, "Basic Z3B1Om4zdw==");
+    /* a password file with two lines, or none, fails the query with the reason */
+    static const char *const bad_files[] = {"a\nb\n", NULL};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad_files); i++) {
+        unlink(pass_path);
+        if (bad_files[i]) {
+            fp = fopen(pass_path, "w");
+            assert_non_null(fp);
+            fputs(bad_files[i], fp);
+            fclose(fp);
+        }
+        assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)),
+                         -EIO);
+        assert_non_null(strstr(err, bad_files[i] ? "has more than one line"
+                                                 : "cannot read the password file"));
+    }
+    assert_int_equal(f->results, 2);
+    unlink(pass_path);
     fx_finish(f);
 }
 
@@ -745,6 +886,7 @@ int main(void)
         cmocka_unit_test(test_defaults),           cmocka_unit_test(test_expand),
         cmocka_unit_test(test_pods_regex),
         cmocka_unit_test(test_parse),              cmocka_unit_test(test_client_results),
+        cmocka_unit_test(test_client_auth_headers),
         cmocka_unit_test(test_client_unreachable), cmocka_unit_test(test_seed_chunks),
         cmocka_unit_test(test_close_inflight),     cmocka_unit_test(test_range),
     };
