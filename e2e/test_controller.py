@@ -800,6 +800,39 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-release,
             self.assertNotIn("releasing the lease failed", g.text())
             self.assertLess(took, 5)
 
+    def test_16_sharded_release_waits_for_renewals_in_flight(self):
+        """test_15 with sharding on: a graceful stop while the round's list or shard renewals
+        are in flight (every Lease request 0.8 s). Every shard Lease and the member Lease is
+        released after they answer, over their resourceVersions: none conflicts, none is left
+        held until it expires."""
+        cfg = """decision-interval: 1s
+leader-election: {enabled: true, namespace: %s, lease-duration: 4s, renew-deadline: 3s,
+                  retry-period: 500ms}
+sharding: {enabled: true, shards: 4, lease-prefix: e2e-srel}
+""" % self.ns
+        names = ["e2e-srel-%d" % s for s in range(4)] + ["e2e-srel-member-inst-srel"]
+        for attempt in range(3):
+            g = self.start(cfg, ident="inst-srel")
+            try:
+                wait_for(lambda: g.metric("gpuscaler_shards_held") == 4, 20,
+                         what="all four shards held")
+                self.fk.fault({"action": "latency", "ms": 800, "resource": "leases",
+                               "count": None})
+                time.sleep(1.3 + 0.3 * attempt)
+                t0 = time.time()
+                g.stop()
+                took = time.time() - t0
+            finally:
+                g.stop()
+                self.fk.clear_faults()
+            text = g.text()
+            for n in names:
+                spec = self.c.get("leases", n, self.ns)["spec"]
+                self.assertEqual(spec.get("holderIdentity", ""), "", "%s: %s" % (n, text[-2000:]))
+            self.assertEqual(text.count("shard released: shard="), 4, text[-2000:])
+            self.assertNotIn("writing lease", text)
+            self.assertLess(took, 5)
+
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result
     print("controller e2e: %d passed, %d failed, %d skipped" % (

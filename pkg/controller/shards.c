@@ -110,9 +110,16 @@ static void io_begin(struct controller *c)
     ctl_io_begin(c);
 }
 
+static void release_all(struct controller *c);
+
 static void io_end(struct controller *c)
 {
-    c->members->inflight--;
+    if (--c->members->inflight == 0 && c->release_pending) {
+        /* the list or writes in flight at the close have answered: the
+         * releases go now, over what they saw */
+        c->release_pending = false;
+        release_all(c);
+    }
     ctl_io_end(c); /* may free c when closing: last */
 }
 
@@ -179,11 +186,18 @@ static void lease_written(const struct kube_result *res, void *arg)
     else if (res->err != 0)
         LOG_WARN(SUB, "writing lease %s failed: HTTP %ld %s %s", what, res->status, res->reason,
                  res->message);
-    if (!r->release) {
-        if (res->err == 0 && res->body)
-            ctl_lease_from_json(res->body, &r->lease);
-        ctl_leader_result(leader_of(c, r->shard), res->err == 0, &r->lease,
-                          (int64_t)uv_now(c->loop));
+    struct ctl_leader *l = leader_of(c, r->shard);
+    if (res->err == 0 && res->body)
+        ctl_lease_from_json(res->body, &r->lease);
+    if (r->release || c->closing) {
+        /* a release, or a renewal that answered after the close (no new term):
+         * only the record is kept, for the release to go over */
+        if (res->err == 0) {
+            l->observed = r->lease;
+            l->observed_ms = (int64_t)uv_now(c->loop);
+        }
+    } else {
+        ctl_leader_result(l, res->err == 0, &r->lease, (int64_t)uv_now(c->loop));
     }
     log_transitions(c);
     xfree(r);
@@ -493,22 +507,57 @@ void ctl_shards_start(struct controller *c)
     uv_timer_start(&c->elect_timer, round_cb, 0, (uint64_t)cfg->leader.retry_period_ms);
 }
 
+/* Whether the record last seen of this lease names this replica: client-go
+ * releases on that (IsLeader), not on the renew deadline. */
+static bool seen_as_holder(const struct controller *c, const struct ctl_leader *l)
+{
+    return l->observed.exists && strcmp(l->observed.holder, c->identity) == 0;
+}
+
+/* Write the released record (empty holder, 1 s) of every lease last seen
+ * held by this replica, over that record's resourceVersion. */
+static void release_all(struct controller *c)
+{
+    struct ctl_shard_members *ms = c->members;
+    int64_t unix_now = util_now_unix_ms();
+    struct ctl_lease out;
+    for (uint32_t s = 0; s < c->nshards; s++) {
+        struct ctl_leader *l = &c->shards[s].leader;
+        if (!seen_as_holder(c, l))
+            continue;
+        ctl_leader_release(l, unix_now, &out);
+        write_lease(c, (int)s, false, true, &out);
+    }
+    if (seen_as_holder(c, &ms->self)) {
+        ctl_leader_release(&ms->self, unix_now, &out);
+        write_lease(c, SELF, false, true, &out);
+    }
+}
+
 void ctl_shards_release(struct controller *c)
 {
     struct ctl_shard_members *ms = c->members;
-    int64_t now = (int64_t)uv_now(c->loop), unix_now = util_now_unix_ms();
+    int64_t now = (int64_t)uv_now(c->loop);
+    static const char why[] = "shutting down: releasing the lease";
     log_transitions(c);
-    for (uint32_t s = 0; s < c->nshards; s++)
-        if (ctl_leader_is_leading(&c->shards[s].leader, now))
-            release_shard(c, s, unix_now, "shutting down: releasing the lease");
-    if (ctl_leader_is_leading(&ms->self, now)) {
-        struct ctl_lease out;
-        ctl_leader_release(&ms->self, unix_now, &out);
-        ctl_leader_stop(&ms->self, "shutting down: releasing the lease");
-        write_lease(c, SELF, false, true, &out);
+    /* stop acting at once, for every shard */
+    for (uint32_t s = 0; s < c->nshards; s++) {
+        struct ctl_shard *sh = &c->shards[s];
+        if (ctl_leader_is_leading(&sh->leader, now))
+            sh->releasing = true;
+        ctl_leader_stop(&sh->leader, why);
     }
+    ctl_leader_stop(&ms->self, why);
     log_transitions(c);
     c->released = true;
+    if (ms->inflight) {
+        /* a list or renewals in flight carry the resourceVersions the releases
+         * would: sent now, one of each pair would conflict, and a renewal that
+         * won kept the shard held until it expired. Release after they answer. */
+        c->release_pending = true;
+        return;
+    }
+    release_all(c);
 }
 
 void ctl_shards_free(struct controller *c)
