@@ -114,15 +114,25 @@ static void backoff(struct kube_reflector *r, enum next_op next)
     wait_then(r, delay, next);
 }
 
-static void retry_after(struct kube_reflector *r, const struct httpc_resp *resp, enum next_op next)
+/* A 429, or a 5xx with Retry-After (an API server shutting down, or APF's
+ * rejections through some proxies): wait as told, at most 5 minutes, as
+ * client-go's checkWait does for these statuses; without the header, the
+ * backoff. Returns false when resp is none of these. */
+static bool retry_after(struct kube_reflector *r, const struct httpc_resp *resp, enum next_op next)
 {
+    if (resp->status != 429 && resp->status < 500)
+        return false;
     int64_t ms = httpc_resp_retry_after_ms(resp, util_now_unix_ms());
     if (ms < 0) {
+        if (resp->status != 429)
+            return false; /* logged as any other error */
         backoff(r, next);
-        return;
+        return true;
     }
-    LOG_WARN("kube", "%s: 429 Too Many Requests; retrying in %lld ms", r->path, (long long)ms);
+    LOG_WARN("kube", "%s: HTTP %ld; retrying in %lld ms (Retry-After)", r->path, resp->status,
+             (long long)ms);
     wait_then(r, UTIL_MIN(ms, (int64_t)300000), next);
+    return true;
 }
 
 static void add_query(struct util_buf *b, const char *key, const char *val)
@@ -215,10 +225,8 @@ static void on_list_done(int err, const struct httpc_resp *resp, void *arg)
         }
         return;
     }
-    if (resp->status == 429) {
-        retry_after(r, resp, NEXT_LIST);
+    if (retry_after(r, resp, NEXT_LIST))
         return;
-    }
     if (resp->status < 200 || resp->status >= 300) {
         LOG_ERROR("kube", "list %s: %s", r->path, resp_message(resp, msg, sizeof(msg)));
         backoff(r, NEXT_LIST);
@@ -372,10 +380,8 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
         backoff(r, NEXT_WATCH);
         return;
     }
-    if (resp->status == 429) {
-        retry_after(r, resp, NEXT_WATCH);
+    if (retry_after(r, resp, NEXT_WATCH))
         return;
-    }
     if (resp->status < 200 || resp->status >= 300) {
         LOG_ERROR("kube", "watch %s: %s", r->path, resp_message(resp, msg, sizeof(msg)));
         backoff(r, NEXT_WATCH);

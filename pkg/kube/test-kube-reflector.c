@@ -151,7 +151,10 @@ static void h_script(struct testsrv_conn *c, const struct testsrv_req *req, void
     case 7: /* throttled */
         testsrv_respond(c, 429, "application/json", "{}", 2, "Retry-After: 1\r\n");
         break;
-    case 8: /* broken JSON mid-stream */
+    case 8: /* unavailable, with Retry-After (client-go waits on any 5xx that has one) */
+        testsrv_respond(c, 503, "application/json", "{}", 2, "Retry-After: 1\r\n");
+        break;
+    case 9: /* broken JSON mid-stream */
         testsrv_stream_begin(c, 200, "application/json");
         {
             const char *s = EV("ADDED", POD("p5", "301")) "{\"type\":\"ADDED\",\"object\":{oops\n";
@@ -159,7 +162,7 @@ static void h_script(struct testsrv_conn *c, const struct testsrv_req *req, void
         }
         testsrv_stream_end(c);
         break;
-    case 9:
+    case 10:
         json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"400\"},\"items\":[" POD("p1", "102")
                              "]}");
         break;
@@ -229,12 +232,14 @@ static void test_reflector_script(void **state)
     /* HTTP 410 -> list again. */
     assert_false(has(f->targets[6], "watch=1"));
     assert_true(has(f->targets[7], "resourceVersion=300&"));
-    /* 429 -> the same watch after Retry-After. */
+    /* 429, then 503, each with Retry-After: 1 -> the same watch after a second each (the
+     * backoff alone is at most 100 ms here) */
     assert_true(has(f->targets[8], "resourceVersion=300&"));
-    assert_true(took >= 1000);
+    assert_true(has(f->targets[9], "resourceVersion=300&"));
+    assert_true(took >= 2000);
     /* Broken stream -> a relist (after a backoff), then a watch. */
-    assert_false(has(f->targets[9], "watch=1"));
-    assert_true(has(f->targets[10], "resourceVersion=400&"));
+    assert_false(has(f->targets[10], "watch=1"));
+    assert_true(has(f->targets[11], "resourceVersion=400&"));
 
     assert_true(kube_reflector_synced(f->r));
     assert_string_equal(kube_reflector_rv(f->r), "400");
@@ -242,7 +247,7 @@ static void test_reflector_script(void **state)
     assert_int_equal(st->gone, 2);
     assert_int_equal(st->bookmarks, 1);
     assert_int_equal(st->relists, 3);
-    assert_int_equal(st->watches, 6);
+    assert_int_equal(st->watches, 7);
     assert_true(st->errors >= 1);
     assert_int_equal(f->list_begins, 4);
     assert_int_equal(f->list_ends, 4);
