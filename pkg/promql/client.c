@@ -134,7 +134,10 @@ static void urlencode(struct util_buf *b, const char *s)
 
 static void on_done(struct httpc_req *req, int err, const struct httpc_resp *resp, void *arg);
 
-/* Start one GET of path?params on slot i of op. */
+/* Start one GET of path?params on slot i of op; a URL over
+ * PROMQL_GET_MAX_URL goes as a POST of the same parameters, form-encoded, as
+ * the HTTP API accepts (proxies in front of it refuse long request lines:
+ * nginx at 8 KiB by default, and a 4 KiB query can encode to 12). */
 static int issue(struct op *o, int slot, const char *url, size_t max_body, char *err,
                 size_t errlen)
 {
@@ -154,7 +157,18 @@ static int issue(struct op *o, int slot, const char *url, size_t max_body, char 
         .connect_timeout_ms = p->timeout_ms,
         .max_body = max_body,
     };
+    char *path = NULL;
+    const char *q = strchr(url, '?');
+    if (strlen(url) > PROMQL_GET_MAX_URL && q) {
+        path = xstrndup(url, (size_t)(q - url));
+        ho.url = path;
+        ho.method = "POST";
+        ho.body = q + 1;
+        ho.body_len = strlen(q + 1);
+        ho.content_type = "application/x-www-form-urlencoded";
+    }
     rc = httpc_request(p->h, &ho, on_done, o, &o->reqs[slot]);
+    xfree(path);
     promql_auth_end(&ar);
     if (rc < 0) {
         snprintf(err, errlen, "cannot start the query: %s", strerror(-rc));

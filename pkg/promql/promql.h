@@ -32,6 +32,9 @@ struct forecast;
 /** Longest expanded query. */
 #define PROMQL_MAX_QUERY 4096
 
+/** A query whose GET URL would be longer than this is sent as a POST. */
+#define PROMQL_GET_MAX_URL 4096
+
 /**
  * Default PromQL for a workload's request rate (req/s) and p99 latency (in
  * seconds), built from the spec's metric names, or "" when the spec names no

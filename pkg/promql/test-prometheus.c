@@ -251,6 +251,19 @@ static void test_against_prometheus(void **state)
             "service (want 5)\n",
             r.request_rate, r.p99_ms, fakepod_p99_ms(), r.busy);
 
+    /* a query too long for a GET goes as a POST of the same form: the same answer (a
+     * label matcher that excludes nothing, 8 bytes a repeat once encoded) */
+    struct util_buf lb = {0};
+    util_buf_puts(&lb, "sum(rate(vllm:request_success_total{namespace=\"{{namespace}}\",pod=~\""
+                       "{{pods}}\",nonexistent_label!~\"");
+    for (int i = 0; i < 700; i++)
+        util_buf_puts(&lb, "/v1|");
+    util_buf_puts(&lb, "x\"}[{{window}}]))");
+    r = query(f, "team-a", lb.data);
+    util_buf_free(&lb);
+    assert_true(r.valid);
+    assert_true(fabs(r.request_rate - 40) < 4);
+
     r = query(f, "team-x", NULL);
     assert_false(r.valid);
     assert_string_equal(r.why, "rate: the query returned no data");

@@ -321,7 +321,8 @@ struct fx {
     char last_tenant[64];
     bool last_empty; /* an X-Empty header came, with no value */
     char last_query[PROMQL_MAX_QUERY];
-    int range_requests, busy_queries;
+    char post_query[PROMQL_MAX_QUERY]; /* the query of the last POST */
+    int range_requests, busy_queries, posts;
     int64_t range_points;
     int results, seeds, closes;
     struct scrape_result r;
@@ -362,22 +363,40 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
 {
     struct fx *f = arg;
     char t[64] = "", start[64], end[64], step[64];
+    /* a long query comes as a POST of the same parameters: read them as a target */
+    static char posted[3 * PROMQL_MAX_QUERY + 512];
+    const char *target = req->target;
+    if (strcmp(req->method, "POST") == 0) {
+        char ct[64] = "";
+        assert_true(testsrv_req_header(req, "Content-Type", ct, sizeof(ct)));
+        assert_string_equal(ct, "application/x-www-form-urlencoded");
+        assert_null(strchr(req->target, '?'));
+        assert_true(strlen(req->target) + 1 + req->body_len < sizeof(posted));
+        snprintf(posted, sizeof(posted), "%s?%.*s", req->target, (int)req->body_len, req->body);
+        target = posted;
+        f->posts++;
+    } else {
+        assert_string_equal(req->method, "GET");
+        assert_true(strlen(req->target) <= PROMQL_GET_MAX_URL);
+    }
     f->last_auth[0] = f->last_tenant[0] = '\0';
     testsrv_req_header(req, "Authorization", f->last_auth, sizeof(f->last_auth));
     testsrv_req_header(req, "X-Scope-OrgID", f->last_tenant, sizeof(f->last_tenant));
     char empty[8] = "-";
     f->last_empty = testsrv_req_header(req, "X-Empty", empty, sizeof(empty)) && !empty[0];
-    assert_true(param(req->target, "query", f->last_query, sizeof(f->last_query)));
+    assert_true(param(target, "query", f->last_query, sizeof(f->last_query)));
+    if (target == posted)
+        snprintf(f->post_query, sizeof(f->post_query), "%s", f->last_query);
     /* partial answers refused, to Thanos and VictoriaMetrics alike */
     char flag[16];
-    assert_true(param(req->target, "partial_response", flag, sizeof(flag)));
+    assert_true(param(target, "partial_response", flag, sizeof(flag)));
     assert_string_equal(flag, "false");
-    assert_true(param(req->target, "deny_partial_response", flag, sizeof(flag)));
+    assert_true(param(target, "deny_partial_response", flag, sizeof(flag)));
     assert_string_equal(flag, "1");
-    if (strncmp(req->target, "/prefix/api/v1/query_range?", 27) == 0) {
-        assert_true(param(req->target, "start", start, sizeof(start)));
-        assert_true(param(req->target, "end", end, sizeof(end)));
-        assert_true(param(req->target, "step", step, sizeof(step)));
+    if (strncmp(target, "/prefix/api/v1/query_range?", 27) == 0) {
+        assert_true(param(target, "start", start, sizeof(start)));
+        assert_true(param(target, "end", end, sizeof(end)));
+        assert_true(param(target, "step", step, sizeof(step)));
         double s = strtod(start, NULL), e = strtod(end, NULL), st = strtod(step, NULL);
         f->range_requests++;
         if (f->mode == FAKE_BAD_QUERY) {
@@ -403,10 +422,10 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
         util_buf_free(&b);
         return;
     }
-    assert_true(strncmp(req->target, "/prefix/api/v1/query?", 21) == 0);
-    assert_true(param(req->target, "time", t, sizeof(t)));
+    assert_true(strncmp(target, "/prefix/api/v1/query?", 21) == 0);
+    assert_true(param(target, "time", t, sizeof(t)));
     assert_string_equal(t, "1700000000.250");
-    assert_true(param(req->target, "nocache", flag, sizeof(flag))); /* VictoriaMetrics: now */
+    assert_true(param(target, "nocache", flag, sizeof(flag))); /* VictoriaMetrics: now */
     assert_string_equal(flag, "1");
     bool p99 = strstr(f->last_query, "histogram_quantile") != NULL;
     bool busy = strstr(f->last_query, "inference_time") != NULL;
@@ -612,6 +631,27 @@ static void test_client_results(void **state)
                      -EINVAL);
     assert_non_null(strstr(err, "{{pod}}"));
     t.busy_tmpl = NULL;
+
+    /* a query whose URL would pass PROMQL_GET_MAX_URL goes as a POST of the same
+     * parameters, form-encoded; the others of the same get stay GETs */
+    struct util_buf lb = {0};
+    util_buf_puts(&lb, "sum(rate(vllm:request_success_total{namespace=\"{{namespace}}\",pod=~\""
+                       "{{pods}}\",route!~\"");
+    for (int i = 0; i < 700; i++)
+        util_buf_puts(&lb, "/v1|"); /* 8 bytes a time once encoded */
+    util_buf_puts(&lb, "x\"}[{{window}}]))");
+    t.rate_tmpl = lb.data;
+    before = f->results;
+    int posts = f->posts;
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
+    run_until(f, &f->results, before + 1);
+    assert_true(f->r.valid && f->r.request_rate == 12.5 && f->r.p99_ms == 1875);
+    assert_int_equal(f->posts, posts + 1);
+    assert_non_null(strstr(f->post_query, "route!~\"/v1|/v1|"));
+    assert_non_null(strstr(f->post_query, "|x\"}[2m]))"));
+    assert_non_null(strstr(f->post_query, "namespace=\"team-a\""));
+    t.rate_tmpl = NULL;
+    util_buf_free(&lb);
 
     /* a template that does not expand is an error now, no callback */
     t.rate_tmpl = "sum(rate(x{{bogus}}[1m]))";
