@@ -310,6 +310,43 @@ class PrometheusTest(unittest.TestCase):
         mid = plan['forecast']['mid']
         self.assertGreater(max(mid) / min(mid), 2.5)
 
+    def test_tenant_header_and_basic_auth(self):
+        """prometheus-header and basic auth reach every query; a plan file's relative
+        password-file is read beside it; a reserved header is refused before any query."""
+        q = 'sum(rate(vllm:request_success_total{namespace="tenant"}[5m]))'
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, 'pw'), 'w') as f:
+                f.write('s3cret\n')
+            cfg = os.path.join(d, 'p.yaml')
+            with open(cfg, 'w') as f:
+                f.write('prometheus: %s\nquery: \'%s\'\nsince: 6d\nquery-step: 5m\n'
+                        'prometheus-username: planner\nprometheus-password-file: pw\n'
+                        'prometheus-header: "X-Scope-OrgID: team-a"\n' % (self.url, q))
+            n0 = len(self.prom.requests)
+            r = run('--config', cfg, '--prometheus-header', 'X-Scope-OrgID: team-b',
+                    '--prometheus-header', 'X-Extra:  two words', '--horizon', '2d', *SERVING)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with self.prom.lock:
+                seen = [h for (path, params), h in zip(self.prom.requests[n0:],
+                                                       self.prom.headers[n0:])
+                        if params.get('query') == q]
+            self.assertGreater(len(seen), 0)
+            for h in seen:  # the flag replaced the file's tenant; base64("planner:s3cret")
+                self.assertEqual(h.get('x-scope-orgid'), 'team-b', h)
+                self.assertEqual(h.get('x-extra'), 'two words', h)
+                self.assertEqual(h.get('authorization'), 'Basic cGxhbm5lcjpzM2NyZXQ=', h)
+        n0 = len(self.prom.requests)
+        r = run('--prometheus', self.url, '--query', q, '--prometheus-header',
+                'Authorization: Bearer x', '--horizon', '2d', *SERVING)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn('prometheus-header: header Authorization is set by gpuscaler itself',
+                      r.stderr)
+        r = run('--prometheus', self.url, '--query', q, '--prometheus-username', 'u',
+                '--horizon', '2d', *SERVING)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn('prometheus-username: set without password-file', r.stderr)
+        self.assertEqual(len(self.prom.requests), n0)
+
     def test_bad_query_is_an_input_error(self):
         r = run('--prometheus', self.url, '--query', 'bad(', '--since', '6d', '--horizon', '2d',
                 *SERVING)

@@ -51,10 +51,15 @@ static void usage(FILE *f)
         fprintf(f, "  %-20s %s\n", plan_config_key_name(i), plan_config_key_help(i));
     fprintf(f,
             "Deployment keys:\n"
-            "  %-20s %s\n  %-20s %s\n  %-20s %s\n  %-20s %s\n  %-20s %s\n  %-20s %s\n",
+            "  %-20s %s\n  %-20s %s\n  %-20s %s\n  %-20s %s\n  %-20s %s\n  %-20s %s\n"
+            "  %-20s %s\n  %-20s %s\n",
             "trace", "the history: a trace CSV (t_seconds,requests), may be gzipped",
             "prometheus, query", "or a Prometheus URL and a PromQL request rate (req/s)",
             "since, query-step", "how much history to ask for (30d) and its step (1m)",
+            "prometheus-header", "'Name: value' on every query, e.g. 'X-Scope-OrgID: team-a'",
+            "prometheus-*-file",
+            "ca-file, cert-file, key-file, token-file, password-file (with\n"
+            "                       prometheus-username): as the daemon's prometheus.* keys",
             "policy", "the policy that will run: predictive (default), reactive or hpa",
             "name", "the Deployment's name (in a deployments: entry)",
             "scale", "multiply the history's counts by this");
@@ -174,6 +179,25 @@ static void on_closed(void *arg)
     *h = NULL;
 }
 
+/* The client config of w's prometheus-* keys; hs holds the headers (their
+ * strings are w's). */
+static void prom_config(const struct plan_workload *w, struct promql_config *pc,
+                        struct promql_header *hs)
+{
+    promql_config_init(pc);
+    pc->url = w->prometheus;
+    pc->ca_file = w->prom_ca_file;
+    pc->cert_file = w->prom_cert_file;
+    pc->key_file = w->prom_key_file;
+    pc->token_file = w->prom_token_file;
+    pc->username = w->prom_username;
+    pc->password_file = w->prom_password_file;
+    for (size_t i = 0; i < w->n_prom_headers; i++)
+        hs[i] = (struct promql_header){w->prom_header_names[i], w->prom_header_values[i]};
+    pc->headers = hs;
+    pc->n_headers = w->n_prom_headers;
+}
+
 /* The request rate over the last `since` as a trace of query-step buckets
  * (a missing point is a missing bucket). Exit code (1 or 2) or 0. */
 static int fetch_prometheus(const struct plan_workload *w, struct trace **out)
@@ -187,8 +211,8 @@ static int fetch_prometheus(const struct plan_workload *w, struct trace **out)
     uv_loop_init(&loop);
     int rc = httpc_new(&loop, &h);
     struct promql_config pc;
-    promql_config_init(&pc);
-    pc.url = w->prometheus;
+    struct promql_header hs[UTIL_ARRAY_LEN(w->prom_header_names)];
+    prom_config(w, &pc, hs);
     pc.timeout_ms = 60000;
     if (rc == 0 && (rc = promql_new(&loop, h, &pc, &p)) != 0)
         fprintf(stderr, PROG ": --prometheus %s: %s\n", w->prometheus, strerror(-rc));
@@ -284,7 +308,11 @@ static int apply(struct plan_workload *w, const struct plan_scope *s, const char
             continue;
         const char *v = st->value;
         char *path = NULL;
-        if (strcmp(st->key, "trace") == 0 && v[0] != '/' && base) {
+        size_t kl = strlen(st->key);
+        bool is_path = strcmp(st->key, "trace") == 0 ||
+                       (strncmp(st->key, "prometheus-", 11) == 0 && kl > 5 &&
+                        strcmp(st->key + kl - 5, "-file") == 0);
+        if (is_path && v[0] != '/' && base) {
             const char *slash = strrchr(base, '/');
             if (slash)
                 v = path = xasprintf("%.*s/%s", (int)(slash - base), base, st->value);
@@ -468,6 +496,18 @@ int cmd_plan(int argc, char **argv)
             fprintf(stderr, PROG ": %s%s--prometheus needs --query (the request rate, req/s)\n",
                     who, who[0] ? ": " : "");
             goto out;
+        }
+        if (w->query) { /* the client's own checks of the prometheus-* keys, named */
+            struct promql_config qc;
+            struct promql_header hs[UTIL_ARRAY_LEN(w->prom_header_names)];
+            prom_config(w, &qc, hs);
+            char why[240];
+            if (promql_config_check(&qc, why, sizeof(why)) != 0) {
+                bool hdr = strncmp(why, "headers: ", 9) == 0;
+                fprintf(stderr, PROG ": %s%sprometheus-%s%s\n", who, who[0] ? ": " : "",
+                        hdr ? "header: " : "", hdr ? why + 9 : why);
+                goto out;
+            }
         }
         if (plan_workload_validate(w, err, sizeof(err)) != 0) {
             fprintf(stderr, PROG ": %s%s%s\n", who, who[0] ? ": " : "", err);

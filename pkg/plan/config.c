@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "conf/conf.h"
 
@@ -388,8 +389,22 @@ int plan_config_validate(const struct plan_config *cfg, char *err, size_t errlen
 static const char *const window_keys[] = {"start", "duration", "warmup", "initial-replicas",
                                           "quantile-sweep"};
 
-static const char *const source_keys[] = {"name",  "trace",      "query", "prometheus",
-                                          "since", "query-step", "policy"};
+static const char *const source_keys[] = {
+    "name",
+    "trace",
+    "query",
+    "prometheus",
+    "since",
+    "query-step",
+    "policy",
+    "prometheus-ca-file",
+    "prometheus-cert-file",
+    "prometheus-key-file",
+    "prometheus-token-file",
+    "prometheus-username",
+    "prometheus-password-file",
+    "prometheus-header",
+};
 
 static bool is_window_key(const char *key)
 {
@@ -427,6 +442,53 @@ void plan_workload_clear(struct plan_workload *w)
     xfree(w->query);
     xfree(w->prometheus);
     w->name = w->trace = w->query = w->prometheus = NULL;
+    char **prom[] = {&w->prom_ca_file,  &w->prom_cert_file, &w->prom_key_file,
+                     &w->prom_token_file, &w->prom_username, &w->prom_password_file};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(prom); i++) {
+        xfree(*prom[i]);
+        *prom[i] = NULL;
+    }
+    for (size_t i = 0; i < w->n_prom_headers; i++) {
+        xfree(w->prom_header_names[i]);
+        xfree(w->prom_header_values[i]);
+    }
+    w->n_prom_headers = 0;
+}
+
+/* prometheus-header "Name: value": a new name is added, a known one
+ * (case-insensitive) replaced. The client checks name and value. */
+static int set_header(struct plan_workload *w, const char *value, char *err, size_t errlen)
+{
+    const char *colon = strchr(value, ':');
+    size_t nl = colon ? (size_t)(colon - value) : 0;
+    while (nl > 0 && (value[nl - 1] == ' ' || value[nl - 1] == '\t'))
+        nl--;
+    if (!colon || nl == 0) {
+        snprintf(err, errlen, "prometheus-header: '%.60s' is not 'Name: value'", value);
+        return -EINVAL;
+    }
+    char *name = xstrndup(value, nl);
+    size_t i = 0;
+    while (i < w->n_prom_headers && strcasecmp(w->prom_header_names[i], name) != 0)
+        i++;
+    if (i == UTIL_ARRAY_LEN(w->prom_header_names)) {
+        snprintf(err, errlen, "prometheus-header: at most %zu",
+                 UTIL_ARRAY_LEN(w->prom_header_names));
+        xfree(name);
+        return -EINVAL;
+    }
+    const char *v = colon + 1;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    if (i == w->n_prom_headers) {
+        w->n_prom_headers++;
+    } else {
+        xfree(w->prom_header_names[i]);
+        xfree(w->prom_header_values[i]);
+    }
+    w->prom_header_names[i] = name;
+    w->prom_header_values[i] = xstrdup(v);
+    return 0;
 }
 
 bool plan_workload_key(const char *key)
@@ -462,6 +524,19 @@ int plan_workload_set(struct plan_workload *w, const char *key, const char *valu
     if (!value || !*value) {
         snprintf(err, errlen, "%s: missing value", key);
         return -EINVAL;
+    }
+    if (strcmp(key, "prometheus-header") == 0)
+        return set_header(w, value, err, errlen);
+    if (strncmp(key, "prometheus-", 11) == 0) {
+        const char *k = key + 11;
+        char **slot = strcmp(k, "ca-file") == 0     ? &w->prom_ca_file
+                      : strcmp(k, "cert-file") == 0 ? &w->prom_cert_file
+                      : strcmp(k, "key-file") == 0  ? &w->prom_key_file
+                      : strcmp(k, "token-file") == 0 ? &w->prom_token_file
+                      : strcmp(k, "username") == 0  ? &w->prom_username
+                                                    : &w->prom_password_file;
+        set_str(slot, value);
+        return 0;
     }
     if (strcmp(key, "policy") == 0) {
         unsigned set;
@@ -648,7 +723,11 @@ static int parse_deployments(const struct conf_node *seq, struct plan_file *f,
             return fail(err, d->line, "deployments[%zu]: expected a map of key: value, found a %s",
                         i, conf_type_name(d->type));
         struct plan_workload w = *top_w;
-        w.name = w.trace = w.query = w.prometheus = NULL; /* the strings stay top_w's */
+        /* the strings stay top_w's: this copy only checks the entry's keys */
+        w.name = w.trace = w.query = w.prometheus = NULL;
+        w.prom_ca_file = w.prom_cert_file = w.prom_key_file = NULL;
+        w.prom_token_file = w.prom_username = w.prom_password_file = NULL;
+        w.n_prom_headers = 0;
         struct plan_config pc;
         plan_config_init(&pc);
         int rc = 0;

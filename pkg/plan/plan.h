@@ -153,6 +153,17 @@ struct plan_workload {
     char *prometheus;           /**< base URL, or NULL */
     int64_t since_ms;           /**< history asked of Prometheus, default 30 d */
     int64_t query_step_ms;      /**< its resolution, default 1 min */
+    /** How to reach Prometheus, as the daemon's prometheus.* settings (owned or
+     *  NULL): the `prometheus-ca-file`, `-cert-file`, `-key-file`, `-token-file`,
+     *  `-username` and `-password-file` keys. The client checks them
+     *  (promql_config_check) before the query. */
+    char *prom_ca_file, *prom_cert_file, *prom_key_file, *prom_token_file, *prom_username,
+        *prom_password_file;
+    /** `prometheus-header` "Name: value", owned, as name and value: each set
+     *  adds one, or replaces the one of the same name (case-insensitive); at
+     *  most 32. */
+    char *prom_header_names[32], *prom_header_values[32];
+    size_t n_prom_headers;
     enum sim_policy policy;     /**< the policy that will run: predictive (default),
                                      reactive or hpa */
     struct sim_config sim;      /**< policy, serving model, `scale` of the history */
@@ -167,7 +178,8 @@ void plan_workload_clear(struct plan_workload *w);
 
 /**
  * Set one key of a Deployment: name, trace, query, prometheus, since,
- * query-step, policy (one of predictive, reactive, hpa), or any simulator or
+ * query-step, the prometheus-* keys above, policy (one of predictive,
+ * reactive, hpa), or any simulator or
  * policy key of sim_config_set() except those of the replay window (start,
  * duration, warmup, initial-replicas), which the plan sets itself. Same
  * returns as plan_config_set().
