@@ -913,6 +913,17 @@ const char *httpc_resp_header(const struct httpc_resp *resp, const char *name)
     return NULL;
 }
 
+const char *httpc_resp_header_nth(const struct httpc_resp *resp, const char *name, size_t i)
+{
+    const struct httpc_req *r = resp->req_;
+    if (!r)
+        return NULL;
+    for (size_t k = 0; k < r->nparsed; k++)
+        if (strcasecmp(r->parsed[k].name, name) == 0 && i-- == 0)
+            return r->parsed[k].value;
+    return NULL;
+}
+
 int64_t httpc_resp_retry_after_ms(const struct httpc_resp *resp, int64_t now_unix_ms)
 {
     const char *v = httpc_resp_header(resp, "Retry-After");

@@ -173,6 +173,12 @@ void *httpc_req_arg(const struct httpc_req *req);
 const char *httpc_resp_header(const struct httpc_resp *resp, const char *name);
 
 /**
+ * The i-th (from 0, in arrival order) value of a header that may repeat
+ * (Warning), or NULL past the last. Valid during the callback that got resp.
+ */
+const char *httpc_resp_header_nth(const struct httpc_resp *resp, const char *name, size_t i);
+
+/**
  * Retry-After of the response in ms: delta-seconds or an HTTP date compared
  * with now_unix_ms; -1 when absent or unparsable; never negative otherwise.
  */

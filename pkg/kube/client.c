@@ -37,7 +37,12 @@ struct kreq {
     kube_raw_done_cb raw_cb;
     httpc_data_cb on_data;
     void *arg;
+    char what[160];   /* "METHOD path" (cut), for the API server's warnings */
 };
+
+/* Distinct warning texts logged (FNV-1a 64 of the text), the oldest forgotten
+ * first: a warning repeated on every write is logged once, not every tick. */
+#define WARN_SEEN 64
 
 struct kube {
     uv_loop_t *loop;
@@ -57,6 +62,9 @@ struct kube {
     uint64_t lat_count[KUBE_NVERBS], lat_buckets[KUBE_NVERBS][KUBE_NBUCKETS];
     double lat_sum[KUBE_NVERBS];
     uint64_t errors[KUBE_NERRCLASS];
+    uint64_t warnings;              /* Warning headers received (299 with a text) */
+    uint64_t warn_seen[WARN_SEEN];  /* hashes of the texts logged, a ring */
+    size_t warn_next;
     bool closing;
     uv_timer_t close_handle; /* never started: only its close callback is used */
     kube_close_cb close_cb;
@@ -276,6 +284,40 @@ static void unlink_req(struct kreq *r)
         r->next->prev = r->prev;
 }
 
+struct warn_ctx {
+    struct kube *k;
+    const struct kreq *r;
+};
+
+static void on_warning(void *arg, int code, const char *text)
+{
+    struct warn_ctx *w = arg;
+    struct kube *k = w->k;
+    if (code != 299 || !*text) /* client-go's WarningLogger shows only these */
+        return;
+    k->warnings++;
+    uint64_t h = 1469598103934665603ULL;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    for (size_t i = 0; i < WARN_SEEN; i++)
+        if (k->warn_seen[i] == h)
+            return;
+    k->warn_seen[k->warn_next] = h;
+    k->warn_next = (k->warn_next + 1) % WARN_SEEN;
+    LOG_WARN("kube", "API server warning: %s (on %s; logged once)", text, w->r->what);
+}
+
+/* The API server's Warning headers (deprecated APIs, fields it dropped,
+ * admission warnings): counted, each distinct text logged once. */
+static void log_warnings(struct kube *k, const struct kreq *r, const struct httpc_resp *resp)
+{
+    struct warn_ctx w = {k, r};
+    const char *v;
+    for (size_t i = 0; (v = httpc_resp_header_nth(resp, "Warning", i)) != NULL; i++)
+        if (kube_warning_parse(v, on_warning, &w) < 0)
+            LOG_DEBUG("kube", "malformed Warning header on %s: %.200s", r->what, v);
+}
+
 static void on_http_done(struct httpc_req *hr, int err, const struct httpc_resp *resp, void *arg)
 {
     struct kreq *r = arg;
@@ -299,6 +341,8 @@ static void on_http_done(struct httpc_req *hr, int err, const struct httpc_resp 
         if (cls >= 0)
             k->errors[cls]++;
     }
+    if (err == 0)
+        log_warnings(k, r, resp);
     if (r->raw_cb) {
         r->raw_cb(err, resp, r->arg);
     } else {
@@ -346,6 +390,7 @@ static int send_req(struct kube *k, const char *method, const char *path, const 
         return -ESHUTDOWN;
     if (!path || path[0] != '/')
         return -EINVAL;
+    snprintf(r->what, sizeof(r->what), "%s %s", method, path);
     char *url = xasprintf("%s%s", k->cfg.server, path);
     const char *headers[] = {"Accept: application/json", k->ua_header, NULL};
     struct httpc_tls tls = {
@@ -664,4 +709,10 @@ void kube_write_metrics(const struct kube *k, struct util_buf *out)
     for (int c = 0; c < KUBE_NERRCLASS; c++)
         util_buf_printf(out, "gpuscaler_api_errors_total{class=\"%s\"} %llu\n", errclass[c],
                         (unsigned long long)k->errors[c]);
+    util_buf_printf(out,
+                    "# HELP gpuscaler_api_warnings_total Warnings the Kubernetes API server sent "
+                    "(deprecated APIs, dropped fields, admission); each text is logged once.\n"
+                    "# TYPE gpuscaler_api_warnings_total counter\n"
+                    "gpuscaler_api_warnings_total %llu\n",
+                    (unsigned long long)k->warnings);
 }

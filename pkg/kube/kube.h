@@ -147,6 +147,22 @@ void kube_close(struct kube *k, kube_close_cb cb, void *arg);
 struct util_buf;
 void kube_write_metrics(const struct kube *k, struct util_buf *out);
 
+/* ---- the API server's warnings ------------------------------------------- */
+
+/** Longest warning text kept; a longer one is cut (on a character boundary). */
+#define KUBE_WARNING_MAX 512
+
+typedef void (*kube_warning_cb)(void *arg, int code, const char *text);
+
+/**
+ * Parse one Warning header value as client-go does: `CODE AGENT "TEXT"
+ * ["DATE"]`, several comma-separated; the text's backslash escapes undone,
+ * UTF-8 without control characters. cb gets each warning in order. Returns
+ * how many were given to cb, or -EBADMSG when the first is malformed (a
+ * malformed later one ends the parse there). Pure.
+ */
+int kube_warning_parse(const char *value, kube_warning_cb cb, void *arg);
+
 /** The configured server URL and default namespace. */
 const char *kube_server(const struct kube *k);
 const char *kube_namespace(const struct kube *k);

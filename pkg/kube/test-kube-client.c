@@ -51,6 +51,14 @@ static void h_api(struct testsrv_conn *c, const struct testsrv_req *r, void *arg
         extra = "Retry-After: 2\r\n";
     } else if (strstr(r->target, "/horizontalpodautoscalers")) {
         body = "not json";
+    } else if (strstr(r->target, "/warned")) {
+        /* two warnings in one header (the second with a date), a third header with the
+         * first one again, a 199 (not shown by client-go) and a malformed one */
+        extra = "Warning: 299 - \"unknown field \\\"spec.foo\\\"\", 299 - "
+                "\"apps/v1beta1 Deployment is deprecated\" \"Sun, 29 Nov 2026 02:00:00 GMT\"\r\n"
+                "Warning: 299 - \"unknown field \\\"spec.foo\\\"\"\r\n"
+                "Warning: 199 - \"miscellaneous\"\r\n"
+                "Warning: 2999 - \"bad code\"\r\n";
     } else if (strstr(r->target, "/missing")) {
         status = 404;
         body = "404 page not found";
@@ -105,6 +113,110 @@ static void fx_finish(struct fx *f)
     assert_int_equal(f->closes, 2);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     xfree(f);
+}
+
+struct warn_seen {
+    int n;
+    char text[4][128];
+    int code[4];
+    size_t len[4];
+};
+
+static void collect(void *arg, int code, const char *text)
+{
+    struct warn_seen *w = arg;
+    if (w->n < 4) {
+        w->code[w->n] = code;
+        w->len[w->n] = strlen(text);
+        snprintf(w->text[w->n], sizeof(w->text[0]), "%s", text);
+    }
+    w->n++;
+}
+
+/* The Warning header parser against client-go's rules, and the client's
+ * handling: counted, each distinct 299 text logged once. */
+static void test_warnings(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value;
+        int n;                 /* return value */
+        const char *first;     /* first text, or NULL */
+    } cases[] = {
+        {"299 - \"a\"", 1, "a"},
+        {"  299 kube-apiserver \"a \\\"q\\\" \\\\ b\"  ", 1, "a \"q\" \\ b"},
+        {"299 - \"a\" \"Sun, 29 Nov 2026 02:00:00 GMT\", 299 - \"b\"", 2, "a"},
+        {"299 - \"a\",299 - \"b\" , 199 x \"c\"", 3, "a"},
+        {"299 - \"a\", 29 - \"b\"", 1, "a"},   /* a malformed second ends the parse */
+        {"299 - \"a\" x", -EBADMSG, NULL},       /* junk after the text */
+        {"299 - \"a\" \"date", -EBADMSG, NULL}, /* unterminated date */
+        {"299 - \"unterminated", -EBADMSG, NULL},
+        {"299 -  \"a\"", -EBADMSG, NULL},       /* two spaces: the text must follow one */
+        {"299  \"a\"", -EBADMSG, NULL},         /* empty agent */
+        {"2990 - \"a\"", -EBADMSG, NULL},
+        {"29a - \"a\"", -EBADMSG, NULL},
+        {"299 - a", -EBADMSG, NULL},
+        {"299 - \"tab\there\"", -EBADMSG, NULL}, /* a control character */
+        {"299 - \"\xc3\x28\"", -EBADMSG, NULL},  /* not UTF-8 */
+        {"299 - \"\xc2\x85\"", -EBADMSG, NULL},  /* U+0085, a C1 control */
+        {"299 - \"caf\xc3\xa9\"", 1, "caf\xc3\xa9"},
+        {"299 - \"\"", 1, ""},
+        {"", 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct warn_seen w = {0};
+        int n = kube_warning_parse(cases[i].value, collect, &w);
+        if (n != cases[i].n || (cases[i].first && strcmp(w.text[0], cases[i].first) != 0))
+            fail_msg("case %zu '%s': %d '%s'", i, cases[i].value, n, w.n ? w.text[0] : "");
+        assert_int_equal(w.n, n > 0 ? n : 0);
+    }
+    /* a text over KUBE_WARNING_MAX is cut on a character boundary */
+    char big[2 * KUBE_WARNING_MAX];
+    size_t o = (size_t)snprintf(big, sizeof(big), "299 - \"");
+    while (o + 3 < sizeof(big) - 2) {
+        memcpy(big + o, "\xc3\xa9", 2);
+        o += 2;
+    }
+    big[o++] = '"';
+    big[o] = '\0';
+    struct warn_seen w = {0};
+    assert_int_equal(kube_warning_parse(big, collect, &w), 1);
+    assert_int_equal(w.len[0], KUBE_WARNING_MAX - 2); /* 511 bytes would split an 'é' */
+
+    struct kube_config cfg = {.token = "abc"};
+    struct fx *f = fx_new(&cfg);
+    FILE *logf = tmpfile();
+    assert_non_null(logf);
+    util_log_set_stream(logf);
+    util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_WARN);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(kube_get(f->k, "/apis/apps/v1/namespaces/ml/deployments/warned",
+                                  on_result, f),
+                         0);
+        wait_calls(f, i + 1);
+        assert_int_equal(f->last.err, 0);
+    }
+    util_log_set_stream(NULL);
+    util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR); /* as main() set it */
+    struct util_buf m = {0};
+    kube_write_metrics(f->k, &m);
+    /* 3 warnings with code 299 a response, 2 responses */
+    assert_non_null(strstr(m.data, "\ngpuscaler_api_warnings_total 6\n"));
+    util_buf_free(&m);
+    char log[2048] = "";
+    rewind(logf);
+    size_t got = fread(log, 1, sizeof(log) - 1, logf);
+    log[got] = '\0';
+    fclose(logf);
+    /* each distinct text once, whatever the repeats */
+    const char *a = strstr(log, "API server warning: unknown field");
+    assert_non_null(a);
+    assert_null(strstr(a + 1, "API server warning: unknown field"));
+    assert_non_null(strstr(log, "apps/v1beta1 Deployment is deprecated"));
+    assert_non_null(strstr(log, "GET /apis/apps/v1/namespaces/ml/deployments/warned"));
+    assert_null(strstr(log, "miscellaneous"));
+    assert_null(strstr(log, "bad code"));
+    fx_finish(f);
 }
 
 static void test_helpers(void **state)
@@ -270,6 +382,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_helpers),
         cmocka_unit_test(test_token_file_reread),
+        cmocka_unit_test(test_warnings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
