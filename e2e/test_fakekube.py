@@ -1103,6 +1103,55 @@ class TestKinds(Base):
         now, _ = self.c.list_all("configmaps", self.ns)
         self.assertEqual([i["metadata"]["name"] for i in now], ["a", "b", "c", "e", "f"])
 
+    def test_list_resource_version_semantics(self):
+        """A list's resourceVersion as kube-apiserver reads it (what client-go's reflector
+        relies on): X with a limit, or with resourceVersionMatch Exact, reads exactly at X;
+        X without a limit is at least as new as X (the present); a resourceVersion not yet
+        reached waits and then answers 504 Too large resource version."""
+        self.c.create("configmaps", cm("old"), namespace=self.ns)
+        _, rv = self.c.list_all("configmaps", self.ns)
+        self.c.delete("configmaps", "old", self.ns)
+        self.c.create("configmaps", cm("new"), namespace=self.ns)
+
+        def names(lst):
+            return [i["metadata"]["name"] for i in lst["items"]]
+        exact = self.c.list("configmaps", self.ns, limit=500, resource_version=rv)
+        self.assertEqual(exact["metadata"]["resourceVersion"], rv)
+        self.assertIn("old", names(exact))
+        self.assertNotIn("new", names(exact))
+        exact2 = self.c.request("GET", self.c.path("configmaps", self.ns), params={
+            "resourceVersion": rv, "resourceVersionMatch": "Exact"})
+        self.assertEqual(names(exact2), names(exact))
+        for params in ({"resourceVersion": rv},
+                       {"resourceVersion": rv, "resourceVersionMatch": "NotOlderThan"},
+                       {"resourceVersion": "0"}, {}):
+            now = self.c.request("GET", self.c.path("configmaps", self.ns), params=params)
+            self.assertNotIn("old", names(now), params)
+            self.assertIn("new", names(now), params)
+            self.assertGreater(int(now["metadata"]["resourceVersion"]), int(rv), params)
+        t0 = time.time()
+        e = self.assertApiError(504, "Timeout", self.c.list, "configmaps", self.ns,
+                                resource_version=str(int(rv) + 10 ** 9))
+        self.assertGreaterEqual(time.time() - t0, 2.5)
+        self.assertIn("Too large resource version", e.status["message"])
+        self.assertEqual(e.status["details"]["causes"][0]["reason"], "ResourceVersionTooLarge")
+        # ValidateListOptions' failures are 422 Invalid ListOptions, each one named
+        e = self.assertApiError(422, "Invalid", self.c.request, "GET",
+                                self.c.path("configmaps", self.ns),
+                                params={"resourceVersion": rv, "resourceVersionMatch": "Newest"})
+        self.assertEqual(e.status["details"]["kind"], "ListOptions")
+        self.assertIn('resourceVersionMatch: Unsupported value: "Newest"', e.message)
+        e = self.assertApiError(422, "Invalid", self.c.request, "GET",
+                                self.c.path("configmaps", self.ns),
+                                params={"resourceVersionMatch": "NotOlderThan"})
+        self.assertIn("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden "
+                      "unless resourceVersion is provided", e.message)
+        e = self.assertApiError(422, "Invalid", self.c.request, "GET",
+                                self.c.path("configmaps", self.ns),
+                                params={"resourceVersion": "0", "resourceVersionMatch": "Exact"})
+        self.assertIn('resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+                      e.message)
+
     def test_events_both_apis(self):
         ev = {"apiVersion": "v1", "kind": "Event",
               "metadata": {"name": "web.1"},

@@ -13,6 +13,7 @@ import datetime
 import json
 import random
 import threading
+import time
 import uuid
 
 from . import fields as F
@@ -109,6 +110,27 @@ def internal(msg):
 
 def expired(msg):
     return StatusError(410, "Expired", msg)
+
+
+def too_large_rv(want, cur):
+    """The watch cache's answer to a resourceVersion it has not reached after waiting
+    (cacher's waitUntilFreshAndBlock: storage.NewTooLargeResourceVersionError)."""
+    return StatusError(504, "Timeout", "Too large resource version: %d, current: %d"
+                       % (want, cur), {"causes": [{"reason": "ResourceVersionTooLarge",
+                                                   "message": "Too large resource version"}],
+                                       "retryAfterSeconds": 1})
+
+
+def wait_for_rv(store, want, seconds=3.0):
+    """Wait (outside the store's lock) until the store reached resourceVersion want, as the
+    watch cache waits up to 3 s for a list or watch at a resourceVersion it has not seen;
+    else the 504 above."""
+    deadline = time.monotonic() + seconds
+    while want > store.current_rv() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    cur = store.current_rv()
+    if want > cur:
+        raise too_large_rv(want, cur)
 
 
 def now_rfc3339():
@@ -314,9 +336,41 @@ class Api:
         return fs.matches(res.fields_of(stored)) if fs.terms else True
 
     def list(self, res, ns, query):
+        """resourceVersion semantics as kube-apiserver's (api-concepts, "the resourceVersion
+        parameter"): unset, the most recent (a quorum read); "0", any (this fake gives the
+        most recent); X with resourceVersionMatch NotOlderThan, or unset without a limit, at
+        least as new as X (waited for, else 504); X with Exact, or unset with a limit (the
+        legacy exact read of a paged list), exactly at X (410 once compacted)."""
         ls, fs = self.parse_selectors(res, query)
         limit = query.get("limit")
         cont = query.get("continue")
+        rvq = query.get("resourceVersion")
+        match = query.get("resourceVersionMatch")
+        # ValidateListOptions: 422 Invalid ListOptions (meta.k8s.io), every failure named
+        errs = []
+        if match:
+            if rvq in (None, ""):
+                errs.append(FieldError("forbidden", "resourceVersionMatch", detail=(
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided")))
+            if cont:
+                errs.append(FieldError("forbidden", "resourceVersionMatch", detail=(
+                    "resourceVersionMatch is forbidden when continue is provided")))
+            if match not in ("Exact", "NotOlderThan"):
+                errs.append(FieldError("notsupported", "resourceVersionMatch", match,
+                                       supported=["Exact", "NotOlderThan", ""]))
+            if match == "Exact" and rvq == "0":
+                errs.append(FieldError("forbidden", "resourceVersionMatch", detail=(
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")))
+        if errs:
+            raise invalid("ListOptions", "meta.k8s.io", "", errs)
+        if cont and rvq not in (None, "", "0"):
+            raise bad_request("specifying resource version is not allowed when using continue")
+        exact_rv = None
+        if rvq not in (None, "", "0"):
+            want = _parse_rv(rvq)
+            wait_for_rv(self.store, want)
+            if match == "Exact" or (not match and limit not in (None, "", "0") and not cont):
+                exact_rv = want
         with self.store.lock:
             rv = self.store.rv
             start_after = None
@@ -337,12 +391,10 @@ class Api:
                                   "inconsistent list - objects that were created, modified, or "
                                   "deleted between the time the first chunk was returned and "
                                   "now may show up in the list.")
-            rvq = query.get("resourceVersion")
-            if rvq not in (None, "", "0"):
-                _parse_rv(rvq)
-            if query.get("resourceVersionMatch") and rvq in (None, ""):
-                raise bad_request("resourceVersionMatch is forbidden unless resourceVersion is "
-                                  "provided")
+            if exact_rv is not None:
+                if exact_rv < self.store.window_start(res.storage):
+                    raise expired("The resourceVersion for the provided list is too old.")
+                rv = exact_rv
             items = []
             remaining = 0
             next_key = None
@@ -354,7 +406,8 @@ class Api:
                     raise bad_request("invalid limit: %s" % limit)
             # a continued list reads at its first page's resourceVersion (etcd's WithRev)
             scope = ns if res.namespaced else None
-            stored_items = (self.store.items_at(res.storage, scope, rv) if cont
+            stored_items = (self.store.items_at(res.storage, scope, rv)
+                            if cont or exact_rv is not None
                             else self.store.items(res.storage, scope))
             for stored in stored_items:
                 meta = stored["metadata"]

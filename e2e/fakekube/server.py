@@ -910,16 +910,7 @@ class Handler(BaseHTTPRequestHandler):
         since = None
         if not initial:
             since = A._parse_rv(rv)
-            deadline = time.monotonic() + 3.0
-            while since > app.store.current_rv() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            cur = app.store.current_rv()
-            if since > cur:
-                raise A.StatusError(504, "Timeout", "Too large resource version: %d, current: %d"
-                                    % (since, cur), {"causes": [{
-                                        "reason": "ResourceVersionTooLarge",
-                                        "message": "Too large resource version"}],
-                                        "retryAfterSeconds": 1})
+            A.wait_for_rv(app.store, since)
         w, snap, err = app.store.register(res.storage, ns, since)
         try:
             self.send_response(200)

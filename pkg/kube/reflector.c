@@ -15,6 +15,14 @@
  * oversized event), since events may have been lost. A 429 waits for its
  * Retry-After. Errors are logged here and never leave the reflector.
  *
+ * Unlike client-go, lists never ask for resourceVersion "0" or the last one
+ * seen: the API server's watch cache answers those whole, ignoring the
+ * limit, and a list in one body parses to ten times its size in JSON values
+ * (10,000 pods of 2 KB: a 19.6 MiB body, 195 MiB parsed, measured with
+ * jansson 2.14; the chart's memory limit is 256 MiB); a consistent read in
+ * pages of page_limit keeps the peak at one page. A streaming list (a watch
+ * with sendInitialEvents) would spare both, where the API server has it.
+ *
  * Exactly one request or one timer is pending at any time (or none while
  * closing); every callback checks `closing` first. */
 #include <errno.h>
