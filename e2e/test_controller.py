@@ -76,6 +76,10 @@ class ControllerE2E(unittest.TestCase):
     def tearDownClass(cls):
         for p in cls.procs:
             p.stop()
+        # no request of gpuscaler drew a warning from the API server (a deprecated API, a
+        # dropped field, an admission warning): gpuscaler logs each one, here or on a cluster
+        warned = [ln for p in cls.procs for ln in p.text().splitlines()
+                  if "API server warning:" in ln]
         cls.metrics.close()
         try:
             cls.c.delete("namespaces", cls.ns)
@@ -91,6 +95,8 @@ class ControllerE2E(unittest.TestCase):
             cls.fk.stop()
         if unknown:
             raise AssertionError("gpuscaler wrote unknown fields: %s" % unknown[:5])
+        if warned:
+            raise AssertionError("the API server warned gpuscaler: %s" % warned[:5])
 
     def start(self, config=CONFIG, extra=(), ident="gpuscaler-e2e"):
         g = Gpuscaler(self.kubeconfig, config, extra, ident)
