@@ -5,7 +5,9 @@
  *
  * Every request in flight is a struct kreq on the client's list so that
  * kube_close() can cancel them; each completes exactly once (httpc's rule),
- * and the client's memory goes only after the last one did. */
+ * and the client's memory goes only after the last one did. A request the
+ * server throttled (429, or a 5xx with Retry-After) stays on the list while
+ * it waits to be sent again (RETRY_MAX). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -38,7 +40,22 @@ struct kreq {
     httpc_data_cb on_data;
     void *arg;
     char what[160];   /* "METHOD path" (cut), for the API server's warnings */
+    /* a kube_request's own copy, sent again after a Retry-After */
+    char *method, *path, *ctype, *body;
+    size_t blen;
+    int64_t timeout_ms, stall_ms;
+    size_t max_body;
+    int retries;
+    uv_timer_t timer; /* the wait before a retry; initialised at the first */
+    bool timer_init, waiting;
 };
+
+/* A 429, or a 5xx with Retry-After, is sent again after the wait it asks
+ * for, as client-go's request does (checkWait, maxRetries 10), when that
+ * wait is at most RETRY_MAX_WAIT_MS; a longer one goes back to the caller,
+ * which retries on its own schedule (the next tick). */
+#define RETRY_MAX 10
+#define RETRY_MAX_WAIT_MS 10000
 
 /* Distinct warning texts logged (FNV-1a 64 of the text), the oldest forgotten
  * first: a warning repeated on every write is logged once, not every tick. */
@@ -63,6 +80,7 @@ struct kube {
     double lat_sum[KUBE_NVERBS];
     uint64_t errors[KUBE_NERRCLASS];
     uint64_t warnings;              /* Warning headers received (299 with a text) */
+    uint64_t retries;               /* requests sent again after a Retry-After */
     uint64_t warn_seen[WARN_SEEN];  /* hashes of the texts logged, a ring */
     size_t warn_next;
     bool closing;
@@ -148,13 +166,19 @@ static void on_close_handle(uv_handle_t *h)
         cb(arg);
 }
 
+static void on_retry_timer(uv_timer_t *t);
+
 void kube_close(struct kube *k, kube_close_cb cb, void *arg)
 {
     k->closing = true;
     k->close_cb = cb;
     k->close_arg = arg;
-    for (struct kreq *r = k->reqs; r; r = r->next)
-        httpc_cancel(r->req);
+    for (struct kreq *r = k->reqs; r; r = r->next) {
+        if (r->req)
+            httpc_cancel(r->req);
+        else if (r->waiting) /* its callback gets -ECANCELED from the loop, not from here */
+            uv_timer_start(&r->timer, on_retry_timer, 0, 0);
+    }
     if (k->inflight == 0)
         uv_close((uv_handle_t *)&k->close_handle, on_close_handle);
 }
@@ -318,12 +342,120 @@ static void log_warnings(struct kube *k, const struct kreq *r, const struct http
             LOG_DEBUG("kube", "malformed Warning header on %s: %.200s", r->what, v);
 }
 
+static void req_free(struct kreq *r)
+{
+    xfree(r->method);
+    xfree(r->path);
+    xfree(r->ctype);
+    xfree(r->body);
+    xfree(r);
+}
+
+static void end_inflight(struct kube *k)
+{
+    if (--k->inflight == 0 && k->closing)
+        uv_close((uv_handle_t *)&k->close_handle, on_close_handle);
+}
+
+static void on_req_timer_closed(uv_handle_t *h)
+{
+    struct kreq *r = h->data;
+    struct kube *k = r->k;
+    req_free(r);
+    end_inflight(k);
+}
+
+/* The request is over: unlinked, freed (after its timer's close), uncounted. */
+static void req_finish(struct kreq *r)
+{
+    struct kube *k = r->k;
+    unlink_req(r);
+    if (r->timer_init) {
+        uv_close((uv_handle_t *)&r->timer, on_req_timer_closed);
+        return;
+    }
+    req_free(r);
+    end_inflight(k);
+}
+
+/* Hand the answer (or the failure) to the caller. */
+static void deliver(struct kreq *r, int err, const struct httpc_resp *resp)
+{
+    if (r->raw_cb) {
+        r->raw_cb(err, resp, r->arg);
+        return;
+    }
+    struct kube_result res = {.err = err, .status = resp->status, .reason = "",
+                              .message = err ? resp->errmsg : "", .retry_after_ms = -1};
+    char msgbuf[256];
+    if (err == 0) {
+        if (resp->body_len > 0)
+            res.body = json_loadb(resp->body, resp->body_len, 0, NULL);
+        res.err = kube_status_errno(resp->status);
+        if (res.err == 0 && resp->body_len > 0 && !res.body) {
+            res.err = -EBADMSG;
+            res.message = "response body is not JSON";
+        } else if (res.err != 0) {
+            long code;
+            kube_status_fields(res.body, &res.reason, &res.message, &code);
+            if (!res.message[0]) {
+                snprintf(msgbuf, sizeof(msgbuf), "HTTP %ld: %.200s", resp->status, resp->body);
+                res.message = msgbuf;
+            }
+            res.retry_after_ms = httpc_resp_retry_after_ms(resp, util_now_unix_ms());
+        }
+    }
+    r->cb(&res, r->arg);
+    json_decref(res.body);
+}
+
+static int issue(struct kreq *r);
+
+/* Wait and send again when the answer asks for it (see RETRY_MAX). */
+static bool retry_later(struct kreq *r, int err, const struct httpc_resp *resp)
+{
+    struct kube *k = r->k;
+    if (r->raw_cb || err != 0 || k->closing || r->retries >= RETRY_MAX ||
+        (resp->status != 429 && resp->status < 500))
+        return false;
+    int64_t ms = httpc_resp_retry_after_ms(resp, util_now_unix_ms());
+    if (ms < 0 || ms > RETRY_MAX_WAIT_MS)
+        return false;
+    r->retries++;
+    k->retries++;
+    LOG_DEBUG("kube", "%s: HTTP %ld; sending again in %lld ms (Retry-After, attempt %d)",
+              r->what, resp->status, (long long)ms, r->retries + 1);
+    if (!r->timer_init) {
+        uv_timer_init(k->loop, &r->timer);
+        r->timer.data = r;
+        r->timer_init = true;
+    }
+    r->waiting = true;
+    uv_timer_start(&r->timer, on_retry_timer, (uint64_t)ms, 0);
+    return true;
+}
+
+static void on_retry_timer(uv_timer_t *t)
+{
+    struct kreq *r = t->data;
+    struct kube *k = r->k;
+    r->waiting = false;
+    int rc = k->closing ? -ECANCELED : issue(r);
+    if (rc == 0)
+        return;
+    struct httpc_resp none = {.status = 0, .body = "", .errmsg = k->closing
+                                                                  ? "request cancelled"
+                                                                  : "cannot send the request again"};
+    deliver(r, rc, &none);
+    req_finish(r);
+}
+
 static void on_http_done(struct httpc_req *hr, int err, const struct httpc_resp *resp, void *arg)
 {
     struct kreq *r = arg;
     struct kube *k = r->k;
     (void)hr;
-    unlink_req(r);
+    r->req = NULL;
     if (r->verb >= 0) {
         double sec = (double)(uv_hrtime() - r->t0) / 1e9;
         k->lat_count[r->verb]++;
@@ -343,36 +475,10 @@ static void on_http_done(struct httpc_req *hr, int err, const struct httpc_resp 
     }
     if (err == 0)
         log_warnings(k, r, resp);
-    if (r->raw_cb) {
-        r->raw_cb(err, resp, r->arg);
-    } else {
-        struct kube_result res = {.err = err, .status = resp->status, .reason = "",
-                                  .message = err ? resp->errmsg : "", .retry_after_ms = -1};
-        char msgbuf[256];
-        if (err == 0) {
-            if (resp->body_len > 0)
-                res.body = json_loadb(resp->body, resp->body_len, 0, NULL);
-            res.err = kube_status_errno(resp->status);
-            if (res.err == 0 && resp->body_len > 0 && !res.body) {
-                res.err = -EBADMSG;
-                res.message = "response body is not JSON";
-            } else if (res.err != 0) {
-                long code;
-                kube_status_fields(res.body, &res.reason, &res.message, &code);
-                if (!res.message[0]) {
-                    snprintf(msgbuf, sizeof(msgbuf), "HTTP %ld: %.200s", resp->status,
-                             resp->body);
-                    res.message = msgbuf;
-                }
-                res.retry_after_ms = httpc_resp_retry_after_ms(resp, util_now_unix_ms());
-            }
-        }
-        r->cb(&res, r->arg);
-        json_decref(res.body);
-    }
-    xfree(r);
-    if (--k->inflight == 0 && k->closing)
-        uv_close((uv_handle_t *)&k->close_handle, on_close_handle);
+    if (retry_later(r, err, resp))
+        return;
+    deliver(r, err, resp);
+    req_finish(r);
 }
 
 /* Streaming bodies go to the raw caller with its own argument. */
@@ -382,16 +488,11 @@ static int on_req_data(struct httpc_req *hr, long status, const char *data, size
     return r->on_data(hr, status, data, len, r->arg);
 }
 
-static int send_req(struct kube *k, const char *method, const char *path, const char *ctype,
-                    const char *body, size_t blen, httpc_data_cb on_data, int64_t timeout_ms,
-                    int64_t stall_ms, size_t max_body, struct kreq *r)
+/* Send r (again): the request r describes, with the current token. */
+static int issue(struct kreq *r)
 {
-    if (k->closing)
-        return -ESHUTDOWN;
-    if (!path || path[0] != '/')
-        return -EINVAL;
-    snprintf(r->what, sizeof(r->what), "%s %s", method, path);
-    char *url = xasprintf("%s%s", k->cfg.server, path);
+    struct kube *k = r->k;
+    char *url = xasprintf("%s%s", k->cfg.server, r->path);
     const char *headers[] = {"Accept: application/json", k->ua_header, NULL};
     struct httpc_tls tls = {
         .ca_file = k->cfg.ca_file,
@@ -407,30 +508,63 @@ static int send_req(struct kube *k, const char *method, const char *path, const 
     };
     struct httpc_opts o = {
         .url = url,
-        .method = method,
-        .body = body,
-        .body_len = blen,
-        .content_type = body ? ctype : NULL,
+        .method = r->method,
+        .body = r->body,
+        .body_len = r->blen,
+        .content_type = r->body ? r->ctype : NULL,
         .bearer = bearer(k),
         .headers = headers,
         .tls = &tls,
-        .timeout_ms = timeout_ms == 0 ? k->timeout_ms : (timeout_ms < 0 ? 0 : timeout_ms),
+        .timeout_ms = r->timeout_ms == 0 ? k->timeout_ms : (r->timeout_ms < 0 ? 0 : r->timeout_ms),
         .connect_timeout_ms = 10000,
-        .max_body = max_body,
-        .on_data = on_data ? on_req_data : NULL,
-        .stall_timeout_ms = stall_ms,
+        .max_body = r->max_body,
+        .on_data = r->on_data ? on_req_data : NULL,
+        .stall_timeout_ms = r->stall_ms,
     };
-    r->k = k;
-    r->on_data = on_data;
     r->t0 = uv_hrtime();
-    r->verb = -1;
-    for (int i = 0; i < KUBE_NVERBS && !on_data; i++)
-        if (strcmp(method ? method : "GET", verbs[i]) == 0)
-            r->verb = i;
     int rc = httpc_request(k->http, &o, on_http_done, r, &r->req);
     xfree(url);
-    if (rc < 0)
+    return rc;
+}
+
+/* Fill r (copies of everything, so that it can be sent again), send it, and
+ * count it in flight. */
+static int send_req(struct kube *k, const char *method, const char *path, const char *ctype,
+                    const char *body, size_t blen, httpc_data_cb on_data, int64_t timeout_ms,
+                    int64_t stall_ms, size_t max_body, struct kreq *r)
+{
+    if (k->closing)
+        return -ESHUTDOWN;
+    if (!path || path[0] != '/')
+        return -EINVAL;
+    snprintf(r->what, sizeof(r->what), "%s %s", method, path);
+    r->k = k;
+    r->method = xstrdup(method ? method : "GET");
+    r->path = xstrdup(path);
+    r->ctype = ctype ? xstrdup(ctype) : NULL;
+    if (body) {
+        r->body = xmalloc(blen + 1);
+        memcpy(r->body, body, blen);
+        r->body[blen] = '\0';
+        r->blen = blen;
+    }
+    r->on_data = on_data;
+    r->timeout_ms = timeout_ms;
+    r->stall_ms = stall_ms;
+    r->max_body = max_body;
+    r->verb = -1;
+    for (int i = 0; i < KUBE_NVERBS && !on_data; i++)
+        if (strcmp(r->method, verbs[i]) == 0)
+            r->verb = i;
+    int rc = issue(r);
+    if (rc < 0) {
+        xfree(r->method);
+        xfree(r->path);
+        xfree(r->ctype);
+        xfree(r->body);
+        r->method = r->path = r->ctype = r->body = NULL;
         return rc;
+    }
     r->next = k->reqs;
     if (k->reqs)
         k->reqs->prev = r;
@@ -713,6 +847,10 @@ void kube_write_metrics(const struct kube *k, struct util_buf *out)
                     "# HELP gpuscaler_api_warnings_total Warnings the Kubernetes API server sent "
                     "(deprecated APIs, dropped fields, admission); each text is logged once.\n"
                     "# TYPE gpuscaler_api_warnings_total counter\n"
-                    "gpuscaler_api_warnings_total %llu\n",
-                    (unsigned long long)k->warnings);
+                    "gpuscaler_api_warnings_total %llu\n"
+                    "# HELP gpuscaler_api_retries_total Kubernetes API requests sent again after "
+                    "the wait a 429 or 5xx asked for (Retry-After, at most 10 s, 10 times).\n"
+                    "# TYPE gpuscaler_api_retries_total counter\n"
+                    "gpuscaler_api_retries_total %llu\n",
+                    (unsigned long long)k->warnings, (unsigned long long)k->retries);
 }

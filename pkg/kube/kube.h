@@ -196,7 +196,10 @@ int kube_status_errno(long status);
  * path starting with "/" (query included, already escaped), body (borrowed,
  * serialised before return; NULL for none) with content_type (NULL =
  * application/json). Returns 0, -EINVAL (bad arguments), -ESHUTDOWN (client
- * closing) or an httpc_request() error.
+ * closing) or an httpc_request() error. A 429, or a 5xx with Retry-After,
+ * is sent again after the wait it names when that is at most 10 s, up to 10
+ * times, as client-go does; cb then gets the last answer (with its
+ * retry_after_ms), or -ECANCELED when the client closes meanwhile.
  */
 int kube_request(struct kube *k, const char *method, const char *path, const char *content_type,
                  const json_t *body, kube_result_cb cb, void *arg);

@@ -25,6 +25,7 @@ struct fx {
     struct kube_result last;
     char reason[64], message[256], body[512];
     char seen[512]; /* "METHOD target|content-type|auth|body" of the last request */
+    int attempts;   /* requests to the /retry... paths */
 };
 
 static void h_api(struct testsrv_conn *c, const struct testsrv_req *r, void *arg)
@@ -48,7 +49,28 @@ static void h_api(struct testsrv_conn *c, const struct testsrv_req *r, void *arg
     } else if (strstr(r->target, "/events")) {
         status = 429;
         body = "{\"kind\":\"Status\",\"reason\":\"TooManyRequests\",\"code\":429}";
-        extra = "Retry-After: 2\r\n";
+        extra = "Retry-After: 11\r\n"; /* longer than the client waits: back to the caller */
+    } else if (strstr(r->target, "/retry-twice")) {
+        /* throttled twice, then served */
+        if (++f->attempts <= 2) {
+            status = 429;
+            body = "{\"kind\":\"Status\",\"reason\":\"TooManyRequests\",\"code\":429}";
+            extra = "Retry-After: 1\r\n";
+        }
+    } else if (strstr(r->target, "/retry-never")) {
+        f->attempts++;
+        status = 503;
+        body = "{\"kind\":\"Status\",\"reason\":\"ServiceUnavailable\",\"code\":503}";
+        extra = "Retry-After: 0\r\n";
+    } else if (strstr(r->target, "/retry-slow")) {
+        f->attempts++;
+        status = 429;
+        body = "{\"kind\":\"Status\",\"reason\":\"TooManyRequests\",\"code\":429}";
+        extra = "Retry-After: 5\r\n";
+    } else if (strstr(r->target, "/down")) {
+        f->attempts++;
+        status = 503;
+        body = "{\"kind\":\"Status\",\"reason\":\"ServiceUnavailable\",\"code\":503}";
     } else if (strstr(r->target, "/horizontalpodautoscalers")) {
         body = "not json";
     } else if (strstr(r->target, "/warned")) {
@@ -112,6 +134,70 @@ static void fx_finish(struct fx *f)
     assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(f->closes, 2);
     assert_int_equal(uv_loop_close(&f->loop), 0);
+    xfree(f);
+}
+
+/* A 429, or a 5xx with Retry-After, is sent again after that wait (up to 10 s,
+ * 10 times), with the same body; a 5xx without one is not; a close while a
+ * request waits cancels it. */
+static void test_retries(void **state)
+{
+    (void)state;
+    struct kube_config cfg = {.token = "abc"};
+    struct fx *f = fx_new(&cfg);
+    json_t *obj = json_pack("{s:s}", "kind", "ConfigMap");
+    uint64_t t0 = uv_now(&f->loop);
+    assert_int_equal(kube_create(f->k, "/api/v1/namespaces/ml/retry-twice", obj, on_result, f),
+                     0);
+    wait_calls(f, 1);
+    assert_int_equal(f->last.err, 0);
+    assert_int_equal(f->attempts, 3);
+    assert_true(uv_now(&f->loop) - t0 >= 2000);
+    /* the third attempt carried the body again */
+    assert_non_null(strstr(f->seen, "POST /api/v1/namespaces/ml/retry-twice|application/json|"
+                                    "Bearer abc|{\"kind\":\"ConfigMap\"}"));
+    f->attempts = 0;
+    assert_int_equal(kube_update(f->k, "/api/v1/retry-never", obj, on_result, f), 0);
+    wait_calls(f, 2);
+    assert_int_equal(f->attempts, 11); /* the first and 10 more */
+    assert_int_equal(f->last.status, 503);
+    assert_int_equal(f->last.err, -EAGAIN);
+    f->attempts = 0;
+    assert_int_equal(kube_get(f->k, "/api/v1/down", on_result, f), 0);
+    wait_calls(f, 3);
+    assert_int_equal(f->attempts, 1);
+    assert_int_equal(f->last.status, 503);
+    struct util_buf m = {0};
+    kube_write_metrics(f->k, &m);
+    assert_non_null(strstr(m.data, "\ngpuscaler_api_retries_total 12\n"));
+    assert_non_null(strstr(m.data, "gpuscaler_api_errors_total{class=\"throttled\"} 2\n"));
+    util_buf_free(&m);
+    /* closed while the request waits 5 s: cancelled at once, from the loop */
+    f->attempts = 0;
+    assert_int_equal(kube_get(f->k, "/api/v1/retry-slow", on_result, f), 0);
+    for (;;) { /* until the 429 came and the 5 s wait started */
+        uv_run(&f->loop, UV_RUN_ONCE);
+        struct util_buf w = {0};
+        kube_write_metrics(f->k, &w);
+        bool waiting = strstr(w.data, "\ngpuscaler_api_retries_total 13\n") != NULL;
+        util_buf_free(&w);
+        if (waiting)
+            break;
+    }
+    int calls = f->calls;
+    t0 = uv_now(&f->loop);
+    kube_close(f->k, on_closed, f);
+    assert_int_equal(f->calls, calls); /* never from inside kube_close */
+    httpc_close(f->http, on_closed, f);
+    testsrv_stop(f->srv);
+    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+    assert_true(uv_now(&f->loop) - t0 < 2000);
+    assert_int_equal(f->calls, calls + 1);
+    assert_int_equal(f->last.err, -ECANCELED);
+    assert_int_equal(f->attempts, 1);
+    assert_int_equal(f->closes, 2);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    json_decref(obj);
     xfree(f);
 }
 
@@ -281,7 +367,7 @@ static void test_helpers(void **state)
     wait_calls(f, 8);
     assert_int_equal(f->last.status, 429);
     assert_int_equal(f->last.err, -EBUSY);
-    assert_int_equal(f->last.retry_after_ms, 2000);
+    assert_int_equal(f->last.retry_after_ms, 11000);
 
     /* A 2xx that is not JSON. */
     assert_int_equal(kube_hpa_list(f->k, "ml", on_result, f), 0);
@@ -383,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_helpers),
         cmocka_unit_test(test_token_file_reread),
         cmocka_unit_test(test_warnings),
+        cmocka_unit_test(test_retries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
