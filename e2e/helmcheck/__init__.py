@@ -70,7 +70,8 @@ DASHBOARD_METRICS = [
     "gpuscaler_unschedulable_replicas", "gpuscaler_requests_per_gpu",
     "gpuscaler_forecast_requests_per_gpu", "gpuscaler_utilization",
     "gpuscaler_watch_restarts_total", "gpuscaler_api_request_duration_seconds",
-    "gpuscaler_api_errors_total", "gpuscaler_scrape_failures_total", "gpuscaler_leader",
+    "gpuscaler_api_errors_total", "gpuscaler_api_retries_total", "gpuscaler_api_warnings_total",
+    "gpuscaler_scrape_failures_total", "gpuscaler_leader",
 ]
 
 # Kinds the fake API server does not serve (CRDs of other projects): skipped
