@@ -19,9 +19,10 @@
 #define MAX_SECRET (64u << 10)
 #define MAX_HEADER_VALUE (8u << 10)
 
-/* Headers the client sets itself, or that change the connection: the
- * ReservedHeaders of Prometheus' own HTTP client (prometheus/common config),
- * and those curl or HTTP framing own. */
+/* Headers the client sets itself, or that change the connection: those of
+ * the ReservedHeaders of Prometheus' own HTTP client (prometheus/common
+ * config) that a query can carry (its remote-write, scrape-timeout and SigV4
+ * ones cannot), and those curl or HTTP framing own. */
 static const char *const reserved[] = {
     "Accept",           "Accept-Encoding",  "Authorization",
     "Connection",       "Content-Encoding", "Content-Length",
