@@ -59,21 +59,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
               "lists within their caps");
         check(c.prometheus.n_headers <= CTL_MAX_HEADERS, "headers within the cap");
         struct promql_header h[CTL_MAX_HEADERS];
-        for (size_t i = 0; i < c.prometheus.n_headers; i++) {
-            h[i] = (struct promql_header){c.prometheus.headers[i].key,
-                                          c.prometheus.headers[i].value};
+        struct promql_config pc;
+        ctl_config_promql(&c, &pc, h);
+        for (size_t i = 0; i < pc.n_headers; i++)
             check(promql_header_check(h[i].name, h[i].value, msg, sizeof(msg)) == 0,
                   "every header passes its check");
-        }
-        struct promql_config pc;
-        promql_config_init(&pc);
-        pc.token_file = c.prometheus.token_file;
-        pc.username = c.prometheus.username;
-        pc.password_file = c.prometheus.password_file;
-        pc.cert_file = c.prometheus.cert_file;
-        pc.key_file = c.prometheus.key_file;
-        pc.headers = h;
-        pc.n_headers = c.prometheus.n_headers;
         check(promql_config_check(&pc, msg, sizeof(msg)) == 0, "the client accepts the config");
     }
     ctl_config_free(&c);

@@ -623,20 +623,8 @@ int cmd_run(int argc, char **argv)
     }
     if (d.cfg.prometheus.url && d.cfg.prometheus.url[0]) {
         struct promql_config pc;
-        promql_config_init(&pc);
-        pc.url = d.cfg.prometheus.url;
-        pc.ca_file = d.cfg.prometheus.ca_file;
-        pc.cert_file = d.cfg.prometheus.cert_file;
-        pc.key_file = d.cfg.prometheus.key_file;
-        pc.token_file = d.cfg.prometheus.token_file;
-        pc.username = d.cfg.prometheus.username;
-        pc.password_file = d.cfg.prometheus.password_file;
         struct promql_header ph[CTL_MAX_HEADERS];
-        for (size_t i = 0; i < d.cfg.prometheus.n_headers; i++)
-            ph[i] = (struct promql_header){d.cfg.prometheus.headers[i].key,
-                                           d.cfg.prometheus.headers[i].value};
-        pc.headers = ph;
-        pc.n_headers = d.cfg.prometheus.n_headers;
+        ctl_config_promql(&d.cfg, &pc, ph);
         if ((rc = promql_new(&d.loop, d.http, &pc, &d.promql)) != 0) {
             LOG_ERROR(SUB, "prometheus.url '%s': %s", pc.url, strerror(-rc));
             rc = 2;

@@ -394,24 +394,32 @@ int ctl_config_set(struct ctl_config *c, const char *key, const char *value, cha
     return set_scalar(c, k, value ? value : "", err, errlen);
 }
 
+void ctl_config_promql(const struct ctl_config *c, struct promql_config *pc,
+                       struct promql_header hs[CTL_MAX_HEADERS])
+{
+    promql_config_init(pc);
+    pc->url = c->prometheus.url;
+    pc->ca_file = c->prometheus.ca_file;
+    pc->cert_file = c->prometheus.cert_file;
+    pc->key_file = c->prometheus.key_file;
+    pc->token_file = c->prometheus.token_file;
+    pc->username = c->prometheus.username;
+    pc->password_file = c->prometheus.password_file;
+    for (size_t i = 0; i < c->prometheus.n_headers; i++)
+        hs[i] = (struct promql_header){c->prometheus.headers[i].key,
+                                       c->prometheus.headers[i].value};
+    pc->headers = hs;
+    pc->n_headers = c->prometheus.n_headers;
+}
+
 /* The Prometheus client's own check of its credentials and headers, so a
  * bad setting fails at startup with the key it is about. */
 static int check_prometheus(const struct ctl_config *c, const char **key, char *err,
                             size_t errlen)
 {
     struct promql_header h[CTL_MAX_HEADERS];
-    for (size_t i = 0; i < c->prometheus.n_headers; i++)
-        h[i] = (struct promql_header){c->prometheus.headers[i].key,
-                                      c->prometheus.headers[i].value};
     struct promql_config pc;
-    promql_config_init(&pc);
-    pc.cert_file = c->prometheus.cert_file;
-    pc.key_file = c->prometheus.key_file;
-    pc.token_file = c->prometheus.token_file;
-    pc.username = c->prometheus.username;
-    pc.password_file = c->prometheus.password_file;
-    pc.headers = h;
-    pc.n_headers = c->prometheus.n_headers;
+    ctl_config_promql(c, &pc, h);
     char why[200];
     if (promql_config_check(&pc, why, sizeof(why)) == 0)
         return 0;

@@ -17,6 +17,7 @@
 #include "capacity/capacity.h"
 #include "conf/conf.h"
 #include "policy/policy.h"
+#include "promql/promql.h"
 #include "scrape/scrape.h"
 
 #define CTL_ANNOTATION_PREFIX "gpuscaler.io/"
@@ -104,6 +105,13 @@ int ctl_config_apply(struct ctl_config *c, const struct conf_node *root, struct 
  */
 int ctl_config_set(struct ctl_config *c, const char *key, const char *value, char *err,
                    size_t errlen);
+
+/**
+ * The Prometheus client's settings of c's prometheus.* keys (strings
+ * borrowed from c); hs holds the headers, pc points at it.
+ */
+void ctl_config_promql(const struct ctl_config *c, struct promql_config *pc,
+                       struct promql_header hs[CTL_MAX_HEADERS]);
 
 /**
  * The checks across keys: retry-period < renew-deadline < lease-duration,

@@ -320,9 +320,9 @@ static void on_warning(void *arg, int code, const char *text)
     if (code != 299 || !*text) /* client-go's WarningLogger shows only these */
         return;
     k->warnings++;
-    uint64_t h = 1469598103934665603ULL;
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 */
     for (const unsigned char *p = (const unsigned char *)text; *p; p++)
-        h = (h ^ *p) * 1099511628211ULL;
+        h = (h ^ *p) * 0x100000001b3ULL;
     for (size_t i = 0; i < WARN_SEEN; i++)
         if (k->warn_seen[i] == h)
             return;
@@ -557,14 +557,8 @@ static int send_req(struct kube *k, const char *method, const char *path, const 
         if (strcmp(r->method, verbs[i]) == 0)
             r->verb = i;
     int rc = issue(r);
-    if (rc < 0) {
-        xfree(r->method);
-        xfree(r->path);
-        xfree(r->ctype);
-        xfree(r->body);
-        r->method = r->path = r->ctype = r->body = NULL;
-        return rc;
-    }
+    if (rc < 0)
+        return rc; /* the caller frees r (req_free) */
     r->next = k->reqs;
     if (k->reqs)
         k->reqs->prev = r;
@@ -582,7 +576,7 @@ int kube_raw_get(struct kube *k, const char *path, httpc_data_cb on_data, int64_
     r->arg = arg;
     int rc = send_req(k, "GET", path, NULL, NULL, 0, on_data, timeout_ms, stall_ms, max_body, r);
     if (rc < 0) {
-        xfree(r);
+        req_free(r);
         return rc;
     }
     if (out)
@@ -613,7 +607,7 @@ int kube_request(struct kube *k, const char *method, const char *path, const cha
                       body ? (b.data ? b.data : "") : NULL, b.len, NULL, 0, 0, 0, r);
     util_buf_free(&b);
     if (rc < 0)
-        xfree(r);
+        req_free(r);
     return rc;
 }
 
