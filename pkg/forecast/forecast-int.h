@@ -276,7 +276,7 @@ double fc_point(const struct forecast *f, int64_t target, int64_t steps);
 /** The plan's base for the n buckets from `first` on, the model having seen
  *  bucket last_closed: the highest point forecast over them, and never below
  *  the last closed bucket's mean (a level that lags a ramp does not lower
- *  the plan). */
+ *  the plan); clamped to +-FC_STATE_MAX. */
 double fc_base(const struct forecast *f, int64_t last_closed, int64_t first, int64_t n);
 
 /** ln(rate + floor). */

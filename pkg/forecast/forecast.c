@@ -343,7 +343,9 @@ double fc_base(const struct forecast *f, int64_t last_closed, int64_t first, int
                 best = zm;
         }
     }
-    return best;
+    /* level + trend + season can reach 3 x FC_STATE_MAX; the plans built
+     * on the base (and checkpointed) stay within the state's bound */
+    return clamp_state(best);
 }
 
 /* ---- warm-up and the switch to Holt-Winters ---------------------------- */
@@ -459,7 +461,9 @@ static void hw_init(struct forecast *f, int64_t first)
 static void update_model(struct forecast *f, int64_t idx, double z, double zpeak, bool real)
 {
     const struct forecast_config *c = &f->cfg;
-    f->zlast = real ? clamp_state(z) : fc_point(f, idx, 1);
+    /* a fill's one-step forecast is level + trend + season, each within
+     * +-FC_STATE_MAX, so their sum is clamped like every other state value */
+    f->zlast = clamp_state(real ? z : fc_point(f, idx, 1));
     if (f->kind == FC_HW) {
         if (real) {
             hw_update(c, &f->level, &f->trend, &f->season[phase(f, idx)], z);
