@@ -8,7 +8,8 @@
  * allowWatchBookmarks and a timeoutSeconds drawn from [min, max] -> WATCH
  * again from the last resourceVersion seen (events and bookmarks advance it)
  * when the server ends the watch -> ... A 410 Gone (an HTTP 410 or an ERROR
- * event whose Status has code 410) re-lists at once. Other failures wait with
+ * event whose Status has code 410) re-lists after the backoff below, as
+ * client-go's BackoffUntil does, without counting an error. Failures wait with
  * client-go's jittered exponential backoff (800 ms doubling to 30 s, jitter
  * 1.0, reset after 2 quiet minutes) and then resume: the watch from the last
  * resourceVersion, or a new list when the stream itself was broken (bad JSON,
@@ -105,7 +106,7 @@ static void wait_then(struct kube_reflector *r, int64_t delay_ms, enum next_op n
 }
 
 /* client-go's backoff: base doubles up to the cap, reset after a quiet period. */
-static void backoff(struct kube_reflector *r, enum next_op next)
+static void backoff_wait(struct kube_reflector *r, enum next_op next)
 {
     uint64_t now = uv_now(kube_loop(r->k));
     if (!r->backed_off || now - r->last_backoff_at > (uint64_t)r->o.backoff_reset_ms)
@@ -118,8 +119,14 @@ static void backoff(struct kube_reflector *r, enum next_op next)
     int64_t delay = (int64_t)d;
     if (delay > r->o.backoff_max_ms)
         delay = r->o.backoff_max_ms;
-    r->st.errors++;
     wait_then(r, delay, next);
+}
+
+/* A failure: counted, then the backoff. */
+static void backoff(struct kube_reflector *r, enum next_op next)
+{
+    r->st.errors++;
+    backoff_wait(r, next);
 }
 
 /* A 429, or a 5xx with Retry-After (an API server shutting down, or APF's
@@ -369,7 +376,10 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
                  r->rv ? r->rv : "");
         r->st.gone++;
         set_str(&r->rv, NULL);
-        start_list(r);
+        /* not an error, but client-go's BackoffUntil waits before every
+         * relist all the same (800-1600 ms after a quiet spell): a server
+         * that answers each watch with a 410 gets no list-watch loop */
+        backoff_wait(r, NEXT_LIST);
         return;
     }
     if (err == -EREMOTEIO && r->watch_err == -EREMOTEIO) {
