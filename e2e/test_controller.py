@@ -838,6 +838,33 @@ sharding: {enabled: true, shards: 4, lease-prefix: e2e-srel}
             self.assertNotIn("writing lease", text)
             self.assertLess(took, 5)
 
+    @unittest.skipIf(REAL, "the throttling is a fault rule of the fake API server")
+    def test_17_stop_under_throttling_ends_in_time(self):
+        """A graceful stop while the API server throttles every Lease request (429 with
+        Retry-After: 4): the renewal in flight and the release are sent again only while the
+        wait ends within 10 s of SIGTERM, so gpuscaler exits by itself well within the pod's
+        30 s grace period (it took 10 waits of 4 s per request before, 40 s and more)."""
+        cfg = """decision-interval: 1s
+leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
+                  lease-duration: 4s, renew-deadline: 3s, retry-period: 500ms}
+""" % self.ns
+        g = self.start(cfg, ident="inst-throttled")
+        try:
+            wait_for(lambda: "became leader" in g.text(), 20, what="leadership")
+            self.fk.fault({"action": "error", "status": 429, "retryAfter": 4,
+                           "resource": "leases", "count": None})
+            time.sleep(0.7)  # a renewal is answered 429 and waits
+            t0 = time.time()
+            rc = g.stop(timeout=45)
+            took = time.time() - t0
+        finally:
+            g.stop()
+            self.fk.clear_faults()
+        text = g.text()
+        self.assertEqual(rc, 0, text[-2000:])
+        self.assertLess(took, 14, text[-2000:])
+        self.assertIn("ends after the shutdown's budget", text)
+
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result
     print("controller e2e: %d passed, %d failed, %d skipped" % (

@@ -31,6 +31,11 @@
 
 #define SUB "main"
 
+/* A request the API server throttles while we stop is sent again only while
+ * its wait ends within this much of SIGTERM (kube_drain), well inside the
+ * chart's terminationGracePeriodSeconds of 30 s. */
+#define SHUTDOWN_RETRY_BUDGET_MS 10000
+
 struct daemon {
     uv_loop_t loop;
     struct ctl_config cfg;
@@ -319,6 +324,8 @@ static void begin_shutdown(struct daemon *d, int code)
     d->stopping = 1;
     d->exit_code = code;
     LOG_INFO(SUB, "shutting down");
+    if (d->kube)
+        kube_drain(d->kube, SHUTDOWN_RETRY_BUDGET_MS);
     uv_signal_stop(&d->sigterm);
     uv_signal_stop(&d->sigint);
     uv_close((uv_handle_t *)&d->sigterm, NULL);

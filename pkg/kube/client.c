@@ -7,7 +7,8 @@
  * kube_close() can cancel them; each completes exactly once (httpc's rule),
  * and the client's memory goes only after the last one did. A request the
  * server throttled (429, or a 5xx with Retry-After) stays on the list while
- * it waits to be sent again (RETRY_MAX). */
+ * it waits to be sent again (RETRY_MAX), and after kube_drain() only when the
+ * wait ends within the drain's budget. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -84,6 +85,8 @@ struct kube {
     uint64_t warn_seen[WARN_SEEN];  /* hashes of the texts logged, a ring */
     size_t warn_next;
     bool closing;
+    bool draining;           /* kube_drain(): retries end by drain_until */
+    uint64_t drain_until;    /* loop time */
     uv_timer_t close_handle; /* never started: only its close callback is used */
     kube_close_cb close_cb;
     void *close_arg;
@@ -167,6 +170,14 @@ static void on_close_handle(uv_handle_t *h)
 }
 
 static void on_retry_timer(uv_timer_t *t);
+
+void kube_drain(struct kube *k, int64_t budget_ms)
+{
+    if (k->draining)
+        return;
+    k->draining = true;
+    k->drain_until = uv_now(k->loop) + (uint64_t)(budget_ms > 0 ? budget_ms : 0);
+}
 
 void kube_close(struct kube *k, kube_close_cb cb, void *arg)
 {
@@ -421,6 +432,11 @@ static bool retry_later(struct kreq *r, int err, const struct httpc_resp *resp)
     int64_t ms = httpc_resp_retry_after_ms(resp, util_now_unix_ms());
     if (ms < 0 || ms > RETRY_MAX_WAIT_MS)
         return false;
+    if (k->draining && uv_now(k->loop) + (uint64_t)ms > k->drain_until) {
+        LOG_WARN("kube", "%s: HTTP %ld; not sent again: its wait of %lld ms ends after "
+                 "the shutdown's budget", r->what, resp->status, (long long)ms);
+        return false;
+    }
     r->retries++;
     k->retries++;
     LOG_DEBUG("kube", "%s: HTTP %ld; sending again in %lld ms (Retry-After, attempt %d)",

@@ -140,6 +140,16 @@ int kube_new(uv_loop_t *loop, struct httpc *http, const struct kube_config *cfg,
 void kube_close(struct kube *k, kube_close_cb cb, void *arg);
 
 /**
+ * Begin draining (the daemon is stopping): from now on a request the server
+ * throttled (429, or a 5xx with Retry-After) is sent again only when its wait
+ * ends within budget_ms of this call; otherwise it completes with that answer.
+ * Shutdown's writes thus end within the pod's grace period, not after up to
+ * 10 waits of 10 s. Requests are sent as before. A second call keeps the
+ * first deadline.
+ */
+void kube_drain(struct kube *k, int64_t budget_ms);
+
+/**
  * Append the client's metrics (Prometheus text): request latency histogram by
  * verb (watches excluded) and errors by class (transport, throttled 429,
  * conflict 409, client 4xx other than 404, server 5xx).

@@ -62,6 +62,11 @@ static void h_api(struct testsrv_conn *c, const struct testsrv_req *r, void *arg
         status = 503;
         body = "{\"kind\":\"Status\",\"reason\":\"ServiceUnavailable\",\"code\":503}";
         extra = "Retry-After: 0\r\n";
+    } else if (strstr(r->target, "/retry-always")) {
+        f->attempts++;
+        status = 429;
+        body = "{\"kind\":\"Status\",\"reason\":\"TooManyRequests\",\"code\":429}";
+        extra = "Retry-After: 1\r\n";
     } else if (strstr(r->target, "/retry-slow")) {
         f->attempts++;
         status = 429;
@@ -199,6 +204,31 @@ static void test_retries(void **state)
     assert_int_equal(uv_loop_close(&f->loop), 0);
     json_decref(obj);
     xfree(f);
+}
+
+/* Draining (the daemon stops): a throttled request is sent again only while
+ * its wait ends within the budget, so a shutdown's writes end in time. */
+static void test_retries_drain(void **state)
+{
+    (void)state;
+    struct kube_config cfg = {.token = "abc"};
+    struct fx *f = fx_new(&cfg);
+    uint64_t t0 = uv_now(&f->loop);
+    kube_drain(f->k, 1500);
+    kube_drain(f->k, 60000); /* the first deadline holds */
+    assert_int_equal(kube_get(f->k, "/api/v1/retry-always", on_result, f), 0);
+    wait_calls(f, 1);
+    /* the first answer's wait ends about 1 s in, within 1.5 s: sent again;
+     * the second's about 2 s in: not */
+    assert_int_equal(f->attempts, 2);
+    assert_int_equal(f->last.status, 429);
+    assert_int_equal(f->last.err, -EBUSY); /* throttled */
+    assert_true(uv_now(&f->loop) - t0 < 1500 + 1000);
+    struct util_buf m = {0};
+    kube_write_metrics(f->k, &m);
+    assert_non_null(strstr(m.data, "\ngpuscaler_api_retries_total 1\n"));
+    util_buf_free(&m);
+    fx_finish(f);
 }
 
 struct warn_seen {
@@ -470,6 +500,7 @@ int main(void)
         cmocka_unit_test(test_token_file_reread),
         cmocka_unit_test(test_warnings),
         cmocka_unit_test(test_retries),
+        cmocka_unit_test(test_retries_drain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
