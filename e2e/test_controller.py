@@ -9,6 +9,7 @@ every second, scale-out after 4 s above target, scale-in after 6 s below.
 Serving pods are fake metrics endpoints on their own loopback addresses
 (127.0.9.N); the test sets the total request rate. The Prometheus source's tests
 (10-14) answer from a fake Prometheus on loopback (e2e/fakeprom)."""
+import base64
 import json
 import os
 import shutil
@@ -864,6 +865,66 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
         self.assertEqual(rc, 0, text[-2000:])
         self.assertLess(took, 14, text[-2000:])
         self.assertIn("ends after the shutdown's budget", text)
+
+    @unittest.skipIf(REAL, "the plugin hands out the fake API server's token")
+    def test_18_exec_credential_plugin(self):
+        """A kubeconfig whose user is an exec credential plugin, as EKS, GKE and AKS write
+        them (the command beside the kubeconfig, its env entries, interactiveMode Never):
+        gpuscaler runs it, authenticates with the token it prints, watches and scales as with
+        any other credential, and counts the runs."""
+        d = tempfile.mkdtemp(prefix="gpuscaler-exec-")
+        self.addCleanup(shutil.rmtree, d, True)
+        runs = os.path.join(d, "runs")
+        with open(os.path.join(d, "get-token"), "w") as f:
+            f.write("#!/bin/sh\n"
+                    "[ \"$1\" = --cluster ] || exit 9\n"
+                    "echo \"$KUBERNETES_EXEC_INFO\" >> \"$RUNS\"\n"
+                    "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",'\n"
+                    "printf '\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s\"}}' \"$TOKEN\"\n")
+        os.chmod(os.path.join(d, "get-token"), 0o755)
+        with open(self.fk.pki["ca"], "rb") as f:
+            ca = base64.b64encode(f.read()).decode()
+        kc = os.path.join(d, "kubeconfig")
+        with open(kc, "w") as f:
+            f.write("""apiVersion: v1
+kind: Config
+current-context: exec
+clusters:
+- name: fake
+  cluster: {server: %s, certificate-authority-data: %s}
+contexts:
+- name: exec
+  context: {cluster: fake, user: plugin, namespace: default}
+users:
+- name: plugin
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: ./get-token
+      args: [--cluster, fake]
+      env: [{name: TOKEN, value: %s}, {name: RUNS, value: %s}]
+      interactiveMode: Never
+      provideClusterInfo: true
+""" % (json.dumps(self.fk.url), ca, json.dumps(self.fk.token), json.dumps(runs)))
+        self.make("execd", 2, subnet=30)
+        g = Gpuscaler(kc, CONFIG, (), "inst-exec")
+        self.procs.append(g)
+        try:
+            self.metrics.set_rate("execd", 38)  # needs ceil(38/8) = 5
+            wait_for(lambda: self.replicas("execd") == 5, 40, what="scale-out through exec auth")
+            ok = g.metric("gpuscaler_api_exec_plugin_runs_total", '{result="ok"}')
+            self.assertTrue(ok is not None and ok >= 1, g.text()[-2000:])
+            self.assertEqual(g.metric("gpuscaler_api_exec_plugin_runs_total",
+                                      '{result="error"}'), 0)
+            with open(runs) as f:
+                info = json.loads(f.readline())
+            self.assertEqual(info["kind"], "ExecCredential")
+            self.assertFalse(info["spec"]["interactive"])
+            self.assertEqual(info["spec"]["cluster"]["server"], self.fk.url)
+            self.assertEqual(info["spec"]["cluster"]["certificate-authority-data"], ca)
+        finally:
+            g.stop()
+            self.c.delete("deployments", "execd", self.ns)
 
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result

@@ -97,6 +97,13 @@ class RunCli(unittest.TestCase):
                                                                   "current-context: nope"))
         err = self.run_bad()
         self.assertRegex(err, r"kc2\.yaml:\d+: context \"nope\" not found in kubeconfig$")
+        # an exec plugin client-go would refuse: the line of its exec block
+        self.kubeconfig = self.write("kc3.yaml", KUBECONFIG.replace(
+            "user: {token: abc}", "user:\n    exec: {apiVersion: client.authentication.k8s.io/v1, "
+            "command: aws, interactiveMode: Always}"))
+        err = self.run_bad()
+        self.assertRegex(err, r"kc3\.yaml:9: context \"x\" user \"u\": exec: interactiveMode "
+                              r"Always needs a terminal")
 
     def test_flag_values_name_the_flag_and_the_choices(self):
         self.assertEqual(self.run_bad("--log-level", "verbose"),

@@ -2,7 +2,9 @@
 /* Fuzz target for kube_config_parse: the current context and a fixed
  * context name, with a base directory for relative paths. The input is also
  * decoded as base64 (the *-data fields): an accepted input must decode to
- * bytes that OpenSSL's encoder and our decoder carry back unchanged. */
+ * bytes that OpenSSL's encoder and our decoder carry back unchanged. An
+ * accepted exec plugin has a command and a supported apiVersion, env entries
+ * NAME=value, and no other credential beside it. */
 #include <openssl/evp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,12 +33,33 @@ static void base64_roundtrip(const uint8_t *data, size_t size)
     xfree(again);
 }
 
+/* An accepted exec plugin is one client-go would run, and the only credential. */
+static void check_exec(const struct kube_config *c)
+{
+    const struct kube_exec_config *x = c->exec;
+    if (!x)
+        return;
+    if (c->token || c->token_file || c->cert_file || c->cert_data)
+        abort();
+    if (!x->command || !x->command[0] || !x->api_version ||
+        (strcmp(x->api_version, "client.authentication.k8s.io/v1") != 0 &&
+         strcmp(x->api_version, "client.authentication.k8s.io/v1beta1") != 0))
+        abort();
+    for (size_t i = 0; i < x->nenv; i++) {
+        const char *eq = strchr(x->env[i], '=');
+        if (!eq || eq == x->env[i])
+            abort(); /* NAME=value, with a name */
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct kube_config c;
     struct kube_config_error e;
-    if (kube_config_parse((const char *)data, size, NULL, "/base", &c, &e) == 0)
+    if (kube_config_parse((const char *)data, size, NULL, "/base", &c, &e) == 0) {
+        check_exec(&c);
         kube_config_clear(&c);
+    }
     if (kube_config_parse((const char *)data, size, "ctx", NULL, &c, &e) == 0)
         kube_config_clear(&c);
     base64_roundtrip(data, size);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kube/client: the API client handle: authentication (static token, token
- * file re-read when it changes, client certificates), JSON requests over
+ * file re-read when it changes, client certificates, an exec plugin's
+ * credential: kube/exec.c), JSON requests over
  * httpc and the typed helpers the controller uses.
  *
  * Every request in flight is a struct kreq on the client's list so that
@@ -49,6 +50,9 @@ struct kreq {
     int retries;
     uv_timer_t timer; /* the wait before a retry; initialised at the first */
     bool timer_init, waiting;
+    bool wait_cred;   /* waits for the exec plugin's credential */
+    bool cancelled;   /* kube_req_cancel() while it waited */
+    uint64_t cred_gen; /* the exec credential it was sent with */
 };
 
 /* A 429, or a 5xx with Retry-After, is sent again after the wait it asks
@@ -84,6 +88,7 @@ struct kube {
     uint64_t retries;               /* requests sent again after a Retry-After */
     uint64_t warn_seen[WARN_SEEN];  /* hashes of the texts logged, a ring */
     size_t warn_next;
+    struct kube_exec *exec;  /* the kubeconfig's exec plugin, or NULL */
     bool closing;
     bool draining;           /* kube_drain(): retries end by drain_until */
     uint64_t drain_until;    /* loop time */
@@ -107,6 +112,34 @@ static char *dup_blob(const char *p, size_t n)
     return d;
 }
 
+static int issue(struct kreq *r);
+static void deliver(struct kreq *r, int err, const struct httpc_resp *resp);
+static void req_finish(struct kreq *r);
+static void end_inflight(struct kube *k);
+
+/* The exec plugin's run ended: the requests that waited are sent, or fail
+ * with its message. */
+static void on_cred(void *arg, int err, const char *msg)
+{
+    struct kube *k = arg;
+    if (err)
+        LOG_ERROR("kube", "%s", msg);
+    struct kreq *next;
+    for (struct kreq *r = k->reqs; r; r = next) {
+        next = r->next;
+        if (!r->wait_cred)
+            continue;
+        int rc = err ? err : issue(r);
+        if (rc == 0)
+            continue;
+        r->wait_cred = false;
+        struct httpc_resp none = {.status = 0, .body = "",
+                                  .errmsg = err ? msg : "cannot send the request"};
+        deliver(r, rc, &none);
+        req_finish(r);
+    }
+}
+
 int kube_new(uv_loop_t *loop, struct httpc *http, const struct kube_config *cfg,
              const struct kube_opts *o, struct kube **out)
 {
@@ -128,7 +161,10 @@ int kube_new(uv_loop_t *loop, struct httpc *http, const struct kube_config *cfg,
     k->cfg.key_data_len = cfg->key_data_len;
     k->cfg.token = dup_or_null(cfg->token);
     k->cfg.token_file = dup_or_null(cfg->token_file);
+    k->cfg.exec = kube_exec_config_dup(cfg->exec);
     k->cfg.insecure = cfg->insecure;
+    if (cfg->exec) /* after the cluster's settings, which provideClusterInfo passes on */
+        k->exec = kube_exec_new(loop, cfg->exec, &k->cfg, on_cred, k);
     k->cfg.context = dup_or_null(cfg->context);
     k->cfg.user = dup_or_null(cfg->user);
     k->cfg.namespace_ = xstrdup(cfg->namespace_ ? cfg->namespace_ : "default");
@@ -171,6 +207,36 @@ static void on_close_handle(uv_handle_t *h)
 
 static void on_retry_timer(uv_timer_t *t);
 
+/* A request that waits (a retry, or the exec plugin's credential) ends with
+ * -ECANCELED from the loop, not from here. */
+static void cancel_waiting(struct kreq *r)
+{
+    r->cancelled = true;
+    r->waiting = false;
+    r->wait_cred = false;
+    if (!r->timer_init) {
+        uv_timer_init(r->k->loop, &r->timer);
+        r->timer.data = r;
+        r->timer_init = true;
+    }
+    uv_timer_start(&r->timer, on_retry_timer, 0, 0);
+}
+
+void kube_req_cancel(struct kreq *r)
+{
+    if (r->req)
+        httpc_cancel(r->req);
+    else if (r->waiting || r->wait_cred)
+        cancel_waiting(r);
+}
+
+static void exec_closed(void *arg)
+{
+    struct kube *k = arg;
+    k->exec = NULL;
+    end_inflight(k);
+}
+
 void kube_drain(struct kube *k, int64_t budget_ms)
 {
     if (k->draining)
@@ -184,11 +250,11 @@ void kube_close(struct kube *k, kube_close_cb cb, void *arg)
     k->closing = true;
     k->close_cb = cb;
     k->close_arg = arg;
-    for (struct kreq *r = k->reqs; r; r = r->next) {
-        if (r->req)
-            httpc_cancel(r->req);
-        else if (r->waiting) /* its callback gets -ECANCELED from the loop, not from here */
-            uv_timer_start(&r->timer, on_retry_timer, 0, 0);
+    for (struct kreq *r = k->reqs; r; r = r->next)
+        kube_req_cancel(r);
+    if (k->exec) { /* a plugin run is killed; counted in flight until closed */
+        k->inflight++;
+        kube_exec_close(k->exec, exec_closed, k);
     }
     if (k->inflight == 0)
         uv_close((uv_handle_t *)&k->close_handle, on_close_handle);
@@ -420,8 +486,6 @@ static void deliver(struct kreq *r, int err, const struct httpc_resp *resp)
     json_decref(res.body);
 }
 
-static int issue(struct kreq *r);
-
 /* Wait and send again when the answer asks for it (see RETRY_MAX). */
 static bool retry_later(struct kreq *r, int err, const struct httpc_resp *resp)
 {
@@ -456,10 +520,11 @@ static void on_retry_timer(uv_timer_t *t)
     struct kreq *r = t->data;
     struct kube *k = r->k;
     r->waiting = false;
-    int rc = k->closing ? -ECANCELED : issue(r);
+    bool cancel = k->closing || r->cancelled;
+    int rc = cancel ? -ECANCELED : issue(r);
     if (rc == 0)
         return;
-    struct httpc_resp none = {.status = 0, .body = "", .errmsg = k->closing
+    struct httpc_resp none = {.status = 0, .body = "", .errmsg = cancel
                                                                   ? "request cancelled"
                                                                   : "cannot send the request again"};
     deliver(r, rc, &none);
@@ -491,6 +556,9 @@ static void on_http_done(struct httpc_req *hr, int err, const struct httpc_resp 
     }
     if (err == 0)
         log_warnings(k, r, resp);
+    if (err == 0 && resp->status == 401 && k->exec && kube_exec_invalidate(k->exec, r->cred_gen))
+        LOG_WARN("kube", "%s: HTTP 401 to the exec plugin's credential; the next request runs "
+                 "the plugin again", r->what);
     if (retry_later(r, err, resp))
         return;
     deliver(r, err, resp);
@@ -504,10 +572,25 @@ static int on_req_data(struct httpc_req *hr, long status, const char *data, size
     return r->on_data(hr, status, data, len, r->arg);
 }
 
-/* Send r (again): the request r describes, with the current token. */
+/* Send r (again): the request r describes, with the current token. With an
+ * exec plugin and no credential to send, r waits for the plugin's run
+ * (on_cred): 0 without an httpc request. */
 static int issue(struct kreq *r)
 {
     struct kube *k = r->k;
+    const struct kube_exec_cred *cred = NULL;
+    if (k->exec) {
+        cred = kube_exec_valid(k->exec, util_now_unix_ms());
+        if (!cred && r->wait_cred) /* it waited for this run: whatever it gave */
+            cred = kube_exec_last(k->exec);
+        r->wait_cred = false;
+        if (!cred) {
+            r->wait_cred = true;
+            kube_exec_start(k->exec);
+            return 0;
+        }
+        r->cred_gen = cred->gen;
+    }
     char *url = xasprintf("%s%s", k->cfg.server, r->path);
     const char *headers[] = {"Accept: application/json", k->ua_header, NULL};
     struct httpc_tls tls = {
@@ -522,13 +605,19 @@ static int issue(struct kreq *r)
         .key_blob_len = k->cfg.key_data_len,
         .insecure = k->cfg.insecure,
     };
+    if (cred && cred->cert) {
+        tls.cert_blob = cred->cert;
+        tls.cert_blob_len = cred->cert_len;
+        tls.key_blob = cred->key;
+        tls.key_blob_len = cred->key_len;
+    }
     struct httpc_opts o = {
         .url = url,
         .method = r->method,
         .body = r->body,
         .body_len = r->blen,
         .content_type = r->body ? r->ctype : NULL,
-        .bearer = bearer(k),
+        .bearer = cred ? cred->token : bearer(k),
         .headers = headers,
         .tls = &tls,
         .timeout_ms = r->timeout_ms == 0 ? k->timeout_ms : (r->timeout_ms < 0 ? 0 : r->timeout_ms),
@@ -585,7 +674,7 @@ static int send_req(struct kube *k, const char *method, const char *path, const 
 
 int kube_raw_get(struct kube *k, const char *path, httpc_data_cb on_data, int64_t timeout_ms,
                  int64_t stall_ms, size_t max_body, kube_raw_done_cb cb, void *arg,
-                 struct httpc_req **out)
+                 struct kreq **out)
 {
     struct kreq *r = xcalloc(1, sizeof(*r));
     r->raw_cb = cb;
@@ -596,7 +685,7 @@ int kube_raw_get(struct kube *k, const char *path, httpc_data_cb on_data, int64_
         return rc;
     }
     if (out)
-        *out = r->req;
+        *out = r;
     return 0;
 }
 
@@ -863,4 +952,15 @@ void kube_write_metrics(const struct kube *k, struct util_buf *out)
                     "# TYPE gpuscaler_api_retries_total counter\n"
                     "gpuscaler_api_retries_total %llu\n",
                     (unsigned long long)k->warnings, (unsigned long long)k->retries);
+    if (k->exec) {
+        uint64_t runs, failures;
+        kube_exec_stats(k->exec, &runs, &failures);
+        util_buf_printf(out,
+                        "# HELP gpuscaler_api_exec_plugin_runs_total Runs of the kubeconfig's "
+                        "exec credential plugin, by result.\n"
+                        "# TYPE gpuscaler_api_exec_plugin_runs_total counter\n"
+                        "gpuscaler_api_exec_plugin_runs_total{result=\"ok\"} %llu\n"
+                        "gpuscaler_api_exec_plugin_runs_total{result=\"error\"} %llu\n",
+                        (unsigned long long)(runs - failures), (unsigned long long)failures);
+    }
 }

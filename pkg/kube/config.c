@@ -6,9 +6,9 @@
  * column) so that tests and the fuzzer drive it directly. kubeconfig is a
  * foreign format that grows fields over time, so keys gpuscaler does not use
  * are ignored rather than rejected; what would silently change how we
- * authenticate or connect (exec plugins, auth-provider, basic auth,
- * impersonation, proxy-url, tls-server-name) is an error naming the context
- * and user. */
+ * authenticate or connect (auth-provider, basic auth, impersonation,
+ * proxy-url, tls-server-name) is an error naming the context and user. Exec
+ * credential plugins are parsed here and run by kube/exec.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -57,6 +57,7 @@ void kube_config_clear(struct kube_config *c)
         explicit_bzero(c->token, strlen(c->token));
     xfree(c->token);
     xfree(c->token_file);
+    kube_exec_config_free(c->exec);
     xfree(c->context);
     xfree(c->user);
     xfree(c->namespace_);
@@ -212,6 +213,130 @@ static int decode_field(const struct conf_node *map, const char *key, char **dat
     return 0;
 }
 
+void kube_exec_config_free(struct kube_exec_config *e)
+{
+    if (!e)
+        return;
+    xfree(e->api_version);
+    xfree(e->command);
+    for (size_t i = 0; i < e->nargs; i++)
+        xfree(e->args[i]);
+    xfree(e->args);
+    for (size_t i = 0; i < e->nenv; i++) {
+        explicit_bzero(e->env[i], strlen(e->env[i])); /* plugins take secrets this way too */
+        xfree(e->env[i]);
+    }
+    xfree(e->env);
+    xfree(e->install_hint);
+    xfree(e);
+}
+
+/* A user's exec block, checked as client-go's validation does. */
+static int parse_exec(const struct conf_node *ex, const char *base_dir, const char *where,
+                      struct kube_exec_config **outp, struct kube_config_error *err)
+{
+    struct kube_exec_config *e = xcalloc(1, sizeof(*e));
+    const char *api, *cmd, *hint, *mode;
+    bool pci = false;
+    int rc;
+    if (ex->type != CONF_MAP) {
+        rc = cfail(err, ex, "%s: exec must be a map", where);
+        goto fail;
+    }
+    if ((rc = get_str(ex, "apiVersion", &api, err, where)) < 0 ||
+        (rc = get_str(ex, "command", &cmd, err, where)) < 0 ||
+        (rc = get_str(ex, "installHint", &hint, err, where)) < 0 ||
+        (rc = get_str(ex, "interactiveMode", &mode, err, where)) < 0 ||
+        (rc = get_bool(ex, "provideClusterInfo", &pci, err, where)) < 0)
+        goto fail;
+    if (!cmd) {
+        rc = cfail(err, ex, "%s: exec: command must be specified", where);
+        goto fail;
+    }
+    if (!api) {
+        rc = cfail(err, ex, "%s: exec: apiVersion must be specified", where);
+        goto fail;
+    }
+    bool v1 = strcmp(api, "client.authentication.k8s.io/v1") == 0;
+    if (!v1 && strcmp(api, "client.authentication.k8s.io/v1beta1") != 0) {
+        rc = cfail(err, conf_map_get(ex, "apiVersion"),
+                   "%s: exec: apiVersion %s is not supported (client.authentication.k8s.io/v1 "
+                   "or /v1beta1)", where, api);
+        goto fail;
+    }
+    /* client-go defaults an unset mode to IfAvailable for v1beta1 only */
+    if (!mode && v1) {
+        rc = cfail(err, ex, "%s: exec: interactiveMode must be specified with %s "
+                   "(Never or IfAvailable)", where, api);
+        goto fail;
+    }
+    if (mode && strcmp(mode, "Never") != 0 && strcmp(mode, "IfAvailable") != 0) {
+        rc = cfail(err, conf_map_get(ex, "interactiveMode"),
+                   strcmp(mode, "Always") == 0
+                       ? "%s: exec: interactiveMode %s needs a terminal, and gpuscaler runs "
+                         "without one (use Never or IfAvailable)"
+                       : "%s: exec: interactiveMode %s is not Never, IfAvailable or Always",
+                   where, mode);
+        goto fail;
+    }
+    e->api_version = xstrdup(api);
+    /* as client-go: a command with a slash is a path, relative to the kubeconfig */
+    e->command = strchr(cmd, '/') ? resolve_path(base_dir, cmd) : xstrdup(cmd);
+    e->install_hint = hint ? xstrdup(hint) : NULL;
+    e->provide_cluster_info = pci;
+    const struct conf_node *args = conf_map_get(ex, "args");
+    if (args && !(args->type == CONF_SCALAR && args->scalar[0] == '\0')) {
+        if (args->type != CONF_SEQ) {
+            rc = cfail(err, args, "%s: exec: args must be a list", where);
+            goto fail;
+        }
+        e->args = xcalloc(args->n ? args->n : 1, sizeof(*e->args));
+        for (size_t i = 0; i < args->n; i++) {
+            if (args->items[i]->type != CONF_SCALAR) {
+                rc = cfail(err, args->items[i], "%s: exec: args[%zu] must be a string", where, i);
+                goto fail;
+            }
+            e->args[e->nargs++] = xstrdup(args->items[i]->scalar);
+        }
+    }
+    const struct conf_node *env = conf_map_get(ex, "env");
+    if (env && !(env->type == CONF_SCALAR && env->scalar[0] == '\0')) {
+        if (env->type != CONF_SEQ) {
+            rc = cfail(err, env, "%s: exec: env must be a list", where);
+            goto fail;
+        }
+        e->env = xcalloc(env->n ? env->n : 1, sizeof(*e->env));
+        for (size_t i = 0; i < env->n; i++) {
+            const struct conf_node *it = env->items[i];
+            const char *name = NULL, *value = NULL;
+            if (it->type != CONF_MAP) {
+                rc = cfail(err, it, "%s: exec: env[%zu] must be a map of name and value", where,
+                           i);
+                goto fail;
+            }
+            if ((rc = get_str(it, "name", &name, err, where)) < 0 ||
+                (rc = get_str(it, "value", &value, err, where)) < 0)
+                goto fail;
+            if (!name || strchr(name, '=')) {
+                rc = cfail(err, it, "%s: exec: env[%zu]: a name must be specified, without '='",
+                           where, i);
+                goto fail;
+            }
+            if (!value) {
+                rc = cfail(err, it, "%s: exec: env variable %s: a value must be specified", where,
+                           name);
+                goto fail;
+            }
+            e->env[e->nenv++] = xasprintf("%s=%s", name, value);
+        }
+    }
+    *outp = e;
+    return 0;
+fail:
+    kube_exec_config_free(e);
+    return rc;
+}
+
 int kube_config_parse(const char *buf, size_t len, const char *context, const char *base_dir,
                       struct kube_config *out, struct kube_config_error *err)
 {
@@ -324,7 +449,6 @@ int kube_config_parse(const char *buf, size_t len, const char *context, const ch
     static const struct {
         const char *key, *what;
     } unsupported_user[] = {
-        {"exec", "exec credential plugins are not supported"},
         {"auth-provider", "auth-provider plugins are not supported"},
         {"username", "basic auth (username/password) is not supported"},
         {"password", "basic auth (username/password) is not supported"},
@@ -364,6 +488,16 @@ int kube_config_parse(const char *buf, size_t len, const char *context, const ch
     if (has_cert != has_key) {
         rc = cfail(err, u, "%s: a client certificate needs a client key and vice versa", where);
         goto out;
+    }
+    const struct conf_node *ex = conf_map_get(u, "exec");
+    if (ex && !(ex->type == CONF_SCALAR && ex->scalar[0] == '\0')) {
+        if (out->token || out->token_file || has_cert) {
+            rc = cfail(err, ex, "%s: exec together with a token, tokenFile or client "
+                       "certificate: keep one way to authenticate", where);
+            goto out;
+        }
+        if ((rc = parse_exec(ex, base_dir, where, &out->exec, err)) < 0)
+            goto out;
     }
 done:
     rc = 0;

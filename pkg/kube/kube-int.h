@@ -89,13 +89,44 @@ typedef void (*kube_raw_done_cb)(int err, const struct httpc_resp *resp, void *a
  * GET path (query included) with the client's auth and TLS. With on_data the
  * 2xx body streams to it (httpc rules). timeout_ms 0 = the client default,
  * <0 = none. stall_ms > 0 ends a transfer receiving under 1 byte/s for that
- * long (a watch on a dead connection). *out is the httpc request for
- * cancellation. Same return rules as httpc_request().
+ * long (a watch on a dead connection). *out is the request, for
+ * kube_req_cancel() (it may wait for an exec plugin's credential before it is
+ * sent). Same return rules as httpc_request().
  */
+struct kreq;
 int kube_raw_get(struct kube *k, const char *path, httpc_data_cb on_data, int64_t timeout_ms,
                  int64_t stall_ms, size_t max_body, kube_raw_done_cb cb, void *arg,
-                 struct httpc_req **out);
+                 struct kreq **out);
+/** Cancel a request of kube_raw_get: its callback gets -ECANCELED, from the loop. */
+void kube_req_cancel(struct kreq *r);
 uv_loop_t *kube_loop(const struct kube *k);
+
+/* ---- exec credential plugins (exec.c) ---------------------------------- */
+
+struct kube_exec_config *kube_exec_config_dup(const struct kube_exec_config *e);
+void kube_exec_config_free(struct kube_exec_config *e);
+
+struct kube_exec;
+/** A run ended: err 0 and kube_exec_valid() has the new credential, or err < 0 and msg says why. */
+typedef void (*kube_exec_done_cb)(void *arg, int err, const char *msg);
+/** The plugin of cfg (copied); cluster gives provideClusterInfo's server and CA. */
+struct kube_exec *kube_exec_new(uv_loop_t *loop, const struct kube_exec_config *cfg,
+                                const struct kube_config *cluster, kube_exec_done_cb done,
+                                void *arg);
+/** The credential to send at now_ms (unix), or NULL: none yet, expiring, or refused with 401. */
+const struct kube_exec_cred *kube_exec_valid(const struct kube_exec *e, int64_t now_ms);
+/** The last credential unless refused, expiring or not (for the requests that waited for it). */
+const struct kube_exec_cred *kube_exec_last(const struct kube_exec *e);
+/** Run the plugin unless a run is pending; done follows (from the loop). */
+void kube_exec_start(struct kube_exec *e);
+/** True while a run is due or going. */
+bool kube_exec_pending(const struct kube_exec *e);
+/** The API server answered 401 to credential gen: it is not used again. Returns true when
+ *  that was the current one. */
+bool kube_exec_invalidate(struct kube_exec *e, uint64_t gen);
+void kube_exec_stats(const struct kube_exec *e, uint64_t *runs, uint64_t *failures);
+/** Kill a run in flight (done is not called), then free; cb from the loop. */
+void kube_exec_close(struct kube_exec *e, void (*cb)(void *), void *arg);
 
 /** Append s percent-encoded for a query value. */
 void kube_query_escape(struct util_buf *b, const char *s);

@@ -28,6 +28,22 @@ struct util_buf;
 /* Configuration                                                           */
 /* ======================================================================= */
 
+/**
+ * A kubeconfig user's exec credential plugin (client.authentication.k8s.io,
+ * as `aws eks get-token`, `gke-gcloud-auth-plugin` or `kubelogin`). Owned.
+ */
+struct kube_exec_config {
+    char *api_version;         /**< client.authentication.k8s.io/v1 or /v1beta1 */
+    char *command;             /**< a path (a relative one joined to the kubeconfig's
+                                    directory) or a name looked up in PATH */
+    char **args;               /**< nargs arguments */
+    size_t nargs;
+    char **env;                /**< nenv "NAME=value", added to gpuscaler's environment */
+    size_t nenv;
+    char *install_hint;        /**< told when the command cannot be run, or NULL */
+    bool provide_cluster_info; /**< the cluster's server and CA go in KUBERNETES_EXEC_INFO */
+};
+
 /** How to reach and authenticate to the API server. Every string is owned. */
 struct kube_config {
     char *server;          /**< "https://host:port", no trailing slash */
@@ -43,6 +59,7 @@ struct kube_config {
     char *token;           /**< static bearer token, or NULL */
     char *token_file;      /**< bearer token file re-read when it changes (wins over token) */
     bool insecure;         /**< insecure-skip-tls-verify */
+    struct kube_exec_config *exec; /**< exec credential plugin (no other credential then), or NULL */
     char *context;         /**< kubeconfig context used; NULL in-cluster */
     char *user;            /**< kubeconfig user of that context; NULL in-cluster */
     char *namespace_;      /**< default namespace: the context's, the service account's, or "default" */
@@ -60,8 +77,11 @@ struct kube_config_error {
  * key and token file paths are joined to base_dir when it is not NULL).
  * context selects the context; NULL or "" uses current-context. Fields gpuscaler
  * does not use (preferences, extensions, ...) are ignored; auth it cannot do
- * (exec plugins, auth-provider, username/password, impersonation) and
- * proxy-url/tls-server-name are errors naming the context and user. Returns
+ * (auth-provider, username/password, impersonation, an exec plugin in
+ * interactiveMode Always) and proxy-url/tls-server-name are errors naming the
+ * context and user, and so is what client-go's validation refuses in an exec
+ * plugin (no command or apiVersion, an env entry without name or value, v1
+ * without interactiveMode). Returns
  * 0, or -EINVAL with err filled (out is then cleared).
  */
 int kube_config_parse(const char *buf, size_t len, const char *context, const char *base_dir,
@@ -573,6 +593,28 @@ void kube_cache_write_metrics(const struct kube_cache *c, struct util_buf *out);
  * the reflectors' buffers in flight excluded). O(objects).
  */
 size_t kube_cache_memory(const struct kube_cache *c);
+
+/** A credential an exec plugin gave. Owned; kube_exec_cred_clear() wipes it. */
+struct kube_exec_cred {
+    char *token;                /**< bearer token, or NULL */
+    char *cert, *key;           /**< client certificate and key PEM (both or neither), or NULL */
+    size_t cert_len, key_len;
+    int64_t expires_ms;         /**< unix ms; 0 = does not expire */
+    uint64_t gen;               /**< 1 for a plugin's first credential, then +1 each */
+};
+
+/**
+ * Parse an exec plugin's standard output (an ExecCredential of api_version):
+ * apiVersion and kind checked, a status with a token or a client
+ * certificate and key (PEM), an optional RFC 3339 expirationTimestamp. A
+ * token with control characters, spaces or over 64 KiB is refused (it goes
+ * into a header). Pure. Returns 0, or -EBADMSG with err set (out cleared).
+ */
+int kube_exec_cred_parse(const char *buf, size_t len, const char *api_version,
+                         struct kube_exec_cred *out, char *err, size_t errlen);
+
+/** Wipe and free a credential's fields. */
+void kube_exec_cred_clear(struct kube_exec_cred *c);
 
 /** Parse an RFC 3339 timestamp ("2024-05-01T10:00:00Z", fractions and offsets allowed) to ms. */
 int kube_parse_time(const char *s, int64_t *out_ms);

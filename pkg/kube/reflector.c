@@ -41,7 +41,7 @@ struct kube_reflector {
     struct kube_watch_opts o;
     struct kube_sink sink;
     void *sink_arg;
-    struct httpc_req *req;
+    struct kreq *req;
     uv_timer_t timer;
     enum next_op after_wait;
     struct kube_watch_decoder *dec;
@@ -199,7 +199,7 @@ void kube_reflector_close(struct kube_reflector *r, kube_close_cb cb, void *arg)
     r->close_arg = arg;
     uv_timer_stop(&r->timer);
     if (r->req)
-        httpc_cancel(r->req); /* the done callback finishes the close */
+        kube_req_cancel(r->req); /* the done callback finishes the close */
     else
         finish_close(r);
 }

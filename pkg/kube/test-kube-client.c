@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Async tests of the kube client's request helpers against testsrv: paths,
  * methods, content types, status mapping (409 vs others), Retry-After, the
- * token file re-read, and close with a request in flight. */
+ * token file re-read, exec credential plugins, and close with a request in
+ * flight. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,7 +13,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include <sys/stat.h>
+
 #include "httpc/testsrv.h"
+#include "kube/kube-int.h"
 #include "kube/kube.h"
 #include "util/util.h"
 
@@ -86,6 +90,9 @@ static void h_api(struct testsrv_conn *c, const struct testsrv_req *r, void *arg
                 "Warning: 299 - \"unknown field \\\"spec.foo\\\"\"\r\n"
                 "Warning: 199 - \"miscellaneous\"\r\n"
                 "Warning: 2999 - \"bad code\"\r\n";
+    } else if (strstr(r->target, "/auth-check") && strstr(auth, "tok-1")) {
+        status = 401; /* the plugin's first credential is refused here */
+        body = "{\"kind\":\"Status\",\"reason\":\"Unauthorized\",\"code\":401}";
     } else if (strstr(r->target, "/missing")) {
         status = 404;
         body = "404 page not found";
@@ -229,6 +236,291 @@ static void test_retries_drain(void **state)
     assert_non_null(strstr(m.data, "\ngpuscaler_api_retries_total 1\n"));
     util_buf_free(&m);
     fx_finish(f);
+}
+
+/* ---- exec credential plugins ---------------------------------------------- */
+
+/* A plugin script in a fresh directory: it counts its runs in DIR/runs, keeps
+ * KUBERNETES_EXEC_INFO in DIR/info and prints what body prints (sh). */
+static char *write_plugin(char *dir, const char *body)
+{
+    char *path = xasprintf("%s/plugin", dir);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fprintf(fp, "#!/bin/sh\n"
+                "n=$(( $(cat \"$DIR/runs\" 2>/dev/null || echo 0) + 1 ))\n"
+                "echo $n > \"$DIR/runs\"\n"
+                "printf '%%s' \"$KUBERNETES_EXEC_INFO\" > \"$DIR/info\"\n"
+                "%s\n", body);
+    fclose(fp);
+    assert_int_equal(chmod(path, 0755), 0);
+    return path;
+}
+
+static int runs_of(const char *dir)
+{
+    char *p = xasprintf("%s/runs", dir);
+    FILE *fp = fopen(p, "r");
+    int n = 0;
+    if (fp) {
+        if (fscanf(fp, "%d", &n) != 1)
+            n = -1;
+        fclose(fp);
+    }
+    xfree(p);
+    return n;
+}
+
+static struct fx *fx_exec(char *dir, const char *body, struct kube_exec_config *x, char **path)
+{
+    *path = write_plugin(dir, body);
+    static char *args[] = {"--flag"};
+    static char envbuf[600];
+    static char *env[1];
+    snprintf(envbuf, sizeof(envbuf), "DIR=%s", dir);
+    env[0] = envbuf;
+    *x = (struct kube_exec_config){.api_version = "client.authentication.k8s.io/v1",
+                                   .command = *path, .args = args, .nargs = 1, .env = env,
+                                   .nenv = 1, .install_hint = "see the plugin's docs",
+                                   .provide_cluster_info = true};
+    struct kube_config cfg = {.exec = x, .ca_data = "PEM", .ca_data_len = 3};
+    return fx_new(&cfg);
+}
+
+static void rm_plugin_dir(char *dir, char *path)
+{
+    unlink(path);
+    xfree(path);
+    static const char *const names[] = {"runs", "info"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++) {
+        char *p = xasprintf("%s/%s", dir, names[i]);
+        unlink(p);
+        xfree(p);
+    }
+    rmdir(dir);
+}
+
+#define CRED(tok, extra)                                                                      \
+    "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\"," \
+    "\"status\":{\"token\":\"" tok "\"" extra "}}'"
+
+/* Requests wait for the plugin's run and carry its token; two at once make
+ * one run; a 401 to that token runs it again for the next request; the
+ * plugin is told it is not interactive, and the cluster. */
+static void test_exec_plugin(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/kube-exec-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct kube_exec_config x;
+    char *path;
+    struct fx *f = fx_exec(dir, CRED("tok-'$n'", ""), &x, &path);
+    assert_int_equal(kube_get(f->k, "/api/v1/one", on_result, f), 0);
+    assert_int_equal(kube_get(f->k, "/api/v1/two", on_result, f), 0);
+    wait_calls(f, 2);
+    assert_int_equal(f->last.err, 0);
+    assert_non_null(strstr(f->seen, "|Bearer tok-1|"));
+    assert_int_equal(runs_of(dir), 1);
+    char *info = xasprintf("%s/info", dir);
+    struct util_buf b = {0};
+    FILE *fp = fopen(info, "r");
+    assert_non_null(fp);
+    char tmp[1024];
+    size_t n = fread(tmp, 1, sizeof(tmp), fp);
+    fclose(fp);
+    util_buf_append(&b, tmp, n);
+    util_buf_append(&b, "", 1);
+    assert_non_null(strstr(b.data, "\"apiVersion\":\"client.authentication.k8s.io/v1\""));
+    assert_non_null(strstr(b.data, "\"kind\":\"ExecCredential\""));
+    assert_non_null(strstr(b.data, "\"interactive\":false"));
+    assert_non_null(strstr(b.data, "\"certificate-authority-data\":\"UEVN\"")); /* "PEM" */
+    assert_non_null(strstr(b.data, testsrv_url(f->srv)));
+    util_buf_free(&b);
+    xfree(info);
+    /* refused: the next request runs the plugin again (a second later) */
+    assert_int_equal(kube_get(f->k, "/api/v1/auth-check", on_result, f), 0);
+    wait_calls(f, 3);
+    assert_int_equal(f->last.status, 401);
+    assert_int_equal(kube_get(f->k, "/api/v1/auth-check", on_result, f), 0);
+    wait_calls(f, 4);
+    assert_int_equal(f->last.err, 0);
+    assert_non_null(strstr(f->seen, "|Bearer tok-2|"));
+    assert_int_equal(runs_of(dir), 2);
+    struct util_buf m = {0};
+    kube_write_metrics(f->k, &m);
+    assert_non_null(strstr(m.data, "gpuscaler_api_exec_plugin_runs_total{result=\"ok\"} 2\n"));
+    assert_non_null(strstr(m.data, "gpuscaler_api_exec_plugin_runs_total{result=\"error\"} 0\n"));
+    util_buf_free(&m);
+    fx_finish(f);
+    rm_plugin_dir(dir, path);
+}
+
+/* A credential already expired is used by the request that waited for it,
+ * and the next request runs the plugin again; failures fail the requests
+ * that waited with the plugin's own words. */
+static void test_exec_plugin_expiry_and_failures(void **state)
+{
+    (void)state;
+    struct kube_exec_config x;
+    char *path;
+    char dir[] = "/tmp/kube-exec-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct fx *f = fx_exec(dir, CRED("tok-'$n'", ",\"expirationTimestamp\":\"2001-01-01T00:00:00Z\""),
+                           &x, &path);
+    assert_int_equal(kube_get(f->k, "/api/v1/a", on_result, f), 0);
+    wait_calls(f, 1);
+    assert_non_null(strstr(f->seen, "|Bearer tok-1|"));
+    assert_int_equal(kube_get(f->k, "/api/v1/b", on_result, f), 0);
+    wait_calls(f, 2);
+    assert_non_null(strstr(f->seen, "|Bearer tok-2|"));
+    assert_int_equal(runs_of(dir), 2);
+    fx_finish(f);
+    rm_plugin_dir(dir, path);
+
+    static const struct {
+        const char *body, *want;
+        int err;
+    } bad[] = {
+        {"echo 'no credentials here' >&2; exit 3", "exit status 3: no credentials here", -ENOKEY},
+        {"echo not-json", "not JSON", -ENOKEY},
+        {"printf '{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"kind\":"
+         "\"ExecCredential\",\"status\":{\"token\":\"t\"}}'",
+         "plugin returned version client.authentication.k8s.io/v1beta1", -ENOKEY},
+        {CRED("a b", ""), "token with spaces", -ENOKEY},
+        {"kill -9 $$", "killed by signal 9", -ENOKEY},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        char d[] = "/tmp/kube-exec-XXXXXX";
+        assert_non_null(mkdtemp(d));
+        f = fx_exec(d, bad[i].body, &x, &path);
+        assert_int_equal(kube_get(f->k, "/api/v1/a", on_result, f), 0);
+        wait_calls(f, 1);
+        assert_int_equal(f->last.err, bad[i].err);
+        if (!strstr(f->message, bad[i].want) || !strstr(f->message, "exec plugin"))
+            fail_msg("case %zu: message \"%s\"", i, f->message);
+        struct util_buf m = {0};
+        kube_write_metrics(f->k, &m);
+        assert_non_null(strstr(m.data, "exec_plugin_runs_total{result=\"error\"} 1\n"));
+        util_buf_free(&m);
+        fx_finish(f);
+        rm_plugin_dir(d, path);
+    }
+    /* a command that is not there: its install hint is in the message */
+    struct kube_exec_config nx = {.api_version = "client.authentication.k8s.io/v1beta1",
+                                  .command = "/nonexistent/get-token",
+                                  .install_hint = "install get-token from example.com"};
+    struct kube_config cfg = {.exec = &nx};
+    f = fx_new(&cfg);
+    assert_int_equal(kube_get(f->k, "/api/v1/a", on_result, f), 0);
+    wait_calls(f, 1);
+    assert_non_null(strstr(f->message, "cannot run it"));
+    assert_non_null(strstr(f->message, "install get-token from example.com"));
+    fx_finish(f);
+}
+
+static void on_raw_done(int err, const struct httpc_resp *resp, void *arg)
+{
+    struct fx *f = arg;
+    (void)resp;
+    f->last.err = err;
+    f->calls++;
+}
+
+/* A request waiting for a plugin that hangs: cancelled from the loop; a
+ * close kills the plugin and completes at once. */
+static void test_exec_plugin_cancel_and_close(void **state)
+{
+    (void)state;
+    struct kube_exec_config x;
+    char *path;
+    char dir[] = "/tmp/kube-exec-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct fx *f = fx_exec(dir, "exec sleep 60", &x, &path);
+    struct kreq *rq = NULL;
+    assert_int_equal(kube_raw_get(f->k, "/api/v1/pods", NULL, 0, 0, 1 << 20, on_raw_done, f, &rq),
+                     0);
+    assert_non_null(rq);
+    while (runs_of(dir) < 1) /* the plugin runs */
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+    kube_req_cancel(rq);
+    assert_int_equal(f->calls, 0); /* never from inside the cancel */
+    wait_calls(f, 1);
+    assert_int_equal(f->last.err, -ECANCELED);
+    assert_int_equal(kube_get(f->k, "/api/v1/a", on_result, f), 0);
+    uint64_t t0 = uv_now(&f->loop);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+    kube_close(f->k, on_closed, f);
+    httpc_close(f->http, on_closed, f);
+    testsrv_stop(f->srv);
+    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+    assert_true(uv_now(&f->loop) - t0 < 5000);
+    assert_int_equal(f->calls, 2);
+    assert_int_equal(f->last.err, -ECANCELED);
+    assert_int_equal(f->closes, 2);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    xfree(f);
+    rm_plugin_dir(dir, path);
+}
+
+/* The plugin's output parser: what client-go accepts, and refuses. */
+static void test_exec_cred_parse(void **state)
+{
+    (void)state;
+    const char *v1 = "client.authentication.k8s.io/v1";
+    struct kube_exec_cred c;
+    char err[300];
+    const char *ok = "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":"
+                     "\"ExecCredential\",\"spec\":{\"interactive\":false},\"status\":"
+                     "{\"token\":\"k8s-aws-v1.abc\",\"expirationTimestamp\":"
+                     "\"2026-11-29T10:15:30Z\"}}\n";
+    assert_int_equal(kube_exec_cred_parse(ok, strlen(ok), v1, &c, err, sizeof(err)), 0);
+    assert_string_equal(c.token, "k8s-aws-v1.abc");
+    assert_null(c.cert);
+    int64_t want;
+    assert_int_equal(kube_parse_time("2026-11-29T10:15:30Z", &want), 0);
+    assert_true(c.expires_ms == want);
+    kube_exec_cred_clear(&c);
+    const char *pem = "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":"
+                      "\"ExecCredential\",\"status\":{\"clientCertificateData\":\"C\","
+                      "\"clientKeyData\":\"K\"}}";
+    assert_int_equal(kube_exec_cred_parse(pem, strlen(pem), v1, &c, err, sizeof(err)), 0);
+    assert_null(c.token);
+    assert_string_equal(c.cert, "C");
+    assert_string_equal(c.key, "K");
+    assert_true(c.expires_ms == 0);
+    kube_exec_cred_clear(&c);
+    static const struct {
+        const char *in, *want;
+    } bad[] = {
+        {"{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\"}",
+         "didn't return a status"},
+        {"{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+         "\"status\":{}}", "didn't return a token or cert/key pair"},
+        {"{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+         "\"status\":{\"clientKeyData\":\"K\"}}", "only certificate or key"},
+        {"{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"Other\","
+         "\"status\":{\"token\":\"t\"}}", "kind is not ExecCredential"},
+        {"{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+         "\"status\":{\"token\":\"t\\r\\nX-Evil: 1\"}}", "control characters"},
+        {"{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+         "\"status\":{\"token\":\"t\",\"expirationTimestamp\":\"tomorrow\"}}",
+         "expirationTimestamp"},
+        {"{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+         "\"status\":{\"token\":7}}", "not a string"},
+        {"{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"apiVersion\":\"x\"}",
+         "not JSON"},
+        {"[]", "not a JSON object"},
+        {"", "not JSON"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        err[0] = '\0';
+        assert_int_equal(kube_exec_cred_parse(bad[i].in, strlen(bad[i].in), v1, &c, err,
+                                              sizeof(err)),
+                         -EBADMSG);
+        if (!strstr(err, bad[i].want))
+            fail_msg("case %zu: \"%s\"", i, err);
+        assert_null(c.token);
+    }
 }
 
 struct warn_seen {
@@ -501,6 +793,10 @@ int main(void)
         cmocka_unit_test(test_warnings),
         cmocka_unit_test(test_retries),
         cmocka_unit_test(test_retries_drain),
+        cmocka_unit_test(test_exec_plugin),
+        cmocka_unit_test(test_exec_plugin_expiry_and_failures),
+        cmocka_unit_test(test_exec_plugin_cancel_and_close),
+        cmocka_unit_test(test_exec_cred_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -152,7 +152,6 @@ static void test_unsupported_auth(void **state)
     static const struct {
         const char *ctx, *want1, *want2;
     } cases[] = {
-        {"gke", "context \"gke\" user \"execuser\"", "exec credential plugins"},
         {"old", "context \"old\" user \"provider\"", "auth-provider"},
         {"basic", "context \"basic\" user \"basic\"", "basic auth"},
         {"halfcert", "context \"halfcert\" user \"half\"", "needs a client key"},
@@ -170,8 +169,84 @@ static void test_unsupported_auth(void **state)
     }
     struct kube_config c;
     struct kube_config_error e;
-    assert_int_equal(parse(base_doc, "gke", &c, &e), -EINVAL);
-    assert_true(e.line > 0); /* points at the exec key */
+    assert_int_equal(parse(base_doc, "old", &c, &e), -EINVAL);
+    assert_true(e.line > 0); /* points at the auth-provider key */
+}
+
+/* Exec credential plugins: parsed, and checked as client-go's validation. */
+static void test_exec(void **state)
+{
+    (void)state;
+    struct kube_config c;
+    struct kube_config_error e;
+    assert_int_equal(parse(base_doc, "gke", &c, &e), 0);
+    assert_non_null(c.exec);
+    assert_null(c.token);
+    assert_string_equal(c.exec->api_version, "client.authentication.k8s.io/v1beta1");
+    assert_string_equal(c.exec->command, "gke-gcloud-auth-plugin"); /* looked up in PATH */
+    assert_int_equal(c.exec->nargs, 0);
+    assert_int_equal(c.exec->nenv, 0);
+    assert_false(c.exec->provide_cluster_info);
+    kube_config_clear(&c);
+
+    static const char *const head =
+        "current-context: a\ncontexts: [{name: a, context: {cluster: c, user: u}}]\n"
+        "clusters: [{name: c, cluster: {server: 'https://h'}}]\nusers:\n- name: u\n  user:\n";
+    char *doc = xasprintf("%s%s", head,
+                          "    exec:\n"
+                          "      apiVersion: client.authentication.k8s.io/v1\n"
+                          "      command: bin/get-token\n"
+                          "      args: [eks, get-token, --cluster-name, prod]\n"
+                          "      env: [{name: AWS_PROFILE, value: ml}, {name: EMPTYOK, value: x}]\n"
+                          "      interactiveMode: Never\n"
+                          "      provideClusterInfo: true\n"
+                          "      installHint: install the aws CLI\n");
+    assert_int_equal(parse(doc, NULL, &c, &e), 0);
+    assert_string_equal(c.exec->command, "/home/u/.kube/bin/get-token"); /* beside the file */
+    assert_int_equal(c.exec->nargs, 4);
+    assert_string_equal(c.exec->args[3], "prod");
+    assert_int_equal(c.exec->nenv, 2);
+    assert_string_equal(c.exec->env[0], "AWS_PROFILE=ml");
+    assert_true(c.exec->provide_cluster_info);
+    assert_string_equal(c.exec->install_hint, "install the aws CLI");
+    kube_config_clear(&c);
+    xfree(doc);
+
+    static const struct {
+        const char *exec, *want;
+    } bad[] = {
+        {"    exec: {apiVersion: client.authentication.k8s.io/v1, command: x}\n",
+         "interactiveMode must be specified"},
+        {"    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: x, "
+         "interactiveMode: Always}\n", "needs a terminal"},
+        {"    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: x, "
+         "interactiveMode: Sometimes}\n", "is not Never, IfAvailable or Always"},
+        {"    exec: {apiVersion: client.authentication.k8s.io/v1alpha1, command: x}\n",
+         "v1alpha1 is not supported"},
+        {"    exec: {command: x}\n", "apiVersion must be specified"},
+        {"    exec: {apiVersion: client.authentication.k8s.io/v1beta1}\n",
+         "command must be specified"},
+        {"    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: x, "
+         "env: [{name: A}]}\n", "env variable A: a value must be specified"},
+        {"    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: x, "
+         "env: [{value: v}]}\n", "a name must be specified"},
+        {"    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: x, "
+         "args: x}\n", "args must be a list"},
+        {"    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: x, "
+         "args: [[1]]}\n", "args[0] must be a string"},
+        {"    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: x}\n"
+         "    token: abc\n", "keep one way to authenticate"},
+        {"    exec: [x]\n", "exec must be a map"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        doc = xasprintf("%s%s", head, bad[i].exec);
+        assert_int_equal(parse(doc, NULL, &c, &e), -EINVAL);
+        if (!strstr(e.msg, bad[i].want) || !strstr(e.msg, "context \"a\" user \"u\""))
+            fail_msg("case %zu: message \"%s\"", i, e.msg);
+        assert_true(e.line >= 6);
+        assert_null(c.exec);
+        xfree(doc);
+    }
 }
 
 static void test_structure_errors(void **state)
@@ -369,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_token_and_current_context),
         cmocka_unit_test(test_cert_files_relative_paths),
         cmocka_unit_test(test_unsupported_auth),
+        cmocka_unit_test(test_exec),
         cmocka_unit_test(test_structure_errors),
         cmocka_unit_test(test_base64),
         cmocka_unit_test(test_in_cluster_and_files),
