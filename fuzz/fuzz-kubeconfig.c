@@ -4,7 +4,8 @@
  * decoded as base64 (the *-data fields): an accepted input must decode to
  * bytes that OpenSSL's encoder and our decoder carry back unchanged. An
  * accepted exec plugin has a command and a supported apiVersion, env entries
- * NAME=value, and no other credential beside it. */
+ * NAME=value, and no other credential beside it. A NUL byte splits the input
+ * into two documents merged as KUBECONFIG=a:b. */
 #include <openssl/evp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -62,6 +63,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (kube_config_parse((const char *)data, size, "ctx", NULL, &c, &e) == 0)
         kube_config_clear(&c);
+    /* a NUL byte splits the input into two files merged as KUBECONFIG=a:b */
+    const uint8_t *nul = memchr(data, 0, size);
+    if (nul) {
+        size_t n0 = (size_t)(nul - data);
+        struct kube_config_doc docs[2] = {
+            {.buf = (const char *)data, .len = n0, .base_dir = "/a"},
+            {.buf = (const char *)nul + 1, .len = size - n0 - 1, .base_dir = "/b"},
+        };
+        int rc = kube_config_parse_docs(docs, 2, NULL, &c, &e);
+        if (rc == 0) {
+            check_exec(&c);
+            kube_config_clear(&c);
+        } else if (e.doc > 1 || e.msg[0] == '\0') {
+            abort(); /* an error names one of the two files, and says what */
+        }
+    }
     base64_roundtrip(data, size);
     return 0;
 }

@@ -337,47 +337,97 @@ fail:
     return rc;
 }
 
+/* The entry named name in list, from the first document that has one (as
+ * client-go merges KUBECONFIG's files); *doc is its index, and the
+ * document's on an error. */
+static int find_named_docs(struct conf_node *const *roots, size_t n, const char *list,
+                           const char *inner, const char *name, const struct conf_node **out,
+                           size_t *doc, struct kube_config_error *err)
+{
+    *out = NULL;
+    for (size_t i = 0; i < n; i++) {
+        *doc = i;
+        if (err)
+            err->doc = i;
+        int rc = find_named(roots[i], list, inner, name, out, err);
+        if (rc < 0 || *out)
+            return rc;
+    }
+    return 0;
+}
+
 int kube_config_parse(const char *buf, size_t len, const char *context, const char *base_dir,
                       struct kube_config *out, struct kube_config_error *err)
 {
-    struct conf_node *root = NULL;
+    struct kube_config_doc d = {.buf = buf, .len = len, .base_dir = base_dir};
+    return kube_config_parse_docs(&d, 1, context, out, err);
+}
+
+int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, const char *context,
+                           struct kube_config *out, struct kube_config_error *err)
+{
+    struct conf_node **roots = xcalloc(ndocs ? ndocs : 1, sizeof(*roots));
+    static const struct conf_node empty_map = {.type = CONF_MAP};
     struct conf_error cerr = {0};
     char where[300];
-    int rc;
+    int rc = -EINVAL;
     *out = (struct kube_config){0};
     if (err)
         *err = (struct kube_config_error){0};
+    if (ndocs == 0) {
+        rc = cfail(err, NULL, "no kubeconfig");
+        goto out;
+    }
 
-    rc = conf_parse(buf, len, &root, &cerr);
-    if (rc < 0) {
-        if (err) {
-            err->line = cerr.line;
-            err->col = cerr.col;
-            snprintf(err->msg, sizeof(err->msg), "kubeconfig: %s", cerr.msg);
+    const char *cur = NULL;
+    for (size_t i = 0; i < ndocs; i++) {
+        if (err)
+            err->doc = i;
+        rc = conf_parse(docs[i].buf, docs[i].len, &roots[i], &cerr);
+        if (rc < 0) {
+            if (err) {
+                err->line = cerr.line;
+                err->col = cerr.col;
+                snprintf(err->msg, sizeof(err->msg), "kubeconfig: %s", cerr.msg);
+            }
+            rc = -EINVAL;
+            goto out;
         }
-        rc = -EINVAL;
-        goto out;
+        if (ndocs > 1 && roots[i]->type == CONF_SCALAR && roots[i]->scalar[0] == '\0') {
+            conf_free(roots[i]); /* an empty file of several adds nothing, as in client-go */
+            roots[i] = (struct conf_node *)&empty_map;
+        }
+        if (roots[i]->type != CONF_MAP) {
+            rc = cfail(err, roots[i], "kubeconfig must be a map");
+            goto out;
+        }
+        const char *c;
+        if ((rc = get_str(roots[i], "current-context", &c, err, "kubeconfig")) < 0)
+            goto out;
+        if (!cur)
+            cur = c; /* the first file that sets it */
     }
-    if (root->type != CONF_MAP) {
-        rc = cfail(err, root, "kubeconfig must be a map");
-        goto out;
-    }
-    const char *cur;
-    if ((rc = get_str(root, "current-context", &cur, err, "kubeconfig")) < 0)
-        goto out;
+    if (err)
+        err->doc = 0;
+    const struct conf_node *root = roots[0];
+    size_t dctx, dcl, du;
     const char *ctxname = context && context[0] ? context : cur;
     if (!ctxname) {
         rc = cfail(err, root, "kubeconfig has no current-context and no context was given");
         goto out;
     }
     const struct conf_node *ctx;
-    if ((rc = find_named(root, "contexts", "context", ctxname, &ctx, err)) < 0)
+    if ((rc = find_named_docs(roots, ndocs, "contexts", "context", ctxname, &ctx, &dctx, err)) < 0)
         goto out;
     if (!ctx) {
-        rc = cfail(err, conf_map_get(root, "contexts"), "context \"%s\" not found in kubeconfig",
-                   ctxname);
+        if (err)
+            err->doc = 0;
+        rc = cfail(err, ndocs == 1 ? conf_map_get(root, "contexts") : NULL,
+                   "context \"%s\" not found in kubeconfig", ctxname);
         goto out;
     }
+    if (err)
+        err->doc = dctx;
     snprintf(where, sizeof(where), "context \"%s\"", ctxname);
     const char *cluster_name, *user_name, *ns;
     if ((rc = get_str(ctx, "cluster", &cluster_name, err, where)) < 0 ||
@@ -389,12 +439,16 @@ int kube_config_parse(const char *buf, size_t len, const char *context, const ch
         goto out;
     }
     const struct conf_node *cl;
-    if ((rc = find_named(root, "clusters", "cluster", cluster_name, &cl, err)) < 0)
+    if ((rc = find_named_docs(roots, ndocs, "clusters", "cluster", cluster_name, &cl, &dcl,
+                              err)) < 0)
         goto out;
     if (!cl) {
+        if (err)
+            err->doc = dctx;
         rc = cfail(err, ctx, "%s: cluster \"%s\" not found", where, cluster_name);
         goto out;
     }
+    const char *base_dir = docs[dcl].base_dir; /* paths are relative to their own file */
     out->context = xstrdup(ctxname);
     out->namespace_ = xstrdup(ns ? ns : "default");
 
@@ -439,12 +493,15 @@ int kube_config_parse(const char *buf, size_t len, const char *context, const ch
         goto done; /* anonymous */
     out->user = xstrdup(user_name);
     const struct conf_node *u;
-    if ((rc = find_named(root, "users", "user", user_name, &u, err)) < 0)
+    if ((rc = find_named_docs(roots, ndocs, "users", "user", user_name, &u, &du, err)) < 0)
         goto out;
     if (!u) {
+        if (err)
+            err->doc = dctx;
         rc = cfail(err, ctx, "context \"%s\": user \"%s\" not found", ctxname, user_name);
         goto out;
     }
+    base_dir = docs[du].base_dir;
     snprintf(where, sizeof(where), "context \"%s\" user \"%s\"", ctxname, user_name);
     static const struct {
         const char *key, *what;
@@ -502,7 +559,10 @@ int kube_config_parse(const char *buf, size_t len, const char *context, const ch
 done:
     rc = 0;
 out:
-    conf_free(root);
+    for (size_t i = 0; i < ndocs; i++)
+        if (roots[i] != &empty_map)
+            conf_free(roots[i]);
+    xfree(roots);
     if (rc < 0)
         kube_config_clear(out);
     return rc;
@@ -535,41 +595,94 @@ static int read_small_file(const char *path, size_t max, struct util_buf *b)
     return rc;
 }
 
-int kube_config_load_file(const char *path, const char *context, struct kube_config *out,
-                          struct kube_config_error *err)
+/* The directory relative paths in the file at path resolve against (owned). */
+static char *dir_of(const char *path)
 {
-    struct util_buf b = {0};
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return xstrdup(".");
+    if (slash == path)
+        return xstrdup("/"); /* "/kubeconfig": the root */
+    return xstrndup(path, (size_t)(slash - path));
+}
+
+/* Read the files and parse them merged; with skip_missing, files that do not
+ * exist are left out, as client-go does with KUBECONFIG's list. */
+static int load_files(const char *const *paths, size_t n, bool skip_missing, const char *context,
+                      struct kube_config *out, struct kube_config_error *err)
+{
+    struct util_buf *bufs = xcalloc(n ? n : 1, sizeof(*bufs));
+    struct kube_config_doc *docs = xcalloc(n ? n : 1, sizeof(*docs));
+    const char **used = xcalloc(n ? n : 1, sizeof(*used));
+    size_t nd = 0;
+    int rc = 0;
     *out = (struct kube_config){0};
-    int rc = read_small_file(path, CONF_MAX_BYTES, &b);
-    if (rc < 0) {
+    if (err)
+        *err = (struct kube_config_error){0};
+    for (size_t i = 0; i < n; i++) {
+        rc = read_small_file(paths[i], CONF_MAX_BYTES, &bufs[nd]);
+        if (rc == -ENOENT && skip_missing) {
+            util_buf_free(&bufs[nd]);
+            rc = 0;
+            continue;
+        }
+        if (rc < 0) {
+            if (err)
+                snprintf(err->msg, sizeof(err->msg), "%.200s: %s", paths[i], strerror(-rc));
+            goto out;
+        }
+        docs[nd] = (struct kube_config_doc){.buf = bufs[nd].data ? bufs[nd].data : "",
+                                            .len = bufs[nd].len, .base_dir = dir_of(paths[i])};
+        used[nd++] = paths[i];
+    }
+    if (nd == 0) {
+        rc = -ENOENT;
         if (err) {
-            *err = (struct kube_config_error){0};
-            snprintf(err->msg, sizeof(err->msg), "%s: %s", path, strerror(-rc));
+            struct util_buf m = {0};
+            for (size_t i = 0; i < n; i++)
+                util_buf_printf(&m, "%s%s", i ? ", " : "", paths[i]);
+            snprintf(err->msg, sizeof(err->msg), "no kubeconfig file exists of %.300s",
+                     m.data ? m.data : "none");
+            util_buf_free(&m);
         }
         goto out;
     }
-    char *dir = xstrdup(path);
-    char *slash = strrchr(dir, '/');
-    const char *base = dir;
-    if (!slash)
-        base = ".";
-    else if (slash == dir)
-        slash[1] = '\0'; /* "/kubeconfig": the root */
-    else
-        *slash = '\0';
-    rc = kube_config_parse(b.data ? b.data : "", b.len, context, base, out, err);
-    xfree(dir);
+    rc = kube_config_parse_docs(docs, nd, context, out, err);
     if (rc < 0 && err) {
         char msg[sizeof(err->msg)];
-        if (err->line > 0)
-            snprintf(msg, sizeof(msg), "%.100s:%d: %.280s", path, err->line, err->msg);
-        else
-            snprintf(msg, sizeof(msg), "%.100s: %.290s", path, err->msg);
+        if (err->line > 0 || nd == 1) {
+            const char *f = used[err->doc < nd ? err->doc : 0];
+            if (err->line > 0)
+                snprintf(msg, sizeof(msg), "%.100s:%d: %.280s", f, err->line, err->msg);
+            else
+                snprintf(msg, sizeof(msg), "%.100s: %.290s", f, err->msg);
+        } else {
+            snprintf(msg, sizeof(msg), "%.100s and %u more: %.270s", used[0],
+                     (unsigned)(nd - 1 > 999 ? 999 : nd - 1), err->msg);
+        }
         memcpy(err->msg, msg, sizeof(msg));
     }
 out:
-    util_buf_free(&b);
+    for (size_t i = 0; i < nd; i++)
+        xfree((char *)docs[i].base_dir);
+    for (size_t i = 0; i < n; i++)
+        util_buf_free(&bufs[i]);
+    xfree(bufs);
+    xfree(docs);
+    xfree(used);
     return rc;
+}
+
+int kube_config_load_file(const char *path, const char *context, struct kube_config *out,
+                          struct kube_config_error *err)
+{
+    return load_files(&path, 1, false, context, out, err);
+}
+
+int kube_config_load_files(const char *const *paths, size_t n, const char *context,
+                           struct kube_config *out, struct kube_config_error *err)
+{
+    return load_files(paths, n, true, context, out, err);
 }
 
 /* ---- in-cluster ----------------------------------------------------------- */
@@ -624,17 +737,24 @@ int kube_config_resolve(const char *kubeconfig_path, const char *context, struct
         return kube_config_load_file(kubeconfig_path, context, out, err);
     const char *env = getenv("KUBECONFIG");
     if (env && *env) {
-        const char *p = env;
-        while (*p == ':')
-            p++;
-        const char *colon = strchr(p, ':');
-        char *first = colon ? xstrndup(p, (size_t)(colon - p)) : xstrdup(p);
-        if (colon && colon[1])
-            LOG_WARN("kube", "KUBECONFIG lists several files; only the first (%s) is read",
-                     first);
-        int rc = *first ? kube_config_load_file(first, context, out, err) : -ENOENT;
-        xfree(first);
-        if (rc != -ENOENT || *p)
+        /* a list like PATH: merged, missing files skipped, repeats read once */
+        char *list = xstrdup(env);
+        const char **paths = xcalloc(strlen(env) / 2 + 1, sizeof(*paths));
+        size_t n = 0;
+        for (char *t = list, *colon; t; t = colon ? colon + 1 : NULL) {
+            colon = strchr(t, ':');
+            if (colon)
+                *colon = '\0';
+            bool skip = *t == '\0';
+            for (size_t i = 0; i < n && !skip; i++)
+                skip = strcmp(paths[i], t) == 0;
+            if (!skip)
+                paths[n++] = t;
+        }
+        int rc = n ? kube_config_load_files(paths, n, context, out, err) : -ENOENT;
+        xfree(paths);
+        xfree(list);
+        if (n)
             return rc;
     }
     const char *host = getenv("KUBERNETES_SERVICE_HOST");

@@ -69,7 +69,15 @@ struct kube_config {
 struct kube_config_error {
     int line;
     int col;
+    size_t doc;      /**< kube_config_parse_docs(): the document it is in */
     char msg[400];
+};
+
+/** One document of a merged set (KUBECONFIG=a:b). */
+struct kube_config_doc {
+    const char *buf;
+    size_t len;
+    const char *base_dir; /**< its relative paths join this, when not NULL */
 };
 
 /**
@@ -86,6 +94,24 @@ struct kube_config_error {
  */
 int kube_config_parse(const char *buf, size_t len, const char *context, const char *base_dir,
                       struct kube_config *out, struct kube_config_error *err);
+
+/**
+ * kube_config_parse() over documents merged as client-go merges KUBECONFIG's
+ * files: the first current-context set wins, a context, cluster or user comes
+ * from the first document naming it, and its relative paths from that
+ * document's base_dir. An empty document of several adds nothing. err->doc
+ * says which document an error is in (line 0: not one place).
+ */
+int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, const char *context,
+                           struct kube_config *out, struct kube_config_error *err);
+
+/**
+ * Read and merge kubeconfig files (kube_config_parse_docs) as client-go reads
+ * KUBECONFIG's list: files that do not exist are skipped, -ENOENT when none
+ * does. Errors name the file and line.
+ */
+int kube_config_load_files(const char *const *paths, size_t n, const char *context,
+                           struct kube_config *out, struct kube_config_error *err);
 
 /** Read and parse a kubeconfig file (base_dir is the file's directory); -errno on I/O errors. */
 int kube_config_load_file(const char *path, const char *context, struct kube_config *out,
@@ -111,9 +137,9 @@ int kube_config_in_cluster(const struct kube_incluster_opts *o, struct kube_conf
 
 /**
  * Pick the configuration like controller-runtime: kubeconfig_path (the
- * --kubeconfig flag) when not NULL; else $KUBECONFIG (only the first entry of
- * a colon-separated list is read, the others are ignored with a warning);
- * else in-cluster when $KUBERNETES_SERVICE_HOST is set; else ~/.kube/config.
+ * --kubeconfig flag) when not NULL; else $KUBECONFIG (a colon-separated list,
+ * merged as kube_config_load_files() does); else in-cluster when
+ * $KUBERNETES_SERVICE_HOST is set; else ~/.kube/config.
  * context applies to kubeconfig files only.
  */
 int kube_config_resolve(const char *kubeconfig_path, const char *context, struct kube_config *out,

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <sys/stat.h>
 #include <openssl/evp.h>
 
 #include "kube/kube.h"
@@ -400,7 +401,7 @@ static void test_in_cluster_and_files(void **state)
     assert_string_equal(c.token_file, tok);
     kube_config_clear(&c);
 
-    /* $KUBECONFIG: only the first of a colon list is read. */
+    /* $KUBECONFIG: a file of its list that does not exist is skipped. */
     char *env = xasprintf("%s:/nonexistent/second", cfg);
     setenv("KUBECONFIG", env, 1);
     assert_int_equal(kube_config_resolve(NULL, NULL, &c, &e), 0);
@@ -437,6 +438,99 @@ static void test_in_cluster_and_files(void **state)
     xfree(nsf);
 }
 
+/* KUBECONFIG=a:b, as client-go merges it: the first current-context, the
+ * first file naming a context, cluster or user wins, relative paths stay
+ * relative to their own file; missing, empty and repeated entries change
+ * nothing; errors name the file. */
+static void test_merged_files(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/kubecfg-merge-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *da = xasprintf("%s/a", dir), *db = xasprintf("%s/b", dir);
+    assert_int_equal(mkdir(da, 0700), 0);
+    assert_int_equal(mkdir(db, 0700), 0);
+    char *fa = xasprintf("%s/config", da), *fb = xasprintf("%s/config", db),
+         *fe = xasprintf("%s/empty", dir), *fbad = xasprintf("%s/bad", dir);
+    static const struct {
+        const char *name, *text;
+    } files[] = {
+        {"a/config", "current-context: dev\n"
+                     "contexts: [{name: dev, context: {cluster: c1, user: u, namespace: ml}}]\n"
+                     "users: [{name: u, user: {tokenFile: tok}}]\n"},
+        {"b/config", "current-context: other\n"
+                     "contexts:\n- {name: dev, context: {cluster: nope, user: nope}}\n"
+                     "- {name: other, context: {cluster: c1, user: v}}\n"
+                     "clusters: [{name: c1, cluster: {server: 'https://h', "
+                     "certificate-authority: ca.pem}}]\n"
+                     "users: [{name: u, user: {token: ignored}}, {name: v, user: {token: vt}}]\n"},
+        {"empty", ""},
+        {"bad", "clusters: [\n"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(files); i++) {
+        char *p = xasprintf("%s/%s", dir, files[i].name);
+        FILE *fp = fopen(p, "w");
+        assert_non_null(fp);
+        fputs(files[i].text, fp);
+        fclose(fp);
+        xfree(p);
+    }
+    struct kube_config c;
+    struct kube_config_error e;
+    const char *both[] = {fa, "/nonexistent/x", fe, fb};
+    assert_int_equal(kube_config_load_files(both, 4, NULL, &c, &e), 0);
+    assert_string_equal(c.context, "dev");          /* a's current-context, a's context */
+    assert_string_equal(c.namespace_, "ml");
+    assert_string_equal(c.server, "https://h");      /* the cluster from b */
+    char *want = xasprintf("%s/ca.pem", db);         /* relative to b */
+    assert_string_equal(c.ca_file, want);
+    xfree(want);
+    want = xasprintf("%s/tok", da);                  /* the user from a, relative to a */
+    assert_string_equal(c.token_file, want);
+    assert_null(c.token);
+    xfree(want);
+    kube_config_clear(&c);
+    /* a context only b has */
+    assert_int_equal(kube_config_load_files(both, 4, "other", &c, &e), 0);
+    assert_string_equal(c.token, "vt");
+    kube_config_clear(&c);
+    /* through $KUBECONFIG, with an empty entry and a repeat */
+    char *env = xasprintf("%s::%s:%s", fa, fb, fa);
+    setenv("KUBECONFIG", env, 1);
+    assert_int_equal(kube_config_resolve(NULL, NULL, &c, &e), 0);
+    assert_string_equal(c.context, "dev");
+    assert_string_equal(c.server, "https://h");
+    kube_config_clear(&c);
+    unsetenv("KUBECONFIG");
+    xfree(env);
+    /* errors: the file and line of a broken one; a context no file has */
+    const char *withbad[] = {fa, fbad};
+    assert_int_equal(kube_config_load_files(withbad, 2, NULL, &c, &e), -EINVAL);
+    want = xasprintf("%s:2:", fbad);
+    if (!strstr(e.msg, want))
+        fail_msg("message \"%s\"", e.msg);
+    xfree(want);
+    assert_int_equal(kube_config_load_files(both, 4, "ghost", &c, &e), -EINVAL);
+    if (!strstr(e.msg, "and 2 more: context \"ghost\" not found"))
+        fail_msg("message \"%s\"", e.msg);
+    const char *none[] = {"/nonexistent/1", "/nonexistent/2"};
+    assert_int_equal(kube_config_load_files(none, 2, NULL, &c, &e), -ENOENT);
+    assert_non_null(strstr(e.msg, "/nonexistent/1, /nonexistent/2"));
+    unlink(fa);
+    unlink(fb);
+    unlink(fe);
+    unlink(fbad);
+    rmdir(da);
+    rmdir(db);
+    rmdir(dir);
+    xfree(fa);
+    xfree(fb);
+    xfree(fe);
+    xfree(fbad);
+    xfree(da);
+    xfree(db);
+}
+
 int main(void)
 {
     util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR);
@@ -448,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_structure_errors),
         cmocka_unit_test(test_base64),
         cmocka_unit_test(test_in_cluster_and_files),
+        cmocka_unit_test(test_merged_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
