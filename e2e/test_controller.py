@@ -926,6 +926,89 @@ users:
             g.stop()
             self.c.delete("deployments", "execd", self.ns)
 
+    @unittest.skipIf(REAL, "the proxy is a local one in front of the fake API server")
+    def test_19_kubeconfig_proxy_url(self):
+        """A kubeconfig cluster with proxy-url (GKE's recipe for a private cluster behind a
+        bastion): every request of gpuscaler, watches included, goes through the proxy with
+        HTTP CONNECT, and it scales as usual."""
+        import socket
+        import socketserver
+        import threading
+
+        seen = []
+
+        class Connect(socketserver.BaseRequestHandler):
+            def handle(self):
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    b = self.request.recv(4096)
+                    if not b:
+                        return
+                    head += b
+                line = head.split(b"\r\n", 1)[0].decode()
+                seen.append(line)
+                method, target, _ = line.split(" ", 2)
+                if method != "CONNECT":
+                    self.request.sendall(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n")
+                    return
+                host, port = target.rsplit(":", 1)
+                up = socket.create_connection((host, int(port)), timeout=5)
+                up.settimeout(None)
+                self.request.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+
+                def pump(a, b):
+                    try:
+                        while True:
+                            d = a.recv(65536)
+                            if not d:
+                                break
+                            b.sendall(d)
+                    except OSError:
+                        pass
+                    for s_ in (a, b):
+                        try:
+                            s_.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+
+                t = threading.Thread(target=pump, args=(up, self.request), daemon=True)
+                t.start()
+                pump(self.request, up)
+                t.join(5)
+                up.close()
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        proxy = Server(("127.0.0.1", 0), Connect)
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        self.addCleanup(proxy.server_close)
+        self.addCleanup(proxy.shutdown)
+        d = tempfile.mkdtemp(prefix="gpuscaler-proxy-")
+        self.addCleanup(shutil.rmtree, d, True)
+        with open(self.fk.pki["ca"], "rb") as f:
+            ca = base64.b64encode(f.read()).decode()
+        kc = os.path.join(d, "kubeconfig")
+        with open(kc, "w") as f:
+            f.write("""current-context: p
+clusters: [{name: fake, cluster: {server: %s, certificate-authority-data: %s,
+            proxy-url: "http://127.0.0.1:%d"}}]
+contexts: [{name: p, context: {cluster: fake, user: t}}]
+users: [{name: t, user: {token: %s}}]
+""" % (json.dumps(self.fk.url), ca, proxy.server_address[1], json.dumps(self.fk.token)))
+        self.make("proxied", 2, subnet=31)
+        g = Gpuscaler(kc, CONFIG, (), "inst-proxy")
+        self.procs.append(g)
+        try:
+            self.metrics.set_rate("proxied", 38)  # needs ceil(38/8) = 5
+            wait_for(lambda: self.replicas("proxied") == 5, 40, what="scale-out through a proxy")
+            target = "CONNECT %s HTTP/1.1" % self.fk.url.split("://", 1)[1]
+            self.assertTrue(seen and all(x == target for x in seen), seen)
+        finally:
+            g.stop()
+            self.c.delete("deployments", "proxied", self.ns)
+
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result
     print("controller e2e: %d passed, %d failed, %d skipped" % (

@@ -792,6 +792,10 @@ int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb,
         size_t b = o->recv_buffer < 1024 ? 1024 : o->recv_buffer > 524288 ? 524288 : o->recv_buffer;
         curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)b);
     }
+    if (o->proxy && curl_easy_setopt(e, CURLOPT_PROXY, o->proxy) != CURLE_OK) {
+        rc = -EINVAL;
+        goto out;
+    }
     if (o->timeout_ms > 0)
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)o->timeout_ms);
     if (o->connect_timeout_ms > 0)

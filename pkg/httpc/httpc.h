@@ -126,6 +126,9 @@ struct httpc_opts {
      *  [1 KiB, 512 KiB]; 0 = libcurl's default (16 KiB). A buffer that holds
      *  a whole typical body reads it in one piece. */
     size_t recv_buffer;
+    /** Proxy URL (http://, https://, socks5h://, ...; curl copies it); NULL =
+     *  curl's default, the http_proxy / https_proxy / no_proxy environment. */
+    const char *proxy;
 };
 
 /** Close callback: the client's memory is already released. */

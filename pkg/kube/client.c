@@ -163,6 +163,7 @@ int kube_new(uv_loop_t *loop, struct httpc *http, const struct kube_config *cfg,
     k->cfg.token_file = dup_or_null(cfg->token_file);
     k->cfg.exec = kube_exec_config_dup(cfg->exec);
     k->cfg.insecure = cfg->insecure;
+    k->cfg.proxy_url = dup_or_null(cfg->proxy_url);
     if (cfg->exec) /* after the cluster's settings, which provideClusterInfo passes on */
         k->exec = kube_exec_new(loop, cfg->exec, &k->cfg, on_cred, k);
     k->cfg.context = dup_or_null(cfg->context);
@@ -625,6 +626,7 @@ static int issue(struct kreq *r)
         .max_body = r->max_body,
         .on_data = r->on_data ? on_req_data : NULL,
         .stall_timeout_ms = r->stall_ms,
+        .proxy = k->cfg.proxy_url,
     };
     r->t0 = uv_hrtime();
     int rc = httpc_request(k->http, &o, on_http_done, r, &r->req);

@@ -7,7 +7,7 @@
  * foreign format that grows fields over time, so keys gpuscaler does not use
  * are ignored rather than rejected; what would silently change how we
  * authenticate or connect (auth-provider, basic auth, impersonation,
- * proxy-url, tls-server-name) is an error naming the context and user. Exec
+ * tls-server-name) is an error naming the context and user. Exec
  * credential plugins are parsed here and run by kube/exec.c. */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,6 +58,7 @@ void kube_config_clear(struct kube_config *c)
         explicit_bzero(c->token, strlen(c->token));
     xfree(c->token);
     xfree(c->token_file);
+    xfree(c->proxy_url);
     kube_exec_config_free(c->exec);
     xfree(c->context);
     xfree(c->user);
@@ -466,7 +468,26 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
                    "%s: server must be an http:// or https:// URL", where);
         goto out;
     }
-    static const char *const unsupported_cluster[] = {"proxy-url", "tls-server-name"};
+    const char *proxy;
+    if ((rc = get_str(cl, "proxy-url", &proxy, err, where)) < 0)
+        goto out;
+    if (proxy) {
+        /* client-go's schemes; its socks5 dialer lets the proxy resolve names,
+         * which is curl's socks5h */
+        const char *colon = strstr(proxy, "://");
+        size_t sl = colon ? (size_t)(colon - proxy) : 0;
+        bool http = (sl == 4 && strncasecmp(proxy, "http", 4) == 0) ||
+                    (sl == 5 && strncasecmp(proxy, "https", 5) == 0);
+        bool socks = sl == 6 && strncasecmp(proxy, "socks5", 6) == 0;
+        if ((!http && !socks) || !colon[3] || strpbrk(proxy, " \t\r\n")) {
+            rc = cfail(err, conf_map_get(cl, "proxy-url"),
+                       "%s: proxy-url %s: the scheme must be http, https or socks5", where,
+                       proxy);
+            goto out;
+        }
+        out->proxy_url = socks ? xasprintf("socks5h%s", colon) : xstrdup(proxy);
+    }
+    static const char *const unsupported_cluster[] = {"tls-server-name"};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(unsupported_cluster); i++) {
         if ((rc = get_str(cl, unsupported_cluster[i], &s, err, where)) < 0)
             goto out;

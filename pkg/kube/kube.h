@@ -59,6 +59,7 @@ struct kube_config {
     char *token;           /**< static bearer token, or NULL */
     char *token_file;      /**< bearer token file re-read when it changes (wins over token) */
     bool insecure;         /**< insecure-skip-tls-verify */
+    char *proxy_url;       /**< proxy-url as curl takes it (socks5 -> socks5h), or NULL */
     struct kube_exec_config *exec; /**< exec credential plugin (no other credential then), or NULL */
     char *context;         /**< kubeconfig context used; NULL in-cluster */
     char *user;            /**< kubeconfig user of that context; NULL in-cluster */
@@ -86,7 +87,8 @@ struct kube_config_doc {
  * context selects the context; NULL or "" uses current-context. Fields gpuscaler
  * does not use (preferences, extensions, ...) are ignored; auth it cannot do
  * (auth-provider, username/password, impersonation, an exec plugin in
- * interactiveMode Always) and proxy-url/tls-server-name are errors naming the
+ * interactiveMode Always), tls-server-name and a proxy-url of another scheme
+ * than http, https or socks5 are errors naming the
  * context and user, and so is what client-go's validation refuses in an exec
  * plugin (no command or apiVersion, an env entry without name or value, v1
  * without interactiveMode). Returns

@@ -238,6 +238,27 @@ static void test_retries_drain(void **state)
     fx_finish(f);
 }
 
+/* A kubeconfig's proxy-url: requests go to the proxy (here the test server,
+ * which sees the absolute-form target), never to the unroutable server. */
+static void test_proxy(void **state)
+{
+    (void)state;
+    struct kube_config cfg = {.token = "abc"};
+    struct fx *f = fx_new(&cfg);
+    struct kube_config pcfg = {.server = "http://192.0.2.1:9", .token = "abc",
+                               .proxy_url = (char *)testsrv_url(f->srv)};
+    struct kube *k2;
+    assert_int_equal(kube_new(&f->loop, f->http, &pcfg, NULL, &k2), 0);
+    assert_int_equal(kube_get(k2, "/api/v1/via-proxy", on_result, f), 0);
+    wait_calls(f, 1);
+    assert_int_equal(f->last.err, 0);
+    assert_non_null(strstr(f->seen, "GET http://192.0.2.1:9/api/v1/via-proxy|"));
+    kube_close(k2, on_closed, f);
+    assert_true(testsrv_run_until_count(&f->loop, &f->closes, 1, 5000));
+    f->closes = 0;
+    fx_finish(f);
+}
+
 /* ---- exec credential plugins ---------------------------------------------- */
 
 /* A plugin script in a fresh directory: it counts its runs in DIR/runs, keeps
@@ -793,6 +814,7 @@ int main(void)
         cmocka_unit_test(test_warnings),
         cmocka_unit_test(test_retries),
         cmocka_unit_test(test_retries_drain),
+        cmocka_unit_test(test_proxy),
         cmocka_unit_test(test_exec_plugin),
         cmocka_unit_test(test_exec_plugin_expiry_and_failures),
         cmocka_unit_test(test_exec_plugin_cancel_and_close),

@@ -266,8 +266,14 @@ static void test_structure_errors(void **state)
          "clusters:\n- {name: c, cluster: {server: 'https://x', certificate-authority-data: '@@'}}\n",
          "not valid base64"},
         {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
-         "clusters:\n- {name: c, cluster: {server: 'https://x', proxy-url: 'http://p'}}\n",
-         "proxy-url is not supported"},
+         "clusters:\n- {name: c, cluster: {server: 'https://x', proxy-url: 'ftp://p'}}\n",
+         "proxy-url ftp://p: the scheme must be http, https or socks5"},
+        {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
+         "clusters:\n- {name: c, cluster: {server: 'https://x', proxy-url: 'p:3128'}}\n",
+         "the scheme must be"},
+        {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
+         "clusters:\n- {name: c, cluster: {server: 'https://x', tls-server-name: n}}\n",
+         "tls-server-name is not supported"},
         {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
          "clusters:\n- {name: c, cluster: {server: 'https://x', insecure-skip-tls-verify: true,"
          " certificate-authority: /ca}}\n",
@@ -282,6 +288,31 @@ static void test_structure_errors(void **state)
         struct kube_config_error e;
         if (parse(cases[i].doc, NULL, &c, &e) != -EINVAL || !strstr(e.msg, cases[i].want))
             fail_msg("case %zu: message \"%s\", want \"%s\"", i, e.msg, cases[i].want);
+    }
+}
+
+/* proxy-url: client-go's schemes, socks5 resolving names at the proxy */
+static void test_proxy_url(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"http://proxy:3128", "http://proxy:3128"},
+        {"https://user:pw@proxy", "https://user:pw@proxy"},
+        {"socks5://localhost:1080", "socks5h://localhost:1080"},
+        {"SOCKS5://localhost:1080", "socks5h://localhost:1080"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        char *doc = xasprintf("current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n"
+                              "clusters: [{name: c, cluster: {server: 'https://h', "
+                              "proxy-url: '%s'}}]\n", cases[i].in);
+        struct kube_config c;
+        struct kube_config_error e;
+        assert_int_equal(parse(doc, NULL, &c, &e), 0);
+        assert_string_equal(c.proxy_url, cases[i].out);
+        kube_config_clear(&c);
+        xfree(doc);
     }
 }
 
@@ -540,6 +571,7 @@ int main(void)
         cmocka_unit_test(test_unsupported_auth),
         cmocka_unit_test(test_exec),
         cmocka_unit_test(test_structure_errors),
+        cmocka_unit_test(test_proxy_url),
         cmocka_unit_test(test_base64),
         cmocka_unit_test(test_in_cluster_and_files),
         cmocka_unit_test(test_merged_files),
