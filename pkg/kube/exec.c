@@ -299,11 +299,6 @@ bool kube_exec_invalidate(struct kube_exec *e, uint64_t gen)
     return true;
 }
 
-bool kube_exec_pending(const struct kube_exec *e)
-{
-    return e->pending;
-}
-
 void kube_exec_stats(const struct kube_exec *e, uint64_t *runs, uint64_t *failures)
 {
     *runs = e->runs;

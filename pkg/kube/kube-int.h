@@ -119,8 +119,6 @@ const struct kube_exec_cred *kube_exec_valid(const struct kube_exec *e, int64_t 
 const struct kube_exec_cred *kube_exec_last(const struct kube_exec *e);
 /** Run the plugin unless a run is pending; done follows (from the loop). */
 void kube_exec_start(struct kube_exec *e);
-/** True while a run is due or going. */
-bool kube_exec_pending(const struct kube_exec *e);
 /** The API server answered 401 to credential gen: it is not used again. Returns true when
  *  that was the current one. */
 bool kube_exec_invalidate(struct kube_exec *e, uint64_t gen);
