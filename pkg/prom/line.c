@@ -73,6 +73,15 @@ __attribute__((format(printf, 4, 5))) static int fail(struct prom_parser *p, int
 
 #define COL(ptr) ((size_t)((ptr)-base) + 1)
 
+/* The line ended inside a quoted label value of the sample's own label set
+ * (not an exemplar's): in the text format the stream joins it with the next
+ * line (prom_parser.open_quote). */
+static int fail_open_quote(struct prom_parser *p, size_t column)
+{
+    p->open_quote = true;
+    return fail(p, -EINVAL, column, "unterminated label value");
+}
+
 /* ---- families and filters -------------------------------------------- */
 
 static const char *const type_names[] = {
@@ -374,7 +383,8 @@ static int parse_labels(struct prom_parser *p, const char **sp, const char *e, c
         unsigned hi = 0;
         for (;;) {
             if (s == e)
-                return fail(p, -EINVAL, COL(vstart), "unterminated label value");
+                return store ? fail_open_quote(p, COL(vstart))
+                             : fail(p, -EINVAL, COL(vstart), "unterminated label value");
             unsigned char c = (unsigned char)*s;
             if (c == '"')
                 break;
@@ -382,7 +392,8 @@ static int parse_labels(struct prom_parser *p, const char **sp, const char *e, c
                 return fail(p, -EINVAL, COL(s), "NUL byte in label value");
             if (c == '\\') {
                 if (s + 1 == e)
-                    return fail(p, -EINVAL, COL(s), "unterminated label value");
+                    return store ? fail_open_quote(p, COL(s))
+                                 : fail(p, -EINVAL, COL(s), "unterminated label value");
                 char r = s[1];
                 if (r == 'n' || r == '\\' || r == '"') {
                     c = r == 'n' ? '\n' : (unsigned char)r;
@@ -550,12 +561,12 @@ static int skip_sample(struct prom_parser *p, const char *s, const char *e, cons
                 const char *bs = memchr(q, '\\', (size_t)((qq ? qq : e) - q));
                 if (!bs) {
                     if (!qq)
-                        return fail(p, -EINVAL, COL(open), "unterminated label value");
+                        return fail_open_quote(p, COL(open));
                     q = qq;
                     break;
                 }
                 if (bs + 1 == e) /* backslash as the last byte */
-                    return fail(p, -EINVAL, COL(open), "unterminated label value");
+                    return fail_open_quote(p, COL(open));
                 q = bs + 2;
             }
             s = q + 1;

@@ -24,6 +24,7 @@ struct prom_parser {
 
     char *pend; /* unfinished line carried between chunks */
     size_t pend_len, pend_cap;
+    uint64_t pend_joined; /* raw '\n's inside it (a label value's), counted as lines at its end */
 
     char *fam; /* family of the last # HELP/# TYPE/# UNIT, NUL-terminated */
     size_t fam_len, fam_cap;
@@ -38,6 +39,7 @@ struct prom_parser {
     uint64_t bytes, lines, samples, emitted;
     bool saw_eof, finished;
     bool skipping; /* inside a line over max_line that is an unwanted sample's */
+    bool open_quote; /* the last line parsed failed inside a quoted label value */
     struct prom_error err; /* err.code != 0: sticky error */
 };
 

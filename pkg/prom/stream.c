@@ -5,7 +5,10 @@
  * feed() splits chunks into lines. A line that lies whole inside a chunk is
  * parsed in place; only the unfinished tail of a chunk is copied, into the
  * partial-line buffer (capped at max_line), and completed from the next
- * chunk. A line over max_line is an error, unless its first max_line bytes
+ * chunk. A text-format line that ends inside a sample's quoted label value
+ * goes on past its '\n' (Prometheus' lexer takes a raw line break there as
+ * part of the value): it is assembled in the same buffer and parsed again.
+ * A line over max_line is an error, unless its first max_line bytes
  * show an unwanted sample (prom_line_skippable): that one is skipped unread
  * up to its '\n', however long, as Prometheus has no line limit. The total
  * fed is capped at max_total. Errors are recorded once in the parser and are
@@ -71,6 +74,69 @@ static int set_err(const struct prom_parser *p, struct prom_error *err)
     return p->err.code;
 }
 
+/* Parse a complete line. In the text format, a line that ends inside a
+ * quoted label value is no error yet: Prometheus' lexer takes a raw '\n'
+ * there as part of the value (its label value rule is "(\\.|[^\\"])*"), so
+ * the caller joins the next line and parses again. Returns 1 for that, with
+ * the counters as they were; OpenMetrics forbids the raw '\n'. */
+static int parse_line(struct prom_parser *p, const char *s, size_t n)
+{
+    uint64_t lines = p->lines, samples = p->samples;
+    p->open_quote = false;
+    int rc = prom_line_parse(p, s, n);
+    if (rc != 0 && p->open_quote && p->opts.format != PROM_FMT_OPENMETRICS) {
+        p->err = (struct prom_error){0};
+        p->lines = lines;
+        p->samples = samples;
+        return 1;
+    }
+    return rc;
+}
+
+/* Keep s[0..n) as the start of a line the next chunk completes. */
+static void carry(struct prom_parser *p, const char *s, size_t n)
+{
+    if (n > p->pend_cap) {
+        p->pend_cap = UTIL_MIN(UTIL_MAX(n, (size_t)4096), p->opts.max_line);
+        xfree(p->pend);
+        p->pend = xmalloc(p->pend_cap);
+    }
+    memcpy(p->pend, s, n);
+    p->pend_len = n;
+}
+
+/* The line being assembled is over the cap; head holds its first max bytes
+ * and nl_ahead says whether its end is in sight. As Prometheus has no line
+ * limit, an unwanted sample's line is skipped unread (the rest of it up to
+ * '\n'), anything else is an error. newlines counts the '\n's of a label
+ * value it spans before the line the cap falls in. */
+static int over_cap(struct prom_parser *p, const char *head, uint64_t newlines)
+{
+    size_t max = p->opts.max_line;
+    bool skip = prom_line_skippable(p, head, max);
+    p->pend_len = 0;
+    p->pend_joined = 0;
+    p->lines += newlines;
+    if (!skip) {
+        stream_fail(p, -E2BIG, "line longer than", max);
+        return p->err.code;
+    }
+    p->skipping = true;
+    return 0;
+}
+
+/* Append s[0..n) to the line being assembled (it fits the cap). */
+static void pend_append(struct prom_parser *p, const char *s, size_t n)
+{
+    if (p->pend_len + n > p->pend_cap) {
+        p->pend_cap = UTIL_MAX(p->pend_len + n, p->pend_cap * 2);
+        p->pend_cap = UTIL_MIN(p->pend_cap, p->opts.max_line);
+        p->pend = xrealloc(p->pend, p->pend_cap);
+    }
+    memcpy(p->pend + p->pend_len, s, n);
+    p->pend_len += n;
+}
+
 int prom_parser_feed(struct prom_parser *p, const void *data, size_t len, struct prom_error *err)
 {
     if (p->err.code)
@@ -89,80 +155,66 @@ int prom_parser_feed(struct prom_parser *p, const void *data, size_t len, struct
     p->bytes += len;
     const char *s = data, *end = s + len;
     size_t max = p->opts.max_line;
-    if (p->skipping) {
-        const char *nl = memchr(s, '\n', len);
-        if (!nl)
-            return 0;
-        skipped_line(p);
-        s = nl + 1;
-    }
-    if (p->pend_len > 0 && s < end) {
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
-        size_t take = (size_t)((nl ? nl : end) - s);
-        if (take > max - p->pend_len) {
-            /* over the cap: the line's first max bytes say whether it may be skipped */
-            grow_pend(p, max);
-            memcpy(p->pend + p->pend_len, s, max - p->pend_len);
-            bool skip = prom_line_skippable(p, p->pend, max);
-            p->pend_len = 0;
-            if (!skip) {
-                stream_fail(p, -E2BIG, "line longer than", max);
-                return set_err(p, err);
-            }
-            if (!nl) {
-                p->skipping = true;
-                return 0;
-            }
-            skipped_line(p);
-        } else {
-            if (p->pend_len + take > p->pend_cap) {
-                p->pend_cap = UTIL_MAX(p->pend_len + take, p->pend_cap * 2);
-                p->pend_cap = UTIL_MIN(p->pend_cap, max);
-                p->pend = xrealloc(p->pend, p->pend_cap);
-            }
-            memcpy(p->pend + p->pend_len, s, take);
-            p->pend_len += take;
-            if (!nl)
-                return 0;
-            size_t pl = p->pend_len;
-            p->pend_len = 0;
-            if (prom_line_parse(p, p->pend, pl) != 0)
-                return set_err(p, err);
-        }
-        s = nl + 1;
-    }
     while (s < end) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
-        if (!nl) {
-            size_t rest = (size_t)(end - s);
-            if (rest > max) {
-                if (!prom_line_skippable(p, s, max)) {
-                    stream_fail(p, -E2BIG, "line longer than", max);
-                    return set_err(p, err);
-                }
-                p->skipping = true;
-                break;
-            }
-            if (rest > p->pend_cap) {
-                p->pend_cap = UTIL_MIN(UTIL_MAX(rest, (size_t)4096), max);
-                xfree(p->pend);
-                p->pend = xmalloc(p->pend_cap);
-            }
-            memcpy(p->pend, s, rest);
-            p->pend_len = rest;
-            break;
-        }
-        if ((size_t)(nl - s) > max) {
-            if (!prom_line_skippable(p, s, max)) {
-                stream_fail(p, -E2BIG, "line longer than", max);
-                return set_err(p, err);
-            }
+        if (p->skipping) { /* the rest of a line over the cap */
+            if (!nl)
+                return 0;
             skipped_line(p);
             s = nl + 1;
             continue;
         }
-        if (prom_line_parse(p, s, (size_t)(nl - s)) != 0)
+        size_t take = (size_t)((nl ? nl : end) - s);
+        const char *line = s;
+        size_t ll = take;
+        if (p->pend_len > 0) { /* completing a line begun in an earlier chunk */
+            if (take > max - p->pend_len) {
+                grow_pend(p, max);
+                memcpy(p->pend + p->pend_len, s, max - p->pend_len);
+                if (over_cap(p, p->pend, p->pend_joined) < 0)
+                    return set_err(p, err);
+                continue; /* skipping from s */
+            }
+            pend_append(p, s, take);
+            if (!nl)
+                return 0;
+            line = p->pend;
+            ll = p->pend_len;
+            p->pend_len = 0;
+        } else if (!nl) { /* the start of a line the next chunk completes */
+            if (take > max) {
+                if (over_cap(p, s, 0) < 0)
+                    return set_err(p, err);
+                return 0;
+            }
+            carry(p, s, take);
+            return 0;
+        } else if (take > max) {
+            if (over_cap(p, s, 0) < 0)
+                return set_err(p, err);
+            continue;
+        }
+        int rc = parse_line(p, line, ll);
+        if (rc == 1) {
+            /* the label value goes on past the '\n', which is part of the line */
+            if (ll == max) {
+                if (over_cap(p, line, p->pend_joined + 1) < 0)
+                    return set_err(p, err);
+            } else {
+                if (line != p->pend)
+                    carry(p, line, ll);
+                else
+                    p->pend_len = ll;
+                pend_append(p, "\n", 1);
+                p->pend_joined++;
+            }
+            s = nl + 1;
+            continue;
+        }
+        if (rc != 0)
             return set_err(p, err);
+        p->lines += p->pend_joined;
+        p->pend_joined = 0;
         s = nl + 1;
     }
     return 0;
@@ -180,8 +232,11 @@ int prom_parser_finish(struct prom_parser *p, struct prom_error *err)
     if (p->pend_len > 0) {
         size_t pl = p->pend_len;
         p->pend_len = 0;
+        /* a label value still open here is unterminated after all */
         if (prom_line_parse(p, p->pend, pl) != 0)
             return set_err(p, err);
+        p->lines += p->pend_joined;
+        p->pend_joined = 0;
     }
     if (p->opts.format == PROM_FMT_OPENMETRICS && !p->saw_eof) {
         p->err = (struct prom_error){.code = -EINVAL, .line = (size_t)p->lines + 1};
@@ -213,6 +268,7 @@ struct prom_parser *prom_parser_new(const struct prom_parser_opts *opts, prom_sa
 void prom_parser_reset(struct prom_parser *p)
 {
     p->pend_len = 0;
+    p->pend_joined = 0;
     p->fam_len = 0;
     p->fam_type = PROM_UNTYPED;
     p->fam_wanted = false;

@@ -776,7 +776,8 @@ static void test_split_every_byte(void **state)
                                         "vllm-openmetrics.om", "text-features.prom", "crlf.prom",
                                         "escape-other.prom",   "bad-truncated.prom",
                                         "om-escaping.om",      "expfmt-good-03.prom",
-                                        "big-timestamp.prom",  "om-gauge-histogram.om"};
+                                        "big-timestamp.prom",  "om-gauge-histogram.om",
+                                        "raw-newline-label.prom"};
     for (size_t f = 0; f < UTIL_ARRAY_LEN(files); f++) {
         size_t len;
         char *buf = read_corpus(files[f], &len);
@@ -818,6 +819,73 @@ static void test_split_every_byte(void **state)
         coll_free(&whole);
         xfree(buf);
     }
+}
+
+/* A raw newline inside a quoted label value: Prometheus' text lexer takes it
+ * as part of the value (its rule is "(\\.|[^\\"])*"), so the line goes on;
+ * OpenMetrics forbids it; lines after are numbered as the file's. */
+static void test_raw_newline_in_label_value(void **state)
+{
+    (void)state;
+    size_t len;
+    char *buf = read_corpus("raw-newline-label.prom", &len);
+    struct coll c = {0};
+    struct prom_error err = {0};
+    struct prom_parser_opts o = {.format = PROM_FMT_TEXT};
+    assert_int_equal(prom_parse(buf, len, &o, collect, &c, &err), 0);
+    assert_int_equal(c.n, 4);
+    const struct rec *r = find(&c, "app_info", "note=");
+    assert_string_equal(r->labels, "version=\"1.0\nrc1\",note=\"two\nlines\"");
+    assert_int_equal(r->line, 3);
+    assert_int_equal(find(&c, "app_info", "version=\"x\"")->line, 5);
+    r = find(&c, "other", NULL);
+    assert_string_equal(r->labels, "a=\"multi\nline\r\nvalue\",b=\"\\\"");
+    assert_true(r->has_ts && r->ts == 1700000000000);
+    assert_int_equal(r->line, 6);
+    assert_int_equal(find(&c, "after", NULL)->line, 9);
+    coll_free(&c);
+    /* the want-filter's fast path over the unwanted ones: the same lines */
+    struct prom_parser *p = prom_parser_new(&o, collect, &c);
+    assert_int_equal(prom_parser_want(p, "after", PROM_MATCH_NAME), 0);
+    assert_int_equal(prom_parser_feed(p, buf, len, &err), 0);
+    assert_int_equal(prom_parser_finish(p, &err), 0);
+    prom_parser_free(p);
+    assert_int_equal(c.n, 1);
+    assert_int_equal(find(&c, "after", NULL)->line, 9);
+    coll_free(&c);
+    /* an error after a joined line names its own line */
+    struct util_buf b = {0};
+    util_buf_append(&b, buf, len);
+    util_buf_puts(&b, "bad{ 1\n");
+    assert_int_equal(prom_parse(b.data, b.len, &o, collect, &c, &err), -EINVAL);
+    assert_int_equal(err.line, 10);
+    coll_free(&c);
+    util_buf_free(&b);
+    /* OpenMetrics has no such leniency */
+    struct prom_parser_opts om = {.format = PROM_FMT_OPENMETRICS};
+    const char *omtext = "m{a=\"x\ny\"} 1\n# EOF\n";
+    assert_int_equal(prom_parse(omtext, strlen(omtext), &om, collect, &c, &err), -EINVAL);
+    assert_int_equal(err.line, 1);
+    assert_non_null(strstr(err.msg, "unterminated label value"));
+    coll_free(&c);
+    /* still open at the end: unterminated, at the line it began */
+    const char *open = "ok 1\nm{a=\"x\ny} 1\nz 2\n";
+    assert_int_equal(prom_parse(open, strlen(open), &o, collect, &c, &err), -EINVAL);
+    assert_int_equal(err.line, 2);
+    assert_non_null(strstr(err.msg, "unterminated label value"));
+    coll_free(&c);
+    /* the joined line is held to the line cap, in one chunk or across chunks */
+    struct prom_parser_opts capped = {.format = PROM_FMT_TEXT, .max_line = 24};
+    const char *lng = "m{a=\"0123456789\n0123456789\n0123456789\"} 1\n";
+    assert_int_equal(prom_parse(lng, strlen(lng), &capped, collect, &c, &err), -E2BIG);
+    p = prom_parser_new(&capped, collect, &c);
+    int rc = 0;
+    for (size_t i = 0; lng[i] && rc == 0; i++)
+        rc = prom_parser_feed(p, lng + i, 1, &err);
+    assert_int_equal(rc, -E2BIG);
+    prom_parser_free(p);
+    coll_free(&c);
+    xfree(buf);
 }
 
 static void test_size_cap(void **state)
@@ -1235,7 +1303,8 @@ int main(void)
         cmocka_unit_test(test_text_features),    cmocka_unit_test(test_numbers),
         cmocka_unit_test(test_timestamps),       cmocka_unit_test(test_histogram_families),
         cmocka_unit_test(test_openmetrics),      cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_split_every_byte), cmocka_unit_test(test_size_cap),
+        cmocka_unit_test(test_split_every_byte),
+        cmocka_unit_test(test_raw_newline_in_label_value), cmocka_unit_test(test_size_cap),
         cmocka_unit_test(test_line_cap),         cmocka_unit_test(test_line_cap_unwanted),
         cmocka_unit_test(test_callback_stop),
         cmocka_unit_test(test_filter),           cmocka_unit_test(test_corpus_vllm),
