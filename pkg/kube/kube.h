@@ -199,8 +199,9 @@ void kube_drain(struct kube *k, int64_t budget_ms);
 
 /**
  * Append the client's metrics (Prometheus text): request latency histogram by
- * verb (watches excluded) and errors by class (transport, throttled 429,
- * conflict 409, client 4xx other than 404, server 5xx).
+ * verb (watches excluded), errors by class (transport, throttled 429,
+ * conflict 409, client 4xx other than 404, server 5xx), the API server's
+ * warnings, retries, and with an exec plugin its runs by result.
  */
 struct util_buf;
 void kube_write_metrics(const struct kube *k, struct util_buf *out);
