@@ -1009,6 +1009,50 @@ users: [{name: t, user: {token: %s}}]
             g.stop()
             self.c.delete("deployments", "proxied", self.ns)
 
+    @unittest.skipIf(REAL, "the certificate's names are the fake API server's")
+    def test_20_kubeconfig_tls_server_name(self):
+        """A kubeconfig cluster with tls-server-name: the server is given by an address the
+        certificate does not have to name, and TLS checks the name instead. With the name
+        the certificate holds (localhost) gpuscaler scales; with another (not resolvable
+        either) the connection still goes to the server's address and fails on the name."""
+        with open(self.fk.pki["ca"], "rb") as f:
+            ca = base64.b64encode(f.read()).decode()
+        d = tempfile.mkdtemp(prefix="gpuscaler-tlsname-")
+        self.addCleanup(shutil.rmtree, d, True)
+
+        def kubeconfig(name):
+            kc = os.path.join(d, name)
+            with open(kc, "w") as f:
+                f.write("""current-context: n
+clusters: [{name: fake, cluster: {server: %s, certificate-authority-data: %s,
+            tls-server-name: %s}}]
+contexts: [{name: n, context: {cluster: fake, user: t}}]
+users: [{name: t, user: {token: %s}}]
+""" % (json.dumps(self.fk.url), ca, name, json.dumps(self.fk.token)))
+            return kc
+
+        self.assertTrue(self.fk.url.startswith("https://127.0.0.1:"), self.fk.url)
+        bad = Gpuscaler(kubeconfig("nope.invalid"), CONFIG, (), "inst-tlsname-bad")
+        self.procs.append(bad)
+        try:
+            wait_for(lambda: "nope.invalid" in bad.text(), 20, what="a failed handshake")
+            text = bad.text()
+            line = [ln for ln in text.splitlines() if "nope.invalid" in ln][0]
+            self.assertIn("certificate", line)  # the name check failed, not a lookup
+            self.assertNotIn("resolve", text.lower(), text[-2000:])
+            self.assertEqual(bad.get("/readyz", bad.health_port)[0], 503)
+        finally:
+            bad.stop()
+        self.make("tlsname", 2, subnet=32)
+        g = Gpuscaler(kubeconfig("localhost"), CONFIG, (), "inst-tlsname")
+        self.procs.append(g)
+        try:
+            self.metrics.set_rate("tlsname", 38)  # needs ceil(38/8) = 5
+            wait_for(lambda: self.replicas("tlsname") == 5, 40, what="scale-out via tls-server-name")
+        finally:
+            g.stop()
+            self.c.delete("deployments", "tlsname", self.ns)
+
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result
     print("controller e2e: %d passed, %d failed, %d skipped" % (

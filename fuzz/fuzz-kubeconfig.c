@@ -5,12 +5,14 @@
  * bytes that OpenSSL's encoder and our decoder carry back unchanged. An
  * accepted exec plugin has a command and a supported apiVersion, env entries
  * NAME=value, and no other credential beside it. A NUL byte splits the input
- * into two documents merged as KUBECONFIG=a:b. */
+ * into two documents merged as KUBECONFIG=a:b. With a tls-server-name, the
+ * request URL names it and the connection goes to the server's host and port. */
 #include <openssl/evp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kube/kube-int.h"
 #include "kube/kube.h"
 #include "util/util.h"
 
@@ -53,12 +55,31 @@ static void check_exec(const struct kube_config *c)
     }
 }
 
+/* Where requests go: with a tls-server-name on https, the URL names it and
+ * the connection is routed to the server's own host and port. */
+static void check_route(const struct kube_config *c)
+{
+    char *url, *ct;
+    kube_route(c->server, c->tls_server_name, &url, &ct);
+    if (ct) {
+        size_t n = strlen(c->tls_server_name);
+        if (strncmp(url, "https://", 8) != 0 || strncmp(url + 8, c->tls_server_name, n) != 0 ||
+            url[8 + n] != ':' || strncmp(ct, c->tls_server_name, n) != 0 || ct[n] != ':')
+            abort();
+    } else if (strcmp(url, c->server) != 0) {
+        abort();
+    }
+    xfree(url);
+    xfree(ct);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct kube_config c;
     struct kube_config_error e;
     if (kube_config_parse((const char *)data, size, NULL, "/base", &c, &e) == 0) {
         check_exec(&c);
+        check_route(&c);
         kube_config_clear(&c);
     }
     if (kube_config_parse((const char *)data, size, "ctx", NULL, &c, &e) == 0)

@@ -233,7 +233,7 @@ bool h1_prepare(const struct httpc_opts *o, struct sockaddr_storage *sa, char **
     /* what only curl does: TLS, kept-alive connections, decompression,
      * secrets (wiped after use), bodies, stall detection, name lookups, proxies */
     if (!o->no_reuse || !o->no_compression || o->bearer || o->body || o->stall_timeout_ms > 0 ||
-        o->proxy ||
+        o->proxy || o->connect_to ||
         (o->method && strcasecmp(o->method, "GET") != 0) || strncasecmp(o->url, "http://", 7) != 0)
         return false;
     const char *auth = o->url + 7;

@@ -51,6 +51,7 @@ struct httpc_req {
     CURL *easy;
     struct curl_slist *hdrs; /* one block: nodes, then their strings (see header_block) */
     size_t hdrs_len;
+    struct curl_slist *connect_to; /* one node and its string, or NULL */
     bool hdrs_secret;        /* holds a bearer token: wiped before it is freed */
     httpc_done_cb cb;
     void *arg;
@@ -423,6 +424,7 @@ static void req_free(struct httpc_req *r)
     if (r->hdrs && r->hdrs_secret)
         explicit_bzero(r->hdrs, r->hdrs_len);
     xfree(r->hdrs);
+    xfree(r->connect_to);
     util_buf_free(&r->body);
     util_buf_free(&r->hdrbuf);
     xfree(r->parsed);
@@ -795,6 +797,17 @@ int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb,
     if (o->proxy && curl_easy_setopt(e, CURLOPT_PROXY, o->proxy) != CURLE_OK) {
         rc = -EINVAL;
         goto out;
+    }
+    if (o->connect_to) { /* curl keeps the list, not a copy: the request owns it */
+        size_t n = strlen(o->connect_to) + 1;
+        r->connect_to = xmalloc(sizeof(*r->connect_to) + n);
+        r->connect_to->data = (char *)(r->connect_to + 1);
+        r->connect_to->next = NULL;
+        memcpy(r->connect_to->data, o->connect_to, n);
+        if (curl_easy_setopt(e, CURLOPT_CONNECT_TO, r->connect_to) != CURLE_OK) {
+            rc = -EINVAL;
+            goto out;
+        }
     }
     if (o->timeout_ms > 0)
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)o->timeout_ms);

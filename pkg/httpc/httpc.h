@@ -129,6 +129,10 @@ struct httpc_opts {
     /** Proxy URL (http://, https://, socks5h://, ...; curl copies it); NULL =
      *  curl's default, the http_proxy / https_proxy / no_proxy environment. */
     const char *proxy;
+    /** "HOST:PORT:CONNECT-HOST:CONNECT-PORT" (copied): a request to the URL's
+     *  HOST:PORT connects to CONNECT-HOST:CONNECT-PORT instead, while TLS (SNI,
+     *  certificate name) and the Host header keep HOST; NULL = none. */
+    const char *connect_to;
 };
 
 /** Close callback: the client's memory is already released. */

@@ -89,6 +89,9 @@ struct kube {
     uint64_t warn_seen[WARN_SEEN];  /* hashes of the texts logged, a ring */
     size_t warn_next;
     struct kube_exec *exec;  /* the kubeconfig's exec plugin, or NULL */
+    char *url_base;          /* what paths are appended to: the server, or with
+                                tls-server-name https://NAME:PORT/prefix */
+    char *connect_to;        /* with tls-server-name: NAME:PORT:HOST:PORT, else NULL */
     bool closing;
     bool draining;           /* kube_drain(): retries end by drain_until */
     uint64_t drain_until;    /* loop time */
@@ -110,6 +113,40 @@ static char *dup_blob(const char *p, size_t n)
     memcpy(d, p, n);
     d[n] = '\0';
     return d;
+}
+
+/* tls-server-name (https only, as client-go): the URL names it, so TLS sends
+ * it as SNI and checks the certificate against it, and CONNECT_TO sends the
+ * connection to the server's own host and port (kube-int.h). The Host header
+ * then carries the name too; the API server does not read it. */
+void kube_route(const char *srv, const char *name, char **url_base, char **connect_to)
+{
+    *connect_to = NULL;
+    if (!name || strncmp(srv, "https://", 8) != 0) {
+        *url_base = xstrdup(srv);
+        return;
+    }
+    const char *auth = srv + 8, *slash = strchr(auth, '/');
+    size_t alen = slash ? (size_t)(slash - auth) : strlen(auth), hlen = alen;
+    const char *port = "443", *colon = NULL;
+    if (auth[0] == '[') { /* [v6]:port */
+        const char *rb = memchr(auth, ']', alen);
+        hlen = rb ? (size_t)(rb - auth) + 1 : alen;
+        if (rb && rb + 1 < auth + alen && rb[1] == ':')
+            colon = rb + 1;
+    } else {
+        colon = memchr(auth, ':', alen);
+        if (colon)
+            hlen = (size_t)(colon - auth);
+    }
+    size_t plen = 3;
+    if (colon) {
+        port = colon + 1;
+        plen = (size_t)(auth + alen - port);
+    }
+    *url_base = xasprintf("https://%s:%.*s%s", name, (int)plen, port, slash ? slash : "");
+    *connect_to = xasprintf("%s:%.*s:%.*s:%.*s", name, (int)plen, port, (int)hlen, auth,
+                            (int)plen, port);
 }
 
 static int issue(struct kreq *r);
@@ -164,6 +201,8 @@ int kube_new(uv_loop_t *loop, struct httpc *http, const struct kube_config *cfg,
     k->cfg.exec = kube_exec_config_dup(cfg->exec);
     k->cfg.insecure = cfg->insecure;
     k->cfg.proxy_url = dup_or_null(cfg->proxy_url);
+    k->cfg.tls_server_name = dup_or_null(cfg->tls_server_name);
+    kube_route(k->cfg.server, k->cfg.tls_server_name, &k->url_base, &k->connect_to);
     if (cfg->exec) /* after the cluster's settings, which provideClusterInfo passes on */
         k->exec = kube_exec_new(loop, cfg->exec, &k->cfg, on_cred, k);
     k->cfg.context = dup_or_null(cfg->context);
@@ -197,6 +236,8 @@ static void on_close_handle(uv_handle_t *h)
     kube_close_cb cb = k->close_cb;
     void *arg = k->close_arg;
     kube_config_clear(&k->cfg);
+    xfree(k->url_base);
+    xfree(k->connect_to);
     if (k->file_token)
         explicit_bzero(k->file_token, strlen(k->file_token));
     xfree(k->file_token);
@@ -592,7 +633,7 @@ static int issue(struct kreq *r)
         }
         r->cred_gen = cred->gen;
     }
-    char *url = xasprintf("%s%s", k->cfg.server, r->path);
+    char *url = xasprintf("%s%s", k->url_base, r->path);
     const char *headers[] = {"Accept: application/json", k->ua_header, NULL};
     struct httpc_tls tls = {
         .ca_file = k->cfg.ca_file,
@@ -627,6 +668,7 @@ static int issue(struct kreq *r)
         .on_data = r->on_data ? on_req_data : NULL,
         .stall_timeout_ms = r->stall_ms,
         .proxy = k->cfg.proxy_url,
+        .connect_to = k->connect_to,
     };
     r->t0 = uv_hrtime();
     int rc = httpc_request(k->http, &o, on_http_done, r, &r->req);

@@ -6,8 +6,8 @@
  * column) so that tests and the fuzzer drive it directly. kubeconfig is a
  * foreign format that grows fields over time, so keys gpuscaler does not use
  * are ignored rather than rejected; what would silently change how we
- * authenticate or connect (auth-provider, basic auth, impersonation,
- * tls-server-name) is an error naming the context and user. Exec
+ * authenticate or connect (auth-provider, basic auth, impersonation) is an
+ * error naming the context and user. Exec
  * credential plugins are parsed here and run by kube/exec.c. */
 #include <errno.h>
 #include <fcntl.h>
@@ -59,6 +59,7 @@ void kube_config_clear(struct kube_config *c)
     xfree(c->token);
     xfree(c->token_file);
     xfree(c->proxy_url);
+    xfree(c->tls_server_name);
     kube_exec_config_free(c->exec);
     xfree(c->context);
     xfree(c->user);
@@ -487,15 +488,20 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
         }
         out->proxy_url = socks ? xasprintf("socks5h%s", colon) : xstrdup(proxy);
     }
-    static const char *const unsupported_cluster[] = {"tls-server-name"};
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(unsupported_cluster); i++) {
-        if ((rc = get_str(cl, unsupported_cluster[i], &s, err, where)) < 0)
-            goto out;
-        if (s) {
-            rc = cfail(err, conf_map_get(cl, unsupported_cluster[i]), "%s: %s is not supported",
-                       where, unsupported_cluster[i]);
+    if ((rc = get_str(cl, "tls-server-name", &s, err, where)) < 0)
+        goto out;
+    if (s) {
+        /* a host name (or address) TLS checks the certificate against */
+        bool ok = strlen(s) <= 253;
+        for (const char *q = s; ok && *q; q++)
+            ok = (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
+                 (*q >= '0' && *q <= '9') || *q == '.' || *q == '-' || *q == '_';
+        if (!ok) {
+            rc = cfail(err, conf_map_get(cl, "tls-server-name"),
+                       "%s: tls-server-name %s is not a host name", where, s);
             goto out;
         }
+        out->tls_server_name = xstrdup(s);
     }
     size_t sl = strlen(server);
     while (sl > 0 && server[sl - 1] == '/')

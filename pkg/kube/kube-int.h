@@ -97,6 +97,15 @@ struct kreq;
 int kube_raw_get(struct kube *k, const char *path, httpc_data_cb on_data, int64_t timeout_ms,
                  int64_t stall_ms, size_t max_body, kube_raw_done_cb cb, void *arg,
                  struct kreq **out);
+/**
+ * Where requests go for server (no trailing slash) and its tls-server-name
+ * (NULL: none): *url_base, which paths are appended to, and *connect_to, the
+ * "NAME:PORT:HOST:PORT" that sends the connection to the server's address
+ * while TLS checks NAME (NULL when unused). Both owned by the caller. Pure.
+ */
+void kube_route(const char *server, const char *tls_server_name, char **url_base,
+                char **connect_to);
+
 /** Cancel a request of kube_raw_get: its callback gets -ECANCELED, from the loop. */
 void kube_req_cancel(struct kreq *r);
 uv_loop_t *kube_loop(const struct kube *k);

@@ -60,6 +60,7 @@ struct kube_config {
     char *token_file;      /**< bearer token file re-read when it changes (wins over token) */
     bool insecure;         /**< insecure-skip-tls-verify */
     char *proxy_url;       /**< proxy-url as curl takes it (socks5 -> socks5h), or NULL */
+    char *tls_server_name; /**< tls-server-name: the name TLS verifies (and SNI), or NULL */
     struct kube_exec_config *exec; /**< exec credential plugin (no other credential then), or NULL */
     char *context;         /**< kubeconfig context used; NULL in-cluster */
     char *user;            /**< kubeconfig user of that context; NULL in-cluster */
@@ -87,8 +88,8 @@ struct kube_config_doc {
  * context selects the context; NULL or "" uses current-context. Fields gpuscaler
  * does not use (preferences, extensions, ...) are ignored; auth it cannot do
  * (auth-provider, username/password, impersonation, an exec plugin in
- * interactiveMode Always), tls-server-name and a proxy-url of another scheme
- * than http, https or socks5 are errors naming the
+ * interactiveMode Always) and a proxy-url of another scheme than http, https
+ * or socks5 are errors naming the
  * context and user, and so is what client-go's validation refuses in an exec
  * plugin (no command or apiVersion, an env entry without name or value, v1
  * without interactiveMode). Returns

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <openssl/evp.h>
 
+#include "kube/kube-int.h"
 #include "kube/kube.h"
 #include "util/util.h"
 
@@ -272,8 +273,8 @@ static void test_structure_errors(void **state)
          "clusters:\n- {name: c, cluster: {server: 'https://x', proxy-url: 'p:3128'}}\n",
          "the scheme must be"},
         {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
-         "clusters:\n- {name: c, cluster: {server: 'https://x', tls-server-name: n}}\n",
-         "tls-server-name is not supported"},
+         "clusters:\n- {name: c, cluster: {server: 'https://x', tls-server-name: 'a/b'}}\n",
+         "tls-server-name a/b is not a host name"},
         {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
          "clusters:\n- {name: c, cluster: {server: 'https://x', insecure-skip-tls-verify: true,"
          " certificate-authority: /ca}}\n",
@@ -313,6 +314,43 @@ static void test_proxy_url(void **state)
         assert_string_equal(c.proxy_url, cases[i].out);
         kube_config_clear(&c);
         xfree(doc);
+    }
+}
+
+/* tls-server-name: kept, and where requests then go */
+static void test_tls_server_name(void **state)
+{
+    (void)state;
+    struct kube_config c;
+    struct kube_config_error e;
+    const char *doc = "current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n"
+                      "clusters: [{name: c, cluster: {server: 'https://10.0.0.1:6443', "
+                      "tls-server-name: api.example.com}}]\n";
+    assert_int_equal(parse(doc, NULL, &c, &e), 0);
+    assert_string_equal(c.tls_server_name, "api.example.com");
+    kube_config_clear(&c);
+    static const struct {
+        const char *server, *name, *url, *connect;
+    } cases[] = {
+        {"https://10.0.0.1:6443", "api.example.com", "https://api.example.com:6443",
+         "api.example.com:6443:10.0.0.1:6443"},
+        {"https://10.0.0.1", "kubernetes", "https://kubernetes:443", "kubernetes:443:10.0.0.1:443"},
+        {"https://[fd00::1]:8443/k8s/clusters/c-1", "k", "https://k:8443/k8s/clusters/c-1",
+         "k:8443:[fd00::1]:8443"},
+        {"https://lb.internal/prefix", "k", "https://k:443/prefix", "k:443:lb.internal:443"},
+        {"http://127.0.0.1:8080", "k", "http://127.0.0.1:8080", NULL}, /* https only */
+        {"https://h:1", NULL, "https://h:1", NULL},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        char *url, *ct;
+        kube_route(cases[i].server, cases[i].name, &url, &ct);
+        assert_string_equal(url, cases[i].url);
+        if (cases[i].connect)
+            assert_string_equal(ct, cases[i].connect);
+        else
+            assert_null(ct);
+        xfree(url);
+        xfree(ct);
     }
 }
 
@@ -572,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_exec),
         cmocka_unit_test(test_structure_errors),
         cmocka_unit_test(test_proxy_url),
+        cmocka_unit_test(test_tls_server_name),
         cmocka_unit_test(test_base64),
         cmocka_unit_test(test_in_cluster_and_files),
         cmocka_unit_test(test_merged_files),
