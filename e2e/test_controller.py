@@ -926,11 +926,9 @@ users:
             g.stop()
             self.c.delete("deployments", "execd", self.ns)
 
-    @unittest.skipIf(REAL, "the proxy is a local one in front of the fake API server")
-    def test_19_kubeconfig_proxy_url(self):
-        """A kubeconfig cluster with proxy-url (GKE's recipe for a private cluster behind a
-        bastion): every request of gpuscaler, watches included, goes through the proxy with
-        HTTP CONNECT, and it scales as usual."""
+    def connect_proxy(self):
+        """An HTTP CONNECT proxy on loopback for this test: (its port, the request lines it
+        received)."""
         import socket
         import socketserver
         import threading
@@ -985,6 +983,14 @@ users:
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
         self.addCleanup(proxy.server_close)
         self.addCleanup(proxy.shutdown)
+        return proxy.server_address[1], seen
+
+    @unittest.skipIf(REAL, "the proxy is a local one in front of the fake API server")
+    def test_19_kubeconfig_proxy_url(self):
+        """A kubeconfig cluster with proxy-url (GKE's recipe for a private cluster behind a
+        bastion): every request of gpuscaler, watches included, goes through the proxy with
+        HTTP CONNECT, and it scales as usual."""
+        port, seen = self.connect_proxy()
         d = tempfile.mkdtemp(prefix="gpuscaler-proxy-")
         self.addCleanup(shutil.rmtree, d, True)
         with open(self.fk.pki["ca"], "rb") as f:
@@ -996,7 +1002,7 @@ clusters: [{name: fake, cluster: {server: %s, certificate-authority-data: %s,
             proxy-url: "http://127.0.0.1:%d"}}]
 contexts: [{name: p, context: {cluster: fake, user: t}}]
 users: [{name: t, user: {token: %s}}]
-""" % (json.dumps(self.fk.url), ca, proxy.server_address[1], json.dumps(self.fk.token)))
+""" % (json.dumps(self.fk.url), ca, port, json.dumps(self.fk.token)))
         self.make("proxied", 2, subnet=31)
         g = Gpuscaler(kc, CONFIG, (), "inst-proxy")
         self.procs.append(g)
@@ -1014,21 +1020,22 @@ users: [{name: t, user: {token: %s}}]
         """A kubeconfig cluster with tls-server-name: the server is given by an address the
         certificate does not have to name, and TLS checks the name instead. With the name
         the certificate holds (localhost) gpuscaler scales; with another (not resolvable
-        either) the connection still goes to the server's address and fails on the name."""
+        either) the connection still goes to the server's address and fails on the name. Through
+        a proxy, the tunnel goes to the server's address too."""
         with open(self.fk.pki["ca"], "rb") as f:
             ca = base64.b64encode(f.read()).decode()
         d = tempfile.mkdtemp(prefix="gpuscaler-tlsname-")
         self.addCleanup(shutil.rmtree, d, True)
 
-        def kubeconfig(name):
+        def kubeconfig(name, proxy=""):
             kc = os.path.join(d, name)
             with open(kc, "w") as f:
                 f.write("""current-context: n
 clusters: [{name: fake, cluster: {server: %s, certificate-authority-data: %s,
-            tls-server-name: %s}}]
+            tls-server-name: %s%s}}]
 contexts: [{name: n, context: {cluster: fake, user: t}}]
 users: [{name: t, user: {token: %s}}]
-""" % (json.dumps(self.fk.url), ca, name, json.dumps(self.fk.token)))
+""" % (json.dumps(self.fk.url), ca, name, proxy, json.dumps(self.fk.token)))
             return kc
 
         self.assertTrue(self.fk.url.startswith("https://127.0.0.1:"), self.fk.url)
@@ -1043,12 +1050,17 @@ users: [{name: t, user: {token: %s}}]
             self.assertEqual(bad.get("/readyz", bad.health_port)[0], 503)
         finally:
             bad.stop()
+        # the good name, through a proxy too: the tunnel goes to the server's address
+        port, seen = self.connect_proxy()
         self.make("tlsname", 2, subnet=32)
-        g = Gpuscaler(kubeconfig("localhost"), CONFIG, (), "inst-tlsname")
+        g = Gpuscaler(kubeconfig("localhost", ', proxy-url: "http://127.0.0.1:%d"' % port),
+                      CONFIG, (), "inst-tlsname")
         self.procs.append(g)
         try:
             self.metrics.set_rate("tlsname", 38)  # needs ceil(38/8) = 5
             wait_for(lambda: self.replicas("tlsname") == 5, 40, what="scale-out via tls-server-name")
+            target = "CONNECT %s HTTP/1.1" % self.fk.url.split("://", 1)[1]
+            self.assertTrue(seen and all(x == target for x in seen), seen)
         finally:
             g.stop()
             self.c.delete("deployments", "tlsname", self.ns)
