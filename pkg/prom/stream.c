@@ -105,11 +105,11 @@ static void carry(struct prom_parser *p, const char *s, size_t n)
     p->pend_len = n;
 }
 
-/* The line being assembled is over the cap; head holds its first max bytes
- * and nl_ahead says whether its end is in sight. As Prometheus has no line
- * limit, an unwanted sample's line is skipped unread (the rest of it up to
- * '\n'), anything else is an error. newlines counts the '\n's of a label
- * value it spans before the line the cap falls in. */
+/* The line being assembled is over the cap; head holds its first max bytes.
+ * As Prometheus has no line limit, an unwanted sample's line is skipped
+ * unread (p->skipping: the rest of it up to '\n'), anything else is an
+ * error. newlines counts the '\n's of a label value it spans before the
+ * line the cap falls in, which count as lines. */
 static int over_cap(struct prom_parser *p, const char *head, uint64_t newlines)
 {
     size_t max = p->opts.max_line;
