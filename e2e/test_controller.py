@@ -10,6 +10,7 @@ Serving pods are fake metrics endpoints on their own loopback addresses
 (127.0.9.N); the test sets the total request rate. The Prometheus source's tests
 (10-14) answer from a fake Prometheus on loopback (e2e/fakeprom)."""
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -884,34 +885,14 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
         os.chmod(os.path.join(d, "get-token"), 0o755)
         with open(self.fk.pki["ca"], "rb") as f:
             ca = base64.b64encode(f.read()).decode()
-        kc = os.path.join(d, "kubeconfig")
-        with open(kc, "w") as f:
-            f.write("""apiVersion: v1
-kind: Config
-current-context: exec
-clusters:
-- name: fake
-  cluster: {server: %s, certificate-authority-data: %s}
-contexts:
-- name: exec
-  context: {cluster: fake, user: plugin, namespace: default}
-users:
-- name: plugin
-  user:
-    exec:
-      apiVersion: client.authentication.k8s.io/v1
-      command: ./get-token
-      args: [--cluster, fake]
-      env: [{name: TOKEN, value: %s}, {name: RUNS, value: %s}]
-      interactiveMode: Never
-      provideClusterInfo: true
-""" % (json.dumps(self.fk.url), ca, json.dumps(self.fk.token), json.dumps(runs)))
-        self.make("execd", 2, subnet=30)
-        g = Gpuscaler(kc, CONFIG, (), "inst-exec")
-        self.procs.append(g)
-        try:
-            self.metrics.set_rate("execd", 38)  # needs ceil(38/8) = 5
-            wait_for(lambda: self.replicas("execd") == 5, 40, what="scale-out through exec auth")
+        kc = harness.write_kubeconfig(
+            os.path.join(d, "kubeconfig"), self.fk.url, ca_file=self.fk.pki["ca"],
+            user_extra={"exec": {"apiVersion": "client.authentication.k8s.io/v1",
+                                 "command": "./get-token", "args": ["--cluster", "fake"],
+                                 "env": [{"name": "TOKEN", "value": self.fk.token},
+                                         {"name": "RUNS", "value": runs}],
+                                 "interactiveMode": "Never", "provideClusterInfo": True}})
+        with self.scaled_out(kc, "execd", 30, "inst-exec") as g:
             ok = g.metric("gpuscaler_api_exec_plugin_runs_total", '{result="ok"}')
             self.assertTrue(ok is not None and ok >= 1, g.text()[-2000:])
             self.assertEqual(g.metric("gpuscaler_api_exec_plugin_runs_total",
@@ -922,9 +903,27 @@ users:
             self.assertFalse(info["spec"]["interactive"])
             self.assertEqual(info["spec"]["cluster"]["server"], self.fk.url)
             self.assertEqual(info["spec"]["cluster"]["certificate-authority-data"], ca)
+
+    @contextlib.contextmanager
+    def scaled_out(self, kubeconfig, name, subnet, ident):
+        """A Deployment `name` of 2 replicas and gpuscaler started with `kubeconfig`: the
+        load rises to 38 req/s (ceil(38/8) = 5 replicas) and this yields the instance once it
+        scaled out; then it is stopped and the Deployment deleted."""
+        self.make(name, 2, subnet=subnet)
+        g = Gpuscaler(kubeconfig, CONFIG, (), ident)
+        self.procs.append(g)
+        try:
+            self.metrics.set_rate(name, 38)
+            wait_for(lambda: self.replicas(name) == 5, 40, what="scale-out of " + name)
+            yield g
         finally:
             g.stop()
-            self.c.delete("deployments", "execd", self.ns)
+            self.c.delete("deployments", name, self.ns)
+
+    def tunnels_to_server(self, seen):
+        """Every request line a connect_proxy() received opened a tunnel to the API server."""
+        target = "CONNECT %s HTTP/1.1" % self.fk.url.split("://", 1)[1]
+        self.assertTrue(seen and all(x == target for x in seen), seen)
 
     def connect_proxy(self):
         """An HTTP CONNECT proxy on loopback for this test: (its port, the request lines it
@@ -993,27 +992,11 @@ users:
         port, seen = self.connect_proxy()
         d = tempfile.mkdtemp(prefix="gpuscaler-proxy-")
         self.addCleanup(shutil.rmtree, d, True)
-        with open(self.fk.pki["ca"], "rb") as f:
-            ca = base64.b64encode(f.read()).decode()
-        kc = os.path.join(d, "kubeconfig")
-        with open(kc, "w") as f:
-            f.write("""current-context: p
-clusters: [{name: fake, cluster: {server: %s, certificate-authority-data: %s,
-            proxy-url: "http://127.0.0.1:%d"}}]
-contexts: [{name: p, context: {cluster: fake, user: t}}]
-users: [{name: t, user: {token: %s}}]
-""" % (json.dumps(self.fk.url), ca, port, json.dumps(self.fk.token)))
-        self.make("proxied", 2, subnet=31)
-        g = Gpuscaler(kc, CONFIG, (), "inst-proxy")
-        self.procs.append(g)
-        try:
-            self.metrics.set_rate("proxied", 38)  # needs ceil(38/8) = 5
-            wait_for(lambda: self.replicas("proxied") == 5, 40, what="scale-out through a proxy")
-            target = "CONNECT %s HTTP/1.1" % self.fk.url.split("://", 1)[1]
-            self.assertTrue(seen and all(x == target for x in seen), seen)
-        finally:
-            g.stop()
-            self.c.delete("deployments", "proxied", self.ns)
+        kc = harness.write_kubeconfig(
+            os.path.join(d, "kubeconfig"), self.fk.url, ca_file=self.fk.pki["ca"],
+            token=self.fk.token, cluster_extra={"proxy-url": "http://127.0.0.1:%d" % port})
+        with self.scaled_out(kc, "proxied", 31, "inst-proxy"):
+            self.tunnels_to_server(seen)
 
     @unittest.skipIf(REAL, "the certificate's names are the fake API server's")
     def test_20_kubeconfig_tls_server_name(self):
@@ -1022,21 +1005,14 @@ users: [{name: t, user: {token: %s}}]
         the certificate holds (localhost) gpuscaler scales; with another (not resolvable
         either) the connection still goes to the server's address and fails on the name. Through
         a proxy, the tunnel goes to the server's address too."""
-        with open(self.fk.pki["ca"], "rb") as f:
-            ca = base64.b64encode(f.read()).decode()
         d = tempfile.mkdtemp(prefix="gpuscaler-tlsname-")
         self.addCleanup(shutil.rmtree, d, True)
 
-        def kubeconfig(name, proxy=""):
-            kc = os.path.join(d, name)
-            with open(kc, "w") as f:
-                f.write("""current-context: n
-clusters: [{name: fake, cluster: {server: %s, certificate-authority-data: %s,
-            tls-server-name: %s%s}}]
-contexts: [{name: n, context: {cluster: fake, user: t}}]
-users: [{name: t, user: {token: %s}}]
-""" % (json.dumps(self.fk.url), ca, name, proxy, json.dumps(self.fk.token)))
-            return kc
+        def kubeconfig(name, **extra):
+            extra["tls-server-name"] = name
+            return harness.write_kubeconfig(os.path.join(d, name), self.fk.url,
+                                            ca_file=self.fk.pki["ca"], token=self.fk.token,
+                                            cluster_extra=extra)
 
         self.assertTrue(self.fk.url.startswith("https://127.0.0.1:"), self.fk.url)
         bad = Gpuscaler(kubeconfig("nope.invalid"), CONFIG, (), "inst-tlsname-bad")
@@ -1052,18 +1028,9 @@ users: [{name: t, user: {token: %s}}]
             bad.stop()
         # the good name, through a proxy too: the tunnel goes to the server's address
         port, seen = self.connect_proxy()
-        self.make("tlsname", 2, subnet=32)
-        g = Gpuscaler(kubeconfig("localhost", ', proxy-url: "http://127.0.0.1:%d"' % port),
-                      CONFIG, (), "inst-tlsname")
-        self.procs.append(g)
-        try:
-            self.metrics.set_rate("tlsname", 38)  # needs ceil(38/8) = 5
-            wait_for(lambda: self.replicas("tlsname") == 5, 40, what="scale-out via tls-server-name")
-            target = "CONNECT %s HTTP/1.1" % self.fk.url.split("://", 1)[1]
-            self.assertTrue(seen and all(x == target for x in seen), seen)
-        finally:
-            g.stop()
-            self.c.delete("deployments", "tlsname", self.ns)
+        kc = kubeconfig("localhost", **{"proxy-url": "http://127.0.0.1:%d" % port})
+        with self.scaled_out(kc, "tlsname", 32, "inst-tlsname"):
+            self.tunnels_to_server(seen)
 
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result

@@ -184,8 +184,9 @@ def requestheader_configmap(requestheader_ca, client_ca=None,
 
 
 def write_kubeconfig(path, server, ca_file=None, token=None, cert_file=None, key_file=None,
-                     namespace="default", insecure=False):
-    """Write a kubeconfig (client cert and CA embedded as *-data)."""
+                     namespace="default", insecure=False, cluster_extra=None, user_extra=None):
+    """Write a kubeconfig (client cert and CA embedded as *-data). cluster_extra and
+    user_extra add fields to the cluster and the user (e.g. proxy-url, exec)."""
     import base64
 
     def b64(p):
@@ -197,7 +198,8 @@ def write_kubeconfig(path, server, ca_file=None, token=None, cert_file=None, key
         cluster["certificate-authority-data"] = b64(ca_file)
     if insecure:
         cluster["insecure-skip-tls-verify"] = True
-    user = {}
+    cluster.update(cluster_extra or {})
+    user = dict(user_extra or {})
     if token:
         user["token"] = token
     if cert_file:
