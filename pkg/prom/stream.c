@@ -93,18 +93,6 @@ static int parse_line(struct prom_parser *p, const char *s, size_t n)
     return rc;
 }
 
-/* Keep s[0..n) as the start of a line the next chunk completes. */
-static void carry(struct prom_parser *p, const char *s, size_t n)
-{
-    if (n > p->pend_cap) {
-        p->pend_cap = UTIL_MIN(UTIL_MAX(n, (size_t)4096), p->opts.max_line);
-        xfree(p->pend);
-        p->pend = xmalloc(p->pend_cap);
-    }
-    memcpy(p->pend, s, n);
-    p->pend_len = n;
-}
-
 /* The line being assembled is over the cap; head holds its first max bytes.
  * As Prometheus has no line limit, an unwanted sample's line is skipped
  * unread (p->skipping: the rest of it up to '\n'), anything else is an
@@ -135,6 +123,13 @@ static void pend_append(struct prom_parser *p, const char *s, size_t n)
     }
     memcpy(p->pend + p->pend_len, s, n);
     p->pend_len += n;
+}
+
+/* Keep s[0..n) as the start of a line the next chunk completes. */
+static void carry(struct prom_parser *p, const char *s, size_t n)
+{
+    p->pend_len = 0;
+    pend_append(p, s, n);
 }
 
 int prom_parser_feed(struct prom_parser *p, const void *data, size_t len, struct prom_error *err)
