@@ -1029,8 +1029,14 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
         # the good name, through a proxy too: the tunnel goes to the server's address
         port, seen = self.connect_proxy()
         kc = kubeconfig("localhost", **{"proxy-url": "http://127.0.0.1:%d" % port})
+        _, since = self.fk.requests()
         with self.scaled_out(kc, "tlsname", 32, "inst-tlsname"):
             self.tunnels_to_server(seen)
+            # the Host header names the server as the kubeconfig gives it (as client-go
+            # sends it); the name is for TLS only
+            hosts = {r["host"] for r in self.fk.requests(since)[0]
+                     if r["userAgent"].startswith("gpuscaler")}
+            self.assertEqual(hosts, {self.fk.url.split("://", 1)[1]})
 
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result

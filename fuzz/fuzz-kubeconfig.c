@@ -59,18 +59,24 @@ static void check_exec(const struct kube_config *c)
  * the connection is routed to the server's own host and port. */
 static void check_route(const struct kube_config *c)
 {
-    char *url, *ct;
-    kube_route(c->server, c->tls_server_name, &url, &ct);
+    char *url, *ct, *host;
+    kube_route(c->server, c->tls_server_name, &url, &ct, &host);
     if (ct) {
         size_t n = strlen(c->tls_server_name);
         if (strncmp(url, "https://", 8) != 0 || strncmp(url + 8, c->tls_server_name, n) != 0 ||
             url[8 + n] != ':' || strncmp(ct, c->tls_server_name, n) != 0 || ct[n] != ':')
             abort();
-    } else if (strcmp(url, c->server) != 0) {
+        /* the Host header is the server's authority: a prefix of what follows https:// */
+        if (!host || strncmp(host, "Host: ", 6) != 0 || host[6] == '\0' ||
+            strncmp(c->server + 8, host + 6, strlen(host + 6)) != 0 ||
+            strchr(host, '/') || strpbrk(host, "\r\n"))
+            abort();
+    } else if (strcmp(url, c->server) != 0 || host) {
         abort();
     }
     xfree(url);
     xfree(ct);
+    xfree(host);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -612,7 +612,7 @@ class Handler(BaseHTTPRequestHandler):
         entry = {"time": time.time(), "method": self.command, "path": path, "query": url.query,
                  "userAgent": self.headers.get("User-Agent", ""),
                  "contentType": self.headers.get("Content-Type", ""),
-                 "accept": self.headers.get("Accept", "")}
+                 "accept": self.headers.get("Accept", ""), "host": self.headers.get("Host", "")}
         admin = path.startswith("/fake/") or path == "/fake"
         try:
             body = self._read_body()

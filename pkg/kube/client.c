@@ -92,6 +92,7 @@ struct kube {
     char *url_base;          /* what paths are appended to: the server, or with
                                 tls-server-name https://NAME:PORT/prefix */
     char *connect_to;        /* with tls-server-name: NAME:PORT:HOST:PORT, else NULL */
+    char *host_header;       /* with tls-server-name: "Host: " the server's authority */
     bool closing;
     bool draining;           /* kube_drain(): retries end by drain_until */
     uint64_t drain_until;    /* loop time */
@@ -119,9 +120,11 @@ static char *dup_blob(const char *p, size_t n)
  * it as SNI and checks the certificate against it, and CONNECT_TO sends the
  * connection to the server's own host and port (kube-int.h). The Host header
  * then carries the name too; the API server does not read it. */
-void kube_route(const char *srv, const char *name, char **url_base, char **connect_to)
+void kube_route(const char *srv, const char *name, char **url_base, char **connect_to,
+                char **host_header)
 {
     *connect_to = NULL;
+    *host_header = NULL;
     if (!name || strncmp(srv, "https://", 8) != 0) {
         *url_base = xstrdup(srv);
         return;
@@ -147,6 +150,8 @@ void kube_route(const char *srv, const char *name, char **url_base, char **conne
     *url_base = xasprintf("https://%s:%.*s%s", name, (int)plen, port, slash ? slash : "");
     *connect_to = xasprintf("%s:%.*s:%.*s:%.*s", name, (int)plen, port, (int)hlen, auth,
                             (int)plen, port);
+    /* the server's authority as written, as client-go sends it: the name is for TLS only */
+    *host_header = xasprintf("Host: %.*s", (int)alen, auth);
 }
 
 static int issue(struct kreq *r);
@@ -202,7 +207,8 @@ int kube_new(uv_loop_t *loop, struct httpc *http, const struct kube_config *cfg,
     k->cfg.insecure = cfg->insecure;
     k->cfg.proxy_url = dup_or_null(cfg->proxy_url);
     k->cfg.tls_server_name = dup_or_null(cfg->tls_server_name);
-    kube_route(k->cfg.server, k->cfg.tls_server_name, &k->url_base, &k->connect_to);
+    kube_route(k->cfg.server, k->cfg.tls_server_name, &k->url_base, &k->connect_to,
+               &k->host_header);
     if (cfg->exec) /* after the cluster's settings, which provideClusterInfo passes on */
         k->exec = kube_exec_new(loop, cfg->exec, &k->cfg, on_cred, k);
     k->cfg.context = dup_or_null(cfg->context);
@@ -238,6 +244,7 @@ static void on_close_handle(uv_handle_t *h)
     kube_config_clear(&k->cfg);
     xfree(k->url_base);
     xfree(k->connect_to);
+    xfree(k->host_header);
     if (k->file_token)
         explicit_bzero(k->file_token, strlen(k->file_token));
     xfree(k->file_token);
@@ -634,7 +641,7 @@ static int issue(struct kreq *r)
         r->cred_gen = cred->gen;
     }
     char *url = xasprintf("%s%s", k->url_base, r->path);
-    const char *headers[] = {"Accept: application/json", k->ua_header, NULL};
+    const char *headers[] = {"Accept: application/json", k->ua_header, k->host_header, NULL};
     struct httpc_tls tls = {
         .ca_file = k->cfg.ca_file,
         .ca_blob = k->cfg.ca_data,

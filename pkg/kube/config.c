@@ -469,6 +469,17 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
                    "%s: server must be an http:// or https:// URL", where);
         goto out;
     }
+    /* Go's url.Parse refuses control characters, and a URL has no spaces;
+     * a host is needed (client-go: "host must be a URL or a host:port pair") */
+    const char *authority = server + (server[4] == 's' ? 8 : 7);
+    bool url_ok = *authority && *authority != '/';
+    for (const unsigned char *q = (const unsigned char *)server; url_ok && *q; q++)
+        url_ok = *q > 0x20 && *q != 0x7f;
+    if (!url_ok) {
+        rc = cfail(err, conf_map_get(cl, "server"),
+                   "%s: server %s is not a URL with a host", where, server);
+        goto out;
+    }
     const char *proxy;
     if ((rc = get_str(cl, "proxy-url", &proxy, err, where)) < 0)
         goto out;

@@ -101,10 +101,12 @@ int kube_raw_get(struct kube *k, const char *path, httpc_data_cb on_data, int64_
  * Where requests go for server (no trailing slash) and its tls-server-name
  * (NULL: none): *url_base, which paths are appended to, and *connect_to, the
  * "NAME:PORT:HOST:PORT" that sends the connection to the server's address
- * while TLS checks NAME (NULL when unused). Both owned by the caller. Pure.
+ * while TLS checks NAME, and *host_header, "Host: " and the server's
+ * authority as written (the name is for TLS only, as in client-go); both
+ * NULL when unused. All owned by the caller. Pure.
  */
 void kube_route(const char *server, const char *tls_server_name, char **url_base,
-                char **connect_to);
+                char **connect_to, char **host_header);
 
 /** Cancel a request of kube_raw_get: its callback gets -ECANCELED, from the loop. */
 void kube_req_cancel(struct kreq *r);

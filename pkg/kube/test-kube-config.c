@@ -264,6 +264,18 @@ static void test_structure_errors(void **state)
          "clusters:\n- {name: c, cluster: {server: ftp://x}}\n",
          "server must be an http"},
         {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
+         "clusters:\n- {name: c, cluster: {server: \"https://10.0.0.1\\r\\nX: y\"}}\n",
+         "is not a URL with a host"},
+        {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
+         "clusters:\n- {name: c, cluster: {server: 'https://a b'}}\n",
+         "server https://a b is not a URL with a host"},
+        {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
+         "clusters:\n- {name: c, cluster: {server: 'https:///api'}}\n",
+         "is not a URL with a host"},
+        {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
+         "clusters:\n- {name: c, cluster: {server: 'http://'}}\n",
+         "is not a URL with a host"},
+        {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
          "clusters:\n- {name: c, cluster: {server: 'https://x', certificate-authority-data: '@@'}}\n",
          "not valid base64"},
         {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
@@ -330,27 +342,33 @@ static void test_tls_server_name(void **state)
     assert_string_equal(c.tls_server_name, "api.example.com");
     kube_config_clear(&c);
     static const struct {
-        const char *server, *name, *url, *connect;
+        const char *server, *name, *url, *connect, *host;
     } cases[] = {
         {"https://10.0.0.1:6443", "api.example.com", "https://api.example.com:6443",
-         "api.example.com:6443:10.0.0.1:6443"},
-        {"https://10.0.0.1", "kubernetes", "https://kubernetes:443", "kubernetes:443:10.0.0.1:443"},
+         "api.example.com:6443:10.0.0.1:6443", "Host: 10.0.0.1:6443"},
+        {"https://10.0.0.1", "kubernetes", "https://kubernetes:443", "kubernetes:443:10.0.0.1:443",
+         "Host: 10.0.0.1"},
         {"https://[fd00::1]:8443/k8s/clusters/c-1", "k", "https://k:8443/k8s/clusters/c-1",
-         "k:8443:[fd00::1]:8443"},
-        {"https://lb.internal/prefix", "k", "https://k:443/prefix", "k:443:lb.internal:443"},
-        {"http://127.0.0.1:8080", "k", "http://127.0.0.1:8080", NULL}, /* https only */
-        {"https://h:1", NULL, "https://h:1", NULL},
+         "k:8443:[fd00::1]:8443", "Host: [fd00::1]:8443"},
+        {"https://lb.internal/prefix", "k", "https://k:443/prefix", "k:443:lb.internal:443",
+         "Host: lb.internal"},
+        {"http://127.0.0.1:8080", "k", "http://127.0.0.1:8080", NULL, NULL}, /* https only */
+        {"https://h:1", NULL, "https://h:1", NULL, NULL},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
-        char *url, *ct;
-        kube_route(cases[i].server, cases[i].name, &url, &ct);
+        char *url, *ct, *host;
+        kube_route(cases[i].server, cases[i].name, &url, &ct, &host);
         assert_string_equal(url, cases[i].url);
-        if (cases[i].connect)
+        if (cases[i].connect) {
             assert_string_equal(ct, cases[i].connect);
-        else
+            assert_string_equal(host, cases[i].host);
+        } else {
             assert_null(ct);
+            assert_null(host);
+        }
         xfree(url);
         xfree(ct);
+        xfree(host);
     }
 }
 
