@@ -1076,6 +1076,85 @@ class TestKinds(Base):
         self.assertEqual(code, 200, payload)
         self.assertNotIn("Warning", headers)
 
+    def test_field_validation_directives(self):
+        """The fieldValidation parameter of a write: Strict fails on an unknown field (create
+        and update: a 400 from the decoder; patch: a 422 Invalid of "patch"), Ignore drops it
+        without a warning, and any other value is refused before the body is read."""
+        def lease(name, **spec):
+            return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": name}, "spec": spec}
+        strict, ignore = {"fieldValidation": "Strict"}, {"fieldValidation": "Ignore"}
+        path = self.c.path("leases", self.ns)
+        bad = lease("s", holderIdentity="a", leaseDurationSecond=4, renewTimes=1)
+        code, _, payload = self.c.raw("POST", path, bad, params=strict)
+        self.assertEqual(code, 400, payload)
+        st = json.loads(payload)
+        self.assertEqual(st["reason"], "BadRequest")
+        self.assertEqual(st["message"], 'Lease in version "v1" cannot be handled as a Lease: '
+                         'strict decoding error: unknown field "spec.leaseDurationSecond", '
+                         'unknown field "spec.renewTimes"')
+        self.assertIsNone(self.c.get_or_none("leases", "s", self.ns))
+        # Ignore: created, the field dropped, no Warning
+        code, headers, payload = self.c.raw("POST", path, bad, params=ignore)
+        self.assertEqual(code, 201, payload)
+        self.assertNotIn("Warning", headers)
+        got = self.c.get("leases", "s", self.ns)
+        self.assertEqual(got["spec"], {"holderIdentity": "a"})
+        # Strict on a valid object, and on an update that adds a field
+        code, _, payload = self.c.raw("POST", path, lease("t", holderIdentity="b"),
+                                      params=strict)
+        self.assertEqual(code, 201, payload)
+        got["metadata"]["colour"] = "red"
+        code, _, payload = self.c.raw("PUT", self.c.path("leases", self.ns, "s"), got,
+                                      params=strict)
+        self.assertEqual(code, 400, payload)
+        self.assertIn('strict decoding error: unknown field "metadata.colour"',
+                      json.loads(payload)["message"])
+        # patch: the patched object shown as JSON (merge), as the patch's Go map (strategic)
+        self.c.create("configmaps", cm("p"), namespace=self.ns)
+        cpath = self.c.path("configmaps", self.ns, "p")
+        for ctype, shown in (
+                ("application/merge-patch+json", None),
+                ("application/strategic-merge-patch+json",
+                 "map[data:map[x:y] datum:map[a:b n:1e+06 z:7]]")):
+            code, _, payload = self.c.raw(
+                "PATCH", cpath, {"datum": {"a": "b", "n": 1e6, "z": 7}, "data": {"x": "y"}},
+                content_type=ctype, params=strict)
+            self.assertEqual(code, 422, payload)
+            st = json.loads(payload)
+            self.assertEqual(st["reason"], "Invalid")
+            self.assertTrue(st["message"].startswith('"" is invalid: patch: Invalid value: "'),
+                            st["message"])
+            self.assertTrue(st["message"].endswith(
+                '": strict decoding error: unknown field "datum"'), st["message"])
+            self.assertEqual(st["details"]["causes"][0]["field"], "patch")
+            if shown:
+                self.assertIn(json.dumps(shown), st["message"])
+            else:
+                self.assertIn('\\"datum\\":{\\"a\\":\\"b\\",', st["message"])
+        self.assertEqual(self.c.get("configmaps", "p", self.ns)["data"], {"k": "v"})
+        code, headers, payload = self.c.raw("PATCH", cpath, {"datum": 1, "data": {"k": "w"}},
+                                            content_type="application/merge-patch+json",
+                                            params=ignore)
+        self.assertEqual(code, 200, payload)
+        self.assertNotIn("Warning", headers)
+        self.assertEqual(self.c.get("configmaps", "p", self.ns)["data"], {"k": "w"})
+        # an unsupported directive: the options' 422, before the body is decoded
+        for method, p, kind in (("POST", path, "CreateOptions"),
+                                ("PUT", self.c.path("leases", self.ns, "s"), "UpdateOptions"),
+                                ("PATCH", cpath, "PatchOptions")):
+            code, _, payload = self.c.raw(method, p, b"{not json",
+                                          content_type="application/merge-patch+json"
+                                          if method == "PATCH" else None,
+                                          params={"fieldValidation": "strict"})
+            self.assertEqual(code, 422, payload)
+            st = json.loads(payload)
+            self.assertEqual(st["message"], '%s.meta.k8s.io "" is invalid: fieldValidation: '
+                             'Unsupported value: "strict": supported values: "", "Ignore", '
+                             '"Strict", "Warn"' % kind)
+            self.assertEqual(st["details"]["kind"], kind)
+            self.assertEqual(st["details"]["group"], "meta.k8s.io")
+
     def test_continued_list_is_a_snapshot(self):
         """A continued list reads at its first page's resourceVersion (etcd's WithRev): what
         changed after the first page is not in the later ones, and every page says that

@@ -10,6 +10,7 @@ raise StatusError, which carries a Status object shaped exactly as kube-apiserve
 import base64
 import copy
 import datetime
+import decimal
 import json
 import random
 import threading
@@ -81,6 +82,48 @@ def bad_request(msg):
 
 # []byte fields: JSON carries them as base64, which the decoding checks (encoding/json)
 BYTES_FIELDS = {("", "ConfigMap"): ("binaryData",), ("", "Secret"): ("data",)}
+
+
+# the values of the fieldValidation parameter (metav1.FieldValidation*), sorted as
+# allowedFieldValidationValues.List() lists them
+FIELD_VALIDATION = ("", "Ignore", "Strict", "Warn")
+
+
+def go_map_repr(v):
+    """A JSON value decoded by k8s.io/apimachinery/pkg/util/json as Go's %+v prints it:
+    maps with their keys sorted, strings bare, integers as int64, other numbers as float64."""
+    if isinstance(v, dict):
+        return "map[" + " ".join("%s:%s" % (k, go_map_repr(v[k])) for k in sorted(v)) + "]"
+    if isinstance(v, list):
+        return "[" + " ".join(go_map_repr(x) for x in v) + "]"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "<nil>"
+    if isinstance(v, int):
+        return str(v)   # util/json decodes a whole JSON number as an int64
+    if isinstance(v, float):
+        return go_float(v)
+    return str(v)
+
+
+def go_float(f):
+    """A float64 as Go's %v prints it (strconv's 'g' at the shortest precision, whose
+    exponent form is used below 1e-4 and from 1e6 up: 1000000 prints as 1e+06)."""
+    if f == 0:
+        return "0"
+    t = decimal.Decimal(repr(abs(f))).normalize().as_tuple()
+    digits = "".join(str(d) for d in t.digits)
+    exp = len(digits) + t.exponent - 1
+    sign = "-" if f < 0 else ""
+    if exp < -4 or exp >= 6:
+        mant = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return "%s%se%s%02d" % (sign, mant, "-" if exp < 0 else "+", abs(exp))
+    if exp < 0:
+        return sign + "0." + "0" * (-exp - 1) + digits
+    whole = digits[:exp + 1].ljust(exp + 1, "0")
+    frac = digits[exp + 1:]
+    return sign + whole + ("." + frac if frac else "")
 
 
 def invalid(kind, group, name, errs):
@@ -209,6 +252,21 @@ class Api:
         self._tls.warnings = []
         return w
 
+    def begin_write(self, verb, query):
+        """A create, update or patch begins on this thread: its options are checked before
+        its body is read, as the handlers do (ValidateCreateOptions and the like: a 422 of
+        meta.k8s.io's CreateOptions, UpdateOptions or PatchOptions), and its fieldValidation
+        directive is kept for the decoding: Warn (the default) drops an unknown field and
+        names it in a Warning header, Ignore drops it silently, Strict fails the request."""
+        self._tls.warnings = []
+        v = (query or {}).get("fieldValidation", "")
+        if v not in FIELD_VALIDATION:
+            raise invalid({"create": "CreateOptions", "update": "UpdateOptions",
+                           "patch": "PatchOptions"}[verb], "meta.k8s.io", "",
+                          [FieldError("notsupported", "fieldValidation", v,
+                                      supported=list(FIELD_VALIDATION))])
+        self._tls.directive = v or "Warn"
+
     # ------------------------------------------------------------ helpers
 
     def external(self, res, stored, with_type=True):
@@ -221,7 +279,10 @@ class Api:
             obj.pop("apiVersion", None)
         return ordered(obj)
 
-    def _decode(self, res, body, verb):
+    def _decode(self, res, body, verb, shown=None):
+        """The object of a request's body, with the kind's unknown fields handled as the
+        request's fieldValidation directive says. shown: for a patch, the value its errors
+        show (what patch.go's field.Invalid of "patch" prints)."""
         if not isinstance(body, dict):
             raise bad_request("the object provided is unrecognized (must be of type %s): "
                               "json: cannot unmarshal into Go value of type %s"
@@ -250,20 +311,32 @@ class Api:
                         v.replace("\r", "").replace("\n", ""))).decode()
                     continue
                 if verb == "patch":
-                    # patch.go applyPatchToCurrentObject: the patched object does not decode;
-                    # field.Invalid of "patch" with the patched JSON (%q) as its value
-                    msg = "Invalid value: %s: %s" % (
-                        json.dumps(json.dumps(body, separators=(",", ":"))), err)
+                    # patch.go: the patched object does not decode; field.Invalid of "patch"
+                    msg = "Invalid value: %s: %s" % (json.dumps(shown), err)
                     raise StatusError(422, "Invalid", '"" is invalid: patch: ' + msg,
                                       {"causes": [{"reason": "FieldValueInvalid",
                                                    "message": msg, "field": "patch"}]})
                 # rest.go transformDecodeError
                 raise bad_request("%s in version %s cannot be handled as a %s: %s"
                                   % (res.kind, json.dumps(res.version), res.kind, err))
-        # fieldValidation=Warn: unknown fields are dropped and named in a Warning header
-        for path in F.prune(res.group, res.kind, out):
-            self._tls.warnings = (getattr(self._tls, "warnings", None) or []) + [
-                '299 - "unknown field \\"%s\\""' % path]
+        unknown = F.prune(res.group, res.kind, out)
+        directive = getattr(self._tls, "directive", "Warn")
+        if unknown and directive == "Strict":
+            # runtime.NewStrictDecodingError; non-strict errors (above) came first
+            err = "strict decoding error: " + ", ".join('unknown field "%s"' % u
+                                                         for u in unknown)
+            if verb == "patch":
+                msg = "Invalid value: %s: %s" % (json.dumps(shown), err)
+                raise StatusError(422, "Invalid", '"" is invalid: patch: ' + msg,
+                                  {"causes": [{"reason": "FieldValueInvalid",
+                                               "message": msg, "field": "patch"}]})
+            raise bad_request("%s in version %s cannot be handled as a %s: %s"
+                              % (res.kind, json.dumps(res.version), res.kind, err))
+        if directive == "Warn":
+            # unknown fields are dropped and named in a Warning header each
+            for path in unknown:
+                self._tls.warnings = (getattr(self._tls, "warnings", None) or []) + [
+                    '299 - "unknown field \\"%s\\""' % path]
         return out
 
     def _to_storage(self, res, obj, old=None):
@@ -633,7 +706,11 @@ class Api:
             rv = (new_ext.get("metadata") or {}).get("resourceVersion")
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise conflict(res, name)
-            obj = self._decode(res, new_ext, "patch")
+            # patch.go's field.Invalid of "patch" shows the patched JSON, or for a strategic
+            # merge patch the patch's map as Go's %+v prints it
+            shown = go_map_repr(patch) if ptype == "strategic" else \
+                json.dumps(new_ext, separators=(",", ":"))
+            obj = self._decode(res, new_ext, "patch", shown)
             stored, pre_errs, canonical = self._to_storage(res, obj)
             return self._finish_update(res, canonical, ns, name, old, stored, subresource,
                                        pre_errs, dry_run=bool(query.get("dryRun")))

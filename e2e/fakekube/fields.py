@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The fields of the served kinds' Go types, so that the decoder drops any other, as
-kube-apiserver's does: with fieldValidation Warn (the default since 1.23) an unknown field is
-dropped from the object and named in a Warning header (`299 - "unknown field \\"spec.x\\""`).
-The fake implements that default only: the fieldValidation parameter (Strict: a 400; Ignore: no
-warning) is not read.
+"""The fields of the served kinds' Go types, so that the decoder finds any other, as
+kube-apiserver's does. What becomes of one is the write's fieldValidation (api.py
+Api.begin_write): with Warn (the default since 1.25) it is dropped from the object and named in
+a Warning header (`299 - "unknown field \\"spec.x\\""`), with Ignore dropped silently, with
+Strict the write fails.
 
 Transcribed from k8s.io/api (ObjectMeta, the kinds' top-level fields, LeaseSpec); a value of
 ANY is not checked further here (the nested types of a Pod or Deployment spec are not

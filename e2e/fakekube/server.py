@@ -758,6 +758,7 @@ class Handler(BaseHTTPRequestHandler):
         if res.plural == "namespaces" and name is not None:
             ns = ""
         if res.create_only:
+            app.api.begin_write("create", query)
             obj = self._json(body)
             if res.plural == "tokenreviews":
                 return self._send(201, app.token_review(obj))
@@ -773,9 +774,10 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(*app.api.get_scale(res, ns, name))
             return self._send(*app.api.get(res, ns, name))
         if verb == "create" and sub == "binding":
+            app.api.begin_write("create", query)
             return self._send(*app.api.bind_pod(res, ns, name, self._json(body)))
         if verb in ("create", "update", "patch"):
-            app.api.take_warnings()
+            app.api.begin_write(verb, query)
             if verb == "create":
                 code, obj = app.api.create(res, ns, self._json(body), query)
             elif verb == "update":
