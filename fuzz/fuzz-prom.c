@@ -3,8 +3,11 @@
  * the full validation path, re-parsed in pseudo-random chunks (which must
  * give identical samples and the same error position), and parsed with a
  * want-filter (fast path), which must accept whatever the full path accepts
- * and deliver exactly the matching samples, whole or chunked alike. Also drives prom_parse_float and
- * prom_histogram_quantile with bytes of the input. */
+ * and deliver exactly the matching samples, whole or chunked alike, and
+ * also under a 64-byte line cap, whose long unwanted lines it skips (the
+ * same samples and lines as the whole read, unless a line it cannot skip is
+ * over the cap). Also drives prom_parse_float and prom_histogram_quantile
+ * with bytes of the input. */
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -152,6 +155,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (whole.rc == 0 &&
             (filt.rc != 0 || filt.acc.n != whole.acc.wanted || filt.st.samples != whole.st.samples))
             abort();
+        if (!o.max_line && whole.rc == 0) {
+            /* with a cap, the long unwanted lines skipped lose nothing a whole read finds
+             * (unless a line the filter cannot skip is over it) */
+            struct prom_parser_opts capped = o;
+            capped.max_line = 64;
+            struct run fc;
+            run_parse(data, size, &capped, 1, 0x5851f42d4c957f2dULL ^ size, &fc);
+            if (fc.rc != -E2BIG &&
+                (fc.rc != 0 || fc.acc.n != whole.acc.wanted ||
+                 fc.st.samples != whole.st.samples || fc.st.lines != whole.st.lines))
+                abort();
+        }
         /* the filtered parse (which skips long unwanted lines) does not depend on the chunks */
         struct run filt_chunked;
         run_parse(data, size, &o, 1, 0x2545f4914f6cdd1dULL ^ size, &filt_chunked);

@@ -126,6 +126,19 @@ def go_float(f):
     return sign + whole + ("." + frac if frac else "")
 
 
+def decode_error(res, verb, shown, err):
+    """A body that does not decode as res's kind: for a patch, patch.go's 422 (the patched
+    object does not decode; field.Invalid of "patch" showing `shown`), else rest.go's
+    transformDecodeError, a 400."""
+    if verb == "patch":
+        msg = "Invalid value: %s: %s" % (json.dumps(shown), err)
+        return StatusError(422, "Invalid", '"" is invalid: patch: ' + msg,
+                           {"causes": [{"reason": "FieldValueInvalid", "message": msg,
+                                        "field": "patch"}]})
+    return bad_request("%s in version %s cannot be handled as a %s: %s"
+                       % (res.kind, json.dumps(res.version), res.kind, err))
+
+
 def invalid(kind, group, name, errs):
     qual = kind if not group else "%s.%s" % (kind, group)
     if len(errs) == 1:
@@ -310,28 +323,14 @@ class Api:
                     values[k] = base64.b64encode(base64.b64decode(
                         v.replace("\r", "").replace("\n", ""))).decode()
                     continue
-                if verb == "patch":
-                    # patch.go: the patched object does not decode; field.Invalid of "patch"
-                    msg = "Invalid value: %s: %s" % (json.dumps(shown), err)
-                    raise StatusError(422, "Invalid", '"" is invalid: patch: ' + msg,
-                                      {"causes": [{"reason": "FieldValueInvalid",
-                                                   "message": msg, "field": "patch"}]})
-                # rest.go transformDecodeError
-                raise bad_request("%s in version %s cannot be handled as a %s: %s"
-                                  % (res.kind, json.dumps(res.version), res.kind, err))
+                raise decode_error(res, verb, shown, err)
         unknown = F.prune(res.group, res.kind, out)
         directive = getattr(self._tls, "directive", "Warn")
         if unknown and directive == "Strict":
             # runtime.NewStrictDecodingError; non-strict errors (above) came first
             err = "strict decoding error: " + ", ".join('unknown field "%s"' % u
                                                          for u in unknown)
-            if verb == "patch":
-                msg = "Invalid value: %s: %s" % (json.dumps(shown), err)
-                raise StatusError(422, "Invalid", '"" is invalid: patch: ' + msg,
-                                  {"causes": [{"reason": "FieldValueInvalid",
-                                               "message": msg, "field": "patch"}]})
-            raise bad_request("%s in version %s cannot be handled as a %s: %s"
-                              % (res.kind, json.dumps(res.version), res.kind, err))
+            raise decode_error(res, verb, shown, err)
         if directive == "Warn":
             # unknown fields are dropped and named in a Warning header each
             for path in unknown:

@@ -181,6 +181,11 @@ bool prom_name_valid(const char *s, size_t n)
     return n > 0 && (cls[(unsigned char)s[0]] & C_NAME0) && skip_name(s, s + n, C_NAME) == s + n;
 }
 
+bool prom_name_char(char c)
+{
+    return (cls[(unsigned char)c] & C_NAME) != 0;
+}
+
 /* ---- metadata lines --------------------------------------------------- */
 
 static int parse_type_word(const char *s, size_t n, enum prom_type *out)

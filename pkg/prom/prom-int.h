@@ -39,6 +39,7 @@ struct prom_parser {
     uint64_t bytes, lines, samples, emitted;
     bool saw_eof, finished;
     bool skipping; /* inside a line over max_line that is an unwanted sample's */
+    unsigned char skip_lex; /* where that line's lexer stands (stream.c, enum skip_lex) */
     bool open_quote; /* the last line parsed failed inside a quoted label value */
     struct prom_error err; /* err.code != 0: sticky error */
 };
@@ -56,6 +57,9 @@ bool prom_family_wanted(const struct prom_parser *p);
 
 /** Is s[0..n) a valid metric name (non-empty)? */
 bool prom_name_valid(const char *s, size_t n);
+
+/** May c be part of a metric name (after its first byte)? */
+bool prom_name_char(char c);
 
 /** Parse s[0..len) as a base-10 int64 with optional sign (Go ParseInt). 0, -EINVAL for bad
  *  syntax, or -ERANGE for a well-formed number beyond int64 (*out untouched). */

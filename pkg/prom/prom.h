@@ -185,8 +185,10 @@ void prom_parser_free(struct prom_parser *p);
  * filtered parse accepts everything a full parse accepts, and may accept some
  * garbage inside unwanted lines. An unwanted sample's line may also be longer
  * than max_line: once its first max_line bytes show its name, the rest is
- * skipped unread up to the next '\n' (Prometheus has no line limit; memory
- * stays bounded). Metadata lines are always fully checked.
+ * skipped unread up to the '\n' that ends it (in the text format not one
+ * inside a quoted label value, as when the line is read whole; Prometheus
+ * has no line limit; memory stays bounded). Metadata lines are always fully
+ * checked.
  * Returns 0, or -EINVAL unless the string is a valid metric name (for a
  * prefix: a valid start of one). Affects lines not yet parsed.
  */

@@ -10,7 +10,9 @@
  * part of the value): it is assembled in the same buffer and parsed again.
  * A line over max_line is an error, unless its first max_line bytes
  * show an unwanted sample (prom_line_skippable): that one is skipped unread
- * up to its '\n', however long, as Prometheus has no line limit. The total
+ * up to the '\n' that ends it, however long, as Prometheus has no line
+ * limit (in the text format a '\n' inside a quoted label value does not end
+ * it: a small lexer follows the label set while skipping). The total
  * fed is capped at max_total. Errors are recorded once in the parser and are
  * sticky until prom_parser_reset(). The parser owns every buffer; a sample's
  * pointers are valid only during its callback. */
@@ -58,6 +60,49 @@ static void skipped_line(struct prom_parser *p)
     p->samples++;
 }
 
+/* Where a skipped text-format sample line stands: in its name, in blanks
+ * after it, in its label set, in a quoted value (just after a backslash
+ * there), or past the set (or where no set can begin any more). As
+ * in prom_line_parse(), a backslash takes the next byte with it, and a raw
+ * '\n' in a quoted value is part of the value. */
+enum skip_lex { SKIP_NAME, SKIP_BLANK, SKIP_LABELS, SKIP_QUOTE, SKIP_ESCAPE, SKIP_REST };
+
+/* Follow s[0..n) of a skipped line: the '\n' that ends it (NULL: not in
+ * s[0..n)), the '\n's inside its label values counted in *joined. The
+ * OpenMetrics format has none (a raw '\n' in a value is an error there, and
+ * the line ends at it). */
+static const char *skip_lex(struct prom_parser *p, const char *s, size_t n, uint64_t *joined)
+{
+    if (p->opts.format == PROM_FMT_OPENMETRICS)
+        return memchr(s, '\n', n);
+    unsigned char st = p->skip_lex;
+    const char *e = s + n;
+    for (; s < e && st != SKIP_REST; s++) {
+        char c = *s;
+        bool blank = c == ' ' || c == '\t';
+        if (st == SKIP_ESCAPE || (st == SKIP_QUOTE && c != '"' && c != '\\')) {
+            *joined += c == '\n';
+            st = SKIP_QUOTE;
+        } else if (c == '\n') {
+            break;
+        } else if (st == SKIP_QUOTE) {
+            st = c == '"' ? SKIP_LABELS : SKIP_ESCAPE;
+        } else if (st == SKIP_LABELS) {
+            st = c == '"' ? SKIP_QUOTE : c == '}' ? SKIP_REST : SKIP_LABELS;
+        } else if (c == '{') {
+            st = SKIP_LABELS;
+        } else if (blank) {
+            st = SKIP_BLANK;
+        } else if (st == SKIP_BLANK || !prom_name_char(c)) {
+            st = SKIP_REST; /* the value: no label set follows */
+        }
+    }
+    p->skip_lex = st;
+    if (s < e && st == SKIP_REST)
+        return memchr(s, '\n', (size_t)(e - s));
+    return s < e ? s : NULL;
+}
+
 /* Make the partial-line buffer hold at least n bytes, keeping its content. */
 static void grow_pend(struct prom_parser *p, size_t n)
 {
@@ -93,11 +138,12 @@ static int parse_line(struct prom_parser *p, const char *s, size_t n)
     return rc;
 }
 
-/* The line being assembled is over the cap; head holds its first max bytes.
- * As Prometheus has no line limit, an unwanted sample's line is skipped
- * unread (p->skipping: the rest of it up to '\n'), anything else is an
- * error. newlines counts the '\n's of a label value it spans before the
- * line the cap falls in, which count as lines. */
+/* The line being assembled is over the cap; head holds its first max bytes,
+ * which the caller skips. As Prometheus has no line limit, an unwanted
+ * sample's line is skipped unread (p->skipping: the rest of it up to the
+ * '\n' that ends it), anything else is an error. newlines counts the '\n's
+ * of a label value it spans before the line the cap falls in, which count
+ * as lines. */
 static int over_cap(struct prom_parser *p, const char *head, uint64_t newlines)
 {
     size_t max = p->opts.max_line;
@@ -110,6 +156,12 @@ static int over_cap(struct prom_parser *p, const char *head, uint64_t newlines)
         return p->err.code;
     }
     p->skipping = true;
+    p->skip_lex = SKIP_NAME;
+    size_t lead = 0; /* blanks before the name, which prom_line_skippable() found */
+    while (head[lead] == ' ' || head[lead] == '\t')
+        lead++;
+    uint64_t counted = 0; /* the head's '\n's are in newlines */
+    skip_lex(p, head + lead, max - lead, &counted);
     return 0;
 }
 
@@ -151,24 +203,29 @@ int prom_parser_feed(struct prom_parser *p, const void *data, size_t len, struct
     const char *s = data, *end = s + len;
     size_t max = p->opts.max_line;
     while (s < end) {
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
         if (p->skipping) { /* the rest of a line over the cap */
-            if (!nl)
+            uint64_t joined = 0;
+            const char *eol = skip_lex(p, s, (size_t)(end - s), &joined);
+            p->lines += joined;
+            if (!eol)
                 return 0;
             skipped_line(p);
-            s = nl + 1;
+            s = eol + 1;
             continue;
         }
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
         size_t take = (size_t)((nl ? nl : end) - s);
         const char *line = s;
         size_t ll = take;
         if (p->pend_len > 0) { /* completing a line begun in an earlier chunk */
             if (take > max - p->pend_len) {
+                size_t part = max - p->pend_len;
                 grow_pend(p, max);
-                memcpy(p->pend + p->pend_len, s, max - p->pend_len);
+                memcpy(p->pend + p->pend_len, s, part);
                 if (over_cap(p, p->pend, p->pend_joined) < 0)
                     return set_err(p, err);
-                continue; /* skipping from s */
+                s += part; /* skipping from past the head */
+                continue;
             }
             pend_append(p, s, take);
             if (!nl)
@@ -176,18 +233,14 @@ int prom_parser_feed(struct prom_parser *p, const void *data, size_t len, struct
             line = p->pend;
             ll = p->pend_len;
             p->pend_len = 0;
-        } else if (!nl) { /* the start of a line the next chunk completes */
-            if (take > max) {
-                if (over_cap(p, s, 0) < 0)
-                    return set_err(p, err);
-                return 0;
-            }
-            carry(p, s, take);
-            return 0;
         } else if (take > max) {
             if (over_cap(p, s, 0) < 0)
                 return set_err(p, err);
+            s += max; /* skipping from past the head */
             continue;
+        } else if (!nl) { /* the start of a line the next chunk completes */
+            carry(p, s, take);
+            return 0;
         }
         int rc = parse_line(p, line, ll);
         if (rc == 1) {
@@ -195,6 +248,8 @@ int prom_parser_feed(struct prom_parser *p, const void *data, size_t len, struct
             if (ll == max) {
                 if (over_cap(p, line, p->pend_joined + 1) < 0)
                     return set_err(p, err);
+                uint64_t counted = 0; /* the '\n' after the head, counted above */
+                skip_lex(p, "\n", 1, &counted);
             } else {
                 if (line != p->pend)
                     carry(p, line, ll);
@@ -269,6 +324,7 @@ void prom_parser_reset(struct prom_parser *p)
     p->fam_wanted = false;
     p->bytes = p->lines = p->samples = p->emitted = 0;
     p->saw_eof = p->finished = p->skipping = false;
+    p->skip_lex = SKIP_NAME;
     memset(&p->err, 0, sizeof(p->err));
 }
 

@@ -1027,6 +1027,39 @@ static void test_line_cap_unwanted(void **state)
         }
 }
 
+/* A skipped line over the cap goes on past a raw newline inside a quoted
+ * label value (text format), as when it is read whole: what follows inside
+ * the value, escaped quotes and a backslash before a newline included, is
+ * not taken for samples, and the lines are numbered as the file's. */
+static void test_line_cap_unwanted_raw_newline(void **state)
+{
+    (void)state;
+    static const char text[] = "w 1\nother {a=\"0123456789012345678\nw 999\n\\\"} x\n\\\n"
+                               "w 998\"} 2\nw{x=\"y\"} 3\n";
+    for (size_t step = 0; step < sizeof(text); step++) {
+        struct coll c = {0};
+        struct prom_stats st;
+        struct prom_error err;
+        int rc = feed_wanting_w(text, step, &c, &st, &err);
+        if (rc != 0 || c.n != 2 || st.samples != 3 || st.lines != 7)
+            fail_msg("step %zu: rc %d (%s) samples %zu/%llu lines %llu", step, rc, err.msg, c.n,
+                     (unsigned long long)st.samples, (unsigned long long)st.lines);
+        assert_true(c.v[0].value == 1 && c.v[1].value == 3);
+        assert_int_equal(c.v[1].line, 7);
+        coll_free(&c);
+    }
+    /* the same file read whole (no cap reached): the same samples and lines */
+    struct coll c = {0};
+    struct prom_error err;
+    struct prom_parser_opts o = {.format = PROM_FMT_TEXT};
+    assert_int_equal(prom_parse(text, strlen(text), &o, collect, &c, &err), 0);
+    assert_int_equal(c.n, 3);
+    assert_int_equal(find(&c, "w", "x=")->line, 7);
+    assert_string_equal(find(&c, "other", NULL)->labels,
+                        "a=\"0123456789012345678\nw 999\n\"} x\n\\\nw 998\"");
+    coll_free(&c);
+}
+
 static void test_callback_stop(void **state)
 {
     (void)state;
@@ -1306,6 +1339,7 @@ int main(void)
         cmocka_unit_test(test_split_every_byte),
         cmocka_unit_test(test_raw_newline_in_label_value), cmocka_unit_test(test_size_cap),
         cmocka_unit_test(test_line_cap),         cmocka_unit_test(test_line_cap_unwanted),
+        cmocka_unit_test(test_line_cap_unwanted_raw_newline),
         cmocka_unit_test(test_callback_stop),
         cmocka_unit_test(test_filter),           cmocka_unit_test(test_corpus_vllm),
         cmocka_unit_test(test_corpus_triton),    cmocka_unit_test(test_corpus_tgi),
