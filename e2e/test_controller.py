@@ -10,6 +10,7 @@ Serving pods are fake metrics endpoints on their own loopback addresses
 (127.0.9.N); the test sets the total request rate. The Prometheus source's tests
 (10-14) answer from a fake Prometheus on loopback (e2e/fakeprom)."""
 import base64
+import calendar
 import contextlib
 import json
 import os
@@ -1037,6 +1038,43 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             hosts = {r["host"] for r in self.fk.requests(since)[0]
                      if r["userAgent"].startswith("gpuscaler")}
             self.assertEqual(hosts, {self.fk.url.split("://", 1)[1]})
+
+    def test_21_statuses_keep_up_beyond_the_report_budget(self):
+        """More Deployments decided in one tick than the report budget (32 writes in flight):
+        each status annotation still goes out in that tick, the ones over the budget as the
+        earlier writes end, not a tick later. 40 Deployments without pods, 8 s ticks: every
+        status carries the first tick's time (to the second)."""
+        from ctlharness import deployment
+        names = ["budget-%02d" % i for i in range(40)]
+        for n in names:
+            self.c.create("deployments", deployment(n, 1, dict(ANNOTATIONS), self.metrics.port),
+                          self.ns)
+        self.addCleanup(lambda: [self.c.delete("deployments", n, self.ns) for n in names])
+        cfg = CONFIG.replace("decision-interval: 1s", "decision-interval: 8s")
+        g = self.start(cfg, ident="inst-budget")
+
+        def statuses():
+            out = {}
+            for d in self.c.list("deployments", self.ns)["items"]:
+                st = (d["metadata"].get("annotations") or {}).get("gpuscaler.io/status")
+                if d["metadata"]["name"] in names and st:
+                    out[d["metadata"]["name"]] = json.loads(st)
+            return out
+        try:
+            got = wait_for(lambda: (lambda s: s if len(s) == len(names) else None)(statuses()),
+                           30, interval=0.5, what="a status on every Deployment")
+            times = sorted({st["time"] for st in got.values()})
+            # one tick's decisions: within a second or two, where the next tick is 8 s later
+            first, last = (calendar.timegm(time.strptime(t, "%Y-%m-%dT%H:%M:%SZ"))
+                           for t in (times[0], times[-1]))
+            self.assertLessEqual(last - first, 2, times)
+            self.assertEqual({st["reason"] for st in got.values()}, {"MetricsUnavailable"})
+            # nothing is left waiting
+            for q in ("decision", "refresh"):
+                self.assertEqual(g.metric("gpuscaler_status_writes_waiting",
+                                          '{queue="%s"}' % q), 0.0)
+        finally:
+            g.stop()
 
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result

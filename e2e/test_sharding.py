@@ -24,6 +24,7 @@ Scale: GPUSCALER_SHARD_DEPLOYMENTS (default 300) x GPUSCALER_SHARD_PODS_PER
 (default 10) keeps CI near two minutes on two cores; bench/sharding.py runs
 the same scenario at 3,000 Deployments and 30,000 pods and prints figures.
 """
+import calendar
 import http.client
 import json
 import os
@@ -180,12 +181,15 @@ class ShardingE2E(unittest.TestCase):
         wait_for(balanced, 120, interval=1, what="all shards held and split")
         FIGURES["split_s"] = round(time.time() - t0, 1)
         # steady state on the settled split: scrapes, decisions, status writes
+        refresh0 = {k: self.status_writes(g, "refresh") for k, g in live.items()}
         c0, w0, peak = {k: cpu_s(g.pid) for k, g in live.items()}, time.time(), {}
         while time.time() - w0 < WINDOW_S:
             time.sleep(0.5)
             for k, g in live.items():
                 peak[k] = max(peak.get(k, 0.0), rss_mib(g.pid))
-        FIGURES["steady_window_s"] = round(time.time() - w0, 1)
+        w1 = time.time()
+        FIGURES["steady_window_s"] = round(w1 - w0, 1)
+        self.check_status_writes(live, w0, w1, refresh0)
         FIGURES["cpu_pct_of_core"] = {k: round(100.0 * (cpu_s(g.pid) - c0[k]) /
                                                (time.time() - w0), 1) for k, g in live.items()}
         FIGURES["scrape_pods"] = {k: g.metric("gpuscaler_scrape_pods") for k, g in live.items()}
@@ -327,6 +331,44 @@ class ShardingE2E(unittest.TestCase):
             conn.close()
         return {i["metricLabels"]["deployment"]: i["value"]
                 for i in json.loads(body)["items"]}
+
+    @staticmethod
+    def status_writes(g, kind):
+        return g.metric("gpuscaler_status_writes_total", '{kind="%s"}' % kind) or 0.0
+
+    def check_status_writes(self, live, w0, w1, refresh0):
+        """Over the steady window: each replica's status annotation writes (in the fake's
+        write log) and, of them, the refreshes (the numbers alone changed: they change every
+        tick here), which go out at most 20 a second after a burst of 20; and how old the
+        statuses are at its end. New decisions (the first valid one of each Deployment, at
+        this scale still coming in the window) are not rate-limited."""
+        refresh = {k: self.status_writes(g, "refresh") - refresh0[k] for k, g in live.items()}
+        writes = self.fk.writes(namespace=self.ns, resource="deployments")["writes"]
+        per = {}
+        for w in writes:
+            if w0 <= w["time"] <= w1 and w["verb"] == "patch" and not w.get("subresource"):
+                ident = self.users.get(w["user"], w["user"])
+                per[ident] = per.get(ident, 0) + 1
+        span = w1 - w0
+        FIGURES["status_writes_per_s"] = {k: round(v / span, 1) for k, v in per.items()}
+        FIGURES["status_refreshes_per_s"] = {k: round(v / span, 1) for k, v in refresh.items()}
+        now = time.time()
+        ages = []
+        for d in self.c.list("deployments", self.ns)["items"]:
+            st = (d["metadata"].get("annotations") or {}).get("gpuscaler.io/status")
+            if st:
+                t = json.loads(st).get("time", "")
+                ages.append(now - calendar.timegm(time.strptime(t, "%Y-%m-%dT%H:%M:%SZ")))
+        ages.sort()
+        if ages:
+            FIGURES["status_age_s"] = {
+                "p50": round(ages[len(ages) // 2], 1), "p90": round(ages[len(ages) * 9 // 10], 1),
+                "max": round(ages[-1], 1), "with_status": len(ages)}
+        for ident, n in refresh.items():
+            self.assertLessEqual(n, 20 * span + 20, "%s sent %d status refreshes in %.1f s"
+                                 % (ident, n, span))
+            # the refreshes were in the write log too (the window's edges aside)
+            self.assertGreaterEqual(per.get(ident, 0) + 20, n)
 
     def check_any_replica_answers(self, live, holders):
         """HPA mode: every replica serves the Deployments of every shard: its own from its

@@ -204,6 +204,7 @@ static void req_free(struct cm_req *r)
     json_decref(r->bin);
     json_decref(r->text);
     xfree(r);
+    ctl_status_pump(c); /* the report budget has room again */
     ctl_io_end(c);
 }
 

@@ -167,8 +167,12 @@ struct ctl_wl {
     int64_t last_event_ms[POLICY_REASON_COUNT + 1];
     char *status_written;         /**< last status annotation (without time) */
     int64_t status_written_ms;
+    int32_t status_desired;       /**< its desired replicas */
+    bool status_unavailable;      /**< ... and whether it said MetricsUnavailable */
     bool status_inflight;         /**< a status annotation PATCH is in flight */
     bool status_deferred;         /**< a status update waits for a Deployment write in flight */
+    uint8_t status_q;             /**< the status queue it waits in (status.c), 0 none */
+    struct ctl_wl *sq_prev, *sq_next; /**< its neighbours there */
     bool hpa_conflict;            /**< an HPA or ScaledObject targets it (mode scale) */
     /* backlog (running + queued requests) samples, for demand = completions +
      * backlog growth */
@@ -188,9 +192,16 @@ struct ctl_wl {
 };
 
 #define CTL_WL_BUCKETS 1024
-/** Reports (status, events, checkpoints) in flight at most; the rest wait for
- *  a later tick, so 1,000 workloads do not burst 3,000 requests at once. */
+/** Reports (status, events, checkpoints) in flight at most, so 1,000
+ *  workloads do not burst 3,000 requests at once: statuses wait in a queue
+ *  for their turn (status.c), the other reports for a later tick. */
 #define CTL_REPORT_MAX_INFLIGHT 32
+
+/** A FIFO of workloads waiting to write their status (status.c). */
+struct ctl_status_queue {
+    struct ctl_wl *head, *tail;
+    size_t len;
+};
 
 struct controller {
     uv_loop_t *loop;
@@ -215,6 +226,11 @@ struct controller {
     void *close_arg;
     int pending_io;               /**< requests in flight (must reach 0 before free) */
     int report_inflight;          /**< status/event/checkpoint writes in flight */
+    struct ctl_status_queue status_q[2]; /**< decisions, then refreshes (status.c) */
+    double status_tokens;         /**< refresh writes allowed now (a token bucket) */
+    uint64_t status_tokens_ns;    /**< when it was last filled (uv_hrtime) */
+    uv_timer_t status_timer;      /**< wakes the refreshes when the next token is due */
+    uint64_t status_writes[2];    /**< status writes sent: decisions, refreshes */
     int ckpt_reads;               /**< checkpoint ConfigMap reads in flight */
     struct ctl_wl *table[CTL_WL_BUCKETS];
     size_t nwl;
@@ -365,14 +381,27 @@ bool ctl_acting_for(const struct controller *c, const char *ns, const char *name
 /* report.c */
 void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
                const char *message);
-/** Write the status annotation when the decision changed (or is due for a
- *  refresh); deferred while a /scale write or another status PATCH of the
- *  same Deployment is in flight, and written when that ends. */
-void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms);
-void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key,
-                        const char *msg, int64_t now_ms);
 void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double rate);
 void ctl_record_close(struct ctl_wl *w);
+
+/* status.c: the gpuscaler.io/status annotation */
+/** The status queues' timer and token bucket. */
+void ctl_status_init(struct controller *c);
+/** Write w's status annotation when anything in it but its time changed, or
+ *  it is due for its refresh: now, or at its turn in the queue when the
+ *  report budget is full (decisions before refreshes). Deferred while a
+ *  /scale write or another status PATCH of the same Deployment is in flight,
+ *  and written when that ends. */
+void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms);
+/** Write the statuses that waited, as far as the budget allows now; called
+ *  when a report ends, at the end of each tick and by the token timer. */
+void ctl_status_pump(struct controller *c);
+/** w is going away, or must not be written from the queue: take it out. */
+void ctl_status_forget(struct controller *c, struct ctl_wl *w);
+/** The InvalidAnnotation status of w's configuration error (key: the
+ *  annotation), written at once. */
+void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key,
+                        const char *msg, int64_t now_ms);
 
 /* checkpoint.c: forecaster and capacity state in the fixed ConfigMaps
  * <prefix>-0 .. <prefix>-(checkpoint.configmaps - 1) */

@@ -86,6 +86,7 @@ static void wl_remove(struct controller *c, struct ctl_wl *w)
     c->nwl--;
     if (c->scrape)
         scrape_forget(c->scrape, w->ns, w->name);
+    ctl_status_forget(c, w);
     wl_free(w);
 }
 
@@ -116,12 +117,8 @@ void controller_tick(struct controller *c)
             w->seen = false;
     size_t n = 0;
     const struct kube_deployment *const *ds = kube_cache_deployments(c->cache, &n);
-    /* Each tick starts one report budget further along the list, so when
-     * more statuses change than CTL_REPORT_MAX_INFLIGHT allows per tick, the
-     * writes rotate over all Deployments instead of always the same first ones. */
-    size_t off = n ? (size_t)((c->ticks * CTL_REPORT_MAX_INFLIGHT) % n) : 0;
     for (size_t i = 0; i < n; i++) {
-        const struct kube_deployment *d = ds[(i + off) % n];
+        const struct kube_deployment *d = ds[i];
         if (d->deleting)
             continue;
         struct ctl_wl *w = ctl_wl_find(c, d->ns, d->name);
@@ -172,6 +169,7 @@ void controller_tick(struct controller *c)
         }
     }
     ctl_checkpoint_tick(c, now, false);
+    ctl_status_pump(c);
     c->ticks++;
 #ifdef __GLIBC__
     /* give bursts of freed response buffers back to the OS once a minute */
@@ -217,7 +215,8 @@ int controller_new(uv_loop_t *loop, struct kube *k, struct kube_cache *cache, st
     uv_timer_init(loop, &c->tick_timer);
     uv_timer_init(loop, &c->elect_timer);
     uv_timer_init(loop, &c->hpa_timer);
-    c->open_handles = 3;
+    ctl_status_init(c);
+    c->open_handles = 4;
     uint64_t iv = (uint64_t)cfg->decision_interval_ms;
     uv_timer_start(&c->tick_timer, tick_cb, iv, iv);
     uv_timer_start(&c->hpa_timer, hpa_cb, 1000, 60000);
@@ -299,7 +298,7 @@ void controller_close(struct controller *c, controller_close_cb cb, void *arg)
     else if (c->leader_elect)
         ctl_elect_release(c);
     uv_handle_t *hs[] = {(uv_handle_t *)&c->tick_timer, (uv_handle_t *)&c->elect_timer,
-                         (uv_handle_t *)&c->hpa_timer};
+                         (uv_handle_t *)&c->hpa_timer, (uv_handle_t *)&c->status_timer};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(hs); i++) {
         hs[i]->data = c;
         uv_close(hs[i], handle_closed);
@@ -310,9 +309,11 @@ void controller_close(struct controller *c, controller_close_cb cb, void *arg)
 
 /* How old an owner's status annotation may be and still be served: it is
  * rewritten whenever any number in it changes, and refreshed every 5
- * minutes when nothing does (report.c STATUS_REFRESH_MS). While the shard's
- * owner is alive (its Lease valid), an unchanged annotation is its decision
- * as of its last tick, so that is the time served. */
+ * minutes when nothing does (status.c STATUS_REFRESH_MS; such refreshes
+ * wait their turn at 20 a second, which keeps them within this age up to
+ * about 6,000 Deployments a replica). While the shard's owner is alive (its
+ * Lease valid), an unchanged annotation is its decision as of its last tick
+ * (a new decision's write goes first), so that is the time served. */
 #define STATUS_SERVE_MAX_AGE_MS (5LL * 60 * 1000)
 
 static double status_num(const json_t *st, const char *key)

@@ -13,7 +13,7 @@
  *   act        policy_decide (size and rules, pkg/policy) -> the decision,
  *              then the /scale write and its Event              (scale.c)
  *   report     the decision -> logs, Events, status, record, checkpoint
- *                                                               (report.c)
+ *                                                  (report.c, status.c)
  * A follower runs the stages up to act and writes nothing. */
 #include "controller-int.h"
 

@@ -181,6 +181,18 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
                     (unsigned long long)c->events_sent);
     util_buf_printf(b, "gpuscaler_events_total{outcome=\"suppressed\"} %llu\n",
                     (unsigned long long)c->events_suppressed);
+    family(b, "gpuscaler_status_writes_waiting", "gauge",
+           "Status annotation writes waiting for the report budget.");
+    util_buf_printf(b, "gpuscaler_status_writes_waiting{queue=\"decision\"} %zu\n",
+                    c->status_q[0].len);
+    util_buf_printf(b, "gpuscaler_status_writes_waiting{queue=\"refresh\"} %zu\n",
+                    c->status_q[1].len);
+    family(b, "gpuscaler_status_writes_total", "counter",
+           "Status annotation writes sent, by kind (decision first, refresh rate-limited).");
+    util_buf_printf(b, "gpuscaler_status_writes_total{kind=\"decision\"} %llu\n",
+                    (unsigned long long)c->status_writes[0]);
+    util_buf_printf(b, "gpuscaler_status_writes_total{kind=\"refresh\"} %llu\n",
+                    (unsigned long long)c->status_writes[1]);
     family(b, "gpuscaler_invalid_annotations_total", "counter",
            "Workloads found with invalid annotations.");
     util_buf_printf(b, "gpuscaler_invalid_annotations_total %llu\n",

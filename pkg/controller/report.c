@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* controller/report: what the controller tells the cluster and the user:
- * Kubernetes Events (rate-limited per workload and reason), the
- * gpuscaler.io/status annotation (written when the decision changes, and at
- * most every few minutes otherwise), trace recording for `simulate`, and the
- * list of HPAs that would conflict. Checkpoints are in checkpoint.c. */
+ * Kubernetes Events (rate-limited per workload and reason), trace recording
+ * for `simulate`, and the list of HPAs that would conflict. The
+ * gpuscaler.io/status annotation is in status.c, checkpoints in
+ * checkpoint.c. */
 #include "controller-int.h"
 
 #include <errno.h>
@@ -19,7 +19,6 @@
 #define SUB "controller"
 #define EVENT_MIN_INTERVAL_MS (60LL * 1000)
 #define EVENT_WARN_INTERVAL_MS (10LL * 60 * 1000)
-#define STATUS_REFRESH_MS (5LL * 60 * 1000)
 
 /* ---- events --------------------------------------------------------------- */
 
@@ -54,6 +53,7 @@ static void simple_free(struct simple_req *r)
     xfree(r->ns);
     xfree(r->name);
     xfree(r);
+    ctl_status_pump(c); /* the budget has room again */
     ctl_io_end(c);
 }
 
@@ -129,96 +129,6 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
     json_decref(ev);
     if (rc != 0)
         simple_fail(r, rc);
-}
-
-/* ---- status annotation ------------------------------------------------------- */
-
-/* A status PATCH ended: the Deployment write that waited for it goes next
- * (a scale write first, then a newer status). */
-static void status_done(const struct kube_result *res, void *arg)
-{
-    struct simple_req *r = arg;
-    struct controller *c = r->c;
-    if (res->err != 0)
-        LOGW_WARN(SUB, r->ns, r->name, "%s failed: HTTP %ld %s %s", r->what, res->status,
-                  res->reason, res->message);
-    struct ctl_wl *w = ctl_wl_find(c, r->ns, r->name);
-    if (w) {
-        w->status_inflight = false;
-        if (w->scale_waiting) {
-            ctl_scale_resume(c, w);
-        } else if (w->status_deferred && !c->closing && ctl_acting_for(c, w->ns, w->name)) {
-            w->status_deferred = false;
-            ctl_status_update(c, w, util_now_unix_ms());
-        }
-    }
-    simple_free(r); /* last: it may finish closing the controller */
-}
-
-static void patch_status(struct controller *c, struct ctl_wl *w, const char *json)
-{
-    json_t *ann = json_pack("{s:s}", CTL_ANNOTATION_PREFIX "status", json);
-    struct simple_req *r = simple_new(c, w, "writing the status annotation");
-    int rc = kube_deployment_patch_annotations(c->kube, w->ns, w->name, ann, status_done, r);
-    json_decref(ann);
-    if (rc != 0)
-        simple_fail(r, rc);
-    else
-        w->status_inflight = true;
-}
-
-void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms)
-{
-    /* compare without the time so an unchanged decision is not rewritten */
-    struct ctl_status_capacity cap = {.in_use = w->cap_in_use,
-                                      .source = capacity_source_name(w->cap_source),
-                                      .est = &w->cap_est, .mismatch = w->cap_mismatch,
-                                      .in_service = w->cap_in_service,
-                                      .demand_unit =
-                                          policy_demand_unit_name(w->cfg.policy.demand_unit),
-                                      .tokens_per_request =
-                                          w->request_size > 0 ? w->request_size : NAN};
-    struct ctl_status_start start = {.schedule_ms = w->learned_schedule_ms,
-                                     .load_ms = w->learned_load_ms};
-    char *full = ctl_status_json(now_ms, &w->last, &cap, &start);
-    const char *body = strstr(full, "\"desired\"");
-    bool same = w->status_written && body && strcmp(body, w->status_written) == 0;
-    if ((same && now_ms - w->status_written_ms < STATUS_REFRESH_MS) || !budget(c)) {
-        xfree(full);
-        return;
-    }
-    if (w->scaling || w->status_inflight) {
-        w->status_deferred = true; /* written when that write ends */
-        xfree(full);
-        return;
-    }
-    w->status_deferred = false;
-    xfree(w->status_written);
-    w->status_written = xstrdup(body ? body : full);
-    w->status_written_ms = now_ms;
-    patch_status(c, w, full);
-    xfree(full);
-}
-
-void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key, const char *msg,
-                        int64_t now_ms)
-{
-    if (!ctl_acting_for(c, w->ns, w->name) || c->dry_run)
-        return;
-    struct util_buf b = {0};
-    char ts[40];
-    util_format_rfc3339(now_ms, ts, sizeof(ts));
-    util_buf_puts(&b, "{\"time\":");
-    util_buf_json_str(&b, ts);
-    util_buf_puts(&b, ",\"reason\":\"InvalidAnnotation\",\"key\":");
-    util_buf_json_str(&b, key);
-    util_buf_puts(&b, ",\"message\":");
-    util_buf_json_str(&b, msg);
-    util_buf_puts(&b, "}");
-    xfree(w->status_written);
-    w->status_written = NULL;
-    patch_status(c, w, b.data);
-    util_buf_free(&b);
 }
 
 /* ---- recording ------------------------------------------------------------- */
