@@ -186,6 +186,17 @@ static void patch_status(struct controller *c, struct ctl_wl *w, const char *jso
  * the others again. */
 static void status_try(struct controller *c, struct ctl_wl *w, int64_t now_ms, bool popped)
 {
+    /* what another replica serves to the HPA from this annotation: the
+     * desired count, valid unless the metrics are unavailable */
+    bool unavailable = w->last.reason == POLICY_METRICS_UNAVAILABLE;
+    int which = !w->status_written || w->last.desired != w->status_desired ||
+                        unavailable != w->status_unavailable
+                    ? Q_DECISION
+                    : Q_REFRESH;
+    if (w->status_q == Q_REFRESH && which == Q_DECISION)
+        q_unlink(c, w); /* a new decision does not wait behind refreshes */
+    if (w->status_q != Q_NONE)
+        return; /* written at its turn, with the decision then */
     /* compare without the time so an unchanged decision is not rewritten */
     struct ctl_status_capacity cap = {.in_use = w->cap_in_use,
                                       .source = capacity_source_name(w->cap_source),
@@ -200,23 +211,12 @@ static void status_try(struct controller *c, struct ctl_wl *w, int64_t now_ms, b
     char *full = ctl_status_json(now_ms, &w->last, &cap, &start);
     const char *body = strstr(full, "\"desired\"");
     bool same = w->status_written && body && strcmp(body, w->status_written) == 0;
-    /* what another replica serves to the HPA from this annotation: the
-     * desired count, valid unless the metrics are unavailable */
-    bool unavailable = w->last.reason == POLICY_METRICS_UNAVAILABLE;
-    int which = !w->status_written || w->last.desired != w->status_desired ||
-                        unavailable != w->status_unavailable
-                    ? Q_DECISION
-                    : Q_REFRESH;
     if (same && now_ms - w->status_written_ms < STATUS_REFRESH_MS)
         goto out;
     if (w->scaling || w->status_inflight) {
         w->status_deferred = true; /* written when that write ends */
         goto out;
     }
-    if (w->status_q == Q_REFRESH && which == Q_DECISION)
-        q_unlink(c, w); /* a new decision does not wait behind refreshes */
-    if (w->status_q != Q_NONE)
-        goto out; /* written at its turn, with the decision then */
     if ((!popped && c->status_q[which - 1].head) || !can_write(c, which)) {
         q_push(c, w, which);
         arm_token_timer(c);
