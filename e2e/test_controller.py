@@ -1076,6 +1076,63 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
         finally:
             g.stop()
 
+    def test_22_unchanged_statuses_rewritten_within_the_serving_limit(self):
+        """An unchanged status is rewritten every status.refresh-interval, within the age at
+        which other replicas stop serving it (5/4 of the interval plus three ticks), however
+        many refreshes wait before it: one still waiting at 9/8 of the interval is written as
+        a decision, past the refreshes' rate. 40 Deployments without pods (unchanged
+        MetricsUnavailable statuses, all due at once), a refresh interval of 8 s and 2
+        refreshes a second: at that rate the last would wait 20 s (a gap of 28 s between its
+        writes, where the serving limit is 13 s); promoted, every gap is at most 9 s plus a
+        tick."""
+        from ctlharness import deployment
+        names = ["keepalive-%02d" % i for i in range(40)]
+        for n in names:
+            self.c.create("deployments", deployment(n, 1, dict(ANNOTATIONS), self.metrics.port),
+                          self.ns)
+        self.addCleanup(lambda: [self.c.delete("deployments", n, self.ns) for n in names])
+        cfg = CONFIG + "status: {refresh-interval: 8s, writes-per-second: 2}\n"
+        g = self.start(cfg, ident="inst-keepalive")
+
+        def stamp(t):
+            return calendar.timegm(time.strptime(t, "%Y-%m-%dT%H:%M:%SZ"))
+
+        try:
+            seen = {n: [] for n in names}  # each Deployment's distinct status times
+            deadline, first = time.monotonic() + 60, None
+            while time.monotonic() < deadline:
+                for d in self.c.list("deployments", self.ns)["items"]:
+                    n = d["metadata"]["name"]
+                    st = (d["metadata"].get("annotations") or {}).get("gpuscaler.io/status")
+                    if n in seen and st:
+                        t = stamp(json.loads(st)["time"])
+                        if not seen[n] or seen[n][-1] != t:
+                            seen[n].append(t)
+                if first is None and all(seen.values()):
+                    first = time.monotonic()
+                    w0 = g.metric("gpuscaler_status_writes_total", '{kind="refresh"}')
+                if first is not None and time.monotonic() - first > 24:
+                    break
+                time.sleep(0.2)
+            self.assertIsNotNone(first, "a status on every Deployment")
+            elapsed = time.monotonic() - first
+            refreshes = g.metric("gpuscaler_status_writes_total", '{kind="refresh"}') - w0
+            decisions = g.metric("gpuscaler_status_writes_total", '{kind="decision"}')
+            gaps = [b - a for ts in seen.values() for a, b in zip(ts, ts[1:])]
+            # each rewritten at least twice in 24 s, none older than 9 s + a tick (the times
+            # are whole seconds: one more), within the serving limit of 10 s + 3 ticks
+            self.assertTrue(all(len(ts) >= 3 for ts in seen.values()), seen)
+            self.assertLessEqual(max(gaps), 11, sorted(gaps))
+            self.assertGreaterEqual(min(gaps), 8, sorted(gaps))  # not before they are due
+            # the refreshes kept their rate (a burst of 2, then 2 a second); the rest went
+            # out as decisions: more than the 40 first statuses
+            self.assertLessEqual(refreshes, 2 * elapsed + 2 + 2, (refreshes, elapsed))
+            self.assertGreater(decisions, 40 + 20, decisions)
+            print("FIGURES test_22 gaps_max_s=%d refreshes=%d decisions=%d elapsed_s=%.1f"
+                  % (max(gaps), refreshes, decisions, elapsed))
+        finally:
+            g.stop()
+
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result
     print("controller e2e: %d passed, %d failed, %d skipped" % (

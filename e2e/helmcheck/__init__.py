@@ -47,6 +47,7 @@ CONFIG_KEYS = {
                    "token-file": None, "username": None, "password-file": None,
                    "headers": "headers"},
     "scrape": {"interval": None, "timeout": None, "missing-fraction": None, "rate-window": None},
+    "status": {"refresh-interval": None, "writes-per-second": None},
     "checkpoint": {"configmap": None, "configmaps": None},
     "defaults": "annotations",
 }

@@ -92,6 +92,8 @@ static const struct key keys[] = {
     {"scrape.timeout", K_DUR, OFF(scrape.timeout_ms), 100, HOUR_MS},
     {"scrape.missing-fraction", K_FRACTION, OFF(scrape.missing_fraction), 0, 0},
     {"scrape.rate-window", K_DUR, OFF(scrape.rate_window_ms), 1000, 24 * HOUR_MS},
+    {"status.refresh-interval", K_DUR, OFF(status.refresh_interval_ms), 1000, HOUR_MS},
+    {"status.writes-per-second", K_INT, OFF(status.writes_per_second), 1, 10000},
     {"checkpoint.configmap", K_NAME, OFF(checkpoint_configmap), 0, CHECKPOINT_PREFIX_MAX},
     {"checkpoint.configmaps", K_INT, OFF(checkpoint_configmaps), 1, 1000},
     {"defaults", K_DEFAULTS, OFF(defaults), 0, 0},
@@ -141,6 +143,8 @@ void ctl_config_init(struct ctl_config *c)
     c->scrape.timeout_ms = 2000;
     c->scrape.missing_fraction = 0.3;
     c->scrape.rate_window_ms = 60000;
+    c->status.refresh_interval_ms = 4 * 60 * 1000;
+    c->status.writes_per_second = 20;
     set_str(&c->checkpoint_configmap, "gpuscaler-state");
     c->checkpoint_configmaps = 64;
 }

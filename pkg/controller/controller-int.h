@@ -398,6 +398,9 @@ void ctl_status_update(struct controller *c, struct ctl_wl *w, int64_t now_ms);
 void ctl_status_pump(struct controller *c);
 /** w is going away, or must not be written from the queue: take it out. */
 void ctl_status_forget(struct controller *c, struct ctl_wl *w);
+/** How old an owner's status annotation may be and still be served by
+ *  another replica: 5/4 of status.refresh-interval (5 minutes). */
+int64_t ctl_status_max_age_ms(const struct ctl_config *cfg);
 /** The InvalidAnnotation status of w's configuration error (key: the
  *  annotation), written at once. */
 void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key,

@@ -76,6 +76,12 @@ struct ctl_config {
         double missing_fraction;      /**< scrape.missing-fraction, 0.3 */
         int64_t rate_window_ms;       /**< scrape.rate-window, 60 s */
     } scrape;
+    struct {
+        int64_t refresh_interval_ms;  /**< status.refresh-interval, 4 min: an unchanged
+                                           gpuscaler.io/status is rewritten this often, and
+                                           other replicas serve it up to 5/4 of it old */
+        int64_t writes_per_second;    /**< status.writes-per-second, 20: refreshes a second */
+    } status;
     char *checkpoint_configmap;       /**< checkpoint.configmap, default "gpuscaler-state" */
     int64_t checkpoint_configmaps;    /**< checkpoint.configmaps: how many, 1..1000, default 64 */
     struct ctl_kv defaults[CTL_MAX_DEFAULTS]; /**< defaults: annotation values for all workloads */

@@ -307,14 +307,6 @@ void controller_close(struct controller *c, controller_close_cb cb, void *arg)
 
 /* ---- views ------------------------------------------------------------------ */
 
-/* How old an owner's status annotation may be and still be served: it is
- * rewritten whenever any number in it changes, and refreshed every 5
- * minutes when nothing does (status.c STATUS_REFRESH_MS; such refreshes
- * wait their turn at 20 a second, which keeps them within this age up to
- * about 6,000 Deployments a replica). While the shard's owner is alive (its
- * Lease valid), an unchanged annotation is its decision as of its last tick
- * (a new decision's write goes first), so that is the time served. */
-#define STATUS_SERVE_MAX_AGE_MS (5LL * 60 * 1000)
 
 static double status_num(const json_t *st, const char *key)
 {
@@ -341,7 +333,12 @@ static bool status_view(const struct controller *c, const struct kube_deployment
     if (ok) {
         int64_t tick = c->cfg->decision_interval_ms;
         bool live = ctl_shards_owner_live(c, d->ns, d->name);
-        int64_t max_age = STATUS_SERVE_MAX_AGE_MS + 3 * tick;
+        /* rewritten whenever any number in it changes, and refreshed at
+         * least every status.refresh-interval when nothing does (status.c);
+         * while the shard's owner is alive (its Lease valid), an unchanged
+         * annotation is its decision as of its last tick (a new decision's
+         * write goes first), so that is the time served */
+        int64_t max_age = ctl_status_max_age_ms(c->cfg) + 3 * tick;
         *v = (struct ctl_workload_view){
             .ns = d->ns,
             .name = d->name,

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* controller/status: the gpuscaler.io/status annotation, each Deployment's
  * last decision as JSON. It is written when anything in it but its time
- * changes, and at least every STATUS_REFRESH_MS.
+ * changes, and at least every status.refresh-interval (4 minutes), so that
+ * the other replicas, which serve it up to 5/4 of that old
+ * (ctl_status_max_age_ms), always have a fresh one.
  *
  * The writes share the report budget (CTL_REPORT_MAX_INFLIGHT) with Events
  * and checkpoints. A write the budget cannot take at once waits in a queue,
@@ -14,9 +16,13 @@
  *   whole budget, and go first;
  * - refreshes: anything else changed (the numbers, the reason's wording of
  *   the same count), or the periodic refresh. These use at most half the
- *   budget and STATUS_REFRESH_PER_S writes a second, so 1,000 Deployments
- *   whose numbers change every tick are a steady stream for the API
- *   server, not a burst each tick.
+ *   budget and status.writes-per-second writes a second (20), so 1,000
+ *   Deployments whose numbers change every tick are a steady stream for the
+ *   API server, not a burst each tick.
+ * A status still unwritten at 9/8 of the refresh interval would soon be
+ * served as stale (the HPA would hold): that write is a decision, whatever
+ * waits before it among the refreshes and whatever their rate, so at any
+ * scale an unchanged status is rewritten before its serving limit.
  * A queued Deployment is written once, at its turn, with its decision then. */
 #include "controller-int.h"
 
@@ -27,9 +33,6 @@
 #include "kube/kube.h"
 
 #define SUB "controller"
-#define STATUS_REFRESH_MS (5LL * 60 * 1000)
-#define STATUS_REFRESH_PER_S 20.0
-#define STATUS_REFRESH_BURST 20.0
 
 enum { Q_NONE, Q_DECISION, Q_REFRESH };
 
@@ -73,12 +76,23 @@ void ctl_status_forget(struct controller *c, struct ctl_wl *w)
 
 /* ---- the budget -------------------------------------------------------------- */
 
+int64_t ctl_status_max_age_ms(const struct ctl_config *cfg)
+{
+    return cfg->status.refresh_interval_ms * 5 / 4;
+}
+
+/* refreshes a second, and the bucket's size (a second's worth) */
+static double refresh_rate(const struct controller *c)
+{
+    return (double)c->cfg->status.writes_per_second;
+}
+
 static void refill(struct controller *c)
 {
     uint64_t now = uv_hrtime();
-    double add = (double)(now - c->status_tokens_ns) / 1e9 * STATUS_REFRESH_PER_S;
+    double add = (double)(now - c->status_tokens_ns) / 1e9 * refresh_rate(c);
     c->status_tokens_ns = now;
-    c->status_tokens = UTIL_MIN(STATUS_REFRESH_BURST, c->status_tokens + add);
+    c->status_tokens = UTIL_MIN(refresh_rate(c), c->status_tokens + add);
 }
 
 /* May a write of this kind go out now? A refresh also needs a token. */
@@ -107,14 +121,14 @@ static void arm_token_timer(struct controller *c)
     refill(c);
     if (c->status_tokens >= 1.0)
         return;
-    double wait_ms = (1.0 - c->status_tokens) / STATUS_REFRESH_PER_S * 1000.0;
+    double wait_ms = (1.0 - c->status_tokens) / refresh_rate(c) * 1000.0;
     uv_timer_start(&c->status_timer, on_token_timer, (uint64_t)wait_ms + 1, 0);
 }
 
 void ctl_status_init(struct controller *c)
 {
     uv_timer_init(c->loop, &c->status_timer);
-    c->status_tokens = STATUS_REFRESH_BURST;
+    c->status_tokens = refresh_rate(c);
     c->status_tokens_ns = uv_hrtime();
 }
 
@@ -189,8 +203,11 @@ static void status_try(struct controller *c, struct ctl_wl *w, int64_t now_ms, b
     /* what another replica serves to the HPA from this annotation: the
      * desired count, valid unless the metrics are unavailable */
     bool unavailable = w->last.reason == POLICY_METRICS_UNAVAILABLE;
+    int64_t refresh_ms = c->cfg->status.refresh_interval_ms;
+    /* ... and what keeps it served: one about to be served as stale */
+    bool expiring = w->status_written && now_ms - w->status_written_ms >= refresh_ms * 9 / 8;
     int which = !w->status_written || w->last.desired != w->status_desired ||
-                        unavailable != w->status_unavailable
+                        unavailable != w->status_unavailable || expiring
                     ? Q_DECISION
                     : Q_REFRESH;
     if (w->status_q == Q_REFRESH && which == Q_DECISION)
@@ -211,7 +228,7 @@ static void status_try(struct controller *c, struct ctl_wl *w, int64_t now_ms, b
     char *full = ctl_status_json(now_ms, &w->last, &cap, &start);
     const char *body = strstr(full, "\"desired\"");
     bool same = w->status_written && body && strcmp(body, w->status_written) == 0;
-    if (same && now_ms - w->status_written_ms < STATUS_REFRESH_MS)
+    if (same && now_ms - w->status_written_ms < refresh_ms)
         goto out;
     if (w->scaling || w->status_inflight) {
         w->status_deferred = true; /* written when that write ends */
