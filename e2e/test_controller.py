@@ -106,12 +106,14 @@ class ControllerE2E(unittest.TestCase):
         self.procs.append(g)
         return g
 
-    def make(self, name, replicas, subnet, annotations=None, rate=0.0, cold_start=0.0):
+    def make(self, name, replicas, subnet, annotations=None, rate=0.0, cold_start=0.0,
+             port_name="metrics"):
         ann = dict(ANNOTATIONS)
         ann.update(annotations or {})
-        self.c.create("deployments", deployment(name, replicas, ann, self.metrics.port), self.ns)
+        self.c.create("deployments", deployment(name, replicas, ann, self.metrics.port,
+                                                port_name=port_name), self.ns)
         k = MiniKubelet(self.c, self.ns, name, self.metrics, subnet=subnet,
-                        port=self.metrics.port, cold_start=cold_start)
+                        port=self.metrics.port, cold_start=cold_start, port_name=port_name)
         k.start()
         self.addCleanup(k.stop)
         return k
@@ -1132,6 +1134,41 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
                   % (max(gaps), refreshes, decisions, elapsed))
         finally:
             g.stop()
+
+    def test_23_metrics_port_by_name(self):
+        """gpuscaler.io/metrics-port may name a container port, as a PodMonitor does: each pod
+        is scraped on its own port of that name. A name no container port has is reported
+        (log and status) and the metrics are unavailable: replicas are held."""
+        self.make("named", 2, subnet=23, port_name="prom",
+                  annotations={"gpuscaler.io/metrics-port": "prom"})
+        self.make("unnamed", 2, subnet=24, port_name="prom",
+                  annotations={"gpuscaler.io/metrics-port": "nope"})
+        self.metrics.set_rate("named", 10)
+        self.metrics.set_rate("unnamed", 10)
+        g = self.start(ident="inst-portname")
+
+        def status(name):
+            d = self.c.get("deployments", name, self.ns)
+            st = (d["metadata"].get("annotations") or {}).get("gpuscaler.io/status")
+            return json.loads(st) if st else None
+        try:
+            # 10 req/s over 2 pods of 1 GPU: 5 per GPU, read through the port named prom
+            st = wait_for(lambda: (lambda s: s if s and s.get("requestsPerGPU") else None)(
+                status("named")), 20, what="named: requests per GPU")
+            self.assertAlmostEqual(st["requestsPerGPU"], 5, delta=1.5)
+            self.assertNotEqual(st["reason"], "MetricsUnavailable")
+            st = wait_for(lambda: (lambda s: s if s else None)(status("unnamed")), 20,
+                          what="unnamed: a status")
+            self.assertEqual(st["reason"], "MetricsUnavailable", st)
+            self.assertEqual(self.replicas("unnamed"), 2)
+            wait_for(lambda: [ln for ln in g.text().splitlines()
+                              if "deployment=unnamed" in ln
+                              and "no container port named nope" in ln], 10,
+                     what="the missing port's name in the log")
+        finally:
+            g.stop()
+            for n in ("named", "unnamed"):
+                self.c.delete("deployments", n, self.ns)
 
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result

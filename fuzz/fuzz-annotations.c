@@ -3,7 +3,8 @@
  * writes them). Input: lines "key=value"; keys get the gpuscaler.io/ prefix
  * unless they already carry one. They are parsed over default config; a
  * success must give a config that passes validation (with demand-unit
- * tokens, a generation-token metric to scrape; with requests, none), and the
+ * tokens, a generation-token metric to scrape; with requests, none), a
+ * metrics port that is a number or a valid port name, and the
  * status JSON of a decision made with it must be one line, and the default
  * PromQL built from its metric names must expand. */
 #include <stdbool.h>
@@ -46,6 +47,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char bad[160], err[256];
     if (ctl_workload_parse(&cfg, keys, vals, n, &w, bad, sizeof(bad), err, sizeof(err)) == 0) {
         if (policy_config_validate(&w.policy, err, sizeof(err)) != 0)
+            abort();
+        /* a port is a number or a name Kubernetes allows (IANA_SVC_NAME), never both */
+        size_t pn = strlen(w.scrape.port_name);
+        if (w.scrape.port < 0 || w.scrape.port > 65535 || (pn > 0 && w.scrape.port != 0) ||
+            pn > 15 || (pn > 0 && strspn(w.scrape.port_name,
+                                         "abcdefghijklmnopqrstuvwxyz0123456789-") != pn) ||
+            (pn > 0 && (w.scrape.port_name[0] == '-' || w.scrape.port_name[pn - 1] == '-' ||
+                        strstr(w.scrape.port_name, "--") ||
+                        !strpbrk(w.scrape.port_name, "abcdefghijklmnopqrstuvwxyz"))))
             abort();
         bool tokens = w.policy.demand_unit == POLICY_UNIT_TOKENS;
         if (tokens != (w.scrape.generation_token_metric[0] != '\0'))

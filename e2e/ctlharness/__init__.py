@@ -136,7 +136,7 @@ class MetricsPods:
         self.server.server_close()
 
 
-def deployment(name, replicas, annotations, port, gpus=1):
+def deployment(name, replicas, annotations, port, gpus=1, port_name="metrics"):
     labels = {"app": name}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
@@ -148,7 +148,7 @@ def deployment(name, replicas, annotations, port, gpus=1):
                 "metadata": {"labels": labels},
                 "spec": {"containers": [{
                     "name": "server", "image": "vllm/vllm-openai:latest",
-                    "ports": [{"name": "metrics", "containerPort": port}],
+                    "ports": [{"name": port_name, "containerPort": port}],
                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
                 }]},
             },
@@ -163,8 +163,10 @@ def now_rfc3339():
 class MiniKubelet:
     """Reconciles pods of one Deployment to spec.replicas, through the API only."""
 
-    def __init__(self, client, ns, name, metrics, subnet=9, gpus=1, port=8000, cold_start=0.0):
+    def __init__(self, client, ns, name, metrics, subnet=9, gpus=1, port=8000, cold_start=0.0,
+                 port_name="metrics"):
         self.c, self.ns, self.name, self.metrics = client, ns, name, metrics
+        self.port_name = port_name
         self.subnet, self.gpus, self.port = subnet, gpus, port
         self.cold_start = cold_start  # seconds from Pod creation to Ready
         self.next_ip = 1
@@ -186,7 +188,7 @@ class MiniKubelet:
                    "metadata": {"name": pname, "labels": {"app": self.name}},
                    "spec": {"containers": [{
                        "name": "server", "image": "x",
-                       "ports": [{"name": "metrics", "containerPort": self.port}],
+                       "ports": [{"name": self.port_name, "containerPort": self.port}],
                        "resources": {"limits": {"nvidia.com/gpu": str(self.gpus)}}}]}}
             self.c.create("pods", pod, self.ns)
             self.metrics.add(ip, self.name)

@@ -302,6 +302,14 @@ static void cold_start_add(struct cold_start *cs, const struct kube_pod *p)
     cs->seen = true;
 }
 
+/* The pod's container port of this name (gpuscaler.io/metrics-port), 0 if none. */
+static int named_port(const struct kube_pod *p, const char *name)
+{
+    const char *v = kube_labels_get(&p->ports, name);
+    int64_t port = 0;
+    return v && util_parse_int64(v, &port) == 0 && port > 0 && port < 65536 ? (int)port : 0;
+}
+
 /* ---- the stage ---------------------------------------------------------------- */
 
 void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
@@ -333,6 +341,7 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
         if (p->ready)
             cold_start_add(&cs, p);
         int port = cfg->scrape.port ? cfg->scrape.port
+                   : cfg->scrape.port_name[0] ? named_port(p, cfg->scrape.port_name)
                    : p->metrics_port ? p->metrics_port
                    : d->metrics_port ? d->metrics_port
                                      : d->http_port;

@@ -405,7 +405,18 @@ static void test_annotations(void **s)
     assert_string_equal(w.scrape.request_metric, "tgi_request_count");
     assert_string_equal(w.scrape.busy_metric, "tgi_request_inference_duration_sum");
     assert_int_equal(w.scrape.port, 3000);
+    assert_string_equal(w.scrape.port_name, "");
     assert_string_equal(w.scrape.path, "/metrics");
+    /* a port's name, as Kubernetes allows it (IANA_SVC_NAME) */
+    const char *named[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/metrics-port",
+                           "prom-9090"};
+    assert_int_equal(parse_ann(&c, named, 2, &w, bad, err), 0);
+    assert_int_equal(w.scrape.port, 0);
+    assert_string_equal(w.scrape.port_name, "prom-9090");
+    const char *longest[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/metrics-port",
+                             "a23456789012345"};
+    assert_int_equal(parse_ann(&c, longest, 2, &w, bad, err), 0);
+    assert_string_equal(w.scrape.port_name, "a23456789012345");
 
     static const struct {
         const char *k, *v, *badkey, *msg;
@@ -414,6 +425,15 @@ static void test_annotations(void **s)
         {"gpuscaler.io/metrics-profile", "sglang", "gpuscaler.io/metrics-profile", "not vllm"},
         {"gpuscaler.io/mode", "both", "gpuscaler.io/mode", "not scale or external-metric"},
         {"gpuscaler.io/metrics-port", "70000", "gpuscaler.io/metrics-port", "port number"},
+        {"gpuscaler.io/metrics-port", "0", "gpuscaler.io/metrics-port", "port number"},
+        {"gpuscaler.io/metrics-port", "Metrics", "gpuscaler.io/metrics-port", "nor a port name"},
+        {"gpuscaler.io/metrics-port", "metrics-http-port", "gpuscaler.io/metrics-port",
+         "nor a port name"}, /* 17 characters */
+        {"gpuscaler.io/metrics-port", "-metrics", "gpuscaler.io/metrics-port", "nor a port name"},
+        {"gpuscaler.io/metrics-port", "metrics-", "gpuscaler.io/metrics-port", "nor a port name"},
+        {"gpuscaler.io/metrics-port", "prom--http", "gpuscaler.io/metrics-port", "nor a port name"},
+        {"gpuscaler.io/metrics-port", "8000-9000", "gpuscaler.io/metrics-port", "nor a port name"},
+        {"gpuscaler.io/metrics-port", "", "gpuscaler.io/metrics-port", "nor a port name"},
         {"gpuscaler.io/metrics-path", "metrics", "gpuscaler.io/metrics-path", "absolute"},
         {"gpuscaler.io/request-metric", "bad name{}", "gpuscaler.io/request-metric", "metric name"},
         {"gpuscaler.io/busy-time-metric", "busy{}", "gpuscaler.io/busy-time-metric", "metric name"},

@@ -52,6 +52,27 @@ static bool printable(const char *s)
     return true;
 }
 
+/* A container port's name as Kubernetes validates it (IsValidPortName,
+ * IANA_SVC_NAME): 1 to 15 of a-z, 0-9 and '-', at least one letter, no '-'
+ * at either end or twice in a row. */
+static bool port_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    bool letter = false;
+    if (n == 0 || n > 15 || s[0] == '-' || s[n - 1] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch >= 'a' && ch <= 'z')
+            letter = true;
+        else if (!(ch >= '0' && ch <= '9') && ch != '-')
+            return false;
+        if (ch == '-' && s[i + 1] == '-')
+            return false;
+    }
+    return letter;
+}
+
 #define BAD(...)                                   \
     do {                                           \
         snprintf(err, errlen, __VA_ARGS__);        \
@@ -90,9 +111,20 @@ static int apply_ctl_key(struct ctl_workload_config *w, const char *k, const cha
     }
     if (strcmp(k, "metrics-port") == 0) {
         int64_t p;
-        if (util_parse_int64(v, &p) != 0 || p < 1 || p > 65535)
-            BAD("metrics-port: '%.40s' is not a port number (1 to 65535)", v);
-        w->scrape.port = (int)p;
+        w->scrape.port = 0;
+        w->scrape.port_name[0] = '\0';
+        if (util_parse_int64(v, &p) == 0) {
+            if (p < 1 || p > 65535)
+                BAD("metrics-port: '%.40s' is not a port number (1 to 65535)", v);
+            w->scrape.port = (int)p;
+        } else if (port_name_ok(v)) {
+            snprintf(w->scrape.port_name, sizeof(w->scrape.port_name), "%s", v);
+        } else {
+            BAD("metrics-port: '%.40s' is neither a port number (1 to 65535) nor a port name "
+                "(at most 15 of a-z, 0-9 and '-', with a letter, no '-' at either end or twice "
+                "in a row)",
+                v);
+        }
         return 0;
     }
     if (strcmp(k, "metrics-path") == 0) {

@@ -208,6 +208,38 @@ static void labels_clear(struct kube_labels *l, struct kintern *pool)
     *l = (struct kube_labels){0};
 }
 
+/* The named ports of every container, name -> decimal port, interned. */
+static void ports_from(const json_t *containers, struct kintern *pool, struct kube_labels *out)
+{
+    *out = (struct kube_labels){0};
+    size_t i, j, n = 0;
+    json_t *c, *p;
+    json_array_foreach(containers, i, c)
+        n += json_array_size(json_object_get(c, "ports"));
+    if (n == 0)
+        return;
+    out->items = xcalloc(n, sizeof(*out->items));
+    json_array_foreach(containers, i, c) {
+        json_array_foreach(json_object_get(c, "ports"), j, p) {
+            const char *name = str_at(p, "name");
+            int64_t port = int_at(p, "containerPort", 0);
+            if (!name || !name[0] || port <= 0 || port >= 65536 || out->n == n)
+                continue;
+            char num[8];
+            snprintf(num, sizeof(num), "%d", (int)port);
+            out->items[out->n].key = kintern_get(pool, name);
+            out->items[out->n].value = kintern_get(pool, num);
+            out->n++;
+        }
+    }
+    if (out->n == 0) {
+        xfree(out->items);
+        out->items = NULL;
+        return;
+    }
+    qsort(out->items, out->n, sizeof(*out->items), cmp_label);
+}
+
 static bool is_gpuscaler_key(const char *k)
 {
     return strncmp(k, KUBE_ANNOTATION_PREFIX, strlen(KUBE_ANNOTATION_PREFIX)) == 0;
@@ -316,6 +348,7 @@ void extract_pod_clear(struct kintern *pool, struct kube_pod *p)
     kintern_put(pool, p->ns);
     xfree((char *)p->name);
     labels_clear(&p->labels, pool);
+    labels_clear(&p->ports, pool);
     *p = (struct kube_pod){0};
 }
 
@@ -375,5 +408,6 @@ int extract_pod(struct kintern *pool, const json_t *obj, struct kube_pod *out, c
     out->metrics_port = port_named(containers, "metrics");
     if (!out->metrics_port)
         out->metrics_port = port_named(containers, "http");
+    ports_from(containers, pool, &out->ports);
     return 0;
 }

@@ -562,6 +562,9 @@ struct kube_pod {
     uint8_t unschedulable_gpu;
     int32_t gpus;                 /**< sum of nvidia.com/gpu and amd.com/gpu limits */
     int32_t metrics_port;         /**< container port named "metrics", else "http", else 0 */
+    /** The named container ports: name -> port number in decimal (strings
+     *  interned), for gpuscaler.io/metrics-port naming one. */
+    struct kube_labels ports;
 };
 
 struct kube_cache;

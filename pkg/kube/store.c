@@ -417,7 +417,8 @@ size_t kube_store_memory(const struct kube_store *s)
     for (size_t i = 0; kmap_next(&s->pods, &i, &v);) {
         const struct pod *p = v;
         n += sizeof(*p) + str_bytes(p->key) + str_bytes(p->rv) + str_bytes(p->pub.name) +
-             labels_bytes(&p->pub.labels, false); /* label strings are interned */
+             labels_bytes(&p->pub.labels, false) + /* label strings are interned */
+             labels_bytes(&p->pub.ports, false);
     }
     for (size_t i = 0; kmap_next(&s->deps, &i, &v);) {
         const struct dep *d = v;

@@ -39,7 +39,9 @@ const char *scrape_profile_name(enum scrape_profile p);
 struct scrape_spec {
     enum scrape_profile profile;
     char scheme[8];             /**< "http" (default) or "https" */
-    int port;                   /**< 0: the pod's container port named metrics, else http */
+    int port;                   /**< 0: the pod's container port named port_name, or
+                                     without one, named metrics, else http */
+    char port_name[16];         /**< a container port's name (IANA_SVC_NAME), or "" */
     char path[256];             /**< default "/metrics" */
     char request_metric[128];   /**< counter of finished requests; profile default if "" */
     char inflight_metric[128];  /**< gauge of running requests; optional */

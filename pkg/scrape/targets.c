@@ -40,6 +40,10 @@ static char *make_url(const struct scrape_spec *spec, const struct scrape_pod *p
         snprintf(why, whylen, "the pod has no IP address");
         return NULL;
     }
+    if ((port <= 0 || port > 65535) && spec->port_name[0]) {
+        snprintf(why, whylen, "the pod has no container port named %s", spec->port_name);
+        return NULL;
+    }
     if (port <= 0 || port > 65535) {
         snprintf(why, whylen, "no metrics port known for the pod");
         return NULL;
@@ -256,7 +260,8 @@ static bool same_metrics(const struct scrape_spec *a, const struct scrape_spec *
 static bool same_spec(const struct scrape_spec *a, const struct scrape_spec *b)
 {
     return same_metrics(a, b) && a->port == b->port && a->missing_fraction == b->missing_fraction &&
-           strcmp(a->scheme, b->scheme) == 0 && strcmp(a->path, b->path) == 0;
+           strcmp(a->port_name, b->port_name) == 0 && strcmp(a->scheme, b->scheme) == 0 &&
+           strcmp(a->path, b->path) == 0;
 }
 
 /* The shared copy of a normalised spec (one more user). */
