@@ -116,7 +116,7 @@ class DeployTest(unittest.TestCase):
         self.assertEqual(C.rules_table(role["rules"]), {
             ("coordination.k8s.io", "leases", ()): {"create"},
             ("coordination.k8s.io", "leases", (cfg["leader-election"]["lease-name"],)):
-                {"get", "update", "patch"},
+                {"get", "update"},
             ("", "configmaps", ()): {"create"},  # create cannot be limited by name
             ("", "configmaps", tuple("%s-%d" % (cfg["checkpoint"]["configmap"], i)
                                      for i in range(cfg["checkpoint"]["configmaps"]))):

@@ -29,6 +29,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from fakeprom import FakePrometheus  # noqa: E402
 from ctlharness import (Gpuscaler, MetricsPods, MiniKubelet, deployment, free_port,  # noqa: E402
                         wait_for)
 from fakekube import harness, kubeclient  # noqa: E402
@@ -147,8 +148,12 @@ class ExtMetricsE2E(unittest.TestCase):
                                  what="FailedDiscoveryCheck before gpuscaler runs")
         cls.down_answer = cls.c.raw("GET", EM)
         cls.metrics = MetricsPods()
+        # for Deployments with metrics-source: prometheus, 20 req/s
+        cls.prom = FakePrometheus(lambda t: 20.0,
+                                  lambda q: 0.5 if "histogram_quantile" in q else 20.0)
         t = time.monotonic()
-        cls.g = Gpuscaler(cls.gpuscaler_kubeconfig, CONFIG, [
+        cls.g = Gpuscaler(cls.gpuscaler_kubeconfig,
+                          CONFIG + "prometheus: {url: \"%s\"}\n" % cls.prom.url, [
             "--external-metrics=true", "--external-metrics-addr", "127.0.0.1:%d" % cls.port,
             "--tls-cert-file", cls.serving[0], "--tls-key-file", cls.serving[1]],
             ident="gpuscaler-hpa-e2e")
@@ -163,6 +168,7 @@ class ExtMetricsE2E(unittest.TestCase):
             p.stop()
             shutil.rmtree(p.dir, ignore_errors=True)
         cls.metrics.close()
+        cls.prom.close()
         cls.hpa_client.close()
         cls.c.close()
         cls.fk.stop()
@@ -229,8 +235,9 @@ class ExtMetricsE2E(unittest.TestCase):
         raise AssertionError("%s: gpuscaler and the HPA did not settle in %ds (last %s, "
                              "steps %s)" % (name, timeout, last, steps))
 
-    def make(self, name, replicas, subnet, rate):
-        self.c.create("deployments", deployment(name, replicas, dict(ANNOTATIONS),
+    def make(self, name, replicas, subnet, rate, annotations=None):
+        self.c.create("deployments", deployment(name, replicas,
+                                                dict(ANNOTATIONS, **(annotations or {})),
                                                 self.metrics.port), self.ns)
         k = MiniKubelet(self.c, self.ns, name, self.metrics, subnet=subnet,
                         port=self.metrics.port)
@@ -311,10 +318,19 @@ class ExtMetricsE2E(unittest.TestCase):
             what="the new label served")
         self.assertEqual(by_team["items"][0]["metricLabels"],
                          {"app": "llama", "team": "ml-infra", "deployment": "llama"})
-        # the rates carry their window
+        # the rates carry their window: scrape.rate-window for scraped pods, the PromQL
+        # queries' [2m] for a Deployment whose metrics come from Prometheus
         code, rpg = self.em_get("gpuscaler_requests_per_gpu", "deployment=llama")
         self.assertEqual(code, 200, rpg)
-        self.assertGreater(rpg["items"][0].get("window", 0), 0)
+        self.assertEqual(rpg["items"][0].get("window"), 3, rpg)
+        self.make("llama-prom", 2, subnet=19, rate=0,
+                  annotations={"gpuscaler.io/metrics-source": "prometheus"})
+        code, rpg = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(
+            self.em_get("gpuscaler_requests_per_gpu", "deployment=llama-prom")), 30,
+            what="gpuscaler_requests_per_gpu for llama-prom")
+        self.assertEqual(rpg["items"][0].get("window"), 120, rpg)
+        self.assertEqual(hpaemu.milli_value(rpg["items"][0]["value"]), 10000, rpg)  # 20 / 2
+        self.c.delete("deployments", "llama-prom", self.ns)
         # unknown metric, namespace, or a selector matching nothing: Status 404
         for metric, ns, sel in (("gpuscaler_nonsense", None, "deployment=llama"),
                                 ("gpuscaler_desired_replicas", "kube-public",

@@ -314,7 +314,7 @@ def check_render(objs, values, release, namespace):
         elif values["leaderElection"]["enabled"]:
             want_role[("coordination.k8s.io", "leases", ())] = {"create"}
             want_role[("coordination.k8s.io", "leases", (values["leaderElection"]["leaseName"],))] = \
-                {"get", "update", "patch"}
+                {"get", "update"}
         if rt != want_role:
             p.append("Role rules %r, want %r" % (rt, want_role))
         if role is not None and role["metadata"].get("namespace") != namespace:

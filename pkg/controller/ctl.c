@@ -308,6 +308,25 @@ void controller_close(struct controller *c, controller_close_cb cb, void *arg)
 /* ---- views ------------------------------------------------------------------ */
 
 
+/* The window behind a Deployment's rates: its scrapes' scrape.rate-window,
+ * or its PromQL queries' [2m]. */
+static int64_t rate_window_s(const struct controller *c, enum ctl_source source)
+{
+    return source == CTL_SOURCE_PROMETHEUS ? PROMQL_WINDOW_S
+                                           : c->cfg->scrape.rate_window_ms / 1000;
+}
+
+/* The metrics source of a Deployment another replica decides for: its
+ * annotation, else the config file's defaults (invalid ones are not served). */
+static enum ctl_source source_of(const struct controller *c, const struct kube_deployment *d)
+{
+    const char *v = kube_labels_get(&d->annotations, CTL_ANNOTATION_PREFIX "metrics-source");
+    for (size_t i = 0; !v && i < c->cfg->n_defaults; i++)
+        if (strcmp(c->cfg->defaults[i].key, "metrics-source") == 0)
+            v = c->cfg->defaults[i].value;
+    return v && strcmp(v, "prometheus") == 0 ? CTL_SOURCE_PROMETHEUS : CTL_SOURCE_SCRAPE;
+}
+
 static double status_num(const json_t *st, const char *key)
 {
     const json_t *v = json_object_get(st, key);
@@ -344,7 +363,7 @@ static bool status_view(const struct controller *c, const struct kube_deployment
             .name = d->name,
             .valid = live && strcmp(reason, "MetricsUnavailable") != 0 && now - at <= max_age,
             .time_ms = live && at < now - tick ? now - tick : at,
-            .window_s = c->cfg->scrape.rate_window_ms / 1000,
+            .window_s = rate_window_s(c, source_of(c, d)),
             .desired = (int32_t)json_integer_value(desired),
             .requests_per_gpu = status_num(st, "requestsPerGPU"),
             .forecast_requests_per_gpu = status_num(st, "forecastRequestsPerGPU"),
@@ -386,7 +405,7 @@ size_t controller_visit(struct controller *c, const char *ns, ctl_view_cb cb, vo
                 .name = w->name,
                 .valid = w->last_valid && now - w->last_decision_ms <= max_age,
                 .time_ms = w->last_decision_ms,
-                .window_s = c->cfg->scrape.rate_window_ms / 1000,
+                .window_s = rate_window_s(c, w->cfg.source),
                 .desired = w->last.desired,
                 .requests_per_gpu = w->last.requests_per_gpu,
                 .forecast_requests_per_gpu = w->last.forecast_requests_per_gpu,

@@ -65,7 +65,7 @@ struct promql {
 void promql_config_init(struct promql_config *c)
 {
     memset(c, 0, sizeof(*c));
-    c->window = "2m";
+    c->window = PROMQL_WINDOW;
     c->timeout_ms = 10000;
     c->max_body = (size_t)1 << 20;
 }
@@ -84,7 +84,7 @@ int promql_new(uv_loop_t *loop, struct httpc *h, const struct promql_config *cfg
     if (cfg) {
         c = *cfg;
         if (!c.window)
-            c.window = "2m";
+            c.window = PROMQL_WINDOW;
         if (c.timeout_ms <= 0)
             c.timeout_ms = 10000;
         if (!c.max_body)

@@ -114,6 +114,11 @@ struct promql_header {
     const char *value;
 };
 
+/** The default {{window}} of the queries, and its seconds: four samples at
+ *  kube-prometheus' scrape interval of 30 s (rate() needs two). */
+#define PROMQL_WINDOW "2m"
+#define PROMQL_WINDOW_S 120
+
 /** At most this many extra headers. */
 #define PROMQL_MAX_HEADERS 32
 
@@ -128,7 +133,7 @@ struct promql_config {
     const char *password_file; /**< basic auth password, re-read for every request */
     const struct promql_header *headers; /**< extra headers (promql_header_check), copied */
     size_t n_headers;
-    const char *window;     /**< {{window}}, default "2m" */
+    const char *window;     /**< {{window}}, default PROMQL_WINDOW ("2m") */
     int64_t timeout_ms;     /**< per request, default 10 s */
     size_t max_body;        /**< cap on an instant answer, default 1 MiB (range: 64x) */
 };
