@@ -309,10 +309,12 @@ class ShardingE2E(unittest.TestCase):
         self.assertIn("member lease deleted: lease=%s/e2e-shard-member-gone" % self.ns,
                       "".join(x.text() for x in live.values()))
 
-    def external_metric(self, ident, deployment, metric="gpuscaler_desired_replicas"):
+    def external_metric(self, ident, deployment, metric="gpuscaler_desired_replicas",
+                        items=False):
         """{deployment: value} that replica serves for one Deployment on
         external.metrics.k8s.io (its own port, self-signed certificate, the HPA's bearer
-        token), as an HPA asks (labelSelector deployment=NAME); {} when not served."""
+        token), as an HPA asks (labelSelector deployment=NAME); {} when not served. With
+        items, {deployment: the whole item}."""
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
@@ -329,7 +331,7 @@ class ShardingE2E(unittest.TestCase):
             self.assertEqual(r.status, 200, body[:300])
         finally:
             conn.close()
-        return {i["metricLabels"]["deployment"]: i["value"]
+        return {i["metricLabels"]["deployment"]: i if items else i["value"]
                 for i in json.loads(body)["items"]}
 
     @staticmethod
@@ -405,6 +407,12 @@ class ShardingE2E(unittest.TestCase):
                                     % (ident, served[ident], len(others)))
             self.assertEqual(agree[ident], served[ident],
                              "%s: values differ from the owner's status" % ident)
+            # a rate of another replica's Deployment carries its window: scraped pods',
+            # scrape.rate-window
+            for n in others[:3]:
+                for item in self.external_metric(ident, n, "gpuscaler_requests_per_gpu",
+                                                 items=True).values():
+                    self.assertEqual(item.get("window"), 10, item)
         FIGURES["hpa_foreign_asked"] = asked
         FIGURES["hpa_foreign_served"] = served
         FIGURES["hpa_foreign_agree_with_owner_status"] = agree
