@@ -1170,6 +1170,78 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             for n in ("named", "unnamed"):
                 self.c.delete("deployments", n, self.ns)
 
+    def test_24_least_privilege_rbac(self):
+        """gpuscaler works with exactly the permissions deploy/rbac.yaml grants it (the chart's,
+        checked equal by the deploy and helm checks), on an API server that enforces RBAC:
+        as its ServiceAccount it lists and watches, elects a leader, scales through /scale,
+        writes the status annotation and Events and, when it stops, its checkpoint, and is
+        refused nothing."""
+        if REAL:
+            self.skipTest("needs its own fake API server in RBAC mode")
+        import yaml
+        fk = harness.start(bookmark_interval="1s", extra_args=("--authorization-mode", "RBAC"))
+        self.addCleanup(fk.stop)
+        adm = fk.client()
+        self.addCleanup(adm.close)
+        plural = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts",
+                  "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
+                  "Role": "roles", "RoleBinding": "rolebindings"}
+        for f in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml"):
+            with open(os.path.join(os.path.dirname(HERE), "deploy", f)) as fh:
+                for doc in yaml.safe_load_all(fh):
+                    if doc:
+                        adm.create(plural[doc["kind"]], doc,
+                                   namespace=doc["metadata"].get("namespace"))
+        sa = "system:serviceaccount:gpuscaler:gpuscaler"
+        tok = "sa-" + os.urandom(6).hex()
+        fk.add_token(tok, sa, ("system:serviceaccounts", "system:serviceaccounts:gpuscaler"))
+        kc = os.path.join(fk.tmpdir, "kubeconfig-gpuscaler-sa.yaml")
+        harness.write_kubeconfig(kc, fk.url, ca_file=fk.pki["ca"], token=tok)
+        ns = "rbac-e2e"
+        adm.create("namespaces", {"metadata": {"name": ns}})
+        ann = dict(ANNOTATIONS)
+        adm.create("deployments", deployment("rbac", 2, ann, self.metrics.port), ns)
+        k = MiniKubelet(adm, ns, "rbac", self.metrics, subnet=25, port=self.metrics.port)
+        k.start()
+        self.addCleanup(k.stop)
+        self.metrics.set_rate("rbac", 30)  # 15 req/s per GPU over 2: above 80 % of 10
+        cfg = ("decision-interval: 1s\n"
+               "leader-election: {enabled: true, namespace: gpuscaler, lease-name: gpuscaler,"
+               " lease-duration: 4s, renew-deadline: 3s, retry-period: 1s}\n"
+               "namespaces: [%s]\n"
+               "scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}\n" % ns)
+        since = fk.requests()[1]
+        g = Gpuscaler(kc, cfg, (), "gpuscaler-rbac")
+        try:
+            wait_for(lambda: adm.get("deployments", "rbac", ns)["spec"]["replicas"] > 2, 30,
+                     what="a scale-out through /scale")
+            st = wait_for(lambda: (adm.get("deployments", "rbac", ns)["metadata"]
+                                   .get("annotations") or {}).get("gpuscaler.io/status"), 10,
+                          what="the status annotation")
+            self.assertIn(json.loads(st)["reason"], ("ScaledOut", "ScaleOutPending",
+                                                     "WithinBand", "SLAScaleOut"))
+            wait_for(lambda: events(adm, ns, "rbac", "ScaledOut"), 10, what="a ScaledOut Event")
+            lease = adm.get("leases", "gpuscaler", "gpuscaler")
+            self.assertTrue(lease["spec"].get("holderIdentity"))
+        finally:
+            g.stop()
+        # the graceful stop saved the forecaster's state in a checkpoint ConfigMap
+        cms = [c["metadata"]["name"] for c in adm.list("configmaps", "gpuscaler")["items"]]
+        self.assertTrue(any(n.startswith("gpuscaler-state-") for n in cms), cms)
+        reqs = [r for r in fk.requests(since)[0] if r.get("user") == sa]
+        refused = ["%s %s %s" % (r["method"], r["path"], r["query"]) for r in reqs
+                   if r.get("status") == 403]
+        self.assertEqual(refused, [], "refused to gpuscaler under deploy/rbac.yaml")
+        verbs = {(r.get("verb"), r.get("resource"), r.get("subresource")) for r in reqs
+                 if r.get("status") and 200 <= r["status"] < 300}
+        # (a watch is logged when it ends, a refused one at once)
+        for want in (("list", "deployments", None), ("list", "pods", None),
+                     ("list", "horizontalpodautoscalers", None),
+                     ("patch", "deployments", "scale"), ("patch", "deployments", None),
+                     ("create", "events", None), ("update", "leases", None)):
+            self.assertIn(want, verbs)
+        self.assertTrue({("create", "configmaps", None), ("patch", "configmaps", None)} & verbs)
+
 if __name__ == "__main__":
     r = unittest.main(verbosity=2, exit=False).result
     print("controller e2e: %d passed, %d failed, %d skipped" % (

@@ -465,6 +465,137 @@ class TestWriteLog(Base):
         w.close()
 
 
+class TestRBAC(unittest.TestCase):
+    """--authorization-mode=RBAC: requests are allowed by the stored Roles and bindings as
+    kube-apiserver's RBAC authorizer allows them, and refused with its 403."""
+
+    def test_rbac_authorization(self):
+        fk = harness.start(tls=False, extra_args=("--authorization-mode", "RBAC"))
+        try:
+            self._check(fk)
+        finally:
+            fk.stop()
+
+    def _check(self, fk):
+        adm = fk.client(max_retries=0)  # system:masters: anything
+        ns, sa = "rbac-t", "system:serviceaccount:rbac-t:scaler"
+        adm.create("namespaces", {"metadata": {"name": ns}})
+        adm.create("configmaps", cm("a"), namespace=ns)
+        adm.create("configmaps", cm("b"), namespace=ns)
+        adm.create("deployments", deployment("llm"), namespace=ns)
+        rbac = "rbac.authorization.k8s.io/v1"
+        adm.create("roles", {"apiVersion": rbac, "kind": "Role", "metadata": {"name": "cm-a"},
+                             "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                                        "resourceNames": ["a"],
+                                        "verbs": ["get", "list", "watch", "patch"]}]},
+                   namespace=ns)
+        adm.create("rolebindings", {  # a service account of the binding's namespace
+            "apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": "cm-a"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-a"},
+            "subjects": [{"kind": "ServiceAccount", "name": "scaler"}]}, namespace=ns)
+        adm.create("clusterroles", {"apiVersion": rbac, "kind": "ClusterRole",
+                                    "metadata": {"name": "scale"},
+                                    "rules": [{"apiGroups": ["apps"],
+                                               "resources": ["deployments/scale"],
+                                               "verbs": ["get", "update"]},
+                                              {"apiGroups": ["*"], "resources": ["*/status"],
+                                               "verbs": ["get"]},
+                                              {"nonResourceURLs": ["/metrics*"],
+                                               "verbs": ["get"]}]})
+        adm.create("clusterrolebindings", {
+            "apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": "scale"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "scale"},
+            "subjects": [{"kind": "Group", "name": "scalers"}]})
+        tok = "sa-" + os.urandom(4).hex()
+        fk.add_token(tok, sa, ("system:serviceaccounts", "scalers"))
+        kc = os.path.join(fk.tmpdir, "kubeconfig-sa.yaml")
+        harness.write_kubeconfig(kc, fk.url, token=tok)
+        c = fk.client(kc, max_retries=0)
+
+        def refused(msg, method, path, params=None, body=None):
+            st, _, raw = c.raw(method, path, body=body, params=params,
+                               content_type="application/merge-patch+json"
+                               if method == "PATCH" else None)
+            self.assertEqual(st, 403, raw)
+            doc = json.loads(raw)
+            self.assertEqual((doc["kind"], doc["reason"], doc["code"]),
+                             ("Status", "Forbidden", 403), doc)
+            self.assertEqual(doc["message"], msg)
+            return doc
+        try:
+            # the Role: configmap "a" by name, also a list or watch naming it
+            self.assertEqual(c.get("configmaps", "a", ns)["metadata"]["name"], "a")
+            c.patch("configmaps", "a", {"data": {"k": "2"}}, ns)
+            got = c.request("GET", "/api/v1/namespaces/%s/configmaps" % ns,
+                            params={"fieldSelector": "metadata.name=a"})
+            self.assertEqual([i["metadata"]["name"] for i in got["items"]], ["a"])
+            u = 'User "%s" cannot ' % sa
+            d = refused('configmaps "b" is forbidden: ' + u + 'get resource "configmaps" in API '
+                        'group "" in the namespace "rbac-t"',
+                        "GET", "/api/v1/namespaces/%s/configmaps/b" % ns)
+            self.assertEqual(d["details"], {"name": "b", "kind": "configmaps"})
+            refused("configmaps is forbidden: " + u + 'list resource "configmaps" in API group '
+                    '"" in the namespace "rbac-t"', "GET", "/api/v1/namespaces/%s/configmaps" % ns)
+            refused("configmaps is forbidden: " + u + 'list resource "configmaps" in API group '
+                    '"" at the cluster scope', "GET", "/api/v1/configmaps")
+            refused('configmaps "a" is forbidden: ' + u + 'delete resource "configmaps" in API '
+                    'group "" in the namespace "rbac-t"',
+                    "DELETE", "/api/v1/namespaces/%s/configmaps/a" % ns)
+            # the ClusterRole through a group: the scale subresource, not the Deployment
+            sc = c.get("deployments", "llm", ns, subresource="scale")
+            sc["spec"]["replicas"] = 3
+            self.assertEqual(c.update("deployments", sc, ns, subresource="scale")
+                             ["spec"]["replicas"], 3)
+            d = refused('deployments.apps "llm" is forbidden: ' + u + 'patch resource '
+                        '"deployments/scale" in API group "apps" in the namespace "rbac-t"',
+                        "PATCH", "/apis/apps/v1/namespaces/%s/deployments/llm/scale" % ns,
+                        body={"spec": {"replicas": 2}})
+            self.assertEqual(d["details"], {"name": "llm", "group": "apps", "kind": "deployments"})
+            refused('deployments.apps "llm" is forbidden: ' + u + 'get resource "deployments" in '
+                    'API group "apps" in the namespace "rbac-t"',
+                    "GET", "/apis/apps/v1/namespaces/%s/deployments/llm" % ns)
+            c.get("deployments", "llm", ns, subresource="status")  # */status
+            # non-resource URLs: a prefix rule, and the discovery every user has
+            refused('forbidden: ' + u + 'get path "/openid/v1/jwks"', "GET", "/openid/v1/jwks")
+            for path in ("/version", "/api", "/apis/apps/v1"):
+                self.assertEqual(c.raw("GET", path)[0], 200, path)
+            # a SubjectAccessReview is answered by the same rules, naming the binding
+            def sar(ra, groups=("system:serviceaccounts", "scalers", "system:authenticated")):
+                return adm.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                                   {"spec": {"user": sa, "groups": list(groups),
+                                             "resourceAttributes": ra}})["status"]
+            self.assertEqual(sar({"namespace": ns, "verb": "get", "resource": "configmaps",
+                                  "name": "a"}),
+                             {"allowed": True, "reason": 'RBAC: allowed by RoleBinding '
+                              '"cm-a/rbac-t" of Role "cm-a" to ServiceAccount "scaler/rbac-t"'})
+            self.assertEqual(sar({"namespace": ns, "verb": "update", "group": "apps",
+                                  "resource": "deployments", "subresource": "scale",
+                                  "name": "llm"}),
+                             {"allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding '
+                              '"scale" of ClusterRole "scale" to Group "scalers"'})
+            self.assertEqual(sar({"namespace": ns, "verb": "update", "group": "apps",
+                                  "resource": "deployments", "subresource": "scale"},
+                                 groups=("system:authenticated",)), {"allowed": False})
+            # a binding to a role that does not exist says so
+            adm.create("rolebindings", {
+                "apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": "ghost"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": "ghost"},
+                "subjects": [{"kind": "User", "name": sa}]}, namespace=ns)
+            refused("secrets is forbidden: " + u + 'list resource "secrets" in API group "" in '
+                    'the namespace "rbac-t": RBAC: clusterrole.rbac.authorization.k8s.io "ghost" '
+                    'not found', "GET", "/api/v1/namespaces/%s/secrets" % ns)
+            # bindings change what is allowed at once
+            adm.delete("rolebindings", "cm-a", ns)
+            refused('configmaps "a" is forbidden: ' + u + 'get resource "configmaps" in API '
+                    'group "" in the namespace "rbac-t": RBAC: clusterrole.rbac.authorization.k8s.io'
+                    ' "ghost" not found', "GET", "/api/v1/namespaces/%s/configmaps/a" % ns)
+        finally:
+            c.close()
+            adm.close()
+
+
 class TestScale(Base):
     def test_scale_subresource(self):
         d = deployment("llm", {"app": "llm"}, replicas=2,

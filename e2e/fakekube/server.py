@@ -40,6 +40,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from fakekube import api as A  # noqa: E402
 from fakekube.aggregator import Aggregator, parse_endpoint  # noqa: E402
 from fakekube.faults import IMMEDIATE_ACTIONS, Faults, FaultSpecError, fault_error  # noqa: E402
+from fakekube import rbac as RBAC  # noqa: E402
 from fakekube.resources import Registry  # noqa: E402
 from fakekube.store import Store  # noqa: E402
 from fakekube.validation import validate_sar  # noqa: E402
@@ -165,6 +166,9 @@ class FakeKube:
         self.api = A.Api(self.store, self.registry)
         self.faults = Faults()
         self.auth = Authenticator()
+        # --authorization-mode: AlwaysAllow (every authenticated request) or RBAC
+        self.authz = (RBAC.Authorizer(self.store, self.registry)
+                      if args.authorization_mode == "RBAC" else None)
         self.bookmark_interval = parse_duration(args.bookmark_interval)
         self.min_request_timeout = parse_duration(args.min_request_timeout)
         self.admin_token = args.admin_token or base64.urlsafe_b64encode(os.urandom(18)).decode()
@@ -196,6 +200,10 @@ class FakeKube:
         for ns in BUILTIN_NAMESPACES:
             self.api.create(self.registry.lookup("", "v1", "namespaces"), "",
                             {"metadata": {"name": ns}})
+        if self.authz is not None:
+            for plural, ns, obj in RBAC.BOOTSTRAP_OBJECTS:
+                self.api.create(self.registry.lookup(RBAC.RBAC_GROUP, "v1", plural), ns,
+                                json.loads(json.dumps(obj)))
         if args.faults:
             text = args.faults
             if text.startswith("@") or os.path.isfile(text):
@@ -457,6 +465,15 @@ class FakeKube:
                 if rule.get("reason"):
                     status["reason"] = rule["reason"]
                 break
+        if status is None and self.authz is not None:
+            # RBAC mode: the answer is the authorizer's, as kube-apiserver's
+            ok, why = self.authz.authorize(attrs["user"], list(spec.get("groups") or []), {
+                "resource_request": bool(ra), "verb": attrs["verb"], "group": attrs["group"],
+                "resource": attrs["resource"], "subresource": attrs["subresource"],
+                "namespace": attrs["namespace"], "name": attrs["name"], "path": attrs["path"]})
+            status = {"allowed": ok}
+            if why:
+                status["reason"] = why
         if status is None:
             allowed = self.sar_default == "allow" or (
                 self.sar_default == "known" and (
@@ -628,6 +645,8 @@ class Handler(BaseHTTPRequestHandler):
                 if ident is None:
                     raise A.StatusError(401, "Unauthorized", "Unauthorized")
                 entry["user"] = ident.user
+                if self.app.authz is not None:
+                    self._authorize(ident, info, query, path)
             req = dict(info, method=self.command, path=path, query=url.query,
                        user=ident.user if ident else "")
             latency, rule = self.app.faults.check(req)
@@ -680,6 +699,19 @@ class Handler(BaseHTTPRequestHandler):
                         and 200 <= self._status < 300 and entry.get("resource")
                         and not entry.get("aggregated")):
                     self.app.log_write(entry, self._sent)
+
+    def _authorize(self, ident, info, query, path):
+        """--authorization-mode=RBAC: a 403 as kube-apiserver's, before anything else (faults,
+        the aggregator's proxy, the handlers) sees the request."""
+        attrs = RBAC.attributes(info, query, path)
+        ok, why = self.app.authz.authorize(ident.user, ident.groups, attrs)
+        if ok:
+            return
+        details = {k: v for k, v in (("name", attrs["name"]), ("group", attrs["group"]),
+                                     ("kind", attrs["resource"]))
+                   if v and attrs["resource_request"]}
+        raise A.StatusError(403, "Forbidden", RBAC.forbidden_message(ident.user, attrs, why),
+                            details)
 
     def _request_info(self, path, query):
         """Parse a path like apiserver's RequestInfoFactory."""
@@ -1120,6 +1152,10 @@ def build_parser():
     ap.add_argument("--min-request-timeout", default="1800s",
                     help="watches without timeoutSeconds last between this and twice this [1800s]")
     ap.add_argument("--faults", help="initial fault rules: JSON list, or @FILE")
+    ap.add_argument("--authorization-mode", choices=("AlwaysAllow", "RBAC"),
+                    default="AlwaysAllow",
+                    help="authorize requests as kube-apiserver's mode of that name: every "
+                    "authenticated request (the default), or by the stored RBAC objects")
     ap.add_argument("--sar-default", choices=("allow", "deny", "known"), default="known",
                     help="SubjectAccessReview answer when no rule matches: allow, deny, or "
                          "allow only known users / system:masters [known]")
