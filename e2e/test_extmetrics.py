@@ -46,9 +46,9 @@ METRICS = ["gpuscaler_desired_replicas", "gpuscaler_requests_per_gpu",
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
 
 CONFIG = """decision-interval: 1s
-leader-election: {enabled: false}
+leader-election: {enabled: false, namespace: %s}
 scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
-"""
+""" % SYSTEM_NS
 
 ANNOTATIONS = {
     "gpuscaler.io/enabled": "true",
@@ -84,13 +84,17 @@ class ExtMetricsE2E(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.procs = []
-        cls.fk = harness.start(front_proxy=True, aggregator_resync="1s", bookmark_interval="1s")
+        # RBAC enforced: gpuscaler has what deploy/rbac.yaml grants (its namespace renamed),
+        # the HPA controller its bootstrap role
+        cls.fk = harness.start(front_proxy=True, aggregator_resync="1s", bookmark_interval="1s",
+                               extra_args=("--authorization-mode", "RBAC"))
         fk = cls.fk
         cls.c = fk.client()
         cls.ns = "hpa-e2e-%d" % (int(time.time()) % 100000)
         for ns in (SYSTEM_NS, cls.ns):
             cls.c.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                         "metadata": {"name": ns}})
+        cls.apply_rbac()
         # identities: gpuscaler's ServiceAccount and the HPA controller's
         sa = ["system:serviceaccounts", "system:authenticated"]
         cls.gpuscaler_token = "gpuscaler-" + os.urandom(8).hex()
@@ -163,16 +167,40 @@ class ExtMetricsE2E(unittest.TestCase):
         cls.available_after = time.monotonic() - t
 
     @classmethod
+    def apply_rbac(cls):
+        import yaml
+        plural = {"ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
+                  "ClusterRoleBinding": "clusterrolebindings", "Role": "roles",
+                  "RoleBinding": "rolebindings"}
+        for f in ("serviceaccount.yaml", "rbac.yaml"):
+            with open(os.path.join(os.path.dirname(HERE), "deploy", f)) as fh:
+                text = fh.read().replace("namespace: gpuscaler\n",
+                                         "namespace: %s\n" % SYSTEM_NS)
+            for doc in yaml.safe_load_all(text):
+                if doc:
+                    cls.c.create(plural[doc["kind"]], doc,
+                                 namespace=doc["metadata"].get("namespace"))
+
+    @classmethod
     def tearDownClass(cls):
         for p in cls.procs:
             p.stop()
             shutil.rmtree(p.dir, ignore_errors=True)
+        # the API server refused gpuscaler (under deploy/rbac.yaml) and the HPA controller
+        # (under its bootstrap role) nothing
+        reqs = cls.fk.requests()[0]
+        refused = ["%s %s %s %s" % (r.get("user"), r["method"], r["path"], r["query"])
+                   for r in reqs if r.get("status") == 403 and
+                   r.get("user") in (GPUSCALER_USER, HPA_USER) and "fault" not in r]
         cls.metrics.close()
         cls.prom.close()
         cls.hpa_client.close()
         cls.c.close()
         cls.fk.stop()
-        print("extmetrics e2e: %.1fs in all" % (time.monotonic() - T0))
+        print("extmetrics e2e: %.1fs in all; %d API requests, %d refused to gpuscaler or the "
+              "HPA controller" % (time.monotonic() - T0, len(reqs), len(refused)))
+        if refused:
+            raise AssertionError("refused under RBAC: %s" % refused[:5])
 
     @classmethod
     def available_cond(cls, want):

@@ -15,8 +15,9 @@ Besides the stored objects, the bootstrap policy every cluster has: `system:mast
 anything (the privileged group and the `cluster-admin` binding), and every authenticated user
 holds `system:discovery`, `system:public-info-viewer` and `system:basic-user` (discovery,
 `/healthz`, `/version` and the like, and self reviews). The two roles add-on API servers bind
-to, `system:auth-delegator` and `kube-system/extension-apiserver-authentication-reader`, are
-created at start (BOOTSTRAP_OBJECTS). ClusterRoles with an aggregationRule
+to, `system:auth-delegator` and `kube-system/extension-apiserver-authentication-reader`, and the
+HPA controller's `system:controller:horizontal-pod-autoscaler` with its binding to
+`kube-system/horizontal-pod-autoscaler`, are created at start (BOOTSTRAP_OBJECTS). ClusterRoles with an aggregationRule
 are not aggregated (the controller that fills them in does not run here).
 
 A denial is the apiserver's 403: `deployments.apps "x" is forbidden: User "u" cannot patch
@@ -39,9 +40,9 @@ BOOTSTRAP_AUTHENTICATED = [
 ]
 
 
-# Roles kube-apiserver's bootstrap policy creates that add-on API servers bind to
-# (bootstrappolicy: ClusterRole system:auth-delegator, Role kube-system/
-# extension-apiserver-authentication-reader), made at start in RBAC mode.
+# Objects of kube-apiserver's bootstrap policy, made at start in RBAC mode: the roles add-on
+# API servers bind to (ClusterRole system:auth-delegator, Role kube-system/
+# extension-apiserver-authentication-reader) and the HPA controller's role and binding.
 BOOTSTRAP_OBJECTS = [
     ("clusterroles", "", {
         "apiVersion": RBAC_GROUP + "/v1", "kind": "ClusterRole",
@@ -51,6 +52,33 @@ BOOTSTRAP_OBJECTS = [
                    "verbs": ["create"]},
                   {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
                    "verbs": ["create"]}]}),
+    # the HPA controller's own (controller_policy.go), as the controller-manager uses it
+    # with --use-service-account-credentials
+    ("clusterroles", "", {
+        "apiVersion": RBAC_GROUP + "/v1", "kind": "ClusterRole",
+        "metadata": {"name": "system:controller:horizontal-pod-autoscaler",
+                     "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+        "rules": [{"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
+                   "verbs": ["get", "list", "watch"]},
+                  {"apiGroups": ["autoscaling"],
+                   "resources": ["horizontalpodautoscalers/status"], "verbs": ["update"]},
+                  {"apiGroups": ["*"], "resources": ["*/scale"], "verbs": ["get", "update"]},
+                  {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+                  {"apiGroups": ["metrics.k8s.io"], "resources": ["pods"], "verbs": ["list"]},
+                  {"apiGroups": ["custom.metrics.k8s.io"], "resources": ["*"],
+                   "verbs": ["get", "list"]},
+                  {"apiGroups": ["external.metrics.k8s.io"], "resources": ["*"],
+                   "verbs": ["get", "list"]},
+                  {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
+                   "verbs": ["create", "update", "patch"]}]}),
+    ("clusterrolebindings", "", {
+        "apiVersion": RBAC_GROUP + "/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "system:controller:horizontal-pod-autoscaler",
+                     "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole",
+                    "name": "system:controller:horizontal-pod-autoscaler"},
+        "subjects": [{"kind": "ServiceAccount", "name": "horizontal-pod-autoscaler",
+                      "namespace": "kube-system"}]}),
     ("roles", "kube-system", {
         "apiVersion": RBAC_GROUP + "/v1", "kind": "Role",
         "metadata": {"name": "extension-apiserver-authentication-reader",
