@@ -87,14 +87,53 @@ def create_all(c, ns, ndep, per, port):
     benchctl.create_all(c, ns, ndep, per, port)
 
 
+def sharded_rbac(ns, group, checkpoint_names):
+    """deploy/rbac.yaml as a sharded install uses it, to run on an API server enforcing it:
+    the sharding rule it has commented out uncommented (as the file says to), the checkpoint
+    ConfigMaps' names of this test's checkpoint settings, its Role in the test's namespace,
+    and every binding's subject the replicas' group (each replica has its own user)."""
+    import re
+    import yaml
+    with open(os.path.join(ROOT, "deploy", "rbac.yaml")) as f:
+        text = f.read()
+    text, n = re.subn(r'(?m)^  # (- apiGroups: \["coordination.k8s.io"\]\n)'
+                      r'  #   (resources: \["leases"\]\n)  #   (verbs: [^\n]*\n)',
+                      r"  \1    \2    \3", text)
+    assert n == 1, "deploy/rbac.yaml: the commented sharding Lease rule is not where expected"
+    out = []
+    for doc in yaml.safe_load_all(text):
+        if not doc:
+            continue
+        meta = doc["metadata"]
+        if meta.get("namespace") == "gpuscaler":
+            meta["namespace"] = ns
+        for rule in doc.get("rules") or []:
+            if rule.get("resources") == ["configmaps"] and rule.get("resourceNames"):
+                rule["resourceNames"] = list(checkpoint_names)
+        if doc["kind"].endswith("Binding") and any(
+                sub.get("name") == "gpuscaler" for sub in doc.get("subjects") or []):
+            doc["subjects"] = [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
+                                "name": group}]
+        out.append(doc)
+    return out
+
+
 class ShardingE2E(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.fk = harness.start(bookmark_interval="1s", history=max(20000, DEPLOYMENTS * PODS_PER))
+        # RBAC enforced: the replicas have what deploy/rbac.yaml grants a sharded install
+        cls.fk = harness.start(bookmark_interval="1s", history=max(20000, DEPLOYMENTS * PODS_PER),
+                               extra_args=("--authorization-mode", "RBAC",
+                                           "--request-log-size", "400000"))
         cls.c = cls.fk.client(timeout=30)
         cls.ns = "shard-e2e"
         cls.c.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                     "metadata": {"name": cls.ns}})
+        plural = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
+                  "Role": "roles", "RoleBinding": "rolebindings"}
+        for doc in sharded_rbac(cls.ns, "system:serviceaccounts:" + cls.ns,
+                                ["shard-e2e-state-%d" % i for i in range(CHECKPOINT_CMS)]):
+            cls.c.create(plural[doc["kind"]], doc, namespace=doc["metadata"].get("namespace"))
         cls.port = free_port()
         cls.server = subprocess.Popen([os.path.join(BUILD, "bench", "bench-scrape"), "--serve",
                                        str(cls.port)], stdout=subprocess.DEVNULL,
@@ -124,7 +163,8 @@ class ShardingE2E(unittest.TestCase):
         ident = "gpuscaler-%d" % i
         token = "shard-token-%d-%s" % (i, os.urandom(6).hex())
         user = "system:serviceaccount:%s:%s" % (cls.ns, ident)
-        cls.fk.add_token(token, user, ["system:serviceaccounts"])
+        cls.fk.add_token(token, user, ["system:serviceaccounts",
+                                       "system:serviceaccounts:" + cls.ns])
         kc = os.path.join(cls.fk.tmpdir, "kubeconfig-%s.yaml" % ident)
         harness.write_kubeconfig(kc, cls.fk.url, ca_file=cls.fk.pki["ca"], token=token)
         cls.users[user] = ident
@@ -149,7 +189,13 @@ class ShardingE2E(unittest.TestCase):
             g.stop()
         cls.server.send_signal(signal.SIGTERM)
         cls.server.wait(10)
+        reqs = cls.fk.requests()[0]
+        refused = ["%s %s %s %s" % (r.get("user"), r["method"], r["path"], r["query"])
+                   for r in reqs if r.get("status") == 403 and r.get("user") in cls.users]
+        FIGURES["api_requests_logged"] = len(reqs)
         cls.fk.stop()
+        if refused:
+            raise AssertionError("refused under deploy/rbac.yaml (sharded): %s" % refused[:5])
         print("FIGURES " + json.dumps(FIGURES, sort_keys=True), flush=True)
 
     def held(self, g):
