@@ -25,7 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from checkpoint import checkpoint_name, history_state  # noqa: E402
-from ctlharness import BIN, Gpuscaler, MetricsPods, MiniKubelet, deployment, wait_for  # noqa: E402
+from ctlharness import (BIN, Gpuscaler, MetricsPods, MiniKubelet, create_objects,  # noqa: E402
+                        deploy_manifests, deployment, wait_for)
 from fakekube import harness, kubeclient  # noqa: E402
 from fakeprom import FakePrometheus  # noqa: E402
 
@@ -1178,20 +1179,12 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
         refused nothing."""
         if REAL:
             self.skipTest("needs its own fake API server in RBAC mode")
-        import yaml
         fk = harness.start(bookmark_interval="1s", extra_args=("--authorization-mode", "RBAC"))
         self.addCleanup(fk.stop)
         adm = fk.client()
         self.addCleanup(adm.close)
-        plural = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts",
-                  "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
-                  "Role": "roles", "RoleBinding": "rolebindings"}
-        for f in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml"):
-            with open(os.path.join(os.path.dirname(HERE), "deploy", f)) as fh:
-                for doc in yaml.safe_load_all(fh):
-                    if doc:
-                        adm.create(plural[doc["kind"]], doc,
-                                   namespace=doc["metadata"].get("namespace"))
+        create_objects(adm, deploy_manifests("namespace.yaml", "serviceaccount.yaml",
+                                             "rbac.yaml"))
         sa = "system:serviceaccount:gpuscaler:gpuscaler"
         tok = "sa-" + os.urandom(6).hex()
         fk.add_token(tok, sa, ("system:serviceaccounts", "system:serviceaccounts:gpuscaler"))

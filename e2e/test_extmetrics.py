@@ -30,8 +30,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from fakeprom import FakePrometheus  # noqa: E402
-from ctlharness import (Gpuscaler, MetricsPods, MiniKubelet, deployment, free_port,  # noqa: E402
-                        wait_for)
+from ctlharness import (Gpuscaler, MetricsPods, MiniKubelet, create_objects,  # noqa: E402
+                        deploy_manifests, deployment, free_port, wait_for)
 from fakekube import harness, kubeclient  # noqa: E402
 import hpaemu  # noqa: E402
 from hpaemu import TestHPAArithmetic  # noqa: E402,F401  (the emulation's own tests run here too)
@@ -168,18 +168,9 @@ class ExtMetricsE2E(unittest.TestCase):
 
     @classmethod
     def apply_rbac(cls):
-        import yaml
-        plural = {"ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
-                  "ClusterRoleBinding": "clusterrolebindings", "Role": "roles",
-                  "RoleBinding": "rolebindings"}
-        for f in ("serviceaccount.yaml", "rbac.yaml"):
-            with open(os.path.join(os.path.dirname(HERE), "deploy", f)) as fh:
-                text = fh.read().replace("namespace: gpuscaler\n",
-                                         "namespace: %s\n" % SYSTEM_NS)
-            for doc in yaml.safe_load_all(text):
-                if doc:
-                    cls.c.create(plural[doc["kind"]], doc,
-                                 namespace=doc["metadata"].get("namespace"))
+        create_objects(cls.c, deploy_manifests(
+            "serviceaccount.yaml", "rbac.yaml",
+            edit=lambda t: t.replace("namespace: gpuscaler\n", "namespace: %s\n" % SYSTEM_NS)))
 
     @classmethod
     def tearDownClass(cls):

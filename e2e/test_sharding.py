@@ -41,7 +41,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from checkpoint import fnv1a64  # noqa: E402
-from ctlharness import Gpuscaler, free_port, wait_for  # noqa: E402
+from ctlharness import (Gpuscaler, create_objects, deploy_manifests, free_port,  # noqa: E402
+                        wait_for)
 from fakekube import harness  # noqa: E402
 
 BUILD = os.environ.get("GPUSCALER_BUILD", os.path.join(ROOT, "build"))
@@ -93,17 +94,15 @@ def sharded_rbac(ns, group, checkpoint_names):
     ConfigMaps' names of this test's checkpoint settings, its Role in the test's namespace,
     and every binding's subject the replicas' group (each replica has its own user)."""
     import re
-    import yaml
-    with open(os.path.join(ROOT, "deploy", "rbac.yaml")) as f:
-        text = f.read()
-    text, n = re.subn(r'(?m)^  # (- apiGroups: \["coordination.k8s.io"\]\n)'
-                      r'  #   (resources: \["leases"\]\n)  #   (verbs: [^\n]*\n)',
-                      r"  \1    \2    \3", text)
-    assert n == 1, "deploy/rbac.yaml: the commented sharding Lease rule is not where expected"
+
+    def uncomment(text):
+        text, n = re.subn(r'(?m)^  # (- apiGroups: \["coordination.k8s.io"\]\n)'
+                          r'  #   (resources: \["leases"\]\n)  #   (verbs: [^\n]*\n)',
+                          r"  \1    \2    \3", text)
+        assert n == 1, "deploy/rbac.yaml: the commented sharding Lease rule is not where expected"
+        return text
     out = []
-    for doc in yaml.safe_load_all(text):
-        if not doc:
-            continue
+    for doc in deploy_manifests("rbac.yaml", edit=uncomment):
         meta = doc["metadata"]
         if meta.get("namespace") == "gpuscaler":
             meta["namespace"] = ns
@@ -129,11 +128,9 @@ class ShardingE2E(unittest.TestCase):
         cls.ns = "shard-e2e"
         cls.c.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                     "metadata": {"name": cls.ns}})
-        plural = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
-                  "Role": "roles", "RoleBinding": "rolebindings"}
-        for doc in sharded_rbac(cls.ns, "system:serviceaccounts:" + cls.ns,
-                                ["shard-e2e-state-%d" % i for i in range(CHECKPOINT_CMS)]):
-            cls.c.create(plural[doc["kind"]], doc, namespace=doc["metadata"].get("namespace"))
+        create_objects(cls.c, sharded_rbac(cls.ns, "system:serviceaccounts:" + cls.ns,
+                                           ["shard-e2e-state-%d" % i
+                                            for i in range(CHECKPOINT_CMS)]))
         cls.port = free_port()
         cls.server = subprocess.Popen([os.path.join(BUILD, "bench", "bench-scrape"), "--serve",
                                        str(cls.port)], stdout=subprocess.DEVNULL,

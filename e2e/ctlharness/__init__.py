@@ -13,6 +13,8 @@ given. Pieces:
   objects with their IPs and Ready status through the API, deleting the
   newest on scale-in) and keeps Deployment status up to date.
 - Gpuscaler: runs the daemon as a subprocess, logs to a file, stops by PID.
+- deploy_manifests / create_objects: the objects of deploy/*.yaml, created through the API
+  (the RBAC tests run gpuscaler under them).
 """
 import http.server
 import json
@@ -26,9 +28,29 @@ import tempfile
 import threading
 import time
 
-BIN = os.environ.get("GPUSCALER_BIN") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-    "build", "cmd", "gpuscaler", "gpuscaler")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("GPUSCALER_BIN") or os.path.join(ROOT, "build", "cmd", "gpuscaler",
+                                                      "gpuscaler")
+
+
+def deploy_manifests(*files, edit=None):
+    """The objects of deploy/<file> for each file, in order; edit(text) rewrites a file's text
+    before it is read."""
+    import yaml
+    docs = []
+    for f in files:
+        with open(os.path.join(ROOT, "deploy", f)) as fh:
+            text = fh.read()
+        docs += [d for d in yaml.safe_load_all(edit(text) if edit else text) if d]
+    return docs
+
+
+def create_objects(client, docs):
+    """Create each object through the API, in order, as `kubectl create -f` does."""
+    from fakekube import kubeclient
+    plural = {v[3]: k for k, v in kubeclient.KNOWN.items()}
+    for d in docs:
+        client.create(plural[d["kind"]], d, namespace=d["metadata"].get("namespace"))
 
 
 def free_port():

@@ -405,9 +405,10 @@ int extract_pod(struct kintern *pool, const json_t *obj, struct kube_pod *out, c
         }
     }
     out->gpus = gpus_of(containers);
-    out->metrics_port = port_named(containers, "metrics");
-    if (!out->metrics_port)
-        out->metrics_port = port_named(containers, "http");
     ports_from(containers, pool, &out->ports);
+    const char *mp = kube_labels_get(&out->ports, "metrics");
+    if (!mp)
+        mp = kube_labels_get(&out->ports, "http");
+    out->metrics_port = mp ? (int32_t)strtol(mp, NULL, 10) : 0; /* ports_from wrote it */
     return 0;
 }
