@@ -1207,6 +1207,112 @@ class TestKinds(Base):
         self.assertEqual(code, 200, payload)
         self.assertNotIn("Warning", headers)
 
+    def test_repeated_fields(self):
+        """A field a body names twice: the last value is kept (merged into the first where both
+        are objects) and it is named as sigs.k8s.io/json names it, in the order the body has
+        them, among the unknown fields (the messages of kube-apiserver's own
+        field_validation_test.go for these bodies, less the Pod spec's unknown field, whose
+        type the fake does not transcribe). A patch names its own repeated fields first, then
+        the patched object's unknown ones in sorted order; a JSON patch its operations'."""
+        body = b"""{"apiVersion": "apps/v1", "kind": "Deployment",
+          "metadata": {"name": "dupename", "name": "rep", "unknownMeta": "metaVal",
+                       "labels": {"app": "rep"}},
+          "metadata": {"annotations": {"a": "1"}},
+          "spec": {"unknown1": "val1", "unknownDupe": "valDupe", "unknownDupe": "valDupe2",
+                   "paused": true, "paused": false, "replicas": 1,
+                   "selector": {"matchLabels": {"app": "rep"}},
+                   "template": {"metadata": {"labels": {"app": "rep"}},
+                                "spec": {"containers": [{"name": "nginx", "image": "nginx",
+                                                         "imagePullPolicy": "Always",
+                                                         "imagePullPolicy": "Never"}]}}}}"""
+        expect = ['duplicate field "metadata.name"', 'unknown field "metadata.unknownMeta"',
+                  'duplicate field "metadata"', 'unknown field "spec.unknown1"',
+                  'unknown field "spec.unknownDupe"', 'duplicate field "spec.paused"',
+                  'duplicate field '
+                  '"spec.template.spec.containers[0].imagePullPolicy"']
+        path = self.c.path("deployments", self.ns)
+        code, _, payload = self.c.raw("POST", path, body, params={"fieldValidation": "Strict"})
+        self.assertEqual(code, 400, payload)
+        self.assertEqual(json.loads(payload)["message"],
+                         'Deployment in version "v1" cannot be handled as a Deployment: strict '
+                         'decoding error: ' + ", ".join(expect))
+        self.assertIsNone(self.c.get_or_none("deployments", "rep", self.ns))
+        code, headers, payload = self.c.raw("POST", path, body)
+        self.assertEqual(code, 201, payload)
+        warned = FK.writes(namespace=self.ns, name="rep")["writes"][-1]["warnings"]
+        self.assertEqual(warned, ['299 - "%s"' % e.replace('"', '\\"') for e in expect])
+        got = self.c.get("deployments", "rep", self.ns)
+        # the second metadata merged into the first; the last of each scalar kept
+        self.assertEqual(got["metadata"]["labels"], {"app": "rep"})
+        self.assertEqual(got["metadata"]["annotations"], {"a": "1"})
+        self.assertIs(got["spec"]["paused"], False)
+        self.assertNotIn("unknown1", got["spec"])
+        self.assertEqual(got["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+                         "Never")
+        # Ignore: no warning
+        ign = body.replace(b'"rep"', b'"rep2"')
+        code, headers, payload = self.c.raw("POST", path, ign, params={"fieldValidation":
+                                                                        "Ignore"})
+        self.assertEqual(code, 201, payload)
+        self.assertNotIn("Warning", headers)
+        # a merge patch: its repeated fields (unknown ones too: it is decoded as a map),
+        # then the patched object's unknown fields, sorted
+        dpath = self.c.path("deployments", self.ns, "rep")
+        patch = b"""{"spec": {"unknown1": "val1", "unknownDupe": "valDupe",
+                              "unknownDupe": "valDupe2", "paused": true, "paused": false,
+                              "template": {"spec": {"containers": [{"name": "nginx",
+                                  "image": "nginx", "imagePullPolicy": "Always",
+                                  "imagePullPolicy": "IfNotPresent"}]}}}}"""
+        pexpect = ['duplicate field "spec.unknownDupe"', 'duplicate field "spec.paused"',
+                   'duplicate field "spec.template.spec.containers[0].imagePullPolicy"',
+                   'unknown field "spec.unknown1"', 'unknown field "spec.unknownDupe"']
+        for ctype in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+            code, _, payload = self.c.raw("PATCH", dpath, patch, content_type=ctype,
+                                          params={"fieldValidation": "Strict"})
+            self.assertEqual(code, 422, payload)
+            self.assertTrue(json.loads(payload)["message"].endswith(
+                '": strict decoding error: ' + ", ".join(pexpect)), payload)
+            code, _, payload = self.c.raw("PATCH", dpath, patch, content_type=ctype)
+            self.assertEqual(code, 200, payload)
+            warned = FK.writes(namespace=self.ns, name="rep")["writes"][-1].get("warnings")
+            self.assertEqual(warned, ['299 - "%s"' % e.replace('"', '\\"') for e in pexpect])
+        got = self.c.get("deployments", "rep", self.ns)
+        self.assertEqual(got["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+                         "IfNotPresent")
+        # a JSON patch: its operations' unknown and repeated fields
+        ops = b"""[{"op": "add", "path": "/spec/unknown1", "value": "val1", "foo": "bar"},
+                   {"op": "add", "path": "/spec/unknown2", "path": "/spec/unknown3",
+                    "value": "val1"},
+                   {"op": "add", "path": "/spec/paused", "value": true}]"""
+        code, _, payload = self.c.raw("PATCH", dpath, ops,
+                                      content_type="application/json-patch+json")
+        self.assertEqual(code, 200, payload)
+        warned = FK.writes(namespace=self.ns, name="rep")["writes"][-1].get("warnings")
+        self.assertEqual(warned, ['299 - "json patch unknown field \\"[0].foo\\""',
+                                  '299 - "json patch duplicate field \\"[1].path\\""',
+                                  '299 - "unknown field \\"spec.unknown1\\""',
+                                  '299 - "unknown field \\"spec.unknown3\\""'])
+        self.assertIs(self.c.get("deployments", "rep", self.ns)["spec"]["paused"], True)
+        # the scale subresource decodes a Scale as strictly
+        spath = self.c.path("deployments", self.ns, "rep", "scale")
+        code, _, payload = self.c.raw("PATCH", spath,
+                                      b'{"spec": {"replicas": 3, "replicas": 4, "replica": 1}}',
+                                      content_type="application/merge-patch+json")
+        self.assertEqual(code, 200, payload)
+        self.assertEqual(json.loads(payload)["spec"]["replicas"], 4)
+        warned = FK.writes(namespace=self.ns, name="rep")["writes"][-1].get("warnings")
+        self.assertEqual(warned, ['299 - "duplicate field \\"spec.replicas\\""',
+                                  '299 - "unknown field \\"spec.replica\\""'])
+        code, _, payload = self.c.raw("PUT", spath,
+                                      b'{"kind": "Scale", "apiVersion": "autoscaling/v1", '
+                                      b'"metadata": {"name": "rep"}, "spec": {"replicas": 2}, '
+                                      b'"spec": {"replicaz": 5}}',
+                                      params={"fieldValidation": "Strict"})
+        self.assertEqual(code, 400, payload)
+        self.assertEqual(json.loads(payload)["message"],
+                         'Scale in version "v1" cannot be handled as a Scale: strict decoding '
+                         'error: duplicate field "spec", unknown field "spec.replicaz"')
+
     def test_field_validation_directives(self):
         """The fieldValidation parameter of a write: Strict fails on an unknown field (create
         and update: a 400 from the decoder; patch: a 422 Invalid of "patch"), Ignore drops it

@@ -15,6 +15,7 @@ import json
 import random
 import threading
 import time
+import types
 import uuid
 
 from . import fields as F
@@ -87,6 +88,9 @@ BYTES_FIELDS = {("", "ConfigMap"): ("binaryData",), ("", "Secret"): ("data",)}
 # the values of the fieldValidation parameter (metav1.FieldValidation*), sorted as
 # allowedFieldValidationValues.List() lists them
 FIELD_VALIDATION = ("", "Ignore", "Strict", "Warn")
+
+# the kind the scale subresource reads and writes (its decoding errors name it)
+SCALE = types.SimpleNamespace(group="autoscaling", kind="Scale", version="v1")
 
 
 def go_map_repr(v):
@@ -292,10 +296,11 @@ class Api:
             obj.pop("apiVersion", None)
         return ordered(obj)
 
-    def _decode(self, res, body, verb, shown=None):
-        """The object of a request's body, with the kind's unknown fields handled as the
-        request's fieldValidation directive says. shown: for a patch, the value its errors
-        show (what patch.go's field.Invalid of "patch" prints)."""
+    def _decode(self, res, body, verb, shown=None, patch_errors=()):
+        """The object of a request's body, with the kind's unknown and repeated fields handled
+        as the request's fieldValidation directive says (fields.py). For a patch, body is the
+        patched object, shown the value its errors show (what patch.go's field.Invalid of
+        "patch" prints) and patch_errors the strict errors of the patch itself."""
         if not isinstance(body, dict):
             raise bad_request("the object provided is unrecognized (must be of type %s): "
                               "json: cannot unmarshal into Go value of type %s"
@@ -311,7 +316,7 @@ class Api:
                               "version (%s)" % (av, res.api_version))
         if not isinstance(body.get("metadata", {}), dict):
             raise bad_request("metadata must be an object")
-        out = copy.deepcopy(body)
+        out = F.plain(body)
         for field in BYTES_FIELDS.get((res.group, res.kind), ()):
             values = out.get(field)
             for k, v in (values.items() if isinstance(values, dict) else ()):
@@ -324,19 +329,26 @@ class Api:
                         v.replace("\r", "").replace("\n", ""))).decode()
                     continue
                 raise decode_error(res, verb, shown, err)
-        unknown = F.prune(res.group, res.kind, out)
-        directive = getattr(self._tls, "directive", "Warn")
-        if unknown and directive == "Strict":
-            # runtime.NewStrictDecodingError; non-strict errors (above) came first
-            err = "strict decoding error: " + ", ".join('unknown field "%s"' % u
-                                                         for u in unknown)
-            raise decode_error(res, verb, shown, err)
-        if directive == "Warn":
-            # unknown fields are dropped and named in a Warning header each
-            for path in unknown:
-                self._tls.warnings = (getattr(self._tls, "warnings", None) or []) + [
-                    '299 - "unknown field \\"%s\\""' % path]
+        self._strict(res, verb, shown, body, out, patch_errors)
+        F.prune(res.group, res.kind, out)
         return out
+
+    def _strict(self, res, verb, shown, body, out, patch_errors=()):
+        """The strict decoding errors of a write of res's kind (fields.py) under the request's
+        fieldValidation: Strict raises them (runtime.NewStrictDecodingError; non-strict errors
+        came first), Warn names each in a Warning header, Ignore neither. body: a create's or
+        update's decoded body; out: a patch's patched object."""
+        directive = getattr(self._tls, "directive", "Warn")
+        if directive == "Ignore":
+            return
+        if verb == "patch":
+            errs = list(patch_errors) + F.patched_unknown(res.group, res.kind, out)
+        else:
+            errs = F.strict_errors(res.group, res.kind, body)
+        if errs and directive == "Strict":
+            raise decode_error(res, verb, shown, "strict decoding error: " + ", ".join(errs))
+        self._tls.warnings = (getattr(self._tls, "warnings", None) or []) + [
+            '299 - "%s"' % e.replace("\\", "\\\\").replace('"', '\\"') for e in errs]
 
     def _to_storage(self, res, obj, old=None):
         errs = []
@@ -677,7 +689,7 @@ class Api:
                               "application/strategic-merge-patch+json")
         ptype = PATCH_TYPES[ctype]
         try:
-            patch = json.loads(body_bytes.decode("utf-8") if body_bytes else "null")
+            patch = F.loads(body_bytes.decode("utf-8") if body_bytes else "null")
         except (ValueError, UnicodeDecodeError) as e:
             if ptype == "apply":
                 raise StatusError(415, "UnsupportedMediaType",
@@ -687,8 +699,15 @@ class Api:
             if not query.get("fieldManager"):
                 raise bad_request("PATCH requests with apply content type require a fieldManager "
                                   "query parameter")
+        # patch.go decodes a merge patch as a map, and a JSON patch's operations, strictly
+        # before applying them (not under Ignore); what they repeat comes first
+        patch_errors = []
+        if getattr(self._tls, "directive", "Warn") != "Ignore":
+            patch_errors = F.json_patch_errors(patch) if ptype == "json" else \
+                F.patch_duplicates(patch) if ptype in ("merge", "strategic") else []
+        patch = F.plain(patch)
         if subresource == "scale":
-            return self.patch_scale(res, ns, name, ptype, patch)
+            return self.patch_scale(res, ns, name, ptype, patch, patch_errors)
         ns = ns if res.namespaced else ""
         with self.store.lock:
             old = self.store.get(res.storage, ns, name)
@@ -708,8 +727,8 @@ class Api:
             # patch.go's field.Invalid of "patch" shows the patched JSON, or for a strategic
             # merge patch the patch's map as Go's %+v prints it
             shown = go_map_repr(patch) if ptype == "strategic" else \
-                json.dumps(new_ext, separators=(",", ":"))
-            obj = self._decode(res, new_ext, "patch", shown)
+                json.dumps(new_ext, separators=(",", ":"), sort_keys=True)
+            obj = self._decode(res, new_ext, "patch", shown, patch_errors)
             stored, pre_errs, canonical = self._to_storage(res, obj)
             return self._finish_update(res, canonical, ns, name, old, stored, subresource,
                                        pre_errs, dry_run=bool(query.get("dryRun")))
@@ -822,15 +841,21 @@ class Api:
             if isinstance(body, dict) and body.get("kind") not in (None, "Scale"):
                 raise bad_request("the object provided is unrecognized (must be of type Scale): "
                                   "kind %s" % body.get("kind"))
+            if isinstance(body, dict):
+                self._strict(SCALE, "update", None, body, None)
             return self._write_scale(res, ns, name, old, body)
 
-    def patch_scale(self, res, ns, name, ptype, patch):
+    def patch_scale(self, res, ns, name, ptype, patch, patch_errors=()):
         with self.store.lock:
             old = self.store.get(res.storage, ns, name)
             if old is None:
                 raise not_found(res, name)
             current = self.scale_of(res, old)
             new = self._apply_patch("merge" if ptype == "apply" else ptype, current, patch)
+            if isinstance(new, dict):
+                shown = go_map_repr(patch) if ptype == "strategic" else \
+                    json.dumps(new, separators=(",", ":"), sort_keys=True)
+                self._strict(SCALE, "patch", shown, None, new, patch_errors)
             return self._write_scale(res, ns, name, old, new)
 
     # ------------------------------------------------------------ delete

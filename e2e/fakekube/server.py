@@ -38,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from fakekube import api as A  # noqa: E402
+from fakekube import fields as F  # noqa: E402
 from fakekube.aggregator import Aggregator, parse_endpoint  # noqa: E402
 from fakekube.faults import IMMEDIATE_ACTIONS, Faults, FaultSpecError, fault_error  # noqa: E402
 from fakekube import rbac as RBAC  # noqa: E402
@@ -839,7 +840,7 @@ class Handler(BaseHTTPRequestHandler):
                                 'media types include: application/json, application/yaml, '
                                 'application/vnd.kubernetes.protobuf, application/cbor')
         try:
-            return json.loads(body)
+            return F.loads(body)
         except ValueError as e:
             raise A.bad_request("couldn't get version/kind; json parse error: %s" % e)
 
