@@ -11,6 +11,9 @@ answers for every address on one port. The test checks:
   - every shard is held, by one replica each, split as evenly as the count
     allows; Deployments and pods split within +-10 % (48 shards: 16 each);
   - each replica's RSS stays under the single-replica budget (64 MiB at CI scale);
+  - in HPA mode any replica serves any Deployment, another shard's from its owner's status
+    annotation, with its rates' window (10 s scraped; 120 s for the one Deployment in 25
+    whose metrics come from a fake Prometheus);
   - SIGKILL of one replica: its shards are held again within lease-duration
     + one decision interval, and the survivors split them; a new replica joins
     and gets a fair share (the others release their surplus); a graceful stop
@@ -44,6 +47,7 @@ from checkpoint import fnv1a64  # noqa: E402
 from ctlharness import (Gpuscaler, create_objects, deploy_manifests, free_port,  # noqa: E402
                         wait_for)
 from fakekube import harness  # noqa: E402
+from fakeprom import FakePrometheus  # noqa: E402
 
 BUILD = os.environ.get("GPUSCALER_BUILD", os.path.join(ROOT, "build"))
 DEPLOYMENTS = int(os.environ.get("GPUSCALER_SHARD_DEPLOYMENTS", "300"))
@@ -60,6 +64,9 @@ RSS_BUDGET_MIB = float(os.environ.get("GPUSCALER_SHARD_RSS_BUDGET", "64"))
 # checkpoint ConfigMaps as docs/configuration.md sizes them: one per 15 Deployments, at least
 # the default 64 (a ConfigMap holds at most 1 MiB, a week-old state packs to about 33 KB)
 CHECKPOINT_CMS = max(64, -(-DEPLOYMENTS // 15))
+# one Deployment in 25 takes its metrics from Prometheus (a fake one, 20 req/s), so that a
+# replica serving another shard's Deployment is seen to name that source's rate window
+PROM_DEPLOYMENTS = ["model-%04d" % i for i in range(0, DEPLOYMENTS, 25)]
 FIGURES = {}
 
 
@@ -138,6 +145,11 @@ class ShardingE2E(unittest.TestCase):
         t0 = time.time()
         create_all(cls.c, cls.ns, DEPLOYMENTS, PODS_PER, cls.port)
         FIGURES["create_s"] = round(time.time() - t0, 1)
+        cls.prom = FakePrometheus(lambda t: 20.0,
+                                  lambda q: 0.5 if "histogram_quantile" in q else 20.0)
+        for n in PROM_DEPLOYMENTS:
+            cls.c.patch("deployments", n, {"metadata": {"annotations": {
+                "gpuscaler.io/metrics-source": "prometheus"}}}, cls.ns)
         # the member Lease of a replica that stopped long ago: the live ones delete it
         cls.c.create("leases", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                                 "metadata": {"name": "e2e-shard-member-gone", "namespace": cls.ns},
@@ -170,9 +182,10 @@ class ShardingE2E(unittest.TestCase):
                "                  renew-deadline: %gs, retry-period: %gms}\n"
                "sharding: {enabled: true, shards: %d, lease-prefix: e2e-shard}\n"
                "scrape: {interval: %gs, timeout: 2s, rate-window: 10s}\n"
-               "checkpoint: {configmap: shard-e2e-state, configmaps: %d}\n") % (
+               "checkpoint: {configmap: shard-e2e-state, configmaps: %d}\n"
+               "prometheus: {url: \"%s\"}\n") % (
                    TICK_S, cls.ns, LEASE_S, RENEW_S, RETRY_S * 1000, SHARDS, TICK_S,
-                   CHECKPOINT_CMS)
+                   CHECKPOINT_CMS, cls.prom.url)
         em_port = free_port()
         cls.em_ports[ident] = em_port
         cls.replicas[ident] = Gpuscaler(kc, cfg, (
@@ -186,6 +199,7 @@ class ShardingE2E(unittest.TestCase):
             g.stop()
         cls.server.send_signal(signal.SIGTERM)
         cls.server.wait(10)
+        cls.prom.close()
         reqs = cls.fk.requests()[0]
         refused = ["%s %s %s %s" % (r.get("user"), r["method"], r["path"], r["query"])
                    for r in reqs if r.get("status") == 403 and r.get("user") in cls.users]
@@ -452,10 +466,19 @@ class ShardingE2E(unittest.TestCase):
                              "%s: values differ from the owner's status" % ident)
             # a rate of another replica's Deployment carries its window: scraped pods',
             # scrape.rate-window
-            for n in others[:3]:
+            for n in [n for n in others if n not in PROM_DEPLOYMENTS][:3]:
                 for item in self.external_metric(ident, n, "gpuscaler_requests_per_gpu",
                                                  items=True).values():
                     self.assertEqual(item.get("window"), 10, item)
+            # and a Deployment whose metrics come from Prometheus, the PromQL queries' [2m]
+            prom = wait_for(lambda: [n for n in foreign(annotated(), ident)
+                                     if n in PROM_DEPLOYMENTS], 60, interval=2,
+                            what="%s: a Prometheus-sourced Deployment of another shard with a "
+                                 "status" % ident)
+            for n in prom[:2]:
+                items = self.external_metric(ident, n, "gpuscaler_requests_per_gpu",
+                                             items=True)
+                self.assertEqual([i.get("window") for i in items.values()], [120], items)
         FIGURES["hpa_foreign_asked"] = asked
         FIGURES["hpa_foreign_served"] = served
         FIGURES["hpa_foreign_agree_with_owner_status"] = agree

@@ -314,9 +314,14 @@ class Api:
             # kube-apiserver converts between served versions; we serve one per resource.
             raise bad_request("the API version in the data (%s) does not match the expected API "
                               "version (%s)" % (av, res.api_version))
+        out = F.plain(body)
+        # a value Go cannot decode into its field: the first one, before any strict error
+        err = F.type_error(res.group, res.kind, out if verb == "patch" else body,
+                           sort=verb == "patch")
+        if err:
+            raise decode_error(res, verb, shown, err)
         if not isinstance(body.get("metadata", {}), dict):
             raise bad_request("metadata must be an object")
-        out = F.plain(body)
         for field in BYTES_FIELDS.get((res.group, res.kind), ()):
             values = out.get(field)
             for k, v in (values.items() if isinstance(values, dict) else ()):
@@ -721,7 +726,8 @@ class Api:
             new_ext = self._apply_patch("merge" if ptype == "apply" else ptype, current, patch)
             if not isinstance(new_ext, dict):
                 raise bad_request("patch produced a non-object")
-            rv = (new_ext.get("metadata") or {}).get("resourceVersion")
+            meta = new_ext.get("metadata")
+            rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise conflict(res, name)
             # patch.go's field.Invalid of "patch" shows the patched JSON, or for a strategic
@@ -818,10 +824,8 @@ class Api:
         rv = smeta.get("resourceVersion")
         if rv and rv != old["metadata"]["resourceVersion"]:
             raise conflict(res, name)
-        replicas = (scale.get("spec") or {}).get("replicas", 0)
-        if not isinstance(replicas, int) or isinstance(replicas, bool):
-            raise bad_request("json: cannot unmarshal %s into Go struct field ScaleSpec.spec."
-                              "replicas of type int32" % type(replicas).__name__)
+        # its type was checked as the body was decoded (fields.py); null decodes as 0
+        replicas = (scale.get("spec") or {}).get("replicas") or 0
         if replicas < 0:
             raise invalid("Scale", "autoscaling", name, [FieldError(
                 "invalid", "spec.replicas", replicas, "must be greater than or equal to 0")])
@@ -842,6 +846,9 @@ class Api:
                 raise bad_request("the object provided is unrecognized (must be of type Scale): "
                                   "kind %s" % body.get("kind"))
             if isinstance(body, dict):
+                err = F.type_error(SCALE.group, SCALE.kind, body)
+                if err:
+                    raise decode_error(SCALE, "update", None, err)
                 self._strict(SCALE, "update", None, body, None)
             return self._write_scale(res, ns, name, old, body)
 
@@ -855,6 +862,9 @@ class Api:
             if isinstance(new, dict):
                 shown = go_map_repr(patch) if ptype == "strategic" else \
                     json.dumps(new, separators=(",", ":"), sort_keys=True)
+                err = F.type_error(SCALE.group, SCALE.kind, new, sort=True)
+                if err:
+                    raise decode_error(SCALE, "patch", shown, err)
                 self._strict(SCALE, "patch", shown, None, new, patch_errors)
             return self._write_scale(res, ns, name, old, new)
 

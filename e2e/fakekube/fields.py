@@ -16,90 +16,308 @@ patched object's unknown fields in the order of its sorted keys (it is marshalle
 before it is decoded); a JSON patch names its operations' unknown and repeated fields first
 (`json patch unknown field "[0].foo"`).
 
+A value of the wrong type (a string for an int32, a number for a map's string) fails the write
+whatever the directive, with the decoder's UnmarshalTypeError (type_error below), and a null
+becomes what Go keeps (prune).
+
 Transcribed from k8s.io/api (ObjectMeta, the kinds' top-level fields, LeaseSpec, DeploymentSpec
-and DeploymentStatus, Scale); a value of ANY is not checked further here (the nested types of a
-Pod spec are not transcribed), though a field it repeats is found."""
+and DeploymentStatus, Scale, the Events), with the types of their scalar, map and list fields;
+a value of ANY is not checked further here (the nested types of a Pod spec are not transcribed,
+nor times), though a field it repeats is found."""
 
 import json
 
-ANY = None
+ANY = None      # a field whose type is not transcribed: neither checked nor pruned below it
 
-OBJECT_META = {k: ANY for k in (
-    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
-    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
-    "annotations", "ownerReferences", "finalizers", "managedFields")}
 
-SPEC_STATUS = {"spec": ANY, "status": ANY}
+class GoType:
+    """The Go type of a field: go, its name as Go prints it in an UnmarshalTypeError; kind, how
+    JSON decodes into it (string, int, bool, map, slice, bytes); bits of an int; elem of a map
+    or slice."""
 
-LEASE_SPEC = {k: ANY for k in ("holderIdentity", "leaseDurationSeconds", "acquireTime",
-                               "renewTime", "leaseTransitions", "strategy", "preferredHolder")}
+    def __init__(self, go, kind, bits=0, elem=None):
+        self.go, self.kind, self.bits, self.elem = go, kind, bits, elem
 
-CORE_EVENT = {k: ANY for k in (
-    "involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp", "count",
-    "type", "eventTime", "series", "action", "related", "reportingComponent",
-    "reportingInstance")}
 
-EVENTS_V1_EVENT = {k: ANY for k in (
-    "eventTime", "series", "reportingController", "reportingInstance", "action", "reason",
-    "regarding", "related", "note", "type", "deprecatedSource", "deprecatedFirstTimestamp",
-    "deprecatedLastTimestamp", "deprecatedCount")}
+class Struct(dict):
+    """A transcribed Go struct: its JSON field names -> GoType, Struct or ANY; .name the Go
+    type's name, as an UnmarshalTypeError names the struct holding the field, .go as it names
+    its type (package.Name). An open one lists only some of its fields, those the fake reads:
+    their types are checked, and no field is taken for unknown."""
+    __slots__ = ("name", "go", "open")
 
-DEPLOYMENT = {
-    "spec": {k: ANY for k in ("replicas", "selector", "strategy", "minReadySeconds",
-                              "revisionHistoryLimit", "paused", "progressDeadlineSeconds")}
-    | {"template": {"metadata": OBJECT_META, "spec": ANY}},
-    "status": {k: ANY for k in (
-        "observedGeneration", "replicas", "updatedReplicas", "readyReplicas",
-        "availableReplicas", "unavailableReplicas", "terminatingReplicas", "conditions",
-        "collisionCount")}}
+    def __init__(self, name, fields, pkg="v1", open=False):
+        super().__init__(fields)
+        self.name, self.go, self.open = name, pkg + "." + name, open
+
+
+STR = GoType("string", "string")
+INT32 = GoType("int32", "int", 32)
+INT64 = GoType("int64", "int", 64)
+BOOL = GoType("bool", "bool")
+MAP_STR = GoType("map[string]string", "map", elem=STR)
+MAP_BYTES = GoType("map[string][]uint8", "map", elem=GoType("[]uint8", "bytes"))
+LIST_STR = GoType("[]string", "slice", elem=STR)
+
+
+def _struct(go_name, /, **fields):
+    return Struct(go_name, fields)
+
+
+def _open(go_name, /, pkg="v1", **fields):
+    return Struct(go_name, fields, pkg=pkg, open=True)
+
+
+def _list_of(st):
+    return GoType("[]" + st.go, "slice", elem=st)
+
+
+# times (metav1.Time, MicroTime) decode through their own UnmarshalJSON: ANY here
+OBJECT_META = _struct(
+    "ObjectMeta", name=STR, generateName=STR, namespace=STR, selfLink=STR, uid=STR,
+    resourceVersion=STR, generation=INT64, creationTimestamp=ANY, deletionTimestamp=ANY,
+    deletionGracePeriodSeconds=INT64, labels=MAP_STR, annotations=MAP_STR,
+    ownerReferences=ANY, finalizers=LIST_STR, managedFields=ANY)
+
+
+def _spec_status(kind, spec=ANY):
+    return _struct(kind, spec=spec, status=ANY)
+
+
+# the nested types the fake reads (validation.py, resources.py), open: only those fields
+LABEL_SELECTOR = _struct(
+    "LabelSelector", matchLabels=MAP_STR,
+    matchExpressions=_list_of(_struct("LabelSelectorRequirement", key=STR,
+                                      operator=GoType("v1.LabelSelectorOperator", "string"),
+                                      values=LIST_STR)))
+PROTOCOL = GoType("v1.Protocol", "string")
+CONTAINER = _open("Container", name=STR, image=STR,
+                  ports=_list_of(_open("ContainerPort", name=STR, containerPort=INT32,
+                                       hostPort=INT32, protocol=PROTOCOL, hostIP=STR)))
+POD_SPEC = _open("PodSpec", containers=_list_of(CONTAINER), initContainers=_list_of(CONTAINER),
+                 restartPolicy=GoType("v1.RestartPolicy", "string"), nodeName=STR,
+                 serviceAccountName=STR)
+OBJECT_REFERENCE = _struct("ObjectReference", kind=STR, namespace=STR, name=STR,
+                           uid=GoType("types.UID", "string"), apiVersion=STR,
+                           resourceVersion=STR, fieldPath=STR)
+
+
+LEASE_SPEC = _struct("LeaseSpec", holderIdentity=STR, leaseDurationSeconds=INT32,
+                     acquireTime=ANY, renewTime=ANY, leaseTransitions=INT32,
+                     strategy=GoType("v1.CoordinatedLeaseStrategy", "string"),
+                     preferredHolder=STR)
+
+CORE_EVENT = _struct(
+    "Event", involvedObject=OBJECT_REFERENCE, reason=STR, message=STR,
+    source=_struct("EventSource", component=STR, host=STR), firstTimestamp=ANY,
+    lastTimestamp=ANY, count=INT32, type=STR, eventTime=ANY, series=ANY, action=STR,
+    related=ANY, reportingComponent=STR, reportingInstance=STR)
+
+EVENTS_V1_EVENT = _struct(
+    "Event", eventTime=ANY, series=ANY, reportingController=STR, reportingInstance=STR,
+    action=STR, reason=STR, regarding=OBJECT_REFERENCE, related=ANY, note=STR, type=STR,
+    deprecatedSource=ANY, deprecatedFirstTimestamp=ANY, deprecatedLastTimestamp=ANY,
+    deprecatedCount=INT32)
+
+DEPLOYMENT = _struct(
+    "Deployment",
+    spec=_struct("DeploymentSpec", replicas=INT32, selector=LABEL_SELECTOR,
+                 strategy=_open("DeploymentStrategy",
+                                type=GoType("v1.DeploymentStrategyType", "string")),
+                 minReadySeconds=INT32, revisionHistoryLimit=INT32, paused=BOOL,
+                 progressDeadlineSeconds=INT32,
+                 template=_struct("PodTemplateSpec", metadata=OBJECT_META, spec=POD_SPEC)),
+    status=_struct("DeploymentStatus", observedGeneration=INT64, replicas=INT32,
+                   updatedReplicas=INT32, readyReplicas=INT32, availableReplicas=INT32,
+                   unavailableReplicas=INT32, terminatingReplicas=INT32, conditions=ANY,
+                   collisionCount=INT32))
 
 # (group, kind) -> the type's fields besides apiVersion, kind and metadata
 KNOWN = {
-    ("", "Namespace"): SPEC_STATUS,
-    ("", "Pod"): SPEC_STATUS,
+    ("", "Namespace"): _spec_status("Namespace"),
+    ("", "Pod"): _spec_status("Pod", POD_SPEC),
     ("", "Event"): CORE_EVENT,
-    ("", "ConfigMap"): {"data": ANY, "binaryData": ANY, "immutable": ANY},
-    ("", "Secret"): {"data": ANY, "stringData": ANY, "type": ANY, "immutable": ANY},
-    ("", "Service"): SPEC_STATUS,
-    ("", "ServiceAccount"): {"secrets": ANY, "imagePullSecrets": ANY,
-                             "automountServiceAccountToken": ANY},
-    ("", "Node"): SPEC_STATUS,
+    ("", "ConfigMap"): _struct("ConfigMap", data=MAP_STR, binaryData=MAP_BYTES, immutable=BOOL),
+    ("", "Secret"): _struct("Secret", data=MAP_BYTES, stringData=MAP_STR,
+                            type=GoType("v1.SecretType", "string"), immutable=BOOL),
+    ("", "Service"): _spec_status("Service", _open(
+        "ServiceSpec", selector=MAP_STR, clusterIP=STR, clusterIPs=LIST_STR,
+        type=GoType("v1.ServiceType", "string"),
+        ports=_list_of(_open("ServicePort", name=STR, protocol=PROTOCOL, port=INT32,
+                             targetPort=ANY, nodePort=INT32, appProtocol=STR)))),
+    ("", "ServiceAccount"): _struct("ServiceAccount", secrets=ANY, imagePullSecrets=ANY,
+                                    automountServiceAccountToken=BOOL),
+    ("", "Node"): _spec_status("Node"),
     ("apps", "Deployment"): DEPLOYMENT,
-    ("apps", "ReplicaSet"): SPEC_STATUS,
-    ("apps", "StatefulSet"): SPEC_STATUS,
-    ("autoscaling", "HorizontalPodAutoscaler"): SPEC_STATUS,
-    ("autoscaling", "Scale"): {"spec": {"replicas": ANY},
-                               "status": {"replicas": ANY, "selector": ANY}},
-    ("coordination.k8s.io", "Lease"): {"spec": LEASE_SPEC},
-    ("apiregistration.k8s.io", "APIService"): SPEC_STATUS,
-    ("rbac.authorization.k8s.io", "ClusterRole"): {"rules": ANY, "aggregationRule": ANY},
-    ("rbac.authorization.k8s.io", "Role"): {"rules": ANY},
-    ("rbac.authorization.k8s.io", "ClusterRoleBinding"): {"subjects": ANY, "roleRef": ANY},
-    ("rbac.authorization.k8s.io", "RoleBinding"): {"subjects": ANY, "roleRef": ANY},
-    ("policy", "PodDisruptionBudget"): SPEC_STATUS,
+    ("apps", "ReplicaSet"): _spec_status("ReplicaSet", _open(
+        "ReplicaSetSpec", replicas=INT32, selector=LABEL_SELECTOR,
+        template=_struct("PodTemplateSpec", metadata=OBJECT_META, spec=POD_SPEC))),
+    ("apps", "StatefulSet"): _spec_status("StatefulSet", _open(
+        "StatefulSetSpec", replicas=INT32, selector=LABEL_SELECTOR,
+        template=_struct("PodTemplateSpec", metadata=OBJECT_META, spec=POD_SPEC),
+        updateStrategy=_open("StatefulSetUpdateStrategy",
+                             type=GoType("v1.StatefulSetUpdateStrategyType", "string")))),
+    ("autoscaling", "HorizontalPodAutoscaler"): _spec_status("HorizontalPodAutoscaler", _open(
+        "HorizontalPodAutoscalerSpec", pkg="v2",
+        scaleTargetRef=_struct("CrossVersionObjectReference", kind=STR, name=STR,
+                               apiVersion=STR),
+        minReplicas=INT32, maxReplicas=INT32,
+        metrics=GoType("[]v2.MetricSpec", "slice", elem=_open(
+            "MetricSpec", pkg="v2", type=GoType("v2.MetricSourceType", "string"))))),
+    ("autoscaling", "Scale"): _struct("Scale", spec=_struct("ScaleSpec", replicas=INT32),
+                                      status=_struct("ScaleStatus", replicas=INT32,
+                                                     selector=STR)),
+    ("coordination.k8s.io", "Lease"): _struct("Lease", spec=LEASE_SPEC),
+    ("apiregistration.k8s.io", "APIService"): _spec_status("APIService", _open(
+        "APIServiceSpec", group=STR, version=STR, groupPriorityMinimum=INT32,
+        versionPriority=INT32, insecureSkipTLSVerify=BOOL,
+        service=_struct("ServiceReference", namespace=STR, name=STR, port=INT32))),
+    ("rbac.authorization.k8s.io", "ClusterRole"): _struct("ClusterRole", rules=ANY,
+                                                          aggregationRule=ANY),
+    ("rbac.authorization.k8s.io", "Role"): _struct("Role", rules=ANY),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"): _struct("ClusterRoleBinding",
+                                                                 subjects=ANY, roleRef=ANY),
+    ("rbac.authorization.k8s.io", "RoleBinding"): _struct("RoleBinding", subjects=ANY,
+                                                          roleRef=ANY),
+    ("policy", "PodDisruptionBudget"): _spec_status("PodDisruptionBudget", _open(
+        "PodDisruptionBudgetSpec", minAvailable=ANY, maxUnavailable=ANY,
+        selector=LABEL_SELECTOR)),
     ("events.k8s.io", "Event"): EVENTS_V1_EVENT,
 }
 
 
-def prune(group, kind, obj):
-    """Drop the fields of obj (a dict, changed in place) that its kind does not have; return
-    their paths ("spec.leaseDurationSecond"), in the order met. Kinds not in KNOWN keep all."""
+def _schema(group, kind):
     top = KNOWN.get((group, kind))
     if top is None:
-        return []
-    schema = dict(top, apiVersion=ANY, kind=ANY, metadata=OBJECT_META)
-    dropped = []
-    _walk(obj, schema, "", dropped)
-    return dropped
+        return ANY
+    return Struct(top.name, dict(top, apiVersion=ANY, kind=ANY, metadata=OBJECT_META))
 
 
-def _walk(obj, schema, prefix, dropped):
+def prune(group, kind, obj):
+    """Drop the fields of obj (a dict, changed in place) that its kind does not have, and make
+    a null in a typed field what Go's decoder leaves (an absent field; an empty string as a
+    map's or list's string element). Kinds not in KNOWN keep all."""
+    schema = _schema(group, kind)
+    if schema is not ANY:
+        _walk(obj, schema)
+
+
+def _elem_struct(t):
+    """The Struct of a list of structs' elements, else None."""
+    if isinstance(t, GoType) and t.kind == "slice" and isinstance(t.elem, Struct):
+        return t.elem
+    return None
+
+
+def _walk(obj, schema):
     for k in list(obj):
-        if k not in schema:
-            dropped.append(prefix + k)
-            del obj[k]
-        elif schema[k] is not ANY and isinstance(obj[k], dict):
-            _walk(obj[k], schema[k], prefix + k + ".", dropped)
+        t = schema.get(k, False)
+        if t is False:
+            if not schema.open:
+                del obj[k]
+        elif t is ANY:
+            continue
+        elif obj[k] is None:
+            del obj[k]      # nil pointer, map or slice; a primitive keeps its zero value
+        elif isinstance(t, Struct):
+            if isinstance(obj[k], dict):
+                _walk(obj[k], t)
+        elif _elem_struct(t) and isinstance(obj[k], list):
+            for i, e in enumerate(obj[k]):
+                if e is None:
+                    obj[k][i] = {}      # a struct element: its zero value
+                elif isinstance(e, dict):
+                    _walk(e, t.elem)
+        elif t.kind in ("map", "slice") and t.elem.kind == "string":
+            v = obj[k]
+            for i in (v if isinstance(v, dict) else range(len(v)) if isinstance(v, list)
+                      else ()):
+                if v[i] is None:
+                    v[i] = ""
+
+
+# ------------------------------------------------------------ types, as Go's decoder checks them
+
+class LitFloat(float):
+    """A JSON number that is not an integer, with .lit its text as the body had it."""
+
+
+def _lit_float(text):
+    f = LitFloat(text)
+    f.lit = text
+    return f
+
+
+def _json_kind(v):
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, dict):
+        return "object"
+    return "array"
+
+
+def _type_error(v, t, struct, path):
+    """Go's UnmarshalTypeError for v decoded into a field of type t (go name), or None."""
+    if v is None:
+        return None
+    if isinstance(t, Struct):
+        ok, go = isinstance(v, dict), t.go
+    else:
+        go = t.go
+        if t.kind == "int" and isinstance(v, (int, float)) and not isinstance(v, bool):
+            lim = 1 << (t.bits - 1)
+            if isinstance(v, float) or not -lim <= v < lim:
+                return ("json: cannot unmarshal number %s into Go struct field %s.%s of type %s"
+                        % (getattr(v, "lit", repr(v)), struct, path, go))
+            return None
+        ok = {"string": isinstance(v, str), "int": False, "bool": isinstance(v, bool),
+              "map": isinstance(v, dict), "slice": isinstance(v, list),
+              "bytes": isinstance(v, (str, list))}[t.kind]
+    if ok:
+        return None
+    return ("json: cannot unmarshal %s into Go struct field %s.%s of type %s"
+            % (_json_kind(v), struct, path, go))
+
+
+def type_error(group, kind, body, sort=False):
+    """The first type error of body decoded as kind (in the order the body has its fields, or
+    in sorted order for a patched object), as sigs.k8s.io/json reports it: "json: cannot
+    unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32" (the
+    struct holding the field, the path of field names from the object's root; a map's key or a
+    list's index is not in it). None when it decodes."""
+    schema = _schema(group, kind)
+    return None if schema is ANY else _types(body, schema, "", sort)
+
+
+def _types(v, schema, path, sort):
+    for k, x in _members(v, sort):
+        t = schema.get(k, ANY)
+        if t is ANY:
+            continue
+        p = path + "." + k if path else k
+        err = _type_error(x, t, schema.name, p)
+        if err:
+            return err
+        if isinstance(t, Struct):
+            if isinstance(x, dict):
+                err = _types(x, t, p, sort)
+        elif _elem_struct(t):
+            for e in x if isinstance(x, list) else ():
+                err = _type_error(e, t.elem, schema.name, p) or \
+                    (_types(e, t.elem, p, sort) if isinstance(e, dict) else None)
+                if err:
+                    break
+        elif t.kind in ("map", "slice") and t.elem.kind != "bytes":
+            items = x.values() if isinstance(x, dict) else x if isinstance(x, list) else ()
+            err = next(filter(None, (_type_error(e, t.elem, schema.name, p) for e in items)),
+                       None)
+        if err:
+            return err
+    return None
 
 
 # ------------------------------------------------------------ the body as decoded
@@ -137,8 +355,9 @@ def _object(pairs):
 
 
 def loads(text):
-    """A request body's JSON, its objects as Obj (raises ValueError as json.loads does)."""
-    return json.loads(text, object_pairs_hook=_object)
+    """A request body's JSON, its objects as Obj and its numbers that are not integers as
+    LitFloat (raises ValueError as json.loads does)."""
+    return json.loads(text, object_pairs_hook=_object, parse_float=_lit_float)
 
 
 def plain(v):
@@ -147,6 +366,8 @@ def plain(v):
         return {k: plain(x) for k, x in v.items()}
     if isinstance(v, list):
         return [plain(x) for x in v]
+    if isinstance(v, LitFloat):
+        return float(v)
     return v
 
 
@@ -158,7 +379,7 @@ def _members(v, sort):
 
 def _strict(v, schema, path, out, sort):
     """Append to out the ("unknown"|"duplicate", path) of v's fields, in document order (sorted
-    keys when sort)."""
+    keys when sort). schema: v's Struct, or ANY."""
     if isinstance(v, list):
         for i, e in enumerate(v):
             _strict(e, ANY, "%s[%d]" % (path, i), out, sort)
@@ -168,18 +389,19 @@ def _strict(v, schema, path, out, sort):
     seen = set()
     for k, x in _members(v, sort):
         p = path + "." + k if path else k
-        if schema is not ANY and k not in schema:
+        t = schema.get(k, ANY) if schema is not ANY else ANY
+        if schema is not ANY and not schema.open and k not in schema:
             out.append(("unknown", p))
             continue
         if k in seen:
             out.append(("duplicate", p))
         seen.add(k)
-        _strict(x, ANY if schema is ANY else schema[k], p, out, sort)
-
-
-def _schema(group, kind):
-    top = KNOWN.get((group, kind))
-    return ANY if top is None else dict(top, apiVersion=ANY, kind=ANY, metadata=OBJECT_META)
+        elem = _elem_struct(t)
+        if elem and isinstance(x, list):
+            for i, e in enumerate(x):
+                _strict(e, elem, "%s[%d]" % (p, i), out, sort)
+        else:
+            _strict(x, t if isinstance(t, Struct) else ANY, p, out, sort)
 
 
 def _messages(found, prefix=""):
@@ -213,7 +435,7 @@ def patch_duplicates(patch):
     return _messages(found)
 
 
-JSON_PATCH_OP = {"op": ANY, "path": ANY, "from": ANY, "value": ANY}
+JSON_PATCH_OP = _struct("jsonPatchOp", op=ANY, path=ANY, value=ANY, **{"from": ANY})
 
 
 def json_patch_errors(ops):
