@@ -21,9 +21,11 @@ whatever the directive, with the decoder's UnmarshalTypeError (type_error below)
 becomes what Go keeps (prune).
 
 Transcribed from k8s.io/api (ObjectMeta, the kinds' top-level fields, LeaseSpec, DeploymentSpec
-and DeploymentStatus, Scale, the Events), with the types of their scalar, map and list fields;
-a value of ANY is not checked further here (the nested types of a Pod spec are not transcribed,
-nor times), though a field it repeats is found."""
+and DeploymentStatus, Scale, the Events, LabelSelector, ObjectReference), with the types of
+their scalar, map and list fields; of other nested types (a pod spec, its containers, a
+Service's spec) only the fields the fake itself reads, as open structs: their types are
+checked, and no other field of theirs is taken for unknown. A value of ANY (times among them)
+is not checked further, though a field it repeats is found."""
 
 import json
 
