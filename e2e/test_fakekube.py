@@ -1346,6 +1346,14 @@ class TestKinds(Base):
                                            "immutable": None}, namespace=self.ns)
         self.assertEqual(got["data"], {"a": ""})
         self.assertNotIn("immutable", got)
+        # binaryData: base64, or an array of bytes as Go decodes a []byte
+        refused(cms, {"metadata": {"name": "b"}, "binaryData": {"x": 5}},
+                head + "number into Go struct field ConfigMap.binaryData of type []uint8")
+        refused(cms, {"metadata": {"name": "b"}, "binaryData": {"x": [104, 256]}},
+                head + "number 256 into Go struct field ConfigMap.binaryData of type uint8")
+        got = self.c.create("configmaps", {"metadata": {"name": "b"},
+                                           "binaryData": {"x": [104, 105]}}, namespace=self.ns)
+        self.assertEqual(got["binaryData"], {"x": "aGk="})
         deps = self.c.path("deployments", self.ns)
         head = ('Deployment in version "v1" cannot be handled as a Deployment: json: cannot '
                 'unmarshal ')

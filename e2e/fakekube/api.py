@@ -325,6 +325,10 @@ class Api:
         for field in BYTES_FIELDS.get((res.group, res.kind), ()):
             values = out.get(field)
             for k, v in (values.items() if isinstance(values, dict) else ()):
+                if isinstance(v, list):
+                    # an array of uint8s (checked above) decodes as those bytes
+                    values[k] = base64.b64encode(bytes(e or 0 for e in v)).decode()
+                    continue
                 if not isinstance(v, str):
                     continue
                 err = go_base64_error(v)

@@ -276,9 +276,20 @@ def _type_error(v, t, struct, path):
                 return ("json: cannot unmarshal number %s into Go struct field %s.%s of type %s"
                         % (getattr(v, "lit", repr(v)), struct, path, go))
             return None
+        if t.kind == "bytes" and isinstance(v, list):
+            # a []byte also decodes from an array of numbers, each a uint8
+            for e in v:
+                if isinstance(e, (int, float)) and not isinstance(e, bool) and \
+                        not (isinstance(e, int) and 0 <= e < 256):
+                    return ("json: cannot unmarshal number %s into Go struct field %s.%s of "
+                            "type uint8" % (getattr(e, "lit", repr(e)), struct, path))
+                if e is not None and not isinstance(e, (int, float)) or isinstance(e, bool):
+                    return ("json: cannot unmarshal %s into Go struct field %s.%s of type "
+                            "uint8" % (_json_kind(e), struct, path))
+            return None
         ok = {"string": isinstance(v, str), "int": False, "bool": isinstance(v, bool),
               "map": isinstance(v, dict), "slice": isinstance(v, list),
-              "bytes": isinstance(v, (str, list))}[t.kind]
+              "bytes": isinstance(v, str)}[t.kind]
     if ok:
         return None
     return ("json: cannot unmarshal %s into Go struct field %s.%s of type %s"
@@ -313,7 +324,7 @@ def _types(v, schema, path, sort):
                     (_types(e, t.elem, p, sort) if isinstance(e, dict) else None)
                 if err:
                     break
-        elif t.kind in ("map", "slice") and t.elem.kind != "bytes":
+        elif t.kind in ("map", "slice"):
             items = x.values() if isinstance(x, dict) else x if isinstance(x, list) else ()
             err = next(filter(None, (_type_error(e, t.elem, schema.name, p) for e in items)),
                        None)
