@@ -93,6 +93,14 @@ FIELD_VALIDATION = ("", "Ignore", "Strict", "Warn")
 SCALE = types.SimpleNamespace(group="autoscaling", kind="Scale", version="v1")
 
 
+def patch_shown(ptype, patch, patched):
+    """What patch.go's field.Invalid of "patch" shows: the patched JSON (a Go map's, keys
+    sorted), or for a strategic merge patch the patch's map as Go's %+v prints it."""
+    if ptype == "strategic":
+        return go_map_repr(patch)
+    return json.dumps(patched, separators=(",", ":"), sort_keys=True)
+
+
 def go_map_repr(v):
     """A JSON value decoded by k8s.io/apimachinery/pkg/util/json as Go's %+v prints it:
     maps with their keys sorted, strings bare, integers as int64, other numbers as float64."""
@@ -734,11 +742,8 @@ class Api:
             rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise conflict(res, name)
-            # patch.go's field.Invalid of "patch" shows the patched JSON, or for a strategic
-            # merge patch the patch's map as Go's %+v prints it
-            shown = go_map_repr(patch) if ptype == "strategic" else \
-                json.dumps(new_ext, separators=(",", ":"), sort_keys=True)
-            obj = self._decode(res, new_ext, "patch", shown, patch_errors)
+            obj = self._decode(res, new_ext, "patch", patch_shown(ptype, patch, new_ext),
+                               patch_errors)
             stored, pre_errs, canonical = self._to_storage(res, obj)
             return self._finish_update(res, canonical, ns, name, old, stored, subresource,
                                        pre_errs, dry_run=bool(query.get("dryRun")))
@@ -850,10 +855,7 @@ class Api:
                 raise bad_request("the object provided is unrecognized (must be of type Scale): "
                                   "kind %s" % body.get("kind"))
             if isinstance(body, dict):
-                err = F.type_error(SCALE.group, SCALE.kind, body)
-                if err:
-                    raise decode_error(SCALE, "update", None, err)
-                self._strict(SCALE, "update", None, body, None)
+                self._decode_scale("update", None, body)
             return self._write_scale(res, ns, name, old, body)
 
     def patch_scale(self, res, ns, name, ptype, patch, patch_errors=()):
@@ -864,13 +866,16 @@ class Api:
             current = self.scale_of(res, old)
             new = self._apply_patch("merge" if ptype == "apply" else ptype, current, patch)
             if isinstance(new, dict):
-                shown = go_map_repr(patch) if ptype == "strategic" else \
-                    json.dumps(new, separators=(",", ":"), sort_keys=True)
-                err = F.type_error(SCALE.group, SCALE.kind, new, sort=True)
-                if err:
-                    raise decode_error(SCALE, "patch", shown, err)
-                self._strict(SCALE, "patch", shown, None, new, patch_errors)
+                self._decode_scale("patch", patch_shown(ptype, patch, new), new, patch_errors)
             return self._write_scale(res, ns, name, old, new)
+
+    def _decode_scale(self, verb, shown, scale, patch_errors=()):
+        """A Scale as the decoder takes it: its first type error raised, then its strict
+        errors as the fieldValidation says (scale: an update's body, or a patched Scale)."""
+        err = F.type_error(SCALE.group, SCALE.kind, scale, sort=verb == "patch")
+        if err:
+            raise decode_error(SCALE, verb, shown, err)
+        self._strict(SCALE, verb, shown, scale, scale, patch_errors)
 
     # ------------------------------------------------------------ delete
 

@@ -279,13 +279,14 @@ def _type_error(v, t, struct, path):
         if t.kind == "bytes" and isinstance(v, list):
             # a []byte also decodes from an array of numbers, each a uint8
             for e in v:
-                if isinstance(e, (int, float)) and not isinstance(e, bool) and \
-                        not (isinstance(e, int) and 0 <= e < 256):
-                    return ("json: cannot unmarshal number %s into Go struct field %s.%s of "
-                            "type uint8" % (getattr(e, "lit", repr(e)), struct, path))
-                if e is not None and not isinstance(e, (int, float)) or isinstance(e, bool):
+                if e is None:
+                    continue
+                if isinstance(e, bool) or not isinstance(e, (int, float)):
                     return ("json: cannot unmarshal %s into Go struct field %s.%s of type "
                             "uint8" % (_json_kind(e), struct, path))
+                if not (isinstance(e, int) and 0 <= e < 256):
+                    return ("json: cannot unmarshal number %s into Go struct field %s.%s of "
+                            "type uint8" % (getattr(e, "lit", repr(e)), struct, path))
             return None
         ok = {"string": isinstance(v, str), "int": False, "bool": isinstance(v, bool),
               "map": isinstance(v, dict), "slice": isinstance(v, list),
