@@ -75,6 +75,18 @@ class Base(unittest.TestCase):
     def tearDown(self):
         self.c.close()
 
+    def write_after(self, since, verb, **match):
+        """The newest successful write of `verb` logged after seq `since` whose fields equal
+        match. The fake logs a request after it has answered it, so this waits for it (at most
+        5 s)."""
+        end = time.time() + 5
+        while True:
+            got = [w for w in FK.writes(since, **match)["writes"] if w["verb"] == verb]
+            if got or time.time() > end:
+                self.assertTrue(got, "no %s logged after seq %d for %s" % (verb, since, match))
+                return got[-1]
+            time.sleep(0.02)
+
     def assertApiError(self, code, reason, fn, *args, **kw):
         with self.assertRaises(ApiError) as cm_:
             fn(*args, **kw)
@@ -1192,6 +1204,7 @@ class TestKinds(Base):
                                             {"x": 1}, content_type="application/merge-patch+json")
         self.assertEqual(code, 404, payload)
         self.c.create("configmaps", cm("c"), namespace=self.ns)
+        since = FK.writes()["next"]
         code, headers, payload = self.c.raw("PATCH", self.c.path("configmaps", self.ns, "c"),
                                             {"datum": {"a": "b"}},
                                             content_type="application/merge-patch+json")
@@ -1199,7 +1212,7 @@ class TestKinds(Base):
         self.assertEqual(headers.get("Warning"), '299 - "unknown field \\"datum\\""')
         self.assertNotIn("datum", self.c.get("configmaps", "c", self.ns))
         # the write log says which writes had fields dropped
-        last = FK.writes(namespace=self.ns, name="c")["writes"][-1]
+        last = self.write_after(since, "patch", namespace=self.ns, name="c")
         self.assertEqual(last["warnings"], ['299 - "unknown field \\"datum\\""'])
         code, headers, payload = self.c.raw("PATCH", self.c.path("configmaps", self.ns, "c"),
                                             {"data": {"a": "b"}},
@@ -1237,9 +1250,10 @@ class TestKinds(Base):
                          'Deployment in version "v1" cannot be handled as a Deployment: strict '
                          'decoding error: ' + ", ".join(expect))
         self.assertIsNone(self.c.get_or_none("deployments", "rep", self.ns))
+        since = FK.writes()["next"]
         code, headers, payload = self.c.raw("POST", path, body)
         self.assertEqual(code, 201, payload)
-        warned = FK.writes(namespace=self.ns, name="rep")["writes"][-1]["warnings"]
+        warned = self.write_after(since, "create", namespace=self.ns, name="rep")["warnings"]
         self.assertEqual(warned, ['299 - "%s"' % e.replace('"', '\\"') for e in expect])
         got = self.c.get("deployments", "rep", self.ns)
         # the second metadata merged into the first; the last of each scalar kept
@@ -1272,9 +1286,11 @@ class TestKinds(Base):
             self.assertEqual(code, 422, payload)
             self.assertTrue(json.loads(payload)["message"].endswith(
                 '": strict decoding error: ' + ", ".join(pexpect)), payload)
+            since = FK.writes()["next"]
             code, _, payload = self.c.raw("PATCH", dpath, patch, content_type=ctype)
             self.assertEqual(code, 200, payload)
-            warned = FK.writes(namespace=self.ns, name="rep")["writes"][-1].get("warnings")
+            warned = self.write_after(since, "patch", namespace=self.ns,
+                                      name="rep").get("warnings")
             self.assertEqual(warned, ['299 - "%s"' % e.replace('"', '\\"') for e in pexpect])
         got = self.c.get("deployments", "rep", self.ns)
         self.assertEqual(got["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
@@ -1284,10 +1300,11 @@ class TestKinds(Base):
                    {"op": "add", "path": "/spec/unknown2", "path": "/spec/unknown3",
                     "value": "val1"},
                    {"op": "add", "path": "/spec/paused", "value": true}]"""
+        since = FK.writes()["next"]
         code, _, payload = self.c.raw("PATCH", dpath, ops,
                                       content_type="application/json-patch+json")
         self.assertEqual(code, 200, payload)
-        warned = FK.writes(namespace=self.ns, name="rep")["writes"][-1].get("warnings")
+        warned = self.write_after(since, "patch", namespace=self.ns, name="rep").get("warnings")
         self.assertEqual(warned, ['299 - "json patch unknown field \\"[0].foo\\""',
                                   '299 - "json patch duplicate field \\"[1].path\\""',
                                   '299 - "unknown field \\"spec.unknown1\\""',
@@ -1295,12 +1312,13 @@ class TestKinds(Base):
         self.assertIs(self.c.get("deployments", "rep", self.ns)["spec"]["paused"], True)
         # the scale subresource decodes a Scale as strictly
         spath = self.c.path("deployments", self.ns, "rep", "scale")
+        since = FK.writes()["next"]
         code, _, payload = self.c.raw("PATCH", spath,
                                       b'{"spec": {"replicas": 3, "replicas": 4, "replica": 1}}',
                                       content_type="application/merge-patch+json")
         self.assertEqual(code, 200, payload)
         self.assertEqual(json.loads(payload)["spec"]["replicas"], 4)
-        warned = FK.writes(namespace=self.ns, name="rep")["writes"][-1].get("warnings")
+        warned = self.write_after(since, "patch", namespace=self.ns, name="rep").get("warnings")
         self.assertEqual(warned, ['299 - "duplicate field \\"spec.replicas\\""',
                                   '299 - "unknown field \\"spec.replica\\""'])
         code, _, payload = self.c.raw("PUT", spath,
