@@ -1423,6 +1423,86 @@ class TestKinds(Base):
                          'type int32')
         self.assertEqual(self.c.get("deployments", "d", self.ns)["spec"]["replicas"], 1)
 
+    def test_strategic_merge_patch_converts(self):
+        """A strategic merge patch's object is not decoded from JSON but converted from a map
+        (runtime.DefaultUnstructuredConverter), with that converter's rules and messages: a
+        whole float fits an integer field (3.0 is 3), an integer is truncated to its field's
+        width (4294967298 into an int32 is 2), other mismatches fail with the converter's
+        error, not the JSON decoder's (a 422 about `patch` showing the patch's Go map); the
+        converter's unknown fields come sorted by their messages."""
+        smp = "application/strategic-merge-patch+json"
+        self.c.create("deployments", deployment("d"), namespace=self.ns)
+        dpath = self.c.path("deployments", self.ns, "d")
+        spath = self.c.path("deployments", self.ns, "d", "scale")
+
+        def refused(path, patch, shown, msg, params=None):
+            code, _, payload = self.c.raw("PATCH", path, patch, content_type=smp,
+                                          params=params)
+            self.assertEqual(code, 422, payload)
+            st = json.loads(payload)
+            self.assertEqual(st["reason"], "Invalid")
+            self.assertEqual(st["message"], '"" is invalid: patch: Invalid value: %s: %s'
+                             % (json.dumps(shown), msg))
+            self.assertEqual(st["details"]["causes"][0]["field"], "patch")
+
+        for path in (dpath, spath):
+            refused(path, {"spec": {"replicas": "2"}}, "map[spec:map[replicas:2]]",
+                    "unrecognized type: int32")
+            refused(path, {"spec": {"replicas": 2.5}}, "map[spec:map[replicas:2.5]]",
+                    "cannot convert float64 to int32")
+            refused(path, {"spec": {"replicas": True}}, "map[spec:map[replicas:true]]",
+                    "unrecognized type: int32")
+        refused(dpath, {"spec": "x"}, "map[spec:x]", "cannot restore struct from: string")
+        refused(dpath, {"spec": {"paused": 1}}, "map[spec:map[paused:1]]",
+                "unrecognized type: bool")
+        refused(dpath, {"metadata": {"labels": {"a": 1}}}, "map[metadata:map[labels:map[a:1]]]",
+                "cannot convert int64 to string")
+        refused(dpath, {"metadata": {"finalizers": "x"}}, "map[metadata:map[finalizers:x]]",
+                "cannot restore slice from string")
+        # the Go type's field order, not the map's: spec.replicas before spec.paused
+        refused(dpath, {"spec": {"paused": "no", "replicas": "1"}},
+                "map[spec:map[paused:no replicas:1]]", "unrecognized type: int32")
+        # the JSON decoder's message for the same patch sent as a merge patch
+        code, _, payload = self.c.raw("PATCH", dpath, {"spec": {"replicas": 3.0}},
+                                      content_type="application/merge-patch+json")
+        self.assertEqual(code, 422, payload)
+        self.assertTrue(json.loads(payload)["message"].endswith(
+            "json: cannot unmarshal number 3.0 into Go struct field DeploymentSpec.spec.replicas "
+            "of type int32"), payload)
+        self.assertEqual(self.c.get("deployments", "d", self.ns)["spec"]["replicas"], 1)
+        # what converts: a whole float, an int64 truncated to int32
+        for path, value, want in ((dpath, 3.0, 3), (dpath, 4294967298, 2), (spath, 5.0, 5),
+                                  (spath, 4294967300, 4)):
+            code, _, payload = self.c.raw("PATCH", path, {"spec": {"replicas": value}},
+                                          content_type=smp)
+            self.assertEqual(code, 200, payload)
+            self.assertEqual(json.loads(payload)["spec"]["replicas"], want)
+            self.assertEqual(self.c.get("deployments", "d", self.ns)["spec"]["replicas"], want)
+        # a ConfigMap's maps: a number for a string, bad base64 for a []byte
+        self.c.create("configmaps", cm("c"), namespace=self.ns)
+        cpath = self.c.path("configmaps", self.ns, "c")
+        refused(cpath, {"data": {"a": 5}}, "map[data:map[a:5]]",
+                "cannot convert int64 to string")
+        refused(cpath, {"data": {"a": 0.5}}, "map[data:map[a:0.5]]",
+                "unrecognized type: string")
+        refused(cpath, {"binaryData": {"x": "!!"}}, "map[binaryData:map[x:!!]]",
+                "error decoding from json: illegal base64 data at input byte 0")
+        code, _, payload = self.c.raw("PATCH", cpath, {"binaryData": {"x": [104, 361]}},
+                                      content_type=smp)
+        self.assertEqual(code, 200, payload)
+        self.assertEqual(json.loads(payload)["binaryData"], {"x": "aGk="})   # 361 is 105
+        # unknown fields sorted by message ("metadata-x" before "metadata.foo"), the merge
+        # patch's in the order of the sorted keys
+        for ctype, order in ((smp, ('metadata-x', 'metadata.foo')),
+                             ("application/merge-patch+json", ('metadata.foo', 'metadata-x'))):
+            code, _, payload = self.c.raw(
+                "PATCH", cpath, {"metadata": {"foo": 1}, "metadata-x": 1},
+                content_type=ctype, params={"fieldValidation": "Strict"})
+            self.assertEqual(code, 422, payload)
+            self.assertTrue(json.loads(payload)["message"].endswith(
+                ': strict decoding error: unknown field "%s", unknown field "%s"' % order),
+                payload)
+
     def test_mutated_bodies_never_fail_inside(self):
         """Bad input is answered as the API server answers it, never by an internal error: a
         valid object of each kind with one value replaced (null, a bool, an int, a float, a

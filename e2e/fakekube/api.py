@@ -112,8 +112,10 @@ def go_map_repr(v):
         return "true" if v else "false"
     if v is None:
         return "<nil>"
+    if isinstance(v, int) and -(1 << 63) <= v < 1 << 63:
+        return str(v)   # util/json decodes a whole JSON number in int64's range as an int64
     if isinstance(v, int):
-        return str(v)   # util/json decodes a whole JSON number as an int64
+        return go_float(float(v))
     if isinstance(v, float):
         return go_float(v)
     return str(v)
@@ -304,11 +306,13 @@ class Api:
             obj.pop("apiVersion", None)
         return ordered(obj)
 
-    def _decode(self, res, body, verb, shown=None, patch_errors=()):
+    def _decode(self, res, body, verb, shown=None, patch_errors=(), converted=False):
         """The object of a request's body, with the kind's unknown and repeated fields handled
         as the request's fieldValidation directive says (fields.py). For a patch, body is the
         patched object, shown the value its errors show (what patch.go's field.Invalid of
-        "patch" prints) and patch_errors the strict errors of the patch itself."""
+        "patch" prints) and patch_errors the strict errors of the patch itself; converted: a
+        strategic merge patch's object, which the unstructured converter turns into the typed
+        object (fields.convert_error) where the others are decoded from JSON."""
         if not isinstance(body, dict):
             raise bad_request("the object provided is unrecognized (must be of type %s): "
                               "json: cannot unmarshal into Go value of type %s"
@@ -324,8 +328,11 @@ class Api:
                               "version (%s)" % (av, res.api_version))
         out = F.plain(body)
         # a value Go cannot decode into its field: the first one, before any strict error
-        err = F.type_error(res.group, res.kind, out if verb == "patch" else body,
-                           sort=verb == "patch")
+        if converted:
+            err = F.convert_error(res.group, res.kind, out)
+        else:
+            err = F.type_error(res.group, res.kind, out if verb == "patch" else body,
+                               sort=verb == "patch")
         if err:
             raise decode_error(res, verb, shown, err)
         if not isinstance(body.get("metadata", {}), dict):
@@ -346,20 +353,22 @@ class Api:
                         v.replace("\r", "").replace("\n", ""))).decode()
                     continue
                 raise decode_error(res, verb, shown, err)
-        self._strict(res, verb, shown, body, out, patch_errors)
+        self._strict(res, verb, shown, body, out, patch_errors, converted)
         F.prune(res.group, res.kind, out)
         return out
 
-    def _strict(self, res, verb, shown, body, out, patch_errors=()):
+    def _strict(self, res, verb, shown, body, out, patch_errors=(), converted=False):
         """The strict decoding errors of a write of res's kind (fields.py) under the request's
         fieldValidation: Strict raises them (runtime.NewStrictDecodingError; non-strict errors
         came first), Warn names each in a Warning header, Ignore neither. body: a create's or
-        update's decoded body; out: a patch's patched object."""
+        update's decoded body; out: a patch's patched object (converted: a strategic merge
+        patch's, whose unknown fields the converter sorts by their messages)."""
         directive = getattr(self._tls, "directive", "Warn")
         if directive == "Ignore":
             return
         if verb == "patch":
-            errs = list(patch_errors) + F.patched_unknown(res.group, res.kind, out)
+            unknown = F.patched_unknown(res.group, res.kind, out)
+            errs = list(patch_errors) + (sorted(unknown) if converted else unknown)
         else:
             errs = F.strict_errors(res.group, res.kind, body)
         if errs and directive == "Strict":
@@ -743,7 +752,7 @@ class Api:
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise conflict(res, name)
             obj = self._decode(res, new_ext, "patch", patch_shown(ptype, patch, new_ext),
-                               patch_errors)
+                               patch_errors, converted=ptype == "strategic")
             stored, pre_errs, canonical = self._to_storage(res, obj)
             return self._finish_update(res, canonical, ns, name, old, stored, subresource,
                                        pre_errs, dry_run=bool(query.get("dryRun")))
@@ -866,16 +875,21 @@ class Api:
             current = self.scale_of(res, old)
             new = self._apply_patch("merge" if ptype == "apply" else ptype, current, patch)
             if isinstance(new, dict):
-                self._decode_scale("patch", patch_shown(ptype, patch, new), new, patch_errors)
+                self._decode_scale("patch", patch_shown(ptype, patch, new), new, patch_errors,
+                                   converted=ptype == "strategic")
             return self._write_scale(res, ns, name, old, new)
 
-    def _decode_scale(self, verb, shown, scale, patch_errors=()):
-        """A Scale as the decoder takes it: its first type error raised, then its strict
-        errors as the fieldValidation says (scale: an update's body, or a patched Scale)."""
-        err = F.type_error(SCALE.group, SCALE.kind, scale, sort=verb == "patch")
+    def _decode_scale(self, verb, shown, scale, patch_errors=(), converted=False):
+        """A Scale as the decoder (or for a strategic merge patch the converter) takes it: its
+        first type error raised, then its strict errors as the fieldValidation says (scale: an
+        update's body, or a patched Scale, whose numbers the converter may change in place)."""
+        if converted:
+            err = F.convert_error(SCALE.group, SCALE.kind, scale)
+        else:
+            err = F.type_error(SCALE.group, SCALE.kind, scale, sort=verb == "patch")
         if err:
             raise decode_error(SCALE, verb, shown, err)
-        self._strict(SCALE, verb, shown, scale, scale, patch_errors)
+        self._strict(SCALE, verb, shown, scale, scale, patch_errors, converted)
 
     # ------------------------------------------------------------ delete
 

@@ -18,7 +18,9 @@ before it is decoded); a JSON patch names its operations' unknown and repeated f
 
 A value of the wrong type (a string for an int32, a number for a map's string) fails the write
 whatever the directive, with the decoder's UnmarshalTypeError (type_error below), and a null
-becomes what Go keeps (prune).
+becomes what Go keeps (prune). A strategic merge patch's result is converted from a map instead
+(convert_error below: other rules, other messages), in the order of the Go type's fields, which
+the structs below list in that order.
 
 Transcribed from k8s.io/api (ObjectMeta, the kinds' top-level fields, LeaseSpec, DeploymentSpec
 and DeploymentStatus, Scale, the Events, LabelSelector, ObjectReference), with the types of
@@ -28,6 +30,9 @@ checked, and no other field of theirs is taken for unknown. A value of ANY (time
 is not checked further, though a field it repeats is found."""
 
 import json
+import math
+
+from .validation import go_base64_error
 
 ANY = None      # a field whose type is not transcribed: neither checked nor pruned below it
 
@@ -94,11 +99,11 @@ LABEL_SELECTOR = _struct(
                                       values=LIST_STR)))
 PROTOCOL = GoType("v1.Protocol", "string")
 CONTAINER = _open("Container", name=STR, image=STR,
-                  ports=_list_of(_open("ContainerPort", name=STR, containerPort=INT32,
-                                       hostPort=INT32, protocol=PROTOCOL, hostIP=STR)))
-POD_SPEC = _open("PodSpec", containers=_list_of(CONTAINER), initContainers=_list_of(CONTAINER),
-                 restartPolicy=GoType("v1.RestartPolicy", "string"), nodeName=STR,
-                 serviceAccountName=STR)
+                  ports=_list_of(_open("ContainerPort", name=STR, hostPort=INT32,
+                                       containerPort=INT32, protocol=PROTOCOL, hostIP=STR)))
+POD_SPEC = _open("PodSpec", initContainers=_list_of(CONTAINER), containers=_list_of(CONTAINER),
+                 restartPolicy=GoType("v1.RestartPolicy", "string"), serviceAccountName=STR,
+                 nodeName=STR)
 OBJECT_REFERENCE = _struct("ObjectReference", kind=STR, namespace=STR, name=STR,
                            uid=GoType("types.UID", "string"), apiVersion=STR,
                            resourceVersion=STR, fieldPath=STR)
@@ -124,11 +129,11 @@ EVENTS_V1_EVENT = _struct(
 DEPLOYMENT = _struct(
     "Deployment",
     spec=_struct("DeploymentSpec", replicas=INT32, selector=LABEL_SELECTOR,
+                 template=_struct("PodTemplateSpec", metadata=OBJECT_META, spec=POD_SPEC),
                  strategy=_open("DeploymentStrategy",
                                 type=GoType("v1.DeploymentStrategyType", "string")),
                  minReadySeconds=INT32, revisionHistoryLimit=INT32, paused=BOOL,
-                 progressDeadlineSeconds=INT32,
-                 template=_struct("PodTemplateSpec", metadata=OBJECT_META, spec=POD_SPEC)),
+                 progressDeadlineSeconds=INT32),
     status=_struct("DeploymentStatus", observedGeneration=INT64, replicas=INT32,
                    updatedReplicas=INT32, readyReplicas=INT32, availableReplicas=INT32,
                    unavailableReplicas=INT32, terminatingReplicas=INT32, conditions=ANY,
@@ -139,14 +144,15 @@ KNOWN = {
     ("", "Namespace"): _spec_status("Namespace"),
     ("", "Pod"): _spec_status("Pod", POD_SPEC),
     ("", "Event"): CORE_EVENT,
-    ("", "ConfigMap"): _struct("ConfigMap", data=MAP_STR, binaryData=MAP_BYTES, immutable=BOOL),
-    ("", "Secret"): _struct("Secret", data=MAP_BYTES, stringData=MAP_STR,
-                            type=GoType("v1.SecretType", "string"), immutable=BOOL),
+    ("", "ConfigMap"): _struct("ConfigMap", immutable=BOOL, data=MAP_STR, binaryData=MAP_BYTES),
+    ("", "Secret"): _struct("Secret", immutable=BOOL, data=MAP_BYTES, stringData=MAP_STR,
+                            type=GoType("v1.SecretType", "string")),
     ("", "Service"): _spec_status("Service", _open(
-        "ServiceSpec", selector=MAP_STR, clusterIP=STR, clusterIPs=LIST_STR,
-        type=GoType("v1.ServiceType", "string"),
-        ports=_list_of(_open("ServicePort", name=STR, protocol=PROTOCOL, port=INT32,
-                             targetPort=ANY, nodePort=INT32, appProtocol=STR)))),
+        "ServiceSpec",
+        ports=_list_of(_open("ServicePort", name=STR, protocol=PROTOCOL, appProtocol=STR,
+                             port=INT32, targetPort=ANY, nodePort=INT32)),
+        selector=MAP_STR, clusterIP=STR, clusterIPs=LIST_STR,
+        type=GoType("v1.ServiceType", "string"))),
     ("", "ServiceAccount"): _struct("ServiceAccount", secrets=ANY, imagePullSecrets=ANY,
                                     automountServiceAccountToken=BOOL),
     ("", "Node"): _spec_status("Node"),
@@ -171,9 +177,10 @@ KNOWN = {
                                                      selector=STR)),
     ("coordination.k8s.io", "Lease"): _struct("Lease", spec=LEASE_SPEC),
     ("apiregistration.k8s.io", "APIService"): _spec_status("APIService", _open(
-        "APIServiceSpec", group=STR, version=STR, groupPriorityMinimum=INT32,
-        versionPriority=INT32, insecureSkipTLSVerify=BOOL,
-        service=_struct("ServiceReference", namespace=STR, name=STR, port=INT32))),
+        "APIServiceSpec",
+        service=_struct("ServiceReference", namespace=STR, name=STR, port=INT32),
+        group=STR, version=STR, insecureSkipTLSVerify=BOOL, groupPriorityMinimum=INT32,
+        versionPriority=INT32)),
     ("rbac.authorization.k8s.io", "ClusterRole"): _struct("ClusterRole", rules=ANY,
                                                           aggregationRule=ANY),
     ("rbac.authorization.k8s.io", "Role"): _struct("Role", rules=ANY),
@@ -182,8 +189,8 @@ KNOWN = {
     ("rbac.authorization.k8s.io", "RoleBinding"): _struct("RoleBinding", subjects=ANY,
                                                           roleRef=ANY),
     ("policy", "PodDisruptionBudget"): _spec_status("PodDisruptionBudget", _open(
-        "PodDisruptionBudgetSpec", minAvailable=ANY, maxUnavailable=ANY,
-        selector=LABEL_SELECTOR)),
+        "PodDisruptionBudgetSpec", minAvailable=ANY, selector=LABEL_SELECTOR,
+        maxUnavailable=ANY)),
     ("events.k8s.io", "Event"): EVENTS_V1_EVENT,
 }
 
@@ -192,7 +199,8 @@ def _schema(group, kind):
     top = KNOWN.get((group, kind))
     if top is None:
         return ANY
-    return Struct(top.name, dict(top, apiVersion=ANY, kind=ANY, metadata=OBJECT_META))
+    # Go's order: TypeMeta (inline), ObjectMeta, then the kind's own fields
+    return Struct(top.name, dict(kind=ANY, apiVersion=ANY, metadata=OBJECT_META, **top))
 
 
 def prune(group, kind, obj):
@@ -332,6 +340,113 @@ def _types(v, schema, path, sort):
         if err:
             return err
     return None
+
+
+# ------------------------------------------------------------ a strategic merge patch's object
+
+UINT8 = GoType("uint8", "uint", 8)
+INT64_MIN = -(1 << 63)
+
+
+def _go_value(v):
+    """The Go kind of a value of the map a strategic merge patch yields (its patch decoded by
+    util/json with ints preserved: a whole JSON number in int64's range is an int64, any other
+    a float64), and the value as Go holds it."""
+    if isinstance(v, bool):
+        return "bool", v
+    if isinstance(v, int):
+        if INT64_MIN <= v < -INT64_MIN:
+            return "int64", v
+        return "float64", float(v) if abs(v) < 1 << 1024 else float("inf") * (1 if v > 0 else -1)
+    if isinstance(v, float):
+        return "float64", v
+    if isinstance(v, str):
+        return "string", v
+    return ("map" if isinstance(v, dict) else "slice"), v
+
+
+def _wrap(n, t):
+    """An int64 converted to t as Go's reflect converts it: truncated to t's width."""
+    m = 1 << t.bits
+    n %= m
+    return n - m if t.kind == "int" and n >= m >> 1 else n
+
+
+def _scalar(v, t):
+    """(what a field of scalar type t holds for v, the converter's error or None): converter.go
+    fromUnstructured's simple types, where JSON's four groups (bools, integers, floats, strings)
+    do not convert into each other, except a whole float into an integer. A value of another
+    group that Go could convert (an int64 into a string type) is "cannot convert"; one it could
+    not is "unrecognized type"."""
+    kind, v = _go_value(v)
+    if t.kind == "string":
+        if kind == "string":
+            return v, None
+        if kind == "int64":
+            return v, "cannot convert int64 to %s" % t.go
+    elif t.kind == "bool":
+        if kind == "bool":
+            return v, None
+    elif kind == "int64":
+        return _wrap(v, t), None
+    elif kind == "float64":
+        if math.isnan(v) or (math.isfinite(v) and v != math.trunc(v)):
+            return v, "cannot convert float64 to %s" % t.go
+        # reflect converts a float through int64 (amd64: out of its range, its minimum)
+        n = int(v) if INT64_MIN <= v < -INT64_MIN else INT64_MIN
+        return _wrap(n, t), None
+    base = {"string": "string", "bool": "bool"}.get(t.kind) or \
+        ("int%d" % t.bits if t.kind == "int" else "uint%d" % t.bits)
+    return v, "unrecognized type: " + base
+
+
+def _convert(v, t):
+    """(what a field of type t holds for v, the first error or None), in the order of the Go
+    type's fields; a list's or map's elements are converted in place."""
+    if v is None or t is ANY:
+        return v, None
+    kind = _go_value(v)[0]
+    if isinstance(t, Struct):
+        if kind != "map":
+            return v, "cannot restore struct from: " + kind
+        for k, ft in t.items():
+            if k in v:
+                v[k], err = _convert(v[k], ft)
+                if err:
+                    return v, err
+        return v, None
+    if t.kind == "map":
+        if kind != "map":
+            return v, "cannot restore map from " + kind
+        items = list(v)
+    elif t.kind in ("slice", "bytes"):
+        if t.kind == "bytes" and kind == "string":
+            # a []byte from a string: JSON's base64
+            err = go_base64_error(v) if v else None
+            return v, err and "error decoding from json: " + err
+        if kind != "slice":
+            return v, "cannot restore slice from " + kind
+        items = range(len(v))
+    else:
+        return _scalar(v, t)
+    elem = UINT8 if t.kind == "bytes" else t.elem
+    for i in items:
+        v[i], err = _convert(v[i], elem)
+        if err:
+            return v, err
+    return v, None
+
+
+def convert_error(group, kind, obj):
+    """The error runtime.DefaultUnstructuredConverter.FromUnstructured gives for obj as kind (a
+    strategic merge patch's result is converted so, not decoded from JSON), or None; obj's
+    numbers are changed in place to what the typed object holds: an integer truncated to its
+    field's width (4294967299 into an int32 is 3), a whole float its integer (3.0 is 3).
+    Fields are visited in the Go type's order (KNOWN lists them so), a map's in the order its
+    keys have here (Go's is random); the error has no path: "unrecognized type: int32" for a
+    string into spec.replicas, "cannot convert float64 to int32" for 2.5."""
+    schema = _schema(group, kind)
+    return None if schema is ANY else _convert(obj, schema)[1]
 
 
 # ------------------------------------------------------------ the body as decoded
