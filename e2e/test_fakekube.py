@@ -1503,6 +1503,75 @@ class TestKinds(Base):
                 ': strict decoding error: unknown field "%s", unknown field "%s"' % order),
                 payload)
 
+    def test_times(self):
+        """metav1.Time and MicroTime fields decode as the API server decodes them: a string
+        time.Parse takes with RFC 3339 (MicroTime: exactly six fractional digits), else the write
+        fails with time.Parse's own error, which ends the decoding (it wins over an earlier type
+        error); what is stored is encoded again, in UTC, at whole seconds or six digits."""
+        lpath = self.c.path("leases", self.ns)
+
+        def lease(name, **spec):
+            return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": name}, "spec": spec}
+
+        def refused(path, body, msg, method="POST", ctype=None, code=400):
+            got, _, payload = self.c.raw(method, path, body, content_type=ctype)
+            self.assertEqual(got, code, payload)
+            self.assertTrue(json.loads(payload)["message"].endswith(msg), payload)
+
+        head = 'Lease in version "v1" cannot be handled as a Lease: '
+        micro = '"2006-01-02T15:04:05.000000Z07:00"'
+        refused(lpath, lease("a", renewTime="2026-11-29T17:11:54Z"),
+                head + 'parsing time "2026-11-29T17:11:54Z" as %s: cannot parse "Z" as '
+                '".000000"' % micro)
+        refused(lpath, lease("a", renewTime="2026-11-29T17:11:54.123Z"),
+                'cannot parse ".123Z" as ".000000"')
+        refused(lpath, lease("a", acquireTime="2026-02-30T00:00:00.000000Z"),
+                head + 'parsing time "2026-02-30T00:00:00.000000Z": day out of range')
+        refused(lpath, lease("a", renewTime=5),
+                head + "json: cannot unmarshal number into Go value of type string")
+        # the time's error, though a type error comes first in the body
+        refused(lpath, lease("a", holderIdentity=7, renewTime="now"),
+                head + 'parsing time "now" as %s: cannot parse "now" as "2006"' % micro)
+        refused(lpath, lease("a", holderIdentity=7, renewTime="2026-11-29T17:11:54.000001Z"),
+                head + "json: cannot unmarshal number into Go struct field LeaseSpec.spec."
+                "holderIdentity of type string")
+        # stored in UTC; a MicroTime with six digits
+        got = self.c.create("leases", lease("a", holderIdentity="x",
+                                            renewTime="2026-11-29T18:11:54.123456+01:00",
+                                            acquireTime="2026-11-29T17:11:54.000000Z"),
+                            namespace=self.ns)
+        self.assertEqual(got["spec"]["renewTime"], "2026-11-29T17:11:54.123456Z")
+        self.assertEqual(got["spec"]["acquireTime"], "2026-11-29T17:11:54.000000Z")
+        # an Event's Times: RFC 3339 with any fraction, stored at whole seconds
+        epath = self.c.path("events", self.ns)
+        ev = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
+              "involvedObject": {"kind": "Pod", "name": "p", "namespace": self.ns},
+              "reason": "R", "message": "m", "type": "Normal", "source": {"component": "c"},
+              "firstTimestamp": "2026-11-29T12:00:00.75-05:30",
+              "lastTimestamp": "2026-11-29T17:30:01Z", "count": 1}
+        got = self.c.create("events", ev, namespace=self.ns)
+        self.assertEqual(got["firstTimestamp"], "2026-11-29T17:30:00Z")
+        self.assertEqual(got["lastTimestamp"], "2026-11-29T17:30:01Z")
+        bad = dict(ev, metadata={"name": "f"}, lastTimestamp="2026-11-29T17:30:01")
+        refused(epath, bad, 'Event in version "v1" cannot be handled as a Event: parsing time '
+                '"2026-11-29T17:30:01" as "2006-01-02T15:04:05Z07:00": cannot parse "" as '
+                '"Z07:00"')
+        bad = dict(ev, metadata={"name": "f", "creationTimestamp": "2026-11-29T25:00:00Z"})
+        refused(epath, bad, 'parsing time "2026-11-29T25:00:00Z": hour out of range')
+        # a patch: 422 about "patch", the same message from the merge patch's decoder and the
+        # strategic merge patch's converter
+        one = self.c.path("leases", self.ns, "a")
+        for ctype in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+            refused(one, {"spec": {"renewTime": "2026-11-29"}},
+                    ': parsing time "2026-11-29" as %s: cannot parse "" as "T"' % micro,
+                    method="PATCH", ctype=ctype, code=422)
+            refused(one, {"spec": {"renewTime": True}},
+                    ": json: cannot unmarshal bool into Go value of type string",
+                    method="PATCH", ctype=ctype, code=422)
+        self.assertEqual(self.c.get("leases", "a", self.ns)["spec"]["renewTime"],
+                         "2026-11-29T17:11:54.123456Z")
+
     def test_mutated_bodies_never_fail_inside(self):
         """Bad input is answered as the API server answers it, never by an internal error: a
         valid object of each kind with one value replaced (null, a bool, an int, a float, a

@@ -26,12 +26,14 @@ Transcribed from k8s.io/api (ObjectMeta, the kinds' top-level fields, LeaseSpec,
 and DeploymentStatus, Scale, the Events, LabelSelector, ObjectReference), with the types of
 their scalar, map and list fields; of other nested types (a pod spec, its containers, a
 Service's spec) only the fields the fake itself reads, as open structs: their types are
-checked, and no other field of theirs is taken for unknown. A value of ANY (times among them)
-is not checked further, though a field it repeats is found."""
+checked, and no other field of theirs is taken for unknown. A value of ANY is not checked
+further, though a field it repeats is found. Times (TIME, MICRO_TIME) are parsed as Go parses
+them (gotime.py), and stored as metav1 encodes them."""
 
 import json
 import math
 
+from . import gotime
 from .validation import go_base64_error
 
 ANY = None      # a field whose type is not transcribed: neither checked nor pruned below it
@@ -79,10 +81,15 @@ def _list_of(st):
     return GoType("[]" + st.go, "slice", elem=st)
 
 
-# times (metav1.Time, MicroTime) decode through their own UnmarshalJSON: ANY here
+# times decode through their own UnmarshalJSON: a JSON string that time.Parse takes with the
+# layout (gotime.py), or null; a failure ends the decoding at once (time_error below)
+TIME = GoType("v1.Time", "time")
+MICRO_TIME = GoType("v1.MicroTime", "microtime")
+LAYOUTS = {"time": gotime.RFC3339, "microtime": gotime.RFC3339_MICRO}
+
 OBJECT_META = _struct(
     "ObjectMeta", name=STR, generateName=STR, namespace=STR, selfLink=STR, uid=STR,
-    resourceVersion=STR, generation=INT64, creationTimestamp=ANY, deletionTimestamp=ANY,
+    resourceVersion=STR, generation=INT64, creationTimestamp=TIME, deletionTimestamp=TIME,
     deletionGracePeriodSeconds=INT64, labels=MAP_STR, annotations=MAP_STR,
     ownerReferences=ANY, finalizers=LIST_STR, managedFields=ANY)
 
@@ -110,21 +117,23 @@ OBJECT_REFERENCE = _struct("ObjectReference", kind=STR, namespace=STR, name=STR,
 
 
 LEASE_SPEC = _struct("LeaseSpec", holderIdentity=STR, leaseDurationSeconds=INT32,
-                     acquireTime=ANY, renewTime=ANY, leaseTransitions=INT32,
+                     acquireTime=MICRO_TIME, renewTime=MICRO_TIME, leaseTransitions=INT32,
                      strategy=GoType("v1.CoordinatedLeaseStrategy", "string"),
                      preferredHolder=STR)
 
+EVENT_SERIES = _struct("EventSeries", count=INT32, lastObservedTime=MICRO_TIME)
+
 CORE_EVENT = _struct(
     "Event", involvedObject=OBJECT_REFERENCE, reason=STR, message=STR,
-    source=_struct("EventSource", component=STR, host=STR), firstTimestamp=ANY,
-    lastTimestamp=ANY, count=INT32, type=STR, eventTime=ANY, series=ANY, action=STR,
-    related=ANY, reportingComponent=STR, reportingInstance=STR)
+    source=_struct("EventSource", component=STR, host=STR), firstTimestamp=TIME,
+    lastTimestamp=TIME, count=INT32, type=STR, eventTime=MICRO_TIME, series=EVENT_SERIES,
+    action=STR, related=ANY, reportingComponent=STR, reportingInstance=STR)
 
 EVENTS_V1_EVENT = _struct(
-    "Event", eventTime=ANY, series=ANY, reportingController=STR, reportingInstance=STR,
-    action=STR, reason=STR, regarding=OBJECT_REFERENCE, related=ANY, note=STR, type=STR,
-    deprecatedSource=ANY, deprecatedFirstTimestamp=ANY, deprecatedLastTimestamp=ANY,
-    deprecatedCount=INT32)
+    "Event", eventTime=MICRO_TIME, series=EVENT_SERIES, reportingController=STR,
+    reportingInstance=STR, action=STR, reason=STR, regarding=OBJECT_REFERENCE, related=ANY,
+    note=STR, type=STR, deprecatedSource=ANY, deprecatedFirstTimestamp=TIME,
+    deprecatedLastTimestamp=TIME, deprecatedCount=INT32)
 
 DEPLOYMENT = _struct(
     "Deployment",
@@ -238,6 +247,15 @@ def _walk(obj, schema):
                     obj[k][i] = {}      # a struct element: its zero value
                 elif isinstance(e, dict):
                     _walk(e, t.elem)
+        elif t.kind in LAYOUTS:
+            # encoded again as metav1 encodes it: UTC, at whole seconds (Time) or with six
+            # digits (MicroTime); the zero time is dropped (the API server shows it as null)
+            instant = gotime.parse(LAYOUTS[t.kind], obj[k])[0] \
+                if isinstance(obj[k], str) else None
+            if instant is None or gotime.is_zero(instant):
+                del obj[k]
+            else:
+                obj[k] = gotime.format_utc(instant, micro=t.kind == "microtime")
         elif t.kind in ("map", "slice") and t.elem.kind == "string":
             v = obj[k]
             for i in (v if isinstance(v, dict) else range(len(v)) if isinstance(v, list)
@@ -276,6 +294,8 @@ def _type_error(v, t, struct, path):
         return None
     if isinstance(t, Struct):
         ok, go = isinstance(v, dict), t.go
+    elif t.kind in LAYOUTS:
+        return None     # time_error's
     else:
         go = t.go
         if t.kind == "int" and isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -306,13 +326,47 @@ def _type_error(v, t, struct, path):
 
 
 def type_error(group, kind, body, sort=False):
-    """The first type error of body decoded as kind (in the order the body has its fields, or
-    in sorted order for a patched object), as sigs.k8s.io/json reports it: "json: cannot
-    unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32" (the
-    struct holding the field, the path of field names from the object's root; a map's key or a
-    list's index is not in it). None when it decodes."""
+    """The error of body decoded as kind (in the order the body has its fields, or in sorted
+    order for a patched object), as sigs.k8s.io/json reports it, or None when it decodes. A
+    time that does not parse ends the decoding where it is, so the first one is the error (its
+    UnmarshalJSON's, unwrapped: `parsing time "x" as "2006-01-02T15:04:05Z07:00": cannot parse
+    "x" as "2006"`); else the first value of the wrong type, which the decoder notes and goes
+    on: "json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of type
+    int32" (the struct holding the field, the path of field names from the object's root; a
+    map's key or a list's index is not in it)."""
     schema = _schema(group, kind)
-    return None if schema is ANY else _types(body, schema, "", sort)
+    if schema is ANY:
+        return None
+    return _times(body, schema, sort) or _types(body, schema, "", sort)
+
+
+def _time_error(v, t):
+    """The error metav1.Time's (t: or MicroTime's) UnmarshalJSON gives for v, or None."""
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        return "json: cannot unmarshal %s into Go value of type string" % _json_kind(v)
+    return gotime.parse(LAYOUTS[t.kind], v)[1]
+
+
+def _times(v, schema, sort):
+    """The first time error of v (a dict of schema's type), in the decoder's order."""
+    for k, x in _members(v, sort):
+        t = schema.get(k, ANY)
+        err = None
+        if t is ANY or x is None:
+            continue
+        if isinstance(t, Struct):
+            err = _times(x, t, sort) if isinstance(x, dict) else None
+        elif _elem_struct(t):
+            items = x if isinstance(x, list) else ()
+            err = next(filter(None, (_times(e, t.elem, sort) for e in items
+                                     if isinstance(e, dict))), None)
+        elif t.kind in LAYOUTS:
+            err = _time_error(x, t)
+        if err:
+            return err
+    return None
 
 
 def _types(v, schema, path, sort):
@@ -415,6 +469,8 @@ def _convert(v, t):
                 if err:
                     return v, err
         return v, None
+    if t.kind in LAYOUTS:
+        return v, _time_error(v, t)     # through JSON and its UnmarshalJSON
     if t.kind == "map":
         if kind != "map":
             return v, "cannot restore map from " + kind
