@@ -347,18 +347,41 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
     }
 }
 
-static int expand(const struct promql *p, const struct promql_target *t, const char *tmpl,
-                  char *out, char *err, size_t errlen)
+/* One of the target's queries into out (PROMQL_MAX_QUERY bytes): its own
+ * template when the annotation set one, else dflt's for its engine, expanded
+ * for the workload; out is "" when there is neither. */
+static int query_for(const struct promql *p, const struct promql_target *t, const char *own,
+                     void (*dflt)(const struct scrape_spec *, char *, size_t), char *out,
+                     char *err, size_t errlen)
 {
+    char tmpl[PROMQL_MAX_QUERY];
+    if (own && *own)
+        snprintf(tmpl, sizeof(tmpl), "%s", own);
+    else
+        dflt(t->spec, tmpl, sizeof(tmpl));
+    out[0] = '\0';
+    if (!tmpl[0])
+        return 0;
     return promql_expand(tmpl, t->ns, t->deployment, p->window, out, PROMQL_MAX_QUERY, err,
                          errlen);
+}
+
+/* The target's rate query, which every request needs. */
+static int rate_query(const struct promql *p, const struct promql_target *t, char *out,
+                      char *err, size_t errlen)
+{
+    int rc = query_for(p, t, t->rate_tmpl, promql_default_rate, out, err, errlen);
+    if (rc == 0 && !out[0]) {
+        snprintf(err, errlen, "no rate query: set gpuscaler.io/promql-rate or request-metric");
+        return -EINVAL;
+    }
+    return rc;
 }
 
 int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
                promql_result_cb cb, void *arg, char *err, size_t errlen)
 {
-    char tmpl[PROMQL_MAX_QUERY], rate_q[PROMQL_MAX_QUERY], p99_q[PROMQL_MAX_QUERY],
-        busy_q[PROMQL_MAX_QUERY];
+    char rate_q[PROMQL_MAX_QUERY], p99_q[PROMQL_MAX_QUERY], busy_q[PROMQL_MAX_QUERY];
     char *url = NULL;
     struct op *o = NULL;
     int rc;
@@ -368,29 +391,9 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
         return -ESHUTDOWN;
     if (!cb || !t || !t->spec)
         return -EINVAL;
-    if (t->rate_tmpl && *t->rate_tmpl)
-        snprintf(tmpl, sizeof(tmpl), "%s", t->rate_tmpl);
-    else
-        promql_default_rate(t->spec, tmpl, sizeof(tmpl));
-    if (!tmpl[0]) {
-        snprintf(err, errlen, "no rate query: set gpuscaler.io/promql-rate or request-metric");
-        return -EINVAL;
-    }
-    if ((rc = expand(p, t, tmpl, rate_q, err, errlen)) != 0)
-        return rc;
-    if (t->p99_tmpl && *t->p99_tmpl)
-        snprintf(tmpl, sizeof(tmpl), "%s", t->p99_tmpl);
-    else
-        promql_default_p99(t->spec, tmpl, sizeof(tmpl));
-    p99_q[0] = '\0';
-    if (tmpl[0] && (rc = expand(p, t, tmpl, p99_q, err, errlen)) != 0)
-        return rc;
-    if (t->busy_tmpl && *t->busy_tmpl)
-        snprintf(tmpl, sizeof(tmpl), "%s", t->busy_tmpl);
-    else
-        promql_default_busy(t->spec, tmpl, sizeof(tmpl));
-    busy_q[0] = '\0';
-    if (tmpl[0] && (rc = expand(p, t, tmpl, busy_q, err, errlen)) != 0)
+    if ((rc = rate_query(p, t, rate_q, err, errlen)) != 0 ||
+        (rc = query_for(p, t, t->p99_tmpl, promql_default_p99, p99_q, err, errlen)) != 0 ||
+        (rc = query_for(p, t, t->busy_tmpl, promql_default_busy, busy_q, err, errlen)) != 0)
         return rc;
 
     o = xcalloc(1, sizeof(*o));
@@ -494,7 +497,7 @@ int promql_seed(struct promql *p, const struct promql_target *t, int64_t now_ms,
                 int64_t lookback_ms, int64_t step_ms, struct forecast *f, promql_seed_cb cb,
                 void *arg, char *err, size_t errlen)
 {
-    char tmpl[PROMQL_MAX_QUERY], q[PROMQL_MAX_QUERY];
+    char q[PROMQL_MAX_QUERY];
     if (errlen)
         err[0] = '\0';
     if (p->closing)
@@ -503,15 +506,7 @@ int promql_seed(struct promql *p, const struct promql_target *t, int64_t now_ms,
         return -EINVAL;
     if (step_ms == 0)
         step_ms = 60000;
-    if (t->rate_tmpl && *t->rate_tmpl)
-        snprintf(tmpl, sizeof(tmpl), "%s", t->rate_tmpl);
-    else
-        promql_default_rate(t->spec, tmpl, sizeof(tmpl));
-    if (!tmpl[0]) {
-        snprintf(err, errlen, "no rate query: set gpuscaler.io/promql-rate or request-metric");
-        return -EINVAL;
-    }
-    int rc = expand(p, t, tmpl, q, err, errlen);
+    int rc = rate_query(p, t, q, err, errlen);
     if (rc != 0)
         return rc;
     struct op *o = xcalloc(1, sizeof(*o));

@@ -665,6 +665,7 @@ static void test_client_results(void **state)
     t.spec = &gen;
     assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)),
                      -EINVAL);
+    assert_non_null(strstr(err, "no rate query"));
     /* an unreadable token file */
     t.spec = &spec;
     unlink(f->token_path);
@@ -837,6 +838,22 @@ static void test_seed_chunks(void **state)
     struct forecast_result fr;
     assert_int_equal(forecast_predict(fo, 1700000000000, 0, &fr), 0);
     assert_true(fabs(fr.mean - 5) < 0.5);
+    /* a workload with no rate query has nothing to seed from; one whose template does not
+     * expand neither */
+    struct scrape_spec gen;
+    scrape_spec_init(&gen, SCRAPE_GENERIC);
+    t.spec = &gen;
+    assert_int_equal(promql_seed(f->pq, &t, 1700000000000, 25000000, 1000, fo, on_seed, f, err,
+                                 sizeof(err)),
+                     -EINVAL);
+    assert_non_null(strstr(err, "no rate query"));
+    t.spec = &spec;
+    t.rate_tmpl = "sum(rate(x{{bogus}}[1m]))";
+    assert_int_equal(promql_seed(f->pq, &t, 1700000000000, 25000000, 1000, fo, on_seed, f, err,
+                                 sizeof(err)),
+                     -EINVAL);
+    assert_non_null(strstr(err, "bogus"));
+    assert_int_equal(f->seeds, 1);
     forecast_free(fo);
     fx_finish(f);
 }
