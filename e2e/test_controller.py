@@ -1171,6 +1171,46 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             for n in ("named", "unnamed"):
                 self.c.delete("deployments", n, self.ns)
 
+    def test_25_stalled_replicas_are_reported(self):
+        """A replica placed but not ready for three cold starts (a crash loop, an image that
+        does not pull) is stalled: not coming capacity. It is counted in
+        gpuscaler_stalled_replicas and the status (stalledReplicas), once that long has
+        passed, and not before."""
+        k = self.make("stuck", 2, subnet=26, cold_start=1.0,
+                      annotations={"gpuscaler.io/cold-start": "1s"})
+        self.metrics.set_rate("stuck", 4)
+        g = self.start(ident="inst-stalled")
+        labels = '{namespace="%s",deployment="stuck"}' % self.ns
+
+        def status():
+            d = self.c.get("deployments", "stuck", self.ns)
+            st = (d["metadata"].get("annotations") or {}).get("gpuscaler.io/status")
+            return json.loads(st) if st else None
+        try:
+            wait_for(lambda: g.metric("gpuscaler_stalled_replicas", labels) == 0, 20,
+                     what="no stalled replica")
+            # from now on new pods never become ready; min-replicas 3 asks for a third
+            k.cold_start = 3600
+            t0 = time.time()
+            self.c.patch("deployments", "stuck",
+                         {"metadata": {"annotations": {"gpuscaler.io/min-replicas": "3"}}},
+                         self.ns)
+            wait_for(lambda: self.replicas("stuck") == 3, 20, what="scaled to min-replicas 3")
+            # the look-ahead is the cold start (1 s, or the 1 s learned) plus the 1 s tick: the
+            # third replica is stalled after 3 x 2 s of not being ready
+            wait_for(lambda: g.metric("gpuscaler_stalled_replicas", labels) == 1, 30,
+                     what="one stalled replica")
+            took = time.time() - t0
+            # (creation times are whole seconds: up to 1 s early)
+            self.assertGreaterEqual(took, 4.5, "stalled before three cold starts")
+            st = wait_for(lambda: (lambda s: s if s and s.get("stalledReplicas") else None)(
+                status()), 20, what="stalledReplicas in the status")
+            self.assertEqual(st["stalledReplicas"], 1)
+            self.assertEqual(self.replicas("stuck"), 3)
+        finally:
+            g.stop()
+            self.c.delete("deployments", "stuck", self.ns)
+
     def test_24_least_privilege_rbac(self):
         """gpuscaler works with exactly the permissions deploy/rbac.yaml grants it (the chart's,
         checked equal by the deploy and helm checks), on an API server that enforces RBAC:

@@ -110,6 +110,7 @@ void ctl_leader_release(const struct ctl_leader *l, int64_t unix_now_ms, struct 
 #include "util/util.h"
 
 struct kube_deployment;
+struct kube_pod;
 
 #define CTL_BACKLOG_SAMPLES 64
 
@@ -279,6 +280,8 @@ struct ctl_obs {
     int32_t serving;          /**< replicas serving: ready, less those still warming */
     int32_t unschedulable;    /**< pods Pending because no node has a free GPU
                                    (PodScheduled False, Unschedulable) */
+    int32_t stalled;          /**< pods not ready for POLICY_STALL_COLD_STARTS cold starts
+                                   (ctl_pod_stalled) */
     double gpus;              /**< GPUs per replica */
     double arrival_rps;       /**< arrivals over the rate window in the demand unit:
                                    completions + growth of running + waiting requests
@@ -294,6 +297,13 @@ struct ctl_obs {
     double request_size;      /**< demand units per request: 1 for requests, the measured
                                    weighted tokens per completed request for tokens */
 };
+
+/** Whether a pod has been not ready for stall_ms at now (unix ms): neither
+ *  ready, nor being deleted, nor waiting for a GPU no node has, since the
+ *  latest of its creation, its scheduling and its Ready condition's last
+ *  change. A crash loop, an image that does not pull, a readiness probe that
+ *  never passes: not capacity on its way. */
+bool ctl_pod_stalled(const struct kube_pod *p, int64_t now, int64_t stall_ms);
 
 /** Whether two configurations count demand alike (unit, and for tokens the
  *  prompt weight): learned rates and capacities carry over only then. */

@@ -135,6 +135,11 @@ static bool g_unsched(const struct ctl_wl *w, double *v)
     *v = (double)w->last.unschedulable;
     return true;
 }
+static bool g_stalled(const struct ctl_wl *w, double *v)
+{
+    *v = (double)w->last.stalled;
+    return true;
+}
 static bool g_sched(const struct ctl_wl *w, double *v)
 {
     *v = (double)w->learned_schedule_ms / 1000.0;
@@ -267,6 +272,10 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
         {"gpuscaler_unschedulable_replicas",
          "Replicas asked for that no node can place: Pending, Unschedulable for lack of a GPU.",
          g_unsched},
+        {"gpuscaler_stalled_replicas",
+         "Replicas placed but not ready for 3 cold starts (a crash loop, an image that does not "
+         "pull): not counted as coming capacity.",
+         g_stalled},
         {"gpuscaler_learned_schedule_delay_seconds",
          "Longest creation-to-PodScheduled time of the Ready pods.", g_sched},
         {"gpuscaler_learned_load_seconds",

@@ -310,6 +310,15 @@ static int named_port(const struct kube_pod *p, const char *name)
     return v && util_parse_int64(v, &port) == 0 && port > 0 && port < 65536 ? (int)port : 0;
 }
 
+bool ctl_pod_stalled(const struct kube_pod *p, int64_t now, int64_t stall_ms)
+{
+    if (p->deleting || p->ready || p->unschedulable_gpu ||
+        (p->phase != KUBE_POD_PENDING && p->phase != KUBE_POD_RUNNING))
+        return false;
+    int64_t since = UTIL_MAX(p->created_ms, UTIL_MAX(p->scheduled_ms, p->ready_transition_ms));
+    return since > 0 && stall_ms > 0 && now - since >= stall_ms;
+}
+
 /* ---- the stage ---------------------------------------------------------------- */
 
 void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
@@ -320,7 +329,10 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
     o->spec = d->spec_replicas;
 
     /* pods: ready ones are scraped; every ready pod teaches the cold start;
-     * pending ones no node has a GPU for are not coming */
+     * pending ones no node has a GPU for are not coming, nor are those not
+     * ready for a few cold starts */
+    const int64_t stall_ms =
+        POLICY_STALL_COLD_STARTS * policy_horizon_ms(&cfg->policy, w->learned_cold_start_ms);
     size_t np = 0;
     const struct kube_pod *const *pods = kube_cache_deployment_pods(c->cache, d, &np);
     struct scrape_pod *sp = xcalloc(np ? np : 1, sizeof(*sp));
@@ -333,6 +345,8 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
             o->unschedulable++;
             w->unsched_gpu = p->unschedulable_gpu;
         }
+        if (ctl_pod_stalled(p, now, stall_ms))
+            o->stalled++;
         if (p->deleting || p->phase != KUBE_POD_RUNNING)
             continue;
         bool ok = p->ready && p->ip[0];

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The observe stage's backlog samples: the growth of running + waiting
  * requests that turns completions into arrivals, on ticks that come a few
- * ms late as a timer's do. */
+ * ms late as a timer's do; and which pods are stalled. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "controller/controller-int.h"
+#include "kube/kube.h"
 
 #define TICK 5000 /* the decision interval */
 
@@ -78,11 +79,52 @@ static void test_growth_edges(void **state)
     free(w);
 }
 
+/* A pod is stalled once it has been not ready for stall_ms since the latest
+ * of its creation, scheduling and Ready change; ready, deleting, finished or
+ * GPU-unschedulable pods never are. */
+static void test_pod_stalled(void **state)
+{
+    (void)state;
+    const int64_t stall = 600000, t0 = 1700000000000;
+    struct kube_pod p = {.phase = KUBE_POD_RUNNING, .created_ms = t0};
+    assert_false(ctl_pod_stalled(&p, t0 + stall - 1, stall));
+    assert_true(ctl_pod_stalled(&p, t0 + stall, stall)); /* a crash loop */
+    /* scheduled late, or ready until lately: counted from then */
+    p.scheduled_ms = t0 + 60000;
+    assert_false(ctl_pod_stalled(&p, t0 + stall, stall));
+    assert_true(ctl_pod_stalled(&p, t0 + 60000 + stall, stall));
+    p.ready_transition_ms = t0 + 120000;
+    assert_false(ctl_pod_stalled(&p, t0 + 60000 + stall, stall));
+    assert_true(ctl_pod_stalled(&p, t0 + 120000 + stall, stall));
+    const int64_t later = t0 + 10 * stall;
+    /* Pending on a node (an image that does not pull) stalls too */
+    p.phase = KUBE_POD_PENDING;
+    assert_true(ctl_pod_stalled(&p, later, stall));
+    /* ready, deleting, waiting for a GPU, finished: never */
+    struct kube_pod q = p;
+    q.ready = true;
+    assert_false(ctl_pod_stalled(&q, later, stall));
+    q = p;
+    q.deleting = true;
+    assert_false(ctl_pod_stalled(&q, later, stall));
+    q = p;
+    q.unschedulable_gpu = KUBE_GPU_NVIDIA;
+    assert_false(ctl_pod_stalled(&q, later, stall));
+    q = p;
+    q.phase = KUBE_POD_FAILED;
+    assert_false(ctl_pod_stalled(&q, later, stall));
+    /* no time known, or no limit: never */
+    q = (struct kube_pod){.phase = KUBE_POD_RUNNING};
+    assert_false(ctl_pod_stalled(&q, later, stall));
+    assert_false(ctl_pod_stalled(&p, later, 0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_growth_since_the_previous_tick),
         cmocka_unit_test(test_growth_edges),
+        cmocka_unit_test(test_pod_stalled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

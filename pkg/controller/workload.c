@@ -366,6 +366,8 @@ char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d,
     if (d->reason == POLICY_HOLD_AT_MAX)
         util_buf_printf(&b, ",\"atMaxReplicas\":true,\"wantReplicas\":%d", d->want);
     util_buf_printf(&b, ",\"unschedulableReplicas\":%d", d->unschedulable);
+    if (d->stalled > 0)
+        util_buf_printf(&b, ",\"stalledReplicas\":%d", d->stalled);
     if (d->reason == POLICY_HOLD_GPU_CAPACITY)
         util_buf_printf(&b, ",\"atGPUCapacity\":true,\"wantReplicas\":%d", d->want);
     if (cap)

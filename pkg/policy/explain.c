@@ -163,10 +163,16 @@ static void explain_words(const struct policy_tick *t, const struct policy_state
                  out->want, t->unsched, t->cur, t->cur, t->cur - t->unsched);
         return;
     case POLICY_HOLD_SCALE_OUT_PENDING:
-        snprintf(e, n,
-                 "requests/GPU %.3g above target but %d replicas asked for cover the load "
-                 "(%d ready): waiting for them",
-                 rpg, t->cur, t->ready);
+        if (t->stalled > 0)
+            snprintf(e, n,
+                     "requests/GPU %.3g above target but %d replicas asked for cover the load "
+                     "(%d ready, %d stalled: not ready for %d cold starts): waiting for them",
+                     rpg, t->cur, t->ready, t->stalled, POLICY_STALL_COLD_STARTS);
+        else
+            snprintf(e, n,
+                     "requests/GPU %.3g above target but %d replicas asked for cover the load "
+                     "(%d ready): waiting for them",
+                     rpg, t->cur, t->ready);
         return;
     case POLICY_HOLD_LATENCY:
         snprintf(e, n, "load fits %d replicas but %s: not scaling in", out->want,

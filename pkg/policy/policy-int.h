@@ -13,7 +13,8 @@ struct policy_tick {
     int64_t now;
     int32_t cur, ready, lo, hi;
     int32_t unsched;  /* replicas asked for that cannot be scheduled (in [0, cur]) */
-    int32_t starting; /* placed but not ready yet: cur - unsched - ready, >= 0 */
+    int32_t stalled;  /* placed, not ready for POLICY_STALL_COLD_STARTS cold starts */
+    int32_t starting; /* placed but not ready yet: cur - unsched - stalled - ready, >= 0 */
     double gpus, cap;
     struct policy_demand dem;
     struct policy_sizing sz;

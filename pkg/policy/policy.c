@@ -119,7 +119,8 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
     t->cur = in->current_replicas < 0 ? 0 : in->current_replicas;
     t->ready = in->ready_replicas < 0 ? 0 : in->ready_replicas;
     t->unsched = clamp_i32(in->unschedulable_replicas, 0, t->cur);
-    t->starting = clamp_i32((int64_t)t->cur - t->unsched - t->ready, 0, INT32_MAX);
+    t->stalled = clamp_i32(in->stalled_replicas, 0, UTIL_MAX(0, t->cur - t->unsched - t->ready));
+    t->starting = clamp_i32((int64_t)t->cur - t->unsched - t->stalled - t->ready, 0, INT32_MAX);
     t->lo = cfg->min_replicas;
     t->hi = cfg->max_replicas;
     t->gpus = cfg->gpus_per_replica > 0 ? cfg->gpus_per_replica : in->gpus_per_replica;
@@ -249,7 +250,7 @@ static bool scale_out(struct policy_state *st, const struct policy_tick *t,
         want = UTIL_MAX(t->need_now, t->need_likely);
         reason = POLICY_PREDICTIVE_SCALE_OUT;
     } else if (clock_fired(st->latency_above_since_ms, cfg->scale_out_after_ms, now) &&
-               t->ready >= cur && !t->below) {
+               t->ready + t->stalled >= cur && !t->below) {
         want = UTIL_MAX(cur + 1, t->need_now);
         reason = POLICY_LATENCY_SCALE_OUT;
     }
@@ -372,6 +373,9 @@ void policy_decide(const struct policy_config *cfg, struct policy_state *st,
     out->rule = POLICY_REASON_COUNT;
     /* reported whatever the rule, a hold on stale metrics included */
     out->unschedulable = clamp_i32(in->unschedulable_replicas, 0, cur);
+    out->stalled = clamp_i32(in->stalled_replicas, 0,
+                             UTIL_MAX(0, cur - out->unschedulable -
+                                             UTIL_MAX(0, in->ready_replicas)));
 
     /* 1. No trustworthy data, or no capacity to size with (capacity-per-gpu
      * auto before anything was learned): hold (bounds still apply), restart

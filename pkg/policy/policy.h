@@ -138,6 +138,10 @@ int policy_config_validate(const struct policy_config *cfg, char *err, size_t er
  *  forecaster). */
 double policy_rate_floor(const struct policy_config *cfg);
 
+/** A placed replica not ready for this many cold starts (policy_horizon_ms())
+ *  is stalled (policy_input.stalled_replicas): it is not coming. */
+#define POLICY_STALL_COLD_STARTS 3
+
 /** Look-ahead horizon: max(cold start, learned cold start) + decision interval. */
 int64_t policy_horizon_ms(const struct policy_config *cfg, int64_t learned_cold_start_ms);
 
@@ -198,6 +202,12 @@ struct policy_input {
     int32_t unschedulable_replicas; /**< replicas asked for that no node can place (Pending,
                                          PodScheduled False: no free GPU); never coming
                                          capacity while so. 0: none */
+    int32_t stalled_replicas; /**< replicas placed but not ready for longer than
+                                   POLICY_STALL_COLD_STARTS cold starts (a crash loop, an
+                                   image that does not pull, a readiness probe that never
+                                   passes): not coming capacity, so they do not hold a
+                                   scale-in back as "still starting" (a scale-in removes
+                                   them first). 0: none */
     double gpus_per_replica;  /**< GPUs of one replica (>= 1 for GPU pods; 0 -> 1) */
     bool metrics_valid;       /**< false when the collector could not measure */
     int64_t metrics_time_ms;  /**< when request_rate was measured */
@@ -270,6 +280,8 @@ struct policy_decision {
     int32_t need_forecast;           /**< replicas the trusted (upper) plan needs, 0 without */
     int32_t need_likely;             /**< replicas its likely peak needs, 0 without */
     int32_t unschedulable;           /**< in->unschedulable_replicas within [0, current] */
+    int32_t stalled;                 /**< in->stalled_replicas within [0, current less
+                                          the unschedulable and the ready] */
     int64_t above_since_ms;          /**< copy of the clock, POLICY_NEVER when stopped */
     int64_t scale_out_at_ms;         /**< when the scale-out rule fires, POLICY_NEVER */
     int64_t below_since_ms;
