@@ -68,7 +68,7 @@ ANNOTATION_KEYS = [
 # gpuscaler's own metrics that the Grafana dashboard is built on.
 DASHBOARD_METRICS = [
     "gpuscaler_decisions_total", "gpuscaler_desired_replicas", "gpuscaler_want_replicas",
-    "gpuscaler_unschedulable_replicas", "gpuscaler_requests_per_gpu",
+    "gpuscaler_unschedulable_replicas", "gpuscaler_stalled_replicas", "gpuscaler_requests_per_gpu",
     "gpuscaler_forecast_requests_per_gpu", "gpuscaler_utilization",
     "gpuscaler_watch_restarts_total", "gpuscaler_api_request_duration_seconds",
     "gpuscaler_api_errors_total", "gpuscaler_api_retries_total", "gpuscaler_api_warnings_total",
