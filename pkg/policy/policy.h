@@ -38,7 +38,10 @@
  * coming capacity: they neither stand in for the queue's drain nor block a
  * scale-in as "still starting", and while there are any no rule raises the
  * count past what is asked for already (hold AtGPUCapacity, the shortfall in
- * want and the needs); when they are placed the rules resume.
+ * want and the needs); when they are placed the rules resume. Replicas placed
+ * but not ready for POLICY_STALL_COLD_STARTS look-aheads (stalled: a crash
+ * loop) are not coming either: they do not block a scale-in as "still
+ * starting" nor keep the p99 rule waiting, and no rule replaces them.
  *
  * Configuration keys are shared with annotations (gpuscaler.io/<key>), the
  * YAML config file and the simulator's policy file: policy_config_set() is the
