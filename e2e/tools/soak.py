@@ -57,7 +57,7 @@ VALUES = {
     "gpuscaler.io/p99-latency-target": ["2s", "0s", "x", "100ms"],
     "gpuscaler.io/service-time": ["500ms", "0", "3s", "bad"],
     "gpuscaler.io/forecast-quantile": ["0.9", "1.5", "0", "x"],
-    "gpuscaler.io/mode": ["scale", "external-metrics", "bogus"],
+    "gpuscaler.io/mode": ["scale", "external-metric", "external-metrics", "bogus"],
     "gpuscaler.io/demand-unit": ["requests", "tokens", "joules"],
     "gpuscaler.io/metrics-port": ["8000", "metrics", "0", "70000", "nope"],
     "gpuscaler.io/metrics-path": ["/metrics", "", "no-slash", "/%zz"],
