@@ -411,7 +411,10 @@ def _go_value(v):
     if isinstance(v, int):
         if INT64_MIN <= v < -INT64_MIN:
             return "int64", v
-        return "float64", float(v) if abs(v) < 1 << 1024 else float("inf") * (1 if v > 0 else -1)
+        try:
+            return "float64", float(v)
+        except OverflowError:
+            return "float64", float("inf") if v > 0 else float("-inf")
     if isinstance(v, float):
         return "float64", v
     if isinstance(v, str):
@@ -543,6 +546,28 @@ def loads(text):
     """A request body's JSON, its objects as Obj and its numbers that are not integers as
     LitFloat (raises ValueError as json.loads does)."""
     return json.loads(text, object_pairs_hook=_object, parse_float=_lit_float)
+
+
+def overflow(v):
+    """The literal of the first number of a decoded body (an Obj tree from loads) that a
+    float64 cannot hold (1e400), in the body's order, or None. Go's decoder refuses it
+    wherever it is decoded as a number ("json: cannot unmarshal number 1e400 into Go value
+    of type float64"); stored, it would be served as JSON's invalid Infinity."""
+    if isinstance(v, dict):
+        for _, x in (v.members if isinstance(v, Obj) else v.items()):
+            lit = overflow(x)
+            if lit:
+                return lit
+    elif isinstance(v, list):
+        for x in v:
+            lit = overflow(x)
+            if lit:
+                return lit
+    elif isinstance(v, float) and not isinstance(v, bool) and math.isinf(v):
+        return getattr(v, "lit", repr(v))
+    elif isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 1 << 1024:
+        return str(v)
+    return None
 
 
 def plain(v):
