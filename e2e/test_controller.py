@@ -25,28 +25,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from checkpoint import checkpoint_name, history_state  # noqa: E402
-from ctlharness import (BIN, Gpuscaler, MetricsPods, MiniKubelet, create_objects,  # noqa: E402
-                        deploy_manifests, deployment, wait_for)
+from ctlharness import (BIN, FAST_ANNOTATIONS, FAST_CONFIG, Gpuscaler,  # noqa: E402
+                        MetricsPods, MiniKubelet, create_objects, deploy_manifests, deployment,
+                        wait_for)
 from fakekube import harness, kubeclient  # noqa: E402
 from fakeprom import FakePrometheus  # noqa: E402
 
 REAL = bool(os.environ.get("KUBECONFIG")) and not os.environ.get("GPUSCALER_E2E_FAKE")
 
-CONFIG = """decision-interval: 1s
-leader-election: {enabled: false}
-scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
-"""
-
-ANNOTATIONS = {
-    "gpuscaler.io/enabled": "true",
-    "gpuscaler.io/capacity-per-gpu": "10",
-    "gpuscaler.io/scale-out-after": "4s",
-    "gpuscaler.io/scale-in-after": "6s",
-    "gpuscaler.io/min-replicas": "1",
-    "gpuscaler.io/max-replicas": "8",
-    "gpuscaler.io/predictive": "false",
-    "gpuscaler.io/metrics-stale-after": "5s",
-}
+CONFIG = FAST_CONFIG
+ANNOTATIONS = FAST_ANNOTATIONS
 
 
 # a predictive Deployment whose metrics come from Prometheus (tests 10-14)

@@ -53,6 +53,25 @@ def create_objects(client, docs):
         client.create(plural[d["kind"]], d, namespace=d["metadata"].get("namespace"))
 
 
+# Durations compressed for tests: decisions every second, scrapes every 500 ms
+# over a 3 s rate window; scale-out after 4 s above target, scale-in after 6 s
+# below; no leader election, no forecaster.
+FAST_CONFIG = """decision-interval: 1s
+leader-election: {enabled: false}
+scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
+"""
+FAST_ANNOTATIONS = {
+    "gpuscaler.io/enabled": "true",
+    "gpuscaler.io/capacity-per-gpu": "10",
+    "gpuscaler.io/scale-out-after": "4s",
+    "gpuscaler.io/scale-in-after": "6s",
+    "gpuscaler.io/min-replicas": "1",
+    "gpuscaler.io/max-replicas": "8",
+    "gpuscaler.io/predictive": "false",
+    "gpuscaler.io/metrics-stale-after": "5s",
+}
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

@@ -24,7 +24,8 @@ import time
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
-from ctlharness import Gpuscaler, MetricsPods, MiniKubelet, deployment, wait_for  # noqa: E402
+from ctlharness import (FAST_ANNOTATIONS, FAST_CONFIG, Gpuscaler, MetricsPods,  # noqa: E402
+                        MiniKubelet, deployment, now_rfc3339, wait_for)
 from fakekube import harness, kubeclient  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -34,20 +35,8 @@ ARGS = ap.parse_args()
 SEED, DURATION = ARGS.seed, ARGS.duration
 rnd = random.Random(SEED)
 
-CONFIG = """decision-interval: 1s
-leader-election: {enabled: false}
-scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
-"""
-BASE = {
-    "gpuscaler.io/enabled": "true",
-    "gpuscaler.io/capacity-per-gpu": "10",
-    "gpuscaler.io/scale-out-after": "4s",
-    "gpuscaler.io/scale-in-after": "6s",
-    "gpuscaler.io/min-replicas": "1",
-    "gpuscaler.io/max-replicas": "8",
-    "gpuscaler.io/predictive": "false",
-    "gpuscaler.io/metrics-stale-after": "5s",
-}
+CONFIG = FAST_CONFIG
+BASE = FAST_ANNOTATIONS
 VALUES = {
     "gpuscaler.io/capacity-per-gpu": ["10", "abc", "-1", "0", "1e309", "", "5", "nan", "auto"],
     "gpuscaler.io/min-replicas": ["1", "0", "9", "-3", "x", "99999999999"],
@@ -92,8 +81,7 @@ class Kubelet(MiniKubelet):
 
     def _ready(self, pname, ip):
         st = {"status": {"phase": "Running", "podIP": ip, "conditions": [
-            {"type": "Ready", "status": "True",
-             "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]}}
+            {"type": "Ready", "status": "True", "lastTransitionTime": now_rfc3339()}]}}
         try:
             self.c.patch("pods", pname, st, self.ns, subresource="status")
         except Exception as e:  # noqa: BLE001
