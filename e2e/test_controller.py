@@ -27,7 +27,7 @@ sys.path.insert(0, HERE)
 from checkpoint import checkpoint_name, history_state  # noqa: E402
 from ctlharness import (BIN, FAST_ANNOTATIONS, FAST_CONFIG, Gpuscaler,  # noqa: E402
                         MetricsPods, MiniKubelet, create_objects, deploy_manifests, deployment,
-                        wait_for)
+                        now_rfc3339, wait_for)
 from fakekube import harness, kubeclient  # noqa: E402
 from fakeprom import FakePrometheus  # noqa: E402
 
@@ -1198,6 +1198,53 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
         finally:
             g.stop()
             self.c.delete("deployments", "stuck", self.ns)
+
+    def test_26_failing_pods_are_stalled_at_once(self):
+        """A replica whose container the kubelet reports in CrashLoopBackOff is stalled at
+        once, long before three cold starts, and a Warning Event ReplicasStalled on the
+        Deployment names the pod and the kubelet's reason."""
+        # a 10-minute cold start: the time rule would take 30 minutes
+        k = self.make("crashy", 2, subnet=27,
+                      annotations={"gpuscaler.io/cold-start": "10m"})
+        self.metrics.set_rate("crashy", 4)
+        g = self.start(ident="inst-failing")
+        labels = '{namespace="%s",deployment="crashy"}' % self.ns
+        try:
+            wait_for(lambda: g.metric("gpuscaler_stalled_replicas", labels) == 0, 20,
+                     what="no stalled replica")
+            k.cold_start = 3600  # new pods never become ready
+            self.c.patch("deployments", "crashy",
+                         {"metadata": {"annotations": {"gpuscaler.io/min-replicas": "3"}}},
+                         self.ns)
+            wait_for(lambda: self.replicas("crashy") == 3 and len(k.pods) == 3, 20,
+                     what="scaled to min-replicas 3")
+            pname = k.pods[-1][0]
+            time.sleep(2)  # two ticks: a pod merely starting is not stalled
+            self.assertEqual(g.metric("gpuscaler_stalled_replicas", labels), 0)
+            # what the kubelet writes when the server exits and restarts keep failing
+            self.c.patch("pods", pname, {"status": {"phase": "Running", "containerStatuses": [{
+                "name": "server", "image": "x", "imageID": "", "ready": False,
+                "restartCount": 4, "started": False,
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message":
+                                      "back-off 1m20s restarting failed container=server "
+                                      "pod=%s_%s(uid)" % (pname, self.ns)}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
+                                             "startedAt": now_rfc3339(),
+                                             "finishedAt": now_rfc3339()}}}]}},
+                         self.ns, subresource="status")
+            t0 = time.time()
+            wait_for(lambda: g.metric("gpuscaler_stalled_replicas", labels) == 1, 10,
+                     what="the crash-looping replica stalled")
+            self.assertLess(time.time() - t0, 10)
+            ev = wait_for(lambda: events(self.c, self.ns, "crashy", "ReplicasStalled"), 10,
+                          what="a ReplicasStalled Event")
+            self.assertEqual(ev[0]["type"], "Warning")
+            self.assertIn(pname, ev[0]["message"])
+            self.assertIn("CrashLoopBackOff", ev[0]["message"])
+            self.assertEqual(self.replicas("crashy"), 3, "a stalled replica is not replaced")
+        finally:
+            g.stop()
+            self.c.delete("deployments", "crashy", self.ns)
 
     def test_24_least_privilege_rbac(self):
         """gpuscaler works with exactly the permissions deploy/rbac.yaml grants it (the chart's,

@@ -280,8 +280,10 @@ struct ctl_obs {
     int32_t serving;          /**< replicas serving: ready, less those still warming */
     int32_t unschedulable;    /**< pods Pending because no node has a free GPU
                                    (PodScheduled False, Unschedulable) */
-    int32_t stalled;          /**< pods not ready for POLICY_STALL_COLD_STARTS cold starts
-                                   (ctl_pod_stalled) */
+    int32_t stalled;          /**< pods failing to start, or not ready for
+                                   POLICY_STALL_COLD_STARTS cold starts (ctl_pod_stalled) */
+    char stalled_pod[254];    /**< one of them, a failing one if any; "" if none */
+    uint8_t stalled_failing;  /**< its enum kube_pod_failing */
     double gpus;              /**< GPUs per replica */
     double arrival_rps;       /**< arrivals over the rate window in the demand unit:
                                    completions + growth of running + waiting requests
@@ -298,11 +300,12 @@ struct ctl_obs {
                                    weighted tokens per completed request for tokens */
 };
 
-/** Whether a pod has been not ready for stall_ms at now (unix ms): neither
- *  ready, nor being deleted, nor waiting for a GPU no node has, since the
- *  latest of its creation, its scheduling and its Ready condition's last
- *  change. A crash loop, an image that does not pull, a readiness probe that
- *  never passes: not capacity on its way. */
+/** Whether a pod is stalled at now (unix ms): neither ready, nor being
+ *  deleted, nor waiting for a GPU no node has, and either failing (a container
+ *  in CrashLoopBackOff, ImagePullBackOff, ...: kube_pod.failing) or not ready
+ *  for stall_ms since the latest of its creation, its scheduling and its
+ *  Ready condition's last change (a readiness probe that never passes). Not
+ *  capacity on its way. */
 bool ctl_pod_stalled(const struct kube_pod *p, int64_t now, int64_t stall_ms);
 
 /** Whether two configurations count demand alike (unit, and for tokens the

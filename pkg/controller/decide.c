@@ -301,6 +301,25 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
                  dec->desired - dec->unschedulable, dec->want);
         ctl_event(c, w, "Warning", "GPUCapacityExhausted", msg);
     }
+    /* replicas placed that are not coming: why, on the Deployment, since the
+     * count will not replace them (a rollout whose pods all crash would only
+     * add GPUs that crash too) */
+    if (o->stalled > 0) {
+        char msg[600];
+        if (o->stalled_failing)
+            snprintf(msg, sizeof(msg),
+                     "%d replica%s failing to start (pod %s: %s): not counted as capacity on "
+                     "the way, and not replaced; fix the pod or roll back",
+                     o->stalled, o->stalled == 1 ? " is" : "s are", o->stalled_pod,
+                     kube_pod_failing_name(o->stalled_failing));
+        else
+            snprintf(msg, sizeof(msg),
+                     "%d replica%s not ready for %d cold starts (pod %s): not counted as "
+                     "capacity on the way, and not replaced; see kubectl describe pod",
+                     o->stalled, o->stalled == 1 ? " is" : "s are", POLICY_STALL_COLD_STARTS,
+                     o->stalled_pod);
+        ctl_event(c, w, "Warning", "ReplicasStalled", msg);
+    }
     if (c->dry_run) {
         if (policy_reason_is_action(dec->reason) && dec->desired != d->spec_replicas)
             LOGW_INFO(SUB, w->ns, w->name, "dry-run: would scale %d -> %d", d->spec_replicas,

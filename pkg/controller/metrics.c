@@ -273,8 +273,8 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
          "Replicas asked for that no node can place: Pending, Unschedulable for lack of a GPU.",
          g_unsched},
         {"gpuscaler_stalled_replicas",
-         "Replicas placed but not ready for 3 cold starts (a crash loop, an image that does not "
-         "pull): not counted as coming capacity.",
+         "Replicas placed but failing to start (CrashLoopBackOff, ImagePullBackOff, ...) or not "
+         "ready for 3 cold starts: not counted as coming capacity.",
          g_stalled},
         {"gpuscaler_learned_schedule_delay_seconds",
          "Longest creation-to-PodScheduled time of the Ready pods.", g_sched},

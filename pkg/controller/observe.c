@@ -315,6 +315,8 @@ bool ctl_pod_stalled(const struct kube_pod *p, int64_t now, int64_t stall_ms)
     if (p->deleting || p->ready || p->unschedulable_gpu ||
         (p->phase != KUBE_POD_PENDING && p->phase != KUBE_POD_RUNNING))
         return false;
+    if (p->failing != KUBE_FAILING_NONE)
+        return true;
     int64_t since = UTIL_MAX(p->created_ms, UTIL_MAX(p->scheduled_ms, p->ready_transition_ms));
     return since > 0 && stall_ms > 0 && now - since >= stall_ms;
 }
@@ -329,8 +331,8 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
     o->spec = d->spec_replicas;
 
     /* pods: ready ones are scraped; every ready pod teaches the cold start;
-     * pending ones no node has a GPU for are not coming, nor are those not
-     * ready for a few cold starts */
+     * pending ones no node has a GPU for are not coming, nor are those failing
+     * to start or not ready for a few cold starts */
     const int64_t stall_ms =
         POLICY_STALL_COLD_STARTS * policy_horizon_ms(&cfg->policy, w->learned_cold_start_ms);
     size_t np = 0;
@@ -345,8 +347,13 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
             o->unschedulable++;
             w->unsched_gpu = p->unschedulable_gpu;
         }
-        if (ctl_pod_stalled(p, now, stall_ms))
+        if (ctl_pod_stalled(p, now, stall_ms)) {
             o->stalled++;
+            if (!o->stalled_pod[0] || (p->failing && !o->stalled_failing)) {
+                snprintf(o->stalled_pod, sizeof(o->stalled_pod), "%s", p->name);
+                o->stalled_failing = p->failing;
+            }
+        }
         if (p->deleting || p->phase != KUBE_POD_RUNNING)
             continue;
         bool ok = p->ready && p->ip[0];

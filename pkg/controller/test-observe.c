@@ -80,8 +80,9 @@ static void test_growth_edges(void **state)
 }
 
 /* A pod is stalled once it has been not ready for stall_ms since the latest
- * of its creation, scheduling and Ready change; ready, deleting, finished or
- * GPU-unschedulable pods never are. */
+ * of its creation, scheduling and Ready change, or at once when a container
+ * cannot start; ready, deleting, finished or GPU-unschedulable pods never
+ * are. */
 static void test_pod_stalled(void **state)
 {
     (void)state;
@@ -117,6 +118,23 @@ static void test_pod_stalled(void **state)
     q = (struct kube_pod){.phase = KUBE_POD_RUNNING};
     assert_false(ctl_pod_stalled(&q, later, stall));
     assert_false(ctl_pod_stalled(&p, later, 0));
+    /* a container that cannot start (a crash loop, an image that will not
+     * pull): stalled at once, whatever the time; unless deleting or finished */
+    q = (struct kube_pod){.phase = KUBE_POD_RUNNING, .created_ms = t0,
+                          .failing = KUBE_FAILING_CRASH_LOOP};
+    assert_true(ctl_pod_stalled(&q, t0 + 1, stall));
+    assert_true(ctl_pod_stalled(&q, t0 + 1, 0));
+    q.phase = KUBE_POD_PENDING;
+    q.failing = KUBE_FAILING_IMAGE_PULL;
+    assert_true(ctl_pod_stalled(&q, t0 + 1, stall));
+    q.deleting = true;
+    assert_false(ctl_pod_stalled(&q, t0 + 1, stall));
+    q.deleting = false;
+    q.phase = KUBE_POD_FAILED;
+    assert_false(ctl_pod_stalled(&q, t0 + 1, stall));
+    q.phase = KUBE_POD_RUNNING;
+    q.ready = true; /* came back */
+    assert_false(ctl_pod_stalled(&q, t0 + 1, stall));
 }
 
 int main(void)

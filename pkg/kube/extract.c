@@ -147,6 +147,35 @@ static uint8_t unschedulable_for_gpus(const json_t *cond)
     return strstr(msg, "amd.com/gpu") ? KUBE_GPU_AMD : KUBE_GPU_NONE;
 }
 
+static const char *const failing_names[] = {
+    [KUBE_FAILING_NONE] = "",
+    [KUBE_FAILING_CRASH_LOOP] = "CrashLoopBackOff",
+    [KUBE_FAILING_IMAGE_PULL] = "ImagePullBackOff",
+    [KUBE_FAILING_INVALID_IMAGE] = "InvalidImageName",
+    [KUBE_FAILING_NEVER_PULL] = "ErrImageNeverPull",
+    [KUBE_FAILING_CONFIG] = "CreateContainerConfigError",
+};
+
+const char *kube_pod_failing_name(enum kube_pod_failing f)
+{
+    return (size_t)f < UTIL_ARRAY_LEN(failing_names) ? failing_names[f] : "";
+}
+
+/* The first container status of the list waiting for a reason that lasts. */
+static uint8_t failing_of(const json_t *statuses)
+{
+    size_t i;
+    json_t *cs;
+    json_array_foreach(statuses, i, cs) {
+        const char *why = str_at(json_object_get(json_object_get(cs, "state"), "waiting"),
+                                 "reason");
+        for (size_t f = KUBE_FAILING_NONE + 1; why && f < UTIL_ARRAY_LEN(failing_names); f++)
+            if (strcmp(why, failing_names[f]) == 0)
+                return (uint8_t)f;
+    }
+    return KUBE_FAILING_NONE;
+}
+
 static int32_t port_named(const json_t *containers, const char *name)
 {
     size_t i, j;
@@ -404,6 +433,9 @@ int extract_pod(struct kintern *pool, const json_t *obj, struct kube_pod *out, c
                 out->unschedulable_gpu = unschedulable_for_gpus(c);
         }
     }
+    out->failing = failing_of(json_object_get(status, "initContainerStatuses"));
+    if (out->failing == KUBE_FAILING_NONE)
+        out->failing = failing_of(json_object_get(status, "containerStatuses"));
     out->gpus = gpus_of(containers);
     ports_from(containers, pool, &out->ports);
     const char *mp = kube_labels_get(&out->ports, "metrics");

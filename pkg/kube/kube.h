@@ -539,6 +539,25 @@ enum kube_gpu_resource {
 const char *kube_gpu_resource_name(enum kube_gpu_resource r);
 
 /**
+ * Why a container of a pod cannot start: the kubelet's reason for a container
+ * (or init container) that waits, where the wait lasts until someone fixes
+ * something (a crash loop, an image that will not pull, a missing Secret).
+ * ErrImagePull and CreateContainerError are not among them: the kubelet
+ * reports them on the first failed attempt, which the next one may pass.
+ */
+enum kube_pod_failing {
+    KUBE_FAILING_NONE,
+    KUBE_FAILING_CRASH_LOOP,     /**< CrashLoopBackOff */
+    KUBE_FAILING_IMAGE_PULL,     /**< ImagePullBackOff */
+    KUBE_FAILING_INVALID_IMAGE,  /**< InvalidImageName */
+    KUBE_FAILING_NEVER_PULL,     /**< ErrImageNeverPull */
+    KUBE_FAILING_CONFIG,         /**< CreateContainerConfigError */
+};
+
+/** The kubelet's reason ("CrashLoopBackOff", ...), "" for KUBE_FAILING_NONE. */
+const char *kube_pod_failing_name(enum kube_pod_failing f);
+
+/**
  * A Pod, compact. All pods in the watched namespaces are kept (labels are
  * interned, so 10,000 pods cost a few MB); that way a Deployment that becomes
  * tracked later finds its pods at once, without a relist.
@@ -560,6 +579,9 @@ struct kube_pod {
      *  for (the scheduler's "0/3 nodes are available: 3 Insufficient
      *  nvidia.com/gpu."); KUBE_GPU_NONE otherwise */
     uint8_t unschedulable_gpu;
+    /** enum kube_pod_failing: the first container (init containers first)
+     *  whose state.waiting.reason says it cannot start, else KUBE_FAILING_NONE */
+    uint8_t failing;
     int32_t gpus;                 /**< sum of nvidia.com/gpu and amd.com/gpu limits */
     int32_t metrics_port;         /**< container port named "metrics", else "http", else 0 */
     /** The named container ports: name -> port number in decimal (strings

@@ -218,6 +218,99 @@ static json_t *pod_scheduled(const char *status, const char *reason, const char 
     return j;
 }
 
+/* A container that waits for a reason that lasts (a crash loop, an image that
+ * will not pull, a missing Secret) makes the pod failing; the first such
+ * container counts, init containers first; transient reasons do not. */
+static json_t *pod_waiting(const char *list, const char *reason, const char *list2,
+                           const char *reason2)
+{
+    json_t *j = pod("ml", "p3", "1", "a", false);
+    json_t *st = json_object_get(j, "status");
+    const char *lists[2] = {list, list2}, *reasons[2] = {reason, reason2};
+    for (int i = 0; i < 2; i++) {
+        if (!lists[i])
+            continue;
+        json_t *arr = json_object_get(st, lists[i]);
+        if (!arr) {
+            arr = json_array();
+            json_object_set_new(st, lists[i], arr);
+        }
+        json_t *state = reasons[i] ? json_pack("{s:{s:s,s:s}}", "waiting", "reason", reasons[i],
+                                               "message", "back-off 40s restarting failed")
+                                   : json_pack("{s:{s:s}}", "running", "startedAt",
+                                               "2024-05-01T10:02:00Z");
+        json_array_append_new(arr, json_pack("{s:s,s:b,s:i,s:o}", "name", "c", "ready", 0,
+                                             "restartCount", 3, "state", state));
+    }
+    return j;
+}
+
+static void test_extract_pod_failing(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *list, *reason, *list2, *reason2;
+        int failing; /* enum kube_pod_failing */
+    } rows[] = {
+        {"containerStatuses", "CrashLoopBackOff", NULL, NULL, KUBE_FAILING_CRASH_LOOP},
+        {"containerStatuses", "ImagePullBackOff", NULL, NULL, KUBE_FAILING_IMAGE_PULL},
+        {"containerStatuses", "InvalidImageName", NULL, NULL, KUBE_FAILING_INVALID_IMAGE},
+        {"containerStatuses", "ErrImageNeverPull", NULL, NULL, KUBE_FAILING_NEVER_PULL},
+        {"containerStatuses", "CreateContainerConfigError", NULL, NULL, KUBE_FAILING_CONFIG},
+        /* an init container that crash-loops holds the pod in Init */
+        {"initContainerStatuses", "CrashLoopBackOff", NULL, NULL, KUBE_FAILING_CRASH_LOOP},
+        /* init containers first */
+        {"initContainerStatuses", "ImagePullBackOff", "containerStatuses", "CrashLoopBackOff",
+         KUBE_FAILING_IMAGE_PULL},
+        /* a sidecar that runs, and a server that crash-loops */
+        {"containerStatuses", NULL, "containerStatuses", "CrashLoopBackOff",
+         KUBE_FAILING_CRASH_LOOP},
+        /* first attempts the next one may pass, and a start in progress */
+        {"containerStatuses", "ErrImagePull", NULL, NULL, KUBE_FAILING_NONE},
+        {"containerStatuses", "CreateContainerError", NULL, NULL, KUBE_FAILING_NONE},
+        {"containerStatuses", "ContainerCreating", NULL, NULL, KUBE_FAILING_NONE},
+        {"containerStatuses", "PodInitializing", NULL, NULL, KUBE_FAILING_NONE},
+        {"containerStatuses", NULL, NULL, NULL, KUBE_FAILING_NONE},
+        /* the reason's case matters, as it does to kubectl */
+        {"containerStatuses", "crashloopbackoff", NULL, NULL, KUBE_FAILING_NONE},
+        {NULL, NULL, NULL, NULL, KUBE_FAILING_NONE},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct kube_store *s = kube_store_new();
+        assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
+                               pod_waiting(rows[i].list, rows[i].reason, rows[i].list2,
+                                           rows[i].reason2)),
+                         1);
+        const struct kube_pod *p = kube_store_pod(s, "ml", "p3");
+        assert_non_null(p);
+        if (p->failing != rows[i].failing)
+            fail_msg("row %zu: failing %d, want %d", i, p->failing, rows[i].failing);
+        kube_store_free(s);
+    }
+    assert_string_equal(kube_pod_failing_name(KUBE_FAILING_CRASH_LOOP), "CrashLoopBackOff");
+    assert_string_equal(kube_pod_failing_name(KUBE_FAILING_CONFIG),
+                        "CreateContainerConfigError");
+    assert_string_equal(kube_pod_failing_name(KUBE_FAILING_NONE), "");
+    assert_string_equal(kube_pod_failing_name((enum kube_pod_failing)200), "");
+    /* wrong types are no reason: a string list, a number reason */
+    struct kube_store *s = kube_store_new();
+    json_t *j = pod("ml", "p3", "1", "a", false);
+    json_object_set_new(json_object_get(j, "status"), "containerStatuses",
+                        json_pack("[s,{s:{s:{s:i}}}]", "x", "state", "waiting", "reason", 7));
+    assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, j), 1);
+    assert_int_equal(kube_store_pod(s, "ml", "p3")->failing, KUBE_FAILING_NONE);
+    /* the crash loop ends: the next update clears it */
+    j = pod_waiting("containerStatuses", "CrashLoopBackOff", NULL, NULL);
+    json_object_set_new(json_object_get(j, "metadata"), "resourceVersion", json_string("2"));
+    assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_MODIFIED, j), 1);
+    assert_int_equal(kube_store_pod(s, "ml", "p3")->failing, KUBE_FAILING_CRASH_LOOP);
+    j = pod_waiting("containerStatuses", NULL, NULL, NULL);
+    json_object_set_new(json_object_get(j, "metadata"), "resourceVersion", json_string("3"));
+    assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_MODIFIED, j), 1);
+    assert_int_equal(kube_store_pod(s, "ml", "p3")->failing, KUBE_FAILING_NONE);
+    kube_store_free(s);
+}
+
 static void test_extract_pod_scheduling(void **state)
 {
     (void)state;
@@ -441,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_extract_deployment),
         cmocka_unit_test(test_tracking_transitions),
         cmocka_unit_test(test_extract_pod),
+        cmocka_unit_test(test_extract_pod_failing),
         cmocka_unit_test(test_extract_pod_scheduling),
         cmocka_unit_test(test_index),
         cmocka_unit_test(test_relist_sweep),

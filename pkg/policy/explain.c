@@ -166,7 +166,8 @@ static void explain_words(const struct policy_tick *t, const struct policy_state
         if (t->stalled > 0)
             snprintf(e, n,
                      "requests/GPU %.3g above target but %d replicas asked for cover the load "
-                     "(%d ready, %d stalled: not ready for %d cold starts): waiting for them",
+                     "(%d ready, %d stalled: failing to start, or not ready for %d cold "
+                     "starts): waiting for them",
                      rpg, t->cur, t->ready, t->stalled, POLICY_STALL_COLD_STARTS);
         else
             snprintf(e, n,

@@ -39,8 +39,9 @@
  * scale-in as "still starting", and while there are any no rule raises the
  * count past what is asked for already (hold AtGPUCapacity, the shortfall in
  * want and the needs); when they are placed the rules resume. Replicas placed
- * but not ready for POLICY_STALL_COLD_STARTS look-aheads (stalled: a crash
- * loop) are not coming either: they do not block a scale-in as "still
+ * but failing to start (a container in CrashLoopBackOff, ImagePullBackOff,
+ * ...) or not ready for POLICY_STALL_COLD_STARTS look-aheads (stalled) are
+ * not coming either: they do not block a scale-in as "still
  * starting" nor keep the p99 rule waiting, and no rule replaces them.
  *
  * Configuration keys are shared with annotations (gpuscaler.io/<key>), the
@@ -205,10 +206,10 @@ struct policy_input {
     int32_t unschedulable_replicas; /**< replicas asked for that no node can place (Pending,
                                          PodScheduled False: no free GPU); never coming
                                          capacity while so. 0: none */
-    int32_t stalled_replicas; /**< replicas placed but not ready for longer than
-                                   POLICY_STALL_COLD_STARTS cold starts (a crash loop, an
-                                   image that does not pull, a readiness probe that never
-                                   passes): not coming capacity, so they do not hold a
+    int32_t stalled_replicas; /**< replicas placed but failing to start (a container in
+                                   CrashLoopBackOff, ImagePullBackOff, ...) or not ready
+                                   for longer than POLICY_STALL_COLD_STARTS cold starts (a
+                                   readiness probe that never passes): not coming capacity, so they do not hold a
                                    scale-in back as "still starting" (a scale-in removes
                                    them first). 0: none */
     double gpus_per_replica;  /**< GPUs of one replica (>= 1 for GPU pods; 0 -> 1) */
