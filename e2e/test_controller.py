@@ -1246,6 +1246,66 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             g.stop()
             self.c.delete("deployments", "crashy", self.ns)
 
+    def test_27_scale_to_zero_and_back(self):
+        """min-replicas 0, with a rate counted where the requests arrive (a promql-rate over a
+        gateway's counter, from a fake Prometheus): after scale-in-after without a request the
+        Deployment goes to 0; the first requests wake it at once, sized for them, long before
+        scale-out-after. Scaled to 0 by hand under min-replicas 1 it is parked: left there,
+        as the HPA does, until it is scaled up by hand."""
+        rate = {"v": 0.0}
+
+        def answer(q):
+            if "gateway_requests_total" in q:
+                return rate["v"]
+            return 0.5 if "histogram_quantile" in q else 0
+        prom = FakePrometheus(self.daily, answer)
+        self.addCleanup(prom.close)
+        ann = {"gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/min-replicas": "0",
+               "gpuscaler.io/promql-rate":
+                   'sum(rate(gateway_requests_total{route="{{deployment}}"}[1m]))',
+               "gpuscaler.io/scale-out-after": "60s"}
+        self.make("idle", 1, subnet=28, annotations=ann)
+        g = self.start(config=CONFIG + 'prometheus: {url: "%s"}\n' % prom.url,
+                       ident="inst-zero")
+
+        def status():
+            d = self.c.get("deployments", "idle", self.ns)
+            st = (d["metadata"].get("annotations") or {}).get("gpuscaler.io/status")
+            return json.loads(st) if st else {}
+        try:
+            t0 = time.time()
+            wait_for(lambda: self.replicas("idle") == 0, 30, what="scaled to zero")
+            # scale-in-after (6 s) of idleness first (less a tick: the clock starts at the first)
+            self.assertGreaterEqual(time.time() - t0, 4.5)
+            time.sleep(3)
+            self.assertEqual(self.replicas("idle"), 0, "stays at zero while idle")
+            self.assertEqual(status().get("reason"), "AtMinReplicas")
+            # 25 req/s arrive at the gateway: 25 / 8 per replica -> 4, at once
+            rate["v"] = 25.0
+            t1 = time.time()
+            wait_for(lambda: self.replicas("idle") == 4, 15, what="woken up to 4")
+            self.assertLess(time.time() - t1, 15, "woke before scale-out-after (60 s)")
+            ev = wait_for(lambda: [e for e in events(self.c, self.ns, "idle", "ScaledOut")
+                                   if "arrive at 0 replicas" in e["message"]], 10,
+                          what="the ScaledOut Event of the wake-up")
+            self.assertIn("0 -> 4", ev[0]["message"])
+            # parked: min-replicas 1, scaled to 0 by hand, with requests arriving
+            self.c.patch("deployments", "idle",
+                         {"metadata": {"annotations": {"gpuscaler.io/min-replicas": "1"}}},
+                         self.ns)
+            self.c.patch("deployments", "idle", {"spec": {"replicas": 0}}, self.ns)
+            wait_for(lambda: status().get("reason") == "Parked", 15, what="reason Parked")
+            time.sleep(3)
+            self.assertEqual(self.replicas("idle"), 0, "a parked Deployment is left at zero")
+            # scaled up by hand: the rules resume (25 req/s on 1 replica: above the target,
+            # the sustained rule's clock runs)
+            self.c.patch("deployments", "idle", {"spec": {"replicas": 1}}, self.ns)
+            wait_for(lambda: status().get("reason") == "AboveTargetWaiting", 15,
+                     what="the rules resumed after parking")
+        finally:
+            g.stop()
+            self.c.delete("deployments", "idle", self.ns)
+
     def test_24_least_privilege_rbac(self):
         """gpuscaler works with exactly the permissions deploy/rbac.yaml grants it (the chart's,
         checked equal by the deploy and helm checks), on an API server that enforces RBAC:

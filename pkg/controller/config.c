@@ -552,7 +552,9 @@ static int apply_defaults(struct ctl_config *c, const struct key *k, const struc
     char bad[128], msg[200];
     int rc = ctl_workload_parse(&empty, ks, vs, c->n_defaults, &wl, bad, sizeof(bad), msg,
                                 sizeof(msg));
-    if (rc == -EINVAL && strstr(msg, "capacity-per-gpu: required") == NULL) {
+    /* what a Deployment's own annotations may complete is not an error here */
+    if (rc == -EINVAL && strstr(msg, "capacity-per-gpu: required") == NULL &&
+        strstr(msg, "min-replicas: 0 needs") == NULL) {
         /* point at the offending entry's line */
         const char *bk = strncmp(bad, CTL_ANNOTATION_PREFIX, strlen(CTL_ANNOTATION_PREFIX)) == 0
                              ? bad + strlen(CTL_ANNOTATION_PREFIX)

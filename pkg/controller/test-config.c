@@ -566,6 +566,41 @@ static void test_annotations_tokens(void **s)
     ctl_config_free(&c);
 }
 
+/* min-replicas 0 needs a rate measured where requests arrive: the Prometheus
+ * source with a promql-rate of its own (the profile's query counts the pods'
+ * requests, and at zero there are no pods). A config file's defaults may set
+ * it for Deployments whose annotations complete it. */
+static void test_annotations_min_zero(void **s)
+{
+    (void)s;
+    struct ctl_config c;
+    ctl_config_init(&c);
+    struct ctl_workload_config w;
+    char bad[128], err[200];
+    const char *rate = "sum(rate(gateway_requests_total{route=\"{{deployment}}\"}[1m]))";
+    const char *ok[] = {"gpuscaler.io/capacity-per-gpu", "10", "gpuscaler.io/min-replicas", "0",
+                        "gpuscaler.io/metrics-source", "prometheus",
+                        "gpuscaler.io/promql-rate", rate};
+    assert_int_equal(parse_ann(&c, ok, 4, &w, bad, err), 0);
+    assert_int_equal(w.policy.min_replicas, 0);
+    /* scrape, or prometheus with the profile's query: refused, naming min-replicas */
+    for (size_t n = 2; n <= 3; n++) {
+        assert_int_equal(parse_ann(&c, ok, n, &w, bad, err), -EINVAL);
+        assert_string_equal(bad, "gpuscaler.io/min-replicas");
+        assert_non_null(strstr(err, "min-replicas: 0 needs metrics-source prometheus and a "
+                                    "promql-rate"));
+    }
+    /* min-replicas 1 needs neither */
+    const char *one[] = {"gpuscaler.io/capacity-per-gpu", "10", "gpuscaler.io/min-replicas", "1"};
+    assert_int_equal(parse_ann(&c, one, 2, &w, bad, err), 0);
+    ctl_config_free(&c);
+
+    struct conf_error cerr;
+    ctl_config_init(&c);
+    assert_int_equal(apply_yaml(&c, "defaults:\n  min-replicas: '0'\n", &cerr), 0);
+    ctl_config_free(&c);
+}
+
 static void test_status_json(void **s)
 {
     (void)s;
@@ -668,6 +703,7 @@ int main(void)
         cmocka_unit_test(test_config_check_files),
         cmocka_unit_test(test_annotations),
         cmocka_unit_test(test_annotations_tokens),
+        cmocka_unit_test(test_annotations_min_zero),
         cmocka_unit_test(test_status_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -287,6 +287,15 @@ int ctl_workload_parse(const struct ctl_config *defaults, const char *const *key
     }
     if (token_metrics(&w, bad_key, bad_key_len, err, errlen) != 0)
         return -EINVAL;
+    /* Zero replicas have no pods to measure: only a rate measured where the
+     * requests arrive (a gateway, a router) can tell when to wake up. */
+    if (w.policy.min_replicas == 0 && (w.source != CTL_SOURCE_PROMETHEUS || !w.promql_rate[0])) {
+        snprintf(bad_key, bad_key_len, CTL_ANNOTATION_PREFIX "min-replicas");
+        snprintf(err, errlen,
+                 "min-replicas: 0 needs metrics-source prometheus and a promql-rate counting "
+                 "requests where they arrive (a gateway, a router): at zero no pod counts them");
+        return -EINVAL;
+    }
     *out = w;
     return 0;
 }

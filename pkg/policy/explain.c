@@ -103,6 +103,13 @@ static void explain_words(const struct policy_tick *t, const struct policy_state
                  t->cur, out->desired);
         return;
     case POLICY_SCALED_OUT:
+        if (t->wake) {
+            snprintf(e, n, "%.4g req/s arrive at 0 replicas (queue %.4g), the demand needs "
+                           "%lld: %d -> %d",
+                     t->in->request_rate, t->in->queue_depth > 0 ? t->in->queue_depth : 0,
+                     (long long)t->need_now, t->cur, out->desired);
+            return;
+        }
         dur(t->now - st->above_since_ms, a, sizeof(a));
         snprintf(e, n, "requests/GPU %.3g above %.3g (%.0f%% of %.3g) for %s: %d -> %d replicas",
                  rpg, cfg->target_utilization * cap, cfg->target_utilization * 100, cap, a,
@@ -183,7 +190,14 @@ static void explain_words(const struct policy_tick *t, const struct policy_state
         snprintf(e, n, "load low; at min-replicas %d", t->lo);
         return;
     case POLICY_HOLD_BELOW_WAITING:
-        if (out->rule == POLICY_PREDICTIVE_SCALE_IN && t->starting > 0) {
+        if (t->zero_wait) {
+            dur(st->idle_since_ms == POLICY_NEVER ? 0 : t->now - st->idle_since_ms, a,
+                sizeof(a));
+            dur(cfg->scale_in_after_ms, b, sizeof(b));
+            snprintf(e, n, "no request for %s of the %s scale-in-after that scaling to zero "
+                           "waits for: holding %d",
+                     a, b, t->cur);
+        } else if (out->rule == POLICY_PREDICTIVE_SCALE_IN && t->starting > 0) {
             snprintf(e, n,
                      "demand %.4g req/s and forecast peak %.4g req/s fit %lld replicas, but %d of "
                      "%d are still starting: holding %d",

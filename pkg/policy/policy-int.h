@@ -26,6 +26,11 @@ struct policy_tick {
     bool plan;        /* a trusted plan is in use */
     bool plan_out_ok; /* ... and may scale out (not a level-only plan of falling load) */
     bool above, below, lat_above, queue_high;
+    bool idle;      /* no arrivals and no queue */
+    bool wake;      /* at 0 replicas (min-replicas 0) and requests arrive: scale out now */
+    bool expects;   /* a seasonal plan's likely peak makes a request within the look-ahead */
+    bool zero_ok;   /* idle for scale-in-after and no such plan: nothing needs a replica */
+    bool zero_wait; /* scale-in would reach 0 before scale-in-after of idleness */
 };
 
 /** Word out->explain for a decision on good metrics (reason, desired, want

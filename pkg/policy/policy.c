@@ -38,6 +38,7 @@ static const char *const reason_names[POLICY_REASON_COUNT] = {
     [POLICY_PREDICTIVE_SCALE_IN] = "PredictiveScaleIn",
     [POLICY_CLAMPED] = "OutsideReplicaBounds",
     [POLICY_HOLD_GPU_CAPACITY] = "AtGPUCapacity",
+    [POLICY_HOLD_PARKED] = "Parked",
 };
 
 const char *policy_reason_name(enum policy_reason r)
@@ -58,6 +59,7 @@ void policy_state_init(struct policy_state *st)
     st->above_since_ms = POLICY_NEVER;
     st->below_since_ms = POLICY_NEVER;
     st->latency_above_since_ms = POLICY_NEVER;
+    st->idle_since_ms = POLICY_NEVER;
     st->last_scale_ms = POLICY_NEVER;
 }
 
@@ -105,6 +107,7 @@ static int64_t floor_max(const struct policy_state *st, int64_t now, int64_t win
 static void reset_clocks(struct policy_state *st)
 {
     st->above_since_ms = st->below_since_ms = st->latency_above_since_ms = POLICY_NEVER;
+    st->idle_since_ms = POLICY_NEVER; /* idleness before a gap is no evidence either */
     st->floor_len = 0; /* floors measured before a gap say nothing */
     st->trend_len = 0; /* nor do rates: a line across a gap is not a ramp */
 }
@@ -207,6 +210,15 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
                    isfinite(in->p99_latency_ms) &&
                    in->p99_latency_ms > (double)cfg->p99_latency_target_ms;
     t->queue_high = in->queue_depth > (double)(t->ready > 0 ? t->ready : 1);
+    /* Zero replicas (min-replicas 0) serve nothing: any arrival wakes the
+     * Deployment at once, not after scale-out-after; and the step to zero
+     * waits until nothing has arrived for scale-in-after. */
+    t->idle = !(rate > 0) && !(in->queue_depth >= POLICY_QUEUED);
+    t->wake = t->cur == 0 && !t->idle;
+    /* A season's likely peak that makes at least one request within the
+     * look-ahead: the one plan that keeps a replica for, or wakes from, zero. */
+    t->expects = t->plan && in->forecast_seasonal &&
+                 likely * (double)policy_horizon_ms(cfg, 0) / 1000 >= 1;
 
     /* Clocks. Strictly above the target starts the sustained clock; strictly
      * below the hysteresis threshold the scale-in one. */
@@ -217,10 +229,18 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
     if (t->plan)
         floor_ = UTIL_MAX(floor_, policy_size(&t->sz_in, in->forecast_rate));
     floor_ = UTIL_MAX(floor_, (int64_t)t->lo);
-    t->floor = floor_;
     tick_clock(&st->above_since_ms, t->above, t->now);
     tick_clock(&st->below_since_ms, t->below, t->now);
     tick_clock(&st->latency_above_since_ms, t->lat_above, t->now);
+    tick_clock(&st->idle_since_ms, t->idle, t->now);
+    /* Idle for scale-in-after, and no season that expects a request within
+     * the look-ahead: nothing needs a replica, whatever the plan's margin
+     * (a plan's residuals outlive the traffic by an hour). */
+    t->zero_ok = t->lo == 0 && clock_fired(st->idle_since_ms, cfg->scale_in_after_ms, t->now) &&
+                 !t->expects;
+    if (t->zero_ok)
+        floor_ = 0;
+    t->floor = floor_;
     floor_push(st, t->now, floor_);
     out->above_since_ms = st->above_since_ms;
     out->below_since_ms = st->below_since_ms;
@@ -240,13 +260,16 @@ static bool scale_out(struct policy_state *st, const struct policy_tick *t,
     int64_t want = cur;
     enum policy_reason reason = POLICY_HOLD_WITHIN_BAND;
     bool fired_out = clock_fired(st->above_since_ms, cfg->scale_out_after_ms, now);
-    if (fired_out && need > cur) {
+    if (t->wake) {
+        want = UTIL_MAX((int64_t)1, need);
+        reason = POLICY_SCALED_OUT;
+    } else if (fired_out && need > cur) {
         want = need;
         reason = POLICY_SCALED_OUT;
     } else if (t->sz.from_sla && t->need_now > cur) {
         want = need;
         reason = POLICY_SLA_SCALE_OUT;
-    } else if (t->plan_out_ok && t->need_likely > cur) {
+    } else if (t->plan_out_ok && t->need_likely > cur && (cur > 0 || t->expects)) {
         want = UTIL_MAX(t->need_now, t->need_likely);
         reason = POLICY_PREDICTIVE_SCALE_OUT;
     } else if (clock_fired(st->latency_above_since_ms, cfg->scale_out_after_ms, now) &&
@@ -297,7 +320,7 @@ static bool scale_out(struct policy_state *st, const struct policy_tick *t,
 }
 
 /* Scale-in rules; returns true when one decided (acted or held for a reason). */
-static bool scale_in(struct policy_state *st, const struct policy_tick *t,
+static bool scale_in(struct policy_state *st, struct policy_tick *t,
                      struct policy_decision *out)
 {
     const struct policy_config *cfg = t->cfg;
@@ -341,6 +364,10 @@ static bool scale_in(struct policy_state *st, const struct policy_tick *t,
         return true;
     }
     int64_t w = UTIL_MAX(floor_, cur - step);
+    if (w <= 0 && cur > 0 && !clock_fired(st->idle_since_ms, cfg->scale_in_after_ms, now)) {
+        w = 1; /* zero serves nothing: only after scale-in-after without a request */
+        t->zero_wait = true;
+    }
     if (w >= cur) {
         out->reason = cur <= t->lo ? POLICY_HOLD_AT_MIN : POLICY_HOLD_BELOW_WAITING;
         policy_explain(t, st, out);
@@ -377,13 +404,40 @@ void policy_decide(const struct policy_config *cfg, struct policy_state *st,
                              UTIL_MAX(0, cur - out->unschedulable -
                                              UTIL_MAX(0, in->ready_replicas)));
 
+    /* 0. Parked: scaled to zero by hand while min-replicas asks for more.
+     * As the HPA does, leave it there (a way to take a model off its GPUs
+     * without removing the annotations); scaling it up by hand resumes. */
+    if (cur == 0 && cfg->min_replicas > 0) {
+        reset_clocks(st);
+        out->desired = 0;
+        out->reason = POLICY_HOLD_PARKED;
+        snprintf(out->explain, sizeof(out->explain),
+                 "0 replicas with min-replicas %d: parked (scaled to 0 by hand), as the HPA "
+                 "does; scale to 1 or more to resume",
+                 cfg->min_replicas);
+        return;
+    }
+
     /* 1. No trustworthy data, or no capacity to size with (capacity-per-gpu
      * auto before anything was learned): hold (bounds still apply), restart
      * the clocks so no rule fires on evidence gathered before the gap. */
-    bool stale = !in->metrics_valid || !isfinite(in->request_rate) || in->request_rate < 0 ||
-                 !(cfg->capacity_rps_per_gpu > 0 && cfg->capacity_rps_per_gpu <= 1e9) ||
-                 in->metrics_time_ms == POLICY_NEVER ||
-                 in->now_ms - in->metrics_time_ms > cfg->metrics_stale_after_ms;
+    bool fresh = in->metrics_valid && isfinite(in->request_rate) && in->request_rate >= 0 &&
+                 in->metrics_time_ms != POLICY_NEVER &&
+                 in->now_ms - in->metrics_time_ms <= cfg->metrics_stale_after_ms;
+    bool stale = !fresh || !(cfg->capacity_rps_per_gpu > 0 && cfg->capacity_rps_per_gpu <= 1e9);
+    if (stale && fresh && cur == 0 && in->request_rate > 0) {
+        /* requests arrive at zero replicas with nothing to size them with
+         * (capacity-per-gpu auto, nothing learned): one replica to learn from */
+        reset_clocks(st);
+        out->desired = clamp_i32(1, cfg->min_replicas, cfg->max_replicas);
+        out->reason = POLICY_SCALED_OUT;
+        st->last_scale_ms = in->now_ms;
+        snprintf(out->explain, sizeof(out->explain),
+                 "%.4g req/s arrive at 0 replicas, and no capacity-per-gpu to size with (auto: "
+                 "nothing learned yet): 0 -> %d",
+                 in->request_rate, out->desired);
+        return;
+    }
     if (stale) {
         reset_clocks(st);
         out->reason = out->desired != cur ? POLICY_CLAMPED : POLICY_METRICS_UNAVAILABLE;
@@ -394,6 +448,7 @@ void policy_decide(const struct policy_config *cfg, struct policy_state *st,
     }
 
     struct policy_tick t;
+    memset(&t, 0, sizeof(t));
     observe(cfg, st, in, &t, out);
 
     /* 2. Bounds. */
@@ -415,7 +470,8 @@ void policy_decide(const struct policy_config *cfg, struct policy_state *st,
             out->reason = POLICY_HOLD_GPU_CAPACITY;
             out->want = (int32_t)UTIL_MIN(need, (int64_t)INT32_MAX);
         } else {
-            out->reason = t.above ? POLICY_HOLD_ABOVE_WAITING
+            out->reason = t.cur == 0 ? POLICY_HOLD_AT_MIN /* idle at zero */
+                          : t.above  ? POLICY_HOLD_ABOVE_WAITING
                           : t.below && !t.plan ? POLICY_HOLD_BELOW_WAITING
                                                : POLICY_HOLD_WITHIN_BAND;
         }

@@ -56,6 +56,10 @@
 
 /** A time that has not happened ("clock not running"). */
 #define POLICY_NEVER INT64_MIN
+/** Requests queued (policy_input.queue_depth, a mean of gauges or a model's
+ *  expectation) from which a queue counts as one: not idle, and at zero
+ *  replicas a reason to wake. */
+#define POLICY_QUEUED 0.5
 
 /** What demand and capacity are counted in (demand-unit). */
 enum policy_demand_unit {
@@ -182,6 +186,8 @@ struct policy_state {
     int64_t above_since_ms;         /**< utilization above target since, or POLICY_NEVER */
     int64_t below_since_ms;         /**< utilization below scale-in threshold since */
     int64_t latency_above_since_ms; /**< p99 above target since */
+    int64_t idle_since_ms;          /**< no arrivals and no queue since (the last step to
+                                         zero waits scale-in-after of it), or POLICY_NEVER */
     int64_t last_scale_ms;          /**< last time the decision changed replicas */
     /* the scale-in floor (replicas that demand and plan need) of recent ticks */
     int32_t floor_hist[POLICY_FLOOR_TICKS];
@@ -257,6 +263,8 @@ enum policy_reason {
     POLICY_CLAMPED,                /**< current replicas outside [min, max] */
     POLICY_HOLD_GPU_CAPACITY,      /**< the load needs more than is placed, but replicas
                                         asked for cannot be scheduled (no free GPU): hold */
+    POLICY_HOLD_PARKED,            /**< at 0 replicas with min-replicas >= 1: scaled to zero
+                                        by hand, left there (as the HPA does) */
     POLICY_REASON_COUNT
 };
 

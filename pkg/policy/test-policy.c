@@ -160,12 +160,13 @@ static void test_bounds_and_up_step(void **s)
     struct policy_config c;
     base_cfg(&c);
     c.predictive = false;
+    c.min_replicas = 2;
     c.max_replicas = 6;
     c.max_scale_up_step = 1;
     c.scale_out_after_ms = 0;
     const struct tick rows[] = {
-        /* out of bounds either way is corrected at once */
-        {0, 0, 0, 0, NOFC, 1, POLICY_CLAMPED},
+        /* out of bounds either way is corrected at once (0 is parked: test-pending.c) */
+        {0, 1, 1, 0, NOFC, 2, POLICY_CLAMPED},
         {15, 9, 9, 10, NOFC, 6, POLICY_CLAMPED},
         /* 100 req/s needs 13 but steps of one, and never above 6 */
         {30, 4, 4, 100, NOFC, 5, POLICY_SCALED_OUT},
