@@ -63,6 +63,11 @@ void policy_state_init(struct policy_state *st)
     st->last_scale_ms = POLICY_NEVER;
 }
 
+/* Requests a seasonal plan's likely peak makes within the look-ahead that
+ * keep one replica from zero, and that wake one at zero (min-replicas 0). */
+#define ZERO_KEEP_REQUESTS 1.0
+#define ZERO_WAKE_REQUESTS 3.0
+
 static int32_t clamp_i32(int64_t v, int32_t lo, int32_t hi)
 {
     return v < lo ? lo : v > hi ? hi : (int32_t)v;
@@ -215,10 +220,13 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
      * waits until nothing has arrived for scale-in-after. */
     t->idle = !(rate > 0) && !(in->queue_depth >= POLICY_QUEUED);
     t->wake = t->cur == 0 && !t->idle;
-    /* A season's likely peak that makes at least one request within the
-     * look-ahead: the one plan that keeps a replica for, or wakes from, zero. */
+    /* A season's likely peak that makes requests within the look-ahead: the
+     * one plan that keeps a replica from zero (one request: it would wait a
+     * cold start), or wakes one (three, so that a likely peak hovering at one
+     * does not wake and drop a replica every few minutes of a quiet night). */
     t->expects = t->plan && in->forecast_seasonal &&
-                 likely * (double)policy_horizon_ms(cfg, 0) / 1000 >= 1;
+                 likely * (double)policy_horizon_ms(cfg, 0) / 1000 >=
+                     (t->cur == 0 ? ZERO_WAKE_REQUESTS : ZERO_KEEP_REQUESTS);
 
     /* Clocks. Strictly above the target starts the sustained clock; strictly
      * below the hysteresis threshold the scale-in one. */

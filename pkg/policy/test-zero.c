@@ -156,6 +156,17 @@ static void test_zero_predictive(void **s)
         {3600, 0, 0, 0, -1, 0.004, 0, POLICY_HOLD_AT_MIN, NULL},
     };
     run_ztable(&c, few, UTIL_ARRAY_LEN(few));
+    /* hysteresis: a likely peak of 0.01 req/s (2 requests within 3m15s) keeps a
+     * replica but does not wake one; 0.02 (4 requests) wakes one */
+    const struct ztick band[] = {
+        {0, 1, 1, 0, -1, 0.01, 1, POLICY_HOLD_WITHIN_BAND, NULL},
+        {900, 1, 1, 0, -1, 0.01, 1, POLICY_HOLD_WITHIN_BAND, NULL},
+        {915, 1, 1, 0, -1, 0.001, 1, POLICY_HOLD_BELOW_WAITING, NULL},
+        {1100, 1, 1, 0, -1, 0.001, 0, POLICY_PREDICTIVE_SCALE_IN, NULL},
+        {1115, 0, 0, 0, -1, 0.01, 0, POLICY_HOLD_AT_MIN, NULL},
+        {1130, 0, 0, 0, -1, 0.02, 1, POLICY_PREDICTIVE_SCALE_OUT, NULL},
+    };
+    run_ztable(&c, band, UTIL_ARRAY_LEN(band));
 }
 
 /* Missing metrics never scale to zero, nor wake it; a gap restarts the
