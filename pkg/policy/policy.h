@@ -303,8 +303,9 @@ struct policy_decision {
 
 /**
  * Decide for one tick. Updates st (the clocks) and fills out. Never returns a
- * count outside [min_replicas, max_replicas]; never lower than
- * current_replicas when metrics are missing or stale. cfg must have passed
+ * count outside [min_replicas, max_replicas], but leaves a Deployment parked
+ * at 0 (current_replicas 0 with min_replicas >= 1: POLICY_HOLD_PARKED); never
+ * lower than current_replicas when metrics are missing or stale. cfg must have passed
  * policy_config_validate().
  */
 void policy_decide(const struct policy_config *cfg, struct policy_state *st,
