@@ -246,6 +246,13 @@ static void jnum(struct util_buf *b, double v)
         util_buf_puts(b, "null");
 }
 
+/* ,"key":v */
+static void jfield(struct util_buf *b, const char *key, double v)
+{
+    util_buf_printf(b, ",\"%s\":", key);
+    jnum(b, v);
+}
+
 static void jarr(struct util_buf *b, const double *v, size_t n)
 {
     util_buf_puts(b, "[");
@@ -280,19 +287,14 @@ static void json_plan(struct util_buf *b, const struct plan_workload *w,
                            "\"trend_per_day\":",
                         season_name(m->season), (double)m->step_ms / 1000, m->whole_days);
         jnum(b, exp(m->slope) - 1);
-        util_buf_puts(b, ",\"trend_fitted_per_day\":");
-        jnum(b, exp(m->slope_fit) - 1);
+        jfield(b, "trend_fitted_per_day", exp(m->slope_fit) - 1);
         util_buf_printf(b, ",\"trend\":\"%s\"", m->trend == PLAN_TREND_LINEAR ? "linear"
                                                  : m->trend == PLAN_TREND_NONE   ? "none"
                                                                                  : "damped");
-        util_buf_puts(b, ",\"trend_se\":");
-        jnum(b, m->slope_se);
-        util_buf_puts(b, ",\"residual_p10\":");
-        jnum(b, exp(m->resid_lo) - 1);
-        util_buf_puts(b, ",\"residual_p90\":");
-        jnum(b, exp(m->resid_hi) - 1);
-        util_buf_puts(b, ",\"rate_floor\":");
-        jnum(b, m->floor);
+        jfield(b, "trend_se", m->slope_se);
+        jfield(b, "residual_p10", exp(m->resid_lo) - 1);
+        jfield(b, "residual_p90", exp(m->resid_hi) - 1);
+        jfield(b, "rate_floor", m->floor);
         util_buf_printf(b, "},\"replay\":{\"mode\":\"%s\",\"simulated_s\":%.0f,\"seeded_s\":%.0f,"
                            "\"residual_days\":[",
                         r->replay.mode == PLAN_SIM_DAY ? "day" : "horizon", r->replay.simulated_s,
@@ -313,19 +315,15 @@ static void json_plan(struct util_buf *b, const struct plan_workload *w,
     }
     util_buf_printf(b, ",\"horizon\":{\"begin_s\":%.3f,\"step_s\":%.0f,\"steps\":%zu}",
                     (double)r->t_begin_ms / 1000, (double)r->step_ms / 1000, r->nsteps);
-    util_buf_puts(b, ",\"gpus_per_replica\":");
-    jnum(b, r->gpus_per_replica);
+    jfield(b, "gpus_per_replica", r->gpus_per_replica);
     util_buf_puts(b, ",\"scenarios\":[");
     for (size_t s = 0; s < r->nscen; s++) {
         const struct plan_scenario_result *sr = &r->scen[s];
         util_buf_printf(b, "%s{\"growth\":", s ? "," : "");
         jnum(b, sr->growth);
-        util_buf_puts(b, ",\"weight\":");
-        jnum(b, sr->weight);
-        util_buf_puts(b, ",\"requests\":");
-        jnum(b, sr->requests);
-        util_buf_puts(b, ",\"gpu_hours\":");
-        jnum(b, sr->gpu_hours);
+        jfield(b, "weight", sr->weight);
+        jfield(b, "requests", sr->requests);
+        jfield(b, "gpu_hours", sr->gpu_hours);
         util_buf_printf(b, ",\"peak_gpus\":%lld,\"margin_gpus\":%lld,\"baseline_gpus\":%lld,"
                            "\"sla_minutes\":",
                         (long long)sr->peak_gpus, (long long)sr->margin_gpus,
@@ -343,14 +341,10 @@ static void json_plan(struct util_buf *b, const struct plan_workload *w,
     }
     util_buf_printf(b, "],\"reference_scenario\":%zu,\"prices\":{\"on_demand\":", r->ref);
     jnum(b, r->prices.on_demand);
-    util_buf_puts(b, ",\"reserved\":");
-    jnum(b, r->prices.reserved);
-    util_buf_puts(b, ",\"spot\":");
-    jnum(b, r->prices.spot > 0 ? r->prices.spot : NAN);
-    util_buf_puts(b, ",\"spot_interruption\":");
-    jnum(b, r->prices.spot_interruption);
-    util_buf_puts(b, ",\"flexible\":");
-    jnum(b, r->prices.flexible);
+    jfield(b, "reserved", r->prices.reserved);
+    jfield(b, "spot", r->prices.spot > 0 ? r->prices.spot : NAN);
+    jfield(b, "spot_interruption", r->prices.spot_interruption);
+    jfield(b, "flexible", r->prices.flexible);
     util_buf_puts(b, "},\"commitments\":[");
     for (int k = 0; k < PLAN_NCHOICES; k++) {
         const struct plan_choice *ch = &r->choice[k];
@@ -362,12 +356,9 @@ static void json_plan(struct util_buf *b, const struct plan_workload *w,
         for (size_t s = 0; s < r->nscen; s++) {
             util_buf_printf(b, "%s{\"growth\":", s ? "," : "");
             jnum(b, r->scen[s].growth);
-            util_buf_puts(b, ",\"cost\":");
-            jnum(b, ch->cost[s]);
-            util_buf_puts(b, ",\"stranded_gpu_hours\":");
-            jnum(b, ch->stranded_gpu_hours[s]);
-            util_buf_puts(b, ",\"flexible_gpu_hours\":");
-            jnum(b, ch->flexible_gpu_hours[s]);
+            jfield(b, "cost", ch->cost[s]);
+            jfield(b, "stranded_gpu_hours", ch->stranded_gpu_hours[s]);
+            jfield(b, "flexible_gpu_hours", ch->flexible_gpu_hours[s]);
             util_buf_puts(b, "}");
         }
         util_buf_puts(b, "]}");
@@ -383,24 +374,18 @@ static void json_backtest(struct util_buf *b, const struct plan_backtest *bt)
                     bt->win.train_buckets);
     util_buf_puts(b, "\"planned_gpu_hours\":");
     jnum(b, bt->planned_gpu_hours);
-    util_buf_puts(b, ",\"actual_gpu_hours\":");
-    jnum(b, bt->actual_gpu_hours);
-    util_buf_puts(b, ",\"gpu_hours_error\":");
-    jnum(b, bt->gpu_hours_error);
-    util_buf_puts(b, ",\"planned_requests\":");
-    jnum(b, bt->planned_requests);
-    util_buf_puts(b, ",\"actual_requests\":");
-    jnum(b, bt->actual_requests);
+    jfield(b, "actual_gpu_hours", bt->actual_gpu_hours);
+    jfield(b, "gpu_hours_error", bt->gpu_hours_error);
+    jfield(b, "planned_requests", bt->planned_requests);
+    jfield(b, "actual_requests", bt->actual_requests);
     util_buf_printf(b, ",\"planned_peak_gpus\":%lld,\"actual_peak_gpus\":%lld,"
                        "\"planned_baseline_gpus\":%lld,\"actual_baseline_gpus\":%lld,",
                     (long long)bt->planned_peak, (long long)bt->actual_peak,
                     (long long)bt->planned_baseline, (long long)bt->actual_baseline);
     util_buf_puts(b, "\"planned_sla_minutes\":");
     jnum(b, bt->planned_sla_minutes);
-    util_buf_puts(b, ",\"actual_sla_minutes\":");
-    jnum(b, bt->actual_sla_minutes);
-    util_buf_puts(b, ",\"step_mape\":");
-    jnum(b, bt->step_mape);
+    jfield(b, "actual_sla_minutes", bt->actual_sla_minutes);
+    jfield(b, "step_mape", bt->step_mape);
     util_buf_printf(b, ",\"reserved_gpus\":%lld,\"cost_actual\":", (long long)bt->reserved);
     jnum(b, bt->cost_actual);
     util_buf_printf(b, ",\"reserved_hindsight_gpus\":%lld,\"cost_hindsight\":",
@@ -420,16 +405,13 @@ void plan_report_json(struct util_buf *b, const struct plan_config *cfg,
                     (double)cfg->horizon_ms / 1000, (double)cfg->step_ms / 1000,
                     season_name(cfg->season), cfg->sim == PLAN_SIM_DAY ? "day" : "horizon");
     jnum(b, cfg->margin);
-    util_buf_puts(b, ",\"baseline_share\":");
-    jnum(b, cfg->baseline_share);
-    util_buf_puts(b, ",\"reserve_share\":");
-    jnum(b, cfg->rule_share);
+    jfield(b, "baseline_share", cfg->baseline_share);
+    jfield(b, "reserve_share", cfg->rule_share);
     util_buf_puts(b, ",\"growth\":[");
     for (size_t s = 0; s < cfg->nscenarios; s++) {
         util_buf_printf(b, "%s{\"growth\":", s ? "," : "");
         jnum(b, cfg->scenarios[s].growth);
-        util_buf_puts(b, ",\"weight\":");
-        jnum(b, cfg->scenarios[s].weight);
+        jfield(b, "weight", cfg->scenarios[s].weight);
         util_buf_puts(b, "}");
     }
     util_buf_puts(b, "]},\"plans\":[");
