@@ -51,6 +51,21 @@ const char *cmd_strip_key(const char *key, const char *msg)
     return msg;
 }
 
+void cmd_flag_take(char *key, const char *value, const struct cmd_path_flag *paths,
+                   size_t npaths, struct cmd_settings *s)
+{
+    size_t i = 0;
+    while (i < npaths && strcmp(paths[i].key, key) != 0)
+        i++;
+    if (i < npaths) {
+        xfree(*paths[i].path);
+        *paths[i].path = xstrdup(value);
+    } else {
+        cmd_settings_add(s, key, value, xasprintf("--%s", key), true);
+    }
+    xfree(key);
+}
+
 void cmd_settings_add(struct cmd_settings *s, const char *key, const char *value, char *where,
                       bool from_flag)
 {

@@ -46,4 +46,18 @@ void cmd_settings_add(struct cmd_settings *s, const char *key, const char *value
                       bool from_flag);
 void cmd_settings_free(struct cmd_settings *s);
 
+/** A flag whose value is a path the command keeps (--trace, --json, ...). */
+struct cmd_path_flag {
+    const char *key;
+    char **path; /**< owned by the command: replaced by a copy of the value */
+};
+
+/**
+ * Take the flag cmd_flag_next() read: a key of paths[] sets its path (a later
+ * one wins); any other becomes a setting of s, from the flag "--<key>".
+ * Frees key.
+ */
+void cmd_flag_take(char *key, const char *value, const struct cmd_path_flag *paths,
+                   size_t npaths, struct cmd_settings *s);
+
 #endif

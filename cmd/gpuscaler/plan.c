@@ -377,17 +377,9 @@ int cmd_plan(int argc, char **argv)
                 backtest = true;
             continue;
         }
-        char **slot = strcmp(key, "config") == 0   ? &config
-                      : strcmp(key, "report") == 0 ? &report->path
-                      : strcmp(key, "json") == 0   ? &json->path
-                                                   : NULL;
-        if (slot) {
-            xfree(*slot);
-            *slot = xstrdup(value);
-        } else {
-            cmd_settings_add(&flags, key, value, xasprintf("--%s", key), true);
-        }
-        xfree(key);
+        const struct cmd_path_flag paths[] = {
+            {"config", &config}, {"report", &report->path}, {"json", &json->path}};
+        cmd_flag_take(key, value, paths, UTIL_ARRAY_LEN(paths), &flags);
     }
 
     if (config) {

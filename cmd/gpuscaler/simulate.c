@@ -179,20 +179,11 @@ int cmd_simulate(int argc, char **argv)
         }
         if (fl != CMD_FLAG_OK)
             goto out;
-        char **slot = strcmp(key, "trace") == 0      ? &trace_path
-                      : strcmp(key, "config") == 0   ? &config
-                      : strcmp(key, "timeline") == 0 ? &timeline->path
-                      : strcmp(key, "report") == 0   ? &report->path
-                      : strcmp(key, "json") == 0     ? &json->path
-                      : strcmp(key, "scale-log") == 0 ? &scale_log->path
-                                                     : NULL;
-        if (slot) {
-            xfree(*slot);
-            *slot = xstrdup(value);
-        } else {
-            cmd_settings_add(&flags, key, value, xasprintf("--%s", key), true);
-        }
-        xfree(key);
+        const struct cmd_path_flag paths[] = {
+            {"trace", &trace_path},       {"config", &config},
+            {"timeline", &timeline->path}, {"report", &report->path},
+            {"json", &json->path},         {"scale-log", &scale_log->path}};
+        cmd_flag_take(key, value, paths, UTIL_ARRAY_LEN(paths), &flags);
     }
 
     char *file_trace = NULL;
