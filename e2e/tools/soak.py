@@ -8,7 +8,8 @@ a second at random: new request rates; annotations set to good and bad values (`
 changed by hand; pods whose /metrics answers garbage, hangs or fails; API faults (500, 429,
 409, 503, latency, dropped connections, dropped watches, compaction, API server restarts).
 Every 20 actions the daemon must be alive and answer /healthz. Then the faults stop, the
-annotations are made good and each Deployment gets a steady rate: within 90 s each must hold a
+annotations are made good, a Deployment left at 0 by hand (parked, as the HPA leaves one) is
+scaled to 1 by hand, and each Deployment gets a steady rate: within 90 s each must hold a
 count in the sustained rule's band for that rate (8 req/s a replica at most, 5 at least). With the ASan+UBSan build (GPUSCALER_BIN), no sanitizer report
 may appear in the log. Exit 0 when all holds, 1 otherwise.
 
@@ -240,6 +241,15 @@ def main():
                     break
                 except Exception as e:  # noqa: BLE001
                     print("patch retry", e)
+                    time.sleep(1)
+            # at 0 by hand with min-replicas 1 it is parked: resume it as a user would
+            for attempt in range(10):
+                try:
+                    if c.get("deployments", n, ns)["spec"]["replicas"] == 0:
+                        c.patch("deployments", n, {"spec": {"replicas": 1}}, ns)
+                    break
+                except Exception as e:  # noqa: BLE001
+                    print("unpark retry", e)
                     time.sleep(1)
             r = rnd.choice([4, 12, 30, 45])
             metrics.set_rate(n, r)
