@@ -5,7 +5,7 @@
  * Deployment and as a Pod, ERROR events start a relist scope and BOOKMARKs
  * end it, and every tracked Deployment's pod index is read back, the fields
  * of each pod's conditions (Ready, PodScheduled: bound when, or Pending for
- * want of a GPU) included. */
+ * want of a GPU) and container states (failing to start) included. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +59,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (pods[j]->unschedulable_gpu > KUBE_GPU_AMD)
                 abort();
             (void)strlen(kube_gpu_resource_name(pods[j]->unschedulable_gpu));
+            /* a reason the kubelet writes for a container that cannot start, or none */
+            if (pods[j]->failing > KUBE_FAILING_CONFIG)
+                abort();
+            (void)strlen(kube_pod_failing_name(pods[j]->failing));
         }
         struct util_buf b = {0};
         kube_selector_format(&deps[i]->selector, &b);
