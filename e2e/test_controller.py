@@ -1295,6 +1295,10 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
                          self.ns)
             self.c.patch("deployments", "idle", {"spec": {"replicas": 0}}, self.ns)
             wait_for(lambda: status().get("reason") == "Parked", 15, what="reason Parked")
+            ev = wait_for(lambda: events(self.c, self.ns, "idle", "Parked"), 10,
+                          what="a Parked Event")
+            self.assertEqual(ev[0]["type"], "Normal")
+            self.assertIn("min-replicas 1", ev[0]["message"])
             time.sleep(3)
             self.assertEqual(self.replicas("idle"), 0, "a parked Deployment is left at zero")
             # scaled up by hand: the rules resume (25 req/s on 1 replica: above the target,

@@ -301,6 +301,9 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
                  dec->desired - dec->unschedulable, dec->want);
         ctl_event(c, w, "Warning", "GPUCapacityExhausted", msg);
     }
+    /* parked by hand at zero: said once, where kubectl describe shows it */
+    if (changed && dec->reason == POLICY_HOLD_PARKED)
+        ctl_event(c, w, "Normal", "Parked", dec->explain);
     /* replicas placed that are not coming: why, on the Deployment, since the
      * count will not replace them (a rollout whose pods all crash would only
      * add GPUs that crash too) */
