@@ -190,7 +190,12 @@ static void explain_words(const struct policy_tick *t, const struct policy_state
         snprintf(e, n, "load low; at min-replicas %d", t->lo);
         return;
     case POLICY_HOLD_BELOW_WAITING:
-        if (t->zero_wait) {
+        if (t->zero_wait == ZERO_WAIT_COMING) {
+            snprintf(e, n, "nothing arrives, but %d of %d replicas %s: not scaling to zero "
+                           "before they serve",
+                     t->starting + t->unsched, t->cur,
+                     t->unsched > 0 ? "wait for a GPU or start" : "are starting");
+        } else if (t->zero_wait) {
             dur(st->idle_since_ms == POLICY_NEVER ? 0 : t->now - st->idle_since_ms, a,
                 sizeof(a));
             dur(cfg->scale_in_after_ms, b, sizeof(b));

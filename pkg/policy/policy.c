@@ -372,9 +372,17 @@ static bool scale_in(struct policy_state *st, struct policy_tick *t,
         return true;
     }
     int64_t w = UTIL_MAX(floor_, cur - step);
-    if (w <= 0 && cur > 0 && !clock_fired(st->idle_since_ms, cfg->scale_in_after_ms, now)) {
-        w = 1; /* zero serves nothing: only after scale-in-after without a request */
-        t->zero_wait = true;
+    /* Zero serves nothing: only after scale-in-after without a request, and
+     * never while a replica is on its way (starting, or Pending for a GPU a
+     * node autoscaler is adding): a woken Deployment gets to serve once,
+     * instead of losing its pod to the very wait it was woken for. */
+    if (w <= 0 && cur > 0) {
+        if (t->starting > 0 || t->unsched > 0)
+            t->zero_wait = ZERO_WAIT_COMING;
+        else if (!clock_fired(st->idle_since_ms, cfg->scale_in_after_ms, now))
+            t->zero_wait = ZERO_WAIT_IDLE;
+        if (t->zero_wait)
+            w = 1;
     }
     if (w >= cur) {
         out->reason = cur <= t->lo ? POLICY_HOLD_AT_MIN : POLICY_HOLD_BELOW_WAITING;
