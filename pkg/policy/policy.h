@@ -41,8 +41,15 @@
  * want and the needs); when they are placed the rules resume. Replicas placed
  * but failing to start (a container in CrashLoopBackOff, ImagePullBackOff,
  * ...) or not ready for POLICY_STALL_COLD_STARTS look-aheads (stalled) are
- * not coming either: they do not block a scale-in as "still
- * starting" nor keep the p99 rule waiting, and no rule replaces them.
+ * not coming either: they do not block a scale-in as "still starting" nor
+ * keep the p99 rule waiting, and no rule replaces them.
+ *
+ * Zero replicas: with min-replicas 0, any arrival (or queue) at zero scales
+ * out at once, and a seasonal plan that expects requests wakes the count a
+ * cold start ahead; the step to zero waits for scale-in-after without a
+ * request, for no replica starting or waiting for a GPU, and for no season
+ * expecting a request. With min-replicas 1 or more, zero is parked: scaled
+ * there by hand and left there (POLICY_HOLD_PARKED), as the HPA does.
  *
  * Configuration keys are shared with annotations (gpuscaler.io/<key>), the
  * YAML config file and the simulator's policy file: policy_config_set() is the
@@ -215,9 +222,9 @@ struct policy_input {
     int32_t stalled_replicas; /**< replicas placed but failing to start (a container in
                                    CrashLoopBackOff, ImagePullBackOff, ...) or not ready
                                    for longer than POLICY_STALL_COLD_STARTS cold starts (a
-                                   readiness probe that never passes): not coming capacity, so they do not hold a
-                                   scale-in back as "still starting" (a scale-in removes
-                                   them first). 0: none */
+                                   readiness probe that never passes): not coming
+                                   capacity, so they do not hold a scale-in back as "still
+                                   starting" (a scale-in removes them first). 0: none */
     double gpus_per_replica;  /**< GPUs of one replica (>= 1 for GPU pods; 0 -> 1) */
     bool metrics_valid;       /**< false when the collector could not measure */
     int64_t metrics_time_ms;  /**< when request_rate was measured */
@@ -305,8 +312,8 @@ struct policy_decision {
  * Decide for one tick. Updates st (the clocks) and fills out. Never returns a
  * count outside [min_replicas, max_replicas], but leaves a Deployment parked
  * at 0 (current_replicas 0 with min_replicas >= 1: POLICY_HOLD_PARKED); never
- * lower than current_replicas when metrics are missing or stale. cfg must have passed
- * policy_config_validate().
+ * lower than current_replicas when metrics are missing or stale. cfg must
+ * have passed policy_config_validate().
  */
 void policy_decide(const struct policy_config *cfg, struct policy_state *st,
                    const struct policy_input *in, struct policy_decision *out);
