@@ -3,19 +3,9 @@
  * free GPU for (unschedulable) and those placed but not ready for a few cold
  * starts (stalled). 10 req/s per GPU, 1 GPU per replica: 8 req/s per replica
  * at the target, 5 below which the hysteresis rule scales in. */
-#include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdio.h>
-#include <string.h>
-#include <cmocka.h>
+#include "test-table.h"
 
-#include "policy/policy.h"
 #include "util/util.h"
-
-#define S(x) ((int64_t)((x) * 1000))
-#define NOFC (-1.0)
 
 static void base_cfg(struct policy_config *c)
 {
@@ -23,42 +13,6 @@ static void base_cfg(struct policy_config *c)
     c->capacity_rps_per_gpu = 10;
     c->min_replicas = 1;
     c->max_replicas = 20;
-}
-
-/* A tick with replicas that cannot be scheduled and the want expected. */
-struct gtick {
-    double t_s;
-    int cur, ready, unsched;
-    double rate, queue, plan; /* queue < 0: unknown; plan NOFC: none */
-    int desired;
-    enum policy_reason reason;
-    int want; /* expected d.want, 0: not checked */
-};
-
-static void run_gtable(const struct policy_config *cfg, const struct gtick *rows, size_t n)
-{
-    struct policy_state st;
-    policy_state_init(&st);
-    for (size_t i = 0; i < n; i++) {
-        const struct gtick *r = &rows[i];
-        struct policy_input in = {
-            .now_ms = S(r->t_s), .current_replicas = r->cur, .ready_replicas = r->ready,
-            .unschedulable_replicas = r->unsched, .gpus_per_replica = 1, .metrics_valid = true,
-            .metrics_time_ms = S(r->t_s), .request_rate = r->rate, .recent_rate = -1,
-            .p99_latency_ms = -1, .queue_depth = r->queue, .have_forecast = r->plan != NOFC,
-            .forecast_rate = r->plan, .forecast_likely = NAN, .forecast_trusted = true,
-            .forecast_seasonal = true};
-        struct policy_decision d;
-        policy_decide(cfg, &st, &in, &d);
-        if (d.desired != r->desired || d.reason != r->reason || (r->want && d.want != r->want))
-            fail_msg("row %zu (t=%gs): got %d %s want %d, expected %d %s want %d (%s)", i,
-                     r->t_s, d.desired, policy_reason_name(d.reason), d.want, r->desired,
-                     policy_reason_name(r->reason), r->want, d.explain);
-        assert_int_equal(d.unschedulable, r->unsched < r->cur ? r->unsched : r->cur);
-        /* never below what is asked for because of unschedulable replicas */
-        if (r->unsched > 0 && d.reason == POLICY_HOLD_GPU_CAPACITY)
-            assert_int_equal(d.desired, r->cur);
-    }
 }
 
 /* Replicas the scheduler cannot place (no free GPU) are not coming capacity:
@@ -71,71 +25,71 @@ static void test_gpu_capacity(void **s)
     base_cfg(&c);
     c.predictive = false;
     /* t, cur, ready, unschedulable, rate, queue, plan, desired, reason, want */
-    const struct gtick sustained[] = {
-        {0, 4, 4, 0, 36, -1, NOFC, 4, POLICY_HOLD_ABOVE_WAITING, 0},
+    const struct ptick sustained[] = {
+        {0, 4, 4, 0, 36, -1, NOFC, 4, POLICY_HOLD_ABOVE_WAITING, 0, NULL},
         /* 2 min above: 36 / 8 -> 5 */
-        {120, 4, 4, 0, 36, -1, NOFC, 5, POLICY_SCALED_OUT, 5},
+        {120, 4, 4, 0, 36, -1, NOFC, 5, POLICY_SCALED_OUT, 5, NULL},
         /* the new pod is Pending, no node has a GPU: the 5 asked for do not
          * cover 36 req/s (4 placed), and that is not "waiting for them" */
-        {135, 5, 4, 1, 36, -1, NOFC, 5, POLICY_HOLD_GPU_CAPACITY, 5},
+        {135, 5, 4, 1, 36, -1, NOFC, 5, POLICY_HOLD_GPU_CAPACITY, 5, NULL},
         /* the load grows: 50 / 8 -> 7, but 2 more pods would only wait too */
-        {150, 5, 4, 1, 50, -1, NOFC, 5, POLICY_HOLD_GPU_CAPACITY, 7},
+        {150, 5, 4, 1, 50, -1, NOFC, 5, POLICY_HOLD_GPU_CAPACITY, 7, NULL},
         /* a queue no replica that is coming drains: it counts, as it will be
          * when new capacity serves (10 req/s more than the 4 placed serve,
          * for the 180 s cold start), drained within the horizon (195 s) at
          * full capacity: (50 + (5850 + 1800) / 195) / 10 -> 9 */
-        {165, 5, 4, 1, 50, 5850, NOFC, 5, POLICY_HOLD_GPU_CAPACITY, 9},
+        {165, 5, 4, 1, 50, 5850, NOFC, 5, POLICY_HOLD_GPU_CAPACITY, 9, NULL},
         /* a node arrives, the pod is bound (starting): the rule resumes at once */
-        {180, 5, 4, 0, 50, -1, NOFC, 7, POLICY_SCALED_OUT, 7},
+        {180, 5, 4, 0, 50, -1, NOFC, 7, POLICY_SCALED_OUT, 7, NULL},
         /* without the unschedulable pod the same tick would wait for it */
-        {195, 7, 4, 0, 50, -1, NOFC, 7, POLICY_HOLD_SCALE_OUT_PENDING, 7},
+        {195, 7, 4, 0, 50, -1, NOFC, 7, POLICY_HOLD_SCALE_OUT_PENDING, 7, NULL},
     };
-    run_gtable(&c, sustained, UTIL_ARRAY_LEN(sustained));
+    ptable_run(&c, sustained, UTIL_ARRAY_LEN(sustained), true);
 
     /* the boundary: what is placed covers the need -> no GPU hold; one
      * request/s more (need 5 > 4 placed) -> the hold, never a scale-in */
-    const struct gtick edge[] = {
-        {0, 6, 4, 2, 32, -1, NOFC, 6, POLICY_HOLD_WITHIN_BAND, 0},
-        {15, 6, 4, 2, 33, -1, NOFC, 6, POLICY_HOLD_GPU_CAPACITY, 5},
+    const struct ptick edge[] = {
+        {0, 6, 4, 2, 32, -1, NOFC, 6, POLICY_HOLD_WITHIN_BAND, 0, NULL},
+        {15, 6, 4, 2, 33, -1, NOFC, 6, POLICY_HOLD_GPU_CAPACITY, 5, NULL},
         /* all unschedulable: a fresh Deployment on a full cluster; no load yet */
-        {30, 6, 0, 6, 0, -1, NOFC, 6, POLICY_HOLD_BELOW_WAITING, 0},
-        {45, 6, 0, 6, 9, -1, NOFC, 6, POLICY_HOLD_GPU_CAPACITY, 2},
+        {30, 6, 0, 6, 0, -1, NOFC, 6, POLICY_HOLD_BELOW_WAITING, 0, NULL},
+        {45, 6, 0, 6, 9, -1, NOFC, 6, POLICY_HOLD_GPU_CAPACITY, 2, NULL},
         /* more unschedulable than asked for is read as all of them */
-        {60, 6, 0, 8, 9, -1, NOFC, 6, POLICY_HOLD_GPU_CAPACITY, 2},
+        {60, 6, 0, 8, 9, -1, NOFC, 6, POLICY_HOLD_GPU_CAPACITY, 2, NULL},
     };
-    run_gtable(&c, edge, UTIL_ARRAY_LEN(edge));
+    ptable_run(&c, edge, UTIL_ARRAY_LEN(edge), true);
 
     /* pinned at max-replicas with pods pending on GPUs: the GPUs are the
      * binding limit (raising max-replicas would not help) */
     c.max_replicas = 5;
-    const struct gtick atmax[] = {
-        {0, 5, 3, 2, 48, -1, NOFC, 5, POLICY_HOLD_GPU_CAPACITY, 6},
+    const struct ptick atmax[] = {
+        {0, 5, 3, 2, 48, -1, NOFC, 5, POLICY_HOLD_GPU_CAPACITY, 6, NULL},
         /* placed at last: max-replicas is the limit again */
-        {120, 5, 5, 0, 48, -1, NOFC, 5, POLICY_HOLD_AT_MAX, 6},
+        {120, 5, 5, 0, 48, -1, NOFC, 5, POLICY_HOLD_AT_MAX, 6, NULL},
     };
-    run_gtable(&c, atmax, UTIL_ARRAY_LEN(atmax));
+    ptable_run(&c, atmax, UTIL_ARRAY_LEN(atmax), true);
 
     /* with a trusted plan: the plan's scale-out holds too, and unschedulable
      * replicas do not block a scale-in as "still starting" (placed ones do) */
     base_cfg(&c);
-    const struct gtick plan[] = {
-        {0, 4, 3, 1, 24, -1, 48, 4, POLICY_HOLD_GPU_CAPACITY, 6},
+    const struct ptick plan[] = {
+        {0, 4, 3, 1, 24, -1, 48, 4, POLICY_HOLD_GPU_CAPACITY, 6, NULL},
     };
-    run_gtable(&c, plan, UTIL_ARRAY_LEN(plan));
-    const struct gtick plan_starting[] = {
-        {0, 4, 3, 0, 24, -1, 48, 6, POLICY_PREDICTIVE_SCALE_OUT, 6},
+    ptable_run(&c, plan, UTIL_ARRAY_LEN(plan), true);
+    const struct ptick plan_starting[] = {
+        {0, 4, 3, 0, 24, -1, 48, 6, POLICY_PREDICTIVE_SCALE_OUT, 6, NULL},
     };
-    run_gtable(&c, plan_starting, UTIL_ARRAY_LEN(plan_starting));
-    const struct gtick in_pending[] = {
+    ptable_run(&c, plan_starting, UTIL_ARRAY_LEN(plan_starting), true);
+    const struct ptick in_pending[] = {
         /* 2 of 6 pending on GPUs, the load fits 4: down to 4 (the pending
          * ones go first, as a ReplicaSet removes unscheduled pods first) */
-        {0, 6, 4, 2, 24, -1, 20, 4, POLICY_PREDICTIVE_SCALE_IN, 4},
+        {0, 6, 4, 2, 24, -1, 20, 4, POLICY_PREDICTIVE_SCALE_IN, 4, NULL},
     };
-    run_gtable(&c, in_pending, UTIL_ARRAY_LEN(in_pending));
-    const struct gtick in_starting[] = {
-        {0, 6, 4, 0, 24, -1, 20, 6, POLICY_HOLD_BELOW_WAITING, 4},
+    ptable_run(&c, in_pending, UTIL_ARRAY_LEN(in_pending), true);
+    const struct ptick in_starting[] = {
+        {0, 6, 4, 0, 24, -1, 20, 6, POLICY_HOLD_BELOW_WAITING, 4, NULL},
     };
-    run_gtable(&c, in_starting, UTIL_ARRAY_LEN(in_starting));
+    ptable_run(&c, in_starting, UTIL_ARRAY_LEN(in_starting), true);
 
     /* the explanation says who is short of what */
     struct policy_state st;
