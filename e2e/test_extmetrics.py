@@ -30,8 +30,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from fakeprom import FakePrometheus  # noqa: E402
-from ctlharness import (Gpuscaler, MetricsPods, MiniKubelet, create_objects,  # noqa: E402
-                        deploy_manifests, deployment, free_port, wait_for)
+from ctlharness import (FAST_ANNOTATIONS, Gpuscaler, MetricsPods, MiniKubelet,  # noqa: E402
+                        create_objects, deploy_manifests, deployment, free_port, wait_for)
 from fakekube import harness, kubeclient  # noqa: E402
 import hpaemu  # noqa: E402
 from hpaemu import TestHPAArithmetic  # noqa: E402,F401  (the emulation's own tests run here too)
@@ -50,17 +50,7 @@ leader-election: {enabled: false, namespace: %s}
 scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
 """ % SYSTEM_NS
 
-ANNOTATIONS = {
-    "gpuscaler.io/enabled": "true",
-    "gpuscaler.io/mode": "external-metric",
-    "gpuscaler.io/capacity-per-gpu": "10",
-    "gpuscaler.io/scale-out-after": "4s",
-    "gpuscaler.io/scale-in-after": "6s",
-    "gpuscaler.io/min-replicas": "1",
-    "gpuscaler.io/max-replicas": "8",
-    "gpuscaler.io/predictive": "false",
-    "gpuscaler.io/metrics-stale-after": "5s",
-}
+ANNOTATIONS = dict(FAST_ANNOTATIONS, **{"gpuscaler.io/mode": "external-metric"})
 
 # the HPA of docs/external-metrics.md section 3
 HPA_BEHAVIOR = {
