@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests of the local cluster (e2e/cluster, e2e/fakeserve) without gpuscaler: scaling through the
 /scale subresource creates pods with distinct 127.x.y.z addresses that turn Ready only after the
-cold start and serve /metrics in the vLLM, Triton and TGI shapes; metric faults; the Service
+cold start and serve /metrics in the vLLM, Triton, TGI and SGLang shapes; metric faults; the Service
 front balances over Ready pods only; scale-in is graceful (newest first, in-flight requests
 finish, deletionTimestamp while draining); a crashed pod process is restarted; an overloaded
 fakeserve's p99 is far above its light-load p99; the load generator's percentiles, counts and
@@ -306,8 +306,8 @@ def get_status(url):
 class Metrics(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        profs = ("vllm", "triton", "tgi", "fault")
-        for prof, port in zip(profs, (8301, 8302, 8303, 8305)):
+        profs = ("vllm", "triton", "tgi", "sglang", "fault")
+        for prof, port in zip(profs, (8301, 8302, 8303, 8304, 8305)):
             LC.create_deployment("m-" + prof, replicas=1, slots=1, service_ms=320,
                                  service_sigma=0, profile="vllm" if prof == "fault" else prof,
                                  cold_start=0.2, port=port, model="llama-" + prof)
@@ -407,6 +407,28 @@ class Metrics(unittest.TestCase):
         self.assertEqual(meta["tgi_request_duration"][1], "histogram")
         self.assertEqual(meta["tgi_request_count"][1], "counter")
         self.assertEqual(meta["tgi_queue_size"][1], "gauge")
+
+    def test_sglang_shape(self):
+        pod = self.pods["sglang"]
+        mid, _ = self.load(pod)
+        s, meta = parse_prom(mid)
+        sched = {"model_name": "llama-sglang", "tp_rank": "0", "engine_type": "unified"}
+        self.assertEqual(one(s, "sglang:num_running_reqs", **sched), 1.0)
+        self.assertEqual(one(s, "sglang:num_queue_reqs", **sched), 2.0)
+        s, meta = parse_prom(LC.pod_metrics(pod))
+        m = {"model_name": "llama-sglang"}
+        self.assertEqual(one(s, "sglang:num_requests_total", **m), 3.0)
+        self.assertEqual(one(s, "sglang:e2e_request_latency_seconds_count", **m), 3.0)
+        les = [float(lab["le"]) for lab, _ in s["sglang:e2e_request_latency_seconds_bucket"]]
+        self.assertEqual(les[:8], [0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0])
+        self.assertEqual(len(les), 23)
+        self.assertGreater(one(s, "sglang:generation_tokens_total", **m), 0)
+        self.assertNotIn("sglang:num_requests_created", s)  # multiprocess mode
+        for fam, typ in (("sglang:num_requests_total", "counter"),
+                         ("sglang:num_running_reqs", "gauge"),
+                         ("sglang:num_queue_reqs", "gauge"),
+                         ("sglang:e2e_request_latency_seconds", "histogram")):
+            self.assertEqual(meta[fam][1], typ)
 
     def test_metric_faults_by_control_endpoint(self):
         pod = self.pods["fault"]

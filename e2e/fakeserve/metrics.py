@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """fakeserve metrics: the counters one fake server keeps and their rendering in the Prometheus
-text format in the shape of vLLM (V1 engine, prometheus_client), Triton (src/metrics.cc) or
-TGI (router, metrics crate), with # HELP / # TYPE lines and the engines' histogram buckets.
+text format in the shape of vLLM (V1 engine, prometheus_client), Triton (src/metrics.cc), TGI
+(router, metrics crate) or SGLang (python/sglang/srt/metrics/collector.py, prometheus_client in
+multiprocess mode), with # HELP / # TYPE lines and the engines' histogram buckets.
 """
 
 import math
@@ -24,7 +25,11 @@ def _tgi_buckets():
 
 TGI_DURATION_BUCKETS = _tgi_buckets()
 
-PROFILES = ("vllm", "triton", "tgi")
+# SGLang's default bucket_e2e_request_latency (TokenizerMetricsCollector).
+SGLANG_LATENCY_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0,
+                          60.0, 80.0, 100.0, 200.0, 400.0, 600.0, 1200.0, 1800.0, 2400.0)
+
+PROFILES = ("vllm", "triton", "tgi", "sglang")
 
 
 class Histogram:
@@ -71,6 +76,7 @@ class Stats:
         self.tgi_inference = Histogram(TGI_DURATION_BUCKETS)
         self.tgi_duration = Histogram(TGI_DURATION_BUCKETS)
         self.tgi_queue = Histogram(TGI_DURATION_BUCKETS)
+        self.sglang_latency = Histogram(SGLANG_LATENCY_BUCKETS)
 
     def finished(self, queued_s, service_s, prompt_tokens, completion_tokens):
         self.success += 1
@@ -84,6 +90,7 @@ class Stats:
         self.tgi_inference.observe(service_s)
         self.tgi_duration.observe(total)
         self.tgi_queue.observe(queued_s)
+        self.sglang_latency.observe(total)
 
 
 def _num(v):
@@ -227,6 +234,30 @@ def render_tgi(s):
     return "\n".join(blocks)
 
 
+def render_sglang(s, model):
+    """The tokenizer manager's counters (per finished request) and one scheduler's gauges (TP
+    rank 0, which alone reports by default). Multiprocess mode: no _created samples."""
+    o = _Out()
+    m = [("model_name", model)]
+    o.family("sglang:prompt_tokens_total", "counter", "Number of prefill tokens processed.")
+    o.sample("sglang:prompt_tokens_total", m, float(s.prompt_tokens))
+    o.family("sglang:generation_tokens_total", "counter", "Number of generation tokens processed.")
+    o.sample("sglang:generation_tokens_total", m, float(s.generation_tokens))
+    o.family("sglang:num_requests_total", "counter", "Number of requests processed.")
+    o.sample("sglang:num_requests_total", m, float(s.success))
+    o.family("sglang:num_aborted_requests_total", "counter", "Number of requests aborted.")
+    o.sample("sglang:num_aborted_requests_total", m, float(s.failure))
+    o.histogram("sglang:e2e_request_latency_seconds",
+                "Histogram of End-to-end request latency in seconds", s.sglang_latency, m)
+    sched = [("engine_type", "unified"), ("model_name", model), ("moe_ep_rank", "0"),
+             ("pp_rank", "0"), ("tp_rank", "0")]
+    o.family("sglang:num_running_reqs", "gauge", "The number of running requests.")
+    o.sample("sglang:num_running_reqs", sched, float(s.running))
+    o.family("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.")
+    o.sample("sglang:num_queue_reqs", sched, float(s.waiting))
+    return o.text()
+
+
 def render(profile, stats, model):
     if profile == "vllm":
         return render_vllm(stats, model)
@@ -234,6 +265,8 @@ def render(profile, stats, model):
         return render_triton(stats, model)
     if profile == "tgi":
         return render_tgi(stats)
+    if profile == "sglang":
+        return render_sglang(stats, model)
     raise ValueError("unknown profile %r" % profile)
 
 

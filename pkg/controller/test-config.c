@@ -422,7 +422,8 @@ static void test_annotations(void **s)
         const char *k, *v, *badkey, *msg;
     } cases[] = {
         {"gpuscaler.io/capacity-per-gpu", "lots", "gpuscaler.io/capacity-per-gpu", "not a number"},
-        {"gpuscaler.io/metrics-profile", "sglang", "gpuscaler.io/metrics-profile", "not vllm"},
+        {"gpuscaler.io/metrics-profile", "llamacpp", "gpuscaler.io/metrics-profile",
+         "is not vllm, triton, tgi, sglang or generic"},
         {"gpuscaler.io/mode", "both", "gpuscaler.io/mode", "not scale or external-metric"},
         {"gpuscaler.io/metrics-port", "70000", "gpuscaler.io/metrics-port", "port number"},
         {"gpuscaler.io/metrics-port", "0", "gpuscaler.io/metrics-port", "port number"},
@@ -492,7 +493,7 @@ static void test_annotations(void **s)
         assert_non_null(ctl_annotation_key_name(i));
 }
 
-/* demand-unit tokens: vLLM and TGI read their token counters; Triton and
+/* demand-unit tokens: vLLM, TGI and SGLang read their token counters; Triton and
  * generic (without named counters) and the Prometheus source are refused
  * with an InvalidAnnotation on demand-unit; requests reads none. */
 static void test_annotations_tokens(void **s)
@@ -518,6 +519,16 @@ static void test_annotations_tokens(void **s)
     assert_true(w.policy.prompt_token_weight == 0.1);
     assert_string_equal(w.scrape.prompt_token_metric, "tgi_request_input_length_sum");
     assert_string_equal(w.scrape.generation_token_metric, "tgi_request_generated_tokens_sum");
+
+    const char *sgl[] = {"gpuscaler.io/capacity-per-gpu", "6000", "gpuscaler.io/demand-unit",
+                         "tokens", "gpuscaler.io/metrics-profile", "sglang"};
+    assert_int_equal(parse_ann(&c, sgl, 3, &w, bad, err), 0);
+    assert_int_equal(w.scrape.profile, SCRAPE_SGLANG);
+    assert_string_equal(w.scrape.request_metric, "sglang:num_requests_total");
+    assert_string_equal(w.scrape.queue_metric, "sglang:num_queue_reqs");
+    assert_string_equal(w.scrape.busy_metric, ""); /* the in-flight gauge instead */
+    assert_string_equal(w.scrape.prompt_token_metric, "sglang:prompt_tokens_total");
+    assert_string_equal(w.scrape.generation_token_metric, "sglang:generation_tokens_total");
 
     /* requests (the default): no token counter is read, even when named */
     const char *req[] = {"gpuscaler.io/capacity-per-gpu", "10",

@@ -45,6 +45,11 @@ static void test_defaults(void **state)
          "sum(rate(tgi_request_count{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}]))",
          "histogram_quantile(0.99, sum by (le) (rate(tgi_request_duration_bucket"
          "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
+        {SCRAPE_SGLANG,
+         "sum(rate(sglang:num_requests_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
+         "[{{window}}]))",
+         "histogram_quantile(0.99, sum by (le) (rate(sglang:e2e_request_latency_seconds_bucket"
+         "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
         {SCRAPE_GENERIC, "", ""},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(want); i++) {

@@ -21,7 +21,10 @@ struct profile_names {
  * counters; the busy time is the RUNNING phase's histogram); Triton:
  * src/metrics.cc (no token counters; durations are cumulative microsecond
  * counters); TGI: router/src (metrics crate; tokens are the _sum of the
- * per-request length histograms, the busy time the inference duration's). */
+ * per-request length histograms, the busy time the inference duration's);
+ * SGLang: python/sglang/srt/metrics/collector.py (the request and token
+ * counters count finished requests; no busy-time counter: its e2e latency
+ * includes the queue). */
 static const struct profile_names profiles[] = {
     [SCRAPE_VLLM] = {"vllm", "vllm:request_success_total", "vllm:num_requests_running",
                      "vllm:num_requests_waiting", "vllm:e2e_request_latency_seconds",
@@ -33,6 +36,9 @@ static const struct profile_names profiles[] = {
     [SCRAPE_TGI] = {"tgi", "tgi_request_count", "tgi_batch_current_size", "tgi_queue_size",
                     "tgi_request_duration", "tgi_request_input_length_sum",
                     "tgi_request_generated_tokens_sum", "tgi_request_inference_duration_sum"},
+    [SCRAPE_SGLANG] = {"sglang", "sglang:num_requests_total", "sglang:num_running_reqs",
+                       "sglang:num_queue_reqs", "sglang:e2e_request_latency_seconds",
+                       "sglang:prompt_tokens_total", "sglang:generation_tokens_total", ""},
     [SCRAPE_GENERIC] = {"generic", "", "", "", "", "", "", ""},
 };
 

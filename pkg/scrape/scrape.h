@@ -29,9 +29,9 @@
 
 struct httpc;
 
-enum scrape_profile { SCRAPE_VLLM, SCRAPE_TRITON, SCRAPE_TGI, SCRAPE_GENERIC };
+enum scrape_profile { SCRAPE_VLLM, SCRAPE_TRITON, SCRAPE_TGI, SCRAPE_SGLANG, SCRAPE_GENERIC };
 
-/** "vllm", "triton", "tgi", "generic" -> profile; -EINVAL otherwise. */
+/** "vllm", "triton", "tgi", "sglang", "generic" -> profile; -EINVAL otherwise. */
 int scrape_profile_parse(const char *s, enum scrape_profile *out);
 const char *scrape_profile_name(enum scrape_profile p);
 
@@ -67,8 +67,9 @@ void scrape_spec_init(struct scrape_spec *s, enum scrape_profile p);
 /**
  * Read token counters too (demand-unit tokens): fills the profile's default
  * prompt and generation token metrics where s names none (vLLM
- * vllm:prompt_tokens_total and vllm:generation_tokens_total; TGI the _sum of
- * its input-length and generated-tokens histograms). Returns 0, or -ENOTSUP
+ * vllm:prompt_tokens_total and vllm:generation_tokens_total, SGLang's
+ * sglang: counters of the same names; TGI the _sum of its input-length and
+ * generated-tokens histograms). Returns 0, or -ENOTSUP
  * when the profile exposes no token counters (Triton, generic) and s names
  * no generation-token metric: s is then unchanged.
  */

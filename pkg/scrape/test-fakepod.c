@@ -51,6 +51,9 @@ static const double vllm_cdf[] = {0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 0.98, 1, 1, 1, 
                                   1, 1, 1, 1, 1, 1, 1};
 static const double tgi_le[] = {0.5, 1, 2.5, 5, 10};
 static const double tgi_cdf[] = {0.3, 0.7, 0.98, 1, 1};
+/* SGLang's lower default bounds: p99 = 3 s */
+static const double sglang_le[] = {0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10};
+static const double sglang_cdf[] = {0, 0.05, 0.2, 0.4, 0.6, 0.7, 0.98, 1, 1, 1, 1};
 
 double fakepod_p99_ms(void)
 {
@@ -244,6 +247,25 @@ static void exposition(const struct fakepod *p, struct util_buf *b)
                         "# TYPE tgi_batch_current_size gauge\ntgi_batch_current_size %g\n",
                         c, c, p->waiting, p->running);
         hist(b, "tgi_request_duration", "", tgi_le, tgi_cdf, UTIL_ARRAY_LEN(tgi_le), c);
+        break;
+    case FAKEPOD_SGLANG:
+        /* prometheus_client in multiprocess mode (no _created); a gauge per
+         * data-parallel scheduler; aborted requests counted apart */
+        util_buf_printf(b,
+                        "# HELP sglang:num_requests_total Number of requests processed.\n"
+                        "# TYPE sglang:num_requests_total counter\n"
+                        "sglang:num_requests_total{model_name=\"m\"} %.17g\n"
+                        "# TYPE sglang:num_aborted_requests_total counter\n"
+                        "sglang:num_aborted_requests_total{model_name=\"m\"} %.17g\n"
+                        "# TYPE sglang:num_running_reqs gauge\n"
+                        "sglang:num_running_reqs{dp_rank=\"0\",model_name=\"m\",tp_rank=\"0\"} %g\n"
+                        "sglang:num_running_reqs{dp_rank=\"1\",model_name=\"m\",tp_rank=\"0\"} 1\n"
+                        "# TYPE sglang:num_queue_reqs gauge\n"
+                        "sglang:num_queue_reqs{dp_rank=\"0\",model_name=\"m\",tp_rank=\"0\"} %g\n"
+                        "sglang:num_queue_reqs{dp_rank=\"1\",model_name=\"m\",tp_rank=\"0\"} 0\n",
+                        c, c * 0.5, p->running, p->waiting);
+        hist(b, "sglang:e2e_request_latency_seconds", "model_name=\"m\"", sglang_le, sglang_cdf,
+             UTIL_ARRAY_LEN(sglang_le), c);
         break;
     default:
         break;

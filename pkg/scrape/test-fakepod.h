@@ -3,7 +3,7 @@
  * keep-alive HTTP/1.1 server on its own loopback address (127.0.0.N, an
  * ephemeral port) on the test's loop.
  *
- * A pod serves a vLLM-, Triton- or TGI-shaped exposition whose request
+ * A pod serves a vLLM-, Triton-, TGI- or SGLang-shaped exposition whose request
  * counter advances at a set rate in loop time (counter = rate x seconds since
  * start), or misbehaves on purpose: garbage, a truncated body, no answer, an
  * oversized body, HTTP 500. The vLLM pod can also answer in OpenMetrics (the
@@ -26,6 +26,7 @@ enum fakepod_mode {
     FAKEPOD_VLLM_OM,    /**< vLLM in OpenMetrics, Content-Type application/openmetrics-text */
     FAKEPOD_TEXT_AS_OM, /**< the 0.0.4 vLLM body labelled application/openmetrics-text */
     FAKEPOD_HELD,       /**< reads the request, answers only at fakepod_release() */
+    FAKEPOD_SGLANG,     /**< latency p99 3 s, one more running request than asked */
 };
 
 struct fakepod;

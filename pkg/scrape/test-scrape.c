@@ -209,7 +209,7 @@ static void test_vllm_pods(void **state)
     fx_finish(f);
 }
 
-/* Triton and TGI profiles read their own names. */
+/* Triton, TGI and SGLang profiles read their own names. */
 static void test_triton_tgi(void **state)
 {
     (void)state;
@@ -217,8 +217,11 @@ static void test_triton_tgi(void **state)
     struct fakepod *tr[2] = {fx_pod(f, FAKEPOD_TRITON, 5, 0, 3),
                              fx_pod(f, FAKEPOD_TRITON, 15, 0, 4)};
     struct fakepod *tg[2] = {fx_pod(f, FAKEPOD_TGI, 7, 2, 1), fx_pod(f, FAKEPOD_TGI, 3, 5, 0)};
+    struct fakepod *sg[2] = {fx_pod(f, FAKEPOD_SGLANG, 4, 6, 2),
+                             fx_pod(f, FAKEPOD_SGLANG, 8, 3, 0)};
     targets(f, "triton", SCRAPE_TRITON, tr, 2, NULL);
     targets(f, "tgi", SCRAPE_TGI, tg, 2, NULL);
+    targets(f, "sglang", SCRAPE_SGLANG, sg, 2, NULL);
     run_for(f, 1000);
 
     struct scrape_result r = get(f, "triton");
@@ -234,6 +237,13 @@ static void test_triton_tgi(void **state)
     assert_near(r.queued, 1, 1e-9);
     assert_near(r.inflight, 7, 1e-9);
     assert_near(r.p99_ms, fakepod_p99_ms(), 0.01);
+
+    r = get(f, "sglang"); /* aborted requests not counted; both ranks' gauges summed */
+    assert_true(r.valid);
+    assert_near(r.request_rate, 12, 0.05);
+    assert_near(r.queued, 2, 1e-9);
+    assert_near(r.inflight, 6 + 1 + 3 + 1, 1e-9);
+    assert_near(r.p99_ms, 3000, 0.01);
     fx_finish(f);
 }
 
