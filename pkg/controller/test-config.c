@@ -417,6 +417,13 @@ static void test_annotations(void **s)
                              "a23456789012345"};
     assert_int_equal(parse_ann(&c, longest, 2, &w, bad, err), 0);
     assert_string_equal(w.scrape.port_name, "a23456789012345");
+    /* a metric with label matchers: stored as written, for the scraper and the templates */
+    const char *sel[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/metrics-profile",
+                         "triton", "gpuscaler.io/request-metric",
+                         "nv_inference_request_success{model=\"ensemble\"}"};
+    assert_int_equal(parse_ann(&c, sel, 3, &w, bad, err), 0);
+    assert_string_equal(w.scrape.request_metric, "nv_inference_request_success{model=\"ensemble\"}");
+    assert_string_equal(w.scrape.queue_metric, "nv_inference_pending_request_count");
 
     static const struct {
         const char *k, *v, *badkey, *msg;
@@ -437,7 +444,10 @@ static void test_annotations(void **s)
         {"gpuscaler.io/metrics-port", "", "gpuscaler.io/metrics-port", "nor a port name"},
         {"gpuscaler.io/metrics-path", "metrics", "gpuscaler.io/metrics-path", "absolute"},
         {"gpuscaler.io/request-metric", "bad name{}", "gpuscaler.io/request-metric", "metric name"},
-        {"gpuscaler.io/busy-time-metric", "busy{}", "gpuscaler.io/busy-time-metric", "metric name"},
+        {"gpuscaler.io/busy-time-metric", "busy{x=~\"a.*\"}", "gpuscaler.io/busy-time-metric",
+         "=~ and !~ are not supported when scraping"},
+        {"gpuscaler.io/queue-metric", "q{model=ensemble}", "gpuscaler.io/queue-metric",
+         "a label value is quoted"},
         {"gpuscaler.io/promql-busy", "", "gpuscaler.io/promql-busy", "PromQL expression"},
         {"gpuscaler.io/min-replicas", "50", "gpuscaler.io/min-replicas", "above max-replicas"},
         {"gpuscaler.io/cold-start", "-3m", "gpuscaler.io/cold-start", "not a duration"},
@@ -551,7 +561,7 @@ static void test_annotations_tokens(void **s)
         {"vllm", "gpuscaler.io/prompt-token-weight", "-1", "gpuscaler.io/prompt-token-weight",
          "out of range"},
         {"vllm", "gpuscaler.io/generation-token-metric", "tokens{x}",
-         "gpuscaler.io/generation-token-metric", "not a Prometheus metric name"},
+         "gpuscaler.io/generation-token-metric", "is not a metric name with label matchers"},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
         const char *kv[] = {"gpuscaler.io/capacity-per-gpu", "10", "gpuscaler.io/demand-unit",

@@ -31,19 +31,6 @@ const char *ctl_annotation_key_name(size_t i)
     return i < UTIL_ARRAY_LEN(ctl_keys) ? ctl_keys[i] : NULL;
 }
 
-static bool metric_name_ok(const char *s)
-{
-    if (!*s || strlen(s) >= 128)
-        return false;
-    for (const char *p = s; *p; p++) {
-        char ch = *p;
-        bool alpha = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' || ch == ':';
-        if (!alpha && !(p != s && ch >= '0' && ch <= '9'))
-            return false;
-    }
-    return true;
-}
-
 static bool printable(const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
@@ -154,9 +141,11 @@ static int apply_ctl_key(struct ctl_workload_config *w, const char *k, const cha
     for (size_t i = 0; i < UTIL_ARRAY_LEN(metrics); i++) {
         if (strcmp(k, metrics[i].key) != 0)
             continue;
-        if (!metric_name_ok(v))
-            BAD("%s: '%.40s' is not a Prometheus metric name", k, v);
-        snprintf(metrics[i].field, 128, "%s", v);
+        struct scrape_selector sel;
+        char why[240];
+        if (scrape_selector_parse(v, &sel, why, sizeof(why)) != 0)
+            BAD("%s: %s", k, why);
+        snprintf(metrics[i].field, SCRAPE_METRIC_MAX, "%s", v);
         return 0;
     }
     if (strcmp(k, "missing-fraction") == 0) {

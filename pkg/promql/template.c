@@ -7,7 +7,8 @@
  * labels. There is no `deployment` label, so a Deployment's series are
  * selected by a pod-name regex that matches exactly its pods
  * (<deployment>-<pod-template-hash>-<suffix>), not those of a Deployment
- * whose name merely starts the same. Pure. */
+ * whose name merely starts the same. A metric annotation's own label
+ * matchers (`nv_inference_request_success{model="a"}`) join those two. Pure. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,20 +18,36 @@
 #include "scrape/scrape.h"
 #include "util/util.h"
 
-#define SELECTOR "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
+#define PODS "namespace=\"{{namespace}}\",pod=~\"{{pods}}\""
+
+/* A metric field (a name, maybe with matchers, validated as
+ * scrape_selector_parse does) as the selector of the workload's series: the
+ * name and suffix, the pods' matchers, then the field's own. */
+static void selector(const char *field, const char *suffix, char *out, size_t outlen)
+{
+    size_t k = scrape_metric_name_len(field);
+    const char *m = field[k] == '{' ? field + k + 1 : "";
+    size_t ml = strlen(m);
+    if (ml && m[ml - 1] == '}')
+        ml--;
+    if (strspn(m, " \t") >= ml)
+        ml = 0; /* `name{}` */
+    snprintf(out, outlen, "%.*s%s{" PODS "%s%.*s}", (int)k, field, suffix, ml ? "," : "",
+             (int)ml, m);
+}
 
 /* Unit of a latency metric from its name: seconds unless it says ms or us
  * (the same rule as the scraper's). */
 static double seconds_per_unit(const char *metric)
 {
-    size_t n = strlen(metric);
+    size_t n = scrape_metric_name_len(metric);
     static const struct {
         const char *suffix;
         double s;
     } units[] = {{"_milliseconds", 1e-3}, {"_ms", 1e-3}, {"_microseconds", 1e-6}, {"_us", 1e-6}};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(units); i++) {
         size_t sl = strlen(units[i].suffix);
-        if (n >= sl && strcmp(metric + n - sl, units[i].suffix) == 0)
+        if (n >= sl && strncmp(metric + n - sl, units[i].suffix, sl) == 0)
             return units[i].s;
     }
     return 1;
@@ -42,7 +59,9 @@ void promql_default_rate(const struct scrape_spec *spec, char *out, size_t outle
         snprintf(out, outlen, "%s", "");
         return;
     }
-    snprintf(out, outlen, "sum(rate(%s" SELECTOR "[{{window}}]))", spec->request_metric);
+    char s[PROMQL_MAX_QUERY];
+    selector(spec->request_metric, "", s, sizeof(s));
+    snprintf(out, outlen, "sum(rate(%s[{{window}}]))", s);
 }
 
 void promql_default_p99(const struct scrape_spec *spec, char *out, size_t outlen)
@@ -52,16 +71,13 @@ void promql_default_p99(const struct scrape_spec *spec, char *out, size_t outlen
         return;
     }
     double f = seconds_per_unit(spec->latency_metric);
+    char s[PROMQL_MAX_QUERY];
+    selector(spec->latency_metric, "_bucket", s, sizeof(s));
     if (f == 1)
-        snprintf(out, outlen,
-                 "histogram_quantile(0.99, sum by (le) (rate(%s_bucket" SELECTOR
-                 "[{{window}}])))",
-                 spec->latency_metric);
+        snprintf(out, outlen, "histogram_quantile(0.99, sum by (le) (rate(%s[{{window}}])))", s);
     else
         snprintf(out, outlen,
-                 "histogram_quantile(0.99, sum by (le) (rate(%s_bucket" SELECTOR
-                 "[{{window}}]))) * %g",
-                 spec->latency_metric, f);
+                 "histogram_quantile(0.99, sum by (le) (rate(%s[{{window}}]))) * %g", s, f);
 }
 
 void promql_default_busy(const struct scrape_spec *spec, char *out, size_t outlen)
@@ -75,17 +91,19 @@ void promql_default_busy(const struct scrape_spec *spec, char *out, size_t outle
     double f = seconds_per_unit(b);
     if (f != 1)
         snprintf(scale, sizeof(scale), " * %g", f);
+    char bs[PROMQL_MAX_QUERY], rs[PROMQL_MAX_QUERY];
+    selector(b, "", bs, sizeof(bs));
     if (!r[0]) {
-        snprintf(out, outlen, "sum(rate(%s" SELECTOR "[{{window}}]))%s", b, scale);
+        snprintf(out, outlen, "sum(rate(%s[{{window}}]))%s", bs, scale);
         return;
     }
+    selector(r, "", rs, sizeof(rs));
     /* Only when every pod with the request counter has the busy counter too:
      * a sum over fewer pods would understate the requests in service. */
     snprintf(out, outlen,
-             "(sum(rate(%s" SELECTOR "[{{window}}]))%s) and on() "
-             "(count(count by (pod) (%s" SELECTOR ")) == "
-             "count(count by (pod) (%s" SELECTOR ")))",
-             b, scale, b, r);
+             "(sum(rate(%s[{{window}}]))%s) and on() "
+             "(count(count by (pod) (%s)) == count(count by (pod) (%s)))",
+             bs, scale, bs, rs);
 }
 
 static bool dns1123(const char *s)

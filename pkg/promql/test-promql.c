@@ -94,6 +94,35 @@ static void test_defaults(void **state)
     assert_non_null(strstr(q, "(sum(rate(nv_inference_compute_infer_duration_us{"));
     assert_non_null(strstr(q, "[{{window}}])) * 1e-06) and on() ("));
     assert_non_null(strstr(q, "(nv_inference_request_success{"));
+
+    /* a metric's own label matchers join the pods' in every query, as written */
+    scrape_spec_init(&spec, SCRAPE_TRITON);
+    snprintf(spec.request_metric, sizeof(spec.request_metric),
+             "nv_inference_request_success{model=\"ensemble\", version!='2',}");
+    snprintf(spec.busy_metric, sizeof(spec.busy_metric),
+             "nv_inference_compute_infer_duration_us{model=\"ensemble\"}");
+    promql_default_rate(&spec, q, sizeof(q));
+    assert_string_equal(q, "sum(rate(nv_inference_request_success{namespace=\"{{namespace}}\","
+                           "pod=~\"{{pods}}\",model=\"ensemble\", version!='2',}[{{window}}]))");
+    promql_default_busy(&spec, q, sizeof(q));
+    assert_string_equal(
+        q, "(sum(rate(nv_inference_compute_infer_duration_us{namespace=\"{{namespace}}\","
+           "pod=~\"{{pods}}\",model=\"ensemble\"}[{{window}}])) * 1e-06) and on() (count(count "
+           "by (pod) (nv_inference_compute_infer_duration_us{namespace=\"{{namespace}}\","
+           "pod=~\"{{pods}}\",model=\"ensemble\"})) == count(count by (pod) "
+           "(nv_inference_request_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\","
+           "model=\"ensemble\", version!='2',})))");
+    /* the unit comes from the name before the braces; empty braces add nothing */
+    scrape_spec_init(&spec, SCRAPE_GENERIC);
+    snprintf(spec.latency_metric, sizeof(spec.latency_metric), "lat_ms{route=\"/v1\"}");
+    snprintf(spec.request_metric, sizeof(spec.request_metric), "reqs_total{ }");
+    promql_default_p99(&spec, q, sizeof(q));
+    assert_string_equal(q, "histogram_quantile(0.99, sum by (le) (rate(lat_ms_bucket{namespace="
+                           "\"{{namespace}}\",pod=~\"{{pods}}\",route=\"/v1\"}[{{window}}]))) * "
+                           "0.001");
+    promql_default_rate(&spec, q, sizeof(q));
+    assert_string_equal(q, "sum(rate(reqs_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
+                           "[{{window}}]))");
 }
 
 /* A pod name as the ReplicaSet controller makes it: generateName

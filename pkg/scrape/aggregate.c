@@ -66,7 +66,7 @@ const char *scrape_fail_name(enum scrape_fail f)
 
 double scrape_latency_unit_ms(const char *metric)
 {
-    size_t n = strlen(metric);
+    size_t n = scrape_metric_name_len(metric);
     static const struct {
         const char *suffix;
         double ms;
@@ -75,7 +75,7 @@ double scrape_latency_unit_ms(const char *metric)
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(units); i++) {
         size_t sl = strlen(units[i].suffix);
-        if (n >= sl && strcmp(metric + n - sl, units[i].suffix) == 0)
+        if (n >= sl && strncmp(metric + n - sl, units[i].suffix, sl) == 0)
             return units[i].ms;
     }
     return 1000; /* Prometheus base unit: seconds */

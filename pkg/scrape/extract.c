@@ -2,7 +2,8 @@
 /* scrape/extract: turns one pod's Prometheus exposition into the few numbers
  * the autoscaler needs (request counter, in-flight and queue gauges, latency
  * histogram buckets, the busy-time counter, and with demand-unit tokens the
- * prompt and generation token counters), each summed over its label sets.
+ * prompt and generation token counters), each summed over its label sets
+ * (those its label matchers select, when the annotation names some).
  *
  * The body is pushed through prom's streaming parser as it arrives (in the
  * format the caller picked from the response's Content-Type), filtered
@@ -38,16 +39,19 @@ static int fail(struct scrape_extract *x, int code, const char *fmt, ...)
     return code;
 }
 
-/* The sample is `metric` itself: its own name, or (when metric names the
- * family) the family's plain or _total sample, never _created. */
-static bool is_metric(const struct prom_sample *s, const char *metric)
+/* The sample is the selector's metric: its own name, or (when the name is
+ * the family's) the family's plain or _total sample, never _created; and its
+ * labels are those the matchers select. */
+static bool is_metric(const struct prom_sample *s, const struct scrape_selector *sel)
 {
+    const char *metric = sel->name;
     if (!metric[0])
         return false;
-    if (strcmp(s->name, metric) == 0)
-        return true;
-    return strcmp(s->family, metric) == 0 &&
-           (s->suffix == PROM_SUFFIX_NONE || s->suffix == PROM_SUFFIX_TOTAL);
+    if (strcmp(s->name, metric) != 0 &&
+        !(strcmp(s->family, metric) == 0 &&
+          (s->suffix == PROM_SUFFIX_NONE || s->suffix == PROM_SUFFIX_TOTAL)))
+        return false;
+    return scrape_selector_match(sel, s);
 }
 
 static void add_bucket(struct scrape_sample *s, double le, double v)
@@ -75,43 +79,45 @@ static int on_sample(const struct prom_sample *ps, void *arg)
     struct scrape_extract *x = arg;
     struct scrape_sample *s = &x->s;
     double v = ps->value;
-    if (is_metric(ps, x->request)) {
+    if (is_metric(ps, &x->request)) {
         if (!isfinite(v) || v < 0)
             return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
         s->requests += v;
         s->has_requests = true;
     }
-    if (is_metric(ps, x->prompt) || is_metric(ps, x->gen)) {
+    bool prompt = is_metric(ps, &x->prompt), gen = is_metric(ps, &x->gen);
+    if (prompt || gen) {
         if (!isfinite(v) || v < 0)
             return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
-        if (is_metric(ps, x->prompt)) {
+        if (prompt) {
             s->prompt_tokens += v;
             s->has_prompt = true;
         }
-        if (is_metric(ps, x->gen)) {
+        if (gen) {
             s->gen_tokens += v;
             s->has_gen = true;
         }
     }
-    if (is_metric(ps, x->busy)) {
+    if (is_metric(ps, &x->busy)) {
         if (!isfinite(v) || v < 0)
             return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
         s->busy += v;
         s->has_busy = true;
     }
-    if (is_metric(ps, x->inflight)) {
+    if (is_metric(ps, &x->inflight)) {
         if (!isfinite(v))
             return fail(x, -EBADMSG, "line %zu: gauge %s has value %g", ps->line, ps->name, v);
         s->inflight += v;
         s->has_inflight = true;
     }
-    if (is_metric(ps, x->queue)) {
+    if (is_metric(ps, &x->queue)) {
         if (!isfinite(v))
             return fail(x, -EBADMSG, "line %zu: gauge %s has value %g", ps->line, ps->name, v);
         s->queued += v;
         s->has_queued = true;
     }
-    if (x->bucket[0] && strcmp(ps->name, x->bucket) == 0 && !s->hist_dropped) {
+    if (x->bucket.name[0] && strcmp(ps->name, x->bucket.name) == 0 && !s->hist_dropped &&
+        scrape_selector_match(&x->bucket, ps)) {
         double le = ps->le;
         if (isnan(le)) { /* an untyped exposition: le was not parsed for us */
             const char *l = prom_sample_label(ps, "le");
@@ -126,11 +132,33 @@ static int on_sample(const struct prom_sample *ps, void *arg)
     return 0;
 }
 
-static void copy_name(char *dst, size_t cap, const char *src)
+/* A metric field parsed; "" (nothing read) when it does not parse, which the
+ * annotations' validation never lets through. */
+static void selector(struct scrape_selector *sel, const char *field, size_t cap)
 {
-    size_t n = strnlen(src, cap - 1);
-    memcpy(dst, src, n);
-    dst[n] = '\0';
+    char text[SCRAPE_METRIC_MAX];
+    snprintf(text, sizeof(text), "%.*s", (int)strnlen(field, cap), field);
+    if (!text[0] || scrape_selector_parse(text, sel, NULL, 0) != 0)
+        memset(sel, 0, sizeof(*sel));
+}
+
+/* The spec's metric fields as the extractor reads them. */
+static void selectors(const struct scrape_spec *spec, struct scrape_extract *x)
+{
+    selector(&x->request, spec->request_metric, sizeof(spec->request_metric));
+    selector(&x->inflight, spec->inflight_metric, sizeof(spec->inflight_metric));
+    selector(&x->queue, spec->queue_metric, sizeof(spec->queue_metric));
+    selector(&x->prompt, spec->prompt_token_metric, sizeof(spec->prompt_token_metric));
+    selector(&x->gen, spec->generation_token_metric, sizeof(spec->generation_token_metric));
+    selector(&x->busy, spec->busy_metric, sizeof(spec->busy_metric));
+    selector(&x->bucket, spec->latency_metric, sizeof(spec->latency_metric));
+    if (x->bucket.name[0]) {
+        size_t n = strlen(x->bucket.name);
+        if (n + sizeof("_bucket") <= sizeof(x->bucket.name))
+            memcpy(x->bucket.name + n, "_bucket", sizeof("_bucket"));
+        else
+            memset(&x->bucket, 0, sizeof(x->bucket));
+    }
 }
 
 void scrape_extract_init(struct scrape_extract *x, const struct scrape_spec *spec,
@@ -138,15 +166,8 @@ void scrape_extract_init(struct scrape_extract *x, const struct scrape_spec *spe
 {
     memset(x, 0, sizeof(*x));
     x->max_bytes = max_bytes ? max_bytes : PROM_DEFAULT_MAX_TOTAL;
-    copy_name(x->request, sizeof(x->request), spec->request_metric);
-    copy_name(x->inflight, sizeof(x->inflight), spec->inflight_metric);
-    copy_name(x->queue, sizeof(x->queue), spec->queue_metric);
-    copy_name(x->prompt, sizeof(x->prompt), spec->prompt_token_metric);
-    copy_name(x->gen, sizeof(x->gen), spec->generation_token_metric);
-    copy_name(x->busy, sizeof(x->busy), spec->busy_metric);
-    x->s.tokens = x->prompt[0] || x->gen[0];
-    if (spec->latency_metric[0])
-        snprintf(x->bucket, sizeof(x->bucket), "%s_bucket", spec->latency_metric);
+    selectors(spec, x);
+    x->s.tokens = x->prompt.name[0] || x->gen.name[0];
     x->format = PROM_FMT_TEXT;
 }
 
@@ -158,18 +179,27 @@ int scrape_extract_set_format(struct scrape_extract *x, enum prom_format fmt)
     return 0;
 }
 
+/* Whether a field's metric name (up to its matchers), plus suffix, is have. */
+static bool same_name(const char *have, const char *field, size_t cap, const char *suffix)
+{
+    size_t n = strnlen(field, cap), k = 0;
+    while (k < n && field[k] != '{')
+        k++;
+    if (k == 0)
+        return have[0] == '\0';
+    size_t sl = strlen(suffix);
+    return strlen(have) == k + sl && strncmp(have, field, k) == 0 && strcmp(have + k, suffix) == 0;
+}
+
+/* The parser filters on the names only: the matchers are checked per sample. */
 static bool same_names(const struct scrape_extract *x, const struct scrape_spec *spec)
 {
-    char bucket[sizeof(x->bucket)] = "";
-    if (spec->latency_metric[0])
-        snprintf(bucket, sizeof(bucket), "%s_bucket", spec->latency_metric);
-    return strncmp(x->request, spec->request_metric, sizeof(x->request) - 1) == 0 &&
-           strncmp(x->inflight, spec->inflight_metric, sizeof(x->inflight) - 1) == 0 &&
-           strncmp(x->queue, spec->queue_metric, sizeof(x->queue) - 1) == 0 &&
-           strncmp(x->prompt, spec->prompt_token_metric, sizeof(x->prompt) - 1) == 0 &&
-           strncmp(x->gen, spec->generation_token_metric, sizeof(x->gen) - 1) == 0 &&
-           strncmp(x->busy, spec->busy_metric, sizeof(x->busy) - 1) == 0 &&
-           strcmp(x->bucket, bucket) == 0;
+#define SAME(sel, field, suffix) same_name(x->sel.name, spec->field, sizeof(spec->field), suffix)
+    return SAME(request, request_metric, "") && SAME(inflight, inflight_metric, "") &&
+           SAME(queue, queue_metric, "") && SAME(prompt, prompt_token_metric, "") &&
+           SAME(gen, generation_token_metric, "") && SAME(busy, busy_metric, "") &&
+           SAME(bucket, latency_metric, "_bucket");
+#undef SAME
 }
 
 void scrape_extract_reuse(struct scrape_extract *x, const struct scrape_spec *spec,
@@ -206,8 +236,8 @@ static void start_parser(struct scrape_extract *x)
     struct prom_parser_opts o = {.format = x->format, .max_total = x->max_bytes};
     x->parser = prom_parser_new(&o, on_sample, x);
     int wanted = 0;
-    const char *names[] = {x->request, x->inflight, x->queue, x->bucket,
-                           x->prompt,  x->gen,      x->busy};
+    const char *names[] = {x->request.name, x->inflight.name, x->queue.name, x->bucket.name,
+                           x->prompt.name,  x->gen.name,      x->busy.name};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++)
         if (names[i][0] && prom_parser_want(x->parser, names[i], PROM_MATCH_NAME) == 0)
             wanted++;

@@ -66,9 +66,11 @@ const char *scrape_fail_name(enum scrape_fail f);
  * then finish; on success x->s holds the sample. Errors are sticky.
  */
 struct scrape_extract {
-    char request[128], inflight[128], queue[128], bucket[140];
-    char prompt[128], gen[128]; /**< token counters, "" when not wanted */
-    char busy[128];             /**< busy-time counter, "" when not wanted */
+    /* the spec's metric fields, parsed: a name "" when not wanted (or not parsed) */
+    struct scrape_selector request, inflight, queue;
+    struct scrape_selector bucket;        /**< the latency histogram's _bucket series */
+    struct scrape_selector prompt, gen;   /**< token counters */
+    struct scrape_selector busy;          /**< busy-time counter */
     enum prom_format format;    /**< PROM_FMT_TEXT unless set before the first feed */
     struct prom_parser *parser; /**< made (or taken from spare) by the first feed or finish */
     struct prom_parser *spare;  /**< a previous parser wanting the same names, kept by
@@ -292,5 +294,8 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
 
 /** Multiplier from the latency metric's unit to ms (1000 for seconds). */
 double scrape_latency_unit_ms(const char *metric);
+
+/** Whether every matcher of s holds on the sample's labels (the name is not checked). */
+bool scrape_selector_match(const struct scrape_selector *s, const struct prom_sample *ps);
 
 #endif

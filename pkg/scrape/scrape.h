@@ -43,6 +43,8 @@ struct scrape_spec {
                                      without one, named metrics, else http */
     char port_name[16];         /**< a container port's name (IANA_SVC_NAME), or "" */
     char path[256];             /**< default "/metrics" */
+    /* The metric fields hold a name, or a name with label matchers
+     * (struct scrape_selector): `nv_inference_request_success{model="a"}`. */
     char request_metric[128];   /**< counter of finished requests; profile default if "" */
     char inflight_metric[128];  /**< gauge of running requests; optional */
     char queue_metric[128];     /**< gauge of waiting requests; optional */
@@ -74,6 +76,42 @@ void scrape_spec_init(struct scrape_spec *s, enum scrape_profile p);
  * no generation-token metric: s is then unchanged.
  */
 int scrape_spec_want_tokens(struct scrape_spec *s);
+
+/** Longest metric annotation value, with its matchers, plus the NUL: the size
+ *  of scrape_spec's metric fields. */
+#define SCRAPE_METRIC_MAX 128
+#define SCRAPE_MAX_MATCHERS 4
+
+/** One label matcher: label = value, or label != value. */
+struct scrape_matcher {
+    char label[64];
+    char value[SCRAPE_METRIC_MAX];
+    bool negate; /**< != */
+};
+
+/** A metric with label matchers, `name{label="value",other!="x"}`, as a
+ *  metric field of scrape_spec holds it (the braces are optional). A series
+ *  is read when every matcher holds, a label it lacks reading as "" (as in
+ *  PromQL). */
+struct scrape_selector {
+    char name[SCRAPE_METRIC_MAX];
+    size_t n;
+    struct scrape_matcher m[SCRAPE_MAX_MATCHERS];
+};
+
+/**
+ * Parse a metric field strictly: a Prometheus metric name, then optionally
+ * braces holding up to SCRAPE_MAX_MATCHERS matchers `label="value"` or
+ * `label!="value"` (either quote, PromQL's escapes, blanks around tokens, a
+ * trailing comma allowed). `=~`/`!~`, the labels `le` and `__name__`, and
+ * anything else are refused: -EINVAL with the reason in err. out is zeroed
+ * first, so two parses of one text compare equal with memcmp.
+ */
+int scrape_selector_parse(const char *text, struct scrape_selector *out, char *err,
+                          size_t errlen);
+
+/** Length of the metric name at the start of a metric field (up to its '{'). */
+size_t scrape_metric_name_len(const char *text);
 
 /** A pod to scrape, as the controller sees it in the cache. Strings borrowed. */
 struct scrape_pod {

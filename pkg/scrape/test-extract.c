@@ -392,6 +392,148 @@ static void test_token_counters(void **state)
     assert_non_null(strstr(err, "vllm:generation_tokens_total has value -5"));
 }
 
+/* Metric fields with label matchers: what parses (and to what), what is
+ * refused and why. */
+static void test_selector_parse(void **state)
+{
+    (void)state;
+    struct scrape_selector s;
+    char err[300];
+    assert_int_equal(scrape_selector_parse("vllm:request_success_total", &s, err, sizeof(err)),
+                     0);
+    assert_string_equal(s.name, "vllm:request_success_total");
+    assert_int_equal(s.n, 0);
+    assert_int_equal(scrape_selector_parse("x{}", &s, err, sizeof(err)), 0);
+    assert_int_equal(s.n, 0);
+    assert_int_equal(scrape_selector_parse("x{ a = 'b' , c_2!=\"d\\\"e\\\\f\\n\" , }", &s, err,
+                                           sizeof(err)),
+                     0);
+    assert_string_equal(s.name, "x");
+    assert_int_equal(s.n, 2);
+    assert_string_equal(s.m[0].label, "a");
+    assert_string_equal(s.m[0].value, "b");
+    assert_false(s.m[0].negate);
+    assert_string_equal(s.m[1].label, "c_2");
+    assert_string_equal(s.m[1].value, "d\"e\\f\n");
+    assert_true(s.m[1].negate);
+    assert_int_equal(scrape_selector_parse("x{a=\"\",b=\"\",c=\"\",d=\"\"}", &s, err, sizeof(err)),
+                     0);
+    assert_int_equal(s.n, SCRAPE_MAX_MATCHERS);
+    assert_int_equal(scrape_metric_name_len("x_ms{a=\"b\"}"), 4);
+    assert_int_equal(scrape_metric_name_len("x_ms"), 4);
+
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"", "a metric name starts with"},
+        {"9lives", "a metric name starts with"},
+        {"{a=\"b\"}", "a metric name starts with"},
+        {"bad name", "' ' after the name"},
+        {"x{a=\"b\",b=\"\",c=\"\",d=\"\",e=\"\"}", "more than 4 matchers"},
+        {"x{a=~\"b.*\"}", "=~ and !~ are not supported when scraping"},
+        {"x{a!~\"b\"}", "=~ and !~ are not supported when scraping"},
+        {"x{a==\"b\"}", "a label value is quoted"},
+        {"x{a=b}", "a label value is quoted"},
+        {"x{a<\"b\"}", "operator is = or !="},
+        {"x{a=\"b}", "no closing quote"},
+        {"x{a=\"b\\d\"}", "an escape other than"},
+        {"x{a=\"b\tc\"}", "control character"},
+        {"x{le=\"1\"}", "'le' cannot be matched"},
+        {"x{__name__=\"y\"}", "'__name__' cannot be matched"},
+        {"x{1a=\"b\"}", "a label name starts with"},
+        {"x{a:b=\"c\"}", "operator is = or !="},
+        {"x{a=\"b\" c=\"d\"}", "separated by ','"},
+        {"x{a=\"b\"", "no closing '}'"},
+        {"x{a=\"b\",", "no closing '}'"},
+        {"x{a=\"b\"}y", "text after the closing"},
+        {"x{,}", "a label name starts with"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        int rc = scrape_selector_parse(bad[i].text, &s, err, sizeof(err));
+        if (rc != -EINVAL || !strstr(err, bad[i].why) ||
+            !strstr(err, "is not a metric name with label matchers"))
+            fail_msg("case %zu '%s': rc %d err '%s'", i, bad[i].text, rc, err);
+    }
+    char longest[SCRAPE_METRIC_MAX + 1];
+    memset(longest, 'x', SCRAPE_METRIC_MAX);
+    longest[SCRAPE_METRIC_MAX] = '\0';
+    assert_int_equal(scrape_selector_parse(longest, &s, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "longer than 127 characters"));
+    longest[SCRAPE_METRIC_MAX - 1] = '\0';
+    assert_int_equal(scrape_selector_parse(longest, &s, err, sizeof(err)), 0);
+    /* no error buffer: still refused */
+    assert_int_equal(scrape_selector_parse("x{", &s, NULL, 0), -EINVAL);
+}
+
+/* The matchers select series as PromQL does: a missing label reads "", a
+ * histogram's buckets follow the latency field's matchers, and the reused
+ * extractor keeps its parser when only the matchers change. */
+static void test_selector_extract(void **state)
+{
+    (void)state;
+    size_t len;
+    char *vllm = slurp("vllm.prom", &len);
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    snprintf(spec.request_metric, sizeof(spec.request_metric),
+             "vllm:request_success_total{finished_reason!=\"abort\"}");
+    snprintf(spec.inflight_metric, sizeof(spec.inflight_metric),
+             "vllm:num_requests_running{engine=\"1\"}");
+    snprintf(spec.latency_metric, sizeof(spec.latency_metric),
+             "vllm:e2e_request_latency_seconds{engine=\"0\"}");
+    snprintf(spec.queue_metric, sizeof(spec.queue_metric),
+             "vllm:num_requests_waiting{no_such_label=\"\"}"); /* absent reads "" */
+    struct scrape_sample s;
+    char err[200];
+    assert_int_equal(scrape_extract_buf(&spec, PROM_FMT_TEXT, vllm, len, 0, &s, err, sizeof(err)),
+                     0);
+    assert_true(s.requests == 1520 + 311 + 1488 + 290);
+    assert_true(s.inflight == 5);
+    assert_true(s.has_queued && s.queued == 3);
+    assert_true(s.count[0] == 100 && s.count[s.nbuckets - 1] == 1835);
+    /* a matcher no series meets: the metric is absent, not zero */
+    snprintf(spec.inflight_metric, sizeof(spec.inflight_metric),
+             "vllm:num_requests_running{engine=\"7\"}");
+    assert_int_equal(scrape_extract_buf(&spec, PROM_FMT_TEXT, vllm, len, 0, &s, err, sizeof(err)),
+                     0);
+    assert_false(s.has_inflight);
+
+    size_t tlen;
+    char *triton = slurp("triton.prom", &tlen);
+    struct scrape_spec tri;
+    scrape_spec_init(&tri, SCRAPE_TRITON);
+    snprintf(tri.request_metric, sizeof(tri.request_metric),
+             "nv_inference_request_success{model=\"ensemble\",version=\"1\"}");
+    snprintf(tri.queue_metric, sizeof(tri.queue_metric),
+             "nv_inference_pending_request_count{model!=\"ensemble\"}");
+    assert_int_equal(scrape_extract_buf(&tri, PROM_FMT_TEXT, triton, tlen, 0, &s, err,
+                                        sizeof(err)),
+                     0);
+    assert_true(s.requests == 812);
+    assert_true(s.queued == 7);
+
+    /* reuse: other matchers on the same names keep the parser and read anew */
+    struct scrape_extract *x = xmalloc(sizeof(*x));
+    scrape_extract_init(x, &tri, 0);
+    assert_int_equal(scrape_extract_feed(x, triton, tlen), 0);
+    assert_int_equal(scrape_extract_finish(x), 0);
+    struct prom_parser *p = x->parser;
+    snprintf(tri.request_metric, sizeof(tri.request_metric),
+             "nv_inference_request_success{model=\"tensorrt_llm\"}");
+    scrape_extract_reuse(x, &tri, 0);
+    assert_int_equal(scrape_extract_feed(x, triton, tlen), 0);
+    assert_int_equal(scrape_extract_finish(x), 0);
+    assert_ptr_equal(x->parser, p);
+    assert_true(x->s.requests == 812);
+    snprintf(tri.request_metric, sizeof(tri.request_metric), "nv_inference_count");
+    scrape_extract_reuse(x, &tri, 0); /* another name: a new parser */
+    assert_null(x->spare);
+    scrape_extract_free(x);
+    xfree(x);
+    xfree(triton);
+    xfree(vllm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -399,7 +541,8 @@ int main(void)
         cmocka_unit_test(test_profiles_golden), cmocka_unit_test(test_generic_names),
         cmocka_unit_test(test_metric_absent),   cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_histogram_caps),   cmocka_unit_test(test_format_matters),
-        cmocka_unit_test(test_reuse),
+        cmocka_unit_test(test_reuse),           cmocka_unit_test(test_selector_parse),
+        cmocka_unit_test(test_selector_extract),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
