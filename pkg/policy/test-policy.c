@@ -379,6 +379,24 @@ static void test_sla_sizing(void **s)
     in.service_time_ms = 6400;
     policy_sizing(&c, &st, &in, &sz);
     assert_true(sz.from_sla);
+
+    /* A time-to-first-token SLA (docs/policy.md, Size): the wait for a slot
+     * depends on the slots and the capacity only, the service time is its
+     * additive constant. 0.2 s to a first token within 2 s waits what 6.4 s
+     * of service within 8.2 s does, on 64 slots, not on C x s = 2. */
+    double ttft = policy_sla_utilization(64, 10, 0.2, 2.0);
+    assert_true(fabs(ttft - policy_sla_utilization(64, 10, 6.4, 8.2)) < 1e-6);
+    assert_true(ttft > rho && ttft < 0.999);
+    c.service_time_ms = 200;
+    c.p99_latency_target_ms = 2000;
+    c.slots_per_gpu = 64;
+    policy_sizing(&c, &st, &in, &sz);
+    assert_true(sz.from_sla);
+    assert_int_equal(sz.servers, 64);
+    assert_true(fabs(sz.per_replica_rps - ttft * 10) < 1e-9);
+    c.slots_per_gpu = 0; /* without it the slots would be C x s */
+    policy_sizing(&c, &st, &in, &sz);
+    assert_int_equal(sz.servers, 2);
 }
 
 /* With a p99 target the demand, a mean, is sized POLICY_SCALE_IN_MARGIN below
