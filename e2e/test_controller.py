@@ -1310,6 +1310,48 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             g.stop()
             self.c.delete("deployments", "idle", self.ns)
 
+    def test_28_label_matchers_select_series(self):
+        """A metric annotation with label matchers reads only the series they select: pods that
+        also count a second model's requests (3x the rate) are sized on their own model's. A
+        matcher no series meets is MetricsUnavailable (held, the selector named); a regex
+        matcher is an InvalidAnnotation naming the key."""
+        sel = 'vllm:request_success_total{model_name="m",finished_reason!="abort"}'
+        self.make("sel-m", 2, subnet=29, annotations={"gpuscaler.io/request-metric": sel})
+        self.make("sel-none", 2, subnet=30, annotations={
+            "gpuscaler.io/request-metric": 'vllm:request_success_total{model_name="gone"}'})
+        self.make("sel-regex", 2, subnet=31, annotations={
+            "gpuscaler.io/request-metric": 'vllm:request_success_total{model_name=~"m|o"}'})
+        for n in ("sel-m", "sel-none", "sel-regex"):
+            self.metrics.set_rate(n, 10)
+            self.metrics.set_other_rate(n, 30)
+        g = self.start(ident="inst-selectors")
+
+        def status(name):
+            d = self.c.get("deployments", name, self.ns)
+            st = (d["metadata"].get("annotations") or {}).get("gpuscaler.io/status")
+            return json.loads(st) if st else None
+        try:
+            # 10 req/s of model m over 2 pods of 1 GPU: 5 per GPU (20 with the other model's)
+            st = wait_for(lambda: (lambda s: s if s and s.get("requestsPerGPU") else None)(
+                status("sel-m")), 20, what="sel-m: requests per GPU")
+            self.assertAlmostEqual(st["requestsPerGPU"], 5, delta=1.5)
+            mu = wait_for(lambda: events(self.c, self.ns, "sel-none", "MetricsUnavailable"), 25,
+                          what="sel-none: MetricsUnavailable")
+            self.assertIn('request metric vllm:request_success_total{model_name="gone"} not found',
+                          mu[0]["message"])
+            ev = wait_for(lambda: events(self.c, self.ns, "sel-regex", "InvalidAnnotation"), 20,
+                          what="sel-regex: InvalidAnnotation")
+            self.assertIn("gpuscaler.io/request-metric", ev[0]["message"])
+            self.assertIn("=~ and !~ are not supported", ev[0]["message"])
+            time.sleep(7)  # past scale-in-after: the unmeasured ones are held
+            self.assertEqual(self.replicas("sel-none"), 2)
+            self.assertEqual(self.replicas("sel-regex"), 2)
+            self.assertTrue(g.alive())
+        finally:
+            g.stop()
+            for n in ("sel-m", "sel-none", "sel-regex"):
+                self.c.delete("deployments", n, self.ns)
+
     def test_24_least_privilege_rbac(self):
         """gpuscaler works with exactly the permissions deploy/rbac.yaml grants it (the chart's,
         checked equal by the deploy and helm checks), on an API server that enforces RBAC:

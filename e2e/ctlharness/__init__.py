@@ -87,7 +87,8 @@ class MetricsPods:
         self.port = port          # None: any free port, known once bound (below)
         self.lock = threading.Lock()
         self.rates = {}          # group (deployment) -> total requests/s over its pods
-        self.pods = {}           # ip -> {"count": float, "t": time, "group": str}
+        self.other = {}          # group -> requests/s of a second model's series (none if absent)
+        self.pods = {}           # ip -> {"count": float, "other": float, "t": time, "group": str}
         self.mode = {}           # ip -> None | "garbage" | "hang" | "500"
         self.scrapes = 0
         outer = self
@@ -129,6 +130,7 @@ class MetricsPods:
         for st in self.pods.values():
             g = st["group"]
             st["count"] += (now - st["t"]) * self.rates.get(g, 0.0) / sizes[g]
+            st["other"] += (now - st["t"]) * self.other.get(g, 0.0) / sizes[g]
             st["t"] = now
 
     def _render(self, ip):
@@ -145,23 +147,36 @@ class MetricsPods:
             return "vllm:request_success_total{{{ this is not prometheus\n\x00\x01", 200
         if mode == "500":
             return "boom\n", 500
-        return ("# HELP vllm:request_success_total Count of successfully processed requests.\n"
+        other = ""
+        if st["group"] in self.other:   # a second model served by the same pods
+            other = ('vllm:request_success_total{engine="0",finished_reason="stop",'
+                     'model_name="other"} %.3f\n' % st["other"])
+        body = ("# HELP vllm:request_success_total Count of successfully processed requests.\n"
                 "# TYPE vllm:request_success_total counter\n"
                 'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} %.3f\n'
+                "%s"
                 "# TYPE vllm:num_requests_running gauge\n"
                 'vllm:num_requests_running{engine="0",model_name="m"} 1\n'
                 "# TYPE vllm:num_requests_waiting gauge\n"
-                'vllm:num_requests_waiting{engine="0",model_name="m"} 0\n' % st["count"]), 200
+                'vllm:num_requests_waiting{engine="0",model_name="m"} 0\n' % (st["count"], other))
+        return body, 200
 
     def set_rate(self, group, rate):
         with self.lock:
             self._advance(time.time())
             self.rates[group] = float(rate)
 
+    def set_other_rate(self, group, rate):
+        """The group's pods also count a second model's requests (model_name="other")."""
+        with self.lock:
+            self._advance(time.time())
+            self.other[group] = float(rate)
+
     def add(self, ip, group):
         with self.lock:
             self._advance(time.time())
-            self.pods.setdefault(ip, {"count": 0.0, "t": time.time(), "group": group})
+            self.pods.setdefault(ip, {"count": 0.0, "other": 0.0, "t": time.time(),
+                                      "group": group})
 
     def remove(self, ip):
         with self.lock:
