@@ -85,6 +85,28 @@ class ChartFilesTest(unittest.TestCase):
         self.assertEqual(a, b, "helm/gpuscaler/dashboards/grafana-dashboard.json must be a "
                                "byte-identical copy of deploy/grafana-dashboard.json")
 
+    def test_rules_copy_is_identical(self):
+        # The same for the alert rules the PrometheusRule carries.
+        with open(os.path.join(H.DEPLOY, "gpuscaler.rules.yml"), "rb") as f:
+            a = f.read()
+        with open(os.path.join(H.CHART, "rules", "gpuscaler.rules.yml"), "rb") as f:
+            b = f.read()
+        self.assertEqual(a, b, "helm/gpuscaler/rules/gpuscaler.rules.yml must be a "
+                               "byte-identical copy of deploy/gpuscaler.rules.yml")
+
+    def test_rules_match_the_docs(self):
+        # docs/operations.md shows the rules file; the two never drift apart.
+        rules = load_yaml(os.path.join(H.DEPLOY, "gpuscaler.rules.yml"))
+        with open(os.path.join(H.REPO, "docs", "operations.md"), encoding="utf-8") as f:
+            doc = f.read()
+        sect = doc[doc.index("## Suggested alerts"):]
+        block = sect[sect.index("```yaml\n") + 8:]
+        block = block[:block.index("```")]
+        self.assertEqual(H.yaml.safe_load(block), rules)
+        names = [r["alert"] for r in rules["groups"][0]["rules"]]
+        self.assertEqual(len(names), len(set(names)))
+        self.assertTrue(all(n.startswith("Gpuscaler") for n in names), names)
+
     def test_templates_use_shared_labels(self):
         for path in glob.glob(os.path.join(H.CHART, "templates", "*.yaml")):
             with open(path, encoding="utf-8") as f:

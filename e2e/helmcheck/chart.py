@@ -449,6 +449,36 @@ def check_render(objs, values, release, namespace):
                 ("metrics", "/metrics", smv["interval"], smv["scrapeTimeout"]):
             p.append("ServiceMonitor endpoint %r" % ep)
 
+    # PrometheusRule: the rules file's groups, on the job the ServiceMonitor gives
+    pr = r.kinds("PrometheusRule")
+    prv = values["prometheusRule"]
+    if bool(pr) != prv["enabled"]:
+        p.append("PrometheusRule present=%s, want %s" % (bool(pr), prv["enabled"]))
+    if pr:
+        m = pr[0]
+        if m["apiVersion"] != "monitoring.coreos.com/v1" or m["metadata"]["name"] != fn:
+            p.append("PrometheusRule apiVersion/name %s %s" % (m["apiVersion"],
+                                                              m["metadata"]["name"]))
+        if m["metadata"]["namespace"] != (prv["namespace"] or namespace):
+            p.append("PrometheusRule namespace %s" % m["metadata"]["namespace"])
+        for k, v in prv["labels"].items():
+            if m["metadata"]["labels"].get(k) != v:
+                p.append("PrometheusRule label %s missing" % k)
+        job = prv["job"] or r.kinds("Service")[0]["metadata"]["name"]
+        with open(os.path.join(CHART, "rules", "gpuscaler.rules.yml"), encoding="utf-8") as f:
+            text = f.read()
+        want = yaml.safe_load(text.replace('job="gpuscaler"', 'job="%s"' % job))
+        if m["spec"] != want:
+            p.append("PrometheusRule spec differs from rules/gpuscaler.rules.yml on job %s"
+                     % job)
+        exprs = [rl["expr"] for g in m["spec"]["groups"] for rl in g["rules"]]
+        if len([e for e in exprs if 'job="%s"' % job in e]) < 10 or \
+                (job != "gpuscaler" and any('job="gpuscaler"' in e for e in exprs)):
+            p.append("PrometheusRule expressions are not on job %s" % job)
+        if not any("{{ $labels.namespace }}" in rl["annotations"]["summary"]
+                   for g in m["spec"]["groups"] for rl in g["rules"]):
+            p.append("PrometheusRule summaries lost their {{ $labels }} templates")
+
     # Dashboard
     dash = r.get("ConfigMap", fn + "-dashboard")
     dv = values["dashboard"]
