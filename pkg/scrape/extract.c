@@ -152,12 +152,11 @@ static void selectors(const struct scrape_spec *spec, struct scrape_extract *x)
     selector(&x->gen, spec->generation_token_metric, sizeof(spec->generation_token_metric));
     selector(&x->busy, spec->busy_metric, sizeof(spec->busy_metric));
     selector(&x->bucket, spec->latency_metric, sizeof(spec->latency_metric));
-    if (x->bucket.name[0]) {
+    if (x->bucket.name[0]) { /* a parsed name has room for the suffix */
         size_t n = strlen(x->bucket.name);
-        if (n + sizeof("_bucket") <= sizeof(x->bucket.name))
-            memcpy(x->bucket.name + n, "_bucket", sizeof("_bucket"));
-        else
-            memset(&x->bucket, 0, sizeof(x->bucket));
+        _Static_assert(sizeof(x->bucket.name) >= SCRAPE_METRIC_MAX + sizeof("_bucket") - 1,
+                       "a metric field's name and _bucket fit");
+        memcpy(x->bucket.name + n, "_bucket", sizeof("_bucket"));
     }
 }
 

@@ -94,7 +94,7 @@ struct scrape_matcher {
  *  is read when every matcher holds, a label it lacks reading as "" (as in
  *  PromQL). */
 struct scrape_selector {
-    char name[SCRAPE_METRIC_MAX];
+    char name[SCRAPE_METRIC_MAX + 8]; /**< (room for a histogram's _bucket suffix) */
     size_t n;
     struct scrape_matcher m[SCRAPE_MAX_MATCHERS];
 };

@@ -512,6 +512,22 @@ static void test_selector_extract(void **state)
     assert_true(s.requests == 812);
     assert_true(s.queued == 7);
 
+    /* the longest name a field holds still reads its _bucket series */
+    struct scrape_spec lng;
+    scrape_spec_init(&lng, SCRAPE_GENERIC);
+    char name[SCRAPE_METRIC_MAX];
+    memset(name, 'l', sizeof(name) - 1);
+    name[sizeof(name) - 1] = '\0';
+    snprintf(lng.request_metric, sizeof(lng.request_metric), "req");
+    memcpy(lng.latency_metric, name, sizeof(name));
+    char *expo = xasprintf("req 1\n%s_bucket{le=\"1\"} 2\n%s_bucket{le=\"+Inf\"} 3\n", name,
+                           name);
+    assert_int_equal(scrape_extract_buf(&lng, PROM_FMT_TEXT, expo, strlen(expo), 0, &s, err,
+                                        sizeof(err)),
+                     0);
+    assert_int_equal(s.nbuckets, 2);
+    xfree(expo);
+
     /* reuse: other matchers on the same names keep the parser and read anew */
     struct scrape_extract *x = xmalloc(sizeof(*x));
     scrape_extract_init(x, &tri, 0);
