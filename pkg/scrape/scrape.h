@@ -103,8 +103,9 @@ struct scrape_selector {
  * Parse a metric field strictly: a Prometheus metric name, then optionally
  * braces holding up to SCRAPE_MAX_MATCHERS matchers `label="value"` or
  * `label!="value"` (either quote, PromQL's escapes, blanks around tokens, a
- * trailing comma allowed). `=~`/`!~`, the labels `le` and `__name__`, and
- * anything else are refused: -EINVAL with the reason in err. out is zeroed
+ * trailing comma allowed). `=~`/`!~`, the labels `le` and `__name__`, values
+ * holding `{{` or `}}` (the PromQL templates' placeholders), and anything
+ * else are refused: -EINVAL with the reason in err. out is zeroed
  * first, so two parses of one text compare equal with memcmp.
  */
 int scrape_selector_parse(const char *text, struct scrape_selector *out, char *err,

@@ -144,6 +144,9 @@ int scrape_selector_parse(const char *text, struct scrape_selector *out, char *e
         p = quoted(p, m->value, sizeof(m->value), &why);
         if (!p)
             return bad(err, errlen, text, "%s", why);
+        if (strstr(m->value, "{{") || strstr(m->value, "}}"))
+            return bad(err, errlen, text,
+                       "a label value holds {{ or }}, the PromQL templates' placeholders");
         out->n++;
         p = skip_ws(p);
         if (*p == ',')

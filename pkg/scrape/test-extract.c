@@ -447,6 +447,8 @@ static void test_selector_parse(void **state)
         {"x{a=\"b\",", "no closing '}'"},
         {"x{a=\"b\"}y", "text after the closing"},
         {"x{,}", "a label name starts with"},
+        {"x{a=\"{{namespace}}\"}", "holds {{ or }}"}, /* the templates' placeholders */
+        {"x{a='}}'}", "holds {{ or }}"},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
         int rc = scrape_selector_parse(bad[i].text, &s, err, sizeof(err));
