@@ -113,6 +113,10 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
         return;
     char ts[40], name[300];
     util_format_rfc3339(now, ts, sizeof(ts));
+    /* messages quote outside input (annotation values, cut to a length):
+     * jansson refuses invalid UTF-8, and the Event would be lost */
+    char *msg = xstrdup(message);
+    util_utf8_scrub(msg);
     snprintf(name, sizeof(name), "%.200s.%" PRIx64 "%04x", w->name, (uint64_t)now,
              (unsigned)(c->events_sent & 0xffff));
     json_t *ev = json_pack(
@@ -120,10 +124,11 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
         "s:s,s:s}",
         "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace", w->ns,
         "involvedObject", "apiVersion", "apps/v1", "kind", "Deployment", "name", w->name,
-        "namespace", w->ns, "uid", w->uid, "reason", reason, "message", message, "type", type,
+        "namespace", w->ns, "uid", w->uid, "reason", reason, "message", msg, "type", type,
         "source", "component", "gpuscaler", "host", c->identity, "firstTimestamp", ts,
         "lastTimestamp", ts, "count", (json_int_t)1, "reportingComponent", "gpuscaler",
         "reportingInstance", c->identity);
+    xfree(msg);
     if (!ev)
         return;
     c->events_sent++;

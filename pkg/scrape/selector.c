@@ -102,8 +102,11 @@ int scrape_selector_parse(const char *text, struct scrape_selector *out, char *e
     out->name[n] = '\0';
     if (!*p)
         return 0;
-    if (*p != '{')
+    if (*p != '{' && *p >= ' ' && *p <= '~')
         return bad(err, errlen, text, "'%c' after the name (a-z, A-Z, 0-9, '_', ':')", *p);
+    if (*p != '{')
+        return bad(err, errlen, text, "byte 0x%02x after the name (a-z, A-Z, 0-9, '_', ':')",
+                   (unsigned char)*p);
     p = skip_ws(p + 1);
     while (*p != '}') {
         if (!*p)

@@ -429,6 +429,7 @@ static void test_selector_parse(void **state)
         {"9lives", "a metric name starts with"},
         {"{a=\"b\"}", "a metric name starts with"},
         {"bad name", "' ' after the name"},
+        {"bad\xc3\xa9", "byte 0xc3 after the name"},
         {"x{a=\"b\",b=\"\",c=\"\",d=\"\",e=\"\"}", "more than 4 matchers"},
         {"x{a=~\"b.*\"}", "=~ and !~ are not supported when scraping"},
         {"x{a!~\"b\"}", "=~ and !~ are not supported when scraping"},

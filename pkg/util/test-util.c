@@ -211,6 +211,32 @@ static void test_log_one_line(void **state)
     free(mem);
 }
 
+/* Invalid UTF-8 (from outside input cut to a length) never reaches JSON:
+ * the JSON writer replaces it with U+FFFD, scrub with '?'; valid text of
+ * every length passes untouched. */
+static void test_utf8(void **state)
+{
+    (void)state;
+    assert_int_equal(util_utf8_seq("a"), 1);
+    assert_int_equal(util_utf8_seq("\xc3\xa9"), 2);         /* é */
+    assert_int_equal(util_utf8_seq("\xe2\x82\xac"), 3);     /* € */
+    assert_int_equal(util_utf8_seq("\xf0\x9f\x98\x80"), 4); /* an emoji */
+    assert_int_equal(util_utf8_seq("\xc3"), 0);             /* cut short */
+    assert_int_equal(util_utf8_seq("\xa9"), 0);             /* a stray continuation */
+    assert_int_equal(util_utf8_seq("\xc0\xaf"), 0);         /* overlong */
+    assert_int_equal(util_utf8_seq("\xe0\x80\xaf"), 0);     /* overlong */
+    assert_int_equal(util_utf8_seq("\xed\xa0\x80"), 0);     /* a surrogate */
+    assert_int_equal(util_utf8_seq("\xf4\x90\x80\x80"), 0); /* past U+10FFFF */
+    assert_int_equal(util_utf8_seq("\xf5\x80\x80\x80"), 0);
+    char s[] = "x\xc3y\xe2\x82 \xc3\xa9\xf0\x9f\x98\x80";
+    assert_int_equal(util_utf8_scrub(s), 3);
+    assert_string_equal(s, "x?y?? \xc3\xa9\xf0\x9f\x98\x80");
+    struct util_buf b = {0};
+    util_buf_json_str(&b, "caf\xc3\xa9 \xc3");
+    assert_string_equal(b.data, "\"caf\xc3\xa9 \\ufffd\"");
+    util_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -218,6 +244,7 @@ int main(void)
         cmocka_unit_test(test_numbers),
         cmocka_unit_test(test_ranged),
         cmocka_unit_test(test_buf),
+        cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_table_find),
         cmocka_unit_test(test_log_one_line),
     };

@@ -130,10 +130,68 @@ void util_buf_printf(struct util_buf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
+int util_utf8_seq(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    unsigned char c = p[0];
+    if (c < 0x80)
+        return 1;
+    int n;
+    unsigned char lo = 0x80, hi = 0xbf; /* the second byte's range */
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        if (c == 0xe0)
+            lo = 0xa0; /* overlong */
+        else if (c == 0xed)
+            hi = 0x9f; /* surrogates */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        if (c == 0xf0)
+            lo = 0x90; /* overlong */
+        else if (c == 0xf4)
+            hi = 0x8f; /* past U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+size_t util_utf8_scrub(char *s)
+{
+    size_t bad = 0;
+    while (*s) {
+        int n = util_utf8_seq(s);
+        if (n == 0) {
+            *s++ = '?';
+            bad++;
+        } else {
+            s += n;
+        }
+    }
+    return bad;
+}
+
 void util_buf_json_str(struct util_buf *b, const char *s)
 {
     util_buf_append(b, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p >= 0x80) {
+            int n = util_utf8_seq((const char *)p);
+            if (n == 0) {
+                util_buf_append(b, "\\ufffd", 6);
+            } else {
+                util_buf_append(b, p, (size_t)n);
+                p += n - 1;
+            }
+            continue;
+        }
         switch (*p) {
         case '"': util_buf_append(b, "\\\"", 2); break;
         case '\\': util_buf_append(b, "\\\\", 2); break;

@@ -76,8 +76,18 @@ void util_buf_puts(struct util_buf *b, const char *s);
 /** Append s as XML/SVG text: & < > " escaped, control characters dropped. */
 void util_buf_put_xml(struct util_buf *b, const char *s);
 void util_buf_printf(struct util_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/** Append s as a JSON string literal, quotes included. */
+/** Append s as a JSON string literal, quotes included; a byte that is not
+ *  part of a valid UTF-8 sequence is written as \ufffd, so the literal is
+ *  always valid JSON. */
 void util_buf_json_str(struct util_buf *b, const char *s);
+/** Length of the valid UTF-8 sequence at p (1 to 4; ASCII NUL counts 1), or 0
+ *  when p starts none (a stray continuation byte, an overlong form, a
+ *  surrogate, past U+10FFFF, or cut short). */
+int util_utf8_seq(const char *p);
+/** Replace in place each byte of s that starts no valid UTF-8 sequence with
+ *  '?' (messages that quote outside input, cut to a length, before a JSON
+ *  library that refuses invalid UTF-8 sees them). Returns how many. */
+size_t util_utf8_scrub(char *s);
 void util_buf_reset(struct util_buf *b);
 /** Release the storage; the buffer is zeroed and reusable. */
 void util_buf_free(struct util_buf *b);
