@@ -110,6 +110,12 @@ class ControllerE2E(unittest.TestCase):
     def replicas(self, name):
         return self.c.get("deployments", name, self.ns)["spec"]["replicas"]
 
+    def status(self, name):
+        """The Deployment's gpuscaler.io/status annotation, parsed, or None."""
+        d = self.c.get("deployments", name, self.ns)
+        st = (d["metadata"].get("annotations") or {}).get("gpuscaler.io/status")
+        return json.loads(st) if st else None
+
     # ---- scenarios -------------------------------------------------------
 
     def test_1_scale_out_after_window_then_in_stepwise(self):
@@ -1136,17 +1142,13 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
         self.metrics.set_rate("unnamed", 10)
         g = self.start(ident="inst-portname")
 
-        def status(name):
-            d = self.c.get("deployments", name, self.ns)
-            st = (d["metadata"].get("annotations") or {}).get("gpuscaler.io/status")
-            return json.loads(st) if st else None
         try:
             # 10 req/s over 2 pods of 1 GPU: 5 per GPU, read through the port named prom
             st = wait_for(lambda: (lambda s: s if s and s.get("requestsPerGPU") else None)(
-                status("named")), 20, what="named: requests per GPU")
+                self.status("named")), 20, what="named: requests per GPU")
             self.assertAlmostEqual(st["requestsPerGPU"], 5, delta=1.5)
             self.assertNotEqual(st["reason"], "MetricsUnavailable")
-            st = wait_for(lambda: (lambda s: s if s else None)(status("unnamed")), 20,
+            st = wait_for(lambda: (lambda s: s if s else None)(self.status("unnamed")), 20,
                           what="unnamed: a status")
             self.assertEqual(st["reason"], "MetricsUnavailable", st)
             self.assertEqual(self.replicas("unnamed"), 2)
@@ -1170,10 +1172,6 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
         g = self.start(ident="inst-stalled")
         labels = '{namespace="%s",deployment="stuck"}' % self.ns
 
-        def status():
-            d = self.c.get("deployments", "stuck", self.ns)
-            st = (d["metadata"].get("annotations") or {}).get("gpuscaler.io/status")
-            return json.loads(st) if st else None
         try:
             wait_for(lambda: g.metric("gpuscaler_stalled_replicas", labels) == 0, 20,
                      what="no stalled replica")
@@ -1192,7 +1190,7 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             # (creation times are whole seconds: up to 1 s early)
             self.assertGreaterEqual(took, 4.5, "stalled before three cold starts")
             st = wait_for(lambda: (lambda s: s if s and s.get("stalledReplicas") else None)(
-                status()), 20, what="stalledReplicas in the status")
+                self.status("stuck")), 20, what="stalledReplicas in the status")
             self.assertEqual(st["stalledReplicas"], 1)
             self.assertEqual(self.replicas("stuck"), 3)
         finally:
@@ -1329,14 +1327,10 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             self.metrics.set_other_rate(n, 30)
         g = self.start(ident="inst-selectors")
 
-        def status(name):
-            d = self.c.get("deployments", name, self.ns)
-            st = (d["metadata"].get("annotations") or {}).get("gpuscaler.io/status")
-            return json.loads(st) if st else None
         try:
             # 10 req/s of model m over 2 pods of 1 GPU: 5 per GPU (20 with the other model's)
             st = wait_for(lambda: (lambda s: s if s and s.get("requestsPerGPU") else None)(
-                status("sel-m")), 20, what="sel-m: requests per GPU")
+                self.status("sel-m")), 20, what="sel-m: requests per GPU")
             self.assertAlmostEqual(st["requestsPerGPU"], 5, delta=1.5)
             mu = wait_for(lambda: events(self.c, self.ns, "sel-none", "MetricsUnavailable"), 25,
                           what="sel-none: MetricsUnavailable")

@@ -76,23 +76,21 @@ class ChartFilesTest(unittest.TestCase):
         self.assertEqual(c.get("type", "application"), "application")
         self.assertRegex(str(c["version"]), r"^\d+\.\d+\.\d+")
 
-    def test_dashboard_copy_is_identical(self):
-        # A chart reads only files inside it, so the chart keeps a copy of the dashboard.
-        with open(os.path.join(H.DEPLOY, "grafana-dashboard.json"), "rb") as f:
+    def assert_chart_copy(self, folder, name):
+        # A chart reads only files inside it, so it keeps copies of deploy/ files.
+        with open(os.path.join(H.DEPLOY, name), "rb") as f:
             a = f.read()
-        with open(os.path.join(H.CHART, "dashboards", "grafana-dashboard.json"), "rb") as f:
+        with open(os.path.join(H.CHART, folder, name), "rb") as f:
             b = f.read()
-        self.assertEqual(a, b, "helm/gpuscaler/dashboards/grafana-dashboard.json must be a "
-                               "byte-identical copy of deploy/grafana-dashboard.json")
+        self.assertEqual(a, b, "helm/gpuscaler/%s/%s must be a byte-identical copy of "
+                               "deploy/%s" % (folder, name, name))
+
+    def test_dashboard_copy_is_identical(self):
+        self.assert_chart_copy("dashboards", "grafana-dashboard.json")
 
     def test_rules_copy_is_identical(self):
-        # The same for the alert rules the PrometheusRule carries.
-        with open(os.path.join(H.DEPLOY, "gpuscaler.rules.yml"), "rb") as f:
-            a = f.read()
-        with open(os.path.join(H.CHART, "rules", "gpuscaler.rules.yml"), "rb") as f:
-            b = f.read()
-        self.assertEqual(a, b, "helm/gpuscaler/rules/gpuscaler.rules.yml must be a "
-                               "byte-identical copy of deploy/gpuscaler.rules.yml")
+        # the alert rules the PrometheusRule carries
+        self.assert_chart_copy("rules", "gpuscaler.rules.yml")
 
     def test_rules_match_the_docs(self):
         # docs/operations.md shows the rules file; the two never drift apart.
