@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests of the local cluster (e2e/cluster, e2e/fakeserve) without gpuscaler: scaling through the
 /scale subresource creates pods with distinct 127.x.y.z addresses that turn Ready only after the
-cold start and serve /metrics in the vLLM, Triton, TGI and SGLang shapes; metric faults; the Service
+cold start and serve /metrics in the vLLM, Triton, TGI, SGLang and NIM shapes; metric faults; the Service
 front balances over Ready pods only; scale-in is graceful (newest first, in-flight requests
 finish, deletionTimestamp while draining); a crashed pod process is restarted; an overloaded
 fakeserve's p99 is far above its light-load p99; the load generator's percentiles, counts and
@@ -306,16 +306,16 @@ def get_status(url):
 class Metrics(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        profs = ("vllm", "triton", "tgi", "sglang", "fault")
-        for prof, port in zip(profs, (8301, 8302, 8303, 8304, 8305)):
+        profs = ("vllm", "triton", "tgi", "sglang", "nim", "fault")
+        for prof, port in zip(profs, (8301, 8302, 8303, 8304, 8306, 8305)):
             LC.create_deployment("m-" + prof, replicas=1, slots=1, service_ms=320,
                                  service_sigma=0, profile="vllm" if prof == "fault" else prof,
                                  cold_start=0.2, port=port, model="llama-" + prof)
         cls.pods = {prof: LC.wait_ready("m-" + prof, 1, 15)[0] for prof in profs}
 
-    def load(self, pod, n=3):
-        """n concurrent requests on a 1-slot pod (320 ms each); returns the /metrics taken once
-        all n are in the server (one running, n-1 waiting), and the responses."""
+    def load(self, pod, n=3, path="/metrics"):
+        """n concurrent requests on a 1-slot pod (320 ms each); returns the metrics (at path)
+        taken once all n are in the server (one running, n-1 waiting), and the responses."""
         url = LC.pod_url(pod)
         results = []
         ts = [threading.Thread(target=lambda: results.append(post(url)))
@@ -326,7 +326,7 @@ class Metrics(unittest.TestCase):
         deadline = time.monotonic() + 0.3
         while time.monotonic() < deadline:
             if LC.pod_state(pod)["waiting"] == n - 1:
-                mid = LC.pod_metrics(pod)
+                mid = LC.pod_metrics(pod, path=path)
                 break
             time.sleep(0.01)
         for t in ts:
@@ -429,6 +429,32 @@ class Metrics(unittest.TestCase):
                          ("sglang:num_queue_reqs", "gauge"),
                          ("sglang:e2e_request_latency_seconds", "histogram")):
             self.assertEqual(meta[fam][1], typ)
+
+    def test_nim_shape(self):
+        pod = self.pods["nim"]
+        mid, _ = self.load(pod, path="/v1/metrics")
+        s, meta = parse_prom(mid)
+        m = {"model_name": "llama-nim"}
+        self.assertEqual(one(s, "num_requests_running", **m), 1.0)
+        self.assertEqual(one(s, "num_requests_waiting", **m), 2.0)
+        self.assertEqual(one(s, "num_request_max", **m), 1.0)  # 1 GPU x 1 slot
+        s, meta = parse_prom(LC.pod_metrics(pod, path="/v1/metrics"))
+        self.assertEqual(one(s, "request_success_total", **m), 3.0)
+        self.assertEqual(one(s, "request_failure_total", **m), 0.0)
+        self.assertEqual(one(s, "request_finish_total", finished_reason="length", **m), 3.0)
+        self.assertEqual(one(s, "e2e_request_latency_seconds_count", **m), 3.0)
+        les = [float(lab["le"]) for lab, _ in s["e2e_request_latency_seconds_bucket"]]
+        self.assertEqual(les[:4], [1.0, 2.5, 5.0, 10.0])
+        self.assertEqual(len(les), 11)
+        self.assertGreater(one(s, "generation_tokens_total", **m), 0)
+        for fam, typ in (("request_success_total", "counter"),
+                         ("num_requests_running", "gauge"),
+                         ("num_requests_waiting", "gauge"),
+                         ("e2e_request_latency_seconds", "histogram")):
+            self.assertEqual(meta[fam][1], typ)
+        with self.assertRaises(urllib.error.HTTPError) as cm:  # NIM serves /v1/metrics only
+            LC.pod_metrics(pod)
+        self.assertEqual(cm.exception.code, 404)
 
     def test_metric_faults_by_control_endpoint(self):
         pod = self.pods["fault"]

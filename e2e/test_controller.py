@@ -1353,6 +1353,34 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             for n in ("sel-m", "sel-none", "sel-regex", "sel-utf8"):
                 self.c.delete("deployments", n, self.ns)
 
+    def test_29_nim_profile_scrapes_its_own_path(self):
+        """metrics-profile nim reads NIM's unprefixed names at /v1/metrics (failed requests not
+        counted); with metrics-path /metrics, where NIM answers 404, the pods cannot be scraped:
+        MetricsUnavailable naming the HTTP error, and the replicas are held."""
+        nim = {"gpuscaler.io/metrics-profile": "nim"}
+        self.make("nim-a", 2, subnet=33, annotations=nim)
+        self.make("nim-old", 2, subnet=34,
+                  annotations=dict(nim, **{"gpuscaler.io/metrics-path": "/metrics"}))
+        for n in ("nim-a", "nim-old"):
+            self.metrics.set_shape(n, "nim")
+            self.metrics.set_rate(n, 10)
+        g = self.start(ident="inst-nim")
+        try:
+            # 10 req/s over 2 pods of 1 GPU: 5 per GPU (the failure counter, as large, not read)
+            st = wait_for(lambda: (lambda s: s if s and s.get("requestsPerGPU") else None)(
+                self.status("nim-a")), 20, what="nim-a: requests per GPU")
+            self.assertAlmostEqual(st["requestsPerGPU"], 5, delta=1.5)
+            mu = wait_for(lambda: events(self.c, self.ns, "nim-old", "MetricsUnavailable"), 25,
+                          what="nim-old: MetricsUnavailable")
+            self.assertIn("HTTP error", mu[0]["message"])
+            time.sleep(7)  # past scale-in-after: held
+            self.assertEqual(self.replicas("nim-old"), 2)
+            self.assertTrue(g.alive())
+        finally:
+            g.stop()
+            for n in ("nim-a", "nim-old"):
+                self.c.delete("deployments", n, self.ns)
+
     def test_24_least_privilege_rbac(self):
         """gpuscaler works with exactly the permissions deploy/rbac.yaml grants it (the chart's,
         checked equal by the deploy and helm checks), on an API server that enforces RBAC:

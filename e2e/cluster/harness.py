@@ -404,11 +404,11 @@ class LocalCluster:
         port = pod["spec"]["containers"][0]["ports"][0]["containerPort"]
         return "http://%s:%d" % (pod["status"]["podIP"], port)
 
-    def pod_metrics(self, pod, timeout=3.0):
-        """GET /metrics of one pod (dict or name)."""
+    def pod_metrics(self, pod, timeout=3.0, path="/metrics"):
+        """GET the metrics (at path: NIM's are at /v1/metrics) of one pod (dict or name)."""
         if isinstance(pod, str):
             pod = self.client.get("pods", pod, self.namespace)
-        with urllib.request.urlopen(self.pod_url(pod) + "/metrics", timeout=timeout) as r:
+        with urllib.request.urlopen(self.pod_url(pod) + path, timeout=timeout) as r:
             return r.read().decode()
 
     def fault(self, pod, metrics=None, metrics_delay_ms=None, service_ms=None):

@@ -88,6 +88,7 @@ class MetricsPods:
         self.lock = threading.Lock()
         self.rates = {}          # group (deployment) -> total requests/s over its pods
         self.other = {}          # group -> requests/s of a second model's series (none if absent)
+        self.shape = {}          # group -> "nim" (NIM's names, at /v1/metrics only); else vLLM's
         self.pods = {}           # ip -> {"count": float, "other": float, "t": time, "group": str}
         self.mode = {}           # ip -> None | "garbage" | "hang" | "500"
         self.scrapes = 0
@@ -101,7 +102,7 @@ class MetricsPods:
 
             def do_GET(self):
                 ip = self.connection.getsockname()[0]
-                body, status = outer._render(ip)
+                body, status = outer._render(ip, self.path)
                 if status is None:          # hang: never answer (bounded)
                     time.sleep(5)
                     return
@@ -133,7 +134,7 @@ class MetricsPods:
             st["other"] += (now - st["t"]) * self.other.get(g, 0.0) / sizes[g]
             st["t"] = now
 
-    def _render(self, ip):
+    def _render(self, ip, path):
         with self.lock:
             self.scrapes += 1
             self._advance(time.time())
@@ -141,6 +142,17 @@ class MetricsPods:
             mode = self.mode.get(ip)
         if st is None:
             return "not a pod\n", 404
+        if self.shape.get(st["group"]) == "nim":
+            if path != "/v1/metrics":
+                return "Not Found\n", 404
+            return ("# TYPE request_success_total counter\n"
+                    'request_success_total{model_name="m"} %.3f\n'
+                    "# TYPE request_failure_total counter\n"
+                    'request_failure_total{model_name="m"} %.3f\n'
+                    "# TYPE num_requests_running gauge\n"
+                    'num_requests_running{model_name="m"} 1\n'
+                    "# TYPE num_requests_waiting gauge\n"
+                    'num_requests_waiting{model_name="m"} 0\n' % (st["count"], st["count"])), 200
         if mode == "hang":
             return None, None
         if mode == "garbage":
@@ -171,6 +183,11 @@ class MetricsPods:
         with self.lock:
             self._advance(time.time())
             self.other[group] = float(rate)
+
+    def set_shape(self, group, shape):
+        """The group's pods answer in another engine's shape ("nim"), or vLLM's (None)."""
+        with self.lock:
+            self.shape[group] = shape
 
     def add(self, ip, group):
         with self.lock:

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """fakeserve metrics: the counters one fake server keeps and their rendering in the Prometheus
 text format in the shape of vLLM (V1 engine, prometheus_client), Triton (src/metrics.cc), TGI
-(router, metrics crate) or SGLang (python/sglang/srt/metrics/collector.py, prometheus_client in
-multiprocess mode), with # HELP / # TYPE lines and the engines' histogram buckets.
+(router, metrics crate), SGLang (python/sglang/srt/metrics/collector.py, prometheus_client in
+multiprocess mode) or NVIDIA NIM for LLMs (its Observability page; served at /v1/metrics), with
+# HELP / # TYPE lines and the engines' histogram buckets.
 """
 
 import math
@@ -29,7 +30,15 @@ TGI_DURATION_BUCKETS = _tgi_buckets()
 SGLANG_LATENCY_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0,
                           60.0, 80.0, 100.0, 200.0, 400.0, 600.0, 1200.0, 1800.0, 2400.0)
 
-PROFILES = ("vllm", "triton", "tgi", "sglang")
+# NIM for LLMs' e2e_request_latency_seconds buckets.
+NIM_LATENCY_BUCKETS = (1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+
+PROFILES = ("vllm", "triton", "tgi", "sglang", "nim")
+
+
+def metrics_path(profile):
+    """Where the engine serves its metrics: NIM at /v1/metrics, the others at /metrics."""
+    return "/v1/metrics" if profile == "nim" else "/metrics"
 
 
 class Histogram:
@@ -77,6 +86,7 @@ class Stats:
         self.tgi_duration = Histogram(TGI_DURATION_BUCKETS)
         self.tgi_queue = Histogram(TGI_DURATION_BUCKETS)
         self.sglang_latency = Histogram(SGLANG_LATENCY_BUCKETS)
+        self.nim_latency = Histogram(NIM_LATENCY_BUCKETS)
 
     def finished(self, queued_s, service_s, prompt_tokens, completion_tokens):
         self.success += 1
@@ -91,6 +101,7 @@ class Stats:
         self.tgi_duration.observe(total)
         self.tgi_queue.observe(queued_s)
         self.sglang_latency.observe(total)
+        self.nim_latency.observe(total)
 
 
 def _num(v):
@@ -258,7 +269,34 @@ def render_sglang(s, model):
     return o.text()
 
 
-def render(profile, stats, model):
+def render_nim(s, model, max_running):
+    """NIM for LLMs: unprefixed names, each labelled model_name; the finish counter per
+    finished_reason, and successes and failures apart."""
+    o = _Out()
+    m = [("model_name", model)]
+    o.family("num_requests_running", "gauge", "Number of requests currently running on GPU.")
+    o.sample("num_requests_running", m, float(s.running))
+    o.family("num_requests_waiting", "gauge", "Number of requests waiting to be processed.")
+    o.sample("num_requests_waiting", m, float(s.waiting))
+    o.family("num_request_max", "gauge", "Max number of concurrently running requests.")
+    o.sample("num_request_max", m, float(max_running))
+    o.family("prompt_tokens_total", "counter", "Number of prefill tokens processed.")
+    o.sample("prompt_tokens_total", m, float(s.prompt_tokens))
+    o.family("generation_tokens_total", "counter", "Number of generation tokens processed.")
+    o.sample("generation_tokens_total", m, float(s.generation_tokens))
+    o.histogram("e2e_request_latency_seconds",
+                "Histogram of end to end request latency in seconds.", s.nim_latency, m)
+    o.family("request_finish_total", "counter",
+             "Count of finished requests, differentiated by finish reason as label.")
+    o.sample("request_finish_total", [("finished_reason", "length")] + m, float(s.success))
+    o.family("request_success_total", "counter", "Count of successful requests.")
+    o.sample("request_success_total", m, float(s.success))
+    o.family("request_failure_total", "counter", "Count of failed requests.")
+    o.sample("request_failure_total", m, float(s.failure))
+    return o.text()
+
+
+def render(profile, stats, model, max_running=0):
     if profile == "vllm":
         return render_vllm(stats, model)
     if profile == "triton":
@@ -267,6 +305,8 @@ def render(profile, stats, model):
         return render_tgi(stats)
     if profile == "sglang":
         return render_sglang(stats, model)
+    if profile == "nim":
+        return render_nim(stats, model, max_running)
     raise ValueError("unknown profile %r" % profile)
 
 

@@ -16,7 +16,8 @@ Until --cold-start seconds have passed /health answers 503 (the kubelet's
 readiness probe) and completions are refused, as a server still loading weights would.
 
 Routes: POST /v1/completions and /v1/chat/completions (OpenAI-style JSON), GET /v1/models,
-GET /health (and /v2/health/ready), GET /metrics (--profile vllm|triton|tgi|sglang).  Harness only,
+GET /health (and /v2/health/ready), GET /metrics (--profile vllm|triton|tgi|sglang; NIM's at
+/v1/metrics).  Harness only,
 with header X-Fake-Token equal to --control-token: GET /_fake/state, POST /_fake/fault with
 {"metrics": "none"|"hang"|"garbage"|"slow", "metrics_delay_ms": N, "service_ms": M}.
 
@@ -253,7 +254,7 @@ class FakeServer:
     async def route(self, method, path, headers, body):
         if path.startswith("/_fake/"):
             return self.control(method, path, headers, body)
-        if path == "/metrics":
+        if path == M.metrics_path(self.args.profile):
             if method != "GET":
                 return self._error(405, "GET only")
             return await self.metrics()
@@ -324,7 +325,8 @@ class FakeServer:
             await asyncio.sleep(self.metrics_delay)
         if fault == "garbage":
             return 200, "text/plain; version=0.0.4", M.GARBAGE.encode("latin-1"), {}
-        text = M.render(self.args.profile, self.stats, self.args.model)
+        text = M.render(self.args.profile, self.stats, self.args.model,
+                        self.args.gpus * self.args.slots)
         return 200, "text/plain; version=0.0.4; charset=utf-8", text.encode(), {}
 
     def control(self, method, path, headers, body):

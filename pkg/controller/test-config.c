@@ -430,7 +430,7 @@ static void test_annotations(void **s)
     } cases[] = {
         {"gpuscaler.io/capacity-per-gpu", "lots", "gpuscaler.io/capacity-per-gpu", "not a number"},
         {"gpuscaler.io/metrics-profile", "llamacpp", "gpuscaler.io/metrics-profile",
-         "is not vllm, triton, tgi, sglang or generic"},
+         "is not vllm, triton, tgi, sglang, nim or generic"},
         {"gpuscaler.io/mode", "both", "gpuscaler.io/mode", "not scale or external-metric"},
         {"gpuscaler.io/metrics-port", "70000", "gpuscaler.io/metrics-port", "port number"},
         {"gpuscaler.io/metrics-port", "0", "gpuscaler.io/metrics-port", "port number"},
@@ -503,7 +503,7 @@ static void test_annotations(void **s)
         assert_non_null(ctl_annotation_key_name(i));
 }
 
-/* demand-unit tokens: vLLM, TGI and SGLang read their token counters; Triton and
+/* demand-unit tokens: vLLM, TGI, SGLang and NIM read their token counters; Triton and
  * generic (without named counters) and the Prometheus source are refused
  * with an InvalidAnnotation on demand-unit; requests reads none. */
 static void test_annotations_tokens(void **s)
@@ -539,6 +539,25 @@ static void test_annotations_tokens(void **s)
     assert_string_equal(w.scrape.busy_metric, ""); /* the in-flight gauge instead */
     assert_string_equal(w.scrape.prompt_token_metric, "sglang:prompt_tokens_total");
     assert_string_equal(w.scrape.generation_token_metric, "sglang:generation_tokens_total");
+    assert_string_equal(w.scrape.path, "/metrics");
+
+    /* NIM: unprefixed names, served at /v1/metrics unless metrics-path says
+     * otherwise, whichever order the annotations come in */
+    const char *nim[] = {"gpuscaler.io/metrics-path", "/metrics", "gpuscaler.io/capacity-per-gpu",
+                         "6000", "gpuscaler.io/demand-unit", "tokens",
+                         "gpuscaler.io/metrics-profile", "nim"};
+    assert_int_equal(parse_ann(&c, nim + 2, 3, &w, bad, err), 0);
+    assert_int_equal(w.scrape.profile, SCRAPE_NIM);
+    assert_string_equal(w.scrape.path, "/v1/metrics");
+    assert_string_equal(w.scrape.request_metric, "request_success_total");
+    assert_string_equal(w.scrape.inflight_metric, "num_requests_running");
+    assert_string_equal(w.scrape.queue_metric, "num_requests_waiting");
+    assert_string_equal(w.scrape.latency_metric, "e2e_request_latency_seconds");
+    assert_string_equal(w.scrape.busy_metric, "");
+    assert_string_equal(w.scrape.prompt_token_metric, "prompt_tokens_total");
+    assert_string_equal(w.scrape.generation_token_metric, "generation_tokens_total");
+    assert_int_equal(parse_ann(&c, nim, 4, &w, bad, err), 0);
+    assert_string_equal(w.scrape.path, "/metrics"); /* older NIM releases */
 
     /* requests (the default): no token counter is read, even when named */
     const char *req[] = {"gpuscaler.io/capacity-per-gpu", "10",

@@ -240,7 +240,8 @@ int ctl_workload_parse(const struct ctl_config *defaults, const char *const *key
     if (scrape_profile_parse(profile, &p) != 0) {
         snprintf(bad_key, bad_key_len, "%s", profile_key);
         snprintf(err, errlen,
-                 "metrics-profile: '%.40s' is not vllm, triton, tgi, sglang or generic", profile);
+                 "metrics-profile: '%.40s' is not vllm, triton, tgi, sglang, nim or generic",
+                 profile);
         return -EINVAL;
     }
     scrape_spec_init(&w.scrape, p);

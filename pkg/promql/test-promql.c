@@ -50,6 +50,11 @@ static void test_defaults(void **state)
          "[{{window}}]))",
          "histogram_quantile(0.99, sum by (le) (rate(sglang:e2e_request_latency_seconds_bucket"
          "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
+        {SCRAPE_NIM,
+         "sum(rate(request_success_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
+         "[{{window}}]))",
+         "histogram_quantile(0.99, sum by (le) (rate(e2e_request_latency_seconds_bucket"
+         "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
         {SCRAPE_GENERIC, "", ""},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(want); i++) {

@@ -15,6 +15,7 @@ struct profile_names {
     const char *request, *inflight, *queue, *latency;
     const char *prompt_tokens, *generation_tokens; /* "" none */
     const char *busy;                              /* "" none */
+    const char *path;                              /* where the engine serves them */
 };
 
 /* vLLM V1: vllm/v1/metrics/loggers.py (prometheus_client adds _total to
@@ -24,22 +25,29 @@ struct profile_names {
  * per-request length histograms, the busy time the inference duration's);
  * SGLang: python/sglang/srt/metrics/collector.py (the request and token
  * counters count finished requests; no busy-time counter: its e2e latency
- * includes the queue). */
+ * includes the queue); NVIDIA NIM for LLMs: its Observability page (the
+ * unprefixed names below, each series labelled model_name, served at
+ * /v1/metrics; no busy-time counter). */
 static const struct profile_names profiles[] = {
     [SCRAPE_VLLM] = {"vllm", "vllm:request_success_total", "vllm:num_requests_running",
                      "vllm:num_requests_waiting", "vllm:e2e_request_latency_seconds",
                      "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
-                     "vllm:request_inference_time_seconds_sum"},
+                     "vllm:request_inference_time_seconds_sum", "/metrics"},
     [SCRAPE_TRITON] = {"triton", "nv_inference_request_success", "",
                        "nv_inference_pending_request_count", "", "", "",
-                       "nv_inference_compute_infer_duration_us"},
+                       "nv_inference_compute_infer_duration_us", "/metrics"},
     [SCRAPE_TGI] = {"tgi", "tgi_request_count", "tgi_batch_current_size", "tgi_queue_size",
                     "tgi_request_duration", "tgi_request_input_length_sum",
-                    "tgi_request_generated_tokens_sum", "tgi_request_inference_duration_sum"},
+                    "tgi_request_generated_tokens_sum", "tgi_request_inference_duration_sum",
+                    "/metrics"},
     [SCRAPE_SGLANG] = {"sglang", "sglang:num_requests_total", "sglang:num_running_reqs",
                        "sglang:num_queue_reqs", "sglang:e2e_request_latency_seconds",
-                       "sglang:prompt_tokens_total", "sglang:generation_tokens_total", ""},
-    [SCRAPE_GENERIC] = {"generic", "", "", "", "", "", "", ""},
+                       "sglang:prompt_tokens_total", "sglang:generation_tokens_total", "",
+                       "/metrics"},
+    [SCRAPE_NIM] = {"nim", "request_success_total", "num_requests_running", "num_requests_waiting",
+                    "e2e_request_latency_seconds", "prompt_tokens_total", "generation_tokens_total",
+                    "", "/v1/metrics"},
+    [SCRAPE_GENERIC] = {"generic", "", "", "", "", "", "", "", "/metrics"},
 };
 
 int scrape_profile_parse(const char *s, enum scrape_profile *out)
@@ -65,7 +73,7 @@ void scrape_spec_init(struct scrape_spec *s, enum scrape_profile p)
         p = SCRAPE_GENERIC;
     s->profile = p;
     snprintf(s->scheme, sizeof(s->scheme), "http");
-    snprintf(s->path, sizeof(s->path), "/metrics");
+    snprintf(s->path, sizeof(s->path), "%s", profiles[p].path);
     snprintf(s->request_metric, sizeof(s->request_metric), "%s", profiles[p].request);
     snprintf(s->inflight_metric, sizeof(s->inflight_metric), "%s", profiles[p].inflight);
     snprintf(s->queue_metric, sizeof(s->queue_metric), "%s", profiles[p].queue);

@@ -29,9 +29,16 @@
 
 struct httpc;
 
-enum scrape_profile { SCRAPE_VLLM, SCRAPE_TRITON, SCRAPE_TGI, SCRAPE_SGLANG, SCRAPE_GENERIC };
+enum scrape_profile {
+    SCRAPE_VLLM,
+    SCRAPE_TRITON,
+    SCRAPE_TGI,
+    SCRAPE_SGLANG,
+    SCRAPE_NIM,
+    SCRAPE_GENERIC
+};
 
-/** "vllm", "triton", "tgi", "sglang", "generic" -> profile; -EINVAL otherwise. */
+/** "vllm", "triton", "tgi", "sglang", "nim", "generic" -> profile; -EINVAL otherwise. */
 int scrape_profile_parse(const char *s, enum scrape_profile *out);
 const char *scrape_profile_name(enum scrape_profile p);
 
@@ -42,7 +49,7 @@ struct scrape_spec {
     int port;                   /**< 0: the pod's container port named port_name, or
                                      without one, named metrics, else http */
     char port_name[16];         /**< a container port's name (IANA_SVC_NAME), or "" */
-    char path[256];             /**< default "/metrics" */
+    char path[256];             /**< default "/metrics" ("/v1/metrics" for nim) */
     /* The metric fields hold a name, or a name with label matchers
      * (struct scrape_selector): `nv_inference_request_success{model="a"}`. */
     char request_metric[128];   /**< counter of finished requests; profile default if "" */
@@ -63,14 +70,16 @@ struct scrape_spec {
     double missing_fraction;    /**< invalid when more than this fraction of pods failed; 0.3 */
 };
 
-/** Defaults for a profile (missing_fraction 0.3, path /metrics, http). */
+/** Defaults for a profile (missing_fraction 0.3, path /metrics, or NIM's
+ *  /v1/metrics, http). */
 void scrape_spec_init(struct scrape_spec *s, enum scrape_profile p);
 
 /**
  * Read token counters too (demand-unit tokens): fills the profile's default
  * prompt and generation token metrics where s names none (vLLM
  * vllm:prompt_tokens_total and vllm:generation_tokens_total, SGLang's
- * sglang: counters of the same names; TGI the _sum of its input-length and
+ * sglang: counters of the same names, NIM's unprefixed ones; TGI the _sum of
+ * its input-length and
  * generated-tokens histograms). Returns 0, or -ENOTSUP
  * when the profile exposes no token counters (Triton, generic) and s names
  * no generation-token metric: s is then unchanged.

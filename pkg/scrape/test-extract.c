@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Golden tests of one exposition -> one pod sample: real-shaped vLLM, Triton,
- * TGI and SGLang expositions (testdata/) read with each profile's defaults, the
+ * TGI, SGLang and NIM expositions (testdata/) read with each profile's defaults, the
  * generic profile's name matching, chunked input, and every kind of bad
  * input the scraper must turn into a failed pod. */
 #include <errno.h>
@@ -62,6 +62,10 @@ static const struct golden goldens[] = {
      * data-parallel schedulers summed; aborted requests, TTFT, inter-token
      * and queue-time histograms do not leak in; no busy-time counter */
     {"sglang.prom", PROM_FMT_TEXT, SCRAPE_SGLANG, 4821, 16, 3, 23, 0, 4821, UNSET},
+    /* NVIDIA NIM for LLMs: unprefixed names, le before model_name; failed
+     * requests, the per-reason finish counter, TTFT, inter-token and token
+     * length histograms do not leak in; no busy-time counter */
+    {"nim.prom", PROM_FMT_TEXT, SCRAPE_NIM, 2743, 11, 2, 11, 37, 2743, UNSET},
 };
 
 static void check_golden(const struct golden *g, const struct scrape_sample *s)
@@ -335,7 +339,7 @@ static void test_reuse(void **state)
 }
 
 /* demand-unit tokens: each profile's token counters read from the golden
- * expositions (vLLM's and SGLang's counters, TGI's histogram sums); none read unless
+ * expositions (vLLM's, SGLang's and NIM's counters, TGI's histogram sums); none read unless
  * asked; Triton and generic have none to default to. */
 static void test_token_counters(void **state)
 {
@@ -350,6 +354,7 @@ static void test_token_counters(void **state)
         {"vllm.om", PROM_FMT_OPENMETRICS, SCRAPE_VLLM, 1843201 + 1790120, 412305 + 398771},
         {"tgi.prom", PROM_FMT_TEXT, SCRAPE_TGI, 1634107, 688214},
         {"sglang.prom", PROM_FMT_TEXT, SCRAPE_SGLANG, 3865920, 1204117},
+        {"nim.prom", PROM_FMT_TEXT, SCRAPE_NIM, 2186931, 702288},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
         size_t len;

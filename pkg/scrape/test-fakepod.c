@@ -267,15 +267,40 @@ static void exposition(const struct fakepod *p, struct util_buf *b)
         hist(b, "sglang:e2e_request_latency_seconds", "model_name=\"m\"", sglang_le, sglang_cdf,
              UTIL_ARRAY_LEN(sglang_le), c);
         break;
+    case FAKEPOD_NIM:
+        /* NIM for LLMs (its Observability page): unprefixed names labelled
+         * model_name; failed requests counted apart */
+        util_buf_printf(b,
+                        "# HELP num_requests_running Number of requests currently running on "
+                        "GPU.\n# TYPE num_requests_running gauge\n"
+                        "num_requests_running{model_name=\"m\"} %g\n"
+                        "# TYPE num_requests_waiting gauge\n"
+                        "num_requests_waiting{model_name=\"m\"} %g\n"
+                        "# TYPE num_request_max gauge\nnum_request_max{model_name=\"m\"} 256\n"
+                        "# TYPE request_success_total counter\n"
+                        "request_success_total{model_name=\"m\"} %.17g\n"
+                        "# TYPE request_failure_total counter\n"
+                        "request_failure_total{model_name=\"m\"} %.17g\n",
+                        p->running, p->waiting, c, c * 0.5);
+        hist(b, "e2e_request_latency_seconds", "model_name=\"m\"", tgi_le, tgi_cdf,
+             UTIL_ARRAY_LEN(tgi_le), c);
+        break;
     default:
         break;
     }
 }
 
-static void respond(struct fconn *c)
+static void respond(struct fconn *c, bool found)
 {
     struct fakepod *p = c->pod;
     struct util_buf body = {0}, msg = {0};
+    if (!found) {
+        util_buf_puts(&msg, "HTTP/1.1 404 Not Found\r\nContent-Length: 10\r\n"
+                            "Content-Type: text/plain\r\n\r\nNot Found\n");
+        conn_write(c, msg.data, msg.len);
+        util_buf_free(&msg);
+        return;
+    }
     switch (p->mode) {
     case FAKEPOD_SLOW:
         return;
@@ -335,10 +360,12 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         *end = '\0';
         if (strcasestr(c->in.data, "\r\nConnection: close"))
             c->pod->close_requests++;
+        /* NIM serves /v1/metrics only; the others answer any path */
+        bool found = c->pod->mode != FAKEPOD_NIM || strncmp(c->in.data, "GET /v1/metrics ", 16) == 0;
         memmove(c->in.data, c->in.data + used, c->in.len - used + 1);
         c->in.len -= used;
         c->pod->requests++;
-        respond(c);
+        respond(c, found);
     }
 }
 
@@ -432,7 +459,7 @@ void fakepod_release(struct fakepod *p)
     for (struct fconn *c = p->conns; c; c = c->next) {
         if (c->held && !c->closed) {
             c->held = false;
-            respond(c);
+            respond(c, true);
         }
     }
 }

@@ -113,11 +113,13 @@ static void fx_finish(struct fx *f)
 }
 
 /* Declare pods[0..n) of workload name with names name-0, name-1, ... */
-static void targets(struct fx *f, const char *name, enum scrape_profile prof,
-                    struct fakepod **pods, int n, const bool *ready)
+static void targets_at(struct fx *f, const char *name, enum scrape_profile prof,
+                       const char *path, struct fakepod **pods, int n, const bool *ready)
 {
     struct scrape_spec spec;
     scrape_spec_init(&spec, prof);
+    if (path)
+        snprintf(spec.path, sizeof(spec.path), "%s", path);
     struct scrape_pod sp[MAXPODS];
     char names[MAXPODS][64];
     for (int i = 0; i < n; i++) {
@@ -131,6 +133,13 @@ static void targets(struct fx *f, const char *name, enum scrape_profile prof,
         };
     }
     scrape_set_targets(f->s, "ns1", name, &spec, sp, (size_t)n);
+}
+
+/* Targets at the profile's default path. */
+static void targets(struct fx *f, const char *name, enum scrape_profile prof,
+                    struct fakepod **pods, int n, const bool *ready)
+{
+    targets_at(f, name, prof, NULL, pods, n, ready);
 }
 
 static struct scrape_result get(struct fx *f, const char *name)
@@ -209,7 +218,8 @@ static void test_vllm_pods(void **state)
     fx_finish(f);
 }
 
-/* Triton, TGI and SGLang profiles read their own names. */
+/* Triton, TGI, SGLang and NIM profiles read their own names (NIM at its own
+ * path). */
 static void test_triton_tgi(void **state)
 {
     (void)state;
@@ -222,6 +232,9 @@ static void test_triton_tgi(void **state)
     targets(f, "triton", SCRAPE_TRITON, tr, 2, NULL);
     targets(f, "tgi", SCRAPE_TGI, tg, 2, NULL);
     targets(f, "sglang", SCRAPE_SGLANG, sg, 2, NULL);
+    struct fakepod *nim[2] = {fx_pod(f, FAKEPOD_NIM, 6, 2, 1), fx_pod(f, FAKEPOD_NIM, 3, 4, 2)};
+    targets(f, "nim", SCRAPE_NIM, nim, 2, NULL);
+    targets_at(f, "nim-old-path", SCRAPE_NIM, "/metrics", nim, 2, NULL);
     run_for(f, 1000);
 
     struct scrape_result r = get(f, "triton");
@@ -244,6 +257,19 @@ static void test_triton_tgi(void **state)
     assert_near(r.queued, 2, 1e-9);
     assert_near(r.inflight, 6 + 1 + 3 + 1, 1e-9);
     assert_near(r.p99_ms, 3000, 0.01);
+
+    r = get(f, "nim"); /* at /v1/metrics by default; failed requests not counted */
+    assert_true(r.valid);
+    assert_near(r.request_rate, 9, 0.05);
+    assert_near(r.queued, 3, 1e-9);
+    assert_near(r.inflight, 6, 1e-9);
+    assert_near(r.p99_ms, fakepod_p99_ms(), 0.01);
+    r = get(f, "nim-old-path"); /* a path the server does not serve */
+    assert_false(r.valid);
+    assert_string_equal(r.why, "2 of 2 ready pods could not be scraped (HTTP error: 2)");
+    char *log = read_log(f);
+    assert_non_null(strstr(log, "HTTP status 404"));
+    xfree(log);
     fx_finish(f);
 }
 
