@@ -1311,18 +1311,22 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
     def test_28_label_matchers_select_series(self):
         """A metric annotation with label matchers reads only the series they select: pods that
         also count a second model's requests (3x the rate) are sized on their own model's. A
-        matcher no series meets is MetricsUnavailable (held, the selector named); a regex
-        matcher is an InvalidAnnotation naming the key; so is a name with a non-ASCII letter, whose
-        Event quotes the value cut mid-character (the message stays valid UTF-8)."""
+        matcher no series meets is MetricsUnavailable (held, the selector named). A regex matcher
+        is anchored as in PromQL ("m|o" is not "other"); one POSIX would read differently (a
+        lookahead) is an InvalidAnnotation naming the key; so is a name with a non-ASCII letter,
+        whose Event quotes the value cut mid-character (the message stays valid UTF-8)."""
         sel = 'vllm:request_success_total{model_name="m",finished_reason!="abort"}'
         self.make("sel-m", 2, subnet=29, annotations={"gpuscaler.io/request-metric": sel})
         self.make("sel-none", 2, subnet=30, annotations={
             "gpuscaler.io/request-metric": 'vllm:request_success_total{model_name="gone"}'})
         self.make("sel-regex", 2, subnet=31, annotations={
             "gpuscaler.io/request-metric": 'vllm:request_success_total{model_name=~"m|o"}'})
+        self.make("sel-lookahead", 2, subnet=35, annotations={
+            "gpuscaler.io/request-metric": 'vllm:request_success_total{model_name=~"m(?=x)"}'})
         self.make("sel-utf8", 2, subnet=32, annotations={
             "gpuscaler.io/request-metric": "a" * 59 + "\u00e9"})
-        for n in ("sel-m", "sel-none", "sel-regex", "sel-utf8"):
+        names = ("sel-m", "sel-none", "sel-regex", "sel-lookahead", "sel-utf8")
+        for n in names:
             self.metrics.set_rate(n, 10)
             self.metrics.set_other_rate(n, 30)
         g = self.start(ident="inst-selectors")
@@ -1336,21 +1340,24 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
                           what="sel-none: MetricsUnavailable")
             self.assertIn('request metric vllm:request_success_total{model_name="gone"} not found',
                           mu[0]["message"])
-            ev = wait_for(lambda: events(self.c, self.ns, "sel-regex", "InvalidAnnotation"), 20,
-                          what="sel-regex: InvalidAnnotation")
+            st = wait_for(lambda: (lambda s: s if s and s.get("requestsPerGPU") else None)(
+                self.status("sel-regex")), 20, what="sel-regex: requests per GPU")
+            self.assertAlmostEqual(st["requestsPerGPU"], 5, delta=1.5)
+            ev = wait_for(lambda: events(self.c, self.ns, "sel-lookahead", "InvalidAnnotation"),
+                          20, what="sel-lookahead: InvalidAnnotation")
             self.assertIn("gpuscaler.io/request-metric", ev[0]["message"])
-            self.assertIn("=~ and !~ are not supported", ev[0]["message"])
+            self.assertIn("(?= is not supported when scraping", ev[0]["message"])
             ev = wait_for(lambda: events(self.c, self.ns, "sel-utf8", "InvalidAnnotation"), 20,
                           what="sel-utf8: InvalidAnnotation")
             self.assertIn("byte 0xc3 after the name", ev[0]["message"])
             self.assertIn("a" * 59 + "?'", ev[0]["message"])  # cut mid-character: scrubbed
             time.sleep(7)  # past scale-in-after: the unmeasured ones are held
             self.assertEqual(self.replicas("sel-none"), 2)
-            self.assertEqual(self.replicas("sel-regex"), 2)
+            self.assertEqual(self.replicas("sel-lookahead"), 2)
             self.assertTrue(g.alive())
         finally:
             g.stop()
-            for n in ("sel-m", "sel-none", "sel-regex", "sel-utf8"):
+            for n in names:
                 self.c.delete("deployments", n, self.ns)
 
     def test_29_nim_profile_scrapes_its_own_path(self):

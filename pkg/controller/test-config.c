@@ -424,6 +424,12 @@ static void test_annotations(void **s)
     assert_int_equal(parse_ann(&c, sel, 3, &w, bad, err), 0);
     assert_string_equal(w.scrape.request_metric, "nv_inference_request_success{model=\"ensemble\"}");
     assert_string_equal(w.scrape.queue_metric, "nv_inference_pending_request_count");
+    /* a regex matcher too (an RE2 pattern; PromQL's escapes: \\. is a literal dot) */
+    const char *re[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/request-metric",
+                        "vllm:request_success_total{model_name=~\"meta/llama-3\\\\.1-.*\"}"};
+    assert_int_equal(parse_ann(&c, re, 2, &w, bad, err), 0);
+    assert_string_equal(w.scrape.request_metric,
+                        "vllm:request_success_total{model_name=~\"meta/llama-3\\\\.1-.*\"}");
 
     static const struct {
         const char *k, *v, *badkey, *msg;
@@ -444,8 +450,8 @@ static void test_annotations(void **s)
         {"gpuscaler.io/metrics-port", "", "gpuscaler.io/metrics-port", "nor a port name"},
         {"gpuscaler.io/metrics-path", "metrics", "gpuscaler.io/metrics-path", "absolute"},
         {"gpuscaler.io/request-metric", "bad name{}", "gpuscaler.io/request-metric", "metric name"},
-        {"gpuscaler.io/busy-time-metric", "busy{x=~\"a.*\"}", "gpuscaler.io/busy-time-metric",
-         "=~ and !~ are not supported when scraping"},
+        {"gpuscaler.io/busy-time-metric", "busy{x=~\"a(?=b)\"}", "gpuscaler.io/busy-time-metric",
+         "(?= is not supported when scraping"},
         {"gpuscaler.io/queue-metric", "q{model=ensemble}", "gpuscaler.io/queue-metric",
          "a label value is quoted"},
         {"gpuscaler.io/promql-busy", "", "gpuscaler.io/promql-busy", "PromQL expression"},

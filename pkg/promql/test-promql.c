@@ -117,6 +117,14 @@ static void test_defaults(void **state)
            "pod=~\"{{pods}}\",model=\"ensemble\"})) == count(count by (pod) "
            "(nv_inference_request_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\","
            "model=\"ensemble\", version!='2',})))");
+    /* a regex matcher goes to Prometheus as written: its own RE2 reads it */
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    snprintf(spec.request_metric, sizeof(spec.request_metric),
+             "vllm:request_success_total{model_name=~\"llama-.*\",engine!~\"[1-9]\"}");
+    promql_default_rate(&spec, q, sizeof(q));
+    assert_string_equal(q, "sum(rate(vllm:request_success_total{namespace=\"{{namespace}}\","
+                           "pod=~\"{{pods}}\",model_name=~\"llama-.*\",engine!~\"[1-9]\"}"
+                           "[{{window}}]))");
     /* the unit comes from the name before the braces; empty braces add nothing */
     scrape_spec_init(&spec, SCRAPE_GENERIC);
     snprintf(spec.latency_metric, sizeof(spec.latency_metric), "lat_ms{route=\"/v1\"}");

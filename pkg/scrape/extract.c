@@ -138,7 +138,8 @@ static void selector(struct scrape_selector *sel, const char *field, size_t cap)
 {
     char text[SCRAPE_METRIC_MAX];
     snprintf(text, sizeof(text), "%.*s", (int)strnlen(field, cap), field);
-    if (!text[0] || scrape_selector_parse(text, sel, NULL, 0) != 0)
+    if (!text[0] || scrape_selector_parse(text, sel, NULL, 0) != 0 ||
+        scrape_selector_compile(sel) != 0)
         memset(sel, 0, sizeof(*sel));
 }
 
@@ -201,6 +202,15 @@ static bool same_names(const struct scrape_extract *x, const struct scrape_spec 
 #undef SAME
 }
 
+/* The selectors' compiled patterns. */
+static void release_selectors(struct scrape_extract *x)
+{
+    struct scrape_selector *sels[] = {&x->request, &x->inflight, &x->queue, &x->bucket,
+                                      &x->prompt,  &x->gen,      &x->busy};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(sels); i++)
+        scrape_selector_release(sels[i]);
+}
+
 void scrape_extract_reuse(struct scrape_extract *x, const struct scrape_spec *spec,
                           size_t max_bytes)
 {
@@ -213,6 +223,7 @@ void scrape_extract_reuse(struct scrape_extract *x, const struct scrape_spec *sp
         prom_parser_free(keep);
         keep = NULL;
     }
+    release_selectors(x);
     scrape_extract_init(x, spec, max_bytes);
     x->spare = keep;
     x->spare_format = fmt;
@@ -289,6 +300,7 @@ int scrape_extract_finish(struct scrape_extract *x)
 
 void scrape_extract_free(struct scrape_extract *x)
 {
+    release_selectors(x);
     prom_parser_free(x->parser);
     prom_parser_free(x->spare);
     x->parser = NULL;

@@ -298,4 +298,17 @@ double scrape_latency_unit_ms(const char *metric);
 /** Whether every matcher of s holds on the sample's labels (the name is not checked). */
 bool scrape_selector_match(const struct scrape_selector *s, const struct prom_sample *ps);
 
+/**
+ * An RE2 pattern (a =~ matcher's) as a POSIX extended regular expression
+ * for regcomp with *cflags, anchored at both ends, matching what Prometheus
+ * matches: 0, or -EINVAL with the reason in why (whylen may be 0) for what
+ * the two would read differently or ere (cap bytes) cannot hold.
+ */
+int scrape_regex_translate(const char *re2, char *ere, size_t cap, int *cflags, char *why,
+                           size_t whylen);
+/** Whether re2 translates and compiles: 0, or -EINVAL with why. */
+int scrape_regex_check(const char *re2, char *why, size_t whylen);
+/** Whether value matches s's matcher i, a compiled regex matcher. */
+bool scrape_regex_match(const struct scrape_selector *s, size_t i, const char *value);
+
 #endif

@@ -91,12 +91,16 @@ int scrape_spec_want_tokens(struct scrape_spec *s);
 #define SCRAPE_METRIC_MAX 128
 #define SCRAPE_MAX_MATCHERS 4
 
-/** One label matcher: label = value, or label != value. */
+/** One label matcher: label = value, label != value, or (regex) label =~
+ *  pattern, label !~ pattern, an RE2 pattern matched in full. */
 struct scrape_matcher {
     char label[64];
-    char value[SCRAPE_METRIC_MAX];
-    bool negate; /**< != */
+    char value[SCRAPE_METRIC_MAX]; /**< the value, or the pattern */
+    bool negate;                   /**< != or !~ */
+    bool regex;                    /**< =~ or !~ */
 };
+
+struct scrape_selector_re;
 
 /** A metric with label matchers, `name{label="value",other!="x"}`, as a
  *  metric field of scrape_spec holds it (the braces are optional). A series
@@ -106,19 +110,32 @@ struct scrape_selector {
     char name[SCRAPE_METRIC_MAX + 8]; /**< (room for a histogram's _bucket suffix) */
     size_t n;
     struct scrape_matcher m[SCRAPE_MAX_MATCHERS];
+    /** The regex matchers compiled (scrape_selector_compile), owned; NULL
+     *  after a parse. A regex matcher not compiled matches nothing. */
+    struct scrape_selector_re *re;
 };
 
 /**
  * Parse a metric field strictly: a Prometheus metric name, then optionally
- * braces holding up to SCRAPE_MAX_MATCHERS matchers `label="value"` or
- * `label!="value"` (either quote, PromQL's escapes, blanks around tokens, a
- * trailing comma allowed). `=~`/`!~`, the labels `le` and `__name__`, values
- * holding `{{` or `}}` (the PromQL templates' placeholders), and anything
- * else are refused: -EINVAL with the reason in err. out is zeroed
- * first, so two parses of one text compare equal with memcmp.
+ * braces holding up to SCRAPE_MAX_MATCHERS matchers `label="value"`,
+ * `label!="value"`, `label=~"pattern"` or `label!~"pattern"` (either quote,
+ * PromQL's escapes, blanks around tokens, a trailing comma allowed). A
+ * pattern is RE2 as Prometheus reads it, anchored; patterns that POSIX
+ * regular expressions would read differently are refused (the subset:
+ * docs/metrics.md). The labels `le` and `__name__`, values holding `{{` or
+ * `}}` (the PromQL templates' placeholders), and anything else are refused:
+ * -EINVAL with the reason in err. out is zeroed first and nothing is
+ * allocated (out->re is NULL), so two parses of one text compare equal with
+ * memcmp.
  */
 int scrape_selector_parse(const char *text, struct scrape_selector *out, char *err,
                           size_t errlen);
+
+/** Compile s's regex matchers into s->re (replacing any): 0, or -EINVAL
+ *  (s->re NULL) for a pattern that does not compile, which a parse refuses. */
+int scrape_selector_compile(struct scrape_selector *s);
+/** Free s->re; s stays a parsed selector. */
+void scrape_selector_release(struct scrape_selector *s);
 
 /** Length of the metric name at the start of a metric field (up to its '{'). */
 size_t scrape_metric_name_len(const char *text);

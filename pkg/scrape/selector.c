@@ -2,9 +2,8 @@
 /* scrape/selector: a metric annotation's value, a metric name with optional
  * label matchers in PromQL's syntax (`nv_inference_request_success{model=
  * "ensemble"}`), parsed strictly and matched against a sample's labels as
- * PromQL matches them (a missing label reads as ""). Equality matchers only:
- * `=~` and `!~` are refused with a message, as POSIX regular expressions
- * would not read every RE2 pattern as Prometheus does. Pure. */
+ * PromQL matches them (a missing label reads as ""). Regex matchers (`=~`,
+ * `!~`) are checked here and compiled by regex.c. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -128,17 +127,17 @@ int scrape_selector_parse(const char *text, struct scrape_selector *out, char *e
                        m->label[0] == 'l' ? "the histogram's bucket bound"
                                           : "the name goes before the braces");
         p = skip_ws(p);
-        if ((p[0] == '=' || p[0] == '!') && p[1] == '~')
-            return bad(err, errlen, text,
-                       "=~ and !~ are not supported when scraping (use = or !=, or "
-                       "metrics-source prometheus with a promql-rate)");
-        if (p[0] == '!' && p[1] == '=') {
+        if ((p[0] == '=' || p[0] == '!') && p[1] == '~') {
+            m->regex = true;
+            m->negate = p[0] == '!';
+            p += 2;
+        } else if (p[0] == '!' && p[1] == '=') {
             m->negate = true;
             p += 2;
         } else if (p[0] == '=') {
             p++;
         } else {
-            return bad(err, errlen, text, "a matcher's operator is = or !=");
+            return bad(err, errlen, text, "a matcher's operator is =, !=, =~ or !~");
         }
         p = skip_ws(p);
         if (*p != '"' && *p != '\'')
@@ -150,6 +149,9 @@ int scrape_selector_parse(const char *text, struct scrape_selector *out, char *e
         if (strstr(m->value, "{{") || strstr(m->value, "}}"))
             return bad(err, errlen, text,
                        "a label value holds {{ or }}, the PromQL templates' placeholders");
+        char rwhy[120];
+        if (m->regex && scrape_regex_check(m->value, rwhy, sizeof(rwhy)) != 0)
+            return bad(err, errlen, text, "%s", rwhy);
         out->n++;
         p = skip_ws(p);
         if (*p == ',')
@@ -166,7 +168,8 @@ bool scrape_selector_match(const struct scrape_selector *s, const struct prom_sa
 {
     for (size_t i = 0; i < s->n; i++) {
         const char *v = prom_sample_label(ps, s->m[i].label);
-        bool eq = strcmp(v ? v : "", s->m[i].value) == 0;
+        bool eq = s->m[i].regex ? scrape_regex_match(s, i, v ? v : "")
+                                : strcmp(v ? v : "", s->m[i].value) == 0;
         if (eq == s->m[i].negate)
             return false;
     }

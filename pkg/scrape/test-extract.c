@@ -436,18 +436,18 @@ static void test_selector_parse(void **state)
         {"bad name", "' ' after the name"},
         {"bad\xc3\xa9", "byte 0xc3 after the name"},
         {"x{a=\"b\",b=\"\",c=\"\",d=\"\",e=\"\"}", "more than 4 matchers"},
-        {"x{a=~\"b.*\"}", "=~ and !~ are not supported when scraping"},
-        {"x{a!~\"b\"}", "=~ and !~ are not supported when scraping"},
+        {"x{a=~\"b(\"}", "'(' without its ')'"},
+        {"x{a!~\"\\\\b\"}", "\\b is not supported when scraping"},
         {"x{a==\"b\"}", "a label value is quoted"},
         {"x{a=b}", "a label value is quoted"},
-        {"x{a<\"b\"}", "operator is = or !="},
+        {"x{a<\"b\"}", "operator is =, !=, =~ or !~"},
         {"x{a=\"b}", "no closing quote"},
         {"x{a=\"b\\d\"}", "an escape other than"},
         {"x{a=\"b\tc\"}", "control character"},
         {"x{le=\"1\"}", "'le' cannot be matched"},
         {"x{__name__=\"y\"}", "'__name__' cannot be matched"},
         {"x{1a=\"b\"}", "a label name starts with"},
-        {"x{a:b=\"c\"}", "operator is = or !="},
+        {"x{a:b=\"c\"}", "operator is =, !=, =~ or !~"},
         {"x{a=\"b\" c=\"d\"}", "separated by ','"},
         {"x{a=\"b\"", "no closing '}'"},
         {"x{a=\"b\",", "no closing '}'"},
@@ -505,6 +505,18 @@ static void test_selector_extract(void **state)
     assert_int_equal(scrape_extract_buf(&spec, PROM_FMT_TEXT, vllm, len, 0, &s, err, sizeof(err)),
                      0);
     assert_false(s.has_inflight);
+    /* regex matchers, anchored as in PromQL: "stop" alone is not "s" */
+    snprintf(spec.request_metric, sizeof(spec.request_metric),
+             "vllm:request_success_total{finished_reason=~\"stop|length\",engine!~\"[1-9]\"}");
+    snprintf(spec.inflight_metric, sizeof(spec.inflight_metric),
+             "vllm:num_requests_running{model_name=~\"(?i)META-LLAMA/.*\"}");
+    snprintf(spec.queue_metric, sizeof(spec.queue_metric),
+             "vllm:num_requests_waiting{engine=~\"s\"}");
+    assert_int_equal(scrape_extract_buf(&spec, PROM_FMT_TEXT, vllm, len, 0, &s, err, sizeof(err)),
+                     0);
+    assert_true(s.requests == 1520 + 311);
+    assert_true(s.inflight == 7 + 5);
+    assert_false(s.has_queued);
 
     size_t tlen;
     char *triton = slurp("triton.prom", &tlen);
@@ -549,6 +561,16 @@ static void test_selector_extract(void **state)
     assert_int_equal(scrape_extract_finish(x), 0);
     assert_ptr_equal(x->parser, p);
     assert_true(x->s.requests == 812);
+    /* a regex on reuse: compiled for this stream, freed by the next reuse or free */
+    snprintf(tri.request_metric, sizeof(tri.request_metric),
+             "nv_inference_request_success{model=~\"ens.*\"}");
+    scrape_extract_reuse(x, &tri, 0);
+    assert_non_null(x->request.re);
+    assert_int_equal(scrape_extract_feed(x, triton, tlen), 0);
+    assert_int_equal(scrape_extract_finish(x), 0);
+    assert_ptr_equal(x->parser, p);
+    assert_true(x->s.requests == 812);
+    scrape_extract_reuse(x, &tri, 0);
     snprintf(tri.request_metric, sizeof(tri.request_metric), "nv_inference_count");
     scrape_extract_reuse(x, &tri, 0); /* another name: a new parser */
     assert_null(x->spare);

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* libFuzzer target for a metric annotation's selector (scrape/selector.c,
+ * scrape/regex.c): the input's first line is a metric field, its regex
+ * matchers RE2 patterns; the rest an exposition. A field that parses must
+ * compile (the parse checked its patterns) and then select series of the
+ * exposition through the extractor, reused twice (compiled patterns freed
+ * and made again); the first line is also translated as one bare pattern,
+ * whose output must compile whenever the translation succeeds. */
+#include <regex.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "scrape/scrape-int.h"
+#include "util/util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *nl = memchr(data, '\n', size);
+    size_t flen = nl ? (size_t)(nl - (const char *)data) : size;
+    char *field = xstrndup((const char *)data, flen); /* stops at a NUL, as C callers do */
+    const char *body = nl ? nl + 1 : "";
+    size_t blen = nl ? size - flen - 1 : 0;
+
+    char ere[2048], why[200];
+    int cflags;
+    if (scrape_regex_translate(field, ere, sizeof(ere), &cflags, why, sizeof(why)) == 0) {
+        regex_t r;
+        if (regcomp(&r, ere, cflags) != 0)
+            __builtin_trap(); /* a translation must be a POSIX expression */
+        char *value = xstrndup(body, blen);
+        regexec(&r, value, 0, NULL, 0);
+        xfree(value);
+        regfree(&r);
+    }
+
+    struct scrape_selector sel;
+    char err[300];
+    if (scrape_selector_parse(field, &sel, err, sizeof(err)) == 0) {
+        if (scrape_selector_compile(&sel) != 0)
+            __builtin_trap(); /* the parse checked every pattern */
+        scrape_selector_release(&sel);
+        struct scrape_spec spec;
+        scrape_spec_init(&spec, SCRAPE_GENERIC);
+        snprintf(spec.request_metric, sizeof(spec.request_metric), "%s", field);
+        snprintf(spec.latency_metric, sizeof(spec.latency_metric), "%s", field);
+        struct scrape_extract *x = xmalloc(sizeof(*x));
+        scrape_extract_init(x, &spec, 1 << 20);
+        for (int round = 0; round < 3; round++) {
+            if (scrape_extract_feed(x, body, blen) == 0)
+                scrape_extract_finish(x);
+            scrape_extract_reuse(x, &spec, 1 << 20);
+        }
+        scrape_extract_free(x);
+        xfree(x);
+    } else if (!err[0]) {
+        __builtin_trap(); /* a refusal says why */
+    }
+    xfree(field);
+    return 0;
+}
