@@ -1220,6 +1220,30 @@ class TestKinds(Base):
         self.assertEqual(code, 200, payload)
         self.assertNotIn("Warning", headers)
 
+    def test_maps_are_served_in_key_order(self):
+        """A map (labels, annotations, a ConfigMap's data, a selector's matchLabels) comes back
+        with its keys sorted, as encoding/json writes a Go map, whatever order the body had,
+        after a patch too."""
+        body = (b'{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "order", '
+                b'"labels": {"z": "1", "a": "2", "m": "3"}, "annotations": {"y/b": "1", '
+                b'"x/a": "2"}}, "data": {"b": "1", "a": "2", "B": "3"}}')
+        code, _, payload = self.c.raw("POST", self.c.path("configmaps", self.ns), body)
+        self.assertEqual(code, 201, payload)
+        for raw in (payload, self.c.raw("GET", self.c.path("configmaps", self.ns, "order"))[2]):
+            got = json.loads(raw)   # a dict keeps the order the text has
+            self.assertEqual(list(got["metadata"]["labels"]), ["a", "m", "z"])
+            self.assertEqual(list(got["metadata"]["annotations"]), ["x/a", "y/b"])
+            self.assertEqual(list(got["data"]), ["B", "a", "b"])   # byte order
+            self.assertEqual(list(got["metadata"])[:2], ["name", "namespace"])
+        # a merge patch adding a key: still in order
+        code, _, payload = self.c.raw("PATCH", self.c.path("configmaps", self.ns, "order"),
+                                      {"metadata": {"labels": {"b": "4"}}},
+                                      content_type="application/merge-patch+json")
+        self.assertEqual(code, 200, payload)
+        got = json.loads(payload)
+        self.assertEqual(list(got["metadata"]["labels"]), ["a", "b", "m", "z"])
+        self.assertEqual(list(got["data"]), ["B", "a", "b"])
+
     def test_repeated_fields(self):
         """A field a body names twice: the last value is kept (merged into the first where both
         are objects) and it is named as sigs.k8s.io/json names it, in the order the body has

@@ -215,7 +215,9 @@ def _schema(group, kind):
 def prune(group, kind, obj):
     """Drop the fields of obj (a dict, changed in place) that its kind does not have, and make
     a null in a typed field what Go's decoder leaves (an absent field; an empty string as a
-    map's or list's string element). Kinds not in KNOWN keep all."""
+    map's or list's string element). A typed map's keys are sorted: the API server encodes a
+    Go map, whose keys encoding/json writes in sorted order, whatever order the body had (the
+    store sorts every kind's labels and annotations). Kinds not in KNOWN keep all."""
     schema = _schema(group, kind)
     if schema is not ANY:
         _walk(obj, schema)
@@ -262,6 +264,8 @@ def _walk(obj, schema):
                       else ()):
                 if v[i] is None:
                     v[i] = ""
+        if k in obj and isinstance(t, GoType) and t.kind == "map" and isinstance(obj[k], dict):
+            obj[k] = dict(sorted(obj[k].items()))   # encoding/json sorts a map's keys
 
 
 # ------------------------------------------------------------ types, as Go's decoder checks them

@@ -141,9 +141,14 @@ class Store:
         return obj
 
     def put(self, storage, obj, prev=None):
-        """Store obj (created if prev is None, else modified); assigns its resourceVersion."""
+        """Store obj (created if prev is None, else modified); assigns its resourceVersion.
+        Its labels and annotations are kept sorted by key, as the API server's encoding of a
+        Go map writes them, whichever write (a client's or the fake's own) set them."""
         with self.lock:
             meta = obj["metadata"]
+            for k in ("labels", "annotations"):
+                if isinstance(meta.get(k), dict):
+                    meta[k] = dict(sorted(meta[k].items()))
             key = (meta.get("namespace", ""), meta["name"])
             self.objects.setdefault(storage, {})[key] = obj
             return self._commit(storage, "ADDED" if prev is None else "MODIFIED", obj, prev)
