@@ -132,43 +132,78 @@ static int on_sample(const struct prom_sample *ps, void *arg)
     return 0;
 }
 
-/* A metric field parsed; "" (nothing read) when it does not parse, which the
- * annotations' validation never lets through. */
-static void selector(struct scrape_selector *sel, const char *field, size_t cap)
+/* A metric field parsed (its name plus suffix) and its patterns compiled; ""
+ * (nothing read) when it does not parse, which the annotations' validation
+ * never lets through. prev, the reused extractor's selector of the same
+ * field (or NULL), hands over its compiled patterns when it is the same
+ * selector, so a pooled extractor compiles a workload's patterns once. */
+static void selector(struct scrape_selector *sel, const char *field, size_t cap,
+                     const char *suffix, struct scrape_selector *prev)
 {
     char text[SCRAPE_METRIC_MAX];
     snprintf(text, sizeof(text), "%.*s", (int)strnlen(field, cap), field);
-    if (!text[0] || scrape_selector_parse(text, sel, NULL, 0) != 0 ||
-        scrape_selector_compile(sel) != 0)
+    if (!text[0] || scrape_selector_parse(text, sel, NULL, 0) != 0) {
+        memset(sel, 0, sizeof(*sel));
+        return;
+    }
+    size_t n = strlen(sel->name); /* a parsed name has room for the suffix */
+    _Static_assert(sizeof(sel->name) >= SCRAPE_METRIC_MAX + sizeof("_bucket") - 1,
+                   "a metric field's name and _bucket fit");
+    snprintf(sel->name + n, sizeof(sel->name) - n, "%s", suffix);
+    if (prev && prev->re) {
+        struct scrape_selector was = *prev;
+        was.re = NULL;
+        if (memcmp(&was, sel, sizeof(was)) == 0) { /* both zeroed before their parse */
+            sel->re = prev->re;
+            prev->re = NULL;
+            return;
+        }
+    }
+    if (scrape_selector_compile(sel) != 0)
         memset(sel, 0, sizeof(*sel));
 }
 
-/* The spec's metric fields as the extractor reads them. */
-static void selectors(const struct scrape_spec *spec, struct scrape_extract *x)
+#define NSELECTORS 7
+
+/* The extractor's selectors, in the order of selectors()'s fields. */
+static void selector_list(struct scrape_extract *x, struct scrape_selector *out[NSELECTORS])
 {
-    selector(&x->request, spec->request_metric, sizeof(spec->request_metric));
-    selector(&x->inflight, spec->inflight_metric, sizeof(spec->inflight_metric));
-    selector(&x->queue, spec->queue_metric, sizeof(spec->queue_metric));
-    selector(&x->prompt, spec->prompt_token_metric, sizeof(spec->prompt_token_metric));
-    selector(&x->gen, spec->generation_token_metric, sizeof(spec->generation_token_metric));
-    selector(&x->busy, spec->busy_metric, sizeof(spec->busy_metric));
-    selector(&x->bucket, spec->latency_metric, sizeof(spec->latency_metric));
-    if (x->bucket.name[0]) { /* a parsed name has room for the suffix */
-        size_t n = strlen(x->bucket.name);
-        _Static_assert(sizeof(x->bucket.name) >= SCRAPE_METRIC_MAX + sizeof("_bucket") - 1,
-                       "a metric field's name and _bucket fit");
-        memcpy(x->bucket.name + n, "_bucket", sizeof("_bucket"));
-    }
+    struct scrape_selector *l[NSELECTORS] = {&x->request, &x->inflight, &x->queue, &x->prompt,
+                                             &x->gen,     &x->busy,     &x->bucket};
+    memcpy(out, l, sizeof(l));
+}
+
+/* Set x up for spec; prev: a reused extractor's former selectors, or NULL. */
+static void setup(struct scrape_extract *x, const struct scrape_spec *spec, size_t max_bytes,
+                  struct scrape_selector *prev)
+{
+    memset(x, 0, sizeof(*x));
+    x->max_bytes = max_bytes ? max_bytes : PROM_DEFAULT_MAX_TOTAL;
+    struct {
+        const char *field;
+        size_t cap;
+        const char *suffix;
+    } f[NSELECTORS] = {
+        {spec->request_metric, sizeof(spec->request_metric), ""},
+        {spec->inflight_metric, sizeof(spec->inflight_metric), ""},
+        {spec->queue_metric, sizeof(spec->queue_metric), ""},
+        {spec->prompt_token_metric, sizeof(spec->prompt_token_metric), ""},
+        {spec->generation_token_metric, sizeof(spec->generation_token_metric), ""},
+        {spec->busy_metric, sizeof(spec->busy_metric), ""},
+        {spec->latency_metric, sizeof(spec->latency_metric), "_bucket"},
+    };
+    struct scrape_selector *sels[NSELECTORS];
+    selector_list(x, sels);
+    for (size_t i = 0; i < NSELECTORS; i++)
+        selector(sels[i], f[i].field, f[i].cap, f[i].suffix, prev ? &prev[i] : NULL);
+    x->s.tokens = x->prompt.name[0] || x->gen.name[0];
+    x->format = PROM_FMT_TEXT;
 }
 
 void scrape_extract_init(struct scrape_extract *x, const struct scrape_spec *spec,
                          size_t max_bytes)
 {
-    memset(x, 0, sizeof(*x));
-    x->max_bytes = max_bytes ? max_bytes : PROM_DEFAULT_MAX_TOTAL;
-    selectors(spec, x);
-    x->s.tokens = x->prompt.name[0] || x->gen.name[0];
-    x->format = PROM_FMT_TEXT;
+    setup(x, spec, max_bytes, NULL);
 }
 
 int scrape_extract_set_format(struct scrape_extract *x, enum prom_format fmt)
@@ -205,9 +240,9 @@ static bool same_names(const struct scrape_extract *x, const struct scrape_spec 
 /* The selectors' compiled patterns. */
 static void release_selectors(struct scrape_extract *x)
 {
-    struct scrape_selector *sels[] = {&x->request, &x->inflight, &x->queue, &x->bucket,
-                                      &x->prompt,  &x->gen,      &x->busy};
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(sels); i++)
+    struct scrape_selector *sels[NSELECTORS];
+    selector_list(x, sels);
+    for (size_t i = 0; i < NSELECTORS; i++)
         scrape_selector_release(sels[i]);
 }
 
@@ -223,8 +258,13 @@ void scrape_extract_reuse(struct scrape_extract *x, const struct scrape_spec *sp
         prom_parser_free(keep);
         keep = NULL;
     }
-    release_selectors(x);
-    scrape_extract_init(x, spec, max_bytes);
+    struct scrape_selector prev[NSELECTORS], *sels[NSELECTORS];
+    selector_list(x, sels);
+    for (size_t i = 0; i < NSELECTORS; i++)
+        prev[i] = *sels[i];
+    setup(x, spec, max_bytes, prev);
+    for (size_t i = 0; i < NSELECTORS; i++)
+        scrape_selector_release(&prev[i]); /* the patterns not handed over */
     x->spare = keep;
     x->spare_format = fmt;
 }

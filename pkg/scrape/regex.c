@@ -31,8 +31,9 @@ struct scrape_selector_re {
 /* One character of the pattern, whatever its bytes: a lead byte (or ASCII)
  * and its continuation bytes. */
 #define RUNE "[^\x80-\xbf][\x80-\xbf]*"
-/* A character outside an ASCII set: the set's complement below 0x80 goes in
- * the %s, then every multi-byte character. */
+/* A multi-byte character: a lead byte and its continuation bytes (what a
+ * negated class matches besides the ASCII characters it leaves out). Values
+ * are valid UTF-8, as Prometheus requires of label values. */
 #define NOT_ASCII_RUNE "[\xc0-\xff][\x80-\xbf]*"
 
 static int refuse(char *why, size_t whylen, const char *fmt, ...)

@@ -570,6 +570,16 @@ static void test_selector_extract(void **state)
     assert_int_equal(scrape_extract_finish(x), 0);
     assert_ptr_equal(x->parser, p);
     assert_true(x->s.requests == 812);
+    struct scrape_selector_re *compiled = x->request.re;
+    scrape_extract_reuse(x, &tri, 0); /* the same selectors: compiled once */
+    assert_ptr_equal(x->request.re, compiled);
+    snprintf(tri.request_metric, sizeof(tri.request_metric),
+             "nv_inference_request_success{model=~\"pre.*|post.*\"}");
+    scrape_extract_reuse(x, &tri, 0); /* another pattern: compiled anew */
+    assert_non_null(x->request.re);
+    assert_int_equal(scrape_extract_feed(x, triton, tlen), 0);
+    assert_int_equal(scrape_extract_finish(x), 0);
+    assert_true(x->s.requests == 2 * 812);
     scrape_extract_reuse(x, &tri, 0);
     snprintf(tri.request_metric, sizeof(tri.request_metric), "nv_inference_count");
     scrape_extract_reuse(x, &tri, 0); /* another name: a new parser */
