@@ -3,8 +3,9 @@
  * scrape/regex.c): the input's first line is a metric field, its regex
  * matchers RE2 patterns; the rest an exposition. A field that parses must
  * compile (the parse checked its patterns) and then select series of the
- * exposition through the extractor, reused twice (compiled patterns freed
- * and made again); the first line is also translated as one bare pattern,
+ * exposition through the extractor, reused three times (its compiled
+ * patterns handed over each time, freed at the end); the first line is also
+ * translated as one bare pattern,
  * whose output must compile whenever the translation succeeds. */
 #include <regex.h>
 #include <stdint.h>
