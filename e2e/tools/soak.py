@@ -55,11 +55,13 @@ VALUES = {
     "gpuscaler.io/seasonality": ["1d", "0", "x"],
     "gpuscaler.io/enabled": ["true", "false", "yes"],
     "gpuscaler.io/cold-start": ["2s", "auto", "-1s"],
-    "gpuscaler.io/metrics-profile": ["vllm", "sglang", "tgi", "llamacpp"],
+    "gpuscaler.io/metrics-profile": ["vllm", "sglang", "nim", "tgi", "llamacpp"],
     "gpuscaler.io/request-metric": ["vllm:request_success_total",
                                     'vllm:request_success_total{model_name="m"}',
                                     'vllm:request_success_total{model_name!="m"}',
-                                    'vllm:request_success_total{model_name=~"m"}',
+                                    'vllm:request_success_total{model_name=~"m|o.*"}',
+                                    'vllm:request_success_total{model_name!~"(?i)[^m]"}',
+                                    'vllm:request_success_total{model_name=~"m(?=x)"}',
                                     'x{a="b"', ""],
 }
 
