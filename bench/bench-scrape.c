@@ -8,6 +8,7 @@
  * CPU seconds (getrusage; the server is another process) and peak RSS.
  *
  * Usage: bench-scrape [seconds=40] [pods=10000] [httpc clients=16]
+ *                     [request metric, e.g. with matchers; default vLLM's]
  *        bench-scrape --serve PORT   (only the server, until SIGTERM; PORT 0
  *                                     picks a free one. Prints "listening on
  *                                     0.0.0.0:N" on stdout once it accepts
@@ -399,8 +400,16 @@ int main(int argc, char **argv)
     int secs = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 40;
     int npods = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 10000;
     int clients = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 0;
-    if (secs < 10 || npods < 1 || npods > 60000) {
-        fprintf(stderr, "usage: bench-scrape [seconds>=10] [pods<=60000] [clients 1..64]\n");
+    const char *request_metric = argc > 4 ? argv[4] : NULL;
+    struct scrape_selector sel;
+    char why[300];
+    if (request_metric && scrape_selector_parse(request_metric, &sel, why, sizeof(why)) != 0) {
+        fprintf(stderr, "bench-scrape: %s\n", why);
+        return 2;
+    }
+    if (secs < 10 || npods < 1 || npods > 60000 || argc > 5) {
+        fprintf(stderr, "usage: bench-scrape [seconds>=10] [pods<=60000] [clients 0..64] "
+                        "[request metric]\n");
         return 2;
     }
     struct rlimit rl;
@@ -441,6 +450,8 @@ int main(int argc, char **argv)
         b->pods[i] = (struct scrape_pod){b->names[i], b->ips[i], b->port, true, 1};
     }
     scrape_spec_init(&b->spec, SCRAPE_VLLM);
+    if (request_metric)
+        snprintf(b->spec.request_metric, sizeof(b->spec.request_metric), "%s", request_metric);
 
     uv_loop_init(&b->loop);
     httpc_new(&b->loop, &b->http);

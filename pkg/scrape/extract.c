@@ -142,7 +142,7 @@ static void selector(struct scrape_selector *sel, const char *field, size_t cap,
 {
     char text[SCRAPE_METRIC_MAX];
     snprintf(text, sizeof(text), "%.*s", (int)strnlen(field, cap), field);
-    if (!text[0] || scrape_selector_parse(text, sel, NULL, 0) != 0) {
+    if (!text[0] || scrape_selector_parse_syntax(text, sel, NULL, 0) != 0) {
         memset(sel, 0, sizeof(*sel));
         return;
     }

@@ -22,10 +22,21 @@
 #include "scrape-int.h"
 #include "util/util.h"
 
+/* The last answers of one matcher: a label takes a few values again and
+ * again (finish reasons, model names), and regexec costs microseconds. */
+#define SEEN 4
+#define SEEN_MAX 64 /* longer values are not remembered */
+struct seen {
+    char value[SEEN][SEEN_MAX];
+    bool match[SEEN];
+    unsigned n, next;
+};
+
 /* The matchers' compiled patterns, one slot per matcher of the selector. */
 struct scrape_selector_re {
     regex_t re[SCRAPE_MAX_MATCHERS];
     bool used[SCRAPE_MAX_MATCHERS];
+    struct seen seen[SCRAPE_MAX_MATCHERS];
 };
 
 /* One character of the pattern, whatever its bytes: a lead byte (or ASCII)
@@ -473,5 +484,19 @@ bool scrape_regex_match(const struct scrape_selector *s, size_t i, const char *v
 {
     if (!s->re || !s->re->used[i])
         return false;
-    return regexec(&s->re->re[i], value, 0, NULL, 0) == 0;
+    struct seen *seen = &s->re->seen[i];
+    size_t len = strlen(value);
+    for (unsigned k = 0; k < seen->n; k++)
+        if (strcmp(seen->value[k], value) == 0)
+            return seen->match[k];
+    bool match = regexec(&s->re->re[i], value, 0, NULL, 0) == 0;
+    if (len < SEEN_MAX) {
+        unsigned k = seen->next;
+        memcpy(seen->value[k], value, len + 1);
+        seen->match[k] = match;
+        seen->next = (k + 1) % SEEN;
+        if (seen->n < SEEN)
+            seen->n++;
+    }
+    return match;
 }

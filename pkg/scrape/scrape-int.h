@@ -298,6 +298,12 @@ double scrape_latency_unit_ms(const char *metric);
 /** Whether every matcher of s holds on the sample's labels (the name is not checked). */
 bool scrape_selector_match(const struct scrape_selector *s, const struct prom_sample *ps);
 
+/** scrape_selector_parse without compiling the patterns to check them: for
+ *  a field the annotations' validation has parsed (the extractor, which
+ *  compiles them itself, or takes them over compiled). */
+int scrape_selector_parse_syntax(const char *text, struct scrape_selector *out, char *err,
+                                 size_t errlen);
+
 /**
  * An RE2 pattern (a =~ matcher's) as a POSIX extended regular expression
  * for regcomp with *cflags, anchored at both ends, matching what Prometheus

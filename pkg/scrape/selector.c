@@ -84,8 +84,8 @@ static const char *quoted(const char *p, char *out, size_t cap, const char **why
     return p + 1;
 }
 
-int scrape_selector_parse(const char *text, struct scrape_selector *out, char *err,
-                          size_t errlen)
+int scrape_selector_parse_syntax(const char *text, struct scrape_selector *out, char *err,
+                                 size_t errlen)
 {
     memset(out, 0, sizeof(*out));
     if (errlen)
@@ -149,9 +149,6 @@ int scrape_selector_parse(const char *text, struct scrape_selector *out, char *e
         if (strstr(m->value, "{{") || strstr(m->value, "}}"))
             return bad(err, errlen, text,
                        "a label value holds {{ or }}, the PromQL templates' placeholders");
-        char rwhy[120];
-        if (m->regex && scrape_regex_check(m->value, rwhy, sizeof(rwhy)) != 0)
-            return bad(err, errlen, text, "%s", rwhy);
         out->n++;
         p = skip_ws(p);
         if (*p == ',')
@@ -162,6 +159,20 @@ int scrape_selector_parse(const char *text, struct scrape_selector *out, char *e
     if (p[1])
         return bad(err, errlen, text, "text after the closing '}'");
     return 0;
+}
+
+int scrape_selector_parse(const char *text, struct scrape_selector *out, char *err,
+                          size_t errlen)
+{
+    int rc = scrape_selector_parse_syntax(text, out, err, errlen);
+    for (size_t i = 0; rc == 0 && i < out->n; i++) {
+        char why[120];
+        if (out->m[i].regex && scrape_regex_check(out->m[i].value, why, sizeof(why)) != 0) {
+            memset(out, 0, sizeof(*out));
+            rc = bad(err, errlen, text, "%s", why);
+        }
+    }
+    return rc;
 }
 
 bool scrape_selector_match(const struct scrape_selector *s, const struct prom_sample *ps)

@@ -190,7 +190,8 @@ static void test_refused(void **state)
 }
 
 /* Parsing a regex matcher allocates nothing; compiling does, once, and a
- * second compile replaces the first; equality matchers compile to nothing. */
+ * second compile replaces the first; equality matchers compile to nothing;
+ * remembered answers are the answers. */
 static void test_compile_owns(void **state)
 {
     (void)state;
@@ -210,6 +211,17 @@ static void test_compile_owns(void **state)
     assert_false(scrape_regex_match(&a, 2, "abort")); /* not a regex matcher */
     assert_int_equal(scrape_selector_compile(&a), 0); /* again: the first is freed */
     assert_true(scrape_regex_match(&a, 1, "3"));
+    /* answers remembered for the last few values: the same answers, whether
+     * remembered, evicted (more values than remembered) or too long to keep */
+    char longval[100];
+    memset(longval, 'l', sizeof(longval) - 1);
+    longval[sizeof(longval) - 1] = '\0';
+    const char *vals[] = {"llama-1", "mistral", "llama-2", "qwen", "llama", "phi", longval,
+                          "xllama"};
+    for (int round = 0; round < 3; round++)
+        for (size_t i = 0; i < UTIL_ARRAY_LEN(vals); i++)
+            assert_int_equal(scrape_regex_match(&a, 0, vals[i]),
+                             strncmp(vals[i], "llama", 5) == 0);
     scrape_selector_release(&a);
     scrape_selector_release(&a); /* twice is harmless */
     assert_false(scrape_regex_match(&a, 0, "llama-8b")); /* not compiled: nothing */
