@@ -165,7 +165,7 @@ static void selector(struct scrape_selector *sel, const char *field, size_t cap,
 
 #define NSELECTORS 7
 
-/* The extractor's selectors, in the order of selectors()'s fields. */
+/* The extractor's selectors, in the order of setup()'s fields. */
 static void selector_list(struct scrape_extract *x, struct scrape_selector *out[NSELECTORS])
 {
     struct scrape_selector *l[NSELECTORS] = {&x->request, &x->inflight, &x->queue, &x->prompt,

@@ -79,8 +79,7 @@ void scrape_spec_init(struct scrape_spec *s, enum scrape_profile p);
  * prompt and generation token metrics where s names none (vLLM
  * vllm:prompt_tokens_total and vllm:generation_tokens_total, SGLang's
  * sglang: counters of the same names, NIM's unprefixed ones; TGI the _sum of
- * its input-length and
- * generated-tokens histograms). Returns 0, or -ENOTSUP
+ * its input-length and generated-tokens histograms). Returns 0, or -ENOTSUP
  * when the profile exposes no token counters (Triton, generic) and s names
  * no generation-token metric: s is then unchanged.
  */
