@@ -142,6 +142,12 @@ class MetricsPods:
             mode = self.mode.get(ip)
         if st is None:
             return "not a pod\n", 404
+        if mode == "hang":
+            return None, None
+        if mode == "garbage":
+            return "vllm:request_success_total{{{ this is not prometheus\n\x00\x01", 200
+        if mode == "500":
+            return "boom\n", 500
         if self.shape.get(st["group"]) == "nim":
             if path != "/v1/metrics":
                 return "Not Found\n", 404
@@ -153,12 +159,6 @@ class MetricsPods:
                     'num_requests_running{model_name="m"} 1\n'
                     "# TYPE num_requests_waiting gauge\n"
                     'num_requests_waiting{model_name="m"} 0\n' % (st["count"], st["count"])), 200
-        if mode == "hang":
-            return None, None
-        if mode == "garbage":
-            return "vllm:request_success_total{{{ this is not prometheus\n\x00\x01", 200
-        if mode == "500":
-            return "boom\n", 500
         other = ""
         if st["group"] in self.other:   # a second model served by the same pods
             other = ('vllm:request_success_total{engine="0",finished_reason="stop",'
