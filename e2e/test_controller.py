@@ -116,6 +116,11 @@ class ControllerE2E(unittest.TestCase):
         st = (d["metadata"].get("annotations") or {}).get("gpuscaler.io/status")
         return json.loads(st) if st else None
 
+    def measured_status(self, name, timeout=20):
+        """The status annotation once it carries a measured requestsPerGPU."""
+        return wait_for(lambda: (lambda s: s if s and s.get("requestsPerGPU") else None)(
+            self.status(name)), timeout, what="%s: requests per GPU" % name)
+
     # ---- scenarios -------------------------------------------------------
 
     def test_1_scale_out_after_window_then_in_stepwise(self):
@@ -1144,8 +1149,7 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
 
         try:
             # 10 req/s over 2 pods of 1 GPU: 5 per GPU, read through the port named prom
-            st = wait_for(lambda: (lambda s: s if s and s.get("requestsPerGPU") else None)(
-                self.status("named")), 20, what="named: requests per GPU")
+            st = self.measured_status("named")
             self.assertAlmostEqual(st["requestsPerGPU"], 5, delta=1.5)
             self.assertNotEqual(st["reason"], "MetricsUnavailable")
             st = wait_for(lambda: (lambda s: s if s else None)(self.status("unnamed")), 20,
@@ -1333,15 +1337,13 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
 
         try:
             # 10 req/s of model m over 2 pods of 1 GPU: 5 per GPU (20 with the other model's)
-            st = wait_for(lambda: (lambda s: s if s and s.get("requestsPerGPU") else None)(
-                self.status("sel-m")), 20, what="sel-m: requests per GPU")
+            st = self.measured_status("sel-m")
             self.assertAlmostEqual(st["requestsPerGPU"], 5, delta=1.5)
             mu = wait_for(lambda: events(self.c, self.ns, "sel-none", "MetricsUnavailable"), 25,
                           what="sel-none: MetricsUnavailable")
             self.assertIn('request metric vllm:request_success_total{model_name="gone"} not found',
                           mu[0]["message"])
-            st = wait_for(lambda: (lambda s: s if s and s.get("requestsPerGPU") else None)(
-                self.status("sel-regex")), 20, what="sel-regex: requests per GPU")
+            st = self.measured_status("sel-regex")
             self.assertAlmostEqual(st["requestsPerGPU"], 5, delta=1.5)
             ev = wait_for(lambda: events(self.c, self.ns, "sel-lookahead", "InvalidAnnotation"),
                           20, what="sel-lookahead: InvalidAnnotation")
@@ -1374,8 +1376,7 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
         g = self.start(ident="inst-nim")
         try:
             # 10 req/s over 2 pods of 1 GPU: 5 per GPU (the failure counter, as large, not read)
-            st = wait_for(lambda: (lambda s: s if s and s.get("requestsPerGPU") else None)(
-                self.status("nim-a")), 20, what="nim-a: requests per GPU")
+            st = self.measured_status("nim-a")
             self.assertAlmostEqual(st["requestsPerGPU"], 5, delta=1.5)
             mu = wait_for(lambda: events(self.c, self.ns, "nim-old", "MetricsUnavailable"), 25,
                           what="nim-old: MetricsUnavailable")
