@@ -306,8 +306,8 @@ def get_status(url):
 class Metrics(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        profs = ("vllm", "triton", "tgi", "sglang", "nim", "fault")
-        for prof, port in zip(profs, (8301, 8302, 8303, 8304, 8306, 8305)):
+        profs = ("vllm", "triton", "tgi", "sglang", "nim", "tei", "fault")
+        for prof, port in zip(profs, (8301, 8302, 8303, 8304, 8306, 8307, 8305)):
             LC.create_deployment("m-" + prof, replicas=1, slots=1, service_ms=320,
                                  service_sigma=0, profile="vllm" if prof == "fault" else prof,
                                  cold_start=0.2, port=port, model="llama-" + prof)
@@ -455,6 +455,24 @@ class Metrics(unittest.TestCase):
         with self.assertRaises(urllib.error.HTTPError) as cm:  # NIM serves /v1/metrics only
             LC.pod_metrics(pod)
         self.assertEqual(cm.exception.code, 404)
+
+    def test_tei_shape(self):
+        pod = self.pods["tei"]
+        mid, _ = self.load(pod)
+        s, meta = parse_prom(mid)
+        self.assertEqual(one(s, "te_queue_size"), 2.0)
+        self.assertEqual(one(s, "te_request_count", method="single"), 3.0)
+        s, meta = parse_prom(LC.pod_metrics(pod))
+        self.assertEqual(one(s, "te_embed_success"), 3.0)
+        self.assertEqual(one(s, "te_request_success", method="single"), 3.0)
+        self.assertEqual(one(s, "te_request_duration_count"), 3.0)
+        les = [float(lab["le"]) for lab, _ in s["te_request_duration_bucket"]]
+        self.assertEqual(len(les), 36)                      # 35 geometric bounds and +Inf
+        self.assertAlmostEqual(les[0], 1.5e-05)
+        self.assertNotIn("te_request_failure", s)           # a series appears with its first use
+        for fam, typ in (("te_embed_success", "counter"), ("te_queue_size", "gauge"),
+                         ("te_request_duration", "histogram")):
+            self.assertEqual(meta[fam][1], typ)
 
     def test_metric_faults_by_control_endpoint(self):
         pod = self.pods["fault"]

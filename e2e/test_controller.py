@@ -1389,6 +1389,33 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             for n in ("nim-a", "nim-old"):
                 self.c.delete("deployments", n, self.ns)
 
+    def test_30_tei_profile_counts_inputs(self):
+        """metrics-profile tei counts the inputs embedded (te_embed_success), not the HTTP requests
+        that carried them in batches; pods that have served nothing expose no counter yet (TEI
+        creates its series with their first use), which is not read as zero load: while no pod
+        has it, MetricsUnavailable names the metric and the replicas are held."""
+        tei = {"gpuscaler.io/metrics-profile": "tei"}
+        self.make("tei-a", 2, subnet=36, annotations=tei)
+        self.make("tei-idle", 3, subnet=37, annotations=tei)
+        for n in ("tei-a", "tei-idle"):
+            self.metrics.set_shape(n, "tei")
+        self.metrics.set_rate("tei-a", 16)
+        g = self.start(ident="inst-tei")
+        try:
+            # 16 inputs/s over 2 pods of 1 GPU: 8 per GPU (the HTTP requests, 1 per GPU, not read)
+            st = self.measured_status("tei-a")
+            self.assertAlmostEqual(st["requestsPerGPU"], 8, delta=2)
+            mu = wait_for(lambda: events(self.c, self.ns, "tei-idle", "MetricsUnavailable"), 25,
+                          what="tei-idle: MetricsUnavailable")
+            self.assertIn("te_embed_success not found", mu[0]["message"])
+            time.sleep(7)  # past scale-in-after: held, not scaled in as idle
+            self.assertEqual(self.replicas("tei-idle"), 3)
+            self.assertTrue(g.alive())
+        finally:
+            g.stop()
+            for n in ("tei-a", "tei-idle"):
+                self.c.delete("deployments", n, self.ns)
+
     def test_24_least_privilege_rbac(self):
         """gpuscaler works with exactly the permissions deploy/rbac.yaml grants it (the chart's,
         checked equal by the deploy and helm checks), on an API server that enforces RBAC:

@@ -267,7 +267,7 @@ class DeployTest(unittest.TestCase):
         self.assertEqual(ann["gpuscaler.io/enabled"], "true")
         self.assertGreater(float(ann["gpuscaler.io/capacity-per-gpu"]), 0)
         self.assertIn(ann["gpuscaler.io/mode"], ("scale", "external-metric"))
-        self.assertIn(ann["gpuscaler.io/metrics-profile"], ("vllm", "triton", "tgi", "sglang", "nim", "generic"))
+        self.assertIn(ann["gpuscaler.io/metrics-profile"], ("vllm", "triton", "tgi", "sglang", "nim", "tei", "generic"))
         (c,) = dep["spec"]["template"]["spec"]["containers"]
         self.assertTrue(c["image"].startswith("vllm/vllm-openai"))
         self.assertEqual(str(c["resources"]["limits"]["nvidia.com/gpu"]), "1")

@@ -27,7 +27,7 @@ fakeserve settings come from template annotations (deployment annotations as fal
   e2e.gpuscaler.io/slots       4       concurrent requests per GPU
   e2e.gpuscaler.io/service-ms  500     mean service time
   e2e.gpuscaler.io/service-sigma 0.25  lognormal shape
-  e2e.gpuscaler.io/profile     gpuscaler.io/metrics-profile if vllm/triton/tgi/sglang/nim, else vllm
+  e2e.gpuscaler.io/profile     gpuscaler.io/metrics-profile if vllm/triton/tgi/sglang/nim/tei, else vllm
   e2e.gpuscaler.io/cold-start  2s      seconds or a duration (500ms, 1m)
   e2e.gpuscaler.io/model       the Deployment's name
   e2e.gpuscaler.io/metrics-fault none  (hang, garbage, slow)
@@ -223,7 +223,7 @@ def fakeserve_settings(dep, pod_name):
     prof = get("profile", None)
     if prof is None:
         gp = ann.get("gpuscaler.io/metrics-profile")
-        prof = gp if gp in ("vllm", "triton", "tgi", "sglang", "nim") else "vllm"
+        prof = gp if gp in ("vllm", "triton", "tgi", "sglang", "nim", "tei") else "vllm"
     seed = int(hashlib.sha256(pod_name.encode()).hexdigest()[:8], 16)
     return {
         "gpus": int(get("gpus", gpu_limit(spec))),

@@ -205,7 +205,7 @@ def main(argv=None):
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--service-ms", type=float, default=500.0)
     ap.add_argument("--cold-start", type=float, default=10.0)
-    ap.add_argument("--profile", choices=("vllm", "triton", "tgi", "sglang", "nim"),
+    ap.add_argument("--profile", choices=("vllm", "triton", "tgi", "sglang", "nim", "tei"),
                     default="vllm")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--quiet", action="store_true", help="do not print replica changes")

@@ -88,7 +88,7 @@ class MetricsPods:
         self.lock = threading.Lock()
         self.rates = {}          # group (deployment) -> total requests/s over its pods
         self.other = {}          # group -> requests/s of a second model's series (none if absent)
-        self.shape = {}          # group -> "nim" (NIM's names, at /v1/metrics only); else vLLM's
+        self.shape = {}          # group -> "nim" (NIM's names, at /v1/metrics only), "tei"; else vLLM's
         self.pods = {}           # ip -> {"count": float, "other": float, "t": time, "group": str}
         self.mode = {}           # ip -> None | "garbage" | "hang" | "500"
         self.scrapes = 0
@@ -159,6 +159,17 @@ class MetricsPods:
                     'num_requests_running{model_name="m"} 1\n'
                     "# TYPE num_requests_waiting gauge\n"
                     'num_requests_waiting{model_name="m"} 0\n' % (st["count"], st["count"])), 200
+        if self.shape.get(st["group"]) == "tei":
+            # metrics-rs: series appear with their first use, so a pod that has served nothing
+            # shows only the backend's gauge; inputs arrive in HTTP batches of 8
+            body = "# TYPE te_backend_replicas_healthy gauge\nte_backend_replicas_healthy 1\n"
+            if st["count"] > 0:
+                body += ("\n# TYPE te_request_success counter\n"
+                         'te_request_success{method="batch"} %.3f\n'
+                         "\n# TYPE te_embed_success counter\nte_embed_success %.3f\n"
+                         "\n# TYPE te_queue_size gauge\nte_queue_size 0\n"
+                         % (st["count"] / 8, st["count"]))
+            return body, 200
         other = ""
         if st["group"] in self.other:   # a second model served by the same pods
             other = ('vllm:request_success_total{engine="0",finished_reason="stop",'
@@ -185,7 +196,7 @@ class MetricsPods:
             self.other[group] = float(rate)
 
     def set_shape(self, group, shape):
-        """The group's pods answer in another engine's shape ("nim"), or vLLM's (None)."""
+        """The group's pods answer in another engine's shape ("nim", "tei"), or vLLM's (None)."""
         with self.lock:
             self.shape[group] = shape
 

@@ -14,10 +14,10 @@ VLLM_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0
                         50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
 
 
-def _tgi_buckets():
+def _tgi_buckets(start=0.0001):
     """TGI: 35 exponential buckets, 0.0001 s multiplied by 1.5 each step (router/src/server.rs),
     computed the same way so the le strings match the engine's to the last digit."""
-    out, b = [], 0.0001
+    out, b = [], start
     for _ in range(35):
         b *= 1.5
         out.append(b)
@@ -26,6 +26,9 @@ def _tgi_buckets():
 
 TGI_DURATION_BUCKETS = _tgi_buckets()
 
+# TEI (router/src/prometheus.rs): the same Suffix("duration") rule from 0.00001 s.
+TEI_DURATION_BUCKETS = _tgi_buckets(0.00001)
+
 # SGLang's default bucket_e2e_request_latency (TokenizerMetricsCollector).
 SGLANG_LATENCY_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0,
                           60.0, 80.0, 100.0, 200.0, 400.0, 600.0, 1200.0, 1800.0, 2400.0)
@@ -33,7 +36,7 @@ SGLANG_LATENCY_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0
 # NIM for LLMs' e2e_request_latency_seconds buckets.
 NIM_LATENCY_BUCKETS = (1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
 
-PROFILES = ("vllm", "triton", "tgi", "sglang", "nim")
+PROFILES = ("vllm", "triton", "tgi", "sglang", "nim", "tei")
 
 
 def metrics_path(profile):
@@ -87,6 +90,7 @@ class Stats:
         self.tgi_queue = Histogram(TGI_DURATION_BUCKETS)
         self.sglang_latency = Histogram(SGLANG_LATENCY_BUCKETS)
         self.nim_latency = Histogram(NIM_LATENCY_BUCKETS)
+        self.tei_duration = Histogram(TEI_DURATION_BUCKETS)
 
     def finished(self, queued_s, service_s, prompt_tokens, completion_tokens):
         self.success += 1
@@ -102,6 +106,7 @@ class Stats:
         self.tgi_queue.observe(queued_s)
         self.sglang_latency.observe(total)
         self.nim_latency.observe(total)
+        self.tei_duration.observe(total)
 
 
 def _num(v):
@@ -296,6 +301,35 @@ def render_nim(s, model, max_running):
     return o.text()
 
 
+def render_tei(s):
+    """Text Embeddings Inference (metrics-rs, no HELP lines, a blank line after each family):
+    every series appears with its first use, so a server that has served nothing shows only the
+    backend's gauge. Each request here carries one input: te_embed_success counts it, and
+    te_request_success counts it as a "single" request."""
+    blocks = ["# TYPE te_backend_replicas_healthy gauge\nte_backend_replicas_healthy 1\n"]
+    if s.requests:
+        blocks.append("# TYPE te_request_count counter\n"
+                      'te_request_count{method="single"} %d\n' % s.requests)
+    if s.success:
+        blocks.append("# TYPE te_request_success counter\n"
+                      'te_request_success{method="single"} %d\n' % s.success)
+        blocks.append("# TYPE te_embed_success counter\nte_embed_success %d\n" % s.success)
+    if s.failure:
+        blocks.append("# TYPE te_request_failure counter\n"
+                      'te_request_failure{err="overloaded"} %d\n' % s.failure)
+    if s.requests:
+        blocks.append("# TYPE te_queue_size gauge\nte_queue_size %d\n" % s.waiting)
+    if s.tei_duration.count:
+        o = _Out()
+        o.lines.append("# TYPE te_request_duration histogram")
+        for b, c in s.tei_duration.cumulative() + [(math.inf, s.tei_duration.count)]:
+            o.sample("te_request_duration_bucket", [("le", _le(b))], c)
+        o.sample("te_request_duration_sum", [], float(s.tei_duration.sum))
+        o.sample("te_request_duration_count", [], s.tei_duration.count)
+        blocks.append(o.text())
+    return "\n".join(blocks)
+
+
 def render(profile, stats, model, max_running=0):
     if profile == "vllm":
         return render_vllm(stats, model)
@@ -307,6 +341,8 @@ def render(profile, stats, model, max_running=0):
         return render_sglang(stats, model)
     if profile == "nim":
         return render_nim(stats, model, max_running)
+    if profile == "tei":
+        return render_tei(stats)
     raise ValueError("unknown profile %r" % profile)
 
 

@@ -16,7 +16,7 @@ Until --cold-start seconds have passed /health answers 503 (the kubelet's
 readiness probe) and completions are refused, as a server still loading weights would.
 
 Routes: POST /v1/completions and /v1/chat/completions (OpenAI-style JSON), GET /v1/models,
-GET /health (and /v2/health/ready), GET /metrics (--profile vllm|triton|tgi|sglang; NIM's at
+GET /health (and /v2/health/ready), GET /metrics (--profile vllm|triton|tgi|sglang|tei; NIM's at
 /v1/metrics).  Harness only,
 with header X-Fake-Token equal to --control-token: GET /_fake/state, POST /_fake/fault with
 {"metrics": "none"|"hang"|"garbage"|"slow", "metrics_delay_ms": N, "service_ms": M}.

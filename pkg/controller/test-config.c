@@ -436,7 +436,7 @@ static void test_annotations(void **s)
     } cases[] = {
         {"gpuscaler.io/capacity-per-gpu", "lots", "gpuscaler.io/capacity-per-gpu", "not a number"},
         {"gpuscaler.io/metrics-profile", "llamacpp", "gpuscaler.io/metrics-profile",
-         "is not vllm, triton, tgi, sglang, nim or generic"},
+         "is not vllm, triton, tgi, sglang, nim, tei or generic"},
         {"gpuscaler.io/mode", "both", "gpuscaler.io/mode", "not scale or external-metric"},
         {"gpuscaler.io/metrics-port", "70000", "gpuscaler.io/metrics-port", "port number"},
         {"gpuscaler.io/metrics-port", "0", "gpuscaler.io/metrics-port", "port number"},
@@ -509,8 +509,8 @@ static void test_annotations(void **s)
         assert_non_null(ctl_annotation_key_name(i));
 }
 
-/* demand-unit tokens: vLLM, TGI, SGLang and NIM read their token counters; Triton and
- * generic (without named counters) and the Prometheus source are refused
+/* demand-unit tokens: vLLM, TGI, SGLang and NIM read their token counters; Triton, TEI
+ * and generic (without named counters) and the Prometheus source are refused
  * with an InvalidAnnotation on demand-unit; requests reads none. */
 static void test_annotations_tokens(void **s)
 {
@@ -565,6 +565,19 @@ static void test_annotations_tokens(void **s)
     assert_int_equal(parse_ann(&c, nim, 4, &w, bad, err), 0);
     assert_string_equal(w.scrape.path, "/metrics"); /* older NIM releases */
 
+    /* TEI: inputs embedded, not HTTP requests; the request latency; no
+     * in-flight gauge and no busy-time counter; /metrics */
+    const char *tei[] = {"gpuscaler.io/capacity-per-gpu", "400", "gpuscaler.io/metrics-profile",
+                         "tei"};
+    assert_int_equal(parse_ann(&c, tei, 2, &w, bad, err), 0);
+    assert_int_equal(w.scrape.profile, SCRAPE_TEI);
+    assert_string_equal(w.scrape.path, "/metrics");
+    assert_string_equal(w.scrape.request_metric, "te_embed_success");
+    assert_string_equal(w.scrape.inflight_metric, "");
+    assert_string_equal(w.scrape.queue_metric, "te_queue_size");
+    assert_string_equal(w.scrape.latency_metric, "te_request_duration");
+    assert_string_equal(w.scrape.busy_metric, "");
+
     /* requests (the default): no token counter is read, even when named */
     const char *req[] = {"gpuscaler.io/capacity-per-gpu", "10",
                          "gpuscaler.io/generation-token-metric", "my_tokens_total"};
@@ -579,6 +592,9 @@ static void test_annotations_tokens(void **s)
         {"triton", NULL, NULL, "gpuscaler.io/demand-unit",
          "demand-unit: tokens not available for metrics-profile triton (Triton exposes no token "
          "counters); use demand-unit requests or set generation-token-metric"},
+        {"tei", NULL, NULL, "gpuscaler.io/demand-unit",
+         "not available for metrics-profile tei (an embedding or reranking server generates "
+         "no tokens)"},
         {"generic", "gpuscaler.io/request-metric", "http_requests_total",
          "gpuscaler.io/demand-unit", "not available for metrics-profile generic"},
         {"vllm", "gpuscaler.io/metrics-source", "prometheus", "gpuscaler.io/demand-unit",

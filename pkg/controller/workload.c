@@ -200,8 +200,11 @@ static int token_metrics(struct ctl_workload_config *w, char *bad_key, size_t ba
         snprintf(err, errlen,
                  "demand-unit: tokens not available for metrics-profile %s (%s); use "
                  "demand-unit requests or set generation-token-metric",
-                 p, w->scrape.profile == SCRAPE_TRITON ? "Triton exposes no token counters"
-                                                       : "no default token counters");
+                 p,
+                 w->scrape.profile == SCRAPE_TRITON ? "Triton exposes no token counters"
+                 : w->scrape.profile == SCRAPE_TEI
+                     ? "an embedding or reranking server generates no tokens"
+                     : "no default token counters");
         return -EINVAL;
     }
     if (bad_key_len)
@@ -240,7 +243,7 @@ int ctl_workload_parse(const struct ctl_config *defaults, const char *const *key
     if (scrape_profile_parse(profile, &p) != 0) {
         snprintf(bad_key, bad_key_len, "%s", profile_key);
         snprintf(err, errlen,
-                 "metrics-profile: '%.40s' is not vllm, triton, tgi, sglang, nim or generic",
+                 "metrics-profile: '%.40s' is not vllm, triton, tgi, sglang, nim, tei or generic",
                  profile);
         return -EINVAL;
     }

@@ -55,6 +55,10 @@ static void test_defaults(void **state)
          "[{{window}}]))",
          "histogram_quantile(0.99, sum by (le) (rate(e2e_request_latency_seconds_bucket"
          "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
+        {SCRAPE_TEI,
+         "sum(rate(te_embed_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}]))",
+         "histogram_quantile(0.99, sum by (le) (rate(te_request_duration_bucket"
+         "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
         {SCRAPE_GENERIC, "", ""},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(want); i++) {

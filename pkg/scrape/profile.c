@@ -27,7 +27,12 @@ struct profile_names {
  * counters count finished requests; no busy-time counter: its e2e latency
  * includes the queue); NVIDIA NIM for LLMs: its Observability page (the
  * unprefixed names below, each series labelled model_name, served at
- * /v1/metrics; no busy-time counter). */
+ * /v1/metrics; no busy-time counter); Hugging Face Text Embeddings Inference:
+ * core/src/infer.rs, core/src/queue.rs and router/src/http/server.rs (the
+ * metrics crate; te_embed_success counts each input of a batch request, as
+ * te_request_success does not, and appears with the first one served; the
+ * queue gauge counts inputs; the latency is the HTTP request's, whatever the
+ * route; no in-flight gauge, no token counters, no busy-time counter). */
 static const struct profile_names profiles[] = {
     [SCRAPE_VLLM] = {"vllm", "vllm:request_success_total", "vllm:num_requests_running",
                      "vllm:num_requests_waiting", "vllm:e2e_request_latency_seconds",
@@ -47,6 +52,8 @@ static const struct profile_names profiles[] = {
     [SCRAPE_NIM] = {"nim", "request_success_total", "num_requests_running", "num_requests_waiting",
                     "e2e_request_latency_seconds", "prompt_tokens_total", "generation_tokens_total",
                     "", "/v1/metrics"},
+    [SCRAPE_TEI] = {"tei", "te_embed_success", "", "te_queue_size", "te_request_duration", "", "",
+                    "", "/metrics"},
     [SCRAPE_GENERIC] = {"generic", "", "", "", "", "", "", "", "/metrics"},
 };
 

@@ -35,10 +35,11 @@ enum scrape_profile {
     SCRAPE_TGI,
     SCRAPE_SGLANG,
     SCRAPE_NIM,
+    SCRAPE_TEI,
     SCRAPE_GENERIC
 };
 
-/** "vllm", "triton", "tgi", "sglang", "nim", "generic" -> profile; -EINVAL otherwise. */
+/** "vllm", "triton", "tgi", "sglang", "nim", "tei", "generic" -> profile; -EINVAL otherwise. */
 int scrape_profile_parse(const char *s, enum scrape_profile *out);
 const char *scrape_profile_name(enum scrape_profile p);
 
@@ -80,7 +81,7 @@ void scrape_spec_init(struct scrape_spec *s, enum scrape_profile p);
  * vllm:prompt_tokens_total and vllm:generation_tokens_total, SGLang's
  * sglang: counters of the same names, NIM's unprefixed ones; TGI the _sum of
  * its input-length and generated-tokens histograms). Returns 0, or -ENOTSUP
- * when the profile exposes no token counters (Triton, generic) and s names
+ * when the profile exposes no token counters (Triton, TEI, generic) and s names
  * no generation-token metric: s is then unchanged.
  */
 int scrape_spec_want_tokens(struct scrape_spec *s);

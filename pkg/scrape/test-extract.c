@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Golden tests of one exposition -> one pod sample: real-shaped vLLM, Triton,
- * TGI, SGLang and NIM expositions (testdata/) read with each profile's defaults, the
+ * TGI, SGLang, NIM and TEI expositions (testdata/) read with each profile's defaults, the
  * generic profile's name matching, chunked input, and every kind of bad
  * input the scraper must turn into a failed pod. */
 #include <errno.h>
@@ -66,6 +66,12 @@ static const struct golden goldens[] = {
      * requests, the per-reason finish counter, TTFT, inter-token and token
      * length histograms do not leak in; no busy-time counter */
     {"nim.prom", PROM_FMT_TEXT, SCRAPE_NIM, 2743, 11, 2, 11, 37, 2743, UNSET},
+    /* Text Embeddings Inference: the inputs embedded (48,190 in 4,668 HTTP
+     * requests, most of them batches), metrics-rs shape (no HELP, a blank line
+     * after each family, bounds written out in full); the per-input, queue and
+     * inference duration histograms (same 35 bounds) do not leak into the
+     * request latency; no in-flight gauge, no busy-time counter */
+    {"tei.prom", PROM_FMT_TEXT, SCRAPE_TEI, 48190, UNSET, 37, 36, 0, 4668, UNSET},
 };
 
 static void check_golden(const struct golden *g, const struct scrape_sample *s)
@@ -340,7 +346,7 @@ static void test_reuse(void **state)
 
 /* demand-unit tokens: each profile's token counters read from the golden
  * expositions (vLLM's, SGLang's and NIM's counters, TGI's histogram sums); none read unless
- * asked; Triton and generic have none to default to. */
+ * asked; Triton, TEI and generic have none to default to. */
 static void test_token_counters(void **state)
 {
     (void)state;
@@ -377,6 +383,9 @@ static void test_token_counters(void **state)
     }
     struct scrape_spec t;
     scrape_spec_init(&t, SCRAPE_TRITON);
+    assert_int_equal(scrape_spec_want_tokens(&t), -ENOTSUP);
+    assert_string_equal(t.generation_token_metric, "");
+    scrape_spec_init(&t, SCRAPE_TEI);
     assert_int_equal(scrape_spec_want_tokens(&t), -ENOTSUP);
     assert_string_equal(t.generation_token_metric, "");
     scrape_spec_init(&t, SCRAPE_GENERIC);

@@ -285,6 +285,25 @@ static void exposition(const struct fakepod *p, struct util_buf *b)
         hist(b, "e2e_request_latency_seconds", "model_name=\"m\"", tgi_le, tgi_cdf,
              UTIL_ARRAY_LEN(tgi_le), c);
         break;
+    case FAKEPOD_TEI:
+        /* Text Embeddings Inference (metrics-rs): every series appears with
+         * its first use, so a pod that has served nothing shows only the
+         * backend's gauge; inputs come in HTTP batches of 8; the per-input
+         * duration has another shape than the request's */
+        util_buf_puts(b, "# TYPE te_backend_replicas_healthy gauge\n"
+                         "te_backend_replicas_healthy 1\n\n");
+        if (c <= 0)
+            break;
+        util_buf_printf(b,
+                        "# TYPE te_request_success counter\n"
+                        "te_request_success{method=\"batch\"} %.17g\n"
+                        "te_request_success{method=\"single\"} %.17g\n\n"
+                        "# TYPE te_embed_success counter\nte_embed_success %.17g\n\n"
+                        "# TYPE te_queue_size gauge\nte_queue_size %g\n\n",
+                        c / 8 * 0.75, c / 8 * 0.25, c, p->waiting);
+        hist(b, "te_request_duration", "", tgi_le, tgi_cdf, UTIL_ARRAY_LEN(tgi_le), c / 8);
+        hist(b, "te_embed_duration", "", sglang_le, sglang_cdf, UTIL_ARRAY_LEN(sglang_le), c);
+        break;
     default:
         break;
     }

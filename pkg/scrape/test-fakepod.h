@@ -3,7 +3,7 @@
  * keep-alive HTTP/1.1 server on its own loopback address (127.0.0.N, an
  * ephemeral port) on the test's loop.
  *
- * A pod serves a vLLM-, Triton-, TGI-, SGLang- or NIM-shaped exposition whose request
+ * A pod serves a vLLM-, Triton-, TGI-, SGLang-, NIM- or TEI-shaped exposition whose request
  * counter advances at a set rate in loop time (counter = rate x seconds since
  * start), or misbehaves on purpose: garbage, a truncated body, no answer, an
  * oversized body, HTTP 500. The vLLM pod can also answer in OpenMetrics (the
@@ -28,6 +28,7 @@ enum fakepod_mode {
     FAKEPOD_HELD,       /**< reads the request, answers only at fakepod_release() */
     FAKEPOD_SGLANG,     /**< latency p99 3 s, one more running request than asked */
     FAKEPOD_NIM,        /**< NIM's names, failures counted apart; 404 but at /v1/metrics */
+    FAKEPOD_TEI,        /**< TEI: `rate` inputs/s in batches of 8; series appear once used */
 };
 
 struct fakepod;

@@ -218,8 +218,8 @@ static void test_vllm_pods(void **state)
     fx_finish(f);
 }
 
-/* Triton, TGI, SGLang and NIM profiles read their own names (NIM at its own
- * path). */
+/* Triton, TGI, SGLang, NIM and TEI profiles read their own names (NIM at its
+ * own path). */
 static void test_triton_tgi(void **state)
 {
     (void)state;
@@ -235,6 +235,8 @@ static void test_triton_tgi(void **state)
     struct fakepod *nim[2] = {fx_pod(f, FAKEPOD_NIM, 6, 2, 1), fx_pod(f, FAKEPOD_NIM, 3, 4, 2)};
     targets(f, "nim", SCRAPE_NIM, nim, 2, NULL);
     targets_at(f, "nim-old-path", SCRAPE_NIM, "/metrics", nim, 2, NULL);
+    struct fakepod *tei[2] = {fx_pod(f, FAKEPOD_TEI, 16, 0, 5), fx_pod(f, FAKEPOD_TEI, 0, 0, 0)};
+    targets(f, "tei", SCRAPE_TEI, tei, 2, NULL);
     run_for(f, 1000);
 
     struct scrape_result r = get(f, "triton");
@@ -270,6 +272,16 @@ static void test_triton_tgi(void **state)
     char *log = read_log(f);
     assert_non_null(strstr(log, "HTTP status 404"));
     xfree(log);
+
+    /* TEI: inputs embedded, not the HTTP requests that carried them (2/s);
+     * a pod that has served nothing has no counter yet and counts 0 */
+    r = get(f, "tei");
+    assert_true(r.valid);
+    assert_int_equal(r.pods_counted, 2);
+    assert_near(r.request_rate, 16, 0.05);
+    assert_near(r.queued, 5, 1e-9);
+    assert_true(r.inflight < 0); /* no in-flight gauge */
+    assert_near(r.p99_ms, fakepod_p99_ms(), 0.01); /* the request's, not the input's 3 s */
     fx_finish(f);
 }
 
