@@ -96,13 +96,15 @@ class ControllerE2E(unittest.TestCase):
         return g
 
     def make(self, name, replicas, subnet, annotations=None, rate=0.0, cold_start=0.0,
-             port_name="metrics"):
+             port_name="metrics", extra_port=None):
         ann = dict(ANNOTATIONS)
         ann.update(annotations or {})
         self.c.create("deployments", deployment(name, replicas, ann, self.metrics.port,
-                                                port_name=port_name), self.ns)
+                                                port_name=port_name, extra_port=extra_port),
+                      self.ns)
         k = MiniKubelet(self.c, self.ns, name, self.metrics, subnet=subnet,
-                        port=self.metrics.port, cold_start=cold_start, port_name=port_name)
+                        port=self.metrics.port, cold_start=cold_start, port_name=port_name,
+                        extra_port=extra_port)
         k.start()
         self.addCleanup(k.stop)
         return k
@@ -1138,13 +1140,18 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
     def test_23_metrics_port_by_name(self):
         """gpuscaler.io/metrics-port may name a container port, as a PodMonitor does: each pod
         is scraped on its own port of that name. A name no container port has is reported
-        (log and status) and the metrics are unavailable: replicas are held."""
+        (log and status) and the metrics are unavailable: replicas are held. Without the
+        annotation and without a port named metrics or http, a pod's only container port is
+        scraped, named or not (vLLM's own manifests leave it unnamed); with two unnamed ports
+        there is none to pick, and the Event says to set gpuscaler.io/metrics-port."""
         self.make("named", 2, subnet=23, port_name="prom",
                   annotations={"gpuscaler.io/metrics-port": "prom"})
         self.make("unnamed", 2, subnet=24, port_name="prom",
                   annotations={"gpuscaler.io/metrics-port": "nope"})
-        self.metrics.set_rate("named", 10)
-        self.metrics.set_rate("unnamed", 10)
+        self.make("sole", 2, subnet=38, port_name=None)
+        self.make("two-ports", 2, subnet=39, port_name=None, extra_port=9)
+        for n in ("named", "unnamed", "sole", "two-ports"):
+            self.metrics.set_rate(n, 10)
         g = self.start(ident="inst-portname")
 
         try:
@@ -1160,9 +1167,16 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
                               if "deployment=unnamed" in ln
                               and "no container port named nope" in ln], 10,
                      what="the missing port's name in the log")
+            st = self.measured_status("sole")
+            self.assertAlmostEqual(st["requestsPerGPU"], 5, delta=1.5)
+            mu = wait_for(lambda: events(self.c, self.ns, "two-ports", "MetricsUnavailable"), 25,
+                          what="two-ports: MetricsUnavailable")
+            self.assertIn("could not be scraped (no metrics port: 2); set "
+                          "gpuscaler.io/metrics-port", mu[0]["message"])
+            self.assertEqual(self.replicas("two-ports"), 2)
         finally:
             g.stop()
-            for n in ("named", "unnamed"):
+            for n in ("named", "unnamed", "sole", "two-ports"):
                 self.c.delete("deployments", n, self.ns)
 
     def test_25_stalled_replicas_are_reported(self):

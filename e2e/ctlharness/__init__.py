@@ -220,7 +220,17 @@ class MetricsPods:
         self.server.server_close()
 
 
-def deployment(name, replicas, annotations, port, gpus=1, port_name="metrics"):
+def container_ports(port, port_name="metrics", extra_port=None):
+    """The server container's ports: the metrics one (unnamed when port_name is None), and
+    another unnamed one when extra_port is given."""
+    ports = [{"containerPort": port} if port_name is None
+             else {"name": port_name, "containerPort": port}]
+    if extra_port:
+        ports.append({"containerPort": extra_port})
+    return ports
+
+
+def deployment(name, replicas, annotations, port, gpus=1, port_name="metrics", extra_port=None):
     labels = {"app": name}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
@@ -232,7 +242,7 @@ def deployment(name, replicas, annotations, port, gpus=1, port_name="metrics"):
                 "metadata": {"labels": labels},
                 "spec": {"containers": [{
                     "name": "server", "image": "vllm/vllm-openai:latest",
-                    "ports": [{"name": port_name, "containerPort": port}],
+                    "ports": container_ports(port, port_name, extra_port),
                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
                 }]},
             },
@@ -248,9 +258,9 @@ class MiniKubelet:
     """Reconciles pods of one Deployment to spec.replicas, through the API only."""
 
     def __init__(self, client, ns, name, metrics, subnet=9, gpus=1, port=8000, cold_start=0.0,
-                 port_name="metrics"):
+                 port_name="metrics", extra_port=None):
         self.c, self.ns, self.name, self.metrics = client, ns, name, metrics
-        self.port_name = port_name
+        self.port_name, self.extra_port = port_name, extra_port
         self.subnet, self.gpus, self.port = subnet, gpus, port
         self.cold_start = cold_start  # seconds from Pod creation to Ready
         self.next_ip = 1
@@ -272,7 +282,7 @@ class MiniKubelet:
                    "metadata": {"name": pname, "labels": {"app": self.name}},
                    "spec": {"containers": [{
                        "name": "server", "image": "x",
-                       "ports": [{"name": self.port_name, "containerPort": self.port}],
+                       "ports": container_ports(self.port, self.port_name, self.extra_port),
                        "resources": {"limits": {"nvidia.com/gpu": str(self.gpus)}}}]}}
             self.c.create("pods", pod, self.ns)
             self.metrics.add(ip, self.name)

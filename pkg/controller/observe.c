@@ -365,7 +365,8 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
                    : cfg->scrape.port_name[0] ? named_port(p, cfg->scrape.port_name)
                    : p->metrics_port ? p->metrics_port
                    : d->metrics_port ? d->metrics_port
-                                     : d->http_port;
+                   : d->http_port    ? d->http_port
+                                     : d->sole_port;
         sp[ns++] = (struct scrape_pod){.name = p->name, .ip = p->ip, .port = port, .ready = ok,
                                        .gpus = p->gpus > 0 ? p->gpus : d->gpus_per_replica};
     }

@@ -191,6 +191,27 @@ static int32_t port_named(const json_t *containers, const char *name)
     return 0;
 }
 
+/* The port of the only container port the containers declare, named or not
+ * (vLLM's own manifests declare `containerPort: 8000` without a name); 0
+ * when they declare none or several. */
+static int32_t sole_port(const json_t *containers)
+{
+    size_t i, j;
+    json_t *c, *p;
+    int32_t found = 0;
+    json_array_foreach(containers, i, c) {
+        json_array_foreach(json_object_get(c, "ports"), j, p) {
+            int64_t port = int_at(p, "containerPort", 0);
+            if (port <= 0 || port >= 65536)
+                continue;
+            if (found)
+                return 0;
+            found = (int32_t)port;
+        }
+    }
+    return found;
+}
+
 static int cmp_label(const void *a, const void *b)
 {
     return strcmp(((const struct kube_label *)a)->key, ((const struct kube_label *)b)->key);
@@ -358,6 +379,7 @@ int extract_deployment(const json_t *obj, struct kube_deployment *out, bool *tra
         out->selector.nothing = true;
     out->metrics_port = port_named(containers, "metrics");
     out->http_port = port_named(containers, "http");
+    out->sole_port = sole_port(containers);
     out->gpus_per_replica = gpus_of(containers);
     const char *en = kube_labels_get(&out->annotations, KUBE_ANNOTATION_ENABLED);
     bool b = false;
@@ -441,6 +463,7 @@ int extract_pod(struct kintern *pool, const json_t *obj, struct kube_pod *out, c
     const char *mp = kube_labels_get(&out->ports, "metrics");
     if (!mp)
         mp = kube_labels_get(&out->ports, "http");
-    out->metrics_port = mp ? (int32_t)strtol(mp, NULL, 10) : 0; /* ports_from wrote it */
+    out->metrics_port = mp ? (int32_t)strtol(mp, NULL, 10) /* ports_from wrote it */
+                           : sole_port(containers);
     return 0;
 }

@@ -517,6 +517,7 @@ struct kube_deployment {
     struct kube_selector selector; /**< spec.selector; nothing-selector when invalid */
     int32_t metrics_port;         /**< template container port named "metrics", else 0 */
     int32_t http_port;            /**< template container port named "http", else 0 */
+    int32_t sole_port;            /**< the template's only container port, named or not, else 0 */
     int32_t gpus_per_replica;     /**< sum of nvidia.com/gpu and amd.com/gpu limits */
 };
 
@@ -583,7 +584,8 @@ struct kube_pod {
      *  whose state.waiting.reason says it cannot start, else KUBE_FAILING_NONE */
     uint8_t failing;
     int32_t gpus;                 /**< sum of nvidia.com/gpu and amd.com/gpu limits */
-    int32_t metrics_port;         /**< container port named "metrics", else "http", else 0 */
+    int32_t metrics_port;         /**< container port named "metrics", else "http", else the
+                                       pod's only container port, else 0 */
     /** The named container ports: name -> port number in decimal (strings
      *  interned), for gpuscaler.io/metrics-port naming one. */
     struct kube_labels ports;

@@ -81,6 +81,7 @@ static void test_extract_deployment(void **state)
     assert_int_equal(d->status_replicas, 4);
     assert_int_equal(d->http_port, 8000);
     assert_int_equal(d->metrics_port, 9090);
+    assert_int_equal(d->sole_port, 0); /* two ports */
     assert_int_equal(d->gpus_per_replica, 3);
     /* Only gpuscaler.io/ annotations; every label (the external metrics API
      * serves them as metricLabels), sorted by key. */
@@ -184,8 +185,31 @@ static void test_extract_pod(void **state)
     assert_string_equal(kube_labels_get(&p2->ports, "http"), "8000");
     assert_string_equal(kube_labels_get(&p2->ports, "prom"), "9090");
     assert_null(kube_labels_get(&p2->ports, "bad"));
+    assert_int_equal(p2->metrics_port, 8000); /* "http"; several ports, so no sole one */
     assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_DELETED, pod("ml", "p2", "2", "a", true)),
                      1);
+    /* no port named metrics or http: the only container port, named or not (vLLM's own
+     * manifests leave it unnamed); none when there are two */
+    const char *names[] = {NULL, "api"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *one = pod("ml", "p3", "1", "a", true);
+        json_t *c0 = json_array_get(json_object_get(json_object_get(one, "spec"), "containers"),
+                                    0);
+        json_object_set_new(c0, "ports",
+                            names[i] ? json_pack("[{s:s,s:i}]", "name", names[i],
+                                                 "containerPort", 8080)
+                                     : json_pack("[{s:i}]", "containerPort", 8080));
+        assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, one), 1);
+        assert_int_equal(kube_store_pod(s, "ml", "p3")->metrics_port, 8080);
+        json_t *more = pod("ml", "p3", "2", "a", true);
+        c0 = json_array_get(json_object_get(json_object_get(more, "spec"), "containers"), 0);
+        json_object_set_new(c0, "ports", json_pack("[{s:i},{s:i}]", "containerPort", 8080,
+                                                   "containerPort", 8081));
+        assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_MODIFIED, more), 1);
+        assert_int_equal(kube_store_pod(s, "ml", "p3")->metrics_port, 0);
+        assert_int_equal(
+            apply(s, KUBE_KIND_POD, KUBE_EV_DELETED, pod("ml", "p3", "3", "a", true)), 1);
+    }
     assert_int_equal(p->labels.n, 2);
     assert_string_equal(kube_labels_get(&p->labels, "pod-template-hash"), "abc123");
     json_t *j = pod("ml", "p1", "2", "a", false);

@@ -54,6 +54,7 @@ static const char *const fail_names[SCRAPE_FAIL_COUNT_] = {
     [SCRAPE_FAIL_TOO_BIG] = "too big",
     [SCRAPE_FAIL_GARBAGE] = "unparsable",
     [SCRAPE_FAIL_TRUNCATED] = "truncated",
+    [SCRAPE_FAIL_NO_PORT] = "no metrics port",
     [SCRAPE_FAIL_OTHER] = "error",
 };
 
@@ -177,7 +178,9 @@ static void put_why(struct scrape_result *out, const char *lead, const struct ta
     if (t->warming > 0 && off < sizeof(detail))
         snprintf(detail + off, sizeof(detail) - off, "%swarming up: %d", off ? ", " : "",
                  t->warming);
-    snprintf(out->why, sizeof(out->why), "%s (%s)", lead, detail);
+    /* the one class a user fixes in the Deployment's annotations */
+    snprintf(out->why, sizeof(out->why), "%s (%s)%s", lead, detail,
+             t->failed[SCRAPE_FAIL_NO_PORT] ? "; set gpuscaler.io/metrics-port" : "");
 }
 
 void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct scrape_window *win,

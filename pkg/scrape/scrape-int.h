@@ -51,6 +51,7 @@ enum scrape_fail {
     SCRAPE_FAIL_TOO_BIG,   /**< body over the size cap */
     SCRAPE_FAIL_GARBAGE,   /**< not a Prometheus exposition, or empty */
     SCRAPE_FAIL_TRUNCATED, /**< connection dropped mid-body */
+    SCRAPE_FAIL_NO_PORT,   /**< no port to scrape the pod on (the spec's or the pod's) */
     SCRAPE_FAIL_OTHER,
     SCRAPE_FAIL_COUNT_,
 };

@@ -32,20 +32,27 @@ static uint64_t pod_hash(const char *ns, const char *wl, const char *pod)
     return h;
 }
 
+/* The pod's scrape URL, or NULL with why and the failure's class. */
 static char *make_url(const struct scrape_spec *spec, const struct scrape_pod *pod, char *why,
-                      size_t whylen)
+                      size_t whylen, enum scrape_fail *fail)
 {
     int port = pod->port > 0 ? pod->port : spec->port;
+    *fail = SCRAPE_FAIL_NO_PORT;
     if (!pod->ip || !pod->ip[0]) {
+        *fail = SCRAPE_FAIL_OTHER;
         snprintf(why, whylen, "the pod has no IP address");
         return NULL;
     }
     if ((port <= 0 || port > 65535) && spec->port_name[0]) {
-        snprintf(why, whylen, "the pod has no container port named %s", spec->port_name);
+        snprintf(why, whylen,
+                 "the pod has no container port named %s (gpuscaler.io/metrics-port)",
+                 spec->port_name);
         return NULL;
     }
     if (port <= 0 || port > 65535) {
-        snprintf(why, whylen, "no metrics port known for the pod");
+        snprintf(why, whylen,
+                 "no metrics port: the pod has no container port named metrics or http, nor "
+                 "a single container port; set gpuscaler.io/metrics-port");
         return NULL;
     }
     bool v6 = strchr(pod->ip, ':') != NULL;
@@ -113,8 +120,9 @@ static void discard_running(struct spod *p)
 static void set_address(struct scrape *s, struct spod *p, const struct scrape_pod *in,
                         int64_t wall, bool first)
 {
-    char why[96] = "";
-    char *url = make_url(&p->wl->sp->spec, in, why, sizeof(why));
+    char why[160] = "";
+    enum scrape_fail fail;
+    char *url = make_url(&p->wl->sp->spec, in, why, sizeof(why), &fail);
     bool same = (url == NULL && p->url == NULL) || (url && p->url && strcmp(url, p->url) == 0);
     if (same && !first) {
         xfree(url);
@@ -128,7 +136,7 @@ static void set_address(struct scrape *s, struct spod *p, const struct scrape_po
     discard_running(p); /* an answer from the old address must not count */
     scrape_io_unschedule(s, p);
     if (!url) {
-        scrape_podstate_fail(&p->st, wall, SCRAPE_FAIL_OTHER, why);
+        scrape_podstate_fail(&p->st, wall, fail, why);
         if (p->ready)
             scrape_io_log_failure(s, p, wall);
     }
