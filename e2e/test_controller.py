@@ -1430,6 +1430,61 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             for n in ("tei-a", "tei-idle"):
                 self.c.delete("deployments", n, self.ns)
 
+    def test_31_scaler_conflict_names_the_other_scaler(self):
+        """In mode scale, gpuscaler does not fight another scaler of the Deployment: a plain
+        HorizontalPodAutoscaler is named in the ScalerConflict Event, and an HPA that KEDA made
+        (its controller owner a ScaledObject) is named by its ScaledObject, with the fix that
+        works (deleting KEDA's HPA does not: KEDA makes it again). The status says what was not
+        done, and the replicas stay."""
+        def hpa(name, target, meta=None):
+            obj = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                   "metadata": dict({"name": name}, **(meta or {})),
+                   "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                               "name": target},
+                            "minReplicas": 1, "maxReplicas": 8,
+                            "metrics": [{"type": "Resource", "resource": {
+                                "name": "cpu",
+                                "target": {"type": "Utilization", "averageUtilization": 80}}}]}}
+            self.c.create("horizontalpodautoscalers", obj, self.ns)
+            self.addCleanup(lambda: self.c.delete("horizontalpodautoscalers", name, self.ns))
+        self.make("conf-hpa", 2, subnet=41)
+        self.make("conf-keda", 2, subnet=42)
+        hpa("conf-hpa-cpu", "conf-hpa")
+        # KEDA's HPA has both; each is enough. A real cluster's garbage collector would delete
+        # an HPA whose owner does not exist, so there the labels alone say it
+        hpa("keda-hpa-chat-so", "conf-keda", {
+            "labels": {"app.kubernetes.io/managed-by": "keda-operator",
+                       "app.kubernetes.io/part-of": "chat-so"}} if REAL else {
+            "ownerReferences": [{"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                                 "name": "chat-so", "controller": True,
+                                 "blockOwnerDeletion": True,
+                                 "uid": "6f1c2b9e-0d5a-4e43-9a61-2b7f0c1d9e11"}]})
+        for n in ("conf-hpa", "conf-keda"):
+            self.metrics.set_rate(n, 38)  # 19 req/s per GPU: the policy wants 5
+        g = self.start(ident="inst-conflict")
+        try:
+            ev = wait_for(lambda: events(self.c, self.ns, "conf-hpa", "ScalerConflict"), 30,
+                          what="conf-hpa: ScalerConflict")
+            self.assertEqual(ev[0]["type"], "Warning")
+            self.assertIn("the HorizontalPodAutoscaler conf-hpa-cpu also targets this "
+                          "Deployment", ev[0]["message"])
+            self.assertIn("remove it or set gpuscaler.io/mode: external-metric", ev[0]["message"])
+            ev = wait_for(lambda: events(self.c, self.ns, "conf-keda", "ScalerConflict"), 30,
+                          what="conf-keda: ScalerConflict")
+            self.assertIn("the KEDA ScaledObject chat-so (through its HorizontalPodAutoscaler "
+                          "keda-hpa-chat-so) also targets this Deployment", ev[0]["message"])
+            self.assertIn("delete the ScaledObject", ev[0]["message"])
+            st = self.status("conf-keda")
+            self.assertTrue(st["message"].startswith("not acting: the KEDA ScaledObject chat-so"),
+                            st)
+            self.assertEqual(st["desired"], 2)
+            for n in ("conf-hpa", "conf-keda"):
+                self.assertEqual(self.replicas(n), 2)
+        finally:
+            g.stop()
+            for n in ("conf-hpa", "conf-keda"):
+                self.c.delete("deployments", n, self.ns)
+
     def test_24_least_privilege_rbac(self):
         """gpuscaler works with exactly the permissions deploy/rbac.yaml grants it (the chart's,
         checked equal by the deploy and helm checks), on an API server that enforces RBAC:

@@ -174,7 +174,10 @@ struct ctl_wl {
     bool status_deferred;         /**< a status update waits for a Deployment write in flight */
     uint8_t status_q;             /**< the status queue it waits in (status.c), 0 none */
     struct ctl_wl *sq_prev, *sq_next; /**< its neighbours there */
-    bool hpa_conflict;            /**< an HPA or ScaledObject targets it (mode scale) */
+    /** What else scales it (mode scale), "" nothing: "the HorizontalPodAutoscaler
+     *  web", "the KEDA ScaledObject web-so (through its HorizontalPodAutoscaler
+     *  keda-hpa-web-so)" */
+    char conflict[200];
     /* backlog (running + queued requests) samples, for demand = completions +
      * backlog growth */
     int64_t bl_t[CTL_BACKLOG_SAMPLES];
@@ -243,7 +246,8 @@ struct controller {
     struct ctl_shard *shards;
     uint32_t nshards;
     struct ctl_shard_members *members;
-    /* HPA conflicts: "ns/name" of Deployments targeted by an HPA */
+    /* HPA conflicts: "ns/name\tdescription" of Deployments targeted by an HPA,
+     * the description as struct ctl_wl's conflict says it */
     char **hpa_targets;
     size_t n_hpa_targets;
     char **hpa_targets_next;

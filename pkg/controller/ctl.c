@@ -140,12 +140,13 @@ void controller_tick(struct controller *c)
             LOGW_INFO(SUB, d->ns, d->name, "tracking");
         }
         w->seen = true;
-        w->hpa_conflict = false;
+        w->conflict[0] = '\0';
         for (size_t k = 0; k < c->n_hpa_targets; k++) {
-            const char *t = c->hpa_targets[k];
-            size_t nl = strlen(d->ns);
-            if (strncmp(t, d->ns, nl) == 0 && t[nl] == '/' && strcmp(t + nl + 1, d->name) == 0)
-                w->hpa_conflict = true;
+            const char *t = c->hpa_targets[k], *tab = strchr(t, '\t');
+            size_t nl = strlen(d->ns), dl = strlen(d->name);
+            if (tab && strncmp(t, d->ns, nl) == 0 && t[nl] == '/' &&
+                (size_t)(tab - t) == nl + 1 + dl && strncmp(t + nl + 1, d->name, dl) == 0)
+                snprintf(w->conflict, sizeof(w->conflict), "%s", tab + 1);
         }
         ctl_decide(c, w, d, now, leading);
     }

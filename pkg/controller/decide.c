@@ -200,9 +200,19 @@ void ctl_forecast(struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
 
 /* ---- act ----------------------------------------------------------------------- */
 
-static bool has_keda_owner(const struct kube_deployment *d)
+/* What else scales the Deployment, "" nothing: an HPA (KEDA's named by its
+ * ScaledObject), or the label scaledobject.keda.sh/name on the Deployment
+ * itself. */
+static const char *conflict_of(const struct ctl_wl *w, const struct kube_deployment *d,
+                               char *buf, size_t len)
 {
-    return kube_labels_get(&d->labels, "scaledobject.keda.sh/name") != NULL;
+    const char *so = kube_labels_get(&d->labels, "scaledobject.keda.sh/name");
+    if (w->conflict[0])
+        return w->conflict;
+    if (!so)
+        return "";
+    snprintf(buf, len, "the KEDA ScaledObject %.60s", so);
+    return buf;
 }
 
 /* The Event reason of an action: the rule's name, but bounds corrections
@@ -223,13 +233,16 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
     c->decisions[dec->reason]++;
     if (!leading || c->dry_run)
         return;
-    bool conflict = cfg->mode == CTL_MODE_SCALE && (w->hpa_conflict || has_keda_owner(d));
+    char kbuf[100];
+    const char *other = conflict_of(w, d, kbuf, sizeof(kbuf));
+    bool conflict = cfg->mode == CTL_MODE_SCALE && other[0];
+    bool keda = strstr(other, "KEDA") != NULL;
     int32_t wanted = dec->desired;
     if (conflict) {
         /* the status must not claim an action that is not taken */
         snprintf(dec->explain, sizeof(dec->explain),
-                 "not acting: an %s also targets this Deployment (policy wanted %d replicas)",
-                 has_keda_owner(d) ? "KEDA ScaledObject" : "HorizontalPodAutoscaler", wanted);
+                 "not acting: %s also targets this Deployment (policy wanted %d replicas)",
+                 other, wanted);
         dec->desired = d->spec_replicas;
     }
     /* In mode external-metric the HPA writes replicas from
@@ -237,11 +250,13 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
     bool act = wanted != d->spec_replicas && policy_reason_is_action(dec->reason) &&
                cfg->mode != CTL_MODE_EXTERNAL_METRIC;
     if (act && conflict) {
-        char msg[300];
+        char msg[400];
         snprintf(msg, sizeof(msg),
-                 "an %s also targets this Deployment; gpuscaler (mode scale) will not fight it: "
-                 "remove it or set gpuscaler.io/mode: external-metric",
-                 has_keda_owner(d) ? "KEDA ScaledObject" : "HorizontalPodAutoscaler");
+                 "%s also targets this Deployment; gpuscaler (mode scale) will not fight it: %s "
+                 "or set gpuscaler.io/mode: external-metric",
+                 other,
+                 keda ? "delete the ScaledObject (KEDA makes its HorizontalPodAutoscaler again)"
+                      : "remove it");
         ctl_event(c, w, "Warning", "ScalerConflict", msg);
     } else if (act) {
         ctl_event(c, w, "Normal", action_reason(dec, d->spec_replicas), dec->explain);

@@ -242,6 +242,25 @@ void ctl_record_close(struct ctl_wl *w)
 
 /* ---- HPA conflicts ----------------------------------------------------------- */
 
+/* KEDA's ScaledObject behind an HPA it made: the HPA's controller owner
+ * (SetControllerReference), else its labels (app.kubernetes.io/managed-by
+ * keda-operator, part-of the ScaledObject); NULL for any other HPA. */
+static const char *keda_owner(const json_t *meta)
+{
+    size_t i;
+    json_t *o;
+    json_array_foreach(json_object_get(meta, "ownerReferences"), i, o) {
+        const char *kind = json_string_value(json_object_get(o, "kind"));
+        const char *name = json_string_value(json_object_get(o, "name"));
+        if (kind && name && strcmp(kind, "ScaledObject") == 0)
+            return name;
+    }
+    const json_t *labels = json_object_get(meta, "labels");
+    const char *by = json_string_value(json_object_get(labels, "app.kubernetes.io/managed-by"));
+    const char *of = json_string_value(json_object_get(labels, "app.kubernetes.io/part-of"));
+    return by && of && strcmp(by, "keda-operator") == 0 ? of : NULL;
+}
+
 static void hpa_listed(const struct kube_result *res, void *arg)
 {
     struct controller *c = arg;
@@ -252,13 +271,20 @@ static void hpa_listed(const struct kube_result *res, void *arg)
             json_t *ref = json_object_get(json_object_get(it, "spec"), "scaleTargetRef");
             const char *kind = json_string_value(json_object_get(ref, "kind"));
             const char *name = json_string_value(json_object_get(ref, "name"));
-            const char *ns = json_string_value(
-                json_object_get(json_object_get(it, "metadata"), "namespace"));
+            const json_t *meta = json_object_get(it, "metadata");
+            const char *ns = json_string_value(json_object_get(meta, "namespace"));
+            const char *hpa = json_string_value(json_object_get(meta, "name"));
             if (!kind || !name || !ns || strcmp(kind, "Deployment") != 0)
                 continue;
+            const char *so = keda_owner(meta);
             c->hpa_targets_next = xrealloc(c->hpa_targets_next,
                                            (c->n_hpa_targets_next + 1) * sizeof(char *));
-            c->hpa_targets_next[c->n_hpa_targets_next++] = xasprintf("%s/%s", ns, name);
+            c->hpa_targets_next[c->n_hpa_targets_next++] =
+                so ? xasprintf("%s/%s\tthe KEDA ScaledObject %.60s (through its "
+                               "HorizontalPodAutoscaler %.60s)",
+                               ns, name, so, hpa ? hpa : "?")
+                   : xasprintf("%s/%s\tthe HorizontalPodAutoscaler %.60s", ns, name,
+                               hpa ? hpa : "?");
         }
     } else if (!c->closing) {
         LOG_WARN(SUB, "listing HorizontalPodAutoscalers failed: HTTP %ld %s", res->status,
