@@ -1435,7 +1435,8 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
         HorizontalPodAutoscaler is named in the ScalerConflict Event, and an HPA that KEDA made
         (its controller owner a ScaledObject) is named by its ScaledObject, with the fix that
         works (deleting KEDA's HPA does not: KEDA makes it again). The status says what was not
-        done, and the replicas stay."""
+        done, and the replicas stay. In mode external-metric, while this gpuscaler does not serve
+        the external metrics API, nothing can scale the Deployment: a Warning says so."""
         def hpa(name, target, meta=None):
             obj = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
                    "metadata": dict({"name": name}, **(meta or {})),
@@ -1449,6 +1450,8 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             self.addCleanup(lambda: self.c.delete("horizontalpodautoscalers", name, self.ns))
         self.make("conf-hpa", 2, subnet=41)
         self.make("conf-keda", 2, subnet=42)
+        self.make("conf-extm", 2, subnet=43,
+                  annotations={"gpuscaler.io/mode": "external-metric"})
         hpa("conf-hpa-cpu", "conf-hpa")
         # KEDA's HPA has both; each is enough. A real cluster's garbage collector would delete
         # an HPA whose owner does not exist, so there the labels alone say it
@@ -1459,7 +1462,7 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
                                  "name": "chat-so", "controller": True,
                                  "blockOwnerDeletion": True,
                                  "uid": "6f1c2b9e-0d5a-4e43-9a61-2b7f0c1d9e11"}]})
-        for n in ("conf-hpa", "conf-keda"):
+        for n in ("conf-hpa", "conf-keda", "conf-extm"):
             self.metrics.set_rate(n, 38)  # 19 req/s per GPU: the policy wants 5
         g = self.start(ident="inst-conflict")
         try:
@@ -1478,11 +1481,17 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             self.assertTrue(st["message"].startswith("not acting: the KEDA ScaledObject chat-so"),
                             st)
             self.assertEqual(st["desired"], 2)
-            for n in ("conf-hpa", "conf-keda"):
+            ev = wait_for(lambda: events(self.c, self.ns, "conf-extm",
+                                         "ExternalMetricsNotServed"), 30,
+                          what="conf-extm: ExternalMetricsNotServed")
+            self.assertEqual(ev[0]["type"], "Warning")
+            self.assertIn("does not serve external.metrics.k8s.io", ev[0]["message"])
+            self.assertFalse(events(self.c, self.ns, "conf-hpa", "ExternalMetricsNotServed"))
+            for n in ("conf-hpa", "conf-keda", "conf-extm"):
                 self.assertEqual(self.replicas(n), 2)
         finally:
             g.stop()
-            for n in ("conf-hpa", "conf-keda"):
+            for n in ("conf-hpa", "conf-keda", "conf-extm"):
                 self.c.delete("deployments", n, self.ns)
 
     def test_24_least_privilege_rbac(self):

@@ -295,6 +295,17 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
         snprintf(msg, sizeof(msg), "holding %d replicas: %s", dec->desired, r->why);
         ctl_event(c, w, "Warning", "MetricsUnavailable", msg);
     }
+    /* mode external-metric leaves the replicas to an HPA reading
+     * gpuscaler_desired_replicas from this daemon's external metrics API:
+     * without that API nothing scales the Deployment, and the HPA shows only
+     * <unknown> (a Prometheus rule or a KEDA trigger on /metrics still can) */
+    if (w->cfg.mode == CTL_MODE_EXTERNAL_METRIC && !c->cfg->extmetrics.enabled)
+        ctl_event(c, w, "Warning", "ExternalMetricsNotServed",
+                  "gpuscaler.io/mode is external-metric, but this gpuscaler does not serve "
+                  "external.metrics.k8s.io (chart: externalMetrics.enabled; config: "
+                  "external-metrics.enabled), so no HorizontalPodAutoscaler can read "
+                  "gpuscaler_desired_replicas from it: enable it, or set gpuscaler.io/mode: "
+                  "scale");
     /* pinned at max while the load needs more: say so where users look */
     if (dec->reason == POLICY_HOLD_AT_MAX) {
         char msg[400];
