@@ -326,6 +326,13 @@ def check_render(objs, values, release, namespace):
                 ("Role", "extension-apiserver-authentication-reader")
             bindings[("ClusterRoleBinding", fn + ":system:auth-delegator")] = \
                 ("ClusterRole", "system:auth-delegator")
+            # forwarding with gpuscaler's own token: the upstream checks gpuscaler's identity
+            if em["upstream"]["url"] and em["upstream"]["tokenFile"]:
+                bindings[("ClusterRoleBinding", fn + "-upstream-metrics-reader")] = \
+                    ("ClusterRole", fn + "-external-metrics-reader")
+        if r.get("ClusterRoleBinding", fn + "-upstream-metrics-reader") is not None and not (
+                em["enabled"] and em["upstream"]["url"] and em["upstream"]["tokenFile"]):
+            p.append("upstream-metrics-reader rendered without an upstream and its token")
         for (kind, name), (rkind, rname) in bindings.items():
             b = r.get(kind, name)
             if b is None:
