@@ -1494,6 +1494,30 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             for n in ("conf-hpa", "conf-keda", "conf-extm"):
                 self.c.delete("deployments", n, self.ns)
 
+    def test_32_paused_holds_and_resumes(self):
+        """gpuscaler.io/paused: "true" freezes the count: the policy still decides and the status
+        says what it wanted, a Paused Event too, but the replicas stay; removing it resumes, and
+        the next decisions act on the load then."""
+        self.make("frozen", 2, subnet=44, annotations={"gpuscaler.io/paused": "true"})
+        self.metrics.set_rate("frozen", 38)  # 19 req/s per GPU: the policy wants 5
+        g = self.start(ident="inst-paused")
+        try:
+            ev = wait_for(lambda: events(self.c, self.ns, "frozen", "Paused"), 30,
+                          what="frozen: Paused")
+            self.assertEqual(ev[0]["type"], "Normal")
+            self.assertIn("not acting: paused by gpuscaler.io/paused (policy wanted 5 replicas)",
+                          ev[0]["message"])
+            st = self.status("frozen")
+            self.assertTrue(st["message"].startswith("not acting: paused"), st)
+            self.assertEqual(st["desired"], 2)
+            self.assertEqual(self.replicas("frozen"), 2)
+            self.c.patch("deployments", "frozen",
+                         {"metadata": {"annotations": {"gpuscaler.io/paused": None}}}, self.ns)
+            wait_for(lambda: self.replicas("frozen") == 5, 30, what="resumed: scale-out to 5")
+        finally:
+            g.stop()
+            self.c.delete("deployments", "frozen", self.ns)
+
     def test_24_least_privilege_rbac(self):
         """gpuscaler works with exactly the permissions deploy/rbac.yaml grants it (the chart's,
         checked equal by the deploy and helm checks), on an API server that enforces RBAC:

@@ -529,6 +529,20 @@ class ExtMetricsE2E(unittest.TestCase):
                                      "deployment=mixtral")[0] == 200, 30,
                  what="served again once the metrics are back")
 
+    def test_6_paused_serves_the_current_count(self):
+        """gpuscaler.io/paused in HPA mode: the desired count served is the current one, so the
+        HPA holds too; unpaused, the policy's count is served."""
+        self.make("frozen", 2, subnet=18, rate=38,    # 19 req/s per GPU: the policy wants 5
+                  annotations={"gpuscaler.io/paused": "true"})
+        wait_for(lambda: self.desired("frozen") is not None, 30, what="a served value")
+        t_end = time.monotonic() + 6                  # past the 4 s sustained window
+        while time.monotonic() < t_end:
+            self.assertEqual(self.desired("frozen"), 2.0)
+            time.sleep(0.5)
+        self.c.patch("deployments", "frozen",
+                     {"metadata": {"annotations": {"gpuscaler.io/paused": "false"}}}, self.ns)
+        wait_for(lambda: self.desired("frozen") == 5.0, 30, what="unpaused: 5 served")
+
 
 
 if __name__ == "__main__":

@@ -153,6 +153,9 @@ struct ctl_workload_config {
     struct policy_config policy;
     enum ctl_mode mode;
     enum ctl_source source;
+    /** gpuscaler.io/paused: decide and report, but leave the replicas as they
+     *  are (mode external-metric: serve the current count as desired) */
+    bool paused;
     struct scrape_spec scrape;
     char promql_rate[512];  /**< PromQL template for the request rate ("" = profile default) */
     char promql_p99[512];   /**< PromQL template for p99 latency in seconds */

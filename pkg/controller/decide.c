@@ -231,15 +231,22 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
     const struct ctl_workload_config *cfg = &w->cfg;
     policy_decide(use, &w->pst, in, dec);
     c->decisions[dec->reason]++;
+    int32_t wanted = dec->desired;
+    /* paused: on every instance, since any may serve the external metric,
+     * which then holds the HPA at the current count; the status must not
+     * claim an action that is not taken */
+    if (cfg->paused) {
+        snprintf(dec->explain, sizeof(dec->explain),
+                 "not acting: paused by gpuscaler.io/paused (policy wanted %d replicas)", wanted);
+        dec->desired = d->spec_replicas;
+    }
     if (!leading || c->dry_run)
         return;
     char kbuf[100];
     const char *other = conflict_of(w, d, kbuf, sizeof(kbuf));
     bool conflict = cfg->mode == CTL_MODE_SCALE && other[0];
     bool keda = strstr(other, "KEDA") != NULL;
-    int32_t wanted = dec->desired;
-    if (conflict) {
-        /* the status must not claim an action that is not taken */
+    if (conflict && !cfg->paused) {
         snprintf(dec->explain, sizeof(dec->explain),
                  "not acting: %s also targets this Deployment (policy wanted %d replicas)",
                  other, wanted);
@@ -247,9 +254,11 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
     }
     /* In mode external-metric the HPA writes replicas from
      * gpuscaler_desired_replicas. */
-    bool act = wanted != d->spec_replicas && policy_reason_is_action(dec->reason) &&
-               cfg->mode != CTL_MODE_EXTERNAL_METRIC;
-    if (act && conflict) {
+    bool wants = wanted != d->spec_replicas && policy_reason_is_action(dec->reason);
+    bool act = wants && cfg->mode != CTL_MODE_EXTERNAL_METRIC;
+    if (wants && cfg->paused) {
+        ctl_event(c, w, "Normal", "Paused", dec->explain);
+    } else if (act && conflict) {
         char msg[400];
         snprintf(msg, sizeof(msg),
                  "%s also targets this Deployment; gpuscaler (mode scale) will not fight it: %s "

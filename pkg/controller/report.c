@@ -27,7 +27,7 @@ static const char *const event_reasons[] = {
     "ScaledOut",     "PredictiveScaleOut", "SLAScaleOut",       "LatencyScaleOut",
     "ScaledIn",      "PredictiveScaleIn",  "MetricsUnavailable", "InvalidAnnotation",
     "ScalerConflict", "AtMaxReplicas",      "CapacityMismatch",  "GPUCapacityExhausted",
-    "ReplicasStalled", "Parked",        "ExternalMetricsNotServed",
+    "ReplicasStalled", "Parked",        "ExternalMetricsNotServed", "Paused",
 };
 _Static_assert(UTIL_ARRAY_LEN(event_reasons) <= POLICY_REASON_COUNT,
                "ctl_wl.last_event_ms has a slot per reason");

@@ -407,6 +407,15 @@ static void test_annotations(void **s)
     assert_int_equal(w.scrape.port, 3000);
     assert_string_equal(w.scrape.port_name, "");
     assert_string_equal(w.scrape.path, "/metrics");
+    assert_false(w.paused);
+    /* paused, as KEDA's paused annotation: a boolean */
+    const char *pause[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/paused", "true"};
+    assert_int_equal(parse_ann(&c, pause, 2, &w, bad, err), 0);
+    assert_true(w.paused);
+    pause[3] = "later";
+    assert_int_equal(parse_ann(&c, pause, 2, &w, bad, err), -EINVAL);
+    assert_string_equal(bad, "gpuscaler.io/paused");
+    assert_non_null(strstr(err, "is not true or false"));
     /* a port's name, as Kubernetes allows it (IANA_SVC_NAME) */
     const char *named[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/metrics-port",
                            "prom-9090"};

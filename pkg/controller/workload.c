@@ -18,7 +18,7 @@ static const char *const ctl_keys[] = {
     "metrics-profile", "metrics-port",  "metrics-path",   "metrics-scheme",
     "request-metric", "inflight-metric", "queue-metric",  "latency-metric",
     "missing-fraction", "promql-rate",  "promql-p99",     "prompt-token-metric",
-    "generation-token-metric", "busy-time-metric", "promql-busy",
+    "generation-token-metric", "busy-time-metric", "promql-busy", "paused",
 };
 
 size_t ctl_annotation_key_count(void)
@@ -85,6 +85,11 @@ static int apply_ctl_key(struct ctl_workload_config *w, const char *k, const cha
             w->mode = CTL_MODE_EXTERNAL_METRIC;
         else
             BAD("mode: '%.40s' is not scale or external-metric", v);
+        return 0;
+    }
+    if (strcmp(k, "paused") == 0) {
+        if (util_parse_bool(v, &w->paused) != 0)
+            BAD("paused: '%.40s' is not true or false", v);
         return 0;
     }
     if (strcmp(k, "metrics-source") == 0) {
