@@ -322,6 +322,21 @@ class DeployTest(unittest.TestCase):
         names = [v["name"] for v in dash["templating"]["list"]]
         self.assertIn("datasource", names)
 
+    def test_alert_rules_pass_promtool(self):
+        """The suggested alerts parse, and fire and stay quiet where e2e/rules says they must
+        (promtool test rules; prometheus is a test dependency, scripts/setup.sh test)."""
+        promtool = shutil.which("promtool")
+        if not promtool:
+            self.skipTest("promtool is not installed (Debian package prometheus)")
+        out = subprocess.run([promtool, "check", "rules", deploy_path("gpuscaler.rules.yml")],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        tests = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules")
+        out = subprocess.run([promtool, "test", "rules", "gpuscaler.rules.test.yml"],
+                             capture_output=True, text=True, timeout=60, cwd=tests)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("SUCCESS", out.stdout)
+
     # ------------------------------------------------------------ certificates
 
     def test_gen_certs(self):

@@ -75,7 +75,7 @@ static void usage(FILE *f)
             "                                 still taken so only one instance logs decisions)\n"
             "  --record DIR                   append each workload's request rate as a trace CSV\n"
             "  --leader-elect=true|false      Lease-based leader election (default true)\n"
-            "  --leader-election-namespace NS default $POD_NAMESPACE\n"
+            "  --leader-election-namespace NS default $POD_NAMESPACE, else default\n"
             "  --lease-name NAME              default gpuscaler\n"
             "  --id NAME                      identity (default $POD_NAME or the host name)\n"
             "  --metrics-addr HOST:PORT       /metrics (default 0.0.0.0:9090)\n"

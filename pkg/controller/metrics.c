@@ -37,6 +37,8 @@ static void wl_sample(struct util_buf *b, const char *name, const struct ctl_wl 
     label_value(b, w->name);
     if (isfinite(v))
         util_buf_printf(b, "\"} %.6g\n", v);
+    else if (isinf(v)) /* load on no ready GPU: not the NaN of no usable metrics */
+        util_buf_puts(b, v > 0 ? "\"} +Inf\n" : "\"} -Inf\n");
     else
         util_buf_puts(b, "\"} NaN\n");
 }
@@ -202,6 +204,13 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
            "Workloads found with invalid annotations.");
     util_buf_printf(b, "gpuscaler_invalid_annotations_total %llu\n",
                     (unsigned long long)c->invalid_annotations);
+    family(b, "gpuscaler_invalid_deployments", "gauge",
+           "Tracked Deployments held now because an annotation is invalid.");
+    unsigned invalid = 0;
+    for (size_t i = 0; i < CTL_WL_BUCKETS; i++)
+        for (const struct ctl_wl *w = c->table[i]; w; w = w->next)
+            invalid += !w->config_ok;
+    util_buf_printf(b, "gpuscaler_invalid_deployments %u\n", invalid);
     family(b, "gpuscaler_leader", "gauge", "1 while this instance leads and acts.");
     util_buf_printf(b, "gpuscaler_leader %d\n", controller_leading(c) ? 1 : 0);
     if (c->shards) {
