@@ -275,12 +275,31 @@ class RenderTest(unittest.TestCase):
             (["healthPort=9090"], "healthPort must differ from service.metricsPort"),
             (["externalMetrics.enabled=true", "healthPort=6443"],
              "healthPort must differ from service.metricsPort and externalMetrics.port"),
+            # durations the schema's pattern passes and gpuscaler would refuse at start-up
+            (["config.decision-interval=500ms"],
+             "config.decision-interval: 500ms is out of range (1s to 1h"),
+            (["config.scrape.interval=50ms"], "config.scrape.interval: 50ms is out of range"),
+            (["config.scrape.timeout=0.05s"], "config.scrape.timeout: 0.05s is out of range"),
+            (["config.scrape.rate-window=1d"], "config.scrape.rate-window"),
+            (["config.scrape.rate-window=25h"], "config.scrape.rate-window: 25h is out of range"),
+            (["config.status.refresh-interval=1h0m1s"],
+             "config.status.refresh-interval: 1h0m1s is out of range"),
+            (["leaderElection.renewDeadline=20s"],
+             "need retryPeriod < renewDeadline < leaseDuration (have 2s, 20s, 15s)"),
         ]
         for sets, msg in cases:
             with self.subTest(sets=sets):
                 out = H.render(self.helmrender, sets=sets, release=RELEASE, namespace=NAMESPACE)
                 self.assertNotEqual(out.returncode, 0)
                 self.assertIn(msg, out.stderr)
+
+    def test_durations_at_the_edges_of_their_ranges_render(self):
+        sets = ["config.decision-interval=1s", "config.scrape.interval=100ms",
+                "config.scrape.timeout=0.1s", "config.scrape.rate-window=24h",
+                "config.status.refresh-interval=1h", "leaderElection.leaseDuration=1h",
+                "leaderElection.renewDeadline=59m59.5s", "leaderElection.retryPeriod=1m30s"]
+        out = H.render(self.helmrender, sets=sets, release=RELEASE, namespace=NAMESPACE)
+        self.assertEqual(out.returncode, 0, out.stderr)
 
     def test_fake_api_server_accepts_rendered_objects(self):
         ok, why = H.fakekube_available()

@@ -94,3 +94,51 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $_ := set $cfg "defaults" $defaults -}}
 {{- toYaml $cfg -}}
 {{- end -}}
+
+{{/*
+A duration (the schema's form: 90s, 1h30m, 1.5s, 250ms) in milliseconds, as a
+string: config.c's parse, so the chart refuses what gpuscaler would refuse at
+start-up instead of rendering pods that exit.
+*/}}
+{{- define "gpuscaler.durationMs" -}}
+{{- $ms := 0.0 -}}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ms|s|m|h)" (toString .) -1 -}}
+{{- $n := regexFind "^[0-9]+(\\.[0-9]+)?" . | float64 -}}
+{{- $u := trimPrefix (regexFind "^[0-9]+(\\.[0-9]+)?" .) . -}}
+{{- $f := get (dict "ms" 1.0 "s" 1000.0 "m" 60000.0 "h" 3600000.0) $u -}}
+{{- $ms = addf $ms (mulf $n $f) -}}
+{{- end -}}
+{{- $ms -}}
+{{- end -}}
+
+{{/*
+Duration ranges of the config keys the chart sets (pkg/controller/config.c) and
+the leader election's order: fail with the key, the value and the range.
+*/}}
+{{- define "gpuscaler.checkDurations" -}}
+{{- $hour := 3600000.0 -}}
+{{- $checks := list
+  (list "config.decision-interval" (index .Values.config "decision-interval") 1000.0 $hour "1s" "1h")
+  (list "config.scrape.interval" (dig "interval" "" (default dict .Values.config.scrape)) 100.0 $hour "100ms" "1h")
+  (list "config.scrape.timeout" (dig "timeout" "" (default dict .Values.config.scrape)) 100.0 $hour "100ms" "1h")
+  (list "config.scrape.rate-window" (dig "rate-window" "" (default dict .Values.config.scrape)) 1000.0 (mulf 24.0 $hour) "1s" "24h")
+  (list "config.status.refresh-interval" (dig "refresh-interval" "" (default dict .Values.config.status)) 1000.0 $hour "1s" "1h")
+  (list "leaderElection.leaseDuration" .Values.leaderElection.leaseDuration 1000.0 $hour "1s" "1h")
+  (list "leaderElection.renewDeadline" .Values.leaderElection.renewDeadline 100.0 $hour "100ms" "1h")
+  (list "leaderElection.retryPeriod" .Values.leaderElection.retryPeriod 100.0 $hour "100ms" "1h") -}}
+{{- range $checks -}}
+{{- $v := index . 1 -}}
+{{- if $v -}}
+{{- $ms := include "gpuscaler.durationMs" $v | float64 -}}
+{{- if or (lt $ms (index . 2)) (gt $ms (index . 3)) -}}
+{{- fail (printf "%s: %v is out of range (%s to %s, as gpuscaler's config file allows)" (index . 0) $v (index . 4) (index . 5)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $le := include "gpuscaler.durationMs" .Values.leaderElection.leaseDuration | float64 -}}
+{{- $rd := include "gpuscaler.durationMs" .Values.leaderElection.renewDeadline | float64 -}}
+{{- $rp := include "gpuscaler.durationMs" .Values.leaderElection.retryPeriod | float64 -}}
+{{- if and .Values.leaderElection.enabled (or (ge $rd $le) (ge $rp $rd)) -}}
+{{- fail (printf "leaderElection: need retryPeriod < renewDeadline < leaseDuration (have %v, %v, %v)" .Values.leaderElection.retryPeriod .Values.leaderElection.renewDeadline .Values.leaderElection.leaseDuration) -}}
+{{- end -}}
+{{- end -}}
