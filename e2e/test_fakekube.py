@@ -192,8 +192,16 @@ class TestCrud(Base):
             self.assertTrue(meta["uid"])
             self.assertTrue(meta["creationTimestamp"].endswith("Z"))
             self.assertTrue(meta["resourceVersion"].isdigit())
-            self.assertNotIn("managedFields", meta)
+            # the writer's fields, as kube-apiserver's field manager records a create
+            mf = meta["managedFields"]
+            self.assertEqual([(e["manager"], e["operation"], e["apiVersion"], e["fieldsType"])
+                              for e in mf],
+                             [("gpuscaler-e2e-kubeclient", "Update", "v1", "FieldsV1")])
+            self.assertEqual(mf[0]["time"], meta["creationTimestamp"])
         got = self.c.get("configmaps", "a", self.ns)
+        self.assertEqual(got["metadata"]["managedFields"][0]["fieldsV1"],
+                         {"f:data": {".": {}, "f:k": {}},
+                          "f:metadata": {"f:labels": {".": {}, "f:model": {}, "f:tier": {}}}})
         self.assertEqual(got["data"], {"k": "v"})
 
         def names(**kw):
@@ -682,6 +690,68 @@ class TestScale(Base):
         rv = self.c.get("deployments", "ann", self.ns)["metadata"]["resourceVersion"]
         self.assertEqual(self.c.patch("deployments", "ann", ann, self.ns)["metadata"]
                          ["resourceVersion"], rv)
+
+
+class TestManagedFields(Base):
+    def test_managers_own_what_they_wrote(self):
+        """metadata.managedFields as kube-apiserver's field manager keeps them: an entry per
+        manager (?fieldManager=, else the User-Agent up to "/"), operation and subresource; a
+        write takes the fields it changes from the others; a field removed leaves every set;
+        a write that changes nothing records nothing."""
+        helm = FK.client(max_retries=0, user_agent="Helm/3.16.2")
+        gs = FK.client(max_retries=0, user_agent="gpuscaler/0.1.0 (linux)")
+        d = deployment("mf", {"app": "mf", "team": "ml"}, replicas=2)
+        created = helm.create("deployments", d, namespace=self.ns,
+                              params={"fieldManager": "helm"})
+        (e,) = created["metadata"]["managedFields"]
+        self.assertEqual((e["manager"], e["operation"], e["apiVersion"]),
+                         ("helm", "Update", "apps/v1"))
+        self.assertNotIn("subresource", e)
+        f = e["fieldsV1"]
+        self.assertEqual(f["f:metadata"], {"f:labels": {".": {}, "f:app": {}, "f:team": {}}})
+        self.assertEqual(f["f:spec"]["f:replicas"], {})
+        self.assertEqual(f["f:spec"]["f:selector"], {})  # atomic: owned whole
+        ctr = f["f:spec"]["f:template"]["f:spec"]["f:containers"]['k:{"name":"server"}']
+        self.assertEqual((ctr["."], ctr["f:name"], ctr["f:image"]), ({}, {}, {}))
+        for k in ("f:uid", "f:resourceVersion", "f:creationTimestamp", "f:generation"):
+            self.assertNotIn(k, f["f:metadata"])
+        # gpuscaler's /scale patch: an entry of its own for the scale subresource, and helm
+        # no longer owns the replicas
+        gs.patch_scale("deployments", "mf", 4, self.ns)
+        # its status annotation: another entry of gpuscaler's, on the main resource
+        out = gs.patch("deployments", "mf", {"metadata": {"annotations": {
+            "gpuscaler.io/status": '{"desired":4}'}}}, self.ns)
+        by = {(m["manager"], m.get("subresource", "")): m for m in
+              out["metadata"]["managedFields"]}
+        self.assertEqual(set(by), {("helm", ""), ("gpuscaler", "scale"), ("gpuscaler", "")})
+        self.assertEqual(by[("gpuscaler", "scale")]["fieldsV1"], {"f:spec": {"f:replicas": {}}})
+        self.assertNotIn("f:replicas", by[("helm", "")]["fieldsV1"]["f:spec"])
+        self.assertEqual(by[("gpuscaler", "")]["fieldsV1"], {"f:metadata": {"f:annotations": {
+            ".": {}, "f:gpuscaler.io/status": {}}}})
+        # the same annotation again changes nothing: no write, the same entries and times
+        again = gs.patch("deployments", "mf", {"metadata": {"annotations": {
+            "gpuscaler.io/status": '{"desired":4}'}}}, self.ns)
+        self.assertEqual(again["metadata"]["resourceVersion"], out["metadata"]["resourceVersion"])
+        self.assertEqual(again["metadata"]["managedFields"], out["metadata"]["managedFields"])
+        # a label removed by another manager leaves helm's set; a status write has its own
+        gs.patch("deployments", "mf", {"metadata": {"labels": {"team": None}}}, self.ns)
+        dep = self.c.get("deployments", "mf", self.ns)
+        dep["status"] = {"replicas": 4, "readyReplicas": 4}
+        st = self.c.update("deployments", dep, self.ns, subresource="status")
+        by = {(m["manager"], m.get("subresource", "")): m for m in
+              st["metadata"]["managedFields"]}
+        self.assertEqual(by[("helm", "")]["fieldsV1"]["f:metadata"],
+                         {"f:labels": {".": {}, "f:app": {}}})
+        self.assertEqual(by[("gpuscaler-e2e-kubeclient", "status")]["fieldsV1"],
+                         {"f:status": {"f:readyReplicas": {}, "f:replicas": {}}})
+        # an apply patch: operation Apply, owning its configuration's fields
+        cfg = {"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "mf", "labels": {"owner": "platform"}}}
+        out = self.c.patch("deployments", "mf", cfg, self.ns, "apply",
+                           params={"fieldManager": "kubectl"})
+        ap = [m for m in out["metadata"]["managedFields"] if m["manager"] == "kubectl"]
+        self.assertEqual([(m["operation"], m["fieldsV1"]) for m in ap],
+                         [("Apply", {"f:metadata": {"f:labels": {"f:owner": {}}}})])
 
 
 class TestWatch(Base):

@@ -19,6 +19,7 @@ import types
 import uuid
 
 from . import fields as F
+from . import managed as M
 from . import patch as P
 from .kselectors import FieldSelector, LabelSelector, SelectorError
 from .validation import FieldError, GoLiteral, go_base64_error, validate_meta
@@ -277,12 +278,15 @@ class Api:
 
     def take_warnings(self):
         """The Warning header values of the request this thread served last (unknown fields
-        dropped), and forget them."""
+        dropped), and forget them; the request's field manager too, so that a later write
+        this thread makes on fakekube's own account records none."""
         w = getattr(self._tls, "warnings", None) or []
         self._tls.warnings = []
+        self._tls.manager = None
+        self._tls.applied = None
         return w
 
-    def begin_write(self, verb, query):
+    def begin_write(self, verb, query, user_agent=""):
         """A create, update or patch begins on this thread: its options are checked before
         its body is read, as the handlers do (ValidateCreateOptions and the like: a 422 of
         meta.k8s.io's CreateOptions, UpdateOptions or PatchOptions), and its fieldValidation
@@ -296,8 +300,18 @@ class Api:
                           [FieldError("notsupported", "fieldValidation", v,
                                       supported=list(FIELD_VALIDATION))])
         self._tls.directive = v or "Warn"
+        self._tls.manager = M.manager_of(query, user_agent)
 
     # ------------------------------------------------------------ helpers
+
+    def _manage(self, res, old, new, subresource=None):
+        """new's managedFields for this request's manager (managed.py); writes fakekube makes
+        itself (bootstrap objects, its controllers) record none. An apply patch's manager
+        owns the fields of its configuration (operation Apply)."""
+        manager = getattr(self._tls, "manager", None)
+        if manager is not None:
+            M.update(old, new, manager, res.api_version, subresource,
+                     applied=getattr(self._tls, "applied", None))
 
     def external(self, res, stored, with_type=True):
         obj = res.from_storage(stored) if res.from_storage else copy.deepcopy(stored)
@@ -589,6 +603,7 @@ class Api:
                 meta["generation"] = 1
             else:
                 meta.pop("generation", None)
+            self._manage(res, None, stored)
             if query and query.get("dryRun"):
                 meta["resourceVersion"] = ""
                 return 201, self.external(res, stored)
@@ -652,8 +667,9 @@ class Api:
             meta.pop("generation", None)
         if not meta.get("finalizers"):
             meta.pop("finalizers", None)
-        if new == old:
+        if new == M.unmanaged(old):
             return 200, self.external(res, old)
+        self._manage(res, old, new, subresource)
         if dry_run:
             return 200, self.external(res, new)
         if ometa.get("deletionTimestamp") and not meta.get("finalizers"):
@@ -740,6 +756,7 @@ class Api:
             if not query.get("fieldManager"):
                 raise bad_request("PATCH requests with apply content type require a fieldManager "
                                   "query parameter")
+            self._tls.applied = patch
         # patch.go decodes a merge patch as a map, and a JSON patch's operations, strictly
         # before applying them (not under Ignore); what they repeat comes first
         patch_errors = []
@@ -867,6 +884,7 @@ class Api:
         new = copy.deepcopy(old)
         new.setdefault("spec", {})["replicas"] = replicas
         new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
+        self._manage(res, old, new, "scale")
         self.store.put(res.storage, new, old)
         return 200, self.scale_of(res, new)
 

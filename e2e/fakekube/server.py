@@ -624,6 +624,7 @@ class Handler(BaseHTTPRequestHandler):
         self._sent = None
         self._warnings = []
         self._audit_id = str(uuid.uuid4())
+        self.server.app.api.take_warnings()  # nothing of a failed request before lingers
         url = urlsplit(self.path)
         path = url.path
         query = dict(parse_qsl(url.query, keep_blank_values=True))
@@ -791,7 +792,7 @@ class Handler(BaseHTTPRequestHandler):
         if res.plural == "namespaces" and name is not None:
             ns = ""
         if res.create_only:
-            app.api.begin_write("create", query)
+            app.api.begin_write("create", query, self.headers.get("User-Agent", ""))
             obj = self._json(body)
             if res.plural == "tokenreviews":
                 return self._send(201, app.token_review(obj))
@@ -807,10 +808,10 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(*app.api.get_scale(res, ns, name))
             return self._send(*app.api.get(res, ns, name))
         if verb == "create" and sub == "binding":
-            app.api.begin_write("create", query)
+            app.api.begin_write("create", query, self.headers.get("User-Agent", ""))
             return self._send(*app.api.bind_pod(res, ns, name, self._json(body)))
         if verb in ("create", "update", "patch"):
-            app.api.begin_write(verb, query)
+            app.api.begin_write(verb, query, self.headers.get("User-Agent", ""))
             if verb == "create":
                 code, obj = app.api.create(res, ns, self._json(body), query)
             elif verb == "update":
