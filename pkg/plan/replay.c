@@ -171,7 +171,17 @@ static double gen_z(const struct gen *g, int64_t t)
 {
     if (g->flat)
         return g->level + plan_model_profile_at(g->m, t);
-    return plan_model_z(g->m, t) + log(plan_growth_at(g->growth, t, g->h0_ms, g->h_ms));
+    return plan_model_z(g->m, t);
+}
+
+/* The request rate at t with the residual e (log space) and the scenario's
+ * growth, which multiplies the rate itself: in z = ln(rate + floor) it would
+ * multiply the floor too (x1.8 gave 2.68x the requests, and growth out of an
+ * idle history). */
+static double gen_rate(const struct gen *g, int64_t t, double e)
+{
+    double r = plan_model_rate(g->m, gen_z(g, t) + e);
+    return g->flat ? r : r * plan_growth_at(g->growth, t, g->h0_ms, g->h_ms);
 }
 
 /* Smooth rate (no residual) averaged over [t, t + len). */
@@ -179,7 +189,7 @@ static double gen_smooth_mean(const struct gen *g, int64_t t, int64_t len)
 {
     double sum = 0;
     for (int i = 0; i < 8; i++)
-        sum += plan_model_rate(g->m, gen_z(g, t + (int64_t)((i + 0.5) * (double)len / 8)));
+        sum += gen_rate(g, t + (int64_t)((i + 0.5) * (double)len / 8), 0);
     return sum / 8;
 }
 
@@ -206,7 +216,7 @@ static void gen_fill(const struct gen *g, struct trace *tr)
         if (j >= g->r->per_day)
             j = g->r->per_day - 1;
         double e = gen_resid_day(g, day)[j];
-        tr->requests[i] = plan_model_rate(g->m, gen_z(g, t + tr->dt_ms / 2) + e) * dt_s;
+        tr->requests[i] = gen_rate(g, t + tr->dt_ms / 2, e) * dt_s;
     }
 }
 

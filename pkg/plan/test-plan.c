@@ -373,6 +373,36 @@ static void test_day_replay_matches_horizon_replay(void **state)
     trace_free(t);
 }
 
+/* A growth scenario multiplies the demand, as planning.md says, even where
+ * the rate is small next to the model's floor (one GPU's rate, 4 req/s here):
+ * growth applied in z = ln(rate + floor) grew the floor too, and a history of
+ * 1 req/s at x2 came out at 3.5x. Linear from 1 to g over the horizon: the
+ * requests are about (1 + g) / 2 times x1's. */
+static void test_growth_multiplies_the_demand(void **state)
+{
+    (void)state;
+    struct trace *t = synth(7, 60, 1, 0, false, 0, 0);
+    struct plan_config c;
+    struct plan_workload w;
+    struct plan_result *r = NULL;
+    char err[400];
+    plan_config_init(&c);
+    c.horizon_ms = 2 * DAY_S * 1000LL;
+    c.sim = PLAN_SIM_HORIZON;
+    c.nscenarios = 2;
+    c.scenarios[0] = (struct plan_scenario){1, 0.5};
+    c.scenarios[1] = (struct plan_scenario){2, 0.5};
+    workload(&w, SIM_REACTIVE);
+    assert_int_equal(plan_run(&c, &w, t, &r, err, sizeof(err)), 0);
+    double ratio = r->scen[1].requests / r->scen[0].requests;
+    print_message("x2 / x1 requests: %.4f\n", ratio);
+    assert_true(r->scen[0].requests > 0);
+    assert_float_equal(ratio, 1.5, 0.03);
+    plan_result_free(r);
+    plan_workload_clear(&w);
+    trace_free(t);
+}
+
 /* The predictive replay seeds its forecaster with the history it uses, in
  * whole days: 8 for a daily season (the recent seasons' plan's 7 days and
  * its level), two seasons for a longer one; the other policies need none. */
@@ -611,6 +641,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_backtest_window),
         cmocka_unit_test(test_backtest_stationary),
+        cmocka_unit_test(test_growth_multiplies_the_demand),
         cmocka_unit_test(test_day_replay_matches_horizon_replay),
         cmocka_unit_test(test_seed_days),
         cmocka_unit_test(test_total),
