@@ -126,6 +126,7 @@ static void on_written(uv_write_t *req, int status)
     struct conn *c = req->handle->data;
     xfree(w);
     c->writes--;
+    c->write_progress = uv_now(c->srv->loop);
     if (c->closing)
         return;
     if (status < 0) {
@@ -135,6 +136,10 @@ static void on_written(uv_write_t *req, int status)
     }
     if (c->writes == 0 && c->close_after_write && !c->busy) {
         conn_linger(c);
+        return;
+    }
+    if (c->writes == 0 && !c->lingering && !c->processing) {
+        conn_process(c); /* the client read: the requests it pipelined meanwhile */
         return;
     }
     if (!c->lingering)
@@ -170,7 +175,8 @@ static void sock_send(struct conn *c, const char *data, size_t len)
         conn_close(c);
         return;
     }
-    c->writes++;
+    if (c->writes++ == 0)
+        c->write_progress = uv_now(c->srv->loop);
 }
 
 /* Send whatever OpenSSL has queued for the network. */
@@ -364,7 +370,7 @@ static void conn_process(struct conn *c)
         return;
     }
     c->processing = true;
-    while (!c->closing && !c->busy && !c->close_after_write) {
+    while (!c->closing && !c->busy && !c->close_after_write && c->writes == 0) {
         struct hreq *r = NULL;
         int rc = hp_next(&c->hp, &r);
         if (rc == 1) {
@@ -398,7 +404,8 @@ static void conn_process(struct conn *c)
         conn_close(c);
         return;
     }
-    set_reading(c, !c->eof && !c->close_after_write && hp_buffered(&c->hp) < HTTPD_PIPELINE_BUF);
+    set_reading(c, !c->eof && !c->close_after_write && c->writes == 0 &&
+                       hp_buffered(&c->hp) < HTTPD_PIPELINE_BUF);
     arm_timer(c);
 }
 

@@ -71,9 +71,13 @@ void srv_release(struct httpd *srv, struct conn *c)
 
 /* May c be closed to make room? Not while a handler has its request or a
  * response is on its way. */
+/* Idle, or answered and not reading its answer for a second: what it holds
+ * is not worth refusing a newcomer for. */
 static bool evictable(const struct conn *c)
 {
-    return c->src && !c->closing && !c->busy && c->writes == 0;
+    if (!c->src || c->closing || c->busy)
+        return false;
+    return c->writes == 0 || uv_now(c->srv->loop) - c->write_progress >= 1000;
 }
 
 /* Is a better victim than b (NULL: anything is)? Candidates come newest

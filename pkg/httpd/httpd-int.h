@@ -163,7 +163,11 @@ struct conn {
     uint64_t last_done;           /* loop time the last response was queued, 0 if none */
     unsigned completed;           /* requests answered */
     struct hreq *busy;            /* request with the handler */
-    int writes;                   /* uv_write requests in flight */
+    int writes;                   /* uv_write requests in flight: while any is, no
+                                     request is read or dispatched (a client that
+                                     pipelines and never reads cannot make the server
+                                     queue responses without bound) */
+    uint64_t write_progress;      /* loop time writes last began or completed */
     uint64_t head_start;          /* loop time the current head began, 0 if none */
     bool reading;
     bool processing;

@@ -96,7 +96,7 @@ static void fx_on_abort(struct httpd_request *req, void *arg)
 static void fx_handler(struct httpd_request *req, void *arg)
 {
     struct fx *f = arg;
-    f->requests++;
+    __atomic_fetch_add(&f->requests, 1, __ATOMIC_RELAXED); /* a scenario may read it */
     f->last_presented = req->peer.client_cert;
     f->last_verified = req->peer.client_cert_verified;
     snprintf(f->last_cn, sizeof(f->last_cn), "%s", req->peer.client_cn ? req->peer.client_cn : "");

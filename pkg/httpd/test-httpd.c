@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -146,6 +147,57 @@ static void test_pipelining(void **state)
     struct httpd_config cfg = plain_cfg();
     fx_run(&f, &cfg, cl_pipeline);
     assert_int_equal(f.requests, 504);
+}
+
+/* A client that pipelines requests and never reads its answers: once the
+ * answers back up in the socket, the server stops reading and dispatching
+ * until they drain, so what it holds for the client stays bounded by the
+ * socket buffers (it used to read on and queue every answer in memory, about
+ * 6 bytes of answer per byte of request, without limit). */
+static void cl_unread(struct fx *f)
+{
+    struct tc c;
+    struct tc_opts o = opts(f);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    int small = 4096;
+    setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    static const char one[] = "GET /u HTTP/1.1\r\n\r\n";
+    enum { PER = 1000, CHUNKS = 2000 }; /* at most 2 million requests, 38 MB */
+    char *chunk = xmalloc(PER * (sizeof(one) - 1));
+    for (int i = 0; i < PER; i++)
+        memcpy(chunk + (size_t)i * (sizeof(one) - 1), one, sizeof(one) - 1);
+    size_t len = PER * (sizeof(one) - 1), sent = 0;
+    int stalls = 0;
+    for (int i = 0; i < CHUNKS && stalls < 10;) {
+        ssize_t n = send(c.fd, chunk, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            stalls++;
+            usleep(20000);
+            continue;
+        }
+        if (n < 0)
+            break;
+        stalls = 0;
+        sent += (size_t)n;
+        i++;
+    }
+    xfree(chunk);
+    usleep(200000);
+    int handled = __atomic_load_n(&f->requests, __ATOMIC_RELAXED);
+    CHECK(f, sent < len * CHUNKS); /* the server stopped reading */
+    CHECK(f, handled > 0 && handled < 200000);
+    tc_close(&c);
+}
+
+static void test_unread_answers_stop_the_reading(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    fx_run(&f, &cfg, cl_unread);
+    print_message("a client that never reads: %d requests answered before the server stopped\n",
+                  f.requests);
+    assert_true(f.requests > 0 && f.requests < 200000);
 }
 
 /* ---- limits ----------------------------------------------------------------- */
@@ -556,6 +608,7 @@ int main(void)
         cmocka_unit_test(test_basic_keepalive),
         cmocka_unit_test(test_bodies),
         cmocka_unit_test(test_pipelining),
+        cmocka_unit_test(test_unread_answers_stop_the_reading),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_door),
         cmocka_unit_test(test_door_per_source),
