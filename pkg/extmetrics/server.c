@@ -254,7 +254,11 @@ static void visit(const struct extmetrics_deployment *d, void *arg)
     if (!extmetrics_selector_matches(co->sel, ls, n))
         goto out;
     const struct extmetrics_sample *s = &d->samples[co->metric];
-    if (!s->present)
+    /* a Deployment whose metrics are unavailable is stale whatever the value
+     * (its rates are then not numbers): it answers for the whole selector,
+     * not by leaving a partial sum; only a value that is not a number while
+     * the metrics are fine (a forecast not made yet) leaves it out */
+    if (!s->present && !s->stale)
         goto out;
     co->matched++;
     int64_t max_age = co->em->cfg.max_age_ms;

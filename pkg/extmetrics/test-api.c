@@ -12,6 +12,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <math.h>
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -212,6 +213,21 @@ static void fill_provider(struct env *e)
     sample(e, "llm", "mistral", EXTMETRICS_REQUESTS_PER_GPU, 4, T0 - 5000, 60, false);
     sample(e, "llm", "mistral", EXTMETRICS_UTILIZATION, 0.5, T0, 60, true);
     sample(e, "old", "ancient", EXTMETRICS_DESIRED_REPLICAS, 1, T0 - 600000, 0, false);
+    /* namespace mix: "held" has its metrics unavailable (rates not numbers,
+     * stale); "early" has valid metrics and no forecast yet */
+    extmetrics_fake_provider_set(e->fp, "mix", "good", NULL);
+    extmetrics_fake_provider_set(e->fp, "mix", "held", NULL);
+    extmetrics_fake_provider_set(e->fp, "mix", "early", NULL);
+    sample(e, "mix", "good", EXTMETRICS_REQUESTS_PER_GPU, 5, T0, 60, false);
+    sample(e, "mix", "good", EXTMETRICS_FORECAST_REQUESTS_PER_GPU, 6, T0, 300, false);
+    struct extmetrics_sample nan_stale = {.present = false, .value = NAN, .timestamp_ms = T0,
+                                          .window_s = 60, .stale = true};
+    extmetrics_fake_provider_sample(e->fp, "mix", "held", EXTMETRICS_REQUESTS_PER_GPU, nan_stale);
+    sample(e, "mix", "early", EXTMETRICS_REQUESTS_PER_GPU, 7, T0, 60, false);
+    struct extmetrics_sample nan_fresh = {.present = false, .value = NAN, .timestamp_ms = T0,
+                                          .window_s = 300, .stale = false};
+    extmetrics_fake_provider_sample(e->fp, "mix", "early", EXTMETRICS_FORECAST_REQUESTS_PER_GPU,
+                                    nan_fresh);
 }
 
 static char *slurp(const char *path, size_t *len)
@@ -355,6 +371,17 @@ static void sc_endpoints(struct env *e)
         util_buf_free(&r.body);
     }
     GOLDEN(e, BASE, NULL, 401, "unauthorized.json");
+    /* a Deployment whose metrics are unavailable (its rate not a number) is
+     * stale: the whole selector answers 404, never the others' partial sum */
+    CHECK(e, get(e, BASE "/namespaces/mix/gpuscaler_requests_per_gpu", &admin, &r) == 0 &&
+                 r.status == 404 && strstr(r.body.data, "\\\"held\\\"") &&
+                 strstr(r.body.data, "is stale"));
+    util_buf_free(&r.body);
+    /* a forecast not made yet (valid metrics) is only left out */
+    CHECK(e, get(e, BASE "/namespaces/mix/gpuscaler_forecast_requests_per_gpu", &admin, &r) == 0 &&
+                 r.status == 200 && strstr(r.body.data, "\"good\"") &&
+                 !strstr(r.body.data, "\"early\""));
+    util_buf_free(&r.body);
 }
 
 static void test_endpoints(void **state)
