@@ -789,6 +789,9 @@ int extmetrics_new(uv_loop_t *loop, const struct extmetrics_config *cfg,
         }
         em->upstream_url = xstrdup(cfg->upstream_url);
     }
+    /* the front proxy's certificate is checked per request against the
+     * requestheader CA, which may come after the aggregator connected */
+    em->cfg.listen.request_client_cert = true;
     rc = httpd_new(loop, &em->cfg.listen, on_request, em, &em->httpd);
     if (rc < 0) {
         if (em->up)

@@ -693,10 +693,10 @@ void conn_accept(struct httpd *srv)
         SSL_set_bio(c->ssl, c->rbio, c->wbio);
         SSL_set_app_data(c->ssl, c);
         SSL_set_accept_state(c->ssl);
-        if (srv->client_store) {
+        if (srv->client_store)
             SSL_set1_verify_cert_store(c->ssl, srv->client_store);
-            SSL_set_verify(c->ssl, SSL_VERIFY_PEER, tls_verify_cb);
-        }
+        if (srv->client_store || srv->cfg.request_client_cert)
+            SSL_set_verify(c->ssl, SSL_VERIFY_PEER, tls_verify_cb); /* never fails it */
     } else {
         c->hs_done = true;
     }

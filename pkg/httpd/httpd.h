@@ -46,6 +46,10 @@ struct httpd_config {
     const char *cert_file;        /**< PEM certificate chain; NULL with key_file NULL: self-signed */
     const char *key_file;         /**< PEM private key */
     const char *client_ca_file;   /**< optional initial client CA bundle (see httpd_set_client_ca) */
+    bool request_client_cert;     /**< ask every TLS client for a certificate, even while no
+                                       client CA is set: a handler that checks the chain
+                                       itself (a front proxy's) against a CA loaded later
+                                       then has it, on connections made before that too */
     uint64_t cert_poll_ms;        /**< how often to look for changed cert/key files [10000]; */
     bool no_cert_poll;            /**< disable the reload poll entirely */
     size_t max_header_bytes;      /**< request line + headers [16384]; over: 431 and close */

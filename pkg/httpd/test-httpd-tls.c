@@ -323,6 +323,49 @@ static void test_client_certs(void **state)
     assert_int_equal(uv_loop_close(&f.loop), 0);
 }
 
+/* request_client_cert without a client CA yet: the certificate is asked
+ * for all the same, so a handler that checks the chain itself against a CA
+ * loaded later (the external metrics API's front proxy) has it; without the
+ * flag nothing is asked and a client's certificate never arrives. */
+static void cl_cert_before_ca(struct fx *f)
+{
+    const char *want = f->user ? "presented=1 verified=0 cn=front-proxy-client pem=1"
+                               : "presented=0 verified=0 cn= pem=0";
+    cert_case(f, "client", want);
+}
+
+static void cert_before_ca_thread(void *arg)
+{
+    struct fx *f = arg;
+    cl_cert_before_ca(f);
+    uv_async_send(&f->done);
+}
+
+static void test_client_cert_before_a_ca(void **state)
+{
+    (void)state;
+    for (int ask = 0; ask < 2; ask++) {
+        struct fx f = {0};
+        struct httpd_config cfg = {.tls = true, .cert_file = path("a.crt"),
+                                   .key_file = path("a.key"), .request_client_cert = ask,
+                                   .name = "tls"};
+        f.user = ask ? &f : NULL;
+        assert_int_equal(uv_loop_init(&f.loop), 0);
+        assert_int_equal(httpd_new(&f.loop, &cfg, fx_handler, &f, &f.srv), 0);
+        f.port = httpd_port(f.srv);
+        uv_async_init(&f.loop, &f.done, fx_on_done);
+        f.done.data = &f;
+        uv_thread_create(&f.thr, cert_before_ca_thread, &f);
+        uv_run(&f.loop, UV_RUN_DEFAULT);
+        uv_thread_join(&f.thr);
+        if (f.fail_line)
+            fail_msg("ask %d: client scenario failed at line %d: %s", ask, f.fail_line,
+                     f.fail_msg);
+        assert_int_equal(f.requests, 1);
+        assert_int_equal(uv_loop_close(&f.loop), 0);
+    }
+}
+
 int main(void)
 {
     util_log_setup(UTIL_LOG_LOGFMT, getenv("TEST_DEBUG") ? UTIL_LOG_DEBUG : UTIL_LOG_ERROR + 1);
@@ -332,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_cert_reload),
         cmocka_unit_test(test_reload_direct),
         cmocka_unit_test(test_client_certs),
+        cmocka_unit_test(test_client_cert_before_a_ca),
     };
     return cmocka_run_group_tests(tests, gen_certs, rm_certs);
 }
