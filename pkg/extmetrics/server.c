@@ -186,6 +186,24 @@ static bool valid_ns(const char *s)
     return true;
 }
 
+/* A metric name as it may stand in a path and be forwarded: ASCII letters,
+ * digits and "._:-" (KEDA's s0-prometheus-x, prometheus-adapter's names),
+ * not "." or ".." (a client library would resolve those away, and the
+ * upstream would answer for another path than the one authorized). */
+static bool valid_metric(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 253 || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == ':' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
 #define PREFIX "/apis/" EXTMETRICS_GROUP "/" EXTMETRICS_VERSION
 
 /* Returns the route; for R_METRIC fills ns/metric, or returns -400 on a
@@ -214,7 +232,7 @@ static int route_of(const char *path, char **ns, char **metric)
         return R_OTHER;
     *ns = unescape(a, (size_t)(slash - a), false, true);
     *metric = unescape(slash + 1, strlen(slash + 1), false, true);
-    if (!*ns || !*metric || !valid_ns(*ns) || !**metric) {
+    if (!*ns || !*metric || !valid_ns(*ns) || !valid_metric(*metric)) {
         xfree(*ns);
         xfree(*metric);
         *ns = *metric = NULL;

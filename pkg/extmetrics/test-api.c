@@ -359,6 +359,11 @@ static void sc_endpoints(struct env *e)
     GOLDEN(e, BASE "/namespaces/llm/gpuscaler_desired_replicas?labelSelector=%zz", &admin, 400,
            "bad-query.json");
     GOLDEN(e, BASE "/namespaces/Bad_NS/gpuscaler_desired_replicas", &admin, 400, "bad-path.json");
+    /* metric names that are not path-safe: invalid UTF-8, a dot segment, a space */
+    GOLDEN(e, BASE "/namespaces/llm/%ff", &admin, 400, "bad-path.json");
+    GOLDEN(e, BASE "/namespaces/llm/%2e%2e", &admin, 400, "bad-path.json");
+    GOLDEN(e, BASE "/namespaces/llm/%2e", &admin, 400, "bad-path.json");
+    GOLDEN(e, BASE "/namespaces/llm/a%20b", &admin, 400, "bad-path.json");
     struct copts post = admin;
     post.method = "POST";
     GOLDEN(e, BASE "/namespaces/llm/gpuscaler_desired_replicas", &post, 405, "method.json");

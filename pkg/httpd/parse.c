@@ -65,12 +65,18 @@ static int on_url_complete(llhttp_t *ll)
     return 0;
 }
 
+/* llhttp reports a chunked body's trailer fields through the header
+ * callbacks too: they are counted against the head's limits and dropped, so
+ * nothing sent after the body can pass for a header (an identity header
+ * after the front proxy's own). */
 static int on_header_field(llhttp_t *ll, const char *at, size_t len)
 {
     struct hparser *p = P(ll);
     struct hreq *r = p->cur;
     if (head_add(p, len) < 0)
         return -1;
+    if (p->headers_done)
+        return 0;
     if (p->name_off == SIZE_MAX) {
         if (r->nhdr >= p->lim.max_headers)
             return fail(p, 431);
@@ -86,6 +92,8 @@ static int on_header_field_complete(llhttp_t *ll)
 {
     struct hparser *p = P(ll);
     struct hreq *r = p->cur;
+    if (p->headers_done)
+        return 0;
     if (p->name_off == SIZE_MAX) { /* empty name: llhttp rejects these, be safe */
         p->name_off = r->store.len;
     }
@@ -106,6 +114,8 @@ static int on_header_value(llhttp_t *ll, const char *at, size_t len)
     struct hparser *p = P(ll);
     if (head_add(p, len) < 0)
         return -1;
+    if (p->headers_done)
+        return 0;
     util_buf_append(&p->cur->store, at, len);
     return 0;
 }
@@ -114,6 +124,8 @@ static int on_header_value_complete(llhttp_t *ll)
 {
     struct hparser *p = P(ll);
     struct hreq *r = p->cur;
+    if (p->headers_done)
+        return 0;
     /* strip trailing whitespace llhttp leaves in place */
     size_t start = r->hoff[2 * (r->nhdr - 1) + 1];
     while (r->store.len > start &&

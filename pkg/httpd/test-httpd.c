@@ -200,6 +200,35 @@ static void test_unread_answers_stop_the_reading(void **state)
     assert_true(f.requests > 0 && f.requests < 200000);
 }
 
+/* A chunked body's trailer fields are not headers: one sent after the body
+ * never reaches the handler as a header (an identity header slipped in after
+ * a front proxy's own would), and the request is still answered. */
+static void cl_trailer(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = opts(f);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "POST /t HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+                             "Trailer: X-Test\r\n\r\n"
+                             "3\r\nabc\r\n0\r\nX-Test: injected\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
+    CHECK(f, strcmp(r.body, "POST /t q= len=3 x=- ka=1") == 0);
+    CHECK(f, tc_send_str(&c, "GET /after HTTP/1.1\r\nX-Test: real\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, strcmp(r.body, "GET /after q= len=0 x=real ka=1") == 0);
+    tc_close(&c);
+}
+
+static void test_trailers_are_not_headers(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    fx_run(&f, &cfg, cl_trailer);
+    assert_int_equal(f.requests, 2);
+}
+
 /* ---- limits ----------------------------------------------------------------- */
 
 static void cl_limits(struct fx *f)
@@ -609,6 +638,7 @@ int main(void)
         cmocka_unit_test(test_bodies),
         cmocka_unit_test(test_pipelining),
         cmocka_unit_test(test_unread_answers_stop_the_reading),
+        cmocka_unit_test(test_trailers_are_not_headers),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_door),
         cmocka_unit_test(test_door_per_source),
