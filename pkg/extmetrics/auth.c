@@ -180,15 +180,36 @@ static bool subject_values(X509 *x, int nid, struct em_strv *out)
     return true;
 }
 
-int em_x509_authenticate(X509_STORE *store, const struct httpd_request *req,
-                         struct em_user *out)
+static void user_copy(struct em_user *dst, const struct em_user *src)
+{
+    em_user_free(dst);
+    dst->name = src->name ? xstrdup(src->name) : NULL;
+    for (size_t i = 0; i < src->groups.n; i++)
+        strv_add(&dst->groups, src->groups.v[i]);
+}
+
+int em_x509_authenticate(X509_STORE *store, struct em_cache *verified,
+                         const struct httpd_request *req, uint64_t now, struct em_user *out)
 {
     X509 *leaf = NULL;
     STACK_OF(X509) *rest = NULL;
     struct em_strv cn = {0}, orgs = {0};
     int rc = 0;
-    if (!store || chain_parse(req->peer.client_chain_pem, &leaf, &rest) != 0 ||
-        verify(store, leaf, rest) != 0)
+    const char *chain = req->peer.client_chain_pem;
+    if (!store || !chain)
+        return 0;
+    char *key = em_token_key(chain);
+    const struct em_cache_entry *hit = em_cache_get(verified, key, now);
+    if (hit) {
+        if (hit->ok)
+            user_copy(out, &hit->user);
+        xfree(key);
+        return hit->ok ? 1 : 0;
+    }
+    struct em_cache_entry *e = em_cache_put(verified, key, now + EM_CHAIN_TTL_MS, now);
+    xfree(key);
+    e->ok = false;
+    if (chain_parse(chain, &leaf, &rest) != 0 || verify(store, leaf, rest) != 0)
         goto out;
     /* x509.CommonNameUserConversion: the CN is the user, every O a group; a
      * subject with several CNs has the last (Go's pkix.Name keeps overwriting) */
@@ -199,6 +220,8 @@ int em_x509_authenticate(X509_STORE *store, const struct httpd_request *req,
     out->name = xstrdup(cn.v[cn.n - 1]);
     out->groups = orgs;
     orgs = (struct em_strv){0};
+    user_copy(&e->user, out);
+    e->ok = true;
     rc = 1;
 out:
     strv_free(&cn);
@@ -212,6 +235,11 @@ void em_rh_free(struct em_rh *rh)
 {
     X509_STORE_free(rh->store);
     rh->store = NULL;
+    if (rh->verified) {
+        em_cache_free(rh->verified);
+        xfree(rh->verified);
+        rh->verified = NULL;
+    }
     strv_free(&rh->allowed);
     strv_free(&rh->user_h);
     strv_free(&rh->uid_h);
@@ -230,6 +258,8 @@ int em_rh_set(struct em_rh *rh, const struct extmetrics_requestheader *src)
         return 0;
     rh->enabled = true;
     rh->store = st;
+    rh->verified = xcalloc(1, sizeof(*rh->verified)); /* answers for this store only */
+    rh->verified->max = 64;
     strv_set(&rh->allowed, src->allowed_names, src->nallowed_names);
     strv_set(&rh->user_h, src->username_headers, src->nusername_headers);
     strv_set(&rh->uid_h, src->uid_headers, src->nuid_headers);
@@ -271,12 +301,28 @@ static char *extra_key(const char *s)
     return util_buf_steal(&b);
 }
 
-int em_rh_authenticate(const struct em_rh *rh, const struct httpd_request *req,
+/* em_chain_verify() of the front-proxy store, its answers of the last
+ * EM_CHAIN_TTL_MS reused by the chain's SHA-256. */
+static int rh_chain_verify(const struct em_rh *rh, const char *chain, uint64_t now)
+{
+    if (!chain)
+        return -EACCES;
+    char *key = em_token_key(chain);
+    const struct em_cache_entry *hit = em_cache_get(rh->verified, key, now);
+    int rc = hit ? (hit->ok ? 0 : -EACCES) : em_chain_verify(rh->store, chain);
+    if (!hit)
+        em_cache_put(rh->verified, key, now + EM_CHAIN_TTL_MS, now)->ok = rc == 0;
+    xfree(key);
+    return rc;
+}
+
+int em_rh_authenticate(const struct em_rh *rh, const struct httpd_request *req, uint64_t now,
                        struct em_user *out)
 {
     /* the front-proxy CA only: a certificate from client-ca-file (also
      * accepted in the handshake) is an identity, never a proxy */
-    if (!rh->enabled || rh->user_h.n == 0 || em_chain_verify(rh->store, req->peer.client_chain_pem))
+    if (!rh->enabled || rh->user_h.n == 0 ||
+        rh_chain_verify(rh, req->peer.client_chain_pem, now) != 0)
         return 0;
     if (rh->allowed.n > 0) {
         bool ok = false;

@@ -57,10 +57,20 @@ X509_STORE *em_store_from_pem(const char *pem, size_t len);
  * -EACCES otherwise (also for a NULL store or chain). */
 int em_chain_verify(X509_STORE *store, const char *chain_pem);
 
+struct em_cache;
+
+/* How long a client chain's verification is reused (a second request on a
+ * connection, or the aggregator's next connection, with the same chain):
+ * verifying means decoding every certificate of the chain, up to 100 KB
+ * that a client picks, and a request costs little to send. Verification
+ * depends on the time, so it is not kept longer. */
+#define EM_CHAIN_TTL_MS 10000
+
 struct em_rh {
     bool enabled;
     X509_STORE *store; /* requestheader-client-ca-file */
     struct em_strv allowed, user_h, uid_h, group_h, extra_p;
+    struct em_cache *verified; /* chains checked against this store, by SHA-256 */
 };
 
 void em_rh_free(struct em_rh *rh);
@@ -68,13 +78,15 @@ void em_rh_free(struct em_rh *rh);
 int em_rh_set(struct em_rh *rh, const struct extmetrics_requestheader *src);
 /* 1: authenticated through the front proxy (out filled); 0: not applicable;
  * -EACCES: a certificate from the front-proxy CA whose CN is not allowed. */
-int em_rh_authenticate(const struct em_rh *rh, const struct httpd_request *req,
+int em_rh_authenticate(const struct em_rh *rh, const struct httpd_request *req, uint64_t now,
                        struct em_user *out);
 
 /* 1: the client certificate verifies against @store (client-ca-file) and
- * names a user (out: CN as the name, each O as a group); 0: not applicable. */
-int em_x509_authenticate(X509_STORE *store, const struct httpd_request *req,
-                         struct em_user *out);
+ * names a user (out: CN as the name, each O as a group); 0: not applicable.
+ * @verified: answers of the last EM_CHAIN_TTL_MS by the chain's SHA-256, for
+ * this store only (the caller empties it when the store changes). */
+int em_x509_authenticate(X509_STORE *store, struct em_cache *verified,
+                         const struct httpd_request *req, uint64_t now, struct em_user *out);
 
 /* A small TTL cache keyed by strings. */
 struct em_cache_entry {

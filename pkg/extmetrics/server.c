@@ -28,6 +28,7 @@ struct extmetrics {
     struct em_upstream *up;
     struct em_rh rh;
     X509_STORE *client_store;      /* client-ca-file: certificates that are identities */
+    struct em_cache client_verified; /* chains checked against it (auth.c), by SHA-256 */
     char *rh_pem, *client_pem;     /* the two bundles, whose union httpd asks for */
     struct em_cache tokens, decisions;
     struct call *calls;
@@ -671,7 +672,8 @@ static void authenticate(struct call *c)
         after_authz(c);
         return;
     }
-    int rc = em_rh_authenticate(&em->rh, req, &c->user);
+    uint64_t now = uv_now(em->loop);
+    int rc = em_rh_authenticate(&em->rh, req, now, &c->user);
     if (rc == 1) {
         authorize(c);
         return;
@@ -681,7 +683,7 @@ static void authenticate(struct call *c)
                   req->peer.client_cn ? req->peer.client_cn : "", req->peer.addr);
     /* then a certificate of the client CA, as the apiserver's union of
      * authenticators tries them: front proxy, client certificate, token */
-    if (em_x509_authenticate(em->client_store, req, &c->user) == 1) {
+    if (em_x509_authenticate(em->client_store, &em->client_verified, req, now, &c->user) == 1) {
         authorize(c);
         return;
     }
@@ -792,6 +794,7 @@ int extmetrics_new(uv_loop_t *loop, const struct extmetrics_config *cfg,
     if (!em->cfg.authz_ttl_ms)
         em->cfg.authz_ttl_ms = 10000;
     em->tokens.max = em->decisions.max = cfg->cache_entries ? cfg->cache_entries : 1024;
+    em->client_verified.max = 64;
     if (!em->cfg.listen.name)
         em->cfg.listen.name = EM_LOG;
     /* config strings are only used during setup, except the upstream ones
@@ -859,6 +862,7 @@ int extmetrics_set_client_ca(struct extmetrics *em, const char *pem, size_t len)
         return -EINVAL;
     X509_STORE_free(em->client_store);
     em->client_store = st;
+    em_cache_free(&em->client_verified); /* answers for the old store */
     xfree(em->client_pem);
     em->client_pem = st ? pem_copy(pem, len) : NULL;
     return update_client_cas(em);
@@ -887,6 +891,7 @@ static void part_closed(void *arg)
     xfree(em->client_pem);
     em_cache_free(&em->tokens);
     em_cache_free(&em->decisions);
+    em_cache_free(&em->client_verified);
     xfree(em->upstream_url);
     xfree(em);
     if (cb)

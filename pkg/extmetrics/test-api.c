@@ -7,6 +7,7 @@
  * CN; the SubjectAccessReview each identity gets, extra included), and
  * forwarding to a local HTTPS upstream. The server runs on the test's loop; a client
  * thread drives it with libcurl (blocking, off the loop). */
+#include "extmetrics-int.h"
 #include "extmetrics/extmetrics.h"
 #include "util/util.h"
 
@@ -873,6 +874,57 @@ static void test_config_errors(void **state)
     extmetrics_fake_provider_free(fp);
 }
 
+/* A client chain is verified once per EM_CHAIN_TTL_MS: within it the answer
+ * (and the user) comes from the cache by the chain's SHA-256, so a client
+ * that sends a large chain and many requests pays for one decoding; after
+ * it, or once the caller has emptied the cache for a new store, the chain is
+ * verified again. */
+static void test_chain_verification_is_reused(void **state)
+{
+    (void)state;
+    char p[512];
+    size_t len;
+    snprintf(p, sizeof(p), "%s/cca.crt", dir);
+    char *cca = slurp(p, &len);
+    X509_STORE *good = em_store_from_pem(cca, len);
+    snprintf(p, sizeof(p), "%s/ca2.crt", dir);
+    char *ca2 = slurp(p, &len);
+    X509_STORE *other = em_store_from_pem(ca2, len);
+    snprintf(p, sizeof(p), "%s/alice.crt", dir);
+    char *alice = slurp(p, &len);
+    assert_non_null(good);
+    assert_non_null(other);
+    struct httpd_request req;
+    memset(&req, 0, sizeof(req));
+    req.peer.client_chain_pem = alice;
+    struct em_cache cache = {.max = 64};
+    struct em_user u = {0};
+    assert_int_equal(em_x509_authenticate(good, &cache, &req, 1000, &u), 1);
+    assert_string_equal(u.name, "alice");
+    assert_int_equal(u.groups.n, 2);
+    em_user_free(&u);
+    /* the same chain within the TTL: the cached answer (the store is the
+     * caller's to keep the cache for: "other" would refuse it) */
+    assert_int_equal(em_x509_authenticate(other, &cache, &req, 1000 + EM_CHAIN_TTL_MS - 1, &u), 1);
+    assert_string_equal(u.name, "alice");
+    assert_int_equal(u.groups.n, 2);
+    em_user_free(&u);
+    /* past the TTL it is verified again */
+    assert_int_equal(em_x509_authenticate(other, &cache, &req, 1000 + EM_CHAIN_TTL_MS, &u), 0);
+    assert_null(u.name);
+    /* a refusal is cached as well, until the cache is emptied for a new store */
+    assert_int_equal(em_x509_authenticate(good, &cache, &req, 1000 + EM_CHAIN_TTL_MS + 1, &u), 0);
+    em_cache_free(&cache);
+    assert_int_equal(em_x509_authenticate(good, &cache, &req, 1000 + EM_CHAIN_TTL_MS + 1, &u), 1);
+    em_user_free(&u);
+    em_cache_free(&cache);
+    X509_STORE_free(good);
+    X509_STORE_free(other);
+    xfree(cca);
+    xfree(ca2);
+    xfree(alice);
+}
+
 /* ---- setup ------------------------------------------------------------------------ */
 
 static int setup(void **state)
@@ -938,6 +990,7 @@ int main(void)
         cmocka_unit_test(test_endpoints),
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_client_certs),
+        cmocka_unit_test(test_chain_verification_is_reused),
         cmocka_unit_test(test_upstream),
         cmocka_unit_test(test_upstream_identity),
         cmocka_unit_test(test_upstream_down),
