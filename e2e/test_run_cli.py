@@ -120,6 +120,10 @@ class RunCli(unittest.TestCase):
         self.assertIn("external-metrics.tls-key-file: cannot read /nonexistent/k",
                       self.run_bad("--external-metrics", "--tls-cert-file", self.kubeconfig,
                                    "--tls-key-file", "/nonexistent/k"))
+        # a recorded trace's rows are whole seconds, one per decision interval
+        self.assertEqual(self.run_bad("--record", self.dir, "--decision-interval", "2500ms"),
+                         "gpuscaler run: --record: decision-interval must be a whole number of "
+                         "seconds (the trace's bucket width)")
 
 
 if __name__ == "__main__":

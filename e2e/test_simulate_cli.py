@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+import shutil
 import subprocess
 import tempfile
 import unittest
@@ -155,6 +156,16 @@ class DemoTest(unittest.TestCase):
             self.assertEqual(p['intervals'], 7200)
             self.assertLessEqual(p['sla_violating_intervals'], p['intervals'])
             self.assertGreater(p['requests'], 0)
+
+    def test_json_on_stdout(self):
+        """--json -: only the JSON, on stdout (no table, no file named "-"), as plan's."""
+        d = tempfile.mkdtemp(prefix='sim-json-')
+        self.addCleanup(shutil.rmtree, d, True)
+        r = run('--duration', '1h', '--json', '-', cwd=d)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(r.stdout)
+        self.assertEqual([p['name'] for p in doc['policies']], POLICIES)
+        self.assertEqual(os.listdir(d), [])
 
     def test_deterministic(self):
         self.assertEqual(self.first.returncode, 0, self.first.stderr)
@@ -329,6 +340,18 @@ class InputTest(unittest.TestCase):
         self.bad(['--trace', p, *SMALL], 'back.csv:5')
         p = self.write('neg.csv', 't_seconds,requests\n0,5\n1,-3\n')
         self.bad(['--trace', p, *SMALL], 'neg.csv:3')
+        # a trace's bucket width comes from its rows: one row gives none, rows 1.5 s apart one
+        # the simulator cannot replay, lines ended by CR alone are no lines
+        p = self.write('one.csv', 't_seconds,requests\n0,100\n')
+        self.bad(['--trace', p, *SMALL], 'one.csv: trace has one data row')
+        p = self.write('frac.csv', '0,10\n1.5,10\n3,10\n')
+        self.bad(['--trace', p, *SMALL], 'frac.csv: buckets of 1.5 s', 'whole seconds')
+        p = self.write('cr.csv', 't_seconds,requests\r0,10\r60,10\r')
+        self.bad(['--trace', p, *SMALL], 'cr.csv:1: lines end with a carriage return alone')
+        # a timestamp typo years ahead is refused before anything is allocated per second
+        p = self.write('typo.csv', 't_seconds,requests\n1700000000,600\n1700000060,600\n'
+                                   '1800000020,600\n')
+        self.bad(['--trace', p, *SMALL], 'the scored span is 1157.4 days; at most 120')
 
     def test_unix_time_trace_shows_dates(self):
         """A trace recorded by `run --record` carries UNIX time: the table and the chart give

@@ -527,6 +527,11 @@ int cmd_plan(int argc, char **argv)
         if (w->trace) {
             rc = trace_load_file(w->trace, &hist[d], &terr);
             infos[d].source = w->trace;
+            /* no row: missing for the planner (a recorder that did not run),
+             * not zero traffic, as the Prometheus history's gaps are */
+            for (size_t i = 0; rc == 0 && hist[d]->missing && i < hist[d]->n; i++)
+                if (hist[d]->missing[i])
+                    hist[d]->requests[i] = NAN;
         } else if (w->query) {
             int c = fetch_prometheus(w, &hist[d]);
             if (c != 0) {

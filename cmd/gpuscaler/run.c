@@ -536,6 +536,13 @@ static int parse_flags(struct daemon *d, int argc, char **argv)
         fprintf(stderr, "gpuscaler run: %s\n", msg);
         rc = -EINVAL;
     }
+    /* a recorded row is stamped in whole seconds, one per decision interval:
+     * 2.5 s rows fell off their grid, 1.5 s ones read as 1 s buckets */
+    if (rc == 0 && d->opts.record_dir && d->cfg.decision_interval_ms % 1000 != 0) {
+        fprintf(stderr, "gpuscaler run: --record: decision-interval must be a whole number of "
+                        "seconds (the trace's bucket width)\n");
+        rc = -EINVAL;
+    }
     if (rc == 0 && ctl_config_check_files(&d->cfg, file_flags ? NULL : root, &err) != 0) {
         if (err.line > 0)
             config_error(config, &err);

@@ -26,7 +26,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gpuscaler simulate [--trace FILE.csv] [--config FILE.yaml]\n"
             "                          [--policy predictive,reactive,hpa] [--timeline FILE.csv]\n"
-            "                          [--report FILE.svg] [--json FILE] [--scale-log FILE.csv]\n"
+            "                          [--report FILE.svg] [--json FILE|-] [--scale-log FILE.csv]\n"
             "                          [--<key> VALUE ...]\n"
             "\n"
             "Replays a request trace (CSV t_seconds,requests) through the scaling policies on\n"
@@ -223,6 +223,12 @@ int cmd_simulate(int argc, char **argv)
         fprintf(stderr, PROG ": %s\n", err);
         goto out;
     }
+    /* --json -: the JSON is the output on stdout (the table is not), as plan's */
+    bool json_stdout = json->path && strcmp(json->path, "-") == 0;
+    if (json_stdout) {
+        xfree(json->path);
+        json->path = NULL;
+    }
     /* before the run: an unwritable output is a usage error, not a lost result */
     for (size_t k = 0; k < UTIL_ARRAY_LEN(outs); k++)
         if (outs[k].path && outfile_open(&outs[k]) != 0)
@@ -250,6 +256,12 @@ int cmd_simulate(int argc, char **argv)
             fprintf(stderr, PROG ": %s: %s\n", name, terr.msg[0] ? terr.msg : strerror(-rc));
         goto out;
     }
+    if (tr->dt_ms % 1000 != 0) {
+        fprintf(stderr, PROG ": %s: buckets of %g s (the spacing of its rows); the simulator "
+                             "replays whole seconds\n",
+                trace_path ? trace_path : "bundled trace", (double)tr->dt_ms / 1000.0);
+        goto out;
+    }
     info.trace_dt_s = tr->dt_ms / 1000.0;
     info.trace_span_s = (double)tr->n * tr->dt_ms / 1000.0;
 
@@ -258,9 +270,11 @@ int cmd_simulate(int argc, char **argv)
         goto out;
     }
     code = 1;
-    sim_report_table(&out, &cfg, &info, res);
-    fwrite(out.data, 1, out.len, stdout);
-    fflush(stdout);
+    if (!json_stdout) {
+        sim_report_table(&out, &cfg, &info, res);
+        fwrite(out.data, 1, out.len, stdout);
+        fflush(stdout);
+    }
     if (timeline->fd >= 0) {
         util_buf_reset(&out);
         sim_report_timeline_csv(&out, res);
@@ -279,11 +293,15 @@ int cmd_simulate(int argc, char **argv)
         if (outfile_write(report, &out) != 0)
             goto out;
     }
-    if (json->fd >= 0) {
+    if (json_stdout || json->fd >= 0) {
         util_buf_reset(&out);
         sim_report_json(&out, &cfg, &info, res);
-        if (outfile_write(json, &out) != 0)
+        if (json_stdout) {
+            fwrite(out.data, 1, out.len, stdout);
+            fflush(stdout);
+        } else if (outfile_write(json, &out) != 0) {
             goto out;
+        }
     }
     code = 0;
 out:

@@ -74,7 +74,7 @@ static const struct key keys[] = {
     {"margin", K_MARGIN, 0, 10, "safety margin over the peak (default 20%)"},
     {"baseline", K_SHARE, 0.01, 1, "baseline: GPUs held in at least this share of hours (95%)"},
     {"reserve-share", K_SHARE, 0, 1, "the rule of thumb reserves this share of it (70%)"},
-    {"sim", K_SIM, 0, 0, "day (replay one representative day, default) or horizon (all of it)"},
+    {"sim", K_SIM, 0, 0, "day (replay 3 representative days, default) or horizon (all of it)"},
 };
 
 size_t plan_config_key_count(void)

@@ -13,8 +13,8 @@
  * built from that forecast times the history's own residuals at the
  * history's resolution (its bursts and noise), with the predictive
  * forecaster seeded from the days before, as `gpuscaler run` seeds it from
- * Prometheus. By default one representative day is replayed and the GPUs it
- * holds per step, relative to the demand, are scaled to every step of every
+ * Prometheus. By default three representative days are replayed and the GPUs
+ * they hold per step, relative to the demand, are scaled to every step of every
  * scenario (PLAN_SIM_DAY); PLAN_SIM_HORIZON replays the whole horizon of
  * every scenario instead. docs/planning.md has the method.
  *
@@ -74,7 +74,7 @@ enum plan_trend {
 #define PLAN_REP_DAYS 3
 
 enum plan_sim_mode {
-    PLAN_SIM_DAY,       /**< replay one representative day, scale it to every step */
+    PLAN_SIM_DAY,       /**< replay PLAN_REP_DAYS representative days, scaled to every step */
     PLAN_SIM_HORIZON,   /**< replay the whole horizon of every scenario */
 };
 

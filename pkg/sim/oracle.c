@@ -128,7 +128,7 @@ int32_t *sim_oracle_plan(const struct sim_model *m, const double *arr, size_t n,
     if (greedy_need(m, arr, n, sla_s, lo, hi, need, peak_need) > 0) {
         /* max-replicas cannot carry the trace: how many would? (into tmp,
          * which the passes below overwrite) */
-        greedy_need(m, arr, n, sla_s, lo, 10000000, tmp, need_unbounded);
+        greedy_need(m, arr, n, sla_s, lo, SIM_ORACLE_MAX_NEED, tmp, need_unbounded);
     } else {
         *need_unbounded = *peak_need;
     }

@@ -194,6 +194,9 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
                             (long long)x->flaps, cov);
         }
     }
+    char need[48]; /* the busiest second's need, or "more than" what the oracle searched */
+    snprintf(need, sizeof(need), "%s%d", r->peak_need >= SIM_ORACLE_MAX_NEED ? "more than " : "",
+             r->peak_need);
     if (cfg->gpu_limit > 0) {
         util_buf_puts(b, "\nunschedulable (gpu-limit): replica-hours Pending, most at once:");
         for (size_t i = 0; i < r->n; i++)
@@ -202,16 +205,16 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
         util_buf_puts(b, "\n");
         if (r->peak_need > sim_config_placeable(cfg))
             util_buf_printf(b,
-                            "warning: gpu-limit %d places %d replicas, the SLA needs %d at the "
+                            "warning: gpu-limit %d places %d replicas, the SLA needs %s at the "
                             "busiest second: every policy is short of GPUs there\n",
-                            cfg->gpu_limit, sim_config_placeable(cfg), r->peak_need);
+                            cfg->gpu_limit, sim_config_placeable(cfg), need);
     }
     if (r->peak_need > cfg->policy.max_replicas)
         util_buf_printf(b,
                         "\nwarning: max-replicas %d cannot carry this trace's peak: the SLA "
-                        "needs %d replicas at the busiest second; every policy is capped below "
+                        "needs %s replicas at the busiest second; every policy is capped below "
                         "it (raise max-replicas)\n",
-                        cfg->policy.max_replicas, r->peak_need);
+                        cfg->policy.max_replicas, need);
     if (r->oracle_gpu_hours > 0)
         util_buf_printf(b,
                         "\nvs oracle: GPU-hours / %.1f, the oracle's (perfect foresight of the "

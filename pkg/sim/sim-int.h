@@ -92,6 +92,10 @@ double sim_latency_quantile(const struct sim_second *s, size_t n, double q);
 
 /* ---- oracle ------------------------------------------------------------ */
 
+/** How far the oracle searches for what an over-large peak needs: a
+ *  need at it is "more than" it (reports say so). */
+#define SIM_ORACLE_MAX_NEED 10000000
+
 /**
  * The oracle's schedule for n scored seconds with arrivals arr[0..n): the
  * desired replica count per second (owned by the caller, xfree), built as

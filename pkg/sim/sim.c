@@ -616,6 +616,15 @@ int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct s
     rp.s_score = start_s;
     rp.s_end = cfg->duration_ms > 0 ? UTIL_MIN(total_s, start_s + cfg->duration_ms / 1000)
                                      : total_s;
+    if (rp.s_end - rp.s_score > SIM_MAX_SCORED_S) {
+        /* the oracle and the timelines take tens of bytes per scored second:
+         * a year is gigabytes, and a timestamp typo makes one of an hour */
+        snprintf(err, errlen,
+                 "the scored span is %.1f days; at most %d are scored at once (set start and "
+                 "duration; a row's t_seconds far past the others would make such a span)",
+                 (double)(rp.s_end - rp.s_score) / 86400.0, (int)(SIM_MAX_SCORED_S / 86400));
+        return -E2BIG;
+    }
     rp.s_begin = UTIL_MAX((int64_t)0, start_s - cfg->warmup_ms / 1000);
     rp.tick_s = cfg->policy.decision_interval_ms / 1000;
     rp.sync_s = cfg->hpa.sync_period_ms / 1000;

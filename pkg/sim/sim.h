@@ -33,6 +33,10 @@
 #include "trace/trace.h"
 #include "util/util.h"
 
+/** Most seconds one run scores (120 days): the oracle and the timelines
+ *  take tens of bytes per scored second. */
+#define SIM_MAX_SCORED_S ((int64_t)120 * 86400)
+
 /** The policies a run can compare. */
 enum sim_policy {
     SIM_PREDICTIVE, /**< policy_decide with predictive=true and the forecaster */
@@ -140,7 +144,8 @@ const char *sim_config_key_help(size_t i);
 
 /**
  * Cross-field checks: policy_config_validate(), an SLA present, every period
- * a whole number of seconds, cold start at most one day, initial replicas
+ * a whole number of seconds, a scored span of at most SIM_MAX_SCORED_S,
+ * cold start at most one day, initial replicas
  * within bounds. 0 or -EINVAL with a message naming the key.
  */
 int sim_config_validate(const struct sim_config *cfg, char *err, size_t errlen);

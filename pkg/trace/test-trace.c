@@ -108,11 +108,13 @@ static void test_decimal_times_and_tolerance(void **state)
 static void test_single_row_and_bom(void **state)
 {
     (void)state;
-    struct trace *t = parse_ok("\xef\xbb\xbft_seconds,requests\n42,3\n");
-    static const double want[] = {3};
+    struct trace *t = parse_ok("\xef\xbb\xbft_seconds,requests\n42,3\n43,1\n");
+    static const double want[] = {3, 1};
     assert_int_equal(t->t0_ms, 42000);
     assert_int_equal(t->dt_ms, 1000);
-    assert_buckets(t, want, 1);
+    assert_buckets(t, want, 2);
+    assert_null(t->missing);
+    assert_int_equal(t->nmissing, 0);
     trace_free(t);
 
     t = parse_ok("t\n-5,0\n-4,-0\n"); /* one-column header, negative time, -0 count */
@@ -147,6 +149,41 @@ static void test_one_second_shared_shape(void **state)
     util_buf_free(&b);
 }
 
+/* Skipped buckets count zero and are flagged missing; a row that shows the
+ * first two rows' spacing was a multiple of the width (a recorder's missed
+ * tick after its first row) refines the grid to the whole-second divisor
+ * that holds every row, the buckets between them missing. */
+static void test_missing_buckets_and_a_finer_grid(void **state)
+{
+    (void)state;
+    struct trace *t = parse_ok("0,5\n10,7\n40,1\n");
+    static const double want[] = {5, 7, 0, 0, 1};
+    assert_buckets(t, want, 5);
+    assert_non_null(t->missing);
+    static const uint8_t miss[] = {0, 0, 1, 1, 0};
+    assert_memory_equal(t->missing, miss, 5);
+    assert_int_equal(t->nmissing, 2);
+    trace_free(t);
+
+    /* --record at 15 s ticks, one missed right after the first row */
+    t = parse_ok("t_seconds,requests\n1700000010,1\n1700000040,2\n1700000055,3\n"
+                 "1700000070,4\n");
+    assert_int_equal(t->dt_ms, 15000);
+    static const double want15[] = {1, 0, 2, 3, 4};
+    assert_buckets(t, want15, 5);
+    static const uint8_t miss15[] = {0, 1, 0, 0, 0};
+    assert_memory_equal(t->missing, miss15, 5);
+    trace_free(t);
+
+    /* twice finer again later: 20 s, then 10 s, then 5 s */
+    t = parse_ok("0,1\n20,2\n30,3\n35,4\n");
+    assert_int_equal(t->dt_ms, 5000);
+    static const double want5[] = {1, 0, 0, 0, 2, 0, 3, 4};
+    assert_buckets(t, want5, 8);
+    assert_int_equal(t->nmissing, 4);
+    trace_free(t);
+}
+
 /* ---- rejections ------------------------------------------------------------- */
 
 static void test_errors(void **state)
@@ -179,12 +216,17 @@ static void test_errors(void **state)
         {"0,1\n0,1\n", -EINVAL, 2, "does not increase"},
         {"0,1\n0.5,1\n", -EINVAL, 2,
          "t_seconds '0.5' is 0.5 s after the first row; the bucket width must be at least 1 s"},
-        {"0,1\n10,1\n25,1\n", -EINVAL, 3, "t_seconds '25' is off the 10 s grid that starts at 0 s"},
+        {"0,1\n10,1\n25.5,1\n", -EINVAL, 3,
+         "t_seconds '25.5' is off the 10 s grid that starts at 0 s"},
         {"0,1\n10,1\n20.002,1\n", -EINVAL, 3, "t_seconds '20.002' is off the 10 s grid"},
         {"0,1\n10,1\n10.001,1\n", -EINVAL, 3,
          "t_seconds '10.001' falls in the same 10 s bucket as the previous row"},
         {"0,1\r\n1,1\r\n2,x\r\n", -EINVAL, 3, "requests 'x' is not"},
+        {"t_seconds,requests\r0,10\r60,10\r", -EINVAL, 1,
+         "lines end with a carriage return alone (an old Mac export?): use LF or CRLF"},
         {"", -EINVAL, 0, "no data rows"},
+        {"t_seconds,requests\n42,3\n", -EINVAL, 0,
+         "trace has one data row: the bucket width is the spacing of the first two rows"},
         {"t_seconds,requests\n# nothing\n\n", -EINVAL, 0, "no data rows"},
         {"0,1\n1,1\n60000000,1\n", -E2BIG, 3,
          "t_seconds '60000000' is bucket 60000000; traces are limited to 50000000 buckets"},
@@ -559,6 +601,7 @@ int main(void)
         cmocka_unit_test(test_gaps_600s_grid),
         cmocka_unit_test(test_decimal_times_and_tolerance),
         cmocka_unit_test(test_single_row_and_bom),
+        cmocka_unit_test(test_missing_buckets_and_a_finer_grid),
         cmocka_unit_test(test_one_second_shared_shape),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_error_text_is_truncated_and_printable),

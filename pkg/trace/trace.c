@@ -188,9 +188,9 @@ static void series_reserve(struct series *s, size_t cap)
     s->cap = cap;
 }
 
-/* Make bucket k exist (zero-filling any gap) and set it to v. k has been
- * checked against TRACE_MAX_BUCKETS. A jump past twice the capacity (a gap)
- * gets exactly the room it needs. */
+/* Make bucket k exist (a gap before it NaN: no row, finish() tells) and set
+ * it to v. k has been checked against TRACE_MAX_BUCKETS. A jump past twice
+ * the capacity (a gap) gets exactly the room it needs. */
 static void series_set(struct series *s, size_t k, double v)
 {
     if (k >= s->cap) {
@@ -200,10 +200,26 @@ static void series_set(struct series *s, size_t k, double v)
         series_reserve(s, UTIL_MIN(cap, TRACE_MAX_BUCKETS));
     }
     if (k >= s->n) {
-        memset(s->v + s->n, 0, (k + 1 - s->n) * sizeof(*s->v));
+        for (size_t i = s->n; i < k; i++)
+            s->v[i] = NAN;
         s->n = k + 1;
     }
     s->v[k] = v;
+}
+
+/* The grid becomes factor times finer: bucket k moves to k x factor, the
+ * new buckets between are gaps. */
+static void series_refine(struct series *s, size_t factor)
+{
+    size_t n = (s->n - 1) * factor + 1;
+    double *v = xmalloc(n * sizeof(*v));
+    for (size_t i = 0; i < n; i++)
+        v[i] = NAN;
+    for (size_t k = 0; k < s->n; k++)
+        v[k * factor] = s->v[k];
+    xfree(s->v);
+    s->v = v;
+    s->n = s->cap = n;
 }
 
 /* ---- parsing ------------------------------------------------------------------ */
@@ -299,9 +315,27 @@ static int place(struct parser *ps, struct field f, int64_t t_ms, size_t line, s
     int64_t off = t_ms - ps->t0_ms; /* > 0, <= 2e15 */
     int64_t kk = (off + ps->dt_ms / 2) / ps->dt_ms;
     int64_t miss = off - kk * ps->dt_ms;
-    if (miss > TRACE_GRID_TOL_MS || miss < -TRACE_GRID_TOL_MS)
-        return fail(err, -EINVAL, line, "t_seconds '%s' is off the %s s grid that starts at %s s",
-                    quote(f.p, f.n, q), secs(ps->dt_ms, a), secs(ps->t0_ms, b));
+    if (miss > TRACE_GRID_TOL_MS || miss < -TRACE_GRID_TOL_MS) {
+        /* The first two rows gave a multiple of the width when a bucket was
+         * skipped between them (a recorder's missed tick): whole seconds on
+         * a finer grid that holds every row so far refine it. */
+        int64_t g = ps->dt_ms, h = off;
+        while (h) {
+            int64_t r = g % h;
+            g = h;
+            h = r;
+        }
+        size_t factor = g > 0 ? (size_t)(ps->dt_ms / g) : 0;
+        if (g < 1000 || g % 1000 != 0 || off % 1000 != 0 || ps->dt_ms % 1000 != 0 ||
+            (ps->s.n - 1) * factor + 1 > TRACE_MAX_BUCKETS)
+            return fail(err, -EINVAL, line,
+                        "t_seconds '%s' is off the %s s grid that starts at %s s",
+                        quote(f.p, f.n, q), secs(ps->dt_ms, a), secs(ps->t0_ms, b));
+        series_refine(&ps->s, factor);
+        ps->dt_ms = g;
+        ps->prev_k *= factor;
+        kk = off / g;
+    }
     if ((uint64_t)kk <= ps->prev_k)
         return fail(err, -EINVAL, line,
                     "t_seconds '%s' falls in the same %s s bucket as the previous row",
@@ -375,12 +409,20 @@ static int too_long(size_t line, struct trace_error *err)
                 TRACE_MAX_LINE);
 }
 
+static int cr_only(size_t line, struct trace_error *err)
+{
+    return fail(err, -EINVAL, line,
+                "lines end with a carriage return alone (an old Mac export?): use LF or CRLF");
+}
+
 /* One line (without its '\n') of the CSV. */
 static int parse_line(struct parser *ps, const char *p, size_t n, size_t line,
                       struct trace_error *err)
 {
     if (n && p[n - 1] == '\r')
         n--;
+    if (memchr(p, '\r', n))
+        return cr_only(line, err);
     if (n > TRACE_MAX_LINE)
         return too_long(line, err);
     if (line == 1 && n >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) {
@@ -403,13 +445,26 @@ static int finish(struct parser *ps, struct trace **out, struct trace_error *err
 {
     if (!ps->have_row)
         return fail(err, -EINVAL, 0, "trace has no data rows");
-    struct trace *t = xmalloc(sizeof(*t));
+    if (!ps->have_dt)
+        return fail(err, -EINVAL, 0,
+                    "trace has one data row: the bucket width is the spacing of the first "
+                    "two rows");
+    struct trace *t = xcalloc(1, sizeof(*t));
     t->t0_ms = ps->t0_ms;
-    t->dt_ms = ps->have_dt ? ps->dt_ms : 1000;
+    t->dt_ms = ps->dt_ms;
     t->n = ps->s.n;
     t->requests =
         ps->s.n == ps->s.cap ? ps->s.v : xrealloc(ps->s.v, ps->s.n * sizeof(double));
     ps->s.v = NULL;
+    for (size_t i = 0; i < t->n; i++) {
+        if (!isnan(t->requests[i]))
+            continue;
+        if (!t->missing)
+            t->missing = xcalloc(t->n, 1);
+        t->missing[i] = 1;
+        t->requests[i] = 0;
+        t->nmissing++;
+    }
     *out = t;
     return 0;
 }
@@ -466,8 +521,11 @@ static int stream_feed(struct stream *st, const char *p, size_t n, struct trace_
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t k = (size_t)((nl ? nl : end) - p);
-        if (st->part.len + k > TRACE_MAX_LINE + 1) /* +1: a '\r' before the '\n' */
+        if (st->part.len + k > TRACE_MAX_LINE + 1) { /* +1: a '\r' before the '\n' */
+            if (memchr(p, '\r', k) || (st->part.len && memchr(st->part.data, '\r', st->part.len)))
+                return cr_only(st->line, err);
             return too_long(st->line, err);
+        }
         if (!nl) {
             util_buf_append(&st->part, p, k);
             return 0;
@@ -575,6 +633,7 @@ void trace_free(struct trace *t)
     if (!t)
         return;
     xfree(t->requests);
+    xfree(t->missing);
     xfree(t);
 }
 

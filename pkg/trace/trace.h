@@ -4,8 +4,11 @@
  *
  * A trace is a series of equal-width buckets: `requests` is the number of
  * requests that arrived in [t, t + dt). dt is the spacing of the first two
- * rows (>= 1 s); later rows must sit on that grid and strictly increase;
- * skipped buckets count as zero requests. A header row is optional; extra
+ * rows (>= 1 s), or a whole-second divisor of it that a later row shows (a
+ * bucket skipped between the first two); later rows must sit on that grid
+ * and strictly increase; skipped buckets count as zero requests and are
+ * flagged missing (the simulator replays them as zero, the planner leaves
+ * them out). A trace needs two data rows. A header row is optional; extra
  * columns are ignored; empty lines and lines starting with '#' are skipped.
  * The parser is pure and reports the line of the first error. Files may be
  * gzip-compressed (read through zlib, recognised by their magic bytes, not
@@ -33,6 +36,9 @@ struct trace {
     int64_t dt_ms;     /**< bucket width */
     size_t n;          /**< number of buckets */
     double *requests;  /**< n counts (>= 0), owned */
+    uint8_t *missing;  /**< n flags: 1 where no row gave the bucket (its count is 0); NULL
+                            when every bucket has a row. Owned (free with trace_free) */
+    size_t nmissing;   /**< buckets without a row */
 };
 
 struct trace_error {
