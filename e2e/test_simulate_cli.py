@@ -351,7 +351,7 @@ class InputTest(unittest.TestCase):
         # a timestamp typo years ahead is refused before anything is allocated per second
         p = self.write('typo.csv', 't_seconds,requests\n1700000000,600\n1700000060,600\n'
                                    '1800000020,600\n')
-        self.bad(['--trace', p, *SMALL], 'the scored span is 1157.4 days; at most 120')
+        self.bad(['--trace', p, *SMALL], 'the scored span is 1157.4 days; at most 400')
 
     def test_unix_time_trace_shows_dates(self):
         """A trace recorded by `run --record` carries UNIX time: the table and the chart give

@@ -33,9 +33,10 @@
 #include "trace/trace.h"
 #include "util/util.h"
 
-/** Most seconds one run scores (120 days): the oracle and the timelines
- *  take tens of bytes per scored second. */
-#define SIM_MAX_SCORED_S ((int64_t)120 * 86400)
+/** Most seconds one run scores (400 days: plan's longest horizon, 365,
+ *  replayed whole): the oracle and the timelines take tens of bytes per
+ *  scored second, so a timestamp typo years ahead is refused, not swapped. */
+#define SIM_MAX_SCORED_S ((int64_t)400 * 86400)
 
 /** The policies a run can compare. */
 enum sim_policy {

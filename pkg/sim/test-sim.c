@@ -1143,11 +1143,11 @@ static void test_run_errors(void **st)
     /* without a buffer for the message: the same refusal */
     assert_int_equal(sim_run(&c, &tr, NULL, &r, NULL, 0), -EINVAL);
     assert_null(r);
-    /* 100 buckets of 1.5 days: 150 days scored at once is refused, before
+    /* 100 buckets of 5 days: 500 days scored at once is refused, before
      * anything is allocated per second (a timestamp typo makes such a span) */
-    tr.dt_ms = (int64_t)36 * 3600 * 1000;
+    tr.dt_ms = (int64_t)5 * 86400 * 1000;
     assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), -E2BIG);
-    assert_non_null(strstr(err, "the scored span is 150.0 days; at most 120"));
+    assert_non_null(strstr(err, "the scored span is 500.0 days; at most 400"));
     assert_null(r);
 }
 
