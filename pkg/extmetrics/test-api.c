@@ -50,6 +50,7 @@ struct env {
     int up_requests;
     char up_auth[256], up_user[128], up_target[512], up_accept[128];
     char up_group[128], up_extra[2][128]; /* the first group, two escaped extra keys' values */
+    char up_uid[128];
 };
 
 #define CHECK(e, cond)                                                           \
@@ -257,10 +258,12 @@ static void set_front_proxy(struct env *e, const char *ca)
     static const char *const user_h[] = {"X-Remote-User"};
     static const char *const group_h[] = {"X-Remote-Group"};
     static const char *const extra_p[] = {"X-Remote-Extra-"};
+    static const char *const uid_h[] = {"X-Remote-Uid"};
     struct extmetrics_requestheader rh = {
         .client_ca_pem = pem, .client_ca_len = len,
         .allowed_names = allowed, .nallowed_names = 1,
         .username_headers = user_h, .nusername_headers = 1,
+        .uid_headers = uid_h, .nuid_headers = 1,
         .group_headers = group_h, .ngroup_headers = 1,
         .extra_prefixes = extra_p, .nextra_prefixes = 1,
     };
@@ -658,6 +661,8 @@ static void upstream_handler(struct httpd_request *req, void *arg)
     snprintf(e->up_accept, sizeof(e->up_accept), "%s", v ? v : "");
     v = httpd_request_header(req, "X-Remote-Group");
     snprintf(e->up_group, sizeof(e->up_group), "%s", v ? v : "");
+    v = httpd_request_header(req, "X-Remote-Uid");
+    snprintf(e->up_uid, sizeof(e->up_uid), "%s", v ? v : "");
     v = httpd_request_header(req, "X-Remote-Extra-acme.com%2Fproject");
     snprintf(e->up_extra[0], sizeof(e->up_extra[0]), "%s", v ? v : "");
     v = httpd_request_header(req, "X-Remote-Extra-a%3Ab%25");
@@ -723,6 +728,7 @@ static void sc_upstream_identity(struct env *e)
 {
     struct copts jane = {.cert = "fp",
                          .headers = {"X-Remote-User: jane", "X-Remote-Group: system:masters",
+                                     "X-Remote-Uid: 6f1c2b9e-uid",
                                      "X-Remote-Extra-Acme.com%2fProject: llm",
                                      "X-Remote-Extra-a%3ab%25: c", NULL}};
     CHECK(e, status_of(e, BASE "/namespaces/llm/s0-prometheus", &jane) == 200);
@@ -739,6 +745,7 @@ static void test_upstream_identity(void **state)
     run(&e, &cfg, sc_upstream_identity);
     assert_int_equal(e.up_requests, 1);
     assert_string_equal(e.up_user, "jane");
+    assert_string_equal(e.up_uid, "6f1c2b9e-uid");
     assert_string_equal(e.up_group, "system:masters");
     assert_string_equal(e.up_extra[0], "llm");
     assert_string_equal(e.up_extra[1], "c");

@@ -7,7 +7,7 @@
  * gpuscaler's own identity: a bearer token (the ServiceAccount token file,
  * re-read at most once a minute since kubelet rotates it) and/or a client
  * certificate; with a client certificate the already authenticated caller
- * is passed on as X-Remote-User/-Group/-Extra-* (front-proxy style), which
+ * is passed on as X-Remote-User/-Uid/-Group/-Extra-* (front-proxy style), which
  * the upstream honours only if it trusts that certificate's CA. */
 #include "extmetrics-int.h"
 
@@ -169,6 +169,8 @@ int em_upstream_get(struct em_upstream *up, const char *target, const char *acce
         ADD("Accept: application/json");
     if (up->cert_file && user && user->name && header_safe(user->name)) {
         ADD("X-Remote-User: %s", user->name);
+        if (user->uid && *user->uid && header_safe(user->uid))
+            ADD("X-Remote-Uid: %s", user->uid); /* honoured by requestheader-uid-headers */
         for (size_t i = 0; i < user->groups.n; i++)
             if (header_safe(user->groups.v[i]))
                 ADD("X-Remote-Group: %s", user->groups.v[i]);
