@@ -279,6 +279,35 @@ class ControllerE2E(unittest.TestCase):
             g.stop()
             self.c.delete("deployments", "faulty", self.ns)
 
+    @unittest.skipIf(REAL, "fault injection needs the fake API server")
+    def test_33_failed_status_write_is_written_again(self):
+        """A status annotation write that fails is not taken for written: the next tick writes
+        it again as a decision, rather than leave the old decision on the Deployment (and, with
+        sharding, served to the HPA by the other replicas) until a budgeted refresh, or, with
+        unchanged figures, the refresh interval of 4 minutes."""
+        self.make("st-retry", 2, subnet=45)
+        self.metrics.set_rate("st-retry", 10)
+        g = self.start(ident="inst-st-retry")
+        try:
+            wait_for(lambda: (self.status("st-retry") or {}).get("desired") == 2, 20,
+                     what="a first status")
+            # the next annotation PATCH (not /scale) of the Deployment answers 500
+            self.fk.fault({"action": "error", "verb": "patch", "resource": "deployments",
+                           "name": "st-retry", "path": "^[^?]*/st-retry$", "status": 500,
+                           "count": 1})
+            self.metrics.set_rate("st-retry", 38)  # the policy wants 5
+            wait_for(lambda: self.replicas("st-retry") == 5, 30, what="scale-out to 5")
+            wait_for(lambda: (self.status("st-retry") or {}).get("desired") == 5, 15,
+                     what="the status written again after the failed write")
+            reqs, _ = self.fk.requests()
+            failed = [r for r in reqs if r["verb"] == "patch" and not r["subresource"]
+                      and r["status"] == 500]
+            self.assertEqual(len(failed), 1, failed)
+
+        finally:
+            g.stop()
+            self.c.delete("deployments", "st-retry", self.ns)
+
     @unittest.skipIf(REAL, "the write ordering is read from the fake API server's request log")
     def test_6_status_annotation_never_races_the_scale_write(self):
         """A Deployment and its /scale share one resourceVersion, and the status annotation
@@ -1121,7 +1150,6 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             self.assertIsNotNone(first, "a status on every Deployment")
             elapsed = time.monotonic() - first
             refreshes = g.metric("gpuscaler_status_writes_total", '{kind="refresh"}') - w0
-            decisions = g.metric("gpuscaler_status_writes_total", '{kind="decision"}')
             gaps = [b - a for ts in seen.values() for a, b in zip(ts, ts[1:])]
             # each rewritten at least twice in 24 s, none older than 9 s + a tick (the times
             # are whole seconds: one more), within the serving limit of 10 s + 3 ticks

@@ -253,6 +253,8 @@ struct controller {
     char **hpa_targets_next;
     size_t n_hpa_targets_next;
     int hpa_lists_pending;
+    bool hpa_list_failed;         /* a list of this round failed: keep the last round's
+                                     targets too, or the guard would drop for a minute */
     /* metrics */
     uint64_t decisions[POLICY_REASON_COUNT];
     uint64_t invalid_annotations;

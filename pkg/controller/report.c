@@ -287,10 +287,20 @@ static void hpa_listed(const struct kube_result *res, void *arg)
                                hpa ? hpa : "?");
         }
     } else if (!c->closing) {
-        LOG_WARN(SUB, "listing HorizontalPodAutoscalers failed: HTTP %ld %s", res->status,
-                 res->message);
+        LOG_WARN(SUB, "listing HorizontalPodAutoscalers failed: HTTP %ld %s; the last list's "
+                      "conflicts still hold", res->status, res->message);
+        c->hpa_list_failed = true;
     }
     if (--c->hpa_lists_pending == 0) {
+        if (c->hpa_list_failed) { /* keep what the last round knew beside what this one did */
+            c->hpa_targets_next = xrealloc(c->hpa_targets_next,
+                                           (c->n_hpa_targets_next + c->n_hpa_targets + 1) *
+                                               sizeof(char *));
+            for (size_t i = 0; i < c->n_hpa_targets; i++)
+                c->hpa_targets_next[c->n_hpa_targets_next++] = c->hpa_targets[i];
+            c->n_hpa_targets = 0;
+            c->hpa_list_failed = false;
+        }
         for (size_t i = 0; i < c->n_hpa_targets; i++)
             xfree(c->hpa_targets[i]);
         xfree(c->hpa_targets);

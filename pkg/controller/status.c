@@ -163,6 +163,13 @@ static void status_done(const struct kube_result *res, void *arg)
         LOGW_WARN(SUB, r->ns, r->name, "writing the status annotation failed: HTTP %ld %s %s",
                   res->status, res->reason, res->message);
     struct ctl_wl *w = ctl_wl_find(c, r->ns, r->name);
+    if (w && res->err != 0) {
+        /* not written: the next tick writes it again as a decision, rather
+         * than take it for written and wait out the refresh interval while
+         * other replicas serve the old count as fresh */
+        xfree(w->status_written);
+        w->status_written = NULL;
+    }
     if (w) {
         w->status_inflight = false;
         if (w->scale_waiting) {
@@ -188,6 +195,8 @@ static void patch_status(struct controller *c, struct ctl_wl *w, const char *jso
     json_decref(ann);
     if (rc != 0) {
         LOGW_WARN(SUB, w->ns, w->name, "writing the status annotation: %s", strerror(-rc));
+        xfree(w->status_written); /* not written: again at the next tick */
+        w->status_written = NULL;
         req_free(r, false);
         return;
     }
