@@ -54,6 +54,57 @@ static bool is_metric(const struct prom_sample *s, const struct scrape_selector 
     return scrape_selector_match(sel, s);
 }
 
+/* A series' fingerprint: its name and labels, sorted by name so that an
+ * exporter's label order does not make it another series. */
+static uint64_t series_id(const struct prom_sample *ps)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *c = ps->name; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+    size_t idx[32], n = ps->nlabels < 32 ? ps->nlabels : 32;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i;
+        while (j > 0) {
+            const struct prom_label *a = &ps->labels[idx[j - 1]], *b = &ps->labels[i];
+            size_t m = a->name_len < b->name_len ? a->name_len : b->name_len;
+            int cmp = memcmp(a->name, b->name, m);
+            if (cmp < 0 || (cmp == 0 && a->name_len <= b->name_len))
+                break;
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = i;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct prom_label *l = &ps->labels[idx[i]];
+        h = (h ^ 0xff) * 1099511628211ULL; /* separators: "ab","c" is not "a","bc" */
+        for (size_t k = 0; k < l->name_len; k++)
+            h = (h ^ (unsigned char)l->name[k]) * 1099511628211ULL;
+        h = (h ^ 0xfe) * 1099511628211ULL;
+        for (size_t k = 0; k < l->value_len; k++)
+            h = (h ^ (unsigned char)l->value[k]) * 1099511628211ULL;
+    }
+    return h;
+}
+
+/* Count a counter's sample in its series set; false when the series was in
+ * this exposition already (a repeated line counts once, as a TSDB keeps one
+ * sample per series and scrape). */
+static bool add_series(struct scrape_series_set *set, const struct prom_sample *ps)
+{
+    uint64_t id = series_id(ps);
+    for (uint16_t i = 0; i < set->n; i++)
+        if (set->id[i] == id)
+            return false;
+    if (set->n == SCRAPE_MAX_SERIES) {
+        set->overflow = true;
+        return true;
+    }
+    set->id[set->n] = id;
+    set->v[set->n++] = ps->value;
+    return true;
+}
+
 static void add_bucket(struct scrape_sample *s, double le, double v)
 {
     size_t i = 0;
@@ -82,7 +133,8 @@ static int on_sample(const struct prom_sample *ps, void *arg)
     if (is_metric(ps, &x->request)) {
         if (!isfinite(v) || v < 0)
             return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
-        s->requests += v;
+        if (add_series(&s->series[SCRAPE_C_REQ], ps))
+            s->requests += v;
         s->has_requests = true;
     }
     bool prompt = is_metric(ps, &x->prompt), gen = is_metric(ps, &x->gen);
@@ -90,18 +142,21 @@ static int on_sample(const struct prom_sample *ps, void *arg)
         if (!isfinite(v) || v < 0)
             return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
         if (prompt) {
-            s->prompt_tokens += v;
+            if (add_series(&s->series[SCRAPE_C_PROMPT], ps))
+                s->prompt_tokens += v;
             s->has_prompt = true;
         }
         if (gen) {
-            s->gen_tokens += v;
+            if (add_series(&s->series[SCRAPE_C_GEN], ps))
+                s->gen_tokens += v;
             s->has_gen = true;
         }
     }
     if (is_metric(ps, &x->busy)) {
         if (!isfinite(v) || v < 0)
             return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
-        s->busy += v;
+        if (add_series(&s->series[SCRAPE_C_BUSY], ps))
+            s->busy += v;
         s->has_busy = true;
     }
     if (is_metric(ps, &x->inflight)) {

@@ -56,6 +56,10 @@ static void hist_release(struct scrape_podstate *st, struct scrape_window *w)
 void scrape_podstate_free(struct scrape_podstate *st, struct scrape_window *w)
 {
     hist_release(st, w);
+    for (int c = 0; c < SCRAPE_NC; c++) {
+        xfree(st->last[c]);
+        st->last[c] = NULL;
+    }
     scrape_ring_free(&st->requests);
     scrape_ring_free(&st->prompt);
     scrape_ring_free(&st->gen);
@@ -69,6 +73,8 @@ void scrape_podstate_reset(struct scrape_podstate *st, struct scrape_window *w, 
     char *err = st->error;
     struct scrape_ring ring = st->requests, prompt = st->prompt, gen = st->gen, busy = st->busy;
     hist_release(st, w);
+    for (int c = 0; c < SCRAPE_NC; c++)
+        xfree(st->last[c]); /* init below forgets them and the totals */
     scrape_ring_clear(&ring);
     scrape_ring_clear(&prompt);
     scrape_ring_clear(&gen);
@@ -105,6 +111,9 @@ size_t scrape_podstate_memory(const struct scrape_podstate *st)
         n += st->nbuckets * (sizeof(double) + 1);
     if (st->error)
         n += strlen(st->error) + 1;
+    for (int c = 0; c < SCRAPE_NC; c++)
+        if (st->last[c])
+            n += sizeof(*st->last[c]) + st->last[c]->n * sizeof(st->last[c]->s[0]);
     return n;
 }
 
@@ -127,6 +136,8 @@ void scrape_podstate_retire(struct scrape_podstate *dst, struct scrape_podstate 
     hist_release(src, w);
     *dst = *src;
     dst->error = NULL; /* the error stays with src, which frees it */
+    for (int c = 0; c < SCRAPE_NC; c++)
+        dst->last[c] = NULL; /* and the series: dst only keeps the rings */
     scrape_ring_init(&src->requests, src->requests.cap);
     scrape_ring_init(&src->prompt, src->prompt.cap);
     scrape_ring_init(&src->gen, src->gen.cap);
@@ -179,6 +190,51 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
     st->hist_ms = t_ms;
 }
 
+/* The counter's running total after this scrape: each series' increase
+ * since the last good scrape (all of it after a reset, and for a series not
+ * seen then: a counter created lazily counts from 0), a series gone adding
+ * nothing, as sum(rate()) sums series. With more series than are followed,
+ * the sums' increase instead (a drop read as a reset). sum: this scrape's
+ * sum of the counter. */
+static double follow(struct scrape_podstate *st, enum scrape_counter c, double sum,
+                     const struct scrape_sample *s)
+{
+    const struct scrape_series_set *now = &s->series[c];
+    /* a sample made without its series (a sum only): one series */
+    bool one = now->overflow || now->n == 0;
+    uint16_t n = one ? 1 : now->n;
+    struct scrape_series_last *prev = st->last[c];
+    double inc = 0;
+    if (!prev) {
+        inc = sum; /* the first: a baseline (a ring counts only differences) */
+    } else if (now->overflow || prev->overflow) {
+        double before = 0;
+        for (uint16_t i = 0; i < prev->n; i++)
+            before += prev->s[i].v;
+        inc = sum >= before ? sum - before : sum;
+    } else {
+        for (uint16_t i = 0; i < n; i++) {
+            uint64_t id = one ? 0 : now->id[i];
+            double v = one ? sum : now->v[i];
+            uint16_t j = 0;
+            while (j < prev->n && prev->s[j].id != id)
+                j++;
+            double was = j < prev->n ? prev->s[j].v : 0;
+            inc += v >= was ? v - was : v;
+        }
+    }
+    if (!prev || prev->n != n)
+        prev = st->last[c] = xrealloc(prev, sizeof(*prev) + n * sizeof(prev->s[0]));
+    prev->n = n;
+    prev->overflow = now->overflow;
+    for (uint16_t i = 0; i < n; i++) {
+        prev->s[i].id = one ? 0 : now->id[i];
+        prev->s[i].v = one ? sum : now->v[i];
+    }
+    st->total[c] += inc;
+    return st->total[c];
+}
+
 void scrape_podstate_ok(struct scrape_podstate *st, struct scrape_window *w, int64_t t_ms,
                         const struct scrape_sample *s)
 {
@@ -197,20 +253,29 @@ void scrape_podstate_ok(struct scrape_podstate *st, struct scrape_window *w, int
     /* Absent from the start: a lazily created counter (TGI's appear with
      * the first request), so zero. scrape_aggregate() still refuses a
      * workload where no pod has it. */
-    scrape_ring_add(&st->requests, t_ms, s->has_requests ? s->requests : 0);
+    /* a running total: a sample the ring ignores (not after its newest)
+     * loses no increase, the next one carries it */
+    scrape_ring_add(&st->requests, t_ms,
+                    follow(st, SCRAPE_C_REQ, s->has_requests ? s->requests : 0, s));
     st->req_seen = s->has_requests;
     /* token counters, when wanted: the same rules (TGI's histograms appear
      * lazily too); their rings get arrays only then */
     if (s->tokens || s->has_prompt || s->has_gen) {
-        scrape_ring_add(&st->prompt, t_ms, s->has_prompt ? s->prompt_tokens : 0);
-        scrape_ring_add(&st->gen, t_ms, s->has_gen ? s->gen_tokens : 0);
+        scrape_ring_add(&st->prompt, t_ms,
+                        follow(st, SCRAPE_C_PROMPT, s->has_prompt ? s->prompt_tokens : 0, s));
+        scrape_ring_add(&st->gen, t_ms,
+                        follow(st, SCRAPE_C_GEN, s->has_gen ? s->gen_tokens : 0, s));
     }
     /* the busy time, optional: a scrape without it forgets its samples (a
      * sample not after the newest is ignored, as the request ring does) */
-    if (s->has_busy)
-        (void)scrape_ring_add(&st->busy, t_ms, s->busy);
-    else
+    if (s->has_busy) {
+        (void)scrape_ring_add(&st->busy, t_ms, follow(st, SCRAPE_C_BUSY, s->busy, s));
+    } else {
         scrape_ring_clear(&st->busy);
+        xfree(st->last[SCRAPE_C_BUSY]); /* its next samples start afresh */
+        st->last[SCRAPE_C_BUSY] = NULL;
+        st->total[SCRAPE_C_BUSY] = 0;
+    }
     st->prompt_seen = s->has_prompt;
     st->gen_seen = s->has_gen;
     st->inflight = s->inflight;

@@ -21,6 +21,35 @@
 #define SCRAPE_MAX_BUCKETS 64
 
 /** What one exposition says about one pod, summed over label sets. */
+/** Most series of one counter followed one by one in a pod (more: their
+ *  sum is followed, and a series that vanishes reads as a reset). */
+#define SCRAPE_MAX_SERIES 32
+
+/** A counter's series in one exposition: a label-set fingerprint and its
+ *  value. Rates are summed from each series' own increase, as Prometheus'
+ *  sum(rate()) is: a series that vanishes (a model unloaded) adds nothing,
+ *  where a drop of the sum would read as a reset of the whole counter. */
+struct scrape_series_set {
+    uint16_t n;
+    bool overflow;                   /**< more than SCRAPE_MAX_SERIES */
+    uint64_t id[SCRAPE_MAX_SERIES];  /**< FNV-1a of name and sorted labels */
+    double v[SCRAPE_MAX_SERIES];
+};
+
+/** A counter's series kept from one scrape to the next: n of them, or with
+ *  overflow their sum as one (id 0). */
+struct scrape_series_last {
+    uint16_t n;
+    bool overflow;
+    struct {
+        uint64_t id;
+        double v;
+    } s[];
+};
+
+/** The counters followed series by series. */
+enum scrape_counter { SCRAPE_C_REQ, SCRAPE_C_PROMPT, SCRAPE_C_GEN, SCRAPE_C_BUSY, SCRAPE_NC };
+
 struct scrape_sample {
     double requests;     /**< request counter, summed over series */
     bool has_requests;   /**< at least one series of the request metric */
@@ -40,6 +69,8 @@ struct scrape_sample {
     double count[SCRAPE_MAX_BUCKETS]; /**< cumulative count per bound, summed */
     bool hist_dropped;   /**< more bounds than the cap or a bad `le`: no histogram */
     uint64_t samples;    /**< every sample line of the exposition, wanted or not */
+    struct scrape_series_set series[SCRAPE_NC]; /**< the counters' series (a repeated one
+                                                     counted once) */
 };
 
 /** Why a scrape failed; also the order of the counts in scrape_result.why. */
@@ -240,6 +271,11 @@ struct scrape_podstate {
     uint8_t fail;            /**< enum scrape_fail of the last attempt; NONE when it succeeded */
     bool req_seen;           /**< the request metric was in the last good exposition */
     bool has_inflight, has_queued;
+    /** Per counter: its series at the last good scrape (NULL until one;
+     *  exactly as many as it had), and the running total of their increases
+     *  the rings hold */
+    struct scrape_series_last *last[SCRAPE_NC];
+    double total[SCRAPE_NC];
 };
 
 /** ring_cap: scrape_ring_cap() of the scraper's window and interval. */

@@ -159,6 +159,51 @@ static void test_counter_reset(void **state)
     scrape_podstate_free(&st, NULL);
 }
 
+/* Rates are summed from each series' own increase, as sum(rate()) sums
+ * series: a Triton model whose counter (1,000) vanishes while the other
+ * rises by 50 a scrape is not a reset of the pod's counter (which read 1,050
+ * more than it had as an increase: 10 req/s became 25,018); a series that
+ * appears counts from 0, as a counter made on first use does; a series
+ * repeated in one exposition counts once. */
+static void test_series_come_and_go(void **state)
+{
+    (void)state;
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_TRITON);
+    struct scrape_podstate st;
+    scrape_podstate_init(&st, 0, RING);
+    char err[200];
+    for (int i = 0; i < 6; i++) {
+        char body[512];
+        double a = 1000 + 50.0 * i;
+        if (i < 3) /* b loaded, flat */
+            snprintf(body, sizeof(body),
+                     "nv_inference_request_success{model=\"a\",version=\"1\"} %g\n"
+                     "nv_inference_request_success{model=\"b\",version=\"1\"} 1000\n", a);
+        else if (i < 5) /* b unloaded; a repeated line (labels in another order) once */
+            snprintf(body, sizeof(body),
+                     "nv_inference_request_success{model=\"a\",version=\"1\"} %g\n"
+                     "nv_inference_request_success{version=\"1\",model=\"a\"} %g\n", a, a);
+        else /* c loaded: a new counter from 0 */
+            snprintf(body, sizeof(body),
+                     "nv_inference_request_success{model=\"a\",version=\"1\"} %g\n"
+                     "nv_inference_request_success{model=\"c\",version=\"1\"} 25\n", a);
+        struct scrape_sample s;
+        assert_int_equal(scrape_extract_buf(&spec, PROM_FMT_TEXT, body, strlen(body), 0, &s, err,
+                                            sizeof(err)), 0);
+        if (i == 3)
+            assert_true(s.requests == a); /* the repeated series once */
+        scrape_podstate_ok(&st, NULL, NOW - 25000 + i * IV, &s);
+    }
+    struct scrape_agg_pod ap = {&st, 1, false};
+    struct scrape_result r;
+    scrape_aggregate(&ap, 1, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    /* a: 50 a scrape over 5 intervals, c: 25 in the last one */
+    assert_true(fabs(r.request_rate - (5 * 50 + 25) / 25.0) < 1e-9);
+    scrape_podstate_free(&st, NULL);
+}
+
 /* recent_rate: the rate over the newest two intervals, summed over pods, so a
  * step shows before the rate window sees it; NAN when a counted pod has
  * fewer than two samples in that span. */
@@ -621,6 +666,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counting_rules),     cmocka_unit_test(test_counter_reset),
+        cmocka_unit_test(test_series_come_and_go),
         cmocka_unit_test(test_latency_and_gauges), cmocka_unit_test(test_absent_counter),
         cmocka_unit_test(test_window),             cmocka_unit_test(test_recent_rate),
         cmocka_unit_test(test_token_rates),        cmocka_unit_test(test_token_missing),

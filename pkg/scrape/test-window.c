@@ -437,8 +437,9 @@ static void test_out_of_order(void **state)
     world_free(&wd);
 }
 
-/* The footprint the scraper is sized by: a vLLM pod (22 bounds) holds
- * under 400 bytes of history, its workload's window under 2 KB. */
+/* The footprint the scraper is sized by: a vLLM pod (22 bounds, its request
+ * counter's series followed one by one) holds under 700 bytes of state, its
+ * workload's window under 2 KB. */
 static void test_memory(void **state)
 {
     (void)state;
@@ -459,7 +460,7 @@ static void test_memory(void **state)
     }
     size_t pod = sizeof(st) + scrape_podstate_memory(&st), win = scrape_window_memory(&w);
     printf("podstate %zu bytes (struct %zu), window %zu bytes\n", pod, sizeof(st), win);
-    assert_true(pod < 600);
+    assert_true(pod < 700);
     assert_true(win < 2048);
     scrape_podstate_free(&st, &w);
     scrape_window_free(&w);
