@@ -65,9 +65,13 @@ enum ctl_leader_action ctl_leader_step(struct ctl_leader *l, const struct ctl_le
                                        int64_t now_ms, int64_t unix_now_ms,
                                        struct ctl_lease *out);
 
-/** Report whether the write step asked for succeeded. */
+/** Report whether the write step asked for succeeded. sent_ms: when the
+ *  write was sent; the renew deadline counts from then, not from the answer
+ *  (the other replicas count the lease from when they saw it change, at or
+ *  after the send: a late answer must not stretch this instance's term past
+ *  theirs). */
 void ctl_leader_result(struct ctl_leader *l, bool ok, const struct ctl_lease *written,
-                       int64_t now_ms);
+                       int64_t now_ms, int64_t sent_ms);
 
 /**
  * True while this instance may act: it holds the lease and renewed it

@@ -64,6 +64,7 @@ struct write_req {
     struct controller *c;
     struct ctl_lease lease;
     bool release;
+    int64_t sent_ms; /* loop time the write was sent: the renew deadline's start */
 };
 
 /* Log every leadership change not yet logged: once per term each way. Runs
@@ -142,7 +143,8 @@ static void written(const struct kube_result *res, void *arg)
                      res->message);
         if (res->err == 0 && res->body)
             ctl_lease_from_json(res->body, &r->lease);
-        ctl_leader_result(&c->leader, res->err == 0, &r->lease, (int64_t)uv_now(c->loop));
+        ctl_leader_result(&c->leader, res->err == 0, &r->lease, (int64_t)uv_now(c->loop),
+                          r->sent_ms);
         if (c->closing) /* a renewal that answered after the close: no new term */
             ctl_leader_stop(&c->leader, "shutting down: releasing the lease");
         log_transitions(c);
@@ -188,6 +190,7 @@ static void got_lease(const struct kube_result *res, void *arg)
     }
     json_t *body =
         ctl_lease_to_json(c->cfg->leader.namespace_, c->cfg->leader.lease_name, &w->lease);
+    w->sent_ms = (int64_t)uv_now(c->loop);
     if (a == CTL_LEADER_CREATE)
         rc = kube_lease_create(c->kube, c->cfg->leader.namespace_, body, written, w);
     else

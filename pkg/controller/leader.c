@@ -91,17 +91,24 @@ enum ctl_leader_action ctl_leader_step(struct ctl_leader *l, const struct ctl_le
 }
 
 void ctl_leader_result(struct ctl_leader *l, bool ok, const struct ctl_lease *written,
-                       int64_t now_ms)
+                       int64_t now_ms, int64_t sent_ms)
 {
     expire(l, now_ms); /* a renewal after the deadline starts a new term */
     if (!ok) {
         /* leading lapses by itself once renew_deadline passes */
         return;
     }
+    if (sent_ms > now_ms)
+        sent_ms = now_ms;
+    if (now_ms - sent_ms >= l->renew_deadline_ms) {
+        /* answered after the deadline its send started: too late to act on
+         * (the others may have taken the lease meanwhile) */
+        return;
+    }
     if (!l->leading)
         l->term++;
     l->leading = true;
-    l->last_renew_ok_ms = now_ms;
+    l->last_renew_ok_ms = sent_ms;
     l->observed = *written;
     l->observed_ms = now_ms;
 }

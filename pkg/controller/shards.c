@@ -168,6 +168,7 @@ struct lease_write {
     int shard;        /* SELF for the member Lease */
     bool release;
     struct ctl_lease lease;
+    int64_t sent_ms;  /* loop time the write was sent: the renew deadline's start */
 };
 
 static struct ctl_leader *leader_of(struct controller *c, int shard)
@@ -197,7 +198,7 @@ static void lease_written(const struct kube_result *res, void *arg)
             l->observed_ms = (int64_t)uv_now(c->loop);
         }
     } else {
-        ctl_leader_result(l, res->err == 0, &r->lease, (int64_t)uv_now(c->loop));
+        ctl_leader_result(l, res->err == 0, &r->lease, (int64_t)uv_now(c->loop), r->sent_ms);
     }
     log_transitions(c);
     xfree(r);
@@ -214,6 +215,7 @@ static void write_lease(struct controller *c, int shard, bool create, bool relea
     r->shard = shard;
     r->release = release;
     r->lease = *l;
+    r->sent_ms = (int64_t)uv_now(c->loop);
     json_t *body = ctl_lease_to_json(ns, name, l);
     io_begin(c);
     int rc = create ? kube_lease_create(c->kube, ns, body, lease_written, r)

@@ -35,7 +35,7 @@ static bool round_(struct ctl_leader *l, struct store *s, int64_t now, bool api_
             snprintf(out.resource_version, sizeof(out.resource_version), "%d", s->rv);
             s->lease = out;
         }
-        ctl_leader_result(l, ok, &out, now);
+        ctl_leader_result(l, ok, &out, now, now);
     }
     return ctl_leader_is_leading(l, now);
 }
@@ -90,8 +90,37 @@ static void test_leader_that_cannot_renew_stops(void **st)
     s.lease.resource_version[0] = 'x';
     struct ctl_lease out;
     assert_int_equal(ctl_leader_step(&a, &s.lease, 11000, 0, &out), CTL_LEADER_UPDATE);
-    ctl_leader_result(&a, false, &out, 11000);
+    ctl_leader_result(&a, false, &out, 11000, 11000);
     assert_false(ctl_leader_is_leading(&a, 11000));
+}
+
+/* The renew deadline counts from when the renewal was sent, not from its
+ * answer: the other replicas count the lease from when they saw it change,
+ * so a late answer (sent at 4 s, answered at 9 s) leads until 14 s, not 19 s
+ * (a split-brain window of up to the answer's delay). One answered a whole
+ * renew deadline after its send is not acted on at all. */
+static void test_deadline_counts_from_the_send(void **st)
+{
+    (void)st;
+    struct store s;
+    memset(&s, 0, sizeof(s));
+    struct ctl_leader a;
+    ctl_leader_init(&a, "a", 15000, 10000, 2000);
+    assert_true(round_(&a, &s, 0, true));
+    struct ctl_lease out;
+    assert_int_equal(ctl_leader_step(&a, &s.lease, 4000, 1700000004000LL, &out),
+                     CTL_LEADER_UPDATE);
+    s.rv++;
+    snprintf(out.resource_version, sizeof(out.resource_version), "%d", s.rv);
+    s.lease = out;
+    ctl_leader_result(&a, true, &out, 9000, 4000);
+    assert_true(ctl_leader_is_leading(&a, 13999));
+    assert_false(ctl_leader_is_leading(&a, 14000));
+    /* renewed again at 15 s, answered 10 s later: not leading on it */
+    assert_int_equal(ctl_leader_step(&a, &s.lease, 15000, 1700000015000LL, &out),
+                     CTL_LEADER_UPDATE);
+    ctl_leader_result(&a, true, &out, 25000, 15000);
+    assert_false(ctl_leader_is_leading(&a, 25000));
 }
 
 static void test_release_hands_over(void **st)
@@ -190,7 +219,7 @@ static void test_lapse_seen_at_the_late_renewal(void **st)
     struct ctl_lease out;
     assert_int_equal(ctl_leader_step(&a, &s.lease, 9000, 1700000009000LL, &out),
                      CTL_LEADER_UPDATE);
-    ctl_leader_result(&a, true, &out, 12000);
+    ctl_leader_result(&a, true, &out, 12000, 12000);
     assert_true(ctl_leader_is_leading(&a, 12000));
     drain(&a, 12000, &r);
     assert_int_equal(r.stopped, 1);
@@ -273,6 +302,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_leader_and_failover),
         cmocka_unit_test(test_leader_that_cannot_renew_stops),
+        cmocka_unit_test(test_deadline_counts_from_the_send),
         cmocka_unit_test(test_release_hands_over),
         cmocka_unit_test(test_lost_lease_is_reported_once),
         cmocka_unit_test(test_lapse_seen_at_the_late_renewal),
