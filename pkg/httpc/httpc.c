@@ -25,6 +25,9 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -701,6 +704,27 @@ static int setup_tls(CURL *e, const struct httpc_tls *t)
 /* The header lines as a curl_slist in one block of our own, the nodes
  * followed by copies of the strings: one allocation instead of two per line
  * (libcurl only reads the list). *len gets the block's size. */
+
+/* A connection's data unacknowledged for HTTPC_TCP_USER_TIMEOUT_MS ends it
+ * (TCP_USER_TIMEOUT; it also bounds the keepalive probes). The API server's
+ * connection is one HTTP/2 connection that every watch and write shares:
+ * with a peer gone silently (a load balancer's state lost), a timed-out
+ * request closes only its own stream, the next reuses the dead connection,
+ * and with Lease renewals every 2 s there is always data in flight, so
+ * keepalive never probes: the kernel retransmits for about 15 minutes.
+ * client-go's HTTP/2 pings notice it in about 45 s. */
+#define HTTPC_TCP_USER_TIMEOUT_MS 30000u
+
+static int on_sockopt(void *arg, curl_socket_t fd, curlsocktype purpose)
+{
+    (void)arg;
+    if (purpose == CURLSOCKTYPE_IPCXN) {
+        unsigned int ms = HTTPC_TCP_USER_TIMEOUT_MS;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms)); /* best effort */
+    }
+    return CURL_SOCKOPT_OK;
+}
+
 static struct curl_slist *header_block(const char *const *lines, size_t n, size_t *len)
 {
     size_t bytes = n * sizeof(struct curl_slist);
@@ -778,6 +802,7 @@ int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb,
     if (strncasecmp(o->url, "https:", 6) == 0)
         curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     if (!o->no_reuse) { /* not for a connection used once: setsockopt calls for nothing */
+        curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, on_sockopt);
         curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
         /* probes after 30 s idle, every 15 s: a peer gone without a FIN or
          * RST (a node down, a load balancer's state lost) is noticed in about
