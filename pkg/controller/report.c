@@ -296,8 +296,16 @@ static void hpa_listed(const struct kube_result *res, void *arg)
             c->hpa_targets_next = xrealloc(c->hpa_targets_next,
                                            (c->n_hpa_targets_next + c->n_hpa_targets + 1) *
                                                sizeof(char *));
-            for (size_t i = 0; i < c->n_hpa_targets; i++)
-                c->hpa_targets_next[c->n_hpa_targets_next++] = c->hpa_targets[i];
+            size_t fresh = c->n_hpa_targets_next;
+            for (size_t i = 0; i < c->n_hpa_targets; i++) {
+                bool dup = false; /* failures in a row must not pile copies up */
+                for (size_t j = 0; j < fresh && !dup; j++)
+                    dup = strcmp(c->hpa_targets_next[j], c->hpa_targets[i]) == 0;
+                if (dup)
+                    xfree(c->hpa_targets[i]);
+                else
+                    c->hpa_targets_next[c->n_hpa_targets_next++] = c->hpa_targets[i];
+            }
             c->n_hpa_targets = 0;
             c->hpa_list_failed = false;
         }
