@@ -1150,6 +1150,7 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             self.assertIsNotNone(first, "a status on every Deployment")
             elapsed = time.monotonic() - first
             refreshes = g.metric("gpuscaler_status_writes_total", '{kind="refresh"}') - w0
+            decisions = g.metric("gpuscaler_status_writes_total", '{kind="decision"}')
             gaps = [b - a for ts in seen.values() for a, b in zip(ts, ts[1:])]
             # each rewritten at least twice in 24 s, none older than 9 s + a tick (the times
             # are whole seconds: one more), within the serving limit of 10 s + 3 ticks
