@@ -42,6 +42,17 @@ static int fail(struct scrape_extract *x, int code, const char *fmt, ...)
 /* The sample is the selector's metric: its own name, or (when the name is
  * the family's) the family's plain or _total sample, never _created; and its
  * labels are those the matchers select. */
+/* Is s's name the counter family's own name plus "_total"? In the 0.0.4
+ * text format a counter family is named with its suffix (`x_total`), where
+ * OpenMetrics names it `x`: a counter given by its family name is found in
+ * both. */
+static bool total_of(const struct prom_sample *s, const char *metric)
+{
+    size_t n = strlen(metric);
+    return s->type == PROM_COUNTER && s->name_len == n + 6 &&
+           strncmp(s->name, metric, n) == 0 && strcmp(s->name + n, "_total") == 0;
+}
+
 static bool is_metric(const struct prom_sample *s, const struct scrape_selector *sel)
 {
     const char *metric = sel->name;
@@ -49,7 +60,8 @@ static bool is_metric(const struct prom_sample *s, const struct scrape_selector 
         return false;
     if (strcmp(s->name, metric) != 0 &&
         !(strcmp(s->family, metric) == 0 &&
-          (s->suffix == PROM_SUFFIX_NONE || s->suffix == PROM_SUFFIX_TOTAL)))
+          (s->suffix == PROM_SUFFIX_NONE || s->suffix == PROM_SUFFIX_TOTAL)) &&
+        !total_of(s, metric))
         return false;
     return scrape_selector_match(sel, s);
 }
@@ -346,6 +358,16 @@ static void start_parser(struct scrape_extract *x)
     for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++)
         if (names[i][0] && prom_parser_want(x->parser, names[i], PROM_MATCH_NAME) == 0)
             wanted++;
+    /* a counter by its family name: also its 0.0.4 name (is_metric) */
+    const char *counters[] = {x->request.name, x->prompt.name, x->gen.name};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(counters); i++) {
+        size_t n = strlen(counters[i]);
+        if (n == 0 || (n >= 6 && strcmp(counters[i] + n - 6, "_total") == 0))
+            continue;
+        char total[SCRAPE_METRIC_MAX + 16];
+        snprintf(total, sizeof(total), "%s_total", counters[i]);
+        (void)prom_parser_want(x->parser, total, PROM_MATCH_NAME);
+    }
     if (!wanted)
         prom_parser_want(x->parser, NOTHING_WANTED, PROM_MATCH_NAME);
 }

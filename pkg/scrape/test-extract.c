@@ -167,8 +167,9 @@ static int extract(const char *text, const struct scrape_spec *spec, size_t cap,
     return scrape_extract_buf(spec, PROM_FMT_TEXT, text, strlen(text), cap, s, err, 200);
 }
 
-/* The generic profile: a metric named by family or by sample name; _created
- * never counts; an untyped histogram's le comes from the label. */
+/* The generic profile: a metric named by family or by sample name, in
+ * OpenMetrics and in 0.0.4 text (where a counter's family carries _total);
+ * _created never counts; an untyped histogram's le comes from the label. */
 static void test_generic_names(void **state)
 {
     (void)state;
@@ -197,6 +198,33 @@ static void test_generic_names(void **state)
         assert_true(s.le[0] == 10 && s.le[1] == 100 && isinf(s.le[2]));
         assert_true(s.count[2] == 4);
     }
+    /* prometheus_client's 0.0.4 text: the counter family is named with its
+     * suffix, and _created is a gauge family of its own; by its family name
+     * (http_requests) the counter is found all the same */
+    static const char text[] = "# HELP http_requests_total Requests.\n"
+                               "# TYPE http_requests_total counter\n"
+                               "http_requests_total{code=\"200\"} 30.0\n"
+                               "http_requests_total{code=\"500\"} 4.0\n"
+                               "# HELP http_requests_created Requests.\n"
+                               "# TYPE http_requests_created gauge\n"
+                               "http_requests_created{code=\"200\"} 1.7e9\n"
+                               "# TYPE http_requests_in_flight gauge\n"
+                               "http_requests_in_flight 2\n";
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++) {
+        snprintf(spec.request_metric, sizeof(spec.request_metric), "%s", names[i]);
+        struct scrape_sample s;
+        char err[200];
+        assert_int_equal(extract(text, &spec, 0, &s, err), 0);
+        assert_true(s.has_requests);
+        assert_true(s.requests == 34);
+    }
+    /* a gauge is never taken for a counter by its name plus _total */
+    snprintf(spec.request_metric, sizeof(spec.request_metric), "http_requests_in");
+    struct scrape_sample g;
+    char gerr[200];
+    assert_int_equal(extract("# TYPE http_requests_in_total gauge\nhttp_requests_in_total 5\n",
+                             &spec, 0, &g, gerr), 0);
+    assert_false(g.has_requests);
     assert_true(scrape_latency_unit_ms("lat_ms") == 1);
     assert_true(scrape_latency_unit_ms("vllm:e2e_request_latency_seconds") == 1000);
     assert_true(scrape_latency_unit_ms("tgi_request_duration") == 1000);
