@@ -66,15 +66,22 @@ static bool is_metric(const struct prom_sample *s, const struct scrape_selector 
     return scrape_selector_match(sel, s);
 }
 
+/* FNV-1a 64 over n bytes, on from h. */
+static uint64_t fnv(uint64_t h, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return h;
+}
+
 /* A series' fingerprint: its name and labels, sorted by name so that an
- * exporter's label order does not make it another series. */
+ * exporter's label order does not make it another series; a separator byte
+ * between fields, so "ab","c" is not "a","bc". */
 static uint64_t series_id(const struct prom_sample *ps)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (const char *c = ps->name; *c; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+    uint64_t h = fnv(1469598103934665603ULL, ps->name, strlen(ps->name));
     size_t idx[32], n = ps->nlabels < 32 ? ps->nlabels : 32;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) { /* insertion sort of the label indexes by name */
         size_t j = i;
         while (j > 0) {
             const struct prom_label *a = &ps->labels[idx[j - 1]], *b = &ps->labels[i];
@@ -89,12 +96,8 @@ static uint64_t series_id(const struct prom_sample *ps)
     }
     for (size_t i = 0; i < n; i++) {
         const struct prom_label *l = &ps->labels[idx[i]];
-        h = (h ^ 0xff) * 1099511628211ULL; /* separators: "ab","c" is not "a","bc" */
-        for (size_t k = 0; k < l->name_len; k++)
-            h = (h ^ (unsigned char)l->name[k]) * 1099511628211ULL;
-        h = (h ^ 0xfe) * 1099511628211ULL;
-        for (size_t k = 0; k < l->value_len; k++)
-            h = (h ^ (unsigned char)l->value[k]) * 1099511628211ULL;
+        h = fnv(fnv(fnv(h, "\xff", 1), l->name, l->name_len), "\xfe", 1);
+        h = fnv(h, l->value, l->value_len);
     }
     return h;
 }
