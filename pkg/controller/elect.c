@@ -106,7 +106,7 @@ static void release_now(struct controller *c)
         ctl_lease_to_json(c->cfg->leader.namespace_, c->cfg->leader.lease_name, &w->lease);
     ctl_io_begin(c);
     int rc = kube_lease_update(c->kube, c->cfg->leader.namespace_, c->cfg->leader.lease_name, body,
-                               written, w);
+                               c->cfg->leader.renew_deadline_ms, written, w);
     json_decref(body);
     if (rc != 0) {
         xfree(w);
@@ -191,11 +191,13 @@ static void got_lease(const struct kube_result *res, void *arg)
     json_t *body =
         ctl_lease_to_json(c->cfg->leader.namespace_, c->cfg->leader.lease_name, &w->lease);
     w->sent_ms = (int64_t)uv_now(c->loop);
+    /* answered after the renew deadline, a write is of no use (ctl_leader_result) */
+    int64_t within = c->cfg->leader.renew_deadline_ms;
     if (a == CTL_LEADER_CREATE)
-        rc = kube_lease_create(c->kube, c->cfg->leader.namespace_, body, written, w);
+        rc = kube_lease_create(c->kube, c->cfg->leader.namespace_, body, within, written, w);
     else
         rc = kube_lease_update(c->kube, c->cfg->leader.namespace_, c->cfg->leader.lease_name,
-                               body, written, w);
+                               body, within, written, w);
     json_decref(body);
     if (rc != 0) {
         LOG_WARN(SUB, "cannot write the lease: %s", strerror(-rc));
@@ -218,7 +220,7 @@ static void elect_round(uv_timer_t *t)
     c->elect_inflight = true;
     ctl_io_begin(c);
     int rc = kube_lease_get(c->kube, c->cfg->leader.namespace_, c->cfg->leader.lease_name,
-                            got_lease, c);
+                            c->cfg->leader.renew_deadline_ms, got_lease, c);
     if (rc != 0) {
         LOG_WARN(SUB, "cannot read the lease: %s", strerror(-rc));
         c->elect_inflight = false;

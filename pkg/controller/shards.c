@@ -19,6 +19,10 @@
  * once its Deployments' checkpoints are written; member Leases nobody
  * renewed for 10 lease durations are deleted.
  *
+ * Every Lease request ends within renew-deadline (an answer after it is of no
+ * use), and a write in flight holds back only its own Lease: one slow request
+ * never stops the other shards' renewals.
+ *
  * Ownership: the shard and member tables belong to the controller; requests
  * in flight carry a shard index, never a pointer, and are counted by
  * ctl_io_begin/end so the controller outlives them. */
@@ -42,8 +46,17 @@
 /** Rounds a shard to hand over is kept while its checkpoints are written. */
 #define HANDOVER_FLUSH_ROUNDS 5
 
+/* The one write of a Lease in flight at a time, and when the last answered:
+ * a round steps only the Leases with no write in flight, and none whose write
+ * answered after the round's list was sent (the list shows an older record). */
+struct lease_io {
+    bool busy;
+    int64_t answered_ms;
+};
+
 struct ctl_shard {
     struct ctl_leader leader;  /**< this shard's election, as the single leader's */
+    struct lease_io io;
     struct ctl_lease cur;      /**< as listed at the last round */
     char name[256];
     bool releasing;            /**< handed over by this instance: log "released" */
@@ -60,12 +73,16 @@ struct member {
 
 struct ctl_shard_members {
     struct ctl_leader self;    /**< this replica's member Lease */
+    struct lease_io self_io;
     char self_name[256];
     struct member *m;          /**< others' member Leases, at most SHARD_MAX_MEMBERS */
     size_t n;
     const char **holders;      /**< per shard, scratch for the plan */
     enum shard_action *act;    /**< per shard, scratch for the plan */
-    int inflight;              /**< list and writes of the current round */
+    int inflight;              /**< lists, writes and deletes in flight */
+    bool listing;              /**< a list in flight: the next round waits for it */
+    int64_t list_sent_ms;      /**< loop time the last list was sent */
+    int deleting;              /**< member Lease deletes in flight */
     uint64_t member_rounds;    /**< rounds begun with the member Lease renewed */
     size_t live;               /**< live members at the last round */
     uint64_t acquired, released, lost;
@@ -176,6 +193,18 @@ static struct ctl_leader *leader_of(struct controller *c, int shard)
     return shard == SELF ? &c->members->self : &c->shards[shard].leader;
 }
 
+static struct lease_io *io_of(struct controller *c, int shard)
+{
+    return shard == SELF ? &c->members->self_io : &c->shards[shard].io;
+}
+
+/* Whether the round over the list last sent may write this Lease. */
+static bool may_write(struct controller *c, int shard)
+{
+    const struct lease_io *io = io_of(c, shard);
+    return !io->busy && io->answered_ms < c->members->list_sent_ms;
+}
+
 static void lease_written(const struct kube_result *res, void *arg)
 {
     struct lease_write *r = arg;
@@ -188,6 +217,9 @@ static void lease_written(const struct kube_result *res, void *arg)
         LOG_WARN(SUB, "writing lease %s failed: HTTP %ld %s %s", what, res->status, res->reason,
                  res->message);
     struct ctl_leader *l = leader_of(c, r->shard);
+    struct lease_io *io = io_of(c, r->shard);
+    io->busy = false;
+    io->answered_ms = (int64_t)uv_now(c->loop);
     if (res->err == 0 && res->body)
         ctl_lease_from_json(res->body, &r->lease);
     if (r->release || c->closing) {
@@ -217,12 +249,17 @@ static void write_lease(struct controller *c, int shard, bool create, bool relea
     r->lease = *l;
     r->sent_ms = (int64_t)uv_now(c->loop);
     json_t *body = ctl_lease_to_json(ns, name, l);
+    /* an answer after the renew deadline is of no use (ctl_leader_result):
+     * the write ends by then, so that the Lease is tried again next round */
+    int64_t within = c->cfg->leader.renew_deadline_ms;
     io_begin(c);
-    int rc = create ? kube_lease_create(c->kube, ns, body, lease_written, r)
-                    : kube_lease_update(c->kube, ns, name, body, lease_written, r);
+    io_of(c, shard)->busy = true;
+    int rc = create ? kube_lease_create(c->kube, ns, body, within, lease_written, r)
+                    : kube_lease_update(c->kube, ns, name, body, within, lease_written, r);
     json_decref(body);
     if (rc != 0) {
         LOG_WARN(SUB, "cannot write lease %s: %s", name, strerror(-rc));
+        io_of(c, shard)->busy = false;
         xfree(r);
         io_end(c);
     }
@@ -234,6 +271,8 @@ static void step(struct controller *c, int shard, const struct ctl_lease *cur, i
                  int64_t unix_now)
 {
     struct ctl_lease out;
+    if (!may_write(c, shard))
+        return; /* its write in flight, or answered after the list: next round */
     enum ctl_leader_action a = ctl_leader_step(leader_of(c, shard), cur, now, unix_now, &out);
     if (a != CTL_LEADER_WAIT)
         write_lease(c, shard, a == CTL_LEADER_CREATE, false, &out);
@@ -243,6 +282,8 @@ static void release_shard(struct controller *c, uint32_t s, int64_t unix_now, co
 {
     struct ctl_shard *sh = &c->shards[s];
     struct ctl_lease out;
+    if (!may_write(c, (int)s))
+        return; /* next round */
     ctl_leader_release(&sh->leader, unix_now, &out);
     sh->releasing = true;
     ctl_leader_stop(&sh->leader, why); /* stop acting before the write goes out */
@@ -274,6 +315,7 @@ static void member_deleted(const struct kube_result *res, void *arg)
                  res->status == 403 ? "; the Role needs delete on leases" : "");
     }
     struct controller *c = d->c;
+    c->members->deleting--;
     xfree(d);
     io_end(c);
 }
@@ -287,7 +329,7 @@ static void delete_gone_members(struct controller *c, const char *const *live, s
                                 int64_t now)
 {
     struct ctl_shard_members *ms = c->members;
-    if (now < ms->delete_after_ms)
+    if (now < ms->delete_after_ms || ms->deleting)
         return;
     for (size_t i = 0; i < nlive; i++)
         if (strcmp(live[i], c->identity) < 0)
@@ -305,10 +347,12 @@ static void delete_gone_members(struct controller *c, const char *const *live, s
         d->idle_s = idle / 1000;
         snprintf(d->name, sizeof(d->name), "%s", m->name);
         io_begin(c);
+        ms->deleting++;
         int rc = kube_lease_delete(c->kube, c->cfg->leader.namespace_, m->name,
-                                   m->cur.resource_version, member_deleted, d);
+                                   m->cur.resource_version, 0, member_deleted, d);
         if (rc != 0) {
             LOG_WARN(SUB, "cannot delete member lease %s: %s", m->name, strerror(-rc));
+            ms->deleting--;
             xfree(d);
             io_end(c);
         }
@@ -350,6 +394,7 @@ static void listed(const struct kube_result *res, void *arg)
 {
     struct controller *c = arg;
     struct ctl_shard_members *ms = c->members;
+    ms->listing = false;
     if (c->closing || res->err != 0) {
         if (!c->closing)
             LOG_WARN(SUB, "listing leases failed: HTTP %ld %s", res->status, res->message);
@@ -471,15 +516,19 @@ static void round_cb(uv_timer_t *t)
     if (c->closing)
         return;
     log_transitions(c); /* a renew deadline may pass while requests hang */
-    if (c->members->inflight)
+    struct ctl_shard_members *ms = c->members;
+    if (ms->listing)
         return;
-    char path[400];
-    snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases",
-             c->cfg->leader.namespace_);
+    /* a write in flight holds back only its own Lease (may_write): one slow
+     * request must not stop every other shard's renewals */
     io_begin(c);
-    int rc = kube_get(c->kube, path, listed, c);
+    ms->listing = true;
+    ms->list_sent_ms = (int64_t)uv_now(c->loop);
+    int rc = kube_lease_list(c->kube, c->cfg->leader.namespace_, c->cfg->leader.renew_deadline_ms,
+                             listed, c);
     if (rc != 0) {
         LOG_WARN(SUB, "cannot list leases: %s", strerror(-rc));
+        ms->listing = false;
         io_end(c);
     }
 }
@@ -494,7 +543,9 @@ void ctl_shards_start(struct controller *c)
     ms->m = xcalloc(SHARD_MAX_MEMBERS, sizeof(*ms->m));
     ms->holders = xcalloc(c->nshards, sizeof(*ms->holders));
     ms->act = xcalloc(c->nshards, sizeof(*ms->act));
+    ms->self_io.answered_ms = -1;
     for (uint32_t s = 0; s < c->nshards; s++) {
+        c->shards[s].io.answered_ms = -1;
         ctl_leader_init(&c->shards[s].leader, c->identity, cfg->leader.lease_duration_ms,
                         cfg->leader.renew_deadline_ms, cfg->leader.retry_period_ms);
         snprintf(c->shards[s].name, sizeof(c->shards[s].name), "%s-%u",

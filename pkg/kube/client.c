@@ -46,6 +46,7 @@ struct kreq {
     char *method, *path, *ctype, *body;
     size_t blen;
     int64_t timeout_ms, stall_ms;
+    uint64_t deadline; /* loop time the whole request (retries too) ends by; 0 = none */
     size_t max_body;
     int retries;
     uv_timer_t timer; /* the wait before a retry; initialised at the first */
@@ -545,6 +546,11 @@ static bool retry_later(struct kreq *r, int err, const struct httpc_resp *resp)
     int64_t ms = httpc_resp_retry_after_ms(resp, util_now_unix_ms());
     if (ms < 0 || ms > RETRY_MAX_WAIT_MS)
         return false;
+    if (r->deadline && uv_now(k->loop) + (uint64_t)ms >= r->deadline) {
+        LOG_DEBUG("kube", "%s: HTTP %ld; not sent again: its wait of %lld ms ends after "
+                  "the request's deadline", r->what, resp->status, (long long)ms);
+        return false;
+    }
     if (k->draining && uv_now(k->loop) + (uint64_t)ms > k->drain_until) {
         LOG_WARN("kube", "%s: HTTP %ld; not sent again: its wait of %lld ms ends after "
                  "the shutdown's budget", r->what, resp->status, (long long)ms);
@@ -640,6 +646,14 @@ static int issue(struct kreq *r)
         }
         r->cred_gen = cred->gen;
     }
+    int64_t timeout = r->timeout_ms == 0 ? k->timeout_ms : (r->timeout_ms < 0 ? 0 : r->timeout_ms);
+    if (r->deadline) {
+        /* this attempt ends by the request's deadline (at least 1 ms: 0 is none) */
+        uint64_t now = uv_now(k->loop);
+        int64_t left = r->deadline > now ? (int64_t)(r->deadline - now) : 1;
+        if (timeout == 0 || left < timeout)
+            timeout = left;
+    }
     char *url = xasprintf("%s%s", k->url_base, r->path);
     const char *headers[] = {"Accept: application/json", k->ua_header, k->host_header, NULL};
     struct httpc_tls tls = {
@@ -669,7 +683,7 @@ static int issue(struct kreq *r)
         .bearer = cred ? cred->token : bearer(k),
         .headers = headers,
         .tls = &tls,
-        .timeout_ms = r->timeout_ms == 0 ? k->timeout_ms : (r->timeout_ms < 0 ? 0 : r->timeout_ms),
+        .timeout_ms = timeout,
         .connect_timeout_ms = 10000,
         .max_body = r->max_body,
         .on_data = r->on_data ? on_req_data : NULL,
@@ -749,7 +763,14 @@ static int dump_cb(const char *buf, size_t size, void *data)
 int kube_request(struct kube *k, const char *method, const char *path, const char *content_type,
                  const json_t *body, kube_result_cb cb, void *arg)
 {
-    if (!k || !method || !cb)
+    return kube_request_within(k, 0, method, path, content_type, body, cb, arg);
+}
+
+int kube_request_within(struct kube *k, int64_t within_ms, const char *method, const char *path,
+                        const char *content_type, const json_t *body, kube_result_cb cb,
+                        void *arg)
+{
+    if (!k || !method || !cb || within_ms < 0)
         return -EINVAL;
     struct util_buf b = {0};
     if (body && json_dump_callback(body, dump_cb, &b, JSON_COMPACT) != 0) {
@@ -759,6 +780,8 @@ int kube_request(struct kube *k, const char *method, const char *path, const cha
     struct kreq *r = xcalloc(1, sizeof(*r));
     r->cb = cb;
     r->arg = arg;
+    if (within_ms > 0)
+        r->deadline = uv_now(k->loop) + (uint64_t)within_ms;
     int rc = send_req(k, method, path, content_type ? content_type : "application/json",
                       body ? (b.data ? b.data : "") : NULL, b.len, NULL, 0, 0, 0, r);
     util_buf_free(&b);
@@ -870,37 +893,51 @@ int kube_deployment_patch_annotations(struct kube *k, const char *ns, const char
     return rc;
 }
 
-int kube_lease_get(struct kube *k, const char *ns, const char *name, kube_result_cb cb, void *arg)
+/* A Lease request that ends within within_ms (0 = the client's timeout). */
+static int lease_req(struct kube *k, int64_t within_ms, const char *method, const char *ns,
+                     const char *name, const json_t *body, kube_result_cb cb, void *arg)
 {
-    return with_path(ns_path(COORD, ns, "leases", name, NULL), get_fn, k, NULL, cb, arg);
+    char *path = ns_path(COORD, ns, "leases", name, NULL);
+    if (!path)
+        return -EINVAL;
+    int rc = kube_request_within(k, within_ms, method, path, NULL, body, cb, arg);
+    xfree(path);
+    return rc;
 }
 
-int kube_lease_create(struct kube *k, const char *ns, const json_t *lease, kube_result_cb cb,
-                      void *arg)
+int kube_lease_get(struct kube *k, const char *ns, const char *name, int64_t within_ms,
+                   kube_result_cb cb, void *arg)
 {
-    return with_path(ns_path(COORD, ns, "leases", NULL, NULL), kube_create, k, lease, cb, arg);
+    return name ? lease_req(k, within_ms, "GET", ns, name, NULL, cb, arg) : -EINVAL;
+}
+
+int kube_lease_create(struct kube *k, const char *ns, const json_t *lease, int64_t within_ms,
+                      kube_result_cb cb, void *arg)
+{
+    return lease ? lease_req(k, within_ms, "POST", ns, NULL, lease, cb, arg) : -EINVAL;
 }
 
 int kube_lease_update(struct kube *k, const char *ns, const char *name, const json_t *lease,
-                      kube_result_cb cb, void *arg)
+                      int64_t within_ms, kube_result_cb cb, void *arg)
 {
-    return with_path(ns_path(COORD, ns, "leases", name, NULL), kube_update, k, lease, cb, arg);
+    return name && lease ? lease_req(k, within_ms, "PUT", ns, name, lease, cb, arg) : -EINVAL;
 }
 
-static int delete_fn(struct kube *k, const char *path, const json_t *opts, kube_result_cb cb,
-                     void *arg)
+int kube_lease_list(struct kube *k, const char *ns, int64_t within_ms, kube_result_cb cb,
+                    void *arg)
 {
-    return kube_request(k, "DELETE", path, NULL, opts, cb, arg);
+    return lease_req(k, within_ms, "GET", ns, NULL, NULL, cb, arg);
 }
 
 int kube_lease_delete(struct kube *k, const char *ns, const char *name,
-                      const char *resource_version, kube_result_cb cb, void *arg)
+                      const char *resource_version, int64_t within_ms, kube_result_cb cb,
+                      void *arg)
 {
-    if (!resource_version || !*resource_version)
+    if (!name || !resource_version || !*resource_version)
         return -EINVAL;
     json_t *opts = json_pack("{s:s, s:s, s:{s:s}}", "kind", "DeleteOptions", "apiVersion", "v1",
                              "preconditions", "resourceVersion", resource_version);
-    int rc = with_path(ns_path(COORD, ns, "leases", name, NULL), delete_fn, k, opts, cb, arg);
+    int rc = lease_req(k, within_ms, "DELETE", ns, name, opts, cb, arg);
     json_decref(opts);
     return rc;
 }

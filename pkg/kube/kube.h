@@ -263,6 +263,12 @@ int kube_status_errno(long status);
  */
 int kube_request(struct kube *k, const char *method, const char *path, const char *content_type,
                  const json_t *body, kube_result_cb cb, void *arg);
+/** kube_request() that ends within within_ms of now, its retries included: each
+ *  attempt's timeout is cut to what is left, and a Retry-After wait that would end
+ *  later is not taken (cb gets the 429). within_ms 0 = no deadline. */
+int kube_request_within(struct kube *k, int64_t within_ms, const char *method, const char *path,
+                        const char *content_type, const json_t *body, kube_result_cb cb,
+                        void *arg);
 
 int kube_get(struct kube *k, const char *path, kube_result_cb cb, void *arg);
 /** POST body to path (a collection). */
@@ -285,16 +291,24 @@ int kube_scale_patch(struct kube *k, const char *ns, const char *name, int32_t r
 /** Merge-patch metadata.annotations of a Deployment (a null value removes a key). */
 int kube_deployment_patch_annotations(struct kube *k, const char *ns, const char *name,
                                       const json_t *annotations, kube_result_cb cb, void *arg);
-/** coordination.k8s.io/v1 Leases. Update sends lease as is (its resourceVersion guards it). */
-int kube_lease_get(struct kube *k, const char *ns, const char *name, kube_result_cb cb, void *arg);
-int kube_lease_create(struct kube *k, const char *ns, const json_t *lease, kube_result_cb cb,
-                      void *arg);
-int kube_lease_update(struct kube *k, const char *ns, const char *name, const json_t *lease,
+/** coordination.k8s.io/v1 Leases. Update sends lease as is (its resourceVersion guards it).
+ *  Each ends within within_ms, retries after a 429 included (0 = the client's timeout):
+ *  a lease request answered after its renew deadline is of no use, as client-go's
+ *  leader election bounds its requests by RenewDeadline. */
+int kube_lease_get(struct kube *k, const char *ns, const char *name, int64_t within_ms,
+                   kube_result_cb cb, void *arg);
+int kube_lease_create(struct kube *k, const char *ns, const json_t *lease, int64_t within_ms,
                       kube_result_cb cb, void *arg);
+int kube_lease_update(struct kube *k, const char *ns, const char *name, const json_t *lease,
+                      int64_t within_ms, kube_result_cb cb, void *arg);
+/** LIST the namespace's Leases. */
+int kube_lease_list(struct kube *k, const char *ns, int64_t within_ms, kube_result_cb cb,
+                    void *arg);
 /** DELETE a Lease only while its resourceVersion is still resource_version
  *  (DeleteOptions preconditions: 409 Conflict once it changed, 404 when gone). */
 int kube_lease_delete(struct kube *k, const char *ns, const char *name,
-                      const char *resource_version, kube_result_cb cb, void *arg);
+                      const char *resource_version, int64_t within_ms, kube_result_cb cb,
+                      void *arg);
 /** core/v1 Events. */
 int kube_event_create(struct kube *k, const char *ns, const json_t *event, kube_result_cb cb,
                       void *arg);

@@ -76,6 +76,9 @@ static void h_api(struct testsrv_conn *c, const struct testsrv_req *r, void *arg
         status = 429;
         body = "{\"kind\":\"Status\",\"reason\":\"TooManyRequests\",\"code\":429}";
         extra = "Retry-After: 5\r\n";
+    } else if (strstr(r->target, "/leases/hang")) {
+        f->attempts++;
+        return; /* never answered: the request's own deadline ends it */
     } else if (strstr(r->target, "/down")) {
         f->attempts++;
         status = 503;
@@ -211,6 +214,48 @@ static void test_retries(void **state)
     assert_int_equal(uv_loop_close(&f->loop), 0);
     json_decref(obj);
     xfree(f);
+}
+
+/* A request sent within a deadline ends by it, retries included: a hung
+ * answer times out then (not at the client's 30 s), and a Retry-After wait
+ * that would end after it is not taken. */
+static void test_within(void **state)
+{
+    (void)state;
+    struct kube_config cfg = {.token = "abc"};
+    struct fx *f = fx_new(&cfg);
+    uint64_t t0 = uv_now(&f->loop);
+    json_t *lease = json_pack("{s:{s:s,s:s}}", "metadata", "name", "hang", "resourceVersion", "3");
+    assert_int_equal(kube_lease_update(f->k, "gpu-system", "hang", lease, 700, on_result, f), 0);
+    wait_calls(f, 1);
+    uint64_t took = uv_now(&f->loop) - t0;
+    assert_int_equal(f->last.err, -ETIMEDOUT);
+    assert_int_equal(f->attempts, 1);
+    assert_true(took >= 650 && took < 3000);
+    json_decref(lease);
+    /* throttled with Retry-After: 1 s; within 2.5 s: sent again once (its wait ends
+     * about 1 s in), not a second time (about 2 s in plus the answer's time is fine,
+     * a third wait to 3 s is not) */
+    f->attempts = 0;
+    t0 = uv_now(&f->loop);
+    assert_int_equal(kube_request_within(f->k, 2500, "GET", "/api/v1/retry-always", NULL, NULL,
+                                         on_result, f), 0);
+    wait_calls(f, 2);
+    took = uv_now(&f->loop) - t0;
+    assert_int_equal(f->attempts, 3);
+    assert_int_equal(f->last.status, 429);
+    assert_true(took < 2500);
+    /* the lease helpers refuse what the API server would: no name, no body */
+    assert_int_equal(kube_lease_get(f->k, "gpu-system", NULL, 0, on_result, f), -EINVAL);
+    assert_int_equal(kube_lease_update(f->k, "gpu-system", "x", NULL, 0, on_result, f), -EINVAL);
+    assert_int_equal(kube_request_within(f->k, -1, "GET", "/api", NULL, NULL, on_result, f),
+                     -EINVAL);
+    /* the list's path */
+    assert_int_equal(kube_lease_list(f->k, "gpu-system", 1000, on_result, f), 0);
+    wait_calls(f, 3);
+    assert_string_equal(f->seen, "GET /apis/coordination.k8s.io/v1/namespaces/gpu-system/leases"
+                                 "||Bearer abc|");
+    fx_finish(f);
 }
 
 /* Draining (the daemon stops): a throttled request is sent again only while
@@ -677,7 +722,7 @@ static void test_helpers(void **state)
 
     /* Lease update with a stale resourceVersion: 409 Conflict. */
     json_t *lease = json_pack("{s:{s:s,s:s}}", "metadata", "name", "held", "resourceVersion", "7");
-    assert_int_equal(kube_lease_update(f->k, "gpu-system", "held", lease, on_result, f), 0);
+    assert_int_equal(kube_lease_update(f->k, "gpu-system", "held", lease, 0, on_result, f), 0);
     wait_calls(f, 4);
     assert_int_equal(f->last.status, 409);
     assert_int_equal(f->last.err, -EEXIST);
@@ -686,7 +731,7 @@ static void test_helpers(void **state)
     assert_non_null(strstr(f->seen, "PUT /apis/coordination.k8s.io/v1/namespaces/gpu-system/"
                                     "leases/held|application/json|"));
     assert_non_null(strstr(f->seen, "\"resourceVersion\":\"7\""));
-    assert_int_equal(kube_lease_create(f->k, "gpu-system", lease, on_result, f), 0);
+    assert_int_equal(kube_lease_create(f->k, "gpu-system", lease, 0, on_result, f), 0);
     wait_calls(f, 5);
     assert_non_null(strstr(f->seen, "POST /apis/coordination.k8s.io/v1/namespaces/gpu-system/leases|"));
     json_decref(lease);
@@ -814,6 +859,7 @@ int main(void)
         cmocka_unit_test(test_warnings),
         cmocka_unit_test(test_retries),
         cmocka_unit_test(test_retries_drain),
+        cmocka_unit_test(test_within),
         cmocka_unit_test(test_proxy),
         cmocka_unit_test(test_exec_plugin),
         cmocka_unit_test(test_exec_plugin_expiry_and_failures),
