@@ -1612,6 +1612,46 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         finally:
             g.stop()
 
+    @unittest.skipIf(REAL, "the failing watch is a fault rule of the fake API server")
+    def test_36_failing_pod_watch_holds(self):
+        """The pod list+watch fails for longer than 30 s: the pods seen may be out of date
+        (started or gone since), so the rate and the ready count may be part of the truth.
+        Every Deployment holds, as on missing metrics: a load that would scale in does not,
+        the status says why, and the metric gpuscaler_kube_cache_down_seconds counts the
+        outage. When the watch works again, decisions resume and the scale-in comes."""
+        self.make("blind", 3, subnet=46)
+        self.metrics.set_rate("blind", 20)  # 6.7 req/s per GPU: 3 replicas stay
+        g = self.start(ident="inst-blind")
+        try:
+            self.measured_status("blind", timeout=30)
+            self.fk.fault({"action": "error", "status": 500, "resource": "pods",
+                           "verb": ["list", "watch"], "count": None},
+                          {"action": "drop-watches"})
+            self.addCleanup(self.fk.clear_faults)
+            t0 = time.time()
+            ev = wait_for(lambda: [e for e in events(self.c, self.ns, "blind",
+                                                     "MetricsUnavailable")
+                                   if "pods seen may be out of date" in e["message"]],
+                          45, what="blind: held on the failing watch")
+            took = time.time() - t0
+            print("held %.1fs after the watch failed: %s" % (took, ev[0]["message"]))
+            self.assertGreaterEqual(took, 25)
+            self.assertIn("holding 3 replicas: the watch of /api/v1/pods has failed for more "
+                          "than 30s", ev[0]["message"])
+            self.assertEqual(self.status("blind")["reason"], "MetricsUnavailable")
+            self.assertGreaterEqual(g.metric("gpuscaler_kube_cache_down_seconds"), 30)
+            self.assertIn("every Deployment holds its replicas", g.text())
+            self.metrics.set_rate("blind", 2)  # would need 1 replica
+            time.sleep(12)  # two scale-in-after periods
+            self.assertEqual(self.replicas("blind"), 3)
+            self.fk.clear_faults()
+            wait_for(lambda: self.replicas("blind") < 3, 40, what="blind: scale-in once current")
+            self.assertEqual(g.metric("gpuscaler_kube_cache_down_seconds"), 0)
+            self.assertIn("the Kubernetes caches are current again", g.text())
+        finally:
+            g.stop()
+            self.c.delete("deployments", "blind", self.ns)
+
     def test_24_least_privilege_rbac(self):
         """gpuscaler works with exactly the permissions deploy/rbac.yaml grants it (the chart's,
         checked equal by the deploy and helm checks), on an API server that enforces RBAC:

@@ -200,6 +200,11 @@ struct ctl_wl {
 };
 
 #define CTL_WL_BUCKETS 1024
+/** A list+watch failing this long (kube_cache_down_ms) may have missed pods
+ *  started or gone: every Deployment holds, as on missing metrics, until it
+ *  is current again. Longer than the reflector's backoff steps up to 25.6 s,
+ *  so one failed watch or a short API server restart does not trigger it. */
+#define CTL_CACHE_DOWN_HOLD_MS 30000
 /** Reports (status, events, checkpoints) in flight at most, so 1,000
  *  workloads do not burst 3,000 requests at once: statuses wait in a queue
  *  for their turn (status.c), the other reports for a later tick. */
@@ -254,6 +259,9 @@ struct controller {
      * the description as struct ctl_wl's conflict says it */
     char **hpa_targets;
     size_t n_hpa_targets;
+    int64_t cache_down_ms;        /**< kube_cache_down_ms at this tick */
+    const char *cache_down_what;  /**< its collection path (the cache's), "" */
+    bool cache_held;              /**< cache_down_ms >= CTL_CACHE_DOWN_HOLD_MS (logged once) */
     char **hpa_targets_next;
     size_t n_hpa_targets_next;
     int hpa_lists_pending;

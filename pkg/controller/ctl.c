@@ -111,6 +111,17 @@ void controller_tick(struct controller *c)
     uint64_t t0 = uv_hrtime();
     int64_t now = util_now_unix_ms();
     bool leading = controller_leading(c);
+    c->cache_down_ms = kube_cache_down_ms(c->cache, &c->cache_down_what);
+    bool held = c->cache_down_ms >= CTL_CACHE_DOWN_HOLD_MS;
+    if (held != c->cache_held) {
+        if (held)
+            LOG_WARN(SUB, "the watch of %s has failed for %llds: the pods seen may be out of "
+                     "date; every Deployment holds its replicas until it is current again",
+                     c->cache_down_what, (long long)(c->cache_down_ms / 1000));
+        else
+            LOG_INFO(SUB, "the Kubernetes caches are current again: decisions resume");
+        c->cache_held = held;
+    }
     bool sharded = c->shards != NULL;
     for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
         for (struct ctl_wl *w = c->table[b]; w; w = w->next)

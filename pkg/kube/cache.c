@@ -18,6 +18,7 @@ struct scope {
     struct kube_cache *c;
     enum kube_kind kind;
     char *ns; /* NULL = all namespaces */
+    char *path; /* the collection listed and watched */
     struct kube_reflector *r;
 };
 
@@ -81,8 +82,10 @@ static void on_part_closed(void *arg)
         return;
     kube_close_cb cb = c->close_cb;
     void *cb_arg = c->close_arg;
-    for (size_t i = 0; i < c->nscopes; i++)
+    for (size_t i = 0; i < c->nscopes; i++) {
         xfree(c->scopes[i].ns);
+        xfree(c->scopes[i].path);
+    }
     xfree(c->scopes);
     kube_store_free(c->store);
     xfree(c);
@@ -146,11 +149,10 @@ int kube_cache_new(struct kube *k, const struct kube_cache_opts *o, kube_cache_c
     }
     for (size_t i = 0; i < c->nscopes; i++) {
         struct scope *s = &c->scopes[i];
-        char *path = collection(s->kind, s->ns);
-        int rc = kube_reflector_new(k, path, s->kind == KUBE_KIND_POD && o ? o->pod_label_selector
-                                                                           : NULL,
+        s->path = collection(s->kind, s->ns);
+        int rc = kube_reflector_new(k, s->path,
+                                    s->kind == KUBE_KIND_POD && o ? o->pod_label_selector : NULL,
                                     o ? &o->watch : NULL, &cache_sink, s, &s->r);
-        xfree(path);
         if (rc < 0) {
             kube_cache_close(c, NULL, NULL);
             return rc;
@@ -171,6 +173,24 @@ bool kube_cache_synced(const struct kube_cache *c)
         if (!c->scopes[i].r || !kube_reflector_synced(c->scopes[i].r))
             return false;
     return true;
+}
+
+int64_t kube_cache_down_ms(const struct kube_cache *c, const char **what)
+{
+    int64_t worst = 0;
+    if (what)
+        *what = "";
+    for (size_t i = 0; i < c->nscopes; i++) {
+        if (!c->scopes[i].r)
+            continue;
+        int64_t d = kube_reflector_down_ms(c->scopes[i].r);
+        if (d > worst) {
+            worst = d;
+            if (what)
+                *what = c->scopes[i].path;
+        }
+    }
+    return worst;
 }
 
 const struct kube_deployment *const *kube_cache_deployments(const struct kube_cache *c, size_t *n)
@@ -226,9 +246,13 @@ void kube_cache_write_metrics(const struct kube_cache *c, struct util_buf *out)
                     "# HELP gpuscaler_kube_cache_synced Whether every cache finished its first list.\n"
                     "# TYPE gpuscaler_kube_cache_synced gauge\n"
                     "gpuscaler_kube_cache_synced %d\n"
+                    "# HELP gpuscaler_kube_cache_down_seconds How long a list+watch has been "
+                    "failing without a new list, event or bookmark (0 while current).\n"
+                    "# TYPE gpuscaler_kube_cache_down_seconds gauge\n"
+                    "gpuscaler_kube_cache_down_seconds %.3f\n"
                     "# HELP gpuscaler_kube_cache_objects Objects held (tracked Deployments, all Pods).\n"
                     "# TYPE gpuscaler_kube_cache_objects gauge\n",
-                    kube_cache_synced(c) ? 1 : 0);
+                    kube_cache_synced(c) ? 1 : 0, (double)kube_cache_down_ms(c, NULL) / 1000.0);
     for (int k = 0; k < 2; k++)
         util_buf_printf(out, "gpuscaler_kube_cache_objects{kind=\"%s\"} %zu\n", kinds[k], counts[k]);
     static const struct {

@@ -493,6 +493,11 @@ bool kube_reflector_synced(const struct kube_reflector *r);
 /** Last resourceVersion seen (list, event or bookmark), "" before the first list. */
 const char *kube_reflector_rv(const struct kube_reflector *r);
 const struct kube_reflector_stats *kube_reflector_stats(const struct kube_reflector *r);
+/** How long the view has been out of date: the time since the first list or
+ *  watch failure (an error, a 429 or Retry-After wait) that no completed list,
+ *  watch event or bookmark, or watch run to its timeout has followed; 0 while
+ *  current. A 410's relist is not a failure. */
+int64_t kube_reflector_down_ms(const struct kube_reflector *r);
 
 /* ======================================================================= */
 /* Deployment and Pod caches                                               */
@@ -630,6 +635,10 @@ int kube_cache_new(struct kube *k, const struct kube_cache_opts *o, kube_cache_c
 void kube_cache_close(struct kube_cache *c, kube_close_cb cb, void *arg);
 /** True when every reflector finished its first list. Do not act before. */
 bool kube_cache_synced(const struct kube_cache *c);
+/** The longest kube_reflector_down_ms() of the cache's list+watches: how long
+ *  its view may have missed changes (0 = current); *what (may be NULL) gets the
+ *  collection path of that one, or "". */
+int64_t kube_cache_down_ms(const struct kube_cache *c, const char **what);
 
 /** The tracked Deployments (order unspecified); *n gets the count. */
 const struct kube_deployment *const *kube_cache_deployments(const struct kube_cache *c, size_t *n);

@@ -57,11 +57,20 @@ struct kube_reflector {
     unsigned watch_seen; /* events + bookmarks in the current watch */
     int watch_err;       /* why on_event stopped the stream */
     char watch_errmsg[256];
+    uint64_t down_since; /* loop time of the first failure since the view was current; 0 = current */
     bool closing;
     kube_close_cb close_cb;
     void *close_arg;
     struct kube_reflector_stats st;
 };
+
+/* The view is out of date from the first failure until a list completes or a
+ * watch delivers again (kube_reflector_down_ms). */
+static void went_down(struct kube_reflector *r)
+{
+    if (!r->down_since)
+        r->down_since = uv_now(kube_loop(r->k)) | 1; /* never 0 */
+}
 
 static void start_list(struct kube_reflector *r);
 static void start_watch(struct kube_reflector *r);
@@ -126,6 +135,9 @@ static void backoff_wait(struct kube_reflector *r, enum next_op next)
 static void backoff(struct kube_reflector *r, enum next_op next)
 {
     r->st.errors++;
+    went_down(r);
+    if (next == NEXT_LIST)
+        r->unpaged = false; /* a failed list is paged again: one huge request may be why */
     backoff_wait(r, next);
 }
 
@@ -146,6 +158,7 @@ static bool retry_after(struct kube_reflector *r, const struct httpc_resp *resp,
     }
     LOG_WARN("kube", "%s: HTTP %ld; retrying in %lld ms (Retry-After)", r->path, resp->status,
              (long long)ms);
+    went_down(r);
     wait_then(r, UTIL_MIN(ms, (int64_t)300000), next);
     return true;
 }
@@ -283,6 +296,7 @@ static void on_list_done(int err, const struct httpc_resp *resp, void *arg)
     if (r->synced)
         r->st.relists++;
     r->synced = true;
+    r->down_since = 0;
     start_watch(r);
 }
 
@@ -333,11 +347,13 @@ static int on_event(enum kube_event_type type, json_t *obj, void *arg)
         take_rv(r, obj);
         r->st.events++;
         r->watch_seen++;
+        r->down_since = 0;
         return 0;
     case KUBE_EV_BOOKMARK:
         take_rv(r, obj);
         r->st.bookmarks++;
         r->watch_seen++;
+        r->down_since = 0;
         return 0;
     case KUBE_EV_ERROR: {
         const char *reason, *msg;
@@ -412,6 +428,7 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
         backoff(r, NEXT_WATCH);
         return;
     }
+    r->down_since = 0; /* a watch that ran its course: nothing was missed */
     start_watch(r); /* the server's timeout: resume from the last resourceVersion */
 }
 
@@ -498,6 +515,14 @@ bool kube_reflector_synced(const struct kube_reflector *r)
 const char *kube_reflector_rv(const struct kube_reflector *r)
 {
     return r->rv ? r->rv : "";
+}
+
+int64_t kube_reflector_down_ms(const struct kube_reflector *r)
+{
+    if (!r->down_since)
+        return 0;
+    uint64_t now = uv_now(kube_loop(r->k));
+    return now > r->down_since ? (int64_t)(now - r->down_since) : 0;
 }
 
 const struct kube_reflector_stats *kube_reflector_stats(const struct kube_reflector *r)

@@ -424,6 +424,56 @@ static void test_reflector_backoff(void **state)
     xfree(f);
 }
 
+/* How long the view has been out of date: 0 after the list, growing from
+ * the first failed watch, 0 again at the next bookmark. */
+static void h_down(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
+{
+    struct fx *f = arg;
+    int n = f->step++;
+    if (n < 16)
+        f->at[n] = uv_now(&f->loop);
+    if (n == 0) {
+        assert_false(has(req->target, "watch=1"));
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[]}");
+    } else if (n < 4) {
+        assert_true(has(req->target, "watch=1"));
+        json_respond(c, 500, "{\"kind\":\"Status\",\"message\":\"etcd is sad\",\"code\":500}");
+    } else {
+        testsrv_stream_begin(c, 200, "application/json");
+        const char *s = EV("BOOKMARK", "{\"kind\":\"Pod\",\"metadata\":{\"resourceVersion\":\"20\"}}");
+        testsrv_stream_chunk(c, s, strlen(s));
+        f->held[f->nheld++] = c;
+    }
+    if (n == 3)
+        f->done = true;
+}
+
+static void test_reflector_down(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    fx_init(f, h_down);
+    f->store = kube_store_new();
+    struct kube_watch_opts o = {.backoff_initial_ms = 100, .backoff_max_ms = 400, .seed = 3};
+    assert_int_equal(kube_reflector_new(f->k, "/api/v1/pods", NULL, &o, &sink, f, &f->r), 0);
+    assert_int_equal(kube_reflector_down_ms(f->r), 0);
+    run_until(f, &f->done); /* the list, then three failed watches */
+    assert_true(kube_reflector_synced(f->r));
+    int64_t down = kube_reflector_down_ms(f->r);
+    /* counted from the first failure (request 1), not the latest (3) */
+    assert_true(down >= (int64_t)(uv_now(&f->loop) - f->at[1]) - 5);
+    assert_true(down >= 300 - 5); /* two backoffs of >= 100 and 200 ms in between */
+    while (f->nheld == 0) /* the next watch delivers a bookmark */
+        run_for(f, 20);
+    run_for(f, 50);
+    assert_int_equal(kube_reflector_down_ms(f->r), 0);
+    assert_int_equal(kube_reflector_stats(f->r)->bookmarks, 1);
+    kube_reflector_close(f->r, on_closed, f);
+    fx_finish(f, 3);
+    kube_store_free(f->store);
+    xfree(f);
+}
+
 /* ---- the caches ------------------------------------------------------------ */
 
 #define DEP(name, enabled, app)                                                                \
@@ -517,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_reflector_expired_continue),
         cmocka_unit_test(test_reflector_stalled_watch),
         cmocka_unit_test(test_reflector_backoff),
+        cmocka_unit_test(test_reflector_down),
         cmocka_unit_test(test_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
