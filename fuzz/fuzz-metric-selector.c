@@ -4,9 +4,12 @@
  * matchers RE2 patterns; the rest an exposition. A field that parses must
  * compile (the parse checked its patterns) and then select series of the
  * exposition through the extractor, reused three times (its compiled
- * patterns handed over each time, freed at the end); the first line is also
+ * patterns handed over each time, freed at the end), whose histogram series
+ * must add up to its sums and feed a pod's state scrape to scrape, every
+ * window column released at the end; the first line is also
  * translated as one bare pattern,
  * whose output must compile whenever the translation succeeds. */
+#include <math.h>
 #include <regex.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,11 +52,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         snprintf(spec.latency_metric, sizeof(spec.latency_metric), "%s", field);
         struct scrape_extract *x = xmalloc(sizeof(*x));
         scrape_extract_init(x, &spec, 1 << 20);
+        struct scrape_window w;
+        scrape_window_init(&w, 5000, 60000);
+        struct scrape_podstate st;
+        scrape_podstate_init(&st, 0, scrape_ring_cap(60000, 5000));
         for (int round = 0; round < 3; round++) {
-            if (scrape_extract_feed(x, body, blen) == 0)
-                scrape_extract_finish(x);
+            if (scrape_extract_feed(x, body, blen) == 0 && scrape_extract_finish(x) == 0) {
+                const struct scrape_sample *sm = &x->s;
+                if (sm->hser_n > SCRAPE_MAX_HSERIES || sm->nbuckets > SCRAPE_MAX_BUCKETS)
+                    __builtin_trap();
+                /* the series' rows add up to the sums */
+                for (size_t i = 0; !sm->hser_overflow && sm->hser_n && i < sm->nbuckets; i++) {
+                    double t = 0;
+                    for (size_t k = 0; k < sm->hser_n; k++)
+                        t += sm->hser_count[k][i];
+                    if (fabs(t - sm->count[i]) > 1e-9 * (fabs(t) + 1))
+                        __builtin_trap();
+                }
+                /* and a pod's histogram follows them scrape to scrape */
+                scrape_podstate_ok(&st, &w, 1000000 + round * 5000, sm);
+            }
             scrape_extract_reuse(x, &spec, 1 << 20);
         }
+        scrape_podstate_free(&st, &w);
+        for (unsigned c = 0; c < w.ncols; c++)
+            if (w.refs[c])
+                __builtin_trap(); /* every column released */
+        scrape_window_free(&w);
         scrape_extract_free(x);
         xfree(x);
     } else if (!err[0]) {

@@ -77,9 +77,10 @@ static uint64_t fnv(uint64_t h, const char *p, size_t n)
 /* A series' fingerprint: its name and labels, sorted by name so that an
  * exporter's label order does not make it another series; a separator byte
  * between fields, so "ab","c" is not "a","bc". */
-static uint64_t series_id(const struct prom_sample *ps)
+static uint64_t series_id(const struct prom_sample *ps, const char *skip)
 {
     uint64_t h = fnv(1469598103934665603ULL, ps->name, strlen(ps->name));
+    size_t skip_len = skip ? strlen(skip) : 0;
     size_t idx[32], n = ps->nlabels < 32 ? ps->nlabels : 32;
     for (size_t i = 0; i < n; i++) { /* insertion sort of the label indexes by name */
         size_t j = i;
@@ -96,6 +97,8 @@ static uint64_t series_id(const struct prom_sample *ps)
     }
     for (size_t i = 0; i < n; i++) {
         const struct prom_label *l = &ps->labels[idx[i]];
+        if (skip && l->name_len == skip_len && memcmp(l->name, skip, skip_len) == 0)
+            continue;
         h = fnv(fnv(fnv(h, "\xff", 1), l->name, l->name_len), "\xfe", 1);
         h = fnv(h, l->value, l->value_len);
     }
@@ -107,7 +110,7 @@ static uint64_t series_id(const struct prom_sample *ps)
  * sample per series and scrape). */
 static bool add_series(struct scrape_series_set *set, const struct prom_sample *ps)
 {
-    uint64_t id = series_id(ps);
+    uint64_t id = series_id(ps, NULL);
     for (uint16_t i = 0; i < set->n; i++)
         if (set->id[i] == id)
             return false;
@@ -120,24 +123,46 @@ static bool add_series(struct scrape_series_set *set, const struct prom_sample *
     return true;
 }
 
-static void add_bucket(struct scrape_sample *s, double le, double v)
+/* Add a bucket sample of series hid (its labels but le) at bound le: to
+ * the sums, and to its series' row while there are at most
+ * SCRAPE_MAX_HSERIES. A new bound shifts every row's later counts. */
+static void add_bucket(struct scrape_sample *s, double le, double v, uint64_t hid)
 {
     size_t i = 0;
     while (i < s->nbuckets && s->le[i] < le)
         i++;
-    if (i < s->nbuckets && s->le[i] == le) {
-        s->count[i] += v;
-        return;
+    if (i == s->nbuckets || s->le[i] != le) {
+        if (s->nbuckets == SCRAPE_MAX_BUCKETS) {
+            s->hist_dropped = true;
+            return;
+        }
+        size_t tail = s->nbuckets - i;
+        memmove(&s->le[i + 1], &s->le[i], tail * sizeof(s->le[0]));
+        memmove(&s->count[i + 1], &s->count[i], tail * sizeof(s->count[0]));
+        for (size_t k = 0; k < s->hser_n; k++) {
+            memmove(&s->hser_count[k][i + 1], &s->hser_count[k][i], tail * sizeof(double));
+            s->hser_count[k][i] = 0;
+        }
+        s->le[i] = le;
+        s->count[i] = 0;
+        s->nbuckets++;
     }
-    if (s->nbuckets == SCRAPE_MAX_BUCKETS) {
-        s->hist_dropped = true;
+    s->count[i] += v;
+    if (s->hser_overflow)
         return;
+    size_t k = 0;
+    while (k < s->hser_n && s->hser_id[k] != hid)
+        k++;
+    if (k == s->hser_n) {
+        if (k == SCRAPE_MAX_HSERIES) {
+            s->hser_overflow = true;
+            return;
+        }
+        s->hser_id[k] = hid;
+        memset(s->hser_count[k], 0, sizeof(s->hser_count[k]));
+        s->hser_n++;
     }
-    memmove(&s->le[i + 1], &s->le[i], (s->nbuckets - i) * sizeof(s->le[0]));
-    memmove(&s->count[i + 1], &s->count[i], (s->nbuckets - i) * sizeof(s->count[0]));
-    s->le[i] = le;
-    s->count[i] = v;
-    s->nbuckets++;
+    s->hser_count[k][i] += v;
 }
 
 static int on_sample(const struct prom_sample *ps, void *arg)
@@ -197,7 +222,7 @@ static int on_sample(const struct prom_sample *ps, void *arg)
         if (isnan(le) || !isfinite(v) || v < 0)
             s->hist_dropped = true;
         else
-            add_bucket(s, le, v);
+            add_bucket(s, le, v, series_id(ps, "le"));
     }
     return 0;
 }

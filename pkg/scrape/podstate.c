@@ -7,10 +7,14 @@
  *
  * A successful scrape turns the histogram into the increase since the
  * previous one and adds it to the workload's scrape_window (at the previous
- * scrape's time). A reset (any bucket lower than before: the process
- * restarted) counts every bucket's new value as its increase, for all
- * buckets together, since they restarted together. A pod whose bounds
- * change starts its histogram afresh (no increase that scrape).
+ * scrape's time). Each series (label set but `le`) counts its own increase,
+ * as histogram_quantile over sum by (le) (rate()) does: a series that
+ * vanishes (a model unloaded, a label value retired) adds nothing, one that
+ * appears counts from 0. A series' reset (any bucket lower than before: the
+ * process restarted) counts every bucket's new value as its increase, for
+ * all its buckets together. With more than SCRAPE_MAX_HSERIES series their
+ * sums are followed instead. A pod whose bounds change starts its
+ * histogram afresh (no increase that scrape).
  *
  * Ownership: the ring's samples, the histogram block (counts followed by the
  * pod's column indexes in the window) and the error string are the pod's;
@@ -36,9 +40,20 @@ void scrape_podstate_init(struct scrape_podstate *st, int64_t since_ms, unsigned
     st->hist_ms = POLICY_NEVER;
 }
 
+/* The block: rows x nbuckets counts, rows ids, nbuckets column indexes. */
+static size_t block_size(size_t rows, size_t n)
+{
+    return rows * n * sizeof(double) + rows * sizeof(uint64_t) + n;
+}
+
+static uint64_t *ids_of(const struct scrape_podstate *st)
+{
+    return (uint64_t *)(st->hist + (size_t)st->hist_rows * st->nbuckets);
+}
+
 static uint8_t *cols_of(const struct scrape_podstate *st)
 {
-    return (uint8_t *)(st->hist + st->nbuckets);
+    return (uint8_t *)(ids_of(st) + st->hist_rows);
 }
 
 static void hist_release(struct scrape_podstate *st, struct scrape_window *w)
@@ -50,6 +65,7 @@ static void hist_release(struct scrape_podstate *st, struct scrape_window *w)
     xfree(st->hist);
     st->hist = NULL;
     st->nbuckets = 0;
+    st->hist_rows = 0;
     st->hist_ms = POLICY_NEVER;
 }
 
@@ -108,7 +124,7 @@ size_t scrape_podstate_memory(const struct scrape_podstate *st)
     size_t n = scrape_ring_memory(&st->requests) + scrape_ring_memory(&st->prompt) +
                scrape_ring_memory(&st->gen) + scrape_ring_memory(&st->busy);
     if (st->hist)
-        n += st->nbuckets * (sizeof(double) + 1);
+        n += block_size(st->hist_rows, st->nbuckets);
     if (st->error)
         n += strlen(st->error) + 1;
     for (int c = 0; c < SCRAPE_NC; c++)
@@ -144,16 +160,60 @@ void scrape_podstate_retire(struct scrape_podstate *dst, struct scrape_podstate 
     scrape_ring_init(&src->busy, src->busy.cap);
 }
 
+/* The sample's rows: its series one by one, or their sums as one row. */
+static bool summed(const struct scrape_sample *s)
+{
+    return s->hser_overflow || s->hser_n == 0;
+}
+
+static size_t rows_of(const struct scrape_sample *s)
+{
+    return summed(s) ? 1 : s->hser_n;
+}
+
+static const double *row_of(const struct scrape_sample *s, size_t k)
+{
+    return summed(s) ? s->count : s->hser_count[k];
+}
+
+static uint64_t id_of(const struct scrape_sample *s, size_t k)
+{
+    return summed(s) ? 0 : s->hser_id[k];
+}
+
 static bool same_layout(const struct scrape_podstate *st, const struct scrape_window *w,
                         const struct scrape_sample *s)
 {
-    if (!st->hist || st->nbuckets != s->nbuckets)
+    if (!st->hist || st->nbuckets != s->nbuckets || st->hist_summed != summed(s))
         return false;
     const uint8_t *cols = cols_of(st);
     for (size_t i = 0; i < s->nbuckets; i++)
         if (cols[i] >= w->ncols || w->le[cols[i]] != s->le[i])
             return false;
     return true;
+}
+
+/* Store the sample's rows and ids as the pod's last counts, in a new block
+ * when their number changed; cols (nbuckets of them) are copied in. */
+static void hist_store(struct scrape_podstate *st, const struct scrape_sample *s,
+                       const uint8_t *cols)
+{
+    size_t n = s->nbuckets, rows = rows_of(s);
+    double *h = st->hist;
+    if (!h || rows != st->hist_rows || n != st->nbuckets) {
+        h = xmalloc(block_size(rows, n));
+        memcpy((uint8_t *)(h + rows * n) + rows * sizeof(uint64_t), cols, n);
+        xfree(st->hist);
+        st->hist = h;
+        st->hist_rows = (uint8_t)rows;
+        st->nbuckets = (uint8_t)n;
+    }
+    st->hist_summed = summed(s);
+    uint64_t *ids = ids_of(st);
+    for (size_t k = 0; k < rows; k++) {
+        memcpy(h + k * n, row_of(s, k), n * sizeof(double));
+        ids[k] = id_of(s, k);
+    }
 }
 
 static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int64_t t_ms,
@@ -167,26 +227,32 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
     if (same_layout(st, w, s)) {
         if (t_ms <= st->hist_ms)
             return; /* not after the snapshot: ignored, as the ring does */
-        double inc[SCRAPE_MAX_BUCKETS];
-        bool reset = false;
-        for (size_t i = 0; i < n; i++)
-            reset |= s->count[i] < st->hist[i];
-        for (size_t i = 0; i < n; i++)
-            inc[i] = reset ? s->count[i] : s->count[i] - st->hist[i];
+        double inc[SCRAPE_MAX_BUCKETS] = {0};
+        const uint64_t *ids = ids_of(st);
+        for (size_t k = 0; k < rows_of(s); k++) {
+            const double *now = row_of(s, k);
+            size_t j = 0;
+            while (j < st->hist_rows && ids[j] != id_of(s, k))
+                j++;
+            const double *was = j < st->hist_rows ? st->hist + j * n : NULL;
+            bool reset = false;
+            for (size_t i = 0; was && i < n; i++)
+                reset |= now[i] < was[i];
+            for (size_t i = 0; i < n; i++)
+                inc[i] += was && !reset ? now[i] - was[i] : now[i];
+        }
         scrape_window_add(w, st->hist_ms, cols_of(st), inc, n);
-        memcpy(st->hist, s->count, n * sizeof(double));
+        uint8_t cols[SCRAPE_MAX_BUCKETS];
+        memcpy(cols, cols_of(st), n);
+        hist_store(st, s, cols);
         st->hist_ms = t_ms;
         return;
     }
     hist_release(st, w); /* new layout (or the first): start afresh */
-    double *h = xmalloc(n * (sizeof(double) + 1));
-    if (scrape_window_map(w, s->le, n, (uint8_t *)(h + n)) != 0) {
-        xfree(h); /* the window has no room for these bounds: no histogram */
-        return;
-    }
-    memcpy(h, s->count, n * sizeof(double));
-    st->hist = h;
-    st->nbuckets = (uint8_t)n;
+    uint8_t cols[SCRAPE_MAX_BUCKETS];
+    if (scrape_window_map(w, s->le, n, cols) != 0)
+        return; /* the window has no room for these bounds: no histogram */
+    hist_store(st, s, cols);
     st->hist_ms = t_ms;
 }
 

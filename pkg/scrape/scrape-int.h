@@ -20,6 +20,11 @@
 /** Most distinct `le` bounds kept per latency histogram (vLLM has 22, TGI 36). */
 #define SCRAPE_MAX_BUCKETS 64
 
+/** Most series (label sets but `le`) of the latency histogram followed one
+ *  by one in a pod; past it their bucket sums are (a series that vanishes
+ *  then reads as a reset of them all). */
+#define SCRAPE_MAX_HSERIES 8
+
 /** What one exposition says about one pod, summed over label sets. */
 /** Most series of one counter followed one by one in a pod (more: their
  *  sum is followed, and a series that vanishes reads as a reset). */
@@ -68,6 +73,13 @@ struct scrape_sample {
     double le[SCRAPE_MAX_BUCKETS];
     double count[SCRAPE_MAX_BUCKETS]; /**< cumulative count per bound, summed */
     bool hist_dropped;   /**< more bounds than the cap or a bad `le`: no histogram */
+    /** The histogram's series, each its label set but `le`: hser_n of them,
+     *  their counts aligned with le[] (0 for a bound a series lacks), unless
+     *  hser_overflow. 0 series with bounds: only count[] is known. */
+    uint8_t hser_n;
+    bool hser_overflow;
+    uint64_t hser_id[SCRAPE_MAX_HSERIES];
+    double hser_count[SCRAPE_MAX_HSERIES][SCRAPE_MAX_BUCKETS];
     uint64_t samples;    /**< every sample line of the exposition, wanted or not */
     struct scrape_series_set series[SCRAPE_NC]; /**< the counters' series (a repeated one
                                                      counted once) */
@@ -258,10 +270,14 @@ struct scrape_podstate {
      *  would read as a reset and count the whole counter as an increase) */
     struct scrape_ring busy;
     double inflight, queued; /**< latest gauges */
-    /** nbuckets cumulative counts at hist_ms, followed by nbuckets uint8_t
-     *  column indexes into the window; NULL when the pod has no histogram */
+    /** hist_rows rows of nbuckets cumulative counts at hist_ms (one per
+     *  series, or one of their sums), then hist_rows series ids, then
+     *  nbuckets uint8_t column indexes into the window; NULL when the pod
+     *  has no histogram */
     double *hist;
     int64_t hist_ms;
+    uint8_t hist_rows;
+    bool hist_summed;        /**< the one row is the series' sum (too many, or unknown) */
     int64_t since_ms;        /**< when it became a ready target (UNIX ms) */
     int64_t last_ok_ms;      /**< last successful scrape, POLICY_NEVER */
     int64_t last_try_ms;     /**< last finished attempt, POLICY_NEVER */

@@ -323,6 +323,56 @@ static void test_histogram_caps(void **state)
     assert_true(s.requests == 3);
 }
 
+/* The histogram's series (label sets but le) apart: two models, their
+ * labels in either order, one lacking a bound (0 there); the sums as
+ * before. Past SCRAPE_MAX_HSERIES only the sums. */
+static void test_histogram_series(void **state)
+{
+    (void)state;
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_GENERIC);
+    snprintf(spec.request_metric, sizeof(spec.request_metric), "req");
+    snprintf(spec.latency_metric, sizeof(spec.latency_metric), "lat");
+    static const char two[] =
+        "req 9\n"
+        "lat_bucket{model=\"a\",le=\"1\"} 2\nlat_bucket{model=\"a\",le=\"+Inf\"} 3\n"
+        "lat_bucket{le=\"0.5\",model=\"b\"} 4\nlat_bucket{model=\"b\",le=\"1\"} 5\n"
+        "lat_bucket{le=\"+Inf\",model=\"b\"} 6\n"
+        "lat_bucket{le=\"0.5\",model=\"a\"} 1\n";
+    struct scrape_sample s;
+    char err[200];
+    assert_int_equal(extract(two, &spec, 0, &s, err), 0);
+    assert_int_equal(s.nbuckets, 3);
+    assert_int_equal(s.hser_n, 2);
+    assert_false(s.hser_overflow);
+    assert_true(s.hser_id[0] != s.hser_id[1]);
+    const double a[3] = {1, 2, 3}, b[3] = {4, 5, 6};
+    for (int i = 0; i < 3; i++) {
+        assert_true(s.hser_count[0][i] == a[i]);
+        assert_true(s.hser_count[1][i] == b[i]);
+        assert_true(s.count[i] == a[i] + b[i]);
+    }
+    /* b lacks le 0.5 now: 0 there, and the same id as before */
+    uint64_t id_b = s.hser_id[1];
+    static const char gap[] = "req 9\nlat_bucket{model=\"a\",le=\"0.5\"} 1\n"
+                              "lat_bucket{model=\"b\",le=\"1\"} 5\n";
+    assert_int_equal(extract(gap, &spec, 0, &s, err), 0);
+    assert_int_equal(s.hser_n, 2);
+    assert_true(s.hser_id[1] == id_b);
+    assert_true(s.hser_count[1][0] == 0 && s.hser_count[1][1] == 5);
+    assert_true(s.hser_count[0][0] == 1 && s.hser_count[0][1] == 0);
+    /* more series than followed: the sums only */
+    struct util_buf m = {0};
+    util_buf_puts(&m, "req 1\n");
+    for (int k = 0; k < SCRAPE_MAX_HSERIES + 1; k++)
+        util_buf_printf(&m, "lat_bucket{model=\"m%d\",le=\"+Inf\"} 1\n", k);
+    assert_int_equal(extract(m.data, &spec, 0, &s, err), 0);
+    assert_true(s.hser_overflow);
+    assert_int_equal(s.nbuckets, 1);
+    assert_true(s.count[0] == SCRAPE_MAX_HSERIES + 1);
+    util_buf_free(&m);
+}
+
 /* One extractor used for stream after stream, as the scraper's pool does:
  * the parser is kept (and reset) while the names and the format stay, made
  * anew when either changes, and every stream reads the same as a fresh one,
@@ -635,7 +685,7 @@ int main(void)
         cmocka_unit_test(test_metric_absent),   cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_histogram_caps),   cmocka_unit_test(test_format_matters),
         cmocka_unit_test(test_reuse),           cmocka_unit_test(test_selector_parse),
-        cmocka_unit_test(test_selector_extract),
+        cmocka_unit_test(test_selector_extract), cmocka_unit_test(test_histogram_series),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

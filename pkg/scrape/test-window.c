@@ -437,6 +437,94 @@ static void test_out_of_order(void **state)
     world_free(&wd);
 }
 
+/* The window's count at bound le, summed over its slots. */
+static double window_at(const struct scrape_window *w, double le)
+{
+    double sum = 0;
+    for (unsigned c = 0; c < w->ncols; c++)
+        if (w->le[c] == le)
+            for (unsigned r = 0; r < w->nslots; r++)
+                sum += w->cnt[(size_t)c * w->nslots + r];
+    return sum;
+}
+
+static void set_series(struct scrape_sample *s, size_t k, uint64_t id, const double c[3])
+{
+    s->hser_id[k] = id;
+    for (int i = 0; i < 3; i++)
+        s->hser_count[k][i] = c[i];
+}
+
+static void sum_series(struct scrape_sample *s)
+{
+    for (int i = 0; i < 3; i++) {
+        s->count[i] = 0;
+        for (size_t k = 0; k < s->hser_n; k++)
+            s->count[i] += s->hser_count[k][i];
+    }
+}
+
+/* Each histogram series counts its own increase, as histogram_quantile over
+ * sum by (le) (rate()) does: one that vanishes (a model unloaded) adds
+ * nothing, where the drop of the sums read as a reset of every series and
+ * put their whole history into the window; one that appears counts from 0;
+ * one that resets counts its new values, the others their increases. */
+static void test_histogram_series(void **state)
+{
+    (void)state;
+    struct scrape_window w;
+    scrape_window_init(&w, IV, WIN);
+    struct scrape_podstate st;
+    scrape_podstate_init(&st, 0, scrape_ring_cap(WIN, IV));
+    struct scrape_sample s = {.has_requests = true, .nbuckets = 3, .samples = 1, .hser_n = 2};
+    const double le[3] = {0.5, 1, INFINITY};
+    memcpy(s.le, le, sizeof(le));
+    /* A: fast requests; B: slow ones (over 1 s), with a long history */
+    set_series(&s, 0, 0xa, (const double[3]){10, 20, 20});
+    set_series(&s, 1, 0xb, (const double[3]){100, 100, 5000});
+    sum_series(&s);
+    scrape_podstate_ok(&st, &w, T0, &s); /* the baseline */
+    assert_int_equal(st.hist_rows, 2);
+    set_series(&s, 0, 0xa, (const double[3]){20, 40, 40});
+    set_series(&s, 1, 0xb, (const double[3]){100, 100, 5010});
+    sum_series(&s);
+    scrape_podstate_ok(&st, &w, T0 + IV, &s);
+    assert_close(window_at(&w, INFINITY), 20 + 10);
+    assert_close(window_at(&w, 1), 20);
+    /* B vanishes: A's increase only (the sums' drop used to add 60 here) */
+    s.hser_n = 1;
+    set_series(&s, 0, 0xa, (const double[3]){30, 60, 60});
+    sum_series(&s);
+    scrape_podstate_ok(&st, &w, T0 + 2 * IV, &s);
+    assert_int_equal(st.hist_rows, 1);
+    assert_close(window_at(&w, INFINITY), 30 + 20);
+    assert_close(window_at(&w, 0.5), 10 + 10);
+    /* C appears (a lazily created series: from 0) and A restarts */
+    s.hser_n = 2;
+    set_series(&s, 0, 0xc, (const double[3]){1, 1, 3});
+    set_series(&s, 1, 0xa, (const double[3]){2, 4, 4});
+    sum_series(&s);
+    scrape_podstate_ok(&st, &w, T0 + 3 * IV, &s);
+    assert_close(window_at(&w, INFINITY), 50 + 3 + 4);
+    assert_close(window_at(&w, 0.5), 20 + 1 + 2);
+    /* too many series to follow (the sums, unknown series): afresh, then the sums' increase */
+    s.hser_n = 0;
+    s.hser_overflow = true;
+    for (int i = 0; i < 3; i++)
+        s.count[i] = 100.0 * (i + 1);
+    scrape_podstate_ok(&st, &w, T0 + 4 * IV, &s);
+    assert_true(st.hist_summed);
+    assert_close(window_at(&w, INFINITY), 57);
+    for (int i = 0; i < 3; i++)
+        s.count[i] += 5;
+    scrape_podstate_ok(&st, &w, T0 + 5 * IV, &s);
+    assert_close(window_at(&w, INFINITY), 57 + 5);
+    scrape_podstate_free(&st, &w);
+    for (unsigned c = 0; c < w.ncols; c++)
+        assert_int_equal(w.refs[c], 0);
+    scrape_window_free(&w);
+}
+
 /* The footprint the scraper is sized by: a vLLM pod (22 bounds, its request
  * counter's series followed one by one) holds under 700 bytes of state, its
  * workload's window under 2 KB. */
@@ -447,15 +535,15 @@ static void test_memory(void **state)
     scrape_window_init(&w, IV, WIN);
     struct scrape_podstate st;
     scrape_podstate_init(&st, 0, scrape_ring_cap(WIN, IV));
-    struct scrape_sample s = {.has_requests = true, .nbuckets = 22, .samples = 1};
+    struct scrape_sample s = {.has_requests = true, .nbuckets = 22, .samples = 1, .hser_n = 1};
     for (int i = 0; i < 22; i++) {
         s.le[i] = i == 21 ? INFINITY : 0.1 * (i + 1);
-        s.count[i] = 10.0 * i;
+        s.count[i] = s.hser_count[0][i] = 10.0 * i;
     }
     for (int k = 0; k < 20; k++) {
         s.requests = 100.0 * k;
         for (int i = 0; i < 22; i++)
-            s.count[i] += i;
+            s.hser_count[0][i] = s.count[i] += i;
         scrape_podstate_ok(&st, &w, T0 + k * IV, &s);
     }
     size_t pod = sizeof(st) + scrape_podstate_memory(&st), win = scrape_window_memory(&w);
@@ -476,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_counter_reset),
         cmocka_unit_test(test_bounds_change),
         cmocka_unit_test(test_column_cap),
+        cmocka_unit_test(test_histogram_series),
         cmocka_unit_test(test_out_of_order),
         cmocka_unit_test(test_memory),
     };
