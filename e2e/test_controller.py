@@ -881,9 +881,11 @@ sharding: {enabled: true, shards: 4, lease-prefix: e2e-srel}
         Retry-After: 4): the renewal in flight and the release are sent again only while the
         wait ends within 10 s of SIGTERM, so gpuscaler exits by itself well within the pod's
         30 s grace period (it took 10 waits of 4 s per request before, 40 s and more)."""
+        # a renew-deadline longer than the waits, which the Lease requests' own deadline
+        # would cut short otherwise (test_35): here the shutdown's budget must end them
         cfg = """decision-interval: 1s
 leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
-                  lease-duration: 4s, renew-deadline: 3s, retry-period: 500ms}
+                  lease-duration: 20s, renew-deadline: 15s, retry-period: 500ms}
 """ % self.ns
         g = self.start(cfg, ident="inst-throttled")
         try:
@@ -1638,7 +1640,10 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             self.assertGreaterEqual(took, 25)
             self.assertIn("holding 3 replicas: the watch of /api/v1/pods has failed for more "
                           "than 30s", ev[0]["message"])
-            self.assertEqual(self.status("blind")["reason"], "MetricsUnavailable")
+            st = self.status("blind")
+            self.assertEqual(st["reason"], "MetricsUnavailable")
+            self.assertIn("never scaling in without data): the watch of /api/v1/pods has failed",
+                          st["message"])
             self.assertGreaterEqual(g.metric("gpuscaler_kube_cache_down_seconds"), 30)
             self.assertIn("every Deployment holds its replicas", g.text())
             self.metrics.set_rate("blind", 2)  # would need 1 replica

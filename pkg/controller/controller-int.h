@@ -382,6 +382,11 @@ void ctl_elect_start(struct controller *c);
 void ctl_elect_release(struct controller *c);
 /** A Lease object as read from the API (obj borrowed) into *l. */
 void ctl_lease_from_json(const json_t *obj, struct ctl_lease *l);
+/** How long a Lease read (the single leader's get, the shards' list) may
+ *  take: renew-deadline less two retry periods, at least one retry period,
+ *  so that after one hung read the next round still renews in time. Writes
+ *  take up to renew-deadline. */
+int64_t ctl_lease_read_within(const struct ctl_config *cfg);
 /** The Lease object to create or update (resourceVersion when set); caller decrefs. */
 json_t *ctl_lease_to_json(const char *ns, const char *name, const struct ctl_lease *l);
 

@@ -283,14 +283,18 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
     bool changed = !w->have_last || w->last.reason != dec->reason ||
                    w->last.desired != dec->desired;
     w->last = *dec;
+    /* why the metrics are missing, in the status message too */
+    if (!r->valid && r->why[0]) {
+        size_t n = strlen(w->last.explain);
+        snprintf(w->last.explain + n, sizeof(w->last.explain) - n, ": %s", r->why);
+    }
     w->have_last = true;
     w->last_decision_ms = now;
     w->last_valid = r->valid;
     w->spec_replicas = d->spec_replicas;
     if (changed || policy_reason_is_action(dec->reason))
-        LOGW_INFO(SUB, w->ns, w->name, "%s: %s%s%s%s", policy_reason_name(dec->reason),
-                  dec->explain, r->valid ? "" : ": ", r->valid ? "" : r->why,
-                  leading ? "" : " (follower: not acting)");
+        LOGW_INFO(SUB, w->ns, w->name, "%s: %s%s", policy_reason_name(dec->reason),
+                  w->last.explain, leading ? "" : " (follower: not acting)");
     /* a recorded trace counts requests (what simulate replays), in any demand unit */
     if (r->valid && c->record_dir)
         ctl_record(c, w, now, o->arrival_rps / (o->request_size > 0 ? o->request_size : 1));

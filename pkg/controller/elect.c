@@ -25,6 +25,14 @@ static void micro_time(int64_t unix_ms, char *out, size_t len)
     snprintf(out, len, "%s.%06dZ", base, (int)(unix_ms % 1000) * 1000);
 }
 
+int64_t ctl_lease_read_within(const struct ctl_config *cfg)
+{
+    /* renewed at t, a read at t + retry that hangs for this, the next round
+     * at most a retry later: its write goes out before t + renew-deadline */
+    int64_t left = cfg->leader.renew_deadline_ms - 2 * cfg->leader.retry_period_ms;
+    return left > cfg->leader.retry_period_ms ? left : cfg->leader.retry_period_ms;
+}
+
 void ctl_lease_from_json(const json_t *obj, struct ctl_lease *l)
 {
     memset(l, 0, sizeof(*l));
@@ -220,7 +228,7 @@ static void elect_round(uv_timer_t *t)
     c->elect_inflight = true;
     ctl_io_begin(c);
     int rc = kube_lease_get(c->kube, c->cfg->leader.namespace_, c->cfg->leader.lease_name,
-                            c->cfg->leader.renew_deadline_ms, got_lease, c);
+                            ctl_lease_read_within(c->cfg), got_lease, c);
     if (rc != 0) {
         LOG_WARN(SUB, "cannot read the lease: %s", strerror(-rc));
         c->elect_inflight = false;

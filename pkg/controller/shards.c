@@ -19,9 +19,11 @@
  * once its Deployments' checkpoints are written; member Leases nobody
  * renewed for 10 lease durations are deleted.
  *
- * Every Lease request ends within renew-deadline (an answer after it is of no
- * use), and a write in flight holds back only its own Lease: one slow request
- * never stops the other shards' renewals.
+ * Every Lease write ends within renew-deadline (an answer after it is of no
+ * use), and a write in flight holds back only its own Lease: one slow write
+ * never stops the other shards' renewals. The list every round waits for
+ * ends sooner (ctl_lease_read_within), so that the round after a hung one
+ * still renews within renew-deadline.
  *
  * Ownership: the shard and member tables belong to the controller; requests
  * in flight carry a shard index, never a pointer, and are counted by
@@ -282,8 +284,6 @@ static void release_shard(struct controller *c, uint32_t s, int64_t unix_now, co
 {
     struct ctl_shard *sh = &c->shards[s];
     struct ctl_lease out;
-    if (!may_write(c, (int)s))
-        return; /* next round */
     ctl_leader_release(&sh->leader, unix_now, &out);
     sh->releasing = true;
     ctl_leader_stop(&sh->leader, why); /* stop acting before the write goes out */
@@ -349,7 +349,8 @@ static void delete_gone_members(struct controller *c, const char *const *live, s
         io_begin(c);
         ms->deleting++;
         int rc = kube_lease_delete(c->kube, c->cfg->leader.namespace_, m->name,
-                                   m->cur.resource_version, 0, member_deleted, d);
+                                   m->cur.resource_version, c->cfg->leader.renew_deadline_ms,
+                                   member_deleted, d);
         if (rc != 0) {
             LOG_WARN(SUB, "cannot delete member lease %s: %s", m->name, strerror(-rc));
             ms->deleting--;
@@ -460,8 +461,14 @@ static void listed(const struct kube_result *res, void *arg)
      * the others could see it for a round, so replicas started together do
      * not each grab every shard first. */
     bool may_acquire = member && ms->member_rounds >= 2;
-    for (uint32_t s = 0; s < c->nshards; s++)
-        ms->holders[s] = ctl_leader_observe(&c->shards[s].leader, &c->shards[s].cur, now);
+    for (uint32_t s = 0; s < c->nshards; s++) {
+        /* a Lease whose write is in flight, or answered after the list was
+         * sent, is listed as it was before: its own record stands (observed
+         * against itself, nothing changes), not the older one */
+        struct ctl_leader *l = &c->shards[s].leader;
+        struct ctl_lease rec = may_write(c, (int)s) ? c->shards[s].cur : l->observed;
+        ms->holders[s] = ctl_leader_observe(l, &rec, now);
+    }
     struct shard_view v = {c->identity, live, nlive, c->nshards, ms->holders};
     if (shard_plan(&v, ms->act) != 0) {
         LOG_WARN(SUB, "cannot plan the shards (%zu members)", nlive);
@@ -482,6 +489,8 @@ static void listed(const struct kube_result *res, void *arg)
             step(c, (int)s, &sh->cur, now, unix_now);
             break;
         case SHARD_RELEASE: {
+            if (!may_write(c, (int)s))
+                break; /* its write in flight: next round, the flush where it was */
             /* save its Deployments' checkpoints first, so that the new owner reads the
              * current state; hold on (renewing) until they are written, a few rounds at most */
             if (ctl_checkpoint_flush_shard(c, s, sh->flush_rounds == 0) > 0 &&
@@ -524,7 +533,7 @@ static void round_cb(uv_timer_t *t)
     io_begin(c);
     ms->listing = true;
     ms->list_sent_ms = (int64_t)uv_now(c->loop);
-    int rc = kube_lease_list(c->kube, c->cfg->leader.namespace_, c->cfg->leader.renew_deadline_ms,
+    int rc = kube_lease_list(c->kube, c->cfg->leader.namespace_, ctl_lease_read_within(c->cfg),
                              listed, c);
     if (rc != 0) {
         LOG_WARN(SUB, "cannot list leases: %s", strerror(-rc));

@@ -177,7 +177,10 @@ static void on_cred(void *arg, int err, const char *msg)
             continue;
         r->wait_cred = false;
         struct httpc_resp none = {.status = 0, .body = "",
-                                  .errmsg = err ? msg : "cannot send the request"};
+                                  .errmsg = err               ? msg
+                                            : rc == -ETIMEDOUT ? "its deadline passed while the "
+                                                                 "credential plugin ran"
+                                                               : "cannot send the request"};
         deliver(r, rc, &none);
         req_finish(r);
     }
@@ -648,9 +651,12 @@ static int issue(struct kreq *r)
     }
     int64_t timeout = r->timeout_ms == 0 ? k->timeout_ms : (r->timeout_ms < 0 ? 0 : r->timeout_ms);
     if (r->deadline) {
-        /* this attempt ends by the request's deadline (at least 1 ms: 0 is none) */
+        /* this attempt ends by the request's deadline; past it (the exec
+         * plugin took that long) it is not sent */
         uint64_t now = uv_now(k->loop);
-        int64_t left = r->deadline > now ? (int64_t)(r->deadline - now) : 1;
+        if (now >= r->deadline)
+            return -ETIMEDOUT;
+        int64_t left = (int64_t)(r->deadline - now);
         if (timeout == 0 || left < timeout)
             timeout = left;
     }

@@ -443,6 +443,9 @@ struct kube_watch_opts {
     double backoff_jitter;     /**< 1.0: a delay d becomes d * (1 + jitter * rand[0,1)) */
     int64_t backoff_reset_ms;  /**< a quiet period that resets the backoff: 120000 */
     int64_t min_watch_ms;      /**< a watch that ends sooner with no event is an error: 1000 */
+    int64_t healthy_ms;        /**< a watch open this long after failures makes the view
+                                    current again (kube_reflector_down_ms): 15000, past the
+                                    10 s connect timeout */
     unsigned page_limit;       /**< LIST page size (limit/continue): 500; set ~0u for no paging */
     /** A watch receiving under 1 byte/s for this long is a dead connection: it
      *  ends and resumes from its resourceVersion. The API server sends a

@@ -54,6 +54,7 @@ struct kube_reflector {
     uint64_t last_backoff_at;
     bool backed_off;
     uint64_t watch_started_at;
+    bool watching;       /* a watch request is in flight */
     unsigned watch_seen; /* events + bookmarks in the current watch */
     int watch_err;       /* why on_event stopped the stream */
     char watch_errmsg[256];
@@ -64,8 +65,10 @@ struct kube_reflector {
     struct kube_reflector_stats st;
 };
 
-/* The view is out of date from the first failure until a list completes or a
- * watch delivers again (kube_reflector_down_ms). */
+/* The view is out of date from the first failure until a list completes, a
+ * watch delivers again, or one stays open o.healthy_ms: past connecting (10 s
+ * at most) and answered, so current if the collection is quiet
+ * (kube_reflector_down_ms). */
 static void went_down(struct kube_reflector *r)
 {
     if (!r->down_since)
@@ -381,10 +384,13 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
     struct kube_reflector *r = arg;
     char msg[320];
     r->req = NULL;
+    r->watching = false;
     if (r->closing) {
         finish_close(r);
         return;
     }
+    if (uv_now(kube_loop(r->k)) - r->watch_started_at >= (uint64_t)r->o.healthy_ms)
+        r->down_since = 0; /* it was current while open; a failure now starts anew */
     if (err == 0 && resp->status >= 200 && resp->status < 300)
         err = kube_watch_decoder_finish(r->dec);
     if ((err == -ESTALE && r->watch_err == -ESTALE) || (err == 0 && resp->status == 410)) {
@@ -456,6 +462,7 @@ static void start_watch(struct kube_reflector *r)
                           r->o.stall_ms > 0 ? r->o.stall_ms : 0, (size_t)1 << 20,
                           on_watch_done, r, &r->req);
     util_buf_free(&b);
+    r->watching = rc == 0;
     if (rc == -ESHUTDOWN) {
         LOG_WARN("kube", "watch %s: the client is closing; stopping", r->path);
     } else if (rc < 0) {
@@ -493,6 +500,8 @@ int kube_reflector_new(struct kube *k, const char *path, const char *label_selec
         r->o.backoff_reset_ms = 120000;
     if (r->o.min_watch_ms <= 0)
         r->o.min_watch_ms = 1000;
+    if (r->o.healthy_ms <= 0)
+        r->o.healthy_ms = 15000;
     if (r->o.stall_ms == 0)
         r->o.stall_ms = 150000;
     if (r->o.page_limit == 0)
@@ -522,6 +531,8 @@ int64_t kube_reflector_down_ms(const struct kube_reflector *r)
     if (!r->down_since)
         return 0;
     uint64_t now = uv_now(kube_loop(r->k));
+    if (r->watching && now - r->watch_started_at >= (uint64_t)r->o.healthy_ms)
+        return 0; /* a watch reopened after the failures and holding */
     return now > r->down_since ? (int64_t)(now - r->down_since) : 0;
 }
 

@@ -484,6 +484,25 @@ static void test_exec_plugin_expiry_and_failures(void **state)
     fx_finish(f);
 }
 
+/* A request whose deadline passes while it waits for the plugin's
+ * credential is not sent (it used to go out with a 1 ms timeout). */
+static void test_exec_plugin_deadline(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/kube-exec-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct kube_exec_config x;
+    char *path;
+    struct fx *f = fx_exec(dir, "sleep 1; " CRED("slow", ""), &x, &path);
+    assert_int_equal(kube_lease_get(f->k, "gpu-system", "x", 300, on_result, f), 0);
+    wait_calls(f, 1);
+    assert_int_equal(f->last.err, -ETIMEDOUT);
+    assert_non_null(strstr(f->message, "deadline passed while the credential plugin ran"));
+    assert_int_equal(testsrv_requests(f->srv), 0);
+    fx_finish(f);
+    rm_plugin_dir(dir, path);
+}
+
 static void on_raw_done(int err, const struct httpc_resp *resp, void *arg)
 {
     struct fx *f = arg;
@@ -864,6 +883,7 @@ int main(void)
         cmocka_unit_test(test_exec_plugin),
         cmocka_unit_test(test_exec_plugin_expiry_and_failures),
         cmocka_unit_test(test_exec_plugin_cancel_and_close),
+        cmocka_unit_test(test_exec_plugin_deadline),
         cmocka_unit_test(test_exec_cred_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -425,7 +425,8 @@ static void test_reflector_backoff(void **state)
 }
 
 /* How long the view has been out of date: 0 after the list, growing from
- * the first failed watch, 0 again at the next bookmark. */
+ * the first failed watch, 0 again at the next bookmark; a quiet watch that
+ * stays open healthy_ms counts as current too. */
 static void h_down(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
 {
     struct fx *f = arg;
@@ -438,10 +439,15 @@ static void h_down(struct testsrv_conn *c, const struct testsrv_req *req, void *
     } else if (n < 4) {
         assert_true(has(req->target, "watch=1"));
         json_respond(c, 500, "{\"kind\":\"Status\",\"message\":\"etcd is sad\",\"code\":500}");
-    } else {
+    } else if (n == 4) {
         testsrv_stream_begin(c, 200, "application/json");
         const char *s = EV("BOOKMARK", "{\"kind\":\"Pod\",\"metadata\":{\"resourceVersion\":\"20\"}}");
         testsrv_stream_chunk(c, s, strlen(s));
+        testsrv_stream_end(c); /* ended early, after the bookmark: resumed */
+    } else if (n < 7) {
+        json_respond(c, 500, "{\"kind\":\"Status\",\"message\":\"etcd is sad\",\"code\":500}");
+    } else {
+        testsrv_stream_begin(c, 200, "application/json"); /* open, quiet */
         f->held[f->nheld++] = c;
     }
     if (n == 3)
@@ -454,7 +460,8 @@ static void test_reflector_down(void **state)
     struct fx *f = xcalloc(1, sizeof(*f));
     fx_init(f, h_down);
     f->store = kube_store_new();
-    struct kube_watch_opts o = {.backoff_initial_ms = 100, .backoff_max_ms = 400, .seed = 3};
+    struct kube_watch_opts o = {.backoff_initial_ms = 100, .backoff_max_ms = 400, .seed = 3,
+                                .min_watch_ms = 1, .healthy_ms = 1500};
     assert_int_equal(kube_reflector_new(f->k, "/api/v1/pods", NULL, &o, &sink, f, &f->r), 0);
     assert_int_equal(kube_reflector_down_ms(f->r), 0);
     run_until(f, &f->done); /* the list, then three failed watches */
@@ -463,11 +470,22 @@ static void test_reflector_down(void **state)
     /* counted from the first failure (request 1), not the latest (3) */
     assert_true(down >= (int64_t)(uv_now(&f->loop) - f->at[1]) - 5);
     assert_true(down >= 300 - 5); /* two backoffs of >= 100 and 200 ms in between */
-    while (f->nheld == 0) /* the next watch delivers a bookmark */
-        run_for(f, 20);
-    run_for(f, 50);
-    assert_int_equal(kube_reflector_down_ms(f->r), 0);
+    while (f->step < 5) /* the next watch delivers a bookmark */
+        run_for(f, 5);
+    run_for(f, 5);
     assert_int_equal(kube_reflector_stats(f->r)->bookmarks, 1);
+    /* cleared by the bookmark (the next watch may have failed since: counted from then,
+     * not from the first failure over 300 ms ago) */
+    assert_true(kube_reflector_down_ms(f->r) < 250);
+    while (f->nheld == 0) /* two more failures, then a quiet watch held open */
+        run_for(f, 20);
+    uint64_t opened = f->at[7];
+    assert_true(kube_reflector_down_ms(f->r) > 0);
+    while (uv_now(&f->loop) - opened < 1400)
+        run_for(f, 50);
+    assert_true(kube_reflector_down_ms(f->r) > 0); /* not yet healthy_ms open */
+    run_for(f, 200);
+    assert_int_equal(kube_reflector_down_ms(f->r), 0);
     kube_reflector_close(f->r, on_closed, f);
     fx_finish(f, 3);
     kube_store_free(f->store);
