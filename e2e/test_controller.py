@@ -482,6 +482,8 @@ checkpoint: {configmap: %s, configmaps: %d}
                 got = keys(where(name))
                 data = self.c.get("configmaps", where(name), self.ns).get("data") or {}
                 self.assertEqual(data.get("unit.%s_%s" % (self.ns, name)), "requests")
+                self.assertEqual(data.get("uid.%s_%s" % (self.ns, name)),
+                                 self.c.get("deployments", name, self.ns)["metadata"]["uid"])
                 for what in ("forecast", "capacity"):
                     k = "%s.%s_%s" % (what, self.ns, name)
                     self.assertIn(k, got, "%s missing from %s" % (k, where(name)))
@@ -503,16 +505,29 @@ checkpoint: {configmap: %s, configmaps: %d}
                 "configmaps", self.ns)["items"] if c["metadata"]["name"].startswith(prefix)},
                 {where(x) for x in names + ("long-gone",)})
             # restart: every Deployment restored but one whose entry was learned in another
-            # demand unit; one deleted while running loses its entry
+            # demand unit, and one deleted and made again under its name (another uid) while
+            # gpuscaler was away; one deleted while running loses its entry
             self.c.patch("configmaps", where("ckb"), {"data": {
                 "unit.%s_ckb" % self.ns: "tokens;prompt-token-weight=0.25"}}, self.ns)
+            old_uid = self.c.get("deployments", "ckc", self.ns)["metadata"]["uid"]
+            self.c.delete("deployments", "ckc", self.ns)
+            wait_for(lambda: "ckc" not in {d["metadata"]["name"] for d in self.c.list(
+                "deployments", self.ns)["items"]}, 20, what="ckc gone")
+            self.c.create("deployments", deployment("ckc", 1, dict(ANNOTATIONS),
+                                                    self.metrics.port), self.ns)
+            new_uid = self.c.get("deployments", "ckc", self.ns)["metadata"]["uid"]
+            self.assertNotEqual(old_uid, new_uid)
             g = self.start(cfg, ident="ckpt-2")
             wait_for(lambda: "ignoring checkpoint in %s: written for demand unit tokens;"
                      "prompt-token-weight=0.25, now requests" % where("ckb") in g.text(), 20,
                      what="ckb's checkpoint of another unit ignored")
-            self.assertEqual([ln for ln in g.text().splitlines()
-                              if "deployment=ckb " in ln and "restored forecaster" in ln], [])
-            for name in ("cka", "ckc"):
+            wait_for(lambda: "ignoring checkpoint in %s: written for a Deployment of that name "
+                     "deleted since (uid %s, now %s)" % (where("ckc"), old_uid, new_uid)
+                     in g.text(), 20, what="the old ckc's checkpoint ignored")
+            for name in ("ckb", "ckc"):
+                self.assertEqual([ln for ln in g.text().splitlines()
+                                  if "deployment=%s " % name in ln and "restored" in ln], [])
+            for name in ("cka",):
                 wait_for(lambda: [ln for ln in g.text().splitlines()
                                   if "restored forecaster from %s " % where(name) in ln
                                   and "deployment=%s " % name in ln], 20,
@@ -1656,6 +1671,100 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         finally:
             g.stop()
             self.c.delete("deployments", "blind", self.ns)
+
+    def test_37_prometheus_answers_are_a_tick_old_not_stale(self):
+        """An answer from Prometheus serves the tick after the one that asked, so it is one
+        decision interval old by design: with a decision-interval of 3 s and
+        metrics-stale-after of 3 s, the Deployment decides on it (its metrics-stale-after
+        counts a decision interval more for this source) instead of holding on metrics it
+        calls stale at every tick."""
+        prom = self.prometheus()
+        cfg = ("decision-interval: 3s\nleader-election: {enabled: false}\n"
+               "scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}\n"
+               "prometheus: {url: \"%s\"}\n") % prom.url
+        ann = dict(PROM_ANNOTATIONS)
+        ann["gpuscaler.io/metrics-stale-after"] = "3s"
+        self.make("tickold", 4, subnet=47, annotations=ann)
+        g = self.start(config=cfg, ident="inst-tickold")
+        try:
+            st = wait_for(lambda: (lambda s: s if s and s.get("requestsPerGPU") else None)(
+                self.status("tickold")), 30, what="tickold: a decision on Prometheus' rate")
+            self.assertAlmostEqual(st["requestsPerGPU"], 10.0, delta=0.01)  # 40 req/s, 4 GPUs
+            time.sleep(10)  # three more ticks: none of them stale
+            stale = [ln for ln in g.text().splitlines()
+                     if "deployment=tickold " in ln and "metrics stale" in ln]
+            self.assertEqual(stale, [])
+            self.assertNotEqual(self.status("tickold")["reason"], "MetricsUnavailable")
+        finally:
+            g.stop()
+            self.c.delete("deployments", "tickold", self.ns)
+
+    @unittest.skipIf(REAL, "the slow scale write is a fault rule of the fake API server")
+    def test_38_a_hand_change_during_the_scale_write_wins(self):
+        """An operator parks the Deployment at 0 (kubectl scale --replicas=0) while gpuscaler's
+        scale-out is on its way: the /scale patch fails its resourceVersion precondition, and
+        the read after the 409 finds a count the decision did not see, so nothing is written
+        (it used to patch its target over the operator's 0) and the next tick decides on 0:
+        Parked."""
+        self.make("handy", 2, subnet=48)
+        self.metrics.set_rate("handy", 40)  # 20 req/s per GPU: the policy wants 5
+        self.fk.fault({"action": "latency", "ms": 2500, "verb": "patch",
+                       "resource": "deployments", "subresource": "scale", "name": "handy",
+                       "count": 1})
+        self.addCleanup(self.fk.clear_faults)
+        g = self.start(ident="inst-handy")
+        try:
+            wait_for(lambda: [ln for ln in g.text().splitlines()
+                              if "deployment=handy " in ln and "ScaledOut" in ln], 30,
+                     what="handy: the scale-out decided")
+            self.c.patch("deployments", "handy", {"spec": {"replicas": 0}}, self.ns,
+                         subresource="scale")
+            wait_for(lambda: re.search(r"replicas changed to 0 since the decision to scale "
+                                       r"2 -> [3-9]", g.text()), 15,
+                     what="handy: the write given up")
+            time.sleep(4)  # a few ticks on the operator's 0
+            self.assertEqual(self.replicas("handy"), 0)
+            self.assertEqual(self.status("handy")["reason"], "Parked")
+        finally:
+            g.stop()
+            self.c.delete("deployments", "handy", self.ns)
+
+    def test_39_prometheus_seeds_four_at_a_time(self):
+        """Six Deployments on the Prometheus source start at once: their forecaster seeds
+        (a week of query_range each) go at most four at a time, so a start or a takeover does
+        not flood Prometheus beside the instant queries, and every one is seeded."""
+        import threading
+        lock = threading.Lock()
+        now, peak = [0], [0]
+
+        def slow_ranges(path, params):
+            if path == "/api/v1/query_range":
+                with lock:
+                    now[0] += 1
+                    peak[0] = max(peak[0], now[0])
+                time.sleep(0.3)
+                with lock:
+                    now[0] -= 1
+            return None
+        prom = FakePrometheus(self.daily, lambda q: 0.5 if "histogram_quantile" in q else 40,
+                              reply=slow_ranges)
+        self.addCleanup(prom.close)
+        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
+        names = ["seedq%d" % i for i in range(6)]
+        for i, n in enumerate(names):
+            self.make(n, 2, subnet=49 + i, annotations=PROM_ANNOTATIONS)
+        g = self.start(config=cfg, ident="inst-seedq")
+        try:
+            for n in names:
+                wait_for(lambda: "deployment=%s msg=\"forecaster seeded from Prometheus" % n
+                         in g.text(), 60, what="%s seeded" % n)
+            print("range requests in flight at most: %d" % peak[0])
+            self.assertLessEqual(peak[0], 4)
+            self.assertGreaterEqual(peak[0], 2)
+        finally:
+            g.stop()
+            for n in names:
+                self.c.delete("deployments", n, self.ns)
 
     def test_24_least_privilege_rbac(self):
         """gpuscaler works with exactly the permissions deploy/rbac.yaml grants it (the chart's,

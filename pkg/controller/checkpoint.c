@@ -82,7 +82,8 @@ static bool key_owner(const char *key, char *buf, size_t len, const char **ns, c
     size_t wlen = (size_t)(dot - key);
     if (!((wlen == 8 && strncmp(key, "forecast", 8) == 0) ||
           (wlen == 8 && strncmp(key, "capacity", 8) == 0) ||
-          (wlen == 4 && strncmp(key, "unit", 4) == 0)))
+          (wlen == 4 && strncmp(key, "unit", 4) == 0) ||
+          (wlen == 3 && strncmp(key, "uid", 3) == 0)))
         return false;
     char *us = strchr(buf, '_');
     if (!us || us == buf || !us[1] || strchr(us + 1, '.') != NULL)
@@ -180,6 +181,8 @@ void ctl_checkpoint_forget(struct controller *c, const struct ctl_wl *w)
     drop_key(k, key);
     entry_key("unit", w->ns, w->name, key, sizeof(key));
     drop_key(k, key);
+    entry_key("uid", w->ns, w->name, key, sizeof(key));
+    drop_key(k, key);
 }
 
 /* ---- reading -------------------------------------------------------------------- */
@@ -227,6 +230,16 @@ static void restore(struct ctl_wl *w, json_t *body, const char *cm)
 {
     json_t *bin = json_object_get(body, "binaryData");
     char key[KEY_MAX + 1], err[160], unit[64];
+    /* the state of a Deployment deleted and made again under the same name
+     * (another model, other GPUs) is not this one's; checkpoints written
+     * before the uid was stored carry none and are taken */
+    entry_key("uid", w->ns, w->name, key, sizeof(key));
+    const char *suid = json_string_value(json_object_get(json_object_get(body, "data"), key));
+    if (suid && strcmp(suid, w->uid) != 0) {
+        LOGW_INFO(SUB, w->ns, w->name, "ignoring checkpoint in %s: written for a Deployment of "
+                  "that name deleted since (uid %.64s, now %s)", cm, suid, w->uid);
+        return;
+    }
     /* rates and capacities learned in another demand unit mean nothing here */
     entry_key("unit", w->ns, w->name, key, sizeof(key));
     const char *su = json_string_value(json_object_get(json_object_get(body, "data"), key));
@@ -475,6 +488,11 @@ static bool add_entries(json_t *bin, json_t *text, const struct ctl_wl *w, size_
     entry_key("unit", w->ns, w->name, key, sizeof(key));
     json_object_set_new(text, key, json_string(unit));
     *bytes += strlen(unit);
+    if (w->uid[0]) {
+        entry_key("uid", w->ns, w->name, key, sizeof(key));
+        json_object_set_new(text, key, json_string(w->uid));
+        *bytes += strlen(w->uid);
+    }
     return true;
 }
 
@@ -494,7 +512,8 @@ static void save_one(struct controller *c, size_t idx)
         return;
     }
     for (size_t i = 0; i < k->ndrop; i++) {
-        json_t *m = strncmp(k->drop[i], "unit.", 5) == 0 ? text : bin;
+        bool is_text = strncmp(k->drop[i], "unit.", 5) == 0 || strncmp(k->drop[i], "uid.", 4) == 0;
+        json_t *m = is_text ? text : bin;
         if (!json_object_get(m, k->drop[i])) /* tracked again meanwhile: keep its new state */
             json_object_set_new(m, k->drop[i], json_null());
     }

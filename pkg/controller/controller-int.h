@@ -166,6 +166,7 @@ struct ctl_wl {
     bool scaling;                 /**< a GET/PATCH of /scale is in flight */
     bool scale_waiting;           /**< a scale write waits for the status PATCH in flight */
     int32_t scale_target;
+    int32_t scale_from;           /**< spec.replicas the decision to scale saw */
     int scale_attempts;
     /* reporting */
     enum policy_reason last_event_reason;
@@ -190,6 +191,7 @@ struct ctl_wl {
     /* Prometheus-server source: the last answer, used by the next tick */
     struct scrape_result pq_last;
     bool pq_have, pq_inflight, pq_seeded;
+    int64_t pq_seed_after;        /**< a failed seed is asked again from then (unix ms) */
     uint32_t fc_gen;              /**< the forecaster's generation, new each time one is
                                        created: a seed asked for another is not adopted */
     /* recording */
@@ -200,6 +202,12 @@ struct ctl_wl {
 };
 
 #define CTL_WL_BUCKETS 1024
+/** Forecaster seeds from Prometheus in flight at most: after a start or a
+ *  takeover, hundreds of Deployments would each ask for a week at once,
+ *  beside the instant queries every tick needs. */
+#define CTL_SEEDS_MAX_INFLIGHT 4
+/** A failed seed is asked again this much later. */
+#define CTL_SEED_RETRY_MS (5LL * 60 * 1000)
 /** A list+watch failing this long (kube_cache_down_ms) may have missed pods
  *  started or gone: every Deployment holds, as on missing metrics, until it
  *  is current again. Longer than the reflector's backoff steps up to 25.6 s,
@@ -239,6 +247,7 @@ struct controller {
     void *close_arg;
     int pending_io;               /**< requests in flight (must reach 0 before free) */
     int report_inflight;          /**< status/event/checkpoint writes in flight */
+    int seeds_inflight;           /**< Prometheus seeds (query_range) in flight */
     struct ctl_status_queue status_q[2]; /**< decisions, then refreshes (status.c) */
     double status_tokens;         /**< refresh writes allowed now (a token bucket) */
     uint64_t status_tokens_ns;    /**< when it was last filled (uv_hrtime) */
@@ -284,8 +293,11 @@ void ctl_io_end(struct controller *c);
 
 /* scale.c */
 /** Write spec.replicas = target through /scale (read, patch with the read
- *  resourceVersion, retry on 409); waits for a status PATCH in flight. */
-void ctl_scale_write(struct controller *c, struct ctl_wl *w, int32_t target);
+ *  resourceVersion, retry on 409); waits for a status PATCH in flight. from:
+ *  the spec.replicas the decision saw; when the read finds another count, or
+ *  another Deployment of that name (uid), nothing is written and the next
+ *  tick decides again. */
+void ctl_scale_write(struct controller *c, struct ctl_wl *w, int32_t from, int32_t target);
 /** Start the scale write that waited for the status PATCH (w->scale_waiting). */
 void ctl_scale_resume(struct controller *c, struct ctl_wl *w);
 

@@ -269,7 +269,7 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
         ctl_event(c, w, "Warning", "ScalerConflict", msg);
     } else if (act) {
         ctl_event(c, w, "Normal", action_reason(dec, d->spec_replicas), dec->explain);
-        ctl_scale_write(c, w, dec->desired);
+        ctl_scale_write(c, w, d->spec_replicas, dec->desired);
     }
 }
 
@@ -391,6 +391,10 @@ void ctl_decide(struct controller *c, struct ctl_wl *w, const struct kube_deploy
     ctl_forecast(w, &o, now, &in);
     if (!ctl_calibrate(c, w, &o, now, leading, &use))
         use.capacity_rps_per_gpu = 0; /* nothing to size with: the policy holds */
+    /* a Prometheus answer serves the tick after the one that asked: it is a
+     * decision interval older by design, not stale */
+    if (w->cfg.source == CTL_SOURCE_PROMETHEUS)
+        use.metrics_stale_after_ms += c->cfg->decision_interval_ms;
     ctl_act(c, w, d, &use, &in, leading, &dec);
     ctl_report(c, w, d, &o, &dec, now, leading);
 }

@@ -43,6 +43,7 @@ struct pq_req {
     char *ns, *name;
     char *uid;             /* the Deployment's, to tell a re-created one from a reset */
     struct forecast *seed; /* promql_seed fills this; adopted if still useful */
+    bool seeding;          /* counted in c->seeds_inflight */
     uint32_t fc_gen;       /* the forecaster generation the seed was asked for */
 };
 
@@ -61,6 +62,8 @@ static struct pq_req *pq_req_new(struct controller *c, const struct ctl_wl *w)
 static void pq_req_free(struct pq_req *r)
 {
     struct controller *c = r->c;
+    if (r->seeding)
+        c->seeds_inflight--;
     forecast_free(r->seed);
     xfree(r->ns);
     xfree(r->name);
@@ -73,7 +76,7 @@ static void pq_answered(const struct scrape_result *res, void *arg)
 {
     struct pq_req *r = arg;
     struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
-    if (w) {
+    if (w && strcmp(w->uid, r->uid) == 0) { /* not a Deployment's of that name made since */
         w->pq_inflight = false;
         w->pq_last = *res;
         w->pq_have = true;
@@ -96,8 +99,10 @@ static void pq_seeded(const struct promql_seed_result *res, void *arg)
                       ? "the Deployment was deleted and created again while it was fetched"
                       : "the forecaster's configuration changed while it was fetched");
     } else if (res->err != 0) {
-        LOGW_WARN(SUB, r->ns, r->name, "seeding the forecaster from Prometheus failed: %s",
-                  res->why);
+        LOGW_WARN(SUB, r->ns, r->name, "seeding the forecaster from Prometheus failed: %s; "
+                  "asked again in %lld s", res->why, (long long)(CTL_SEED_RETRY_MS / 1000));
+        w->pq_seeded = false;
+        w->pq_seed_after = util_now_unix_ms() + CTL_SEED_RETRY_MS;
     } else {
         forecast_predict(w->fc, util_now_unix_ms(), 0, &cur);
         forecast_predict(r->seed, util_now_unix_ms(), 0, &got);
@@ -128,18 +133,24 @@ static void pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
         if (promql_get(c->promql, &t, now, pq_answered, q, err, sizeof(err)) == 0) {
             w->pq_inflight = true;
         } else {
+            /* not even sent (a template that does not expand, a credential file
+             * that cannot be read): hold on that reason now, not on the last
+             * answer until it goes stale and says only that */
             pq_req_free(q);
-            if (!w->pq_have) {
-                w->pq_last.valid = false;
-                snprintf(w->pq_last.why, sizeof(w->pq_last.why), "PromQL: %.180s", err);
-                w->pq_have = true;
-            }
+            char why[sizeof(w->pq_last.why)];
+            snprintf(why, sizeof(why), "PromQL: %.180s", err);
+            if (!w->pq_have || w->pq_last.valid || strcmp(w->pq_last.why, why) != 0)
+                LOGW_WARN(SUB, w->ns, w->name, "cannot query Prometheus: %s", err);
+            w->pq_last.valid = false;
+            memcpy(w->pq_last.why, why, sizeof(why));
+            w->pq_have = true;
         }
     }
     /* The seed waits for the checkpoint's read (one tick, usually): asked
      * before it, it could not know what the checkpoint holds. A failed read
      * does not hold it back. */
-    if (!w->pq_seeded && w->fc && (w->checkpoint_ready || w->checkpoint_failed)) {
+    if (!w->pq_seeded && w->fc && (w->checkpoint_ready || w->checkpoint_failed) &&
+        now >= w->pq_seed_after && c->seeds_inflight < CTL_SEEDS_MAX_INFLIGHT) {
         w->pq_seeded = true;
         struct forecast_config fc;
         controller_forecast_config(&cfg->policy, &fc);
@@ -156,6 +167,8 @@ static void pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
         } else {
             struct pq_req *q = pq_req_new(c, w);
             q->seed = forecast_new(&fc);
+            q->seeding = true;
+            c->seeds_inflight++;
             if (!q->seed || promql_seed(c->promql, &t, now, lookback, 60000, q->seed, pq_seeded,
                                         q, err, sizeof(err)) != 0)
                 pq_req_free(q);

@@ -7,7 +7,12 @@
  * The status annotation of the same Deployment never overlaps this write
  * (both change one object and one resourceVersion): a scale write waits for
  * a status PATCH in flight, and the status waits for the scale write.
- * Requests carry copies of the workload's key, never pointers to it. */
+ * The write is of a decision made on a count and an object: when the read
+ * (the first, or one after a 409) finds another count (someone scaled by
+ * hand, parked it at 0) or another uid (deleted and made again), it does not
+ * write, and the next tick decides on what is there now.
+ * Requests carry copies of the workload's key and uid, never pointers to it;
+ * a workload found by name answers only when its uid is the request's. */
 #include "controller-int.h"
 
 #include <errno.h>
@@ -21,16 +26,23 @@
 
 struct scale_req {
     struct controller *c;
-    char *ns, *name;
-    int32_t target;
+    char *ns, *name, *uid;
+    int32_t from, target;
 };
+
+/* The workload the request is for: by name, and the same uid. */
+static struct ctl_wl *wl_of(const struct scale_req *r)
+{
+    struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
+    return w && strcmp(w->uid, r->uid) == 0 ? w : NULL;
+}
 
 static void scale_get(struct controller *c, struct scale_req *r);
 
 static void scale_req_done(struct scale_req *r, bool ok)
 {
     struct controller *c = r->c;
-    struct ctl_wl *w = ctl_wl_find(c, r->ns, r->name);
+    struct ctl_wl *w = wl_of(r);
     if (w) {
         w->scaling = false;
         if (!ok)
@@ -43,6 +55,7 @@ static void scale_req_done(struct scale_req *r, bool ok)
     }
     xfree(r->ns);
     xfree(r->name);
+    xfree(r->uid);
     xfree(r);
     ctl_io_end(c);
 }
@@ -51,7 +64,7 @@ static void scale_patched(const struct kube_result *res, void *arg)
 {
     struct scale_req *r = arg;
     struct controller *c = r->c;
-    struct ctl_wl *w = ctl_wl_find(c, r->ns, r->name);
+    struct ctl_wl *w = wl_of(r);
     if (res->err == 0) {
         c->scale_patches++;
         LOGW_INFO(SUB, r->ns, r->name, "scaled to %d replicas", r->target);
@@ -75,7 +88,7 @@ static void scale_read(const struct kube_result *res, void *arg)
 {
     struct scale_req *r = arg;
     struct controller *c = r->c;
-    struct ctl_wl *w = ctl_wl_find(c, r->ns, r->name);
+    struct ctl_wl *w = wl_of(r);
     if (res->err != 0 || !w || c->closing) {
         if (res->err != 0) {
             c->scale_errors++;
@@ -91,9 +104,24 @@ static void scale_read(const struct kube_result *res, void *arg)
         scale_req_done(r, false);
         return;
     }
-    json_t *rv = json_object_get(json_object_get(res->body, "metadata"), "resourceVersion");
+    json_t *meta = json_object_get(res->body, "metadata");
+    json_t *rv = json_object_get(meta, "resourceVersion");
+    const char *uid = json_string_value(json_object_get(meta, "uid"));
     json_int_t cur = json_integer_value(json_object_get(json_object_get(res->body, "spec"),
                                                         "replicas"));
+    if (uid && r->uid[0] && strcmp(uid, r->uid) != 0) {
+        LOGW_INFO(SUB, r->ns, r->name, "the Deployment was deleted and made again since the "
+                  "decision to scale to %d; not writing", r->target);
+        scale_req_done(r, false);
+        return;
+    }
+    if (cur != r->from && cur != r->target) {
+        LOGW_INFO(SUB, r->ns, r->name, "replicas changed to %lld since the decision to scale "
+                  "%d -> %d (by hand, or another writer); not writing: the next tick decides "
+                  "on %lld", (long long)cur, r->from, r->target, (long long)cur);
+        scale_req_done(r, false);
+        return;
+    }
     if (!json_is_string(rv)) {
         c->scale_errors++;
         LOGW_ERROR(SUB, r->ns, r->name, "scale subresource without a resourceVersion");
@@ -128,12 +156,13 @@ static void scale_get(struct controller *c, struct scale_req *r)
     }
 }
 
-void ctl_scale_write(struct controller *c, struct ctl_wl *w, int32_t target)
+void ctl_scale_write(struct controller *c, struct ctl_wl *w, int32_t from, int32_t target)
 {
     if (w->scaling)
         return;
     if (w->status_inflight) { /* after it, or the read resourceVersion goes stale */
         w->scale_waiting = true;
+        w->scale_from = from;
         w->scale_target = target;
         return;
     }
@@ -142,6 +171,8 @@ void ctl_scale_write(struct controller *c, struct ctl_wl *w, int32_t target)
     r->c = c;
     r->ns = xstrdup(w->ns);
     r->name = xstrdup(w->name);
+    r->uid = xstrdup(w->uid);
+    r->from = from;
     r->target = target;
     w->scaling = true;
     w->scale_target = target;
@@ -157,6 +188,6 @@ void ctl_scale_resume(struct controller *c, struct ctl_wl *w)
     w->scale_waiting = false;
     if (c->closing || !ctl_acting_for(c, w->ns, w->name) || w->status_inflight)
         return; /* the next tick decides again */
-    ctl_scale_write(c, w, w->scale_target);
+    ctl_scale_write(c, w, w->scale_from, w->scale_target);
 }
 

@@ -136,7 +136,7 @@ void ctl_status_init(struct controller *c)
 
 struct status_req {
     struct controller *c;
-    char *ns, *name;
+    char *ns, *name, *uid;
 };
 
 /* pump: wake the queues, the budget having room again (not when the write
@@ -147,6 +147,7 @@ static void req_free(struct status_req *r, bool pump)
     c->report_inflight--;
     xfree(r->ns);
     xfree(r->name);
+    xfree(r->uid);
     xfree(r);
     if (pump)
         ctl_status_pump(c);
@@ -163,6 +164,8 @@ static void status_done(const struct kube_result *res, void *arg)
         LOGW_WARN(SUB, r->ns, r->name, "writing the status annotation failed: HTTP %ld %s %s",
                   res->status, res->reason, res->message);
     struct ctl_wl *w = ctl_wl_find(c, r->ns, r->name);
+    if (w && strcmp(w->uid, r->uid) != 0)
+        w = NULL; /* the write was a Deployment's of that name deleted since */
     if (w && res->err != 0) {
         /* not written: the next tick writes it again as a decision, rather
          * than take it for written and wait out the refresh interval while
@@ -189,6 +192,7 @@ static void patch_status(struct controller *c, struct ctl_wl *w, const char *jso
     r->c = c;
     r->ns = xstrdup(w->ns);
     r->name = xstrdup(w->name);
+    r->uid = xstrdup(w->uid);
     c->report_inflight++;
     ctl_io_begin(c);
     int rc = kube_deployment_patch_annotations(c->kube, w->ns, w->name, ann, status_done, r);

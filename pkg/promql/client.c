@@ -230,6 +230,11 @@ static int answer(int err, const struct httpc_resp *resp, struct promql_series *
         snprintf(why, whylen, "query cancelled");
         return err;
     }
+    if (err == -EMSGSIZE) {
+        snprintf(why, whylen, "the answer is too big (%.120s): a query that does not aggregate "
+                 "(use sum)?", resp->errmsg);
+        return err;
+    }
     if (err) {
         snprintf(why, whylen, "prometheus unreachable: %.150s", resp->errmsg);
         return err;
