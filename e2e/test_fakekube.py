@@ -661,6 +661,25 @@ class TestScale(Base):
         self.c.patch_scale("deployments", "llm", 3, self.ns)
         self.assertEqual(self.c.get("deployments", "llm", self.ns)["metadata"]
                          ["resourceVersion"], rv)
+        # metadata.uid is a precondition (scaleUpdatedObjectInfo), checked after the Scale's
+        # validation and before the resourceVersion: a Deployment deleted and made again is
+        # not scaled by a write meant for the one before
+        uid = self.c.get("deployments", "llm", self.ns)["metadata"]["uid"]
+        e = self.assertApiError(409, "Conflict", self.c.patch, "deployments", "llm",
+                                {"metadata": {"uid": "0d6e6f6e-0000-4000-8000-000000000000",
+                                              "resourceVersion": "1"},
+                                 "spec": {"replicas": 4}}, self.ns, subresource="scale")
+        self.assertEqual(e.message, 'Operation cannot be fulfilled on deployments/scale.apps '
+                                    '"llm": Precondition failed: UID in precondition: '
+                                    '0d6e6f6e-0000-4000-8000-000000000000, UID in object meta: '
+                                    '%s' % uid)
+        self.assertApiError(422, "Invalid", self.c.patch, "deployments", "llm",
+                            {"metadata": {"uid": "x"}, "spec": {"replicas": -2}}, self.ns,
+                            subresource="scale")
+        out = self.c.patch("deployments", "llm", {"metadata": {"uid": uid},
+                                                  "spec": {"replicas": 4}}, self.ns,
+                           subresource="scale")
+        self.assertEqual(out["spec"]["replicas"], 4)
 
     def test_annotation_patch_bumps_the_scale_resource_version(self):
         """As in kube-apiserver, a Deployment and its /scale subresource are one object with

@@ -871,14 +871,23 @@ class Api:
         if smeta.get("name") and smeta["name"] != name:
             raise bad_request("the name of the object (%s) does not match the name on the URL "
                               "(%s)" % (smeta["name"], name))
-        rv = smeta.get("resourceVersion")
-        if rv and rv != old["metadata"]["resourceVersion"]:
-            raise conflict(res, name)
+        # scaleUpdatedObjectInfo.UpdatedObject: the Scale validated, then its uid
+        # precondition, then (registry.Store.Update) the resourceVersion
         # its type was checked as the body was decoded (fields.py); null decodes as 0
         replicas = (scale.get("spec") or {}).get("replicas") or 0
         if replicas < 0:
             raise invalid("Scale", "autoscaling", name, [FieldError(
                 "invalid", "spec.replicas", replicas, "must be greater than or equal to 0")])
+        uid, ouid = smeta.get("uid"), old["metadata"].get("uid", "")
+        if uid and uid != ouid:
+            sub = res.plural + "/scale"
+            raise StatusError(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": '
+                              "Precondition failed: UID in precondition: %s, UID in object "
+                              "meta: %s" % (sub + ("." + res.group if res.group else ""), name,
+                                            uid, ouid), _details(res, name, sub))
+        rv = smeta.get("resourceVersion")
+        if rv and rv != old["metadata"]["resourceVersion"]:
+            raise conflict(res, name)
         if (old.get("spec") or {}).get("replicas") == replicas:
             return 200, self.scale_of(res, old)
         new = copy.deepcopy(old)

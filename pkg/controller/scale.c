@@ -133,8 +133,12 @@ static void scale_read(const struct kube_result *res, void *arg)
         return;
     }
     w->scale_attempts++;
+    /* the uid is a precondition too (the API server's scaleUpdatedObjectInfo):
+     * a Deployment made again meanwhile answers 409, not the new replicas */
     json_t *patch = json_pack("{s:{s:O},s:{s:i}}", "metadata", "resourceVersion", rv, "spec",
                               "replicas", (json_int_t)r->target);
+    if (patch && r->uid[0])
+        json_object_set_new(json_object_get(patch, "metadata"), "uid", json_string(r->uid));
     char path[600];
     snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/deployments/%s/scale", r->ns,
              r->name);
