@@ -680,6 +680,17 @@ class TestScale(Base):
                                                   "spec": {"replicas": 4}}, self.ns,
                            subresource="scale")
         self.assertEqual(out["spec"]["replicas"], 4)
+        # a PUT's uid is a storage precondition, before the Scale's validation
+        e = self.assertApiError(409, "Conflict", self.c.request, "PUT",
+                                "/apis/apps/v1/namespaces/%s/deployments/llm/scale" % self.ns,
+                                {"kind": "Scale", "apiVersion": "autoscaling/v1",
+                                 "metadata": {"name": "llm", "uid": "x"},
+                                 "spec": {"replicas": -1}})
+        self.assertEqual(e.message, 'Operation cannot be fulfilled on deployments.apps "llm": '
+                                    'StorageError: invalid object, Code: 4, Key: '
+                                    '/registry/deployments/%s/llm, ResourceVersion: 0, '
+                                    'AdditionalErrorMsg: Precondition failed: UID in '
+                                    'precondition: x, UID in object meta: %s' % (self.ns, uid))
 
     def test_annotation_patch_bumps_the_scale_resource_version(self):
         """As in kube-apiserver, a Deployment and its /scale subresource are one object with

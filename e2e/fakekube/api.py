@@ -907,6 +907,17 @@ class Api:
                                   "kind %s" % body.get("kind"))
             if isinstance(body, dict):
                 self._decode_scale("update", None, body)
+                # a PUT's own uid is a storage precondition (DefaultUpdatedObjectInfo's
+                # Preconditions), checked by GuaranteedUpdate before the Scale is even
+                # validated, and reported as InterpretUpdateError makes of it
+                uid = (body.get("metadata") or {}).get("uid")
+                ouid = old["metadata"].get("uid", "")
+                if uid and uid != ouid:
+                    raise conflict(res, name, "StorageError: invalid object, Code: 4, Key: "
+                                   "/registry/%s/%s%s, ResourceVersion: 0, AdditionalErrorMsg: "
+                                   "Precondition failed: UID in precondition: %s, UID in "
+                                   "object meta: %s" % (res.plural, ns + "/" if ns else "", name,
+                                                        uid, ouid))
             return self._write_scale(res, ns, name, old, body)
 
     def patch_scale(self, res, ns, name, ptype, patch, patch_errors=()):

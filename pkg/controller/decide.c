@@ -240,8 +240,10 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
                  "not acting: paused by gpuscaler.io/paused (policy wanted %d replicas)", wanted);
         dec->desired = d->spec_replicas;
     }
-    if (!leading || c->dry_run)
+    if (!leading || c->dry_run) {
+        w->scale_waiting = false; /* a write queued by an earlier tick is not this one's */
         return;
+    }
     char kbuf[100];
     const char *other = conflict_of(w, d, kbuf, sizeof(kbuf));
     bool conflict = cfg->mode == CTL_MODE_SCALE && other[0];
@@ -256,6 +258,11 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
      * gpuscaler_desired_replicas. */
     bool wants = wanted != d->spec_replicas && policy_reason_is_action(dec->reason);
     bool act = wants && cfg->mode != CTL_MODE_EXTERNAL_METRIC;
+    /* a scale write an earlier tick queued behind a status PATCH goes only if
+     * this tick writes too (ctl_scale_write replaces its target): held,
+     * paused or given to another scaler since, it must not fire later */
+    if (!act || cfg->paused || conflict)
+        w->scale_waiting = false;
     if (wants && cfg->paused) {
         ctl_event(c, w, "Normal", "Paused", dec->explain);
     } else if (act && conflict) {

@@ -170,8 +170,14 @@ static void pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
             q->seeding = true;
             c->seeds_inflight++;
             if (!q->seed || promql_seed(c->promql, &t, now, lookback, 60000, q->seed, pq_seeded,
-                                        q, err, sizeof(err)) != 0)
+                                        q, err, sizeof(err)) != 0) {
+                LOGW_WARN(SUB, w->ns, w->name, "cannot seed the forecaster from Prometheus: %s; "
+                          "asked again in %lld s", q->seed ? err : "out of memory",
+                          (long long)(CTL_SEED_RETRY_MS / 1000));
+                w->pq_seeded = false;
+                w->pq_seed_after = now + CTL_SEED_RETRY_MS;
                 pq_req_free(q);
+            }
         }
     }
     if (w->pq_have) {

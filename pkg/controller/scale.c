@@ -117,8 +117,9 @@ static void scale_read(const struct kube_result *res, void *arg)
     }
     if (cur != r->from && cur != r->target) {
         LOGW_INFO(SUB, r->ns, r->name, "replicas changed to %lld since the decision to scale "
-                  "%d -> %d (by hand, or another writer); not writing: the next tick decides "
-                  "on %lld", (long long)cur, r->from, r->target, (long long)cur);
+                  "%d -> %d (by hand, another writer, or a view one write behind); not "
+                  "writing: the next tick decides on %lld", (long long)cur, r->from, r->target,
+                  (long long)cur);
         scale_req_done(r, false);
         return;
     }
