@@ -1708,7 +1708,9 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         Parked."""
         self.make("handy", 2, subnet=48)
         self.metrics.set_rate("handy", 40)  # 20 req/s per GPU: the policy wants 5
-        self.fk.fault({"action": "latency", "ms": 2500, "verb": "patch",
+        # gpuscaler's /scale patch waits 4 s in the API server; the operator's change below
+        # goes to the Deployment itself, so that the rule cannot delay it instead
+        self.fk.fault({"action": "latency", "ms": 4000, "verb": "patch",
                        "resource": "deployments", "subresource": "scale", "name": "handy",
                        "count": 1})
         self.addCleanup(self.fk.clear_faults)
@@ -1717,8 +1719,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             wait_for(lambda: [ln for ln in g.text().splitlines()
                               if "deployment=handy " in ln and "ScaledOut" in ln], 30,
                      what="handy: the scale-out decided")
-            self.c.patch("deployments", "handy", {"spec": {"replicas": 0}}, self.ns,
-                         subresource="scale")
+            self.c.patch("deployments", "handy", {"spec": {"replicas": 0}}, self.ns)
             wait_for(lambda: re.search(r"replicas changed to 0 since the decision to scale "
                                        r"2 -> [3-9]", g.text()), 15,
                      what="handy: the write given up")
