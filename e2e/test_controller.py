@@ -1767,6 +1767,96 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             for n in names:
                 self.c.delete("deployments", n, self.ns)
 
+    def pods_prometheus(self, answer):
+        """A fake Prometheus whose instant answers come from answer(kind), kind one of
+        "pods" (the per-pod query: a list of (labels, value)), "p99", "busy" and "rate"."""
+        def instant(q):
+            kind = ("pods" if "gpuscaler_part" in q else "p99" if "histogram_quantile" in q
+                    else "busy" if "inference_time" in q else "rate")
+            return answer(kind)
+        prom = FakePrometheus(self.daily, instant)
+        self.addCleanup(prom.close)
+        return prom
+
+    def test_40_prometheus_new_pods_are_warming_not_idle(self):
+        """Right after a scale-out Prometheus' rate counts only the pods it has scraped
+        twice: 4 pods Ready, 8 req/s each, the rate says 16. The 2 it does not count yet are
+        replicas still warming, so requests per GPU read 8 (16 / 2), not 4 (16 / 4), and the
+        Deployment is not scaled in under the very load it was scaled out for (it used to be,
+        after scale-in-after). Once Prometheus counts all 4 at 4 req/s each, the same 16
+        req/s are idle capacity and it scales in."""
+        state = {"counted": 2, "per_pod": 8.0}
+        k = [None]
+
+        def answer(kind):
+            names = [n for n, _ in k[0].pods]
+            n = min(state["counted"], len(names))
+            if kind == "pods":
+                return ([({"gpuscaler_part": "counted", "pod": p}, 1) for p in names[:n]] +
+                        [({"gpuscaler_part": "running", "pod": p}, 1) for p in names])
+            if kind == "p99":
+                return 0.5
+            if kind == "busy":
+                return []
+            return state["per_pod"] * n
+        prom = self.pods_prometheus(answer)
+        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
+        ann = dict(PROM_ANNOTATIONS)
+        ann["gpuscaler.io/predictive"] = "false"
+        k[0] = self.make("pqwarm", 4, subnet=55, annotations=ann)
+        wait_for(lambda: len(k[0].pods) == 4, 10, what="pqwarm: 4 pods")
+        g = self.start(config=cfg, ident="inst-pqwarm")
+        try:
+            st = wait_for(lambda: (lambda s: s if s and s.get("requestsPerGPU") else None)(
+                self.status("pqwarm")), 30, what="pqwarm: a decision on Prometheus' rate")
+            self.assertAlmostEqual(st["requestsPerGPU"], 8.0, delta=0.01)
+            time.sleep(10)  # past scale-in-after (6 s)
+            self.assertEqual(self.replicas("pqwarm"), 4)
+            self.assertNotIn("ScaledIn", "".join(ln for ln in g.text().splitlines()
+                                                 if "deployment=pqwarm " in ln))
+            state.update(counted=4, per_pod=4.0)
+            wait_for(lambda: self.replicas("pqwarm") < 4, 25, what="pqwarm: the scale-in")
+        finally:
+            g.stop()
+            self.c.delete("deployments", "pqwarm", self.ns)
+
+    def test_41_prometheus_queue_counts_as_demand(self):
+        """A saturated Deployment on the Prometheus source: its 2 pods complete 8 req/s each
+        (80 % of capacity, not above it), while each one's waiting requests grow by 5 a
+        second. Arrivals are the completions plus the backlog's growth (26 req/s), so it
+        scales out to at least 4; on completions alone it held at 2 while the queue grew."""
+        t0 = time.time()
+        k = [None]
+
+        def answer(kind):
+            names = [n for n, _ in k[0].pods]
+            if kind == "pods":
+                w = 5.0 * (time.time() - t0)
+                return ([({"gpuscaler_part": "counted", "pod": p}, 1) for p in names] +
+                        [({"gpuscaler_part": "running", "pod": p}, 8) for p in names[:2]] +
+                        [({"gpuscaler_part": "waiting", "pod": p}, w) for p in names[:2]])
+            if kind == "p99":
+                return 0.5
+            if kind == "busy":
+                return []
+            return 16.0
+        prom = self.pods_prometheus(answer)
+        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
+        ann = dict(PROM_ANNOTATIONS)
+        ann["gpuscaler.io/predictive"] = "false"
+        k[0] = self.make("pqqueue", 2, subnet=56, annotations=ann)
+        wait_for(lambda: len(k[0].pods) == 2, 10, what="pqqueue: 2 pods")
+        g = self.start(config=cfg, ident="inst-pqqueue")
+        try:
+            wait_for(lambda: self.replicas("pqqueue") >= 4, 30, what="pqqueue: the scale-out")
+            line = [ln for ln in g.text().splitlines()
+                    if "deployment=pqqueue " in ln and "ScaledOut" in ln]
+            self.assertTrue(line, "no ScaledOut line")
+            print(line[0])
+        finally:
+            g.stop()
+            self.c.delete("deployments", "pqqueue", self.ns)
+
     def test_24_least_privilege_rbac(self):
         """gpuscaler works with exactly the permissions deploy/rbac.yaml grants it (the chart's,
         checked equal by the deploy and helm checks), on an API server that enforces RBAC:

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for pkg/promql's pure input surfaces: every input is
  * parsed as a Prometheus HTTP API answer (checking the result's invariants:
- * one series, at least one point, increasing times; nothing on error) and,
- * NUL-terminated, expanded as a PromQL template (the output always fits and
+ * one series, at least one point, increasing times; nothing on error), as
+ * the per-pod answer (pods sorted and unique, gauges NaN or finite >= 0,
+ * the "seen" flags as the pods say; nothing on error) and, NUL-terminated,
+ * expanded as a PromQL template (the output always fits and
  * never holds an unexpanded placeholder). */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +32,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     promql_series_free(&s);
+
+    struct promql_pods pp;
+    rc = promql_parse_pods((const char *)data, size, &pp, err, sizeof(err));
+    if (rc == 0) {
+        bool run = false, wait = false, counted = false;
+        for (size_t i = 0; i < pp.n; i++) {
+            const struct promql_pod *p = &pp.v[i];
+            if (!p->name || !p->name[0] || (i > 0 && strcmp(pp.v[i - 1].name, p->name) >= 0))
+                abort();
+            if (!isnan(p->running) && !(isfinite(p->running) && p->running >= 0))
+                abort();
+            if (!isnan(p->waiting) && !(isfinite(p->waiting) && p->waiting >= 0))
+                abort();
+            run = run || !isnan(p->running);
+            wait = wait || !isnan(p->waiting);
+            counted = counted || p->counted;
+        }
+        if (run != pp.running_seen || wait != pp.waiting_seen || counted != pp.counted_seen)
+            abort();
+    } else if (pp.v || pp.n || rc > 0 || err[0] == '\0') {
+        abort();
+    }
+    promql_pods_free(&pp);
 
     if (size > 8192)
         return 0;

@@ -7,7 +7,8 @@ It answers the two endpoints gpuscaler calls, as Prometheus does:
 
 - /api/v1/query_range: a matrix with one series, a sample at start + i x step
   for every step up to end, whose value is range_value(t);
-- /api/v1/query: a vector with one sample, instant_value(query) (404 when the
+- /api/v1/query: a vector with one sample, instant_value(query), or one series
+  per (labels, value) when instant_value returns a list of them (404 when the
   server was given none).
 
 Every request is recorded as (path, params) with params the first value of
@@ -76,8 +77,11 @@ class FakePrometheus:
             data = {"resultType": "matrix", "result": [{"metric": {}, "values": vals}]}
         elif path == "/api/v1/query" and instant_value is not None:
             v = instant_value(params.get("query", ""))
-            data = {"resultType": "vector",
-                    "result": [{"metric": {}, "value": [time.time(), "%g" % v]}]}
+            if isinstance(v, list):  # [(labels, value)]: a vector of that many series
+                res = [{"metric": m, "value": [time.time(), "%g" % x]} for m, x in v]
+            else:
+                res = [{"metric": {}, "value": [time.time(), "%g" % v]}]
+            data = {"resultType": "vector", "result": res}
         else:
             return None
         return 200, {"status": "success", "data": data}

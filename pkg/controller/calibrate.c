@@ -52,7 +52,7 @@ bool ctl_calibrate(struct controller *c, struct ctl_wl *w, const struct ctl_obs 
     *use = *p;
     struct capacity_obs ob = {
         .now_ms = now,
-        .window_ms = c->cfg->scrape.rate_window_ms,
+        .window_ms = o->rate_window_ms,
         .steady = r->valid && o->spec > 0 && o->serving == o->spec,
         .gpus = o->serving * o->gpus,
         .completions_rps = o->completions, /* in the demand unit; running and waiting

@@ -110,6 +110,7 @@ void ctl_leader_release(const struct ctl_leader *l, int64_t unix_now_ms, struct 
 #include "controller.h"
 #include "capacity/capacity.h"
 #include "forecast/forecast.h"
+#include "promql/promql.h"
 #include "scrape/scrape.h"
 #include "util/util.h"
 
@@ -117,6 +118,12 @@ struct kube_deployment;
 struct kube_pod;
 
 #define CTL_BACKLOG_SAMPLES 64
+
+/** A pod's last backlog in the Prometheus source's answers (promsrc.c). */
+struct ctl_pq_pod {
+    char *name;
+    double bl; /**< running + waiting */
+};
 
 /** Per tracked Deployment. Owned by the controller's workload table. */
 struct ctl_wl {
@@ -188,9 +195,17 @@ struct ctl_wl {
     int64_t bl_t[CTL_BACKLOG_SAMPLES];
     double bl_v[CTL_BACKLOG_SAMPLES];
     int bl_n, bl_head;
-    /* Prometheus-server source: the last answer, used by the next tick */
+    /* Prometheus-server source (promsrc.c): the last answer, used by the next tick */
     struct scrape_result pq_last;
     bool pq_have, pq_inflight, pq_seeded;
+    struct promql_pods pq_pods;   /**< its per-pod answer, owned */
+    bool pq_pods_have;            /**< pq_pods is the last answer's (its query answered) */
+    bool pq_pods_fresh;           /**< ... and no tick has taken its backlog yet */
+    struct ctl_pq_pod *pq_bl;     /**< each pod's last running + waiting, owned */
+    size_t pq_bl_n;
+    double pq_running, pq_waiting, pq_backlog; /**< their sums, -1 unknown */
+    double pq_departed;           /**< what pods that left held, summed (scrape_result's
+                                       departed) */
     int64_t pq_seed_after;        /**< a failed seed is asked again from then (unix ms) */
     uint32_t fc_gen;              /**< the forecaster's generation, new each time one is
                                        created: a seed asked for another is not adopted */
@@ -318,7 +333,8 @@ struct ctl_obs {
     double arrival_rps;       /**< arrivals over the rate window in the demand unit:
                                    completions + growth of running + waiting requests
                                    (x request_size) */
-    int64_t rate_window_ms;   /**< the span arrival_rps averages over (scrape.rate-window) */
+    int64_t rate_window_ms;   /**< the span arrival_rps averages over (scrape.rate-window,
+                                   or the PromQL window from Prometheus) */
     double recent_rps;        /**< the same over the newest scrapes; NAN unknown */
     int64_t recent_ms;        /**< the span recent_rps counts over: its backlog growth's */
     int64_t recent_span_ms;   /**< ... and its completions' (the pods' samples, at most
@@ -359,6 +375,38 @@ void ctl_backlog_push(struct ctl_wl *w, int64_t now, double bl);
  *  interval. */
 double ctl_backlog_growth(const struct ctl_wl *w, int64_t now, int64_t window_ms,
                           int64_t slack_ms, double bl);
+/** Ask Prometheus for the workload's queries (the answer serves the next
+ *  tick) and, once, seed its forecaster; r gets the last answer (promsrc.c). */
+void ctl_pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
+                    struct scrape_result *r);
+
+/** The last per-pod answer against the Deployment's pods in the cache. */
+struct ctl_pq_match {
+    bool counted_known;   /**< the answer says which pods the rate counts */
+    int ready;            /**< Ready pods (running, not deleting, with an address) */
+    int counted;          /**< ... in the rate */
+    int warming;          /**< ... not in it, Ready for less than the grace */
+    int missing;          /**< ... not in it after the grace */
+    char missing_pod[254]; /**< one of those */
+    double running, waiting, backlog; /**< summed, -1 unknown */
+    double departed;      /**< w->pq_departed */
+};
+
+/** Match w's last per-pod answer against pods at now (unix ms): a Ready pod
+ *  the rate does not count is warming for grace_ms after its Ready
+ *  transition, missing after. A fresh answer updates w's per-pod backlog
+ *  (a Ready pod absent from it keeps its last value; one gone adds its
+ *  value to the departed). Without an answer m says nothing is known. */
+void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t np, int64_t now,
+                  int64_t grace_ms, struct ctl_pq_match *m);
+/** The match into the observation: the backlog fields; when the rate's
+ *  pods are known, warming pods are not serving, missing ones serve an
+ *  average share (the rates scaled), and all warming, none counted or more
+ *  than missing_fraction of the others missing make the metrics invalid
+ *  with a why. */
+void ctl_pq_apply(const struct ctl_pq_match *m, double missing_fraction, int64_t grace_ms,
+                  struct ctl_obs *o);
+
 /** observe: pods from the cache, metrics from the scraper or Prometheus, arrivals
  *  and the learned service time and cold start (updated in w). */
 void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,

@@ -55,6 +55,10 @@ static void wl_free(struct ctl_wl *w)
     xfree(w->name);
     xfree(w->uid);
     xfree(w->status_written);
+    promql_pods_free(&w->pq_pods);
+    for (size_t i = 0; i < w->pq_bl_n; i++)
+        xfree(w->pq_bl[i].name);
+    xfree(w->pq_bl);
     xfree(w);
 }
 

@@ -3,8 +3,8 @@
  * like now. The Deployment's pods from the kube cache (ready and serving
  * replicas, GPUs, the cold start each Ready pod took as scheduling delay and
  * model-load time, the pods Pending because no node has a free GPU), its
- * serving metrics from the scraper or from a Prometheus server, and what
- * those imply about the traffic:
+ * serving metrics from the scraper or from a Prometheus server (promsrc.c),
+ * and what those imply about the traffic:
  *  - arrivals = completions + growth of the backlog (running + waiting
  *    requests). The request counters count finished requests: a saturated
  *    service finishes at most its capacity while requests pile up, and a
@@ -34,160 +34,6 @@
 #define MAX_COLD_START_MS (3600LL * 1000)
 /* Weight of one tick's Little's-law measurement in the learned service time. */
 #define SERVICE_EWMA 0.1
-
-/* ---- the Prometheus-server source ------------------------------------------ */
-
-
-struct pq_req {
-    struct controller *c;
-    char *ns, *name;
-    char *uid;             /* the Deployment's, to tell a re-created one from a reset */
-    struct forecast *seed; /* promql_seed fills this; adopted if still useful */
-    bool seeding;          /* counted in c->seeds_inflight */
-    uint32_t fc_gen;       /* the forecaster generation the seed was asked for */
-};
-
-static struct pq_req *pq_req_new(struct controller *c, const struct ctl_wl *w)
-{
-    struct pq_req *r = xcalloc(1, sizeof(*r));
-    r->c = c;
-    r->ns = xstrdup(w->ns);
-    r->name = xstrdup(w->name);
-    r->uid = xstrdup(w->uid);
-    r->fc_gen = w->fc_gen;
-    ctl_io_begin(c);
-    return r;
-}
-
-static void pq_req_free(struct pq_req *r)
-{
-    struct controller *c = r->c;
-    if (r->seeding)
-        c->seeds_inflight--;
-    forecast_free(r->seed);
-    xfree(r->ns);
-    xfree(r->name);
-    xfree(r->uid);
-    xfree(r);
-    ctl_io_end(c);
-}
-
-static void pq_answered(const struct scrape_result *res, void *arg)
-{
-    struct pq_req *r = arg;
-    struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
-    if (w && strcmp(w->uid, r->uid) == 0) { /* not a Deployment's of that name made since */
-        w->pq_inflight = false;
-        w->pq_last = *res;
-        w->pq_have = true;
-    }
-    pq_req_free(r);
-}
-
-static void pq_seeded(const struct promql_seed_result *res, void *arg)
-{
-    struct pq_req *r = arg;
-    struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
-    struct forecast_result cur, got;
-    if (!w || !w->fc) {
-        pq_req_free(r);
-        return;
-    }
-    if (r->fc_gen != w->fc_gen) {
-        LOGW_INFO(SUB, r->ns, r->name, "forecaster seed from Prometheus discarded: %s",
-                  strcmp(r->uid, w->uid) != 0
-                      ? "the Deployment was deleted and created again while it was fetched"
-                      : "the forecaster's configuration changed while it was fetched");
-    } else if (res->err != 0) {
-        LOGW_WARN(SUB, r->ns, r->name, "seeding the forecaster from Prometheus failed: %s; "
-                  "asked again in %lld s", res->why, (long long)(CTL_SEED_RETRY_MS / 1000));
-        w->pq_seeded = false;
-        w->pq_seed_after = util_now_unix_ms() + CTL_SEED_RETRY_MS;
-    } else {
-        forecast_predict(w->fc, util_now_unix_ms(), 0, &cur);
-        forecast_predict(r->seed, util_now_unix_ms(), 0, &got);
-        if (got.buckets_seen > cur.buckets_seen) { /* more history than we had */
-            forecast_free(w->fc);
-            w->fc = r->seed;
-            r->seed = NULL;
-            LOGW_INFO(SUB, r->ns, r->name,
-                      "forecaster seeded from Prometheus: %zu points, %lld buckets of history",
-                      res->observed, (long long)got.buckets_seen);
-        }
-    }
-    pq_req_free(r);
-}
-
-/* Ask Prometheus for this workload (the answer serves the next tick) and,
- * once, seed the forecaster from its history. r gets the last answer. */
-static void pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
-                       struct scrape_result *r)
-{
-    const struct ctl_workload_config *cfg = &w->cfg;
-    struct promql_target t = {.ns = w->ns, .deployment = w->name, .spec = &cfg->scrape,
-                              .rate_tmpl = cfg->promql_rate, .p99_tmpl = cfg->promql_p99,
-                              .busy_tmpl = cfg->promql_busy};
-    char err[200];
-    if (!w->pq_inflight) {
-        struct pq_req *q = pq_req_new(c, w);
-        if (promql_get(c->promql, &t, now, pq_answered, q, err, sizeof(err)) == 0) {
-            w->pq_inflight = true;
-        } else {
-            /* not even sent (a template that does not expand, a credential file
-             * that cannot be read): hold on that reason now, not on the last
-             * answer until it goes stale and says only that */
-            pq_req_free(q);
-            char why[sizeof(w->pq_last.why)];
-            snprintf(why, sizeof(why), "PromQL: %.180s", err);
-            if (!w->pq_have || w->pq_last.valid || strcmp(w->pq_last.why, why) != 0)
-                LOGW_WARN(SUB, w->ns, w->name, "cannot query Prometheus: %s", err);
-            w->pq_last.valid = false;
-            memcpy(w->pq_last.why, why, sizeof(why));
-            w->pq_have = true;
-        }
-    }
-    /* The seed waits for the checkpoint's read (one tick, usually): asked
-     * before it, it could not know what the checkpoint holds. A failed read
-     * does not hold it back. */
-    if (!w->pq_seeded && w->fc && (w->checkpoint_ready || w->checkpoint_failed) &&
-        now >= w->pq_seed_after && c->seeds_inflight < CTL_SEEDS_MAX_INFLIGHT) {
-        w->pq_seeded = true;
-        struct forecast_config fc;
-        controller_forecast_config(&cfg->policy, &fc);
-        /* all the forecaster uses (7 days and 30 min for a daily season:
-         * 10,170 steps, 8 requests of a day) and an hour more; not when a
-         * checkpoint already holds more (the seed would not be adopted) */
-        int64_t lookback = forecast_history_ms(&fc) + 3600000;
-        struct forecast_result cur;
-        if (forecast_predict(w->fc, now, 0, &cur) == 0 &&
-            cur.buckets_seen > lookback / fc.bucket_ms + 1) {
-            LOGW_DEBUG(SUB, w->ns, w->name,
-                       "forecaster holds %lld buckets of history: no seed from Prometheus",
-                       (long long)cur.buckets_seen);
-        } else {
-            struct pq_req *q = pq_req_new(c, w);
-            q->seed = forecast_new(&fc);
-            q->seeding = true;
-            c->seeds_inflight++;
-            if (!q->seed || promql_seed(c->promql, &t, now, lookback, 60000, q->seed, pq_seeded,
-                                        q, err, sizeof(err)) != 0) {
-                LOGW_WARN(SUB, w->ns, w->name, "cannot seed the forecaster from Prometheus: %s; "
-                          "asked again in %lld s", q->seed ? err : "out of memory",
-                          (long long)(CTL_SEED_RETRY_MS / 1000));
-                w->pq_seeded = false;
-                w->pq_seed_after = now + CTL_SEED_RETRY_MS;
-                pq_req_free(q);
-            }
-        }
-    }
-    if (w->pq_have) {
-        *r = w->pq_last;
-    } else {
-        r->valid = false;
-        snprintf(r->why, sizeof(r->why), "waiting for the first Prometheus answer");
-    }
-}
-
 
 /* ---- arrivals ----------------------------------------------------------------- */
 
@@ -246,7 +92,8 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     completions(w, o);
     double comp = o->completions, size = o->request_size;
     o->arrival_rps = comp;
-    o->rate_window_ms = c->cfg->scrape.rate_window_ms;
+    o->rate_window_ms = w->cfg.source == CTL_SOURCE_PROMETHEUS ? PROMQL_WINDOW_S * 1000LL
+                                                                : c->cfg->scrape.rate_window_ms;
     /* The recent arrivals are the completions of the newest two scrape
      * intervals plus the backlog's growth since the previous tick's sample:
      * together they count over about a decision interval. */
@@ -267,7 +114,7 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     double bl = r->backlog + (r->departed > 0 ? r->departed : 0);
     ctl_backlog_push(w, now, bl);
     int64_t slack = c->cfg->decision_interval_ms / 2;
-    double g = size * ctl_backlog_growth(w, now, c->cfg->scrape.rate_window_ms, slack, bl);
+    double g = size * ctl_backlog_growth(w, now, o->rate_window_ms, slack, bl);
     o->arrival_rps = comp + g > 0 ? comp + g : 0;
     if (isfinite(o->recent_rps)) {
         double gr = size * ctl_backlog_growth(w, now, o->recent_ms, slack, bl);
@@ -406,7 +253,7 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
             snprintf(r->why, sizeof(r->why), "no scrape data yet");
         }
     } else if (cfg->source == CTL_SOURCE_PROMETHEUS && c->promql) {
-        pq_measure(c, w, now, r);
+        ctl_pq_measure(c, w, now, r);
         r->recent_rate = NAN; /* one instant query per tick: no fresher rate */
     } else {
         r->recent_rate = NAN;
@@ -432,6 +279,12 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
      * replica still starting, so it neither dilutes requests/GPU nor
      * inflates the rate. */
     o->serving = ready;
+    if (cfg->source == CTL_SOURCE_PROMETHEUS) {
+        struct ctl_pq_match m;
+        int64_t grace = PROMQL_WINDOW_S * 1000 + c->cfg->decision_interval_ms;
+        ctl_pq_match(w, pods, np, now, grace, &m);
+        ctl_pq_apply(&m, cfg->scrape.missing_fraction, grace, o);
+    }
     if (r->valid && cfg->source == CTL_SOURCE_SCRAPE && r->pods_counted > 0) {
         o->serving = r->pods_counted + r->pods_failed;
         if (r->pods_failed > 0) {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The observe stage's backlog samples: the growth of running + waiting
  * requests that turns completions into arrivals, on ticks that come a few
- * ms late as a timer's do; and which pods are stalled. */
+ * ms late as a timer's do; which pods are stalled; and the Prometheus
+ * source's per-pod answer against the cache's pods. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -137,12 +138,204 @@ static void test_pod_stalled(void **state)
     assert_false(ctl_pod_stalled(&q, t0 + 1, stall));
 }
 
+/* ---- the Prometheus source's per-pod answer ------------------------------------ */
+
+#define T0 1700000000000LL
+#define GRACE 135000 /* the 2m window and a decision interval */
+
+static struct kube_pod pod_at(const char *name, int64_t ready_ms)
+{
+    return (struct kube_pod){.name = name, .ip = "10.0.0.1", .phase = KUBE_POD_RUNNING,
+                             .ready = true, .ready_transition_ms = ready_ms};
+}
+
+/* An answer: pods named in `counted` are in the rate; running[i] of names[i]
+ * (NAN: no series). Replaces w's as pq_answered does. */
+static void answer(struct ctl_wl *w, size_t n, const char *const *names, const double *running,
+                   const char *counted)
+{
+    promql_pods_free(&w->pq_pods);
+    struct promql_pods *pp = &w->pq_pods;
+    pp->v = calloc(n + 1, sizeof(*pp->v));
+    assert_non_null(pp->v);
+    for (size_t i = 0; i < n; i++) {
+        pp->v[i] = (struct promql_pod){.name = xstrdup(names[i]), .running = running[i],
+                                       .waiting = NAN};
+        pp->v[i].counted = strstr(counted, names[i]) != NULL;
+        pp->running_seen = pp->running_seen || !isnan(running[i]);
+        pp->counted_seen = pp->counted_seen || pp->v[i].counted;
+    }
+    pp->n = n;
+    w->pq_pods_have = w->pq_pods_fresh = true;
+}
+
+static void obs_valid(struct ctl_obs *o, int32_t ready)
+{
+    memset(o, 0, sizeof(*o));
+    o->m.valid = true;
+    o->m.request_rate = 20;
+    o->m.busy = 4;
+    o->serving = ready;
+}
+
+static void wl_done(struct ctl_wl *w)
+{
+    promql_pods_free(&w->pq_pods);
+    for (size_t i = 0; i < w->pq_bl_n; i++)
+        xfree(w->pq_bl[i].name);
+    xfree(w->pq_bl);
+    free(w);
+}
+
+/* After a 2 -> 10 scale-out the rate counts the 2 old pods: the 8 new ones
+ * are warming (not serving, the rate not spread over them) until a rate
+ * window after they turned Ready; then they are missing: an average share
+ * each while few, a hold when many. */
+static void test_prometheus_rate_pods(void **state)
+{
+    (void)state;
+    struct ctl_wl *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    static const char *const names[10] = {"a0", "a1", "b0", "b1", "b2",
+                                          "b3", "b4", "b5", "b6", "b7"};
+    struct kube_pod pods[10];
+    const struct kube_pod *pp[10];
+    const int64_t now = T0 + 3600000;
+    for (int i = 0; i < 10; i++) {
+        pods[i] = pod_at(names[i], i < 2 ? T0 : now - 30000);
+        pp[i] = &pods[i];
+    }
+    double run[10];
+    for (int i = 0; i < 10; i++)
+        run[i] = 1;
+    answer(w, 10, names, run, "a0,a1");
+    struct ctl_pq_match m;
+    struct ctl_obs o;
+    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    assert_true(m.counted_known);
+    assert_int_equal(m.ready, 10);
+    assert_int_equal(m.counted, 2);
+    assert_int_equal(m.warming, 8);
+    assert_int_equal(m.missing, 0);
+    obs_valid(&o, 10);
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_true(o.m.valid);
+    assert_int_equal(o.serving, 2); /* the 8 are replicas still starting */
+    assert_true(o.m.request_rate == 20 && o.m.busy == 4);
+    assert_int_equal(o.m.pods_counted, 2);
+    assert_int_equal(o.m.pods_stale, 8);
+    assert_true(o.m.inflight == 10 && o.m.backlog == 10);
+
+    /* a rate window on, still not counted: missing, more than 30 %: hold */
+    const int64_t later = now - 30000 + GRACE;
+    ctl_pq_match(w, pp, 10, later, GRACE, &m);
+    assert_int_equal(m.missing, 8);
+    assert_string_equal(m.missing_pod, "b0");
+    obs_valid(&o, 10);
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_false(o.m.valid);
+    assert_string_equal(o.m.why, "8 of 10 ready pods are not in Prometheus' rate 135s after "
+                                 "turning Ready (b0): does its PodMonitor or ServiceMonitor "
+                                 "select them?");
+
+    /* all but one counted: the one missing serves an average share */
+    answer(w, 10, names, run, "a0,a1,b0,b1,b2,b3,b4,b5,b6");
+    ctl_pq_match(w, pp, 10, later, GRACE, &m);
+    assert_int_equal(m.counted, 9);
+    assert_int_equal(m.missing, 1);
+    obs_valid(&o, 10);
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_true(o.m.valid);
+    assert_int_equal(o.serving, 10);
+    assert_true(fabs(o.m.request_rate - 20.0 * 10 / 9) < 1e-9);
+    assert_true(fabs(o.m.busy - 4.0 * 10 / 9) < 1e-9);
+
+    /* the Ready pods all new: none counted yet, hold until one is */
+    answer(w, 10, names, run, "");
+    w->pq_pods.counted_seen = true; /* as when a pod gone is all the rate has */
+    for (int i = 0; i < 10; i++)
+        pods[i].ready_transition_ms = now - 1000;
+    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    obs_valid(&o, 10);
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_false(o.m.valid);
+    assert_string_equal(o.m.why, "all 10 ready pods are new to Prometheus (not yet in its rate)");
+
+    /* no pod counted at all in the answer (a rate query of the workload's own):
+     * nothing matched, the ready pods serve */
+    answer(w, 10, names, run, "");
+    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    assert_false(m.counted_known);
+    obs_valid(&o, 10);
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_true(o.m.valid && o.serving == 10 && o.m.request_rate == 20);
+    assert_true(o.m.backlog == 10);
+
+    /* no per-pod answer: the backlog unknown, as before the query existed */
+    promql_pods_free(&w->pq_pods);
+    w->pq_pods_have = false;
+    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    obs_valid(&o, 10);
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_true(o.m.valid && o.serving == 10);
+    assert_true(o.m.inflight < 0 && o.m.backlog < 0 && o.m.waiting < 0 && o.m.queued < 0);
+    wl_done(w);
+}
+
+/* The backlog: a Ready pod absent from an answer keeps its last value; one
+ * deleted, or no longer Ready, leaves what it held to the departed, once. */
+static void test_prometheus_backlog(void **state)
+{
+    (void)state;
+    struct ctl_wl *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    static const char *const names[2] = {"a0", "a1"};
+    struct kube_pod pods[2] = {pod_at("a0", T0), pod_at("a1", T0)};
+    const struct kube_pod *pp[2] = {&pods[0], &pods[1]};
+    const int64_t now = T0 + 3600000;
+    struct ctl_pq_match m;
+    double run[2] = {5, 7};
+    answer(w, 2, names, run, "a0,a1");
+    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    assert_true(m.backlog == 12 && m.running == 12 && m.departed == 0);
+    assert_true(m.waiting < 0); /* no waiting series: unknown */
+
+    /* a1's series went stale (a failed scrape): it keeps 7 */
+    double run2[2] = {6, NAN};
+    answer(w, 2, names, run2, "a0");
+    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    assert_true(m.backlog == 13 && m.running == 6 && m.departed == 0);
+    /* the same answer again (no new one yet): unchanged */
+    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    assert_true(m.backlog == 13 && m.departed == 0);
+
+    /* a1 deleted and absent: its 7 departed, once */
+    pods[1].deleting = true;
+    answer(w, 2, names, run2, "a0");
+    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    assert_true(m.backlog == 6 && m.departed == 7);
+    answer(w, 2, names, run2, "a0");
+    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    assert_true(m.backlog == 6 && m.departed == 7);
+
+    /* a0 no longer Ready and absent: its 6 departed too */
+    pods[0].ready = false;
+    double none[2] = {NAN, NAN};
+    answer(w, 2, names, none, "");
+    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    assert_true(m.departed == 13);
+    assert_true(m.running < 0 && m.backlog < 0); /* no pod has a gauge: unknown */
+    wl_done(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_growth_since_the_previous_tick),
         cmocka_unit_test(test_growth_edges),
         cmocka_unit_test(test_pod_stalled),
+        cmocka_unit_test(test_prometheus_rate_pods),
+        cmocka_unit_test(test_prometheus_backlog),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

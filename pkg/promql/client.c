@@ -2,8 +2,9 @@
 /* promql/client: instant and range queries against a Prometheus server
  * through httpc (see promql.h).
  *
- * Each promql_get is one operation with up to three requests in flight
- * (rate, p99 and busy time) and one callback once all finished; each promql_seed walks the
+ * Each promql_get is one operation with up to four requests in flight
+ * (rate, p99, busy time and the per-pod parts) and one callback once all
+ * finished; each promql_seed walks the
  * lookback in chunks, one request at a time. Operations are on a list so
  * promql_close can cancel them; the client is freed when its close timer
  * closed and the last operation delivered. Credentials and extra headers
@@ -29,13 +30,15 @@
 struct op {
     struct promql *p;
     struct op *prev, *next;
-    struct httpc_req *reqs[3]; /* rate, p99, busy time */
+    struct httpc_req *reqs[4]; /* rate, p99, busy time, per-pod parts */
     int pending;
     bool is_seed;
     /* get */
     promql_result_cb cb;
     void *arg;
     struct scrape_result r;
+    struct promql_pods pods;
+    bool pods_ok;
     char ns[254], deploy[254];
     /* seed (f set) or range (f NULL: collect the points) */
     promql_seed_cb seed_cb;
@@ -217,15 +220,20 @@ static void op_free(struct op *o)
         o->next->prev = o->prev;
     xfree(o->query);
     promql_series_free(&o->rr.series);
+    promql_pods_free(&o->pods);
     xfree(o);
     maybe_free(p);
 }
 
-/* The why of a failed answer: transport, HTTP status or the body's error. */
-static int answer(int err, const struct httpc_resp *resp, struct promql_series *s, char *why,
-                  size_t whylen)
+/* The why of a failed answer: transport, HTTP status or the body's error.
+ * The body is parsed as one series into s, or, with pods, as the per-pod
+ * answer into pods. */
+static int answer(int err, const struct httpc_resp *resp, struct promql_series *s,
+                  struct promql_pods *pods, char *why, size_t whylen)
 {
     memset(s, 0, sizeof(*s));
+    if (pods)
+        memset(pods, 0, sizeof(*pods));
     if (err == -ECANCELED) {
         snprintf(why, whylen, "query cancelled");
         return err;
@@ -240,9 +248,12 @@ static int answer(int err, const struct httpc_resp *resp, struct promql_series *
         return err;
     }
     char perr[200];
-    int rc = promql_parse_response(resp->body, resp->body_len, s, perr, sizeof(perr));
+    int rc = pods ? promql_parse_pods(resp->body, resp->body_len, pods, perr, sizeof(perr))
+                  : promql_parse_response(resp->body, resp->body_len, s, perr, sizeof(perr));
     if (resp->status < 200 || resp->status >= 300) {
         promql_series_free(s);
+        if (pods)
+            promql_pods_free(pods);
         if (rc == -EREMOTEIO)
             snprintf(why, whylen, "HTTP %ld: %.170s", resp->status, perr);
         else
@@ -260,7 +271,7 @@ static void get_done(struct op *o, int slot, int err, const struct httpc_resp *r
 {
     struct promql_series s;
     char why[200];
-    int rc = answer(err, resp, &s, why, sizeof(why));
+    int rc = answer(err, resp, &s, slot == 3 ? &o->pods : NULL, why, sizeof(why));
     if (slot == 0) { /* rate */
         if (rc == 0) {
             double v = s.points[0].v;
@@ -282,7 +293,7 @@ static void get_done(struct op *o, int slot, int err, const struct httpc_resp *r
             o->r.p99_ms = s.points[0].v * 1000.0;
         else if (rc != 0 && rc != -ENODATA && rc != -ECANCELED)
             LOGW_WARN("promql", o->ns, o->deploy, "p99 query failed: %s", why);
-    } else { /* busy time; no data: a pod without the counter, use the gauge */
+    } else if (slot == 2) { /* busy time; no data: a pod without the counter, use the gauge */
         if (rc == 0 && isfinite(s.points[0].v) && s.points[0].v >= 0)
             o->r.busy = s.points[0].v;
         else if (rc == 0)
@@ -290,6 +301,10 @@ static void get_done(struct op *o, int slot, int err, const struct httpc_resp *r
                       s.points[0].v);
         else if (rc != -ENODATA && rc != -ECANCELED)
             LOGW_WARN("promql", o->ns, o->deploy, "busy-time query failed: %s", why);
+    } else { /* per-pod parts: unknown on failure, as before they were asked */
+        o->pods_ok = rc == 0;
+        if (rc != 0 && rc != -ECANCELED)
+            LOGW_WARN("promql", o->ns, o->deploy, "per-pod query failed: %s", why);
     }
     promql_series_free(&s);
 }
@@ -318,13 +333,15 @@ static void range_collect(struct op *o, const struct promql_series *s)
 static void on_done(struct httpc_req *req, int err, const struct httpc_resp *resp, void *arg)
 {
     struct op *o = arg;
-    int slot = o->reqs[0] == req ? 0 : o->reqs[1] == req ? 1 : 2;
+    int slot = 0;
+    while (slot < (int)UTIL_ARRAY_LEN(o->reqs) - 1 && o->reqs[slot] != req)
+        slot++;
     o->reqs[slot] = NULL;
     o->pending--;
     if (o->is_seed) {
         struct promql_series s;
         char why[200];
-        int rc = answer(err, resp, &s, why, sizeof(why));
+        int rc = answer(err, resp, &s, NULL, why, sizeof(why));
         if (rc == 0 && !o->f) {
             range_collect(o, &s);
         } else if (rc == 0) {
@@ -347,7 +364,7 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
     if (o->pending == 0) {
         if (!o->r.valid)
             o->r.request_rate = NAN;
-        o->cb(&o->r, o->arg);
+        o->cb(&o->r, o->pods_ok ? &o->pods : NULL, o->arg);
         op_free(o);
     }
 }
@@ -383,10 +400,27 @@ static int rate_query(const struct promql *p, const struct promql_target *t, cha
     return rc;
 }
 
+/* The per-pod query (out "" when there is none): which pods the rate counts
+ * only when the rate is the default one, whose pods it names. One that does
+ * not expand (too long for a Deployment of a long name) is left out: the
+ * parts are then unknown, as they were before this query. */
+static void pods_query(const struct promql *p, const struct promql_target *t, char *out)
+{
+    char tmpl[PROMQL_MAX_QUERY], err[200];
+    promql_default_pods(t->spec, !(t->rate_tmpl && *t->rate_tmpl), tmpl, sizeof(tmpl));
+    out[0] = '\0';
+    if (tmpl[0] && promql_expand(tmpl, t->ns, t->deployment, p->window, out, PROMQL_MAX_QUERY,
+                                 err, sizeof(err)) != 0) {
+        LOGW_WARN("promql", t->ns, t->deployment, "per-pod query left out: %s", err);
+        out[0] = '\0';
+    }
+}
+
 int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
                promql_result_cb cb, void *arg, char *err, size_t errlen)
 {
     char rate_q[PROMQL_MAX_QUERY], p99_q[PROMQL_MAX_QUERY], busy_q[PROMQL_MAX_QUERY];
+    char pods_q[PROMQL_MAX_QUERY];
     char *url = NULL;
     struct op *o = NULL;
     int rc;
@@ -400,6 +434,7 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
         (rc = query_for(p, t, t->p99_tmpl, promql_default_p99, p99_q, err, errlen)) != 0 ||
         (rc = query_for(p, t, t->busy_tmpl, promql_default_busy, busy_q, err, errlen)) != 0)
         return rc;
+    pods_query(p, t, pods_q);
 
     o = xcalloc(1, sizeof(*o));
     o->p = p;
@@ -422,18 +457,16 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
         return rc;
     }
     op_link(o);
-    if (p99_q[0]) {
-        url = instant_url(p, p99_q, now_ms);
+    /* the others only add to the result: one not sent leaves its part unknown */
+    const char *more[] = {NULL, p99_q, busy_q, pods_q};
+    static const char *const what[] = {NULL, "p99", "busy-time", "per-pod"};
+    for (int slot = 1; slot < (int)UTIL_ARRAY_LEN(more); slot++) {
+        if (!more[slot][0])
+            continue;
+        url = instant_url(p, more[slot], now_ms);
         char e2[160];
-        if (issue(o, 1, url, p->max_body, e2, sizeof(e2)) < 0)
-            LOGW_WARN("promql", t->ns, t->deployment, "p99 query not sent: %s", e2);
-        xfree(url);
-    }
-    if (busy_q[0]) {
-        url = instant_url(p, busy_q, now_ms);
-        char e2[160];
-        if (issue(o, 2, url, p->max_body, e2, sizeof(e2)) < 0)
-            LOGW_WARN("promql", t->ns, t->deployment, "busy-time query not sent: %s", e2);
+        if (issue(o, slot, url, p->max_body, e2, sizeof(e2)) < 0)
+            LOGW_WARN("promql", t->ns, t->deployment, "%s query not sent: %s", what[slot], e2);
         xfree(url);
     }
     return 0;

@@ -6,7 +6,8 @@
  *       {"metric":{...},"value":[<unix seconds>,"<float>"]}]}}
  *   scalar: "result":[<t>,"<v>"];  matrix: [{"metric":{},"values":[[t,"v"],...]}]
  *   {"status":"error","errorType":"bad_data","error":"..."}
- * Pure; the caller owns the result. */
+ * The per-pod answer (promql_default_pods) is a vector of series told apart
+ * by their gpuscaler_part and pod labels. Pure; the caller owns the result. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -151,38 +152,172 @@ static int parse_data(const json_t *data, struct promql_series *out, char *err, 
                 type);
 }
 
+/* The answer's envelope: status "success" (an "error" answer's errorType and
+ * error go to err), not partial; *data is root's "data", borrowed. */
+static int envelope(const json_t *root, const json_t **data, char *err, size_t errlen)
+{
+    const char *status = json_string_value(json_object_get(root, "status"));
+    if (!json_is_object(root) || !status)
+        return fail(err, errlen, -EBADMSG, "not a Prometheus API answer (no status)");
+    if (strcmp(status, "error") == 0) {
+        const char *et = json_string_value(json_object_get(root, "errorType"));
+        const char *e = json_string_value(json_object_get(root, "error"));
+        return fail(err, errlen, -EREMOTEIO, "prometheus error (%.32s): %.150s", et ? et : "?",
+                    e ? e : "no message");
+    }
+    if (strcmp(status, "success") != 0)
+        return fail(err, errlen, -EBADMSG, "status '%.20s' is not success or error", status);
+    /* VictoriaMetrics: some storage nodes did not answer, so a sum covers
+     * fewer pods than there are; a rate that low must not scale in */
+    if (json_is_true(json_object_get(root, "isPartial")))
+        return fail(err, errlen, -EREMOTEIO, "partial response (isPartial): some storage nodes "
+                                             "did not answer");
+    *data = json_object_get(root, "data");
+    return 0;
+}
+
+static json_t *load(const char *body, size_t len, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        fail(err, errlen, -EBADMSG, "not JSON (line %d column %d: %.80s)", je.line, je.column,
+             je.text);
+    return root;
+}
+
 int promql_parse_response(const char *body, size_t len, struct promql_series *out, char *err,
                           size_t errlen)
 {
     memset(out, 0, sizeof(*out));
     if (errlen)
         err[0] = '\0';
-    json_error_t je;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = load(body, len, err, errlen);
     if (!root)
-        return fail(err, errlen, -EBADMSG, "not JSON (line %d column %d: %.80s)", je.line,
-                    je.column, je.text);
-    int rc;
-    const char *status = json_string_value(json_object_get(root, "status"));
-    if (!json_is_object(root) || !status) {
-        rc = fail(err, errlen, -EBADMSG, "not a Prometheus API answer (no status)");
-    } else if (strcmp(status, "error") == 0) {
-        const char *et = json_string_value(json_object_get(root, "errorType"));
-        const char *e = json_string_value(json_object_get(root, "error"));
-        rc = fail(err, errlen, -EREMOTEIO, "prometheus error (%.32s): %.150s", et ? et : "?",
-                  e ? e : "no message");
-    } else if (strcmp(status, "success") != 0) {
-        rc = fail(err, errlen, -EBADMSG, "status '%.20s' is not success or error", status);
-    } else if (json_is_true(json_object_get(root, "isPartial"))) {
-        /* VictoriaMetrics: some storage nodes did not answer, so a sum covers
-         * fewer pods than there are; a rate that low must not scale in */
-        rc = fail(err, errlen, -EREMOTEIO, "partial response (isPartial): some storage nodes "
-                                           "did not answer");
-    } else {
-        rc = parse_data(json_object_get(root, "data"), out, err, errlen);
-    }
+        return -EBADMSG;
+    const json_t *data = NULL;
+    int rc = envelope(root, &data, err, errlen);
+    if (rc == 0)
+        rc = parse_data(data, out, err, errlen);
     json_decref(root);
     if (rc != 0)
         promql_series_free(out);
+    return rc;
+}
+
+/* ---- the per-pod answer ------------------------------------------------------ */
+
+void promql_pods_free(struct promql_pods *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        xfree(p->v[i].name);
+    xfree(p->v);
+    memset(p, 0, sizeof(*p));
+}
+
+static int pod_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct promql_pod *)a)->name, ((const struct promql_pod *)b)->name);
+}
+
+/* One series of the per-pod answer into out->v[out->n] (not yet merged). A
+ * series without the part or pod label, of another part, or whose gauge is
+ * not a finite count >= 0 says nothing about a pod: skipped. */
+static int pod_series(const json_t *series, struct promql_pods *out, char *err, size_t errlen)
+{
+    if (!json_is_object(series))
+        return fail(err, errlen, -EBADMSG, "a series is not an object");
+    const json_t *metric = json_object_get(series, "metric");
+    if (!json_is_object(metric))
+        return fail(err, errlen, -EBADMSG, "a series has no metric object");
+    const json_t *value = json_object_get(series, "value");
+    if (!value)
+        return fail(err, errlen, -EBADMSG, "the series has no float value (a native histogram?)");
+    struct promql_point pt;
+    int rc = parse_pair(value, &pt, err, errlen);
+    if (rc != 0)
+        return rc;
+    const char *part = json_string_value(json_object_get(metric, PROMQL_PART_LABEL));
+    const char *pod = json_string_value(json_object_get(metric, "pod"));
+    if (!part || !pod || !*pod || strlen(pod) > 253)
+        return 0;
+    struct promql_pod p = {.running = NAN, .waiting = NAN};
+    bool gauge = isfinite(pt.v) && pt.v >= 0;
+    if (strcmp(part, "running") == 0 && gauge)
+        p.running = pt.v;
+    else if (strcmp(part, "waiting") == 0 && gauge)
+        p.waiting = pt.v;
+    else if (strcmp(part, "counted") == 0)
+        p.counted = true;
+    else
+        return 0;
+    p.name = xstrdup(pod);
+    out->v[out->n++] = p;
+    return 0;
+}
+
+/* Merge the entries of one pod (sorted by name) into one. */
+static void pods_merge(struct promql_pods *out)
+{
+    if (out->n == 0)
+        return;
+    qsort(out->v, out->n, sizeof(out->v[0]), pod_cmp);
+    size_t k = 0;
+    for (size_t i = 1; i < out->n; i++) {
+        struct promql_pod *a = &out->v[k], *b = &out->v[i];
+        if (strcmp(a->name, b->name) != 0) {
+            out->v[++k] = *b;
+            continue;
+        }
+        /* one pod, two entries: Prometheus sends one series per part and
+         * pod; should it send two, the sum is what the pod holds */
+        if (!isnan(b->running))
+            a->running = isnan(a->running) ? b->running : a->running + b->running;
+        if (!isnan(b->waiting))
+            a->waiting = isnan(a->waiting) ? b->waiting : a->waiting + b->waiting;
+        a->counted = a->counted || b->counted;
+        xfree(b->name);
+    }
+    out->n = k + 1;
+    for (size_t i = 0; i < out->n; i++) {
+        out->running_seen = out->running_seen || !isnan(out->v[i].running);
+        out->waiting_seen = out->waiting_seen || !isnan(out->v[i].waiting);
+        out->counted_seen = out->counted_seen || out->v[i].counted;
+    }
+}
+
+int promql_parse_pods(const char *body, size_t len, struct promql_pods *out, char *err,
+                      size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    if (errlen)
+        err[0] = '\0';
+    json_t *root = load(body, len, err, errlen);
+    if (!root)
+        return -EBADMSG;
+    const json_t *data = NULL, *result = NULL;
+    int rc = envelope(root, &data, err, errlen);
+    if (rc == 0) {
+        const char *type = json_string_value(json_object_get(data, "resultType"));
+        result = json_object_get(data, "result");
+        if (!json_is_object(data) || !type || !result)
+            rc = fail(err, errlen, -EBADMSG, "no data object with resultType and result");
+        else if (strcmp(type, "vector") != 0 || !json_is_array(result))
+            rc = fail(err, errlen, -EBADMSG, "result type '%.20s' is not a vector", type);
+        else if (json_array_size(result) > PROMQL_MAX_POINTS)
+            rc = fail(err, errlen, -EBADMSG, "%zu series, more than %d",
+                      json_array_size(result), PROMQL_MAX_POINTS);
+    }
+    if (rc == 0) {
+        size_t n = json_array_size(result);
+        out->v = xmalloc((n ? n : 1) * sizeof(*out->v));
+        for (size_t i = 0; i < n && rc == 0; i++)
+            rc = pod_series(json_array_get(result, i), out, err, errlen);
+    }
+    json_decref(root);
+    if (rc != 0)
+        promql_pods_free(out);
+    else
+        pods_merge(out);
     return rc;
 }

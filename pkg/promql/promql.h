@@ -58,6 +58,21 @@ void promql_default_p99(const struct scrape_spec *spec, char *out, size_t outlen
  */
 void promql_default_busy(const struct scrape_spec *spec, char *out, size_t outlen);
 
+/** The label that tells the parts of the per-pod answer apart. */
+#define PROMQL_PART_LABEL "gpuscaler_part"
+
+/**
+ * Default PromQL for what each pod reports, in one query: its running
+ * requests (the spec's inflight gauge, part "running"), its waiting ones
+ * (the queue gauge, "waiting") and, when with_counted, whether Prometheus'
+ * rate of the request counter counts it ("counted": rate() needs two samples
+ * in the window, so a pod Prometheus has scraped once is not in the rate
+ * yet). Each series carries PROMQL_PART_LABEL and the pod label. "" when
+ * the spec names none of these metrics. Placeholders as for the rate.
+ */
+void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char *out,
+                         size_t outlen);
+
 /**
  * Expand a template for namespace ns and Deployment deploy:
  *  {{namespace}}  the namespace, escaped for a PromQL string;
@@ -104,6 +119,34 @@ struct promql_series {
 int promql_parse_response(const char *body, size_t len, struct promql_series *out, char *err,
                           size_t errlen);
 void promql_series_free(struct promql_series *s);
+
+/** One pod of the per-pod answer. */
+struct promql_pod {
+    char *name;     /**< the pod label; xmalloc'd */
+    double running; /**< running requests, NAN when the answer has none for the pod */
+    double waiting; /**< waiting requests, NAN likewise */
+    bool counted;   /**< in the rate */
+};
+
+/** The per-pod answer, one entry a pod, sorted by name. */
+struct promql_pods {
+    struct promql_pod *v;
+    size_t n;
+    bool running_seen, waiting_seen, counted_seen; /**< some pod has that part */
+};
+
+/**
+ * Parse the answer of promql_default_pods' query: the envelope as
+ * promql_parse_response checks it, then a vector (empty is fine: no pod has
+ * any part). A series without PROMQL_PART_LABEL or pod, of an unknown part,
+ * or with a gauge that is not a finite value >= 0 is skipped; two series of
+ * one pod and part add up. Returns 0, or -EREMOTEIO / -EBADMSG as
+ * promql_parse_response (more than PROMQL_MAX_POINTS series is -EBADMSG),
+ * with err set and out empty. Pure; free out with promql_pods_free.
+ */
+int promql_parse_pods(const char *body, size_t len, struct promql_pods *out, char *err,
+                      size_t errlen);
+void promql_pods_free(struct promql_pods *p);
 
 /* ---- the client ------------------------------------------------------------ */
 
@@ -181,17 +224,20 @@ struct promql_target {
 };
 
 /**
- * Called once with the result. pods_* and gpus_ready are 0 (Prometheus does
- * not tell which pods were counted; the controller knows from its cache);
- * inflight and queued are -1. busy is the busy-time query's answer (the
- * requests in service, averaged over the window), or -1 when there is no
- * such query, it has no data, or it failed. A p99 or busy failure leaves
- * that field at -1 and the result valid; any rate failure makes it invalid.
+ * Called once with the result. pods_* and gpus_ready are 0; inflight,
+ * queued, backlog and waiting are -1 (pods has what the pods report one by
+ * one: the controller matches it against its cache). busy is the busy-time
+ * query's answer (the requests in service, averaged over the window), or -1
+ * when there is no such query, it has no data, or it failed. A p99, busy or
+ * per-pod failure leaves that part unknown (pods NULL) and the result
+ * valid; any rate failure makes it invalid. pods is borrowed for the call;
+ * NULL when there was no per-pod query or it failed.
  */
-typedef void (*promql_result_cb)(const struct scrape_result *r, void *arg);
+typedef void (*promql_result_cb)(const struct scrape_result *r, const struct promql_pods *pods,
+                                 void *arg);
 
 /**
- * Instant queries of the rate, p99 and busy time at now_ms (UNIX ms; "time=" of the
+ * Instant queries of the rate, p99, busy time and per-pod parts at now_ms (UNIX ms; "time=" of the
  * query). Returns 0 and calls cb exactly once later from the loop, or a
  * negative errno (then cb is never called): -EINVAL when the templates do
  * not expand (err says why), -ESHUTDOWN when closing.

@@ -106,6 +106,33 @@ void promql_default_busy(const struct scrape_spec *spec, char *out, size_t outle
              bs, scale, bs, rs);
 }
 
+void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char *out,
+                         size_t outlen)
+{
+    char sel[PROMQL_MAX_QUERY], part[PROMQL_MAX_QUERY + 128];
+    struct util_buf b = {0};
+    const struct {
+        const char *metric, *name, *agg, *open, *close;
+    } parts[] = {
+        {spec->inflight_metric, "running", "sum", "", ""},
+        {spec->queue_metric, "waiting", "sum", "", ""},
+        {with_counted ? spec->request_metric : "", "counted", "count", "rate(", "[{{window}}])"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(parts); i++) {
+        if (!parts[i].metric[0])
+            continue;
+        selector(parts[i].metric, "", sel, sizeof(sel));
+        snprintf(part, sizeof(part),
+                 "%slabel_replace(%s by (pod) (%s%s%s), \"" PROMQL_PART_LABEL "\", \"%s\", "
+                 "\"\", \"\")",
+                 b.len ? " or " : "", parts[i].agg, parts[i].open, sel, parts[i].close,
+                 parts[i].name);
+        util_buf_puts(&b, part);
+    }
+    snprintf(out, outlen, "%s", b.len ? b.data : "");
+    util_buf_free(&b);
+}
+
 static bool dns1123(const char *s)
 {
     size_t n = strlen(s);

@@ -6,7 +6,9 @@
  * target labels (two pods of the Deployment, plus decoys: a Deployment whose
  * name starts the same and the same pod name in another namespace). The
  * default queries must see exactly the two pods, for the busy time too, and
- * none once one pod lacks the busy counter; errors, empty results and
+ * none once one pod lacks the busy counter; the per-pod query must name the
+ * two pods as counted, with their running and waiting gauges (and not
+ * count them under a custom rate query); errors, empty results and
  * unaggregated queries must come back invalid; query_range must seed a
  * forecaster. Prometheus is killed by PID and its temp dir removed in the
  * teardown, also when an assertion fails. Exits 77 (skipped) when
@@ -44,7 +46,7 @@ struct fx {
     uv_loop_t loop;
     struct httpc *http;
     struct promql *pq;
-    struct fakepod *pods[4];
+    struct fakepod *fpods[4];
     pid_t pid;
     char dir[64];
     int port;
@@ -52,6 +54,8 @@ struct fx {
     bool fired;
     int results, seeds, closes;
     struct scrape_result r;
+    struct promql_pods pods; /* the last answer's copy; n 0 and no part seen when none */
+    bool pods_answered;
     struct promql_seed_result sr;
 };
 
@@ -84,11 +88,21 @@ static void run_until(struct fx *f, int *counter, int n, uint64_t timeout_ms)
     assert_true(testsrv_run_until_count(&f->loop, counter, n, timeout_ms));
 }
 
-static void on_result(const struct scrape_result *r, void *arg)
+static void on_result(const struct scrape_result *r, const struct promql_pods *pods, void *arg)
 {
     struct fx *f = arg;
     f->results++;
     f->r = *r;
+    promql_pods_free(&f->pods);
+    f->pods_answered = pods != NULL;
+    if (pods) {
+        f->pods = *pods;
+        f->pods.v = xcalloc(pods->n + 1, sizeof(*pods->v));
+        for (size_t i = 0; i < pods->n; i++) {
+            f->pods.v[i] = pods->v[i];
+            f->pods.v[i].name = xstrdup(pods->v[i].name);
+        }
+    }
 }
 
 static void on_seed(const struct promql_seed_result *r, void *arg)
@@ -143,10 +157,10 @@ static int setup(void **state)
     uv_timer_init(&f->loop, &f->timer);
     f->timer.data = f;
     /* two pods of team-a/chat (10 + 30 req/s) and decoys */
-    f->pods[0] = fakepod_start(&f->loop, 31, FAKEPOD_VLLM, 10, 2, 1);
-    f->pods[1] = fakepod_start(&f->loop, 32, FAKEPOD_VLLM, 30, 3, 0);
-    f->pods[2] = fakepod_start(&f->loop, 33, FAKEPOD_VLLM, 100, 1, 0);
-    f->pods[3] = fakepod_start(&f->loop, 34, FAKEPOD_VLLM, 1000, 1, 0);
+    f->fpods[0] = fakepod_start(&f->loop, 31, FAKEPOD_VLLM, 10, 2, 1);
+    f->fpods[1] = fakepod_start(&f->loop, 32, FAKEPOD_VLLM, 30, 3, 0);
+    f->fpods[2] = fakepod_start(&f->loop, 33, FAKEPOD_VLLM, 100, 1, 0);
+    f->fpods[3] = fakepod_start(&f->loop, 34, FAKEPOD_VLLM, 1000, 1, 0);
     static const char *const labels[4][2] = {
         {"team-a", "chat-7d9f8b6c4-xk2p9"},
         {"team-a", "chat-7d9f8b6c4-bx4cd"},
@@ -162,7 +176,7 @@ static int setup(void **state)
                  "    scrape_timeout: 900ms\n    static_configs:\n");
     for (int i = 0; i < 4; i++)
         fprintf(cfg, "      - targets: ['%s:%d']\n        labels: {namespace: '%s', pod: '%s'}\n",
-                fakepod_ip(f->pods[i]), fakepod_port(f->pods[i]), labels[i][0], labels[i][1]);
+                fakepod_ip(f->fpods[i]), fakepod_port(f->fpods[i]), labels[i][0], labels[i][1]);
     fclose(cfg);
 
     f->port = free_port();
@@ -210,12 +224,13 @@ static int teardown(void **state)
     promql_close(f->pq, on_closed, f);
     httpc_close(f->http, on_closed, f);
     for (int i = 0; i < 4; i++)
-        fakepod_stop(f->pods[i]);
+        fakepod_stop(f->fpods[i]);
     uv_close((uv_handle_t *)&f->timer, NULL);
     int rc = uv_run(&f->loop, UV_RUN_DEFAULT);
     int closes = f->closes;
     int lc = uv_loop_close(&f->loop);
     nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    promql_pods_free(&f->pods);
     bool gone = access(f->dir, F_OK) != 0;
     xfree(f);
     return rc == 0 && closes == 2 && lc == 0 && gone ? 0 : -1;
@@ -251,6 +266,17 @@ static void test_against_prometheus(void **state)
             "service (want 5)\n",
             r.request_rate, r.p99_ms, fakepod_p99_ms(), r.busy);
 
+    /* the per-pod answer: exactly the two pods, both in the rate, with their gauges
+     * (running 2 and 3, waiting 1 and 0), sorted by name */
+    assert_true(f->pods_answered);
+    assert_int_equal(f->pods.n, 2);
+    assert_true(f->pods.running_seen && f->pods.waiting_seen && f->pods.counted_seen);
+    assert_string_equal(f->pods.v[0].name, "chat-7d9f8b6c4-bx4cd");
+    assert_string_equal(f->pods.v[1].name, "chat-7d9f8b6c4-xk2p9");
+    assert_true(f->pods.v[0].counted && f->pods.v[1].counted);
+    assert_true(f->pods.v[0].running == 3 && f->pods.v[0].waiting == 0);
+    assert_true(f->pods.v[1].running == 2 && f->pods.v[1].waiting == 1);
+
     /* a query too long for a GET goes as a POST of the same form: the same answer (a
      * label matcher that excludes nothing, 8 bytes a repeat once encoded) */
     struct util_buf lb = {0};
@@ -263,6 +289,9 @@ static void test_against_prometheus(void **state)
     util_buf_free(&lb);
     assert_true(r.valid);
     assert_true(fabs(r.request_rate - 40) < 4);
+    /* under a rate query of the workload's own, which pods it counts is not asked */
+    assert_true(f->pods_answered && f->pods.n == 2 && !f->pods.counted_seen);
+    assert_true(!f->pods.v[0].counted && f->pods.v[0].running == 3);
 
     r = query(f, "team-x", NULL);
     assert_false(r.valid);
@@ -307,7 +336,7 @@ static void test_against_prometheus(void **state)
 
     /* a pod without the busy-time counter (the OpenMetrics fake has none): the busy time
      * becomes unknown, not the other pod's share, and the rate stays valid */
-    fakepod_set_mode(f->pods[1], FAKEPOD_VLLM_OM);
+    fakepod_set_mode(f->fpods[1], FAKEPOD_VLLM_OM);
     t0 = uv_hrtime();
     do {
         run_for(f, 500);

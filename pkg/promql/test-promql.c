@@ -347,6 +347,109 @@ static void test_parse(void **state)
     }
 }
 
+/* The per-pod query: one label_replace per part the spec names, joined by
+ * `or`; which pods the rate counts only beside the default rate. */
+static void test_pods_query(void **state)
+{
+    (void)state;
+    struct scrape_spec spec;
+    char q[PROMQL_MAX_QUERY];
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    promql_default_pods(&spec, true, q, sizeof(q));
+    assert_string_equal(
+        q, "label_replace(sum by (pod) (vllm:num_requests_running{namespace=\"{{namespace}}\","
+           "pod=~\"{{pods}}\"}), \"gpuscaler_part\", \"running\", \"\", \"\") or "
+           "label_replace(sum by (pod) (vllm:num_requests_waiting{namespace=\"{{namespace}}\","
+           "pod=~\"{{pods}}\"}), \"gpuscaler_part\", \"waiting\", \"\", \"\") or "
+           "label_replace(count by (pod) (rate(vllm:request_success_total{namespace=\""
+           "{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])), \"gpuscaler_part\", "
+           "\"counted\", \"\", \"\")");
+    promql_default_pods(&spec, false, q, sizeof(q));
+    assert_null(strstr(q, "counted"));
+    assert_non_null(strstr(q, "\"waiting\""));
+    /* Triton: no running gauge; a metric's own matchers stay */
+    scrape_spec_init(&spec, SCRAPE_TRITON);
+    snprintf(spec.request_metric, sizeof(spec.request_metric),
+             "nv_inference_request_success{model=\"a\"}");
+    promql_default_pods(&spec, true, q, sizeof(q));
+    assert_null(strstr(q, "\"running\""));
+    assert_true(strncmp(q, "label_replace(sum by (pod) (nv_inference_pending_request_count{", 63) ==
+                0);
+    assert_non_null(strstr(q, "pod=~\"{{pods}}\",model=\"a\"}[{{window}}]"));
+    /* generic without metrics: no query */
+    scrape_spec_init(&spec, SCRAPE_GENERIC);
+    promql_default_pods(&spec, true, q, sizeof(q));
+    assert_string_equal(q, "");
+    /* it expands as the other queries do */
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    char tmpl[PROMQL_MAX_QUERY], err[200];
+    promql_default_pods(&spec, true, tmpl, sizeof(tmpl));
+    assert_int_equal(promql_expand(tmpl, "team-a", "chat", "2m", q, sizeof(q), err, sizeof(err)),
+                     0);
+    assert_non_null(strstr(q, "namespace=\"team-a\",pod=~\"chat-"));
+    assert_non_null(strstr(q, "[2m]"));
+}
+
+#define SERIES(part, pod, v)                                                                      \
+    "{\"metric\":{\"gpuscaler_part\":\"" part "\",\"pod\":\"" pod "\"},\"value\":[1,\"" v "\"]}"
+#define VECTOR(...)                                                                               \
+    "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[" __VA_ARGS__ "]}}"
+
+/* The per-pod answer: merged a pod at a time and sorted; series that say
+ * nothing about a pod skipped; the envelope checked as for one series. */
+static void test_parse_pods(void **state)
+{
+    (void)state;
+    struct promql_pods p;
+    char err[200];
+    const char *ok = VECTOR(SERIES("running", "b", "3") "," SERIES("waiting", "b", "2") ","
+                            SERIES("counted", "a", "1") "," SERIES("running", "a", "NaN") ","
+                            SERIES("waiting", "a", "-1") "," SERIES("running", "b", "1") ","
+                            SERIES("queued", "c", "5") ","
+                            "{\"metric\":{\"gpuscaler_part\":\"running\"},\"value\":[1,\"7\"]}");
+    assert_int_equal(promql_parse_pods(ok, strlen(ok), &p, err, sizeof(err)), 0);
+    assert_int_equal(p.n, 2);
+    assert_string_equal(p.v[0].name, "a");
+    assert_true(p.v[0].counted && isnan(p.v[0].running) && isnan(p.v[0].waiting));
+    assert_string_equal(p.v[1].name, "b");
+    assert_true(!p.v[1].counted && p.v[1].running == 4 && p.v[1].waiting == 2);
+    assert_true(p.running_seen && p.waiting_seen && p.counted_seen);
+    promql_pods_free(&p);
+    assert_null(p.v);
+
+    const char *none = VECTOR();
+    assert_int_equal(promql_parse_pods(none, strlen(none), &p, err, sizeof(err)), 0);
+    assert_true(p.n == 0 && !p.running_seen && !p.waiting_seen && !p.counted_seen);
+    promql_pods_free(&p);
+
+    static const struct {
+        const char *body;
+        int rc;
+        const char *err;
+    } bad[] = {
+        {"{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":\"parse error\"}",
+         -EREMOTEIO, "prometheus error (bad_data): parse error"},
+        {"{\"status\":\"success\",\"isPartial\":true,\"data\":{\"resultType\":\"vector\","
+         "\"result\":[]}}",
+         -EREMOTEIO, "partial response"},
+        {"{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":[]}}", -EBADMSG,
+         "is not a vector"},
+        {"{\"status\":\"success\",\"data\":{\"resultType\":\"vector\"}}", -EBADMSG,
+         "no data object"},
+        {VECTOR("{\"metric\":{\"pod\":\"a\"}}"), -EBADMSG, "no float value"},
+        {VECTOR("{\"value\":[1,\"1\"]}"), -EBADMSG, "no metric object"},
+        {VECTOR("{\"metric\":{},\"value\":[1,1]}"), -EBADMSG, "not a string"},
+        {VECTOR("3"), -EBADMSG, "not an object"},
+        {"[1,", -EBADMSG, "not JSON"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        int rc = promql_parse_pods(bad[i].body, strlen(bad[i].body), &p, err, sizeof(err));
+        if (rc != bad[i].rc || !strstr(err, bad[i].err))
+            fail_msg("case %zu: rc %d err '%s'", i, rc, err);
+        assert_true(p.n == 0 && p.v == NULL);
+    }
+}
+
 /* ---- client against a fake Prometheus ---------------------------------------- */
 
 /* FAKE_BUSY_*: the rate and p99 as FAKE_OK, the busy-time query empty or NaN. */
@@ -377,6 +480,10 @@ struct fx {
     int64_t range_points;
     int results, seeds, closes;
     struct scrape_result r;
+    bool pods_answered, pods_counted_seen; /* the per-pod answer of the last result */
+    size_t pods_n;
+    double pods_running;
+    int pods_queries;
     struct promql_seed_result sr;
     struct testsrv_conn *held;
 };
@@ -479,7 +586,28 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
     assert_true(param(target, "nocache", flag, sizeof(flag))); /* VictoriaMetrics: now */
     assert_string_equal(flag, "1");
     bool p99 = strstr(f->last_query, "histogram_quantile") != NULL;
-    bool busy = strstr(f->last_query, "inference_time") != NULL;
+    bool busy = strstr(f->last_query, "inference_time") != NULL &&
+                !strstr(f->last_query, PROMQL_PART_LABEL);
+    if (strstr(f->last_query, PROMQL_PART_LABEL)) {
+        f->pods_queries++;
+        if (f->mode == FAKE_OK || f->mode == FAKE_BUSY_EMPTY || f->mode == FAKE_BUSY_NAN) {
+            /* two pods running 4 and 2; one counted; a series of another part and one
+             * without a pod are skipped */
+            json(c, 200,
+                 "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":["
+                 "{\"metric\":{\"gpuscaler_part\":\"running\",\"pod\":\"chat-a\"},"
+                 "\"value\":[1700000000.25,\"4\"]},"
+                 "{\"metric\":{\"gpuscaler_part\":\"running\",\"pod\":\"chat-b\"},"
+                 "\"value\":[1700000000.25,\"2\"]},"
+                 "{\"metric\":{\"gpuscaler_part\":\"counted\",\"pod\":\"chat-a\"},"
+                 "\"value\":[1700000000.25,\"1\"]},"
+                 "{\"metric\":{\"gpuscaler_part\":\"other\",\"pod\":\"chat-c\"},"
+                 "\"value\":[1700000000.25,\"1\"]},"
+                 "{\"metric\":{\"gpuscaler_part\":\"running\"},"
+                 "\"value\":[1700000000.25,\"9\"]}]}}");
+            return;
+        }
+    }
     if (busy)
         f->busy_queries++;
     enum fake_mode mode = f->mode;
@@ -518,11 +646,18 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
     }
 }
 
-static void on_result(const struct scrape_result *r, void *arg)
+static void on_result(const struct scrape_result *r, const struct promql_pods *pods, void *arg)
 {
     struct fx *f = arg;
     f->results++;
     f->r = *r;
+    f->pods_answered = pods != NULL;
+    f->pods_n = pods ? pods->n : 0;
+    f->pods_counted_seen = pods && pods->counted_seen;
+    f->pods_running = 0;
+    for (size_t i = 0; pods && i < pods->n; i++)
+        if (!isnan(pods->v[i].running))
+            f->pods_running += pods->v[i].running;
 }
 
 static void on_seed(const struct promql_seed_result *r, void *arg)
@@ -661,8 +796,20 @@ static void test_client_results(void **state)
             assert_true(f->r.busy == 3.5);
         else
             assert_true(f->r.busy == -1);
-        assert_true(f->r.inflight < 0 && f->r.queued < 0);
+        assert_true(f->r.inflight < 0 && f->r.queued < 0 && f->r.backlog < 0);
+        /* the per-pod answer comes beside the result: parsed where the server gave one
+         * (an empty vector, or one whose only series has no labels, says no pod has any
+         * part), none where it failed */
+        bool pods_ok = cases[i].mode != FAKE_BAD_QUERY && cases[i].mode != FAKE_502;
+        bool full = cases[i].mode == FAKE_OK || cases[i].mode == FAKE_BUSY_EMPTY ||
+                    cases[i].mode == FAKE_BUSY_NAN;
+        if (f->pods_answered != pods_ok)
+            fail_msg("case %zu: per-pod answer %d", i, f->pods_answered);
+        assert_int_equal(f->pods_n, full ? 2 : 0);
+        assert_true(f->pods_running == (full ? 6 : 0));
+        assert_true(f->pods_counted_seen == full);
     }
+    assert_int_equal(f->pods_queries, (int)UTIL_ARRAY_LEN(cases));
     assert_int_equal(f->busy_queries, (int)UTIL_ARRAY_LEN(cases)); /* one per promql_get */
     /* the query the server saw last was the expanded p99 or rate query */
     assert_non_null(strstr(f->last_query, "namespace=\"team-a\",pod=~\"chat-[bcdfghjklmnpqrstvwxz"
@@ -994,6 +1141,7 @@ int main(void)
         cmocka_unit_test(test_defaults),           cmocka_unit_test(test_expand),
         cmocka_unit_test(test_pods_regex),
         cmocka_unit_test(test_parse),              cmocka_unit_test(test_client_results),
+        cmocka_unit_test(test_pods_query),         cmocka_unit_test(test_parse_pods),
         cmocka_unit_test(test_client_auth_headers),
         cmocka_unit_test(test_client_unreachable), cmocka_unit_test(test_seed_chunks),
         cmocka_unit_test(test_close_inflight),     cmocka_unit_test(test_range),

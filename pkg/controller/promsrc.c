@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* controller/promsrc: a Prometheus server as a workload's metrics source.
+ * Each tick asks for the workload's queries (promql_get: the answer serves
+ * the next tick) and, once, seeds the forecaster from Prometheus' history.
+ * The per-pod answer is matched against the pods in the cache, as the
+ * scraper does with its own scrapes:
+ *  - a Ready pod Prometheus' rate does not count yet (it has scraped it
+ *    fewer than twice) is a replica still warming, not one serving: after a
+ *    2 -> 10 scale-out the rate sums 2 pods while 10 are Ready, and a
+ *    per-replica rate over 10 read up to 80 % low;
+ *  - one still not counted a rate window after it turned Ready is missing
+ *    (not selected by the PodMonitor, not scraped): it serves an average
+ *    share, and more than scrape.missing-fraction of them hold the workload;
+ *  - running + waiting requests are summed over the pods (the backlog whose
+ *    growth turns completions into arrivals), a Ready pod absent from an
+ *    answer keeping its last value, and what pods that left held counted as
+ *    departed: their requests finish unseen, which is no drop in arrivals. */
+#include "controller-int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube/kube.h"
+#include "promql/promql.h"
+
+#define SUB "controller"
+
+struct pq_req {
+    struct controller *c;
+    char *ns, *name;
+    char *uid;             /* the Deployment's, to tell a re-created one from a reset */
+    struct forecast *seed; /* promql_seed fills this; adopted if still useful */
+    bool seeding;          /* counted in c->seeds_inflight */
+    uint32_t fc_gen;       /* the forecaster generation the seed was asked for */
+};
+
+static struct pq_req *pq_req_new(struct controller *c, const struct ctl_wl *w)
+{
+    struct pq_req *r = xcalloc(1, sizeof(*r));
+    r->c = c;
+    r->ns = xstrdup(w->ns);
+    r->name = xstrdup(w->name);
+    r->uid = xstrdup(w->uid);
+    r->fc_gen = w->fc_gen;
+    ctl_io_begin(c);
+    return r;
+}
+
+static void pq_req_free(struct pq_req *r)
+{
+    struct controller *c = r->c;
+    if (r->seeding)
+        c->seeds_inflight--;
+    forecast_free(r->seed);
+    xfree(r->ns);
+    xfree(r->name);
+    xfree(r->uid);
+    xfree(r);
+    ctl_io_end(c);
+}
+
+static void pods_copy(struct promql_pods *dst, const struct promql_pods *src)
+{
+    promql_pods_free(dst);
+    if (!src)
+        return;
+    *dst = *src;
+    dst->v = xmalloc((src->n ? src->n : 1) * sizeof(*dst->v));
+    for (size_t i = 0; i < src->n; i++) {
+        dst->v[i] = src->v[i];
+        dst->v[i].name = xstrdup(src->v[i].name);
+    }
+}
+
+static void pq_answered(const struct scrape_result *res, const struct promql_pods *pods,
+                        void *arg)
+{
+    struct pq_req *r = arg;
+    struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
+    if (w && strcmp(w->uid, r->uid) == 0) { /* not a Deployment's of that name made since */
+        w->pq_inflight = false;
+        w->pq_last = *res;
+        w->pq_have = true;
+        pods_copy(&w->pq_pods, pods);
+        w->pq_pods_have = pods != NULL;
+        w->pq_pods_fresh = true;
+    }
+    pq_req_free(r);
+}
+
+static void pq_seeded(const struct promql_seed_result *res, void *arg)
+{
+    struct pq_req *r = arg;
+    struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
+    struct forecast_result cur, got;
+    if (!w || !w->fc) {
+        pq_req_free(r);
+        return;
+    }
+    if (r->fc_gen != w->fc_gen) {
+        LOGW_INFO(SUB, r->ns, r->name, "forecaster seed from Prometheus discarded: %s",
+                  strcmp(r->uid, w->uid) != 0
+                      ? "the Deployment was deleted and created again while it was fetched"
+                      : "the forecaster's configuration changed while it was fetched");
+    } else if (res->err != 0) {
+        LOGW_WARN(SUB, r->ns, r->name, "seeding the forecaster from Prometheus failed: %s; "
+                  "asked again in %lld s", res->why, (long long)(CTL_SEED_RETRY_MS / 1000));
+        w->pq_seeded = false;
+        w->pq_seed_after = util_now_unix_ms() + CTL_SEED_RETRY_MS;
+    } else {
+        forecast_predict(w->fc, util_now_unix_ms(), 0, &cur);
+        forecast_predict(r->seed, util_now_unix_ms(), 0, &got);
+        if (got.buckets_seen > cur.buckets_seen) { /* more history than we had */
+            forecast_free(w->fc);
+            w->fc = r->seed;
+            r->seed = NULL;
+            LOGW_INFO(SUB, r->ns, r->name,
+                      "forecaster seeded from Prometheus: %zu points, %lld buckets of history",
+                      res->observed, (long long)got.buckets_seen);
+        }
+    }
+    pq_req_free(r);
+}
+
+void ctl_pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
+                    struct scrape_result *r)
+{
+    const struct ctl_workload_config *cfg = &w->cfg;
+    struct promql_target t = {.ns = w->ns, .deployment = w->name, .spec = &cfg->scrape,
+                              .rate_tmpl = cfg->promql_rate, .p99_tmpl = cfg->promql_p99,
+                              .busy_tmpl = cfg->promql_busy};
+    char err[200];
+    if (!w->pq_inflight) {
+        struct pq_req *q = pq_req_new(c, w);
+        if (promql_get(c->promql, &t, now, pq_answered, q, err, sizeof(err)) == 0) {
+            w->pq_inflight = true;
+        } else {
+            /* not even sent (a template that does not expand, a credential file
+             * that cannot be read): hold on that reason now, not on the last
+             * answer until it goes stale and says only that */
+            pq_req_free(q);
+            char why[sizeof(w->pq_last.why)];
+            snprintf(why, sizeof(why), "PromQL: %.180s", err);
+            if (!w->pq_have || w->pq_last.valid || strcmp(w->pq_last.why, why) != 0)
+                LOGW_WARN(SUB, w->ns, w->name, "cannot query Prometheus: %s", err);
+            w->pq_last.valid = false;
+            memcpy(w->pq_last.why, why, sizeof(why));
+            w->pq_have = true;
+        }
+    }
+    /* The seed waits for the checkpoint's read (one tick, usually): asked
+     * before it, it could not know what the checkpoint holds. A failed read
+     * does not hold it back. */
+    if (!w->pq_seeded && w->fc && (w->checkpoint_ready || w->checkpoint_failed) &&
+        now >= w->pq_seed_after && c->seeds_inflight < CTL_SEEDS_MAX_INFLIGHT) {
+        w->pq_seeded = true;
+        struct forecast_config fc;
+        controller_forecast_config(&cfg->policy, &fc);
+        /* all the forecaster uses (7 days and 30 min for a daily season:
+         * 10,170 steps, 8 requests of a day) and an hour more; not when a
+         * checkpoint already holds more (the seed would not be adopted) */
+        int64_t lookback = forecast_history_ms(&fc) + 3600000;
+        struct forecast_result cur;
+        if (forecast_predict(w->fc, now, 0, &cur) == 0 &&
+            cur.buckets_seen > lookback / fc.bucket_ms + 1) {
+            LOGW_DEBUG(SUB, w->ns, w->name,
+                       "forecaster holds %lld buckets of history: no seed from Prometheus",
+                       (long long)cur.buckets_seen);
+        } else {
+            struct pq_req *q = pq_req_new(c, w);
+            q->seed = forecast_new(&fc);
+            q->seeding = true;
+            c->seeds_inflight++;
+            if (!q->seed || promql_seed(c->promql, &t, now, lookback, 60000, q->seed, pq_seeded,
+                                        q, err, sizeof(err)) != 0) {
+                LOGW_WARN(SUB, w->ns, w->name, "cannot seed the forecaster from Prometheus: %s; "
+                          "asked again in %lld s", q->seed ? err : "out of memory",
+                          (long long)(CTL_SEED_RETRY_MS / 1000));
+                w->pq_seeded = false;
+                w->pq_seed_after = now + CTL_SEED_RETRY_MS;
+                pq_req_free(q);
+            }
+        }
+    }
+    if (w->pq_have) {
+        *r = w->pq_last;
+    } else {
+        r->valid = false;
+        snprintf(r->why, sizeof(r->why), "waiting for the first Prometheus answer");
+    }
+}
+
+/* ---- the per-pod answer against the cache ------------------------------------ */
+
+static int pod_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct promql_pod *)a)->name, ((const struct promql_pod *)b)->name);
+}
+
+/* The answer's entry of a pod (the answer is sorted by name), or NULL. */
+static const struct promql_pod *answer_pod(const struct promql_pods *pp, const char *name)
+{
+    struct promql_pod key = {.name = (char *)name};
+    return pp->n ? bsearch(&key, pp->v, pp->n, sizeof(pp->v[0]), pod_cmp) : NULL;
+}
+
+static bool pod_serving(const struct kube_pod *p)
+{
+    return !p->deleting && p->phase == KUBE_POD_RUNNING && p->ready && p->ip[0];
+}
+
+static bool pod_still_serving(const struct kube_pod *const *pods, size_t np, const char *name)
+{
+    for (size_t i = 0; i < np; i++)
+        if (strcmp(pods[i]->name, name) == 0)
+            return pod_serving(pods[i]);
+    return false;
+}
+
+/* The backlog of a fresh answer: each pod's running + waiting. A pod of the
+ * last answer absent from this one keeps its last value while it is Ready
+ * (a failed scrape marks its series stale); one gone, or no longer Ready,
+ * adds what it held to the departed. */
+static void backlog_update(struct ctl_wl *w, const struct promql_pods *pp,
+                           const struct kube_pod *const *pods, size_t np)
+{
+    struct ctl_pq_pod *nv = xmalloc((pp->n + w->pq_bl_n + 1) * sizeof(*nv));
+    size_t nn = 0;
+    double run = 0, wait = 0, total = 0;
+    for (size_t i = 0; i < pp->n; i++) {
+        const struct promql_pod *p = &pp->v[i];
+        if (isnan(p->running) && isnan(p->waiting))
+            continue;
+        double r = isnan(p->running) ? 0 : p->running, q = isnan(p->waiting) ? 0 : p->waiting;
+        run += r;
+        wait += q;
+        total += r + q;
+        nv[nn++] = (struct ctl_pq_pod){.name = xstrdup(p->name), .bl = r + q};
+    }
+    for (size_t i = 0; i < w->pq_bl_n; i++) {
+        struct ctl_pq_pod *o = &w->pq_bl[i];
+        const struct promql_pod *p = answer_pod(pp, o->name);
+        if (p && !(isnan(p->running) && isnan(p->waiting))) {
+            xfree(o->name);
+        } else if (pod_still_serving(pods, np, o->name)) {
+            total += o->bl;
+            nv[nn++] = *o;
+        } else {
+            w->pq_departed += o->bl;
+            xfree(o->name);
+        }
+    }
+    xfree(w->pq_bl);
+    w->pq_bl = nv;
+    w->pq_bl_n = nn;
+    w->pq_running = pp->running_seen ? run : -1;
+    w->pq_waiting = pp->waiting_seen ? wait : -1;
+    w->pq_backlog = pp->running_seen || pp->waiting_seen ? total : -1;
+}
+
+void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t np, int64_t now,
+                  int64_t grace_ms, struct ctl_pq_match *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->running = m->waiting = m->backlog = -1;
+    if (!w->pq_pods_have)
+        return;
+    const struct promql_pods *pp = &w->pq_pods;
+    if (w->pq_pods_fresh) {
+        backlog_update(w, pp, pods, np);
+        w->pq_pods_fresh = false;
+    }
+    m->running = w->pq_running;
+    m->waiting = w->pq_waiting;
+    m->backlog = w->pq_backlog;
+    m->departed = w->pq_departed;
+    /* no pod counted at all: the rate is a custom query's, or Prometheus
+     * has none of the pods' series under the pod label; nothing to match */
+    m->counted_known = pp->counted_seen;
+    if (!m->counted_known)
+        return;
+    for (size_t i = 0; i < np; i++) {
+        const struct kube_pod *p = pods[i];
+        if (!pod_serving(p))
+            continue;
+        m->ready++;
+        const struct promql_pod *a = answer_pod(pp, p->name);
+        if (a && a->counted)
+            m->counted++;
+        else if (p->ready_transition_ms <= 0 || now - p->ready_transition_ms < grace_ms)
+            m->warming++;
+        else if (m->missing++ == 0)
+            snprintf(m->missing_pod, sizeof(m->missing_pod), "%s", p->name);
+    }
+}
+
+void ctl_pq_apply(const struct ctl_pq_match *m, double missing_fraction, int64_t grace_ms,
+                  struct ctl_obs *o)
+{
+    struct scrape_result *r = &o->m;
+    r->inflight = m->running;
+    r->queued = r->waiting = m->waiting;
+    r->backlog = m->backlog;
+    r->departed = m->departed;
+    if (!m->counted_known || !r->valid)
+        return;
+    r->pods_ready = m->ready;
+    r->pods_counted = m->counted;
+    r->pods_stale = m->warming;
+    r->pods_failed = m->missing;
+    int base = m->ready - m->warming;
+    if (m->ready == 0)
+        return; /* nothing serves: the rate is of pods gone, the count is the cache's */
+    if (m->counted == 0 && m->missing == 0) {
+        r->valid = false;
+        snprintf(r->why, sizeof(r->why),
+                 "all %d ready pods are new to Prometheus (not yet in its rate)", m->ready);
+        return;
+    }
+    if (m->counted == 0 || (double)m->missing > missing_fraction * base) {
+        r->valid = false;
+        snprintf(r->why, sizeof(r->why),
+                 "%d of %d ready pods are not in Prometheus' rate %llds after turning Ready "
+                 "(%.60s): does its PodMonitor or ServiceMonitor select them?",
+                 m->missing, m->ready, (long long)(grace_ms / 1000), m->missing_pod);
+        return;
+    }
+    /* warming pods are replicas still starting; missing ones serve an
+     * average share of what the counted ones carry */
+    o->serving = m->counted + m->missing;
+    if (m->missing > 0) {
+        double k = (double)o->serving / m->counted;
+        r->request_rate *= k;
+        if (r->busy >= 0)
+            r->busy *= k;
+    }
+}
