@@ -203,7 +203,9 @@ struct ctl_wl {
     bool pq_pods_fresh;           /**< ... and no tick has taken its backlog yet */
     struct ctl_pq_pod *pq_bl;     /**< each pod's last running + waiting, owned */
     size_t pq_bl_n;
-    double pq_running, pq_waiting, pq_backlog; /**< their sums, -1 unknown */
+    double pq_running, pq_waiting; /**< their sums over the pods the rate counts (all the
+                                       pods when that is not known), -1 unknown */
+    double pq_backlog;            /**< running + waiting of every pod, -1 unknown */
     double pq_departed;           /**< what pods that left held, summed (scrape_result's
                                        departed) */
     int64_t pq_seed_after;        /**< a failed seed is asked again from then (unix ms) */
@@ -367,6 +369,9 @@ void ctl_decide(struct controller *c, struct ctl_wl *w, const struct kube_deploy
  *  after the newest sample's is ignored. The newest CTL_BACKLOG_SAMPLES are
  *  kept. */
 void ctl_backlog_push(struct ctl_wl *w, int64_t now, double bl);
+/** Forget the backlog samples and the Prometheus source's per-pod state
+ *  (a new metrics source counts its backlog afresh). */
+void ctl_backlog_reset(struct ctl_wl *w);
 /** The backlog's growth (req/s) from the oldest sample within window_ms of
  *  now to bl, the backlog now; 0 without one. The samples are the ticks',
  *  which come a few ms late: a sample up to slack_ms (half a decision
@@ -388,7 +393,8 @@ struct ctl_pq_match {
     int warming;          /**< ... not in it, Ready for less than the grace */
     int missing;          /**< ... not in it after the grace */
     char missing_pod[254]; /**< one of those */
-    double running, waiting, backlog; /**< summed, -1 unknown */
+    double running, waiting; /**< summed over the pods the rate counts, -1 unknown */
+    double backlog;       /**< running + waiting of every pod, -1 unknown */
     double departed;      /**< w->pq_departed */
 };
 

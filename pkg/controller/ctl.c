@@ -55,10 +55,7 @@ static void wl_free(struct ctl_wl *w)
     xfree(w->name);
     xfree(w->uid);
     xfree(w->status_written);
-    promql_pods_free(&w->pq_pods);
-    for (size_t i = 0; i < w->pq_bl_n; i++)
-        xfree(w->pq_bl[i].name);
-    xfree(w->pq_bl);
+    ctl_backlog_reset(w); /* frees the Prometheus source's per-pod state */
     xfree(w);
 }
 

@@ -234,15 +234,19 @@ static void backlog_update(struct ctl_wl *w, const struct promql_pods *pp,
         if (isnan(p->running) && isnan(p->waiting))
             continue;
         double r = isnan(p->running) ? 0 : p->running, q = isnan(p->waiting) ? 0 : p->waiting;
-        run += r;
-        wait += q;
+        /* the gauges beside the rate (the service time, the capacity) are
+         * the counted pods', as the scraper's; the backlog is every pod's */
+        if (p->counted || !pp->counted_seen) {
+            run += r;
+            wait += q;
+        }
         total += r + q;
         nv[nn++] = (struct ctl_pq_pod){.name = xstrdup(p->name), .bl = r + q};
     }
     for (size_t i = 0; i < w->pq_bl_n; i++) {
         struct ctl_pq_pod *o = &w->pq_bl[i];
-        const struct promql_pod *p = answer_pod(pp, o->name);
-        if (p && !(isnan(p->running) && isnan(p->waiting))) {
+        const struct promql_pod *a = answer_pod(pp, o->name);
+        if (a && !(isnan(a->running) && isnan(a->waiting))) {
             xfree(o->name);
         } else if (pod_still_serving(pods, np, o->name)) {
             total += o->bl;
@@ -258,6 +262,20 @@ static void backlog_update(struct ctl_wl *w, const struct promql_pods *pp,
     w->pq_running = pp->running_seen ? run : -1;
     w->pq_waiting = pp->waiting_seen ? wait : -1;
     w->pq_backlog = pp->running_seen || pp->waiting_seen ? total : -1;
+}
+
+void ctl_backlog_reset(struct ctl_wl *w)
+{
+    w->bl_n = w->bl_head = 0;
+    promql_pods_free(&w->pq_pods);
+    w->pq_pods_have = w->pq_pods_fresh = false;
+    for (size_t i = 0; i < w->pq_bl_n; i++)
+        xfree(w->pq_bl[i].name);
+    xfree(w->pq_bl);
+    w->pq_bl = NULL;
+    w->pq_bl_n = 0;
+    w->pq_departed = 0;
+    w->pq_running = w->pq_waiting = w->pq_backlog = -1;
 }
 
 void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t np, int64_t now,
@@ -289,8 +307,8 @@ void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t n
         const struct promql_pod *a = answer_pod(pp, p->name);
         if (a && a->counted)
             m->counted++;
-        else if (p->ready_transition_ms <= 0 || now - p->ready_transition_ms < grace_ms)
-            m->warming++;
+        else if (p->ready_transition_ms > 0 && now - p->ready_transition_ms < grace_ms)
+            m->warming++; /* a pod whose Ready time is unknown is not new */
         else if (m->missing++ == 0)
             snprintf(m->missing_pod, sizeof(m->missing_pod), "%s", p->name);
     }
@@ -324,7 +342,7 @@ void ctl_pq_apply(const struct ctl_pq_match *m, double missing_fraction, int64_t
         snprintf(r->why, sizeof(r->why),
                  "%d of %d ready pods are not in Prometheus' rate %llds after turning Ready "
                  "(%.60s): does its PodMonitor or ServiceMonitor select them?",
-                 m->missing, m->ready, (long long)(grace_ms / 1000), m->missing_pod);
+                 m->missing, base, (long long)(grace_ms / 1000), m->missing_pod);
         return;
     }
     /* warming pods are replicas still starting; missing ones serve an

@@ -224,7 +224,8 @@ static void test_prometheus_rate_pods(void **state)
     assert_true(o.m.request_rate == 20 && o.m.busy == 4);
     assert_int_equal(o.m.pods_counted, 2);
     assert_int_equal(o.m.pods_stale, 8);
-    assert_true(o.m.inflight == 10 && o.m.backlog == 10);
+    /* the backlog is every pod's; the running requests beside the rate the counted ones' */
+    assert_true(o.m.backlog == 10 && o.m.inflight == 2);
 
     /* a rate window on, still not counted: missing, more than 30 %: hold */
     const int64_t later = now - 30000 + GRACE;
@@ -250,6 +251,22 @@ static void test_prometheus_rate_pods(void **state)
     assert_true(fabs(o.m.request_rate - 20.0 * 10 / 9) < 1e-9);
     assert_true(fabs(o.m.busy - 4.0 * 10 / 9) < 1e-9);
 
+    /* a pod whose Ready time is not known is not new: missing, not warming */
+    pods[9].ready_transition_ms = 0;
+    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    assert_int_equal(m.missing, 1);
+    assert_int_equal(m.warming, 0);
+    assert_string_equal(m.missing_pod, "b7");
+    /* the why counts the pods past the grace: 3 of 5, not of 10 */
+    answer(w, 10, names, run, "a0,a1");
+    for (int i = 2; i < 10; i++)
+        pods[i].ready_transition_ms = i < 7 ? now - 1000 : T0;
+    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    obs_valid(&o, 10);
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_false(o.m.valid);
+    assert_non_null(strstr(o.m.why, "3 of 5 ready pods are not in Prometheus' rate"));
+
     /* the Ready pods all new: none counted yet, hold until one is */
     answer(w, 10, names, run, "");
     w->pq_pods.counted_seen = true; /* as when a pod gone is all the rate has */
@@ -269,7 +286,7 @@ static void test_prometheus_rate_pods(void **state)
     obs_valid(&o, 10);
     ctl_pq_apply(&m, 0.3, GRACE, &o);
     assert_true(o.m.valid && o.serving == 10 && o.m.request_rate == 20);
-    assert_true(o.m.backlog == 10);
+    assert_true(o.m.backlog == 10 && o.m.inflight == 10); /* which pods count is not known */
 
     /* no per-pod answer: the backlog unknown, as before the query existed */
     promql_pods_free(&w->pq_pods);
@@ -325,6 +342,14 @@ static void test_prometheus_backlog(void **state)
     ctl_pq_match(w, pp, 2, now, GRACE, &m);
     assert_true(m.departed == 13);
     assert_true(m.running < 0 && m.backlog < 0); /* no pod has a gauge: unknown */
+
+    /* another metrics source starts the backlog afresh */
+    ctl_backlog_push(w, now, 5);
+    ctl_backlog_reset(w);
+    assert_int_equal(w->bl_n, 0);
+    assert_true(w->pq_departed == 0 && w->pq_bl_n == 0 && !w->pq_pods_have);
+    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    assert_true(m.backlog < 0 && m.departed == 0 && !m.counted_known);
     wl_done(w);
 }
 

@@ -275,6 +275,10 @@ static void pods_merge(struct promql_pods *out)
             a->running = isnan(a->running) ? b->running : a->running + b->running;
         if (!isnan(b->waiting))
             a->waiting = isnan(a->waiting) ? b->waiting : a->waiting + b->waiting;
+        if (!isfinite(a->running))
+            a->running = NAN; /* two sums past a double's range: unknown */
+        if (!isfinite(a->waiting))
+            a->waiting = NAN;
         a->counted = a->counted || b->counted;
         xfree(b->name);
     }

@@ -417,6 +417,14 @@ static void test_parse_pods(void **state)
     promql_pods_free(&p);
     assert_null(p.v);
 
+    /* two series of one pod whose sum is past a double's range: unknown, not +Inf */
+    const char *big = VECTOR(SERIES("running", "a", "1e308") "," SERIES("running", "a", "1e308")
+                             "," SERIES("counted", "a", "1"));
+    assert_int_equal(promql_parse_pods(big, strlen(big), &p, err, sizeof(err)), 0);
+    assert_int_equal(p.n, 1);
+    assert_true(isnan(p.v[0].running) && !p.running_seen && p.counted_seen);
+    promql_pods_free(&p);
+
     const char *none = VECTOR();
     assert_int_equal(promql_parse_pods(none, strlen(none), &p, err, sizeof(err)), 0);
     assert_true(p.n == 0 && !p.running_seen && !p.waiting_seen && !p.counted_seen);
