@@ -692,6 +692,40 @@ class TestScale(Base):
                                     'AdditionalErrorMsg: Precondition failed: UID in '
                                     'precondition: x, UID in object meta: %s' % (self.ns, uid))
 
+    def test_the_objects_uid_is_not_changed(self):
+        """An update may not change metadata.uid. A PUT's uid is a storage precondition
+        (409, before the resourceVersion); a patch sets none, so the uid it changes is
+        refused by ValidateObjectMetaUpdate (422 field is immutable) after the object meta's
+        own errors and before the kind's. The same uid, or none, writes."""
+        self.c.create("deployments", deployment("uidd", {"app": "uidd"}, replicas=1), self.ns)
+        d = self.c.get("deployments", "uidd", self.ns)
+        uid = d["metadata"]["uid"]
+        other = "0d6e6f6e-0000-4000-8000-000000000001"
+        e = self.assertApiError(422, "Invalid", self.c.patch, "deployments", "uidd",
+                                {"metadata": {"uid": other, "annotations": {"a": "b"}}}, self.ns)
+        self.assertEqual(e.message, 'Deployment.apps "uidd" is invalid: metadata.uid: Invalid '
+                                    'value: "%s": field is immutable' % other)
+        e = self.assertApiError(422, "Invalid", self.c.patch, "deployments", "uidd",
+                                {"metadata": {"uid": other, "labels": {"-x": "y"}},
+                                 "spec": {"replicas": -1}}, self.ns)
+        fields = [c["field"] for c in e.status["details"]["causes"]]
+        self.assertEqual(fields[1:], ["metadata.uid", "spec.replicas"], fields)
+        self.assertEqual(self.c.get("deployments", "uidd", self.ns)["metadata"]
+                         ["resourceVersion"], d["metadata"]["resourceVersion"])
+        out = self.c.patch("deployments", "uidd", {"metadata": {"uid": uid,
+                                                                "annotations": {"a": "b"}}},
+                           self.ns)
+        self.assertEqual(out["metadata"]["annotations"]["a"], "b")
+        body = dict(out)
+        body["metadata"] = dict(out["metadata"], uid="x", resourceVersion="1")
+        e = self.assertApiError(409, "Conflict", self.c.request, "PUT",
+                                "/apis/apps/v1/namespaces/%s/deployments/uidd" % self.ns, body)
+        self.assertEqual(e.message, 'Operation cannot be fulfilled on deployments.apps "uidd": '
+                                    'StorageError: invalid object, Code: 4, Key: '
+                                    '/registry/deployments/%s/uidd, ResourceVersion: 0, '
+                                    'AdditionalErrorMsg: Precondition failed: UID in '
+                                    'precondition: x, UID in object meta: %s' % (self.ns, uid))
+
     def test_annotation_patch_bumps_the_scale_resource_version(self):
         """As in kube-apiserver, a Deployment and its /scale subresource are one object with
         one resourceVersion: a metadata-only change (an annotation) bumps it, so a /scale

@@ -33,6 +33,16 @@ def checkpoint_name(ns, name, prefix="gpuscaler-state", configmaps=64):
             "forecast.%s_%s" % (ns, name))
 
 
+def checkpoint_key(what, ns, name):
+    """The key of a Deployment's entry: <what>.<ns>_<name>, or past 253 characters the name
+    cut and .<FNV-1a 64 of namespace/name in hex> appended, 253 characters in all."""
+    k = "%s.%s_%s" % (what, ns, name)
+    if len(k) <= 253:
+        return k
+    keep = max(253 - len(what) - 1 - len(ns) - 1 - 17, 0)
+    return "%s.%s_%s.%016x" % (what, ns, name[:keep], fnv1a64(ns + "/" + name))
+
+
 def history_state(obs, capacity, seasonality):
     """The serialised forecaster after `obs`; raises AssertionError when the tool refuses."""
     p = subprocess.run([FORECAST_HISTORY, "%g" % capacity, seasonality],

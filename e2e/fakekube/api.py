@@ -409,9 +409,10 @@ class Api:
         stored["apiVersion"] = canonical.api_version
         return stored, errs, canonical
 
-    def _validate(self, res, canonical, obj, old, pre_errs, name):
+    def _validate(self, res, canonical, obj, old, pre_errs, name, meta_errs=()):
         errs = list(pre_errs)
         errs.extend(validate_meta(obj.get("metadata") or {}, res.name_style, res.namespaced))
+        errs.extend(meta_errs)
         if canonical.validate and not res.validate_external:
             errs.extend(canonical.validate(obj, old))
         if errs:
@@ -613,8 +614,9 @@ class Api:
     # ------------------------------------------------------------ update / patch
 
     def _finish_update(self, res, canonical, ns, name, old, new, subresource, pre_errs,
-                       dry_run=False):
-        """Common tail of PUT and PATCH once the new (stored-form) object is known."""
+                       dry_run=False, meta_errs=()):
+        """Common tail of PUT and PATCH once the new (stored-form) object is known. meta_errs:
+        ValidateObjectMetaUpdate's errors (after the object meta's own, before the kind's)."""
         meta = new.setdefault("metadata", {})
         if meta.get("name", name) != name:
             raise bad_request("the name of the object (%s) does not match the name on the URL "
@@ -656,7 +658,7 @@ class Api:
         self._default(canonical, new)
         if canonical.plural == "namespaces" and subresource != "status":
             new["status"] = copy.deepcopy(old.get("status", {}))
-        self._validate(res, canonical, new, old, pre_errs, name)
+        self._validate(res, canonical, new, old, pre_errs, name, meta_errs)
         if canonical.generation:
             gen = ometa.get("generation", 1)
             if new.get("spec") != old.get("spec") or (
@@ -690,6 +692,17 @@ class Api:
                 if not res.create_on_update or subresource:
                     raise not_found(res, name)
                 return self._create_on_update(res, ns, name, obj, query)
+            # the body's uid is a storage precondition (DefaultUpdatedObjectInfo's
+            # Preconditions), checked by GuaranteedUpdate before the update function
+            # compares resourceVersions
+            uid = (stored.get("metadata") or {}).get("uid")
+            ouid = old["metadata"].get("uid", "")
+            if uid and uid != ouid:
+                raise conflict(res, name, "StorageError: invalid object, Code: 4, Key: "
+                               "/registry/%s/%s%s, ResourceVersion: 0, AdditionalErrorMsg: "
+                               "Precondition failed: UID in precondition: %s, UID in object "
+                               "meta: %s" % (res.plural, ns + "/" if ns else "", name, uid,
+                                             ouid))
             rv = (stored.get("metadata") or {}).get("resourceVersion")
             if not rv and not res.unconditional_update:
                 # registry.Store.Update: the error names the resource as its kind
@@ -786,8 +799,16 @@ class Api:
             obj = self._decode(res, new_ext, "patch", patch_shown(ptype, patch, new_ext),
                                patch_errors, converted=ptype == "strategic")
             stored, pre_errs, canonical = self._to_storage(res, obj)
+            # a patch sets no precondition: a uid it changes reaches BeforeUpdate, whose
+            # ValidateObjectMetaUpdate refuses it first (a Deployment deleted and made again
+            # is not written by a patch meant for the one before)
+            uid = (stored.get("metadata") or {}).get("uid")
+            meta_errs = []
+            if uid and uid != old["metadata"].get("uid", ""):
+                meta_errs.append(FieldError("invalid", "metadata.uid", uid, "field is immutable"))
             return self._finish_update(res, canonical, ns, name, old, stored, subresource,
-                                       pre_errs, dry_run=bool(query.get("dryRun")))
+                                       pre_errs, dry_run=bool(query.get("dryRun")),
+                                       meta_errs=meta_errs)
 
     # ------------------------------------------------------------ pods/binding
 

@@ -72,27 +72,71 @@ static void entry_key(const char *what, const char *ns, const char *name, char *
              shard_hash(ns, name));
 }
 
-/* The Deployment a key names, when it is in the plain form: *ns and *name
- * point into buf. false for a hashed key or one that is not ours. */
-static bool key_owner(const char *key, char *buf, size_t len, const char **ns, const char **name)
+/* Whether a key is in the hashed form: exactly KEY_MAX long, ending in
+ * .<16 hex digits>. A plain key of a name that itself ends so, exactly that
+ * long, reads as hashed too: it is then matched as one (hashed_owner). */
+static bool key_hashed(const char *key)
+{
+    size_t n = strlen(key);
+    if (n != KEY_MAX || key[n - 17] != '.')
+        return false;
+    for (size_t i = n - 16; i < n; i++)
+        if (!((key[i] >= '0' && key[i] <= '9') || (key[i] >= 'a' && key[i] <= 'f')))
+            return false;
+    return true;
+}
+
+/* The parts of a key of ours, <what>.<ns>_<rest>: *what (its length in
+ * *wlen) and *ns point into key and buf, *rest into buf. false when the key
+ * is not one of ours. */
+static bool key_parts(const char *key, char *buf, size_t len, size_t *wlen, const char **ns,
+                      const char **rest)
 {
     const char *dot = strchr(key, '.');
     if (!dot || snprintf(buf, len, "%s", dot + 1) >= (int)len)
         return false;
-    size_t wlen = (size_t)(dot - key);
-    if (!((wlen == 8 && strncmp(key, "forecast", 8) == 0) ||
-          (wlen == 8 && strncmp(key, "capacity", 8) == 0) ||
-          (wlen == 4 && strncmp(key, "unit", 4) == 0) ||
-          (wlen == 3 && strncmp(key, "uid", 3) == 0)))
+    *wlen = (size_t)(dot - key);
+    if (!((*wlen == 8 && strncmp(key, "forecast", 8) == 0) ||
+          (*wlen == 8 && strncmp(key, "capacity", 8) == 0) ||
+          (*wlen == 4 && strncmp(key, "unit", 4) == 0) ||
+          (*wlen == 3 && strncmp(key, "uid", 3) == 0)))
         return false;
-    char *us = strchr(buf, '_');
-    if (!us || us == buf || !us[1] || strchr(us + 1, '.') != NULL)
-        return false; /* a hashed key ends in .<hash>; Deployment names may have dots, but
-                         then the key is ambiguous with a hashed one: keep it */
+    char *us = strchr(buf, '_'); /* '_' is in neither a namespace nor a name */
+    if (!us || us == buf || !us[1])
+        return false;
     *us = '\0';
     *ns = buf;
-    *name = us + 1;
+    *rest = us + 1;
     return true;
+}
+
+/* Whether the Deployment a key names is in the cache and the key in its
+ * ConfigMap idx. A plain key names it; a hashed one (a cut name and the hash)
+ * is matched against the namespace's Deployments. */
+static bool key_live(const struct controller *c, size_t idx, const char *key)
+{
+    char buf[KEY_MAX + 1], what[16], want[KEY_MAX + 1];
+    size_t wlen;
+    const char *ns, *rest;
+    if (!key_parts(key, buf, sizeof(buf), &wlen, &ns, &rest))
+        return true; /* not ours: never removed */
+    if (!key_hashed(key))
+        return ctl_checkpoint_index(ns, rest, c->nckpt) == idx &&
+               kube_cache_deployment(c->cache, ns, rest) != NULL;
+    memcpy(what, key, wlen); /* at most 8: key_parts knows the four */
+    what[wlen] = '\0';
+    size_t n = 0;
+    const struct kube_deployment *const *ds = kube_cache_deployments(c->cache, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(ds[i]->ns, ns) != 0)
+            continue;
+        entry_key(what, ns, ds[i]->name, want, sizeof(want));
+        if (strcmp(want, key) == 0)
+            return ctl_checkpoint_index(ns, ds[i]->name, c->nckpt) == idx;
+    }
+    /* a plain key of a name ending in .<hash>, exactly KEY_MAX long */
+    return ctl_checkpoint_index(ns, rest, c->nckpt) == idx &&
+           kube_cache_deployment(c->cache, ns, rest) != NULL;
 }
 
 static bool budget(const struct controller *c)
@@ -297,7 +341,8 @@ static void restore(struct ctl_wl *w, json_t *body, const char *cm)
 }
 
 /* Keys of Deployments gpuscaler no longer tracks (deleted or opted out while it was not
- * running): removed in the next save. */
+ * running), or kept in another ConfigMap than theirs: removed in the next save, of
+ * dotted and of hashed names too (they used to stay for good). */
 static void prune(struct controller *c, size_t idx, json_t *body)
 {
     if (c->dry_run || !controller_leading(c))
@@ -307,12 +352,7 @@ static void prune(struct controller *c, size_t idx, json_t *body)
         const char *key;
         json_t *v;
         json_object_foreach(json_object_get(body, fields[i]), key, v) {
-            char buf[KEY_MAX + 1];
-            const char *ns, *name;
-            if (!key_owner(key, buf, sizeof(buf), &ns, &name))
-                continue;
-            if (ctl_checkpoint_index(ns, name, c->nckpt) != idx ||
-                !kube_cache_deployment(c->cache, ns, name))
+            if (!key_live(c, idx, key))
                 drop_key(&c->ckpt[idx], key);
         }
     }

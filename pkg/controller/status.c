@@ -160,12 +160,17 @@ static void status_done(const struct kube_result *res, void *arg)
 {
     struct status_req *r = arg;
     struct controller *c = r->c;
-    if (res->err != 0)
-        LOGW_WARN(SUB, r->ns, r->name, "writing the status annotation failed: HTTP %ld %s %s",
-                  res->status, res->reason, res->message);
     struct ctl_wl *w = ctl_wl_find(c, r->ns, r->name);
     if (w && strcmp(w->uid, r->uid) != 0)
         w = NULL; /* the write was a Deployment's of that name deleted since */
+    /* its uid refused: not the Deployment it was for */
+    bool other = res->err != 0 && res->status == 422 && strstr(res->message, "metadata.uid");
+    if (res->err != 0 && !other)
+        LOGW_WARN(SUB, r->ns, r->name, "writing the status annotation failed: HTTP %ld %s %s",
+                  res->status, res->reason, res->message);
+    else if (other)
+        LOGW_INFO(SUB, r->ns, r->name, "status annotation not written: the Deployment was "
+                  "deleted and made again since (%s)", res->message);
     if (w && res->err != 0) {
         /* not written: the next tick writes it again as a decision, rather
          * than take it for written and wait out the refresh interval while
@@ -195,7 +200,8 @@ static void patch_status(struct controller *c, struct ctl_wl *w, const char *jso
     r->uid = xstrdup(w->uid);
     c->report_inflight++;
     ctl_io_begin(c);
-    int rc = kube_deployment_patch_annotations(c->kube, w->ns, w->name, ann, status_done, r);
+    int rc = kube_deployment_patch_annotations(c->kube, w->ns, w->name, w->uid, ann,
+                                               status_done, r);
     json_decref(ann);
     if (rc != 0) {
         LOGW_WARN(SUB, w->ns, w->name, "writing the status annotation: %s", strerror(-rc));

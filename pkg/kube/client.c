@@ -888,11 +888,14 @@ int kube_scale_patch(struct kube *k, const char *ns, const char *name, int32_t r
 }
 
 int kube_deployment_patch_annotations(struct kube *k, const char *ns, const char *name,
-                                      const json_t *annotations, kube_result_cb cb, void *arg)
+                                      const char *uid, const json_t *annotations,
+                                      kube_result_cb cb, void *arg)
 {
     if (!json_is_object(annotations))
         return -EINVAL;
     json_t *p = json_pack("{s:{s:O}}", "metadata", "annotations", (json_t *)annotations);
+    if (uid && *uid) /* another uid is refused: 422, metadata.uid is immutable */
+        json_object_set_new(json_object_get(p, "metadata"), "uid", json_string(uid));
     int rc = with_path(ns_path(APPS, ns, "deployments", name, NULL), kube_patch_merge, k, p, cb,
                        arg);
     json_decref(p);

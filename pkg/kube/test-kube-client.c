@@ -732,12 +732,14 @@ static void test_helpers(void **state)
                                  "application/merge-patch+json|Bearer abc|{\"spec\":{\"replicas\":5}}");
 
     json_t *ann = json_pack("{s:s,s:n}", "gpuscaler.io/last", "x", "gpuscaler.io/old");
-    assert_int_equal(kube_deployment_patch_annotations(f->k, "ml", "llama", ann, on_result, f), 0);
+    assert_int_equal(
+        kube_deployment_patch_annotations(f->k, "ml", "llama", "u-1", ann, on_result, f), 0);
     json_decref(ann);
     wait_calls(f, 3);
     assert_non_null(strstr(f->seen, "PATCH /apis/apps/v1/namespaces/ml/deployments/llama|"
                                     "application/merge-patch+json|"));
     assert_non_null(strstr(f->seen, "\"gpuscaler.io/old\":null"));
+    assert_non_null(strstr(f->seen, "\"uid\":\"u-1\""));
 
     /* Lease update with a stale resourceVersion: 409 Conflict. */
     json_t *lease = json_pack("{s:{s:s,s:s}}", "metadata", "name", "held", "resourceVersion", "7");
