@@ -464,27 +464,27 @@ checkpoint: {configmap: %s, configmaps: %d}
         names = ("cka", "ckb", "ckc")
         # a key that is not gpuscaler's, and the entries of Deployments that no longer exist:
         # of a plain name, a dotted one and one too long for a key (cut and hashed); beside
-        # them the entries of two that exist (not tracked: no annotations), dotted and long,
+        # them the entries of two tracked ones (without pods: they hold), dotted and long,
         # which stay
         stale = "forecast.%s_long-gone" % self.ns
         long_gone = ".".join(["gone" + "x" * 56] * 4)  # 243 characters
         long_here = ".".join(["here" + "x" * 56] * 4)
         stale_more = [checkpoint_key("forecast", self.ns, "long.gone.v1"),
                       checkpoint_key("capacity", self.ns, long_gone)]
-        live = {n: checkpoint_key("forecast", self.ns, n) for n in ("keep.me.v1", long_here)}
+        live = {dn: checkpoint_key("forecast", self.ns, dn) for dn in ("keep.me.v1", long_here)}
         self.assertEqual(len(stale_more[1]), 253)
         self.assertEqual(len(live[long_here]), 253)
-        for n in live:
-            d = deployment(n, 1, {}, self.metrics.port)
+        for dn in live:
+            d = deployment(dn, 1, dict(ANNOTATIONS), self.metrics.port)
             d["metadata"]["labels"] = d["spec"]["selector"]["matchLabels"] = \
                 d["spec"]["template"]["metadata"]["labels"] = {"app": "ckpt-live"}
             self.c.create("deployments", d, self.ns)
-            self.addCleanup(self.c.delete, "deployments", n, self.ns)
+            self.addCleanup(self.c.delete, "deployments", dn, self.ns)
         seeded = {where("long-gone"): {"note": "aGVsbG8=", stale: "AAAA"}}
         for k in stale_more:
             seeded[where("long-gone")][k] = "AAAA"
-        for n, k in live.items():
-            seeded.setdefault(where(n), {})[k] = "AAAA"
+        for dn, k in live.items():
+            seeded.setdefault(where(dn), {})[k] = "AAAA"
         for cm, data in seeded.items():
             self.c.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
                                          "metadata": {"name": cm}, "binaryData": data}, self.ns)
@@ -523,8 +523,8 @@ checkpoint: {configmap: %s, configmaps: %d}
             self.assertNotIn(stale, cm0, "the entry of a Deployment that is gone stayed")
             for k in stale_more:
                 self.assertNotIn(k, cm0, "the entry of a Deployment that is gone stayed")
-            for n, k in live.items():
-                self.assertIn(k, keys(where(n)), "the entry of %s was removed" % n)
+            for dn, k in live.items():
+                self.assertIn(k, keys(where(dn)), "the entry of %s was removed" % dn)
             self.assertEqual({c["metadata"]["name"] for c in self.c.list(
                 "configmaps", self.ns)["items"] if c["metadata"]["name"].startswith(prefix)},
                 {where(x) for x in names + ("long-gone",)})
@@ -1881,6 +1881,57 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             g.stop()
             self.c.delete("deployments", "pqqueue", self.ns)
 
+    def test_43_prometheus_step_seen_at_the_newest_scrapes(self):
+        """A saturating step on the Prometheus source: 2 pods complete 8 req/s each (80 % of
+        capacity) from the start; 20 s on, at a scrape, each one's queue starts to grow by 20
+        requests a second. Prometheus "scrapes" every 5 s (each pod's counter and gauges carry
+        that sample's time). The two newest samples of each pod show the arrivals, 56 req/s, one scrape
+        after the step, so the first scale-out asks for 7 replicas (56 / 8). On the 2-minute
+        window alone the queue's growth is averaged over all the history there is, and the
+        first write asked for 3."""
+        t0 = time.time()
+        step = [None]
+        k = [None]
+
+        def answer(kind):
+            names = [n for n, _ in k[0].pods][:2]
+            at = int(time.time() / 5) * 5.0
+            if kind == "pods":
+                w = 20.0 * (at - step[0]) if step[0] and at > step[0] else 0.0
+                return ([({"gpuscaler_part": "counted", "pod": p}, 1) for p in names] +
+                        [({"gpuscaler_part": "running", "pod": p}, 8) for p in names] +
+                        [({"gpuscaler_part": "waiting", "pod": p}, w) for p in names] +
+                        [({"gpuscaler_part": "requests", "pod": p}, 8.0 * (at - t0 + 100))
+                         for p in names] +
+                        [({"gpuscaler_part": part, "pod": p}, at) for p in names
+                         for part in ("at", "at_min")])
+            if kind == "p99":
+                return 0.5
+            if kind == "busy":
+                return []
+            return 16.0
+        prom = self.pods_prometheus(answer)
+        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
+        ann = dict(PROM_ANNOTATIONS)
+        ann["gpuscaler.io/predictive"] = "false"
+        k[0] = self.make("pqstep", 2, subnet=58, annotations=ann)
+        wait_for(lambda: len(k[0].pods) == 2, 10, what="pqstep: 2 pods")
+        g = self.start(config=cfg, ident="inst-pqstep")
+        try:
+            self.measured_status("pqstep", 30)
+            time.sleep(20)
+            self.assertEqual(self.replicas("pqstep"), 2)
+            step[0] = (int(time.time() / 5) + 1) * 5.0  # at a scrape: the first after it
+            wait_for(lambda: self.replicas("pqstep") > 2, 30, what="pqstep: the scale-out")
+            line = [ln for ln in g.text().splitlines()
+                    if "deployment=pqstep " in ln and "ScaledOut" in ln][0]
+            print(line)
+            got = int(re.search(r"2 -> (\d+) replicas", line).group(1))
+            self.assertGreaterEqual(got, 6, line)
+        finally:
+            g.stop()
+            self.c.delete("deployments", "pqstep", self.ns)
+
     @unittest.skipIf(REAL, "the slow status write is a fault rule of the fake API server")
     def test_42_a_status_write_does_not_land_on_a_new_deployment(self):
         """A status annotation PATCH is on its way when the Deployment is deleted and made
@@ -1899,7 +1950,8 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
                            "count": 1})
             self.addCleanup(self.fk.clear_faults)
             self.metrics.set_rate("recr", 14)  # new numbers: written at once
-            wait_for(lambda: any(f["hits"] for f in self.fk.faults()), 20,
+            # a rule is gone once its count is used up: the write is held from then
+            wait_for(lambda: not [f for f in self.fk.faults() if f.get("name") == "recr"], 20,
                      what="recr: the status write held")
             self.c.delete("deployments", "recr", self.ns)
             wait_for(lambda: "recr" not in {d["metadata"]["name"] for d in self.c.list(

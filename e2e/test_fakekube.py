@@ -708,8 +708,11 @@ class TestScale(Base):
         e = self.assertApiError(422, "Invalid", self.c.patch, "deployments", "uidd",
                                 {"metadata": {"uid": other, "labels": {"-x": "y"}},
                                  "spec": {"replicas": -1}}, self.ns)
+        # the causes list the uid twice (the common checks', then ValidateDeploymentUpdate's);
+        # the message once
         fields = [c["field"] for c in e.status["details"]["causes"]]
-        self.assertEqual(fields[1:], ["metadata.uid", "spec.replicas"], fields)
+        self.assertEqual(fields[1:], ["metadata.uid", "metadata.uid", "spec.replicas"], fields)
+        self.assertEqual(e.message.count("metadata.uid"), 1, e.message)
         self.assertEqual(self.c.get("deployments", "uidd", self.ns)["metadata"]
                          ["resourceVersion"], d["metadata"]["resourceVersion"])
         out = self.c.patch("deployments", "uidd", {"metadata": {"uid": uid,
@@ -725,6 +728,25 @@ class TestScale(Base):
                                     '/registry/deployments/%s/uidd, ResourceVersion: 0, '
                                     'AdditionalErrorMsg: Precondition failed: UID in '
                                     'precondition: x, UID in object meta: %s' % (self.ns, uid))
+        # a PUT that would create (a Lease) is checked against the empty object
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": "uidl", "uid": "y"}, "spec": {}}
+        e = self.assertApiError(409, "Conflict", self.c.request, "PUT",
+                                "/apis/coordination.k8s.io/v1/namespaces/%s/leases/uidl"
+                                % self.ns, lease)
+        self.assertIn("Key: /registry/leases/%s/uidl, ResourceVersion: 0, AdditionalErrorMsg: "
+                      "Precondition failed: UID in precondition: y, UID in object meta: "
+                      % self.ns, e.message)
+        self.assertTrue(e.message.endswith("UID in object meta: "), e.message)
+        # a Service's key is under services/specs
+        self.c.create("services", {"apiVersion": "v1", "kind": "Service",
+                                   "metadata": {"name": "uids"},
+                                   "spec": {"ports": [{"port": 80}]}}, self.ns)
+        svc = self.c.get("services", "uids", self.ns)
+        svc["metadata"]["uid"] = "z"
+        e = self.assertApiError(409, "Conflict", self.c.request, "PUT",
+                                "/api/v1/namespaces/%s/services/uids" % self.ns, svc)
+        self.assertIn("Key: /registry/services/specs/%s/uids," % self.ns, e.message)
 
     def test_annotation_patch_bumps_the_scale_resource_version(self):
         """As in kube-apiserver, a Deployment and its /scale subresource are one object with

@@ -2,7 +2,8 @@
 /* libFuzzer target for pkg/promql's pure input surfaces: every input is
  * parsed as a Prometheus HTTP API answer (checking the result's invariants:
  * one series, at least one point, increasing times; nothing on error), as
- * the per-pod answer (pods sorted and unique, gauges NaN or finite >= 0,
+ * the per-pod answer (pods sorted and unique, gauges and counters NaN or
+ * finite >= 0, times in range,
  * the "seen" flags as the pods say; nothing on error) and, NUL-terminated,
  * expanded as a PromQL template (the output always fits and
  * never holds an unexpanded placeholder). */
@@ -44,6 +45,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (!isnan(p->running) && !(isfinite(p->running) && p->running >= 0))
                 abort();
             if (!isnan(p->waiting) && !(isfinite(p->waiting) && p->waiting >= 0))
+                abort();
+            if (!isnan(p->requests) && !(isfinite(p->requests) && p->requests >= 0))
+                abort();
+            if (p->at_ms < 0 || p->at_ms > 100000000000000LL || p->at_min_ms < 0 ||
+                p->at_min_ms > 100000000000000LL)
                 abort();
             run = run || !isnan(p->running);
             wait = wait || !isnan(p->waiting);

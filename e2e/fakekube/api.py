@@ -78,6 +78,17 @@ def conflict(res, name, why="the object has been modified; please apply your cha
                        % (res.group_resource, name, why), _details(res, name))
 
 
+# etcd key prefixes that are not /registry/<resource> (the registries' own prefixes)
+_STORAGE_PREFIX = {"services": "services/specs", "nodes": "minions",
+                   "apiservices": "apiregistration.k8s.io/apiservices"}
+
+
+def storage_key(res, ns, name):
+    """The object's key in etcd, as a StorageError names it."""
+    prefix = _STORAGE_PREFIX.get(res.plural, res.plural)
+    return "/registry/%s/%s%s" % (prefix, ns + "/" if ns else "", name)
+
+
 def bad_request(msg):
     return StatusError(400, "BadRequest", msg)
 
@@ -159,10 +170,16 @@ def decode_error(res, verb, shown, err):
 
 def invalid(kind, group, name, errs):
     qual = kind if not group else "%s.%s" % (kind, group)
-    if len(errs) == 1:
-        agg = str(errs[0])
+    # field.ErrorList.ToAggregate: a message already in the list is not repeated (the
+    # causes keep every error)
+    msgs = []
+    for e in errs:
+        if str(e) not in msgs:
+            msgs.append(str(e))
+    if len(msgs) == 1:
+        agg = msgs[0]
     else:
-        agg = "[" + ", ".join(str(e) for e in errs) + "]"
+        agg = "[" + ", ".join(msgs) + "]"
     details = {"name": name}
     if group:
         details["group"] = group
@@ -414,6 +431,8 @@ class Api:
         errs.extend(validate_meta(obj.get("metadata") or {}, res.name_style, res.namespaced))
         errs.extend(meta_errs)
         if canonical.validate and not res.validate_external:
+            # a kind's ValidateXUpdate starts with ValidateObjectMetaUpdate again
+            errs.extend(meta_errs)
             errs.extend(canonical.validate(obj, old))
         if errs:
             raise invalid(res.kind, res.group, name, errs)
@@ -688,21 +707,20 @@ class Api:
         ns = ns if res.namespaced else ""
         with self.store.lock:
             old = self.store.get(res.storage, ns, name)
-            if old is None:
-                if not res.create_on_update or subresource:
-                    raise not_found(res, name)
-                return self._create_on_update(res, ns, name, obj, query)
+            if old is None and (not res.create_on_update or subresource):
+                raise not_found(res, name)
             # the body's uid is a storage precondition (DefaultUpdatedObjectInfo's
             # Preconditions), checked by GuaranteedUpdate before the update function
-            # compares resourceVersions
+            # compares resourceVersions, against an empty object where one may be created
             uid = (stored.get("metadata") or {}).get("uid")
-            ouid = old["metadata"].get("uid", "")
+            ouid = old["metadata"].get("uid", "") if old is not None else ""
             if uid and uid != ouid:
                 raise conflict(res, name, "StorageError: invalid object, Code: 4, Key: "
-                               "/registry/%s/%s%s, ResourceVersion: 0, AdditionalErrorMsg: "
-                               "Precondition failed: UID in precondition: %s, UID in object "
-                               "meta: %s" % (res.plural, ns + "/" if ns else "", name, uid,
-                                             ouid))
+                               "%s, ResourceVersion: 0, AdditionalErrorMsg: Precondition "
+                               "failed: UID in precondition: %s, UID in object meta: %s"
+                               % (storage_key(res, ns, name), uid, ouid))
+            if old is None:
+                return self._create_on_update(res, ns, name, obj, query)
             rv = (stored.get("metadata") or {}).get("resourceVersion")
             if not rv and not res.unconditional_update:
                 # registry.Store.Update: the error names the resource as its kind
@@ -935,10 +953,9 @@ class Api:
                 ouid = old["metadata"].get("uid", "")
                 if uid and uid != ouid:
                     raise conflict(res, name, "StorageError: invalid object, Code: 4, Key: "
-                                   "/registry/%s/%s%s, ResourceVersion: 0, AdditionalErrorMsg: "
-                                   "Precondition failed: UID in precondition: %s, UID in "
-                                   "object meta: %s" % (res.plural, ns + "/" if ns else "", name,
-                                                        uid, ouid))
+                                   "%s, ResourceVersion: 0, AdditionalErrorMsg: Precondition "
+                                   "failed: UID in precondition: %s, UID in object meta: %s"
+                                   % (storage_key(res, ns, name), uid, ouid))
             return self._write_scale(res, ns, name, old, body)
 
     def patch_scale(self, res, ns, name, ptype, patch, patch_errors=()):

@@ -29,6 +29,12 @@ import time
 import urllib.parse
 
 
+def _fmt(v):
+    """A sample value as Prometheus writes it: the shortest form that reads back the same
+    (strconv.FormatFloat(v, 'f', -1, 64); Python's repr, which may use an exponent)."""
+    return repr(float(v))
+
+
 class FakePrometheus:
     def __init__(self, range_value, instant_value=None, reply=None):
         self.lock = threading.Lock()
@@ -78,9 +84,9 @@ class FakePrometheus:
         elif path == "/api/v1/query" and instant_value is not None:
             v = instant_value(params.get("query", ""))
             if isinstance(v, list):  # [(labels, value)]: a vector of that many series
-                res = [{"metric": m, "value": [time.time(), "%g" % x]} for m, x in v]
+                res = [{"metric": m, "value": [time.time(), _fmt(x)]} for m, x in v]
             else:
-                res = [{"metric": {}, "value": [time.time(), "%g" % v]}]
+                res = [{"metric": {}, "value": [time.time(), _fmt(v)]}]
             data = {"resultType": "vector", "result": res}
         else:
             return None

@@ -119,10 +119,14 @@ struct kube_pod;
 
 #define CTL_BACKLOG_SAMPLES 64
 
-/** A pod's last backlog in the Prometheus source's answers (promsrc.c). */
+/** A pod in the Prometheus source's answers (promsrc.c). */
 struct ctl_pq_pod {
     char *name;
-    double bl; /**< running + waiting */
+    double bl;           /**< running + waiting at its last answer, NAN none */
+    int64_t t_ms, t0_ms; /**< its request counter's newest sample time and the one
+                              before, 0 none */
+    double req, req0;    /**< the counter then */
+    double bl0;          /**< running + waiting at t0_ms, NAN none */
 };
 
 /** Per tracked Deployment. Owned by the controller's workload table. */
@@ -341,6 +345,10 @@ struct ctl_obs {
     int64_t recent_ms;        /**< the span recent_rps counts over: its backlog growth's */
     int64_t recent_span_ms;   /**< ... and its completions' (the pods' samples, at most
                                    recent_ms): the span of its Poisson noise */
+    bool recent_growth_known; /**< the Prometheus source measured recent_growth: */
+    double recent_growth;     /**< the backlog's growth between the pods' two newest
+                                   samples (req/s): added to recent_rps instead of the
+                                   growth between the ticks' samples */
     double service_ms;        /**< service time learned by Little's law, <= 0 unknown */
     double completions;       /**< completions in the demand unit (requests/s, or weighted
                                    tokens/s); NAN when !m.valid */
@@ -396,6 +404,11 @@ struct ctl_pq_match {
     double running, waiting; /**< summed over the pods the rate counts, -1 unknown */
     double backlog;       /**< running + waiting of every pod, -1 unknown */
     double departed;      /**< w->pq_departed */
+    bool recent_known;    /**< every counted pod has two recent samples: */
+    double recent_rate;   /**< ... their completions between them (req/s), summed */
+    bool growth_ok;       /**< ... each with its backlog then, and no other Ready pod: */
+    double recent_growth; /**< ... their backlog's growth between them (req/s) */
+    int64_t recent_span_ms; /**< ... the shortest span between them */
 };
 
 /** Match w's last per-pod answer against pods at now (unix ms): a Ready pod

@@ -177,9 +177,12 @@ void ctl_forecast(struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
     if (!w->fc)
         return;
     /* The forecaster learns the freshest arrival rate it is given: its
-     * buckets keep the peak of them, which is what the plan must cover. */
+     * buckets keep the peak of them, which is what the plan must cover. From
+     * Prometheus the window's, as the history its seed comes from. */
     if (o->m.valid) {
-        double y = isfinite(o->recent_rps) ? o->recent_rps : o->arrival_rps;
+        double y = isfinite(o->recent_rps) && w->cfg.source != CTL_SOURCE_PROMETHEUS
+                       ? o->recent_rps
+                       : o->arrival_rps;
         if (isfinite(y) && y >= 0)
             forecast_observe(w->fc, now, y);
     }

@@ -105,6 +105,11 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     o->recent_span_ms = r->recent_span_ms > 0 && r->recent_span_ms < o->recent_ms
                             ? r->recent_span_ms
                             : o->recent_ms;
+    /* from Prometheus: the pods' two newest samples, a scrape interval apart,
+     * count the completions; the backlog's growth over as long (the pods'
+     * own samples, or the ticks' when a pod's are not known) */
+    if (w->cfg.source == CTL_SOURCE_PROMETHEUS && r->recent_span_ms > 0)
+        o->recent_ms = o->recent_span_ms = r->recent_span_ms;
     /* the backlog of every pod scraped lately, warming ones included: a new
      * pod's queue counts as it builds, not all at once when the pod is
      * first counted; and with what the pods that left held, which finishes
@@ -117,7 +122,9 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     double g = size * ctl_backlog_growth(w, now, o->rate_window_ms, slack, bl);
     o->arrival_rps = comp + g > 0 ? comp + g : 0;
     if (isfinite(o->recent_rps)) {
-        double gr = size * ctl_backlog_growth(w, now, o->recent_ms, slack, bl);
+        double gr = o->recent_growth_known
+                        ? size * o->recent_growth
+                        : size * ctl_backlog_growth(w, now, o->recent_ms, slack, bl);
         o->recent_rps = o->recent_rps + gr > 0 ? o->recent_rps + gr : 0;
     }
 }

@@ -14,7 +14,12 @@
  *  - running + waiting requests are summed over the pods (the backlog whose
  *    growth turns completions into arrivals), a Ready pod absent from an
  *    answer keeping its last value, and what pods that left held counted as
- *    departed: their requests finish unseen, which is no drop in arrivals. */
+ *    departed: their requests finish unseen, which is no drop in arrivals;
+ *  - each counted pod's two newest samples of its request counter (and its
+ *    backlog then) give the newest completions and backlog growth, over one
+ *    scrape interval: a step seen a scrape after it comes, not as the
+ *    2-minute window's rate turns. The forecaster still learns the window's
+ *    arrivals (decide.c), as its seed from Prometheus' history has them. */
 #include "controller-int.h"
 
 #include <math.h>
@@ -219,49 +224,126 @@ static bool pod_still_serving(const struct kube_pod *const *pods, size_t np, con
     return false;
 }
 
-/* The backlog of a fresh answer: each pod's running + waiting. A pod of the
- * last answer absent from this one keeps its last value while it is Ready
- * (a failed scrape marks its series stale); one gone, or no longer Ready,
- * adds what it held to the departed. */
-static void backlog_update(struct ctl_wl *w, const struct promql_pods *pp,
-                           const struct kube_pod *const *pods, size_t np)
+static int state_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct ctl_pq_pod *)a)->name, ((const struct ctl_pq_pod *)b)->name);
+}
+
+/* A pod's entry in w's per-pod state (sorted by name), or NULL. */
+static const struct ctl_pq_pod *state_pod(const struct ctl_wl *w, const char *name)
+{
+    struct ctl_pq_pod key = {.name = (char *)name};
+    return w->pq_bl_n ? bsearch(&key, w->pq_bl, w->pq_bl_n, sizeof(key), state_cmp) : NULL;
+}
+
+/* Whether an answer's pod has gauges or a counter sample. */
+static bool answered(const struct promql_pod *p)
+{
+    return p && (!(isnan(p->running) && isnan(p->waiting)) ||
+                 (!isnan(p->requests) && p->at_ms > 0));
+}
+
+/* Whether the pod's counter is one sample: every series of it sampled at
+ * the same time. Series of targets scraped at other times (two containers,
+ * a PodMonitor and a ServiceMonitor), or one gone stale, make a sum whose
+ * differences are no rate. */
+static bool one_sample(const struct promql_pod *p)
+{
+    return !isnan(p->requests) && p->at_ms > 0 && p->at_min_ms == p->at_ms;
+}
+
+/* A fresh answer into w's per-pod state:
+ *  - the backlog: each pod's running + waiting. A pod of the last answer
+ *    absent from this one keeps its last value while it is Ready (a failed
+ *    scrape marks its series stale); one gone, or no longer Ready, adds what
+ *    it held to the departed;
+ *  - each pod's two newest samples of its request counter (and its backlog
+ *    then): a sample newer than the last one pushes it back. */
+static void pods_update(struct ctl_wl *w, const struct promql_pods *pp,
+                        const struct kube_pod *const *pods, size_t np)
 {
     struct ctl_pq_pod *nv = xmalloc((pp->n + w->pq_bl_n + 1) * sizeof(*nv));
     size_t nn = 0;
     double run = 0, wait = 0, total = 0;
     for (size_t i = 0; i < pp->n; i++) {
         const struct promql_pod *p = &pp->v[i];
-        if (isnan(p->running) && isnan(p->waiting))
+        if (!answered(p))
             continue;
-        double r = isnan(p->running) ? 0 : p->running, q = isnan(p->waiting) ? 0 : p->waiting;
-        /* the gauges beside the rate (the service time, the capacity) are
-         * the counted pods', as the scraper's; the backlog is every pod's */
-        if (p->counted || !pp->counted_seen) {
-            run += r;
-            wait += q;
+        struct ctl_pq_pod e = {.name = xstrdup(p->name), .bl = NAN, .bl0 = NAN};
+        if (!(isnan(p->running) && isnan(p->waiting))) {
+            double r = isnan(p->running) ? 0 : p->running;
+            double q = isnan(p->waiting) ? 0 : p->waiting;
+            /* the gauges beside the rate (the service time, the capacity)
+             * are the counted pods', as the scraper's; the backlog is every
+             * pod's */
+            if (p->counted || !pp->counted_seen) {
+                run += r;
+                wait += q;
+            }
+            total += r + q;
+            e.bl = r + q;
         }
-        total += r + q;
-        nv[nn++] = (struct ctl_pq_pod){.name = xstrdup(p->name), .bl = r + q};
+        const struct ctl_pq_pod *o = state_pod(w, p->name);
+        if (one_sample(p)) {
+            if (o && o->t_ms > 0 && p->at_ms > o->t_ms) { /* a new sample */
+                e.t0_ms = o->t_ms;
+                e.req0 = o->req;
+                e.bl0 = o->bl;
+            } else if (o && o->t_ms == p->at_ms) { /* the same sample */
+                e.t0_ms = o->t0_ms;
+                e.req0 = o->req0;
+                e.bl0 = o->bl0;
+            }
+            e.t_ms = p->at_ms;
+            e.req = p->requests;
+        }
+        nv[nn++] = e;
     }
     for (size_t i = 0; i < w->pq_bl_n; i++) {
         struct ctl_pq_pod *o = &w->pq_bl[i];
-        const struct promql_pod *a = answer_pod(pp, o->name);
-        if (a && !(isnan(a->running) && isnan(a->waiting))) {
+        if (answered(answer_pod(pp, o->name))) {
             xfree(o->name);
         } else if (pod_still_serving(pods, np, o->name)) {
-            total += o->bl;
+            if (!isnan(o->bl))
+                total += o->bl;
             nv[nn++] = *o;
         } else {
-            w->pq_departed += o->bl;
+            if (!isnan(o->bl))
+                w->pq_departed += o->bl;
             xfree(o->name);
         }
     }
+    qsort(nv, nn, sizeof(*nv), state_cmp);
     xfree(w->pq_bl);
     w->pq_bl = nv;
     w->pq_bl_n = nn;
     w->pq_running = pp->running_seen ? run : -1;
     w->pq_waiting = pp->waiting_seen ? wait : -1;
     w->pq_backlog = pp->running_seen || pp->waiting_seen ? total : -1;
+}
+
+/* A counted pod's newest rate and backlog growth, between its two newest
+ * samples, into m; false when it has no two, the newer is more than three
+ * of their intervals old (Prometheus no longer scrapes it), or the counter
+ * went down: a reset (the server restarted, or one of several series, as
+ * Triton's of a model reloaded), whose increase a sum cannot tell. Growth
+ * unknown (a pod without gauges) clears m->growth_ok. */
+static bool pod_recent(const struct ctl_pq_pod *e, int64_t now, struct ctl_pq_match *m)
+{
+    if (!e || e->t0_ms <= 0 || e->t_ms <= e->t0_ms || e->req < e->req0)
+        return false;
+    int64_t dt = e->t_ms - e->t0_ms;
+    if (now - e->t_ms > 3 * dt)
+        return false;
+    double secs = (double)dt / 1000.0;
+    m->recent_rate += (e->req - e->req0) / secs;
+    if (!isnan(e->bl) && !isnan(e->bl0))
+        m->recent_growth += (e->bl - e->bl0) / secs;
+    else
+        m->growth_ok = false;
+    if (m->recent_span_ms == 0 || dt < m->recent_span_ms)
+        m->recent_span_ms = dt;
+    return true;
 }
 
 void ctl_backlog_reset(struct ctl_wl *w)
@@ -287,7 +369,7 @@ void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t n
         return;
     const struct promql_pods *pp = &w->pq_pods;
     if (w->pq_pods_fresh) {
-        backlog_update(w, pp, pods, np);
+        pods_update(w, pp, pods, np);
         w->pq_pods_fresh = false;
     }
     m->running = w->pq_running;
@@ -299,19 +381,28 @@ void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t n
     m->counted_known = pp->counted_seen;
     if (!m->counted_known)
         return;
+    int recent = 0;
+    m->growth_ok = true;
     for (size_t i = 0; i < np; i++) {
         const struct kube_pod *p = pods[i];
         if (!pod_serving(p))
             continue;
         m->ready++;
         const struct promql_pod *a = answer_pod(pp, p->name);
-        if (a && a->counted)
+        if (a && a->counted) {
             m->counted++;
-        else if (p->ready_transition_ms > 0 && now - p->ready_transition_ms < grace_ms)
+            recent += pod_recent(state_pod(w, p->name), now, m);
+        } else if (p->ready_transition_ms > 0 && now - p->ready_transition_ms < grace_ms) {
             m->warming++; /* a pod whose Ready time is unknown is not new */
-        else if (m->missing++ == 0)
+        } else if (m->missing++ == 0) {
             snprintf(m->missing_pod, sizeof(m->missing_pod), "%s", p->name);
+        }
     }
+    /* the newest rate of the counted pods: of all of them, or unknown; their
+     * backlog's growth only when it is every Ready pod's (a warming pod's
+     * queue builds too: the ticks' samples of the whole backlog count it) */
+    m->recent_known = m->counted > 0 && recent == m->counted;
+    m->growth_ok = m->recent_known && m->growth_ok && m->warming == 0 && m->missing == 0;
 }
 
 void ctl_pq_apply(const struct ctl_pq_match *m, double missing_fraction, int64_t grace_ms,
@@ -348,8 +439,14 @@ void ctl_pq_apply(const struct ctl_pq_match *m, double missing_fraction, int64_t
     /* warming pods are replicas still starting; missing ones serve an
      * average share of what the counted ones carry */
     o->serving = m->counted + m->missing;
+    double k = (double)o->serving / m->counted;
+    if (m->recent_known) { /* the newest scrapes: what a step looks like before the window */
+        r->recent_rate = m->recent_rate * k;
+        r->recent_span_ms = m->recent_span_ms;
+        o->recent_growth = m->recent_growth;
+        o->recent_growth_known = m->growth_ok;
+    }
     if (m->missing > 0) {
-        double k = (double)o->serving / m->counted;
         r->request_rate *= k;
         if (r->busy >= 0)
             r->busy *= k;

@@ -353,6 +353,98 @@ static void test_prometheus_backlog(void **state)
     wl_done(w);
 }
 
+/* An answer whose pods report their request counter at `at` (unix ms):
+ * requests[i] and backlog[i] (running; NAN none) of names[i], all counted. */
+static void sampled(struct ctl_wl *w, size_t n, const char *const *names, const double *requests,
+                    const double *backlog, int64_t at)
+{
+    answer(w, n, names, backlog, "");
+    for (size_t i = 0; i < n; i++) {
+        w->pq_pods.v[i].counted = true;
+        w->pq_pods.v[i].requests = requests[i];
+        w->pq_pods.v[i].at_ms = w->pq_pods.v[i].at_min_ms = at;
+    }
+    w->pq_pods.counted_seen = true;
+}
+
+/* The newest rate from Prometheus: each counted pod's counter between its two
+ * newest samples, with its backlog's growth between them; known only when
+ * every counted pod has two recent samples of one scrape each, the counter
+ * not gone down (a reset, of all its series or of one). */
+static void test_prometheus_recent(void **state)
+{
+    (void)state;
+    struct ctl_wl *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    static const char *const names[2] = {"a0", "a1"};
+    struct kube_pod pods[2] = {pod_at("a0", T0), pod_at("a1", T0)};
+    const struct kube_pod *pp[2] = {&pods[0], &pods[1]};
+    const int64_t t1 = T0 + 3600000;
+    struct ctl_pq_match m;
+    double req1[2] = {1000, 2000}, bl1[2] = {4, 4};
+    sampled(w, 2, names, req1, bl1, t1);
+    ctl_pq_match(w, pp, 2, t1 + 1000, GRACE, &m);
+    assert_false(m.recent_known); /* one sample each */
+
+    /* 30 s later: 240 and 300 more completions, the backlogs 4 -> 64 and 4 -> 34 */
+    double req2[2] = {1240, 2300}, bl2[2] = {64, 34};
+    sampled(w, 2, names, req2, bl2, t1 + 30000);
+    ctl_pq_match(w, pp, 2, t1 + 31000, GRACE, &m);
+    assert_true(m.recent_known);
+    assert_true(fabs(m.recent_rate - 18) < 1e-9);  /* 8 + 10 req/s */
+    assert_true(fabs(m.recent_growth - 3) < 1e-9); /* 2 + 1 req/s */
+    assert_int_equal(m.recent_span_ms, 30000);
+    struct ctl_obs o;
+    obs_valid(&o, 2);
+    o.m.recent_rate = NAN;
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_true(o.m.recent_rate == 18 && o.m.recent_span_ms == 30000);
+    assert_true(o.recent_growth_known && o.recent_growth == 3);
+
+    /* the same answer again: the same rate; a tick past three intervals: stale, unknown */
+    sampled(w, 2, names, req2, bl2, t1 + 30000);
+    ctl_pq_match(w, pp, 2, t1 + 45000, GRACE, &m);
+    assert_true(m.recent_known && fabs(m.recent_rate - 18) < 1e-9);
+    ctl_pq_match(w, pp, 2, t1 + 30000 + 90001, GRACE, &m);
+    assert_false(m.recent_known);
+
+    /* a0's counter went down (1240 -> 150: a restart, or one of its series reset): how
+     * much it served is not known, so neither is the newest rate; the next sample is */
+    double req3[2] = {150, 2450}, bl3[2] = {64, 34};
+    sampled(w, 2, names, req3, bl3, t1 + 45000);
+    ctl_pq_match(w, pp, 2, t1 + 46000, GRACE, &m);
+    assert_false(m.recent_known);
+    double req4[2] = {300, 2600};
+    sampled(w, 2, names, req4, bl3, t1 + 60000);
+    ctl_pq_match(w, pp, 2, t1 + 61000, GRACE, &m);
+    assert_true(m.recent_known && m.growth_ok);
+    assert_true(fabs(m.recent_rate - 20) < 1e-9);
+    assert_true(fabs(m.recent_growth) < 1e-9);
+    assert_int_equal(m.recent_span_ms, 15000);
+
+    /* a1's series sampled at two times (two targets on the pod, scraped apart): no sample
+     * of a1, so not every counted pod has a newest rate */
+    double req5[2] = {450, 2750};
+    sampled(w, 2, names, req5, bl3, t1 + 75000);
+    w->pq_pods.v[1].at_min_ms = t1 + 73000;
+    ctl_pq_match(w, pp, 2, t1 + 76000, GRACE, &m);
+    assert_false(m.recent_known);
+
+    /* a pod without gauges: the newest completions, but not the backlog's growth */
+    double req6[2] = {600, 2900}, nob[2] = {NAN, NAN};
+    sampled(w, 2, names, req5, nob, t1 + 90000);
+    ctl_pq_match(w, pp, 2, t1 + 91000, GRACE, &m); /* each answer taken by a tick */
+    sampled(w, 2, names, req6, nob, t1 + 105000);
+    ctl_pq_match(w, pp, 2, t1 + 106000, GRACE, &m);
+    assert_true(m.recent_known && !m.growth_ok);
+    assert_true(fabs(m.recent_rate - 20) < 1e-9);
+    struct ctl_obs o2;
+    obs_valid(&o2, 2);
+    ctl_pq_apply(&m, 0.3, GRACE, &o2);
+    assert_true(o2.m.recent_rate == 20 && !o2.recent_growth_known);
+    wl_done(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +453,7 @@ int main(void)
         cmocka_unit_test(test_pod_stalled),
         cmocka_unit_test(test_prometheus_rate_pods),
         cmocka_unit_test(test_prometheus_backlog),
+        cmocka_unit_test(test_prometheus_recent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

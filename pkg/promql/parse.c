@@ -241,7 +241,7 @@ static int pod_series(const json_t *series, struct promql_pods *out, char *err, 
     const char *pod = json_string_value(json_object_get(metric, "pod"));
     if (!part || !pod || !*pod || strlen(pod) > 253)
         return 0;
-    struct promql_pod p = {.running = NAN, .waiting = NAN};
+    struct promql_pod p = {.running = NAN, .waiting = NAN, .requests = NAN};
     bool gauge = isfinite(pt.v) && pt.v >= 0;
     if (strcmp(part, "running") == 0 && gauge)
         p.running = pt.v;
@@ -249,6 +249,12 @@ static int pod_series(const json_t *series, struct promql_pods *out, char *err, 
         p.waiting = pt.v;
     else if (strcmp(part, "counted") == 0)
         p.counted = true;
+    else if (strcmp(part, "requests") == 0 && gauge)
+        p.requests = pt.v;
+    else if (strcmp(part, "at") == 0 && isfinite(pt.v) && pt.v > 0 && pt.v <= 1e11)
+        p.at_ms = (int64_t)llround(pt.v * 1000.0);
+    else if (strcmp(part, "at_min") == 0 && isfinite(pt.v) && pt.v > 0 && pt.v <= 1e11)
+        p.at_min_ms = (int64_t)llround(pt.v * 1000.0);
     else
         return 0;
     p.name = xstrdup(pod);
@@ -275,10 +281,17 @@ static void pods_merge(struct promql_pods *out)
             a->running = isnan(a->running) ? b->running : a->running + b->running;
         if (!isnan(b->waiting))
             a->waiting = isnan(a->waiting) ? b->waiting : a->waiting + b->waiting;
+        if (!isnan(b->requests))
+            a->requests = isnan(a->requests) ? b->requests : a->requests + b->requests;
+        a->at_ms = b->at_ms > a->at_ms ? b->at_ms : a->at_ms;
+        if (b->at_min_ms > 0 && (a->at_min_ms == 0 || b->at_min_ms < a->at_min_ms))
+            a->at_min_ms = b->at_min_ms;
         if (!isfinite(a->running))
             a->running = NAN; /* two sums past a double's range: unknown */
         if (!isfinite(a->waiting))
             a->waiting = NAN;
+        if (!isfinite(a->requests))
+            a->requests = NAN;
         a->counted = a->counted || b->counted;
         xfree(b->name);
     }

@@ -67,8 +67,13 @@ void promql_default_busy(const struct scrape_spec *spec, char *out, size_t outle
  * (the queue gauge, "waiting") and, when with_counted, whether Prometheus'
  * rate of the request counter counts it ("counted": rate() needs two samples
  * in the window, so a pod Prometheus has scraped once is not in the rate
- * yet). Each series carries PROMQL_PART_LABEL and the pod label. "" when
- * the spec names none of these metrics. Placeholders as for the rate.
+ * yet), the counter's newest value ("requests", summed over the pod's
+ * series) and the newest and oldest of its series' sample times ("at",
+ * "at_min", unix seconds; apart when the pod's series come from targets
+ * scraped at other times, or one went stale): two answers a scrape apart
+ * give the pod's newest rate, as the scraper has it. Each series carries PROMQL_PART_LABEL and the
+ * pod label. "" when the spec names none of these metrics. Placeholders as
+ * for the rate.
  */
 void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char *out,
                          size_t outlen);
@@ -122,10 +127,13 @@ void promql_series_free(struct promql_series *s);
 
 /** One pod of the per-pod answer. */
 struct promql_pod {
-    char *name;     /**< the pod label; xmalloc'd */
-    double running; /**< running requests, NAN when the answer has none for the pod */
-    double waiting; /**< waiting requests, NAN likewise */
-    bool counted;   /**< in the rate */
+    char *name;      /**< the pod label; xmalloc'd */
+    double running;  /**< running requests, NAN when the answer has none for the pod */
+    double waiting;  /**< waiting requests, NAN likewise */
+    bool counted;    /**< in the rate */
+    double requests; /**< the request counter's newest value, NAN likewise */
+    int64_t at_ms;   /**< its series' newest sample time (unix ms), 0 unknown */
+    int64_t at_min_ms; /**< ... and oldest, 0 unknown */
 };
 
 /** The per-pod answer, one entry a pod, sorted by name. */
@@ -139,8 +147,9 @@ struct promql_pods {
  * Parse the answer of promql_default_pods' query: the envelope as
  * promql_parse_response checks it, then a vector (empty is fine: no pod has
  * any part). A series without PROMQL_PART_LABEL or pod, of an unknown part,
- * or with a gauge that is not a finite value >= 0 is skipped; two series of
- * one pod and part add up. Returns 0, or -EREMOTEIO / -EBADMSG as
+ * or with a gauge or counter that is not a finite value >= 0 (a time not one
+ * in 1970..5138) is skipped; two series of one pod and part add up (times:
+ * the newest). Returns 0, or -EREMOTEIO / -EBADMSG as
  * promql_parse_response (more than PROMQL_MAX_POINTS series is -EBADMSG),
  * with err set and out empty. Pure; free out with promql_pods_free.
  */

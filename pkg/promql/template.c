@@ -111,12 +111,16 @@ void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char
 {
     char sel[PROMQL_MAX_QUERY], part[PROMQL_MAX_QUERY + 128];
     struct util_buf b = {0};
+    const char *req = with_counted ? spec->request_metric : "";
     const struct {
         const char *metric, *name, *agg, *open, *close;
     } parts[] = {
         {spec->inflight_metric, "running", "sum", "", ""},
         {spec->queue_metric, "waiting", "sum", "", ""},
-        {with_counted ? spec->request_metric : "", "counted", "count", "rate(", "[{{window}}])"},
+        {req, "counted", "count", "rate(", "[{{window}}])"},
+        {req, "requests", "sum", "", ""},
+        {req, "at", "max", "timestamp(", ")"},
+        {req, "at_min", "min", "timestamp(", ")"},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(parts); i++) {
         if (!parts[i].metric[0])

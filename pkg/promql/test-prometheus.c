@@ -276,6 +276,21 @@ static void test_against_prometheus(void **state)
     assert_true(f->pods.v[0].counted && f->pods.v[1].counted);
     assert_true(f->pods.v[0].running == 3 && f->pods.v[0].waiting == 0);
     assert_true(f->pods.v[1].running == 2 && f->pods.v[1].waiting == 1);
+    /* and each one's request counter with its newest sample's time (scraped every second) */
+    for (int i = 0; i < 2; i++) {
+        assert_true(f->pods.v[i].requests > 0);
+        assert_true(llabs(f->pods.v[i].at_ms - util_now_unix_ms()) < 5000);
+        assert_int_equal(f->pods.v[i].at_min_ms, f->pods.v[i].at_ms); /* one target each */
+    }
+    double before_req = f->pods.v[1].requests; /* 10 req/s */
+    int64_t before_at = f->pods.v[1].at_ms;
+    run_for(f, 2500);
+    (void)query(f, "team-a", NULL);
+    assert_true(f->pods.v[1].at_ms > before_at);
+    double got = (f->pods.v[1].requests - before_req) /
+                 ((double)(f->pods.v[1].at_ms - before_at) / 1000.0);
+    fprintf(stderr, "prometheus: a pod's newest rate %.2f req/s (want 10)\n", got);
+    assert_true(fabs(got - 10) < 1.5);
 
     /* a query too long for a GET goes as a POST of the same form: the same answer (a
      * label matcher that excludes nothing, 8 bytes a repeat once encoded) */

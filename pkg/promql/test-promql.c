@@ -363,9 +363,17 @@ static void test_pods_query(void **state)
            "pod=~\"{{pods}}\"}), \"gpuscaler_part\", \"waiting\", \"\", \"\") or "
            "label_replace(count by (pod) (rate(vllm:request_success_total{namespace=\""
            "{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])), \"gpuscaler_part\", "
-           "\"counted\", \"\", \"\")");
+           "\"counted\", \"\", \"\") or "
+           "label_replace(sum by (pod) (vllm:request_success_total{namespace=\"{{namespace}}\","
+           "pod=~\"{{pods}}\"}), \"gpuscaler_part\", \"requests\", \"\", \"\") or "
+           "label_replace(max by (pod) (timestamp(vllm:request_success_total{namespace=\""
+           "{{namespace}}\",pod=~\"{{pods}}\"})), \"gpuscaler_part\", \"at\", \"\", \"\") or "
+           "label_replace(min by (pod) (timestamp(vllm:request_success_total{namespace=\""
+           "{{namespace}}\",pod=~\"{{pods}}\"})), \"gpuscaler_part\", \"at_min\", \"\", "
+           "\"\")");
     promql_default_pods(&spec, false, q, sizeof(q));
     assert_null(strstr(q, "counted"));
+    assert_null(strstr(q, "request_success_total")); /* no counter parts either */
     assert_non_null(strstr(q, "\"waiting\""));
     /* Triton: no running gauge; a metric's own matchers stay */
     scrape_spec_init(&spec, SCRAPE_TRITON);
@@ -416,6 +424,22 @@ static void test_parse_pods(void **state)
     assert_true(p.running_seen && p.waiting_seen && p.counted_seen);
     promql_pods_free(&p);
     assert_null(p.v);
+
+    /* the counter's newest value and time: summed, and the newest time; a time out of
+     * range, or a negative or NaN counter, skipped */
+    const char *ctr = VECTOR(SERIES("requests", "a", "40") "," SERIES("requests", "a", "2") ","
+                             SERIES("at", "a", "1700000000.25") "," SERIES("at", "a", "1700000001.5")
+                             "," SERIES("at_min", "a", "1700000001") "," SERIES("at_min", "a",
+                             "1700000000.5") ","
+                             SERIES("requests", "b", "-1") "," SERIES("at", "b", "1e12") ","
+                             SERIES("requests", "c", "NaN") "," SERIES("at", "c", "0"));
+    assert_int_equal(promql_parse_pods(ctr, strlen(ctr), &p, err, sizeof(err)), 0);
+    assert_int_equal(p.n, 1);
+    assert_string_equal(p.v[0].name, "a");
+    assert_true(p.v[0].requests == 42);
+    assert_int_equal(p.v[0].at_ms, 1700000001500);
+    assert_int_equal(p.v[0].at_min_ms, 1700000000500); /* the oldest */
+    promql_pods_free(&p);
 
     /* two series of one pod whose sum is past a double's range: unknown, not +Inf */
     const char *big = VECTOR(SERIES("running", "a", "1e308") "," SERIES("running", "a", "1e308")
@@ -881,6 +905,29 @@ static void test_client_results(void **state)
     fx_finish(f);
 }
 
+/* An answer over the body cap (a query that does not aggregate, returning a
+ * series per pod) is invalid with a why that says so, not a transport error. */
+static void test_client_answer_too_big(void **state)
+{
+    (void)state;
+    struct promql_config c;
+    promql_config_init(&c);
+    c.max_body = 64; /* the rate's answer is about 100 bytes */
+    struct fx *f = fx_new_with(NULL, &c);
+    struct scrape_spec spec;
+    struct promql_target t = target(&spec);
+    char err[160];
+    f->mode = FAKE_OK;
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
+    run_until(f, &f->results, 1);
+    assert_false(f->r.valid);
+    if (!strstr(f->r.why, "rate: the answer is too big (") ||
+        !strstr(f->r.why, "): a query that does not aggregate (use sum)?"))
+        fail_msg("why '%s'", f->r.why);
+    assert_false(f->pods_answered); /* the per-pod answer is over the cap too */
+    fx_finish(f);
+}
+
 /* Extra headers and their checks; basic auth with the password read for
  * every request; a missing password file fails the query, not the client. */
 static void test_client_auth_headers(void **state)
@@ -1150,6 +1197,7 @@ int main(void)
         cmocka_unit_test(test_pods_regex),
         cmocka_unit_test(test_parse),              cmocka_unit_test(test_client_results),
         cmocka_unit_test(test_pods_query),         cmocka_unit_test(test_parse_pods),
+        cmocka_unit_test(test_client_answer_too_big),
         cmocka_unit_test(test_client_auth_headers),
         cmocka_unit_test(test_client_unreachable), cmocka_unit_test(test_seed_chunks),
         cmocka_unit_test(test_close_inflight),     cmocka_unit_test(test_range),
