@@ -74,7 +74,7 @@ static void entry_key(const char *what, const char *ns, const char *name, char *
 
 /* Whether a key is in the hashed form: exactly KEY_MAX long, ending in
  * .<16 hex digits>. A plain key of a name that itself ends so, exactly that
- * long, reads as hashed too: it is then matched as one (hashed_owner). */
+ * long, reads as hashed too: key_live then matches it as either. */
 static bool key_hashed(const char *key)
 {
     size_t n = strlen(key);
