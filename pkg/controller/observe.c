@@ -149,6 +149,23 @@ static void learn_service_time(struct ctl_wl *w, struct ctl_obs *o)
     o->service_ms = w->service_ms;
 }
 
+void ctl_obs_serving(struct ctl_obs *o)
+{
+    struct scrape_result *r = &o->m;
+    o->serving = r->pods_counted + r->pods_failed;
+    if (r->pods_failed <= 0 || r->pods_counted <= 0)
+        return;
+    double k = (double)o->serving / r->pods_counted;
+    double *rates[] = {&r->request_rate, &r->recent_rate, &r->prompt_token_rate,
+                       &r->generation_token_rate, &r->prompt_token_recent,
+                       &r->generation_token_recent};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(rates); i++)
+        if (isfinite(*rates[i]))
+            *rates[i] *= k;
+    if (r->busy >= 0) /* a rate too: it stays in proportion to the completions */
+        r->busy *= k;
+}
+
 /* ---- cold start: scheduling delay and model load -------------------------------- */
 
 /* The cold start of the Ready pods, in two parts: creation to PodScheduled
@@ -292,20 +309,8 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
         ctl_pq_match(w, pods, np, now, grace, &m);
         ctl_pq_apply(&m, cfg->scrape.missing_fraction, grace, o);
     }
-    if (r->valid && cfg->source == CTL_SOURCE_SCRAPE && r->pods_counted > 0) {
-        o->serving = r->pods_counted + r->pods_failed;
-        if (r->pods_failed > 0) {
-            double k = (double)o->serving / r->pods_counted;
-            double *rates[] = {&r->request_rate, &r->recent_rate, &r->prompt_token_rate,
-                               &r->generation_token_rate, &r->prompt_token_recent,
-                               &r->generation_token_recent};
-            for (size_t i = 0; i < UTIL_ARRAY_LEN(rates); i++)
-                if (isfinite(*rates[i]))
-                    *rates[i] *= k;
-            if (r->busy >= 0) /* a rate too: it stays in proportion to the completions */
-                r->busy *= k;
-        }
-    }
+    if (r->valid && cfg->source == CTL_SOURCE_SCRAPE && r->pods_counted > 0)
+        ctl_obs_serving(o);
     arrivals(c, w, now, o);
     learn_service_time(w, o);
 }

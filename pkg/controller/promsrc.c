@@ -436,19 +436,13 @@ void ctl_pq_apply(const struct ctl_pq_match *m, double missing_fraction, int64_t
                  m->missing, base, (long long)(grace_ms / 1000), m->missing_pod);
         return;
     }
-    /* warming pods are replicas still starting; missing ones serve an
-     * average share of what the counted ones carry */
-    o->serving = m->counted + m->missing;
-    double k = (double)o->serving / m->counted;
     if (m->recent_known) { /* the newest scrapes: what a step looks like before the window */
-        r->recent_rate = m->recent_rate * k;
+        r->recent_rate = m->recent_rate;
         r->recent_span_ms = m->recent_span_ms;
         o->recent_growth = m->recent_growth;
         o->recent_growth_known = m->growth_ok;
     }
-    if (m->missing > 0) {
-        r->request_rate *= k;
-        if (r->busy >= 0)
-            r->busy *= k;
-    }
+    /* warming pods are replicas still starting; missing ones serve an
+     * average share of what the counted ones carry, as the scraper's failed */
+    ctl_obs_serving(o);
 }

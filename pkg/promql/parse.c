@@ -176,27 +176,29 @@ static int envelope(const json_t *root, const json_t **data, char *err, size_t e
     return 0;
 }
 
-static json_t *load(const char *body, size_t len, char *err, size_t errlen)
+/* Parse body and check its envelope: *root (NULL when not JSON) for the
+ * caller to release, *data borrowed from it. */
+static int open_answer(const char *body, size_t len, json_t **root, const json_t **data,
+                       char *err, size_t errlen)
 {
+    if (errlen)
+        err[0] = '\0';
+    *data = NULL;
     json_error_t je;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        fail(err, errlen, -EBADMSG, "not JSON (line %d column %d: %.80s)", je.line, je.column,
-             je.text);
-    return root;
+    *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!*root)
+        return fail(err, errlen, -EBADMSG, "not JSON (line %d column %d: %.80s)", je.line,
+                    je.column, je.text);
+    return envelope(*root, data, err, errlen);
 }
 
 int promql_parse_response(const char *body, size_t len, struct promql_series *out, char *err,
                           size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    if (errlen)
-        err[0] = '\0';
-    json_t *root = load(body, len, err, errlen);
-    if (!root)
-        return -EBADMSG;
-    const json_t *data = NULL;
-    int rc = envelope(root, &data, err, errlen);
+    json_t *root;
+    const json_t *data;
+    int rc = open_answer(body, len, &root, &data, err, errlen);
     if (rc == 0)
         rc = parse_data(data, out, err, errlen);
     json_decref(root);
@@ -307,13 +309,9 @@ int promql_parse_pods(const char *body, size_t len, struct promql_pods *out, cha
                       size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    if (errlen)
-        err[0] = '\0';
-    json_t *root = load(body, len, err, errlen);
-    if (!root)
-        return -EBADMSG;
-    const json_t *data = NULL, *result = NULL;
-    int rc = envelope(root, &data, err, errlen);
+    json_t *root;
+    const json_t *data, *result = NULL;
+    int rc = open_answer(body, len, &root, &data, err, errlen);
     if (rc == 0) {
         const char *type = json_string_value(json_object_get(data, "resultType"));
         result = json_object_get(data, "result");
