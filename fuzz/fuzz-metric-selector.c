@@ -4,8 +4,10 @@
  * matchers RE2 patterns; the rest an exposition. A field that parses must
  * compile (the parse checked its patterns) and then select series of the
  * exposition through the extractor, reused three times (its compiled
- * patterns handed over each time, freed at the end), whose histogram series
- * must add up to its sums and feed a pod's state scrape to scrape, every
+ * patterns handed over each time, freed at the end): the whole exposition,
+ * then its lines up to the middle (series gone), then the whole again
+ * (series back). Its histogram series must add up to its sums and feed a
+ * pod's state scrape to scrape, the series kept within their caps, every
  * window column released at the end; the first line is also
  * translated as one bare pattern,
  * whose output must compile whenever the translation succeeds. */
@@ -56,8 +58,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         scrape_window_init(&w, 5000, 60000);
         struct scrape_podstate st;
         scrape_podstate_init(&st, 0, scrape_ring_cap(60000, 5000));
+        size_t half = blen / 2;
+        while (half > 0 && body[half - 1] != '\n')
+            half--; /* whole lines only */
         for (int round = 0; round < 3; round++) {
-            if (scrape_extract_feed(x, body, blen) == 0 && scrape_extract_finish(x) == 0) {
+            size_t len = round == 1 ? half : blen;
+            if (scrape_extract_feed(x, body, len) == 0 && scrape_extract_finish(x) == 0) {
                 const struct scrape_sample *sm = &x->s;
                 if (sm->hser_n > SCRAPE_MAX_HSERIES || sm->nbuckets > SCRAPE_MAX_BUCKETS)
                     __builtin_trap();
@@ -71,6 +77,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 }
                 /* and a pod's histogram follows them scrape to scrape */
                 scrape_podstate_ok(&st, &w, 1000000 + round * 5000, sm);
+                if (st.hist_present > st.hist_rows ||
+                    st.hist_rows - st.hist_present > SCRAPE_MAX_HSERIES)
+                    __builtin_trap();
+                const struct scrape_series_last *l = st.last[SCRAPE_C_REQ];
+                if (l && (l->present > l->n || l->n - l->present > SCRAPE_MAX_SERIES))
+                    __builtin_trap();
             }
             scrape_extract_reuse(x, &spec, 1 << 20);
         }

@@ -10,9 +10,11 @@
  * scrape's time). Each series (label set but `le`) counts its own increase,
  * as histogram_quantile over sum by (le) (rate()) does: a series that
  * vanishes (a model unloaded, a label value retired) adds nothing, one that
- * appears counts from 0. A series' reset (any bucket lower than before: the
- * process restarted) counts every bucket's new value as its increase, for
- * all its buckets together. With more than SCRAPE_MAX_HSERIES series their
+ * appears counts from 0, one back after a gap counts what it gained since
+ * it was last seen (within the rate window; later it is a new baseline), as
+ * the counters do (follow()). A series' reset (any bucket lower than before:
+ * the process restarted) counts every bucket's new value as its increase,
+ * for all its buckets together. With more than SCRAPE_MAX_HSERIES series their
  * sums are followed instead. A pod whose bounds change starts its
  * histogram afresh (no increase that scrape).
  *
@@ -40,10 +42,11 @@ void scrape_podstate_init(struct scrape_podstate *st, int64_t since_ms, unsigned
     st->hist_ms = POLICY_NEVER;
 }
 
-/* The block: rows x nbuckets counts, rows ids, nbuckets column indexes. */
+/* The block: rows x nbuckets counts, rows ids, rows times last seen,
+ * nbuckets column indexes. */
 static size_t block_size(size_t rows, size_t n)
 {
-    return rows * n * sizeof(double) + rows * sizeof(uint64_t) + n;
+    return rows * n * sizeof(double) + rows * (sizeof(uint64_t) + sizeof(int64_t)) + n;
 }
 
 static uint64_t *ids_of(const struct scrape_podstate *st)
@@ -51,9 +54,14 @@ static uint64_t *ids_of(const struct scrape_podstate *st)
     return (uint64_t *)(st->hist + (size_t)st->hist_rows * st->nbuckets);
 }
 
+static int64_t *seen_of(const struct scrape_podstate *st)
+{
+    return (int64_t *)(ids_of(st) + st->hist_rows);
+}
+
 static uint8_t *cols_of(const struct scrape_podstate *st)
 {
-    return (uint8_t *)(ids_of(st) + st->hist_rows);
+    return (uint8_t *)(seen_of(st) + st->hist_rows);
 }
 
 static void hist_release(struct scrape_podstate *st, struct scrape_window *w)
@@ -66,6 +74,7 @@ static void hist_release(struct scrape_podstate *st, struct scrape_window *w)
     st->hist = NULL;
     st->nbuckets = 0;
     st->hist_rows = 0;
+    st->hist_present = 0;
     st->hist_ms = POLICY_NEVER;
 }
 
@@ -193,31 +202,55 @@ static bool same_layout(const struct scrape_podstate *st, const struct scrape_wi
     return true;
 }
 
-/* Store the sample's rows and ids as the pod's last counts, in a new block
- * when their number changed; cols (nbuckets of them) are copied in. */
+/* Store the sample's rows and ids as the pod's last counts (seen at t_ms),
+ * then the rows of the last block's series this sample lacks, in a new
+ * block when their number changed; cols (nbuckets of them) are copied in. */
 static void hist_store(struct scrape_podstate *st, const struct scrape_sample *s,
-                       const uint8_t *cols)
+                       const uint8_t *cols, int64_t t_ms)
 {
-    size_t n = s->nbuckets, rows = rows_of(s);
+    size_t n = s->nbuckets, rows = rows_of(s), gone = 0;
+    double gone_row[SCRAPE_MAX_HSERIES][SCRAPE_MAX_BUCKETS];
+    uint64_t gone_id[SCRAPE_MAX_HSERIES];
+    int64_t gone_seen[SCRAPE_MAX_HSERIES];
+    if (st->hist && !summed(s) && !st->hist_summed && st->nbuckets == n) {
+        for (size_t j = 0; j < st->hist_rows && gone < SCRAPE_MAX_HSERIES; j++) {
+            size_t k = 0;
+            while (k < rows && id_of(s, k) != ids_of(st)[j])
+                k++;
+            if (k < rows)
+                continue; /* still here */
+            memcpy(gone_row[gone], st->hist + j * n, n * sizeof(double));
+            gone_id[gone] = ids_of(st)[j];
+            gone_seen[gone++] = seen_of(st)[j];
+        }
+    }
     double *h = st->hist;
-    if (!h || rows != st->hist_rows || n != st->nbuckets) {
-        h = xmalloc(block_size(rows, n));
-        memcpy((uint8_t *)(h + rows * n) + rows * sizeof(uint64_t), cols, n);
+    if (!h || rows + gone != st->hist_rows || n != st->nbuckets) {
+        h = xmalloc(block_size(rows + gone, n));
         xfree(st->hist);
         st->hist = h;
-        st->hist_rows = (uint8_t)rows;
+        st->hist_rows = (uint8_t)(rows + gone);
         st->nbuckets = (uint8_t)n;
+        memcpy(cols_of(st), cols, n); /* cols is the caller's copy */
     }
+    st->hist_present = (uint8_t)rows;
     st->hist_summed = summed(s);
     uint64_t *ids = ids_of(st);
+    int64_t *seen = seen_of(st);
     for (size_t k = 0; k < rows; k++) {
         memcpy(h + k * n, row_of(s, k), n * sizeof(double));
         ids[k] = id_of(s, k);
+        seen[k] = t_ms;
+    }
+    for (size_t g = 0; g < gone; g++) {
+        memcpy(h + (rows + g) * n, gone_row[g], n * sizeof(double));
+        ids[rows + g] = gone_id[g];
+        seen[rows + g] = gone_seen[g];
     }
 }
 
 static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int64_t t_ms,
-                        const struct scrape_sample *s)
+                        int64_t recent_ms, const struct scrape_sample *s)
 {
     size_t n = s->nbuckets;
     if (n == 0 || n > SCRAPE_MAX_BUCKETS || !w) {
@@ -238,13 +271,15 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
             bool reset = false;
             for (size_t i = 0; was && i < n; i++)
                 reset |= now[i] < was[i];
+            if (was && !reset && j >= st->hist_present && seen_of(st)[j] < recent_ms)
+                continue; /* back after the window: a new baseline */
             for (size_t i = 0; i < n; i++)
                 inc[i] += was && !reset ? now[i] - was[i] : now[i];
         }
         scrape_window_add(w, st->hist_ms, cols_of(st), inc, n);
         uint8_t cols[SCRAPE_MAX_BUCKETS];
         memcpy(cols, cols_of(st), n);
-        hist_store(st, s, cols);
+        hist_store(st, s, cols, t_ms);
         st->hist_ms = t_ms;
         return;
     }
@@ -252,18 +287,23 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
     uint8_t cols[SCRAPE_MAX_BUCKETS];
     if (scrape_window_map(w, s->le, n, cols) != 0)
         return; /* the window has no room for these bounds: no histogram */
-    hist_store(st, s, cols);
+    hist_store(st, s, cols, t_ms);
     st->hist_ms = t_ms;
 }
 
 /* The counter's running total after this scrape: each series' increase
- * since the last good scrape (all of it after a reset, and for a series not
- * seen then: a counter created lazily counts from 0), a series gone adding
- * nothing, as sum(rate()) sums series. With more series than are followed,
- * the sums' increase instead (a drop read as a reset). sum: this scrape's
- * sum of the counter. */
+ * since the last good scrape (all of it after a reset, and for a series
+ * never seen: a counter created lazily counts from 0), a series gone adding
+ * nothing, as sum(rate()) sums series. A series back after a gap counts
+ * what it gained since it was last seen while that is within the pod's
+ * ring (the rate window), as rate() does over its samples in the range;
+ * back later, its value is a new baseline (rate() has no older sample
+ * either); lower than it was, it restarted and counts from 0. With more
+ * series than are followed, the sums' increase instead (a drop read as a
+ * reset). sum: this scrape's sum of the counter; recent_ms: the oldest time
+ * the ring still holds. */
 static double follow(struct scrape_podstate *st, enum scrape_counter c, double sum,
-                     const struct scrape_sample *s)
+                     const struct scrape_sample *s, int64_t t_ms, int64_t recent_ms)
 {
     const struct scrape_series_set *now = &s->series[c];
     /* a sample made without its series (a sum only): one series */
@@ -275,7 +315,7 @@ static double follow(struct scrape_podstate *st, enum scrape_counter c, double s
         inc = sum; /* the first: a baseline (a ring counts only differences) */
     } else if (now->overflow || prev->overflow) {
         double before = 0;
-        for (uint16_t i = 0; i < prev->n; i++)
+        for (uint16_t i = 0; i < prev->present; i++)
             before += prev->s[i].v;
         inc = sum >= before ? sum - before : sum;
     } else {
@@ -285,17 +325,48 @@ static double follow(struct scrape_podstate *st, enum scrape_counter c, double s
             uint16_t j = 0;
             while (j < prev->n && prev->s[j].id != id)
                 j++;
-            double was = j < prev->n ? prev->s[j].v : 0;
-            inc += v >= was ? v - was : v;
+            if (j == prev->n || v < prev->s[j].v)
+                inc += v; /* new, or restarted: from 0 */
+            else if (j < prev->present || prev->s[j].seen_ms >= recent_ms)
+                inc += v - prev->s[j].v;
+            /* else back after the window: a baseline, nothing counted */
         }
     }
-    if (!prev || prev->n != n)
-        prev = st->last[c] = xrealloc(prev, sizeof(*prev) + n * sizeof(prev->s[0]));
-    prev->n = n;
-    prev->overflow = now->overflow;
+    /* keep this scrape's series, then the ones gone (newest first) */
+    struct {
+        uint64_t id;
+        double v;
+        int64_t seen_ms;
+    } keep[2 * SCRAPE_MAX_SERIES];
+    uint16_t k = 0;
     for (uint16_t i = 0; i < n; i++) {
-        prev->s[i].id = one ? 0 : now->id[i];
-        prev->s[i].v = one ? sum : now->v[i];
+        keep[k].id = one ? 0 : now->id[i];
+        keep[k].v = one ? sum : now->v[i];
+        keep[k++].seen_ms = t_ms;
+    }
+    if (prev && !one && !prev->overflow) {
+        uint16_t gone = 0;
+        for (uint16_t j = 0; j < prev->n && gone < SCRAPE_MAX_SERIES; j++) {
+            uint16_t i = 0;
+            while (i < n && now->id[i] != prev->s[j].id)
+                i++;
+            if (i < n)
+                continue; /* still here */
+            keep[k].id = prev->s[j].id;
+            keep[k].v = prev->s[j].v;
+            keep[k++].seen_ms = prev->s[j].seen_ms;
+            gone++;
+        }
+    }
+    if (!prev || prev->n != k)
+        prev = st->last[c] = xrealloc(prev, sizeof(*prev) + k * sizeof(prev->s[0]));
+    prev->n = k;
+    prev->present = n;
+    prev->overflow = now->overflow;
+    for (uint16_t i = 0; i < k; i++) {
+        prev->s[i].id = keep[i].id;
+        prev->s[i].v = keep[i].v;
+        prev->s[i].seen_ms = keep[i].seen_ms;
     }
     st->total[c] += inc;
     return st->total[c];
@@ -321,21 +392,24 @@ void scrape_podstate_ok(struct scrape_podstate *st, struct scrape_window *w, int
      * workload where no pod has it. */
     /* a running total: a sample the ring ignores (not after its newest)
      * loses no increase, the next one carries it */
+    int64_t recent_ms = scrape_ring_oldest(&st->requests);
     scrape_ring_add(&st->requests, t_ms,
-                    follow(st, SCRAPE_C_REQ, s->has_requests ? s->requests : 0, s));
+                    follow(st, SCRAPE_C_REQ, s->has_requests ? s->requests : 0, s, t_ms,
+                           recent_ms));
     st->req_seen = s->has_requests;
     /* token counters, when wanted: the same rules (TGI's histograms appear
      * lazily too); their rings get arrays only then */
     if (s->tokens || s->has_prompt || s->has_gen) {
         scrape_ring_add(&st->prompt, t_ms,
-                        follow(st, SCRAPE_C_PROMPT, s->has_prompt ? s->prompt_tokens : 0, s));
+                        follow(st, SCRAPE_C_PROMPT, s->has_prompt ? s->prompt_tokens : 0, s, t_ms,
+                               recent_ms));
         scrape_ring_add(&st->gen, t_ms,
-                        follow(st, SCRAPE_C_GEN, s->has_gen ? s->gen_tokens : 0, s));
+                        follow(st, SCRAPE_C_GEN, s->has_gen ? s->gen_tokens : 0, s, t_ms, recent_ms));
     }
     /* the busy time, optional: a scrape without it forgets its samples (a
      * sample not after the newest is ignored, as the request ring does) */
     if (s->has_busy) {
-        (void)scrape_ring_add(&st->busy, t_ms, follow(st, SCRAPE_C_BUSY, s->busy, s));
+        (void)scrape_ring_add(&st->busy, t_ms, follow(st, SCRAPE_C_BUSY, s->busy, s, t_ms, recent_ms));
     } else {
         scrape_ring_clear(&st->busy);
         xfree(st->last[SCRAPE_C_BUSY]); /* its next samples start afresh */
@@ -348,7 +422,7 @@ void scrape_podstate_ok(struct scrape_podstate *st, struct scrape_window *w, int
     st->has_inflight = s->has_inflight;
     st->queued = s->queued;
     st->has_queued = s->has_queued;
-    hist_update(st, w, t_ms, s);
+    hist_update(st, w, t_ms, recent_ms, s);
     st->last_ok_ms = t_ms;
     st->last_try_ms = t_ms;
     st->ok_count++;

@@ -41,14 +41,20 @@ struct scrape_series_set {
     double v[SCRAPE_MAX_SERIES];
 };
 
-/** A counter's series kept from one scrape to the next: n of them, or with
- *  overflow their sum as one (id 0). */
+/** A counter's series kept from one scrape to the next: the first `present`
+ *  are the last good scrape's (or with overflow their sum as one, id 0), the
+ *  rest series gone since (at most SCRAPE_MAX_SERIES, the newest first), each
+ *  with its last value and when it was last seen, so that one back within
+ *  the rate window counts its increase over the gap, as rate() does over a
+ *  series' samples in its range, not its whole value. */
 struct scrape_series_last {
     uint16_t n;
+    uint16_t present;
     bool overflow;
     struct {
         uint64_t id;
         double v;
+        int64_t seen_ms;
     } s[];
 };
 
@@ -190,6 +196,8 @@ size_t scrape_ring_memory(const struct scrape_ring *r);
 int scrape_ring_add(struct scrape_ring *r, int64_t t_ms, double v);
 /** The newest sample's time; INT64_MIN for an empty ring. */
 int64_t scrape_ring_newest(const struct scrape_ring *r);
+/** The oldest sample's time; INT64_MAX for an empty ring. */
+int64_t scrape_ring_oldest(const struct scrape_ring *r);
 /** policy_counter_increase() over the ring: the increase over the samples in
  *  (now - window, now] and the time they span; -ENODATA with fewer than two. */
 int scrape_ring_increase(const struct scrape_ring *r, int64_t now_ms, int64_t window_ms,
@@ -270,13 +278,15 @@ struct scrape_podstate {
      *  would read as a reset and count the whole counter as an increase) */
     struct scrape_ring busy;
     double inflight, queued; /**< latest gauges */
-    /** hist_rows rows of nbuckets cumulative counts at hist_ms (one per
-     *  series, or one of their sums), then hist_rows series ids, then
-     *  nbuckets uint8_t column indexes into the window; NULL when the pod
-     *  has no histogram */
+    /** hist_rows rows of nbuckets cumulative counts (one per series, or
+     *  one of their sums): the first hist_present those at hist_ms, the
+     *  rest series gone since (at most SCRAPE_MAX_HSERIES, newest first);
+     *  then hist_rows series ids, hist_rows times each row was last seen,
+     *  and nbuckets uint8_t column indexes into the window; NULL when the
+     *  pod has no histogram */
     double *hist;
     int64_t hist_ms;
-    uint8_t hist_rows;
+    uint8_t hist_rows, hist_present;
     bool hist_summed;        /**< the one row is the series' sum (too many, or unknown) */
     int64_t since_ms;        /**< when it became a ready target (UNIX ms) */
     int64_t last_ok_ms;      /**< last successful scrape, POLICY_NEVER */

@@ -204,6 +204,93 @@ static void test_series_come_and_go(void **state)
     scrape_podstate_free(&st, NULL);
 }
 
+/* One scrape of a request counter given as series: ids[i] with value v[i]
+ * (id 0 ends the list). */
+static void add_series(struct scrape_podstate *st, int64_t t, const uint64_t *ids,
+                       const double *v)
+{
+    struct scrape_sample s = {.has_requests = true, .samples = 1};
+    struct scrape_series_set *set = &s.series[SCRAPE_C_REQ];
+    for (; ids[set->n]; set->n++) {
+        set->id[set->n] = ids[set->n];
+        set->v[set->n] = v[set->n];
+        s.requests += v[set->n];
+    }
+    scrape_podstate_ok(st, NULL, t, &s);
+}
+
+/* A series missing from one exposition and back with its count (a
+ * truncated or flaky exposition) counts what it gained over the gap, as
+ * rate() does over the samples in its range, not its whole value (which
+ * read b's 240 requests as new, 12 req/s as 20.8); back after the ring's
+ * window it is a new baseline; back lower it restarted and counts from 0;
+ * and the series gone are kept within their cap. */
+static void test_series_gap(void **state)
+{
+    (void)state;
+    struct scrape_podstate st;
+    scrape_podstate_init(&st, 0, RING);
+    for (int i = 0; i < 6; i++) {
+        uint64_t ids[] = {1, 2, 0};
+        double v[] = {1000 + 50.0 * i, 200 + 10.0 * i};
+        if (i == 3)
+            ids[1] = 0; /* b missing once */
+        add_series(&st, NOW - 25000 + i * IV, ids, v);
+    }
+    assert_true(st.total[SCRAPE_C_REQ] == 1200 + 250 + 50);
+    struct scrape_agg_pod ap = {&st, 1, false};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_result r;
+    scrape_aggregate(&ap, 1, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_true(fabs(r.request_rate - 12) < 1e-9);
+    scrape_podstate_free(&st, NULL);
+
+    /* a steady; b (5,000) gone 15 scrapes, past the ring's 13; c (300) gone
+     * two scrapes and back at 20, then +1 a scrape */
+    scrape_podstate_init(&st, 0, RING);
+    for (int i = 0; i <= 16; i++) {
+        uint64_t ids[4] = {0};
+        double v[4];
+        int n = 0;
+        ids[n] = 1;
+        v[n++] = 1000 + 50.0 * i;
+        if (i == 0 || i >= 15) {
+            ids[n] = 2;
+            v[n++] = i == 0 ? 5000 : 5100 + 10.0 * (i - 15);
+        }
+        if (i == 0 || i >= 3) {
+            ids[n] = 3;
+            v[n++] = i == 0 ? 300 : 20 + (i - 3);
+        }
+        add_series(&st, NOW + i * IV, ids, v);
+        if (i == 1)
+            assert_int_equal(st.last[SCRAPE_C_REQ]->n, 3); /* a, and b and c gone */
+        if (i == 15) /* b's 5,100: a baseline */
+            assert_true(st.total[SCRAPE_C_REQ] == 6300 + 50 * 15 + 20 + 12);
+    }
+    assert_true(st.total[SCRAPE_C_REQ] == 6300 + 50 * 16 + 20 + 13 + 10);
+    scrape_podstate_free(&st, NULL);
+
+    /* series churning past the cap: 32 a scrape, 8 new each time */
+    scrape_podstate_init(&st, 0, RING);
+    for (int i = 0; i < 20; i++) {
+        uint64_t ids[SCRAPE_MAX_SERIES + 1] = {0};
+        double v[SCRAPE_MAX_SERIES];
+        for (int k = 0; k < SCRAPE_MAX_SERIES; k++) {
+            ids[k] = (uint64_t)(8 * i + k + 1);
+            v[k] = 1;
+        }
+        add_series(&st, NOW + i * IV, ids, v);
+        assert_true(st.last[SCRAPE_C_REQ]->n <= 2 * SCRAPE_MAX_SERIES);
+        assert_int_equal(st.last[SCRAPE_C_REQ]->present, SCRAPE_MAX_SERIES);
+    }
+    /* 32 at first, then 8 new series a scrape, each counting its 1 */
+    assert_true(st.total[SCRAPE_C_REQ] == 32 + 19 * 8);
+    scrape_podstate_free(&st, NULL);
+}
+
 /* recent_rate: the rate over the newest two intervals, summed over pods, so a
  * step shows before the rate window sees it; NAN when a counted pod has
  * fewer than two samples in that span. */
@@ -666,7 +753,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counting_rules),     cmocka_unit_test(test_counter_reset),
-        cmocka_unit_test(test_series_come_and_go),
+        cmocka_unit_test(test_series_come_and_go), cmocka_unit_test(test_series_gap),
         cmocka_unit_test(test_latency_and_gauges), cmocka_unit_test(test_absent_counter),
         cmocka_unit_test(test_window),             cmocka_unit_test(test_recent_rate),
         cmocka_unit_test(test_token_rates),        cmocka_unit_test(test_token_missing),

@@ -468,7 +468,9 @@ static void sum_series(struct scrape_sample *s)
  * sum by (le) (rate()) does: one that vanishes (a model unloaded) adds
  * nothing, where the drop of the sums read as a reset of every series and
  * put their whole history into the window; one that appears counts from 0;
- * one that resets counts its new values, the others their increases. */
+ * one that resets counts its new values, the others their increases; one
+ * back after a gap counts its gain over the gap, or nothing when the gap
+ * was longer than the window. */
 static void test_histogram_series(void **state)
 {
     (void)state;
@@ -496,17 +498,24 @@ static void test_histogram_series(void **state)
     set_series(&s, 0, 0xa, (const double[3]){30, 60, 60});
     sum_series(&s);
     scrape_podstate_ok(&st, &w, T0 + 2 * IV, &s);
-    assert_int_equal(st.hist_rows, 1);
+    assert_int_equal(st.hist_present, 1);
+    assert_int_equal(st.hist_rows, 2); /* B kept, gone */
     assert_close(window_at(&w, INFINITY), 30 + 20);
     assert_close(window_at(&w, 0.5), 10 + 10);
-    /* C appears (a lazily created series: from 0) and A restarts */
-    s.hser_n = 2;
+    /* C appears (a lazily created series: from 0), A restarts, and B is
+     * back with 20 more slow ones: its gain over the gap, not its 5,030 */
+    s.hser_n = 3;
     set_series(&s, 0, 0xc, (const double[3]){1, 1, 3});
     set_series(&s, 1, 0xa, (const double[3]){2, 4, 4});
+    set_series(&s, 2, 0xb, (const double[3]){100, 100, 5030});
     sum_series(&s);
     scrape_podstate_ok(&st, &w, T0 + 3 * IV, &s);
-    assert_close(window_at(&w, INFINITY), 50 + 3 + 4);
+    assert_int_equal(st.hist_present, 3);
+    assert_int_equal(st.hist_rows, 3);
+    assert_close(window_at(&w, INFINITY), 50 + 3 + 4 + 20);
     assert_close(window_at(&w, 0.5), 20 + 1 + 2);
+    assert_close(window_at(&w, 1), 40 + 1 + 4); /* B adds none here */
+    s.hser_n = 2;
     /* too many series to follow (the sums, unknown series): afresh, then the sums' increase */
     s.hser_n = 0;
     s.hser_overflow = true;
@@ -514,12 +523,38 @@ static void test_histogram_series(void **state)
         s.count[i] = 100.0 * (i + 1);
     scrape_podstate_ok(&st, &w, T0 + 4 * IV, &s);
     assert_true(st.hist_summed);
-    assert_close(window_at(&w, INFINITY), 57);
+    assert_close(window_at(&w, INFINITY), 77);
     for (int i = 0; i < 3; i++)
         s.count[i] += 5;
     scrape_podstate_ok(&st, &w, T0 + 5 * IV, &s);
-    assert_close(window_at(&w, INFINITY), 57 + 5);
+    assert_close(window_at(&w, INFINITY), 77 + 5);
     scrape_podstate_free(&st, &w);
+
+    /* a series gone longer than the ring's window is a new baseline when
+     * it comes back (rate() has no sample of it in its range either) */
+    struct scrape_podstate st2;
+    scrape_podstate_init(&st2, 0, scrape_ring_cap(WIN, IV));
+    int64_t t = T0 + 100 * IV;
+    s.hser_overflow = false;
+    s.hser_n = 2;
+    set_series(&s, 0, 0xa, (const double[3]){0, 0, 0});
+    set_series(&s, 1, 0xb, (const double[3]){100, 100, 5000});
+    sum_series(&s);
+    scrape_podstate_ok(&st2, &w, t, &s);
+    s.hser_n = 1;
+    for (unsigned k = 1; k <= scrape_ring_cap(WIN, IV) + 1; k++)
+        scrape_podstate_ok(&st2, &w, t + k * IV, &s);
+    double before = window_at(&w, INFINITY);
+    s.hser_n = 2;
+    set_series(&s, 1, 0xb, (const double[3]){100, 100, 5100});
+    sum_series(&s);
+    scrape_podstate_ok(&st2, &w, t + (scrape_ring_cap(WIN, IV) + 2) * IV, &s);
+    assert_close(window_at(&w, INFINITY), before);
+    set_series(&s, 1, 0xb, (const double[3]){100, 100, 5107});
+    sum_series(&s);
+    scrape_podstate_ok(&st2, &w, t + (scrape_ring_cap(WIN, IV) + 3) * IV, &s);
+    assert_close(window_at(&w, INFINITY), before + 7);
+    scrape_podstate_free(&st2, &w);
     for (unsigned c = 0; c < w.ncols; c++)
         assert_int_equal(w.refs[c], 0);
     scrape_window_free(&w);
