@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct scrape_window w;
         scrape_window_init(&w, 5000, 60000);
         struct scrape_podstate st;
-        scrape_podstate_init(&st, 0, scrape_ring_cap(60000, 5000));
+        scrape_podstate_init(&st, 0, 60000, 5000);
         size_t half = blen / 2;
         while (half > 0 && body[half - 1] != '\n')
             half--; /* whole lines only */

@@ -29,14 +29,17 @@
 #include "scrape-int.h"
 #include "util/util.h"
 
-void scrape_podstate_init(struct scrape_podstate *st, int64_t since_ms, unsigned ring_cap)
+void scrape_podstate_init(struct scrape_podstate *st, int64_t since_ms, int64_t window_ms,
+                          int64_t interval_ms)
 {
+    unsigned ring_cap = scrape_ring_cap(window_ms, interval_ms);
     memset(st, 0, sizeof(*st));
     scrape_ring_init(&st->requests, ring_cap);
     scrape_ring_init(&st->prompt, ring_cap);
     scrape_ring_init(&st->gen, ring_cap);
     scrape_ring_init(&st->busy, ring_cap);
     st->since_ms = since_ms;
+    st->window_ms = window_ms;
     st->last_ok_ms = POLICY_NEVER;
     st->last_try_ms = POLICY_NEVER;
     st->hist_ms = POLICY_NEVER;
@@ -62,6 +65,13 @@ static int64_t *seen_of(const struct scrape_podstate *st)
 static uint8_t *cols_of(const struct scrape_podstate *st)
 {
     return (uint8_t *)(seen_of(st) + st->hist_rows);
+}
+
+/* A series last seen at seen_ms and back at t_ms: rate() over the window
+ * ending at t_ms holds no sample of it from before the gap. */
+static bool stale(const struct scrape_podstate *st, int64_t seen_ms, int64_t t_ms)
+{
+    return seen_ms <= t_ms - st->window_ms;
 }
 
 static void hist_release(struct scrape_podstate *st, struct scrape_window *w)
@@ -104,7 +114,7 @@ void scrape_podstate_reset(struct scrape_podstate *st, struct scrape_window *w, 
     scrape_ring_clear(&prompt);
     scrape_ring_clear(&gen);
     scrape_ring_clear(&busy);
-    scrape_podstate_init(st, since_ms, ring.cap);
+    scrape_podstate_init(st, since_ms, st->window_ms, 0); /* its rings are put back: */
     st->requests = ring; /* keeps its arrays for reuse */
     st->prompt = prompt;
     st->gen = gen;
@@ -250,7 +260,7 @@ static void hist_store(struct scrape_podstate *st, const struct scrape_sample *s
 }
 
 static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int64_t t_ms,
-                        int64_t recent_ms, const struct scrape_sample *s)
+                        const struct scrape_sample *s)
 {
     size_t n = s->nbuckets;
     if (n == 0 || n > SCRAPE_MAX_BUCKETS || !w) {
@@ -267,12 +277,12 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
             size_t j = 0;
             while (j < st->hist_rows && ids[j] != id_of(s, k))
                 j++;
+            if (j < st->hist_rows && j >= st->hist_present && stale(st, seen_of(st)[j], t_ms))
+                continue; /* back after the window: a new baseline */
             const double *was = j < st->hist_rows ? st->hist + j * n : NULL;
             bool reset = false;
             for (size_t i = 0; was && i < n; i++)
                 reset |= now[i] < was[i];
-            if (was && !reset && j >= st->hist_present && seen_of(st)[j] < recent_ms)
-                continue; /* back after the window: a new baseline */
             for (size_t i = 0; i < n; i++)
                 inc[i] += was && !reset ? now[i] - was[i] : now[i];
         }
@@ -295,15 +305,14 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
  * since the last good scrape (all of it after a reset, and for a series
  * never seen: a counter created lazily counts from 0), a series gone adding
  * nothing, as sum(rate()) sums series. A series back after a gap counts
- * what it gained since it was last seen while that is within the pod's
- * ring (the rate window), as rate() does over its samples in the range;
- * back later, its value is a new baseline (rate() has no older sample
- * either); lower than it was, it restarted and counts from 0. With more
- * series than are followed, the sums' increase instead (a drop read as a
- * reset). sum: this scrape's sum of the counter; recent_ms: the oldest time
- * the ring still holds. */
+ * what it gained since it was last seen while that is within the rate
+ * window, as rate() does over its samples in the range (lower than it was,
+ * it restarted and counts from 0); back later, its value is a new baseline
+ * whatever it is (rate() has no older sample either). With more series
+ * than are followed, the sums' increase instead (a drop read as a reset).
+ * sum: this scrape's sum of the counter. */
 static double follow(struct scrape_podstate *st, enum scrape_counter c, double sum,
-                     const struct scrape_sample *s, int64_t t_ms, int64_t recent_ms)
+                     const struct scrape_sample *s, int64_t t_ms)
 {
     const struct scrape_series_set *now = &s->series[c];
     /* a sample made without its series (a sum only): one series */
@@ -325,11 +334,12 @@ static double follow(struct scrape_podstate *st, enum scrape_counter c, double s
             uint16_t j = 0;
             while (j < prev->n && prev->s[j].id != id)
                 j++;
+            if (j < prev->n && j >= prev->present && stale(st, prev->s[j].seen_ms, t_ms))
+                continue; /* back after the window: a baseline, nothing counted */
             if (j == prev->n || v < prev->s[j].v)
                 inc += v; /* new, or restarted: from 0 */
-            else if (j < prev->present || prev->s[j].seen_ms >= recent_ms)
+            else
                 inc += v - prev->s[j].v;
-            /* else back after the window: a baseline, nothing counted */
         }
     }
     /* keep this scrape's series, then the ones gone (newest first) */
@@ -350,8 +360,8 @@ static double follow(struct scrape_podstate *st, enum scrape_counter c, double s
             uint16_t i = 0;
             while (i < n && now->id[i] != prev->s[j].id)
                 i++;
-            if (i < n)
-                continue; /* still here */
+            if (i < n || (prev->s[j].id == 0 && j < prev->present))
+                continue; /* still here, or the sum-only row of no series */
             keep[k].id = prev->s[j].id;
             keep[k].v = prev->s[j].v;
             keep[k++].seen_ms = prev->s[j].seen_ms;
@@ -392,24 +402,21 @@ void scrape_podstate_ok(struct scrape_podstate *st, struct scrape_window *w, int
      * workload where no pod has it. */
     /* a running total: a sample the ring ignores (not after its newest)
      * loses no increase, the next one carries it */
-    int64_t recent_ms = scrape_ring_oldest(&st->requests);
     scrape_ring_add(&st->requests, t_ms,
-                    follow(st, SCRAPE_C_REQ, s->has_requests ? s->requests : 0, s, t_ms,
-                           recent_ms));
+                    follow(st, SCRAPE_C_REQ, s->has_requests ? s->requests : 0, s, t_ms));
     st->req_seen = s->has_requests;
     /* token counters, when wanted: the same rules (TGI's histograms appear
      * lazily too); their rings get arrays only then */
     if (s->tokens || s->has_prompt || s->has_gen) {
         scrape_ring_add(&st->prompt, t_ms,
-                        follow(st, SCRAPE_C_PROMPT, s->has_prompt ? s->prompt_tokens : 0, s, t_ms,
-                               recent_ms));
+                        follow(st, SCRAPE_C_PROMPT, s->has_prompt ? s->prompt_tokens : 0, s, t_ms));
         scrape_ring_add(&st->gen, t_ms,
-                        follow(st, SCRAPE_C_GEN, s->has_gen ? s->gen_tokens : 0, s, t_ms, recent_ms));
+                        follow(st, SCRAPE_C_GEN, s->has_gen ? s->gen_tokens : 0, s, t_ms));
     }
     /* the busy time, optional: a scrape without it forgets its samples (a
      * sample not after the newest is ignored, as the request ring does) */
     if (s->has_busy) {
-        (void)scrape_ring_add(&st->busy, t_ms, follow(st, SCRAPE_C_BUSY, s->busy, s, t_ms, recent_ms));
+        (void)scrape_ring_add(&st->busy, t_ms, follow(st, SCRAPE_C_BUSY, s->busy, s, t_ms));
     } else {
         scrape_ring_clear(&st->busy);
         xfree(st->last[SCRAPE_C_BUSY]); /* its next samples start afresh */
@@ -422,7 +429,7 @@ void scrape_podstate_ok(struct scrape_podstate *st, struct scrape_window *w, int
     st->has_inflight = s->has_inflight;
     st->queued = s->queued;
     st->has_queued = s->has_queued;
-    hist_update(st, w, t_ms, recent_ms, s);
+    hist_update(st, w, t_ms, s);
     st->last_ok_ms = t_ms;
     st->last_try_ms = t_ms;
     st->ok_count++;

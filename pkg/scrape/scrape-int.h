@@ -196,8 +196,6 @@ size_t scrape_ring_memory(const struct scrape_ring *r);
 int scrape_ring_add(struct scrape_ring *r, int64_t t_ms, double v);
 /** The newest sample's time; INT64_MIN for an empty ring. */
 int64_t scrape_ring_newest(const struct scrape_ring *r);
-/** The oldest sample's time; INT64_MAX for an empty ring. */
-int64_t scrape_ring_oldest(const struct scrape_ring *r);
 /** policy_counter_increase() over the ring: the increase over the samples in
  *  (now - window, now] and the time they span; -ENODATA with fewer than two. */
 int scrape_ring_increase(const struct scrape_ring *r, int64_t now_ms, int64_t window_ms,
@@ -289,6 +287,7 @@ struct scrape_podstate {
     uint8_t hist_rows, hist_present;
     bool hist_summed;        /**< the one row is the series' sum (too many, or unknown) */
     int64_t since_ms;        /**< when it became a ready target (UNIX ms) */
+    int64_t window_ms;       /**< the rate window: a series gone longer is forgotten */
     int64_t last_ok_ms;      /**< last successful scrape, POLICY_NEVER */
     int64_t last_try_ms;     /**< last finished attempt, POLICY_NEVER */
     char *error;             /**< last error (xmalloc'd), NULL when none yet */
@@ -297,15 +296,17 @@ struct scrape_podstate {
     uint8_t fail;            /**< enum scrape_fail of the last attempt; NONE when it succeeded */
     bool req_seen;           /**< the request metric was in the last good exposition */
     bool has_inflight, has_queued;
-    /** Per counter: its series at the last good scrape (NULL until one;
-     *  exactly as many as it had), and the running total of their increases
-     *  the rings hold */
+    /** Per counter: its series at the last good scrape and those gone since
+     *  (NULL until one), and the running total of their increases the rings
+     *  hold */
     struct scrape_series_last *last[SCRAPE_NC];
     double total[SCRAPE_NC];
 };
 
-/** ring_cap: scrape_ring_cap() of the scraper's window and interval. */
-void scrape_podstate_init(struct scrape_podstate *st, int64_t since_ms, unsigned ring_cap);
+/** window_ms, interval_ms: the scraper's rate window and interval (the
+ *  rings hold scrape_ring_cap() of them). */
+void scrape_podstate_init(struct scrape_podstate *st, int64_t since_ms, int64_t window_ms,
+                          int64_t interval_ms);
 /** Forget all samples (metric names changed, or the pod's address); the
  *  histogram's columns in w are released. The last error is kept. */
 void scrape_podstate_reset(struct scrape_podstate *st, struct scrape_window *w, int64_t since_ms);

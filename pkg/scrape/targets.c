@@ -154,7 +154,7 @@ static struct spod *pod_new(struct scrape *s, struct swl *w, const struct scrape
     uint64_t h = pod_hash(w->ns, w->name, in->name);
     p->phase = (uint32_t)(h % (uint64_t)s->cfg.interval_ms);
     p->client = (uint8_t)((h >> 40) % (uint64_t)s->nclients);
-    scrape_podstate_init(&p->st, wall, s->ring_cap);
+    scrape_podstate_init(&p->st, wall, s->cfg.rate_window_ms, s->cfg.interval_ms);
     p->ready = in->ready;
     p->gpus = in->gpus;
     set_address(s, p, in, wall, true);

@@ -42,7 +42,7 @@ struct pod {
 
 static void build(struct scrape_podstate *st, const struct pod *p)
 {
-    scrape_podstate_init(st, 0, RING);
+    scrape_podstate_init(st, 0, WIN, IV);
     switch (p->kind) {
     case 'o':
     case 'f':
@@ -145,7 +145,7 @@ static void test_counter_reset(void **state)
 {
     (void)state;
     struct scrape_podstate st;
-    scrape_podstate_init(&st, 0, RING);
+    scrape_podstate_init(&st, 0, WIN, IV);
     const double v[] = {100, 110, 120, 5, 15, 25};
     for (int i = 0; i < 6; i++)
         add(&st, NOW - 25000 + i * IV, v[i]);
@@ -171,7 +171,7 @@ static void test_series_come_and_go(void **state)
     struct scrape_spec spec;
     scrape_spec_init(&spec, SCRAPE_TRITON);
     struct scrape_podstate st;
-    scrape_podstate_init(&st, 0, RING);
+    scrape_podstate_init(&st, 0, WIN, IV);
     char err[200];
     for (int i = 0; i < 6; i++) {
         char body[512];
@@ -229,7 +229,7 @@ static void test_series_gap(void **state)
 {
     (void)state;
     struct scrape_podstate st;
-    scrape_podstate_init(&st, 0, RING);
+    scrape_podstate_init(&st, 0, WIN, IV);
     for (int i = 0; i < 6; i++) {
         uint64_t ids[] = {1, 2, 0};
         double v[] = {1000 + 50.0 * i, 200 + 10.0 * i};
@@ -247,12 +247,16 @@ static void test_series_gap(void **state)
     assert_true(fabs(r.request_rate - 12) < 1e-9);
     scrape_podstate_free(&st, NULL);
 
-    /* a steady; b (5,000) gone 15 scrapes, past the ring's 13; c (300) gone
-     * two scrapes and back at 20, then +1 a scrape */
-    scrape_podstate_init(&st, 0, RING);
+    /* a steady; b (5,000) missing 14 scrapes, back 75 s later, past the
+     * 60 s window: a baseline; c (300) missing two scrapes and back lower
+     * at 20 (restarted), then +1 a scrape; d (700) back 70 s later lower at
+     * 10: a baseline too, not a restart (rate() has one sample of it); e
+     * back 55 s after it was last seen, +30 over the gap; f back exactly a
+     * window later: a baseline (its last sample is out of the window) */
+    scrape_podstate_init(&st, 0, WIN, IV);
     for (int i = 0; i <= 16; i++) {
-        uint64_t ids[4] = {0};
-        double v[4];
+        uint64_t ids[7] = {0};
+        double v[6];
         int n = 0;
         ids[n] = 1;
         v[n++] = 1000 + 50.0 * i;
@@ -264,17 +268,44 @@ static void test_series_gap(void **state)
             ids[n] = 3;
             v[n++] = i == 0 ? 300 : 20 + (i - 3);
         }
+        if (i == 0 || i >= 14) {
+            ids[n] = 4;
+            v[n++] = i == 0 ? 700 : 10 + (i - 14);
+        }
+        if (i <= 2 || i >= 13) {
+            ids[n] = 5;
+            v[n++] = i <= 2 ? 100 + i : 132 + (i - 13);
+        }
+        if (i <= 1 || i >= 13) {
+            ids[n] = 6;
+            v[n++] = i <= 1 ? 50 + i : 80 + (i - 13);
+        }
         add_series(&st, NOW + i * IV, ids, v);
-        if (i == 1)
-            assert_int_equal(st.last[SCRAPE_C_REQ]->n, 3); /* a, and b and c gone */
-        if (i == 15) /* b's 5,100: a baseline */
-            assert_true(st.total[SCRAPE_C_REQ] == 6300 + 50 * 15 + 20 + 12);
+        if (i == 1) { /* a, e, f; then b, c and d gone */
+            assert_int_equal(st.last[SCRAPE_C_REQ]->n, 6);
+            assert_int_equal(st.last[SCRAPE_C_REQ]->present, 3);
+        }
+        if (i == 15) /* a 750, b 0, c 20 + 12, d 1, e 2 + 30 + 2, f 1 + 2 */
+            assert_true(st.total[SCRAPE_C_REQ] == 7150 + 750 + 0 + 32 + 1 + 34 + 3);
     }
-    assert_true(st.total[SCRAPE_C_REQ] == 6300 + 50 * 16 + 20 + 13 + 10);
+    assert_true(st.total[SCRAPE_C_REQ] == 7150 + 800 + 10 + 33 + 2 + 35 + 4);
+    scrape_podstate_free(&st, NULL);
+
+    /* a counter absent at first (made on its first request): its sum-only
+     * row is not kept as a series gone */
+    scrape_podstate_init(&st, 0, WIN, IV);
+    struct scrape_sample none = {.samples = 1};
+    scrape_podstate_ok(&st, NULL, NOW, &none);
+    assert_int_equal(st.last[SCRAPE_C_REQ]->n, 1);
+    uint64_t first[] = {7, 0};
+    double three[] = {3};
+    add_series(&st, NOW + IV, first, three);
+    assert_int_equal(st.last[SCRAPE_C_REQ]->n, 1);
+    assert_true(st.total[SCRAPE_C_REQ] == 3);
     scrape_podstate_free(&st, NULL);
 
     /* series churning past the cap: 32 a scrape, 8 new each time */
-    scrape_podstate_init(&st, 0, RING);
+    scrape_podstate_init(&st, 0, WIN, IV);
     for (int i = 0; i < 20; i++) {
         uint64_t ids[SCRAPE_MAX_SERIES + 1] = {0};
         double v[SCRAPE_MAX_SERIES];
@@ -300,7 +331,7 @@ static void test_recent_rate(void **state)
     struct scrape_podstate st[2];
     double v[2] = {0, 0};
     for (int p = 0; p < 2; p++)
-        scrape_podstate_init(&st[p], 0, RING);
+        scrape_podstate_init(&st[p], 0, WIN, IV);
     for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
         /* 10 req/s each until the last two intervals, then 30 req/s */
         double r = t > NOW - 2 * IV ? 30 : 10;
@@ -336,7 +367,7 @@ static void test_recent_rate(void **state)
 
     /* a pod with one sample in the recent span: unknown */
     scrape_podstate_free(&st[1], NULL);
-    scrape_podstate_init(&st[1], 0, RING);
+    scrape_podstate_init(&st[1], 0, WIN, IV);
     add(&st[1], NOW - WIN / 2, 0);
     add(&st[1], NOW - WIN / 4, 100);
     add(&st[1], NOW, 200);
@@ -370,8 +401,8 @@ static void test_latency_and_gauges(void **state)
     struct scrape_podstate st[2];
     struct scrape_window w;
     scrape_window_init(&w, IV, WIN);
-    scrape_podstate_init(&st[0], 0, RING);
-    scrape_podstate_init(&st[1], 0, RING);
+    scrape_podstate_init(&st[0], 0, WIN, IV);
+    scrape_podstate_init(&st[1], 0, WIN, IV);
     for (int64_t t = NOW - WIN - IV; t <= NOW; t += IV) {
         add_hist(&st[0], &w, t, 30.0 * (double)t / 1000, fast, 3);
         add_hist(&st[1], &w, t, 10.0 * (double)t / 1000, slow, 4);
@@ -427,7 +458,7 @@ static void test_backlog(void **state)
     (void)state;
     struct scrape_podstate st[4];
     for (int p = 0; p < 4; p++)
-        scrape_podstate_init(&st[p], 0, RING);
+        scrape_podstate_init(&st[p], 0, WIN, IV);
     for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
         add_gauges(&st[0], t, 10.0 * (double)t / 1000, 6, 4);       /* counted */
         if (t <= NOW - 4 * IV)
@@ -474,8 +505,8 @@ static void test_gone(void **state)
 {
     (void)state;
     struct scrape_podstate st[2];
-    scrape_podstate_init(&st[0], 0, RING);
-    scrape_podstate_init(&st[1], 0, RING);
+    scrape_podstate_init(&st[0], 0, WIN, IV);
+    scrape_podstate_init(&st[1], 0, WIN, IV);
     const int64_t left = NOW - WIN / 2;
     double a = 0, b = 0;
     for (int64_t t = NOW - WIN - IV; t <= NOW; t += IV) {
@@ -513,8 +544,8 @@ static void test_absent_counter(void **state)
     (void)state;
     struct scrape_podstate st[2];
     struct scrape_sample none = {.samples = 3};
-    scrape_podstate_init(&st[0], 0, RING);
-    scrape_podstate_init(&st[1], 0, RING);
+    scrape_podstate_init(&st[0], 0, WIN, IV);
+    scrape_podstate_init(&st[1], 0, WIN, IV);
     for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
         scrape_podstate_ok(&st[0], NULL, t, &none);
         scrape_podstate_ok(&st[1], NULL, t, &none);
@@ -530,7 +561,7 @@ static void test_absent_counter(void **state)
 
     /* one pod starts serving: valid, the other counts as 0 */
     scrape_podstate_free(&st[0], NULL);
-    scrape_podstate_init(&st[0], 0, RING);
+    scrape_podstate_init(&st[0], 0, WIN, IV);
     for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV)
         add(&st[0], t, 2.0 * (double)t / 1000);
     scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
@@ -559,7 +590,7 @@ static void test_window(void **state)
 {
     (void)state;
     struct scrape_podstate st;
-    scrape_podstate_init(&st, 0, RING);
+    scrape_podstate_init(&st, 0, WIN, IV);
     add(&st, NOW - 2 * WIN, 10);
     add(&st, NOW - 1000, 20);
     struct scrape_agg_pod ap = {&st, 1, false};
@@ -588,8 +619,8 @@ static void test_token_rates(void **state)
 {
     (void)state;
     struct scrape_podstate st[2];
-    scrape_podstate_init(&st[0], 0, RING);
-    scrape_podstate_init(&st[1], 0, RING);
+    scrape_podstate_init(&st[0], 0, WIN, IV);
+    scrape_podstate_init(&st[1], 0, WIN, IV);
     /* pod 0: 2 req/s of 500 prompt + 100 generated tokens; pod 1: 1 req/s of
      * 2000 + 50, its generation counter restarting from 0 halfway */
     for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
@@ -629,7 +660,7 @@ static void test_token_missing(void **state)
 {
     (void)state;
     struct scrape_podstate st;
-    scrape_podstate_init(&st, 0, RING);
+    scrape_podstate_init(&st, 0, WIN, IV);
     for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV)
         add_tok(&st, t, 2.0 * (double)t / 1000, 0, 0, false);
     struct scrape_agg_pod ap = {&st, 1, false};
@@ -678,8 +709,8 @@ static void test_busy_time(void **state)
 {
     (void)state;
     struct scrape_podstate st[2];
-    scrape_podstate_init(&st[0], 0, RING);
-    scrape_podstate_init(&st[1], 0, RING);
+    scrape_podstate_init(&st[0], 0, WIN, IV);
+    scrape_podstate_init(&st[1], 0, WIN, IV);
     /* pod 0: 20 req/s of 0.3 s (6 in service); pod 1: 10 req/s of 0.2 s (2) */
     for (int64_t t = NOW - WIN - IV; t <= NOW; t += IV) {
         double s = (double)t / 1000.0;

@@ -145,7 +145,7 @@ static struct fpod *pod_add(struct world *wd, double rate, const double *cdf, in
     p->rate = rate;
     p->phase = phase;
     memcpy(p->cdf, cdf, sizeof(p->cdf));
-    scrape_podstate_init(&p->st, 0, scrape_ring_cap(WIN, IV));
+    scrape_podstate_init(&p->st, 0, WIN, IV);
     return p;
 }
 
@@ -378,7 +378,7 @@ static void test_column_cap(void **state)
     struct scrape_window w;
     scrape_window_init(&w, IV, WIN);
     struct scrape_podstate st;
-    scrape_podstate_init(&st, 0, scrape_ring_cap(WIN, IV));
+    scrape_podstate_init(&st, 0, WIN, IV);
     struct scrape_sample s = {.has_requests = true, .nbuckets = SCRAPE_MAX_BUCKETS, .samples = 1};
     for (int round = 0; round < 50; round++) {
         for (int i = 0; i < SCRAPE_MAX_BUCKETS; i++) {
@@ -392,13 +392,13 @@ static void test_column_cap(void **state)
     }
     /* two pods that together need more than the cap: the second gets none */
     struct scrape_podstate other;
-    scrape_podstate_init(&other, 0, scrape_ring_cap(WIN, IV));
+    scrape_podstate_init(&other, 0, WIN, IV);
     for (int i = 0; i < SCRAPE_MAX_BUCKETS; i++)
         s.le[i] = i == SCRAPE_MAX_BUCKETS - 1 ? INFINITY : -1.0 - i;
     scrape_podstate_ok(&other, &w, T0, &s); /* fits: the first pod's old columns are free */
     assert_non_null(other.hist);
     struct scrape_podstate third;
-    scrape_podstate_init(&third, 0, scrape_ring_cap(WIN, IV));
+    scrape_podstate_init(&third, 0, WIN, IV);
     for (int i = 0; i < SCRAPE_MAX_BUCKETS; i++)
         s.le[i] = i == SCRAPE_MAX_BUCKETS - 1 ? INFINITY : 1e9 + i;
     scrape_podstate_ok(&third, &w, T0, &s);
@@ -477,7 +477,7 @@ static void test_histogram_series(void **state)
     struct scrape_window w;
     scrape_window_init(&w, IV, WIN);
     struct scrape_podstate st;
-    scrape_podstate_init(&st, 0, scrape_ring_cap(WIN, IV));
+    scrape_podstate_init(&st, 0, WIN, IV);
     struct scrape_sample s = {.has_requests = true, .nbuckets = 3, .samples = 1, .hser_n = 2};
     const double le[3] = {0.5, 1, INFINITY};
     memcpy(s.le, le, sizeof(le));
@@ -515,7 +515,6 @@ static void test_histogram_series(void **state)
     assert_close(window_at(&w, INFINITY), 50 + 3 + 4 + 20);
     assert_close(window_at(&w, 0.5), 20 + 1 + 2);
     assert_close(window_at(&w, 1), 40 + 1 + 4); /* B adds none here */
-    s.hser_n = 2;
     /* too many series to follow (the sums, unknown series): afresh, then the sums' increase */
     s.hser_n = 0;
     s.hser_overflow = true;
@@ -530,30 +529,37 @@ static void test_histogram_series(void **state)
     assert_close(window_at(&w, INFINITY), 77 + 5);
     scrape_podstate_free(&st, &w);
 
-    /* a series gone longer than the ring's window is a new baseline when
-     * it comes back (rate() has no sample of it in its range either) */
+    /* a series back a window or more after it was last seen is a new
+     * baseline, lower than it was or not (rate() has no sample of it in its
+     * range from before); one back sooner counts its gain over the gap */
     struct scrape_podstate st2;
-    scrape_podstate_init(&st2, 0, scrape_ring_cap(WIN, IV));
+    scrape_podstate_init(&st2, 0, WIN, IV);
     int64_t t = T0 + 100 * IV;
     s.hser_overflow = false;
-    s.hser_n = 2;
+    s.hser_n = 3;
     set_series(&s, 0, 0xa, (const double[3]){0, 0, 0});
     set_series(&s, 1, 0xb, (const double[3]){100, 100, 5000});
+    set_series(&s, 2, 0xc, (const double[3]){10, 10, 10});
     sum_series(&s);
     scrape_podstate_ok(&st2, &w, t, &s);
-    s.hser_n = 1;
-    for (unsigned k = 1; k <= scrape_ring_cap(WIN, IV) + 1; k++)
+    s.hser_n = 2; /* B gone */
+    set_series(&s, 1, 0xc, (const double[3]){10, 10, 10});
+    sum_series(&s);
+    scrape_podstate_ok(&st2, &w, t + IV, &s);
+    s.hser_n = 1; /* C gone too */
+    for (int64_t k = 2; k < WIN / IV; k++)
         scrape_podstate_ok(&st2, &w, t + k * IV, &s);
     double before = window_at(&w, INFINITY);
-    s.hser_n = 2;
-    set_series(&s, 1, 0xb, (const double[3]){100, 100, 5100});
+    s.hser_n = 3; /* both back at t + WIN: B lower, C 6 more */
+    set_series(&s, 1, 0xb, (const double[3]){100, 100, 4000});
+    set_series(&s, 2, 0xc, (const double[3]){10, 10, 16});
     sum_series(&s);
-    scrape_podstate_ok(&st2, &w, t + (scrape_ring_cap(WIN, IV) + 2) * IV, &s);
-    assert_close(window_at(&w, INFINITY), before);
-    set_series(&s, 1, 0xb, (const double[3]){100, 100, 5107});
+    scrape_podstate_ok(&st2, &w, t + WIN, &s);
+    assert_close(window_at(&w, INFINITY), before + 6);
+    set_series(&s, 1, 0xb, (const double[3]){100, 100, 4007});
     sum_series(&s);
-    scrape_podstate_ok(&st2, &w, t + (scrape_ring_cap(WIN, IV) + 3) * IV, &s);
-    assert_close(window_at(&w, INFINITY), before + 7);
+    scrape_podstate_ok(&st2, &w, t + WIN + IV, &s);
+    assert_close(window_at(&w, INFINITY), before + 6 + 7);
     scrape_podstate_free(&st2, &w);
     for (unsigned c = 0; c < w.ncols; c++)
         assert_int_equal(w.refs[c], 0);
@@ -569,7 +575,7 @@ static void test_memory(void **state)
     struct scrape_window w;
     scrape_window_init(&w, IV, WIN);
     struct scrape_podstate st;
-    scrape_podstate_init(&st, 0, scrape_ring_cap(WIN, IV));
+    scrape_podstate_init(&st, 0, WIN, IV);
     struct scrape_sample s = {.has_requests = true, .nbuckets = 22, .samples = 1, .hser_n = 1};
     for (int i = 0; i < 22; i++) {
         s.le[i] = i == 21 ? INFINITY : 0.1 * (i + 1);

@@ -114,11 +114,6 @@ int64_t scrape_ring_newest(const struct scrape_ring *r)
     return r->n ? t_at(r, r->n - 1u) : INT64_MIN;
 }
 
-int64_t scrape_ring_oldest(const struct scrape_ring *r)
-{
-    return r->n ? t_at(r, 0) : INT64_MAX;
-}
-
 int scrape_ring_increase(const struct scrape_ring *r, int64_t now_ms, int64_t window_ms,
                          double *out_increase, int64_t *out_span_ms)
 {
