@@ -123,10 +123,14 @@ struct kube_pod;
 struct ctl_pq_pod {
     char *name;
     double bl;           /**< running + waiting at its last answer, NAN none */
+    double held;         /**< its last known running + waiting (kept through answers
+                              without its gauges), NAN none */
     int64_t t_ms, t0_ms; /**< its request counter's newest sample time and the one
                               before, 0 none */
     double req, req0;    /**< the counter then */
     double bl0;          /**< running + waiting at t0_ms, NAN none */
+    bool departed;       /**< absent and not serving: bl is in pq_departed (taken
+                              out again if it comes back) */
 };
 
 /** Per tracked Deployment. Owned by the controller's workload table. */
@@ -209,6 +213,7 @@ struct ctl_wl {
     size_t pq_bl_n;
     double pq_running, pq_waiting; /**< their sums over the pods the rate counts (all the
                                        pods when that is not known), -1 unknown */
+    double pq_queue;              /**< waiting of every pod answered: the queue to drain */
     double pq_backlog;            /**< running + waiting of every pod, -1 unknown */
     double pq_departed;           /**< what pods that left held, summed (scrape_result's
                                        departed) */
@@ -390,8 +395,9 @@ double ctl_backlog_growth(const struct ctl_wl *w, int64_t now, int64_t window_ms
                           int64_t slack_ms, double bl);
 /** The serving replicas of o's metrics: the pods counted and those whose
  *  metrics failed (pods_failed), each of these an average share of what the
- *  counted ones carry (the rates scaled up by serving / counted). Warming
- *  pods are in neither: replicas still starting. */
+ *  counted ones carry (the rates, the in-flight and the queued gauges scaled
+ *  up by serving / counted). Warming pods are in neither: replicas still
+ *  starting. */
 void ctl_obs_serving(struct ctl_obs *o);
 
 /** Ask Prometheus for the workload's queries (the answer serves the next
@@ -408,6 +414,7 @@ struct ctl_pq_match {
     int missing;          /**< ... not in it after the grace */
     char missing_pod[254]; /**< one of those */
     double running, waiting; /**< summed over the pods the rate counts, -1 unknown */
+    double queue;         /**< waiting of every pod answered (the queue to drain), -1 */
     double backlog;       /**< running + waiting of every pod, -1 unknown */
     double departed;      /**< w->pq_departed */
     bool recent_known;    /**< every counted pod has two recent samples: */

@@ -164,6 +164,14 @@ void ctl_obs_serving(struct ctl_obs *o)
             *rates[i] *= k;
     if (r->busy >= 0) /* a rate too: it stays in proportion to the completions */
         r->busy *= k;
+    /* and the gauges beside the rate (the service time's running requests,
+     * the capacity's slots in use and queue share) are the serving pods',
+     * as the GPUs they are set against; the backlog and the queue to drain
+     * sum the pods' own gauges */
+    if (r->inflight >= 0)
+        r->inflight *= k;
+    if (r->queued >= 0)
+        r->queued *= k;
 }
 
 /* ---- cold start: scheduling delay and model load -------------------------------- */

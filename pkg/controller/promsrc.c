@@ -13,11 +13,12 @@
  *    share, and more than scrape.missing-fraction of them hold the workload;
  *  - running + waiting requests are summed over the pods (the backlog whose
  *    growth turns completions into arrivals), a Ready pod absent from an
- *    answer keeping its last value, and what pods that left held counted as
- *    departed: their requests finish unseen, which is no drop in arrivals;
+ *    answer keeping its last value, and what pods that left held (absent
+ *    and no longer Ready) counted as departed: their requests finish
+ *    unseen, which is no drop in arrivals;
  *  - each counted pod's two newest samples of its request counter (and its
- *    backlog then) give the newest completions and backlog growth, over one
- *    scrape interval: a step seen a scrape after it comes, not as the
+ *    backlog then) give the newest completions and backlog growth between
+ *    them: a step seen a scrape (or a tick) after it comes, not as the
  *    2-minute window's rate turns. The forecaster still learns the window's
  *    arrivals (decide.c), as its seed from Prometheus' history has them. */
 #include "controller-int.h"
@@ -216,12 +217,14 @@ static bool pod_serving(const struct kube_pod *p)
     return !p->deleting && p->phase == KUBE_POD_RUNNING && p->ready && p->ip[0];
 }
 
-static bool pod_still_serving(const struct kube_pod *const *pods, size_t np, const char *name)
+/* The cache's pod of that name, or NULL. */
+static const struct kube_pod *pod_named(const struct kube_pod *const *pods, size_t np,
+                                        const char *name)
 {
     for (size_t i = 0; i < np; i++)
         if (strcmp(pods[i]->name, name) == 0)
-            return pod_serving(pods[i]);
-    return false;
+            return pods[i];
+    return NULL;
 }
 
 static int state_cmp(const void *a, const void *b)
@@ -254,9 +257,11 @@ static bool one_sample(const struct promql_pod *p)
 
 /* A fresh answer into w's per-pod state:
  *  - the backlog: each pod's running + waiting. A pod of the last answer
- *    absent from this one keeps its last value while it is Ready (a failed
- *    scrape marks its series stale); one gone, or no longer Ready, adds what
- *    it held to the departed;
+ *    absent from this one (or answered without its gauges) keeps its last
+ *    value while it is Ready (a failed scrape marks its series stale); one
+ *    absent and no longer Ready adds what it held to the departed, and
+ *    takes it out again if it comes back (Ready again, or in an answer:
+ *    what it held was not gone); one deleted leaves the state;
  *  - each pod's two newest samples of its request counter (and its backlog
  *    then): a sample newer than the last one pushes it back. */
 static void pods_update(struct ctl_wl *w, const struct promql_pods *pp,
@@ -264,26 +269,32 @@ static void pods_update(struct ctl_wl *w, const struct promql_pods *pp,
 {
     struct ctl_pq_pod *nv = xmalloc((pp->n + w->pq_bl_n + 1) * sizeof(*nv));
     size_t nn = 0;
-    double run = 0, wait = 0, total = 0;
+    double run = 0, wait = 0, queue = 0, total = 0;
     for (size_t i = 0; i < pp->n; i++) {
         const struct promql_pod *p = &pp->v[i];
         if (!answered(p))
             continue;
-        struct ctl_pq_pod e = {.name = xstrdup(p->name), .bl = NAN, .bl0 = NAN};
+        struct ctl_pq_pod e = {.name = xstrdup(p->name), .bl = NAN, .held = NAN, .bl0 = NAN};
+        const struct ctl_pq_pod *o = state_pod(w, p->name);
+        if (o && o->departed && !isnan(o->held))
+            w->pq_departed -= o->held;
         if (!(isnan(p->running) && isnan(p->waiting))) {
             double r = isnan(p->running) ? 0 : p->running;
             double q = isnan(p->waiting) ? 0 : p->waiting;
             /* the gauges beside the rate (the service time, the capacity)
-             * are the counted pods', as the scraper's; the backlog is every
-             * pod's */
+             * are the counted pods', as the scraper's; the backlog and the
+             * queue to drain are every pod's */
             if (p->counted || !pp->counted_seen) {
                 run += r;
                 wait += q;
             }
+            queue += q;
             total += r + q;
-            e.bl = r + q;
+            e.bl = e.held = r + q;
+        } else if (o && !isnan(o->held)) { /* its gauges not in this answer */
+            e.held = o->held;
+            total += o->held;
         }
-        const struct ctl_pq_pod *o = state_pod(w, p->name);
         if (one_sample(p)) {
             if (o && o->t_ms > 0 && p->at_ms > o->t_ms) { /* a new sample */
                 e.t0_ms = o->t_ms;
@@ -301,16 +312,24 @@ static void pods_update(struct ctl_wl *w, const struct promql_pods *pp,
     }
     for (size_t i = 0; i < w->pq_bl_n; i++) {
         struct ctl_pq_pod *o = &w->pq_bl[i];
+        const struct kube_pod *k = pod_named(pods, np, o->name);
         if (answered(answer_pod(pp, o->name))) {
             xfree(o->name);
-        } else if (pod_still_serving(pods, np, o->name)) {
-            if (!isnan(o->bl))
-                total += o->bl;
+        } else if (k && pod_serving(k)) {
+            if (o->departed && !isnan(o->held))
+                w->pq_departed -= o->held; /* Ready again */
+            o->departed = false;
+            if (!isnan(o->held))
+                total += o->held;
             nv[nn++] = *o;
         } else {
-            if (!isnan(o->bl))
-                w->pq_departed += o->bl;
-            xfree(o->name);
+            if (!o->departed && !isnan(o->held))
+                w->pq_departed += o->held;
+            o->departed = true;
+            if (k)
+                nv[nn++] = *o; /* not Ready, still there: it may come back */
+            else
+                xfree(o->name);
         }
     }
     qsort(nv, nn, sizeof(*nv), state_cmp);
@@ -319,6 +338,7 @@ static void pods_update(struct ctl_wl *w, const struct promql_pods *pp,
     w->pq_bl_n = nn;
     w->pq_running = pp->running_seen ? run : -1;
     w->pq_waiting = pp->waiting_seen ? wait : -1;
+    w->pq_queue = pp->waiting_seen ? queue : -1;
     w->pq_backlog = pp->running_seen || pp->waiting_seen ? total : -1;
 }
 
@@ -357,14 +377,14 @@ void ctl_backlog_reset(struct ctl_wl *w)
     w->pq_bl = NULL;
     w->pq_bl_n = 0;
     w->pq_departed = 0;
-    w->pq_running = w->pq_waiting = w->pq_backlog = -1;
+    w->pq_running = w->pq_waiting = w->pq_queue = w->pq_backlog = -1;
 }
 
 void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t np, int64_t now,
                   int64_t grace_ms, struct ctl_pq_match *m)
 {
     memset(m, 0, sizeof(*m));
-    m->running = m->waiting = m->backlog = -1;
+    m->running = m->waiting = m->queue = m->backlog = -1;
     if (!w->pq_pods_have)
         return;
     const struct promql_pods *pp = &w->pq_pods;
@@ -374,6 +394,7 @@ void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t n
     }
     m->running = w->pq_running;
     m->waiting = w->pq_waiting;
+    m->queue = w->pq_queue;
     m->backlog = w->pq_backlog;
     m->departed = w->pq_departed;
     /* no pod counted at all: the rate is a custom query's, or Prometheus
@@ -410,7 +431,8 @@ void ctl_pq_apply(const struct ctl_pq_match *m, double missing_fraction, int64_t
 {
     struct scrape_result *r = &o->m;
     r->inflight = m->running;
-    r->queued = r->waiting = m->waiting;
+    r->queued = m->waiting;
+    r->waiting = m->queue;
     r->backlog = m->backlog;
     r->departed = m->departed;
     if (!m->counted_known || !r->valid)

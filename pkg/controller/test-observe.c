@@ -250,6 +250,11 @@ static void test_prometheus_rate_pods(void **state)
     assert_int_equal(o.serving, 10);
     assert_true(fabs(o.m.request_rate - 20.0 * 10 / 9) < 1e-9);
     assert_true(fabs(o.m.busy - 4.0 * 10 / 9) < 1e-9);
+    /* the running requests beside the rate too (the service time's, the
+     * capacity's), as the GPUs they are set against: 9 counted -> 10; the
+     * backlog is the pods' own gauges, all 10 */
+    assert_true(fabs(o.m.inflight - 10) < 1e-9);
+    assert_true(o.m.backlog == 10);
 
     /* a pod whose Ready time is not known is not new: missing, not warming */
     pods[9].ready_transition_ms = 0;
@@ -300,7 +305,9 @@ static void test_prometheus_rate_pods(void **state)
 }
 
 /* The backlog: a Ready pod absent from an answer keeps its last value; one
- * deleted, or no longer Ready, leaves what it held to the departed, once. */
+ * deleted, or no longer Ready, leaves what it held to the departed, once,
+ * and takes it back if it comes back; one answered without its gauges keeps
+ * its last value. */
 static void test_prometheus_backlog(void **state)
 {
     (void)state;
@@ -335,12 +342,39 @@ static void test_prometheus_backlog(void **state)
     ctl_pq_match(w, pp, 2, now, GRACE, &m);
     assert_true(m.backlog == 6 && m.departed == 7);
 
+    /* a1 was not gone: back in an answer (deleted, still scraped), what
+     * it held comes out of the departed and its 4 are in the backlog:
+     * backlog + departed 13 -> 10, 3 of its 7 finished */
+    double run3[2] = {6, 4};
+    answer(w, 2, names, run3, "a0,a1");
+    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    assert_true(m.backlog == 10 && m.departed == 0);
+    /* absent again and then gone from the cache: 4 departed, once */
+    answer(w, 2, names, run2, "a0");
+    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    assert_true(m.backlog == 6 && m.departed == 4);
+    answer(w, 1, names, run2, "a0");
+    ctl_pq_match(w, pp, 1, now, GRACE, &m);
+    assert_true(m.backlog == 6 && m.departed == 4);
+    assert_int_equal(w->pq_bl_n, 1);
+
+    /* a0 answered with its counter but no gauges (their target's scrape
+     * failed): it keeps its 6, not a drop of the backlog */
+    w->pq_pods.v[0].running = NAN;
+    w->pq_pods.v[0].requests = 100;
+    w->pq_pods.v[0].at_ms = now;
+    w->pq_pods.v[0].at_min_ms = now;
+    w->pq_pods_fresh = true;
+    ctl_pq_match(w, pp, 1, now, GRACE, &m);
+    assert_true(m.backlog == 6 && m.departed == 4);
+    pods[1].deleting = false; /* back in the list, not answered: Ready */
+
     /* a0 no longer Ready and absent: its 6 departed too */
     pods[0].ready = false;
     double none[2] = {NAN, NAN};
     answer(w, 2, names, none, "");
     ctl_pq_match(w, pp, 2, now, GRACE, &m);
-    assert_true(m.departed == 13);
+    assert_true(m.departed == 10);
     assert_true(m.running < 0 && m.backlog < 0); /* no pod has a gauge: unknown */
 
     /* another metrics source starts the backlog afresh */
