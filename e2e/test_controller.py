@@ -1336,7 +1336,8 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
     def test_27_scale_to_zero_and_back(self):
         """min-replicas 0, with a rate counted where the requests arrive (a promql-rate over a
         gateway's counter, from a fake Prometheus): after scale-in-after without a request the
-        Deployment goes to 0; the first requests wake it at once, sized for them, long before
+        Deployment goes to 0; min-replicas raised to 1 then raises it (a zero gpuscaler made
+        is not parked); the first requests wake it at once, sized for them, long before
         scale-out-after. Scaled to 0 by hand under min-replicas 1 it is parked: left there,
         as the HPA does, until it is scaled up by hand."""
         rate = {"v": 0.0}
@@ -1367,6 +1368,17 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             time.sleep(3)
             self.assertEqual(self.replicas("idle"), 0, "stays at zero while idle")
             self.assertEqual(status().get("reason"), "AtMinReplicas")
+            # min-replicas raised to keep a replica warm: a zero gpuscaler made is no
+            # Deployment parked by hand, so it goes to 1 (the HPA would leave it at 0)
+            self.c.patch("deployments", "idle",
+                         {"metadata": {"annotations": {"gpuscaler.io/min-replicas": "1"}}},
+                         self.ns)
+            wait_for(lambda: self.replicas("idle") == 1, 15, what="raised to min-replicas 1")
+            self.assertNotEqual(status().get("reason"), "Parked")
+            self.c.patch("deployments", "idle",
+                         {"metadata": {"annotations": {"gpuscaler.io/min-replicas": "0"}}},
+                         self.ns)
+            wait_for(lambda: self.replicas("idle") == 0, 30, what="back to zero")
             # 25 req/s arrive at the gateway: 25 / 8 per replica -> 4, at once
             rate["v"] = 25.0
             t1 = time.time()
@@ -1965,6 +1977,39 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         finally:
             g.stop()
             self.c.delete("deployments", "recr", self.ns)
+
+    def test_44_an_invalid_spell_keeps_the_forecaster(self):
+        """An annotation made invalid and fixed a little later, with the forecast's settings
+        as they were, keeps the forecaster and its history: it is not seeded from
+        Prometheus again; nor is it after capacity-per-gpu changes (10 -> 12, which sets the
+        forecaster's rate floor: it keeps the one it was made with). Both used to start it
+        afresh (and a checkpoint then made that for good where no Prometheus has the
+        history)."""
+        prom = self.prometheus()
+        cfg = CONFIG + 'prometheus: {url: "%s"}\n' % prom.url
+        self.make("spell", 2, subnet=59, annotations=PROM_ANNOTATIONS)
+        g = self.start(config=cfg, ident="inst-spell")
+        try:
+            wait_for(lambda: "forecaster seeded from Prometheus" in g.text(), 30,
+                     what="the first seed")
+            self.c.patch("deployments", "spell", {"metadata": {"annotations": {
+                "gpuscaler.io/min-replicas": "two"}}}, self.ns)
+            wait_for(lambda: "invalid annotation gpuscaler.io/min-replicas" in g.text(), 15,
+                     what="the invalid annotation")
+            self.c.patch("deployments", "spell", {"metadata": {"annotations": {
+                "gpuscaler.io/min-replicas": "1"}}}, self.ns)
+            wait_for(lambda: "annotations valid again" in g.text(), 15, what="valid again")
+            self.c.patch("deployments", "spell", {"metadata": {"annotations": {
+                "gpuscaler.io/capacity-per-gpu": "12"}}}, self.ns)
+            n = len(prom.ranges())
+            time.sleep(4)  # several ticks: a reset forecaster would be seeded at once
+            text = g.text()
+            self.assertEqual(text.count("forecaster seeded from Prometheus"), 1, text)
+            self.assertEqual(len(prom.ranges()), n, "no second seed asked for")
+            self.assertTrue(g.alive())
+        finally:
+            g.stop()
+            self.c.delete("deployments", "spell", self.ns)
 
     def test_24_least_privilege_rbac(self):
         """gpuscaler works with exactly the permissions deploy/rbac.yaml grants it (the chart's,

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* libFuzzer target for forecast_deserialize(): the forecaster state comes back
- * from a Kubernetes ConfigMap, so it is outside input.
+/* libFuzzer target for forecast_deserialize() and, for a state the config's
+ * rate floor refuses, forecast_deserialize_own_floor(): the forecaster state
+ * comes back from a Kubernetes ConfigMap, so it is outside input.
  *
  * The first input byte picks the mode: bit 0 set means "recompute the CRC-32
  * trailer before parsing" (so mutations reach the value checks behind the
@@ -52,6 +53,14 @@ static void check_predict(const struct forecast *f, int64_t now, int64_t horizon
     }
 }
 
+/* A state read back as the input was: with cfg's rate floor, or the state's. */
+static struct forecast *load(const struct forecast_config *cfg, const uint8_t *buf, size_t len,
+                             bool own, char *err, size_t errlen)
+{
+    return own ? forecast_deserialize_own_floor(cfg, buf, len, err, errlen)
+               : forecast_deserialize(cfg, buf, len, err, errlen);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -76,11 +85,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[200];
     err[0] = '\0';
     struct forecast *f = forecast_deserialize(&cfg, buf, size, err, sizeof(err));
+    bool own = false;
     if (!f) {
         if (err[0] == '\0')
             abort(); /* a rejection always says why */
-        xfree(buf);
-        return 0;
+        /* with the state's own rate floor (a checkpoint made under another
+         * capacity): accepted and then as canonical (read back the same
+         * way), or refused with a why */
+        err[0] = '\0';
+        own = true;
+        f = forecast_deserialize_own_floor(&cfg, buf, size, err, sizeof(err));
+        if (!f) {
+            if (err[0] == '\0')
+                abort();
+            xfree(buf);
+            return 0;
+        }
     }
 
     /* the plain state: the input, or what a packed input holds */
@@ -103,7 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (plain[4] == 2 || plain[4] == 3 || plain[4] == 4 || plain[4] == 5) {
         /* a previous release's version: written back as the current one,
          * which must be canonical in turn */
-        struct forecast *g = forecast_deserialize(&cfg, out, outlen, err, sizeof(err));
+        struct forecast *g = load(&cfg, out, outlen, own, err, sizeof(err));
         uint8_t *again = NULL;
         size_t againlen = 0;
         if (!g || out[4] != 6)
@@ -120,7 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t *pk = NULL;
     size_t pklen = 0;
     forecast_serialize_packed(f, &pk, &pklen);
-    struct forecast *p = forecast_deserialize(&cfg, pk, pklen, err, sizeof(err));
+    struct forecast *p = load(&cfg, pk, pklen, own, err, sizeof(err));
     if (!p)
         abort();
     uint8_t *again = NULL;
@@ -156,7 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     /* what it has become is checkpointed again, and must restore */
     forecast_serialize(f, &out, &outlen);
-    struct forecast *g = forecast_deserialize(&cfg, out, outlen, err, sizeof(err));
+    struct forecast *g = load(&cfg, out, outlen, own, err, sizeof(err));
     if (!g) {
         fprintf(stderr, "the state it became is refused: %s\n", err);
         abort();

@@ -313,7 +313,7 @@ static void restore(struct ctl_wl *w, json_t *body, const char *cm)
     controller_forecast_config(&w->cfg.policy, &fc);
     struct forecast *f = NULL;
     if (kube_base64_decode(s, strlen(s), &raw, &rawlen) == 0)
-        f = forecast_deserialize(&fc, (const uint8_t *)raw, rawlen, err, sizeof(err));
+        f = forecast_deserialize_own_floor(&fc, (const uint8_t *)raw, rawlen, err, sizeof(err));
     else
         snprintf(err, sizeof(err), "not base64");
     xfree(raw);

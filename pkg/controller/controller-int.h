@@ -133,6 +133,16 @@ struct ctl_pq_pod {
                               out again if it comes back) */
 };
 
+/** A pod's cold start, taken when it was first seen Ready: later Ready
+ *  transitions (a readiness probe failing under load and passing again)
+ *  are not starts. */
+struct ctl_cold_pod {
+    char *name;
+    int64_t created_ms;
+    int64_t schedule_ms, load_ms; /**< creation to PodScheduled, then to Ready; -1 when
+                                       the transition times were not usable */
+};
+
 /** Per tracked Deployment. Owned by the controller's workload table. */
 struct ctl_wl {
     struct ctl_wl *next;          /**< hash chain */
@@ -157,6 +167,8 @@ struct ctl_wl {
     int64_t learned_cold_start_ms; /**< the look-ahead's: schedule delay + load time */
     int64_t learned_schedule_ms;  /**< creation to PodScheduled, longest of the Ready pods */
     int64_t learned_load_ms;      /**< PodScheduled to Ready (model load), longest of them */
+    struct ctl_cold_pod *cold_pods; /**< the pods' first Ready, sorted by name, owned */
+    size_t cold_pods_n;
     uint8_t unsched_gpu;          /**< enum kube_gpu_resource the pods last waited for */
     double service_ms;            /**< service time learned by Little's law, 0 unknown */
     double svc_inflight, svc_rate; /**< its smoothed numerator and denominator */
@@ -333,6 +345,8 @@ void ctl_scale_resume(struct controller *c, struct ctl_wl *w);
 struct ctl_obs {
     struct scrape_result m;   /**< the metrics; m.valid false: hold, m.why says why */
     int32_t spec;             /**< replicas asked for (the Deployment's spec) */
+    bool zero_ours;           /**< spec is 0 and our last decision was 0, not Parked
+                                   (in memory, or the status annotation after a restart) */
     int32_t serving;          /**< replicas serving: ready, less those still warming */
     int32_t unschedulable;    /**< pods Pending because no node has a free GPU
                                    (PodScheduled False, Unschedulable) */
@@ -368,6 +382,13 @@ struct ctl_obs {
  *  Ready condition's last change (a readiness probe that never passes). Not
  *  capacity on its way. */
 bool ctl_pod_stalled(const struct kube_pod *p, int64_t now, int64_t stall_ms);
+/** Learn the cold start from w's pods: each pod's creation to PodScheduled
+ *  and to Ready at its first Ready seen (kept in w->cold_pods while the pod
+ *  exists), the longest of each over the pods; the learned_* fields are left
+ *  as they are when no pod has one. */
+void ctl_cold_start_learn(struct ctl_wl *w, const struct kube_pod *const *pods, size_t np);
+/** Free w's per-pod cold starts. */
+void ctl_cold_start_free(struct ctl_wl *w);
 
 /** Whether two configurations count demand alike (unit, and for tokens the
  *  prompt weight): learned rates and capacities carry over only then. */

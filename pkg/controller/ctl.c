@@ -56,6 +56,7 @@ static void wl_free(struct ctl_wl *w)
     xfree(w->uid);
     xfree(w->status_written);
     ctl_backlog_reset(w); /* frees the Prometheus source's per-pod state */
+    ctl_cold_start_free(w);
     xfree(w);
 }
 

@@ -51,13 +51,16 @@ void ctl_demand_unit_label(const struct policy_config *p, char *out, size_t len)
         snprintf(out, len, "requests");
 }
 
+/* Whether the forecaster must start afresh: another season or quantile.
+ * Not another rate floor (the capacity sets it): a forecaster keeps the
+ * floor it was made with, in its checkpoint too, rather than a week of
+ * history lost to an edit of capacity-per-gpu. */
 static bool forecast_config_changed(const struct policy_config *a, const struct policy_config *b)
 {
     struct forecast_config x, y;
     controller_forecast_config(a, &x);
     controller_forecast_config(b, &y);
-    return x.season_ms != y.season_ms || x.quantile != y.quantile ||
-           x.rate_floor != y.rate_floor;
+    return x.season_ms != y.season_ms || x.quantile != y.quantile;
 }
 
 static void configure(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
@@ -98,13 +101,15 @@ static void configure(struct controller *c, struct ctl_wl *w, const struct kube_
         ctl_status_invalid(c, w, bad, err, now);
         return;
     }
-    /* the forecaster's state is meaningless under another season, quantile
-     * or rate floor (capacity), and with the capacity estimator's under
-     * another demand unit or prompt weight: start them afresh */
-    /* w->cfg is the last valid configuration (kept while one is invalid) */
+    /* the forecaster's state is meaningless under another season or
+     * quantile, and with the capacity estimator's under another demand unit
+     * or prompt weight: start them afresh */
+    /* w->cfg is the last valid configuration (kept while one is invalid):
+     * an invalid spell fixed with the forecast's settings as they were keeps
+     * the forecaster and its history (a typo fixed a minute later wiped a
+     * week of it, and the next checkpoint made that for good) */
     bool unit_changed = w->fc && !ctl_same_demand_unit(&cfg.policy, &w->cfg.policy);
-    bool reset = w->fc && (!w->config_ok || unit_changed ||
-                           forecast_config_changed(&cfg.policy, &w->cfg.policy));
+    bool reset = w->fc && (unit_changed || forecast_config_changed(&cfg.policy, &w->cfg.policy));
     if (unit_changed) {
         LOGW_INFO(SUB, w->ns, w->name,
                   "demand unit changed to %s: forecaster and capacity estimate start afresh",
@@ -151,6 +156,7 @@ void ctl_demand(const struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
     *in = (struct policy_input){
         .now_ms = now,
         .current_replicas = o->spec,
+        .zero_by_policy = o->zero_ours,
         .ready_replicas = o->serving,
         .unschedulable_replicas = o->unschedulable,
         .stalled_replicas = o->stalled,
@@ -406,6 +412,11 @@ void ctl_decide(struct controller *c, struct ctl_wl *w, const struct kube_deploy
     ctl_forecast(w, &o, now, &in);
     if (!ctl_calibrate(c, w, &o, now, leading, &use))
         use.capacity_rps_per_gpu = 0; /* nothing to size with: the policy holds */
+    /* the cold start the demand looks ahead (the ramp, the queue while new
+     * replicas start): the learned one when longer (GPU nodes that take
+     * minutes to come), as the forecast's horizon has it */
+    if (w->learned_cold_start_ms > use.cold_start_ms)
+        use.cold_start_ms = w->learned_cold_start_ms;
     /* a Prometheus answer serves the tick after the one that asked: it is a
      * decision interval older by design, not stale */
     if (w->cfg.source == CTL_SOURCE_PROMETHEUS)

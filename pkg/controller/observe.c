@@ -180,24 +180,77 @@ void ctl_obs_serving(struct ctl_obs *o)
  * (waiting for a node with a free GPU: none, or minutes while a cluster
  * autoscaler adds one) and PodScheduled to Ready (pulling the image, loading
  * the model). Each is the longest of the pods; a pod without a PodScheduled
- * time counts all of it as load. */
-struct cold_start {
-    int64_t schedule_ms, load_ms;
-    bool seen;
-};
-
-static void cold_start_add(struct cold_start *cs, const struct kube_pod *p)
+ * time counts all of it as load. A pod's are taken when it is first seen
+ * Ready and kept while it exists: the Ready condition's transition time of
+ * a pod whose readiness probe failed under load and passed again is no
+ * start (it read as a cold start of 40 minutes, the look-ahead with it). A
+ * pod already Ready when gpuscaler starts is taken as it is then. */
+static void cold_start_of(const struct kube_pod *p, struct ctl_cold_pod *e)
 {
+    e->schedule_ms = e->load_ms = -1;
     if (p->ready_transition_ms <= p->created_ms ||
         p->ready_transition_ms - p->created_ms >= MAX_COLD_START_MS)
         return;
     int64_t bound = p->scheduled_ms >= p->created_ms && p->scheduled_ms <= p->ready_transition_ms
                         ? p->scheduled_ms
                         : p->created_ms;
-    int64_t sched = bound - p->created_ms, load = p->ready_transition_ms - bound;
-    cs->schedule_ms = sched > cs->schedule_ms ? sched : cs->schedule_ms;
-    cs->load_ms = load > cs->load_ms ? load : cs->load_ms;
-    cs->seen = true;
+    e->schedule_ms = bound - p->created_ms;
+    e->load_ms = p->ready_transition_ms - bound;
+}
+
+static int cold_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct ctl_cold_pod *)a)->name, ((const struct ctl_cold_pod *)b)->name);
+}
+
+void ctl_cold_start_learn(struct ctl_wl *w, const struct kube_pod *const *pods, size_t np)
+{
+    struct ctl_cold_pod *nv = xmalloc((np ? np : 1) * sizeof(*nv));
+    size_t nn = 0;
+    int64_t sched = -1, load = -1;
+    for (size_t i = 0; i < np; i++) {
+        const struct kube_pod *p = pods[i];
+        struct ctl_cold_pod key = {.name = (char *)p->name};
+        struct ctl_cold_pod *o =
+            w->cold_pods_n
+                ? bsearch(&key, w->cold_pods, w->cold_pods_n, sizeof(key), cold_cmp)
+                : NULL;
+        if (o && o->created_ms != p->created_ms)
+            o = NULL; /* another pod of that name */
+        struct ctl_cold_pod e;
+        if (o) {
+            e = *o;
+            e.name = xstrdup(p->name);
+        } else if (p->ready && !p->deleting && p->phase == KUBE_POD_RUNNING) {
+            e = (struct ctl_cold_pod){.name = xstrdup(p->name), .created_ms = p->created_ms};
+            cold_start_of(p, &e);
+        } else {
+            continue; /* not Ready yet: its start is still to come */
+        }
+        if (p->ready && !p->deleting && p->phase == KUBE_POD_RUNNING && e.load_ms >= 0) {
+            sched = e.schedule_ms > sched ? e.schedule_ms : sched;
+            load = e.load_ms > load ? e.load_ms : load;
+        }
+        nv[nn++] = e;
+    }
+    ctl_cold_start_free(w);
+    qsort(nv, nn, sizeof(*nv), cold_cmp);
+    w->cold_pods = nv;
+    w->cold_pods_n = nn;
+    if (load >= 0) {
+        w->learned_schedule_ms = sched;
+        w->learned_load_ms = load;
+        w->learned_cold_start_ms = sched + load;
+    }
+}
+
+void ctl_cold_start_free(struct ctl_wl *w)
+{
+    for (size_t i = 0; i < w->cold_pods_n; i++)
+        xfree(w->cold_pods[i].name);
+    xfree(w->cold_pods);
+    w->cold_pods = NULL;
+    w->cold_pods_n = 0;
 }
 
 /* The pod's container port of this name (gpuscaler.io/metrics-port), 0 if none. */
@@ -221,14 +274,35 @@ bool ctl_pod_stalled(const struct kube_pod *p, int64_t now, int64_t stall_ms)
 
 /* ---- the stage ---------------------------------------------------------------- */
 
+/* Whether a Deployment at 0 replicas is there by this policy's decision: its
+ * last decision (in memory; after a restart, the one its status annotation
+ * holds) asked for 0 and was not Parked. Raising min-replicas then wakes it
+ * instead of parking it as one scaled to 0 by hand. */
+static bool zero_ours(const struct ctl_wl *w, const struct kube_deployment *d)
+{
+    if (w->have_last)
+        return w->last.desired == 0 && w->last.reason != POLICY_HOLD_PARKED;
+    const char *txt = kube_labels_get(&d->annotations, CTL_ANNOTATION_PREFIX "status");
+    json_t *st = txt ? json_loads(txt, 0, NULL) : NULL;
+    const json_t *desired = json_object_get(st, "desired");
+    const char *reason = json_string_value(json_object_get(st, "reason"));
+    bool ours = json_is_integer(desired) && json_integer_value(desired) == 0 && reason &&
+                strcmp(reason, policy_reason_name(POLICY_HOLD_PARKED)) != 0 &&
+                strcmp(reason, "InvalidAnnotation") != 0;
+    json_decref(st);
+    return ours;
+}
+
 void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
                  int64_t now, struct ctl_obs *o)
 {
     const struct ctl_workload_config *cfg = &w->cfg;
     memset(o, 0, sizeof(*o));
     o->spec = d->spec_replicas;
+    o->zero_ours = o->spec == 0 && zero_ours(w, d);
 
-    /* pods: ready ones are scraped; every ready pod teaches the cold start;
+    /* pods: ready ones are scraped; every ready pod teaches the cold start
+     * (at its first Ready);
      * pending ones no node has a GPU for are not coming, nor are those failing
      * to start or not ready for a few cold starts */
     const int64_t stall_ms =
@@ -238,7 +312,7 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
     struct scrape_pod *sp = xcalloc(np ? np : 1, sizeof(*sp));
     size_t ns = 0;
     int32_t ready = 0;
-    struct cold_start cs = {0};
+    ctl_cold_start_learn(w, pods, np);
     for (size_t i = 0; i < np; i++) {
         const struct kube_pod *p = pods[i];
         if (!p->deleting && p->phase == KUBE_POD_PENDING && p->unschedulable_gpu) {
@@ -257,8 +331,6 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
         bool ok = p->ready && p->ip[0];
         if (ok)
             ready++;
-        if (p->ready)
-            cold_start_add(&cs, p);
         int port = cfg->scrape.port ? cfg->scrape.port
                    : cfg->scrape.port_name[0] ? named_port(p, cfg->scrape.port_name)
                    : p->metrics_port ? p->metrics_port
@@ -267,11 +339,6 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
                                      : d->sole_port;
         sp[ns++] = (struct scrape_pod){.name = p->name, .ip = p->ip, .port = port, .ready = ok,
                                        .gpus = p->gpus > 0 ? p->gpus : d->gpus_per_replica};
-    }
-    if (cs.seen) {
-        w->learned_schedule_ms = cs.schedule_ms;
-        w->learned_load_ms = cs.load_ms;
-        w->learned_cold_start_ms = cs.schedule_ms + cs.load_ms;
     }
     o->gpus = cfg->policy.gpus_per_replica > 0 ? cfg->policy.gpus_per_replica
               : d->gpus_per_replica > 0        ? d->gpus_per_replica

@@ -138,6 +138,63 @@ static void test_pod_stalled(void **state)
     assert_false(ctl_pod_stalled(&q, t0 + 1, stall));
 }
 
+/* The cold start is learned at each pod's first Ready: a readiness probe
+ * that fails under load and passes again (a new Ready transition 40 minutes
+ * after creation) is no 40-minute start; a pod not Ready keeps its start
+ * while it exists, a pod gone leaves, and a new pod of the same name is a
+ * new start. */
+static void test_cold_start_first_ready(void **state)
+{
+    (void)state;
+    struct ctl_wl *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    const int64_t t0 = 1700000000000LL;
+    struct kube_pod a = {.name = "a", .phase = KUBE_POD_RUNNING, .ready = true,
+                         .created_ms = t0, .scheduled_ms = t0 + 10000,
+                         .ready_transition_ms = t0 + 190000};
+    struct kube_pod b = {.name = "b", .phase = KUBE_POD_RUNNING, .ready = true,
+                         .created_ms = t0, .scheduled_ms = t0 + 20000,
+                         .ready_transition_ms = t0 + 150000};
+    struct kube_pod n = {.name = "c", .phase = KUBE_POD_PENDING, .created_ms = t0};
+    const struct kube_pod *pods[3] = {&b, &a, &n};
+    ctl_cold_start_learn(w, pods, 3);
+    assert_int_equal(w->learned_schedule_ms, 20000);
+    assert_int_equal(w->learned_load_ms, 180000);
+    assert_int_equal(w->learned_cold_start_ms, 200000);
+    assert_int_equal(w->cold_pods_n, 2); /* c has not started yet */
+
+    /* a's readiness fails under load, then passes 40 minutes after creation */
+    a.ready = false;
+    ctl_cold_start_learn(w, pods, 3);
+    assert_int_equal(w->cold_pods_n, 2);
+    assert_int_equal(w->learned_cold_start_ms, 20000 + 130000); /* b's only now */
+    a.ready = true;
+    a.ready_transition_ms = t0 + 2400000;
+    ctl_cold_start_learn(w, pods, 3);
+    assert_int_equal(w->learned_load_ms, 180000);
+    assert_int_equal(w->learned_cold_start_ms, 200000);
+
+    /* c starts (5 min of load), a is deleted and made again under its name */
+    n.phase = KUBE_POD_RUNNING;
+    n.ready = true;
+    n.scheduled_ms = t0 + 5000;
+    n.ready_transition_ms = t0 + 305000;
+    a.created_ms = t0 + 3000000;
+    a.scheduled_ms = t0 + 3001000;
+    a.ready_transition_ms = t0 + 3061000;
+    ctl_cold_start_learn(w, pods, 3);
+    assert_int_equal(w->learned_schedule_ms, 20000);
+    assert_int_equal(w->learned_load_ms, 300000);
+    assert_int_equal(w->cold_pods_n, 3);
+    const struct kube_pod *only_a[1] = {&a};
+    ctl_cold_start_learn(w, only_a, 1);
+    assert_int_equal(w->cold_pods_n, 1);
+    assert_int_equal(w->learned_cold_start_ms, 1000 + 60000);
+    ctl_cold_start_free(w);
+    assert_null(w->cold_pods);
+    free(w);
+}
+
 /* ---- the Prometheus source's per-pod answer ------------------------------------ */
 
 #define T0 1700000000000LL
@@ -485,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_growth_since_the_previous_tick),
         cmocka_unit_test(test_growth_edges),
         cmocka_unit_test(test_pod_stalled),
+        cmocka_unit_test(test_cold_start_first_ready),
         cmocka_unit_test(test_prometheus_rate_pods),
         cmocka_unit_test(test_prometheus_backlog),
         cmocka_unit_test(test_prometheus_recent),

@@ -430,13 +430,13 @@ size_t fc_state_max_len(const struct forecast_config *cfg)
 }
 
 static struct forecast *deserialize_plain(const struct forecast_config *cfg, const uint8_t *buf,
-                                          size_t len, char *err, size_t errlen);
+                                          size_t len, bool own_floor, char *err, size_t errlen);
 
-struct forecast *forecast_deserialize(const struct forecast_config *cfg, const uint8_t *buf,
-                                      size_t len, char *err, size_t errlen)
+static struct forecast *deserialize(const struct forecast_config *cfg, const uint8_t *buf,
+                                    size_t len, bool own_floor, char *err, size_t errlen)
 {
     if (!fc_is_packed(buf, len))
-        return deserialize_plain(cfg, buf, len, err, errlen);
+        return deserialize_plain(cfg, buf, len, own_floor, err, errlen);
     if (fc_config_check(cfg) != 0) {
         fc_set_err(err, errlen, "invalid forecast config");
         return NULL;
@@ -449,19 +449,43 @@ struct forecast *forecast_deserialize(const struct forecast_config *cfg, const u
     if (fc_is_packed(raw, rawlen))
         fc_set_err(err, errlen, "a packed state inside a packed state");
     else
-        f = deserialize_plain(cfg, raw, rawlen, err, errlen);
+        f = deserialize_plain(cfg, raw, rawlen, own_floor, err, errlen);
     xfree(raw);
     return f;
 }
 
+struct forecast *forecast_deserialize(const struct forecast_config *cfg, const uint8_t *buf,
+                                      size_t len, char *err, size_t errlen)
+{
+    return deserialize(cfg, buf, len, false, err, errlen);
+}
+
+struct forecast *forecast_deserialize_own_floor(const struct forecast_config *cfg,
+                                                const uint8_t *buf, size_t len, char *err,
+                                                size_t errlen)
+{
+    return deserialize(cfg, buf, len, true, err, errlen);
+}
+
 static struct forecast *deserialize_plain(const struct forecast_config *cfg, const uint8_t *buf,
-                                          size_t len, char *err, size_t errlen)
+                                          size_t len, bool own_floor, char *err, size_t errlen)
 {
     struct forecast *f = NULL;
+    struct forecast_config own;
     fc_set_err(err, errlen, "ok");
     if (fc_config_check(cfg) != 0) {
         fc_set_err(err, errlen, "invalid forecast config");
         goto fail;
+    }
+    if (own_floor && buf && len >= HEADER_LEN) {
+        /* the state's floor, when it is one a config may have */
+        own = *cfg;
+        own.rate_floor = get_f64(buf + 88);
+        if (fc_config_check(&own) != 0) {
+            fc_set_err(err, errlen, "rate floor %g out of range", own.rate_floor);
+            goto fail;
+        }
+        cfg = &own;
     }
     if (check_header(cfg, buf, len, err, errlen) != 0)
         goto fail;

@@ -182,6 +182,16 @@ void forecast_serialize_packed(const struct forecast *f, uint8_t **out, size_t *
 struct forecast *forecast_deserialize(const struct forecast_config *cfg, const uint8_t *buf,
                                       size_t len, char *err, size_t errlen);
 
+/**
+ * forecast_deserialize(), but with the state's rate floor instead of cfg's
+ * (which must still pass forecast_new()'s checks, as the state's must): a
+ * forecaster keeps the floor it was made with when the capacity that sets
+ * it changes, across a checkpoint too.
+ */
+struct forecast *forecast_deserialize_own_floor(const struct forecast_config *cfg,
+                                                const uint8_t *buf, size_t len, char *err,
+                                                size_t errlen);
+
 /** Bytes of memory held by f (for the bounded-memory test and metrics). */
 size_t forecast_memory(const struct forecast *f);
 

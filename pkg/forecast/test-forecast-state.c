@@ -425,6 +425,26 @@ static void test_state_rejected(void **state)
     other.rate_floor = 2.0;
     assert_null(forecast_deserialize(&other, buf, len, err, sizeof(err)));
     assert_non_null(strstr(err, "floor"));
+    /* with the state's own floor: the same forecaster, byte for byte */
+    struct forecast *own = forecast_deserialize_own_floor(&other, buf, len, err, sizeof(err));
+    assert_non_null(own);
+    uint8_t *again = NULL;
+    size_t againlen = 0;
+    forecast_serialize(own, &again, &againlen);
+    assert_int_equal(againlen, len);
+    assert_memory_equal(again, buf, len);
+    xfree(again);
+    forecast_free(own);
+    /* but not a floor no config may have, nor another season */
+    memcpy(b, buf, len);
+    for (int i = 0; i < 8; i++)
+        b[88 + i] = 0xff; /* a NaN */
+    fix_crc(b, len);
+    assert_null(forecast_deserialize_own_floor(&other, b, len, err, sizeof(err)));
+    assert_non_null(strstr(err, "rate floor"));
+    other.season_ms = 120000;
+    assert_null(forecast_deserialize_own_floor(&other, buf, len, err, sizeof(err)));
+    assert_non_null(strstr(err, "config has"));
     other = cfg;
     other.season_ms = 120000;
     assert_null(forecast_deserialize(&other, buf, len, err, sizeof(err)));

@@ -422,8 +422,10 @@ void policy_decide(const struct policy_config *cfg, struct policy_state *st,
 
     /* 0. Parked: scaled to zero by hand while min-replicas asks for more.
      * As the HPA does, leave it there (a way to take a model off its GPUs
-     * without removing the annotations); scaling it up by hand resumes. */
-    if (cur == 0 && cfg->min_replicas > 0) {
+     * without removing the annotations); scaling it up by hand resumes. A
+     * zero this policy made (min-replicas 0 then, raised since) is not one
+     * parked by hand: the bounds below raise it. */
+    if (cur == 0 && cfg->min_replicas > 0 && !in->zero_by_policy) {
         reset_clocks(st);
         out->desired = 0;
         out->reason = POLICY_HOLD_PARKED;

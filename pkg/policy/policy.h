@@ -215,6 +215,9 @@ void policy_state_init(struct policy_state *st);
 struct policy_input {
     int64_t now_ms;
     int32_t current_replicas; /**< replicas asked for (spec) */
+    bool zero_by_policy;      /**< current_replicas is 0 because this policy put it there
+                                   (its last decision was 0, not Parked): at min-replicas
+                                   1 or more since, a count to raise, not a parked one */
     int32_t ready_replicas;   /**< replicas ready and serving */
     int32_t unschedulable_replicas; /**< replicas asked for that no node can place (Pending,
                                          PodScheduled False: no free GPU); never coming

@@ -2,7 +2,8 @@
 /* Policy tests of zero replicas: with min-replicas 0 the Deployment wakes at
  * the first request and goes to zero only after scale-in-after without one;
  * with min-replicas 1 or more, zero is parked (scaled there by hand, left
- * there, as the HPA does). 10 req/s per GPU, 1 GPU per replica: 8 req/s per
+ * there, as the HPA does), unless the policy made it (min-replicas raised
+ * since: raised to it). 10 req/s per GPU, 1 GPU per replica: 8 req/s per
  * replica at the target, 5 below which the hysteresis rule scales in. */
 #include "test-table.h"
 
@@ -171,6 +172,26 @@ static void test_parked(void **s)
     run_ztable(&c, rows, UTIL_ARRAY_LEN(rows));
     assert_string_equal(policy_reason_name(POLICY_HOLD_PARKED), "Parked");
     assert_false(policy_reason_is_action(POLICY_HOLD_PARKED));
+
+    /* a zero this policy made (min-replicas 0 then) and min-replicas raised
+     * to 2 since: not parked, raised to 2, with metrics or without */
+    for (int valid = 0; valid < 2; valid++) {
+        struct policy_state st;
+        policy_state_init(&st);
+        struct policy_input in = {.now_ms = S(700), .current_replicas = 0,
+                                  .zero_by_policy = true, .gpus_per_replica = 1,
+                                  .metrics_valid = valid, .metrics_time_ms = S(700),
+                                  .request_rate = 0, .recent_rate = -1, .p99_latency_ms = -1,
+                                  .queue_depth = -1, .forecast_likely = NAN};
+        struct policy_decision d;
+        policy_decide(&c, &st, &in, &d);
+        assert_int_equal(d.desired, 2);
+        assert_int_equal(d.reason, POLICY_CLAMPED);
+        in.zero_by_policy = false; /* by hand: parked */
+        policy_decide(&c, &st, &in, &d);
+        assert_int_equal(d.desired, 0);
+        assert_int_equal(d.reason, POLICY_HOLD_PARKED);
+    }
 }
 
 int main(void)
