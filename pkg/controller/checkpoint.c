@@ -317,6 +317,12 @@ static void restore(struct ctl_wl *w, json_t *body, const char *cm)
     else
         snprintf(err, sizeof(err), "not base64");
     xfree(raw);
+    if (f && !ctl_floor_kept(forecast_rate_floor(f), fc.rate_floor)) {
+        snprintf(err, sizeof(err), "rate floor %.4g, over %gx from the configuration's %.4g",
+                 forecast_rate_floor(f), CTL_FLOOR_KEPT, fc.rate_floor);
+        forecast_free(f);
+        f = NULL;
+    }
     if (!f) {
         LOGW_WARN(SUB, w->ns, w->name, "ignoring forecaster checkpoint %s: %s", cm, err);
         return;

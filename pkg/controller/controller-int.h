@@ -167,6 +167,8 @@ struct ctl_wl {
     int64_t learned_cold_start_ms; /**< the look-ahead's: schedule delay + load time */
     int64_t learned_schedule_ms;  /**< creation to PodScheduled, longest of the Ready pods */
     int64_t learned_load_ms;      /**< PodScheduled to Ready (model load), longest of them */
+    bool zero_managed, zero_known; /**< at 0 replicas since min-replicas 0 (sticky until
+                                        seen above 0); known once observed */
     struct ctl_cold_pod *cold_pods; /**< the pods' first Ready, sorted by name, owned */
     size_t cold_pods_n;
     uint8_t unsched_gpu;          /**< enum kube_gpu_resource the pods last waited for */
@@ -345,8 +347,8 @@ void ctl_scale_resume(struct controller *c, struct ctl_wl *w);
 struct ctl_obs {
     struct scrape_result m;   /**< the metrics; m.valid false: hold, m.why says why */
     int32_t spec;             /**< replicas asked for (the Deployment's spec) */
-    bool zero_ours;           /**< spec is 0 and our last decision was 0, not Parked
-                                   (in memory, or the status annotation after a restart) */
+    bool zero_ours;           /**< spec is 0, and got there while min-replicas was 0
+                                   (not parked by hand: observe.c zero_managed) */
     int32_t serving;          /**< replicas serving: ready, less those still warming */
     int32_t unschedulable;    /**< pods Pending because no node has a free GPU
                                    (PodScheduled False, Unschedulable) */
@@ -382,6 +384,12 @@ struct ctl_obs {
  *  Ready condition's last change (a readiness probe that never passes). Not
  *  capacity on its way. */
 bool ctl_pod_stalled(const struct kube_pod *p, int64_t now, int64_t stall_ms);
+/** How far a forecaster's rate floor may be from the configuration's (the
+ *  capacity times the target utilization) before it starts afresh. */
+#define CTL_FLOOR_KEPT 4.0
+/** Whether a forecaster made with rate floor `have` is kept under a
+ *  configuration whose floor is `want`: within CTL_FLOOR_KEPT either way. */
+bool ctl_floor_kept(double have, double want);
 /** Learn the cold start from w's pods: each pod's creation to PodScheduled
  *  and to Ready at its first Ready seen (kept in w->cold_pods while the pod
  *  exists), the longest of each over the pods; the learned_* fields are left

@@ -182,7 +182,8 @@ struct forecast_config;
 /**
  * The forecaster configuration of a workload with policy config p: its
  * season and quantile, and the rate floor policy_rate_floor(p). Checkpoints
- * are only restored into a forecaster of the same configuration.
+ * are restored into a forecaster of the same season and quantile, keeping
+ * their own rate floor while it is within CTL_FLOOR_KEPT of this one.
  */
 void controller_forecast_config(const struct policy_config *p, struct forecast_config *fc);
 

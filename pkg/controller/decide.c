@@ -52,15 +52,22 @@ void ctl_demand_unit_label(const struct policy_config *p, char *out, size_t len)
 }
 
 /* Whether the forecaster must start afresh: another season or quantile.
- * Not another rate floor (the capacity sets it): a forecaster keeps the
- * floor it was made with, in its checkpoint too, rather than a week of
- * history lost to an edit of capacity-per-gpu. */
+ * Not another rate floor (the capacity sets it) within a factor of
+ * CTL_FLOOR_KEPT of the one it was made with: it keeps that one, in its
+ * checkpoint too, rather than lose a week of history to an edit of
+ * capacity-per-gpu; a floor further off (another model, another GPU) would
+ * plan bursts from near zero at max-replicas, or flatten the forecast. */
 static bool forecast_config_changed(const struct policy_config *a, const struct policy_config *b)
 {
     struct forecast_config x, y;
     controller_forecast_config(a, &x);
     controller_forecast_config(b, &y);
     return x.season_ms != y.season_ms || x.quantile != y.quantile;
+}
+
+bool ctl_floor_kept(double have, double want)
+{
+    return have > 0 && want > 0 && have <= want * CTL_FLOOR_KEPT && want <= have * CTL_FLOOR_KEPT;
 }
 
 static void configure(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
@@ -109,7 +116,8 @@ static void configure(struct controller *c, struct ctl_wl *w, const struct kube_
      * the forecaster and its history (a typo fixed a minute later wiped a
      * week of it, and the next checkpoint made that for good) */
     bool unit_changed = w->fc && !ctl_same_demand_unit(&cfg.policy, &w->cfg.policy);
-    bool reset = w->fc && (unit_changed || forecast_config_changed(&cfg.policy, &w->cfg.policy));
+    bool reset = w->fc && (unit_changed || forecast_config_changed(&cfg.policy, &w->cfg.policy) ||
+                           !ctl_floor_kept(forecast_rate_floor(w->fc), policy_rate_floor(&cfg.policy)));
     if (unit_changed) {
         LOGW_INFO(SUB, w->ns, w->name,
                   "demand unit changed to %s: forecaster and capacity estimate start afresh",
@@ -289,7 +297,13 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
                       : "remove it");
         ctl_event(c, w, "Warning", "ScalerConflict", msg);
     } else if (act) {
-        ctl_event(c, w, "Normal", action_reason(dec, d->spec_replicas), dec->explain);
+        /* the same action again, the last one not applied yet (its write in
+         * flight, or failed: the policy fires it again): written again,
+         * told once */
+        bool again = w->have_last && policy_reason_is_action(w->last.reason) &&
+                     w->last.desired == dec->desired && w->spec_replicas == d->spec_replicas;
+        if (!again)
+            ctl_event(c, w, "Normal", action_reason(dec, d->spec_replicas), dec->explain);
         ctl_scale_write(c, w, d->spec_replicas, dec->desired);
     }
 }

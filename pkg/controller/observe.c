@@ -274,23 +274,38 @@ bool ctl_pod_stalled(const struct kube_pod *p, int64_t now, int64_t stall_ms)
 
 /* ---- the stage ---------------------------------------------------------------- */
 
-/* Whether a Deployment at 0 replicas is there by this policy's decision: its
- * last decision (in memory; after a restart, the one its status annotation
- * holds) asked for 0 and was not Parked. Raising min-replicas then wakes it
- * instead of parking it as one scaled to 0 by hand. */
-static bool zero_ours(const struct ctl_wl *w, const struct kube_deployment *d)
+/* Whether a Deployment at 0 replicas got there under gpuscaler's management
+ * (at min-replicas 0, where scaling to zero and back is gpuscaler's, not a
+ * Deployment parked by hand): seen at 0 while min-replicas was 0, until it
+ * is seen above 0 (w->zero_managed, sticky through decisions not applied
+ * yet). Raising min-replicas then wakes it instead of parking it. Not known
+ * yet (a restart at 0 under min-replicas 1 or more): its status annotation
+ * tells, when fresh: at 0 under min-replicas 1 or more gpuscaler's status is
+ * always Parked, so a recent one that is not says the zero was made under
+ * min-replicas 0. */
+static bool zero_managed(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
+                         int64_t now)
 {
-    if (w->have_last)
-        return w->last.desired == 0 && w->last.reason != POLICY_HOLD_PARKED;
-    const char *txt = kube_labels_get(&d->annotations, CTL_ANNOTATION_PREFIX "status");
-    json_t *st = txt ? json_loads(txt, 0, NULL) : NULL;
-    const json_t *desired = json_object_get(st, "desired");
-    const char *reason = json_string_value(json_object_get(st, "reason"));
-    bool ours = json_is_integer(desired) && json_integer_value(desired) == 0 && reason &&
-                strcmp(reason, policy_reason_name(POLICY_HOLD_PARKED)) != 0 &&
-                strcmp(reason, "InvalidAnnotation") != 0;
-    json_decref(st);
-    return ours;
+    if (d->spec_replicas > 0) {
+        w->zero_managed = false;
+    } else if (w->cfg.policy.min_replicas == 0) {
+        w->zero_managed = true;
+    } else if (!w->zero_known) {
+        const char *txt = kube_labels_get(&d->annotations, CTL_ANNOTATION_PREFIX "status");
+        json_t *st = txt ? json_loads(txt, 0, NULL) : NULL;
+        const json_t *desired = json_object_get(st, "desired");
+        const char *reason = json_string_value(json_object_get(st, "reason"));
+        const char *t = json_string_value(json_object_get(st, "time"));
+        int64_t at = 0;
+        w->zero_managed = json_is_integer(desired) && json_integer_value(desired) == 0 &&
+                          reason && strcmp(reason, policy_reason_name(POLICY_HOLD_PARKED)) != 0 &&
+                          strcmp(reason, "InvalidAnnotation") != 0 && t &&
+                          kube_parse_time(t, &at) == 0 &&
+                          now - at <= ctl_status_max_age_ms(c->cfg);
+        json_decref(st);
+    }
+    w->zero_known = true;
+    return d->spec_replicas == 0 && w->zero_managed;
 }
 
 void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
@@ -299,7 +314,7 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
     const struct ctl_workload_config *cfg = &w->cfg;
     memset(o, 0, sizeof(*o));
     o->spec = d->spec_replicas;
-    o->zero_ours = o->spec == 0 && zero_ours(w, d);
+    o->zero_ours = zero_managed(c, w, d, now);
 
     /* pods: ready ones are scraped; every ready pod teaches the cold start
      * (at its first Ready);

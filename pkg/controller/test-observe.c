@@ -193,6 +193,9 @@ static void test_cold_start_first_ready(void **state)
     ctl_cold_start_free(w);
     assert_null(w->cold_pods);
     free(w);
+    /* a forecaster keeps its rate floor within 4x of the configuration's */
+    assert_true(ctl_floor_kept(8, 8) && ctl_floor_kept(8, 32) && ctl_floor_kept(8, 2));
+    assert_false(ctl_floor_kept(8, 32.5) || ctl_floor_kept(8, 1.9) || ctl_floor_kept(0, 8));
 }
 
 /* ---- the Prometheus source's per-pod answer ------------------------------------ */

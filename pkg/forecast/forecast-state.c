@@ -478,17 +478,20 @@ static struct forecast *deserialize_plain(const struct forecast_config *cfg, con
         goto fail;
     }
     if (own_floor && buf && len >= HEADER_LEN) {
-        /* the state's floor, when it is one a config may have */
+        /* the state's floor: the header checked with it (its own reasons
+         * first), then the floor as one a config may have */
         own = *cfg;
         own.rate_floor = get_f64(buf + 88);
+        if (check_header(&own, buf, len, err, errlen) != 0)
+            goto fail;
         if (fc_config_check(&own) != 0) {
             fc_set_err(err, errlen, "rate floor %g out of range", own.rate_floor);
             goto fail;
         }
         cfg = &own;
-    }
-    if (check_header(cfg, buf, len, err, errlen) != 0)
+    } else if (check_header(cfg, buf, len, err, errlen) != 0) {
         goto fail;
+    }
 
     enum fc_kind kind = (enum fc_kind)buf[6];
     unsigned version = (unsigned)get_u(buf + 4, 2);

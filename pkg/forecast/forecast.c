@@ -199,6 +199,11 @@ void forecast_free(struct forecast *f)
     xfree(f);
 }
 
+double forecast_rate_floor(const struct forecast *f)
+{
+    return f ? f->cfg.rate_floor : NAN;
+}
+
 size_t forecast_memory(const struct forecast *f)
 {
     if (!f)

@@ -192,6 +192,9 @@ struct forecast *forecast_deserialize_own_floor(const struct forecast_config *cf
                                                 const uint8_t *buf, size_t len, char *err,
                                                 size_t errlen);
 
+/** The rate floor f was made with (NAN for NULL). */
+double forecast_rate_floor(const struct forecast *f);
+
 /** Bytes of memory held by f (for the bounded-memory test and metrics). */
 size_t forecast_memory(const struct forecast *f);
 

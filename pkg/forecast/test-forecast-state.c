@@ -441,7 +441,17 @@ static void test_state_rejected(void **state)
         b[88 + i] = 0xff; /* a NaN */
     fix_crc(b, len);
     assert_null(forecast_deserialize_own_floor(&other, b, len, err, sizeof(err)));
-    assert_non_null(strstr(err, "rate floor"));
+    assert_non_null(strstr(err, "nan; config has")); /* -nan: the header refuses it */
+    memcpy(b, buf, len);
+    double big = 1e9;
+    memcpy(b + 88, &big, 8); /* little-endian, as the state */
+    fix_crc(b, len);
+    assert_null(forecast_deserialize_own_floor(&other, b, len, err, sizeof(err)));
+    assert_non_null(strstr(err, "rate floor 1e+09 out of range"));
+    memcpy(b, buf, len);
+    memcpy(b, "JUNK", 4); /* the header's own reason first */
+    assert_null(forecast_deserialize_own_floor(&other, b, len, err, sizeof(err)));
+    assert_non_null(strstr(err, "magic"));
     other.season_ms = 120000;
     assert_null(forecast_deserialize_own_floor(&other, buf, len, err, sizeof(err)));
     assert_non_null(strstr(err, "config has"));

@@ -61,6 +61,7 @@ void policy_state_init(struct policy_state *st)
     st->latency_above_since_ms = POLICY_NEVER;
     st->idle_since_ms = POLICY_NEVER;
     st->last_scale_ms = POLICY_NEVER;
+    st->act_to = -1;
 }
 
 /* Requests a seasonal plan's likely peak makes within the look-ahead that
@@ -401,7 +402,39 @@ static bool scale_in(struct policy_state *st, struct policy_tick *t,
     return true;
 }
 
+static void decide(const struct policy_config *cfg, struct policy_state *st,
+                   const struct policy_input *in, struct policy_decision *out);
+
+/* An action restarts clocks (the hysteresis scale-in's window, the latency
+ * rule's, the time of the last scale). One the next decision finds not
+ * applied (the count still the one it scaled from: a scale write that
+ * failed or was dropped, an HPA that has not synced, a follower, a dry run)
+ * gets them back, so its rule fires again instead of waiting another window
+ * (and in external-metric mode the HPA is served the action until it acts,
+ * not for one tick). */
 void policy_decide(const struct policy_config *cfg, struct policy_state *st,
+                   const struct policy_input *in, struct policy_decision *out)
+{
+    const int32_t cur = in->current_replicas < 0 ? 0 : in->current_replicas;
+    if (st->act_to >= 0 && cur == st->act_from && cur != st->act_to) {
+        st->below_since_ms = st->undo_below_since_ms;
+        st->latency_above_since_ms = st->undo_latency_above_since_ms;
+        st->last_scale_ms = st->undo_last_scale_ms;
+    }
+    st->act_to = -1;
+    int64_t below = st->below_since_ms, lat = st->latency_above_since_ms;
+    int64_t last = st->last_scale_ms;
+    decide(cfg, st, in, out);
+    if (policy_reason_is_action(out->reason) && out->desired != cur) {
+        st->act_from = cur;
+        st->act_to = out->desired;
+        st->undo_below_since_ms = below;
+        st->undo_latency_above_since_ms = lat;
+        st->undo_last_scale_ms = last;
+    }
+}
+
+static void decide(const struct policy_config *cfg, struct policy_state *st,
                    const struct policy_input *in, struct policy_decision *out)
 {
     memset(out, 0, sizeof(*out));

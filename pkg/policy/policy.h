@@ -204,6 +204,10 @@ struct policy_state {
     double trend_rate[POLICY_TREND_SAMPLES];
     int64_t trend_t_ms[POLICY_TREND_SAMPLES];
     int32_t trend_pos, trend_len;
+    /* the last action (act_from -> act_to; act_to -1: none) and the clocks
+     * it restarted, given back when the next decision finds it not applied */
+    int32_t act_from, act_to;
+    int64_t undo_below_since_ms, undo_latency_above_since_ms, undo_last_scale_ms;
     /* cache of policy_sla_utilization() for these inputs */
     int32_t sla_servers;
     double sla_service_s, sla_target_s, sla_replica_rps, sla_util;
@@ -215,9 +219,9 @@ void policy_state_init(struct policy_state *st);
 struct policy_input {
     int64_t now_ms;
     int32_t current_replicas; /**< replicas asked for (spec) */
-    bool zero_by_policy;      /**< current_replicas is 0 because this policy put it there
-                                   (its last decision was 0, not Parked): at min-replicas
-                                   1 or more since, a count to raise, not a parked one */
+    bool zero_by_policy;      /**< current_replicas is 0, reached under min-replicas 0
+                                   (this policy's to scale to zero and back, not parked by
+                                   hand): at min-replicas 1 or more since, a count to raise */
     int32_t ready_replicas;   /**< replicas ready and serving */
     int32_t unschedulable_replicas; /**< replicas asked for that no node can place (Pending,
                                          PodScheduled False: no free GPU); never coming

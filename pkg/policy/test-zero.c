@@ -194,6 +194,35 @@ static void test_parked(void **s)
     }
 }
 
+/* An action the next decision finds not applied (the count still the one it
+ * scaled from: a write that failed, an HPA not synced yet) fires again: the
+ * hysteresis scale-in does not wait another scale-in-after, and in
+ * external-metric mode the HPA is served it until it acts. Applied, the
+ * next step waits a full window as before. */
+static void test_action_not_applied(void **s)
+{
+    (void)s;
+    struct policy_config c;
+    base_cfg(&c);
+    c.min_replicas = 1;
+    const struct ptick rows[] = {
+        {0, 4, 4, 0, 2, -1, NOFC, 4, POLICY_HOLD_BELOW_WAITING, 0, NULL},
+        {300, 4, 4, 0, 2, -1, NOFC, 2, POLICY_SCALED_IN, 0, "4 -> 2"},
+        {315, 4, 4, 0, 2, -1, NOFC, 2, POLICY_SCALED_IN, 0, "4 -> 2"}, /* not applied */
+        {330, 4, 4, 0, 2, -1, NOFC, 2, POLICY_SCALED_IN, 0, NULL},
+        {345, 2, 2, 0, 2, -1, NOFC, 2, POLICY_HOLD_BELOW_WAITING, 0, NULL},
+    };
+    run_ztable(&c, rows, UTIL_ARRAY_LEN(rows));
+    /* applied at once: the next step of the rule waits scale-in-after again */
+    const struct ptick applied[] = {
+        {0, 4, 4, 0, 2, -1, NOFC, 4, POLICY_HOLD_BELOW_WAITING, 0, NULL},
+        {300, 4, 4, 0, 2, -1, NOFC, 2, POLICY_SCALED_IN, 0, "4 -> 2"},
+        {315, 2, 2, 0, 2, -1, NOFC, 2, POLICY_HOLD_BELOW_WAITING, 0, NULL},
+        {599, 2, 2, 0, 2, -1, NOFC, 2, POLICY_HOLD_BELOW_WAITING, 0, NULL},
+    };
+    run_ztable(&c, applied, UTIL_ARRAY_LEN(applied));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -201,6 +230,7 @@ int main(void)
         cmocka_unit_test(test_zero_predictive),
         cmocka_unit_test(test_zero_missing_metrics),
         cmocka_unit_test(test_parked),
+        cmocka_unit_test(test_action_not_applied),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
