@@ -169,6 +169,7 @@ struct ctl_wl {
     int64_t learned_load_ms;      /**< PodScheduled to Ready (model load), longest of them */
     bool zero_managed, zero_known; /**< at 0 replicas since min-replicas 0 (sticky until
                                         seen above 0); known once observed */
+    int64_t zero_generation;      /**< the Deployment's metadata.generation then */
     struct ctl_cold_pod *cold_pods; /**< the pods' first Ready, sorted by name, owned */
     size_t cold_pods_n;
     uint8_t unsched_gpu;          /**< enum kube_gpu_resource the pods last waited for */

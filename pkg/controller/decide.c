@@ -317,6 +317,9 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
     const struct scrape_result *r = &o->m;
     bool changed = !w->have_last || w->last.reason != dec->reason ||
                    w->last.desired != dec->desired;
+    /* an action decided again on the count it scaled from (not applied yet:
+     * the policy fires it again) is logged once */
+    bool again = !changed && w->spec_replicas == d->spec_replicas;
     w->last = *dec;
     /* why the metrics are missing, in the status message too */
     if (!r->valid && r->why[0]) {
@@ -327,7 +330,7 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
     w->last_decision_ms = now;
     w->last_valid = r->valid;
     w->spec_replicas = d->spec_replicas;
-    if (changed || policy_reason_is_action(dec->reason))
+    if (changed || (policy_reason_is_action(dec->reason) && !again))
         LOGW_INFO(SUB, w->ns, w->name, "%s: %s%s", policy_reason_name(dec->reason),
                   w->last.explain, leading ? "" : " (follower: not acting)");
     /* a recorded trace counts requests (what simulate replays), in any demand unit */

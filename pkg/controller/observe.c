@@ -276,13 +276,15 @@ bool ctl_pod_stalled(const struct kube_pod *p, int64_t now, int64_t stall_ms)
 
 /* Whether a Deployment at 0 replicas got there under gpuscaler's management
  * (at min-replicas 0, where scaling to zero and back is gpuscaler's, not a
- * Deployment parked by hand): seen at 0 while min-replicas was 0, until it
- * is seen above 0 (w->zero_managed, sticky through decisions not applied
- * yet). Raising min-replicas then wakes it instead of parking it. Not known
- * yet (a restart at 0 under min-replicas 1 or more): its status annotation
- * tells, when fresh: at 0 under min-replicas 1 or more gpuscaler's status is
- * always Parked, so a recent one that is not says the zero was made under
- * min-replicas 0. */
+ * Deployment parked by hand): seen at 0 while min-replicas was 0, and its
+ * spec not changed since (metadata.generation, which a change of the
+ * annotations leaves as it is and every change of replicas moves: a hand
+ * scale to 4 and back to 0 between two ticks is a new zero). Sticky through
+ * decisions not applied yet. Raising min-replicas then wakes it instead of
+ * parking it. Not known (a restart at 0 under min-replicas 1 or more): its
+ * status annotation tells, when fresh: at 0 under min-replicas 1 or more
+ * gpuscaler's status is always Parked, so a recent one that is not says the
+ * zero was made under min-replicas 0. */
 static bool zero_managed(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
                          int64_t now)
 {
@@ -290,6 +292,7 @@ static bool zero_managed(struct controller *c, struct ctl_wl *w, const struct ku
         w->zero_managed = false;
     } else if (w->cfg.policy.min_replicas == 0) {
         w->zero_managed = true;
+        w->zero_generation = d->generation;
     } else if (!w->zero_known) {
         const char *txt = kube_labels_get(&d->annotations, CTL_ANNOTATION_PREFIX "status");
         json_t *st = txt ? json_loads(txt, 0, NULL) : NULL;
@@ -302,10 +305,11 @@ static bool zero_managed(struct controller *c, struct ctl_wl *w, const struct ku
                           strcmp(reason, "InvalidAnnotation") != 0 && t &&
                           kube_parse_time(t, &at) == 0 &&
                           now - at <= ctl_status_max_age_ms(c->cfg);
+        w->zero_generation = d->generation;
         json_decref(st);
     }
     w->zero_known = true;
-    return d->spec_replicas == 0 && w->zero_managed;
+    return d->spec_replicas == 0 && w->zero_managed && d->generation == w->zero_generation;
 }
 
 void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
