@@ -264,6 +264,7 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
     }
     if (!leading || c->dry_run) {
         w->scale_waiting = false; /* a write queued by an earlier tick is not this one's */
+        w->told_from = w->told_to = -1; /* a leader again tells its actions afresh */
         return;
     }
     char kbuf[100];
@@ -297,13 +298,16 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
                       : "remove it");
         ctl_event(c, w, "Warning", "ScalerConflict", msg);
     } else if (act) {
-        /* the same action again, the last one not applied yet (its write in
-         * flight, or failed: the policy fires it again): written again,
-         * told once */
-        bool again = w->have_last && policy_reason_is_action(w->last.reason) &&
-                     w->last.desired == dec->desired && w->spec_replicas == d->spec_replicas;
-        if (!again)
+        /* the same action again while its count has not moved (its write in
+         * flight, or failed: the policy fires it again): written again, its
+         * Event told once by this leader */
+        if (w->spec_replicas != d->spec_replicas)
+            w->told_from = w->told_to = -1;
+        if (w->told_from != d->spec_replicas || w->told_to != dec->desired) {
             ctl_event(c, w, "Normal", action_reason(dec, d->spec_replicas), dec->explain);
+            w->told_from = d->spec_replicas;
+            w->told_to = dec->desired;
+        }
         ctl_scale_write(c, w, d->spec_replicas, dec->desired);
     }
 }
@@ -317,9 +321,6 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
     const struct scrape_result *r = &o->m;
     bool changed = !w->have_last || w->last.reason != dec->reason ||
                    w->last.desired != dec->desired;
-    /* an action decided again on the count it scaled from (not applied yet:
-     * the policy fires it again) is logged once */
-    bool again = !changed && w->spec_replicas == d->spec_replicas;
     w->last = *dec;
     /* why the metrics are missing, in the status message too */
     if (!r->valid && r->why[0]) {
@@ -330,7 +331,7 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
     w->last_decision_ms = now;
     w->last_valid = r->valid;
     w->spec_replicas = d->spec_replicas;
-    if (changed || (policy_reason_is_action(dec->reason) && !again))
+    if (changed || policy_reason_is_action(dec->reason))
         LOGW_INFO(SUB, w->ns, w->name, "%s: %s%s", policy_reason_name(dec->reason),
                   w->last.explain, leading ? "" : " (follower: not acting)");
     /* a recorded trace counts requests (what simulate replays), in any demand unit */
