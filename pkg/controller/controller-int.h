@@ -170,8 +170,9 @@ struct ctl_wl {
     bool zero_managed, zero_known; /**< at 0 replicas since min-replicas 0 (sticky until
                                         seen above 0); known once observed */
     int64_t zero_generation;      /**< the Deployment's metadata.generation then */
-    int32_t told_from, told_to;   /**< the action whose Event was sent, while the count has
-                                       not moved (one decided again is not told again) */
+    int32_t told_from, told_to;   /**< the action whose Event was sent, while it is decided
+                                       tick after tick and the count has not moved (one
+                                       decided again is not told again) */
     struct ctl_cold_pod *cold_pods; /**< the pods' first Ready, sorted by name, owned */
     size_t cold_pods_n;
     uint8_t unsched_gpu;          /**< enum kube_gpu_resource the pods last waited for */

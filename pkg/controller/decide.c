@@ -286,6 +286,8 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
      * paused or given to another scaler since, it must not fire later */
     if (!act || cfg->paused || conflict)
         w->scale_waiting = false;
+    if (!act) /* an action told is one decided tick after tick */
+        w->told_from = w->told_to = -1;
     if (wants && cfg->paused) {
         ctl_event(c, w, "Normal", "Paused", dec->explain);
     } else if (act && conflict) {
