@@ -9,7 +9,8 @@ gpuscaler_desired_replicas with an AverageValue target of 1.
 Everything runs on loopback and is stopped by PID: fakekube (harness), gpuscaler (ctlharness),
 fake serving pods (MetricsPods on 127.0.14-18.N) and their MiniKubelet.  Durations are compressed:
 gpuscaler decides every second (scale-out after 4 s, scale-in after 6 s), the HPA syncs every
-second, the aggregator re-checks availability every second.
+second, the aggregator re-checks availability every second. Test 7 runs two more replicas
+with leader election in a namespace of their own: the standby serves the leader's decisions.
 
 Run: /usr/bin/python3 e2e/test_extmetrics.py  (meson test 'extmetrics'; GPUSCALER_BIN)
 """
@@ -20,6 +21,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import ssl
 import statistics
 import sys
@@ -146,8 +148,10 @@ class ExtMetricsE2E(unittest.TestCase):
         cls.prom = FakePrometheus(lambda t: 20.0,
                                   lambda q: 0.5 if "histogram_quantile" in q else 20.0)
         t = time.monotonic()
+        # only the tests' namespace: test_7's replicas decide for their own
         cls.g = Gpuscaler(cls.gpuscaler_kubeconfig,
-                          CONFIG + "prometheus: {url: \"%s\"}\n" % cls.prom.url, [
+                          CONFIG + "prometheus: {url: \"%s\"}\nnamespaces: [%s]\n"
+                          % (cls.prom.url, cls.ns), [
             "--external-metrics=true", "--external-metrics-addr", "127.0.0.1:%d" % cls.port,
             "--tls-cert-file", cls.serving[0], "--tls-key-file", cls.serving[1]],
             ident="gpuscaler-hpa-e2e")
@@ -200,12 +204,14 @@ class ExtMetricsE2E(unittest.TestCase):
                                                % (EM, ns or self.ns, metric), params=params)
         return code, status_of(body)
 
-    def direct(self, path, cert=None, headers=None):
-        """GET against gpuscaler's own port, verifying its serving certificate."""
+    def direct(self, path, cert=None, headers=None, port=None):
+        """GET against gpuscaler's own port (or another instance's), verifying its serving
+        certificate."""
         ctx = ssl.create_default_context(cafile=self.serving_ca)
         if cert:
             ctx.load_cert_chain(*cert)
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=10)
+        conn = http.client.HTTPSConnection("127.0.0.1", port or self.port, context=ctx,
+                                           timeout=10)
         try:
             conn.request("GET", path, headers=headers or {})
             r = conn.getresponse()
@@ -543,6 +549,110 @@ class ExtMetricsE2E(unittest.TestCase):
                      {"metadata": {"annotations": {"gpuscaler.io/paused": "false"}}}, self.ns)
         wait_for(lambda: self.desired("frozen") == 5.0, 30, what="unpaused: 5 served")
 
+
+    def test_7_a_standby_serves_the_leaders_decisions(self):
+        """Two replicas with leader election, as the chart runs them: the aggregator reaches
+        either through the Service, so the standby serves the leader's decisions (from their
+        gpuscaler.io/status annotations), not its own, whose clocks and forecaster, kept warm
+        for a takeover, can lead or lag the leader's; an HPA reading both would flip between
+        them. Here the two are made to differ outright: the standby's config defaults
+        target-utilization to 0.4, the leader's to 0.8. Once the leader is killed and its
+        Lease expires, the standby serves its own. A Deployment with invalid annotations in a
+        selector makes the whole selector stale (404) on both: a sum without it would
+        under-count."""
+        ns = self.ns + "-ha"
+        self.c.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                     "metadata": {"name": ns}})
+        ports, procs = {}, {}
+
+        def start(ident, util):
+            ports[ident] = free_port()
+            cfg = ("decision-interval: 1s\n"
+                   "leader-election: {enabled: true, namespace: %s, lease-name: gpuscaler,\n"
+                   "                  lease-duration: 4s, renew-deadline: 3s, retry-period: 500ms}\n"
+                   "scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}\n"
+                   "namespaces: [%s]\n"
+                   "defaults: {target-utilization: \"%s\", scale-in-utilization: \"0.2\"}\n"
+                   % (SYSTEM_NS, ns, util))
+            g = Gpuscaler(self.gpuscaler_kubeconfig, cfg, [
+                "--external-metrics=true", "--external-metrics-addr",
+                "127.0.0.1:%d" % ports[ident], "--tls-cert-file", self.serving[0],
+                "--tls-key-file", self.serving[1]], ident=ident)
+            self.procs.append(g)
+            procs[ident] = g
+            return g
+
+        def served(ident, selector):
+            """(code, desired count or the Status message) from one replica, asked as the
+            aggregator asks (front-proxy certificate, the HPA controller's identity)."""
+            code, doc = self.direct("%s/namespaces/%s/gpuscaler_desired_replicas?"
+                                    "labelSelector=%s" % (EM, ns, selector),
+                                    self.certs["valid"], {"X-Remote-User": HPA_USER,
+                                                          "X-Remote-Group": "system:"
+                                                          "serviceaccounts"},
+                                    port=ports[ident])
+            if code != 200:
+                return code, doc.get("message")
+            return code, sum(hpaemu.milli_value(i["value"]) for i in doc["items"]) / 1000.0
+
+        def own(g):
+            return g.metric("gpuscaler_desired_replicas",
+                            '{namespace="%s",deployment="ha-llm"}' % ns)
+
+        def lease_holder():
+            return (self.c.get_or_none("leases", "gpuscaler", SYSTEM_NS) or {}).get(
+                "spec", {}).get("holderIdentity")
+
+        def status_desired():
+            d = self.c.get("deployments", "ha-llm", ns)
+            st = (d["metadata"].get("annotations") or {}).get("gpuscaler.io/status")
+            return json.loads(st).get("desired") if st else None
+
+        try:
+            self.c.create("deployments", deployment("ha-llm", 3, ANNOTATIONS,
+                                                    self.metrics.port), ns)
+            self.c.create("deployments", deployment("ha-bad", 1, dict(
+                ANNOTATIONS, **{"gpuscaler.io/capacity-per-gpu": "ten"}), self.metrics.port),
+                ns)
+            for n in ("ha-llm", "ha-bad"):
+                self.c.patch("deployments", n, {"metadata": {"labels": {"tier": "ha"}}}, ns)
+            k = MiniKubelet(self.c, ns, "ha-llm", self.metrics, subnet=20,
+                            port=self.metrics.port)
+            k.start()
+            self.addCleanup(k.stop)
+            self.metrics.set_rate("ha-llm", 20)  # 3 replicas at 0.8 (2.5), 5 at 0.4
+            a = start("ha-a", "0.8")
+            wait_for(lambda: lease_holder() == "ha-a", 15, what="ha-a leading")
+            b = start("ha-b", "0.4")
+            wait_for(lambda: status_desired() == 3 and own(a) == 3 and own(b) == 5, 40,
+                     what="the leader deciding 3, the standby 5 for itself")
+            self.assertEqual(self.replicas_in(ns, "ha-llm"), 3)  # external-metric: no write
+            t_end = time.monotonic() + 4
+            while time.monotonic() < t_end:
+                self.assertEqual(served("ha-a", "deployment%3Dha-llm"), (200, 3.0))
+                self.assertEqual(served("ha-b", "deployment%3Dha-llm"), (200, 3.0),
+                                 "the standby served its own decision (%s)" % own(b))
+                time.sleep(0.5)
+            for ident in ("ha-a", "ha-b"):
+                code, msg = served(ident, "tier%3Dha")
+                self.assertEqual(code, 404, msg)
+                self.assertIn('"ha-bad"', msg)
+                self.assertIn("stale", msg)
+            a.stop(signal.SIGKILL)
+            t_kill = time.monotonic()
+            wait_for(lambda: served("ha-b", "deployment%3Dha-llm") == (200, 5.0), 15,
+                     interval=0.25, what="the standby serving its own count once the leader "
+                                         "is gone")
+            print("standby: its own count served %.1fs after the leader was killed (lease 4s)"
+                  % (time.monotonic() - t_kill))
+            wait_for(lambda: lease_holder() == "ha-b", 10, what="ha-b leading")
+            self.assertEqual(served("ha-b", "deployment%3Dha-llm"), (200, 5.0))
+        finally:
+            for g in procs.values():
+                g.stop()
+
+    def replicas_in(self, ns, name):
+        return self.c.get("deployments", name, ns)["spec"]["replicas"]
 
 
 if __name__ == "__main__":

@@ -79,6 +79,14 @@ void ctl_leader_result(struct ctl_leader *l, bool ok, const struct ctl_lease *wr
  */
 bool ctl_leader_is_leading(const struct ctl_leader *l, int64_t now_ms);
 
+/**
+ * Whether the lease as last read has a holder that has not expired on the
+ * local clock at now_ms (its observed time + leaseDurationSeconds): that
+ * holder is alive and decides every tick. other: a holder other than this
+ * instance only.
+ */
+bool ctl_leader_held_live(const struct ctl_leader *l, int64_t now_ms, bool other);
+
 enum ctl_leader_change {
     CTL_LEADER_SAME,    /**< nothing to report */
     CTL_LEADER_STARTED, /**< a term began: log "became leader" */

@@ -348,11 +348,13 @@ static double status_num(const json_t *st, const char *key)
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
-/* A Deployment of a shard another replica holds, served from the decision
- * that replica wrote into its gpuscaler.io/status annotation, as the
- * informer cache has it. False when there is none or it is not a decision. */
+/* A Deployment another replica decides for (its shard's owner, or the
+ * leader), served from the decision that replica wrote into its
+ * gpuscaler.io/status annotation, as the informer cache has it. live: that
+ * replica's Lease is valid. False when there is no decision to serve; a
+ * status of invalid annotations is served as stale (below). */
 static bool status_view(const struct controller *c, const struct kube_deployment *d, int64_t now,
-                        struct ctl_workload_view *v)
+                        bool live, struct ctl_workload_view *v)
 {
     const char *txt = kube_labels_get(&d->annotations, CTL_ANNOTATION_PREFIX "status");
     if (!txt)
@@ -362,24 +364,25 @@ static bool status_view(const struct controller *c, const struct kube_deployment
     const char *reason = json_string_value(json_object_get(st, "reason"));
     const json_t *desired = json_object_get(st, "desired");
     int64_t at = 0;
-    bool ok = t && reason && json_is_integer(desired) && kube_parse_time(t, &at) == 0 &&
-              strcmp(reason, "InvalidAnnotation") != 0;
+    bool ok = t && reason && kube_parse_time(t, &at) == 0;
+    bool invalid = ok && strcmp(reason, "InvalidAnnotation") == 0;
+    ok = ok && (invalid || json_is_integer(desired));
     if (ok) {
         int64_t tick = c->cfg->decision_interval_ms;
-        bool live = ctl_shards_owner_live(c, d->ns, d->name);
         /* rewritten whenever any number in it changes, and refreshed at
          * least every status.refresh-interval when nothing does (status.c);
-         * while the shard's owner is alive (its Lease valid), an unchanged
+         * while the owner is alive (its Lease valid), an unchanged
          * annotation is its decision as of its last tick (a new decision's
          * write goes first), so that is the time served */
         int64_t max_age = ctl_status_max_age_ms(c->cfg) + 3 * tick;
         *v = (struct ctl_workload_view){
             .ns = d->ns,
             .name = d->name,
-            .valid = live && strcmp(reason, "MetricsUnavailable") != 0 && now - at <= max_age,
+            .valid = live && !invalid && strcmp(reason, "MetricsUnavailable") != 0 &&
+                     now - at <= max_age,
             .time_ms = live && at < now - tick ? now - tick : at,
             .window_s = rate_window_s(c, source_of(c, d)),
-            .desired = (int32_t)json_integer_value(desired),
+            .desired = invalid ? 0 : (int32_t)json_integer_value(desired),
             .requests_per_gpu = status_num(st, "requestsPerGPU"),
             .forecast_requests_per_gpu = status_num(st, "forecastRequestsPerGPU"),
             .utilization = status_num(st, "utilization"),
@@ -389,43 +392,74 @@ static bool status_view(const struct controller *c, const struct kube_deployment
     return ok;
 }
 
+/* This replica's own decision for w. A decision is served unless it is
+ * MetricsUnavailable, as the status annotation tells the other replicas
+ * (status.c): a count the bounds set while the metrics are missing is
+ * served too. Invalid annotations are served as stale. */
+static void own_view(const struct controller *c, const struct ctl_wl *w, int64_t now,
+                     struct ctl_workload_view *v)
+{
+    int64_t max_age = 3 * c->cfg->decision_interval_ms;
+    bool decided = w->config_ok && w->have_last;
+    *v = (struct ctl_workload_view){
+        .ns = w->ns,
+        .name = w->name,
+        .valid = decided && w->last.reason != POLICY_METRICS_UNAVAILABLE &&
+                 now - w->last_decision_ms <= max_age,
+        .time_ms = decided ? w->last_decision_ms : now,
+        .window_s = rate_window_s(c, w->cfg.source),
+        .desired = decided ? w->last.desired : 0,
+        .requests_per_gpu = decided ? w->last.requests_per_gpu : NAN,
+        .forecast_requests_per_gpu = decided ? w->last.forecast_requests_per_gpu : NAN,
+        .utilization = decided ? w->last.utilization : NAN,
+    };
+}
+
+/* Any replica answers for any Deployment, with the decision of the replica
+ * that acts for it, so that an HPA reading through a Service sees one count
+ * whichever replica answers:
+ * - sharded: its own shards' from its decisions, the others' from their
+ *   owners' status annotations;
+ * - leader election: the leader from its decisions, a standby from the
+ *   leader's status annotations (its own clocks and forecaster, kept warm
+ *   for a takeover, can lead or lag the leader's by ticks), or its own while
+ *   no leader is alive (a takeover under way; not in dry-run, where no status
+ *   is written).
+ * A Deployment with invalid annotations is served as stale: an HPA summing a
+ * selector over several Deployments then holds rather than count without it.
+ * One not decided yet is left out. */
 size_t controller_visit(struct controller *c, const char *ns, ctl_view_cb cb, void *arg)
 {
     size_t n = 0;
     int64_t now = util_now_unix_ms();
+    struct ctl_workload_view v;
     if (c->shards) {
-        /* any replica answers for any Deployment: the owner's decision from
-         * its status annotation for the shards held elsewhere */
         size_t nd = 0;
         const struct kube_deployment *const *ds = kube_cache_deployments(c->cache, &nd);
         for (size_t i = 0; i < nd; i++) {
             const struct kube_deployment *d = ds[i];
-            struct ctl_workload_view v;
-            if (d->deleting || (ns && strcmp(ns, d->ns) != 0) ||
-                ctl_wl_find(c, d->ns, d->name) || !status_view(c, d, now, &v))
+            if (d->deleting || (ns && strcmp(ns, d->ns) != 0) || ctl_wl_find(c, d->ns, d->name) ||
+                !status_view(c, d, now, ctl_shards_owner_live(c, d->ns, d->name), &v))
                 continue;
             cb(&v, arg);
             n++;
         }
     }
+    bool standby = c->leader_elect && !c->shards && !c->dry_run && !controller_leading(c) &&
+                   ctl_leader_held_live(&c->leader, (int64_t)uv_now(c->loop), true);
     for (size_t b = 0; b < CTL_WL_BUCKETS; b++) {
         for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
             if (ns && strcmp(ns, w->ns) != 0)
                 continue;
-            if (!w->config_ok || !w->have_last)
+            if (standby) {
+                const struct kube_deployment *d = kube_cache_deployment(c->cache, w->ns, w->name);
+                if (!d || d->deleting || !status_view(c, d, now, true, &v))
+                    continue;
+            } else if (w->config_ok && !w->have_last) {
                 continue;
-            int64_t max_age = 3 * c->cfg->decision_interval_ms;
-            struct ctl_workload_view v = {
-                .ns = w->ns,
-                .name = w->name,
-                .valid = w->last_valid && now - w->last_decision_ms <= max_age,
-                .time_ms = w->last_decision_ms,
-                .window_s = rate_window_s(c, w->cfg.source),
-                .desired = w->last.desired,
-                .requests_per_gpu = w->last.requests_per_gpu,
-                .forecast_requests_per_gpu = w->last.forecast_requests_per_gpu,
-                .utilization = w->last.utilization,
-            };
+            } else {
+                own_view(c, w, now, &v);
+            }
             cb(&v, arg);
             n++;
         }

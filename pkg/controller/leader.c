@@ -118,6 +118,15 @@ bool ctl_leader_is_leading(const struct ctl_leader *l, int64_t now_ms)
     return l->leading && now_ms - l->last_renew_ok_ms < l->renew_deadline_ms;
 }
 
+bool ctl_leader_held_live(const struct ctl_leader *l, int64_t now_ms, bool other)
+{
+    const struct ctl_lease *o = &l->observed;
+    int64_t dur = o->duration_s > 0 ? (int64_t)o->duration_s * 1000 : l->lease_duration_ms;
+    if (!o->exists || !o->holder[0] || l->observed_ms + dur <= now_ms)
+        return false;
+    return !other || strcmp(o->holder, l->identity) != 0;
+}
+
 enum ctl_leader_change ctl_leader_transition(struct ctl_leader *l, int64_t now_ms, char *why,
                                              size_t len)
 {

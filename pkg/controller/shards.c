@@ -671,8 +671,6 @@ bool ctl_shards_owner_live(const struct controller *c, const char *ns, const cha
 {
     if (!c->shards)
         return false;
-    const struct ctl_leader *l = &c->shards[shard_of(ns, name, c->nshards)].leader;
-    const struct ctl_lease *o = &l->observed;
-    int64_t dur = o->duration_s > 0 ? (int64_t)o->duration_s * 1000 : l->lease_duration_ms;
-    return o->exists && o->holder[0] && l->observed_ms + dur > (int64_t)uv_now(c->loop);
+    return ctl_leader_held_live(&c->shards[shard_of(ns, name, c->nshards)].leader,
+                                (int64_t)uv_now(c->loop), false);
 }

@@ -297,6 +297,42 @@ static void test_observe_judges_expiry_on_the_local_clock(void **st)
     assert_false(ctl_leader_is_leading(&w, 10001));
 }
 
+/* A standby serves the leader's decisions while the leader's Lease is valid
+ * on the standby's clock, its own once it has expired, been released, or
+ * is its own. */
+static void test_held_live_tells_a_standby_whom_to_serve(void **st)
+{
+    (void)st;
+    struct store s;
+    memset(&s, 0, sizeof(s));
+    struct ctl_leader a, b;
+    ctl_leader_init(&a, "a", 15000, 10000, 2000);
+    ctl_leader_init(&b, "b", 15000, 10000, 2000);
+    assert_false(ctl_leader_held_live(&b, 0, true)); /* nothing read yet */
+    assert_true(round_(&a, &s, 0, true));
+    assert_false(round_(&b, &s, 1, true));
+    assert_true(ctl_leader_held_live(&b, 1, true));
+    assert_true(ctl_leader_held_live(&a, 1, false));
+    assert_false(ctl_leader_held_live(&a, 1, true)); /* its own */
+    /* a stops renewing: b sees the record unchanged since t=1 */
+    assert_false(round_(&b, &s, 2001, true));
+    assert_true(ctl_leader_held_live(&b, 15000, true));
+    assert_false(ctl_leader_held_live(&b, 15001, true)); /* observed + 15 s */
+    /* b takes over: the holder is b itself */
+    assert_true(round_(&b, &s, 15001, true));
+    assert_false(ctl_leader_held_live(&b, 15002, true));
+    assert_true(ctl_leader_held_live(&b, 15002, false));
+    /* released: no holder */
+    struct ctl_lease rel;
+    ctl_leader_release(&b, 1700000020000LL, &rel);
+    s.rv++;
+    snprintf(rel.resource_version, sizeof(rel.resource_version), "%d", s.rv);
+    s.lease = rel;
+    ctl_leader_observe(&a, &s.lease, 20000);
+    assert_false(ctl_leader_held_live(&a, 20000, true));
+    assert_false(ctl_leader_held_live(&a, 20000, false));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_lapse_seen_at_the_late_renewal),
         cmocka_unit_test(test_other_reasons_reported),
         cmocka_unit_test(test_observe_judges_expiry_on_the_local_clock),
+        cmocka_unit_test(test_held_live_tells_a_standby_whom_to_serve),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
