@@ -651,6 +651,54 @@ class ExtMetricsE2E(unittest.TestCase):
             for g in procs.values():
                 g.stop()
 
+    def test_8_hpa_settings_are_checked(self):
+        """The HPA applies gpuscaler's count in this mode, and what keeps it from doing so is
+        told where users look: an HPASettings Warning on the Deployment (and a log line). An
+        HPA that caps below max-replicas with the default 5-minute scale-down window, and a
+        Deployment no HPA targets, each get one; the documented HPA gets none. Each HPA
+        exists before its Deployment, which gpuscaler then checks within a tick, not at its
+        next minute's list."""
+        def hpa(name, max_replicas, behavior=None):
+            spec = {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                       "name": name},
+                    "minReplicas": 1, "maxReplicas": max_replicas,
+                    "metrics": [{"type": "External", "external": {
+                        "metric": {"name": "gpuscaler_desired_replicas",
+                                   "selector": {"matchLabels": {"deployment": name}}},
+                        "target": {"type": "AverageValue", "averageValue": "1"}}}]}
+            if behavior:
+                spec["behavior"] = behavior
+            self.c.create("horizontalpodautoscalers", {
+                "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": name}, "spec": spec}, self.ns)
+            self.addCleanup(lambda: self.c.delete("horizontalpodautoscalers", name, self.ns))
+
+        def warnings(name):
+            return [e["message"] for e in self.c.list("events", self.ns)["items"]
+                    if e.get("reason") == "HPASettings" and
+                    e["involvedObject"]["name"] == name]
+
+        hpa("capped", 4)                              # FAST_ANNOTATIONS: max-replicas 8
+        hpa("calm", 8, HPA_BEHAVIOR)                  # the documented one
+        t0 = time.monotonic()
+        for i, name in enumerate(("capped", "calm", "unscaled")):
+            self.make(name, 1, subnet=21 + i, rate=5)
+        got = wait_for(lambda: warnings("capped"), 20, what="an HPASettings Warning on capped")
+        took = time.monotonic() - t0
+        print("HPASettings told %.1fs after the Deployment was created: %s" % (took, got[0]))
+        self.assertIn("the HorizontalPodAutoscaler capped: its maxReplicas 4 is below "
+                      "max-replicas 8: gpuscaler's counts above 4 are not applied", got[0])
+        self.assertIn("its scale-down stabilization window (300 s, the default)", got[0])
+        self.assertLess(took, 15, "checked at the next minute's list, not within a tick")
+        lone = wait_for(lambda: warnings("unscaled"), 20, what="an HPASettings Warning on "
+                                                              "unscaled")
+        self.assertIn("no HorizontalPodAutoscaler targets this Deployment", lone[0])
+        self.assertIn("level=warn", [ln for ln in self.g.text().splitlines()
+                                     if "deployment=capped" in ln and
+                                     "maxReplicas 4" in ln][0])
+        time.sleep(2)
+        self.assertEqual(warnings("calm"), [])
+
     def replicas_in(self, ns, name):
         return self.c.get("deployments", name, ns)["spec"]["replicas"]
 

@@ -151,6 +151,23 @@ struct ctl_cold_pod {
                                        the transition times were not usable */
 };
 
+/** What the HorizontalPodAutoscaler targeting a Deployment asks of it
+ *  (hpa.c; mode external-metric, where it applies gpuscaler's count). */
+struct ctl_hpa_facts {
+    bool listed;              /**< a list of its namespace's HPAs has completed */
+    int count;                /**< HPAs targeting it; the rest is the first one's */
+    char name[64];
+    int32_t min_replicas;     /**< spec.minReplicas (1 when unset) */
+    int32_t max_replicas;
+    bool reads_gpuscaler;     /**< an External metric named gpuscaler_* */
+    bool reads_desired;       /**< gpuscaler_desired_replicas among them */
+    bool desired_average_one; /**< ... with an AverageValue target of 1 */
+    int32_t up_window_s;      /**< behavior.scaleUp.stabilizationWindowSeconds (0 unset) */
+    int32_t down_window_s;    /**< behavior.scaleDown.stabilizationWindowSeconds (300 unset) */
+    double up_tolerance;      /**< behavior.scaleUp.tolerance, NAN unset (the cluster's) */
+    double down_tolerance;
+};
+
 /** Per tracked Deployment. Owned by the controller's workload table. */
 struct ctl_wl {
     struct ctl_wl *next;          /**< hash chain */
@@ -224,6 +241,8 @@ struct ctl_wl {
      *  web", "the KEDA ScaledObject web-so (through its HorizontalPodAutoscaler
      *  keda-hpa-web-so)" */
     char conflict[200];
+    struct ctl_hpa_facts hpa;     /**< the HPA that applies its count (external-metric) */
+    char *hpa_told;               /**< the HPASettings advice last logged, NULL none */
     /* backlog (running + queued requests) samples, for demand = completions +
      * backlog growth */
     int64_t bl_t[CTL_BACKLOG_SAMPLES];
@@ -328,6 +347,8 @@ struct controller {
     int hpa_lists_pending;
     bool hpa_list_failed;         /* a list of this round failed: keep the last round's
                                      targets too, or the guard would drop for a minute */
+    bool hpa_soon;                /* a Deployment is newly tracked: list the HPAs after this
+                                     tick, not at the next minute */
     /* metrics */
     uint64_t decisions[POLICY_REASON_COUNT];
     uint64_t invalid_annotations;
@@ -596,6 +617,17 @@ size_t ctl_checkpoint_flush_shard(struct controller *c, uint32_t shard, bool sta
 void ctl_checkpoint_forget(struct controller *c, const struct ctl_wl *w);
 /** gpuscaler_checkpoint_configmap_bytes of each ConfigMap whose size is known. */
 void ctl_checkpoint_write_metrics(const struct controller *c, struct util_buf *b);
+/** List the HPAs of every namespace with a tracked Deployment (hpa.c):
+ *  conflicts (mode scale) and ctl_wl.hpa (mode external-metric). */
 void ctl_hpa_refresh(struct controller *c);
+/** Add one HPA that targets the Deployment to f (pure). */
+void ctl_hpa_facts_add(struct ctl_hpa_facts *f, const json_t *hpa);
+/**
+ * What keeps the HPA described by f from applying gpuscaler's counts
+ * between min and max (pure): writes one message into out ("" for none)
+ * and returns the number of problems. Nothing before the first list.
+ */
+size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max, char *out,
+                      size_t len);
 
 #endif

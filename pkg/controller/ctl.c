@@ -55,6 +55,7 @@ static void wl_free(struct ctl_wl *w)
     xfree(w->name);
     xfree(w->uid);
     xfree(w->status_written);
+    xfree(w->hpa_told);
     ctl_backlog_reset(w); /* frees the Prometheus source's per-pod state */
     ctl_cold_start_free(w);
     xfree(w);
@@ -152,6 +153,7 @@ void controller_tick(struct controller *c)
             w = wl_new(c, d);
             w->tracked_since_ms = now;
             LOGW_INFO(SUB, d->ns, d->name, "tracking");
+            c->hpa_soon = true;
         }
         w->seen = true;
         w->conflict[0] = '\0';
@@ -182,6 +184,13 @@ void controller_tick(struct controller *c)
             }
             w = next;
         }
+    }
+    /* a new Deployment's HPAs are known before it can act (its rate needs
+     * two scrapes): another scaler of it in mode scale, the one applying its
+     * count in mode external-metric */
+    if (c->hpa_soon && !c->hpa_lists_pending) {
+        c->hpa_soon = false;
+        ctl_hpa_refresh(c);
     }
     ctl_checkpoint_tick(c, now, false);
     ctl_status_pump(c);

@@ -316,6 +316,26 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
 
 /* ---- report ---------------------------------------------------------------- */
 
+/* Mode external-metric: what keeps the HPA from applying gpuscaler's counts
+ * (hpa.c), in an HPASettings Warning (rate-limited) and, once per change,
+ * the log. */
+static void tell_hpa_advice(struct controller *c, struct ctl_wl *w)
+{
+    char msg[1024];
+    if (!ctl_hpa_advice(&w->hpa, w->cfg.policy.min_replicas, w->cfg.policy.max_replicas, msg,
+                        sizeof(msg))) {
+        xfree(w->hpa_told);
+        w->hpa_told = NULL;
+        return;
+    }
+    ctl_event(c, w, "Warning", "HPASettings", msg);
+    if (!w->hpa_told || strcmp(w->hpa_told, msg) != 0) {
+        LOGW_WARN(SUB, w->ns, w->name, "%s", msg);
+        xfree(w->hpa_told);
+        w->hpa_told = xstrdup(msg);
+    }
+}
+
 void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
                 const struct ctl_obs *o, const struct policy_decision *dec, int64_t now,
                 bool leading)
@@ -360,6 +380,8 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
                   "external-metrics.enabled), so no HorizontalPodAutoscaler can read "
                   "gpuscaler_desired_replicas from it: enable it, or set gpuscaler.io/mode: "
                   "scale");
+    else if (w->cfg.mode == CTL_MODE_EXTERNAL_METRIC)
+        tell_hpa_advice(c, w);
     /* pinned at max while the load needs more: say so where users look */
     if (dec->reason == POLICY_HOLD_AT_MAX) {
         char msg[400];

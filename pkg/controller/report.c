@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* controller/report: what the controller tells the cluster and the user:
  * Kubernetes Events (rate-limited per workload and reason), trace recording
- * for `simulate`, and the list of HPAs that would conflict. The
- * gpuscaler.io/status annotation is in status.c, checkpoints in
- * checkpoint.c. */
+ * for `simulate`. The gpuscaler.io/status annotation is in status.c,
+ * checkpoints in checkpoint.c, the HPAs beside gpuscaler in hpa.c. */
 #include "controller-int.h"
 
 #include <errno.h>
@@ -28,6 +27,7 @@ static const char *const event_reasons[] = {
     "ScaledIn",      "PredictiveScaleIn",  "MetricsUnavailable", "InvalidAnnotation",
     "ScalerConflict", "AtMaxReplicas",      "CapacityMismatch",  "GPUCapacityExhausted",
     "ReplicasStalled", "Parked",        "ExternalMetricsNotServed", "Paused",
+    "HPASettings",
 };
 _Static_assert(UTIL_ARRAY_LEN(event_reasons) <= POLICY_REASON_COUNT,
                "ctl_wl.last_event_ms has a slot per reason");
@@ -238,111 +238,4 @@ void ctl_record_close(struct ctl_wl *w)
         w->record_fd = -1;
     }
     util_buf_free(&w->rec_pending);
-}
-
-/* ---- HPA conflicts ----------------------------------------------------------- */
-
-/* KEDA's ScaledObject behind an HPA it made: the HPA's controller owner
- * (SetControllerReference), else its labels (app.kubernetes.io/managed-by
- * keda-operator, part-of the ScaledObject); NULL for any other HPA. */
-static const char *keda_owner(const json_t *meta)
-{
-    size_t i;
-    json_t *o;
-    json_array_foreach(json_object_get(meta, "ownerReferences"), i, o) {
-        const char *kind = json_string_value(json_object_get(o, "kind"));
-        const char *name = json_string_value(json_object_get(o, "name"));
-        if (kind && name && strcmp(kind, "ScaledObject") == 0)
-            return name;
-    }
-    const json_t *labels = json_object_get(meta, "labels");
-    const char *by = json_string_value(json_object_get(labels, "app.kubernetes.io/managed-by"));
-    const char *of = json_string_value(json_object_get(labels, "app.kubernetes.io/part-of"));
-    return by && of && strcmp(by, "keda-operator") == 0 ? of : NULL;
-}
-
-static void hpa_listed(const struct kube_result *res, void *arg)
-{
-    struct controller *c = arg;
-    if (res->err == 0) {
-        json_t *items = json_object_get(res->body, "items"), *it;
-        size_t i;
-        json_array_foreach(items, i, it) {
-            json_t *ref = json_object_get(json_object_get(it, "spec"), "scaleTargetRef");
-            const char *kind = json_string_value(json_object_get(ref, "kind"));
-            const char *name = json_string_value(json_object_get(ref, "name"));
-            const json_t *meta = json_object_get(it, "metadata");
-            const char *ns = json_string_value(json_object_get(meta, "namespace"));
-            const char *hpa = json_string_value(json_object_get(meta, "name"));
-            if (!kind || !name || !ns || strcmp(kind, "Deployment") != 0)
-                continue;
-            const char *so = keda_owner(meta);
-            c->hpa_targets_next = xrealloc(c->hpa_targets_next,
-                                           (c->n_hpa_targets_next + 1) * sizeof(char *));
-            c->hpa_targets_next[c->n_hpa_targets_next++] =
-                so ? xasprintf("%s/%s\tthe KEDA ScaledObject %.60s (through its "
-                               "HorizontalPodAutoscaler %.60s)",
-                               ns, name, so, hpa ? hpa : "?")
-                   : xasprintf("%s/%s\tthe HorizontalPodAutoscaler %.60s", ns, name,
-                               hpa ? hpa : "?");
-        }
-    } else if (!c->closing) {
-        LOG_WARN(SUB, "listing HorizontalPodAutoscalers failed: HTTP %ld %s; the last list's "
-                      "conflicts still hold", res->status, res->message);
-        c->hpa_list_failed = true;
-    }
-    if (--c->hpa_lists_pending == 0) {
-        if (c->hpa_list_failed) { /* keep what the last round knew beside what this one did */
-            c->hpa_targets_next = xrealloc(c->hpa_targets_next,
-                                           (c->n_hpa_targets_next + c->n_hpa_targets + 1) *
-                                               sizeof(char *));
-            size_t fresh = c->n_hpa_targets_next;
-            for (size_t i = 0; i < c->n_hpa_targets; i++) {
-                bool dup = false; /* failures in a row must not pile copies up */
-                for (size_t j = 0; j < fresh && !dup; j++)
-                    dup = strcmp(c->hpa_targets_next[j], c->hpa_targets[i]) == 0;
-                if (dup)
-                    xfree(c->hpa_targets[i]);
-                else
-                    c->hpa_targets_next[c->n_hpa_targets_next++] = c->hpa_targets[i];
-            }
-            c->n_hpa_targets = 0;
-            c->hpa_list_failed = false;
-        }
-        for (size_t i = 0; i < c->n_hpa_targets; i++)
-            xfree(c->hpa_targets[i]);
-        xfree(c->hpa_targets);
-        c->hpa_targets = c->hpa_targets_next;
-        c->n_hpa_targets = c->n_hpa_targets_next;
-        c->hpa_targets_next = NULL;
-        c->n_hpa_targets_next = 0;
-    }
-    ctl_io_end(c);
-}
-
-void ctl_hpa_refresh(struct controller *c)
-{
-    if (c->hpa_lists_pending || c->closing)
-        return;
-    /* one list per namespace that has a workload in mode scale */
-    char *done[256];
-    size_t nd = 0;
-    for (size_t b = 0; b < CTL_WL_BUCKETS; b++) {
-        for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
-            if (!w->config_ok || w->cfg.mode != CTL_MODE_SCALE)
-                continue;
-            bool seen = false;
-            for (size_t i = 0; i < nd; i++)
-                seen = seen || strcmp(done[i], w->ns) == 0;
-            if (seen || nd == UTIL_ARRAY_LEN(done))
-                continue;
-            done[nd++] = w->ns;
-            c->hpa_lists_pending++;
-            ctl_io_begin(c);
-            if (kube_hpa_list(c->kube, w->ns, hpa_listed, c) != 0) {
-                c->hpa_lists_pending--;
-                ctl_io_end(c);
-            }
-        }
-    }
 }

@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* controller/hpa: the HorizontalPodAutoscalers beside gpuscaler. Listed once
+ * a minute in every namespace with a tracked Deployment:
+ * - mode scale: an HPA (or the KEDA ScaledObject behind it) that targets a
+ *   Deployment is another scaler, and gpuscaler does not write (decide.c);
+ * - mode external-metric: the HPA is what applies gpuscaler's count, and
+ *   its settings can keep it from doing so (no HPA, bounds narrower than
+ *   gpuscaler's, the default 5-minute scale-down window, the 10 % tolerance):
+ *   ctl_hpa_advice() says which, and the leader tells it in an HPASettings
+ *   Warning (docs/external-metrics.md section 3). */
+#include "controller-int.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube/kube.h"
+
+#define SUB "controller"
+#define HPA_DEFAULT_DOWN_WINDOW_S 300 /* behavior.scaleDown.stabilizationWindowSeconds */
+#define HPA_DEFAULT_TOLERANCE 0.1     /* --horizontal-pod-autoscaler-tolerance */
+
+/* ---- what an HPA asks (pure) --------------------------------------------------- */
+
+/* A resource.Quantity as the HPA's fields carry it ("1", "1000m", "0.05"),
+ * or a JSON number; NAN when it is neither. */
+static double quantity(const json_t *v)
+{
+    if (json_is_number(v))
+        return json_number_value(v);
+    const char *s = json_string_value(v);
+    if (!s || !*s)
+        return NAN;
+    char *end = NULL;
+    double x = strtod(s, &end);
+    if (end == s)
+        return NAN;
+    if (strcmp(end, "m") == 0)
+        return x / 1000.0;
+    return *end ? NAN : x;
+}
+
+static int32_t int_or(const json_t *v, int32_t dflt)
+{
+    if (!json_is_integer(v))
+        return dflt;
+    json_int_t x = json_integer_value(v);
+    return x < 0 ? 0 : x > INT32_MAX ? INT32_MAX : (int32_t)x;
+}
+
+void ctl_hpa_facts_add(struct ctl_hpa_facts *f, const json_t *hpa)
+{
+    f->count++;
+    if (f->count > 1)
+        return; /* the first one's settings; the count says there are more */
+    const json_t *meta = json_object_get(hpa, "metadata");
+    const json_t *spec = json_object_get(hpa, "spec");
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    snprintf(f->name, sizeof(f->name), "%s", name ? name : "?");
+    f->min_replicas = int_or(json_object_get(spec, "minReplicas"), 1);
+    f->max_replicas = int_or(json_object_get(spec, "maxReplicas"), 0);
+    size_t i;
+    const json_t *m;
+    json_array_foreach(json_object_get(spec, "metrics"), i, m) {
+        const char *type = json_string_value(json_object_get(m, "type"));
+        const json_t *ext = json_object_get(m, "external");
+        const char *metric =
+            json_string_value(json_object_get(json_object_get(ext, "metric"), "name"));
+        if (!type || strcmp(type, "External") != 0 || !metric ||
+            strncmp(metric, "gpuscaler_", 10) != 0)
+            continue;
+        f->reads_gpuscaler = true;
+        if (strcmp(metric, "gpuscaler_desired_replicas") != 0)
+            continue;
+        f->reads_desired = true;
+        const json_t *target = json_object_get(ext, "target");
+        const char *ttype = json_string_value(json_object_get(target, "type"));
+        if (ttype && strcmp(ttype, "AverageValue") == 0 &&
+            quantity(json_object_get(target, "averageValue")) == 1.0)
+            f->desired_average_one = true;
+    }
+    const json_t *beh = json_object_get(spec, "behavior");
+    const json_t *up = json_object_get(beh, "scaleUp"), *down = json_object_get(beh, "scaleDown");
+    f->up_window_s = int_or(json_object_get(up, "stabilizationWindowSeconds"), 0);
+    f->down_window_s =
+        int_or(json_object_get(down, "stabilizationWindowSeconds"), HPA_DEFAULT_DOWN_WINDOW_S);
+    f->up_tolerance = quantity(json_object_get(up, "tolerance"));
+    f->down_tolerance = quantity(json_object_get(down, "tolerance"));
+}
+
+/* Appends a "; "-separated clause to out. */
+static void clause(char *out, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void clause(char *out, size_t len, const char *fmt, ...)
+{
+    size_t n = strlen(out);
+    if (n && n + 3 < len) {
+        memcpy(out + n, "; ", 3);
+        n += 2;
+    }
+    if (n + 1 >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out + n, len - n, fmt, ap);
+    va_end(ap);
+}
+
+size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max, char *out,
+                      size_t len)
+{
+    if (!len)
+        return 0;
+    out[0] = '\0';
+    if (!f->listed)
+        return 0;
+    if (f->count == 0) {
+        snprintf(out, len,
+                 "gpuscaler.io/mode is external-metric, but no HorizontalPodAutoscaler targets "
+                 "this Deployment, so nothing applies gpuscaler's count: create one that reads "
+                 "gpuscaler_desired_replicas with an AverageValue target of 1 "
+                 "(docs/external-metrics.md, section 3), or remove the mode annotation to let "
+                 "gpuscaler scale it");
+        return 1;
+    }
+    char why[900] = "";
+    size_t n = 0;
+    if (f->count > 1) {
+        clause(why, sizeof(why), "%d HorizontalPodAutoscalers target this Deployment, and the "
+                                 "HPA controller scales with none of them (condition "
+                                 "AmbiguousSelector): keep one",
+               f->count);
+        n++;
+    }
+    if (!f->reads_gpuscaler) {
+        clause(why, sizeof(why), "it reads no gpuscaler_* external metric, so it does not "
+                                 "follow gpuscaler: read gpuscaler_desired_replicas");
+        n++;
+    } else if (f->reads_desired && !f->desired_average_one) {
+        clause(why, sizeof(why), "it reads gpuscaler_desired_replicas with a target other than "
+                                 "AverageValue 1, so its count is not gpuscaler's");
+        n++;
+    }
+    if (f->max_replicas < max) {
+        clause(why, sizeof(why), "its maxReplicas %d is below max-replicas %d: gpuscaler's "
+                                 "counts above %d are not applied",
+               f->max_replicas, max, f->max_replicas);
+        n++;
+    }
+    if (f->min_replicas > min) {
+        clause(why, sizeof(why), "its minReplicas %d is above min-replicas %d: gpuscaler's "
+                                 "counts below %d are not applied",
+               f->min_replicas, min, f->min_replicas);
+        n++;
+    }
+    if (f->down_window_s > 0) {
+        clause(why, sizeof(why), "its scale-down stabilization window (%d s%s) applies every "
+                                 "scale-in that much later than gpuscaler decides it, and "
+                                 "gpuscaler stabilizes already: set "
+                                 "behavior.scaleDown.stabilizationWindowSeconds: 0",
+               f->down_window_s,
+               f->down_window_s == HPA_DEFAULT_DOWN_WINDOW_S ? ", the default" : "");
+        n++;
+    }
+    if (f->up_window_s > 0) {
+        clause(why, sizeof(why), "its scale-up stabilization window (%d s) applies every "
+                                 "scale-out that much later: set "
+                                 "behavior.scaleUp.stabilizationWindowSeconds: 0",
+               f->up_window_s);
+        n++;
+    }
+    /* a step of one from k replicas is a ratio of (k + 1) / k or (k - 1) / k,
+     * inside a tolerance t (|ratio - 1| <= t) from k >= 1 / t on */
+    bool dflt = isnan(f->up_tolerance) || isnan(f->down_tolerance);
+    double tol = fmax(isnan(f->up_tolerance) ? HPA_DEFAULT_TOLERANCE : f->up_tolerance,
+                      isnan(f->down_tolerance) ? HPA_DEFAULT_TOLERANCE : f->down_tolerance);
+    if (tol > 0 && (double)max * tol >= 1.0 - 1e-9) {
+        clause(why, sizeof(why), "its tolerance (%g %%%s) leaves a step of one replica "
+                                 "unapplied from %d replicas on: set behavior.scaleUp.tolerance "
+                                 "and scaleDown.tolerance to 0 (Kubernetes 1.34, or 1.33 with the "
+                                 "HPAConfigurableTolerance gate), or "
+                                 "use mode scale",
+               tol * 100, dflt ? ", the cluster's default" : "",
+               (int32_t)ceil(1.0 / tol - 1e-9));
+        n++;
+    }
+    if (n)
+        snprintf(out, len, "the HorizontalPodAutoscaler %s: %s", f->name, why);
+    return n;
+}
+
+/* ---- the lists ------------------------------------------------------------------ */
+
+/* KEDA's ScaledObject behind an HPA it made: the HPA's controller owner
+ * (SetControllerReference), else its labels (app.kubernetes.io/managed-by
+ * keda-operator, part-of the ScaledObject); NULL for any other HPA. */
+static const char *keda_owner(const json_t *meta)
+{
+    size_t i;
+    json_t *o;
+    json_array_foreach(json_object_get(meta, "ownerReferences"), i, o) {
+        const char *kind = json_string_value(json_object_get(o, "kind"));
+        const char *name = json_string_value(json_object_get(o, "name"));
+        if (kind && name && strcmp(kind, "ScaledObject") == 0)
+            return name;
+    }
+    const json_t *labels = json_object_get(meta, "labels");
+    const char *by = json_string_value(json_object_get(labels, "app.kubernetes.io/managed-by"));
+    const char *of = json_string_value(json_object_get(labels, "app.kubernetes.io/part-of"));
+    return by && of && strcmp(by, "keda-operator") == 0 ? of : NULL;
+}
+
+/* The Deployment an HPA targets, NULL for any other kind. */
+static const char *target_of(const json_t *hpa)
+{
+    const json_t *ref = json_object_get(json_object_get(hpa, "spec"), "scaleTargetRef");
+    const char *kind = json_string_value(json_object_get(ref, "kind"));
+    const char *name = json_string_value(json_object_get(ref, "name"));
+    return kind && name && strcmp(kind, "Deployment") == 0 ? name : NULL;
+}
+
+struct hpa_list {
+    struct controller *c;
+    char *ns;
+};
+
+/* What this namespace's HPAs ask of each external-metric Deployment here
+ * (a Deployment no HPA targets gets count 0). */
+static void set_facts(struct controller *c, const char *ns, const json_t *items)
+{
+    for (size_t b = 0; b < CTL_WL_BUCKETS; b++) {
+        for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
+            if (strcmp(w->ns, ns) != 0)
+                continue;
+            struct ctl_hpa_facts f = {.listed = true};
+            size_t i;
+            const json_t *it;
+            json_array_foreach(items, i, it) {
+                const char *name = target_of(it);
+                if (name && strcmp(name, w->name) == 0)
+                    ctl_hpa_facts_add(&f, it);
+            }
+            w->hpa = f;
+        }
+    }
+}
+
+static void hpa_listed(const struct kube_result *res, void *arg)
+{
+    struct hpa_list *l = arg;
+    struct controller *c = l->c;
+    if (res->err == 0) {
+        json_t *items = json_object_get(res->body, "items"), *it;
+        size_t i;
+        json_array_foreach(items, i, it) {
+            const char *name = target_of(it);
+            const json_t *meta = json_object_get(it, "metadata");
+            const char *ns = json_string_value(json_object_get(meta, "namespace"));
+            const char *hpa = json_string_value(json_object_get(meta, "name"));
+            if (!name || !ns)
+                continue;
+            const char *so = keda_owner(meta);
+            c->hpa_targets_next = xrealloc(c->hpa_targets_next,
+                                           (c->n_hpa_targets_next + 1) * sizeof(char *));
+            c->hpa_targets_next[c->n_hpa_targets_next++] =
+                so ? xasprintf("%s/%s\tthe KEDA ScaledObject %.60s (through its "
+                               "HorizontalPodAutoscaler %.60s)",
+                               ns, name, so, hpa ? hpa : "?")
+                   : xasprintf("%s/%s\tthe HorizontalPodAutoscaler %.60s", ns, name,
+                               hpa ? hpa : "?");
+        }
+        if (!c->closing)
+            set_facts(c, l->ns, items);
+    } else if (!c->closing) {
+        LOG_WARN(SUB, "listing HorizontalPodAutoscalers failed: HTTP %ld %s; the last list's "
+                      "conflicts still hold", res->status, res->message);
+        c->hpa_list_failed = true;
+    }
+    if (--c->hpa_lists_pending == 0) {
+        if (c->hpa_list_failed) { /* keep what the last round knew beside what this one did */
+            c->hpa_targets_next = xrealloc(c->hpa_targets_next,
+                                           (c->n_hpa_targets_next + c->n_hpa_targets + 1) *
+                                               sizeof(char *));
+            size_t fresh = c->n_hpa_targets_next;
+            for (size_t i = 0; i < c->n_hpa_targets; i++) {
+                bool dup = false; /* failures in a row must not pile copies up */
+                for (size_t j = 0; j < fresh && !dup; j++)
+                    dup = strcmp(c->hpa_targets_next[j], c->hpa_targets[i]) == 0;
+                if (dup)
+                    xfree(c->hpa_targets[i]);
+                else
+                    c->hpa_targets_next[c->n_hpa_targets_next++] = c->hpa_targets[i];
+            }
+            c->n_hpa_targets = 0;
+            c->hpa_list_failed = false;
+        }
+        for (size_t i = 0; i < c->n_hpa_targets; i++)
+            xfree(c->hpa_targets[i]);
+        xfree(c->hpa_targets);
+        c->hpa_targets = c->hpa_targets_next;
+        c->n_hpa_targets = c->n_hpa_targets_next;
+        c->hpa_targets_next = NULL;
+        c->n_hpa_targets_next = 0;
+    }
+    xfree(l->ns);
+    xfree(l);
+    ctl_io_end(c);
+}
+
+void ctl_hpa_refresh(struct controller *c)
+{
+    if (c->hpa_lists_pending || c->closing)
+        return;
+    /* one list per namespace with a workload: in mode scale an HPA is a
+     * conflict, in mode external-metric the one that applies its count */
+    char *done[256];
+    size_t nd = 0;
+    for (size_t b = 0; b < CTL_WL_BUCKETS; b++) {
+        for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
+            if (!w->config_ok)
+                continue;
+            bool seen = false;
+            for (size_t i = 0; i < nd; i++)
+                seen = seen || strcmp(done[i], w->ns) == 0;
+            if (seen || nd == UTIL_ARRAY_LEN(done))
+                continue;
+            done[nd++] = w->ns;
+            struct hpa_list *l = xcalloc(1, sizeof(*l));
+            l->c = c;
+            l->ns = xstrdup(w->ns);
+            c->hpa_lists_pending++;
+            ctl_io_begin(c);
+            if (kube_hpa_list(c->kube, w->ns, hpa_listed, l) != 0) {
+                c->hpa_lists_pending--;
+                xfree(l->ns);
+                xfree(l);
+                ctl_io_end(c);
+            }
+        }
+    }
+}

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of what an HPA in front of gpuscaler (mode external-metric) is
+ * told: ctl_hpa_facts_add() on HPA objects as the API server returns them,
+ * ctl_hpa_advice() on the facts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "controller/controller-int.h"
+
+/* The docs' HPA (docs/external-metrics.md section 3), with behavior and
+ * tolerance spliced in. */
+#define HPA(name, bounds, target, behavior)                                                   \
+    "{\"metadata\":{\"name\":\"" name "\",\"namespace\":\"llm\"},\"spec\":{"                   \
+    "\"scaleTargetRef\":{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"name\":\"llama\"}," \
+    bounds ",\"metrics\":[{\"type\":\"External\",\"external\":{\"metric\":{\"name\":"          \
+    "\"gpuscaler_desired_replicas\",\"selector\":{\"matchLabels\":{\"deployment\":\"llama\"}}}," \
+    "\"target\":" target "}}]" behavior "}}"
+#define AVG1 "{\"type\":\"AverageValue\",\"averageValue\":\"1\"}"
+#define WINDOWS0                                                                              \
+    ",\"behavior\":{\"scaleUp\":{\"stabilizationWindowSeconds\":0%s},"                         \
+    "\"scaleDown\":{\"stabilizationWindowSeconds\":0%s}}"
+
+static struct ctl_hpa_facts facts(const char *const *docs, size_t n)
+{
+    struct ctl_hpa_facts f = {.listed = true};
+    for (size_t i = 0; i < n; i++) {
+        json_error_t err;
+        json_t *j = json_loads(docs[i], 0, &err);
+        if (!j)
+            fail_msg("bad fixture %zu: %s at %d", i, err.text, err.position);
+        ctl_hpa_facts_add(&f, j);
+        json_decref(j);
+    }
+    return f;
+}
+
+static size_t advice(const char *doc, int32_t min, int32_t max, char *out, size_t len)
+{
+    struct ctl_hpa_facts f = facts(&doc, 1);
+    return ctl_hpa_advice(&f, min, max, out, len);
+}
+
+static void test_nothing_before_the_first_list(void **st)
+{
+    (void)st;
+    struct ctl_hpa_facts f = {0};
+    char out[512] = "x";
+    assert_int_equal(ctl_hpa_advice(&f, 1, 16, out, sizeof(out)), 0);
+    assert_string_equal(out, "");
+}
+
+static void test_no_hpa_nothing_applies_the_count(void **st)
+{
+    (void)st;
+    struct ctl_hpa_facts f = {.listed = true};
+    char out[512];
+    assert_int_equal(ctl_hpa_advice(&f, 1, 16, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "no HorizontalPodAutoscaler targets this Deployment"));
+}
+
+static void test_the_documented_hpa_with_tolerance_0_is_fine(void **st)
+{
+    (void)st;
+    char b[2048], out[1024];
+    snprintf(b, sizeof(b), HPA("llama", "\"minReplicas\":1,\"maxReplicas\":16", AVG1, WINDOWS0),
+             ",\"tolerance\":\"0\"", ",\"tolerance\":0");
+    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 0);
+    assert_string_equal(out, "");
+    /* without tolerance (before Kubernetes 1.33): the cluster's 10 % leaves
+     * a one-replica step unapplied from 10 replicas on */
+    snprintf(b, sizeof(b), HPA("llama", "\"minReplicas\":1,\"maxReplicas\":16", AVG1, WINDOWS0),
+             "", "");
+    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "the HorizontalPodAutoscaler llama: its tolerance (10 %, the "
+                                "cluster's default) leaves a step of one replica unapplied "
+                                "from 10 replicas on"));
+    /* ... which a count of at most 9 never meets */
+    assert_int_equal(advice(b, 1, 9, out, sizeof(out)), 0);
+    /* 50m is 5 %: from 20 on */
+    snprintf(b, sizeof(b), HPA("llama", "\"minReplicas\":1,\"maxReplicas\":32", AVG1, WINDOWS0),
+             ",\"tolerance\":\"50m\"", ",\"tolerance\":\"0.05\"");
+    assert_int_equal(advice(b, 1, 32, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "its tolerance (5 %) leaves a step of one replica unapplied "
+                                "from 20 replicas on"));
+    assert_int_equal(advice(b, 1, 19, out, sizeof(out)), 0);
+}
+
+static void test_a_default_hpa_is_told_each_problem(void **st)
+{
+    (void)st;
+    char out[1024];
+    /* no behavior, no minReplicas (1), maxReplicas 8 under gpuscaler's 16 */
+    const char *doc = HPA("llama", "\"maxReplicas\":8", AVG1, "");
+    assert_int_equal(advice(doc, 2, 16, out, sizeof(out)), 3);
+    assert_non_null(strstr(out, "the HorizontalPodAutoscaler llama: its maxReplicas 8 is below "
+                                "max-replicas 16: gpuscaler's counts above 8 are not applied; "));
+    assert_non_null(strstr(out, "its scale-down stabilization window (300 s, the default)"));
+    assert_non_null(strstr(out, "its tolerance (10 %, the cluster's default)"));
+    assert_null(strstr(out, "minReplicas")); /* 1 is below gpuscaler's 2: not a problem */
+    /* minReplicas above gpuscaler's min, a scale-up window */
+    char b[2048];
+    snprintf(b, sizeof(b),
+             HPA("llama", "\"minReplicas\":3,\"maxReplicas\":16", "{\"type\":\"AverageValue\","
+                 "\"averageValue\":\"1000m\"}",
+                 ",\"behavior\":{\"scaleUp\":{\"stabilizationWindowSeconds\":60,\"tolerance\":0},"
+                 "\"scaleDown\":{\"stabilizationWindowSeconds\":0,\"tolerance\":0}}"));
+    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 2);
+    assert_non_null(strstr(out, "its minReplicas 3 is above min-replicas 1: gpuscaler's counts "
+                                "below 3 are not applied"));
+    assert_non_null(strstr(out, "its scale-up stabilization window (60 s)"));
+}
+
+static void test_an_hpa_that_does_not_follow_gpuscaler(void **st)
+{
+    (void)st;
+    char out[1024], b[2048];
+    /* a Value target multiplies the count by the replicas */
+    snprintf(b, sizeof(b), HPA("llama", "\"minReplicas\":1,\"maxReplicas\":8",
+                               "{\"type\":\"Value\",\"value\":\"1\"}", WINDOWS0), "", "");
+    assert_int_equal(advice(b, 1, 8, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "with a target other than AverageValue 1"));
+    /* CPU only */
+    const char *cpu =
+        "{\"metadata\":{\"name\":\"cpu\"},\"spec\":{\"scaleTargetRef\":{\"kind\":\"Deployment\","
+        "\"name\":\"llama\"},\"maxReplicas\":8,\"metrics\":[{\"type\":\"Resource\",\"resource\":"
+        "{\"name\":\"cpu\",\"target\":{\"type\":\"Utilization\",\"averageUtilization\":80}}}],"
+        "\"behavior\":{\"scaleUp\":{\"tolerance\":0},\"scaleDown\":{\"tolerance\":0,"
+        "\"stabilizationWindowSeconds\":0}}}}";
+    assert_int_equal(advice(cpu, 1, 8, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "the HorizontalPodAutoscaler cpu: it reads no gpuscaler_* "
+                                "external metric"));
+    /* two HPAs: the first one's settings, and the count */
+    snprintf(b, sizeof(b), HPA("llama", "\"minReplicas\":1,\"maxReplicas\":8", AVG1, WINDOWS0),
+             ",\"tolerance\":0", ",\"tolerance\":0");
+    const char *two[] = {b, cpu};
+    struct ctl_hpa_facts f = facts(two, 2);
+    assert_int_equal(f.count, 2);
+    assert_int_equal(ctl_hpa_advice(&f, 1, 8, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "the HorizontalPodAutoscaler llama: 2 HorizontalPodAutoscalers "
+                                "target this Deployment"));
+}
+
+/* Fields of the wrong type are read as unset, and a message never
+ * overflows its buffer. */
+static void test_odd_objects_and_short_buffers(void **st)
+{
+    (void)st;
+    const char *odd = "{\"metadata\":{\"name\":7},\"spec\":{\"minReplicas\":\"3\","
+                      "\"maxReplicas\":-4,\"metrics\":{},\"behavior\":[]}}";
+    char out[1024];
+    struct ctl_hpa_facts f = facts(&odd, 1);
+    assert_string_equal(f.name, "?");
+    assert_int_equal(f.min_replicas, 1);
+    assert_int_equal(f.max_replicas, 0);
+    assert_int_equal(f.down_window_s, 300);
+    assert_true(ctl_hpa_advice(&f, 1, 16, out, sizeof(out)) >= 3);
+    char tiny[24];
+    memset(tiny, 'x', sizeof(tiny));
+    assert_true(ctl_hpa_advice(&f, 1, 16, tiny, sizeof(tiny)) >= 3);
+    assert_int_equal(strlen(tiny), sizeof(tiny) - 1);
+    assert_int_equal(ctl_hpa_advice(&f, 1, 16, tiny, 0), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nothing_before_the_first_list),
+        cmocka_unit_test(test_no_hpa_nothing_applies_the_count),
+        cmocka_unit_test(test_the_documented_hpa_with_tolerance_0_is_fine),
+        cmocka_unit_test(test_a_default_hpa_is_told_each_problem),
+        cmocka_unit_test(test_an_hpa_that_does_not_follow_gpuscaler),
+        cmocka_unit_test(test_odd_objects_and_short_buffers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
