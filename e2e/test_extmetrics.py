@@ -655,9 +655,10 @@ class ExtMetricsE2E(unittest.TestCase):
         """The HPA applies gpuscaler's count in this mode, and what keeps it from doing so is
         told where users look: an HPASettings Warning on the Deployment (and a log line). An
         HPA that caps below max-replicas with the default 5-minute scale-down window, and a
-        Deployment no HPA targets, each get one; the documented HPA gets none. Each HPA
-        exists before its Deployment, which gpuscaler then checks within a tick, not at its
-        next minute's list."""
+        Deployment no HPA targets (still none at a list 45 s after the first that saw none:
+        one made just after its Deployment is not missing), each get one; the documented HPA
+        gets none. Each HPA exists before its Deployment, which gpuscaler then checks within a
+        tick, not at its next minute's list."""
         def hpa(name, max_replicas, behavior=None):
             spec = {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
                                        "name": name},
@@ -690,14 +691,39 @@ class ExtMetricsE2E(unittest.TestCase):
                       "max-replicas 8: gpuscaler's counts above 4 are not applied", got[0])
         self.assertIn("its scale-down stabilization window (300 s, the default)", got[0])
         self.assertLess(took, 15, "checked at the next minute's list, not within a tick")
-        lone = wait_for(lambda: warnings("unscaled"), 20, what="an HPASettings Warning on "
-                                                              "unscaled")
+        self.assertEqual(warnings("unscaled"), [], "no HPA told before the grace")
+        lone = wait_for(lambda: warnings("unscaled"), 130, interval=1,
+                        what="an HPASettings Warning on unscaled")
+        took = time.monotonic() - t0
+        print("no HPA told %.1fs after the Deployment was created" % took)
+        self.assertGreaterEqual(took, 45)
         self.assertIn("no HorizontalPodAutoscaler targets this Deployment", lone[0])
         self.assertIn("level=warn", [ln for ln in self.g.text().splitlines()
                                      if "deployment=capped" in ln and
                                      "maxReplicas 4" in ln][0])
         time.sleep(2)
         self.assertEqual(warnings("calm"), [])
+
+    def test_9_a_parked_deployment_is_not_served(self):
+        """A Deployment scaled to 0 by hand under min-replicas 1 is parked, as the HPA
+        leaves it; its 0 is not served (404 stale): served, an HPA reading it as the count is
+        raised by hand again would scale that count down to its minReplicas."""
+        self.make("parked", 1, subnet=24, rate=5)
+        wait_for(lambda: self.desired("parked") == 1, 30, what="a served count of 1")
+        self.c.patch("deployments", "parked", {"spec": {"replicas": 0}}, self.ns)
+        code, st = wait_for(lambda: (lambda r: r if r[0] == 404 else None)(
+            self.em_get("gpuscaler_desired_replicas", "deployment=parked")), 20,
+            what="404 once parked")
+        self.assertIn("stale", st.get("message", ""))
+        self.assertIn("Parked", self.c.get("deployments", "parked", self.ns)["metadata"]
+                      ["annotations"].get("gpuscaler.io/status", ""))
+        t_end = time.monotonic() + 3
+        while time.monotonic() < t_end:
+            self.assertEqual(self.em_get("gpuscaler_desired_replicas",
+                                         "deployment=parked")[0], 404)
+            time.sleep(0.5)
+        self.c.patch("deployments", "parked", {"spec": {"replicas": 2}}, self.ns)
+        wait_for(lambda: self.desired("parked") == 2, 30, what="served again once resumed")
 
     def replicas_in(self, ns, name):
         return self.c.get("deployments", name, ns)["spec"]["replicas"]

@@ -156,6 +156,9 @@ struct ctl_cold_pod {
 struct ctl_hpa_facts {
     bool listed;              /**< a list of its namespace's HPAs has completed */
     int count;                /**< HPAs targeting it; the rest is the first one's */
+    int64_t none_since_ms;    /**< when a list first saw none target it (sent, wall ms) */
+    bool none_confirmed;      /**< ... and one sent CTL_HPA_NONE_GRACE_MS after saw none */
+    bool keda;                /**< made by KEDA (its triggers may read gpuscaler's /metrics) */
     char name[64];
     int32_t min_replicas;     /**< spec.minReplicas (1 when unset) */
     int32_t max_replicas;
@@ -166,7 +169,11 @@ struct ctl_hpa_facts {
     int32_t down_window_s;    /**< behavior.scaleDown.stabilizationWindowSeconds (300 unset) */
     double up_tolerance;      /**< behavior.scaleUp.tolerance, NAN unset (the cluster's) */
     double down_tolerance;
+    bool up_disabled, down_disabled; /**< behavior.*.selectPolicy Disabled */
 };
+/** No HPA targets a Deployment in mode external-metric for this long before
+ *  it is told (one made just after the Deployment is not missing). */
+#define CTL_HPA_NONE_GRACE_MS (45 * 1000)
 
 /** Per tracked Deployment. Owned by the controller's workload table. */
 struct ctl_wl {
@@ -232,7 +239,8 @@ struct ctl_wl {
     char *status_written;         /**< last status annotation (without time) */
     int64_t status_written_ms;
     int32_t status_desired;       /**< its desired replicas */
-    bool status_unavailable;      /**< ... and whether it said MetricsUnavailable */
+    bool status_unavailable;      /**< ... and whether its reason is not served
+                                       (ctl_reason_served) */
     bool status_inflight;         /**< a status annotation PATCH is in flight */
     bool status_deferred;         /**< a status update waits for a Deployment write in flight */
     uint8_t status_q;             /**< the status queue it waits in (status.c), 0 none */
@@ -617,6 +625,17 @@ size_t ctl_checkpoint_flush_shard(struct controller *c, uint32_t shard, bool sta
 void ctl_checkpoint_forget(struct controller *c, const struct ctl_wl *w);
 /** gpuscaler_checkpoint_configmap_bytes of each ConfigMap whose size is known. */
 void ctl_checkpoint_write_metrics(const struct controller *c, struct util_buf *b);
+/**
+ * Whether a decision of this reason is served to an HPA (controller_visit,
+ * and what the status annotation tells the other replicas): not a hold
+ * for missing metrics, and not Parked (the HPA does nothing at 0 replicas,
+ * and a 0 served as the count is raised by hand would scale it down). A
+ * count the bounds set while the metrics are missing is served.
+ */
+static inline bool ctl_reason_served(enum policy_reason r)
+{
+    return r != POLICY_METRICS_UNAVAILABLE && r != POLICY_HOLD_PARKED;
+}
 /** List the HPAs of every namespace with a tracked Deployment (hpa.c):
  *  conflicts (mode scale) and ctl_wl.hpa (mode external-metric). */
 void ctl_hpa_refresh(struct controller *c);

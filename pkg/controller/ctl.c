@@ -360,8 +360,10 @@ static double status_num(const json_t *st, const char *key)
 /* A Deployment another replica decides for (its shard's owner, or the
  * leader), served from the decision that replica wrote into its
  * gpuscaler.io/status annotation, as the informer cache has it. live: that
- * replica's Lease is valid. False when there is no decision to serve; a
- * status of invalid annotations is served as stale (below). */
+ * replica's Lease is valid, and this cache is current (a failed watch
+ * would serve an old decision as the owner's). False when there is no
+ * decision to serve; a status of invalid annotations is served as stale
+ * (below), as are the reasons not served (ctl_reason_served). */
 static bool status_view(const struct controller *c, const struct kube_deployment *d, int64_t now,
                         bool live, struct ctl_workload_view *v)
 {
@@ -387,7 +389,9 @@ static bool status_view(const struct controller *c, const struct kube_deployment
         *v = (struct ctl_workload_view){
             .ns = d->ns,
             .name = d->name,
-            .valid = live && !invalid && strcmp(reason, "MetricsUnavailable") != 0 &&
+            .valid = live && !invalid &&
+                     strcmp(reason, policy_reason_name(POLICY_METRICS_UNAVAILABLE)) != 0 &&
+                     strcmp(reason, policy_reason_name(POLICY_HOLD_PARKED)) != 0 &&
                      now - at <= max_age,
             .time_ms = live && at < now - tick ? now - tick : at,
             .window_s = rate_window_s(c, source_of(c, d)),
@@ -401,10 +405,9 @@ static bool status_view(const struct controller *c, const struct kube_deployment
     return ok;
 }
 
-/* This replica's own decision for w. A decision is served unless it is
- * MetricsUnavailable, as the status annotation tells the other replicas
- * (status.c): a count the bounds set while the metrics are missing is
- * served too. Invalid annotations are served as stale. */
+/* This replica's own decision for w, served as the status annotation tells
+ * the other replicas (ctl_reason_served). Invalid annotations are served as
+ * stale. */
 static void own_view(const struct controller *c, const struct ctl_wl *w, int64_t now,
                      struct ctl_workload_view *v)
 {
@@ -413,7 +416,7 @@ static void own_view(const struct controller *c, const struct ctl_wl *w, int64_t
     *v = (struct ctl_workload_view){
         .ns = w->ns,
         .name = w->name,
-        .valid = decided && w->last.reason != POLICY_METRICS_UNAVAILABLE &&
+        .valid = decided && ctl_reason_served(w->last.reason) &&
                  now - w->last_decision_ms <= max_age,
         .time_ms = decided ? w->last_decision_ms : now,
         .window_s = rate_window_s(c, w->cfg.source),
@@ -448,7 +451,8 @@ size_t controller_visit(struct controller *c, const char *ns, ctl_view_cb cb, vo
         for (size_t i = 0; i < nd; i++) {
             const struct kube_deployment *d = ds[i];
             if (d->deleting || (ns && strcmp(ns, d->ns) != 0) || ctl_wl_find(c, d->ns, d->name) ||
-                !status_view(c, d, now, ctl_shards_owner_live(c, d->ns, d->name), &v))
+                !status_view(c, d, now,
+                             !c->cache_held && ctl_shards_owner_live(c, d->ns, d->name), &v))
                 continue;
             cb(&v, arg);
             n++;
@@ -462,7 +466,7 @@ size_t controller_visit(struct controller *c, const char *ns, ctl_view_cb cb, vo
                 continue;
             if (standby) {
                 const struct kube_deployment *d = kube_cache_deployment(c->cache, w->ns, w->name);
-                if (!d || d->deleting || !status_view(c, d, now, true, &v))
+                if (!d || d->deleting || !status_view(c, d, now, !c->cache_held, &v))
                     continue;
             } else if (w->config_ok && !w->have_last) {
                 continue;

@@ -5,7 +5,7 @@
  *   Deployment is another scaler, and gpuscaler does not write (decide.c);
  * - mode external-metric: the HPA is what applies gpuscaler's count, and
  *   its settings can keep it from doing so (no HPA, bounds narrower than
- *   gpuscaler's, the default 5-minute scale-down window, the 10 % tolerance):
+ *   gpuscaler's, the default 5-minute scale-down window, a tolerance):
  *   ctl_hpa_advice() says which, and the leader tells it in an HPASettings
  *   Warning (docs/external-metrics.md section 3). */
 #include "controller-int.h"
@@ -20,7 +20,6 @@
 
 #define SUB "controller"
 #define HPA_DEFAULT_DOWN_WINDOW_S 300 /* behavior.scaleDown.stabilizationWindowSeconds */
-#define HPA_DEFAULT_TOLERANCE 0.1     /* --horizontal-pod-autoscaler-tolerance */
 
 /* ---- what an HPA asks (pure) --------------------------------------------------- */
 
@@ -42,6 +41,25 @@ static double quantity(const json_t *v)
     return *end ? NAN : x;
 }
 
+/* KEDA's ScaledObject behind an HPA it made: the HPA's controller owner
+ * (SetControllerReference), else its labels (app.kubernetes.io/managed-by
+ * keda-operator, part-of the ScaledObject); NULL for any other HPA. */
+static const char *keda_owner(const json_t *meta)
+{
+    size_t i;
+    json_t *o;
+    json_array_foreach(json_object_get(meta, "ownerReferences"), i, o) {
+        const char *kind = json_string_value(json_object_get(o, "kind"));
+        const char *name = json_string_value(json_object_get(o, "name"));
+        if (kind && name && strcmp(kind, "ScaledObject") == 0)
+            return name;
+    }
+    const json_t *labels = json_object_get(meta, "labels");
+    const char *by = json_string_value(json_object_get(labels, "app.kubernetes.io/managed-by"));
+    const char *of = json_string_value(json_object_get(labels, "app.kubernetes.io/part-of"));
+    return by && of && strcmp(by, "keda-operator") == 0 ? of : NULL;
+}
+
 static int32_t int_or(const json_t *v, int32_t dflt)
 {
     if (!json_is_integer(v))
@@ -58,7 +76,8 @@ void ctl_hpa_facts_add(struct ctl_hpa_facts *f, const json_t *hpa)
     const json_t *meta = json_object_get(hpa, "metadata");
     const json_t *spec = json_object_get(hpa, "spec");
     const char *name = json_string_value(json_object_get(meta, "name"));
-    snprintf(f->name, sizeof(f->name), "%s", name ? name : "?");
+    snprintf(f->name, sizeof(f->name), "%s", name && *name ? name : "?");
+    f->keda = keda_owner(meta) != NULL;
     f->min_replicas = int_or(json_object_get(spec, "minReplicas"), 1);
     f->max_replicas = int_or(json_object_get(spec, "maxReplicas"), 0);
     size_t i;
@@ -88,6 +107,10 @@ void ctl_hpa_facts_add(struct ctl_hpa_facts *f, const json_t *hpa)
         int_or(json_object_get(down, "stabilizationWindowSeconds"), HPA_DEFAULT_DOWN_WINDOW_S);
     f->up_tolerance = quantity(json_object_get(up, "tolerance"));
     f->down_tolerance = quantity(json_object_get(down, "tolerance"));
+    const char *sel = json_string_value(json_object_get(up, "selectPolicy"));
+    f->up_disabled = sel && strcmp(sel, "Disabled") == 0;
+    sel = json_string_value(json_object_get(down, "selectPolicy"));
+    f->down_disabled = sel && strcmp(sel, "Disabled") == 0;
 }
 
 /* Appends a "; "-separated clause to out. */
@@ -117,6 +140,8 @@ size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max, c
     if (!f->listed)
         return 0;
     if (f->count == 0) {
+        if (!f->none_confirmed)
+            return 0; /* an HPA made just after the Deployment: seen at a later list */
         snprintf(out, len,
                  "gpuscaler.io/mode is external-metric, but no HorizontalPodAutoscaler targets "
                  "this Deployment, so nothing applies gpuscaler's count: create one that reads "
@@ -134,7 +159,7 @@ size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max, c
                f->count);
         n++;
     }
-    if (!f->reads_gpuscaler) {
+    if (!f->reads_gpuscaler && !f->keda) { /* KEDA may read gpuscaler's /metrics */
         clause(why, sizeof(why), "it reads no gpuscaler_* external metric, so it does not "
                                  "follow gpuscaler: read gpuscaler_desired_replicas");
         n++;
@@ -149,7 +174,9 @@ size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max, c
                f->max_replicas, max, f->max_replicas);
         n++;
     }
-    if (f->min_replicas > min) {
+    /* min-replicas 0 asks for an HPA at 0, which needs the HPAScaleToZero
+     * gate: annotations.md says so, and it is no setting to fix here */
+    if (f->min_replicas > min && min > 0) {
         clause(why, sizeof(why), "its minReplicas %d is above min-replicas %d: gpuscaler's "
                                  "counts below %d are not applied",
                f->min_replicas, min, f->min_replicas);
@@ -171,19 +198,31 @@ size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max, c
                f->up_window_s);
         n++;
     }
-    /* a step of one from k replicas is a ratio of (k + 1) / k or (k - 1) / k,
-     * inside a tolerance t (|ratio - 1| <= t) from k >= 1 / t on */
-    bool dflt = isnan(f->up_tolerance) || isnan(f->down_tolerance);
-    double tol = fmax(isnan(f->up_tolerance) ? HPA_DEFAULT_TOLERANCE : f->up_tolerance,
-                      isnan(f->down_tolerance) ? HPA_DEFAULT_TOLERANCE : f->down_tolerance);
-    if (tol > 0 && (double)max * tol >= 1.0 - 1e-9) {
-        clause(why, sizeof(why), "its tolerance (%g %%%s) leaves a step of one replica "
-                                 "unapplied from %d replicas on: set behavior.scaleUp.tolerance "
-                                 "and scaleDown.tolerance to 0 (Kubernetes 1.34, or 1.33 with the "
-                                 "HPAConfigurableTolerance gate), or "
-                                 "use mode scale",
-               tol * 100, dflt ? ", the cluster's default" : "",
-               (int32_t)ceil(1.0 / tol - 1e-9));
+    if (f->up_disabled || f->down_disabled) {
+        clause(why, sizeof(why), "its %s selectPolicy is Disabled: gpuscaler's %s are never "
+                                 "applied",
+               f->up_disabled && f->down_disabled ? "scaleUp and scaleDown"
+               : f->up_disabled                   ? "scaleUp"
+                                                  : "scaleDown",
+               f->up_disabled && f->down_disabled ? "counts"
+               : f->up_disabled                   ? "scale-outs"
+                                                  : "scale-ins");
+        n++;
+    }
+    /* a step of one from k replicas is a ratio of (k + 1) / k up, (k - 1) / k
+     * down: inside a tolerance t (|ratio - 1| <= t, no change) from k >= 1 / t
+     * on, up from at most max - 1, down from at most max. Only a tolerance
+     * set here: an unset one is the cluster's (10 % unless changed), and
+     * before Kubernetes 1.33 there is no field to set (external-metrics.md) */
+    double up = f->up_tolerance, down = f->down_tolerance;
+    bool up_lost = isfinite(up) && up > 0 && (double)(max - 1) * up >= 1.0 - 1e-9;
+    bool down_lost = isfinite(down) && down > 0 && (double)max * down >= 1.0 - 1e-9;
+    if (up_lost || down_lost) {
+        double t = up_lost && down_lost ? fmin(up, down) : up_lost ? up : down;
+        clause(why, sizeof(why), "its %s tolerance (%g %%) leaves a step of one replica "
+                                 "unapplied from %d replicas on: set it to 0",
+               up_lost && down_lost ? "scaleUp and scaleDown" : up_lost ? "scaleUp" : "scaleDown",
+               t * 100, (int32_t)ceil(1.0 / t - 1e-9));
         n++;
     }
     if (n)
@@ -192,25 +231,6 @@ size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max, c
 }
 
 /* ---- the lists ------------------------------------------------------------------ */
-
-/* KEDA's ScaledObject behind an HPA it made: the HPA's controller owner
- * (SetControllerReference), else its labels (app.kubernetes.io/managed-by
- * keda-operator, part-of the ScaledObject); NULL for any other HPA. */
-static const char *keda_owner(const json_t *meta)
-{
-    size_t i;
-    json_t *o;
-    json_array_foreach(json_object_get(meta, "ownerReferences"), i, o) {
-        const char *kind = json_string_value(json_object_get(o, "kind"));
-        const char *name = json_string_value(json_object_get(o, "name"));
-        if (kind && name && strcmp(kind, "ScaledObject") == 0)
-            return name;
-    }
-    const json_t *labels = json_object_get(meta, "labels");
-    const char *by = json_string_value(json_object_get(labels, "app.kubernetes.io/managed-by"));
-    const char *of = json_string_value(json_object_get(labels, "app.kubernetes.io/part-of"));
-    return by && of && strcmp(by, "keda-operator") == 0 ? of : NULL;
-}
 
 /* The Deployment an HPA targets, NULL for any other kind. */
 static const char *target_of(const json_t *hpa)
@@ -224,15 +244,17 @@ static const char *target_of(const json_t *hpa)
 struct hpa_list {
     struct controller *c;
     char *ns;
+    int64_t sent_ms; /* wall ms */
 };
 
-/* What this namespace's HPAs ask of each external-metric Deployment here
- * (a Deployment no HPA targets gets count 0). */
-static void set_facts(struct controller *c, const char *ns, const json_t *items)
+/* What this namespace's HPAs ask of each Deployment here, as a list sent at
+ * sent_ms saw them (a Deployment no HPA targets gets count 0; one tracked
+ * since the list was sent is left for the next). */
+static void set_facts(struct controller *c, const char *ns, const json_t *items, int64_t sent_ms)
 {
     for (size_t b = 0; b < CTL_WL_BUCKETS; b++) {
         for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
-            if (strcmp(w->ns, ns) != 0)
+            if (strcmp(w->ns, ns) != 0 || w->tracked_since_ms > sent_ms)
                 continue;
             struct ctl_hpa_facts f = {.listed = true};
             size_t i;
@@ -241,6 +263,11 @@ static void set_facts(struct controller *c, const char *ns, const json_t *items)
                 const char *name = target_of(it);
                 if (name && strcmp(name, w->name) == 0)
                     ctl_hpa_facts_add(&f, it);
+            }
+            if (f.count == 0) {
+                f.none_since_ms = w->hpa.listed && w->hpa.count == 0 ? w->hpa.none_since_ms
+                                                                     : sent_ms;
+                f.none_confirmed = sent_ms - f.none_since_ms >= CTL_HPA_NONE_GRACE_MS;
             }
             w->hpa = f;
         }
@@ -272,7 +299,7 @@ static void hpa_listed(const struct kube_result *res, void *arg)
                                hpa ? hpa : "?");
         }
         if (!c->closing)
-            set_facts(c, l->ns, items);
+            set_facts(c, l->ns, items, l->sent_ms);
     } else if (!c->closing) {
         LOG_WARN(SUB, "listing HorizontalPodAutoscalers failed: HTTP %ld %s; the last list's "
                       "conflicts still hold", res->status, res->message);
@@ -330,6 +357,7 @@ void ctl_hpa_refresh(struct controller *c)
             struct hpa_list *l = xcalloc(1, sizeof(*l));
             l->c = c;
             l->ns = xstrdup(w->ns);
+            l->sent_ms = util_now_unix_ms();
             c->hpa_lists_pending++;
             ctl_io_begin(c);
             if (kube_hpa_list(c->kube, w->ns, hpa_listed, l) != 0) {

@@ -220,8 +220,8 @@ static void patch_status(struct controller *c, struct ctl_wl *w, const char *jso
 static void status_try(struct controller *c, struct ctl_wl *w, int64_t now_ms, bool popped)
 {
     /* what another replica serves to the HPA from this annotation: the
-     * desired count, valid unless the metrics are unavailable */
-    bool unavailable = w->last.reason == POLICY_METRICS_UNAVAILABLE;
+     * desired count, valid unless its reason is not served */
+    bool unavailable = !ctl_reason_served(w->last.reason);
     int64_t refresh_ms = c->cfg->status.refresh_interval_ms;
     /* ... and what keeps it served: one about to be served as stale */
     bool expiring = w->status_written && now_ms - w->status_written_ms >= refresh_ms * 9 / 8;

@@ -57,35 +57,53 @@ static void test_no_hpa_nothing_applies_the_count(void **st)
     (void)st;
     struct ctl_hpa_facts f = {.listed = true};
     char out[512];
+    /* not yet: an HPA made just after the Deployment shows at a later list */
+    assert_int_equal(ctl_hpa_advice(&f, 1, 16, out, sizeof(out)), 0);
+    f.none_confirmed = true;
     assert_int_equal(ctl_hpa_advice(&f, 1, 16, out, sizeof(out)), 1);
     assert_non_null(strstr(out, "no HorizontalPodAutoscaler targets this Deployment"));
 }
 
-static void test_the_documented_hpa_with_tolerance_0_is_fine(void **st)
+static void test_the_documented_hpa_is_fine(void **st)
 {
     (void)st;
     char b[2048], out[1024];
+    /* tolerance unset (the cluster's; no field before Kubernetes 1.33) or 0 */
+    snprintf(b, sizeof(b), HPA("llama", "\"minReplicas\":1,\"maxReplicas\":16", AVG1, WINDOWS0),
+             "", "");
+    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 0);
+    assert_string_equal(out, "");
     snprintf(b, sizeof(b), HPA("llama", "\"minReplicas\":1,\"maxReplicas\":16", AVG1, WINDOWS0),
              ",\"tolerance\":\"0\"", ",\"tolerance\":0");
     assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 0);
-    assert_string_equal(out, "");
-    /* without tolerance (before Kubernetes 1.33): the cluster's 10 % leaves
-     * a one-replica step unapplied from 10 replicas on */
-    snprintf(b, sizeof(b), HPA("llama", "\"minReplicas\":1,\"maxReplicas\":16", AVG1, WINDOWS0),
-             "", "");
-    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 1);
-    assert_non_null(strstr(out, "the HorizontalPodAutoscaler llama: its tolerance (10 %, the "
-                                "cluster's default) leaves a step of one replica unapplied "
-                                "from 10 replicas on"));
-    /* ... which a count of at most 9 never meets */
-    assert_int_equal(advice(b, 1, 9, out, sizeof(out)), 0);
+    /* min-replicas 0 under an HPA at 1: the HPAScaleToZero gate, not a setting */
+    assert_int_equal(advice(b, 0, 16, out, sizeof(out)), 0);
+}
+
+/* A tolerance t set on the HPA leaves a step of one unapplied from 1 / t
+ * replicas on: up from at most max - 1, down from at most max. */
+static void test_a_tolerance_set_is_checked_each_way(void **st)
+{
+    (void)st;
+    char b[2048], out[1024];
     /* 50m is 5 %: from 20 on */
     snprintf(b, sizeof(b), HPA("llama", "\"minReplicas\":1,\"maxReplicas\":32", AVG1, WINDOWS0),
              ",\"tolerance\":\"50m\"", ",\"tolerance\":\"0.05\"");
     assert_int_equal(advice(b, 1, 32, out, sizeof(out)), 1);
-    assert_non_null(strstr(out, "its tolerance (5 %) leaves a step of one replica unapplied "
-                                "from 20 replicas on"));
+    assert_non_null(strstr(out, "the HorizontalPodAutoscaler llama: its scaleUp and scaleDown "
+                                "tolerance (5 %) leaves a step of one replica unapplied from 20 "
+                                "replicas on: set it to 0"));
     assert_int_equal(advice(b, 1, 19, out, sizeof(out)), 0);
+    /* at max 20: 20 -> 19 is lost (ratio 0.95), 19 -> 20 is not (20/19 - 1 > 5 %) */
+    assert_int_equal(advice(b, 1, 20, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "its scaleDown tolerance (5 %)"));
+    /* up only: 10 % from 10 on, which max 10 never steps up from */
+    snprintf(b, sizeof(b), HPA("llama", "\"minReplicas\":1,\"maxReplicas\":16", AVG1, WINDOWS0),
+             ",\"tolerance\":\"0.1\"", "");
+    assert_int_equal(advice(b, 1, 10, out, sizeof(out)), 0);
+    assert_int_equal(advice(b, 1, 11, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "its scaleUp tolerance (10 %) leaves a step of one replica "
+                                "unapplied from 10 replicas on"));
 }
 
 static void test_a_default_hpa_is_told_each_problem(void **st)
@@ -93,12 +111,14 @@ static void test_a_default_hpa_is_told_each_problem(void **st)
     (void)st;
     char out[1024];
     /* no behavior, no minReplicas (1), maxReplicas 8 under gpuscaler's 16 */
-    const char *doc = HPA("llama", "\"maxReplicas\":8", AVG1, "");
+    const char *doc = HPA("llama", "\"maxReplicas\":8", AVG1,
+                          ",\"behavior\":{\"scaleUp\":{\"selectPolicy\":\"Disabled\"}}");
     assert_int_equal(advice(doc, 2, 16, out, sizeof(out)), 3);
     assert_non_null(strstr(out, "the HorizontalPodAutoscaler llama: its maxReplicas 8 is below "
                                 "max-replicas 16: gpuscaler's counts above 8 are not applied; "));
     assert_non_null(strstr(out, "its scale-down stabilization window (300 s, the default)"));
-    assert_non_null(strstr(out, "its tolerance (10 %, the cluster's default)"));
+    assert_non_null(strstr(out, "its scaleUp selectPolicy is Disabled: gpuscaler's scale-outs "
+                                "are never applied"));
     assert_null(strstr(out, "minReplicas")); /* 1 is below gpuscaler's 2: not a problem */
     /* minReplicas above gpuscaler's min, a scale-up window */
     char b[2048];
@@ -132,6 +152,15 @@ static void test_an_hpa_that_does_not_follow_gpuscaler(void **st)
     assert_int_equal(advice(cpu, 1, 8, out, sizeof(out)), 1);
     assert_non_null(strstr(out, "the HorizontalPodAutoscaler cpu: it reads no gpuscaler_* "
                                 "external metric"));
+    /* KEDA's: its trigger may read gpuscaler's /metrics through Prometheus */
+    const char *keda =
+        "{\"metadata\":{\"name\":\"keda-hpa-llama\",\"ownerReferences\":[{\"kind\":"
+        "\"ScaledObject\",\"name\":\"llama\"}]},\"spec\":{\"scaleTargetRef\":{\"kind\":"
+        "\"Deployment\",\"name\":\"llama\"},\"maxReplicas\":8,\"metrics\":[{\"type\":"
+        "\"External\",\"external\":{\"metric\":{\"name\":\"s0-prometheus\"},\"target\":"
+        "{\"type\":\"AverageValue\",\"averageValue\":\"1\"}}}],\"behavior\":{\"scaleDown\":"
+        "{\"stabilizationWindowSeconds\":0}}}}";
+    assert_int_equal(advice(keda, 1, 8, out, sizeof(out)), 0);
     /* two HPAs: the first one's settings, and the count */
     snprintf(b, sizeof(b), HPA("llama", "\"minReplicas\":1,\"maxReplicas\":8", AVG1, WINDOWS0),
              ",\"tolerance\":0", ",\"tolerance\":0");
@@ -153,6 +182,9 @@ static void test_odd_objects_and_short_buffers(void **st)
     char out[1024];
     struct ctl_hpa_facts f = facts(&odd, 1);
     assert_string_equal(f.name, "?");
+    const char *unnamed = "{\"metadata\":{\"name\":\"\"}}";
+    struct ctl_hpa_facts u = facts(&unnamed, 1);
+    assert_string_equal(u.name, "?");
     assert_int_equal(f.min_replicas, 1);
     assert_int_equal(f.max_replicas, 0);
     assert_int_equal(f.down_window_s, 300);
@@ -169,7 +201,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nothing_before_the_first_list),
         cmocka_unit_test(test_no_hpa_nothing_applies_the_count),
-        cmocka_unit_test(test_the_documented_hpa_with_tolerance_0_is_fine),
+        cmocka_unit_test(test_the_documented_hpa_is_fine),
+        cmocka_unit_test(test_a_tolerance_set_is_checked_each_way),
         cmocka_unit_test(test_a_default_hpa_is_told_each_problem),
         cmocka_unit_test(test_an_hpa_that_does_not_follow_gpuscaler),
         cmocka_unit_test(test_odd_objects_and_short_buffers),
