@@ -194,11 +194,13 @@ struct ctl_wl {
     struct policy_decision last;  /**< last decision */
     bool have_last;
     int64_t last_decision_ms;
-    bool last_valid;              /**< last decision came from valid metrics */
     int32_t spec_replicas;        /**< seen at the last tick */
     int64_t learned_cold_start_ms; /**< the look-ahead's: schedule delay + load time */
     int64_t learned_schedule_ms;  /**< creation to PodScheduled, longest of the Ready pods */
     int64_t learned_load_ms;      /**< PodScheduled to Ready (model load), longest of them */
+    int64_t prior_schedule_ms;    /**< the two above as the status annotation had them when
+                                       tracking began (a restart, a shard moved): 0 none */
+    int64_t prior_load_ms;
     bool zero_managed, zero_known; /**< at 0 replicas since min-replicas 0 (sticky until
                                         seen above 0); known once observed */
     int64_t zero_generation;      /**< the Deployment's metadata.generation then */

@@ -61,6 +61,23 @@ static void wl_free(struct ctl_wl *w)
     xfree(w);
 }
 
+/* The learned cold start the Deployment's status annotation has (the
+ * replica that acted before this one wrote it), in w->prior_*. */
+static void prior_cold_start(struct ctl_wl *w, const struct kube_deployment *d)
+{
+    const char *txt = kube_labels_get(&d->annotations, CTL_ANNOTATION_PREFIX "status");
+    json_t *st = txt ? json_loads(txt, 0, NULL) : NULL;
+    const json_t *cs = json_object_get(st, "coldStart");
+    double sched = json_number_value(json_object_get(cs, "scheduleSeconds"));
+    double load = json_number_value(json_object_get(cs, "loadSeconds"));
+    /* as cold_start_of() bounds a pod's (observe.c): under an hour */
+    if (isfinite(sched) && isfinite(load) && sched >= 0 && load > 0 && sched + load < 3600) {
+        w->prior_schedule_ms = (int64_t)(sched * 1000.0);
+        w->prior_load_ms = (int64_t)(load * 1000.0);
+    }
+    json_decref(st);
+}
+
 static struct ctl_wl *wl_new(struct controller *c, const struct kube_deployment *d)
 {
     struct ctl_wl *w = xcalloc(1, sizeof(*w));
@@ -73,6 +90,7 @@ static struct ctl_wl *wl_new(struct controller *c, const struct kube_deployment 
     policy_state_init(&w->pst);
     capacity_init(&w->cap);
     w->cap_in_use = NAN;
+    prior_cold_start(w, d);
     unsigned h = wl_hash(d->ns, d->name);
     w->next = c->table[h];
     c->table[h] = w;

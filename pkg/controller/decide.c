@@ -351,7 +351,6 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
     }
     w->have_last = true;
     w->last_decision_ms = now;
-    w->last_valid = r->valid;
     w->spec_replicas = d->spec_replicas;
     if (changed || policy_reason_is_action(dec->reason))
         LOGW_INFO(SUB, w->ns, w->name, "%s: %s%s", policy_reason_name(dec->reason),

@@ -224,6 +224,15 @@ void ctl_cold_start_learn(struct ctl_wl *w, const struct kube_pod *const *pods, 
         } else if (p->ready && !p->deleting && p->phase == KUBE_POD_RUNNING) {
             e = (struct ctl_cold_pod){.name = xstrdup(p->name), .created_ms = p->created_ms};
             cold_start_of(p, &e);
+            /* Ready before tracking began (a restart, a shard moved here): its
+             * Ready condition may be a later readiness flap's, not its first
+             * Ready; what the replica acting before learned bounds it */
+            if (e.load_ms >= 0 && w->prior_load_ms > 0 &&
+                p->ready_transition_ms < w->tracked_since_ms) {
+                e.schedule_ms = e.schedule_ms < w->prior_schedule_ms ? e.schedule_ms
+                                                                     : w->prior_schedule_ms;
+                e.load_ms = e.load_ms < w->prior_load_ms ? e.load_ms : w->prior_load_ms;
+            }
         } else {
             continue; /* not Ready yet: its start is still to come */
         }

@@ -192,6 +192,33 @@ static void test_cold_start_first_ready(void **state)
     assert_int_equal(w->learned_cold_start_ms, 1000 + 60000);
     ctl_cold_start_free(w);
     assert_null(w->cold_pods);
+
+    /* after a restart: tracked from t0 + 3,000 s with the status annotation's 20 s + 180 s;
+     * b was Ready before, its condition from a readiness flap at 30 minutes: bounded by
+     * what was learned; c turns Ready after tracking began, with a longer load: its own */
+    memset(w, 0, sizeof(*w));
+    w->tracked_since_ms = t0 + 3000000;
+    w->prior_schedule_ms = 20000;
+    w->prior_load_ms = 180000;
+    b.ready_transition_ms = t0 + 1800000;
+    const struct kube_pod *after[1] = {&b};
+    ctl_cold_start_learn(w, after, 1);
+    assert_int_equal(w->learned_schedule_ms, 20000);
+    assert_int_equal(w->learned_load_ms, 180000);
+    n.created_ms = t0 + 2900000;
+    n.scheduled_ms = t0 + 2905000;
+    n.ready_transition_ms = t0 + 3150000;
+    const struct kube_pod *both[2] = {&b, &n};
+    ctl_cold_start_learn(w, both, 2);
+    assert_int_equal(w->learned_load_ms, 245000);
+    assert_int_equal(w->learned_cold_start_ms, 20000 + 245000);
+    /* without an annotation, the condition is all there is */
+    ctl_cold_start_free(w);
+    memset(w, 0, sizeof(*w));
+    w->tracked_since_ms = t0 + 3000000;
+    ctl_cold_start_learn(w, after, 1);
+    assert_int_equal(w->learned_load_ms, 1800000 - 20000);
+    ctl_cold_start_free(w);
     free(w);
     /* a forecaster keeps its rate floor within 4x of the configuration's */
     assert_true(ctl_floor_kept(8, 8) && ctl_floor_kept(8, 32) && ctl_floor_kept(8, 2));
