@@ -294,6 +294,9 @@ struct ctl_wl {
  *  is current again. Longer than the reflector's backoff steps up to 25.6 s,
  *  so one failed watch or a short API server restart does not trigger it. */
 #define CTL_CACHE_DOWN_HOLD_MS 30000
+/** A wall clock that moved this much more or less than the monotonic one
+ *  between two ticks was set (NTP slews at most 0.5 ms a second). */
+#define CTL_CLOCK_STEP_MS 2000
 /** Reports (status, events, checkpoints) in flight at most, so 1,000
  *  workloads do not burst 3,000 requests at once: statuses wait in a queue
  *  for their turn (status.c), the other reports for a later tick. */
@@ -366,6 +369,9 @@ struct controller {
     uint64_t events_sent, events_suppressed;
     uint64_t ticks;
     int64_t last_trim_ms;
+    int64_t tick_wall_ms;         /* the last tick's wall clock (0: none yet) ... */
+    uint64_t tick_mono_ns;        /* ... and monotonic clock */
+    uint64_t clock_steps;         /* wall clock steps seen (ctl_clock_step) */
     double last_tick_seconds;
 };
 

@@ -126,12 +126,44 @@ void ctl_io_end(struct controller *c)
         maybe_finish_close(c);
 }
 
+/* The wall clock set forward or back (an NTP step, a VM resumed) by more
+ * than CTL_CLOCK_STEP_MS between two ticks: the policy's clocks and the
+ * tick times kept per Deployment move with it, so that each keeps the time
+ * it measured (policy_state_shift). The scraper's samples need nothing: a
+ * step forward ages them out of the rate window, one back makes it refuse
+ * new ones until the clock passes them, and both hold the replicas. */
+static void clock_step(struct controller *c, int64_t now, uint64_t mono_ns)
+{
+    int64_t prev = c->tick_wall_ms;
+    uint64_t prev_ns = c->tick_mono_ns;
+    c->tick_wall_ms = now;
+    c->tick_mono_ns = mono_ns;
+    if (!prev)
+        return;
+    int64_t step = (now - prev) - (int64_t)((mono_ns - prev_ns) / 1000000u);
+    if (step <= CTL_CLOCK_STEP_MS && step >= -CTL_CLOCK_STEP_MS)
+        return;
+    c->clock_steps++;
+    LOG_WARN(SUB, "the wall clock was set %s by %.1f s between two ticks: the rules' clocks move "
+                  "with it",
+             step > 0 ? "forward" : "back", (double)(step > 0 ? step : -step) / 1000.0);
+    for (size_t b = 0; b < CTL_WL_BUCKETS; b++) {
+        for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
+            policy_state_shift(&w->pst, step);
+            w->tracked_since_ms += step;
+            if (w->have_last)
+                w->last_decision_ms += step;
+        }
+    }
+}
+
 void controller_tick(struct controller *c)
 {
     if (c->closing || !kube_cache_synced(c->cache))
         return;
     uint64_t t0 = uv_hrtime();
     int64_t now = util_now_unix_ms();
+    clock_step(c, now, t0);
     bool leading = controller_leading(c);
     c->cache_down_ms = kube_cache_down_ms(c->cache, &c->cache_down_what);
     bool held = c->cache_down_ms >= CTL_CACHE_DOWN_HOLD_MS;

@@ -237,6 +237,9 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
     util_buf_printf(b, "gpuscaler_tracked_deployments %zu\n", c->nwl);
     family(b, "gpuscaler_decision_round_seconds", "gauge", "Duration of the last decision round.");
     util_buf_printf(b, "gpuscaler_decision_round_seconds %.6f\n", c->last_tick_seconds);
+    family(b, "gpuscaler_clock_steps_total", "counter",
+           "Wall clock steps (set forward or back by more than 2 s) seen between two ticks.");
+    util_buf_printf(b, "gpuscaler_clock_steps_total %llu\n", (unsigned long long)c->clock_steps);
     ctl_checkpoint_write_metrics(c, b);
 
     static const struct wl_gauge per[] = {

@@ -64,6 +64,25 @@ void policy_state_init(struct policy_state *st)
     st->act_to = -1;
 }
 
+static void shift(int64_t *t, int64_t delta_ms)
+{
+    if (*t != POLICY_NEVER)
+        *t += delta_ms;
+}
+
+void policy_state_shift(struct policy_state *st, int64_t delta_ms)
+{
+    int64_t *clocks[] = {&st->above_since_ms, &st->below_since_ms, &st->latency_above_since_ms,
+                         &st->idle_since_ms, &st->last_scale_ms, &st->undo_below_since_ms,
+                         &st->undo_latency_above_since_ms, &st->undo_last_scale_ms};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(clocks); i++)
+        shift(clocks[i], delta_ms);
+    for (size_t i = 0; i < POLICY_FLOOR_TICKS; i++)
+        shift(&st->floor_t_ms[i], delta_ms);
+    for (size_t i = 0; i < POLICY_TREND_SAMPLES; i++)
+        shift(&st->trend_t_ms[i], delta_ms);
+}
+
 /* Requests a seasonal plan's likely peak makes within the look-ahead that
  * keep one replica from zero, and that wake one at zero (min-replicas 0). */
 #define ZERO_KEEP_REQUESTS 1.0

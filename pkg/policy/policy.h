@@ -215,6 +215,15 @@ struct policy_state {
 
 void policy_state_init(struct policy_state *st);
 
+/**
+ * Move every time the state holds by delta_ms. The caller's clock stepped
+ * (the wall clock set forward or back) by delta_ms more than the time that
+ * passed: shifted with it, each rule's clock keeps the time it measured, so
+ * a step forward does not fire the rules waiting on it, nor empty the
+ * scale-in stabilization window, and a step back does not hold them.
+ */
+void policy_state_shift(struct policy_state *st, int64_t delta_ms);
+
 /** What the caller observed at `now`. */
 struct policy_input {
     int64_t now_ms;

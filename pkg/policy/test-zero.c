@@ -223,6 +223,76 @@ static void test_action_not_applied(void **s)
     run_ztable(&c, applied, UTIL_ARRAY_LEN(applied));
 }
 
+/* One run of a load that falls, rises and falls again, through the
+ * hysteresis rule and, predictive, the trusted plan's scale-in with its
+ * stabilization window and the ramp; the replicas follow the decisions. At
+ * step_at_s the caller's clock is set forward or back by step_s: shifted,
+ * the state keeps the durations it measured. Returns the decisions. */
+static size_t clock_run(bool predictive, double step_at_s, double step_s, bool shifted,
+                        struct policy_decision *out, size_t max)
+{
+    struct policy_config c;
+    base_cfg(&c);
+    c.min_replicas = 1;
+    c.predictive = predictive;
+    c.p99_latency_target_ms = predictive ? 8000 : 0;
+    c.service_time_ms = predictive ? 6400 : 0;
+    struct policy_state st;
+    policy_state_init(&st);
+    int cur = 6;
+    double off = 0;
+    size_t n = 0;
+    for (double t = 0; t < 3600 && n < max; t += 15, n++) {
+        if (t >= step_at_s && off == 0) {
+            off = step_s;
+            if (shifted)
+                policy_state_shift(&st, S(step_s));
+        }
+        double rate = t < 900 ? 40 : t < 1500 ? 12 : t < 2400 ? 12 + (t - 1500) / 30 : 20;
+        struct policy_input in = {
+            .now_ms = S(t + off), .current_replicas = cur, .ready_replicas = cur,
+            .gpus_per_replica = 1, .metrics_valid = true, .metrics_time_ms = S(t + off),
+            .request_rate = rate, .recent_rate = -1, .p99_latency_ms = -1, .queue_depth = 0,
+            .have_forecast = predictive, .forecast_rate = rate * 1.1,
+            .forecast_likely = rate, .forecast_trusted = predictive,
+            .forecast_seasonal = true};
+        policy_decide(&c, &st, &in, &out[n]);
+        cur = out[n].desired;
+    }
+    return n;
+}
+
+/* A wall clock set forward by 10 minutes, or back by 5, while the rules'
+ * clocks run: with the state shifted by the step, every decision is the one
+ * made without a step; without the shift, a step forward fires the scale-in
+ * at once. */
+static void test_clock_step_shifted(void **s)
+{
+    (void)s;
+    enum { N = 240 };
+    static struct policy_decision ref[N], got[N];
+    for (int predictive = 0; predictive <= 1; predictive++) {
+        for (int k = 0; k < 2; k++) {
+            double at = 960 + 15 * k * 3, step = k == 0 ? 600 : -300;
+            size_t n = clock_run(predictive, 1e9, 0, false, ref, N);
+            assert_int_equal(clock_run(predictive, at, step, true, got, N), n);
+            for (size_t i = 0; i < n; i++)
+                if (got[i].desired != ref[i].desired || got[i].reason != ref[i].reason)
+                    fail_msg("predictive %d, step %+gs at %gs: tick %zu: %d %s, without a "
+                             "step %d %s",
+                             predictive, step, at, i, got[i].desired,
+                             policy_reason_name(got[i].reason), ref[i].desired,
+                             policy_reason_name(ref[i].reason));
+        }
+        /* not shifted: the step forward is taken for 10 minutes of evidence */
+        clock_run(predictive, 960, 600, false, got, N);
+        size_t differ = 0;
+        for (size_t i = 0; i < N; i++)
+            differ += got[i].desired != ref[i].desired;
+        assert_true(differ > 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -231,6 +301,7 @@ int main(void)
         cmocka_unit_test(test_zero_missing_metrics),
         cmocka_unit_test(test_parked),
         cmocka_unit_test(test_action_not_applied),
+        cmocka_unit_test(test_clock_step_shifted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
