@@ -33,6 +33,7 @@ from fakekube import harness, kubeclient  # noqa: E402
 from fakeprom import FakePrometheus  # noqa: E402
 
 REAL = bool(os.environ.get("KUBECONFIG")) and not os.environ.get("GPUSCALER_E2E_FAKE")
+FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 CONFIG = FAST_CONFIG
 ANNOTATIONS = FAST_ANNOTATIONS
@@ -91,8 +92,8 @@ class ControllerE2E(unittest.TestCase):
         if warned:
             raise AssertionError("the API server warned gpuscaler: %s" % warned[:5])
 
-    def start(self, config=CONFIG, extra=(), ident="gpuscaler-e2e"):
-        g = Gpuscaler(self.kubeconfig, config, extra, ident)
+    def start(self, config=CONFIG, extra=(), ident="gpuscaler-e2e", env=None):
+        g = Gpuscaler(self.kubeconfig, config, extra, ident, env)
         self.procs.append(g)
         return g
 
@@ -2010,6 +2011,49 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         finally:
             g.stop()
             self.c.delete("deployments", "spell", self.ns)
+
+    @unittest.skipUnless(os.path.exists(FAKETIME), "needs libfaketime (scripts/setup.sh test)")
+    def test_45_a_wall_clock_step_keeps_the_rules_clocks(self):
+        """The wall clock set 50 s forward (libfaketime: the wall clock alone, not the
+        monotonic one) while the scale-in rule's clock runs (scale-in-after 60 s, below for
+        15 s): gpuscaler logs and counts the step, and the rule still waits its 60 s of
+        measured time; taken at its word, the wall clock would have fired it at once. The
+        rate window (120 s) holds the samples from before the step, so the rates stay valid
+        across it and only the rule's clock can tell."""
+        stamp = os.path.join(tempfile.mkdtemp(prefix="faketime-"), "offset")
+        with open(stamp, "w") as f:
+            f.write("+0\n")
+        cfg = ("decision-interval: 1s\nleader-election: {enabled: false}\n"
+               "scrape: {interval: 500ms, timeout: 1s, rate-window: 120s}\n")
+        self.make("clockstep", 4, subnet=60,
+                  annotations={"gpuscaler.io/scale-in-after": "60s"})
+        self.metrics.set_rate("clockstep", 10)  # 2.5 req/s a replica: below 5, scale in
+        g = self.start(cfg, ident="inst-clock", env={
+            "LD_PRELOAD": FAKETIME, "FAKETIME_TIMESTAMP_FILE": stamp, "FAKETIME_NO_CACHE": "1",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
+        try:
+            st = wait_for(lambda: (lambda s: s if s and s.get("reason") ==
+                                   "BelowTargetWaiting" else None)(self.status("clockstep")),
+                          30, what="the scale-in rule's clock running")
+            time.sleep(15)
+            self.assertEqual(self.replicas("clockstep"), 4)
+            with open(stamp, "w") as f:
+                f.write("+50\n")
+            wait_for(lambda: g.metric("gpuscaler_clock_steps_total") == 1, 10,
+                     what="the step counted")
+            line = [ln for ln in g.text().splitlines() if "the wall clock was set" in ln]
+            self.assertIn("set forward by 50.", line[0])
+            self.assertIn("level=warn", line[0])
+            t_end = time.monotonic() + 10
+            while time.monotonic() < t_end:
+                self.assertEqual(self.replicas("clockstep"), 4, "scaled in on the step: %s"
+                                 % self.status("clockstep"))
+                time.sleep(0.5)
+            st = self.status("clockstep")
+            self.assertEqual(st.get("reason"), "BelowTargetWaiting", st)
+        finally:
+            g.stop()
+            self.c.delete("deployments", "clockstep", self.ns)
 
     def test_24_least_privilege_rbac(self):
         """gpuscaler works with exactly the permissions deploy/rbac.yaml grants it (the chart's,

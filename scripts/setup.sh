@@ -8,7 +8,7 @@ pkgs=(build-essential meson ninja-build pkg-config libuv1-dev libcurl4-openssl-d
       libjansson-dev libyaml-dev libssl-dev zlib1g-dev libcmocka-dev node-llhttp python3 openssl
       curl)
 if [ "$mode" = test ]; then
-  pkgs+=(clang libclang-rt-14-dev llvm python3-jsonschema python3-yaml wrk prometheus nodejs
+  pkgs+=(clang libclang-rt-14-dev llvm python3-jsonschema python3-yaml wrk prometheus nodejs libfaketime
          golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
          golang-gopkg-yaml.v3-dev golang-github-burntsushi-toml-dev golang-github-gobwas-glob-dev
          golang-github-xeipuuv-gojsonschema-dev)

@@ -337,7 +337,7 @@ class MiniKubelet:
 class Gpuscaler:
     """gpuscaler run as a subprocess; log in a temp file; stopped by PID."""
 
-    def __init__(self, kubeconfig, config_yaml, extra=(), ident="gpuscaler-e2e"):
+    def __init__(self, kubeconfig, config_yaml, extra=(), ident="gpuscaler-e2e", env=None):
         self.dir = tempfile.mkdtemp(prefix="gpuscaler-e2e-")
         # config and log stay readable after stop(); removed when the test
         # process exits (GPUSCALER_E2E_KEEP=1 keeps them for a post-mortem)
@@ -354,7 +354,8 @@ class Gpuscaler:
                 "--metrics-addr", "127.0.0.1:%d" % self.metrics_port,
                 "--health-addr", "127.0.0.1:%d" % self.health_port, "--id", ident,
                 "--log-level", "debug"] + list(extra)
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, **env) if env else None)
         self.pid = self.proc.pid
 
     def text(self):
