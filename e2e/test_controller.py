@@ -2014,46 +2014,62 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
 
     @unittest.skipUnless(os.path.exists(FAKETIME), "needs libfaketime (scripts/setup.sh test)")
     def test_45_a_wall_clock_step_keeps_the_rules_clocks(self):
-        """The wall clock set 50 s forward (libfaketime: the wall clock alone, not the
-        monotonic one) while the scale-in rule's clock runs (scale-in-after 60 s, below for
-        15 s): gpuscaler logs and counts the step, and the rule still waits its 60 s of
-        measured time; taken at its word, the wall clock would have fired it at once. The
-        rate window (120 s) holds the samples from before the step, so the rates stay valid
-        across it and only the rule's clock can tell."""
-        stamp = os.path.join(tempfile.mkdtemp(prefix="faketime-"), "offset")
-        with open(stamp, "w") as f:
-            f.write("+0\n")
+        """The wall clock set 50 s forward (libfaketime: gpuscaler's wall clock alone, not
+        its monotonic one, nor Prometheus') while the scale-in rule's clock runs
+        (scale-in-after 60 s, below for 15 s): gpuscaler logs and counts the step, and the
+        rule's clock moves with it (the status's belowSince 50 s later), so the rule still
+        waits its 60 s of measured time; taken at its word, the wall clock would have fired it
+        at once (the build before scaled 10 -> 6 on the step). The metrics come from
+        Prometheus, whose answers stay fresh across the step (metrics-stale-after 120 s):
+        scraped samples are stamped with the stepped clock, and the tick after the step may
+        find them stale (a hold, which restarts the rules' clocks) or not, by chance."""
+        stamp_dir = tempfile.mkdtemp(prefix="faketime-")
+        stamp = os.path.join(stamp_dir, "offset")
+
+        def set_offset(text):  # whole at once: libfaketime rereads the file at every call
+            with open(stamp + ".new", "w") as f:
+                f.write(text)
+            os.replace(stamp + ".new", stamp)
+        set_offset("+0\n")
+        prom = self.prometheus()  # 40 req/s
         cfg = ("decision-interval: 1s\nleader-election: {enabled: false}\n"
-               "scrape: {interval: 500ms, timeout: 1s, rate-window: 120s}\n")
-        self.make("clockstep", 4, subnet=60,
-                  annotations={"gpuscaler.io/scale-in-after": "60s"})
-        self.metrics.set_rate("clockstep", 10)  # 2.5 req/s a replica: below 5, scale in
+               "scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}\n"
+               "prometheus: {url: \"%s\"}\n") % prom.url
+        self.make("clockstep", 10, subnet=60, annotations={
+            "gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/max-replicas": "12",
+            "gpuscaler.io/scale-in-after": "60s", "gpuscaler.io/metrics-stale-after": "120s"})
         g = self.start(cfg, ident="inst-clock", env={
             "LD_PRELOAD": FAKETIME, "FAKETIME_TIMESTAMP_FILE": stamp, "FAKETIME_NO_CACHE": "1",
             "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
         try:
-            st = wait_for(lambda: (lambda s: s if s and s.get("reason") ==
-                                   "BelowTargetWaiting" else None)(self.status("clockstep")),
-                          30, what="the scale-in rule's clock running")
+            # 4 req/s a replica: below 5 (50 % of 10), so the rule's clock runs
+            before = wait_for(lambda: (lambda s: s if s and s.get("reason") ==
+                                       "BelowTargetWaiting" else None)(self.status("clockstep")),
+                              30, what="the scale-in rule's clock running")
             time.sleep(15)
-            self.assertEqual(self.replicas("clockstep"), 4)
-            with open(stamp, "w") as f:
-                f.write("+50\n")
+            self.assertEqual(self.replicas("clockstep"), 10)
+            set_offset("+50\n")
             wait_for(lambda: g.metric("gpuscaler_clock_steps_total") == 1, 10,
                      what="the step counted")
             line = [ln for ln in g.text().splitlines() if "the wall clock was set" in ln]
             self.assertIn("set forward by 50.", line[0])
             self.assertIn("level=warn", line[0])
+            reasons = set()
             t_end = time.monotonic() + 10
             while time.monotonic() < t_end:
-                self.assertEqual(self.replicas("clockstep"), 4, "scaled in on the step: %s"
+                self.assertEqual(self.replicas("clockstep"), 10, "scaled in on the step: %s"
                                  % self.status("clockstep"))
+                reasons.add(self.status("clockstep").get("reason"))
                 time.sleep(0.5)
-            st = self.status("clockstep")
-            self.assertEqual(st.get("reason"), "BelowTargetWaiting", st)
+            after = self.status("clockstep")
+            self.assertEqual(reasons, {"BelowTargetWaiting"})
+            moved = (calendar.timegm(time.strptime(after["belowSince"], "%Y-%m-%dT%H:%M:%SZ")) -
+                     calendar.timegm(time.strptime(before["belowSince"], "%Y-%m-%dT%H:%M:%SZ")))
+            self.assertTrue(49 <= moved <= 51, (before["belowSince"], after["belowSince"]))
         finally:
             g.stop()
             self.c.delete("deployments", "clockstep", self.ns)
+            shutil.rmtree(stamp_dir, ignore_errors=True)
 
     def test_24_least_privilege_rbac(self):
         """gpuscaler works with exactly the permissions deploy/rbac.yaml grants it (the chart's,

@@ -21,6 +21,14 @@ void capacity_init(struct capacity *c)
     c->queue_since_ms = -1;
 }
 
+void capacity_shift(struct capacity *c, int64_t delta_ms)
+{
+    if (c->queue_since_ms >= 0)
+        c->queue_since_ms += delta_ms;
+    if (c->lower > 0)
+        c->lower_ms += delta_ms;
+}
+
 static void push_n(float *ring, uint8_t *n, uint8_t *i, double v, uint8_t cap)
 {
     ring[*i] = (float)v;

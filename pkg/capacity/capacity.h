@@ -114,6 +114,9 @@ struct capacity {
 };
 
 void capacity_init(struct capacity *c);
+/** Move the times c holds by delta_ms: the caller's wall clock was set
+ *  forward or back by that much more than the time that passed. */
+void capacity_shift(struct capacity *c, int64_t delta_ms);
 
 /** Take one tick's evidence. Unsteady ticks only end a queue run. */
 void capacity_observe(struct capacity *c, const struct capacity_obs *o);

@@ -330,6 +330,22 @@ static int write_corpus(const char *dir)
     return 0;
 }
 
+/* A wall clock step moves the times held: an unset queue run stays unset. */
+static void test_shift(void **st)
+{
+    (void)st;
+    struct capacity c;
+    capacity_init(&c);
+    capacity_shift(&c, 50000);
+    assert_int_equal(c.queue_since_ms, -1);
+    c.queue_since_ms = 1000;
+    c.lower = 7.5;
+    c.lower_ms = 2000;
+    capacity_shift(&c, -300000);
+    assert_int_equal(c.queue_since_ms, 1000 - 300000);
+    assert_int_equal(c.lower_ms, 2000 - 300000);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0)
@@ -343,6 +359,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_codec),
         cmocka_unit_test(test_tokens_unit),
         cmocka_unit_test(test_busy_time_preferred),
+        cmocka_unit_test(test_shift),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

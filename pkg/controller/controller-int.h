@@ -201,6 +201,8 @@ struct ctl_wl {
     int64_t prior_schedule_ms;    /**< the two above as the status annotation had them when
                                        tracking began (a restart, a shard moved): 0 none */
     int64_t prior_load_ms;
+    int64_t prior_at_ms;          /**< the time of that status: pods made later are not
+                                       bounded by it (another model may load longer) */
     bool zero_managed, zero_known; /**< at 0 replicas since min-replicas 0 (sticky until
                                         seen above 0); known once observed */
     int64_t zero_generation;      /**< the Deployment's metadata.generation then */

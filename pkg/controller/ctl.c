@@ -70,10 +70,14 @@ static void prior_cold_start(struct ctl_wl *w, const struct kube_deployment *d)
     const json_t *cs = json_object_get(st, "coldStart");
     double sched = json_number_value(json_object_get(cs, "scheduleSeconds"));
     double load = json_number_value(json_object_get(cs, "loadSeconds"));
+    const char *t = json_string_value(json_object_get(st, "time"));
+    int64_t at = 0;
     /* as cold_start_of() bounds a pod's (observe.c): under an hour */
-    if (isfinite(sched) && isfinite(load) && sched >= 0 && load > 0 && sched + load < 3600) {
+    if (isfinite(sched) && isfinite(load) && sched >= 0 && load > 0 && sched + load < 3600 &&
+        t && kube_parse_time(t, &at) == 0) {
         w->prior_schedule_ms = (int64_t)(sched * 1000.0);
         w->prior_load_ms = (int64_t)(load * 1000.0);
+        w->prior_at_ms = at;
     }
     json_decref(st);
 }
@@ -128,10 +132,14 @@ void ctl_io_end(struct controller *c)
 
 /* The wall clock set forward or back (an NTP step, a VM resumed) by more
  * than CTL_CLOCK_STEP_MS between two ticks: the policy's clocks and the
- * tick times kept per Deployment move with it, so that each keeps the time
- * it measured (policy_state_shift). The scraper's samples need nothing: a
- * step forward ages them out of the rate window, one back makes it refuse
- * new ones until the clock passes them, and both hold the replicas. */
+ * times kept per Deployment move with it, so that each keeps the time it
+ * measured (policy_state_shift, capacity_shift, the backlog's samples). The
+ * scraper's samples are stamped with the wall clock and do not move: after a
+ * step forward, a tick before the pods are scraped again finds them stale
+ * (a hold, which restarts the rules' clocks), and the rate reads low for up
+ * to a rate window; after a step back the scraper refuses new samples until
+ * the clock passes its newest, deciding on those meanwhile (a step back
+ * longer than the rate window holds). Prometheus' answers carry its times. */
 static void clock_step(struct controller *c, int64_t now, uint64_t mono_ns)
 {
     int64_t prev = c->tick_wall_ms;
@@ -150,6 +158,9 @@ static void clock_step(struct controller *c, int64_t now, uint64_t mono_ns)
     for (size_t b = 0; b < CTL_WL_BUCKETS; b++) {
         for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
             policy_state_shift(&w->pst, step);
+            capacity_shift(&w->cap, step);
+            for (size_t i = 0; i < CTL_BACKLOG_SAMPLES; i++)
+                w->bl_t[i] += step; /* the arrivals' backlog growth */
             w->tracked_since_ms += step;
             if (w->have_last)
                 w->last_decision_ms += step;

@@ -226,9 +226,11 @@ void ctl_cold_start_learn(struct ctl_wl *w, const struct kube_pod *const *pods, 
             cold_start_of(p, &e);
             /* Ready before tracking began (a restart, a shard moved here): its
              * Ready condition may be a later readiness flap's, not its first
-             * Ready; what the replica acting before learned bounds it */
+             * Ready; what the replica acting before learned bounds it, if the
+             * pod was there when it wrote that (a pod made later may be of
+             * another model, that loads for longer) */
             if (e.load_ms >= 0 && w->prior_load_ms > 0 &&
-                p->ready_transition_ms < w->tracked_since_ms) {
+                p->ready_transition_ms < w->tracked_since_ms && p->created_ms <= w->prior_at_ms) {
                 e.schedule_ms = e.schedule_ms < w->prior_schedule_ms ? e.schedule_ms
                                                                      : w->prior_schedule_ms;
                 e.load_ms = e.load_ms < w->prior_load_ms ? e.load_ms : w->prior_load_ms;

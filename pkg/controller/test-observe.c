@@ -200,6 +200,7 @@ static void test_cold_start_first_ready(void **state)
     w->tracked_since_ms = t0 + 3000000;
     w->prior_schedule_ms = 20000;
     w->prior_load_ms = 180000;
+    w->prior_at_ms = t0 + 2950000;
     b.ready_transition_ms = t0 + 1800000;
     const struct kube_pod *after[1] = {&b};
     ctl_cold_start_learn(w, after, 1);
@@ -212,6 +213,16 @@ static void test_cold_start_first_ready(void **state)
     ctl_cold_start_learn(w, both, 2);
     assert_int_equal(w->learned_load_ms, 245000);
     assert_int_equal(w->learned_cold_start_ms, 20000 + 245000);
+    /* a pod made after that status was written (a rollout while no replica
+     * acted: another model, loading for 10 minutes) is not bounded by it */
+    ctl_cold_start_free(w);
+    struct kube_pod r = {.name = "r", .phase = KUBE_POD_RUNNING, .ready = true,
+                         .created_ms = t0 + 2960000, .scheduled_ms = t0 + 2961000,
+                         .ready_transition_ms = t0 + 2961000 + 600000};
+    w->tracked_since_ms = t0 + 3600000;
+    const struct kube_pod *rolled[1] = {&r};
+    ctl_cold_start_learn(w, rolled, 1);
+    assert_int_equal(w->learned_load_ms, 600000);
     /* without an annotation, the condition is all there is */
     ctl_cold_start_free(w);
     memset(w, 0, sizeof(*w));
