@@ -2014,11 +2014,11 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
 
     @unittest.skipUnless(os.path.exists(FAKETIME), "needs libfaketime (scripts/setup.sh test)")
     def test_45_a_wall_clock_step_keeps_the_rules_clocks(self):
-        """The wall clock set 50 s forward (libfaketime: gpuscaler's wall clock alone, not
+        """The wall clock set 40 s forward (libfaketime: gpuscaler's wall clock alone, not
         its monotonic one, nor Prometheus') while the scale-in rule's clock runs
-        (scale-in-after 60 s, below for 15 s): gpuscaler logs and counts the step, and the
-        rule's clock moves with it (the status's belowSince 50 s later), so the rule still
-        waits its 60 s of measured time; taken at its word, the wall clock would have fired it
+        (scale-in-after 30 s, below for 5 s): gpuscaler logs and counts the step, and the
+        rule's clock moves with it (the status's belowSince 40 s later), so the rule still
+        waits its 30 s of measured time; taken at its word, the wall clock would have fired it
         at once (the build before scaled 10 -> 6 on the step). The metrics come from
         Prometheus, whose answers stay fresh across the step (metrics-stale-after 120 s):
         scraped samples are stamped with the stepped clock, and the tick after the step may
@@ -2037,7 +2037,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
                "prometheus: {url: \"%s\"}\n") % prom.url
         self.make("clockstep", 10, subnet=60, annotations={
             "gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/max-replicas": "12",
-            "gpuscaler.io/scale-in-after": "60s", "gpuscaler.io/metrics-stale-after": "120s"})
+            "gpuscaler.io/scale-in-after": "30s", "gpuscaler.io/metrics-stale-after": "120s"})
         g = self.start(cfg, ident="inst-clock", env={
             "LD_PRELOAD": FAKETIME, "FAKETIME_TIMESTAMP_FILE": stamp, "FAKETIME_NO_CACHE": "1",
             "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
@@ -2046,13 +2046,13 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             before = wait_for(lambda: (lambda s: s if s and s.get("reason") ==
                                        "BelowTargetWaiting" else None)(self.status("clockstep")),
                               30, what="the scale-in rule's clock running")
-            time.sleep(15)
+            time.sleep(5)
             self.assertEqual(self.replicas("clockstep"), 10)
-            set_offset("+50\n")
+            set_offset("+40\n")
             wait_for(lambda: g.metric("gpuscaler_clock_steps_total") == 1, 10,
                      what="the step counted")
             line = [ln for ln in g.text().splitlines() if "the wall clock was set" in ln]
-            self.assertIn("set forward by 50.", line[0])
+            self.assertIn("set forward by 40.", line[0])
             self.assertIn("level=warn", line[0])
             reasons = set()
             t_end = time.monotonic() + 10
@@ -2065,7 +2065,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             self.assertEqual(reasons, {"BelowTargetWaiting"})
             moved = (calendar.timegm(time.strptime(after["belowSince"], "%Y-%m-%dT%H:%M:%SZ")) -
                      calendar.timegm(time.strptime(before["belowSince"], "%Y-%m-%dT%H:%M:%SZ")))
-            self.assertTrue(49 <= moved <= 51, (before["belowSince"], after["belowSince"]))
+            self.assertTrue(39 <= moved <= 41, (before["belowSince"], after["belowSince"]))
         finally:
             g.stop()
             self.c.delete("deployments", "clockstep", self.ns)

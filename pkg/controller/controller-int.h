@@ -159,6 +159,7 @@ struct ctl_hpa_facts {
     int64_t none_since_ms;    /**< when a list first saw none target it (sent, wall ms) */
     bool none_confirmed;      /**< ... and one sent CTL_HPA_NONE_GRACE_MS after saw none */
     bool keda;                /**< made by KEDA (its triggers may read gpuscaler's /metrics) */
+    bool recheck_asked;       /**< a list at the end of the grace was asked for */
     char name[64];
     int32_t min_replicas;     /**< spec.minReplicas (1 when unset) */
     int32_t max_replicas;

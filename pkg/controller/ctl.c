@@ -226,6 +226,12 @@ void controller_tick(struct controller *c)
                 snprintf(w->conflict, sizeof(w->conflict), "%s", tab + 1);
         }
         ctl_decide(c, w, d, now, leading);
+        /* no HPA seen for the grace: look again now, not at the next minute */
+        if (w->hpa.listed && w->hpa.count == 0 && !w->hpa.none_confirmed &&
+            !w->hpa.recheck_asked && now - w->hpa.none_since_ms >= CTL_HPA_NONE_GRACE_MS) {
+            w->hpa.recheck_asked = true;
+            c->hpa_soon = true;
+        }
     }
     for (size_t b = 0; b < CTL_WL_BUCKETS; b++) {
         struct ctl_wl *w = c->table[b];
