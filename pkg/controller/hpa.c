@@ -342,17 +342,18 @@ void ctl_hpa_refresh(struct controller *c)
         return;
     /* one list per namespace with a workload: in mode scale an HPA is a
      * conflict, in mode external-metric the one that applies its count */
-    char *done[256];
+    const char **done = NULL;
     size_t nd = 0;
     for (size_t b = 0; b < CTL_WL_BUCKETS; b++) {
         for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
             if (!w->config_ok)
                 continue;
             bool seen = false;
-            for (size_t i = 0; i < nd; i++)
-                seen = seen || strcmp(done[i], w->ns) == 0;
-            if (seen || nd == UTIL_ARRAY_LEN(done))
+            for (size_t i = 0; i < nd && !seen; i++)
+                seen = strcmp(done[i], w->ns) == 0;
+            if (seen)
                 continue;
+            done = xrealloc(done, (nd + 1) * sizeof(*done));
             done[nd++] = w->ns;
             struct hpa_list *l = xcalloc(1, sizeof(*l));
             l->c = c;
@@ -368,4 +369,5 @@ void ctl_hpa_refresh(struct controller *c)
             }
         }
     }
+    xfree(done);
 }
