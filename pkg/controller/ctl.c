@@ -162,6 +162,8 @@ static void clock_step(struct controller *c, int64_t now, uint64_t mono_ns)
             for (size_t i = 0; i < CTL_BACKLOG_SAMPLES; i++)
                 w->bl_t[i] += step; /* the arrivals' backlog growth */
             w->tracked_since_ms += step;
+            if (w->hpa.none_since_ms)
+                w->hpa.none_since_ms += step; /* the grace before "no HPA" */
             if (w->have_last)
                 w->last_decision_ms += step;
         }
