@@ -2055,7 +2055,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             self.assertIn("set forward by 40.", line[0])
             self.assertIn("level=warn", line[0])
             reasons = set()
-            t_end = time.monotonic() + 10
+            t_end = time.monotonic() + 6
             while time.monotonic() < t_end:
                 self.assertEqual(self.replicas("clockstep"), 10, "scaled in on the step: %s"
                                  % self.status("clockstep"))

@@ -174,7 +174,7 @@ struct ctl_hpa_facts {
 };
 /** No HPA targets a Deployment in mode external-metric for this long before
  *  it is told (one made just after the Deployment is not missing). */
-#define CTL_HPA_NONE_GRACE_MS (45 * 1000)
+#define CTL_HPA_NONE_GRACE_MS (30 * 1000)
 
 /** Per tracked Deployment. Owned by the controller's workload table. */
 struct ctl_wl {
