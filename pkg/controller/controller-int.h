@@ -610,6 +610,10 @@ void ctl_status_forget(struct controller *c, struct ctl_wl *w);
 /** How old an owner's status annotation may be and still be served by
  *  another replica: 5/4 of status.refresh-interval (5 minutes). */
 int64_t ctl_status_max_age_ms(const struct ctl_config *cfg);
+/** The Deployment's gpuscaler.io/status annotation, parsed (the caller
+ *  json_decref()s it), and its "time" in *at_ms (0 when absent or not a
+ *  time); NULL when there is none or it is not JSON. */
+json_t *ctl_status_read(const struct kube_deployment *d, int64_t *at_ms);
 /** The InvalidAnnotation status of w's configuration error (key: the
  *  annotation), written at once. */
 void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key,

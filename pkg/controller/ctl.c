@@ -65,16 +65,14 @@ static void wl_free(struct ctl_wl *w)
  * replica that acted before this one wrote it), in w->prior_*. */
 static void prior_cold_start(struct ctl_wl *w, const struct kube_deployment *d)
 {
-    const char *txt = kube_labels_get(&d->annotations, CTL_ANNOTATION_PREFIX "status");
-    json_t *st = txt ? json_loads(txt, 0, NULL) : NULL;
+    int64_t at = 0;
+    json_t *st = ctl_status_read(d, &at);
     const json_t *cs = json_object_get(st, "coldStart");
     double sched = json_number_value(json_object_get(cs, "scheduleSeconds"));
     double load = json_number_value(json_object_get(cs, "loadSeconds"));
-    const char *t = json_string_value(json_object_get(st, "time"));
-    int64_t at = 0;
     /* as cold_start_of() bounds a pod's (observe.c): under an hour */
     if (isfinite(sched) && isfinite(load) && sched >= 0 && load > 0 && sched + load < 3600 &&
-        t && kube_parse_time(t, &at) == 0) {
+        at != 0) {
         w->prior_schedule_ms = (int64_t)(sched * 1000.0);
         w->prior_load_ms = (int64_t)(load * 1000.0);
         w->prior_at_ms = at;
@@ -436,15 +434,11 @@ static double status_num(const json_t *st, const char *key)
 static bool status_view(const struct controller *c, const struct kube_deployment *d, int64_t now,
                         bool live, struct ctl_workload_view *v)
 {
-    const char *txt = kube_labels_get(&d->annotations, CTL_ANNOTATION_PREFIX "status");
-    if (!txt)
-        return false;
-    json_t *st = json_loads(txt, 0, NULL);
-    const char *t = json_string_value(json_object_get(st, "time"));
+    int64_t at = 0;
+    json_t *st = ctl_status_read(d, &at);
     const char *reason = json_string_value(json_object_get(st, "reason"));
     const json_t *desired = json_object_get(st, "desired");
-    int64_t at = 0;
-    bool ok = t && reason && kube_parse_time(t, &at) == 0;
+    bool ok = reason && at != 0;
     bool invalid = ok && strcmp(reason, "InvalidAnnotation") == 0;
     ok = ok && (invalid || json_is_integer(desired));
     if (ok) {

@@ -305,16 +305,13 @@ static bool zero_managed(struct controller *c, struct ctl_wl *w, const struct ku
         w->zero_managed = true;
         w->zero_generation = d->generation;
     } else if (!w->zero_known) {
-        const char *txt = kube_labels_get(&d->annotations, CTL_ANNOTATION_PREFIX "status");
-        json_t *st = txt ? json_loads(txt, 0, NULL) : NULL;
+        int64_t at = 0;
+        json_t *st = ctl_status_read(d, &at);
         const json_t *desired = json_object_get(st, "desired");
         const char *reason = json_string_value(json_object_get(st, "reason"));
-        const char *t = json_string_value(json_object_get(st, "time"));
-        int64_t at = 0;
         w->zero_managed = json_is_integer(desired) && json_integer_value(desired) == 0 &&
                           reason && strcmp(reason, policy_reason_name(POLICY_HOLD_PARKED)) != 0 &&
-                          strcmp(reason, "InvalidAnnotation") != 0 && t &&
-                          kube_parse_time(t, &at) == 0 &&
+                          strcmp(reason, "InvalidAnnotation") != 0 && at != 0 &&
                           now - at <= ctl_status_max_age_ms(c->cfg);
         w->zero_generation = d->generation;
         json_decref(st);

@@ -81,6 +81,16 @@ int64_t ctl_status_max_age_ms(const struct ctl_config *cfg)
     return cfg->status.refresh_interval_ms * 5 / 4;
 }
 
+json_t *ctl_status_read(const struct kube_deployment *d, int64_t *at_ms)
+{
+    const char *txt = kube_labels_get(&d->annotations, CTL_ANNOTATION_PREFIX "status");
+    json_t *st = txt ? json_loads(txt, 0, NULL) : NULL;
+    const char *t = json_string_value(json_object_get(st, "time"));
+    if (!t || kube_parse_time(t, at_ms) != 0)
+        *at_ms = 0;
+    return st;
+}
+
 /* refreshes a second, and the bucket's size (a second's worth) */
 static double refresh_rate(const struct controller *c)
 {
