@@ -2014,15 +2014,16 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
 
     @unittest.skipUnless(os.path.exists(FAKETIME), "needs libfaketime (scripts/setup.sh test)")
     def test_45_a_wall_clock_step_keeps_the_rules_clocks(self):
-        """The wall clock set 40 s forward (libfaketime: gpuscaler's wall clock alone, not
-        its monotonic one, nor Prometheus') while the scale-in rule's clock runs
-        (scale-in-after 30 s, below for 5 s): gpuscaler logs and counts the step, and the
-        rule's clock moves with it (the status's belowSince 40 s later), so the rule still
-        waits its 30 s of measured time; taken at its word, the wall clock would have fired it
-        at once (the build before scaled 10 -> 6 on the step). The metrics come from
-        Prometheus, whose answers stay fresh across the step (metrics-stale-after 120 s):
-        scraped samples are stamped with the stepped clock, and the tick after the step may
-        find them stale (a hold, which restarts the rules' clocks) or not, by chance."""
+        """The wall clock set 40 s forward, then back again (libfaketime: gpuscaler's wall
+        clock alone, not its monotonic one) while the scale-in rule's clock runs
+        (scale-in-after 30 s): gpuscaler logs and counts each step, and the rule's clock moves
+        with it (the status's belowSince 40 s later, then back), so the rule still waits its
+        30 s of measured time; taken at its word, the wall clock would have fired it at once
+        (the build before scaled 10 -> 6 on the step). The scraped metrics read on across both
+        steps (metrics-stale-after 5 s, rate window 3 s): the scraper stamps its samples with
+        the monotonic clock (the build before held, MetricsUnavailable, after either step:
+        samples 40 s old after the step forward, new ones refused for 40 s after the step
+        back)."""
         stamp_dir = tempfile.mkdtemp(prefix="faketime-")
         stamp = os.path.join(stamp_dir, "offset")
 
@@ -2031,41 +2032,50 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
                 f.write(text)
             os.replace(stamp + ".new", stamp)
         set_offset("+0\n")
-        prom = self.prometheus()  # 40 req/s
         cfg = ("decision-interval: 1s\nleader-election: {enabled: false}\n"
-               "scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}\n"
-               "prometheus: {url: \"%s\"}\n") % prom.url
-        self.make("clockstep", 10, subnet=60, annotations={
-            "gpuscaler.io/metrics-source": "prometheus", "gpuscaler.io/max-replicas": "12",
-            "gpuscaler.io/scale-in-after": "30s", "gpuscaler.io/metrics-stale-after": "120s"})
+               "scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}\n")
+        # 4 req/s a replica: below 5 (50 % of 10), so the rule's clock runs
+        self.make("clockstep", 10, subnet=60, rate=40.0, annotations={
+            "gpuscaler.io/max-replicas": "12", "gpuscaler.io/scale-in-after": "30s"})
         g = self.start(cfg, ident="inst-clock", env={
             "LD_PRELOAD": FAKETIME, "FAKETIME_TIMESTAMP_FILE": stamp, "FAKETIME_NO_CACHE": "1",
             "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
+
+        def below_since(st):
+            return calendar.timegm(time.strptime(st["belowSince"], "%Y-%m-%dT%H:%M:%SZ"))
+
+        def watch(seconds):
+            reasons = set()
+            t_end = time.monotonic() + seconds
+            while time.monotonic() < t_end:
+                st = self.status("clockstep")
+                self.assertEqual(self.replicas("clockstep"), 10, "scaled in on the step: %s" % st)
+                reasons.add(st.get("reason"))
+                time.sleep(0.5)
+            self.assertEqual(reasons, {"BelowTargetWaiting"})
+            return self.status("clockstep")
         try:
-            # 4 req/s a replica: below 5 (50 % of 10), so the rule's clock runs
             before = wait_for(lambda: (lambda s: s if s and s.get("reason") ==
                                        "BelowTargetWaiting" else None)(self.status("clockstep")),
                               30, what="the scale-in rule's clock running")
-            time.sleep(5)
-            self.assertEqual(self.replicas("clockstep"), 10)
+            time.sleep(1)
             set_offset("+40\n")
             wait_for(lambda: g.metric("gpuscaler_clock_steps_total") == 1, 10,
-                     what="the step counted")
+                     what="the step forward counted")
             line = [ln for ln in g.text().splitlines() if "the wall clock was set" in ln]
             self.assertIn("set forward by 40.", line[0])
             self.assertIn("level=warn", line[0])
-            reasons = set()
-            t_end = time.monotonic() + 6
-            while time.monotonic() < t_end:
-                self.assertEqual(self.replicas("clockstep"), 10, "scaled in on the step: %s"
-                                 % self.status("clockstep"))
-                reasons.add(self.status("clockstep").get("reason"))
-                time.sleep(0.5)
-            after = self.status("clockstep")
-            self.assertEqual(reasons, {"BelowTargetWaiting"})
-            moved = (calendar.timegm(time.strptime(after["belowSince"], "%Y-%m-%dT%H:%M:%SZ")) -
-                     calendar.timegm(time.strptime(before["belowSince"], "%Y-%m-%dT%H:%M:%SZ")))
-            self.assertTrue(39 <= moved <= 41, (before["belowSince"], after["belowSince"]))
+            ahead = watch(4)
+            self.assertTrue(39 <= below_since(ahead) - below_since(before) <= 41,
+                            (before["belowSince"], ahead["belowSince"]))
+            set_offset("+0\n")
+            wait_for(lambda: g.metric("gpuscaler_clock_steps_total") == 2, 10,
+                     what="the step back counted")
+            line = [ln for ln in g.text().splitlines() if "the wall clock was set" in ln]
+            self.assertIn("set back by 40.", line[1])
+            back = watch(4)
+            self.assertTrue(-1 <= below_since(back) - below_since(before) <= 1,
+                            (before["belowSince"], back["belowSince"]))
         finally:
             g.stop()
             self.c.delete("deployments", "clockstep", self.ns)

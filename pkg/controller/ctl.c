@@ -132,12 +132,8 @@ void ctl_io_end(struct controller *c)
  * than CTL_CLOCK_STEP_MS between two ticks: the policy's clocks and the
  * times kept per Deployment move with it, so that each keeps the time it
  * measured (policy_state_shift, capacity_shift, the backlog's samples). The
- * scraper's samples are stamped with the wall clock and do not move: after a
- * step forward, a tick before the pods are scraped again finds them stale
- * (a hold, which restarts the rules' clocks), and the rate reads low for up
- * to a rate window; after a step back the scraper refuses new samples until
- * the clock passes its newest, deciding on those meanwhile (a step back
- * longer than the rate window holds). Prometheus' answers carry its times. */
+ * scraper's clock is the monotonic one, which the step does not move
+ * (observe.c asks it at tick_mono_ns); Prometheus' answers carry its times. */
 static void clock_step(struct controller *c, int64_t now, uint64_t mono_ns)
 {
     int64_t prev = c->tick_wall_ms;

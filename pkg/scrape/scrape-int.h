@@ -4,8 +4,8 @@
  * histogram counts; the per-workload latency window; pods -> one workload
  * result) that the I/O part in scrape.c and targets.c drives.
  *
- * Nothing here does I/O or reads a clock: times are passed in (UNIX ms for
- * sample times, as scrape_get's now). Not included by other modules. */
+ * Nothing here does I/O or reads a clock: times are passed in (ms on the
+ * scraper's clock, as scrape_get's now). Not included by other modules. */
 #ifndef GPUSCALER_SCRAPE_INT_H
 #define GPUSCALER_SCRAPE_INT_H
 
@@ -286,7 +286,7 @@ struct scrape_podstate {
     int64_t hist_ms;
     uint8_t hist_rows, hist_present;
     bool hist_summed;        /**< the one row is the series' sum (too many, or unknown) */
-    int64_t since_ms;        /**< when it became a ready target (UNIX ms) */
+    int64_t since_ms;        /**< when it became a ready target (the scraper's clock) */
     int64_t window_ms;       /**< the rate window: a series gone longer is forgotten */
     int64_t last_ok_ms;      /**< last successful scrape, POLICY_NEVER */
     int64_t last_try_ms;     /**< last finished attempt, POLICY_NEVER */

@@ -32,7 +32,7 @@ struct spod {
     struct scrape_extract *x;  /* the running scrape's parser */
     uint64_t due;              /* loop time of the next slot */
     uint64_t started;          /* loop time the running scrape started */
-    int64_t started_ms;        /* UNIX ms the running scrape started */
+    int64_t started_ms;        /* when the running scrape started (the scraper's clock) */
     int64_t log_after_ms;      /* rate limit of this pod's warnings */
     double gpus;
     double stale_departed;     /* gauges moved to departed when its scrapes went stale */
@@ -97,8 +97,8 @@ struct scrape {
 
 /* ---- scrape.c, for targets.c ---- */
 
-/** The scraper's wall clock (scrape_config.clock), UNIX ms. */
-int64_t scrape_io_wall(const struct scrape *s);
+/** The scraper's clock (scrape_config.clock), ms: monotonic by default. */
+int64_t scrape_io_now(const struct scrape *s);
 /** Put a ready pod with an address on the schedule at its next slot. */
 void scrape_io_schedule(struct scrape *s, struct spod *p);
 /** Take the pod off the schedule (no-op when it is not on it). */
@@ -106,7 +106,7 @@ void scrape_io_unschedule(struct scrape *s, struct spod *p);
 /** Set the timer for the next due pod (after the schedule changed). */
 void scrape_io_arm(struct scrape *s);
 /** Log the pod's failure (st.fail), rate limited. */
-void scrape_io_log_failure(struct scrape *s, struct spod *p, int64_t wall);
+void scrape_io_log_failure(struct scrape *s, struct spod *p, int64_t stamp);
 /** Free a pod whose history was released into its window already. */
 void scrape_io_pod_free(struct spod *p);
 

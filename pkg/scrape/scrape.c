@@ -57,16 +57,16 @@
 #define ERROR_BODY_MAX ((size_t)64 << 10)
 /** A failing pod is logged again at most this often (same failure kind). */
 #define LOG_EVERY_MS 300000
-/** Scrape warnings per wall-clock second over all pods. */
+/** Scrape warnings per second (of the scraper's clock) over all pods. */
 #define LOG_PER_SECOND 20
 
 static const char *const accept_hdr[] = {
     "Accept: text/plain;version=0.0.4;q=1,*/*;q=0.1", NULL,
 };
 
-int64_t scrape_io_wall(const struct scrape *s)
+int64_t scrape_io_now(const struct scrape *s)
 {
-    return s->cfg.clock ? s->cfg.clock(s->cfg.clock_arg) : util_now_unix_ms();
+    return s->cfg.clock ? s->cfg.clock(s->cfg.clock_arg) : (int64_t)(uv_hrtime() / 1000000u);
 }
 
 /* ---- schedule heap ----------------------------------------------------- */
@@ -178,10 +178,10 @@ void scrape_io_schedule(struct scrape *s, struct spod *p)
 
 /* ---- logging ------------------------------------------------------------- */
 
-static bool log_budget(struct scrape *s, int64_t wall)
+static bool log_budget(struct scrape *s, int64_t stamp)
 {
-    if (wall / 1000 != s->log_second) {
-        s->log_second = wall / 1000;
+    if (stamp / 1000 != s->log_second) {
+        s->log_second = stamp / 1000;
         s->log_lines = 0;
     }
     if (s->log_lines >= LOG_PER_SECOND) {
@@ -192,13 +192,13 @@ static bool log_budget(struct scrape *s, int64_t wall)
     return true;
 }
 
-void scrape_io_log_failure(struct scrape *s, struct spod *p, int64_t wall)
+void scrape_io_log_failure(struct scrape *s, struct spod *p, int64_t stamp)
 {
-    if (p->st.fail == p->logged && wall < p->log_after_ms) {
+    if (p->st.fail == p->logged && stamp < p->log_after_ms) {
         p->quiet++;
         return;
     }
-    if (!log_budget(s, wall)) {
+    if (!log_budget(s, stamp)) {
         p->quiet++;
         return;
     }
@@ -212,14 +212,14 @@ void scrape_io_log_failure(struct scrape *s, struct spod *p, int64_t wall)
     s->log_dropped = 0;
     p->quiet = 0;
     p->logged = p->st.fail;
-    p->log_after_ms = wall + LOG_EVERY_MS;
+    p->log_after_ms = stamp + LOG_EVERY_MS;
 }
 
-static void log_recovery(struct scrape *s, struct spod *p, int64_t wall)
+static void log_recovery(struct scrape *s, struct spod *p, int64_t stamp)
 {
     if (p->logged == SCRAPE_FAIL_NONE)
         return;
-    if (log_budget(s, wall))
+    if (log_budget(s, stamp))
         LOGW_INFO("scrape", p->wl->ns, p->wl->name, "pod %s: scraped again after failures",
                   p->name);
     p->logged = SCRAPE_FAIL_NONE;
@@ -267,12 +267,12 @@ static int on_data(struct httpc_req *req, long status, const char *data, size_t 
     return scrape_extract_feed(p->x, data, len);
 }
 
-static void record_failure(struct scrape *s, struct spod *p, int64_t wall, enum scrape_fail f,
+static void record_failure(struct scrape *s, struct spod *p, int64_t stamp, enum scrape_fail f,
                            const char *msg)
 {
-    scrape_podstate_fail(&p->st, wall, f, msg);
+    scrape_podstate_fail(&p->st, stamp, f, msg);
     s->stats.scrapes_failed++;
-    scrape_io_log_failure(s, p, wall);
+    scrape_io_log_failure(s, p, stamp);
 }
 
 /* An extractor for spec: a pooled one (its parser kept when it wants the
@@ -341,7 +341,7 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
     double ms = (double)(uv_now(s->loop) - p->started);
     s->duration_ms += (ms - s->duration_ms) / 16.0;
 
-    int64_t wall = scrape_io_wall(s);
+    int64_t stamp = scrape_io_now(s);
     char msg[200];
     enum scrape_fail f = SCRAPE_FAIL_NONE;
     if (err == 0 && resp->status >= 200 && resp->status < 300) {
@@ -351,10 +351,10 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
             scrape_podstate_ok(&p->st, &p->wl->win, p->started_ms, &x->s);
             if (p->st.fail == SCRAPE_FAIL_NONE) {
                 s->stats.scrapes_ok++;
-                log_recovery(s, p, wall);
+                log_recovery(s, p, stamp);
             } else { /* the sample itself was refused */
                 s->stats.scrapes_failed++;
-                scrape_io_log_failure(s, p, wall);
+                scrape_io_log_failure(s, p, stamp);
             }
             goto out;
         }
@@ -393,7 +393,7 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
             break;
         }
     }
-    record_failure(s, p, wall, f, msg);
+    record_failure(s, p, stamp, f, msg);
 out:
     if (x)
         extract_give(s, x);
@@ -403,7 +403,7 @@ out:
     maybe_closed(s);
 }
 
-static void start(struct scrape *s, struct spod *p, int64_t wall)
+static void start(struct scrape *s, struct spod *p, int64_t stamp)
 {
     static const struct httpc_tls pod_tls = {.insecure = true};
     bool https = strcmp(p->wl->sp->spec.scheme, "https") == 0;
@@ -422,7 +422,7 @@ static void start(struct scrape *s, struct spod *p, int64_t wall)
         .tls = https ? &pod_tls : NULL,
     };
     p->x = x;
-    p->started_ms = wall;
+    p->started_ms = stamp;
     p->started = uv_now(s->loop);
     int rc = httpc_request(s->clients[p->client], &o, on_done, p, &p->req);
     if (rc < 0) {
@@ -431,7 +431,7 @@ static void start(struct scrape *s, struct spod *p, int64_t wall)
         extract_give(s, x);
         char msg[96];
         snprintf(msg, sizeof(msg), "cannot start the request: %s", strerror(-rc));
-        record_failure(s, p, wall, SCRAPE_FAIL_OTHER, msg);
+        record_failure(s, p, stamp, SCRAPE_FAIL_OTHER, msg);
         return;
     }
     s->inflight++;
@@ -443,7 +443,7 @@ static void on_timer(uv_timer_t *t)
 {
     struct scrape *s = util_container_of(t, struct scrape, timer);
     uint64_t now = uv_now(s->loop), iv = (uint64_t)s->cfg.interval_ms;
-    int64_t wall = scrape_io_wall(s);
+    int64_t stamp = scrape_io_now(s);
     size_t limit = inflight_limit(s);
     int started = 0;
     while (s->nheap && s->heap[0]->due <= now && started < START_BATCH) {
@@ -460,7 +460,7 @@ static void on_timer(uv_timer_t *t)
         if (p->req) {
             s->stats.skipped++;
         } else {
-            start(s, p, wall);
+            start(s, p, stamp);
             started++;
         }
         p->due += iv;

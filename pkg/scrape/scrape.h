@@ -210,8 +210,12 @@ struct scrape_config {
      *  connection cache on every request, which costs O(pods) per scrape with
      *  one client; 0 = SCRAPE_DEFAULT_CLIENTS, at most 64. */
     int clients;
-    /** Wall clock stamping samples, in UNIX ms (the timeline of scrape_get's
-     *  now_ms); NULL = util_now_unix_ms. Tests inject their own. */
+    /** Clock stamping samples, in ms (the timeline of scrape_get's now_ms
+     *  and of scrape_result.time_ms); NULL = the monotonic clock
+     *  (uv_hrtime() / 10^6), which a step of the wall clock (NTP, a VM
+     *  resumed) neither ages nor sends back before the newest sample: the
+     *  caller asks on the same clock and converts time_ms to the wall's
+     *  itself. Tests inject their own. */
     int64_t (*clock)(void *arg);
     void *clock_arg;
     /** Ceiling on scrapes in flight; 0 = SCRAPE_DEFAULT_MAX_INFLIGHT. Below
@@ -253,7 +257,8 @@ void scrape_set_targets(struct scrape *s, const char *ns, const char *name,
 void scrape_forget(struct scrape *s, const char *ns, const char *name);
 
 /**
- * The workload's measurement at now_ms (UNIX ms, the clock's timeline),
+ * The workload's measurement at now_ms (the scraper's clock: see
+ * scrape_config.clock),
  * computed from memory: see docs/metrics.md for which pods count and when
  * the result is invalid. Returns 0, or -ENOENT for an unknown workload.
  */

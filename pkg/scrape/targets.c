@@ -68,10 +68,10 @@ static char *make_url(const struct scrape_spec *spec, const struct scrape_pod *p
  * the gauges are spent: they count again only from the pod's next scrape.
  * A pod that leaves this way leaves for good: what moved when its scrapes
  * went stale stays in the sum too. */
-static void depart(struct scrape *s, struct swl *w, struct spod *p, int64_t wall)
+static void depart(struct scrape *s, struct swl *w, struct spod *p, int64_t stamp)
 {
     double run, wait;
-    scrape_podstate_backlog(&p->st, &w->sp->spec, wall, s->cfg.interval_ms, &run, &wait);
+    scrape_podstate_backlog(&p->st, &w->sp->spec, stamp, s->cfg.interval_ms, &run, &wait);
     if (run > 0)
         w->departed += run;
     if (wait > 0)
@@ -118,7 +118,7 @@ static void discard_running(struct spod *p)
 
 /* Take the pod's address; a new one (or the first) starts its history afresh. */
 static void set_address(struct scrape *s, struct spod *p, const struct scrape_pod *in,
-                        int64_t wall, bool first)
+                        int64_t stamp, bool first)
 {
     char why[160] = "";
     enum scrape_fail fail;
@@ -131,19 +131,19 @@ static void set_address(struct scrape *s, struct spod *p, const struct scrape_po
     xfree(p->url);
     p->url = url;
     if (!first)
-        depart(s, p->wl, p, wall);
-    scrape_podstate_reset(&p->st, &p->wl->win, wall);
+        depart(s, p->wl, p, stamp);
+    scrape_podstate_reset(&p->st, &p->wl->win, stamp);
     discard_running(p); /* an answer from the old address must not count */
     scrape_io_unschedule(s, p);
     if (!url) {
-        scrape_podstate_fail(&p->st, wall, fail, why);
+        scrape_podstate_fail(&p->st, stamp, fail, why);
         if (p->ready)
-            scrape_io_log_failure(s, p, wall);
+            scrape_io_log_failure(s, p, stamp);
     }
 }
 
 static struct spod *pod_new(struct scrape *s, struct swl *w, const struct scrape_pod *in,
-                            int64_t wall)
+                            int64_t stamp)
 {
     size_t nl = strlen(in->name);
     struct spod *p = xcalloc(1, sizeof(*p) + nl + 1);
@@ -154,10 +154,10 @@ static struct spod *pod_new(struct scrape *s, struct swl *w, const struct scrape
     uint64_t h = pod_hash(w->ns, w->name, in->name);
     p->phase = (uint32_t)(h % (uint64_t)s->cfg.interval_ms);
     p->client = (uint8_t)((h >> 40) % (uint64_t)s->nclients);
-    scrape_podstate_init(&p->st, wall, s->cfg.rate_window_ms, s->cfg.interval_ms);
+    scrape_podstate_init(&p->st, stamp, s->cfg.rate_window_ms, s->cfg.interval_ms);
     p->ready = in->ready;
     p->gpus = in->gpus;
-    set_address(s, p, in, wall, true);
+    set_address(s, p, in, stamp, true);
     scrape_io_schedule(s, p);
     s->npods++;
     return p;
@@ -178,10 +178,10 @@ static void pod_drop(struct scrape *s, struct spod *p)
 
 /* A pod that is no longer a target: the requests it served in the window
  * keep counting until they age out (aggregate.c), the rest goes. */
-static void pod_leave(struct scrape *s, struct swl *w, struct spod *p, int64_t wall)
+static void pod_leave(struct scrape *s, struct swl *w, struct spod *p, int64_t stamp)
 {
     if (p->ready)
-        depart(s, w, p, wall);
+        depart(s, w, p, stamp);
     if (p->st.requests.n >= 2) {
         w->gone = xrealloc(w->gone, (w->ngone + 1) * sizeof(*w->gone));
         scrape_podstate_retire(&w->gone[w->ngone++], &p->st, &w->win);
@@ -191,11 +191,11 @@ static void pod_leave(struct scrape *s, struct swl *w, struct spod *p, int64_t w
 
 /* Forget the pods that left whose newest sample is out of the window (all
  * of them with all = true). */
-static void gone_expire(struct swl *w, int64_t wall, int64_t window_ms, bool all)
+static void gone_expire(struct swl *w, int64_t stamp, int64_t window_ms, bool all)
 {
     size_t k = 0;
     for (size_t i = 0; i < w->ngone; i++) {
-        if (all || scrape_ring_newest(&w->gone[i].requests) <= wall - window_ms)
+        if (all || scrape_ring_newest(&w->gone[i].requests) <= stamp - window_ms)
             scrape_podstate_free(&w->gone[i], NULL);
         else
             w->gone[k++] = w->gone[i];
@@ -208,19 +208,19 @@ static void gone_expire(struct swl *w, int64_t wall, int64_t window_ms, bool all
 }
 
 static void pod_update(struct scrape *s, struct spod *p, const struct scrape_pod *in,
-                       int64_t wall, bool metrics_changed)
+                       int64_t stamp, bool metrics_changed)
 {
     p->gpus = in->gpus;
-    set_address(s, p, in, wall, false);
+    set_address(s, p, in, stamp, false);
     if (metrics_changed)
-        scrape_podstate_reset(&p->st, &p->wl->win, wall);
+        scrape_podstate_reset(&p->st, &p->wl->win, stamp);
     if (in->ready && !p->ready) {
         /* ready again: a new warm-up, the old samples stay for the window */
-        p->st.since_ms = wall;
+        p->st.since_ms = stamp;
         p->st.ok_count = 0;
     }
     if (p->ready && !in->ready) {
-        depart(s, p->wl, p, wall);
+        depart(s, p->wl, p, stamp);
         /* a scrape still running answers for requests that just departed
          * (its gauges, and in its counter what of them finished): none of
          * it may count again */
@@ -327,7 +327,7 @@ void scrape_set_targets(struct scrape *s, const char *ns, const char *name,
     /* new pods are placed from now, not from the loop's cached time, which a long pass
      * over every workload leaves behind (their first slot would look late) */
     uv_update_time(s->loop);
-    int64_t wall = scrape_io_wall(s);
+    int64_t stamp = scrape_io_now(s);
     struct swl *w = find_wl(s, ns, name, NULL);
     bool metrics_changed = false;
     struct scrape_spec norm;
@@ -363,11 +363,11 @@ void scrape_set_targets(struct scrape *s, const char *ns, const char *name,
         }
         int c = i == w->npods ? 1 : j == nin ? -1 : strcmp(w->pods[i]->name, in[j]->name);
         if (c < 0) {
-            pod_leave(s, w, w->pods[i++], wall);
+            pod_leave(s, w, w->pods[i++], stamp);
         } else if (c > 0) {
-            out[nout++] = pod_new(s, w, in[j++], wall);
+            out[nout++] = pod_new(s, w, in[j++], stamp);
         } else {
-            pod_update(s, w->pods[i], in[j++], wall, metrics_changed);
+            pod_update(s, w->pods[i], in[j++], stamp, metrics_changed);
             out[nout++] = w->pods[i++];
         }
     }
@@ -376,7 +376,7 @@ void scrape_set_targets(struct scrape *s, const char *ns, const char *name,
     w->pods = xrealloc(out, (nout ? nout : 1) * sizeof(*out));
     w->npods = nout;
     /* the increases of another metric count no more */
-    gone_expire(w, wall, s->cfg.rate_window_ms, metrics_changed);
+    gone_expire(w, stamp, s->cfg.rate_window_ms, metrics_changed);
     if (metrics_changed) /* the pods released theirs */
         scrape_window_clear(&w->win);
     scrape_io_arm(s);
