@@ -153,6 +153,15 @@ struct ctl_cold_pod {
 
 /** What the HorizontalPodAutoscaler targeting a Deployment asks of it
  *  (hpa.c; mode external-metric, where it applies gpuscaler's count). */
+/** Scale-up policies an HPA's facts keep (the API server allows more; the
+ *  rest are not checked). */
+#define CTL_HPA_POLICIES 8
+/** One of behavior.scaleUp.policies. */
+struct ctl_hpa_policy {
+    bool pods;                /**< type Pods (else Percent) */
+    int32_t value, period_s;
+};
+
 struct ctl_hpa_facts {
     bool listed;              /**< a list of its namespace's HPAs has completed */
     int count;                /**< HPAs targeting it; the rest is the first one's */
@@ -171,6 +180,11 @@ struct ctl_hpa_facts {
     double up_tolerance;      /**< behavior.scaleUp.tolerance, NAN unset (the cluster's) */
     double down_tolerance;
     bool up_disabled, down_disabled; /**< behavior.*.selectPolicy Disabled */
+    /** behavior.scaleUp.policies; none: the defaults (4 Pods or 100 Percent
+     *  per 15 s) */
+    struct ctl_hpa_policy up_policies[CTL_HPA_POLICIES];
+    uint8_t n_up_policies;
+    bool up_select_min;       /**< behavior.scaleUp.selectPolicy Min (else Max) */
 };
 /** No HPA targets a Deployment in mode external-metric for this long before
  *  it is told (one made just after the Deployment is not missing). */

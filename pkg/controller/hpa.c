@@ -5,7 +5,8 @@
  *   Deployment is another scaler, and gpuscaler does not write (decide.c);
  * - mode external-metric: the HPA is what applies gpuscaler's count, and
  *   its settings can keep it from doing so (no HPA, bounds narrower than
- *   gpuscaler's, the default 5-minute scale-down window, a tolerance):
+ *   gpuscaler's, the default 5-minute scale-down window, scale-up policies
+ *   slower than the defaults, a tolerance):
  *   ctl_hpa_advice() says which, and the leader tells it in an HPASettings
  *   Warning (docs/external-metrics.md section 3). */
 #include "controller-int.h"
@@ -111,6 +112,63 @@ void ctl_hpa_facts_add(struct ctl_hpa_facts *f, const json_t *hpa)
     f->up_disabled = sel && strcmp(sel, "Disabled") == 0;
     sel = json_string_value(json_object_get(down, "selectPolicy"));
     f->down_disabled = sel && strcmp(sel, "Disabled") == 0;
+    sel = json_string_value(json_object_get(up, "selectPolicy"));
+    f->up_select_min = sel && strcmp(sel, "Min") == 0;
+    const json_t *pol;
+    json_array_foreach(json_object_get(up, "policies"), i, pol) {
+        const char *type = json_string_value(json_object_get(pol, "type"));
+        int32_t v = int_or(json_object_get(pol, "value"), 0);
+        int32_t per = int_or(json_object_get(pol, "periodSeconds"), 0);
+        /* the API server admits Pods and Percent, value > 0, period 1-1800 s */
+        if (!type || (strcmp(type, "Pods") != 0 && strcmp(type, "Percent") != 0) || v <= 0 ||
+            per <= 0 || f->n_up_policies == CTL_HPA_POLICIES)
+            continue;
+        f->up_policies[f->n_up_policies++] =
+            (struct ctl_hpa_policy){.pods = strcmp(type, "Pods") == 0, .value = v,
+                                    .period_s = per > 1800 ? 1800 : per};
+    }
+}
+
+/* ---- how fast it scales up (pure) ----------------------------------------------- */
+
+#define HPA_SYNC_S 15     /* kube-controller-manager's --horizontal-pod-autoscaler-sync-period */
+#define HPA_UP_SYNCS 240  /* an hour of syncs: a slower HPA is "more than an hour" */
+
+static const struct ctl_hpa_policy default_up[] = {
+    {.pods = true, .value = 4, .period_s = 15},
+    {.pods = false, .value = 100, .period_s = 15},
+};
+
+/* The syncs after the first it takes an HPA under these scale-up policies
+ * to go from `from` to `to` replicas when asked for `to` (the HPA
+ * controller's calculateScaleUpLimitWithScalingRules: each policy allows a
+ * step from the count its period began with, the replicas added by the
+ * scale-ups within the period taken off; selectPolicy Max takes the largest
+ * step, Min the smallest; never below the current count), or
+ * HPA_UP_SYNCS + 1 when it takes more. */
+static int up_syncs(const struct ctl_hpa_policy *p, size_t n, bool sel_min, int32_t from,
+                    int32_t to)
+{
+    int64_t pre[HPA_UP_SYNCS + 2] = {0}; /* pre[k]: replicas added before sync k */
+    int64_t r = from;
+    for (int k = 0; k <= HPA_UP_SYNCS; k++) {
+        if (r >= to)
+            return k ? k - 1 : 0;
+        int64_t limit = sel_min ? INT64_MAX : INT64_MIN;
+        for (size_t i = 0; i < n; i++) {
+            /* scale-ups at syncs d = 1 .. back with d x 15 s < the period */
+            int back = (p[i].period_s + HPA_SYNC_S - 1) / HPA_SYNC_S - 1;
+            int64_t start = r - (pre[k] - pre[k - back > 0 ? k - back : 0]);
+            double prop = p[i].pods ? (double)start + p[i].value
+                                    : ceil((double)start * (1.0 + p[i].value / 100.0));
+            int64_t q = prop >= (double)to ? to : (int64_t)prop;
+            limit = sel_min ? (q < limit ? q : limit) : (q > limit ? q : limit);
+        }
+        int64_t next = limit > r ? (limit < to ? limit : to) : r;
+        pre[k + 1] = pre[k] + (next - r);
+        r = next;
+    }
+    return r >= to ? HPA_UP_SYNCS : HPA_UP_SYNCS + 1;
 }
 
 /* Appends a "; "-separated clause to out. */
@@ -208,6 +266,29 @@ size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max, c
                : f->up_disabled                   ? "scale-outs"
                                                   : "scale-ins");
         n++;
+    }
+    /* a scale-out may be the whole range at once (sized a cold start ahead):
+     * one slower than under the HPA's default policies is told */
+    int32_t lo = min > 1 ? min : 1;
+    if (max > lo && !f->up_disabled) {
+        bool own = f->n_up_policies > 0;
+        int mine = own ? up_syncs(f->up_policies, f->n_up_policies, f->up_select_min, lo, max)
+                       : up_syncs(default_up, 2, f->up_select_min, lo, max);
+        int dflt = up_syncs(default_up, 2, false, lo, max);
+        if (mine > dflt) {
+            char took[48];
+            if (mine > HPA_UP_SYNCS)
+                snprintf(took, sizeof(took), "more than an hour");
+            else
+                snprintf(took, sizeof(took), "%d s", mine * HPA_SYNC_S);
+            clause(why, sizeof(why), "under its scaleUp %s it takes %s to go from %d to %d "
+                                     "replicas (%d s under the Kubernetes defaults, 4 pods or "
+                                     "100 %% per 15 s, selectPolicy Max), so gpuscaler's "
+                                     "scale-outs, sized for the load a cold start ahead, are "
+                                     "applied that much later: allow at least as much",
+                   own ? "policies" : "selectPolicy Min", took, lo, max, dflt * HPA_SYNC_S);
+            n++;
+        }
     }
     /* a step of one from k replicas is a ratio of (k + 1) / k up, (k - 1) / k
      * down: inside a tolerance t (|ratio - 1| <= t, no change) from k >= 1 / t

@@ -106,6 +106,62 @@ static void test_a_tolerance_set_is_checked_each_way(void **st)
                                 "unapplied from 10 replicas on"));
 }
 
+/* Scale-up policies are checked by how long the HPA takes to go from
+ * min-replicas to max-replicas (a scale-out may be the whole range at once),
+ * against the Kubernetes defaults: 1 -> 5 -> 10 -> 16, 30 s after the first
+ * sync. */
+static void test_slow_scale_up_policies(void **st)
+{
+    (void)st;
+    char b[2048], out[1024];
+#define UP(pol) HPA("llama", "\"minReplicas\":1,\"maxReplicas\":16", AVG1, WINDOWS0)
+    /* the documented policy (Percent 1000): 1 -> 11 -> 16, faster */
+    snprintf(b, sizeof(b), UP(), ",\"selectPolicy\":\"Max\",\"policies\":[{\"type\":"
+             "\"Percent\",\"value\":1000,\"periodSeconds\":15}]", "");
+    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 0);
+    /* one pod a minute: a scale-up, then 3 syncs whose period holds it */
+    snprintf(b, sizeof(b), UP(), ",\"policies\":[{\"type\":\"Pods\",\"value\":1,"
+             "\"periodSeconds\":60}]", "");
+    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "the HorizontalPodAutoscaler llama: under its scaleUp policies "
+                                "it takes 840 s to go from 1 to 16 replicas (30 s under the "
+                                "Kubernetes defaults, 4 pods or 100 % per 15 s, selectPolicy "
+                                "Max)"));
+    /* ... and with a faster policy beside it, Max takes the faster, Min the slower */
+    snprintf(b, sizeof(b), UP(), ",\"policies\":[{\"type\":\"Pods\",\"value\":1,"
+             "\"periodSeconds\":60},{\"type\":\"Pods\",\"value\":20,\"periodSeconds\":15}"
+             "]", "");
+    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 0);
+    snprintf(b, sizeof(b), UP(), ",\"selectPolicy\":\"Min\",\"policies\":[{\"type\":"
+             "\"Pods\",\"value\":1,\"periodSeconds\":60},{\"type\":\"Pods\",\"value\":20,"
+             "\"periodSeconds\":15}]", "");
+    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "it takes 840 s"));
+    /* Pods 4 alone: 1 -> 5 -> 9 -> 13 -> 16, 45 s; from 4 it is no slower (8, 16) */
+    snprintf(b, sizeof(b), UP(), ",\"policies\":[{\"type\":\"Pods\",\"value\":4,"
+             "\"periodSeconds\":15}]", "");
+    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "it takes 45 s to go from 1 to 16"));
+    assert_int_equal(advice(b, 4, 12, out, sizeof(out)), 0);
+    /* selectPolicy Min over the default policies: 1 -> 2 -> 4 -> 8 -> 12 -> 16 */
+    snprintf(b, sizeof(b), UP(), ",\"selectPolicy\":\"Min\"", "");
+    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "under its scaleUp selectPolicy Min it takes 60 s"));
+    /* a pod every 30 min to 1000 replicas */
+    snprintf(b, sizeof(b),
+             HPA("llama", "\"minReplicas\":1,\"maxReplicas\":1000", AVG1, WINDOWS0),
+             ",\"policies\":[{\"type\":\"Pods\",\"value\":1,\"periodSeconds\":1800}]", "");
+    assert_int_equal(advice(b, 1, 1000, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "it takes more than an hour to go from 1 to 1000 replicas"));
+    /* nothing to scale up through, or told already as Disabled */
+    assert_int_equal(advice(b, 1000, 1000, out, sizeof(out)), 0);
+    snprintf(b, sizeof(b), UP(), ",\"selectPolicy\":\"Disabled\",\"policies\":[{\"type\":"
+             "\"Pods\",\"value\":1,\"periodSeconds\":60}]", "");
+    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 1);
+    assert_null(strstr(out, "it takes"));
+#undef UP
+}
+
 static void test_a_default_hpa_is_told_each_problem(void **st)
 {
     (void)st;
@@ -203,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_no_hpa_nothing_applies_the_count),
         cmocka_unit_test(test_the_documented_hpa_is_fine),
         cmocka_unit_test(test_a_tolerance_set_is_checked_each_way),
+        cmocka_unit_test(test_slow_scale_up_policies),
         cmocka_unit_test(test_a_default_hpa_is_told_each_problem),
         cmocka_unit_test(test_an_hpa_that_does_not_follow_gpuscaler),
         cmocka_unit_test(test_odd_objects_and_short_buffers),
