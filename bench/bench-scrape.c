@@ -366,7 +366,7 @@ static void on_tick(uv_timer_t *t)
             char name[32];
             snprintf(name, sizeof(name), "model-%03d", w);
             struct scrape_result r;
-            scrape_get(b->s, "bench", name, util_now_unix_ms(), &r);
+            scrape_get(b->s, "bench", name, util_now_boot_ms(), &r);
             if (!r.valid) {
                 b->invalid++;
                 continue;

@@ -128,21 +128,22 @@ void ctl_io_end(struct controller *c)
         maybe_finish_close(c);
 }
 
-/* The wall clock set forward or back (an NTP step, a VM resumed) by more
- * than CTL_CLOCK_STEP_MS between two ticks: the policy's clocks and the
- * times kept per Deployment move with it, so that each keeps the time it
- * measured (policy_state_shift, capacity_shift, the backlog's samples). The
- * scraper's clock is the monotonic one, which the step does not move
- * (observe.c asks it at tick_mono_ns); Prometheus' answers carry its times. */
-static void clock_step(struct controller *c, int64_t now, uint64_t mono_ns)
+/* The wall clock set forward or back (an NTP step; a paused VM's clock
+ * corrected) by more than CTL_CLOCK_STEP_MS between two ticks, measured
+ * against util_now_boot_ms (which a machine's sleep advances too: that is
+ * time that passed, not a step): the policy's clocks and the times kept per
+ * Deployment move with it, so that each keeps the time it measured
+ * (policy_state_shift, capacity_shift, the backlog's samples). The
+ * scraper's clock is the boot one, which the step does not move (observe.c
+ * asks it at tick_boot_ms); Prometheus' answers carry its times. */
+static void clock_step(struct controller *c, int64_t now, int64_t boot)
 {
-    int64_t prev = c->tick_wall_ms;
-    uint64_t prev_ns = c->tick_mono_ns;
+    int64_t prev = c->tick_wall_ms, prev_boot = c->tick_boot_ms;
     c->tick_wall_ms = now;
-    c->tick_mono_ns = mono_ns;
+    c->tick_boot_ms = boot;
     if (!prev)
         return;
-    int64_t step = (now - prev) - (int64_t)((mono_ns - prev_ns) / 1000000u);
+    int64_t step = (now - prev) - (boot - prev_boot);
     if (step <= CTL_CLOCK_STEP_MS && step >= -CTL_CLOCK_STEP_MS)
         return;
     c->clock_steps++;
@@ -170,7 +171,7 @@ void controller_tick(struct controller *c)
         return;
     uint64_t t0 = uv_hrtime();
     int64_t now = util_now_unix_ms();
-    clock_step(c, now, t0);
+    clock_step(c, now, util_now_boot_ms());
     bool leading = controller_leading(c);
     c->cache_down_ms = kube_cache_down_ms(c->cache, &c->cache_down_what);
     bool held = c->cache_down_ms >= CTL_CACHE_DOWN_HOLD_MS;

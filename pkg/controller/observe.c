@@ -373,16 +373,16 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
 
     struct scrape_result *r = &o->m;
     if (cfg->source == CTL_SOURCE_SCRAPE && c->scrape) {
-        /* the scraper's clock is the monotonic one (a wall clock step
+        /* the scraper's clock is util_now_boot_ms (a wall clock step
          * neither ages its samples nor refuses new ones): asked at the
-         * tick's monotonic time, its newest sample's time told on the wall */
-        int64_t mono = (int64_t)(c->tick_mono_ns / 1000000u);
+         * tick's time on it, its newest sample's time told on the wall */
+        int64_t boot = c->tick_boot_ms;
         scrape_set_targets(c->scrape, w->ns, w->name, &cfg->scrape, sp, ns);
-        if (scrape_get(c->scrape, w->ns, w->name, mono, r) != 0) {
+        if (scrape_get(c->scrape, w->ns, w->name, boot, r) != 0) {
             r->valid = false;
             snprintf(r->why, sizeof(r->why), "no scrape data yet");
         } else if (r->time_ms > 0) {
-            r->time_ms = now - (mono - r->time_ms);
+            r->time_ms = now - (boot - r->time_ms);
         }
     } else if (cfg->source == CTL_SOURCE_PROMETHEUS && c->promql) {
         ctl_pq_measure(c, w, now, r);

@@ -97,7 +97,7 @@ struct scrape {
 
 /* ---- scrape.c, for targets.c ---- */
 
-/** The scraper's clock (scrape_config.clock), ms: monotonic by default. */
+/** The scraper's clock (scrape_config.clock), ms: util_now_boot_ms by default. */
 int64_t scrape_io_now(const struct scrape *s);
 /** Put a ready pod with an address on the schedule at its next slot. */
 void scrape_io_schedule(struct scrape *s, struct spod *p);

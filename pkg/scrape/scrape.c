@@ -66,7 +66,7 @@ static const char *const accept_hdr[] = {
 
 int64_t scrape_io_now(const struct scrape *s)
 {
-    return s->cfg.clock ? s->cfg.clock(s->cfg.clock_arg) : (int64_t)(uv_hrtime() / 1000000u);
+    return s->cfg.clock ? s->cfg.clock(s->cfg.clock_arg) : util_now_boot_ms();
 }
 
 /* ---- schedule heap ----------------------------------------------------- */

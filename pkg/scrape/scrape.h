@@ -211,11 +211,12 @@ struct scrape_config {
      *  one client; 0 = SCRAPE_DEFAULT_CLIENTS, at most 64. */
     int clients;
     /** Clock stamping samples, in ms (the timeline of scrape_get's now_ms
-     *  and of scrape_result.time_ms); NULL = the monotonic clock
-     *  (uv_hrtime() / 10^6), which a step of the wall clock (NTP, a VM
-     *  resumed) neither ages nor sends back before the newest sample: the
-     *  caller asks on the same clock and converts time_ms to the wall's
-     *  itself. Tests inject their own. */
+     *  and of scrape_result.time_ms); NULL = util_now_boot_ms, which a step
+     *  of the wall clock neither ages nor sends back before the newest
+     *  sample, and a sleep of the machine advances (the pods elsewhere
+     *  served meanwhile: a counter's increase is spread over the real
+     *  time): the caller asks on the same clock and converts time_ms to
+     *  the wall's itself. Tests inject their own. */
     int64_t (*clock)(void *arg);
     void *clock_arg;
     /** Ceiling on scrapes in flight; 0 = SCRAPE_DEFAULT_MAX_INFLIGHT. Below

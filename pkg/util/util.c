@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* util: allocation wrappers, growable buffers and strict parsing helpers.
  *
- * Everything here is pure except util_now_unix_ms(); allocation failure
+ * Everything here is pure except the clocks (util_now_unix_ms(),
+ * util_now_boot_ms()); allocation failure
  * aborts the process with a message (see util.h). */
 #include "util.h"
 
@@ -439,5 +440,16 @@ int64_t util_now_unix_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t util_now_boot_ms(void)
+{
+    struct timespec ts;
+#ifdef CLOCK_BOOTTIME
+    if (clock_gettime(CLOCK_BOOTTIME, &ts) == 0)
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+#endif
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

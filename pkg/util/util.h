@@ -159,5 +159,10 @@ int util_parse_bool(const char *s, bool *out);
 
 /** Wall-clock time in ms since the epoch (only for edges: main, I/O). */
 int64_t util_now_unix_ms(void);
+/** Time in ms since boot, suspends included (CLOCK_BOOTTIME; CLOCK_MONOTONIC
+ *  where there is none): never set like the wall clock, and, unlike
+ *  CLOCK_MONOTONIC, not stopped while the machine sleeps, when the pods on
+ *  other machines keep serving. */
+int64_t util_now_boot_ms(void);
 
 #endif
