@@ -23,15 +23,16 @@ static void check(int ok, const char *what)
     }
 }
 
-static void advise(const struct ctl_hpa_facts *f, int32_t min, int32_t max, size_t len)
+static void advise(const struct ctl_hpa_facts *f, int32_t min, int32_t max, int64_t up_s,
+                   size_t len)
 {
     char out[1024];
     memset(out, 'x', sizeof(out));
-    size_t n = ctl_hpa_advice(f, min, max, out, len);
+    size_t n = ctl_hpa_advice(f, min, max, up_s, out, len);
     size_t k = strnlen(out, len);
     check(k < len, "the advice fits its buffer, terminated");
     check((n == 0) == (k == 0), "empty exactly when there is no problem");
-    check(n <= 8, "at most one clause per check");
+    check(n <= 9, "at most one clause per check");
     check(f->listed || n == 0, "nothing before the first list");
 }
 
@@ -55,8 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(f.min_replicas >= 0 && f.max_replicas >= 0 && f.up_window_s >= 0 &&
               f.down_window_s >= 0,
           "counts and windows are not negative");
-    advise(&f, min, max, 1024);
-    advise(&f, min, max, 40);
+    advise(&f, min, max, 0, 1024);
+    advise(&f, min, max, (int64_t)(data[0] / 8) * 30, 40);
     json_decref(doc);
     return 0;
 }

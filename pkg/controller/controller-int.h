@@ -151,10 +151,8 @@ struct ctl_cold_pod {
                                        the transition times were not usable */
 };
 
-/** What the HorizontalPodAutoscaler targeting a Deployment asks of it
- *  (hpa.c; mode external-metric, where it applies gpuscaler's count). */
-/** Scale-up policies an HPA's facts keep (the API server allows more; the
- *  rest are not checked). */
+/** Scale-up policies an HPA's facts keep (an HPA with more is not checked
+ *  for its pace). */
 #define CTL_HPA_POLICIES 8
 /** One of behavior.scaleUp.policies. */
 struct ctl_hpa_policy {
@@ -162,6 +160,8 @@ struct ctl_hpa_policy {
     int32_t value, period_s;
 };
 
+/** What the HorizontalPodAutoscaler targeting a Deployment asks of it
+ *  (hpa.c; mode external-metric, where it applies gpuscaler's count). */
 struct ctl_hpa_facts {
     bool listed;              /**< a list of its namespace's HPAs has completed */
     int count;                /**< HPAs targeting it; the rest is the first one's */
@@ -184,6 +184,7 @@ struct ctl_hpa_facts {
      *  per 15 s) */
     struct ctl_hpa_policy up_policies[CTL_HPA_POLICIES];
     uint8_t n_up_policies;
+    bool up_policies_more;    /**< more than CTL_HPA_POLICIES: the pace is not checked */
     bool up_select_min;       /**< behavior.scaleUp.selectPolicy Min (else Max) */
 };
 /** No HPA targets a Deployment in mode external-metric for this long before
@@ -387,7 +388,7 @@ struct controller {
     uint64_t ticks;
     int64_t last_trim_ms;
     int64_t tick_wall_ms;         /* the last tick's wall clock (0: none yet) ... */
-    uint64_t tick_mono_ns;        /* ... and monotonic clock */
+    int64_t tick_boot_ms;         /* ... and util_now_boot_ms */
     uint64_t clock_steps;         /* wall clock steps seen (ctl_clock_step) */
     double last_tick_seconds;
 };
@@ -674,8 +675,11 @@ void ctl_hpa_facts_add(struct ctl_hpa_facts *f, const json_t *hpa);
  * What keeps the HPA described by f from applying gpuscaler's counts
  * between min and max (pure): writes one message into out ("" for none)
  * and returns the number of problems. Nothing before the first list.
+ * up_step_s: how long gpuscaler itself takes from min to max, one
+ * max-scale-up-step a decision interval (0: at once); an HPA's scale-up
+ * policies are slow only when slower than that and than the defaults'.
  */
-size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max, char *out,
-                      size_t len);
+size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max,
+                      int64_t up_step_s, char *out, size_t len);
 
 #endif

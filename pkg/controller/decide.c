@@ -322,7 +322,17 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
 static void tell_hpa_advice(struct controller *c, struct ctl_wl *w)
 {
     char msg[1024];
-    if (!ctl_hpa_advice(&w->hpa, w->cfg.policy.min_replicas, w->cfg.policy.max_replicas, msg,
+    const struct policy_config *pc = &w->cfg.policy;
+    int32_t lo = pc->min_replicas > 1 ? pc->min_replicas : 1;
+    /* gpuscaler's own pace from min to max: one step a decision interval,
+     * the first at once */
+    int64_t up_step_s = 0;
+    if (pc->max_scale_up_step > 0 && pc->max_replicas > lo) {
+        int64_t steps = ((int64_t)(pc->max_replicas - lo) + pc->max_scale_up_step - 1) /
+                        pc->max_scale_up_step;
+        up_step_s = (steps - 1) * c->cfg->decision_interval_ms / 1000;
+    }
+    if (!ctl_hpa_advice(&w->hpa, pc->min_replicas, pc->max_replicas, up_step_s, msg,
                         sizeof(msg))) {
         xfree(w->hpa_told);
         w->hpa_told = NULL;

@@ -121,8 +121,12 @@ void ctl_hpa_facts_add(struct ctl_hpa_facts *f, const json_t *hpa)
         int32_t per = int_or(json_object_get(pol, "periodSeconds"), 0);
         /* the API server admits Pods and Percent, value > 0, period 1-1800 s */
         if (!type || (strcmp(type, "Pods") != 0 && strcmp(type, "Percent") != 0) || v <= 0 ||
-            per <= 0 || f->n_up_policies == CTL_HPA_POLICIES)
+            per <= 0)
             continue;
+        if (f->n_up_policies == CTL_HPA_POLICIES) {
+            f->up_policies_more = true;
+            continue;
+        }
         f->up_policies[f->n_up_policies++] =
             (struct ctl_hpa_policy){.pods = strcmp(type, "Pods") == 0, .value = v,
                                     .period_s = per > 1800 ? 1800 : per};
@@ -189,8 +193,8 @@ static void clause(char *out, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
-size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max, char *out,
-                      size_t len)
+size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max,
+                      int64_t up_step_s, char *out, size_t len)
 {
     if (!len)
         return 0;
@@ -208,7 +212,7 @@ size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max, c
                  "gpuscaler scale it");
         return 1;
     }
-    char why[900] = "";
+    char why[1024] = "";
     size_t n = 0;
     if (f->count > 1) {
         clause(why, sizeof(why), "%d HorizontalPodAutoscalers target this Deployment, and the "
@@ -267,26 +271,27 @@ size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max, c
                                                   : "scale-ins");
         n++;
     }
-    /* a scale-out may be the whole range at once (sized a cold start ahead):
-     * one slower than under the HPA's default policies is told */
+    /* a scale-out may be the whole range at once (sized a cold start ahead,
+     * unless max-scale-up-step paces it): an HPA slower than both gpuscaler's
+     * own pace and the default policies is told */
     int32_t lo = min > 1 ? min : 1;
-    if (max > lo && !f->up_disabled) {
+    if (max > lo && !f->up_disabled && !f->up_policies_more) {
         bool own = f->n_up_policies > 0;
         int mine = own ? up_syncs(f->up_policies, f->n_up_policies, f->up_select_min, lo, max)
                        : up_syncs(default_up, 2, f->up_select_min, lo, max);
         int dflt = up_syncs(default_up, 2, false, lo, max);
-        if (mine > dflt) {
+        if ((int64_t)mine * HPA_SYNC_S > up_step_s && mine > dflt) {
             char took[48];
             if (mine > HPA_UP_SYNCS)
                 snprintf(took, sizeof(took), "more than an hour");
             else
                 snprintf(took, sizeof(took), "%d s", mine * HPA_SYNC_S);
-            clause(why, sizeof(why), "under its scaleUp %s it takes %s to go from %d to %d "
-                                     "replicas (%d s under the Kubernetes defaults, 4 pods or "
-                                     "100 %% per 15 s, selectPolicy Max), so gpuscaler's "
-                                     "scale-outs, sized for the load a cold start ahead, are "
-                                     "applied that much later: allow at least as much",
-                   own ? "policies" : "selectPolicy Min", took, lo, max, dflt * HPA_SYNC_S);
+            clause(why, sizeof(why), "under its scaleUp policies%s it takes %s to go from %d to "
+                                     "%d replicas (%d s under the defaults), so gpuscaler's "
+                                     "scale-outs are applied that much later: allow at least "
+                                     "as much",
+                   f->up_select_min ? " with selectPolicy Min" : "", took, lo, max,
+                   dflt * HPA_SYNC_S);
             n++;
         }
     }

@@ -40,7 +40,7 @@ static struct ctl_hpa_facts facts(const char *const *docs, size_t n)
 static size_t advice(const char *doc, int32_t min, int32_t max, char *out, size_t len)
 {
     struct ctl_hpa_facts f = facts(&doc, 1);
-    return ctl_hpa_advice(&f, min, max, out, len);
+    return ctl_hpa_advice(&f, min, max, 0, out, len);
 }
 
 static void test_nothing_before_the_first_list(void **st)
@@ -48,7 +48,7 @@ static void test_nothing_before_the_first_list(void **st)
     (void)st;
     struct ctl_hpa_facts f = {0};
     char out[512] = "x";
-    assert_int_equal(ctl_hpa_advice(&f, 1, 16, out, sizeof(out)), 0);
+    assert_int_equal(ctl_hpa_advice(&f, 1, 16, 0, out, sizeof(out)), 0);
     assert_string_equal(out, "");
 }
 
@@ -58,9 +58,9 @@ static void test_no_hpa_nothing_applies_the_count(void **st)
     struct ctl_hpa_facts f = {.listed = true};
     char out[512];
     /* not yet: an HPA made just after the Deployment shows at a later list */
-    assert_int_equal(ctl_hpa_advice(&f, 1, 16, out, sizeof(out)), 0);
+    assert_int_equal(ctl_hpa_advice(&f, 1, 16, 0, out, sizeof(out)), 0);
     f.none_confirmed = true;
-    assert_int_equal(ctl_hpa_advice(&f, 1, 16, out, sizeof(out)), 1);
+    assert_int_equal(ctl_hpa_advice(&f, 1, 16, 0, out, sizeof(out)), 1);
     assert_non_null(strstr(out, "no HorizontalPodAutoscaler targets this Deployment"));
 }
 
@@ -113,7 +113,7 @@ static void test_a_tolerance_set_is_checked_each_way(void **st)
 static void test_slow_scale_up_policies(void **st)
 {
     (void)st;
-    char b[2048], out[1024];
+    char b[4096], out[1024];
 #define UP(pol) HPA("llama", "\"minReplicas\":1,\"maxReplicas\":16", AVG1, WINDOWS0)
     /* the documented policy (Percent 1000): 1 -> 11 -> 16, faster */
     snprintf(b, sizeof(b), UP(), ",\"selectPolicy\":\"Max\",\"policies\":[{\"type\":"
@@ -125,8 +125,13 @@ static void test_slow_scale_up_policies(void **st)
     assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 1);
     assert_non_null(strstr(out, "the HorizontalPodAutoscaler llama: under its scaleUp policies "
                                 "it takes 840 s to go from 1 to 16 replicas (30 s under the "
-                                "Kubernetes defaults, 4 pods or 100 % per 15 s, selectPolicy "
-                                "Max)"));
+                                "defaults), so gpuscaler's scale-outs are applied that much "
+                                "later"));
+    /* gpuscaler's own pace (max-scale-up-step 1 at 1 s: 15 s to 16) is faster: told; at
+     * 60 s a decision (900 s) it is the slower one: not */
+    struct ctl_hpa_facts f = facts((const char *const[]){b}, 1);
+    assert_int_equal(ctl_hpa_advice(&f, 1, 16, 14, out, sizeof(out)), 1);
+    assert_int_equal(ctl_hpa_advice(&f, 1, 16, 840, out, sizeof(out)), 0);
     /* ... and with a faster policy beside it, Max takes the faster, Min the slower */
     snprintf(b, sizeof(b), UP(), ",\"policies\":[{\"type\":\"Pods\",\"value\":1,"
              "\"periodSeconds\":60},{\"type\":\"Pods\",\"value\":20,\"periodSeconds\":15}"
@@ -136,17 +141,33 @@ static void test_slow_scale_up_policies(void **st)
              "\"Pods\",\"value\":1,\"periodSeconds\":60},{\"type\":\"Pods\",\"value\":20,"
              "\"periodSeconds\":15}]", "");
     assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 1);
-    assert_non_null(strstr(out, "it takes 840 s"));
+    assert_non_null(strstr(out, "under its scaleUp policies with selectPolicy Min it takes 840 s"));
     /* Pods 4 alone: 1 -> 5 -> 9 -> 13 -> 16, 45 s; from 4 it is no slower (8, 16) */
     snprintf(b, sizeof(b), UP(), ",\"policies\":[{\"type\":\"Pods\",\"value\":4,"
              "\"periodSeconds\":15}]", "");
     assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 1);
     assert_non_null(strstr(out, "it takes 45 s to go from 1 to 16"));
     assert_int_equal(advice(b, 4, 12, out, sizeof(out)), 0);
-    /* selectPolicy Min over the default policies: 1 -> 2 -> 4 -> 8 -> 12 -> 16 */
+    /* selectPolicy Min over the default policies (which the API server fills in when
+     * behavior is set, or not): 1 -> 2 -> 4 -> 8 -> 12 -> 16 */
     snprintf(b, sizeof(b), UP(), ",\"selectPolicy\":\"Min\"", "");
     assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 1);
-    assert_non_null(strstr(out, "under its scaleUp selectPolicy Min it takes 60 s"));
+    assert_non_null(strstr(out, "under its scaleUp policies with selectPolicy Min it takes 60 s"));
+    snprintf(b, sizeof(b), UP(), ",\"selectPolicy\":\"Min\",\"policies\":[{\"type\":"
+             "\"Pods\",\"value\":4,\"periodSeconds\":15},{\"type\":\"Percent\",\"value\":"
+             "100,\"periodSeconds\":15}]", "");
+    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "under its scaleUp policies with selectPolicy Min it takes 60 s"));
+    /* more policies than the facts keep: the pace is not judged on a part of them */
+    char many[1600] = "";
+    for (int i = 0; i < CTL_HPA_POLICIES + 1; i++)
+        snprintf(many + strlen(many), sizeof(many) - strlen(many),
+                 "%s{\"type\":\"Pods\",\"value\":%d,\"periodSeconds\":60}", i ? "," : "",
+                 i < CTL_HPA_POLICIES ? 1 : 100);
+    char pol[1700];
+    snprintf(pol, sizeof(pol), ",\"policies\":[%s]", many);
+    snprintf(b, sizeof(b), UP(), pol, "");
+    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 0);
     /* a pod every 30 min to 1000 replicas */
     snprintf(b, sizeof(b),
              HPA("llama", "\"minReplicas\":1,\"maxReplicas\":1000", AVG1, WINDOWS0),
@@ -223,7 +244,7 @@ static void test_an_hpa_that_does_not_follow_gpuscaler(void **st)
     const char *two[] = {b, cpu};
     struct ctl_hpa_facts f = facts(two, 2);
     assert_int_equal(f.count, 2);
-    assert_int_equal(ctl_hpa_advice(&f, 1, 8, out, sizeof(out)), 1);
+    assert_int_equal(ctl_hpa_advice(&f, 1, 8, 0, out, sizeof(out)), 1);
     assert_non_null(strstr(out, "the HorizontalPodAutoscaler llama: 2 HorizontalPodAutoscalers "
                                 "target this Deployment"));
 }
@@ -244,12 +265,12 @@ static void test_odd_objects_and_short_buffers(void **st)
     assert_int_equal(f.min_replicas, 1);
     assert_int_equal(f.max_replicas, 0);
     assert_int_equal(f.down_window_s, 300);
-    assert_true(ctl_hpa_advice(&f, 1, 16, out, sizeof(out)) >= 3);
+    assert_true(ctl_hpa_advice(&f, 1, 16, 0, out, sizeof(out)) >= 3);
     char tiny[24];
     memset(tiny, 'x', sizeof(tiny));
-    assert_true(ctl_hpa_advice(&f, 1, 16, tiny, sizeof(tiny)) >= 3);
+    assert_true(ctl_hpa_advice(&f, 1, 16, 0, tiny, sizeof(tiny)) >= 3);
     assert_int_equal(strlen(tiny), sizeof(tiny) - 1);
-    assert_int_equal(ctl_hpa_advice(&f, 1, 16, tiny, 0), 0);
+    assert_int_equal(ctl_hpa_advice(&f, 1, 16, 0, tiny, 0), 0);
 }
 
 int main(void)
