@@ -781,13 +781,12 @@ class ClosedLoop(unittest.TestCase):
         # then keeps it there (one CI run scaled out 2.6 s after the ramp began, 3 s after
         # its clock started).  So the window is checked against the clock's own start.
         self.assertIn(r["first_reason"], ("ScaledOut", "LatencyScaleOut"))
-        self.assertGreater(r["first_scale_out_s"], 0, "the reactive policy acted ahead")
+        self.assertGreaterEqual(r["first_scale_out_s"], SCALE_OUT_AFTER - 1.5,
+                                "the reactive policy acted ahead of the ramp")
         if r["first_reason"] == "ScaledOut":
             self.assertIsNotNone(r["sustained_s"], "no AboveTargetWaiting before ScaledOut")
             self.assertGreaterEqual(r["sustained_s"], SCALE_OUT_AFTER - 0.2,
                                     "scaled out before the sustained window")
-            self.assertGreaterEqual(r["first_scale_out_s"], SCALE_OUT_AFTER - 1.5,
-                                    "the clock started long before the ramp")
         self.assertEqual(r["ready_at_peak"], need(shoulder))
         # the difference the user sees
         self.assertLess(p["p99_onset"], SLA_MS, "predictive missed the SLA at the peak onset")
