@@ -37,6 +37,8 @@ FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 CONFIG = FAST_CONFIG
 ANNOTATIONS = FAST_ANNOTATIONS
+# "k/n": run the k-th of n parts of this file (e2e/meson.build runs two at once); "" all
+PART = os.environ.get("GPUSCALER_E2E_PART", "")
 
 
 # a predictive Deployment whose metrics come from Prometheus (tests 10-14)
@@ -60,7 +62,9 @@ class ControllerE2E(unittest.TestCase):
             cls.fk = harness.start(bookmark_interval="1s")
             cls.kubeconfig = cls.fk.kubeconfig
         cls.c = kubeclient.Client.from_kubeconfig(cls.kubeconfig)
-        cls.ns = "gpuscaler-e2e-%d" % (int(time.time()) % 100000)
+        # the two parts e2e/meson.build runs at once start in the same second
+        cls.ns = "gpuscaler-e2e-%s%d" % (PART.replace("/", "of") + "-" if PART else "",
+                                         int(time.time()) % 100000)
         cls.c.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                     "metadata": {"name": cls.ns}})
         cls.metrics = MetricsPods()
@@ -97,7 +101,7 @@ class ControllerE2E(unittest.TestCase):
         self.procs.append(g)
         return g
 
-    def make(self, name, replicas, subnet, annotations=None, rate=0.0, cold_start=0.0,
+    def make(self, name, replicas, subnet, annotations=None, cold_start=0.0,
              port_name="metrics", extra_port=None):
         ann = dict(ANNOTATIONS)
         ann.update(annotations or {})
@@ -2035,8 +2039,9 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         cfg = ("decision-interval: 1s\nleader-election: {enabled: false}\n"
                "scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}\n")
         # 4 req/s a replica: below 5 (50 % of 10), so the rule's clock runs
-        self.make("clockstep", 10, subnet=60, rate=40.0, annotations={
+        self.make("clockstep", 10, subnet=60, annotations={
             "gpuscaler.io/max-replicas": "12", "gpuscaler.io/scale-in-after": "30s"})
+        self.metrics.set_rate("clockstep", 40.0)
         g = self.start(cfg, ident="inst-clock", env={
             "LD_PRELOAD": FAKETIME, "FAKETIME_TIMESTAMP_FILE": stamp, "FAKETIME_NO_CACHE": "1",
             "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
@@ -2146,7 +2151,14 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         self.assertTrue({("create", "configmaps", None), ("patch", "configmaps", None)} & verbs)
 
 if __name__ == "__main__":
-    r = unittest.main(verbosity=2, exit=False).result
+    argv = sys.argv
+    if PART and len(sys.argv) == 1:
+        # part k of n: every n-th test in unittest's order, from the k-th
+        k, n = (int(x) for x in PART.split("/"))
+        names = unittest.defaultTestLoader.getTestCaseNames(ControllerE2E)
+        argv = sys.argv + ["ControllerE2E." + m for m in names[k - 1::n]]
+        print("controller e2e: part %s, %d of %d tests" % (PART, len(argv) - 1, len(names)))
+    r = unittest.main(argv=argv, verbosity=2, exit=False).result
     print("controller e2e: %d passed, %d failed, %d skipped" % (
         r.testsRun - len(r.failures) - len(r.errors) - len(r.skipped),
         len(r.failures) + len(r.errors), len(r.skipped)))
