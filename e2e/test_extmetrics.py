@@ -660,7 +660,9 @@ class ExtMetricsE2E(unittest.TestCase):
     def test_8_hpa_settings_are_checked(self):
         """The HPA applies gpuscaler's count in this mode, and what keeps it from doing so is
         told where users look: an HPASettings Warning on the Deployment (and a log line). An
-        HPA that caps below max-replicas with the default 5-minute scale-down window, and a
+        HPA that caps below max-replicas with the default 5-minute scale-down window and
+        scales up by the least of the default policies (selectPolicy Min, the policies filled
+        in by the API server), and a
         Deployment no HPA targets (made at the start of the class; told at the list made 30 s
         after the first that saw none, not before: one made just after its Deployment is not
         missing), each get one; the documented HPA
@@ -686,7 +688,8 @@ class ExtMetricsE2E(unittest.TestCase):
                     if e.get("reason") == "HPASettings" and
                     e["involvedObject"]["name"] == name]
 
-        hpa("capped", 4)                              # FAST_ANNOTATIONS: max-replicas 8
+        # FAST_ANNOTATIONS: max-replicas 8
+        hpa("capped", 4, {"scaleUp": {"selectPolicy": "Min"}})
         hpa("calm", 8, HPA_BEHAVIOR)                  # the documented one
         t0 = time.monotonic()
         for i, name in enumerate(("capped", "calm")):
@@ -697,6 +700,9 @@ class ExtMetricsE2E(unittest.TestCase):
         self.assertIn("the HorizontalPodAutoscaler capped: its maxReplicas 4 is below "
                       "max-replicas 8: gpuscaler's counts above 4 are not applied", got[0])
         self.assertIn("its scale-down stabilization window (300 s, the default)", got[0])
+        # 1 -> 2 -> 4 -> 8 under Min; 1 -> 5 -> 8 under Max
+        self.assertIn("under its scaleUp policies with selectPolicy Min it takes 30 s to go from "
+                      "1 to 8 replicas (15 s under the defaults)", got[0])
         self.assertLess(took, 15, "checked at the next minute's list, not within a tick")
         lone = wait_for(lambda: [e for e in self.c.list("events", self.ns)["items"]
                                  if e.get("reason") == "HPASettings" and
