@@ -258,8 +258,12 @@ class MiniKubelet:
     """Reconciles pods of one Deployment to spec.replicas, through the API only."""
 
     def __init__(self, client, ns, name, metrics, subnet=9, gpus=1, port=8000, cold_start=0.0,
-                 port_name="metrics", extra_port=None):
+                 port_name="metrics", extra_port=None, labels=None, owner=None):
+        """labels: the pods' (default app=<name>); owner: a ReplicaSet name their controller
+        ownerReference names, as the Deployment controller's pods have (default none)."""
         self.c, self.ns, self.name, self.metrics = client, ns, name, metrics
+        self.labels = dict(labels or {"app": name})
+        self.owner = owner
         self.port_name, self.extra_port = port_name, extra_port
         self.subnet, self.gpus, self.port = subnet, gpus, port
         self.cold_start = cold_start  # seconds from Pod creation to Ready
@@ -279,11 +283,16 @@ class MiniKubelet:
             pname = "%s-%d" % (self.name, self.next_ip)
             self.next_ip += 1
             pod = {"apiVersion": "v1", "kind": "Pod",
-                   "metadata": {"name": pname, "labels": {"app": self.name}},
+                   "metadata": {"name": pname, "labels": dict(self.labels)},
                    "spec": {"containers": [{
                        "name": "server", "image": "x",
                        "ports": container_ports(self.port, self.port_name, self.extra_port),
                        "resources": {"limits": {"nvidia.com/gpu": str(self.gpus)}}}]}}
+            if self.owner:
+                pod["metadata"]["ownerReferences"] = [{
+                    "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": self.owner,
+                    "uid": "00000000-0000-4000-8000-%012d" % abs(hash(self.owner) % 10 ** 12),
+                    "controller": True, "blockOwnerDeletion": True}]
             self.c.create("pods", pod, self.ns)
             self.metrics.add(ip, self.name)
             self.pods.append((pname, ip))

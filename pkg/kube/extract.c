@@ -397,6 +397,7 @@ int extract_deployment(const json_t *obj, struct kube_deployment *out, bool *tra
 void extract_pod_clear(struct kintern *pool, struct kube_pod *p)
 {
     kintern_put(pool, p->ns);
+    kintern_put(pool, p->controller);
     xfree((char *)p->name);
     labels_clear(&p->labels, pool);
     labels_clear(&p->ports, pool);
@@ -418,6 +419,38 @@ static enum kube_pod_phase phase_of(const char *s)
     return KUBE_POD_UNKNOWN;
 }
 
+/* The ownerReference with controller: true as "Kind/name", interned; NULL
+ * when none (the API server admits at most one). */
+static const char *controller_of(struct kintern *pool, const json_t *refs)
+{
+    size_t i;
+    const json_t *r;
+    json_array_foreach(refs, i, r) {
+        const char *kind = str_at(r, "kind"), *name = str_at(r, "name");
+        if (!json_is_true(json_object_get(r, "controller")) || !kind || !name || !*kind ||
+            !*name)
+            continue;
+        char buf[320];
+        int n = snprintf(buf, sizeof(buf), "%s/%s", kind, name);
+        if (n < 0 || (size_t)n >= sizeof(buf))
+            return kintern_get(pool, "?/?"); /* longer than the API server admits */
+        return kintern_get(pool, buf);
+    }
+    return NULL;
+}
+
+bool kube_pod_of_deployment(const struct kube_pod *p, const char *name)
+{
+    const char *c = p->controller;
+    if (!c)
+        return true;
+    if (strncmp(c, "ReplicaSet/", 11) != 0)
+        return false;
+    c += 11;
+    size_t n = strlen(name);
+    return strncmp(c, name, n) == 0 && c[n] == '-' && c[n + 1] && !strchr(c + n + 1, '-');
+}
+
 int extract_pod(struct kintern *pool, const json_t *obj, struct kube_pod *out, const char **rv)
 {
     *out = (struct kube_pod){0};
@@ -434,6 +467,7 @@ int extract_pod(struct kintern *pool, const json_t *obj, struct kube_pod *out, c
     out->ns = kintern_get(pool, ns);
     out->name = xstrdup(name);
     labels_from(json_object_get(meta, "labels"), NULL, pool, &out->labels);
+    out->controller = controller_of(pool, json_object_get(meta, "ownerReferences"));
     out->created_ms = time_at(meta, "creationTimestamp");
     out->deleting = str_at(meta, "deletionTimestamp") != NULL;
     const char *ip = str_at(status, "podIP");

@@ -615,7 +615,22 @@ struct kube_pod {
     /** The named container ports: name -> port number in decimal (strings
      *  interned), for gpuscaler.io/metrics-port naming one. */
     struct kube_labels ports;
+    /** Its controller ownerReference as "Kind/name" (interned), NULL when it
+     *  has none: a Deployment's pods are those of its ReplicaSets, named
+     *  "<deployment>-<pod-template-hash>" (kube_pod_of_deployment). */
+    const char *controller;
 };
+
+/**
+ * Whether a pod that the Deployment `name`'s selector matches is one of its
+ * own: controlled by a ReplicaSet "<name>-<hash>" (a hash has no '-'), or
+ * by nothing (an orphan its ReplicaSet adopts, as a selector counts it).
+ * Overlapping selectors (a canary "llama-canary" beside "llama", whose
+ * selector also matches the canary's pods) then split the pods as the
+ * ReplicaSets own them, not as the selector reads; the HPA, which counts by
+ * selector, refuses such targets (AmbiguousSelector).
+ */
+bool kube_pod_of_deployment(const struct kube_pod *p, const char *name);
 
 struct kube_cache;
 

@@ -233,7 +233,11 @@ static int apply_pod(struct kube_store *s, enum kube_event_type type, const json
             extract_pod_clear(&s->pool, &np);
             goto out;
         }
-        if (!extract_labels_equal(&p->pub.labels, &np.labels))
+        /* the labels choose the selectors that match it, its controller which
+         * of them has it (kube_pod_of_deployment; interned: compared as
+         * pointers) */
+        if (!extract_labels_equal(&p->pub.labels, &np.labels) ||
+            p->pub.controller != np.controller)
             touch_deps(p->ns, &p->pub.labels, &np.labels);
         extract_pod_clear(&s->pool, &p->pub);
         p->pub = np;
@@ -342,7 +346,8 @@ const struct kube_pod *const *kube_store_deployment_pods(struct kube_store *s,
         struct kns *ns = d->ns;
         for (size_t i = 0; i < ns->npods; i++) {
             struct pod *p = ns->pods[i];
-            if (kube_selector_matches(&d->pub.selector, &p->pub.labels))
+            if (kube_selector_matches(&d->pub.selector, &p->pub.labels) &&
+                kube_pod_of_deployment(&p->pub, d->pub.name))
                 VEC_PUSH(d->pods, d->npods, d->podcap, &p->pub);
         }
         d->dirty = false;

@@ -430,6 +430,70 @@ static void test_index(void **state)
     kube_store_free(s);
 }
 
+/* A pod with a controller ownerReference (kind/name; controller false:
+ * a plain reference) */
+static json_t *owned(json_t *pod, const char *kind, const char *name, bool controller)
+{
+    json_t *refs = json_pack("[{s:s,s:s,s:s,s:s,s:b}]", "apiVersion", "apps/v1", "kind", kind,
+                             "name", name, "uid", "u-rs", "controller", controller);
+    assert_non_null(refs);
+    json_object_set_new(json_object_get(pod, "metadata"), "ownerReferences", refs);
+    return pod;
+}
+
+static bool has_pod(struct kube_store *s, const char *dep, const char *pod)
+{
+    size_t n;
+    const struct kube_pod *const *pods =
+        kube_store_deployment_pods(s, kube_store_deployment(s, "ml", dep), &n);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(pods[i]->name, pod) == 0)
+            return true;
+    return false;
+}
+
+/* Two Deployments whose selectors overlap (a canary beside its stable one,
+ * both selecting app=llama): each has the pods its ReplicaSets control; a
+ * pod no controller owns counts for every selector that matches it. */
+static void test_owned_pods(void **state)
+{
+    (void)state;
+    struct kube_store *s = kube_store_new();
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, deployment("ml", "llama", "1", true, "llama"));
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED,
+          deployment("ml", "llama-canary", "2", true, "llama"));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
+          owned(pod("ml", "stable", "3", "llama", true), "ReplicaSet", "llama-5d8f", true));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
+          owned(pod("ml", "canary", "4", "llama", true), "ReplicaSet", "llama-canary-7c9b",
+                true));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("ml", "orphan", "5", "llama", true));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
+          owned(pod("ml", "plainref", "6", "llama", true), "ReplicaSet", "llama-5d8f", false));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
+          owned(pod("ml", "sts", "7", "llama", true), "StatefulSet", "llama", true));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
+          owned(pod("ml", "nohash", "8", "llama", true), "ReplicaSet", "llama-", true));
+    assert_true(has_pod(s, "llama", "stable"));
+    assert_false(has_pod(s, "llama", "canary")); /* "canary-7c9b" is no hash */
+    assert_true(has_pod(s, "llama-canary", "canary"));
+    assert_false(has_pod(s, "llama-canary", "stable"));
+    for (int i = 0; i < 2; i++) {
+        const char *dep = i ? "llama-canary" : "llama";
+        assert_true(has_pod(s, dep, "orphan"));
+        assert_true(has_pod(s, dep, "plainref"));
+        assert_false(has_pod(s, dep, "sts"));
+        assert_false(has_pod(s, dep, "nohash"));
+    }
+    /* adopted by the canary's ReplicaSet, same labels: it leaves the stable one */
+    apply(s, KUBE_KIND_POD, KUBE_EV_MODIFIED,
+          owned(pod("ml", "orphan", "9", "llama", true), "ReplicaSet", "llama-canary-7c9b",
+                true));
+    assert_false(has_pod(s, "llama", "orphan"));
+    assert_true(has_pod(s, "llama-canary", "orphan"));
+    kube_store_free(s);
+}
+
 static void test_relist_sweep(void **state)
 {
     (void)state;
@@ -561,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_extract_pod_failing),
         cmocka_unit_test(test_extract_pod_scheduling),
         cmocka_unit_test(test_index),
+        cmocka_unit_test(test_owned_pods),
         cmocka_unit_test(test_relist_sweep),
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_parse_time),
