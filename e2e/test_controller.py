@@ -2195,11 +2195,18 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
 if __name__ == "__main__":
     argv = sys.argv
     if PART and len(sys.argv) == 1:
-        # part k of n: every n-th test in unittest's order, from the k-th
+        # part k of n: every n-th test in unittest's order, from the k-th. On a real
+        # cluster (one API server for both parts, whose gpuscalers watch every namespace)
+        # part 1 runs them all and the others none
         k, n = (int(x) for x in PART.split("/"))
         names = unittest.defaultTestLoader.getTestCaseNames(ControllerE2E)
-        argv = sys.argv + ["ControllerE2E." + m for m in names[k - 1::n]]
-        print("controller e2e: part %s, %d of %d tests" % (PART, len(argv) - 1, len(names)))
+        mine = names[k - 1::n] if not REAL else names if k == 1 else []
+        if not mine:
+            print("controller e2e: part %s on a real cluster: part 1 runs every test" % PART)
+            print("controller e2e: 0 passed, 0 failed, 0 skipped")
+            sys.exit(0)
+        argv = sys.argv + ["ControllerE2E." + m for m in mine]
+        print("controller e2e: part %s, %d of %d tests" % (PART, len(mine), len(names)))
     r = unittest.main(argv=argv, verbosity=2, exit=False).result
     print("controller e2e: %d passed, %d failed, %d skipped" % (
         r.testsRun - len(r.failures) - len(r.errors) - len(r.skipped),

@@ -448,7 +448,10 @@ bool kube_pod_of_deployment(const struct kube_pod *p, const char *name)
         return false;
     c += 11;
     size_t n = strlen(name);
-    return strncmp(c, name, n) == 0 && c[n] == '-' && c[n + 1] && !strchr(c + n + 1, '-');
+    if (strncmp(c, name, n) != 0 || c[n] != '-' || !c[n + 1] || strchr(c + n + 1, '-'))
+        return false;
+    const char *hash = kube_labels_get(&p->labels, "pod-template-hash");
+    return !hash || strcmp(hash, c + n + 1) == 0;
 }
 
 int extract_pod(struct kintern *pool, const json_t *obj, struct kube_pod *out, const char **rv)

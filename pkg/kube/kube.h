@@ -623,12 +623,16 @@ struct kube_pod {
 
 /**
  * Whether a pod that the Deployment `name`'s selector matches is one of its
- * own: controlled by a ReplicaSet "<name>-<hash>" (a hash has no '-'), or
- * by nothing (an orphan its ReplicaSet adopts, as a selector counts it).
- * Overlapping selectors (a canary "llama-canary" beside "llama", whose
- * selector also matches the canary's pods) then split the pods as the
- * ReplicaSets own them, not as the selector reads; the HPA, which counts by
- * selector, refuses such targets (AmbiguousSelector).
+ * own: controlled by a ReplicaSet "<name>-<hash>", the hash its
+ * pod-template-hash label when it has one (a hash has no '-'), or by
+ * nothing (counted by the selector, as before ownership was checked: a pod
+ * made by hand with the labels). Overlapping selectors (a canary
+ * "llama-canary" beside "llama", whose selector also matches the canary's
+ * pods) then split the pods as the ReplicaSets own them, not as the
+ * selector reads (an HPA on "llama" counts the canary's pods too). The
+ * store counts by the selector alone when a Deployment with replicas has
+ * none of its own by name: ReplicaSets it adopted from another
+ * (kube_store_deployment_pods).
  */
 bool kube_pod_of_deployment(const struct kube_pod *p, const char *name);
 

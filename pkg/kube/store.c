@@ -186,7 +186,10 @@ static int apply_deployment(struct kube_store *s, enum kube_event_type type, con
             extract_deployment_clear(&nd);
             goto out; /* seen already (a relist) */
         }
-        if (!extract_selector_equal(&d->pub.selector, &nd.selector))
+        /* its status.replicas decides whether pods of others' names count
+         * (kube_store_deployment_pods): only its leaving or reaching 0 */
+        if (!extract_selector_equal(&d->pub.selector, &nd.selector) ||
+            (d->pub.status_replicas > 0) != (nd.status_replicas > 0))
             d->dirty = true;
         extract_deployment_clear(&d->pub);
         d->pub = nd;
@@ -344,11 +347,25 @@ const struct kube_pod *const *kube_store_deployment_pods(struct kube_store *s,
     if (d->dirty) {
         d->npods = 0;
         struct kns *ns = d->ns;
+        size_t matched = 0;
         for (size_t i = 0; i < ns->npods; i++) {
             struct pod *p = ns->pods[i];
-            if (kube_selector_matches(&d->pub.selector, &p->pub.labels) &&
-                kube_pod_of_deployment(&p->pub, d->pub.name))
+            if (!kube_selector_matches(&d->pub.selector, &p->pub.labels))
+                continue;
+            matched++;
+            if (kube_pod_of_deployment(&p->pub, d->pub.name))
                 VEC_PUSH(d->pods, d->npods, d->podcap, &p->pub);
+        }
+        /* None of its own by name while it has replicas: its ReplicaSets are
+         * others' it adopted (a Deployment renamed by deleting the old one
+         * with --cascade=orphan and creating it anew), which only their
+         * ownerReferences' uids would tell; count by the selector then */
+        if (d->npods == 0 && matched > 0 && d->pub.status_replicas > 0) {
+            for (size_t i = 0; i < ns->npods; i++) {
+                struct pod *p = ns->pods[i];
+                if (kube_selector_matches(&d->pub.selector, &p->pub.labels))
+                    VEC_PUSH(d->pods, d->npods, d->podcap, &p->pub);
+            }
         }
         d->dirty = false;
         s->rebuilds++;

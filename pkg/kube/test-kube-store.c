@@ -463,17 +463,20 @@ static void test_owned_pods(void **state)
     apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED,
           deployment("ml", "llama-canary", "2", true, "llama"));
     apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
-          owned(pod("ml", "stable", "3", "llama", true), "ReplicaSet", "llama-5d8f", true));
+          owned(pod("ml", "stable", "3", "llama", true), "ReplicaSet", "llama-abc123", true));
     apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
-          owned(pod("ml", "canary", "4", "llama", true), "ReplicaSet", "llama-canary-7c9b",
+          owned(pod("ml", "canary", "4", "llama", true), "ReplicaSet", "llama-canary-abc123",
                 true));
     apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("ml", "orphan", "5", "llama", true));
     apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
-          owned(pod("ml", "plainref", "6", "llama", true), "ReplicaSet", "llama-5d8f", false));
+          owned(pod("ml", "plainref", "6", "llama", true), "ReplicaSet", "llama-abc123", false));
     apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
           owned(pod("ml", "sts", "7", "llama", true), "StatefulSet", "llama", true));
     apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
           owned(pod("ml", "nohash", "8", "llama", true), "ReplicaSet", "llama-", true));
+    /* a ReplicaSet whose name's hash is not its pods' pod-template-hash */
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
+          owned(pod("ml", "otherhash", "10", "llama", true), "ReplicaSet", "llama-def456", true));
     assert_true(has_pod(s, "llama", "stable"));
     assert_false(has_pod(s, "llama", "canary")); /* "canary-7c9b" is no hash */
     assert_true(has_pod(s, "llama-canary", "canary"));
@@ -484,13 +487,44 @@ static void test_owned_pods(void **state)
         assert_true(has_pod(s, dep, "plainref"));
         assert_false(has_pod(s, dep, "sts"));
         assert_false(has_pod(s, dep, "nohash"));
+        assert_false(has_pod(s, dep, "otherhash"));
     }
     /* adopted by the canary's ReplicaSet, same labels: it leaves the stable one */
     apply(s, KUBE_KIND_POD, KUBE_EV_MODIFIED,
-          owned(pod("ml", "orphan", "9", "llama", true), "ReplicaSet", "llama-canary-7c9b",
+          owned(pod("ml", "orphan", "9", "llama", true), "ReplicaSet", "llama-canary-abc123",
                 true));
     assert_false(has_pod(s, "llama", "orphan"));
     assert_true(has_pod(s, "llama-canary", "orphan"));
+    /* "renamed" adopted the ReplicaSet of a Deployment deleted with --cascade=orphan:
+     * none of its pods is its own by name, and it has replicas: counted by the selector */
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED,
+          deployment("ml", "renamed", "11", true, "ren"));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
+          owned(pod("ml", "r1", "12", "ren", true), "ReplicaSet", "old-abc123", true));
+    assert_true(has_pod(s, "renamed", "r1"));
+    /* ... but not once one of its own exists (a rollout's new ReplicaSet) */
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
+          owned(pod("ml", "r2", "13", "ren", true), "ReplicaSet", "renamed-abc123", true));
+    assert_true(has_pod(s, "renamed", "r2"));
+    assert_false(has_pod(s, "renamed", "r1"));
+    /* at 0 replicas it has no pods: a canary's are not lent to it */
+    json_t *zero = deployment("ml", "llama", "14", true, "llama");
+    json_object_set_new(json_object_get(zero, "status"), "replicas", json_integer(0));
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_MODIFIED, zero);
+    apply(s, KUBE_KIND_POD, KUBE_EV_DELETED, pod("ml", "stable", "15", "llama", true));
+    apply(s, KUBE_KIND_POD, KUBE_EV_DELETED, pod("ml", "plainref", "16", "llama", true));
+    assert_false(has_pod(s, "llama", "canary"));
+    /* its status alone going to 0 and back re-reads the index */
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, deployment("ml", "solo", "17", true, "solo"));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
+          owned(pod("ml", "s1", "18", "solo", true), "ReplicaSet", "gone-abc123", true));
+    assert_true(has_pod(s, "solo", "s1"));
+    zero = deployment("ml", "solo", "19", true, "solo");
+    json_object_set_new(json_object_get(zero, "status"), "replicas", json_integer(0));
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_MODIFIED, zero);
+    assert_false(has_pod(s, "solo", "s1"));
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_MODIFIED, deployment("ml", "solo", "20", true, "solo"));
+    assert_true(has_pod(s, "solo", "s1"));
     kube_store_free(s);
 }
 
