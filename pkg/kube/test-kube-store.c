@@ -462,6 +462,15 @@ static void test_owned_pods(void **state)
     apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, deployment("ml", "llama", "1", true, "llama"));
     apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED,
           deployment("ml", "llama-canary", "2", true, "llama"));
+    /* the controller's interned name is given back with its pod, changed or deleted */
+    size_t interned = kube_store_interned(s);
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
+          owned(pod("ml", "tmp", "2", "llama", true), "ReplicaSet", "llama-tmp1", true));
+    apply(s, KUBE_KIND_POD, KUBE_EV_MODIFIED,
+          owned(pod("ml", "tmp", "3", "llama", true), "ReplicaSet", "llama-tmp2", true));
+    assert_true(kube_store_interned(s) > interned);
+    apply(s, KUBE_KIND_POD, KUBE_EV_DELETED, pod("ml", "tmp", "4", "llama", true));
+    assert_int_equal(kube_store_interned(s), interned);
     apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
           owned(pod("ml", "stable", "3", "llama", true), "ReplicaSet", "llama-abc123", true));
     apply(s, KUBE_KIND_POD, KUBE_EV_ADDED,
