@@ -2019,13 +2019,13 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
     @unittest.skipUnless(os.path.exists(FAKETIME), "needs libfaketime (scripts/setup.sh test)")
     def test_45_a_wall_clock_step_keeps_the_rules_clocks(self):
         """The wall clock set 40 s forward, then back again (libfaketime: gpuscaler's wall
-        clock alone, not its monotonic one) while the scale-in rule's clock runs
+        clock alone, not its monotonic nor its boot clock) while the scale-in rule's clock runs
         (scale-in-after 30 s): gpuscaler logs and counts each step, and the rule's clock moves
         with it (the status's belowSince 40 s later, then back), so the rule still waits its
         30 s of measured time; taken at its word, the wall clock would have fired it at once
         (the build before scaled 10 -> 6 on the step). The scraped metrics read on across both
         steps (metrics-stale-after 5 s, rate window 3 s): the scraper stamps its samples with
-        the monotonic clock (the build before held, MetricsUnavailable, after either step:
+        the boot clock (the build before held, MetricsUnavailable, after either step:
         samples 40 s old after the step forward, new ones refused for 40 s after the step
         back)."""
         stamp_dir = tempfile.mkdtemp(prefix="faketime-")

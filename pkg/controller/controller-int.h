@@ -312,7 +312,7 @@ struct ctl_wl {
  *  is current again. Longer than the reflector's backoff steps up to 25.6 s,
  *  so one failed watch or a short API server restart does not trigger it. */
 #define CTL_CACHE_DOWN_HOLD_MS 30000
-/** A wall clock that moved this much more or less than the monotonic one
+/** A wall clock that moved this much more or less than the boot clock (util_now_boot_ms)
  *  between two ticks was set (NTP slews at most 0.5 ms a second). */
 #define CTL_CLOCK_STEP_MS 2000
 /** Reports (status, events, checkpoints) in flight at most, so 1,000
