@@ -58,7 +58,7 @@ sys.path.insert(0, E2E)
 from checkpoint import checkpoint_name, history_state  # noqa: E402
 from cluster import procs  # noqa: E402
 from cluster import profile as P  # noqa: E402
-from cluster.harness import LocalCluster, free_port, octet_range  # noqa: E402
+from cluster.harness import LocalCluster, log_size, logged_port, octet_range  # noqa: E402
 from fakekube import harness as fkh  # noqa: E402
 from fakekube.kubeclient import Client  # noqa: E402
 
@@ -332,20 +332,28 @@ class Scaler:
     def __init__(self, tag, config=None, kubeconfig=None, ident=None, extra=(), lc=None):
         lc = lc or LC
         self.tag = tag
-        self.metrics_port = free_port()
+        self._metrics_port = None
         self.log = os.path.join(lc.state_dir, "gpuscaler-%s.log" % tag)
         cfg = os.path.join(lc.state_dir, "gpuscaler-%s.yaml" % tag)
         with open(cfg, "w") as f:
             json.dump(config or CONFIG, f, indent=1)     # JSON is YAML
         self.cmd = [BIN, "run", "--kubeconfig", kubeconfig or KUBECONFIG, "--config", cfg,
-                    "--namespace", NS, "--metrics-addr", "127.0.0.1:%d" % self.metrics_port,
-                    "--health-addr", "127.0.0.1:%d" % free_port(),
+                    "--namespace", NS, "--metrics-addr", "127.0.0.1:0",
+                    "--health-addr", "127.0.0.1:0",
                     "--id", ident or "gpuscaler-" + tag] + list(extra)
         env = {k: v for k, v in os.environ.items() if k not in ("POD_NAMESPACE", "POD_NAME",
                                                                  "KUBECONFIG")}
+        self.log_offset = log_size(self.log)
         self.proc = procs.spawn(self.cmd, self.log, env=env)
         self.pid = self.proc.pid
         SCALERS.append(self)
+
+    @property
+    def metrics_port(self):
+        """The metrics listener's port, bound on port 0 and read from the log once served."""
+        if self._metrics_port is None:
+            self._metrics_port = logged_port(self.log, self.proc, "metrics", self.log_offset)
+        return self._metrics_port
 
     def alive(self):
         return self.proc.poll() is None
@@ -1077,12 +1085,10 @@ class ClosedLoop(unittest.TestCase):
         ca = fkh.make_ca(pki, "serving-ca", "gpuscaler-serving-ca")
         cert, key = fkh.make_cert(pki, ca, "serving", "gpuscaler", usage="serverAuth",
                                   dns=("gpuscaler.%s.svc" % sysns,), ips=("127.0.0.1",))
-        port = free_port()
         c.create("services", {"apiVersion": "v1", "kind": "Service",
                               "metadata": {"name": "gpuscaler"},
                               "spec": {"selector": {"app": "gpuscaler"}, "ports": [
                                   {"name": "https", "port": 443, "targetPort": 6443}]}}, sysns)
-        fk.set_service_endpoint(sysns, "gpuscaler", "127.0.0.1:%d" % port)
         with open(ca[0], "rb") as f:
             bundle = base64.b64encode(f.read()).decode()
         apisvc = "v1beta1.external.metrics.k8s.io"
@@ -1106,8 +1112,11 @@ class ClosedLoop(unittest.TestCase):
         cfg = dict(CONFIG, scrape={"interval": "1s", "timeout": "1s",
                                    "rate-window": "%ds" % RATE_WINDOW})
         gs = self.scaler("hpa", config=cfg, extra=[
-            "--external-metrics=true", "--external-metrics-addr", "127.0.0.1:%d" % port,
+            "--external-metrics=true", "--external-metrics-addr", "127.0.0.1:0",
             "--tls-cert-file", cert, "--tls-key-file", key])
+        # the Service's endpoint once the pod serves, as its readiness would publish it
+        fk.set_service_endpoint(sysns, "gpuscaler", "127.0.0.1:%d" % logged_port(
+            gs.log, gs.proc, "extmetrics", gs.log_offset))
 
         def available():
             st = c.get("apiservices", apisvc).get("status") or {}

@@ -179,7 +179,7 @@ def prober(args):
 
 class FrontDoor(unittest.TestCase):
     def setUp(self):
-        from ctlharness import Gpuscaler, free_port, wait_for
+        from ctlharness import Gpuscaler, wait_for
         from fakekube import harness
         self.procs = []
         self.g = None
@@ -205,13 +205,13 @@ class FrontDoor(unittest.TestCase):
         c.patch("deployments", B.deployment_name(0), {"metadata": {"annotations": {
             "gpuscaler.io/mode": "external-metric"}}}, self.ns)
         B.create_pods(c, self.ns, 1, 0, 2)
-        self.em_port = free_port()
         self.g = Gpuscaler(fk.kubeconfig, CONFIG, [
-            "--external-metrics=true", "--external-metrics-addr", "127.0.0.1:%d" % self.em_port,
+            "--external-metrics=true", "--external-metrics-addr", "127.0.0.1:0",
             "--tls-cert-file", serving[0], "--tls-key-file", serving[1],
             "--log-level", "info"], ident="gpuscaler-door")
         wait_for(lambda: self.g.get("/readyz", self.g.health_port)[0] == 200, 20,
                  what="gpuscaler ready")
+        self.em_port = self.g.port("extmetrics")
         wait_for(lambda: "WithinBand" in self.g.text() or "AboveTarget" in self.g.text() or
                  "BelowTarget" in self.g.text(), 30, what="a decision from valid metrics")
         self.fp = (fk.front_proxy["client_cert"], fk.front_proxy["client_key"])

@@ -569,10 +569,9 @@ class ExtMetricsE2E(unittest.TestCase):
         ns = self.ns + "-ha"
         self.c.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                      "metadata": {"name": ns}})
-        ports, procs = {}, {}
+        procs = {}
 
         def start(ident, util):
-            ports[ident] = free_port()
             cfg = ("decision-interval: 1s\n"
                    "leader-election: {enabled: true, namespace: %s, lease-name: gpuscaler,\n"
                    "                  lease-duration: 4s, renew-deadline: 3s, retry-period: 500ms}\n"
@@ -582,7 +581,7 @@ class ExtMetricsE2E(unittest.TestCase):
                    % (SYSTEM_NS, ns, util))
             g = Gpuscaler(self.gpuscaler_kubeconfig, cfg, [
                 "--external-metrics=true", "--external-metrics-addr",
-                "127.0.0.1:%d" % ports[ident], "--tls-cert-file", self.serving[0],
+                "127.0.0.1:0", "--tls-cert-file", self.serving[0],
                 "--tls-key-file", self.serving[1]], ident=ident)
             self.procs.append(g)
             procs[ident] = g
@@ -596,7 +595,7 @@ class ExtMetricsE2E(unittest.TestCase):
                                     self.certs["valid"], {"X-Remote-User": HPA_USER,
                                                           "X-Remote-Group": "system:"
                                                           "serviceaccounts"},
-                                    port=ports[ident])
+                                    port=procs[ident].port("extmetrics"))
             if code != 200:
                 return code, doc.get("message")
             return code, sum(hpaemu.milli_value(i["value"]) for i in doc["items"]) / 1000.0

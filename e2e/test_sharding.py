@@ -158,7 +158,6 @@ class ShardingE2E(unittest.TestCase):
         cls.t_gone = time.time()
         cls.replicas = {}
         cls.users = {}
-        cls.em_ports = {}
         cls.hpa_token = "shard-hpa-" + os.urandom(6).hex()
         cls.fk.add_token(cls.hpa_token, "system:serviceaccount:kube-system:horizontal-pod-"
                          "autoscaler", ["system:masters"])
@@ -186,11 +185,9 @@ class ShardingE2E(unittest.TestCase):
                "prometheus: {url: \"%s\"}\n") % (
                    TICK_S, cls.ns, LEASE_S, RENEW_S, RETRY_S * 1000, SHARDS, TICK_S,
                    CHECKPOINT_CMS, cls.prom.url)
-        em_port = free_port()
-        cls.em_ports[ident] = em_port
         cls.replicas[ident] = Gpuscaler(kc, cfg, (
             "--log-level", "info", "--external-metrics=true",
-            "--external-metrics-addr", "127.0.0.1:%d" % em_port), ident)
+            "--external-metrics-addr", "127.0.0.1:0"), ident)
         return cls.replicas[ident]
 
     @classmethod
@@ -375,7 +372,7 @@ class ShardingE2E(unittest.TestCase):
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
-        conn = http.client.HTTPSConnection("127.0.0.1", self.em_ports[ident], context=ctx,
+        conn = http.client.HTTPSConnection("127.0.0.1", self.replicas[ident].port("extmetrics"), context=ctx,
                                            timeout=20)
         try:
             conn.request("GET", "/apis/external.metrics.k8s.io/v1beta1/namespaces/%s/%s"

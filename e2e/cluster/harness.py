@@ -27,6 +27,7 @@ import atexit
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -62,6 +63,44 @@ def free_port(host="127.0.0.1"):
         return s.getsockname()[1]
     finally:
         s.close()
+
+
+# what gpuscaler logs once a listener is bound (cmd/gpuscaler/run.c), the port last
+LISTEN_LINES = {"metrics": "serving /metrics on ", "health": "serving /healthz /livez /readyz on ",
+                "extmetrics": "serving external.metrics.k8s.io/v1beta1 on "}
+
+
+def logged_port(log, proc, what, offset=0, timeout=30.0):
+    """The port of gpuscaler's `what` listener (a key of LISTEN_LINES), read from its log past
+    offset (the log's size before it started). Tests start gpuscaler on port 0 and read the
+    port back: a port picked by free_port() is free only until it is closed, and another test
+    process running beside this one could bind it before gpuscaler does."""
+    pat = re.compile(re.escape(LISTEN_LINES[what]) + r"[^\s\"]*:(\d+)")
+    deadline = time.monotonic() + timeout
+    while True:
+        exited = proc.poll() is not None     # before the read: its last lines are in the file
+        try:
+            with open(log, "rb") as f:
+                f.seek(offset)
+                m = pat.search(f.read().decode(errors="replace"))
+        except OSError:
+            m = None
+        if m:
+            return int(m.group(1))
+        if exited:
+            raise RuntimeError("gpuscaler exited with %s before serving %s%s"
+                               % (proc.returncode, what, _tail(log)))
+        if time.monotonic() > deadline:
+            raise RuntimeError("gpuscaler did not serve %s in %.0fs%s" % (what, timeout, _tail(log)))
+        time.sleep(0.02)
+
+
+def log_size(path):
+    """The size of an appended log before a process starts writing it (0 if none yet)."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _wait_file(path, proc, timeout, what, log=None):
@@ -553,27 +592,32 @@ class LocalCluster:
                         log_format="json", config=None, env=None):
         """Start `gpuscaler run` against this cluster's kubeconfig.  args replaces the default
         flags entirely; extra_args are appended.  config (dict) is written as YAML-compatible
-        JSON and passed with --config.  Returns the Popen (log: self.gpuscaler_log)."""
+        JSON and passed with --config.  Returns the Popen (log: self.gpuscaler_log); with the
+        default flags it listens on port 0 and self.gpuscaler_metrics is its URL once bound."""
         if self.gpuscaler is not None and self.gpuscaler.poll() is None:
             raise RuntimeError("gpuscaler already running (pid %d)" % self.gpuscaler.pid)
-        mport = free_port()
-        self.gpuscaler_metrics = "http://127.0.0.1:%d" % mport
-        if args is None:
+        self.gpuscaler_metrics = None
+        default = args is None
+        if default:
             args = ["run", "--kubeconfig", self.kubeconfig, "--leader-elect=false",
                     "--namespace", self.namespace, "--decision-interval", decision_interval,
-                    "--metrics-addr", "127.0.0.1:%d" % mport,
-                    "--health-addr", "127.0.0.1:%d" % free_port(), "--log-format", log_format]
+                    "--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0",
+                    "--log-format", log_format]
             if config:
                 path = os.path.join(self.state_dir, "gpuscaler-config.yaml")
                 with open(path, "w") as f:
                     json.dump(config, f, indent=1)   # JSON is YAML
                 args += ["--config", path]
         self.gpuscaler_log = os.path.join(self.state_dir, "gpuscaler.log")
+        offset = log_size(self.gpuscaler_log)
         e = dict(os.environ)
         e.update(env or {})
         self.gpuscaler = procs.spawn([binary] + list(args) + list(extra_args),
                                      self.gpuscaler_log, env=e)
         self._write_pids()
+        if default:      # bound on port 0: the URL once it listens
+            self.gpuscaler_metrics = "http://127.0.0.1:%d" % logged_port(
+                self.gpuscaler_log, self.gpuscaler, "metrics", offset)
         return self.gpuscaler
 
     def stop_gpuscaler(self, grace=5.0):

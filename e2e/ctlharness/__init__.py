@@ -355,17 +355,31 @@ class Gpuscaler:
         self.config = os.path.join(self.dir, "config.yaml")
         with open(self.config, "w") as f:
             f.write(config_yaml)
-        self.metrics_port = free_port()
-        self.health_port = free_port()
+        self.ports = {}
         self.logpath = os.path.join(self.dir, "log")
         self.log = open(self.logpath, "wb")
+        # listeners on port 0, their ports read from the log (cluster.harness.logged_port)
         args = [BIN, "run", "--kubeconfig", kubeconfig, "--config", self.config,
-                "--metrics-addr", "127.0.0.1:%d" % self.metrics_port,
-                "--health-addr", "127.0.0.1:%d" % self.health_port, "--id", ident,
+                "--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0", "--id", ident,
                 "--log-level", "debug"] + list(extra)
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
                                      env=dict(os.environ, **env) if env else None)
         self.pid = self.proc.pid
+
+    def port(self, what):
+        """The port of a listener (metrics, health, extmetrics) once it serves."""
+        if what not in self.ports:
+            from cluster.harness import logged_port
+            self.ports[what] = logged_port(self.logpath, self.proc, what)
+        return self.ports[what]
+
+    @property
+    def metrics_port(self):
+        return self.port("metrics")
+
+    @property
+    def health_port(self):
+        return self.port("health")
 
     def text(self):
         with open(self.logpath, "rb") as f:
