@@ -41,6 +41,9 @@ from hpaemu import TestHPAArithmetic  # noqa: E402,F401  (the emulation's own te
 
 SYSTEM_NS = "gpuscaler-system"
 GPUSCALER_USER = "system:serviceaccount:%s:gpuscaler" % SYSTEM_NS
+# test_7's standby: a ServiceAccount of its own, bound as deploy/rbac.yaml binds gpuscaler's,
+# so that a fault rule can fail its requests alone
+STANDBY_USER = "system:serviceaccount:%s:gpuscaler-standby" % SYSTEM_NS
 HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
 APISERVICE = "v1beta1.external.metrics.k8s.io"
 EM = "/apis/external.metrics.k8s.io/v1beta1"
@@ -95,7 +98,12 @@ class ExtMetricsE2E(unittest.TestCase):
         fk.add_token(cls.gpuscaler_token, GPUSCALER_USER,
                      sa + ["system:serviceaccounts:" + SYSTEM_NS])
         fk.add_token(cls.hpa_token, HPA_USER, sa + ["system:serviceaccounts:kube-system"])
+        cls.standby_token = "standby-" + os.urandom(8).hex()
+        fk.add_token(cls.standby_token, STANDBY_USER, sa + ["system:serviceaccounts:" + SYSTEM_NS])
         d = fk.tmpdir
+        cls.standby_kubeconfig = harness.write_kubeconfig(
+            os.path.join(d, "kubeconfig-standby.yaml"), fk.url, ca_file=fk.pki["ca"],
+            token=cls.standby_token)
         cls.gpuscaler_kubeconfig = harness.write_kubeconfig(
             os.path.join(d, "kubeconfig-gpuscaler.yaml"), fk.url, ca_file=fk.pki["ca"],
             token=cls.gpuscaler_token)
@@ -168,9 +176,18 @@ class ExtMetricsE2E(unittest.TestCase):
 
     @classmethod
     def apply_rbac(cls):
-        create_objects(cls.c, deploy_manifests(
-            "serviceaccount.yaml", "rbac.yaml",
-            edit=lambda t: t.replace("namespace: gpuscaler\n", "namespace: %s\n" % SYSTEM_NS)))
+        def edit(t):
+            return t.replace("namespace: gpuscaler\n", "namespace: %s\n" % SYSTEM_NS)
+        create_objects(cls.c, deploy_manifests("serviceaccount.yaml", "rbac.yaml", edit=edit))
+        # the same bindings for the standby's ServiceAccount (test_7)
+        binds = [d for d in deploy_manifests("rbac.yaml", edit=edit)
+                 if d["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+        for d in binds:
+            d["metadata"]["name"] += "-standby"
+            for sub in d["subjects"]:
+                if sub["kind"] == "ServiceAccount" and sub["name"] == "gpuscaler":
+                    sub["name"] = "gpuscaler-standby"
+        create_objects(cls.c, binds)
 
     @classmethod
     def tearDownClass(cls):
@@ -182,7 +199,8 @@ class ExtMetricsE2E(unittest.TestCase):
         reqs = cls.fk.requests()[0]
         refused = ["%s %s %s %s" % (r.get("user"), r["method"], r["path"], r["query"])
                    for r in reqs if r.get("status") == 403 and
-                   r.get("user") in (GPUSCALER_USER, HPA_USER) and "fault" not in r]
+                   r.get("user") in (GPUSCALER_USER, STANDBY_USER, HPA_USER) and
+                   "fault" not in r]
         cls.metrics.close()
         cls.prom.close()
         cls.hpa_client.close()
@@ -565,13 +583,15 @@ class ExtMetricsE2E(unittest.TestCase):
         target-utilization to 0.4, the leader's to 0.8. Once the leader is killed and its
         Lease expires, the standby serves its own. A Deployment with invalid annotations in a
         selector makes the whole selector stale (404) on both: a sum without it would
-        under-count."""
+        under-count. While the standby's own watches fail for longer than 30 s, the status
+        annotations it has may be out of date, so it serves the Deployment as stale (the
+        leader still serves its count), and serves the count again once they work."""
         ns = self.ns + "-ha"
         self.c.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                      "metadata": {"name": ns}})
         procs = {}
 
-        def start(ident, util):
+        def start(ident, util, kubeconfig):
             cfg = ("decision-interval: 1s\n"
                    "leader-election: {enabled: true, namespace: %s, lease-name: gpuscaler,\n"
                    "                  lease-duration: 4s, renew-deadline: 3s, retry-period: 500ms}\n"
@@ -579,7 +599,7 @@ class ExtMetricsE2E(unittest.TestCase):
                    "namespaces: [%s]\n"
                    "defaults: {target-utilization: \"%s\", scale-in-utilization: \"0.2\"}\n"
                    % (SYSTEM_NS, ns, util))
-            g = Gpuscaler(self.gpuscaler_kubeconfig, cfg, [
+            g = Gpuscaler(kubeconfig, cfg, [
                 "--external-metrics=true", "--external-metrics-addr",
                 "127.0.0.1:0", "--tls-cert-file", self.serving[0],
                 "--tls-key-file", self.serving[1]], ident=ident)
@@ -626,9 +646,9 @@ class ExtMetricsE2E(unittest.TestCase):
             k.start()
             self.addCleanup(k.stop)
             self.metrics.set_rate("ha-llm", 20)  # 3 replicas at 0.8 (2.5), 5 at 0.4
-            a = start("ha-a", "0.8")
+            a = start("ha-a", "0.8", self.gpuscaler_kubeconfig)
             wait_for(lambda: lease_holder() == "ha-a", 15, what="ha-a leading")
-            b = start("ha-b", "0.4")
+            b = start("ha-b", "0.4", self.standby_kubeconfig)
             wait_for(lambda: status_desired() == 3 and own(a) == 3 and own(b) == 5, 40,
                      what="the leader deciding 3, the standby 5 for itself")
             self.assertEqual(self.replicas_in(ns, "ha-llm"), 3)  # external-metric: no write
@@ -643,6 +663,37 @@ class ExtMetricsE2E(unittest.TestCase):
                 self.assertEqual(code, 404, msg)
                 self.assertIn('"ha-bad"', msg)
                 self.assertIn("stale", msg)
+            # the standby's Deployment (and pod) watches fail; the leader's work
+            self.fk.fault({"action": "error", "status": 500, "user": STANDBY_USER,
+                           "resource": ["deployments", "pods"], "verb": ["list", "watch"],
+                           "count": None}, {"action": "drop-watches"})
+            self.addCleanup(self.fk.clear_faults)
+            t_fail = time.monotonic()
+            code, msg = wait_for(lambda: (lambda r: r if r[0] != 200 else None)(
+                served("ha-b", "deployment%3Dha-llm")), 45, interval=0.5,
+                what="the standby serving ha-llm as stale on its failing watches")
+            took = time.monotonic() - t_fail
+            print("standby: ha-llm served as stale %.1fs after its watches failed" % took)
+            self.assertGreaterEqual(took, 25)
+            self.assertEqual(code, 404, msg)
+            self.assertIn('"ha-llm"', msg)
+            self.assertIn("stale", msg)
+            self.assertEqual(served("ha-a", "deployment%3Dha-llm"), (200, 3.0))
+            self.assertIn("every Deployment holds its replicas", b.text())
+            self.fk.clear_faults()
+            t_back, last = time.monotonic(), []
+
+            def back():
+                last[:] = [served("ha-b", "deployment%3Dha-llm")]
+                return last[0] == (200, 3.0)
+            try:
+                # its lists retry after a backoff of up to 30 s, jittered up to twice that
+                wait_for(back, 70, interval=0.5, what="the standby serving the leader's count")
+            except AssertionError as e:
+                raise AssertionError("%s; it served %r; its log:\n%s"
+                                     % (e, last, b.text()[-4000:])) from e
+            print("standby: the count served again %.1fs after its watches worked"
+                  % (time.monotonic() - t_back))
             a.stop(signal.SIGKILL)
             t_kill = time.monotonic()
             wait_for(lambda: served("ha-b", "deployment%3Dha-llm") == (200, 5.0), 15,
