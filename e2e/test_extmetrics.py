@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import ssl
 import statistics
 import sys
@@ -34,7 +35,7 @@ sys.path.insert(0, HERE)
 
 from fakeprom import FakePrometheus  # noqa: E402
 from ctlharness import (FAST_ANNOTATIONS, Gpuscaler, MetricsPods, MiniKubelet,  # noqa: E402
-                        create_objects, deploy_manifests, deployment, free_port, wait_for)
+                        create_objects, deploy_manifests, deployment, wait_for)
 from fakekube import harness, kubeclient  # noqa: E402
 import hpaemu  # noqa: E402
 from hpaemu import TestHPAArithmetic  # noqa: E402,F401  (the emulation's own tests run here too)
@@ -133,14 +134,18 @@ class ExtMetricsE2E(unittest.TestCase):
                                          expired=True),
             "wrong-cn": harness.make_cert(pki, fp_ca, "wrong-cn", "not-the-front-proxy"),
         }
-        # register the APIService and its Service before gpuscaler listens
-        cls.port = free_port()
+        # register the APIService and its Service before gpuscaler listens: their endpoint a
+        # port this process holds bound, not listening (refused, and no other process can
+        # take it), until gpuscaler serves on a port of its own
+        held = socket.socket()
+        held.bind(("127.0.0.1", 0))
+        cls.down_port = held.getsockname()[1]
         cls.c.create("services", {"apiVersion": "v1", "kind": "Service",
                                   "metadata": {"name": "gpuscaler"},
                                   "spec": {"selector": {"app": "gpuscaler"}, "ports": [
                                       {"name": "https", "port": 443, "targetPort": 6443}]}},
                      SYSTEM_NS)
-        fk.set_service_endpoint(SYSTEM_NS, "gpuscaler", "127.0.0.1:%d" % cls.port)
+        fk.set_service_endpoint(SYSTEM_NS, "gpuscaler", "127.0.0.1:%d" % cls.down_port)
         with open(cls.serving_ca, "rb") as f:
             bundle = base64.b64encode(f.read()).decode()
         cls.c.create("apiservices", {
@@ -161,10 +166,14 @@ class ExtMetricsE2E(unittest.TestCase):
         cls.g = Gpuscaler(cls.gpuscaler_kubeconfig,
                           CONFIG + "prometheus: {url: \"%s\"}\nnamespaces: [%s]\n"
                           % (cls.prom.url, cls.ns), [
-            "--external-metrics=true", "--external-metrics-addr", "127.0.0.1:%d" % cls.port,
+            "--external-metrics=true", "--external-metrics-addr", "127.0.0.1:0",
             "--tls-cert-file", cls.serving[0], "--tls-key-file", cls.serving[1]],
             ident="gpuscaler-hpa-e2e")
         cls.procs.append(cls.g)
+        cls.port = cls.g.port("extmetrics")
+        held.close()
+        # the Service's endpoint once the pod serves, as its readiness would publish it
+        fk.set_service_endpoint(SYSTEM_NS, "gpuscaler", "127.0.0.1:%d" % cls.port)
         cls.up_cond = wait_for(lambda: cls.available_cond(True), 20,
                                what="APIService Available after gpuscaler started")
         cls.available_after = time.monotonic() - t
@@ -291,7 +300,7 @@ class ExtMetricsE2E(unittest.TestCase):
         # before gpuscaler listened: FailedDiscoveryCheck, and the proxy refuses with 503
         self.assertEqual(self.down_cond["reason"], "FailedDiscoveryCheck")
         self.assertIn("failing or missing response from https://127.0.0.1:%d/apis/"
-                      "external.metrics.k8s.io/v1beta1" % self.port, self.down_cond["message"])
+                      "external.metrics.k8s.io/v1beta1" % self.down_port, self.down_cond["message"])
         self.assertEqual((self.down_answer[0], self.down_answer[2]),
                          (503, b"service unavailable\n"))
         self.assertEqual((self.up_cond["reason"], self.up_cond["message"]),

@@ -33,7 +33,6 @@ import json
 import os
 import signal
 import ssl
-import subprocess
 import sys
 import time
 import unittest
@@ -44,8 +43,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from checkpoint import fnv1a64  # noqa: E402
-from ctlharness import (Gpuscaler, create_objects, deploy_manifests, free_port,  # noqa: E402
-                        wait_for)
+from ctlharness import Gpuscaler, create_objects, deploy_manifests, wait_for  # noqa: E402
 from fakekube import harness  # noqa: E402
 from fakeprom import FakePrometheus  # noqa: E402
 
@@ -87,6 +85,12 @@ def rss_mib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024.0
     return 0.0
+
+
+def start_fake_server(build):
+    """bench-scrape --serve 0 (bench/controller.py): (process, port) once it answers."""
+    import controller as benchctl  # bench/controller.py
+    return benchctl.start_fake_server(build)
 
 
 def create_all(c, ns, ndep, per, port):
@@ -138,10 +142,8 @@ class ShardingE2E(unittest.TestCase):
         create_objects(cls.c, sharded_rbac(cls.ns, "system:serviceaccounts:" + cls.ns,
                                            ["shard-e2e-state-%d" % i
                                             for i in range(CHECKPOINT_CMS)]))
-        cls.port = free_port()
-        cls.server = subprocess.Popen([os.path.join(BUILD, "bench", "bench-scrape"), "--serve",
-                                       str(cls.port)], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL)
+        # bench-scrape --serve on port 0, its port read back
+        cls.server, cls.port = start_fake_server(BUILD)
         t0 = time.time()
         create_all(cls.c, cls.ns, DEPLOYMENTS, PODS_PER, cls.port)
         FIGURES["create_s"] = round(time.time() - t0, 1)
