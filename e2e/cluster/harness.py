@@ -29,7 +29,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -56,25 +55,19 @@ PYTHON = sys.executable or "/usr/bin/python3"
 _live = []
 
 
-def free_port(host="127.0.0.1"):
-    s = socket.socket()
-    try:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
-
-
-# what gpuscaler logs once a listener is bound (cmd/gpuscaler/run.c), the port last
+# what gpuscaler logs once a listener is bound (cmd/gpuscaler/run.c), and Prometheus (its
+# web package), the port last
 LISTEN_LINES = {"metrics": "serving /metrics on ", "health": "serving /healthz /livez /readyz on ",
-                "extmetrics": "serving external.metrics.k8s.io/v1beta1 on "}
+                "extmetrics": "serving external.metrics.k8s.io/v1beta1 on ",
+                "prometheus": 'msg="Listening on" address='}
 
 
 def logged_port(log, proc, what, offset=0, timeout=30.0):
-    """The port of gpuscaler's `what` listener (a key of LISTEN_LINES), read from its log past
-    offset (the log's size before it started). Tests start gpuscaler on port 0 and read the
-    port back: a port picked by free_port() is free only until it is closed, and another test
-    process running beside this one could bind it before gpuscaler does."""
+    """The port of a listener (a key of LISTEN_LINES: gpuscaler's, or Prometheus'), read from
+    the process's log past offset (the log's size before it started). Tests start servers on
+    port 0 and read the port back: a free port picked and released for a server to bind later
+    is free only until it is released, and another test process running beside this one could
+    bind it first."""
     pat = re.compile(re.escape(LISTEN_LINES[what]) + r"[^\s\"]*:(\d+)")
     deadline = time.monotonic() + timeout
     while True:
@@ -88,10 +81,11 @@ def logged_port(log, proc, what, offset=0, timeout=30.0):
         if m:
             return int(m.group(1))
         if exited:
-            raise RuntimeError("gpuscaler exited with %s before serving %s%s"
-                               % (proc.returncode, what, _tail(log)))
+            raise RuntimeError("pid %d exited with %s before serving %s%s"
+                               % (proc.pid, proc.returncode, what, _tail(log)))
         if time.monotonic() > deadline:
-            raise RuntimeError("gpuscaler did not serve %s in %.0fs%s" % (what, timeout, _tail(log)))
+            raise RuntimeError("pid %d did not serve %s in %.0fs%s"
+                               % (proc.pid, what, timeout, _tail(log)))
         time.sleep(0.02)
 
 
@@ -646,14 +640,15 @@ class LocalCluster:
                     "scrape_configs:\n  - job_name: fakeserve\n    file_sd_configs:\n"
                     "      - files: [%s]\n        refresh_interval: 1s\n"
                     % (scrape_interval, scrape_interval, json.dumps(targets)))
-        port = free_port()
-        self.prometheus_url = "http://127.0.0.1:%d" % port
         log = os.path.join(d, "prometheus.log")
+        offset = log_size(log)
         self.prometheus = procs.spawn([path, "--config.file", os.path.join(d, "prometheus.yml"),
                                        "--storage.tsdb.path", os.path.join(d, "data"),
-                                       "--web.listen-address", "127.0.0.1:%d" % port,
+                                       "--web.listen-address", "127.0.0.1:0",
                                        "--storage.tsdb.retention.time", "1d"], log)
         self._write_pids()
+        self.prometheus_url = "http://127.0.0.1:%d" % logged_port(
+            log, self.prometheus, "prometheus", offset, timeout)
         from cluster.service import pod_ready, pod_port
 
         def update():

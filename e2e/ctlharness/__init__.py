@@ -17,12 +17,10 @@ given. Pieces:
   (the RBAC tests run gpuscaler under them).
 """
 import http.server
-import json
 import atexit
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -70,14 +68,6 @@ FAST_ANNOTATIONS = {
     "gpuscaler.io/predictive": "false",
     "gpuscaler.io/metrics-stale-after": "5s",
 }
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class MetricsPods:
