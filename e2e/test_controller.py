@@ -2192,6 +2192,115 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             self.assertIn(want, verbs)
         self.assertTrue({("create", "configmaps", None), ("patch", "configmaps", None)} & verbs)
 
+    @unittest.skipIf(REAL, "the slow /scale read is a fault rule of the fake API server")
+    def test_47_a_scale_write_in_flight_yields_to_a_newer_hold(self):
+        """A read of /scale that answers late (an overloaded API server) spans ticks. When
+        the ticks meanwhile hold (the metrics went missing), the count decided before is not
+        patched once the read comes back: no scale-in on missing metrics. The build before
+        patched it, 4 -> 1 with no metrics."""
+        k = self.make("slowscale", 4, subnet=61)
+        self.metrics.set_rate("slowscale", 2)  # 0.5 req/s per GPU: 1 replica is enough
+        # every read of its /scale answers 12 s late
+        self.fk.fault({"action": "latency", "ms": 12000, "resource": "deployments",
+                       "subresource": "scale", "verb": "get", "name": "slowscale",
+                       "count": None})
+        self.addCleanup(self.fk.clear_faults)
+        g = self.start(ident="inst-slowscale")
+
+        def logged(*words):
+            return any("slowscale" in ln and all(w in ln for w in words)
+                       for ln in g.text().splitlines())
+        try:
+            # the scale-in is decided (after scale-in-after, 6 s) and its read goes out ...
+            wait_for(lambda: logged("ScaledIn"), 30, what="slowscale: the scale-in decided")
+            t_decided = time.time()
+            # ... and the metrics go missing while it is out (stale after 5 s)
+            for _, ip in k.pods:
+                self.metrics.set_mode(ip, "garbage")
+            wait_for(lambda: logged("a newer decision holds 4 replicas; not scaling 4 -> "),
+                     25, what="slowscale: the late read not patched")
+            print("slowscale: the read answered %.1fs after the decision; not patched"
+                  % (time.time() - t_decided))
+            self.assertTrue(logged("MetricsUnavailable"))
+            self.assertEqual(self.replicas("slowscale"), 4)
+            time.sleep(2)
+            self.assertEqual(self.replicas("slowscale"), 4)
+            self.assertFalse(logged("scaled to"))
+            # the metrics back, the reads prompt: the scale-in goes
+            self.fk.clear_faults()
+            for _, ip in k.pods:
+                self.metrics.set_mode(ip, None)
+            wait_for(lambda: self.replicas("slowscale") < 4, 40,
+                     what="slowscale: the scale-in once the metrics are back")
+        finally:
+            g.stop()
+            self.c.delete("deployments", "slowscale", self.ns)
+
+    @unittest.skipIf(REAL, "the failing status write is a fault rule of the fake API server")
+    def test_48_invalid_annotations_status_retried_and_each_error_told(self):
+        """Annotations turning invalid: the InvalidAnnotation status replaces the last
+        decision's even when its first write fails (written again at a later tick; the build
+        before left the last valid decision's status, which other replicas serve as valid),
+        and another error within the Warning interval (10 minutes) gets its own Event (the
+        build before told only the first)."""
+        self.make("badspell", 2, subnet=62)
+        self.metrics.set_rate("badspell", 12)
+        g = self.start(ident="inst-badspell")
+
+        def spell(value):
+            # a PUT, not a PATCH: the fault below fails gpuscaler's PATCH only
+            for _ in range(10):
+                d = self.c.get("deployments", "badspell", self.ns)
+                d["metadata"]["annotations"]["gpuscaler.io/capacity-per-gpu"] = value
+                try:
+                    self.c.update("deployments", d, self.ns)
+                    return
+                except kubeclient.ApiError as e:
+                    if e.code != 409:
+                        raise
+            raise AssertionError("badspell: the annotation edit kept conflicting")
+
+        def invalid_status(word):
+            return wait_for(lambda: (lambda s: s if s and s.get("reason") == "InvalidAnnotation"
+                                     and word in s.get("message", "") else None)(
+                self.status("badspell")), 20, what="badspell: InvalidAnnotation (%s)" % word)
+        try:
+            self.measured_status("badspell", timeout=30)
+            # gpuscaler's next write of its annotations fails
+            self.fk.fault({"action": "error", "status": 500, "verb": "patch",
+                           "resource": "deployments", "subresource": "", "name": "badspell",
+                           "count": 1})
+            self.addCleanup(self.fk.clear_faults)
+            spell("lots")
+            st = invalid_status("lots")
+            self.assertEqual(st["key"], "gpuscaler.io/capacity-per-gpu")
+            self.assertIn("writing the status annotation failed: HTTP 500", g.text())
+            spell("many")
+            ev = wait_for(lambda: [e for e in events(self.c, self.ns, "badspell",
+                                                     "InvalidAnnotation")
+                                   if "many" in e["message"]], 15,
+                          what="badspell: the second error's Event")
+            self.assertIn("replicas are held until it is fixed", ev[0]["message"])
+            invalid_status("many")
+            # a Deployment's name cut to 200 bytes for its Event's name ends in '-' here: the
+            # Event's name must still be valid (the build before wrote "...-.<hex>", refused)
+            long = "a" * 199 + "-" + "b" * 20
+            dep = deployment(long, 0, dict(ANNOTATIONS, **{
+                "gpuscaler.io/capacity-per-gpu": "lots"}), self.metrics.port)
+            dep["metadata"]["labels"] = dep["spec"]["selector"]["matchLabels"] = \
+                dep["spec"]["template"]["metadata"]["labels"] = {"app": "long-name"}
+            self.c.create("deployments", dep, self.ns)
+            self.addCleanup(self.c.delete, "deployments", long, self.ns)
+            ev = wait_for(lambda: events(self.c, self.ns, long, "InvalidAnnotation"), 15,
+                          what="the long-named Deployment's Event")
+            self.assertTrue(ev[0]["metadata"]["name"].startswith("a" * 199 + "."))
+            spell("10")
+            wait_for(lambda: (self.status("badspell") or {}).get("reason") not in
+                     (None, "InvalidAnnotation"), 20, what="badspell: a decision's status again")
+        finally:
+            g.stop()
+            self.c.delete("deployments", "badspell", self.ns)
+
 if __name__ == "__main__":
     argv = sys.argv
     if PART and len(sys.argv) == 1:

@@ -124,6 +124,7 @@ void ctl_leader_release(const struct ctl_leader *l, int64_t unix_now_ms, struct 
 
 struct kube_deployment;
 struct kube_pod;
+struct ctl_rec_write; /* report.c: a recorded row batch being appended */
 
 #define CTL_BACKLOG_SAMPLES 64
 
@@ -249,9 +250,13 @@ struct ctl_wl {
      * each waits for the other, or the scale patch's precondition fails on
      * this instance's own annotation write (a self-inflicted 409). */
     bool scaling;                 /**< a GET/PATCH of /scale is in flight */
-    bool scale_waiting;           /**< a scale write waits for the status PATCH in flight */
-    int32_t scale_target;
+    bool scale_waiting;           /**< a scale write waits for the write in flight (the
+                                       status PATCH, or an older /scale write) */
+    int32_t scale_target;         /**< the waiting write's */
     int32_t scale_from;           /**< spec.replicas the decision to scale saw */
+    int32_t want_target;          /**< the count the newest tick's decision writes; -1 none
+                                       (held, invalid annotations, not leading): a write of
+                                       another count still in flight is not patched */
     int scale_attempts;
     /* reporting */
     enum policy_reason last_event_reason;
@@ -263,6 +268,10 @@ struct ctl_wl {
                                        (ctl_reason_served) */
     bool status_inflight;         /**< a status annotation PATCH is in flight */
     bool status_deferred;         /**< a status update waits for a Deployment write in flight */
+    bool invalid_pending;         /**< the InvalidAnnotation status is to be written (it
+                                       waits for a write in flight, or its last try failed) */
+    char invalid_key[160];        /**< ... its annotation key and message */
+    char invalid_msg[200];
     uint8_t status_q;             /**< the status queue it waits in (status.c), 0 none */
     struct ctl_wl *sq_prev, *sq_next; /**< its neighbours there */
     /** What else scales it (mode scale), "" nothing: "the HorizontalPodAutoscaler
@@ -295,7 +304,7 @@ struct ctl_wl {
                                        created: a seed asked for another is not adopted */
     /* recording */
     uv_file record_fd;            /**< -1 when closed */
-    bool rec_inflight;            /**< a write is in flight */
+    struct ctl_rec_write *rec_req; /**< the write in flight (report.c), NULL none */
     struct util_buf rec_pending;  /**< rows waiting for it */
     int64_t record_next_ms;
 };
@@ -630,9 +639,14 @@ int64_t ctl_status_max_age_ms(const struct ctl_config *cfg);
  *  time); NULL when there is none or it is not JSON. */
 json_t *ctl_status_read(const struct kube_deployment *d, int64_t *at_ms);
 /** The InvalidAnnotation status of w's configuration error (key: the
- *  annotation), written at once. */
+ *  annotation; NULL: the one already given, again if its write failed):
+ *  written at once, or when the Deployment write in flight ends. It replaces
+ *  a decision's status queued or deferred. */
 void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key,
-                        const char *msg, int64_t now_ms);
+                        const char *msg);
+/** A Deployment write of w ended: the status that waited for it (an
+ *  InvalidAnnotation one, or the last decision's) goes now. */
+void ctl_status_resume(struct controller *c, struct ctl_wl *w);
 
 /* checkpoint.c: forecaster and capacity state in the fixed ConfigMaps
  * <prefix>-0 .. <prefix>-(checkpoint.configmaps - 1) */

@@ -87,6 +87,7 @@ static struct ctl_wl *wl_new(struct controller *c, const struct kube_deployment 
     w->name = xstrdup(d->name);
     w->uid = xstrdup(d->uid ? d->uid : "");
     w->record_fd = -1;
+    w->want_target = -1;
     w->told_from = w->told_to = -1;
     w->last_event_reason = POLICY_REASON_COUNT;
     policy_state_init(&w->pst);

@@ -86,8 +86,17 @@ static void configure(struct controller *c, struct ctl_wl *w, const struct kube_
         char full[400];
         snprintf(full, sizeof(full), "%.150s: %.200s", bad, err);
         bool same = !w->config_ok && strcmp(full, w->config_error) == 0;
-        if (same && (w->invalid_reported || !leading))
-            return; /* already reported (a follower leaves it to the leader) */
+        /* replicas are held: a scale write of the last valid configuration's
+         * decision, queued or in flight, is not sent */
+        w->want_target = -1;
+        w->scale_waiting = false;
+        if (same && (w->invalid_reported || !leading)) {
+            /* already reported (a follower leaves it to the leader); its
+             * status again if that write failed */
+            if (leading)
+                ctl_status_invalid(c, w, NULL, NULL);
+            return;
+        }
         w->config_ok = false;
         if (!same) {
             snprintf(w->config_error, sizeof(w->config_error), "%s", full);
@@ -105,7 +114,7 @@ static void configure(struct controller *c, struct ctl_wl *w, const struct kube_
         snprintf(msg, sizeof(msg),
                  "invalid annotation %.150s: %.200s; replicas are held until it is fixed", bad, err);
         ctl_event(c, w, "Warning", "InvalidAnnotation", msg);
-        ctl_status_invalid(c, w, bad, err, now);
+        ctl_status_invalid(c, w, bad, err);
         return;
     }
     /* the forecaster's state is meaningless under another season or
@@ -134,6 +143,7 @@ static void configure(struct controller *c, struct ctl_wl *w, const struct kube_
         LOGW_INFO(SUB, w->ns, w->name, "annotations valid again");
     w->config_error[0] = '\0';
     w->config_ok = true;
+    w->invalid_pending = false;
     w->cfg = cfg;
     if (reset) {
         forecast_free(w->fc);
@@ -254,6 +264,7 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
     policy_decide(use, &w->pst, in, dec);
     c->decisions[dec->reason]++;
     int32_t wanted = dec->desired;
+    w->want_target = -1; /* unless this tick writes (below) */
     /* paused: on every instance, since any may serve the external metric,
      * which then holds the HPA at the current count; the status must not
      * claim an action that is not taken */
@@ -310,6 +321,7 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
             w->told_from = d->spec_replicas;
             w->told_to = dec->desired;
         }
+        w->want_target = dec->desired;
         ctl_scale_write(c, w, d->spec_replicas, dec->desired);
     }
 }
@@ -375,7 +387,13 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
     int64_t grace = c->cfg->scrape.rate_window_ms + 3 * c->cfg->scrape.interval_ms;
     if (!r->valid && now - w->tracked_since_ms > grace) {
         char msg[300];
-        snprintf(msg, sizeof(msg), "holding %d replicas: %s", dec->desired, r->why);
+        /* the replica bounds still apply (max-replicas lowered below the
+         * count): that is no hold */
+        if (policy_reason_is_action(dec->reason) && dec->desired != d->spec_replicas)
+            snprintf(msg, sizeof(msg), "%s; not sizing, only the replica bounds: %d -> %d",
+                     r->why, d->spec_replicas, dec->desired);
+        else
+            snprintf(msg, sizeof(msg), "holding %d replicas: %s", dec->desired, r->why);
         ctl_event(c, w, "Warning", "MetricsUnavailable", msg);
     }
     /* mode external-metric leaves the replicas to an HPA reading

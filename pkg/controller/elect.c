@@ -61,7 +61,7 @@ json_t *ctl_lease_to_json(const char *ns, const char *name, const struct ctl_lea
     json_t *meta = json_pack("{s:s,s:s}", "name", name, "namespace", ns);
     if (l->resource_version[0])
         json_object_set_new(meta, "resourceVersion", json_string(l->resource_version));
-    return json_pack("{s:s,s:s,s:o,s:{s:s,s:i,s:s,s:s,s:i}}", "apiVersion",
+    return json_pack("{s:s,s:s,s:o,s:{s:s,s:I,s:s,s:s,s:I}}", "apiVersion",
                      "coordination.k8s.io/v1", "kind", "Lease", "metadata", meta, "spec",
                      "holderIdentity", l->holder, "leaseDurationSeconds",
                      (json_int_t)l->duration_s, "acquireTime", acq, "renewTime", ren,

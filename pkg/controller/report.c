@@ -102,7 +102,10 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
     /* actions and invalid annotations always get their Event; the rest wait
      * for a tick with room */
     bool action = slot < ACTION_SLOTS;
-    if (!action && w->last_event_ms[slot] && now - w->last_event_ms[slot] < min) {
+    /* (an invalid annotation is told once per error: another one within
+     * the interval is news too) */
+    if (!action && slot != INVALID_SLOT && w->last_event_ms[slot] &&
+        now - w->last_event_ms[slot] < min) {
         c->events_suppressed++;
         return;
     }
@@ -117,10 +120,15 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
      * jansson refuses invalid UTF-8, and the Event would be lost */
     char *msg = xstrdup(message);
     util_utf8_scrub(msg);
-    snprintf(name, sizeof(name), "%.200s.%" PRIx64 "%04x", w->name, (uint64_t)now,
+    /* a name cut to 200 bytes must still end its DNS label (not in '-' or
+     * '.', or the API server refuses the Event) */
+    int cut = (int)strnlen(w->name, 200);
+    while (cut > 0 && (w->name[cut - 1] == '-' || w->name[cut - 1] == '.'))
+        cut--;
+    snprintf(name, sizeof(name), "%.*s.%" PRIx64 "%04x", cut, w->name, (uint64_t)now,
              (unsigned)(c->events_sent & 0xffff));
     json_t *ev = json_pack(
-        "{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s,s:i,"
+        "{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s,s:I,"
         "s:s,s:s}",
         "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace", w->ns,
         "involvedObject", "apiVersion", "apps/v1", "kind", "Deployment", "name", w->name,
@@ -142,26 +150,36 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
 /* ---- recording ------------------------------------------------------------- */
 
 /* One write in flight per workload, so rows land in order; rows produced
- * meanwhile wait in rec_pending. */
-struct rec_write {
+ * meanwhile wait in rec_pending. A workload freed meanwhile leaves the
+ * file's close to its write, which must not go to whatever file the number
+ * is given to next. */
+struct ctl_rec_write {
     uv_fs_t req;
     struct controller *c;
     char *ns, *name;
     char *data;
+    uv_file fd;
+    bool close_after; /* its workload is gone: close fd when written */
 };
 
 static void rec_flush(struct controller *c, struct ctl_wl *w);
 
 static void rec_written(uv_fs_t *req)
 {
-    struct rec_write *r = util_container_of(req, struct rec_write, req);
+    struct ctl_rec_write *r = util_container_of(req, struct ctl_rec_write, req);
     if (req->result < 0)
         LOGW_WARN(SUB, r->ns, r->name, "recording: write failed: %s",
                   uv_strerror((int)req->result));
     uv_fs_req_cleanup(req);
+    if (r->close_after) {
+        uv_fs_t creq;
+        uv_fs_close(NULL, &creq, r->fd, NULL);
+        uv_fs_req_cleanup(&creq);
+    }
+    /* its workload's, not one of that name made since */
     struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
-    if (w) {
-        w->rec_inflight = false;
+    if (w && w->rec_req == r) {
+        w->rec_req = NULL;
         rec_flush(r->c, w);
     }
     struct controller *c = r->c;
@@ -174,10 +192,11 @@ static void rec_written(uv_fs_t *req)
 
 static void rec_flush(struct controller *c, struct ctl_wl *w)
 {
-    if (w->rec_inflight || w->record_fd < 0 || w->rec_pending.len == 0 || c->closing)
+    if (w->rec_req || w->record_fd < 0 || w->rec_pending.len == 0 || c->closing)
         return;
-    struct rec_write *r = xcalloc(1, sizeof(*r));
+    struct ctl_rec_write *r = xcalloc(1, sizeof(*r));
     r->c = c;
+    r->fd = w->record_fd;
     r->ns = xstrdup(w->ns);
     r->name = xstrdup(w->name);
     size_t len = w->rec_pending.len;
@@ -192,7 +211,7 @@ static void rec_flush(struct controller *c, struct ctl_wl *w)
         ctl_io_end(c);
         return;
     }
-    w->rec_inflight = true;
+    w->rec_req = r;
 }
 
 void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double rate)
@@ -231,11 +250,14 @@ void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double r
 
 void ctl_record_close(struct ctl_wl *w)
 {
-    if (w->record_fd >= 0) {
+    if (w->rec_req) { /* closed once written */
+        w->rec_req->close_after = true;
+        w->rec_req = NULL;
+    } else if (w->record_fd >= 0) {
         uv_fs_t req;
         uv_fs_close(NULL, &req, w->record_fd, NULL);
         uv_fs_req_cleanup(&req);
-        w->record_fd = -1;
     }
+    w->record_fd = -1;
     util_buf_free(&w->rec_pending);
 }

@@ -10,7 +10,10 @@
  * The write is of a decision made on a count and an object: when the read
  * (the first, or one after a 409) finds another count (someone scaled by
  * hand, parked it at 0) or another uid (deleted and made again), it does not
- * write, and the next tick decides on what is there now.
+ * write, and the next tick decides on what is there now. A newer tick's
+ * decision made while it was in flight (a slow or retried request spans
+ * ticks) replaces its count before the patch: held (stale metrics, invalid
+ * annotations), nothing is patched; another count, that one is.
  * Requests carry copies of the workload's key and uid, never pointers to it;
  * a workload found by name answers only when its uid is the request's. */
 #include "controller-int.h"
@@ -47,11 +50,11 @@ static void scale_req_done(struct scale_req *r, bool ok)
         w->scaling = false;
         if (!ok)
             w->scale_attempts = 0;
+        if (w->scale_waiting) /* a newer decision's count */
+            ctl_scale_resume(c, w);
         /* the status of this tick's decision waited for the scale write */
-        if (w->status_deferred && !c->closing && ctl_acting_for(c, w->ns, w->name)) {
-            w->status_deferred = false;
-            ctl_status_update(c, w, util_now_unix_ms());
-        }
+        if (!w->scaling)
+            ctl_status_resume(c, w);
     }
     xfree(r->ns);
     xfree(r->name);
@@ -115,6 +118,16 @@ static void scale_read(const struct kube_result *res, void *arg)
         scale_req_done(r, false);
         return;
     }
+    /* a tick decided again while this was in flight: its count, or none */
+    if (w->want_target < 0) {
+        LOGW_INFO(SUB, r->ns, r->name, "a newer decision holds %lld replicas; not scaling "
+                  "%d -> %d", (long long)cur, r->from, r->target);
+        scale_req_done(r, false);
+        return;
+    }
+    r->target = w->want_target;
+    if (w->scale_waiting && w->scale_target == r->target)
+        w->scale_waiting = false; /* this write is that one */
     if (cur != r->from && cur != r->target) {
         LOGW_INFO(SUB, r->ns, r->name, "replicas changed to %lld since the decision to scale "
                   "%d -> %d (by hand, another writer, or a view one write behind); not "
@@ -136,7 +149,7 @@ static void scale_read(const struct kube_result *res, void *arg)
     w->scale_attempts++;
     /* the uid is a precondition too (the API server's scaleUpdatedObjectInfo):
      * a Deployment made again meanwhile answers 409, not the new replicas */
-    json_t *patch = json_pack("{s:{s:O},s:{s:i}}", "metadata", "resourceVersion", rv, "spec",
+    json_t *patch = json_pack("{s:{s:O},s:{s:I}}", "metadata", "resourceVersion", rv, "spec",
                               "replicas", (json_int_t)r->target);
     if (patch && r->uid[0])
         json_object_set_new(json_object_get(patch, "metadata"), "uid", json_string(r->uid));
@@ -163,9 +176,10 @@ static void scale_get(struct controller *c, struct scale_req *r)
 
 void ctl_scale_write(struct controller *c, struct ctl_wl *w, int32_t from, int32_t target)
 {
-    if (w->scaling)
-        return;
-    if (w->status_inflight) { /* after it, or the read resourceVersion goes stale */
+    /* after the write in flight: the status PATCH (the read resourceVersion
+     * would go stale), or an older /scale write (this count replaces its
+     * own before its patch, scale_read) */
+    if (w->scaling || w->status_inflight) {
         w->scale_waiting = true;
         w->scale_from = from;
         w->scale_target = target;
@@ -180,7 +194,6 @@ void ctl_scale_write(struct controller *c, struct ctl_wl *w, int32_t from, int32
     r->from = from;
     r->target = target;
     w->scaling = true;
-    w->scale_target = target;
     w->scale_attempts = 0;
     ctl_io_begin(c);
     scale_get(c, r);
@@ -191,7 +204,8 @@ void ctl_scale_resume(struct controller *c, struct ctl_wl *w)
     if (!w->scale_waiting)
         return;
     w->scale_waiting = false;
-    if (c->closing || !ctl_acting_for(c, w->ns, w->name) || w->status_inflight)
+    if (c->closing || !ctl_acting_for(c, w->ns, w->name) || w->status_inflight ||
+        w->want_target != w->scale_target)
         return; /* the next tick decides again */
     ctl_scale_write(c, w, w->scale_from, w->scale_target);
 }

@@ -147,6 +147,7 @@ void ctl_status_init(struct controller *c)
 struct status_req {
     struct controller *c;
     char *ns, *name, *uid;
+    bool invalid; /* the InvalidAnnotation status */
 };
 
 /* pump: wake the queues, the budget having room again (not when the write
@@ -184,23 +185,23 @@ static void status_done(const struct kube_result *res, void *arg)
     if (w && res->err != 0) {
         /* not written: the next tick writes it again as a decision, rather
          * than take it for written and wait out the refresh interval while
-         * other replicas serve the old count as fresh */
+         * other replicas serve the old count as fresh (an InvalidAnnotation
+         * status, at the next tick the annotations are still invalid) */
         xfree(w->status_written);
         w->status_written = NULL;
+        if (r->invalid && !w->config_ok)
+            w->invalid_pending = true;
     }
     if (w) {
         w->status_inflight = false;
-        if (w->scale_waiting) {
+        if (w->scale_waiting)
             ctl_scale_resume(c, w);
-        } else if (w->status_deferred && !c->closing && ctl_acting_for(c, w->ns, w->name)) {
-            w->status_deferred = false;
-            ctl_status_update(c, w, util_now_unix_ms());
-        }
+        ctl_status_resume(c, w);
     }
     req_free(r, true);
 }
 
-static void patch_status(struct controller *c, struct ctl_wl *w, const char *json)
+static void patch_status(struct controller *c, struct ctl_wl *w, const char *json, bool invalid)
 {
     json_t *ann = json_pack("{s:s}", CTL_ANNOTATION_PREFIX "status", json);
     struct status_req *r = xcalloc(1, sizeof(*r));
@@ -208,6 +209,7 @@ static void patch_status(struct controller *c, struct ctl_wl *w, const char *jso
     r->ns = xstrdup(w->ns);
     r->name = xstrdup(w->name);
     r->uid = xstrdup(w->uid);
+    r->invalid = invalid;
     c->report_inflight++;
     ctl_io_begin(c);
     int rc = kube_deployment_patch_annotations(c->kube, w->ns, w->name, w->uid, ann,
@@ -217,6 +219,8 @@ static void patch_status(struct controller *c, struct ctl_wl *w, const char *jso
         LOGW_WARN(SUB, w->ns, w->name, "writing the status annotation: %s", strerror(-rc));
         xfree(w->status_written); /* not written: again at the next tick */
         w->status_written = NULL;
+        if (invalid)
+            w->invalid_pending = true;
         req_free(r, false);
         return;
     }
@@ -231,6 +235,8 @@ static void status_try(struct controller *c, struct ctl_wl *w, int64_t now_ms, b
 {
     /* what another replica serves to the HPA from this annotation: the
      * desired count, valid unless its reason is not served */
+    if (!w->config_ok)
+        return; /* its InvalidAnnotation status, not the last valid decision's */
     bool unavailable = !ctl_reason_served(w->last.reason);
     int64_t refresh_ms = c->cfg->status.refresh_interval_ms;
     /* ... and what keeps it served: one about to be served as stale */
@@ -277,7 +283,7 @@ static void status_try(struct controller *c, struct ctl_wl *w, int64_t now_ms, b
     w->status_written_ms = now_ms;
     w->status_desired = w->last.desired;
     w->status_unavailable = unavailable;
-    patch_status(c, w, full);
+    patch_status(c, w, full, false);
 out:
     xfree(full);
 }
@@ -305,24 +311,57 @@ void ctl_status_pump(struct controller *c)
     arm_token_timer(c);
 }
 
-void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key, const char *msg,
-                        int64_t now_ms)
+/* The InvalidAnnotation status of w->invalid_key and _msg, now. */
+static void write_invalid(struct controller *c, struct ctl_wl *w)
 {
-    if (!ctl_acting_for(c, w->ns, w->name) || c->dry_run)
-        return;
-    ctl_status_forget(c, w); /* a queued decision would overwrite this */
     struct util_buf b = {0};
     char ts[40];
-    util_format_rfc3339(now_ms, ts, sizeof(ts));
+    util_format_rfc3339(util_now_unix_ms(), ts, sizeof(ts));
     util_buf_puts(&b, "{\"time\":");
     util_buf_json_str(&b, ts);
     util_buf_puts(&b, ",\"reason\":\"InvalidAnnotation\",\"key\":");
-    util_buf_json_str(&b, key);
+    util_buf_json_str(&b, w->invalid_key);
     util_buf_puts(&b, ",\"message\":");
-    util_buf_json_str(&b, msg);
+    util_buf_json_str(&b, w->invalid_msg);
     util_buf_puts(&b, "}");
+    w->invalid_pending = false;
     xfree(w->status_written);
     w->status_written = NULL;
-    patch_status(c, w, b.data);
+    patch_status(c, w, b.data, true);
     util_buf_free(&b);
+}
+
+void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key, const char *msg)
+{
+    if (!ctl_acting_for(c, w->ns, w->name) || c->dry_run)
+        return;
+    if (key) {
+        snprintf(w->invalid_key, sizeof(w->invalid_key), "%s", key);
+        snprintf(w->invalid_msg, sizeof(w->invalid_msg), "%s", msg);
+        w->invalid_pending = true;
+    }
+    if (!w->invalid_pending)
+        return;
+    /* a queued or deferred decision of the last valid configuration must not
+     * overwrite this */
+    ctl_status_forget(c, w);
+    w->status_deferred = false;
+    if (w->scaling || w->status_inflight)
+        return; /* when that write ends (ctl_status_resume) */
+    write_invalid(c, w);
+}
+
+void ctl_status_resume(struct controller *c, struct ctl_wl *w)
+{
+    if (c->closing || w->scaling || w->status_inflight || !ctl_acting_for(c, w->ns, w->name))
+        return;
+    if (w->invalid_pending && !w->config_ok) {
+        if (!c->dry_run)
+            write_invalid(c, w);
+        return;
+    }
+    if (w->status_deferred) {
+        w->status_deferred = false;
+        ctl_status_update(c, w, util_now_unix_ms());
+    }
 }
