@@ -161,6 +161,11 @@ class ExtMetricsE2E(unittest.TestCase):
         # for Deployments with metrics-source: prometheus, 20 req/s
         cls.prom = FakePrometheus(lambda t: 20.0,
                                   lambda q: 0.5 if "histogram_quantile" in q else 20.0)
+        # its first read of the front proxy's settings fails (an API server blip): read
+        # again a second later, not at the next minute's refresh (test_1)
+        fk.fault({"action": "error", "status": 500, "resource": "configmaps",
+                  "namespace": "kube-system", "name": "extension-apiserver-authentication",
+                  "user": GPUSCALER_USER, "count": 1})
         t = time.monotonic()
         # only the tests' namespace: test_7's replicas decide for their own
         cls.g = Gpuscaler(cls.gpuscaler_kubeconfig,
@@ -306,6 +311,11 @@ class ExtMetricsE2E(unittest.TestCase):
         self.assertEqual((self.up_cond["reason"], self.up_cond["message"]),
                          ("Passed", "all checks passed"))
         print("APIService Available %.2fs after gpuscaler started" % self.available_after)
+        # its first read of the front proxy's settings failed (setUpClass): read again in 1 s
+        self.assertIn("reading kube-system/extension-apiserver-authentication failed: HTTP 500",
+                      self.g.text())
+        self.assertIn("read again in 1s", self.g.text())
+        self.assertLess(self.available_after, 15)
         groups = {g["name"]: g for g in self.c.request("GET", "/apis")["groups"]}
         self.assertEqual(groups["external.metrics.k8s.io"]["preferredVersion"],
                          {"groupVersion": "external.metrics.k8s.io/v1beta1",

@@ -16,6 +16,9 @@
 
 #define SUB "extmetrics"
 #define RH_REFRESH_MS (60 * 1000)
+/* after a failed read: 1 s, doubling to the refresh interval (until then
+ * the aggregator's requests get 401, the APIService turns unavailable) */
+#define RH_RETRY_MS 1000
 
 struct extmetrics_glue {
     uv_loop_t *loop;
@@ -24,6 +27,7 @@ struct extmetrics_glue {
     struct controller *ctl;
     struct extmetrics *em;
     uv_timer_t rh_timer;
+    int rh_failures;          /* reads failed in a row */
     bool closing;
     bool timer_closed;
     int pending;
@@ -207,6 +211,21 @@ static size_t json_list(const char *s, const char **out, char **hold, size_t max
     return n;
 }
 
+static void rh_refresh(uv_timer_t *t);
+
+/* The next read after a failure: sooner than the refresh, backing off;
+ * returns its delay. */
+static int64_t rh_retry(struct extmetrics_glue *g)
+{
+    int64_t ms = RH_RETRY_MS;
+    for (int i = 0; i < g->rh_failures && ms < RH_REFRESH_MS; i++)
+        ms *= 2;
+    ms = UTIL_MIN(ms, RH_REFRESH_MS);
+    g->rh_failures++;
+    uv_timer_start(&g->rh_timer, rh_refresh, (uint64_t)ms, RH_REFRESH_MS);
+    return ms;
+}
+
 static void rh_loaded(const struct kube_result *res, void *arg)
 {
     struct extmetrics_glue *g = arg;
@@ -215,12 +234,14 @@ static void rh_loaded(const struct kube_result *res, void *arg)
         return;
     }
     if (res->err != 0) {
+        int64_t ms = rh_retry(g);
         LOG_WARN(SUB, "reading kube-system/extension-apiserver-authentication failed: HTTP %ld %s"
-                      " (front-proxy requests are not trusted until it can be read)",
-                 res->status, res->message);
+                      " (front-proxy requests are not trusted until it can be read; read again "
+                      "in %llds)", res->status, res->message, (long long)(ms / 1000));
         glue_done_one(g);
         return;
     }
+    g->rh_failures = 0;
     json_t *data = json_object_get(res->body, "data");
     /* client-ca-file: client certificates that are identities (CN user, O
      * groups), as the kube-apiserver's own delegated authentication trusts */
@@ -267,6 +288,8 @@ static void rh_refresh(uv_timer_t *t)
     if (kube_configmap_get(g->kube, "kube-system", "extension-apiserver-authentication", rh_loaded,
                            g) == 0)
         g->pending++;
+    else
+        rh_retry(g);
 }
 
 /* "" in the config file means "not set" */
