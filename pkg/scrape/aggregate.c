@@ -125,13 +125,20 @@ static bool acc_add(struct acc *a, size_t k, const struct scrape_ring *c, int64_
 }
 
 /* A pod that left: its increase over the window's samples (0 without two),
- * entry k, spread over the window as a young pod's (see below). */
-static void acc_gone(struct acc *a, size_t k, const struct scrape_ring *c, int64_t now_ms,
-                     int64_t window_ms)
+ * entry k, spread over the window as a young pod's (see below). Returns how
+ * far back from now its samples reach (0 without two). */
+static int64_t acc_gone(struct acc *a, size_t k, const struct scrape_ring *c, int64_t now_ms,
+                        int64_t window_ms)
 {
     double inc;
     int64_t sp;
-    a->incs[k] = scrape_ring_increase(c, now_ms, window_ms, &inc, &sp) == 0 ? inc : 0;
+    if (scrape_ring_increase(c, now_ms, window_ms, &inc, &sp) != 0) {
+        a->incs[k] = 0;
+        return 0;
+    }
+    a->incs[k] = inc;
+    int64_t newest = scrape_ring_newest(c);
+    return (newest < now_ms ? now_ms - newest : 0) + sp;
 }
 
 /* The workload's throughput over the window we have observed (the longest
@@ -143,7 +150,11 @@ static void acc_gone(struct acc *a, size_t k, const struct scrape_ring *c, int64
  * INT64_MIN) adds its counts the same way: the pods that stay take its share
  * from then on, and leaving it out would count the window's demand short
  * until it aged out (by half, right after a scale-in from 4 replicas to 2),
- * where Prometheus' sum(rate()) keeps a series that ended within the window. */
+ * where Prometheus' sum(rate()) keeps a series that ended within the window.
+ * The span observed reaches as far back as the samples of the pods that left
+ * do: after a rollout that replaced every pod, the new pods' few seconds
+ * would spread the old pods' whole window of counts over those seconds (a
+ * rate many times the load). */
 static double window_rate(const double *incs, const int64_t *spans, const int64_t *ages,
                           size_t n, int64_t span, int64_t interval_ms)
 {
@@ -219,7 +230,7 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     int64_t *spans = xcalloc(n ? n : 1, sizeof(int64_t)), *ages = xcalloc(n ? n : 1,
                                                                          sizeof(int64_t));
     size_t ncounted = 0;
-    int64_t span = 0;
+    int64_t span = 0, gone_reach = 0;
     bool any_inflight = false, any_queued = false, any_req = false, any_gen = false;
     int64_t fresh = 3 * interval_ms;
     int64_t recent_ms = 2 * interval_ms + interval_ms / 2;
@@ -230,7 +241,9 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
         const struct scrape_podstate *st = pods[i].st;
         int64_t sp;
         if (pods[i].gone) {
-            acc_gone(&req, ncounted, &st->requests, now_ms, window_ms);
+            int64_t reach = acc_gone(&req, ncounted, &st->requests, now_ms, window_ms);
+            if (reach > gone_reach)
+                gone_reach = reach;
             acc_gone(&prompt, ncounted, &st->prompt, now_ms, window_ms);
             acc_gone(&gen, ncounted, &st->gen, now_ms, window_ms);
             acc_gone(&busy, ncounted, &st->busy, now_ms, window_ms);
@@ -292,6 +305,8 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
         }
     }
     out->pods_stale = t.stale;
+    if (gone_reach > span)
+        span = gone_reach;
 
     int missing = out->pods_failed + t.stale - t.warming;
     int base = ready - t.warming;

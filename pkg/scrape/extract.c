@@ -165,6 +165,24 @@ static void add_bucket(struct scrape_sample *s, double le, double v, uint64_t hi
     s->hser_count[k][i] += v;
 }
 
+/* Whether a gauge's sample counts: once per series (a repeated line is one
+ * sample, as for the counters), and only a number. Prometheus stores a NaN
+ * or infinite gauge as it is; as requests in flight it means nothing, so
+ * that series is left out (the gauge unknown if it is the only one) rather
+ * than failing the pod's scrape. k: 0 in flight, 1 queue. */
+static bool gauge_counts(struct scrape_extract *x, int k, const struct prom_sample *ps)
+{
+    if (!isfinite(ps->value))
+        return false;
+    uint64_t id = series_id(ps, NULL);
+    for (uint16_t i = 0; i < x->gauge_n[k]; i++)
+        if (x->gauge_id[k][i] == id)
+            return false;
+    if (x->gauge_n[k] < SCRAPE_MAX_SERIES)
+        x->gauge_id[k][x->gauge_n[k]++] = id;
+    return true;
+}
+
 static int on_sample(const struct prom_sample *ps, void *arg)
 {
     struct scrape_extract *x = arg;
@@ -199,15 +217,11 @@ static int on_sample(const struct prom_sample *ps, void *arg)
             s->busy += v;
         s->has_busy = true;
     }
-    if (is_metric(ps, &x->inflight)) {
-        if (!isfinite(v))
-            return fail(x, -EBADMSG, "line %zu: gauge %s has value %g", ps->line, ps->name, v);
+    if (is_metric(ps, &x->inflight) && gauge_counts(x, 0, ps)) {
         s->inflight += v;
         s->has_inflight = true;
     }
-    if (is_metric(ps, &x->queue)) {
-        if (!isfinite(v))
-            return fail(x, -EBADMSG, "line %zu: gauge %s has value %g", ps->line, ps->name, v);
+    if (is_metric(ps, &x->queue) && gauge_counts(x, 1, ps)) {
         s->queued += v;
         s->has_queued = true;
     }

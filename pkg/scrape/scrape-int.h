@@ -127,6 +127,10 @@ struct scrape_extract {
                                      scrape_extract_reuse (used when its format matches) */
     enum prom_format spare_format;
     struct scrape_sample s;
+    /* the in-flight and queue gauges' series seen in this exposition (a
+     * repeated line counts once); past SCRAPE_MAX_SERIES not told apart */
+    uint64_t gauge_id[2][SCRAPE_MAX_SERIES];
+    uint16_t gauge_n[2];
     size_t bytes, max_bytes;
     int err;          /**< 0, -EMSGSIZE (over max_bytes), -EBADMSG (not an exposition) */
     char errmsg[200]; /**< when err: what and where */

@@ -106,7 +106,7 @@ static void stale_depart(struct scrape *s, struct swl *w, struct spod *p, int64_
 }
 
 /* The running scrape, if any, was asked for a pod that has since left the
- * backlog or moved: its answer must not count. It is cancelled, and marked,
+ * backlog or moved, or for metrics changed since: its answer must not count. It is cancelled, and marked,
  * as a cancelled request whose answer was already in still reports it. */
 static void discard_running(struct spod *p)
 {
@@ -212,8 +212,12 @@ static void pod_update(struct scrape *s, struct spod *p, const struct scrape_pod
 {
     p->gpus = in->gpus;
     set_address(s, p, in, stamp, false);
-    if (metrics_changed)
+    if (metrics_changed) {
         scrape_podstate_reset(&p->st, &p->wl->win, stamp);
+        /* a scrape still running reads the old metrics: not the new ones'
+         * first sample (their series, absent from it, would count from 0) */
+        discard_running(p);
+    }
     if (in->ready && !p->ready) {
         /* ready again: a new warm-up, the old samples stay for the window */
         p->st.since_ms = stamp;

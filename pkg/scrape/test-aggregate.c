@@ -536,6 +536,40 @@ static void test_gone(void **state)
         scrape_podstate_free(&st[p], NULL);
 }
 
+/* A rollout of one replica: the old pod served 10 req/s until it left a
+ * scrape ago, the new one (Ready two scrapes ago) serves them since. The
+ * window reaches back as far as the old pod's samples: about 10 req/s, not
+ * the old pod's 50 s of counts over the new pod's 5 s (110). */
+static void test_gone_after_rollout(void **state)
+{
+    (void)state;
+    struct scrape_podstate st[2];
+    const int64_t left = NOW - IV, born = NOW - 2 * IV;
+    scrape_podstate_init(&st[0], 0, WIN, IV);
+    scrape_podstate_init(&st[1], born, WIN, IV);
+    double a = 0, b = 0;
+    for (int64_t t = NOW - WIN - IV; t <= NOW; t += IV) {
+        if (t <= left)
+            add_gauges(&st[0], t, a, 3, 0);
+        if (t > born)
+            add_gauges(&st[1], t, b, 3, 0);
+        a += 10 * IV / 1000.0;
+        if (t > born)
+            b += 10 * IV / 1000.0;
+    }
+    struct scrape_agg_pod ap[2] = {{&st[0], 1, true}, {&st[1], 1, false}};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_result r;
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_int_equal(r.pods_counted, 1);
+    assert_true(fabs(r.request_rate - 10) < 1.5);
+    assert_true(fabs(r.recent_rate - 10) < 1e-6);
+    for (int p = 0; p < 2; p++)
+        scrape_podstate_free(&st[p], NULL);
+}
+
 /* A counter that does not exist yet is zero (TGI creates them lazily), but
  * a workload where no pod has it is invalid; a counter that vanishes is a
  * failed scrape, not a reset to zero. */
@@ -790,6 +824,7 @@ int main(void)
         cmocka_unit_test(test_token_rates),        cmocka_unit_test(test_token_missing),
         cmocka_unit_test(test_busy_time),          cmocka_unit_test(test_backlog),
         cmocka_unit_test(test_gone),
+        cmocka_unit_test(test_gone_after_rollout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

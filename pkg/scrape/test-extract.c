@@ -269,7 +269,6 @@ static void test_bad_input(void **state)
          -EBADMSG, "line 2"},
         {"vllm:request_success_total{a=\"1\"} NaN\n", 0, -EBADMSG, "has value nan"},
         {"vllm:request_success_total{a=\"1\"} -3\n", 0, -EBADMSG, "has value -3"},
-        {"vllm:num_requests_waiting +Inf\n", 0, -EBADMSG, "gauge"},
         {"vllm:num_requests_running 1\nvllm:num_requests_running 2\n", 40, -EMSGSIZE,
          "larger than 40 bytes"},
     };
@@ -283,6 +282,30 @@ static void test_bad_input(void **state)
             fail_msg("case %zu: rc %d err '%s', want %d '%s'", i, rc, err, bad[i].err,
                      bad[i].msg);
     }
+}
+
+/* Gauges as Prometheus keeps them: a repeated line is one sample of its
+ * series (not summed twice), and a NaN or infinite value is stored, not a
+ * broken exposition: that series is left out of the sum, and a gauge with
+ * no other series is unknown, while the pod's counters still count. */
+static void test_gauge_series(void **state)
+{
+    (void)state;
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_sample s;
+    char err[200];
+    assert_int_equal(extract("vllm:request_success_total{a=\"1\"} 10\n"
+                             "vllm:num_requests_running{engine=\"0\"} 4\n"
+                             "vllm:num_requests_running{engine=\"0\"} 4\n"
+                             "vllm:num_requests_running{engine=\"1\"} NaN\n"
+                             "vllm:num_requests_running{engine=\"2\"} 3\n"
+                             "vllm:num_requests_waiting +Inf\n",
+                             &spec, 0, &s, err),
+                     0);
+    assert_true(s.has_requests && s.requests == 10);
+    assert_true(s.has_inflight && s.inflight == 7);
+    assert_false(s.has_queued);
 }
 
 /* Too many distinct bounds or a bad le drop the histogram, not the pod. */
@@ -683,6 +706,7 @@ int main(void)
         cmocka_unit_test(test_token_counters),
         cmocka_unit_test(test_profiles_golden), cmocka_unit_test(test_generic_names),
         cmocka_unit_test(test_metric_absent),   cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_gauge_series),
         cmocka_unit_test(test_histogram_caps),   cmocka_unit_test(test_format_matters),
         cmocka_unit_test(test_reuse),           cmocka_unit_test(test_selector_parse),
         cmocka_unit_test(test_selector_extract), cmocka_unit_test(test_histogram_series),

@@ -531,6 +531,41 @@ static void test_departed_inflight(void **state)
     fx_finish(f);
 }
 
+/* The metrics change while a pod's scrape is running: its answer, read for
+ * the old request metric, must not be the first sample of the new one (the
+ * busy-time summary's count, the same 10 req/s), or the next scrape finds
+ * only series its first sample did not have, which count from 0: the new
+ * counter's whole life as one interval's increase (a rate many times 10). */
+static void test_spec_change_inflight(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(100, 5000, 0); /* the held scrape must not time out */
+    fx_pod(f, FAKEPOD_VLLM, 10, 1, 0);
+    targets(f, "chat", SCRAPE_VLLM, f->pods, 1, NULL);
+    run_for(f, 2000);
+    assert_near(get(f, "chat").request_rate, 10, 0.05);
+
+    struct held h = {f->pods[0], fakepod_requests(f->pods[0])};
+    fakepod_set_mode(f->pods[0], FAKEPOD_HELD);
+    assert_true(testsrv_run_until(&f->loop, pod_asked, &h, 5000)); /* its scrape waits */
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    snprintf(spec.request_metric, sizeof(spec.request_metric),
+             "vllm:request_inference_time_seconds_count");
+    char name[64];
+    snprintf(name, sizeof(name), "chat-%s", fakepod_ip(f->pods[0]));
+    struct scrape_pod sp = {name, fakepod_ip(f->pods[0]), fakepod_port(f->pods[0]), true, 1};
+    scrape_set_targets(f->s, "ns1", "chat", &spec, &sp, 1);
+    run_for(f, 100);
+    fakepod_set_mode(f->pods[0], FAKEPOD_VLLM);
+    fakepod_release(f->pods[0]);
+    run_for(f, 600);
+    struct scrape_result r = get(f, "chat");
+    assert_true(r.valid);
+    assert_near(r.request_rate, 10, 0.1);
+    fx_finish(f);
+}
+
 /* Over the missing fraction the result is invalid with a reason and no
  * rate; under it the failed pods are excluded and counted. */
 static void test_missing_fraction(void **state)
@@ -836,7 +871,8 @@ int main(void)
         cmocka_unit_test(test_missing_fraction), cmocka_unit_test(test_bad_endpoints),
         cmocka_unit_test(test_close_inflight),   cmocka_unit_test(test_openmetrics_pods),
         cmocka_unit_test(test_inflight_limit),   cmocka_unit_test(test_slow_pods_do_not_starve),
-        cmocka_unit_test(test_spec_change),      cmocka_unit_test(test_departed),
+        cmocka_unit_test(test_spec_change),
+        cmocka_unit_test(test_spec_change_inflight),      cmocka_unit_test(test_departed),
         cmocka_unit_test(test_departed_stale),   cmocka_unit_test(test_departed_inflight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -303,5 +303,18 @@ double scrape_window_quantile(const struct scrape_window *w, double q, int64_t n
             }
         }
     }
-    return any ? prom_histogram_quantile(q, le, cnt, w->ncols) : NAN;
+    if (!any)
+        return NAN;
+    /* a bound no pod exposes any more (a rollout to other buckets, another
+     * latency-metric) with no increase in the window is a series Prometheus
+     * has aged out: left in, it would be a phantom bound the quantile
+     * interpolates from */
+    unsigned k = 0;
+    for (unsigned c = 0; c < w->ncols; c++) {
+        if (w->refs[c] == 0 && cnt[c] == 0)
+            continue;
+        le[k] = le[c];
+        cnt[k++] = cnt[c];
+    }
+    return k >= 2 ? prom_histogram_quantile(q, le, cnt, k) : NAN;
 }
