@@ -1635,9 +1635,8 @@ def load_tests(loader, tests, pattern):
 if __name__ == "__main__":
     prog = unittest.main(exit=False, verbosity=2)
     r = prog.result
-    failed = len(r.failures) + len(r.errors) + len(r.unexpectedSuccesses)
+    import testsummary
+    passed, failed, skipped, expected = testsummary.counts(r)
     print("closed-loop: %d passed, %d failed, %d skipped, %d expected failures (known "
-          "gpuscaler limitations)" % (r.testsRun - failed - len(r.skipped) -
-                                      len(r.expectedFailures), failed, len(r.skipped),
-                                      len(r.expectedFailures)))
+          "gpuscaler limitations)" % (passed, failed, skipped, expected))
     sys.exit(1 if failed or r.testsRun == 0 else 0)

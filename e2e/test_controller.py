@@ -2316,8 +2316,7 @@ if __name__ == "__main__":
             sys.exit(0)
         argv = sys.argv + ["ControllerE2E." + m for m in mine]
         print("controller e2e: part %s, %d of %d tests" % (PART, len(mine), len(names)))
+    import testsummary
     r = unittest.main(argv=argv, verbosity=2, exit=False).result
-    print("controller e2e: %d passed, %d failed, %d skipped" % (
-        r.testsRun - len(r.failures) - len(r.errors) - len(r.skipped),
-        len(r.failures) + len(r.errors), len(r.skipped)))
+    print("controller e2e: %d passed, %d failed, %d skipped" % testsummary.counts(r)[:3])
     sys.exit(0 if r.wasSuccessful() else 1)

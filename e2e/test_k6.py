@@ -268,9 +268,8 @@ if __name__ == "__main__":
     t0 = time.monotonic()
     prog = unittest.main(exit=False, verbosity=2)
     r = prog.result
-    failed = len(r.failures) + len(r.errors) + len(r.unexpectedSuccesses)
-    skipped = len(r.skipped)
-    passed = r.testsRun - failed - skipped
+    import testsummary
+    passed, failed, skipped, _ = testsummary.counts(r)
     print("k6 tests took %.1fs" % (time.monotonic() - t0))
     print("k6: %d passed, %d failed, %d skipped" % (passed, failed, skipped))
     sys.exit(1 if failed or r.testsRun == 0 else 0)
