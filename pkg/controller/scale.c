@@ -118,6 +118,14 @@ static void scale_read(const struct kube_result *res, void *arg)
         scale_req_done(r, false);
         return;
     }
+    if (cur != r->from && cur != r->target) {
+        LOGW_INFO(SUB, r->ns, r->name, "replicas changed to %lld since the decision to scale "
+                  "%d -> %d (by hand, another writer, or a view one write behind); not "
+                  "writing: the next tick decides on %lld", (long long)cur, r->from, r->target,
+                  (long long)cur);
+        scale_req_done(r, false);
+        return;
+    }
     /* a tick decided again while this was in flight: its count, or none */
     if (w->want_target < 0) {
         LOGW_INFO(SUB, r->ns, r->name, "a newer decision holds %lld replicas; not scaling "
@@ -128,14 +136,6 @@ static void scale_read(const struct kube_result *res, void *arg)
     r->target = w->want_target;
     if (w->scale_waiting && w->scale_target == r->target)
         w->scale_waiting = false; /* this write is that one */
-    if (cur != r->from && cur != r->target) {
-        LOGW_INFO(SUB, r->ns, r->name, "replicas changed to %lld since the decision to scale "
-                  "%d -> %d (by hand, another writer, or a view one write behind); not "
-                  "writing: the next tick decides on %lld", (long long)cur, r->from, r->target,
-                  (long long)cur);
-        scale_req_done(r, false);
-        return;
-    }
     if (!json_is_string(rv)) {
         c->scale_errors++;
         LOGW_ERROR(SUB, r->ns, r->name, "scale subresource without a resourceVersion");

@@ -196,7 +196,10 @@ static void status_done(const struct kube_result *res, void *arg)
         w->status_inflight = false;
         if (w->scale_waiting)
             ctl_scale_resume(c, w);
-        ctl_status_resume(c, w);
+        /* a failed InvalidAnnotation status again at the next tick, not at
+         * once: an API server refusing it would be sent one after another */
+        if (!(r->invalid && res->err != 0))
+            ctl_status_resume(c, w);
     }
     req_free(r, true);
 }

@@ -282,8 +282,10 @@ static int parse_values(struct parser *p, struct req *r)
                 take(p);
                 return 0;
             }
-            if (n == T_COMMA)
+            if (n == T_COMMA) { /* ",," is one value "", as apimachinery consumes it */
+                take(p);
                 add_val(r, "");
+            }
             continue;
         }
         return set_err(p, t->off, "found '%s', expected: ',', or identifier", tname(t));

@@ -62,6 +62,9 @@ static const struct sel_case cases[] = {
     {"empty in ()", 0, true},           /* "()" is the set {""} */
     {"empty in (,x)", 0, true},
     {"app in (x,,llama)", 0, true},
+    {"app in (x,,,llama)", 0, true},
+    {"app in (x,,)", -EINVAL, false},   /* apimachinery takes ",," as one token, then ')' */
+    {"app in (,,)", -EINVAL, false},
     {"in in (in)", 0, false},           /* keywords as key and value */
     {"app in(llama)", 0, true},
     {"tier notin(cpu),app", 0, true},
