@@ -2266,15 +2266,22 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
                 self.status("badspell")), 20, what="badspell: InvalidAnnotation (%s)" % word)
         try:
             self.measured_status("badspell", timeout=30)
-            # gpuscaler's next write of its annotations fails
+            # gpuscaler's writes of its annotations fail until its InvalidAnnotation status
+            # has failed once (once the annotation is invalid it writes no other status)
             self.fk.fault({"action": "error", "status": 500, "verb": "patch",
                            "resource": "deployments", "subresource": "", "name": "badspell",
-                           "count": 1})
+                           "count": None})
             self.addCleanup(self.fk.clear_faults)
             spell("lots")
+
+            def invalid_write_failed():
+                text = g.text()
+                at = text.find("invalid annotation gpuscaler.io/capacity-per-gpu")
+                return at >= 0 and "writing the status annotation failed: HTTP 500" in text[at:]
+            wait_for(invalid_write_failed, 15, what="badspell: the InvalidAnnotation write failed")
+            self.fk.clear_faults()
             st = invalid_status("lots")
             self.assertEqual(st["key"], "gpuscaler.io/capacity-per-gpu")
-            self.assertIn("writing the status annotation failed: HTTP 500", g.text())
             spell("many")
             ev = wait_for(lambda: [e for e in events(self.c, self.ns, "badspell",
                                                      "InvalidAnnotation")

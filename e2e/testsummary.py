@@ -24,10 +24,13 @@ def counts(r):
     """(passed, failed, skipped, expected failures) of a unittest result, for a test file's
     closing line. A class or module fixture's error (setUpClass failed: none of its tests
     ran) is a failure, not one test less passed (which read "-1 passed")."""
+    def case(t):  # a subtest's test
+        return getattr(t, "test_case", t)
+
     def ran(t):
-        return isinstance(getattr(t, "test_case", t), unittest.TestCase)
+        return isinstance(case(t), unittest.TestCase)
     bad = [t for t, _ in r.failures + r.errors] + list(r.unexpectedSuccesses)
-    failed_ran = len({t.id() for t in bad if ran(t)})
+    failed_ran = len({case(t).id() for t in bad if ran(t)})
     fixtures = len([t for t in bad if not ran(t)])
     skipped_ran = len([t for t, _ in r.skipped if ran(t)])
     passed = r.testsRun - failed_ran - skipped_ran - len(r.expectedFailures)

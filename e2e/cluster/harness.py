@@ -55,11 +55,13 @@ PYTHON = sys.executable or "/usr/bin/python3"
 _live = []
 
 
-# what gpuscaler logs once a listener is bound (cmd/gpuscaler/run.c), and Prometheus (its
-# web package), the port last
-LISTEN_LINES = {"metrics": "serving /metrics on ", "health": "serving /healthz /livez /readyz on ",
-                "extmetrics": "serving external.metrics.k8s.io/v1beta1 on ",
-                "prometheus": 'msg="Listening on" address='}
+# what gpuscaler logs once a listener is bound (cmd/gpuscaler/run.c, at level info), and
+# Prometheus (its web package; 2.x writes component=web before msg, 3.x after), the address
+# next, its port last
+LISTEN_LINES = {"metrics": re.escape("serving /metrics on "),
+                "health": re.escape("serving /healthz /livez /readyz on "),
+                "extmetrics": re.escape("serving external.metrics.k8s.io/v1beta1 on "),
+                "prometheus": r'msg="Listening on"[^\n]*?address='}
 
 
 def logged_port(log, proc, what, offset=0, timeout=30.0):
@@ -68,7 +70,7 @@ def logged_port(log, proc, what, offset=0, timeout=30.0):
     port 0 and read the port back: a free port picked and released for a server to bind later
     is free only until it is released, and another test process running beside this one could
     bind it first."""
-    pat = re.compile(re.escape(LISTEN_LINES[what]) + r"[^\s\"]*:(\d+)")
+    pat = re.compile(LISTEN_LINES[what] + r"[^\s\"]*:(\d+)")
     deadline = time.monotonic() + timeout
     while True:
         exited = proc.poll() is not None     # before the read: its last lines are in the file
@@ -587,7 +589,8 @@ class LocalCluster:
         """Start `gpuscaler run` against this cluster's kubeconfig.  args replaces the default
         flags entirely; extra_args are appended.  config (dict) is written as YAML-compatible
         JSON and passed with --config.  Returns the Popen (log: self.gpuscaler_log); with the
-        default flags it listens on port 0 and self.gpuscaler_metrics is its URL once bound."""
+        default flags it listens on port 0 and self.gpuscaler_metrics is its URL once bound (None
+        with a warn or error --log-level in extra_args: the line it is read from is info's)."""
         if self.gpuscaler is not None and self.gpuscaler.poll() is None:
             raise RuntimeError("gpuscaler already running (pid %d)" % self.gpuscaler.pid)
         self.gpuscaler_metrics = None
@@ -609,7 +612,11 @@ class LocalCluster:
         self.gpuscaler = procs.spawn([binary] + list(args) + list(extra_args),
                                      self.gpuscaler_log, env=e)
         self._write_pids()
-        if default:      # bound on port 0: the URL once it listens
+        # bound on port 0: the URL once it listens (read from its info-level line, which a
+        # quieter level leaves out)
+        quiet = any(a in ("warn", "error") or a.startswith("--log-level=w") or
+                    a.startswith("--log-level=e") for a in extra_args)
+        if default and not quiet:
             self.gpuscaler_metrics = "http://127.0.0.1:%d" % logged_port(
                 self.gpuscaler_log, self.gpuscaler, "metrics", offset)
         return self.gpuscaler

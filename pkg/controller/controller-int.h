@@ -261,6 +261,7 @@ struct ctl_wl {
     /* reporting */
     enum policy_reason last_event_reason;
     int64_t last_event_ms[POLICY_REASON_COUNT + 1];
+    uint64_t invalid_told;        /**< hash of the last InvalidAnnotation Event's message */
     char *status_written;         /**< last status annotation (without time) */
     int64_t status_written_ms;
     int32_t status_desired;       /**< its desired replicas */

@@ -102,10 +102,18 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
     /* actions and invalid annotations always get their Event; the rest wait
      * for a tick with room */
     bool action = slot < ACTION_SLOTS;
-    /* (an invalid annotation is told once per error: another one within
-     * the interval is news too) */
-    if (!action && slot != INVALID_SLOT && w->last_event_ms[slot] &&
-        now - w->last_event_ms[slot] < min) {
+    /* another invalid annotation within the interval is news too; the same
+     * one again (annotations flipping between a valid and that invalid
+     * value) waits out the interval */
+    bool news = false;
+    if (slot == INVALID_SLOT) {
+        uint64_t h = 14695981039346656037ULL; /* FNV-1a */
+        for (const char *p = message; *p; p++)
+            h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        news = h != w->invalid_told;
+        w->invalid_told = h;
+    }
+    if (!action && !news && w->last_event_ms[slot] && now - w->last_event_ms[slot] < min) {
         c->events_suppressed++;
         return;
     }

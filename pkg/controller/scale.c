@@ -50,6 +50,8 @@ static void scale_req_done(struct scale_req *r, bool ok)
         w->scaling = false;
         if (!ok)
             w->scale_attempts = 0;
+        else if (w->scale_waiting && w->scale_target == r->target)
+            w->scale_waiting = false; /* a tick asked for what is now written */
         if (w->scale_waiting) /* a newer decision's count */
             ctl_scale_resume(c, w);
         /* the status of this tick's decision waited for the scale write */

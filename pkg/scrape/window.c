@@ -306,9 +306,9 @@ double scrape_window_quantile(const struct scrape_window *w, double q, int64_t n
     if (!any)
         return NAN;
     /* a bound no pod exposes any more (a rollout to other buckets, another
-     * latency-metric) with no increase in the window is a series Prometheus
-     * has aged out: left in, it would be a phantom bound the quantile
-     * interpolates from */
+     * latency-metric) with no increase in the window is left out: left in,
+     * empty, it would be a phantom bound the quantile interpolates from
+     * (Prometheus keeps such a series until its samples leave the range) */
     unsigned k = 0;
     for (unsigned c = 0; c < w->ncols; c++) {
         if (w->refs[c] == 0 && cnt[c] == 0)
