@@ -3,7 +3,8 @@
  * scrape/regex.c): the input's first line is a metric field, its regex
  * matchers RE2 patterns; the rest an exposition. A field that parses must
  * compile (the parse checked its patterns) and then select series of the
- * exposition through the extractor, reused three times (its compiled
+ * exposition through the extractor (as the request counter, the latency
+ * histogram and both gauges), reused three times (its compiled
  * patterns handed over each time, freed at the end): the whole exposition,
  * then its lines up to the middle (series gone), then the whole again
  * (series back). Its histogram series must add up to its sums and feed a
@@ -52,6 +53,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         scrape_spec_init(&spec, SCRAPE_GENERIC);
         snprintf(spec.request_metric, sizeof(spec.request_metric), "%s", field);
         snprintf(spec.latency_metric, sizeof(spec.latency_metric), "%s", field);
+        /* and as the in-flight and queue gauges (their series told apart) */
+        snprintf(spec.inflight_metric, sizeof(spec.inflight_metric), "%s", field);
+        snprintf(spec.queue_metric, sizeof(spec.queue_metric), "%s", field);
         struct scrape_extract *x = xmalloc(sizeof(*x));
         scrape_extract_init(x, &spec, 1 << 20);
         struct scrape_window w;
