@@ -50,8 +50,10 @@ static void scale_req_done(struct scale_req *r, bool ok)
         w->scaling = false;
         if (!ok)
             w->scale_attempts = 0;
-        else if (w->scale_waiting && w->scale_target == r->target)
-            w->scale_waiting = false; /* a tick asked for what is now written */
+        /* a tick asked again for this write's count: it is written, or the
+         * next tick decides again; not read once more */
+        if (w->scale_waiting && w->scale_target == r->target)
+            w->scale_waiting = false;
         if (w->scale_waiting) /* a newer decision's count */
             ctl_scale_resume(c, w);
         /* the status of this tick's decision waited for the scale write */
@@ -136,8 +138,6 @@ static void scale_read(const struct kube_result *res, void *arg)
         return;
     }
     r->target = w->want_target;
-    if (w->scale_waiting && w->scale_target == r->target)
-        w->scale_waiting = false; /* this write is that one */
     if (!json_is_string(rv)) {
         c->scale_errors++;
         LOGW_ERROR(SUB, r->ns, r->name, "scale subresource without a resourceVersion");
