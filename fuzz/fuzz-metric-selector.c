@@ -71,6 +71,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 const struct scrape_sample *sm = &x->s;
                 if (sm->hser_n > SCRAPE_MAX_HSERIES || sm->nbuckets > SCRAPE_MAX_BUCKETS)
                     __builtin_trap();
+                /* a series marks only bounds there are, and has a line at one */
+                for (size_t k = 0; sm->nbuckets && !sm->hser_overflow && k < sm->hser_n; k++)
+                    if (!sm->hser_has[k] ||
+                        (sm->nbuckets < 64 && sm->hser_has[k] >> sm->nbuckets))
+                        __builtin_trap();
                 /* the series' rows add up to the sums */
                 for (size_t i = 0; !sm->hser_overflow && sm->hser_n && i < sm->nbuckets; i++) {
                     double t = 0;

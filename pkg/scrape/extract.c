@@ -142,6 +142,8 @@ static void add_bucket(struct scrape_sample *s, double le, double v, uint64_t hi
         for (size_t k = 0; k < s->hser_n; k++) {
             memmove(&s->hser_count[k][i + 1], &s->hser_count[k][i], tail * sizeof(double));
             s->hser_count[k][i] = 0;
+            uint64_t m = s->hser_has[k], low = m & ((UINT64_C(1) << i) - 1);
+            s->hser_has[k] = low | (i + 1 < 64 ? (m >> i) << (i + 1) : 0); /* i: absent */
         }
         s->le[i] = le;
         s->count[i] = 0;
@@ -159,10 +161,12 @@ static void add_bucket(struct scrape_sample *s, double le, double v, uint64_t hi
             return;
         }
         s->hser_id[k] = hid;
+        s->hser_has[k] = 0;
         memset(s->hser_count[k], 0, sizeof(s->hser_count[k]));
         s->hser_n++;
     }
     s->hser_count[k][i] += v;
+    s->hser_has[k] |= UINT64_C(1) << i;
 }
 
 /* Whether a gauge's sample counts: once per series (a repeated line is one
@@ -452,8 +456,10 @@ int scrape_extract_finish(struct scrape_extract *x)
     x->s.samples = st.samples;
     if (st.samples == 0)
         return fail(x, -EBADMSG, "empty exposition (%zu bytes, no samples)", x->bytes);
-    if (x->s.hist_dropped)
+    if (x->s.hist_dropped) {
         x->s.nbuckets = 0;
+        x->s.hser_n = 0;
+    }
     return 0;
 }
 

@@ -14,7 +14,10 @@
  * it was last seen (within the rate window; later it is a new baseline), as
  * the counters do (follow()). A series' reset (any bucket lower than before:
  * the process restarted) counts every bucket's new value as its increase,
- * for all its buckets together. With more than SCRAPE_MAX_HSERIES series their
+ * for all its buckets together. A bucket line a series lacks in one scrape
+ * is a bucket series without that sample, as for rate(): not a reset; its
+ * count is kept until the line is back, and one never seen (or lost to a
+ * reset) is a new baseline when it comes. With more than SCRAPE_MAX_HSERIES series their
  * sums are followed instead. A pod whose bounds change starts its
  * histogram afresh (no increase that scrape).
  *
@@ -200,6 +203,21 @@ static uint64_t id_of(const struct scrape_sample *s, size_t k)
     return summed(s) ? 0 : s->hser_id[k];
 }
 
+/* Whether row k of the sample has a line for bound i (a sum row has all). */
+static bool has_bound(const struct scrape_sample *s, size_t k, size_t i)
+{
+    return summed(s) || (s->hser_has[k] >> i & 1);
+}
+
+/* The sample's rows as they are stored: a bound a series lacks in this
+ * scrape (NaN: its count is not known) is not a 0. */
+static void take_rows(const struct scrape_sample *s, double rows[][SCRAPE_MAX_BUCKETS])
+{
+    for (size_t k = 0; k < rows_of(s); k++)
+        for (size_t i = 0; i < s->nbuckets; i++)
+            rows[k][i] = has_bound(s, k, i) ? row_of(s, k)[i] : NAN;
+}
+
 static bool same_layout(const struct scrape_podstate *st, const struct scrape_window *w,
                         const struct scrape_sample *s)
 {
@@ -212,11 +230,13 @@ static bool same_layout(const struct scrape_podstate *st, const struct scrape_wi
     return true;
 }
 
-/* Store the sample's rows and ids as the pod's last counts (seen at t_ms),
- * then the rows of the last block's series this sample lacks, in a new
- * block when their number changed; cols (nbuckets of them) are copied in. */
+/* Store the sample's rows (as the caller made them, in row_of()'s order)
+ * and ids as the pod's last counts (seen at t_ms), then the rows of the last
+ * block's series this sample lacks, in a new block when their number
+ * changed; cols (nbuckets of them) are copied in. */
 static void hist_store(struct scrape_podstate *st, const struct scrape_sample *s,
-                       const uint8_t *cols, int64_t t_ms)
+                       const double rowv[][SCRAPE_MAX_BUCKETS], const uint8_t *cols,
+                       int64_t t_ms)
 {
     size_t n = s->nbuckets, rows = rows_of(s), gone = 0;
     double gone_row[SCRAPE_MAX_HSERIES][SCRAPE_MAX_BUCKETS];
@@ -248,7 +268,7 @@ static void hist_store(struct scrape_podstate *st, const struct scrape_sample *s
     uint64_t *ids = ids_of(st);
     int64_t *seen = seen_of(st);
     for (size_t k = 0; k < rows; k++) {
-        memcpy(h + k * n, row_of(s, k), n * sizeof(double));
+        memcpy(h + k * n, rowv[k], n * sizeof(double));
         ids[k] = id_of(s, k);
         seen[k] = t_ms;
     }
@@ -271,25 +291,38 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
         if (t_ms <= st->hist_ms)
             return; /* not after the snapshot: ignored, as the ring does */
         double inc[SCRAPE_MAX_BUCKETS] = {0};
+        double rows[SCRAPE_MAX_HSERIES][SCRAPE_MAX_BUCKETS];
+        take_rows(s, rows);
         const uint64_t *ids = ids_of(st);
         for (size_t k = 0; k < rows_of(s); k++) {
-            const double *now = row_of(s, k);
+            double *now = rows[k];
             size_t j = 0;
             while (j < st->hist_rows && ids[j] != id_of(s, k))
                 j++;
             if (j < st->hist_rows && j >= st->hist_present && stale(st, seen_of(st)[j], t_ms))
                 continue; /* back after the window: a new baseline */
             const double *was = j < st->hist_rows ? st->hist + j * n : NULL;
+            /* a bound without its line this scrape is a bucket series
+             * without a sample, as rate() reads it: not a restart, and it
+             * keeps its count until its line is back (NaN, unknown, after a
+             * restart); one whose count is unknown is a baseline when it
+             * comes */
             bool reset = false;
             for (size_t i = 0; was && i < n; i++)
-                reset |= now[i] < was[i];
-            for (size_t i = 0; i < n; i++)
-                inc[i] += was && !reset ? now[i] - was[i] : now[i];
+                reset |= now[i] < was[i]; /* false where either is NaN */
+            for (size_t i = 0; i < n; i++) {
+                if (isnan(now[i]))
+                    now[i] = was && !reset ? was[i] : NAN;
+                else if (!was || reset)
+                    inc[i] += now[i];
+                else if (!isnan(was[i]))
+                    inc[i] += now[i] - was[i];
+            }
         }
         scrape_window_add(w, st->hist_ms, cols_of(st), inc, n);
         uint8_t cols[SCRAPE_MAX_BUCKETS];
         memcpy(cols, cols_of(st), n);
-        hist_store(st, s, cols, t_ms);
+        hist_store(st, s, (const double(*)[SCRAPE_MAX_BUCKETS])rows, cols, t_ms);
         st->hist_ms = t_ms;
         return;
     }
@@ -297,7 +330,9 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
     uint8_t cols[SCRAPE_MAX_BUCKETS];
     if (scrape_window_map(w, s->le, n, cols) != 0)
         return; /* the window has no room for these bounds: no histogram */
-    hist_store(st, s, cols, t_ms);
+    double rows[SCRAPE_MAX_HSERIES][SCRAPE_MAX_BUCKETS];
+    take_rows(s, rows);
+    hist_store(st, s, (const double(*)[SCRAPE_MAX_BUCKETS])rows, cols, t_ms);
     st->hist_ms = t_ms;
 }
 

@@ -19,6 +19,7 @@
 
 /** Most distinct `le` bounds kept per latency histogram (vLLM has 22, TGI 36). */
 #define SCRAPE_MAX_BUCKETS 64
+_Static_assert(SCRAPE_MAX_BUCKETS <= 64, "a series' bounds fit in its uint64_t mask");
 
 /** Most series (label sets but `le`) of the latency histogram followed one
  *  by one in a pod; past it their bucket sums are (a series that vanishes
@@ -81,10 +82,12 @@ struct scrape_sample {
     bool hist_dropped;   /**< more bounds than the cap or a bad `le`: no histogram */
     /** The histogram's series, each its label set but `le`: hser_n of them,
      *  their counts aligned with le[] (0 for a bound a series lacks), unless
-     *  hser_overflow. 0 series with bounds: only count[] is known. */
+     *  hser_overflow. 0 series with bounds: only count[] is known. hser_has:
+     *  bit i set when the series has a line for le[i]. */
     uint8_t hser_n;
     bool hser_overflow;
     uint64_t hser_id[SCRAPE_MAX_HSERIES];
+    uint64_t hser_has[SCRAPE_MAX_HSERIES];
     double hser_count[SCRAPE_MAX_HSERIES][SCRAPE_MAX_BUCKETS];
     uint64_t samples;    /**< every sample line of the exposition, wanted or not */
     struct scrape_series_set series[SCRAPE_NC]; /**< the counters' series (a repeated one

@@ -347,7 +347,8 @@ static void test_histogram_caps(void **state)
 }
 
 /* The histogram's series (label sets but le) apart: two models, their
- * labels in either order, one lacking a bound (0 there); the sums as
+ * labels in either order, one lacking a bound (0 there, and its mark in
+ * hser_has clear); the sums as
  * before. Past SCRAPE_MAX_HSERIES only the sums. */
 static void test_histogram_series(void **state)
 {
@@ -375,6 +376,8 @@ static void test_histogram_series(void **state)
         assert_true(s.hser_count[1][i] == b[i]);
         assert_true(s.count[i] == a[i] + b[i]);
     }
+    /* a's 0.5 came last, inserted before the bounds it had: all three set */
+    assert_true(s.hser_has[0] == 7 && s.hser_has[1] == 7);
     /* b lacks le 0.5 now: 0 there, and the same id as before */
     uint64_t id_b = s.hser_id[1];
     static const char gap[] = "req 9\nlat_bucket{model=\"a\",le=\"0.5\"} 1\n"
@@ -384,6 +387,17 @@ static void test_histogram_series(void **state)
     assert_true(s.hser_id[1] == id_b);
     assert_true(s.hser_count[1][0] == 0 && s.hser_count[1][1] == 5);
     assert_true(s.hser_count[0][0] == 1 && s.hser_count[0][1] == 0);
+    assert_true(s.hser_has[0] == 1 && s.hser_has[1] == 2); /* which lines each has */
+    /* a bound inserted below others moves a series' marks up with its counts */
+    static const char shift[] = "req 9\n"
+                                "lat_bucket{model=\"a\",le=\"1\"} 2\n"
+                                "lat_bucket{model=\"a\",le=\"+Inf\"} 3\n"
+                                "lat_bucket{model=\"b\",le=\"0.1\"} 1\n"
+                                "lat_bucket{model=\"b\",le=\"+Inf\"} 4\n";
+    assert_int_equal(extract(shift, &spec, 0, &s, err), 0);
+    assert_int_equal(s.nbuckets, 3);
+    assert_true(s.hser_has[0] == 6 && s.hser_has[1] == 5);
+    assert_true(s.hser_count[0][1] == 2 && s.hser_count[0][2] == 3 && s.hser_count[0][0] == 0);
     /* more series than followed: the sums only */
     struct util_buf m = {0};
     util_buf_puts(&m, "req 1\n");
