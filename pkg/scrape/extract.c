@@ -74,35 +74,33 @@ static uint64_t fnv(uint64_t h, const char *p, size_t n)
     return h;
 }
 
-/* A series' fingerprint: its name and labels, sorted by name so that an
- * exporter's label order does not make it another series; a separator byte
- * between fields, so "ab","c" is not "a","bc". */
+/* splitmix64's finalizer: a label's hash spread over all 64 bits before the
+ * labels' hashes are added up. */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* A series' fingerprint: its name and every label but skip. Each label is
+ * hashed alone (a separator byte between name and value, so "ab","c" is not
+ * "a","bc") and the labels' hashes are added, so that an exporter's label
+ * order does not make it another series, in time linear in the labels
+ * however many a line has (Prometheus sets no limit by default). */
 static uint64_t series_id(const struct prom_sample *ps, const char *skip)
 {
     uint64_t h = fnv(1469598103934665603ULL, ps->name, strlen(ps->name));
     size_t skip_len = skip ? strlen(skip) : 0;
-    size_t idx[32], n = ps->nlabels < 32 ? ps->nlabels : 32;
-    for (size_t i = 0; i < n; i++) { /* insertion sort of the label indexes by name */
-        size_t j = i;
-        while (j > 0) {
-            const struct prom_label *a = &ps->labels[idx[j - 1]], *b = &ps->labels[i];
-            size_t m = a->name_len < b->name_len ? a->name_len : b->name_len;
-            int cmp = memcmp(a->name, b->name, m);
-            if (cmp < 0 || (cmp == 0 && a->name_len <= b->name_len))
-                break;
-            idx[j] = idx[j - 1];
-            j--;
-        }
-        idx[j] = i;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const struct prom_label *l = &ps->labels[idx[i]];
+    uint64_t sum = 0;
+    for (size_t i = 0; i < ps->nlabels; i++) {
+        const struct prom_label *l = &ps->labels[i];
         if (skip && l->name_len == skip_len && memcmp(l->name, skip, skip_len) == 0)
             continue;
-        h = fnv(fnv(fnv(h, "\xff", 1), l->name, l->name_len), "\xfe", 1);
-        h = fnv(h, l->value, l->value_len);
+        uint64_t lh = fnv(fnv(1469598103934665603ULL, l->name, l->name_len), "\xfe", 1);
+        sum += mix64(fnv(lh, l->value, l->value_len));
     }
-    return h;
+    return fnv(h, (const char *)&sum, sizeof(sum));
 }
 
 /* Count a counter's sample in its series set; false when the series was in

@@ -410,6 +410,34 @@ static void test_histogram_series(void **state)
     util_buf_free(&m);
 }
 
+/* A series is its name and all its labels, in any order, however many: two
+ * that differ only past their 32nd label are two series (they were read as
+ * one line repeated and the second left out), and one line repeated with its
+ * labels in another order still counts once. */
+static void test_series_many_labels(void **state)
+{
+    (void)state;
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_GENERIC);
+    snprintf(spec.request_metric, sizeof(spec.request_metric), "req");
+    struct util_buf m = {0};
+    for (int line = 0; line < 3; line++) {
+        util_buf_puts(&m, "req{");
+        for (int i = 0; i < 40; i++) {
+            int l = line == 2 ? 39 - i : i; /* the first line again, reversed */
+            util_buf_printf(&m, "%sl%d=\"%s\"", i ? "," : "", l,
+                            l == 39 && line == 1 ? "b" : "a");
+        }
+        util_buf_printf(&m, "} %d\n", line == 1 ? 7 : 5);
+    }
+    struct scrape_sample s;
+    char err[200];
+    assert_int_equal(extract(m.data, &spec, 0, &s, err), 0);
+    assert_int_equal(s.series[SCRAPE_C_REQ].n, 2);
+    assert_true(s.requests == 12);
+    util_buf_free(&m);
+}
+
 /* One extractor used for stream after stream, as the scraper's pool does:
  * the parser is kept (and reset) while the names and the format stay, made
  * anew when either changes, and every stream reads the same as a fresh one,
@@ -724,6 +752,7 @@ int main(void)
         cmocka_unit_test(test_histogram_caps),   cmocka_unit_test(test_format_matters),
         cmocka_unit_test(test_reuse),           cmocka_unit_test(test_selector_parse),
         cmocka_unit_test(test_selector_extract), cmocka_unit_test(test_histogram_series),
+        cmocka_unit_test(test_series_many_labels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
