@@ -625,6 +625,27 @@ static void unauthorized(struct call *c)
     call_answer_status(c, 401, "Unauthorized");
 }
 
+/* The bearer token of an Authorization header, as the apiserver's bearer
+ * authenticator reads it: the value trimmed, split at single spaces into at
+ * most three parts, "Bearer" (any case) then the token, the rest ignored
+ * ("Bearer tok junk" is tok). NULL when the header is no bearer token or
+ * its token is empty ("Bearer  tok"); the caller frees the result. */
+static char *bearer_token(const char *auth)
+{
+    if (!auth)
+        return NULL;
+    while (*auth == ' ' || *auth == '\t')
+        auth++;
+    size_t n = strlen(auth);
+    while (n && (auth[n - 1] == ' ' || auth[n - 1] == '\t'))
+        n--;
+    if (n < 7 || strncasecmp(auth, "Bearer ", 7) != 0)
+        return NULL;
+    const char *tok = auth + 7, *end = memchr(tok, ' ', n - 7);
+    size_t len = end ? (size_t)(end - tok) : n - 7;
+    return len ? xstrndup(tok, len) : NULL;
+}
+
 static void on_authn(int status, const struct extmetrics_user *user, void *arg)
 {
     struct call *c = arg;
@@ -634,10 +655,7 @@ static void on_authn(int status, const struct extmetrics_user *user, void *arg)
         return;
     }
     struct extmetrics *em = c->em;
-    const char *tok = NULL;
-    const char *auth = httpd_request_header(c->req, "Authorization");
-    if (auth && strncasecmp(auth, "Bearer ", 7) == 0)
-        tok = auth + 7;
+    char *tok = bearer_token(httpd_request_header(c->req, "Authorization"));
     uint64_t now = uv_now(em->loop);
     if (status == 0 && user && user->name && *user->name) {
         em_user_set(&c->user, user);
@@ -649,6 +667,7 @@ static void on_authn(int status, const struct extmetrics_user *user, void *arg)
             em_user_set(&e->user, user);
             xfree(key);
         }
+        xfree(tok);
         authorize(c);
         return;
     }
@@ -659,6 +678,7 @@ static void on_authn(int status, const struct extmetrics_user *user, void *arg)
     } else if (status < 0 && status != -EACCES) {
         LOG_WARN(EM_LOG, "token review failed: %s", strerror(-status));
     }
+    xfree(tok);
     unauthorized(c);
     finish(c);
 }
@@ -687,17 +707,18 @@ static void authenticate(struct call *c)
         authorize(c);
         return;
     }
-    const char *auth = httpd_request_header(req, "Authorization");
-    if (!auth || strncasecmp(auth, "Bearer ", 7) != 0 || !auth[7] || !em->authz.ops) {
+    char *tok = bearer_token(httpd_request_header(req, "Authorization"));
+    if (!tok || !em->authz.ops) {
+        xfree(tok);
         unauthorized(c);
         finish(c);
         return;
     }
-    const char *tok = auth + 7;
     char *key = em_token_key(tok);
     const struct em_cache_entry *e = em_cache_get(&em->tokens, key, uv_now(em->loop));
     xfree(key);
     if (e) {
+        xfree(tok);
         if (!e->ok) {
             unauthorized(c);
             finish(c);
@@ -713,6 +734,7 @@ static void authenticate(struct call *c)
     }
     c->waiting++;
     rc = em->authz.ops->authenticate_token(em->authz.impl, tok, on_authn, c);
+    xfree(tok);
     if (rc < 0) {
         c->waiting--;
         LOG_WARN(EM_LOG, "cannot start token review: %s", strerror(-rc));

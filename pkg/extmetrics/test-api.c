@@ -444,6 +444,19 @@ static void sc_auth(struct env *e)
     struct copts bad = {.headers = {"Authorization: Bearer bad-token", NULL}};
     GOLDEN(e, DESIRED, &bad, 401, "unauthorized.json");
     CHECK(e, status_of(e, DESIRED, &bad) == 401);
+    /* the header read as the apiserver reads it: "bearer" in any case, the
+     * token up to the next space (what follows ignored), an empty token
+     * (two spaces) refused without a review */
+    struct copts junk = {.headers = {"Authorization: bearer good-token junk", NULL}};
+    CHECK(e, status_of(e, DESIRED, &junk) == 200);
+    struct copts junk_bad = {.headers = {"Authorization: Bearer bad-token good-token", NULL}};
+    CHECK(e, status_of(e, DESIRED, &junk_bad) == 401);
+    int calls = extmetrics_fake_authorizer_authn_calls(e->fa);
+    struct copts spaced = {.headers = {"Authorization: Bearer  good-token", NULL}};
+    CHECK(e, status_of(e, DESIRED, &spaced) == 401);
+    struct copts basic = {.headers = {"Authorization: Basic Z29vZC10b2tlbg==", NULL}};
+    CHECK(e, status_of(e, DESIRED, &basic) == 401);
+    CHECK(e, extmetrics_fake_authorizer_authn_calls(e->fa) == calls);
     /* a valid token wins even with a disallowed certificate */
     struct copts both = {.cert = "notproxy", .headers = {"Authorization: Bearer good-token",
                                                           "X-Remote-User: someone-else", NULL}};
