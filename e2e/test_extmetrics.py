@@ -161,11 +161,11 @@ class ExtMetricsE2E(unittest.TestCase):
         # for Deployments with metrics-source: prometheus, 20 req/s
         cls.prom = FakePrometheus(lambda t: 20.0,
                                   lambda q: 0.5 if "histogram_quantile" in q else 20.0)
-        # its first read of the front proxy's settings fails (an API server blip): read
-        # again a second later, not at the next minute's refresh (test_1)
+        # its first reads of the front proxy's settings fail (an API server blip): read
+        # again 1, 2 and 4 s later, not at the next minute's refresh (test_1)
         fk.fault({"action": "error", "status": 500, "resource": "configmaps",
                   "namespace": "kube-system", "name": "extension-apiserver-authentication",
-                  "user": GPUSCALER_USER, "count": 1})
+                  "user": GPUSCALER_USER, "count": 3})
         t = time.monotonic()
         # only the tests' namespace: test_7's replicas decide for their own
         cls.g = Gpuscaler(cls.gpuscaler_kubeconfig,
@@ -177,7 +177,16 @@ class ExtMetricsE2E(unittest.TestCase):
         cls.procs.append(cls.g)
         cls.port = cls.g.port("extmetrics")
         held.close()
-        # the Service's endpoint once the pod serves, as its readiness would publish it
+        # not Ready while those settings are unread (the aggregator's requests would get
+        # 401), then Ready (test_1)
+        def readyz():
+            return cls.g.get("/readyz", cls.g.health_port)
+        cls.unready = wait_for(lambda: (lambda r: r if "synced" in r[1] and "front-proxy" in r[1]
+                                        else None)(readyz()),
+                               15, interval=0.1, what="/readyz waiting for the front proxy")
+        cls.ready = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(readyz()), 30,
+                             interval=0.1, what="/readyz 200 once the front proxy is read")
+        # the Service's endpoint once the pod is Ready, as its readiness publishes it
         fk.set_service_endpoint(SYSTEM_NS, "gpuscaler", "127.0.0.1:%d" % cls.port)
         cls.up_cond = wait_for(lambda: cls.available_cond(True), 30,
                                what="APIService Available after gpuscaler started")
@@ -315,7 +324,13 @@ class ExtMetricsE2E(unittest.TestCase):
         self.assertIn("reading kube-system/extension-apiserver-authentication failed: HTTP 500",
                       self.g.text())
         self.assertIn("read again in 1s", self.g.text())
+        self.assertIn("read again in 4s", self.g.text())
         self.assertLess(self.available_after, 30)  # the next refresh: 60 s
+        # and the pod was not Ready until it was read
+        self.assertEqual(self.unready[0], 503)
+        self.assertRegex(self.unready[1], r"^not ready \(caches synced, (leader|follower), "
+                                          r"front-proxy trust not read yet\)\n$")
+        self.assertRegex(self.ready[1], r"^ok \(caches synced, (leader|follower)\)\n$")
         groups = {g["name"]: g for g in self.c.request("GET", "/apis")["groups"]}
         self.assertEqual(groups["external.metrics.k8s.io"]["preferredVersion"],
                          {"groupVersion": "external.metrics.k8s.io/v1beta1",

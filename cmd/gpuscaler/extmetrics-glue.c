@@ -28,6 +28,7 @@ struct extmetrics_glue {
     struct extmetrics *em;
     uv_timer_t rh_timer;
     int rh_failures;          /* reads failed in a row */
+    bool rh_read;             /* the trust settings were read once */
     bool closing;
     bool timer_closed;
     int pending;
@@ -242,6 +243,7 @@ static void rh_loaded(const struct kube_result *res, void *arg)
         return;
     }
     g->rh_failures = 0;
+    g->rh_read = true;
     json_t *data = json_object_get(res->body, "data");
     /* client-ca-file: client certificates that are identities (CN user, O
      * groups), as the kube-apiserver's own delegated authentication trusts */
@@ -370,6 +372,11 @@ void extmetrics_glue_close(struct extmetrics_glue *g)
     g->closing = true;
     uv_timer_stop(&g->rh_timer);
     extmetrics_close(g->em, em_closed, g);
+}
+
+bool extmetrics_glue_ready(const struct extmetrics_glue *g)
+{
+    return g->rh_read;
 }
 
 const struct httpd *extmetrics_glue_httpd(struct extmetrics_glue *g)

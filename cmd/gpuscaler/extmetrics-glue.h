@@ -7,6 +7,7 @@
 #ifndef GPUSCALER_CMD_EXTMETRICS_GLUE_H
 #define GPUSCALER_CMD_EXTMETRICS_GLUE_H
 
+#include <stdbool.h>
 #include <uv.h>
 
 struct kube;
@@ -25,6 +26,13 @@ int extmetrics_glue_new(uv_loop_t *loop, struct kube *k, struct kube_cache *cach
                         struct extmetrics_glue **out);
 /** Stop serving and free (asynchronously). */
 void extmetrics_glue_close(struct extmetrics_glue *g);
+
+/**
+ * Whether kube-system/extension-apiserver-authentication has been read once:
+ * until then no front proxy is trusted and the aggregator's requests would
+ * get 401, so the pod is not Ready (/readyz) and the Service sends it none.
+ */
+bool extmetrics_glue_ready(const struct extmetrics_glue *g);
 
 struct httpd;
 /** The HTTPS listener (for its connection counters). */

@@ -188,11 +188,15 @@ static bool probe_request(struct daemon *d, struct httpd_request *req)
         return true;
     }
     if (strcmp(req->path, "/readyz") == 0) {
-        bool ok = d->ctl && controller_synced(d->ctl) && !d->stopping;
-        char body[96];
-        int n = snprintf(body, sizeof(body), "%s (caches %s, %s)\n", ok ? "ok" : "not ready",
+        /* with the external metrics API, also its front-proxy trust: a pod
+         * that would answer the aggregator 401 gets no Service traffic */
+        bool trust = !d->em || extmetrics_glue_ready(d->em);
+        bool ok = d->ctl && controller_synced(d->ctl) && !d->stopping && trust;
+        char body[128];
+        int n = snprintf(body, sizeof(body), "%s (caches %s, %s%s)\n", ok ? "ok" : "not ready",
                          d->ctl && controller_synced(d->ctl) ? "synced" : "syncing",
-                         d->ctl && controller_leading(d->ctl) ? "leader" : "follower");
+                         d->ctl && controller_leading(d->ctl) ? "leader" : "follower",
+                         trust ? "" : ", front-proxy trust not read yet");
         httpd_respond(req, ok ? 200 : 503, text_plain, 1, body, (size_t)n);
         return true;
     }
