@@ -247,9 +247,24 @@ class ControllerE2E(unittest.TestCase):
             time.sleep(10)  # > scale-in window: still held
             self.assertEqual(self.replicas("hold"), 4)
             self.assertTrue(g.alive())
+            # the replica bounds still act without metrics, and their Event says so at once
+            # (the hold's Warning a moment ago does not keep it back for its 10 minutes)
+            self.c.patch("deployments", "hold", {"metadata": {"annotations": {
+                "gpuscaler.io/max-replicas": "3"}}}, self.ns)
+            bounds = wait_for(lambda: [e for e in events(self.c, self.ns, "hold",
+                                                         "MetricsUnavailable")
+                                       if "only the replica bounds" in e["message"]], 20,
+                              what="MetricsUnavailable event of the bounds")
+            self.assertEqual(len(bounds), 1, bounds)
+            self.assertIn("; not sizing, only the replica bounds: 4 -> 3", bounds[0]["message"])
+            wait_for(lambda: self.replicas("hold") == 3, 20, what="max-replicas applied")
+            time.sleep(6)  # more ticks without metrics: no second Event of that change
+            self.assertEqual(len([e for e in events(self.c, self.ns, "hold", "MetricsUnavailable")
+                                  if "only the replica bounds" in e["message"]]), 1)
+            self.assertEqual(self.replicas("hold"), 3)
             for _, ip in k.pods:
                 self.metrics.set_mode(ip, None)
-            wait_for(lambda: self.replicas("hold") < 4, 40, what="scale-in once data is back")
+            wait_for(lambda: self.replicas("hold") < 3, 40, what="scale-in once data is back")
         finally:
             g.stop()
             self.c.delete("deployments", "hold", self.ns)

@@ -262,6 +262,8 @@ struct ctl_wl {
     enum policy_reason last_event_reason;
     int64_t last_event_ms[POLICY_REASON_COUNT + 1];
     uint64_t invalid_told;        /**< hash of the last InvalidAnnotation Event's message */
+    uint64_t bounds_told;         /**< the last "only the replica bounds" change told
+                                       (from << 32 | to), 0 before one */
     char *status_written;         /**< last status annotation (without time) */
     int64_t status_written_ms;
     int32_t status_desired;       /**< its desired replicas */
@@ -613,8 +615,16 @@ void ctl_shards_handovers(const struct controller *c, uint64_t out[3]);
 bool ctl_acting_for(const struct controller *c, const char *ns, const char *name);
 
 /* report.c */
+/** An Event about w. Actions and new invalid annotations are sent at once;
+ *  the rest once an interval per reason (10 min a Warning) and within the
+ *  Events' budget. */
 void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
                const char *message);
+/** The same, but sent within its reason's interval too (still within the
+ *  budget): for a message that reports a change the last one of its reason
+ *  did not, such as the replica bounds acting while metrics are missing. */
+void ctl_event_now(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
+                   const char *message);
 void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double rate);
 void ctl_record_close(struct ctl_wl *w);
 

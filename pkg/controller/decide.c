@@ -389,12 +389,22 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
         char msg[300];
         /* the replica bounds still apply (max-replicas lowered below the
          * count): that is no hold */
-        if (policy_reason_is_action(dec->reason) && dec->desired != d->spec_replicas)
+        if (policy_reason_is_action(dec->reason) && dec->desired != d->spec_replicas) {
+            /* a change, which the last "holding" Event did not say: not
+             * kept back by its interval, once per change (a write that
+             * fails asks again each tick) */
             snprintf(msg, sizeof(msg), "%s; not sizing, only the replica bounds: %d -> %d",
                      r->why, d->spec_replicas, dec->desired);
-        else
+            uint64_t change = (uint64_t)(uint32_t)d->spec_replicas << 32 | (uint32_t)dec->desired;
+            if (change != w->bounds_told)
+                ctl_event_now(c, w, "Warning", "MetricsUnavailable", msg);
+            else
+                ctl_event(c, w, "Warning", "MetricsUnavailable", msg);
+            w->bounds_told = change;
+        } else {
             snprintf(msg, sizeof(msg), "holding %d replicas: %s", dec->desired, r->why);
-        ctl_event(c, w, "Warning", "MetricsUnavailable", msg);
+            ctl_event(c, w, "Warning", "MetricsUnavailable", msg);
+        }
     }
     /* mode external-metric leaves the replicas to an HPA reading
      * gpuscaler_desired_replicas from this daemon's external metrics API:

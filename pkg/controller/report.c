@@ -93,8 +93,8 @@ static void simple_fail(struct simple_req *r, int rc)
     simple_free(r);
 }
 
-void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
-               const char *message)
+static void event_send(struct controller *c, struct ctl_wl *w, const char *type,
+                       const char *reason, const char *message, bool now_too)
 {
     int64_t now = util_now_unix_ms();
     int slot = reason_slot(reason);
@@ -105,7 +105,7 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
     /* another invalid annotation within the interval is news too; the same
      * one again (annotations flipping between a valid and that invalid
      * value) waits out the interval */
-    bool news = false;
+    bool news = now_too;
     if (slot == INVALID_SLOT) {
         uint64_t h = 14695981039346656037ULL; /* FNV-1a */
         for (const char *p = message; *p; p++)
@@ -153,6 +153,18 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
     json_decref(ev);
     if (rc != 0)
         simple_fail(r, rc);
+}
+
+void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
+               const char *message)
+{
+    event_send(c, w, type, reason, message, false);
+}
+
+void ctl_event_now(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
+                   const char *message)
+{
+    event_send(c, w, type, reason, message, true);
 }
 
 /* ---- recording ------------------------------------------------------------- */
