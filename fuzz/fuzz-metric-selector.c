@@ -72,10 +72,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (sm->hser_n > SCRAPE_MAX_HSERIES || sm->nbuckets > SCRAPE_MAX_BUCKETS)
                     __builtin_trap();
                 /* a series marks only bounds there are, and has a line at one */
-                for (size_t k = 0; sm->nbuckets && !sm->hser_overflow && k < sm->hser_n; k++)
+                for (size_t k = 0; sm->nbuckets && !sm->hser_overflow && k < sm->hser_n; k++) {
                     if (!sm->hser_has[k] ||
                         (sm->nbuckets < 64 && sm->hser_has[k] >> sm->nbuckets))
                         __builtin_trap();
+                    for (size_t i = 0; i < sm->nbuckets; i++)
+                        if (!(sm->hser_has[k] >> i & 1) && sm->hser_count[k][i] != 0)
+                            __builtin_trap(); /* a count where it has no line */
+                }
                 /* the series' rows add up to the sums */
                 for (size_t i = 0; !sm->hser_overflow && sm->hser_n && i < sm->nbuckets; i++) {
                     double t = 0;
@@ -86,6 +90,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 }
                 /* and a pod's histogram follows them scrape to scrape */
                 scrape_podstate_ok(&st, &w, 1000000 + round * 5000, sm);
+                /* no NaN in the window (a count not known is never added; a float
+                 * may overflow to infinity on absurd counts) */
+                for (size_t i = 0; i < (size_t)w.ncols * w.nslots; i++)
+                    if (isnan(w.cnt[i]))
+                        __builtin_trap();
                 if (st.hist_present > st.hist_rows ||
                     st.hist_rows - st.hist_present > SCRAPE_MAX_HSERIES)
                     __builtin_trap();

@@ -48,11 +48,11 @@ void scrape_podstate_init(struct scrape_podstate *st, int64_t since_ms, int64_t 
     st->hist_ms = POLICY_NEVER;
 }
 
-/* The block: rows x nbuckets counts, rows ids, rows times last seen,
- * nbuckets column indexes. */
+/* The block: rows x nbuckets counts, rows ids, rows times last seen, rows
+ * times last whole, nbuckets column indexes. */
 static size_t block_size(size_t rows, size_t n)
 {
-    return rows * n * sizeof(double) + rows * (sizeof(uint64_t) + sizeof(int64_t)) + n;
+    return rows * n * sizeof(double) + rows * (sizeof(uint64_t) + 2 * sizeof(int64_t)) + n;
 }
 
 static uint64_t *ids_of(const struct scrape_podstate *st)
@@ -65,9 +65,14 @@ static int64_t *seen_of(const struct scrape_podstate *st)
     return (int64_t *)(ids_of(st) + st->hist_rows);
 }
 
+static int64_t *whole_of(const struct scrape_podstate *st)
+{
+    return seen_of(st) + st->hist_rows;
+}
+
 static uint8_t *cols_of(const struct scrape_podstate *st)
 {
-    return (uint8_t *)(seen_of(st) + st->hist_rows);
+    return (uint8_t *)(whole_of(st) + st->hist_rows);
 }
 
 /* A series last seen at seen_ms and back at t_ms: rate() over the window
@@ -209,8 +214,8 @@ static bool has_bound(const struct scrape_sample *s, size_t k, size_t i)
     return summed(s) || (s->hser_has[k] >> i & 1);
 }
 
-/* The sample's rows as they are stored: a bound a series lacks in this
- * scrape (NaN: its count is not known) is not a 0. */
+/* The sample's rows in its own layout: a bound a series lacks in this
+ * scrape is not known (NaN), not a 0. */
 static void take_rows(const struct scrape_sample *s, double rows[][SCRAPE_MAX_BUCKETS])
 {
     for (size_t k = 0; k < rows_of(s); k++)
@@ -218,30 +223,40 @@ static void take_rows(const struct scrape_sample *s, double rows[][SCRAPE_MAX_BU
             rows[k][i] = has_bound(s, k, i) ? row_of(s, k)[i] : NAN;
 }
 
-static bool same_layout(const struct scrape_podstate *st, const struct scrape_window *w,
-                        const struct scrape_sample *s)
+/* The sample's rows in the pod's stored layout, when its bounds are those
+ * or some of them (a line every series lacks this scrape, as a one-model
+ * pod's one series does): a bound it lacks NaN. False for other bounds, or
+ * series where a sum was followed or the reverse: a new layout. */
+static bool rows_in_layout(const struct scrape_podstate *st, const struct scrape_window *w,
+                           const struct scrape_sample *s, double rows[][SCRAPE_MAX_BUCKETS])
 {
-    if (!st->hist || st->nbuckets != s->nbuckets || st->hist_summed != summed(s))
+    if (!st->hist || st->hist_summed != summed(s) || s->nbuckets > st->nbuckets)
         return false;
     const uint8_t *cols = cols_of(st);
-    for (size_t i = 0; i < s->nbuckets; i++)
-        if (cols[i] >= w->ncols || w->le[cols[i]] != s->le[i])
+    size_t i = 0; /* the sample's next bound; both ascending */
+    for (size_t b = 0; b < st->nbuckets; b++) {
+        if (cols[b] >= w->ncols)
             return false;
-    return true;
+        bool here = i < s->nbuckets && s->le[i] == w->le[cols[b]];
+        for (size_t k = 0; k < rows_of(s); k++)
+            rows[k][b] = here && has_bound(s, k, i) ? row_of(s, k)[i] : NAN;
+        i += here;
+    }
+    return i == s->nbuckets;
 }
 
-/* Store the sample's rows (as the caller made them, in row_of()'s order)
- * and ids as the pod's last counts (seen at t_ms), then the rows of the last
- * block's series this sample lacks, in a new block when their number
- * changed; cols (nbuckets of them) are copied in. */
-static void hist_store(struct scrape_podstate *st, const struct scrape_sample *s,
-                       const double rowv[][SCRAPE_MAX_BUCKETS], const uint8_t *cols,
-                       int64_t t_ms)
+/* Store rows (the sample's series in row_of()'s order, nbuckets n, each
+ * last whole at whole[k]) and their ids as the pod's last counts (seen at
+ * t_ms), then the rows of the last block's series this sample lacks, in a
+ * new block when their number changed; cols (n of them) are copied in. */
+static void hist_store(struct scrape_podstate *st, const struct scrape_sample *s, size_t n,
+                       const double rowv[][SCRAPE_MAX_BUCKETS], const int64_t *whole,
+                       const uint8_t *cols, int64_t t_ms)
 {
-    size_t n = s->nbuckets, rows = rows_of(s), gone = 0;
+    size_t rows = rows_of(s), gone = 0;
     double gone_row[SCRAPE_MAX_HSERIES][SCRAPE_MAX_BUCKETS];
     uint64_t gone_id[SCRAPE_MAX_HSERIES];
-    int64_t gone_seen[SCRAPE_MAX_HSERIES];
+    int64_t gone_seen[SCRAPE_MAX_HSERIES], gone_whole[SCRAPE_MAX_HSERIES];
     if (st->hist && !summed(s) && !st->hist_summed && st->nbuckets == n) {
         for (size_t j = 0; j < st->hist_rows && gone < SCRAPE_MAX_HSERIES; j++) {
             size_t k = 0;
@@ -251,6 +266,7 @@ static void hist_store(struct scrape_podstate *st, const struct scrape_sample *s
                 continue; /* still here */
             memcpy(gone_row[gone], st->hist + j * n, n * sizeof(double));
             gone_id[gone] = ids_of(st)[j];
+            gone_whole[gone] = whole_of(st)[j];
             gone_seen[gone++] = seen_of(st)[j];
         }
     }
@@ -266,17 +282,47 @@ static void hist_store(struct scrape_podstate *st, const struct scrape_sample *s
     st->hist_present = (uint8_t)rows;
     st->hist_summed = summed(s);
     uint64_t *ids = ids_of(st);
-    int64_t *seen = seen_of(st);
+    int64_t *seen = seen_of(st), *wh = whole_of(st);
     for (size_t k = 0; k < rows; k++) {
         memcpy(h + k * n, rowv[k], n * sizeof(double));
         ids[k] = id_of(s, k);
         seen[k] = t_ms;
+        wh[k] = whole[k];
     }
     for (size_t g = 0; g < gone; g++) {
         memcpy(h + (rows + g) * n, gone_row[g], n * sizeof(double));
         ids[rows + g] = gone_id[g];
         seen[rows + g] = gone_seen[g];
+        wh[rows + g] = gone_whole[g];
     }
+}
+
+/* Row now's increase since was (the row's last counts, NULL for a series
+ * not seen before, last whole at was_whole) added to inc, and now made the
+ * counts to keep. A bound without its line this scrape (NaN) is a bucket
+ * series without a sample, as rate() reads it: not a restart; it keeps its
+ * count while that count is from within the rate window (later it is not
+ * known), counts from 0 in a series that is new or restarted (as their
+ * other bounds do), and a bound whose count is not known is a baseline
+ * when its line comes. Returns the time the row was last whole. */
+static int64_t row_increase(const struct scrape_podstate *st, int64_t t_ms, size_t n, double *now,
+                            const double *was, int64_t was_whole, double *inc)
+{
+    bool reset = false, carried = false;
+    for (size_t i = 0; was && i < n; i++)
+        reset |= now[i] < was[i]; /* false where either is NaN */
+    bool keep = was && !reset && !stale(st, was_whole, t_ms);
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(now[i])) {
+            now[i] = !was || reset ? 0 : keep ? was[i] : NAN;
+            carried |= !isnan(now[i]) && was && !reset;
+        } else if (!was || reset) {
+            inc[i] += now[i];
+        } else if (!isnan(was[i])) {
+            inc[i] += now[i] - was[i];
+        }
+    }
+    return carried ? was_whole : t_ms;
 }
 
 static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int64_t t_ms,
@@ -287,42 +333,29 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
         hist_release(st, w);
         return;
     }
-    if (same_layout(st, w, s)) {
+    double rows[SCRAPE_MAX_HSERIES][SCRAPE_MAX_BUCKETS];
+    int64_t whole[SCRAPE_MAX_HSERIES];
+    if (rows_in_layout(st, w, s, rows)) {
         if (t_ms <= st->hist_ms)
             return; /* not after the snapshot: ignored, as the ring does */
+        n = st->nbuckets;
         double inc[SCRAPE_MAX_BUCKETS] = {0};
-        double rows[SCRAPE_MAX_HSERIES][SCRAPE_MAX_BUCKETS];
-        take_rows(s, rows);
         const uint64_t *ids = ids_of(st);
         for (size_t k = 0; k < rows_of(s); k++) {
-            double *now = rows[k];
             size_t j = 0;
             while (j < st->hist_rows && ids[j] != id_of(s, k))
                 j++;
+            whole[k] = t_ms;
             if (j < st->hist_rows && j >= st->hist_present && stale(st, seen_of(st)[j], t_ms))
                 continue; /* back after the window: a new baseline */
-            const double *was = j < st->hist_rows ? st->hist + j * n : NULL;
-            /* a bound without its line this scrape is a bucket series
-             * without a sample, as rate() reads it: not a restart, and it
-             * keeps its count until its line is back (NaN, unknown, after a
-             * restart); one whose count is unknown is a baseline when it
-             * comes */
-            bool reset = false;
-            for (size_t i = 0; was && i < n; i++)
-                reset |= now[i] < was[i]; /* false where either is NaN */
-            for (size_t i = 0; i < n; i++) {
-                if (isnan(now[i]))
-                    now[i] = was && !reset ? was[i] : NAN;
-                else if (!was || reset)
-                    inc[i] += now[i];
-                else if (!isnan(was[i]))
-                    inc[i] += now[i] - was[i];
-            }
+            bool seen = j < st->hist_rows;
+            whole[k] = row_increase(st, t_ms, n, rows[k], seen ? st->hist + j * n : NULL,
+                                    seen ? whole_of(st)[j] : t_ms, inc);
         }
         scrape_window_add(w, st->hist_ms, cols_of(st), inc, n);
         uint8_t cols[SCRAPE_MAX_BUCKETS];
         memcpy(cols, cols_of(st), n);
-        hist_store(st, s, (const double(*)[SCRAPE_MAX_BUCKETS])rows, cols, t_ms);
+        hist_store(st, s, n, (const double(*)[SCRAPE_MAX_BUCKETS])rows, whole, cols, t_ms);
         st->hist_ms = t_ms;
         return;
     }
@@ -330,9 +363,10 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
     uint8_t cols[SCRAPE_MAX_BUCKETS];
     if (scrape_window_map(w, s->le, n, cols) != 0)
         return; /* the window has no room for these bounds: no histogram */
-    double rows[SCRAPE_MAX_HSERIES][SCRAPE_MAX_BUCKETS];
     take_rows(s, rows);
-    hist_store(st, s, (const double(*)[SCRAPE_MAX_BUCKETS])rows, cols, t_ms);
+    for (size_t k = 0; k < rows_of(s); k++)
+        whole[k] = t_ms;
+    hist_store(st, s, n, (const double(*)[SCRAPE_MAX_BUCKETS])rows, whole, cols, t_ms);
     st->hist_ms = t_ms;
 }
 

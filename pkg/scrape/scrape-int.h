@@ -38,7 +38,7 @@ _Static_assert(SCRAPE_MAX_BUCKETS <= 64, "a series' bounds fit in its uint64_t m
 struct scrape_series_set {
     uint16_t n;
     bool overflow;                   /**< more than SCRAPE_MAX_SERIES */
-    uint64_t id[SCRAPE_MAX_SERIES];  /**< FNV-1a of name and sorted labels */
+    uint64_t id[SCRAPE_MAX_SERIES];  /**< the name's FNV-1a and its labels' (series_id()) */
     double v[SCRAPE_MAX_SERIES];
 };
 
@@ -287,8 +287,10 @@ struct scrape_podstate {
      *  one of their sums): the first hist_present those at hist_ms, the
      *  rest series gone since (at most SCRAPE_MAX_HSERIES, newest first);
      *  then hist_rows series ids, hist_rows times each row was last seen,
-     *  and nbuckets uint8_t column indexes into the window; NULL when the
-     *  pod has no histogram */
+     *  hist_rows times each row last had every bound it keeps a count of
+     *  (no count carried over a missing line), and nbuckets uint8_t column
+     *  indexes into the window; NULL when the pod has no histogram. A count
+     *  is NaN where it is not known (a baseline when its line comes). */
     double *hist;
     int64_t hist_ms;
     uint8_t hist_rows, hist_present;
