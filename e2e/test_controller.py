@@ -262,6 +262,13 @@ class ControllerE2E(unittest.TestCase):
             self.assertEqual(len([e for e in events(self.c, self.ns, "hold", "MetricsUnavailable")
                                   if "only the replica bounds" in e["message"]]), 1)
             self.assertEqual(self.replicas("hold"), 3)
+            # held at 3 since (a "holding" tick between), the same change again is news again:
+            # the count set back to 4 by hand is brought to 3 with a second such Event
+            self.c.patch("deployments", "hold", {"spec": {"replicas": 4}}, self.ns)
+            wait_for(lambda: len([e for e in events(self.c, self.ns, "hold", "MetricsUnavailable")
+                                  if "only the replica bounds: 4 -> 3" in e["message"]]) == 2,
+                     20, what="a second MetricsUnavailable event of the bounds")
+            wait_for(lambda: self.replicas("hold") == 3, 20, what="max-replicas applied again")
             for _, ip in k.pods:
                 self.metrics.set_mode(ip, None)
             wait_for(lambda: self.replicas("hold") < 3, 40, what="scale-in once data is back")

@@ -162,10 +162,10 @@ class ExtMetricsE2E(unittest.TestCase):
         cls.prom = FakePrometheus(lambda t: 20.0,
                                   lambda q: 0.5 if "histogram_quantile" in q else 20.0)
         # its first reads of the front proxy's settings fail (an API server blip): read
-        # again 1, 2 and 4 s later, not at the next minute's refresh (test_1)
+        # again 1, 2, 4 and 8 s later, not at the next minute's refresh (test_1)
         fk.fault({"action": "error", "status": 500, "resource": "configmaps",
                   "namespace": "kube-system", "name": "extension-apiserver-authentication",
-                  "user": GPUSCALER_USER, "count": 3})
+                  "user": GPUSCALER_USER, "count": 4})
         t = time.monotonic()
         # only the tests' namespace: test_7's replicas decide for their own
         cls.g = Gpuscaler(cls.gpuscaler_kubeconfig,
@@ -324,12 +324,12 @@ class ExtMetricsE2E(unittest.TestCase):
         self.assertIn("reading kube-system/extension-apiserver-authentication failed: HTTP 500",
                       self.g.text())
         self.assertIn("read again in 1s", self.g.text())
-        self.assertIn("read again in 4s", self.g.text())
+        self.assertIn("read again in 8s", self.g.text())
         self.assertLess(self.available_after, 30)  # the next refresh: 60 s
         # and the pod was not Ready until it was read
         self.assertEqual(self.unready[0], 503)
         self.assertRegex(self.unready[1], r"^not ready \(caches synced, (leader|follower), "
-                                          r"front-proxy trust not read yet\)\n$")
+                                          r"no front-proxy trust yet\)\n$")
         self.assertRegex(self.ready[1], r"^ok \(caches synced, (leader|follower)\)\n$")
         groups = {g["name"]: g for g in self.c.request("GET", "/apis")["groups"]}
         self.assertEqual(groups["external.metrics.k8s.io"]["preferredVersion"],
@@ -822,6 +822,42 @@ class ExtMetricsE2E(unittest.TestCase):
             time.sleep(0.5)
         self.c.patch("deployments", "parked", {"spec": {"replicas": 2}}, self.ns)
         wait_for(lambda: self.desired("parked") == 2, 30, what="served again once resumed")
+
+    def test_9b_front_proxy_settings_forbidden_then_absent(self):
+        """A replica that may not read kube-system/extension-apiserver-authentication (403:
+        the RoleBinding to extension-apiserver-authentication-reader missing) is not Ready and
+        says how to fix it; a cluster without that ConfigMap (404: no front proxy) trusts none,
+        as the apiserver's delegated authentication reads it, and is Ready: the aggregator
+        cannot reach it, which it says, but it serves clients of its own."""
+        cm = {"action": "error", "resource": "configmaps", "namespace": "kube-system",
+              "name": "extension-apiserver-authentication", "user": STANDBY_USER, "count": 1}
+        self.fk.fault(dict(cm, status=403))
+        self.fk.fault(dict(cm, status=404))
+        # a namespace with nothing in it (it does not exist): this replica has no leader
+        # election and must not decide for the tests' Deployments
+        g = Gpuscaler(self.standby_kubeconfig, CONFIG + "namespaces: [%s-none]\n" % self.ns, [
+            "--external-metrics=true", "--external-metrics-addr", "127.0.0.1:0",
+            "--tls-cert-file", self.serving[0], "--tls-key-file", self.serving[1]],
+            ident="gpuscaler-no-front-proxy")
+        self.procs.append(g)
+        try:
+            wait_for(lambda: "read again in 1s" in g.text(), 20, what="the 403 logged")
+            self.assertIn("HTTP 403", g.text())
+            self.assertIn("needs the Role extension-apiserver-authentication-reader in "
+                          "kube-system", g.text())
+            self.assertIn("and the pod is not Ready", g.text())
+            ready = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(
+                g.get("/readyz", g.health_port)), 20, what="Ready once the 404 is read")
+            self.assertRegex(ready[1], r"^ok \(caches synced, (leader|follower)\)\n$")
+            self.assertIn("kube-system/extension-apiserver-authentication does not exist: no "
+                          "front proxy is trusted", g.text())
+            # no front proxy trusted: the aggregator's certificate asserts no one
+            code, _ = self.direct("%s/namespaces/%s-none/gpuscaler_desired_replicas" % (EM, self.ns),
+                                  self.certs["valid"], {"X-Remote-User": HPA_USER},
+                                  port=g.port("extmetrics"))
+            self.assertEqual(code, 401)
+        finally:
+            g.stop()
 
     def replicas_in(self, ns, name):
         return self.c.get("deployments", name, ns)["spec"]["replicas"]

@@ -234,16 +234,33 @@ static void rh_loaded(const struct kube_result *res, void *arg)
         glue_done_one(g);
         return;
     }
+    if (res->err != 0 && res->status == 404) {
+        /* no such ConfigMap: the cluster has no front proxy (as the
+         * apiserver's delegated authentication reads it), so none is trusted */
+        g->rh_failures = 0;
+        if (!g->rh_read)
+            LOG_WARN(SUB, "kube-system/extension-apiserver-authentication does not exist: no "
+                          "front proxy is trusted, so the aggregator cannot reach this API");
+        g->rh_read = true;
+        extmetrics_set_requestheader(g->em, NULL);
+        glue_done_one(g);
+        return;
+    }
     if (res->err != 0) {
         int64_t ms = rh_retry(g);
         LOG_WARN(SUB, "reading kube-system/extension-apiserver-authentication failed: HTTP %ld %s"
-                      " (front-proxy requests are not trusted until it can be read; read again "
-                      "in %llds)", res->status, res->message, (long long)(ms / 1000));
+                      " (front-proxy requests are not trusted until it can be read%s; read again "
+                      "in %llds)", res->status, res->message,
+                 g->rh_read ? "" : ", and the pod is not Ready",
+                 (long long)(ms / 1000));
+        if (res->status == 403)
+            LOG_WARN(SUB, "RBAC: gpuscaler's ServiceAccount needs the Role "
+                          "extension-apiserver-authentication-reader in kube-system (a "
+                          "RoleBinding to it, as deploy/rbac.yaml and the chart make)");
         glue_done_one(g);
         return;
     }
     g->rh_failures = 0;
-    g->rh_read = true;
     json_t *data = json_object_get(res->body, "data");
     /* client-ca-file: client certificates that are identities (CN user, O
      * groups), as the kube-apiserver's own delegated authentication trusts */
@@ -253,6 +270,7 @@ static void rh_loaded(const struct kube_result *res, void *arg)
     const char *ca = json_string_value(json_object_get(data, "requestheader-client-ca-file"));
     if (!ca) {
         extmetrics_set_requestheader(g->em, NULL);
+        g->rh_read = true; /* read: no front proxy to trust */
         glue_done_one(g);
         return;
     }
@@ -272,8 +290,13 @@ static void rh_loaded(const struct kube_result *res, void *arg)
     rh.group_headers = groups;
     rh.nextra_prefixes = json_list(json_string_value(json_object_get(data, "requestheader-extra-headers-prefix")), extras, &h5, 16);
     rh.extra_prefixes = extras;
+    /* Ready once a trust is in place: a CA without a certificate keeps the
+     * previous one, and before any the aggregator would get 401 */
     if (extmetrics_set_requestheader(g->em, &rh) != 0)
-        LOG_WARN(SUB, "requestheader-client-ca-file holds no certificate; keeping the previous trust");
+        LOG_WARN(SUB, "requestheader-client-ca-file holds no certificate; keeping the previous "
+                      "trust%s", g->rh_read ? "" : " (none yet: the pod is not Ready)");
+    else
+        g->rh_read = true;
     xfree(h1);
     xfree(h2);
     xfree(h3);

@@ -196,7 +196,7 @@ static bool probe_request(struct daemon *d, struct httpd_request *req)
         int n = snprintf(body, sizeof(body), "%s (caches %s, %s%s)\n", ok ? "ok" : "not ready",
                          d->ctl && controller_synced(d->ctl) ? "synced" : "syncing",
                          d->ctl && controller_leading(d->ctl) ? "leader" : "follower",
-                         trust ? "" : ", front-proxy trust not read yet");
+                         trust ? "" : ", no front-proxy trust yet");
         httpd_respond(req, ok ? 200 : 503, text_plain, 1, body, (size_t)n);
         return true;
     }

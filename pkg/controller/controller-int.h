@@ -263,7 +263,7 @@ struct ctl_wl {
     int64_t last_event_ms[POLICY_REASON_COUNT + 1];
     uint64_t invalid_told;        /**< hash of the last InvalidAnnotation Event's message */
     uint64_t bounds_told;         /**< the last "only the replica bounds" change told
-                                       (from << 32 | to), 0 before one */
+                                       (from << 32 | to), 0 when a hold was told since */
     char *status_written;         /**< last status annotation (without time) */
     int64_t status_written_ms;
     int32_t status_desired;       /**< its desired replicas */
@@ -622,8 +622,9 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
                const char *message);
 /** The same, but sent within its reason's interval too (still within the
  *  budget): for a message that reports a change the last one of its reason
- *  did not, such as the replica bounds acting while metrics are missing. */
-void ctl_event_now(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
+ *  did not, such as the replica bounds acting while metrics are missing.
+ *  Returns whether it was sent (false: over the budget, or not encodable). */
+bool ctl_event_now(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
                    const char *message);
 void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double rate);
 void ctl_record_close(struct ctl_wl *w);

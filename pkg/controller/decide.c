@@ -396,12 +396,14 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
             snprintf(msg, sizeof(msg), "%s; not sizing, only the replica bounds: %d -> %d",
                      r->why, d->spec_replicas, dec->desired);
             uint64_t change = (uint64_t)(uint32_t)d->spec_replicas << 32 | (uint32_t)dec->desired;
-            if (change != w->bounds_told)
-                ctl_event_now(c, w, "Warning", "MetricsUnavailable", msg);
-            else
+            if (change != w->bounds_told) {
+                if (ctl_event_now(c, w, "Warning", "MetricsUnavailable", msg))
+                    w->bounds_told = change; /* else: asked again next tick */
+            } else {
                 ctl_event(c, w, "Warning", "MetricsUnavailable", msg);
-            w->bounds_told = change;
+            }
         } else {
+            w->bounds_told = 0; /* the same change later is news again */
             snprintf(msg, sizeof(msg), "holding %d replicas: %s", dec->desired, r->why);
             ctl_event(c, w, "Warning", "MetricsUnavailable", msg);
         }

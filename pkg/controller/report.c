@@ -93,7 +93,8 @@ static void simple_fail(struct simple_req *r, int rc)
     simple_free(r);
 }
 
-static void event_send(struct controller *c, struct ctl_wl *w, const char *type,
+/* Returns whether the Event was sent (its create started, or a dry run). */
+static bool event_send(struct controller *c, struct ctl_wl *w, const char *type,
                        const char *reason, const char *message, bool now_too)
 {
     int64_t now = util_now_unix_ms();
@@ -115,13 +116,13 @@ static void event_send(struct controller *c, struct ctl_wl *w, const char *type,
     }
     if (!action && !news && w->last_event_ms[slot] && now - w->last_event_ms[slot] < min) {
         c->events_suppressed++;
-        return;
+        return false;
     }
     if (!action && slot != INVALID_SLOT && !budget(c))
-        return;
+        return false;
     w->last_event_ms[slot] = now;
     if (c->dry_run)
-        return;
+        return true;
     char ts[40], name[300];
     util_format_rfc3339(now, ts, sizeof(ts));
     /* messages quote outside input (annotation values, cut to a length):
@@ -146,13 +147,14 @@ static void event_send(struct controller *c, struct ctl_wl *w, const char *type,
         "reportingInstance", c->identity);
     xfree(msg);
     if (!ev)
-        return;
+        return false;
     c->events_sent++;
     struct simple_req *r = simple_new(c, w, "creating an Event");
     int rc = kube_event_create(c->kube, w->ns, ev, simple_done, r);
     json_decref(ev);
     if (rc != 0)
         simple_fail(r, rc);
+    return rc == 0;
 }
 
 void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
@@ -161,10 +163,10 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
     event_send(c, w, type, reason, message, false);
 }
 
-void ctl_event_now(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
+bool ctl_event_now(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
                    const char *message)
 {
-    event_send(c, w, type, reason, message, true);
+    return event_send(c, w, type, reason, message, true);
 }
 
 /* ---- recording ------------------------------------------------------------- */

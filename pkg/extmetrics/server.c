@@ -634,10 +634,10 @@ static char *bearer_token(const char *auth)
 {
     if (!auth)
         return NULL;
-    while (*auth == ' ' || *auth == '\t')
+    while (*auth && strchr(" \t\v\f\r\n", *auth)) /* Go's TrimSpace, in ASCII */
         auth++;
     size_t n = strlen(auth);
-    while (n && (auth[n - 1] == ' ' || auth[n - 1] == '\t'))
+    while (n && strchr(" \t\v\f\r\n", auth[n - 1]))
         n--;
     if (n < 7 || strncasecmp(auth, "Bearer ", 7) != 0)
         return NULL;
