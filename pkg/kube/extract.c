@@ -218,6 +218,26 @@ static int cmp_label(const void *a, const void *b)
 }
 
 /* Copy the string entries of obj whose key passes keep(); interned when pool. */
+/* A string's whole value (the API server's JSON may hold a NUL byte, read
+ * with KUBE_JSON_FLAGS): each NUL as U+FFFD, so that an annotation value
+ * with one is refused as the value it is rather than read up to the NUL
+ * ("3\u0000x" is no "3"). NULL when it has none: use json_string_value. */
+static char *string_whole(const json_t *v)
+{
+    size_t n = json_string_length(v);
+    const char *p = json_string_value(v);
+    if (strlen(p) == n)
+        return NULL;
+    struct util_buf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (p[i])
+            util_buf_append(&b, p + i, 1);
+        else
+            util_buf_puts(&b, "\xef\xbf\xbd");
+    }
+    return util_buf_steal(&b);
+}
+
 static void labels_from(const json_t *obj, bool (*keep)(const char *), struct kintern *pool,
                         struct kube_labels *out)
 {
@@ -230,10 +250,12 @@ static void labels_from(const json_t *obj, bool (*keep)(const char *), struct ki
     json_object_foreach((json_t *)obj, k, v) {
         if (!json_is_string(v) || (keep && !keep(k)))
             continue;
-        const char *val = json_string_value(v);
+        char *whole = string_whole(v);
+        const char *val = whole ? whole : json_string_value(v);
         struct kube_label *l = &out->items[out->n++];
         l->key = pool ? kintern_get(pool, k) : xstrdup(k);
         l->value = pool ? kintern_get(pool, val) : xstrdup(val);
+        xfree(whole);
     }
     if (out->n == 0) {
         xfree(out->items);

@@ -176,7 +176,7 @@ static void add_query(struct util_buf *b, const char *key, const char *val)
 
 static const char *resp_message(const struct httpc_resp *resp, char *buf, size_t len)
 {
-    json_t *j = json_loadb(resp->body, resp->body_len, 0, NULL);
+    json_t *j = json_loadb(resp->body, resp->body_len, KUBE_JSON_FLAGS, NULL);
     const char *reason, *msg;
     long code;
     kube_status_fields(j, &reason, &msg, &code);
@@ -264,7 +264,7 @@ static void on_list_done(int err, const struct httpc_resp *resp, void *arg)
         return;
     }
     json_error_t jerr;
-    j = json_loadb(resp->body, resp->body_len, 0, &jerr);
+    j = json_loadb(resp->body, resp->body_len, KUBE_JSON_FLAGS, &jerr);
     json_t *items = json_object_get(j, "items");
     json_t *meta = json_object_get(j, "metadata");
     const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));

@@ -95,6 +95,10 @@ static void json_respond(struct testsrv_conn *c, int status, const char *body)
 #define POD(name, rv) \
     "{\"metadata\":{\"namespace\":\"ml\",\"name\":\"" name "\",\"resourceVersion\":\"" rv "\"}}"
 #define EV(type, obj) "{\"type\":\"" type "\",\"object\":" obj "}\n"
+/* a pod with a NUL byte in an annotation, as Go's encoder writes it */
+#define POD_NUL(name, rv)                                                                     \
+    "{\"metadata\":{\"namespace\":\"ml\",\"name\":\"" name "\",\"resourceVersion\":\"" rv \
+    "\",\"annotations\":{\"x\":\"a\\u0000b\"}}}"
 
 /* ---- reflector script --------------------------------------------------- */
 
@@ -114,13 +118,13 @@ static void h_script(struct testsrv_conn *c, const struct testsrv_req *req, void
                              "]}");
         break;
     case 1: /* second page */
-        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"100\"},\"items\":[" POD("p3", "3")
-                             "]}");
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"100\"},\"items\":["
+                             POD_NUL("p3", "3") "]}");
         break;
     case 2: /* watch: events split oddly across chunks, a bookmark, then the server's timeout */
         testsrv_stream_begin(c, 200, "application/json");
         {
-            const char *s = EV("ADDED", POD("p4", "101")) EV("MODIFIED", POD("p1", "102"))
+            const char *s = EV("ADDED", POD_NUL("p4", "101")) EV("MODIFIED", POD("p1", "102"))
                 EV("BOOKMARK", "{\"kind\":\"Pod\",\"metadata\":{\"resourceVersion\":\"150\"}}");
             size_t len = strlen(s);
             testsrv_stream_chunk(c, s, 7);

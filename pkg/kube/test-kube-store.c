@@ -106,6 +106,15 @@ static void test_extract_deployment(void **state)
     d = kube_store_deployment(s, "ml", "llama");
     assert_int_equal(d->labels.n, 4);
     assert_string_equal(kube_labels_get(&d->labels, "team"), "ml-infra");
+    /* An annotation value with a NUL byte (\u0000 in the API server's JSON)
+     * is kept whole, the NUL as U+FFFD: not read as the value before it. */
+    json_t *nul = deployment("ml", "llama", "13", true, "llama");
+    json_object_set_new(json_object_get(json_object_get(nul, "metadata"), "annotations"),
+                        "gpuscaler.io/min-replicas", json_stringn("3\0x", 3));
+    assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_MODIFIED, nul), 1);
+    d = kube_store_deployment(s, "ml", "llama");
+    assert_string_equal(kube_labels_get(&d->annotations, "gpuscaler.io/min-replicas"),
+                        "3\xef\xbf\xbdx");
     /* Missing name: rejected, nothing changes. */
     assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED,
                            json_pack("{s:{s:s}}", "metadata", "namespace", "ml")),

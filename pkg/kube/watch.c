@@ -82,7 +82,7 @@ static int decode_line(struct kube_watch_decoder *d, const char *p, size_t n,
     if (blank(p, n))
         return 0;
     json_error_t jerr;
-    json_t *ev = json_loadb(p, n, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *ev = json_loadb(p, n, JSON_REJECT_DUPLICATES | KUBE_JSON_FLAGS, &jerr);
     if (!ev)
         return fail(d, -EBADMSG, "watch event is not JSON: %s at byte %d", jerr.text,
                     jerr.position);

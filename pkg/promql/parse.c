@@ -185,7 +185,8 @@ static int open_answer(const char *body, size_t len, json_t **root, const json_t
         err[0] = '\0';
     *data = NULL;
     json_error_t je;
-    *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    /* Go's encoder writes a NUL byte in a label value as \u0000 */
+    *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!*root)
         return fail(err, errlen, -EBADMSG, "not JSON (line %d column %d: %.80s)", je.line,
                     je.column, je.text);
