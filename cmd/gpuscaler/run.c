@@ -587,6 +587,14 @@ int cmd_run(int argc, char **argv)
         idbuf[sizeof(idbuf) - 1] = '\0';
         d.opts.identity = idbuf;
     }
+    /* a Lease's holderIdentity is compared whole, and kept in 127 bytes */
+    if (strlen(d.opts.identity) > 127) {
+        fprintf(stderr, "gpuscaler run: the identity \"%.40s...\" is %zu bytes, over 127: "
+                        "set a shorter one with --id\n", d.opts.identity,
+                strlen(d.opts.identity));
+        ctl_config_free(&d.cfg);
+        return 2;
+    }
 
     struct kube_config kc;
     struct kube_config_error kerr;

@@ -298,10 +298,15 @@ static void restore(struct ctl_wl *w, json_t *body, const char *cm)
     char *raw = NULL;
     size_t rawlen = 0;
     if (cs && kube_base64_decode(cs, strlen(cs), &raw, &rawlen) == 0) {
-        if (capacity_decode(&w->cap, (const uint8_t *)raw, rawlen, err, sizeof(err)) == 0)
+        /* decoded aside: a state refused leaves what the estimator learned */
+        struct capacity *cap = xmalloc(sizeof(*cap));
+        if (capacity_decode(cap, (const uint8_t *)raw, rawlen, err, sizeof(err)) == 0) {
+            w->cap = *cap;
             LOGW_INFO(SUB, w->ns, w->name, "restored the capacity estimator from %s", cm);
-        else
+        } else {
             LOGW_WARN(SUB, w->ns, w->name, "ignoring the capacity state in %s: %s", cm, err);
+        }
+        xfree(cap);
     }
     xfree(raw);
     raw = NULL;
@@ -549,8 +554,10 @@ static void save_one(struct controller *c, size_t idx)
     size_t n = 0, bytes = 0;
     for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
         for (struct ctl_wl *w = c->table[b]; w; w = w->next)
+            /* only what this replica still decides for: a shard lapsed since
+             * the last tick (its Deployments not yet swept) is its new owner's */
             if (ctl_checkpoint_index(w->ns, w->name, c->nckpt) == idx &&
-                add_entries(bin, text, w, &bytes))
+                ctl_acting_for(c, w->ns, w->name) && add_entries(bin, text, w, &bytes))
                 n++;
     if (n == 0 && k->ndrop == 0) {
         json_decref(bin);

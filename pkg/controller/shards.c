@@ -38,7 +38,7 @@
 #include "shard/shard.h"
 
 #define SUB "shard"
-#define MEMBER_INFIX "-member-"
+#define MEMBER_INFIX SHARD_MEMBER_INFIX
 #define SELF (-1)
 /** A member Lease unchanged for this many lease durations belongs to a
  *  replica that is gone (a live one renews every retry period): deleted. */
@@ -90,38 +90,6 @@ struct ctl_shard_members {
     uint64_t acquired, released, lost;
     int64_t delete_after_ms;   /**< no member Lease deletes before (a failure backs off) */
 };
-
-/* A member Lease name from any identity: DNS-1123 characters kept
- * (lowercased), others '-', at most 63, plus a hash when anything changed so
- * that two identities never share a name. */
-static void member_lease_name(const char *prefix, const char *id, char *out, size_t len)
-{
-    char s[64];
-    size_t n = 0;
-    bool changed = false;
-    for (const char *p = id; *p && n < 40; p++) {
-        char ch = *p;
-        if (ch >= 'A' && ch <= 'Z') {
-            ch = (char)(ch - 'A' + 'a');
-            changed = true;
-        }
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-';
-        if (!ok) {
-            ch = '-';
-            changed = true;
-        }
-        s[n++] = ch;
-    }
-    changed = changed || strlen(id) > 40;
-    while (n && s[n - 1] == '-')
-        n--;
-    s[n] = '\0';
-    if (changed || n == 0)
-        snprintf(out, len, "%s%s%s%s%08llx", prefix, MEMBER_INFIX, s, n ? "-" : "",
-                 (unsigned long long)(shard_hash("", id) & 0xffffffffULL));
-    else
-        snprintf(out, len, "%s%s%s", prefix, MEMBER_INFIX, s);
-}
 
 static void io_begin(struct controller *c)
 {
@@ -562,7 +530,7 @@ void ctl_shards_start(struct controller *c)
     }
     ctl_leader_init(&ms->self, c->identity, cfg->leader.lease_duration_ms,
                     cfg->leader.renew_deadline_ms, cfg->leader.retry_period_ms);
-    member_lease_name(cfg->sharding.lease_prefix, c->identity, ms->self_name,
+    shard_member_lease_name(cfg->sharding.lease_prefix, c->identity, ms->self_name,
                       sizeof(ms->self_name));
     LOG_INFO(SUB, "sharding on: %u shards, leases %s/%s-<shard>, member lease %s", c->nshards,
              cfg->leader.namespace_, cfg->sharding.lease_prefix, ms->self_name);

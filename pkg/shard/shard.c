@@ -138,3 +138,34 @@ const char *shard_action_name(enum shard_action a)
     }
     return "unknown";
 }
+
+void shard_member_lease_name(const char *prefix, const char *id, char *out, size_t len)
+{
+    char s[64];
+    size_t n = 0;
+    bool changed = false;
+    for (const char *p = id; *p && n < 40; p++) {
+        char ch = *p;
+        if (ch >= 'A' && ch <= 'Z') {
+            ch = (char)(ch - 'A' + 'a');
+            changed = true;
+        }
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-';
+        if (!ok) {
+            ch = '-';
+            changed = true;
+        }
+        s[n++] = ch;
+    }
+    changed = changed || strlen(id) > 40;
+    while (n && s[n - 1] == '-') {
+        n--;
+        changed = true; /* "abc-" is not "abc" */
+    }
+    s[n] = '\0';
+    if (changed || n == 0)
+        snprintf(out, len, "%s%s%s%s%08llx", prefix, SHARD_MEMBER_INFIX, s, n ? "-" : "",
+                 (unsigned long long)(shard_hash("", id) & 0xffffffffULL));
+    else
+        snprintf(out, len, "%s%s%s", prefix, SHARD_MEMBER_INFIX, s);
+}

@@ -31,6 +31,17 @@
  */
 uint64_t shard_hash(const char *ns, const char *name);
 
+/** What a member Lease's name has between the prefix and the identity. */
+#define SHARD_MEMBER_INFIX "-member-"
+
+/**
+ * A member Lease's name for identity id: prefix, SHARD_MEMBER_INFIX, then the
+ * identity's DNS-1123 characters (lowercased; others '-'; at most 40; no
+ * trailing '-'), and a hash of the whole identity when any of that changed
+ * it, so that two identities never share a name. out: at least 128 bytes.
+ */
+void shard_member_lease_name(const char *prefix, const char *id, char *out, size_t len);
+
 /** The shard of Deployment ns/name: shard_hash(ns, name) % nshards; 0 when nshards is 0. */
 uint32_t shard_of(const char *ns, const char *name, uint32_t nshards);
 

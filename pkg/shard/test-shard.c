@@ -31,6 +31,30 @@ static void test_hash_is_fnv1a64_of_ns_slash_name(void **st)
     assert_true(shard_hash("a", "bc") != shard_hash("ab", "c"));
 }
 
+/* Member Lease names: an identity that is already a DNS-1123 label keeps
+ * its name; any change (case, a character, its length, a trailing '-')
+ * adds the whole identity's hash, so two identities never share a name. */
+static void test_member_lease_names(void **st)
+{
+    (void)st;
+    char a[128], b[128];
+    shard_member_lease_name("gs", "gpuscaler-7d9f-abcde", a, sizeof(a));
+    assert_string_equal(a, "gs-member-gpuscaler-7d9f-abcde");
+    shard_member_lease_name("gs", "abc", a, sizeof(a));
+    shard_member_lease_name("gs", "abc-", b, sizeof(b));
+    assert_string_equal(a, "gs-member-abc");
+    assert_string_not_equal(a, b);
+    assert_int_equal(strncmp(b, "gs-member-abc-", 14), 0);
+    assert_int_equal(strlen(b), 14 + 8);
+    shard_member_lease_name("gs", "ABC", b, sizeof(b));
+    assert_string_not_equal(a, b);
+    shard_member_lease_name("gs", "a.b", a, sizeof(a));
+    shard_member_lease_name("gs", "a_b", b, sizeof(b));
+    assert_string_not_equal(a, b);
+    shard_member_lease_name("gs", "-", a, sizeof(a));
+    assert_int_equal(strlen(a), strlen("gs-member-") + 8);
+}
+
 static void test_hash_spreads_evenly(void **st)
 {
     (void)st;
@@ -233,6 +257,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hash_is_fnv1a64_of_ns_slash_name),
         cmocka_unit_test(test_hash_spreads_evenly),
+        cmocka_unit_test(test_member_lease_names),
         cmocka_unit_test(test_target_splits_by_identity_order),
         cmocka_unit_test(test_plan_table),
         cmocka_unit_test(test_plan_rejects_bad_views),
