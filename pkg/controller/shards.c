@@ -89,6 +89,8 @@ struct ctl_shard_members {
     size_t live;               /**< live members at the last round */
     uint64_t acquired, released, lost;
     int64_t delete_after_ms;   /**< no member Lease deletes before (a failure backs off) */
+    size_t full;               /**< member Leases without a slot in this list */
+    int64_t full_told_ms;      /**< UNIX ms that was last logged */
 };
 
 static void io_begin(struct controller *c)
@@ -328,16 +330,29 @@ static void delete_gone_members(struct controller *c, const char *const *live, s
     }
 }
 
-static struct member *member_slot(struct controller *c, const char *name)
+/* The slot of member Lease name (held: its holder is not ""). A full table
+ * gives a held Lease the slot of a released one not listed yet this round
+ * (its deletion timer starts again), so that Leases left behind where they
+ * cannot be deleted never hide a live replica; NULL when none is free. */
+static struct member *member_slot(struct controller *c, const char *name, bool held)
 {
     struct ctl_shard_members *ms = c->members;
     const struct ctl_config *cfg = c->cfg;
     for (size_t i = 0; i < ms->n; i++)
         if (strcmp(ms->m[i].name, name) == 0)
             return &ms->m[i];
-    if (ms->n >= SHARD_MAX_MEMBERS)
-        return NULL;
-    struct member *m = &ms->m[ms->n++];
+    struct member *m = NULL;
+    if (ms->n < SHARD_MAX_MEMBERS) {
+        m = &ms->m[ms->n++];
+    } else {
+        for (size_t i = 0; held && !m && i < ms->n; i++)
+            if (!ms->m[i].seen && !ms->m[i].cur.holder[0])
+                m = &ms->m[i];
+        if (!m) {
+            ms->full++;
+            return NULL;
+        }
+    }
     memset(m, 0, sizeof(*m));
     snprintf(m->name, sizeof(m->name), "%s", name);
     ctl_leader_init(&m->obs, c->identity, cfg->leader.lease_duration_ms,
@@ -392,9 +407,11 @@ static void listed(const struct kube_result *res, void *arg)
         if (strcmp(name, ms->self_name) == 0) {
             ctl_lease_from_json(it, &own);
         } else if (strncmp(name, mprefix, mpl) == 0) {
-            struct member *m = member_slot(c, name);
+            struct ctl_lease rec;
+            ctl_lease_from_json(it, &rec);
+            struct member *m = member_slot(c, name, rec.holder[0] != '\0');
             if (m) {
-                ctl_lease_from_json(it, &m->cur);
+                m->cur = rec;
                 m->seen = true;
             }
         } else {
@@ -403,6 +420,14 @@ static void listed(const struct kube_result *res, void *arg)
                 ctl_lease_from_json(it, &c->shards[s].cur);
         }
     }
+    if (ms->full && unix_now - ms->full_told_ms >= 60 * 1000) {
+        ms->full_told_ms = unix_now;
+        LOG_WARN(SUB, "%zu member Leases (%s*) not followed: over %d; a replica among them is "
+                      "not seen. Delete the stale ones (their holders are gone), and let "
+                      "gpuscaler delete them (RBAC: delete on leases)", ms->full, mprefix,
+                 SHARD_MAX_MEMBERS);
+    }
+    ms->full = 0;
     /* forget deleted member Leases; the live ones are the unexpired holders */
     size_t k = 0;
     for (size_t i = 0; i < ms->n; i++)
