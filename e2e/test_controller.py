@@ -2330,6 +2330,45 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             g.stop()
             self.c.delete("deployments", "badspell", self.ns)
 
+    def test_49_sharded_replicas_yield_to_a_single_leader(self):
+        """A rollout that turns sharding on or off runs old and new replicas side by side.
+        A sharded replica takes no shard while a replica with sharding off holds the single
+        leader's Lease (both would act on every Deployment: two writers for minutes before),
+        takes them once it is released; and hands them all back at once when a single leader
+        appears again (sharding turned off)."""
+        lease = "leader-election: {enabled: true, namespace: %s, lease-name: e2e-mix,\n" \
+                "                  lease-duration: 4s, renew-deadline: 3s, retry-period: 500ms}\n" \
+                % self.ns
+        single_cfg = "decision-interval: 1s\n" + lease
+        sharded_cfg = single_cfg + "sharding: {enabled: true, shards: 2, lease-prefix: e2e-mix-s}\n"
+
+        def holders():
+            return [(self.c.get_or_none("leases", "e2e-mix-s-%d" % s, self.ns) or {}).get(
+                "spec", {}).get("holderIdentity", "") for s in range(2)]
+
+        a = self.start(single_cfg, ident="inst-mix-a")
+        b = c = None
+        try:
+            wait_for(lambda: "became leader" in a.text(), 20, what="the single leader")
+            b = self.start(sharded_cfg, ident="inst-mix-b")
+            wait_for(lambda: "holding no shard until it is released" in b.text(), 20,
+                     what="the sharded replica waiting")
+            time.sleep(3)  # rounds of 0.5 s, past its member Lease's two rounds
+            self.assertEqual(holders(), ["", ""], b.text()[-2000:])
+            self.assertEqual(b.metric("gpuscaler_shards_held"), 0)
+            self.assertEqual(a.stop(timeout=15), 0)  # released: the sharded one takes both
+            wait_for(lambda: holders() == ["inst-mix-b"] * 2, 15, what="both shards taken")
+            # sharding turned off again: a new single leader; the shards are handed back
+            c = self.start(single_cfg, ident="inst-mix-c")
+            wait_for(lambda: "became leader" in c.text(), 20, what="the new single leader")
+            wait_for(lambda: holders() == ["", ""], 10, what="both shards handed back")
+            self.assertIn("handed over to the single leader inst-mix-c", b.text())
+            self.assertEqual(b.metric("gpuscaler_shards_held"), 0)
+        finally:
+            for g in (a, b, c):
+                if g:
+                    g.stop()
+
 if __name__ == "__main__":
     argv = sys.argv
     if PART and len(sys.argv) == 1:

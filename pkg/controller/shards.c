@@ -91,6 +91,11 @@ struct ctl_shard_members {
     int64_t delete_after_ms;   /**< no member Lease deletes before (a failure backs off) */
     size_t full;               /**< member Leases without a slot in this list */
     int64_t full_told_ms;      /**< UNIX ms that was last logged */
+    /** The single leader's Lease (leader-election.lease-name), watched: a
+     *  replica with sharding off holds it, and while it does no shard is held
+     *  (during a rollout that turns sharding on or off both would act) */
+    struct ctl_leader single;
+    int64_t single_told_ms;    /**< UNIX ms the wait for it was last logged */
 };
 
 static void io_begin(struct controller *c)
@@ -391,8 +396,9 @@ static void listed(const struct kube_result *res, void *arg)
     char mprefix[256];
     snprintf(mprefix, sizeof(mprefix), "%s%s", prefix, MEMBER_INFIX);
     size_t mpl = strlen(mprefix);
-    struct ctl_lease own;
+    struct ctl_lease own, single;
     memset(&own, 0, sizeof(own));
+    memset(&single, 0, sizeof(single));
     for (size_t i = 0; i < ms->n; i++)
         ms->m[i].seen = false;
     for (uint32_t s = 0; s < c->nshards; s++)
@@ -406,6 +412,8 @@ static void listed(const struct kube_result *res, void *arg)
             continue;
         if (strcmp(name, ms->self_name) == 0) {
             ctl_lease_from_json(it, &own);
+        } else if (strcmp(name, c->cfg->leader.lease_name) == 0) {
+            ctl_lease_from_json(it, &single);
         } else if (strncmp(name, mprefix, mpl) == 0) {
             struct ctl_lease rec;
             ctl_lease_from_json(it, &rec);
@@ -454,6 +462,19 @@ static void listed(const struct kube_result *res, void *arg)
      * the others could see it for a round, so replicas started together do
      * not each grab every shard first. */
     bool may_acquire = member && ms->member_rounds >= 2;
+    /* the single leader acts for every Deployment: yield to it (take
+     * nothing, hand back what is held at once, its checkpoints unsaved:
+     * it acts already) until it released or expired */
+    const char *solo = ctl_leader_observe(&ms->single, &single, now);
+    if (solo && strcmp(solo, c->identity) == 0)
+        solo = NULL; /* this identity's own, from before sharding was on: not another */
+    if (solo && unix_now - ms->single_told_ms >= 60 * 1000) {
+        ms->single_told_ms = unix_now;
+        LOG_WARN(SUB, "the single leader's lease %s/%s is held by %.120s (a replica with "
+                      "sharding off, such as an older one in a rollout): holding no shard "
+                      "until it is released or expires", c->cfg->leader.namespace_,
+                 c->cfg->leader.lease_name, solo);
+    }
     for (uint32_t s = 0; s < c->nshards; s++) {
         /* a Lease whose write is in flight, or answered after the list was
          * sent, is listed as it was before: its own record stands (observed
@@ -468,6 +489,9 @@ static void listed(const struct kube_result *res, void *arg)
         io_end(c);
         return;
     }
+    for (uint32_t s = 0; s < c->nshards && solo; s++)
+        if (ms->act[s] == SHARD_KEEP || ms->act[s] == SHARD_ACQUIRE)
+            ms->act[s] = ms->act[s] == SHARD_KEEP ? SHARD_RELEASE : SHARD_IDLE;
     for (uint32_t s = 0; s < c->nshards; s++) {
         struct ctl_shard *sh = &c->shards[s];
         const char *h = ms->holders[s];
@@ -486,16 +510,20 @@ static void listed(const struct kube_result *res, void *arg)
                 break; /* its write in flight: next round, the flush where it was */
             /* save its Deployments' checkpoints first, so that the new owner reads the
              * current state; hold on (renewing) until they are written, a few rounds at most */
-            if (ctl_checkpoint_flush_shard(c, s, sh->flush_rounds == 0) > 0 &&
+            if (!solo && ctl_checkpoint_flush_shard(c, s, sh->flush_rounds == 0) > 0 &&
                 sh->flush_rounds < HANDOVER_FLUSH_ROUNDS) {
                 sh->flush_rounds++;
                 step(c, (int)s, &sh->cur, now, unix_now);
                 break;
             }
             sh->flush_rounds = 0;
-            char why[160];
-            snprintf(why, sizeof(why),
-                     "handed over: %zu live members, this one holds more than its share", nlive);
+            char why[200];
+            if (solo)
+                snprintf(why, sizeof(why), "handed over to the single leader %.120s", solo);
+            else
+                snprintf(why, sizeof(why),
+                         "handed over: %zu live members, this one holds more than its share",
+                         nlive);
             release_shard(c, s, unix_now, why);
             break;
         }
@@ -554,6 +582,8 @@ void ctl_shards_start(struct controller *c)
                  cfg->sharding.lease_prefix, s);
     }
     ctl_leader_init(&ms->self, c->identity, cfg->leader.lease_duration_ms,
+                    cfg->leader.renew_deadline_ms, cfg->leader.retry_period_ms);
+    ctl_leader_init(&ms->single, c->identity, cfg->leader.lease_duration_ms,
                     cfg->leader.renew_deadline_ms, cfg->leader.retry_period_ms);
     shard_member_lease_name(cfg->sharding.lease_prefix, c->identity, ms->self_name,
                       sizeof(ms->self_name));
