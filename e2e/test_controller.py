@@ -2369,6 +2369,46 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
                 if g:
                     g.stop()
 
+    @unittest.skipIf(REAL, "the throttling and the hanging Leases are fault rules of the fake")
+    def test_50_throttled_writes_end_with_the_term(self):
+        """A write the API server throttles (429, Retry-After 2 s) is sent again only within
+        the term that allowed it: once the Lease cannot be renewed (its requests hang), no
+        status or /scale patch of gpuscaler's reaches the API server after the renew deadline
+        (each was sent again up to 10 times, 20 s, before: over a new leader's writes)."""
+        cfg = """decision-interval: 1s
+leader-election: {enabled: true, namespace: %s, lease-name: e2e-term,
+                  lease-duration: 4s, renew-deadline: 3s, retry-period: 500ms}
+scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
+""" % self.ns
+        self.make("term", 2, subnet=63)
+        self.metrics.set_rate("term", 10)
+        g = self.start(cfg, ident="inst-term")
+        try:
+            wait_for(lambda: "became leader" in g.text() and self.status("term"), 20,
+                     what="leading, and a status written")
+            self.fk.fault({"action": "error", "status": 429, "retryAfter": 2,
+                           "resource": "deployments", "verb": "patch", "count": None})
+            self.addCleanup(self.fk.clear_faults)
+            self.metrics.set_rate("term", 45)  # a new decision: status and /scale writes
+            wait_for(lambda: any(r.get("resource") == "deployments" and r.get("verb") == "patch"
+                                 and r.get("status") == 429 and
+                                 r["userAgent"].split("/")[0] == "gpuscaler"
+                                 for r in self.fk.requests()[0]),
+                     15, what="a throttled write of gpuscaler's")
+            self.fk.fault({"action": "latency", "ms": 8000, "resource": "leases",
+                           "count": None})
+            wait_for(lambda: "stopped leading" in g.text(), 10, what="the term's end")
+            t_end = time.time()
+            time.sleep(6)  # three more Retry-After waits
+            late = [r for r in self.fk.requests()[0]
+                    if r.get("resource") == "deployments" and r.get("verb") == "patch"
+                    and r["userAgent"].split("/")[0] == "gpuscaler" and r["time"] > t_end + 0.5]
+            self.assertEqual(late, [], g.text()[-2000:])
+        finally:
+            g.stop()
+            self.fk.clear_faults()
+            self.c.delete("deployments", "term", self.ns)
+
 if __name__ == "__main__":
     argv = sys.argv
     if PART and len(sys.argv) == 1:

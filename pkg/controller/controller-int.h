@@ -613,6 +613,11 @@ void ctl_shards_handovers(const struct controller *c, uint64_t out[3]);
  * leader's). Every write path checks this right before writing.
  */
 bool ctl_acting_for(const struct controller *c, const char *ns, const char *name);
+/** The deadline of a write ctl_acting_for() fences: how long the term that
+ *  allows it lasts without another renewal (at least 1 ms; 1 when not
+ *  acting), so that a write sent again after a 429 never lands after the
+ *  term; 0 (no deadline) without leader election. */
+int64_t ctl_acting_left_ms(const struct controller *c, const char *ns, const char *name);
 
 /* report.c */
 /** An Event about w. Actions and new invalid annotations are sent at once;

@@ -158,7 +158,11 @@ static void scale_read(const struct kube_result *res, void *arg)
     char path[600];
     snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/deployments/%s/scale", r->ns,
              r->name);
-    int rc = kube_patch_merge(c->kube, path, patch, scale_patched, r);
+    /* within the term that allows it (a resend after a 429 included) */
+    int rc = patch ? kube_request_within(c->kube, ctl_acting_left_ms(c, r->ns, r->name), "PATCH",
+                                         path, "application/merge-patch+json", patch,
+                                         scale_patched, r)
+                   : -EINVAL;
     json_decref(patch);
     if (rc != 0) {
         c->scale_errors++;

@@ -690,6 +690,18 @@ bool ctl_acting_for(const struct controller *c, const char *ns, const char *name
     return ctl_leader_is_leading(&c->shards[s].leader, (int64_t)uv_now(c->loop));
 }
 
+int64_t ctl_acting_left_ms(const struct controller *c, const char *ns, const char *name)
+{
+    if (!c->leader_elect)
+        return 0; /* no election: no term, no deadline */
+    if (!ctl_acting_for(c, ns, name))
+        return 1; /* a write nothing allows: no time for it */
+    const struct ctl_leader *l =
+        c->shards ? &c->shards[shard_of(ns, name, c->nshards)].leader : &c->leader;
+    int64_t left = l->last_renew_ok_ms + l->renew_deadline_ms - (int64_t)uv_now(c->loop);
+    return left > 0 ? left : 1;
+}
+
 bool ctl_shards_owner_live(const struct controller *c, const char *ns, const char *name)
 {
     if (!c->shards)

@@ -215,7 +215,10 @@ static void patch_status(struct controller *c, struct ctl_wl *w, const char *jso
     r->invalid = invalid;
     c->report_inflight++;
     ctl_io_begin(c);
+    /* within the term that allows it: a resend after a 429 must not land over
+     * a new owner's status */
     int rc = kube_deployment_patch_annotations(c->kube, w->ns, w->name, w->uid, ann,
+                                               ctl_acting_left_ms(c, w->ns, w->name),
                                                status_done, r);
     json_decref(ann);
     if (rc != 0) {

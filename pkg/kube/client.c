@@ -889,16 +889,20 @@ int kube_scale_patch(struct kube *k, const char *ns, const char *name, int32_t r
 
 int kube_deployment_patch_annotations(struct kube *k, const char *ns, const char *name,
                                       const char *uid, const json_t *annotations,
-                                      kube_result_cb cb, void *arg)
+                                      int64_t within_ms, kube_result_cb cb, void *arg)
 {
-    if (!json_is_object(annotations))
+    char *path = ns_path(APPS, ns, "deployments", name, NULL);
+    if (!json_is_object(annotations) || !path) {
+        xfree(path);
         return -EINVAL;
+    }
     json_t *p = json_pack("{s:{s:O}}", "metadata", "annotations", (json_t *)annotations);
     if (uid && *uid) /* another uid is refused: 422, metadata.uid is immutable */
         json_object_set_new(json_object_get(p, "metadata"), "uid", json_string(uid));
-    int rc = with_path(ns_path(APPS, ns, "deployments", name, NULL), kube_patch_merge, k, p, cb,
-                       arg);
+    int rc = kube_request_within(k, within_ms, "PATCH", path, "application/merge-patch+json", p,
+                                 cb, arg);
     json_decref(p);
+    xfree(path);
     return rc;
 }
 

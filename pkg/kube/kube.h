@@ -288,13 +288,14 @@ int kube_scale_get(struct kube *k, const char *ns, const char *name, kube_result
 /** PATCH .../scale with {"spec":{"replicas":replicas}} as a merge patch. */
 int kube_scale_patch(struct kube *k, const char *ns, const char *name, int32_t replicas,
                      kube_result_cb cb, void *arg);
-/** Merge-patch metadata.annotations of a Deployment (a null value removes a key).
+/** Merge-patch metadata.annotations of a Deployment (a null value removes a key),
+ *  ending within within_ms as kube_request_within() (0: no deadline).
  *  With uid (NULL or "": none) the patch carries it as metadata.uid: the API
  *  server refuses it (422, field is immutable) on a Deployment of that name
  *  made since, instead of writing to it. */
 int kube_deployment_patch_annotations(struct kube *k, const char *ns, const char *name,
                                       const char *uid, const json_t *annotations,
-                                      kube_result_cb cb, void *arg);
+                                      int64_t within_ms, kube_result_cb cb, void *arg);
 /** coordination.k8s.io/v1 Leases. Update sends lease as is (its resourceVersion guards it).
  *  Each ends within within_ms, retries after a 429 included (0 = the client's timeout):
  *  a lease request answered after its renew deadline is of no use, as client-go's

@@ -733,7 +733,7 @@ static void test_helpers(void **state)
 
     json_t *ann = json_pack("{s:s,s:n}", "gpuscaler.io/last", "x", "gpuscaler.io/old");
     assert_int_equal(
-        kube_deployment_patch_annotations(f->k, "ml", "llama", "u-1", ann, on_result, f), 0);
+        kube_deployment_patch_annotations(f->k, "ml", "llama", "u-1", ann, 0, on_result, f), 0);
     json_decref(ann);
     wait_calls(f, 3);
     assert_non_null(strstr(f->seen, "PATCH /apis/apps/v1/namespaces/ml/deployments/llama|"
