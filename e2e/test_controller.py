@@ -2409,6 +2409,36 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             self.fk.clear_faults()
             self.c.delete("deployments", "term", self.ns)
 
+    @unittest.skipIf(REAL, "the failing list is a fault rule of the fake API server")
+    def test_51_a_sharded_replica_joins_once_synced(self):
+        """A sharded replica writes its member Lease, and so takes shards, only once its
+        caches have listed every Deployment and Pod: before, the others handed shards over to
+        a replica that could not decide yet (its first list can take tens of seconds), and,
+        one that crashed in that list, again at each restart."""
+        cfg = """decision-interval: 1s
+leader-election: {enabled: true, namespace: %s, lease-duration: 4s, renew-deadline: 3s,
+                  retry-period: 500ms}
+sharding: {enabled: true, shards: 2, lease-prefix: e2e-sync}
+""" % self.ns
+        self.fk.fault({"action": "error", "status": 500, "resource": "pods", "verb": "list",
+                       "count": None})
+        self.addCleanup(self.fk.clear_faults)
+        g = self.start(cfg, ident="inst-sync")
+        try:
+            wait_for(lambda: "joining the shard members once the Kubernetes caches are synced"
+                     in g.text(), 15, what="the wait for the caches")
+            time.sleep(3)  # six rounds
+            self.assertIsNone(self.c.get_or_none("leases", "e2e-sync-member-inst-sync", self.ns))
+            self.assertEqual(g.metric("gpuscaler_shards_held"), 0)
+            self.fk.clear_faults()
+            wait_for(lambda: g.metric("gpuscaler_shards_held") == 2, 30,
+                     what="both shards once synced")
+            self.assertIsNotNone(self.c.get_or_none("leases", "e2e-sync-member-inst-sync",
+                                                    self.ns))
+        finally:
+            g.stop()
+            self.fk.clear_faults()
+
 if __name__ == "__main__":
     argv = sys.argv
     if PART and len(sys.argv) == 1:

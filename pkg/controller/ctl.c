@@ -330,6 +330,7 @@ bool controller_leading(const struct controller *c)
         return true;
     if (c->shards)
         return ctl_shards_held(c) > 0;
+    uv_update_time(c->loop); /* a check right before a write: not the iteration's start */
     return ctl_leader_is_leading(&c->leader, (int64_t)uv_now(c->loop));
 }
 

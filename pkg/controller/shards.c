@@ -96,6 +96,7 @@ struct ctl_shard_members {
      *  (during a rollout that turns sharding on or off both would act) */
     struct ctl_leader single;
     int64_t single_told_ms;    /**< UNIX ms the wait for it was last logged */
+    bool sync_told;            /**< the wait for the caches was logged */
 };
 
 static void io_begin(struct controller *c)
@@ -549,6 +550,16 @@ static void round_cb(uv_timer_t *t)
     struct ctl_shard_members *ms = c->members;
     if (ms->listing)
         return;
+    /* no member Lease before the caches have listed everything once: the
+     * others would hand shards over to a replica that cannot decide yet
+     * (tens of seconds on a large cluster), and to one that crashes in its
+     * first list again and again */
+    if (!ms->self.leading && ctl_shards_held(c) == 0 && !kube_cache_synced(c->cache)) {
+        if (!ms->sync_told)
+            LOG_INFO(SUB, "joining the shard members once the Kubernetes caches are synced");
+        ms->sync_told = true;
+        return;
+    }
     /* a write in flight holds back only its own Lease (may_write): one slow
      * request must not stop every other shard's renewals */
     io_begin(c);
@@ -687,6 +698,7 @@ bool ctl_acting_for(const struct controller *c, const char *ns, const char *name
     if (c->closing && c->released)
         return false;
     uint32_t s = shard_of(ns, name, c->nshards);
+    uv_update_time(c->loop); /* right before a write: not the iteration's start */
     return ctl_leader_is_leading(&c->shards[s].leader, (int64_t)uv_now(c->loop));
 }
 
