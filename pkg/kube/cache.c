@@ -125,13 +125,23 @@ int kube_cache_new(struct kube *k, const struct kube_cache_opts *o, kube_cache_c
                    void *arg, struct kube_cache **out)
 {
     *out = NULL;
-    size_t nns = 0;
+    size_t nall = 0, nns = 0;
     if (o && o->namespaces)
-        while (o->namespaces[nns]) {
-            if (!kube_name_valid(o->namespaces[nns]))
+        while (o->namespaces[nall]) {
+            if (!kube_name_valid(o->namespaces[nall]))
                 return -EINVAL;
-            nns++;
+            nall++;
         }
+    /* each namespace once: two scopes of one namespace would each sweep what
+     * the other had not re-listed yet, and list and watch it twice */
+    const char **uniq = xcalloc(nall + 1, sizeof(*uniq));
+    for (size_t i = 0; i < nall; i++) {
+        size_t j = 0;
+        while (j < nns && strcmp(uniq[j], o->namespaces[i]) != 0)
+            j++;
+        if (j == nns)
+            uniq[nns++] = o->namespaces[i];
+    }
     struct kube_cache *c = xcalloc(1, sizeof(*c));
     c->k = k;
     c->cb = cb;
@@ -145,8 +155,9 @@ int kube_cache_new(struct kube *k, const struct kube_cache_opts *o, kube_cache_c
         struct scope *s = &c->scopes[i];
         s->c = c;
         s->kind = i % 2 ? KUBE_KIND_POD : KUBE_KIND_DEPLOYMENT;
-        s->ns = nns ? xstrdup(o->namespaces[i / 2]) : NULL;
+        s->ns = nns ? xstrdup(uniq[i / 2]) : NULL;
     }
+    xfree(uniq);
     for (size_t i = 0; i < c->nscopes; i++) {
         struct scope *s = &c->scopes[i];
         s->path = collection(s->kind, s->ns);

@@ -297,6 +297,14 @@ static void ports_from(const json_t *containers, struct kintern *pool, struct ku
             int64_t port = int_at(p, "containerPort", 0);
             if (!name || !name[0] || port <= 0 || port >= 65536 || out->n == n)
                 continue;
+            /* a name two containers give their ports (the API server only
+             * warns): the first container's, as a Service's named targetPort
+             * resolves (FindPort); the lookup needs keys unique */
+            bool dup = false;
+            for (size_t k = 0; k < out->n && !dup; k++)
+                dup = strcmp(out->items[k].key, name) == 0;
+            if (dup)
+                continue;
             char num[8];
             snprintf(num, sizeof(num), "%d", (int)port);
             out->items[out->n].key = kintern_get(pool, name);

@@ -542,7 +542,9 @@ static void test_cache(void **state)
     (void)state;
     struct fx *f = xcalloc(1, sizeof(*f));
     fx_init(f, h_cache);
-    const char *nss[] = {"ml", NULL};
+    /* a namespace named twice is listed and watched once (one watch request
+     * of each kind below) */
+    const char *nss[] = {"ml", "ml", NULL};
     struct kube_cache_opts o = {.namespaces = nss, .watch = {.seed = 1}};
     assert_int_equal(kube_cache_new(f->k, &o, on_changed, f, &f->cache), 0);
     assert_false(kube_cache_synced(f->cache));

@@ -183,14 +183,16 @@ static void test_extract_pod(void **state)
     /* every container's named ports; unnamed and out-of-range ones are left out */
     json_t *two = pod("ml", "p2", "1", "a", true);
     json_t *cs = json_object_get(json_object_get(two, "spec"), "containers");
-    json_array_append_new(cs, json_pack("{s:s,s:[{s:s,s:i},{s:i},{s:s,s:i}]}", "name", "sidecar",
-                                        "ports", "name", "prom", "containerPort", 9090,
-                                        "containerPort", 7000, "name", "bad",
-                                        "containerPort", 70000));
+    json_array_append_new(cs, json_pack("{s:s,s:[{s:s,s:i},{s:i},{s:s,s:i},{s:s,s:i}]}",
+                                        "name", "sidecar", "ports", "name", "prom",
+                                        "containerPort", 9090, "containerPort", 7000, "name",
+                                        "bad", "containerPort", 70000, "name", "http",
+                                        "containerPort", 9100));
     assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, two), 1);
     const struct kube_pod *p2 = kube_store_pod(s, "ml", "p2");
     assert_non_null(p2);
     assert_int_equal(p2->ports.n, 2);
+    /* the sidecar's "http" too (the API server only warns): the first container's */
     assert_string_equal(kube_labels_get(&p2->ports, "http"), "8000");
     assert_string_equal(kube_labels_get(&p2->ports, "prom"), "9090");
     assert_null(kube_labels_get(&p2->ports, "bad"));
