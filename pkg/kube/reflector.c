@@ -32,6 +32,9 @@
 
 #include "kube-int.h"
 
+/* A list answer receiving under 1 byte/s this long is ended (a dead connection). */
+#define LIST_STALL_MS 90000
+
 enum next_op { NEXT_LIST, NEXT_WATCH };
 
 struct kube_reflector {
@@ -317,7 +320,13 @@ static void start_list(struct kube_reflector *r)
     if (r->selector)
         add_query(&b, "labelSelector", r->selector);
     r->st.lists++;
-    int rc = kube_raw_get(r->k, b.data, NULL, 0, 0, (size_t)256 << 20, on_list_done, r, &r->req);
+    /* no deadline on the whole transfer, as client-go's: one page, or the
+     * unpaged list after an expired continue token, of a large cluster can
+     * take longer than the client's 30 s and would then never finish; the
+     * API server's own request timeout (60 s) bounds it, and a connection
+     * that sends nothing for LIST_STALL_MS is ended */
+    int rc = kube_raw_get(r->k, b.data, NULL, -1, LIST_STALL_MS, (size_t)256 << 20, on_list_done,
+                          r, &r->req);
     util_buf_free(&b);
     if (rc == -ESHUTDOWN) {
         LOG_WARN("kube", "list %s: the client is closing; stopping", r->path);

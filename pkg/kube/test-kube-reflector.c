@@ -392,6 +392,51 @@ static void test_reflector_stalled_watch(void **state)
     xfree(f);
 }
 
+/* A list the API server takes longer to answer than the client's request
+ * timeout (a page of a large cluster, or the unpaged list after an expired
+ * continue token) still completes: lists have no deadline on the whole
+ * transfer, as client-go's, only the stall's. With the 30 s request timeout
+ * such a list failed and was sent again for ever. */
+static void h_slow_list(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
+{
+    struct fx *f = arg;
+    int n = f->step++;
+    if (n < 16)
+        snprintf(f->targets[n], sizeof(f->targets[n]), "%s", req->target);
+    if (n == 0) { /* answered by the test, later than the client's timeout */
+        f->held[f->nheld++] = c;
+        return;
+    }
+    f->held[f->nheld++] = c; /* the watch */
+    f->done = true;
+}
+
+static void test_reflector_slow_list(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    assert_int_equal(httpc_new(&f->loop, &f->http), 0);
+    f->srv = testsrv_start(&f->loop, h_slow_list, f);
+    struct kube_config cfg = {.server = (char *)testsrv_url(f->srv), .token = "t0k"};
+    struct kube_opts ko = {.request_timeout_ms = 200};
+    assert_int_equal(kube_new(&f->loop, f->http, &cfg, &ko, &f->k), 0);
+    f->store = kube_store_new();
+    struct kube_watch_opts o = {.backoff_initial_ms = 20, .backoff_max_ms = 100, .seed = 5};
+    assert_int_equal(kube_reflector_new(f->k, "/api/v1/pods", NULL, &o, &sink, f, &f->r), 0);
+    run_for(f, 600); /* three request timeouts */
+    assert_int_equal(f->step, 1); /* the one list, not sent again */
+    json_respond(f->held[0], 200, "{\"metadata\":{\"resourceVersion\":\"100\"},\"items\":["
+                                  POD("p1", "1") "]}");
+    run_until(f, &f->done);
+    assert_int_equal(f->list_ends, 1);
+    assert_true(has(f->targets[1], "watch=1"));
+    kube_reflector_close(f->r, on_closed, f);
+    fx_finish(f, 3);
+    kube_store_free(f->store);
+    xfree(f);
+}
+
 /* ---- backoff on a dead server -------------------------------------------- */
 
 static void h_fail(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
@@ -590,6 +635,7 @@ int main(void)
         cmocka_unit_test(test_reflector_script),
         cmocka_unit_test(test_reflector_expired_continue),
         cmocka_unit_test(test_reflector_stalled_watch),
+        cmocka_unit_test(test_reflector_slow_list),
         cmocka_unit_test(test_reflector_backoff),
         cmocka_unit_test(test_reflector_down),
         cmocka_unit_test(test_cache),
