@@ -2439,6 +2439,28 @@ sharding: {enabled: true, shards: 2, lease-prefix: e2e-sync}
             g.stop()
             self.fk.clear_faults()
 
+    @unittest.skipIf(REAL, "the refused lists are a fault rule of the fake API server")
+    def test_52_a_failing_namespace_does_not_stop_the_others(self):
+        """Of the namespaces configured, one whose pods cannot be listed (403: its
+        RoleBinding missing) holds only its own Deployments: the others are decided as soon as
+        their own caches have listed (nothing was, until every namespace had)."""
+        locked = self.ns + "-locked"
+        self.fk.fault({"action": "error", "status": 403, "resource": "pods",
+                       "namespace": locked, "count": None})
+        self.addCleanup(self.fk.clear_faults)
+        self.make("wide", 2, subnet=64)
+        self.metrics.set_rate("wide", 38)
+        g = self.start(CONFIG + "namespaces: [%s, %s]\n" % (self.ns, locked))
+        try:
+            wait_for(lambda: self.replicas("wide") > 2, 30, what="scaling in the namespace "
+                     "whose caches listed")
+            self.assertIn("/api/v1/namespaces/%s/pods" % locked, g.text())
+            self.assertEqual(g.metric("gpuscaler_caches_synced"), 0)
+        finally:
+            g.stop()
+            self.fk.clear_faults()
+            self.c.delete("deployments", "wide", self.ns)
+
 if __name__ == "__main__":
     argv = sys.argv
     if PART and len(sys.argv) == 1:

@@ -262,6 +262,9 @@ struct ctl_wl {
     enum policy_reason last_event_reason;
     int64_t last_event_ms[POLICY_REASON_COUNT + 1];
     uint64_t invalid_told;        /**< hash of the last InvalidAnnotation Event's message */
+    bool cache_held;              /**< its namespace's list+watch failed for
+                                       CTL_CACHE_DOWN_HOLD_MS at this tick: it holds */
+    const char *cache_down_what;  /**< that list+watch's path (the cache's), "" */
     uint64_t bounds_told;         /**< the last "only the replica bounds" change told
                                        (from << 32 | to), 0 when a hold was told since */
     char *status_written;         /**< last status annotation (without time) */

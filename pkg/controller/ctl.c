@@ -166,9 +166,19 @@ static void clock_step(struct controller *c, int64_t now, int64_t boot)
     }
 }
 
+/* Whether the caches covering namespace ns are current enough to act on:
+ * their list+watches have not failed for CTL_CACHE_DOWN_HOLD_MS; *what (may
+ * be NULL) gets the failing one's path. */
+static bool ns_current(const struct controller *c, const char *ns, const char **what)
+{
+    return kube_cache_ns_down_ms(c->cache, ns, what) < CTL_CACHE_DOWN_HOLD_MS;
+}
+
 void controller_tick(struct controller *c)
 {
-    if (c->closing || !kube_cache_synced(c->cache))
+    /* each Deployment once its namespace's caches listed (below): one
+     * namespace whose lists fail must not stop the others */
+    if (c->closing)
         return;
     uint64_t t0 = uv_hrtime();
     int64_t now = util_now_unix_ms();
@@ -179,8 +189,8 @@ void controller_tick(struct controller *c)
     if (held != c->cache_held) {
         if (held)
             LOG_WARN(SUB, "the watch of %s has failed for %llds: the pods seen may be out of "
-                     "date; every Deployment holds its replicas until it is current again",
-                     c->cache_down_what, (long long)(c->cache_down_ms / 1000));
+                     "date; the Deployments it covers hold their replicas until it is current "
+                     "again", c->cache_down_what, (long long)(c->cache_down_ms / 1000));
         else
             LOG_INFO(SUB, "the Kubernetes caches are current again: decisions resume");
         c->cache_held = held;
@@ -195,6 +205,8 @@ void controller_tick(struct controller *c)
         const struct kube_deployment *d = ds[i];
         if (d->deleting)
             continue;
+        if (!kube_cache_ns_synced(c->cache, d->ns))
+            continue; /* its namespace's pods not all listed yet */
         struct ctl_wl *w = ctl_wl_find(c, d->ns, d->name);
         if (sharded) {
             /* only the shards held: another replica scrapes and decides the
@@ -215,6 +227,7 @@ void controller_tick(struct controller *c)
             c->hpa_soon = true;
         }
         w->seen = true;
+        w->cache_held = !ns_current(c, d->ns, &w->cache_down_what);
         w->conflict[0] = '\0';
         for (size_t k = 0; k < c->n_hpa_targets; k++) {
             const char *t = c->hpa_targets[k], *tab = strchr(t, '\t');
@@ -514,7 +527,9 @@ size_t controller_visit(struct controller *c, const char *ns, ctl_view_cb cb, vo
             const struct kube_deployment *d = ds[i];
             if (d->deleting || (ns && strcmp(ns, d->ns) != 0) || ctl_wl_find(c, d->ns, d->name) ||
                 !status_view(c, d, now,
-                             !c->cache_held && ctl_shards_owner_live(c, d->ns, d->name), &v))
+                             ns_current(c, d->ns, NULL) &&
+                                 ctl_shards_owner_live(c, d->ns, d->name),
+                             &v))
                 continue;
             cb(&v, arg);
             n++;
@@ -528,7 +543,7 @@ size_t controller_visit(struct controller *c, const char *ns, ctl_view_cb cb, vo
                 continue;
             if (standby) {
                 const struct kube_deployment *d = kube_cache_deployment(c->cache, w->ns, w->name);
-                if (!d || d->deleting || !status_view(c, d, now, !c->cache_held, &v))
+                if (!d || d->deleting || !status_view(c, d, now, ns_current(c, d->ns, NULL), &v))
                     continue;
             } else if (w->config_ok && !w->have_last) {
                 continue;

@@ -397,12 +397,12 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
     xfree(sp);
     /* pods started or gone since the watch failed are not in the view: the
      * rate and the ready count may be a part of the truth, so hold */
-    if (c->cache_held && r->valid) {
+    if (w->cache_held && r->valid) {
         r->valid = false;
         /* the same text every tick: one Event, counted, not one per second */
         snprintf(r->why, sizeof(r->why),
                  "the watch of %.100s has failed for more than %ds: the pods seen may be out "
-                 "of date", c->cache_down_what, CTL_CACHE_DOWN_HOLD_MS / 1000);
+                 "of date", w->cache_down_what, CTL_CACHE_DOWN_HOLD_MS / 1000);
     }
     /* The rate sums the pods that were counted. A pod whose scrape failed
      * still serves: assume it takes an average share and count it. A pod

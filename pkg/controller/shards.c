@@ -554,9 +554,12 @@ static void round_cb(uv_timer_t *t)
      * others would hand shards over to a replica that cannot decide yet
      * (tens of seconds on a large cluster), and to one that crashes in its
      * first list again and again */
-    if (!ms->self.leading && ctl_shards_held(c) == 0 && !kube_cache_synced(c->cache)) {
+    if (!ms->self.leading && ctl_shards_held(c) == 0 &&
+        !kube_cache_settled(c->cache, CTL_CACHE_DOWN_HOLD_MS)) {
         if (!ms->sync_told)
-            LOG_INFO(SUB, "joining the shard members once the Kubernetes caches are synced");
+            LOG_INFO(SUB, "joining the shard members once the Kubernetes caches are synced "
+                          "(or a namespace's lists have failed for %ds)",
+                     CTL_CACHE_DOWN_HOLD_MS / 1000);
         ms->sync_told = true;
         return;
     }

@@ -186,6 +186,48 @@ bool kube_cache_synced(const struct kube_cache *c)
     return true;
 }
 
+static bool covers(const struct scope *s, const char *ns)
+{
+    return !s->ns || !ns || strcmp(s->ns, ns) == 0;
+}
+
+bool kube_cache_ns_synced(const struct kube_cache *c, const char *ns)
+{
+    for (size_t i = 0; i < c->nscopes; i++)
+        if (covers(&c->scopes[i], ns) &&
+            (!c->scopes[i].r || !kube_reflector_synced(c->scopes[i].r)))
+            return false;
+    return true;
+}
+
+int64_t kube_cache_ns_down_ms(const struct kube_cache *c, const char *ns, const char **what)
+{
+    int64_t worst = 0;
+    if (what)
+        *what = "";
+    for (size_t i = 0; i < c->nscopes; i++) {
+        if (!c->scopes[i].r || !covers(&c->scopes[i], ns))
+            continue;
+        int64_t d = kube_reflector_down_ms(c->scopes[i].r);
+        if (d > worst) {
+            worst = d;
+            if (what)
+                *what = c->scopes[i].path;
+        }
+    }
+    return worst;
+}
+
+bool kube_cache_settled(const struct kube_cache *c, int64_t down_ms)
+{
+    for (size_t i = 0; i < c->nscopes; i++) {
+        const struct kube_reflector *r = c->scopes[i].r;
+        if (!r || (!kube_reflector_synced(r) && kube_reflector_down_ms(r) < down_ms))
+            return false;
+    }
+    return true;
+}
+
 int64_t kube_cache_down_ms(const struct kube_cache *c, const char **what)
 {
     int64_t worst = 0;

@@ -666,6 +666,14 @@ bool kube_cache_synced(const struct kube_cache *c);
  *  its view may have missed changes (0 = current); *what (may be NULL) gets the
  *  collection path of that one, or "". */
 int64_t kube_cache_down_ms(const struct kube_cache *c, const char **what);
+/** kube_cache_synced() and kube_cache_down_ms() over the list+watches that
+ *  cover namespace ns only (its own, or all namespaces'): one namespace whose
+ *  lists fail (a RoleBinding missing there) need not stop the others. */
+bool kube_cache_ns_synced(const struct kube_cache *c, const char *ns);
+int64_t kube_cache_ns_down_ms(const struct kube_cache *c, const char *ns, const char **what);
+/** True when every list+watch finished its first list or has failed for at
+ *  least down_ms (kube_reflector_down_ms): the cache knows all it will. */
+bool kube_cache_settled(const struct kube_cache *c, int64_t down_ms);
 
 /** The tracked Deployments (order unspecified); *n gets the count. */
 const struct kube_deployment *const *kube_cache_deployments(const struct kube_cache *c, size_t *n);

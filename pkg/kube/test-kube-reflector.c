@@ -593,10 +593,15 @@ static void test_cache(void **state)
     struct kube_cache_opts o = {.namespaces = nss, .watch = {.seed = 1}};
     assert_int_equal(kube_cache_new(f->k, &o, on_changed, f, &f->cache), 0);
     assert_false(kube_cache_synced(f->cache));
+    assert_false(kube_cache_ns_synced(f->cache, "ml"));
+    assert_false(kube_cache_settled(f->cache, 1000));
     run_until(f, &f->done);
     /* Let the watch events be applied and the notification run. */
     run_for(f, 200);
     assert_true(kube_cache_synced(f->cache));
+    assert_true(kube_cache_ns_synced(f->cache, "ml"));
+    assert_true(kube_cache_settled(f->cache, 1000));
+    assert_int_equal(kube_cache_ns_down_ms(f->cache, "ml", NULL), 0);
     assert_true(f->changed >= 1);
     size_t n;
     kube_cache_deployments(f->cache, &n);
