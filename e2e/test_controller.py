@@ -1723,7 +1723,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             self.assertIn("never scaling in without data): the watch of /api/v1/pods has failed",
                           st["message"])
             self.assertGreaterEqual(g.metric("gpuscaler_kube_cache_down_seconds"), 30)
-            self.assertIn("every Deployment holds its replicas", g.text())
+            self.assertIn("the Deployments it covers hold their replicas", g.text())
             self.metrics.set_rate("blind", 2)  # would need 1 replica
             time.sleep(12)  # two scale-in-after periods
             self.assertEqual(self.replicas("blind"), 3)
@@ -2439,6 +2439,36 @@ sharding: {enabled: true, shards: 2, lease-prefix: e2e-sync}
             g.stop()
             self.fk.clear_faults()
 
+    def test_53_stale_member_leases_hide_no_replica(self):
+        """Sharded replicas follow at most 256 member Leases. Released ones left behind
+        (where gpuscaler may not delete them, as under an older chart's RBAC) filled the table
+        and hid the live replicas from each other: each then planned for itself alone. A held
+        member Lease now takes a released one's place, and the replicas split the shards."""
+        cfg = """decision-interval: 1s
+leader-election: {enabled: true, namespace: %s, lease-name: e2e-slot-single,
+                  lease-duration: 4s, renew-deadline: 3s, retry-period: 500ms}
+sharding: {enabled: true, shards: 2, lease-prefix: e2e-slot}
+""" % self.ns
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+        names = ["e2e-slot-member-a-%03d" % i for i in range(260)]
+        for n in names:
+            self.c.create("leases", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                     "metadata": {"name": n},
+                                     "spec": {"holderIdentity": "", "leaseDurationSeconds": 1,
+                                              "renewTime": now}}, self.ns)
+        a = self.start(cfg, ident="inst-slot-1")
+        b = self.start(cfg, ident="inst-slot-2")
+        try:
+            def split():
+                return (a.metric("gpuscaler_shards_held"), b.metric("gpuscaler_shards_held"))
+            wait_for(lambda: split() == (1, 1), 15, what="one shard each")
+            self.assertIn("member Leases (e2e-slot-member-*) not followed", a.text() + b.text())
+        finally:
+            a.stop()
+            b.stop()
+            for n in names:
+                self.c.delete("leases", n, self.ns)
+
     @unittest.skipIf(REAL, "the refused lists are a fault rule of the fake API server")
     def test_52_a_failing_namespace_does_not_stop_the_others(self):
         """Of the namespaces configured, one whose pods cannot be listed (403: its
@@ -2456,6 +2486,11 @@ sharding: {enabled: true, shards: 2, lease-prefix: e2e-sync}
                      "whose caches listed")
             self.assertIn("/api/v1/namespaces/%s/pods" % locked, g.text())
             self.assertEqual(g.metric("gpuscaler_caches_synced"), 0)
+            # Ready once that namespace's lists have failed for 30 s (it holds; the others serve)
+            self.assertEqual(g.get("/readyz", g.health_port)[0], 503)
+            ready = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(
+                g.get("/readyz", g.health_port)), 45, what="Ready after 30 s of refused lists")
+            self.assertIn("caches synced but a namespace's, whose lists fail", ready[1])
         finally:
             g.stop()
             self.fk.clear_faults()

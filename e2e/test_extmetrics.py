@@ -713,7 +713,7 @@ class ExtMetricsE2E(unittest.TestCase):
             self.assertIn('"ha-llm"', msg)
             self.assertIn("stale", msg)
             self.assertEqual(served("ha-a", "deployment%3Dha-llm"), (200, 3.0))
-            self.assertIn("every Deployment holds its replicas", b.text())
+            self.assertIn("the Deployments it covers hold their replicas", b.text())
             self.fk.clear_faults()
             t_back, last = time.monotonic(), []
 

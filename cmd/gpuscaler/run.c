@@ -191,10 +191,16 @@ static bool probe_request(struct daemon *d, struct httpd_request *req)
         /* with the external metrics API, also its front-proxy trust: a pod
          * that would answer the aggregator 401 gets no Service traffic */
         bool trust = !d->em || extmetrics_glue_ready(d->em);
-        bool ok = d->ctl && controller_synced(d->ctl) && !d->stopping && trust;
-        char body[128];
+        /* a namespace whose lists fail holds its own Deployments only: the
+         * others are served */
+        bool synced = d->ctl && controller_synced(d->ctl);
+        bool ready = d->ctl && controller_ready(d->ctl);
+        bool ok = ready && !d->stopping && trust;
+        char body[160];
         int n = snprintf(body, sizeof(body), "%s (caches %s, %s%s)\n", ok ? "ok" : "not ready",
-                         d->ctl && controller_synced(d->ctl) ? "synced" : "syncing",
+                         synced  ? "synced"
+                         : ready ? "synced but a namespace's, whose lists fail"
+                                 : "syncing",
                          d->ctl && controller_leading(d->ctl) ? "leader" : "follower",
                          trust ? "" : ", no front-proxy trust yet");
         httpd_respond(req, ok ? 200 : 503, text_plain, 1, body, (size_t)n);
@@ -361,7 +367,7 @@ static void on_signal(uv_signal_t *s, int signum)
 static void first_tick(uv_timer_t *t)
 {
     struct daemon *d = t->data;
-    if (d->ctl && controller_synced(d->ctl)) {
+    if (d->ctl && controller_ready(d->ctl)) {
         controller_tick(d->ctl);
         uv_timer_stop(t);
     }
@@ -588,9 +594,9 @@ int cmd_run(int argc, char **argv)
         d.opts.identity = idbuf;
     }
     /* a Lease's holderIdentity is compared whole, and kept in 127 bytes */
-    if (strlen(d.opts.identity) > 127) {
-        fprintf(stderr, "gpuscaler run: the identity \"%.40s...\" is %zu bytes, over 127: "
-                        "set a shorter one with --id\n", d.opts.identity,
+    if (d.opts.leader_elect && strlen(d.opts.identity) > 127) {
+        fprintf(stderr, "gpuscaler run: the identity \"%.40s...\" is %zu bytes, over 127 "
+                        "for leader election: set a shorter one with --id\n", d.opts.identity,
                 strlen(d.opts.identity));
         ctl_config_free(&d.cfg);
         return 2;

@@ -120,6 +120,10 @@ static bool key_live(const struct controller *c, size_t idx, const char *key)
     const char *ns, *rest;
     if (!key_parts(key, buf, sizeof(buf), &wlen, &ns, &rest))
         return true; /* not ours: never removed */
+    /* a namespace whose Deployments are not all listed yet (its lists
+     * refused, or still running): its keys cannot be told gone */
+    if (!kube_cache_ns_synced(c->cache, ns))
+        return true;
     if (!key_hashed(key))
         return ctl_checkpoint_index(ns, rest, c->nckpt) == idx &&
                kube_cache_deployment(c->cache, ns, rest) != NULL;

@@ -473,6 +473,22 @@ int ctl_config_validate(const struct ctl_config *c, const char **key, char *err,
                  "namespace and durations)");
         return -EINVAL;
     }
+    /* the single leader's Lease is watched beside the shard and member
+     * Leases (a replica with sharding off holds it): it must be none of them */
+    if (c->sharding.enabled && c->leader.lease_name && c->sharding.lease_prefix) {
+        const char *n = c->leader.lease_name, *p = c->sharding.lease_prefix;
+        size_t pl = strlen(p);
+        bool ours = strncmp(n, p, pl) == 0 && n[pl] == '-' &&
+                    (strspn(n + pl + 1, "0123456789") == strlen(n + pl + 1) ||
+                     strncmp(n + pl, SHARD_MEMBER_INFIX, strlen(SHARD_MEMBER_INFIX)) == 0);
+        if (ours) {
+            *key = "leader-election.lease-name";
+            snprintf(err, errlen,
+                     "leader-election.lease-name: '%.80s' is a name of the shard Leases "
+                     "(sharding.lease-prefix '%.80s'): choose another", n, p);
+            return -EINVAL;
+        }
+    }
     const struct {
         const char *a, *b, *key_a, *key_b;
     } pairs[] = {

@@ -322,9 +322,9 @@ struct ctl_wl {
 #define CTL_SEEDS_MAX_INFLIGHT 4
 /** A failed seed is asked again this much later. */
 #define CTL_SEED_RETRY_MS (5LL * 60 * 1000)
-/** A list+watch failing this long (kube_cache_down_ms) may have missed pods
- *  started or gone: every Deployment holds, as on missing metrics, until it
- *  is current again. Longer than the reflector's backoff steps up to 25.6 s,
+/** A list+watch failing this long (kube_cache_ns_down_ms) may have missed
+ *  pods started or gone: the Deployments it covers hold, as on missing
+ *  metrics, until it is current again. Longer than the reflector's backoff steps up to 25.6 s,
  *  so one failed watch or a short API server restart does not trigger it. */
 #define CTL_CACHE_DOWN_HOLD_MS 30000
 /** A wall clock that moved this much more or less than the boot clock (util_now_boot_ms)
@@ -617,9 +617,9 @@ void ctl_shards_handovers(const struct controller *c, uint64_t out[3]);
  */
 bool ctl_acting_for(const struct controller *c, const char *ns, const char *name);
 /** The deadline of a write ctl_acting_for() fences: how long the term that
- *  allows it lasts without another renewal (at least 1 ms; 1 when not
- *  acting), so that a write sent again after a 429 never lands after the
- *  term; 0 (no deadline) without leader election. */
+ *  allows it lasts without another renewal (at least 1 ms), so that a write
+ *  sent again after a 429 never lands after the term; 0 (no deadline)
+ *  without leader election; -1 when not acting: send nothing. */
 int64_t ctl_acting_left_ms(const struct controller *c, const char *ns, const char *name);
 
 /* report.c */

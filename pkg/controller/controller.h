@@ -243,8 +243,8 @@ struct controller;
  * Start the controller on loop: leader election (when enabled), the decision
  * timer (cfg->decision_interval_ms), HPA-conflict checks and forecaster
  * checkpoints. k, cache and s are borrowed and must outlive the controller;
- * cfg is borrowed too. Nothing is written to the cluster before the caches
- * have synced and this instance leads. Returns 0 or a negative errno.
+ * cfg is borrowed too. Nothing is written for a Deployment before the
+ * caches of its namespace have synced and this instance leads. Returns 0 or a negative errno.
  */
 int controller_new(uv_loop_t *loop, struct kube *k, struct kube_cache *cache, struct scrape *s,
                    const struct ctl_config *cfg, const struct ctl_opts *o,
@@ -259,8 +259,13 @@ typedef void (*controller_close_cb)(void *arg);
  */
 void controller_close(struct controller *c, controller_close_cb cb, void *arg);
 
-/** Caches synced (for /readyz). */
+/** Every cache synced: each namespace's Deployments and Pods listed once
+ *  (gpuscaler_caches_synced). */
 bool controller_synced(const struct controller *c);
+/** Ready to serve: every namespace's caches listed, but for a namespace whose
+ *  lists have failed for 30 s (its Deployments held), with one listed at
+ *  least; with the caches of all namespaces, controller_synced(). */
+bool controller_ready(const struct controller *c);
 /** Leading now (acting on the cluster). */
 bool controller_leading(const struct controller *c);
 

@@ -5,7 +5,8 @@
  * then forgets the Deployments that are gone.
  *
  * The loop recomputes from the cache on every tick and never acts on event
- * deltas or before the caches synced (STYLE rule 15). Workload state lives in
+ * deltas, nor for a Deployment before its namespace's caches synced (STYLE
+ * rule 15). Workload state lives in
  * a hash table keyed by namespace/name; a Deployment that disappears or is
  * replaced (new uid) loses its state. Requests in flight carry copies of the
  * workload's key, never pointers to it, so a workload may vanish meanwhile. */
@@ -333,6 +334,11 @@ int controller_new(uv_loop_t *loop, struct kube *k, struct kube_cache *cache, st
 bool controller_synced(const struct controller *c)
 {
     return kube_cache_synced(c->cache);
+}
+
+bool controller_ready(const struct controller *c)
+{
+    return kube_cache_settled(c->cache, CTL_CACHE_DOWN_HOLD_MS);
 }
 
 bool controller_leading(const struct controller *c)

@@ -159,12 +159,17 @@ static void scale_read(const struct kube_result *res, void *arg)
     snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/deployments/%s/scale", r->ns,
              r->name);
     /* within the term that allows it (a resend after a 429 included) */
-    int rc = patch ? kube_request_within(c->kube, ctl_acting_left_ms(c, r->ns, r->name), "PATCH",
-                                         path, "application/merge-patch+json", patch,
-                                         scale_patched, r)
-                   : -EINVAL;
+    int64_t left = ctl_acting_left_ms(c, r->ns, r->name);
+    int rc = !patch     ? -EINVAL
+             : left < 0 ? -ETIME
+                        : kube_request_within(c->kube, left, "PATCH", path,
+                                              "application/merge-patch+json", patch,
+                                              scale_patched, r);
     json_decref(patch);
-    if (rc != 0) {
+    if (rc == -ETIME) {
+        LOGW_INFO(SUB, r->ns, r->name, "not scaling: this replica no longer decides for it");
+        scale_req_done(r, false);
+    } else if (rc != 0) {
         c->scale_errors++;
         LOGW_ERROR(SUB, r->ns, r->name, "cannot send the scale patch: %s", strerror(-rc));
         scale_req_done(r, false);

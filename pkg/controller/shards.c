@@ -336,23 +336,30 @@ static void delete_gone_members(struct controller *c, const char *const *live, s
     }
 }
 
-/* The slot of member Lease name (held: its holder is not ""). A full table
- * gives a held Lease the slot of a released one not listed yet this round
- * (its deletion timer starts again), so that Leases left behind where they
- * cannot be deleted never hide a live replica; NULL when none is free. */
+static struct member *member_find(struct controller *c, const char *name)
+{
+    struct ctl_shard_members *ms = c->members;
+    for (size_t i = 0; i < ms->n; i++)
+        if (strcmp(ms->m[i].name, name) == 0)
+            return &ms->m[i];
+    return NULL;
+}
+
+/* A slot for member Lease name, new this round (held: its holder is not
+ * ""). A full table gives a held Lease the slot of a released one (which
+ * then has none, nor a deletion timer, while the table is full), so that
+ * Leases left behind where they cannot be deleted never hide a live
+ * replica; NULL when none is free. */
 static struct member *member_slot(struct controller *c, const char *name, bool held)
 {
     struct ctl_shard_members *ms = c->members;
     const struct ctl_config *cfg = c->cfg;
-    for (size_t i = 0; i < ms->n; i++)
-        if (strcmp(ms->m[i].name, name) == 0)
-            return &ms->m[i];
     struct member *m = NULL;
     if (ms->n < SHARD_MAX_MEMBERS) {
         m = &ms->m[ms->n++];
     } else {
         for (size_t i = 0; held && !m && i < ms->n; i++)
-            if (!ms->m[i].seen && !ms->m[i].cur.holder[0])
+            if (!ms->m[i].cur.holder[0])
                 m = &ms->m[i];
         if (!m) {
             ms->full++;
@@ -416,11 +423,9 @@ static void listed(const struct kube_result *res, void *arg)
         } else if (strcmp(name, c->cfg->leader.lease_name) == 0) {
             ctl_lease_from_json(it, &single);
         } else if (strncmp(name, mprefix, mpl) == 0) {
-            struct ctl_lease rec;
-            ctl_lease_from_json(it, &rec);
-            struct member *m = member_slot(c, name, rec.holder[0] != '\0');
+            struct member *m = member_find(c, name);
             if (m) {
-                m->cur = rec;
+                ctl_lease_from_json(it, &m->cur);
                 m->seen = true;
             }
         } else {
@@ -429,6 +434,26 @@ static void listed(const struct kube_result *res, void *arg)
                 ctl_lease_from_json(it, &c->shards[s].cur);
         }
     }
+    /* then the member Leases new this round: the held ones first */
+    for (int pass = 0; pass < 2; pass++)
+        json_array_foreach(json_object_get(res->body, "items"), idx, it) {
+            const char *name =
+                json_string_value(json_object_get(json_object_get(it, "metadata"), "name"));
+            if (!name || strncmp(name, mprefix, mpl) != 0 ||
+                strcmp(name, ms->self_name) == 0 || strcmp(name, c->cfg->leader.lease_name) == 0 ||
+                member_find(c, name))
+                continue;
+            struct ctl_lease rec;
+            ctl_lease_from_json(it, &rec);
+            bool held = rec.holder[0] != '\0';
+            if (held != (pass == 0))
+                continue;
+            struct member *m = member_slot(c, name, held);
+            if (m) {
+                m->cur = rec;
+                m->seen = true;
+            }
+        }
     if (ms->full && unix_now - ms->full_told_ms >= 60 * 1000) {
         ms->full_told_ms = unix_now;
         LOG_WARN(SUB, "%zu member Leases (%s*) not followed: over %d; a replica among them is "
@@ -710,7 +735,7 @@ int64_t ctl_acting_left_ms(const struct controller *c, const char *ns, const cha
     if (!c->leader_elect)
         return 0; /* no election: no term, no deadline */
     if (!ctl_acting_for(c, ns, name))
-        return 1; /* a write nothing allows: no time for it */
+        return -1; /* a write nothing allows: not to be sent */
     const struct ctl_leader *l =
         c->shards ? &c->shards[shard_of(ns, name, c->nshards)].leader : &c->leader;
     int64_t left = l->last_renew_ok_ms + l->renew_deadline_ms - (int64_t)uv_now(c->loop);

@@ -216,13 +216,18 @@ static void patch_status(struct controller *c, struct ctl_wl *w, const char *jso
     c->report_inflight++;
     ctl_io_begin(c);
     /* within the term that allows it: a resend after a 429 must not land over
-     * a new owner's status */
-    int rc = kube_deployment_patch_annotations(c->kube, w->ns, w->name, w->uid, ann,
-                                               ctl_acting_left_ms(c, w->ns, w->name),
-                                               status_done, r);
+     * a new owner's status; none once the term is over */
+    int64_t left = ctl_acting_left_ms(c, w->ns, w->name);
+    int rc = left < 0 ? -ETIME
+                      : kube_deployment_patch_annotations(c->kube, w->ns, w->name, w->uid, ann,
+                                                          left, status_done, r);
     json_decref(ann);
     if (rc != 0) {
-        LOGW_WARN(SUB, w->ns, w->name, "writing the status annotation: %s", strerror(-rc));
+        if (rc == -ETIME)
+            LOGW_INFO(SUB, w->ns, w->name, "status annotation not written: this replica no "
+                      "longer decides for it");
+        else
+            LOGW_WARN(SUB, w->ns, w->name, "writing the status annotation: %s", strerror(-rc));
         xfree(w->status_written); /* not written: again at the next tick */
         w->status_written = NULL;
         if (invalid)

@@ -222,10 +222,18 @@ bool kube_cache_settled(const struct kube_cache *c, int64_t down_ms)
 {
     for (size_t i = 0; i < c->nscopes; i++) {
         const struct kube_reflector *r = c->scopes[i].r;
-        if (!r || (!kube_reflector_synced(r) && kube_reflector_down_ms(r) < down_ms))
+        if (!r)
+            return false;
+        if (kube_reflector_synced(r))
+            continue;
+        /* all namespaces' lists only settle listed; one namespace's may fail */
+        if (!c->scopes[i].ns || kube_reflector_down_ms(r) < down_ms)
             return false;
     }
-    return true;
+    for (size_t i = 0; i < c->nscopes; i++)
+        if (kube_cache_ns_synced(c, c->scopes[i].ns))
+            return true; /* some namespace listed whole */
+    return false;
 }
 
 int64_t kube_cache_down_ms(const struct kube_cache *c, const char **what)

@@ -520,7 +520,7 @@ static void deliver(struct kreq *r, int err, const struct httpc_resp *resp)
     char msgbuf[256];
     if (err == 0) {
         if (resp->body_len > 0)
-            res.body = json_loadb(resp->body, resp->body_len, KUBE_JSON_FLAGS, NULL);
+            res.body = json_loadb(resp->body, resp->body_len, 0, NULL);
         res.err = kube_status_errno(resp->status);
         if (res.err == 0 && resp->body_len > 0 && !res.body) {
             res.err = -EBADMSG;

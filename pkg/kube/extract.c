@@ -217,7 +217,6 @@ static int cmp_label(const void *a, const void *b)
     return strcmp(((const struct kube_label *)a)->key, ((const struct kube_label *)b)->key);
 }
 
-/* Copy the string entries of obj whose key passes keep(); interned when pool. */
 /* A string's whole value (the API server's JSON may hold a NUL byte, read
  * with KUBE_JSON_FLAGS): each NUL as U+FFFD, so that an annotation value
  * with one is refused as the value it is rather than read up to the NUL
@@ -238,6 +237,7 @@ static char *string_whole(const json_t *v)
     return util_buf_steal(&b);
 }
 
+/* Copy the string entries of obj whose key passes keep(); interned when pool. */
 static void labels_from(const json_t *obj, bool (*keep)(const char *), struct kintern *pool,
                         struct kube_labels *out)
 {

@@ -10,11 +10,14 @@
 #include "kube/kube.h"
 #include "util/util.h"
 
-/* The API server's JSON as Go's encoder writes it: a NUL byte in a string
- * (an annotation value, a container's termination message) is \u0000, which
- * jansson refuses unless told; refused, one such object anywhere in a watched
- * scope failed every list page and watch event that carried it, and the cache
- * never synced. Such a string reads up to its NUL (json_string_value). */
+/* The lists' and watches' JSON as Go's encoder writes it: a NUL byte in a
+ * string (an annotation value, a container's termination message) is \u0000,
+ * which jansson refuses unless told; refused, one such object anywhere in a
+ * watched scope failed every list page and watch event that carried it, and
+ * the cache never synced. Such a string reads up to its NUL
+ * (json_string_value), so only the caches' objects are read so (extract.c
+ * keeps annotation values whole); other answers (a TokenReview's user, a
+ * Lease's holder) with one are refused, never read cut short. */
 #define KUBE_JSON_FLAGS JSON_ALLOW_NUL
 
 /* ---- string-keyed hash map (open addressing, linear probing) ---------- */

@@ -671,8 +671,10 @@ int64_t kube_cache_down_ms(const struct kube_cache *c, const char **what);
  *  lists fail (a RoleBinding missing there) need not stop the others. */
 bool kube_cache_ns_synced(const struct kube_cache *c, const char *ns);
 int64_t kube_cache_ns_down_ms(const struct kube_cache *c, const char *ns, const char **what);
-/** True when every list+watch finished its first list or has failed for at
- *  least down_ms (kube_reflector_down_ms): the cache knows all it will. */
+/** True when every list+watch finished its first list or, of one namespace
+ *  (with namespaces set), has failed for at least down_ms
+ *  (kube_reflector_down_ms), and some namespace was listed whole: the cache
+ *  knows all it will for now. */
 bool kube_cache_settled(const struct kube_cache *c, int64_t down_ms);
 
 /** The tracked Deployments (order unspecified); *n gets the count. */

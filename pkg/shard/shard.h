@@ -38,7 +38,8 @@ uint64_t shard_hash(const char *ns, const char *name);
  * A member Lease's name for identity id: prefix, SHARD_MEMBER_INFIX, then the
  * identity's DNS-1123 characters (lowercased; others '-'; at most 40; no
  * trailing '-'), and a hash of the whole identity when any of that changed
- * it, so that two identities never share a name. out: at least 128 bytes.
+ * it, so that two identities never share a name. out: at least the
+ * prefix's length plus 60 bytes.
  */
 void shard_member_lease_name(const char *prefix, const char *id, char *out, size_t len);
 
