@@ -713,7 +713,9 @@ class ExtMetricsE2E(unittest.TestCase):
             self.assertIn('"ha-llm"', msg)
             self.assertIn("stale", msg)
             self.assertEqual(served("ha-a", "deployment%3Dha-llm"), (200, 3.0))
-            self.assertIn("the Deployments it covers hold their replicas", b.text())
+            # logged at the standby's next tick (the view reads the failing time itself)
+            wait_for(lambda: "the Deployments it covers hold their replicas" in b.text(), 5,
+                     what="the standby's hold logged")
             self.fk.clear_faults()
             t_back, last = time.monotonic(), []
 
