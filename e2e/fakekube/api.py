@@ -321,13 +321,14 @@ class Api:
 
     # ------------------------------------------------------------ helpers
 
-    def _manage(self, res, old, new, subresource=None):
+    def _manage(self, res, old, new, subresource=None, now=None):
         """new's managedFields for this request's manager (managed.py); writes fakekube makes
         itself (bootstrap objects, its controllers) record none. An apply patch's manager
-        owns the fields of its configuration (operation Apply)."""
+        owns the fields of its configuration (operation Apply). now: the entry's time (a
+        create's is its creationTimestamp, taken in the same request, never a second apart)."""
         manager = getattr(self._tls, "manager", None)
         if manager is not None:
-            M.update(old, new, manager, res.api_version, subresource,
+            M.update(old, new, manager, res.api_version, subresource, now=now,
                      applied=getattr(self._tls, "applied", None))
 
     def external(self, res, stored, with_type=True):
@@ -623,7 +624,7 @@ class Api:
                 meta["generation"] = 1
             else:
                 meta.pop("generation", None)
-            self._manage(res, None, stored)
+            self._manage(res, None, stored, now=meta["creationTimestamp"])
             if query and query.get("dryRun"):
                 meta["resourceVersion"] = ""
                 return 201, self.external(res, stored)
