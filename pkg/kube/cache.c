@@ -178,17 +178,15 @@ size_t kube_cache_memory(const struct kube_cache *c)
     return sizeof(*c) + c->nscopes * sizeof(*c->scopes) + kube_store_memory(c->store);
 }
 
-bool kube_cache_synced(const struct kube_cache *c)
-{
-    for (size_t i = 0; i < c->nscopes; i++)
-        if (!c->scopes[i].r || !kube_reflector_synced(c->scopes[i].r))
-            return false;
-    return true;
-}
-
+/* Whether scope s covers namespace ns (NULL: every scope). */
 static bool covers(const struct scope *s, const char *ns)
 {
     return !s->ns || !ns || strcmp(s->ns, ns) == 0;
+}
+
+bool kube_cache_synced(const struct kube_cache *c)
+{
+    return kube_cache_ns_synced(c, NULL);
 }
 
 bool kube_cache_ns_synced(const struct kube_cache *c, const char *ns)
@@ -238,20 +236,7 @@ bool kube_cache_settled(const struct kube_cache *c, int64_t down_ms)
 
 int64_t kube_cache_down_ms(const struct kube_cache *c, const char **what)
 {
-    int64_t worst = 0;
-    if (what)
-        *what = "";
-    for (size_t i = 0; i < c->nscopes; i++) {
-        if (!c->scopes[i].r)
-            continue;
-        int64_t d = kube_reflector_down_ms(c->scopes[i].r);
-        if (d > worst) {
-            worst = d;
-            if (what)
-                *what = c->scopes[i].path;
-        }
-    }
-    return worst;
+    return kube_cache_ns_down_ms(c, NULL, what);
 }
 
 const struct kube_deployment *const *kube_cache_deployments(const struct kube_cache *c, size_t *n)
