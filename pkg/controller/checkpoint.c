@@ -240,9 +240,12 @@ struct cm_req {
     size_t idx;
     char cm[256];
     bool patch;                   /**< a save (else a read) */
+    bool created;                 /**< the save's create (after the patch's 404) */
     json_t *bin, *text;           /**< the save's binaryData and data (for a create after
                                        404): the patch shares them, so they are not copied */
     size_t ndrop;                 /**< drop keys the save carried */
+    uint64_t until;               /**< loop time by which the save must have ended (the
+                                       terms of the Deployments it carries), 0: none */
 };
 
 static void req_free(struct cm_req *r)
@@ -254,8 +257,11 @@ static void req_free(struct cm_req *r)
         c->ckpt_reads--;
     json_decref(r->bin);
     json_decref(r->text);
+    bool saved = r->patch;
     xfree(r);
     ctl_status_pump(c); /* the report budget has room again */
+    if (saved && c->closing && ctl_checkpoint_saving(c) == 0)
+        ctl_release_hold_end(c, "the checkpoints are saved"); /* before ctl_io_end may free c */
     ctl_io_end(c);
 }
 
@@ -445,14 +451,25 @@ void ctl_checkpoint_load(struct controller *c, struct ctl_wl *w)
 
 /* ---- writing -------------------------------------------------------------------- */
 
-static void save_one(struct controller *c, size_t idx);
+static void send_save(struct controller *c, size_t idx, json_t *bin, json_t *text, size_t ndrop,
+                      uint64_t until);
+
+/* What is left of a save's deadline: 0 for none, -1 when it has passed. */
+static int64_t left_of(const struct controller *c, uint64_t until)
+{
+    if (until == 0)
+        return 0;
+    uint64_t now = uv_now(c->loop);
+    return until > now ? (int64_t)(until - now) : -1;
+}
 
 static void cm_written(const struct kube_result *res, void *arg)
 {
     struct cm_req *r = arg;
     struct controller *c = r->c;
     struct ctl_ckpt *k = &c->ckpt[r->idx];
-    if (res->err == -ENOENT && r->bin) {
+    int64_t left = left_of(c, r->until);
+    if (res->err == -ENOENT && !r->created && left >= 0) {
         /* the first save (maybe at shutdown): create it with what the patch carried, without
          * the removals; shutdown waits for it */
         json_t *maps[] = {r->bin, r->text};
@@ -470,11 +487,9 @@ static void cm_written(const struct kube_result *res, void *arg)
                                 c->cfg->leader.namespace_, "labels",
                                 "app.kubernetes.io/managed-by", "gpuscaler", "binaryData",
                                 r->bin, "data", r->text);
-        json_decref(r->bin);
-        json_decref(r->text);
-        r->bin = r->text = NULL;
-        if (obj && kube_configmap_create(c->kube, c->cfg->leader.namespace_, obj, cm_written,
-                                         r) == 0) {
+        r->created = true;
+        if (obj && kube_configmap_create(c->kube, c->cfg->leader.namespace_, obj, left,
+                                         cm_written, r) == 0) {
             json_decref(obj);
             return;
         }
@@ -494,10 +509,12 @@ static void cm_written(const struct kube_result *res, void *arg)
             memmove(k->drop, k->drop + n, (k->ndrop - n) * sizeof(*k->drop));
             k->ndrop -= n;
         }
-    } else if (res->err == -EEXIST && res->status == 409) {
+    } else if (res->err == -EEXIST && res->status == 409 && r->created && left >= 0) {
         /* created meanwhile by another instance (two replicas handing shards over at
-         * once): patch it now, a handover waits for this save */
-        save_one(c, r->idx); /* before req_free: c stays alive while a request runs */
+         * once): patch it now with what the create carried (a handover or the close may
+         * have ended the terms meanwhile, so it is not built again); its removals stay
+         * queued for the next save */
+        send_save(c, r->idx, r->bin, r->text, 0, r->until); /* before req_free: c lives */
         req_free(r);
         return;
     } else if (res->status == 422 && res->message && strstr(res->message, "Too long")) {
@@ -551,18 +568,50 @@ static bool add_entries(json_t *bin, json_t *text, const struct ctl_wl *w, size_
     return true;
 }
 
+/* Merge-patch ConfigMap idx with bin and text (taken: the request holds
+ * them), carrying the first ndrop queued removals, ending by until. */
+static void send_save(struct controller *c, size_t idx, json_t *bin, json_t *text, size_t ndrop,
+                      uint64_t until)
+{
+    struct ctl_ckpt *k = &c->ckpt[idx];
+    json_t *patch = json_pack("{s:{s:{s:s}},s:O,s:O}", "metadata", "labels",
+                              "app.kubernetes.io/managed-by", "gpuscaler", "binaryData", bin,
+                              "data", text);
+    struct cm_req *r = req_new(c, idx, true);
+    r->bin = bin;
+    r->text = text;
+    r->ndrop = ndrop;
+    r->until = until;
+    k->patch_inflight = true;
+    int64_t left = left_of(c, until);
+    int rc = patch && left >= 0 ? kube_configmap_patch(c->kube, c->cfg->leader.namespace_, r->cm,
+                                                       patch, left, cm_written, r)
+                                : -ENOMEM;
+    json_decref(patch);
+    if (rc != 0) {
+        k->patch_inflight = false;
+        req_free(r);
+    }
+}
+
 static void save_one(struct controller *c, size_t idx)
 {
     struct ctl_ckpt *k = &c->ckpt[idx];
     json_t *bin = json_object(), *text = json_object();
     size_t n = 0, bytes = 0;
+    int64_t within = 0; /* the shortest term left of the Deployments carried */
     for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
-        for (struct ctl_wl *w = c->table[b]; w; w = w->next)
+        for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
             /* only what this replica still decides for: a shard lapsed since
              * the last tick (its Deployments not yet swept) is its new owner's */
-            if (ctl_checkpoint_index(w->ns, w->name, c->nckpt) == idx &&
-                ctl_acting_for(c, w->ns, w->name) && add_entries(bin, text, w, &bytes))
-                n++;
+            if (ctl_checkpoint_index(w->ns, w->name, c->nckpt) != idx ||
+                !ctl_acting_for(c, w->ns, w->name) || !add_entries(bin, text, w, &bytes))
+                continue;
+            n++;
+            int64_t left = ctl_acting_left_ms(c, w->ns, w->name);
+            if (left > 0 && (within == 0 || left < within))
+                within = left;
+        }
     if (n == 0 && k->ndrop == 0) {
         json_decref(bin);
         json_decref(text);
@@ -574,24 +623,23 @@ static void save_one(struct controller *c, size_t idx)
         if (!json_object_get(m, k->drop[i])) /* tracked again meanwhile: keep its new state */
             json_object_set_new(m, k->drop[i], json_null());
     }
-    json_t *patch = json_pack("{s:{s:{s:s}},s:O,s:O}", "metadata", "labels",
-                              "app.kubernetes.io/managed-by", "gpuscaler", "binaryData", bin,
-                              "data", text);
-    struct cm_req *r = req_new(c, idx, true);
-    r->bin = bin;
-    r->text = text;
-    r->ndrop = k->ndrop;
-    k->patch_inflight = true;
+    char cm[256];
+    cm_name(c, idx, cm, sizeof(cm));
     LOG_DEBUG(SUB, "saving checkpoint ConfigMap %s: %zu Deployments, %zu bytes, %zu removed",
-              r->cm, n, bytes, k->ndrop);
-    int rc = patch ? kube_configmap_patch(c->kube, c->cfg->leader.namespace_, r->cm, patch,
-                                          cm_written, r)
-                   : -ENOMEM;
-    json_decref(patch);
-    if (rc != 0) {
-        k->patch_inflight = false;
-        req_free(r);
-    }
+              cm, n, bytes, k->ndrop);
+    /* a save past the term would overwrite what a new owner saved since; the close's
+     * saves end before the Leases are released (controller_close) */
+    if (c->closing && (within == 0 || within > CTL_CLOSE_SAVE_WAIT_MS))
+        within = CTL_CLOSE_SAVE_WAIT_MS;
+    send_save(c, idx, bin, text, k->ndrop, within > 0 ? uv_now(c->loop) + (uint64_t)within : 0);
+}
+
+size_t ctl_checkpoint_saving(const struct controller *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->nckpt; i++)
+        n += c->ckpt[i].patch_inflight;
+    return n;
 }
 
 void ctl_checkpoint_tick(struct controller *c, int64_t now_ms, bool all)

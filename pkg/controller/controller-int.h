@@ -376,6 +376,9 @@ struct controller {
     struct ctl_leader leader;
     bool elect_inflight;
     bool release_pending; /* closing with a lease read or write in flight: release after it */
+    bool release_hold;    /* closing with checkpoint saves in flight: release after them
+                             (or after CTL_CLOSE_SAVE_WAIT_MS, hold_timer) */
+    uv_timer_t hold_timer;
     bool released;
     /* sharding (shards.c); shards is NULL without it */
     struct ctl_shard *shards;
@@ -412,6 +415,11 @@ struct controller {
 struct ctl_wl *ctl_wl_find(struct controller *c, const char *ns, const char *name);
 void ctl_io_begin(struct controller *c);
 void ctl_io_end(struct controller *c);
+/** At most this long a close waits for its checkpoint saves before the Leases are released. */
+#define CTL_CLOSE_SAVE_WAIT_MS 5000
+/** Closing: the checkpoint saves the Lease releases waited for have ended (why says
+ *  how); the releases go now. No-op when none waits. */
+void ctl_release_hold_end(struct controller *c, const char *why);
 
 /* scale.c */
 /** Write spec.replicas = target through /scale (read, patch with the read
@@ -582,7 +590,11 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
 
 /* elect.c */
 void ctl_elect_start(struct controller *c);
+/** On close: stop acting at once; the Lease is written released once no read or
+ *  renewal is in flight and no checkpoint save holds it (c->release_hold). */
 void ctl_elect_release(struct controller *c);
+/** The release ctl_elect_release deferred, if nothing holds it any more. */
+void ctl_elect_release_resume(struct controller *c);
 /** A Lease object as read from the API (obj borrowed) into *l. */
 void ctl_lease_from_json(const json_t *obj, struct ctl_lease *l);
 /** How long a Lease read (the single leader's get, the shards' list) may
@@ -596,8 +608,11 @@ json_t *ctl_lease_to_json(const char *ns, const char *name, const struct ctl_lea
 /* shards.c: sharding across replicas (sharding.enabled) */
 /** Start the shard election rounds (every retry period). */
 void ctl_shards_start(struct controller *c);
-/** On close: release every held shard Lease and this member's Lease. */
+/** On close: stop acting for every shard at once, and release every held shard
+ *  Lease and this member's Lease, as ctl_elect_release does. */
 void ctl_shards_release(struct controller *c);
+/** The releases ctl_shards_release deferred, if nothing holds them any more. */
+void ctl_shards_release_resume(struct controller *c);
 /** Free what ctl_shards_start allocated. */
 void ctl_shards_free(struct controller *c);
 /** Shards this instance holds and may act for now. */
@@ -685,6 +700,8 @@ void ctl_checkpoint_tick(struct controller *c, int64_t now_ms, bool all);
  *  written). Returns how many of those ConfigMaps are still being written:
  *  0 once the new owner would read the current state. */
 size_t ctl_checkpoint_flush_shard(struct controller *c, uint32_t shard, bool start);
+/** Checkpoint ConfigMaps being written now. */
+size_t ctl_checkpoint_saving(const struct controller *c);
 /** w is no longer tracked: remove its keys in its ConfigMap's next save. */
 void ctl_checkpoint_forget(struct controller *c, const struct ctl_wl *w);
 /** gpuscaler_checkpoint_configmap_bytes of each ConfigMap whose size is known. */

@@ -253,9 +253,10 @@ int controller_new(uv_loop_t *loop, struct kube *k, struct kube_cache *cache, st
 typedef void (*controller_close_cb)(void *arg);
 
 /**
- * Stop: finish in-flight writes (bounded by a few seconds), checkpoint the
- * forecasters, release the lease when leading, then free everything and call
- * cb from the loop.
+ * Stop: stop acting, checkpoint the forecasters, release the leases held
+ * once those saves have answered (at most CTL_CLOSE_SAVE_WAIT_MS, 5 s),
+ * finish in-flight writes (bounded by a few seconds), then free everything
+ * and call cb from the loop.
  */
 void controller_close(struct controller *c, controller_close_cb cb, void *arg);
 

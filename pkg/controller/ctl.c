@@ -318,8 +318,10 @@ int controller_new(uv_loop_t *loop, struct kube *k, struct kube_cache *cache, st
     uv_timer_init(loop, &c->tick_timer);
     uv_timer_init(loop, &c->elect_timer);
     uv_timer_init(loop, &c->hpa_timer);
+    uv_timer_init(loop, &c->hold_timer);
+    c->hold_timer.data = c;
     ctl_status_init(c);
-    c->open_handles = 4;
+    c->open_handles = 5;
     uint64_t iv = (uint64_t)cfg->decision_interval_ms;
     uv_timer_start(&c->tick_timer, tick_cb, iv, iv);
     uv_timer_start(&c->hpa_timer, hpa_cb, 1000, 60000);
@@ -394,6 +396,32 @@ static void handle_closed(uv_handle_t *h)
     maybe_finish_close(c);
 }
 
+void ctl_release_hold_end(struct controller *c, const char *why)
+{
+    if (!c->release_hold)
+        return;
+    c->release_hold = false;
+    LOG_INFO(SUB, "shutting down: releasing the lease now (%s)", why);
+    uv_close((uv_handle_t *)&c->hold_timer, handle_closed);
+    if (c->shards)
+        ctl_shards_release_resume(c);
+    else
+        ctl_elect_release_resume(c);
+}
+
+static void hold_expired(uv_timer_t *t)
+{
+    struct controller *c = t->data;
+    char why[96];
+    snprintf(why, sizeof(why), "%zu checkpoint ConfigMap saves still unanswered after %d ms",
+             ctl_checkpoint_saving(c), CTL_CLOSE_SAVE_WAIT_MS);
+    ctl_release_hold_end(c, why);
+}
+
+/* The close: the last checkpoint saves go first, and the Leases are released
+ * once they have answered (at most CTL_CLOSE_SAVE_WAIT_MS later), so that the
+ * next owner of a Deployment reads its state as of now, not of up to a
+ * checkpoint interval ago. Acting (scale and status writes) stops at once. */
 void controller_close(struct controller *c, controller_close_cb cb, void *arg)
 {
     if (c->closing)
@@ -402,6 +430,13 @@ void controller_close(struct controller *c, controller_close_cb cb, void *arg)
     c->close_cb = cb;
     c->close_arg = arg;
     ctl_checkpoint_tick(c, util_now_unix_ms(), true);
+    size_t saving = c->leader_elect ? ctl_checkpoint_saving(c) : 0;
+    if (saving > 0) {
+        c->release_hold = true;
+        LOG_INFO(SUB, "shutting down: releasing the lease once %zu checkpoint ConfigMap saves "
+                      "have answered (at most %d ms)", saving, CTL_CLOSE_SAVE_WAIT_MS);
+        uv_timer_start(&c->hold_timer, hold_expired, CTL_CLOSE_SAVE_WAIT_MS, 0);
+    }
     if (c->leader_elect && c->shards)
         ctl_shards_release(c);
     else if (c->leader_elect)
@@ -412,6 +447,8 @@ void controller_close(struct controller *c, controller_close_cb cb, void *arg)
         hs[i]->data = c;
         uv_close(hs[i], handle_closed);
     }
+    if (!c->release_hold)
+        uv_close((uv_handle_t *)&c->hold_timer, handle_closed);
 }
 
 /* ---- views ------------------------------------------------------------------ */

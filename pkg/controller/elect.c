@@ -129,7 +129,7 @@ static void release_now(struct controller *c)
  * caller's ctl_io_end, so the close cannot complete in between. */
 static void release_if_pending(struct controller *c)
 {
-    if (!c->release_pending)
+    if (!c->release_pending || c->release_hold)
         return;
     c->release_pending = false;
     release_now(c);
@@ -247,10 +247,17 @@ void ctl_elect_release(struct controller *c)
     log_transitions(c);
     ctl_leader_stop(&c->leader, "shutting down: releasing the lease"); /* stop acting at once */
     log_transitions(c);
-    if (c->elect_inflight) {
-        /* a read or a renewal carries the same resourceVersion: release after it answers */
+    if (c->elect_inflight || c->release_hold) {
+        /* a read or a renewal carries the same resourceVersion: release after it
+         * answers; checkpoint saves: after them, so the next leader reads them */
         c->release_pending = true;
         return;
     }
     release_now(c);
+}
+
+void ctl_elect_release_resume(struct controller *c)
+{
+    if (!c->elect_inflight)
+        release_if_pending(c);
 }

@@ -109,7 +109,7 @@ static void release_all(struct controller *c);
 
 static void io_end(struct controller *c)
 {
-    if (--c->members->inflight == 0 && c->release_pending) {
+    if (--c->members->inflight == 0 && c->release_pending && !c->release_hold) {
         /* the list or writes in flight at the close have answered: the
          * releases go now, over what they saw */
         c->release_pending = false;
@@ -674,14 +674,23 @@ void ctl_shards_release(struct controller *c)
     ctl_leader_stop(&ms->self, why);
     log_transitions(c);
     c->released = true;
-    if (ms->inflight) {
+    if (ms->inflight || c->release_hold) {
         /* a list or renewals in flight carry the resourceVersions the releases
          * would: sent now, one of each pair would conflict, and a renewal that
-         * won kept the shard held until it expired. Release after they answer. */
+         * won kept the shard held until it expired. Release after they answer;
+         * and after the checkpoint saves, so the new owners read them. */
         c->release_pending = true;
         return;
     }
     release_all(c);
+}
+
+void ctl_shards_release_resume(struct controller *c)
+{
+    if (c->release_pending && !c->release_hold && c->members->inflight == 0) {
+        c->release_pending = false;
+        release_all(c);
+    }
 }
 
 void ctl_shards_free(struct controller *c)

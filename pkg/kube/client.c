@@ -967,10 +967,14 @@ int kube_configmap_get(struct kube *k, const char *ns, const char *name, kube_re
     return with_path(ns_path(CORE, ns, "configmaps", name, NULL), get_fn, k, NULL, cb, arg);
 }
 
-int kube_configmap_create(struct kube *k, const char *ns, const json_t *cm, kube_result_cb cb,
-                          void *arg)
+int kube_configmap_create(struct kube *k, const char *ns, const json_t *cm, int64_t within_ms,
+                          kube_result_cb cb, void *arg)
 {
-    return with_path(ns_path(CORE, ns, "configmaps", NULL, NULL), kube_create, k, cm, cb, arg);
+    char *path = ns_path(CORE, ns, "configmaps", NULL, NULL);
+    int rc = cm && path ? kube_request_within(k, within_ms, "POST", path, NULL, cm, cb, arg)
+                        : -EINVAL;
+    xfree(path);
+    return rc;
 }
 
 int kube_configmap_update(struct kube *k, const char *ns, const char *name, const json_t *cm,
@@ -980,10 +984,14 @@ int kube_configmap_update(struct kube *k, const char *ns, const char *name, cons
 }
 
 int kube_configmap_patch(struct kube *k, const char *ns, const char *name, const json_t *patch,
-                         kube_result_cb cb, void *arg)
+                         int64_t within_ms, kube_result_cb cb, void *arg)
 {
-    return with_path(ns_path(CORE, ns, "configmaps", name, NULL), kube_patch_merge, k, patch, cb,
-                     arg);
+    char *path = ns_path(CORE, ns, "configmaps", name, NULL);
+    int rc = patch && path ? kube_request_within(k, within_ms, "PATCH", path,
+                                                 "application/merge-patch+json", patch, cb, arg)
+                           : -EINVAL;
+    xfree(path);
+    return rc;
 }
 
 int kube_hpa_list(struct kube *k, const char *ns, kube_result_cb cb, void *arg)

@@ -320,14 +320,15 @@ int kube_event_create(struct kube *k, const char *ns, const json_t *event, kube_
 /** core/v1 ConfigMaps. */
 int kube_configmap_get(struct kube *k, const char *ns, const char *name, kube_result_cb cb,
                        void *arg);
-int kube_configmap_create(struct kube *k, const char *ns, const json_t *cm, kube_result_cb cb,
-                          void *arg);
+int kube_configmap_create(struct kube *k, const char *ns, const json_t *cm, int64_t within_ms,
+                          kube_result_cb cb, void *arg);
 int kube_configmap_update(struct kube *k, const char *ns, const char *name, const json_t *cm,
                           kube_result_cb cb, void *arg);
 /** JSON merge patch (RFC 7386) of a ConfigMap: keys of binaryData/data not in the
- *  patch are kept, a null value removes one. 404 when it does not exist. */
+ *  patch are kept, a null value removes one. 404 when it does not exist. The create
+ *  and the patch end within within_ms as kube_request_within() (0: no deadline). */
 int kube_configmap_patch(struct kube *k, const char *ns, const char *name, const json_t *patch,
-                         kube_result_cb cb, void *arg);
+                         int64_t within_ms, kube_result_cb cb, void *arg);
 /** LIST autoscaling/v2 HorizontalPodAutoscalers of a namespace. */
 int kube_hpa_list(struct kube *k, const char *ns, kube_result_cb cb, void *arg);
 /** POST authentication.k8s.io/v1 TokenReview / authorization.k8s.io/v1 SubjectAccessReview. */

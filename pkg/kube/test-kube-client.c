@@ -759,7 +759,7 @@ static void test_helpers(void **state)
 
     /* Create of an existing ConfigMap: 409 too, told apart by reason. */
     json_t *cm = json_pack("{s:{s:s}}", "metadata", "name", "state");
-    assert_int_equal(kube_configmap_create(f->k, "gpu-system", cm, on_result, f), 0);
+    assert_int_equal(kube_configmap_create(f->k, "gpu-system", cm, 0, on_result, f), 0);
     wait_calls(f, 6);
     assert_int_equal(f->last.err, -EEXIST);
     assert_string_equal(f->reason, "AlreadyExists");
