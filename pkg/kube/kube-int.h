@@ -88,6 +88,8 @@ const struct kube_pod *kube_store_pod(const struct kube_store *s, const char *ns
 size_t kube_store_npods(const struct kube_store *s);
 /** Number of pod-index recomputations so far (tests check laziness). */
 size_t kube_store_index_rebuilds(const struct kube_store *s);
+/** Namespaces with a record: any pod or tracked Deployment, or a list's scope. */
+size_t kube_store_namespaces(const struct kube_store *s);
 /** Distinct interned strings (tests check sharing). */
 size_t kube_store_interned(const struct kube_store *s);
 /** Heap bytes the store holds: objects, their strings, tables (allocator overhead excluded). */

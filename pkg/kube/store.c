@@ -39,6 +39,20 @@ static struct kns *ns_get(struct kube_store *s, const char *name, bool create)
     return n;
 }
 
+/* Free n once nothing is in it and it is no list's scope (a configured
+ * namespace keeps its relist stamps): with every namespace watched, one
+ * created and deleted (a CI run's, a preview's) leaves nothing behind. */
+static void ns_drop_if_empty(struct kube_store *s, struct kns *n)
+{
+    if (n->npods || n->ndeps || n->list_start[0] || n->list_start[1])
+        return;
+    kmap_del(&s->nss, n->name);
+    xfree(n->pods);
+    xfree(n->deps);
+    xfree(n->name);
+    xfree(n);
+}
+
 static void dep_free(struct kube_store *s, struct dep *d)
 {
     extract_deployment_clear(&d->pub);
@@ -147,18 +161,22 @@ static void touch_deps(struct kns *n, const struct kube_labels *a, const struct 
 
 static void del_dep(struct kube_store *s, struct dep *d)
 {
+    struct kns *n = d->ns;
     kmap_del(&s->deps, d->key);
-    ns_del_dep(d->ns, d);
+    ns_del_dep(n, d);
     all_del(s, d);
     dep_free(s, d);
+    ns_drop_if_empty(s, n);
 }
 
 static void del_pod(struct kube_store *s, struct pod *p)
 {
-    touch_deps(p->ns, &p->pub.labels, NULL);
+    struct kns *n = p->ns;
+    touch_deps(n, &p->pub.labels, NULL);
     kmap_del(&s->pods, p->key);
-    ns_del_pod(p->ns, p);
+    ns_del_pod(n, p);
     pod_free(s, p);
+    ns_drop_if_empty(s, n);
 }
 
 static int apply_deployment(struct kube_store *s, enum kube_event_type type, const json_t *obj)
@@ -429,6 +447,11 @@ static size_t selector_bytes(const struct kube_selector *sel)
             n += str_bytes(sel->exprs[i].values[j]);
     }
     return n;
+}
+
+size_t kube_store_namespaces(const struct kube_store *s)
+{
+    return s->nss.n;
 }
 
 size_t kube_store_memory(const struct kube_store *s)

@@ -582,6 +582,71 @@ static void test_relist_sweep(void **state)
     kube_store_free(s);
 }
 
+/* Watching every namespace, one that comes and goes (a CI run's, a
+ * preview's) leaves no record behind once its pods and Deployments are
+ * gone, by events or by a relist's sweep; a namespace that is a list's
+ * scope keeps its record (its relist stamps). */
+static void test_namespace_churn(void **state)
+{
+    (void)state;
+    struct kube_store *s = kube_store_new();
+    char ns[32];
+    kube_store_list_begin(s, KUBE_KIND_POD, "kept");
+    kube_store_list_end(s, KUBE_KIND_POD, "kept");
+    assert_int_equal(kube_store_namespaces(s), 1);
+    for (int i = 0; i < 200; i++) {
+        snprintf(ns, sizeof(ns), "ci-%d", i);
+        apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, deployment(ns, "d", "1", true, "x"));
+        apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod(ns, "p1", "2", "x", true));
+        apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod(ns, "p2", "3", "x", true));
+    }
+    assert_int_equal(kube_store_namespaces(s), 201);
+    for (int i = 0; i < 100; i++) {
+        snprintf(ns, sizeof(ns), "ci-%d", i);
+        apply(s, KUBE_KIND_POD, KUBE_EV_DELETED, pod(ns, "p1", "4", "x", true));
+        apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_DELETED, deployment(ns, "d", "5", true, "x"));
+        assert_int_equal(kube_store_namespaces(s), 201 - (size_t)i); /* p2 still there */
+        apply(s, KUBE_KIND_POD, KUBE_EV_DELETED, pod(ns, "p2", "6", "x", true));
+        assert_int_equal(kube_store_namespaces(s), 200 - (size_t)i);
+    }
+    /* the rest vanish while not watched: the relists of all namespaces sweep them */
+    kube_store_list_begin(s, KUBE_KIND_POD, NULL);
+    kube_store_list_end(s, KUBE_KIND_POD, NULL);
+    assert_int_equal(kube_store_namespaces(s), 101); /* their Deployments are still there */
+    kube_store_list_begin(s, KUBE_KIND_DEPLOYMENT, NULL);
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, deployment("ci-150", "d", "7", true, "x"));
+    kube_store_list_end(s, KUBE_KIND_DEPLOYMENT, NULL);
+    assert_int_equal(kube_store_namespaces(s), 2);
+    /* a Deployment turned untracked is dropped, and its namespace with it */
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_MODIFIED, deployment("ci-150", "d", "8", false, "x"));
+    assert_int_equal(kube_store_namespaces(s), 1);
+    /* and another 200 come and go: the footprint does not grow (the tables
+     * keep their size; 200 records left behind were 30 KB and more) */
+    size_t after = kube_store_memory(s);
+    for (int i = 0; i < 200; i++) {
+        snprintf(ns, sizeof(ns), "preview-%d", i);
+        apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, deployment(ns, "d", "1", true, "x"));
+        apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod(ns, "p1", "2", "x", true));
+        apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod(ns, "p2", "3", "x", true));
+    }
+    assert_true(kube_store_memory(s) > after + 200 * 100);
+    for (int i = 0; i < 200; i++) {
+        snprintf(ns, sizeof(ns), "preview-%d", i);
+        apply(s, KUBE_KIND_POD, KUBE_EV_DELETED, pod(ns, "p1", "4", "x", true));
+        apply(s, KUBE_KIND_POD, KUBE_EV_DELETED, pod(ns, "p2", "5", "x", true));
+        apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_DELETED, deployment(ns, "d", "6", true, "x"));
+    }
+    assert_int_equal(kube_store_namespaces(s), 1);
+    assert_true(kube_store_memory(s) <= after);
+    /* the kept scope's record still stamps its relists: a pod there is swept */
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("kept", "p", "9", "x", true));
+    kube_store_list_begin(s, KUBE_KIND_POD, "kept");
+    kube_store_list_end(s, KUBE_KIND_POD, "kept");
+    assert_null(kube_store_pod(s, "kept", "p"));
+    assert_int_equal(kube_store_namespaces(s), 1);
+    kube_store_free(s);
+}
+
 static void test_scale(void **state)
 {
     (void)state;
@@ -681,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_index),
         cmocka_unit_test(test_owned_pods),
         cmocka_unit_test(test_relist_sweep),
+        cmocka_unit_test(test_namespace_churn),
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_parse_time),
     };

@@ -137,6 +137,7 @@ static void add_bucket(struct scrape_sample *s, double le, double v, uint64_t hi
         size_t tail = s->nbuckets - i;
         memmove(&s->le[i + 1], &s->le[i], tail * sizeof(s->le[0]));
         memmove(&s->count[i + 1], &s->count[i], tail * sizeof(s->count[0]));
+        memmove(&s->hsum_n[i + 1], &s->hsum_n[i], tail * sizeof(s->hsum_n[0]));
         for (size_t k = 0; k < s->hser_n; k++) {
             memmove(&s->hser_count[k][i + 1], &s->hser_count[k][i], tail * sizeof(double));
             s->hser_count[k][i] = 0;
@@ -145,9 +146,12 @@ static void add_bucket(struct scrape_sample *s, double le, double v, uint64_t hi
         }
         s->le[i] = le;
         s->count[i] = 0;
+        s->hsum_n[i] = 0;
         s->nbuckets++;
     }
     s->count[i] += v;
+    if (s->hsum_n[i] < UINT16_MAX)
+        s->hsum_n[i]++;
     if (s->hser_overflow)
         return;
     size_t k = 0;
@@ -440,6 +444,23 @@ int scrape_extract_feed(struct scrape_extract *x, const void *data, size_t len)
     return rc ? parse_error(x, rc, &pe) : 0;
 }
 
+/* The summed rows' bounds some series lacks this scrape (hsum_lacks): as
+ * a series' missing line is a bucket series without a sample, so is the
+ * sum's, instead of a drop read as the whole sum's restart. */
+static void lacking_bounds(struct scrape_sample *s)
+{
+    s->hsum_lacks = 0;
+    if (!s->hser_overflow)
+        return;
+    uint16_t most = 0;
+    for (size_t i = 0; i < s->nbuckets; i++)
+        if (s->hsum_n[i] > most)
+            most = s->hsum_n[i];
+    for (size_t i = 0; i < s->nbuckets; i++)
+        if (s->hsum_n[i] < most)
+            s->hsum_lacks |= UINT64_C(1) << i;
+}
+
 int scrape_extract_finish(struct scrape_extract *x)
 {
     if (x->err)
@@ -458,6 +479,7 @@ int scrape_extract_finish(struct scrape_extract *x)
         x->s.nbuckets = 0;
         x->s.hser_n = 0;
     }
+    lacking_bounds(&x->s);
     return 0;
 }
 

@@ -208,10 +208,11 @@ static uint64_t id_of(const struct scrape_sample *s, size_t k)
     return summed(s) ? 0 : s->hser_id[k];
 }
 
-/* Whether row k of the sample has a line for bound i (a sum row has all). */
+/* Whether row k of the sample has a line for bound i (a sum row: every
+ * series it sums). */
 static bool has_bound(const struct scrape_sample *s, size_t k, size_t i)
 {
-    return summed(s) || (s->hser_has[k] >> i & 1);
+    return summed(s) ? !(s->hsum_lacks >> i & 1) : (s->hser_has[k] >> i & 1);
 }
 
 /* The sample's rows in its own layout: a bound a series lacks in this

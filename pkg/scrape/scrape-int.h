@@ -86,6 +86,12 @@ struct scrape_sample {
      *  bit i set when the series has a line for le[i]. */
     uint8_t hser_n;
     bool hser_overflow;
+    /** With hser_overflow (the sums only): lines per bound (hsum_n), and bit i
+     *  of hsum_lacks set when le[i] has fewer lines than the bound with the
+     *  most (+Inf, which every series has): some series lacks it this scrape,
+     *  so its sum is not known. Set by scrape_extract_finish. */
+    uint16_t hsum_n[SCRAPE_MAX_BUCKETS];
+    uint64_t hsum_lacks;
     uint64_t hser_id[SCRAPE_MAX_HSERIES];
     uint64_t hser_has[SCRAPE_MAX_HSERIES];
     double hser_count[SCRAPE_MAX_HSERIES][SCRAPE_MAX_BUCKETS];

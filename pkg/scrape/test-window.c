@@ -665,6 +665,49 @@ static void test_histogram_missing_bucket(void **state)
     scrape_window_free(&w);
 }
 
+/* More series than are followed (the sums only): a line one series lacks
+ * this scrape leaves that bound's sum not known (hsum_lacks), as a followed
+ * series' missing line is; the other bounds count their increase, and the
+ * bound its gain over the gap once its line is back. Before, the lower sum
+ * read as the whole histogram's restart and put its history into the
+ * window. A real drop of every bound is still a restart. */
+static void test_histogram_summed_missing_line(void **state)
+{
+    (void)state;
+    struct scrape_window w;
+    scrape_window_init(&w, IV, WIN);
+    struct scrape_podstate st;
+    scrape_podstate_init(&st, 0, WIN, IV);
+    struct scrape_sample s = {.has_requests = true, .nbuckets = 3, .samples = 1,
+                              .hser_overflow = true};
+    const double le[3] = {0.5, 1, INFINITY};
+    memcpy(s.le, le, sizeof(le));
+    const double base[3] = {1000, 2000, 3000};
+    memcpy(s.count, base, sizeof(base));
+    scrape_podstate_ok(&st, &w, T0, &s); /* the baseline */
+    /* one series (1500 at le 1) lacks its le 1 line */
+    s.count[0] = 1010, s.count[1] = 520, s.count[2] = 3030;
+    s.hsum_lacks = 2;
+    scrape_podstate_ok(&st, &w, T0 + IV, &s);
+    assert_close(window_at(&w, 0.5), 10);
+    assert_close(window_at(&w, INFINITY), 30);
+    assert_close(window_at(&w, 1), 0);
+    /* back: its gain over both scrapes */
+    s.count[0] = 1020, s.count[1] = 2040, s.count[2] = 3060;
+    s.hsum_lacks = 0;
+    scrape_podstate_ok(&st, &w, T0 + 2 * IV, &s);
+    assert_close(window_at(&w, 0.5), 20);
+    assert_close(window_at(&w, 1), 40);
+    assert_close(window_at(&w, INFINITY), 60);
+    /* every bound lower: a restart, its new counts the increase */
+    s.count[0] = 5, s.count[1] = 6, s.count[2] = 7;
+    scrape_podstate_ok(&st, &w, T0 + 3 * IV, &s);
+    assert_close(window_at(&w, INFINITY), 67);
+    assert_close(window_at(&w, 1), 46);
+    scrape_podstate_free(&st, &w);
+    scrape_window_free(&w);
+}
+
 /* A pod with one series (a one-model vLLM) whose le 1 line is missing from
  * a scrape: its bounds are a subset of those it had, which is no new layout
  * (the histogram started afresh twice, losing its increases); the line's
@@ -776,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_histogram_series),
         cmocka_unit_test(test_histogram_missing_bucket),
         cmocka_unit_test(test_histogram_missing_line),
+        cmocka_unit_test(test_histogram_summed_missing_line),
         cmocka_unit_test(test_out_of_order),
         cmocka_unit_test(test_memory),
     };
