@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -2540,6 +2541,53 @@ checkpoint: {configmap: ckrel-e2e, configmaps: 1}
         self.assertLess(took, 6)
         cm = self.c.get("configmaps", "ckrel-e2e-0", self.ns)
         self.assertIn(checkpoint_key("forecast", self.ns, "ckrel"), cm.get("binaryData") or {})
+
+    @unittest.skipIf(REAL, "the slow API server is a fault rule of the fake API server")
+    def test_55_a_checkpoint_created_meanwhile_is_patched_at_the_stop(self):
+        """The stop's checkpoint save finds no ConfigMap and creates it; another replica
+        creates it first (409 AlreadyExists): the save patches it with what it carried, and
+        the Lease is released after that. Before, the save was built again after the stop had
+        ended the term, found nothing this replica decides for, and was lost."""
+        cfg = """decision-interval: 1s
+leader-election: {enabled: true, namespace: %s, lease-name: e2e-ckrace,
+                  lease-duration: 8s, renew-deadline: 6s, retry-period: 500ms}
+scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
+checkpoint: {configmap: ckrace-e2e, configmaps: 1}
+""" % self.ns
+        self.make("ckrace", 1, subnet=66)
+        self.metrics.set_rate("ckrace", 5)
+        g = self.start(cfg, ident="inst-ckrace")
+        # the other replica: a user of its own, so that only gpuscaler's create waits
+        tok = "other-" + os.urandom(6).hex()
+        self.fk.add_token(tok, "other-replica", ("system:masters",))
+        kc = os.path.join(self.fk.tmpdir, "kubeconfig-other-replica.yaml")
+        harness.write_kubeconfig(kc, self.fk.url, ca_file=self.fk.pki["ca"], token=tok)
+        oc = self.fk.client(kc)
+        self.addCleanup(oc.close)
+        other = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "ckrace-e2e-0"}, "binaryData": {"note": "aGVsbG8="}}
+        timer = threading.Timer(0.5, oc.create, ("configmaps", other, self.ns))
+        try:
+            wait_for(lambda: "became leader" in g.text() and self.status("ckrace"), 20,
+                     what="leading, and a decision")
+            time.sleep(1)  # the checkpoint's read has answered
+            self.fk.fault({"action": "latency", "ms": 1500, "resource": "configmaps",
+                           "method": "POST", "user": "e2e-admin", "count": None})
+            timer.start()  # while gpuscaler's create waits
+            g.stop()
+        finally:
+            timer.cancel()
+            g.stop()
+            self.fk.clear_faults()
+            self.c.delete("deployments", "ckrace", self.ns)
+        text = g.text()
+        cm = self.c.get("configmaps", "ckrace-e2e-0", self.ns)
+        keys = cm.get("binaryData") or {}
+        self.assertEqual(keys.get("note"), "aGVsbG8=", text[-2000:])
+        self.assertIn(checkpoint_key("forecast", self.ns, "ckrace"), keys, text[-2000:])
+        self.assertIn("releasing the lease now (the checkpoints are saved)", text)
+        spec = self.c.get("leases", "e2e-ckrace", self.ns)["spec"]
+        self.assertEqual(spec.get("holderIdentity", ""), "")
 
 if __name__ == "__main__":
     argv = sys.argv

@@ -514,7 +514,8 @@ static void cm_written(const struct kube_result *res, void *arg)
          * once): patch it now with what the create carried (a handover or the close may
          * have ended the terms meanwhile, so it is not built again); its removals stay
          * queued for the next save */
-        send_save(c, r->idx, r->bin, r->text, 0, r->until); /* before req_free: c lives */
+        send_save(c, r->idx, json_incref(r->bin), json_incref(r->text), 0,
+                  r->until); /* before req_free: c stays alive while a request runs */
         req_free(r);
         return;
     } else if (res->status == 422 && res->message && strstr(res->message, "Too long")) {
