@@ -286,6 +286,15 @@ class RenderTest(unittest.TestCase):
              "config.status.refresh-interval: 1h0m1s is out of range"),
             (["leaderElection.renewDeadline=20s"],
              "need retryPeriod < renewDeadline < leaseDuration (have 2s, 20s, 15s)"),
+            # refused by gpuscaler with leader election off too
+            (["leaderElection.enabled=false", "leaderElection.renewDeadline=20s"],
+             "need retryPeriod < renewDeadline < leaseDuration (have 2s, 20s, 15s)"),
+            (["config.scrape.interval=1s", "config.scrape.rate-window=5m"],
+             "config.scrape.rate-window: 5m is more than 254 config.scrape.intervals (1s)"),
+            (["config.scrape.rate-window=30m"],
+             "config.scrape.rate-window: 30m is more than 254 config.scrape.intervals (5s)"),
+            (["externalMetrics.enabled=true", "externalMetrics.port=9090"],
+             "externalMetrics.port must differ from service.metricsPort"),
         ]
         for sets, msg in cases:
             with self.subTest(sets=sets):
@@ -295,9 +304,14 @@ class RenderTest(unittest.TestCase):
 
     def test_durations_at_the_edges_of_their_ranges_render(self):
         sets = ["config.decision-interval=1s", "config.scrape.interval=100ms",
-                "config.scrape.timeout=0.1s", "config.scrape.rate-window=24h",
+                "config.scrape.timeout=0.1s", "config.scrape.rate-window=25.4s",
                 "config.status.refresh-interval=1h", "leaderElection.leaseDuration=1h",
                 "leaderElection.renewDeadline=59m59.5s", "leaderElection.retryPeriod=1m30s"]
+        out = H.render(self.helmrender, sets=sets, release=RELEASE, namespace=NAMESPACE)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        # the longest window, at an interval that holds it in 254 (24h / 254 = 5m40.2s)
+        sets = ["config.scrape.interval=5m41s", "config.scrape.timeout=1h",
+                "config.scrape.rate-window=24h"]
         out = H.render(self.helmrender, sets=sets, release=RELEASE, namespace=NAMESPACE)
         self.assertEqual(out.returncode, 0, out.stderr)
 

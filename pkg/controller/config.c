@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "promql/promql.h"
+#include "scrape/scrape.h"
 #include "shard/shard.h"
 #include "util/util.h"
 
@@ -488,6 +489,18 @@ int ctl_config_validate(const struct ctl_config *c, const char **key, char *err,
                      "(sharding.lease-prefix '%.80s'): choose another", n, p);
             return -EINVAL;
         }
+    }
+    /* a pod's counters keep a window of at most SCRAPE_MAX_WINDOW_INTERVALS
+     * samples: a longer window would be a rate over its last part only */
+    if (c->scrape.rate_window_ms > SCRAPE_MAX_WINDOW_INTERVALS * c->scrape.interval_ms) {
+        char w[32], iv[32];
+        util_format_duration(c->scrape.rate_window_ms, w, sizeof(w));
+        util_format_duration(c->scrape.interval_ms, iv, sizeof(iv));
+        *key = "scrape.rate-window";
+        snprintf(err, errlen,
+                 "scrape.rate-window: %s is more than %d scrape.intervals (%s): raise "
+                 "scrape.interval or shorten the window", w, SCRAPE_MAX_WINDOW_INTERVALS, iv);
+        return -EINVAL;
     }
     const struct {
         const char *a, *b, *key_a, *key_b;

@@ -153,6 +153,8 @@ static void test_config_bad_value_of_every_key(void **s)
         {"leader-election.lease-name",
          "leader-election: {lease-name: s-member-x}\nsharding: {enabled: true, lease-prefix: s}\n",
          "'s-member-x' is a name of the shard Leases", 1},
+        {"scrape.rate-window", "scrape:\n  interval: 1s\n  rate-window: 5m\n",
+         "scrape.rate-window: 5m is more than 254 scrape.intervals (1s)", 3},
         {"listen.metrics", "listen:\n  metrics: notanaddr\n",
          "listen.metrics: 'notanaddr' is not HOST:PORT", 2},
         {"listen.metrics", "listen: {metrics: 'localhost:9090'}\n", "IP address as host", 1},

@@ -182,8 +182,9 @@ int scrape_extract_buf(const struct scrape_spec *spec, enum prom_format fmt, con
  * A counter's recent samples with policy_counter's semantics (samples in
  * order, resets counted as the new value; see policy.h) in a ring sized for
  * the rate window (scrape_ring_cap) instead of policy_counter's fixed 32: 13
- * samples for the default 60 s window and 5 s interval, each 12 bytes (the
- * time as ms after base). The arrays are allocated on the first add.
+ * samples for the default 60 s window and 5 s interval, 61 for 60 s at 1 s,
+ * each 12 bytes (the time as ms after base). The arrays are allocated on the
+ * first add.
  */
 struct scrape_ring {
     int64_t base;            /**< times are stored as ms after this */
@@ -191,8 +192,9 @@ struct scrape_ring {
     uint8_t cap, head, n;    /**< head: index of the oldest sample */
 };
 
-/** Most samples a ring keeps (policy_counter's size). */
-#define SCRAPE_RING_MAX 32
+/** Most samples a ring keeps: a rate window of SCRAPE_MAX_WINDOW_INTERVALS. */
+#define SCRAPE_RING_MAX (SCRAPE_MAX_WINDOW_INTERVALS + 1)
+_Static_assert(SCRAPE_RING_MAX <= 255, "a ring's cap, head and n are uint8_t");
 
 /** Samples a window of window_ms holds at one per interval_ms when each starts
  *  less than an interval late: ceil(window / interval) + 1, within [4,

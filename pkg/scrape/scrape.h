@@ -199,10 +199,15 @@ struct scrape_result {
 /** Default ceiling on scrapes in flight (scrape_config.max_inflight). */
 #define SCRAPE_DEFAULT_MAX_INFLIGHT 512
 
+/** A pod's rate is over at most this many scrape intervals (its counters keep
+ *  one more sample): a longer rate window is refused (ctl_config_validate). */
+#define SCRAPE_MAX_WINDOW_INTERVALS 254
+
 struct scrape_config {
     int64_t interval_ms;    /**< default 5 s */
     int64_t timeout_ms;     /**< per-pod, default 2 s */
-    int64_t rate_window_ms; /**< default 60 s */
+    int64_t rate_window_ms; /**< default 60 s, at most SCRAPE_MAX_WINDOW_INTERVALS
+                                 intervals */
     size_t max_bytes;       /**< per exposition, default 16 MiB */
     /** httpc clients the pods are spread over (each pod always on the same
      *  one): the caller's client plus clients - 1 the scraper creates on the

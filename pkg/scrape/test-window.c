@@ -77,9 +77,10 @@ static void test_ring_matches_policy_counter(void **state)
         }
         scrape_ring_free(&r);
     }
-    /* capacity: the most samples a window holds, within [4, 32] */
+    /* capacity: the most samples a window holds, within [4, 255] */
     assert_int_equal(scrape_ring_cap(60000, 5000), 13);
-    assert_int_equal(scrape_ring_cap(60000, 1000), SCRAPE_RING_MAX);
+    assert_int_equal(scrape_ring_cap(60000, 1000), 61);
+    assert_int_equal(scrape_ring_cap(254000, 1000), SCRAPE_RING_MAX);
     assert_int_equal(scrape_ring_cap(3000, 5000), 4);
 }
 
@@ -110,6 +111,30 @@ static void test_ring_long_running(void **state)
     }
     assert_true(t - r.base < (int64_t)UINT32_MAX);
     scrape_ring_free(&r);
+}
+
+/* A rate window of many intervals (60 s at 1 s, 10 min at 5 s): the ring
+ * holds all its samples, so the rate spans the whole window (a ring of 32
+ * spanned the last 31 intervals of it), up to SCRAPE_MAX_WINDOW_INTERVALS. */
+static void test_ring_long_window(void **state)
+{
+    (void)state;
+    const int64_t wins[][2] = {{60000, 1000}, {600000, 5000},
+                               {SCRAPE_MAX_WINDOW_INTERVALS * 1000LL, 1000}};
+    for (size_t k = 0; k < sizeof(wins) / sizeof(wins[0]); k++) {
+        int64_t win = wins[k][0], iv = wins[k][1];
+        struct scrape_ring r;
+        scrape_ring_init(&r, scrape_ring_cap(win, iv));
+        int64_t t0 = 1700000000000, n = 2 * win / iv;
+        for (int64_t i = 0; i <= n; i++)
+            assert_int_equal(scrape_ring_add(&r, t0 + i * iv, (double)i * 10), 0);
+        double inc;
+        int64_t span;
+        assert_int_equal(scrape_ring_increase(&r, t0 + n * iv, win, &inc, &span), 0);
+        assert_true(span == win - iv);
+        assert_true(inc == (double)(win / iv - 1) * 10);
+        scrape_ring_free(&r);
+    }
 }
 
 /* ---- window = per-pod bucket rates -------------------------------------- */
@@ -810,6 +835,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_matches_policy_counter),
         cmocka_unit_test(test_ring_long_running),
+        cmocka_unit_test(test_ring_long_window),
         cmocka_unit_test(test_window_matches_rates),
         cmocka_unit_test(test_pods_added_and_removed),
         cmocka_unit_test(test_counter_reset),

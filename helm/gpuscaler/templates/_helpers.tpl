@@ -138,7 +138,15 @@ the leader election's order: fail with the key, the value and the range.
 {{- $le := include "gpuscaler.durationMs" .Values.leaderElection.leaseDuration | float64 -}}
 {{- $rd := include "gpuscaler.durationMs" .Values.leaderElection.renewDeadline | float64 -}}
 {{- $rp := include "gpuscaler.durationMs" .Values.leaderElection.retryPeriod | float64 -}}
-{{- if and .Values.leaderElection.enabled (or (ge $rd $le) (ge $rp $rd)) -}}
+{{- /* checked with leader election off too, as gpuscaler checks its config */ -}}
+{{- if or (ge $rd $le) (ge $rp $rd) -}}
 {{- fail (printf "leaderElection: need retryPeriod < renewDeadline < leaseDuration (have %v, %v, %v)" .Values.leaderElection.retryPeriod .Values.leaderElection.renewDeadline .Values.leaderElection.leaseDuration) -}}
+{{- end -}}
+{{- /* a pod's rate spans at most 254 scrape intervals (scrape.h, SCRAPE_MAX_WINDOW_INTERVALS) */ -}}
+{{- $scrape := default dict .Values.config.scrape -}}
+{{- $iv := include "gpuscaler.durationMs" (dig "interval" "5s" $scrape) | float64 -}}
+{{- $win := include "gpuscaler.durationMs" (dig "rate-window" "60s" $scrape) | float64 -}}
+{{- if gt $win (mulf 254.0 $iv) -}}
+{{- fail (printf "config.scrape.rate-window: %v is more than 254 config.scrape.intervals (%v): raise the interval or shorten the window" (dig "rate-window" "60s" $scrape) (dig "interval" "5s" $scrape)) -}}
 {{- end -}}
 {{- end -}}
