@@ -574,16 +574,30 @@ static int apply_defaults(struct ctl_config *c, const struct key *k, const struc
         ks[i] = kb[i];
         vs[i] = c->defaults[i].value;
     }
+    /* the capacity a Deployment's own annotation may give: a stand-in, so
+     * that the checks across keys behind its own (min above max, the
+     * hysteresis) still run */
+    size_t n = c->n_defaults;
+    bool capacity = false;
+    for (size_t i = 0; i < n; i++)
+        capacity |= strcmp(c->defaults[i].key, "capacity-per-gpu") == 0;
+    const char *ks_all[CTL_MAX_DEFAULTS + 1], *vs_all[CTL_MAX_DEFAULTS + 1];
+    memcpy(ks_all, ks, n * sizeof(*ks));
+    memcpy(vs_all, vs, n * sizeof(*vs));
+    if (!capacity) {
+        ks_all[n] = CTL_ANNOTATION_PREFIX "capacity-per-gpu";
+        vs_all[n++] = "1";
+    }
     struct ctl_config empty;
     memset(&empty, 0, sizeof(empty));
     empty.scrape.missing_fraction = c->scrape.missing_fraction;
     struct ctl_workload_config wl;
     char bad[128], msg[200];
-    int rc = ctl_workload_parse(&empty, ks, vs, c->n_defaults, &wl, bad, sizeof(bad), msg,
+    int rc = ctl_workload_parse(&empty, ks_all, vs_all, n, &wl, bad, sizeof(bad), msg,
                                 sizeof(msg));
     /* what a Deployment's own annotations may complete is not an error here */
-    if (rc == -EINVAL && strstr(msg, "capacity-per-gpu: required") == NULL &&
-        strstr(msg, "min-replicas: 0 needs") == NULL) {
+    if (rc == -EINVAL && strstr(msg, "min-replicas: 0 needs") == NULL &&
+        strstr(msg, "request-metric: required") == NULL) {
         /* point at the offending entry's line */
         const char *bk = strncmp(bad, CTL_ANNOTATION_PREFIX, strlen(CTL_ANNOTATION_PREFIX)) == 0
                              ? bad + strlen(CTL_ANNOTATION_PREFIX)

@@ -212,6 +212,12 @@ static void test_config_bad_value_of_every_key(void **s)
         {"checkpoint.configmaps", "checkpoint: {configmaps: 16x}\n", "not a whole number", 1},
         {"defaults", "defaults:\n  target-utilization: '0.5'\n  max-replicas: lots\n",
          "defaults: max-replicas: 'lots' is not a whole number", 3},
+        /* checks across keys run without capacity-per-gpu too (a Deployment's own
+         * annotation gives that): they were skipped, and every Deployment held */
+        {"defaults", "defaults:\n  min-replicas: '5'\n  max-replicas: '2'\n",
+         "defaults: min-replicas: 5 is above max-replicas 2", 2},
+        {"defaults", "defaults:\n  target-utilization: '0.4'\n",
+         "scale-in-utilization: 0.5 must be below target-utilization 0.4", 2},
     };
     struct ctl_config c;
     struct conf_error err;
@@ -677,6 +683,10 @@ static void test_annotations_min_zero(void **s)
     struct conf_error cerr;
     ctl_config_init(&c);
     assert_int_equal(apply_yaml(&c, "defaults:\n  min-replicas: '0'\n", &cerr), 0);
+    ctl_config_free(&c);
+    /* nor the request metric a generic profile's Deployments name themselves */
+    ctl_config_init(&c);
+    assert_int_equal(apply_yaml(&c, "defaults:\n  metrics-profile: generic\n", &cerr), 0);
     ctl_config_free(&c);
 }
 
