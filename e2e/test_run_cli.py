@@ -124,6 +124,51 @@ class RunCli(unittest.TestCase):
         self.assertEqual(self.run_bad("--record", self.dir, "--decision-interval", "2500ms"),
                          "gpuscaler run: --record: decision-interval must be a whole number of "
                          "seconds (the trace's bucket width)")
+        # the recordings' folder is checked at start, not at each workload's first row
+        nodir = os.path.join(self.dir, "nope")
+        self.assertEqual(self.run_bad("--record", nodir),
+                         "gpuscaler run: --record: %s is not a directory gpuscaler can write "
+                         "to" % nodir)
+        # "" as a Lease holder reads as free, and as held by every "" replica
+        self.assertIn("--id: empty", self.run_bad("--id="))
+
+    def test_flags_complete_the_file_before_the_checks_across_keys(self):
+        """The checks across keys run on the file and the flags together: a flag may
+        complete or change what the file says (they ran on the file alone and refused it).
+        A --record folder that does not exist, checked right after them, ends each run."""
+        nodir = os.path.join(self.dir, "nope")
+        past = "gpuscaler run: --record: %s is not a directory" % nodir
+        cert = self.write("c.pem", "x")
+        # the file's TLS certificate, its key as a flag
+        err = self.run_bad("--tls-key-file", cert, "--record", nodir,
+                           config="external-metrics:\n  tls-cert-file: %s\n" % cert)
+        self.assertTrue(err.startswith(past), err)
+        # without the flag, the pair's check names the file's line
+        err = self.run_bad("--record", nodir,
+                           config="external-metrics:\n  tls-cert-file: %s\n" % cert)
+        self.assertIn("config.yaml:2: external-metrics.tls-cert-file: set without "
+                      "external-metrics.tls-key-file", err)
+        # sharding in the file, leader election from a flag
+        err = self.run_bad("--leader-elect=true", "--record", nodir,
+                           config="leader-election: {enabled: false}\n"
+                                  "sharding: {enabled: true}\n")
+        self.assertTrue(err.startswith(past), err)
+        # listeners that would collide fail at load, not after the start
+        cmd = [BIN, "run", "--kubeconfig", self.kubeconfig, "--config",
+               self.write("l.yaml", "listen: {metrics: '127.0.0.1:19090', "
+                                    "health: '127.0.0.1:19090'}\n")]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("l.yaml:1: listen.health: 127.0.0.1:19090 overlaps listen.metrics "
+                      "127.0.0.1:19090", r.stderr)
+        self.assertNotIn("level=", r.stderr)
+
+    def test_help(self):
+        for flag in ("-h", "--help"):
+            r = subprocess.run([BIN, "run", flag], capture_output=True, text=True,
+                               timeout=TIMEOUT)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(r.stdout.startswith("usage: gpuscaler run"), r.stdout)
 
 
 if __name__ == "__main__":

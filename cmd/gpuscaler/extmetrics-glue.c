@@ -337,18 +337,14 @@ int extmetrics_glue_new(uv_loop_t *loop, struct kube *k, struct kube_cache *cach
     struct extmetrics_config ec;
     memset(&ec, 0, sizeof(ec));
     const char *addr = cfg->listen.external_metrics;
-    const char *colon = strrchr(addr, ':');
-    int64_t port = -1;
-    if (!colon || util_parse_int64(colon + 1, &port) != 0 || port < 0 || port > 65535) {
+    int port = -1;
+    if (ctl_listen_addr_split(addr, g->host, sizeof(g->host), &port) != 0) {
         LOG_ERROR(SUB, "listen.external-metrics '%s' is not HOST:PORT", addr);
         xfree(g);
         return -EINVAL;
     }
-    snprintf(g->host, sizeof(g->host), "%.*s", (int)(colon - addr), addr);
-    if (!g->host[0])
-        snprintf(g->host, sizeof(g->host), "0.0.0.0");
     ec.listen.host = g->host;
-    ec.listen.port = (int)port;
+    ec.listen.port = port;
     ec.listen.tls = true;
     ec.listen.cert_file = nz(cfg->extmetrics.tls_cert_file);
     ec.listen.key_file = nz(cfg->extmetrics.tls_key_file);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -94,25 +95,6 @@ static void set_str(char **f, const char *v)
     *f = xstrdup(v);
 }
 
-static int split_addr(const char *addr, char *host, size_t hostlen, int *port)
-{
-    const char *colon = strrchr(addr, ':');
-    int64_t p;
-    if (!colon || util_parse_int64(colon + 1, &p) != 0 || p < 0 || p > 65535)
-        return -EINVAL;
-    size_t hl = (size_t)(colon - addr);
-    if (hl == 0) {
-        snprintf(host, hostlen, "0.0.0.0");
-    } else {
-        if (addr[0] == '[' && hl >= 2 && addr[hl - 1] == ']') {
-            addr++;
-            hl -= 2;
-        }
-        snprintf(host, hostlen, "%.*s", (int)hl, addr);
-    }
-    *port = (int)p;
-    return 0;
-}
 
 /* ---- admin listener: /metrics /healthz /readyz --------------------------- */
 
@@ -438,10 +420,10 @@ static int parse_flags(struct daemon *d, int argc, char **argv)
     optind = 1;
     opterr = 0;
     int o;
-    while ((o = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
         if (o == OPT_CONFIG)
             config = optarg;
-        if (o == OPT_HELP) {
+        if (o == OPT_HELP || o == 'h') {
             usage(stdout);
             return 1;
         }
@@ -460,7 +442,7 @@ static int parse_flags(struct daemon *d, int argc, char **argv)
     if (config) {
         int rc = conf_load_file(config, &root, &err);
         if (rc == 0)
-            rc = ctl_config_apply(&d->cfg, root, &err);
+            rc = ctl_config_apply_keys(&d->cfg, root, &err); /* checked with the flags */
         if (rc != 0) {
             config_error(config, &err);
             conf_free(root);
@@ -470,7 +452,7 @@ static int parse_flags(struct daemon *d, int argc, char **argv)
     int rc = 0;
     bool ns_from_flags = false, file_flags = false;
     optind = 1;
-    while (rc == 0 && (o = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while (rc == 0 && (o = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
         const char *v = optarg;
         bool b;
         switch (o) {
@@ -516,7 +498,14 @@ static int parse_flags(struct daemon *d, int argc, char **argv)
             rc = set_key(d, "leader-election-namespace", "leader-election.namespace", v);
             break;
         case OPT_LEASE_NAME: rc = set_key(d, "lease-name", "leader-election.lease-name", v); break;
-        case OPT_ID: d->opts.identity = v; break;
+        case OPT_ID:
+            if (!*v) { /* a Lease held by "" reads as free, and every "" as its holder */
+                fprintf(stderr, "gpuscaler run: --id: empty (leave it out for $POD_NAME or the "
+                                "host name)\n");
+                rc = -EINVAL;
+            }
+            d->opts.identity = v;
+            break;
         case OPT_METRICS_ADDR: rc = set_key(d, "metrics-addr", "listen.metrics", v); break;
         case OPT_HEALTH_ADDR: rc = set_key(d, "health-addr", "listen.health", v); break;
         case OPT_EXT_ADDR:
@@ -543,7 +532,11 @@ static int parse_flags(struct daemon *d, int argc, char **argv)
     char msg[300];
     const char *key = NULL;
     if (rc == 0 && ctl_config_validate(&d->cfg, &key, msg, sizeof(msg)) != 0) {
-        fprintf(stderr, "gpuscaler run: %s\n", msg);
+        int line = ctl_config_line(root, key);
+        if (line > 0)
+            fprintf(stderr, "gpuscaler run: %s:%d: %s\n", config, line, msg);
+        else
+            fprintf(stderr, "gpuscaler run: %s\n", msg);
         rc = -EINVAL;
     }
     /* a recorded row is stamped in whole seconds, one per decision interval:
@@ -551,6 +544,15 @@ static int parse_flags(struct daemon *d, int argc, char **argv)
     if (rc == 0 && d->opts.record_dir && d->cfg.decision_interval_ms % 1000 != 0) {
         fprintf(stderr, "gpuscaler run: --record: decision-interval must be a whole number of "
                         "seconds (the trace's bucket width)\n");
+        rc = -EINVAL;
+    }
+    /* the recordings' directory, checked now rather than at each workload's first row */
+    struct stat rst;
+    if (rc == 0 && d->opts.record_dir &&
+        (stat(d->opts.record_dir, &rst) != 0 || !S_ISDIR(rst.st_mode) ||
+         access(d->opts.record_dir, W_OK | X_OK) != 0)) {
+        fprintf(stderr, "gpuscaler run: --record: %s is not a directory gpuscaler can write "
+                        "to\n", d->opts.record_dir);
         rc = -EINVAL;
     }
     if (rc == 0 && ctl_config_check_files(&d->cfg, file_flags ? NULL : root, &err) != 0) {
@@ -677,7 +679,7 @@ int cmd_run(int argc, char **argv)
     }
     struct httpd_config hc;
     memset(&hc, 0, sizeof(hc));
-    if (split_addr(d.cfg.listen.metrics, host, sizeof(host), &hc.port) != 0) {
+    if (ctl_listen_addr_split(d.cfg.listen.metrics, host, sizeof(host), &hc.port) != 0) {
         LOG_ERROR(SUB, "listen.metrics '%s' is not HOST:PORT", d.cfg.listen.metrics);
         rc = 2;
         goto out_loop;
@@ -691,7 +693,7 @@ int cmd_run(int argc, char **argv)
     }
     LOG_INFO(SUB, "serving /metrics on %s:%d", host, httpd_port(d.admin));
     memset(&hc, 0, sizeof(hc));
-    if (split_addr(d.cfg.listen.health, host, sizeof(host), &hc.port) != 0) {
+    if (ctl_listen_addr_split(d.cfg.listen.health, host, sizeof(host), &hc.port) != 0) {
         LOG_ERROR(SUB, "listen.health '%s' is not HOST:PORT", d.cfg.listen.health);
         rc = 2;
         goto out_loop;

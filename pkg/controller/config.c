@@ -221,27 +221,39 @@ static bool dns_subdomain_ok(const char *s, size_t max)
 
 /* HOST:PORT with an IPv4 or IPv6 address (brackets optional for IPv6) or an
  * empty host (all IPv4 addresses); port 0 to 65535 (0: any free port). */
-static bool addr_ok(const char *s)
+int ctl_listen_addr_split(const char *addr, char *host, size_t hostlen, int *port)
 {
-    const char *colon = strrchr(s, ':');
-    int64_t port;
-    if (!colon || util_parse_int64(colon + 1, &port) != 0 || port < 0 || port > 65535)
-        return false;
-    size_t hl = (size_t)(colon - s);
-    if (hl == 0)
-        return true;
-    const char *h = s;
-    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
+    const char *colon = strrchr(addr, ':');
+    int64_t p;
+    if (!colon || util_parse_int64(colon + 1, &p) != 0 || p < 0 || p > 65535)
+        return -EINVAL;
+    size_t hl = (size_t)(colon - addr);
+    const char *h = addr;
+    if (hl == 0) {
+        h = "0.0.0.0";
+        hl = strlen(h);
+    } else if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
         h++;
         hl -= 2;
     }
-    char host[64];
-    if (hl >= sizeof(host))
-        return false;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    unsigned char buf[16];
-    return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+    char buf[INET6_ADDRSTRLEN + 1];
+    unsigned char bin[16];
+    if (hl >= sizeof(buf) || hl >= hostlen)
+        return -EINVAL;
+    memcpy(buf, h, hl);
+    buf[hl] = '\0';
+    if (inet_pton(AF_INET, buf, bin) != 1 && inet_pton(AF_INET6, buf, bin) != 1)
+        return -EINVAL;
+    memcpy(host, buf, hl + 1);
+    *port = (int)p;
+    return 0;
+}
+
+static bool addr_ok(const char *s)
+{
+    char host[INET6_ADDRSTRLEN + 1];
+    int port;
+    return ctl_listen_addr_split(s, host, sizeof(host), &port) == 0;
 }
 
 /* http:// or https://, a host, an optional port, an optional path; no
@@ -490,6 +502,31 @@ int ctl_config_validate(const struct ctl_config *c, const char **key, char *err,
             return -EINVAL;
         }
     }
+    /* the listeners bind apart: one address twice failed only after start */
+    const struct {
+        const char *key, *addr;
+        bool on;
+    } ls[] = {{"listen.metrics", c->listen.metrics, true},
+              {"listen.health", c->listen.health, true},
+              {"listen.external-metrics", c->listen.external_metrics, c->extmetrics.enabled}};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(ls); i++)
+        for (size_t j = i + 1; j < UTIL_ARRAY_LEN(ls); j++) {
+            char hi[64], hj[64];
+            int pi, pj;
+            if (!ls[i].on || !ls[j].on || !ls[i].addr || !ls[j].addr ||
+                ctl_listen_addr_split(ls[i].addr, hi, sizeof(hi), &pi) != 0 ||
+                ctl_listen_addr_split(ls[j].addr, hj, sizeof(hj), &pj) != 0 || pi != pj ||
+                pi == 0)
+                continue;
+            bool any_i = strcmp(hi, "0.0.0.0") == 0 || strcmp(hi, "::") == 0,
+                 any_j = strcmp(hj, "0.0.0.0") == 0 || strcmp(hj, "::") == 0;
+            if (strcmp(hi, hj) == 0 || any_i || any_j) {
+                *key = ls[j].key;
+                snprintf(err, errlen, "%s: %s overlaps %s %s (each listener needs its own port)",
+                         ls[j].key, ls[j].addr, ls[i].key, ls[i].addr);
+                return -EINVAL;
+            }
+        }
     /* a pod's counters keep a window of at most SCRAPE_MAX_WINDOW_INTERVALS
      * samples: a longer window would be a rate over its last part only */
     if (c->scrape.rate_window_ms > SCRAPE_MAX_WINDOW_INTERVALS * c->scrape.interval_ms) {
@@ -676,6 +713,9 @@ static int walk(struct ctl_config *c, const struct conf_node *map, const char *p
         char path[256];
         snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", map->keys[i]);
         const struct conf_node *v = map->items[i];
+        if (strchr(map->keys[i], '.')) /* beside its nested form, one would hide the other */
+            return fail(err, v, "'%.120s': write the key nested, not dotted (as in the "
+                                "documentation)%s", path, "");
         const struct key *k = NULL;
         bool is_prefix = false;
         size_t pl = strlen(path);
@@ -700,7 +740,32 @@ static int walk(struct ctl_config *c, const struct conf_node *map, const char *p
     return 0;
 }
 
-int ctl_config_apply(struct ctl_config *c, const struct conf_node *root, struct conf_error *err)
+/* Where a check across keys blames key: its node in the file, else its
+ * section's, else NULL. */
+static const struct conf_node *blame(const struct conf_node *root, const char *key)
+{
+    const struct conf_node *at = key && root ? node_of(root, key) : NULL;
+    if (!at && key && strncmp(key, "leader-election.", 16) == 0)
+        at = conf_map_get(root, "leader-election");
+    if (!at && key && strncmp(key, "external-metrics.", 17) == 0)
+        at = conf_map_get(root, "external-metrics");
+    if (!at && key && strncmp(key, "prometheus", 10) == 0)
+        at = conf_map_get(root, "prometheus");
+    if (!at && key && strncmp(key, "scrape.", 7) == 0)
+        at = conf_map_get(root, "scrape");
+    if (!at && key && strncmp(key, "listen.", 7) == 0)
+        at = conf_map_get(root, "listen");
+    return at;
+}
+
+int ctl_config_line(const struct conf_node *root, const char *key)
+{
+    const struct conf_node *at = root && root->type == CONF_MAP ? blame(root, key) : NULL;
+    return at ? at->line : 0;
+}
+
+static int apply(struct ctl_config *c, const struct conf_node *root, struct conf_error *err,
+                 bool validate)
 {
     memset(err, 0, sizeof(*err));
     if (!root)
@@ -717,17 +782,22 @@ int ctl_config_apply(struct ctl_config *c, const struct conf_node *root, struct 
     }
     const char *key = NULL;
     char msg[sizeof(err->msg)];
-    if (ctl_config_validate(c, &key, msg, sizeof(msg)) != 0) {
-        const struct conf_node *at = key ? node_of(root, key) : NULL;
-        if (!at && key && strncmp(key, "leader-election.", 16) == 0)
-            at = conf_map_get(root, "leader-election");
-        if (!at && key && strncmp(key, "external-metrics.", 17) == 0)
-            at = conf_map_get(root, "external-metrics");
-        if (!at && key && strncmp(key, "prometheus", 10) == 0)
-            at = conf_map_get(root, "prometheus");
+    if (validate && ctl_config_validate(c, &key, msg, sizeof(msg)) != 0) {
+        const struct conf_node *at = blame(root, key);
         return fail(err, at ? at : root, "%s%s", msg, "");
     }
     return 0;
+}
+
+int ctl_config_apply(struct ctl_config *c, const struct conf_node *root, struct conf_error *err)
+{
+    return apply(c, root, err, true);
+}
+
+int ctl_config_apply_keys(struct ctl_config *c, const struct conf_node *root,
+                          struct conf_error *err)
+{
+    return apply(c, root, err, false);
 }
 
 /* ---- files (I/O) ------------------------------------------------------------------ */

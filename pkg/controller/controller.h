@@ -103,6 +103,13 @@ void ctl_config_free(struct ctl_config *c);
  * Returns 0 or -EINVAL; on error c may be partly updated (callers discard it).
  */
 int ctl_config_apply(struct ctl_config *c, const struct conf_node *root, struct conf_error *err);
+/** ctl_config_apply() without the checks across keys, for a caller that sets
+ *  more keys over the file (flags) and runs ctl_config_validate() on them all. */
+int ctl_config_apply_keys(struct ctl_config *c, const struct conf_node *root,
+                          struct conf_error *err);
+/** The line of the file (root) where key, as ctl_config_validate() blames it,
+ *  is set (or its section); 0 when the file does not set it. */
+int ctl_config_line(const struct conf_node *root, const char *key);
 
 /**
  * Set one scalar key ("listen.metrics") from a string with the same checks
@@ -118,6 +125,13 @@ int ctl_config_set(struct ctl_config *c, const char *key, const char *value, cha
  */
 void ctl_config_promql(const struct ctl_config *c, struct promql_config *pc,
                        struct promql_header hs[CTL_MAX_HEADERS]);
+
+/**
+ * A listen.* address "HOST:PORT" (HOST an IPv4 address, an IPv6 one in
+ * brackets, or empty for every IPv4 address) split into host (brackets
+ * removed; "0.0.0.0" for an empty one) and port. -EINVAL when it is not one.
+ */
+int ctl_listen_addr_split(const char *addr, char *host, size_t hostlen, int *port);
 
 /**
  * The checks across keys: retry-period < renew-deadline < lease-duration,

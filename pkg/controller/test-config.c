@@ -155,6 +155,14 @@ static void test_config_bad_value_of_every_key(void **s)
          "'s-member-x' is a name of the shard Leases", 1},
         {"scrape.rate-window", "scrape:\n  interval: 1s\n  rate-window: 5m\n",
          "scrape.rate-window: 5m is more than 254 scrape.intervals (1s)", 3},
+        {"listen.health", "listen:\n  metrics: 127.0.0.1:9000\n  health: 0.0.0.0:9000\n",
+         "listen.health: 0.0.0.0:9000 overlaps listen.metrics 127.0.0.1:9000", 3},
+        {"listen.external-metrics",
+         "external-metrics: {enabled: true}\nlisten: {external-metrics: ':8081'}\n",
+         "listen.external-metrics: :8081 overlaps listen.health", 2},
+        {"leader-election.enabled",
+         "leader-election.enabled: false\nleader-election: {enabled: true}\n",
+         "'leader-election.enabled': write the key nested, not dotted", 1},
         {"listen.metrics", "listen:\n  metrics: notanaddr\n",
          "listen.metrics: 'notanaddr' is not HOST:PORT", 2},
         {"listen.metrics", "listen: {metrics: 'localhost:9090'}\n", "IP address as host", 1},
@@ -690,6 +698,34 @@ static void test_annotations_min_zero(void **s)
     ctl_config_free(&c);
 }
 
+/* listen.* addresses: one parser for the config's check and the listeners
+ * (the external metrics API's kept the brackets of [::1] and failed after
+ * the config had passed) */
+static void test_listen_addr_split(void **s)
+{
+    (void)s;
+    static const struct {
+        const char *in, *host;
+        int port;
+    } ok[] = {{"0.0.0.0:9090", "0.0.0.0", 9090}, {":8081", "0.0.0.0", 8081},
+              {"[::]:6443", "::", 6443},          {"[::1]:0", "::1", 0},
+              {"127.0.0.2:65535", "127.0.0.2", 65535}};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(ok); i++) {
+        char host[64];
+        int port = -1;
+        assert_int_equal(ctl_listen_addr_split(ok[i].in, host, sizeof(host), &port), 0);
+        assert_string_equal(host, ok[i].host);
+        assert_int_equal(port, ok[i].port);
+    }
+    static const char *const bad[] = {"9090", "localhost:9090", "[::1:9090", "::1:9090x",
+                                      "1.2.3.4:65536", "1.2.3.4:-1", "[]:80", ""};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        char host[64];
+        int port;
+        assert_int_equal(ctl_listen_addr_split(bad[i], host, sizeof(host), &port), -EINVAL);
+    }
+}
+
 static void test_status_json(void **s)
 {
     (void)s;
@@ -793,6 +829,7 @@ int main(void)
         cmocka_unit_test(test_annotations),
         cmocka_unit_test(test_annotations_tokens),
         cmocka_unit_test(test_annotations_min_zero),
+        cmocka_unit_test(test_listen_addr_split),
         cmocka_unit_test(test_status_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
