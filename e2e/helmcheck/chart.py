@@ -272,11 +272,12 @@ def check_render(objs, values, release, namespace):
             elif up:
                 p.append("config upstream set without externalMetrics.upstream.url")
             listen = cfg.get("listen") or {}
-            if listen.get("metrics") != "0.0.0.0:%d" % values["service"]["metricsPort"]:
+            host = "[::]" if values.get("listenHost") == "::" else "0.0.0.0"
+            if listen.get("metrics") != "%s:%d" % (host, values["service"]["metricsPort"]):
                 p.append("config listen.metrics %r" % listen.get("metrics"))
-            if listen.get("health") != "0.0.0.0:%d" % values["healthPort"]:
+            if listen.get("health") != "%s:%d" % (host, values["healthPort"]):
                 p.append("config listen.health %r" % listen.get("health"))
-            if listen.get("external-metrics") != "0.0.0.0:%d" % em["port"]:
+            if listen.get("external-metrics") != "%s:%d" % (host, em["port"]):
                 p.append("config listen.external-metrics %r" % listen.get("external-metrics"))
             for k, v in values["config"].items():
                 if k == "defaults":

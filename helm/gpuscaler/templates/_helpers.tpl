@@ -75,7 +75,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if .Values.sharding.enabled -}}
 {{- $_ := set $cfg "sharding" (dict "enabled" true "shards" (int .Values.sharding.shards) "lease-prefix" (printf "%s-shard" .Values.leaderElection.leaseName)) -}}
 {{- end -}}
-{{- $listen := dict "metrics" (printf "0.0.0.0:%d" (int .Values.service.metricsPort)) "health" (printf "0.0.0.0:%d" (int .Values.healthPort)) "external-metrics" (printf "0.0.0.0:%d" (int .Values.externalMetrics.port)) -}}
+{{- $host := eq (default "0.0.0.0" .Values.listenHost) "::" | ternary "[::]" "0.0.0.0" -}}
+{{- $listen := dict "metrics" (printf "%s:%d" $host (int .Values.service.metricsPort)) "health" (printf "%s:%d" $host (int .Values.healthPort)) "external-metrics" (printf "%s:%d" $host (int .Values.externalMetrics.port)) -}}
 {{- $_ := set $cfg "listen" $listen -}}
 {{- $em := dict "enabled" .Values.externalMetrics.enabled -}}
 {{- if .Values.externalMetrics.enabled -}}
