@@ -296,6 +296,8 @@ struct ctl_wl {
     bool pq_have, pq_inflight, pq_seeded;
     struct promql_pods pq_pods;   /**< its per-pod answer, owned */
     bool pq_pods_have;            /**< pq_pods is the last answer's (its query answered) */
+    bool pq_pods_failed;          /**< the per-pod query of the default rate (which pods it
+                                       counts) was asked and failed or was left out */
     bool pq_pods_fresh;           /**< ... and no tick has taken its backlog yet */
     struct ctl_pq_pod *pq_bl;     /**< each pod's last running + waiting, owned */
     size_t pq_bl_n;
@@ -527,6 +529,7 @@ void ctl_pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
 /** The last per-pod answer against the Deployment's pods in the cache. */
 struct ctl_pq_match {
     bool counted_known;   /**< the answer says which pods the rate counts */
+    bool by_cache;        /**< ... or, its query failed, the cache's Ready times do */
     int ready;            /**< Ready pods (running, not deleting, with an address) */
     int counted;          /**< ... in the rate */
     int warming;          /**< ... not in it, Ready for less than the grace */
@@ -547,7 +550,9 @@ struct ctl_pq_match {
  *  the rate does not count is warming for grace_ms after its Ready
  *  transition, missing after. A fresh answer updates w's per-pod backlog
  *  (a Ready pod absent from it keeps its last value; one gone adds its
- *  value to the departed). Without an answer m says nothing is known. */
+ *  value to the departed). Without an answer m says nothing is known, but
+ *  when the default rate's per-pod query failed: then a pod Ready within
+ *  grace_ms is warming and the others counted (by_cache). */
 void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t np, int64_t now,
                   int64_t grace_ms, struct ctl_pq_match *m);
 /** The match into the observation: the backlog fields; when the rate's

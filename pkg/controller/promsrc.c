@@ -80,17 +80,36 @@ static void pods_copy(struct promql_pods *dst, const struct promql_pods *src)
     }
 }
 
+/* Whether w's queries include the per-pod one that says which pods the
+ * default rate counts. */
+static bool counts_pods(const struct ctl_wl *w)
+{
+    if (w->cfg.promql_rate[0])
+        return false;
+    char tmpl[PROMQL_MAX_QUERY];
+    promql_default_pods(&w->cfg.scrape, true, tmpl, sizeof(tmpl));
+    return tmpl[0] != '\0';
+}
+
 static void pq_answered(const struct scrape_result *res, const struct promql_pods *pods,
                         void *arg)
 {
     struct pq_req *r = arg;
     struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
     if (w && strcmp(w->uid, r->uid) == 0) { /* not a Deployment's of that name made since */
+        /* a line when the rate fails, or its reason changes, and when it answers again
+         * (the decisions' lines come only when the decision changes) */
+        bool was_ok = w->pq_have && w->pq_last.valid;
+        if (!res->valid && (was_ok || !w->pq_have || strcmp(w->pq_last.why, res->why) != 0))
+            LOGW_WARN(SUB, w->ns, w->name, "Prometheus: %s", res->why);
+        else if (res->valid && w->pq_have && !w->pq_last.valid)
+            LOGW_INFO(SUB, w->ns, w->name, "Prometheus answers again");
         w->pq_inflight = false;
         w->pq_last = *res;
         w->pq_have = true;
         pods_copy(&w->pq_pods, pods);
         w->pq_pods_have = pods != NULL;
+        w->pq_pods_failed = pods == NULL && counts_pods(w);
         w->pq_pods_fresh = true;
     }
     pq_req_free(r);
@@ -380,13 +399,38 @@ void ctl_backlog_reset(struct ctl_wl *w)
     w->pq_running = w->pq_waiting = w->pq_queue = w->pq_backlog = -1;
 }
 
+/* Without the per-pod answer (its query failed: a slow Prometheus, a query
+ * limit), which pods the rate counts comes from the cache alone: a pod
+ * Ready within the grace is taken as warming, not yet in the rate, as the
+ * answer would mostly say; the others as counted. Without it the rate over
+ * every Ready pod read a scale-out's new replicas as serving, and low. */
+static void match_by_cache(const struct kube_pod *const *pods, size_t np, int64_t now,
+                           int64_t grace_ms, struct ctl_pq_match *m)
+{
+    m->counted_known = true;
+    m->by_cache = true;
+    for (size_t i = 0; i < np; i++) {
+        const struct kube_pod *p = pods[i];
+        if (!pod_serving(p))
+            continue;
+        m->ready++;
+        if (p->ready_transition_ms > 0 && now - p->ready_transition_ms < grace_ms)
+            m->warming++;
+        else
+            m->counted++;
+    }
+}
+
 void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t np, int64_t now,
                   int64_t grace_ms, struct ctl_pq_match *m)
 {
     memset(m, 0, sizeof(*m));
     m->running = m->waiting = m->queue = m->backlog = -1;
-    if (!w->pq_pods_have)
+    if (!w->pq_pods_have) {
+        if (w->pq_pods_failed)
+            match_by_cache(pods, np, now, grace_ms, m);
         return;
+    }
     const struct promql_pods *pp = &w->pq_pods;
     if (w->pq_pods_fresh) {
         pods_update(w, pp, pods, np);
@@ -447,7 +491,10 @@ void ctl_pq_apply(const struct ctl_pq_match *m, double missing_fraction, int64_t
     if (m->counted == 0 && m->missing == 0) {
         r->valid = false;
         snprintf(r->why, sizeof(r->why),
-                 "all %d ready pods are new to Prometheus (not yet in its rate)", m->ready);
+                 m->by_cache ? "all %d ready pods turned Ready within the rate window (not "
+                               "yet in Prometheus' rate; its per-pod query failed)"
+                             : "all %d ready pods are new to Prometheus (not yet in its rate)",
+                 m->ready);
         return;
     }
     if (m->counted == 0 || (double)m->missing > missing_fraction * base) {

@@ -524,6 +524,18 @@ static void test_annotations(void **s)
                         "sum(rate(svc_seconds_sum{ns=\"{{namespace}}\"}[{{window}}]))");
     assert_string_equal(w.promql_p99, "histogram_quantile(0.99, x)");
     assert_string_equal(w.promql_rate, "");
+    /* a template's placeholders are checked with the annotation (a typo held the
+     * Deployment at every query, its rate included, instead of naming the key) */
+    const char *typo[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/promql-p99",
+                          "histogram_quantile(0.99, sum by (le)(rate(x{namespace=\"{{ns}}\"}"
+                          "[5m])))"};
+    assert_int_equal(parse_ann(&c, typo, 2, &w, bad, err), -EINVAL);
+    assert_string_equal(bad, "gpuscaler.io/promql-p99");
+    assert_non_null(strstr(err, "promql-p99: unknown placeholder {{ns}}"));
+    const char *open_[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/promql-busy",
+                           "sum(x{pod=~\"{{pods\"})"};
+    assert_int_equal(parse_ann(&c, open_, 2, &w, bad, err), -EINVAL);
+    assert_string_equal(bad, "gpuscaler.io/promql-busy");
     ctl_config_free(&c);
 
     /* config defaults apply under annotations */

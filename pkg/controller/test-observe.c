@@ -399,6 +399,36 @@ static void test_prometheus_rate_pods(void **state)
     ctl_pq_apply(&m, 0.3, GRACE, &o);
     assert_true(o.m.valid && o.serving == 10);
     assert_true(o.m.inflight < 0 && o.m.backlog < 0 && o.m.waiting < 0 && o.m.queued < 0);
+
+    /* the default rate's per-pod query failed (a slow Prometheus right after a 2 -> 10
+     * scale-out): the cache's Ready times stand in, the 8 new pods warming, not serving
+     * (all 10 served, and the rate per replica read 80 % low: a scale-in under load) */
+    w->pq_pods_failed = true;
+    for (int i = 0; i < 10; i++)
+        pods[i].ready_transition_ms = i < 2 ? T0 : now - 30000;
+    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    assert_true(m.counted_known && m.by_cache);
+    assert_int_equal(m.counted, 2);
+    assert_int_equal(m.warming, 8);
+    assert_int_equal(m.missing, 0);
+    obs_valid(&o, 10);
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_true(o.m.valid);
+    assert_int_equal(o.serving, 2);
+    assert_true(o.m.backlog < 0 && !o.recent_growth_known);
+    /* a rate window on, all serve */
+    ctl_pq_match(w, pp, 10, now - 30000 + GRACE, GRACE, &m);
+    obs_valid(&o, 10);
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_true(o.m.valid && o.serving == 10);
+    /* every Ready pod new: hold */
+    for (int i = 0; i < 10; i++)
+        pods[i].ready_transition_ms = now - 1000;
+    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    obs_valid(&o, 10);
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_false(o.m.valid);
+    assert_non_null(strstr(o.m.why, "all 10 ready pods turned Ready within the rate window"));
     wl_done(w);
 }
 

@@ -59,6 +59,14 @@ struct promql {
     int64_t timeout_ms;
     size_t max_body;
     struct op *ops;
+    /* the optional parts' failures logged, so that one goes to the log when
+     * it starts or changes and when it ends, not at every tick: per
+     * namespace/name/part (a hash; a collision costs a line more), the hash
+     * of the reason logged, 0 when none is */
+    struct {
+        uint64_t key;
+        uint64_t why;
+    } logged[256];
     uv_timer_t closer; /* only to close asynchronously */
     bool closing, closed;
     promql_close_cb close_cb;
@@ -267,11 +275,53 @@ static int answer(int err, const struct httpc_resp *resp, struct promql_series *
 
 /* ---- instant queries ------------------------------------------------------- */
 
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (h ^ 0xff) * 1099511628211ULL;
+}
+
+/* Whether a part's state (why: its failure, NULL when it answered) is news
+ * for the log: a failure that starts or changes, or one that ends. */
+static bool part_news(struct op *o, int slot, const char *why, bool *ended)
+{
+    static const char *const parts[] = {"rate", "p99", "busy", "pods"};
+    uint64_t k = fnv1a(fnv1a(fnv1a(1469598103934665603ULL, o->ns), o->deploy), parts[slot]);
+    uint64_t h = why ? fnv1a(1469598103934665603ULL, why) | 1 : 0;
+    size_t i = (size_t)(k % UTIL_ARRAY_LEN(o->p->logged));
+    uint64_t was = o->p->logged[i].key == k ? o->p->logged[i].why : 0;
+    *ended = !why && was != 0;
+    if (!why && !was)
+        return false;
+    o->p->logged[i].key = k;
+    o->p->logged[i].why = h;
+    return h != was;
+}
+
+/* Log an optional part's failure (why) or its answer (NULL) when news. */
+static void part_log(struct op *o, int slot, const char *what, const char *why)
+{
+    bool ended;
+    if (!part_news(o, slot, why, &ended))
+        return;
+    if (ended)
+        LOGW_INFO("promql", o->ns, o->deploy, "%s query answers again", what);
+    else
+        LOGW_WARN("promql", o->ns, o->deploy, "%s query failed: %s (logged again when the "
+                  "reason changes)", what, why);
+}
+
 static void get_done(struct op *o, int slot, int err, const struct httpc_resp *resp)
 {
     struct promql_series s;
     char why[200];
     int rc = answer(err, resp, &s, slot == 3 ? &o->pods : NULL, why, sizeof(why));
+    if (rc == 0 && slot != 3 && s.range) { /* its first point is the oldest of a range */
+        rc = -EBADMSG;
+        snprintf(why, sizeof(why), "the query returned a range vector (%zu points): use an "
+                 "instant expression, such as rate(x[2m]) rather than x[2m]", s.npoints);
+    }
     if (slot == 0) { /* rate */
         if (rc == 0) {
             double v = s.points[0].v;
@@ -291,20 +341,22 @@ static void get_done(struct op *o, int slot, int err, const struct httpc_resp *r
     } else if (slot == 1) { /* p99 in seconds; no data or NaN only means no traffic */
         if (rc == 0 && isfinite(s.points[0].v) && s.points[0].v >= 0)
             o->r.p99_ms = s.points[0].v * 1000.0;
-        else if (rc != 0 && rc != -ENODATA && rc != -ECANCELED)
-            LOGW_WARN("promql", o->ns, o->deploy, "p99 query failed: %s", why);
+        if (rc != -ECANCELED)
+            part_log(o, slot, "p99", rc != 0 && rc != -ENODATA ? why : NULL);
     } else if (slot == 2) { /* busy time; no data: a pod without the counter, use the gauge */
-        if (rc == 0 && isfinite(s.points[0].v) && s.points[0].v >= 0)
+        bool bad = rc != 0 && rc != -ENODATA;
+        if (rc == 0 && isfinite(s.points[0].v) && s.points[0].v >= 0) {
             o->r.busy = s.points[0].v;
-        else if (rc == 0)
-            LOGW_WARN("promql", o->ns, o->deploy, "busy-time query returned %g",
-                      s.points[0].v);
-        else if (rc != -ENODATA && rc != -ECANCELED)
-            LOGW_WARN("promql", o->ns, o->deploy, "busy-time query failed: %s", why);
+        } else if (rc == 0) {
+            snprintf(why, sizeof(why), "it returned %g", s.points[0].v);
+            bad = true;
+        }
+        if (rc != -ECANCELED)
+            part_log(o, slot, "busy-time", bad ? why : NULL);
     } else { /* per-pod parts: unknown on failure, as before they were asked */
         o->pods_ok = rc == 0;
-        if (rc != 0 && rc != -ECANCELED)
-            LOGW_WARN("promql", o->ns, o->deploy, "per-pod query failed: %s", why);
+        if (rc != -ECANCELED)
+            part_log(o, slot, "per-pod", rc != 0 ? why : NULL);
     }
     promql_series_free(&s);
 }
@@ -404,16 +456,15 @@ static int rate_query(const struct promql *p, const struct promql_target *t, cha
  * only when the rate is the default one, whose pods it names. One that does
  * not expand (too long for a Deployment of a long name) is left out: the
  * parts are then unknown, as they were before this query. */
-static void pods_query(const struct promql *p, const struct promql_target *t, char *out)
+static void pods_query(const struct promql *p, const struct promql_target *t, char *out,
+                       char *err, size_t errlen)
 {
-    char tmpl[PROMQL_MAX_QUERY], err[200];
+    char tmpl[PROMQL_MAX_QUERY];
     promql_default_pods(t->spec, !(t->rate_tmpl && *t->rate_tmpl), tmpl, sizeof(tmpl));
-    out[0] = '\0';
+    out[0] = err[0] = '\0';
     if (tmpl[0] && promql_expand(tmpl, t->ns, t->deployment, p->window, out, PROMQL_MAX_QUERY,
-                                 err, sizeof(err)) != 0) {
-        LOGW_WARN("promql", t->ns, t->deployment, "per-pod query left out: %s", err);
+                                 err, errlen) != 0)
         out[0] = '\0';
-    }
 }
 
 int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
@@ -434,7 +485,8 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
         (rc = query_for(p, t, t->p99_tmpl, promql_default_p99, p99_q, err, errlen)) != 0 ||
         (rc = query_for(p, t, t->busy_tmpl, promql_default_busy, busy_q, err, errlen)) != 0)
         return rc;
-    pods_query(p, t, pods_q);
+    char pods_err[200];
+    pods_query(p, t, pods_q, pods_err, sizeof(pods_err));
 
     o = xcalloc(1, sizeof(*o));
     o->p = p;
@@ -457,6 +509,8 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
         return rc;
     }
     op_link(o);
+    if (pods_err[0]) /* too long to be asked: the parts are unknown, as before it was */
+        part_log(o, 3, "per-pod", pods_err);
     /* the others only add to the result: one not sent leaves its part unknown */
     const char *more[] = {NULL, p99_q, busy_q, pods_q};
     static const char *const what[] = {NULL, "p99", "busy-time", "per-pod"};
@@ -464,9 +518,11 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
         if (!more[slot][0])
             continue;
         url = instant_url(p, more[slot], now_ms);
-        char e2[160];
-        if (issue(o, slot, url, p->max_body, e2, sizeof(e2)) < 0)
-            LOGW_WARN("promql", t->ns, t->deployment, "%s query not sent: %s", what[slot], e2);
+        char e2[160], why[200];
+        if (issue(o, slot, url, p->max_body, e2, sizeof(e2)) < 0) {
+            snprintf(why, sizeof(why), "not sent: %s", e2);
+            part_log(o, slot, what[slot], why);
+        }
         xfree(url);
     }
     return 0;

@@ -129,6 +129,7 @@ static int parse_data(const json_t *data, struct promql_series *out, char *err, 
     if (strcmp(type, "matrix") == 0) {
         if ((rc = one_series(result, type, &series, err, errlen)) != 0)
             return rc;
+        out->range = true;
         const json_t *values = json_object_get(series, "values");
         if (!json_is_array(values))
             return fail(err, errlen, -EBADMSG,

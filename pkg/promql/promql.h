@@ -104,6 +104,7 @@ struct promql_point {
 struct promql_series {
     struct promql_point *points; /**< ascending time; xmalloc'd, free with promql_series_free */
     size_t npoints;
+    bool range;                  /**< a matrix (a range vector): query_range's answer */
 };
 
 /** Most points accepted in one response (Prometheus itself caps at 11,000 per series). */

@@ -493,7 +493,8 @@ enum fake_mode {
     FAKE_502,
     FAKE_HOLD,
     FAKE_BUSY_EMPTY,
-    FAKE_BUSY_NAN
+    FAKE_BUSY_NAN,
+    FAKE_MATRIX
 };
 
 struct fx {
@@ -672,6 +673,10 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
     case FAKE_HOLD:
         f->held = c;
         break;
+    case FAKE_MATRIX: /* a range vector (x[2m]) asked as an instant query */
+        json(c, 200, "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":[{"
+                     "\"metric\":{},\"values\":[[1700000000,\"0\"],[1700000060,\"9\"]]}]}}");
+        break;
     case FAKE_BUSY_EMPTY: /* mapped above */
     case FAKE_BUSY_NAN:
         break;
@@ -804,6 +809,10 @@ static void test_client_results(void **state)
         {FAKE_502, false, "rate: HTTP 502 from prometheus"},
         {FAKE_BUSY_EMPTY, true, ""}, /* no busy time: still valid, busy unknown */
         {FAKE_BUSY_NAN, true, ""},
+        /* its first point was read as the answer: the oldest of the range */
+        {FAKE_MATRIX, false,
+         "rate: the query returned a range vector (2 points): use an instant expression, such "
+         "as rate(x[2m]) rather than x[2m]"},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
         f->mode = cases[i].mode;
@@ -828,11 +837,14 @@ static void test_client_results(void **state)
             assert_true(f->r.busy == 3.5);
         else
             assert_true(f->r.busy == -1);
+        if (cases[i].mode == FAKE_MATRIX)
+            assert_true(f->r.p99_ms == -1); /* the p99 asked so is unknown too */
         assert_true(f->r.inflight < 0 && f->r.queued < 0 && f->r.backlog < 0);
         /* the per-pod answer comes beside the result: parsed where the server gave one
          * (an empty vector, or one whose only series has no labels, says no pod has any
          * part), none where it failed */
-        bool pods_ok = cases[i].mode != FAKE_BAD_QUERY && cases[i].mode != FAKE_502;
+        bool pods_ok = cases[i].mode != FAKE_BAD_QUERY && cases[i].mode != FAKE_502 &&
+                       cases[i].mode != FAKE_MATRIX;
         bool full = cases[i].mode == FAKE_OK || cases[i].mode == FAKE_BUSY_EMPTY ||
                     cases[i].mode == FAKE_BUSY_NAN;
         if (f->pods_answered != pods_ok)
