@@ -108,6 +108,19 @@ class DemoTest(unittest.TestCase):
             self.assertLessEqual(lo, mid + 1e-9)
             self.assertLessEqual(mid, hi + 1e-9)
 
+    def test_gpu_limit_caps_the_gpus_held(self):
+        """Under a gpu-limit the replicas beyond it stay Pending and hold no GPU, as
+        simulate counts them: no curve, peak or baseline above the budget (they counted
+        every replica asked for: 68 GPUs at peak on a 40-GPU budget)."""
+        r = run('--gpu-limit', '40', '--growth', '1', '--json', '-')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        plan = json.loads(r.stdout)['plans'][0]
+        s = plan['scenarios'][0]
+        self.assertLessEqual(s['peak_gpus'], 40)
+        self.assertLessEqual(s['baseline_gpus'], 40)
+        self.assertLessEqual(max(s['gpus_max']), 40 + 1e-9)
+        self.assertLessEqual(s['gpu_hours'], 40 * 168 + 1e-6)
+
     def test_svg(self):
         self.assertEqual(self.first.returncode, 0, self.first.stderr)
         root = ET.parse(self.svg).getroot()
@@ -287,6 +300,13 @@ class PrometheusTest(unittest.TestCase):
             if params.get('query') == 'bad(':
                 return 400, {'status': 'error', 'errorType': 'bad_data',
                              'error': 'parse error at char 5'}
+            if params.get('query') == 'stray' and path == '/api/v1/query_range':
+                # the range asked for, and a point before and after it far away
+                got = FakePrometheus._answer(path, params, rate_at, None)
+                vals = got[1]['data']['result'][0]['values']
+                vals.insert(0, [1, '5'])
+                vals.append([1e11, '5'])
+                return got
             return None
         cls.prom = FakePrometheus(rate_at, reply=bad_query)
         cls.url = cls.prom.url
@@ -309,6 +329,16 @@ class PrometheusTest(unittest.TestCase):
         # the daily cycle is recovered: the forecast swings like the history
         mid = plan['forecast']['mid']
         self.assertGreater(max(mid) / min(mid), 2.5)
+
+    def test_points_outside_the_range_are_left_out(self):
+        """A server's points outside the range asked for (one at t=1, one in the year 5138)
+        are left out: the history spanned them, millions of steps (35 s and 13 GB)."""
+        r = run('--prometheus', self.url, '--query', 'stray', '--since', '6d',
+                '--query-step', '5m', '--horizon', '3d', *SERVING, '--json', '-')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        plan = json.loads(r.stdout)['plans'][0]
+        self.assertAlmostEqual(plan['history']['end_s'] - plan['history']['begin_s'],
+                               6 * 86400 + 300, delta=301)
 
     def test_tenant_header_and_basic_auth(self):
         """prometheus-header and basic auth reach every query; a plan file's relative

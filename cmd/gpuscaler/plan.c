@@ -244,8 +244,21 @@ static int fetch_prometheus(const struct plan_workload *w, struct trace **out)
         code = input ? 2 : 1;
         goto out;
     }
-    int64_t t_first = f.s.points[0].t_ms;
-    int64_t t_last = f.s.points[f.s.npoints - 1].t_ms;
+    /* only the points of the range asked for: a server's stray times (one at
+     * t=1, another in the year 5138) sized the trace over millennia */
+    size_t first = 0, last = f.s.npoints;
+    while (first < f.s.npoints && f.s.points[first].t_ms < start)
+        first++;
+    while (last > first && f.s.points[last - 1].t_ms > end)
+        last--;
+    if (first == last) {
+        fprintf(stderr, PROG ": --query on %s: no point within the range asked for\n",
+                w->prometheus);
+        code = 1;
+        goto out;
+    }
+    int64_t t_first = f.s.points[first].t_ms;
+    int64_t t_last = f.s.points[last - 1].t_ms;
     struct trace *tr = xcalloc(1, sizeof(*tr));
     tr->dt_ms = step;
     tr->t0_ms = t_first - step; /* the rate at t covers the step before it */
@@ -253,7 +266,7 @@ static int fetch_prometheus(const struct plan_workload *w, struct trace **out)
     tr->requests = xmalloc(tr->n * sizeof(double));
     for (size_t i = 0; i < tr->n; i++)
         tr->requests[i] = NAN;
-    for (size_t i = 0; i < f.s.npoints; i++) {
+    for (size_t i = first; i < last; i++) {
         int64_t k = (f.s.points[i].t_ms - t_first) / step;
         double v = f.s.points[i].v;
         if (k >= 0 && (size_t)k < tr->n && isfinite(v) && v >= 0)

@@ -99,9 +99,12 @@ int plan_replay_run(const struct plan_config *cfg, const struct plan_workload *w
                     char *err, size_t errlen);
 
 /** GPUs held per step from a sim result's desired-count changes: mean and
- *  max over each step of [t0, t0 + n * step). */
-void plan_curve_from_changes(const struct sim_policy_result *pr, double gpus, int64_t t0_ms,
-                             int64_t step_ms, size_t n, double *mean, double *max);
+ *  max over each step of [t0, t0 + n * step). At most placeable replicas
+ *  hold GPUs (sim_config_placeable: the others stay Pending under a
+ *  gpu-limit, as simulate counts them). */
+void plan_curve_from_changes(const struct sim_policy_result *pr, double gpus, int32_t placeable,
+                             int64_t t0_ms, int64_t step_ms, size_t n, double *mean,
+                             double *max);
 
 /** Summaries of a result's scenario curves (gpu_hours, peaks, baseline) and
  *  its three choices; called once the curves are filled. */

@@ -298,8 +298,9 @@ int plan_backtest(const struct plan_config *cfg, const struct plan_workload *w,
     double G = p->gpus_per_replica, step_h = (double)cfg->step_ms / 3600e3;
     a_mean = xmalloc(p->nsteps * sizeof(double));
     a_max = xmalloc(p->nsteps * sizeof(double));
-    plan_curve_from_changes(pr, G, out->win.test_begin_ms, cfg->step_ms, p->nsteps, a_mean,
-                            a_max);
+    int32_t placeable = sim_config_placeable(&w->sim);
+    plan_curve_from_changes(pr, G, placeable, out->win.test_begin_ms, cfg->step_ms, p->nsteps,
+                            a_mean, a_max);
     const struct plan_scenario_result *ref = &p->scen[p->ref];
     out->planned_gpu_hours = ref->gpu_hours;
     out->actual_gpu_hours = pr->gpu_hours;
@@ -308,7 +309,7 @@ int plan_backtest(const struct plan_config *cfg, const struct plan_workload *w,
     out->planned_requests = ref->requests;
     out->actual_requests = pr->requests;
     out->planned_peak = ref->peak_gpus;
-    out->actual_peak = (int64_t)llround(pr->peak_replicas * G);
+    out->actual_peak = (int64_t)llround(UTIL_MIN(pr->peak_replicas, placeable) * G);
     out->planned_baseline = ref->baseline_gpus;
     out->actual_baseline = plan_baseline(a_mean, p->nsteps, cfg->step_ms, cfg->baseline_share);
     out->planned_sla_minutes = ref->sla_minutes;

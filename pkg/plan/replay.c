@@ -252,23 +252,27 @@ static int seed_forecaster(const struct sim_config *sc, const struct trace *tr, 
     return 0;
 }
 
-void plan_curve_from_changes(const struct sim_policy_result *pr, double gpus, int64_t t0_ms,
-                             int64_t step_ms, size_t n, double *mean, double *max)
+void plan_curve_from_changes(const struct sim_policy_result *pr, double gpus, int32_t placeable,
+                             int64_t t0_ms, int64_t step_ms, size_t n, double *mean,
+                             double *max)
 {
     size_t c = 0;
-    double held = pr->nchanges ? pr->changes[0].desired : 0;
+    double cap = (double)placeable; /* the rest stay Pending under a gpu-limit */
+    double held = pr->nchanges ? UTIL_MIN((double)pr->changes[0].desired, cap) : 0;
     for (size_t k = 0; k < n; k++) {
         double a = (double)(t0_ms + (int64_t)k * step_ms) / 1000.0;
         double b = a + (double)step_ms / 1000.0;
         double area = 0, hi = held, t = a;
         while (c < pr->nchanges && pr->changes[c].t_s <= t) {
-            held = pr->changes[c++].desired;
+            held = UTIL_MIN((double)pr->changes[c].desired, cap);
+            c++;
             hi = held;
         }
         while (c < pr->nchanges && pr->changes[c].t_s < b) {
             area += held * (pr->changes[c].t_s - t);
             t = pr->changes[c].t_s;
-            held = pr->changes[c++].desired;
+            held = UTIL_MIN((double)pr->changes[c].desired, cap);
+            c++;
             if (held > hi)
                 hi = held;
         }
@@ -352,7 +356,8 @@ static int replay_day(const struct plan_workload *w,
                       struct plan_result *r, char *err, size_t errlen)
 {
     size_t P = m->steps_per_day, KP = PLAN_REP_DAYS * P;
-    double G = r->gpus_per_replica, minG = r->min_replicas * G, maxG = r->max_replicas * G;
+    double G = r->gpus_per_replica, minG = r->min_replicas * G,
+           maxG = UTIL_MIN(r->max_replicas, sim_config_placeable(&w->sim)) * G;
     int64_t D0 = plan_floor_div(r->t_begin_ms + PLAN_DAY_MS - 1, PLAN_DAY_MS) * PLAN_DAY_MS;
     struct sim_result *res = NULL;
     double *H = xmalloc(P * sizeof(double)), *Hmax = xmalloc(P * sizeof(double));
@@ -373,7 +378,8 @@ static int replay_day(const struct plan_workload *w,
     if (rc != 0)
         goto out;
     const struct sim_policy_result *pr = &res->pol[0];
-    plan_curve_from_changes(pr, G, D0, m->step_ms, KP, Hall, Mall);
+    plan_curve_from_changes(pr, G, sim_config_placeable(&w->sim), D0, m->step_ms, KP, Hall,
+                            Mall);
     sla_per_step(pr, r->sla_ms, w->sim.interval_ms, D0, m->step_ms, KP, Vall);
     /* per step of the day: mean GPUs, the most GPUs, mean SLA minutes */
     for (size_t p = 0; p < P; p++) {
@@ -463,8 +469,8 @@ static int replay_horizon(const struct plan_workload *w, const struct plan_model
         if (rc != 0)
             break;
         const struct sim_policy_result *pr = &res->pol[0];
-        plan_curve_from_changes(pr, r->gpus_per_replica, r->t_begin_ms, m->step_ms, r->nsteps,
-                                sr->gpus, sr->gpus_max);
+        plan_curve_from_changes(pr, r->gpus_per_replica, sim_config_placeable(&w->sim),
+                                r->t_begin_ms, m->step_ms, r->nsteps, sr->gpus, sr->gpus_max);
         sla_per_step(pr, r->sla_ms, w->sim.interval_ms, r->t_begin_ms, m->step_ms, r->nsteps, V);
         sr->sla_minutes = 0;
         for (size_t i = 0; i < r->nsteps; i++) {

@@ -259,8 +259,10 @@ static void jarr(struct util_buf *b, const double *v, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (i)
             util_buf_puts(b, ",");
-        if (v)
-            util_buf_printf(b, "%.6g", isfinite(v[i]) ? v[i] : 0);
+        if (v && isfinite(v[i]))
+            util_buf_printf(b, "%.6g", v[i]);
+        else /* no data (a gap in the history): not zero traffic */
+            util_buf_puts(b, "null");
     }
     util_buf_puts(b, "]");
 }

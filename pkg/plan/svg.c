@@ -329,9 +329,12 @@ void plan_report_svg(struct util_buf *b, const struct plan_config *cfg,
                     "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\" "
                     "viewBox=\"0 0 %d %.0f\">\n<rect width=\"100%%\" height=\"100%%\" "
                     "fill=\"white\"/>\n", W, height, W, height);
-    char s[200];
-    snprintf(s, sizeof(s), "gpuscaler plan: %.0f-day horizon, growth scenarios", 
-             (double)cfg->horizon_ms / (double)PLAN_DAY_MS);
+    char s[200], hz[32];
+    if (cfg->horizon_ms % PLAN_DAY_MS == 0)
+        snprintf(hz, sizeof(hz), "%lld-day", (long long)(cfg->horizon_ms / PLAN_DAY_MS));
+    else /* 36h: not "2-day" */
+        util_format_duration(cfg->horizon_ms, hz, sizeof(hz));
+    snprintf(s, sizeof(s), "gpuscaler plan: %s horizon, growth scenarios", hz);
     text(b, LEFT, 30, "start", 18, C_TEXT, s);
     double y = 48;
     if (total)

@@ -85,8 +85,26 @@ static int64_t greedy_need(const struct sim_model *m, const double *arr, size_t 
         if (r > hi)
             r = hi;
         if (second_ok(m, &q, r, a, sla_s)) {
-            while (r > lo && second_ok(m, &q, r - 1, a, sla_s))
-                r--;
+            /* Shrink geometrically, then bisect back up to the smallest (one
+             * at a time, a quiet second after a huge one walked down millions) */
+            int32_t good = r, bad = lo - 1, step = 1;
+            while (good > lo) {
+                int32_t c = (int32_t)UTIL_MAX((int64_t)lo, (int64_t)good - step);
+                if (!second_ok(m, &q, c, a, sla_s)) {
+                    bad = c;
+                    break;
+                }
+                good = c;
+                step *= 2;
+            }
+            while (bad >= lo && good - bad > 1) {
+                int32_t mid = bad + (good - bad) / 2;
+                if (second_ok(m, &q, mid, a, sla_s))
+                    good = mid;
+                else
+                    bad = mid;
+            }
+            r = good;
         } else {
             /* Grow geometrically, then bisect back to the smallest. */
             int32_t ok = r, step = 1;

@@ -107,9 +107,13 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
                         p->capacity_start, p->capacity_start > 0 ? "" : ": none");
         for (size_t i = 0; i < r->n; i++) {
             const struct sim_policy_result *pr = &r->pol[i];
-            if (pr->policy == SIM_PREDICTIVE || pr->policy == SIM_REACTIVE)
+            if ((pr->policy == SIM_PREDICTIVE || pr->policy == SIM_REACTIVE) &&
+                isfinite(pr->capacity_learned))
                 util_buf_printf(b, " %s %.3g (%s)", sim_policy_name(pr->policy),
                                 pr->capacity_learned, pr->capacity_source);
+            else if (pr->policy == SIM_PREDICTIVE || pr->policy == SIM_REACTIVE)
+                util_buf_printf(b, " %s none (%s)", sim_policy_name(pr->policy),
+                                pr->capacity_source);
         }
         util_buf_puts(b, "\n");
     }
@@ -223,15 +227,27 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
                         r->oracle_gpu_hours);
 }
 
-/* Shortest exact-enough decimal for CSV/JSON: integers without a point. */
+/* Shortest exact-enough decimal for CSV/JSON: integers without a point;
+ * others to six significant digits, and from a million on to a thousandth,
+ * so that no digit of the integer part is lost (a time of 1700000000.5 and
+ * a count of 95439775.6 were printed as 1.7e+09 and 9.54398e+07). */
 static void num(struct util_buf *b, double v)
 {
     if (!isfinite(v))
         return;
-    if (v == floor(v) && fabs(v) < 1e15)
+    if (v == floor(v) && fabs(v) < 1e15) {
         util_buf_printf(b, "%.0f", v);
-    else
+    } else if (fabs(v) < 1e6) {
         util_buf_printf(b, "%.6g", v);
+    } else {
+        char s[64];
+        int n = snprintf(s, sizeof(s), "%.3f", v);
+        while (n > 0 && s[n - 1] == '0')
+            s[--n] = '\0';
+        if (n > 0 && s[n - 1] == '.')
+            s[--n] = '\0';
+        util_buf_puts(b, s);
+    }
 }
 
 void sim_report_scale_log_csv(struct util_buf *b, const struct sim_result *r)

@@ -183,6 +183,10 @@ static void test_buf(void **state)
     util_buf_put_xml(&b, "<a href=\"x\">R&D</a>\x01\t\xc3\xa9");
     assert_string_equal(b.data, "&lt;a href=&quot;x&quot;&gt;R&amp;D&lt;/a&gt;\xc3\xa9");
     util_buf_free(&b);
+    /* invalid UTF-8 (a trace file's name) is U+FFFD: the SVG stays XML */
+    util_buf_put_xml(&b, "bad\xff\x01name \xc3 \xe2\x82\xac");
+    assert_string_equal(b.data, "bad\xef\xbf\xbdname \xef\xbf\xbd \xe2\x82\xac");
+    util_buf_free(&b);
 }
 
 static void test_log_one_line(void **state)

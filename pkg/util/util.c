@@ -103,16 +103,26 @@ void util_buf_puts(struct util_buf *b, const char *s)
 
 void util_buf_put_xml(struct util_buf *b, const char *s)
 {
-    for (; *s; s++) {
+    while (*s) {
         switch (*s) {
         case '&': util_buf_puts(b, "&amp;"); break;
         case '<': util_buf_puts(b, "&lt;"); break;
         case '>': util_buf_puts(b, "&gt;"); break;
         case '"': util_buf_puts(b, "&quot;"); break;
         default:
+            if ((unsigned char)*s >= 0x80) { /* invalid UTF-8 is no XML: U+FFFD for it */
+                int n = util_utf8_seq(s);
+                if (n > 0)
+                    util_buf_append(b, s, (size_t)n);
+                else
+                    util_buf_puts(b, "\xef\xbf\xbd");
+                s += n > 0 ? n : 1;
+                continue;
+            }
             if ((unsigned char)*s >= 0x20)
                 util_buf_append(b, s, 1);
         }
+        s++;
     }
 }
 
