@@ -2581,6 +2581,14 @@ checkpoint: {configmap: ckrace-e2e, configmaps: 1}
             self.fk.clear_faults()
             self.c.delete("deployments", "ckrace", self.ns)
         text = g.text()
+        # the create met the other replica's: 409, then the patch of what it carried
+        mine = [r for r in self.fk.requests()[0] if r.get("resource") == "configmaps" and
+                (r.get("name") or "") in ("ckrace-e2e-0", "") and
+                r["userAgent"].split("/")[0] == "gpuscaler" and r.get("verb") != "get"]
+        seen = [(r.get("verb"), r.get("status")) for r in mine]
+        self.assertIn(("create", 409), seen, "%s\n%s" % (seen, text[-2000:]))
+        after = seen[seen.index(("create", 409)) + 1:]
+        self.assertIn(("patch", 200), after, seen)
         cm = self.c.get("configmaps", "ckrace-e2e-0", self.ns)
         keys = cm.get("binaryData") or {}
         self.assertEqual(keys.get("note"), "aGVsbG8=", text[-2000:])

@@ -762,8 +762,13 @@ class TestScale(Base):
         self.assertGreater(int(after), int(before))
         self.assertEqual(self.c.get_scale("deployments", "ann", self.ns)["metadata"]
                          ["resourceVersion"], after)
-        self.assertEqual(self.c.get("deployments", "ann", self.ns)["metadata"]["generation"], 1,
-                         "metadata changes do not bump generation")
+        # a Deployment's annotations bump its generation (they are copied to its
+        # ReplicaSets: apps deploymentStrategy.PrepareForUpdate); its labels do not
+        self.assertEqual(self.c.get("deployments", "ann", self.ns)["metadata"]["generation"], 2,
+                         "an annotation change bumps a Deployment's generation")
+        out = self.c.patch("deployments", "ann", {"metadata": {"labels": {"x": "y"}}}, self.ns)
+        self.assertEqual(out["metadata"]["generation"], 2, "a label change does not")
+        after = out["metadata"]["resourceVersion"]
         # the /scale merge patch gpuscaler sends, with the version read before the annotation
         stale = {"metadata": {"resourceVersion": before}, "spec": {"replicas": 3}}
         e = self.assertApiError(409, "Conflict", self.c.patch, "deployments", "ann", stale,

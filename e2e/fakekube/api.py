@@ -681,7 +681,12 @@ class Api:
         self._validate(res, canonical, new, old, pre_errs, name, meta_errs)
         if canonical.generation:
             gen = ometa.get("generation", 1)
-            if new.get("spec") != old.get("spec") or (
+            # a Deployment's annotations move it too (apps deploymentStrategy.PrepareForUpdate:
+            # they are copied to its ReplicaSets); a status write changes neither
+            annotations_moved = (canonical.plural == "deployments" and subresource != "status"
+                                 and (meta.get("annotations") or {}) !=
+                                 (ometa.get("annotations") or {}))
+            if new.get("spec") != old.get("spec") or annotations_moved or (
                     meta.get("deletionTimestamp") and not ometa.get("deletionTimestamp")):
                 gen += 1
             meta["generation"] = gen

@@ -35,6 +35,8 @@
 #define FULL_LOG_EVERY_MS (3600LL * 1000)
 /* checkpoint ConfigMap reads in flight at most (each serves all its waiting Deployments) */
 #define CKPT_MAX_READS 16
+/* a Deployment whose term ends sooner is left out of a save (see save_one) */
+#define CKPT_MIN_TERM_MS 1000
 
 struct ctl_ckpt {
     bool get_inflight, patch_inflight;
@@ -606,10 +608,16 @@ static void save_one(struct controller *c, size_t idx)
             /* only what this replica still decides for: a shard lapsed since
              * the last tick (its Deployments not yet swept) is its new owner's */
             if (ctl_checkpoint_index(w->ns, w->name, c->nckpt) != idx ||
-                !ctl_acting_for(c, w->ns, w->name) || !add_entries(bin, text, w, &bytes))
+                !ctl_acting_for(c, w->ns, w->name))
+                continue;
+            /* a term about to lapse (its renewal late) would cut every entry's save
+             * short: its Deployments are left to the next save, or their next owner */
+            int64_t left = ctl_acting_left_ms(c, w->ns, w->name);
+            if (left > 0 && left < CKPT_MIN_TERM_MS)
+                continue;
+            if (!add_entries(bin, text, w, &bytes))
                 continue;
             n++;
-            int64_t left = ctl_acting_left_ms(c, w->ns, w->name);
             if (left > 0 && (within == 0 || left < within))
                 within = left;
         }

@@ -518,9 +518,11 @@ int ctl_config_validate(const struct ctl_config *c, const char **key, char *err,
                 ctl_listen_addr_split(ls[j].addr, hj, sizeof(hj), &pj) != 0 || pi != pj ||
                 pi == 0)
                 continue;
-            bool any_i = strcmp(hi, "0.0.0.0") == 0 || strcmp(hi, "::") == 0,
-                 any_j = strcmp(hj, "0.0.0.0") == 0 || strcmp(hj, "::") == 0;
-            if (strcmp(hi, hj) == 0 || any_i || any_j) {
+            /* "::" takes every address (dual stack), "0.0.0.0" every IPv4 one */
+            bool v6_i = strchr(hi, ':') != NULL, v6_j = strchr(hj, ':') != NULL;
+            bool all_i = strcmp(hi, "::") == 0 || (strcmp(hi, "0.0.0.0") == 0 && !v6_j),
+                 all_j = strcmp(hj, "::") == 0 || (strcmp(hj, "0.0.0.0") == 0 && !v6_i);
+            if (strcmp(hi, hj) == 0 || all_i || all_j) {
                 *key = ls[j].key;
                 snprintf(err, errlen, "%s: %s overlaps %s %s (each listener needs its own port)",
                          ls[j].key, ls[j].addr, ls[i].key, ls[i].addr);

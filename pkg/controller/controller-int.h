@@ -222,7 +222,7 @@ struct ctl_wl {
                                        bounded by it (another model may load longer) */
     bool zero_managed, zero_known; /**< at 0 replicas since min-replicas 0 (sticky until
                                         seen above 0); known once observed */
-    int64_t zero_generation;      /**< the Deployment's metadata.generation then */
+    uint64_t zero_changes;        /**< the Deployment's replicas_changes then */
     int32_t told_from, told_to;   /**< the action whose Event was sent, while it is decided
                                        tick after tick and the count has not moved (one
                                        decided again is not told again) */
@@ -298,6 +298,8 @@ struct ctl_wl {
     bool pq_pods_have;            /**< pq_pods is the last answer's (its query answered) */
     bool pq_pods_failed;          /**< the per-pod query of the default rate (which pods it
                                        counts) was asked and failed or was left out */
+    uint64_t pq_logged[4];        /**< the failures logged of the rate, p99, busy-time and
+                                       per-pod queries (ctl_why_class; 0: none) */
     bool pq_pods_fresh;           /**< ... and no tick has taken its backlog yet */
     struct ctl_pq_pod *pq_bl;     /**< each pod's last running + waiting, owned */
     size_t pq_bl_n;

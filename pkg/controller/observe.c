@@ -288,9 +288,10 @@ bool ctl_pod_stalled(const struct kube_pod *p, int64_t now, int64_t stall_ms)
 /* Whether a Deployment at 0 replicas got there under gpuscaler's management
  * (at min-replicas 0, where scaling to zero and back is gpuscaler's, not a
  * Deployment parked by hand): seen at 0 while min-replicas was 0, and its
- * spec not changed since (metadata.generation, which a change of the
- * annotations leaves as it is and every change of replicas moves: a hand
- * scale to 4 and back to 0 between two ticks is a new zero). Sticky through
+ * replicas not changed since (the cache's count of their changes: a hand
+ * scale to 4 and back to 0 between two ticks is a new zero; not
+ * metadata.generation, which every change of a Deployment's annotations
+ * moves too, the one raising min-replicas and gpuscaler's status). Sticky through
  * decisions not applied yet. Raising min-replicas then wakes it instead of
  * parking it. Not known (a restart at 0 under min-replicas 1 or more): its
  * status annotation tells, when fresh: at 0 under min-replicas 1 or more
@@ -303,7 +304,7 @@ static bool zero_managed(struct controller *c, struct ctl_wl *w, const struct ku
         w->zero_managed = false;
     } else if (w->cfg.policy.min_replicas == 0) {
         w->zero_managed = true;
-        w->zero_generation = d->generation;
+        w->zero_changes = d->replicas_changes;
     } else if (!w->zero_known) {
         int64_t at = 0;
         json_t *st = ctl_status_read(d, &at);
@@ -313,11 +314,11 @@ static bool zero_managed(struct controller *c, struct ctl_wl *w, const struct ku
                           reason && strcmp(reason, policy_reason_name(POLICY_HOLD_PARKED)) != 0 &&
                           strcmp(reason, "InvalidAnnotation") != 0 && at != 0 &&
                           now - at <= ctl_status_max_age_ms(c->cfg);
-        w->zero_generation = d->generation;
+        w->zero_changes = d->replicas_changes;
         json_decref(st);
     }
     w->zero_known = true;
-    return d->spec_replicas == 0 && w->zero_managed && d->generation == w->zero_generation;
+    return d->spec_replicas == 0 && w->zero_managed && d->replicas_changes == w->zero_changes;
 }
 
 void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,

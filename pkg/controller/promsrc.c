@@ -91,19 +91,46 @@ static bool counts_pods(const struct ctl_wl *w)
     return tmpl[0] != '\0';
 }
 
+/* A failure's kind, its reason without the numbers in it (a timeout's
+ * elapsed milliseconds, a value returned): 0 for none. */
+static uint64_t why_class(const char *why)
+{
+    if (!why || !*why)
+        return 0;
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *p = why; *p; p++)
+        if (*p < '0' || *p > '9')
+            h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    return h | 1;
+}
+
+/* One line when a query starts failing or fails for another kind of reason,
+ * and one when it answers again: not one a tick (the decisions' own lines
+ * come only when the decision changes). part: 0 rate, 1 p99, 2 busy-time,
+ * 3 per-pod. */
+static void pq_log(struct ctl_wl *w, int part, const char *why)
+{
+    static const char *const what[] = {"rate", "p99", "busy-time", "per-pod"};
+    uint64_t k = why_class(why);
+    if (k == w->pq_logged[part])
+        return;
+    if (k)
+        LOGW_WARN(SUB, w->ns, w->name, "Prometheus %s query failed: %s", what[part], why);
+    else
+        LOGW_INFO(SUB, w->ns, w->name, "Prometheus %s query answers again", what[part]);
+    w->pq_logged[part] = k;
+}
+
 static void pq_answered(const struct scrape_result *res, const struct promql_pods *pods,
-                        void *arg)
+                        const struct promql_notes *notes, void *arg)
 {
     struct pq_req *r = arg;
     struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
     if (w && strcmp(w->uid, r->uid) == 0) { /* not a Deployment's of that name made since */
-        /* a line when the rate fails, or its reason changes, and when it answers again
-         * (the decisions' lines come only when the decision changes) */
-        bool was_ok = w->pq_have && w->pq_last.valid;
-        if (!res->valid && (was_ok || !w->pq_have || strcmp(w->pq_last.why, res->why) != 0))
-            LOGW_WARN(SUB, w->ns, w->name, "Prometheus: %s", res->why);
-        else if (res->valid && w->pq_have && !w->pq_last.valid)
-            LOGW_INFO(SUB, w->ns, w->name, "Prometheus answers again");
+        pq_log(w, 0, res->valid ? NULL : res->why);
+        pq_log(w, 1, notes->p99);
+        pq_log(w, 2, notes->busy);
+        pq_log(w, 3, notes->pods);
         w->pq_inflight = false;
         w->pq_last = *res;
         w->pq_have = true;

@@ -532,6 +532,12 @@ struct kube_deployment {
     int64_t created_ms;           /**< creationTimestamp, ms since the epoch */
     bool deleting;                /**< deletionTimestamp set */
     int32_t spec_replicas;        /**< spec.replicas (1 when absent, the API default) */
+    /** How many times the cache saw spec.replicas change (events and relists), from
+     *  0 when it first stored the Deployment: a scale by hand to 4 and back to 0
+     *  between two ticks shows here, where metadata.generation also moves with
+     *  every change of the annotations (a Deployment's are copied to its
+     *  ReplicaSets), gpuscaler's own status among them */
+    uint64_t replicas_changes;
     int32_t status_replicas;
     int32_t ready_replicas;
     int32_t available_replicas;

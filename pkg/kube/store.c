@@ -209,6 +209,8 @@ static int apply_deployment(struct kube_store *s, enum kube_event_type type, con
         if (!extract_selector_equal(&d->pub.selector, &nd.selector) ||
             (d->pub.status_replicas > 0) != (nd.status_replicas > 0))
             d->dirty = true;
+        nd.replicas_changes =
+            d->pub.replicas_changes + (nd.spec_replicas != d->pub.spec_replicas);
         extract_deployment_clear(&d->pub);
         d->pub = nd;
         rc = 1;

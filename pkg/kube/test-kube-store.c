@@ -582,6 +582,37 @@ static void test_relist_sweep(void **state)
     kube_store_free(s);
 }
 
+static json_t *deployment_at(const char *rv, int replicas, const char *note)
+{
+    json_t *j = deployment("a", "d", rv, true, "x");
+    json_object_set_new(json_object_get(j, "spec"), "replicas", json_integer(replicas));
+    json_object_set_new(json_object_get(json_object_get(j, "metadata"), "annotations"), "note",
+                        json_string(note));
+    return j;
+}
+
+/* The cache counts the changes of a Deployment's spec.replicas it sees: a
+ * scale to 4 and back to 0 by hand shows, where the generation moves with
+ * every annotation too (gpuscaler's status among them). */
+static void test_replicas_changes(void **state)
+{
+    (void)state;
+    struct kube_store *s = kube_store_new();
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, deployment_at("1", 0, "a"));
+    assert_true(kube_store_deployment(s, "a", "d")->replicas_changes == 0);
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_MODIFIED, deployment_at("2", 0, "b"));
+    assert_true(kube_store_deployment(s, "a", "d")->replicas_changes == 0); /* annotations */
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_MODIFIED, deployment_at("3", 4, "b"));
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_MODIFIED, deployment_at("4", 0, "b"));
+    assert_true(kube_store_deployment(s, "a", "d")->replicas_changes == 2);
+    /* a relist of the same object changes nothing */
+    kube_store_list_begin(s, KUBE_KIND_DEPLOYMENT, NULL);
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, deployment_at("4", 0, "b"));
+    kube_store_list_end(s, KUBE_KIND_DEPLOYMENT, NULL);
+    assert_true(kube_store_deployment(s, "a", "d")->replicas_changes == 2);
+    kube_store_free(s);
+}
+
 /* Watching every namespace, one that comes and goes (a CI run's, a
  * preview's) leaves no record behind once its pods and Deployments are
  * gone, by events or by a relist's sweep; a namespace that is a list's
@@ -747,6 +778,7 @@ int main(void)
         cmocka_unit_test(test_owned_pods),
         cmocka_unit_test(test_relist_sweep),
         cmocka_unit_test(test_namespace_churn),
+        cmocka_unit_test(test_replicas_changes),
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_parse_time),
     };

@@ -356,8 +356,9 @@ static int replay_day(const struct plan_workload *w,
                       struct plan_result *r, char *err, size_t errlen)
 {
     size_t P = m->steps_per_day, KP = PLAN_REP_DAYS * P;
-    double G = r->gpus_per_replica, minG = r->min_replicas * G,
-           maxG = UTIL_MIN(r->max_replicas, sim_config_placeable(&w->sim)) * G;
+    int32_t placeable = sim_config_placeable(&w->sim); /* a gpu-limit's: the rest Pending */
+    double G = r->gpus_per_replica, minG = UTIL_MIN(r->min_replicas, placeable) * G,
+           maxG = UTIL_MIN(r->max_replicas, placeable) * G;
     int64_t D0 = plan_floor_div(r->t_begin_ms + PLAN_DAY_MS - 1, PLAN_DAY_MS) * PLAN_DAY_MS;
     struct sim_result *res = NULL;
     double *H = xmalloc(P * sizeof(double)), *Hmax = xmalloc(P * sizeof(double));
@@ -378,8 +379,7 @@ static int replay_day(const struct plan_workload *w,
     if (rc != 0)
         goto out;
     const struct sim_policy_result *pr = &res->pol[0];
-    plan_curve_from_changes(pr, G, sim_config_placeable(&w->sim), D0, m->step_ms, KP, Hall,
-                            Mall);
+    plan_curve_from_changes(pr, G, placeable, D0, m->step_ms, KP, Hall, Mall);
     sla_per_step(pr, r->sla_ms, w->sim.interval_ms, D0, m->step_ms, KP, Vall);
     /* per step of the day: mean GPUs, the most GPUs, mean SLA minutes */
     for (size_t p = 0; p < P; p++) {

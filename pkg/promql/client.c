@@ -39,6 +39,7 @@ struct op {
     struct scrape_result r;
     struct promql_pods pods;
     bool pods_ok;
+    struct promql_notes notes;
     char ns[254], deploy[254];
     /* seed (f set) or range (f NULL: collect the points) */
     promql_seed_cb seed_cb;
@@ -59,14 +60,6 @@ struct promql {
     int64_t timeout_ms;
     size_t max_body;
     struct op *ops;
-    /* the optional parts' failures logged, so that one goes to the log when
-     * it starts or changes and when it ends, not at every tick: per
-     * namespace/name/part (a hash; a collision costs a line more), the hash
-     * of the reason logged, 0 when none is */
-    struct {
-        uint64_t key;
-        uint64_t why;
-    } logged[256];
     uv_timer_t closer; /* only to close asynchronously */
     bool closing, closed;
     promql_close_cb close_cb;
@@ -275,41 +268,11 @@ static int answer(int err, const struct httpc_resp *resp, struct promql_series *
 
 /* ---- instant queries ------------------------------------------------------- */
 
-static uint64_t fnv1a(uint64_t h, const char *s)
+/* An optional part's failure (why), for the caller to log. */
+static void part_note(struct op *o, int slot, const char *why)
 {
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return (h ^ 0xff) * 1099511628211ULL;
-}
-
-/* Whether a part's state (why: its failure, NULL when it answered) is news
- * for the log: a failure that starts or changes, or one that ends. */
-static bool part_news(struct op *o, int slot, const char *why, bool *ended)
-{
-    static const char *const parts[] = {"rate", "p99", "busy", "pods"};
-    uint64_t k = fnv1a(fnv1a(fnv1a(1469598103934665603ULL, o->ns), o->deploy), parts[slot]);
-    uint64_t h = why ? fnv1a(1469598103934665603ULL, why) | 1 : 0;
-    size_t i = (size_t)(k % UTIL_ARRAY_LEN(o->p->logged));
-    uint64_t was = o->p->logged[i].key == k ? o->p->logged[i].why : 0;
-    *ended = !why && was != 0;
-    if (!why && !was)
-        return false;
-    o->p->logged[i].key = k;
-    o->p->logged[i].why = h;
-    return h != was;
-}
-
-/* Log an optional part's failure (why) or its answer (NULL) when news. */
-static void part_log(struct op *o, int slot, const char *what, const char *why)
-{
-    bool ended;
-    if (!part_news(o, slot, why, &ended))
-        return;
-    if (ended)
-        LOGW_INFO("promql", o->ns, o->deploy, "%s query answers again", what);
-    else
-        LOGW_WARN("promql", o->ns, o->deploy, "%s query failed: %s (logged again when the "
-                  "reason changes)", what, why);
+    char *dst = slot == 1 ? o->notes.p99 : slot == 2 ? o->notes.busy : o->notes.pods;
+    snprintf(dst, sizeof(o->notes.p99), "%s", why);
 }
 
 static void get_done(struct op *o, int slot, int err, const struct httpc_resp *resp)
@@ -341,8 +304,8 @@ static void get_done(struct op *o, int slot, int err, const struct httpc_resp *r
     } else if (slot == 1) { /* p99 in seconds; no data or NaN only means no traffic */
         if (rc == 0 && isfinite(s.points[0].v) && s.points[0].v >= 0)
             o->r.p99_ms = s.points[0].v * 1000.0;
-        if (rc != -ECANCELED)
-            part_log(o, slot, "p99", rc != 0 && rc != -ENODATA ? why : NULL);
+        if (rc != 0 && rc != -ENODATA && rc != -ECANCELED)
+            part_note(o, slot, why);
     } else if (slot == 2) { /* busy time; no data: a pod without the counter, use the gauge */
         bool bad = rc != 0 && rc != -ENODATA;
         if (rc == 0 && isfinite(s.points[0].v) && s.points[0].v >= 0) {
@@ -351,12 +314,12 @@ static void get_done(struct op *o, int slot, int err, const struct httpc_resp *r
             snprintf(why, sizeof(why), "it returned %g", s.points[0].v);
             bad = true;
         }
-        if (rc != -ECANCELED)
-            part_log(o, slot, "busy-time", bad ? why : NULL);
+        if (bad && rc != -ECANCELED)
+            part_note(o, slot, why);
     } else { /* per-pod parts: unknown on failure, as before they were asked */
         o->pods_ok = rc == 0;
-        if (rc != -ECANCELED)
-            part_log(o, slot, "per-pod", rc != 0 ? why : NULL);
+        if (rc != 0 && rc != -ECANCELED)
+            part_note(o, slot, why);
     }
     promql_series_free(&s);
 }
@@ -416,7 +379,7 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
     if (o->pending == 0) {
         if (!o->r.valid)
             o->r.request_rate = NAN;
-        o->cb(&o->r, o->pods_ok ? &o->pods : NULL, o->arg);
+        o->cb(&o->r, o->pods_ok ? &o->pods : NULL, &o->notes, o->arg);
         op_free(o);
     }
 }
@@ -510,10 +473,9 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
     }
     op_link(o);
     if (pods_err[0]) /* too long to be asked: the parts are unknown, as before it was */
-        part_log(o, 3, "per-pod", pods_err);
+        part_note(o, 3, pods_err);
     /* the others only add to the result: one not sent leaves its part unknown */
     const char *more[] = {NULL, p99_q, busy_q, pods_q};
-    static const char *const what[] = {NULL, "p99", "busy-time", "per-pod"};
     for (int slot = 1; slot < (int)UTIL_ARRAY_LEN(more); slot++) {
         if (!more[slot][0])
             continue;
@@ -521,7 +483,7 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
         char e2[160], why[200];
         if (issue(o, slot, url, p->max_body, e2, sizeof(e2)) < 0) {
             snprintf(why, sizeof(why), "not sent: %s", e2);
-            part_log(o, slot, what[slot], why);
+            part_note(o, slot, why);
         }
         xfree(url);
     }

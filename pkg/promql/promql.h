@@ -233,6 +233,15 @@ struct promql_target {
                                          or NULL/"" for the default */
 };
 
+/** Why each optional query of a promql_get failed: "" when it answered (no
+ *  data included: no traffic), was not asked, or was not needed. The caller
+ *  logs them (once per change: the reasons carry times and counts). */
+struct promql_notes {
+    char p99[200];
+    char busy[200];
+    char pods[200];
+};
+
 /**
  * Called once with the result. pods_* and gpus_ready are 0; inflight,
  * queued, backlog and waiting are -1 (pods has what the pods report one by
@@ -244,7 +253,7 @@ struct promql_target {
  * NULL when there was no per-pod query or it failed.
  */
 typedef void (*promql_result_cb)(const struct scrape_result *r, const struct promql_pods *pods,
-                                 void *arg);
+                                 const struct promql_notes *notes, void *arg);
 
 /**
  * Instant queries of the rate, p99, busy time and per-pod parts at now_ms (UNIX ms; "time=" of the

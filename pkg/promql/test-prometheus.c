@@ -88,9 +88,11 @@ static void run_until(struct fx *f, int *counter, int n, uint64_t timeout_ms)
     assert_true(testsrv_run_until_count(&f->loop, counter, n, timeout_ms));
 }
 
-static void on_result(const struct scrape_result *r, const struct promql_pods *pods, void *arg)
+static void on_result(const struct scrape_result *r, const struct promql_pods *pods,
+                      const struct promql_notes *notes, void *arg)
 {
     struct fx *f = arg;
+    (void)notes;
     f->results++;
     f->r = *r;
     promql_pods_free(&f->pods);

@@ -514,6 +514,7 @@ struct fx {
     int results, seeds, closes;
     struct scrape_result r;
     bool pods_answered, pods_counted_seen; /* the per-pod answer of the last result */
+    struct promql_notes notes;              /* ... and why its optional queries failed */
     size_t pods_n;
     double pods_running;
     int pods_queries;
@@ -683,11 +684,13 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
     }
 }
 
-static void on_result(const struct scrape_result *r, const struct promql_pods *pods, void *arg)
+static void on_result(const struct scrape_result *r, const struct promql_pods *pods,
+                      const struct promql_notes *notes, void *arg)
 {
     struct fx *f = arg;
     f->results++;
     f->r = *r;
+    f->notes = *notes;
     f->pods_answered = pods != NULL;
     f->pods_n = pods ? pods->n : 0;
     f->pods_counted_seen = pods && pods->counted_seen;
@@ -839,6 +842,16 @@ static void test_client_results(void **state)
             assert_true(f->r.busy == -1);
         if (cases[i].mode == FAKE_MATRIX)
             assert_true(f->r.p99_ms == -1); /* the p99 asked so is unknown too */
+        /* the optional queries' failures come back for the caller to log (once per
+         * change); none where they answered, or had no data (no traffic) */
+        bool failing = cases[i].mode == FAKE_BAD_QUERY || cases[i].mode == FAKE_502 ||
+                       cases[i].mode == FAKE_MATRIX;
+        assert_int_equal(f->notes.p99[0] != '\0', failing);
+        assert_int_equal(f->notes.pods[0] != '\0', failing);
+        assert_int_equal(f->notes.busy[0] != '\0', failing || cases[i].mode == FAKE_BUSY_NAN ||
+                                                        cases[i].mode == FAKE_NAN);
+        if (cases[i].mode == FAKE_MATRIX)
+            assert_non_null(strstr(f->notes.p99, "range vector"));
         assert_true(f->r.inflight < 0 && f->r.queued < 0 && f->r.backlog < 0);
         /* the per-pod answer comes beside the result: parsed where the server gave one
          * (an empty vector, or one whose only series has no labels, says no pod has any

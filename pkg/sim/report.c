@@ -228,7 +228,7 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
 }
 
 /* Shortest exact-enough decimal for CSV/JSON: integers without a point;
- * others to six significant digits, and from a million on to a thousandth,
+ * others to six significant digits, and from a million to 1e15 to a thousandth,
  * so that no digit of the integer part is lost (a time of 1700000000.5 and
  * a count of 95439775.6 were printed as 1.7e+09 and 9.54398e+07). */
 static void num(struct util_buf *b, double v)
@@ -237,7 +237,7 @@ static void num(struct util_buf *b, double v)
         return;
     if (v == floor(v) && fabs(v) < 1e15) {
         util_buf_printf(b, "%.0f", v);
-    } else if (fabs(v) < 1e6) {
+    } else if (fabs(v) < 1e6 || fabs(v) >= 1e15) {
         util_buf_printf(b, "%.6g", v);
     } else {
         char s[64];
