@@ -526,9 +526,10 @@ static void test_annotations(void **s)
     assert_string_equal(w.promql_rate, "");
     /* a template's placeholders are checked with the annotation (a typo held the
      * Deployment at every query, its rate included, instead of naming the key) */
+    static const char p99_typo[] =
+        "histogram_quantile(0.99, sum by (le)(rate(x{namespace=\"{{ns}}\"}[5m])))";
     const char *typo[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/promql-p99",
-                          "histogram_quantile(0.99, sum by (le)(rate(x{namespace=\"{{ns}}\"}"
-                          "[5m])))"};
+                          p99_typo};
     assert_int_equal(parse_ann(&c, typo, 2, &w, bad, err), -EINVAL);
     assert_string_equal(bad, "gpuscaler.io/promql-p99");
     assert_non_null(strstr(err, "promql-p99: unknown placeholder {{ns}}"));

@@ -444,23 +444,6 @@ int scrape_extract_feed(struct scrape_extract *x, const void *data, size_t len)
     return rc ? parse_error(x, rc, &pe) : 0;
 }
 
-/* The summed rows' bounds some series lacks this scrape (hsum_lacks): as
- * a series' missing line is a bucket series without a sample, so is the
- * sum's, instead of a drop read as the whole sum's restart. */
-static void lacking_bounds(struct scrape_sample *s)
-{
-    s->hsum_lacks = 0;
-    if (!s->hser_overflow)
-        return;
-    uint16_t most = 0;
-    for (size_t i = 0; i < s->nbuckets; i++)
-        if (s->hsum_n[i] > most)
-            most = s->hsum_n[i];
-    for (size_t i = 0; i < s->nbuckets; i++)
-        if (s->hsum_n[i] < most)
-            s->hsum_lacks |= UINT64_C(1) << i;
-}
-
 int scrape_extract_finish(struct scrape_extract *x)
 {
     if (x->err)
@@ -478,8 +461,8 @@ int scrape_extract_finish(struct scrape_extract *x)
     if (x->s.hist_dropped) {
         x->s.nbuckets = 0;
         x->s.hser_n = 0;
+        memset(x->s.hsum_n, 0, sizeof(x->s.hsum_n));
     }
-    lacking_bounds(&x->s);
     return 0;
 }
 

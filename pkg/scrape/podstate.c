@@ -99,6 +99,8 @@ static void hist_release(struct scrape_podstate *st, struct scrape_window *w)
 void scrape_podstate_free(struct scrape_podstate *st, struct scrape_window *w)
 {
     hist_release(st, w);
+    xfree(st->hsum);
+    st->hsum = NULL;
     for (int c = 0; c < SCRAPE_NC; c++) {
         xfree(st->last[c]);
         st->last[c] = NULL;
@@ -116,6 +118,7 @@ void scrape_podstate_reset(struct scrape_podstate *st, struct scrape_window *w, 
     char *err = st->error;
     struct scrape_ring ring = st->requests, prompt = st->prompt, gen = st->gen, busy = st->busy;
     hist_release(st, w);
+    xfree(st->hsum); /* init below forgets it */
     for (int c = 0; c < SCRAPE_NC; c++)
         xfree(st->last[c]); /* init below forgets them and the totals */
     scrape_ring_clear(&ring);
@@ -152,6 +155,8 @@ size_t scrape_podstate_memory(const struct scrape_podstate *st)
                scrape_ring_memory(&st->gen) + scrape_ring_memory(&st->busy);
     if (st->hist)
         n += block_size(st->hist_rows, st->nbuckets);
+    if (st->hsum)
+        n += sizeof(*st->hsum);
     if (st->error)
         n += strlen(st->error) + 1;
     for (int c = 0; c < SCRAPE_NC; c++)
@@ -208,20 +213,62 @@ static uint64_t id_of(const struct scrape_sample *s, size_t k)
     return summed(s) ? 0 : s->hser_id[k];
 }
 
-/* Whether row k of the sample has a line for bound i (a sum row: every
- * series it sums). */
-static bool has_bound(const struct scrape_sample *s, size_t k, size_t i)
+/* The bounds of a summed sample some series lacks this scrape (bit i for
+ * le[i]): fewer lines than the most seen there since the series' number
+ * last changed (a vanished or new series changes it: the sums then read as
+ * a restart, or count the new one from 0, as before). A bound only some
+ * series have keeps its number of lines and is no gap. */
+static uint64_t summed_lacks(struct scrape_podstate *st, const struct scrape_sample *s)
 {
-    return summed(s) ? !(s->hsum_lacks >> i & 1) : (s->hser_has[k] >> i & 1);
+    if (!s->hser_overflow)
+        return 0;
+    uint16_t most = 0;
+    for (size_t i = 0; i < s->nbuckets; i++)
+        most = UTIL_MAX(most, s->hsum_n[i]);
+    struct scrape_hsum *h = st->hsum;
+    if (!h)
+        h = st->hsum = xcalloc(1, sizeof(*h));
+    if (h->most != most) {
+        h->most = most;
+        h->n = (uint8_t)s->nbuckets;
+        memcpy(h->le, s->le, s->nbuckets * sizeof(*s->le));
+        memcpy(h->lines, s->hsum_n, s->nbuckets * sizeof(*s->hsum_n));
+        return 0;
+    }
+    uint64_t lacks = 0;
+    for (size_t i = 0; i < s->nbuckets; i++) {
+        size_t j = 0;
+        while (j < h->n && h->le[j] != s->le[i])
+            j++;
+        if (j == h->n) {
+            if (h->n == SCRAPE_MAX_BUCKETS)
+                continue;
+            h->le[h->n++] = s->le[i];
+            h->lines[j] = 0;
+        }
+        if (s->hsum_n[i] < h->lines[j])
+            lacks |= UINT64_C(1) << i;
+        else
+            h->lines[j] = s->hsum_n[i];
+    }
+    return lacks;
+}
+
+/* Whether row k of the sample has a line for bound i (a sum row: every
+ * series it sums, lacks saying where not). */
+static bool has_bound(const struct scrape_sample *s, uint64_t lacks, size_t k, size_t i)
+{
+    return summed(s) ? !(lacks >> i & 1) : (s->hser_has[k] >> i & 1);
 }
 
 /* The sample's rows in its own layout: a bound a series lacks in this
  * scrape is not known (NaN), not a 0. */
-static void take_rows(const struct scrape_sample *s, double rows[][SCRAPE_MAX_BUCKETS])
+static void take_rows(const struct scrape_sample *s, uint64_t lacks,
+                      double rows[][SCRAPE_MAX_BUCKETS])
 {
     for (size_t k = 0; k < rows_of(s); k++)
         for (size_t i = 0; i < s->nbuckets; i++)
-            rows[k][i] = has_bound(s, k, i) ? row_of(s, k)[i] : NAN;
+            rows[k][i] = has_bound(s, lacks, k, i) ? row_of(s, k)[i] : NAN;
 }
 
 /* The sample's rows in the pod's stored layout, when its bounds are those
@@ -229,7 +276,8 @@ static void take_rows(const struct scrape_sample *s, double rows[][SCRAPE_MAX_BU
  * pod's one series does): a bound it lacks NaN. False for other bounds, or
  * series where a sum was followed or the reverse: a new layout. */
 static bool rows_in_layout(const struct scrape_podstate *st, const struct scrape_window *w,
-                           const struct scrape_sample *s, double rows[][SCRAPE_MAX_BUCKETS])
+                           const struct scrape_sample *s, uint64_t lacks,
+                           double rows[][SCRAPE_MAX_BUCKETS])
 {
     if (!st->hist || st->hist_summed != summed(s) || s->nbuckets > st->nbuckets)
         return false;
@@ -240,7 +288,7 @@ static bool rows_in_layout(const struct scrape_podstate *st, const struct scrape
             return false;
         bool here = i < s->nbuckets && s->le[i] == w->le[cols[b]];
         for (size_t k = 0; k < rows_of(s); k++)
-            rows[k][b] = here && has_bound(s, k, i) ? row_of(s, k)[i] : NAN;
+            rows[k][b] = here && has_bound(s, lacks, k, i) ? row_of(s, k)[i] : NAN;
         i += here;
     }
     return i == s->nbuckets;
@@ -336,7 +384,8 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
     }
     double rows[SCRAPE_MAX_HSERIES][SCRAPE_MAX_BUCKETS];
     int64_t whole[SCRAPE_MAX_HSERIES];
-    if (rows_in_layout(st, w, s, rows)) {
+    uint64_t lacks = summed_lacks(st, s);
+    if (rows_in_layout(st, w, s, lacks, rows)) {
         if (t_ms <= st->hist_ms)
             return; /* not after the snapshot: ignored, as the ring does */
         n = st->nbuckets;
@@ -364,7 +413,7 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
     uint8_t cols[SCRAPE_MAX_BUCKETS];
     if (scrape_window_map(w, s->le, n, cols) != 0)
         return; /* the window has no room for these bounds: no histogram */
-    take_rows(s, rows);
+    take_rows(s, lacks, rows);
     for (size_t k = 0; k < rows_of(s); k++)
         whole[k] = t_ms;
     hist_store(st, s, n, (const double(*)[SCRAPE_MAX_BUCKETS])rows, whole, cols, t_ms);

@@ -86,12 +86,10 @@ struct scrape_sample {
      *  bit i set when the series has a line for le[i]. */
     uint8_t hser_n;
     bool hser_overflow;
-    /** With hser_overflow (the sums only): lines per bound (hsum_n), and bit i
-     *  of hsum_lacks set when le[i] has fewer lines than the bound with the
-     *  most (+Inf, which every series has): some series lacks it this scrape,
-     *  so its sum is not known. Set by scrape_extract_finish. */
+    /** The lines summed at each bound (with hser_overflow: the pod's state
+     *  tells a line some series lacks this scrape from a bound only some
+     *  series have, scrape_podstate's hsum) */
     uint16_t hsum_n[SCRAPE_MAX_BUCKETS];
-    uint64_t hsum_lacks;
     uint64_t hser_id[SCRAPE_MAX_HSERIES];
     uint64_t hser_has[SCRAPE_MAX_HSERIES];
     double hser_count[SCRAPE_MAX_HSERIES][SCRAPE_MAX_BUCKETS];
@@ -318,6 +316,18 @@ struct scrape_podstate {
      *  hold */
     struct scrape_series_last *last[SCRAPE_NC];
     double total[SCRAPE_NC];
+    /** Summed histograms (more series than followed): the most lines seen at
+     *  each bound since the series' number (the lines at the bound with the
+     *  most, +Inf) last changed; fewer now is a line some series lacks this
+     *  scrape, a bound only some series have keeps its number. NULL until one. */
+    struct scrape_hsum *hsum;
+};
+
+struct scrape_hsum {
+    uint16_t most;
+    uint8_t n;
+    double le[SCRAPE_MAX_BUCKETS];
+    uint16_t lines[SCRAPE_MAX_BUCKETS];
 };
 
 /** window_ms, interval_ms: the scraper's rate window and interval (the

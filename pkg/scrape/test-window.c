@@ -691,11 +691,13 @@ static void test_histogram_missing_bucket(void **state)
 }
 
 /* More series than are followed (the sums only): a line one series lacks
- * this scrape leaves that bound's sum not known (hsum_lacks), as a followed
- * series' missing line is; the other bounds count their increase, and the
- * bound its gain over the gap once its line is back. Before, the lower sum
- * read as the whole histogram's restart and put its history into the
- * window. A real drop of every bound is still a restart. */
+ * this scrape (fewer lines at that bound than before) leaves that bound's
+ * sum not known, as a followed series' missing line is; the other bounds
+ * count their increase, and the bound its gain over the gap once its line
+ * is back. Before, the lower sum read as the whole histogram's restart and
+ * put its history into the window. Bounds only some series have (two
+ * bucket layouts) keep their number of lines and count as ever; a real
+ * drop of every bound is still a restart. */
 static void test_histogram_summed_missing_line(void **state)
 {
     (void)state;
@@ -707,28 +709,51 @@ static void test_histogram_summed_missing_line(void **state)
                               .hser_overflow = true};
     const double le[3] = {0.5, 1, INFINITY};
     memcpy(s.le, le, sizeof(le));
+    const uint16_t all[3] = {9, 9, 9};
+    memcpy(s.hsum_n, all, sizeof(all));
     const double base[3] = {1000, 2000, 3000};
     memcpy(s.count, base, sizeof(base));
     scrape_podstate_ok(&st, &w, T0, &s); /* the baseline */
     /* one series (1500 at le 1) lacks its le 1 line */
     s.count[0] = 1010, s.count[1] = 520, s.count[2] = 3030;
-    s.hsum_lacks = 2;
+    s.hsum_n[1] = 8;
     scrape_podstate_ok(&st, &w, T0 + IV, &s);
     assert_close(window_at(&w, 0.5), 10);
     assert_close(window_at(&w, INFINITY), 30);
     assert_close(window_at(&w, 1), 0);
-    /* back: its gain over both scrapes */
-    s.count[0] = 1020, s.count[1] = 2040, s.count[2] = 3060;
-    s.hsum_lacks = 0;
+    /* still missing a scrape later: still not known (not a restart) */
+    s.count[0] = 1015, s.count[1] = 530, s.count[2] = 3045;
     scrape_podstate_ok(&st, &w, T0 + 2 * IV, &s);
+    assert_close(window_at(&w, INFINITY), 45);
+    assert_close(window_at(&w, 1), 0);
+    /* back: its gain over the three scrapes */
+    s.count[0] = 1020, s.count[1] = 2040, s.count[2] = 3060;
+    s.hsum_n[1] = 9;
+    scrape_podstate_ok(&st, &w, T0 + 3 * IV, &s);
     assert_close(window_at(&w, 0.5), 20);
     assert_close(window_at(&w, 1), 40);
     assert_close(window_at(&w, INFINITY), 60);
     /* every bound lower: a restart, its new counts the increase */
     s.count[0] = 5, s.count[1] = 6, s.count[2] = 7;
-    scrape_podstate_ok(&st, &w, T0 + 3 * IV, &s);
+    scrape_podstate_ok(&st, &w, T0 + 4 * IV, &s);
     assert_close(window_at(&w, INFINITY), 67);
     assert_close(window_at(&w, 1), 46);
+    scrape_podstate_free(&st, &w);
+    scrape_window_free(&w);
+
+    /* two bucket layouts: 5 series with le 0.5, 4 with le 1, all 9 with +Inf;
+     * each bound's sum counts its increase every scrape */
+    scrape_window_init(&w, IV, WIN);
+    scrape_podstate_init(&st, 0, WIN, IV);
+    const uint16_t split[3] = {5, 4, 9};
+    memcpy(s.hsum_n, split, sizeof(split));
+    for (int k = 0; k < 4; k++) {
+        s.count[0] = 100 + 10 * k, s.count[1] = 200 + 20 * k, s.count[2] = 300 + 30 * k;
+        scrape_podstate_ok(&st, &w, T0 + k * IV, &s);
+    }
+    assert_close(window_at(&w, 0.5), 30);
+    assert_close(window_at(&w, 1), 60);
+    assert_close(window_at(&w, INFINITY), 90);
     scrape_podstate_free(&st, &w);
     scrape_window_free(&w);
 }
