@@ -303,6 +303,12 @@ size_t capacity_encode(const struct capacity *c, uint8_t *buf, size_t len)
     return CAPACITY_STATE_SIZE;
 }
 
+void capacity_forget_runs(struct capacity *c)
+{
+    c->queue_since_ms = -1;
+    c->nrecent = c->irecent = 0;
+}
+
 int capacity_decode(struct capacity *c, const uint8_t *buf, size_t len, char *err,
                     size_t errlen)
 {

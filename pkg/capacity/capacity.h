@@ -158,6 +158,11 @@ double capacity_in_use(const struct capacity_estimate *e, bool automatic, double
 /** "configured", "learned", "start", "observed" or "unknown". */
 const char *capacity_source_name(enum capacity_source s);
 
+/** Forget the runs of consecutive ticks (a queue's start, the sustained
+ *  throughput's last ticks): for a state restored from a checkpoint, whose
+ *  ticks were not the ones just before. The samples learned stay. */
+void capacity_forget_runs(struct capacity *c);
+
 /** State codec (little-endian, versioned). encode returns the bytes written
  *  (CAPACITY_STATE_SIZE) or 0 when len is too small. */
 #define CAPACITY_STATE_SIZE 328

@@ -330,6 +330,27 @@ static int write_corpus(const char *dir)
     return 0;
 }
 
+/* A restored state forgets its runs of ticks: a queue standing at the save
+ * is no queue that has stood a window at the first tick after (one queued
+ * tick then took a saturation sample); the samples stay. */
+static void test_forget_runs(void **st)
+{
+    (void)st;
+    struct capacity c;
+    capacity_init(&c);
+    for (int i = 0; i < 8; i++)
+        tick(&c, 4, 20, 0);
+    c.queue_since_ms = 1000;
+    c.nrecent = 3;
+    int64_t lower_ms = c.lower_ms;
+    double lower = c.lower;
+    capacity_forget_runs(&c);
+    assert_int_equal(c.queue_since_ms, -1);
+    assert_int_equal(c.nrecent, 0);
+    assert_int_equal(c.irecent, 0);
+    assert_true(c.lower == lower && c.lower_ms == lower_ms);
+}
+
 /* A wall clock step moves the times held: an unset queue run stays unset. */
 static void test_shift(void **st)
 {
@@ -359,6 +380,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_codec),
         cmocka_unit_test(test_tokens_unit),
         cmocka_unit_test(test_busy_time_preferred),
+        cmocka_unit_test(test_forget_runs),
         cmocka_unit_test(test_shift),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

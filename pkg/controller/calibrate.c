@@ -21,20 +21,25 @@ static void check_configured(struct controller *c, struct ctl_wl *w, double conf
     bool changed = m != w->cap_mismatch;
     w->cap_mismatch = m;
     if (m == 0) {
-        if (changed)
+        if (changed && isfinite(w->cap_est.value))
             LOGW_INFO(SUB, w->ns, w->name,
                       "capacity-per-gpu %g agrees with the pods' metrics again (%.3g %s per "
                       "GPU)", configured, w->cap_est.value, unit);
         return;
     }
-    char msg[400];
+    char msg[400], gap[64];
+    /* the gap as the 25 % is measured: the larger over the smaller */
+    if (m > 0)
+        snprintf(gap, sizeof(gap), "%.0f%% above what the pods' metrics show",
+                 (ratio - 1) * 100);
+    else
+        snprintf(gap, sizeof(gap), "below what the pods' metrics show (%.0f%% more)",
+                 (1 / ratio - 1) * 100);
     snprintf(msg, sizeof(msg),
-             "capacity-per-gpu %g is %.0f%% %s what the pods' metrics show: %.3g %s per GPU "
-             "(from %s, %lld samples; highest throughput seen %.3g); %s; set it to about %.3g "
-             "or to auto",
-             configured, fabs(ratio - 1) * 100, m > 0 ? "above" : "below", w->cap_est.value,
-             unit, capacity_basis_name(w->cap_est.basis), (long long)w->cap_est.samples,
-             w->cap_est.lower,
+             "capacity-per-gpu %g is %s: %.3g %s per GPU (from %s, %lld samples; highest "
+             "throughput seen %.3g); %s; set it to about %.3g or to auto",
+             configured, gap, w->cap_est.value, unit, capacity_basis_name(w->cap_est.basis),
+             (long long)w->cap_est.samples, w->cap_est.lower,
              m > 0 ? "replicas are sized too small: the SLA will be missed under load"
                    : "replicas are sized too large: GPUs are wasted",
              w->cap_est.value);
@@ -75,6 +80,7 @@ bool ctl_calibrate(struct controller *c, struct ctl_wl *w, const struct ctl_obs 
         check_configured(c, w, p->capacity_rps_per_gpu, leading);
         return true;
     }
+    w->cap_mismatch = 0; /* auto: nothing configured to be off */
     if (!(w->cap_in_use > 0))
         return false;
     use->capacity_rps_per_gpu = w->cap_in_use;

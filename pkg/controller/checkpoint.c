@@ -313,6 +313,8 @@ static void restore(struct ctl_wl *w, json_t *body, const char *cm)
         /* decoded aside: a state refused leaves what the estimator learned */
         struct capacity *cap = xmalloc(sizeof(*cap));
         if (capacity_decode(cap, (const uint8_t *)raw, rawlen, err, sizeof(err)) == 0) {
+            /* a queue that stood at the save has not stood since: its run starts anew */
+            capacity_forget_runs(cap);
             w->cap = *cap;
             LOGW_INFO(SUB, w->ns, w->name, "restored the capacity estimator from %s", cm);
         } else {

@@ -265,6 +265,7 @@ struct ctl_wl {
     bool cache_held;              /**< its namespace's list+watch failed for
                                        CTL_CACHE_DOWN_HOLD_MS at this tick: it holds */
     const char *cache_down_what;  /**< that list+watch's path (the cache's), "" */
+    bool parked_told;             /**< this spell at Parked has had its Event */
     uint64_t bounds_told;         /**< the last "only the replica bounds" change told
                                        (from << 32 | to), 0 when a hold was told since */
     char *status_written;         /**< last status annotation (without time) */

@@ -163,6 +163,9 @@ static void clock_step(struct controller *c, int64_t now, int64_t boot)
                 w->hpa.none_since_ms += step; /* the grace before "no HPA" */
             if (w->have_last)
                 w->last_decision_ms += step;
+            for (size_t i = 0; i < UTIL_ARRAY_LEN(w->last_event_ms); i++)
+                if (w->last_event_ms[i]) /* the Events' rate limits */
+                    w->last_event_ms[i] += step;
         }
     }
 }

@@ -227,6 +227,8 @@ void ctl_forecast(struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
         w->plan_recent = fr.from_recent;
         w->plan_learned = fr.learned;
         w->plan_seasons = fr.from_seasons;
+    } else {
+        w->plan_resolved = 0; /* no plan now (predictive off, a forecaster rebuilt): NaN */
     }
 }
 
@@ -442,9 +444,12 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
                  dec->desired - dec->unschedulable, dec->want);
         ctl_event(c, w, "Warning", "GPUCapacityExhausted", msg);
     }
-    /* parked by hand at zero: said once, where kubectl describe shows it */
-    if (changed && dec->reason == POLICY_HOLD_PARKED)
-        ctl_event(c, w, "Normal", "Parked", dec->explain);
+    /* parked by hand at zero: said once a spell, where kubectl describe shows
+     * it; a tick without room in the report budget tries again at the next */
+    if (dec->reason != POLICY_HOLD_PARKED)
+        w->parked_told = false;
+    else if (!w->parked_told)
+        w->parked_told = ctl_event_now(c, w, "Normal", "Parked", dec->explain);
     /* replicas placed that are not coming: why, on the Deployment, since the
      * count will not replace them (a rollout whose pods all crash would only
      * add GPUs that crash too) */

@@ -47,6 +47,14 @@ static void wl_sample(struct util_buf *b, const char *name, const struct ctl_wl 
  * and what the pods' metrics show (source="learned"), each when there is
  * one; with auto and nothing learned yet, the value sized with
  * (source="start" or "observed"). */
+/* A Deployment's series: once decided, and while its annotations are valid
+ * (invalid ones stop the decisions: the last one's numbers would be served
+ * for as long, as if still made) */
+static bool exported(const struct ctl_wl *w)
+{
+    return w->have_last && w->config_ok;
+}
+
 static void write_capacity(const struct controller *c, struct util_buf *b)
 {
     family(b, "gpuscaler_capacity_per_gpu", "gauge",
@@ -54,7 +62,7 @@ static void write_capacity(const struct controller *c, struct util_buf *b)
            "configured, or learned from the pods' metrics.");
     for (size_t i = 0; i < CTL_WL_BUCKETS; i++) {
         for (struct ctl_wl *w = c->table[i]; w; w = w->next) {
-            if (!w->have_last)
+            if (!exported(w))
                 continue;
             double v[3] = {NAN, w->cap_est.value, NAN};
             const char *src[3] = {"configured", "learned",
@@ -161,7 +169,7 @@ static void write_gauges(const struct controller *c, struct util_buf *b,
         for (size_t i = 0; i < CTL_WL_BUCKETS; i++) {
             for (struct ctl_wl *w = c->table[i]; w; w = w->next) {
                 double v;
-                if (w->have_last && g[k].get(w, &v))
+                if (exported(w) && g[k].get(w, &v))
                     wl_sample(b, g[k].name, w, v);
             }
         }
@@ -298,7 +306,7 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
            "1 for the unit the workload's demand, capacity and rates are counted in.");
     for (size_t i = 0; i < CTL_WL_BUCKETS; i++) {
         for (struct ctl_wl *w = c->table[i]; w; w = w->next) {
-            if (!w->have_last)
+            if (!exported(w))
                 continue;
             util_buf_puts(b, "gpuscaler_demand_unit{namespace=\"");
             label_value(b, w->ns);
