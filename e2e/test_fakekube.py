@@ -617,6 +617,26 @@ class TestRBAC(unittest.TestCase):
 
 
 class TestScale(Base):
+    def test_deployment_status_write_keeps_metadata_but_labels(self):
+        """A Deployment's /status write keeps the spec and the labels as they were and
+        writes the rest of metadata as sent (apps deploymentStatusStrategy), without moving
+        the generation; the fake threw every metadata change away."""
+        self.c.create("deployments", deployment("st", {"app": "st"}, replicas=1),
+                      namespace=self.ns)
+        dep = self.c.get("deployments", "st", self.ns)
+        gen = dep["metadata"]["generation"]
+        dep["status"] = {"replicas": 1}
+        dep["metadata"].setdefault("annotations", {})["via-status"] = "yes"
+        dep["metadata"].setdefault("labels", {})["via-status"] = "yes"
+        dep["spec"]["replicas"] = 7
+        self.c.update("deployments", dep, self.ns, subresource="status")
+        got = self.c.get("deployments", "st", self.ns)
+        self.assertEqual(got["metadata"]["annotations"].get("via-status"), "yes")
+        self.assertNotIn("via-status", got["metadata"].get("labels") or {})
+        self.assertEqual(got["spec"]["replicas"], 1)
+        self.assertEqual(got["status"]["replicas"], 1)
+        self.assertEqual(got["metadata"]["generation"], gen)
+
     def test_scale_subresource(self):
         d = deployment("llm", {"app": "llm"}, replicas=2,
                        selector={"matchLabels": {"app": "llm"},

@@ -638,16 +638,28 @@ class Api:
         """Common tail of PUT and PATCH once the new (stored-form) object is known. meta_errs:
         ValidateObjectMetaUpdate's errors (after the object meta's own, before the kind's)."""
         meta = new.setdefault("metadata", {})
-        if meta.get("name", name) != name:
+        # the update handler's checkName: a PUT must name the object (a patch carries the
+        # stored name)
+        if meta.get("name", "") != name:
             raise bad_request("the name of the object (%s) does not match the name on the URL "
-                              "(%s)" % (meta.get("name"), name))
+                              "(%s)" % (meta.get("name", ""), name))
         if res.namespaced and meta.get("namespace", ns) != ns:
-            raise bad_request("the namespace of the provided object does not match the "
-                              "namespace sent on the request")
+            raise bad_request("the namespace of the object (%s) does not match the namespace "
+                              "on the request (%s)" % (meta.get("namespace"), ns))
         ometa = old["metadata"]
         if subresource == "status":
             status = new.get("status")
+            sent_meta = new.get("metadata") or {}
             new = copy.deepcopy(old)
+            if canonical.plural == "deployments":
+                # apps deploymentStatusStrategy.PrepareForUpdate keeps only spec and labels:
+                # the rest of metadata (annotations, finalizers, owners) is written as sent
+                labels = new["metadata"].get("labels")
+                new["metadata"] = copy.deepcopy(sent_meta)
+                if labels is None:
+                    new["metadata"].pop("labels", None)
+                else:
+                    new["metadata"]["labels"] = labels
             if status is None:
                 new.pop("status", None)
             else:
@@ -899,9 +911,11 @@ class Api:
         return {"kind": "Scale", "apiVersion": "autoscaling/v1",
                 "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion",
                                                   "creationTimestamp") if k in meta},
-                "spec": {"replicas": spec.get("replicas", 0)},
-                "status": {"replicas": status.get("replicas", 0),
-                           "selector": selector_string(spec.get("selector"))}}
+                # autoscaling/v1 ScaleSpec.replicas and ScaleStatus.selector are omitempty
+                "spec": {k: v for k, v in (("replicas", spec.get("replicas", 0)),) if v},
+                "status": {k: v for k, v in (("replicas", status.get("replicas", 0)),
+                                             ("selector", selector_string(spec.get("selector"))))
+                           if v or k == "replicas"}}
 
     def get_scale(self, res, ns, name):
         stored = self.store.get(res.storage, ns, name)
@@ -913,9 +927,9 @@ class Api:
         if not isinstance(scale, dict):
             raise bad_request("the object provided is unrecognized (must be of type Scale)")
         smeta = scale.get("metadata") or {}
-        if smeta.get("name") and smeta["name"] != name:
+        if smeta.get("name", "") != name:
             raise bad_request("the name of the object (%s) does not match the name on the URL "
-                              "(%s)" % (smeta["name"], name))
+                              "(%s)" % (smeta.get("name", ""), name))
         # scaleUpdatedObjectInfo.UpdatedObject: the Scale validated, then its uid
         # precondition, then (registry.Store.Update) the resourceVersion
         # its type was checked as the body was decoded (fields.py); null decodes as 0
