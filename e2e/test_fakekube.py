@@ -676,6 +676,19 @@ class TestScale(Base):
         scale = [r for r in res if r["name"] == "deployments/scale"][0]
         self.assertEqual((scale["group"], scale["version"], scale["kind"]),
                          ("autoscaling", "v1", "Scale"))
+        # at 0 a Scale's spec is empty (ScaleSpec.replicas is omitempty), its status
+        # replicas stays; a PUT of a Scale must name it (checkName)
+        out = self.c.patch_scale("deployments", "llm", 0, self.ns)
+        self.assertEqual(out["spec"], {})
+        self.assertEqual(out["status"]["replicas"], 2)
+        self.assertEqual(self.c.get_scale("deployments", "llm", self.ns)["spec"], {})
+        e = self.assertApiError(400, "BadRequest", self.c.request, "PUT",
+                                "/apis/apps/v1/namespaces/%s/deployments/llm/scale" % self.ns,
+                                {"kind": "Scale", "apiVersion": "autoscaling/v1",
+                                 "spec": {"replicas": 2}})
+        self.assertIn("the name of the object () does not match the name on the URL (llm)",
+                      e.message)
+        self.c.patch_scale("deployments", "llm", 3, self.ns)
         # an unchanged replica count writes nothing
         rv = self.c.get("deployments", "llm", self.ns)["metadata"]["resourceVersion"]
         self.c.patch_scale("deployments", "llm", 3, self.ns)
