@@ -879,6 +879,30 @@ class TestManagedFields(Base):
 
 
 class TestWatch(Base):
+    def test_watch_from_a_version_not_reached_yet(self):
+        """A watch from a resourceVersion the server has not reached opens (200) and
+        delivers the events after it as they come, as kube-apiserver's watch cache does
+        without sendInitialEvents (the fake waited and answered 504); a list at one still
+        waits and answers 504 Too large resource version, with Retry-After."""
+        rv = int(self.c.create("configmaps", cm("f0"), namespace=self.ns)
+                 ["metadata"]["resourceVersion"])
+        w = self.c.watch("configmaps", self.ns, resource_version=str(rv + 2), timeout_seconds=10)
+        got = []
+        for i in range(1, 5):
+            got.append(int(self.c.create("configmaps", cm("f%d" % i), namespace=self.ns)
+                           ["metadata"]["resourceVersion"]))
+        seen = []
+        while True:
+            ev = w.next_event(1.0)
+            if ev is None:
+                break
+            seen.append(int(ev["object"]["metadata"]["resourceVersion"]))
+        self.assertEqual(seen, [v for v in got if v > rv + 2])
+        w.close()
+        e = self.assertApiError(504, "Timeout", self.c.list, "configmaps", self.ns,
+                                resource_version=str(rv + 10 ** 9))
+        self.assertEqual(e.headers.get("Retry-After"), "1")
+
     def test_watch_from_rv_replays_history_then_live(self):
         rvs = []
         for i in range(4):

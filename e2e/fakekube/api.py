@@ -35,6 +35,10 @@ class StatusError(Exception):
         self.message = message
         self.details = details
         self.headers = headers or {}
+        # responsewriters.ErrorNegotiated: details.retryAfterSeconds is the header too
+        retry = (details or {}).get("retryAfterSeconds")
+        if retry and "Retry-After" not in self.headers:
+            self.headers["Retry-After"] = str(int(retry))
 
     def status(self):
         st = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",

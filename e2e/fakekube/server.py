@@ -945,8 +945,7 @@ class Handler(BaseHTTPRequestHandler):
         initial = rv in ("", "0") or send_initial == "true"
         since = None
         if not initial:
-            since = A._parse_rv(rv)
-            A.wait_for_rv(app.store, since)
+            since = A._parse_rv(rv)  # one not reached yet: the events after it, when they come
         w, snap, err = app.store.register(res.storage, ns, since)
         try:
             self.send_response(200)

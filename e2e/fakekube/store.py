@@ -35,16 +35,17 @@ class Watcher:
 
     MAX_QUEUE = 20000
 
-    def __init__(self, storage, namespace):
+    def __init__(self, storage, namespace, after_rv=0):
         self.storage = storage
         self.namespace = namespace
+        self.after_rv = after_rv  # events at or before it are not this watch's
         self.queue = collections.deque()
         self.cond = threading.Condition(threading.Lock())
         self.closed = None
 
     def push(self, ev):
         with self.cond:
-            if self.closed:
+            if self.closed or ev.rv <= self.after_rv:
                 return
             if len(self.queue) >= self.MAX_QUEUE:
                 self.closed = "clean"
@@ -185,7 +186,9 @@ class Store:
             oldest = self.window_start(storage)
             if since_rv < oldest:
                 return None, None, (since_rv, oldest)
-            w = Watcher(storage, namespace)
+            # a version not reached yet (kube-apiserver's watch cache opens the watch and
+            # delivers what comes after it; it waits only with sendInitialEvents)
+            w = Watcher(storage, namespace, after_rv=since_rv)
             for ev in self.history.get(storage, ()):
                 if ev.rv > since_rv and (
                         namespace is None or ev.obj["metadata"].get("namespace", "") == namespace):
