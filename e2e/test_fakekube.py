@@ -2193,6 +2193,14 @@ class TestKinds(Base):
         self.assertEqual(e.message, "the server could not find the requested resource")
         self.assertApiError(405, "MethodNotAllowed", self.c.request, "PUT",
                             "/apis/authentication.k8s.io/v1/tokenreviews/x", {})
+        # PUT and PATCH on a collection, POST on an object: routes kube-apiserver has not
+        cms = "/api/v1/namespaces/%s/configmaps" % self.ns
+        self.assertApiError(405, "MethodNotAllowed", self.c.request, "PUT", cms,
+                            {"metadata": {"name": "x"}})
+        self.assertApiError(405, "MethodNotAllowed", self.c.request, "PATCH", cms, {},
+                            content_type="application/merge-patch+json")
+        self.assertApiError(405, "MethodNotAllowed", self.c.request, "POST", cms + "/x",
+                            {"metadata": {"name": "x"}})
 
     def test_cli_entry_points(self):
         for cmd in ([sys.executable, "-m", "fakekube", "--help"],

@@ -788,6 +788,11 @@ class Handler(BaseHTTPRequestHandler):
             raise A.method_not_allowed()
         if sub == "binding" and verb != "create":
             raise A.method_not_allowed()      # pods/binding is create-only
+        # the routes kube-apiserver installs: PUT and PATCH on an object, POST on a
+        # collection (or a subresource); the others are 405
+        if (verb in ("update", "patch") and name is None) or (
+                verb == "create" and name is not None and sub is None):
+            raise A.method_not_allowed()
         ns = ns or ""
         if res.plural == "namespaces" and name is not None:
             ns = ""
