@@ -617,6 +617,18 @@ class TestRBAC(unittest.TestCase):
 
 
 class TestScale(Base):
+    def test_patch_decodes_before_its_resource_version_is_compared(self):
+        """A patch whose result does not decode is refused as such (422) even with a stale
+        resourceVersion: the patch is applied and decoded before the version is compared
+        (the fake answered 409)."""
+        self.c.create("deployments", deployment("dec", {"app": "dec"}, replicas=1),
+                      namespace=self.ns)
+        self.c.patch_scale("deployments", "dec", 2, self.ns)
+        bad = {"metadata": {"resourceVersion": "1"}, "spec": {"replicas": "x"}}
+        self.assertApiError(422, "Invalid", self.c.patch, "deployments", "dec", bad, self.ns)
+        stale = {"metadata": {"resourceVersion": "1"}, "spec": {"replicas": 3}}
+        self.assertApiError(409, "Conflict", self.c.patch, "deployments", "dec", stale, self.ns)
+
     def test_deployment_status_write_keeps_metadata_but_labels(self):
         """A Deployment's /status write keeps the spec and the labels as they were and
         writes the rest of metadata as sent (apps deploymentStatusStrategy), without moving

@@ -834,10 +834,13 @@ class Api:
                 raise bad_request("patch produced a non-object")
             meta = new_ext.get("metadata")
             rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
-            if rv and rv != old["metadata"]["resourceVersion"]:
-                raise conflict(res, name)
+            # decoded first (objInfo.UpdatedObject: a body that does not decode is its
+            # error), then registry.Store.Update compares the resourceVersion (409), and
+            # only then is the object validated (422)
             obj = self._decode(res, new_ext, "patch", patch_shown(ptype, patch, new_ext),
                                patch_errors, converted=ptype == "strategic")
+            if rv and rv != old["metadata"]["resourceVersion"]:
+                raise conflict(res, name)
             stored, pre_errs, canonical = self._to_storage(res, obj)
             # a patch sets no precondition: a uid it changes reaches BeforeUpdate, whose
             # ValidateObjectMetaUpdate refuses it first (a Deployment deleted and made again
