@@ -642,14 +642,12 @@ class Api:
         """Common tail of PUT and PATCH once the new (stored-form) object is known. meta_errs:
         ValidateObjectMetaUpdate's errors (after the object meta's own, before the kind's)."""
         meta = new.setdefault("metadata", {})
-        # the update handler's checkName: a PUT must name the object (a patch carries the
-        # stored name)
-        if meta.get("name", "") != name:
+        if res.namespaced and meta.get("namespace", ns) != ns:  # a patch that moves it
+            raise bad_request("the namespace of the provided object does not match the "
+                              "namespace sent on the request")
+        if meta.get("name", name) != name:  # a patch that renames it
             raise bad_request("the name of the object (%s) does not match the name on the URL "
-                              "(%s)" % (meta.get("name", ""), name))
-        if res.namespaced and meta.get("namespace", ns) != ns:
-            raise bad_request("the namespace of the object (%s) does not match the namespace "
-                              "on the request (%s)" % (meta.get("namespace"), ns))
+                              "(%s)" % (meta.get("name"), name))
         ometa = old["metadata"]
         if subresource == "status":
             status = new.get("status")
@@ -721,10 +719,24 @@ class Api:
         self.store.put(res.storage, new, old)
         return 200, self.external(res, new)
 
+    @staticmethod
+    def _check_name(res, ns, name, obj):
+        """The update handler's checks of a PUT body, before any storage step:
+        EnsureObjectNamespaceMatchesRequestNamespace, then checkName."""
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        meta = meta if isinstance(meta, dict) else {}
+        if res.namespaced and meta.get("namespace", ns) not in (ns, ""):
+            raise bad_request("the namespace of the provided object does not match the "
+                              "namespace sent on the request")
+        if meta.get("name", "") != name:
+            raise bad_request("the name of the object (%s) does not match the name on the URL "
+                              "(%s)" % (meta.get("name", ""), name))
+
     def update(self, res, ns, name, body, subresource=None, query=None):
         if subresource == "scale":
             return self.update_scale(res, ns, name, body)
         obj = self._decode(res, body, "update")
+        self._check_name(res, ns, name, obj)
         stored, pre_errs, canonical = self._to_storage(res, obj)
         ns = ns if res.namespaced else ""
         with self.store.lock:
@@ -964,6 +976,8 @@ class Api:
         return 200, self.scale_of(res, new)
 
     def update_scale(self, res, ns, name, body):
+        if isinstance(body, dict):
+            self._check_name(res, ns, name, body)
         with self.store.lock:
             old = self.store.get(res.storage, ns, name)
             if old is None:

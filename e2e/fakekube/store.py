@@ -216,6 +216,6 @@ class Store:
     def bookmark_rv(self, w):
         """The resourceVersion a bookmark may carry now, or None when events are still queued."""
         with self.lock:
-            if not w.empty():
+            if not w.empty() or self.rv <= w.after_rv:  # never behind the watch's own
                 return None
             return self.rv

@@ -199,8 +199,10 @@ void ctl_forecast(struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
                   struct policy_input *in)
 {
     const struct ctl_workload_config *cfg = &w->cfg;
-    if (!w->fc)
+    if (!w->fc) {
+        w->plan_resolved = 0; /* no forecaster (this seasonality has none): no plan */
         return;
+    }
     /* The forecaster learns the freshest arrival rate it is given: its
      * buckets keep the peak of them, which is what the plan must cover. From
      * Prometheus the window's, as the history its seed comes from. */

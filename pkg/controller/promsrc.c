@@ -127,10 +127,12 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
     struct pq_req *r = arg;
     struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
     if (w && strcmp(w->uid, r->uid) == 0) { /* not a Deployment's of that name made since */
-        pq_log(w, 0, res->valid ? NULL : res->why);
-        pq_log(w, 1, notes->p99);
-        pq_log(w, 2, notes->busy);
-        pq_log(w, 3, notes->pods);
+        if (!notes->cancelled) { /* closing: not an answer of Prometheus' */
+            pq_log(w, 0, res->valid ? NULL : res->why);
+            pq_log(w, 1, notes->p99);
+            pq_log(w, 2, notes->busy);
+            pq_log(w, 3, notes->pods);
+        }
         w->pq_inflight = false;
         w->pq_last = *res;
         w->pq_have = true;
@@ -195,8 +197,9 @@ void ctl_pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
             pq_req_free(q);
             char why[sizeof(w->pq_last.why)];
             snprintf(why, sizeof(why), "PromQL: %.180s", err);
-            if (!w->pq_have || w->pq_last.valid || strcmp(w->pq_last.why, why) != 0)
+            if (why_class(why) != w->pq_logged[0])
                 LOGW_WARN(SUB, w->ns, w->name, "cannot query Prometheus: %s", err);
+            w->pq_logged[0] = why_class(why); /* an answer logs "answers again" */
             w->pq_last.valid = false;
             memcpy(w->pq_last.why, why, sizeof(why));
             w->pq_have = true;

@@ -160,6 +160,8 @@ static void test_config_bad_value_of_every_key(void **s)
         {"listen.external-metrics",
          "external-metrics: {enabled: true}\nlisten: {external-metrics: ':8081'}\n",
          "listen.external-metrics: :8081 overlaps listen.health", 2},
+        {"listen.health", "listen: {metrics: '[::]:9000', health: '0.0.0.0:9000'}\n",
+         "listen.health: 0.0.0.0:9000 overlaps listen.metrics [::]:9000", 1},
         {"leader-election.enabled",
          "leader-election.enabled: false\nleader-election: {enabled: true}\n",
          "'leader-election.enabled': write the key nested, not dotted", 1},
@@ -704,6 +706,11 @@ static void test_annotations_min_zero(void **s)
     struct conf_error cerr;
     ctl_config_init(&c);
     assert_int_equal(apply_yaml(&c, "defaults:\n  min-replicas: '0'\n", &cerr), 0);
+    ctl_config_free(&c);
+    /* an IPv4 wildcard and an IPv6 host on one port bind apart (Linux) */
+    ctl_config_init(&c);
+    assert_int_equal(apply_yaml(&c, "listen: {metrics: '0.0.0.0:9000', health: '[::1]:9000'}\n",
+                                &cerr), 0);
     ctl_config_free(&c);
     /* nor the request metric a generic profile's Deployments name themselves */
     ctl_config_init(&c);

@@ -280,6 +280,8 @@ static void get_done(struct op *o, int slot, int err, const struct httpc_resp *r
     struct promql_series s;
     char why[200];
     int rc = answer(err, resp, &s, slot == 3 ? &o->pods : NULL, why, sizeof(why));
+    if (rc == -ECANCELED)
+        o->notes.cancelled = true;
     if (rc == 0 && slot != 3 && s.range) { /* its first point is the oldest of a range */
         rc = -EBADMSG;
         snprintf(why, sizeof(why), "the query returned a range vector (%zu points): use an "

@@ -240,6 +240,7 @@ struct promql_notes {
     char p99[200];
     char busy[200];
     char pods[200];
+    bool cancelled; /**< a query was cancelled (the client closing): nothing to log */
 };
 
 /**

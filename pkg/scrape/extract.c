@@ -138,6 +138,7 @@ static void add_bucket(struct scrape_sample *s, double le, double v, uint64_t hi
         memmove(&s->le[i + 1], &s->le[i], tail * sizeof(s->le[0]));
         memmove(&s->count[i + 1], &s->count[i], tail * sizeof(s->count[0]));
         memmove(&s->hsum_n[i + 1], &s->hsum_n[i], tail * sizeof(s->hsum_n[0]));
+        memmove(&s->hsum_ids[i + 1], &s->hsum_ids[i], tail * sizeof(s->hsum_ids[0]));
         for (size_t k = 0; k < s->hser_n; k++) {
             memmove(&s->hser_count[k][i + 1], &s->hser_count[k][i], tail * sizeof(double));
             s->hser_count[k][i] = 0;
@@ -147,11 +148,13 @@ static void add_bucket(struct scrape_sample *s, double le, double v, uint64_t hi
         s->le[i] = le;
         s->count[i] = 0;
         s->hsum_n[i] = 0;
+        s->hsum_ids[i] = 0;
         s->nbuckets++;
     }
     s->count[i] += v;
     if (s->hsum_n[i] < UINT16_MAX)
         s->hsum_n[i]++;
+    s->hsum_ids[i] += mix64(hid);
     if (s->hser_overflow)
         return;
     size_t k = 0;
@@ -462,6 +465,7 @@ int scrape_extract_finish(struct scrape_extract *x)
         x->s.nbuckets = 0;
         x->s.hser_n = 0;
         memset(x->s.hsum_n, 0, sizeof(x->s.hsum_n));
+        memset(x->s.hsum_ids, 0, sizeof(x->s.hsum_ids));
     }
     return 0;
 }

@@ -184,6 +184,7 @@ void scrape_podstate_retire(struct scrape_podstate *dst, struct scrape_podstate 
     hist_release(src, w);
     *dst = *src;
     dst->error = NULL; /* the error stays with src, which frees it */
+    dst->hsum = NULL;  /* and the summed lines' state */
     for (int c = 0; c < SCRAPE_NC; c++)
         dst->last[c] = NULL; /* and the series: dst only keeps the rings */
     scrape_ring_init(&src->requests, src->requests.cap);
@@ -214,22 +215,30 @@ static uint64_t id_of(const struct scrape_sample *s, size_t k)
 }
 
 /* The bounds of a summed sample some series lacks this scrape (bit i for
- * le[i]): fewer lines than the most seen there since the series' number
- * last changed (a vanished or new series changes it: the sums then read as
- * a restart, or count the new one from 0, as before). A bound only some
- * series have keeps its number of lines and is no gap. */
+ * le[i]): fewer lines than the most seen there since the series (those at
+ * the bound with the most lines) last changed (a vanished, new or swapped
+ * series: the sums then read as a restart, or count the new one from 0, as
+ * before). A bound only some series have keeps its number of lines and is
+ * no gap. */
 static uint64_t summed_lacks(struct scrape_podstate *st, const struct scrape_sample *s)
 {
-    if (!s->hser_overflow)
+    if (!s->hser_overflow) { /* followed one by one: the sums' state is stale when back */
+        xfree(st->hsum);
+        st->hsum = NULL;
         return 0;
-    uint16_t most = 0;
+    }
+    size_t top = 0; /* the bound with the most lines (+Inf): which series there are */
     for (size_t i = 0; i < s->nbuckets; i++)
-        most = UTIL_MAX(most, s->hsum_n[i]);
+        if (s->hsum_n[i] > s->hsum_n[top])
+            top = i;
+    uint16_t most = s->nbuckets ? s->hsum_n[top] : 0;
+    uint64_t ids = s->nbuckets ? s->hsum_ids[top] : 0;
     struct scrape_hsum *h = st->hsum;
     if (!h)
         h = st->hsum = xcalloc(1, sizeof(*h));
-    if (h->most != most) {
+    if (h->most != most || h->ids != ids) { /* other series (one swapped for another) */
         h->most = most;
+        h->ids = ids;
         h->n = (uint8_t)s->nbuckets;
         memcpy(h->le, s->le, s->nbuckets * sizeof(*s->le));
         memcpy(h->lines, s->hsum_n, s->nbuckets * sizeof(*s->hsum_n));

@@ -90,6 +90,7 @@ struct scrape_sample {
      *  tells a line some series lacks this scrape from a bound only some
      *  series have, scrape_podstate's hsum) */
     uint16_t hsum_n[SCRAPE_MAX_BUCKETS];
+    uint64_t hsum_ids[SCRAPE_MAX_BUCKETS]; /**< the sum of those lines' series ids, mixed */
     uint64_t hser_id[SCRAPE_MAX_HSERIES];
     uint64_t hser_has[SCRAPE_MAX_HSERIES];
     double hser_count[SCRAPE_MAX_HSERIES][SCRAPE_MAX_BUCKETS];
@@ -324,6 +325,7 @@ struct scrape_podstate {
 };
 
 struct scrape_hsum {
+    uint64_t ids; /**< hsum_ids at the bound with the most lines */
     uint16_t most;
     uint8_t n;
     double le[SCRAPE_MAX_BUCKETS];

@@ -738,6 +738,34 @@ static void test_histogram_summed_missing_line(void **state)
     scrape_podstate_ok(&st, &w, T0 + 4 * IV, &s);
     assert_close(window_at(&w, INFINITY), 67);
     assert_close(window_at(&w, 1), 46);
+
+    /* a pod that leaves keeps its rings in a retired copy: the summed lines'
+     * state stays with the pod's own (it was freed twice) */
+    struct scrape_podstate gone;
+    scrape_podstate_retire(&gone, &st, &w);
+    scrape_podstate_free(&st, &w);
+    scrape_podstate_free(&gone, NULL);
+    scrape_window_free(&w);
+
+    /* one series that had le 1 swapped for one that has not (a model swapped): the
+     * series at +Inf are others, so le 1's fewer lines are its number now, not a gap
+     * for ever (it read as one, and le 1 never counted again) */
+    scrape_window_init(&w, IV, WIN);
+    scrape_podstate_init(&st, 0, WIN, IV);
+    memcpy(s.hsum_n, all, sizeof(all));
+    s.hsum_ids[0] = s.hsum_ids[2] = 111; /* the mixed ids of the lines at each bound */
+    memcpy(s.count, base, sizeof(base));
+    scrape_podstate_ok(&st, &w, T0, &s);
+    s.hsum_n[1] = 8;
+    s.hsum_ids[0] = s.hsum_ids[2] = 222; /* other series */
+    s.count[0] = 1000, s.count[1] = 1800, s.count[2] = 3000;
+    scrape_podstate_ok(&st, &w, T0 + IV, &s);
+    for (int k = 2; k < 5; k++) {
+        s.count[0] += 10, s.count[1] += 20, s.count[2] += 30;
+        scrape_podstate_ok(&st, &w, T0 + k * IV, &s);
+    }
+    assert_true(window_at(&w, 1) >= 60);
+    s.hsum_ids[0] = s.hsum_ids[2] = 0;
     scrape_podstate_free(&st, &w);
     scrape_window_free(&w);
 
