@@ -1009,12 +1009,12 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             self.assertEqual(info["spec"]["cluster"]["certificate-authority-data"], ca)
 
     @contextlib.contextmanager
-    def scaled_out(self, kubeconfig, name, subnet, ident):
+    def scaled_out(self, kubeconfig, name, subnet, ident, env=None):
         """A Deployment `name` of 2 replicas and gpuscaler started with `kubeconfig`: the
         load rises to 38 req/s (ceil(38/8) = 5 replicas) and this yields the instance once it
         scaled out; then it is stopped and the Deployment deleted."""
         self.make(name, 2, subnet=subnet)
-        g = Gpuscaler(kubeconfig, CONFIG, (), ident)
+        g = Gpuscaler(kubeconfig, CONFIG, (), ident, env)
         self.procs.append(g)
         try:
             self.metrics.set_rate(name, 38)
@@ -1092,14 +1092,16 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
     def test_19_kubeconfig_proxy_url(self):
         """A kubeconfig cluster with proxy-url (GKE's recipe for a private cluster behind a
         bastion): every request of gpuscaler, watches included, goes through the proxy with
-        HTTP CONNECT, and it scales as usual."""
+        HTTP CONNECT, and it scales as usual; NO_PROXY naming the server changes nothing (the
+        kubeconfig's proxy carries every request, as client-go's: libcurl went around it)."""
         port, seen = self.connect_proxy()
         d = tempfile.mkdtemp(prefix="gpuscaler-proxy-")
         self.addCleanup(shutil.rmtree, d, True)
         kc = harness.write_kubeconfig(
             os.path.join(d, "kubeconfig"), self.fk.url, ca_file=self.fk.pki["ca"],
             token=self.fk.token, cluster_extra={"proxy-url": "http://127.0.0.1:%d" % port})
-        with self.scaled_out(kc, "proxied", 31, "inst-proxy"):
+        with self.scaled_out(kc, "proxied", 31, "inst-proxy",
+                             {"NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}):
             self.tunnels_to_server(seen)
 
     @unittest.skipIf(REAL, "the certificate's names are the fake API server's")
@@ -2596,6 +2598,50 @@ checkpoint: {configmap: ckrace-e2e, configmaps: 1}
         self.assertIn("releasing the lease now (the checkpoints are saved)", text)
         spec = self.c.get("leases", "e2e-ckrace", self.ns)["spec"]
         self.assertEqual(spec.get("holderIdentity", ""), "")
+
+    @unittest.skipIf(REAL, "the certificates are signed with the fake API server's CA")
+    def test_56_a_rotated_client_certificate_is_used(self):
+        """A kubeconfig's client-certificate and client-key files are read again when they
+        change (as client-go's rotating dialer does): new connections present the renewed
+        certificate. libcurl reused connections by the files' names, and a certificate
+        cert-manager renewed was never used: every request got 401 once the old expired."""
+        pki = os.path.join(self.fk.tmpdir, "rot-pki")
+        ca = (self.fk.pki["ca"], self.fk.pki["ca_key"])
+        c1, k1 = harness.make_cert(pki, ca, "rot-a", "rot-a", orgs=("system:masters",))
+        c2, k2 = harness.make_cert(pki, ca, "rot-b", "rot-b", orgs=("system:masters",))
+        d = tempfile.mkdtemp(prefix="rot-", dir=self.fk.tmpdir)
+        shutil.copy(c1, os.path.join(d, "client.crt"))
+        shutil.copy(k1, os.path.join(d, "client.key"))
+        kc = os.path.join(d, "kubeconfig.yaml")
+        with open(kc, "w") as f:
+            json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "x",
+                       "clusters": [{"name": "c", "cluster": {
+                           "server": self.fk.url, "certificate-authority": self.fk.pki["ca"]}}],
+                       "users": [{"name": "u", "user": {"client-certificate": "client.crt",
+                                                        "client-key": "client.key"}}],
+                       "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]},
+                      f)
+        cfg = """decision-interval: 1s
+leader-election: {enabled: true, namespace: %s, lease-name: e2e-rot,
+                  lease-duration: 4s, renew-deadline: 3s, retry-period: 500ms}
+""" % self.ns
+        g = Gpuscaler(kc, cfg, (), "inst-rot", None)
+        self.procs.append(g)
+
+        def users():
+            return {r.get("user") for r in self.fk.requests()[0]
+                    if r["userAgent"].split("/")[0] == "gpuscaler" and r.get("resource") ==
+                    "leases" and (r.get("name") or "") == "e2e-rot"}
+        try:
+            wait_for(lambda: "rot-a" in users(), 20, what="requests as rot-a")
+            for src, dst in ((c2, "client.crt"), (k2, "client.key")):
+                shutil.copy(src, os.path.join(d, dst + ".new"))
+            os.replace(os.path.join(d, "client.key.new"), os.path.join(d, "client.key"))
+            os.replace(os.path.join(d, "client.crt.new"), os.path.join(d, "client.crt"))
+            wait_for(lambda: "rot-b" in users(), 20, what="requests as rot-b")
+            self.assertIn("client.crt changed: new connections use it", g.text())
+        finally:
+            g.stop()
 
 if __name__ == "__main__":
     argv = sys.argv

@@ -823,6 +823,10 @@ int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb,
         rc = -EINVAL;
         goto out;
     }
+    /* a proxy given carries every request, as client-go's http.ProxyURL: libcurl
+     * would still go around it for the hosts of NO_PROXY */
+    if (o->proxy)
+        curl_easy_setopt(e, CURLOPT_NOPROXY, "");
     if (o->connect_to) { /* curl keeps the list, not a copy: the request owns it */
         size_t n = strlen(o->connect_to) + 1;
         r->connect_to = xmalloc(sizeof(*r->connect_to) + n);

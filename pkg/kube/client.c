@@ -62,6 +62,8 @@ struct kreq {
  * which retries on its own schedule (the next tick). */
 #define RETRY_MAX 10
 #define RETRY_MAX_WAIT_MS 10000
+/* the least a retry waits (client-go's client-side limit, 5 a second) */
+#define RETRY_MIN_WAIT_MS 200
 
 /* Distinct warning texts logged (FNV-1a 64 of the text), the oldest forgotten
  * first: a warning repeated on every write is logged once, not every tick. */
@@ -79,6 +81,13 @@ struct kube {
     bool token_loaded;
     bool token_warned;
     struct stat token_st;
+    /* client certificate and key files, read as blobs and again when they change
+     * (libcurl reuses a connection for the same file name, whatever it holds now) */
+    char *certf, *keyf;
+    size_t certf_len, keyf_len;
+    uint64_t certf_checked_at;
+    struct stat certf_st, keyf_st;
+    bool certf_warned;
     struct kreq *reqs;
     size_t inflight;
     /* request latency and errors, for gpuscaler's /metrics */
@@ -252,6 +261,8 @@ static void on_close_handle(uv_handle_t *h)
     if (k->file_token)
         explicit_bzero(k->file_token, strlen(k->file_token));
     xfree(k->file_token);
+    xfree(k->certf);
+    xfree(k->keyf);
     xfree(k->ua_header);
     xfree(k);
     if (cb)
@@ -369,6 +380,69 @@ static void refresh_token(struct kube *k)
     }
     explicit_bzero(buf, len);
     xfree(buf);
+}
+
+/* A whole file of at most max bytes (a client certificate or key), or NULL. */
+static char *read_small(const char *path, size_t max, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    char *buf = xmalloc(max + 1);
+    size_t n = 0;
+    ssize_t got;
+    while (n < max && (got = read(fd, buf + n, max - n)) != 0) {
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            close(fd);
+            xfree(buf);
+            return NULL;
+        }
+        n += (size_t)got;
+    }
+    close(fd);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* Re-read the client certificate and key files when either changed (checked at
+ * most once a second, as client-go's rotating dialer does): a certificate
+ * that cert-manager or Vault renews is used from then on, on new
+ * connections, where the files' names alone kept the old one until it
+ * expired and every request got 401. */
+static void refresh_cert_files(struct kube *k)
+{
+    uint64_t now = uv_now(k->loop);
+    if (k->certf && now - k->certf_checked_at < TOKEN_CHECK_MS)
+        return;
+    k->certf_checked_at = now;
+    struct stat cs, ks;
+    if (stat(k->cfg.cert_file, &cs) != 0 || stat(k->cfg.key_file, &ks) != 0)
+        return; /* the files as last read (or the names, never read) */
+    if (k->certf && same_file(&cs, &k->certf_st) && same_file(&ks, &k->keyf_st))
+        return;
+    size_t cl = 0, kl = 0;
+    char *c = read_small(k->cfg.cert_file, 1 << 20, &cl);
+    char *key = read_small(k->cfg.key_file, 1 << 20, &kl);
+    if (!c || !key || cl == 0 || kl == 0) {
+        if (!k->certf_warned)
+            LOG_WARN("kube", "client certificate %s or key %s could not be read again",
+                     k->cfg.cert_file, k->cfg.key_file);
+        k->certf_warned = true;
+        xfree(c);
+        xfree(key);
+        return;
+    }
+    if (k->certf)
+        LOG_INFO("kube", "client certificate %s changed: new connections use it",
+                 k->cfg.cert_file);
+    xfree(k->certf);
+    xfree(k->keyf);
+    k->certf = c, k->certf_len = cl, k->certf_st = cs;
+    k->keyf = key, k->keyf_len = kl, k->keyf_st = ks;
+    k->certf_warned = false;
 }
 
 static const char *bearer(struct kube *k)
@@ -549,6 +623,8 @@ static bool retry_later(struct kreq *r, int err, const struct httpc_resp *resp)
     int64_t ms = httpc_resp_retry_after_ms(resp, util_now_unix_ms());
     if (ms < 0 || ms > RETRY_MAX_WAIT_MS)
         return false;
+    if (ms < RETRY_MIN_WAIT_MS) /* "0", or a date past: not ten resends back to back */
+        ms = RETRY_MIN_WAIT_MS;
     if (r->deadline && uv_now(k->loop) + (uint64_t)ms >= r->deadline) {
         LOG_DEBUG("kube", "%s: HTTP %ld; not sent again: its wait of %lld ms ends after "
                   "the request's deadline", r->what, resp->status, (long long)ms);
@@ -674,6 +750,16 @@ static int issue(struct kreq *r)
         .key_blob_len = k->cfg.key_data_len,
         .insecure = k->cfg.insecure,
     };
+    if (k->cfg.cert_file && k->cfg.key_file && !(cred && cred->cert)) {
+        refresh_cert_files(k);
+        if (k->certf) {
+            tls.cert_file = tls.key_file = NULL;
+            tls.cert_blob = k->certf;
+            tls.cert_blob_len = k->certf_len;
+            tls.key_blob = k->keyf;
+            tls.key_blob_len = k->keyf_len;
+        }
+    }
     if (cred && cred->cert) {
         tls.cert_blob = cred->cert;
         tls.cert_blob_len = cred->cert_len;

@@ -162,6 +162,8 @@ static bool retry_after(struct kube_reflector *r, const struct httpc_resp *resp,
         backoff(r, next);
         return true;
     }
+    if (ms < r->o.backoff_initial_ms) /* "0", or a date past: not a relist loop */
+        ms = r->o.backoff_initial_ms;
     LOG_WARN("kube", "%s: HTTP %ld; retrying in %lld ms (Retry-After)", r->path, resp->status,
              (long long)ms);
     went_down(r);

@@ -172,9 +172,12 @@ static void test_retries(void **state)
     assert_non_null(strstr(f->seen, "POST /api/v1/namespaces/ml/retry-twice|application/json|"
                                     "Bearer abc|{\"kind\":\"ConfigMap\"}"));
     f->attempts = 0;
+    t0 = uv_now(&f->loop);
     assert_int_equal(kube_update(f->k, "/api/v1/retry-never", obj, on_result, f), 0);
     wait_calls(f, 2);
     assert_int_equal(f->attempts, 11); /* the first and 10 more */
+    /* "Retry-After: 0" waits the least a retry waits, 200 ms: not 10 resends at once */
+    assert_true(uv_now(&f->loop) - t0 >= 10 * 200);
     assert_int_equal(f->last.status, 503);
     assert_int_equal(f->last.err, -EAGAIN);
     f->attempts = 0;
