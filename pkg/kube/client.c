@@ -181,6 +181,8 @@ static void on_cred(void *arg, int err, const char *msg)
         next = r->next;
         if (!r->wait_cred)
             continue;
+        if (r->timer_init)
+            uv_timer_stop(&r->timer); /* its deadline's (cred_wait_until) */
         int rc = err ? err : issue(r);
         if (rc == 0)
             continue;
@@ -301,12 +303,17 @@ static void exec_closed(void *arg)
     end_inflight(k);
 }
 
+static void cred_wait_until(struct kreq *r);
+
 void kube_drain(struct kube *k, int64_t budget_ms)
 {
     if (k->draining)
         return;
     k->draining = true;
     k->drain_until = uv_now(k->loop) + (uint64_t)(budget_ms > 0 ? budget_ms : 0);
+    for (struct kreq *r = k->reqs; r; r = r->next) /* waiting for a plugin that may hang */
+        if (r->wait_cred)
+            cred_wait_until(r);
 }
 
 void kube_close(struct kube *k, kube_close_cb cb, void *arg)
@@ -665,6 +672,40 @@ static void on_retry_timer(uv_timer_t *t)
     req_finish(r);
 }
 
+/* A request that waited for the exec plugin's credential past its deadline
+ * (or the shutdown's budget): it fails now, as a request sent would have
+ * timed out; the plugin's run goes on for the others (up to 30 s). */
+static void on_cred_deadline(uv_timer_t *t)
+{
+    struct kreq *r = t->data;
+    if (!r->wait_cred)
+        return;
+    r->wait_cred = false;
+    struct httpc_resp none = {.status = 0, .body = "",
+                              .errmsg = "its deadline passed while the credential plugin ran"};
+    deliver(r, -ETIMEDOUT, &none);
+    req_finish(r);
+}
+
+/* While r waits for the credential: fail it by its deadline, or by the
+ * shutdown's budget, whichever comes first. */
+static void cred_wait_until(struct kreq *r)
+{
+    struct kube *k = r->k;
+    uint64_t until = r->deadline;
+    if (k->draining && (!until || k->drain_until < until))
+        until = k->drain_until;
+    if (!until)
+        return;
+    if (!r->timer_init) {
+        uv_timer_init(k->loop, &r->timer);
+        r->timer.data = r;
+        r->timer_init = true;
+    }
+    uint64_t now = uv_now(k->loop);
+    uv_timer_start(&r->timer, on_cred_deadline, until > now ? until - now : 0, 0);
+}
+
 static void on_http_done(struct httpc_req *hr, int err, const struct httpc_resp *resp, void *arg)
 {
     struct kreq *r = arg;
@@ -720,6 +761,7 @@ static int issue(struct kreq *r)
         r->wait_cred = false;
         if (!cred) {
             r->wait_cred = true;
+            cred_wait_until(r);
             kube_exec_start(k->exec);
             return 0;
         }

@@ -488,7 +488,8 @@ static void test_exec_plugin_expiry_and_failures(void **state)
 }
 
 /* A request whose deadline passes while it waits for the plugin's
- * credential is not sent (it used to go out with a 1 ms timeout). */
+ * credential is not sent (it used to go out with a 1 ms timeout), and fails
+ * at its deadline, not when the plugin ends (a hung one ran 30 s). */
 static void test_exec_plugin_deadline(void **state)
 {
     (void)state;
@@ -496,9 +497,11 @@ static void test_exec_plugin_deadline(void **state)
     assert_non_null(mkdtemp(dir));
     struct kube_exec_config x;
     char *path;
-    struct fx *f = fx_exec(dir, "sleep 1; " CRED("slow", ""), &x, &path);
+    struct fx *f = fx_exec(dir, "sleep 2; " CRED("slow", ""), &x, &path);
+    uint64_t t0 = uv_now(&f->loop);
     assert_int_equal(kube_lease_get(f->k, "gpu-system", "x", 300, on_result, f), 0);
     wait_calls(f, 1);
+    assert_true(uv_now(&f->loop) - t0 < 1500);
     assert_int_equal(f->last.err, -ETIMEDOUT);
     assert_non_null(strstr(f->message, "deadline passed while the credential plugin ran"));
     assert_int_equal(testsrv_requests(f->srv), 0);
