@@ -628,6 +628,11 @@ class TestScale(Base):
         self.assertApiError(422, "Invalid", self.c.patch, "deployments", "dec", bad, self.ns)
         stale = {"metadata": {"resourceVersion": "1"}, "spec": {"replicas": 3}}
         self.assertApiError(409, "Conflict", self.c.patch, "deployments", "dec", stale, self.ns)
+        # a patch that removes or changes the name: 400 (checkName on the patched object),
+        # before its resourceVersion is compared
+        for meta in ({"name": None}, {"name": "other", "resourceVersion": "1"}):
+            self.assertApiError(400, "BadRequest", self.c.patch, "deployments", "dec",
+                                {"metadata": meta}, self.ns)
 
     def test_deployment_status_write_keeps_metadata_but_labels(self):
         """A Deployment's /status write keeps the spec and the labels as they were and
@@ -698,8 +703,8 @@ class TestScale(Base):
                                 "/apis/apps/v1/namespaces/%s/deployments/llm/scale" % self.ns,
                                 {"kind": "Scale", "apiVersion": "autoscaling/v1",
                                  "spec": {"replicas": 2}})
-        self.assertIn("the name of the object () does not match the name on the URL (llm)",
-                      e.message)
+        self.assertEqual(e.message, "the name of the object (llm based on URL) was "
+                                    "undeterminable: name must be provided")
         self.c.patch_scale("deployments", "llm", 3, self.ns)
         # an unchanged replica count writes nothing
         rv = self.c.get("deployments", "llm", self.ns)["metadata"]["resourceVersion"]

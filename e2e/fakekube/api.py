@@ -641,13 +641,7 @@ class Api:
                        dry_run=False, meta_errs=()):
         """Common tail of PUT and PATCH once the new (stored-form) object is known. meta_errs:
         ValidateObjectMetaUpdate's errors (after the object meta's own, before the kind's)."""
-        meta = new.setdefault("metadata", {})
-        if res.namespaced and meta.get("namespace", ns) != ns:  # a patch that moves it
-            raise bad_request("the namespace of the provided object does not match the "
-                              "namespace sent on the request")
-        if meta.get("name", name) != name:  # a patch that renames it
-            raise bad_request("the name of the object (%s) does not match the name on the URL "
-                              "(%s)" % (meta.get("name"), name))
+        meta = new.setdefault("metadata", {})  # its name and namespace checked (_check_name)
         ometa = old["metadata"]
         if subresource == "status":
             status = new.get("status")
@@ -728,9 +722,12 @@ class Api:
         if res.namespaced and meta.get("namespace", ns) not in (ns, ""):
             raise bad_request("the namespace of the provided object does not match the "
                               "namespace sent on the request")
-        if meta.get("name", "") != name:
+        if not meta.get("name"):
+            raise bad_request("the name of the object (%s based on URL) was undeterminable: "
+                              "name must be provided" % name)
+        if meta["name"] != name:
             raise bad_request("the name of the object (%s) does not match the name on the URL "
-                              "(%s)" % (meta.get("name", ""), name))
+                              "(%s)" % (meta["name"], name))
 
     def update(self, res, ns, name, body, subresource=None, query=None):
         if subresource == "scale":
@@ -851,6 +848,7 @@ class Api:
             # only then is the object validated (422)
             obj = self._decode(res, new_ext, "patch", patch_shown(ptype, patch, new_ext),
                                patch_errors, converted=ptype == "strategic")
+            self._check_name(res, ns, name, obj)  # the patched object's, as applyPatch does
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise conflict(res, name)
             stored, pre_errs, canonical = self._to_storage(res, obj)
@@ -976,8 +974,6 @@ class Api:
         return 200, self.scale_of(res, new)
 
     def update_scale(self, res, ns, name, body):
-        if isinstance(body, dict):
-            self._check_name(res, ns, name, body)
         with self.store.lock:
             old = self.store.get(res.storage, ns, name)
             if old is None:
@@ -987,6 +983,7 @@ class Api:
                                   "kind %s" % body.get("kind"))
             if isinstance(body, dict):
                 self._decode_scale("update", None, body)
+                self._check_name(res, ns, name, body)  # decoded first, as UpdateResource
                 # a PUT's own uid is a storage precondition (DefaultUpdatedObjectInfo's
                 # Preconditions), checked by GuaranteedUpdate before the Scale is even
                 # validated, and reported as InterpretUpdateError makes of it

@@ -1015,7 +1015,9 @@ class Handler(BaseHTTPRequestHandler):
                 brv = app.store.bookmark_rv(w)
                 if brv is not None:
                     self._bookmark(res, brv)
-                    next_bm = now + interval
+                # the next one an interval on, sent or not (none at or behind the watch's
+                # version: waiting at once again spun the thread)
+                next_bm = now + interval
             if now >= next_check:
                 next_check = now + 1.0
                 if self._client_gone():

@@ -17,6 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/bio.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include "kube-int.h"
 
 #define TOKEN_CHECK_MS 1000
@@ -264,6 +268,8 @@ static void on_close_handle(uv_handle_t *h)
         explicit_bzero(k->file_token, strlen(k->file_token));
     xfree(k->file_token);
     xfree(k->certf);
+    if (k->keyf)
+        explicit_bzero(k->keyf, k->keyf_len);
     xfree(k->keyf);
     xfree(k->ua_header);
     xfree(k);
@@ -403,6 +409,7 @@ static char *read_small(const char *path, size_t max, size_t *len)
             continue;
         if (got < 0) {
             close(fd);
+            explicit_bzero(buf, n); /* a key, maybe */
             xfree(buf);
             return NULL;
         }
@@ -412,6 +419,22 @@ static char *read_small(const char *path, size_t max, size_t *len)
     buf[n] = '\0';
     *len = n;
     return buf;
+}
+
+/* Whether the PEM key is the PEM certificate's (both parse, and match). */
+static bool key_pair_ok(const char *cert, size_t cl, const char *key, size_t kl)
+{
+    bool ok = false;
+    BIO *cb = BIO_new_mem_buf(cert, (int)cl), *kb = BIO_new_mem_buf(key, (int)kl);
+    X509 *x = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
+    EVP_PKEY *pk = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
+    if (x && pk)
+        ok = X509_check_private_key(x, pk) == 1;
+    EVP_PKEY_free(pk);
+    X509_free(x);
+    BIO_free(cb);
+    BIO_free(kb);
+    return ok;
 }
 
 /* Re-read the client certificate and key files when either changed (checked at
@@ -433,12 +456,19 @@ static void refresh_cert_files(struct kube *k)
     size_t cl = 0, kl = 0;
     char *c = read_small(k->cfg.cert_file, 1 << 20, &cl);
     char *key = read_small(k->cfg.key_file, 1 << 20, &kl);
-    if (!c || !key || cl == 0 || kl == 0) {
-        if (!k->certf_warned)
-            LOG_WARN("kube", "client certificate %s or key %s could not be read again",
+    /* a pair, as client-go's tls.X509KeyPair checks: one file replaced before the
+     * other is read again at the next check, the pair before it used meanwhile */
+    if (!c || !key || cl == 0 || kl == 0 || !key_pair_ok(c, cl, key, kl)) {
+        if (!k->certf_warned && k->certf)
+            LOG_WARN("kube", "client certificate %s and key %s changed but are not a pair "
+                     "yet: the pair before is used", k->cfg.cert_file, k->cfg.key_file);
+        else if (!k->certf_warned)
+            LOG_WARN("kube", "client certificate %s or key %s could not be read",
                      k->cfg.cert_file, k->cfg.key_file);
         k->certf_warned = true;
         xfree(c);
+        if (key)
+            explicit_bzero(key, kl);
         xfree(key);
         return;
     }
@@ -446,6 +476,8 @@ static void refresh_cert_files(struct kube *k)
         LOG_INFO("kube", "client certificate %s changed: new connections use it",
                  k->cfg.cert_file);
     xfree(k->certf);
+    if (k->keyf)
+        explicit_bzero(k->keyf, k->keyf_len);
     xfree(k->keyf);
     k->certf = c, k->certf_len = cl, k->certf_st = cs;
     k->keyf = key, k->keyf_len = kl, k->keyf_st = ks;
