@@ -520,6 +520,7 @@ static void spawn(struct kube_exec *e)
         .env = env,
         .stdio_count = 3,
         .stdio = stdio,
+        .flags = UV_PROCESS_DETACHED, /* a process group of its own: kill_run */
     };
     int rc = uv_spawn(e->loop, &e->proc, &o);
     xfree(argv);
@@ -540,6 +541,17 @@ static void spawn(struct kube_exec *e)
     uv_timer_start(&e->timer, on_run_timer, EXEC_TIMEOUT_MS, 0);
 }
 
+/* Kill the plugin and what it started: it runs as the leader of a process
+ * group of its own (UV_PROCESS_DETACHED), so a wrapper's children (a shell
+ * script's sleep, a helper it forked) go with it instead of outliving it. */
+static void kill_run(struct kube_exec *e)
+{
+    if (e->proc.pid > 0)
+        kill(-e->proc.pid, SIGKILL);
+    if (!e->exited)
+        uv_process_kill(&e->proc, SIGKILL);
+}
+
 static void on_run_timer(uv_timer_t *t)
 {
     struct kube_exec *e = t->data;
@@ -549,11 +561,12 @@ static void on_run_timer(uv_timer_t *t)
     }
     if (!e->exited) { /* the timeout */
         e->killed = true;
-        uv_process_kill(&e->proc, SIGKILL);
+        kill_run(e);
         return;
     }
     /* exited, and the pipes are still open after the grace: a child of its
-     * own holds them; what was read is the answer */
+     * own holds them; what was read is the answer, and the child goes */
+    kill_run(e);
     close_pipes(e);
     maybe_done(e);
 }
@@ -599,7 +612,7 @@ void kube_exec_close(struct kube_exec *e, void (*cb)(void *), void *arg)
     /* a run: killed, its output dropped; report() finishes the close once
      * its handles are closed (the exit comes promptly after SIGKILL) */
     if (!e->exited)
-        uv_process_kill(&e->proc, SIGKILL);
+        kill_run(e);
     close_pipes(e);
     maybe_done(e);
 }

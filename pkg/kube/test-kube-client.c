@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -553,6 +554,61 @@ static void test_exec_plugin_cancel_and_close(void **state)
     rm_plugin_dir(dir, path);
 }
 
+/* A plugin that is a wrapper (a shell script running a command of its
+ * own): a close kills what it started too, which outlived it before. */
+static void test_exec_plugin_close_kills_its_children(void **state)
+{
+    (void)state;
+    struct kube_exec_config x;
+    char *path;
+    char dir[] = "/tmp/kube-exec-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct fx *f = fx_exec(dir, "sleep 60 & echo $! > \"$DIR/child\"; wait", &x, &path);
+    assert_int_equal(kube_get(f->k, "/api/v1/a", on_result, f), 0);
+    char *cp = xasprintf("%s/child", dir);
+    int child = 0;
+    for (int i = 0; i < 500 && child <= 0; i++) { /* its child is there */
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+        FILE *fp = fopen(cp, "r");
+        if (fp) {
+            if (fscanf(fp, "%d", &child) != 1)
+                child = 0;
+            fclose(fp);
+        }
+        usleep(10000);
+    }
+    assert_true(child > 0);
+    assert_int_equal(kill(child, 0), 0);
+    kube_close(f->k, on_closed, f);
+    httpc_close(f->http, on_closed, f);
+    testsrv_stop(f->srv);
+    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+    bool gone = false;
+    for (int i = 0; i < 200 && !gone; i++) { /* SIGKILL is prompt */
+        gone = kill(child, 0) != 0 && errno == ESRCH;
+        char sp[64], st[256] = "";
+        snprintf(sp, sizeof(sp), "/proc/%d/stat", child);
+        FILE *fp = gone ? NULL : fopen(sp, "r");
+        if (fp) { /* dead, not reaped yet (init is slow, or not a reaper) */
+            if (fgets(st, sizeof(st), fp)) {
+                const char *rp = strrchr(st, ')');
+                gone = rp && (rp[2] == 'Z' || rp[2] == 'X');
+            }
+            fclose(fp);
+        }
+        if (!gone)
+            usleep(10000);
+    }
+    if (!gone)
+        kill(child, SIGKILL); /* not left behind by the test */
+    assert_true(gone);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    xfree(f);
+    unlink(cp);
+    xfree(cp);
+    rm_plugin_dir(dir, path);
+}
+
 /* The plugin's output parser: what client-go accepts, and refuses. */
 static void test_exec_cred_parse(void **state)
 {
@@ -891,6 +947,7 @@ int main(void)
         cmocka_unit_test(test_exec_plugin),
         cmocka_unit_test(test_exec_plugin_expiry_and_failures),
         cmocka_unit_test(test_exec_plugin_cancel_and_close),
+        cmocka_unit_test(test_exec_plugin_close_kills_its_children),
         cmocka_unit_test(test_exec_plugin_deadline),
         cmocka_unit_test(test_exec_cred_parse),
     };
