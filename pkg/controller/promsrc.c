@@ -429,6 +429,13 @@ void ctl_backlog_reset(struct ctl_wl *w)
     w->pq_running = w->pq_waiting = w->pq_queue = w->pq_backlog = -1;
 }
 
+/* A Ready pod still warming: Ready for less than the grace (one whose Ready
+ * time is unknown is not new). */
+static bool warming(const struct kube_pod *p, int64_t now, int64_t grace_ms)
+{
+    return p->ready_transition_ms > 0 && now - p->ready_transition_ms < grace_ms;
+}
+
 /* Without the per-pod answer (its query failed: a slow Prometheus, a query
  * limit), which pods the rate counts comes from the cache alone: a pod
  * Ready within the grace is taken as warming, not yet in the rate, as the
@@ -444,7 +451,7 @@ static void match_by_cache(const struct kube_pod *const *pods, size_t np, int64_
         if (!pod_serving(p))
             continue;
         m->ready++;
-        if (p->ready_transition_ms > 0 && now - p->ready_transition_ms < grace_ms)
+        if (warming(p, now, grace_ms))
             m->warming++;
         else
             m->counted++;
@@ -487,8 +494,8 @@ void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t n
         if (a && a->counted) {
             m->counted++;
             recent += pod_recent(state_pod(w, p->name), now, m);
-        } else if (p->ready_transition_ms > 0 && now - p->ready_transition_ms < grace_ms) {
-            m->warming++; /* a pod whose Ready time is unknown is not new */
+        } else if (warming(p, now, grace_ms)) {
+            m->warming++;
         } else if (m->missing++ == 0) {
             snprintf(m->missing_pod, sizeof(m->missing_pod), "%s", p->name);
         }

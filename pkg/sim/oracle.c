@@ -70,6 +70,21 @@ static void sliding(const int32_t *v, size_t n, int64_t back, int64_t fwd, bool 
     xfree(dq);
 }
 
+/* The smallest count in (bad, good] that keeps the second within the SLA,
+ * bad known to miss it and good to keep it (the need is monotone). */
+static int32_t smallest_ok(const struct sim_model *m, const struct sim_queue *q, double a,
+                           double sla_s, int32_t bad, int32_t good)
+{
+    while (good - bad > 1) {
+        int32_t mid = bad + (good - bad) / 2;
+        if (second_ok(m, q, mid, a, sla_s))
+            good = mid;
+        else
+            bad = mid;
+    }
+    return good;
+}
+
 /* The greedy per-second need within [lo, hi]; returns the seconds at which
  * even hi misses the SLA. */
 static int64_t greedy_need(const struct sim_model *m, const double *arr, size_t n, double sla_s,
@@ -97,14 +112,7 @@ static int64_t greedy_need(const struct sim_model *m, const double *arr, size_t 
                 good = c;
                 step *= 2;
             }
-            while (bad >= lo && good - bad > 1) {
-                int32_t mid = bad + (good - bad) / 2;
-                if (second_ok(m, &q, mid, a, sla_s))
-                    good = mid;
-                else
-                    bad = mid;
-            }
-            r = good;
+            r = bad >= lo ? smallest_ok(m, &q, a, sla_s, bad, good) : good;
         } else {
             /* Grow geometrically, then bisect back to the smallest. */
             int32_t ok = r, step = 1;
@@ -113,15 +121,7 @@ static int64_t greedy_need(const struct sim_model *m, const double *arr, size_t 
                 ok = (int32_t)UTIL_MIN((int64_t)hi, (int64_t)ok + step);
                 step *= 2;
             }
-            int32_t bad = r;
-            while (ok - bad > 1) {
-                int32_t mid = bad + (ok - bad) / 2;
-                if (second_ok(m, &q, mid, a, sla_s))
-                    ok = mid;
-                else
-                    bad = mid;
-            }
-            r = ok;
+            r = smallest_ok(m, &q, a, sla_s, r, ok);
             if (r == hi && !second_ok(m, &q, r, a, sla_s))
                 missed++;
         }
