@@ -282,7 +282,7 @@ static struct cm_req *req_new(struct controller *c, size_t idx, bool patch)
     return r;
 }
 
-static void restore(struct ctl_wl *w, json_t *body, const char *cm)
+void ctl_checkpoint_restore(struct ctl_wl *w, json_t *body, const char *cm)
 {
     json_t *bin = json_object_get(body, "binaryData");
     char key[KEY_MAX + 1], err[160], unit[64];
@@ -416,7 +416,7 @@ static void cm_read(const struct kube_result *res, void *arg)
                 w->checkpoint_failed = true;
                 continue;
             }
-            restore(w, body, r->cm);
+            ctl_checkpoint_restore(w, body, r->cm);
             w->checkpoint_ready = true; /* read, or nothing stored: saves may write it now */
         }
     if (body) {

@@ -300,7 +300,7 @@ struct ctl_wl {
     bool pq_pods_failed;          /**< the per-pod query of the default rate (which pods it
                                        counts) was asked and failed or was left out */
     uint64_t pq_logged[4];        /**< the failures logged of the rate, p99, busy-time and
-                                       per-pod queries (ctl_why_class; 0: none) */
+                                       per-pod queries (ctl_pq_log; 0: none) */
     bool pq_pods_fresh;           /**< ... and no tick has taken its backlog yet */
     struct ctl_pq_pod *pq_bl;     /**< each pod's last running + waiting, owned */
     size_t pq_bl_n;
@@ -422,6 +422,11 @@ void ctl_io_begin(struct controller *c);
 void ctl_io_end(struct controller *c);
 /** At most this long a close waits for its checkpoint saves before the Leases are released. */
 #define CTL_CLOSE_SAVE_WAIT_MS 5000
+/** A tick's clocks: a wall clock step between two ticks (the wall's time
+ *  less the boot clock's, beyond CTL_CLOCK_STEP_MS) is logged and every
+ *  workload's rule clocks, learned times and Event rate limits move with
+ *  it. */
+void ctl_clock_step(struct controller *c, int64_t now, int64_t boot);
 /** Closing: the checkpoint saves the Lease releases waited for have ended (why says
  *  how); the releases go now. No-op when none waits. */
 void ctl_release_hold_end(struct controller *c, const char *why);
@@ -529,6 +534,13 @@ void ctl_obs_serving(struct ctl_obs *o);
 void ctl_pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
                     struct scrape_result *r);
 
+/** One line when a Prometheus query starts failing or fails for another
+ *  kind of reason (its reason without the numbers in it: a timeout's
+ *  milliseconds), and one when it answers again (why NULL or ""): not one a
+ *  tick. part: 0 rate, 1 p99, 2 busy-time, 3 per-pod. Returns whether it
+ *  logged. */
+bool ctl_pq_log(struct ctl_wl *w, int part, const char *why);
+
 /** The last per-pod answer against the Deployment's pods in the cache. */
 struct ctl_pq_match {
     bool counted_known;   /**< the answer says which pods the rate counts */
@@ -590,6 +602,10 @@ bool ctl_calibrate(struct controller *c, struct ctl_wl *w, const struct ctl_obs 
 void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
              const struct policy_config *use, const struct policy_input *in, bool leading,
              struct policy_decision *dec);
+/** The Parked Event of a Deployment parked by hand at zero: once a spell
+ *  (w->parked_told), retried at the next tick when the report budget had no
+ *  room; a decision of another reason ends the spell. */
+void ctl_report_parked(struct controller *c, struct ctl_wl *w, const struct policy_decision *dec);
 /** report: remember the decision, log it, record the trace, Events for held
  *  metrics and max-replicas, status annotation. */
 void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
@@ -691,6 +707,12 @@ void ctl_status_invalid(struct controller *c, struct ctl_wl *w, const char *key,
  *  InvalidAnnotation one, or the last decision's) goes now. */
 void ctl_status_resume(struct controller *c, struct ctl_wl *w);
 
+/* metrics.c */
+/** The per-Deployment series of /metrics: a Deployment's once decided and
+ *  while its annotations are valid (invalid ones stop the decisions: the
+ *  last one's numbers would be served as current). */
+void ctl_write_workload_metrics(const struct controller *c, struct util_buf *b);
+
 /* checkpoint.c: forecaster and capacity state in the fixed ConfigMaps
  * <prefix>-0 .. <prefix>-(checkpoint.configmaps - 1) */
 void ctl_checkpoint_init(struct controller *c);
@@ -708,6 +730,12 @@ void ctl_checkpoint_tick(struct controller *c, int64_t now_ms, bool all);
  *  written). Returns how many of those ConfigMaps are still being written:
  *  0 once the new owner would read the current state. */
 size_t ctl_checkpoint_flush_shard(struct controller *c, uint32_t shard, bool start);
+/** Take w's entries of a checkpoint ConfigMap's body (the JSON object read;
+ *  cm its name, for the log): the capacity estimator's state (its runs of
+ *  ticks forgotten) and the forecaster's, unless written for another
+ *  Deployment of that name (uid) or another demand unit. An entry that
+ *  does not decode is logged and leaves what w has. */
+void ctl_checkpoint_restore(struct ctl_wl *w, json_t *body, const char *cm);
 /** Checkpoint ConfigMaps being written now. */
 size_t ctl_checkpoint_saving(const struct controller *c);
 /** w is no longer tracked: remove its keys in its ConfigMap's next save. */

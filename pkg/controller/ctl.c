@@ -138,7 +138,7 @@ void ctl_io_end(struct controller *c)
  * (policy_state_shift, capacity_shift, the backlog's samples). The
  * scraper's clock is the boot one, which the step does not move (observe.c
  * asks it at tick_boot_ms); Prometheus' answers carry its times. */
-static void clock_step(struct controller *c, int64_t now, int64_t boot)
+void ctl_clock_step(struct controller *c, int64_t now, int64_t boot)
 {
     int64_t prev = c->tick_wall_ms, prev_boot = c->tick_boot_ms;
     c->tick_wall_ms = now;
@@ -186,7 +186,7 @@ void controller_tick(struct controller *c)
         return;
     uint64_t t0 = uv_hrtime();
     int64_t now = util_now_unix_ms();
-    clock_step(c, now, util_now_boot_ms());
+    ctl_clock_step(c, now, util_now_boot_ms());
     bool leading = controller_leading(c);
     c->cache_down_ms = kube_cache_down_ms(c->cache, &c->cache_down_what);
     bool held = c->cache_down_ms >= CTL_CACHE_DOWN_HOLD_MS;

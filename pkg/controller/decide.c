@@ -362,6 +362,16 @@ static void tell_hpa_advice(struct controller *c, struct ctl_wl *w)
     }
 }
 
+void ctl_report_parked(struct controller *c, struct ctl_wl *w, const struct policy_decision *dec)
+{
+    /* said once a spell, where kubectl describe shows it; a tick without room
+     * in the report budget tries again at the next */
+    if (dec->reason != POLICY_HOLD_PARKED)
+        w->parked_told = false;
+    else if (!w->parked_told)
+        w->parked_told = ctl_event_now(c, w, "Normal", "Parked", dec->explain);
+}
+
 void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deployment *d,
                 const struct ctl_obs *o, const struct policy_decision *dec, int64_t now,
                 bool leading)
@@ -446,12 +456,7 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
                  dec->desired - dec->unschedulable, dec->want);
         ctl_event(c, w, "Warning", "GPUCapacityExhausted", msg);
     }
-    /* parked by hand at zero: said once a spell, where kubectl describe shows
-     * it; a tick without room in the report budget tries again at the next */
-    if (dec->reason != POLICY_HOLD_PARKED)
-        w->parked_told = false;
-    else if (!w->parked_told)
-        w->parked_told = ctl_event_now(c, w, "Normal", "Parked", dec->explain);
+    ctl_report_parked(c, w, dec);
     /* replicas placed that are not coming: why, on the Deployment, since the
      * count will not replace them (a rollout whose pods all crash would only
      * add GPUs that crash too) */

@@ -249,7 +249,11 @@ void controller_write_metrics(struct controller *c, struct util_buf *b)
            "Wall clock steps (set forward or back by more than 2 s) seen between two ticks.");
     util_buf_printf(b, "gpuscaler_clock_steps_total %llu\n", (unsigned long long)c->clock_steps);
     ctl_checkpoint_write_metrics(c, b);
+    ctl_write_workload_metrics(c, b);
+}
 
+void ctl_write_workload_metrics(const struct controller *c, struct util_buf *b)
+{
     static const struct wl_gauge per[] = {
         {"gpuscaler_desired_replicas", "Replicas the policy chose.", g_desired},
         {"gpuscaler_requests_per_gpu",

@@ -104,21 +104,18 @@ static uint64_t why_class(const char *why)
     return h | 1;
 }
 
-/* One line when a query starts failing or fails for another kind of reason,
- * and one when it answers again: not one a tick (the decisions' own lines
- * come only when the decision changes). part: 0 rate, 1 p99, 2 busy-time,
- * 3 per-pod. */
-static void pq_log(struct ctl_wl *w, int part, const char *why)
+bool ctl_pq_log(struct ctl_wl *w, int part, const char *why)
 {
     static const char *const what[] = {"rate", "p99", "busy-time", "per-pod"};
     uint64_t k = why_class(why);
     if (k == w->pq_logged[part])
-        return;
+        return false;
     if (k)
         LOGW_WARN(SUB, w->ns, w->name, "Prometheus %s query failed: %s", what[part], why);
     else
         LOGW_INFO(SUB, w->ns, w->name, "Prometheus %s query answers again", what[part]);
     w->pq_logged[part] = k;
+    return true;
 }
 
 static void pq_answered(const struct scrape_result *res, const struct promql_pods *pods,
@@ -128,10 +125,10 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
     struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
     if (w && strcmp(w->uid, r->uid) == 0) { /* not a Deployment's of that name made since */
         if (!notes->cancelled) { /* closing: not an answer of Prometheus' */
-            pq_log(w, 0, res->valid ? NULL : res->why);
-            pq_log(w, 1, notes->p99);
-            pq_log(w, 2, notes->busy);
-            pq_log(w, 3, notes->pods);
+            ctl_pq_log(w, 0, res->valid ? NULL : res->why);
+            ctl_pq_log(w, 1, notes->p99);
+            ctl_pq_log(w, 2, notes->busy);
+            ctl_pq_log(w, 3, notes->pods);
         }
         w->pq_inflight = false;
         w->pq_last = *res;

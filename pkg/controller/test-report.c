@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The report stage's bookkeeping, on workloads and a controller built by
+ * hand (no API server): the Prometheus failures' log lines (one a kind of
+ * reason, not one a tick), the Parked Event once a spell, the per-Deployment
+ * series only while the annotations are valid, the Events' rate limits
+ * across a wall clock step, and a restored capacity state's runs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "controller/controller-int.h"
+#include "kube/kube.h"
+#include "util/util.h"
+
+static struct ctl_wl *wl_new(const char *ns, const char *name)
+{
+    struct ctl_wl *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    w->ns = xstrdup(ns);
+    w->name = xstrdup(name);
+    w->uid = xstrdup("u-1");
+    capacity_init(&w->cap);
+    return w;
+}
+
+static void wl_free(struct ctl_wl *w)
+{
+    xfree(w->ns);
+    xfree(w->name);
+    xfree(w->uid);
+    free(w);
+}
+
+/* A query failing tick after tick logs once; a timeout's milliseconds are
+ * not another reason; another reason and the answer again each log once;
+ * the parts are apart. */
+static void test_prometheus_failures_logged_once_a_kind(void **state)
+{
+    (void)state;
+    struct ctl_wl *w = wl_new("ns", "d");
+    assert_false(ctl_pq_log(w, 0, NULL)); /* answering from the start: nothing to say */
+    assert_true(ctl_pq_log(w, 0, "Prometheus: timed out after 2001 ms"));
+    assert_false(ctl_pq_log(w, 0, "Prometheus: timed out after 2001 ms"));
+    assert_false(ctl_pq_log(w, 0, "Prometheus: timed out after 2950 ms"));
+    assert_true(ctl_pq_log(w, 0, "Prometheus: HTTP 503"));
+    assert_true(ctl_pq_log(w, 1, "no histogram")); /* the p99 query's own line */
+    assert_false(ctl_pq_log(w, 0, "Prometheus: HTTP 503"));
+    assert_true(ctl_pq_log(w, 0, NULL)); /* "answers again" */
+    assert_false(ctl_pq_log(w, 0, ""));
+    assert_false(ctl_pq_log(w, 1, "no histogram"));
+    assert_true(ctl_pq_log(w, 1, ""));
+    wl_free(w);
+}
+
+static struct controller *ctl_new(void)
+{
+    struct controller *c = calloc(1, sizeof(*c));
+    assert_non_null(c);
+    c->dry_run = true; /* an Event sent is one decided, not one written */
+    c->identity = "test";
+    return c;
+}
+
+static int told_slots(const struct ctl_wl *w)
+{
+    int n = 0;
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(w->last_event_ms); i++)
+        n += w->last_event_ms[i] != 0;
+    return n;
+}
+
+/* Parked: no Event while the report budget is full, then one at the first
+ * tick with room, none for the rest of the spell; a spell ended and begun
+ * again is told again, within the Events' interval too. */
+static void test_parked_told_once_a_spell(void **state)
+{
+    (void)state;
+    struct controller *c = ctl_new();
+    struct ctl_wl *w = wl_new("ns", "d");
+    struct policy_decision parked = {.reason = POLICY_HOLD_PARKED,
+                                     .explain = "spec.replicas is 0"};
+    struct policy_decision hold = {.reason = POLICY_HOLD_WITHIN_BAND, .explain = "within the band"};
+    c->report_inflight = CTL_REPORT_MAX_INFLIGHT;
+    ctl_report_parked(c, w, &parked);
+    assert_false(w->parked_told);
+    assert_int_equal(told_slots(w), 0);
+    c->report_inflight = 0;
+    ctl_report_parked(c, w, &parked);
+    assert_true(w->parked_told);
+    assert_int_equal(told_slots(w), 1);
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(w->last_event_ms); i++)
+        w->last_event_ms[i] = w->last_event_ms[i] ? 1 : 0; /* told long ago: it would be due */
+    ctl_report_parked(c, w, &parked);
+    assert_true(w->parked_told);
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(w->last_event_ms); i++)
+        assert_true(w->last_event_ms[i] <= 1); /* not sent again */
+    ctl_report_parked(c, w, &hold);
+    assert_false(w->parked_told);
+    ctl_report_parked(c, w, &parked);
+    assert_true(w->parked_told);
+    int64_t sent = 0;
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(w->last_event_ms); i++)
+        if (w->last_event_ms[i] > sent)
+            sent = w->last_event_ms[i];
+    assert_true(sent > 1); /* the new spell's */
+    wl_free(w);
+    free(c);
+}
+
+static void table_add(struct controller *c, struct ctl_wl *w)
+{
+    size_t b = (size_t)(strlen(w->name) % CTL_WL_BUCKETS);
+    w->next = c->table[b];
+    c->table[b] = w;
+    c->nwl++;
+}
+
+/* The per-Deployment series: a Deployment decided with valid annotations
+ * has them; one whose annotations turned invalid since its last decision
+ * has none (its numbers would be served as current); one not decided yet
+ * has none. */
+static void test_series_only_while_valid(void **state)
+{
+    (void)state;
+    struct controller *c = ctl_new();
+    struct ctl_wl *ok = wl_new("ns", "good"), *bad = wl_new("ns", "broken"),
+                  *fresh = wl_new("ns", "new");
+    ok->have_last = ok->config_ok = true;
+    ok->last.desired = 7;
+    bad->have_last = true;
+    bad->config_ok = false;
+    bad->last.desired = 9;
+    fresh->config_ok = true;
+    table_add(c, ok);
+    table_add(c, bad);
+    table_add(c, fresh);
+    struct util_buf b = {0};
+    ctl_write_workload_metrics(c, &b);
+    util_buf_append(&b, "", 1);
+    assert_non_null(
+        strstr(b.data, "gpuscaler_desired_replicas{namespace=\"ns\",deployment=\"good\"} 7\n"));
+    assert_non_null(strstr(b.data, "deployment=\"good\",unit=\"requests\"} 1\n"));
+    assert_null(strstr(b.data, "deployment=\"broken\""));
+    assert_null(strstr(b.data, "deployment=\"new\""));
+    /* valid again: served again */
+    bad->config_ok = true;
+    b.len = 0;
+    ctl_write_workload_metrics(c, &b);
+    util_buf_append(&b, "", 1);
+    assert_non_null(
+        strstr(b.data, "gpuscaler_desired_replicas{namespace=\"ns\",deployment=\"broken\"} 9\n"));
+    util_buf_free(&b);
+    wl_free(ok);
+    wl_free(bad);
+    wl_free(fresh);
+    free(c);
+}
+
+/* A wall clock step between two ticks moves the Events' rate limits with
+ * it (an Event told a minute before a 1-hour step back is still a minute
+ * old); drift under the threshold and a slot never used do not move. */
+static void test_event_limits_move_with_a_clock_step(void **state)
+{
+    (void)state;
+    struct controller *c = ctl_new();
+    struct ctl_wl *w = wl_new("ns", "d");
+    table_add(c, w);
+    const int64_t t0 = 1800000000000LL, boot0 = 5000000;
+    ctl_clock_step(c, t0, boot0); /* the first tick: nothing to compare */
+    w->last_event_ms[2] = t0 - 60000;
+    ctl_clock_step(c, t0 + 5000 + 1500, boot0 + 5000); /* 1.5 s of drift: no step */
+    assert_int_equal(w->last_event_ms[2], t0 - 60000);
+    assert_int_equal(c->clock_steps, 0);
+    const int64_t back = -3600000;
+    ctl_clock_step(c, t0 + 11500 + back, boot0 + 10000);
+    assert_int_equal(c->clock_steps, 1);
+    assert_int_equal(w->last_event_ms[2], t0 - 60000 + back);
+    assert_int_equal(w->last_event_ms[0], 0); /* never told: stays never */
+    ctl_clock_step(c, t0 + 16500 + back + 7200000, boot0 + 15000);
+    assert_int_equal(c->clock_steps, 2);
+    assert_int_equal(w->last_event_ms[2], t0 - 60000 + back + 7200000);
+    wl_free(w);
+    free(c);
+}
+
+static json_t *ckpt_body(const struct capacity *cap, const char *uid)
+{
+    uint8_t buf[CAPACITY_STATE_SIZE];
+    assert_int_equal(capacity_encode(cap, buf, sizeof(buf)), CAPACITY_STATE_SIZE);
+    char *b64 = kube_base64_encode(buf, sizeof(buf));
+    json_t *body = json_pack("{s:{s:s, s:s}, s:{s:s}}", "data", "uid.ns_d", uid, "unit.ns_d",
+                             "requests", "binaryData", "capacity.ns_d", b64);
+    xfree(b64);
+    assert_non_null(body);
+    return body;
+}
+
+/* A restored capacity state keeps what was learned and forgets its runs of
+ * ticks: a queue standing at the save has not stood since. A state of
+ * another Deployment of that name (uid) is not taken. */
+static void test_restore_forgets_the_runs(void **state)
+{
+    (void)state;
+    struct capacity saved;
+    capacity_init(&saved);
+    saved.lower = 12.5;
+    saved.lower_ms = 1000;
+    saved.queue_since_ms = 424242;
+    saved.recent[0] = 9.0f;
+    saved.recent[1] = 9.5f;
+    saved.nrecent = 2;
+    saved.irecent = 2;
+    saved.total = 17;
+    struct ctl_wl *w = wl_new("ns", "d");
+    json_t *other = ckpt_body(&saved, "u-old");
+    ctl_checkpoint_restore(w, other, "gpuscaler-checkpoint-0");
+    assert_true(w->cap.lower == 0.0);
+    assert_int_equal(w->cap.total, 0);
+    json_decref(other);
+    json_t *body = ckpt_body(&saved, "u-1");
+    ctl_checkpoint_restore(w, body, "gpuscaler-checkpoint-0");
+    assert_true(w->cap.lower == 12.5);
+    assert_int_equal(w->cap.total, 17);
+    assert_int_equal(w->cap.queue_since_ms, -1);
+    assert_int_equal(w->cap.nrecent, 0);
+    assert_int_equal(w->cap.irecent, 0);
+    json_decref(body);
+    wl_free(w);
+}
+
+int main(void)
+{
+    util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prometheus_failures_logged_once_a_kind),
+        cmocka_unit_test(test_parked_told_once_a_spell),
+        cmocka_unit_test(test_series_only_while_valid),
+        cmocka_unit_test(test_event_limits_move_with_a_clock_step),
+        cmocka_unit_test(test_restore_forgets_the_runs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
