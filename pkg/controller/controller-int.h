@@ -523,10 +523,10 @@ void ctl_backlog_reset(struct ctl_wl *w);
 double ctl_backlog_growth(const struct ctl_wl *w, int64_t now, int64_t window_ms,
                           int64_t slack_ms, double bl);
 /** The serving replicas of o's metrics: the pods counted and those whose
- *  metrics failed (pods_failed), each of these an average share of what the
- *  counted ones carry (the rates, the in-flight and the queued gauges scaled
- *  up by serving / counted). Warming pods are in neither: replicas still
- *  starting. */
+ *  metrics failed (pods_failed) or are not recent (stale, not warming), each
+ *  of these an average share of what the counted ones carry (the rates, the
+ *  in-flight and the queued gauges scaled up by serving / counted). Warming
+ *  pods are in neither: replicas still starting. */
 void ctl_obs_serving(struct ctl_obs *o);
 
 /** Ask Prometheus for the workload's queries (the answer serves the next

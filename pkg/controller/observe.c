@@ -152,8 +152,13 @@ static void learn_service_time(struct ctl_wl *w, struct ctl_obs *o)
 void ctl_obs_serving(struct ctl_obs *o)
 {
     struct scrape_result *r = &o->m;
-    o->serving = r->pods_counted + r->pods_failed;
-    if (r->pods_failed <= 0 || r->pods_counted <= 0)
+    /* a Ready pod without a recent good scrape (not one warming up) serves
+     * as a failed one does: left out, its share of the load would read as
+     * load gone */
+    int lagging = r->pods_stale - r->pods_warming;
+    int unread = r->pods_failed + (lagging > 0 ? lagging : 0);
+    o->serving = r->pods_counted + unread;
+    if (unread <= 0 || r->pods_counted <= 0)
         return;
     double k = (double)o->serving / r->pods_counted;
     double *rates[] = {&r->request_rate, &r->recent_rate, &r->prompt_token_rate,

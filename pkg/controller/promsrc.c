@@ -518,6 +518,7 @@ void ctl_pq_apply(const struct ctl_pq_match *m, double missing_fraction, int64_t
     r->pods_ready = m->ready;
     r->pods_counted = m->counted;
     r->pods_stale = m->warming;
+    r->pods_warming = m->warming;
     r->pods_failed = m->missing;
     int base = m->ready - m->warming;
     if (m->ready == 0)

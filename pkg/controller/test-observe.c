@@ -2,7 +2,8 @@
 /* The observe stage's backlog samples: the growth of running + waiting
  * requests that turns completions into arrivals, on ticks that come a few
  * ms late as a timer's do; which pods are stalled; and the Prometheus
- * source's per-pod answer against the cache's pods. */
+ * source's per-pod answer against the cache's pods; the serving replicas
+ * the rates are scaled up to. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -607,6 +608,45 @@ static void test_prometheus_recent(void **state)
     wl_done(w);
 }
 
+/* The serving replicas and the rates scaled up to them: a failed pod and a
+ * stale one (no recent good scrape, not warming up) each serve an average
+ * share; a warming one serves none yet (a stale one was left out of both
+ * before, and its share of the load read as load gone). */
+static void test_serving_counts_stale_pods(void **state)
+{
+    (void)state;
+    struct ctl_obs o;
+    memset(&o, 0, sizeof(o));
+    o.m.valid = true;
+    o.m.request_rate = 20;
+    o.m.recent_rate = 22;
+    o.m.prompt_token_rate = o.m.generation_token_rate = NAN;
+    o.m.prompt_token_recent = o.m.generation_token_recent = NAN;
+    o.m.busy = -1;
+    o.m.inflight = 4;
+    o.m.queued = -1;
+    o.m.pods_counted = 2;
+    o.m.pods_failed = 1;
+    o.m.pods_stale = 3; /* 2 of them warming */
+    o.m.pods_warming = 2;
+    ctl_obs_serving(&o);
+    assert_int_equal(o.serving, 4);
+    assert_true(o.m.request_rate == 40);
+    assert_true(o.m.recent_rate == 44);
+    assert_true(o.m.inflight == 8);
+    assert_true(o.m.queued == -1);
+    /* all the stale ones warming: none of them serves */
+    memset(&o, 0, sizeof(o));
+    o.m.request_rate = 20;
+    o.m.recent_rate = NAN;
+    o.m.busy = o.m.inflight = o.m.queued = -1;
+    o.m.pods_counted = 2;
+    o.m.pods_stale = o.m.pods_warming = 2;
+    ctl_obs_serving(&o);
+    assert_int_equal(o.serving, 2);
+    assert_true(o.m.request_rate == 20);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -617,6 +657,7 @@ int main(void)
         cmocka_unit_test(test_prometheus_rate_pods),
         cmocka_unit_test(test_prometheus_backlog),
         cmocka_unit_test(test_prometheus_recent),
+        cmocka_unit_test(test_serving_counts_stale_pods),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,6 +68,16 @@ const char *scrape_fail_name(enum scrape_fail f)
 double scrape_latency_unit_ms(const char *metric)
 {
     size_t n = scrape_metric_name_len(metric);
+    /* a counter's or a histogram's series name (x_us_total, x_milliseconds_sum):
+     * the unit is before the suffix */
+    static const char *const series[] = {"_total", "_sum", "_count", "_bucket"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(series); i++) {
+        size_t sl = strlen(series[i]);
+        if (n > sl && strncmp(metric + n - sl, series[i], sl) == 0) {
+            n -= sl;
+            break;
+        }
+    }
     static const struct {
         const char *suffix;
         double ms;
@@ -240,7 +250,10 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     for (size_t i = 0; i < n; i++) {
         const struct scrape_podstate *st = pods[i].st;
         int64_t sp;
-        if (pods[i].gone) {
+        /* a pod that left, and one Ready again after a spell out (warming
+         * up anew): the requests it served in the window count, not its rate */
+        bool warming = !pods[i].gone && st->ok_count < 2 && now_ms - st->since_ms < fresh;
+        if (pods[i].gone || (warming && st->fail == SCRAPE_FAIL_NONE && st->requests.n >= 2)) {
             int64_t reach = acc_gone(&req, ncounted, &st->requests, now_ms, window_ms);
             if (reach > gone_reach)
                 gone_reach = reach;
@@ -249,7 +262,8 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
             acc_gone(&busy, ncounted, &st->busy, now_ms, window_ms);
             spans[ncounted] = 0;
             ages[ncounted++] = INT64_MIN;
-            continue;
+            if (pods[i].gone)
+                continue;
         }
         double run, wait;
         scrape_podstate_backlog(st, spec, now_ms, interval_ms, &run, &wait);
@@ -267,7 +281,7 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
             out->pods_failed++;
             continue;
         }
-        if (st->ok_count < 2 && now_ms - st->since_ms < fresh) {
+        if (warming) {
             t.warming++;
             t.stale++;
             continue;
@@ -305,6 +319,7 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
         }
     }
     out->pods_stale = t.stale;
+    out->pods_warming = t.warming;
     if (gone_reach > span)
         span = gone_reach;
 

@@ -151,6 +151,11 @@ static void add_bucket(struct scrape_sample *s, double le, double v, uint64_t hi
         s->hsum_ids[i] = 0;
         s->nbuckets++;
     }
+    /* a repeated line counts once, as for the counters (where the series are
+     * no longer followed one by one, it cannot be told and adds) */
+    for (size_t k = 0; !s->hser_overflow && k < s->hser_n; k++)
+        if (s->hser_id[k] == hid && (s->hser_has[k] >> i & 1))
+            return;
     s->count[i] += v;
     if (s->hsum_n[i] < UINT16_MAX)
         s->hsum_n[i]++;

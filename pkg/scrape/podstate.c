@@ -364,7 +364,7 @@ static void hist_store(struct scrape_podstate *st, const struct scrape_sample *s
  * other bounds do), and a bound whose count is not known is a baseline
  * when its line comes. Returns the time the row was last whole. */
 static int64_t row_increase(const struct scrape_podstate *st, int64_t t_ms, size_t n, double *now,
-                            const double *was, int64_t was_whole, double *inc)
+                            const double *was, int64_t was_whole, bool sums, double *inc)
 {
     bool reset = false, carried = false;
     for (size_t i = 0; was && i < n; i++)
@@ -375,7 +375,11 @@ static int64_t row_increase(const struct scrape_podstate *st, int64_t t_ms, size
             now[i] = !was || reset ? 0 : keep ? was[i] : NAN;
             carried |= !isnan(now[i]) && was && !reset;
         } else if (!was || reset) {
-            inc[i] += now[i];
+            /* a row of sums that fell lost a series or restarted, which
+             * its sums cannot tell: a baseline (the rest's whole histogram
+             * counted as one interval's would bury the p99 window) */
+            if (!(reset && sums))
+                inc[i] += now[i];
         } else if (!isnan(was[i])) {
             inc[i] += now[i] - was[i];
         }
@@ -409,7 +413,7 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
                 continue; /* back after the window: a new baseline */
             bool seen = j < st->hist_rows;
             whole[k] = row_increase(st, t_ms, n, rows[k], seen ? st->hist + j * n : NULL,
-                                    seen ? whole_of(st)[j] : t_ms, inc);
+                                    seen ? whole_of(st)[j] : t_ms, s->hser_overflow, inc);
         }
         scrape_window_add(w, st->hist_ms, cols_of(st), inc, n);
         uint8_t cols[SCRAPE_MAX_BUCKETS];
@@ -437,7 +441,7 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
  * window, as rate() does over its samples in the range (lower than it was,
  * it restarted and counts from 0); back later, its value is a new baseline
  * whatever it is (rate() has no older sample either). With more series
- * than are followed, the sums' increase instead (a drop read as a reset).
+ * than are followed, the sums' increase instead (a drop counts nothing).
  * sum: this scrape's sum of the counter. */
 static double follow(struct scrape_podstate *st, enum scrape_counter c, double sum,
                      const struct scrape_sample *s, int64_t t_ms)
@@ -451,10 +455,15 @@ static double follow(struct scrape_podstate *st, enum scrape_counter c, double s
     if (!prev) {
         inc = sum; /* the first: a baseline (a ring counts only differences) */
     } else if (now->overflow || prev->overflow) {
+        /* a falling sum is a series gone (a model unloaded) or a restart, and
+         * the sums cannot tell which: read as a restart, the other series'
+         * whole totals would pass for one interval's requests (a rate 1,000
+         * times the load), so it counts nothing (a restart's first interval
+         * is lost) and is the new baseline */
         double before = 0;
         for (uint16_t i = 0; i < prev->present; i++)
             before += prev->s[i].v;
-        inc = sum >= before ? sum - before : sum;
+        inc = sum >= before ? sum - before : 0;
     } else {
         for (uint16_t i = 0; i < n; i++) {
             uint64_t id = one ? 0 : now->id[i];

@@ -11,7 +11,7 @@
  * memory. Pods that failed or are stale are excluded and counted; above the
  * workload's missing fraction the result is invalid, so the policy holds.
  *
- * Footprint: about 0.7 KB per pod and 2 KB per workload, plus what the
+ * Footprint: about 0.9 KB per pod and 2 KB per workload, plus what the
  * scrapes in flight hold; their number is kept near rate x latency (see
  * scrape_config.max_inflight), and plain-HTTP pods are scraped over a new
  * connection each time rather than keeping one idle per pod.
@@ -190,7 +190,10 @@ struct scrape_result {
     int pods_ready;         /**< ready pods declared */
     int pods_counted;       /**< pods with a usable rate */
     int pods_failed;        /**< last scrape failed (error, timeout, garbage, too big) */
-    int pods_stale;         /**< no successful scrape recently / not enough samples yet */
+    int pods_stale;         /**< no successful scrape recently / not enough samples yet
+                                 (warming pods included) */
+    int pods_warming;       /**< ... of them: Ready for less than 3 intervals, fewer than 2
+                                 good scrapes since (replicas still starting, not serving) */
     char why[200];          /**< when !valid: one line saying why */
 };
 

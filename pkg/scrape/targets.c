@@ -116,6 +116,16 @@ static void discard_running(struct spod *p)
     httpc_cancel(p->req);
 }
 
+/* The requests the pod served in the window keep counting until they age
+ * out (aggregate.c), as a pod's that left: its history is about to go. */
+static void keep_served(struct swl *w, struct spod *p)
+{
+    if (p->st.requests.n < 2)
+        return;
+    w->gone = xrealloc(w->gone, (w->ngone + 1) * sizeof(*w->gone));
+    scrape_podstate_retire(&w->gone[w->ngone++], &p->st, &w->win);
+}
+
 /* Take the pod's address; a new one (or the first) starts its history afresh. */
 static void set_address(struct scrape *s, struct spod *p, const struct scrape_pod *in,
                         int64_t stamp, bool first)
@@ -130,8 +140,10 @@ static void set_address(struct scrape *s, struct spod *p, const struct scrape_po
     }
     xfree(p->url);
     p->url = url;
-    if (!first)
+    if (!first) {
         depart(s, p->wl, p, stamp);
+        keep_served(p->wl, p); /* a pod made again under its name, or a new metrics port */
+    }
     scrape_podstate_reset(&p->st, &p->wl->win, stamp);
     discard_running(p); /* an answer from the old address must not count */
     scrape_io_unschedule(s, p);
@@ -182,10 +194,7 @@ static void pod_leave(struct scrape *s, struct swl *w, struct spod *p, int64_t s
 {
     if (p->ready)
         depart(s, w, p, stamp);
-    if (p->st.requests.n >= 2) {
-        w->gone = xrealloc(w->gone, (w->ngone + 1) * sizeof(*w->gone));
-        scrape_podstate_retire(&w->gone[w->ngone++], &p->st, &w->win);
-    }
+    keep_served(w, p);
     pod_drop(s, p);
 }
 
@@ -213,15 +222,21 @@ static void pod_update(struct scrape *s, struct spod *p, const struct scrape_pod
     p->gpus = in->gpus;
     set_address(s, p, in, stamp, false);
     if (metrics_changed) {
+        uint8_t fail = p->st.fail;
         scrape_podstate_reset(&p->st, &p->wl->win, stamp);
+        if (!p->url)
+            p->st.fail = fail; /* still no port to scrape: failed, with its hint */
         /* a scrape still running reads the old metrics: not the new ones'
          * first sample (their series, absent from it, would count from 0) */
         discard_running(p);
     }
     if (in->ready && !p->ready) {
-        /* ready again: a new warm-up, the old samples stay for the window */
+        /* ready again: a new warm-up, the old samples stay for the window;
+         * a container restarted meanwhile creates its lazy counters (TGI's)
+         * anew, so one absent is not one that disappeared */
         p->st.since_ms = stamp;
         p->st.ok_count = 0;
+        p->st.req_seen = p->st.prompt_seen = p->st.gen_seen = false;
     }
     if (p->ready && !in->ready) {
         depart(s, p->wl, p, stamp);

@@ -219,6 +219,39 @@ static void add_series(struct scrape_podstate *st, int64_t t, const uint64_t *id
     scrape_podstate_ok(st, NULL, t, &s);
 }
 
+/* More series than are followed (a Triton pod serving 40 models): the sums'
+ * increase. A model unloaded takes its series away and the sum falls: that
+ * counts nothing, and the next scrape counts from the new sum (read as a
+ * restart, the other 39 series' whole totals counted as one interval's: a
+ * rate about 1,000 times the load, for a rate window). */
+static void test_series_overflow_falling_sum(void **state)
+{
+    (void)state;
+    struct scrape_podstate st;
+    scrape_podstate_init(&st, 0, WIN, IV);
+    for (int i = 0; i < 8; i++) {
+        struct scrape_sample s = {.has_requests = true, .samples = 1};
+        struct scrape_series_set *set = &s.series[SCRAPE_C_REQ];
+        set->overflow = true; /* the extractor keeps no series then: the sum only */
+        int models = i < 4 ? 40 : 39; /* one unloaded before the 5th scrape */
+        for (int m = 0; m < models; m++)
+            s.requests += 100000 + 10.0 * i; /* each +10 a scrape */
+        scrape_podstate_ok(&st, NULL, NOW - 35000 + i * IV, &s);
+        if (i == 4) /* 3 scrapes of 40 x 10; the fall counts nothing */
+            assert_true(st.total[SCRAPE_C_REQ] == 40 * 100000 + 3 * 400);
+    }
+    assert_true(st.total[SCRAPE_C_REQ] == 40 * 100000 + 3 * 400 + 3 * 390);
+    struct scrape_agg_pod ap = {&st, 1, false};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_result r;
+    scrape_aggregate(&ap, 1, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_true(r.request_rate < 100); /* 80 and 78 req/s a scrape, a scrape lost */
+    assert_true(r.request_rate > 50);
+    scrape_podstate_free(&st, NULL);
+}
+
 /* A series missing from one exposition and back with its count (a
  * truncated or flaky exposition) counts what it gained over the gap, as
  * rate() does over the samples in its range, not its whole value (which
@@ -819,6 +852,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counting_rules),     cmocka_unit_test(test_counter_reset),
         cmocka_unit_test(test_series_come_and_go), cmocka_unit_test(test_series_gap),
+        cmocka_unit_test(test_series_overflow_falling_sum),
         cmocka_unit_test(test_latency_and_gauges), cmocka_unit_test(test_absent_counter),
         cmocka_unit_test(test_window),             cmocka_unit_test(test_recent_rate),
         cmocka_unit_test(test_token_rates),        cmocka_unit_test(test_token_missing),

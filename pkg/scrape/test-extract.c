@@ -229,6 +229,21 @@ static void test_generic_names(void **state)
     assert_true(scrape_latency_unit_ms("vllm:e2e_request_latency_seconds") == 1000);
     assert_true(scrape_latency_unit_ms("tgi_request_duration") == 1000);
     assert_true(scrape_latency_unit_ms("x_microseconds") == 1e-3);
+    /* a busy-time counter named by its series: the unit is before the suffix */
+    assert_true(scrape_latency_unit_ms("x_milliseconds_sum") == 1);
+    assert_true(scrape_latency_unit_ms("nv_compute_infer_duration_us_total") == 1e-3);
+    assert_true(scrape_latency_unit_ms("busy_seconds_total") == 1000);
+    assert_true(scrape_latency_unit_ms("busy_total") == 1000);
+    assert_true(scrape_latency_unit_ms("_total") == 1000);
+    /* a repeated bucket line counts once, as a repeated counter line does */
+    static const char rep[] = "req 5\nlat_ms_bucket{le=\"10\"} 1\nlat_ms_bucket{le=\"10\"} 1\n"
+                              "lat_ms_bucket{le=\"+Inf\"} 5\n";
+    snprintf(spec.request_metric, sizeof(spec.request_metric), "req");
+    snprintf(spec.latency_metric, sizeof(spec.latency_metric), "lat_ms");
+    assert_int_equal(extract(rep, &spec, 0, &g, gerr), 0);
+    assert_int_equal(g.nbuckets, 2);
+    assert_true(g.count[0] == 1);
+    assert_true(g.count[1] == 5);
 }
 
 /* A valid exposition without the request metric is not an error here (the

@@ -388,6 +388,74 @@ static void test_pods_appear_vanish(void **state)
     fx_finish(f);
 }
 
+/* Declare pods named r-0, r-1, ... at the addresses of the given fake pods
+ * (a NULL one: no port), with the spec given. */
+static void named_targets(struct fx *f, const struct scrape_spec *spec, struct fakepod **at,
+                          int n, const bool *ready)
+{
+    struct scrape_pod sp[4];
+    char names[4][16];
+    for (int i = 0; i < n; i++) {
+        snprintf(names[i], sizeof(names[i]), "r-%d", i);
+        sp[i] = (struct scrape_pod){names[i], at[i] ? fakepod_ip(at[i]) : "127.0.0.99",
+                                    at[i] ? fakepod_port(at[i]) : 0, ready ? ready[i] : true, 2};
+    }
+    scrape_set_targets(f->s, "ns1", "r", spec, sp, (size_t)n);
+}
+
+/* The requests a pod served in the window count while its history cannot:
+ * a pod Ready again after a spell out warms up anew (its rate is not used
+ * yet), and a pod made again under its name at a new address starts afresh;
+ * each counted what it served, as a pod that left does (both read as load
+ * gone before: half the rate, the result valid). A pod without a port stays
+ * failed, with its hint, when the metrics change. */
+static void test_history_kept_while_warming(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(100, 300, 0);
+    for (int i = 0; i < 3; i++)
+        fx_pod(f, FAKEPOD_VLLM, 10, 1, 0);
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct fakepod *at[3] = {f->pods[0], f->pods[1], NULL};
+    named_targets(f, &spec, at, 2, NULL);
+    run_for(f, 1200);
+    struct scrape_result r = get(f, "r");
+    assert_near(r.request_rate, 20, 0.05);
+
+    bool out[2] = {false, true};
+    named_targets(f, &spec, at, 2, out);
+    run_for(f, 200);
+    named_targets(f, &spec, at, 2, NULL); /* Ready again */
+    r = get(f, "r");
+    assert_true(r.valid);
+    assert_int_equal(r.pods_counted, 1);
+    assert_int_equal(r.pods_warming, 1);
+    assert_true(r.request_rate > 16); /* 10 + what r-0 served in the window */
+    run_for(f, 1200);
+    r = get(f, "r");
+    assert_int_equal(r.pods_counted, 2);
+    assert_near(r.request_rate, 20, 0.05);
+
+    at[0] = f->pods[2]; /* r-0 made again, at another address */
+    named_targets(f, &spec, at, 2, NULL);
+    r = get(f, "r");
+    assert_true(r.valid);
+    assert_int_equal(r.pods_counted, 1);
+    assert_int_equal(r.pods_warming, 1);
+    assert_near(r.request_rate, 20, 0.05);
+
+    at[0] = NULL; /* no port */
+    named_targets(f, &spec, at, 2, NULL);
+    run_for(f, 300);
+    snprintf(spec.latency_metric, sizeof(spec.latency_metric), "vllm:request_queue_time_seconds");
+    named_targets(f, &spec, at, 2, NULL); /* other metrics: the history starts afresh */
+    r = get(f, "r");
+    assert_int_equal(r.pods_failed, 1);
+    assert_non_null(strstr(r.why, "gpuscaler.io/metrics-port"));
+    fx_finish(f);
+}
+
 /* A pod that leaves the backlog (deleted, no longer Ready, or no good scrape
  * for 3 intervals) hands its latest running and waiting requests to the
  * departed sum: they finish unseen, and backlog + departed, whose growth the
@@ -872,7 +940,8 @@ int main(void)
         cmocka_unit_test(test_close_inflight),   cmocka_unit_test(test_openmetrics_pods),
         cmocka_unit_test(test_inflight_limit),   cmocka_unit_test(test_slow_pods_do_not_starve),
         cmocka_unit_test(test_spec_change),
-        cmocka_unit_test(test_spec_change_inflight),      cmocka_unit_test(test_departed),
+        cmocka_unit_test(test_spec_change_inflight),      cmocka_unit_test(test_history_kept_while_warming),
+        cmocka_unit_test(test_departed),
         cmocka_unit_test(test_departed_stale),   cmocka_unit_test(test_departed_inflight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -696,8 +696,8 @@ static void test_histogram_missing_bucket(void **state)
  * count their increase, and the bound its gain over the gap once its line
  * is back. Before, the lower sum read as the whole histogram's restart and
  * put its history into the window. Bounds only some series have (two
- * bucket layouts) keep their number of lines and count as ever; a real
- * drop of every bound is still a restart. */
+ * bucket layouts) keep their number of lines and count as ever; a drop of
+ * every bound is a new baseline. */
 static void test_histogram_summed_missing_line(void **state)
 {
     (void)state;
@@ -733,11 +733,18 @@ static void test_histogram_summed_missing_line(void **state)
     assert_close(window_at(&w, 0.5), 20);
     assert_close(window_at(&w, 1), 40);
     assert_close(window_at(&w, INFINITY), 60);
-    /* every bound lower: a restart, its new counts the increase */
+    /* every bound lower: a restart, or a series gone (a model unloaded),
+     * which the sums cannot tell: a baseline, nothing counted (read as a
+     * restart, the other series' whole histograms went into the window as
+     * one interval's), and the next scrape counts from it */
     s.count[0] = 5, s.count[1] = 6, s.count[2] = 7;
     scrape_podstate_ok(&st, &w, T0 + 4 * IV, &s);
-    assert_close(window_at(&w, INFINITY), 67);
-    assert_close(window_at(&w, 1), 46);
+    assert_close(window_at(&w, INFINITY), 60);
+    assert_close(window_at(&w, 1), 40);
+    s.count[0] = 8, s.count[1] = 10, s.count[2] = 12;
+    scrape_podstate_ok(&st, &w, T0 + 5 * IV, &s);
+    assert_close(window_at(&w, INFINITY), 65);
+    assert_close(window_at(&w, 1), 44);
 
     /* a pod that leaves keeps its rings in a retired copy: the summed lines'
      * state stays with the pod's own (it was freed twice) */
