@@ -227,7 +227,9 @@ class TestCrud(Base):
                             label_selector="tier in gpu")
         e = self.assertApiError(400, "BadRequest", self.c.list, "configmaps", self.ns,
                                 field_selector="data.k=v")
-        self.assertEqual(e.message, "field label not supported: data.k")
+        # a kind without field labels of its own: runtime.DefaultMetaV1FieldSelectorConversion
+        self.assertEqual(e.message, '"data.k" is not a known field selector: only '
+                                    '"metadata.name", "metadata.namespace"')
         # list RV is the global counter
         rv = int(self.c.list("configmaps", self.ns)["metadata"]["resourceVersion"])
         self.c.create("configmaps", cm("e"), namespace=self.ns)
@@ -1026,8 +1028,10 @@ class TestWatch(Base):
         self.assertEqual(bm["type"], "BOOKMARK")
         self.assertEqual(bm["object"]["metadata"]["annotations"],
                          {"k8s.io/initial-events-end": "true"})
-        self.assertApiError(422, "Invalid", self.c.watch, "configmaps", self.ns,
-                            send_initial_events=True, timeout_seconds=1)
+        # without bookmarks: the initial events all the same, and no bookmark to end them
+        # (the cacher's isListWatchRequest wants both)
+        w = self.c.watch("configmaps", self.ns, send_initial_events=True, timeout_seconds=1)
+        self.assertEqual([e["type"] for e in w], ["ADDED"])
 
     def test_410_after_compaction_and_small_window(self):
         rv = self.c.create("configmaps", cm("a"), namespace=self.ns)["metadata"]["resourceVersion"]
@@ -2410,6 +2414,373 @@ class TestAggregator(unittest.TestCase):
             if backend:
                 backend.close()
             fk.stop()
+
+class TestUpstreamOptionsAndRules(Base):
+    """Query options, DeleteOptions, selectors and validation rules read, checked and worded
+    as kube-apiserver does (each against the upstream Go source it names)."""
+
+    def get_error(self, path, params=None, method="GET", body=None):
+        """The Status of a refused request (raw: the query may repeat a parameter)."""
+        code, _, payload = self.c.raw(method, path, body=body, params=params)
+        self.assertGreaterEqual(code, 400, payload)
+        st = json.loads(payload)
+        self.assertEqual(st["code"], code)
+        return st
+
+    def test_list_watch_options_are_decoded_and_validated_as_upstream(self):
+        """handlers/get.go ListResource: DecodeParameters (strconv.ParseInt for limit and
+        timeoutSeconds: 400), ValidateListOptions (meta/internalversion/validation: 422
+        ListOptions.meta.k8s.io, the watch rules of sendInitialEvents and
+        resourceVersionMatch), bools as runtime.Convert_Slice_string_To_bool reads them, a
+        parameter's first value, and an object's GET that ignores ?watch."""
+        for n in "abc":
+            self.c.create("configmaps", cm(n), namespace=self.ns)
+        path = self.c.path("configmaps", self.ns)
+        for params, msg in (({"limit": "abc"}, 'strconv.ParseInt: parsing "abc": invalid syntax'),
+                            ({"limit": ""}, 'strconv.ParseInt: parsing "": invalid syntax'),
+                            ({"limit": "99999999999999999999"}, 'strconv.ParseInt: parsing '
+                             '"99999999999999999999": value out of range'),
+                            ({"timeoutSeconds": "1.5"},
+                             'strconv.ParseInt: parsing "1.5": invalid syntax'),
+                            ({"watch": "true", "timeoutSeconds": "abc"},
+                             'strconv.ParseInt: parsing "abc": invalid syntax')):
+            st = self.get_error(path, params)
+            self.assertEqual((st["code"], st["reason"], st["message"]), (400, "BadRequest", msg))
+        # a negative limit is none (Limit > 0): the whole list
+        lst = self.c.request("GET", path, params={"limit": "-1"})
+        self.assertEqual(len(lst["items"]), 3)
+        self.assertNotIn("continue", lst["metadata"])
+        # the first of a repeated parameter
+        lst = self.c.request("GET", path + "?limit=1&limit=abc")
+        self.assertEqual(len(lst["items"]), 1)
+
+        def invalid(params, message):
+            st = self.get_error(path, params)
+            self.assertEqual((st["code"], st["reason"]), (422, "Invalid"), st)
+            self.assertEqual(st["message"], 'ListOptions.meta.k8s.io "" is invalid: ' + message)
+            self.assertEqual(st["details"]["group"], "meta.k8s.io")
+            self.assertEqual(st["details"]["kind"], "ListOptions")
+            self.assertNotIn("name", st["details"])   # StatusDetails.name is omitempty
+            return st
+        invalid({"sendInitialEvents": "true"},
+                "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list")
+        invalid({"watch": "true", "sendInitialEvents": "true", "allowWatchBookmarks": "true"},
+                "resourceVersionMatch: Forbidden: sendInitialEvents requires setting "
+                "resourceVersionMatch to NotOlderThan")
+        invalid({"watch": "1", "resourceVersionMatch": "NotOlderThan"},
+                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch "
+                "unless sendInitialEvents is provided")
+        st = invalid({"watch": "true", "sendInitialEvents": "false",
+                      "resourceVersionMatch": "Exact"},
+                     '[resourceVersionMatch: Forbidden: sendInitialEvents requires setting '
+                     'resourceVersionMatch to NotOlderThan, resourceVersionMatch: Unsupported '
+                     'value: "Exact": supported values: "NotOlderThan"]')
+        self.assertEqual([c["reason"] for c in st["details"]["causes"]],
+                         ["FieldValueForbidden", "FieldValueNotSupported"])
+        # sendInitialEvents=false: no initial events, even from "0"; what comes after does
+        w = self.c.watch("configmaps", self.ns, resource_version="0",
+                         send_initial_events=False, timeout_seconds=5)
+        self.assertIsNone(w.next_event(0.5))
+        self.c.create("configmaps", cm("d"), namespace=self.ns)
+        ev = w.next_event(5)
+        self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("ADDED", "d"))
+        w.close()
+        # ?watch=True is a watch (any value but false and 0); an object's GET ignores it
+        code, headers, payload = self.c.raw("GET", path, params={"watch": "True",
+                                                                 "timeoutSeconds": "1"})
+        self.assertEqual(code, 200)
+        self.assertEqual([json.loads(x)["type"] for x in payload.splitlines()], ["ADDED"] * 4)
+        got = self.c.request("GET", self.c.path("configmaps", self.ns, "a"),
+                             params={"watch": "true"})
+        self.assertEqual((got["kind"], got["metadata"]["name"]), ("ConfigMap", "a"))
+        # one object's watch (a /watch/ path): a field selector must select that name
+        one = path.replace("/api/v1/", "/api/v1/watch/") + "/a"
+        st = self.get_error(one, {"fieldSelector": "metadata.name=b", "timeoutSeconds": "1"})
+        self.assertEqual((st["code"], st["message"]),
+                         (400, "fieldSelector metadata.name doesn't match requested name"))
+
+    def test_delete_options_as_upstream(self):
+        """handlers/delete.go: DeleteOptions from the body when there is one (the query is
+        then not read), else from the query (gracePeriodSeconds by strconv.ParseInt: 400);
+        ValidateDeleteOptions (meta/v1/validation): 422 DeleteOptions.meta.k8s.io, before the
+        object is looked up."""
+        for n in "abc":
+            self.c.create("configmaps", cm(n), namespace=self.ns)
+        one = self.c.path("configmaps", self.ns, "a")
+
+        def invalid(message, params=None, body=None, path=one, method="DELETE"):
+            st = self.get_error(path, params, method, body)
+            self.assertEqual((st["code"], st["reason"]), (422, "Invalid"), st)
+            self.assertEqual(st["message"], 'DeleteOptions.meta.k8s.io "" is invalid: ' + message)
+            self.assertEqual((st["details"]["group"], st["details"]["kind"]),
+                             ("meta.k8s.io", "DeleteOptions"))
+            self.assertNotIn("name", st["details"])
+            return st
+        bogus = ('propagationPolicy: Unsupported value: "Bogus": supported values: '
+                 '"Foreground", "Background", "Orphan", "nil"')
+        st = invalid(bogus, {"propagationPolicy": "Bogus"})
+        self.assertEqual(st["details"]["causes"],
+                         [{"reason": "FieldValueNotSupported", "field": "propagationPolicy",
+                           "message": bogus.split(": ", 1)[1]}])
+        invalid(bogus, body={"propagationPolicy": "Bogus"})
+        invalid(bogus, {"propagationPolicy": "Bogus"},
+                path=self.c.path("configmaps", self.ns, "missing"))
+        invalid(bogus, {"propagationPolicy": "Bogus"}, path=self.c.path("configmaps", self.ns))
+        invalid('propagationPolicy: Invalid value: "Foreground": orphanDependents and '
+                'deletionPropagation cannot be both set',
+                body={"orphanDependents": True, "propagationPolicy": "Foreground"})
+        invalid('propagationPolicy: Invalid value: "Orphan": orphanDependents and '
+                'deletionPropagation cannot be both set',
+                {"orphanDependents": "false", "propagationPolicy": "Orphan"})
+        invalid('dryRun: Unsupported value: []string{"true"}: supported values: "All"',
+                {"dryRun": "true"})
+        st = self.get_error(one, {"gracePeriodSeconds": "soon"}, "DELETE")
+        self.assertEqual((st["code"], st["reason"], st["message"]),
+                         (400, "BadRequest", 'strconv.ParseInt: parsing "soon": invalid syntax'))
+        self.assertEqual(self.c.get("configmaps", "a", self.ns)["metadata"]["name"], "a")
+        # a body: the query is not read at all
+        code, _, payload = self.c.raw("DELETE", one, body={"propagationPolicy": "Background"},
+                                      params={"propagationPolicy": "Bogus", "dryRun": "All"})
+        self.assertEqual(code, 200, payload)
+        self.assertIsNone(self.c.get_or_none("configmaps", "a", self.ns))
+        # no body: the query's options (a dry run here)
+        code, _, payload = self.c.raw("DELETE", self.c.path("configmaps", self.ns, "b"),
+                                      params={"propagationPolicy": "Orphan", "dryRun": "All"})
+        self.assertEqual(code, 200, payload)
+        self.assertIsNotNone(self.c.get_or_none("configmaps", "b", self.ns))
+
+    def test_event_validation_as_upstream(self):
+        """core/validation/events.go: a core/v1 Event passes legacyValidateEvent alone (no
+        type check; its name a path segment, checked by rest.BeforeCreate after the
+        strategy); an events.k8s.io/v1 one the strict rules too, with the internal type's
+        paths (involvedObject, message) and its wording."""
+        ns = self.ns
+        old = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "web.1"},
+               "involvedObject": {"kind": "Deployment", "namespace": ns, "name": "web",
+                                  "apiVersion": "apps/v1"},
+               "reason": "ScaledUp", "message": "scaled to 3", "type": "Normal",
+               "source": {"component": "gpuscaler"}, "count": 1,
+               "firstTimestamp": "2024-01-01T00:00:00Z", "lastTimestamp": "2024-01-01T00:00:00Z"}
+
+        def refused(resource, obj, message, name=None):
+            e = self.assertApiError(422, "Invalid", self.c.create, resource, obj, namespace=ns)
+            qual = "Event" if resource == "events" else "Event.events.k8s.io"
+            self.assertEqual(e.message, '%s "%s" is invalid: %s'
+                             % (qual, name or obj["metadata"]["name"], message))
+            return e
+        # an old Event (no eventTime) whose object has no namespace: only in "" or default
+        bad = dict(old, involvedObject={"kind": "Node", "name": "n1"})
+        refused("events", bad, 'involvedObject.namespace: Invalid value: "": does not match '
+                               'event.namespace')
+        refused("events", dict(old, involvedObject=dict(old["involvedObject"], namespace="x")),
+                'involvedObject.namespace: Invalid value: "x": does not match event.namespace')
+        # any type, and a name that is only a path segment
+        got = self.c.create("events", dict(old, type="Custom",
+                                           metadata={"name": "Web_Event.1"}), namespace=ns)
+        self.assertEqual(got["type"], "Custom")
+        # with an eventTime: the reporting fields, action and reason, lengths in bytes
+        new_core = dict(old, metadata={"name": "web.2"}, eventTime="2024-01-01T00:00:01.000000Z",
+                        reportingComponent="gpuscaler", reportingInstance="x" * 129,
+                        action="Scale", type="Custom")
+        e = refused("events", new_core, 'reportingInstance: Invalid value: "": can have at most '
+                                        '128 characters')
+        self.assertEqual(e.status["details"]["causes"][0]["field"], "reportingInstance")
+        self.c.create("events", dict(new_core, reportingInstance="pod-1"), namespace=ns)
+
+        new = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+               "metadata": {"name": "web.3"}, "eventTime": "2024-01-01T00:00:01.000000Z",
+               "reportingController": "gpuscaler.io/controller", "reportingInstance": "pod-1",
+               "action": "Scale", "reason": "ScaledDown", "type": "Normal",
+               "regarding": {"kind": "Deployment", "namespace": ns, "name": "web"},
+               "note": "scaled to 1"}
+        v1 = "events.k8s.io/v1/events"
+        refused(v1, dict(new, type="Bogus"), 'type: Invalid value: "": has invalid value: Bogus')
+        refused(v1, dict(new, note="n" * 1025), 'message: Invalid value: "": can have at most '
+                                                '1024 characters')
+        refused(v1, dict(new, deprecatedCount=2, deprecatedSource={"component": "c"}),
+                '[count: Invalid value: "": needs to be unset, source: Invalid value: "": needs '
+                'to be unset]')
+        refused(v1, dict(new, series={"count": 1, "lastObservedTime":
+                                      "2024-01-01T00:00:02.000000Z"}),
+                'series.count: Invalid value: "": should be at least 2')
+        e = refused(v1, dict(new, reportingController=""),
+                    '[reportingController: Required value, reportingController: Invalid value: '
+                    '"": name part must be non-empty, reportingController: Invalid value: "": '
+                    'name part must consist of alphanumeric characters, \'-\', \'_\' or \'.\', '
+                    'and must start and end with an alphanumeric character (e.g. \'MyName\',  or '
+                    '\'my.name\',  or \'123-abc\', regex used for validation is '
+                    '\'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\')]')
+        # the name rule of events.k8s.io is ObjectMeta's DNS subdomain, after the legacy ones
+        e = refused(v1, dict(new, metadata={"name": "Web_3"}),
+                    'metadata.name: Invalid value: "Web_3": a lowercase RFC 1123 subdomain must '
+                    'consist of lower case alphanumeric characters, \'-\' or \'.\', and must '
+                    'start and end with an alphanumeric character (e.g. \'example.com\', regex '
+                    'used for validation is \'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]'
+                    '([-a-z0-9]*[a-z0-9])?)*\')', name="Web_3")
+        # with an eventTime, an object in another namespace is not checked
+        got = self.c.create(v1, dict(new, regarding=dict(new["regarding"], namespace="other")),
+                            namespace=ns)
+        self.assertEqual(got["regarding"]["namespace"], "other")
+        # an update may not change what happened (reason is checked twice upstream)
+        got["reason"] = "Other"
+        e = self.assertApiError(422, "Invalid", self.c.update, v1, got, ns)
+        self.assertEqual(e.message, 'Event.events.k8s.io "web.3" is invalid: reason: Invalid '
+                                    'value: "Other": field is immutable')
+        self.assertEqual([c["field"] for c in e.status["details"]["causes"]],
+                         ["reason", "reason"])
+        got = self.c.get(v1, "web.3", ns)
+        got["series"] = {"count": 2, "lastObservedTime": "2024-01-01T00:00:05.000000Z"}
+        self.assertEqual(self.c.update(v1, got, ns)["series"]["count"], 2)
+
+    def test_configmap_keys_as_upstream(self):
+        """core/validation ValidateConfigMap: each key of data and binaryData passes
+        IsConfigMapKey (its path data[key], one error per message: at most 253 bytes,
+        [-._a-zA-Z0-9]+, not "." or "..", not starting with ".."), a key in both maps is
+        data[key]'s error; an update of an immutable one names `immutable` first."""
+        regex = ("a valid config key must consist of alphanumeric characters, '-', '_' or '.' "
+                 "(e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation "
+                 "is '[-._a-zA-Z0-9]+')")
+        long = "k" * 254
+        for key, msgs in (("a b", [regex]), (".", ["must not be '.'"]),
+                          ("..", ["must not be '..'"]), ("..x", ["must not start with '..'"]),
+                          (long, ["must be no more than 253 characters"]),
+                          ("../x", [regex, "must not start with '..'"])):
+            obj = cm("c1", data={key: "v"})
+            e = self.assertApiError(422, "Invalid", self.c.create, "configmaps", obj,
+                                    namespace=self.ns)
+            errs = ["data[%s]: Invalid value: \"%s\": %s" % (key, key, m) for m in msgs]
+            self.assertEqual(e.message, 'ConfigMap "c1" is invalid: ' +
+                             (errs[0] if len(errs) == 1 else "[%s]" % ", ".join(errs)))
+            self.assertEqual([(c["field"], c["reason"]) for c in e.status["details"]["causes"]],
+                             [("data[%s]" % key, "FieldValueInvalid")] * len(msgs))
+        obj = cm("c1", data={"k": "v"})
+        obj["binaryData"] = {"k": "dg==", "bad key": "dg=="}
+        e = self.assertApiError(422, "Invalid", self.c.create, "configmaps", obj,
+                                namespace=self.ns)
+        self.assertEqual(e.message, 'ConfigMap "c1" is invalid: [data[k]: Invalid value: "k": '
+                                    'duplicate of key present in binaryData, binaryData[bad key]: '
+                                    'Invalid value: "bad key": ' + regex + ']')
+        # a Secret's keys are IsConfigMapKey's too
+        sec = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s1"},
+               "data": {"a b": "dg=="}}
+        e = self.assertApiError(422, "Invalid", self.c.create, "secrets", sec, namespace=self.ns)
+        self.assertEqual(e.message, 'Secret "s1" is invalid: data[a b]: Invalid value: "a b": '
+                         + regex)
+        # ValidateConfigMapUpdate: immutable, then data, then binaryData
+        frozen = cm("frozen", data={"k": "v"})
+        frozen["immutable"] = True
+        got = self.c.create("configmaps", frozen, namespace=self.ns)
+        got["immutable"] = False
+        got["data"] = {"k": "w"}
+        e = self.assertApiError(422, "Invalid", self.c.update, "configmaps", got, self.ns)
+        self.assertEqual([c["field"] for c in e.status["details"]["causes"]],
+                         ["immutable", "data"])
+
+    def test_list_at_resource_version_0_ignores_limit(self):
+        """cacher.go shouldDelegateList: a list at resourceVersion "0" without a continue
+        token is served from the watch cache, which ignores the limit: the whole list, with no
+        continue token and no remainingItemCount."""
+        for n in "abc":
+            self.c.create("configmaps", cm(n), namespace=self.ns)
+        path = self.c.path("configmaps", self.ns)
+        for params in ({"resourceVersion": "0", "limit": "1"},
+                       {"resourceVersion": "0", "resourceVersionMatch": "NotOlderThan",
+                        "limit": "1"}):
+            lst = self.c.request("GET", path, params=params)
+            self.assertEqual([i["metadata"]["name"] for i in lst["items"]], ["a", "b", "c"])
+            self.assertEqual(list(lst["metadata"]), ["resourceVersion"], params)
+        # without it a limit pages, and a continued list may say "0"
+        first = self.c.request("GET", path, params={"limit": "1"})
+        self.assertEqual(len(first["items"]), 1)
+        nxt = self.c.request("GET", path, params={"limit": "1", "resourceVersion": "0",
+                                                  "continue": first["metadata"]["continue"]})
+        self.assertEqual([i["metadata"]["name"] for i in nxt["items"]], ["b"])
+        self.assertIn("continue", nxt["metadata"])
+
+    def test_selector_errors_as_upstream(self):
+        """labels/selector.go Parse and fields/selector.go ParseSelector, their errors as the
+        400's message: a requirement's errors wrapped in "unable to parse requirement", the
+        key checked at once with no field path (<nil>), NewRequirement's errors aggregated;
+        field selectors' terms sorted, values unescaped; then scheme.ConvertFieldLabel: a kind
+        without field labels of its own takes only metadata.name and metadata.namespace."""
+        path = self.c.path("configmaps", self.ns)
+        qname = ("name part must consist of alphanumeric characters, '-', '_' or '.', and must "
+                 "start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  "
+                 "or '123-abc', regex used for validation is "
+                 "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+        value = ("a valid label must be an empty string or consist of alphanumeric characters, "
+                 "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. "
+                 "'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+                 "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")
+        subdomain = ("prefix part a lowercase RFC 1123 subdomain must consist of lower case "
+                     "alphanumeric characters, '-' or '.', and must start and end with an "
+                     "alphanumeric character (e.g. 'example.com', regex used for validation is "
+                     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+        req = "unable to parse requirement: "
+        for sel, msg in (
+                ("tier in gpu", req + "found 'gpu' expected: '('"),
+                ("a=b c", "found 'c', expected: ',' or 'end of string'"),
+                ("a,", "found '', expected: identifier after ','"),
+                (",a", "found ',', expected: !, identifier, or 'end of string'"),
+                ("!", req + "found '', expected: identifier"),
+                ("a b", req + "found 'b', expected: in, notin, =, ==, !=, gt, lt"),
+                ("x in (a b)", req + "found 'b', expected: ',' or ')'"),
+                ("x in (a,", req + "found '', expected: ',', or identifier"),
+                ("x in (", req + "found '', expected: ',', ')' or identifier"),
+                ("a=(", req + "found '(', expected: identifier"),
+                ("-bad", req + '<nil>: Invalid value: "-bad": ' + qname),
+                ("Foo.com/", req + '<nil>: Invalid value: "Foo.com/": ' + subdomain +
+                 "; name part must be non-empty; " + qname),
+                ("k>abc", req + 'values[0]: Invalid value: "abc": for \'Gt\', \'Lt\' operators, '
+                                'the value must be an integer'),
+                ("x in (-b,-a)", req + '[values[0][x]: Invalid value: "-a": %s, values[1][x]: '
+                                       'Invalid value: "-b": %s]' % (value, value)),
+                ("metadata.name", "invalid selector: 'metadata.name'; can't understand "
+                                  "'metadata.name'"),
+        ):
+            params = {"fieldSelector": sel} if sel == "metadata.name" else {"labelSelector": sel}
+            st = self.get_error(path, params)
+            self.assertEqual((st["code"], st["reason"], st["message"]),
+                             (400, "BadRequest", msg), sel)
+        # "in" is an identifier where a key is expected; an operator's neighbours need no space
+        self.c.create("configmaps", cm("a", {"in": "x", "n": "5"}), namespace=self.ns)
+        for sel in ("in=x", "in in (x)", "n>4", "n<6,in"):
+            self.assertEqual(len(self.c.list("configmaps", self.ns, label_selector=sel)["items"]),
+                             1, sel)
+        for sel, msg in (
+                ("metadata.name=a=b", "invalid field selector: unescaped character in value: 61"),
+                ("metadata.name=a\\x", "invalid field selector: invalid escape sequence: \\x"),
+                ("metadata.name=a\\", "invalid field selector: invalid escape sequence: \\"),
+                ("spec.foo=1", '"spec.foo" is not a known field selector: only '
+                               '"metadata.name", "metadata.namespace"'),
+                (" metadata.name=a", '" metadata.name" is not a known field selector: only '
+                                     '"metadata.name", "metadata.namespace"')):
+            st = self.get_error(path, {"fieldSelector": sel})
+            self.assertEqual((st["code"], st["message"]), (400, msg), sel)
+        self.assertEqual(len(self.c.list("configmaps", self.ns,
+                                         field_selector="metadata.name=a\\,b,=")["items"]), 0)
+        # the terms are sorted: the first unsupported label in that order is named
+        st = self.get_error(self.c.path("pods", self.ns), {"fieldSelector": "z=1,y=2"})
+        self.assertEqual(st["message"], "field label not supported: y")
+        # events.k8s.io/v1 names its own labels (events/v1 AddFieldLabelConversionsForEvent)
+        st = self.get_error(self.c.path("events.k8s.io/v1/events", self.ns),
+                            {"fieldSelector": "involvedObject.name=x"})
+        self.assertEqual(st["message"], "field label not supported: involvedObject.name")
+        ev = {"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e1"},
+              "eventTime": "2024-01-01T00:00:01.000000Z", "reportingController": "ctl",
+              "reportingInstance": "i", "action": "A", "reason": "R", "type": "Normal",
+              "regarding": {"kind": "Pod", "namespace": self.ns, "name": "p"}}
+        self.c.create("events.k8s.io/v1/events", ev, namespace=self.ns)
+        # "source" is the source component, else the reporting controller
+        self.assertEqual([i["metadata"]["name"] for i in self.c.list(
+            "events", self.ns, field_selector="source=ctl")["items"]], ["e1"])
+        self.assertEqual(len(self.c.list("events.k8s.io/v1/events", self.ns,
+                                         field_selector="source=ctl,regarding.name=p")["items"]),
+                         1)
+        # a Service's spec.type and spec.clusterIP (core/v1 AddFieldLabelConversionsForService)
+        self.assertEqual(self.c.list("services", self.ns,
+                                     field_selector="spec.type=ClusterIP")["items"], [])
+
 
 if __name__ == "__main__":
     t0 = time.monotonic()

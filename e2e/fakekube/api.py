@@ -21,7 +21,7 @@ import uuid
 from . import fields as F
 from . import managed as M
 from . import patch as P
-from .kselectors import FieldSelector, LabelSelector, SelectorError
+from .kselectors import FieldSelector, LabelSelector, SelectorError, go_parse_int, go_quote
 from .validation import FieldError, GoLiteral, go_base64_error, validate_meta
 
 
@@ -184,7 +184,8 @@ def invalid(kind, group, name, errs):
         agg = msgs[0]
     else:
         agg = "[" + ", ".join(msgs) + "]"
-    details = {"name": name}
+    # StatusDetails.name is omitempty: the options' errors (ListOptions, DeleteOptions) have none
+    details = {"name": name} if name else {}
     if group:
         details["group"] = group
     details["kind"] = kind
@@ -279,6 +280,86 @@ def _parse_rv(s, what="resourceVersion"):
         return v
     except (TypeError, ValueError):
         raise bad_request("invalid %s: %s" % (what, s))
+
+
+def query_bool(v):
+    """runtime.Convert_Slice_string_To_bool: only "false" (any case) and "0" are false; any
+    other value, the empty one too, is true."""
+    return not (v == "0" or v.lower() == "false")
+
+
+def query_int64(query, key):
+    """An int64 query parameter (runtime.Convert_Slice_string_To_int64: strconv.ParseInt, whose
+    error DecodeParameters answers with a 400), or None when it is absent."""
+    if key not in query:
+        return None
+    try:
+        return go_parse_int(query[key])
+    except ValueError as e:
+        raise bad_request(str(e))
+
+
+def validate_list_options(o):
+    """ValidateListOptions (apimachinery/pkg/apis/meta/internalversion/validation/
+    validation.go), with the WatchList feature on (fakekube serves sendInitialEvents). o: the
+    options as list_options reads them."""
+    errs = []
+    path = "resourceVersionMatch"
+    if o.watch:
+        if o.send_initial is not None and o.match != "NotOlderThan":
+            errs.append(FieldError("forbidden", path, detail=(
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")))
+        if o.match:
+            if o.send_initial is None:
+                errs.append(FieldError("forbidden", path, detail=(
+                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
+                    "provided")))
+            if o.match != "NotOlderThan":
+                errs.append(FieldError("notsupported", path, o.match, supported=["NotOlderThan"]))
+            if o.cont:
+                errs.append(FieldError("forbidden", path, detail=(
+                    "resourceVersionMatch is forbidden when continue is provided")))
+        return errs
+    if o.match:
+        if not o.rv:
+            errs.append(FieldError("forbidden", path, detail=(
+                "resourceVersionMatch is forbidden unless resourceVersion is provided")))
+        if o.cont:
+            errs.append(FieldError("forbidden", path, detail=(
+                "resourceVersionMatch is forbidden when continue is provided")))
+        if o.match not in ("Exact", "NotOlderThan"):
+            errs.append(FieldError("notsupported", path, o.match,
+                                   supported=["Exact", "NotOlderThan", ""]))
+        if o.match == "Exact" and o.rv == "0":
+            errs.append(FieldError("forbidden", path, detail=(
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")))
+    if o.send_initial is not None:
+        errs.append(FieldError("forbidden", "sendInitialEvents",
+                               detail="sendInitialEvents is forbidden for list"))
+    return errs
+
+
+DELETE_PROPAGATION = ("Foreground", "Background", "Orphan")
+
+
+def validate_delete_options(opts):
+    """ValidateDeleteOptions (apimachinery/pkg/apis/meta/v1/validation/validation.go). The
+    values are pointers there: a field.Error prints what they point to."""
+    errs = []
+    pp = opts.get("propagationPolicy")
+    if opts.get("orphanDependents") is not None and pp is not None:
+        errs.append(FieldError("invalid", "propagationPolicy", pp,
+                               "orphanDependents and deletionPropagation cannot be both set"))
+    if pp is not None and pp not in DELETE_PROPAGATION:
+        errs.append(FieldError("notsupported", "propagationPolicy", pp,
+                               supported=list(DELETE_PROPAGATION) + ["nil"]))
+    dry = opts.get("dryRun") or []
+    dry = [dry] if isinstance(dry, str) else dry
+    if any(d != "All" for d in dry):
+        # ValidateDryRun: the whole []string, as %#v prints it
+        errs.append(FieldError("notsupported", "dryRun", GoLiteral(
+            "[]string{%s}" % ", ".join(go_quote(str(d)) for d in dry)), supported=["All"]))
+    return errs
 
 
 def selector_string(sel):
@@ -420,25 +501,32 @@ class Api:
         self._tls.warnings = (getattr(self._tls, "warnings", None) or []) + [
             '299 - "%s"' % e.replace("\\", "\\\\").replace('"', '\\"') for e in errs]
 
-    def _to_storage(self, res, obj, old=None):
-        errs = []
-        if res.validate_external:
-            errs = res.validate_external(obj, old)
+    def _to_storage(self, res, obj):
         stored = res.to_storage(obj) if res.to_storage else obj
         stored["kind"] = self.registry.storage_of(res.storage).kind if \
             res.to_storage else res.kind
         canonical = self.registry.storage_of(res.storage) or res
         stored["apiVersion"] = canonical.api_version
-        return stored, errs, canonical
+        return stored, canonical
 
-    def _validate(self, res, canonical, obj, old, pre_errs, name, meta_errs=()):
-        errs = list(pre_errs)
-        errs.extend(validate_meta(obj.get("metadata") or {}, res.name_style, res.namespaced))
-        errs.extend(meta_errs)
-        if canonical.validate and not res.validate_external:
-            # a kind's ValidateXUpdate starts with ValidateObjectMetaUpdate again
-            errs.extend(meta_errs)
-            errs.extend(canonical.validate(obj, old))
+    def _validate(self, res, canonical, obj, old, name, meta_errs=()):
+        """The kind's validation of obj (its stored form; old: the object updated, or None),
+        with the request's resource's validator where it has its own (events.k8s.io's
+        Events). meta_errs: ValidateObjectMetaUpdate's errors."""
+        validate = res.validate or canonical.validate
+        meta = validate_meta(obj.get("metadata") or {}, res.name_style, res.namespaced)
+        if res.validate_first:
+            # rest.BeforeCreate runs the strategy's Validate alone, and the common ObjectMeta
+            # check (its names path segments) only once that passed; BeforeUpdate puts the
+            # common fields' errors first. For the kinds whose Validate checks no ObjectMeta.
+            kind_errs = validate(obj, old)
+            errs = (kind_errs or meta) if old is None else meta + list(meta_errs) + kind_errs
+        else:
+            errs = meta + list(meta_errs)
+            if validate:
+                # a kind's ValidateXUpdate starts with ValidateObjectMetaUpdate again
+                errs.extend(meta_errs)
+                errs.extend(validate(obj, old))
         if errs:
             raise invalid(res.kind, res.group, name, errs)
 
@@ -469,21 +557,39 @@ class Api:
             raise not_found(res, name)
         return 200, self.external(res, stored)
 
-    def parse_selectors(self, res, query):
+    def list_options(self, res, query):
+        """The ListOptions of a list, watch or deletecollection, read as the handlers read them
+        (handlers/get.go ListResource, delete.go DeleteCollection): DecodeParameters first, whose
+        failures are 400 (an int64 strconv.ParseInt refuses: timeoutSeconds, then limit; then a
+        label selector, then a field selector that does not parse); then ValidateListOptions (422
+        Invalid ListOptions.meta.k8s.io, every failure named); then the field selector's labels
+        converted for the kind (scheme.ConvertFieldLabel, 400). The selectors' terms are kept in
+        the order fields.ParseSelector sorts them, so the first failure is upstream's."""
+        timeout = query_int64(query, "timeoutSeconds")
+        limit = query_int64(query, "limit") or 0
         try:
             ls = LabelSelector.parse(query.get("labelSelector", ""))
-        except SelectorError as e:
-            msg = str(e)
-            raise bad_request(msg if msg.startswith("unable to parse") else
-                              "unable to parse requirement: " + msg)
-        try:
             fs = FieldSelector.parse(query.get("fieldSelector", ""))
         except SelectorError as e:
             raise bad_request(str(e))
-        for k in fs.keys():
-            if not res.supports_field(k):
-                raise bad_request('field label not supported: %s' % k)
-        return ls, fs
+        opts = types.SimpleNamespace(
+            ls=ls, fs=fs, timeout=timeout, limit=limit,
+            watch=query_bool(query["watch"]) if "watch" in query else False,
+            bookmarks=query_bool(query["allowWatchBookmarks"])
+            if "allowWatchBookmarks" in query else False,
+            send_initial=query_bool(query["sendInitialEvents"])
+            if "sendInitialEvents" in query else None,
+            rv=query.get("resourceVersion", ""), match=query.get("resourceVersionMatch", ""),
+            cont=query.get("continue", ""))
+        errs = validate_list_options(opts)
+        if errs:
+            raise invalid("ListOptions", "meta.k8s.io", "", errs)
+        for i, (label, op, value) in enumerate(fs.terms):
+            try:
+                fs.terms[i] = (res.convert_field_label(label), op, value)
+            except ValueError as e:
+                raise bad_request(str(e))
+        return opts
 
     def matches(self, res, stored, ls, fs):
         if stored is None:
@@ -498,35 +604,19 @@ class Api:
         most recent); X with resourceVersionMatch NotOlderThan, or unset without a limit, at
         least as new as X (waited for, else 504); X with Exact, or unset with a limit (the
         legacy exact read of a paged list), exactly at X (410 once compacted)."""
-        ls, fs = self.parse_selectors(res, query)
-        limit = query.get("limit")
-        cont = query.get("continue")
-        rvq = query.get("resourceVersion")
-        match = query.get("resourceVersionMatch")
-        # ValidateListOptions: 422 Invalid ListOptions (meta.k8s.io), every failure named
-        errs = []
-        if match:
-            if rvq in (None, ""):
-                errs.append(FieldError("forbidden", "resourceVersionMatch", detail=(
-                    "resourceVersionMatch is forbidden unless resourceVersion is provided")))
-            if cont:
-                errs.append(FieldError("forbidden", "resourceVersionMatch", detail=(
-                    "resourceVersionMatch is forbidden when continue is provided")))
-            if match not in ("Exact", "NotOlderThan"):
-                errs.append(FieldError("notsupported", "resourceVersionMatch", match,
-                                       supported=["Exact", "NotOlderThan", ""]))
-            if match == "Exact" and rvq == "0":
-                errs.append(FieldError("forbidden", "resourceVersionMatch", detail=(
-                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")))
-        if errs:
-            raise invalid("ListOptions", "meta.k8s.io", "", errs)
-        if cont and rvq not in (None, "", "0"):
+        o = self.list_options(res, query)
+        ls, fs, cont, rvq, match = o.ls, o.fs, o.cont, o.rv, o.match
+        if cont and rvq not in ("", "0"):
             raise bad_request("specifying resource version is not allowed when using continue")
+        # a limit pages the list unless it is served from the watch cache, which ignores it:
+        # resourceVersion "0" without a continue token (cacher.go shouldDelegateList), the
+        # whole list then, with no continue token; a negative limit is none (Limit > 0)
+        lim = o.limit if o.limit > 0 and (rvq != "0" or cont) else None
         exact_rv = None
-        if rvq not in (None, "", "0"):
+        if rvq not in ("", "0"):
             want = _parse_rv(rvq)
             wait_for_rv(self.store, want)
-            if match == "Exact" or (not match and limit not in (None, "", "0") and not cont):
+            if match == "Exact" or (not match and lim is not None and not cont):
                 exact_rv = want
         with self.store.lock:
             rv = self.store.rv
@@ -555,12 +645,6 @@ class Api:
             items = []
             remaining = 0
             next_key = None
-            lim = None
-            if limit not in (None, "", "0"):
-                try:
-                    lim = int(limit)
-                except ValueError:
-                    raise bad_request("invalid limit: %s" % limit)
             # a continued list reads at its first page's resourceVersion (etcd's WithRev)
             scope = ns if res.namespaced else None
             stored_items = (self.store.items_at(res.storage, scope, rv)
@@ -600,7 +684,7 @@ class Api:
             meta["namespace"] = ns
         else:
             meta.pop("namespace", None)
-        stored, pre_errs, canonical = self._to_storage(res, obj)
+        stored, canonical = self._to_storage(res, obj)
         meta = stored["metadata"]
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + _rand_suffix()
@@ -610,7 +694,7 @@ class Api:
             self._default(canonical, stored)
             if canonical.prepare_create:
                 canonical.prepare_create(stored)
-            self._validate(res, canonical, stored, None, pre_errs, name)
+            self._validate(res, canonical, stored, None, name)
             if meta.get("resourceVersion"):
                 raise internal("resourceVersion should not be set on objects to be created")
             for attempt in range(10):
@@ -637,7 +721,7 @@ class Api:
 
     # ------------------------------------------------------------ update / patch
 
-    def _finish_update(self, res, canonical, ns, name, old, new, subresource, pre_errs,
+    def _finish_update(self, res, canonical, ns, name, old, new, subresource,
                        dry_run=False, meta_errs=()):
         """Common tail of PUT and PATCH once the new (stored-form) object is known. meta_errs:
         ValidateObjectMetaUpdate's errors (after the object meta's own, before the kind's)."""
@@ -686,7 +770,7 @@ class Api:
         self._default(canonical, new)
         if canonical.plural == "namespaces" and subresource != "status":
             new["status"] = copy.deepcopy(old.get("status", {}))
-        self._validate(res, canonical, new, old, pre_errs, name, meta_errs)
+        self._validate(res, canonical, new, old, name, meta_errs)
         if canonical.generation:
             gen = ometa.get("generation", 1)
             # a Deployment's annotations move it too (apps deploymentStrategy.PrepareForUpdate:
@@ -734,7 +818,7 @@ class Api:
             return self.update_scale(res, ns, name, body)
         obj = self._decode(res, body, "update")
         self._check_name(res, ns, name, obj)
-        stored, pre_errs, canonical = self._to_storage(res, obj)
+        stored, canonical = self._to_storage(res, obj)
         ns = ns if res.namespaced else ""
         with self.store.lock:
             old = self.store.get(res.storage, ns, name)
@@ -761,7 +845,7 @@ class Api:
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise conflict(res, name)
             return self._finish_update(res, canonical, ns, name, old, stored, subresource,
-                                       pre_errs, dry_run=bool(query and query.get("dryRun")))
+                                       dry_run=bool(query and query.get("dryRun")))
 
     def _create_on_update(self, res, ns, name, obj, query):
         """PUT of a missing object whose strategy allows create-on-update (Lease, Event):
@@ -851,7 +935,7 @@ class Api:
             self._check_name(res, ns, name, obj)  # the patched object's, as applyPatch does
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise conflict(res, name)
-            stored, pre_errs, canonical = self._to_storage(res, obj)
+            stored, canonical = self._to_storage(res, obj)
             # a patch sets no precondition: a uid it changes reaches BeforeUpdate, whose
             # ValidateObjectMetaUpdate refuses it first (a Deployment deleted and made again
             # is not written by a patch meant for the one before)
@@ -860,7 +944,7 @@ class Api:
             if uid and uid != old["metadata"].get("uid", ""):
                 meta_errs.append(FieldError("invalid", "metadata.uid", uid, "field is immutable"))
             return self._finish_update(res, canonical, ns, name, old, stored, subresource,
-                                       pre_errs, dry_run=bool(query.get("dryRun")),
+                                       dry_run=bool(query.get("dryRun")),
                                        meta_errs=meta_errs)
 
     # ------------------------------------------------------------ pods/binding
@@ -1023,17 +1107,27 @@ class Api:
     # ------------------------------------------------------------ delete
 
     def _delete_options(self, body, query):
-        opts = {}
-        if isinstance(body, dict):
-            opts.update(body)
-        for k in ("propagationPolicy", "gracePeriodSeconds", "dryRun"):
-            if k in query:
-                opts[k] = query[k]
-        pp = opts.get("propagationPolicy")
-        if pp not in (None, "Orphan", "Background", "Foreground"):
-            raise invalid("DeleteOptions", "", "", [FieldError(
-                "notsupported", "propagationPolicy", pp,
-                supported=["Foreground", "Background", "Orphan", "nil"])])
+        """DeleteOptions as the delete handlers read them (handlers/delete.go): from the body
+        when there is one, and then the query is not read at all; else from the query
+        (DecodeParameters: a gracePeriodSeconds that strconv.ParseInt refuses is 400). Then
+        ValidateDeleteOptions: 422 Invalid DeleteOptions.meta.k8s.io, before the object is
+        looked up."""
+        if body is not None:
+            opts = dict(body) if isinstance(body, dict) else {}
+        else:
+            opts = {}
+            grace = query_int64(query, "gracePeriodSeconds")
+            if grace is not None:
+                opts["gracePeriodSeconds"] = grace
+            if "orphanDependents" in query:
+                opts["orphanDependents"] = query_bool(query["orphanDependents"])
+            if "propagationPolicy" in query:
+                opts["propagationPolicy"] = query["propagationPolicy"]
+            if "dryRun" in query:
+                opts["dryRun"] = [query["dryRun"]]
+        errs = validate_delete_options(opts)
+        if errs:
+            raise invalid("DeleteOptions", "meta.k8s.io", "", errs)
         return opts
 
     def delete(self, res, ns, name, body, query):
@@ -1103,8 +1197,10 @@ class Api:
         return 200, self.external(res, new)
 
     def delete_collection(self, res, ns, body, query):
+        # DeleteCollection reads the ListOptions first, then the DeleteOptions
+        lo = self.list_options(res, query)
+        ls, fs = lo.ls, lo.fs
         opts = self._delete_options(body, query)
-        ls, fs = self.parse_selectors(res, query)
         with self.store.lock:
             items = []
             for stored in list(self.store.items(res.storage, ns if res.namespaced else None)):

@@ -10,6 +10,7 @@ events.k8s.io/v1) share storage and watch history, and convert to and from the s
 import copy
 
 from . import validation as V
+from .kselectors import go_quote
 
 STANDARD_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update",
                   "watch"]
@@ -22,7 +23,7 @@ class Resource:
                  short_names=(), verbs=None, subresources=(), storage=None, name_style="subdomain",
                  validate=None, default=None, prepare_create=None, generation=False,
                  field_labels=None, to_storage=None, from_storage=None, create_only=False,
-                 categories=(), validate_external=None, create_on_update=False,
+                 categories=(), validate_first=False, create_on_update=False,
                  unconditional_update=True):
         self.group = group
         self.version = version
@@ -44,7 +45,9 @@ class Resource:
         self.from_storage = from_storage
         self.create_only = create_only
         self.categories = list(categories)
-        self.validate_external = validate_external
+        # the kind's Validate checks no ObjectMeta (the Events' strategy): on create it runs
+        # alone first, the common ObjectMeta check only when it passed (see Api._validate)
+        self.validate_first = validate_first
         # the registry strategy's AllowCreateOnUpdate (a PUT of a missing object creates it)
         # and AllowUnconditionalUpdate (a PUT without metadata.resourceVersion is accepted)
         self.create_on_update = create_on_update
@@ -77,10 +80,22 @@ class Resource:
             out[label] = "" if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
         return out
 
-    def supports_field(self, key):
-        if key == "metadata.name" or (self.namespaced and key == "metadata.namespace"):
-            return True
-        return key in self.field_labels
+    def convert_field_label(self, label):
+        """scheme.ConvertFieldLabel of a field selector's label: the label, or ValueError with
+        upstream's message. The kinds with field labels of their own are those whose API group
+        registers a conversion function (core/v1 conversion.go: Pod, Node, Namespace, Secret,
+        Service, Event; events/v1 for its Event), which takes metadata.namespace only for a
+        namespaced kind; the others get runtime.DefaultMetaV1FieldSelectorConversion, which
+        takes metadata.name and metadata.namespace."""
+        if not self.field_labels:
+            if label in ("metadata.name", "metadata.namespace"):
+                return label
+            raise ValueError('%s is not a known field selector: only "metadata.name", '
+                             '"metadata.namespace"' % go_quote(label))
+        if label == "metadata.name" or (self.namespaced and label == "metadata.namespace") \
+                or label in self.field_labels:
+            return label
+        raise ValueError("field label not supported: %s" % label)
 
     def discovery(self):
         out = []
@@ -359,14 +374,21 @@ EVENT_FIELDS = {
     "involvedObject.fieldPath": lambda o: _get(o, "involvedObject", "fieldPath"),
     "reason": lambda o: o.get("reason"),
     "reportingComponent": lambda o: o.get("reportingComponent"),
-    "source": lambda o: _get(o, "source", "component"),
+    # registry/core/event ToSelectableFields: the source component, else the controller
+    "source": lambda o: _get(o, "source", "component") or o.get("reportingComponent"),
     "type": lambda o: o.get("type"),
 }
-EVENT_V1_FIELDS = dict(EVENT_FIELDS)
+# events/v1 AddFieldLabelConversionsForEvent: its own names of the core labels, and those only
+EVENT_V1_FIELDS = {k: EVENT_FIELDS[k] for k in ("reason", "source", "type")}
 for _k in list(EVENT_FIELDS):
     if _k.startswith("involvedObject."):
         EVENT_V1_FIELDS["regarding." + _k.split(".", 1)[1]] = EVENT_FIELDS[_k]
 EVENT_V1_FIELDS["reportingController"] = EVENT_FIELDS["reportingComponent"]
+
+SERVICE_FIELDS = {  # core/v1 AddFieldLabelConversionsForService
+    "spec.clusterIP": lambda o: _get(o, "spec", "clusterIP"),
+    "spec.type": lambda o: _get(o, "spec", "type"),
+}
 
 REVIEW_VERBS = ["create"]
 
@@ -384,14 +406,15 @@ def build_resources():
           default=default_pod, prepare_create=prepare_pod, validate=V.validate_pod,
           field_labels=POD_FIELDS, categories=["all"]),
         R("", "v1", "events", "Event", True, short_names=["ev"], validate=V.validate_core_event,
-          storage="core/events", field_labels=EVENT_FIELDS, name_style="subdomain",
-          create_on_update=True),
+          storage="core/events", field_labels=EVENT_FIELDS, name_style="path",
+          validate_first=True, create_on_update=True),
         R("", "v1", "configmaps", "ConfigMap", True, short_names=["cm"],
           validate=V.validate_configmap),
         R("", "v1", "secrets", "Secret", True, default=default_secret,
           validate=V.validate_secret, field_labels={"type": lambda o: o.get("type")}),
         R("", "v1", "services", "Service", True, short_names=["svc"], subresources=sts,
           name_style="1035", default=default_service, validate=V.validate_service,
+          field_labels=SERVICE_FIELDS,
           prepare_create=lambda o: o.__setitem__("status", {"loadBalancer": {}}),
           verbs=["create", "delete", "deletecollection", "get", "list", "patch", "update",
                  "watch"], categories=["all"]),
@@ -431,8 +454,8 @@ def build_resources():
           prepare_create=clear_status, generation=True),
         R("events.k8s.io", "v1", "events", "Event", True, short_names=["ev"],
           storage="core/events", to_storage=event_v1_to_core, from_storage=event_core_to_v1,
-          validate_external=V.validate_events_v1, field_labels=EVENT_V1_FIELDS,
-          create_on_update=True),
+          validate=V.validate_events_v1, field_labels=EVENT_V1_FIELDS, name_style="path",
+          validate_first=True, create_on_update=True),
         R("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False,
           verbs=REVIEW_VERBS, create_only=True),
         R("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False,

@@ -627,7 +627,11 @@ class Handler(BaseHTTPRequestHandler):
         self.server.app.api.take_warnings()  # nothing of a failed request before lingers
         url = urlsplit(self.path)
         path = url.path
-        query = dict(parse_qsl(url.query, keep_blank_values=True))
+        # a parameter given twice is its first value, as the API server's conversions read
+        # url.Values ((*in)[0])
+        query = {}
+        for k, v in parse_qsl(url.query, keep_blank_values=True):
+            query.setdefault(k, v)
         entry = {"time": time.time(), "method": self.command, "path": path, "query": url.query,
                  "userAgent": self.headers.get("User-Agent", ""),
                  "contentType": self.headers.get("Content-Type", ""),
@@ -749,7 +753,9 @@ class Handler(BaseHTTPRequestHandler):
         res = self.app.registry.lookup(group, version, resource)
         m = self.command
         if m in ("GET", "HEAD"):
-            watch = legacy_watch or query.get("watch") in ("true", "1")
+            # ?watch on a collection is read as a bool (anything but "false" and "0", the
+            # empty value too); an object's GET ignores it: only /watch/ paths watch one
+            watch = legacy_watch or (not name and "watch" in query and A.query_bool(query["watch"]))
             verb = "watch" if watch else ("get" if name else "list")
         elif m == "POST":
             verb = "create"
@@ -920,36 +926,29 @@ class Handler(BaseHTTPRequestHandler):
             return True
 
     def _watch(self, res, ns, name, query):
+        """A watch as ListResource serves it (its options read and validated by list_options).
+        Initial events: without sendInitialEvents, for resourceVersion "" and "0"; with
+        sendInitialEvents=true, always, ended by the annotated bookmark only when bookmarks are
+        allowed (the cacher's isListWatchRequest); with sendInitialEvents=false, none, and ""
+        or "0" start at the present."""
         app = self.app
-        ls, fs = app.api.parse_selectors(res, query)
+        opts = app.api.list_options(res, query)
+        ls, fs, rv, send_initial = opts.ls, opts.fs, opts.rv, opts.send_initial
         if name:
-            fs.terms.append(("metadata.name", "=", name))
-        rv = query.get("resourceVersion", "")
-        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
-        send_initial = query.get("sendInitialEvents")
-        if send_initial is not None:
-            if query.get("resourceVersionMatch") != "NotOlderThan":
-                raise A.invalid("ListOptions", "meta.k8s.io", "", [A.FieldError(
-                    "forbidden", "sendInitialEvents",
-                    detail="sendInitialEvents is forbidden for watch unless "
-                           "resourceVersionMatch is set to NotOlderThan")])
-            if send_initial == "true" and not bookmarks:
-                raise A.invalid("ListOptions", "meta.k8s.io", "", [A.FieldError(
-                    "forbidden", "allowWatchBookmarks",
-                    detail="allowWatchBookmarks must be set to true when sendInitialEvents is "
-                           "set to true")])
-        if "timeoutSeconds" in query:
-            try:
-                timeout = float(query["timeoutSeconds"])
-            except ValueError:
-                raise A.bad_request("invalid timeoutSeconds: %s" % query["timeoutSeconds"])
-        else:
-            timeout = 0
+            # one object's watch selects it by name; a field selector must ask for that name
+            if not fs.terms:
+                fs.terms.append(("metadata.name", "=", name))
+            elif next((v for k, op, v in fs.terms if k == "metadata.name" and op == "="),
+                      None) != name:
+                raise A.bad_request("fieldSelector metadata.name doesn't match requested name")
+        timeout = opts.timeout or 0
         if timeout <= 0:
             timeout = app.min_request_timeout * (1.0 + random.random())
-        initial = rv in ("", "0") or send_initial == "true"
-        since = None
-        if not initial:
+        if send_initial is True or (send_initial is None and rv in ("", "0")):
+            since = None
+        elif rv in ("", "0"):
+            since = "now"
+        else:
             since = A._parse_rv(rv)  # one not reached yet: the events after it, when they come
         w, snap, err = app.store.register(res.storage, ns, since)
         try:
@@ -965,7 +964,8 @@ class Handler(BaseHTTPRequestHandler):
                 self._write_event("ERROR", st)
                 self.wfile.write(b"0\r\n\r\n")
                 return
-            self._stream(res, w, snap, ls, fs, timeout, bookmarks, send_initial == "true")
+            self._stream(res, w, snap, ls, fs, timeout, opts.bookmarks,
+                         send_initial is True and opts.bookmarks)
         finally:
             if w is not None:
                 app.store.unregister(w)

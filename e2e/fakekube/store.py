@@ -176,8 +176,11 @@ class Store:
         """Register a watcher.  since_rv None: start now (the caller sends synthetic ADDED events
         from the snapshot returned).  since_rv N: replay history after N.
         Returns (watcher, snapshot_or_backlog, error) where error is (requested, oldest) if the
-        history no longer reaches back to N."""
+        history no longer reaches back to N.  since_rv "now": the changes after the present
+        resourceVersion, without a snapshot."""
         with self.lock:
+            if since_rv == "now":
+                since_rv = self.rv
             if since_rv is None:
                 w = Watcher(storage, namespace)
                 snap = [copy.deepcopy(o) for o in self.items(storage, namespace)]

@@ -12,7 +12,8 @@ import binascii
 import json
 import re
 
-from .kselectors import LabelSelector, SelectorError, label_value_error, qualified_name_error
+from .kselectors import (LabelSelector, SelectorError, go_quote, label_value_error,
+                         qualified_name_error, qualified_name_errors)
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -85,7 +86,7 @@ def go_repr(v):
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, str):
-        return json.dumps(v)
+        return go_quote(v)
     if isinstance(v, (int, float)):
         return str(v)
     if v is None:
@@ -127,7 +128,7 @@ class FieldError:
         elif self.kind == "notsupported":
             s = "Unsupported value: %s" % go_repr(self.value)
             if self.supported:
-                s += ": supported values: " + ", ".join(json.dumps(x) for x in self.supported)
+                s += ": supported values: " + ", ".join(go_quote(x) for x in self.supported)
         elif self.kind == "forbidden":
             s = "Forbidden"
         elif self.kind == "duplicate":
@@ -398,36 +399,62 @@ def validate_lease(obj, old):
     return errs
 
 
-def validate_configmap(obj, old):
+MSG_CONFIG_KEY = ("a valid config key must consist of alphanumeric characters, '-', '_' or "
+                  "'.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for "
+                  "validation is '[-._a-zA-Z0-9]+')")
+
+
+def config_key_errors(key):
+    """validation.IsConfigMapKey's messages (util/validation/validation.go): at most 253
+    bytes, [-._a-zA-Z0-9]+, and hasChDirPrefix: not ".", not "..", not starting with ".."."""
     errs = []
-    keys = set()
-    for field in ("data", "binaryData"):
-        d = obj.get(field) or {}
-        for k, v in d.items():
-            if len(k) > 253 or not CONFIG_KEY.match(k):
-                errs.append(FieldError("invalid", field, k,
-                                       "a valid config key must consist of alphanumeric "
-                                       "characters, '-', '_' or '.' (e.g. 'key.name',  or "
-                                       "'KEY_NAME',  or 'key-name', regex used for validation is "
-                                       "'[-._a-zA-Z0-9]+')"))
-            if k in keys:
-                errs.append(FieldError("invalid", field, k,
-                                       "duplicate of key present in data"))
-            keys.add(k)
-    # data and binaryData together at most 1 MiB (core.MaxSecretSize), binaryData counted
-    # decoded; the error is about the whole object: field.NewPath(""), which prints "[]"
-    # (binaryData that is not base64 never gets here: the decoding refuses it first)
-    total = sum(len(v.encode()) for v in (obj.get("data") or {}).values()
-                if isinstance(v, str))
-    for v in (obj.get("binaryData") or {}).values():
-        if isinstance(v, str):
-            try:
-                total += len(base64.b64decode(v, validate=True))
-            except (ValueError, binascii.Error):
-                total += len(v) * 3 // 4
+    if len(key.encode()) > 253:
+        errs.append("must be no more than 253 characters")
+    if not CONFIG_KEY.fullmatch(key):
+        errs.append(MSG_CONFIG_KEY)
+    if key == ".":
+        errs.append("must not be '.'")
+    elif key == "..":
+        errs.append("must not be '..'")
+    elif key.startswith(".."):
+        errs.append("must not start with '..'")
+    return errs
+
+
+def _binary_len(v):
+    """The decoded length of a []byte value (base64 by now: the decoding refused the rest)."""
+    try:
+        return len(base64.b64decode(v, validate=True))
+    except (ValueError, binascii.Error):
+        return len(v) * 3 // 4
+
+
+def validate_configmap(obj, old):
+    """ValidateConfigMap, after ValidateConfigMapUpdate's immutability checks on an update
+    (core/validation/validation.go). Each bad key is data[key] or binaryData[key], one error
+    per IsConfigMapKey message (Go ranges over a map in no order; fakekube in key order); a
+    key in both maps is data[key]'s error. data and binaryData together at most 1 MiB
+    (core.MaxSecretSize), binaryData counted decoded; that error is about the whole object:
+    field.NewPath(""), which prints "[]"."""
+    errs = _immutable_data(obj, old, ("data", "binaryData"))
+    data = obj.get("data") or {}
+    binary = obj.get("binaryData") or {}
+    total = 0
+    for k in sorted(data):
+        for m in config_key_errors(k):
+            errs.append(FieldError("invalid", "data[%s]" % k, k, m))
+        if k in binary:
+            errs.append(FieldError("invalid", "data[%s]" % k, k,
+                                   "duplicate of key present in binaryData"))
+        if isinstance(data[k], str):
+            total += len(data[k].encode())
+    for k in sorted(binary):
+        for m in config_key_errors(k):
+            errs.append(FieldError("invalid", "binaryData[%s]" % k, k, m))
+        if isinstance(binary[k], str):
+            total += _binary_len(binary[k])
     if total > MAX_CONFIGMAP_BYTES:
         errs.append(FieldError("toolong", "[]", detail=str(MAX_CONFIGMAP_BYTES)))
-    errs.extend(_immutable_data(obj, old, ("data", "binaryData")))
     return errs
 
 
@@ -435,31 +462,29 @@ MAX_CONFIGMAP_BYTES = 1024 * 1024
 
 
 def _immutable_data(obj, old, fields):
+    """An update of an object whose `immutable` is set: the flag first, then each field."""
     errs = []
     if old is not None and old.get("immutable"):
+        if not obj.get("immutable"):
+            errs.append(FieldError("forbidden", "immutable",
+                                   detail="field is immutable when `immutable` is set"))
         for f in fields:
             if (obj.get(f) or {}) != (old.get(f) or {}):
                 errs.append(FieldError("forbidden", f,
                                        detail="field is immutable when `immutable` is set"))
-        if not obj.get("immutable"):
-            errs.append(FieldError("forbidden", "immutable",
-                                   detail="field is immutable when `immutable` is set"))
     return errs
 
 
 def validate_secret(obj, old):
+    """ValidateSecret's keys (IsConfigMapKey, as a ConfigMap's), after ValidateSecretUpdate's
+    checks of type and immutability on an update."""
     errs = []
-    for k, v in (obj.get("data") or {}).items():
-        if len(k) > 253 or not CONFIG_KEY.match(k):
-            errs.append(FieldError("invalid", "data[%s]" % k, k, "a valid config key must "
-                                   "consist of alphanumeric characters, '-', '_' or '.'"))
-        try:
-            base64.b64decode(v, validate=True)
-        except (binascii.Error, TypeError, ValueError):
-            errs.append(FieldError("invalid", "data[%s]" % k, v, "illegal base64 data"))
-    errs.extend(_immutable_data(obj, old, ("data",)))
     if old is not None and old.get("type") != obj.get("type"):
         errs.append(FieldError("invalid", "type", obj.get("type"), "field is immutable"))
+    errs.extend(_immutable_data(obj, old, ("data",)))
+    for k in sorted(obj.get("data") or {}):
+        for m in config_key_errors(k):
+            errs.append(FieldError("invalid", "data[%s]" % k, k, m))
     return errs
 
 
@@ -515,63 +540,143 @@ def validate_pod(obj, old):
     return errs
 
 
-def validate_core_event(obj, old):
-    errs = []
-    io = obj.get("involvedObject") or {}
-    ns = (obj.get("metadata") or {}).get("namespace", "")
-    if io.get("namespace") and io.get("namespace") != ns:
-        errs.append(FieldError("invalid", "involvedObject.namespace", io.get("namespace"),
-                               "does not match event.namespace"))
-    t = obj.get("type")
-    # as upstream legacyValidateEvent: the strict (events.k8s.io) rules apply to
-    # a core/v1 Event only when it carries an eventTime; client-go's legacy
-    # recorder sets reportingComponent without one
-    if obj.get("eventTime"):
-        errs.extend(_events_v1_rules(obj, "reportingComponent", "type"))
-    elif t not in (None, "", "Normal", "Warning"):
-        errs.append(FieldError("notsupported", "type", t, supported=["Normal", "Warning"]))
-    return errs
+# core/validation/events.go: ReportingInstanceLengthLimit, ActionLengthLimit, ReasonLengthLimit
+EVENT_LIMITS = (("reportingInstance", 128), ("action", 128), ("reason", 128))
+NOTE_LENGTH_LIMIT = 1024
 
 
-def _events_v1_rules(obj, controller_field, type_field):
+def _legacy_event(ev):
+    """legacyValidateEvent (core/validation/events.go), which every Event passes whichever API
+    wrote it; ev is the stored (core/v1) form, and the paths are the internal type's. An Event
+    without an eventTime is an old one: only its namespace and its object's must agree (an
+    object without one: the Event in "" or default). With an eventTime, an object without a
+    namespace is for default and kube-system only, and the reporting fields, action and reason
+    are required (lengths in bytes, as Go's len). Its type is not checked here."""
     errs = []
-    if not obj.get("eventTime"):
-        errs.append(FieldError("required", "eventTime"))
-    t = obj.get(type_field)
-    if t not in ("Normal", "Warning"):
-        errs.append(FieldError("notsupported", "type", t, supported=["Normal", "Warning"]))
-    rc = obj.get(controller_field)
-    if not rc:
-        errs.append(FieldError("required", "reportingController"))
+    ns = (ev.get("metadata") or {}).get("namespace") or ""
+    io = ev.get("involvedObject") if isinstance(ev.get("involvedObject"), dict) else {}
+    ions = io.get("namespace") or ""
+    mismatch = FieldError("invalid", "involvedObject.namespace", ions,
+                          "does not match event.namespace")
+    if not ev.get("eventTime"):
+        if (ions and ions != ns) or (not ions and ns not in ("", "default")):
+            errs.append(mismatch)
     else:
-        e = qualified_name_error(rc)
-        if e:
-            errs.append(FieldError("invalid", "reportingController", rc, e))
-    ri = obj.get("reportingInstance")
-    if not ri:
-        errs.append(FieldError("required", "reportingInstance"))
-    elif len(ri) > 128:
-        errs.append(FieldError("toolong", "reportingInstance", detail="128"))
-    for f in ("action", "reason"):
-        v = obj.get(f)
-        if not v:
-            errs.append(FieldError("required", f))
-        elif len(v) > 128:
-            errs.append(FieldError("toolong", f, detail="128"))
-    note = obj.get("note") if "note" in obj else obj.get("message")
-    if note and len(note) > 1024:
-        errs.append(FieldError("toolong", "note", detail="1024"))
+        if not ions and ns not in ("default", "kube-system"):
+            errs.append(mismatch)
+        rc = ev.get("reportingComponent") or ""
+        if not rc:
+            errs.append(FieldError("required", "reportingController"))
+        for m in qualified_name_errors(rc):
+            errs.append(FieldError("invalid", "reportingController", rc, m))
+        for f, limit in EVENT_LIMITS:
+            v = ev.get(f) or ""
+            if not v:
+                errs.append(FieldError("required", f))
+            if len(v.encode()) > limit:
+                errs.append(FieldError("invalid", f, "", "can have at most %d characters" % limit))
+        if len((ev.get("message") or "").encode()) > NOTE_LENGTH_LIMIT:
+            errs.append(FieldError("invalid", "message", "", "can have at most %d characters"
+                                   % NOTE_LENGTH_LIMIT))
+    for m in validate_name(ns, "subdomain"):
+        errs.append(FieldError("invalid", "namespace", ns, m))
     return errs
+
+
+def validate_core_event(obj, old):
+    """ValidateEventCreate and ValidateEventUpdate for a core/v1 request: the legacy rules
+    alone, for backwards compatibility (no type, no immutability)."""
+    return _legacy_event(obj)
+
+
+def _event_series(ev):
+    """validateV1EventSeries."""
+    series = ev.get("series")
+    if not isinstance(series, dict):
+        return []
+    errs = []
+    if (series.get("count") or 0) < 2:
+        errs.append(FieldError("invalid", "series.count", "", "should be at least 2"))
+    if not series.get("lastObservedTime"):
+        errs.append(FieldError("required", "series.lastObservedTime"))
+    return errs
+
+
+_OBJECT_REFERENCE = (("Kind", "kind"), ("Namespace", "namespace"), ("Name", "name"),
+                     ("UID", "uid"), ("APIVersion", "apiVersion"),
+                     ("ResourceVersion", "resourceVersion"), ("FieldPath", "fieldPath"))
+_EVENT_SOURCE = (("Component", "component"), ("Host", "host"))
+
+
+def _go_struct(type_name, fields, d):
+    """Go's %#v of a struct of strings (core.ObjectReference, core.EventSource), as a
+    field.Error prints a value it has no better form for."""
+    d = d if isinstance(d, dict) else {}
+    return GoLiteral("%s{%s}" % (type_name, ", ".join(
+        "%s:%s" % (go, go_quote(str(d.get(k) or ""))) for go, k in fields)))
+
+
+def _go_time(v):
+    """time.Time.String() of a stored Time or MicroTime (UTC, fraction without its trailing
+    zeros), as a field.Error prints a fmt.Stringer; the zero time when unset."""
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:\.(\d+))?Z", v or "")
+    if not m:
+        return GoLiteral("0001-01-01 00:00:00 +0000 UTC")
+    frac = (m.group(3) or "").rstrip("0")
+    return GoLiteral("%s %s%s +0000 UTC" % (m.group(1), m.group(2), "." + frac if frac else ""))
+
+
+def _event_value(ev, path):
+    """An Event's field as ValidateImmutableField compares and prints it."""
+    v = ev.get("reportingComponent" if path == "reportingController" else path)
+    if path == "involvedObject":
+        return _go_struct("core.ObjectReference", _OBJECT_REFERENCE, v)
+    if path == "related":
+        return _go_struct("core.ObjectReference", _OBJECT_REFERENCE, v) \
+            if isinstance(v, dict) else None
+    if path == "source":
+        return _go_struct("core.EventSource", _EVENT_SOURCE, v)
+    if path in ("firstTimestamp", "lastTimestamp", "eventTime"):
+        return _go_time(v)
+    if path == "count":
+        return v or 0
+    return v or ""
+
+
+# ValidateEventUpdate's immutable fields, in its order (reason is checked twice there)
+EVENT_IMMUTABLE = ("involvedObject", "reason", "message", "source", "firstTimestamp",
+                   "lastTimestamp", "count", "reason", "type", "eventTime", "action", "related",
+                   "reportingController", "reportingInstance")
 
 
 def validate_events_v1(obj, old):
-    """events.k8s.io/v1 Event rules (checked on the events.k8s.io form before storage)."""
-    errs = _events_v1_rules(obj, "reportingController", "type")
-    reg = obj.get("regarding") or {}
-    ns = (obj.get("metadata") or {}).get("namespace", "")
-    if reg.get("namespace") and reg.get("namespace") != ns:
-        errs.append(FieldError("invalid", "regarding.namespace", reg.get("namespace"),
-                               "does not match event.namespace"))
+    """ValidateEventCreate and ValidateEventUpdate for an events.k8s.io/v1 request, on the
+    stored (core/v1) form, so with the internal type's paths (involvedObject, message): the
+    legacy rules, then on create the ObjectMeta (a DNS subdomain name), the series, a
+    required eventTime, a type Normal or Warning, and the deprecated fields unset; on update
+    the series if it changed, and the fields that may not change."""
+    errs = _legacy_event(obj)
+    if old is not None:
+        if obj.get("series") != old.get("series"):
+            errs.extend(_event_series(obj))
+        for path in EVENT_IMMUTABLE:
+            v = _event_value(obj, path)
+            if v != _event_value(old, path):
+                errs.append(FieldError("invalid", path, v, "field is immutable"))
+        return errs
+    errs.extend(validate_meta(obj.get("metadata") or {}, "subdomain", True))
+    errs.extend(_event_series(obj))
+    if not obj.get("eventTime"):
+        errs.append(FieldError("required", "eventTime"))
+    t = obj.get("type") or ""
+    if t not in ("Normal", "Warning"):
+        errs.append(FieldError("invalid", "type", "", "has invalid value: %s" % t))
+    for f in ("firstTimestamp", "lastTimestamp", "count"):
+        if obj.get(f):
+            errs.append(FieldError("invalid", f, "", "needs to be unset"))
+    src = obj.get("source") if isinstance(obj.get("source"), dict) else {}
+    if src.get("component") or src.get("host"):
+        errs.append(FieldError("invalid", "source", "", "needs to be unset"))
     return errs
 
 
