@@ -225,6 +225,7 @@ int kube_new(uv_loop_t *loop, struct httpc *http, const struct kube_config *cfg,
     k->cfg.exec = kube_exec_config_dup(cfg->exec);
     k->cfg.insecure = cfg->insecure;
     k->cfg.proxy_url = dup_or_null(cfg->proxy_url);
+    k->cfg.proxy_url_orig = dup_or_null(cfg->proxy_url_orig);
     k->cfg.tls_server_name = dup_or_null(cfg->tls_server_name);
     kube_route(k->cfg.server, k->cfg.tls_server_name, &k->url_base, &k->connect_to,
                &k->host_header);

@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kube/config: where the API server is and how to authenticate: kubeconfig
- * files (parsed with pkg/conf) and the in-cluster service account.
+ * files (read into pkg/conf's tree by kube/yaml.c, anchors and merge keys as
+ * client-go reads them) and the in-cluster service account.
  *
  * kube_config_parse() is pure (buffer in, struct out, error with line and
  * column) so that tests and the fuzzer drive it directly. kubeconfig is a
  * foreign format that grows fields over time, so keys gpuscaler does not use
  * are ignored rather than rejected; what would silently change how we
  * authenticate or connect (auth-provider, basic auth, impersonation) is an
- * error naming the context and user. Exec
- * credential plugins are parsed here and run by kube/exec.c. */
+ * error naming the context and user. A server without a scheme is read as
+ * client-go reads it: plain http, without the user's credentials or the
+ * cluster's TLS settings. Exec credential plugins are parsed here and run by
+ * kube/exec.c. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -59,6 +63,7 @@ void kube_config_clear(struct kube_config *c)
     xfree(c->token);
     xfree(c->token_file);
     xfree(c->proxy_url);
+    xfree(c->proxy_url_orig);
     xfree(c->tls_server_name);
     kube_exec_config_free(c->exec);
     xfree(c->context);
@@ -359,6 +364,76 @@ static int find_named_docs(struct conf_node *const *roots, size_t n, const char 
     return 0;
 }
 
+/* The length of s's scheme when it starts "scheme://", as Go's url.Parse
+ * reads a scheme ([A-Za-z][A-Za-z0-9+.-]*); else 0. */
+static size_t scheme_len(const char *s)
+{
+    size_t i = 0;
+    if (!isalpha((unsigned char)s[0]))
+        return 0;
+    while (isalnum((unsigned char)s[i]) || s[i] == '+' || s[i] == '-' || s[i] == '.')
+        i++;
+    return strncmp(s + i, "://", 3) == 0 ? i : 0;
+}
+
+/*
+ * The cluster's server as requests use it (*url: owned, no trailing slash).
+ * A URL must be http or https (the scheme is case insensitive, as in Go) and
+ * have a host. Without a scheme, client-go's rest.DefaultServerURL prepends
+ * one, https only with TLS settings in the rest.Config; but clientcmd decides
+ * it (rest.IsConfigTransportTLS) before it merges in the cluster's CA and
+ * insecure-skip-tls-verify and the user's certificate, so a kubeconfig's
+ * host:port is always http:// and no credential is sent (*plain_default is
+ * then set). A path after host:port is refused, as DefaultServerURL does.
+ */
+static int server_url(const struct conf_node *cl, const char *server, const char *where,
+                      char **url, bool *plain_default, struct kube_config_error *err)
+{
+    const struct conf_node *at = conf_map_get(cl, "server") ? conf_map_get(cl, "server") : cl;
+    *url = NULL;
+    if (!server)
+        return cfail(err, at, "%s: server must be an http:// or https:// URL", where);
+    /* Go's url.Parse refuses control characters, and a URL has no spaces */
+    for (const unsigned char *q = (const unsigned char *)server; *q; q++)
+        if (*q <= 0x20 || *q == 0x7f)
+            return cfail(err, at, "%s: server %s is not a URL with a host", where, server);
+    size_t slen = scheme_len(server);
+    const char *rest = slen ? server + slen + 3 : server;
+    if (slen) {
+        if (!(slen == 4 && strncasecmp(server, "http", 4) == 0) &&
+            !(slen == 5 && strncasecmp(server, "https", 5) == 0))
+            return cfail(err, at, "%s: server must be an http:// or https:// URL", where);
+        if (*rest == '\0' || strchr("/?#", *rest)) /* "https:///api" */
+            return cfail(err, at, "%s: server %s is not a URL with a host", where, server);
+    } else {
+        /* host, host:port or [v6]:port, and at most a "/" */
+        size_t alen = strcspn(server, "/?#");
+        if (alen == 0 || server[0] == ':' || (server[alen] && strcmp(server + alen, "/") != 0))
+            return cfail(err, at, "%s: server %s: host must be a URL or a host:port pair", where,
+                         server);
+        *plain_default = true;
+        slen = 4;
+    }
+    size_t rl = strlen(rest);
+    while (rl > 0 && rest[rl - 1] == '/')
+        rl--;
+    *url = xasprintf("%s://%.*s", slen == 5 ? "https" : "http", (int)rl, rest);
+    return 0;
+}
+
+/* Over plain http client-go sets no TLS and sends no credential
+ * (clientcmd's ClientConfig reads them only when IsConfigTransportTLS). */
+static void drop_tls_and_auth(struct kube_config *c)
+{
+    struct kube_config keep = {.server = c->server, .proxy_url = c->proxy_url,
+                               .proxy_url_orig = c->proxy_url_orig, .context = c->context,
+                               .user = c->user, .namespace_ = c->namespace_};
+    c->server = c->proxy_url = c->proxy_url_orig = NULL;
+    c->context = c->user = c->namespace_ = NULL;
+    kube_config_clear(c); /* the rest: CA, insecure, tls-server-name, credentials */
+    *c = keep;
+}
+
 int kube_config_parse(const char *buf, size_t len, const char *context, const char *base_dir,
                       struct kube_config *out, struct kube_config_error *err)
 {
@@ -386,7 +461,7 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
     for (size_t i = 0; i < ndocs; i++) {
         if (err)
             err->doc = i;
-        rc = conf_parse(docs[i].buf, docs[i].len, &roots[i], &cerr);
+        rc = kube_yaml_parse(docs[i].buf, docs[i].len, &roots[i], &cerr);
         if (rc < 0) {
             if (err) {
                 err->line = cerr.line;
@@ -414,6 +489,7 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
         err->doc = 0;
     const struct conf_node *root = roots[0];
     size_t dctx, dcl, du;
+    bool plain_default = false; /* a server without a scheme: http://, as client-go */
     const char *ctxname = context && context[0] ? context : cur;
     if (!ctxname) {
         rc = cfail(err, root, "kubeconfig has no current-context and no context was given");
@@ -464,22 +540,8 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
         (rc = decode_field(cl, "certificate-authority-data", &out->ca_data, &out->ca_data_len,
                            err, where)) < 0)
         goto out;
-    if (!server || (strncmp(server, "https://", 8) != 0 && strncmp(server, "http://", 7) != 0)) {
-        rc = cfail(err, conf_map_get(cl, "server") ? conf_map_get(cl, "server") : cl,
-                   "%s: server must be an http:// or https:// URL", where);
+    if ((rc = server_url(cl, server, where, &out->server, &plain_default, err)) < 0)
         goto out;
-    }
-    /* Go's url.Parse refuses control characters, and a URL has no spaces;
-     * a host is needed (client-go: "host must be a URL or a host:port pair") */
-    const char *authority = server + (server[4] == 's' ? 8 : 7);
-    bool url_ok = *authority && *authority != '/';
-    for (const unsigned char *q = (const unsigned char *)server; url_ok && *q; q++)
-        url_ok = *q > 0x20 && *q != 0x7f;
-    if (!url_ok) {
-        rc = cfail(err, conf_map_get(cl, "server"),
-                   "%s: server %s is not a URL with a host", where, server);
-        goto out;
-    }
     const char *proxy;
     if ((rc = get_str(cl, "proxy-url", &proxy, err, where)) < 0)
         goto out;
@@ -498,6 +560,10 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
             goto out;
         }
         out->proxy_url = socks ? xasprintf("socks5h%s", colon) : xstrdup(proxy);
+        /* as client-go passes it to an exec plugin: url.URL.String() */
+        out->proxy_url_orig = xstrdup(proxy);
+        for (size_t i = 0; i < sl; i++)
+            out->proxy_url_orig[i] = (char)tolower((unsigned char)proxy[i]);
     }
     if ((rc = get_str(cl, "tls-server-name", &s, err, where)) < 0)
         goto out;
@@ -514,10 +580,6 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
         }
         out->tls_server_name = xstrdup(s);
     }
-    size_t sl = strlen(server);
-    while (sl > 0 && server[sl - 1] == '/')
-        sl--;
-    out->server = xstrndup(server, sl);
     if (ca)
         out->ca_file = resolve_path(base_dir, ca);
     if (out->insecure && (out->ca_file || out->ca_data)) {
@@ -595,6 +657,8 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
             goto out;
     }
 done:
+    if (plain_default)
+        drop_tls_and_auth(out);
     rc = 0;
 out:
     for (size_t i = 0; i < ndocs; i++)

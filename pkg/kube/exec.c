@@ -3,7 +3,9 @@
  * v1 and v1beta1), as client-go runs them: the command with its args, the
  * environment plus the user's env entries and KUBERNETES_EXEC_INFO (an
  * ExecCredential whose spec says interactive: false and, with
- * provideClusterInfo, the cluster's server and CA), stdin /dev/null; its
+ * provideClusterInfo, the cluster as rest.ConfigToExecCluster gives it: the
+ * server, tls-server-name, insecure-skip-tls-verify, the CA's bytes, read
+ * again for each run, and proxy-url), stdin /dev/null; its
  * standard output is an ExecCredential whose status has a token or a client
  * certificate and key, and may expire.
  *
@@ -195,7 +197,9 @@ struct kube_exec_config *kube_exec_config_dup(const struct kube_exec_config *e)
 struct kube_exec {
     uv_loop_t *loop;
     struct kube_exec_config *cfg;
-    char *info_env;                 /* "KUBERNETES_EXEC_INFO=..." */
+    struct kube_config cluster;     /* with provideClusterInfo: the cluster's fields it passes */
+    char *info_env;                 /* "KUBERNETES_EXEC_INFO=..." of the last run */
+    char info_err[400];             /* why the last run could not start, or "" */
     kube_exec_done_cb done;
     void *arg;
     struct kube_exec_cred cred;
@@ -220,32 +224,67 @@ struct kube_exec {
     void *close_arg;
 };
 
-static char *exec_info(const struct kube_exec_config *cfg, const struct kube_config *cluster)
+/* The CA bundle of a certificate-authority file, at most EXEC_MAX_OUT bytes;
+ * -errno (-EFBIG: larger). */
+static int read_ca(const char *path, struct util_buf *b)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -errno;
+    char tmp[4096];
+    size_t n;
+    int rc = 0;
+    while (rc == 0 && (n = fread(tmp, 1, sizeof(tmp), f)) > 0) {
+        if (b->len + n > EXEC_MAX_OUT)
+            rc = -EFBIG;
+        else
+            util_buf_append(b, tmp, n);
+    }
+    if (rc == 0 && ferror(f))
+        rc = -EIO;
+    fclose(f);
+    return rc;
+}
+
+/* "KUBERNETES_EXEC_INFO=..." for a run (owned), or NULL with why in err: a
+ * certificate-authority file that cannot be read fails as client-go's
+ * ConfigToExecCluster does ("failed to load CA bundle for execProvider"),
+ * rather than leaving the CA out. */
+static char *exec_info(const struct kube_exec_config *cfg, const struct kube_config *cl,
+                       char *err, size_t errlen)
 {
     json_t *spec = json_pack("{s:b}", "interactive", 0);
-    if (cfg->provide_cluster_info && cluster) {
-        json_t *cl = json_pack("{s:s}", "server", cluster->server ? cluster->server : "");
+    if (cfg->provide_cluster_info) {
+        json_t *o = json_pack("{s:s}", "server", cl->server ? cl->server : "");
         struct util_buf ca = {0};
-        if (cluster->ca_data) {
-            util_buf_append(&ca, cluster->ca_data, cluster->ca_data_len);
-        } else if (cluster->ca_file) {
-            FILE *f = fopen(cluster->ca_file, "rb");
-            char tmp[4096];
-            size_t n;
-            while (f && (n = fread(tmp, 1, sizeof(tmp), f)) > 0 && ca.len < ((size_t)1 << 20))
-                util_buf_append(&ca, tmp, n);
-            if (f)
-                fclose(f);
+        if (cl->ca_data) {
+            util_buf_append(&ca, cl->ca_data, cl->ca_data_len);
+        } else if (cl->ca_file) {
+            int rc = read_ca(cl->ca_file, &ca);
+            if (rc < 0) {
+                snprintf(err, errlen, "not run: its cluster's certificate-authority %s cannot "
+                         "be read for provideClusterInfo: %s", cl->ca_file,
+                         rc == -EFBIG ? "larger than 1 MiB" : strerror(-rc));
+                util_buf_free(&ca);
+                json_decref(o);
+                json_decref(spec);
+                return NULL;
+            }
         }
         if (ca.len) {
             char *b64 = kube_base64_encode((const uint8_t *)ca.data, ca.len);
-            json_object_set_new(cl, "certificate-authority-data", json_string(b64));
+            json_object_set_new(o, "certificate-authority-data", json_string(b64));
             xfree(b64);
         }
         util_buf_free(&ca);
-        if (cluster->insecure)
-            json_object_set_new(cl, "insecure-skip-tls-verify", json_true());
-        json_object_set_new(spec, "cluster", cl);
+        /* as client-go's JSON: omitted when empty or false */
+        if (cl->tls_server_name)
+            json_object_set_new(o, "tls-server-name", json_string(cl->tls_server_name));
+        if (cl->insecure)
+            json_object_set_new(o, "insecure-skip-tls-verify", json_true());
+        if (cl->proxy_url_orig)
+            json_object_set_new(o, "proxy-url", json_string(cl->proxy_url_orig));
+        json_object_set_new(spec, "cluster", o);
     }
     json_t *o = json_pack("{s:s, s:s, s:o}", "apiVersion", cfg->api_version, "kind",
                           "ExecCredential", "spec", spec);
@@ -256,6 +295,11 @@ static char *exec_info(const struct kube_exec_config *cfg, const struct kube_con
     return env;
 }
 
+static char *dup_or_null(const char *s)
+{
+    return s ? xstrdup(s) : NULL;
+}
+
 struct kube_exec *kube_exec_new(uv_loop_t *loop, const struct kube_exec_config *cfg,
                                 const struct kube_config *cluster, kube_exec_done_cb done,
                                 void *arg)
@@ -263,7 +307,20 @@ struct kube_exec *kube_exec_new(uv_loop_t *loop, const struct kube_exec_config *
     struct kube_exec *e = xcalloc(1, sizeof(*e));
     e->loop = loop;
     e->cfg = kube_exec_config_dup(cfg);
-    e->info_env = exec_info(cfg, cluster);
+    if (cfg->provide_cluster_info && cluster) {
+        struct kube_config *c = &e->cluster;
+        c->server = dup_or_null(cluster->server);
+        c->tls_server_name = dup_or_null(cluster->tls_server_name);
+        c->proxy_url_orig = dup_or_null(cluster->proxy_url_orig);
+        c->insecure = cluster->insecure;
+        c->ca_file = dup_or_null(cluster->ca_file);
+        if (cluster->ca_data) {
+            c->ca_data = xmalloc(cluster->ca_data_len + 1);
+            memcpy(c->ca_data, cluster->ca_data, cluster->ca_data_len);
+            c->ca_data[cluster->ca_data_len] = '\0';
+            c->ca_data_len = cluster->ca_data_len;
+        }
+    }
     e->done = done;
     e->arg = arg;
     uv_timer_init(loop, &e->timer);
@@ -330,7 +387,10 @@ static void report(struct kube_exec *e)
             if ((unsigned char)first[i] < 0x20)
                 first[i] = ' ';
     }
-    if (e->spawn_err) {
+    if (e->info_err[0]) {
+        snprintf(msg, sizeof(msg), "exec plugin %s: %s", cmd, e->info_err);
+        err = -ENOKEY;
+    } else if (e->spawn_err) {
         snprintf(msg, sizeof(msg), "exec plugin %s: cannot run it: %s%s%s", cmd,
                  uv_strerror(e->spawn_err), e->cfg->install_hint ? "; " : "",
                  e->cfg->install_hint ? e->cfg->install_hint : "");
@@ -474,6 +534,19 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int term_signal)
 static void spawn(struct kube_exec *e)
 {
     const struct kube_exec_config *c = e->cfg;
+    e->running = true;
+    e->exited = e->killed = e->too_big = false;
+    e->exit_status = 0;
+    e->term_signal = 0;
+    e->spawn_err = 0;
+    e->info_err[0] = '\0';
+    char *info = exec_info(c, &e->cluster, e->info_err, sizeof(e->info_err));
+    if (!info) { /* not run: told at once, as a failed run */
+        report(e);
+        return;
+    }
+    xfree(e->info_env);
+    e->info_env = info;
     size_t nenv = 0;
     while (environ && environ[nenv])
         nenv++;
@@ -498,11 +571,6 @@ static void spawn(struct kube_exec *e)
     for (size_t i = 0; i < c->nargs; i++)
         argv[i + 1] = c->args[i];
 
-    e->running = true;
-    e->exited = e->killed = e->too_big = false;
-    e->exit_status = 0;
-    e->term_signal = 0;
-    e->spawn_err = 0;
     uv_pipe_init(e->loop, &e->out, 0);
     uv_pipe_init(e->loop, &e->err, 0);
     e->out.data = e->err.data = e->proc.data = e;
@@ -588,6 +656,7 @@ static void on_timer_closed(uv_handle_t *h)
     void *arg = e->close_arg;
     kube_exec_cred_clear(&e->cred);
     kube_exec_config_free(e->cfg);
+    kube_config_clear(&e->cluster);
     xfree(e->info_env);
     xfree(e);
     if (cb)

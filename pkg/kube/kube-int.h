@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kube-int: internals shared by pkg/kube's files (and its tests and fuzzers):
  * the string hash map and intern pool, the pure object store behind the
- * caches, and the raw request entry the reflector streams through. */
+ * caches, the raw request entry the reflector streams through, the
+ * kubeconfig's YAML reader and the exec credential plugins. */
 #ifndef GPUSCALER_KUBE_INT_H
 #define GPUSCALER_KUBE_INT_H
 
@@ -126,6 +127,22 @@ void kube_route(const char *server, const char *tls_server_name, char **url_base
 void kube_req_cancel(struct kreq *r);
 uv_loop_t *kube_loop(const struct kube *k);
 
+/* ---- kubeconfig YAML (yaml.c) -------------------------------------------- */
+
+struct conf_node;
+struct conf_error;
+
+/**
+ * Parse a kubeconfig document into a pkg/conf tree (free with conf_free) as
+ * client-go's loader reads YAML (sigs.k8s.io/yaml over go-yaml v2): anchors
+ * and aliases expanded, merge keys (<<) merged, a repeated key's last value
+ * kept; scalars, tags, one document and the limits as conf_parse(). Alias
+ * expansion is bounded (CONF_MAX_NODES nodes, CONF_MAX_DEPTH levels, 4 MiB
+ * of copied text, go-yaml's share of aliased nodes). Pure. Returns 0, or
+ * -EINVAL with err's line, column and message filled (*out is then NULL).
+ */
+int kube_yaml_parse(const char *buf, size_t len, struct conf_node **out, struct conf_error *err);
+
 /* ---- exec credential plugins (exec.c) ---------------------------------- */
 
 struct kube_exec_config *kube_exec_config_dup(const struct kube_exec_config *e);
@@ -134,7 +151,9 @@ void kube_exec_config_free(struct kube_exec_config *e);
 struct kube_exec;
 /** A run ended: err 0 and kube_exec_valid() has the new credential, or err < 0 and msg says why. */
 typedef void (*kube_exec_done_cb)(void *arg, int err, const char *msg);
-/** The plugin of cfg (copied); cluster gives provideClusterInfo's server and CA. */
+/** The plugin of cfg (copied); cluster gives provideClusterInfo's fields (copied): server,
+ *  tls_server_name, insecure, ca_data or ca_file (read at each run: one that cannot be read
+ *  fails the run, done telling why), proxy_url_orig. */
 struct kube_exec *kube_exec_new(uv_loop_t *loop, const struct kube_exec_config *cfg,
                                 const struct kube_config *cluster, kube_exec_done_cb done,
                                 void *arg);

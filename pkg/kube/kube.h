@@ -41,12 +41,14 @@ struct kube_exec_config {
     char **env;                /**< nenv "NAME=value", added to gpuscaler's environment */
     size_t nenv;
     char *install_hint;        /**< told when the command cannot be run, or NULL */
-    bool provide_cluster_info; /**< the cluster's server and CA go in KUBERNETES_EXEC_INFO */
+    bool provide_cluster_info; /**< the cluster goes in KUBERNETES_EXEC_INFO: server,
+                                    tls-server-name, CA, insecure-skip-tls-verify, proxy-url */
 };
 
 /** How to reach and authenticate to the API server. Every string is owned. */
 struct kube_config {
-    char *server;          /**< "https://host:port", no trailing slash */
+    char *server;          /**< "https://host:port" (or http://), no trailing slash; a
+                                kubeconfig server without a scheme is http:// (client-go) */
     char *ca_file;         /**< CA bundle (PEM) path, or NULL */
     char *ca_data;         /**< CA bundle PEM bytes (wins over ca_file), or NULL */
     size_t ca_data_len;
@@ -60,6 +62,8 @@ struct kube_config {
     char *token_file;      /**< bearer token file re-read when it changes (wins over token) */
     bool insecure;         /**< insecure-skip-tls-verify */
     char *proxy_url;       /**< proxy-url as curl takes it (socks5 -> socks5h), or NULL */
+    char *proxy_url_orig;  /**< proxy-url as the kubeconfig has it (scheme in lower case), for
+                                an exec plugin's cluster info, or NULL */
     char *tls_server_name; /**< tls-server-name: the name TLS verifies (and SNI), or NULL */
     struct kube_exec_config *exec; /**< exec credential plugin (no other credential then), or NULL */
     char *context;         /**< kubeconfig context used; NULL in-cluster */
@@ -92,7 +96,11 @@ struct kube_config_doc {
  * or socks5 are errors naming the
  * context and user, and so is what client-go's validation refuses in an exec
  * plugin (no command or apiVersion, an env entry without name or value, v1
- * without interactiveMode). Returns
+ * without interactiveMode). The YAML is read as client-go reads it (anchors,
+ * aliases and merge keys expanded, within bounds; a repeated key's last value
+ * wins). A server without a scheme (host:port) is http://, and then, as in
+ * client-go, the cluster's CA, insecure-skip-tls-verify and tls-server-name
+ * and the user's credentials (checked all the same) are not used. Returns
  * 0, or -EINVAL with err filled (out is then cleared).
  */
 int kube_config_parse(const char *buf, size_t len, const char *context, const char *base_dir,

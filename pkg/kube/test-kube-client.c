@@ -488,6 +488,143 @@ static void test_exec_plugin_expiry_and_failures(void **state)
     fx_finish(f);
 }
 
+static char *read_text(const char *path)
+{
+    struct util_buf b = {0};
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    char tmp[4096];
+    size_t n;
+    while ((n = fread(tmp, 1, sizeof(tmp), fp)) > 0)
+        util_buf_append(&b, tmp, n);
+    fclose(fp);
+    util_buf_append(&b, "", 1);
+    return b.data;
+}
+
+/* The string at key in o is want. */
+static void assert_json_str(const json_t *o, const char *key, const char *want)
+{
+    const char *got = json_string_value(json_object_get(o, key));
+    if (!got || strcmp(got, want) != 0)
+        fail_msg("%s: \"%s\", want \"%s\"", key, got ? got : "(absent)", want);
+}
+
+/* A kubeconfig whose user runs the plugin at path with provideClusterInfo,
+ * its cluster having the given fields. */
+static char *exec_kubeconfig(const char *dir, const char *path, const char *cluster)
+{
+    return xasprintf("current-context: x\n"
+                     "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                     "clusters: [{name: c, cluster: {server: 'https://api.example.com:6443', "
+                     "%s}}]\n"
+                     "users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, "
+                     "command: '%s', interactiveMode: Never, provideClusterInfo: true, "
+                     "env: [{name: DIR, value: '%s'}]}}}]\n",
+                     cluster, path, dir);
+}
+
+/* provideClusterInfo passes on what client-go's rest.ConfigToExecCluster
+ * does: the server, tls-server-name, insecure-skip-tls-verify, the CA's bytes
+ * and the cluster's proxy-url as written (socks5, not curl's socks5h). A CA
+ * file that cannot be read fails the run (client-go builds no client then)
+ * with a message naming it, in the log too, instead of running the plugin
+ * without the CA. */
+static void test_exec_plugin_cluster_info(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/kube-exec-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *path = write_plugin(dir, CRED("tok", ""));
+    char *doc = exec_kubeconfig(dir, path, "tls-server-name: api.internal, "
+                                           "proxy-url: 'SOCKS5://127.0.0.1:1', "
+                                           "certificate-authority-data: UEVN");
+    struct kube_config c;
+    struct kube_config_error e;
+    assert_int_equal(kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e), 0);
+    xfree(doc);
+    struct fx *f = fx_new(&c);
+    kube_config_clear(&c);
+    assert_int_equal(kube_get(f->k, "/api/v1/a", on_result, f), 0);
+    wait_calls(f, 1); /* fails: nothing listens at the proxy; the plugin ran before */
+    assert_int_equal(runs_of(dir), 1);
+    char *ipath = xasprintf("%s/info", dir);
+    char *info = read_text(ipath);
+    json_error_t je;
+    json_t *o = json_loads(info, 0, &je);
+    assert_non_null(o);
+    json_t *cl = json_object_get(json_object_get(o, "spec"), "cluster");
+    assert_json_str(cl, "server", testsrv_url(f->srv));
+    assert_json_str(cl, "tls-server-name", "api.internal");
+    assert_json_str(cl, "proxy-url", "socks5://127.0.0.1:1");
+    assert_json_str(cl, "certificate-authority-data", "UEVN");
+    assert_null(json_object_get(cl, "insecure-skip-tls-verify"));
+    json_decref(o);
+    xfree(info);
+    fx_finish(f);
+    unlink(ipath);
+    xfree(ipath);
+    rm_plugin_dir(dir, path);
+
+    /* without those fields they are left out, as client-go's omitempty does */
+    snprintf(dir, sizeof(dir), "/tmp/kube-exec-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    path = write_plugin(dir, CRED("tok", ""));
+    doc = exec_kubeconfig(dir, path, "insecure-skip-tls-verify: true");
+    assert_int_equal(kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e), 0);
+    xfree(doc);
+    f = fx_new(&c);
+    kube_config_clear(&c);
+    assert_int_equal(kube_get(f->k, "/api/v1/a", on_result, f), 0);
+    wait_calls(f, 1);
+    assert_int_equal(f->last.err, 0);
+    ipath = xasprintf("%s/info", dir);
+    info = read_text(ipath);
+    o = json_loads(info, 0, &je);
+    assert_non_null(o);
+    cl = json_object_get(json_object_get(o, "spec"), "cluster");
+    assert_true(json_is_true(json_object_get(cl, "insecure-skip-tls-verify")));
+    assert_null(json_object_get(cl, "tls-server-name"));
+    assert_null(json_object_get(cl, "proxy-url"));
+    assert_null(json_object_get(cl, "certificate-authority-data"));
+    json_decref(o);
+    xfree(info);
+    fx_finish(f);
+    xfree(ipath);
+    rm_plugin_dir(dir, path);
+
+    /* a CA file that cannot be read */
+    snprintf(dir, sizeof(dir), "/tmp/kube-exec-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    path = write_plugin(dir, CRED("tok", ""));
+    doc = exec_kubeconfig(dir, path, "certificate-authority: /nonexistent/ca.pem");
+    assert_int_equal(kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e), 0);
+    xfree(doc);
+    char *logpath = xasprintf("%s/log", dir);
+    FILE *log = fopen(logpath, "w+");
+    assert_non_null(log);
+    util_log_set_stream(log);
+    f = fx_new(&c);
+    kube_config_clear(&c);
+    assert_int_equal(kube_get(f->k, "/api/v1/a", on_result, f), 0);
+    wait_calls(f, 1);
+    util_log_set_stream(NULL);
+    fclose(log);
+    assert_true(f->last.err < 0);
+    if (!strstr(f->message, "/nonexistent/ca.pem") || !strstr(f->message, "exec plugin"))
+        fail_msg("message \"%s\"", f->message);
+    assert_int_equal(runs_of(dir), 0); /* not run without it */
+    assert_int_equal(testsrv_requests(f->srv), 0);
+    char *text = read_text(logpath);
+    if (!strstr(text, "level=error") || !strstr(text, "/nonexistent/ca.pem"))
+        fail_msg("log \"%s\"", text);
+    xfree(text);
+    unlink(logpath);
+    xfree(logpath);
+    fx_finish(f);
+    rm_plugin_dir(dir, path);
+}
+
 /* A request whose deadline passes while it waits for the plugin's
  * credential is not sent (it used to go out with a 1 ms timeout), and fails
  * at its deadline, not when the plugin ends (a hung one ran 30 s). */
@@ -949,6 +1086,7 @@ int main(void)
         cmocka_unit_test(test_exec_plugin_cancel_and_close),
         cmocka_unit_test(test_exec_plugin_close_kills_its_children),
         cmocka_unit_test(test_exec_plugin_deadline),
+        cmocka_unit_test(test_exec_plugin_cluster_info),
         cmocka_unit_test(test_exec_cred_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for kube/config: kubeconfig auth shapes, path resolution,
- * unsupported auth, context selection, in-cluster files and base64. */
+ * unsupported auth, context selection, servers without a scheme, YAML
+ * anchors, merge keys and repeated keys, in-cluster files and base64. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -372,6 +373,239 @@ static void test_tls_server_name(void **state)
     }
 }
 
+/* A server without a scheme, as client-go's clientcmd reads it: the scheme
+ * is decided (rest.IsConfigTransportTLS) before the cluster's CA and the
+ * user's certificate are merged in, so it is always http://, and then neither
+ * the user's credentials nor the cluster's TLS settings are used; a path
+ * after host:port is refused (rest.DefaultServerURL). */
+static void test_server_without_scheme(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *server, *want;
+    } ok[] = {
+        {"10.0.0.1:6443", "http://10.0.0.1:6443"},
+        {"example.com", "http://example.com"},
+        {"localhost:8080/", "http://localhost:8080"},
+        {"[fd00::1]:6443", "http://[fd00::1]:6443"},
+        {"kind-control-plane:6443", "http://kind-control-plane:6443"},
+        {"HTTPS://Example.com:6443", "https://Example.com:6443"}, /* Go lowers the scheme */
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(ok); i++) {
+        char *doc = xasprintf("current-context: x\n"
+                              "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                              "clusters: [{name: c, cluster: {server: '%s', "
+                              "certificate-authority-data: aGVsbG8=, tls-server-name: api}}]\n"
+                              "users: [{name: u, user: {token: secret, "
+                              "client-certificate-data: aGVsbG8=, client-key-data: aGVsbG8=}}]\n",
+                              ok[i].server);
+        struct kube_config c;
+        struct kube_config_error e;
+        if (parse(doc, NULL, &c, &e) != 0)
+            fail_msg("server %s: %s", ok[i].server, e.msg);
+        assert_string_equal(c.server, ok[i].want);
+        if (strncmp(ok[i].want, "http://", 7) == 0) {
+            /* over plain http client-go sends no credential and sets no TLS */
+            assert_null(c.token);
+            assert_null(c.cert_data);
+            assert_null(c.key_data);
+            assert_null(c.ca_data);
+            assert_null(c.tls_server_name);
+            assert_false(c.insecure);
+            assert_string_equal(c.user, "u");
+        } else {
+            assert_string_equal(c.token, "secret");
+            assert_non_null(c.ca_data);
+        }
+        kube_config_clear(&c);
+        xfree(doc);
+    }
+    /* no credential file or plugin is used either (they are still checked) */
+    struct kube_config c;
+    struct kube_config_error e;
+    const char *doc = "current-context: x\n"
+                      "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                      "clusters: [{name: c, cluster: {server: 10.0.0.1:6443, "
+                      "insecure-skip-tls-verify: true}}]\n"
+                      "users: [{name: u, user: {exec: {command: get-token, "
+                      "apiVersion: client.authentication.k8s.io/v1beta1}}}]\n";
+    assert_int_equal(parse(doc, NULL, &c, &e), 0);
+    assert_string_equal(c.server, "http://10.0.0.1:6443");
+    assert_null(c.exec);
+    assert_false(c.insecure);
+    kube_config_clear(&c);
+    doc = "current-context: x\n"
+          "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+          "clusters: [{name: c, cluster: {server: 10.0.0.1:6443, certificate-authority: ca}}]\n"
+          "users: [{name: u, user: {tokenFile: tok, client-certificate: crt, "
+          "client-key: key}}]\n";
+    assert_int_equal(parse(doc, NULL, &c, &e), 0);
+    assert_null(c.ca_file);
+    assert_null(c.token_file);
+    assert_null(c.cert_file);
+    assert_null(c.key_file);
+    kube_config_clear(&c);
+    doc = "current-context: x\n"
+          "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+          "clusters: [{name: c, cluster: {server: 10.0.0.1:6443}}]\n"
+          "users: [{name: u, user: {exec: {command: x}}}]\n";
+    assert_int_equal(parse(doc, NULL, &c, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "apiVersion must be specified"));
+
+    static const char *const bad[] = {"example.com/api", "10.0.0.1:6443/k8s/clusters/c-1",
+                                      "a b:6443", "h:6443?x=1", ":6443"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        char *d = xasprintf("current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n"
+                            "clusters: [{name: c, cluster: {server: '%s'}}]\n", bad[i]);
+        if (parse(d, NULL, &c, &e) != -EINVAL || !strstr(e.msg, bad[i]))
+            fail_msg("server %s: message \"%s\"", bad[i], e.msg);
+        xfree(d);
+    }
+}
+
+static const char *const anchored_doc =
+    "current-context: prod\n"
+    "clusters:\n"
+    "- name: prod\n"
+    "  cluster: &cluster\n"
+    "    server: https://10.0.0.1:6443\n"
+    "    certificate-authority-data: &ca LS0tLS1CRUdJTiBDRVJULS0tLS0=\n"
+    "- name: stage\n"
+    "  cluster:\n"
+    "    server: https://10.0.0.9:6443\n"    /* before the merge: the merged one wins */
+    "    <<: *cluster\n"
+    "    tls-server-name: stage.internal\n"
+    "- name: lab\n"
+    "  cluster:\n"
+    "    <<: *cluster\n"
+    "    server: https://10.0.0.2:6443\n"    /* after the merge: wins */
+    "- name: two\n"
+    "  cluster:\n"
+    "    <<: [{server: 'https://first:1'}, *cluster]\n" /* the first map wins */
+    "contexts:\n"
+    "- name: prod\n"
+    "  context: &ctx {cluster: prod, user: &u admin, namespace: ml}\n"
+    "- name: stage\n"
+    "  context: {<<: *ctx, cluster: stage}\n"
+    "- name: lab\n"
+    "  context:\n"
+    "    <<: *ctx\n"
+    "    cluster: lab\n"
+    "- name: two\n"
+    "  context: {cluster: two, user: *u}\n"
+    "users:\n"
+    "- name: *u\n"
+    "  user:\n"
+    "    token: first\n"
+    "    token: last\n"; /* a repeated key: the last value, as go-yaml's Unmarshal */
+
+/* YAML anchors, aliases and merge keys, and repeated keys, read as client-go's
+ * loader (sigs.k8s.io/yaml, go-yaml v2) reads them. */
+static void test_anchors_and_merge_keys(void **state)
+{
+    (void)state;
+    struct kube_config c;
+    struct kube_config_error e;
+    if (parse(anchored_doc, NULL, &c, &e) != 0)
+        fail_msg("%d:%d: %s", e.line, e.col, e.msg);
+    assert_string_equal(c.server, "https://10.0.0.1:6443");
+    assert_string_equal(c.user, "admin");
+    assert_string_equal(c.token, "last");
+    assert_string_equal(c.namespace_, "ml");
+    assert_int_equal(c.ca_data_len, 20);
+    kube_config_clear(&c);
+    assert_int_equal(parse(anchored_doc, "stage", &c, &e), 0);
+    assert_string_equal(c.server, "https://10.0.0.1:6443");
+    assert_string_equal(c.tls_server_name, "stage.internal");
+    assert_string_equal(c.namespace_, "ml");
+    assert_int_equal(c.ca_data_len, 20);
+    kube_config_clear(&c);
+    assert_int_equal(parse(anchored_doc, "lab", &c, &e), 0);
+    assert_string_equal(c.server, "https://10.0.0.2:6443");
+    assert_string_equal(c.token, "last");
+    kube_config_clear(&c);
+    assert_int_equal(parse(anchored_doc, "two", &c, &e), 0);
+    assert_string_equal(c.server, "https://first:1");
+    assert_int_equal(c.ca_data_len, 20);
+    assert_string_equal(c.namespace_, "default");
+    kube_config_clear(&c);
+
+    /* an anchor defined again: aliases after it see the new value; an anchor
+     * on a value a repeated key replaced still stands */
+    const char *doc = "current-context: &n a\n"
+                      "x: &s 'https://old'\n"
+                      "x: &s 'https://h'\n"
+                      "contexts: [{name: *n, context: {cluster: *n}}]\n"
+                      "clusters: [{name: a, cluster: {server: *s}}]\n";
+    assert_int_equal(parse(doc, NULL, &c, &e), 0);
+    assert_string_equal(c.server, "https://h");
+    kube_config_clear(&c);
+
+    static const struct {
+        const char *doc, *want;
+    } bad[] = {
+        {"a: *nope\n", "unknown anchor 'nope'"},
+        {"a: &x [1, *x]\n", "anchor 'x' value contains itself"},
+        {"a: {<<: 5}\n", "map merge requires map or sequence of maps"},
+        {"a: &l [{x: 1}]\nb: {<<: *l}\n", "map merge requires map or sequence of maps"},
+        {"a: {<<: [{x: 1}, 2]}\n", "map merge requires map or sequence of maps"},
+        {"a: &m {x: 1}\n*m : 2\n", "map keys must be scalars"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        if (parse(bad[i].doc, NULL, &c, &e) != -EINVAL || !strstr(e.msg, bad[i].want))
+            fail_msg("case %zu: message \"%s\", want \"%s\"", i, e.msg, bad[i].want);
+        assert_true(e.line > 0);
+    }
+}
+
+/* Billion laughs: each level doubles the one before; the expansion stops at
+ * a bound (go-yaml's: "document contains excessive aliasing"), quickly and
+ * without the memory the full tree would take. */
+static void test_alias_expansion_bound(void **state)
+{
+    (void)state;
+    struct util_buf b = {0};
+    util_buf_printf(&b, "l0: &l0 [\"lol\", \"lol\"]\n");
+    for (int i = 1; i < 40; i++)
+        util_buf_printf(&b, "l%d: &l%d [*l%d, *l%d, *l%d, *l%d]\n", i, i, i - 1, i - 1, i - 1,
+                        i - 1);
+    struct kube_config c;
+    struct kube_config_error e;
+    assert_int_equal(kube_config_parse(b.data, b.len, NULL, NULL, &c, &e), -EINVAL);
+    if (!strstr(e.msg, "aliasing") && !strstr(e.msg, "nodes") && !strstr(e.msg, "bytes"))
+        fail_msg("message \"%s\"", e.msg);
+    assert_true(e.line > 1);
+    util_buf_free(&b);
+    /* one big scalar aliased many times: bounded by the bytes copied */
+    char *big = xmalloc(300001);
+    memset(big, 'a', 300000);
+    big[300000] = '\0';
+    util_buf_printf(&b, "big: &b %s\nall: [", big);
+    for (int i = 0; i < 20; i++)
+        util_buf_printf(&b, "%s*b", i ? ", " : "");
+    util_buf_printf(&b, "]\n");
+    assert_int_equal(kube_config_parse(b.data, b.len, NULL, NULL, &c, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "aliases expand to more than"));
+    util_buf_free(&b);
+    xfree(big);
+    /* deep trees aliased inside deep trees: bounded in depth */
+    util_buf_printf(&b, "a: &a ");
+    for (int i = 0; i < 40; i++)
+        util_buf_printf(&b, "[");
+    for (int i = 0; i < 40; i++)
+        util_buf_printf(&b, "]");
+    util_buf_printf(&b, "\nb: ");
+    for (int i = 0; i < 30; i++)
+        util_buf_printf(&b, "[");
+    util_buf_printf(&b, "*a");
+    for (int i = 0; i < 30; i++)
+        util_buf_printf(&b, "]");
+    util_buf_printf(&b, "\n");
+    assert_int_equal(kube_config_parse(b.data, b.len, NULL, NULL, &c, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "nesting is deeper than"));
+    util_buf_free(&b);
+}
+
 static void test_base64(void **state)
 {
     (void)state;
@@ -629,6 +863,9 @@ int main(void)
         cmocka_unit_test(test_structure_errors),
         cmocka_unit_test(test_proxy_url),
         cmocka_unit_test(test_tls_server_name),
+        cmocka_unit_test(test_server_without_scheme),
+        cmocka_unit_test(test_anchors_and_merge_keys),
+        cmocka_unit_test(test_alias_expansion_bound),
         cmocka_unit_test(test_base64),
         cmocka_unit_test(test_in_cluster_and_files),
         cmocka_unit_test(test_merged_files),
