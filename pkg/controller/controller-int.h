@@ -398,9 +398,11 @@ struct controller {
     bool cache_held;              /**< cache_down_ms >= CTL_CACHE_DOWN_HOLD_MS (logged once) */
     char **hpa_targets_next;
     size_t n_hpa_targets_next;
+    char **hpa_failed_ns;         /* namespaces whose list failed this round, owned: their
+                                     last round's targets still hold, or the guard would
+                                     drop for a minute */
+    size_t n_hpa_failed_ns;
     int hpa_lists_pending;
-    bool hpa_list_failed;         /* a list of this round failed: keep the last round's
-                                     targets too, or the guard would drop for a minute */
     bool hpa_soon;                /* a Deployment is newly tracked: list the HPAs after this
                                      tick, not at the next minute */
     /* metrics */
@@ -756,6 +758,13 @@ static inline bool ctl_reason_served(enum policy_reason r)
 /** List the HPAs of every namespace with a tracked Deployment (hpa.c):
  *  conflicts (mode scale) and ctl_wl.hpa (mode external-metric). */
 void ctl_hpa_refresh(struct controller *c);
+/** One namespace's list of HPAs answered (ok; items its items, NULL none) or
+ *  failed, for a list sent at sent_ms: its targets join the round's, its
+ *  Deployments tracked before sent_ms get their facts (hpa.listed); the last
+ *  list's answer ends the round (hpa_lists_pending), whose targets replace
+ *  the last round's except in the namespaces whose list failed. */
+void ctl_hpa_answer(struct controller *c, const char *ns, bool ok, const json_t *items,
+                    int64_t sent_ms);
 /** Add one HPA that targets the Deployment to f (pure). */
 void ctl_hpa_facts_add(struct ctl_hpa_facts *f, const json_t *hpa);
 /**

@@ -375,6 +375,9 @@ static void free_controller(struct controller *c)
     for (size_t i = 0; i < c->n_hpa_targets_next; i++)
         xfree(c->hpa_targets_next[i]);
     xfree(c->hpa_targets_next);
+    for (size_t i = 0; i < c->n_hpa_failed_ns; i++)
+        xfree(c->hpa_failed_ns[i]);
+    xfree(c->hpa_failed_ns);
     ctl_checkpoint_free(c);
     ctl_shards_free(c);
     controller_close_cb cb = c->close_cb;

@@ -286,16 +286,27 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
     const char *other = conflict_of(w, d, kbuf, sizeof(kbuf));
     bool conflict = cfg->mode == CTL_MODE_SCALE && other[0];
     bool keda = strstr(other, "KEDA") != NULL;
+    /* whether an HPA scales it is known only once its namespace's HPAs were
+     * listed after it was tracked (after a restart, a shard taken over, its
+     * annotations valid again): until then a write could fight one, and
+     * clamp its count with no metrics at all */
+    bool unknown = cfg->mode == CTL_MODE_SCALE && !conflict && !w->hpa.listed;
     if (conflict && !cfg->paused) {
         snprintf(dec->explain, sizeof(dec->explain),
                  "not acting: %s also targets this Deployment (policy wanted %d replicas)",
                  other, wanted);
         dec->desired = d->spec_replicas;
+    } else if (unknown && !cfg->paused) {
+        snprintf(dec->explain, sizeof(dec->explain),
+                 "not acting yet: the HorizontalPodAutoscalers of namespace %.63s are not listed "
+                 "yet, and one may scale this Deployment (policy wanted %d replicas)",
+                 w->ns, wanted);
+        dec->desired = d->spec_replicas;
     }
     /* In mode external-metric the HPA writes replicas from
      * gpuscaler_desired_replicas. */
     bool wants = wanted != d->spec_replicas && policy_reason_is_action(dec->reason);
-    bool act = wants && cfg->mode != CTL_MODE_EXTERNAL_METRIC;
+    bool act = wants && cfg->mode != CTL_MODE_EXTERNAL_METRIC && !unknown;
     /* a scale write an earlier tick queued behind a status PATCH goes only if
      * this tick writes too (ctl_scale_write replaces its target): held,
      * paused or given to another scaler since, it must not fire later */

@@ -360,19 +360,20 @@ static void set_facts(struct controller *c, const char *ns, const json_t *items,
     }
 }
 
-static void hpa_listed(const struct kube_result *res, void *arg)
+static void round_end(struct controller *c);
+
+void ctl_hpa_answer(struct controller *c, const char *ns, bool ok, const json_t *items,
+                    int64_t sent_ms)
 {
-    struct hpa_list *l = arg;
-    struct controller *c = l->c;
-    if (res->err == 0) {
-        json_t *items = json_object_get(res->body, "items"), *it;
+    if (ok) {
+        const json_t *it;
         size_t i;
         json_array_foreach(items, i, it) {
             const char *name = target_of(it);
             const json_t *meta = json_object_get(it, "metadata");
-            const char *ns = json_string_value(json_object_get(meta, "namespace"));
+            const char *hns = json_string_value(json_object_get(meta, "namespace"));
             const char *hpa = json_string_value(json_object_get(meta, "name"));
-            if (!name || !ns)
+            if (!name || !hns)
                 continue;
             const char *so = keda_owner(meta);
             c->hpa_targets_next = xrealloc(c->hpa_targets_next,
@@ -380,46 +381,75 @@ static void hpa_listed(const struct kube_result *res, void *arg)
             c->hpa_targets_next[c->n_hpa_targets_next++] =
                 so ? xasprintf("%s/%s\tthe KEDA ScaledObject %.60s (through its "
                                "HorizontalPodAutoscaler %.60s)",
-                               ns, name, so, hpa ? hpa : "?")
-                   : xasprintf("%s/%s\tthe HorizontalPodAutoscaler %.60s", ns, name,
+                               hns, name, so, hpa ? hpa : "?")
+                   : xasprintf("%s/%s\tthe HorizontalPodAutoscaler %.60s", hns, name,
                                hpa ? hpa : "?");
         }
         if (!c->closing)
-            set_facts(c, l->ns, items, l->sent_ms);
+            set_facts(c, ns, items, sent_ms);
     } else if (!c->closing) {
-        LOG_WARN(SUB, "listing HorizontalPodAutoscalers failed: HTTP %ld %s; the last list's "
-                      "conflicts still hold", res->status, res->message);
-        c->hpa_list_failed = true;
+        c->hpa_failed_ns = xrealloc(c->hpa_failed_ns,
+                                    (c->n_hpa_failed_ns + 1) * sizeof(*c->hpa_failed_ns));
+        c->hpa_failed_ns[c->n_hpa_failed_ns++] = xstrdup(ns);
     }
-    if (--c->hpa_lists_pending == 0) {
-        if (c->hpa_list_failed) { /* keep what the last round knew beside what this one did */
-            c->hpa_targets_next = xrealloc(c->hpa_targets_next,
-                                           (c->n_hpa_targets_next + c->n_hpa_targets + 1) *
-                                               sizeof(char *));
-            size_t fresh = c->n_hpa_targets_next;
-            for (size_t i = 0; i < c->n_hpa_targets; i++) {
-                bool dup = false; /* failures in a row must not pile copies up */
-                for (size_t j = 0; j < fresh && !dup; j++)
-                    dup = strcmp(c->hpa_targets_next[j], c->hpa_targets[i]) == 0;
-                if (dup)
-                    xfree(c->hpa_targets[i]);
-                else
-                    c->hpa_targets_next[c->n_hpa_targets_next++] = c->hpa_targets[i];
-            }
-            c->n_hpa_targets = 0;
-            c->hpa_list_failed = false;
-        }
-        for (size_t i = 0; i < c->n_hpa_targets; i++)
-            xfree(c->hpa_targets[i]);
-        xfree(c->hpa_targets);
-        c->hpa_targets = c->hpa_targets_next;
-        c->n_hpa_targets = c->n_hpa_targets_next;
-        c->hpa_targets_next = NULL;
-        c->n_hpa_targets_next = 0;
-    }
+    if (--c->hpa_lists_pending == 0)
+        round_end(c);
+}
+
+static void hpa_listed(const struct kube_result *res, void *arg)
+{
+    struct hpa_list *l = arg;
+    struct controller *c = l->c;
+    if (res->err != 0 && !c->closing)
+        LOGW_WARN(SUB, l->ns, NULL, "listing HorizontalPodAutoscalers failed: HTTP %ld %s; the "
+                  "last list's conflicts in this namespace still hold", res->status,
+                  res->message);
+    ctl_hpa_answer(c, l->ns, res->err == 0, json_object_get(res->body, "items"), l->sent_ms);
     xfree(l->ns);
     xfree(l);
     ctl_io_end(c);
+}
+
+/* Whether target entry t ("ns/name\t...") is of a namespace whose list
+ * failed this round. */
+static bool of_failed_ns(const struct controller *c, const char *t)
+{
+    const char *slash = strchr(t, '/');
+    size_t nl = slash ? (size_t)(slash - t) : 0;
+    for (size_t i = 0; slash && i < c->n_hpa_failed_ns; i++)
+        if (strlen(c->hpa_failed_ns[i]) == nl && strncmp(c->hpa_failed_ns[i], t, nl) == 0)
+            return true;
+    return false;
+}
+
+/* The round's lists have all answered: its targets replace the last round's,
+ * but in a namespace whose list failed the last round's still hold (only
+ * there: an HPA deleted in a namespace listed since is no conflict). */
+static void round_end(struct controller *c)
+{
+    c->hpa_targets_next = xrealloc(c->hpa_targets_next, (c->n_hpa_targets_next +
+                                                         c->n_hpa_targets + 1) * sizeof(char *));
+    size_t fresh = c->n_hpa_targets_next;
+    for (size_t i = 0; i < c->n_hpa_targets; i++) {
+        bool keep = of_failed_ns(c, c->hpa_targets[i]);
+        for (size_t j = 0; j < fresh && keep; j++) /* failures in a row pile no copies up */
+            keep = strcmp(c->hpa_targets_next[j], c->hpa_targets[i]) != 0;
+        if (keep)
+            c->hpa_targets_next[c->n_hpa_targets_next++] = c->hpa_targets[i];
+        else
+            xfree(c->hpa_targets[i]);
+    }
+    c->n_hpa_targets = 0;
+    for (size_t i = 0; i < c->n_hpa_failed_ns; i++)
+        xfree(c->hpa_failed_ns[i]);
+    xfree(c->hpa_failed_ns);
+    c->hpa_failed_ns = NULL;
+    c->n_hpa_failed_ns = 0;
+    xfree(c->hpa_targets);
+    c->hpa_targets = c->hpa_targets_next;
+    c->n_hpa_targets = c->n_hpa_targets_next;
+    c->hpa_targets_next = NULL;
+    c->n_hpa_targets_next = 0;
 }
 
 void ctl_hpa_refresh(struct controller *c)
@@ -432,8 +462,8 @@ void ctl_hpa_refresh(struct controller *c)
     size_t nd = 0;
     for (size_t b = 0; b < CTL_WL_BUCKETS; b++) {
         for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
-            if (!w->config_ok)
-                continue;
+            /* its annotations invalid too: valid again, it acts only on a
+             * list its namespace had since (ctl_act) */
             bool seen = false;
             for (size_t i = 0; i < nd && !seen; i++)
                 seen = strcmp(done[i], w->ns) == 0;

@@ -428,6 +428,13 @@ static void test_annotations(void **s)
     assert_int_equal(w.scrape.profile, SCRAPE_TGI);
     assert_string_equal(w.scrape.request_metric, "tgi_request_count");
     assert_string_equal(w.scrape.busy_metric, "tgi_request_inference_duration_sum");
+    assert_true(w.scrape.missing_fraction == 0.3);
+    /* scrape.missing-fraction 0 (hold when any pod cannot be scraped) is the
+     * default given, not a value left unset (it read as 0.3) */
+    c.scrape.missing_fraction = 0;
+    assert_int_equal(parse_ann(&c, good, 9, &w, bad, err), 0);
+    assert_true(w.scrape.missing_fraction == 0);
+    c.scrape.missing_fraction = 0.3;
     assert_int_equal(w.scrape.port, 3000);
     assert_string_equal(w.scrape.port_name, "");
     assert_string_equal(w.scrape.path, "/metrics");

@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of what an HPA in front of gpuscaler (mode external-metric) is
  * told: ctl_hpa_facts_add() on HPA objects as the API server returns them,
- * ctl_hpa_advice() on the facts. */
+ * ctl_hpa_advice() on the facts; the HPA lists' rounds (ctl_hpa_answer), and
+ * no /scale write in mode scale before one (ctl_act). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "controller/controller-int.h"
+#include "kube/kube.h"
 
 /* The docs' HPA (docs/external-metrics.md section 3), with behavior and
  * tolerance spliced in. */
@@ -273,6 +276,128 @@ static void test_odd_objects_and_short_buffers(void **st)
     assert_int_equal(ctl_hpa_advice(&f, 1, 16, 0, tiny, 0), 0);
 }
 
+/* ---- the HPA lists' rounds and what a Deployment may do before one ---- */
+
+static struct ctl_wl *wl_add(struct controller *c, const char *ns, const char *name)
+{
+    struct ctl_wl *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    w->ns = xstrdup(ns);
+    w->name = xstrdup(name);
+    w->uid = xstrdup("u");
+    size_t b = strlen(name) % CTL_WL_BUCKETS;
+    w->next = c->table[b];
+    c->table[b] = w;
+    return w;
+}
+
+static void wl_free_all(struct controller *c)
+{
+    for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
+        while (c->table[b]) {
+            struct ctl_wl *w = c->table[b];
+            c->table[b] = w->next;
+            xfree(w->ns);
+            xfree(w->name);
+            xfree(w->uid);
+            free(w);
+        }
+}
+
+static json_t *hpa_items(const char *ns, const char *target)
+{
+    if (!target)
+        return json_array();
+    return json_pack("[{s:{s:s,s:s},s:{s:{s:s,s:s,s:s}}}]", "metadata", "name", "h",
+                     "namespace", ns, "spec", "scaleTargetRef", "apiVersion", "apps/v1", "kind",
+                     "Deployment", "name", target);
+}
+
+static void answer(struct controller *c, const char *ns, bool ok, const char *target)
+{
+    json_t *items = hpa_items(ns, target);
+    ctl_hpa_answer(c, ns, ok, items, 1000);
+    json_decref(items);
+}
+
+static bool targets_has(const struct controller *c, const char *prefix)
+{
+    for (size_t i = 0; i < c->n_hpa_targets; i++)
+        if (strncmp(c->hpa_targets[i], prefix, strlen(prefix)) == 0)
+            return true;
+    return false;
+}
+
+/* A round's targets replace the last round's; in a namespace whose list
+ * failed the last round's hold, and only there (an HPA deleted in a
+ * namespace that listed fine was kept for as long as another namespace's
+ * lists failed); failures in a row keep one copy. */
+static void test_hpa_rounds(void **state)
+{
+    (void)state;
+    struct controller *c = calloc(1, sizeof(*c));
+    assert_non_null(c);
+    struct ctl_wl *x = wl_add(c, "a", "x"), *y = wl_add(c, "b", "y");
+    c->hpa_lists_pending = 2;
+    answer(c, "a", true, "x");
+    answer(c, "b", true, "y");
+    assert_int_equal(c->n_hpa_targets, 2);
+    assert_true(targets_has(c, "a/x\t") && targets_has(c, "b/y\t"));
+    assert_true(x->hpa.listed && y->hpa.listed);
+    assert_int_equal(y->hpa.count, 1);
+    c->hpa_lists_pending = 2; /* a's list fails; b's HPA was deleted */
+    answer(c, "a", false, NULL);
+    answer(c, "b", true, NULL);
+    assert_int_equal(c->n_hpa_targets, 1);
+    assert_true(targets_has(c, "a/x\t"));
+    assert_int_equal(y->hpa.count, 0);
+    c->hpa_lists_pending = 2;
+    answer(c, "a", false, NULL);
+    answer(c, "b", false, NULL);
+    assert_int_equal(c->n_hpa_targets, 1);
+    c->hpa_lists_pending = 2;
+    answer(c, "a", true, NULL);
+    answer(c, "b", true, NULL);
+    assert_int_equal(c->n_hpa_targets, 0);
+    /* a Deployment tracked after the list was sent waits for the next */
+    struct ctl_wl *z = wl_add(c, "b", "z");
+    z->tracked_since_ms = 2000;
+    c->hpa_lists_pending = 1;
+    answer(c, "b", true, NULL);
+    assert_false(z->hpa.listed);
+    xfree(c->hpa_targets);
+    wl_free_all(c);
+    free(c);
+}
+
+/* In mode scale nothing is written before the Deployment's namespace had an
+ * HPA list since it was tracked (after a restart an HPA at 30 replicas was
+ * clamped to max-replicas 10 at the first tick, with no metrics at all). */
+static void test_no_write_before_the_hpas_are_known(void **state)
+{
+    (void)state;
+    struct controller *c = calloc(1, sizeof(*c));
+    assert_non_null(c);
+    c->identity = "test";
+    struct ctl_wl *w = wl_add(c, "a", "x");
+    policy_state_init(&w->pst);
+    struct policy_config pc;
+    policy_config_init(&pc);
+    w->cfg.policy = pc;
+    struct kube_deployment d = {.ns = "a", .name = "x", .uid = "u", .spec_replicas = 30};
+    struct policy_input in = {.now_ms = 100000, .current_replicas = 30, .ready_replicas = 30,
+                              .gpus_per_replica = 1, .metrics_valid = false,
+                              .p99_latency_ms = -1, .queue_depth = -1};
+    struct policy_decision dec;
+    ctl_act(c, w, &d, &pc, &in, true, &dec);
+    assert_int_equal(dec.desired, 30);
+    assert_non_null(strstr(dec.explain, "not acting yet"));
+    assert_int_equal(w->want_target, -1);
+    assert_false(w->scaling);
+    wl_free_all(c);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -284,6 +409,8 @@ int main(void)
         cmocka_unit_test(test_a_default_hpa_is_told_each_problem),
         cmocka_unit_test(test_an_hpa_that_does_not_follow_gpuscaler),
         cmocka_unit_test(test_odd_objects_and_short_buffers),
+        cmocka_unit_test(test_hpa_rounds),
+        cmocka_unit_test(test_no_write_before_the_hpas_are_known),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -259,8 +259,7 @@ int ctl_workload_parse(const struct ctl_config *defaults, const char *const *key
         return -EINVAL;
     }
     scrape_spec_init(&w.scrape, p);
-    if (defaults->scrape.missing_fraction > 0)
-        w.scrape.missing_fraction = defaults->scrape.missing_fraction;
+    w.scrape.missing_fraction = defaults->scrape.missing_fraction; /* 0: hold on any pod */
 
     for (size_t i = 0; i < defaults->n_defaults; i++) {
         if (apply_one(&w, defaults->defaults[i].key, defaults->defaults[i].value, err, errlen)) {
