@@ -529,6 +529,27 @@ int ctl_config_validate(const struct ctl_config *c, const char **key, char *err,
                 return -EINVAL;
             }
         }
+    /* a pod's newest scrape is up to an interval and a timeout old at a
+     * tick: a shorter metrics-stale-after (the defaults', else the policy's)
+     * reads most ticks as stale, and every scraped Deployment holds */
+    struct policy_config pc;
+    policy_config_init(&pc);
+    int64_t stale = pc.metrics_stale_after_ms;
+    for (size_t i = 0; i < c->n_defaults; i++)
+        if (strcmp(c->defaults[i].key, "metrics-stale-after") == 0)
+            (void)util_parse_duration_ms(c->defaults[i].value, &stale);
+    if (stale <= c->scrape.interval_ms + c->scrape.timeout_ms) {
+        char st[32], iv[32], to[32];
+        util_format_duration(stale, st, sizeof(st));
+        util_format_duration(c->scrape.interval_ms, iv, sizeof(iv));
+        util_format_duration(c->scrape.timeout_ms, to, sizeof(to));
+        *key = "scrape.interval";
+        snprintf(err, errlen,
+                 "scrape.interval: %s plus scrape.timeout %s is not below metrics-stale-after "
+                 "%s: the newest scrape would read as stale at most ticks (shorten the "
+                 "interval, or give defaults.metrics-stale-after)", iv, to, st);
+        return -EINVAL;
+    }
     /* a pod's counters keep a window of at most SCRAPE_MAX_WINDOW_INTERVALS
      * samples: a longer window would be a rate over its last part only */
     if (c->scrape.rate_window_ms > SCRAPE_MAX_WINDOW_INTERVALS * c->scrape.interval_ms) {
@@ -599,6 +620,13 @@ static int apply_defaults(struct ctl_config *c, const struct key *k, const struc
         const struct conf_node *it = v->items[i];
         if (it->type != CONF_SCALAR)
             return fail(err, it, "defaults.%s: expected a scalar value%s", v->keys[i], "");
+        /* a Deployment opts in with its own annotation, and the status is
+         * gpuscaler's: as defaults they would do nothing */
+        if (strcmp(v->keys[i], "enabled") == 0 || strcmp(v->keys[i], "status") == 0)
+            return fail(err, it, "defaults.%s: not a default: %s", v->keys[i],
+                        strcmp(v->keys[i], "enabled") == 0
+                            ? "each Deployment opts in with its own gpuscaler.io/enabled"
+                            : "gpuscaler.io/status is written by gpuscaler");
         if (c->n_defaults == CTL_MAX_DEFAULTS)
             return fail(err, it, "defaults: too many keys%s%s", "", "");
         c->defaults[c->n_defaults].key = xstrdup(v->keys[i]);

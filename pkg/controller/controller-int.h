@@ -176,6 +176,8 @@ struct ctl_hpa_facts {
     bool reads_gpuscaler;     /**< an External metric named gpuscaler_* */
     bool reads_desired;       /**< gpuscaler_desired_replicas among them */
     bool desired_average_one; /**< ... with an AverageValue target of 1 */
+    bool desired_unselected;  /**< ... with no selector (every tracked Deployment of the
+                                   namespace, their counts summed) */
     int32_t up_window_s;      /**< behavior.scaleUp.stabilizationWindowSeconds (0 unset) */
     int32_t down_window_s;    /**< behavior.scaleDown.stabilizationWindowSeconds (300 unset) */
     double up_tolerance;      /**< behavior.scaleUp.tolerance, NAN unset (the cluster's) */
@@ -429,6 +431,13 @@ void ctl_io_end(struct controller *c);
  *  workload's rule clocks, learned times and Event rate limits move with
  *  it. */
 void ctl_clock_step(struct controller *c, int64_t now, int64_t boot);
+/** A Deployment another replica decides for (its shard's owner, or the
+ *  leader), as the decision that replica wrote in its gpuscaler.io/status
+ *  annotation serves it: false when there is none to serve (no status, no
+ *  time, a count that is not a whole number in [0, INT32_MAX]). live: that
+ *  replica's Lease is valid and this cache is current. */
+bool ctl_status_view(const struct controller *c, const struct kube_deployment *d, int64_t now,
+                     bool live, struct ctl_workload_view *v);
 /** Closing: the checkpoint saves the Lease releases waited for have ended (why says
  *  how); the releases go now. No-op when none waits. */
 void ctl_release_hold_end(struct controller *c, const char *why);

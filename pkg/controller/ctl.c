@@ -485,15 +485,12 @@ static double status_num(const json_t *st, const char *key)
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
-/* A Deployment another replica decides for (its shard's owner, or the
- * leader), served from the decision that replica wrote into its
- * gpuscaler.io/status annotation, as the informer cache has it. live: that
- * replica's Lease is valid, and this cache is current (a failed watch
- * would serve an old decision as the owner's). False when there is no
- * decision to serve; a status of invalid annotations is served as stale
- * (below), as are the reasons not served (ctl_reason_served). */
-static bool status_view(const struct controller *c, const struct kube_deployment *d, int64_t now,
-                        bool live, struct ctl_workload_view *v)
+/* Served from the informer cache's copy of the status. live: also that
+ * this cache is current (a failed watch would serve an old decision as the
+ * owner's). A status of invalid annotations is served as stale (below), as
+ * are the reasons not served (ctl_reason_served). */
+bool ctl_status_view(const struct controller *c, const struct kube_deployment *d, int64_t now,
+                     bool live, struct ctl_workload_view *v)
 {
     int64_t at = 0;
     json_t *st = ctl_status_read(d, &at);
@@ -501,7 +498,10 @@ static bool status_view(const struct controller *c, const struct kube_deployment
     const json_t *desired = json_object_get(st, "desired");
     bool ok = reason && at != 0;
     bool invalid = ok && strcmp(reason, "InvalidAnnotation") == 0;
-    ok = ok && (invalid || json_is_integer(desired));
+    /* a count no replica wrote (an edit by hand: negative, past int32) is
+     * none, not one served */
+    ok = ok && (invalid || (json_is_integer(desired) && json_integer_value(desired) >= 0 &&
+                            json_integer_value(desired) <= INT32_MAX));
     if (ok) {
         int64_t tick = c->cfg->decision_interval_ms;
         /* rewritten whenever any number in it changes, and refreshed at
@@ -575,7 +575,7 @@ size_t controller_visit(struct controller *c, const char *ns, ctl_view_cb cb, vo
         for (size_t i = 0; i < nd; i++) {
             const struct kube_deployment *d = ds[i];
             if (d->deleting || (ns && strcmp(ns, d->ns) != 0) || ctl_wl_find(c, d->ns, d->name) ||
-                !status_view(c, d, now,
+                !ctl_status_view(c, d, now,
                              ns_current(c, d->ns, NULL) &&
                                  ctl_shards_owner_live(c, d->ns, d->name),
                              &v))
@@ -592,7 +592,7 @@ size_t controller_visit(struct controller *c, const char *ns, ctl_view_cb cb, vo
                 continue;
             if (standby) {
                 const struct kube_deployment *d = kube_cache_deployment(c->cache, w->ns, w->name);
-                if (!d || d->deleting || !status_view(c, d, now, ns_current(c, d->ns, NULL), &v))
+                if (!d || d->deleting || !ctl_status_view(c, d, now, ns_current(c, d->ns, NULL), &v))
                     continue;
             } else if (w->config_ok && !w->have_last) {
                 continue;

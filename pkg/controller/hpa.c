@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kube/kube.h"
 
@@ -88,13 +89,21 @@ void ctl_hpa_facts_add(struct ctl_hpa_facts *f, const json_t *hpa)
         const json_t *ext = json_object_get(m, "external");
         const char *metric =
             json_string_value(json_object_get(json_object_get(ext, "metric"), "name"));
+        /* the HPA controller asks for the name lower-cased (client-go's
+         * external metrics client), so any case reads gpuscaler's */
         if (!type || strcmp(type, "External") != 0 || !metric ||
-            strncmp(metric, "gpuscaler_", 10) != 0)
+            strncasecmp(metric, "gpuscaler_", 10) != 0)
             continue;
         f->reads_gpuscaler = true;
-        if (strcmp(metric, "gpuscaler_desired_replicas") != 0)
+        if (strcasecmp(metric, "gpuscaler_desired_replicas") != 0)
             continue;
         f->reads_desired = true;
+        /* no selector, or an empty one, selects every tracked Deployment of
+         * the namespace, and the HPA sums their counts */
+        const json_t *sel = json_object_get(json_object_get(ext, "metric"), "selector");
+        f->desired_unselected =
+            json_object_size(json_object_get(sel, "matchLabels")) == 0 &&
+            json_array_size(json_object_get(sel, "matchExpressions")) == 0;
         const json_t *target = json_object_get(ext, "target");
         const char *ttype = json_string_value(json_object_get(target, "type"));
         if (ttype && strcmp(ttype, "AverageValue") == 0 &&
@@ -228,6 +237,12 @@ size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max,
     } else if (f->reads_desired && !f->desired_average_one) {
         clause(why, sizeof(why), "it reads gpuscaler_desired_replicas with a target other than "
                                  "AverageValue 1, so its count is not gpuscaler's");
+        n++;
+    }
+    if (f->reads_desired && f->desired_unselected) {
+        clause(why, sizeof(why), "its gpuscaler_desired_replicas metric has no selector, so it "
+                                 "sums the counts of every tracked Deployment of the namespace: "
+                                 "select deployment=<name>");
         n++;
     }
     if (f->max_replicas < max) {

@@ -86,6 +86,12 @@ static void test_config_file(void **s)
         {"listen: [a]\n", "listen: expected a map", 1},
         {"defaults:\n  target-utilization: '2'\n", "target-utilization", 0},
         {"defaults:\n  nonsense: '2'\n", "unknown annotation", 0},
+        {"defaults:\n  max-replicas: '4'\n  enabled: 'true'\n", "defaults.enabled: not a default", 3},
+        {"defaults: {status: '{}'}\n", "defaults.status: not a default", 1},
+        {"scrape: {interval: 2m}\n", "scrape.interval: 2m plus scrape.timeout 2s is not below "
+                                    "metrics-stale-after 1m", 0},
+        {"scrape: {interval: 5s}\ndefaults: {metrics-stale-after: 6s}\n",
+         "is not below metrics-stale-after 6s", 0},
         {"leader-election: {renew-deadline: 20s}\n", "retry-period < renew-deadline", 1},
         {"- a\n- b\n", "must be a map", 1},
     };
@@ -435,6 +441,16 @@ static void test_annotations(void **s)
     assert_int_equal(parse_ann(&c, good, 9, &w, bad, err), 0);
     assert_true(w.scrape.missing_fraction == 0);
     c.scrape.missing_fraction = 0.3;
+    /* a metrics-stale-after the newest scrape outlives at most ticks (5 s
+     * interval, 2 s timeout) */
+    const char *stale[] = {"gpuscaler.io/capacity-per-gpu", "12",
+                           "gpuscaler.io/metrics-stale-after", "7s"};
+    assert_int_equal(parse_ann(&c, stale, 2, &w, bad, err), -EINVAL);
+    assert_string_equal(bad, "gpuscaler.io/metrics-stale-after");
+    assert_non_null(strstr(err, "not above scrape.interval plus scrape.timeout (7s)"));
+    stale[3] = "8s";
+    assert_int_equal(parse_ann(&c, stale, 2, &w, bad, err), 0);
+    assert_int_equal(parse_ann(&c, good, 9, &w, bad, err), 0);
     assert_int_equal(w.scrape.port, 3000);
     assert_string_equal(w.scrape.port_name, "");
     assert_string_equal(w.scrape.path, "/metrics");

@@ -55,6 +55,31 @@ static void test_nothing_before_the_first_list(void **st)
     assert_string_equal(out, "");
 }
 
+/* The metric's name in any case reads gpuscaler's (the HPA controller asks
+ * for it lower-cased); without a selector it sums every tracked
+ * Deployment's count, and that is told. */
+static void test_metric_case_and_selector(void **st)
+{
+    (void)st;
+    char b[2048], out[1024];
+    snprintf(b, sizeof(b), HPA("llama", "\"minReplicas\":1,\"maxReplicas\":16", AVG1, WINDOWS0),
+             "", "");
+    char *p = strstr(b, "gpuscaler_desired_replicas");
+    assert_non_null(p);
+    memcpy(p, "Gpuscaler_Desired", 17);
+    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 0);
+    assert_string_equal(out, "");
+    snprintf(b, sizeof(b), HPA("llama", "\"minReplicas\":1,\"maxReplicas\":16", AVG1, WINDOWS0),
+             "", "");
+    static const char sel[] = ",\"selector\":{\"matchLabels\":{\"deployment\":\"llama\"}}";
+    p = strstr(b, sel);
+    assert_non_null(p);
+    memmove(p, p + strlen(sel), strlen(p + strlen(sel)) + 1); /* no selector */
+    assert_non_null(strstr(b, "\"name\":\"gpuscaler_desired_replicas\"}"));
+    assert_int_equal(advice(b, 1, 16, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "has no selector"));
+}
+
 static void test_no_hpa_nothing_applies_the_count(void **st)
 {
     (void)st;
@@ -409,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_a_default_hpa_is_told_each_problem),
         cmocka_unit_test(test_an_hpa_that_does_not_follow_gpuscaler),
         cmocka_unit_test(test_odd_objects_and_short_buffers),
+        cmocka_unit_test(test_metric_case_and_selector),
         cmocka_unit_test(test_hpa_rounds),
         cmocka_unit_test(test_no_write_before_the_hpas_are_known),
     };

@@ -3,7 +3,8 @@
  * hand (no API server): the Prometheus failures' log lines (one a kind of
  * reason, not one a tick), the Parked Event once a spell, the per-Deployment
  * series only while the annotations are valid, the Events' rate limits
- * across a wall clock step, and a restored capacity state's runs. */
+ * across a wall clock step, a restored capacity state's runs, and another
+ * replica's decision served from its status annotation. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -233,6 +234,40 @@ static void test_restore_forgets_the_runs(void **state)
     wl_free(w);
 }
 
+/* Another replica's decision is served from its status annotation, and
+ * only a count it could have written: a negative or huge one (an edit by
+ * hand) is no decision to serve (-5 made an AverageValue HPA scale to its
+ * minReplicas). */
+static void test_status_view_counts(void **state)
+{
+    (void)state;
+    struct ctl_config cfg;
+    ctl_config_init(&cfg);
+    struct controller *c = ctl_new();
+    c->cfg = &cfg;
+    const int64_t now = 1800000000000LL;
+    char ts[40], st[300];
+    util_format_rfc3339(now - 1000, ts, sizeof(ts));
+    static const char *const counts[] = {"3", "0", "-5", "1e10", "2147483648", "\"3\""};
+    static const bool served[] = {true, true, false, false, false, false};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(counts); i++) {
+        snprintf(st, sizeof(st), "{\"desired\":%s,\"reason\":\"ScaledOut\",\"time\":\"%s\"}",
+                 counts[i], ts);
+        struct kube_label ann = {CTL_ANNOTATION_PREFIX "status", st};
+        struct kube_deployment d = {.ns = "ns", .name = "d", .uid = "u", .spec_replicas = 3};
+        d.annotations.items = &ann;
+        d.annotations.n = 1;
+        struct ctl_workload_view v;
+        bool ok = ctl_status_view(c, &d, now, true, &v);
+        if (ok != served[i])
+            fail_msg("desired %s: served %d", counts[i], ok);
+        if (ok)
+            assert_int_equal(v.desired, atoi(counts[i]));
+    }
+    ctl_config_free(&cfg);
+    free(c);
+}
+
 int main(void)
 {
     util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR);
@@ -242,6 +277,7 @@ int main(void)
         cmocka_unit_test(test_series_only_while_valid),
         cmocka_unit_test(test_event_limits_move_with_a_clock_step),
         cmocka_unit_test(test_restore_forgets_the_runs),
+        cmocka_unit_test(test_status_view_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

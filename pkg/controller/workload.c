@@ -290,6 +290,20 @@ int ctl_workload_parse(const struct ctl_config *defaults, const char *const *key
     }
     if (token_metrics(&w, bad_key, bad_key_len, err, errlen) != 0)
         return -EINVAL;
+    /* the newest scrape is up to an interval and a timeout old at a tick
+     * (the defaults' own check is ctl_config_validate's) */
+    int64_t scrape_age = defaults->scrape.interval_ms + defaults->scrape.timeout_ms;
+    if (w.source == CTL_SOURCE_SCRAPE && defaults->scrape.interval_ms > 0 &&
+        w.policy.metrics_stale_after_ms <= scrape_age) {
+        char st[32], age[32];
+        util_format_duration(w.policy.metrics_stale_after_ms, st, sizeof(st));
+        util_format_duration(scrape_age, age, sizeof(age));
+        snprintf(bad_key, bad_key_len, CTL_ANNOTATION_PREFIX "metrics-stale-after");
+        snprintf(err, errlen,
+                 "metrics-stale-after: %s is not above scrape.interval plus scrape.timeout "
+                 "(%s): the newest scrape would read as stale at most ticks", st, age);
+        return -EINVAL;
+    }
     /* Zero replicas have no pods to measure: only a rate measured where the
      * requests arrive (a gateway, a router) can tell when to wake up. */
     if (w.policy.min_replicas == 0 && (w.source != CTL_SOURCE_PROMETHEUS || !w.promql_rate[0])) {
