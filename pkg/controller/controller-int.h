@@ -684,6 +684,12 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
  *  Returns whether it was sent (false: over the budget, or not encodable). */
 bool ctl_event_now(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
                    const char *message);
+/** The t_seconds of the last row of a --record file (fd open for reading
+ *  too, size its length), or -1 when its last line is not a row (a header,
+ *  a line cut). */
+int64_t ctl_record_last_t(int fd, int64_t size);
+/** Append the tick's rate to w's --record file (opened at its first row:
+ *  a file continued keeps its rows' times increasing). */
 void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double rate);
 void ctl_record_close(struct ctl_wl *w);
 

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kube/kube.h"
@@ -236,6 +237,28 @@ static void rec_flush(struct controller *c, struct ctl_wl *w)
     w->rec_req = r;
 }
 
+int64_t ctl_record_last_t(int fd, int64_t size)
+{
+    char buf[256];
+    int64_t off = size > (int64_t)sizeof(buf) - 1 ? size - (int64_t)sizeof(buf) + 1 : 0;
+    uv_fs_t req;
+    uv_buf_t b = uv_buf_init(buf, (unsigned)(size - off));
+    int n = uv_fs_read(NULL, &req, fd, &b, 1, off, NULL);
+    uv_fs_req_cleanup(&req);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = '\0';
+    char *line = strrchr(buf, '\n');
+    line = line ? line + 1 : (off == 0 ? buf : NULL); /* a line cut at the read's start: none */
+    if (!line || *line < '0' || *line > '9')
+        return -1;
+    char *end;
+    long long t = strtoll(line, &end, 10);
+    return *end == ',' && t >= 0 && t < INT64_MAX / 1000 - 1 ? (int64_t)t : -1;
+}
+
 void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double rate)
 {
     int64_t dt = c->cfg->decision_interval_ms;
@@ -247,7 +270,7 @@ void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double r
         snprintf(path, sizeof(path), "%s/%s_%s.csv", c->record_dir, w->ns, w->name);
         uv_fs_t req;
         /* opened once per workload; the only synchronous file calls */
-        int fd = uv_fs_open(NULL, &req, path, O_WRONLY | O_CREAT | O_APPEND, 0644, NULL);
+        int fd = uv_fs_open(NULL, &req, path, O_RDWR | O_CREAT | O_APPEND, 0644, NULL);
         uv_fs_req_cleanup(&req);
         if (fd < 0) {
             LOGW_WARN(SUB, w->ns, w->name, "recording: cannot open %s: %s", path,
@@ -256,13 +279,21 @@ void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double r
             return;
         }
         w->record_fd = fd;
-        bool empty = uv_fs_fstat(NULL, &req, fd, NULL) == 0 && req.statbuf.st_size == 0;
+        int64_t size = uv_fs_fstat(NULL, &req, fd, NULL) == 0 ? (int64_t)req.statbuf.st_size
+                                                              : -1;
         uv_fs_req_cleanup(&req);
-        /* a file continued after a restart keeps its one header */
-        if (empty)
+        /* a file continued after a restart keeps its one header, and its
+         * rows increasing: a restart within an interval of its last row
+         * would write that row's time again, and the trace not parse */
+        if (size == 0)
             util_buf_puts(&w->rec_pending,
                           "# gpuscaler run --record: t_seconds (UNIX), requests per interval\n"
                           "t_seconds,requests\n");
+        int64_t last = size > 0 ? ctl_record_last_t(fd, size) : -1;
+        if (last >= 0 && (last + 1) * 1000 > w->record_next_ms)
+            w->record_next_ms = (last + 1) * 1000;
+        if (t < w->record_next_ms)
+            return;
     }
     util_buf_printf(&w->rec_pending, "%lld,%.3f\n", (long long)(t / 1000),
                     rate * (double)dt / 1000.0);

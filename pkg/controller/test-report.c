@@ -3,8 +3,9 @@
  * hand (no API server): the Prometheus failures' log lines (one a kind of
  * reason, not one a tick), the Parked Event once a spell, the per-Deployment
  * series only while the annotations are valid, the Events' rate limits
- * across a wall clock step, a restored capacity state's runs, and another
- * replica's decision served from its status annotation. */
+ * across a wall clock step, a restored capacity state's runs, another
+ * replica's decision served from its status annotation, and a --record
+ * file continued after a restart. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "controller/controller-int.h"
@@ -268,6 +270,50 @@ static void test_status_view_counts(void **state)
     free(c);
 }
 
+/* A --record file continued after a restart: the last row's time, so that
+ * the next row comes after it (a restart within an interval wrote that time
+ * again, and simulate and plan refused the file: "does not increase"). */
+static void test_record_last_row(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        int64_t want;
+    } cases[] = {
+        {"# gpuscaler run --record: t_seconds (UNIX), requests per interval\nt_seconds,requests\n",
+         -1},
+        {"t_seconds,requests\n1800000000,12.000\n1800000015,13.500\n", 1800000015},
+        {"t_seconds,requests\n1800000000,12.000\n1800000015,13.500", 1800000015},
+        {"t_seconds,requests\n1800000000,12.000\r\n", 1800000000},
+        {"1800000000,1\n1800000015,", 1800000015},
+        {"x", -1},
+    };
+    char path[] = "/tmp/gpuscaler-record-XXXXXX";
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        size_t n = strlen(cases[i].text);
+        assert_int_equal(write(fd, cases[i].text, n), (ssize_t)n);
+        if (ctl_record_last_t(fd, (int64_t)n) != cases[i].want)
+            fail_msg("case %zu: %lld", i, (long long)ctl_record_last_t(fd, (int64_t)n));
+        close(fd);
+        unlink(path);
+        memcpy(path + strlen(path) - 6, "XXXXXX", 6);
+    }
+    /* a long file: its last row, read from the end */
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    struct util_buf b = {0};
+    util_buf_puts(&b, "t_seconds,requests\n");
+    for (int k = 0; k < 100; k++)
+        util_buf_printf(&b, "%d,%d.000\n", 1800000000 + 15 * k, k);
+    assert_int_equal(write(fd, b.data, b.len), (ssize_t)b.len);
+    assert_int_equal(ctl_record_last_t(fd, (int64_t)b.len), 1800000000 + 15 * 99);
+    util_buf_free(&b);
+    close(fd);
+    unlink(path);
+}
+
 int main(void)
 {
     util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR);
@@ -278,6 +324,7 @@ int main(void)
         cmocka_unit_test(test_event_limits_move_with_a_clock_step),
         cmocka_unit_test(test_restore_forgets_the_runs),
         cmocka_unit_test(test_status_view_counts),
+        cmocka_unit_test(test_record_last_row),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
