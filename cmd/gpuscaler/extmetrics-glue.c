@@ -32,6 +32,7 @@ struct extmetrics_glue {
     bool closing;
     bool timer_closed;
     int pending;
+    char *shared_ca_warned;   /* the trust last warned about (warn_shared_ca), or NULL */
     char host[256];
 };
 
@@ -39,8 +40,10 @@ struct extmetrics_glue {
 static void glue_done_one(struct extmetrics_glue *g)
 {
     g->pending--;
-    if (g->closing && g->timer_closed && g->pending == 0)
+    if (g->closing && g->timer_closed && g->pending == 0) {
+        xfree(g->shared_ca_warned);
         xfree(g);
+    }
 }
 
 /* ---- provider: the controller's views ---------------------------------- */
@@ -116,9 +119,12 @@ static void token_reviewed(const struct kube_result *res, void *arg)
     if (res->err != 0)
         LOG_WARN(SUB, "TokenReview failed: HTTP %ld %s", res->status, res->message);
     else if (rc == -EBADMSG)
-        LOG_WARN(SUB, "TokenReview answer without a usable status.user: token refused");
-    /* the whole identity, extra included, goes on to the access review */
-    r->authn(rc == 0 ? 0 : rc == -EIO ? -EIO : -EACCES, rc == 0 ? &ru.user : NULL, r->arg);
+        LOG_WARN(SUB, "TokenReview answer without a usable status (malformed, or authenticated "
+                      "without a username): token refused, not cached");
+    /* the whole identity, extra included, goes on to the access review; only
+     * -EACCES (status.authenticated false) is a denial the API caches, a
+     * malformed answer (-EBADMSG) is a failed review like -EIO */
+    r->authn(rc, rc == 0 ? &ru.user : NULL, r->arg);
     if (rc == 0)
         extmetrics_review_user_free(&ru);
     struct extmetrics_glue *g = r->g;
@@ -188,28 +194,74 @@ static const struct extmetrics_authorizer_ops authorizer_ops = {
 
 /* ---- front-proxy trust ---------------------------------------------------- */
 
-/* Keys hold JSON arrays of strings; up to 16 entries each. */
-static size_t json_list(const char *s, const char **out, char **hold, size_t max)
+/* A key holding a JSON array of strings (requestheader-allowed-names and
+ * the header lists), read as the apiserver reads it: absent, "" or null is
+ * an empty list, anything else but an array of strings an error. Returns 0
+ * with *out (xmalloc'd, *n pointers into *hold; the caller frees both), or
+ * -EINVAL (nothing to free). No cap on the number of entries: the list is
+ * bounded by the ConfigMap, whose size the API client caps. */
+static int json_list(const char *s, const char ***out, size_t *n, char **hold)
 {
+    *out = NULL;
+    *n = 0;
     *hold = NULL;
-    if (!s)
+    if (!s || !*s)
         return 0;
-    json_t *j = json_loads(s, 0, NULL);
-    size_t n = 0, i;
+    json_t *j = json_loads(s, JSON_DECODE_ANY, NULL);
+    size_t i, cnt = 0;
     json_t *it;
     struct util_buf b = {0};
-    size_t offs[16];
-    json_array_foreach(j, i, it) {
-        if (!json_is_string(it) || n == max || n == 16)
-            continue;
-        offs[n++] = b.len;
-        util_buf_append(&b, json_string_value(it), strlen(json_string_value(it)) + 1);
+    size_t *offs = NULL;
+    int rc = -EINVAL;
+    if (json_is_null(j)) {
+        rc = 0;
+        goto out;
     }
+    if (!json_is_array(j))
+        goto out;
+    offs = xcalloc(json_array_size(j) + 1, sizeof(*offs));
+    json_array_foreach(j, i, it) {
+        if (!json_is_string(it))
+            goto out;
+        offs[cnt++] = b.len;
+        util_buf_append(&b, json_string_value(it), json_string_length(it) + 1);
+    }
+    *out = xcalloc(cnt + 1, sizeof(**out));
+    for (size_t k = 0; k < cnt; k++)
+        (*out)[k] = b.data + offs[k];
+    *n = cnt;
+    *hold = util_buf_steal(&b);
+    rc = 0;
+out:
+    util_buf_free(&b);
+    xfree(offs);
     json_decref(j);
-    *hold = b.data;
-    for (size_t k = 0; k < n; k++)
-        out[k] = b.data + offs[k];
-    return n;
+    return rc;
+}
+
+/* The front proxy is any holder of a client-ca-file certificate when the two
+ * bundles share a certificate and no allowed names restrict the proxy's CN:
+ * warned at the first read and whenever the trust changes, not at every
+ * refresh. */
+static void warn_shared_ca(struct extmetrics_glue *g, const char *ca, const char *cca,
+                           const char *names)
+{
+    char *key = NULL;
+    if (extmetrics_client_ca_can_proxy(g->em)) {
+        struct util_buf b = {0};
+        util_buf_printf(&b, "%s\n--\n%s\n--\n%s", ca ? ca : "", cca ? cca : "",
+                        names ? names : "");
+        key = util_buf_steal(&b);
+        if (!g->shared_ca_warned || strcmp(g->shared_ca_warned, key) != 0)
+            LOG_WARN(SUB, "requestheader-client-ca-file and client-ca-file of "
+                          "kube-system/extension-apiserver-authentication share a certificate "
+                          "and requestheader-allowed-names is empty: any client certificate of "
+                          "client-ca-file is trusted as a front proxy and can assert any user "
+                          "(set requestheader-allowed-names, e.g. front-proxy-client, or use a "
+                          "separate front-proxy CA)");
+    }
+    xfree(g->shared_ca_warned);
+    g->shared_ca_warned = key;
 }
 
 static void rh_refresh(uv_timer_t *t);
@@ -243,6 +295,7 @@ static void rh_loaded(const struct kube_result *res, void *arg)
                           "front proxy is trusted, so the aggregator cannot reach this API");
         g->rh_read = true;
         extmetrics_set_requestheader(g->em, NULL);
+        warn_shared_ca(g, NULL, NULL, NULL);
         glue_done_one(g);
         return;
     }
@@ -270,38 +323,55 @@ static void rh_loaded(const struct kube_result *res, void *arg)
     const char *ca = json_string_value(json_object_get(data, "requestheader-client-ca-file"));
     if (!ca) {
         extmetrics_set_requestheader(g->em, NULL);
+        warn_shared_ca(g, NULL, NULL, NULL); /* no proxy: nothing shared */
         g->rh_read = true; /* read: no front proxy to trust */
         glue_done_one(g);
         return;
     }
-    const char *names[16], *users[16], *uids[16], *groups[16], *extras[16];
-    char *h1, *h2, *h3, *h4, *h5;
+    static const char *const keys[] = {
+        "requestheader-allowed-names", "requestheader-username-headers",
+        "requestheader-uid-headers", "requestheader-group-headers",
+        "requestheader-extra-headers-prefix"};
+    const char **lists[5] = {NULL};
+    size_t nlists[5] = {0};
+    char *holds[5] = {NULL};
+    const char *bad = NULL;
+    for (size_t i = 0; i < 5 && !bad; i++)
+        if (json_list(json_string_value(json_object_get(data, keys[i])), &lists[i], &nlists[i],
+                      &holds[i]) != 0)
+            bad = keys[i];
     struct extmetrics_requestheader rh = {
         .client_ca_pem = ca,
         .client_ca_len = strlen(ca),
+        .allowed_names = lists[0],
+        .nallowed_names = nlists[0],
+        .username_headers = lists[1],
+        .nusername_headers = nlists[1],
+        .uid_headers = lists[2],
+        .nuid_headers = nlists[2],
+        .group_headers = lists[3],
+        .ngroup_headers = nlists[3],
+        .extra_prefixes = lists[4],
+        .nextra_prefixes = nlists[4],
     };
-    rh.nallowed_names = json_list(json_string_value(json_object_get(data, "requestheader-allowed-names")), names, &h1, 16);
-    rh.allowed_names = names;
-    rh.nusername_headers = json_list(json_string_value(json_object_get(data, "requestheader-username-headers")), users, &h2, 16);
-    rh.username_headers = users;
-    rh.nuid_headers = json_list(json_string_value(json_object_get(data, "requestheader-uid-headers")), uids, &h3, 16);
-    rh.uid_headers = uids;
-    rh.ngroup_headers = json_list(json_string_value(json_object_get(data, "requestheader-group-headers")), groups, &h4, 16);
-    rh.group_headers = groups;
-    rh.nextra_prefixes = json_list(json_string_value(json_object_get(data, "requestheader-extra-headers-prefix")), extras, &h5, 16);
-    rh.extra_prefixes = extras;
-    /* Ready once a trust is in place: a CA without a certificate keeps the
-     * previous one, and before any the aggregator would get 401 */
-    if (extmetrics_set_requestheader(g->em, &rh) != 0)
+    /* Ready once a trust is in place: a CA without a certificate (or a
+     * malformed list) keeps the previous one, and before any the aggregator
+     * would get 401 */
+    if (bad) {
+        LOG_WARN(SUB, "%s is not a JSON list of strings; keeping the previous front-proxy "
+                      "trust%s", bad, g->rh_read ? "" : " (none yet: the pod is not Ready)");
+    } else if (extmetrics_set_requestheader(g->em, &rh) != 0) {
         LOG_WARN(SUB, "requestheader-client-ca-file holds no certificate; keeping the previous "
                       "trust%s", g->rh_read ? "" : " (none yet: the pod is not Ready)");
-    else
+    } else {
         g->rh_read = true;
-    xfree(h1);
-    xfree(h2);
-    xfree(h3);
-    xfree(h4);
-    xfree(h5);
+        warn_shared_ca(g, ca, cca,
+                       json_string_value(json_object_get(data, "requestheader-allowed-names")));
+    }
+    for (size_t i = 0; i < 5; i++) {
+        xfree(lists[i]);
+        xfree(holds[i]);
+    }
     glue_done_one(g);
 }
 

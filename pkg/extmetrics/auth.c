@@ -5,11 +5,15 @@
  *
  * The handshake asks for certificates from either CA (httpd trusts their
  * union); each authenticator then verifies the chain against its own CA,
- * as k8s.io/apiserver's x509 verifiers do. Request headers naming a user are
+ * as k8s.io/apiserver's x509 verifiers do (every certificate of a bundle is
+ * an anchor, as in Go's x509 Roots; client authentication is checked on the
+ * extended key usages only, as Go does). Request headers naming a user are
  * trusted only from a certificate of the requestheader CA whose CN is
  * allowed; a certificate of the client CA (client-ca-file) is itself the
- * identity: CN the user, O the groups. Token cache keys are SHA-256
- * digests, never the tokens. */
+ * identity: CN the user, O the groups. (When the two bundles share a
+ * certificate, one certificate verifies as both: see
+ * extmetrics_client_ca_can_proxy.) Token cache keys are SHA-256 digests,
+ * never the tokens. */
 #include "extmetrics-int.h"
 
 #include <errno.h>
@@ -95,26 +99,56 @@ void em_user_add_authenticated(struct em_user *u)
 
 /* ---- client certificates ------------------------------------------------------ */
 
-X509_STORE *em_store_from_pem(const char *pem, size_t len)
+/* Every certificate of @pem (@len bytes), in order; NULL when none parses. */
+static STACK_OF(X509) *pem_certs(const char *pem, size_t len)
 {
     if (!pem || len == 0 || len > INT32_MAX)
         return NULL;
     BIO *bio = BIO_new_mem_buf(pem, (int)len);
-    X509_STORE *st = X509_STORE_new();
-    int count = 0;
+    STACK_OF(X509) *sk = sk_X509_new_null();
     X509 *x;
-    while (bio && st && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
-        if (X509_STORE_add_cert(st, x) == 1)
-            count++;
-        X509_free(x);
-    }
+    while (bio && sk && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL)
+        if (!sk_X509_push(sk, x))
+            X509_free(x);
     ERR_clear_error(); /* the loop ends on "no start line" */
     BIO_free(bio);
-    if (count == 0) {
+    if (sk && sk_X509_num(sk) == 0) {
+        sk_X509_free(sk);
+        sk = NULL;
+    }
+    return sk;
+}
+
+X509_STORE *em_store_from_pem(const char *pem, size_t len)
+{
+    STACK_OF(X509) *certs = pem_certs(pem, len);
+    X509_STORE *st = certs ? X509_STORE_new() : NULL;
+    int count = 0;
+    for (int i = 0; st && i < sk_X509_num(certs); i++)
+        if (X509_STORE_add_cert(st, sk_X509_value(certs, i)) == 1)
+            count++;
+    sk_X509_pop_free(certs, X509_free);
+    ERR_clear_error();
+    /* every certificate of the bundle is an anchor, as Go's x509 Verify
+     * treats every certificate of Roots: a bundle may hold an intermediate
+     * CA whose root is kept offline */
+    if (count == 0 || X509_STORE_set_flags(st, X509_V_FLAG_PARTIAL_CHAIN) != 1) {
         X509_STORE_free(st);
         return NULL;
     }
     return st;
+}
+
+bool em_pem_share_cert(const char *a, size_t alen, const char *b, size_t blen)
+{
+    STACK_OF(X509) *x = pem_certs(a, alen), *y = pem_certs(b, blen);
+    bool shared = false;
+    for (int i = 0; x && y && i < sk_X509_num(x) && !shared; i++)
+        for (int j = 0; j < sk_X509_num(y) && !shared; j++)
+            shared = X509_cmp(sk_X509_value(x, i), sk_X509_value(y, j)) == 0;
+    sk_X509_pop_free(x, X509_free);
+    sk_X509_pop_free(y, X509_free);
+    return shared;
 }
 
 /* The leaf and the intermediates of a PEM chain; 0 or -EACCES. */
@@ -139,12 +173,29 @@ static int chain_parse(const char *pem, X509 **leaf, STACK_OF(X509) **rest)
     return *leaf ? 0 : -EACCES;
 }
 
+/* Go's x509 Verify with KeyUsages {ExtKeyUsageClientAuth}: each certificate
+ * of the chain (anchor included) that lists extended key usages lists
+ * clientAuth or anyExtendedKeyUsage. KeyUsage is not looked at (OpenSSL's
+ * SSL client purpose also wants digitalSignature or keyAgreement in the
+ * leaf's, and refuses a leaf that is only anyExtendedKeyUsage). */
+static bool chain_allows_client_auth(STACK_OF(X509) *chain)
+{
+    for (int i = 0; i < sk_X509_num(chain); i++) {
+        X509 *x = sk_X509_value(chain, i);
+        if ((X509_get_extension_flags(x) & EXFLAG_XKUSAGE) &&
+            !(X509_get_extended_key_usage(x) & (XKU_SSL_CLIENT | XKU_ANYEKU)))
+            return false;
+    }
+    return chain != NULL;
+}
+
 static int verify(X509_STORE *store, X509 *leaf, STACK_OF(X509) *rest)
 {
     X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+    /* no purpose: the chain, its CA constraints and validity are checked
+     * here, the usage below */
     int ok = ctx && X509_STORE_CTX_init(ctx, store, leaf, rest) == 1 &&
-             X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_CLIENT) == 1 &&
-             X509_verify_cert(ctx) == 1;
+             X509_verify_cert(ctx) == 1 && chain_allows_client_auth(X509_STORE_CTX_get0_chain(ctx));
     X509_STORE_CTX_free(ctx);
     ERR_clear_error();
     return ok ? 0 : -EACCES;
@@ -320,7 +371,8 @@ int em_rh_authenticate(const struct em_rh *rh, const struct httpd_request *req, 
                        struct em_user *out)
 {
     /* the front-proxy CA only: a certificate from client-ca-file (also
-     * accepted in the handshake) is an identity, never a proxy */
+     * accepted in the handshake) is an identity, not a proxy, unless the
+     * two bundles share a certificate (extmetrics_client_ca_can_proxy) */
     if (!rh->enabled || rh->user_h.n == 0 ||
         rh_chain_verify(rh, req->peer.client_chain_pem, now) != 0)
         return 0;
@@ -346,11 +398,16 @@ int em_rh_authenticate(const struct em_rh *rh, const struct httpd_request *req, 
         if (v && *v)
             out->uid = xstrdup(v);
     }
+    /* groups as headerrequest's allHeaderValues reads them: header name by
+     * header name, every value that is not empty */
+    for (size_t i = 0; i < rh->group_h.n; i++)
+        for (size_t h = 0; h < req->nheaders; h++)
+            if (strcasecmp(req->headers[h].name, rh->group_h.v[i]) == 0 &&
+                req->headers[h].value[0])
+                strv_add(&out->groups, req->headers[h].value);
+    /* extra keeps empty values, as its newExtra does */
     for (size_t h = 0; h < req->nheaders; h++) {
         const struct httpd_header *hd = &req->headers[h];
-        for (size_t i = 0; i < rh->group_h.n; i++)
-            if (strcasecmp(hd->name, rh->group_h.v[i]) == 0)
-                strv_add(&out->groups, hd->value);
         for (size_t i = 0; i < rh->extra_p.n; i++) {
             size_t pl = strlen(rh->extra_p.v[i]);
             if (strncasecmp(hd->name, rh->extra_p.v[i], pl) == 0 && hd->name[pl]) {

@@ -50,11 +50,16 @@ void em_user_view(const struct em_user *u, struct extmetrics_user *view,
  * AuthenticatedGroupAdder does for every authenticated request. */
 void em_user_add_authenticated(struct em_user *u);
 
-/* A CA bundle parsed into a store; NULL when none. */
+/* A CA bundle parsed into a store; NULL when none. Every certificate of it
+ * is an anchor (X509_V_FLAG_PARTIAL_CHAIN), as in Go's x509 Roots. */
 X509_STORE *em_store_from_pem(const char *pem, size_t len);
+/* Whether the PEM bundles @a and @b hold a certificate in common. */
+bool em_pem_share_cert(const char *a, size_t alen, const char *b, size_t blen);
 /* 0 when the client's chain (httpd_peer.client_chain_pem: leaf first, then
- * intermediates) verifies against @store for client authentication now;
- * -EACCES otherwise (also for a NULL store or chain). */
+ * intermediates) verifies against @store for client authentication now
+ * (extended key usages clientAuth, any, or none, as Go checks them; the key
+ * usage is not looked at); -EACCES otherwise (also for a NULL store or
+ * chain). */
 int em_chain_verify(X509_STORE *store, const char *chain_pem);
 
 struct em_cache;

@@ -237,9 +237,9 @@ struct extmetrics_requestheader {
     size_t nusername_headers;
     const char *const *uid_headers;
     size_t nuid_headers;
-    const char *const *group_headers;    /**< every value of every header is a group */
+    const char *const *group_headers;    /**< every non-empty value of each is a group */
     size_t ngroup_headers;
-    const char *const *extra_prefixes;   /**< e.g. X-Remote-Extra- */
+    const char *const *extra_prefixes;   /**< e.g. X-Remote-Extra- (empty values kept) */
     size_t nextra_prefixes;
 };
 
@@ -288,9 +288,11 @@ int extmetrics_new(uv_loop_t *loop, const struct extmetrics_config *cfg,
 /**
  * Replace the front-proxy trust (copied). NULL stops trusting any proxy.
  * Returns 0, or -EINVAL if the CA bundle holds no certificate (the previous
- * settings stay). Only a certificate that chains to this CA may assert a
- * user in headers; one from the client CA (extmetrics_set_client_ca) never
- * can, whatever its CN.
+ * settings stay). Only a certificate that chains to this CA (any certificate
+ * of the bundle is an anchor, intermediates included) may assert a user in
+ * headers; one from the client CA (extmetrics_set_client_ca) cannot, whatever
+ * its CN, as long as the two bundles are different CAs (see
+ * extmetrics_client_ca_can_proxy).
  */
 int extmetrics_set_requestheader(struct extmetrics *em, const struct extmetrics_requestheader *rh);
 
@@ -299,13 +301,25 @@ int extmetrics_set_requestheader(struct extmetrics *em, const struct extmetrics_
  * kube-apiserver's client-ca-file from the same ConfigMap) as identities,
  * as the apiserver's delegated authentication does: the subject's CN is the
  * user name, each O a group (plus system:authenticated); the certificate
- * must be valid now and allow client authentication. The identity is then
+ * must be valid now and allow client authentication (an extended key usage
+ * of clientAuth or any, or none at all, as Go checks it). Every certificate
+ * of the bundle is an anchor, intermediates included. The identity is then
  * authorized like any other, with a SubjectAccessReview. Requests try the
  * front proxy first, then the client certificate, then a bearer token.
  * NULL (or @len 0) stops. Returns 0, or -EINVAL if the bundle holds no
  * certificate (the previous CA stays).
  */
 int extmetrics_set_client_ca(struct extmetrics *em, const char *pem, size_t len);
+
+/**
+ * Whether certificates of the client CA can act as front proxies: the
+ * front-proxy bundle (extmetrics_set_requestheader, with username headers)
+ * and the client CA bundle (extmetrics_set_client_ca) share a certificate,
+ * and no allowed names restrict the proxy's CN. Any client holding a
+ * certificate of client-ca-file could then assert any user in headers; the
+ * caller warns about it.
+ */
+bool extmetrics_client_ca_can_proxy(const struct extmetrics *em);
 
 /** Bound port of the listener. */
 int extmetrics_port(const struct extmetrics *em);

@@ -399,6 +399,8 @@ static void on_forwarded(struct httpc_req *hr, int err, const struct httpc_resp 
     call_free(c);
 }
 
+/* The client's connection is gone (httpd does not call this when the client
+ * only stopped sending: a half-closed client still gets the answer). */
 static void on_abort_forward(struct httpd_request *req, void *arg)
 {
     struct call *c = arg;
@@ -888,6 +890,14 @@ int extmetrics_set_client_ca(struct extmetrics *em, const char *pem, size_t len)
     xfree(em->client_pem);
     em->client_pem = st ? pem_copy(pem, len) : NULL;
     return update_client_cas(em);
+}
+
+bool extmetrics_client_ca_can_proxy(const struct extmetrics *em)
+{
+    return em->rh.enabled && em->rh.user_h.n > 0 && em->rh.allowed.n == 0 && em->rh_pem &&
+           em->client_pem &&
+           em_pem_share_cert(em->rh_pem, strlen(em->rh_pem), em->client_pem,
+                             strlen(em->client_pem));
 }
 
 int extmetrics_port(const struct extmetrics *em)

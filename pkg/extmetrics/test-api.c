@@ -4,15 +4,22 @@
  * authorization cases (front-proxy CN allowed/disallowed/wrong CA, no
  * certificate, bearer token allowed/denied/invalid, caching; client-CA
  * certificates as identities, with intermediates, expired, server-only, no
- * CN; the SubjectAccessReview each identity gets, extra included), and
- * forwarding to a local HTTPS upstream. The server runs on the test's loop; a client
- * thread drives it with libcurl (blocking, off the loop). */
+ * CN; CA bundles of an intermediate alone; key usages as Go checks them; the
+ * SubjectAccessReview each identity gets, extra included), and forwarding to
+ * a local HTTPS upstream (also for a half-closed client). The server runs
+ * on the test's loop; a client thread drives it with libcurl (blocking, off
+ * the loop). */
 #include "extmetrics-int.h"
 #include "extmetrics/extmetrics.h"
 #include "util/util.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <math.h>
 #include <jansson.h>
 #include <setjmp.h>
@@ -51,6 +58,8 @@ struct env {
     char up_auth[256], up_user[128], up_target[512], up_accept[128];
     char up_group[128], up_extra[2][128]; /* the first group, two escaped extra keys' values */
     char up_uid[128];
+    /* run_client_ca: the CA bundles (base names in dir) ["cca", "ca1"] */
+    const char *cca_name, *rh_name;
 };
 
 #define CHECK(e, cond)                                                           \
@@ -583,6 +592,16 @@ static void sc_client_certs(struct env *e)
     struct copts scoped = {.headers = {"Authorization: Bearer scoped-token", NULL}};
     CHECK(e, status_of(e, DESIRED_LLM, &scoped) == 200);
     LAST_REVIEW(e, "sar-token-extra.json");
+    /* empty X-Remote-Group values are no group (headerrequest's
+     * allHeaderValues skips them), empty extra values stay (newExtra keeps
+     * them); curl sends "Name;" as an empty header */
+    struct copts empty = {.cert = "fp",
+                          .headers = {"X-Remote-User: jane", "X-Remote-Group;",
+                                      "X-Remote-Group: devs", "X-Remote-Extra-Scopes;", NULL}};
+    CHECK(e, status_of(e, DESIRED_LLM, &empty) == 200);
+    CHECK(e, strstr(extmetrics_fake_authorizer_last_review(e->fa),
+                    "\"groups\":[\"devs\",\"system:authenticated\"],"
+                    "\"extra\":{\"scopes\":[\"\"]}") != NULL);
     /* extra is part of the identity: another value is another decision */
     calls = extmetrics_fake_authorizer_authz_calls(e->fa);
     jane.headers[3] = "X-Remote-Extra-Scopes: admin";
@@ -619,9 +638,9 @@ static void run_client_ca(struct env *e, bool client_ca, scenario_fn fn)
     struct extmetrics_authorizer a = extmetrics_fake_authorizer_get(e->fa);
     assert_int_equal(extmetrics_new(&e->loop, &cfg, &p, &a, &e->em), 0);
     e->port = extmetrics_port(e->em);
-    set_front_proxy(e, "ca1");
+    set_front_proxy(e, e->rh_name ? e->rh_name : "ca1");
     char path[512];
-    snprintf(path, sizeof(path), "%s/cca.crt", dir);
+    snprintf(path, sizeof(path), "%s/%s.crt", dir, e->cca_name ? e->cca_name : "cca");
     size_t len;
     char *pem = slurp(path, &len);
     assert_int_equal(extmetrics_set_client_ca(e->em, "junk", 4), -EINVAL);
@@ -653,12 +672,162 @@ static void test_client_certs(void **state)
     env_free(&e2);
 }
 
+/* Both bundles hold an intermediate CA alone (the root kept offline): each
+ * intermediate is an anchor, as every certificate of Go's x509 Roots is, so
+ * its certificates verify (they used to be refused for want of the root);
+ * a certificate of the root itself does not. */
+static void sc_intermediate_cas(struct env *e)
+{
+    struct copts bob = {.cert = "bob0"}; /* the leaf alone */
+    CHECK(e, status_of(e, DESIRED_LLM, &bob) == 200);
+    CHECK(e, strstr(extmetrics_fake_authorizer_last_review(e->fa), "\"user\":\"bob\"") != NULL);
+    struct copts bob_chain = {.cert = "bob"}; /* with the intermediate sent along */
+    CHECK(e, status_of(e, DESIRED_LLM, &bob_chain) == 200);
+    struct copts alice = {.cert = "alice"}; /* issued by the root of the client CA */
+    CHECK(e, status_of(e, DESIRED_LLM, &alice) == 401);
+    struct copts proxy = admin;
+    proxy.cert = "fp-i"; /* front-proxy-client of the front proxy's intermediate */
+    CHECK(e, status_of(e, DESIRED_LLM, &proxy) == 200);
+    CHECK(e, status_of(e, DESIRED_LLM, &admin) == 401); /* ca1's own, not the intermediate's */
+}
+
+static void test_intermediate_cas(void **state)
+{
+    (void)state;
+    struct env e = {.cca_name = "inter", .rh_name = "fpinter"};
+    run_client_ca(&e, true, sc_intermediate_cas);
+    env_free(&e);
+}
+
+/* Client certificates are checked as Go's x509 Verify checks them for
+ * ExtKeyUsageClientAuth: an extended key usage of clientAuth or any (or
+ * none) on every certificate of the chain, whatever the key usage (OpenSSL's
+ * SSL client purpose, used before, refused a key usage without
+ * digitalSignature or keyAgreement, and anyExtendedKeyUsage). */
+static void test_client_usage_as_go(void **state)
+{
+    (void)state;
+    char p[512];
+    size_t len;
+    snprintf(p, sizeof(p), "%s/cca.crt", dir);
+    char *cca = slurp(p, &len);
+    X509_STORE *st = em_store_from_pem(cca, len);
+    assert_non_null(st);
+    snprintf(p, sizeof(p), "%s/inter.crt", dir);
+    char *inter = slurp(p, &len);
+    X509_STORE *ist = em_store_from_pem(inter, len);
+    assert_non_null(ist);
+    static const struct {
+        const char *cert;
+        bool inter_store; /* against inter.crt alone, else cca.crt */
+        int want;
+    } cases[] = {
+        {"alice", false, 0},
+        {"alice-ku", false, 0},        /* keyUsage keyEncipherment only, EKU clientAuth */
+        {"alice-any", false, 0},       /* EKU anyExtendedKeyUsage */
+        {"alice-noeku", false, 0},     /* no EKU at all */
+        {"alice-server", false, -EACCES}, /* EKU serverAuth only */
+        {"carol", false, -EACCES},     /* clientAuth leaf under a serverAuth-only CA */
+        {"bob", false, 0},             /* through the intermediate it sends along */
+        {"bob0", true, 0},             /* the intermediate alone is the anchor */
+        {"bob", true, 0},
+        {"alice", true, -EACCES},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        snprintf(p, sizeof(p), "%s/%s.crt", dir, cases[i].cert);
+        char *chain = slurp(p, &len);
+        int rc = em_chain_verify(cases[i].inter_store ? ist : st, chain);
+        if (rc != cases[i].want)
+            fail_msg("%s against %s: %d, want %d", cases[i].cert,
+                     cases[i].inter_store ? "inter" : "cca", rc, cases[i].want);
+        xfree(chain);
+    }
+    X509_STORE_free(st);
+    X509_STORE_free(ist);
+    xfree(cca);
+    xfree(inter);
+}
+
+/* When the front-proxy and client CA bundles share a certificate and no
+ * allowed names restrict the proxy, any certificate of the client CA can
+ * assert users in headers: extmetrics_client_ca_can_proxy says so (the
+ * daemon warns). */
+static void test_client_ca_can_proxy(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct extmetrics_fake_provider *fp = extmetrics_fake_provider_new();
+    struct extmetrics_provider p = extmetrics_fake_provider_get(fp);
+    struct extmetrics *em = NULL;
+    struct extmetrics_config cfg = {.listen = {.host = "127.0.0.1"}, .disable_auth = true};
+    assert_int_equal(extmetrics_new(&loop, &cfg, &p, NULL, &em), 0);
+    char path[512];
+    size_t clen, alen;
+    snprintf(path, sizeof(path), "%s/cca.crt", dir);
+    char *cca = slurp(path, &clen);
+    snprintf(path, sizeof(path), "%s/ca1.crt", dir);
+    char *ca1 = slurp(path, &alen);
+    struct util_buf both = {0};
+    util_buf_append(&both, ca1, alen);
+    util_buf_append(&both, cca, clen);
+    static const char *const user_h[] = {"X-Remote-User"};
+    static const char *const allowed[] = {"front-proxy-client"};
+    struct extmetrics_requestheader rh = {.client_ca_pem = cca, .client_ca_len = clen,
+                                          .username_headers = user_h, .nusername_headers = 1};
+    assert_int_equal(extmetrics_set_requestheader(em, &rh), 0);
+    assert_false(extmetrics_client_ca_can_proxy(em)); /* no client CA yet */
+    assert_int_equal(extmetrics_set_client_ca(em, cca, clen), 0);
+    assert_true(extmetrics_client_ca_can_proxy(em)); /* one CA for both, any CN */
+    rh.allowed_names = allowed;
+    rh.nallowed_names = 1;
+    assert_int_equal(extmetrics_set_requestheader(em, &rh), 0);
+    assert_false(extmetrics_client_ca_can_proxy(em)); /* only the allowed CN */
+    rh.allowed_names = NULL;
+    rh.nallowed_names = 0;
+    rh.client_ca_pem = ca1;
+    rh.client_ca_len = alen;
+    assert_int_equal(extmetrics_set_requestheader(em, &rh), 0);
+    assert_false(extmetrics_client_ca_can_proxy(em)); /* different CAs */
+    rh.client_ca_pem = both.data;
+    rh.client_ca_len = both.len;
+    assert_int_equal(extmetrics_set_requestheader(em, &rh), 0);
+    assert_true(extmetrics_client_ca_can_proxy(em)); /* a bundle holding the client CA too */
+    assert_int_equal(extmetrics_set_client_ca(em, NULL, 0), 0);
+    assert_false(extmetrics_client_ca_can_proxy(em));
+    extmetrics_close(em, NULL, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    extmetrics_fake_provider_free(fp);
+    util_buf_free(&both);
+    xfree(cca);
+    xfree(ca1);
+}
+
 /* ---- upstream forwarding ------------------------------------------------------------- */
 
 static const char up_body[] =
     "{\"kind\":\"ExternalMetricValueList\",\"apiVersion\":\"external.metrics.k8s.io/v1beta1\","
     "\"metadata\":{},\"items\":[{\"metricName\":\"s0-prometheus\",\"metricLabels\":{},"
     "\"timestamp\":\"2026-11-18T11:06:40Z\",\"value\":\"7\"}]}";
+
+struct slow {
+    uv_timer_t t;
+    struct httpd_request *req;
+};
+
+static void slow_closed(uv_handle_t *h)
+{
+    xfree(h->data);
+}
+
+static void slow_answer(uv_timer_t *t)
+{
+    struct slow *sl = t->data;
+    static const struct httpd_header h[] = {{"Content-Type", "application/json"}};
+    httpd_respond(sl->req, 200, h, 1, up_body, sizeof(up_body) - 1);
+    uv_close((uv_handle_t *)t, slow_closed);
+}
 
 static void upstream_handler(struct httpd_request *req, void *arg)
 {
@@ -681,6 +850,14 @@ static void upstream_handler(struct httpd_request *req, void *arg)
     v = httpd_request_header(req, "X-Remote-Extra-a%3Ab%25");
     snprintf(e->up_extra[1], sizeof(e->up_extra[1]), "%s", v ? v : "");
     static const struct httpd_header h[] = {{"Content-Type", "application/json"}};
+    if (strstr(req->path, "/slow-")) { /* answered 200 ms later */
+        struct slow *sl = xcalloc(1, sizeof(*sl));
+        sl->req = req;
+        uv_timer_init(&e->loop, &sl->t);
+        sl->t.data = sl;
+        uv_timer_start(&sl->t, slow_answer, 200, 0);
+        return;
+    }
     if (strstr(req->path, "/missing")) {
         static const char nf[] = "{\"kind\":\"Status\",\"code\":404}";
         httpd_respond(req, 404, h, 1, nf, sizeof(nf) - 1);
@@ -762,6 +939,75 @@ static void test_upstream_identity(void **state)
     assert_string_equal(e.up_group, "system:masters");
     assert_string_equal(e.up_extra[0], "llm");
     assert_string_equal(e.up_extra[1], "c");
+    env_free(&e);
+}
+
+/* One request over TLS with client certificate <cert>, then the client
+ * shuts down its sending side (a half-close) and reads the whole answer
+ * into out (until the server closes). 0, or -1 on a TLS or socket error. */
+static int half_closed_get(struct env *e, const char *cert, const char *request,
+                           struct util_buf *out)
+{
+    char crt[512], key[512];
+    snprintf(crt, sizeof(crt), "%s/%s.crt", dir, cert);
+    snprintf(key, sizeof(key), "%s/%s.key", dir, cert);
+    int rc = -1, fd = socket(AF_INET, SOCK_STREAM, 0);
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    SSL *ssl = NULL;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)e->port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (fd < 0 || !ctx || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        SSL_CTX_use_certificate_chain_file(ctx, crt) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 || !(ssl = SSL_new(ctx)) ||
+        SSL_set_fd(ssl, fd) != 1 || SSL_connect(ssl) != 1 ||
+        SSL_write(ssl, request, (int)strlen(request)) != (int)strlen(request))
+        goto out;
+    shutdown(fd, SHUT_WR); /* no more requests: the answer is still awaited */
+    char buf[4096];
+    int n;
+    while ((n = SSL_read(ssl, buf, sizeof(buf))) > 0)
+        util_buf_append(out, buf, (size_t)n);
+    rc = 0;
+out:
+    if (!out->data)
+        util_buf_puts(out, "");
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* A client that sends its request and shuts down its sending side still
+ * gets the upstream's answer: a half-close is not a client gone (it used to
+ * cancel the forwarded request and answer 503 "request cancelled"). */
+static void sc_upstream_half_close(struct env *e)
+{
+    struct util_buf b = {0};
+    CHECK(e, half_closed_get(e, "fp",
+                             "GET " BASE "/namespaces/llm/slow-metric HTTP/1.1\r\n"
+                             "Host: em\r\nX-Remote-User: system:kube-aggregator\r\n"
+                             "X-Remote-Group: system:masters\r\n\r\n",
+                             &b) == 0);
+    if (!(strncmp(b.data, "HTTP/1.1 200 ", 13) == 0 && strstr(b.data, up_body)) &&
+        !e->fail_line) {
+        e->fail_line = __LINE__;
+        snprintf(e->fail_msg, sizeof(e->fail_msg), "half-closed client got: %.600s", b.data);
+    }
+    util_buf_free(&b);
+}
+
+static void test_upstream_half_close(void **state)
+{
+    (void)state;
+    struct env e = {0};
+    char crt[512], key[512], url[128];
+    start_upstream(&e, url, sizeof(url), crt, key);
+    struct extmetrics_config cfg = {.upstream_url = url, .upstream_ca_file = crt};
+    run(&e, &cfg, sc_upstream_half_close);
+    assert_int_equal(e.up_requests, 1);
     env_free(&e);
 }
 
@@ -985,7 +1231,22 @@ static int setup(void **state)
              "mks inter /CN=client-intermediate cca 2 "
              "  'basicConstraints=critical,CA:TRUE\\nkeyUsage=critical,keyCertSign\\n';"
              "mks bob0 /O=team-c/CN=bob inter 2 'extendedKeyUsage=clientAuth\\n';"
-             "cat bob0.crt inter.crt > bob.crt; cp bob0.key bob.key",
+             "cat bob0.crt inter.crt > bob.crt; cp bob0.key bob.key;"
+             /* usages as Go checks them: key usage without digitalSignature,
+              * EKU any, no EKU; a clientAuth leaf under a serverAuth-only CA */
+             "mks alice-ku /CN=alice cca 2 "
+             "  'extendedKeyUsage=clientAuth\\nkeyUsage=critical,keyEncipherment\\n';"
+             "mks alice-any /CN=alice cca 2 'extendedKeyUsage=anyExtendedKeyUsage\\n';"
+             "mks alice-noeku /CN=alice cca 2 'keyUsage=critical,digitalSignature\\n';"
+             "mks inter-srv /CN=server-intermediate cca 2 "
+             "  'basicConstraints=critical,CA:TRUE\\nkeyUsage=critical,keyCertSign\\n"
+             "extendedKeyUsage=serverAuth\\n';"
+             "mks carol0 /CN=carol inter-srv 2 'extendedKeyUsage=clientAuth\\n';"
+             "cat carol0.crt inter-srv.crt > carol.crt;"
+             /* a front-proxy CA bundle of an intermediate of ca1 alone */
+             "mks fpinter /CN=front-proxy-intermediate ca1 2 "
+             "  'basicConstraints=critical,CA:TRUE\\nkeyUsage=critical,keyCertSign\\n';"
+             "mk fp-i front-proxy-client fpinter 2",
              dir, k, k, k, k, k);
     if (system(cmd) != 0)
         return -1;
@@ -1010,9 +1271,13 @@ int main(void)
         cmocka_unit_test(test_endpoints),
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_client_certs),
+        cmocka_unit_test(test_intermediate_cas),
+        cmocka_unit_test(test_client_usage_as_go),
+        cmocka_unit_test(test_client_ca_can_proxy),
         cmocka_unit_test(test_chain_verification_is_reused),
         cmocka_unit_test(test_upstream),
         cmocka_unit_test(test_upstream_identity),
+        cmocka_unit_test(test_upstream_half_close),
         cmocka_unit_test(test_upstream_down),
         cmocka_unit_test(test_close_with_pending_reviews),
         cmocka_unit_test(test_config_errors),

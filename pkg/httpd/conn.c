@@ -9,7 +9,9 @@
  * HTTPD_PIPELINE_BUF. The timer enforces, depending on the phase: the
  * header deadline (from accept or the first byte of a request until the end
  * of its headers, TLS handshake included, never extended by more bytes),
- * the body silence limit, and the keep-alive idle limit. */
+ * the body silence limit (from the end of the headers, restarted by every
+ * read), and the keep-alive idle limit. A request's abort callback runs when
+ * its connection closes, not when the peer only stops sending. */
 #include "httpd-int.h"
 
 #include <errno.h>
@@ -354,6 +356,7 @@ static void dispatch(struct conn *c, struct hreq *r)
     r->conn = c;
     c->busy = r;
     c->head_start = 0;
+    c->sent_continue = false; /* the next request's Expect gets its own 100 */
     c->srv->cb(&r->pub, c->srv->arg);
 }
 
@@ -382,7 +385,11 @@ static void conn_process(struct conn *c)
             send_error(c, c->hp.err_status ? c->hp.err_status : 400);
             break;
         }
-        if (c->hp.in_message && c->head_start == 0)
+        /* the header deadline runs until the end of the headers; a body
+         * then has its own silence limit (arm_timer) */
+        if (c->hp.in_message && c->hp.headers_done)
+            c->head_start = 0;
+        else if (c->hp.in_message && c->head_start == 0)
             c->head_start = uv_now(c->srv->loop);
         if (c->hp.want_continue && c->hp.headers_done && !c->sent_continue) {
             static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -542,15 +549,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             return;
         }
         if (c->busy) {
-            /* the peer may only have half-closed: keep the answer possible,
-             * but tell the handler nobody may be listening */
-            struct hreq *r = c->busy;
-            r->peer_eof = true;
-            if (r->abort_cb) {
-                httpd_abort_cb cb = r->abort_cb;
-                r->abort_cb = NULL;
-                cb(&r->pub, r->abort_arg);
-            }
+            /* the peer may only have half-closed (sent its request, then
+             * shut down its write side): the answer is still delivered, so
+             * the handler is not told to give up (httpd_request_aborted()
+             * says the peer stopped sending); a peer that closed entirely
+             * is found out when the answer is written */
+            c->busy->peer_eof = true;
             return;
         }
         conn_process(c);

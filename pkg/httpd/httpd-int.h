@@ -40,7 +40,7 @@ struct hreq {
     char *cn;
     char *chain_pem;
     bool is_head;
-    bool peer_eof;                /* the peer closed its sending side */
+    bool peer_eof;                /* the peer closed its sending side (not an abort) */
 };
 
 struct hparser {
@@ -83,7 +83,8 @@ struct file_id {
 /* Build a server context from files, or from an in-memory self-signed
  * certificate when both are NULL. On failure returns NULL and logs why. */
 SSL_CTX *tls_ctx_new(const char *subsys, const char *cert_file, const char *key_file);
-/* Parse a PEM bundle into a new store; NULL if it holds no certificate. */
+/* Parse a PEM bundle into a new store; NULL if it holds no certificate.
+ * Every certificate of it is an anchor (X509_V_FLAG_PARTIAL_CHAIN). */
 X509_STORE *tls_store_from_pem(const char *pem, size_t len);
 /* The client-certificate verify callback (records, never fails). */
 int tls_verify_cb(int ok, X509_STORE_CTX *ctx);

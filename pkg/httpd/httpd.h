@@ -62,7 +62,9 @@ struct httpd_config {
     uint64_t idle_timeout_ms;     /**< keep-alive idle time before close [60000] */
     uint64_t header_timeout_ms;   /**< from connection/first byte to end of headers,
                                        TLS handshake included [10000] (slowloris cut-off) */
-    uint64_t body_timeout_ms;     /**< max silence while reading a body [idle_timeout_ms] */
+    uint64_t body_timeout_ms;     /**< max silence while reading a body, from the end of
+                                       the headers (which header_timeout_ms covers)
+                                       [idle_timeout_ms] */
     uint64_t shutdown_grace_ms;   /**< httpd_close waits this long for busy connections [5000] */
     const char *name;             /**< subsystem name in logs ["httpd"] */
 };
@@ -115,7 +117,9 @@ typedef void (*httpd_request_cb)(struct httpd_request *req, void *arg);
 /** Called when a server has fully closed (all handles closed, memory freed). */
 typedef void (*httpd_close_cb)(void *arg);
 
-/** Called when the connection of an unanswered request went away. */
+/** Called when the connection of an unanswered request went away (closed:
+ *  reset, error, timeout, server shutdown); not when the peer only stopped
+ *  sending. */
 typedef void (*httpd_abort_cb)(struct httpd_request *req, void *arg);
 
 /**
@@ -193,9 +197,12 @@ int httpd_respond(struct httpd_request *req, int status, const struct httpd_head
 
 /**
  * Register @cb to be called (at most once) if, while @req is unanswered,
- * its connection closes or the peer closes its sending side (which may be a
- * half-close: an answer is then still delivered if possible). The handler
- * must still call httpd_respond().
+ * its connection closes (reset, read or write error, timeout, server
+ * shutdown). It is not called when the peer closes its sending side (EOF):
+ * that may be a half-close by a client that sent its request and waits for
+ * the answer, which is then delivered; a peer that closed entirely is only
+ * found out when the answer is written (and httpd_request_aborted() is true
+ * from the EOF on). The handler must still call httpd_respond().
  */
 void httpd_request_on_abort(struct httpd_request *req, httpd_abort_cb cb, void *arg);
 

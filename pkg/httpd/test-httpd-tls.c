@@ -2,7 +2,8 @@
 /* Tests for httpd over TLS: requests, keep-alive and pipelining through the
  * memory BIOs, protocol versions, garbage input, handshake deadline,
  * certificate reload (good and broken pairs) and client certificates
- * (verified, missing, wrong CA, expired, CA swapped at runtime). Test
+ * (verified, missing, wrong CA, expired, CA swapped at runtime, a CA
+ * bundle of an intermediate alone). Test
  * certificates are made with the openssl CLI in a temporary directory. */
 #include "test-fixture.h"
 
@@ -29,8 +30,14 @@ static int gen_certs(void **state)
         "  openssl x509 -req -in $1.csr -CA $3.crt -CAkey $3.key -CAcreateserial -days $4 "
         "  -out $1.crt; };"
         "mk client front-proxy-client ca1 2; mk other other-client ca2 2; mk expired expired ca1 -1;"
+        /* an intermediate CA of ca1 and a client it issued */
+        "printf 'basicConstraints=critical,CA:TRUE\\nkeyUsage=critical,keyCertSign\\n' > ca.ext;"
+        "openssl req %s -keyout inter.key -out inter.csr -subj /CN=inter;"
+        "openssl x509 -req -in inter.csr -CA ca1.crt -CAkey ca1.key -CAcreateserial -days 2 "
+        "  -extfile ca.ext -out inter.crt;"
+        "mk ileaf via-intermediate inter 2;"
         "cp a.crt server.crt; cp a.key server.key",
-        dir, key, key, key);
+        dir, key, key, key, key);
     return rc == 0 ? 0 : -1;
 }
 
@@ -366,6 +373,43 @@ static void test_client_cert_before_a_ca(void **state)
     }
 }
 
+/* A client CA bundle of an intermediate CA alone (its root kept offline):
+ * the intermediate is an anchor, as every certificate of Go's x509 Roots is;
+ * its clients verify (they used to fail for want of the root), others not. */
+static void cl_intermediate_ca(struct fx *f)
+{
+    cert_case(f, "ileaf", "presented=1 verified=1 cn=via-intermediate pem=1");
+    cert_case(f, "client", "presented=1 verified=0 cn=front-proxy-client pem=1");
+}
+
+static void intermediate_ca_thread(void *arg)
+{
+    struct fx *f = arg;
+    cl_intermediate_ca(f);
+    uv_async_send(&f->done);
+}
+
+static void test_client_ca_intermediate(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    struct httpd_config cfg = {.tls = true, .cert_file = path("a.crt"), .key_file = path("a.key"),
+                               .client_ca_file = path("inter.crt"), .name = "tls"};
+    assert_int_equal(uv_loop_init(&f.loop), 0);
+    assert_int_equal(httpd_new(&f.loop, &cfg, fx_handler, &f, &f.srv), 0);
+    f.port = httpd_port(f.srv);
+    uv_async_init(&f.loop, &f.done, fx_on_done);
+    f.done.data = &f;
+    uv_thread_create(&f.thr, intermediate_ca_thread, &f);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    uv_thread_join(&f.thr);
+    if (f.fail_line)
+        fail_msg("client scenario failed at line %d: %s", f.fail_line, f.fail_msg);
+    assert_int_equal(f.requests, 2);
+    assert_int_equal(f.server_closed, 1);
+    assert_int_equal(uv_loop_close(&f.loop), 0);
+}
+
 int main(void)
 {
     util_log_setup(UTIL_LOG_LOGFMT, getenv("TEST_DEBUG") ? UTIL_LOG_DEBUG : UTIL_LOG_ERROR + 1);
@@ -376,6 +420,7 @@ int main(void)
         cmocka_unit_test(test_reload_direct),
         cmocka_unit_test(test_client_certs),
         cmocka_unit_test(test_client_cert_before_a_ca),
+        cmocka_unit_test(test_client_ca_intermediate),
     };
     return cmocka_run_group_tests(tests, gen_certs, rm_certs);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Tests for httpd over plain TCP: requests, keep-alive, pipelining with
- * deferred responses, limits, timeouts, aborts, graceful close, and the
- * parser entry point used by the fuzzer. */
+ * deferred responses, limits, timeouts (header, body, idle), aborts and
+ * half-closed clients, 100-continue, graceful close, and the parser entry
+ * point used by the fuzzer. */
 #include "test-fixture.h"
 
 #include <errno.h>
@@ -507,6 +508,12 @@ static void test_timeouts(void **state)
 
 /* ---- abort of a deferred request, EOF after request ----------------------- */
 
+/* The abort callback says the connection is gone; a client that only shut
+ * down its sending side after its request (a half-close) is waiting for the
+ * answer and gets it, without an abort (it used to be told to give up, and
+ * the external metrics API then cancelled the upstream request behind it). A
+ * peer that closed entirely (FIN) looks the same until the answer is written:
+ * no abort either. */
 static void cl_abort(struct fx *f)
 {
     struct tc c;
@@ -515,16 +522,26 @@ static void cl_abort(struct fx *f)
     CHECK(f, tc_connect(&c, &o) == 0);
     CHECK(f, tc_send_str(&c, "GET /defer/150 HTTP/1.1\r\n\r\n") == 0);
     usleep(30000);
-    tc_close(&c); /* gone before the answer */
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    tc_close(&c); /* reset before the answer: the connection is gone */
     usleep(250000);
+    CHECK(f, __atomic_load_n(&f->aborts, __ATOMIC_SEQ_CST) == 1);
 
-    /* request then half-close: still answered */
+    /* request then half-close: still answered, and not an abort */
     CHECK(f, tc_connect(&c, &o) == 0);
     CHECK(f, tc_send_str(&c, "GET /defer/30 HTTP/1.1\r\n\r\n") == 0);
     shutdown(c.fd, SHUT_WR);
     CHECK(f, tc_read_response(&c, &r) == 0);
     CHECK(f, r.status == 200 && r.close && strcmp(r.body, "late") == 0);
     tc_close(&c);
+    CHECK(f, __atomic_load_n(&f->aborts, __ATOMIC_SEQ_CST) == 1);
+
+    /* closed entirely (FIN, no reset) before the answer: answered into the void */
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET /defer/60 HTTP/1.1\r\n\r\n") == 0);
+    tc_close(&c);
+    usleep(200000);
 }
 
 static void test_abort(void **state)
@@ -532,8 +549,110 @@ static void test_abort(void **state)
     struct fx f = {0};
     struct httpd_config cfg = plain_cfg();
     fx_run(&f, &cfg, cl_abort);
+    assert_int_equal(f.requests, 3);
+    assert_int_equal(f.aborts, 1);
+}
+
+/* ---- body deadline ---------------------------------------------------------- */
+
+/* The header deadline ends with the headers; a body then has its own limit
+ * on silence (body_timeout_ms), restarted by every read: a body trickled
+ * slower than the header deadline allows, each pause shorter than the body
+ * limit, is read whole (it used to be cut at the header deadline), and a
+ * body that stops is cut after body_timeout_ms of silence. */
+static void cl_body_timeout(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = opts(f);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    int64_t t0 = mono_ms();
+    CHECK(f, tc_send_str(&c, "POST /slow HTTP/1.1\r\nContent-Length: 6\r\n\r\n") == 0);
+    for (int i = 0; i < 6; i++) {
+        usleep(200000);
+        CHECK(f, send(c.fd, "x", 1, MSG_NOSIGNAL) == 1);
+    }
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 200 && strcmp(r.body, "POST /slow q= len=6 x=- ka=1") == 0);
+    CHECK(f, mono_ms() - t0 >= 1100); /* well past the header deadline */
+    tc_close(&c);
+
+    /* the body stops: cut after the body limit, not at the header deadline */
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "POST /stuck HTTP/1.1\r\nContent-Length: 6\r\n\r\nx") == 0);
+    t0 = mono_ms();
+    CHECK(f, tc_wait_close(&c) == 0);
+    int64_t took = mono_ms() - t0;
+    CHECK(f, took >= 600 && took < 2000);
+    tc_close(&c);
+}
+
+static void test_body_timeout(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    cfg.header_timeout_ms = 300;
+    cfg.body_timeout_ms = 700;
+    cfg.idle_timeout_ms = 3000;
+    fx_run(&f, &cfg, cl_body_timeout);
+    assert_int_equal(f.requests, 1);
+}
+
+/* ---- Expect: 100-continue on a pipelined request ------------------------------- */
+
+/* Read until the interim "100 Continue" is in the client's buffer (and drop
+ * it); false if it does not come. */
+static bool got_continue(struct tc *c)
+{
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    for (;;) {
+        char *p = c->len ? memmem(c->buf, c->len, cont, sizeof(cont) - 1) : NULL;
+        if (p) {
+            size_t at = (size_t)(p - c->buf), n = sizeof(cont) - 1;
+            memmove(p, p + n, c->len - at - n);
+            c->len -= n;
+            return true;
+        }
+        ssize_t n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len, 0);
+        if (n <= 0)
+            return false;
+        c->len += (size_t)n;
+    }
+}
+
+/* Each request that expects 100-continue gets its own interim answer, also
+ * the second of a pipeline whose headers arrive with the first one's body
+ * (the second used to get none: its client waited for nothing). */
+static void cl_continue_pipelined(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = opts(f);
+    o.timeout_ms = 1000;
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "PUT /e1 HTTP/1.1\r\nContent-Length: 2\r\n"
+                             "Expect: 100-continue\r\n\r\n") == 0);
+    CHECK(f, got_continue(&c));
+    CHECK(f, tc_send_str(&c, "ok" /* e1's body, then e2's headers in the same write */
+                             "PUT /e2 HTTP/1.1\r\nContent-Length: 2\r\n"
+                             "Expect: 100-continue\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 200 && strcmp(r.body, "PUT /e1 q= len=2 x=- ka=1") == 0);
+    CHECK(f, got_continue(&c));
+    CHECK(f, tc_send_str(&c, "go") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 200 && strcmp(r.body, "PUT /e2 q= len=2 x=- ka=1") == 0);
+    tc_close(&c);
+}
+
+static void test_continue_pipelined(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    fx_run(&f, &cfg, cl_continue_pipelined);
     assert_int_equal(f.requests, 2);
-    assert_int_equal(f.aborts, 2);
 }
 
 /* ---- graceful close with a request in flight ------------------------------ */
@@ -644,6 +763,8 @@ int main(void)
         cmocka_unit_test(test_door_per_source),
         cmocka_unit_test(test_timeouts),
         cmocka_unit_test(test_abort),
+        cmocka_unit_test(test_body_timeout),
+        cmocka_unit_test(test_continue_pipelined),
         cmocka_unit_test(test_graceful_close),
         cmocka_unit_test(test_bind_errors),
     };

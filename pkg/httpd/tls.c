@@ -151,6 +151,11 @@ X509_STORE *tls_store_from_pem(const char *pem, size_t len)
 out:
     ERR_clear_error(); /* the loop always ends on a "no start line" */
     BIO_free(bio);
+    /* every certificate of the bundle is an anchor, as Go's x509 Verify
+     * treats every certificate of Roots: a bundle may hold an intermediate
+     * CA whose root is kept offline */
+    if (count > 0 && X509_STORE_set_flags(st, X509_V_FLAG_PARTIAL_CHAIN) != 1)
+        count = 0;
     if (count == 0) {
         X509_STORE_free(st);
         return NULL;
