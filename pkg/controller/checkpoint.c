@@ -262,8 +262,8 @@ static void req_free(struct cm_req *r)
     bool saved = r->patch;
     xfree(r);
     ctl_status_pump(c); /* the report budget has room again */
-    if (saved && c->closing && ctl_checkpoint_saving(c) == 0)
-        ctl_release_hold_end(c, "the checkpoints are saved"); /* before ctl_io_end may free c */
+    if (saved)
+        ctl_release_hold_check(c); /* before ctl_io_end may free c */
     ctl_io_end(c);
 }
 

@@ -441,6 +441,9 @@ bool ctl_status_view(const struct controller *c, const struct kube_deployment *d
 /** Closing: the checkpoint saves the Lease releases waited for have ended (why says
  *  how); the releases go now. No-op when none waits. */
 void ctl_release_hold_end(struct controller *c, const char *why);
+/** Closing: end the hold when no checkpoint save and no status or /scale
+ *  write is in flight any more (called as each ends). */
+void ctl_release_hold_check(struct controller *c);
 
 /* scale.c */
 /** Write spec.replicas = target through /scale (read, patch with the read
@@ -671,6 +674,13 @@ bool ctl_acting_for(const struct controller *c, const char *ns, const char *name
  *  sent again after a 429 never lands after the term; 0 (no deadline)
  *  without leader election; -1 when not acting: send nothing. */
 int64_t ctl_acting_left_ms(const struct controller *c, const char *ns, const char *name);
+/** Whether the shard of ns/name is being handed over by this replica, or
+ *  the controller closes: no status or /scale write starts (those in flight
+ *  end before the release). */
+bool ctl_handing_over(const struct controller *c, const char *ns, const char *name);
+/** Status and /scale writes in flight, of the tracked Deployments of shard
+ *  (-1, or without sharding: all of them). */
+size_t ctl_writes_inflight(const struct controller *c, int64_t shard);
 
 /* report.c */
 /** An Event about w. Actions and new invalid annotations are sent at once;

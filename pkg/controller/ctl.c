@@ -415,12 +415,19 @@ void ctl_release_hold_end(struct controller *c, const char *why)
         ctl_elect_release_resume(c);
 }
 
+void ctl_release_hold_check(struct controller *c)
+{
+    if (c->release_hold && ctl_checkpoint_saving(c) == 0 && ctl_writes_inflight(c, -1) == 0)
+        ctl_release_hold_end(c, "the checkpoints are saved and the writes in flight ended");
+}
+
 static void hold_expired(uv_timer_t *t)
 {
     struct controller *c = t->data;
-    char why[96];
-    snprintf(why, sizeof(why), "%zu checkpoint ConfigMap saves still unanswered after %d ms",
-             ctl_checkpoint_saving(c), CTL_CLOSE_SAVE_WAIT_MS);
+    char why[160];
+    snprintf(why, sizeof(why), "%zu checkpoint ConfigMap saves and %zu status or /scale writes "
+             "still unanswered after %d ms", ctl_checkpoint_saving(c), ctl_writes_inflight(c, -1),
+             CTL_CLOSE_SAVE_WAIT_MS);
     ctl_release_hold_end(c, why);
 }
 
@@ -436,11 +443,15 @@ void controller_close(struct controller *c, controller_close_cb cb, void *arg)
     c->close_cb = cb;
     c->close_arg = arg;
     ctl_checkpoint_tick(c, util_now_unix_ms(), true);
+    /* and once the status and /scale writes in flight have ended: a resend
+     * after a 429 would land over the next owner's */
     size_t saving = c->leader_elect ? ctl_checkpoint_saving(c) : 0;
-    if (saving > 0) {
+    size_t writes = c->leader_elect ? ctl_writes_inflight(c, -1) : 0;
+    if (saving + writes > 0) {
         c->release_hold = true;
         LOG_INFO(SUB, "shutting down: releasing the lease once %zu checkpoint ConfigMap saves "
-                      "have answered (at most %d ms)", saving, CTL_CLOSE_SAVE_WAIT_MS);
+                      "and %zu status or /scale writes have answered (at most %d ms)", saving,
+                 writes, CTL_CLOSE_SAVE_WAIT_MS);
         uv_timer_start(&c->hold_timer, hold_expired, CTL_CLOSE_SAVE_WAIT_MS, 0);
     }
     if (c->leader_elect && c->shards)

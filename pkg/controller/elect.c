@@ -153,6 +153,11 @@ static void written(const struct kube_result *res, void *arg)
             ctl_lease_from_json(res->body, &r->lease);
         ctl_leader_result(&c->leader, res->err == 0, &r->lease, (int64_t)uv_now(c->loop),
                           r->sent_ms);
+        /* our own lease written meanwhile by another replica (or by hand): its
+         * term is no longer ours to count on */
+        if (res->status == 409)
+            ctl_leader_stop(&c->leader, "the lease was written by another replica (409 on "
+                                        "its renewal)");
         if (c->closing) /* a renewal that answered after the close: no new term */
             ctl_leader_stop(&c->leader, "shutting down: releasing the lease");
         log_transitions(c);

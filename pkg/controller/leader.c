@@ -69,6 +69,18 @@ enum ctl_leader_action ctl_leader_step(struct ctl_leader *l, const struct ctl_le
     out->acquire_unix_ms = unix_now_ms;
 
     if (!cur->exists) {
+        /* deleted (by hand, or gone with its namespace): a holder finding its
+         * own gone stops at once, and another holder last seen may still act
+         * until its lease would have expired, so it is waited out before the
+         * create, not taken over at the next read (a lease never seen held
+         * is created at once) */
+        if (l->leading)
+            end_term(l, "the lease was deleted");
+        const struct ctl_lease *o = &l->observed;
+        int64_t dur = o->duration_s > 0 ? (int64_t)o->duration_s * 1000 : l->lease_duration_ms;
+        if (o->exists && o->holder[0] && strcmp(o->holder, l->identity) != 0 &&
+            l->observed_ms + dur > now_ms)
+            return CTL_LEADER_WAIT;
         ctl_leader_observe(l, cur, now_ms);
         return CTL_LEADER_CREATE;
     }

@@ -64,6 +64,7 @@ static void scale_req_done(struct scale_req *r, bool ok)
     xfree(r->name);
     xfree(r->uid);
     xfree(r);
+    ctl_release_hold_check(c);
     ctl_io_end(c);
 }
 
@@ -159,7 +160,7 @@ static void scale_read(const struct kube_result *res, void *arg)
     snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/deployments/%s/scale", r->ns,
              r->name);
     /* within the term that allows it (a resend after a 429 included) */
-    int64_t left = ctl_acting_left_ms(c, r->ns, r->name);
+    int64_t left = ctl_handing_over(c, r->ns, r->name) ? -1 : ctl_acting_left_ms(c, r->ns, r->name);
     int rc = !patch     ? -EINVAL
              : left < 0 ? -ETIME
                         : kube_request_within(c->kube, left, "PATCH", path,

@@ -62,6 +62,8 @@ struct ctl_shard {
     struct ctl_lease cur;      /**< as listed at the last round */
     char name[256];
     bool releasing;            /**< handed over by this instance: log "released" */
+    bool handing;              /**< being handed over: no status or /scale write of its
+                                    Deployments starts, and those in flight end first */
     uint8_t flush_rounds;      /**< rounds it waited for its checkpoints before a handover */
     char prev_holder[128];     /**< holder before this instance's write, for the log */
 };
@@ -209,6 +211,9 @@ static void lease_written(const struct kube_result *res, void *arg)
         }
     } else {
         ctl_leader_result(l, res->err == 0, &r->lease, (int64_t)uv_now(c->loop), r->sent_ms);
+        if (res->status == 409) /* written meanwhile by another replica, or by hand */
+            ctl_leader_stop(l, "the lease was written by another replica (409 on its "
+                               "renewal)");
     }
     log_transitions(c);
     xfree(r);
@@ -528,6 +533,7 @@ static void listed(const struct kube_result *res, void *arg)
             /* fall through */
         case SHARD_KEEP:
             sh->flush_rounds = 0;
+            sh->handing = false;
             snprintf(sh->prev_holder, sizeof(sh->prev_holder), "%s", sh->cur.holder);
             step(c, (int)s, &sh->cur, now, unix_now);
             break;
@@ -535,14 +541,20 @@ static void listed(const struct kube_result *res, void *arg)
             if (!may_write(c, (int)s))
                 break; /* its write in flight: next round, the flush where it was */
             /* save its Deployments' checkpoints first, so that the new owner reads the
-             * current state; hold on (renewing) until they are written, a few rounds at most */
-            if (!solo && ctl_checkpoint_flush_shard(c, s, sh->flush_rounds == 0) > 0 &&
+             * current state, and let the status and /scale writes in flight end (a
+             * resend after a 429 may go until the term's deadline at its send: it
+             * would land over the new owner's); no new one starts. Hold on (renewing)
+             * until then, a few rounds at most */
+            sh->handing = true;
+            size_t saving = solo ? 0 : ctl_checkpoint_flush_shard(c, s, sh->flush_rounds == 0);
+            if ((saving > 0 || ctl_writes_inflight(c, (int64_t)s) > 0) &&
                 sh->flush_rounds < HANDOVER_FLUSH_ROUNDS) {
                 sh->flush_rounds++;
                 step(c, (int)s, &sh->cur, now, unix_now);
                 break;
             }
             sh->flush_rounds = 0;
+            sh->handing = false; /* its term ends here */
             char why[200];
             if (solo)
                 snprintf(why, sizeof(why), "handed over to the single leader %.120s", solo);
@@ -554,10 +566,13 @@ static void listed(const struct kube_result *res, void *arg)
             break;
         }
         case SHARD_IDLE:
+            sh->handing = false;
             if (h && strcmp(h, c->identity) != 0) {
                 char why[200];
                 snprintf(why, sizeof(why), "the lease is held by %.120s", h);
                 ctl_leader_stop(&sh->leader, why);
+            } else if (!h) { /* deleted, or expired: not this replica's to act on */
+                ctl_leader_stop(&sh->leader, "the lease is gone or has expired");
             }
             break;
         }
@@ -737,6 +752,23 @@ bool ctl_acting_for(const struct controller *c, const char *ns, const char *name
     uint32_t s = shard_of(ns, name, c->nshards);
     uv_update_time(c->loop); /* right before a write: not the iteration's start */
     return ctl_leader_is_leading(&c->shards[s].leader, (int64_t)uv_now(c->loop));
+}
+
+bool ctl_handing_over(const struct controller *c, const char *ns, const char *name)
+{
+    /* closing: every Deployment is (acting stops at once) */
+    return c->closing || (c->shards && c->shards[shard_of(ns, name, c->nshards)].handing);
+}
+
+size_t ctl_writes_inflight(const struct controller *c, int64_t shard)
+{
+    size_t n = 0;
+    for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
+        for (const struct ctl_wl *w = c->table[b]; w; w = w->next)
+            if ((w->scaling || w->status_inflight) &&
+                (shard < 0 || !c->shards || shard_of(w->ns, w->name, c->nshards) == shard))
+                n++;
+    return n;
 }
 
 int64_t ctl_acting_left_ms(const struct controller *c, const char *ns, const char *name)

@@ -201,6 +201,7 @@ static void status_done(const struct kube_result *res, void *arg)
         if (!(r->invalid && res->err != 0))
             ctl_status_resume(c, w);
     }
+    ctl_release_hold_check(c); /* before req_free's ctl_io_end may free c */
     req_free(r, true);
 }
 
@@ -217,7 +218,7 @@ static void patch_status(struct controller *c, struct ctl_wl *w, const char *jso
     ctl_io_begin(c);
     /* within the term that allows it: a resend after a 429 must not land over
      * a new owner's status; none once the term is over */
-    int64_t left = ctl_acting_left_ms(c, w->ns, w->name);
+    int64_t left = ctl_handing_over(c, w->ns, w->name) ? -1 : ctl_acting_left_ms(c, w->ns, w->name);
     int rc = left < 0 ? -ETIME
                       : kube_deployment_patch_annotations(c->kube, w->ns, w->name, w->uid, ann,
                                                           left, status_done, r);

@@ -333,6 +333,37 @@ static void test_held_live_tells_a_standby_whom_to_serve(void **st)
     assert_false(ctl_leader_held_live(&a, 20000, false));
 }
 
+/* A Lease deleted by hand: its holder stops at its next read, and another
+ * replica waits out the holder's lease before it creates one (it created
+ * one at its next read, and both acted until the holder's next read). */
+static void test_deleted_lease(void **st)
+{
+    (void)st;
+    struct store s;
+    memset(&s, 0, sizeof(s));
+    struct ctl_leader a, b;
+    ctl_leader_init(&a, "a", 15000, 10000, 2000);
+    ctl_leader_init(&b, "b", 15000, 10000, 2000);
+    assert_true(round_(&a, &s, 0, true));
+    assert_false(round_(&b, &s, 1, true));
+    assert_true(round_(&a, &s, 2000, true));
+    assert_false(round_(&b, &s, 2001, true));
+    memset(&s.lease, 0, sizeof(s.lease)); /* kubectl delete lease */
+    assert_false(round_(&b, &s, 3001, true)); /* a may still act: b waits */
+    assert_false(s.lease.exists);
+    /* a at its next read: its own lease gone, it stops, then creates again */
+    struct ctl_lease out;
+    assert_int_equal(ctl_leader_step(&a, &s.lease, 4000, 1700000004000LL, &out),
+                     CTL_LEADER_CREATE);
+    assert_false(ctl_leader_is_leading(&a, 4000));
+    /* had a's create failed (a down), b creates once a's lease would have
+     * expired (15 s after b last saw it renewed, at 2001) */
+    for (int64_t t = 5001; t < 17001; t += 2000)
+        assert_false(round_(&b, &s, t, true));
+    assert_true(round_(&b, &s, 17001, true));
+    assert_string_equal(s.lease.holder, "b");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_other_reasons_reported),
         cmocka_unit_test(test_observe_judges_expiry_on_the_local_clock),
         cmocka_unit_test(test_held_live_tells_a_standby_whom_to_serve),
+        cmocka_unit_test(test_deleted_lease),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

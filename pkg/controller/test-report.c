@@ -314,6 +314,31 @@ static void test_record_last_row(void **state)
     unlink(path);
 }
 
+/* The status and /scale writes in flight, which a Lease's release waits
+ * for (a resend after a 429 would land over the next owner's), and no new
+ * one starts while the controller closes. */
+static void test_writes_in_flight(void **state)
+{
+    (void)state;
+    struct controller *c = ctl_new();
+    struct ctl_wl *a = wl_new("ns", "a"), *b = wl_new("ns", "bb"), *d = wl_new("ns", "ccc");
+    table_add(c, a);
+    table_add(c, b);
+    table_add(c, d);
+    assert_int_equal(ctl_writes_inflight(c, -1), 0);
+    a->scaling = true;
+    b->status_inflight = true;
+    assert_int_equal(ctl_writes_inflight(c, -1), 2);
+    assert_int_equal(ctl_writes_inflight(c, 3), 2); /* without sharding: every Deployment */
+    assert_false(ctl_handing_over(c, "ns", "a"));
+    c->closing = true;
+    assert_true(ctl_handing_over(c, "ns", "a"));
+    wl_free(a);
+    wl_free(b);
+    wl_free(d);
+    free(c);
+}
+
 int main(void)
 {
     util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR);
@@ -325,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_restore_forgets_the_runs),
         cmocka_unit_test(test_status_view_counts),
         cmocka_unit_test(test_record_last_row),
+        cmocka_unit_test(test_writes_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
