@@ -7,6 +7,7 @@
 #include "controller-int.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -40,8 +41,12 @@ void ctl_lease_from_json(const json_t *obj, struct ctl_lease *l)
     const json_t *spec = json_object_get(obj, "spec");
     const char *h = json_string_value(json_object_get(spec, "holderIdentity"));
     snprintf(l->holder, sizeof(l->holder), "%s", h ? h : "");
-    l->duration_s = (int32_t)json_integer_value(json_object_get(spec, "leaseDurationSeconds"));
-    l->transitions = (int32_t)json_integer_value(json_object_get(spec, "leaseTransitions"));
+    /* int32 fields in the API (a value past them written by hand: clamped,
+     * not wrapped to a negative) */
+    json_int_t d = json_integer_value(json_object_get(spec, "leaseDurationSeconds"));
+    json_int_t tr = json_integer_value(json_object_get(spec, "leaseTransitions"));
+    l->duration_s = (int32_t)(d > INT32_MAX ? INT32_MAX : d < 0 ? 0 : d);
+    l->transitions = (int32_t)(tr > INT32_MAX ? INT32_MAX : tr < 0 ? 0 : tr);
     const char *t = json_string_value(json_object_get(spec, "renewTime"));
     if (t)
         kube_parse_time(t, &l->renew_unix_ms);

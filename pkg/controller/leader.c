@@ -3,6 +3,7 @@
  * following client-go's tools/leaderelection tryAcquireOrRenew. */
 #include "controller-int.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -97,7 +98,7 @@ enum ctl_leader_action ctl_leader_step(struct ctl_leader *l, const struct ctl_le
         out->acquire_unix_ms = cur->acquire_unix_ms;
         out->transitions = cur->transitions;
     } else {
-        out->transitions = cur->transitions + 1;
+        out->transitions = cur->transitions < INT32_MAX ? cur->transitions + 1 : INT32_MAX;
     }
     return CTL_LEADER_UPDATE;
 }

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -364,6 +365,29 @@ static void test_deleted_lease(void **st)
     assert_string_equal(s.lease.holder, "b");
 }
 
+/* A Lease edited by hand past the API's int32 fields: clamped, not wrapped
+ * to a negative duration (read as none) or a transition count that
+ * overflows when taken over. */
+static void test_lease_fields_clamped(void **st)
+{
+    (void)st;
+    json_t *o = json_pack("{s:{s:s,s:I,s:I}}", "spec", "holderIdentity", "x",
+                          "leaseDurationSeconds", (json_int_t)5000000000LL, "leaseTransitions",
+                          (json_int_t)2147483647LL);
+    struct ctl_lease l;
+    ctl_lease_from_json(o, &l);
+    json_decref(o);
+    assert_int_equal(l.duration_s, INT32_MAX);
+    assert_int_equal(l.transitions, INT32_MAX);
+    struct ctl_leader a;
+    ctl_leader_init(&a, "a", 15000, 10000, 2000);
+    l.duration_s = 1;
+    struct ctl_lease out;
+    assert_int_equal(ctl_leader_step(&a, &l, 0, 1700000000000LL, &out), CTL_LEADER_WAIT);
+    assert_int_equal(ctl_leader_step(&a, &l, 5000, 1700000005000LL, &out), CTL_LEADER_UPDATE);
+    assert_int_equal(out.transitions, INT32_MAX);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +401,7 @@ int main(void)
         cmocka_unit_test(test_observe_judges_expiry_on_the_local_clock),
         cmocka_unit_test(test_held_live_tells_a_standby_whom_to_serve),
         cmocka_unit_test(test_deleted_lease),
+        cmocka_unit_test(test_lease_fields_clamped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
