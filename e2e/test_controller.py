@@ -2643,6 +2643,33 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-rot,
         finally:
             g.stop()
 
+    @unittest.skipIf(REAL, "the conflict is a fault rule of the fake API server")
+    def test_57_a_release_that_conflicts_reads_the_lease_again(self):
+        """A graceful stop whose release meets a 409 (a renewal that timed out here but was
+        applied there moved the Lease on): the Lease is read again and released over the new
+        resourceVersion while it still names this replica. The build before gave up, and the
+        Lease stayed held until it expired: no replica acted meanwhile."""
+        cfg = """decision-interval: 1s
+leader-election: {enabled: true, namespace: %s, lease-name: e2e-relconf,
+                  lease-duration: 20s, renew-deadline: 15s, retry-period: 5s}
+""" % self.ns
+        g = self.start(cfg, ident="inst-relconf")
+        try:
+            wait_for(lambda: "became leader" in g.text(), 20, what="leadership")
+            time.sleep(0.5)  # the first renewal is 5 s away: the next Lease write is the release
+            self.fk.fault({"action": "error", "status": 409, "verb": "update",
+                           "resource": "leases", "name": "e2e-relconf", "count": 1})
+            rc = g.stop(timeout=20)
+        finally:
+            g.stop()
+            self.fk.clear_faults()
+        text = g.text()
+        self.assertEqual(rc, 0, text[-2000:])
+        self.assertIn("it changed since it was read (409); reading it again", text)
+        self.assertIn("released the lease", text)
+        spec = self.c.get("leases", "e2e-relconf", self.ns)["spec"]
+        self.assertEqual(spec.get("holderIdentity", ""), "", text[-2000:])
+
 if __name__ == "__main__":
     argv = sys.argv
     if PART and len(sys.argv) == 1:

@@ -383,6 +383,7 @@ struct controller {
     struct ctl_leader leader;
     bool elect_inflight;
     bool release_pending; /* closing with a lease read or write in flight: release after it */
+    bool release_reread;  /* the release met a 409 and read the lease again (once) */
     bool release_hold;    /* closing with checkpoint saves in flight: release after them
                              (or after CTL_CLOSE_SAVE_WAIT_MS, hold_timer) */
     uv_timer_t hold_timer;

@@ -100,6 +100,7 @@ static void log_transitions(struct controller *c)
 }
 
 static void written(const struct kube_result *res, void *arg);
+static void got_lease(const struct kube_result *res, void *arg);
 
 /* Write the released lease (empty holder, 1 s) over the record last seen,
  * when that record names this replica: client-go's release, which checks the
@@ -145,10 +146,31 @@ static void written(const struct kube_result *res, void *arg)
     struct write_req *r = arg;
     struct controller *c = r->c;
     if (r->release) {
-        if (res->err == 0)
+        if (res->err == 0) {
             LOG_INFO(SUB, "released the lease");
-        else
+        } else if (res->status == 409 && !c->release_reread) {
+            /* over a resourceVersion a renewal that timed out here but was
+             * applied there had moved on: read it again, and release over
+             * that while it still names this replica (the Lease stayed held
+             * until it expired, and no replica acted meanwhile) */
+            c->release_reread = true;
+            LOG_INFO(SUB, "releasing the lease: it changed since it was read (409); reading it "
+                          "again");
+            c->release_pending = true;
+            c->elect_inflight = true;
+            ctl_io_begin(c);
+            if (kube_lease_get(c->kube, c->cfg->leader.namespace_, c->cfg->leader.lease_name,
+                               ctl_lease_read_within(c->cfg), got_lease, c) == 0) {
+                xfree(r);
+                ctl_io_end(c);
+                return;
+            }
+            c->release_pending = false;
+            c->elect_inflight = false;
+            ctl_io_end(c);
+        } else {
             LOG_WARN(SUB, "releasing the lease failed: %s", res->message);
+        }
         c->released = true;
     } else {
         if (res->err != 0)
