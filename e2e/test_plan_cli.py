@@ -290,6 +290,33 @@ class BadInputTest(unittest.TestCase):
             self.check(['--config', cfg], 'p.yaml:1: horizon: 40d (40.0 days) is longer than')
 
 
+    def test_a_mistyped_time_names_its_line(self):
+        """One row with a digit too many after 30 days of hourly rows made the model's
+        buffer 125 GB (out of memory, SIGABRT)."""
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, 'typo.csv')
+            with open(p, 'w') as f:
+                f.write('t_seconds,requests\n')
+                for k in range(30 * 24):
+                    f.write('%d,36000\n' % (1699999200 + 3600 * k))
+                f.write('17025912000,36000\n')
+            self.check(['--trace', p, *SERVING], "typo.csv:722: t_seconds '17025912000' is "
+                       "177383.2 days after the first row (1699999200 s); at most 400 days are "
+                       "read (a mistyped time?)")
+
+    def test_errors_across_keys_name_where_the_key_was_set(self):
+        with tempfile.TemporaryDirectory() as d:
+            cfg = os.path.join(d, 'p.yaml')
+            with open(cfg, 'w') as f:
+                f.write('trace: x.csv\nmin-replicas: 50\nmax-replicas: 10\n')
+            self.check(['--config', cfg, *SERVING[:8]], '%s:2: min-replicas: 50 is above '
+                       'max-replicas 10' % cfg)
+            self.check(['--config', cfg, *SERVING[:8], '--min-replicas', '40'],
+                       'gpuscaler plan: --min-replicas: 40 is above max-replicas 10')
+        self.check(['--config='], 'gpuscaler plan: --config: missing value')
+        self.check(['--trace=', *SERVING], 'gpuscaler plan: --trace: missing value')
+
+
 class PrometheusTest(unittest.TestCase):
     """The Prometheus source: query_range in chunks, the series becomes the
     history. A fake server answers with the daily cycle over the range asked."""

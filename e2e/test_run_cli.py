@@ -163,6 +163,19 @@ class RunCli(unittest.TestCase):
                       "127.0.0.1:19090", r.stderr)
         self.assertNotIn("level=", r.stderr)
 
+    def test_flags_are_spelled_in_full(self):
+        """getopt_long took any unambiguous prefix: `--nam BAD` set --namespace. As
+        simulate and plan, run takes a flag only as it is spelled."""
+        for args, full in ((["--nam", "BAD"], "namespace"), (["--dry"], "dry-run"),
+                           (["--kubeconf=x"], "kubeconfig"),
+                           (["--leader-election", "x"], "leader-election-namespace")):
+            err = self.run_bad(*args)
+            self.assertEqual(err, "gpuscaler run: unknown flag '--%s': flags are spelled in "
+                             "full (--%s?)" % (args[0][2:].split("=")[0], full))
+        # the value of a flag that takes one is not read as a flag
+        err = self.run_bad("--context", "--nam", "--namespace", "Bad_NS")
+        self.assertIn("--namespace: 'Bad_NS' is not a valid namespace name", err)
+
     def test_help(self):
         for flag in ("-h", "--help"):
             r = subprocess.run([BIN, "run", flag], capture_output=True, text=True,

@@ -448,12 +448,16 @@ class InputTest(unittest.TestCase):
         p = os.path.join(self.dir, 't.csv')
         small_trace(p, 600)
         ref = self.bad(['--trace', p, *SMALL, '--cold-start', '25h'], 'out of range')
-        for v in ('100000h', '1e400', '99999999999999999999s'):
+        for v in ('100000h', '99999999999999999999', '99999999999999999999s'):
             r = self.bad(['--trace', p, *SMALL, '--cold-start', v],
                          '--cold-start: %s is out of range (0s to 24h)' % v)
             self.assertNotIn('not a duration', r.stderr)
             self.assertEqual(r.stderr.replace(v, 'X'), ref.stderr.replace('25h', 'X'))
         self.bad(['--trace', p, *SMALL, '--cold-start', '5x'], 'not a duration')
+        # a duration is decimal, as Go's: strtod also read hex and exponents
+        for v in ('0x3C', '0x3Cs', '0x1p4s', '1e3s', '1e400'):
+            self.bad(['--trace', p, *SMALL, '--cold-start', v],
+                     "--cold-start: '%s' is not a duration" % v)
 
     def test_unwritable_outputs_fail_before_the_run(self):
         for flag in ('--report', '--timeline', '--json'):
@@ -484,6 +488,59 @@ class InputTest(unittest.TestCase):
         self.bad(['--config', cfg], 'bad2.yaml:2', 'min-replicas')
         cfg = self.write('bad3.yaml', 'capacity-per-gpu: [10\n')
         self.bad(['--config', cfg], 'bad3.yaml')
+
+    def test_one_off_grid_row_is_refused(self):
+        """One row 30 s after the last of 5,760 rows 60 s apart re-read the whole trace as
+        30 s buckets, every other one empty: a demand peak of 15 req/s instead of 10."""
+        rows = ['%d,600' % (60 * k) for k in range(5760)] + ['%d,600' % (60 * 5759 + 30)]
+        p = self.write('m60odd.csv', 't_seconds,requests\n' + '\n'.join(rows) + '\n')
+        self.bad(['--trace', p, *SMALL],
+                 "m60odd.csv:5762: t_seconds '345570' is off the 60 s grid that starts at 0 s")
+
+    def test_missing_buckets_are_counted(self):
+        rows = ['%d,600' % (60 * k) for k in range(60) if k not in (20, 21, 40)]
+        p = self.write('gaps.csv', 't_seconds,requests\n' + '\n'.join(rows) + '\n')
+        j = os.path.join(self.dir, 'gaps.json')
+        r = run('--trace', p, *SMALL, '--policy', 'reactive', '--json', j)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('\n  missing   3 of the trace\'s 60 buckets have no row (replayed as no '
+                      'traffic)\n', r.stdout)
+        self.assertEqual(json.loads(slurp(j, 'r'))['trace']['missing_buckets'], 3)
+
+    def test_comma_decimals_and_numeric_headers_are_refused(self):
+        p = self.write('comma.csv', 't_seconds,requests\n0,5,5\n1,6,5\n2,7,5\n')
+        self.bad(['--trace', p, *SMALL], "comma.csv:2: '0,5,5' has a number in column 3, but "
+                 "the header names 2 columns")
+        p = self.write('nan.csv', 'nan,nan\n0,5\n1,6\n')
+        self.bad(['--trace', p, *SMALL], "nan.csv:1: t_seconds 'nan' is not finite")
+
+    def test_errors_across_keys_name_where_the_key_was_set(self):
+        p = os.path.join(self.dir, 't.csv')
+        small_trace(p, 600)
+        cfg = self.write('ir.yaml', 'trace: t.csv\ninitial-replicas: 50\nmax-replicas: 10\n'
+                                    'capacity-per-gpu: 10\nsla: 5s\n')
+        self.bad(['--config', cfg], 'gpuscaler simulate: %s:2: initial-replicas: 50 is outside '
+                 '[min-replicas 1, max-replicas 10]' % cfg)
+        self.bad(['--config', cfg, '--initial-replicas', '40'], 'gpuscaler simulate: '
+                 '--initial-replicas: 40 is outside [min-replicas 1, max-replicas 10]')
+        self.bad(['--trace', p, *SMALL, '--min-replicas', '70'],
+                 'gpuscaler simulate: --min-replicas: 70 is above max-replicas 60')
+
+    def test_empty_paths_and_contradicting_tags_are_refused(self):
+        for flag in ('--trace=', '--config=', '--json=', '--report='):
+            self.bad([flag, *SMALL], 'gpuscaler simulate: %s: missing value' % flag[:-1])
+        self.bad(['--trace', '', *SMALL], 'gpuscaler simulate: --trace: missing value')
+        for text in ('trace: ~\n', 'trace:\n', 'trace: ""\n'):
+            cfg = self.write('e.yaml', 'capacity-per-gpu: 10\n' + text)
+            self.bad(['--config', cfg], '%s:2: trace: missing value' % cfg)
+        cfg = self.write('s.yaml', 'trace: [a.csv, b.csv]\n')
+        self.bad(['--config', cfg], '%s:1: trace: expected a path, found a sequence' % cfg)
+        # a core tag is checked, not dropped (`scale: !!null 2` set 2)
+        cfg = self.write('t.yaml', 'trace: t.csv\nscale: !!null 2\n')
+        self.bad(['--config', cfg], "%s:2: tag '!!null' on '2', which is not null" % cfg)
+        cfg = self.write('t2.yaml', 'trace: t.csv\npolicy: !!int oracle\n')
+        self.bad(['--config', cfg], "%s:2: tag '!!int' on 'oracle', which is not an integer"
+                 % cfg)
 
     def test_help(self):
         r = run('--help')

@@ -51,19 +51,24 @@ const char *cmd_strip_key(const char *key, const char *msg)
     return msg;
 }
 
-void cmd_flag_take(char *key, const char *value, const struct cmd_path_flag *paths,
-                   size_t npaths, struct cmd_settings *s)
+int cmd_flag_take(const char *prog, char *key, const char *value,
+                  const struct cmd_path_flag *paths, size_t npaths, struct cmd_settings *s)
 {
     size_t i = 0;
+    int rc = 0;
     while (i < npaths && strcmp(paths[i].key, key) != 0)
         i++;
-    if (i < npaths) {
+    if (i < npaths && !*value) { /* "--trace=" read the current folder, or "" */
+        fprintf(stderr, "%s: --%s: missing value\n", prog, key);
+        rc = -1;
+    } else if (i < npaths) {
         xfree(*paths[i].path);
         *paths[i].path = xstrdup(value);
     } else {
         cmd_settings_add(s, key, value, xasprintf("--%s", key), true);
     }
     xfree(key);
+    return rc;
 }
 
 void cmd_settings_add(struct cmd_settings *s, const char *key, const char *value, char *where,
@@ -85,4 +90,12 @@ void cmd_settings_free(struct cmd_settings *s)
     }
     xfree(s->v);
     *s = (struct cmd_settings){0};
+}
+
+const struct cmd_setting *cmd_settings_last(const struct cmd_settings *s, const char *key)
+{
+    for (size_t i = s->n; i-- > 0;)
+        if (strcmp(s->v[i].key, key) == 0)
+            return &s->v[i];
+    return NULL;
 }

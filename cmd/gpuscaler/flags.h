@@ -55,9 +55,14 @@ struct cmd_path_flag {
 /**
  * Take the flag cmd_flag_next() read: a key of paths[] sets its path (a later
  * one wins); any other becomes a setting of s, from the flag "--<key>".
- * Frees key.
+ * Frees key. Returns 0, or -1 (printed as "<prog>: --<key>: missing value")
+ * for an empty path ("--trace=").
  */
-void cmd_flag_take(char *key, const char *value, const struct cmd_path_flag *paths,
-                   size_t npaths, struct cmd_settings *s);
+int cmd_flag_take(const char *prog, char *key, const char *value,
+                  const struct cmd_path_flag *paths, size_t npaths, struct cmd_settings *s);
+
+/** The setting of s that key was last given by (s applies in order, the last
+ *  wins), or NULL. */
+const struct cmd_setting *cmd_settings_last(const struct cmd_settings *s, const char *key);
 
 #endif

@@ -312,6 +312,44 @@ static void plan_error(const struct origins *o, const char *who, const char *msg
     fprintf(stderr, PROG ": %s%s%s\n", who, who[0] ? ": " : "", msg);
 }
 
+/* The line of a scope's last setting of key, or 0. */
+static int scope_line(const struct plan_scope *s, const char *key)
+{
+    for (size_t i = s->n; i-- > 0;)
+        if (strcmp(s->v[i].key, key) == 0)
+            return s->v[i].line;
+    return 0;
+}
+
+/* A Deployment's refusal by sim_config_validate ("min-replicas: 5 is above
+ * max-replicas 2"), named by where its key was set last: a flag, else the
+ * Deployment's entry or the top level of the file; as it is for a default. */
+static void workload_error(const char *who, const struct cmd_settings *flags,
+                           const struct plan_file *file, const struct plan_scope *entry,
+                           const char *config, const char *msg)
+{
+    const char *sep = who[0] ? ": " : "";
+    const char *colon = strchr(msg, ':');
+    if (colon && colon > msg && (size_t)(colon - msg) < 64) {
+        char key[64];
+        memcpy(key, msg, (size_t)(colon - msg));
+        key[colon - msg] = '\0';
+        const struct cmd_setting *st = cmd_settings_last(flags, key);
+        int line = entry ? scope_line(entry, key) : 0;
+        if (!line)
+            line = scope_line(&file->top, key);
+        if (st) {
+            fprintf(stderr, PROG ": %s%s%s: %s\n", who, sep, st->where, cmd_strip_key(key, msg));
+            return;
+        }
+        if (line) {
+            fprintf(stderr, PROG ": %s%s%s:%d: %s\n", who, sep, config, line, msg);
+            return;
+        }
+    }
+    fprintf(stderr, PROG ": %s%s%s\n", who, sep, msg);
+}
+
 static int apply(struct plan_workload *w, const struct plan_scope *s, const char *base)
 {
     char err[240];
@@ -392,7 +430,8 @@ int cmd_plan(int argc, char **argv)
         }
         const struct cmd_path_flag paths[] = {
             {"config", &config}, {"report", &report->path}, {"json", &json->path}};
-        cmd_flag_take(key, value, paths, UTIL_ARRAY_LEN(paths), &flags);
+        if (cmd_flag_take(PROG, key, value, paths, UTIL_ARRAY_LEN(paths), &flags) != 0)
+            goto out;
     }
 
     if (config) {
@@ -515,7 +554,7 @@ int cmd_plan(int argc, char **argv)
             }
         }
         if (plan_workload_validate(w, err, sizeof(err)) != 0) {
-            fprintf(stderr, PROG ": %s%s%s\n", who, who[0] ? ": " : "", err);
+            workload_error(who, &flags, &file, multi ? &file.deployments[d] : NULL, config, err);
             goto out;
         }
         wptr[d] = w;
@@ -538,7 +577,9 @@ int cmd_plan(int argc, char **argv)
         struct trace_error terr = {0};
         int rc = 0;
         if (w->trace) {
-            rc = trace_load_file(w->trace, &hist[d], &terr);
+            /* a row years past the others (a mistyped time) is refused with its line */
+            const struct trace_opts topts = {.max_span_ms = PLAN_MAX_HISTORY_DAYS * 86400000LL};
+            rc = trace_load_file_opts(w->trace, &topts, &hist[d], &terr);
             infos[d].source = w->trace;
             /* no row: missing for the planner (a recorder that did not run),
              * not zero traffic, as the Prometheus history's gaps are */

@@ -413,10 +413,50 @@ static void config_error(const char *config, const struct conf_error *err)
         fprintf(stderr, "gpuscaler run: %s: %s\n", config, err->msg);
 }
 
+/* getopt_long takes any unambiguous prefix of a long flag ("--nam BAD" set
+ * --namespace); simulate and plan take a flag only as it is spelled. Such a
+ * prefix is refused here, before getopt reads it; the value after a flag
+ * that needs one is skipped, as getopt takes it. Returns 0, or -EINVAL
+ * (printed). */
+static int check_spelling(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0)
+            break;
+        if (strncmp(a, "--", 2) != 0)
+            continue; /* -h, or an operand (refused later) */
+        size_t n = strcspn(a + 2, "=");
+        const struct option *exact = NULL, *prefix = NULL;
+        int nprefix = 0;
+        for (const struct option *o = long_opts; o->name && !exact; o++) {
+            if (strncmp(o->name, a + 2, n) != 0)
+                continue;
+            if (o->name[n] == '\0')
+                exact = o;
+            else if (nprefix++ == 0)
+                prefix = o;
+        }
+        if (!exact && nprefix == 1) {
+            fprintf(stderr,
+                    "gpuscaler run: unknown flag '--%.*s': flags are spelled in full (--%s?)\n",
+                    (int)n, a + 2, prefix->name);
+            return -EINVAL;
+        }
+        if (!exact)
+            return 0; /* unknown or ambiguous: getopt says so, with the usage */
+        if (exact->has_arg == required_argument && a[2 + n] == '\0')
+            i++; /* its value, whatever it looks like */
+    }
+    return 0;
+}
+
 /* Two passes: the config file first, then every other flag over it. */
 static int parse_flags(struct daemon *d, int argc, char **argv)
 {
     const char *config = NULL;
+    if (check_spelling(argc, argv) != 0)
+        return -EINVAL;
     optind = 1;
     opterr = 0;
     int o;

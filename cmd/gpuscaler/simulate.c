@@ -5,7 +5,9 @@
  * Precedence: simulator defaults, then the bundled demo's parameters when no
  * trace is given, then the --config file, then flags. Every key is checked by
  * the one parser (sim_config_set -> policy_config_set); an unknown key or a
- * bad value is a usage error (exit 2) naming the flag or file:line. */
+ * bad value is a usage error (exit 2) naming the flag or file:line, and so
+ * is a cross-field refusal (sim_config_validate), by where its key was set.
+ * The file is read by pkg/sim (sim_file_load). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +16,6 @@
 #include "cmd.h"
 #include "flags.h"
 #include "outfile.h"
-#include "conf/conf.h"
 #include "sim/sim.h"
 #include "trace/trace.h"
 #include "util/util.h"
@@ -69,85 +70,67 @@ static bool known_flag(const char *k)
     return false;
 }
 
-/* Turn a YAML node into a key's string value: scalars as they are, a sequence
- * of scalars joined with commas (for policy lists). */
-static int node_value(const struct conf_node *n, char **out)
-{
-    if (n->type == CONF_SCALAR) {
-        *out = xstrdup(n->scalar);
-        return 0;
-    }
-    if (n->type != CONF_SEQ)
-        return -EINVAL;
-    struct util_buf b = {0};
-    util_buf_puts(&b, "");
-    for (size_t i = 0; i < n->n; i++) {
-        if (n->items[i]->type != CONF_SCALAR) {
-            util_buf_free(&b);
-            return -EINVAL;
-        }
-        if (i)
-            util_buf_puts(&b, ",");
-        util_buf_puts(&b, n->items[i]->scalar);
-    }
-    *out = util_buf_steal(&b);
-    return 0;
-}
-
-/* Load the YAML file's keys into s (in file order). Returns 0 or prints the
- * error and returns -1. */
+/* Load the YAML file's keys into s (in file order) and its trace, resolved
+ * from the file's folder. Returns 0 or prints the error and returns -1. */
 static int load_config(const char *path, struct cmd_settings *s, char **trace_path)
 {
-    struct conf_node *root = NULL;
-    struct conf_error cerr = {0};
-    int rc = conf_load_file(path, &root, &cerr);
+    struct sim_file f;
+    struct sim_file_error ferr = {0};
+    int rc = sim_file_load(path, &f, &ferr);
     if (rc != 0) {
-        if (cerr.line > 0)
-            fprintf(stderr, PROG ": %s:%d: %s\n", path, cerr.line, cerr.msg);
-        else if (cerr.msg[0] && strncmp(cerr.msg, path, strlen(path)) == 0)
-            fprintf(stderr, PROG ": %s\n", cerr.msg); /* it names the file already */
+        if (ferr.line > 0)
+            fprintf(stderr, PROG ": %s:%d: %s\n", path, ferr.line, ferr.msg);
+        else if (ferr.msg[0] && strncmp(ferr.msg, path, strlen(path)) == 0)
+            fprintf(stderr, PROG ": %s\n", ferr.msg); /* it names the file already */
         else
-            fprintf(stderr, PROG ": %s: %s\n", path, cerr.msg[0] ? cerr.msg : strerror(-rc));
+            fprintf(stderr, PROG ": %s: %s\n", path, ferr.msg[0] ? ferr.msg : strerror(-rc));
         return -1;
     }
-    rc = 0;
-    if (root->type != CONF_MAP) {
-        fprintf(stderr, PROG ": %s:%d: expected a map of key: value, found a %s\n", path,
-                root->line, conf_type_name(root->type));
-        rc = -1;
-        goto out;
+    for (size_t i = 0; i < f.n; i++) {
+        const struct sim_file_setting *st = &f.v[i];
+        if (is_output_flag(st->key)) {
+            fprintf(stderr, PROG ": %s:%d: %s: only a flag, not a file key\n", path, st->line,
+                    st->key);
+            rc = -1;
+            goto out;
+        }
+        cmd_settings_add(s, st->key, st->value, xasprintf("%s:%d", path, st->line), false);
     }
-    for (size_t i = 0; i < root->n; i++) {
-        const struct conf_node *n = root->items[i];
-        char *value = NULL;
-        if (node_value(n, &value) != 0) {
-            fprintf(stderr, PROG ": %s:%d: %s: expected a value, found a %s\n", path, n->line,
-                    root->keys[i], conf_type_name(n->type));
-            rc = -1;
-            goto out;
-        }
-        if (strcmp(root->keys[i], "trace") == 0) {
-            /* Relative to the file's folder. */
-            const char *slash = strrchr(path, '/');
-            xfree(*trace_path);
-            if (value[0] != '/' && slash)
-                *trace_path = xasprintf("%.*s/%s", (int)(slash - path), path, value);
-            else
-                *trace_path = xstrdup(value);
-        } else if (is_output_flag(root->keys[i])) {
-            fprintf(stderr, PROG ": %s:%d: %s: only a flag, not a file key\n", path, n->line,
-                    root->keys[i]);
-            xfree(value);
-            rc = -1;
-            goto out;
-        } else {
-            cmd_settings_add(s, root->keys[i], value, xasprintf("%s:%d", path, n->line), false);
-        }
-        xfree(value);
+    if (f.trace) {
+        const char *slash = strrchr(path, '/');
+        xfree(*trace_path);
+        if (f.trace[0] != '/' && slash)
+            *trace_path = xasprintf("%.*s/%s", (int)(slash - path), path, f.trace);
+        else
+            *trace_path = xstrdup(f.trace);
     }
 out:
-    conf_free(root);
+    sim_file_clear(&f);
     return rc;
+}
+
+/* A cross-field error of sim_config_validate ("initial-replicas: 50 is
+ * outside ..."), printed with where its key was set last: the flag, else the
+ * file's line; as it is when the key kept its default. */
+static void validate_error(const struct cmd_settings *file, const struct cmd_settings *flags,
+                           const char *msg)
+{
+    const char *colon = strchr(msg, ':');
+    if (colon && colon > msg && (size_t)(colon - msg) < 64) {
+        char key[64];
+        memcpy(key, msg, (size_t)(colon - msg));
+        key[colon - msg] = '\0';
+        const struct cmd_setting *st = cmd_settings_last(flags, key);
+        if (st) {
+            fprintf(stderr, PROG ": %s: %s\n", st->where, cmd_strip_key(key, msg));
+            return;
+        }
+        if ((st = cmd_settings_last(file, key)) != NULL) {
+            fprintf(stderr, PROG ": %s: %s\n", st->where, msg);
+            return;
+        }
+    }
+    fprintf(stderr, PROG ": %s\n", msg);
 }
 
 int cmd_simulate(int argc, char **argv)
@@ -183,7 +166,8 @@ int cmd_simulate(int argc, char **argv)
             {"trace", &trace_path},       {"config", &config},
             {"timeline", &timeline->path}, {"report", &report->path},
             {"json", &json->path},         {"scale-log", &scale_log->path}};
-        cmd_flag_take(key, value, paths, UTIL_ARRAY_LEN(paths), &flags);
+        if (cmd_flag_take(PROG, key, value, paths, UTIL_ARRAY_LEN(paths), &flags) != 0)
+            goto out;
     }
 
     char *file_trace = NULL;
@@ -220,7 +204,7 @@ int cmd_simulate(int argc, char **argv)
         }
     }
     if (sim_config_validate(&cfg, err, sizeof(err)) != 0) {
-        fprintf(stderr, PROG ": %s\n", err);
+        validate_error(&file, &flags, err);
         goto out;
     }
     /* --json -: the JSON is the output on stdout (the table is not), as plan's */
@@ -264,6 +248,8 @@ int cmd_simulate(int argc, char **argv)
     }
     info.trace_dt_s = tr->dt_ms / 1000.0;
     info.trace_span_s = (double)tr->n * tr->dt_ms / 1000.0;
+    info.trace_missing = tr->nmissing;
+    info.trace_buckets = tr->n;
 
     if (sim_run(&cfg, tr, NULL, &res, err, sizeof(err)) != 0) {
         fprintf(stderr, PROG ": %s\n", err);

@@ -11,9 +11,12 @@
  * here logs.
  *
  * Scalars: a plain (unquoted) `~`, `null`, `Null` or `NULL` and an empty value
- * become "". `quoted` is true for every non-plain style (single/double quotes
- * and block scalars `|`, `>`) and for an explicit `!!str` tag: those are
- * strings that YAML never resolves to null, bool or number. */
+ * become "", as does any value tagged `!!null`. `quoted` is true for every
+ * non-plain style (single/double quotes and block scalars `|`, `>`) and for
+ * an explicit `!!str` tag: those are strings that YAML never resolves to
+ * null, bool or number. A core tag must fit its node (YAML 1.2's core
+ * schema): `!!null 2`, `!!int oracle` or `!!map` on a scalar are errors,
+ * never a value read as if the tag were not there. */
 #include "conf/conf.h"
 
 #include "util/util.h"
@@ -139,9 +142,70 @@ static bool tag_is(const yaml_char_t *tag, const char *name)
            strcmp((const char *)tag + sizeof(CORE_PREFIX) - 1, name) == 0;
 }
 
-/* Anchors and non-core tags are refused wherever they appear. */
+/* The texts YAML 1.2's core schema resolves to null, a bool, an int and a
+ * float (a float's pattern takes ints too). */
+static bool is_null_text(const char *s)
+{
+    return !*s || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
+           strcmp(s, "NULL") == 0;
+}
+
+static bool is_bool_text(const char *s)
+{
+    static const char *const v[] = {"true", "True", "TRUE", "false", "False", "FALSE"};
+    for (size_t k = 0; k < UTIL_ARRAY_LEN(v); k++)
+        if (strcmp(s, v[k]) == 0)
+            return true;
+    return false;
+}
+
+#define DIGITS "0123456789"
+
+static bool is_int_text(const char *s)
+{
+    if (strncmp(s, "0o", 2) == 0)
+        return s[2] && s[2 + strspn(s + 2, "01234567")] == '\0';
+    if (strncmp(s, "0x", 2) == 0)
+        return s[2] && s[2 + strspn(s + 2, DIGITS "abcdefABCDEF")] == '\0';
+    if (*s == '-' || *s == '+')
+        s++;
+    return *s && s[strspn(s, DIGITS)] == '\0';
+}
+
+static bool is_float_text(const char *s)
+{
+    if (strcmp(s, ".nan") == 0 || strcmp(s, ".NaN") == 0 || strcmp(s, ".NAN") == 0)
+        return true;
+    if (*s == '-' || *s == '+')
+        s++;
+    if (strcmp(s, ".inf") == 0 || strcmp(s, ".Inf") == 0 || strcmp(s, ".INF") == 0)
+        return true;
+    size_t whole = strspn(s, DIGITS), frac = 0;
+    s += whole;
+    if (*s == '.') {
+        frac = strspn(s + 1, DIGITS);
+        s += 1 + frac;
+    }
+    if (whole == 0 && frac == 0)
+        return false;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '-' || *s == '+')
+            s++;
+        size_t exp = strspn(s, DIGITS);
+        if (exp == 0)
+            return false;
+        s += exp;
+    }
+    return *s == '\0';
+}
+
+/* Anchors and non-core tags are refused wherever they appear; so is a core
+ * tag that contradicts its node: !!map off a map, !!seq off a sequence, and
+ * on a scalar !!map, !!seq, or !!null, !!bool, !!int, !!float on a text that
+ * is not one (YAML 1.2's core schema). text is the scalar's, else NULL. */
 static int check_props(struct builder *b, const yaml_event_t *ev, const yaml_char_t *anchor,
-                       const yaml_char_t *tag)
+                       const yaml_char_t *tag, enum conf_type type, const char *text)
 {
     char q[QUOTE_MAX + 4];
     int line = mark_line(ev->start_mark), col = mark_col(ev->start_mark);
@@ -149,13 +213,36 @@ static int check_props(struct builder *b, const yaml_event_t *ev, const yaml_cha
         return fail(b->err, -EINVAL, line, col, "anchors and aliases are not supported");
     if (!tag)
         return 0;
-    for (size_t k = 0; k < UTIL_ARRAY_LEN(core_tags); k++)
-        if (tag_is(tag, core_tags[k]))
-            return 0;
     const char *t = (const char *)tag;
     bool core = strncmp(t, CORE_PREFIX, sizeof(CORE_PREFIX) - 1) == 0;
-    return fail(b->err, -EINVAL, line, col, "tag '%s%s' is not supported", core ? "!!" : "",
-                quote(core ? t + sizeof(CORE_PREFIX) - 1 : t, q));
+    size_t k = 0;
+    while (k < UTIL_ARRAY_LEN(core_tags) && !tag_is(tag, core_tags[k]))
+        k++;
+    if (k == UTIL_ARRAY_LEN(core_tags))
+        return fail(b->err, -EINVAL, line, col, "tag '%s%s' is not supported", core ? "!!" : "",
+                    quote(core ? t + sizeof(CORE_PREFIX) - 1 : t, q));
+    const char *name = core_tags[k];
+    bool is_map = strcmp(name, "map") == 0, is_seq = strcmp(name, "seq") == 0;
+    if (type != CONF_SCALAR || is_map || is_seq) {
+        if ((type == CONF_MAP && is_map) || (type == CONF_SEQ && is_seq))
+            return 0;
+        return fail(b->err, -EINVAL, line, col, "tag '!!%s' on a %s", name,
+                    conf_type_name(type));
+    }
+    static const struct {
+        const char *tag, *what;
+        bool (*fits)(const char *s);
+    } scalar_tags[] = {
+        {"null", "null", is_null_text},
+        {"bool", "true or false", is_bool_text},
+        {"int", "an integer", is_int_text},
+        {"float", "a number", is_float_text},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(scalar_tags); i++)
+        if (strcmp(name, scalar_tags[i].tag) == 0 && !scalar_tags[i].fits(text))
+            return fail(b->err, -EINVAL, line, col, "tag '!!%s' on '%s', which is not %s", name,
+                        quote(text, q), scalar_tags[i].what);
+    return 0;
 }
 
 static int count_node(struct builder *b, const yaml_event_t *ev)
@@ -277,7 +364,8 @@ static int on_scalar(struct builder *b, const yaml_event_t *ev)
 {
     const yaml_char_t *v = ev->data.scalar.value;
     size_t len = ev->data.scalar.length;
-    int rc = check_props(b, ev, ev->data.scalar.anchor, ev->data.scalar.tag);
+    int rc = check_props(b, ev, ev->data.scalar.anchor, ev->data.scalar.tag, CONF_SCALAR,
+                         (const char *)v);
     if (rc == 0)
         rc = count_node(b, ev);
     if (rc != 0)
@@ -288,9 +376,8 @@ static int on_scalar(struct builder *b, const yaml_event_t *ev)
     bool plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
     const yaml_char_t *tag = ev->data.scalar.tag;
     const char *s = (const char *)v;
-    if (plain && (!tag || tag_is(tag, "null")) &&
-        (strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
-         strcmp(s, "NULL") == 0))
+    bool null = tag_is(tag, "null"); /* checked: its text is a null's */
+    if (null || (plain && !tag && is_null_text(s)))
         len = 0;
     char *text = xstrndup(s, len);
     if (wants_key(b))
@@ -300,7 +387,7 @@ static int on_scalar(struct builder *b, const yaml_event_t *ev)
     n->line = mark_line(ev->start_mark);
     n->col = mark_col(ev->start_mark);
     n->scalar = text;
-    n->quoted = !plain || tag_is(tag, "str");
+    n->quoted = (!plain && !null) || tag_is(tag, "str");
     attach(b, n);
     return 0;
 }
@@ -316,7 +403,7 @@ static int on_start(struct builder *b, const yaml_event_t *ev, enum conf_type ty
         anchor = ev->data.sequence_start.anchor;
         tag = ev->data.sequence_start.tag;
     }
-    int rc = check_props(b, ev, anchor, tag);
+    int rc = check_props(b, ev, anchor, tag, type, NULL);
     if (rc == 0)
         rc = count_node(b, ev);
     if (rc != 0)

@@ -4,9 +4,10 @@
  *
  * The tree is plain data so that the modules that interpret it never see
  * libyaml. Limits keep hostile input cheap: document size, nesting depth and
- * node count are capped; anchors/aliases, tags other than the core ones and
- * duplicate keys are errors; only the first document of a stream is read
- * (a second one is an error). */
+ * node count are capped; anchors/aliases, tags other than the core ones, a
+ * core tag that does not fit its node (`!!null 2`, `!!int x`, `!!seq` on a
+ * map) and duplicate keys are errors; only the first document of a stream is
+ * read (a second one is an error). */
 #ifndef GPUSCALER_CONF_H
 #define GPUSCALER_CONF_H
 

@@ -287,6 +287,67 @@ static void test_errors(void **state)
                      cases[i].msg);
 }
 
+/* A core tag is checked against its node, not dropped: `scale: !!null 2`
+ * set 2 and `policy: !!int oracle` read oracle. */
+static void test_core_tags_fit_their_nodes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        int line;
+        const char *msg;
+    } bad[] = {
+        {"trace: x.csv\nscale: !!null 2\n", 2, "tag '!!null' on '2', which is not null"},
+        {"policy: !!int oracle\n", 1, "tag '!!int' on 'oracle', which is not an integer"},
+        {"a: !!int 1.5\n", 1, "which is not an integer"},
+        {"a: !!int 0x\n", 1, "which is not an integer"},
+        {"a: !!int ''\n", 1, "which is not an integer"},
+        {"a: !!float 1e\n", 1, "which is not a number"},
+        {"a: !!float .\n", 1, "which is not a number"},
+        {"a: !!float nan\n", 1, "which is not a number"},
+        {"a: !!bool yes\n", 1, "tag '!!bool' on 'yes', which is not true or false"},
+        {"a: !!null \"x\"\n", 1, "tag '!!null' on 'x', which is not null"},
+        {"x: 1\npolicy: !!map oracle\n", 2, "tag '!!map' on a scalar"},
+        {"a: !!seq x\n", 1, "tag '!!seq' on a scalar"},
+        {"a: !!seq {b: 1}\n", 1, "tag '!!seq' on a map"},
+        {"a: !!map [1]\n", 1, "tag '!!map' on a sequence"},
+        {"a: !!str [1]\n", 1, "tag '!!str' on a sequence"},
+        {"a: !!null {b: 1}\n", 1, "tag '!!null' on a map"},
+        {"!!int k: 1\n", 1, "tag '!!int' on 'k', which is not an integer"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++)
+        expect_error(bad[i].in, strlen(bad[i].in), bad[i].line, 0, bad[i].msg);
+    struct conf_node *root = parse_ok("a: !!null ~\n"
+                                      "b: !!null\n"
+                                      "c: !!null \"null\"\n"
+                                      "d: !!int -12\n"
+                                      "e: !!int 0x1F\n"
+                                      "f: !!int 0o17\n"
+                                      "g: !!float 1.5e3\n"
+                                      "h: !!float -.inf\n"
+                                      "i: !!float 7\n"
+                                      "j: !!bool False\n"
+                                      "k: !!str ~\n"
+                                      "l: !!map {x: 1}\n"
+                                      "m: !!seq [1]\n"
+                                      "n: !!int \"5\"\n");
+    assert_scalar(get(root, "a"), "", false, 1, 4);
+    assert_scalar(get(root, "b"), "", false, 2, 4);
+    assert_scalar(get(root, "c"), "", false, 3, 4);
+    assert_scalar(get(root, "d"), "-12", false, 4, 4);
+    assert_scalar(get(root, "e"), "0x1F", false, 5, 4);
+    assert_scalar(get(root, "f"), "0o17", false, 6, 4);
+    assert_scalar(get(root, "g"), "1.5e3", false, 7, 4);
+    assert_scalar(get(root, "h"), "-.inf", false, 8, 4);
+    assert_scalar(get(root, "i"), "7", false, 9, 4);
+    assert_scalar(get(root, "j"), "False", false, 10, 4);
+    assert_scalar(get(root, "k"), "~", true, 11, 4);
+    assert_int_equal(get(root, "l")->type, CONF_MAP);
+    assert_int_equal(get(root, "m")->type, CONF_SEQ);
+    assert_scalar(get(root, "n"), "5", true, 14, 4);
+    conf_free(root);
+}
+
 static void test_limits(void **state)
 {
     (void)state;
@@ -401,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_scalar_styles),
         cmocka_unit_test(test_empty_and_other_roots),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_core_tags_fit_their_nodes),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_load_file),
     };

@@ -264,7 +264,7 @@ static void test_status_view_counts(void **state)
         if (ok != served[i])
             fail_msg("desired %s: served %d", counts[i], ok);
         if (ok)
-            assert_int_equal(v.desired, atoi(counts[i]));
+            assert_int_equal(v.desired, strtol(counts[i], NULL, 10));
     }
     ctl_config_free(&cfg);
     free(c);

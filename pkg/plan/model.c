@@ -9,7 +9,8 @@
  *   1. daily means m_d of z minus the current daily profile, over whole days
  *      (90 % of their steps with data);
  *   2. the trend's slope b, Theil-Sen: the median of the slopes between all
- *      pairs of whole days (weekly: only pairs a whole number of weeks
+ *      pairs of whole days (its buffer sized by them, not by the days the
+ *      history spans; weekly: only pairs a whole number of weeks
  *      apart, which cancels the weekday levels whatever they are);
  *   3. the level a at the end of the history: the median of m_d - b t_d
  *      (weekly: per day of the week, their mean is a and the differences
@@ -161,6 +162,7 @@ struct days {
     size_t n;
     bool *whole;
     size_t nwhole;
+    size_t *idx;        /* the nwhole whole days' indices, ascending */
     int per_dow[7];
 };
 
@@ -171,6 +173,7 @@ static void find_days(const struct plan_steps *s, size_t P, struct days *d)
     int64_t last = plan_floor_div(k0 + (int64_t)s->n - 1, (int64_t)P);
     d->n = (size_t)(last - d->first + 1);
     d->whole = xcalloc(d->n, sizeof(bool));
+    d->idx = xcalloc(d->n, sizeof(size_t));
     d->nwhole = 0;
     memset(d->per_dow, 0, sizeof(d->per_dow));
     for (size_t j = 0; j < d->n; j++) {
@@ -182,7 +185,7 @@ static void find_days(const struct plan_steps *s, size_t P, struct days *d)
             have += !isnan(s->rate[kd + (int64_t)p]);
         if ((double)have >= 0.9 * (double)P) {
             d->whole[j] = true;
-            d->nwhole++;
+            d->idx[d->nwhole++] = j;
             d->per_dow[plan_dow(d->first + (int64_t)j)]++;
         }
     }
@@ -232,14 +235,16 @@ static void fit_pass(struct fit *f, bool fit_slope)
             }
         f->m[j] = sum / cnt;
     }
-    /* 2. Theil-Sen slope */
+    /* 2. Theil-Sen slope, over the pairs of whole days only (the days the
+     * history spans can be many more: a mistyped time years ahead) */
     if (fit_slope) {
         size_t np = 0;
-        for (size_t i = 0; i < d->n; i++)
-            for (size_t j = i + 1; j < d->n; j++)
-                if (d->whole[i] && d->whole[j] && (!f->weekly || (j - i) % 7 == 0) &&
-                    np < f->cap)
+        for (size_t a = 0; a < d->nwhole; a++)
+            for (size_t b = a + 1; b < d->nwhole; b++) {
+                size_t i = d->idx[a], j = d->idx[b];
+                if ((!f->weekly || (j - i) % 7 == 0) && np < f->cap)
                     tmp[np++] = (f->m[j] - f->m[i]) / (f->tau[j] - f->tau[i]);
+            }
         out->slope = np > 0 ? plan_quantile(tmp, np, 0.5) : 0;
     }
     /* 3. level and weekday offsets */
@@ -391,7 +396,8 @@ int plan_model_fit(const struct plan_steps *s, enum plan_season season, enum pla
     }
     m = xmalloc(d.n * sizeof(double));
     tau = xmalloc(d.n * sizeof(double));
-    size_t cap = UTIL_MAX(s->n, d.n * d.n / 2 + 8);
+    /* tmp holds a value per step, or per pair of whole days */
+    size_t cap = UTIL_MAX(s->n, d.nwhole * (d.nwhole - 1) / 2 + 8);
     tmp = xmalloc(cap * sizeof(double));
     struct fit f = {.s = s, .d = &d, .P = P, .k0 = s->t0_ms / s->step_ms, .z = z, .m = m,
                     .tau = tau, .tmp = tmp, .cap = cap, .origin_ms = origin_ms,
@@ -413,6 +419,7 @@ out:
     if (rc != 0)
         plan_model_clear(out);
     xfree(d.whole);
+    xfree(d.idx);
     xfree(z);
     xfree(m);
     xfree(tau);

@@ -106,6 +106,12 @@ int plan_run(const struct plan_config *cfg, const struct plan_workload *w,
         return -EINVAL;
     }
     int64_t span = (int64_t)h->n * h->dt_ms;
+    if (span > PLAN_MAX_HISTORY_DAYS * PLAN_DAY_MS + h->dt_ms) {
+        snprintf(err, errlen,
+                 "the history spans %.1f days; a plan reads at most %d (a mistyped time?)",
+                 (double)span / (double)PLAN_DAY_MS, PLAN_MAX_HISTORY_DAYS);
+        return -EINVAL;
+    }
     if ((double)cfg->horizon_ms > PLAN_MAX_HORIZON_RATIO * (double)span) {
         char a[64], b[64];
         fmt_days(cfg->horizon_ms, a, sizeof(a));

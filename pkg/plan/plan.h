@@ -43,6 +43,12 @@
 #define PLAN_MIN_DAYS_DAILY 3
 #define PLAN_MIN_DAYS_WEEKLY 14
 
+/** The longest history a plan reads, in days (the simulator's longest scored
+ *  window, SIM_MAX_SCORED_S): a trace row further from the first is refused
+ *  with its line (`gpuscaler plan` reads traces with this limit), a longer
+ *  history by plan_run(). `--since` asks Prometheus for at most 365 days. */
+#define PLAN_MAX_HISTORY_DAYS 400
+
 /** The horizon may be at most this many times the history's span: the trend
  *  is not extrapolated further than the span it was fitted on. */
 #define PLAN_MAX_HORIZON_RATIO 1.0

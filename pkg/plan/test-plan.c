@@ -192,6 +192,30 @@ static void test_steps(void **state)
     assert_non_null(strstr(err, "finer than the history's 10m buckets"));
 }
 
+/* A mistyped time years ahead (30 days of data, then one day ~485 years on)
+ * left the history spanning 177,000 days: the slope's buffer was sized by
+ * their square (125 GB, an abort), not by the 31 days with data. */
+static void test_model_sized_by_days_with_data(void **state)
+{
+    (void)state;
+    struct plan_steps st = {.t0_ms = 0, .step_ms = DAY_S * 1000LL, .n = 177000};
+    st.rate = xmalloc(st.n * sizeof(double));
+    for (size_t k = 0; k < st.n; k++)
+        st.rate[k] = k < 30 ? 100 + (double)k : NAN;
+    st.rate[st.n - 1] = 130;
+    struct plan_model m;
+    char err[300];
+    int64_t origin = (int64_t)st.n * st.step_ms;
+    assert_int_equal(plan_model_fit(&st, PLAN_SEASON_DAILY, PLAN_TREND_LINEAR, 1, origin, &m, err,
+                                    sizeof(err)),
+                     0);
+    assert_int_equal(m.whole_days, 31);
+    assert_int_equal(m.steps_used, 31);
+    assert_true(isfinite(m.slope) && isfinite(m.level));
+    plan_model_clear(&m);
+    plan_steps_free(&st);
+}
+
 /* ---- refusals -------------------------------------------------------------- */
 
 static void expect_refusal(const struct plan_config *c, const struct trace *t, const char *what)
@@ -230,6 +254,14 @@ static void test_refusals(void **state)
     c.horizon_ms = 7 * DAY_S * 1000LL;
     c.step_ms = 5 * 60 * 1000;
     expect_refusal(&c, t, "step: 5m is finer than the history's 10m buckets");
+    trace_free(t);
+    /* a history longer than a plan reads (the trace reader refuses its row first) */
+    c.step_ms = 3600 * 1000;
+    t = synth(10, 600, 100, 0, false, 0.02, 0);
+    t->dt_ms = 1000LL * DAY_S;
+    t->n = 402;
+    expect_refusal(&c, t, "the history spans 402.0 days; a plan reads at most 400");
+    t->n = 10;
     trace_free(t);
     /* a horizon that is not whole steps */
     char err[200];
@@ -638,6 +670,7 @@ int main(void)
         cmocka_unit_test(test_insignificant_trend_is_dropped),
         cmocka_unit_test(test_outage_does_not_bend_the_level),
         cmocka_unit_test(test_steps),
+        cmocka_unit_test(test_model_sized_by_days_with_data),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_backtest_window),
         cmocka_unit_test(test_backtest_stationary),

@@ -90,6 +90,10 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
         util_buf_printf(b, " after a %s warm-up", a);
     }
     util_buf_puts(b, "\n");
+    if (info->trace_missing > 0)
+        util_buf_printf(b, "  missing   %zu of the trace's %zu buckets have no row (replayed as no "
+                           "traffic)\n",
+                        info->trace_missing, info->trace_buckets);
     dur(cfg->policy.service_time_ms, a, sizeof(a));
     dur(p->cold_start_ms, c, sizeof(c));
     double cap = sim_config_capacity(cfg);
@@ -324,6 +328,7 @@ void sim_report_json(struct util_buf *b, const struct sim_config *cfg,
     util_buf_puts(b, ", ");
     jkv_num(b, "bucket_seconds", info->trace_dt_s, true);
     jkv_num(b, "span_seconds", info->trace_span_s, true);
+    jkv_num(b, "missing_buckets", (double)info->trace_missing, true);
     jkv_num(b, "scale", cfg->scale, false);
     util_buf_puts(b, "},\n  \"window\": {");
     jkv_num(b, "start_seconds", r->t_begin_s, true);

@@ -17,8 +17,9 @@
  * the model and its equations.
  *
  * Everything is deterministic: no clock, no randomness; the same config and
- * trace give byte-identical results and outputs. Nothing here does file I/O:
- * the report writers append to a util_buf that the caller writes out.
+ * trace give byte-identical results and outputs. Nothing here does file I/O
+ * but sim_file_load() (the YAML file, through pkg/conf): the report writers
+ * append to a util_buf that the caller writes out.
  *
  * Ownership: sim_run() returns a result owned by the caller (sim_result_free);
  * the config and trace are only read during the call. */
@@ -150,6 +151,47 @@ const char *sim_config_key_help(size_t i);
  * within bounds. 0 or -EINVAL with a message naming the key.
  */
 int sim_config_validate(const struct sim_config *cfg, char *err, size_t errlen);
+
+/* ---- the YAML file (`simulate --config`, yaml.c) ------------------------- */
+
+/** One `key: value` of a simulator file, with its line. */
+struct sim_file_setting {
+    char *key;          /**< owned */
+    char *value;        /**< owned: a scalar as written, a sequence's items joined with commas */
+    int line;           /**< 1-based line of the value */
+};
+
+/** A simulator file: its settings, in file order, and its trace. */
+struct sim_file {
+    struct sim_file_setting *v; /**< owned; every key but `trace`, unchecked (sim_config_set
+                                     checks them as they are applied) */
+    size_t n;
+    char *trace;        /**< the `trace` value as written (a relative path is the caller's to
+                             resolve from the file's folder), owned; NULL without one */
+    int trace_line;
+};
+
+/** Where a simulator file is wrong. */
+struct sim_file_error {
+    int line;           /**< 1-based, 0 when not about a line (the file cannot be read) */
+    char msg[240];      /**< without the file's name, unless line is 0 */
+};
+
+/**
+ * Parse a simulator file: a YAML map (conf_parse's rules: core tags only and
+ * fitting their nodes, no anchors, no duplicate keys) whose values are
+ * scalars or sequences of scalars. `trace` must be a non-empty scalar. On
+ * success *out holds the settings (sim_file_clear). On error returns
+ * -EINVAL (or conf_parse's code) with err filled, *out empty.
+ */
+int sim_file_parse(const char *buf, size_t len, struct sim_file *out, struct sim_file_error *err);
+
+/** Read and parse a file: sim_file_parse's results, plus -errno when it
+ *  cannot be read (err->line 0, the message names the file). */
+int sim_file_load(const char *path, struct sim_file *out, struct sim_file_error *err);
+
+/** Free the settings; f is left empty (safe to clear twice). */
+void sim_file_clear(struct sim_file *f);
 
 /** The scored SLA: sla_ms, else the policy's p99-latency-target. */
 int64_t sim_config_sla_ms(const struct sim_config *cfg);
@@ -289,6 +331,9 @@ struct sim_report_info {
     const char *trace_name;     /**< path or description of the trace */
     double trace_dt_s;          /**< its bucket width */
     double trace_span_s;        /**< its length */
+    size_t trace_missing;       /**< its buckets without a row (trace.nmissing), replayed
+                                     as no traffic */
+    size_t trace_buckets;       /**< all its buckets (trace.n) */
 };
 
 /** Header with every parameter, then the table of the policies. */

@@ -65,7 +65,7 @@ static void render(double t0_s, struct util_buf *table, struct util_buf *svg)
     struct sim_result *r = NULL;
     if (sim_run(&c, &tr, NULL, &r, err, sizeof(err)) != 0)
         fail_msg("sim_run: %s", err);
-    struct sim_report_info info = {"trace", 1, N};
+    struct sim_report_info info = {"trace", 1, N, 0, 0};
     sim_report_table(table, &c, &info, r);
     sim_report_svg(svg, &c, &info, r);
     sim_result_free(r);

@@ -523,7 +523,7 @@ static void test_deterministic(void **st)
     /* Every policy saw the same arrivals. */
     for (size_t i = 1; i < a->n; i++)
         assert_true(a->pol[0].requests == a->pol[i].requests);
-    struct sim_report_info info = {"synthetic", 1, 7200};
+    struct sim_report_info info = {"synthetic", 1, 7200, 0, 0};
     struct util_buf x = {0}, y = {0};
     sim_report_table(&x, &c, &info, a);
     sim_report_json(&x, &c, &info, a);
@@ -551,7 +551,7 @@ static void test_reports_shape(void **st)
     char err[256];
     struct sim_result *r = NULL;
     assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), 0);
-    struct sim_report_info info = {"a&b<c>", 1, 3600};
+    struct sim_report_info info = {"a&b<c>", 1, 3600, 0, 0};
     struct util_buf b = {0};
     sim_report_timeline_csv(&b, r);
     /* Header + 60 intervals x 5 policies, every row with 8 fields. */
@@ -571,6 +571,20 @@ static void test_reports_shape(void **st)
     assert_non_null(strstr(b.data, "predictive"));
     assert_non_null(strstr(b.data, "reactive"));
     assert_non_null(strstr(b.data, "hpa"));
+    /* buckets without a row: a header line when there are any, always in the JSON */
+    assert_null(strstr(b.data, "missing"));
+    util_buf_reset(&b);
+    sim_report_json(&b, &c, &info, r);
+    assert_non_null(strstr(b.data, "\"missing_buckets\": 0,"));
+    info.trace_missing = 1800;
+    info.trace_buckets = 3600;
+    util_buf_reset(&b);
+    sim_report_table(&b, &c, &info, r);
+    assert_non_null(strstr(b.data, "\n  missing   1800 of the trace's 3600 buckets have no row "
+                                   "(replayed as no traffic)\n"));
+    util_buf_reset(&b);
+    sim_report_json(&b, &c, &info, r);
+    assert_non_null(strstr(b.data, "\"missing_buckets\": 1800,"));
     util_buf_free(&b);
     sim_result_free(r);
 }
@@ -704,7 +718,7 @@ static void test_svg_short_trace(void **st)
     char err[256];
     struct sim_result *r = NULL;
     assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), 0);
-    struct sim_report_info info = {"six hours", 10, 6 * 3600};
+    struct sim_report_info info = {"six hours", 10, 6 * 3600, 0, 0};
     struct util_buf b = {0};
     sim_report_svg(&b, &c, &info, r);
     size_t lines = 0, points = 0;
@@ -738,7 +752,7 @@ static void test_max_replicas_warning(void **st)
     assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), 0);
     assert_int_equal(r->oracle_peak_need, 10);
     assert_true(r->peak_need > 20);
-    struct sim_report_info info = {"step", 1, 1800};
+    struct sim_report_info info = {"step", 1, 1800, 0, 0};
     struct util_buf b = {0};
     sim_report_table(&b, &c, &info, r);
     assert_non_null(strstr(b.data, "warning: max-replicas 10 cannot carry"));
@@ -826,7 +840,7 @@ static void test_gpu_limit(void **st)
     if (log.raised_past != 0)
         fail_msg("%d scale-outs from a count with unschedulable replicas", log.raised_past);
     /* the reports say so */
-    struct sim_report_info info = {"step", 1, N};
+    struct sim_report_info info = {"step", 1, N, 0, 0};
     struct util_buf b = {0};
     sim_report_table(&b, &c, &info, r);
     assert_non_null(strstr(b.data, "gpu-limit 12: at most 12 replicas placed"));
@@ -981,6 +995,76 @@ static void test_config_keys(void **st)
     assert_true(strncmp(csv, "t_seconds,requests\n", 19) == 0);
 }
 
+/* The YAML file (simulate --config): settings in file order with their
+ * lines, lists joined, the trace apart; an empty or non-scalar trace and a
+ * value that is not a scalar or a list of them are refused with the line. */
+static void test_sim_file(void **st)
+{
+    (void)st;
+    static const char yaml[] = "# sim\n"
+                               "trace: t.csv\n"
+                               "policy: [reactive, hpa]\n"
+                               "scale: 0.5\n"
+                               "sla: ~\n";
+    struct sim_file f;
+    struct sim_file_error err = {0};
+    assert_int_equal(sim_file_parse(yaml, strlen(yaml), &f, &err), 0);
+    assert_string_equal(f.trace, "t.csv");
+    assert_int_equal(f.trace_line, 2);
+    assert_int_equal(f.n, 3);
+    assert_string_equal(f.v[0].key, "policy");
+    assert_string_equal(f.v[0].value, "reactive,hpa");
+    assert_int_equal(f.v[0].line, 3);
+    assert_string_equal(f.v[1].value, "0.5");
+    assert_string_equal(f.v[2].value, "");
+    sim_file_clear(&f);
+    sim_file_clear(&f);
+    static const struct {
+        const char *in;
+        int line;
+        const char *msg;
+    } bad[] = {
+        {"scale: 1\ntrace: ~\n", 2, "trace: missing value"},
+        {"trace:\n", 1, "trace: missing value"},
+        {"trace: [a.csv]\n", 1, "trace: expected a path, found a sequence"},
+        {"hpa:\n  tolerance: 0.1\n", 2, "hpa: expected a value, found a map"},
+        {"policy: [[hpa]]\n", 1, "policy: expected a value, found a sequence"},
+        {"- scale\n", 1, "expected a map of key: value, found a sequence"},
+        {"scale: !!null 2\n", 1, "tag '!!null' on '2', which is not null"},
+        {"scale: 1\nscale: 2\n", 2, "duplicate key 'scale'"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        memset(&err, 0, sizeof(err));
+        int rc = sim_file_parse(bad[i].in, strlen(bad[i].in), &f, &err);
+        if (rc != -EINVAL || err.line != bad[i].line || !strstr(err.msg, bad[i].msg))
+            fail_msg("case %zu: rc %d at %d: %s", i, rc, err.line, err.msg);
+        assert_true(f.n == 0 && !f.v && !f.trace);
+    }
+    assert_int_equal(sim_file_load("/nonexistent/sim.yaml", &f, &err), -ENOENT);
+    assert_int_equal(err.line, 0);
+    assert_non_null(strstr(err.msg, "/nonexistent/sim.yaml"));
+}
+
+/* The HPA's scaling policies: Kubernetes refuses a policy value of 0 (an HPA
+ * with 0 pods and 0 % could never scale up), so 1 is the least. */
+static void test_hpa_policy_values_at_least_one(void **st)
+{
+    (void)st;
+    static const char *const keys[] = {"hpa-scale-up-pods", "hpa-scale-up-percent",
+                                       "hpa-scale-down-percent"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(keys); i++) {
+        struct sim_config c;
+        base_cfg(&c);
+        struct sim_config before = c;
+        char err[256];
+        assert_int_equal(sim_config_set(&c, keys[i], "0", err, sizeof(err)), -EINVAL);
+        assert_non_null(strstr(err, keys[i]));
+        assert_non_null(strstr(err, "out of range (1 to"));
+        assert_memory_equal(&c, &before, sizeof(c));
+        assert_int_equal(sim_config_set(&c, keys[i], "1", err, sizeof(err)), 0);
+    }
+}
+
 /* quantile-sweep: a list of forecast-quantile values, checked by the
  * policy's own parser, sorted and without duplicates. */
 static void test_quantile_sweep_key(void **st)
@@ -1090,7 +1174,7 @@ static void test_quantile_sweep_run(void **st)
         assert_true(h->sweep[i].gpu_hours == r->sweep[i].gpu_hours);
 
     /* the reports carry it */
-    struct sim_report_info info = {"synthetic", 1, 7200};
+    struct sim_report_info info = {"synthetic", 1, 7200, 0, 0};
     struct util_buf b = {0};
     sim_report_table(&b, &c, &info, r);
     assert_non_null(strstr(b.data, "forecast-quantile trade-off"));
@@ -1249,6 +1333,8 @@ int main(void)
         cmocka_unit_test(test_reports_shape),
         cmocka_unit_test(test_capacity_auto_converges),
         cmocka_unit_test(test_config_keys),
+        cmocka_unit_test(test_hpa_policy_values_at_least_one),
+        cmocka_unit_test(test_sim_file),
         cmocka_unit_test(test_run_errors),
         cmocka_unit_test(test_quantile_sweep_key),
         cmocka_unit_test(test_quantile_sweep_run),

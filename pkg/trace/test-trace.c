@@ -184,6 +184,170 @@ static void test_missing_buckets_and_a_finer_grid(void **state)
     trace_free(t);
 }
 
+/* Only the first ten rows may show a finer grid (a recorder that missed ticks
+ * as it started): a later row off the grid is an error naming it. Before,
+ * 5,760 rows of 60 s and one 30 s after the last were read as 30 s buckets,
+ * every other one empty, the demand doubled. A finer grid that the ten rows
+ * after it all ignore was one row off the grid too. */
+static void test_one_off_grid_row_does_not_refine(void **state)
+{
+    (void)state;
+    struct util_buf b = {0};
+    util_buf_puts(&b, "t_seconds,requests\n");
+    for (int k = 0; k < 5760; k++)
+        util_buf_printf(&b, "%d,600\n", 60 * k);
+    util_buf_printf(&b, "%d,600\n", 60 * 5759 + 30);
+    struct trace *t = NULL;
+    struct trace_error err = {0};
+    assert_int_equal(trace_parse(b.data, b.len, &t, &err), -EINVAL);
+    assert_null(t);
+    assert_int_equal(err.line, 5762);
+    assert_non_null(strstr(err.msg, "t_seconds '345570' is off the 60 s grid that starts at 0 s "
+                                    "(only the first 10 rows may show a finer one)"));
+
+    /* the tenth row may, the eleventh may not */
+    util_buf_reset(&b);
+    util_buf_puts(&b, "0,1\n");
+    for (int k = 1; k < 9; k++)
+        util_buf_printf(&b, "%d,1\n", 60 * k);
+    util_buf_puts(&b, "510,1\n");
+    assert_int_equal(trace_parse(b.data, b.len, &t, &err), 0);
+    assert_int_equal(t->dt_ms, 30000);
+    trace_free(t);
+    util_buf_reset(&b);
+    util_buf_puts(&b, "0,1\n");
+    for (int k = 1; k < 10; k++)
+        util_buf_printf(&b, "%d,1\n", 60 * k);
+    util_buf_puts(&b, "570,1\n");
+    assert_int_equal(trace_parse(b.data, b.len, &t, &err), -EINVAL);
+    assert_int_equal(err.line, 11);
+    /* a recorder that missed the ticks after its first and third rows */
+    t = parse_ok("0,1\n30,2\n60,3\n75,4\n90,5\n105,6\n");
+    assert_int_equal(t->dt_ms, 15000);
+    assert_int_equal(t->nmissing, 2);
+    trace_free(t);
+
+    /* the third row off the grid that the rows after it keep: not a finer grid */
+    util_buf_reset(&b);
+    util_buf_puts(&b, "0,600\n60,600\n90,600\n");
+    for (int k = 2; k < 12; k++)
+        util_buf_printf(&b, "%d,600\n", 60 * k);
+    assert_int_equal(trace_parse(b.data, b.len, &t, &err), -EINVAL);
+    assert_int_equal(err.line, 3);
+    assert_non_null(strstr(err.msg, "t_seconds '90' is off the 60 s grid that starts at 0 s, "
+                                    "which all 10 rows after it keep"));
+    /* ... nine rows after it could still be a recorder's */
+    util_buf_reset(&b);
+    util_buf_puts(&b, "0,600\n60,600\n90,600\n");
+    for (int k = 2; k < 11; k++)
+        util_buf_printf(&b, "%d,600\n", 60 * k);
+    assert_int_equal(trace_parse(b.data, b.len, &t, &err), 0);
+    assert_int_equal(t->dt_ms, 30000);
+    trace_free(t);
+    util_buf_free(&b);
+}
+
+/* A number in a column the header does not name is refused: "0,2,5" (a
+ * decimal comma) read as 2 requests before. Columns a header names, and
+ * text or empty extra fields, are still ignored. */
+static void test_unnamed_numeric_column(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        size_t line;
+        const char *msg;
+    } bad[] = {
+        {"t_seconds,requests\n0,5,5\n1,6,5\n", 2,
+         "'0,5,5' has a number in column 3, but the header names 2 columns (a decimal comma?"},
+        {"0,2,5\n1,3\n", 1, "'0,2,5' has a number in column 3; without a header naming more"},
+        {"0,2\n1,3, 7\n", 2, "has a number in column 3"},
+        {"0,2,x,1e3\n1,3\n", 1, "has a number in column 4"},
+        {"t,r,note\n0,2,x\n1,3,x,9\n", 3, "has a number in column 4, but the header names 3"},
+        {"0,2,nan\n1,3\n", 1, "has a number in column 3"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        struct trace *t = NULL;
+        struct trace_error err = {0};
+        int rc = trace_parse(bad[i].in, strlen(bad[i].in), &t, &err);
+        if (rc != -EINVAL || err.line != bad[i].line || !strstr(err.msg, bad[i].msg))
+            fail_msg("case %zu: rc=%d line=%zu msg='%s'", i, rc, err.line, err.msg);
+        assert_null(t);
+    }
+    struct trace *t = parse_ok("0,1,,\n1,2,host-a\n2,3, \n");
+    static const double want[] = {1, 2, 3};
+    assert_buckets(t, want, 3);
+    trace_free(t);
+    t = parse_ok("t_seconds,requests,p50_ms\n0,1,12.5\n1,2,13\n");
+    assert_buckets(t, want, 2);
+    trace_free(t);
+}
+
+/* A first line is a header only when none of its fields reads as a number:
+ * "nan,nan" was skipped as one. */
+static void test_numeric_first_line_is_not_a_header(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        const char *msg;
+    } bad[] = {
+        {"nan,nan\n0,5\n1,6\n", "t_seconds 'nan' is not finite"},
+        {"inf,5\n0,5\n1,6\n", "t_seconds 'inf' is not finite"},
+        {"infinity,x\n0,5\n1,6\n", "t_seconds 'infinity' is not finite"},
+        {"t_seconds,nan\n0,5\n1,6\n", "t_seconds 't_seconds' is not a number"},
+        {"nan\n0,5\n1,6\n", "missing requests column in 'nan'"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        struct trace *t = NULL;
+        struct trace_error err = {0};
+        int rc = trace_parse(bad[i].in, strlen(bad[i].in), &t, &err);
+        if (rc != -EINVAL || err.line != 1 || !strstr(err.msg, bad[i].msg))
+            fail_msg("case %zu: rc=%d line=%zu msg='%s'", i, rc, err.line, err.msg);
+    }
+    struct trace *t = parse_ok("nanoseconds,requests\n0,5\n1,6\n");
+    trace_free(t);
+}
+
+/* trace_opts' span: a row far past the first (a mistyped UNIX time, one
+ * digit too many) is refused with its line, by the buffer and the file reader. */
+static void test_span_limit(void **state)
+{
+    (void)state;
+    struct util_buf b = {0};
+    util_buf_puts(&b, "t_seconds,requests\n");
+    for (int k = 0; k < 30 * 24; k++)
+        util_buf_printf(&b, "%d,36000\n", 1699999200 + 3600 * k);
+    util_buf_puts(&b, "17025912000,36000\n");
+    const struct trace_opts opts = {.max_span_ms = 400LL * 86400 * 1000};
+    struct trace *t = NULL;
+    struct trace_error err = {0};
+    assert_int_equal(trace_parse_opts(b.data, b.len, &opts, &t, &err), -E2BIG);
+    assert_null(t);
+    assert_int_equal(err.line, 722);
+    assert_non_null(strstr(err.msg, "t_seconds '17025912000' is 177383."));
+    assert_non_null(strstr(err.msg, " days after the first row (1699999200 s); at most 400 days "
+                                    "are read (a mistyped time?)"));
+    char path[] = "/tmp/test-trace-span-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, b.data, b.len), (ssize_t)b.len);
+    close(fd);
+    struct trace_error e2 = {0};
+    assert_int_equal(trace_load_file_opts(path, &opts, &t, &e2), -E2BIG);
+    assert_int_equal(e2.line, 722);
+    assert_string_equal(e2.msg, err.msg);
+    /* without the limit (the simulator's, whose window is checked later) */
+    assert_int_equal(trace_load_file(path, &t, &e2), 0);
+    trace_free(t);
+    unlink(path);
+    /* 400 days exactly is within */
+    static const char edge[] = "0,1\n34560000,1\n";
+    assert_int_equal(trace_parse_opts(edge, strlen(edge), &opts, &t, &err), 0);
+    trace_free(t);
+    util_buf_free(&b);
+}
+
 /* ---- rejections ------------------------------------------------------------- */
 
 static void test_errors(void **state)
@@ -602,6 +766,10 @@ int main(void)
         cmocka_unit_test(test_decimal_times_and_tolerance),
         cmocka_unit_test(test_single_row_and_bom),
         cmocka_unit_test(test_missing_buckets_and_a_finer_grid),
+        cmocka_unit_test(test_one_off_grid_row_does_not_refine),
+        cmocka_unit_test(test_unnamed_numeric_column),
+        cmocka_unit_test(test_numeric_first_line_is_not_a_header),
+        cmocka_unit_test(test_span_limit),
         cmocka_unit_test(test_one_second_shared_shape),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_error_text_is_truncated_and_printable),

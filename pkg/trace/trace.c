@@ -12,7 +12,9 @@
  * TRACE_MAX_BUCKETS. Times are kept as integer milliseconds; a row belongs
  * to bucket k when its time is within TRACE_GRID_TOL_MS of t0 + k * dt.
  * Errors carry the 1-based line and the offending text (truncated, with
- * control bytes replaced) so that a caller can print them as they are. */
+ * control bytes replaced) so that a caller can print them as they are. Both
+ * readers drive the same parser state (with trace_opts' limits), so a file
+ * gives exactly what its bytes give trace_parse (fuzz/fuzz-trace-file.c). */
 #include "trace/trace.h"
 
 #include "util/util.h"
@@ -36,6 +38,11 @@
 #define FIELD_MAX 64
 /** Offending text is quoted up to this many bytes. */
 #define QUOTE_MAX 40
+/** A finer grid may be shown only by one of the first this many rows (a
+ *  recorder that missed ticks as it started), and is refused when this many
+ *  rows or more follow the row that showed it and all keep the first two
+ *  rows' grid (then that row was off it, the first two a tick apart). */
+#define TRACE_REFINE_ROWS 10
 
 /* ---- errors --------------------------------------------------------------- */
 
@@ -146,9 +153,24 @@ static enum num_rc parse_num(struct field f, double *out)
     return NUM_OK;
 }
 
+/* Does the field read as a number to strtod, whatever parse_num makes of it
+ * ("5", "nan", "inf", "0x10", "1e999")? */
+static bool looks_numeric(struct field f)
+{
+    if (f.n == 0 || f.n >= FIELD_MAX)
+        return false;
+    char tmp[FIELD_MAX];
+    memcpy(tmp, f.p, f.n);
+    tmp[f.n] = '\0';
+    char *end;
+    (void)strtod(tmp, &end);
+    return end != tmp && *end == '\0';
+}
+
 /* Does the line look like a header: a first field that starts like a name,
- * and no number in the second field ("t_seconds,requests")? */
-static bool is_header(const char *p, size_t n)
+ * and no field that reads as a number ("t_seconds,requests"; not "nan,nan")?
+ * Sets *cols to the number of fields it names. */
+static bool is_header(const char *p, size_t n, size_t *cols)
 {
     struct field a, b;
     int nf = split2(p, n, &a, &b);
@@ -156,10 +178,12 @@ static bool is_header(const char *p, size_t n)
         return false;
     char c = a.p[0];
     bool name = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '"';
-    if (!name)
+    if (!name || looks_numeric(a) || (nf == 2 && looks_numeric(b)))
         return false;
-    double v;
-    return nf < 2 || parse_num(b, &v) != NUM_OK;
+    *cols = 1;
+    for (const char *q = p; (q = memchr(q, ',', n - (size_t)(q - p))) != NULL; q++)
+        (*cols)++;
+    return true;
 }
 
 /* Drop trailing zeros (and a trailing point) from a "%.Nf" rendering. */
@@ -231,7 +255,23 @@ struct parser {
     bool have_dt;     /* two data rows seen */
     int64_t t0_ms, dt_ms, prev_ms;
     size_t prev_k;
+    size_t rows;      /* data rows so far */
+    /* a row refined the grid from coarse_ms, the first two rows' spacing (0:
+     * none did): the last such row's line and text, the rows after it and
+     * those of them off the coarser grid */
+    int64_t coarse_ms;
+    size_t refine_line, after_refine, after_refine_off;
+    char refine_text[QUOTE_MAX + 4];
+    size_t cols;      /* columns the header names; 0 without a header (two are read) */
+    int64_t max_span_ms; /* trace_opts' limit, 0 = none */
 };
+
+static void parser_init(struct parser *ps, const struct trace_opts *opts)
+{
+    memset(ps, 0, sizeof(*ps));
+    ps->first = true;
+    ps->max_span_ms = opts && opts->max_span_ms > 0 ? opts->max_span_ms : 0;
+}
 
 static int parse_time(struct field f, size_t line, int64_t *ms, struct trace_error *err)
 {
@@ -300,6 +340,12 @@ static int place(struct parser *ps, struct field f, int64_t t_ms, size_t line, s
         return fail(err, -EINVAL, line,
                     "t_seconds '%s' does not increase (the previous row is at %s s)",
                     quote(f.p, f.n, q), secs(ps->prev_ms, a));
+    if (ps->max_span_ms > 0 && t_ms - ps->t0_ms > ps->max_span_ms)
+        return fail(err, -E2BIG, line,
+                    "t_seconds '%s' is %.1f days after the first row (%s s); at most %.0f days "
+                    "are read (a mistyped time?)",
+                    quote(f.p, f.n, q), (double)(t_ms - ps->t0_ms) / 86400e3,
+                    secs(ps->t0_ms, a), (double)ps->max_span_ms / 86400e3);
     if (!ps->have_dt) {
         int64_t dt = t_ms - ps->t0_ms;
         if (dt < 1000)
@@ -317,8 +363,13 @@ static int place(struct parser *ps, struct field f, int64_t t_ms, size_t line, s
     int64_t miss = off - kk * ps->dt_ms;
     if (miss > TRACE_GRID_TOL_MS || miss < -TRACE_GRID_TOL_MS) {
         /* The first two rows gave a multiple of the width when a bucket was
-         * skipped between them (a recorder's missed tick): whole seconds on
-         * a finer grid that holds every row so far refine it. */
+         * skipped between them (a recorder's missed tick): a row on a finer
+         * grid of whole seconds that holds every row so far refines it, if
+         * it is one of the first TRACE_REFINE_ROWS. A later row may not: one
+         * off-grid row would re-read the whole trace at a finer width, half
+         * its buckets empty. finish() refuses a refinement when
+         * TRACE_REFINE_ROWS rows or more follow and none is off the first
+         * two rows' grid. */
         int64_t g = ps->dt_ms, h = off;
         while (h) {
             int64_t r = g % h;
@@ -331,10 +382,26 @@ static int place(struct parser *ps, struct field f, int64_t t_ms, size_t line, s
             return fail(err, -EINVAL, line,
                         "t_seconds '%s' is off the %s s grid that starts at %s s",
                         quote(f.p, f.n, q), secs(ps->dt_ms, a), secs(ps->t0_ms, b));
+        if (ps->rows >= TRACE_REFINE_ROWS)
+            return fail(err, -EINVAL, line,
+                        "t_seconds '%s' is off the %s s grid that starts at %s s (only the first "
+                        "%d rows may show a finer one)",
+                        quote(f.p, f.n, q), secs(ps->dt_ms, a), secs(ps->t0_ms, b),
+                        TRACE_REFINE_ROWS);
+        if (!ps->coarse_ms)
+            ps->coarse_ms = ps->dt_ms;
+        ps->refine_line = line;
+        ps->after_refine = ps->after_refine_off = 0;
+        quote(f.p, f.n, ps->refine_text);
         series_refine(&ps->s, factor);
         ps->dt_ms = g;
         ps->prev_k *= factor;
         kk = off / g;
+    }
+    if (ps->coarse_ms && ps->refine_line != line) {
+        int64_t c = (off + ps->coarse_ms / 2) / ps->coarse_ms * ps->coarse_ms - off;
+        ps->after_refine++;
+        ps->after_refine_off += c > TRACE_GRID_TOL_MS || c < -TRACE_GRID_TOL_MS;
     }
     if ((uint64_t)kk <= ps->prev_k)
         return fail(err, -EINVAL, line,
@@ -348,6 +415,35 @@ static int place(struct parser *ps, struct field f, int64_t t_ms, size_t line, s
     return 0;
 }
 
+/* A number in a column the header does not name (or past the second without
+ * a header) is refused: "0,2,5" is a decimal comma ("0,2.5") more often than
+ * an extra column, and reading it as 2 requests would be silent. Text and
+ * empty extra fields are ignored; so is any column a header names. */
+static int check_extra(const struct parser *ps, const char *p, size_t n, size_t line,
+                       struct trace_error *err)
+{
+    size_t named = ps->cols > 2 ? ps->cols : 2, col = 1;
+    char q[QUOTE_MAX + 4];
+    for (const char *c = memchr(p, ',', n); c; c = memchr(c + 1, ',', n - (size_t)(c + 1 - p))) {
+        if (++col <= named)
+            continue;
+        const char *e = memchr(c + 1, ',', n - (size_t)(c + 1 - p));
+        struct field f = trim(c + 1, (size_t)((e ? e : p + n) - (c + 1)));
+        if (!looks_numeric(f))
+            continue;
+        if (ps->cols)
+            return fail(err, -EINVAL, line,
+                        "'%s' has a number in column %zu, but the header names %zu column%s (a "
+                        "decimal comma? write 0.5, not 0,5)",
+                        quote(p, n, q), col, ps->cols, ps->cols == 1 ? "" : "s");
+        return fail(err, -EINVAL, line,
+                    "'%s' has a number in column %zu; without a header naming more columns a "
+                    "row is t_seconds,requests (a decimal comma? write 0.5, not 0,5)",
+                    quote(p, n, q), col);
+    }
+    return 0;
+}
+
 static int parse_row(struct parser *ps, const char *p, size_t n, size_t line,
                      struct trace_error *err)
 {
@@ -358,7 +454,9 @@ static int parse_row(struct parser *ps, const char *p, size_t n, size_t line,
     int64_t t_ms = 0;
     double req = 0;
     size_t k = 0;
-    int rc = parse_time(ft, line, &t_ms, err);
+    int rc = check_extra(ps, p, n, line, err);
+    if (rc == 0)
+        rc = parse_time(ft, line, &t_ms, err);
     if (rc == 0)
         rc = parse_requests(fr, line, &req, err);
     if (rc == 0)
@@ -366,6 +464,7 @@ static int parse_row(struct parser *ps, const char *p, size_t n, size_t line,
     if (rc != 0)
         return rc;
     series_set(&ps->s, k, req);
+    ps->rows++;
     ps->have_row = true;
     ps->prev_ms = t_ms;
     ps->prev_k = k;
@@ -376,8 +475,9 @@ static int parse_row(struct parser *ps, const char *p, size_t n, size_t line,
  * array is allocated once, at its final size (no regrowth, no trim, no 2x
  * peak). Only a hint: 0 when the last row does not parse or is out of range;
  * the row-by-row checks still decide. */
-static size_t last_row_hint(const char *buf, const char *end, int64_t t0_ms, int64_t dt_ms)
+static size_t last_row_hint(const char *buf, const char *end, const struct parser *ps)
 {
+    int64_t t0_ms = ps->t0_ms, dt_ms = ps->dt_ms;
     while (end > buf) {
         const char *nl = memrchr(buf, '\n', (size_t)(end - buf));
         const char *ls = nl ? nl + 1 : buf;
@@ -391,7 +491,7 @@ static size_t last_row_hint(const char *buf, const char *end, int64_t t0_ms, int
                 fabs(t) > TRACE_MAX_ABS_T)
                 return 0;
             int64_t off = llround(t * 1000.0) - t0_ms;
-            if (off <= 0)
+            if (off <= 0 || (ps->max_span_ms > 0 && off > ps->max_span_ms))
                 return 0;
             uint64_t k = (uint64_t)(off + dt_ms / 2) / (uint64_t)dt_ms;
             return k < TRACE_MAX_BUCKETS ? (size_t)k + 1 : 0;
@@ -434,7 +534,7 @@ static int parse_line(struct parser *ps, const char *p, size_t n, size_t line,
         return 0; /* blank or comment */
     if (ps->first) {
         ps->first = false;
-        if (is_header(all.p, all.n))
+        if (is_header(all.p, all.n, &ps->cols))
             return 0;
     }
     return parse_row(ps, p, n, line, err);
@@ -449,6 +549,14 @@ static int finish(struct parser *ps, struct trace **out, struct trace_error *err
         return fail(err, -EINVAL, 0,
                     "trace has one data row: the bucket width is the spacing of the first "
                     "two rows");
+    if (ps->coarse_ms && ps->after_refine >= TRACE_REFINE_ROWS && ps->after_refine_off == 0) {
+        char a[32], b[32];
+        return fail(err, -EINVAL, ps->refine_line,
+                    "t_seconds '%s' is off the %s s grid that starts at %s s, which all %zu "
+                    "rows after it keep",
+                    ps->refine_text, secs(ps->coarse_ms, a), secs(ps->t0_ms, b),
+                    ps->after_refine);
+    }
     struct trace *t = xcalloc(1, sizeof(*t));
     t->t0_ms = ps->t0_ms;
     t->dt_ms = ps->dt_ms;
@@ -469,9 +577,11 @@ static int finish(struct parser *ps, struct trace **out, struct trace_error *err
     return 0;
 }
 
-int trace_parse(const char *buf, size_t len, struct trace **out, struct trace_error *err)
+int trace_parse_opts(const char *buf, size_t len, const struct trace_opts *opts,
+                     struct trace **out, struct trace_error *err)
 {
-    struct parser ps = {.first = true};
+    struct parser ps;
+    parser_init(&ps, opts);
     int rc = 0;
     if (len > TRACE_MAX_BYTES) {
         rc = fail(err, -E2BIG, 0, "trace is %zu bytes; the limit is %zu", len, TRACE_MAX_BYTES);
@@ -487,7 +597,7 @@ int trace_parse(const char *buf, size_t len, struct trace **out, struct trace_er
             goto out;
         if (ps.have_dt && !hinted) {
             hinted = true;
-            size_t hint = last_row_hint(p, end, ps.t0_ms, ps.dt_ms);
+            size_t hint = last_row_hint(p, end, &ps);
             if (hint > ps.s.cap)
                 series_reserve(&ps.s, hint);
         }
@@ -497,6 +607,11 @@ int trace_parse(const char *buf, size_t len, struct trace **out, struct trace_er
 out:
     xfree(ps.s.v);
     return rc;
+}
+
+int trace_parse(const char *buf, size_t len, struct trace **out, struct trace_error *err)
+{
+    return trace_parse_opts(buf, len, NULL, out, err);
 }
 
 /* ---- files ------------------------------------------------------------------- */
@@ -559,9 +674,11 @@ static int check_size(int fd, const char *name, struct trace_error *err)
                 TRACE_MAX_BYTES);
 }
 
-int trace_load_file(const char *path, struct trace **out, struct trace_error *err)
+int trace_load_file_opts(const char *path, const struct trace_opts *opts, struct trace **out,
+                         struct trace_error *err)
 {
-    struct stream st = {.ps = {.first = true}, .line = 1};
+    struct stream st = {.line = 1};
+    parser_init(&st.ps, opts);
     bool is_stdin = strcmp(path, "-") == 0;
     const char *name = is_stdin ? "stdin" : path;
     gzFile gz = NULL;
@@ -583,12 +700,11 @@ int trace_load_file(const char *path, struct trace **out, struct trace_error *er
         goto out;
     }
     fd = -1; /* owned by gz now */
-    enum { CHUNK = 128 * 1024 };
-    gzbuffer(gz, CHUNK);
-    chunk = xmalloc(CHUNK);
+    gzbuffer(gz, TRACE_READ_CHUNK);
+    chunk = xmalloc(TRACE_READ_CHUNK);
     for (;;) {
         errno = 0;
-        int r = gzread(gz, chunk, CHUNK);
+        int r = gzread(gz, chunk, TRACE_READ_CHUNK);
         int zerr = Z_OK;
         const char *msg = gzerror(gz, &zerr);
         /* a truncated stream ends with r == 0 and the error only in gzerror */
@@ -624,6 +740,11 @@ out:
     util_buf_free(&st.part);
     xfree(st.ps.s.v);
     return rc;
+}
+
+int trace_load_file(const char *path, struct trace **out, struct trace_error *err)
+{
+    return trace_load_file_opts(path, NULL, out, err);
 }
 
 /* ---- the rest ----------------------------------------------------------------- */

@@ -4,15 +4,23 @@
  *
  * A trace is a series of equal-width buckets: `requests` is the number of
  * requests that arrived in [t, t + dt). dt is the spacing of the first two
- * rows (>= 1 s), or a whole-second divisor of it that a later row shows (a
- * bucket skipped between the first two); later rows must sit on that grid
- * and strictly increase; skipped buckets count as zero requests and are
- * flagged missing (the simulator replays them as zero, the planner leaves
- * them out). A trace needs two data rows. A header row is optional; extra
- * columns are ignored; empty lines and lines starting with '#' are skipped.
- * The parser is pure and reports the line of the first error. Files may be
- * gzip-compressed (read through zlib, recognised by their magic bytes, not
- * by their name). */
+ * rows (>= 1 s), or a whole-second divisor of it that one of the first ten
+ * rows shows (buckets skipped between the first rows: a recorder that missed
+ * ticks as it started; refused when ten or more rows follow that row and all
+ * keep the first two rows' grid: then it was off that grid); later rows must
+ * sit on the grid and strictly increase (a later row off it is an error,
+ * never a finer grid); skipped
+ * buckets count as zero requests and are flagged missing (the simulator
+ * replays them as zero, the planner leaves them out). A trace needs two data
+ * rows. A header row is optional: a first line whose first field starts like
+ * a name and none of whose fields reads as a number. Columns after the
+ * second are read only when the header names them (and then ignored); a
+ * number in a column the header does not name (or in the third without a
+ * header) is an error, since "0,2,5" is a decimal comma, not 2 requests;
+ * text or empty extra fields are ignored. Empty lines and lines starting
+ * with '#' are skipped. The parser is pure and reports the line of the first
+ * error. Files may be gzip-compressed (read through zlib, recognised by their
+ * magic bytes, not by their name). */
 #ifndef GPUSCALER_TRACE_H
 #define GPUSCALER_TRACE_H
 
@@ -30,6 +38,9 @@
  *  even in day-wide buckets. A larger count is a broken trace; accepting it
  *  would print 300-digit peaks and inf% in the reports. */
 #define TRACE_MAX_REQUESTS 1e12
+/** trace_load_file() reads (and inflates) this many bytes at a time; a line
+ *  across two reads is joined. */
+#define TRACE_READ_CHUNK ((size_t)128 * 1024)
 
 struct trace {
     int64_t t0_ms;     /**< time of the first bucket (ms, from the first row) */
@@ -63,6 +74,19 @@ int trace_parse(const char *buf, size_t len, struct trace **out, struct trace_er
  * and -EINVAL for corrupt or truncated gzip data (err names the file).
  */
 int trace_load_file(const char *path, struct trace **out, struct trace_error *err);
+
+/** What a caller may limit beyond the format's own limits; zero = no limit. */
+struct trace_opts {
+    /** A row more than this after the first row (ms) is -E2BIG, naming its
+     *  line (a mistyped time years ahead would otherwise size the trace). */
+    int64_t max_span_ms;
+};
+
+/** trace_parse() and trace_load_file() with opts (NULL: as without). */
+int trace_parse_opts(const char *buf, size_t len, const struct trace_opts *opts,
+                     struct trace **out, struct trace_error *err);
+int trace_load_file_opts(const char *path, const struct trace_opts *opts, struct trace **out,
+                         struct trace_error *err);
 
 void trace_free(struct trace *t);
 

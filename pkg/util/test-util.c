@@ -30,9 +30,13 @@ static void test_durations(void **state)
          * range check to call out of range (never "not a duration") */
         {"365d1ms", 0, UTIL_DURATION_MAX_MS + 1},
         {"400d", 0, UTIL_DURATION_MAX_MS + 1},      {"100000h", 0, UTIL_DURATION_MAX_MS + 1},
-        {"1e400", 0, UTIL_DURATION_MAX_MS + 1},     {"1e400s", 0, UTIL_DURATION_MAX_MS + 1},
         {"99999999999999999999h", 0, UTIL_DURATION_MAX_MS + 1},
-        {"1e300", 0, UTIL_DURATION_MAX_MS + 1},
+        {"99999999999999999999", 0, UTIL_DURATION_MAX_MS + 1},
+        {"1000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+         "0000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+         "0000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+         "0000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+         "00000000000000000000000000000000000000000000000000s", 0, UTIL_DURATION_MAX_MS + 1},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
         int64_t ms = -1;
@@ -49,6 +53,53 @@ static void test_durations(void **state)
     assert_string_equal(buf, "2m");
     util_format_duration(0, buf, sizeof(buf));
     assert_string_equal(buf, "0s");
+}
+
+/* Like Go's time.ParseDuration: each number is decimal digits with at most
+ * one point, then a unit; no sign, exponent or hex (strtod reads all three). */
+static void test_durations_decimal_only(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "0x3C", "0x3Cs", "0x1p4s", "1e3s", "1e3", "1E3s", "1e400", "1e400s", "1e300",
+        "+5s",  "5s+",   ".",      "..5s", "1.2.3s", "1m.s", "0x",  "1s0x1s", "\n5s",
+        "\v5",  "\f5s",  "\r5s",   "5s\n", "inf",   "infs", "nans", "5S",  "1h-1m",
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        int64_t ms = -1;
+        int rc = util_parse_duration_ms(bad[i], &ms);
+        if (rc != -22)
+            fail_msg("duration '%s': rc %d (%lld ms), want -22", bad[i], rc, (long long)ms);
+    }
+    static const struct {
+        const char *in;
+        int64_t ms;
+    } good[] = {
+        {".5s", 500}, {"5.s", 5000}, {"1.5", 1500}, {"0", 0},          {"0s", 0},
+        {"1h1h", 7200000}, {"1m30s500ms", 90500}, {"007s", 7000}, {"0.0001s", 0},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(good); i++) {
+        int64_t ms = -1;
+        int rc = util_parse_duration_ms(good[i].in, &ms);
+        if (rc != 0 || ms != good[i].ms)
+            fail_msg("duration '%s': rc %d, %lld ms; want %lld", good[i].in, rc, (long long)ms,
+                     (long long)good[i].ms);
+    }
+}
+
+/* strtod and strtoll skip any leading white space, not only ' ' and '\t'. */
+static void test_numbers_leading_space(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {" 1", "\t1", "\n1", "\r1", "\v1", "\f1", "1 ", "1\n"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        double d;
+        int64_t v;
+        if (util_parse_double(bad[i], &d) != -22)
+            fail_msg("util_parse_double(%zu) accepted", i);
+        if (util_parse_int64(bad[i], &v) != -22)
+            fail_msg("util_parse_int64(%zu) accepted", i);
+    }
 }
 
 static void test_numbers(void **state)
@@ -245,6 +296,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_durations_decimal_only),
+        cmocka_unit_test(test_numbers_leading_space),
         cmocka_unit_test(test_numbers),
         cmocka_unit_test(test_ranged),
         cmocka_unit_test(test_buf),

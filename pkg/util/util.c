@@ -6,6 +6,7 @@
  * aborts the process with a message (see util.h). */
 #include "util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -247,15 +248,15 @@ char *util_buf_steal(struct util_buf *b)
 
 int util_parse_double(const char *s, double *out)
 {
-    if (!s || !*s)
+    /* strtod skips leading white space (also \n, \r, \v, \f) and reads hex */
+    if (!s || !*s || isspace((unsigned char)s[0]))
         return -EINVAL;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v))
         return -EINVAL;
-    /* strtod accepts leading whitespace and hex; we want plain decimals. */
-    if (s[0] == ' ' || s[0] == '\t' || strpbrk(s, "xXpP"))
+    if (strpbrk(s, "xXpP"))
         return -EINVAL;
     *out = v;
     return 0;
@@ -263,7 +264,7 @@ int util_parse_double(const char *s, double *out)
 
 int util_parse_int64(const char *s, int64_t *out)
 {
-    if (!s || !*s || s[0] == ' ' || s[0] == '\t' || s[0] == '+')
+    if (!s || !*s || isspace((unsigned char)s[0]) || s[0] == '+')
         return -EINVAL;
     char *end;
     errno = 0;
@@ -274,33 +275,43 @@ int util_parse_int64(const char *s, int64_t *out)
     return 0;
 }
 
+/* The number at the start of a duration's segment: decimal digits with at
+ * most one point and at least one digit ("90", "1.5", ".5", "5."), nothing
+ * else (no sign, exponent or hex). Returns its end, or NULL. */
+static const char *duration_number(const char *p, double *v)
+{
+    const char *q = p;
+    size_t digits = 0, points = 0;
+    for (; (*q >= '0' && *q <= '9') || *q == '.'; q++) {
+        if (*q == '.')
+            points++;
+        else
+            digits++;
+    }
+    if (digits == 0 || points > 1)
+        return NULL;
+    char *end;
+    errno = 0;
+    *v = strtod(p, &end); /* an overflow ("1" and 400 zeros) is +inf: too long, well formed */
+    return end == q ? q : NULL;
+}
+
 int util_parse_duration_ms(const char *s, int64_t *out_ms)
 {
     const double max_ms = (double)UTIL_DURATION_MAX_MS;
     if (!s || !*s)
         return -EINVAL;
-    double total = 0, bare;
-    if (util_parse_double(s, &bare) == 0) { /* a bare number of seconds */
-        if (bare < 0)
-            return -EINVAL;
-        total = bare * 1000.0;
-        goto done;
-    }
+    double total = 0;
     const char *p = s;
     while (*p) {
-        if (!((*p >= '0' && *p <= '9') || *p == '.'))
-            return -EINVAL;
-        char *end;
-        errno = 0;
-        double v = strtod(p, &end);
-        if (end == p || !(v >= 0) || (errno == ERANGE && v < 1))
-            return -EINVAL; /* nothing read, or an underflow ("1e-400s") */
-        /* an overflow ("1e400s") is +inf: too long, but well formed so far */
+        double v;
         bool first = p == s;
-        p = end;
+        p = duration_number(p, &v);
+        if (!p)
+            return -EINVAL;
         double unit;
         if (first && *p == '\0') {
-            unit = 1000; /* a bare number too large for util_parse_double ("1e400") */
+            unit = 1000; /* the whole string one number: seconds ("120", "0") */
         } else if (strncmp(p, "ms", 2) == 0) {
             unit = 1;
             p += 2;
@@ -321,7 +332,6 @@ int util_parse_duration_ms(const char *s, int64_t *out_ms)
         }
         total += v * unit;
     }
-done:
     *out_ms = total > max_ms ? UTIL_DURATION_MAX_MS + 1 : (int64_t)llround(total);
     return 0;
 }

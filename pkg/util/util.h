@@ -98,7 +98,8 @@ char *util_buf_steal(struct util_buf *b);
 
 /**
  * Parse a whole string as a finite double / int64. Leading or trailing
- * garbage, empty strings, overflow, NaN and infinities are -EINVAL.
+ * garbage (white space of any kind included), empty strings, overflow, hex,
+ * NaN and infinities are -EINVAL.
  */
 int util_parse_double(const char *s, double *out);
 int util_parse_int64(const char *s, int64_t *out);
@@ -108,9 +109,11 @@ int util_parse_int64(const char *s, int64_t *out);
 
 /**
  * Parse a duration into milliseconds: Go-style ("90s", "2m", "1h30m",
- * "250ms", "1.5h") or a bare number of seconds ("120"). Malformed and
- * negative values are -EINVAL. A well-formed duration longer than
- * UTIL_DURATION_MAX_MS, however long ("100000h", "1e400s"), returns 0 with
+ * "250ms", "1.5h"; units ms, s, m, h and d) or a bare number of seconds
+ * ("120", "0"). Each number is decimal digits with at most one point: a
+ * sign, an exponent ("1e3s") or hex ("0x3C") is -EINVAL, as are other
+ * malformed and negative values. A well-formed duration longer than
+ * UTIL_DURATION_MAX_MS, however long ("100000h", "99999999999999999999s"), returns 0 with
  * *out_ms = UTIL_DURATION_MAX_MS + 1: longer than any limit, so the caller's
  * range check reports it as out of range, like any other too-long value,
  * and never as "not a duration". Callers must check the range.
