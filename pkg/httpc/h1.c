@@ -38,6 +38,8 @@ static int hdr_add(struct h1_parser *p, const char *s, size_t n)
 {
     p->hdr_bytes += n;
     if (p->hdr_bytes > HTTPC_MAX_HEADER_BYTES) {
+        snprintf(p->errmsg, sizeof(p->errmsg), "response header block larger than %zu bytes",
+                 (size_t)HTTPC_MAX_HEADER_BYTES);
         p->err = -EMSGSIZE;
         return HPE_USER;
     }
@@ -268,6 +270,9 @@ bool h1_prepare(const struct httpc_opts *o, struct sockaddr_storage *sa, char **
 
 /* ---- connection --------------------------------------------------------- */
 
+/* The connect's bound when the request gives none: libcurl's default. */
+#define H1_CONNECT_TIMEOUT_MS 300000
+
 struct h1_conn {
     uv_tcp_t tcp;
     uv_connect_t connect;
@@ -384,6 +389,8 @@ static void on_connect(uv_connect_t *req, int status)
     if (c->deadline) { /* the connect timeout is over; the whole-request one goes on */
         uint64_t now = uv_now(c->tcp.loop);
         uv_timer_start(&c->timer, on_timeout, c->deadline > now ? c->deadline - now : 0, 0);
+    } else { /* it bounded the connect only */
+        uv_timer_stop(&c->timer);
     }
     uv_buf_t b = uv_buf_init(c->request, (unsigned)c->request_len);
     int rc = uv_write(&c->write, (uv_stream_t *)&c->tcp, &b, 1, on_written);
@@ -411,10 +418,14 @@ int h1_conn_start(uv_loop_t *loop, const struct sockaddr *addr, char *request, s
     uv_timer_init(loop, &c->timer);
     c->tcp.data = c->timer.data = c->connect.data = c->write.data = c;
     c->open = 2;
-    int64_t first = o->connect_timeout_ms;
+    /* the connect's bound: its own, or curl's default, never past the whole
+     * request's; deadlines count from now, not from the loop's cached time,
+     * which a slow callback earlier in this iteration left behind */
+    int64_t first = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : H1_CONNECT_TIMEOUT_MS;
+    uv_update_time(loop);
     if (o->timeout_ms > 0) {
         c->deadline = uv_now(loop) + (uint64_t)o->timeout_ms;
-        if (first <= 0 || first > o->timeout_ms)
+        if (first > o->timeout_ms)
             first = o->timeout_ms;
     }
     c->timeout_ms = first;
@@ -425,8 +436,7 @@ int h1_conn_start(uv_loop_t *loop, const struct sockaddr *addr, char *request, s
         conn_close(c);
         return rc;
     }
-    if (first > 0)
-        uv_timer_start(&c->timer, on_timeout, (uint64_t)first, 0);
+    uv_timer_start(&c->timer, on_timeout, (uint64_t)first, 0);
     *out = c;
     return 0;
 }

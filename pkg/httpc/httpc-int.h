@@ -78,7 +78,8 @@ struct h1_conn_cb {
 };
 struct h1_conn_opts {
     int64_t timeout_ms;         /**< whole request, 0 = none */
-    int64_t connect_timeout_ms; /**< 0 = the whole request's */
+    int64_t connect_timeout_ms; /**< the connect only, 0 = 300 s (curl's default);
+                                     never longer than timeout_ms when that is set */
     size_t recv_buffer;         /**< read size, 0 = 16 KiB */
 };
 /**

@@ -14,11 +14,24 @@
  * process() too, one at a time, so a completion callback can do anything
  * (start, cancel, close) without disturbing an iteration in progress.
  *
+ * A request with a timeout also gets a timer of its own, the backstop, at
+ * timeout + HTTPC_BACKSTOP_SLACK_MS: libcurl before 8.8 checks a transfer's
+ * timeout only once it has a connection, so one queued behind the per-host
+ * cap or waiting to multiplex (PIPEWAIT) would wait forever. The backstop
+ * takes it out of curl through the to-do list, like a cancel, with
+ * -ETIMEDOUT; the slack lets curl's own timeout, and its message, win
+ * whenever curl does time the request out.
+ *
+ * When our side decides a result (a cancel, a size cap, a data callback's
+ * error, the backstop), the message is ours too: curl only saw a refused
+ * write ("Failure writing output to destination").
+ *
  * Ownership: struct httpc_req is allocated by httpc_request() and freed right
- * after its completion callback returns; its easy handle is then reset and
- * kept in the client's pool (up to pool_max) for the next request. struct
- * httpc is freed after the last of its libuv handles (timer, kick, one poll
- * per socket) has closed.
+ * after its completion callback returns (after its backstop timer closed,
+ * when it has one); its easy handle is then reset and kept in the client's
+ * pool (up to pool_max) for the next request. struct httpc is freed after
+ * the last of its libuv handles (timer, kick, one poll per socket, the
+ * requests' backstops) has closed.
  * libcurl's allocations are counted by alloc.c (httpc_memory_bytes). */
 #include "httpc.h"
 #include "httpc-int.h"
@@ -36,6 +49,12 @@
 #include "util/util.h"
 
 enum req_state { REQ_PENDING_ADD, REQ_ACTIVE, REQ_DONE };
+
+/* Why our callbacks stopped a transfer (with req.err), for the message. */
+enum req_abort { ABORT_NONE, ABORT_BODY_CAP, ABORT_HEADER_CAP, ABORT_DATA_CB };
+
+/* How long after timeout_ms the backstop ends a request curl still holds. */
+#define HTTPC_BACKSTOP_SLACK_MS 1000
 
 struct sock_ctx {
     uv_poll_t poll;
@@ -66,10 +85,15 @@ struct httpc_req {
     size_t nparsed;
     char errbuf[CURL_ERROR_SIZE];
     int err;    /* set by our callbacks: -EMSGSIZE or a data callback's return */
+    enum req_abort why; /* ...and which of them */
     int result; /* final error code given to cb */
     long status;
     enum req_state state;
     bool cancelled;
+    bool timed_out;     /* the backstop fired */
+    bool backstop_open; /* backstop initialised: closed before r is freed */
+    uv_timer_t backstop; /* timeout_ms + slack, for a request curl keeps queued */
+    int64_t timeout_ms;
     bool on_todo;
     bool in_data; /* inside on_data: httpc_req_content_type() answers */
     struct h1_conn *h1; /* the request's connection when h1.c carries it (easy is NULL) */
@@ -306,12 +330,14 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
         r->in_data = false;
         if (rc < 0) {
             r->err = rc;
+            r->why = ABORT_DATA_CB;
             return 0;
         }
         return r->cancelled ? 0 : len;
     }
     if (r->body.len + len > r->max_body) {
         r->err = -EMSGSIZE;
+        r->why = ABORT_BODY_CAP;
         return 0;
     }
     util_buf_append(&r->body, p, len);
@@ -328,6 +354,7 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
         util_buf_reset(&r->hdrbuf); /* a new response (after 100 Continue) */
     if (r->hdrbuf.len + len > HTTPC_MAX_HEADER_BYTES) {
         r->err = -EMSGSIZE;
+        r->why = ABORT_HEADER_CAP;
         return 0;
     }
     util_buf_append(&r->hdrbuf, p, len);
@@ -392,6 +419,8 @@ static void finish(struct httpc_req *r, int result)
         curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
         curl_multi_remove_handle(c->multi, r->easy);
     }
+    if (r->backstop_open)
+        uv_timer_stop(&r->backstop);
     r->state = REQ_DONE;
     r->result = result;
     parse_headers(r);
@@ -421,9 +450,20 @@ static CURL *easy_take(struct httpc *c)
     return c->npool ? c->pool[--c->npool] : curl_easy_init();
 }
 
+static void on_backstop_closed(uv_handle_t *h)
+{
+    struct httpc_req *r = util_container_of((uv_timer_t *)h, struct httpc_req, backstop);
+    struct httpc *c = r->c;
+    xfree(r);
+    if (--c->open_handles == 0 && c->dead)
+        free_client(c);
+}
+
+/* Free r, or everything but its memory, which goes once its backstop closed. */
 static void req_free(struct httpc_req *r)
 {
     easy_release(r->c, r->easy);
+    r->easy = NULL;
     if (r->hdrs && r->hdrs_secret)
         explicit_bzero(r->hdrs, r->hdrs_len);
     xfree(r->hdrs);
@@ -432,7 +472,55 @@ static void req_free(struct httpc_req *r)
     util_buf_free(&r->hdrbuf);
     xfree(r->parsed);
     xfree(r->h1_ctype);
-    xfree(r);
+    if (r->backstop_open)
+        uv_close((uv_handle_t *)&r->backstop, on_backstop_closed);
+    else
+        xfree(r);
+}
+
+/* The backstop fired: curl still has the request (queued for a connection,
+ * as libcurl before 8.8 never times that out). Take it out like a cancel. */
+static void on_backstop(uv_timer_t *t)
+{
+    struct httpc_req *r = util_container_of(t, struct httpc_req, backstop);
+    if (r->state == REQ_DONE || r->cancelled || r->timed_out)
+        return;
+    r->timed_out = true;
+    todo_push(r);
+}
+
+/* Start r's backstop at timeout_ms + HTTPC_BACKSTOP_SLACK_MS from now. */
+static void backstop_start(struct httpc_req *r, int64_t timeout_ms)
+{
+    struct httpc *c = r->c;
+    r->timeout_ms = timeout_ms;
+    uv_timer_init(c->loop, &r->backstop);
+    r->backstop.data = r;
+    r->backstop_open = true;
+    c->open_handles++;
+    uv_update_time(c->loop); /* a slow callback before this one left the loop's clock behind */
+    uv_timer_start(&r->backstop, on_backstop, (uint64_t)timeout_ms + HTTPC_BACKSTOP_SLACK_MS, 0);
+}
+
+/* Replace what curl wrote about the refused write with what our side
+ * decided: result err, from a cancel, the backstop, a cap or a data
+ * callback. */
+static void own_errmsg(struct httpc_req *r, int err)
+{
+    char *m = r->errbuf;
+    size_t n = sizeof(r->errbuf);
+    if (r->timed_out && err == -ETIMEDOUT)
+        snprintf(m, n, "Operation timed out after %lld milliseconds waiting for a connection",
+                 (long long)r->timeout_ms);
+    else if (r->cancelled && err == -ECANCELED)
+        snprintf(m, n, "request cancelled");
+    else if (r->why == ABORT_HEADER_CAP)
+        snprintf(m, n, "response header block larger than %zu bytes",
+                 (size_t)HTTPC_MAX_HEADER_BYTES);
+    else if (r->why == ABORT_DATA_CB)
+        snprintf(m, n, "transfer aborted by the data callback: %s", strerror(-err));
+    else if (r->why == ABORT_BODY_CAP || err == -EMSGSIZE) /* or curl's check of Content-Length */
+        snprintf(m, n, "response body larger than the cap of %zu bytes", r->max_body);
 }
 
 static void deliver(struct httpc *c)
@@ -498,8 +586,12 @@ static void process(struct httpc *c)
         struct httpc_req *r = c->todo;
         c->todo = r->todo_next;
         r->on_todo = false;
-        if (r->cancelled) {
-            finish(r, -ECANCELED);
+        if (r->state == REQ_DONE) {
+            /* completed before: the cancel or the backstop came too late */
+        } else if (r->timed_out || r->cancelled) {
+            int err = r->timed_out ? -ETIMEDOUT : -ECANCELED;
+            own_errmsg(r, err);
+            finish(r, err);
         } else if (r->state == REQ_PENDING_ADD) {
             CURLMcode mc = curl_multi_add_handle(c->multi, r->easy);
             if (mc != CURLM_OK) {
@@ -518,16 +610,23 @@ static void process(struct httpc *c)
             continue;
         struct httpc_req *r = NULL;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+        if (r->state == REQ_DONE)
+            continue;
         CURLcode res = msg->data.result;
         int err;
-        if (r->cancelled)
+        if (r->cancelled) {
             err = -ECANCELED;
-        else if (res == CURLE_OK)
+            own_errmsg(r, err);
+        } else if (res == CURLE_OK) {
             err = 0;
-        else if (r->err)
+        } else if (r->err) {
             err = r->err;
-        else
+            own_errmsg(r, err);
+        } else {
             err = httpc_curl_errno((int)res);
+            if (res == CURLE_FILESIZE_EXCEEDED) /* our max_body, from Content-Length */
+                own_errmsg(r, err);
+        }
         finish(r, err);
     }
     deliver(c);
@@ -612,10 +711,17 @@ static int h1_on_body(void *ud, const char *p, size_t len)
         r->in_data = true;
         int rc = r->on_data(r, r->status, p, len, r->arg);
         r->in_data = false;
+        if (rc < 0) {
+            r->err = rc;
+            r->why = ABORT_DATA_CB;
+        }
         return rc < 0 ? rc : r->cancelled ? -ECANCELED : 0;
     }
-    if (r->body.len + len > r->max_body)
+    if (r->body.len + len > r->max_body) {
+        r->err = -EMSGSIZE;
+        r->why = ABORT_BODY_CAP;
         return -EMSGSIZE;
+    }
     util_buf_append(&r->body, p, len);
     return 0;
 }
@@ -626,8 +732,12 @@ static void h1_on_done(void *ud, int err, const char *msg)
     r->h1 = NULL; /* it closes itself */
     if (r->cancelled)
         err = -ECANCELED;
+    else if (r->err)
+        err = r->err; /* what h1_on_body returned stopped the parse */
     if (err)
         snprintf(r->errbuf, sizeof(r->errbuf), "%s", msg);
+    if (r->cancelled || r->err)
+        own_errmsg(r, err);
     finish(r, err);
     process(r->c);
 }
@@ -753,6 +863,8 @@ int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb,
         *out = NULL;
     if (!c || !o || !o->url || !cb)
         return -EINVAL;
+    if (o->proxy && o->no_proxy)
+        return -EINVAL;
     if (c->closing || c->dead)
         return -ESHUTDOWN;
 
@@ -819,6 +931,9 @@ int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb,
         size_t b = o->recv_buffer < 1024 ? 1024 : o->recv_buffer > 524288 ? 524288 : o->recv_buffer;
         curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)b);
     }
+    /* pod scrapes: never the environment's proxy, whatever no_proxy covers */
+    if (o->no_proxy)
+        curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
     if (o->proxy && curl_easy_setopt(e, CURLOPT_PROXY, o->proxy) != CURLE_OK) {
         rc = -EINVAL;
         goto out;
@@ -908,6 +1023,8 @@ int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb,
         }
         r->state = REQ_ACTIVE;
     }
+    if (o->timeout_ms > 0)
+        backstop_start(r, o->timeout_ms);
 started:
     c->inflight++;
     r->next = c->reqs;

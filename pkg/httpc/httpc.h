@@ -68,7 +68,9 @@ struct httpc_resp {
                                    in streaming mode only the body of a non-2xx answer */
     size_t body_len;
     const char *content_type; /**< Content-Type header or NULL */
-    const char *errmsg;       /**< curl's message for a transport error, "" otherwise */
+    const char *errmsg;       /**< what went wrong when err != 0 (curl's message, or
+                                   httpc's when a cancel, a size cap, a data callback
+                                   or the queue timeout decided), "" otherwise */
     /** private */
     const struct httpc_req *req_;
 };
@@ -109,8 +111,15 @@ struct httpc_opts {
     const char *bearer;              /**< "Authorization: Bearer <bearer>" when not NULL */
     const char *const *headers;      /**< extra "Name: value" lines, NULL-terminated, or NULL */
     const struct httpc_tls *tls;     /**< NULL: defaults (verify against the system store) */
-    int64_t timeout_ms;              /**< whole-transfer timeout; 0 = none */
-    int64_t connect_timeout_ms;      /**< 0 = curl's default (300 s) */
+    /** Whole-transfer timeout; 0 = none. It also bounds the time a request
+     *  waits in the queue for a connection (the per-host cap, or an https
+     *  request waiting to multiplex): libcurl before 8.8 does not time that
+     *  out itself, so httpc ends a request still running timeout_ms + 1 s
+     *  after it started with -ETIMEDOUT ("... waiting for a connection"). */
+    int64_t timeout_ms;
+    /** Timeout of the connect phase only; 0 = 300 s (curl's default); never
+     *  longer than timeout_ms when that is set. */
+    int64_t connect_timeout_ms;
     /** Abort a transfer slower than 1 byte/s for this many ms (0 = off): catches
      *  a dead peer on a streaming request that has no total timeout. */
     int64_t stall_timeout_ms;
@@ -127,8 +136,15 @@ struct httpc_opts {
      *  a whole typical body reads it in one piece. */
     size_t recv_buffer;
     /** Proxy URL (http://, https://, socks5h://, ...; curl copies it); NULL =
-     *  curl's default, the http_proxy / https_proxy / no_proxy environment. */
+     *  curl's default, the http_proxy / https_proxy / no_proxy environment
+     *  (unless no_proxy is set). */
     const char *proxy;
+    /** Never use a proxy: connect to the URL's host directly whatever the
+     *  http_proxy / https_proxy / no_proxy environment says, as Prometheus
+     *  scrapes do (for requests to pod IPs, which an egress proxy cannot
+     *  reach or should not see). Requests carried by h1.c always go direct.
+     *  Setting proxy as well is -EINVAL. */
+    bool no_proxy;
     /** "HOST:PORT:CONNECT-HOST:CONNECT-PORT" (copied): a request to the URL's
      *  HOST:PORT connects to CONNECT-HOST:CONNECT-PORT instead, while TLS (SNI,
      *  certificate name) and the Host header keep HOST; NULL = none. */
@@ -147,9 +163,10 @@ int httpc_new(uv_loop_t *loop, struct httpc **out);
 /**
  * Start a request. On success *out (when out is not NULL) is the request,
  * valid until its completion callback returns; it can be passed to
- * httpc_cancel() until then. Returns -EINVAL for a missing URL or callback,
- * -ESHUTDOWN when the client is closing, -ENOTSUP for TLS blobs this libcurl
- * cannot take, -EIO when curl refuses the handle; then cb is never called.
+ * httpc_cancel() until then. Returns -EINVAL for a missing URL or callback
+ * or for proxy together with no_proxy, -ESHUTDOWN when the client is
+ * closing, -ENOTSUP for TLS blobs this libcurl cannot take, -EIO when curl
+ * refuses the handle; then cb is never called.
  */
 int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb, void *arg,
                   struct httpc_req **out);

@@ -340,6 +340,7 @@ static void test_stream_cancel_from_callback(void **state)
     run_until(f, 1);
     assert_int_equal(f->done_calls, 1);
     assert_int_equal(f->last_err, -ECANCELED);
+    assert_string_equal(f->last_errmsg, "request cancelled");
     assert_int_equal(f->chunks, 3);
 
     /* A data callback's error aborts the transfer and is reported. */
@@ -348,6 +349,7 @@ static void test_stream_cancel_from_callback(void **state)
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
     run_until(f, 2);
     assert_int_equal(f->last_err, -EBADMSG);
+    assert_non_null(strstr(f->last_errmsg, "data callback"));
     assert_int_equal(f->chunks, 2);
     uv_timer_stop(&f->timer);
     xfree(url);
@@ -533,15 +535,18 @@ static void test_body_cap_and_headers(void **state)
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
     run_until(f, f->done_calls + 1);
     assert_int_equal(f->last_err, -EMSGSIZE);
+    assert_string_equal(f->last_errmsg, "response body larger than the cap of 10000 bytes");
     xfree(url);
 
-    /* Without Content-Length the cap is enforced as bytes arrive. */
+    /* Without Content-Length the cap is enforced as bytes arrive; the message
+     * says so, not what curl says of the write we refused. */
     url = xasprintf("%s/bigchunked", testsrv_url(f->srv));
     o.url = url;
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
     run_until(f, f->done_calls + 1);
     assert_int_equal(f->done_calls, 2);
     assert_int_equal(f->last_err, -EMSGSIZE);
+    assert_string_equal(f->last_errmsg, "response body larger than the cap of 10000 bytes");
     /* Under the cap it is fine. */
     o.max_body = 60000;
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
@@ -624,6 +629,7 @@ static void test_h1_one_shot(void **state)
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
     run_until(f, 2);
     assert_int_equal(f->last_err, -EMSGSIZE);
+    assert_string_equal(f->last_errmsg, "response body larger than the cap of 10000 bytes");
     o.max_body = 60000;
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
     run_until(f, 3);
@@ -673,11 +679,13 @@ static void test_h1_one_shot(void **state)
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
     run_until(f, 3);
     assert_int_equal(f->last_err, -EBADMSG);
+    assert_non_null(strstr(f->last_errmsg, "data callback"));
     o.on_data = data_cancel_after_3;
     f->chunks = 0;
     assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
     run_until(f, 4);
     assert_int_equal(f->last_err, -ECANCELED);
+    assert_string_equal(f->last_errmsg, "request cancelled");
     assert_int_equal(f->chunks, 3);
     uv_timer_stop(&f->timer);
     assert_int_equal(httpc_pooled_handles(f->http), 0);
@@ -716,6 +724,86 @@ static void test_h1_one_shot(void **state)
     assert_int_equal(uv_loop_close(&f->loop), 0);
     xfree(url);
     xfree(f);
+}
+
+/* A proxy that answers every request itself (and refuses CONNECT). */
+static void h_proxy(struct testsrv_conn *c, const struct testsrv_req *r, void *arg)
+{
+    (void)arg;
+    if (strcmp(r->method, "CONNECT") == 0)
+        testsrv_respond(c, 404, NULL, "", 0, NULL);
+    else
+        testsrv_respond(c, 200, "text/plain", "via proxy", 9, NULL);
+}
+
+static const char *const proxy_env[] = {"http_proxy", "https_proxy", "HTTPS_PROXY", "no_proxy",
+                                        "NO_PROXY"};
+
+/* no_proxy: the request goes to its host even with http_proxy/https_proxy
+ * in the environment (as a pod scrape must), over curl for http and https
+ * alike; without it the environment's proxy carries the request. */
+static void test_no_proxy(void **state)
+{
+    (void)state;
+    char *saved[UTIL_ARRAY_LEN(proxy_env)];
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(proxy_env); i++) {
+        const char *v = getenv(proxy_env[i]);
+        saved[i] = v ? xstrdup(v) : NULL;
+        unsetenv(proxy_env[i]);
+    }
+    struct fx *f = fx_new(h_echo);
+    struct testsrv *proxy = testsrv_start(&f->loop, h_proxy, f);
+    setenv("http_proxy", testsrv_url(proxy), 1);
+    setenv("https_proxy", testsrv_url(proxy), 1);
+    char *url = xasprintf("%s/direct", testsrv_url(f->srv));
+    struct httpc_opts o = {.url = url, .timeout_ms = 5000};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, 1);
+    assert_int_equal(f->last_err, 0);
+    assert_string_equal(f->last_body, "via proxy"); /* the environment is honoured... */
+    o.no_proxy = true;
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, 2);
+    assert_int_equal(f->last_err, 0);
+    assert_string_equal(f->last_body, "GET /direct||||"); /* ...unless told otherwise */
+    /* h1.c never takes a proxy */
+    o = (struct httpc_opts){.url = url, .timeout_ms = 5000, .no_reuse = true,
+                            .no_compression = true, .no_proxy = true};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, 3);
+    assert_string_equal(f->last_body, "GET /direct||||");
+    assert_int_equal(testsrv_requests(proxy), 1);
+    xfree(url);
+
+    /* https: the handshake with the plain server fails, but on its socket */
+    url = xasprintf("https://127.0.0.1:%d/", testsrv_port(f->srv));
+    static const struct httpc_tls tls = {.insecure = true};
+    o = (struct httpc_opts){.url = url, .timeout_ms = 5000, .tls = &tls, .no_proxy = true};
+    unsigned direct = testsrv_accepts(f->srv), via = testsrv_accepts(proxy);
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, 4);
+    assert_true(f->last_err == -EPROTO || f->last_err == -ECONNRESET);
+    assert_int_equal(testsrv_accepts(f->srv), direct + 1);
+    assert_int_equal(testsrv_accepts(proxy), via);
+    o.no_proxy = false; /* the environment's https_proxy gets the CONNECT */
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), 0);
+    run_until(f, 5);
+    assert_int_not_equal(f->last_err, 0);
+    assert_int_equal(testsrv_accepts(f->srv), direct + 1);
+    assert_int_equal(testsrv_accepts(proxy), via + 1);
+    /* a proxy and no proxy at once is a contradiction */
+    o = (struct httpc_opts){.url = url, .proxy = "http://127.0.0.1:1", .no_proxy = true};
+    assert_int_equal(httpc_request(f->http, &o, on_done, f, NULL), -EINVAL);
+    xfree(url);
+    testsrv_stop(proxy);
+    fx_finish(f);
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(proxy_env); i++) {
+        if (saved[i])
+            setenv(proxy_env[i], saved[i], 1);
+        else
+            unsetenv(proxy_env[i]);
+        xfree(saved[i]);
+    }
 }
 
 /* testsrv_run_until() returns when a timer that is already due when it starts
@@ -763,6 +851,7 @@ int main(void)
         cmocka_unit_test(test_tls_errors),
         cmocka_unit_test(test_errno_mapping),
         cmocka_unit_test(test_h1_one_shot),
+        cmocka_unit_test(test_no_proxy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

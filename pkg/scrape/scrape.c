@@ -420,6 +420,9 @@ static void start(struct scrape *s, struct spod *p, int64_t stamp)
         .no_reuse = !https,
         .recv_buffer = recv_buffer(p->wl),
         .tls = https ? &pod_tls : NULL,
+        /* straight to the pod, as Prometheus scrapes: an HTTPS_PROXY meant for
+         * egress would otherwise carry https scrapes (plain ones never use it) */
+        .no_proxy = true,
     };
     p->x = x;
     p->started_ms = stamp;
