@@ -60,6 +60,8 @@ struct kube_reflector {
     bool watching;       /* a watch request is in flight */
     unsigned watch_seen; /* events + bookmarks in the current watch */
     int watch_err;       /* why on_event stopped the stream */
+    long watch_err_code; /* ... the ERROR event's Status code */
+    unsigned resumes;    /* watches from r->rv that failed in a row without an event */
     char watch_errmsg[256];
     uint64_t down_since; /* loop time of the first failure since the view was current; 0 = current */
     bool closing;
@@ -265,6 +267,11 @@ static void on_list_done(int err, const struct httpc_resp *resp, void *arg)
         return;
     if (resp->status < 200 || resp->status >= 300) {
         LOG_ERROR("kube", "list %s: %s", r->path, resp_message(resp, msg, sizeof(msg)));
+        /* a page the server refuses (a continue token another API server
+         * does not take: 400) is refused again: the list starts over, as
+         * client-go's pager fails the whole list; a 5xx may pass */
+        if (resp->status < 500)
+            set_str(&r->cont, NULL);
         backoff(r, NEXT_LIST);
         return;
     }
@@ -305,6 +312,7 @@ static void on_list_done(int err, const struct httpc_resp *resp, void *arg)
         r->st.relists++;
     r->synced = true;
     r->down_since = 0;
+    r->resumes = 0;
     start_watch(r);
 }
 
@@ -376,6 +384,7 @@ static int on_event(enum kube_event_type type, json_t *obj, void *arg)
         snprintf(r->watch_errmsg, sizeof(r->watch_errmsg), "ERROR event %ld %s: %.200s", code,
                  reason, msg);
         r->watch_err = code == 410 ? -ESTALE : -EREMOTEIO;
+        r->watch_err_code = code;
         return r->watch_err;
     }
     }
@@ -388,6 +397,32 @@ static int on_watch_data(struct httpc_req *req, long status, const char *data, s
     struct kube_reflector *r = arg;
     (void)req, (void)status;
     return kube_watch_decoder_feed(r->dec, data, len, on_event, r);
+}
+
+/* A watch failed. As client-go's reflector, it is resumed from the same
+ * resourceVersion only for what may pass (a transport error, 429, a 5xx
+ * other than a resourceVersion the server does not have yet: the 504 Too
+ * large resource version a watch cache answers after etcd was restored from
+ * a snapshot); anything else, and WATCH_MAX_RESUMES failures in a row from
+ * it, lists again (it resumed from it for ever, the view frozen while the
+ * caches counted as synced). */
+#define WATCH_MAX_RESUMES 5
+static void watch_failed(struct kube_reflector *r, long status, const char *msg)
+{
+    bool too_large = status == 504 && msg && strstr(msg, "Too large resource version");
+    bool resumable = status == 0 || status == 429 || (status >= 500 && !too_large);
+    if (r->watch_seen > 0)
+        r->resumes = 0;
+    if (resumable && ++r->resumes < WATCH_MAX_RESUMES) {
+        backoff(r, NEXT_WATCH);
+        return;
+    }
+    LOG_WARN("kube", "watch %s: listing again (%s)", r->path,
+             resumable ? "failed from the same resourceVersion 5 times in a row"
+                       : "the server will not serve a watch from this resourceVersion");
+    r->resumes = 0;
+    set_str(&r->rv, NULL);
+    backoff(r, NEXT_LIST);
 }
 
 static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
@@ -417,7 +452,7 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
     }
     if (err == -EREMOTEIO && r->watch_err == -EREMOTEIO) {
         LOG_WARN("kube", "watch %s: %s", r->path, r->watch_errmsg);
-        backoff(r, NEXT_WATCH);
+        watch_failed(r, r->watch_err_code, r->watch_errmsg);
         return;
     }
     if (err == -EBADMSG || err == -EMSGSIZE) {
@@ -428,14 +463,14 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
     }
     if (err < 0) {
         LOG_WARN("kube", "watch %s: %s", r->path, resp->errmsg);
-        backoff(r, NEXT_WATCH);
+        watch_failed(r, 0, NULL);
         return;
     }
     if (retry_after(r, resp, NEXT_WATCH))
         return;
     if (resp->status < 200 || resp->status >= 300) {
         LOG_ERROR("kube", "watch %s: %s", r->path, resp_message(resp, msg, sizeof(msg)));
-        backoff(r, NEXT_WATCH);
+        watch_failed(r, resp->status, msg);
         return;
     }
     uint64_t ran = uv_now(kube_loop(r->k)) - r->watch_started_at;
@@ -446,6 +481,7 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
         return;
     }
     r->down_since = 0; /* a watch that ran its course: nothing was missed */
+    r->resumes = 0;
     start_watch(r); /* the server's timeout: resume from the last resourceVersion */
 }
 

@@ -473,6 +473,65 @@ static void test_reflector_backoff(void **state)
     xfree(f);
 }
 
+/* Failures the server will repeat list again, as client-go's reflector and
+ * pager: a page refused (400) restarts the list from its first page (the
+ * same continue token was sent again for ever); a watch's 504 Too large
+ * resource version (etcd restored from a snapshot) and 5 failed watches in
+ * a row from one resourceVersion list again (the watch resumed from it for
+ * ever, the view frozen). */
+static void h_repeat(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
+{
+    struct fx *f = arg;
+    int n = f->step++;
+    if (n < 16)
+        snprintf(f->targets[n], sizeof(f->targets[n]), "%s", req->target);
+    static const char status500[] = "{\"kind\":\"Status\",\"message\":\"etcd is sad\",\"code\":500}";
+    if (n == 0) {
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"100\",\"continue\":\"c1\"},"
+                             "\"items\":[" POD("p1", "1") "]}");
+    } else if (n == 1) {
+        json_respond(c, 400, "{\"kind\":\"Status\",\"message\":\"continue key is not valid\","
+                             "\"reason\":\"BadRequest\",\"code\":400}");
+    } else if (n == 2 || n == 4 || n == 10) {
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"100\"},\"items\":["
+                             POD("p1", "1") "]}");
+        if (n == 10)
+            f->done = true;
+    } else if (n == 3) {
+        testsrv_stream_begin(c, 200, "application/json");
+        const char *s = EV("ERROR", "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":"
+                                    "\"Too large resource version: 100, current: 50\","
+                                    "\"reason\":\"Timeout\",\"code\":504}");
+        testsrv_stream_chunk(c, s, strlen(s));
+        testsrv_stream_end(c);
+    } else {
+        json_respond(c, 500, status500);
+    }
+}
+
+static void test_reflector_lists_again(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    fx_init(f, h_repeat);
+    f->store = kube_store_new();
+    struct kube_watch_opts o = {.backoff_initial_ms = 10, .backoff_max_ms = 40, .page_limit = 1,
+                                .min_watch_ms = 1, .seed = 7};
+    assert_int_equal(kube_reflector_new(f->k, "/api/v1/pods", NULL, &o, &sink, f, &f->r), 0);
+    run_until(f, &f->done);
+    assert_string_equal(f->targets[1], "/api/v1/pods?limit=1&continue=c1");
+    assert_string_equal(f->targets[2], "/api/v1/pods?limit=1"); /* from the first page */
+    assert_true(has(f->targets[3], "watch=1"));
+    assert_false(has(f->targets[4], "watch=1")); /* the 504: listed again */
+    for (int k = 5; k < 10; k++)
+        assert_true(has(f->targets[k], "watch=1&allowWatchBookmarks=true&resourceVersion=100&"));
+    assert_false(has(f->targets[10], "watch=1")); /* 5 failures from one version */
+    kube_reflector_close(f->r, on_closed, f);
+    fx_finish(f, 3);
+    kube_store_free(f->store);
+    xfree(f);
+}
+
 /* How long the view has been out of date: 0 after the list, growing from
  * the first failed watch, 0 again at the next bookmark; a quiet watch that
  * stays open healthy_ms counts as current too. */
@@ -642,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_reflector_stalled_watch),
         cmocka_unit_test(test_reflector_slow_list),
         cmocka_unit_test(test_reflector_backoff),
+        cmocka_unit_test(test_reflector_lists_again),
         cmocka_unit_test(test_reflector_down),
         cmocka_unit_test(test_cache),
     };
