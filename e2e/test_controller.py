@@ -2537,9 +2537,11 @@ checkpoint: {configmap: ckrel-e2e, configmaps: 1}
                     and w["name"] == "e2e-ckrel" and w.get("holderIdentity") == ""]
         self.assertTrue(saved and released, "%s\n%s" % (ws, text[-2000:]))
         self.assertLess(saved[0], released[0], "%s\n%s" % (ws, text[-2000:]))
-        self.assertIn("releasing the lease once 1 checkpoint ConfigMap saves have answered",
+        self.assertIn("releasing the lease once 1 checkpoint ConfigMap saves and 0 status or "
+                      "/scale writes have answered",
                       text)
-        self.assertIn("releasing the lease now (the checkpoints are saved)", text)
+        self.assertIn("releasing the lease now (the checkpoints are saved and the writes in "
+                      "flight ended)", text)
         self.assertLess(took, 6)
         cm = self.c.get("configmaps", "ckrel-e2e-0", self.ns)
         self.assertIn(checkpoint_key("forecast", self.ns, "ckrel"), cm.get("binaryData") or {})
@@ -2595,7 +2597,8 @@ checkpoint: {configmap: ckrace-e2e, configmaps: 1}
         keys = cm.get("binaryData") or {}
         self.assertEqual(keys.get("note"), "aGVsbG8=", text[-2000:])
         self.assertIn(checkpoint_key("forecast", self.ns, "ckrace"), keys, text[-2000:])
-        self.assertIn("releasing the lease now (the checkpoints are saved)", text)
+        self.assertIn("releasing the lease now (the checkpoints are saved and the writes in "
+                      "flight ended)", text)
         spec = self.c.get("leases", "e2e-ckrace", self.ns)["spec"]
         self.assertEqual(spec.get("holderIdentity", ""), "")
 

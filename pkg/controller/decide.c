@@ -289,8 +289,10 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
     /* whether an HPA scales it is known only once its namespace's HPAs were
      * listed after it was tracked (after a restart, a shard taken over, its
      * annotations valid again): until then a write could fight one, and
-     * clamp its count with no metrics at all */
-    bool unknown = cfg->mode == CTL_MODE_SCALE && !conflict && !w->hpa.listed;
+     * clamp its count with no metrics at all (only a count to write waits:
+     * a hold's status says what it holds for) */
+    bool unknown = cfg->mode == CTL_MODE_SCALE && !conflict && !w->hpa.listed &&
+                   wanted != d->spec_replicas && policy_reason_is_action(dec->reason);
     if (conflict && !cfg->paused) {
         snprintf(dec->explain, sizeof(dec->explain),
                  "not acting: %s also targets this Deployment (policy wanted %d replicas)",
