@@ -282,6 +282,19 @@ static struct cm_req *req_new(struct controller *c, size_t idx, bool patch)
     return r;
 }
 
+/* A state refused for its format version may be a newer release's (a
+ * rollback, a rolling upgrade beside older replicas): it is not overwritten
+ * by this one's for CTL_CKPT_FOREIGN_HOLD_MS, so that the release that
+ * wrote it can still read it. */
+static void keep_foreign(struct ctl_wl *w, const char *why)
+{
+    if (!strstr(why, "version"))
+        return;
+    w->ckpt_foreign_until = util_now_unix_ms() + CTL_CKPT_FOREIGN_HOLD_MS;
+    LOGW_WARN(SUB, w->ns, w->name, "the checkpoint is of another gpuscaler release: not "
+              "overwritten for %lld minutes", (long long)(CTL_CKPT_FOREIGN_HOLD_MS / 60000));
+}
+
 void ctl_checkpoint_restore(struct ctl_wl *w, json_t *body, const char *cm)
 {
     json_t *bin = json_object_get(body, "binaryData");
@@ -319,6 +332,7 @@ void ctl_checkpoint_restore(struct ctl_wl *w, json_t *body, const char *cm)
             LOGW_INFO(SUB, w->ns, w->name, "restored the capacity estimator from %s", cm);
         } else {
             LOGW_WARN(SUB, w->ns, w->name, "ignoring the capacity state in %s: %s", cm, err);
+            keep_foreign(w, err);
         }
         xfree(cap);
     }
@@ -344,6 +358,7 @@ void ctl_checkpoint_restore(struct ctl_wl *w, json_t *body, const char *cm)
     }
     if (!f) {
         LOGW_WARN(SUB, w->ns, w->name, "ignoring forecaster checkpoint %s: %s", cm, err);
+        keep_foreign(w, err);
         return;
     }
     /* A forecaster seeded from Prometheus while this read was failing may
@@ -541,7 +556,7 @@ static void cm_written(const struct kube_result *res, void *arg)
 /* Add w's entries to bin (binaryData) and text (data); false when it has nothing to save. */
 static bool add_entries(json_t *bin, json_t *text, const struct ctl_wl *w, size_t *bytes)
 {
-    if (!w->fc || !w->checkpoint_ready)
+    if (!w->fc || !w->checkpoint_ready || util_now_unix_ms() < w->ckpt_foreign_until)
         return false;
     uint8_t *buf = NULL;
     size_t len = 0;

@@ -210,6 +210,8 @@ struct ctl_wl {
     bool checkpoint_ready;        /**< the stored checkpoint was read, or there is none:
                                        saving may replace it */
     bool checkpoint_failed;       /**< a read of it failed (it is asked for again) */
+    int64_t ckpt_foreign_until;   /**< its stored state is another release's format: not
+                                       saved over until then (unix ms; checkpoint.c) */
     struct policy_decision last;  /**< last decision */
     bool have_last;
     int64_t last_decision_ms;
@@ -758,6 +760,9 @@ void ctl_checkpoint_tick(struct controller *c, int64_t now_ms, bool all);
  *  written). Returns how many of those ConfigMaps are still being written:
  *  0 once the new owner would read the current state. */
 size_t ctl_checkpoint_flush_shard(struct controller *c, uint32_t shard, bool start);
+/** How long a checkpoint entry of a format this release cannot read is left
+ *  as it is (a newer release's, during a rollback or a rolling upgrade). */
+#define CTL_CKPT_FOREIGN_HOLD_MS (60LL * 60 * 1000)
 /** Take w's entries of a checkpoint ConfigMap's body (the JSON object read;
  *  cm its name, for the log): the capacity estimator's state (its runs of
  *  ticks forgotten) and the forecaster's, unless written for another

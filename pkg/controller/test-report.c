@@ -191,16 +191,23 @@ static void test_event_limits_move_with_a_clock_step(void **state)
     free(c);
 }
 
-static json_t *ckpt_body(const struct capacity *cap, const char *uid)
+static json_t *ckpt_body_v(const struct capacity *cap, const char *uid, uint8_t version)
 {
     uint8_t buf[CAPACITY_STATE_SIZE];
     assert_int_equal(capacity_encode(cap, buf, sizeof(buf)), CAPACITY_STATE_SIZE);
+    if (version)
+        buf[4] = version; /* another release's format */
     char *b64 = kube_base64_encode(buf, sizeof(buf));
     json_t *body = json_pack("{s:{s:s, s:s}, s:{s:s}}", "data", "uid.ns_d", uid, "unit.ns_d",
                              "requests", "binaryData", "capacity.ns_d", b64);
     xfree(b64);
     assert_non_null(body);
     return body;
+}
+
+static json_t *ckpt_body(const struct capacity *cap, const char *uid)
+{
+    return ckpt_body_v(cap, uid, 0);
 }
 
 /* A restored capacity state keeps what was learned and forgets its runs of
@@ -232,6 +239,13 @@ static void test_restore_forgets_the_runs(void **state)
     assert_int_equal(w->cap.queue_since_ms, -1);
     assert_int_equal(w->cap.nrecent, 0);
     assert_int_equal(w->cap.irecent, 0);
+    json_decref(body);
+    /* a state of another release's format (a newer one's, in a rollback) is
+     * left as it is for an hour, not saved over at the next save */
+    assert_int_equal(w->ckpt_foreign_until, 0);
+    body = ckpt_body_v(&saved, "u-1", 200);
+    ctl_checkpoint_restore(w, body, "gpuscaler-checkpoint-0");
+    assert_true(w->ckpt_foreign_until > util_now_unix_ms() + CTL_CKPT_FOREIGN_HOLD_MS - 60000);
     json_decref(body);
     wl_free(w);
 }
