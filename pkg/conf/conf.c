@@ -2,13 +2,14 @@
 /* conf: builds the plain conf_node tree from libyaml's event stream.
  *
  * The builder keeps a stack of open containers (at most CONF_MAX_DEPTH). A
- * new node is attached to its parent as soon as it starts, so the tree under
- * the root owns everything built so far and the error path frees it with one
- * conf_free(). Per-container growth state (capacity, the pending key, a small
- * hash of the keys seen, for duplicate detection in O(1)) lives in the stack
- * frame, not in the public node. libyaml errors and all our own rejections
- * are reported through struct conf_error with 1-based line/column; nothing
- * here logs.
+ * node joins its parent once complete (a scalar at once, a container at its
+ * end), so that a repeated key and a merge key (CONF_GO_YAML, alias.c) apply
+ * in document order; until then an open container is owned by its frame, and
+ * the error path frees the frames' nodes and the root. Per-container growth
+ * state (capacity, the pending key, an index of the keys seen, for duplicate
+ * detection in O(1)) lives in the stack frame, not in the public node.
+ * libyaml errors and all our own rejections are reported through struct
+ * conf_error with 1-based line/column; nothing here logs.
  *
  * Scalars: a plain (unquoted) `~`, `null`, `Null` or `NULL` and an empty value
  * become "", as does any value tagged `!!null`. `quoted` is true for every
@@ -18,6 +19,7 @@
  * schema): `!!null 2`, `!!int oracle` or `!!map` on a scalar are errors,
  * never a value read as if the tag were not there. */
 #include "conf/conf.h"
+#include "conf-int.h"
 
 #include "util/util.h"
 
@@ -30,36 +32,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <yaml.h>
-
-/** Offending text (keys, tags) is quoted up to this many bytes. */
-#define QUOTE_MAX 60
-
-struct frame {
-    struct conf_node *node;
-    size_t cap;        /* allocated slots in node->items (and keys) */
-    char *key;         /* map: key waiting for its value, owned */
-    int key_line;
-    int *key_lines;    /* map: line of each key, for duplicate messages */
-    size_t *htab;      /* map: open addressing, index + 1 of each key */
-    size_t hcap;
-};
-
-struct builder {
-    struct frame stack[CONF_MAX_DEPTH];
-    int depth;
-    struct conf_node *root;
-    size_t nodes;
-    int docs;
-    struct conf_error *err;
-};
 
 /* ---- errors --------------------------------------------------------------- */
 
-static int fail(struct conf_error *err, int rc, int line, int col, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-
-static int fail(struct conf_error *err, int rc, int line, int col, const char *fmt, ...)
+int conf_fail(struct conf_error *err, int rc, int line, int col, const char *fmt, ...)
 {
     if (err) {
         va_list ap;
@@ -72,22 +48,10 @@ static int fail(struct conf_error *err, int rc, int line, int col, const char *f
     return rc;
 }
 
-static int mark_line(yaml_mark_t m)
-{
-    return m.line >= INT_MAX ? INT_MAX : (int)m.line + 1;
-}
-
-static int mark_col(yaml_mark_t m)
-{
-    return m.column >= INT_MAX ? INT_MAX : (int)m.column + 1;
-}
-
-/* Quote s for a message; control bytes become '?', "..." marks truncation.
- * out must hold QUOTE_MAX + 4 bytes. */
-static const char *quote(const char *s, char *out)
+const char *conf_quote(const char *s, char *out)
 {
     size_t k = 0;
-    for (; s[k] && k < QUOTE_MAX; k++) {
+    for (; s[k] && k < CONF_QUOTE_MAX; k++) {
         unsigned char c = (unsigned char)s[k];
         out[k] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
     }
@@ -104,7 +68,7 @@ static int yaml_fail(const yaml_parser_t *p, const char *buf, size_t len, struct
 {
     const char *problem = p->problem ? p->problem : "unknown YAML error";
     if (p->error == YAML_MEMORY_ERROR)
-        return fail(err, -ENOMEM, 0, 0, "YAML parser: out of memory");
+        return conf_fail(err, -ENOMEM, 0, 0, "YAML parser: out of memory");
     if (p->error == YAML_READER_ERROR) {
         /* Reader errors (bad UTF-8, control characters) only carry an offset. */
         int line = 1, col = 1;
@@ -117,18 +81,20 @@ static int yaml_fail(const yaml_parser_t *p, const char *buf, size_t len, struct
             }
         }
         if (p->problem_value >= 0)
-            return fail(err, -EINVAL, line, col, "%s (byte 0x%02x)", problem, p->problem_value);
-        return fail(err, -EINVAL, line, col, "%s", problem);
+            return conf_fail(err, -EINVAL, line, col, "%s (byte 0x%02x)", problem,
+                             p->problem_value);
+        return conf_fail(err, -EINVAL, line, col, "%s", problem);
     }
-    int line = mark_line(p->problem_mark), col = mark_col(p->problem_mark);
+    int line = conf_mark_line(p->problem_mark), col = conf_mark_col(p->problem_mark);
     /* err->line is the problem's line: repeat a line only when the context's differs */
-    if (p->context && mark_line(p->context_mark) == line)
-        return fail(err, -EINVAL, line, col, "%s (%s at column %d)", problem, p->context,
-                    mark_col(p->context_mark));
+    if (p->context && conf_mark_line(p->context_mark) == line)
+        return conf_fail(err, -EINVAL, line, col, "%s (%s at column %d)", problem, p->context,
+                         conf_mark_col(p->context_mark));
     if (p->context)
-        return fail(err, -EINVAL, line, col, "%s (%s at line %d column %d)", problem, p->context,
-                    mark_line(p->context_mark), mark_col(p->context_mark));
-    return fail(err, -EINVAL, line, col, "%s", problem);
+        return conf_fail(err, -EINVAL, line, col, "%s (%s at line %d column %d)", problem,
+                         p->context, conf_mark_line(p->context_mark),
+                         conf_mark_col(p->context_mark));
+    return conf_fail(err, -EINVAL, line, col, "%s", problem);
 }
 
 /* ---- node helpers ----------------------------------------------------------- */
@@ -200,17 +166,18 @@ static bool is_float_text(const char *s)
     return *s == '\0';
 }
 
-/* Anchors and non-core tags are refused wherever they appear; so is a core
- * tag that contradicts its node: !!map off a map, !!seq off a sequence, and
- * on a scalar !!map, !!seq, or !!null, !!bool, !!int, !!float on a text that
- * is not one (YAML 1.2's core schema). text is the scalar's, else NULL. */
-static int check_props(struct builder *b, const yaml_event_t *ev, const yaml_char_t *anchor,
+/* Non-core tags are refused wherever they appear, and anchors unless
+ * CONF_GO_YAML; so is a core tag that contradicts its node: !!map off a map,
+ * !!seq off a sequence, and on a scalar !!map, !!seq, or !!null, !!bool,
+ * !!int, !!float on a text that is not one (YAML 1.2's core schema). text is
+ * the scalar's, else NULL. */
+static int check_props(struct conf_builder *b, const yaml_event_t *ev, const yaml_char_t *anchor,
                        const yaml_char_t *tag, enum conf_type type, const char *text)
 {
-    char q[QUOTE_MAX + 4];
-    int line = mark_line(ev->start_mark), col = mark_col(ev->start_mark);
-    if (anchor)
-        return fail(b->err, -EINVAL, line, col, "anchors and aliases are not supported");
+    char q[CONF_QUOTE_MAX + 4];
+    int line = conf_mark_line(ev->start_mark), col = conf_mark_col(ev->start_mark);
+    if (anchor && !b->go_yaml)
+        return conf_fail(b->err, -EINVAL, line, col, "anchors and aliases are not supported");
     if (!tag)
         return 0;
     const char *t = (const char *)tag;
@@ -219,15 +186,15 @@ static int check_props(struct builder *b, const yaml_event_t *ev, const yaml_cha
     while (k < UTIL_ARRAY_LEN(core_tags) && !tag_is(tag, core_tags[k]))
         k++;
     if (k == UTIL_ARRAY_LEN(core_tags))
-        return fail(b->err, -EINVAL, line, col, "tag '%s%s' is not supported", core ? "!!" : "",
-                    quote(core ? t + sizeof(CORE_PREFIX) - 1 : t, q));
+        return conf_fail(b->err, -EINVAL, line, col, "tag '%s%s' is not supported",
+                         core ? "!!" : "", conf_quote(core ? t + sizeof(CORE_PREFIX) - 1 : t, q));
     const char *name = core_tags[k];
     bool is_map = strcmp(name, "map") == 0, is_seq = strcmp(name, "seq") == 0;
     if (type != CONF_SCALAR || is_map || is_seq) {
         if ((type == CONF_MAP && is_map) || (type == CONF_SEQ && is_seq))
             return 0;
-        return fail(b->err, -EINVAL, line, col, "tag '!!%s' on a %s", name,
-                    conf_type_name(type));
+        return conf_fail(b->err, -EINVAL, line, col, "tag '!!%s' on a %s", name,
+                         conf_type_name(type));
     }
     static const struct {
         const char *tag, *what;
@@ -240,18 +207,22 @@ static int check_props(struct builder *b, const yaml_event_t *ev, const yaml_cha
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(scalar_tags); i++)
         if (strcmp(name, scalar_tags[i].tag) == 0 && !scalar_tags[i].fits(text))
-            return fail(b->err, -EINVAL, line, col, "tag '!!%s' on '%s', which is not %s", name,
-                        quote(text, q), scalar_tags[i].what);
+            return conf_fail(b->err, -EINVAL, line, col, "tag '!!%s' on '%s', which is not %s",
+                             name, conf_quote(text, q), scalar_tags[i].what);
     return 0;
 }
 
-static int count_node(struct builder *b, const yaml_event_t *ev)
+int conf_count_nodes(struct conf_builder *b, const yaml_event_t *ev, size_t n)
 {
-    if (++b->nodes > CONF_MAX_NODES)
-        return fail(b->err, -EINVAL, mark_line(ev->start_mark), mark_col(ev->start_mark),
-                    "document has more than %d nodes", CONF_MAX_NODES);
+    if (n > CONF_MAX_NODES - b->nodes)
+        return conf_fail(b->err, -EINVAL, conf_mark_line(ev->start_mark),
+                         conf_mark_col(ev->start_mark), "document has more than %d nodes%s",
+                         CONF_MAX_NODES, b->aliased ? " (aliases expanded)" : "");
+    b->nodes += n;
     return 0;
 }
+
+/* ---- string index ------------------------------------------------------------ */
 
 static uint64_t hash_str(const char *s)
 {
@@ -261,34 +232,46 @@ static uint64_t hash_str(const char *s)
     return h;
 }
 
-/* Index of key in the frame's map, or SIZE_MAX; also returns the free slot. */
-static size_t key_find(const struct frame *f, const char *key, size_t *slot)
+/* The slot holding key, or the free slot where it would go. */
+static size_t index_slot(const struct conf_index *ix, char *const *names, const char *key)
 {
-    size_t mask = f->hcap - 1;
-    for (size_t i = (size_t)hash_str(key) & mask;; i = (i + 1) & mask) {
-        if (f->htab[i] == 0) {
-            *slot = i;
-            return SIZE_MAX;
-        }
-        if (strcmp(f->node->keys[f->htab[i] - 1], key) == 0)
-            return f->htab[i] - 1;
-    }
+    size_t mask = ix->cap - 1;
+    for (size_t i = (size_t)hash_str(key) & mask;; i = (i + 1) & mask)
+        if (ix->slots[i] == 0 || strcmp(names[ix->slots[i] - 1], key) == 0)
+            return i;
 }
 
-static void key_rehash(struct frame *f, size_t hcap)
+size_t conf_index_get(const struct conf_index *ix, char *const *names, const char *key)
 {
-    xfree(f->htab);
-    f->htab = xcalloc(hcap, sizeof(*f->htab));
-    f->hcap = hcap;
-    for (size_t k = 0; k < f->node->n; k++) {
-        size_t slot = 0;
-        key_find(f, f->node->keys[k], &slot);
-        f->htab[slot] = k + 1;
-    }
+    if (ix->cap == 0)
+        return SIZE_MAX;
+    size_t at = ix->slots[index_slot(ix, names, key)];
+    return at ? at - 1 : SIZE_MAX;
 }
+
+void conf_index_add(struct conf_index *ix, char *const *names)
+{
+    if (2 * (ix->count + 1) > ix->cap) {
+        xfree(ix->slots);
+        ix->cap = ix->cap ? ix->cap * 2 : 16;
+        ix->slots = xcalloc(ix->cap, sizeof(*ix->slots));
+        for (size_t k = 0; k < ix->count; k++) /* a later equal name takes the slot */
+            ix->slots[index_slot(ix, names, names[k])] = k + 1;
+    }
+    ix->slots[index_slot(ix, names, names[ix->count])] = ix->count + 1;
+    ix->count++;
+}
+
+void conf_index_free(struct conf_index *ix)
+{
+    xfree(ix->slots);
+    *ix = (struct conf_index){0};
+}
+
+/* ---- containers ---------------------------------------------------------------- */
 
 /* Make room for one more item (and key) in the frame's container. */
-static void frame_reserve(struct frame *f)
+static void frame_reserve(struct conf_frame *f)
 {
     struct conf_node *n = f->node;
     if (n->n < f->cap)
@@ -301,100 +284,136 @@ static void frame_reserve(struct frame *f)
     }
 }
 
-/* A scalar in key position: check it against the keys seen, keep it pending. */
-static int take_key(struct builder *b, struct frame *f, const yaml_event_t *ev, char *key)
+bool conf_wants_key(const struct conf_builder *b)
 {
-    char q[QUOTE_MAX + 4];
-    int line = mark_line(ev->start_mark);
-    if (f->hcap < 2 * (f->node->n + 1))
-        key_rehash(f, f->hcap ? f->hcap * 2 : 16);
-    size_t slot = 0;
-    size_t dup = key_find(f, key, &slot);
+    if (b->depth == 0)
+        return false;
+    const struct conf_frame *f = &b->stack[b->depth - 1];
+    return f->node->type == CONF_MAP && !f->key;
+}
+
+int conf_take_key(struct conf_builder *b, const yaml_event_t *ev, char *key, bool merge)
+{
+    char q[CONF_QUOTE_MAX + 4];
+    struct conf_frame *f = &b->stack[b->depth - 1];
+    int line = conf_mark_line(ev->start_mark), col = conf_mark_col(ev->start_mark);
+    size_t dup = b->go_yaml ? SIZE_MAX : conf_index_get(&f->keys, f->node->keys, key);
     if (dup != SIZE_MAX) {
-        int rc = fail(b->err, -EINVAL, line, mark_col(ev->start_mark),
-                      "duplicate key '%s' (first at line %d)", quote(key, q), f->key_lines[dup]);
+        int rc = conf_fail(b->err, -EINVAL, line, col, "duplicate key '%s' (first at line %d)",
+                           conf_quote(key, q), f->key_lines[dup]);
         xfree(key);
         return rc;
     }
     f->key = key;
     f->key_line = line;
+    f->key_col = col;
+    f->merge = merge;
     return 0;
 }
 
-/* Attach a finished or just-opened node to the innermost container. */
-static void attach(struct builder *b, struct conf_node *n)
+void conf_map_set(struct conf_builder *b, struct conf_frame *f, char *key, struct conf_node *val)
+{
+    struct conf_node *m = f->node;
+    size_t at = conf_index_get(&f->keys, m->keys, key);
+    if (at != SIZE_MAX) {
+        conf_drop(b, m->items[at]); /* an anchor may point at it */
+        m->items[at] = val;
+        xfree(key);
+        return;
+    }
+    frame_reserve(f);
+    m->keys[m->n] = key;
+    f->key_lines[m->n] = f->key_line;
+    m->items[m->n++] = val;
+    conf_index_add(&f->keys, m->keys);
+}
+
+int conf_complete(struct conf_builder *b, struct conf_node *n, int how)
 {
     if (b->depth == 0) {
         b->root = n;
-        return;
+        return 0;
     }
-    struct frame *f = &b->stack[b->depth - 1];
-    frame_reserve(f);
-    struct conf_node *p = f->node;
-    if (p->type == CONF_MAP) {
-        size_t slot = 0;
-        key_find(f, f->key, &slot);
-        f->htab[slot] = p->n + 1;
-        p->keys[p->n] = f->key;
-        f->key_lines[p->n] = f->key_line;
-        f->key = NULL;
+    struct conf_frame *f = &b->stack[b->depth - 1];
+    if (f->node->type == CONF_SEQ) {
+        frame_reserve(f);
+        f->node->items[f->node->n++] = n;
+        return 0;
     }
-    p->items[p->n++] = n;
+    char *key = f->key;
+    f->key = NULL;
+    if (f->merge) {
+        f->merge = false;
+        xfree(key);
+        return conf_merge(b, f, n, how);
+    }
+    conf_map_set(b, f, key, n);
+    return 0;
 }
 
-static bool wants_key(const struct builder *b)
-{
-    if (b->depth == 0)
-        return false;
-    const struct frame *f = &b->stack[b->depth - 1];
-    return f->node->type == CONF_MAP && !f->key;
-}
-
-static void frame_release(struct frame *f)
+static void frame_release(struct conf_frame *f)
 {
     xfree(f->key);
     xfree(f->key_lines);
-    xfree(f->htab);
+    conf_index_free(&f->keys);
     memset(f, 0, sizeof(*f));
 }
 
 /* ---- events ------------------------------------------------------------------ */
 
-static int on_scalar(struct builder *b, const yaml_event_t *ev)
+/* Takes text. */
+static struct conf_node *scalar_node(char *text, bool quoted, const yaml_event_t *ev)
 {
-    const yaml_char_t *v = ev->data.scalar.value;
+    struct conf_node *n = xcalloc(1, sizeof(*n));
+    n->type = CONF_SCALAR;
+    n->line = conf_mark_line(ev->start_mark);
+    n->col = conf_mark_col(ev->start_mark);
+    n->scalar = text;
+    n->quoted = quoted;
+    return n;
+}
+
+static int on_scalar(struct conf_builder *b, const yaml_event_t *ev)
+{
+    const yaml_char_t *v = ev->data.scalar.value, *anchor = ev->data.scalar.anchor;
+    const yaml_char_t *tag = ev->data.scalar.tag;
     size_t len = ev->data.scalar.length;
-    int rc = check_props(b, ev, ev->data.scalar.anchor, ev->data.scalar.tag, CONF_SCALAR,
-                         (const char *)v);
+    bool plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+    bool key = conf_wants_key(b);
+    /* go-yaml's merge key: `<<` untagged and plain, or tagged !!merge */
+    bool merge = b->go_yaml && key && len == 2 && memcmp(v, "<<", 2) == 0 &&
+                 ((plain && !tag) || tag_is(tag, "merge"));
+    int rc = check_props(b, ev, anchor, merge ? NULL : tag, CONF_SCALAR, (const char *)v);
     if (rc == 0)
-        rc = count_node(b, ev);
+        rc = conf_count_nodes(b, ev, 1);
     if (rc != 0)
         return rc;
     if (memchr(v, '\0', len))
-        return fail(b->err, -EINVAL, mark_line(ev->start_mark), mark_col(ev->start_mark),
-                    "NUL character in a scalar");
-    bool plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
-    const yaml_char_t *tag = ev->data.scalar.tag;
+        return conf_fail(b->err, -EINVAL, conf_mark_line(ev->start_mark),
+                         conf_mark_col(ev->start_mark), "NUL character in a scalar");
     const char *s = (const char *)v;
     bool null = tag_is(tag, "null"); /* checked: its text is a null's */
     if (null || (plain && !tag && is_null_text(s)))
         len = 0;
     char *text = xstrndup(s, len);
-    if (wants_key(b))
-        return take_key(b, &b->stack[b->depth - 1], ev, text);
-    struct conf_node *n = xcalloc(1, sizeof(*n));
-    n->type = CONF_SCALAR;
-    n->line = mark_line(ev->start_mark);
-    n->col = mark_col(ev->start_mark);
-    n->scalar = text;
-    n->quoted = (!plain && !null) || tag_is(tag, "str");
-    attach(b, n);
-    return 0;
+    bool quoted = (!plain && !null) || tag_is(tag, "str");
+    if (key) {
+        if (anchor) { /* kept for the aliases to it */
+            struct conf_node *a = scalar_node(xstrdup(text), quoted, ev);
+            conf_drop(b, a);
+            conf_anchor_set(b, conf_anchor_define(b, anchor), a);
+        }
+        return conf_take_key(b, ev, text, merge);
+    }
+    struct conf_node *n = scalar_node(text, quoted, ev);
+    if (anchor)
+        conf_anchor_set(b, conf_anchor_define(b, anchor), n);
+    return conf_complete(b, n, anchor ? CONF_ANCHORED : 0);
 }
 
-static int on_start(struct builder *b, const yaml_event_t *ev, enum conf_type type)
+static int on_start(struct conf_builder *b, const yaml_event_t *ev, enum conf_type type)
 {
-    int line = mark_line(ev->start_mark), col = mark_col(ev->start_mark);
+    int line = conf_mark_line(ev->start_mark), col = conf_mark_col(ev->start_mark);
     const yaml_char_t *anchor, *tag;
     if (type == CONF_MAP) {
         anchor = ev->data.mapping_start.anchor;
@@ -405,45 +424,52 @@ static int on_start(struct builder *b, const yaml_event_t *ev, enum conf_type ty
     }
     int rc = check_props(b, ev, anchor, tag, type, NULL);
     if (rc == 0)
-        rc = count_node(b, ev);
+        rc = conf_count_nodes(b, ev, 1);
     if (rc != 0)
         return rc;
-    if (wants_key(b))
-        return fail(b->err, -EINVAL, line, col, "map keys must be scalars, not a %s",
-                    conf_type_name(type));
+    if (conf_wants_key(b))
+        return conf_fail(b->err, -EINVAL, line, col, "map keys must be scalars, not a %s",
+                         conf_type_name(type));
     if (b->depth == CONF_MAX_DEPTH)
-        return fail(b->err, -EINVAL, line, col, "nesting is deeper than %d levels",
-                    CONF_MAX_DEPTH);
+        return conf_fail(b->err, -EINVAL, line, col, "nesting is deeper than %d levels",
+                         CONF_MAX_DEPTH);
     struct conf_node *n = xcalloc(1, sizeof(*n));
     n->type = type;
     n->line = line;
     n->col = col;
-    attach(b, n);
-    b->stack[b->depth++] = (struct frame){.node = n};
+    b->stack[b->depth++] =
+        (struct conf_frame){.node = n, .anchor = anchor ? conf_anchor_define(b, anchor) + 1 : 0};
     return 0;
 }
 
-static void on_end(struct builder *b)
+static int on_end(struct conf_builder *b)
 {
     /* libyaml pairs start/end events and never ends a map with a key pending. */
-    if (b->depth > 0)
-        frame_release(&b->stack[--b->depth]);
+    struct conf_frame *f = &b->stack[--b->depth];
+    struct conf_node *n = f->node;
+    size_t anchor = f->anchor;
+    frame_release(f);
+    if (anchor)
+        conf_anchor_set(b, anchor - 1, n);
+    return conf_complete(b, n, anchor ? CONF_ANCHORED : 0);
 }
 
 /* Returns 1 when the stream has ended, 0 to continue, or an error. */
-static int on_event(struct builder *b, const yaml_event_t *ev)
+static int on_event(struct conf_builder *b, const yaml_event_t *ev)
 {
-    int line = mark_line(ev->start_mark), col = mark_col(ev->start_mark);
+    int line = conf_mark_line(ev->start_mark), col = conf_mark_col(ev->start_mark);
     switch (ev->type) {
     case YAML_STREAM_END_EVENT:
         return 1;
     case YAML_DOCUMENT_START_EVENT:
         if (b->docs++ > 0)
-            return fail(b->err, -EINVAL, line, col,
-                        "only one YAML document is supported (a second one starts here)");
+            return conf_fail(b->err, -EINVAL, line, col,
+                             "only one YAML document is supported (a second one starts here)");
         return 0;
     case YAML_ALIAS_EVENT:
-        return fail(b->err, -EINVAL, line, col, "anchors and aliases are not supported");
+        if (b->go_yaml)
+            return conf_alias(b, ev);
+        return conf_fail(b->err, -EINVAL, line, col, "anchors and aliases are not supported");
     case YAML_SCALAR_EVENT:
         return on_scalar(b, ev);
     case YAML_SEQUENCE_START_EVENT:
@@ -452,8 +478,7 @@ static int on_event(struct builder *b, const yaml_event_t *ev)
         return on_start(b, ev, CONF_MAP);
     case YAML_SEQUENCE_END_EVENT:
     case YAML_MAPPING_END_EVENT:
-        on_end(b);
-        return 0;
+        return on_end(b);
     default: /* stream start, document end, no event */
         return 0;
     }
@@ -461,20 +486,21 @@ static int on_event(struct builder *b, const yaml_event_t *ev)
 
 /* ---- public ------------------------------------------------------------------- */
 
-int conf_parse(const char *buf, size_t len, struct conf_node **out, struct conf_error *err)
+int conf_parse_opts(const char *buf, size_t len, const struct conf_opts *opts,
+                    struct conf_node **out, struct conf_error *err)
 {
-    struct builder b = {.err = err};
+    struct conf_builder b = {.err = err, .go_yaml = opts && (opts->flags & CONF_GO_YAML)};
     yaml_parser_t parser;
     bool parser_ready = false;
     int rc = 0;
     *out = NULL;
     if (len > CONF_MAX_BYTES) {
-        rc = fail(err, -EINVAL, 0, 0, "document is %zu bytes; the limit is %zu", len,
-                  CONF_MAX_BYTES);
+        rc = conf_fail(err, -EINVAL, 0, 0, "document is %zu bytes; the limit is %zu", len,
+                       CONF_MAX_BYTES);
         goto out;
     }
     if (!yaml_parser_initialize(&parser)) {
-        rc = fail(err, -ENOMEM, 0, 0, "YAML parser: out of memory");
+        rc = conf_fail(err, -ENOMEM, 0, 0, "YAML parser: out of memory");
         goto out;
     }
     parser_ready = true;
@@ -494,6 +520,7 @@ int conf_parse(const char *buf, size_t len, struct conf_node **out, struct conf_
     }
     rc = 0;
     struct conf_node *root = b.root;
+    b.root = NULL;
     if (root && root->type == CONF_SCALAR && !root->quoted && root->scalar[0] == '\0') {
         conf_free(root); /* "---" alone, "~", only comments */
         root = NULL;
@@ -504,15 +531,23 @@ int conf_parse(const char *buf, size_t len, struct conf_node **out, struct conf_
         root->line = 1;
         root->col = 1;
     }
-    b.root = NULL;
     *out = root;
 out:
-    for (int k = 0; k < b.depth; k++)
-        frame_release(&b.stack[k]);
+    while (b.depth > 0) {
+        struct conf_frame *f = &b.stack[--b.depth];
+        conf_free(f->node);
+        frame_release(f);
+    }
     conf_free(b.root);
+    conf_alias_release(&b);
     if (parser_ready)
         yaml_parser_delete(&parser);
     return rc;
+}
+
+int conf_parse(const char *buf, size_t len, struct conf_node **out, struct conf_error *err)
+{
+    return conf_parse_opts(buf, len, NULL, out, err);
 }
 
 /* Read all of fd into b (NUL-terminated), refusing more than max bytes. */
@@ -526,12 +561,13 @@ static int read_all(int fd, size_t max, struct util_buf *b, const char *path,
             if (errno == EINTR)
                 continue;
             int e = errno;
-            return fail(err, -e, 0, 0, "%s: %s", path, strerror(e));
+            return conf_fail(err, -e, 0, 0, "%s: %s", path, strerror(e));
         }
         if (r == 0)
             return 0;
         if ((size_t)r > max - b->len)
-            return fail(err, -EINVAL, 0, 0, "%s: larger than the limit of %zu bytes", path, max);
+            return conf_fail(err, -EINVAL, 0, 0, "%s: larger than the limit of %zu bytes", path,
+                             max);
         util_buf_append(b, chunk, (size_t)r);
     }
 }
@@ -544,12 +580,12 @@ int conf_load_file(const char *path, struct conf_node **out, struct conf_error *
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        rc = fail(err, -e, 0, 0, "%s: %s", path, strerror(e));
+        rc = conf_fail(err, -e, 0, 0, "%s: %s", path, strerror(e));
         goto out;
     }
     struct stat st;
     if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-        rc = fail(err, -EISDIR, 0, 0, "%s: %s", path, strerror(EISDIR));
+        rc = conf_fail(err, -EISDIR, 0, 0, "%s: %s", path, strerror(EISDIR));
         goto out;
     }
     rc = read_all(fd, CONF_MAX_BYTES, &b, path, err);

@@ -4,10 +4,11 @@
  *
  * The tree is plain data so that the modules that interpret it never see
  * libyaml. Limits keep hostile input cheap: document size, nesting depth and
- * node count are capped; anchors/aliases, tags other than the core ones, a
- * core tag that does not fit its node (`!!null 2`, `!!int x`, `!!seq` on a
- * map) and duplicate keys are errors; only the first document of a stream is
- * read (a second one is an error). */
+ * node count are capped; tags other than the core ones and a core tag that
+ * does not fit its node (`!!null 2`, `!!int x`, `!!seq` on a map) are errors;
+ * only the first document of a stream is read (a second one is an error). By
+ * default anchors/aliases and duplicate keys are errors too; CONF_GO_YAML
+ * reads them as go-yaml v2 does (a kubeconfig, as client-go reads it). */
 #ifndef GPUSCALER_CONF_H
 #define GPUSCALER_CONF_H
 
@@ -43,6 +44,37 @@ struct conf_error {
  * aliases, duplicate keys) and fills err; *out is set to NULL.
  */
 int conf_parse(const char *buf, size_t len, struct conf_node **out, struct conf_error *err);
+
+/** conf_opts.flags: read as go-yaml v2's non-strict Unmarshal (sigs.k8s.io/yaml,
+ *  client-go's kubeconfig loader) reads YAML. An alias is a copy of its
+ *  anchor's node, with the anchored node's positions (an anchor defined again
+ *  hides the earlier one from the aliases after it); a merge key `<<` (plain,
+ *  or tagged !!merge) takes the pairs of a map or of an inline sequence of maps
+ *  (of those, the first that has a key wins), in document order: a merged key
+ *  replaces one written before the `<<`, one written after replaces it; a
+ *  repeated key keeps its last value. Aliases are bounded: the whole tree,
+ *  copies included, by CONF_MAX_NODES nodes and CONF_MAX_DEPTH levels, the
+ *  text they copy by CONF_MAX_ALIAS_BYTES, and past 1,000 nodes at most 99 %
+ *  of them may come from aliases (go-yaml's rule, "document contains
+ *  excessive aliasing"). */
+#define CONF_GO_YAML 0x1u
+/** With CONF_GO_YAML: bytes of keys and scalars aliases may copy in all. */
+#define CONF_MAX_ALIAS_BYTES CONF_MAX_BYTES
+
+struct conf_opts {
+    unsigned flags; /**< CONF_GO_YAML, or 0 for conf_parse's reading */
+};
+
+/**
+ * conf_parse with options (opts NULL: as conf_parse). Scalars, tags, the
+ * single document, limits and error texts are conf_parse's in every mode.
+ * Returns 0 with *out owning the tree (free with conf_free), or -EINVAL (with
+ * CONF_GO_YAML also an unknown anchor, an alias inside its anchor's own value,
+ * a merge of something not a map, an alias past the bounds) or -ENOMEM (libyaml
+ * out of memory) with err filled and *out NULL. Pure: reads buf, never logs.
+ */
+int conf_parse_opts(const char *buf, size_t len, const struct conf_opts *opts,
+                    struct conf_node **out, struct conf_error *err);
 
 /** Read and parse a file; -errno on I/O errors (with the message in err). */
 int conf_load_file(const char *path, struct conf_node **out, struct conf_error *err);

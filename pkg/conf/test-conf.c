@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for conf: tree shape and positions, scalar styles, real document
  * shapes (kubeconfig, gpuscaler config), every rejection with its line, the
- * limits, and the file loader. */
+ * limits, the file loader, and CONF_GO_YAML's anchors, aliases, merge keys,
+ * repeated keys and alias bounds. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,16 +17,23 @@
 #include "conf/conf.h"
 #include "util/util.h"
 
-static struct conf_node *parse_ok(const char *yaml)
+static const struct conf_opts go_yaml = {.flags = CONF_GO_YAML};
+
+static struct conf_node *parse_opts_ok(const char *yaml, const struct conf_opts *opts)
 {
     struct conf_node *n = NULL;
     struct conf_error err = {0};
-    int rc = conf_parse(yaml, strlen(yaml), &n, &err);
+    int rc = conf_parse_opts(yaml, strlen(yaml), opts, &n, &err);
     if (rc != 0)
         fail_msg("parse failed rc=%d at %d:%d: %s\n--- input:\n%s", rc, err.line, err.col,
                  err.msg, yaml);
     assert_non_null(n);
     return n;
+}
+
+static struct conf_node *parse_ok(const char *yaml)
+{
+    return parse_opts_ok(yaml, NULL);
 }
 
 /* Follow a path of map keys; each must exist. */
@@ -234,16 +242,22 @@ static void test_empty_and_other_roots(void **state)
 
 /* ---- rejections ------------------------------------------------------------------- */
 
-static void expect_error(const char *yaml, size_t len, int line, int col, const char *msg)
+static void expect_error_opts(const char *yaml, size_t len, const struct conf_opts *opts,
+                              int line, int col, const char *msg)
 {
     static struct conf_node sentinel;
     struct conf_node *n = &sentinel; /* must be reset to NULL */
     struct conf_error err = {0};
-    int rc = conf_parse(yaml, len, &n, &err);
+    int rc = opts ? conf_parse_opts(yaml, len, opts, &n, &err) : conf_parse(yaml, len, &n, &err);
     if (rc != -EINVAL || err.line != line || (col && err.col != col) || !strstr(err.msg, msg))
         fail_msg("rc=%d at %d:%d '%s'; want -EINVAL at %d:%d '%s'\n--- input:\n%s", rc, err.line,
                  err.col, err.msg, line, col, msg, yaml);
     assert_null(n);
+}
+
+static void expect_error(const char *yaml, size_t len, int line, int col, const char *msg)
+{
+    expect_error_opts(yaml, len, NULL, line, col, msg);
 }
 
 static void test_errors(void **state)
@@ -258,6 +272,7 @@ static void test_errors(void **state)
         {"a: 1\nb: *x\n", 2, 4, "anchors and aliases are not supported"},
         {"base: &b\n  x: 1\n", 1, 7, "anchors and aliases are not supported"},
         {"- &s [1]\n", 1, 3, "anchors and aliases are not supported"},
+        {"!!merge <<: {a: 1}\n", 1, 1, "tag '!!merge' is not supported"}, /* go-yaml's only */
         {"a: 1\nb: 2\na: 3\n", 3, 1, "duplicate key 'a' (first at line 1)"},
         {"x:\n  y: 1\n  z: 2\n  y: 3\n", 4, 3, "duplicate key 'y' (first at line 2)"},
         {"{a: 1, b: 2, a: 2}", 1, 14, "duplicate key 'a'"},
@@ -395,6 +410,146 @@ static void test_limits(void **state)
     util_buf_free(&b);
 }
 
+/* ---- CONF_GO_YAML --------------------------------------------------------------- */
+
+/* Anchors, aliases, merge keys and repeated keys as go-yaml v2's non-strict
+ * Unmarshal reads them (client-go's kubeconfig loader). */
+static void test_go_yaml_aliases_and_merge_keys(void **state)
+{
+    (void)state;
+    struct conf_node *root = parse_opts_ok("base: &b {x: 1, y: 2}\n"
+                                           "over:\n"
+                                           "  x: 0\n"   /* before the merge: replaced */
+                                           "  <<: *b\n"
+                                           "  y: 9\n"   /* after the merge: wins */
+                                           "list: {<<: [{x: 1}, {x: 2, z: 3}], z: 4}\n"
+                                           "tagged: {!!merge <<: *b}\n"
+                                           "rep: 1\n"
+                                           "rep: 2\n"
+                                           "&k key: v\n"
+                                           "use: {*k : w, copy: *b}\n",
+                                           &go_yaml);
+    const struct conf_node *over = get(root, "over");
+    assert_int_equal(over->n, 2);
+    assert_string_equal(over->keys[0], "x"); /* the merged value takes the key's place */
+    assert_scalar(get(over, "x"), "1", false, 1, 14); /* a copy keeps the anchored lines */
+    assert_scalar(get(over, "y"), "9", false, 5, 6);
+    const struct conf_node *list = get(root, "list"); /* of a list of maps, the first wins */
+    assert_int_equal(list->n, 2);
+    assert_scalar(get(list, "x"), "1", false, 6, 17);
+    assert_scalar(get(list, "z"), "4", false, 6, 39);
+    assert_scalar(get(get(root, "tagged"), "y"), "2", false, 1, 20);
+    assert_scalar(get(root, "rep"), "2", false, 9, 6); /* a repeated key: its last value */
+    assert_scalar(get(root, "key"), "v", false, 10, 9);
+    assert_scalar(get(get(root, "use"), "key"), "w", false, 11, 12); /* an alias as a key */
+    assert_int_equal(get(get(root, "use"), "copy")->n, 2);
+    assert_int_equal(root->n, 7);
+    conf_free(root);
+
+    /* an anchor defined again: aliases after it see the new value; an anchor
+     * on a value a repeated key replaced still stands */
+    root = parse_opts_ok("a: &s old\nb: *s\na: &s new\nc: *s\n", &go_yaml);
+    assert_scalar(get(root, "b"), "old", false, 1, 4);
+    assert_scalar(get(root, "c"), "new", false, 3, 4);
+    assert_scalar(get(root, "a"), "new", false, 3, 4);
+    conf_free(root);
+
+    /* by default `<<` is an ordinary key */
+    root = parse_ok("<<: {a: 1}\n");
+    assert_int_equal(get(root, "<<")->type, CONF_MAP);
+    conf_free(root);
+    /* a quoted `<<` is an ordinary key in go-yaml too */
+    root = parse_opts_ok("\"<<\": 1\n", &go_yaml);
+    assert_scalar(get(root, "<<"), "1", false, 1, 7);
+    conf_free(root);
+
+    static const struct {
+        const char *in;
+        int line, col;
+        const char *msg;
+    } bad[] = {
+        {"a: *nope\n", 1, 4, "unknown anchor 'nope' referenced"},
+        {"a: &x [1, *x]\n", 1, 11, "anchor 'x' value contains itself"},
+        {"a: {<<: 5}\n", 1, 5, "map merge requires map or sequence of maps as the value"},
+        {"a: &l [{x: 1}]\nb: {<<: *l}\n", 2, 5, "map merge requires map or sequence of maps"},
+        {"a: {<<: [{x: 1}, 2]}\n", 1, 5, "map merge requires map or sequence of maps"},
+        {"a: &m {x: 1}\n*m : 2\n", 2, 1, "map keys must be scalars, not a map"},
+        {"a: !!merge x\n", 1, 4, "tag '!!merge' is not supported"},
+        /* conf's tag checks and error texts hold in this mode too */
+        {"a: &x 1\nb: !!null 2\n", 2, 4, "tag '!!null' on '2', which is not null"},
+        {"a: &x 1\nb: [\n", 3, 1,
+         "did not find expected node content (while parsing a flow node at column 1)"},
+        {"a: &x 1\n---\nb: 2\n", 2, 1, "only one YAML document is supported"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++)
+        expect_error_opts(bad[i].in, strlen(bad[i].in), &go_yaml, bad[i].line, bad[i].col,
+                          bad[i].msg);
+}
+
+/* Billion laughs: each level doubles the one before; the expansion stops at
+ * a bound (go-yaml's: "document contains excessive aliasing"), quickly and
+ * without the memory the full tree would take. */
+static void test_go_yaml_alias_bounds(void **state)
+{
+    (void)state;
+    struct util_buf b = {0};
+    struct conf_node *n = NULL;
+    struct conf_error err = {0};
+    util_buf_printf(&b, "l0: &l0 [\"lol\", \"lol\"]\n");
+    for (int i = 1; i < 40; i++)
+        util_buf_printf(&b, "l%d: &l%d [*l%d, *l%d, *l%d, *l%d]\n", i, i, i - 1, i - 1, i - 1,
+                        i - 1);
+    assert_int_equal(conf_parse_opts(b.data, b.len, &go_yaml, &n, &err), -EINVAL);
+    assert_null(n);
+    if (!strstr(err.msg, "aliasing") && !strstr(err.msg, "nodes") && !strstr(err.msg, "bytes"))
+        fail_msg("message \"%s\"", err.msg);
+    assert_true(err.line > 1);
+    util_buf_reset(&b);
+
+    /* one big scalar aliased many times: bounded by the bytes copied */
+    char *big = xmalloc(300001);
+    memset(big, 'a', 300000);
+    big[300000] = '\0';
+    util_buf_printf(&b, "big: &b %s\nall: [", big);
+    for (int i = 0; i < 20; i++)
+        util_buf_printf(&b, "%s*b", i ? ", " : "");
+    util_buf_printf(&b, "]\n");
+    expect_error_opts(b.data, b.len, &go_yaml, 2, 0, "aliases expand to more than 4194304 bytes");
+    util_buf_reset(&b);
+    xfree(big);
+
+    /* deep trees aliased inside deep trees: bounded in depth */
+    util_buf_printf(&b, "a: &a ");
+    for (int i = 0; i < 40; i++)
+        util_buf_printf(&b, "[");
+    for (int i = 0; i < 40; i++)
+        util_buf_printf(&b, "]");
+    util_buf_printf(&b, "\nb: ");
+    for (int i = 0; i < 30; i++)
+        util_buf_printf(&b, "[");
+    util_buf_printf(&b, "*a");
+    for (int i = 0; i < 30; i++)
+        util_buf_printf(&b, "]");
+    util_buf_printf(&b, "\n");
+    expect_error_opts(b.data, b.len, &go_yaml, 2, 0, "nesting is deeper than 64 levels (alias *a)");
+    util_buf_reset(&b);
+
+    /* the node count takes the copies in: 3,307 nodes, then 302 a copy (under
+     * 99 % aliased), so the 652nd alias is one too many */
+    util_buf_printf(&b, "pad: [");
+    for (int i = 0; i < 3000; i++)
+        util_buf_printf(&b, "0,");
+    util_buf_printf(&b, "]\nm: &m {");
+    for (int i = 0; i < 150; i++)
+        util_buf_printf(&b, "%sk%d: v", i ? ", " : "", i);
+    util_buf_printf(&b, "}\nall:\n");
+    for (int i = 0; i < 700; i++)
+        util_buf_printf(&b, "- *m\n");
+    expect_error_opts(b.data, b.len, &go_yaml, 3 + 652, 3,
+                      "document has more than 200000 nodes (aliases expanded)");
+    util_buf_free(&b);
+}
+
 /* ---- files -------------------------------------------------------------------------- */
 
 static void write_file(const char *path, const char *data, size_t len)
@@ -465,6 +620,8 @@ int main(void)
         cmocka_unit_test(test_core_tags_fit_their_nodes),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_load_file),
+        cmocka_unit_test(test_go_yaml_aliases_and_merge_keys),
+        cmocka_unit_test(test_go_yaml_alias_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

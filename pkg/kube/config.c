@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kube/config: where the API server is and how to authenticate: kubeconfig
- * files (read into pkg/conf's tree by kube/yaml.c, anchors and merge keys as
- * client-go reads them) and the in-cluster service account.
+ * files (read into pkg/conf's tree with CONF_GO_YAML: anchors, aliases, merge
+ * keys and repeated keys as client-go reads them) and the in-cluster service
+ * account.
  *
  * kube_config_parse() is pure (buffer in, struct out, error with line and
  * column) so that tests and the fuzzer drive it directly. kubeconfig is a
@@ -446,6 +447,7 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
 {
     struct conf_node **roots = xcalloc(ndocs ? ndocs : 1, sizeof(*roots));
     static const struct conf_node empty_map = {.type = CONF_MAP};
+    static const struct conf_opts go_yaml = {.flags = CONF_GO_YAML};
     struct conf_error cerr = {0};
     char where[300];
     int rc = -EINVAL;
@@ -461,7 +463,7 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
     for (size_t i = 0; i < ndocs; i++) {
         if (err)
             err->doc = i;
-        rc = kube_yaml_parse(docs[i].buf, docs[i].len, &roots[i], &cerr);
+        rc = conf_parse_opts(docs[i].buf, docs[i].len, &go_yaml, &roots[i], &cerr);
         if (rc < 0) {
             if (err) {
                 err->line = cerr.line;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kube-int: internals shared by pkg/kube's files (and its tests and fuzzers):
  * the string hash map and intern pool, the pure object store behind the
- * caches, the raw request entry the reflector streams through, the
- * kubeconfig's YAML reader and the exec credential plugins. */
+ * caches, the raw request entry the reflector streams through and the exec
+ * credential plugins. */
 #ifndef GPUSCALER_KUBE_INT_H
 #define GPUSCALER_KUBE_INT_H
 
@@ -126,22 +126,6 @@ void kube_route(const char *server, const char *tls_server_name, char **url_base
 /** Cancel a request of kube_raw_get: its callback gets -ECANCELED, from the loop. */
 void kube_req_cancel(struct kreq *r);
 uv_loop_t *kube_loop(const struct kube *k);
-
-/* ---- kubeconfig YAML (yaml.c) -------------------------------------------- */
-
-struct conf_node;
-struct conf_error;
-
-/**
- * Parse a kubeconfig document into a pkg/conf tree (free with conf_free) as
- * client-go's loader reads YAML (sigs.k8s.io/yaml over go-yaml v2): anchors
- * and aliases expanded, merge keys (<<) merged, a repeated key's last value
- * kept; scalars, tags, one document and the limits as conf_parse(). Alias
- * expansion is bounded (CONF_MAX_NODES nodes, CONF_MAX_DEPTH levels, 4 MiB
- * of copied text, go-yaml's share of aliased nodes). Pure. Returns 0, or
- * -EINVAL with err's line, column and message filled (*out is then NULL).
- */
-int kube_yaml_parse(const char *buf, size_t len, struct conf_node **out, struct conf_error *err);
 
 /* ---- exec credential plugins (exec.c) ---------------------------------- */
 
