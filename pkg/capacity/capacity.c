@@ -75,7 +75,8 @@ static double decayed_lower(const struct capacity *c, int64_t now_ms)
 
 void capacity_observe(struct capacity *c, const struct capacity_obs *o)
 {
-    if (!o->steady || !(o->gpus > 0) || !known(o->completions_rps)) {
+    if (!o->steady || !(o->gpus > 0) || !known(o->completions_rps) ||
+        !(o->completions_rps / o->gpus <= CAPACITY_MAX_RPS_PER_GPU)) {
         c->queue_since_ms = -1; /* a queue across a rollout says nothing */
         c->nrecent = c->irecent = 0;
         return;
@@ -303,6 +304,32 @@ size_t capacity_encode(const struct capacity *c, uint8_t *buf, size_t len)
     return CAPACITY_STATE_SIZE;
 }
 
+int64_t capacity_newest_ms(const struct capacity *c)
+{
+    int64_t t = INT64_MIN;
+    if (c->lower > 0)
+        t = c->lower_ms;
+    if (c->queue_since_ms >= 0 && c->queue_since_ms > t)
+        t = c->queue_since_ms;
+    return t;
+}
+
+/* A ring as push_n() leaves it: n of cap held, the next slot i; short of
+ * full, the slots written are the first n, so i is n. */
+static bool ring_ok(uint8_t n, uint8_t i, uint8_t cap)
+{
+    return n <= cap && i < cap && (n == cap || i == n);
+}
+
+/* Every value of a ring of throughputs within what observe keeps. */
+static bool rates_ok(const float *r, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!(r[i] <= CAPACITY_MAX_RPS_PER_GPU))
+            return false;
+    return true;
+}
+
 void capacity_forget_runs(struct capacity *c)
 {
     c->queue_since_ms = -1;
@@ -337,16 +364,16 @@ int capacity_decode(struct capacity *c, const uint8_t *buf, size_t len, char *er
     t.total = (int64_t)get64(buf + 36);
     t.nrecent = buf[236];
     t.irecent = buf[237];
-    bool recent_ok = t.nrecent <= CAPACITY_SUSTAIN_TICKS && t.irecent < CAPACITY_SUSTAIN_TICKS;
+    bool recent_ok = ring_ok(t.nrecent, t.irecent, CAPACITY_SUSTAIN_TICKS);
     for (int i = 0; i < CAPACITY_SUSTAIN_TICKS; i++) {
         uint32_t f = get32(buf + 240 + 4 * i);
         memcpy(&t.recent[i], &f, 4);
         recent_ok = recent_ok && isfinite(t.recent[i]) && t.recent[i] >= 0;
     }
     bool ok = recent_ok && buf[11] == 0 && buf[238] == 0 && buf[239] == 0 &&
-              t.nsat <= CAPACITY_SAMPLES && t.nslots <= CAPACITY_SAMPLES &&
-              t.nutil <= CAPACITY_SAMPLES && t.isat < CAPACITY_SAMPLES &&
-              t.islots < CAPACITY_SAMPLES && t.iutil < CAPACITY_SAMPLES && known(t.lower) &&
+              ring_ok(t.nsat, t.isat, CAPACITY_SAMPLES) &&
+              ring_ok(t.nslots, t.islots, CAPACITY_SAMPLES) &&
+              ring_ok(t.nutil, t.iutil, CAPACITY_SAMPLES) && known(t.lower) &&
               t.total >= 0 && time_ok(t.lower_ms) &&
               (t.queue_since_ms == -1 || time_ok(t.queue_since_ms)) && get_ring(buf + 44, t.sat) && get_ring(buf + 108, t.slots) &&
               get_ring(buf + 172, t.util) && get_ring(buf + 260, t.util_u);
@@ -355,6 +382,22 @@ int capacity_decode(struct capacity *c, const uint8_t *buf, size_t len, char *er
     if (!ok) {
         snprintf(err, errlen, "capacity state out of range");
         return -1;
+    }
+    /* what observe keeps: throughputs within its bound, utilisations of at
+     * least its minimum (the float of a double at least it) */
+    if (!(t.lower <= CAPACITY_MAX_RPS_PER_GPU) || !rates_ok(t.sat, CAPACITY_SAMPLES) ||
+        !rates_ok(t.util, CAPACITY_SAMPLES) || !rates_ok(t.recent, CAPACITY_SUSTAIN_TICKS)) {
+        snprintf(err, errlen, "capacity state out of range: a throughput over %g req/s per GPU",
+                 CAPACITY_MAX_RPS_PER_GPU);
+        return -1;
+    }
+    for (int i = 0; i < t.nutil; i++) {
+        if (t.util_u[i] < (float)CAPACITY_MIN_UTILIZATION) {
+            snprintf(err, errlen,
+                     "capacity state out of range: utilisation sample %g below the %g kept",
+                     (double)t.util_u[i], CAPACITY_MIN_UTILIZATION);
+            return -1;
+        }
     }
     *c = t;
     return 0;

@@ -53,6 +53,11 @@
 #define CAPACITY_MAX_EXTRAPOLATION 2.0
 /** Utilisation samples below this say too little about capacity. */
 #define CAPACITY_MIN_UTILIZATION 0.2
+/** Highest per-GPU throughput taken as evidence (the policy sizes with no
+ *  capacity above it): a tick's completions over its GPUs past it say
+ *  nothing about a GPU (a counter reset read as a rate); the tick counts
+ *  as an unsteady one. */
+#define CAPACITY_MAX_RPS_PER_GPU 1e9
 /** Waiting requests that count as a standing queue: at least this many per
  *  GPU and this share of the running ones. */
 #define CAPACITY_QUEUE_PER_GPU 1.0
@@ -118,7 +123,8 @@ void capacity_init(struct capacity *c);
  *  forward or back by that much more than the time that passed. */
 void capacity_shift(struct capacity *c, int64_t delta_ms);
 
-/** Take one tick's evidence. Unsteady ticks only end a queue run. */
+/** Take one tick's evidence. Unsteady ticks (and ticks of a throughput past
+ *  CAPACITY_MAX_RPS_PER_GPU) only end a queue run. */
 void capacity_observe(struct capacity *c, const struct capacity_obs *o);
 
 /** The estimate at now_ms (the lower bound decays with time). */
@@ -163,11 +169,26 @@ const char *capacity_source_name(enum capacity_source s);
  *  ticks were not the ones just before. The samples learned stay. */
 void capacity_forget_runs(struct capacity *c);
 
+/** The newest time c holds (UNIX ms): the lower bound's (while it has one)
+ *  or the queue run's start, whichever is later; INT64_MIN when neither.
+ *  The estimator has no clock: a caller restoring a state refuses one whose
+ *  newest time lies ahead of its own clock (saved under a clock that ran
+ *  ahead: its lower bound would not decay until then), or shifts it
+ *  (capacity_shift). */
+int64_t capacity_newest_ms(const struct capacity *c);
+
 /** State codec (little-endian, versioned). encode returns the bytes written
  *  (CAPACITY_STATE_SIZE) or 0 when len is too small. */
 #define CAPACITY_STATE_SIZE 328
 size_t capacity_encode(const struct capacity *c, uint8_t *buf, size_t len);
-/** 0, or -1 with a message in err: the state is then a fresh one. */
+/** 0, or -1 with a message in err: the state is then a fresh one. A state
+ *  holding what the estimator never keeps is refused: a throughput (a
+ *  sample, the lower bound) past CAPACITY_MAX_RPS_PER_GPU, a utilisation
+ *  sample below CAPACITY_MIN_UTILIZATION or above 1 (with a huge
+ *  throughput beside one of 0.001 the estimate was a thousand times any
+ *  throughput seen), a ring short of full whose next slot is not its
+ *  count. Times are checked only for their range: the caller, who has the
+ *  clock, checks capacity_newest_ms(). */
 int capacity_decode(struct capacity *c, const uint8_t *buf, size_t len, char *err,
                     size_t errlen);
 

@@ -301,6 +301,103 @@ static void test_codec(void **s)
     assert_non_null(strstr(err, "version 9"));
 }
 
+/* Encode c as the codec does, whatever it holds (a crafted checkpoint). */
+static void encode_any(const struct capacity *c, uint8_t *buf)
+{
+    assert_int_equal(capacity_encode(c, buf, CAPACITY_STATE_SIZE), CAPACITY_STATE_SIZE);
+}
+
+/* What the estimator never keeps is refused at restore: utilisation
+ * samples of 0.001 beside a throughput of 1e5 req/s per GPU made a
+ * capacity of 1e8 req/s a GPU (the policy then sizes for almost nothing),
+ * as did a throughput past any a GPU has; a ring short of full whose next
+ * slot is not its count would have a later sample count a slot never
+ * written. */
+static void test_codec_refuses_unkept(void **s)
+{
+    (void)s;
+    struct capacity c, d;
+    char err[160];
+    uint8_t buf[CAPACITY_STATE_SIZE];
+    capacity_init(&c);
+    for (int i = 0; i < 4; i++) {
+        c.util[i] = 1e5f;
+        c.util_u[i] = 0.001f;
+    }
+    c.nutil = c.iutil = 4;
+    c.total = 4;
+    encode_any(&c, buf);
+    assert_int_equal(capacity_decode(&d, buf, sizeof(buf), err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "utilisation sample"));
+    struct capacity_estimate e;
+    capacity_estimate(&d, now_ms, 0, &e);
+    assert_true(isnan(e.value)); /* refused: a fresh state */
+    /* at the smallest utilisation kept, it restores */
+    for (int i = 0; i < 4; i++)
+        c.util_u[i] = (float)CAPACITY_MIN_UTILIZATION;
+    encode_any(&c, buf);
+    assert_int_equal(capacity_decode(&d, buf, sizeof(buf), err, sizeof(err)), 0);
+    capacity_estimate(&d, now_ms, 0, &e);
+    assert_true(e.value <= 1e5 / CAPACITY_MIN_UTILIZATION * 1.0001);
+
+    /* a throughput past the bound, in each ring and the lower bound */
+    for (int k = 0; k < 4; k++) {
+        struct capacity x = c;
+        if (k == 0)
+            x.util[1] = 2e9f;
+        else if (k == 1)
+            x.sat[0] = 2e9f, x.nsat = x.isat = 1;
+        else if (k == 2)
+            x.recent[0] = 2e9f, x.nrecent = x.irecent = 1;
+        else
+            x.lower = 2e9, x.lower_ms = now_ms;
+        encode_any(&x, buf);
+        assert_int_equal(capacity_decode(&d, buf, sizeof(buf), err, sizeof(err)), -1);
+        assert_non_null(strstr(err, "throughput"));
+    }
+    /* rings short of full: the next slot is the count */
+    struct capacity y = c;
+    y.iutil = 9;
+    encode_any(&y, buf);
+    assert_int_equal(capacity_decode(&d, buf, sizeof(buf), err, sizeof(err)), -1);
+    y = c;
+    y.nrecent = 2;
+    y.irecent = 4;
+    encode_any(&y, buf);
+    assert_int_equal(capacity_decode(&d, buf, sizeof(buf), err, sizeof(err)), -1);
+
+    /* observe keeps no throughput past the bound: the tick is an unsteady one */
+    capacity_init(&c);
+    struct capacity_obs o = {.now_ms = now_ms, .window_ms = WINDOW_MS, .steady = true,
+                             .gpus = 1, .completions_rps = 2e9, .running = 32,
+                             .waiting = 0, .slots_per_gpu = SLOTS};
+    for (int i = 0; i < 8; i++, o.now_ms += TICK_MS)
+        capacity_observe(&c, &o);
+    assert_int_equal(c.total, 0);
+    assert_int_equal(c.nrecent, 0);
+    assert_true(c.lower == 0);
+}
+
+/* The newest time a state holds, for a caller that checks it against its
+ * clock at restore. */
+static void test_newest_ms(void **st)
+{
+    (void)st;
+    struct capacity c;
+    capacity_init(&c);
+    assert_true(capacity_newest_ms(&c) == INT64_MIN);
+    c.queue_since_ms = 5000;
+    assert_int_equal(capacity_newest_ms(&c), 5000);
+    c.lower = 3;
+    c.lower_ms = 9000;
+    assert_int_equal(capacity_newest_ms(&c), 9000);
+    c.queue_since_ms = -1;
+    c.lower_ms = 7000;
+    assert_int_equal(capacity_newest_ms(&c), 7000);
+    c.lower = 0; /* no lower bound: its time says nothing */
+    assert_true(capacity_newest_ms(&c) == INT64_MIN);
+}
+
 /* --write-corpus DIR: seed states for fuzz/fuzz-capacity-state.c (a mode
  * byte, then the state). */
 static int write_corpus(const char *dir)
@@ -378,6 +475,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_lower_bound_decays),
         cmocka_unit_test(test_mismatch),
         cmocka_unit_test(test_codec),
+        cmocka_unit_test(test_codec_refuses_unkept),
+        cmocka_unit_test(test_newest_ms),
         cmocka_unit_test(test_tokens_unit),
         cmocka_unit_test(test_busy_time_preferred),
         cmocka_unit_test(test_forget_runs),

@@ -24,8 +24,18 @@
 
 /** Most buckets per season a config may ask for (two weeks of minutes). */
 #define FC_MAX_SEASON_BUCKETS 20160
-/** Level, trend, seasonal and buffered values are clamped to +-this (log space). */
+/** Bound (log space) of the learned plan's coefficients, and of the values
+ *  of a version 2 state's buffer. */
 #define FC_STATE_MAX 1e4
+/** How far (log) the model's level, its last bucket's value and the plans'
+ *  base may lie beyond the logs of the rates a config admits, [ln(floor),
+ *  ln(FORECAST_MAX_RATE + floor)] (fc_buf_scale): room for a damped trend that
+ *  runs on through a gap, 20 nats (a factor of 5e8) past the rates ever
+ *  observed; past it the model is clamped, so a state is within bounds a
+ *  decoder can check. The residual stores saturate at 16.4 (int16 /
+ *  FC_RES_SCALE), so a base clamped this far out leaves every residual as it
+ *  was. */
+#define FC_Z_MARGIN 20.0
 /** Closed buckets needed before forecast_predict() answers. */
 #define FC_MIN_BUCKETS 3
 /** Phase bins of the season the residuals are kept in. */
@@ -109,6 +119,9 @@ struct forecast {
     struct forecast_config cfg;
     int64_t m;          /* buckets per season */
     enum fc_kind kind;
+    uint32_t walked;    /* buckets closed one by one (observed or filled) since made or
+                           restored, wrapping: the work observations cost; not state
+                           (tests and the fuzz targets bound it) */
     int64_t seen;       /* closed buckets (observed and gap-filled) */
     int64_t cur;        /* index of the open bucket (valid when acc_n > 0) */
     int64_t last_ms;    /* time of the newest accepted observation */
@@ -118,6 +131,13 @@ struct forecast {
     double level;       /* log space */
     double zlast;       /* the last closed bucket's mean (log; the model's fill for a gap) */
     double trend;
+    /* Bounds (log space) of what the model holds, from the rate floor
+     * (fc_buf_scale): the level, the last bucket's value and the plans'
+     * base within [llo, lhi], FC_Z_MARGIN beyond the logs of the rates a
+     * config admits (fc_obs_lo, fc_obs_hi: every observed value, bucket
+     * means and peaks, window peaks); |trend| <= lhi - llo, |seasonal
+     * index| <= 2 (lhi - llo). */
+    double llo, lhi;
     int64_t bcap;       /* FC_WARMUP: buckets buf, bpk and fill have room for (<= 2m) */
     double zbase;       /* log value of buf step 0 (fc_buf_value) */
     double zstep;       /* log value of one buf step */
@@ -216,8 +236,38 @@ void fc_buf_reserve(struct forecast *f, int64_t n);
  *  rate it stands for. */
 #define FC_BUF_MARGIN 4.0
 
-/** Set f->zbase and f->zstep from f->cfg.rate_floor. */
+/** Set f->zbase and f->zstep, and the bounds llo and lhi, from
+ *  f->cfg.rate_floor. */
 void fc_buf_scale(struct forecast *f);
+
+/** ln(rate_floor) and ln(FORECAST_MAX_RATE + rate_floor): the logs of the
+ *  rates a config admits (to rounding). */
+static inline double fc_obs_lo(const struct forecast *f)
+{
+    return f->llo + FC_Z_MARGIN;
+}
+
+static inline double fc_obs_hi(const struct forecast *f)
+{
+    return f->lhi - FC_Z_MARGIN;
+}
+
+/** The bounds of the trend and of the seasonal indices (fc_buf_scale). */
+static inline double fc_trend_max(const struct forecast *f)
+{
+    return f->lhi - f->llo;
+}
+
+static inline double fc_season_max(const struct forecast *f)
+{
+    return 2 * (f->lhi - f->llo);
+}
+
+/** x clamped to [lo, hi]; NaN (never expected) to lo. */
+static inline double fc_clamp(double x, double lo, double hi)
+{
+    return x > hi ? hi : x >= lo ? x : lo;
+}
 
 /** Buffered value i (log). */
 /** The log value of step v (the warm-up buffer's and the recent seasons'). */
@@ -276,7 +326,7 @@ double fc_point(const struct forecast *f, int64_t target, int64_t steps);
 /** The plan's base for the n buckets from `first` on, the model having seen
  *  bucket last_closed: the highest point forecast over them, and never below
  *  the last closed bucket's mean (a level that lags a ramp does not lower
- *  the plan); clamped to +-FC_STATE_MAX. */
+ *  the plan); clamped to [llo, lhi]. */
 double fc_base(const struct forecast *f, int64_t last_closed, int64_t first, int64_t n);
 
 /** ln(rate + floor). */

@@ -3,12 +3,12 @@
  * forecaster is checkpointed as (it is stored in a Kubernetes ConfigMap, so
  * deserialisation treats it as outside input).
  *
- * Layout, version 6 (integers little-endian; doubles and floats as their
+ * Layout, version 7 (integers little-endian; doubles and floats as their
  * IEEE-754 bit patterns, little-endian; NaN only as the quiet NaN 0x7fc00000):
  *
  *   off size  field
  *     0    4  magic "GSFC"
- *     4    2  version (6)
+ *     4    2  version (7)
  *     6    1  kind: 0 warm-up (Holt), 1 Holt-Winters
  *     7    1  reserved, 0
  *     8    8  bucket_ms (i64)          must equal the config's
@@ -17,7 +17,7 @@
  *    32    8  open bucket index (i64)
  *    40    8  time of the newest observation, ms (i64)
  *    48    4  observations in the open bucket (u32; 0 = empty forecaster)
- *    52    4  reserved, 0
+ *    52    4  the quantile the plans are calibrated for (f32, in (0.5, 1])
  *    56    8  sum of the open bucket's observations (f64)
  *    64    8  largest of them (f64)
  *    72    8  level (f64, log space)
@@ -52,19 +52,34 @@
  *             window peaks (log), oldest first
  *   end-4  4  CRC-32 (IEEE 802.3, as zlib's crc32) of all preceding bytes
  *
- * Version 5 (the previous release's) has no recent seasons' ring: it is
- * read with an empty one (that plan serves again after 4 seasons).
+ * Values are checked against what the forecaster produces (fc_buf_scale, from
+ * the rate floor): observed logs (bucket peaks and means, the phase bins'
+ * peaks, window peaks) within [ln(floor), ln(1e12 + floor)] (and 1e-4 for
+ * rounding), the level, the last bucket's value, the bases and highest peaks
+ * seen of the plan ring within FC_Z_MARGIN (20) beyond, the plans within
+ * that and ln(10) above it, the trend within +-(the level's span), the
+ * seasonal indices within twice that; the first planned bucket is at least
+ * the third (FC_MIN_BUCKETS). A state of another quantile than the config's
+ * is read with what depends on the quantile (the adaptive levels, the
+ * plans' losses, coverage and plans in flight, the learned plan's fits and
+ * shifts) started afresh at the config's.
+ *
+ * Version 6 (the previous release's) has 0 where the quantile is: it is
+ * read as one of the config's quantile. Version 5 (the one before) has no
+ * recent seasons' ring: it is read with an empty one (that plan serves again
+ * after 4 seasons).
  * Version 4 (the one before) has no learned plan: it is read with
  * none (the two plans serve until it is fitted, about 3.3 hours). Version 3
  * (the one before) has neither the two kinds' plans and losses nor the
  * window peaks either: it is read with those empty (the model plans until
  * the recent peaks have their evidence again, about 30 buckets). Version 2
  * also has kind 0's buffered values as f32 logs within +-1e4: each is taken
- * to the nearest step. All are written back as version 6. Version 1 states
+ * to the nearest step. All are written back as version 7. Version 1 states
  * (relative residuals of an older release) are refused with a message; the
- * controller then starts the forecaster afresh. The smoothing factors and
- * the quantile are not stored: they come from the config passed to
- * forecast_deserialize(), so they may be retuned across a restart. Every accepted version 6 input is canonical:
+ * controller then starts the forecaster afresh. The smoothing factors are
+ * not stored: they come from the config passed to forecast_deserialize(),
+ * so they may be retuned across a restart, as may the quantile (above).
+ * Every accepted version 7 input of the config's quantile is canonical:
  * serialising the result gives back the same bytes (the fuzz target checks
  * this). The learned plan's rows are not stored (1,440 a window length would
  * quadruple a state); its fits are, and are refitted once as many new rows
@@ -82,8 +97,10 @@
 #include "util/util.h"
 
 #define STATE_MAGIC "GSFC"
-#define STATE_VERSION 6
-/* the previous release's: no recent seasons' ring */
+#define STATE_VERSION 7
+/* the previous release's: no quantile */
+#define STATE_VERSION_NO_QUANTILE 6
+/* the one before: no recent seasons' ring */
 #define STATE_VERSION_NO_SEASONS 5
 /* the one before: no learned plan */
 #define STATE_VERSION_NO_LEARNED 4
@@ -197,7 +214,7 @@ void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen)
     p = put_u(p, (uint64_t)f->cur, 8);
     p = put_u(p, (uint64_t)f->last_ms, 8);
     p = put_u(p, f->acc_n, 4);
-    p = put_u(p, 0, 4);
+    p = put_f32(p, (float)f->cfg.quantile);
     p = put_f64(p, f->acc_sum);
     p = put_f64(p, f->acc_max);
     p = put_f64(p, f->level);
@@ -319,6 +336,47 @@ static bool get_f32(const uint8_t *p, double bound, bool nan_ok, bool minf_ok, f
     return isfinite(d) && fabs(d) <= bound;
 }
 
+/* A float field within [lo, hi] (compared as floats: a value the forecaster
+ * stored is the float of a double within them), or (when allowed) the
+ * canonical NaN or minus infinity. */
+static bool get_f32_in(const uint8_t *p, double lo, double hi, bool nan_ok, bool minf_ok,
+                       float *out)
+{
+    if (!get_f32(p, INFINITY, nan_ok, minf_ok, out))
+        return false;
+    return isnan(*out) || (isinf(*out) && *out < 0) || (*out >= (float)lo && *out <= (float)hi);
+}
+
+/* Rounding allowed around an observed log (a bucket's mean is a sum over a
+ * count, its log a float): 1e-4, a hundredth of a percent of the rate. */
+#define OBSERVED_SLACK 1e-4
+
+/* What depends on the quantile, started afresh at cfg's: the adaptive
+ * levels, the plans' losses and coverage, the plans in flight (made at the
+ * old level), the learned plan's fits (at the old quantile), shifts and
+ * features in flight. The model, the residuals, window peaks and growth
+ * samples are the quantile's inputs, not its result: they stay. */
+static void reset_quantile(struct forecast *f)
+{
+    for (int h = 0; h < FC_HORIZONS; h++) {
+        f->qlevel[h] = (float)f->cfg.quantile;
+        f->loss[0][h] = f->loss[1][h] = f->miss_r[h] = 0;
+        f->loss_n[h] = 0;
+        f->cov_n[h] = f->cov_hit[h] = 0;
+        f->cov_excess[h] = 0;
+        f->learn_ok[h] = false;
+        f->learn_fit_n[h] = 0;
+        for (int k = 0; k < FC_LEARN_NX; k++)
+            f->learn_beta[h][k] = 0;
+        for (int b = 0; b < FC_PHASES; b++)
+            f->learn_shift[b][h] = 0;
+        for (int i = 0; i < FC_RING; i++) {
+            f->planned[i][h] = f->planned_m[i][h] = f->planned_r[i][h] = NAN;
+            f->planned_l[i][h] = f->learn_x[i][h][0] = NAN;
+        }
+    }
+}
+
 void fc_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || errlen == 0)
@@ -348,20 +406,25 @@ static int check_header(const struct forecast_config *cfg, const uint8_t *buf, s
         return -EINVAL;
     }
     uint64_t version = get_u(buf + 4, 2);
-    if (version != STATE_VERSION && version != STATE_VERSION_NO_SEASONS &&
-        version != STATE_VERSION_NO_LEARNED && version != STATE_VERSION_NO_RECENT &&
-        version != STATE_VERSION_F32) {
+    if (version != STATE_VERSION && version != STATE_VERSION_NO_QUANTILE &&
+        version != STATE_VERSION_NO_SEASONS && version != STATE_VERSION_NO_LEARNED &&
+        version != STATE_VERSION_NO_RECENT && version != STATE_VERSION_F32) {
         fc_set_err(err, errlen,
-                   "unsupported state version %" PRIu64 " (want %d, %d, %d, %d or %d%s)", version,
-                   STATE_VERSION, STATE_VERSION_NO_SEASONS, STATE_VERSION_NO_LEARNED,
-                   STATE_VERSION_NO_RECENT, STATE_VERSION_F32,
+                   "unsupported state version %" PRIu64 " (want %d, %d, %d, %d, %d or %d%s)",
+                   version, STATE_VERSION, STATE_VERSION_NO_QUANTILE, STATE_VERSION_NO_SEASONS,
+                   STATE_VERSION_NO_LEARNED, STATE_VERSION_NO_RECENT, STATE_VERSION_F32,
                    version == 1
                        ? "; version 1 is an older release's: the forecaster starts afresh"
                        : "");
         return -EINVAL;
     }
-    if (buf[6] > FC_HW || buf[7] != 0 || get_u(buf + 52, 4) != 0) {
+    if (buf[6] > FC_HW || buf[7] != 0 || (version < STATE_VERSION && get_u(buf + 52, 4) != 0)) {
         fc_set_err(err, errlen, "bad kind %u or reserved bytes set", buf[6]);
+        return -EINVAL;
+    }
+    float q;
+    if (version >= STATE_VERSION && (!get_f32(buf + 52, 1.0, false, false, &q) || !(q > 0.5f))) {
+        fc_set_err(err, errlen, "quantile %g out of range (0.5, 1]", (double)q);
         return -EINVAL;
     }
     int64_t bucket_ms = (int64_t)get_u(buf + 8, 8), season_ms = (int64_t)get_u(buf + 16, 8);
@@ -406,9 +469,10 @@ static int read_learned(struct forecast *f, const uint8_t **pp, char *err, size_
                 fc_set_err(err, errlen, "learned plan shift out of range");
                 return -EINVAL;
             }
+    double plan_hi = f->lhi + log(FC_MAX_GROWTH); /* a plan's cap (fc_plan_value) */
     for (int i = 0; i < FC_RING; i++)
         for (int h = 0; h < FC_HORIZONS; h++, p += 4)
-            if (!get_f32(p, 2 * FC_STATE_MAX, true, false, &f->planned_l[i][h])) {
+            if (!get_f32_in(p, f->llo, plan_hi, true, false, &f->planned_l[i][h])) {
                 fc_set_err(err, errlen, "learned plan ring value out of range");
                 return -EINVAL;
             }
@@ -511,7 +575,10 @@ static struct forecast *deserialize_plain(const struct forecast_config *cfg, con
         fc_set_err(err, errlen, "%" PRId64 " buckets seen does not match kind %d", seen, kind);
         goto fail;
     }
-    if (origin_first != FC_NONE && (origin_first < 0 || origin_first > cur)) {
+    /* plans start once FC_MIN_BUCKETS buckets have closed (plan.c): a first
+     * planned bucket before the third would have the momentum read bucket
+     * -1's slot */
+    if (origin_first != FC_NONE && (origin_first < FC_MIN_BUCKETS || origin_first > cur)) {
         fc_set_err(err, errlen, "first planned bucket out of range");
         goto fail;
     }
@@ -526,7 +593,8 @@ static struct forecast *deserialize_plain(const struct forecast_config *cfg, con
         want += 1 + (size_t)buf[want] * (i < STORES ? 2 : 4);
     }
     if (want != SIZE_MAX)
-        want += (version >= STATE_VERSION ? (size_t)fc_seasons_len(m) * 2 : 0) + CRC_LEN;
+        want += (version >= STATE_VERSION_NO_QUANTILE ? (size_t)fc_seasons_len(m) * 2 : 0) +
+                CRC_LEN;
     if (len != want) {
         fc_set_err(err, errlen,
                    "length %zu, the header and counts describe %s (truncated or padded)", len,
@@ -555,14 +623,17 @@ static struct forecast *deserialize_plain(const struct forecast_config *cfg, con
             goto fail;
         }
     }
-    if (!in_bound(level, FC_STATE_MAX) || !in_bound(trend, FC_STATE_MAX) ||
-        !in_bound(zlast, FC_STATE_MAX) || (seen == 0 && zlast != 0.0) ||
+
+    f = fc_alloc(cfg, kind); /* its bounds (fc_buf_scale) check the values from here on */
+    if (!(level >= f->llo && level <= f->lhi) || !in_bound(trend, fc_trend_max(f)) ||
+        (seen > 0 && !(zlast >= f->llo && zlast <= f->lhi)) || (seen == 0 && zlast != 0.0) ||
         (kind == FC_WARMUP && seen == 0 && (level != 0.0 || trend != 0.0))) {
-        fc_set_err(err, errlen, "level or trend out of range");
+        fc_set_err(err, errlen,
+                   "level %g, trend %g or last bucket %g out of range (level within [%g, %g])",
+                   level, trend, zlast, f->llo, f->lhi);
         goto fail;
     }
 
-    f = fc_alloc(cfg, kind);
     f->seen = seen;
     f->cur = cur;
     f->last_ms = last_ms;
@@ -610,29 +681,38 @@ static struct forecast *deserialize_plain(const struct forecast_config *cfg, con
         p += nb;
     } else {
         for (int64_t i = 0; i < m; i++, p += 4) {
-            if (!get_f32(p, FC_STATE_MAX, false, false, &f->season[i])) {
+            if (!get_f32(p, fc_season_max(f), false, false, &f->season[i])) {
                 fc_set_err(err, errlen, "seasonal index %" PRId64 " out of range", i);
                 goto fail;
             }
         }
     }
     bool ok = true;
+    /* observed logs; the model's (a base, a highest peak seen: the level's
+     * bounds); plans (at most their cap, ln(10) above the highest peak) */
+    const double olo = fc_obs_lo(f) - OBSERVED_SLACK, ohi = fc_obs_hi(f) + OBSERVED_SLACK;
+    const double plan_hi = f->lhi + log(FC_MAX_GROWTH);
     for (int i = 0; i < FC_RING; i++, p += 4)
-        ok &= get_f32(p, FC_STATE_MAX, true, false, &f->peak[i]);
+        ok &= get_f32_in(p, olo, ohi, true, false, &f->peak[i]);
     for (int i = 0; i < FC_RING; i++, p += 4)
-        ok &= get_f32(p, FC_STATE_MAX, true, false, &f->zmean[i]);
+        ok &= get_f32_in(p, olo, ohi, true, false, &f->zmean[i]);
     for (int i = 0; i < FC_RING; i++, p += 4)
-        ok &= get_f32(p, FC_STATE_MAX, true, false, &f->seenmax[i]);
+        ok &= get_f32_in(p, f->llo, f->lhi, true, false, &f->seenmax[i]);
     for (int i = 0; i < FC_RING; i++)
         for (int h = 0; h < FC_HORIZONS; h++, p += 4)
-            ok &= get_f32(p, FC_STATE_MAX, true, false, &f->point[i][h]);
+            ok &= get_f32_in(p, f->llo, f->lhi, true, false, &f->point[i][h]);
     for (int i = 0; i < FC_RING; i++)
         for (int h = 0; h < FC_HORIZONS; h++, p += 4)
-            ok &= get_f32(p, 2 * FC_STATE_MAX, true, false, &f->planned[i][h]);
-    for (int b = 0; b < FC_PHASES; b++, p += 4)
-        ok &= get_f32(p, FC_STATE_MAX, false, true, &f->binmax[b]);
+            ok &= get_f32_in(p, f->llo, plan_hi, true, false, &f->planned[i][h]);
     if (!ok) {
         fc_set_err(err, errlen, "plan ring value out of range");
+        goto fail;
+    }
+    for (int b = 0; b < FC_PHASES; b++, p += 4)
+        ok &= get_f32_in(p, olo, ohi, false, true, &f->binmax[b]);
+    if (!ok) {
+        fc_set_err(err, errlen, "phase bin peak out of range [%g, %g] (the logs of the rates "
+                   "observed)", fc_obs_lo(f), fc_obs_hi(f));
         goto fail;
     }
     for (int h = 0; h < FC_HORIZONS; h++, p += 20) {
@@ -654,10 +734,10 @@ static struct forecast *deserialize_plain(const struct forecast_config *cfg, con
     if (version >= STATE_VERSION_NO_LEARNED) {
         for (int i = 0; i < FC_RING; i++)
             for (int h = 0; h < FC_HORIZONS; h++, p += 4)
-                ok &= get_f32(p, 2 * FC_STATE_MAX, true, false, &f->planned_m[i][h]);
+                ok &= get_f32_in(p, f->llo, plan_hi, true, false, &f->planned_m[i][h]);
         for (int i = 0; i < FC_RING; i++)
             for (int h = 0; h < FC_HORIZONS; h++, p += 4)
-                ok &= get_f32(p, 2 * FC_STATE_MAX, true, false, &f->planned_r[i][h]);
+                ok &= get_f32_in(p, f->llo, plan_hi, true, false, &f->planned_r[i][h]);
         if (!ok) {
             fc_set_err(err, errlen, "plan ring value out of range");
             goto fail;
@@ -719,7 +799,7 @@ static struct forecast *deserialize_plain(const struct forecast_config *cfg, con
             goto fail;
         }
         for (int i = 0; i < n; i++, p += 4) {
-            if (!get_f32(p, FC_STATE_MAX, false, false, &f->wpeak[h][i])) {
+            if (!get_f32_in(p, olo, ohi, false, false, &f->wpeak[h][i])) {
                 fc_set_err(err, errlen, "window peak out of range");
                 goto fail;
             }
@@ -727,7 +807,8 @@ static struct forecast *deserialize_plain(const struct forecast_config *cfg, con
         f->wpeak_len[h] = n;
         f->wpeak_pos[h] = (uint8_t)(n % FC_WPEAKS);
     }
-    for (int64_t t = cur - f->seasons_len; version >= STATE_VERSION && t < cur; t++, p += 2) {
+    for (int64_t t = cur - f->seasons_len; version >= STATE_VERSION_NO_QUANTILE && t < cur;
+         t++, p += 2) {
         uint16_t v = (uint16_t)get_u(p, 2);
         if (t < 0 && v != 0) {
             fc_set_err(err, errlen, "recent seasons' peak before bucket 0");
@@ -739,6 +820,15 @@ static struct forecast *deserialize_plain(const struct forecast_config *cfg, con
     if (p != end) {
         fc_set_err(err, errlen, "%zu bytes after the residual store (padded)", (size_t)(end - p));
         goto fail;
+    }
+    float q = (float)cfg->quantile; /* the previous versions': the config's */
+    if (version >= STATE_VERSION)
+        (void)get_f32(buf + 52, 1.0, false, false, &q); /* checked with the header */
+    if (q != (float)cfg->quantile) {
+        reset_quantile(f);
+        fc_set_err(err, errlen,
+                   "ok; the state was calibrated for quantile %g, the config's is %g: its plans' "
+                   "calibration starts afresh", (double)q, cfg->quantile);
     }
     fc_stores_sort(f);
     if (f->acc_n > 0)

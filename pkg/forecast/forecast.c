@@ -42,12 +42,21 @@
  * Gaps. A bucket with no observation is filled with the model's own
  * one-step forecast; for both models that leaves the seasonal index alone
  * and maps (l, b) -> (l + phi b, phi b), so k missing buckets are applied in
- * closed form. Fills record no residual and resolve no plan.
+ * closed form. Fills record no residual and resolve no plan. A gap longer
+ * than a season in Holt-Winters is walked one bucket at a time only for its
+ * last season (the plan rings and the recent seasons' ring forget the rest),
+ * also when warm-up ends inside the gap; a gap of two seasons or more during
+ * warm-up starts the model afresh at the observation that ends it (the
+ * buffer would hold no season of what was observed). So one observation
+ * costs at most two seasons of bucket closes, wherever its time lies.
  *
- * Bounds: rates are in [0, FORECAST_MAX_RATE]; level, trend, seasonal and
- * buffered values are clamped to +-FC_STATE_MAX, so no sequence of inputs
- * yields an infinity or NaN, and deserialisation accepts only states within
- * those bounds. */
+ * Bounds: rates are in [0, FORECAST_MAX_RATE], so every observed log lies
+ * in [ln(f), ln(FORECAST_MAX_RATE + f)]; the level, the last bucket's value
+ * and the plans' base are clamped to FC_Z_MARGIN beyond it ([llo, lhi]),
+ * the trend to +-(lhi - llo) and the seasonal indices to twice that (which
+ * with the level's bound they never reach), so no sequence of inputs yields
+ * an infinity or NaN, and deserialisation accepts only states within those
+ * bounds (fc_buf_scale sets them). */
 #include "forecast-int.h"
 
 #include <errno.h>
@@ -136,10 +145,15 @@ struct forecast *fc_alloc(const struct forecast_config *cfg, enum fc_kind kind)
 
 void fc_buf_scale(struct forecast *f)
 {
-    double lo = log(f->cfg.rate_floor) - FC_BUF_MARGIN;
-    double hi = log(FORECAST_MAX_RATE + f->cfg.rate_floor) + FC_BUF_MARGIN;
+    double zlo = log(f->cfg.rate_floor);
+    double zhi = log(FORECAST_MAX_RATE + f->cfg.rate_floor);
+    double lo = zlo - FC_BUF_MARGIN;
+    double hi = zhi + FC_BUF_MARGIN;
     f->zbase = lo;
     f->zstep = (hi - lo) / 65535.0;
+    /* the buffer's span lies within the level's: FC_BUF_MARGIN < FC_Z_MARGIN */
+    f->llo = zlo - FC_Z_MARGIN;
+    f->lhi = zhi + FC_Z_MARGIN;
 }
 
 uint16_t fc_buf_step(const struct forecast *f, double z)
@@ -204,6 +218,11 @@ double forecast_rate_floor(const struct forecast *f)
     return f ? f->cfg.rate_floor : NAN;
 }
 
+int64_t forecast_last_ms(const struct forecast *f)
+{
+    return f && f->acc_n > 0 ? f->last_ms : -1;
+}
+
 size_t forecast_memory(const struct forecast *f)
 {
     if (!f)
@@ -236,15 +255,24 @@ const char *forecast_method_name(enum forecast_method m)
 
 /* ---- smoothing ------------------------------------------------------- */
 
-static double clamp_state(double x)
+/* The model's values within their bounds (fc_buf_scale); NaN (never
+ * expected) to 0, which lies within each. With the level within [llo, lhi]
+ * and observations within the logs of the rates admitted, a trend step is
+ * at most lhi - llo and a seasonal step at most twice that, so those two
+ * clamps are backstops. */
+static double clamp_level(const struct forecast *f, double x)
 {
-    if (isnan(x))
-        return 0.0;
-    if (x > FC_STATE_MAX)
-        return FC_STATE_MAX;
-    if (x < -FC_STATE_MAX)
-        return -FC_STATE_MAX;
-    return x;
+    return isnan(x) ? 0.0 : fc_clamp(x, f->llo, f->lhi);
+}
+
+static double clamp_trend(const struct forecast *f, double x)
+{
+    return isnan(x) ? 0.0 : fc_clamp(x, -fc_trend_max(f), fc_trend_max(f));
+}
+
+static float clamp_season(const struct forecast *f, double x)
+{
+    return (float)(isnan(x) ? 0.0 : fc_clamp(x, -fc_season_max(f), fc_season_max(f)));
 }
 
 /* phi + phi^2 + ... + phi^k */
@@ -275,23 +303,32 @@ static size_t phase(const struct forecast *f, int64_t bucket)
     return (size_t)(bucket % f->m);
 }
 
-static void holt_update(const struct forecast_config *c, double *l, double *b, double z)
+static void holt_update(const struct forecast *f, double *l, double *b, double z)
 {
+    const struct forecast_config *c = &f->cfg;
     double nl = c->alpha * z + (1.0 - c->alpha) * (*l + c->phi * *b);
     double nb = c->beta * (nl - *l) + (1.0 - c->beta) * c->phi * *b;
-    *l = clamp_state(nl);
-    *b = clamp_state(nb);
+    *l = clamp_level(f, nl);
+    *b = clamp_trend(f, nb);
 }
 
-static void hw_update(const struct forecast_config *c, double *l, double *b, float *s, double z)
+static void hw_update(const struct forecast *f, double *l, double *b, float *s, double z)
 {
+    const struct forecast_config *c = &f->cfg;
     double base = *l + c->phi * *b;
     double nl = c->alpha * (z - *s) + (1.0 - c->alpha) * base;
     double nb = c->beta * (nl - *l) + (1.0 - c->beta) * c->phi * *b;
     double ns = c->gamma * (z - base) + (1.0 - c->gamma) * *s;
-    *l = clamp_state(nl);
-    *b = clamp_state(nb);
-    *s = (float)clamp_state(ns);
+    *l = clamp_level(f, nl);
+    *b = clamp_trend(f, nb);
+    *s = clamp_season(f, ns);
+}
+
+/* One gap bucket: (l, b) -> (l + phi b, phi b). */
+static void fill_step(struct forecast *f)
+{
+    f->level = clamp_level(f, f->level + f->cfg.phi * f->trend);
+    f->trend = clamp_trend(f, f->cfg.phi * f->trend);
 }
 
 /* phi_sum of a whole number of steps, from the table when it holds it (the
@@ -316,7 +353,9 @@ double fc_momentum(const struct forecast *f, int64_t last_closed)
         return 0;
     double sx = 0, sy = 0, sxx = 0, sxy = 0, prev = -INFINITY;
     for (int i = 0; i < k; i++) {
-        float z = f->zmean[(last_closed - (k - 1) + i) % FC_RING];
+        /* a non-negative slot whatever a restored origin said (learn.c) */
+        int64_t t = last_closed - (k - 1) + i;
+        float z = f->zmean[((t % FC_RING) + FC_RING) % FC_RING];
         if (isnan(z) || z <= prev)
             return 0; /* a gap, or not a steady rise: no momentum */
         prev = z;
@@ -348,9 +387,9 @@ double fc_base(const struct forecast *f, int64_t last_closed, int64_t first, int
                 best = zm;
         }
     }
-    /* level + trend + season can reach 3 x FC_STATE_MAX; the plans built
-     * on the base (and checkpointed) stay within the state's bound */
-    return clamp_state(best);
+    /* level + trend + season can lie past the level's bounds; the plans
+     * built on the base (and checkpointed) stay within them */
+    return clamp_level(f, best);
 }
 
 /* ---- warm-up and the switch to Holt-Winters ---------------------------- */
@@ -394,7 +433,7 @@ static void hw_init(struct forecast *f, int64_t first)
     }
     mean /= (double)m;
     for (int64_t p = 0; p < m; p++)
-        s[p] = (float)clamp_state(acc[p] - mean);
+        s[p] = clamp_season(f, acc[p] - mean);
 
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -407,8 +446,8 @@ static void hw_init(struct forecast *f, int64_t first)
     double dn = (double)n;
     double slope = (dn * sxy - sx * sy) / (dn * sxx - sx * sx);
     double icpt = (sy - slope * sx) / dn;
-    f->level = clamp_state(icpt - slope);
-    f->trend = clamp_state(slope);
+    f->level = clamp_level(f, icpt - slope);
+    f->trend = clamp_trend(f, slope);
     /* The warm-up's window residuals belong to the level-only model: replace
      * them by the in-sample residuals of Holt-Winters over the two seasons,
      * so the first plans of the seasonal model are calibrated for it. */
@@ -417,8 +456,7 @@ static void hw_init(struct forecast *f, int64_t first)
     for (int64_t i = 0; i < n; i++) {
         float *sp = &s[phase(f, first + i)];
         if (fill_bit(f, i)) {
-            f->level = clamp_state(f->level + c->phi * f->trend);
-            f->trend = clamp_state(c->phi * f->trend);
+            fill_step(f);
             continue;
         }
         for (int hz = 0; hz < FC_HORIZONS; hz++) {
@@ -442,7 +480,7 @@ static void hw_init(struct forecast *f, int64_t first)
                         peak - base);
             f->q_dirty = true;
         }
-        hw_update(c, &f->level, &f->trend, sp, y[i]);
+        hw_update(f, &f->level, &f->trend, sp, y[i]);
     }
 
     xfree(pre);
@@ -465,28 +503,24 @@ static void hw_init(struct forecast *f, int64_t first)
  * (log), real false for a gap fill (z is then the model's own forecast). */
 static void update_model(struct forecast *f, int64_t idx, double z, double zpeak, bool real)
 {
-    const struct forecast_config *c = &f->cfg;
-    /* a fill's one-step forecast is level + trend + season, each within
-     * +-FC_STATE_MAX, so their sum is clamped like every other state value */
-    f->zlast = clamp_state(real ? z : fc_point(f, idx, 1));
+    /* a fill's one-step forecast is level + trend + season, which can lie
+     * past the level's bounds, so it is clamped to them (z lies within) */
+    f->zlast = clamp_level(f, real ? z : fc_point(f, idx, 1));
     if (f->kind == FC_HW) {
-        if (real) {
-            hw_update(c, &f->level, &f->trend, &f->season[phase(f, idx)], z);
-        } else {
-            f->level = clamp_state(f->level + c->phi * f->trend);
-            f->trend = clamp_state(c->phi * f->trend);
-        }
+        if (real)
+            hw_update(f, &f->level, &f->trend, &f->season[phase(f, idx)], z);
+        else
+            fill_step(f);
         f->seen++;
         return;
     }
     if (f->seen == 0) {
-        f->level = clamp_state(z);
+        f->level = clamp_level(f, z);
         f->trend = 0.0;
     } else if (real) {
-        holt_update(c, &f->level, &f->trend, z);
+        holt_update(f, &f->level, &f->trend, z);
     } else {
-        f->level = clamp_state(f->level + c->phi * f->trend);
-        f->trend = clamp_state(c->phi * f->trend);
+        fill_step(f);
         z = f->level;
     }
     fc_buf_reserve(f, f->seen + 1);
@@ -504,10 +538,53 @@ static void update_model(struct forecast *f, int64_t idx, double z, double zpeak
  * the windows starting at the next bucket. */
 static void close_bucket(struct forecast *f, int64_t idx, double mean, double peak, bool real)
 {
+    f->walked++;
     fc_plan_close(f, idx, real ? fc_log(f, mean) : NAN, real ? fc_log(f, peak) : NAN);
     fc_seasons_close(f, idx, real ? fc_log(f, peak) : NAN);
     update_model(f, idx, real ? fc_log(f, mean) : 0.0, real ? fc_log(f, peak) : 0.0, real);
     fc_plan_open(f, idx);
+}
+
+/* The plan rings no longer describe consecutive buckets: forget them. */
+static void forget_rings(struct forecast *f)
+{
+    f->origin_first = FC_NONE;
+    for (int i = 0; i < FC_RING; i++)
+        f->peak[i] = f->zmean[i] = NAN;
+}
+
+/* Holt-Winters: k gap buckets from idx in closed form. */
+static void skip_gap(struct forecast *f, int64_t idx, int64_t k)
+{
+    const struct forecast_config *c = &f->cfg;
+    f->level = clamp_level(f, f->level + f->trend * phi_sum(c->phi, (double)k));
+    f->trend = clamp_trend(f, f->trend * pow(c->phi, (double)k));
+    f->seen += k;
+    fc_seasons_skip(f, idx, k);
+    forget_rings(f);
+}
+
+/* Warm-up: a gap of n >= 2m buckets from idx. The buffer would end in two
+ * seasons of the model's own fills, from which Holt-Winters' decomposition
+ * learns nothing, so the model starts afresh at the bucket after the gap,
+ * as a new forecaster's: what a long gap makes the seasonal model forget
+ * (the plan rings, the recent seasons' peaks of the gap) is forgotten; the
+ * residual, growth and window peak stores, the learned plan's fits, the
+ * adaptive levels, the coverage and the phase bins' peaks stay, as they do
+ * over the seasonal model's long gaps. */
+static void restart_warmup(struct forecast *f, int64_t idx, int64_t n)
+{
+    xfree(f->buf);
+    xfree(f->bpk);
+    xfree(f->fill);
+    f->buf = NULL;
+    f->bpk = NULL;
+    f->fill = NULL;
+    f->bcap = 0;
+    f->seen = 0;
+    f->level = f->trend = f->zlast = 0.0;
+    fc_seasons_skip(f, idx, n);
+    forget_rings(f);
 }
 
 int forecast_observe(struct forecast *f, int64_t now_ms, double rate)
@@ -523,8 +600,8 @@ int forecast_observe(struct forecast *f, int64_t now_ms, double rate)
         f->last_ms = now_ms;
         return 0;
     }
-    if (now_ms < f->last_ms)
-        return -EINVAL;
+    if (now_ms < f->last_ms) /* more than a bucket back: a clock behind the state's */
+        return f->last_ms - now_ms > f->cfg.bucket_ms ? -ETIME : -EINVAL;
     if (b == f->cur) {
         if (f->acc_n == UINT32_MAX)
             return -ERANGE;
@@ -537,25 +614,23 @@ int forecast_observe(struct forecast *f, int64_t now_ms, double rate)
     }
     int64_t open = f->cur;
     close_bucket(f, open, f->acc_sum / f->acc_n, f->acc_max, true);
-    /* Gap buckets: during warm-up each is buffered; after it, at most a
-     * season's worth is walked one by one (the plan rings only need the last
-     * FC_RING), the rest in closed form. */
+    /* Gap buckets: during warm-up each is buffered (a gap of two seasons or
+     * more starts it afresh); in Holt-Winters, also once warm-up ended inside
+     * the gap, at most a season's worth is walked one by one (the plan rings
+     * only need the last FC_RING), the rest in closed form. */
     int64_t idx = open + 1;
-    if (f->kind == FC_HW && b - idx > f->m) {
-        int64_t k = b - idx - f->m;
-        const struct forecast_config *c = &f->cfg;
-        f->level = clamp_state(f->level + f->trend * phi_sum(c->phi, (double)k));
-        f->trend = clamp_state(f->trend * pow(c->phi, (double)k));
-        f->seen += k;
-        fc_seasons_skip(f, idx, k);
-        idx += k;
-        /* the plan rings no longer describe consecutive buckets */
-        f->origin_first = FC_NONE;
-        for (int i = 0; i < FC_RING; i++)
-            f->peak[i] = f->zmean[i] = NAN;
+    if (f->kind == FC_WARMUP && b - idx >= 2 * f->m) {
+        restart_warmup(f, idx, b - idx);
+        idx = b;
     }
-    for (; idx < b; idx++)
-        close_bucket(f, idx, 0, 0, false);
+    while (idx < b) {
+        if (f->kind == FC_HW && b - idx > f->m) {
+            int64_t k = b - idx - f->m;
+            skip_gap(f, idx, k);
+            idx += k;
+        }
+        close_bucket(f, idx++, 0, 0, false);
+    }
     f->cur = b;
     f->acc_n = 1;
     f->acc_sum = rate;

@@ -95,9 +95,19 @@ void forecast_free(struct forecast *f);
 
 /**
  * Add one observation of the request rate (req/s) at time now_ms. Times must
- * not go backwards (older ones are ignored, returns -EINVAL). A gap of missing
- * buckets is filled with the model's own forecast so seasonality stays
- * aligned; gap buckets record no residual and resolve no plan.
+ * not go backwards: an older one is ignored, with -EINVAL when it lies
+ * within a bucket width of the newest observation (jitter), and -ETIME when
+ * it lies further back: the caller's clock is behind the forecaster's (a
+ * state saved under a clock that ran ahead, a wall clock stepped back), and
+ * every observation will be refused until it catches up; the caller moves
+ * the forecaster's times with forecast_shift() or starts a new one. A gap of
+ * missing buckets is filled with the model's own forecast so seasonality
+ * stays aligned; gap buckets record no residual and resolve no plan. A gap
+ * of two seasons or more during warm-up starts the model afresh from this
+ * observation (it keeps what it calibrated: residuals, window peaks, the
+ * learned plan's fits); a gap of more than a season after it is applied in
+ * closed form but for its last season. So one call closes at most two
+ * seasons of buckets, whatever now_ms.
  *
  * Also -EINVAL: f NULL, now_ms < 0 (times are UNIX ms), rate NaN, negative,
  * infinite or above FORECAST_MAX_RATE. -ERANGE if one bucket already holds
@@ -107,6 +117,30 @@ void forecast_free(struct forecast *f);
  * error f is unchanged.
  */
 int forecast_observe(struct forecast *f, int64_t now_ms, double rate);
+
+/**
+ * Time of the newest observation f accepted (UNIX ms), or -1 for f NULL or
+ * a forecaster that has observed nothing. A caller restoring a state checks
+ * it against its clock: a state whose newest observation lies ahead of now
+ * (by more than a bucket, say) was saved under a clock that ran ahead, and
+ * refuses every observation until now catches up (forecast_observe's
+ * -ETIME).
+ */
+int64_t forecast_last_ms(const struct forecast *f);
+
+/**
+ * Move every time f holds by delta_ms (positive: later), as a wall clock set
+ * forward or back by that much more than the time that passed: the newest
+ * observation's time, and every bucket by as many buckets as the open one
+ * moved, with what is kept per bucket and per phase of the season (the
+ * seasonal indices, the plan rings, the recent seasons' peaks; the residual
+ * stores by the nearest whole phase bin of the 24). Then observations at
+ * the new clock's times are accepted. Returns 0 (also for a forecaster that
+ * has observed nothing: nothing to move), -EINVAL for f NULL, -ERANGE
+ * (f unchanged) when a time would fall before 0 or past INT64_MAX; the
+ * caller then starts a new forecaster.
+ */
+int forecast_shift(struct forecast *f, int64_t delta_ms);
 
 enum forecast_method { FORECAST_NONE, FORECAST_HOLT, FORECAST_HOLT_WINTERS };
 
@@ -160,13 +194,21 @@ const char *forecast_method_name(enum forecast_method m);
  * Serialise into a newly allocated buffer (*out, caller frees with xfree) of
  * *outlen bytes. Deserialise returns a new forecaster or NULL when the bytes
  * are malformed, truncated, of another version or of a different config
- * (bucket, season or rate floor), with a reason in err.
+ * (bucket, season or rate floor), or hold a value the forecaster never
+ * produces (a log-space value past the bounds its rate floor sets, a first
+ * planned bucket before the third), with a reason in err.
  *
- * The format (see forecast-state.c) is checksummed and holds neither the
- * smoothing factors nor the quantile: those come from cfg, which must pass
- * forecast_new()'s checks. err may be NULL; it is always NUL-terminated when
- * errlen > 0. buf is only read. An accepted plain buffer is canonical:
- * serialising the result reproduces it byte for byte.
+ * The format (see forecast-state.c) is checksummed and does not hold the
+ * smoothing factors: those come from cfg, which must pass forecast_new()'s
+ * checks. It holds the quantile the state was calibrated for (version 7):
+ * a state of another quantile than cfg's is accepted with what depends on
+ * the quantile started afresh at cfg's (the adaptive levels, the plans'
+ * losses and coverage, the plans in flight, the learned plan's fits and
+ * shifts), and err says so ("ok; ..."). Earlier versions are taken to be of
+ * cfg's quantile. err may be NULL; it is always NUL-terminated when errlen
+ * > 0, "ok" after a plain success. buf is only read. An accepted plain
+ * buffer of cfg's quantile is canonical: serialising the result reproduces
+ * it byte for byte.
  */
 void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen);
 

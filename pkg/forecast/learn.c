@@ -176,7 +176,11 @@ void fc_learn_open(struct forecast *f, int64_t b, int64_t o, int h, double p, do
     if (!f->learn_ok[h])
         return;
     double s = f->learn_shift[fc_phase_bin(f, o)][h];
-    f->planned_l[os][h] = (float)fc_plan_value(f, p + predict(f, h, x) + s, 0, g);
+    /* at most the plans' cap; a fit far off could put it below any rate:
+     * not below the level's bound (a plan of no load all the same), so a
+     * state holds what its decoder checks */
+    double v = fc_plan_value(f, p + predict(f, h, x) + s, 0, g);
+    f->planned_l[os][h] = (float)(v > f->llo ? v : f->llo);
 }
 
 void fc_learn_close(struct forecast *f, int64_t o, int h, double m)

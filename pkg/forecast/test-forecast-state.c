@@ -56,7 +56,7 @@ static void roundtrip_one(const struct forecast_config *cfg, struct forecast *f,
     forecast_serialize(f, &buf, &len);
     print_message("checkpoint: %zu bytes (%.1f KB)\n", len, (double)len / 1024);
     assert_true(memcmp(buf, "GSFC", 4) == 0);
-    assert_int_equal(buf[4] | buf[5] << 8, 6);
+    assert_int_equal(buf[4] | buf[5] << 8, 7);
     uint32_t crc = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 |
                    (uint32_t)buf[len - 2] << 16 | (uint32_t)buf[len - 1] << 24;
     assert_int_equal(crc, test_crc32(buf, len - 4));
@@ -214,11 +214,12 @@ static void test_state_roundtrip(void **state)
     forecast_free(f);
 }
 
-/* The previous releases' checkpoints (the v2-* to v5-* seeds of
+/* The previous releases' checkpoints (the v2-* to v6-* seeds of
  * fuzz/corpus/forecast-state/, written by those releases' `test-forecast
  * --write-corpus`; version 2 has float buffered values, neither it nor 3 has
  * the recent window peaks of version 4, none of them has the learned plan of
- * version 5, and none the recent seasons' ring of version 6) restore: the restored forecaster has the
+ * version 5, none but version 6 the recent seasons' ring, and none the
+ * quantile of version 7) restore: the restored forecaster has the
  * same history and plans within the 16-bit steps of its buffered values as
  * one fed the same observations now, also once the buffer has become
  * Holt-Winters' seasonal indices. */
@@ -265,7 +266,7 @@ static void assert_same_plans(const struct forecast *a, const struct forecast *b
 #define V5_EXTRA_ZERO (5 * 22 + 24 * 5 * 4)
 #define V5_EXTRA_FIXED (V5_EXTRA_ZERO + 16 * 5 * 4)
 
-/* One previous version's seeds (prefix "v2-" to "v5-") restore, and
+/* One previous version's seeds (prefix "v2-" to "v6-") restore, and
  * are written back as the current version. */
 static void previous_version(const char *dir, const char *pre, int version)
 {
@@ -314,7 +315,7 @@ static void previous_version(const char *dir, const char *pre, int version)
     uint8_t *out;
     size_t outlen;
     forecast_serialize(g, &out, &outlen);
-    assert_int_equal(out[4] | out[5] << 8, 6);
+    assert_int_equal(out[4] | out[5] << 8, 7);
     xfree(out);
     forecast_free(f);
     forecast_free(g);
@@ -338,17 +339,23 @@ static void previous_version(const char *dir, const char *pre, int version)
             fail_msg("%s: %s", name, err);
         forecast_serialize(g, &out, &outlen);
         /* header and season, plan rings, bins and coverage (112 + m x 4 +
-         * 1028 bytes), version 4's and 5's fixed fields, then the new
-         * fields, then the residual stores (and version 4's window peak
+         * 1028 bytes; version 7's quantile, the config's, where the header
+         * had 4 reserved bytes), version 4's and 5's fixed fields, then the
+         * new fields, then the residual stores (and version 4's window peak
          * stores), then version 6's recent seasons' ring (7 seasons and 30
-         * buckets, all none) */
+         * buckets, all none before version 6) */
         int64_t m = c.season_ms / c.bucket_ms;
         size_t fixed = 112 + (size_t)m * 4 + 1028 + (version >= 4 ? V4_EXTRA_FIXED : 0) +
                        (version >= 5 ? V5_EXTRA_FIXED : 0);
         size_t added = (version < 4 ? V4_EXTRA_FIXED : 0) + (version < 5 ? V5_EXTRA_FIXED : 0);
         size_t ring = (size_t)(7 * m + 30) * 2;
-        assert_int_equal(outlen, len - 1 + added + (version < 4 ? 5 : 0) + ring);
-        assert_memory_equal(out + 6, seed + 7, fixed - 6);
+        assert_int_equal(outlen,
+                         len - 1 + added + (version < 4 ? 5 : 0) + (version < 6 ? ring : 0));
+        float q = (float)c.quantile;
+        assert_memory_equal(out + 52, &q, 4); /* little-endian host */
+        assert_memory_equal(seed + 1 + 52, "\0\0\0\0", 4);
+        assert_memory_equal(out + 6, seed + 7, 52 - 6);
+        assert_memory_equal(out + 56, seed + 1 + 56, fixed - 56);
         const uint8_t *learned = out + fixed + added - V5_EXTRA_FIXED;
         for (size_t k = 0; version < 5 && k < V5_EXTRA_ZERO; k++)
             assert_int_equal(learned[k], 0);
@@ -357,8 +364,10 @@ static void previous_version(const char *dir, const char *pre, int version)
         for (int h = 0; version < 4 && h < 5; h++)
             assert_int_equal(out[fixed + added + stores + h], 0);
         const uint8_t *seasons = out + outlen - 4 - ring;
-        for (size_t k = 0; k < ring; k++)
+        for (size_t k = 0; version < 6 && k < ring; k++)
             assert_int_equal(seasons[k], 0);
+        if (version == 6)
+            assert_memory_equal(seasons, seed + len - 4 - ring, ring);
         xfree(out);
         forecast_free(g);
         xfree(seed);
@@ -374,6 +383,7 @@ static void test_state_previous_version(void **state)
     previous_version(dir, "v3-", 3);
     previous_version(dir, "v4-", 4);
     previous_version(dir, "v5-", 5);
+    previous_version(dir, "v6-", 6);
 }
 
 static void test_state_rejected(void **state)
@@ -413,7 +423,7 @@ static void test_state_rejected(void **state)
     assert_null(forecast_deserialize(&cfg, b, len, err, sizeof(err)));
     assert_non_null(strstr(err, "magic"));
     memcpy(b, buf, len);
-    b[4] = 7;
+    b[4] = 8;
     fix_crc(b, len);
     assert_null(forecast_deserialize(&cfg, b, len, err, sizeof(err)));
     assert_non_null(strstr(err, "version"));
@@ -468,12 +478,14 @@ static void test_state_rejected(void **state)
     assert_null(forecast_deserialize(&other, buf, len, err, sizeof(err)));
     assert_null(forecast_deserialize(NULL, buf, len, err, sizeof(err)));
     assert_null(forecast_deserialize(&cfg, NULL, 0, NULL, 0)); /* err may be NULL */
-    /* retuned smoothing factors are fine: they are not part of the state */
+    /* retuned smoothing factors are fine: they are not part of the state;
+     * another quantile restarts its calibration (test_state_quantile) */
     other = cfg;
     other.alpha = 0.5;
     other.quantile = 0.95;
     struct forecast *g = forecast_deserialize(&other, buf, len, err, sizeof(err));
     assert_non_null(g);
+    assert_non_null(strstr(err, "ok; "));
     forecast_free(g);
 
     /* well-checksummed but invalid values: NaN level (offset 72), an infinite
@@ -481,7 +493,12 @@ static void test_state_rejected(void **state)
      * value out of range (after the 60 seasonal indices), one of the model
      * plans' ring, a negative loss and a miss rate over 1 (after the plan
      * rings), a residual count over the bin size (after the fixed plan
-     * part), a negative sum */
+     * part), a negative sum; values the forecaster never produces: a level,
+     * a last bucket's value or a phase bin's peak of e^9000 req/s (from a
+     * floor of 0.1, the level is at most ln(1e12) + 20 = 47.6), a seasonal
+     * index past twice the level's span (139.9), a bucket peak past the log
+     * of the highest rate (27.6); a first planned bucket before the third;
+     * a quantile that is no quantile */
     const size_t ring = 112 + 60 * 4, v3 = ring + 16 * 12 + 16 * 5 * 8 + 24 * 4 + 5 * 20;
     const size_t losses = v3 + 16 * 5 * 8, learn = v3 + V4_EXTRA_FIXED;
     const size_t store = learn + V5_EXTRA_FIXED;
@@ -490,7 +507,7 @@ static void test_state_rejected(void **state)
         double v;
         int kind; /* 0 f64, 1 f32, 2 u8; 3, 4, 5: f32 at v3, losses, losses + 8; 6 u16 at
                      learn; 7, 8, 9: f32 at learn + 2 (a coefficient), its shifts, its
-                     plans made */
+                     plans made; 10 f32 at the first phase bin's peak; 11 i64 */
         const char *why;
     } poke[] = {
         {72, NAN, 0, "level"},
@@ -510,6 +527,19 @@ static void test_state_rejected(void **state)
         {0, -0.0, 7, "learned plan fit"},            /* not canonical */
         {0, 2.5, 8, "learned plan shift"},
         {0, NAN, 9, "learned plan ring"},
+        {72, 9000, 0, "level"},
+        {72, -30, 0, "level"},
+        {104, 9000, 0, "last bucket"},
+        {80, 80, 0, "trend"},
+        {112, 200, 1, "seasonal"},
+        {0, 40, 1, "plan ring"},
+        {0, 9000, 10, "phase bin peak"},
+        {0, -3, 10, "phase bin peak"}, /* below ln(0.1) */
+        {96, 0, 11, "first planned"},
+        {96, 2, 11, "first planned"},
+        {52, NAN, 1, "quantile"},
+        {52, 0.5, 1, "quantile"},
+        {52, 1.5, 1, "quantile"},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(poke); i++) {
         memcpy(b, buf, len);
@@ -523,7 +553,11 @@ static void test_state_rejected(void **state)
             off = poke[i].kind == 3 ? v3 : poke[i].kind == 4 ? losses : losses + 8;
             kind = 1;
         }
-        if (poke[i].kind >= 7) {
+        if (poke[i].kind == 10) {
+            off = v3 - 24 * 4 - 5 * 20;
+            kind = 1;
+        }
+        if (poke[i].kind >= 7 && poke[i].kind <= 9) {
             off = poke[i].kind == 7   ? learn + 2
                   : poke[i].kind == 8 ? learn + 5 * 22
                                       : learn + V5_EXTRA_ZERO;
@@ -541,6 +575,9 @@ static void test_state_rejected(void **state)
         } else if (kind == 6) {
             b[learn] = (uint8_t)((unsigned)poke[i].v & 0xff);
             b[learn + 1] = (uint8_t)((unsigned)poke[i].v >> 8);
+        } else if (kind == 11) {
+            int64_t v = (int64_t)poke[i].v;
+            memcpy(b + off, &v, 8);
         } else {
             memcpy(b + off, &poke[i].v, 8);
         }
@@ -579,6 +616,171 @@ static void test_state_rejected(void **state)
     assert_string_equal(err, "ok");
     forecast_free(g);
     xfree(b);
+    xfree(buf);
+    forecast_free(f);
+}
+
+/* The quantile is part of the state (version 7): a state restored under
+ * another forecast-quantile starts what depends on it afresh at the new one
+ * (the adaptive levels, the losses and coverage of plans made at the old
+ * one, the learned plan fitted at it), not hours of plans tuned for the old
+ * quantile; the model and the residuals stay. Under its own quantile it is
+ * as it was. */
+static void test_state_quantile(void **state)
+{
+    (void)state;
+    struct forecast_config cfg;
+    forecast_config_init(&cfg);
+    struct forecast *f = forecast_new(&cfg);
+    struct lcg g = {5};
+    struct forecast_result r;
+    int64_t i = 0;
+    for (; i < 600; i++) {
+        double y = daily_shape(i % DAY_MIN) * (1 + 0.1 * (2 * lcg_next(&g) - 1));
+        assert_int_equal(forecast_observe(f, T0 + i * MIN_MS, y), 0);
+        (void)forecast_predict(f, T0 + i * MIN_MS, 195000, &r);
+    }
+    assert_true(r.learned);
+    uint8_t *buf, *out;
+    size_t len, outlen;
+    char err[200];
+    forecast_serialize(f, &buf, &len);
+    float q;
+    memcpy(&q, buf + 52, 4);
+    assert_true(q == 0.9f);
+
+    struct forecast_config other = cfg;
+    other.quantile = 0.95;
+    struct forecast *h = forecast_deserialize(&other, buf, len, err, sizeof(err));
+    if (!h)
+        fail_msg("deserialize: %s", err);
+    print_message("%s\n", err);
+    assert_non_null(strstr(err, "ok; "));
+    assert_non_null(strstr(err, "0.9"));
+    assert_non_null(strstr(err, "0.95"));
+    for (int k = 0; k < FC_HORIZONS; k++) {
+        assert_true(h->qlevel[k] == 0.95f);
+        assert_false(h->learn_ok[k]);
+        assert_int_equal(h->cov_n[k], 0);
+        assert_int_equal(h->loss_n[k], 0);
+        for (int b = 0; b < FC_PHASES; b++)
+            assert_true(h->learn_shift[b][k] == 0);
+        for (int s = 0; s < FC_RING; s++)
+            assert_true(isnan(h->planned[s][k]) && isnan(h->planned_l[s][k]));
+    }
+    assert_true(h->level == f->level && h->seen == f->seen); /* the model stays */
+    assert_int_equal(forecast_predict(h, T0 + (i - 1) * MIN_MS, 195000, &r), 0);
+    assert_false(r.learned);
+    assert_true(r.trusted); /* the residuals stay */
+    /* it is a state of 0.95 now, canonical under 0.95 */
+    forecast_serialize(h, &out, &outlen);
+    memcpy(&q, out + 52, 4);
+    assert_true(q == 0.95f);
+    struct forecast *k2 = forecast_deserialize(&other, out, outlen, err, sizeof(err));
+    assert_non_null(k2);
+    assert_string_equal(err, "ok");
+    serialize_cmp(h, k2);
+    forecast_free(k2);
+    xfree(out);
+    forecast_free(h);
+
+    /* under its own quantile, nothing is reset */
+    h = forecast_deserialize(&cfg, buf, len, err, sizeof(err));
+    assert_non_null(h);
+    assert_string_equal(err, "ok");
+    serialize_cmp(f, h);
+    forecast_free(h);
+    xfree(buf);
+    forecast_free(f);
+}
+
+/* Values the forecaster never produces are refused: a level and phase bins'
+ * peaks of e^9000 req/s with full residual stores planned the highest rate
+ * there is, trusted (the policy then asks for max-replicas). What it does
+ * produce, even from inputs built to push its level out (rates of 0 and
+ * 1e12 in turn, an undamped trend run on through gaps), restores. */
+static void test_state_bounds(void **state)
+{
+    (void)state;
+    struct forecast_config cfg = small_cfg();
+    struct forecast *f = forecast_new(&cfg);
+    feed_small(f, 6007, 6007 + 150);
+    uint8_t *buf;
+    size_t len;
+    char err[200];
+    forecast_serialize(f, &buf, &len);
+    const size_t ring = 112 + 60 * 4, binmax = ring + 16 * 12 + 16 * 5 * 8;
+    double big = 9000;
+    memcpy(buf + 72, &big, 8);
+    for (int b = 0; b < 24; b++) {
+        float v = 9000;
+        memcpy(buf + binmax + 4 * b, &v, 4);
+    }
+    fix_crc(buf, len);
+    assert_null(forecast_deserialize(&cfg, buf, len, err, sizeof(err)));
+    print_message("level and bin peaks of 9000: %s\n", err);
+    assert_non_null(strstr(err, "level"));
+    xfree(buf);
+    forecast_free(f);
+
+    /* the extremes it reaches restore, and lie within the bounds */
+    for (int k = 0; k < 4; k++) {
+        struct forecast_config c = small_cfg();
+        c.phi = k & 1 ? 1.0 : 0.98;
+        c.rate_floor = k & 2 ? 1e-6 : 1e6;
+        c.alpha = c.beta = c.gamma = 0.95;
+        f = forecast_new(&c);
+        int64_t t = 6007;
+        for (int64_t n = 0; n < 400; n++) {
+            /* rising in turn to the highest rate, with gaps of growing length */
+            double y = n % 3 == 2 ? 0 : FORECAST_MAX_RATE;
+            t += n % 17 == 16 ? 1 + n * 3 : 1;
+            assert_int_equal(forecast_observe(f, t * 1000, y), 0);
+            if (n % 25 == 24) {
+                forecast_serialize(f, &buf, &len);
+                struct forecast *g = forecast_deserialize(&c, buf, len, err, sizeof(err));
+                if (!g)
+                    fail_msg("config %d, step %lld: %s", k, (long long)n, err);
+                serialize_cmp(f, g);
+                forecast_free(g);
+                xfree(buf);
+            }
+        }
+        assert_true(f->level >= f->llo && f->level <= f->lhi);
+        assert_true(fabs(f->trend) <= fc_trend_max(f));
+        forecast_free(f);
+    }
+}
+
+/* The first planned bucket is at least the third (plans start once three
+ * buckets have closed): one of 0 with three buckets seen had the momentum
+ * read the slot of bucket -1 (undefined behaviour) at the first plan. */
+static void test_state_origin(void **state)
+{
+    (void)state;
+    struct forecast_config cfg = small_cfg();
+    struct forecast *f = forecast_new(&cfg);
+    feed_small(f, 0, 4); /* buckets 0..2 closed, 3 open */
+    uint8_t *buf;
+    size_t len;
+    char err[200];
+    forecast_serialize(f, &buf, &len);
+    int64_t o;
+    memcpy(&o, buf + 96, 8);
+    assert_int_equal(o, FC_MIN_BUCKETS); /* as plan.c sets it */
+    for (int64_t bad = 0; bad < FC_MIN_BUCKETS; bad++) {
+        memcpy(buf + 96, &bad, 8);
+        fix_crc(buf, len);
+        assert_null(forecast_deserialize(&cfg, buf, len, err, sizeof(err)));
+        assert_non_null(strstr(err, "first planned"));
+    }
+    memcpy(buf + 96, &o, 8);
+    fix_crc(buf, len);
+    struct forecast *g = forecast_deserialize(&cfg, buf, len, err, sizeof(err));
+    assert_non_null(g);
+    struct forecast_result r;
+    assert_int_equal(forecast_predict(g, 3000, 2000, &r), 0);
+    forecast_free(g);
     xfree(buf);
     forecast_free(f);
 }
@@ -727,6 +929,18 @@ static int write_corpus(const char *dir)
 
     struct forecast *f = forecast_new(&c0);
     write_seed(dir, "empty-default", 0x00, f);
+    /* a warm-up whose newest observation is at time 0 (UNIX time 0 is a
+     * time): the next observation, at the real time, ends a gap of 29
+     * million buckets */
+    forecast_observe(f, 0, 50.0);
+    write_seed(dir, "warmup-epoch", 0x01, f);
+    forecast_free(f);
+    f = forecast_new(&c0);
+    for (int64_t i = 0; i < 5; i++)
+        forecast_observe(f, i * MIN_MS, daily_shape(i));
+    write_seed(dir, "warmup-epoch-5", 0x01, f);
+    forecast_free(f);
+    f = forecast_new(&c0);
     for (int64_t i = 0; i < 20; i++)
         forecast_observe(f, T0 + i * MIN_MS + (i == 7 ? 4 * MIN_MS : 0), daily_shape(i));
     write_seed(dir, "warmup-default", 0x01, f);
@@ -783,6 +997,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_learned_restored),
         cmocka_unit_test(test_state_rejected),
         cmocka_unit_test(test_state_packed_rejected),
+        cmocka_unit_test(test_state_quantile),
+        cmocka_unit_test(test_state_bounds),
+        cmocka_unit_test(test_state_origin),
         cmocka_unit_test_prestate(test_state_previous_version, corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

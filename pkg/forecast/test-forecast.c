@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for forecast: seasonal accuracy and look-ahead before a daily
  * peak, Holt on a ramp, bucketing, gaps and rejected input, bounded memory,
- * config validation (the state codec's are in test-forecast-state.c).
+ * config validation (the state codec's are in test-forecast-state.c; long
+ * gaps, clocks behind the state's and forecast_shift in test-forecast-clock.c).
  *
  * All series are synthetic and deterministic (a seeded LCG for noise). */
 #include <errno.h>
@@ -891,17 +892,20 @@ static void test_rejected_input(void **state)
     static const struct {
         int64_t t;
         double rate;
+        int rc;
     } bad[] = {
-        {T0 + 4 * MIN_MS - 1, 40.0}, /* backwards */
-        {T0, 40.0},                  /* far backwards */
-        {T0 + 10 * MIN_MS, NAN},
-        {T0 + 10 * MIN_MS, -1.0},
-        {T0 + 10 * MIN_MS, INFINITY},
-        {T0 + 10 * MIN_MS, 2e12},
-        {-1, 40.0},
+        {T0 + 4 * MIN_MS - 1, 40.0, -EINVAL},          /* backwards */
+        {T0 + 3 * MIN_MS, 40.0, -EINVAL},              /* a bucket back: jitter */
+        {T0 + 3 * MIN_MS - 1, 40.0, -ETIME},           /* more: a clock behind f's */
+        {T0, 40.0, -ETIME},                            /* far backwards */
+        {T0 + 10 * MIN_MS, NAN, -EINVAL},
+        {T0 + 10 * MIN_MS, -1.0, -EINVAL},
+        {T0 + 10 * MIN_MS, INFINITY, -EINVAL},
+        {T0 + 10 * MIN_MS, 2e12, -EINVAL},
+        {-1, 40.0, -EINVAL},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++)
-        assert_int_equal(forecast_observe(f, bad[i].t, bad[i].rate), -EINVAL);
+        assert_int_equal(forecast_observe(f, bad[i].t, bad[i].rate), bad[i].rc);
     assert_int_equal(forecast_observe(NULL, T0, 1.0), -EINVAL);
     forecast_serialize(f, &after, &na);
     assert_int_equal(na, nb);
@@ -937,8 +941,9 @@ static void test_gap_warmup(void **state)
     /* Fills record no residual. A noisy series of 10 buckets, then a gap of
      * 100 buckets inside warm-up: had the fills (whose residual is 0 by
      * construction) been recorded, 100 of the 109 residuals would be 0, their
-     * 0.9 quantile too, and upper would collapse onto mean. Then a gap longer than the
-     * residual window that crosses the end of warm-up. */
+     * 0.9 quantile too, and upper would collapse onto mean. Then a gap of
+     * two seasons or more: warm-up starts afresh at the observation after
+     * it (the buffer would have ended in two seasons of fills). */
     struct forecast_config small = small_cfg();
     f = forecast_new(&small);
     struct lcg g = {3};
@@ -951,10 +956,17 @@ static void test_gap_warmup(void **state)
     assert_true(r.upper > 1.01 * r.mean);
     int64_t resume = 111 + 5000;
     assert_int_equal(forecast_observe(f, resume * 1000, 110.0), 0);
-    assert_int_equal(forecast_predict(f, resume * 1000, 3000, &r), 0);
-    assert_int_equal(r.method, FORECAST_HOLT_WINTERS);
-    assert_int_equal(r.buckets_seen, resume);
-    assert_true(r.mean >= 0.0 && r.upper >= r.mean && isfinite(r.upper));
+    assert_int_equal(forecast_predict(f, resume * 1000, 3000, &r), -ENODATA);
+    assert_int_equal(r.buckets_seen, 0);
+    for (int64_t b = resume + 1; b <= resume + 3; b++)
+        assert_int_equal(forecast_observe(f, b * 1000, 110.0), 0);
+    assert_int_equal(forecast_predict(f, (resume + 3) * 1000, 3000, &r), 0);
+    assert_int_equal(r.method, FORECAST_HOLT);
+    assert_int_equal(r.buckets_seen, 3);
+    assert_near(r.mean, 110.0, 1e-6);
+    assert_true(r.upper >= r.mean && isfinite(r.upper));
+    /* the residuals measured before the gap still back its plans */
+    assert_true(r.evidence > 0);
     forecast_free(f);
 }
 

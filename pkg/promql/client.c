@@ -49,6 +49,7 @@ struct op {
     size_t pts_cap;
     char *query;
     int64_t next_ms, end_ms, step_ms;
+    int64_t chunk_lo, chunk_hi; /* the chunk in flight, [start, end] as asked (ms) */
     struct promql_seed_result sr;
 };
 
@@ -328,6 +329,15 @@ static void get_done(struct op *o, int slot, int err, const struct httpc_resp *r
 
 static void seed_step(struct op *o);
 
+/* A point of the chunk asked for: an answer's point outside [start, end]
+ * (a server's or a proxy's bug, a timestamp off by 1,000) is dropped, so it
+ * neither takes the forecaster's clock far ahead, where every later point
+ * would be refused as older, nor ends a range query's series early. */
+static bool in_chunk(const struct op *o, int64_t t_ms)
+{
+    return t_ms >= o->chunk_lo && t_ms <= o->chunk_hi;
+}
+
 /* Append a chunk's points to a range query's series, up to the cap. */
 static void range_collect(struct op *o, const struct promql_series *s)
 {
@@ -343,7 +353,8 @@ static void range_collect(struct op *o, const struct promql_series *s)
         out->points = xrealloc(out->points, o->pts_cap * sizeof(*out->points));
     }
     for (size_t i = 0; i < s->npoints; i++) /* chunks do not overlap; keep the order */
-        if (out->npoints == 0 || s->points[i].t_ms > out->points[out->npoints - 1].t_ms)
+        if (in_chunk(o, s->points[i].t_ms) &&
+            (out->npoints == 0 || s->points[i].t_ms > out->points[out->npoints - 1].t_ms))
             out->points[out->npoints++] = s->points[i];
 }
 
@@ -364,7 +375,8 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
         } else if (rc == 0) {
             for (size_t i = 0; i < s.npoints; i++) {
                 double v = s.points[i].v;
-                if (isfinite(v) && v >= 0 && forecast_observe(o->f, s.points[i].t_ms, v) == 0)
+                if (isfinite(v) && v >= 0 && in_chunk(o, s.points[i].t_ms) &&
+                    forecast_observe(o->f, s.points[i].t_ms, v) == 0)
                     o->sr.observed++;
                 else
                     o->sr.skipped++;
@@ -526,6 +538,8 @@ static int seed_send(struct op *o, char *err, size_t errlen)
     util_buf_printf(&b, "&start=%.3f&end=%.3f&step=%.3f" PARTIAL_DENIED,
                     (double)o->next_ms / 1000.0, (double)last / 1000.0,
                     (double)o->step_ms / 1000.0);
+    o->chunk_lo = o->next_ms;
+    o->chunk_hi = last;
     o->next_ms = last + o->step_ms;
     int rc = issue(o, 0, b.data, p->max_body * 64, err, errlen);
     util_buf_free(&b);

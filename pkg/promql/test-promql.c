@@ -494,7 +494,8 @@ enum fake_mode {
     FAKE_HOLD,
     FAKE_BUSY_EMPTY,
     FAKE_BUSY_NAN,
-    FAKE_MATRIX
+    FAKE_MATRIX,
+    FAKE_STRAY /* range answers with a point an hour before the range and one at 1e11 s */
 };
 
 struct fx {
@@ -604,11 +605,15 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
         struct util_buf b = {0};
         util_buf_puts(&b, "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":"
                           "[{\"metric\":{},\"values\":[");
+        if (f->mode == FAKE_STRAY)
+            util_buf_printf(&b, "[%.3f,\"5\"],", s - 3600);
         for (double x = s; x <= e + 1e-9; x += st) {
             util_buf_printf(&b, "%s[%.3f,\"%s\"]", x > s ? "," : "", x,
                             f->range_points % 7 == 3 ? "NaN" : "5");
             f->range_points++;
         }
+        if (f->mode == FAKE_STRAY)
+            util_buf_puts(&b, ",[100000000000,\"5\"]");
         util_buf_puts(&b, "]}]}}");
         json(c, 200, b.data);
         util_buf_free(&b);
@@ -647,6 +652,8 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
     enum fake_mode mode = f->mode;
     if (mode == FAKE_BUSY_EMPTY || mode == FAKE_BUSY_NAN)
         mode = !busy ? FAKE_OK : mode == FAKE_BUSY_EMPTY ? FAKE_EMPTY : FAKE_NAN;
+    if (mode == FAKE_STRAY) /* instant queries answer as FAKE_OK */
+        mode = FAKE_OK;
     switch (mode) {
     case FAKE_OK:
         json(c, 200,
@@ -680,6 +687,7 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
         break;
     case FAKE_BUSY_EMPTY: /* mapped above */
     case FAKE_BUSY_NAN:
+    case FAKE_STRAY:
         break;
     }
 }
@@ -1136,6 +1144,48 @@ static void test_seed_chunks(void **state)
     fx_finish(f);
 }
 
+/* Points outside the chunk asked for (a server's or a proxy's bug) are
+ * dropped: one at t = 1e11 s took the forecaster's clock to the year 5138,
+ * where it walked 1.6e9 buckets and then refused every later point as
+ * older; in a range query it ended the series there. */
+static void test_seed_stray_points(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(NULL);
+    f->mode = FAKE_STRAY;
+    struct scrape_spec spec;
+    struct promql_target t = target(&spec);
+    struct forecast_config fc;
+    forecast_config_init(&fc);
+    struct forecast *fo = forecast_new(&fc);
+    char err[160];
+    assert_int_equal(promql_seed(f->pq, &t, 1700000000000, 25000000, 1000, fo, on_seed, f, err,
+                                 sizeof(err)),
+                     0);
+    run_until(f, &f->seeds, 1);
+    assert_int_equal(f->sr.err, 0);
+    assert_int_equal(f->range_requests, 18);
+    assert_int_equal(f->sr.observed + f->sr.skipped, 25001 + 2 * 18);
+    assert_int_equal(f->sr.observed, 25001 - (25001 + 3) / 7); /* every point in range but NaN */
+    assert_int_equal(forecast_last_ms(fo), 1700000000000 - 1000); /* the last is a NaN */
+    assert_int_equal(forecast_observe(fo, 1700000000000 + 15000, 5), 0);
+    forecast_free(fo);
+
+    const char *q = "sum(rate(vllm:request_success_total{namespace=\"a\"}[5m]))";
+    ranges = 0;
+    assert_int_equal(promql_range(f->pq, q, 1700000000000 - 25000000, 1700000000000, 1000,
+                                  on_range, f, err, sizeof(err)),
+                     0);
+    run_until(f, &f->seeds, 2);
+    assert_int_equal(range_res.err, 0);
+    assert_int_equal(range_res.series.npoints, 25001);
+    for (size_t i = 0; i < range_res.series.npoints; i++)
+        assert_int_equal(range_res.series.points[i].t_ms,
+                         1700000000000 - 25000000 + (int64_t)i * 1000);
+    promql_series_free(&range_res.series);
+    fx_finish(f);
+}
+
 /* promql_range: the literal query in chunks of at most 10,000 steps, every
  * point kept (NaN too), oldest first; errors and no data reported once. */
 static void test_range(void **state)
@@ -1225,6 +1275,7 @@ int main(void)
         cmocka_unit_test(test_client_answer_too_big),
         cmocka_unit_test(test_client_auth_headers),
         cmocka_unit_test(test_client_unreachable), cmocka_unit_test(test_seed_chunks),
+        cmocka_unit_test(test_seed_stray_points),
         cmocka_unit_test(test_close_inflight),     cmocka_unit_test(test_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,7 +22,16 @@
  * unschedulable replicas (policy_input.unschedulable_replicas), the HPA as
  * Pending pods (0 on scale-up), the oracle plans within the budget, and they
  * hold no GPU, so they cost no GPU-hours. The newest go first on scale-down,
- * as a ReplicaSet removes unscheduled pods first. */
+ * as a ReplicaSet removes unscheduled pods first.
+ *
+ * Times: the policies, the forecaster and the estimator see the trace's
+ * times, moved by whole seasons (the policy's seasonality, so the
+ * forecaster's phases stay those of the trace's clock) to start at 0 or
+ * after when the trace starts before 0 (a trace may have negative
+ * t_seconds; the forecaster takes UNIX times, and refused every observation
+ * before 0: "predictive" ran without a forecast), and a forecaster's seed,
+ * whose times are the trace's, with them (forecast_shift). What is reported
+ * (changes, timeline, hooks, the scored span) is in the trace's own times. */
 #include "sim-int.h"
 
 #include <errno.h>
@@ -126,6 +135,8 @@ struct replay {
     int64_t rate_s;       /* rate window */
     double sla_s;
     int32_t initial;
+    int64_t t0_ms;        /* the trace's first time as the policies see it: moved by whole
+                             seasons to 0 or after when it is before 0 */
 };
 
 static double arrivals_at(const struct replay *rp, int64_t s)
@@ -133,7 +144,14 @@ static double arrivals_at(const struct replay *rp, int64_t s)
     return rp->tr->requests[s / rp->dt_s] * rp->cfg->scale / (double)rp->dt_s;
 }
 
+/* The time the policies see at second s. */
 static int64_t now_of(const struct replay *rp, int64_t s)
+{
+    return rp->t0_ms + s * 1000;
+}
+
+/* The trace's own time of second s (ms), the one reported. */
+static int64_t trace_ms(const struct replay *rp, int64_t s)
 {
     return rp->tr->t0_ms + s * 1000;
 }
@@ -171,7 +189,7 @@ static void log_desired(struct pass *ps, int64_t s, int32_t desired)
         ps->changes_cap = ps->changes_cap ? ps->changes_cap * 2 : 64;
         res->changes = xrealloc(res->changes, ps->changes_cap * sizeof(*res->changes));
     }
-    double t = (double)now_of(ps->rp, s) / 1000.0;
+    double t = (double)trace_ms(ps->rp, s) / 1000.0;
     if (res->nchanges > 0 && res->changes[res->nchanges - 1].t_s == t)
         res->nchanges--; /* a change at the window's first second replaces its start */
     res->changes[res->nchanges++] = (struct sim_change){.t_s = t, .desired = desired};
@@ -201,7 +219,7 @@ static void record_change(struct pass *ps, int64_t s, int32_t from, int32_t to,
             res->reasons[i].count++;
     }
     if (ps->hooks && ps->hooks->on_scale)
-        ps->hooks->on_scale(ps->pol, now_of(ps->rp, s), from, to, reason, ps->hooks->arg);
+        ps->hooks->on_scale(ps->pol, trace_ms(ps->rp, s), from, to, reason, ps->hooks->arg);
 }
 
 /* capacity-per-gpu auto: the estimator sees the serving model as the
@@ -325,7 +343,7 @@ static void decide_hpa(struct pass *ps, int64_t s)
             ts = rp->s_begin;
         int64_t ra = ps->pods.ready_at[i];
         if (ra > READY_FOREVER) {
-            int64_t rs = (ra - rp->tr->t0_ms + 999) / 1000; /* first full second ready */
+            int64_t rs = (ra - rp->t0_ms + 999) / 1000; /* first full second ready */
             if (rs > ts)
                 ts = rs;
         }
@@ -356,7 +374,7 @@ static void finish_interval(struct pass *ps, int64_t s_start, const struct sim_s
     const struct replay *rp = ps->rp;
     struct sim_policy_result *res = ps->res;
     struct sim_point *pt = &res->points[res->npoints++];
-    pt->t_s = (double)now_of(rp, s_start) / 1000.0;
+    pt->t_s = (double)trace_ms(rp, s_start) / 1000.0;
     pt->desired = ps->pods.n;
     pt->ready = ps->pods.nready;
     pt->demand_rps = demand / (double)len;
@@ -406,6 +424,12 @@ static int run_pass(const struct replay *rp, enum sim_policy pol, const int32_t 
                                          sizeof(why));
             if (!ps.fc) {
                 snprintf(err, errlen, "forecast seed: %s", why);
+                rc = -EINVAL;
+                goto out;
+            }
+            /* the seed's times are the trace's: moved as the replay's are */
+            if (forecast_shift(ps.fc, rp->t0_ms - rp->tr->t0_ms) != 0) {
+                snprintf(err, errlen, "forecast seed: its times cannot move with the trace's");
                 rc = -EINVAL;
                 goto out;
             }
@@ -604,6 +628,12 @@ int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct s
         return -EINVAL;
     }
     rp.dt_s = tr->dt_ms / 1000;
+    rp.t0_ms = tr->t0_ms;
+    if (tr->t0_ms < 0) { /* |t0| <= 1e15 ms (trace.c): no overflow */
+        int64_t season = cfg->policy.seasonality_ms > 0 ? cfg->policy.seasonality_ms
+                                                        : 24LL * 3600 * 1000;
+        rp.t0_ms = tr->t0_ms + (-tr->t0_ms + season - 1) / season * season;
+    }
     int64_t total_s = (int64_t)tr->n * rp.dt_s;
     int64_t start_s = cfg->start_ms / 1000;
     if (start_s >= total_s) {
@@ -658,8 +688,8 @@ int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct s
     }
 
     r = xcalloc(1, sizeof(*r));
-    r->t_begin_s = (double)now_of(&rp, rp.s_score) / 1000.0;
-    r->t_end_s = (double)now_of(&rp, rp.s_end) / 1000.0;
+    r->t_begin_s = (double)trace_ms(&rp, rp.s_score) / 1000.0;
+    r->t_end_s = (double)trace_ms(&rp, rp.s_end) / 1000.0;
     r->warmup_s = (double)(rp.s_score - rp.s_begin);
 
     /* The oracle always runs: every policy's GPU-hours are reported against it. */

@@ -1307,6 +1307,57 @@ static void test_forecast_seed(void **st)
     xfree(seed);
 }
 
+/* A trace of negative times (the format allows |t| <= 1e12 s): predictive
+ * plans with a forecast, as the same trace does from a time of 0 or after
+ * with the same time of day, decision for decision; the report keeps the
+ * trace's own times. (The forecaster takes UNIX times: every observation
+ * before 0 was refused, and "predictive" ran, and was reported, without a
+ * forecast.) */
+static void test_negative_times(void **st)
+{
+    (void)st;
+    enum { DAY = 86400 };
+    static double buf[3 * DAY / 10];
+    for (size_t i = 0; i < 3 * DAY / 10; i++) /* 10 s buckets, 20..200 req/s, 1 cycle a day */
+        buf[i] = 10 * (110 - 90 * cos(2 * M_PI * (double)(i % (DAY / 10)) / (DAY / 10)));
+    struct sim_config c;
+    base_cfg(&c);
+    c.policies = 1u << SIM_PREDICTIVE;
+    c.start_ms = S(2 * DAY);
+    c.duration_ms = S(DAY / 2);
+    c.warmup_ms = S(2 * DAY);
+    /* -2.25 days moves by three days to 0.75 days: the same time of day */
+    const int64_t t0[] = {S(DAY * 3 / 4), -S(DAY * 9 / 4), -S(DAY * 3 / 4) * 1000000};
+    struct sim_result *r[3] = {0};
+    char err[256];
+    for (int k = 0; k < 3; k++) {
+        struct trace tr = {.t0_ms = t0[k], .dt_ms = 10000, .n = 3 * DAY / 10, .requests = buf};
+        assert_int_equal(sim_run(&c, &tr, NULL, &r[k], err, sizeof(err)), 0);
+        const struct sim_policy_result *p = &r[k]->pol[0];
+        print_message("t0 %.0f s: %.2f GPU-hours, %lld plans resolved, coverage %.3f\n",
+                      (double)t0[k] / 1000, p->gpu_hours, (long long)p->plan_resolved,
+                      p->plan_coverage);
+        assert_true(p->plan_resolved > 1000);
+        for (size_t i = 0; i < p->npoints; i++)
+            assert_true(isfinite(p->points[i].forecast_rps));
+        /* reported on the trace's own time axis */
+        assert_true(r[k]->t_begin_s == (double)(t0[k] + S(2 * DAY)) / 1000);
+        assert_true(p->points[0].t_s == r[k]->t_begin_s);
+        assert_true(p->changes[0].t_s == r[k]->t_begin_s);
+    }
+    /* the same decisions as from 0.75 days */
+    const struct sim_policy_result *a = &r[0]->pol[0], *b = &r[1]->pol[0];
+    assert_true(a->gpu_hours == b->gpu_hours);
+    assert_int_equal(a->plan_resolved, b->plan_resolved);
+    assert_int_equal(a->nchanges, b->nchanges);
+    for (size_t i = 0; i < a->nchanges; i++) {
+        assert_int_equal(a->changes[i].desired, b->changes[i].desired);
+        assert_true(a->changes[i].t_s - b->changes[i].t_s == 3 * DAY);
+    }
+    for (int k = 0; k < 3; k++)
+        sim_result_free(r[k]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1339,6 +1390,7 @@ int main(void)
         cmocka_unit_test(test_quantile_sweep_key),
         cmocka_unit_test(test_quantile_sweep_run),
         cmocka_unit_test(test_forecast_seed),
+        cmocka_unit_test(test_negative_times),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
