@@ -37,6 +37,9 @@
 #define CKPT_MAX_READS 16
 /* a Deployment whose term ends sooner is left out of a save (see save_one) */
 #define CKPT_MIN_TERM_MS 1000
+/* A capacity state whose newest time lies further ahead of this clock than
+ * this was saved under one that ran ahead: refused. */
+#define CKPT_AHEAD_MS 60000
 
 struct ctl_ckpt {
     bool get_inflight, patch_inflight;
@@ -325,7 +328,16 @@ void ctl_checkpoint_restore(struct ctl_wl *w, json_t *body, const char *cm)
     if (cs && kube_base64_decode(cs, strlen(cs), &raw, &rawlen) == 0) {
         /* decoded aside: a state refused leaves what the estimator learned */
         struct capacity *cap = xmalloc(sizeof(*cap));
-        if (capacity_decode(cap, (const uint8_t *)raw, rawlen, err, sizeof(err)) == 0) {
+        int64_t now = util_now_unix_ms();
+        int rc = capacity_decode(cap, (const uint8_t *)raw, rawlen, err, sizeof(err));
+        if (rc == 0 && capacity_newest_ms(cap) > now + CKPT_AHEAD_MS) {
+            /* saved under a clock that ran ahead: its lower bound would not
+             * decay until this clock caught up */
+            snprintf(err, sizeof(err), "its times lie %lld s ahead of this clock",
+                     (long long)((capacity_newest_ms(cap) - now) / 1000));
+            rc = -1;
+        }
+        if (rc == 0) {
             /* a queue that stood at the save has not stood since: its run starts anew */
             capacity_forget_runs(cap);
             w->cap = *cap;
@@ -345,11 +357,21 @@ void ctl_checkpoint_restore(struct ctl_wl *w, json_t *body, const char *cm)
     struct forecast_config fc;
     controller_forecast_config(&w->cfg.policy, &fc);
     struct forecast *f = NULL;
+    err[0] = '\0';
     if (kube_base64_decode(s, strlen(s), &raw, &rawlen) == 0)
         f = forecast_deserialize_own_floor(&fc, (const uint8_t *)raw, rawlen, err, sizeof(err));
     else
         snprintf(err, sizeof(err), "not base64");
     xfree(raw);
+    int64_t ahead = f ? forecast_last_ms(f) - util_now_unix_ms() : 0;
+    if (f && ahead > fc.bucket_ms) {
+        /* saved under a clock that ran ahead: it would refuse every
+         * observation until this one caught up */
+        snprintf(err, sizeof(err), "its newest observation lies %lld s ahead of this clock",
+                 (long long)(ahead / 1000));
+        forecast_free(f);
+        f = NULL;
+    }
     if (f && !ctl_floor_kept(forecast_rate_floor(f), fc.rate_floor)) {
         snprintf(err, sizeof(err), "rate floor %.4g, over %gx from the configuration's %.4g",
                  forecast_rate_floor(f), CTL_FLOOR_KEPT, fc.rate_floor);
@@ -361,6 +383,8 @@ void ctl_checkpoint_restore(struct ctl_wl *w, json_t *body, const char *cm)
         keep_foreign(w, err);
         return;
     }
+    if (strncmp(err, "ok; ", 4) == 0) /* taken, in part (another quantile's) */
+        LOGW_INFO(SUB, w->ns, w->name, "forecaster checkpoint %s: %s", cm, err + 4);
     /* A forecaster seeded from Prometheus while this read was failing may
      * hold more history than the checkpoint: the longer history is kept, as
      * the seed keeps it (observe.c). */

@@ -602,9 +602,12 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
 /** demand: the observation as the policy's input (everything but the plan). */
 void ctl_demand(const struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
                 struct policy_input *in);
+/** A new forecaster for w (its configuration's), logged with why: its
+ *  times out of range, or ahead of the clock. */
+void ctl_forecast_restart(struct controller *c, struct ctl_wl *w, const char *why);
 /** forecast: feeds the freshest arrival rate to w's forecaster and puts its
  *  plan over the look-ahead (cold start + decision interval) into in. */
-void ctl_forecast(struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
+void ctl_forecast(struct controller *c, struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
                   struct policy_input *in);
 /** calibrate: feeds the observation to w's capacity estimator and puts the
  *  policy configuration to size with into *use (capacity-per-gpu auto: the

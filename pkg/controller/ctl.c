@@ -156,6 +156,11 @@ void ctl_clock_step(struct controller *c, int64_t now, int64_t boot)
         for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
             policy_state_shift(&w->pst, step);
             capacity_shift(&w->cap, step);
+            /* the forecaster's buckets too: set back, it refused every
+             * observation until the clock caught up (a time past its range:
+             * the next tick's ctl_forecast starts it afresh) */
+            if (w->fc && forecast_shift(w->fc, step) != 0)
+                ctl_forecast_restart(c, w, "the wall clock step moves its times out of range");
             for (size_t i = 0; i < CTL_BACKLOG_SAMPLES; i++)
                 w->bl_t[i] += step; /* the arrivals' backlog growth */
             w->tracked_since_ms += step;

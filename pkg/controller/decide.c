@@ -17,6 +17,7 @@
  * A follower runs the stages up to act and writes nothing. */
 #include "controller-int.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -195,7 +196,18 @@ void ctl_demand(const struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
     (void)w;
 }
 
-void ctl_forecast(struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
+void ctl_forecast_restart(struct controller *c, struct ctl_wl *w, const char *why)
+{
+    LOGW_WARN(SUB, w->ns, w->name, "forecaster started afresh: %s", why);
+    forecast_free(w->fc);
+    struct forecast_config fc;
+    controller_forecast_config(&w->cfg.policy, &fc);
+    w->fc = forecast_new(&fc);
+    w->fc_gen = ++c->fc_gens; /* a seed asked for the old one is not adopted */
+    w->pq_seeded = false;     /* Prometheus still has the history */
+}
+
+void ctl_forecast(struct controller *c, struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
                   struct policy_input *in)
 {
     const struct ctl_workload_config *cfg = &w->cfg;
@@ -210,8 +222,14 @@ void ctl_forecast(struct ctl_wl *w, const struct ctl_obs *o, int64_t now,
         double y = isfinite(o->recent_rps) && w->cfg.source != CTL_SOURCE_PROMETHEUS
                        ? o->recent_rps
                        : o->arrival_rps;
-        if (isfinite(y) && y >= 0)
-            forecast_observe(w->fc, now, y);
+        /* a forecaster whose newest time is ahead of this clock (a wall
+         * clock stepped back between ticks is shifted by ctl_clock_step; a
+         * state saved ahead is refused at restore) would refuse every
+         * observation until the clock caught up: moved to now */
+        if (isfinite(y) && y >= 0 && forecast_observe(w->fc, now, y) == -ETIME &&
+            (forecast_shift(w->fc, now - forecast_last_ms(w->fc)) != 0 ||
+             forecast_observe(w->fc, now, y) != 0))
+            ctl_forecast_restart(c, w, "its times lie ahead of the clock");
     }
     struct forecast_result fr;
     if (cfg->policy.predictive &&
@@ -515,7 +533,7 @@ void ctl_decide(struct controller *c, struct ctl_wl *w, const struct kube_deploy
     struct policy_config use;
     ctl_observe(c, w, d, now, &o);
     ctl_demand(w, &o, now, &in);
-    ctl_forecast(w, &o, now, &in);
+    ctl_forecast(c, w, &o, now, &in);
     if (!ctl_calibrate(c, w, &o, now, leading, &use))
         use.capacity_rps_per_gpu = 0; /* nothing to size with: the policy holds */
     /* the cold start the demand looks ahead (the ramp, the queue while new

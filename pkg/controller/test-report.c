@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "controller/controller-int.h"
+#include "forecast/forecast.h"
 #include "kube/kube.h"
 #include "util/util.h"
 
@@ -174,6 +175,11 @@ static void test_event_limits_move_with_a_clock_step(void **state)
     struct ctl_wl *w = wl_new("ns", "d");
     table_add(c, w);
     const int64_t t0 = 1800000000000LL, boot0 = 5000000;
+    struct forecast_config fc;
+    policy_config_init(&w->cfg.policy);
+    controller_forecast_config(&w->cfg.policy, &fc);
+    w->fc = forecast_new(&fc);
+    assert_int_equal(forecast_observe(w->fc, t0 - 60000, 5.0), 0);
     ctl_clock_step(c, t0, boot0); /* the first tick: nothing to compare */
     w->last_event_ms[2] = t0 - 60000;
     ctl_clock_step(c, t0 + 5000 + 1500, boot0 + 5000); /* 1.5 s of drift: no step */
@@ -184,9 +190,13 @@ static void test_event_limits_move_with_a_clock_step(void **state)
     assert_int_equal(c->clock_steps, 1);
     assert_int_equal(w->last_event_ms[2], t0 - 60000 + back);
     assert_int_equal(w->last_event_ms[0], 0); /* never told: stays never */
+    /* and the forecaster's times (set back, it refused every observation
+     * for the hour) */
+    assert_int_equal(forecast_last_ms(w->fc), t0 - 60000 + back);
     ctl_clock_step(c, t0 + 16500 + back + 7200000, boot0 + 15000);
     assert_int_equal(c->clock_steps, 2);
     assert_int_equal(w->last_event_ms[2], t0 - 60000 + back + 7200000);
+    forecast_free(w->fc);
     wl_free(w);
     free(c);
 }
@@ -353,6 +363,85 @@ static void test_writes_in_flight(void **state)
     free(c);
 }
 
+/* A state saved under a clock that ran ahead is refused: a forecaster whose
+ * newest observation lies an hour ahead refused every observation until
+ * this clock caught up, and a capacity state's lower bound would not decay
+ * until then. One from the past is taken. */
+static void test_restore_refuses_states_ahead(void **state)
+{
+    (void)state;
+    struct ctl_wl *w = wl_new("ns", "d");
+    policy_config_init(&w->cfg.policy);
+    struct forecast_config fc;
+    controller_forecast_config(&w->cfg.policy, &fc);
+    const int64_t now = util_now_unix_ms();
+    static const int64_t offsets[] = {3600000, -600000};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(offsets); i++) {
+        struct forecast *saved = forecast_new(&fc);
+        assert_non_null(saved);
+        for (int k = 0; k < 30; k++)
+            assert_int_equal(forecast_observe(saved, now + offsets[i] - 60000LL * (29 - k), 5.0),
+                             0);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        forecast_serialize_packed(saved, &buf, &len);
+        forecast_free(saved);
+        char *b64 = kube_base64_encode(buf, len);
+        xfree(buf);
+        struct capacity cap;
+        capacity_init(&cap);
+        cap.lower = 7;
+        cap.lower_ms = now + offsets[i];
+        uint8_t cb[CAPACITY_STATE_SIZE];
+        capacity_encode(&cap, cb, sizeof(cb));
+        char *cb64 = kube_base64_encode(cb, sizeof(cb));
+        json_t *body = json_pack("{s:{s:s, s:s}, s:{s:s, s:s}}", "data", "uid.ns_d", "u-1",
+                                 "unit.ns_d", "requests", "binaryData", "forecast.ns_d", b64,
+                                 "capacity.ns_d", cb64);
+        xfree(b64);
+        xfree(cb64);
+        w->fc = forecast_new(&fc);
+        capacity_init(&w->cap);
+        ctl_checkpoint_restore(w, body, "gpuscaler-checkpoint-0");
+        bool ahead = offsets[i] > 0;
+        assert_int_equal(forecast_last_ms(w->fc), ahead ? -1 : now + offsets[i]);
+        assert_true(w->cap.lower == (ahead ? 0.0 : 7.0));
+        json_decref(body);
+        forecast_free(w->fc);
+        w->fc = NULL;
+    }
+    wl_free(w);
+}
+
+/* A forecaster whose times lie ahead of the clock at a tick (a wall clock
+ * stepped back beyond what ctl_clock_step saw) is moved to now and learns
+ * the tick's rate, rather than refuse every observation until the clock
+ * catches up. */
+static void test_forecaster_ahead_follows_the_clock(void **state)
+{
+    (void)state;
+    struct controller *c = ctl_new();
+    struct ctl_wl *w = wl_new("ns", "d");
+    policy_config_init(&w->cfg.policy);
+    struct forecast_config fc;
+    controller_forecast_config(&w->cfg.policy, &fc);
+    w->fc = forecast_new(&fc);
+    const int64_t now = 1800000000000LL;
+    assert_int_equal(forecast_observe(w->fc, now + 3600000, 5.0), 0);
+    struct ctl_obs o;
+    memset(&o, 0, sizeof(o));
+    o.m.valid = true;
+    o.recent_rps = 6.0;
+    o.arrival_rps = 6.0;
+    struct policy_input in;
+    memset(&in, 0, sizeof(in));
+    ctl_forecast(c, w, &o, now, &in);
+    assert_int_equal(forecast_last_ms(w->fc), now);
+    forecast_free(w->fc);
+    wl_free(w);
+    free(c);
+}
+
 int main(void)
 {
     util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR);
@@ -365,6 +454,8 @@ int main(void)
         cmocka_unit_test(test_status_view_counts),
         cmocka_unit_test(test_record_last_row),
         cmocka_unit_test(test_writes_in_flight),
+        cmocka_unit_test(test_restore_refuses_states_ahead),
+        cmocka_unit_test(test_forecaster_ahead_follows_the_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
