@@ -701,9 +701,11 @@ void ctl_event(struct controller *c, struct ctl_wl *w, const char *type, const c
 bool ctl_event_now(struct controller *c, struct ctl_wl *w, const char *type, const char *reason,
                    const char *message);
 /** The t_seconds of the last row of a --record file (fd open for reading
- *  too, size its length), or -1 when its last line is not a row (a header,
- *  a line cut). */
-int64_t ctl_record_last_t(int fd, int64_t size);
+ *  and writing, *size its length), or -1 when its last line is not a row (a
+ *  header). A last line cut short (a crash, a full disk) is cut off the
+ *  file first (*size then its new length), so that the next row starts a
+ *  line of its own. */
+int64_t ctl_record_last_t(int fd, int64_t *size);
 /** Append the tick's rate to w's --record file (opened at its first row:
  *  a file continued keeps its rows' times increasing). */
 void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double rate);

@@ -245,7 +245,10 @@ void controller_tick(struct controller *c)
                 (size_t)(tab - t) == nl + 1 + dl && strncmp(t + nl + 1, d->name, dl) == 0)
                 snprintf(w->conflict, sizeof(w->conflict), "%s", tab + 1);
         }
-        ctl_decide(c, w, d, now, leading);
+        /* a shard being handed over decides as a follower does: its writes
+         * would be refused, its Events told again by the next owner (it is
+         * still tracked: its checkpoint saves and writes in flight end first) */
+        ctl_decide(c, w, d, now, leading && !ctl_handing_over(c, d->ns, d->name));
         /* no HPA seen for the grace: look again now, not at the next minute */
         if (w->hpa.listed && w->hpa.count == 0 && !w->hpa.none_confirmed &&
             !w->hpa.recheck_asked && now - w->hpa.none_since_ms >= CTL_HPA_NONE_GRACE_MS) {

@@ -47,6 +47,14 @@ static bool same_record(const struct ctl_lease *a, const struct ctl_lease *b)
 
 const char *ctl_leader_observe(struct ctl_leader *l, const struct ctl_lease *cur, int64_t now_ms)
 {
+    /* deleted (by hand): another holder last seen may act until its lease
+     * would have expired, so it still counts as held until then (a shard's
+     * round plans on this, as the single leader's step waits on it) */
+    const struct ctl_lease *o = &l->observed;
+    int64_t odur = o->duration_s > 0 ? (int64_t)o->duration_s * 1000 : l->lease_duration_ms;
+    if (!cur->exists && o->exists && o->holder[0] && strcmp(o->holder, l->identity) != 0 &&
+        l->observed_ms + odur > now_ms)
+        return o->holder;
     if (!cur->exists || !same_record(&l->observed, cur)) {
         l->observed = *cur;
         l->observed_ms = now_ms;

@@ -237,17 +237,40 @@ static void rec_flush(struct controller *c, struct ctl_wl *w)
     w->rec_req = r;
 }
 
-int64_t ctl_record_last_t(int fd, int64_t size)
+int64_t ctl_record_last_t(int fd, int64_t *size)
 {
     char buf[256];
-    int64_t off = size > (int64_t)sizeof(buf) - 1 ? size - (int64_t)sizeof(buf) + 1 : 0;
+    int64_t off = *size > (int64_t)sizeof(buf) - 1 ? *size - (int64_t)sizeof(buf) + 1 : 0;
     uv_fs_t req;
-    uv_buf_t b = uv_buf_init(buf, (unsigned)(size - off));
+    uv_buf_t b = uv_buf_init(buf, (unsigned)(*size - off));
     int n = uv_fs_read(NULL, &req, fd, &b, 1, off, NULL);
     uv_fs_req_cleanup(&req);
     if (n <= 0)
         return -1;
     buf[n] = '\0';
+    if (buf[n - 1] != '\n') {
+        /* a row cut by a crash or a full disk: cut back to the last whole
+         * line, or the next row would be appended to it and the file no
+         * longer parse (a line longer than the tail read is no row anyway:
+         * ended with a line break) */
+        char *nl = strrchr(buf, '\n');
+        int64_t keep = nl ? off + (nl - buf) + 1 : off == 0 ? 0 : -1;
+        int rc = -1;
+        if (keep >= 0) {
+            rc = uv_fs_ftruncate(NULL, &req, fd, keep, NULL);
+            uv_fs_req_cleanup(&req);
+        }
+        if (rc == 0) {
+            *size = keep;
+            n = nl ? (int)(nl - buf) + 1 : 0;
+            buf[n] = '\0';
+        } else {
+            uv_buf_t lf = uv_buf_init((char *)"\n", 1);
+            (void)uv_fs_write(NULL, &req, fd, &lf, 1, -1, NULL);
+            uv_fs_req_cleanup(&req);
+            return -1;
+        }
+    }
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         buf[--n] = '\0';
     char *line = strrchr(buf, '\n');
@@ -285,13 +308,16 @@ void ctl_record(struct controller *c, struct ctl_wl *w, int64_t now_ms, double r
         /* a file continued after a restart keeps its one header, and its
          * rows increasing: a restart within an interval of its last row
          * would write that row's time again, and the trace not parse */
+        int64_t last = size > 0 ? ctl_record_last_t(fd, &size) : -1;
         if (size == 0)
             util_buf_puts(&w->rec_pending,
                           "# gpuscaler run --record: t_seconds (UNIX), requests per interval\n"
                           "t_seconds,requests\n");
-        int64_t last = size > 0 ? ctl_record_last_t(fd, size) : -1;
         if (last >= 0 && (last + 1) * 1000 > w->record_next_ms)
             w->record_next_ms = (last + 1) * 1000;
+        if (last >= 0 && last * 1000 > t + dt)
+            LOGW_WARN(SUB, w->ns, w->name, "recording: %s ends %lld s ahead of this clock: rows "
+                      "resume after it", path, (long long)(last - t / 1000));
         if (t < w->record_next_ms)
             return;
     }

@@ -494,8 +494,9 @@ static void listed(const struct kube_result *res, void *arg)
      * not each grab every shard first. */
     bool may_acquire = member && ms->member_rounds >= 2;
     /* the single leader acts for every Deployment: yield to it (take
-     * nothing, hand back what is held at once, its checkpoints unsaved:
-     * it acts already) until it released or expired */
+     * nothing, hand back what is held once its status and /scale writes in
+     * flight have ended, its checkpoints unsaved: it acts already) until it
+     * released or expired */
     const char *solo = ctl_leader_observe(&ms->single, &single, now);
     if (solo && strcmp(solo, c->identity) == 0)
         solo = NULL; /* this identity's own, from before sharding was on: not another */

@@ -249,6 +249,8 @@ static void status_try(struct controller *c, struct ctl_wl *w, int64_t now_ms, b
      * desired count, valid unless its reason is not served */
     if (!w->config_ok)
         return; /* its InvalidAnnotation status, not the last valid decision's */
+    if (ctl_handing_over(c, w->ns, w->name))
+        return; /* not this replica's to write any more: no budget spent on it */
     bool unavailable = !ctl_reason_served(w->last.reason);
     int64_t refresh_ms = c->cfg->status.refresh_interval_ms;
     /* ... and what keeps it served: one about to be served as stale */

@@ -359,8 +359,11 @@ static void test_deleted_lease(void **st)
     assert_false(ctl_leader_is_leading(&a, 4000));
     /* had a's create failed (a down), b creates once a's lease would have
      * expired (15 s after b last saw it renewed, at 2001) */
-    for (int64_t t = 5001; t < 17001; t += 2000)
+    for (int64_t t = 5001; t < 17001; t += 2000) {
         assert_false(round_(&b, &s, t, true));
+        /* a shard's round, which observes before it plans, sees a held */
+        assert_non_null(ctl_leader_observe(&b, &s.lease, t));
+    }
     assert_true(round_(&b, &s, 17001, true));
     assert_string_equal(s.lease.holder, "b");
 }

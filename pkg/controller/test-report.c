@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -307,9 +308,11 @@ static void test_record_last_row(void **state)
         {"# gpuscaler run --record: t_seconds (UNIX), requests per interval\nt_seconds,requests\n",
          -1},
         {"t_seconds,requests\n1800000000,12.000\n1800000015,13.500\n", 1800000015},
-        {"t_seconds,requests\n1800000000,12.000\n1800000015,13.500", 1800000015},
+        /* no line break after it: maybe cut in its number, so cut off */
+        {"t_seconds,requests\n1800000000,12.000\n1800000015,13.500", 1800000000},
         {"t_seconds,requests\n1800000000,12.000\r\n", 1800000000},
-        {"1800000000,1\n1800000015,", 1800000015},
+        {"1800000000,1\n1800000015,", 1800000000}, /* a row cut: cut off */
+        {"1800000000,1\n18000", 1800000000},
         {"x", -1},
     };
     char path[] = "/tmp/gpuscaler-record-XXXXXX";
@@ -318,8 +321,19 @@ static void test_record_last_row(void **state)
         assert_true(fd >= 0);
         size_t n = strlen(cases[i].text);
         assert_int_equal(write(fd, cases[i].text, n), (ssize_t)n);
-        if (ctl_record_last_t(fd, (int64_t)n) != cases[i].want)
-            fail_msg("case %zu: %lld", i, (long long)ctl_record_last_t(fd, (int64_t)n));
+        int64_t size = (int64_t)n;
+        int64_t got = ctl_record_last_t(fd, &size);
+        if (got != cases[i].want)
+            fail_msg("case %zu: %lld", i, (long long)got);
+        /* what is left ends a line (or is empty): the next row starts its own */
+        struct stat sb;
+        assert_int_equal(fstat(fd, &sb), 0);
+        assert_int_equal(sb.st_size, size);
+        if (size > 0) {
+            char last;
+            assert_int_equal(pread(fd, &last, 1, size - 1), 1);
+            assert_int_equal(last, '\n');
+        }
         close(fd);
         unlink(path);
         memcpy(path + strlen(path) - 6, "XXXXXX", 6);
@@ -332,7 +346,8 @@ static void test_record_last_row(void **state)
     for (int k = 0; k < 100; k++)
         util_buf_printf(&b, "%d,%d.000\n", 1800000000 + 15 * k, k);
     assert_int_equal(write(fd, b.data, b.len), (ssize_t)b.len);
-    assert_int_equal(ctl_record_last_t(fd, (int64_t)b.len), 1800000000 + 15 * 99);
+    int64_t size = (int64_t)b.len;
+    assert_int_equal(ctl_record_last_t(fd, &size), 1800000000 + 15 * 99);
     util_buf_free(&b);
     close(fd);
     unlink(path);
