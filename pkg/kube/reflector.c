@@ -413,7 +413,10 @@ static void watch_failed(struct kube_reflector *r, long status, const char *msg)
     bool resumable = status == 0 || status == 429 || (status >= 500 && !too_large);
     if (r->watch_seen > 0)
         r->resumes = 0;
-    if (resumable && ++r->resumes < WATCH_MAX_RESUMES) {
+    /* a transport error (a refused connection while the API server
+     * restarts) and a 429 are retried as client-go retries them, without
+     * counting: listing again would only add load */
+    if (resumable && (status == 0 || status == 429 || ++r->resumes < WATCH_MAX_RESUMES)) {
         backoff(r, NEXT_WATCH);
         return;
     }
@@ -428,15 +431,17 @@ static void watch_failed(struct kube_reflector *r, long status, const char *msg)
 static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
 {
     struct kube_reflector *r = arg;
-    char msg[320];
+    char msg[320] = "";
     r->req = NULL;
     r->watching = false;
     if (r->closing) {
         finish_close(r);
         return;
     }
-    if (uv_now(kube_loop(r->k)) - r->watch_started_at >= (uint64_t)r->o.healthy_ms)
+    if (uv_now(kube_loop(r->k)) - r->watch_started_at >= (uint64_t)r->o.healthy_ms) {
         r->down_since = 0; /* it was current while open; a failure now starts anew */
+        r->resumes = 0;
+    }
     if (err == 0 && resp->status >= 200 && resp->status < 300)
         err = kube_watch_decoder_finish(r->dec);
     if ((err == -ESTALE && r->watch_err == -ESTALE) || (err == 0 && resp->status == 410)) {
@@ -466,10 +471,21 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
         watch_failed(r, 0, NULL);
         return;
     }
-    if (retry_after(r, resp, NEXT_WATCH))
+    bool failed = resp->status < 200 || resp->status >= 300;
+    if (failed)
+        resp_message(resp, msg, sizeof(msg));
+    /* a 504 Too large resource version carries a Retry-After (its
+     * retryAfterSeconds): waited out, the same watch came back for ever; a
+     * 5xx waited out counts toward the failures in a row */
+    bool too_large = resp->status == 504 && strstr(msg, "Too large resource version");
+    if (!too_large && (resp->status < 500 || r->resumes + 1 < WATCH_MAX_RESUMES) &&
+        retry_after(r, resp, NEXT_WATCH)) {
+        if (resp->status >= 500)
+            r->resumes++;
         return;
-    if (resp->status < 200 || resp->status >= 300) {
-        LOG_ERROR("kube", "watch %s: %s", r->path, resp_message(resp, msg, sizeof(msg)));
+    }
+    if (failed) {
+        LOG_ERROR("kube", "watch %s: %s", r->path, msg);
         watch_failed(r, resp->status, msg);
         return;
     }

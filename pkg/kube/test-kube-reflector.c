@@ -478,7 +478,8 @@ static void test_reflector_backoff(void **state)
  * same continue token was sent again for ever); a watch's 504 Too large
  * resource version (etcd restored from a snapshot) and 5 failed watches in
  * a row from one resourceVersion list again (the watch resumed from it for
- * ever, the view frozen). */
+ * ever, the view frozen); an HTTP 504 Too large resource version lists again
+ * though it carries a Retry-After. */
 static void h_repeat(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
 {
     struct fx *f = arg;
@@ -492,11 +493,16 @@ static void h_repeat(struct testsrv_conn *c, const struct testsrv_req *req, void
     } else if (n == 1) {
         json_respond(c, 400, "{\"kind\":\"Status\",\"message\":\"continue key is not valid\","
                              "\"reason\":\"BadRequest\",\"code\":400}");
-    } else if (n == 2 || n == 4 || n == 10) {
+    } else if (n == 2 || n == 4 || n == 10 || n == 12) {
         json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"100\"},\"items\":["
                              POD("p1", "1") "]}");
-        if (n == 10)
+        if (n == 12)
             f->done = true;
+    } else if (n == 11) { /* as kube-apiserver answers it: a Retry-After beside */
+        static const char tl[] = "{\"kind\":\"Status\",\"message\":\"Too large resource "
+                                 "version: 100, current: 50\",\"reason\":\"Timeout\","
+                                 "\"details\":{\"retryAfterSeconds\":1},\"code\":504}";
+        testsrv_respond(c, 504, "application/json", tl, strlen(tl), "Retry-After: 1\r\n");
     } else if (n == 3) {
         testsrv_stream_begin(c, 200, "application/json");
         const char *s = EV("ERROR", "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":"
@@ -526,6 +532,8 @@ static void test_reflector_lists_again(void **state)
     for (int k = 5; k < 10; k++)
         assert_true(has(f->targets[k], "watch=1&allowWatchBookmarks=true&resourceVersion=100&"));
     assert_false(has(f->targets[10], "watch=1")); /* 5 failures from one version */
+    assert_true(has(f->targets[11], "watch=1"));
+    assert_false(has(f->targets[12], "watch=1")); /* the 504 with a Retry-After: listed again */
     kube_reflector_close(f->r, on_closed, f);
     fx_finish(f, 3);
     kube_store_free(f->store);
