@@ -564,14 +564,26 @@ static void skip_gap(struct forecast *f, int64_t idx, int64_t k)
     forget_rings(f);
 }
 
-/* Warm-up: a gap of n >= 2m buckets from idx. The buffer would end in two
- * seasons of the model's own fills, from which Holt-Winters' decomposition
- * learns nothing, so the model starts afresh at the bucket after the gap,
+/* Warm-up with less than a season observed: a gap of n >= 2m buckets from idx.
+ * The buffer would be mostly the model's own fills, from which Holt-Winters'
+ * decomposition learns little, so the model starts afresh at the bucket
+ * after the gap (with a season or more observed, the 2m - seen fills end the
+ * warm-up and the rest of the gap is the seasonal model's, walked at most a
+ * season one by one: two seasons in all),
  * as a new forecaster's: what a long gap makes the seasonal model forget
  * (the plan rings, the recent seasons' peaks of the gap) is forgotten; the
  * residual, growth and window peak stores, the learned plan's fits, the
  * adaptive levels, the coverage and the phase bins' peaks stay, as they do
  * over the seasonal model's long gaps. */
+/* The warm-up buffer's buckets that were observed, not gap fills. */
+static int64_t observed_buckets(const struct forecast *f)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < f->seen && i < f->bcap; i++)
+        n += !fill_bit(f, i);
+    return n;
+}
+
 static void restart_warmup(struct forecast *f, int64_t idx, int64_t n)
 {
     xfree(f->buf);
@@ -615,11 +627,12 @@ int forecast_observe(struct forecast *f, int64_t now_ms, double rate)
     int64_t open = f->cur;
     close_bucket(f, open, f->acc_sum / f->acc_n, f->acc_max, true);
     /* Gap buckets: during warm-up each is buffered (a gap of two seasons or
-     * more starts it afresh); in Holt-Winters, also once warm-up ended inside
+     * more, before a season was observed, starts it afresh); in Holt-Winters,
+     * also once warm-up ended inside
      * the gap, at most a season's worth is walked one by one (the plan rings
      * only need the last FC_RING), the rest in closed form. */
     int64_t idx = open + 1;
-    if (f->kind == FC_WARMUP && b - idx >= 2 * f->m) {
+    if (f->kind == FC_WARMUP && observed_buckets(f) < f->m && b - idx >= 2 * f->m) {
         restart_warmup(f, idx, b - idx);
         idx = b;
     }

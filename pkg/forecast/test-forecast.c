@@ -968,6 +968,18 @@ static void test_gap_warmup(void **state)
     /* the residuals measured before the gap still back its plans */
     assert_true(r.evidence > 0);
     forecast_free(f);
+
+    /* With a season or more observed, a gap of two seasons ends the warm-up
+     * with the fills it needs and goes on seasonal: what was observed is
+     * kept (a warm-up 1.9 days into its 2 lost it all to a 2-day outage) */
+    f = forecast_new(&small);
+    for (int64_t b = 0; b < 70; b++)
+        assert_int_equal(forecast_observe(f, b * 1000, 100.0 + 20.0 * lcg_next(&g)), 0);
+    assert_int_equal(forecast_observe(f, (70 + 300) * 1000, 110.0), 0);
+    assert_int_equal(forecast_predict(f, (70 + 300) * 1000, 3000, &r), 0);
+    assert_int_equal(r.method, FORECAST_HOLT_WINTERS);
+    assert_true(r.buckets_seen >= 120);
+    forecast_free(f);
 }
 
 static void test_gap_seasonal(void **state)

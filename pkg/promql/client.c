@@ -333,9 +333,12 @@ static void seed_step(struct op *o);
  * (a server's or a proxy's bug, a timestamp off by 1,000) is dropped, so it
  * neither takes the forecaster's clock far ahead, where every later point
  * would be refused as older, nor ends a range query's series early. */
+/* A point within the chunk asked for: [start, end], or a step before start
+ * (exclusive: the previous chunk's last point), where a query frontend that
+ * aligns start to the step (Thanos, Cortex, Mimir) puts the chunk's first. */
 static bool in_chunk(const struct op *o, int64_t t_ms)
 {
-    return t_ms >= o->chunk_lo && t_ms <= o->chunk_hi;
+    return t_ms > o->chunk_lo - o->step_ms && t_ms <= o->chunk_hi;
 }
 
 /* Append a chunk's points to a range query's series, up to the cap. */

@@ -227,6 +227,18 @@ static void test_one_off_grid_row_does_not_refine(void **state)
     assert_int_equal(t->nmissing, 2);
     trace_free(t);
 
+    /* a second early off-grid row is measured against the grid in force
+     * before it: 0, 60, 90 (30 s), then 100 (10 s) that the 30 s rows after
+     * it all keep (read against the first rows' 60 s grid, the 30 s rows
+     * were off it, and the trace passed as 10 s buckets, tripling peaks) */
+    util_buf_reset(&b);
+    util_buf_puts(&b, "0,600\n60,600\n90,600\n100,600\n");
+    for (int k = 4; k < 20; k++)
+        util_buf_printf(&b, "%d,600\n", 30 * k);
+    assert_int_equal(trace_parse(b.data, b.len, &t, &err), -EINVAL);
+    assert_int_equal(err.line, 4);
+    assert_non_null(strstr(err.msg, "t_seconds '100' is off the 30 s grid"));
+
     /* the third row off the grid that the rows after it keep: not a finer grid */
     util_buf_reset(&b);
     util_buf_puts(&b, "0,600\n60,600\n90,600\n");

@@ -256,7 +256,7 @@ struct parser {
     int64_t t0_ms, dt_ms, prev_ms;
     size_t prev_k;
     size_t rows;      /* data rows so far */
-    /* a row refined the grid from coarse_ms, the first two rows' spacing (0:
+    /* a row refined the grid from coarse_ms, the grid in force before it (0:
      * none did): the last such row's line and text, the rows after it and
      * those of them off the coarser grid */
     int64_t coarse_ms;
@@ -368,8 +368,9 @@ static int place(struct parser *ps, struct field f, int64_t t_ms, size_t line, s
          * it is one of the first TRACE_REFINE_ROWS. A later row may not: one
          * off-grid row would re-read the whole trace at a finer width, half
          * its buckets empty. finish() refuses a refinement when
-         * TRACE_REFINE_ROWS rows or more follow and none is off the first
-         * two rows' grid. */
+         * TRACE_REFINE_ROWS rows or more follow and none is off the grid in
+         * force before it (a second early off-grid row, measured against the
+         * first rows' grid, passed and tripled every peak). */
         int64_t g = ps->dt_ms, h = off;
         while (h) {
             int64_t r = g % h;
@@ -388,8 +389,7 @@ static int place(struct parser *ps, struct field f, int64_t t_ms, size_t line, s
                         "%d rows may show a finer one)",
                         quote(f.p, f.n, q), secs(ps->dt_ms, a), secs(ps->t0_ms, b),
                         TRACE_REFINE_ROWS);
-        if (!ps->coarse_ms)
-            ps->coarse_ms = ps->dt_ms;
+        ps->coarse_ms = ps->dt_ms; /* the grid in force before this refinement */
         ps->refine_line = line;
         ps->after_refine = ps->after_refine_off = 0;
         quote(f.p, f.n, ps->refine_text);
