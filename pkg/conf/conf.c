@@ -635,3 +635,23 @@ const char *conf_type_name(enum conf_type t)
     }
     return "unknown";
 }
+
+char *conf_node_joined(const struct conf_node *n)
+{
+    if (n->type == CONF_SCALAR)
+        return xstrdup(n->scalar);
+    if (n->type != CONF_SEQ)
+        return NULL;
+    struct util_buf b = {0};
+    util_buf_puts(&b, "");
+    for (size_t i = 0; i < n->n; i++) {
+        if (n->items[i]->type != CONF_SCALAR) {
+            util_buf_free(&b);
+            return NULL;
+        }
+        if (i)
+            util_buf_puts(&b, ",");
+        util_buf_puts(&b, n->items[i]->scalar);
+    }
+    return util_buf_steal(&b);
+}

@@ -84,6 +84,10 @@ void conf_free(struct conf_node *n);
 /** Value of key in a map, or NULL (also when map is NULL or not a map). */
 const struct conf_node *conf_map_get(const struct conf_node *map, const char *key);
 
+/** A node as one value (owned, xfree): a scalar as it is, a sequence of
+ *  scalars joined with commas ("1,2,3"); NULL for anything else. */
+char *conf_node_joined(const struct conf_node *n);
+
 /** "scalar", "map" or "sequence" (for error messages). */
 const char *conf_type_name(enum conf_type t);
 

@@ -638,27 +638,6 @@ static int fail(struct plan_error *err, int line, const char *fmt, ...)
     return -EINVAL;
 }
 
-/* A scalar, or a sequence of scalars joined with commas. NULL otherwise. */
-static char *node_value(const struct conf_node *n)
-{
-    if (n->type == CONF_SCALAR)
-        return xstrdup(n->scalar);
-    if (n->type != CONF_SEQ)
-        return NULL;
-    struct util_buf b = {0};
-    util_buf_puts(&b, "");
-    for (size_t i = 0; i < n->n; i++) {
-        if (n->items[i]->type != CONF_SCALAR) {
-            util_buf_free(&b);
-            return NULL;
-        }
-        if (i)
-            util_buf_puts(&b, ",");
-        util_buf_puts(&b, n->items[i]->scalar);
-    }
-    return util_buf_steal(&b);
-}
-
 static bool is_flag_only(const char *k)
 {
     static const char *const only[] = {"config", "json", "report", "backtest"};
@@ -675,7 +654,7 @@ static int take(struct plan_scope *s, bool top, const char *key, const struct co
     char msg[200];
     if (is_flag_only(key))
         return fail(err, n->line, "%s: only a flag, not a file key", key);
-    char *value = node_value(n);
+    char *value = conf_node_joined(n);
     if (!value)
         return fail(err, n->line, "%s: expected a value, found a %s", key,
                     conf_type_name(n->type));

@@ -35,28 +35,6 @@ static int fail(struct sim_file_error *err, int line, const char *fmt, ...)
     return -EINVAL;
 }
 
-/* A node as a key's string value: a scalar as it is, a sequence of scalars
- * joined with commas; NULL for anything else. */
-static char *node_value(const struct conf_node *n)
-{
-    if (n->type == CONF_SCALAR)
-        return xstrdup(n->scalar);
-    if (n->type != CONF_SEQ)
-        return NULL;
-    struct util_buf b = {0};
-    util_buf_puts(&b, "");
-    for (size_t i = 0; i < n->n; i++) {
-        if (n->items[i]->type != CONF_SCALAR) {
-            util_buf_free(&b);
-            return NULL;
-        }
-        if (i)
-            util_buf_puts(&b, ",");
-        util_buf_puts(&b, n->items[i]->scalar);
-    }
-    return util_buf_steal(&b);
-}
-
 /* The settings of a parsed tree; on error f is left for the caller to clear. */
 static int from_tree(const struct conf_node *root, struct sim_file *f, struct sim_file_error *err)
 {
@@ -77,7 +55,7 @@ static int from_tree(const struct conf_node *root, struct sim_file *f, struct si
             f->trace_line = n->line;
             continue;
         }
-        char *value = node_value(n);
+        char *value = conf_node_joined(n);
         if (!value)
             return fail(err, n->line, "%.60s: expected a value, found a %s", key,
                         conf_type_name(n->type));
