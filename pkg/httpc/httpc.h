@@ -70,7 +70,7 @@ struct httpc_resp {
     const char *content_type; /**< Content-Type header or NULL */
     const char *errmsg;       /**< what went wrong when err != 0 (curl's message, or
                                    httpc's when a cancel, a size cap, a data callback
-                                   or the queue timeout decided), "" otherwise */
+                                   or a queue timeout decided), "" otherwise */
     /** private */
     const struct httpc_req *req_;
 };
@@ -118,7 +118,13 @@ struct httpc_opts {
      *  after it started with -ETIMEDOUT ("... waiting for a connection"). */
     int64_t timeout_ms;
     /** Timeout of the connect phase only; 0 = 300 s (curl's default); never
-     *  longer than timeout_ms when that is set. */
+     *  longer than timeout_ms when that is set. Without timeout_ms (a list or
+     *  watch stream that may run for hours) it also bounds the wait in the
+     *  queue, which libcurl before 8.8 does not time out either: httpc ends
+     *  a request curl has not got a connection for (connect, TLS, proxy done)
+     *  connect_timeout_ms + 1 s after it started with -ETIMEDOUT ("...
+     *  waiting for a connection"). Once connected, such a request ends only
+     *  by the peer, stall_timeout_ms or a cancel. */
     int64_t connect_timeout_ms;
     /** Abort a transfer slower than 1 byte/s for this many ms (0 = off): catches
      *  a dead peer on a streaming request that has no total timeout. */

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for httpc's timers against testsrv on the same loop: a request
  * queued behind the per-host connection cap still times out (libcurl 7.88
- * does not time out a transfer without a connection), h1.c's connect timeout
- * bounds only the connect and defaults to curl's 300 s, and deadlines count
- * from the real time, not from a loop clock left behind by a slow callback.
+ * does not time out a transfer without a connection), so does one with only
+ * a connect timeout (a watch) while one that connected is never cut, h1.c's
+ * connect timeout bounds only the connect and defaults to curl's 300 s, and
+ * deadlines count from the real time, not from a loop clock left behind by a
+ * slow callback.
  * Each test counts callbacks and asserts the loop closes cleanly. */
 #include <errno.h>
 #include <setjmp.h>
@@ -27,6 +29,7 @@ struct slot {
     int err;
     long status;
     uint64_t ms; /* from fx.t0 to the callback, real time */
+    size_t streamed; /* bytes a streaming request got */
     char body[256];
     char errmsg[256];
 };
@@ -182,6 +185,88 @@ static void test_queued_request_times_out(void **state)
     xfree(url);
 }
 
+/* A stream's chunk: counts the bytes, keeps the stream going. */
+static int on_stream_data(struct httpc_req *req, long status, const char *data, size_t len,
+                          void *arg)
+{
+    struct slot *s = arg;
+    (void)req;
+    (void)data;
+    s->status = status;
+    s->streamed += len;
+    return 0;
+}
+
+/* /watch: a stream that sends one event and stays open; /slow: a whole
+ * answer 1.8 s after the request; anything else: never answered. */
+static void h_watch(struct testsrv_conn *c, const struct testsrv_req *r, void *arg)
+{
+    struct fx *f = arg;
+    if (strcmp(r->target, "/watch") == 0) {
+        testsrv_stream_begin(c, 200, "application/json");
+        testsrv_stream_chunk(c, "{\"type\":\"ADDED\"}\n", 17);
+    } else if (strcmp(r->target, "/slow") == 0) {
+        f->held = c;
+        uv_timer_start(&f->timer, on_answer_late, 1800, 0);
+    } else {
+        f->held = c;
+    }
+}
+
+static bool after_2500_ms(void *arg)
+{
+    return (uv_hrtime() - ((struct fx *)arg)->t0) / 1000000 >= 2500;
+}
+
+/* A watch has a connect timeout and no total one. Queued behind the per-host
+ * cap (libcurl 7.88 never times out a transfer without a connection, its
+ * connect timeout included), it ends at connect timeout + 1 s; the watch
+ * that holds the connection, and a request that connected in time and waits
+ * longer than that for its answer, go on. */
+static void test_queued_watch_connect_times_out(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(h_watch);
+    assert_int_equal(httpc_set_max_host_connections(f->http, 1), 0);
+    char *watch = xasprintf("%s/watch", testsrv_url(f->srv));
+    char *url_held = xasprintf("%s/held", testsrv_url(f->srv));
+    char *slow = xasprintf("%s/slow", testsrv_url(f->srv));
+    struct slot a, b;
+    f->t0 = uv_hrtime();
+    start(f, &(struct httpc_opts){.url = watch, .connect_timeout_ms = 300,
+                                  .on_data = on_stream_data}, &a);
+    start(f, &(struct httpc_opts){.url = url_held, .connect_timeout_ms = 300}, &b);
+    assert_true(testsrv_run_until_count(&f->loop, &b.calls, 1, 4000));
+    if (b.err != -ETIMEDOUT)
+        print_error("queued: %d %s after %llu ms\n", b.err, b.errmsg, (unsigned long long)b.ms);
+    assert_int_equal(b.err, -ETIMEDOUT);
+    assert_non_null(strstr(b.errmsg, "300 milliseconds"));
+    assert_non_null(strstr(b.errmsg, "waiting for a connection"));
+    assert_true(b.ms >= 250 && b.ms < 2500);
+    assert_int_equal(testsrv_accepts(f->srv), 1);
+    assert_int_equal(testsrv_requests(f->srv), 1); /* b never reached the server */
+    /* the watch streams on, well past its connect timeout + 1 s */
+    assert_true(testsrv_run_until(&f->loop, after_2500_ms, f, 4000));
+    assert_int_equal(a.calls, 0);
+    assert_int_equal(a.status, 200);
+    assert_int_equal(a.streamed, 17);
+    assert_int_equal(httpc_cancel(a.req), 0);
+    assert_true(testsrv_run_until_count(&f->loop, &a.calls, 1, 4000));
+    assert_int_equal(a.err, -ECANCELED);
+
+    /* connected in time: an answer 1.8 s later still arrives */
+    f->t0 = uv_hrtime();
+    start(f, &(struct httpc_opts){.url = slow, .connect_timeout_ms = 300}, &b);
+    assert_true(testsrv_run_until_count(&f->loop, &b.calls, 1, 4000));
+    assert_int_equal(b.err, 0);
+    assert_string_equal(b.body, "late");
+    assert_true(b.ms >= 1700);
+    xfree(watch);
+    xfree(url_held);
+    xfree(slow);
+    fx_finish(f);
+}
+
 /* A request that completes, one that fails and one that times out on its
  * connection close their timers too. */
 static void test_request_timer_closed(void **state)
@@ -271,6 +356,27 @@ static void test_h1_connect_timeout(void **state)
     fx_finish(f);
 }
 
+/* Without either timeout the connect phase has curl's 300 s bound, queued
+ * or not: a request waiting for a connection has a timer due then (+ 1 s). */
+static void test_queued_default_connect_bound(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(h_watch);
+    assert_int_equal(httpc_set_max_host_connections(f->http, 1), 0);
+    char *url = xasprintf("%s/held", testsrv_url(f->srv));
+    struct slot a, b;
+    start(f, &(struct httpc_opts){.url = url}, &a);
+    assert_true(testsrv_run_until(&f->loop, held, f, 4000));
+    start(f, &(struct httpc_opts){.url = url}, &b);
+    uint64_t due = longest_timer(&f->loop);
+    assert_true(due > 300000 && due <= 301000);
+    assert_int_equal(a.calls + b.calls, 0);
+    xfree(url);
+    fx_finish(f);
+    assert_int_equal(a.err, -ECANCELED);
+    assert_int_equal(b.err, -ECANCELED);
+}
+
 /* ---- deadlines from the real time --------------------------------------- */
 
 /* A callback that kept the loop busy, then starts a request: the loop's
@@ -317,6 +423,8 @@ int main(void)
     util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_queued_request_times_out),
+        cmocka_unit_test(test_queued_watch_connect_times_out),
+        cmocka_unit_test(test_queued_default_connect_bound),
         cmocka_unit_test(test_request_timer_closed),
         cmocka_unit_test(test_h1_connect_timeout),
         cmocka_unit_test(test_deadline_after_busy_callback),
