@@ -6,8 +6,9 @@
  * and deliver exactly the matching samples, whole or chunked alike, and
  * also under a 64-byte line cap, whose long unwanted lines it skips (the
  * same samples and lines as the whole read, unless a line it cannot skip is
- * over the cap). Also drives prom_parse_float and prom_histogram_quantile
- * with bytes of the input. */
+ * over the cap; comments and # HELP texts over it are skipped too). The
+ * filter names a Prometheus 3 UTF-8 name as well. Also drives
+ * prom_parse_float and prom_histogram_quantile with bytes of the input. */
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -34,7 +35,7 @@ static void mix(uint64_t *h, const void *p, size_t n)
 
 /* The filter used by the filtered parse, mirrored here to count matches. */
 static const char *const want_names[] = {"vllm:num_requests_running", "a", "nv_inference_count",
-                                         "x"};
+                                         "x", "http.server.requests"};
 static const char *const want_prefixes[] = {"tgi_", "vllm:e2e", "b"};
 
 static int matches(const struct prom_sample *s)

@@ -161,14 +161,8 @@ void ctl_obs_serving(struct ctl_obs *o)
     if (unread <= 0 || r->pods_counted <= 0)
         return;
     double k = (double)o->serving / r->pods_counted;
-    double *rates[] = {&r->request_rate, &r->recent_rate, &r->prompt_token_rate,
-                       &r->generation_token_rate, &r->prompt_token_recent,
-                       &r->generation_token_recent};
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(rates); i++)
-        if (isfinite(*rates[i]))
-            *rates[i] *= k;
-    if (r->busy >= 0) /* a rate too: it stays in proportion to the completions */
-        r->busy *= k;
+    /* the counted pods' part of the rates; the pods gone serve no share */
+    scrape_result_scale_up(r, k);
     /* and the gauges beside the rate (the service time's running requests,
      * the capacity's slots in use and queue share) are the serving pods',
      * as the GPUs they are set against; the backlog and the queue to drain

@@ -252,12 +252,29 @@ static int parse_meta(struct prom_parser *p, const char *s, const char *e, const
         return fail(p, -EINVAL, COL(s), "missing metric name after # %.*s", (int)kwl, kw);
     }
     const char *name = s;
-    if (s == e || !(cls[(unsigned char)*s] & C_NAME0))
-        return fail(p, -EINVAL, COL(s), "invalid metric name in # %.*s", (int)kwl, kw);
-    s = skip_name(s + 1, e, C_NAME);
+    size_t nl;
+    if (*s == '"') {
+        /* a quoted name (Prometheus 3): the bytes between the quotes, as
+         * Prometheus takes them (escapes not read), a UTF-8 name */
+        const char *q = s + 1;
+        while (q < e && *q != '"')
+            q += *q == '\\' && q + 1 < e ? 2 : 1;
+        if (q >= e)
+            return fail(p, -EINVAL, COL(s), "unterminated quoted name in # %.*s", (int)kwl, kw);
+        name = s + 1;
+        nl = (size_t)(q - name);
+        if (nl == 0 || memchr(name, '\0', nl) ||
+            !prom_utf8_valid((const unsigned char *)name, nl))
+            return fail(p, -EINVAL, COL(s), "invalid quoted name in # %.*s", (int)kwl, kw);
+        s = q + 1;
+    } else {
+        if (!(cls[(unsigned char)*s] & C_NAME0))
+            return fail(p, -EINVAL, COL(s), "invalid metric name in # %.*s", (int)kwl, kw);
+        s = skip_name(s + 1, e, C_NAME);
+        nl = (size_t)(s - name);
+    }
     if (s < e && *s != ' ' && *s != '\t')
         return fail(p, -EINVAL, COL(s), "invalid metric name in # %.*s", (int)kwl, kw);
-    size_t nl = (size_t)(s - name);
     s = skip_ws(s, e);
 
     switch (k) {
@@ -349,11 +366,73 @@ static bool has_dup_names(const struct prom_label *l, size_t n)
 }
 
 /*
+ * A quoted string at *sp (its opening '"'): a label value, or a Prometheus 3
+ * quoted metric or label name (what: "label value", "name"). The escapes \\
+ * \" \n are read, any other backslash is kept as is; a NUL byte, or bytes
+ * that are not UTF-8, are an error. With store, the unescaped bytes go to
+ * the scratch, NUL-terminated (*out, *outlen); *sp ends past the closing
+ * quote. A string the line ends in is the open quote the text format's
+ * stream joins with the next line, when it is the sample's own (store).
+ */
+static int parse_quoted(struct prom_parser *p, const char **sp, const char *e, const char *base,
+                        bool store, const char *what, const char **out, size_t *outlen)
+{
+    const char *s = *sp + 1, *vstart = s;
+    char *dst = store ? p->scratch + p->scratch_off : NULL;
+    size_t vl = 0;
+    unsigned hi = 0;
+    for (;;) {
+        if (s == e || (*s == '\\' && s + 1 == e)) {
+            if (store)
+                p->open_quote = true;
+            return fail(p, -EINVAL, COL(s == e ? vstart : s), "unterminated %s", what);
+        }
+        unsigned char c = (unsigned char)*s;
+        if (c == '"')
+            break;
+        if (c == '\0')
+            return fail(p, -EINVAL, COL(s), "NUL byte in %s", what);
+        if (c == '\\') {
+            char r = s[1];
+            if (r == 'n' || r == '\\' || r == '"') {
+                c = r == 'n' ? '\n' : (unsigned char)r;
+                s += 2;
+            } else {
+                s++; /* any other escape is kept as is, backslash included */
+            }
+        } else {
+            s++;
+        }
+        hi |= c;
+        if (store)
+            dst[vl] = (char)c;
+        vl++;
+    }
+    s++; /* closing quote */
+    if ((hi & 0x80) && !prom_utf8_valid((const unsigned char *)vstart, (size_t)(s - 1 - vstart)))
+        return fail(p, -EINVAL, COL(vstart), "%s is not valid UTF-8", what);
+    if (store) {
+        dst[vl] = '\0';
+        p->scratch_off += vl + 1;
+        *out = dst;
+        *outlen = vl;
+    }
+    *sp = s;
+    return 0;
+}
+
+/*
  * Parse a label set starting at '{'. With store, the labels go to the
  * scratch and p->labels; otherwise (exemplars) they are only checked.
+ * Label names may be quoted (Prometheus 3: `{"my.label"="v"}`), and a
+ * quoted string alone between ',' or the braces is the metric name
+ * (`{"http.server.requests", method="GET"}`): *name (NULL for exemplars,
+ * where it is an error) is set to it, in the scratch; one already set (the
+ * name before the braces, or another quoted one) makes it an error, as in
+ * Prometheus' parser.
  */
 static int parse_labels(struct prom_parser *p, const char **sp, const char *e, const char *base,
-                        bool store, size_t *nout)
+                        bool store, const char **name, size_t *name_len, size_t *nout)
 {
     const char *s = *sp + 1;
     size_t n = 0;
@@ -365,67 +444,56 @@ static int parse_labels(struct prom_parser *p, const char **sp, const char *e, c
             s++;
             break;
         }
-        const char *ln = s;
-        if (!(cls[(unsigned char)*s] & C_LABEL0))
-            return fail(p, -EINVAL, COL(s), "invalid label name");
-        s = skip_name(s + 1, e, C_LABEL);
-        size_t lnl = (size_t)(s - ln);
+        const char *ln = s, *nm = NULL;
+        size_t lnl = 0;
+        if (*s == '"') {
+            int rc = parse_quoted(p, &s, e, base, store, "quoted name", &nm, &lnl);
+            if (rc)
+                return rc;
+            const char *t = skip_ws(s, e);
+            if (t < e && (*t == ',' || *t == '}')) { /* the metric name */
+                if (!name)
+                    return fail(p, -EINVAL, COL(ln), "metric name in an exemplar");
+                if (*name)
+                    return fail(p, -EINVAL, COL(ln), "metric name already set");
+                if (store && lnl == 0)
+                    return fail(p, -EINVAL, COL(ln), "empty metric name");
+                *name = store ? nm : ln;
+                *name_len = lnl;
+                s = *t == ',' ? t + 1 : t;
+                continue;
+            }
+            if (store && lnl == 0)
+                return fail(p, -EINVAL, COL(ln), "empty label name");
+        } else {
+            if (!(cls[(unsigned char)*s] & C_LABEL0))
+                return fail(p, -EINVAL, COL(s), "invalid label name");
+            s = skip_name(s + 1, e, C_LABEL);
+            lnl = (size_t)(s - ln);
+            if (store)
+                nm = scratch_put(p, ln, lnl);
+        }
         s = skip_ws(s, e);
         if (s == e || *s != '=')
             return fail(p, -EINVAL, COL(s), "expected '=' after label name");
         s = skip_ws(s + 1, e);
         if (s == e || *s != '"')
             return fail(p, -EINVAL, COL(s), "expected '\"' to open label value");
-        s++;
-        char *dst = NULL;
-        const char *nm = NULL;
-        if (store) {
-            nm = scratch_put(p, ln, lnl);
-            dst = p->scratch + p->scratch_off;
-        }
-        const char *vstart = s;
+        const char *val = NULL;
         size_t vl = 0;
-        unsigned hi = 0;
-        for (;;) {
-            if (s == e)
-                return store ? fail_open_quote(p, COL(vstart))
-                             : fail(p, -EINVAL, COL(vstart), "unterminated label value");
-            unsigned char c = (unsigned char)*s;
-            if (c == '"')
-                break;
-            if (c == '\0')
-                return fail(p, -EINVAL, COL(s), "NUL byte in label value");
-            if (c == '\\') {
-                if (s + 1 == e)
-                    return store ? fail_open_quote(p, COL(s))
-                                 : fail(p, -EINVAL, COL(s), "unterminated label value");
-                char r = s[1];
-                if (r == 'n' || r == '\\' || r == '"') {
-                    c = r == 'n' ? '\n' : (unsigned char)r;
-                    s += 2;
-                } else {
-                    s++; /* any other escape is kept as is, backslash included */
-                }
-            } else {
-                s++;
-            }
-            hi |= c;
-            if (store)
-                dst[vl] = (char)c;
-            vl++;
-        }
-        s++; /* closing quote */
-        if ((hi & 0x80) &&
-            !prom_utf8_valid((const unsigned char *)vstart, (size_t)(s - 1 - vstart)))
-            return fail(p, -EINVAL, COL(vstart), "label value is not valid UTF-8");
+        int rc = parse_quoted(p, &s, e, base, store, "label value", &val, &vl);
+        if (rc)
+            return rc;
         if (store) {
-            dst[vl] = '\0';
-            p->scratch_off += vl + 1;
+            if (n == p->opts.max_labels)
+                return fail(p, -E2BIG, COL(ln), "more than %zu labels on a sample",
+                            p->opts.max_labels);
             if (n == p->labels_cap) {
-                p->labels_cap = p->labels_cap ? p->labels_cap * 2 : 16;
+                p->labels_cap = UTIL_MIN(p->labels_cap ? p->labels_cap * 2 : 16,
+                                         p->opts.max_labels);
                 p->labels = xrealloc(p->labels, p->labels_cap * sizeof(*p->labels));
             }
-            p->labels[n] = (struct prom_label){nm, lnl, dst, vl};
+            p->labels[n] = (struct prom_label){nm, lnl, val, vl};
         }
         n++;
         s = skip_ws(s, e);
@@ -438,7 +506,8 @@ static int parse_labels(struct prom_parser *p, const char **sp, const char *e, c
             break;
         }
         /* 0.0.4: the comma between pairs is optional (promparse.go parseLVals) */
-        if (p->opts.format == PROM_FMT_TEXT && s < e && (cls[(unsigned char)*s] & C_LABEL0))
+        if (p->opts.format == PROM_FMT_TEXT && s < e &&
+            ((cls[(unsigned char)*s] & C_LABEL0) || *s == '"'))
             continue;
         return fail(p, -EINVAL, COL(s), "expected ',' or '}' in label set");
     }
@@ -486,7 +555,7 @@ static int parse_exemplar(struct prom_parser *p, const char *s, const char *e, c
     if (s == e || *s != '{')
         return fail(p, -EINVAL, COL(s), "expected '{' to open exemplar labels");
     size_t n;
-    int rc = parse_labels(p, &s, e, base, false, &n);
+    int rc = parse_labels(p, &s, e, base, false, NULL, NULL, &n);
     if (rc)
         return rc;
     s = skip_ws(s, e);
@@ -544,6 +613,60 @@ bool prom_line_skippable(const struct prom_parser *p, const char *s, size_t n)
     return !(fam && p->fam_wanted) && !want_name(p, name, nl);
 }
 
+/* The length of s[0..n) without a UTF-8 sequence cut short at its end. */
+static size_t utf8_whole(const char *s, size_t n)
+{
+    for (size_t back = 1; back <= 4 && back <= n; back++) {
+        unsigned char c = (unsigned char)s[n - back];
+        if ((c & 0xc0) == 0x80)
+            continue; /* a continuation byte: its lead is further back */
+        size_t need = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+        return need > back ? n - back : n;
+    }
+    return n;
+}
+
+int prom_line_over_cap(struct prom_parser *p, const char *s, size_t n)
+{
+    if (prom_line_skippable(p, s, n))
+        return PROM_OVER_SAMPLE;
+    const char *base = s, *e = s + n;
+    s = skip_ws(s, e);
+    if (p->saw_eof || s == e || *s != '#')
+        return PROM_OVER_FAIL;
+    bool om = p->opts.format == PROM_FMT_OPENMETRICS;
+    const char *hash = s, *kw = s + 1;
+    if (kw < e && *kw != ' ' && *kw != '\t')
+        return om ? PROM_OVER_FAIL : PROM_OVER_COMMENT; /* "#text": a comment */
+    kw = skip_ws(kw, e);
+    const char *ke = token_end(kw, e);
+    if (ke == e)
+        return PROM_OVER_FAIL; /* the keyword may go on */
+    if (ke - kw == 4 && memcmp(kw, "HELP", 4) == 0) {
+        /* a long HELP text (Prometheus sets no limit): its name and the text
+         * within the cap are read as a HELP line, the rest is skipped */
+        const char *name = skip_ws(ke, e);
+        const char *ne = name < e && *name == '"' ? e : token_end(name, e);
+        if (name < e && *name == '"') { /* a quoted name must close within the cap */
+            for (const char *q = name + 1; q < e; q++) {
+                if (*q == '\\' && q + 1 < e) {
+                    q++;
+                } else if (*q == '"') {
+                    ne = q + 1;
+                    break;
+                }
+            }
+        }
+        if (ne == e)
+            return PROM_OVER_FAIL; /* the name may go on */
+        int rc = parse_meta(p, hash + 1, base + utf8_whole(base, n), base);
+        return rc < 0 ? rc : PROM_OVER_COMMENT;
+    }
+    if (om || (ke - kw == 4 && memcmp(kw, "TYPE", 4) == 0))
+        return PROM_OVER_FAIL; /* # TYPE, and OpenMetrics' # UNIT and # EOF, are short */
+    return PROM_OVER_COMMENT; /* any other # line of the text format is a comment */
+}
+
 /* Fast path for unwanted lines; see prom_parser_want(). s is past the name. */
 static int skip_sample(struct prom_parser *p, const char *s, const char *e, const char *base)
 {
@@ -588,41 +711,48 @@ static int skip_sample(struct prom_parser *p, const char *s, const char *e, cons
 static int parse_sample(struct prom_parser *p, const char *s, const char *e, const char *base,
                         size_t linelen)
 {
-    const char *name = s;
+    const char *name = s, *namecopy = NULL;
+    size_t nl = 0, nlabels = 0;
     bool om = p->opts.format == PROM_FMT_OPENMETRICS;
-    if (!(cls[(unsigned char)*s] & C_NAME0))
-        return fail(p, -EINVAL, COL(s), "invalid metric name");
-    /* A sample of the current family starts with its name, which its # line
-     * validated: only the rest needs the character-class scan. */
-    if (p->fam_len && (size_t)(e - s) >= p->fam_len && memcmp(s, p->fam, p->fam_len) == 0)
-        s = skip_name(s + p->fam_len, e, C_NAME);
-    else
-        s = skip_name(s + 1, e, C_NAME);
-    size_t nl = (size_t)(s - name);
-    enum prom_suffix suffix;
-    bool fam = in_family(p, name, nl, &suffix);
-    p->samples++;
-    if (p->nwants && !(fam && p->fam_wanted) && !want_name(p, name, nl))
-        return skip_sample(p, s, e, base);
-
-    scratch_reserve(p, linelen);
-    const char *namecopy = scratch_put(p, name, nl);
-    size_t nlabels = 0;
-    if (s < e && *s == '{') {
-        int rc = parse_labels(p, &s, e, base, true, &nlabels);
+    bool wanted = true;
+    enum prom_suffix suffix = PROM_SUFFIX_NONE;
+    bool fam = false;
+    if (*s != '{') {
+        if (!(cls[(unsigned char)*s] & C_NAME0))
+            return fail(p, -EINVAL, COL(s), "invalid metric name");
+        /* A sample of the current family starts with its name, which its # line
+         * validated: only the rest needs the character-class scan. */
+        if (p->fam_len && (size_t)(e - s) >= p->fam_len && memcmp(s, p->fam, p->fam_len) == 0)
+            s = skip_name(s + p->fam_len, e, C_NAME);
+        else
+            s = skip_name(s + 1, e, C_NAME);
+        nl = (size_t)(s - name);
+        fam = in_family(p, name, nl, &suffix);
+        p->samples++;
+        if (p->nwants && !(fam && p->fam_wanted) && !want_name(p, name, nl))
+            return skip_sample(p, s, e, base);
+        scratch_reserve(p, linelen);
+        namecopy = scratch_put(p, name, nl);
+    } else {
+        /* the name quoted inside the braces (Prometheus 3): the label set is
+         * read whole to find it, wanted or not */
+        p->samples++;
+        scratch_reserve(p, linelen);
+    }
+    const char *t = skip_ws(s, e);
+    if (t < e && *t == '{') { /* "{" may follow blanks */
+        s = t;
+        int rc = parse_labels(p, &s, e, base, true, &namecopy, &nl, &nlabels);
         if (rc)
             return rc;
-    } else {
-        /* "{" may follow blanks; anything else after the name needs a blank. */
-        const char *t = skip_ws(s, e);
-        if (t < e && *t == '{') {
-            s = t;
-            int rc = parse_labels(p, &s, e, base, true, &nlabels);
-            if (rc)
-                return rc;
-        } else if (t == s && s < e) {
-            return fail(p, -EINVAL, COL(s), "invalid character in metric name");
-        }
+    } else if (t == s && s < e) { /* anything else after the name needs a blank */
+        return fail(p, -EINVAL, COL(s), "invalid character in metric name");
+    }
+    if (!namecopy)
+        return fail(p, -EINVAL, COL(name), "no metric name in the label set");
+    if (*name == '{') {
+        fam = in_family(p, namecopy, nl, &suffix);
+        wanted = !p->nwants || (fam && p->fam_wanted) || want_name(p, namecopy, nl);
     }
     s = skip_ws(s, e);
     const char *v = s, *ve = token_end(s, e);
@@ -665,6 +795,8 @@ static int parse_sample(struct prom_parser *p, const char *s, const char *e, con
         smp.le = label_number(p, nlabels, "le");
     else if (smp.type == PROM_SUMMARY && suffix == PROM_SUFFIX_NONE)
         smp.quantile = label_number(p, nlabels, "quantile");
+    if (!wanted)
+        return 0;
     p->emitted++;
     int rc = p->cb(&smp, p->arg);
     if (rc != 0) {

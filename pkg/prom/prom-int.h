@@ -38,7 +38,8 @@ struct prom_parser {
 
     uint64_t bytes, lines, samples, emitted;
     bool saw_eof, finished;
-    bool skipping; /* inside a line over max_line that is an unwanted sample's */
+    bool skipping; /* inside a line over max_line that is an unwanted sample's or a comment's */
+    bool skip_comment; /* ... a comment's (or a long # HELP's): not counted as a sample */
     unsigned char skip_lex; /* where that line's lexer stands (stream.c, enum skip_lex) */
     bool open_quote; /* the last line parsed failed inside a quoted label value */
     struct prom_error err; /* err.code != 0: sticky error */
@@ -51,6 +52,19 @@ int prom_line_parse(struct prom_parser *p, const char *line, size_t n);
  *  skipped unread: a sample line whose metric name (complete within s) the
  *  want-filter leaves out. Metadata, comments and wanted samples are not. */
 bool prom_line_skippable(const struct prom_parser *p, const char *s, size_t n);
+
+/** What to do with a line longer than max_line (prom_line_over_cap). */
+enum { PROM_OVER_FAIL = 0, PROM_OVER_SAMPLE = 1, PROM_OVER_COMMENT = 2 };
+
+/** A line longer than max_line, of which s[0..n) is the start (n = max_line):
+ *  PROM_OVER_SAMPLE for an unwanted sample's (prom_line_skippable), whose rest
+ *  is skipped as a sample line's; PROM_OVER_COMMENT for a comment of the text
+ *  format, or a # HELP whose name is complete within s (the family is set
+ *  from it, the text within s checked, as for a whole line), whose rest is
+ *  skipped up to the next '\n'; PROM_OVER_FAIL for anything else (the line
+ *  cap's error); or a negative errno with p->err set when the # HELP head is
+ *  malformed. The line is not counted. */
+int prom_line_over_cap(struct prom_parser *p, const char *s, size_t n);
 
 /** Does a PROM_MATCH_NAME pattern name the current family? */
 bool prom_family_wanted(const struct prom_parser *p);

@@ -25,6 +25,13 @@
  *    `#` line (and `# UNIT`, `# EOF`) is a comment.
  *  - samples `name{label="value",...} value [timestamp] [# {exemplar} v [ts]]`:
  *    metric names [a-zA-Z_:][a-zA-Z0-9_:]*, label names [a-zA-Z_][a-zA-Z0-9_]*,
+ *    or, as Prometheus 3 reads them, quoted UTF-8 names: the metric name
+ *    quoted alone inside the braces, anywhere among the labels
+ *    (`{"http.server.requests",method="GET"} 3`), label names quoted
+ *    (`{"my.label"="v"}`), both unescaped as label values are, non-empty,
+ *    no NUL; and `# HELP "name"`, `# TYPE "name"` (the bytes between the
+ *    quotes, escapes not read, as Prometheus takes them). A name both
+ *    before and inside the braces, two inside, or none is an error;
  *    label values any UTF-8 but NUL, with the escapes \\ \" \n; any other
  *    backslash sequence is kept as is, backslash included ("a\z" is the 4
  *    bytes a\z), as Prometheus' scraper does; optional trailing comma, and
@@ -47,7 +54,10 @@
  *  - lenient on layout, like Prometheus' own scraper: blanks and tabs may
  *    repeat between tokens (also inside `{}`), leading blanks, blank lines
  *    and a trailing '\r' are ignored, and a final line without '\n' is
- *    accepted. UTF-8 quoted metric names (Prometheus 3) are not supported.
+ *    accepted. A line over max_line is an error, but an unwanted sample's
+ *    (prom_parser_want), a comment's (0.0.4) and a # HELP's whose name ends
+ *    within max_line: the comment is skipped, the # HELP cut at max_line
+ *    (its family set), as Prometheus has no line limit.
  *
  * Families: a sample belongs to the family of the preceding # TYPE/# HELP/
  * # UNIT line when its name is the family name or the family name plus a
@@ -66,6 +76,9 @@
 #define PROM_DEFAULT_MAX_LINE (64u * 1024u)
 /** Default cap on a whole exposition. */
 #define PROM_DEFAULT_MAX_TOTAL (16u * 1024u * 1024u)
+/** Default cap on the labels of one delivered sample (its metric name, quoted
+ *  or not, is not one; Prometheus' scrape label_limit, unset by default). */
+#define PROM_DEFAULT_MAX_LABELS 256u
 
 enum prom_format {
     PROM_FMT_TEXT = 0,    /**< text/plain; version=0.0.4 */
@@ -137,7 +150,8 @@ typedef int (*prom_sample_cb)(const struct prom_sample *s, void *arg);
 
 /** Where and why a parse failed. code is the negative errno also returned. */
 struct prom_error {
-    int code;      /**< -EINVAL syntax, -E2BIG line cap, -EFBIG total cap, or the callback's */
+    int code;      /**< -EINVAL syntax, -E2BIG line or label cap, -EFBIG total cap, or the
+                        callback's */
     size_t line;   /**< 1-based line of the failure (0 if none) */
     size_t column; /**< 1-based byte column in that line (0 if not known) */
     char msg[160]; /**< reason, without the position */
@@ -147,6 +161,12 @@ struct prom_parser_opts {
     enum prom_format format;
     size_t max_line;  /**< 0 = PROM_DEFAULT_MAX_LINE */
     size_t max_total; /**< 0 = PROM_DEFAULT_MAX_TOTAL */
+    /** 0 = PROM_DEFAULT_MAX_LABELS. A wanted sample with more labels is an
+     *  error (-E2BIG), as a scrape over Prometheus' label_limit fails: it
+     *  bounds the per-line label table (and the duplicate check's) at
+     *  max_labels entries, where a 64 KiB line of `a="",` pairs would make
+     *  13,000 (about 0.7 MiB). Unwanted samples' labels are not read. */
+    size_t max_labels;
 };
 
 /** How prom_parser_want() matches. */
@@ -188,9 +208,12 @@ void prom_parser_free(struct prom_parser *p);
  * skipped unread up to the '\n' that ends it (in the text format not one
  * inside a quoted label value, as when the line is read whole; Prometheus
  * has no line limit; memory stays bounded). Metadata lines are always fully
- * checked.
- * Returns 0, or -EINVAL unless the string is a valid metric name (for a
- * prefix: a valid start of one). Affects lines not yet parsed.
+ * checked, and so are samples whose name is quoted inside the braces (the
+ * label set is read to find it): no fast path for those, and no skipping
+ * past max_line.
+ * Returns 0, or -EINVAL unless the string is a valid metric name, classic
+ * or any UTF-8 (a quoted one; for a prefix: a valid start of one). Affects
+ * lines not yet parsed.
  */
 int prom_parser_want(struct prom_parser *p, const char *name, enum prom_match how);
 
@@ -199,7 +222,8 @@ int prom_parser_want(struct prom_parser *p, const char *name, enum prom_match ho
  * lines are parsed and their samples delivered before this returns.
  * Returns 0, or a negative errno with *err filled (err may be NULL): -EINVAL
  * for a malformed line, -E2BIG for a line over max_line (but an unwanted
- * sample's, see prom_parser_want), -EFBIG once the
+ * sample's, a comment's or a # HELP's, see prom_parser_want and the file
+ * comment) or a sample with more than max_labels labels, -EFBIG once the
  * total passes max_total, or the callback's code. Errors are sticky: later
  * feed/finish calls return the same error without calling back. Feeding
  * after a successful finish returns -EINVAL (reset first).

@@ -12,7 +12,8 @@
  * show an unwanted sample (prom_line_skippable): that one is skipped unread
  * up to the '\n' that ends it, however long, as Prometheus has no line
  * limit (in the text format a '\n' inside a quoted label value does not end
- * it: a small lexer follows the label set while skipping). The total
+ * it: a small lexer follows the label set while skipping); so are a
+ * comment and the rest of a # HELP past max_line (prom_line_over_cap). The total
  * fed is capped at max_total. Errors are recorded once in the parser and are
  * sticky until prom_parser_reset(). The parser owns every buffer; a sample's
  * pointers are valid only during its callback. */
@@ -39,7 +40,8 @@ int prom_parser_want(struct prom_parser *p, const char *name, enum prom_match ho
     size_t n = name ? strlen(name) : 0;
     if (n == 0 || (how != PROM_MATCH_NAME && how != PROM_MATCH_PREFIX))
         return -EINVAL;
-    if (!prom_name_valid(name, n))
+    /* a classic name, or any UTF-8 one (a Prometheus 3 quoted name) */
+    if (!prom_name_valid(name, n) && !prom_utf8_valid((const unsigned char *)name, n))
         return -EINVAL;
     p->wants = xrealloc(p->wants, (p->nwants + 1) * sizeof(*p->wants));
     p->wants[p->nwants].s = xstrndup(name, n);
@@ -57,7 +59,7 @@ static void skipped_line(struct prom_parser *p)
 {
     p->skipping = false;
     p->lines++;
-    p->samples++;
+    p->samples += !p->skip_comment;
 }
 
 /* Where a skipped text-format sample line stands: in its name, in blanks
@@ -147,15 +149,22 @@ static int parse_line(struct prom_parser *p, const char *s, size_t n)
 static int over_cap(struct prom_parser *p, const char *head, uint64_t newlines)
 {
     size_t max = p->opts.max_line;
-    bool skip = prom_line_skippable(p, head, max);
+    p->lines += newlines;
+    int how = prom_line_over_cap(p, head, max);
     p->pend_len = 0;
     p->pend_joined = 0;
-    p->lines += newlines;
-    if (!skip) {
+    if (how < 0)
+        return how; /* a malformed # HELP, p->err set */
+    if (how == PROM_OVER_FAIL) {
         stream_fail(p, -E2BIG, "line longer than", max);
         return p->err.code;
     }
     p->skipping = true;
+    p->skip_comment = how == PROM_OVER_COMMENT;
+    if (p->skip_comment) { /* no label values: the next '\n' ends it */
+        p->skip_lex = SKIP_REST;
+        return 0;
+    }
     p->skip_lex = SKIP_NAME;
     size_t lead = 0; /* blanks before the name, which prom_line_skippable() found */
     while (head[lead] == ' ' || head[lead] == '\t')
@@ -308,6 +317,8 @@ struct prom_parser *prom_parser_new(const struct prom_parser_opts *opts, prom_sa
         p->opts.max_line = PROM_DEFAULT_MAX_LINE;
     if (p->opts.max_total == 0)
         p->opts.max_total = PROM_DEFAULT_MAX_TOTAL;
+    if (p->opts.max_labels == 0)
+        p->opts.max_labels = PROM_DEFAULT_MAX_LABELS;
     p->cb = cb;
     p->arg = arg;
     p->labels_cap = 16;
@@ -323,7 +334,7 @@ void prom_parser_reset(struct prom_parser *p)
     p->fam_type = PROM_UNTYPED;
     p->fam_wanted = false;
     p->bytes = p->lines = p->samples = p->emitted = 0;
-    p->saw_eof = p->finished = p->skipping = false;
+    p->saw_eof = p->finished = p->skipping = p->skip_comment = false;
     p->skip_lex = SKIP_NAME;
     memset(&p->err, 0, sizeof(p->err));
 }

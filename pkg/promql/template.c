@@ -11,6 +11,7 @@
  * matchers (`nv_inference_request_success{model="a"}`) join those two. Pure. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,12 +21,82 @@
 
 #define PODS "namespace=\"{{namespace}}\",pod=~\"{{pods}}\""
 
+/* s quoted for PromQL, at the end of out (truncated as snprintf would). */
+static void append_quoted(char *out, size_t outlen, const char *s)
+{
+    size_t n = strlen(out);
+    if (n + 1 >= outlen)
+        return;
+    char *p = out + n, *end = out + outlen - 1;
+    *p++ = '"';
+    for (; *s && p < end; s++) {
+        const char *e = *s == '"' ? "\\\"" : *s == '\\' ? "\\\\" : *s == '\n' ? "\\n" : NULL;
+        if (e) {
+            if (end - p < 2)
+                break;
+            *p++ = e[0];
+            *p++ = e[1];
+        } else {
+            *p++ = *s;
+        }
+    }
+    if (p < end)
+        *p++ = '"';
+    *p = '\0';
+}
+
+static bool legacy_label(const char *s)
+{
+    if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+        return false;
+    return s[strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")] == 0;
+}
+
+/* A field whose name is quoted inside the braces (Prometheus 3's UTF-8
+ * names, `{"http.server.requests", method="GET"}`), written back the same
+ * way from its parse: the quoted name and suffix, the pods' matchers, then
+ * the field's own, each value quoted again. */
+static void selector_quoted(const struct scrape_selector *sel, const char *suffix, char *out,
+                            size_t outlen)
+{
+    char name[sizeof(sel->name) + 16];
+    snprintf(name, sizeof(name), "%s%s", sel->name, suffix);
+    snprintf(out, outlen, "{");
+    append_quoted(out, outlen, name);
+    size_t n = strlen(out);
+    snprintf(out + n, outlen - n, ",%s", PODS);
+    for (size_t i = 0; i < sel->n; i++) {
+        const struct scrape_matcher *m = &sel->m[i];
+        n = strlen(out);
+        snprintf(out + n, outlen - n, ",");
+        if (legacy_label(m->label)) {
+            n = strlen(out);
+            snprintf(out + n, outlen - n, "%s", m->label);
+        } else {
+            append_quoted(out, outlen, m->label);
+        }
+        n = strlen(out);
+        snprintf(out + n, outlen - n, "%s", m->negate ? (m->regex ? "!~" : "!=")
+                                                      : (m->regex ? "=~" : "="));
+        append_quoted(out, outlen, m->value);
+    }
+    n = strlen(out);
+    snprintf(out + n, outlen - n, "}");
+}
+
 /* A metric field (a name, maybe with matchers, validated as
  * scrape_selector_parse does) as the selector of the workload's series: the
  * name and suffix, the pods' matchers, then the field's own. */
 static void selector(const char *field, const char *suffix, char *out, size_t outlen)
 {
     size_t k = scrape_metric_name_len(field);
+    if (k == 0) { /* the name is quoted inside the braces */
+        struct scrape_selector sel;
+        if (scrape_selector_parse(field, &sel, NULL, 0) == 0) {
+            selector_quoted(&sel, suffix, out, outlen);
+            return;
+        }
+    }
     const char *m = field[k] == '{' ? field + k + 1 : "";
     size_t ml = strlen(m);
     if (ml && m[ml - 1] == '}')
@@ -40,14 +111,16 @@ static void selector(const char *field, const char *suffix, char *out, size_t ou
  * (the same rule as the scraper's). */
 static double seconds_per_unit(const char *metric)
 {
-    size_t n = scrape_metric_name_len(metric);
+    char name[SCRAPE_METRIC_MAX + 8];
+    scrape_metric_name(metric, name, sizeof(name));
+    size_t n = strlen(name);
     static const struct {
         const char *suffix;
         double s;
     } units[] = {{"_milliseconds", 1e-3}, {"_ms", 1e-3}, {"_microseconds", 1e-6}, {"_us", 1e-6}};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(units); i++) {
         size_t sl = strlen(units[i].suffix);
-        if (n >= sl && strncmp(metric + n - sl, units[i].suffix, sl) == 0)
+        if (n >= sl && strncmp(name + n - sl, units[i].suffix, sl) == 0)
             return units[i].s;
     }
     return 1;

@@ -80,6 +80,17 @@ static void test_defaults(void **state)
     assert_string_equal(q, "histogram_quantile(0.99, sum by (le) (rate(http_latency_ms_bucket"
                            "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}]))) * "
                            "0.001");
+    /* Prometheus 3's quoted names: the name and its suffix stay inside the braces, quoted,
+     * the field's own matchers after the pods' (a quoted label name quoted again), and the
+     * unit is read from the quoted name */
+    snprintf(spec.latency_metric, sizeof(spec.latency_metric),
+             "{\"http.server.latency_ms\", \"http.method\"=\"GET\", code!~\"5..\"}");
+    promql_default_p99(&spec, q, sizeof(q));
+    assert_string_equal(q, "histogram_quantile(0.99, sum by (le) (rate({"
+                           "\"http.server.latency_ms_bucket\",namespace=\"{{namespace}}\","
+                           "pod=~\"{{pods}}\",\"http.method\"=\"GET\",code!~\"5..\"}"
+                           "[{{window}}]))) * 0.001");
+    snprintf(spec.latency_metric, sizeof(spec.latency_metric), "http_latency_ms");
     /* no busy-time counter named: no busy query */
     promql_default_busy(&spec, q, sizeof(q));
     assert_string_equal(q, "");

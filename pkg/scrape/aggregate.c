@@ -65,9 +65,11 @@ const char *scrape_fail_name(enum scrape_fail f)
 
 /* ---- pods -> result ---------------------------------------------------- */
 
-double scrape_latency_unit_ms(const char *metric)
+double scrape_latency_unit_ms(const char *field)
 {
-    size_t n = scrape_metric_name_len(metric);
+    char metric[SCRAPE_METRIC_MAX + 8];
+    scrape_metric_name(field, metric, sizeof(metric));
+    size_t n = strlen(metric);
     /* a counter's or a histogram's series name (x_us_total, x_milliseconds_sum):
      * the unit is before the suffix */
     static const char *const series[] = {"_total", "_sum", "_count", "_bucket"};
@@ -166,15 +168,39 @@ static int64_t acc_gone(struct acc *a, size_t k, const struct scrape_ring *c, in
  * would spread the old pods' whole window of counts over those seconds (a
  * rate many times the load). */
 static double window_rate(const double *incs, const int64_t *spans, const int64_t *ages,
-                          size_t n, int64_t span, int64_t interval_ms)
+                          size_t n, int64_t span, int64_t interval_ms, double *gone)
 {
     double rate = 0;
+    *gone = 0;
     for (size_t k = 0; k < n; k++) {
         bool young = ages[k] < span - interval_ms;
-        rate += young ? incs[k] / ((double)span / 1000.0)
-                      : incs[k] / ((double)spans[k] / 1000.0);
+        double r = young ? incs[k] / ((double)span / 1000.0)
+                         : incs[k] / ((double)spans[k] / 1000.0);
+        rate += r;
+        if (ages[k] == INT64_MIN) /* a pod that left, or warming after a spell out */
+            *gone += r;
     }
     return rate;
+}
+
+void scrape_result_scale_up(struct scrape_result *r, double k)
+{
+    /* each window rate: its counted part times k, plus its gone part as it is */
+    struct {
+        double *rate, gone;
+    } w[] = {{&r->request_rate, r->request_rate_gone},
+             {&r->prompt_token_rate, r->prompt_token_rate_gone},
+             {&r->generation_token_rate, r->generation_token_rate_gone}};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(w); i++)
+        if (isfinite(*w[i].rate))
+            *w[i].rate = (*w[i].rate - w[i].gone) * k + w[i].gone;
+    /* the newest intervals' rates sum the counted pods only */
+    double *recent[] = {&r->recent_rate, &r->prompt_token_recent, &r->generation_token_recent};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(recent); i++)
+        if (isfinite(*recent[i]))
+            *recent[i] *= k;
+    if (r->busy >= 0) /* a rate too: it stays in proportion to the completions */
+        r->busy = (r->busy - r->busy_gone) * k + r->busy_gone;
 }
 
 struct tally {
@@ -345,21 +371,26 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
                  spec->generation_token_metric);
     } else {
         out->valid = true;
-        out->request_rate = window_rate(req.incs, spans, ages, ncounted, span, interval_ms);
+        out->request_rate = window_rate(req.incs, spans, ages, ncounted, span, interval_ms,
+                                        &out->request_rate_gone);
         out->recent_rate = req.recent_ok ? req.recent : NAN;
         out->recent_span_ms = req.recent_ok && req.recent_span != INT64_MAX ? req.recent_span : 0;
         if (tokens) {
-            out->generation_token_rate =
-                window_rate(gen.incs, spans, ages, ncounted, span, interval_ms);
+            out->generation_token_rate = window_rate(gen.incs, spans, ages, ncounted, span,
+                                                     interval_ms, &out->generation_token_rate_gone);
             out->generation_token_recent = gen.recent_ok ? gen.recent : NAN;
-            out->prompt_token_rate =
-                window_rate(prompt.incs, spans, ages, ncounted, span, interval_ms);
+            out->prompt_token_rate = window_rate(prompt.incs, spans, ages, ncounted, span,
+                                                 interval_ms, &out->prompt_token_rate_gone);
             out->prompt_token_recent = prompt.recent_ok ? prompt.recent : NAN;
         }
         out->inflight = spec->inflight_metric[0] && any_inflight ? inflight : -1;
-        if (busy_ok && ncounted > 0)
-            out->busy = window_rate(busy.incs, spans, ages, ncounted, span, interval_ms) *
-                        scrape_latency_unit_ms(spec->busy_metric) / 1000.0;
+        if (busy_ok && ncounted > 0) {
+            double unit = scrape_latency_unit_ms(spec->busy_metric) / 1000.0;
+            out->busy =
+                window_rate(busy.incs, spans, ages, ncounted, span, interval_ms, &out->busy_gone) *
+                unit;
+            out->busy_gone *= unit;
+        }
         out->queued = spec->queue_metric[0] && any_queued ? queued : -1;
         out->backlog = any_backlog ? backlog : -1;
         out->waiting = any_waiting ? waiting : -1;

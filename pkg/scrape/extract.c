@@ -337,16 +337,17 @@ int scrape_extract_set_format(struct scrape_extract *x, enum prom_format fmt)
     return 0;
 }
 
-/* Whether a field's metric name (up to its matchers), plus suffix, is have. */
+/* Whether a field's metric name (without its matchers), plus suffix, is have. */
 static bool same_name(const char *have, const char *field, size_t cap, const char *suffix)
 {
-    size_t n = strnlen(field, cap), k = 0;
-    while (k < n && field[k] != '{')
-        k++;
+    char text[SCRAPE_METRIC_MAX], name[SCRAPE_METRIC_MAX];
+    snprintf(text, sizeof(text), "%.*s", (int)strnlen(field, cap), field);
+    scrape_metric_name(text, name, sizeof(name));
+    size_t k = strlen(name);
     if (k == 0)
         return have[0] == '\0';
     size_t sl = strlen(suffix);
-    return strlen(have) == k + sl && strncmp(have, field, k) == 0 && strcmp(have + k, suffix) == 0;
+    return strlen(have) == k + sl && strncmp(have, name, k) == 0 && strcmp(have + k, suffix) == 0;
 }
 
 /* The parser filters on the names only: the matchers are checked per sample. */
@@ -415,7 +416,7 @@ static void start_parser(struct scrape_extract *x)
         if (names[i][0] && prom_parser_want(x->parser, names[i], PROM_MATCH_NAME) == 0)
             wanted++;
     /* a counter by its family name: also its 0.0.4 name (is_metric) */
-    const char *counters[] = {x->request.name, x->prompt.name, x->gen.name};
+    const char *counters[] = {x->request.name, x->prompt.name, x->gen.name, x->busy.name};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(counters); i++) {
         size_t n = strlen(counters[i]);
         if (n == 0 || (n >= 6 && strcmp(counters[i] + n - 6, "_total") == 0))

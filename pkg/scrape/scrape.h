@@ -119,7 +119,9 @@ struct scrape_selector {
  * Parse a metric field strictly: a Prometheus metric name, then optionally
  * braces holding up to SCRAPE_MAX_MATCHERS matchers `label="value"`,
  * `label!="value"`, `label=~"pattern"` or `label!~"pattern"` (either quote,
- * PromQL's escapes, blanks around tokens, a trailing comma allowed). A
+ * PromQL's escapes, blanks around tokens, a trailing comma allowed). As in
+ * Prometheus 3, the name may instead be quoted alone inside the braces, and
+ * a label name quoted: `{"http.server.requests", "my.label"="GET"}`. A
  * pattern is RE2 as Prometheus reads it, anchored; patterns that POSIX
  * regular expressions would read differently are refused (the subset:
  * docs/metrics.md). The labels `le` and `__name__`, values holding `{{` or
@@ -137,8 +139,14 @@ int scrape_selector_compile(struct scrape_selector *s);
 /** Free s->re; s stays a parsed selector. */
 void scrape_selector_release(struct scrape_selector *s);
 
-/** Length of the metric name at the start of a metric field (up to its '{'). */
+/** Length of the metric name at the start of a metric field (up to its '{';
+ *  0 for a name quoted inside the braces, see scrape_metric_name). */
 size_t scrape_metric_name_len(const char *text);
+
+/** The metric name of a metric field into out (truncated to outlen): the name
+ *  before the braces, or the one quoted inside them (`{"http.requests"}`,
+ *  Prometheus 3's UTF-8 names). */
+void scrape_metric_name(const char *text, char *out, size_t outlen);
 
 /** A pod to scrape, as the controller sees it in the cache. Strings borrowed. */
 struct scrape_pod {
@@ -186,6 +194,13 @@ struct scrape_result {
      *  generation-token metric is invalid (hold), as for the request metric. */
     double prompt_token_rate, generation_token_rate;
     double prompt_token_recent, generation_token_recent; /**< newest intervals; NAN unknown */
+    /** The parts of request_rate, the token rates and busy that are the
+     *  requests (tokens, busy time) in the window of pods not serving now:
+     *  gone ones, and ones warming after a spell out. 0 when none or
+     *  unknown. The scale-up to the serving replicas (scrape_result_scale_up)
+     *  multiplies the rest, the counted pods' part, and adds these as they
+     *  are. */
+    double request_rate_gone, prompt_token_rate_gone, generation_token_rate_gone, busy_gone;
     double gpus_ready;      /**< GPUs of the counted ready pods */
     int pods_ready;         /**< ready pods declared */
     int pods_counted;       /**< pods with a usable rate */
@@ -196,6 +211,16 @@ struct scrape_result {
                                  good scrapes since (replicas still starting, not serving) */
     char why[200];          /**< when !valid: one line saying why */
 };
+
+/**
+ * Scale r's rates up from the counted pods to the serving replicas, k =
+ * serving / counted (failed and stale pods still serve an average share):
+ * each window rate (request, token, busy) becomes its counted part times k
+ * plus its gone part (request_rate_gone ...) unscaled, as the pods that
+ * left or are warming serve no share now; the recent rates, counted pods'
+ * only, are multiplied. Unknown rates (NAN, busy < 0) stay so.
+ */
+void scrape_result_scale_up(struct scrape_result *r, double k);
 
 /** Default number of httpc clients (about 600 pods each at 10,000 pods). */
 #define SCRAPE_DEFAULT_CLIENTS 16

@@ -93,35 +93,62 @@ int scrape_selector_parse_syntax(const char *text, struct scrape_selector *out, 
     if (strlen(text) >= SCRAPE_METRIC_MAX)
         return bad(err, errlen, text, "longer than %d characters", SCRAPE_METRIC_MAX - 1);
     const char *p = text;
-    if (!name_start(*p, true))
-        return bad(err, errlen, text, "a metric name starts with a letter, '_' or ':'");
     size_t n = 0;
-    while (name_char(*p, true))
-        out->name[n++] = *p++;
-    out->name[n] = '\0';
-    if (!*p)
-        return 0;
-    if (*p != '{' && *p >= ' ' && *p <= '~')
-        return bad(err, errlen, text, "'%c' after the name (a-z, A-Z, 0-9, '_', ':')", *p);
-    if (*p != '{')
-        return bad(err, errlen, text, "byte 0x%02x after the name (a-z, A-Z, 0-9, '_', ':')",
-                   (unsigned char)*p);
+    if (*p != '{') {
+        if (!name_start(*p, true))
+            return bad(err, errlen, text, "a metric name starts with a letter, '_' or ':'");
+        while (name_char(*p, true))
+            out->name[n++] = *p++;
+        out->name[n] = '\0';
+        if (!*p)
+            return 0;
+        if (*p != '{' && *p >= ' ' && *p <= '~')
+            return bad(err, errlen, text, "'%c' after the name (a-z, A-Z, 0-9, '_', ':')", *p);
+        if (*p != '{')
+            return bad(err, errlen, text, "byte 0x%02x after the name (a-z, A-Z, 0-9, '_', ':')",
+                       (unsigned char)*p);
+    }
     p = skip_ws(p + 1);
     while (*p != '}') {
         if (!*p)
             return bad(err, errlen, text, "no closing '}'");
+        const char *why = "";
+        char qs[SCRAPE_METRIC_MAX];
+        const char *q = NULL;
+        if (*p == '"' || *p == '\'') { /* Prometheus 3: a quoted name */
+            q = quoted(p, qs, sizeof(qs), &why);
+            if (!q)
+                return bad(err, errlen, text, "%s", why);
+            const char *t = skip_ws(q);
+            if (*t == ',' || *t == '}') { /* alone: the metric name, {"http.requests"} */
+                if (out->name[0])
+                    return bad(err, errlen, text, "the metric name is given twice");
+                if (!qs[0])
+                    return bad(err, errlen, text, "the quoted metric name is empty");
+                snprintf(out->name, SCRAPE_METRIC_MAX, "%s", qs);
+                p = *t == ',' ? skip_ws(t + 1) : t;
+                continue;
+            }
+        }
         if (out->n == SCRAPE_MAX_MATCHERS)
             return bad(err, errlen, text, "more than %d matchers", SCRAPE_MAX_MATCHERS);
         struct scrape_matcher *m = &out->m[out->n];
-        if (!name_start(*p, false))
-            return bad(err, errlen, text, "a label name starts with a letter or '_'");
-        n = 0;
-        while (name_char(*p, false)) {
-            if (n + 1 >= sizeof(m->label))
-                return bad(err, errlen, text, "a label name is too long");
-            m->label[n++] = *p++;
+        if (q) { /* a quoted label name, {"http.requests", "my.label"="x"} */
+            if (!qs[0] || strlen(qs) >= sizeof(m->label))
+                return bad(err, errlen, text, "a quoted label name is empty or too long");
+            snprintf(m->label, sizeof(m->label), "%s", qs);
+            p = q;
+        } else {
+            if (!name_start(*p, false))
+                return bad(err, errlen, text, "a label name starts with a letter or '_'");
+            n = 0;
+            while (name_char(*p, false)) {
+                if (n + 1 >= sizeof(m->label))
+                    return bad(err, errlen, text, "a label name is too long");
+                m->label[n++] = *p++;
+            }
+            m->label[n] = '\0';
         }
-        m->label[n] = '\0';
         if (strcmp(m->label, "le") == 0 || strcmp(m->label, "__name__") == 0)
             return bad(err, errlen, text, "'%s' cannot be matched (%s)", m->label,
                        m->label[0] == 'l' ? "the histogram's bucket bound"
@@ -142,7 +169,6 @@ int scrape_selector_parse_syntax(const char *text, struct scrape_selector *out, 
         p = skip_ws(p);
         if (*p != '"' && *p != '\'')
             return bad(err, errlen, text, "a label value is quoted");
-        const char *why = "";
         p = quoted(p, m->value, sizeof(m->value), &why);
         if (!p)
             return bad(err, errlen, text, "%s", why);
@@ -158,6 +184,10 @@ int scrape_selector_parse_syntax(const char *text, struct scrape_selector *out, 
     }
     if (p[1])
         return bad(err, errlen, text, "text after the closing '}'");
+    if (!out->name[0])
+        return bad(err, errlen, text,
+                   "a metric name starts with a letter, '_' or ':', or is quoted inside the "
+                   "braces ({\"name\"})");
     return 0;
 }
 
@@ -190,4 +220,13 @@ bool scrape_selector_match(const struct scrape_selector *s, const struct prom_sa
 size_t scrape_metric_name_len(const char *text)
 {
     return strcspn(text, "{");
+}
+
+void scrape_metric_name(const char *text, char *out, size_t outlen)
+{
+    struct scrape_selector sel;
+    if (scrape_selector_parse_syntax(text, &sel, NULL, 0) == 0)
+        snprintf(out, outlen, "%s", sel.name);
+    else
+        snprintf(out, outlen, "%.*s", (int)scrape_metric_name_len(text), text);
 }

@@ -847,6 +847,58 @@ static void test_busy_time(void **state)
         scrape_podstate_free(&st[p], NULL);
 }
 
+/* The scale-up to the serving replicas: two counted pods at 10 req/s (2 in
+ * service each), one whose last scrape failed (serving, so k = 3 / 2), and
+ * one that left half a window ago after 10 req/s (2 in service). The gone
+ * pod's requests spread over the window (about 5 req/s) are no share of a
+ * serving replica: 20 x 1.5 + 5 = 35 req/s, not (20 + 5) x 1.5 = 37.5,
+ * which counted the gone pod's share 1.5 times. Likewise the busy time:
+ * 4 x 1.5 + 1 = 7, not 7.5. */
+static void test_scale_up_gone(void **state)
+{
+    (void)state;
+    struct scrape_podstate st[4];
+    const int64_t left = NOW - WIN / 2;
+    for (int p = 0; p < 4; p++)
+        scrape_podstate_init(&st[p], 0, WIN, IV);
+    for (int64_t t = NOW - WIN - IV; t <= NOW; t += IV) {
+        double sec = (double)t / 1000.0;
+        for (int p = 0; p < 4; p++)
+            if (p < 3 || t <= left)
+                add_busy(&st[p], t, 10 * sec, 2 * sec, true);
+    }
+    scrape_podstate_fail(&st[2], NOW, SCRAPE_FAIL_TIMEOUT, "boom");
+    struct scrape_agg_pod ap[4] = {
+        {&st[0], 1, false}, {&st[1], 1, false}, {&st[2], 1, false}, {&st[3], 1, true}};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    spec.missing_fraction = 0.5;
+    struct scrape_result r;
+    scrape_aggregate(ap, 4, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_int_equal(r.pods_counted, 2);
+    assert_int_equal(r.pods_failed, 1);
+    /* the gone pod's part: its 300 or so requests over the window observed */
+    assert_true(fabs(r.request_rate_gone - 5) < 0.5);
+    assert_true(fabs(r.request_rate - r.request_rate_gone - 20) < 1e-6);
+    assert_true(fabs(r.busy_gone - 1) < 0.1);
+    assert_true(fabs(r.busy - r.busy_gone - 4) < 1e-6);
+    double total = r.request_rate, gone = r.request_rate_gone;
+    scrape_result_scale_up(&r, 3.0 / 2.0);
+    assert_true(fabs(r.request_rate - (20 * 1.5 + gone)) < 1e-6);
+    assert_true(fabs(r.request_rate - 35) < 0.5);
+    assert_true(r.request_rate < total * 1.5 - 2); /* the double count: 37.5 */
+    assert_true(fabs(r.recent_rate - 30) < 1e-6);  /* the counted pods' only */
+    assert_true(fabs(r.busy - 7) < 0.1);
+    /* nothing gone: the whole rate scales */
+    scrape_aggregate(ap, 3, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.request_rate_gone == 0 && r.busy_gone == 0);
+    scrape_result_scale_up(&r, 1.5);
+    assert_true(fabs(r.request_rate - 30) < 1e-6);
+    for (int p = 0; p < 4; p++)
+        scrape_podstate_free(&st[p], NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -859,6 +911,7 @@ int main(void)
         cmocka_unit_test(test_busy_time),          cmocka_unit_test(test_backlog),
         cmocka_unit_test(test_gone),
         cmocka_unit_test(test_gone_after_rollout),
+        cmocka_unit_test(test_scale_up_gone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

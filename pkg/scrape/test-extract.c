@@ -218,6 +218,29 @@ static void test_generic_names(void **state)
         assert_true(s.has_requests);
         assert_true(s.requests == 34);
     }
+    /* the busy-time counter by its family name too: 0.0.4 text names its
+     * samples (and family) busy_seconds_total, OpenMetrics the family
+     * busy_seconds and its samples busy_seconds_total; either name finds it
+     * in both formats (the filter's fast path skipped the 0.0.4 samples) */
+    static const char *const busy_text[] = {
+        "# TYPE busy_seconds_total counter\nbusy_seconds_total{w=\"a\"} 12.5\nreq 1\n",
+        "# TYPE busy_seconds counter\nbusy_seconds_total{w=\"a\"} 12.5\nreq 1\n# EOF\n"};
+    const char *busy_names[] = {"busy_seconds", "busy_seconds_total"};
+    snprintf(spec.request_metric, sizeof(spec.request_metric), "req");
+    for (size_t f = 0; f < 2; f++) {
+        for (size_t i = 0; i < UTIL_ARRAY_LEN(busy_names); i++) {
+            snprintf(spec.busy_metric, sizeof(spec.busy_metric), "%s", busy_names[i]);
+            struct scrape_sample s;
+            char err[200] = "";
+            assert_int_equal(scrape_extract_buf(&spec, f ? PROM_FMT_OPENMETRICS : PROM_FMT_TEXT,
+                                                busy_text[f], strlen(busy_text[f]), 0, &s, err,
+                                                sizeof(err)),
+                             0);
+            assert_true(s.has_busy);
+            assert_true(s.busy == 12.5);
+        }
+    }
+    spec.busy_metric[0] = '\0';
     /* a gauge is never taken for a counter by its name plus _total */
     snprintf(spec.request_metric, sizeof(spec.request_metric), "http_requests_in");
     struct scrape_sample g;
@@ -481,7 +504,59 @@ static void test_series_many_labels(void **state)
     assert_int_equal(extract(m.data, &spec, 0, &s, err), 0);
     assert_int_equal(s.series[SCRAPE_C_REQ].n, 2);
     assert_true(s.requests == 12);
+    /* but not more than the parser's cap: the pod's scrape fails, saying why */
+    util_buf_reset(&m);
+    util_buf_puts(&m, "req{");
+    for (unsigned i = 0; i <= PROM_DEFAULT_MAX_LABELS; i++)
+        util_buf_printf(&m, "l%u=\"a\",", i);
+    util_buf_puts(&m, "} 1\n");
+    assert_int_equal(extract(m.data, &spec, 0, &s, err), -EBADMSG);
+    assert_non_null(strstr(err, "line 1 column 2199: more than 256 labels on a sample"));
     util_buf_free(&m);
+}
+
+/* A metric with a Prometheus 3 UTF-8 name, quoted in the exposition (both
+ * formats, the 0.0.4 counter family with its _total) and in the field,
+ * with a matcher on a quoted label name: selected, and its scrape not failed. */
+static void test_quoted_names(void **state)
+{
+    (void)state;
+    static const char *const body[] = {
+        "# HELP \"http.server.requests_total\" Requests.\n"
+        "# TYPE \"http.server.requests_total\" counter\n"
+        "{\"http.server.requests_total\", \"http.method\"=\"GET\"} 3\n"
+        "{\"http.method\"=\"POST\", \"http.server.requests_total\"} 4\n"
+        "{\"http.server.active\"} 2\n",
+        "# HELP \"http.server.requests\" Requests.\n"
+        "# TYPE \"http.server.requests\" counter\n"
+        "{\"http.server.requests_total\", \"http.method\"=\"GET\"} 3\n"
+        "{\"http.method\"=\"POST\", \"http.server.requests_total\"} 4\n"
+        "{\"http.server.requests_created\", \"http.method\"=\"GET\"} 1.7e9\n"
+        "{\"http.server.active\"} 2\n# EOF\n",
+    };
+    static const char *const fields[] = {
+        "{\"http.server.requests\"}", "{\"http.server.requests_total\"}",
+        "{\"http.server.requests\", \"http.method\"=\"GET\"}"};
+    for (int f = 0; f < 2; f++) {
+        for (size_t i = 0; i < UTIL_ARRAY_LEN(fields); i++) {
+            struct scrape_spec spec;
+            scrape_spec_init(&spec, SCRAPE_GENERIC);
+            char why[300];
+            struct scrape_selector sel;
+            assert_int_equal(scrape_selector_parse(fields[i], &sel, why, sizeof(why)), 0);
+            snprintf(spec.request_metric, sizeof(spec.request_metric), "%s", fields[i]);
+            snprintf(spec.inflight_metric, sizeof(spec.inflight_metric), "{'http.server.active'}");
+            struct scrape_sample s;
+            char err[200] = "";
+            int rc = scrape_extract_buf(&spec, f ? PROM_FMT_OPENMETRICS : PROM_FMT_TEXT, body[f],
+                                        strlen(body[f]), 0, &s, err, sizeof(err));
+            if (rc != 0)
+                fail_msg("format %d field %zu: rc %d: %s", f, i, rc, err);
+            assert_true(s.has_requests);
+            assert_true(s.requests == (i == 2 ? 3 : 7));
+            assert_true(s.has_inflight && s.inflight == 2);
+        }
+    }
 }
 
 /* One extractor used for stream after stream, as the scraper's pool does:
@@ -624,6 +699,25 @@ static void test_selector_parse(void **state)
     assert_int_equal(s.n, SCRAPE_MAX_MATCHERS);
     assert_int_equal(scrape_metric_name_len("x_ms{a=\"b\"}"), 4);
     assert_int_equal(scrape_metric_name_len("x_ms"), 4);
+    /* Prometheus 3's quoted names: the metric's alone inside the braces,
+     * anywhere among them, and quoted label names */
+    assert_int_equal(scrape_selector_parse("{\"http.server.requests\", \"my.label\"!=\"x\"}", &s,
+                                           err, sizeof(err)),
+                     0);
+    assert_string_equal(s.name, "http.server.requests");
+    assert_int_equal(s.n, 1);
+    assert_string_equal(s.m[0].label, "my.label");
+    assert_true(s.m[0].negate);
+    assert_int_equal(scrape_selector_parse("{a='b', 'x.y' ,}", &s, err, sizeof(err)), 0);
+    assert_string_equal(s.name, "x.y");
+    assert_int_equal(s.n, 1);
+    char name[64];
+    scrape_metric_name("{\"x.y_ms\", a=\"b\"}", name, sizeof(name));
+    assert_string_equal(name, "x.y_ms");
+    scrape_metric_name("x_ms{a=\"b\"}", name, sizeof(name));
+    assert_string_equal(name, "x_ms");
+    assert_true(scrape_latency_unit_ms("{\"x.y_ms\"}") == 1);
+    assert_true(scrape_latency_unit_ms("{\"x.y_microseconds_sum\"}") == 1e-3);
 
     static const struct {
         const char *text, *why;
@@ -631,6 +725,11 @@ static void test_selector_parse(void **state)
         {"", "a metric name starts with"},
         {"9lives", "a metric name starts with"},
         {"{a=\"b\"}", "a metric name starts with"},
+        {"x{\"y\"}", "the metric name is given twice"},
+        {"{\"y\", \"z\"}", "the metric name is given twice"},
+        {"{\"\"}", "the quoted metric name is empty"},
+        {"{\"y\", \"\"=\"v\"}", "a quoted label name is empty"},
+        {"{\"y\", \"le\"=\"1\"}", "'le' cannot be matched"},
         {"bad name", "' ' after the name"},
         {"bad\xc3\xa9", "byte 0xc3 after the name"},
         {"x{a=\"b\",b=\"\",c=\"\",d=\"\",e=\"\"}", "more than 4 matchers"},
@@ -799,6 +898,7 @@ int main(void)
         cmocka_unit_test(test_reuse),           cmocka_unit_test(test_selector_parse),
         cmocka_unit_test(test_selector_extract), cmocka_unit_test(test_histogram_series),
         cmocka_unit_test(test_series_many_labels),
+        cmocka_unit_test(test_quoted_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
