@@ -8,6 +8,7 @@ injection and restarts, leases, events, discovery.  Every server is started by P
 Run: /usr/bin/python3 e2e/test_fakekube.py   (meson test 'fakekube')
 """
 
+import base64
 import datetime
 import http.client
 import json
@@ -2781,6 +2782,506 @@ class TestUpstreamOptionsAndRules(Base):
         self.assertEqual(self.c.list("services", self.ns,
                                      field_selector="spec.type=ClusterIP")["items"], [])
 
+
+class TestUpstreamEdges(Base):
+    """Requests at the edges of what kube-apiserver 1.31 takes, answered as it answers them
+    (each against the upstream Go source it names)."""
+
+    def error(self, path, params=None, method="GET", body=None, content_type=None):
+        code, _, payload = self.c.raw(method, path, body=body, params=params,
+                                      content_type=content_type)
+        self.assertGreaterEqual(code, 400, payload[:500])
+        st = json.loads(payload)
+        self.assertEqual((st["kind"], st["apiVersion"], st["status"], st["code"]),
+                         ("Status", "v1", "Failure", code))
+        return st
+
+    def unknown_500(self, st, message):
+        """A plain error, not an API status (ErrorToAPIStatus): 500, StatusReasonUnknown ("",
+        omitted), no details."""
+        self.assertEqual(st["code"], 500, st)
+        self.assertNotIn("reason", st)
+        self.assertNotIn("details", st)
+        self.assertEqual(st["message"], message)
+
+    def test_negative_watch_timeout_ends_at_once(self):
+        """handlers/get.go: only a timeoutSeconds of 0 takes the random default; a negative
+        one makes a context already expired, and the watch ends at once (the fake kept it
+        open for --min-request-timeout)."""
+        self.c.create("configmaps", cm("a"), namespace=self.ns)
+        path = self.c.path("configmaps", self.ns)
+        for rv in (None, "0"):
+            t0 = time.monotonic()
+            code, _, payload = self.c.raw("GET", path, params={
+                "watch": "true", "timeoutSeconds": "-1", "resourceVersion": rv}, timeout=5)
+            self.assertLess(time.monotonic() - t0, 2.5)
+            self.assertEqual((code, payload), (200, b""))
+        # 0 is the default: the watch stays open
+        w = self.c.watch("configmaps", self.ns, timeout_seconds=0)
+        self.assertEqual(w.next_event(2)["type"], "ADDED")
+        self.assertIsNone(w.next_event(0.5))
+        self.assertIsNone(w.ended)
+        w.close()
+
+    def test_malformed_resource_versions(self):
+        """A resourceVersion that strconv.ParseUint refuses (APIObjectVersioner): served from
+        the watch cache (a watch; a list without a limit) the storage InvalidError reaches
+        the client as it is, a 500 with no reason; a list etcd serves (a limit, Exact)
+        answers 400 "invalid resource version: ..." (etcd3 GetList)."""
+        self.c.create("configmaps", cm("a"), namespace=self.ns)
+        path = self.c.path("configmaps", self.ns)
+
+        def invalid(text, why="invalid syntax"):
+            return 'resourceVersion: Invalid value: "%s": strconv.ParseUint: parsing "%s": %s' \
+                % (text, text, why)
+        for params, text, why in (
+                ({"resourceVersion": "abc"}, "abc", "invalid syntax"),
+                ({"resourceVersion": "-1"}, "-1", "invalid syntax"),
+                ({"resourceVersion": "+5"}, "+5", "invalid syntax"),
+                ({"resourceVersion": "99999999999999999999"}, "99999999999999999999",
+                 "value out of range"),
+                ({"resourceVersion": "1_0", "resourceVersionMatch": "NotOlderThan"}, "1_0",
+                 "invalid syntax"),
+                ({"resourceVersion": "abc", "limit": "0"}, "abc", "invalid syntax"),
+                ({"watch": "true", "resourceVersion": "abc"}, "abc", "invalid syntax"),
+                ({"watch": "true", "resourceVersion": "x", "sendInitialEvents": "true",
+                  "resourceVersionMatch": "NotOlderThan"}, "x", "invalid syntax")):
+            self.unknown_500(self.error(path, params), invalid(text, why))
+        # a GET's is cacher.Get's: 500 as well; one not reached yet is waited for (504)
+        one = self.c.path("configmaps", self.ns, "a")
+        self.unknown_500(self.error(one, {"resourceVersion": "x1"}), invalid("x1"))
+        cur = int(FK.state()["resourceVersion"])
+        st = self.error(one, {"resourceVersion": str(cur + 1000)})
+        self.assertEqual((st["code"], st["reason"]), (504, "Timeout"))
+        self.assertTrue(st["message"].startswith("Timeout: Too large resource version: %d, "
+                                                 "current: " % (cur + 1000)), st)
+        self.assertEqual(self.c.request("GET", one, params={"resourceVersion": str(cur)})
+                         ["metadata"]["name"], "a")
+        for params in ({"resourceVersion": "abc", "limit": "1"},
+                       {"resourceVersion": "-1", "resourceVersionMatch": "Exact"},
+                       {"resourceVersion": "abc", "limit": "5", "continue": "x"}):
+            st = self.error(path, params)
+            self.assertEqual((st["code"], st["reason"], st["message"]),
+                             (400, "BadRequest", "invalid resource version: " + invalid(
+                                 params["resourceVersion"])), params)
+
+    def test_malformed_continue_tokens(self):
+        """A continue token is etcd3's (storage.EncodeContinue: base64url of {"v", "rv",
+        "start"}, the start key relative to the list's key prefix) and is read by
+        storage.DecodeContinue: its errors are 400 "invalid continue token: ...", before the
+        resourceVersion that may not come with one."""
+        for n in ("a", "b", "c"):
+            self.c.create("configmaps", cm(n), namespace=self.ns)
+        path = self.c.path("configmaps", self.ns)
+        first = self.c.list("configmaps", self.ns, limit=1)
+        tok = first["metadata"]["continue"]
+        data = json.loads(base64.urlsafe_b64decode(tok + "=" * (-len(tok) % 4)))
+        self.assertEqual(data, {"v": "meta.k8s.io/v1",
+                                "rv": int(first["metadata"]["resourceVersion"]),
+                                "start": "a\x00"})
+        self.assertNotIn("=", tok)
+        rest = self.c.list("configmaps", self.ns, limit=5, continue_token=tok)
+        self.assertEqual([i["metadata"]["name"] for i in rest["items"]], ["b", "c"])
+
+        def enc(obj):
+            raw = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+            return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        generic = "invalid continue token: continue key is not valid"
+        rv = int(first["metadata"]["resourceVersion"])
+        for token, msg in (
+                ("abc=", generic + ": illegal base64 data at input byte 3"),
+                ("a", generic + ": illegal base64 data at input byte 0"),
+                ("ab!d", generic + ": illegal base64 data at input byte 2"),
+                (enc(b"{bad"), generic + ": invalid character 'b' looking for beginning of "
+                                         "object key string"),
+                (enc(b'{"v":1'), generic + ": unexpected end of JSON input"),
+                (enc(b"[]"), generic + ": json: cannot unmarshal array into Go value of type "
+                                       "storage.continueToken"),
+                (enc({"v": "meta.k8s.io/v1", "rv": "5", "start": "a"}),
+                 generic + ": json: cannot unmarshal string into Go struct field "
+                           "continueToken.rv of type int64"),
+                (enc({"v": "meta.k8s.io/v2", "rv": rv, "start": "a"}),
+                 generic + ": server does not recognize this encoded version meta.k8s.io/v2"),
+                (enc({"v": "meta.k8s.io/v1", "rv": 0, "start": "a"}),
+                 generic + ": incorrect encoded start resourceVersion (version meta.k8s.io/v1)"),
+                (enc({"v": "meta.k8s.io/v1", "rv": rv, "start": ""}),
+                 generic + ": encoded start key empty (version meta.k8s.io/v1)"),
+                (enc({"v": "meta.k8s.io/v1", "rv": rv, "start": "../other/a"}),
+                 generic + ": ../other/a")):
+            for params in ({"continue": token, "limit": "1"},
+                           {"continue": token, "resourceVersion": "7"}):
+                st = self.error(path, params)
+                self.assertEqual((st["code"], st["reason"], st["message"]),
+                                 (400, "BadRequest", msg), (token, params))
+        st = self.error(path, {"continue": tok, "resourceVersion": "7"})
+        self.assertEqual(st["message"], "specifying resource version is not allowed when "
+                                        "using continue")
+        # an all-namespaces list pages in etcd's key order ("a-b/x" before "a/x")
+        other = self.ns + "-z"
+        self.c.create("namespaces", {"metadata": {"name": other}})
+        self.c.create("configmaps", cm("a"), namespace=other)
+        names, cont = [], None
+        while True:
+            page = self.c.list("configmaps", None, limit=50, continue_token=cont)
+            names += ["%s/%s" % (i["metadata"]["namespace"], i["metadata"]["name"])
+                      for i in page["items"]]
+            cont = page["metadata"].get("continue")
+            if not cont:
+                break
+        mine = [n for n in names if n.split("/")[0] in (self.ns, other)]
+        self.assertEqual(mine, [other + "/a", self.ns + "/a", self.ns + "/b", self.ns + "/c"])
+        # compacted past the token's resourceVersion: 410 with a token to go on from the same
+        # key at the latest one (handleCompactedErrorForPaging: rv -1)
+        self.c.create("configmaps", cm("d"), namespace=self.ns)
+        FK.compact()
+        st = self.error(path, {"continue": tok, "limit": "5"})
+        self.assertEqual((st["code"], st["reason"]), (410, "Expired"))
+        again = st["metadata"]["continue"]
+        self.assertEqual(json.loads(base64.urlsafe_b64decode(again + "=" * (-len(again) % 4))),
+                         {"v": "meta.k8s.io/v1", "rv": -1, "start": "a\x00"})
+        rest = self.c.list("configmaps", self.ns, limit=5, continue_token=again)
+        self.assertEqual([i["metadata"]["name"] for i in rest["items"]], ["b", "c", "d"])
+
+    def test_send_initial_events_waits_for_its_resource_version(self):
+        """cacher.go waitUntilWatchCacheFreshAndForceAllEvents: with sendInitialEvents=true a
+        resourceVersion not reached yet is waited for (3 s), and the initial events are the
+        state at it; past the wait the watch opens with one ERROR event, the 504 Too large
+        resource version (the fake sent the present state at once)."""
+        rv = int(self.c.create("configmaps", cm("a"), namespace=self.ns)
+                 ["metadata"]["resourceVersion"])
+        want = rv + 1
+        def later():
+            c = FK.client()
+            c.create("configmaps", cm("b"), namespace=self.ns)
+            c.close()
+        timer = threading.Timer(0.5, later)
+        timer.start()
+        try:
+            w = self.c.watch("configmaps", self.ns, resource_version=str(want),
+                             send_initial_events=True, allow_bookmarks=True, timeout_seconds=10)
+        finally:
+            timer.join()
+        got = []
+        while True:
+            ev = w.next_event(5)
+            self.assertIsNotNone(ev)
+            if ev["type"] == "BOOKMARK":
+                break
+            got.append((ev["type"], ev["object"]["metadata"]["name"]))
+        w.close()
+        self.assertEqual(sorted(got), [("ADDED", "a"), ("ADDED", "b")])
+        self.assertGreaterEqual(int(ev["object"]["metadata"]["resourceVersion"]), want)
+        self.assertEqual(ev["object"]["metadata"]["annotations"],
+                         {"k8s.io/initial-events-end": "true"})
+        # never reached: 200, one ERROR event, the end
+        cur = int(FK.state()["resourceVersion"])
+        t0 = time.monotonic()
+        code, _, payload = self.c.raw("GET", self.c.path("configmaps", self.ns), params={
+            "watch": "true", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
+            "resourceVersion": str(cur + 1000), "timeoutSeconds": "10"}, timeout=15)
+        self.assertGreaterEqual(time.monotonic() - t0, 2.9)
+        self.assertLess(time.monotonic() - t0, 6)
+        self.assertEqual(code, 200)
+        events = [json.loads(x) for x in payload.splitlines()]
+        self.assertEqual([e["type"] for e in events], ["ERROR"])
+        st = events[0]["object"]
+        self.assertEqual((st["code"], st["reason"]), (504, "Timeout"))
+        self.assertRegex(st["message"], r"^Timeout: Too large resource version: %d, current: "
+                                        r"\d+$" % (cur + 1000))
+        self.assertEqual(st["details"], {"causes": [{"reason": "ResourceVersionTooLarge",
+                                                     "message": "Too large resource version"}],
+                                         "retryAfterSeconds": 1})
+
+    def test_delete_body_decode_errors(self):
+        """handlers/delete.go decodes a body with the serializer: its errors are plain errors
+        that scope.err answers with a 500 without reason in 1.31 (400 from 1.35): Interpret's
+        "couldn't get version/kind; json parse error: ..." (encoding/json), then the
+        DeleteOptions' type errors (sigs.k8s.io/json). The object stays."""
+        self.c.create("configmaps", cm("a"), namespace=self.ns)
+        one = self.c.path("configmaps", self.ns, "a")
+        kind = ('couldn\'t get version/kind; json parse error: ')
+        find = ('struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string '
+                '"json:\\"kind,omitempty\\"" }')
+        for body, msg in (
+                (b"{bad", kind + "invalid character 'b' looking for beginning of object key "
+                                 "string"),
+                (b" ", kind + "unexpected end of JSON input"),
+                (b'{"propagationPolicy": "Orphan"} x',
+                 kind + "invalid character 'x' after top-level value"),
+                (b"[1]", kind + "json: cannot unmarshal array into Go value of type " + find),
+                (b'{"apiVersion": true}', kind + "json: cannot unmarshal bool into Go struct "
+                                                 "field .apiVersion of type string"),
+                (b'{"gracePeriodSeconds": "30"}', "json: cannot unmarshal string into Go "
+                 "struct field DeleteOptions.gracePeriodSeconds of type int64"),
+                (b'{"gracePeriodSeconds": 1.5}', "json: cannot unmarshal number 1.5 into Go "
+                 "struct field DeleteOptions.gracePeriodSeconds of type int64"),
+                (b'{"dryRun": "All"}', "json: cannot unmarshal string into Go struct field "
+                 "DeleteOptions.dryRun of type []string"),
+                (b'{"orphanDependents": "yes"}', "json: cannot unmarshal string into Go struct "
+                 "field DeleteOptions.orphanDependents of type bool"),
+                (b'{"preconditions": {"uid": 5}}', "json: cannot unmarshal number into Go "
+                 "struct field Preconditions.preconditions.uid of type types.UID")):
+            self.unknown_500(self.error(one, method="DELETE", body=body,
+                                        content_type="application/json"), msg)
+        self.assertIsNotNone(self.c.get_or_none("configmaps", "a", self.ns))
+        # a deletecollection reads its list options first, then its body
+        coll = self.c.path("configmaps", self.ns)
+        st = self.error(coll, {"limit": "x"}, "DELETE", b"{bad", "application/json")
+        self.assertEqual((st["code"], st["message"]),
+                         (400, 'strconv.ParseInt: parsing "x": invalid syntax'))
+        self.unknown_500(self.error(coll, None, "DELETE", b"{bad", "application/json"),
+                         kind + "invalid character 'b' looking for beginning of object key "
+                                "string")
+        self.assertIsNotNone(self.c.get_or_none("configmaps", "a", self.ns))
+        # unknown fields are dropped; null is no value
+        code, _, payload = self.c.raw("DELETE", one, body={"bogus": 1, "preconditions": None,
+                                                           "gracePeriodSeconds": None})
+        self.assertEqual(code, 200, payload)
+
+    def test_write_body_that_is_not_json(self):
+        """A create's or update's body the serializer cannot interpret (its apiVersion and kind,
+        read by encoding/json) is rest.go transformDecodeError's 400: the error, then the body
+        summarized (summarizeData: an object's first 30 bytes, else their hex)."""
+        path = self.c.path("configmaps", self.ns)
+        head = ("the object provided is unrecognized (must be of type %s): couldn't get "
+                "version/kind; json parse error: ")
+        find = ('struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string '
+                '"json:\\"kind,omitempty\\"" }')
+        long = b'{"metadata": {"name": "x"}, "data": {"k": 1,}}'
+        for body, msg in (
+                (b"{bad", "invalid character 'b' looking for beginning of object key string "
+                          "({bad)"),
+                (b"[1]", "json: cannot unmarshal array into Go value of type %s (5b315d)"
+                 % find),
+                (b'{"kind": 5}', 'json: cannot unmarshal number into Go struct field .kind of '
+                                 'type string ({"kind": 5})'),
+                (long, "invalid character '}' looking for beginning of object key string "
+                       "(%s ...)" % long[:30].decode())):
+            st = self.error(path, method="POST", body=body, content_type="application/json")
+            self.assertEqual((st["code"], st["reason"], st["message"]),
+                             (400, "BadRequest", head % "ConfigMap" + msg), body)
+        self.c.create("deployments", deployment("web"), namespace=self.ns)
+        st = self.error(self.c.path("deployments", self.ns, "web") + "/scale", method="PUT",
+                        body=b"{bad", content_type="application/json")
+        self.assertEqual(st["message"], head % "Scale" + "invalid character 'b' looking for "
+                         "beginning of object key string ({bad)")
+
+    def test_delete_preconditions(self):
+        """rest.BeforeDelete: a precondition set (a pointer: an empty one too) that the object
+        does not meet is 409 Conflict, named by kind (GroupResource{Resource: Kind})."""
+        obj = self.c.create("configmaps", cm("a"), namespace=self.ns)
+        uid, rv = obj["metadata"]["uid"], obj["metadata"]["resourceVersion"]
+        one = self.c.path("configmaps", self.ns, "a")
+        for pre, why in (
+                ({"uid": ""}, "the UID in the precondition () does not match the UID in record "
+                              "(%s). The object might have been deleted and then recreated"
+                 % uid),
+                ({"uid": "x"}, "the UID in the precondition (x) does not match the UID in record "
+                               "(%s). The object might have been deleted and then recreated"
+                 % uid),
+                ({"resourceVersion": ""}, "the ResourceVersion in the precondition () does not "
+                 "match the ResourceVersion in record (%s). The object might have been modified"
+                 % rv),
+                ({"uid": uid, "resourceVersion": "1"}, "the ResourceVersion in the precondition "
+                 "(1) does not match the ResourceVersion in record (%s). The object might have "
+                 "been modified" % rv)):
+            st = self.error(one, method="DELETE", body={"preconditions": pre})
+            self.assertEqual((st["code"], st["reason"], st["message"]),
+                             (409, "Conflict", 'Operation cannot be fulfilled on ConfigMap "a": '
+                              + why), pre)
+            self.assertEqual(st["details"], {"name": "a", "kind": "ConfigMap"})
+        dep = self.c.create("deployments", deployment("web"), namespace=self.ns)
+        st = self.error(self.c.path("deployments", self.ns, "web"), method="DELETE",
+                        body={"preconditions": {"uid": ""}})
+        self.assertTrue(st["message"].startswith(
+            'Operation cannot be fulfilled on Deployment.apps "web": the UID in the '
+            'precondition () does not match'), st)
+        self.assertEqual(st["details"], {"name": "web", "group": "apps", "kind": "Deployment"})
+        code, _, payload = self.c.raw("DELETE", one, body={"preconditions": {
+            "uid": uid, "resourceVersion": rv}})
+        self.assertEqual(code, 200, payload)
+        self.assertIsNone(self.c.get_or_none("configmaps", "a", self.ns))
+        self.assertIsNotNone(dep)
+
+    def test_dry_run_values_on_writes(self):
+        """ValidateCreateOptions (UpdateOptions, PatchOptions): ValidateDryRun takes "All"
+        only, every value of the repeated parameter, else 422 Invalid CreateOptions.meta.k8s.io
+        (with the fieldValidation error, aggregated); dryRun=All writes nothing and moves no
+        resourceVersion, the scale subresource and pods/binding included."""
+        path = self.c.path("configmaps", self.ns)
+
+        def invalid(opts, message, method="POST", p=path, body=None, ctype=None, query=""):
+            st = self.error(p + query, method=method, body=body or cm("x"),
+                            content_type=ctype)
+            self.assertEqual((st["code"], st["reason"]), (422, "Invalid"), st)
+            self.assertEqual(st["message"], '%s.meta.k8s.io "" is invalid: %s' % (opts, message))
+            self.assertEqual(st["details"]["kind"], opts)
+            return st
+        unsupported = 'dryRun: Unsupported value: []string{%s}: supported values: "All"'
+        invalid("CreateOptions", unsupported % '"true"', query="?dryRun=true")
+        invalid("CreateOptions", unsupported % '""', query="?dryRun=")
+        invalid("CreateOptions", unsupported % '"All", "x"', query="?dryRun=All&dryRun=x")
+        st = invalid("CreateOptions", "[" + unsupported % '"1"' + ', fieldValidation: '
+                     'Unsupported value: "bogus": supported values: "", "Ignore", "Strict", '
+                     '"Warn"]', query="?dryRun=1&fieldValidation=bogus")
+        self.assertEqual([c["field"] for c in st["details"]["causes"]],
+                         ["dryRun", "fieldValidation"])
+        self.assertIsNone(self.c.get_or_none("configmaps", "x", self.ns))
+        obj = self.c.create("configmaps", cm("x"), namespace=self.ns)
+        one = self.c.path("configmaps", self.ns, "x")
+        invalid("UpdateOptions", unsupported % '"yes"', "PUT", one, obj, query="?dryRun=yes")
+        invalid("PatchOptions", unsupported % '"yes"', "PATCH", one, {"data": {"k": "w"}},
+                "application/merge-patch+json", query="?dryRun=yes")
+        before = FK.state()["resourceVersion"]
+        made = self.c.create("configmaps", cm("y"), namespace=self.ns, params={"dryRun": "All"})
+        self.assertNotIn("resourceVersion", made["metadata"])
+        self.assertTrue(made["metadata"]["uid"])
+        self.assertIsNone(self.c.get_or_none("configmaps", "y", self.ns))
+        changed = dict(obj, data={"k": "changed"})
+        got = self.c.request("PUT", one, changed, params={"dryRun": "All"})
+        self.assertEqual((got["data"], got["metadata"]["resourceVersion"]),
+                         ({"k": "changed"}, obj["metadata"]["resourceVersion"]))
+        self.assertEqual(FK.state()["resourceVersion"], before)
+        dep = self.c.create("deployments", deployment("web", replicas=1), namespace=self.ns)
+        before = FK.state()["resourceVersion"]
+        scale = self.c.path("deployments", self.ns, "web") + "/scale"
+        got = self.c.request("PATCH", scale, {"spec": {"replicas": 5}},
+                             params={"dryRun": "All"},
+                             content_type="application/merge-patch+json")
+        self.assertEqual(got["spec"]["replicas"], 5)
+        got = self.c.request("PUT", scale, dict(got, spec={"replicas": 7}),
+                             params={"dryRun": "All"})
+        self.assertEqual(got["spec"]["replicas"], 7)
+        self.assertEqual(FK.state()["resourceVersion"], before)
+        self.c.create("pods", pod("p"), namespace=self.ns)
+        before = FK.state()["resourceVersion"]
+        self.c.request("POST", self.c.path("pods", self.ns, "p") + "/binding",
+                       {"metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}},
+                       params={"dryRun": "All"})
+        self.assertEqual(FK.state()["resourceVersion"], before)
+        self.assertNotIn("nodeName", self.c.get("pods", "p", self.ns)["spec"])
+        now = self.c.get("deployments", "web", self.ns)
+        self.assertEqual((now["spec"]["replicas"], now["metadata"]["resourceVersion"]),
+                         (1, dep["metadata"]["resourceVersion"]))
+        self.assertEqual(self.c.get("configmaps", "x", self.ns)["data"], {"k": "v"})
+
+    def test_pod_field_selectors(self):
+        """core/v1 conversion.go's Pod field labels: spec.host is spec.nodeName; status.podIPs
+        is taken but no selectable field has it (""); status.podIP is the internal
+        PodIPs[0] (pod strategy ToSelectableFields); anything else is 400."""
+        p1 = dict(pod("p1"), spec={"nodeName": "n1",
+                                   "containers": [{"name": "c", "image": "busybox:1.36"}]})
+        self.c.create("pods", p1, namespace=self.ns)
+        p2 = self.c.create("pods", pod("p2"), namespace=self.ns)
+        p2["status"] = {"phase": "Running", "podIPs": [{"ip": "10.1.2.3"}]}
+        self.c.request("PUT", self.c.path("pods", self.ns, "p2") + "/status", p2)
+
+        def names(sel):
+            return sorted(i["metadata"]["name"] for i in self.c.list(
+                "pods", self.ns, field_selector=sel)["items"])
+        self.assertEqual(names("spec.host=n1"), ["p1"])
+        self.assertEqual(names("spec.host!=n1"), ["p2"])
+        self.assertEqual(names("status.podIPs="), ["p1", "p2"])
+        self.assertEqual(names("status.podIPs=10.1.2.3"), [])
+        self.assertEqual(names("status.podIP=10.1.2.3"), ["p2"])
+        self.assertEqual(names("spec.hostNetwork=false,status.phase=Running"), ["p2"])
+        for label in ("status.hostIP", "spec.hostname", "metadata.uid"):
+            st = self.error(self.c.path("pods", self.ns), {"fieldSelector": label + "=x"})
+            self.assertEqual((st["code"], st["message"]),
+                             (400, "field label not supported: " + label))
+
+    def test_label_errors_one_per_message(self):
+        """ValidateLabels: one error per message of IsQualifiedName (the key) and of
+        IsValidLabelValue (the value), the 422's message naming each distinct one once; a
+        selector's matchExpressions key is ValidateLabelName'd too; annotations' keys
+        likewise (ValidateAnnotations, in lower case)."""
+        qname = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+                 "end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+                 "'123-abc', regex used for validation is "
+                 "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+        value = ("a valid label must be an empty string or consist of alphanumeric characters, "
+                 "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. "
+                 "'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+                 "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")
+        subdomain = ("prefix part a lowercase RFC 1123 subdomain must consist of lower case "
+                     "alphanumeric characters, '-' or '.', and must start and end with an "
+                     "alphanumeric character (e.g. 'example.com', regex used for validation is "
+                     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+        long = "-" * 64
+        body = cm("x", labels={"Foo.com/": "ok", "k": long, "j": "-v", "i": "-v"})
+        st = self.error(self.c.path("configmaps", self.ns), method="POST", body=body)
+        lab = 'metadata.labels: Invalid value: "%s": %s'
+        # the decoder sorted the map's keys: Foo.com/, i, j, k
+        msgs = [lab % ("Foo.com/", subdomain), lab % ("Foo.com/", "name part must be non-empty"),
+                lab % ("Foo.com/", "name part " + qname), lab % ("-v", value),
+                lab % (long, "must be no more than 63 characters"), lab % (long, value)]
+        self.assertEqual((st["code"], st["reason"]), (422, "Invalid"))
+        self.assertEqual(st["message"], 'ConfigMap "x" is invalid: [%s]' % ", ".join(msgs))
+        self.assertEqual(len(st["details"]["causes"]), 7)   # "-v" twice
+        body = cm("x")
+        body["metadata"]["annotations"] = {"Foo.com/": "v"}
+        st = self.error(self.c.path("configmaps", self.ns), method="POST", body=body)
+        ann = 'metadata.annotations: Invalid value: "Foo.com/": '
+        self.assertEqual(st["message"], 'ConfigMap "x" is invalid: [%sname part must be '
+                         'non-empty, %sname part %s]' % (ann, ann, qname))
+        dep = deployment("web")
+        dep["spec"]["selector"]["matchExpressions"] = [{"key": "-bad", "operator": "Exists"}]
+        st = self.error(self.c.path("deployments", self.ns), method="POST", body=dep)
+        self.assertIn('spec.selector.matchExpressions[0].key: Invalid value: "-bad": name part '
+                      + qname, st["message"])
+
+    def test_secret_size_limit(self):
+        """ValidateSecret: the decoded data (stringData merged into it) at most
+        core.MaxSecretSize: "data: Too long: must have at most 1048576 bytes"."""
+        mib = 1024 * 1024
+
+        def secret(name, size, string=False):
+            body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}}
+            if string:
+                body["stringData"] = {"a": "x" * size}
+            else:
+                body["data"] = {"a": base64.b64encode(b"x" * size).decode()}
+            return body
+        self.c.create("secrets", secret("fits", mib), namespace=self.ns)
+        for body in (secret("big", mib + 1), secret("big", mib + 1, string=True)):
+            st = self.error(self.c.path("secrets", self.ns), method="POST", body=body)
+            self.assertEqual((st["code"], st["reason"], st["message"]),
+                             (422, "Invalid", 'Secret "big" is invalid: data: Too long: must '
+                              'have at most 1048576 bytes'))
+            self.assertEqual(st["details"]["causes"], [{
+                "reason": "FieldValueTooLong", "message": "Too long: must have at most "
+                "1048576 bytes", "field": "data"}])
+        self.assertIsNone(self.c.get_or_none("secrets", "big", self.ns))
+
+    def test_names_reject_a_trailing_newline(self):
+        """Go's regexes match the whole name ("^...$" has no newline exception, as Python's $
+        has), and lengths are bytes (len())."""
+        label = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters "
+                 "or '-', and must start and end with an alphanumeric character (e.g. "
+                 "'my-name',  or '123-abc', regex used for validation is "
+                 "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+        value = ("a valid label must be an empty string or consist of alphanumeric characters, "
+                 "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. "
+                 "'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+                 "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")
+        st = self.error(self.c.path("namespaces"), method="POST",
+                        body={"metadata": {"name": self.ns + "-x\n"}})
+        # (SetDefaults_Namespace made the name its kubernetes.io/metadata.name label too)
+        self.assertEqual(st["message"], 'Namespace "%s-x\\n" is invalid: [metadata.name: '
+                         'Invalid value: "%s-x\\n": %s, metadata.labels: Invalid value: '
+                         '"%s-x\\n": %s]' % (self.ns, self.ns, label, self.ns, value))
+        for resource, body in (("configmaps", cm("web\n")),
+                               ("services", {"metadata": {"name": "web\n"},
+                                             "spec": {"ports": [{"port": 80}]}})):
+            st = self.error(self.c.path(resource, self.ns), method="POST", body=body)
+            self.assertEqual(st["code"], 422)
+            self.assertIn('metadata.name: Invalid value: "web\\n"', st["message"])
+        st = self.error(self.c.path("configmaps", self.ns), method="POST",
+                        body=cm("\u00e9" * 130))
+        self.assertEqual([c["message"].split(": ", 2)[2][:30] for c in st["details"]["causes"]],
+                         ["must be no more than 253 chara", "a lowercase RFC 1123 subdomain"])
+        self.assertEqual([i["metadata"]["name"] for i in self.c.list("configmaps",
+                                                                     self.ns)["items"]], [])
 
 if __name__ == "__main__":
     t0 = time.monotonic()

@@ -19,6 +19,7 @@ import types
 import uuid
 
 from . import fields as F
+from . import goparse as G
 from . import managed as M
 from . import patch as P
 from .kselectors import FieldSelector, LabelSelector, SelectorError, go_parse_int, go_quote
@@ -28,8 +29,9 @@ from .validation import FieldError, GoLiteral, go_base64_error, validate_meta
 class StatusError(Exception):
     """An API error; .status() is the Status object, .code the HTTP status."""
 
-    def __init__(self, code, reason, message, details=None, headers=None):
+    def __init__(self, code, reason, message, details=None, headers=None, list_meta=None):
         super().__init__(message)
+        self.list_meta = list_meta or {}
         self.code = code
         self.reason = reason
         self.message = message
@@ -41,8 +43,8 @@ class StatusError(Exception):
             self.headers["Retry-After"] = str(int(retry))
 
     def status(self):
-        st = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-              "message": self.message}
+        st = {"kind": "Status", "apiVersion": "v1", "metadata": dict(self.list_meta),
+              "status": "Failure", "message": self.message}
         if self.reason:
             st["reason"] = self.reason
         if self.details is not None:
@@ -191,7 +193,8 @@ def invalid(kind, group, name, errs):
     details["kind"] = kind
     details["causes"] = [{"reason": e.reason, "message": e.body(), "field": e.field}
                          for e in errs]
-    return StatusError(422, "Invalid", '%s "%s" is invalid: %s' % (qual, name, agg), details)
+    return StatusError(422, "Invalid", "%s %s is invalid: %s" % (qual, go_quote(name), agg),
+                       details)
 
 
 def method_not_allowed():
@@ -211,7 +214,7 @@ def expired(msg):
 def too_large_rv(want, cur):
     """The watch cache's answer to a resourceVersion it has not reached after waiting
     (cacher's waitUntilFreshAndBlock: storage.NewTooLargeResourceVersionError)."""
-    return StatusError(504, "Timeout", "Too large resource version: %d, current: %d"
+    return StatusError(504, "Timeout", "Timeout: Too large resource version: %d, current: %d"
                        % (want, cur), {"causes": [{"reason": "ResourceVersionTooLarge",
                                                    "message": "Too large resource version"}],
                                        "retryAfterSeconds": 1})
@@ -272,20 +275,55 @@ def _rand_suffix(n=5):
     return "".join(random.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(n))
 
 
-def _parse_rv(s, what="resourceVersion"):
+def parse_rv(text, delegated=False):
+    """A list's or watch's resourceVersion as APIObjectVersioner.ParseResourceVersion reads it
+    ("" and "0" are 0, else strconv.ParseUint). One that does not parse is a storage
+    InvalidError: where etcd3's GetList parses it (a list the watch cache delegates) a 400
+    "invalid resource version: ...", in the watch cache (a watch, other lists) the error as
+    it is, which ErrorToAPIStatus makes a 500 with no reason (StatusReasonUnknown)."""
+    if text in ("", "0"):
+        return 0
     try:
-        v = int(s)
-        if v < 0:
-            raise ValueError
-        return v
-    except (TypeError, ValueError):
-        raise bad_request("invalid %s: %s" % (what, s))
+        return G.parse_uint(text)
+    except ValueError as e:
+        msg = "resourceVersion: Invalid value: %s: %s" % (go_quote(text), e)
+        if delegated:
+            raise bad_request("invalid resource version: " + msg)
+        raise StatusError(500, "", msg)
 
 
 def query_bool(v):
     """runtime.Convert_Slice_string_To_bool: only "false" (any case) and "0" are false; any
     other value, the empty one too, is true."""
     return not (v == "0" or v.lower() == "false")
+
+
+class Query(dict):
+    """A request's query parameters: each one's first value, as the conversions read
+    url.Values ((*in)[0]); .multi every value, for the []string ones (dryRun)."""
+
+    def __init__(self, pairs=()):
+        super().__init__()
+        self.multi = {}
+        for k, v in pairs:
+            self.setdefault(k, v)
+            self.multi.setdefault(k, []).append(v)
+
+
+def query_list(query, key):
+    """Every value of a []string parameter (runtime.Convert_Slice_string_To_Slice_string)."""
+    multi = getattr(query, "multi", None)
+    if multi is not None:
+        return list(multi.get(key, []))
+    return [query[key]] if query and key in query else []
+
+
+def dry_run_error(dry):
+    """ValidateDryRun (meta/v1/validation): only "All"; the whole []string shown as %#v."""
+    if all(d == "All" for d in dry):
+        return None
+    return FieldError("notsupported", "dryRun", GoLiteral(
+        "[]string{%s}" % ", ".join(go_quote(str(d)) for d in dry)), supported=["All"])
 
 
 def query_int64(query, key):
@@ -341,6 +379,69 @@ def validate_list_options(o):
 
 DELETE_PROPAGATION = ("Foreground", "Background", "Orphan")
 
+# metav1.DeleteOptions as sigs.k8s.io/json decodes it (its TypeMeta read before, by Interpret)
+DELETE_OPTIONS = F.Struct("DeleteOptions", {
+    "kind": F.ANY, "apiVersion": F.ANY, "gracePeriodSeconds": F.INT64,
+    "preconditions": F.Struct("Preconditions", {"uid": F.GoType("types.UID", "string"),
+                                                "resourceVersion": F.STR}),
+    "orphanDependents": F.BOOL,
+    "propagationPolicy": F.GoType("v1.DeletionPropagation", "string"),
+    "dryRun": F.LIST_STR})
+
+# json.SimpleMetaFactory.Interpret's struct, as encoding/json prints its type
+_FIND_KIND = ('struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string '
+              '"json:\\"kind,omitempty\\"" }')
+
+
+def interpret_error(raw):
+    """The error of json.SimpleMetaFactory.Interpret, the serializer's first look at a body
+    (encoding/json into a struct of apiVersion and kind): "couldn't get version/kind; json parse
+    error: ..." for a body that is not JSON, not an object (or null), or whose apiVersion or
+    kind is not a string; else None."""
+    err = G.json_syntax_error(raw)
+    if err:
+        return "couldn't get version/kind; json parse error: " + err
+    body = F.loads(raw.decode("utf-8", "replace"))
+    if body is not None and not isinstance(body, dict):
+        return ("couldn't get version/kind; json parse error: json: cannot unmarshal %s into "
+                "Go value of type %s" % (G.json_kind(body), _FIND_KIND))
+    for k, v in (body or {}).items():
+        # encoding/json matches a field without regard to case
+        if k.lower() in ("apiversion", "kind") and v is not None and not isinstance(v, str):
+            return ("couldn't get version/kind; json parse error: json: cannot unmarshal %s "
+                    "into Go struct field .%s of type string"
+                    % (G.json_kind(v), "apiVersion" if k.lower() == "apiversion" else "kind"))
+    return None
+
+
+def summarize_data(raw, n=30):
+    """rest.go summarizeData: a body as a decoding error quotes it (an object's first n bytes,
+    else their hex)."""
+    if not raw:
+        return "<empty>"
+    more = " ..." if len(raw) > n else ""
+    if raw[:1] == b"{":
+        return raw[:n].decode("utf-8", "replace") + more
+    return raw[:n].hex() + more
+
+
+def decode_delete_body(raw):
+    """A DELETE's body decoded as handlers/delete.go decodes it: the serializer's Interpret
+    first (interpret_error), then the DeleteOptions (sigs.k8s.io/json: "json: cannot unmarshal
+    string into Go struct field DeleteOptions.gracePeriodSeconds of type int64"). Either error
+    is a plain error, not an API status, which scope.err answers with a 500 and no reason
+    (kube-apiserver 1.31; 400 from 1.35, kubernetes#132359). An unknown field is dropped."""
+    err = interpret_error(raw)
+    if err:
+        raise StatusError(500, "", err)
+    body = F.loads(raw.decode("utf-8", "replace"))
+    if body is None:
+        return {}
+    err = F.struct_type_error(body, DELETE_OPTIONS)
+    if err:
+        raise StatusError(500, "", err)
+    return F.plain(body)
+
 
 def validate_delete_options(opts):
     """ValidateDeleteOptions (apimachinery/pkg/apis/meta/v1/validation/validation.go). The
@@ -354,11 +455,9 @@ def validate_delete_options(opts):
         errs.append(FieldError("notsupported", "propagationPolicy", pp,
                                supported=list(DELETE_PROPAGATION) + ["nil"]))
     dry = opts.get("dryRun") or []
-    dry = [dry] if isinstance(dry, str) else dry
-    if any(d != "All" for d in dry):
-        # ValidateDryRun: the whole []string, as %#v prints it
-        errs.append(FieldError("notsupported", "dryRun", GoLiteral(
-            "[]string{%s}" % ", ".join(go_quote(str(d)) for d in dry)), supported=["All"]))
+    err = dry_run_error([dry] if isinstance(dry, str) else dry)
+    if err:
+        errs.append(err)
     return errs
 
 
@@ -395,12 +494,16 @@ class Api:
         directive is kept for the decoding: Warn (the default) drops an unknown field and
         names it in a Warning header, Ignore drops it silently, Strict fails the request."""
         self._tls.warnings = []
+        # ValidateCreateOptions (UpdateOptions, PatchOptions): fieldManager (not checked
+        # here), dryRun, fieldValidation, every failure named
+        errs = [e for e in (dry_run_error(query_list(query, "dryRun")),) if e]
         v = (query or {}).get("fieldValidation", "")
         if v not in FIELD_VALIDATION:
+            errs.append(FieldError("notsupported", "fieldValidation", v,
+                                   supported=list(FIELD_VALIDATION)))
+        if errs:
             raise invalid({"create": "CreateOptions", "update": "UpdateOptions",
-                           "patch": "PatchOptions"}[verb], "meta.k8s.io", "",
-                          [FieldError("notsupported", "fieldValidation", v,
-                                      supported=list(FIELD_VALIDATION))])
+                           "patch": "PatchOptions"}[verb], "meta.k8s.io", "", errs)
         self._tls.directive = v or "Warn"
         self._tls.manager = M.manager_of(query, user_agent)
 
@@ -551,7 +654,16 @@ class Api:
 
     # ------------------------------------------------------------ reads
 
-    def get(self, res, ns, name):
+    def read_at(self, query):
+        """A GET's resourceVersion (GetOptions), as cacher.Get reads it: "" from etcd, else
+        parsed (500 when it does not parse, parse_rv) and waited for (WaitUntilFreshAndGet:
+        3 s, then 504 Too large resource version)."""
+        want = parse_rv((query or {}).get("resourceVersion", ""))
+        if want:
+            wait_for_rv(self.store, want)
+
+    def get(self, res, ns, name, query=None):
+        self.read_at(query)
         stored = self.store.get(res.storage, ns if res.namespaced else "", name)
         if stored is None:
             raise not_found(res, name)
@@ -603,41 +715,59 @@ class Api:
         parameter"): unset, the most recent (a quorum read); "0", any (this fake gives the
         most recent); X with resourceVersionMatch NotOlderThan, or unset without a limit, at
         least as new as X (waited for, else 504); X with Exact, or unset with a limit (the
-        legacy exact read of a paged list), exactly at X (410 once compacted)."""
+        legacy exact read of a paged list), exactly at X (410 once compacted).
+
+        Where it is served decides its errors (cacher.go shouldDelegateList): a continue token,
+        a limit (but at "0") or Exact go to etcd (etcd3 store.go GetList), whose resourceVersion
+        that does not parse is 400 "invalid resource version: ...", then a continue token that
+        does not decode 400 "invalid continue token: ..." (storage.DecodeContinue), then a
+        resourceVersion beside a continue token 400; the rest to the watch cache, whose
+        resourceVersion that does not parse is the storage layer's InvalidError, which no
+        handler converts: 500, no reason."""
         o = self.list_options(res, query)
         ls, fs, cont, rvq, match = o.ls, o.fs, o.cont, o.rv, o.match
-        if cont and rvq not in ("", "0"):
-            raise bad_request("specifying resource version is not allowed when using continue")
+        delegated = bool(cont) or (o.limit > 0 and rvq != "0") or match == "Exact"
+        want = parse_rv(rvq, delegated)
+        scope = ns if res.namespaced else None
+        key_prefix = storage_key(res, scope or "", "")
+        start_key = cont_rv = None
+        if cont:
+            try:
+                start_key, cont_rv = G.decode_continue(cont, key_prefix)
+            except ValueError as e:
+                raise bad_request("invalid continue token: %s" % e)
+            if rvq not in ("", "0"):
+                raise bad_request("specifying resource version is not allowed when using "
+                                  "continue")
         # a limit pages the list unless it is served from the watch cache, which ignores it:
         # resourceVersion "0" without a continue token (cacher.go shouldDelegateList), the
         # whole list then, with no continue token; a negative limit is none (Limit > 0)
         lim = o.limit if o.limit > 0 and (rvq != "0" or cont) else None
         exact_rv = None
-        if rvq not in ("", "0"):
-            want = _parse_rv(rvq)
+        if want:
             wait_for_rv(self.store, want)
             if match == "Exact" or (not match and lim is not None and not cont):
                 exact_rv = want
         with self.store.lock:
             rv = self.store.rv
-            start_after = None
-            if cont:
-                try:
-                    tok = json.loads(base64.urlsafe_b64decode(cont + "=" * (-len(cont) % 4)))
-                    start_after = tuple(tok["start"])
-                    rv = int(tok["rv"])
-                except (ValueError, KeyError, TypeError):
-                    raise bad_request("continue key is not valid: incorrect encoded start "
-                                      "resourceVersion (version meta.k8s.io/v1)")
+            if cont_rv is not None and cont_rv > 0:
+                rv = cont_rv   # below 0: the token of a compacted list, at the latest
+                if rv > self.store.rv:
+                    raise StatusError(500, "", "etcdserver: mvcc: required revision is a "
+                                               "future revision")
                 if rv < self.store.window_start(res.storage):
-                    raise expired("The provided continue parameter is too old to display a "
-                                  "consistent list result. You can start a new list without "
-                                  "the continue parameter, or use the continue token in this "
-                                  "response to retrieve the remainder of the results. "
-                                  "Continuing with the provided token results in an "
-                                  "inconsistent list - objects that were created, modified, or "
-                                  "deleted between the time the first chunk was returned and "
-                                  "now may show up in the list.")
+                    # handleCompactedErrorForPaging: with a token to go on at the latest
+                    # resourceVersion (-1) from the same key
+                    e = expired("The provided continue parameter is too old to display a "
+                                "consistent list result. You can start a new list without "
+                                "the continue parameter, or use the continue token in this "
+                                "response to retrieve the remainder of the results. "
+                                "Continuing with the provided token results in an "
+                                "inconsistent list - objects that were created, modified, or "
+                                "deleted between the time the first chunk was returned and "
+                                "now may show up in the list.")
+                    e.list_meta = {"continue": G.encode_continue(start_key, key_prefix, -1)}
+                    raise e
             if exact_rv is not None:
                 if exact_rv < self.store.window_start(res.storage):
                     raise expired("The resourceVersion for the provided list is too old.")
@@ -646,14 +776,13 @@ class Api:
             remaining = 0
             next_key = None
             # a continued list reads at its first page's resourceVersion (etcd's WithRev)
-            scope = ns if res.namespaced else None
             stored_items = (self.store.items_at(res.storage, scope, rv)
-                            if cont or exact_rv is not None
+                            if (cont_rv or 0) > 0 or exact_rv is not None
                             else self.store.items(res.storage, scope))
             for stored in stored_items:
                 meta = stored["metadata"]
-                key = (meta.get("namespace", ""), meta["name"])
-                if start_after is not None and key <= start_after:
+                key = storage_key(res, meta.get("namespace", ""), meta["name"])
+                if start_key is not None and key.encode() < start_key.encode():
                     continue
                 if not self.matches(res, stored, ls, fs):
                     continue
@@ -665,9 +794,8 @@ class Api:
             lst = {"kind": res.kind + "List", "apiVersion": res.api_version,
                    "metadata": {"resourceVersion": str(rv)}, "items": items}
             if remaining:
-                tok = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": list(next_key)})
-                lst["metadata"]["continue"] = base64.urlsafe_b64encode(
-                    tok.encode()).decode().rstrip("=")
+                lst["metadata"]["continue"] = G.encode_continue(next_key + "\x00", key_prefix,
+                                                                rv)
                 if not fs.terms and ls.empty():
                     lst["metadata"]["remainingItemCount"] = remaining
             return 200, lst
@@ -713,8 +841,10 @@ class Api:
             else:
                 meta.pop("generation", None)
             self._manage(res, None, stored, now=meta["creationTimestamp"])
-            if query and query.get("dryRun"):
-                meta["resourceVersion"] = ""
+            if query_list(query, "dryRun"):
+                # DryRunnableStorage.Create: the object as it would be stored, never written,
+                # so with no resourceVersion (omitempty: absent)
+                meta.pop("resourceVersion", None)
                 return 201, self.external(res, stored)
             self.store.put(res.storage, stored)
             return 201, self.external(res, stored)
@@ -815,7 +945,7 @@ class Api:
 
     def update(self, res, ns, name, body, subresource=None, query=None):
         if subresource == "scale":
-            return self.update_scale(res, ns, name, body)
+            return self.update_scale(res, ns, name, body, bool(query_list(query, "dryRun")))
         obj = self._decode(res, body, "update")
         self._check_name(res, ns, name, obj)
         stored, canonical = self._to_storage(res, obj)
@@ -845,7 +975,7 @@ class Api:
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise conflict(res, name)
             return self._finish_update(res, canonical, ns, name, old, stored, subresource,
-                                       dry_run=bool(query and query.get("dryRun")))
+                                       dry_run=bool(query_list(query, "dryRun")))
 
     def _create_on_update(self, res, ns, name, obj, query):
         """PUT of a missing object whose strategy allows create-on-update (Lease, Event):
@@ -911,7 +1041,8 @@ class Api:
                 F.patch_duplicates(patch) if ptype in ("merge", "strategic") else []
         patch = F.plain(patch)
         if subresource == "scale":
-            return self.patch_scale(res, ns, name, ptype, patch, patch_errors)
+            return self.patch_scale(res, ns, name, ptype, patch, patch_errors,
+                                    bool(query_list(query, "dryRun")))
         ns = ns if res.namespaced else ""
         with self.store.lock:
             old = self.store.get(res.storage, ns, name)
@@ -944,12 +1075,12 @@ class Api:
             if uid and uid != old["metadata"].get("uid", ""):
                 meta_errs.append(FieldError("invalid", "metadata.uid", uid, "field is immutable"))
             return self._finish_update(res, canonical, ns, name, old, stored, subresource,
-                                       dry_run=bool(query.get("dryRun")),
+                                       dry_run=bool(query_list(query, "dryRun")),
                                        meta_errs=meta_errs)
 
     # ------------------------------------------------------------ pods/binding
 
-    def bind_pod(self, res, ns, name, body):
+    def bind_pod(self, res, ns, name, body, query=None):
         """POST pods/NAME/binding: set spec.nodeName of an unassigned pod, as the scheduler
         does (the pod spec is otherwise immutable), and in the same update the condition
         PodScheduled=True (reason and message cleared, lastTransitionTime now when it was not
@@ -999,7 +1130,8 @@ class Api:
                     break
             else:
                 conds.append(cond)
-            self.store.put(res.storage, new, old)
+            if not query_list(query, "dryRun"):   # BindingREST.Create's assignPod
+                self.store.put(res.storage, new, old)
         return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                      "code": 201}
 
@@ -1018,13 +1150,14 @@ class Api:
                                              ("selector", selector_string(spec.get("selector"))))
                            if v or k == "replicas"}}
 
-    def get_scale(self, res, ns, name):
+    def get_scale(self, res, ns, name, query=None):
+        self.read_at(query)
         stored = self.store.get(res.storage, ns, name)
         if stored is None:
             raise not_found(res, name)
         return 200, self.scale_of(res, stored)
 
-    def _write_scale(self, res, ns, name, old, scale):
+    def _write_scale(self, res, ns, name, old, scale, dry_run=False):
         if not isinstance(scale, dict):
             raise bad_request("the object provided is unrecognized (must be of type Scale)")
         smeta = scale.get("metadata") or {}
@@ -1054,10 +1187,11 @@ class Api:
         new.setdefault("spec", {})["replicas"] = replicas
         new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
         self._manage(res, old, new, "scale")
-        self.store.put(res.storage, new, old)
+        if not dry_run:
+            self.store.put(res.storage, new, old)
         return 200, self.scale_of(res, new)
 
-    def update_scale(self, res, ns, name, body):
+    def update_scale(self, res, ns, name, body, dry_run=False):
         with self.store.lock:
             old = self.store.get(res.storage, ns, name)
             if old is None:
@@ -1078,9 +1212,9 @@ class Api:
                                    "%s, ResourceVersion: 0, AdditionalErrorMsg: Precondition "
                                    "failed: UID in precondition: %s, UID in object meta: %s"
                                    % (storage_key(res, ns, name), uid, ouid))
-            return self._write_scale(res, ns, name, old, body)
+            return self._write_scale(res, ns, name, old, body, dry_run)
 
-    def patch_scale(self, res, ns, name, ptype, patch, patch_errors=()):
+    def patch_scale(self, res, ns, name, ptype, patch, patch_errors=(), dry_run=False):
         with self.store.lock:
             old = self.store.get(res.storage, ns, name)
             if old is None:
@@ -1090,7 +1224,7 @@ class Api:
             if isinstance(new, dict):
                 self._decode_scale("patch", patch_shown(ptype, patch, new), new, patch_errors,
                                    converted=ptype == "strategic")
-            return self._write_scale(res, ns, name, old, new)
+            return self._write_scale(res, ns, name, old, new, dry_run)
 
     def _decode_scale(self, verb, shown, scale, patch_errors=(), converted=False):
         """A Scale as the decoder (or for a strategic merge patch the converter) takes it: its
@@ -1113,7 +1247,7 @@ class Api:
         ValidateDeleteOptions: 422 Invalid DeleteOptions.meta.k8s.io, before the object is
         looked up."""
         if body is not None:
-            opts = dict(body) if isinstance(body, dict) else {}
+            opts = {k: v for k, v in body.items() if v is not None}
         else:
             opts = {}
             grace = query_int64(query, "gracePeriodSeconds")
@@ -1124,7 +1258,7 @@ class Api:
             if "propagationPolicy" in query:
                 opts["propagationPolicy"] = query["propagationPolicy"]
             if "dryRun" in query:
-                opts["dryRun"] = [query["dryRun"]]
+                opts["dryRun"] = query_list(query, "dryRun")
         errs = validate_delete_options(opts)
         if errs:
             raise invalid("DeleteOptions", "meta.k8s.io", "", errs)
@@ -1140,12 +1274,13 @@ class Api:
             pre = opts.get("preconditions") or {}
             ometa = old["metadata"]
             # rest.BeforeDelete: the Conflict names the kind, not the resource
+            # (pointers there: an empty one set is compared too)
             why = None
-            if pre.get("uid") and pre["uid"] != ometa.get("uid"):
+            if pre.get("uid") is not None and pre["uid"] != ometa.get("uid"):
                 why = ("the UID in the precondition (%s) does not match the UID in record (%s). "
                        "The object might have been deleted and then recreated"
                        % (pre["uid"], ometa.get("uid")))
-            elif pre.get("resourceVersion") and \
+            elif pre.get("resourceVersion") is not None and \
                     pre["resourceVersion"] != ometa["resourceVersion"]:
                 why = ("the ResourceVersion in the precondition (%s) does not match the "
                        "ResourceVersion in record (%s). The object might have been modified"
@@ -1200,6 +1335,8 @@ class Api:
         # DeleteCollection reads the ListOptions first, then the DeleteOptions
         lo = self.list_options(res, query)
         ls, fs = lo.ls, lo.fs
+        if callable(body):
+            body = body()   # the server's decoding of the body, read after the list options
         opts = self._delete_options(body, query)
         with self.store.lock:
             items = []

@@ -344,6 +344,12 @@ def type_error(group, kind, body, sort=False):
     return _times(body, schema, sort) or _types(body, schema, "", sort)
 
 
+def struct_type_error(v, schema):
+    """The first UnmarshalTypeError of v (an object from loads) decoded into the Struct
+    schema, in the order v has its fields, or None."""
+    return _types(v, schema, "", False)
+
+
 def _time_error(v, t):
     """The error metav1.Time's (t: or MicroTime's) UnmarshalJSON gives for v, or None."""
     if v is None:

@@ -24,7 +24,7 @@ class Resource:
                  validate=None, default=None, prepare_create=None, generation=False,
                  field_labels=None, to_storage=None, from_storage=None, create_only=False,
                  categories=(), validate_first=False, create_on_update=False,
-                 unconditional_update=True):
+                 unconditional_update=True, field_label_aliases=None):
         self.group = group
         self.version = version
         self.plural = plural
@@ -41,6 +41,9 @@ class Resource:
         self.prepare_create = prepare_create
         self.generation = generation
         self.field_labels = field_labels or {}
+        # labels the conversion function takes and renames, or takes with no selectable
+        # field behind them (value None): the selector sees "" for those
+        self.field_label_aliases = field_label_aliases or {}
         self.to_storage = to_storage
         self.from_storage = from_storage
         self.create_only = create_only
@@ -95,6 +98,8 @@ class Resource:
         if label == "metadata.name" or (self.namespaced and label == "metadata.namespace") \
                 or label in self.field_labels:
             return label
+        if label in self.field_label_aliases:
+            return self.field_label_aliases[label] or label
         raise ValueError("field label not supported: %s" % label)
 
     def discovery(self):
@@ -353,6 +358,19 @@ def _core_event_passthrough(obj):
 
 # ---------------------------------------------------------------- the table
 
+def _pod_ip(o):
+    """The internal PodStatus's PodIPs[0] (pod strategy ToSelectableFields): v1's podIP, which
+    the conversion makes the first of podIPs, else the first of podIPs."""
+    ip = _get(o, "status", "podIP")
+    if ip:
+        return ip
+    ips = _get(o, "status", "podIPs")
+    return ips[0].get("ip") if isinstance(ips, list) and ips and isinstance(ips[0], dict) \
+        else None
+
+
+# pod strategy.go ToSelectableFields; the v1 conversion (core/v1 conversion.go) also takes
+# status.podIPs, which selects nothing of its own (""), and spec.host as spec.nodeName
 POD_FIELDS = {
     "spec.nodeName": lambda o: _get(o, "spec", "nodeName"),
     "spec.restartPolicy": lambda o: _get(o, "spec", "restartPolicy"),
@@ -360,9 +378,10 @@ POD_FIELDS = {
     "spec.serviceAccountName": lambda o: _get(o, "spec", "serviceAccountName"),
     "spec.hostNetwork": lambda o: bool(_get(o, "spec", "hostNetwork")),
     "status.phase": lambda o: _get(o, "status", "phase"),
-    "status.podIP": lambda o: _get(o, "status", "podIP"),
+    "status.podIP": _pod_ip,
     "status.nominatedNodeName": lambda o: _get(o, "status", "nominatedNodeName"),
 }
+POD_FIELD_ALIASES = {"spec.host": "spec.nodeName", "status.podIPs": None}
 
 EVENT_FIELDS = {
     "involvedObject.kind": lambda o: _get(o, "involvedObject", "kind"),
@@ -404,7 +423,8 @@ def build_resources():
           field_labels={"status.phase": lambda o: _get(o, "status", "phase")}),
         R("", "v1", "pods", "Pod", True, short_names=["po"], subresources=["status", "binding"],
           default=default_pod, prepare_create=prepare_pod, validate=V.validate_pod,
-          field_labels=POD_FIELDS, categories=["all"]),
+          field_labels=POD_FIELDS, field_label_aliases=POD_FIELD_ALIASES,
+          categories=["all"]),
         R("", "v1", "events", "Event", True, short_names=["ev"], validate=V.validate_core_event,
           storage="core/events", field_labels=EVENT_FIELDS, name_style="path",
           validate_first=True, create_on_update=True),

@@ -629,9 +629,7 @@ class Handler(BaseHTTPRequestHandler):
         path = url.path
         # a parameter given twice is its first value, as the API server's conversions read
         # url.Values ((*in)[0])
-        query = {}
-        for k, v in parse_qsl(url.query, keep_blank_values=True):
-            query.setdefault(k, v)
+        query = A.Query(parse_qsl(url.query, keep_blank_values=True))
         entry = {"time": time.time(), "method": self.command, "path": path, "query": url.query,
                  "userAgent": self.headers.get("User-Agent", ""),
                  "contentType": self.headers.get("Content-Type", ""),
@@ -804,7 +802,7 @@ class Handler(BaseHTTPRequestHandler):
             ns = ""
         if res.create_only:
             app.api.begin_write("create", query, self.headers.get("User-Agent", ""))
-            obj = self._json(body)
+            obj = self._json(body, kind=res.kind)
             if res.plural == "tokenreviews":
                 return self._send(201, app.token_review(obj))
             return self._send(201, app.access_review(res, ns, obj, ident))
@@ -816,17 +814,19 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(*app.api.list(res, info["namespace"], query))
         if verb == "get":
             if sub == "scale":
-                return self._send(*app.api.get_scale(res, ns, name))
-            return self._send(*app.api.get(res, ns, name))
+                return self._send(*app.api.get_scale(res, ns, name, query))
+            return self._send(*app.api.get(res, ns, name, query))
         if verb == "create" and sub == "binding":
             app.api.begin_write("create", query, self.headers.get("User-Agent", ""))
-            return self._send(*app.api.bind_pod(res, ns, name, self._json(body)))
+            return self._send(*app.api.bind_pod(res, ns, name, self._json(body, kind="Binding"),
+                                                query))
         if verb in ("create", "update", "patch"):
             app.api.begin_write(verb, query, self.headers.get("User-Agent", ""))
             if verb == "create":
-                code, obj = app.api.create(res, ns, self._json(body), query)
+                code, obj = app.api.create(res, ns, self._json(body, kind=res.kind), query)
             elif verb == "update":
-                code, obj = app.api.update(res, ns, name, self._json(body), sub, query)
+                code, obj = app.api.update(res, ns, name, self._json(
+                    body, kind="Scale" if sub == "scale" else res.kind), sub, query)
             else:
                 code, obj = app.api.patch(res, ns, name, body, self.headers.get("Content-Type"),
                                           sub, query)
@@ -834,23 +834,43 @@ class Handler(BaseHTTPRequestHandler):
             # one Warning header per dropped field, as kube-apiserver sends them
             return self._send(code, obj, warnings=warnings)
         if verb == "delete":
-            return self._send(*app.api.delete(res, ns, name, self._json(body, True), query))
+            return self._send(*app.api.delete(res, ns, name, self._delete_body(body), query))
         if verb == "deletecollection":
+            # its list options are read first, then the body (delete.go DeleteCollection)
             return self._send(*app.api.delete_collection(res, info["namespace"],
-                                                         self._json(body, True), query))
+                                                         lambda: self._delete_body(body), query))
         raise A.method_not_allowed()
 
-    def _json(self, body, optional=False):
+    def _delete_body(self, body):
+        """A DELETE's body, DeleteOptions (None without one): its media type negotiated as
+        _json's, then decoded as delete.go decodes it (api.decode_delete_body)."""
         if not body:
-            if optional:
-                return None
-            raise A.bad_request("the body of the request is empty")
+            return None
+        self._check_media_type()
+        return A.decode_delete_body(body)
+
+    def _check_media_type(self):
         ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
         if ctype not in ("application/json", "*/*", ""):
             raise A.StatusError(415, "UnsupportedMediaType",
                                 'the body of the request was in an unknown format - accepted '
                                 'media types include: application/json, application/yaml, '
                                 'application/vnd.kubernetes.protobuf, application/cbor')
+
+    def _json(self, body, optional=False, kind=None):
+        """A write's body as JSON. kind: the type it decodes into, whose serializer first
+        interprets its apiVersion and kind: a body that does not pass is rest.go
+        transformDecodeError's 400 `the object provided is unrecognized (must be of type
+        ConfigMap): couldn't get version/kind; json parse error: ... ({bad)`."""
+        if not body:
+            if optional:
+                return None
+            raise A.bad_request("the body of the request is empty")
+        self._check_media_type()
+        err = A.interpret_error(body) if kind else None
+        if err:
+            raise A.bad_request("the object provided is unrecognized (must be of type %s): %s "
+                                "(%s)" % (kind, err, A.summarize_data(body)))
         try:
             return F.loads(body)
         except ValueError as e:
@@ -930,7 +950,14 @@ class Handler(BaseHTTPRequestHandler):
         Initial events: without sendInitialEvents, for resourceVersion "" and "0"; with
         sendInitialEvents=true, always, ended by the annotated bookmark only when bookmarks are
         allowed (the cacher's isListWatchRequest); with sendInitialEvents=false, none, and ""
-        or "0" start at the present."""
+        or "0" start at the present.
+
+        As cacher.Watch: a resourceVersion that does not parse (unless "" without
+        sendInitialEvents, which etcd serves) is a 500 (api.parse_rv); with
+        sendInitialEvents=true one not reached yet is waited for (waitUntilFreshAndBlock, 3 s),
+        then the watch opens with one ERROR event, the 504 Too large resource version. A
+        negative timeoutSeconds is kept (only 0 takes the random default): the watch's context
+        has expired, and it ends at once, with no event."""
         app = self.app
         opts = app.api.list_options(res, query)
         ls, fs, rv, send_initial = opts.ls, opts.fs, opts.rv, opts.send_initial
@@ -942,15 +969,24 @@ class Handler(BaseHTTPRequestHandler):
                       None) != name:
                 raise A.bad_request("fieldSelector metadata.name doesn't match requested name")
         timeout = opts.timeout or 0
-        if timeout <= 0:
+        if timeout == 0:
             timeout = app.min_request_timeout * (1.0 + random.random())
-        if send_initial is True or (send_initial is None and rv in ("", "0")):
-            since = None
+        want = A.parse_rv(rv)
+        failed = None
+        if send_initial is True and want:
+            try:
+                A.wait_for_rv(app.store, want)
+            except A.StatusError as e:
+                failed = e.status()
+        if timeout < 0 or failed is not None:
+            w, snap, err = None, None, None
+        elif send_initial is True or (send_initial is None and rv in ("", "0")):
+            w, snap, err = app.store.register(res.storage, ns, None)
         elif rv in ("", "0"):
-            since = "now"
+            w, snap, err = app.store.register(res.storage, ns, "now")
         else:
-            since = A._parse_rv(rv)  # one not reached yet: the events after it, when they come
-        w, snap, err = app.store.register(res.storage, ns, since)
+            # one not reached yet: the events after it, when they come
+            w, snap, err = app.store.register(res.storage, ns, want)
         try:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -960,8 +996,10 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self._status = 200
             if err is not None:
-                st = A.expired("too old resource version: %d (%d)" % err).status()
-                self._write_event("ERROR", st)
+                failed = A.expired("too old resource version: %d (%d)" % err).status()
+            if failed is not None:
+                self._write_event("ERROR", failed)
+            if w is None or failed is not None:
                 self.wfile.write(b"0\r\n\r\n")
                 return
             self._stream(res, w, snap, ls, fs, timeout, opts.bookmarks,

@@ -77,6 +77,14 @@ class Watcher:
             return not self.queue
 
 
+def etcd_order(key):
+    """The sort key of an object's (namespace, name) as etcd orders its keys: by the bytes of
+    "namespace/name" ("a-b/x" before "a/x"), or of the name for a cluster-scoped object. A
+    continue token names such a key (goparse.encode_continue)."""
+    ns, name = key
+    return (ns + "/" + name if ns else name).encode()
+
+
 class Store:
     def __init__(self, history_size=1000):
         self.lock = threading.RLock()
@@ -96,10 +104,11 @@ class Store:
             return self.objects.get(storage, {}).get((namespace or "", name))
 
     def items(self, storage, namespace=None):
-        """Objects of a storage key sorted by (namespace, name), like etcd key order."""
+        """Objects of a storage key in etcd's key order (etcd_order)."""
         with self.lock:
             d = self.objects.get(storage, {})
-            keys = sorted(k for k in d if namespace is None or k[0] == namespace)
+            keys = sorted((k for k in d if namespace is None or k[0] == namespace),
+                          key=etcd_order)
             return [d[k] for k in keys]
 
     def items_at(self, storage, namespace, rv):
@@ -117,7 +126,8 @@ class Store:
                     d.pop(key, None)
                 else:
                     d[key] = ev.prev
-            keys = sorted(k for k in d if namespace is None or k[0] == namespace)
+            keys = sorted((k for k in d if namespace is None or k[0] == namespace),
+                          key=etcd_order)
             return [d[k] for k in keys]
 
     def current_rv(self):

@@ -12,13 +12,15 @@ import binascii
 import json
 import re
 
-from .kselectors import (LabelSelector, SelectorError, go_quote, label_value_error,
-                         qualified_name_error, qualified_name_errors)
+from .kselectors import (LabelSelector, SelectorError, go_quote, label_value_errors,
+                         qualified_name_errors)
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+# used with fullmatch only: Go's ^...$ match the whole text, where Python's $ also matches
+# before a final "\n" (a name "web\n" passed)
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 
 MSG_SUBDOMAIN = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
                  "characters, '-' or '.', and must start and end with an alphanumeric character "
@@ -154,24 +156,25 @@ def validate_name(name, style):
             if ch in name:
                 out.append("may not contain '%s'" % ch)
         return out
+    # lengths are Go's len(): bytes
     if style == "label":
         out = []
-        if len(name) > 63:
+        if len(name.encode()) > 63:
             out.append("must be no more than 63 characters")
-        if not DNS1123_LABEL.match(name):
+        if not DNS1123_LABEL.fullmatch(name):
             out.append(MSG_LABEL)
         return out
     if style == "1035":
         out = []
-        if len(name) > 63:
+        if len(name.encode()) > 63:
             out.append("must be no more than 63 characters")
-        if not DNS1035_LABEL.match(name):
+        if not DNS1035_LABEL.fullmatch(name):
             out.append(MSG_1035)
         return out
     out = []
-    if len(name) > 253:
+    if len(name.encode()) > 253:
         out.append("must be no more than 253 characters")
-    if not DNS1123_SUBDOMAIN.match(name):
+    if not DNS1123_SUBDOMAIN.fullmatch(name):
         out.append(MSG_SUBDOMAIN)
     return out
 
@@ -190,26 +193,32 @@ def validate_meta(meta, name_style, namespaced):
     if not isinstance(labels, dict):
         errs.append(FieldError("invalid", "metadata.labels", labels, "must be a map"))
         labels = {}
-    for k, v in labels.items():
-        e = qualified_name_error(k)
-        if e:
-            errs.append(FieldError("invalid", "metadata.labels", k, e))
-        if not isinstance(v, str):
-            errs.append(FieldError("invalid", "metadata.labels", v, "must be a string"))
-            continue
-        e = label_value_error(v)
-        if e:
-            errs.append(FieldError("invalid", "metadata.labels", v, e))
+    errs.extend(label_errors(labels, "metadata.labels"))
     ann = meta.get("annotations") or {}
     total = 0
     for k, v in ann.items():
-        e = qualified_name_error(k.lower())
-        if e:
+        # ValidateAnnotations: IsQualifiedName of the key in lower case, each message
+        for e in qualified_name_errors(k.lower()):
             errs.append(FieldError("invalid", "metadata.annotations", k, e))
         # Go's len(): bytes of the UTF-8 text, not characters
         total += len(k.encode()) + len((v if isinstance(v, str) else json.dumps(v)).encode())
     if total > 256 * 1024:
         errs.append(FieldError("toolong", "metadata.annotations", detail="262144"))
+    return errs
+
+
+def label_errors(labels, path):
+    """ValidateLabels (meta/v1/validation): for each label, one error per message of
+    IsQualifiedName for its key, then one per message of IsValidLabelValue for its value
+    (Go ranges over the map in no order; fakekube in the body's). The 422's message names each
+    distinct message once (field.ErrorList.ToAggregate), its causes every error."""
+    errs = []
+    for k, v in labels.items():
+        for e in qualified_name_errors(k):
+            errs.append(FieldError("invalid", path, k, e))
+        v = "" if v is None else v
+        for e in label_value_errors(v if isinstance(v, str) else str(v)):
+            errs.append(FieldError("invalid", path, v, e))
     return errs
 
 
@@ -225,13 +234,7 @@ def validate_label_selector(sel, path):
     errs = []
     if not isinstance(sel, dict):
         return [FieldError("invalid", path, sel, "must be an object")]
-    for k, v in (sel.get("matchLabels") or {}).items():
-        e = qualified_name_error(k)
-        if e:
-            errs.append(FieldError("invalid", path + ".matchLabels", k, e))
-        e = label_value_error(str(v))
-        if e:
-            errs.append(FieldError("invalid", path + ".matchLabels", v, e))
+    errs.extend(label_errors(sel.get("matchLabels") or {}, path + ".matchLabels"))
     for i, ex in enumerate(sel.get("matchExpressions") or []):
         p = "%s.matchExpressions[%d]" % (path, i)
         op = ex.get("operator")
@@ -244,6 +247,11 @@ def validate_label_selector(sel, path):
             errs.append(FieldError("forbidden", p + ".values",
                                    detail="may not be specified when `operator` is 'Exists' or "
                                           "'DoesNotExist'"))
+        # ValidateLabelSelectorRequirement: then ValidateLabelName of the key
+        key = ex.get("key")
+        key = "" if key is None else str(key)
+        for e in qualified_name_errors(key):
+            errs.append(FieldError("invalid", p + ".key", key, e))
     return errs
 
 
@@ -342,15 +350,7 @@ def validate_workload(obj, old, needs_template_match=True):
 
 
 def validate_meta_labels_only(meta, path):
-    errs = []
-    for k, v in (meta.get("labels") or {}).items():
-        e = qualified_name_error(k)
-        if e:
-            errs.append(FieldError("invalid", path + ".labels", k, e))
-        e = label_value_error(str(v))
-        if e:
-            errs.append(FieldError("invalid", path + ".labels", v, e))
-    return errs
+    return label_errors(meta.get("labels") or {}, path + ".labels")
 
 
 def validate_hpa(obj, old):
@@ -476,15 +476,24 @@ def _immutable_data(obj, old, fields):
 
 
 def validate_secret(obj, old):
-    """ValidateSecret's keys (IsConfigMapKey, as a ConfigMap's), after ValidateSecretUpdate's
-    checks of type and immutability on an update."""
+    """ValidateSecret's keys (IsConfigMapKey, as a ConfigMap's) and its size (the decoded data,
+    stringData merged into it, at most 1 MiB), after ValidateSecretUpdate's checks of type and
+    immutability on an update."""
     errs = []
     if old is not None and old.get("type") != obj.get("type"):
         errs.append(FieldError("invalid", "type", obj.get("type"), "field is immutable"))
     errs.extend(_immutable_data(obj, old, ("data",)))
-    for k in sorted(obj.get("data") or {}):
+    data = obj.get("data") or {}
+    total = 0
+    for k in sorted(data):
         for m in config_key_errors(k):
             errs.append(FieldError("invalid", "data[%s]" % k, k, m))
+        if isinstance(data[k], str):
+            total += _binary_len(data[k])
+    # ValidateSecret: the decoded values together at most core.MaxSecretSize, 1 MiB
+    # ("data: Too long: must have at most 1048576 bytes")
+    if total > MAX_CONFIGMAP_BYTES:
+        errs.append(FieldError("toolong", "data", detail=str(MAX_CONFIGMAP_BYTES)))
     return errs
 
 
