@@ -666,11 +666,15 @@ class HPAController:
         conds = status.setdefault("conditions", [])
         behavior = default_behavior(spec.get("behavior"))
         ref = spec["scaleTargetRef"]
-        resource = _SCALE_RESOURCES.get(ref.get("kind"))
+        # the controller maps the group and kind (any version) to a resource: these kinds are
+        # the apps group's only
+        group = ref.get("apiVersion", "").rpartition("/")[0] if "/" in ref.get("apiVersion", "") \
+            else ""
+        resource = _SCALE_RESOURCES.get(ref.get("kind")) if group == "apps" else None
         rec = {"time": now}
         try:
             if resource is None:
-                raise MetricError("no matches for kind %r" % ref.get("kind"))
+                raise MetricError("no matches for kind %r in group %r" % (ref.get("kind"), group))
             scale = self.c.get(resource, ref["name"], self.ns, subresource="scale")
         except Exception as e:  # noqa: BLE001
             self._event(hpa, "Warning", "FailedGetScale", str(e))

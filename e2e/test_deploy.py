@@ -114,7 +114,8 @@ class DeployTest(unittest.TestCase):
         role = self.one("Role", "gpuscaler")
         self.assertEqual(role["metadata"]["namespace"], NS)
         self.assertEqual(C.rules_table(role["rules"]), {
-            ("coordination.k8s.io", "leases", ()): {"create"},
+            # list: a new leader term waits for shard Leases held by sharded replicas
+            ("coordination.k8s.io", "leases", ()): {"create", "list"},
             ("coordination.k8s.io", "leases", (cfg["leader-election"]["lease-name"],)):
                 {"get", "update"},
             ("", "configmaps", ()): {"create"},  # create cannot be limited by name

@@ -4,7 +4,8 @@
  * unless they already carry one. They are parsed over default config; a
  * success must give a config that passes validation (with demand-unit
  * tokens, a generation-token metric to scrape; with requests, none), a
- * metrics port that is a number or a valid port name, and the
+ * metrics port that is a number or a valid port name, its own capacity-start
+ * only beside capacity-per-gpu auto, and the
  * status JSON of a decision made with it must be one line, and the default
  * PromQL built from its metric names must expand. */
 #include <stdbool.h>
@@ -59,6 +60,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         bool tokens = w.policy.demand_unit == POLICY_UNIT_TOKENS;
         if (tokens != (w.scrape.generation_token_metric[0] != '\0'))
+            abort();
+        /* a Deployment's own capacity-start is accepted only where it
+         * applies: beside capacity-per-gpu auto (a number ignored it) */
+        bool own_start = false;
+        for (size_t i = 0; i < n; i++)
+            own_start |= strcmp(keys[i], "gpuscaler.io/capacity-start") == 0;
+        if (own_start && w.policy.capacity_start > 0 && !w.policy.capacity_auto)
             abort();
         struct policy_state st;
         policy_state_init(&st);

@@ -5,7 +5,9 @@
  * two bytes (gpuscaler's min-replicas and max-replicas), then a JSON list of
  * HPA objects (or one object). Every item is added to one set of facts; the
  * advice must count its problems, fit its buffer (also a small one), and be
- * empty exactly when it counts none. */
+ * empty exactly when it counts none. The list is also one namespace's
+ * answer of an HPA round (ctl_hpa_answer): each target it records is an
+ * apps Deployment's, "ns/name\t...", at most one per item. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +60,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
           "counts and windows are not negative");
     advise(&f, min, max, 0, 1024);
     advise(&f, min, max, (int64_t)(data[0] / 8) * 30, 40);
+    json_t *items = json_is_array(doc) ? json_incref(doc) : json_pack("[O]", doc);
+    struct controller *c = xcalloc(1, sizeof(*c));
+    c->hpa_lists_pending = 1;
+    ctl_hpa_answer(c, "llm", true, items, 0);
+    check(c->hpa_lists_pending == 0 && c->n_hpa_targets <= json_array_size(items),
+          "one target at most per HPA, the round ended");
+    size_t apps = 0, i;
+    json_t *it;
+    json_array_foreach(items, i, it) {
+        const char *api = json_string_value(json_object_get(
+            json_object_get(json_object_get(it, "spec"), "scaleTargetRef"), "apiVersion"));
+        apps += api && strncmp(api, "apps/", 5) == 0;
+    }
+    check(c->n_hpa_targets <= apps, "only HPAs of an apps/ scaleTargetRef target a Deployment");
+    for (i = 0; i < c->n_hpa_targets; i++) {
+        check(strchr(c->hpa_targets[i], '/') && strchr(c->hpa_targets[i], '\t'),
+              "ns/name\tdescription");
+        xfree(c->hpa_targets[i]);
+    }
+    xfree(c->hpa_targets);
+    xfree(c);
+    json_decref(items);
     json_decref(doc);
     return 0;
 }

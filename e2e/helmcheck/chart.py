@@ -313,7 +313,8 @@ def check_render(objs, values, release, namespace):
             want_role[("coordination.k8s.io", "leases", ())] = {"create", "get", "list", "update",
                                                                 "delete"}
         elif values["leaderElection"]["enabled"]:
-            want_role[("coordination.k8s.io", "leases", ())] = {"create"}
+            # list: a new leader term waits for shard Leases held by sharded replicas
+            want_role[("coordination.k8s.io", "leases", ())] = {"create", "list"}
             want_role[("coordination.k8s.io", "leases", (values["leaderElection"]["leaseName"],))] = \
                 {"get", "update"}
         if rt != want_role:

@@ -117,7 +117,10 @@ void capacity_observe(struct capacity *c, const struct capacity_obs *o)
     /* every slot busy for the whole window the completions count over */
     if (o->now_ms - c->queue_since_ms >= o->window_ms && x > 0) {
         push(c->sat, &c->nsat, &c->isat, x);
-        if (known(o->running) && o->running > 0)
+        /* a count a float holds: an infinite sample (a pod's gauge of 1e300)
+         * made the state one capacity_decode() refuses (found by
+         * fuzz-capacity-state) */
+        if (known(o->running) && o->running > 0 && isfinite((float)(o->running / o->gpus)))
             push(c->slots, &c->nslots, &c->islots, o->running / o->gpus);
         c->total++;
     }

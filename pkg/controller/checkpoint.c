@@ -30,9 +30,15 @@
 
 #define SUB "controller"
 #define CHECKPOINT_INTERVAL_MS (10LL * 60 * 1000)
-#define KEY_MAX 253
+#define KEY_MAX CTL_CKPT_KEY_MAX
 /* "full" is logged at most once an hour per ConfigMap */
 #define FULL_LOG_EVERY_MS (3600LL * 1000)
+/* What the API server lets a ConfigMap hold: its data's and decoded binaryData's
+ * values (core validation's MaxSecretSize) */
+#define CKPT_MAX_BYTES (1024LL * 1024)
+/* Removals a save carries at most (the rest wait for the next saves): 80,000
+ * keys made a patch of 5 MB, over the 3 MiB an API server takes in a request */
+#define CKPT_MAX_DROPS 4096
 /* checkpoint ConfigMap reads in flight at most (each serves all its waiting Deployments) */
 #define CKPT_MAX_READS 16
 /* a Deployment whose term ends sooner is left out of a save (see save_one) */
@@ -45,107 +51,22 @@ struct ctl_ckpt {
     bool get_inflight, patch_inflight;
     int64_t next_save_ms;         /**< 0 until the first tick sets a staggered time */
     int64_t full_logged_ms;
-    char **drop;                  /**< keys to remove in the next patch, owned */
-    size_t ndrop;
+    char **drop;                  /**< keys to remove in the next patches, owned, oldest
+                                       first */
+    size_t ndrop, dropcap;
+    json_t *dropset;              /**< the same keys, as an object's (a set) */
     bool size_known;
     int64_t size;                 /**< bytes the API server counts in it (data + decoded
                                        binaryData) as last read or written here */
+    json_t *sizes;                /**< each key's share of size (integers), NULL unknown */
+    bool resave;                  /**< the next save is the one after a refused one's read */
 };
 
 /* ---- names and keys ------------------------------------------------------------ */
 
-size_t ctl_checkpoint_index(const char *ns, const char *name, size_t n)
-{
-    return n ? (size_t)(shard_hash(ns, name) % n) : 0; /* the shards' hash (shard.h) */
-}
-
 static void cm_name(const struct controller *c, size_t i, char *out, size_t len)
 {
     snprintf(out, len, "%.200s-%zu", c->checkpoint_prefix, i);
-}
-
-/* <what>.<ns>_<name>: '_' is in neither a namespace nor a Deployment name, so
- * the key says whose it is. Past 253 characters the name is cut and the hash
- * of namespace/name appended. */
-static void entry_key(const char *what, const char *ns, const char *name, char *out, size_t len)
-{
-    int n = snprintf(out, len, "%s.%s_%s", what, ns, name);
-    if (n >= 0 && (size_t)n <= KEY_MAX)
-        return;
-    int keep = KEY_MAX - (int)strlen(what) - 1 - (int)strlen(ns) - 1 - 17;
-    snprintf(out, len, "%s.%s_%.*s.%016" PRIx64, what, ns, keep > 0 ? keep : 0, name,
-             shard_hash(ns, name));
-}
-
-/* Whether a key is in the hashed form: exactly KEY_MAX long, ending in
- * .<16 hex digits>. A plain key of a name that itself ends so, exactly that
- * long, reads as hashed too: key_live then matches it as either. */
-static bool key_hashed(const char *key)
-{
-    size_t n = strlen(key);
-    if (n != KEY_MAX || key[n - 17] != '.')
-        return false;
-    for (size_t i = n - 16; i < n; i++)
-        if (!((key[i] >= '0' && key[i] <= '9') || (key[i] >= 'a' && key[i] <= 'f')))
-            return false;
-    return true;
-}
-
-/* The parts of a key of ours, <what>.<ns>_<rest>: *what (its length in
- * *wlen) and *ns point into key and buf, *rest into buf. false when the key
- * is not one of ours. */
-static bool key_parts(const char *key, char *buf, size_t len, size_t *wlen, const char **ns,
-                      const char **rest)
-{
-    const char *dot = strchr(key, '.');
-    if (!dot || snprintf(buf, len, "%s", dot + 1) >= (int)len)
-        return false;
-    *wlen = (size_t)(dot - key);
-    if (!((*wlen == 8 && strncmp(key, "forecast", 8) == 0) ||
-          (*wlen == 8 && strncmp(key, "capacity", 8) == 0) ||
-          (*wlen == 4 && strncmp(key, "unit", 4) == 0) ||
-          (*wlen == 3 && strncmp(key, "uid", 3) == 0)))
-        return false;
-    char *us = strchr(buf, '_'); /* '_' is in neither a namespace nor a name */
-    if (!us || us == buf || !us[1])
-        return false;
-    *us = '\0';
-    *ns = buf;
-    *rest = us + 1;
-    return true;
-}
-
-/* Whether the Deployment a key names is in the cache and the key in its
- * ConfigMap idx. A plain key names it; a hashed one (a cut name and the hash)
- * is matched against the namespace's Deployments. */
-static bool key_live(const struct controller *c, size_t idx, const char *key)
-{
-    char buf[KEY_MAX + 1], what[16], want[KEY_MAX + 1];
-    size_t wlen;
-    const char *ns, *rest;
-    if (!key_parts(key, buf, sizeof(buf), &wlen, &ns, &rest))
-        return true; /* not ours: never removed */
-    /* a namespace whose Deployments are not all listed yet (its lists
-     * refused, or still running): its keys cannot be told gone */
-    if (!kube_cache_ns_synced(c->cache, ns))
-        return true;
-    if (!key_hashed(key))
-        return ctl_checkpoint_index(ns, rest, c->nckpt) == idx &&
-               kube_cache_deployment(c->cache, ns, rest) != NULL;
-    memcpy(what, key, wlen); /* at most 8: key_parts knows the four */
-    what[wlen] = '\0';
-    size_t n = 0;
-    const struct kube_deployment *const *ds = kube_cache_deployments(c->cache, &n);
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(ds[i]->ns, ns) != 0)
-            continue;
-        entry_key(what, ns, ds[i]->name, want, sizeof(want));
-        if (strcmp(want, key) == 0)
-            return ctl_checkpoint_index(ns, ds[i]->name, c->nckpt) == idx;
-    }
-    /* a plain key of a name ending in .<hash>, exactly KEY_MAX long */
-    return ctl_checkpoint_index(ns, rest, c->nckpt) == idx &&
-           kube_cache_deployment(c->cache, ns, rest) != NULL;
 }
 
 static bool budget(const struct controller *c)
@@ -167,18 +88,27 @@ void ctl_checkpoint_free(struct controller *c)
         for (size_t k = 0; k < c->ckpt[i].ndrop; k++)
             xfree(c->ckpt[i].drop[k]);
         xfree(c->ckpt[i].drop);
+        json_decref(c->ckpt[i].dropset);
+        json_decref(c->ckpt[i].sizes);
     }
     xfree(c->ckpt);
     c->ckpt = NULL;
     c->nckpt = 0;
 }
 
+/* Queue key's removal, once: the queue's set finds it in O(1) (a scan of
+ * the queue per key was quadratic in the keys of a read). */
 static void drop_key(struct ctl_ckpt *k, const char *key)
 {
-    for (size_t i = 0; i < k->ndrop; i++)
-        if (strcmp(k->drop[i], key) == 0)
-            return;
-    k->drop = xrealloc(k->drop, (k->ndrop + 1) * sizeof(*k->drop));
+    if (!k->dropset)
+        k->dropset = json_object();
+    if (json_object_get(k->dropset, key))
+        return;
+    json_object_set_new(k->dropset, key, json_true());
+    if (k->ndrop == k->dropcap) {
+        k->dropcap = k->dropcap ? 2 * k->dropcap : 16;
+        k->drop = xrealloc(k->drop, k->dropcap * sizeof(*k->drop));
+    }
     k->drop[k->ndrop++] = xstrdup(key);
 }
 
@@ -192,18 +122,25 @@ static void note_size(struct ctl_ckpt *k, json_t *body)
     int64_t n = 0;
     const char *key;
     json_t *v;
+    json_t *sizes = json_object(); /* a key in both maps: the API server counts both */
     json_object_foreach(json_object_get(body, "data"), key, v) {
         n += (int64_t)json_string_length(v);
+        json_object_set_new(sizes, key, json_integer((json_int_t)json_string_length(v)));
     }
     json_object_foreach(json_object_get(body, "binaryData"), key, v) {
         const char *s = json_string_value(v);
         size_t len = json_string_length(v), pad = 0;
         while (s && pad < 2 && pad < len && s[len - 1 - pad] == '=')
             pad++;
-        n += (int64_t)(len / 4 * 3 + (len % 4 ? len % 4 - 1 : 0) - pad);
+        int64_t b = (int64_t)(len / 4 * 3 + (len % 4 ? len % 4 - 1 : 0) - pad);
+        n += b;
+        json_t *was = json_object_get(sizes, key);
+        json_object_set_new(sizes, key, json_integer(json_integer_value(was) + b));
     }
     k->size = n;
     k->size_known = true;
+    json_decref(k->sizes);
+    k->sizes = sizes;
 }
 
 void ctl_checkpoint_write_metrics(const struct controller *c, struct util_buf *b)
@@ -228,13 +165,13 @@ void ctl_checkpoint_forget(struct controller *c, const struct ctl_wl *w)
         return; /* never read (nothing of ours there), or not ours to write */
     struct ctl_ckpt *k = &c->ckpt[ctl_checkpoint_index(w->ns, w->name, c->nckpt)];
     char key[KEY_MAX + 1];
-    entry_key("forecast", w->ns, w->name, key, sizeof(key));
+    ctl_checkpoint_key("forecast", w->ns, w->name, key, sizeof(key));
     drop_key(k, key);
-    entry_key("capacity", w->ns, w->name, key, sizeof(key));
+    ctl_checkpoint_key("capacity", w->ns, w->name, key, sizeof(key));
     drop_key(k, key);
-    entry_key("unit", w->ns, w->name, key, sizeof(key));
+    ctl_checkpoint_key("unit", w->ns, w->name, key, sizeof(key));
     drop_key(k, key);
-    entry_key("uid", w->ns, w->name, key, sizeof(key));
+    ctl_checkpoint_key("uid", w->ns, w->name, key, sizeof(key));
     drop_key(k, key);
 }
 
@@ -251,6 +188,9 @@ struct cm_req {
     size_t ndrop;                 /**< drop keys the save carried */
     uint64_t until;               /**< loop time by which the save must have ended (the
                                        terms of the Deployments it carries), 0: none */
+    bool resave;                  /**< a read after a save refused as too long: save
+                                       again once it answered */
+    bool second;                  /**< a save made so: a refusal is not read again */
 };
 
 static void req_free(struct cm_req *r)
@@ -305,7 +245,7 @@ void ctl_checkpoint_restore(struct ctl_wl *w, json_t *body, const char *cm)
     /* the state of a Deployment deleted and made again under the same name
      * (another model, other GPUs) is not this one's; checkpoints written
      * before the uid was stored carry none and are taken */
-    entry_key("uid", w->ns, w->name, key, sizeof(key));
+    ctl_checkpoint_key("uid", w->ns, w->name, key, sizeof(key));
     const char *suid = json_string_value(json_object_get(json_object_get(body, "data"), key));
     if (suid && strcmp(suid, w->uid) != 0) {
         LOGW_INFO(SUB, w->ns, w->name, "ignoring checkpoint in %s: written for a Deployment of "
@@ -313,7 +253,7 @@ void ctl_checkpoint_restore(struct ctl_wl *w, json_t *body, const char *cm)
         return;
     }
     /* rates and capacities learned in another demand unit mean nothing here */
-    entry_key("unit", w->ns, w->name, key, sizeof(key));
+    ctl_checkpoint_key("unit", w->ns, w->name, key, sizeof(key));
     const char *su = json_string_value(json_object_get(json_object_get(body, "data"), key));
     ctl_demand_unit_label(&w->cfg.policy, unit, sizeof(unit));
     if (strcmp(su ? su : "requests", unit) != 0) {
@@ -321,7 +261,7 @@ void ctl_checkpoint_restore(struct ctl_wl *w, json_t *body, const char *cm)
                   "%.60s, now %s", cm, su ? su : "requests", unit);
         return;
     }
-    entry_key("capacity", w->ns, w->name, key, sizeof(key));
+    ctl_checkpoint_key("capacity", w->ns, w->name, key, sizeof(key));
     const char *cs = json_string_value(json_object_get(bin, key));
     char *raw = NULL;
     size_t rawlen = 0;
@@ -350,7 +290,7 @@ void ctl_checkpoint_restore(struct ctl_wl *w, json_t *body, const char *cm)
     }
     xfree(raw);
     raw = NULL;
-    entry_key("forecast", w->ns, w->name, key, sizeof(key));
+    ctl_checkpoint_key("forecast", w->ns, w->name, key, sizeof(key));
     const char *s = json_string_value(json_object_get(bin, key));
     if (!s || !w->fc)
         return; /* nothing stored yet */
@@ -404,22 +344,33 @@ void ctl_checkpoint_restore(struct ctl_wl *w, json_t *body, const char *cm)
               (long long)fr.buckets_seen);
 }
 
+static bool cache_synced(const void *arg, const char *ns)
+{
+    return kube_cache_ns_synced(arg, ns);
+}
+
 /* Keys of Deployments gpuscaler no longer tracks (deleted or opted out while it was not
  * running), or kept in another ConfigMap than theirs: removed in the next save, of
  * dotted and of hashed names too (they used to stay for good). */
 static void prune(struct controller *c, size_t idx, json_t *body)
 {
-    if (c->dry_run || !controller_leading(c))
+    if (c->dry_run || !c->cache || !controller_leading(c))
         return;
-    static const char *const fields[] = {"binaryData", "data"};
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(fields); i++) {
-        const char *key;
-        json_t *v;
-        json_object_foreach(json_object_get(body, fields[i]), key, v) {
-            if (!key_live(c, idx, key))
-                drop_key(&c->ckpt[idx], key);
-        }
+    size_t nds = 0;
+    const struct kube_deployment *const *ds = kube_cache_deployments(c->cache, &nds);
+    char **keys;
+    size_t n = ctl_checkpoint_stale(body, idx, c->nckpt, ds, nds, cache_synced, c->cache, &keys);
+    for (size_t i = 0; i < n; i++) {
+        drop_key(&c->ckpt[idx], keys[i]);
+        xfree(keys[i]);
     }
+    xfree(keys);
+}
+
+void ctl_checkpoint_noted(struct controller *c, size_t idx, json_t *body)
+{
+    note_size(&c->ckpt[idx], body);
+    prune(c, idx, body);
 }
 
 /* After a read answered: the next reads for Deployments still waiting for
@@ -435,6 +386,8 @@ static void load_waiting(struct controller *c)
             if (w->fc && !w->checkpoint_loaded)
                 ctl_checkpoint_load(c, w);
 }
+
+static void save_one(struct controller *c, size_t idx);
 
 static void cm_read(const struct kube_result *res, void *arg)
 {
@@ -458,9 +411,13 @@ static void cm_read(const struct kube_result *res, void *arg)
             ctl_checkpoint_restore(w, body, r->cm);
             w->checkpoint_ready = true; /* read, or nothing stored: saves may write it now */
         }
-    if (body) {
-        note_size(&c->ckpt[r->idx], body);
-        prune(c, r->idx, body);
+    if (body)
+        ctl_checkpoint_noted(c, r->idx, body);
+    if (r->resave && res->err == 0 && !c->closing && !c->ckpt[r->idx].patch_inflight &&
+        controller_leading(c)) {
+        c->ckpt[r->idx].resave = true; /* send_save marks the save */
+        save_one(c, r->idx);
+        c->ckpt[r->idx].resave = false;
     }
     bool more = !c->closing && (res->err == 0 || res->err == -ENOENT);
     req_free(r);
@@ -545,8 +502,10 @@ static void cm_written(const struct kube_result *res, void *arg)
     if (res->err == 0) {
         note_size(k, res->body);
         /* the removals it carried are done (later ones stay queued) */
-        for (size_t i = 0; i < r->ndrop && i < k->ndrop; i++)
+        for (size_t i = 0; i < r->ndrop && i < k->ndrop; i++) {
+            json_object_del(k->dropset, k->drop[i]);
             xfree(k->drop[i]);
+        }
         size_t n = r->ndrop < k->ndrop ? r->ndrop : k->ndrop;
         if (n > 0) {
             memmove(k->drop, k->drop + n, (k->ndrop - n) * sizeof(*k->drop));
@@ -562,6 +521,18 @@ static void cm_written(const struct kube_result *res, void *arg)
         req_free(r);
         return;
     } else if (res->status == 422 && res->message && strstr(res->message, "Too long")) {
+        /* what it holds grew since it was read here (another replica's keys): read it
+         * again, and save again what then fits (once) */
+        if (!r->second && !c->closing && !k->get_inflight) {
+            k->get_inflight = true;
+            struct cm_req *g = req_new(c, r->idx, false);
+            g->resave = true;
+            if (kube_configmap_get(c->kube, c->cfg->leader.namespace_, g->cm, cm_read, g) !=
+                0) {
+                k->get_inflight = false;
+                req_free(g);
+            }
+        }
         int64_t now = util_now_unix_ms();
         if (now - k->full_logged_ms >= FULL_LOG_EVERY_MS) {
             k->full_logged_ms = now;
@@ -588,24 +559,24 @@ static bool add_entries(json_t *bin, json_t *text, const struct ctl_wl *w, size_
     forecast_serialize_packed(w->fc, &buf, &len);
     char *enc = kube_base64_encode(buf, len);
     xfree(buf);
-    entry_key("forecast", w->ns, w->name, key, sizeof(key));
+    ctl_checkpoint_key("forecast", w->ns, w->name, key, sizeof(key));
     json_object_set_new(bin, key, json_string(enc));
     xfree(enc);
     *bytes += len;
     uint8_t cbuf[CAPACITY_STATE_SIZE];
     size_t clen = capacity_encode(&w->cap, cbuf, sizeof(cbuf));
     enc = kube_base64_encode(cbuf, clen);
-    entry_key("capacity", w->ns, w->name, key, sizeof(key));
+    ctl_checkpoint_key("capacity", w->ns, w->name, key, sizeof(key));
     json_object_set_new(bin, key, json_string(enc));
     xfree(enc);
     *bytes += clen;
     char unit[64];
     ctl_demand_unit_label(&w->cfg.policy, unit, sizeof(unit));
-    entry_key("unit", w->ns, w->name, key, sizeof(key));
+    ctl_checkpoint_key("unit", w->ns, w->name, key, sizeof(key));
     json_object_set_new(text, key, json_string(unit));
     *bytes += strlen(unit);
     if (w->uid[0]) {
-        entry_key("uid", w->ns, w->name, key, sizeof(key));
+        ctl_checkpoint_key("uid", w->ns, w->name, key, sizeof(key));
         json_object_set_new(text, key, json_string(w->uid));
         *bytes += strlen(w->uid);
     }
@@ -626,6 +597,7 @@ static void send_save(struct controller *c, size_t idx, json_t *bin, json_t *tex
     r->text = text;
     r->ndrop = ndrop;
     r->until = until;
+    r->second = k->resave;
     k->patch_inflight = true;
     int64_t left = left_of(c, until);
     int rc = patch && left >= 0 ? kube_configmap_patch(c->kube, c->cfg->leader.namespace_, r->cm,
@@ -638,12 +610,47 @@ static void send_save(struct controller *c, size_t idx, json_t *bin, json_t *tex
     }
 }
 
-static void save_one(struct controller *c, size_t idx)
+/* One Deployment's entries of a save, apart until the fit is chosen. */
+struct cand {
+    struct ctl_wl *w;
+    json_t *bin, *text;
+    size_t bytes;   /**< what the API server counts of them */
+    int64_t old;    /**< ... of its entries in the ConfigMap now (as last read or written) */
+    int64_t left;   /**< its term left, 0 none */
+};
+
+static int64_t old_size(const struct ctl_ckpt *k, const struct ctl_wl *w)
+{
+    static const char *const whats[] = {"forecast", "capacity", "unit", "uid"};
+    char key[KEY_MAX + 1];
+    int64_t n = 0;
+    for (size_t i = 0; k->sizes && i < UTIL_ARRAY_LEN(whats); i++) {
+        ctl_checkpoint_key(whats[i], w->ns, w->name, key, sizeof(key));
+        n += (int64_t)json_integer_value(json_object_get(k->sizes, key));
+    }
+    return n;
+}
+
+/* The growth a save of the Deployment makes, smallest first (then by name). */
+static int cand_cmp(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    int64_t dx = (int64_t)x->bytes - x->old, dy = (int64_t)y->bytes - y->old;
+    if (dx != dy)
+        return dx < dy ? -1 : 1;
+    int r = strcmp(x->w->ns, y->w->ns);
+    return r ? r : strcmp(x->w->name, y->w->name);
+}
+
+bool ctl_checkpoint_build(struct controller *c, size_t idx, struct ctl_ckpt_save *s)
 {
     struct ctl_ckpt *k = &c->ckpt[idx];
-    json_t *bin = json_object(), *text = json_object();
-    size_t n = 0, bytes = 0;
-    int64_t within = 0; /* the shortest term left of the Deployments carried */
+    memset(s, 0, sizeof(*s));
+    s->bin = json_object();
+    s->text = json_object();
+    struct cand *cs = NULL;
+    size_t nc = 0, cap = 0;
+    json_t *carried = json_object(); /* every key the candidates carry */
     for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
         for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
             /* only what this replica still decides for: a shard lapsed since
@@ -656,32 +663,114 @@ static void save_one(struct controller *c, size_t idx)
             int64_t left = ctl_acting_left_ms(c, w->ns, w->name);
             if (left > 0 && left < CKPT_MIN_TERM_MS)
                 continue;
-            if (!add_entries(bin, text, w, &bytes))
+            struct cand x = {.w = w, .bin = json_object(), .text = json_object(), .left = left};
+            if (!add_entries(x.bin, x.text, w, &x.bytes)) {
+                json_decref(x.bin);
+                json_decref(x.text);
                 continue;
-            n++;
-            if (left > 0 && (within == 0 || left < within))
-                within = left;
+            }
+            x.old = old_size(k, w);
+            json_object_update(carried, x.bin);
+            json_object_update(carried, x.text);
+            if (nc == cap) {
+                cap = cap ? 2 * cap : 16;
+                cs = xrealloc(cs, cap * sizeof(*cs));
+            }
+            cs[nc++] = x;
         }
-    if (n == 0 && k->ndrop == 0) {
-        json_decref(bin);
-        json_decref(text);
-        return;
+    s->queued = k->ndrop;
+    s->ndrop = k->ndrop < CKPT_MAX_DROPS ? k->ndrop : CKPT_MAX_DROPS;
+    /* The ConfigMap after the patch, as the API server counts it against its
+     * 1 MiB: what it holds now less the removals carried, each Deployment's
+     * entries as they are, then the growth of each one saved, the smallest
+     * first, while it fits: as many are saved as fit. One left out keeps the
+     * entries saved before (its older state restores). */
+    int64_t size = k->size_known ? k->size : 0;
+    for (size_t i = 0; i < s->ndrop; i++)
+        if (k->sizes && !json_object_get(carried, k->drop[i]))
+            size -= (int64_t)json_integer_value(json_object_get(k->sizes, k->drop[i]));
+    json_decref(carried);
+    if (nc > 1)
+        qsort(cs, nc, sizeof(*cs), cand_cmp);
+    for (size_t i = 0; i < nc; i++) {
+        int64_t grow = (int64_t)cs[i].bytes - cs[i].old;
+        if (size + grow > CKPT_MAX_BYTES) {
+            if (!s->left)
+                s->left = xcalloc(nc, sizeof(*s->left));
+            s->left[s->nleft++] = cs[i].w;
+        } else {
+            size += grow;
+            json_object_update(s->bin, cs[i].bin);
+            json_object_update(s->text, cs[i].text);
+            s->n++;
+            s->bytes += cs[i].bytes;
+            if (cs[i].left > 0 && (s->within == 0 || cs[i].left < s->within))
+                s->within = cs[i].left;
+        }
+        json_decref(cs[i].bin);
+        json_decref(cs[i].text);
     }
-    for (size_t i = 0; i < k->ndrop; i++) {
+    xfree(cs);
+    s->projected = size;
+    for (size_t i = 0; i < s->ndrop; i++) {
         bool is_text = strncmp(k->drop[i], "unit.", 5) == 0 || strncmp(k->drop[i], "uid.", 4) == 0;
-        json_t *m = is_text ? text : bin;
+        json_t *m = is_text ? s->text : s->bin;
         if (!json_object_get(m, k->drop[i])) /* tracked again meanwhile: keep its new state */
             json_object_set_new(m, k->drop[i], json_null());
     }
+    return s->n > 0 || s->ndrop > 0;
+}
+
+void ctl_checkpoint_save_free(struct ctl_ckpt_save *s)
+{
+    json_decref(s->bin);
+    json_decref(s->text);
+    xfree(s->left);
+    memset(s, 0, sizeof(*s));
+}
+
+/* Deployments left out of a save for want of room: said at most once an hour
+ * per ConfigMap, each by name. */
+static void log_left_out(struct controller *c, size_t idx, const struct ctl_ckpt_save *s,
+                         const char *cm)
+{
+    struct ctl_ckpt *k = &c->ckpt[idx];
+    int64_t now = util_now_unix_ms();
+    if (now - k->full_logged_ms < FULL_LOG_EVERY_MS)
+        return;
+    k->full_logged_ms = now;
+    LOG_WARN(SUB, "checkpoint ConfigMap %s is full: %zu of its Deployments' states do not fit "
+                  "in the 1 MiB a ConfigMap may hold, so they are not saved (%zu are); raise "
+                  "checkpoint.configmaps (now %zu)",
+             cm, s->nleft, s->n, c->nckpt);
+    for (size_t i = 0; i < s->nleft; i++)
+        LOGW_WARN(SUB, s->left[i]->ns, s->left[i]->name, "checkpoint not saved: no room for "
+                  "its state in ConfigMap %s (1 MiB at most); the state saved before stays", cm);
+}
+
+static void save_one(struct controller *c, size_t idx)
+{
+    struct ctl_ckpt_save s;
+    bool any = ctl_checkpoint_build(c, idx, &s);
     char cm[256];
     cm_name(c, idx, cm, sizeof(cm));
-    LOG_DEBUG(SUB, "saving checkpoint ConfigMap %s: %zu Deployments, %zu bytes, %zu removed",
-              cm, n, bytes, k->ndrop);
+    if (s.nleft > 0)
+        log_left_out(c, idx, &s, cm);
+    if (!any) {
+        ctl_checkpoint_save_free(&s);
+        return;
+    }
+    LOG_DEBUG(SUB, "saving checkpoint ConfigMap %s: %zu Deployments, %zu bytes, %zu removed, "
+                   "%zu left out, %lld bytes after it",
+              cm, s.n, s.bytes, s.ndrop, s.nleft, (long long)s.projected);
     /* a save past the term would overwrite what a new owner saved since; the close's
      * saves end before the Leases are released (controller_close) */
+    int64_t within = s.within;
     if (c->closing && (within == 0 || within > CTL_CLOSE_SAVE_WAIT_MS))
         within = CTL_CLOSE_SAVE_WAIT_MS;
-    send_save(c, idx, bin, text, k->ndrop, within > 0 ? uv_now(c->loop) + (uint64_t)within : 0);
+    send_save(c, idx, s.bin, s.text, s.ndrop, within > 0 ? uv_now(c->loop) + (uint64_t)within : 0);
+    s.bin = s.text = NULL; /* the request holds them */
+    ctl_checkpoint_save_free(&s);
 }
 
 size_t ctl_checkpoint_saving(const struct controller *c)

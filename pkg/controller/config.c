@@ -662,9 +662,12 @@ static int apply_defaults(struct ctl_config *c, const struct key *k, const struc
     char bad[128], msg[200];
     int rc = ctl_workload_parse(&empty, ks_all, vs_all, n, &wl, bad, sizeof(bad), msg,
                                 sizeof(msg));
-    /* what a Deployment's own annotations may complete is not an error here */
+    /* what a Deployment's own annotations may complete is not an error here,
+     * nor a capacity-start beside a number (for the Deployments whose own
+     * capacity-per-gpu is auto; the last check, so it hides none after it) */
     if (rc == -EINVAL && strstr(msg, "min-replicas: 0 needs") == NULL &&
-        strstr(msg, "request-metric: required") == NULL) {
+        strstr(msg, "request-metric: required") == NULL &&
+        strncmp(msg, "capacity-start: no effect", 25) != 0) {
         /* point at the offending entry's line */
         const char *bk = strncmp(bad, CTL_ANNOTATION_PREFIX, strlen(CTL_ANNOTATION_PREFIX)) == 0
                              ? bad + strlen(CTL_ANNOTATION_PREFIX)

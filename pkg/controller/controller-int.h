@@ -36,6 +36,9 @@ struct ctl_leader {
     int64_t last_renew_ok_ms;   /**< local time of the last successful write as leader */
     struct ctl_lease observed;  /**< the record last read */
     int64_t observed_ms;        /**< local time the record last changed */
+    bool fence_new_terms;       /**< a term begins fenced (set by the caller) */
+    bool fenced;                /**< in a term but not acting yet: the caller has not
+                                     seen the other mode's Leases free since it began */
 };
 
 enum ctl_leader_action {
@@ -103,6 +106,17 @@ enum ctl_leader_change {
  */
 enum ctl_leader_change ctl_leader_transition(struct ctl_leader *l, int64_t now_ms, char *why,
                                              size_t len);
+
+/**
+ * End the fence of the current term (fence_new_terms): from now on
+ * ctl_leader_is_leading() is true while the term lasts, and
+ * ctl_leader_transition() reports it started. A term that begins while
+ * fence_new_terms is set is fenced: it holds the lease (renewals go on) but
+ * does not act until its caller saw, over a read sent after the term's first
+ * write, that no one of the other mode (single leader or shard holders)
+ * acts. No-op outside a term.
+ */
+void ctl_leader_unfence(struct ctl_leader *l);
 
 /** End the term at once (shutdown), with the reason to report. */
 void ctl_leader_stop(struct ctl_leader *l, const char *why);
@@ -386,6 +400,8 @@ struct controller {
     bool elect_inflight;
     bool release_pending; /* closing with a lease read or write in flight: release after it */
     bool release_reread;  /* the release met a 409 and read the lease again (once) */
+    bool shard_list_refused;       /* a fenced term's Lease list met a 403 (logged once) */
+    uint64_t shard_wait_told_term; /* the term whose wait for shard Leases was logged */
     bool release_hold;    /* closing with checkpoint saves in flight: release after them
                              (or after CTL_CLOSE_SAVE_WAIT_MS, hold_timer) */
     uv_timer_t hold_timer;
@@ -394,6 +410,8 @@ struct controller {
     struct ctl_shard *shards;
     uint32_t nshards;
     struct ctl_shard_members *members;
+    struct ctl_shard_watch *shard_watch; /* sharding off: the shard Leases a new term waits
+                                            for (elect.c), NULL until first listed */
     /* HPA conflicts: "ns/name\tdescription" of Deployments targeted by an HPA,
      * the description as struct ctl_wl's conflict says it */
     char **hpa_targets;
@@ -639,6 +657,8 @@ void ctl_elect_start(struct controller *c);
 void ctl_elect_release(struct controller *c);
 /** The release ctl_elect_release deferred, if nothing holds it any more. */
 void ctl_elect_release_resume(struct controller *c);
+/** Free what the single leader's fenced terms allocated (c->shard_watch). */
+void ctl_elect_free(struct controller *c);
 /** A Lease object as read from the API (obj borrowed) into *l. */
 void ctl_lease_from_json(const json_t *obj, struct ctl_lease *l);
 /** How long a Lease read (the single leader's get, the shards' list) may
@@ -752,8 +772,16 @@ void ctl_write_workload_metrics(const struct controller *c, struct util_buf *b);
  * <prefix>-0 .. <prefix>-(checkpoint.configmaps - 1) */
 void ctl_checkpoint_init(struct controller *c);
 void ctl_checkpoint_free(struct controller *c);
-/** The checkpoint ConfigMap (0..n-1) of namespace/name: FNV-1a 64 of "ns/name" mod n. */
+/** The checkpoint ConfigMap (0..n-1) of namespace/name: FNV-1a 64 of "ns/name" mod n
+ *  (checkpoint-keys.c, as the keys below). */
 size_t ctl_checkpoint_index(const char *ns, const char *name, size_t n);
+/** A ConfigMap key's most characters (the API server's). */
+#define CTL_CKPT_KEY_MAX 253
+/** The key of what (forecast, capacity, unit, uid) of namespace/name,
+ *  <what>.<ns>_<name>; past CTL_CKPT_KEY_MAX the name is cut and
+ *  .<16 hex digits of its hash> appended. out: CTL_CKPT_KEY_MAX + 1 bytes. */
+void ctl_checkpoint_key(const char *what, const char *ns, const char *name, char *out,
+                        size_t len);
 /** Ask for w's stored state (one GET of its ConfigMap serves every Deployment
  *  waiting on it); w->checkpoint_ready once it was read or found absent. */
 void ctl_checkpoint_load(struct controller *c, struct ctl_wl *w);
@@ -780,6 +808,45 @@ size_t ctl_checkpoint_saving(const struct controller *c);
 void ctl_checkpoint_forget(struct controller *c, const struct ctl_wl *w);
 /** gpuscaler_checkpoint_configmap_bytes of each ConfigMap whose size is known. */
 void ctl_checkpoint_write_metrics(const struct controller *c, struct util_buf *b);
+/** What a read of checkpoint ConfigMap idx notes besides the states it
+ *  restores (body: the object read): its size, each key's (for the saves'
+ *  fit), and the keys to remove in the next save (with c->cache). */
+void ctl_checkpoint_noted(struct controller *c, size_t idx, json_t *body);
+/**
+ * The keys of a checkpoint ConfigMap's body (binaryData, then data) that are
+ * gpuscaler's (forecast., capacity., unit., uid.<ns>_<name>) and name no
+ * Deployment of ds whose ConfigMap (of nckpt) is idx, in a namespace that
+ * synced(arg, ns) says is listed in full: the keys a read prunes. A pure
+ * function, O(keys + Deployments). Returns how many, in *out (each key and
+ * the array for the caller to xfree; NULL when none).
+ */
+size_t ctl_checkpoint_stale(const json_t *body, size_t idx, size_t nckpt,
+                            const struct kube_deployment *const *ds, size_t nds,
+                            bool (*synced)(const void *arg, const char *ns), const void *arg,
+                            char ***out);
+/** A save of one checkpoint ConfigMap, as ctl_checkpoint_build() makes it. */
+struct ctl_ckpt_save {
+    json_t *bin, *text;    /**< the merge patch's binaryData and data, owned */
+    size_t n;              /**< Deployments whose entries it carries */
+    struct ctl_wl **left;  /**< Deployments with a state to save that did not fit, owned */
+    size_t nleft;
+    size_t ndrop;          /**< queued removals it carries (the oldest) */
+    size_t queued;         /**< removals queued in all (each key once) */
+    size_t bytes;          /**< what the API server counts of the entries carried */
+    int64_t projected;     /**< the ConfigMap's size after it, as projected from its last
+                                read or write (at most 1 MiB when anything is saved) */
+    int64_t within;        /**< the shortest term left of the Deployments carried, 0 none */
+};
+/**
+ * Build the save of ConfigMap idx without sending it: the entries of the
+ * Deployments this replica acts for (not one whose term ends within
+ * CKPT_MIN_TERM_MS, not one whose stored state is another release's format
+ * within its hold, not one whose state was never read), as many as fit in
+ * the 1 MiB, and the queued removals. false when there is nothing to send.
+ * Free it with ctl_checkpoint_save_free() either way.
+ */
+bool ctl_checkpoint_build(struct controller *c, size_t idx, struct ctl_ckpt_save *s);
+void ctl_checkpoint_save_free(struct ctl_ckpt_save *s);
 /**
  * Whether a decision of this reason is served to an HPA (controller_visit,
  * and what the status annotation tells the other replicas): not a hold

@@ -3,7 +3,15 @@
  * coordination.k8s.io/v1 Lease, asks the pure state machine (leader.c) what to
  * write, and writes it with the read resourceVersion as precondition. A
  * write that fails leaves leadership to lapse after renew-deadline; on close
- * the lease is released so a follower takes over at once. */
+ * the lease is released so a follower takes over at once.
+ *
+ * A term begins fenced: before it acts, the namespace's Leases are listed
+ * (after the write that began it) and it waits while a shard Lease
+ * (<sharding.lease-prefix>-<n>) has a valid holder other than this replica,
+ * one round at a time: replicas with sharding on, in a rollout that turns it
+ * off, act until they see this Lease held and hand their shards back
+ * (shards.c). A list refused (403: a Role without the sharding rule, under
+ * which no replica can run sharded) does not hold the term. */
 #include "controller-int.h"
 
 #include <errno.h>
@@ -13,6 +21,7 @@
 #include <time.h>
 
 #include "kube/kube.h"
+#include "shard/shard.h"
 
 #define SUB "leader"
 
@@ -99,8 +108,125 @@ static void log_transitions(struct controller *c)
     }
 }
 
+/* Sharding off: the shard Leases a fenced term of the single leader lists,
+ * observed as the members observe them (expiry on the local clock). */
+struct ctl_shard_watch {
+    struct ctl_leader *obs[SHARD_MAX]; /**< per shard number, NULL until first seen */
+};
+
+/* Of the Lease list body (its items), the first shard Lease
+ * (<sharding.lease-prefix>-<n>) with a valid holder other than this replica,
+ * observed on the local clock across calls (one deleted since counts until
+ * it would have expired); its name into lease. NULL when none. */
+static const char *foreign_holder(struct controller *c, const json_t *body, char *lease,
+                                      size_t len)
+{
+    if (!c->shard_watch)
+        c->shard_watch = xcalloc(1, sizeof(*c->shard_watch));
+    struct ctl_shard_watch *w = c->shard_watch;
+    const struct ctl_config *cfg = c->cfg;
+    int64_t now = (int64_t)uv_now(c->loop);
+    bool listed[SHARD_MAX] = {false};
+    const char *found = NULL;
+    size_t idx;
+    json_t *it;
+    json_array_foreach(json_object_get(body, "items"), idx, it) {
+        const char *name =
+            json_string_value(json_object_get(json_object_get(it, "metadata"), "name"));
+        int64_t s = name ? shard_lease_number(name, cfg->sharding.lease_prefix, SHARD_MAX) : -1;
+        if (s < 0)
+            continue;
+        if (!w->obs[s]) {
+            w->obs[s] = xcalloc(1, sizeof(*w->obs[s]));
+            ctl_leader_init(w->obs[s], c->identity, cfg->leader.lease_duration_ms,
+                            cfg->leader.renew_deadline_ms, cfg->leader.retry_period_ms);
+        }
+        struct ctl_lease cur;
+        ctl_lease_from_json(it, &cur);
+        listed[s] = true;
+        const char *h = ctl_leader_observe(w->obs[s], &cur, now);
+        if (h && strcmp(h, c->identity) != 0 && !found) {
+            found = h;
+            snprintf(lease, len, "%s", name);
+        }
+    }
+    /* deleted since: its holder last seen may act until it would have expired */
+    struct ctl_lease gone;
+    memset(&gone, 0, sizeof(gone));
+    for (uint32_t s = 0; s < SHARD_MAX; s++) {
+        if (!w->obs[s] || listed[s])
+            continue;
+        const char *h = ctl_leader_observe(w->obs[s], &gone, now);
+        if (h && strcmp(h, c->identity) != 0 && !found) {
+            found = h;
+            snprintf(lease, len, "%s-%u", cfg->sharding.lease_prefix, s);
+        }
+    }
+    return found;
+}
+
+void ctl_elect_free(struct controller *c)
+{
+    if (c->shard_watch) {
+        for (uint32_t s = 0; s < SHARD_MAX; s++)
+            xfree(c->shard_watch->obs[s]);
+        xfree(c->shard_watch);
+        c->shard_watch = NULL;
+    }
+}
+
 static void written(const struct kube_result *res, void *arg);
 static void got_lease(const struct kube_result *res, void *arg);
+static void release_if_pending(struct controller *c);
+
+static void shards_listed(const struct kube_result *res, void *arg)
+{
+    struct controller *c = arg;
+    c->elect_inflight = false;
+    if (c->closing) {
+        /* nothing to act on any more */
+    } else if (res->status == 403) {
+        if (!c->shard_list_refused)
+            LOG_INFO(SUB, "listing the Leases of %s is refused (HTTP 403): no replica can "
+                          "hold shard Leases under this Role; acting without waiting for them",
+                     c->cfg->leader.namespace_);
+        c->shard_list_refused = true;
+        ctl_leader_unfence(&c->leader);
+    } else if (res->err != 0) {
+        LOG_WARN(SUB, "listing the Leases of %s for shard Leases failed: HTTP %ld %s (not "
+                      "acting until a list answers)", c->cfg->leader.namespace_, res->status,
+                 res->message);
+    } else {
+        char lease[300];
+        const char *h = foreign_holder(c, res->body, lease, sizeof(lease));
+        if (!h) {
+            ctl_leader_unfence(&c->leader);
+        } else if (c->leader.term != c->shard_wait_told_term) {
+            c->shard_wait_told_term = c->leader.term;
+            LOG_WARN(SUB, "holding the lease but not acting yet: shard Lease %s/%s is held by "
+                          "%.120s (a replica with sharding on, such as an older one in a "
+                          "rollout); waiting until it is handed back or expires",
+                     c->cfg->leader.namespace_, lease, h);
+        }
+    }
+    log_transitions(c);
+    release_if_pending(c);
+    ctl_io_end(c);
+}
+
+/* A term begun fenced, just renewed: list the Leases (after that write) for
+ * shard Leases others hold. Returns whether the list went out, taking over
+ * the caller's io slot and elect_inflight. */
+static bool list_shards(struct controller *c)
+{
+    if (!c->leader.leading || !c->leader.fenced || c->closing)
+        return false;
+    if (kube_lease_list(c->kube, c->cfg->leader.namespace_, ctl_lease_read_within(c->cfg),
+                        shards_listed, c) == 0)
+        return true;
+    LOG_WARN(SUB, "cannot list the Leases for shard Leases");
+    return false;
+}
 
 /* Write the released lease (empty holder, 1 s) over the record last seen,
  * when that record names this replica: client-go's release, which checks the
@@ -188,6 +314,10 @@ static void written(const struct kube_result *res, void *arg)
         if (c->closing) /* a renewal that answered after the close: no new term */
             ctl_leader_stop(&c->leader, "shutting down: releasing the lease");
         log_transitions(c);
+        if (res->err == 0 && list_shards(c)) {
+            xfree(r);
+            return; /* the io slot and elect_inflight pass to the list */
+        }
         c->elect_inflight = false;
         release_if_pending(c);
     }
@@ -270,6 +400,7 @@ static void elect_round(uv_timer_t *t)
 
 void ctl_elect_start(struct controller *c)
 {
+    c->leader.fence_new_terms = true; /* acts once no shard Lease is held by another */
     uint64_t p = (uint64_t)c->cfg->leader.retry_period_ms;
     uv_timer_start(&c->elect_timer, elect_round, 0, p);
 }

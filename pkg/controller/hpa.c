@@ -333,13 +333,22 @@ size_t ctl_hpa_advice(const struct ctl_hpa_facts *f, int32_t min, int32_t max,
 
 /* ---- the lists ------------------------------------------------------------------ */
 
-/* The Deployment an HPA targets, NULL for any other kind. */
+/* The Deployment an HPA targets, NULL for any other kind or group. The HPA
+ * controller maps scaleTargetRef's group and kind to a resource whatever
+ * the version (schema.ParseGroupVersion, then RESTMappings of the
+ * GroupKind): the group is apiVersion's part before its one '/', and
+ * without a '/' it is the core group, which has no Deployments. So
+ * apps/v1 and apps/v1beta2 name our apps Deployments; example.com/v1 names
+ * another resource, and extensions/v1beta1 Deployments are served no more
+ * (since Kubernetes 1.16): such an HPA scales no apps Deployment. */
 static const char *target_of(const json_t *hpa)
 {
     const json_t *ref = json_object_get(json_object_get(hpa, "spec"), "scaleTargetRef");
     const char *kind = json_string_value(json_object_get(ref, "kind"));
     const char *name = json_string_value(json_object_get(ref, "name"));
-    return kind && name && strcmp(kind, "Deployment") == 0 ? name : NULL;
+    const char *api = json_string_value(json_object_get(ref, "apiVersion"));
+    bool apps = api && strncmp(api, "apps/", 5) == 0 && !strchr(api + 5, '/');
+    return apps && kind && name && strcmp(kind, "Deployment") == 0 ? name : NULL;
 }
 
 struct hpa_list {

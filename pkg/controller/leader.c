@@ -22,6 +22,7 @@ static void end_term(struct ctl_leader *l, const char *why)
     if (!l->leading)
         return;
     l->leading = false;
+    l->fenced = false;
     snprintf(l->lost_why, sizeof(l->lost_why), "%s", why);
 }
 
@@ -126,8 +127,10 @@ void ctl_leader_result(struct ctl_leader *l, bool ok, const struct ctl_lease *wr
          * (the others may have taken the lease meanwhile) */
         return;
     }
-    if (!l->leading)
+    if (!l->leading) {
         l->term++;
+        l->fenced = l->fence_new_terms; /* acts once the caller unfences it */
+    }
     l->leading = true;
     l->last_renew_ok_ms = sent_ms;
     l->observed = *written;
@@ -136,7 +139,12 @@ void ctl_leader_result(struct ctl_leader *l, bool ok, const struct ctl_lease *wr
 
 bool ctl_leader_is_leading(const struct ctl_leader *l, int64_t now_ms)
 {
-    return l->leading && now_ms - l->last_renew_ok_ms < l->renew_deadline_ms;
+    return l->leading && !l->fenced && now_ms - l->last_renew_ok_ms < l->renew_deadline_ms;
+}
+
+void ctl_leader_unfence(struct ctl_leader *l)
+{
+    l->fenced = false;
 }
 
 bool ctl_leader_held_live(const struct ctl_leader *l, int64_t now_ms, bool other)
@@ -158,7 +166,7 @@ enum ctl_leader_change ctl_leader_transition(struct ctl_leader *l, int64_t now_m
             snprintf(why, len, "%s", l->lost_why[0] ? l->lost_why : "unknown");
         return CTL_LEADER_STOPPED;
     }
-    if (!l->reported_leading && l->leading) {
+    if (!l->reported_leading && l->leading && !l->fenced) {
         l->reported_leading = true;
         l->reported_term = l->term;
         return CTL_LEADER_STARTED;

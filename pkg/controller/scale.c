@@ -13,7 +13,10 @@
  * write, and the next tick decides on what is there now. A newer tick's
  * decision made while it was in flight (a slow or retried request spans
  * ticks) replaces its count before the patch: held (stale metrics, invalid
- * annotations), nothing is patched; another count, that one is.
+ * annotations), nothing is patched; another count, that one is. One that
+ * asks for the same count from the count a given-up write found (a hand
+ * scale met after a 409) is written after it: the same target is a real
+ * change again.
  * Requests carry copies of the workload's key and uid, never pointers to it;
  * a workload found by name answers only when its uid is the request's. */
 #include "controller-int.h"
@@ -50,9 +53,12 @@ static void scale_req_done(struct scale_req *r, bool ok)
         w->scaling = false;
         if (!ok)
             w->scale_attempts = 0;
-        /* a tick asked again for this write's count: it is written, or the
-         * next tick decides again; not read once more */
-        if (w->scale_waiting && w->scale_target == r->target)
+        /* a tick asked again for this write's count: it is written, or (the
+         * same decision, on the same count) the next tick decides again; not
+         * read once more. One decided on another count (the hand change this
+         * write met after a 409 and gave up on) is a change of its own. */
+        if (w->scale_waiting && w->scale_target == r->target &&
+            (ok || w->scale_from == r->from))
             w->scale_waiting = false;
         if (w->scale_waiting) /* a newer decision's count */
             ctl_scale_resume(c, w);

@@ -17,7 +17,15 @@
  * server stops acting after renew-deadline; the others take its shards
  * after lease-duration. A shard handed over to a newcomer is released only
  * once its Deployments' checkpoints are written; member Leases nobody
- * renewed for 10 lease durations are deleted.
+ * renewed for 10 lease durations are deleted. A member that leaves the
+ * shards handed to it free for a lease duration is planned without for a
+ * while, so the others take them back.
+ *
+ * Sharded and single-leader replicas (a rollout turning sharding on or off)
+ * exclude each other, the single leader winning: no shard is held while the
+ * single leader's Lease has another valid holder, and a shard term begins
+ * fenced, acting only once a list sent after its write shows none (the
+ * single leader's term waits likewise for the shard Leases: elect.c).
  *
  * Every Lease write ends within renew-deadline (an answer after it is of no
  * use), and a write in flight holds back only its own Lease: one slow write
@@ -47,6 +55,9 @@
 #define MEMBER_DELETE_BACKOFF_MS (10LL * 60 * 1000)
 /** Rounds a shard to hand over is kept while its checkpoints are written. */
 #define HANDOVER_FLUSH_ROUNDS 5
+/** A member that left a shard free for a lease duration while short of its
+ *  share is planned without for this many lease durations. */
+#define MEMBER_STALL_LEASES 10
 
 /* The one write of a Lease in flight at a time, and when the last answered:
  * a round steps only the Leases with no write in flight, and none whose write
@@ -65,6 +76,9 @@ struct ctl_shard {
     bool handing;              /**< being handed over: no status or /scale write of its
                                     Deployments starts, and those in flight end first */
     uint8_t flush_rounds;      /**< rounds it waited for its checkpoints before a handover */
+    bool reread;               /**< its release met a 409 and read the Lease again */
+    int64_t free_since_ms;     /**< loop time it was first seen without a valid holder,
+                                    -1 while held */
     char prev_holder[128];     /**< holder before this instance's write, for the log */
 };
 
@@ -73,11 +87,15 @@ struct member {
     struct ctl_lease cur;
     struct ctl_leader obs;     /**< only observed: expiry on the local clock */
     bool seen;
+    bool fresh;                /**< took a slot this round */
+    int64_t stalled_until_ms;  /**< planned without until (loop time): it left the shards
+                                    handed to it free */
 };
 
 struct ctl_shard_members {
     struct ctl_leader self;    /**< this replica's member Lease */
     struct lease_io self_io;
+    bool self_reread;          /**< its release met a 409 and read the Lease again */
     char self_name[256];
     struct member *m;          /**< others' member Leases, at most SHARD_MAX_MEMBERS */
     size_t n;
@@ -185,6 +203,80 @@ static bool may_write(struct controller *c, int shard)
     return !io->busy && io->answered_ms < c->members->list_sent_ms;
 }
 
+static bool *reread_of(struct controller *c, int shard)
+{
+    return shard == SELF ? &c->members->self_reread : &c->shards[shard].reread;
+}
+
+static void write_lease(struct controller *c, int shard, bool create, bool release,
+                        const struct ctl_lease *l);
+
+struct lease_get {
+    struct controller *c;
+    int shard;
+};
+
+/* The Lease a release met a 409 on, read again: released over this record
+ * while it still names this replica. */
+static void reread_for_release(const struct kube_result *res, void *arg)
+{
+    struct lease_get *g = arg;
+    struct controller *c = g->c;
+    const char *what = g->shard == SELF ? c->members->self_name : c->shards[g->shard].name;
+    struct ctl_leader *l = leader_of(c, g->shard);
+    struct lease_io *io = io_of(c, g->shard);
+    io->busy = false;
+    io->answered_ms = (int64_t)uv_now(c->loop);
+    if (res->err == 0 && res->body) {
+        struct ctl_lease cur, out;
+        ctl_lease_from_json(res->body, &cur);
+        l->observed = cur;
+        l->observed_ms = (int64_t)uv_now(c->loop);
+        if (strcmp(cur.holder, c->identity) == 0) {
+            ctl_leader_release(l, util_now_unix_ms(), &out);
+            write_lease(c, g->shard, false, true, &out);
+        } else {
+            *reread_of(c, g->shard) = false;
+            LOG_INFO(SUB, "lease %s: no longer held by this replica (holder %.120s): nothing "
+                          "to release", what, cur.holder[0] ? cur.holder : "none");
+        }
+    } else {
+        *reread_of(c, g->shard) = false;
+        LOG_WARN(SUB, "releasing lease %s: reading it again failed: HTTP %ld %s (it expires "
+                      "by itself)", what, res->status, res->message);
+    }
+    xfree(g);
+    io_end(c);
+}
+
+/* A release that met a 409: a renewal that timed out here but was applied
+ * there moved the Lease on. Read it again (once), as the single leader's
+ * release does (elect.c); true when the read went out and owns r's io slot. */
+static bool release_conflicted(struct controller *c, int shard, const char *what)
+{
+    bool *reread = reread_of(c, shard);
+    if (*reread) {
+        *reread = false; /* the next release may read again */
+        return false;
+    }
+    *reread = true;
+    LOG_INFO(SUB, "releasing lease %s: it changed since it was read (409); reading it again",
+             what);
+    struct lease_get *g = xcalloc(1, sizeof(*g));
+    g->c = c;
+    g->shard = shard;
+    io_begin(c);
+    io_of(c, shard)->busy = true;
+    if (kube_lease_get(c->kube, c->cfg->leader.namespace_, what, ctl_lease_read_within(c->cfg),
+                       reread_for_release, g) == 0)
+        return true;
+    io_of(c, shard)->busy = false;
+    *reread = false;
+    xfree(g);
+    io_end(c);
+    return false;
+}
+
 static void lease_written(const struct kube_result *res, void *arg)
 {
     struct lease_write *r = arg;
@@ -202,9 +294,13 @@ static void lease_written(const struct kube_result *res, void *arg)
     io->answered_ms = (int64_t)uv_now(c->loop);
     if (res->err == 0 && res->body)
         ctl_lease_from_json(res->body, &r->lease);
-    if (r->release || c->closing) {
+    if (r->release && res->status == 409 && release_conflicted(c, r->shard, what)) {
+        /* read again: released over the new record while it names this replica */
+    } else if (r->release || c->closing) {
         /* a release, or a renewal that answered after the close (no new term):
          * only the record is kept, for the release to go over */
+        if (r->release)
+            *reread_of(c, r->shard) = false;
         if (res->err == 0) {
             l->observed = r->lease;
             l->observed_ms = (int64_t)uv_now(c->loop);
@@ -266,7 +362,14 @@ static void release_shard(struct controller *c, uint32_t s, int64_t unix_now, co
     struct ctl_shard *sh = &c->shards[s];
     struct ctl_lease out;
     ctl_leader_release(&sh->leader, unix_now, &out);
-    sh->releasing = true;
+    sh->releasing = sh->leader.reported_leading; /* its end is logged as "released" */
+    if (!sh->releasing && sh->leader.leading) {
+        /* a term still fenced (taken at the last round) never acted nor was logged */
+        c->members->released++;
+        LOG_INFO(SUB, "shard released: shard=%u holder=%s lease=%s/%s: %s (taken a round "
+                      "ago, not acted on)", s, c->identity, c->cfg->leader.namespace_,
+                 sh->name, why);
+    }
     ctl_leader_stop(&sh->leader, why); /* stop acting before the write goes out */
     write_lease(c, (int)s, false, true, &out);
 }
@@ -350,46 +453,111 @@ static struct member *member_find(struct controller *c, const char *name)
     return NULL;
 }
 
-/* A slot for member Lease name, new this round (held: its holder is not
- * ""). A full table gives a held Lease the slot of a released one (which
- * then has none, nor a deletion timer, while the table is full), so that
- * Leases left behind where they cannot be deleted never hide a live
- * replica; NULL when none is free. */
-static struct member *member_slot(struct controller *c, const char *name, bool held)
+/* Whether slot m may go to a held member Lease new this round: its Lease
+ * is gone, released or expired on the local clock (none that took a slot
+ * this round). */
+static bool member_recyclable(struct member *m, int64_t now)
+{
+    if (m->fresh)
+        return false;
+    if (!m->seen || !m->cur.holder[0])
+        return true;
+    return ctl_leader_observe(&m->obs, &m->cur, now) == NULL; /* as this round will */
+}
+
+/* A slot for member Lease rec named name, new this round (held: its holder
+ * is not ""). A full table gives a held Lease the slot of one gone, released
+ * or expired (which then has none, nor a deletion timer, while the table is
+ * full), so that Leases left behind where they cannot be deleted never hide
+ * a live replica; NULL when none is free. A Lease that takes a recycled
+ * slot counts as live only once it changes: an expired one that lost its
+ * slot and takes another must not look renewed (it would be planned for). */
+static struct member *member_slot(struct controller *c, const char *name,
+                                  const struct ctl_lease *rec, int64_t now)
 {
     struct ctl_shard_members *ms = c->members;
     const struct ctl_config *cfg = c->cfg;
     struct member *m = NULL;
+    bool recycled = false;
     if (ms->n < SHARD_MAX_MEMBERS) {
         m = &ms->m[ms->n++];
     } else {
-        for (size_t i = 0; held && !m && i < ms->n; i++)
-            if (!ms->m[i].cur.holder[0])
+        for (size_t i = 0; rec->holder[0] && !m && i < ms->n; i++)
+            if (member_recyclable(&ms->m[i], now))
                 m = &ms->m[i];
         if (!m) {
             ms->full++;
             return NULL;
         }
+        recycled = true;
     }
     memset(m, 0, sizeof(*m));
     snprintf(m->name, sizeof(m->name), "%s", name);
     ctl_leader_init(&m->obs, c->identity, cfg->leader.lease_duration_ms,
                     cfg->leader.renew_deadline_ms, cfg->leader.retry_period_ms);
+    m->cur = *rec;
+    m->seen = true;
+    m->fresh = true;
+    if (recycled) {
+        int64_t dur = rec->duration_s > 0 ? (int64_t)rec->duration_s * 1000
+                                          : cfg->leader.lease_duration_ms;
+        m->obs.observed = *rec;
+        m->obs.observed_ms = now - dur; /* expired unless it changes */
+    }
     return m;
 }
 
-/* <prefix>-<digits> with a shard number below nshards, else -1 */
-static int64_t shard_number(const char *name, const char *prefix, uint32_t nshards)
+/* The members to plan for, moved to the front of live (self last when a
+ * member): the live ones less those that left shards free. A shard free for
+ * a lease duration while a live member holds less than its share means that
+ * member does not take what is handed to it (it renews its member Lease but
+ * its shard writes fail, say): it is planned without for MEMBER_STALL_LEASES
+ * lease durations, so that the others take its shards back, and then tried
+ * again. judge: whether this replica may tell (a member that may acquire, no
+ * single leader to yield to: shards are free while everyone yields to it).
+ * Returns their count. */
+static size_t plan_members(struct controller *c, const char **live, struct member **live_m,
+                           size_t nlive, bool member, bool judge, int64_t now)
 {
-    size_t pl = strlen(prefix);
-    if (strncmp(name, prefix, pl) != 0 || name[pl] != '-' || !name[pl + 1])
-        return -1;
-    const char *num = name + pl + 1;
-    int64_t v;
-    if (strlen(num) > 4 || (num[0] == '0' && num[1]) || num[0] < '0' || num[0] > '9' ||
-        util_parse_int64(num, &v) != 0 || v < 0 || v >= nshards)
-        return -1; /* only the names this code writes: "<prefix>-7", never "-07" or "-+7" */
-    return v;
+    struct ctl_shard_members *ms = c->members;
+    int64_t dur = c->cfg->leader.lease_duration_ms;
+    int64_t oldest = -1;
+    for (uint32_t s = 0; s < c->nshards; s++) {
+        struct ctl_shard *sh = &c->shards[s];
+        if (ms->holders[s] || !judge) {
+            sh->free_since_ms = -1;
+            continue;
+        }
+        if (sh->free_since_ms < 0)
+            sh->free_since_ms = now;
+        if (oldest < 0 || sh->free_since_ms < oldest)
+            oldest = sh->free_since_ms;
+    }
+    bool stale_free = oldest >= 0 && now - oldest >= dur;
+    size_t nothers = nlive - (member ? 1 : 0), k = 0;
+    for (size_t i = 0; i < nothers; i++) {
+        struct member *m = live_m[i];
+        if (stale_free && m->stalled_until_ms <= now) {
+            uint32_t held = 0;
+            for (uint32_t s = 0; s < c->nshards; s++)
+                held += ms->holders[s] && strcmp(ms->holders[s], live[i]) == 0;
+            uint32_t want = shard_target(live, nlive, live[i], c->nshards);
+            if (held < want) {
+                m->stalled_until_ms = now + MEMBER_STALL_LEASES * dur;
+                LOG_WARN(SUB, "member %.120s holds %u of its %u shards while a shard has "
+                              "been free for %llds: planning without it for %llds (the "
+                              "others take the free shards)", live[i], held, want,
+                         (long long)((now - oldest) / 1000),
+                         (long long)(MEMBER_STALL_LEASES * dur / 1000));
+            }
+        }
+        if (m->stalled_until_ms > now)
+            continue;
+        live[k++] = live[i];
+    }
+    if (member)
+        live[k++] = c->identity;
+    return k;
 }
 
 static void listed(const struct kube_result *res, void *arg)
@@ -413,7 +581,7 @@ static void listed(const struct kube_result *res, void *arg)
     memset(&own, 0, sizeof(own));
     memset(&single, 0, sizeof(single));
     for (size_t i = 0; i < ms->n; i++)
-        ms->m[i].seen = false;
+        ms->m[i].seen = ms->m[i].fresh = false;
     for (uint32_t s = 0; s < c->nshards; s++)
         memset(&c->shards[s].cur, 0, sizeof(c->shards[s].cur));
     size_t idx;
@@ -434,7 +602,7 @@ static void listed(const struct kube_result *res, void *arg)
                 m->seen = true;
             }
         } else {
-            int64_t s = shard_number(name, prefix, c->nshards);
+            int64_t s = shard_lease_number(name, prefix, c->nshards);
             if (s >= 0)
                 ctl_lease_from_json(it, &c->shards[s].cur);
         }
@@ -453,11 +621,7 @@ static void listed(const struct kube_result *res, void *arg)
             bool held = rec.holder[0] != '\0';
             if (held != (pass == 0))
                 continue;
-            struct member *m = member_slot(c, name, held);
-            if (m) {
-                m->cur = rec;
-                m->seen = true;
-            }
+            member_slot(c, name, &rec, now);
         }
     if (ms->full && unix_now - ms->full_told_ms >= 60 * 1000) {
         ms->full_told_ms = unix_now;
@@ -474,11 +638,14 @@ static void listed(const struct kube_result *res, void *arg)
             ms->m[k++] = ms->m[i];
     ms->n = k;
     const char *live[SHARD_MAX_MEMBERS + 1];
+    struct member *live_m[SHARD_MAX_MEMBERS];
     size_t nlive = 0;
     for (size_t i = 0; i < ms->n; i++) {
         const char *h = ctl_leader_observe(&ms->m[i].obs, &ms->m[i].cur, now);
-        if (h && strcmp(h, c->identity) != 0)
+        if (h && strcmp(h, c->identity) != 0) {
+            live_m[nlive] = &ms->m[i];
             live[nlive++] = h;
+        }
     }
     bool member = ctl_leader_is_leading(&ms->self, now);
     if (member) {
@@ -514,8 +681,14 @@ static void listed(const struct kube_result *res, void *arg)
         struct ctl_leader *l = &c->shards[s].leader;
         struct ctl_lease rec = may_write(c, (int)s) ? c->shards[s].cur : l->observed;
         ms->holders[s] = ctl_leader_observe(l, &rec, now);
+        /* a term begun fenced acts once a list sent after its write shows no
+         * single leader: either that list saw this shard's Lease taken
+         * first, or that leader, listing after its own write, saw it */
+        if (l->fenced && !solo && may_write(c, (int)s))
+            ctl_leader_unfence(l);
     }
-    struct shard_view v = {c->identity, live, nlive, c->nshards, ms->holders};
+    size_t nplan = plan_members(c, live, live_m, nlive, member, may_acquire && !solo, now);
+    struct shard_view v = {c->identity, live, nplan, c->nshards, ms->holders};
     if (shard_plan(&v, ms->act) != 0) {
         LOG_WARN(SUB, "cannot plan the shards (%zu members)", nlive);
         io_end(c);
@@ -631,8 +804,10 @@ void ctl_shards_start(struct controller *c)
     ms->self_io.answered_ms = -1;
     for (uint32_t s = 0; s < c->nshards; s++) {
         c->shards[s].io.answered_ms = -1;
+        c->shards[s].free_since_ms = -1;
         ctl_leader_init(&c->shards[s].leader, c->identity, cfg->leader.lease_duration_ms,
                         cfg->leader.renew_deadline_ms, cfg->leader.retry_period_ms);
+        c->shards[s].leader.fence_new_terms = true; /* acts once no single leader is seen */
         snprintf(c->shards[s].name, sizeof(c->shards[s].name), "%s-%u",
                  cfg->sharding.lease_prefix, s);
     }
@@ -711,6 +886,7 @@ void ctl_shards_release_resume(struct controller *c)
 
 void ctl_shards_free(struct controller *c)
 {
+    ctl_elect_free(c);
     if (c->members) {
         xfree(c->members->m);
         xfree(c->members->holders);

@@ -741,6 +741,64 @@ static void test_annotations_min_zero(void **s)
     ctl_config_free(&c);
 }
 
+/* capacity-start is what capacity-per-gpu auto sizes with until it has
+ * learned: a Deployment's own beside a number would do nothing, and is an
+ * InvalidAnnotation naming it, not ignored; a config default is for the
+ * Deployments whose capacity is auto, and no error where it is a number. */
+static void test_annotations_capacity_start(void **s)
+{
+    (void)s;
+    struct ctl_config c;
+    ctl_config_init(&c);
+    struct ctl_workload_config w;
+    char bad[128], err[200];
+    const char *fixed[] = {"gpuscaler.io/capacity-per-gpu", "12",
+                           "gpuscaler.io/capacity-start", "6"};
+    assert_int_equal(parse_ann(&c, fixed, 2, &w, bad, err), -EINVAL);
+    assert_string_equal(bad, "gpuscaler.io/capacity-start");
+    assert_non_null(strstr(err, "capacity-start: no effect with capacity-per-gpu 12"));
+    assert_non_null(strstr(err, "set capacity-per-gpu: auto"));
+    /* either order of the keys */
+    const char *fixed2[] = {"gpuscaler.io/capacity-start", "6",
+                            "gpuscaler.io/capacity-per-gpu", "12"};
+    assert_int_equal(parse_ann(&c, fixed2, 2, &w, bad, err), -EINVAL);
+    assert_string_equal(bad, "gpuscaler.io/capacity-start");
+    /* with auto it is the start; 0 (none) beside a number is no start at all */
+    const char *learn[] = {"gpuscaler.io/capacity-per-gpu", "auto",
+                           "gpuscaler.io/capacity-start", "6"};
+    assert_int_equal(parse_ann(&c, learn, 2, &w, bad, err), 0);
+    assert_true(w.policy.capacity_auto);
+    assert_true(w.policy.capacity_start == 6);
+    const char *none[] = {"gpuscaler.io/capacity-per-gpu", "12",
+                          "gpuscaler.io/capacity-start", "0"};
+    assert_int_equal(parse_ann(&c, none, 2, &w, bad, err), 0);
+    assert_true(w.policy.capacity_rps_per_gpu == 12);
+    ctl_config_free(&c);
+
+    /* defaults: a start for the Deployments that learn, beside a default number */
+    struct conf_error cerr;
+    ctl_config_init(&c);
+    assert_int_equal(apply_yaml(&c, "defaults:\n  capacity-per-gpu: '5'\n"
+                                    "  capacity-start: '6'\n", &cerr), 0);
+    const char *own_auto[] = {"gpuscaler.io/capacity-per-gpu", "auto"};
+    assert_int_equal(parse_ann(&c, own_auto, 1, &w, bad, err), 0);
+    assert_true(w.policy.capacity_auto && w.policy.capacity_start == 6);
+    /* a Deployment on the default number: the default start is not its own */
+    assert_int_equal(parse_ann(&c, own_auto, 0, &w, bad, err), 0);
+    assert_true(w.policy.capacity_rps_per_gpu == 5 && !w.policy.capacity_auto);
+    /* its own start beside the default number is refused */
+    const char *own_start[] = {"gpuscaler.io/capacity-start", "8"};
+    assert_int_equal(parse_ann(&c, own_start, 1, &w, bad, err), -EINVAL);
+    assert_string_equal(bad, "gpuscaler.io/capacity-start");
+    ctl_config_free(&c);
+    ctl_config_init(&c);
+    assert_int_equal(apply_yaml(&c, "defaults:\n  capacity-start: '6'\n", &cerr), 0);
+    const char *own_num[] = {"gpuscaler.io/capacity-per-gpu", "4"};
+    assert_int_equal(parse_ann(&c, own_num, 1, &w, bad, err), 0);
+    assert_true(w.policy.capacity_rps_per_gpu == 4);
+    ctl_config_free(&c);
+}
+
 /* listen.* addresses: one parser for the config's check and the listeners
  * (the external metrics API's kept the brackets of [::1] and failed after
  * the config had passed) */
@@ -872,6 +930,7 @@ int main(void)
         cmocka_unit_test(test_annotations),
         cmocka_unit_test(test_annotations_tokens),
         cmocka_unit_test(test_annotations_min_zero),
+        cmocka_unit_test(test_annotations_capacity_start),
         cmocka_unit_test(test_listen_addr_split),
         cmocka_unit_test(test_status_json),
     };

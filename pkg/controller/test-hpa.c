@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of what an HPA in front of gpuscaler (mode external-metric) is
  * told: ctl_hpa_facts_add() on HPA objects as the API server returns them,
- * ctl_hpa_advice() on the facts; the HPA lists' rounds (ctl_hpa_answer), and
- * no /scale write in mode scale before one (ctl_act). */
+ * ctl_hpa_advice() on the facts; the HPA lists' rounds (ctl_hpa_answer) and
+ * which scaleTargetRefs name an apps Deployment, and no /scale write in mode
+ * scale before one (ctl_act). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -329,13 +330,23 @@ static void wl_free_all(struct controller *c)
         }
 }
 
-static json_t *hpa_items(const char *ns, const char *target)
+static json_t *hpa_items_of(const char *ns, const char *api, const char *target)
 {
     if (!target)
         return json_array();
-    return json_pack("[{s:{s:s,s:s},s:{s:{s:s,s:s,s:s}}}]", "metadata", "name", "h",
-                     "namespace", ns, "spec", "scaleTargetRef", "apiVersion", "apps/v1", "kind",
-                     "Deployment", "name", target);
+    json_t *items = json_pack("[{s:{s:s,s:s},s:{s:{s:s,s:s}}}]", "metadata", "name", "h",
+                              "namespace", ns, "spec", "scaleTargetRef", "kind", "Deployment",
+                              "name", target);
+    if (api)
+        json_object_set_new(json_object_get(json_object_get(json_array_get(items, 0), "spec"),
+                                            "scaleTargetRef"),
+                            "apiVersion", json_string(api));
+    return items;
+}
+
+static json_t *hpa_items(const char *ns, const char *target)
+{
+    return hpa_items_of(ns, "apps/v1", target);
 }
 
 static void answer(struct controller *c, const char *ns, bool ok, const char *target)
@@ -395,6 +406,45 @@ static void test_hpa_rounds(void **state)
     free(c);
 }
 
+/* An HPA targets our Deployment only through the apps group (the HPA
+ * controller maps scaleTargetRef's group and kind, whatever the version):
+ * a Deployment kind of another group (a CRD's), extensions (no longer
+ * served) or the core group (no group in apiVersion) is another resource,
+ * so no conflict in mode scale, and no HPA that applies the count in mode
+ * external-metric. */
+static void test_only_apps_deployments_are_targets(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *api;
+        bool targets;
+    } cases[] = {
+        {"apps/v1", true},        {"apps/v1beta2", true},  {"apps/", true},
+        {"example.com/v1", false}, {"extensions/v1beta1", false}, {"v1", false},
+        {"apps", false},          {"apps/v1/x", false},   {"", false},
+        {NULL, false},            {"Apps/v1", false},      {"myapps/v1", false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct controller *c = calloc(1, sizeof(*c));
+        assert_non_null(c);
+        struct ctl_wl *x = wl_add(c, "a", "x");
+        c->hpa_lists_pending = 1;
+        json_t *items = hpa_items_of("a", cases[i].api, "x");
+        ctl_hpa_answer(c, "a", true, items, 1000);
+        json_decref(items);
+        if (c->n_hpa_targets != (cases[i].targets ? 1u : 0u))
+            fail_msg("apiVersion %s: %zu targets", cases[i].api ? cases[i].api : "(none)",
+                     c->n_hpa_targets);
+        assert_true(x->hpa.listed);
+        assert_int_equal(x->hpa.count, cases[i].targets ? 1 : 0);
+        for (size_t t = 0; t < c->n_hpa_targets; t++)
+            xfree(c->hpa_targets[t]);
+        xfree(c->hpa_targets);
+        wl_free_all(c);
+        free(c);
+    }
+}
+
 /* In mode scale nothing is written before the Deployment's namespace had an
  * HPA list since it was tracked (after a restart an HPA at 30 replicas was
  * clamped to max-replicas 10 at the first tick, with no metrics at all). */
@@ -437,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_metric_case_and_selector),
         cmocka_unit_test(test_hpa_rounds),
         cmocka_unit_test(test_no_write_before_the_hpas_are_known),
+        cmocka_unit_test(test_only_apps_deployments_are_targets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

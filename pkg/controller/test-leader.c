@@ -391,6 +391,109 @@ static void test_lease_fields_clamped(void **st)
     assert_int_equal(out.transitions, INT32_MAX);
 }
 
+/* A term begun with fence_new_terms holds the lease (its renewals go on) but
+ * does not act, and is not reported started, until the caller unfences it;
+ * a later term is fenced again. */
+static void test_fenced_term_acts_once_unfenced(void **st)
+{
+    (void)st;
+    struct store s;
+    memset(&s, 0, sizeof(s));
+    struct ctl_leader a;
+    char why[160];
+    ctl_leader_init(&a, "a", 15000, 10000, 2000);
+    a.fence_new_terms = true;
+    assert_false(round_(&a, &s, 0, true));
+    assert_string_equal(s.lease.holder, "a"); /* held, */
+    assert_int_equal(ctl_leader_transition(&a, 0, why, sizeof(why)), CTL_LEADER_SAME);
+    assert_false(round_(&a, &s, 2000, true)); /* renewed, not acting */
+    assert_int_equal(s.rv, 2);
+    ctl_leader_unfence(&a);
+    assert_true(ctl_leader_is_leading(&a, 2001));
+    assert_int_equal(ctl_leader_transition(&a, 2001, why, sizeof(why)), CTL_LEADER_STARTED);
+    assert_true(round_(&a, &s, 4000, true)); /* the same term goes on */
+    /* it lapses (no renewal for the renew deadline); the next term is fenced */
+    assert_false(round_(&a, &s, 14000, false));
+    assert_int_equal(ctl_leader_transition(&a, 14000, why, sizeof(why)), CTL_LEADER_STOPPED);
+    assert_false(round_(&a, &s, 16000, true));
+    assert_int_equal(ctl_leader_transition(&a, 16000, why, sizeof(why)), CTL_LEADER_SAME);
+    ctl_leader_unfence(&a);
+    assert_true(ctl_leader_is_leading(&a, 16001));
+}
+
+/* Sharding turned on or off in a rollout: a single leader s (the Lease
+ * "single") and a shard holder m (the Lease "shard-0"), each a term begun
+ * fenced and unfenced only by a list sent after its write that shows no
+ * holder of the other mode (elect.c, shards.c). In both orders the two never
+ * act at once, and the single leader acts once m handed the shard back. */
+static void test_single_and_shard_terms_exclude_each_other(void **st)
+{
+    (void)st;
+    for (int order = 0; order < 2; order++) {
+        struct store single, shard;
+        memset(&single, 0, sizeof(single));
+        memset(&shard, 0, sizeof(shard));
+        struct ctl_leader s, m, s_sees_shard, m_sees_single;
+        ctl_leader_init(&s, "s", 15000, 10000, 2000);
+        ctl_leader_init(&m, "m", 15000, 10000, 2000);
+        ctl_leader_init(&s_sees_shard, "s", 15000, 10000, 2000);
+        ctl_leader_init(&m_sees_single, "m", 15000, 10000, 2000);
+        s.fence_new_terms = m.fence_new_terms = true;
+        int64_t t = 0;
+        bool s_acted = false;
+        if (order == 0) {
+            /* m plans over a list that shows no single leader (t=0); s takes the
+             * single Lease and lists: the shard is still free, s acts; then m's
+             * write lands: m must not act on it */
+            assert_null(ctl_leader_observe(&m_sees_single, &single.lease, t));
+            round_(&s, &single, t + 10, true);
+            assert_null(ctl_leader_observe(&s_sees_shard, &shard.lease, t + 20));
+            ctl_leader_unfence(&s);
+            round_(&m, &shard, t + 30, true);
+            assert_string_equal(shard.lease.holder, "m");
+            assert_true(ctl_leader_is_leading(&s, t + 30));
+            assert_false(ctl_leader_is_leading(&m, t + 30));
+        } else {
+            /* m holds the shard and acts; then s takes the single Lease */
+            round_(&m, &shard, t, true);
+            assert_null(ctl_leader_observe(&m_sees_single, &single.lease, t + 10));
+            ctl_leader_unfence(&m);
+            assert_true(ctl_leader_is_leading(&m, t + 10));
+            round_(&s, &single, t + 20, true);
+            assert_false(ctl_leader_is_leading(&s, t + 20));
+        }
+        /* rounds every 2 s: s renews and (while fenced) lists the shard
+         * Leases; m lists (the single Lease), then renews or hands back */
+        for (t = 2000; t <= 40000; t += 2000) {
+            round_(&s, &single, t, true);
+            if (s.fenced && !ctl_leader_observe(&s_sees_shard, &shard.lease, t + 1))
+                ctl_leader_unfence(&s);
+            const char *solo = ctl_leader_observe(&m_sees_single, &single.lease, t + 500);
+            if (solo && strcmp(shard.lease.holder, "m") == 0) {
+                struct ctl_lease out;
+                ctl_leader_stop(&m, "handed over to the single leader");
+                ctl_leader_release(&m, 1700000000000LL + t + 500, &out);
+                shard.rv++;
+                snprintf(out.resource_version, sizeof(out.resource_version), "%d", shard.rv);
+                shard.lease = out;
+            } else if (!solo) {
+                round_(&m, &shard, t + 500, true);
+                if (m.fenced)
+                    ctl_leader_unfence(&m);
+            }
+            for (int64_t u = t; u < t + 2000; u += 100) {
+                bool sa = ctl_leader_is_leading(&s, u), ma = ctl_leader_is_leading(&m, u);
+                assert_false(sa && ma);
+                s_acted = s_acted || sa;
+            }
+        }
+        assert_true(s_acted);
+        assert_true(ctl_leader_is_leading(&s, 40000));
+        assert_false(ctl_leader_is_leading(&m, 40000));
+        assert_string_equal(shard.lease.holder, "");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -405,6 +508,8 @@ int main(void)
         cmocka_unit_test(test_held_live_tells_a_standby_whom_to_serve),
         cmocka_unit_test(test_deleted_lease),
         cmocka_unit_test(test_lease_fields_clamped),
+        cmocka_unit_test(test_fenced_term_acts_once_unfenced),
+        cmocka_unit_test(test_single_and_shard_terms_exclude_each_other),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

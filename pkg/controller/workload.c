@@ -313,6 +313,21 @@ int ctl_workload_parse(const struct ctl_config *defaults, const char *const *key
                  "requests where they arrive (a gateway, a router): at zero no pod counts them");
         return -EINVAL;
     }
+    /* capacity-start is what auto sizes with until it has learned: with a
+     * number it would do nothing, so a Deployment's own is refused rather
+     * than ignored (a default is for the Deployments that learn theirs) */
+    bool own_start = false;
+    for (size_t i = 0; i < n; i++)
+        own_start |= strcmp(keys[i], CTL_ANNOTATION_PREFIX "capacity-start") == 0;
+    if (own_start && w.policy.capacity_start > 0 && !w.policy.capacity_auto) {
+        snprintf(bad_key, bad_key_len, CTL_ANNOTATION_PREFIX "capacity-start");
+        snprintf(err, errlen,
+                 "capacity-start: no effect with capacity-per-gpu %g (a number sizes from the "
+                 "first tick; auto sizes with capacity-start until it learns): remove it or set "
+                 "capacity-per-gpu: auto",
+                 w.policy.capacity_rps_per_gpu);
+        return -EINVAL;
+    }
     *out = w;
     return 0;
 }

@@ -18,6 +18,12 @@
  * before the scored window. The seed only observes; its 8 days, about
  * 11 ms each, are about a third of a predictive plan's CPU.
  *
+ * A replay that starts before 0 (a history with negative t_seconds) is run
+ * with its times moved by whole seasons to start at 0 or after, as sim_run
+ * moves such a trace (sim.c), and its results moved back: the forecaster
+ * takes UNIX times and refuses every observation before 0, and the seed,
+ * which sim_run takes in the trace's own times, would have been empty.
+ *
  * PLAN_SIM_DAY replays one day at the horizon's middle level and, per step
  * of the day, takes k = GPUs held / GPUs the smooth demand needs at the
  * target utilisation; each step of each scenario then holds
@@ -296,6 +302,20 @@ static void sla_per_step(const struct sim_policy_result *pr, int64_t sla_ms, int
     }
 }
 
+/* The results' times moved by -shift_s (what replay() moved the trace by). */
+static void unshift(struct sim_result *r, double shift_s)
+{
+    r->t_begin_s -= shift_s;
+    r->t_end_s -= shift_s;
+    for (size_t p = 0; p < r->n; p++) {
+        struct sim_policy_result *pr = &r->pol[p];
+        for (size_t i = 0; i < pr->npoints; i++)
+            pr->points[i].t_s -= shift_s;
+        for (size_t i = 0; i < pr->nchanges; i++)
+            pr->changes[i].t_s -= shift_s;
+    }
+}
+
 /* One replay: trace over [t0, t0 + seed + warm-up... + scored), sim_run. */
 static int replay(const struct plan_workload *w, const struct gen *g, int64_t t0_ms,
                   int64_t seed_ms, int64_t scored_ms, int64_t dt_ms, struct sim_result **res,
@@ -308,7 +328,15 @@ static int replay(const struct plan_workload *w, const struct gen *g, int64_t t0
     int rc = 0;
     tr.n = (size_t)((seed_ms + scored_ms + dt_ms - 1) / dt_ms);
     tr.requests = xmalloc(tr.n * sizeof(double));
-    gen_fill(g, &tr);
+    gen_fill(g, &tr); /* at the history's own times */
+    /* before 0: by whole seasons to 0 or after, as sim_run would (sim.c),
+     * so that the seed is made at the times the replay observes */
+    int64_t shift_ms = 0;
+    if (tr.t0_ms < 0) {
+        int64_t season = sc.policy.seasonality_ms > 0 ? sc.policy.seasonality_ms : PLAN_DAY_MS;
+        shift_ms = (-tr.t0_ms + season - 1) / season * season;
+        tr.t0_ms += shift_ms;
+    }
     sc.scale = 1;
     sc.policies = 1u << w->policy;
     sc.start_ms = seed_ms;
@@ -326,6 +354,8 @@ static int replay(const struct plan_workload *w, const struct gen *g, int64_t t0
         info->seeded_s += (double)(seed_ms - WARMUP_MS) / 1000.0;
     }
     rc = sim_run(&sc, &tr, NULL, res, err, errlen);
+    if (rc == 0 && shift_ms)
+        unshift(*res, (double)shift_ms / 1000.0);
     info->simulated_s += (double)(scored_ms + WARMUP_MS) / 1000.0;
 out:
     xfree(seed);

@@ -484,6 +484,53 @@ static void test_seed_days(void **state)
     trace_free(t);
 }
 
+/* A history's replay does not depend on where its clock starts: moved by
+ * whole weeks to before 0 (t_seconds may be negative), it plans the same.
+ * The predictive replay seeds its forecaster with the history's times, and
+ * the forecaster refuses times before 0: such a replay ran unseeded
+ * (667.68 vs 668.44 GPU-hours for a history moved back 150 weeks). */
+static void test_replay_of_a_history_before_0(void **state)
+{
+    (void)state;
+    const int64_t WEEK_MS = 7LL * DAY_S * 1000;
+    struct trace *t = synth(9, 60, 250, 0, true, 0.08, 0);
+    struct trace moved = *t;
+    struct plan_config c;
+    struct plan_workload w;
+    char err[400];
+    plan_config_init(&c);
+    c.horizon_ms = 2 * DAY_S * 1000LL;
+    workload(&w, SIM_PREDICTIVE);
+    for (int sim = 0; sim < 2; sim++) {
+        c.sim = sim ? PLAN_SIM_HORIZON : PLAN_SIM_DAY;
+        struct plan_result *a = NULL, *b = NULL;
+        moved.t0_ms = t->t0_ms + 3 * WEEK_MS; /* after 0 either way */
+        assert_int_equal(plan_run(&c, &w, &moved, &a, err, sizeof(err)), 0);
+        /* back 150 weeks: its seed (and the scored days) lie before 0 */
+        moved.t0_ms = t->t0_ms - 150 * WEEK_MS;
+        assert_int_equal(plan_run(&c, &w, &moved, &b, err, sizeof(err)), 0);
+        assert_true(a->replay.seeded_s > 0);
+        assert_float_equal(a->replay.seeded_s, b->replay.seeded_s, 0);
+        assert_int_equal(a->nscen, b->nscen);
+        for (size_t s = 0; s < a->nscen; s++) {
+            print_message("%s x%g: %.2f / %.2f GPU-hours\n", sim ? "horizon" : "day",
+                          a->scen[s].growth, a->scen[s].gpu_hours, b->scen[s].gpu_hours);
+            assert_float_equal(a->scen[s].gpu_hours, b->scen[s].gpu_hours,
+                               1e-9 * a->scen[s].gpu_hours);
+            assert_float_equal(a->scen[s].requests, b->scen[s].requests,
+                               1e-9 * a->scen[s].requests);
+            assert_float_equal(a->scen[s].sla_minutes, b->scen[s].sla_minutes, 1e-9);
+            assert_int_equal(a->scen[s].peak_gpus, b->scen[s].peak_gpus);
+            for (size_t i = 0; i < a->nsteps; i++)
+                assert_float_equal(a->scen[s].gpus[i], b->scen[s].gpus[i], 1e-9);
+        }
+        plan_result_free(a);
+        plan_result_free(b);
+    }
+    plan_workload_clear(&w);
+    trace_free(t);
+}
+
 /* The total adds the curves step by step; one pool reserves at most what
  * the Deployments would reserve apart, and pays no more. */
 static void test_total(void **state)
@@ -677,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_growth_multiplies_the_demand),
         cmocka_unit_test(test_day_replay_matches_horizon_replay),
         cmocka_unit_test(test_seed_days),
+        cmocka_unit_test(test_replay_of_a_history_before_0),
         cmocka_unit_test(test_total),
         cmocka_unit_test(test_deterministic_reports),
         cmocka_unit_test(test_plan_file),

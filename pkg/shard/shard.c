@@ -27,6 +27,24 @@ uint64_t shard_hash(const char *ns, const char *name)
     return fnv_bytes(h, name);
 }
 
+int64_t shard_lease_number(const char *name, const char *prefix, uint32_t nshards)
+{
+    size_t pl = strlen(prefix);
+    if (strncmp(name, prefix, pl) != 0 || name[pl] != '-')
+        return -1;
+    const char *num = name + pl + 1;
+    size_t n = strlen(num);
+    if (n == 0 || n > 4 || (num[0] == '0' && n > 1))
+        return -1;
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (num[i] < '0' || num[i] > '9')
+            return -1;
+        v = v * 10 + (num[i] - '0');
+    }
+    return v < nshards ? v : -1;
+}
+
 uint32_t shard_of(const char *ns, const char *name, uint32_t nshards)
 {
     return nshards ? (uint32_t)(shard_hash(ns, name) % nshards) : 0;

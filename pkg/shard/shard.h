@@ -43,6 +43,14 @@ uint64_t shard_hash(const char *ns, const char *name);
  */
 void shard_member_lease_name(const char *prefix, const char *id, char *out, size_t len);
 
+/**
+ * The shard number of a shard Lease named name, prefix "-" number, when that
+ * number is below nshards and written as shard Leases are named (decimal,
+ * no sign, no leading zero, at most 4 digits: "<prefix>-7", never "-07" or
+ * "-+7"); -1 for any other name (member Leases included).
+ */
+int64_t shard_lease_number(const char *name, const char *prefix, uint32_t nshards);
+
 /** The shard of Deployment ns/name: shard_hash(ns, name) % nshards; 0 when nshards is 0. */
 uint32_t shard_of(const char *ns, const char *name, uint32_t nshards);
 

@@ -252,6 +252,27 @@ static void test_cluster_converges_on_join_and_death(void **st)
     assert_balanced(&s);
 }
 
+/* Only the names shard Leases are written under parse: the controller's
+ * rounds and the single leader's wait for shard Leases both read them. */
+static void test_lease_number(void **st)
+{
+    (void)st;
+    assert_int_equal(shard_lease_number("gs-0", "gs", 16), 0);
+    assert_int_equal(shard_lease_number("gs-15", "gs", 16), 15);
+    assert_int_equal(shard_lease_number("gs-1023", "gs", 1024), 1023);
+    assert_int_equal(shard_lease_number("gs-16", "gs", 16), -1);  /* beyond the count */
+    assert_int_equal(shard_lease_number("gs-07", "gs", 16), -1);  /* not as written */
+    assert_int_equal(shard_lease_number("gs-+7", "gs", 16), -1);
+    assert_int_equal(shard_lease_number("gs--7", "gs", 16), -1);
+    assert_int_equal(shard_lease_number("gs-7x", "gs", 16), -1);
+    assert_int_equal(shard_lease_number("gs-", "gs", 16), -1);
+    assert_int_equal(shard_lease_number("gs", "gs", 16), -1);
+    assert_int_equal(shard_lease_number("gs-10000", "gs", 1024), -1);
+    assert_int_equal(shard_lease_number("gs-member-a", "gs", 16), -1);
+    assert_int_equal(shard_lease_number("gsx-1", "gs", 16), -1);
+    assert_int_equal(shard_lease_number("gs-1", "g", 16), -1); /* "g" then "s-1" */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -262,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_plan_table),
         cmocka_unit_test(test_plan_rejects_bad_views),
         cmocka_unit_test(test_cluster_converges_on_join_and_death),
+        cmocka_unit_test(test_lease_number),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
