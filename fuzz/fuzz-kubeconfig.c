@@ -6,7 +6,8 @@
  * accepted exec plugin has a command and a supported apiVersion, env entries
  * NAME=value, and no other credential beside it. A NUL byte splits the input
  * into two documents merged as KUBECONFIG=a:b. With a tls-server-name, the
- * request URL names it and the connection goes to the server's host and port. */
+ * request URL names it and the connection goes to the server's host and port.
+ * A cluster's exec extension (an exec plugin's spec.cluster.config) is JSON. */
 #include <openssl/evp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -79,6 +80,18 @@ static void check_route(const struct kube_config *c)
     xfree(host);
 }
 
+/* The cluster's exec extension, when there is one, is JSON an exec plugin
+ * can be given (spec.cluster.config). */
+static void check_extension(const struct kube_config *c)
+{
+    if (!c->exec_cluster_config)
+        return;
+    json_t *j = json_loads(c->exec_cluster_config, JSON_DECODE_ANY, NULL);
+    if (!j)
+        abort();
+    json_decref(j);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct kube_config c;
@@ -86,6 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (kube_config_parse((const char *)data, size, NULL, "/base", &c, &e) == 0) {
         check_exec(&c);
         check_route(&c);
+        check_extension(&c);
         kube_config_clear(&c);
     }
     if (kube_config_parse((const char *)data, size, "ctx", NULL, &c, &e) == 0)

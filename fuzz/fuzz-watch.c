@@ -5,7 +5,8 @@
  * Deployment and as a Pod, ERROR events start a relist scope and BOOKMARKs
  * end it, and every tracked Deployment's pod index is read back, the fields
  * of each pod's conditions (Ready, PodScheduled: bound when, or Pending for
- * want of a GPU) and container states (failing to start) included. */
+ * want of a GPU) and container states (failing to start) included, and the
+ * GPU counts (app, init and sidecar containers) checked in range. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +64,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (pods[j]->failing > KUBE_FAILING_CONFIG)
                 abort();
             (void)strlen(kube_pod_failing_name(pods[j]->failing));
+            /* GPUs counted over app, init and sidecar containers stay in range */
+            if (pods[j]->gpus < 0 || pods[j]->gpus > 1000000)
+                abort();
         }
+        if (deps[i]->gpus_per_replica < 0 || deps[i]->gpus_per_replica > 1000000)
+            abort();
         struct util_buf b = {0};
         kube_selector_format(&deps[i]->selector, &b);
         util_buf_free(&b);

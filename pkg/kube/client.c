@@ -227,6 +227,8 @@ int kube_new(uv_loop_t *loop, struct httpc *http, const struct kube_config *cfg,
     k->cfg.proxy_url = dup_or_null(cfg->proxy_url);
     k->cfg.proxy_url_orig = dup_or_null(cfg->proxy_url_orig);
     k->cfg.tls_server_name = dup_or_null(cfg->tls_server_name);
+    k->cfg.disable_compression = cfg->disable_compression;
+    k->cfg.exec_cluster_config = dup_or_null(cfg->exec_cluster_config);
     kube_route(k->cfg.server, k->cfg.tls_server_name, &k->url_base, &k->connect_to,
                &k->host_header);
     if (cfg->exec) /* after the cluster's settings, which provideClusterInfo passes on */
@@ -855,6 +857,7 @@ static int issue(struct kreq *r)
         .max_body = r->max_body,
         .on_data = r->on_data ? on_req_data : NULL,
         .stall_timeout_ms = r->stall_ms,
+        .no_compression = k->cfg.disable_compression, /* as client-go's DisableCompression */
         .proxy = k->cfg.proxy_url,
         .connect_to = k->connect_to,
     };

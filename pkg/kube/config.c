@@ -5,7 +5,8 @@
  * account.
  *
  * kube_config_parse() is pure (buffer in, struct out, error with line and
- * column) so that tests and the fuzzer drive it directly. kubeconfig is a
+ * column) so that tests and the fuzzer drive it directly; the files are read
+ * in kube/config-load.c. kubeconfig is a
  * foreign format that grows fields over time, so keys gpuscaler does not use
  * are ignored rather than rejected; what would silently change how we
  * authenticate or connect (auth-provider, basic auth, impersonation) is an
@@ -15,20 +16,15 @@
  * kube/exec.c. */
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "conf/conf.h"
 #include "kube-int.h"
-
-#define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
 static int cfail(struct kube_config_error *err, const struct conf_node *at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -66,6 +62,7 @@ void kube_config_clear(struct kube_config *c)
     xfree(c->proxy_url);
     xfree(c->proxy_url_orig);
     xfree(c->tls_server_name);
+    xfree(c->exec_cluster_config);
     kube_exec_config_free(c->exec);
     xfree(c->context);
     xfree(c->user);
@@ -201,6 +198,48 @@ static int find_named(const struct conf_node *root, const char *list, const char
         return 0;
     }
     return 0;
+}
+
+struct named {
+    const char *name;
+    size_t i;
+    const struct conf_node *at;
+};
+
+static int cmp_named(const void *a, const void *b)
+{
+    const struct named *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/* client-go refuses a file whose clusters, users or contexts list names
+ * two entries alike (its conversion to maps: duplicate name "x" in list),
+ * used or not; the first such entry in the file is named. Sorted, so that
+ * a long list costs n log n. */
+static int check_unique(const struct conf_node *root, const char *list,
+                        struct kube_config_error *err)
+{
+    const struct conf_node *seq = conf_map_get(root, list);
+    if (!seq || seq->type != CONF_SEQ || seq->n < 2)
+        return 0;
+    struct named *v = xcalloc(seq->n, sizeof(*v));
+    size_t n = 0;
+    for (size_t i = 0; i < seq->n; i++) {
+        const struct conf_node *nm = conf_map_get(seq->items[i], "name");
+        if (seq->items[i]->type == CONF_MAP && nm && nm->type == CONF_SCALAR)
+            v[n++] = (struct named){nm->scalar, i, seq->items[i]};
+    }
+    qsort(v, n, sizeof(*v), cmp_named);
+    const struct named *dup = NULL;
+    for (size_t k = 1; k < n; k++)
+        if (strcmp(v[k - 1].name, v[k].name) == 0 && (!dup || v[k].i < dup->i))
+            dup = &v[k];
+    int rc = dup ? cfail(err, dup->at, "%s: the name \"%.200s\" is given twice", list,
+                         dup->name)
+                 : 0;
+    xfree(v);
+    return rc;
 }
 
 static char *resolve_path(const char *base_dir, const char *p)
@@ -365,6 +404,38 @@ static int find_named_docs(struct conf_node *const *roots, size_t n, const char 
     return 0;
 }
 
+/* The cluster's extension named client.authentication.k8s.io/exec (what
+ * client-go passes an exec plugin as spec.cluster.config), as JSON text;
+ * *out stays NULL without one. */
+static int exec_extension(const struct conf_node *cl, const char *where, char **out,
+                          struct kube_config_error *err)
+{
+    *out = NULL;
+    const struct conf_node *seq = conf_map_get(cl, "extensions");
+    if (!seq || (seq->type == CONF_SCALAR && seq->scalar[0] == '\0'))
+        return 0;
+    if (seq->type != CONF_SEQ)
+        return cfail(err, seq, "%s: extensions must be a list", where);
+    for (size_t i = 0; i < seq->n; i++) {
+        const struct conf_node *nm = conf_map_get(seq->items[i], "name");
+        if (seq->items[i]->type != CONF_MAP || !nm || nm->type != CONF_SCALAR ||
+            strcmp(nm->scalar, "client.authentication.k8s.io/exec") != 0)
+            continue;
+        const struct conf_node *ext = conf_map_get(seq->items[i], "extension");
+        if (!ext)
+            return 0;
+        json_t *j = kube_conf_to_json(ext);
+        char *text = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+        json_decref(j);
+        if (text) {
+            *out = xstrdup(text);
+            free(text); /* style: allow (jansson's allocation) */
+        }
+        return 0;
+    }
+    return 0;
+}
+
 /* The length of s's scheme when it starts "scheme://", as Go's url.Parse
  * reads a scheme ([A-Za-z][A-Za-z0-9+.-]*); else 0. */
 static size_t scheme_len(const char *s)
@@ -428,7 +499,8 @@ static void drop_tls_and_auth(struct kube_config *c)
 {
     struct kube_config keep = {.server = c->server, .proxy_url = c->proxy_url,
                                .proxy_url_orig = c->proxy_url_orig, .context = c->context,
-                               .user = c->user, .namespace_ = c->namespace_};
+                               .user = c->user, .namespace_ = c->namespace_,
+                               .disable_compression = c->disable_compression};
     c->server = c->proxy_url = c->proxy_url_orig = NULL;
     c->context = c->user = c->namespace_ = NULL;
     kube_config_clear(c); /* the rest: CA, insecure, tls-server-name, credentials */
@@ -482,7 +554,10 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
             goto out;
         }
         const char *c;
-        if ((rc = get_str(roots[i], "current-context", &c, err, "kubeconfig")) < 0)
+        if ((rc = get_str(roots[i], "current-context", &c, err, "kubeconfig")) < 0 ||
+            (rc = check_unique(roots[i], "clusters", err)) < 0 ||
+            (rc = check_unique(roots[i], "users", err)) < 0 ||
+            (rc = check_unique(roots[i], "contexts", err)) < 0)
             goto out;
         if (!cur)
             cur = c; /* the first file that sets it */
@@ -540,8 +615,16 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
         (rc = get_str(cl, "certificate-authority", &ca, err, where)) < 0 ||
         (rc = get_bool(cl, "insecure-skip-tls-verify", &out->insecure, err, where)) < 0 ||
         (rc = decode_field(cl, "certificate-authority-data", &out->ca_data, &out->ca_data_len,
-                           err, where)) < 0)
+                           err, where)) < 0 ||
+        (rc = get_bool(cl, "disable-compression", &out->disable_compression, err, where)) < 0 ||
+        (rc = exec_extension(cl, where, &out->exec_cluster_config, err)) < 0)
         goto out;
+    /* as client-go's validation (it says the data would override the file) */
+    if (ca && out->ca_data) {
+        rc = cfail(err, cl, "%s: certificate-authority-data and certificate-authority are both "
+                   "specified; keep one", where);
+        goto out;
+    }
     if ((rc = server_url(cl, server, where, &out->server, &plain_default, err)) < 0)
         goto out;
     const char *proxy;
@@ -634,6 +717,12 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
         (rc = decode_field(u, "client-key-data", &out->key_data, &out->key_data_len, err,
                            where)) < 0)
         goto out;
+    if ((cert && out->cert_data) || (key && out->key_data)) {
+        rc = cfail(err, u, "%s: %s and %s are both specified; keep one", where,
+                   cert && out->cert_data ? "client-certificate-data" : "client-key-data",
+                   cert && out->cert_data ? "client-certificate" : "client-key");
+        goto out;
+    }
     if (tok)
         out->token = xstrdup(tok);
     if (tokfile)
@@ -669,210 +758,5 @@ out:
     xfree(roots);
     if (rc < 0)
         kube_config_clear(out);
-    return rc;
-}
-
-static int read_small_file(const char *path, size_t max, struct util_buf *b)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    int rc = 0;
-    char tmp[4096];
-    for (;;) {
-        ssize_t n = read(fd, tmp, sizeof(tmp));
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = -errno;
-            break;
-        }
-        if (n == 0)
-            break;
-        if (b->len + (size_t)n > max) {
-            rc = -EFBIG;
-            break;
-        }
-        util_buf_append(b, tmp, (size_t)n);
-    }
-    close(fd);
-    return rc;
-}
-
-/* The directory relative paths in the file at path resolve against (owned). */
-static char *dir_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        return xstrdup(".");
-    if (slash == path)
-        return xstrdup("/"); /* "/kubeconfig": the root */
-    return xstrndup(path, (size_t)(slash - path));
-}
-
-/* Read the files and parse them merged; with skip_missing, files that do not
- * exist are left out, as client-go does with KUBECONFIG's list. */
-static int load_files(const char *const *paths, size_t n, bool skip_missing, const char *context,
-                      struct kube_config *out, struct kube_config_error *err)
-{
-    struct util_buf *bufs = xcalloc(n ? n : 1, sizeof(*bufs));
-    struct kube_config_doc *docs = xcalloc(n ? n : 1, sizeof(*docs));
-    const char **used = xcalloc(n ? n : 1, sizeof(*used));
-    size_t nd = 0;
-    int rc = 0;
-    *out = (struct kube_config){0};
-    if (err)
-        *err = (struct kube_config_error){0};
-    for (size_t i = 0; i < n; i++) {
-        rc = read_small_file(paths[i], CONF_MAX_BYTES, &bufs[nd]);
-        if (rc == -ENOENT && skip_missing) {
-            util_buf_free(&bufs[nd]);
-            rc = 0;
-            continue;
-        }
-        if (rc < 0) {
-            if (err)
-                snprintf(err->msg, sizeof(err->msg), "%.200s: %s", paths[i], strerror(-rc));
-            goto out;
-        }
-        docs[nd] = (struct kube_config_doc){.buf = bufs[nd].data ? bufs[nd].data : "",
-                                            .len = bufs[nd].len, .base_dir = dir_of(paths[i])};
-        used[nd++] = paths[i];
-    }
-    if (nd == 0) {
-        rc = -ENOENT;
-        if (err) {
-            struct util_buf m = {0};
-            for (size_t i = 0; i < n; i++)
-                util_buf_printf(&m, "%s%s", i ? ", " : "", paths[i]);
-            snprintf(err->msg, sizeof(err->msg), "no kubeconfig file exists of %.300s",
-                     m.data ? m.data : "none");
-            util_buf_free(&m);
-        }
-        goto out;
-    }
-    rc = kube_config_parse_docs(docs, nd, context, out, err);
-    if (rc < 0 && err) {
-        char msg[sizeof(err->msg)];
-        if (err->line > 0 || nd == 1) {
-            const char *f = used[err->doc < nd ? err->doc : 0];
-            if (err->line > 0)
-                snprintf(msg, sizeof(msg), "%.100s:%d: %.280s", f, err->line, err->msg);
-            else
-                snprintf(msg, sizeof(msg), "%.100s: %.290s", f, err->msg);
-        } else {
-            snprintf(msg, sizeof(msg), "%.100s and %u more: %.270s", used[0],
-                     (unsigned)(nd - 1 > 999 ? 999 : nd - 1), err->msg);
-        }
-        memcpy(err->msg, msg, sizeof(msg));
-    }
-out:
-    for (size_t i = 0; i < nd; i++)
-        xfree((char *)docs[i].base_dir);
-    for (size_t i = 0; i < n; i++)
-        util_buf_free(&bufs[i]);
-    xfree(bufs);
-    xfree(docs);
-    xfree(used);
-    return rc;
-}
-
-int kube_config_load_file(const char *path, const char *context, struct kube_config *out,
-                          struct kube_config_error *err)
-{
-    return load_files(&path, 1, false, context, out, err);
-}
-
-int kube_config_load_files(const char *const *paths, size_t n, const char *context,
-                           struct kube_config *out, struct kube_config_error *err)
-{
-    return load_files(paths, n, true, context, out, err);
-}
-
-/* ---- in-cluster ----------------------------------------------------------- */
-
-int kube_config_in_cluster(const struct kube_incluster_opts *o, struct kube_config *out,
-                           struct kube_config_error *err)
-{
-    struct kube_incluster_opts d = o ? *o : (struct kube_incluster_opts){0};
-    *out = (struct kube_config){0};
-    if (err)
-        *err = (struct kube_config_error){0};
-    const char *host = d.host ? d.host : getenv("KUBERNETES_SERVICE_HOST");
-    const char *port = d.port ? d.port : getenv("KUBERNETES_SERVICE_PORT");
-    const char *tok = d.token_path ? d.token_path : SA_DIR "/token";
-    const char *ca = d.ca_path ? d.ca_path : SA_DIR "/ca.crt";
-    const char *nsp = d.namespace_path ? d.namespace_path : SA_DIR "/namespace";
-    if (!host || !*host || !port || !*port) {
-        if (err)
-            snprintf(err->msg, sizeof(err->msg),
-                     "not in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set");
-        return -ENOENT;
-    }
-    if (access(tok, R_OK) != 0) {
-        int rc = -errno;
-        if (err)
-            snprintf(err->msg, sizeof(err->msg), "service account token %s: %s", tok,
-                     strerror(errno));
-        return rc;
-    }
-    bool v6 = strchr(host, ':') != NULL;
-    out->server = xasprintf("https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "", port);
-    out->token_file = xstrdup(tok);
-    if (access(ca, R_OK) == 0)
-        out->ca_file = xstrdup(ca);
-    struct util_buf b = {0};
-    if (read_small_file(nsp, 1024, &b) == 0 && b.len > 0) {
-        size_t n = b.len;
-        while (n > 0 && (b.data[n - 1] == '\n' || b.data[n - 1] == ' ' || b.data[n - 1] == '\r'))
-            n--;
-        out->namespace_ = xstrndup(b.data, n);
-    } else {
-        out->namespace_ = xstrdup("default");
-    }
-    util_buf_free(&b);
-    return 0;
-}
-
-int kube_config_resolve(const char *kubeconfig_path, const char *context, struct kube_config *out,
-                        struct kube_config_error *err)
-{
-    if (kubeconfig_path && *kubeconfig_path)
-        return kube_config_load_file(kubeconfig_path, context, out, err);
-    const char *env = getenv("KUBECONFIG");
-    if (env && *env) {
-        /* a list like PATH: merged, missing files skipped, repeats read once */
-        char *list = xstrdup(env);
-        const char **paths = xcalloc(strlen(env) / 2 + 1, sizeof(*paths));
-        size_t n = 0;
-        for (char *t = list, *colon; t; t = colon ? colon + 1 : NULL) {
-            colon = strchr(t, ':');
-            if (colon)
-                *colon = '\0';
-            bool skip = *t == '\0';
-            for (size_t i = 0; i < n && !skip; i++)
-                skip = strcmp(paths[i], t) == 0;
-            if (!skip)
-                paths[n++] = t;
-        }
-        int rc = n ? kube_config_load_files(paths, n, context, out, err) : -ENOENT;
-        xfree(paths);
-        xfree(list);
-        if (n)
-            return rc;
-    }
-    const char *host = getenv("KUBERNETES_SERVICE_HOST");
-    if (host && *host)
-        return kube_config_in_cluster(NULL, out, err);
-    const char *home = getenv("HOME");
-    if (!home || !*home) {
-        if (err)
-            snprintf(err->msg, sizeof(err->msg),
-                     "no kubeconfig: give --kubeconfig, set KUBECONFIG or run in a cluster");
-        return -ENOENT;
-    }
-    char *path = xasprintf("%s/.kube/config", home);
-    int rc = kube_config_load_file(path, context, out, err);
-    xfree(path);
     return rc;
 }

@@ -5,7 +5,8 @@
  * ExecCredential whose spec says interactive: false and, with
  * provideClusterInfo, the cluster as rest.ConfigToExecCluster gives it: the
  * server, tls-server-name, insecure-skip-tls-verify, the CA's bytes, read
- * again for each run, and proxy-url), stdin /dev/null; its
+ * again for each run, proxy-url, disable-compression, and as config the
+ * cluster's extension client.authentication.k8s.io/exec), stdin /dev/null; its
  * standard output is an ExecCredential whose status has a token or a client
  * certificate and key, and may expire.
  *
@@ -284,6 +285,14 @@ static char *exec_info(const struct kube_exec_config *cfg, const struct kube_con
             json_object_set_new(o, "insecure-skip-tls-verify", json_true());
         if (cl->proxy_url_orig)
             json_object_set_new(o, "proxy-url", json_string(cl->proxy_url_orig));
+        if (cl->disable_compression)
+            json_object_set_new(o, "disable-compression", json_true());
+        /* the cluster's client.authentication.k8s.io/exec extension, as is */
+        json_t *conf = cl->exec_cluster_config
+                           ? json_loads(cl->exec_cluster_config, JSON_DECODE_ANY, NULL)
+                           : NULL;
+        if (conf)
+            json_object_set_new(o, "config", conf);
         json_object_set_new(spec, "cluster", o);
     }
     json_t *o = json_pack("{s:s, s:s, s:o}", "apiVersion", cfg->api_version, "kind",
@@ -313,6 +322,8 @@ struct kube_exec *kube_exec_new(uv_loop_t *loop, const struct kube_exec_config *
         c->tls_server_name = dup_or_null(cluster->tls_server_name);
         c->proxy_url_orig = dup_or_null(cluster->proxy_url_orig);
         c->insecure = cluster->insecure;
+        c->disable_compression = cluster->disable_compression;
+        c->exec_cluster_config = dup_or_null(cluster->exec_cluster_config);
         c->ca_file = dup_or_null(cluster->ca_file);
         if (cluster->ca_data) {
             c->ca_data = xmalloc(cluster->ca_data_len + 1);

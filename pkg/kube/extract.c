@@ -113,21 +113,64 @@ static int64_t count_of(const json_t *v)
     return 0;
 }
 
-static int32_t gpus_of(const json_t *containers)
+/* A native sidecar: an init container with restartPolicy Always (Kubernetes
+ * 1.29+), which keeps running beside the app containers. */
+static bool is_sidecar(const json_t *c)
 {
-    int64_t sum = 0;
+    const char *rp = str_at(c, "restartPolicy");
+    return rp && strcmp(rp, "Always") == 0;
+}
+
+/* The GPUs one container asks for, per resource (limits: an extended
+ * resource's request defaults to, and must equal, its limit). */
+struct gpu_req {
+    int64_t nvidia, amd;
+};
+
+static struct gpu_req gpu_req_of(const json_t *c)
+{
+    json_t *lim = json_object_get(json_object_get(c, "resources"), "limits");
+    int64_t n = count_of(json_object_get(lim, "nvidia.com/gpu"));
+    int64_t a = count_of(json_object_get(lim, "amd.com/gpu"));
+    return (struct gpu_req){n > 0 && n < MAX_COUNT ? n : 0, a > 0 && a < MAX_COUNT ? a : 0};
+}
+
+static void gpu_req_add(struct gpu_req *to, struct gpu_req r)
+{
+    to->nvidia += r.nvidia;
+    to->amd += r.amd;
+}
+
+static void gpu_req_max(struct gpu_req *to, struct gpu_req r)
+{
+    to->nvidia = r.nvidia > to->nvidia ? r.nvidia : to->nvidia;
+    to->amd = r.amd > to->amd ? r.amd : to->amd;
+}
+
+/* A pod spec's GPUs as the scheduler counts its effective request
+ * (component-helpers' PodRequests): per resource, the larger of the app
+ * containers plus every native sidecar, and each plain init container plus
+ * the sidecars started before it. */
+static int32_t gpus_of(const json_t *spec)
+{
+    struct gpu_req sum = {0}, sidecars = {0}, init = {0};
     size_t i;
     json_t *c;
-    json_array_foreach(containers, i, c) {
-        json_t *lim = json_object_get(json_object_get(c, "resources"), "limits");
-        int64_t n = count_of(json_object_get(lim, "nvidia.com/gpu"));
-        int64_t a = count_of(json_object_get(lim, "amd.com/gpu"));
-        if (n > 0 && n < MAX_COUNT)
-            sum += n;
-        if (a > 0 && a < MAX_COUNT)
-            sum += a;
+    json_array_foreach(json_object_get(spec, "containers"), i, c)
+        gpu_req_add(&sum, gpu_req_of(c));
+    json_array_foreach(json_object_get(spec, "initContainers"), i, c) {
+        struct gpu_req r = gpu_req_of(c);
+        if (is_sidecar(c)) {
+            gpu_req_add(&sum, r);
+            gpu_req_add(&sidecars, r);
+            r = sidecars;
+        } else {
+            gpu_req_add(&r, sidecars);
+        }
+        gpu_req_max(&init, r);
     }
-    return clamp32(sum);
+    gpu_req_max(&sum, init);
+    return clamp32(sum.nvidia + sum.amd);
 }
 
 const char *kube_gpu_resource_name(enum kube_gpu_resource r)
@@ -176,11 +219,35 @@ static uint8_t failing_of(const json_t *statuses)
     return KUBE_FAILING_NONE;
 }
 
-static int32_t port_named(const json_t *containers, const char *name)
+/* The containers that serve ports: the app containers, then the native
+ * sidecars (plain init containers have exited before the pod is ready), in
+ * the order a Service's named targetPort looks them up (FindPort). */
+struct serving {
+    const json_t *spec;
+    int list;
+    size_t i;
+};
+
+static const json_t *serving_next(struct serving *it)
 {
-    size_t i, j;
-    json_t *c, *p;
-    json_array_foreach(containers, i, c) {
+    for (; it->list < 2; it->list++, it->i = 0) {
+        const json_t *arr = json_object_get(it->spec, it->list ? "initContainers" : "containers");
+        while (it->i < json_array_size(arr)) {
+            const json_t *c = json_array_get(arr, it->i++);
+            if (it->list == 0 || is_sidecar(c))
+                return c;
+        }
+    }
+    return NULL;
+}
+
+static int32_t port_named(const json_t *spec, const char *name)
+{
+    struct serving it = {.spec = spec};
+    size_t j;
+    const json_t *c;
+    json_t *p;
+    while ((c = serving_next(&it))) {
         json_array_foreach(json_object_get(c, "ports"), j, p) {
             const char *n = str_at(p, "name");
             int64_t port = int_at(p, "containerPort", 0);
@@ -191,9 +258,10 @@ static int32_t port_named(const json_t *containers, const char *name)
     return 0;
 }
 
-/* The port of the only container port the containers declare, named or not
- * (vLLM's own manifests declare `containerPort: 8000` without a name); 0
- * when they declare none or several. */
+/* The port of the only container port the app containers declare, named or
+ * not (vLLM's own manifests declare `containerPort: 8000` without a name); 0
+ * when they declare none or several. A sidecar's port is left out: it is
+ * not the server's, and must not make the server's own ambiguous. */
 static int32_t sole_port(const json_t *containers)
 {
     size_t i, j;
@@ -280,18 +348,21 @@ static void labels_clear(struct kube_labels *l, struct kintern *pool)
     *l = (struct kube_labels){0};
 }
 
-/* The named ports of every container, name -> decimal port, interned. */
-static void ports_from(const json_t *containers, struct kintern *pool, struct kube_labels *out)
+/* The named ports of every serving container, name -> decimal port, interned. */
+static void ports_from(const json_t *spec, struct kintern *pool, struct kube_labels *out)
 {
     *out = (struct kube_labels){0};
-    size_t i, j, n = 0;
-    json_t *c, *p;
-    json_array_foreach(containers, i, c)
+    size_t j, n = 0;
+    const json_t *c;
+    json_t *p;
+    struct serving it = {.spec = spec};
+    while ((c = serving_next(&it)))
         n += json_array_size(json_object_get(c, "ports"));
     if (n == 0)
         return;
     out->items = xcalloc(n, sizeof(*out->items));
-    json_array_foreach(containers, i, c) {
+    it = (struct serving){.spec = spec};
+    while ((c = serving_next(&it))) {
         json_array_foreach(json_object_get(c, "ports"), j, p) {
             const char *name = str_at(p, "name");
             int64_t port = int_at(p, "containerPort", 0);
@@ -385,8 +456,8 @@ int extract_deployment(const json_t *obj, struct kube_deployment *out, bool *tra
         return -EINVAL;
     const json_t *spec = json_object_get(obj, "spec");
     const json_t *status = json_object_get(obj, "status");
-    const json_t *containers = json_object_get(
-        json_object_get(json_object_get(spec, "template"), "spec"), "containers");
+    const json_t *pod_spec = json_object_get(json_object_get(spec, "template"), "spec");
+    const json_t *containers = json_object_get(pod_spec, "containers");
     const char *uid = str_at(meta, "uid");
     *rv = str_at(meta, "resourceVersion");
 
@@ -407,10 +478,10 @@ int extract_deployment(const json_t *obj, struct kube_deployment *out, bool *tra
                 &out->annotations);
     if (kube_selector_from_json(json_object_get(spec, "selector"), &out->selector, NULL, 0) < 0)
         out->selector.nothing = true;
-    out->metrics_port = port_named(containers, "metrics");
-    out->http_port = port_named(containers, "http");
+    out->metrics_port = port_named(pod_spec, "metrics");
+    out->http_port = port_named(pod_spec, "http");
     out->sole_port = sole_port(containers);
-    out->gpus_per_replica = gpus_of(containers);
+    out->gpus_per_replica = gpus_of(pod_spec);
     const char *en = kube_labels_get(&out->annotations, KUBE_ANNOTATION_ENABLED);
     bool b = false;
     *tracked = en && util_parse_bool(en, &b) == 0 && b;
@@ -525,8 +596,8 @@ int extract_pod(struct kintern *pool, const json_t *obj, struct kube_pod *out, c
     out->failing = failing_of(json_object_get(status, "initContainerStatuses"));
     if (out->failing == KUBE_FAILING_NONE)
         out->failing = failing_of(json_object_get(status, "containerStatuses"));
-    out->gpus = gpus_of(containers);
-    ports_from(containers, pool, &out->ports);
+    out->gpus = gpus_of(spec);
+    ports_from(spec, pool, &out->ports);
     const char *mp = kube_labels_get(&out->ports, "metrics");
     if (!mp)
         mp = kube_labels_get(&out->ports, "http");

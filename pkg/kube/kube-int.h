@@ -96,6 +96,14 @@ size_t kube_store_interned(const struct kube_store *s);
 /** Heap bytes the store holds: objects, their strings, tables (allocator overhead excluded). */
 size_t kube_store_memory(const struct kube_store *s);
 
+/** A YAML subtree as the JSON client-go makes of it (kube/yamljson.c): plain
+ *  scalars typed as go-yaml v2 resolves them. Owned by the caller. */
+struct conf_node;
+json_t *kube_conf_to_json(const struct conf_node *n);
+
+/** A reflector's options with the defaults filled in (tests check them). */
+const struct kube_watch_opts *kube_reflector_opts(const struct kube_reflector *r);
+
 /* ---- raw requests (for the reflector) ---------------------------------- */
 
 typedef void (*kube_raw_done_cb)(int err, const struct httpc_resp *resp, void *arg);

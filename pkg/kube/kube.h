@@ -42,7 +42,8 @@ struct kube_exec_config {
     size_t nenv;
     char *install_hint;        /**< told when the command cannot be run, or NULL */
     bool provide_cluster_info; /**< the cluster goes in KUBERNETES_EXEC_INFO: server,
-                                    tls-server-name, CA, insecure-skip-tls-verify, proxy-url */
+                                    tls-server-name, CA, insecure-skip-tls-verify, proxy-url,
+                                    disable-compression, config (its exec extension) */
 };
 
 /** How to reach and authenticate to the API server. Every string is owned. */
@@ -65,6 +66,9 @@ struct kube_config {
     char *proxy_url_orig;  /**< proxy-url as the kubeconfig has it (scheme in lower case), for
                                 an exec plugin's cluster info, or NULL */
     char *tls_server_name; /**< tls-server-name: the name TLS verifies (and SNI), or NULL */
+    bool disable_compression; /**< disable-compression: no Accept-Encoding on requests */
+    char *exec_cluster_config; /**< the cluster's extension client.authentication.k8s.io/exec as
+                                    JSON text (an exec plugin's spec.cluster.config), or NULL */
     struct kube_exec_config *exec; /**< exec credential plugin (no other credential then), or NULL */
     char *context;         /**< kubeconfig context used; NULL in-cluster */
     char *user;            /**< kubeconfig user of that context; NULL in-cluster */
@@ -438,7 +442,8 @@ void kube_watch_decoder_reset(struct kube_watch_decoder *d);
  */
 int kube_watch_decoder_feed(struct kube_watch_decoder *d, const char *buf, size_t len,
                             kube_watch_event_cb cb, void *arg);
-/** End of stream: -EBADMSG when a partial event (non-blank bytes) is left. */
+/** End of stream: 0, what an earlier feed returned, or -ENODATA when a partial
+ *  event (non-blank bytes after the last newline) is left; it is dropped. */
 int kube_watch_decoder_finish(struct kube_watch_decoder *d);
 const char *kube_watch_decoder_error(const struct kube_watch_decoder *d);
 
@@ -461,11 +466,12 @@ struct kube_watch_opts {
                                     current again (kube_reflector_down_ms): 15000, past the
                                     10 s connect timeout */
     unsigned page_limit;       /**< LIST page size (limit/continue): 500; set ~0u for no paging */
-    /** A watch receiving under 1 byte/s for this long is a dead connection: it
-     *  ends and resumes from its resourceVersion. The API server sends a
-     *  bookmark about every minute (its cacher's bookmark frequency), so a
-     *  live stream is never that quiet; client-go pings its HTTP/2 connection
-     *  instead. 150000; <0 = off */
+    /** A watch receiving under 1 byte/s for this long ends and resumes from its
+     *  resourceVersion. 0 (the default) or <0 = no limit, as client-go has
+     *  none: an API server without periodic bookmarks (its watch cache off)
+     *  sends nothing on a quiet collection. A dead connection is noticed by
+     *  TCP keepalives (about 60 s), a hung one by the watch's deadline,
+     *  timeoutSeconds + 30 s. */
     int64_t stall_ms;
     uint64_t seed;             /**< PRNG seed for jitter and timeouts; 0 = from the clock */
 };

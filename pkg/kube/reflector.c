@@ -13,7 +13,9 @@
  * client-go's jittered exponential backoff (800 ms doubling to 30 s, jitter
  * 1.0, reset after 2 quiet minutes) and then resume: the watch from the last
  * resourceVersion, or a new list when the stream itself was broken (bad JSON,
- * oversized event), since events may have been lost. A 429 waits for its
+ * oversized event), since events may have been lost; a clean end inside an
+ * event is no break: resumed, the partial event dropped. An open watch has no
+ * stall limit by default, as in client-go (see start_watch). A 429 waits for its
  * Retry-After. Errors are logged here and never leave the reflector.
  *
  * Unlike client-go, lists never ask for resourceVersion "0" or the last one
@@ -442,8 +444,18 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
         r->down_since = 0; /* it was current while open; a failure now starts anew */
         r->resumes = 0;
     }
-    if (err == 0 && resp->status >= 200 && resp->status < 300)
+    if (err == 0 && resp->status >= 200 && resp->status < 300) {
         err = kube_watch_decoder_finish(r->dec);
+        /* a clean end inside an event (the server's timeout, or a proxy
+         * ending the response between two writes): the events before it
+         * were whole, so it resumes from the last one's resourceVersion as
+         * client-go's reflector does; the partial one comes again */
+        if (err == -ENODATA) {
+            LOG_WARN("kube", "watch %s: %s; dropped, resuming from resourceVersion %s", r->path,
+                     kube_watch_decoder_error(r->dec), r->rv ? r->rv : "");
+            err = 0;
+        }
+    }
     if ((err == -ESTALE && r->watch_err == -ESTALE) || (err == 0 && resp->status == 410)) {
         LOG_INFO("kube", "watch %s: resourceVersion %s is gone (410); re-listing", r->path,
                  r->rv ? r->rv : "");
@@ -520,7 +532,12 @@ static void start_watch(struct kube_reflector *r)
     r->watch_err = 0;
     r->watch_started_at = uv_now(kube_loop(r->k));
     r->st.watches++;
-    /* The server ends the watch after timeout_s; give it a margin before we do. */
+    /* The server ends the watch after timeout_s; give it a margin before we
+     * do. No stall limit by default: an API server without periodic
+     * bookmarks (no watch cache) sends nothing on a quiet collection, and
+     * client-go ends no healthy stream for that. A dead peer is noticed by
+     * the connection's TCP keepalives (httpc: probes after 30 s idle, ended
+     * 30 s unanswered, TCP_USER_TIMEOUT), a hung server by this deadline. */
     int rc = kube_raw_get(r->k, b.data, on_watch_data, (timeout_s + 30) * 1000,
                           r->o.stall_ms > 0 ? r->o.stall_ms : 0, (size_t)1 << 20,
                           on_watch_done, r, &r->req);
@@ -565,8 +582,6 @@ int kube_reflector_new(struct kube *k, const char *path, const char *label_selec
         r->o.min_watch_ms = 1000;
     if (r->o.healthy_ms <= 0)
         r->o.healthy_ms = 15000;
-    if (r->o.stall_ms == 0)
-        r->o.stall_ms = 150000;
     if (r->o.page_limit == 0)
         r->o.page_limit = 500;
     r->rng = r->o.seed ? r->o.seed : (uv_hrtime() ^ (uint64_t)(uintptr_t)r) | 1;
@@ -602,4 +617,9 @@ int64_t kube_reflector_down_ms(const struct kube_reflector *r)
 const struct kube_reflector_stats *kube_reflector_stats(const struct kube_reflector *r)
 {
     return &r->st;
+}
+
+const struct kube_watch_opts *kube_reflector_opts(const struct kube_reflector *r)
+{
+    return &r->o;
 }

@@ -31,6 +31,7 @@ struct fx {
     char reason[64], message[256], body[512];
     char seen[512]; /* "METHOD target|content-type|auth|body" of the last request */
     int attempts;   /* requests to the /retry... paths */
+    char encodings[128]; /* Accept-Encoding of the last request */
 };
 
 static void h_api(struct testsrv_conn *c, const struct testsrv_req *r, void *arg)
@@ -39,6 +40,8 @@ static void h_api(struct testsrv_conn *c, const struct testsrv_req *r, void *arg
     char ct[64] = "", auth[64] = "";
     testsrv_req_header(r, "Content-Type", ct, sizeof(ct));
     testsrv_req_header(r, "Authorization", auth, sizeof(auth));
+    f->encodings[0] = '\0';
+    testsrv_req_header(r, "Accept-Encoding", f->encodings, sizeof(f->encodings));
     snprintf(f->seen, sizeof(f->seen), "%s %s|%s|%s|%.*s", r->method, r->target, ct, auth,
              (int)r->body_len, r->body);
     const char *body = "{\"kind\":\"Scale\",\"spec\":{\"replicas\":3}}";
@@ -151,6 +154,23 @@ static void fx_finish(struct fx *f)
     assert_int_equal(f->closes, 2);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     xfree(f);
+}
+
+/* A cluster's disable-compression: requests ask for no compressed answer, as
+ * client-go's DisableCompression; by default they do. */
+static void test_disable_compression(void **state)
+{
+    (void)state;
+    for (int off = 0; off < 2; off++) {
+        struct kube_config cfg = {.token = "t", .disable_compression = off == 1};
+        struct fx *f = fx_new(&cfg);
+        assert_int_equal(kube_get(f->k, "/api/v1/a", on_result, f), 0);
+        wait_calls(f, 1);
+        assert_int_equal(f->last.err, 0);
+        if (off ? f->encodings[0] != '\0' : strstr(f->encodings, "gzip") == NULL)
+            fail_msg("disable-compression %d: Accept-Encoding \"%s\"", off, f->encodings);
+        fx_finish(f);
+    }
 }
 
 /* A 429, or a 5xx with Retry-After, is sent again after that wait (up to 10 s,
@@ -525,8 +545,9 @@ static char *exec_kubeconfig(const char *dir, const char *path, const char *clus
 }
 
 /* provideClusterInfo passes on what client-go's rest.ConfigToExecCluster
- * does: the server, tls-server-name, insecure-skip-tls-verify, the CA's bytes
- * and the cluster's proxy-url as written (socks5, not curl's socks5h). A CA
+ * does: the server, tls-server-name, insecure-skip-tls-verify, the CA's bytes,
+ * the cluster's proxy-url as written (socks5, not curl's socks5h),
+ * disable-compression and its exec extension as config. A CA
  * file that cannot be read fails the run (client-go builds no client then)
  * with a message naming it, in the log too, instead of running the plugin
  * without the CA. */
@@ -538,7 +559,10 @@ static void test_exec_plugin_cluster_info(void **state)
     char *path = write_plugin(dir, CRED("tok", ""));
     char *doc = exec_kubeconfig(dir, path, "tls-server-name: api.internal, "
                                            "proxy-url: 'SOCKS5://127.0.0.1:1', "
-                                           "certificate-authority-data: UEVN");
+                                           "certificate-authority-data: UEVN, "
+                                           "disable-compression: true, extensions: ["
+                                           "{name: client.authentication.k8s.io/exec, "
+                                           "extension: {audience: abc, n: 2}}]");
     struct kube_config c;
     struct kube_config_error e;
     assert_int_equal(kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e), 0);
@@ -559,6 +583,12 @@ static void test_exec_plugin_cluster_info(void **state)
     assert_json_str(cl, "proxy-url", "socks5://127.0.0.1:1");
     assert_json_str(cl, "certificate-authority-data", "UEVN");
     assert_null(json_object_get(cl, "insecure-skip-tls-verify"));
+    /* client-go's clientauthentication Cluster: disable-compression, and config from the
+     * cluster's extension client.authentication.k8s.io/exec */
+    assert_true(json_is_true(json_object_get(cl, "disable-compression")));
+    json_t *want = json_pack("{s:s,s:i}", "audience", "abc", "n", 2);
+    assert_true(json_equal(json_object_get(cl, "config"), want));
+    json_decref(want);
     json_decref(o);
     xfree(info);
     fx_finish(f);
@@ -587,6 +617,8 @@ static void test_exec_plugin_cluster_info(void **state)
     assert_null(json_object_get(cl, "tls-server-name"));
     assert_null(json_object_get(cl, "proxy-url"));
     assert_null(json_object_get(cl, "certificate-authority-data"));
+    assert_null(json_object_get(cl, "disable-compression"));
+    assert_null(json_object_get(cl, "config"));
     json_decref(o);
     xfree(info);
     fx_finish(f);
@@ -1078,6 +1110,7 @@ int main(void)
         cmocka_unit_test(test_token_file_reread),
         cmocka_unit_test(test_warnings),
         cmocka_unit_test(test_retries),
+        cmocka_unit_test(test_disable_compression),
         cmocka_unit_test(test_retries_drain),
         cmocka_unit_test(test_within),
         cmocka_unit_test(test_proxy),

@@ -755,6 +755,7 @@ static void test_merged_files(void **state)
                      "users: [{name: u, user: {token: ignored}}, {name: v, user: {token: vt}}]\n"},
         {"empty", ""},
         {"bad", "clusters: [\n"},
+        {"b/ca.pem", "not checked at load, only opened\n"},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(files); i++) {
         char *p = xasprintf("%s/%s", dir, files[i].name);
@@ -805,6 +806,15 @@ static void test_merged_files(void **state)
     const char *none[] = {"/nonexistent/1", "/nonexistent/2"};
     assert_int_equal(kube_config_load_files(none, 2, NULL, &c, &e), -ENOENT);
     assert_non_null(strstr(e.msg, "/nonexistent/1, /nonexistent/2"));
+    /* a certificate-authority file that cannot be opened is an error at load, as in client-go */
+    char *ca = xasprintf("%s/ca.pem", db);
+    unlink(ca);
+    assert_int_equal(kube_config_load_files(both, 4, NULL, &c, &e), -EINVAL);
+    want = xasprintf("context \"dev\": unable to read certificate-authority %s: ", ca);
+    if (!strstr(e.msg, want) || !strstr(e.msg, "No such file"))
+        fail_msg("message \"%s\"", e.msg);
+    xfree(want);
+    xfree(ca);
     unlink(fa);
     unlink(fb);
     unlink(fe);
@@ -818,6 +828,142 @@ static void test_merged_files(void **state)
     xfree(fbad);
     xfree(da);
     xfree(db);
+}
+
+/* What client-go's loading and validation refuse, refused alike: a file with
+ * two clusters, users or contexts of one name (used or not), a CA, client
+ * certificate or key given both as a file and as data, a client certificate
+ * or key file that cannot be opened at load. */
+static void test_client_go_checks(void **state)
+{
+    (void)state;
+    static const char head[] = "current-context: c\n"
+                               "contexts: [{name: c, context: {cluster: k, user: u}}]\n";
+    static const struct {
+        const char *body, *want;
+    } cases[] = {
+        {"clusters: [{name: k, cluster: {server: 'https://h'}}, {name: o, cluster: {}},\n"
+         "  {name: k, cluster: {server: 'https://other'}}]\nusers: [{name: u, user: {}}]\n",
+         "clusters: the name \"k\" is given twice"},
+        {"clusters: [{name: k, cluster: {server: 'https://h'}}]\n"
+         "users: [{name: x, user: {}}, {name: u, user: {}}, {name: x, user: {token: t}}]\n",
+         "users: the name \"x\" is given twice"},
+        {"clusters: [{name: k, cluster: {server: 'https://h'}}]\nusers: [{name: u, user: {}}]\n"
+         "contexts: [{name: c, context: {cluster: k}}, {name: c, context: {cluster: k}}]\n",
+         "contexts: the name \"c\" is given twice"},
+        {"clusters: [{name: k, cluster: {server: 'https://h', certificate-authority: /ca.pem,\n"
+         "  certificate-authority-data: Zm9v}}]\nusers: [{name: u, user: {}}]\n",
+         "certificate-authority-data and certificate-authority are both specified"},
+        {"clusters: [{name: k, cluster: {server: 'https://h'}}]\n"
+         "users: [{name: u, user: {client-certificate: /c.pem, client-certificate-data: Zm9v,\n"
+         "  client-key: /k.pem}}]\n",
+         "client-certificate-data and client-certificate are both specified"},
+        {"clusters: [{name: k, cluster: {server: 'https://h'}}]\n"
+         "users: [{name: u, user: {client-certificate: /c.pem, client-key: /k.pem,\n"
+         "  client-key-data: Zm9v}}]\n",
+         "client-key-data and client-key are both specified"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        char *doc = xasprintf("%s%s", head, cases[i].body);
+        struct kube_config c;
+        struct kube_config_error e;
+        int rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
+        if (rc != -EINVAL || !strstr(e.msg, cases[i].want))
+            fail_msg("case %zu: rc %d \"%s\"", i, rc, e.msg);
+        xfree(doc);
+    }
+    /* a name twice in a file merged after the one that has it: still refused */
+    struct kube_config_doc docs[2] = {
+        {.buf = "current-context: c\ncontexts: [{name: c, context: {cluster: k}}]\n"
+                "clusters: [{name: k, cluster: {server: 'https://h'}}]\n"},
+        {.buf = "users: [{name: z, user: {}}, {name: z, user: {}}]\n"},
+    };
+    docs[0].len = strlen(docs[0].buf);
+    docs[1].len = strlen(docs[1].buf);
+    struct kube_config c;
+    struct kube_config_error e;
+    assert_int_equal(kube_config_parse_docs(docs, 2, NULL, &c, &e), -EINVAL);
+    assert_int_equal(e.doc, 1);
+    assert_int_equal(e.line, 1);
+    assert_non_null(strstr(e.msg, "users: the name \"z\" is given twice"));
+
+    /* client certificate and key files: opened at load */
+    char dir[] = "/tmp/kubecfg-files-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *cfgp = xasprintf("%s/config", dir), *certp = xasprintf("%s/c.pem", dir),
+         *keyp = xasprintf("%s/k.pem", dir);
+    FILE *fp = fopen(cfgp, "w");
+    assert_non_null(fp);
+    fputs("current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+          "clusters: [{name: k, cluster: {server: 'https://h'}}]\n"
+          "users: [{name: u, user: {client-certificate: c.pem, client-key: k.pem}}]\n", fp);
+    fclose(fp);
+    fp = fopen(certp, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    assert_int_equal(kube_config_load_file(cfgp, NULL, &c, &e), -EINVAL);
+    char *want = xasprintf("unable to read client-key %s: ", keyp);
+    if (!strstr(e.msg, want))
+        fail_msg("message \"%s\"", e.msg);
+    xfree(want);
+    fp = fopen(keyp, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    assert_int_equal(kube_config_load_file(cfgp, NULL, &c, &e), 0);
+    assert_string_equal(c.cert_file, certp);
+    kube_config_clear(&c);
+    unlink(certp);
+    assert_int_equal(kube_config_load_file(cfgp, NULL, &c, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "unable to read client-certificate"));
+    unlink(keyp);
+    unlink(cfgp);
+    rmdir(dir);
+    xfree(cfgp);
+    xfree(certp);
+    xfree(keyp);
+}
+
+/* The cluster's disable-compression, and its client.authentication.k8s.io/exec
+ * extension as JSON with YAML's plain scalars typed as client-go types them
+ * (an exec plugin's spec.cluster.config). */
+static void test_cluster_extension(void **state)
+{
+    (void)state;
+    static const char doc[] =
+        "current-context: c\ncontexts: [{name: c, context: {cluster: k}}]\n"
+        "clusters:\n- name: k\n  cluster:\n    server: https://h\n"
+        "    disable-compression: true\n"
+        "    extensions:\n"
+        "    - name: other\n      extension: {a: 1}\n"
+        "    - name: client.authentication.k8s.io/exec\n"
+        "      extension:\n"
+        "        audience: 06e3fbd18de8\n"
+        "        n: 42\n        hex: 0x1F\n        oct: '0755'\n        f: 1.5\n"
+        "        flag: on\n        q: 'true'\n        nothing: ~\n        list: [a, 2, no]\n";
+    struct kube_config c;
+    struct kube_config_error e;
+    int rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
+    if (rc != 0)
+        fail_msg("rc %d: %s", rc, e.msg);
+    assert_true(c.disable_compression);
+    assert_non_null(c.exec_cluster_config);
+    json_t *j = json_loads(c.exec_cluster_config, 0, NULL);
+    assert_non_null(j);
+    json_t *want = json_pack("{s:s,s:i,s:i,s:s,s:f,s:b,s:s,s:n,s:[s,i,b]}", "audience",
+                             "06e3fbd18de8", "n", 42, "hex", 31, "oct", "0755", "f", 1.5, "flag",
+                             1, "q", "true", "nothing", "list", "a", 2, 0);
+    if (!json_equal(j, want))
+        fail_msg("config %s", c.exec_cluster_config);
+    json_decref(want);
+    json_decref(j);
+    kube_config_clear(&c);
+    /* none: NULL, and compression on */
+    static const char plain[] = "current-context: c\ncontexts: [{name: c, context: {cluster: k}}]\n"
+                                "clusters: [{name: k, cluster: {server: 'https://h'}}]\n";
+    assert_int_equal(kube_config_parse(plain, strlen(plain), NULL, NULL, &c, &e), 0);
+    assert_false(c.disable_compression);
+    assert_null(c.exec_cluster_config);
+    kube_config_clear(&c);
 }
 
 int main(void)
@@ -837,6 +983,8 @@ int main(void)
         cmocka_unit_test(test_base64),
         cmocka_unit_test(test_in_cluster_and_files),
         cmocka_unit_test(test_merged_files),
+        cmocka_unit_test(test_client_go_checks),
+        cmocka_unit_test(test_cluster_extension),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

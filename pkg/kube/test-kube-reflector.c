@@ -366,9 +366,9 @@ static void h_stall(struct testsrv_conn *c, const struct testsrv_req *req, void 
     f->done = true;
 }
 
-/* A watch stream that receives nothing for stall_ms (no event, no bookmark,
- * which the API server sends about every minute) is a dead connection: it is
- * ended and the watch resumes from the same resourceVersion. */
+/* With a stall limit set, a watch stream that receives nothing for stall_ms
+ * (no event, no bookmark) is ended and the watch resumes from the same
+ * resourceVersion. */
 static void test_reflector_stalled_watch(void **state)
 {
     (void)state;
@@ -386,6 +386,82 @@ static void test_reflector_stalled_watch(void **state)
     assert_true(has(f->targets[2], "watch=1&allowWatchBookmarks=true&resourceVersion=100&"));
     assert_true(took >= 1000 && took < 30000); /* the stall, not the 90 s deadline */
     assert_int_equal(f->list_ends, 1);         /* resumed, not listed again */
+    kube_reflector_close(f->r, on_closed, f);
+    fx_finish(f, 3);
+    kube_store_free(f->store);
+    xfree(f);
+}
+
+/* ---- a watch that ends cleanly inside an event ---------------------------- */
+
+static void h_partial(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
+{
+    struct fx *f = arg;
+    int n = f->step++;
+    if (n < 16)
+        snprintf(f->targets[n], sizeof(f->targets[n]), "%s", req->target);
+    if (n == 0) {
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"100\"},\"items\":["
+                             POD("p1", "1") "]}");
+        return;
+    }
+    if (n == 1) { /* one whole event, then half of the next, then a clean end */
+        testsrv_stream_begin(c, 200, "application/json");
+        const char *s = EV("ADDED", POD("p2", "101")) "{\"type\":\"ADDED\",\"object\":{\"meta";
+        testsrv_stream_chunk(c, s, strlen(s));
+        testsrv_stream_end(c);
+        return;
+    }
+    f->held[f->nheld++] = c;
+    f->done = true;
+}
+
+/* A watch the server (or a proxy) ends cleanly inside an event resumes from
+ * the last whole event's resourceVersion, as client-go's reflector resumes
+ * any clean end; the partial event is dropped (it comes again). It relisted,
+ * as for a broken stream. */
+static void test_reflector_partial_event(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    fx_init(f, h_partial);
+    f->store = kube_store_new();
+    struct kube_watch_opts o = {.min_timeout_s = 60, .max_timeout_s = 60, .backoff_initial_ms = 20,
+                                .backoff_max_ms = 100, .min_watch_ms = 1, .seed = 9};
+    assert_int_equal(kube_reflector_new(f->k, "/api/v1/pods", NULL, &o, &sink, f, &f->r), 0);
+    run_until(f, &f->done);
+    assert_true(has(f->targets[1], "watch=1&allowWatchBookmarks=true&resourceVersion=100&"));
+    assert_true(has(f->targets[2], "watch=1&allowWatchBookmarks=true&resourceVersion=101&"));
+    assert_int_equal(f->list_ends, 1);
+    assert_int_equal(kube_reflector_stats(f->r)->relists, 0);
+    assert_int_equal(kube_reflector_stats(f->r)->errors, 0);
+    assert_int_equal(kube_store_npods(f->store), 2);
+    kube_reflector_close(f->r, on_closed, f);
+    fx_finish(f, 3);
+    kube_store_free(f->store);
+    xfree(f);
+}
+
+/* A quiet watch is healthy: an API server without periodic bookmarks (its
+ * watch cache off) sends nothing while the collection does not change, and
+ * client-go has no stall limit on an open stream. So the default has none;
+ * a dead connection is left to TCP keepalives and the watch's deadline
+ * (timeoutSeconds + 30 s). With the 150 s default such watches were torn
+ * down as stalled every 150 s. */
+static void test_reflector_quiet_watch_default(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    fx_init(f, h_stall);
+    f->store = kube_store_new();
+    assert_int_equal(kube_reflector_new(f->k, "/api/v1/pods", NULL, NULL, &sink, f, &f->r), 0);
+    assert_true(kube_reflector_opts(f->r)->stall_ms <= 0);
+    assert_int_equal(kube_reflector_opts(f->r)->min_timeout_s, 300);
+    assert_int_equal(kube_reflector_opts(f->r)->max_timeout_s, 600);
+    run_for(f, 1500); /* the list, then the quiet watch held open */
+    assert_int_equal(f->step, 2);
+    assert_int_equal(kube_reflector_stats(f->r)->watches, 1);
+    assert_int_equal(kube_reflector_stats(f->r)->errors, 0);
     kube_reflector_close(f->r, on_closed, f);
     fx_finish(f, 3);
     kube_store_free(f->store);
@@ -707,6 +783,8 @@ int main(void)
         cmocka_unit_test(test_reflector_script),
         cmocka_unit_test(test_reflector_expired_continue),
         cmocka_unit_test(test_reflector_stalled_watch),
+        cmocka_unit_test(test_reflector_partial_event),
+        cmocka_unit_test(test_reflector_quiet_watch_default),
         cmocka_unit_test(test_reflector_slow_list),
         cmocka_unit_test(test_reflector_backoff),
         cmocka_unit_test(test_reflector_lists_again),

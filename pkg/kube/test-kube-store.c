@@ -237,6 +237,98 @@ static void test_extract_pod(void **state)
     kube_store_free(s);
 }
 
+/* A pod spec's GPUs count as the scheduler counts its effective request:
+ * per resource, the larger of app containers plus native sidecars
+ * (initContainers with restartPolicy Always) and each plain init container
+ * plus the sidecars started before it; a sidecar's named port serves, a plain
+ * init container's does not. */
+static void test_extract_sidecars(void **state)
+{
+    (void)state;
+#define C(gpu, n) "{\"name\":\"c\",\"resources\":{\"limits\":{\"" gpu "\":" #n "}}}"
+#define SIDE(gpu, n)                                                                          \
+    "{\"name\":\"s\",\"restartPolicy\":\"Always\",\"resources\":{\"limits\":{\"" gpu     \
+    "\":" #n "}}}"
+#define NV "nvidia.com/gpu"
+#define AMD "amd.com/gpu"
+    static const struct {
+        const char *containers, *inits;
+        int gpus;
+    } cases[] = {
+        {"[" C(NV, 1) "]", "[]", 1},
+        {"[" C(NV, 1) "]", "[" C(NV, 2) "]", 2},             /* an init container alone */
+        {"[" C(NV, 1) "]", "[" SIDE(NV, 1) "]", 2},          /* a sidecar runs beside */
+        {"[" C(NV, 1) "]", "[" SIDE(NV, 1) "," C(NV, 1) "]", 2},
+        {"[" C(NV, 0) "]", "[" SIDE(NV, 1) "," C(NV, 3) "]", 4}, /* 3 + the sidecar before */
+        {"[" C(NV, 0) "]", "[" C(NV, 3) "," SIDE(NV, 1) "]", 3}, /* started after: not */
+        {"[" C(NV, 1) "]", "[" C(AMD, 2) "]", 3},            /* the max is per resource */
+        {"[" C(NV, 1) "]", "[" SIDE(AMD, 1) "," SIDE(NV, 1) "]", 3},
+        {"[" C(NV, 1) "]", "[{\"restartPolicy\":\"Never\",\"resources\":{\"limits\":{"
+                           "\"nvidia.com/gpu\":2}}}]", 2}, /* not Always: a plain one */
+    };
+    struct kube_store *s = kube_store_new();
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        json_t *containers = json_loads(cases[i].containers, 0, NULL);
+        json_t *inits = json_loads(cases[i].inits, 0, NULL);
+        assert_non_null(containers);
+        assert_non_null(inits);
+        json_t *j = pod("ml", "ps", "1", "a", true);
+        json_t *spec = json_object_get(j, "spec");
+        json_object_set_new(spec, "containers", containers);
+        json_object_set(spec, "initContainers", inits);
+        assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, j), 1);
+        if (kube_store_pod(s, "ml", "ps")->gpus != cases[i].gpus)
+            fail_msg("case %zu: pod gpus %d, want %d", i, kube_store_pod(s, "ml", "ps")->gpus,
+                     cases[i].gpus);
+        /* a Deployment's template counts the same way */
+        json_t *d = deployment("ml", "ds", "1", true, "a");
+        json_t *tspec = json_object_get(json_object_get(json_object_get(d, "spec"), "template"),
+                                        "spec");
+        json_object_set_new(tspec, "containers", json_loads(cases[i].containers, 0, NULL));
+        json_object_set_new(tspec, "initContainers", inits);
+        assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, d), 1);
+        if (kube_store_deployment(s, "ml", "ds")->gpus_per_replica != cases[i].gpus)
+            fail_msg("case %zu: deployment gpus %d, want %d", i,
+                     kube_store_deployment(s, "ml", "ds")->gpus_per_replica, cases[i].gpus);
+        assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_DELETED, pod("ml", "ps", "2", "a", true)),
+                         1);
+        assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_DELETED,
+                               deployment("ml", "ds", "2", true, "a")),
+                         1);
+    }
+#undef C
+#undef SIDE
+#undef NV
+#undef AMD
+    /* ports: the sidecar's "metrics" serves; the plain init container's does not; the app
+     * container's "http" wins over the sidecar's */
+    const char *inits = "[{\"name\":\"setup\",\"ports\":[{\"name\":\"metrics\","
+                        "\"containerPort\":7000},{\"name\":\"init\",\"containerPort\":7001}]},"
+                        "{\"name\":\"exporter\",\"restartPolicy\":\"Always\",\"ports\":["
+                        "{\"name\":\"metrics\",\"containerPort\":9400},"
+                        "{\"name\":\"http\",\"containerPort\":9401}]}]";
+    json_t *j = pod("ml", "pp", "1", "a", true);
+    json_object_set_new(json_object_get(j, "spec"), "initContainers", json_loads(inits, 0, NULL));
+    assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, j), 1);
+    const struct kube_pod *p = kube_store_pod(s, "ml", "pp");
+    assert_int_equal(p->metrics_port, 9400);
+    assert_string_equal(kube_labels_get(&p->ports, "metrics"), "9400");
+    assert_string_equal(kube_labels_get(&p->ports, "http"), "8000");
+    assert_null(kube_labels_get(&p->ports, "init"));
+    json_t *d = deployment("ml", "dp", "1", true, "a");
+    json_t *tspec = json_object_get(json_object_get(json_object_get(d, "spec"), "template"),
+                                    "spec");
+    json_t *c0 = json_array_get(json_object_get(tspec, "containers"), 0);
+    json_object_set_new(c0, "ports", json_pack("[{s:i}]", "containerPort", 8000));
+    json_object_set_new(tspec, "initContainers", json_loads(inits, 0, NULL));
+    assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, d), 1);
+    const struct kube_deployment *dep = kube_store_deployment(s, "ml", "dp");
+    assert_int_equal(dep->metrics_port, 9400);
+    assert_int_equal(dep->http_port, 9401);
+    assert_int_equal(dep->sole_port, 8000); /* the sidecar's ports are not the server's */
+    kube_store_free(s);
+}
+
 /* The PodScheduled condition: when the pod was bound (the scheduling delay
  * from creation), and whether the scheduler said no node has its GPUs. */
 static json_t *pod_scheduled(const char *status, const char *reason, const char *msg)
@@ -772,6 +864,7 @@ int main(void)
         cmocka_unit_test(test_extract_deployment),
         cmocka_unit_test(test_tracking_transitions),
         cmocka_unit_test(test_extract_pod),
+        cmocka_unit_test(test_extract_sidecars),
         cmocka_unit_test(test_extract_pod_failing),
         cmocka_unit_test(test_extract_pod_scheduling),
         cmocka_unit_test(test_index),

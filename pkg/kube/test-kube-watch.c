@@ -152,7 +152,7 @@ static void test_garbage(void **state)
     struct seen s = {0};
     struct kube_watch_decoder *d = kube_watch_decoder_new(0);
     assert_int_equal(kube_watch_decoder_feed(d, "{\"type\":\"ADD", 12, on_ev, &s), 0);
-    assert_int_equal(kube_watch_decoder_finish(d), -EBADMSG);
+    assert_int_equal(kube_watch_decoder_finish(d), -ENODATA);
     kube_watch_decoder_reset(d);
     assert_int_equal(kube_watch_decoder_feed(d, "  ", 2, on_ev, &s), 0);
     assert_int_equal(kube_watch_decoder_finish(d), 0);

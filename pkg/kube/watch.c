@@ -157,7 +157,7 @@ int kube_watch_decoder_finish(struct kube_watch_decoder *d)
     if (d->err)
         return d->err;
     if (d->buf.len > 0 && !blank(d->buf.data, d->buf.len))
-        return fail(d, -EBADMSG, "watch stream ended inside an event (%zu bytes)", d->buf.len);
+        return fail(d, -ENODATA, "watch stream ended inside an event (%zu bytes)", d->buf.len);
     util_buf_reset(&d->buf);
     return 0;
 }
