@@ -783,4 +783,11 @@ class ShardingEdgesE2E(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    # GPUSCALER_E2E_PART (e2e/meson.build): "big" the scenario at scale, run alone (it opens
+    # thousands of loopback connections); "edges" the small scenarios, beside other files
+    part = os.environ.get("GPUSCALER_E2E_PART", "")
+    classes = {"big": ["ShardingE2E"], "edges": ["ShardingEdgesE2E"]}
+    if part and part not in classes:
+        raise SystemExit("test_sharding: GPUSCALER_E2E_PART %r: want big or edges" % part)
+    argv = sys.argv + (classes[part] if part and len(sys.argv) == 1 else [])
+    unittest.main(argv=argv, verbosity=2)
