@@ -251,8 +251,10 @@ def check_render(objs, values, release, namespace):
             if le != want_le:
                 p.append("config leader-election %r, want %r" % (le, want_le))
             sh = values["sharding"]
-            want_sh = {"enabled": True, "shards": sh["shards"],
-                       "lease-prefix": lev["leaseName"] + "-shard"} if sh["enabled"] else None
+            # the prefix with sharding off too: the single leader's fence looks for the
+            # shard Leases of its own release only
+            want_sh = {"enabled": bool(sh["enabled"]), "shards": sh["shards"],
+                       "lease-prefix": lev["leaseName"] + "-shard"}
             if cfg.get("sharding") != want_sh:
                 p.append("config sharding %r, want %r" % (cfg.get("sharding"), want_sh))
             emc = cfg.get("external-metrics") or {}

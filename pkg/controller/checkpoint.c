@@ -54,6 +54,7 @@ struct ctl_ckpt {
     char **drop;                  /**< keys to remove in the next patches, owned, oldest
                                        first */
     size_t ndrop, dropcap;
+    uint64_t builds;              /**< saves built (ctl_wl.ckpt_saved_seq) */
     json_t *dropset;              /**< the same keys, as an object's (a set) */
     bool size_known;
     int64_t size;                 /**< bytes the API server counts in it (data + decoded
@@ -619,9 +620,20 @@ struct cand {
     int64_t left;   /**< its term left, 0 none */
 };
 
+static const char *const whats[] = {"forecast", "capacity", "unit", "uid"};
+
+/* The Deployment's keys (all it may have saved) into the set. */
+static void add_keys(json_t *set, const struct ctl_wl *w)
+{
+    char key[KEY_MAX + 1];
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(whats); i++) {
+        ctl_checkpoint_key(whats[i], w->ns, w->name, key, sizeof(key));
+        json_object_set_new(set, key, json_true());
+    }
+}
+
 static int64_t old_size(const struct ctl_ckpt *k, const struct ctl_wl *w)
 {
-    static const char *const whats[] = {"forecast", "capacity", "unit", "uid"};
     char key[KEY_MAX + 1];
     int64_t n = 0;
     for (size_t i = 0; k->sizes && i < UTIL_ARRAY_LEN(whats); i++) {
@@ -631,10 +643,15 @@ static int64_t old_size(const struct ctl_ckpt *k, const struct ctl_wl *w)
     return n;
 }
 
-/* The growth a save of the Deployment makes, smallest first (then by name). */
+/* The least recently saved first, so that when not all fit none waits for
+ * ever behind the others' smaller growths (their restored states ever
+ * older); then the growth a save of the Deployment makes, smallest first,
+ * then by name. */
 static int cand_cmp(const void *a, const void *b)
 {
     const struct cand *x = a, *y = b;
+    if (x->w->ckpt_saved_seq != y->w->ckpt_saved_seq)
+        return x->w->ckpt_saved_seq < y->w->ckpt_saved_seq ? -1 : 1;
     int64_t dx = (int64_t)x->bytes - x->old, dy = (int64_t)y->bytes - y->old;
     if (dx != dy)
         return dx < dy ? -1 : 1;
@@ -646,17 +663,21 @@ bool ctl_checkpoint_build(struct controller *c, size_t idx, struct ctl_ckpt_save
 {
     struct ctl_ckpt *k = &c->ckpt[idx];
     memset(s, 0, sizeof(*s));
+    k->builds++;
     s->bin = json_object();
     s->text = json_object();
     struct cand *cs = NULL;
     size_t nc = 0, cap = 0;
     json_t *carried = json_object(); /* every key the candidates carry */
+    json_t *tracked = json_object(); /* every key of a Deployment tracked here */
     for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
         for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
+            if (ctl_checkpoint_index(w->ns, w->name, c->nckpt) != idx)
+                continue;
+            add_keys(tracked, w);
             /* only what this replica still decides for: a shard lapsed since
              * the last tick (its Deployments not yet swept) is its new owner's */
-            if (ctl_checkpoint_index(w->ns, w->name, c->nckpt) != idx ||
-                !ctl_acting_for(c, w->ns, w->name))
+            if (!ctl_acting_for(c, w->ns, w->name))
                 continue;
             /* a term about to lapse (its renewal late) would cut every entry's save
              * short: its Deployments are left to the next save, or their next owner */
@@ -687,7 +708,8 @@ bool ctl_checkpoint_build(struct controller *c, size_t idx, struct ctl_ckpt_save
      * entries saved before (its older state restores). */
     int64_t size = k->size_known ? k->size : 0;
     for (size_t i = 0; i < s->ndrop; i++)
-        if (k->sizes && !json_object_get(carried, k->drop[i]))
+        if (k->sizes && !json_object_get(carried, k->drop[i]) &&
+            !json_object_get(tracked, k->drop[i]))
             size -= (int64_t)json_integer_value(json_object_get(k->sizes, k->drop[i]));
     json_decref(carried);
     if (nc > 1)
@@ -700,6 +722,7 @@ bool ctl_checkpoint_build(struct controller *c, size_t idx, struct ctl_ckpt_save
             s->left[s->nleft++] = cs[i].w;
         } else {
             size += grow;
+            cs[i].w->ckpt_saved_seq = k->builds;
             json_object_update(s->bin, cs[i].bin);
             json_object_update(s->text, cs[i].text);
             s->n++;
@@ -715,9 +738,12 @@ bool ctl_checkpoint_build(struct controller *c, size_t idx, struct ctl_ckpt_save
     for (size_t i = 0; i < s->ndrop; i++) {
         bool is_text = strncmp(k->drop[i], "unit.", 5) == 0 || strncmp(k->drop[i], "uid.", 4) == 0;
         json_t *m = is_text ? s->text : s->bin;
-        if (!json_object_get(m, k->drop[i])) /* tracked again meanwhile: keep its new state */
+        /* tracked again meanwhile (saved now, or left out, held, not ready:
+         * its state saved before stays): not removed, only taken off the queue */
+        if (!json_object_get(m, k->drop[i]) && !json_object_get(tracked, k->drop[i]))
             json_object_set_new(m, k->drop[i], json_null());
     }
+    json_decref(tracked);
     return s->n > 0 || s->ndrop > 0;
 }
 

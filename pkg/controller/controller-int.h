@@ -224,6 +224,8 @@ struct ctl_wl {
     bool checkpoint_ready;        /**< the stored checkpoint was read, or there is none:
                                        saving may replace it */
     bool checkpoint_failed;       /**< a read of it failed (it is asked for again) */
+    uint64_t ckpt_saved_seq;      /**< the save of its ConfigMap that last carried it (0
+                                       none): the least recent go first when not all fit */
     int64_t ckpt_foreign_until;   /**< its stored state is another release's format: not
                                        saved over until then (unix ms; checkpoint.c) */
     struct policy_decision last;  /**< last decision */

@@ -420,6 +420,73 @@ static void test_over_full_save_keeps_what_fits(void **state)
     fx_free(f);
 }
 
+/* When not all fit, the least recently saved Deployments go first: with
+ * growths that never change, the smallest were saved every time and the
+ * others never again (their restored states ever older). And
+ * one forgotten (its keys queued for removal) and tracked again keeps its
+ * stored state while it is left out: its keys are taken off the queue, not
+ * removed. */
+static void test_over_full_rotates_and_keeps(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    struct fixture *f = fx_new(1);
+    struct ctl_wl *ws[N];
+    char name[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "r%02d", i);
+        ws[i] = wl_new("ns", name, 40 + 61 * i);
+        table_add(f->c, ws[i]);
+    }
+    /* r07 was forgotten once (opted out) and is tracked again */
+    ctl_checkpoint_forget(f->c, ws[N - 1]);
+    struct ctl_ckpt_save s;
+    assert_true(ctl_checkpoint_build(f->c, 0, &s));
+    size_t size[N], most = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "r%02d", i);
+        size[i] = entry_bytes(&s, "ns", name);
+        most = size[i] > most ? size[i] : most;
+    }
+    /* saved with room: its keys carry its state, not a removal */
+    assert_true(json_is_string(json_object_get(s.text, "uid.ns_r07")));
+    ctl_checkpoint_save_free(&s);
+    ctl_checkpoint_forget(f->c, ws[N - 1]); /* forgotten and tracked again once more */
+
+    /* room for the largest one alone: a few are saved each time */
+    json_t *body = json_pack("{s:{s:s}}", "data", "other", "");
+    char *fill = malloc(MiB + 1);
+    assert_non_null(fill);
+    memset(fill, 'x', MiB - most - 10);
+    fill[MiB - most - 10] = '\0';
+    json_object_set_new(json_object_get(body, "data"), "other", json_string(fill));
+    free(fill);
+    bool saved[N] = {false};
+    bool kept_r07 = false;
+    for (int round = 0; round < N; round++) {
+        ctl_checkpoint_noted(f->c, 0, body); /* nothing written: the same ConfigMap */
+        assert_true(ctl_checkpoint_build(f->c, 0, &s));
+        assert_true(s.n >= 1);
+        assert_true(s.projected <= MiB);
+        for (int i = 0; i < N; i++) {
+            char key[64];
+            snprintf(key, sizeof(key), "forecast.ns_r%02d", i);
+            const json_t *v = json_object_get(s.bin, key);
+            assert_true(v == NULL || json_is_string(v)); /* never a removal */
+            saved[i] = saved[i] || v != NULL;
+        }
+        if (!json_object_get(s.text, "uid.ns_r07"))
+            kept_r07 = true; /* left out this time, and not removed */
+        ctl_checkpoint_save_free(&s);
+    }
+    json_decref(body);
+    for (int i = 0; i < N; i++)
+        if (!saved[i])
+            fail_msg("r%02d (%zu bytes) never saved in %d saves", i, size[i], N);
+    assert_true(kept_r07);
+    fx_free(f);
+}
+
 /* A Deployment whose term ends within CKPT_MIN_TERM_MS (its renewal late)
  * is left out of a save, which would be cut short by the term (every
  * entry's save with it); with at least that much left it is saved, the save
@@ -618,6 +685,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_prune_many_keys),
         cmocka_unit_test(test_removals_queued_once),
         cmocka_unit_test(test_over_full_save_keeps_what_fits),
+        cmocka_unit_test(test_over_full_rotates_and_keeps),
         cmocka_unit_test(test_min_term),
         cmocka_unit_test(test_foreign_hold_not_saved_over),
     };

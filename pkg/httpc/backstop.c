@@ -68,7 +68,7 @@ void hc_backstop_start(struct httpc_req *r, int64_t timeout_ms, int64_t connect_
     if (timeout_ms > 0) {
         r->backstop_ms = timeout_ms;
     } else {
-        if (!HAVE_PREREQ)
+        if (!HAVE_PREREQ || r->no_prereq)
             return;
         r->backstop_connect = true;
         r->backstop_ms =
@@ -103,8 +103,11 @@ static int on_prereq(void *ud, char *primary_ip, char *local_ip, int primary_por
 void hc_backstop_watch_connect(struct httpc_req *r, CURL *e)
 {
 #if HAVE_PREREQ
-    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
-    curl_easy_setopt(e, CURLOPT_PREREQDATA, r);
+    /* a libcurl older than its headers refuses the option: no connect-phase
+     * backstop then (it would end every request at its connect timeout) */
+    if (curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_PREREQDATA, r) != CURLE_OK)
+        r->no_prereq = true;
 #else
     (void)r;
     (void)e;

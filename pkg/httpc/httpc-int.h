@@ -153,6 +153,7 @@ struct httpc_req {
     bool backstop_open; /* backstop initialised: closed before r is freed */
     bool backstop_connect; /* ...bounding the connect phase only (no timeout_ms) */
     bool connected;     /* curl got the request a connection (CURLOPT_PREREQFUNCTION) */
+    bool no_prereq;     /* libcurl refused CURLOPT_PREREQFUNCTION: no connect backstop */
     uv_timer_t backstop; /* bound + slack, for a request curl keeps queued */
     int64_t backstop_ms; /* the bound: timeout_ms, or the connect timeout */
     bool on_todo;

@@ -241,13 +241,17 @@ static const json_t *serving_next(struct serving *it)
     return NULL;
 }
 
-static int32_t port_named(const json_t *spec, const char *name)
+/* The port named name of the app containers (sidecars false) or of the
+ * native sidecars (true), the first such; 0 none. */
+static int32_t port_named(const json_t *spec, const char *name, bool sidecars)
 {
     struct serving it = {.spec = spec};
     size_t j;
     const json_t *c;
     json_t *p;
     while ((c = serving_next(&it))) {
+        if ((it.list == 1) != sidecars)
+            continue;
         json_array_foreach(json_object_get(c, "ports"), j, p) {
             const char *n = str_at(p, "name");
             int64_t port = int_at(p, "containerPort", 0);
@@ -478,8 +482,14 @@ int extract_deployment(const json_t *obj, struct kube_deployment *out, bool *tra
                 &out->annotations);
     if (kube_selector_from_json(json_object_get(spec, "selector"), &out->selector, NULL, 0) < 0)
         out->selector.nothing = true;
-    out->metrics_port = port_named(pod_spec, "metrics");
-    out->http_port = port_named(pod_spec, "http");
+    /* the app containers' ports before any sidecar's: an exporter or log
+     * shipper sidecar's `metrics` port is not the server's */
+    out->metrics_port = port_named(pod_spec, "metrics", false);
+    out->http_port = port_named(pod_spec, "http", false);
+    if (!out->metrics_port && !out->http_port) {
+        out->metrics_port = port_named(pod_spec, "metrics", true);
+        out->http_port = port_named(pod_spec, "http", true);
+    }
     out->sole_port = sole_port(containers);
     out->gpus_per_replica = gpus_of(pod_spec);
     const char *en = kube_labels_get(&out->annotations, KUBE_ANNOTATION_ENABLED);
@@ -598,10 +608,15 @@ int extract_pod(struct kintern *pool, const json_t *obj, struct kube_pod *out, c
         out->failing = failing_of(json_object_get(status, "containerStatuses"));
     out->gpus = gpus_of(spec);
     ports_from(spec, pool, &out->ports);
-    const char *mp = kube_labels_get(&out->ports, "metrics");
+    /* metrics, else http, of the app containers, then of the sidecars (as
+     * the Deployment's template above) */
+    int32_t mp = port_named(spec, "metrics", false);
     if (!mp)
-        mp = kube_labels_get(&out->ports, "http");
-    out->metrics_port = mp ? (int32_t)strtol(mp, NULL, 10) /* ports_from wrote it */
-                           : sole_port(containers);
+        mp = port_named(spec, "http", false);
+    if (!mp)
+        mp = port_named(spec, "metrics", true);
+    if (!mp)
+        mp = port_named(spec, "http", true);
+    out->metrics_port = mp ? mp : sole_port(containers);
     return 0;
 }

@@ -467,12 +467,18 @@ struct kube_watch_opts {
                                     10 s connect timeout */
     unsigned page_limit;       /**< LIST page size (limit/continue): 500; set ~0u for no paging */
     /** A watch receiving under 1 byte/s for this long ends and resumes from its
-     *  resourceVersion. 0 (the default) or <0 = no limit, as client-go has
-     *  none: an API server without periodic bookmarks (its watch cache off)
-     *  sends nothing on a quiet collection. A dead connection is noticed by
-     *  TCP keepalives (about 60 s), a hung one by the watch's deadline,
-     *  timeoutSeconds + 30 s. */
+     *  resourceVersion, whatever the server sends. 0 (the default): no limit
+     *  until the server has sent a bookmark more than 10 s before a watch's
+     *  end (kube-apiserver's watch cache sends one about every minute), then
+     *  bookmark_stall_ms; <0: never. client-go has none, but a server without
+     *  periodic bookmarks (its watch cache off) sends nothing on a quiet
+     *  collection. A dead connection is noticed by TCP keepalives (about
+     *  60 s; behind a proxy, up to the proxy only), a hung one by the
+     *  watch's deadline, timeoutSeconds + 30 s. */
     int64_t stall_ms;
+    /** The stall limit once the server has shown periodic bookmarks (stall_ms
+     *  0): 150000; <0 = none. */
+    int64_t bookmark_stall_ms;
     uint64_t seed;             /**< PRNG seed for jitter and timeouts; 0 = from the clock */
 };
 

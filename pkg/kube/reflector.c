@@ -14,8 +14,9 @@
  * 1.0, reset after 2 quiet minutes) and then resume: the watch from the last
  * resourceVersion, or a new list when the stream itself was broken (bad JSON,
  * oversized event), since events may have been lost; a clean end inside an
- * event is no break: resumed, the partial event dropped. An open watch has no
- * stall limit by default, as in client-go (see start_watch). A 429 waits for its
+ * event is no break: resumed, the partial event dropped (5 such ends in a row
+ * without a whole event list again). An open watch has no stall limit until
+ * the server has shown periodic bookmarks (see start_watch). A 429 waits for its
  * Retry-After. Errors are logged here and never leave the reflector.
  *
  * Unlike client-go, lists never ask for resourceVersion "0" or the last one
@@ -64,6 +65,8 @@ struct kube_reflector {
     int watch_err;       /* why on_event stopped the stream */
     long watch_err_code; /* ... the ERROR event's Status code */
     unsigned resumes;    /* watches from r->rv that failed in a row without an event */
+    int64_t watch_timeout_ms; /* the current watch's timeoutSeconds */
+    bool periodic_bookmarks;  /* the server sent a bookmark well before a watch's end */
     char watch_errmsg[256];
     uint64_t down_since; /* loop time of the first failure since the view was current; 0 = current */
     bool closing;
@@ -376,6 +379,12 @@ static int on_event(enum kube_event_type type, json_t *obj, void *arg)
     case KUBE_EV_BOOKMARK:
         take_rv(r, obj);
         r->st.bookmarks++;
+        /* one more than 10 s before the deadline: not the one a server
+         * without a watch cache's timer sends as the watch ends, but a
+         * periodic one (kube-apiserver's watch cache: about every minute) */
+        if ((int64_t)(uv_now(kube_loop(r->k)) - r->watch_started_at) + 10000 <
+            r->watch_timeout_ms)
+            r->periodic_bookmarks = true;
         r->watch_seen++;
         r->down_since = 0;
         return 0;
@@ -434,6 +443,7 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
 {
     struct kube_reflector *r = arg;
     char msg[320] = "";
+    bool cut = false; /* ended inside its first event */
     r->req = NULL;
     r->watching = false;
     if (r->closing) {
@@ -451,6 +461,18 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
          * were whole, so it resumes from the last one's resourceVersion as
          * client-go's reflector does; the partial one comes again */
         if (err == -ENODATA) {
+            /* cut inside its first event each time (a proxy's size limit on
+             * one large object): resuming would never get past it */
+            cut = r->watch_seen == 0;
+            if (cut && ++r->resumes >= WATCH_MAX_RESUMES) {
+                LOG_WARN("kube", "watch %s: %s, %u times in a row without a whole event; "
+                                 "listing again", r->path, kube_watch_decoder_error(r->dec),
+                         r->resumes);
+                r->resumes = 0;
+                set_str(&r->rv, NULL);
+                backoff(r, NEXT_LIST);
+                return;
+            }
             LOG_WARN("kube", "watch %s: %s; dropped, resuming from resourceVersion %s", r->path,
                      kube_watch_decoder_error(r->dec), r->rv ? r->rv : "");
             err = 0;
@@ -509,7 +531,8 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
         return;
     }
     r->down_since = 0; /* a watch that ran its course: nothing was missed */
-    r->resumes = 0;
+    if (!cut)
+        r->resumes = 0;
     start_watch(r); /* the server's timeout: resume from the last resourceVersion */
 }
 
@@ -531,16 +554,23 @@ static void start_watch(struct kube_reflector *r)
     r->watch_seen = 0;
     r->watch_err = 0;
     r->watch_started_at = uv_now(kube_loop(r->k));
+    r->watch_timeout_ms = timeout_s * 1000;
     r->st.watches++;
     /* The server ends the watch after timeout_s; give it a margin before we
-     * do. No stall limit by default: an API server without periodic
-     * bookmarks (no watch cache) sends nothing on a quiet collection, and
-     * client-go ends no healthy stream for that. A dead peer is noticed by
-     * the connection's TCP keepalives (httpc: probes after 30 s idle, ended
-     * 30 s unanswered, TCP_USER_TIMEOUT), a hung server by this deadline. */
-    int rc = kube_raw_get(r->k, b.data, on_watch_data, (timeout_s + 30) * 1000,
-                          r->o.stall_ms > 0 ? r->o.stall_ms : 0, (size_t)1 << 20,
-                          on_watch_done, r, &r->req);
+     * do. No stall limit until the server has shown periodic bookmarks: one
+     * without a watch cache sends nothing on a quiet collection, and
+     * client-go ends no healthy stream for that. Once it has, a watch
+     * silent for bookmark_stall_ms is dead or hung somewhere TCP keepalives
+     * do not see (behind a proxy they reach the proxy only). A dead peer
+     * is noticed by the connection's TCP keepalives (httpc: probes after
+     * 30 s idle, ended 30 s unanswered, TCP_USER_TIMEOUT), a hung server by
+     * this deadline. */
+    int64_t stall = r->o.stall_ms > 0                                         ? r->o.stall_ms
+                    : r->o.stall_ms == 0 && r->periodic_bookmarks &&
+                              r->o.bookmark_stall_ms > 0                      ? r->o.bookmark_stall_ms
+                                                                              : 0;
+    int rc = kube_raw_get(r->k, b.data, on_watch_data, (timeout_s + 30) * 1000, stall,
+                          (size_t)1 << 20, on_watch_done, r, &r->req);
     util_buf_free(&b);
     r->watching = rc == 0;
     if (rc == -ESHUTDOWN) {
@@ -578,6 +608,8 @@ int kube_reflector_new(struct kube *k, const char *path, const char *label_selec
         r->o.backoff_jitter = 1.0;
     if (r->o.backoff_reset_ms <= 0)
         r->o.backoff_reset_ms = 120000;
+    if (r->o.bookmark_stall_ms == 0)
+        r->o.bookmark_stall_ms = 150000;
     if (r->o.min_watch_ms <= 0)
         r->o.min_watch_ms = 1000;
     if (r->o.healthy_ms <= 0)

@@ -392,6 +392,112 @@ static void test_reflector_stalled_watch(void **state)
     xfree(f);
 }
 
+/* ---- a quiet watch once the server has shown periodic bookmarks ----------- */
+
+static void h_bookmark_then_dead(struct testsrv_conn *c, const struct testsrv_req *req,
+                                 void *arg)
+{
+    struct fx *f = arg;
+    int n = f->step++;
+    if (n < 16)
+        snprintf(f->targets[n], sizeof(f->targets[n]), "%s", req->target);
+    if (n == 0) {
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"100\"},\"items\":["
+                             POD("p1", "1") "]}");
+        return;
+    }
+    if (n == 1) { /* a bookmark at once (long before the deadline), then a clean end */
+        testsrv_stream_begin(c, 200, "application/json");
+        const char *s = EV("BOOKMARK", "{\"kind\":\"Pod\",\"metadata\":{\"resourceVersion\":\"120\"}}");
+        testsrv_stream_chunk(c, s, strlen(s));
+        testsrv_stream_end(c);
+        return;
+    }
+    if (n == 2) { /* then a watch that carries nothing, as a dead peer's behind a proxy */
+        testsrv_stream_begin(c, 200, "application/json");
+        f->held[f->nheld++] = c;
+        return;
+    }
+    f->held[f->nheld++] = c;
+    f->done = true;
+}
+
+/* Without a stall limit set, a quiet watch is left open (the test above),
+ * until the server has sent a bookmark well before a watch's end, as
+ * kube-apiserver's watch cache does about every minute: then a watch silent
+ * for bookmark_stall_ms is dead or hung where TCP keepalives do not see it
+ * (behind a proxy they reach the proxy only), and it resumes. */
+static void test_reflector_stall_after_periodic_bookmarks(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    fx_init(f, h_bookmark_then_dead);
+    f->store = kube_store_new();
+    struct kube_watch_opts o = {.min_timeout_s = 60, .max_timeout_s = 60, .backoff_initial_ms = 20,
+                                .backoff_max_ms = 100, .min_watch_ms = 1,
+                                .bookmark_stall_ms = 1000, .seed = 5};
+    assert_int_equal(kube_reflector_new(f->k, "/api/v1/pods", NULL, &o, &sink, f, &f->r), 0);
+    uint64_t t0 = uv_now(&f->loop);
+    run_until(f, &f->done);
+    uint64_t took = uv_now(&f->loop) - t0;
+    assert_true(has(f->targets[2], "watch=1&allowWatchBookmarks=true&resourceVersion=120&"));
+    assert_true(has(f->targets[3], "watch=1&allowWatchBookmarks=true&resourceVersion=120&"));
+    assert_true(took >= 1000 && took < 30000); /* the stall, not the 90 s deadline */
+    assert_int_equal(f->list_ends, 1);
+    assert_int_equal(kube_reflector_stats(f->r)->bookmarks, 1);
+    kube_reflector_close(f->r, on_closed, f);
+    fx_finish(f, 3);
+    kube_store_free(f->store);
+    xfree(f);
+}
+
+/* ---- a watch cut inside its first event every time ------------------------ */
+
+static void h_cut(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
+{
+    struct fx *f = arg;
+    int n = f->step++;
+    if (n < 16)
+        snprintf(f->targets[n], sizeof(f->targets[n]), "%s", req->target);
+    if (n == 0 || n == 6) {
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"100\"},\"items\":["
+                             POD("p1", "1") "]}");
+        return;
+    }
+    if (n < 6) { /* half an event, then a clean end: a proxy's size limit on one object */
+        testsrv_stream_begin(c, 200, "application/json");
+        const char *s = "{\"type\":\"ADDED\",\"object\":{\"meta";
+        testsrv_stream_chunk(c, s, strlen(s));
+        testsrv_stream_end(c);
+        return;
+    }
+    f->held[f->nheld++] = c;
+    f->done = true;
+}
+
+/* A watch cut inside its first event each time would be resumed from the
+ * same resourceVersion for ever, the view frozen: after 5 such ends in a
+ * row it lists again, as after 5 failed watches. */
+static void test_reflector_cut_every_time_lists_again(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    fx_init(f, h_cut);
+    f->store = kube_store_new();
+    struct kube_watch_opts o = {.min_timeout_s = 60, .max_timeout_s = 60, .backoff_initial_ms = 20,
+                                .backoff_max_ms = 100, .min_watch_ms = 1, .seed = 11};
+    assert_int_equal(kube_reflector_new(f->k, "/api/v1/pods", NULL, &o, &sink, f, &f->r), 0);
+    run_until(f, &f->done);
+    for (int i = 1; i <= 5; i++)
+        assert_true(has(f->targets[i], "watch=1&allowWatchBookmarks=true&resourceVersion=100&"));
+    assert_false(has(f->targets[6], "watch=1"));
+    assert_int_equal(f->list_ends, 2);
+    kube_reflector_close(f->r, on_closed, f);
+    fx_finish(f, 3);
+    kube_store_free(f->store);
+    xfree(f);
+}
+
 /* ---- a watch that ends cleanly inside an event ---------------------------- */
 
 static void h_partial(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
@@ -784,6 +890,8 @@ int main(void)
         cmocka_unit_test(test_reflector_expired_continue),
         cmocka_unit_test(test_reflector_stalled_watch),
         cmocka_unit_test(test_reflector_partial_event),
+        cmocka_unit_test(test_reflector_stall_after_periodic_bookmarks),
+        cmocka_unit_test(test_reflector_cut_every_time_lists_again),
         cmocka_unit_test(test_reflector_quiet_watch_default),
         cmocka_unit_test(test_reflector_slow_list),
         cmocka_unit_test(test_reflector_backoff),

@@ -301,7 +301,8 @@ static void test_extract_sidecars(void **state)
 #undef NV
 #undef AMD
     /* ports: the sidecar's "metrics" serves; the plain init container's does not; the app
-     * container's "http" wins over the sidecar's */
+     * container's "http" wins over the sidecar's, and is what is scraped: an exporter or log
+     * shipper sidecar's "metrics" is not the server's (it was scraped on 9400) */
     const char *inits = "[{\"name\":\"setup\",\"ports\":[{\"name\":\"metrics\","
                         "\"containerPort\":7000},{\"name\":\"init\",\"containerPort\":7001}]},"
                         "{\"name\":\"exporter\",\"restartPolicy\":\"Always\",\"ports\":["
@@ -311,7 +312,7 @@ static void test_extract_sidecars(void **state)
     json_object_set_new(json_object_get(j, "spec"), "initContainers", json_loads(inits, 0, NULL));
     assert_int_equal(apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, j), 1);
     const struct kube_pod *p = kube_store_pod(s, "ml", "pp");
-    assert_int_equal(p->metrics_port, 9400);
+    assert_int_equal(p->metrics_port, 8000);
     assert_string_equal(kube_labels_get(&p->ports, "metrics"), "9400");
     assert_string_equal(kube_labels_get(&p->ports, "http"), "8000");
     assert_null(kube_labels_get(&p->ports, "init"));
@@ -323,9 +324,20 @@ static void test_extract_sidecars(void **state)
     json_object_set_new(tspec, "initContainers", json_loads(inits, 0, NULL));
     assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, d), 1);
     const struct kube_deployment *dep = kube_store_deployment(s, "ml", "dp");
-    assert_int_equal(dep->metrics_port, 9400);
+    assert_int_equal(dep->metrics_port, 9400); /* no app port has a name: the sidecar's */
     assert_int_equal(dep->http_port, 9401);
     assert_int_equal(dep->sole_port, 8000); /* the sidecar's ports are not the server's */
+    /* an app container's "http" beside a sidecar's "metrics": the app's */
+    d = deployment("ml", "dq", "1", true, "a");
+    tspec = json_object_get(json_object_get(json_object_get(d, "spec"), "template"), "spec");
+    c0 = json_array_get(json_object_get(tspec, "containers"), 0);
+    json_object_set_new(c0, "ports", json_pack("[{s:s,s:i}]", "name", "http", "containerPort",
+                                               8000));
+    json_object_set_new(tspec, "initContainers", json_loads(inits, 0, NULL));
+    assert_int_equal(apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, d), 1);
+    dep = kube_store_deployment(s, "ml", "dq");
+    assert_int_equal(dep->metrics_port, 0);
+    assert_int_equal(dep->http_port, 8000);
     kube_store_free(s);
 }
 

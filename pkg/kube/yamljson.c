@@ -106,8 +106,11 @@ static json_t *scalar_json(const struct conf_node *n)
     json_int_t i;
     if (yaml_int(s, &i))
         return json_integer(i);
-    if (yaml_float(s))
-        return json_real(strtod(s, NULL));
+    if (yaml_float(s)) {
+        json_t *r = json_real(strtod(s, NULL)); /* NULL out of range (1e400): kept as text */
+        if (r)
+            return r;
+    }
     return json_string(s);
 }
 

@@ -119,6 +119,9 @@ int scrape_selector_parse_syntax(const char *text, struct scrape_selector *out, 
             q = quoted(p, qs, sizeof(qs), &why);
             if (!q)
                 return bad(err, errlen, text, "%s", why);
+            if (strstr(qs, "{{") || strstr(qs, "}}")) /* written into the default PromQL */
+                return bad(err, errlen, text,
+                           "a quoted name holds {{ or }}, the PromQL templates' placeholders");
             const char *t = skip_ws(q);
             if (*t == ',' || *t == '}') { /* alone: the metric name, {"http.requests"} */
                 if (out->name[0])

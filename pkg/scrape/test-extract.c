@@ -751,6 +751,8 @@ static void test_selector_parse(void **state)
         {"x{a=\"b\"}y", "text after the closing"},
         {"x{,}", "a label name starts with"},
         {"x{a=\"{{namespace}}\"}", "holds {{ or }}"}, /* the templates' placeholders */
+        {"{\"x{{namespace}}\"}", "holds {{ or }}"}, /* in a quoted name too */
+        {"{\"a}}b\", c=\"d\"}", "holds {{ or }}"},
         {"x{a='}}'}", "holds {{ or }}"},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {

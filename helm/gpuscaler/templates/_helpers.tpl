@@ -72,9 +72,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $cfg := deepCopy .Values.config -}}
 {{- $le := dict "enabled" .Values.leaderElection.enabled "namespace" .Release.Namespace "lease-name" .Values.leaderElection.leaseName "lease-duration" .Values.leaderElection.leaseDuration "renew-deadline" .Values.leaderElection.renewDeadline "retry-period" .Values.leaderElection.retryPeriod -}}
 {{- $_ := set $cfg "leader-election" $le -}}
-{{- if .Values.sharding.enabled -}}
-{{- $_ := set $cfg "sharding" (dict "enabled" true "shards" (int .Values.sharding.shards) "lease-prefix" (printf "%s-shard" .Values.leaderElection.leaseName)) -}}
-{{- end -}}
+{{- /* the prefix also with sharding off: a single leader waits for the shard Leases of its own release only */ -}}
+{{- $_ := set $cfg "sharding" (dict "enabled" (.Values.sharding.enabled | default false) "shards" (int .Values.sharding.shards) "lease-prefix" (printf "%s-shard" .Values.leaderElection.leaseName)) -}}
 {{- $host := eq (default "0.0.0.0" .Values.listenHost) "::" | ternary "[::]" "0.0.0.0" -}}
 {{- $listen := dict "metrics" (printf "%s:%d" $host (int .Values.service.metricsPort)) "health" (printf "%s:%d" $host (int .Values.healthPort)) "external-metrics" (printf "%s:%d" $host (int .Values.externalMetrics.port)) -}}
 {{- $_ := set $cfg "listen" $listen -}}
