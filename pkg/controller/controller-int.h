@@ -404,6 +404,7 @@ struct controller {
     bool release_reread;  /* the release met a 409 and read the lease again (once) */
     bool shard_list_refused;       /* a fenced term's Lease list met a 403 (logged once) */
     uint64_t shard_wait_told_term; /* the term whose wait for shard Leases was logged */
+    uint64_t shard_list_told_term; /* the term whose failed Lease list was logged */
     bool release_hold;    /* closing with checkpoint saves in flight: release after them
                              (or after CTL_CLOSE_SAVE_WAIT_MS, hold_timer) */
     uv_timer_t hold_timer;

@@ -193,9 +193,12 @@ static void shards_listed(const struct kube_result *res, void *arg)
         c->shard_list_refused = true;
         ctl_leader_unfence(&c->leader);
     } else if (res->err != 0) {
-        LOG_WARN(SUB, "listing the Leases of %s for shard Leases failed: HTTP %ld %s (not "
-                      "acting until a list answers)", c->cfg->leader.namespace_, res->status,
-                 res->message);
+        /* listed again each round: said once a term, not each retry period */
+        if (c->leader.term != c->shard_list_told_term)
+            LOG_WARN(SUB, "listing the Leases of %s for shard Leases failed: HTTP %ld %s (not "
+                          "acting until a list answers; listed again each round)",
+                     c->cfg->leader.namespace_, res->status, res->message);
+        c->shard_list_told_term = c->leader.term;
     } else {
         char lease[300];
         const char *h = foreign_holder(c, res->body, lease, sizeof(lease));

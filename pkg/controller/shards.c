@@ -535,13 +535,17 @@ static size_t plan_members(struct controller *c, const char **live, struct membe
     }
     bool stale_free = oldest >= 0 && now - oldest >= dur;
     size_t nothers = nlive - (member ? 1 : 0), k = 0;
+    /* shares are those of the whole live list: live is compacted below */
+    const char **all = stale_free ? xmalloc((nlive ? nlive : 1) * sizeof(*all)) : NULL;
+    if (all)
+        memcpy(all, live, nlive * sizeof(*all));
     for (size_t i = 0; i < nothers; i++) {
         struct member *m = live_m[i];
         if (stale_free && m->stalled_until_ms <= now) {
             uint32_t held = 0;
             for (uint32_t s = 0; s < c->nshards; s++)
                 held += ms->holders[s] && strcmp(ms->holders[s], live[i]) == 0;
-            uint32_t want = shard_target(live, nlive, live[i], c->nshards);
+            uint32_t want = shard_target(all, nlive, live[i], c->nshards);
             if (held < want) {
                 m->stalled_until_ms = now + MEMBER_STALL_LEASES * dur;
                 LOG_WARN(SUB, "member %.120s holds %u of its %u shards while a shard has "
@@ -555,6 +559,7 @@ static size_t plan_members(struct controller *c, const char **live, struct membe
             continue;
         live[k++] = live[i];
     }
+    xfree(all);
     if (member)
         live[k++] = c->identity;
     return k;
