@@ -34,6 +34,7 @@ import json
 import math
 
 from . import gotime
+from .goparse import json_kind as _json_kind
 from .validation import go_base64_error
 
 ANY = None      # a field whose type is not transcribed: neither checked nor pruned below it
@@ -278,18 +279,6 @@ def _lit_float(text):
     f = LitFloat(text)
     f.lit = text
     return f
-
-
-def _json_kind(v):
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, dict):
-        return "object"
-    return "array"
 
 
 def _type_error(v, t, struct, path):
