@@ -3283,6 +3283,283 @@ class TestUpstreamEdges(Base):
         self.assertEqual([i["metadata"]["name"] for i in self.c.list("configmaps",
                                                                      self.ns)["items"]], [])
 
+
+def core_event(name, ns):
+    return {"apiVersion": "v1", "kind": "Event", "metadata": {"name": name},
+            "involvedObject": {"kind": "Deployment", "namespace": ns, "name": "web",
+                               "apiVersion": "apps/v1"},
+            "reason": "ScaledUp", "message": "scaled", "type": "Normal"}
+
+
+class TestEventsWithoutWatchCache(Base):
+    """kube-apiserver serves Events without a watch cache (DefaultWatchCacheSizes: events and
+    events.k8s.io/events at 0): every list, GET at a resourceVersion and watch of them is
+    etcd3's (store.go, watcher.go), where the fake served them as the cacher serves the
+    other kinds."""
+
+    error = TestUpstreamEdges.error
+    unknown_500 = TestUpstreamEdges.unknown_500
+
+    def test_lists_and_gets_are_etcds(self):
+        """etcd pages a list at resourceVersion "0" (the cache ignores the limit), waits for
+        no resourceVersion (504 at once, with no retry: validateMinimumResourceVersion), reads
+        Exact at a revision not reached as etcd's ErrFutureRev (500), and parses a
+        resourceVersion as GetList and Get do (400). The lists the cacher delegates to etcd
+        (a limit, Exact) wait for nothing either."""
+        for n in "abc":
+            self.c.create("events", core_event(n, self.ns), namespace=self.ns)
+        cur = int(FK.state()["resourceVersion"])
+        for res in ("events", "events.k8s.io/v1/events"):
+            path = self.c.path(res, self.ns)
+            lst = self.c.request("GET", path, params={"resourceVersion": "0", "limit": "1"})
+            self.assertEqual([i["metadata"]["name"] for i in lst["items"]], ["a"], res)
+            self.assertIn("continue", lst["metadata"], res)
+            self.assertEqual(lst["metadata"]["remainingItemCount"], 2, res)
+            nxt = self.c.request("GET", path, params={"limit": "5", "continue":
+                                                      lst["metadata"]["continue"]})
+            self.assertEqual([i["metadata"]["name"] for i in nxt["items"]], ["b", "c"], res)
+            for params in ({"resourceVersion": str(cur + 1000)},
+                           {"resourceVersion": str(cur + 1000),
+                            "resourceVersionMatch": "NotOlderThan"}):
+                t0 = time.monotonic()
+                code, headers, payload = self.c.raw("GET", path, params=params)
+                self.assertLess(time.monotonic() - t0, 1.5, params)
+                st = json.loads(payload)
+                self.assertEqual((code, st["reason"]), (504, "Timeout"), params)
+                self.assertRegex(st["message"], r"^Timeout: Too large resource version: %d, "
+                                                r"current: \d+$" % (cur + 1000))
+                self.assertEqual(st["details"], {"causes": [
+                    {"reason": "ResourceVersionTooLarge",
+                     "message": "Too large resource version"}]}, params)
+                self.assertNotIn("Retry-After", headers)
+            for params in ({"resourceVersion": str(cur + 1000), "resourceVersionMatch": "Exact"},
+                           {"resourceVersion": str(cur + 1000), "limit": "2"}):
+                t0 = time.monotonic()
+                self.unknown_500(self.error(path, params),
+                                 "etcdserver: mvcc: required revision is a future revision")
+                self.assertLess(time.monotonic() - t0, 1.5, params)
+            # a resourceVersion that does not parse: etcd3 GetList's 400 (the cacher's 500)
+            st = self.error(path, {"resourceVersion": "abc"})
+            self.assertEqual((st["code"], st["reason"], st["message"]), (
+                400, "BadRequest", 'invalid resource version: resourceVersion: Invalid value: '
+                '"abc": strconv.ParseUint: parsing "abc": invalid syntax'))
+            # a GET at a resourceVersion is etcd3 Get's: parsed (400), not waited for (504)
+            one = self.c.path(res, self.ns, "a")
+            st = self.error(one, {"resourceVersion": "x1"})
+            self.assertEqual((st["code"], st["reason"]), (400, "BadRequest"))
+            self.assertTrue(st["message"].startswith("invalid resource version: "), st)
+            t0 = time.monotonic()
+            st = self.error(self.c.path(res, self.ns, "missing"),
+                            {"resourceVersion": str(cur + 1000)})
+            self.assertLess(time.monotonic() - t0, 1.5)
+            self.assertEqual((st["code"], st["reason"]), (504, "Timeout"))
+            self.assertNotIn("retryAfterSeconds", st["details"])
+            self.assertEqual(self.c.request("GET", one, params={"resourceVersion": str(cur)})
+                             ["metadata"]["name"], "a")
+        # a list the cacher delegates to etcd waits for nothing either
+        self.c.create("configmaps", cm("a"), namespace=self.ns)
+        path = self.c.path("configmaps", self.ns)
+        cur = int(FK.state()["resourceVersion"])
+        t0 = time.monotonic()
+        self.unknown_500(self.error(path, {"resourceVersion": str(cur + 1000),
+                                           "resourceVersionMatch": "Exact"}),
+                         "etcdserver: mvcc: required revision is a future revision")
+        st = self.error(path, {"resourceVersion": str(cur + 1000), "limit": "1",
+                               "resourceVersionMatch": "NotOlderThan"})
+        self.assertEqual((st["code"], st["reason"]), (504, "Timeout"))
+        self.assertNotIn("retryAfterSeconds", st["details"])
+        self.assertLess(time.monotonic() - t0, 1.5)
+
+    def test_watches_are_etcds(self):
+        """etcd3's watcher: no periodic BOOKMARK (the registry asks for no progress
+        notifications), only the initial events' end; with sendInitialEvents a
+        resourceVersion not reached yet is one ERROR event at once (a jittered 1-3 s retry),
+        not after the cacher's 3 s wait."""
+        self.c.create("events", core_event("a", self.ns), namespace=self.ns)
+        w = self.c.watch("events", self.ns, resource_version="0", allow_bookmarks=True,
+                         timeout_seconds=10)
+        ev = w.next_event(3)
+        self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("ADDED", "a"))
+        self.assertIsNone(w.next_event(1.2))   # 4 bookmark intervals of this server
+        self.c.create("events", core_event("b", self.ns), namespace=self.ns)
+        ev = w.next_event(3)
+        self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("ADDED", "b"))
+        w.close()
+        # a configmap watch of the same server does get them
+        w = self.c.watch("configmaps", self.ns, resource_version="0", allow_bookmarks=True,
+                         timeout_seconds=10)
+        self.assertEqual(w.next_event(3)["type"], "BOOKMARK")
+        w.close()
+        w = self.c.watch("events.k8s.io/v1/events", self.ns, send_initial_events=True,
+                         allow_bookmarks=True, timeout_seconds=10)
+        got = [w.next_event(3) for _ in range(3)]
+        self.assertEqual([e["type"] for e in got], ["ADDED", "ADDED", "BOOKMARK"])
+        self.assertEqual(got[2]["object"]["metadata"]["annotations"],
+                         {"k8s.io/initial-events-end": "true"})
+        self.assertIsNone(w.next_event(1.2))
+        w.close()
+        cur = int(FK.state()["resourceVersion"])
+        t0 = time.monotonic()
+        code, _, payload = self.c.raw("GET", self.c.path("events", self.ns), params={
+            "watch": "true", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
+            "resourceVersion": str(cur + 1000), "timeoutSeconds": "10"}, timeout=15)
+        self.assertLess(time.monotonic() - t0, 1.5)
+        self.assertEqual(code, 200)
+        events = [json.loads(x) for x in payload.splitlines()]
+        self.assertEqual([e["type"] for e in events], ["ERROR"])
+        st = events[0]["object"]
+        self.assertEqual((st["code"], st["reason"]), (504, "Timeout"))
+        self.assertIn(st["details"].pop("retryAfterSeconds"), (1, 2, 3))
+        self.assertEqual(st["details"], {"causes": [{"reason": "ResourceVersionTooLarge",
+                                                     "message": "Too large resource version"}]})
+
+    def test_history_is_etcds_until_its_compaction(self):
+        """No watch cache window: a watch of Events resumes from any revision etcd still has
+        (the fake cut them at --history, as the cache does), until kube-apiserver's periodic
+        compaction (--etcd-compaction-interval), after which it is etcd's ErrCompacted: 410
+        "The resourceVersion for the provided watch is too old."."""
+        small = harness.start(tls=False, history=3,
+                              extra_args=("--etcd-compaction-interval", "1s"))
+        try:
+            sc = small.client()
+            first = sc.create("events", core_event("e0", "default"), namespace="default")
+            rv0 = first["metadata"]["resourceVersion"]
+            for i in range(1, 6):
+                sc.create("events", core_event("e%d" % i, "default"), namespace="default")
+                sc.create("configmaps", cm("c%d" % i), namespace="default")
+            evs = list(sc.watch("configmaps", "default", resource_version=rv0,
+                                timeout_seconds=1))
+            self.assertEqual([e["type"] for e in evs], ["ERROR"])
+            self.assertTrue(evs[0]["object"]["message"].startswith("too old resource version"))
+            evs = list(sc.watch("events", "default", resource_version=rv0, timeout_seconds=1))
+            self.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in evs],
+                             [("ADDED", "e%d" % i) for i in range(1, 6)])
+            # an exact list at rv0 is still served too
+            lst = sc.list("events", "default", limit=10, resource_version=rv0)
+            self.assertEqual([i["metadata"]["name"] for i in lst["items"]], ["e0"])
+            # two compaction ticks: the first marks the present, the second compacts to it
+            time.sleep(1.1)
+            sc.create("events", core_event("e6", "default"), namespace="default")
+            time.sleep(1.1)
+            evs = list(sc.watch("events", "default", resource_version=rv0, timeout_seconds=1))
+            self.assertEqual([e["type"] for e in evs], ["ERROR"])
+            st = evs[0]["object"]
+            self.assertEqual((st["code"], st["reason"], st["message"]), (
+                410, "Expired", "The resourceVersion for the provided watch is too old."))
+            e = self.assertApiError(410, "Expired", sc.list, "events", "default", limit=10,
+                                    resource_version=rv0)
+            self.assertEqual(e.status["message"],
+                             "The resourceVersion for the provided list is too old.")
+            cur = sc.list("events", "default")["metadata"]["resourceVersion"]
+            w = sc.watch("events", "default", resource_version=cur, timeout_seconds=5)
+            self.assertIsNone(w.next_event(0.3))
+            self.assertIsNone(w.ended)
+            w.close()
+            sc.close()
+        finally:
+            small.stop()
+
+
+class TestFieldManagerOption(Base):
+    """metav1 validation ValidateFieldManager, called by ValidateCreateOptions,
+    ValidateUpdateOptions and ValidatePatchOptions before the body is decoded: at most 128
+    bytes, printable runes only; an apply patch needs one, and only an apply patch takes
+    force. Each failure a 422 Invalid of CreateOptions (UpdateOptions, PatchOptions)
+    meta.k8s.io, named with every other option's."""
+
+    def invalid(self, kind, fn, *args, **kw):
+        e = self.assertApiError(422, "Invalid", fn, *args, **kw)
+        self.assertEqual(e.status["details"]["kind"], kind)
+        self.assertEqual(e.status["details"]["group"], "meta.k8s.io")
+        return e
+
+    def test_field_manager_is_checked_on_every_write(self):
+        created = self.c.create("configmaps", cm("a"), namespace=self.ns)
+        rv = created["metadata"]["resourceVersion"]
+        too_long = "m" * 129
+        for params, messages in (
+                ({"fieldManager": too_long},
+                 ["fieldManager: Too long: must have at most 128 bytes"]),
+                # bytes, as Go's len(): 65 two-byte runes are 130
+                ({"fieldManager": "\u00e9" * 65},
+                 ["fieldManager: Too long: must have at most 128 bytes"]),
+                ({"fieldManager": "a\x00b\u00e9\x7f"},
+                 ['fieldManager: Invalid value: "a\\x00b\u00e9\\x7f": invalid character '
+                  'U+0000 (at position 1)',
+                  'fieldManager: Invalid value: "a\\x00b\u00e9\\x7f": invalid character '
+                  'U+007F (at position 5)']),
+                ({"fieldManager": "x\u00a0y\u2028", "dryRun": "Some"},
+                 ['fieldManager: Invalid value: "x\\u00a0y\\u2028": invalid character '
+                  'U+00A0 (at position 1)',
+                  'fieldManager: Invalid value: "x\\u00a0y\\u2028": invalid character '
+                  'U+2028 (at position 4)',
+                  'dryRun: Unsupported value: []string{"Some"}: supported values: "All"'])):
+            for kind, fn, args in (
+                    ("CreateOptions", self.c.create, ("configmaps", cm("b"), self.ns)),
+                    ("UpdateOptions", self.c.update, ("configmaps", created, self.ns)),
+                    ("PatchOptions", self.c.patch, ("configmaps", "a", {"data": {"k": "2"}},
+                                                    self.ns))):
+                e = self.invalid(kind, fn, *args, params=params)
+                self.assertEqual([c["field"] + ": " + c["message"]
+                                  for c in e.status["details"]["causes"]], messages, params)
+        # the subresources and the create-only kinds check it as well
+        self.c.create("deployments", deployment("web"), namespace=self.ns)
+        scale = self.c.get_scale("deployments", "web", self.ns)
+        self.invalid("UpdateOptions", self.c.update, "deployments", scale, self.ns,
+                     subresource="scale", params={"fieldManager": too_long})
+        self.invalid("CreateOptions", self.c.request, "POST",
+                     "/apis/authentication.k8s.io/v1/tokenreviews",
+                     {"spec": {"token": "x"}}, params={"fieldManager": "\t"})
+        # a Go string's bytes: an invalid UTF-8 byte is one rune (printable U+FFFD), quoted
+        # \xff, and the offsets count bytes
+        code, _, payload = self.c.raw("POST", self.c.path("configmaps", self.ns) +
+                                      "?fieldManager=%FF%01%C3%A9%02", body=cm("c"))
+        st = json.loads(payload)
+        self.assertEqual((code, [c["message"] for c in st["details"]["causes"]]), (422, [
+            'Invalid value: "\\xff\\x01\u00e9\\x02": invalid character U+0001 (at position 1)',
+            'Invalid value: "\\xff\\x01\u00e9\\x02": invalid character U+0002 (at position 4)']))
+        # at the limit, printable: taken, and the manager of record
+        ok = "\u00e9" * 64
+        self.c.patch("configmaps", "a", {"data": {"k": "3"}}, self.ns, params={"fieldManager": ok})
+        got = self.c.get("configmaps", "a", self.ns)
+        self.assertIn(ok, [m["manager"] for m in got["metadata"]["managedFields"]])
+        # nothing refused was written
+        self.assertEqual([i["metadata"]["name"] for i in
+                          self.c.list("configmaps", self.ns)["items"]], ["a"])
+        self.assertNotEqual(got["metadata"]["resourceVersion"], rv)
+
+    def test_apply_needs_a_manager_and_only_apply_takes_force(self):
+        self.c.create("configmaps", cm("a"), namespace=self.ns)
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"},
+                "data": {"k": "applied"}}
+        for params, messages in (
+                (None, ["fieldManager: Required value: is required for apply patch"]),
+                ({"fieldManager": "", "dryRun": "x", "fieldValidation": "Loud"},
+                 ["fieldManager: Required value: is required for apply patch",
+                  'dryRun: Unsupported value: []string{"x"}: supported values: "All"',
+                  'fieldValidation: Unsupported value: "Loud"'])):
+            e = self.invalid("PatchOptions", self.c.patch, "configmaps", "a", body, self.ns,
+                             patch_type="apply", params=params)
+            got = [c["field"] + ": " + c["message"] for c in e.status["details"]["causes"]]
+            self.assertEqual(len(got), len(messages))
+            for g, m in zip(got, messages):
+                self.assertTrue(g.startswith(m), (g, m))
+        # force is for apply patches only (any value: it is a *bool)
+        for ptype in ("merge", "strategic", "json"):
+            patch = [{"op": "add", "path": "/data/x", "value": "1"}] if ptype == "json" \
+                else {"data": {"x": "1"}}
+            e = self.invalid("PatchOptions", self.c.patch, "configmaps", "a", patch, self.ns,
+                             patch_type=ptype, params={"force": "false"})
+            self.assertEqual(e.status["message"], 'PatchOptions.meta.k8s.io "" is invalid: '
+                             'force: Forbidden: may not be specified for non-apply patch')
+        got = self.c.patch("configmaps", "a", body, self.ns, patch_type="apply",
+                           params={"fieldManager": "me", "force": "true"})
+        self.assertEqual(got["data"], {"k": "applied"})
+        # the media type is checked first (415), then the options
+        e = self.assertApiError(415, "UnsupportedMediaType", self.c.patch, "configmaps", "a",
+                                {"data": {}}, self.ns, patch_type="application/xml",
+                                params={"fieldManager": "\x00"})
+
 if __name__ == "__main__":
     t0 = time.monotonic()
     prog = unittest.main(exit=False, verbosity=2)

@@ -211,13 +211,23 @@ def expired(msg):
     return StatusError(410, "Expired", msg)
 
 
-def too_large_rv(want, cur):
-    """The watch cache's answer to a resourceVersion it has not reached after waiting
-    (cacher's waitUntilFreshAndBlock: storage.NewTooLargeResourceVersionError)."""
+def too_large_rv(want, cur, retry=1):
+    """storage.NewTooLargeResourceVersionError: the watch cache's answer to a resourceVersion
+    it has not reached after waiting (waitUntilFreshAndBlock, retry 1 s); etcd3's at once,
+    with no retry (validateMinimumResourceVersion: 0, omitted, and no Retry-After header)
+    or, for a watch's initial events, a jittered one (1 to 3 s)."""
+    details = {"causes": [{"reason": "ResourceVersionTooLarge",
+                           "message": "Too large resource version"}]}
+    if retry:
+        details["retryAfterSeconds"] = retry
     return StatusError(504, "Timeout", "Timeout: Too large resource version: %d, current: %d"
-                       % (want, cur), {"causes": [{"reason": "ResourceVersionTooLarge",
-                                                   "message": "Too large resource version"}],
-                                       "retryAfterSeconds": 1})
+                       % (want, cur), details)
+
+
+def etcd_future_rv():
+    """etcd's answer to a read at a revision it has not reached (mvcc ErrFutureRev), which no
+    layer converts: 500, no reason."""
+    return StatusError(500, "", "etcdserver: mvcc: required revision is a future revision")
 
 
 def wait_for_rv(store, want, seconds=3.0):
@@ -250,6 +260,19 @@ PATCH_TYPES = {
     "application/apply-patch+cbor": None,
 }
 RETURN_DELETED = {"pods", "services", "namespaces", "nodes"}
+
+
+def patch_type_of(content_type):
+    """A PATCH's patch type from its Content-Type (parameters dropped), or 415 for one
+    patch.go does not take."""
+    ctype = (content_type or "").split(";")[0].strip().lower()
+    if ctype not in PATCH_TYPES or PATCH_TYPES[ctype] is None:
+        raise StatusError(415, "UnsupportedMediaType",
+                          "the body of the request was in an unknown format - accepted media "
+                          "types include: application/json-patch+json, "
+                          "application/merge-patch+json, application/apply-patch+yaml, "
+                          "application/strategic-merge-patch+json")
+    return PATCH_TYPES[ctype]
 
 
 def ordered(obj):
@@ -324,6 +347,55 @@ def dry_run_error(dry):
         return None
     return FieldError("notsupported", "dryRun", GoLiteral(
         "[]string{%s}" % ", ".join(go_quote(str(d)) for d in dry)), supported=["All"])
+
+
+FIELD_MANAGER_MAX = 128   # metav1 validation.FieldManagerMaxLength
+
+
+def go_runes(raw):
+    """A Go string's `for i, r := range s`: (byte offset, rune, text as strconv.Quote writes
+    it inside its quotes); an invalid UTF-8 byte is utf8.RuneError (U+FFFD, printable) of
+    width 1, quoted \\xNN."""
+    i = 0
+    while i < len(raw):
+        for n in (1, 2, 3, 4):
+            try:
+                ch = raw[i:i + n].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            yield i, ch, go_quote(ch)[1:-1]
+            i += n
+            break
+        else:
+            yield i, "\ufffd", "\\x%02x" % raw[i]
+            i += 1
+
+
+def field_manager_errors(query, apply=None):
+    """ValidatePatchOptions' apply rule when apply is not None (a non-apply patch may not
+    set force; an apply patch must name its manager), then ValidateFieldManager: at most
+    128 bytes (Go's len), every rune printable (unicode.IsPrint, which is Python's
+    isprintable), each other one named with its byte offset. The parameter's raw bytes
+    are read (query.raw, as the server decoded it), so offsets and quoting are Go's."""
+    errs = []
+    value = (query or {}).get("fieldManager", "")
+    if apply is False and "force" in (query or {}):
+        errs.append(FieldError("forbidden", "force",
+                               detail="may not be specified for non-apply patch"))
+    if apply and not value:
+        errs.append(FieldError("required", "fieldManager", detail="is required for apply patch"))
+    raw_q = getattr(query, "raw", None)
+    raw = (raw_q.get("fieldManager", "").encode("latin-1") if raw_q is not None
+           else value.encode("utf-8", "surrogateescape"))
+    if len(raw) > FIELD_MANAGER_MAX:
+        errs.append(FieldError("toolong", "fieldManager", detail=str(FIELD_MANAGER_MAX)))
+    runes = list(go_runes(raw))
+    quoted = GoLiteral('"%s"' % "".join(q for _, _, q in runes))
+    for i, ch, _ in runes:
+        if not ch.isprintable():
+            errs.append(FieldError("invalid", "fieldManager", quoted,
+                                   "invalid character U+%04X (at position %d)" % (ord(ch), i)))
+    return errs
 
 
 def query_int64(query, key):
@@ -487,16 +559,21 @@ class Api:
         self._tls.applied = None
         return w
 
-    def begin_write(self, verb, query, user_agent=""):
+    def begin_write(self, verb, query, user_agent="", content_type=None):
         """A create, update or patch begins on this thread: its options are checked before
-        its body is read, as the handlers do (ValidateCreateOptions and the like: a 422 of
+        its body is decoded, as the handlers do (ValidateCreateOptions and the like: a 422 of
         meta.k8s.io's CreateOptions, UpdateOptions or PatchOptions), and its fieldValidation
         directive is kept for the decoding: Warn (the default) drops an unknown field and
-        names it in a Warning header, Ignore drops it silently, Strict fails the request."""
+        names it in a Warning header, Ignore drops it silently, Strict fails the request.
+        A patch's media type is checked first (415, patch.go)."""
         self._tls.warnings = []
-        # ValidateCreateOptions (UpdateOptions, PatchOptions): fieldManager (not checked
-        # here), dryRun, fieldValidation, every failure named
-        errs = [e for e in (dry_run_error(query_list(query, "dryRun")),) if e]
+        apply = None
+        if verb == "patch":
+            apply = patch_type_of(content_type) == "apply"
+        # ValidateCreateOptions (UpdateOptions, PatchOptions): a patch's force and apply
+        # rules, fieldManager, dryRun, fieldValidation, every failure named
+        errs = field_manager_errors(query, apply)
+        errs += [e for e in (dry_run_error(query_list(query, "dryRun")),) if e]
         v = (query or {}).get("fieldValidation", "")
         if v not in FIELD_VALIDATION:
             errs.append(FieldError("notsupported", "fieldValidation", v,
@@ -654,16 +731,23 @@ class Api:
 
     # ------------------------------------------------------------ reads
 
-    def read_at(self, query):
+    def read_at(self, query, res=None):
         """A GET's resourceVersion (GetOptions), as cacher.Get reads it: "" from etcd, else
         parsed (500 when it does not parse, parse_rv) and waited for (WaitUntilFreshAndGet:
-        3 s, then 504 Too large resource version)."""
-        want = parse_rv((query or {}).get("resourceVersion", ""))
-        if want:
+        3 s, then 504 Too large resource version). A resource without a watch cache is read
+        by etcd3's Get (validateMinimumResourceVersion): 400 "invalid resource version", and
+        one not reached yet 504 at once, with no retry."""
+        etcd = res is not None and not res.watch_cache
+        want = parse_rv((query or {}).get("resourceVersion", ""), delegated=etcd)
+        if want and etcd:
+            cur = self.store.current_rv()
+            if want > cur:
+                raise too_large_rv(want, cur, retry=0)
+        elif want:
             wait_for_rv(self.store, want)
 
     def get(self, res, ns, name, query=None):
-        self.read_at(query)
+        self.read_at(query, res)
         stored = self.store.get(res.storage, ns if res.namespaced else "", name)
         if stored is None:
             raise not_found(res, name)
@@ -723,11 +807,18 @@ class Api:
         does not decode 400 "invalid continue token: ..." (storage.DecodeContinue), then a
         resourceVersion beside a continue token 400; the rest to the watch cache, whose
         resourceVersion that does not parse is the storage layer's InvalidError, which no
-        handler converts: 500, no reason."""
+        handler converts: 500, no reason.
+
+        What etcd serves (the delegated lists, and every list of a resource without a watch
+        cache: Events) waits for nothing: a read at a revision not reached yet (Exact, or a
+        limit's legacy exact read) is etcd's ErrFutureRev, a 500; one at least as new as it
+        (NotOlderThan, or none with no limit) 504 Too large resource version at once, with no
+        retry (validateMinimumResourceVersion); and a limit pages it, at "0" too."""
         o = self.list_options(res, query)
         ls, fs, cont, rvq, match = o.ls, o.fs, o.cont, o.rv, o.match
         delegated = bool(cont) or (o.limit > 0 and rvq != "0") or match == "Exact"
-        want = parse_rv(rvq, delegated)
+        etcd = delegated or not res.watch_cache
+        want = parse_rv(rvq, etcd)
         scope = ns if res.namespaced else None
         key_prefix = storage_key(res, scope or "", "")
         start_key = cont_rv = None
@@ -742,12 +833,18 @@ class Api:
         # a limit pages the list unless it is served from the watch cache, which ignores it:
         # resourceVersion "0" without a continue token (cacher.go shouldDelegateList), the
         # whole list then, with no continue token; a negative limit is none (Limit > 0)
-        lim = o.limit if o.limit > 0 and (rvq != "0" or cont) else None
+        lim = o.limit if o.limit > 0 and etcd else None
         exact_rv = None
         if want:
-            wait_for_rv(self.store, want)
             if match == "Exact" or (not match and lim is not None and not cont):
                 exact_rv = want
+            if not etcd:
+                wait_for_rv(self.store, want)
+            else:
+                cur = self.store.current_rv()
+                if want > cur:
+                    raise etcd_future_rv() if exact_rv is not None else \
+                        too_large_rv(want, cur, retry=0)
         with self.store.lock:
             rv = self.store.rv
             if cont_rv is not None and cont_rv > 0:
@@ -1006,14 +1103,7 @@ class Api:
 
     def patch(self, res, ns, name, body_bytes, content_type, subresource=None, query=None):
         query = query or {}
-        ctype = (content_type or "").split(";")[0].strip().lower()
-        if ctype not in PATCH_TYPES or PATCH_TYPES[ctype] is None:
-            raise StatusError(415, "UnsupportedMediaType",
-                              "the body of the request was in an unknown format - accepted media "
-                              "types include: application/json-patch+json, "
-                              "application/merge-patch+json, application/apply-patch+yaml, "
-                              "application/strategic-merge-patch+json")
-        ptype = PATCH_TYPES[ctype]
+        ptype = patch_type_of(content_type)
         try:
             patch = F.loads(body_bytes.decode("utf-8") if body_bytes else "null")
         except (ValueError, UnicodeDecodeError) as e:
@@ -1029,9 +1119,7 @@ class Api:
             raise bad_request("json: cannot unmarshal number %s into Go value of type float64"
                               % lit)
         if ptype == "apply":
-            if not query.get("fieldManager"):
-                raise bad_request("PATCH requests with apply content type require a fieldManager "
-                                  "query parameter")
+            # its fieldManager is required (ValidatePatchOptions, in begin_write)
             self._tls.applied = patch
         # patch.go decodes a merge patch as a map, and a JSON patch's operations, strictly
         # before applying them (not under Ignore); what they repeat comes first

@@ -15,6 +15,11 @@ from .kselectors import go_quote
 STANDARD_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update",
                   "watch"]
 
+# The storage keys kube-apiserver serves without a watch cache (pkg/kubeapiserver
+# DefaultWatchCacheSizes: events and events.k8s.io/events at size 0): their reads and watches
+# are etcd's (api.py, store.py), not the cacher's.
+NO_WATCH_CACHE = frozenset({"core/events"})
+
 
 class Resource:
     """One served resource (plural) of one group/version."""
@@ -55,6 +60,8 @@ class Resource:
         # and AllowUnconditionalUpdate (a PUT without metadata.resourceVersion is accepted)
         self.create_on_update = create_on_update
         self.unconditional_update = unconditional_update
+        # served through kube-apiserver's watch cache, or straight from etcd (NO_WATCH_CACHE)
+        self.watch_cache = self.storage not in NO_WATCH_CACHE
 
     @property
     def api_version(self):

@@ -42,7 +42,7 @@ from fakekube import fields as F  # noqa: E402
 from fakekube.aggregator import Aggregator, parse_endpoint  # noqa: E402
 from fakekube.faults import IMMEDIATE_ACTIONS, Faults, FaultSpecError, fault_error  # noqa: E402
 from fakekube import rbac as RBAC  # noqa: E402
-from fakekube.resources import Registry  # noqa: E402
+from fakekube.resources import NO_WATCH_CACHE, Registry  # noqa: E402
 from fakekube.store import Store  # noqa: E402
 from fakekube.validation import validate_sar  # noqa: E402
 
@@ -163,7 +163,8 @@ class FakeKube:
         self.args = args
         self.verbose = args.verbose
         self.registry = Registry()
-        self.store = Store(args.history)
+        self.store = Store(args.history, uncached=NO_WATCH_CACHE,
+                           compaction_interval=parse_duration(args.etcd_compaction_interval))
         self.api = A.Api(self.store, self.registry)
         self.faults = Faults()
         self.auth = Authenticator()
@@ -630,6 +631,8 @@ class Handler(BaseHTTPRequestHandler):
         # a parameter given twice is its first value, as the API server's conversions read
         # url.Values ((*in)[0])
         query = A.Query(parse_qsl(url.query, keep_blank_values=True))
+        # the same, each value's bytes as one latin-1 character each: what Go's string holds
+        query.raw = A.Query(parse_qsl(url.query, keep_blank_values=True, encoding="latin-1"))
         entry = {"time": time.time(), "method": self.command, "path": path, "query": url.query,
                  "userAgent": self.headers.get("User-Agent", ""),
                  "contentType": self.headers.get("Content-Type", ""),
@@ -821,7 +824,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(*app.api.bind_pod(res, ns, name, self._json(body, kind="Binding"),
                                                 query))
         if verb in ("create", "update", "patch"):
-            app.api.begin_write(verb, query, self.headers.get("User-Agent", ""))
+            app.api.begin_write(verb, query, self.headers.get("User-Agent", ""),
+                                self.headers.get("Content-Type"))
             if verb == "create":
                 code, obj = app.api.create(res, ns, self._json(body, kind=res.kind), query)
             elif verb == "update":
@@ -957,7 +961,13 @@ class Handler(BaseHTTPRequestHandler):
         sendInitialEvents=true one not reached yet is waited for (waitUntilFreshAndBlock, 3 s),
         then the watch opens with one ERROR event, the 504 Too large resource version. A
         negative timeoutSeconds is kept (only 0 takes the random default): the watch's context
-        has expired, and it ends at once, with no event."""
+        has expired, and it ends at once, with no event.
+
+        A resource without a watch cache (Events) is watched in etcd (etcd3/watcher.go): the
+        ERROR event comes at once, with a jittered retry (1 to 3 s); a resourceVersion
+        compacted away is etcd's ErrCompacted (410 "The resourceVersion for the provided
+        watch is too old."), with no window but the compaction's; and no BOOKMARK comes but
+        the initial events' end (the registry asks etcd for no progress notifications)."""
         app = self.app
         opts = app.api.list_options(res, query)
         ls, fs, rv, send_initial = opts.ls, opts.fs, opts.rv, opts.send_initial
@@ -973,7 +983,12 @@ class Handler(BaseHTTPRequestHandler):
             timeout = app.min_request_timeout * (1.0 + random.random())
         want = A.parse_rv(rv)
         failed = None
-        if send_initial is True and want:
+        if send_initial is True and want and not res.watch_cache:
+            cur = app.store.current_rv()
+            if want > cur:
+                # startWatching: wait.Jitter(1 s, 3) truncated to whole seconds
+                failed = A.too_large_rv(want, cur, retry=int(1 + 3 * random.random())).status()
+        elif send_initial is True and want:
             try:
                 A.wait_for_rv(app.store, want)
             except A.StatusError as e:
@@ -996,13 +1011,16 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self._status = 200
             if err is not None:
-                failed = A.expired("too old resource version: %d (%d)" % err).status()
+                failed = A.expired("too old resource version: %d (%d)" % err
+                                   if res.watch_cache else
+                                   "The resourceVersion for the provided watch is too old."
+                                   ).status()
             if failed is not None:
                 self._write_event("ERROR", failed)
             if w is None or failed is not None:
                 self.wfile.write(b"0\r\n\r\n")
                 return
-            self._stream(res, w, snap, ls, fs, timeout, opts.bookmarks,
+            self._stream(res, w, snap, ls, fs, timeout, opts.bookmarks and res.watch_cache,
                          send_initial is True and opts.bookmarks)
         finally:
             if w is not None:
@@ -1193,6 +1211,9 @@ def build_parser():
     ap.add_argument("--kubeconfig-client-key", help="client key (PEM) for the kubeconfig")
     ap.add_argument("--history", type=int, default=1000,
                     help="watch history window, in events per resource [1000]")
+    ap.add_argument("--etcd-compaction-interval", default="5m",
+                    help="as kube-apiserver's: the history of a resource served without a "
+                         "watch cache (events) is cut to the previous tick's revision [5m]")
     ap.add_argument("--bookmark-interval", default="10s",
                     help="BOOKMARK period for watches with allowWatchBookmarks [10s]")
     ap.add_argument("--min-request-timeout", default="1800s",

@@ -7,7 +7,10 @@ read-modify-write).  Every write gets the next resourceVersion and is appended t
 and pushed to every watcher of the same storage key; watchers filter and convert on their own
 thread.  Like kube-apiserver's watch cache, each storage key (resource) keeps its own bounded
 window of recent changes (--history events); a watch from a resourceVersion older than its
-resource's window, or older than a compaction, gets 410 Expired.
+resource's window, or older than a compaction, gets 410 Expired.  A resource kube-apiserver
+serves without a watch cache (Events) is read from etcd, which keeps every revision until
+its compaction: its history is not bounded by --history but cut at kube-apiserver's periodic
+etcd compaction (--etcd-compaction-interval, to the revision of the previous tick).
 """
 
 import collections
@@ -86,7 +89,7 @@ def etcd_order(key):
 
 
 class Store:
-    def __init__(self, history_size=1000):
+    def __init__(self, history_size=1000, uncached=(), compaction_interval=300.0):
         self.lock = threading.RLock()
         self.rv = 0
         self.objects = {}   # storage -> {(namespace, name): obj}
@@ -96,6 +99,12 @@ class Store:
         self.dropped = {}
         self.compacted = 0
         self.watchers = set()
+        # storages without a watch cache: their history is etcd's, cut only by compaction
+        # (kube-apiserver's compactor: every interval, to the revision seen the tick before)
+        self.uncached = frozenset(uncached)
+        self.compaction_interval = float(compaction_interval)
+        self._compact_mark = 0
+        self._next_compaction = time.monotonic() + self.compaction_interval
 
     # ------------------------------------------------------------ reads
 
@@ -143,8 +152,9 @@ class Store:
                    copy.deepcopy(prev) if prev is not None else None)
         h = self.history.setdefault(storage, collections.deque())
         h.append(ev)
-        while len(h) > self.history_size:
+        while len(h) > self.history_size and storage not in self.uncached:
             self.dropped[storage] = h.popleft().rv
+        self._etcd_compaction()
         for w in list(self.watchers):
             if w.storage == storage and (w.namespace is None or
                                          w.namespace == obj["metadata"].get("namespace", "")):
@@ -175,6 +185,23 @@ class Store:
 
     # ------------------------------------------------------------ watch support
 
+    def _etcd_compaction(self):
+        """kube-apiserver's etcd compactor, run when due: the history of the storages without
+        a watch cache loses the changes up to the revision of the previous tick (a watch from
+        before it is 410, as etcd's ErrCompacted). Called with the lock held."""
+        now = time.monotonic()
+        if now < self._next_compaction:
+            return
+        mark = self._compact_mark
+        for storage in self.uncached:
+            h = self.history.get(storage)
+            while h and h[0].rv <= mark:
+                h.popleft()
+            if mark > self.dropped.get(storage, 0):
+                self.dropped[storage] = mark
+        self._compact_mark = self.rv
+        self._next_compaction = now + self.compaction_interval
+
     def compact(self):
         """Forget all history: a watch resuming from any older resourceVersion gets 410."""
         with self.lock:
@@ -189,6 +216,7 @@ class Store:
         history no longer reaches back to N.  since_rv "now": the changes after the present
         resourceVersion, without a snapshot."""
         with self.lock:
+            self._etcd_compaction()
             if since_rv == "now":
                 since_rv = self.rv
             if since_rv is None:
@@ -212,6 +240,7 @@ class Store:
     def window_start(self, storage):
         """Oldest resourceVersion a watch of storage can resume from."""
         with self.lock:
+            self._etcd_compaction()
             return max(self.dropped.get(storage, 0), self.compacted)
 
     def unregister(self, w):
