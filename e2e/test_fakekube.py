@@ -24,7 +24,8 @@ import unittest
 E2E = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, E2E)
 
-from fakekube import harness  # noqa: E402
+from fakekube import harness, server  # noqa: E402
+from fakekube import store as store_mod  # noqa: E402
 from fakekube.kubeclient import ApiError, Client, KubeConfig, WatchBroken, wait_for  # noqa: E402
 
 FK = None   # the shared server (TLS, token + cert kubeconfigs, 0.3 s bookmarks)
@@ -3417,9 +3418,10 @@ class TestEventsWithoutWatchCache(Base):
         """No watch cache window: a watch of Events resumes from any revision etcd still has
         (the fake cut them at --history, as the cache does), until kube-apiserver's periodic
         compaction (--etcd-compaction-interval), after which it is etcd's ErrCompacted: 410
-        "The resourceVersion for the provided watch is too old."."""
+        "The resourceVersion for the provided watch is too old.". The compactor's ticks are
+        driven by the admin hook (interval 0: no timer), so none can fall inside the setup."""
         small = harness.start(tls=False, history=3,
-                              extra_args=("--etcd-compaction-interval", "1s"))
+                              extra_args=("--etcd-compaction-interval", "0"))
         try:
             sc = small.client()
             first = sc.create("events", core_event("e0", "default"), namespace="default")
@@ -3437,10 +3439,21 @@ class TestEventsWithoutWatchCache(Base):
             # an exact list at rv0 is still served too
             lst = sc.list("events", "default", limit=10, resource_version=rv0)
             self.assertEqual([i["metadata"]["name"] for i in lst["items"]], ["e0"])
-            # two compaction ticks: the first marks the present, the second compacts to it
-            time.sleep(1.1)
-            sc.create("events", core_event("e6", "default"), namespace="default")
-            time.sleep(1.1)
+            # the first tick only puts compact_rev_key (a revision of its own): no compaction
+            before = int(small.state()["resourceVersion"])
+            t1 = small.etcd_compaction_tick()
+            self.assertEqual((int(t1["resourceVersion"]), t1["etcdCompactedTo"]),
+                             (before + 1, "0"))
+            self.assertEqual(int(small.state()["resourceVersion"]), before + 1)
+            e6 = sc.create("events", core_event("e6", "default"), namespace="default")
+            self.assertEqual(int(e6["metadata"]["resourceVersion"]), before + 2)
+            evs = list(sc.watch("events", "default", resource_version=rv0, timeout_seconds=1))
+            self.assertEqual([e["object"]["metadata"]["name"] for e in evs],
+                             ["e%d" % i for i in range(1, 7)])
+            # the second compacts to the first one's revision
+            t2 = small.etcd_compaction_tick()
+            self.assertEqual(t2["etcdCompactedTo"], t1["resourceVersion"])
+            self.assertEqual(int(t2["resourceVersion"]), before + 3)
             evs = list(sc.watch("events", "default", resource_version=rv0, timeout_seconds=1))
             self.assertEqual([e["type"] for e in evs], ["ERROR"])
             st = evs[0]["object"]
@@ -3450,7 +3463,23 @@ class TestEventsWithoutWatchCache(Base):
                                     resource_version=rv0)
             self.assertEqual(e.status["message"],
                              "The resourceVersion for the provided list is too old.")
+            # etcd3's watcher starts at resourceVersion + 1: from the revision before the
+            # compaction's it still resumes, from the one before that it is compacted; a
+            # list reads at the resourceVersion itself, so only from the compaction's on
+            mark = int(t1["resourceVersion"])
+            evs = list(sc.watch("events", "default", resource_version=str(mark - 1),
+                                timeout_seconds=1))
+            self.assertEqual([e["object"]["metadata"]["name"] for e in evs], ["e6"])
+            evs = list(sc.watch("events", "default", resource_version=str(mark - 2),
+                                timeout_seconds=1))
+            self.assertEqual([e["object"]["code"] for e in evs], [410])
+            self.assertApiError(410, "Expired", sc.list, "events", "default", limit=10,
+                                resource_version=str(mark - 1))
+            lst = sc.list("events", "default", limit=10, resource_version=str(mark))
+            self.assertEqual([i["metadata"]["name"] for i in lst["items"]],
+                             ["e%d" % i for i in range(6)])
             cur = sc.list("events", "default")["metadata"]["resourceVersion"]
+            self.assertEqual(int(cur), before + 3)
             w = sc.watch("events", "default", resource_version=cur, timeout_seconds=5)
             self.assertIsNone(w.next_event(0.3))
             self.assertIsNone(w.ended)
@@ -3458,6 +3487,96 @@ class TestEventsWithoutWatchCache(Base):
             sc.close()
         finally:
             small.stop()
+
+    def test_compaction_interval_flag(self):
+        """--etcd-compaction-interval is a Go duration (pflag's time.ParseDuration: "5m0s"
+        as kube-apiserver prints its default), and 0 starts no compactor: the
+        resourceVersion stays where the writes leave it."""
+        self.assertEqual(server.parse_duration("5m0s"), 300.0)
+        self.assertEqual(server.parse_duration("1h2m3.5s"), 3723.5)
+        self.assertEqual(server.parse_duration("250ms"), 0.25)
+        for bad in ("5x", "5m3", "m", "1..5s", ""):
+            with self.assertRaises(ValueError, msg=bad):
+                server.parse_duration(bad)
+        fk = harness.start(tls=False, extra_args=("--etcd-compaction-interval", "5m0s"))
+        try:
+            self.assertTrue(fk.alive())
+            rv = fk.state()["resourceVersion"]
+            self.assertEqual(fk.client().list("events")["metadata"]["resourceVersion"], rv)
+        finally:
+            fk.stop()
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+class TestEtcdCompactor(unittest.TestCase):
+    """store.Store's model of kube-apiserver's compactor (etcd3/compact.go): a tick every
+    interval, each putting compact_rev_key (a revision of its own) and compacting to the
+    revision the tick before got; none with an interval of 0. On a fake clock."""
+
+    def store(self, interval):
+        self.clock = FakeClock()
+        return store_mod.Store(history_size=2, uncached=("events",),
+                               compaction_interval=interval, clock=self.clock)
+
+    @staticmethod
+    def put(st, name):
+        return int(st.put("events", {"metadata": {"name": name, "namespace": "ns"}})
+                   ["metadata"]["resourceVersion"])
+
+    @staticmethod
+    def names(st):
+        return [ev.obj["metadata"]["name"] for ev in st.history["events"]]
+
+    def test_missed_ticks_are_each_run_on_schedule(self):
+        st = self.store(10)
+        self.assertEqual(self.put(st, "a"), 1)
+        self.clock.t += 25          # two ticks missed (at +10 and +20): both run
+        self.assertEqual(self.put(st, "b"), 4)      # after the ticks' revisions 2 and 3
+        self.assertEqual(st.etcd_compacted, 2)      # the second compacted to the first's
+        self.assertEqual(self.names(st), ["b"])
+        self.clock.t += 4.9         # the next tick is at +30, not 10 s after the late run
+        self.assertEqual(st.current_rv(), 4)
+        self.clock.t += 0.1
+        self.assertEqual(st.current_rv(), 5)
+        self.assertEqual(st.etcd_compacted, 3)
+        # and the resourceVersion goes on by one a tick with no object written
+        self.clock.t += 30
+        self.assertEqual(st.current_rv(), 8)
+        self.assertEqual(st.etcd_compacted, 7)
+        self.assertEqual(self.names(st), [])
+        self.assertEqual(st.window_start("events"), 7)
+
+    def test_a_late_tick_comes_before_the_write_that_notices_it(self):
+        st = self.store(10)
+        self.put(st, "a")
+        self.clock.t += 10
+        rv_b = self.put(st, "b")    # the tick (revision 2) was due before this write
+        self.assertEqual(rv_b, 3)
+        self.clock.t += 10          # compacts to 2: "a" goes, "b" stays
+        self.assertEqual(st.current_rv(), 4)
+        self.assertEqual(self.names(st), ["b"])
+        w, backlog, err = st.register("events", None, rv_b - 1)
+        self.assertIsNone(err)
+        self.assertEqual([ev.obj["metadata"]["name"] for ev in w.queue], ["b"])
+        st.unregister(w)
+
+    def test_interval_zero_never_compacts(self):
+        for interval in (0, -1):
+            st = self.store(interval)
+            for n in "abc":
+                self.put(st, n)
+            for _ in range(3):
+                self.clock.t += 1000
+                self.assertEqual(st.current_rv(), 3)
+            self.assertEqual(self.names(st), ["a", "b", "c"])
+            self.assertEqual(st.window_start("events"), 0)
 
 
 class TestFieldManagerOption(Base):
@@ -3527,6 +3646,47 @@ class TestFieldManagerOption(Base):
         self.assertEqual([i["metadata"]["name"] for i in
                           self.c.list("configmaps", self.ns)["items"]], ["a"])
         self.assertNotEqual(got["metadata"]["resourceVersion"], rv)
+
+    def test_printable_is_go_1_22s_unicode_15(self):
+        """unicode.IsPrint of Go 1.22 (kube-apiserver 1.31) is Unicode 15.0's: what 15.0
+        assigned is printable (U+1F6DC WIRELESS, Kawi), its gaps, its format controls
+        (U+13439, Cf) and what 16.0 assigned (U+11F5A) are not; strconv.Quote keeps the
+        printable ones in the value it quotes."""
+        ok = "\U0001F6DC\U00011F00\U00031350\U0001E4D0"
+        self.c.create("configmaps", cm("a"), namespace=self.ns, params={"fieldManager": ok})
+        got = self.c.get("configmaps", "a", self.ns)
+        self.assertEqual([m["manager"] for m in got["metadata"]["managedFields"]], [ok])
+        for bad, quoted in (("\U00011F11", "\\U00011f11"), ("\U00011F5A", "\\U00011f5a"),
+                            ("\U00013439", "\\U00013439")):
+            e = self.invalid("CreateOptions", self.c.create, "configmaps", cm("b"), self.ns,
+                             params={"fieldManager": "x" + bad})
+            self.assertEqual([c["message"] for c in e.status["details"]["causes"]], [
+                'Invalid value: "x%s": invalid character U+%04X (at position 1)'
+                % (quoted, ord(bad))])
+        e = self.invalid("CreateOptions", self.c.create, "configmaps", cm("b"), self.ns,
+                         params={"fieldManager": "\U0001F6DC\x00"})
+        self.assertEqual([c["message"] for c in e.status["details"]["causes"]], [
+            'Invalid value: "\U0001F6DC\\x00": invalid character U+0000 (at position 4)'])
+
+    def test_patch_content_type_is_matched_as_patch_go(self):
+        """patch.go cuts the Content-Type at its first ";" when that is past index 0 and
+        then needs a patch type exactly: case-sensitive, nothing trimmed before the ";"."""
+        self.c.create("configmaps", cm("a"), namespace=self.ns)
+        path = self.c.path("configmaps", self.ns, "a")
+        body = {"data": {"k": "x"}}
+        for ctype, want in (("application/merge-patch+json; charset=utf-8", 200),
+                            ("application/merge-patch+json;", 200),
+                            ("application/merge-patch+json;charset=utf-8;x=y", 200),
+                            ("Application/Merge-Patch+JSON", 415),
+                            ("APPLICATION/MERGE-PATCH+JSON; charset=utf-8", 415),
+                            ("application/merge-patch+json ; charset=utf-8", 415),
+                            ("application/apply-patch+yaml ; charset=utf-8", 415),
+                            (";application/merge-patch+json", 415)):
+            code, _, payload = self.c.raw("PATCH", path, body=body, content_type=ctype,
+                                          params={"fieldManager": "m"})
+            self.assertEqual(code, want, (ctype, payload))
+            if want == 415:
+                self.assertEqual(json.loads(payload)["reason"], "UnsupportedMediaType")
 
     def test_apply_needs_a_manager_and_only_apply_takes_force(self):
         self.c.create("configmaps", cm("a"), namespace=self.ns)

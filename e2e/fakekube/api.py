@@ -22,7 +22,8 @@ from . import fields as F
 from . import goparse as G
 from . import managed as M
 from . import patch as P
-from .kselectors import FieldSelector, LabelSelector, SelectorError, go_parse_int, go_quote
+from .kselectors import (FieldSelector, LabelSelector, SelectorError, go_is_print, go_parse_int,
+                         go_quote)
 from .validation import FieldError, GoLiteral, go_base64_error, validate_meta
 
 
@@ -263,9 +264,14 @@ RETURN_DELETED = {"pods", "services", "namespaces", "nodes"}
 
 
 def patch_type_of(content_type):
-    """A PATCH's patch type from its Content-Type (parameters dropped), or 415 for one
-    patch.go does not take."""
-    ctype = (content_type or "").split(";")[0].strip().lower()
+    """A PATCH's patch type from its Content-Type, or 415 for one patch.go does not take.
+    patch.go cuts the value at its first ";" when that is not at index 0, and then needs one
+    of the types exactly: case-sensitive, no space trimmed before the ";". Only the header
+    value's own leading and trailing blanks are gone (Go's textproto drops them)."""
+    ctype = (content_type or "").strip(" \t")
+    idx = ctype.find(";")
+    if idx > 0:
+        ctype = ctype[:idx]
     if ctype not in PATCH_TYPES or PATCH_TYPES[ctype] is None:
         raise StatusError(415, "UnsupportedMediaType",
                           "the body of the request was in an unknown format - accepted media "
@@ -374,8 +380,8 @@ def go_runes(raw):
 def field_manager_errors(query, apply=None):
     """ValidatePatchOptions' apply rule when apply is not None (a non-apply patch may not
     set force; an apply patch must name its manager), then ValidateFieldManager: at most
-    128 bytes (Go's len), every rune printable (unicode.IsPrint, which is Python's
-    isprintable), each other one named with its byte offset. The parameter's raw bytes
+    128 bytes (Go's len), every rune printable (unicode.IsPrint on Go 1.22's Unicode 15.0:
+    go_is_print), each other one named with its byte offset. The parameter's raw bytes
     are read (query.raw, as the server decoded it), so offsets and quoting are Go's."""
     errs = []
     value = (query or {}).get("fieldManager", "")
@@ -392,7 +398,7 @@ def field_manager_errors(query, apply=None):
     runes = list(go_runes(raw))
     quoted = GoLiteral('"%s"' % "".join(q for _, _, q in runes))
     for i, ch, _ in runes:
-        if not ch.isprintable():
+        if not go_is_print(ch):
             errs.append(FieldError("invalid", "fieldManager", quoted,
                                    "invalid character U+%04X (at position %d)" % (ord(ch), i)))
     return errs
@@ -846,7 +852,7 @@ class Api:
                     raise etcd_future_rv() if exact_rv is not None else \
                         too_large_rv(want, cur, retry=0)
         with self.store.lock:
-            rv = self.store.rv
+            rv = self.store.current_rv()
             if cont_rv is not None and cont_rv > 0:
                 rv = cont_rv   # below 0: the token of a compacted list, at the latest
                 if rv > self.store.rv:
@@ -1442,7 +1448,8 @@ class Api:
                 obj.pop("apiVersion", None)
                 items.append(obj)
             return 200, {"kind": res.kind + "List", "apiVersion": res.api_version,
-                         "metadata": {"resourceVersion": str(self.store.rv)}, "items": items}
+                         "metadata": {"resourceVersion": str(self.store.current_rv())},
+                         "items": items}
 
     # ------------------------------------------------------------ watch filtering
 

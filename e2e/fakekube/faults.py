@@ -15,7 +15,7 @@ import threading
 from .api import StatusError
 
 RULE_ACTIONS = ("error", "latency", "reset")
-IMMEDIATE_ACTIONS = ("drop-watches", "compact", "restart", "clear")
+IMMEDIATE_ACTIONS = ("drop-watches", "compact", "etcd-compaction-tick", "restart", "clear")
 _MATCH_KEYS = ("method", "verb", "resource", "subresource", "namespace", "name", "user")
 
 

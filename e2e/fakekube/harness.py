@@ -264,6 +264,12 @@ class FakeKubeProcess:
     def compact(self):
         return self.fault({"action": "compact"})[0]
 
+    def etcd_compaction_tick(self):
+        """One tick of kube-apiserver's etcd compactor now (for a server started with
+        --etcd-compaction-interval 0, or besides its timer's): -> {resourceVersion,
+        etcdCompactedTo}."""
+        return self.fault({"action": "etcd-compaction-tick"})[0]
+
     def restart(self, delay=0.5, wait=True, timeout=15.0):
         """Close the API listener and connections; listen again after delay seconds."""
         before = self.state()["restarts"]

@@ -10,6 +10,7 @@ BadRequest.
 """
 
 import re
+import unicodedata
 
 _LABEL_VALUE_RE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _NAME_PART_RE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
@@ -39,13 +40,48 @@ _GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", 
                "\v": "\\v", '"': '\\"', "\\": "\\\\"}
 
 
+# The code points Unicode 15.0 assigned (DerivedAge.txt, "; 15.0": 4,489 of them) that are
+# letters, marks, numbers, punctuation or symbols: all but the Egyptian format controls
+# U+13439..1343F (Cf). kube-apiserver 1.31 is built with Go 1.22, whose unicode and strconv
+# tables are Unicode 15.0.0; a Python with older tables (3.11: 14.0.0) has them unassigned.
+_UNICODE_15_0_PRINT = (
+    (0x0CF3, 0x0CF3), (0x0ECE, 0x0ECE), (0x10EFD, 0x10EFF), (0x1123F, 0x11241),
+    (0x11B00, 0x11B09), (0x11F00, 0x11F10), (0x11F12, 0x11F3A), (0x11F3E, 0x11F59),
+    (0x1342F, 0x1342F), (0x13440, 0x13455), (0x1B132, 0x1B132), (0x1B155, 0x1B155),
+    (0x1D2C0, 0x1D2D3), (0x1DF25, 0x1DF2A), (0x1E030, 0x1E06D), (0x1E08F, 0x1E08F),
+    (0x1E4D0, 0x1E4F9), (0x1F6DC, 0x1F6DC), (0x1F774, 0x1F776), (0x1F77B, 0x1F77F),
+    (0x1F7D9, 0x1F7D9), (0x1FA75, 0x1FA77), (0x1FA87, 0x1FA88), (0x1FAAD, 0x1FAAF),
+    (0x1FABB, 0x1FABD), (0x1FABF, 0x1FABF), (0x1FACE, 0x1FACF), (0x1FADA, 0x1FADB),
+    (0x1FAE8, 0x1FAE8), (0x1FAF7, 0x1FAF8), (0x2B739, 0x2B739), (0x31350, 0x323AF))
+# What Unicode 15.1 assigned (all printable: CJK Ext I, ideographic description characters),
+# for a Python with newer tables. (16.0 and later are not listed: the fake runs on 3.11/3.12.)
+_UNICODE_15_1 = ((0x2FFC, 0x2FFF), (0x31EF, 0x31EF), (0x2EBF0, 0x2EE5D))
+_UNIDATA = tuple(int(x) for x in unicodedata.unidata_version.split("."))
+
+
+def _in(ranges, c):
+    return any(lo <= c <= hi for lo, hi in ranges)
+
+
+def go_is_print(ch):
+    """Go 1.22's unicode.IsPrint (and strconv.IsPrint) of one rune: a letter, mark, number,
+    punctuation, symbol or U+0020 in Unicode 15.0.0 (Python's isprintable() is the same
+    rule on its own Unicode version's tables)."""
+    c = ord(ch)
+    if _UNIDATA < (15, 0) and _in(_UNICODE_15_0_PRINT, c):
+        return True
+    if _UNIDATA > (15, 0) and _in(_UNICODE_15_1, c):
+        return False
+    return ch.isprintable()
+
+
 def go_quote(s):
     """strconv.Quote (Go's %q of a string): printable runes kept, the rest escaped."""
     out = []
     for ch in s:
         if ch in _GO_ESCAPES:
             out.append(_GO_ESCAPES[ch])
-        elif ch.isprintable():
+        elif go_is_print(ch):
             out.append(ch)
         elif ord(ch) < 0x20 or ord(ch) == 0x7f:
             out.append("\\x%02x" % ord(ch))

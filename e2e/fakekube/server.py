@@ -27,6 +27,7 @@ import argparse  # noqa: E402
 import base64
 import json
 import random
+import re
 import select
 import signal
 import socket
@@ -56,13 +57,32 @@ WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 BUILTIN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
+_GO_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3,
+                      "s": 1.0, "m": 60.0, "h": 3600.0}
+_GO_DURATION_RE = re.compile(r"([0-9]*(?:\.[0-9]*)?)([^0-9.]+)")
+
+
 def parse_duration(s):
-    """'10', '10s', '500ms', '2m' -> seconds (float)."""
-    s = str(s).strip()
-    for suffix, mul in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-        if s.endswith(suffix):
-            return float(s[:-len(suffix)]) * mul
-    return float(s)
+    """A duration flag -> seconds (float): Go's time.ParseDuration, as kube-apiserver's
+    pflag.Duration flags read it ('500ms', '2m', '5m0s', '1h2m3.5s', '-1s', '0'), or a bare
+    number of seconds ('10'). ValueError with Go's message for anything else."""
+    orig = str(s)
+    s = orig.strip()
+    if re.fullmatch(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", s):
+        return float(s)
+    sign = -1.0 if s[:1] == "-" else 1.0
+    body = s[1:] if s[:1] in "+-" else s
+    total, pos = 0.0, 0
+    for m in _GO_DURATION_RE.finditer(body):
+        num, unit = m.groups()
+        if m.start() != pos or num in ("", ".") or unit not in _GO_DURATION_UNITS:
+            break
+        total += float(num) * _GO_DURATION_UNITS[unit]
+        pos = m.end()
+    else:
+        if body and pos == len(body):
+            return sign * total
+    raise ValueError('time: invalid duration "%s"' % orig)
 
 
 def parse_hostport(s):
@@ -366,6 +386,11 @@ class FakeKube:
             if action == "compact":
                 self.store.compact()
                 return {"action": action, "compactedTo": str(self.store.current_rv())}
+            if action == "etcd-compaction-tick":
+                with self.store.lock:
+                    self.store.compaction_tick()
+                    return {"action": action, "resourceVersion": str(self.store.rv),
+                            "etcdCompactedTo": str(self.store.etcd_compacted)}
             if action == "clear":
                 return {"action": action, "cleared": self.faults.clear()}
             delay = spec.get("delay", spec.get("delayMs", 1000) / 1000.0)
@@ -1132,7 +1157,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"cleared": True})
         if p == "/state" and m == "GET":
             with app.store.lock:
-                st = {"resourceVersion": str(app.store.rv),
+                st = {"resourceVersion": str(app.store.current_rv()),
                       "compactedTo": str(app.store.compacted),
                       "history": {k: {"length": len(h),
                                       "windowStart": str(app.store.window_start(k))}
@@ -1212,8 +1237,9 @@ def build_parser():
     ap.add_argument("--history", type=int, default=1000,
                     help="watch history window, in events per resource [1000]")
     ap.add_argument("--etcd-compaction-interval", default="5m",
-                    help="as kube-apiserver's: the history of a resource served without a "
-                         "watch cache (events) is cut to the previous tick's revision [5m]")
+                    help="as kube-apiserver's (a Go duration; 0: no compaction): the history "
+                         "of a resource served without a watch cache (events) is cut to the "
+                         "previous tick's revision [5m]")
     ap.add_argument("--bookmark-interval", default="10s",
                     help="BOOKMARK period for watches with allowWatchBookmarks [10s]")
     ap.add_argument("--min-request-timeout", default="1800s",

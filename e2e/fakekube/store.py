@@ -89,7 +89,8 @@ def etcd_order(key):
 
 
 class Store:
-    def __init__(self, history_size=1000, uncached=(), compaction_interval=300.0):
+    def __init__(self, history_size=1000, uncached=(), compaction_interval=300.0,
+                 clock=time.monotonic):
         self.lock = threading.RLock()
         self.rv = 0
         self.objects = {}   # storage -> {(namespace, name): obj}
@@ -102,9 +103,13 @@ class Store:
         # storages without a watch cache: their history is etcd's, cut only by compaction
         # (kube-apiserver's compactor: every interval, to the revision seen the tick before)
         self.uncached = frozenset(uncached)
+        # (0 or less: none, as kube-apiserver starts no compactor for an interval of 0)
         self.compaction_interval = float(compaction_interval)
-        self._compact_mark = 0
-        self._next_compaction = time.monotonic() + self.compaction_interval
+        self._clock = clock
+        self._compact_mark = 0      # the revision of the previous tick's compact_rev_key put
+        self.etcd_compacted = 0     # the revision etcd was last compacted to
+        self._next_compaction = (clock() + self.compaction_interval
+                                 if self.compaction_interval > 0 else None)
 
     # ------------------------------------------------------------ reads
 
@@ -141,6 +146,7 @@ class Store:
 
     def current_rv(self):
         with self.lock:
+            self._etcd_compaction()
             return self.rv
 
     # ------------------------------------------------------------ writes
@@ -154,7 +160,6 @@ class Store:
         h.append(ev)
         while len(h) > self.history_size and storage not in self.uncached:
             self.dropped[storage] = h.popleft().rv
-        self._etcd_compaction()
         for w in list(self.watchers):
             if w.storage == storage and (w.namespace is None or
                                          w.namespace == obj["metadata"].get("namespace", "")):
@@ -166,6 +171,7 @@ class Store:
         Its labels and annotations are kept sorted by key, as the API server's encoding of a
         Go map writes them, whichever write (a client's or the fake's own) set them."""
         with self.lock:
+            self._etcd_compaction()     # the ticks due come before this write's revision
             meta = obj["metadata"]
             for k in ("labels", "annotations"):
                 if isinstance(meta.get(k), dict):
@@ -177,6 +183,7 @@ class Store:
     def remove(self, storage, obj):
         """Delete obj; the DELETED event carries its last state with the deletion's RV."""
         with self.lock:
+            self._etcd_compaction()
             meta = obj["metadata"]
             key = (meta.get("namespace", ""), meta["name"])
             prev = self.objects.get(storage, {}).pop(key, None)
@@ -186,21 +193,36 @@ class Store:
     # ------------------------------------------------------------ watch support
 
     def _etcd_compaction(self):
-        """kube-apiserver's etcd compactor, run when due: the history of the storages without
-        a watch cache loses the changes up to the revision of the previous tick (a watch from
-        before it is 410, as etcd's ErrCompacted). Called with the lock held."""
-        now = time.monotonic()
-        if now < self._next_compaction:
+        """kube-apiserver's etcd compactor (etcd3/compact.go), run for every tick due by now,
+        each at its own place in the revision order: a tick every interval from the start,
+        none skipped or merged however late the fake notices them. Called with the lock
+        held, before any read of self.rv or the history and before any write."""
+        if self._next_compaction is None:
             return
-        mark = self._compact_mark
-        for storage in self.uncached:
-            h = self.history.get(storage)
-            while h and h[0].rv <= mark:
-                h.popleft()
-            if mark > self.dropped.get(storage, 0):
-                self.dropped[storage] = mark
-        self._compact_mark = self.rv
-        self._next_compaction = now + self.compaction_interval
+        now = self._clock()
+        while now >= self._next_compaction:
+            self.compaction_tick()
+            self._next_compaction += self.compaction_interval
+
+    def compaction_tick(self):
+        """One tick of the compactor: its transaction puts compact_rev_key (a revision of its
+        own, so the resourceVersion moves on with no object written), then etcd is compacted
+        to the revision the previous tick's put got (none at the first tick: "we don't
+        compact on bootstrap"). The storages without a watch cache lose their changes before
+        it (a watch or list from before it is 410, as etcd's ErrCompacted)."""
+        with self.lock:
+            self.rv += 1
+            mark = self._compact_mark
+            self._compact_mark = self.rv
+            if not mark:
+                return
+            self.etcd_compacted = mark
+            for storage in self.uncached:
+                h = self.history.get(storage)
+                while h and h[0].rv < mark:
+                    h.popleft()
+                if mark > self.dropped.get(storage, 0):
+                    self.dropped[storage] = mark
 
     def compact(self):
         """Forget all history: a watch resuming from any older resourceVersion gets 410."""
@@ -225,6 +247,10 @@ class Store:
                 self.watchers.add(w)
                 return w, (snap, self.rv), None
             oldest = self.window_start(storage)
+            if storage in self.uncached and oldest == self.etcd_compacted > self.compacted:
+                # etcd3's watcher starts at since_rv + 1, which etcd still has when it is
+                # the compaction's revision (a range at since_rv would be ErrCompacted)
+                oldest -= 1
             if since_rv < oldest:
                 return None, None, (since_rv, oldest)
             # a version not reached yet (kube-apiserver's watch cache opens the watch and
@@ -258,6 +284,7 @@ class Store:
     def bookmark_rv(self, w):
         """The resourceVersion a bookmark may carry now, or None when events are still queued."""
         with self.lock:
+            self._etcd_compaction()
             if not w.empty() or self.rv <= w.after_rv:  # never behind the watch's own
                 return None
             return self.rv
