@@ -184,8 +184,22 @@ class ExtMetricsE2E(unittest.TestCase):
         cls.unready = wait_for(lambda: (lambda r: r if "synced" in r[1] and "front-proxy" in r[1]
                                         else None)(readyz()),
                                15, interval=0.1, what="/readyz waiting for the front proxy")
+        # the HTTPS listener's own /readyz says the same (no credentials)
+        def em_readyz():
+            ctx = ssl.create_default_context(cafile=cls.serving_ca)
+            conn = http.client.HTTPSConnection("127.0.0.1", cls.port, context=ctx, timeout=10)
+            try:
+                conn.request("GET", "/readyz")
+                r = conn.getresponse()
+                return r.status, r.read().decode()
+            finally:
+                conn.close()
+        cls.em_unready = wait_for(lambda: (lambda r: r if "front-proxy" in r[1] else None)(
+            em_readyz()), 15, interval=0.1, what="the listener's /readyz waiting for it")
         cls.ready = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(readyz()), 30,
                              interval=0.1, what="/readyz 200 once the front proxy is read")
+        cls.em_ready = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(em_readyz()), 10,
+                                interval=0.1, what="the listener's /readyz 200")
         # the Service's endpoint once the pod is Ready, as its readiness publishes it
         fk.set_service_endpoint(SYSTEM_NS, "gpuscaler", "127.0.0.1:%d" % cls.port)
         cls.up_cond = wait_for(lambda: cls.available_cond(True), 30,
@@ -331,6 +345,8 @@ class ExtMetricsE2E(unittest.TestCase):
         self.assertRegex(self.unready[1], r"^not ready \(caches synced, (leader|follower), "
                                           r"no front-proxy trust yet\)\n$")
         self.assertRegex(self.ready[1], r"^ok \(caches synced, (leader|follower)\)\n$")
+        self.assertEqual(self.em_unready, (503, "not ready: no front-proxy trust yet"))
+        self.assertEqual(self.em_ready, (200, "ok"))
         groups = {g["name"]: g for g in self.c.request("GET", "/apis")["groups"]}
         self.assertEqual(groups["external.metrics.k8s.io"]["preferredVersion"],
                          {"groupVersion": "external.metrics.k8s.io/v1beta1",

@@ -624,8 +624,9 @@ class ShardingEdgesE2E(unittest.TestCase):
     """Small scenarios on their own fake API server (no Deployments: only the Leases and the
     replicas' logs and metrics): the single leader and shard holders exclude each other in
     a rollout that turns sharding on or off; a shard handed to a member that never takes it
-    is taken back; a shard Lease release that meets a 409 reads the Lease again; a full
-    member table gives an expired member's slot to a live newcomer."""
+    is taken back; a shard Lease release that meets a 409 reads the Lease again; a shard
+    handed back at a stop before it acted says so; a full member table gives an expired
+    member's slot to a live newcomer."""
 
     @classmethod
     def setUpClass(cls):
@@ -749,6 +750,56 @@ class ShardingEdgesE2E(unittest.TestCase):
                       "again", text)
         self.assertIn("shard released: shard=0", text)
         self.assertEqual(self.holders("rc"), {0: ""}, text[-2000:])
+
+    def test_shutdown_hands_back_a_shard_it_never_acted_for(self):
+        """A graceful stop while a shard's term is still fenced (its Lease taken, but no list
+        sent after that write has shown the single leader's Lease free yet: here every Lease
+        list fails from then on) hands the shard back with one log line saying it never
+        acted. The build before released it without a word (no "acquired", no "released")."""
+        r = self.start("edge-q", "qx", True, lease=(20, 15, 5.0), shards=1)
+
+        def taken():
+            ws = self.fk.writes(namespace=self.ns, resource="leases", name="qx-0")["writes"]
+            return any(w.get("holderIdentity") == "edge-q" for w in ws)
+        wait_for(taken, 40, interval=0.1, what="the shard Lease taken")
+        # the next round's list is a retry period (5 s) away: from it on, lists fail
+        self.fk.fault({"action": "error", "status": 500, "verb": "list", "resource": "leases",
+                       "namespace": self.ns, "count": None})
+        try:
+            wait_for(lambda: "listing leases failed" in r.text(), 15, interval=0.1,
+                     what="a round whose list failed")
+            rc = r.stop(timeout=20)
+        finally:
+            self.fk.clear_faults()
+        text = r.text()
+        self.assertEqual(rc, 0, text[-2000:])
+        self.assertNotIn("shard acquired: shard=0", text)
+        self.assertIn("shard released: shard=0 holder=edge-q lease=%s/qx-0: shutting down: "
+                      "releasing the lease (taken a round ago, not acted on)" % self.ns, text)
+        self.assertEqual(self.holders("qx"), {0: ""}, text[-2000:])
+
+    def test_shutdown_hands_back_a_shard_taken_as_it_stopped(self):
+        """A graceful stop while the write that takes a shard is in flight (slowed down here):
+        it answers after the close, taking the Lease, and the shard is handed back with one
+        log line saying it never acted. The build before released it without a word."""
+        r = self.start("edge-p", "px", True, lease=(20, 15, 5.0), shards=1)
+        wait_for(lambda: "member lease held" in r.text(), 30, interval=0.1,
+                 what="the member Lease")
+        # the member Lease is renewed by updates from now on: the next create, a retry
+        # period (5 s) later, takes the shard
+        self.fk.fault({"action": "latency", "ms": 3000, "verb": "create", "resource": "leases",
+                       "namespace": self.ns, "count": None})
+        self.addCleanup(self.fk.clear_faults)
+        wait_for(lambda: any(f.get("verb") == "create" and f["hits"] for f in self.fk.faults()),
+                 20, interval=0.1, what="the write taking the shard in flight")
+        rc = r.stop(timeout=20)
+        text = r.text()
+        self.assertEqual(rc, 0, text[-2000:])
+        self.assertNotIn("shard acquired: shard=0", text)
+        self.assertIn("shard released: shard=0 holder=edge-p lease=%s/px-0: shutting down: "
+                      "releasing the lease (taken as the replica stopped, not acted on)"
+                      % self.ns, text)
+        self.assertEqual(self.holders("px"), {0: ""}, text[-2000:])
 
     def test_full_member_table_recycles_expired_members(self):
         """256 member Leases left behind held (their replicas gone, and not deletable here:

@@ -13,13 +13,18 @@
  * next save. The save built then must fit the 1 MiB with what the body
  * holds, and restore, from a body made of it, to the very states saved. The
  * keys pruned must be gpuscaler's keys of the body, none of a Deployment of
- * this ConfigMap, and for plain keys exactly those a direct
- * reading of the rule names. Seeds: fuzz/corpus/checkpoint/. */
+ * this ConfigMap in the map it is written to (a copy in the other map is
+ * pruned), and for plain keys exactly those a direct reading of the rule
+ * names; the save after the pruning removes each from the map it was found
+ * in, and nothing else, leaves no key it writes in both maps, and projects
+ * the very size of the ConfigMap after it. Seeds: fuzz/corpus/checkpoint/ (written by
+ * test-controller-checkpoint --write-corpus). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/checkpoint-testutil.h"
 #include "controller/controller-int.h"
 #include "forecast/forecast.h"
 #include "kube/kube.h"
@@ -42,29 +47,6 @@ static bool lagging_ns(const void *arg, const char *ns)
     return !(*(const bool *)arg && strcmp(ns, "ns") == 0);
 }
 
-static struct ctl_wl *wl_new(const char *ns, const char *name, const char *uid)
-{
-    struct ctl_wl *w = xcalloc(1, sizeof(*w));
-    w->ns = xstrdup(ns);
-    w->name = xstrdup(name);
-    w->uid = xstrdup(uid);
-    capacity_init(&w->cap);
-    policy_config_init(&w->cfg.policy);
-    struct forecast_config fc;
-    controller_forecast_config(&w->cfg.policy, &fc);
-    w->fc = forecast_new(&fc);
-    return w;
-}
-
-static void wl_free(struct ctl_wl *w)
-{
-    forecast_free(w->fc);
-    xfree(w->ns);
-    xfree(w->name);
-    xfree(w->uid);
-    xfree(w);
-}
-
 /* The forecaster's and the capacity estimator's states, as saved. */
 static void states(const struct ctl_wl *w, uint8_t **fc, size_t *fclen, uint8_t *cap)
 {
@@ -73,25 +55,59 @@ static void states(const struct ctl_wl *w, uint8_t **fc, size_t *fclen, uint8_t 
           "a capacity state encodes");
 }
 
+/* A DNS-1123 label (subdomain: labels joined by '.'), read directly. */
+static bool is_label(const char *s, size_t n)
+{
+    if (n < 1 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        bool alnum = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9');
+        if (!alnum && (s[i] != '-' || i == 0 || i == n - 1))
+            return false;
+    }
+    return true;
+}
+
+static bool is_subdomain(const char *s)
+{
+    if (strlen(s) > 253)
+        return false;
+    for (;;) {
+        const char *dot = strchr(s, '.');
+        size_t n = dot ? (size_t)(dot - s) : strlen(s);
+        if (!is_label(s, n < 64 ? n : 64))
+            return false;
+        if (!dot)
+            return true;
+        s = dot + 1;
+    }
+}
+
 /* The plain-key rule, read directly: <what>.<ns>_<name> of one of the four
- * whats, ns and name not empty, the whole at most 253 characters and not of
- * the hashed form; -1 for a key this reading does not decide. */
-static int plain_stale(const char *key, size_t idx, size_t nckpt,
+ * whats, ns a namespace's name (a DNS-1123 label) and name a Deployment's (a
+ * DNS-1123 subdomain), the whole at most 253 characters and not of the
+ * hashed form; in the other map than its what's (in_data: found in data)
+ * whoever it names; -1 for a key this reading does not decide. */
+static int plain_stale(const char *key, bool in_data, size_t idx, size_t nckpt,
                        const struct kube_deployment *const *ds, size_t nds, bool lag)
 {
-    size_t len = strlen(key);
-    if (len >= 253)
+    if (strlen(key) >= 253)
         return -1; /* maybe hashed, or too long for a key of ours */
     static const char *const whats[] = {"forecast.", "capacity.", "unit.", "uid."};
     const char *rest = NULL;
+    bool text = false;
     for (size_t i = 0; i < 4; i++)
-        if (strncmp(key, whats[i], strlen(whats[i])) == 0)
+        if (strncmp(key, whats[i], strlen(whats[i])) == 0) {
             rest = key + strlen(whats[i]);
+            text = i >= 2;
+        }
     if (!rest)
         return 0; /* not ours: never pruned */
     const char *us = strchr(rest, '_');
-    if (!us || us == rest || !us[1])
-        return 0;
+    if (!us || !is_label(rest, (size_t)(us - rest)) || !is_subdomain(us + 1))
+        return 0; /* no Deployment's: a user's key */
+    if (text != in_data)
+        return 1; /* never read there */
     char ns[256];
     snprintf(ns, sizeof(ns), "%.*s", (int)(us - rest), rest);
     if (lag && strcmp(ns, "ns") == 0)
@@ -133,8 +149,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t nwl = 0;
     const char *uid_d = json_string_value(json_object_get(json_object_get(body, "data"),
                                                           "uid.ns_d"));
-    wl[nwl++] = wl_new("ns", "d", (mode & 4) && uid_d ? uid_d : "u-1");
-    wl[nwl++] = wl_new("ns", "e", "u-1");
+    wl[nwl++] = ctl_ckpt_test_wl_new("ns", "d", (mode & 4) && uid_d ? uid_d : "u-1");
+    wl[nwl++] = ctl_ckpt_test_wl_new("ns", "e", "u-1");
     static const char *const fields[] = {"binaryData", "data"};
     for (size_t f = 0; f < 2; f++) {
         const char *key;
@@ -154,7 +170,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             snprintf(ukey, sizeof(ukey), "uid.%s_%s", ns, us + 1);
             const char *uid = json_string_value(json_object_get(json_object_get(body, "data"),
                                                                 ukey));
-            wl[nwl++] = wl_new(ns, us + 1, (mode & 4) && uid ? uid : "u-1");
+            wl[nwl++] = ctl_ckpt_test_wl_new(ns, us + 1, (mode & 4) && uid ? uid : "u-1");
         }
     }
     size_t idx = ctl_checkpoint_index(wl[0]->ns, wl[0]->name, nckpt);
@@ -188,9 +204,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
               "a foreign-format hold of an hour");
         xfree(fc);
         w->checkpoint_loaded = w->checkpoint_ready = true;
-        size_t b = (size_t)(i % CTL_WL_BUCKETS);
-        w->next = c->table[b];
-        c->table[b] = w;
+        ctl_ckpt_test_table_add(c, w);
     }
 
     /* the read's size and pruning (no cache here: prune is checked below) */
@@ -221,7 +235,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         snprintf(key, sizeof(key), "forecast.%s_%s", w->ns, w->name);
         if (strlen(key) > 253 || !json_object_get(s.bin, key))
             continue;
-        struct ctl_wl *r = wl_new(w->ns, w->name, w->uid);
+        struct ctl_wl *r = ctl_ckpt_test_wl_new(w->ns, w->name, w->uid);
         ctl_checkpoint_restore(r, saved, "ckpt-0");
         uint8_t *f1 = NULL, *f2 = NULL, c1[CAPACITY_STATE_SIZE], c2[CAPACITY_STATE_SIZE];
         size_t l1 = 0, l2 = 0;
@@ -232,7 +246,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check(r->ckpt_foreign_until == 0, "a state of ours is no foreign one");
         xfree(f1);
         xfree(f2);
-        wl_free(r);
+        ctl_ckpt_test_wl_free(r);
     }
     json_decref(saved);
     ctl_checkpoint_save_free(&s);
@@ -247,41 +261,113 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ds[i] = &dd[i];
     }
     char **stale = NULL;
-    size_t nstale = ctl_checkpoint_stale(body, idx, nckpt, ds, nwl, lagging_ns, &lag, &stale);
-    json_t *seen = json_object();
+    bool *stale_in_data = NULL;
+    size_t nstale = ctl_checkpoint_stale(body, idx, nckpt, ds, nwl, lagging_ns, &lag, &stale,
+                                         &stale_in_data);
+    json_t *seen[2] = {json_object(), json_object()}; /* pruned in binaryData, in data */
     for (size_t i = 0; i < nstale; i++) {
         const char *k = stale[i];
-        bool inbody = json_object_get(json_object_get(body, "binaryData"), k) ||
-                      json_object_get(json_object_get(body, "data"), k);
-        check(inbody, "a key pruned is one of the body's");
-        check(plain_stale(k, idx, nckpt, ds, nwl, lag) != 0, "no live or foreign key pruned");
-        for (size_t j = 0; j < nwl; j++) {
+        bool in_data = stale_in_data[i];
+        check(json_object_get(json_object_get(body, fields[in_data]), k) != NULL,
+              "a key pruned is one of the body's, in the map it was found in");
+        check(plain_stale(k, in_data, idx, nckpt, ds, nwl, lag) != 0,
+              "no live or foreign key pruned");
+        for (size_t j = 0; j < nwl && !in_data; j++) {
             char key[300];
             snprintf(key, sizeof(key), "forecast.%s_%s", wl[j]->ns, wl[j]->name);
             if (ctl_checkpoint_index(wl[j]->ns, wl[j]->name, nckpt) == idx)
                 check(strcmp(k, key) != 0, "the key of a Deployment of this ConfigMap kept");
         }
-        json_object_set_new(seen, k, json_true());
+        json_object_set_new(seen[in_data], k, json_true());
     }
     for (size_t f = 0; f < 2; f++) {
         const char *key;
         json_t *v;
         json_object_foreach(json_object_get(body, fields[f]), key, v) {
-            int want = plain_stale(key, idx, nckpt, ds, nwl, lag);
+            int want = plain_stale(key, f == 1, idx, nckpt, ds, nwl, lag);
             if (want >= 0)
-                check((json_object_get(seen, key) != NULL) == (want == 1),
+                check((json_object_get(seen[f], key) != NULL) == (want == 1),
                       "a plain key pruned exactly when the rule says");
         }
     }
-    json_decref(seen);
+    /* the save after the pruning removes only keys pruned, each from the map
+     * it was found in, and never the entries of a Deployment of it tracked here */
+    ctl_checkpoint_prune(c, idx, body, ds, nwl, lagging_ns, &lag);
+    ctl_checkpoint_build(c, idx, &s);
+    json_t *maps[2] = {s.bin, s.text};
+    for (size_t f = 0; f < 2; f++) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(maps[f], key, v) {
+            if (!json_is_null(v))
+                continue;
+            check(json_object_get(seen[f], key) != NULL, "a key removed was pruned there");
+            for (size_t j = 0; j < nwl; j++) {
+                if (ctl_checkpoint_index(wl[j]->ns, wl[j]->name, nckpt) != idx)
+                    continue; /* kept here, it is another ConfigMap's */
+                char own[300];
+                snprintf(own, sizeof(own), "%s.%s_%s", f ? "unit" : "forecast", wl[j]->ns,
+                         wl[j]->name);
+                check(strcmp(key, own) != 0, "a tracked Deployment's entry never removed");
+            }
+        }
+    }
+    /* no key it writes stays in the other map when that copy was pruned (the
+     * API server refuses a key in both maps), wherever it waits in the queue */
+    for (size_t f = 0; f < 2; f++) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(maps[f], key, v)
+            if (json_is_string(v) && json_object_get(seen[1 - f], key))
+                check(json_is_null(json_object_get(maps[1 - f], key)),
+                      "a key written is removed from the other map");
+    }
+    /* the size it projects is the ConfigMap's after it, when the body's
+     * values are what an API server returns (strings, canonical base64) */
+    bool canonical = json_is_object(body);
+    for (size_t f = 0; f < 2 && canonical; f++) {
+        json_t *m = json_object_get(body, fields[f]);
+        canonical = !m || json_is_object(m);
+        const char *key;
+        json_t *v;
+        json_object_foreach(m, key, v) {
+            canonical = canonical && json_is_string(v);
+            if (!canonical || f == 1)
+                continue;
+            char *raw = NULL;
+            size_t rawlen = 0;
+            canonical = kube_base64_decode(json_string_value(v), json_string_length(v), &raw,
+                                           &rawlen) == 0;
+            char *again = canonical ? kube_base64_encode((const uint8_t *)raw, rawlen) : NULL;
+            canonical = again && strcmp(again, json_string_value(v)) == 0;
+            xfree(again);
+            xfree(raw);
+        }
+    }
+    if (canonical) {
+        json_t *after = json_deep_copy(body);
+        ctl_ckpt_test_merge(after, s.bin, s.text);
+        check(s.projected == ctl_ckpt_test_size(after), "the size projected is the size after");
+        json_decref(after);
+    }
+    /* and every key pruned is removed from the map it was found in (with all
+     * the removals queued in this one save) */
+    for (size_t f = 0; f < 2 && s.ndrop == s.queued; f++) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(seen[f], key, v)
+            check(json_is_null(json_object_get(maps[f], key)),
+                  "a key pruned is removed from the map it was found in");
+    }
+    ctl_checkpoint_save_free(&s);
+    json_decref(seen[0]);
+    json_decref(seen[1]);
     for (size_t i = 0; i < nstale; i++)
         xfree(stale[i]);
     xfree(stale);
+    xfree(stale_in_data);
 
-    for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
-        c->table[b] = NULL;
-    for (size_t i = 0; i < nwl; i++)
-        wl_free(wl[i]);
+    ctl_ckpt_test_table_free(c);
     ctl_checkpoint_free(c);
     xfree(c);
     ctl_config_free(&cfg);

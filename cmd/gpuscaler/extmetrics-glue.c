@@ -100,7 +100,25 @@ static int provider_list(void *impl, const char *ns, extmetrics_visit_cb visit, 
     return controller_visit(g->ctl, ns, view_cb, &vc) ? 0 : -ENOENT;
 }
 
-static const struct extmetrics_provider_ops provider_ops = {.list = provider_list};
+/* The listener's /readyz: values once the caches are synced (as the health
+ * port's /readyz reads them), and the aggregator's requests authenticated
+ * once the front-proxy trust was read. */
+static bool provider_ready(void *impl, char *why, size_t len)
+{
+    struct extmetrics_glue *g = impl;
+    if (!controller_ready(g->ctl)) {
+        snprintf(why, len, "caches syncing");
+        return false;
+    }
+    if (!g->rh_read) {
+        snprintf(why, len, "no front-proxy trust yet");
+        return false;
+    }
+    return true;
+}
+
+static const struct extmetrics_provider_ops provider_ops = {.list = provider_list,
+                                                            .ready = provider_ready};
 
 /* ---- authorizer: TokenReview and SubjectAccessReview ------------------------ */
 

@@ -622,6 +622,8 @@ int cmd_run(int argc, char **argv)
     char host[256];
     int rc = parse_flags(&d, argc, argv);
     if (rc != 0) {
+        xfree(d.kubeconfig);
+        xfree(d.context);
         ctl_config_free(&d.cfg);
         return rc > 0 ? 0 : 2;
     }

@@ -40,11 +40,15 @@ static struct conf_node *copy_node(const struct conf_node *s)
         return n;
     }
     n->items = xcalloc(s->n ? s->n : 1, sizeof(*n->items));
-    if (s->type == CONF_MAP)
+    if (s->type == CONF_MAP) {
         n->keys = xcalloc(s->n ? s->n : 1, sizeof(*n->keys));
+        n->key_quoted = xcalloc(s->n ? s->n : 1, sizeof(*n->key_quoted));
+    }
     for (size_t i = 0; i < s->n; i++) {
-        if (n->keys)
+        if (n->keys) {
             n->keys[i] = xstrdup(s->keys[i]);
+            n->key_quoted[i] = s->key_quoted && s->key_quoted[i];
+        }
         n->items[i] = copy_node(s->items[i]);
     }
     return n;
@@ -129,7 +133,8 @@ int conf_alias(struct conf_builder *b, const yaml_event_t *ev)
     if (b->aliased > 100 && b->nodes > 1000 && (double)b->aliased / (double)b->nodes > 0.99)
         return conf_fail(b->err, -EINVAL, line, col, "document contains excessive aliasing");
     if (key)
-        return conf_take_key(b, ev, xstrdup(a->node->scalar), false); /* never the merge key */
+        return conf_take_key(b, ev, xstrdup(a->node->scalar), a->node->quoted,
+                             false); /* never the merge key */
     return conf_complete(b, copy_node(a->node), CONF_FROM_ALIAS);
 }
 
@@ -142,9 +147,10 @@ static void merge_map(struct conf_builder *b, struct conf_frame *f, struct conf_
 {
     for (size_t i = 0; i < src->n; i++) {
         if (copy) {
-            conf_map_set(b, f, xstrdup(src->keys[i]), copy_node(src->items[i]));
+            conf_map_set(b, f, xstrdup(src->keys[i]), src->key_quoted[i],
+                         copy_node(src->items[i]));
         } else {
-            conf_map_set(b, f, src->keys[i], src->items[i]);
+            conf_map_set(b, f, src->keys[i], src->key_quoted[i], src->items[i]);
             src->keys[i] = NULL;
             src->items[i] = NULL;
         }

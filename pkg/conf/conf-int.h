@@ -33,6 +33,7 @@ struct conf_frame {
     struct conf_node *node; /* open container, owned by the frame until its end */
     size_t cap;             /* allocated slots in node->items (and keys) */
     char *key;              /* map: the key waiting for its value, owned */
+    bool key_quoted;        /* ... written quoted */
     int key_line, key_col;
     bool merge;             /* that key is the merge key (CONF_GO_YAML) */
     int *key_lines;         /* map: line of each key, for duplicate messages */
@@ -53,6 +54,7 @@ struct conf_builder {
     size_t nodes;  /* in the tree, alias copies included */
     int docs;
     bool go_yaml;  /* CONF_GO_YAML */
+    bool (*key_typed)(const char *plain); /* conf_opts.key_typed, with go_yaml */
     struct conf_error *err;
     /* CONF_GO_YAML (alias.c) */
     struct conf_node **dropped; /* replaced values, merged sources, anchored keys */
@@ -99,10 +101,12 @@ int conf_count_nodes(struct conf_builder *b, const yaml_event_t *ev, size_t n);
 /** The innermost open container is a map waiting for a key. */
 bool conf_wants_key(const struct conf_builder *b);
 /** key (taken) is the pending key of the innermost map, from ev. */
-int conf_take_key(struct conf_builder *b, const yaml_event_t *ev, char *key, bool merge);
+int conf_take_key(struct conf_builder *b, const yaml_event_t *ev, char *key, bool quoted,
+                  bool merge);
 /** Set key (taken) in the open map f to val (taken); a value already there
  *  is replaced and dropped (only CONF_GO_YAML lets a key repeat). */
-void conf_map_set(struct conf_builder *b, struct conf_frame *f, char *key, struct conf_node *val);
+void conf_map_set(struct conf_builder *b, struct conf_frame *f, char *key, bool quoted,
+                  struct conf_node *val);
 /** n (taken), complete, joins the innermost container or becomes the root;
  *  how: CONF_FROM_ALIAS, CONF_ANCHORED. */
 int conf_complete(struct conf_builder *b, struct conf_node *n, int how);

@@ -280,6 +280,7 @@ static void frame_reserve(struct conf_frame *f)
     n->items = xrealloc(n->items, f->cap * sizeof(*n->items));
     if (n->type == CONF_MAP) {
         n->keys = xrealloc(n->keys, f->cap * sizeof(*n->keys));
+        n->key_quoted = xrealloc(n->key_quoted, f->cap * sizeof(*n->key_quoted));
         f->key_lines = xrealloc(f->key_lines, f->cap * sizeof(*f->key_lines));
     }
 }
@@ -292,7 +293,8 @@ bool conf_wants_key(const struct conf_builder *b)
     return f->node->type == CONF_MAP && !f->key;
 }
 
-int conf_take_key(struct conf_builder *b, const yaml_event_t *ev, char *key, bool merge)
+int conf_take_key(struct conf_builder *b, const yaml_event_t *ev, char *key, bool quoted,
+                  bool merge)
 {
     char q[CONF_QUOTE_MAX + 4];
     struct conf_frame *f = &b->stack[b->depth - 1];
@@ -305,23 +307,42 @@ int conf_take_key(struct conf_builder *b, const yaml_event_t *ev, char *key, boo
         return rc;
     }
     f->key = key;
+    f->key_quoted = quoted;
     f->key_line = line;
     f->key_col = col;
     f->merge = merge;
     return 0;
 }
 
-void conf_map_set(struct conf_builder *b, struct conf_frame *f, char *key, struct conf_node *val)
+/* With a key_typed hook (CONF_GO_YAML): a plain key go-yaml types (`on`,
+ * `0x10`, `~`) is a different key from the quoted one of the same text. */
+static bool key_typed(const struct conf_builder *b, const char *key, bool quoted)
+{
+    return b->key_typed && !quoted && b->key_typed(key);
+}
+
+void conf_map_set(struct conf_builder *b, struct conf_frame *f, char *key, bool quoted,
+                  struct conf_node *val)
 {
     struct conf_node *m = f->node;
     size_t at = conf_index_get(&f->keys, m->keys, key);
+    bool typed = key_typed(b, key, quoted);
+    if (at != SIZE_MAX && key_typed(b, m->keys[at], m->key_quoted[at]) != typed) {
+        /* the text's newest key is the other one: the same key, if any, is before it */
+        while (at-- > 0)
+            if (strcmp(m->keys[at], key) == 0 &&
+                key_typed(b, m->keys[at], m->key_quoted[at]) == typed)
+                break;
+    }
     if (at != SIZE_MAX) {
         conf_drop(b, m->items[at]); /* an anchor may point at it */
         m->items[at] = val;
+        m->key_quoted[at] = quoted;
         xfree(key);
         return;
     }
     frame_reserve(f);
+    m->key_quoted[m->n] = quoted;
     m->keys[m->n] = key;
     f->key_lines[m->n] = f->key_line;
     m->items[m->n++] = val;
@@ -347,7 +368,7 @@ int conf_complete(struct conf_builder *b, struct conf_node *n, int how)
         xfree(key);
         return conf_merge(b, f, n, how);
     }
-    conf_map_set(b, f, key, n);
+    conf_map_set(b, f, key, f->key_quoted, n);
     return 0;
 }
 
@@ -403,7 +424,7 @@ static int on_scalar(struct conf_builder *b, const yaml_event_t *ev)
             conf_drop(b, a);
             conf_anchor_set(b, conf_anchor_define(b, anchor), a);
         }
-        return conf_take_key(b, ev, text, merge);
+        return conf_take_key(b, ev, text, quoted, merge);
     }
     struct conf_node *n = scalar_node(text, quoted, ev);
     if (anchor)
@@ -490,6 +511,8 @@ int conf_parse_opts(const char *buf, size_t len, const struct conf_opts *opts,
                     struct conf_node **out, struct conf_error *err)
 {
     struct conf_builder b = {.err = err, .go_yaml = opts && (opts->flags & CONF_GO_YAML)};
+    if (b.go_yaml)
+        b.key_typed = opts->key_typed;
     yaml_parser_t parser;
     bool parser_ready = false;
     int rc = 0;
@@ -608,6 +631,7 @@ void conf_free(struct conf_node *n)
         conf_free(n->items[k]);
     }
     xfree(n->keys);
+    xfree(n->key_quoted);
     xfree(n->items);
     xfree(n->scalar);
     xfree(n);

@@ -29,6 +29,9 @@ struct conf_node {
     bool quoted;              /**< CONF_SCALAR: written in quotes */
     size_t n;                 /**< CONF_MAP: pairs; CONF_SEQ: items */
     char **keys;              /**< CONF_MAP: n keys */
+    /** CONF_MAP: n flags, key i written quoted (or tagged !!str); a plain
+     *  key of text "" was a null (`~`, `null`, empty). NULL: none recorded. */
+    bool *key_quoted;
     struct conf_node **items; /**< CONF_MAP: values; CONF_SEQ: items */
 };
 
@@ -63,6 +66,12 @@ int conf_parse(const char *buf, size_t len, struct conf_node **out, struct conf_
 
 struct conf_opts {
     unsigned flags; /**< CONF_GO_YAML, or 0 for conf_parse's reading */
+    /** With CONF_GO_YAML (else unused; NULL: no key is typed): whether go-yaml
+     *  makes a plain key of this text something other than a string (a bool,
+     *  number or null). Such a key and the quoted key of the same text are two
+     *  keys (`on: 1` and `'on': 2` both stay, in document order), each
+     *  replaced by a later key of its own kind; conf_map_get finds the first. */
+    bool (*key_typed)(const char *plain);
 };
 
 /**

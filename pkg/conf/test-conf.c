@@ -19,6 +19,11 @@
 
 static const struct conf_opts go_yaml = {.flags = CONF_GO_YAML};
 
+static bool on_typed(const char *plain)
+{
+    return strcmp(plain, "on") == 0;
+}
+
 static struct conf_node *parse_opts_ok(const char *yaml, const struct conf_opts *opts)
 {
     struct conf_node *n = NULL;
@@ -462,6 +467,33 @@ static void test_go_yaml_aliases_and_merge_keys(void **state)
     root = parse_opts_ok("\"<<\": 1\n", &go_yaml);
     assert_scalar(get(root, "<<"), "1", false, 1, 7);
     conf_free(root);
+
+    /* with key_typed: a typed plain key and the quoted key of its text are
+     * two keys (go-yaml: the bool true and the string "on"), each replaced
+     * by a later one of its kind, merged keys too; an untyped plain key is
+     * the quoted one. Without the hook they were one key. */
+    static const struct conf_opts typed = {.flags = CONF_GO_YAML, .key_typed = on_typed};
+    root = parse_opts_ok("on: 1\n'on': 2\nk: a\non: 3\n'k': b\nm: &m {'on': 4, on: 5}\n"
+                         "n: {<<: *m, 'on': 6}\n",
+                         &typed);
+    assert_int_equal(root->n, 5);
+    assert_string_equal(root->keys[0], "on");
+    assert_false(root->key_quoted[0]);
+    assert_scalar(root->items[0], "3", false, 4, 5);
+    assert_string_equal(root->keys[1], "on");
+    assert_true(root->key_quoted[1]);
+    assert_scalar(root->items[1], "2", false, 2, 7);
+    assert_scalar(get(root, "k"), "b", false, 5, 6);
+    const struct conf_node *n = get(root, "n");
+    assert_int_equal(n->n, 2);
+    assert_true(n->key_quoted[0]);
+    assert_scalar(n->items[0], "6", false, 7, 19);
+    assert_false(n->key_quoted[1]);
+    assert_scalar(n->items[1], "5", false, 6, 21);
+    conf_free(root);
+    /* conf_parse_opts without CONF_GO_YAML ignores the hook: a duplicate */
+    static const struct conf_opts typed_only = {.key_typed = on_typed};
+    expect_error_opts("on: 1\n'on': 2\n", 13, &typed_only, 2, 1, "duplicate key 'on'");
 
     static const struct {
         const char *in;

@@ -2,8 +2,9 @@
 /*
  * The checkpoint ConfigMaps' keys (checkpoint.c has the ConfigMaps): which
  * ConfigMap holds a Deployment's state, the keys of its entries, and the keys
- * of a ConfigMap read that no tracked Deployment owns (pruned in the next
- * save), matched against an index of the Deployments built once per read.
+ * of a ConfigMap read that no tracked Deployment owns, or that stand in the
+ * other map than theirs (pruned in the next save), matched against an index
+ * of the Deployments built once per read.
  */
 #include "controller-int.h"
 
@@ -48,9 +49,55 @@ static bool key_hashed(const char *key)
     return true;
 }
 
+static bool lower_alnum(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+}
+
+/* A namespace's name: a DNS-1123 label (lower-case alphanumerics and '-', at
+ * most 63, alphanumeric at both ends; no '.'). */
+static bool dns_label(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > 63 || !lower_alnum(s[0]) || !lower_alnum(s[n - 1]))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!lower_alnum(s[i]) && s[i] != '-')
+            return false;
+    return true;
+}
+
+/* What ctl_checkpoint_key() writes after <ns>_ for a Deployment: its name, a
+ * DNS-1123 subdomain (labels as above joined by '.'), or in the hashed form
+ * (hashed) a cut of it, which may end anywhere, then .<16 hex digits>. */
+static bool name_part(const char *s, bool hashed)
+{
+    size_t n = strlen(s);
+    if (hashed && n < 18)
+        return false;
+    if (hashed) /* the cut: a prefix of a subdomain; then the hash */
+        n -= 17;
+    if (n < 1 || !lower_alnum(s[0]))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (lower_alnum(s[i]))
+            continue;
+        if (s[i] != '-' && s[i] != '.')
+            return false;
+        /* a label starts and ends alphanumeric */
+        if (s[i] == '.' && (!lower_alnum(s[i - 1]) || (i + 1 < n && !lower_alnum(s[i + 1]))))
+            return false;
+        if (s[i] == '-' && i + 1 < n && s[i + 1] == '.')
+            return false;
+    }
+    return hashed || lower_alnum(s[n - 1]);
+}
+
 /* The parts of a key of ours, <what>.<ns>_<rest>: *what (its length in
  * *wlen) and *ns point into key and buf, *rest into buf. false when the key
- * is not one of ours. */
+ * is not one of ours: ns must be a namespace's name and rest what the writer
+ * makes of a Deployment's name (a user's key such as forecast.a.b_c or
+ * capacity.team_Q3_notes is never touched). */
 static bool key_parts(const char *key, char *buf, size_t len, size_t *wlen, const char **ns,
                       const char **rest)
 {
@@ -69,7 +116,7 @@ static bool key_parts(const char *key, char *buf, size_t len, size_t *wlen, cons
     *us = '\0';
     *ns = buf;
     *rest = us + 1;
-    return true;
+    return dns_label(buf) && name_part(us + 1, key_hashed(key));
 }
 
 /* The Deployments of ConfigMap idx, by "p<ns>/<name>" (a plain key's) and
@@ -126,12 +173,14 @@ static bool key_live(const json_t *ix, const struct kube_deployment *const *ds, 
 size_t ctl_checkpoint_stale(const json_t *body, size_t idx, size_t nckpt,
                             const struct kube_deployment *const *ds, size_t nds,
                             bool (*synced)(const void *arg, const char *ns), const void *arg,
-                            char ***out)
+                            char ***out, bool **in_data)
 {
     static const char *const fields[] = {"binaryData", "data"};
     json_t *ix = NULL;
     size_t n = 0, cap = 0;
     *out = NULL;
+    if (in_data)
+        *in_data = NULL;
     for (size_t i = 0; i < UTIL_ARRAY_LEN(fields); i++) {
         const char *key;
         json_t *v;
@@ -139,19 +188,32 @@ size_t ctl_checkpoint_stale(const json_t *body, size_t idx, size_t nckpt,
             char buf[KEY_MAX + 1];
             size_t wlen;
             const char *ns, *rest;
-            /* not ours: never removed; a namespace whose Deployments are not
-             * all listed yet (its lists refused, or still running): its keys
-             * cannot be told gone */
-            if (!key_parts(key, buf, sizeof(buf), &wlen, &ns, &rest) || !synced(arg, ns))
+            /* not ours: never removed */
+            if (!key_parts(key, buf, sizeof(buf), &wlen, &ns, &rest))
                 continue;
-            if (!ix)
-                ix = live_index(ds, nds, idx, nckpt);
-            if (key_live(ix, ds, key, wlen, ns, rest))
-                continue;
+            /* a key of ours in the other map than the one it is written to
+             * (forecast. and capacity. go to binaryData, unit. and uid. to
+             * data) is never read: removed whoever it names */
+            bool text_key = wlen <= 4; /* unit, uid */
+            bool misplaced = text_key != (i == 1);
+            /* else a namespace whose Deployments are not all listed yet (its
+             * lists refused, or still running): its keys cannot be told gone */
+            if (!misplaced) {
+                if (!synced(arg, ns))
+                    continue;
+                if (!ix)
+                    ix = live_index(ds, nds, idx, nckpt);
+                if (key_live(ix, ds, key, wlen, ns, rest))
+                    continue;
+            }
             if (n == cap) {
                 cap = cap ? 2 * cap : 16;
                 *out = xrealloc(*out, cap * sizeof(**out));
+                if (in_data)
+                    *in_data = xrealloc(*in_data, cap * sizeof(**in_data));
             }
+            if (in_data)
+                (*in_data)[n] = i == 1;
             (*out)[n++] = xstrdup(key);
         }
     }

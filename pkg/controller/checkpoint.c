@@ -16,7 +16,8 @@
  * carry are left alone, so instances owning different Deployments never
  * overwrite each other); a Deployment that stops being tracked has its keys
  * removed (null) in the next patch. The first patch of a missing ConfigMap
- * becomes a create.
+ * becomes a create. (checkpoint-keys.c: the keys; checkpoint-drop.c: the
+ * queue of removals and the size accounting.)
  */
 #include "controller-int.h"
 
@@ -47,22 +48,6 @@
  * this was saved under one that ran ahead: refused. */
 #define CKPT_AHEAD_MS 60000
 
-struct ctl_ckpt {
-    bool get_inflight, patch_inflight;
-    int64_t next_save_ms;         /**< 0 until the first tick sets a staggered time */
-    int64_t full_logged_ms;
-    char **drop;                  /**< keys to remove in the next patches, owned, oldest
-                                       first */
-    size_t ndrop, dropcap;
-    uint64_t builds;              /**< saves built (ctl_wl.ckpt_saved_seq) */
-    json_t *dropset;              /**< the same keys, as an object's (a set) */
-    bool size_known;
-    int64_t size;                 /**< bytes the API server counts in it (data + decoded
-                                       binaryData) as last read or written here */
-    json_t *sizes;                /**< each key's share of size (integers), NULL unknown */
-    bool resave;                  /**< the next save is the one after a refused one's read */
-};
-
 /* ---- names and keys ------------------------------------------------------------ */
 
 static void cm_name(const struct controller *c, size_t i, char *out, size_t len)
@@ -85,63 +70,11 @@ void ctl_checkpoint_init(struct controller *c)
 
 void ctl_checkpoint_free(struct controller *c)
 {
-    for (size_t i = 0; i < c->nckpt; i++) {
-        for (size_t k = 0; k < c->ckpt[i].ndrop; k++)
-            xfree(c->ckpt[i].drop[k]);
-        xfree(c->ckpt[i].drop);
-        json_decref(c->ckpt[i].dropset);
-        json_decref(c->ckpt[i].sizes);
-    }
+    for (size_t i = 0; i < c->nckpt; i++)
+        ctl_ckpt_drops_free(&c->ckpt[i]);
     xfree(c->ckpt);
     c->ckpt = NULL;
     c->nckpt = 0;
-}
-
-/* Queue key's removal, once: the queue's set finds it in O(1) (a scan of
- * the queue per key was quadratic in the keys of a read). */
-static void drop_key(struct ctl_ckpt *k, const char *key)
-{
-    if (!k->dropset)
-        k->dropset = json_object();
-    if (json_object_get(k->dropset, key))
-        return;
-    json_object_set_new(k->dropset, key, json_true());
-    if (k->ndrop == k->dropcap) {
-        k->dropcap = k->dropcap ? 2 * k->dropcap : 16;
-        k->drop = xrealloc(k->drop, k->dropcap * sizeof(*k->drop));
-    }
-    k->drop[k->ndrop++] = xstrdup(key);
-}
-
-/* What the API server counts against a ConfigMap's 1 MiB (core validation
- * sums the values of data and the decoded values of binaryData), from an
- * object it returned. */
-static void note_size(struct ctl_ckpt *k, json_t *body)
-{
-    if (!json_is_object(body))
-        return;
-    int64_t n = 0;
-    const char *key;
-    json_t *v;
-    json_t *sizes = json_object(); /* a key in both maps: the API server counts both */
-    json_object_foreach(json_object_get(body, "data"), key, v) {
-        n += (int64_t)json_string_length(v);
-        json_object_set_new(sizes, key, json_integer((json_int_t)json_string_length(v)));
-    }
-    json_object_foreach(json_object_get(body, "binaryData"), key, v) {
-        const char *s = json_string_value(v);
-        size_t len = json_string_length(v), pad = 0;
-        while (s && pad < 2 && pad < len && s[len - 1 - pad] == '=')
-            pad++;
-        int64_t b = (int64_t)(len / 4 * 3 + (len % 4 ? len % 4 - 1 : 0) - pad);
-        n += b;
-        json_t *was = json_object_get(sizes, key);
-        json_object_set_new(sizes, key, json_integer(json_integer_value(was) + b));
-    }
-    k->size = n;
-    k->size_known = true;
-    json_decref(k->sizes);
-    k->sizes = sizes;
 }
 
 void ctl_checkpoint_write_metrics(const struct controller *c, struct util_buf *b)
@@ -167,13 +100,13 @@ void ctl_checkpoint_forget(struct controller *c, const struct ctl_wl *w)
     struct ctl_ckpt *k = &c->ckpt[ctl_checkpoint_index(w->ns, w->name, c->nckpt)];
     char key[KEY_MAX + 1];
     ctl_checkpoint_key("forecast", w->ns, w->name, key, sizeof(key));
-    drop_key(k, key);
+    ctl_ckpt_drop(k, key, CTL_CKPT_IN_BIN);
     ctl_checkpoint_key("capacity", w->ns, w->name, key, sizeof(key));
-    drop_key(k, key);
+    ctl_ckpt_drop(k, key, CTL_CKPT_IN_BIN);
     ctl_checkpoint_key("unit", w->ns, w->name, key, sizeof(key));
-    drop_key(k, key);
+    ctl_ckpt_drop(k, key, CTL_CKPT_IN_TEXT);
     ctl_checkpoint_key("uid", w->ns, w->name, key, sizeof(key));
-    drop_key(k, key);
+    ctl_ckpt_drop(k, key, CTL_CKPT_IN_TEXT);
 }
 
 /* ---- reading -------------------------------------------------------------------- */
@@ -186,7 +119,7 @@ struct cm_req {
     bool created;                 /**< the save's create (after the patch's 404) */
     json_t *bin, *text;           /**< the save's binaryData and data (for a create after
                                        404): the patch shares them, so they are not copied */
-    size_t ndrop;                 /**< drop keys the save carried */
+    json_t *done;                 /**< the queued removals it settles (ctl_ckpt_save.done) */
     uint64_t until;               /**< loop time by which the save must have ended (the
                                        terms of the Deployments it carries), 0: none */
     bool resave;                  /**< a read after a save refused as too long: save
@@ -203,6 +136,7 @@ static void req_free(struct cm_req *r)
         c->ckpt_reads--;
     json_decref(r->bin);
     json_decref(r->text);
+    json_decref(r->done);
     bool saved = r->patch;
     xfree(r);
     ctl_status_pump(c); /* the report budget has room again */
@@ -350,27 +284,39 @@ static bool cache_synced(const void *arg, const char *ns)
     return kube_cache_ns_synced(arg, ns);
 }
 
+void ctl_checkpoint_prune(struct controller *c, size_t idx, const json_t *body,
+                          const struct kube_deployment *const *ds, size_t nds,
+                          bool (*synced)(const void *arg, const char *ns), const void *arg)
+{
+    char **keys;
+    bool *in_data;
+    size_t n = ctl_checkpoint_stale(body, idx, c->nckpt, ds, nds, synced, arg, &keys, &in_data);
+    for (size_t i = 0; i < n; i++) {
+        /* removed from the map it was found in, data as well as binaryData (a
+         * patch's null in its own map only left one in the other for good) */
+        ctl_ckpt_drop(&c->ckpt[idx], keys[i], in_data[i] ? CTL_CKPT_IN_TEXT : CTL_CKPT_IN_BIN);
+        xfree(keys[i]);
+    }
+    xfree(keys);
+    xfree(in_data);
+}
+
 /* Keys of Deployments gpuscaler no longer tracks (deleted or opted out while it was not
- * running), or kept in another ConfigMap than theirs: removed in the next save, of
- * dotted and of hashed names too (they used to stay for good). */
+ * running), kept in another ConfigMap than theirs, or in the other map than theirs:
+ * removed in the next save, of dotted and of hashed names too (they used to stay for
+ * good). */
 static void prune(struct controller *c, size_t idx, json_t *body)
 {
     if (c->dry_run || !c->cache || !controller_leading(c))
         return;
     size_t nds = 0;
     const struct kube_deployment *const *ds = kube_cache_deployments(c->cache, &nds);
-    char **keys;
-    size_t n = ctl_checkpoint_stale(body, idx, c->nckpt, ds, nds, cache_synced, c->cache, &keys);
-    for (size_t i = 0; i < n; i++) {
-        drop_key(&c->ckpt[idx], keys[i]);
-        xfree(keys[i]);
-    }
-    xfree(keys);
+    ctl_checkpoint_prune(c, idx, body, ds, nds, cache_synced, c->cache);
 }
 
 void ctl_checkpoint_noted(struct controller *c, size_t idx, json_t *body)
 {
-    note_size(&c->ckpt[idx], body);
+    ctl_ckpt_note_size(&c->ckpt[idx], body);
     prune(c, idx, body);
 }
 
@@ -452,7 +398,7 @@ void ctl_checkpoint_load(struct controller *c, struct ctl_wl *w)
 
 /* ---- writing -------------------------------------------------------------------- */
 
-static void send_save(struct controller *c, size_t idx, json_t *bin, json_t *text, size_t ndrop,
+static void send_save(struct controller *c, size_t idx, json_t *bin, json_t *text, json_t *done,
                       uint64_t until);
 
 /* What is left of a save's deadline: 0 for none, -1 when it has passed. */
@@ -501,23 +447,16 @@ static void cm_written(const struct kube_result *res, void *arg)
     }
     k->patch_inflight = false;
     if (res->err == 0) {
-        note_size(k, res->body);
+        ctl_ckpt_note_size(k, res->body);
         /* the removals it carried are done (later ones stay queued) */
-        for (size_t i = 0; i < r->ndrop && i < k->ndrop; i++) {
-            json_object_del(k->dropset, k->drop[i]);
-            xfree(k->drop[i]);
-        }
-        size_t n = r->ndrop < k->ndrop ? r->ndrop : k->ndrop;
-        if (n > 0) {
-            memmove(k->drop, k->drop + n, (k->ndrop - n) * sizeof(*k->drop));
-            k->ndrop -= n;
-        }
+        if (r->done)
+            ctl_ckpt_drops_done(k, r->done);
     } else if (res->err == -EEXIST && res->status == 409 && r->created && left >= 0) {
         /* created meanwhile by another instance (two replicas handing shards over at
          * once): patch it now with what the create carried (a handover or the close may
          * have ended the terms meanwhile, so it is not built again); its removals stay
          * queued for the next save */
-        send_save(c, r->idx, json_incref(r->bin), json_incref(r->text), 0,
+        send_save(c, r->idx, json_incref(r->bin), json_incref(r->text), NULL,
                   r->until); /* before req_free: c stays alive while a request runs */
         req_free(r);
         return;
@@ -585,8 +524,9 @@ static bool add_entries(json_t *bin, json_t *text, const struct ctl_wl *w, size_
 }
 
 /* Merge-patch ConfigMap idx with bin and text (taken: the request holds
- * them), carrying the first ndrop queued removals, ending by until. */
-static void send_save(struct controller *c, size_t idx, json_t *bin, json_t *text, size_t ndrop,
+ * them, and done, the queued removals they settle, NULL none), ending by
+ * until. */
+static void send_save(struct controller *c, size_t idx, json_t *bin, json_t *text, json_t *done,
                       uint64_t until)
 {
     struct ctl_ckpt *k = &c->ckpt[idx];
@@ -596,7 +536,7 @@ static void send_save(struct controller *c, size_t idx, json_t *bin, json_t *tex
     struct cm_req *r = req_new(c, idx, true);
     r->bin = bin;
     r->text = text;
-    r->ndrop = ndrop;
+    r->done = done;
     r->until = until;
     r->second = k->resave;
     k->patch_inflight = true;
@@ -632,13 +572,15 @@ static void add_keys(json_t *set, const struct ctl_wl *w)
     }
 }
 
+/* The bytes of w's entries in the maps a save writes them to (a copy in
+ * the other map is removed apart: see ctl_checkpoint_build). */
 static int64_t old_size(const struct ctl_ckpt *k, const struct ctl_wl *w)
 {
     char key[KEY_MAX + 1];
     int64_t n = 0;
-    for (size_t i = 0; k->sizes && i < UTIL_ARRAY_LEN(whats); i++) {
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(whats); i++) {
         ctl_checkpoint_key(whats[i], w->ns, w->name, key, sizeof(key));
-        n += (int64_t)json_integer_value(json_object_get(k->sizes, key));
+        n += ctl_ckpt_share(k, key, ctl_ckpt_home(key));
     }
     return n;
 }
@@ -701,16 +643,15 @@ bool ctl_checkpoint_build(struct controller *c, size_t idx, struct ctl_ckpt_save
         }
     s->queued = k->ndrop;
     s->ndrop = k->ndrop < CKPT_MAX_DROPS ? k->ndrop : CKPT_MAX_DROPS;
+    s->done = json_object();
     /* The ConfigMap after the patch, as the API server counts it against its
      * 1 MiB: what it holds now less the removals carried, each Deployment's
      * entries as they are, then the growth of each one saved, the smallest
      * first, while it fits: as many are saved as fit. One left out keeps the
      * entries saved before (its older state restores). */
     int64_t size = k->size_known ? k->size : 0;
-    for (size_t i = 0; i < s->ndrop; i++)
-        if (k->sizes && !json_object_get(carried, k->drop[i]) &&
-            !json_object_get(tracked, k->drop[i]))
-            size -= (int64_t)json_integer_value(json_object_get(k->sizes, k->drop[i]));
+    json_t *nulls[2] = {json_object(), json_object()};
+    size -= ctl_ckpt_drops_plan(k, s->ndrop, tracked, carried, nulls, s->done);
     json_decref(carried);
     if (nc > 1)
         qsort(cs, nc, sizeof(*cs), cand_cmp);
@@ -735,14 +676,10 @@ bool ctl_checkpoint_build(struct controller *c, size_t idx, struct ctl_ckpt_save
     }
     xfree(cs);
     s->projected = size;
-    for (size_t i = 0; i < s->ndrop; i++) {
-        bool is_text = strncmp(k->drop[i], "unit.", 5) == 0 || strncmp(k->drop[i], "uid.", 4) == 0;
-        json_t *m = is_text ? s->text : s->bin;
-        /* tracked again meanwhile (saved now, or left out, held, not ready:
-         * its state saved before stays): not removed, only taken off the queue */
-        if (!json_object_get(m, k->drop[i]) && !json_object_get(tracked, k->drop[i]))
-            json_object_set_new(m, k->drop[i], json_null());
-    }
+    json_object_update_missing(s->bin, nulls[0]);
+    json_object_update_missing(s->text, nulls[1]);
+    json_decref(nulls[0]);
+    json_decref(nulls[1]);
     json_decref(tracked);
     return s->n > 0 || s->ndrop > 0;
 }
@@ -751,6 +688,7 @@ void ctl_checkpoint_save_free(struct ctl_ckpt_save *s)
 {
     json_decref(s->bin);
     json_decref(s->text);
+    json_decref(s->done);
     xfree(s->left);
     memset(s, 0, sizeof(*s));
 }
@@ -794,8 +732,9 @@ static void save_one(struct controller *c, size_t idx)
     int64_t within = s.within;
     if (c->closing && (within == 0 || within > CTL_CLOSE_SAVE_WAIT_MS))
         within = CTL_CLOSE_SAVE_WAIT_MS;
-    send_save(c, idx, s.bin, s.text, s.ndrop, within > 0 ? uv_now(c->loop) + (uint64_t)within : 0);
-    s.bin = s.text = NULL; /* the request holds them */
+    send_save(c, idx, s.bin, s.text, s.done,
+              within > 0 ? uv_now(c->loop) + (uint64_t)within : 0);
+    s.bin = s.text = s.done = NULL; /* the request holds them */
     ctl_checkpoint_save_free(&s);
 }
 

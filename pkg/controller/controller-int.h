@@ -711,6 +711,98 @@ bool ctl_handing_over(const struct controller *c, const char *ns, const char *na
  *  (-1, or without sharding: all of them). */
 size_t ctl_writes_inflight(const struct controller *c, int64_t shard);
 
+/* shards.c (the member table, the plan) and shards-lease.c (the Lease
+ * writes): their shared state and steps */
+#include "shard/shard.h"
+
+/** The shard index of this replica's member Lease, in the Lease steps. */
+#define CTL_SHARDS_SELF (-1)
+
+/* The one write of a Lease in flight at a time, and when the last answered:
+ * a round steps only the Leases with no write in flight, and none whose write
+ * answered after the round's list was sent (the list shows an older record). */
+struct ctl_lease_io {
+    bool busy;
+    int64_t answered_ms;
+};
+
+struct ctl_shard {
+    struct ctl_leader leader;  /**< this shard's election, as the single leader's */
+    struct ctl_lease_io io;
+    struct ctl_lease cur;      /**< as listed at the last round */
+    char name[256];
+    bool releasing;            /**< handed over by this instance: log "released" */
+    bool handing;              /**< being handed over: no status or /scale write of its
+                                    Deployments starts, and those in flight end first */
+    uint8_t flush_rounds;      /**< rounds it waited for its checkpoints before a handover */
+    bool reread;               /**< its release met a 409 and read the Lease again */
+    int64_t free_since_ms;     /**< loop time it was first seen without a valid holder,
+                                    -1 while held */
+    char prev_holder[128];     /**< holder before this instance's write, for the log */
+};
+
+struct ctl_shard_member {
+    char name[256];
+    struct ctl_lease cur;
+    struct ctl_leader obs;     /**< only observed: expiry on the local clock */
+    bool seen;
+    bool fresh;                /**< took a slot this round */
+    int64_t stalled_until_ms;  /**< planned without until (loop time): it left the shards
+                                    handed to it free */
+};
+
+struct ctl_shard_members {
+    struct ctl_leader self;    /**< this replica's member Lease */
+    struct ctl_lease_io self_io;
+    bool self_reread;          /**< its release met a 409 and read the Lease again */
+    char self_name[256];
+    struct ctl_shard_member *m; /**< others' member Leases, at most SHARD_MAX_MEMBERS */
+    size_t n;
+    const char **holders;      /**< per shard, scratch for the plan */
+    enum shard_action *act;    /**< per shard, scratch for the plan */
+    int inflight;              /**< lists, writes and deletes in flight */
+    bool listing;              /**< a list in flight: the next round waits for it */
+    int64_t list_sent_ms;      /**< loop time the last list was sent */
+    int deleting;              /**< member Lease deletes in flight */
+    uint64_t member_rounds;    /**< rounds begun with the member Lease renewed */
+    size_t live;               /**< live members at the last round */
+    uint64_t acquired, released, lost;
+    int64_t delete_after_ms;   /**< no member Lease deletes before (a failure backs off) */
+    size_t full;               /**< member Leases without a slot in this list */
+    int64_t full_told_ms;      /**< UNIX ms that was last logged */
+    /** The single leader's Lease (leader-election.lease-name), watched: a
+     *  replica with sharding off holds it, and while it does no shard is held
+     *  (during a rollout that turns sharding on or off both would act) */
+    struct ctl_leader single;
+    int64_t single_told_ms;    /**< UNIX ms the wait for it was last logged */
+    bool sync_told;            /**< the wait for the caches was logged */
+};
+
+/** Count a request in flight (a list, a write, a delete). */
+void ctl_shards_io_begin(struct controller *c);
+/** Its answer: sends the releases ctl_shards_release deferred once nothing
+ *  is in flight; may free c when closing, so call it last. */
+void ctl_shards_io_end(struct controller *c);
+/** One log line per handover of this instance's shards, and the member
+ *  Lease's own changes. */
+void ctl_shards_log_transitions(struct controller *c);
+/** Whether the round over the list last sent may write this Lease (shard,
+ *  or CTL_SHARDS_SELF). */
+bool ctl_shards_may_write(struct controller *c, int shard);
+/** One election step of a Lease this instance wants (its member Lease or a
+ *  shard to keep or acquire): write what the state machine asks for. */
+void ctl_shards_step(struct controller *c, int shard, const struct ctl_lease *cur, int64_t now,
+                     int64_t unix_now);
+/** Stop acting for shard s and write its released record; why is logged. */
+void ctl_shards_release_shard(struct controller *c, uint32_t s, int64_t unix_now,
+                              const char *why);
+/** Delete the member Leases of replicas gone for a while (live: the live
+ *  members' identities, this one included). */
+void ctl_shards_delete_gone(struct controller *c, const char *const *live, size_t nlive,
+                            int64_t now);
+/** Write the released record of every Lease last seen held by this replica. */
+void ctl_shards_release_all(struct controller *c);
+
 /* report.c */
 /** An Event about w. Actions and new invalid annotations are sent at once;
  *  the rest once an interval per reason (10 min a Warning) and within the
@@ -817,16 +909,28 @@ void ctl_checkpoint_write_metrics(const struct controller *c, struct util_buf *b
 void ctl_checkpoint_noted(struct controller *c, size_t idx, json_t *body);
 /**
  * The keys of a checkpoint ConfigMap's body (binaryData, then data) that are
- * gpuscaler's (forecast., capacity., unit., uid.<ns>_<name>) and name no
+ * gpuscaler's (forecast., capacity., unit., uid.<ns>_<name>, ns a DNS-1123
+ * label and name a DNS-1123 subdomain, or the hashed form of one) and name no
  * Deployment of ds whose ConfigMap (of nckpt) is idx, in a namespace that
- * synced(arg, ns) says is listed in full: the keys a read prunes. A pure
- * function, O(keys + Deployments). Returns how many, in *out (each key and
- * the array for the caller to xfree; NULL when none).
+ * synced(arg, ns) says is listed in full, or that stand in the other map
+ * than the one gpuscaler writes them to (forecast. and capacity. in data,
+ * unit. and uid. in binaryData: never read), whoever they name: the keys a
+ * read prunes. A pure function, O(keys + Deployments). Returns how many, in
+ * *out (each key and the array for the caller to xfree; NULL when none; a
+ * key pruned in both maps is there twice), and unless in_data is NULL, in
+ * *in_data whether each was found in data (else binaryData; the same
+ * length, for the caller to xfree).
  */
 size_t ctl_checkpoint_stale(const json_t *body, size_t idx, size_t nckpt,
                             const struct kube_deployment *const *ds, size_t nds,
                             bool (*synced)(const void *arg, const char *ns), const void *arg,
-                            char ***out);
+                            char ***out, bool **in_data);
+/** Queue, for ConfigMap idx's next saves, the removal of the keys of body
+ *  that ctl_checkpoint_stale() names, each from the map (binaryData, data)
+ *  it was found stale in (a read's pruning, with c->cache's Deployments). */
+void ctl_checkpoint_prune(struct controller *c, size_t idx, const json_t *body,
+                          const struct kube_deployment *const *ds, size_t nds,
+                          bool (*synced)(const void *arg, const char *ns), const void *arg);
 /** A save of one checkpoint ConfigMap, as ctl_checkpoint_build() makes it. */
 struct ctl_ckpt_save {
     json_t *bin, *text;    /**< the merge patch's binaryData and data, owned */
@@ -835,6 +939,9 @@ struct ctl_ckpt_save {
     size_t nleft;
     size_t ndrop;          /**< queued removals it carries (the oldest) */
     size_t queued;         /**< removals queued in all (each key once) */
+    json_t *done;          /**< the queued removals it settles, each key to the maps it
+                                settles (1 binaryData, 2 data; its own map's also when
+                                tracked again): taken off the queue once it is written */
     size_t bytes;          /**< what the API server counts of the entries carried */
     int64_t projected;     /**< the ConfigMap's size after it, as projected from its last
                                 read or write (at most 1 MiB when anything is saved) */
@@ -850,6 +957,55 @@ struct ctl_ckpt_save {
  */
 bool ctl_checkpoint_build(struct controller *c, size_t idx, struct ctl_ckpt_save *s);
 void ctl_checkpoint_save_free(struct ctl_ckpt_save *s);
+
+/* checkpoint-drop.c: a checkpoint ConfigMap's queue of removals and what its
+ * keys weigh (for checkpoint.c) */
+/** The maps of a ConfigMap a key is in or removed from: binaryData, data. */
+#define CTL_CKPT_IN_BIN 1
+#define CTL_CKPT_IN_TEXT 2
+/** One checkpoint ConfigMap's state (c->ckpt[i]). */
+struct ctl_ckpt {
+    bool get_inflight, patch_inflight;
+    int64_t next_save_ms;         /**< 0 until the first tick sets a staggered time */
+    int64_t full_logged_ms;
+    char **drop;                  /**< keys to remove in the next patches, owned, oldest
+                                       first */
+    size_t ndrop, dropcap;
+    uint64_t builds;              /**< saves built (ctl_wl.ckpt_saved_seq) */
+    json_t *dropset;              /**< the same keys, as an object's, each to the maps it
+                                       is removed from (CTL_CKPT_IN_BIN |
+                                       CTL_CKPT_IN_TEXT): a key leaves
+                                       the queue once no map is left */
+    bool size_known;
+    int64_t size;                 /**< bytes the API server counts in it (data + decoded
+                                       binaryData) as last read or written here */
+    json_t *sizes[2];             /**< each key's share of size in binaryData and in data
+                                       (integers), NULL unknown */
+    bool resave;                  /**< the next save is the one after a refused one's read */
+};
+
+/** The map a key of ours is written to: unit. and uid. in data, the states in
+ *  binaryData. */
+int ctl_ckpt_home(const char *key);
+void ctl_ckpt_drops_free(struct ctl_ckpt *k);
+/** Queue key's removal from the maps in (CTL_CKPT_IN_BIN | CTL_CKPT_IN_TEXT). */
+void ctl_ckpt_drop(struct ctl_ckpt *k, const char *key, int in);
+/** The bytes of key in map as last read or written: 0 when not there or unknown. */
+int64_t ctl_ckpt_share(const struct ctl_ckpt *k, const char *key, int map);
+/** What the API server counts against the ConfigMap's 1 MiB, from an object
+ *  it returned (a read, a save's answer). */
+void ctl_ckpt_note_size(struct ctl_ckpt *k, json_t *body);
+/** A save was written: the maps of each key it settled (done, as
+ *  ctl_ckpt_save.done) leave the queue; a key with no map left leaves it. A
+ *  map added while the save was in flight stays queued. */
+void ctl_ckpt_drops_done(struct ctl_ckpt *k, const json_t *done);
+/** A save's removals: the first ndrop queued keys, each from its maps (its
+ *  own map not when tracked, a key of tracked), and the copy in the other map
+ *  of each key carried (written by the save) wherever it waits in the queue,
+ *  as nulls in nulls[0] (binaryData) and nulls[1] (data); what each settles
+ *  into done. Returns the bytes they take off the ConfigMap. */
+int64_t ctl_ckpt_drops_plan(const struct ctl_ckpt *k, size_t ndrop, const json_t *tracked,
+                            const json_t *carried, json_t *const nulls[2], json_t *done);
 /**
  * Whether a decision of this reason is served to an HPA (controller_visit,
  * and what the status annotation tells the other replicas): not a hold

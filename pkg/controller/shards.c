@@ -33,9 +33,13 @@
  * ends sooner (ctl_lease_read_within), so that the round after a hung one
  * still renews within renew-deadline.
  *
- * Ownership: the shard and member tables belong to the controller; requests
- * in flight carry a shard index, never a pointer, and are counted by
- * ctl_io_begin/end so the controller outlives them. */
+ * This file keeps the member table and plans each round (the list, the
+ * assignment, what each shard's Lease should become); shards-lease.c
+ * writes the Leases and logs the handovers.
+ *
+ * Ownership: the shard and member tables (controller-int.h) belong to the
+ * controller; requests in flight carry a shard index, never a pointer, and
+ * are counted by ctl_shards_io_begin/end so the controller outlives them. */
 #include "controller-int.h"
 
 #include <errno.h>
@@ -47,404 +51,14 @@
 
 #define SUB "shard"
 #define MEMBER_INFIX SHARD_MEMBER_INFIX
-#define SELF (-1)
-/** A member Lease unchanged for this many lease durations belongs to a
- *  replica that is gone (a live one renews every retry period): deleted. */
-#define MEMBER_GONE_LEASES 10
-/** After a failed member Lease delete, the next attempt waits this long. */
-#define MEMBER_DELETE_BACKOFF_MS (10LL * 60 * 1000)
+#define SELF CTL_SHARDS_SELF
 /** Rounds a shard to hand over is kept while its checkpoints are written. */
 #define HANDOVER_FLUSH_ROUNDS 5
 /** A member that left a shard free for a lease duration while short of its
  *  share is planned without for this many lease durations. */
 #define MEMBER_STALL_LEASES 10
 
-/* The one write of a Lease in flight at a time, and when the last answered:
- * a round steps only the Leases with no write in flight, and none whose write
- * answered after the round's list was sent (the list shows an older record). */
-struct lease_io {
-    bool busy;
-    int64_t answered_ms;
-};
-
-struct ctl_shard {
-    struct ctl_leader leader;  /**< this shard's election, as the single leader's */
-    struct lease_io io;
-    struct ctl_lease cur;      /**< as listed at the last round */
-    char name[256];
-    bool releasing;            /**< handed over by this instance: log "released" */
-    bool handing;              /**< being handed over: no status or /scale write of its
-                                    Deployments starts, and those in flight end first */
-    uint8_t flush_rounds;      /**< rounds it waited for its checkpoints before a handover */
-    bool reread;               /**< its release met a 409 and read the Lease again */
-    int64_t free_since_ms;     /**< loop time it was first seen without a valid holder,
-                                    -1 while held */
-    char prev_holder[128];     /**< holder before this instance's write, for the log */
-};
-
-struct member {
-    char name[256];
-    struct ctl_lease cur;
-    struct ctl_leader obs;     /**< only observed: expiry on the local clock */
-    bool seen;
-    bool fresh;                /**< took a slot this round */
-    int64_t stalled_until_ms;  /**< planned without until (loop time): it left the shards
-                                    handed to it free */
-};
-
-struct ctl_shard_members {
-    struct ctl_leader self;    /**< this replica's member Lease */
-    struct lease_io self_io;
-    bool self_reread;          /**< its release met a 409 and read the Lease again */
-    char self_name[256];
-    struct member *m;          /**< others' member Leases, at most SHARD_MAX_MEMBERS */
-    size_t n;
-    const char **holders;      /**< per shard, scratch for the plan */
-    enum shard_action *act;    /**< per shard, scratch for the plan */
-    int inflight;              /**< lists, writes and deletes in flight */
-    bool listing;              /**< a list in flight: the next round waits for it */
-    int64_t list_sent_ms;      /**< loop time the last list was sent */
-    int deleting;              /**< member Lease deletes in flight */
-    uint64_t member_rounds;    /**< rounds begun with the member Lease renewed */
-    size_t live;               /**< live members at the last round */
-    uint64_t acquired, released, lost;
-    int64_t delete_after_ms;   /**< no member Lease deletes before (a failure backs off) */
-    size_t full;               /**< member Leases without a slot in this list */
-    int64_t full_told_ms;      /**< UNIX ms that was last logged */
-    /** The single leader's Lease (leader-election.lease-name), watched: a
-     *  replica with sharding off holds it, and while it does no shard is held
-     *  (during a rollout that turns sharding on or off both would act) */
-    struct ctl_leader single;
-    int64_t single_told_ms;    /**< UNIX ms the wait for it was last logged */
-    bool sync_told;            /**< the wait for the caches was logged */
-};
-
-static void io_begin(struct controller *c)
-{
-    c->members->inflight++;
-    ctl_io_begin(c);
-}
-
-static void release_all(struct controller *c);
-
-static void io_end(struct controller *c)
-{
-    if (--c->members->inflight == 0 && c->release_pending && !c->release_hold) {
-        /* the list or writes in flight at the close have answered: the
-         * releases go now, over what they saw */
-        c->release_pending = false;
-        release_all(c);
-    }
-    ctl_io_end(c); /* may free c when closing: last */
-}
-
-/* One log line per handover of this instance's shards, and the member
- * Lease's own changes. */
-static void log_transitions(struct controller *c)
-{
-    struct ctl_shard_members *ms = c->members;
-    int64_t now = (int64_t)uv_now(c->loop);
-    const char *ns = c->cfg->leader.namespace_;
-    char why[200];
-    enum ctl_leader_change ch;
-    for (uint32_t s = 0; s < c->nshards; s++) {
-        struct ctl_shard *sh = &c->shards[s];
-        while ((ch = ctl_leader_transition(&sh->leader, now, why, sizeof(why))) !=
-               CTL_LEADER_SAME) {
-            if (ch == CTL_LEADER_STARTED) {
-                ms->acquired++;
-                LOG_INFO(SUB, "shard acquired: shard=%u holder=%s previous=%s lease=%s/%s", s,
-                         c->identity, sh->prev_holder[0] ? sh->prev_holder : "none", ns,
-                         sh->name);
-            } else if (sh->releasing) {
-                ms->released++;
-                LOG_INFO(SUB, "shard released: shard=%u holder=%s lease=%s/%s: %s", s,
-                         c->identity, ns, sh->name, why);
-            } else {
-                ms->lost++;
-                LOG_WARN(SUB, "shard lost: shard=%u holder=%s lease=%s/%s: %s", s, c->identity,
-                         ns, sh->name, why);
-            }
-            sh->releasing = false;
-        }
-    }
-    while ((ch = ctl_leader_transition(&ms->self, now, why, sizeof(why))) != CTL_LEADER_SAME) {
-        if (ch == CTL_LEADER_STARTED)
-            LOG_INFO(SUB, "member lease held: holder=%s lease=%s/%s", c->identity, ns,
-                     ms->self_name);
-        else
-            LOG_WARN(SUB, "member lease lost: holder=%s lease=%s/%s: %s", c->identity, ns,
-                     ms->self_name, why);
-    }
-}
-
-struct lease_write {
-    struct controller *c;
-    int shard;        /* SELF for the member Lease */
-    bool release;
-    struct ctl_lease lease;
-    int64_t sent_ms;  /* loop time the write was sent: the renew deadline's start */
-};
-
-static struct ctl_leader *leader_of(struct controller *c, int shard)
-{
-    return shard == SELF ? &c->members->self : &c->shards[shard].leader;
-}
-
-static struct lease_io *io_of(struct controller *c, int shard)
-{
-    return shard == SELF ? &c->members->self_io : &c->shards[shard].io;
-}
-
-/* Whether the round over the list last sent may write this Lease. */
-static bool may_write(struct controller *c, int shard)
-{
-    const struct lease_io *io = io_of(c, shard);
-    return !io->busy && io->answered_ms < c->members->list_sent_ms;
-}
-
-static bool *reread_of(struct controller *c, int shard)
-{
-    return shard == SELF ? &c->members->self_reread : &c->shards[shard].reread;
-}
-
-static void write_lease(struct controller *c, int shard, bool create, bool release,
-                        const struct ctl_lease *l);
-
-struct lease_get {
-    struct controller *c;
-    int shard;
-};
-
-/* The Lease a release met a 409 on, read again: released over this record
- * while it still names this replica. */
-static void reread_for_release(const struct kube_result *res, void *arg)
-{
-    struct lease_get *g = arg;
-    struct controller *c = g->c;
-    const char *what = g->shard == SELF ? c->members->self_name : c->shards[g->shard].name;
-    struct ctl_leader *l = leader_of(c, g->shard);
-    struct lease_io *io = io_of(c, g->shard);
-    io->busy = false;
-    io->answered_ms = (int64_t)uv_now(c->loop);
-    if (res->err == 0 && res->body) {
-        struct ctl_lease cur, out;
-        ctl_lease_from_json(res->body, &cur);
-        l->observed = cur;
-        l->observed_ms = (int64_t)uv_now(c->loop);
-        if (strcmp(cur.holder, c->identity) == 0) {
-            ctl_leader_release(l, util_now_unix_ms(), &out);
-            write_lease(c, g->shard, false, true, &out);
-        } else {
-            *reread_of(c, g->shard) = false;
-            LOG_INFO(SUB, "lease %s: no longer held by this replica (holder %.120s): nothing "
-                          "to release", what, cur.holder[0] ? cur.holder : "none");
-        }
-    } else {
-        *reread_of(c, g->shard) = false;
-        LOG_WARN(SUB, "releasing lease %s: reading it again failed: HTTP %ld %s (it expires "
-                      "by itself)", what, res->status, res->message);
-    }
-    xfree(g);
-    io_end(c);
-}
-
-/* A release that met a 409: a renewal that timed out here but was applied
- * there moved the Lease on. Read it again (once), as the single leader's
- * release does (elect.c); true when the read went out and owns r's io slot. */
-static bool release_conflicted(struct controller *c, int shard, const char *what)
-{
-    bool *reread = reread_of(c, shard);
-    if (*reread) {
-        *reread = false; /* the next release may read again */
-        return false;
-    }
-    *reread = true;
-    LOG_INFO(SUB, "releasing lease %s: it changed since it was read (409); reading it again",
-             what);
-    struct lease_get *g = xcalloc(1, sizeof(*g));
-    g->c = c;
-    g->shard = shard;
-    io_begin(c);
-    io_of(c, shard)->busy = true;
-    if (kube_lease_get(c->kube, c->cfg->leader.namespace_, what, ctl_lease_read_within(c->cfg),
-                       reread_for_release, g) == 0)
-        return true;
-    io_of(c, shard)->busy = false;
-    *reread = false;
-    xfree(g);
-    io_end(c);
-    return false;
-}
-
-static void lease_written(const struct kube_result *res, void *arg)
-{
-    struct lease_write *r = arg;
-    struct controller *c = r->c;
-    const char *what = r->shard == SELF ? c->members->self_name : c->shards[r->shard].name;
-    if (res->err == -EEXIST && !r->release)
-        LOG_DEBUG(SUB, "lease %s: taken by another replica meanwhile (HTTP %ld)", what,
-                  res->status);
-    else if (res->err != 0)
-        LOG_WARN(SUB, "writing lease %s failed: HTTP %ld %s %s", what, res->status, res->reason,
-                 res->message);
-    struct ctl_leader *l = leader_of(c, r->shard);
-    struct lease_io *io = io_of(c, r->shard);
-    io->busy = false;
-    io->answered_ms = (int64_t)uv_now(c->loop);
-    if (res->err == 0 && res->body)
-        ctl_lease_from_json(res->body, &r->lease);
-    if (r->release && res->status == 409 && release_conflicted(c, r->shard, what)) {
-        /* read again: released over the new record while it names this replica */
-    } else if (r->release || c->closing) {
-        /* a release, or a renewal that answered after the close (no new term):
-         * only the record is kept, for the release to go over */
-        if (r->release)
-            *reread_of(c, r->shard) = false;
-        if (res->err == 0) {
-            l->observed = r->lease;
-            l->observed_ms = (int64_t)uv_now(c->loop);
-        }
-    } else {
-        ctl_leader_result(l, res->err == 0, &r->lease, (int64_t)uv_now(c->loop), r->sent_ms);
-        if (res->status == 409) /* written meanwhile by another replica, or by hand */
-            ctl_leader_stop(l, "the lease was written by another replica (409 on its "
-                               "renewal)");
-    }
-    log_transitions(c);
-    xfree(r);
-    io_end(c);
-}
-
-static void write_lease(struct controller *c, int shard, bool create, bool release,
-                        const struct ctl_lease *l)
-{
-    const char *ns = c->cfg->leader.namespace_;
-    const char *name = shard == SELF ? c->members->self_name : c->shards[shard].name;
-    struct lease_write *r = xcalloc(1, sizeof(*r));
-    r->c = c;
-    r->shard = shard;
-    r->release = release;
-    r->lease = *l;
-    r->sent_ms = (int64_t)uv_now(c->loop);
-    json_t *body = ctl_lease_to_json(ns, name, l);
-    /* an answer after the renew deadline is of no use (ctl_leader_result):
-     * the write ends by then, so that the Lease is tried again next round */
-    int64_t within = c->cfg->leader.renew_deadline_ms;
-    io_begin(c);
-    io_of(c, shard)->busy = true;
-    int rc = create ? kube_lease_create(c->kube, ns, body, within, lease_written, r)
-                    : kube_lease_update(c->kube, ns, name, body, within, lease_written, r);
-    json_decref(body);
-    if (rc != 0) {
-        LOG_WARN(SUB, "cannot write lease %s: %s", name, strerror(-rc));
-        io_of(c, shard)->busy = false;
-        xfree(r);
-        io_end(c);
-    }
-}
-
-/* One election step of a lease this instance wants (its member Lease or a
- * shard to keep or acquire): write what the state machine asks for. */
-static void step(struct controller *c, int shard, const struct ctl_lease *cur, int64_t now,
-                 int64_t unix_now)
-{
-    struct ctl_lease out;
-    if (!may_write(c, shard))
-        return; /* its write in flight, or answered after the list: next round */
-    enum ctl_leader_action a = ctl_leader_step(leader_of(c, shard), cur, now, unix_now, &out);
-    if (a != CTL_LEADER_WAIT)
-        write_lease(c, shard, a == CTL_LEADER_CREATE, false, &out);
-}
-
-static void release_shard(struct controller *c, uint32_t s, int64_t unix_now, const char *why)
-{
-    struct ctl_shard *sh = &c->shards[s];
-    struct ctl_lease out;
-    ctl_leader_release(&sh->leader, unix_now, &out);
-    sh->releasing = sh->leader.reported_leading; /* its end is logged as "released" */
-    if (!sh->releasing && sh->leader.leading) {
-        /* a term still fenced (taken at the last round) never acted nor was logged */
-        c->members->released++;
-        LOG_INFO(SUB, "shard released: shard=%u holder=%s lease=%s/%s: %s (taken a round "
-                      "ago, not acted on)", s, c->identity, c->cfg->leader.namespace_,
-                 sh->name, why);
-    }
-    ctl_leader_stop(&sh->leader, why); /* stop acting before the write goes out */
-    write_lease(c, (int)s, false, true, &out);
-}
-
-struct lease_delete {
-    struct controller *c;
-    char name[256];
-    int64_t idle_s;
-};
-
-static void member_deleted(const struct kube_result *res, void *arg)
-{
-    struct lease_delete *d = arg;
-    const char *ns = d->c->cfg->leader.namespace_;
-    if (res->err == 0)
-        LOG_INFO(SUB, "member lease deleted: lease=%s/%s unchanged for %llds, its replica is gone",
-                 ns, d->name, (long long)d->idle_s);
-    else if (res->status == 404 || res->status == 409)
-        LOG_DEBUG(SUB, "member lease %s/%s: renewed or deleted meanwhile (HTTP %ld)", ns, d->name,
-                  res->status);
-    else {
-        /* e.g. 403 from a Role without delete (an older chart): try again in 10 minutes */
-        d->c->members->delete_after_ms = (int64_t)uv_now(d->c->loop) + MEMBER_DELETE_BACKOFF_MS;
-        LOG_WARN(SUB, "deleting member lease %s/%s failed: HTTP %ld %s %s (retried in %llds%s)",
-                 ns, d->name, res->status, res->reason, res->message,
-                 (long long)(MEMBER_DELETE_BACKOFF_MS / 1000),
-                 res->status == 403 ? "; the Role needs delete on leases" : "");
-    }
-    struct controller *c = d->c;
-    c->members->deleting--;
-    xfree(d);
-    io_end(c);
-}
-
-/* Delete the member Leases nobody renewed for MEMBER_GONE_LEASES lease
- * durations, so that the namespace does not collect one per pod that ever
- * ran. Only the live member first in identity order does it, and only while
- * the Lease is as it was read (the resourceVersion is a precondition): a
- * replica that comes back meanwhile keeps its Lease, or creates it again. */
-static void delete_gone_members(struct controller *c, const char *const *live, size_t nlive,
-                                int64_t now)
-{
-    struct ctl_shard_members *ms = c->members;
-    if (now < ms->delete_after_ms || ms->deleting)
-        return;
-    for (size_t i = 0; i < nlive; i++)
-        if (strcmp(live[i], c->identity) < 0)
-            return;
-    for (size_t i = 0; i < ms->n; i++) {
-        struct member *m = &ms->m[i];
-        int64_t dur = c->cfg->leader.lease_duration_ms;
-        if (m->cur.duration_s > 0 && (int64_t)m->cur.duration_s * 1000 > dur)
-            dur = (int64_t)m->cur.duration_s * 1000;
-        int64_t idle = now - m->obs.observed_ms;
-        if (!m->cur.exists || !m->cur.resource_version[0] || idle < MEMBER_GONE_LEASES * dur)
-            continue;
-        struct lease_delete *d = xcalloc(1, sizeof(*d));
-        d->c = c;
-        d->idle_s = idle / 1000;
-        snprintf(d->name, sizeof(d->name), "%s", m->name);
-        io_begin(c);
-        ms->deleting++;
-        int rc = kube_lease_delete(c->kube, c->cfg->leader.namespace_, m->name,
-                                   m->cur.resource_version, c->cfg->leader.renew_deadline_ms,
-                                   member_deleted, d);
-        if (rc != 0) {
-            LOG_WARN(SUB, "cannot delete member lease %s: %s", m->name, strerror(-rc));
-            ms->deleting--;
-            xfree(d);
-            io_end(c);
-        }
-    }
-}
-
-static struct member *member_find(struct controller *c, const char *name)
+static struct ctl_shard_member *member_find(struct controller *c, const char *name)
 {
     struct ctl_shard_members *ms = c->members;
     for (size_t i = 0; i < ms->n; i++)
@@ -456,7 +70,7 @@ static struct member *member_find(struct controller *c, const char *name)
 /* Whether slot m may go to a held member Lease new this round: its Lease
  * is gone, released or expired on the local clock (none that took a slot
  * this round). */
-static bool member_recyclable(struct member *m, int64_t now)
+static bool member_recyclable(struct ctl_shard_member *m, int64_t now)
 {
     if (m->fresh)
         return false;
@@ -472,12 +86,12 @@ static bool member_recyclable(struct member *m, int64_t now)
  * a live replica; NULL when none is free. A Lease that takes a recycled
  * slot counts as live only once it changes: an expired one that lost its
  * slot and takes another must not look renewed (it would be planned for). */
-static struct member *member_slot(struct controller *c, const char *name,
+static struct ctl_shard_member *member_slot(struct controller *c, const char *name,
                                   const struct ctl_lease *rec, int64_t now)
 {
     struct ctl_shard_members *ms = c->members;
     const struct ctl_config *cfg = c->cfg;
-    struct member *m = NULL;
+    struct ctl_shard_member *m = NULL;
     bool recycled = false;
     if (ms->n < SHARD_MAX_MEMBERS) {
         m = &ms->m[ms->n++];
@@ -516,8 +130,9 @@ static struct member *member_slot(struct controller *c, const char *name,
  * again. judge: whether this replica may tell (a member that may acquire, no
  * single leader to yield to: shards are free while everyone yields to it).
  * Returns their count. */
-static size_t plan_members(struct controller *c, const char **live, struct member **live_m,
-                           size_t nlive, bool member, bool judge, int64_t now)
+static size_t plan_members(struct controller *c, const char **live,
+                           struct ctl_shard_member **live_m, size_t nlive, bool member,
+                           bool judge, int64_t now)
 {
     struct ctl_shard_members *ms = c->members;
     int64_t dur = c->cfg->leader.lease_duration_ms;
@@ -540,7 +155,7 @@ static size_t plan_members(struct controller *c, const char **live, struct membe
     if (all)
         memcpy(all, live, nlive * sizeof(*all));
     for (size_t i = 0; i < nothers; i++) {
-        struct member *m = live_m[i];
+        struct ctl_shard_member *m = live_m[i];
         if (stale_free && m->stalled_until_ms <= now) {
             uint32_t held = 0;
             for (uint32_t s = 0; s < c->nshards; s++)
@@ -573,8 +188,8 @@ static void listed(const struct kube_result *res, void *arg)
     if (c->closing || res->err != 0) {
         if (!c->closing)
             LOG_WARN(SUB, "listing leases failed: HTTP %ld %s", res->status, res->message);
-        log_transitions(c);
-        io_end(c);
+        ctl_shards_log_transitions(c);
+        ctl_shards_io_end(c);
         return;
     }
     int64_t now = (int64_t)uv_now(c->loop), unix_now = util_now_unix_ms();
@@ -601,7 +216,7 @@ static void listed(const struct kube_result *res, void *arg)
         } else if (strcmp(name, c->cfg->leader.lease_name) == 0) {
             ctl_lease_from_json(it, &single);
         } else if (strncmp(name, mprefix, mpl) == 0) {
-            struct member *m = member_find(c, name);
+            struct ctl_shard_member *m = member_find(c, name);
             if (m) {
                 ctl_lease_from_json(it, &m->cur);
                 m->seen = true;
@@ -643,7 +258,7 @@ static void listed(const struct kube_result *res, void *arg)
             ms->m[k++] = ms->m[i];
     ms->n = k;
     const char *live[SHARD_MAX_MEMBERS + 1];
-    struct member *live_m[SHARD_MAX_MEMBERS];
+    struct ctl_shard_member *live_m[SHARD_MAX_MEMBERS];
     size_t nlive = 0;
     for (size_t i = 0; i < ms->n; i++) {
         const char *h = ctl_leader_observe(&ms->m[i].obs, &ms->m[i].cur, now);
@@ -658,9 +273,9 @@ static void listed(const struct kube_result *res, void *arg)
         ms->member_rounds++;
     }
     ms->live = nlive;
-    step(c, SELF, &own, now, unix_now);
+    ctl_shards_step(c, SELF, &own, now, unix_now);
     if (member)
-        delete_gone_members(c, live, nlive, now);
+        ctl_shards_delete_gone(c, live, nlive, now);
     /* A new replica takes nothing until its member Lease was renewed and
      * the others could see it for a round, so replicas started together do
      * not each grab every shard first. */
@@ -684,19 +299,19 @@ static void listed(const struct kube_result *res, void *arg)
          * sent, is listed as it was before: its own record stands (observed
          * against itself, nothing changes), not the older one */
         struct ctl_leader *l = &c->shards[s].leader;
-        struct ctl_lease rec = may_write(c, (int)s) ? c->shards[s].cur : l->observed;
+        struct ctl_lease rec = ctl_shards_may_write(c, (int)s) ? c->shards[s].cur : l->observed;
         ms->holders[s] = ctl_leader_observe(l, &rec, now);
         /* a term begun fenced acts once a list sent after its write shows no
          * single leader: either that list saw this shard's Lease taken
          * first, or that leader, listing after its own write, saw it */
-        if (l->fenced && !solo && may_write(c, (int)s))
+        if (l->fenced && !solo && ctl_shards_may_write(c, (int)s))
             ctl_leader_unfence(l);
     }
     size_t nplan = plan_members(c, live, live_m, nlive, member, may_acquire && !solo, now);
     struct shard_view v = {c->identity, live, nplan, c->nshards, ms->holders};
     if (shard_plan(&v, ms->act) != 0) {
         LOG_WARN(SUB, "cannot plan the shards (%zu members)", nlive);
-        io_end(c);
+        ctl_shards_io_end(c);
         return;
     }
     for (uint32_t s = 0; s < c->nshards && solo; s++)
@@ -714,10 +329,10 @@ static void listed(const struct kube_result *res, void *arg)
             sh->flush_rounds = 0;
             sh->handing = false;
             snprintf(sh->prev_holder, sizeof(sh->prev_holder), "%s", sh->cur.holder);
-            step(c, (int)s, &sh->cur, now, unix_now);
+            ctl_shards_step(c, (int)s, &sh->cur, now, unix_now);
             break;
         case SHARD_RELEASE: {
-            if (!may_write(c, (int)s))
+            if (!ctl_shards_may_write(c, (int)s))
                 break; /* its write in flight: next round, the flush where it was */
             /* save its Deployments' checkpoints first, so that the new owner reads the
              * current state, and let the status and /scale writes in flight end (a
@@ -729,7 +344,7 @@ static void listed(const struct kube_result *res, void *arg)
             if ((saving > 0 || ctl_writes_inflight(c, (int64_t)s) > 0) &&
                 sh->flush_rounds < HANDOVER_FLUSH_ROUNDS) {
                 sh->flush_rounds++;
-                step(c, (int)s, &sh->cur, now, unix_now);
+                ctl_shards_step(c, (int)s, &sh->cur, now, unix_now);
                 break;
             }
             sh->flush_rounds = 0;
@@ -741,7 +356,7 @@ static void listed(const struct kube_result *res, void *arg)
                 snprintf(why, sizeof(why),
                          "handed over: %zu live members, this one holds more than its share",
                          nlive);
-            release_shard(c, s, unix_now, why);
+            ctl_shards_release_shard(c, s, unix_now, why);
             break;
         }
         case SHARD_IDLE:
@@ -756,8 +371,8 @@ static void listed(const struct kube_result *res, void *arg)
             break;
         }
     }
-    log_transitions(c);
-    io_end(c);
+    ctl_shards_log_transitions(c);
+    ctl_shards_io_end(c);
 }
 
 static void round_cb(uv_timer_t *t)
@@ -765,7 +380,7 @@ static void round_cb(uv_timer_t *t)
     struct controller *c = util_container_of(t, struct controller, elect_timer);
     if (c->closing)
         return;
-    log_transitions(c); /* a renew deadline may pass while requests hang */
+    ctl_shards_log_transitions(c); /* a renew deadline may pass while requests hang */
     struct ctl_shard_members *ms = c->members;
     if (ms->listing)
         return;
@@ -784,7 +399,7 @@ static void round_cb(uv_timer_t *t)
     }
     /* a write in flight holds back only its own Lease (may_write): one slow
      * request must not stop every other shard's renewals */
-    io_begin(c);
+    ctl_shards_io_begin(c);
     ms->listing = true;
     ms->list_sent_ms = (int64_t)uv_now(c->loop);
     int rc = kube_lease_list(c->kube, c->cfg->leader.namespace_, ctl_lease_read_within(c->cfg),
@@ -792,7 +407,7 @@ static void round_cb(uv_timer_t *t)
     if (rc != 0) {
         LOG_WARN(SUB, "cannot list leases: %s", strerror(-rc));
         ms->listing = false;
-        io_end(c);
+        ctl_shards_io_end(c);
     }
 }
 
@@ -827,48 +442,29 @@ void ctl_shards_start(struct controller *c)
     uv_timer_start(&c->elect_timer, round_cb, 0, (uint64_t)cfg->leader.retry_period_ms);
 }
 
-/* Whether the record last seen of this lease names this replica: client-go
- * releases on that (IsLeader), not on the renew deadline. */
-static bool seen_as_holder(const struct controller *c, const struct ctl_leader *l)
-{
-    return l->observed.exists && strcmp(l->observed.holder, c->identity) == 0;
-}
-
-/* Write the released record (empty holder, 1 s) of every lease last seen
- * held by this replica, over that record's resourceVersion. */
-static void release_all(struct controller *c)
-{
-    struct ctl_shard_members *ms = c->members;
-    int64_t unix_now = util_now_unix_ms();
-    struct ctl_lease out;
-    for (uint32_t s = 0; s < c->nshards; s++) {
-        struct ctl_leader *l = &c->shards[s].leader;
-        if (!seen_as_holder(c, l))
-            continue;
-        ctl_leader_release(l, unix_now, &out);
-        write_lease(c, (int)s, false, true, &out);
-    }
-    if (seen_as_holder(c, &ms->self)) {
-        ctl_leader_release(&ms->self, unix_now, &out);
-        write_lease(c, SELF, false, true, &out);
-    }
-}
-
 void ctl_shards_release(struct controller *c)
 {
     struct ctl_shard_members *ms = c->members;
     int64_t now = (int64_t)uv_now(c->loop);
     static const char why[] = "shutting down: releasing the lease";
-    log_transitions(c);
+    ctl_shards_log_transitions(c);
     /* stop acting at once, for every shard */
     for (uint32_t s = 0; s < c->nshards; s++) {
         struct ctl_shard *sh = &c->shards[s];
-        if (ctl_leader_is_leading(&sh->leader, now))
+        if (ctl_leader_is_leading(&sh->leader, now)) {
             sh->releasing = true;
+        } else if (sh->leader.leading && !sh->leader.reported_leading) {
+            /* a term still fenced (taken at the last round): it never acted nor
+             * was logged, and its end would not be either */
+            ms->released++;
+            LOG_INFO(SUB, "shard released: shard=%u holder=%s lease=%s/%s: %s (taken a round "
+                          "ago, not acted on)", s, c->identity, c->cfg->leader.namespace_,
+                     sh->name, why);
+        }
         ctl_leader_stop(&sh->leader, why);
     }
     ctl_leader_stop(&ms->self, why);
-    log_transitions(c);
+    ctl_shards_log_transitions(c);
     c->released = true;
     if (ms->inflight || c->release_hold) {
         /* a list or renewals in flight carry the resourceVersions the releases
@@ -878,14 +474,14 @@ void ctl_shards_release(struct controller *c)
         c->release_pending = true;
         return;
     }
-    release_all(c);
+    ctl_shards_release_all(c);
 }
 
 void ctl_shards_release_resume(struct controller *c)
 {
     if (c->release_pending && !c->release_hold && c->members->inflight == 0) {
         c->release_pending = false;
-        release_all(c);
+        ctl_shards_release_all(c);
     }
 }
 

@@ -4,7 +4,9 @@
  * once each; a save that would pass the ConfigMap's 1 MiB keeps as many
  * Deployments' states as fit; a Deployment whose term is about to end
  * (CKPT_MIN_TERM_MS) is left out of a save; a checkpoint of another release's
- * format is not saved over for its hour. */
+ * format is not saved over for its hour; keys of ours in the other map than
+ * theirs are removed from it; a capacity state that took a gauge of 1e300
+ * restores. (test-checkpoint-save.c: saves against a loopback API server.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 #include <cmocka.h>
 #include <inttypes.h>
 
+#include "controller/checkpoint-testutil.h"
 #include "controller/controller-int.h"
 #include "forecast/forecast.h"
 #include "kube/kube.h"
@@ -56,57 +59,19 @@ static struct fixture *fx_new(size_t nckpt)
     return f;
 }
 
+/* A Deployment tracked here, its state read, with a history of n
+ * observations (checkpoint-testutil.c): states of different sizes. */
 static struct ctl_wl *wl_new(const char *ns, const char *name, int observations)
 {
-    struct ctl_wl *w = calloc(1, sizeof(*w));
-    assert_non_null(w);
-    w->ns = xstrdup(ns);
-    w->name = xstrdup(name);
-    w->uid = xstrdup("u-1");
-    capacity_init(&w->cap);
-    policy_config_init(&w->cfg.policy);
-    struct forecast_config fc;
-    controller_forecast_config(&w->cfg.policy, &fc);
-    w->fc = forecast_new(&fc);
-    assert_non_null(w->fc);
-    /* a history of its own length and values: states of different sizes */
-    int64_t t = util_now_unix_ms() - (int64_t)observations * fc.bucket_ms;
-    uint32_t h = (uint32_t)shard_hash(ns, name);
-    for (int i = 0; i < observations; i++) {
-        h = h * 1103515245u + 12345u;
-        assert_int_equal(forecast_observe(w->fc, t + (int64_t)i * fc.bucket_ms,
-                                          5.0 + (double)(h >> 16) / 655.36),
-                         0);
-    }
+    struct ctl_wl *w = ctl_ckpt_test_wl_new(ns, name, "u-1");
+    assert_int_equal(ctl_ckpt_test_wl_history(w, observations), 0);
     w->checkpoint_loaded = w->checkpoint_ready = true;
     return w;
 }
 
-static void wl_free(struct ctl_wl *w)
-{
-    forecast_free(w->fc);
-    xfree(w->ns);
-    xfree(w->name);
-    xfree(w->uid);
-    free(w);
-}
-
-static void table_add(struct controller *c, struct ctl_wl *w)
-{
-    size_t b = (size_t)(shard_hash(w->ns, w->name) % CTL_WL_BUCKETS);
-    w->next = c->table[b];
-    c->table[b] = w;
-    c->nwl++;
-}
-
 static void fx_free(struct fixture *f)
 {
-    for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
-        while (f->c->table[b]) {
-            struct ctl_wl *w = f->c->table[b];
-            f->c->table[b] = w->next;
-            wl_free(w);
-        }
+    ctl_ckpt_test_table_free(f->c);
     ctl_checkpoint_free(f->c);
     free(f->c);
     assert_int_equal(uv_loop_close(&f->loop), 0);
@@ -237,7 +202,7 @@ static void test_prune_many_keys(void **state)
     char **got = NULL;
     double t0 = secs();
     size_t n = ctl_checkpoint_stale(body, idx, NCKPT, ds, NLIVE + 2, synced_but_lagging, NULL,
-                                    &got);
+                                    &got, NULL);
     double took = secs() - t0;
     print_message("pruning %zu keys against %d Deployments: %.1f ms\n", nkeys, NLIVE + 2,
                   took * 1e3);
@@ -311,7 +276,7 @@ static void test_over_full_save_keeps_what_fits(void **state)
     char name[32];
     for (int i = 0; i < N; i++) {
         snprintf(name, sizeof(name), "d%02d", i);
-        table_add(f->c, wl_new("ns", name, 30 + 97 * i));
+        ctl_ckpt_test_table_add(f->c, wl_new("ns", name, 30 + 97 * i));
     }
     /* nothing stored yet: every one is saved, each measured */
     struct ctl_ckpt_save s;
@@ -383,7 +348,7 @@ static void test_over_full_save_keeps_what_fits(void **state)
         struct fixture *g = fx_new(1);
         for (int k = N - 4; k < N; k++) {
             snprintf(name, sizeof(name), "d%02d", (int)order[k]);
-            table_add(g->c, wl_new("ns", name, 30 + 97 * (int)order[k]));
+            ctl_ckpt_test_table_add(g->c, wl_new("ns", name, 30 + 97 * (int)order[k]));
         }
         struct ctl_ckpt_save all;
         assert_true(ctl_checkpoint_build(g->c, 0, &all));
@@ -436,7 +401,7 @@ static void test_over_full_rotates_and_keeps(void **state)
     for (int i = 0; i < N; i++) {
         snprintf(name, sizeof(name), "r%02d", i);
         ws[i] = wl_new("ns", name, 40 + 61 * i);
-        table_add(f->c, ws[i]);
+        ctl_ckpt_test_table_add(f->c, ws[i]);
     }
     /* r07 was forgotten once (opted out) and is tracked again */
     ctl_checkpoint_forget(f->c, ws[N - 1]);
@@ -495,7 +460,7 @@ static void test_min_term(void **state)
 {
     (void)state;
     struct fixture *f = fx_new(1);
-    table_add(f->c, wl_new("ns", "d", 30));
+    ctl_ckpt_test_table_add(f->c, wl_new("ns", "d", 30));
     struct ctl_ckpt_save s;
     /* no election: saved, no deadline */
     assert_true(ctl_checkpoint_build(f->c, 0, &s));
@@ -538,8 +503,8 @@ static void test_foreign_hold_not_saved_over(void **state)
     (void)state;
     struct fixture *f = fx_new(1);
     struct ctl_wl *w = wl_new("ns", "d", 30), *other = wl_new("ns", "e", 30);
-    table_add(f->c, w);
-    table_add(f->c, other);
+    ctl_ckpt_test_table_add(f->c, w);
+    ctl_ckpt_test_table_add(f->c, other);
     struct capacity cap;
     capacity_init(&cap);
     uint8_t buf[CAPACITY_STATE_SIZE];
@@ -577,6 +542,230 @@ static void test_foreign_hold_not_saved_over(void **state)
     fx_free(f);
 }
 
+static bool all_synced(const void *arg, const char *ns)
+{
+    (void)arg;
+    (void)ns;
+    return true;
+}
+
+/* A key of ours in the other map than the one a save writes it to: the
+ * entries of a Deployment that is gone found in data (forecast., capacity.)
+ * or in binaryData (unit., uid.), and a tracked Deployment's stray copy
+ * there (never read), are removed from that map by the next save; the
+ * tracked one's own entries are saved, and keys not gpuscaler's stay. A
+ * stale key in data was nulled in binaryData only, and stayed for good. The
+ * size the save projects is the ConfigMap's after it: a copy removed from
+ * one map only was counted as its key's bytes in both, or not at all. */
+static void test_stale_keys_in_the_other_map_removed(void **state)
+{
+    (void)state;
+    struct fixture *f = fx_new(1);
+    ctl_ckpt_test_table_add(f->c, wl_new("ns", "d", 30));
+    json_t *cm = json_pack("{s:{s:s, s:s, s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s, s:s, s:s}}",
+                           "binaryData", "forecast.ns_d", "AAAA", "capacity.ns_gone", "AAAA",
+                           "unit.ns_gone", "cmVxdWVzdHM=", "note", "aGVsbG8=",
+                           "data", "forecast.ns_gone", "AAAA", "capacity.ns_gone2", "AAAA",
+                           "capacity.ns_d", "AAAA", "unit.ns_d", "requests", "uid.ns_gone", "u",
+                           "other", "x", "forecast.nounderscore", "x");
+    assert_non_null(cm);
+    struct kube_deployment d = {.ns = "ns", .name = "d"};
+    const struct kube_deployment *ds[] = {&d};
+    ctl_checkpoint_noted(f->c, 0, cm); /* its size, as read */
+    ctl_checkpoint_prune(f->c, 0, cm, ds, 1, all_synced, NULL);
+    struct ctl_ckpt_save s;
+    assert_true(ctl_checkpoint_build(f->c, 0, &s));
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.ndrop, 6);
+    int64_t projected = s.projected;
+    /* each removal in the map the key was found in, and only there */
+    static const char *const gone_text[] = {"forecast.ns_gone", "capacity.ns_gone2",
+                                            "capacity.ns_d", "uid.ns_gone"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(gone_text); i++) {
+        if (!json_is_null(json_object_get(s.text, gone_text[i])))
+            fail_msg("%s not removed from data", gone_text[i]);
+        assert_false(json_is_null(json_object_get(s.bin, gone_text[i]))); /* not there */
+    }
+    assert_true(json_is_null(json_object_get(s.bin, "capacity.ns_gone")));
+    assert_true(json_is_null(json_object_get(s.bin, "unit.ns_gone")));
+    assert_null(json_object_get(s.text, "capacity.ns_gone"));
+    assert_null(json_object_get(s.text, "unit.ns_gone"));
+    /* d's own entries saved, in their maps */
+    assert_true(json_is_string(json_object_get(s.bin, "forecast.ns_d")));
+    assert_true(json_is_string(json_object_get(s.bin, "capacity.ns_d")));
+    assert_true(json_is_string(json_object_get(s.text, "unit.ns_d")));
+    assert_true(json_is_string(json_object_get(s.text, "uid.ns_d")));
+    /* the ConfigMap after the patch: d's four entries, and what is not ours */
+    ctl_ckpt_test_merge(cm, s.bin, s.text);
+    ctl_checkpoint_save_free(&s);
+    assert_int_equal(projected, ctl_ckpt_test_size(cm));
+    json_t *bin = json_object_get(cm, "binaryData"), *text = json_object_get(cm, "data");
+    assert_int_equal(json_object_size(bin), 3);
+    assert_non_null(json_object_get(bin, "forecast.ns_d"));
+    assert_non_null(json_object_get(bin, "capacity.ns_d"));
+    assert_string_equal(json_string_value(json_object_get(bin, "note")), "aGVsbG8=");
+    assert_int_equal(json_object_size(text), 4);
+    assert_string_equal(json_string_value(json_object_get(text, "unit.ns_d")), "requests");
+    assert_string_equal(json_string_value(json_object_get(text, "uid.ns_d")), "u-1");
+    assert_string_equal(json_string_value(json_object_get(text, "other")), "x");
+    assert_string_equal(json_string_value(json_object_get(text, "forecast.nounderscore")), "x");
+    /* read again: nothing more to prune, the queue empty once the save is done */
+    char **keys = NULL;
+    assert_int_equal(ctl_checkpoint_stale(cm, 0, 1, ds, 1, all_synced, NULL, &keys, NULL), 0);
+    assert_null(keys);
+    json_decref(cm);
+    fx_free(f);
+}
+
+/* A Deployment no longer tracked whose entries a writer put in the other
+ * maps (forecast. and capacity. in data, unit. in binaryData): forgetting it
+ * queues its keys for their own maps, where they are not; the save's
+ * projected size keeps their bytes (they stay until a read prunes them),
+ * and takes off those of the Deployment's keys that are in their own maps.
+ * Their bytes were taken off whichever map they were in. */
+static void test_forget_counts_the_maps_removed_from(void **state)
+{
+    (void)state;
+    struct fixture *f = fx_new(1);
+    json_t *cm = json_pack("{s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s}}",
+                           "binaryData", "unit.ns_x", "cmVxdWVzdHM=", "forecast.ns_y",
+                           "AAAAAAAA", "note", "aGVsbG8=",
+                           "data", "forecast.ns_x", "0123456789abcdef", "capacity.ns_x",
+                           "0123456789", "uid.ns_x", "u-1");
+    assert_non_null(cm);
+    ctl_checkpoint_noted(f->c, 0, cm);
+    struct ctl_wl w;
+    memset(&w, 0, sizeof(w));
+    w.ns = "ns";
+    w.checkpoint_ready = true;
+    w.name = "x";
+    ctl_checkpoint_forget(f->c, &w);
+    w.name = "y";
+    ctl_checkpoint_forget(f->c, &w);
+    struct ctl_ckpt_save s;
+    assert_true(ctl_checkpoint_build(f->c, 0, &s));
+    assert_int_equal(s.ndrop, 8);
+    int64_t projected = s.projected;
+    ctl_ckpt_test_merge(cm, s.bin, s.text);
+    ctl_checkpoint_save_free(&s);
+    /* left: x's copies in the other maps, the note */
+    assert_non_null(json_object_get(json_object_get(cm, "data"), "forecast.ns_x"));
+    assert_null(json_object_get(json_object_get(cm, "binaryData"), "forecast.ns_y"));
+    assert_null(json_object_get(json_object_get(cm, "data"), "uid.ns_x"));
+    assert_int_equal(projected, ctl_ckpt_test_size(cm));
+    json_decref(cm);
+    fx_free(f);
+}
+
+/* Keys of gpuscaler's form that no Deployment could own (a namespace with
+ * a dot or upper case, a name with upper case or '_', a label starting or
+ * ending with '-' or '.') are a user's: never pruned, in either map, with no
+ * Deployment tracked; keys of ours (plain, dotted, hashed) are. They were
+ * removed as keys of Deployments gone, or as copies in the wrong map. */
+static void test_user_keys_never_touched(void **state)
+{
+    (void)state;
+    static const char *const user[] = {
+        "forecast.a.b_c", "capacity.team_Q3_notes", "unit.Team_d", "uid.ns_d_e",
+        "forecast.-ns_d", "capacity.ns-_d", "unit.ns_d-", "uid.ns_-d", "forecast.ns_d..e",
+        "capacity.ns_d.-e", "unit.ns_.d", "uid.ns_d.", "forecast.ns_d/e", "capacity.ns_d e",
+    };
+    json_t *body = json_pack("{s:{}, s:{}}", "binaryData", "data");
+    json_t *maps[2] = {json_object_get(body, "binaryData"), json_object_get(body, "data")};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(user); i++)
+        for (size_t m = 0; m < 2; m++)
+            json_object_set_new(maps[m], user[i], json_string("AAAA"));
+    char hashed[300], name[260];
+    snprintf(name, sizeof(name), "gone%0240d", 1);
+    hashed_key("capacity", "ns", name, hashed, sizeof(hashed));
+    const char *ours[] = {"forecast.ns_gone", "capacity.ns_gone.v1", "unit.ns-1_d-2", hashed};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(ours); i++)
+        json_object_set_new(maps[1], ours[i], json_string("AAAA"));
+    char **keys = NULL;
+    bool *in_data = NULL;
+    size_t n = ctl_checkpoint_stale(body, 0, 1, NULL, 0, all_synced, NULL, &keys, &in_data);
+    for (size_t i = 0; i < n; i++) {
+        for (size_t u = 0; u < UTIL_ARRAY_LEN(user); u++)
+            if (strcmp(keys[i], user[u]) == 0)
+                fail_msg("user key %s pruned from %s", user[u],
+                         in_data[i] ? "data" : "binaryData");
+        assert_true(in_data[i]);
+        xfree(keys[i]);
+    }
+    assert_int_equal(n, UTIL_ARRAY_LEN(ours));
+    xfree(keys);
+    xfree(in_data);
+    /* and a save after the read removes ours only */
+    struct fixture *f = fx_new(1);
+    ctl_checkpoint_prune(f->c, 0, body, NULL, 0, all_synced, NULL);
+    struct ctl_ckpt_save s;
+    assert_true(ctl_checkpoint_build(f->c, 0, &s));
+    ctl_ckpt_test_merge(body, s.bin, s.text);
+    ctl_checkpoint_save_free(&s);
+    for (size_t m = 0; m < 2; m++)
+        assert_int_equal(json_object_size(json_object_get(body, m ? "data" : "binaryData")),
+                         UTIL_ARRAY_LEN(user));
+    json_decref(body);
+    fx_free(f);
+}
+
+/* A capacity estimator that took a pod's gauge of 1e300 running requests at
+ * saturation (the slot count a float cannot hold) saves a state that
+ * restores, to the very state saved. The slot sample was infinite, and
+ * every restore refused the state ("capacity state out of range"): the
+ * estimator started afresh after each restart. (The fix is in
+ * capacity_observe; fuzz/corpus/capacity-state/regress-slots-inf is its
+ * seed.) */
+static void test_capacity_after_a_huge_gauge_restores(void **state)
+{
+    (void)state;
+    struct fixture *f = fx_new(1);
+    struct ctl_wl *w = wl_new("ns", "inf", 30);
+    ctl_ckpt_test_table_add(f->c, w);
+    const int64_t tick = 5000, window = 60000;
+    int64_t t0 = util_now_unix_ms() - 40 * tick;
+    for (int i = 0; i < 40; i++) {
+        struct capacity_obs o = {.now_ms = t0 + i * tick, .window_ms = window, .steady = true,
+                                 .gpus = 1, .completions_rps = 40, .running = 1e300,
+                                 .waiting = 1e300};
+        capacity_observe(&w->cap, &o);
+    }
+    assert_true(w->cap.nsat > 0);    /* sampled at saturation: the 1e300 was taken */
+    assert_true(w->cap.lower > 0);
+    struct capacity want = w->cap;
+    capacity_forget_runs(&want); /* as a restore does */
+    uint8_t a[CAPACITY_STATE_SIZE], b[CAPACITY_STATE_SIZE];
+    assert_int_equal(capacity_encode(&want, a, sizeof(a)), CAPACITY_STATE_SIZE);
+
+    struct ctl_ckpt_save s;
+    assert_true(ctl_checkpoint_build(f->c, 0, &s));
+    json_t *cm = json_object();
+    ctl_ckpt_test_merge(cm, s.bin, s.text);
+    ctl_checkpoint_save_free(&s);
+    /* the bytes saved decode */
+    const char *enc = json_string_value(json_object_get(json_object_get(cm, "binaryData"),
+                                                        "capacity.ns_inf"));
+    assert_non_null(enc);
+    char *raw = NULL, err[160] = "";
+    size_t len = 0;
+    assert_int_equal(kube_base64_decode(enc, strlen(enc), &raw, &len), 0);
+    struct capacity back;
+    if (capacity_decode(&back, (const uint8_t *)raw, len, err, sizeof(err)) != 0)
+        fail_msg("the saved capacity state does not decode: %s", err);
+    xfree(raw);
+    /* and a Deployment restored from the ConfigMap holds that very state */
+    struct ctl_wl *r = ctl_ckpt_test_wl_new("ns", "inf", "u-1");
+    ctl_checkpoint_restore(r, cm, "ckpt-0");
+    assert_int_equal(capacity_encode(&r->cap, b, sizeof(b)), CAPACITY_STATE_SIZE);
+    assert_memory_equal(a, b, sizeof(a));
+    assert_int_equal(r->cap.nsat, w->cap.nsat);
+    assert_int_equal(r->cap.total, w->cap.total);
+    assert_int_equal(r->ckpt_foreign_until, 0);
+    ctl_ckpt_test_wl_free(r);
+    json_decref(cm);
+    fx_free(f);
+}
+
 /* One seed: the mode byte, then the body's JSON. */
 static void put_seed(const char *dir, const char *name, uint8_t mode, json_t *body)
 {
@@ -609,8 +798,8 @@ static json_t *saved_body(struct fixture *f)
 static int write_corpus(const char *dir)
 {
     struct fixture *f = fx_new(1);
-    table_add(f->c, wl_new("ns", "d", 400));
-    table_add(f->c, wl_new("ns", "e", 20));
+    ctl_ckpt_test_table_add(f->c, wl_new("ns", "d", 400));
+    ctl_ckpt_test_table_add(f->c, wl_new("ns", "e", 20));
     json_t *good = saved_body(f);
     put_seed(dir, "valid", 0, json_deep_copy(good));
     put_seed(dir, "valid-uids", 4, json_deep_copy(good));
@@ -632,6 +821,36 @@ static int write_corpus(const char *dir)
     json_object_set_new(text, "forecast.ns_d", json_string("in data"));
     put_seed(dir, "stale-keys", 1, json_deep_copy(b));
     put_seed(dir, "stale-keys-lagging", 8 | 3, b);
+    /* keys of ours in the other map than theirs: a gone Deployment's, live ones' */
+    b = json_deep_copy(good);
+    bin = json_object_get(b, "binaryData");
+    text = json_object_get(b, "data");
+    json_object_set_new(text, "forecast.ns_gone", json_string("AAAA"));
+    json_object_set_new(text, "capacity.ns_d", json_string("AAAA"));
+    json_object_set_new(bin, "unit.ns_gone", json_string("cmVxdWVzdHM="));
+    json_object_set_new(bin, "uid.ns_e", json_string("dS0x"));
+    json_object_set_new(bin, "capacity.ns_gone", json_string("AAAA"));
+    put_seed(dir, "stale-keys-other-map", 0, b);
+    /* a copy of a tracked Deployment's key in data behind 5,000 removals of
+     * binaryData keys (more than a save carries), and keys of gpuscaler's
+     * form no Deployment could own (a user's), in both maps */
+    b = json_deep_copy(good);
+    bin = json_object_get(b, "binaryData");
+    text = json_object_get(b, "data");
+    for (int i = 0; i < 5000; i++) {
+        snprintf(key, sizeof(key), "forecast.ns_gone-%d", i);
+        json_object_set_new(bin, key, json_string("AAAA"));
+    }
+    json_object_set_new(text, "capacity.ns_d", json_string("AAAA"));
+    put_seed(dir, "wrong-map-behind-queue", 0, b);
+    b = json_deep_copy(good);
+    static const char *const user[] = {"forecast.a.b_c", "capacity.team_Q3_notes",
+                                       "uid.ns_d_e", "unit.ns_d-", "forecast.ns_d..e"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(user); i++) {
+        json_object_set_new(json_object_get(b, "binaryData"), user[i], json_string("AAAA"));
+        json_object_set_new(json_object_get(b, "data"), user[i], json_string("x"));
+    }
+    put_seed(dir, "user-keys", 0, b);
     /* another release's formats: a capacity state of version 200, a forecaster's 8 */
     b = json_deep_copy(good);
     bin = json_object_get(b, "binaryData");
@@ -647,7 +866,7 @@ static int write_corpus(const char *dir)
     size_t flen = 0;
     struct ctl_wl *w = wl_new("ns", "e", 50);
     forecast_serialize(w->fc, &fs, &flen);
-    wl_free(w);
+    ctl_ckpt_test_wl_free(w);
     fs[4] = 8;
     b64 = kube_base64_encode(fs, flen);
     xfree(fs);
@@ -688,6 +907,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_over_full_rotates_and_keeps),
         cmocka_unit_test(test_min_term),
         cmocka_unit_test(test_foreign_hold_not_saved_over),
+        cmocka_unit_test(test_stale_keys_in_the_other_map_removed),
+        cmocka_unit_test(test_forget_counts_the_maps_removed_from),
+        cmocka_unit_test(test_user_keys_never_touched),
+        cmocka_unit_test(test_capacity_after_a_huge_gauge_restores),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

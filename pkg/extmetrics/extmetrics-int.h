@@ -131,4 +131,59 @@ int em_upstream_get(struct em_upstream *up, const char *target, const char *acce
                     const struct em_user *user, httpc_done_cb cb, void *arg,
                     struct httpc_req **out);
 
+
+/* ---- server.c, route.c, access.c: the server and its requests -------------- */
+
+enum em_route { R_HEALTH, R_READY, R_APIS, R_GROUP, R_RESOURCES, R_METRIC, R_OPENAPI, R_OTHER };
+
+struct em_call;
+
+struct extmetrics {
+    uv_loop_t *loop;
+    struct extmetrics_config cfg;
+    struct extmetrics_provider provider;
+    struct extmetrics_authorizer authz;
+    struct httpd *httpd;
+    struct em_upstream *up;
+    struct em_rh rh;
+    X509_STORE *client_store;      /* client-ca-file: certificates that are identities */
+    struct em_cache client_verified; /* chains checked against it (auth.c), by SHA-256 */
+    char *rh_pem, *client_pem;     /* the two bundles, whose union httpd asks for */
+    struct em_cache tokens, decisions;
+    struct em_call *calls;
+    bool closing;
+    int closing_parts;
+    extmetrics_close_cb close_cb;
+    void *close_arg;
+    char *upstream_url;
+};
+
+/* A request waiting for the authorizer or the upstream. */
+struct em_call {
+    struct extmetrics *em;         /* NULL once the server closed */
+    struct httpd_request *req;     /* NULL once answered */
+    struct em_call *prev, *next;
+    enum em_route route;
+    char *ns, *metric;             /* decoded, for R_METRIC */
+    int metric_id;                 /* ours, or -1 */
+    struct em_user user;
+    struct httpc_req *fwd;
+    int waiting;                   /* callbacks still to come */
+};
+
+/* route.c: httpd's request callback (@arg: the struct extmetrics). */
+void em_on_request(struct httpd_request *req, void *arg);
+/* Answer c's request with a Status of @code (if not answered yet). */
+void em_call_answer_status(struct em_call *c, int code, const char *msg);
+/* Take @c off its server's list of calls (no-op once the server closed). */
+void em_call_unlink(struct em_call *c);
+/* Unlink and free @c, answering 503 if its request was never answered. */
+void em_call_free(struct em_call *c);
+/* Serve an authorized call; true if it was handed on (it frees itself
+ * later), false when answered (the caller frees it). */
+bool em_serve(struct extmetrics *em, struct em_call *c);
+
+/* access.c: authenticate, then authorize, then em_serve() a new call. */
+void em_authenticate(struct em_call *c);
+
 #endif

@@ -81,6 +81,15 @@ struct extmetrics_provider_ops {
      * negative code on failure (served as 503).
      */
     int (*list)(void *impl, const char *ns, extmetrics_visit_cb visit, void *visit_arg);
+    /**
+     * Optional (NULL: always ready). Whether this listener should take
+     * traffic (values can be served and requests authenticated: in the
+     * daemon, the caches have synced and the front-proxy trust was read):
+     * true, or false with a short reason
+     * written to @why (@len bytes, NUL-terminated). Answered by the
+     * listener's /readyz: 200 "ok", or 503 "not ready: <why>".
+     */
+    bool (*ready)(void *impl, char *why, size_t len);
 };
 
 struct extmetrics_provider {
@@ -355,6 +364,8 @@ void extmetrics_fake_provider_sample(struct extmetrics_fake_provider *fp, const 
                                      struct extmetrics_sample s);
 /** Make list() fail with @err (0 restores). */
 void extmetrics_fake_provider_fail(struct extmetrics_fake_provider *fp, int err);
+/** Make ready() answer false with reason @why (copied; NULL: ready again, the default). */
+void extmetrics_fake_provider_not_ready(struct extmetrics_fake_provider *fp, const char *why);
 
 struct extmetrics_fake_authorizer;
 

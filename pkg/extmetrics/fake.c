@@ -8,6 +8,7 @@
 #include "extmetrics-int.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ---- provider -------------------------------------------------------------- */
@@ -23,6 +24,7 @@ struct extmetrics_fake_provider {
     struct fake_dep *deps;
     size_t n;
     int fail;
+    char *not_ready; /* the reason ready() gives, NULL when ready */
 };
 
 struct extmetrics_fake_provider *extmetrics_fake_provider_new(void)
@@ -48,6 +50,7 @@ void extmetrics_fake_provider_free(struct extmetrics_fake_provider *fp)
     for (size_t i = 0; i < fp->n; i++)
         dep_free(&fp->deps[i]);
     xfree(fp->deps);
+    xfree(fp->not_ready);
     xfree(fp);
 }
 
@@ -95,6 +98,20 @@ void extmetrics_fake_provider_fail(struct extmetrics_fake_provider *fp, int err)
     fp->fail = err;
 }
 
+void extmetrics_fake_provider_not_ready(struct extmetrics_fake_provider *fp, const char *why)
+{
+    xfree(fp->not_ready);
+    fp->not_ready = why ? xstrdup(why) : NULL;
+}
+
+static bool fake_ready(void *impl, char *why, size_t len)
+{
+    struct extmetrics_fake_provider *fp = impl;
+    if (fp->not_ready)
+        snprintf(why, len, "%s", fp->not_ready);
+    return !fp->not_ready;
+}
+
 static int fake_list(void *impl, const char *ns, extmetrics_visit_cb visit, void *arg)
 {
     struct extmetrics_fake_provider *fp = impl;
@@ -114,7 +131,8 @@ static int fake_list(void *impl, const char *ns, extmetrics_visit_cb visit, void
     return seen ? 0 : -ENOENT;
 }
 
-static const struct extmetrics_provider_ops fake_provider_ops = {.list = fake_list};
+static const struct extmetrics_provider_ops fake_provider_ops = {.list = fake_list,
+                                                                  .ready = fake_ready};
 
 struct extmetrics_provider extmetrics_fake_provider_get(struct extmetrics_fake_provider *fp)
 {

@@ -60,6 +60,12 @@ struct env {
     char up_uid[128];
     /* run_client_ca: the CA bundles (base names in dir) ["cca", "ca1"] */
     const char *cca_name, *rh_name;
+    /* test_probes: the provider starts not ready with this reason, until
+     * the scenario sends ready_async (the loop thread then makes it ready
+     * and posts ready_sem) */
+    const char *not_ready;
+    uv_async_t ready_async;
+    uv_sem_t ready_sem;
 };
 
 #define CHECK(e, cond)                                                           \
@@ -285,6 +291,8 @@ static void run(struct env *e, struct extmetrics_config *cfg, scenario_fn fn)
     e->fp = extmetrics_fake_provider_new();
     e->fa = extmetrics_fake_authorizer_new(&e->loop);
     fill_provider(e);
+    if (e->not_ready)
+        extmetrics_fake_provider_not_ready(e->fp, e->not_ready);
     cfg->listen.host = "127.0.0.1";
     cfg->clock = fixed_clock;
     struct extmetrics_provider p = extmetrics_fake_provider_get(e->fp);
@@ -410,6 +418,57 @@ static void test_endpoints(void **state)
     run(&e, &cfg, sc_endpoints);
     /* everything went through system:masters: no access reviews */
     assert_int_equal(extmetrics_fake_authorizer_authz_calls(e.fa), 0);
+    env_free(&e);
+}
+
+/* ---- probes ------------------------------------------------------------------------- */
+
+static void on_ready_async(uv_async_t *a)
+{
+    struct env *e = a->data;
+    extmetrics_fake_provider_not_ready(e->fp, NULL);
+    uv_close((uv_handle_t *)a, NULL);
+    uv_sem_post(&e->ready_sem);
+}
+
+/* the kubelet's and the aggregator's probes: no credentials */
+static bool probe_is(struct env *e, const char *path, long status, const char *body)
+{
+    struct resp r;
+    bool ok = get(e, path, NULL, &r) == 0 && r.status == status && r.body.data &&
+              strcmp(r.body.data, body) == 0 && strncmp(r.ctype, "text/plain", 10) == 0;
+    util_buf_free(&r.body);
+    return ok;
+}
+
+static void sc_probes(struct env *e)
+{
+    /* before the provider can serve values: alive, not ready */
+    CHECK(e, probe_is(e, "/healthz", 200, "ok"));
+    CHECK(e, probe_is(e, "/livez", 200, "ok"));
+    CHECK(e, probe_is(e, "/readyz", 503, "not ready: caches syncing"));
+    CHECK(e, probe_is(e, "/readyz/", 503, "not ready: caches syncing"));
+    CHECK(e, probe_is(e, "/readyz/ping", 503, "not ready: caches syncing"));
+    /* discovery does not wait for it (the APIService stays Available) */
+    GOLDEN(e, BASE, &admin, 200, "resources.json");
+    uv_async_send(&e->ready_async);
+    uv_sem_wait(&e->ready_sem);
+    CHECK(e, probe_is(e, "/readyz", 200, "ok"));
+    CHECK(e, probe_is(e, "/readyz/ping", 200, "ok"));
+    CHECK(e, probe_is(e, "/healthz", 200, "ok"));
+}
+
+static void test_probes(void **state)
+{
+    struct env e = {0};
+    uv_loop_init(&e.loop);
+    assert_int_equal(uv_sem_init(&e.ready_sem, 0), 0);
+    uv_async_init(&e.loop, &e.ready_async, on_ready_async);
+    e.ready_async.data = &e;
+    e.not_ready = "caches syncing";
+    struct extmetrics_config cfg = {0};
+    run(&e, &cfg, sc_probes);
+    uv_sem_destroy(&e.ready_sem);
     env_free(&e);
 }
 
@@ -1269,6 +1328,7 @@ int main(void)
     util_log_setup(UTIL_LOG_LOGFMT, getenv("TEST_DEBUG") ? UTIL_LOG_DEBUG : UTIL_LOG_ERROR);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_endpoints),
+        cmocka_unit_test(test_probes),
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_client_certs),
         cmocka_unit_test(test_intermediate_cas),

@@ -21,6 +21,21 @@
  * libcurl 8.8 and later; the slack lets curl's own timeout, and its
  * message, win whenever curl does time the request out.
  *
+ * The connect phase can come back: a request sent on a reused connection
+ * that died before any byte of the answer (the peer closed it as the request
+ * went out, or refused the HTTP/2 stream) is sent again by curl on a new
+ * one, and that connect may queue like any other (on HTTP/2 the dead
+ * connection can still count against the per-host cap while its other
+ * streams end; the unit test lowers the cap on HTTP/1.1). libcurl 7.88
+ * says so only in its verbose text, "Connection died, retrying a fresh
+ * connect" (every retry, a refused stream's too; no CURLINFO tells), so a
+ * request with the connect-phase backstop has CURLOPT_VERBOSE on with our
+ * CURLOPT_DEBUGFUNCTION (it writes nothing: it only reads that line), and
+ * the backstop starts again from the retry, as for a new connect; the next
+ * CURLOPT_PREREQFUNCTION stops it again. That text stream carries the
+ * request's headers too, the bearer token among them: the callback only
+ * compares it, and nothing of it is logged or kept.
+ *
  * Ownership: the timer is embedded in struct httpc_req and counted among the
  * client's libuv handles; once it was started the request's memory goes only
  * in its close callback (hc_backstop_close). */
@@ -29,6 +44,7 @@
 
 #include <curl/curl.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "util/util.h"
 
@@ -98,18 +114,53 @@ static int on_prereq(void *ud, char *primary_ip, char *local_ip, int primary_por
         uv_timer_stop(&r->backstop); /* the connect phase is over */
     return CURL_PREREQFUNC_OK;
 }
+
+/* The connect phase is back (see the top): bound it again from now. */
+static void backstop_rearm(struct httpc_req *r)
+{
+    r->connected = false;
+    if (!r->backstop_connect || !r->backstop_open || r->state == REQ_DONE || r->timed_out)
+        return;
+    uv_update_time(r->c->loop);
+    uv_timer_start(&r->backstop, on_backstop, (uint64_t)r->backstop_ms + HTTPC_BACKSTOP_SLACK_MS,
+                   0);
+}
+
+/* curl's verbose text for the request: only the retry's line matters. */
+/* curl's verbose stream. data may hold the request's headers, the bearer
+ * token among them (CURLINFO_HEADER_OUT, and HTTP/2's header text): it is
+ * only compared, never logged, copied or kept. The line is searched for, not
+ * matched at the start: newer curl prefixes info text with trace tags
+ * ("[xfer-conn] ") when its tracing is on. */
+static int on_debug(CURL *e, curl_infotype type, char *data, size_t size, void *ud)
+{
+    static const char retry[] = "Connection died, retrying a fresh connect";
+    (void)e;
+    if (type == CURLINFO_TEXT && memmem(data, size, retry, sizeof(retry) - 1))
+        backstop_rearm(ud);
+    return 0;
+}
 #endif
 
-void hc_backstop_watch_connect(struct httpc_req *r, CURL *e)
+void hc_backstop_watch_connect(struct httpc_req *r, CURL *e, int64_t timeout_ms)
 {
 #if HAVE_PREREQ
     /* a libcurl older than its headers refuses the option: no connect-phase
      * backstop then (it would end every request at its connect timeout) */
     if (curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_PREREQDATA, r) != CURLE_OK)
+        curl_easy_setopt(e, CURLOPT_PREREQDATA, r) != CURLE_OK) {
         r->no_prereq = true;
+        return;
+    }
+    /* a retry's new connect: only the connect-phase backstop needs it (a
+     * whole-request one bounds the retry too); verbose only with our
+     * callback, which keeps curl's text off stderr */
+    if (timeout_ms <= 0 && curl_easy_setopt(e, CURLOPT_DEBUGFUNCTION, on_debug) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_DEBUGDATA, r) == CURLE_OK)
+        curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
 #else
     (void)r;
     (void)e;
+    (void)timeout_ms;
 #endif
 }

@@ -230,8 +230,9 @@ void hc_own_errmsg(struct httpc_req *r, int err);
  * timeout (0: curl's 300 s) + the slack, unless r has connected by then.
  */
 void hc_backstop_start(struct httpc_req *r, int64_t timeout_ms, int64_t connect_timeout_ms);
-/** Have curl tell the backstop when e, r's easy handle, has its connection. */
-void hc_backstop_watch_connect(struct httpc_req *r, CURL *e);
+/** Have curl tell the backstop when e, r's easy handle, has its connection,
+ *  and (without a timeout_ms > 0) when it starts a new connect for a retry. */
+void hc_backstop_watch_connect(struct httpc_req *r, CURL *e, int64_t timeout_ms);
 /** Close a started backstop; r's memory goes in its close callback. */
 void hc_backstop_close(struct httpc_req *r);
 

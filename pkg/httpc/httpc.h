@@ -124,7 +124,9 @@ struct httpc_opts {
      *  a request curl has not got a connection for (connect, TLS, proxy done)
      *  connect_timeout_ms + 1 s after it started with -ETIMEDOUT ("...
      *  waiting for a connection"). Once connected, such a request ends only
-     *  by the peer, stall_timeout_ms or a cancel. */
+     *  by the peer, stall_timeout_ms or a cancel; but when curl sends it again
+     *  on a new connection (the reused one died before any answer), the
+     *  bound applies again from then. */
     int64_t connect_timeout_ms;
     /** Abort a transfer slower than 1 byte/s for this many ms (0 = off): catches
      *  a dead peer on a streaming request that has no total timeout. */

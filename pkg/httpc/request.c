@@ -161,7 +161,7 @@ int httpc_request(struct httpc *c, const struct httpc_opts *o, httpc_done_cb cb,
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, hc_on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
-    hc_backstop_watch_connect(r, e);
+    hc_backstop_watch_connect(r, e, o->timeout_ms);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     /* Wait for a connection that may multiplex (HTTP/2 over TLS) rather than
      * opening a second one; on plain HTTP/1.1 it would only serialise. */

@@ -2,10 +2,11 @@
 /* Unit tests for httpc's timers against testsrv on the same loop: a request
  * queued behind the per-host connection cap still times out (libcurl 7.88
  * does not time out a transfer without a connection), so does one with only
- * a connect timeout (a watch) while one that connected is never cut, h1.c's
- * connect timeout bounds only the connect and defaults to curl's 300 s, and
- * deadlines count from the real time, not from a loop clock left behind by a
- * slow callback.
+ * a connect timeout (a watch) while one that connected is never cut, nor is
+ * one curl sent again on a new connection in time (one whose new connect
+ * queues is), h1.c's connect timeout bounds only the connect and defaults to
+ * curl's 300 s, and deadlines count from the real time, not from a loop
+ * clock left behind by a slow callback.
  * Each test counts callbacks and asserts the loop closes cleanly. */
 #include <errno.h>
 #include <setjmp.h>
@@ -40,6 +41,9 @@ struct fx {
     struct testsrv *srv;
     uv_timer_t timer;
     struct testsrv_conn *held;
+    struct testsrv_conn *primed;  /* h_drop's kept-alive connection... */
+    struct testsrv_conn *dropped; /* ...which a request came on, for the test to close */
+    uint64_t wait_ms;             /* after_ms() */
     uint64_t t0;       /* uv_hrtime() at the start of the case */
     int done_calls;
     int close_calls;
@@ -377,6 +381,101 @@ static void test_queued_default_connect_bound(void **state)
     assert_int_equal(b.err, -ECANCELED);
 }
 
+/* ---- a watch sent again on a new connection ---------------------------- */
+
+/* /prime: a whole answer on a kept-alive connection; /watch on that
+ * connection: held, for the test to close (the kept-alive connection dying
+ * under a request sent on it), on any other a stream; anything else: held. */
+static void h_drop(struct testsrv_conn *c, const struct testsrv_req *r, void *arg)
+{
+    struct fx *f = arg;
+    if (strcmp(r->target, "/prime") == 0) {
+        f->primed = c;
+        testsrv_respond(c, 200, "text/plain", "ok", 2, NULL);
+    } else if (strcmp(r->target, "/watch") == 0 && c == f->primed) {
+        f->dropped = c;
+    } else if (strcmp(r->target, "/watch") == 0) {
+        testsrv_stream_begin(c, 200, "application/json");
+        testsrv_stream_chunk(c, "{\"type\":\"ADDED\"}\n", 17);
+    } else {
+        f->held = c;
+    }
+}
+
+static bool dropped(void *arg)
+{
+    return ((struct fx *)arg)->dropped != NULL;
+}
+
+static bool after_ms(void *arg)
+{
+    struct fx *f = arg;
+    return (uv_hrtime() - f->t0) / 1000000 >= f->wait_ms;
+}
+
+/* A watch (a connect timeout only) sent on a kept-alive connection that dies
+ * before any answer: curl sends it again on a new connection, a connect phase
+ * again. Connected again in time, it streams on; queued behind the per-host
+ * cap instead, it ends at its connect timeout + 1 s from the retry, where
+ * libcurl 7.88 kept it queued (the backstop had stopped at the first
+ * connection). On HTTP/1.1 the retry takes the place its dead connection
+ * left (on HTTP/2 that one counts until its other streams end), so the test
+ * lowers the cap to one while another request holds a connection. */
+static void test_retried_watch_connect_times_out(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(h_drop);
+    char *prime = xasprintf("%s/prime", testsrv_url(f->srv));
+    char *watch = xasprintf("%s/watch", testsrv_url(f->srv));
+    char *url_held = xasprintf("%s/held", testsrv_url(f->srv));
+    for (int queue = 0; queue < 2; queue++) {
+        struct slot p, a, b;
+        f->primed = f->dropped = f->held = NULL;
+        assert_int_equal(httpc_set_max_host_connections(f->http, 16), 0);
+        start(f, &(struct httpc_opts){.url = prime, .timeout_ms = 2000}, &p);
+        assert_true(testsrv_run_until_count(&f->loop, &p.calls, 1, 4000));
+        assert_int_equal(p.err, 0);
+        unsigned conns = testsrv_accepts(f->srv);
+        /* the watch reuses the idle connection, the held request opens another */
+        start(f, &(struct httpc_opts){.url = watch, .connect_timeout_ms = 300,
+                                      .on_data = on_stream_data}, &a);
+        assert_true(testsrv_run_until(&f->loop, dropped, f, 4000));
+        start(f, &(struct httpc_opts){.url = url_held, .connect_timeout_ms = 300}, &b);
+        assert_true(testsrv_run_until(&f->loop, held, f, 4000));
+        assert_int_equal(testsrv_accepts(f->srv), conns + 1);
+        if (queue)
+            assert_int_equal(httpc_set_max_host_connections(f->http, 1), 0);
+        f->t0 = uv_hrtime();
+        testsrv_conn_close(f->dropped);
+        f->wait_ms = 2600;
+        if (!queue) {
+            /* sent again on a new connection in time: streams on past 300 ms + 1 s */
+            assert_true(testsrv_run_until(&f->loop, after_ms, f, 5000));
+            assert_int_equal(a.calls, 0);
+            assert_int_equal(a.status, 200);
+            assert_int_equal(a.streamed, 17);
+            assert_int_equal(testsrv_accepts(f->srv), conns + 2);
+        } else {
+            testsrv_run_until_count(&f->loop, &a.calls, 1, 2600);
+            if (a.calls != 1 || a.err != -ETIMEDOUT)
+                fail_msg("the retried watch: %d calls, %d %s after %llu ms", a.calls, a.err,
+                         a.errmsg, (unsigned long long)a.ms);
+            assert_non_null(strstr(a.errmsg, "waiting for a connection"));
+            assert_true(a.ms >= 1250 && a.ms < 2500); /* 300 ms + 1 s from the retry */
+            assert_int_equal(a.streamed, 0);
+        }
+        assert_int_equal(b.calls, 0); /* the held request was never cut */
+        if (a.req)
+            assert_int_equal(httpc_cancel(a.req), 0);
+        assert_int_equal(httpc_cancel(b.req), 0);
+        assert_true(testsrv_run_until_count(&f->loop, &f->done_calls, 3 * (queue + 1), 4000));
+    }
+    xfree(prime);
+    xfree(watch);
+    xfree(url_held);
+    fx_finish(f);
+}
+
 /* ---- deadlines from the real time --------------------------------------- */
 
 /* A callback that kept the loop busy, then starts a request: the loop's
@@ -425,6 +524,7 @@ int main(void)
         cmocka_unit_test(test_queued_request_times_out),
         cmocka_unit_test(test_queued_watch_connect_times_out),
         cmocka_unit_test(test_queued_default_connect_bound),
+        cmocka_unit_test(test_retried_watch_connect_times_out),
         cmocka_unit_test(test_request_timer_closed),
         cmocka_unit_test(test_h1_connect_timeout),
         cmocka_unit_test(test_deadline_after_busy_callback),

@@ -4,10 +4,16 @@
  * coalesced "changed" notification.
  *
  * The store is applied to from reflector callbacks (inside httpc's streaming
- * callback); the owner's callback is deferred to a zero timer so it runs from
- * the loop, at most once per loop iteration, and may do anything, closing the
- * cache included. The cache is a handle: freed after its reflectors and timer
- * have closed. */
+ * callback): watch events at once, a list's pages staged (extracted, not
+ * applied) and applied together when its last page is in, so a reader never
+ * sees a relist half-applied, and a list that fails half-way (to be resumed
+ * from the failed page, or started over) leaves the state it had, as
+ * client-go's reflector gathers a list's pages for one store.Replace. The
+ * first list is staged as well: readers see nothing until it is whole, as
+ * nothing counts as synced before. The owner's callback is deferred to a
+ * zero timer so it runs from the loop, at most once per loop iteration, and
+ * may do anything, closing the cache included. The cache is a handle: freed
+ * after its reflectors and timer have closed. */
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
@@ -20,6 +26,7 @@ struct scope {
     char *ns; /* NULL = all namespaces */
     char *path; /* the collection listed and watched */
     struct kube_reflector *r;
+    struct kube_store_stage *stage; /* the list in progress, not applied yet */
 };
 
 struct kube_cache {
@@ -52,14 +59,18 @@ static void changed(struct kube_cache *c)
 static void sink_list_begin(void *arg)
 {
     struct scope *s = arg;
-    kube_store_list_begin(s->c->store, s->kind, s->ns);
+    /* a list started over (a page refused, a continue token expired): the
+     * pages staged so far are void */
+    kube_store_stage_free(s->stage);
+    s->stage = kube_store_stage_new(s->c->store, s->kind, s->ns);
 }
 
 static void sink_event(void *arg, enum kube_event_type type, json_t *obj)
 {
     struct scope *s = arg;
-    int rc = kube_store_apply(s->c->store, s->kind, type, obj);
-    if (rc > 0)
+    int rc = s->stage ? kube_store_stage_add(s->stage, obj)
+                      : kube_store_apply(s->c->store, s->kind, type, obj);
+    if (rc > 0 && !s->stage)
         changed(s->c);
     else if (rc < 0)
         LOG_WARN("kube", "%s event without metadata.namespace/name ignored",
@@ -69,7 +80,9 @@ static void sink_event(void *arg, enum kube_event_type type, json_t *obj)
 static void sink_list_end(void *arg)
 {
     struct scope *s = arg;
-    kube_store_list_end(s->c->store, s->kind, s->ns);
+    if (s->stage)
+        kube_store_stage_commit(s->stage);
+    s->stage = NULL;
     changed(s->c); /* also: synced may have flipped */
 }
 
@@ -83,6 +96,7 @@ static void on_part_closed(void *arg)
     kube_close_cb cb = c->close_cb;
     void *cb_arg = c->close_arg;
     for (size_t i = 0; i < c->nscopes; i++) {
+        kube_store_stage_free(c->scopes[i].stage); /* a list cut short by the close */
         xfree(c->scopes[i].ns);
         xfree(c->scopes[i].path);
     }
@@ -175,7 +189,10 @@ int kube_cache_new(struct kube *k, const struct kube_cache_opts *o, kube_cache_c
 
 size_t kube_cache_memory(const struct kube_cache *c)
 {
-    return sizeof(*c) + c->nscopes * sizeof(*c->scopes) + kube_store_memory(c->store);
+    size_t n = sizeof(*c) + c->nscopes * sizeof(*c->scopes) + kube_store_memory(c->store);
+    for (size_t i = 0; i < c->nscopes; i++)
+        n += kube_store_stage_memory(c->scopes[i].stage);
+    return n;
 }
 
 /* Whether scope s covers namespace ns (NULL: every scope). */

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* kube/client: the API client handle: authentication (static token, token
- * file re-read when it changes, client certificates, an exec plugin's
- * credential: kube/exec.c), JSON requests over
- * httpc and the typed helpers the controller uses.
+/* kube/client: the API client handle and its JSON requests over httpc:
+ * each sent with the current credentials (a static token; the token file and
+ * client certificate files as kube/client-auth.c last read them; or an exec
+ * plugin's credential, kube/exec.c), sent again after a Retry-After, timed
+ * and counted for /metrics. The typed helpers built on them are in
+ * kube/client-typed.c.
  *
  * Every request in flight is a struct kreq on the client's list so that
  * kube_close() can cancel them; each completes exactly once (httpc's rule),
@@ -11,20 +13,10 @@
  * it waits to be sent again (RETRY_MAX), and after kube_drain() only when the
  * wait ends within the drain's budget. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <openssl/bio.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 
 #include "kube-int.h"
-
-#define TOKEN_CHECK_MS 1000
-#define TOKEN_MAX_BYTES (64 << 10)
 
 #define KUBE_NVERBS 5
 #define KUBE_NBUCKETS 11
@@ -79,19 +71,7 @@ struct kube {
     struct kube_config cfg;
     int64_t timeout_ms;
     char *ua_header;
-    /* token file state */
-    char *file_token;
-    uint64_t token_checked_at;
-    bool token_loaded;
-    bool token_warned;
-    struct stat token_st;
-    /* client certificate and key files, read as blobs and again when they change
-     * (libcurl reuses a connection for the same file name, whatever it holds now) */
-    char *certf, *keyf;
-    size_t certf_len, keyf_len;
-    uint64_t certf_checked_at;
-    struct stat certf_st, keyf_st;
-    bool certf_warned;
+    struct kube_auth auth;   /* the token file, the client certificate files */
     struct kreq *reqs;
     size_t inflight;
     /* request latency and errors, for gpuscaler's /metrics */
@@ -128,44 +108,6 @@ static char *dup_blob(const char *p, size_t n)
     memcpy(d, p, n);
     d[n] = '\0';
     return d;
-}
-
-/* tls-server-name (https only, as client-go): the URL names it, so TLS sends
- * it as SNI and checks the certificate against it, and CONNECT_TO sends the
- * connection to the server's own host and port (kube-int.h). The Host header
- * then carries the name too; the API server does not read it. */
-void kube_route(const char *srv, const char *name, char **url_base, char **connect_to,
-                char **host_header)
-{
-    *connect_to = NULL;
-    *host_header = NULL;
-    if (!name || strncmp(srv, "https://", 8) != 0) {
-        *url_base = xstrdup(srv);
-        return;
-    }
-    const char *auth = srv + 8, *slash = strchr(auth, '/');
-    size_t alen = slash ? (size_t)(slash - auth) : strlen(auth), hlen = alen;
-    const char *port = "443", *colon = NULL;
-    if (auth[0] == '[') { /* [v6]:port */
-        const char *rb = memchr(auth, ']', alen);
-        hlen = rb ? (size_t)(rb - auth) + 1 : alen;
-        if (rb && rb + 1 < auth + alen && rb[1] == ':')
-            colon = rb + 1;
-    } else {
-        colon = memchr(auth, ':', alen);
-        if (colon)
-            hlen = (size_t)(colon - auth);
-    }
-    size_t plen = 3;
-    if (colon) {
-        port = colon + 1;
-        plen = (size_t)(auth + alen - port);
-    }
-    *url_base = xasprintf("https://%s:%.*s%s", name, (int)plen, port, slash ? slash : "");
-    *connect_to = xasprintf("%s:%.*s:%.*s:%.*s", name, (int)plen, port, (int)hlen, auth,
-                            (int)plen, port);
-    /* the server's authority as written, as client-go sends it: the name is for TLS only */
-    *host_header = xasprintf("Host: %.*s", (int)alen, auth);
 }
 
 static int issue(struct kreq *r);
@@ -229,6 +171,8 @@ int kube_new(uv_loop_t *loop, struct httpc *http, const struct kube_config *cfg,
     k->cfg.tls_server_name = dup_or_null(cfg->tls_server_name);
     k->cfg.disable_compression = cfg->disable_compression;
     k->cfg.exec_cluster_config = dup_or_null(cfg->exec_cluster_config);
+    k->auth.loop = loop;
+    k->auth.cfg = &k->cfg;
     kube_route(k->cfg.server, k->cfg.tls_server_name, &k->url_base, &k->connect_to,
                &k->host_header);
     if (cfg->exec) /* after the cluster's settings, which provideClusterInfo passes on */
@@ -267,13 +211,7 @@ static void on_close_handle(uv_handle_t *h)
     xfree(k->url_base);
     xfree(k->connect_to);
     xfree(k->host_header);
-    if (k->file_token)
-        explicit_bzero(k->file_token, strlen(k->file_token));
-    xfree(k->file_token);
-    xfree(k->certf);
-    if (k->keyf)
-        explicit_bzero(k->keyf, k->keyf_len);
-    xfree(k->keyf);
+    kube_auth_clear(&k->auth);
     xfree(k->ua_header);
     xfree(k);
     if (cb)
@@ -340,208 +278,7 @@ void kube_close(struct kube *k, kube_close_cb cb, void *arg)
         uv_close((uv_handle_t *)&k->close_handle, on_close_handle);
 }
 
-/* ---- authentication ------------------------------------------------------ */
-
-static bool same_file(const struct stat *a, const struct stat *b)
-{
-    return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
-           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
-}
-
-/* Re-read the token file when it changed (checked at most once a second). */
-static void refresh_token(struct kube *k)
-{
-    uint64_t now = uv_now(k->loop);
-    if (k->token_loaded && now - k->token_checked_at < TOKEN_CHECK_MS)
-        return;
-    k->token_checked_at = now;
-    struct stat st;
-    if (stat(k->cfg.token_file, &st) != 0) {
-        if (!k->token_warned)
-            LOG_WARN("kube", "token file %s: %s", k->cfg.token_file, strerror(errno));
-        k->token_warned = true;
-        return;
-    }
-    if (k->token_loaded && same_file(&st, &k->token_st))
-        return;
-    int fd = open(k->cfg.token_file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    char *buf = xmalloc(TOKEN_MAX_BYTES + 1);
-    size_t len = 0;
-    ssize_t n;
-    while (len < TOKEN_MAX_BYTES &&
-           (n = read(fd, buf + len, TOKEN_MAX_BYTES - len)) != 0) {
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        len += (size_t)n;
-    }
-    close(fd);
-    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
-        len--;
-    buf[len] = '\0';
-    if (len > 0) {
-        if (k->token_loaded)
-            LOG_INFO("kube", "token file %s changed; using the new token", k->cfg.token_file);
-        if (k->file_token)
-            explicit_bzero(k->file_token, strlen(k->file_token));
-        xfree(k->file_token);
-        k->file_token = xstrdup(buf);
-        k->token_st = st;
-        k->token_loaded = true;
-        k->token_warned = false;
-    }
-    explicit_bzero(buf, len);
-    xfree(buf);
-}
-
-/* A whole file of at most max bytes (a client certificate or key), or NULL. */
-static char *read_small(const char *path, size_t max, size_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    char *buf = xmalloc(max + 1);
-    size_t n = 0;
-    ssize_t got;
-    while (n < max && (got = read(fd, buf + n, max - n)) != 0) {
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            close(fd);
-            explicit_bzero(buf, n); /* a key, maybe */
-            xfree(buf);
-            return NULL;
-        }
-        n += (size_t)got;
-    }
-    close(fd);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
-/* Whether the PEM key is the PEM certificate's (both parse, and match). */
-static bool key_pair_ok(const char *cert, size_t cl, const char *key, size_t kl)
-{
-    bool ok = false;
-    BIO *cb = BIO_new_mem_buf(cert, (int)cl), *kb = BIO_new_mem_buf(key, (int)kl);
-    X509 *x = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
-    EVP_PKEY *pk = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
-    if (x && pk)
-        ok = X509_check_private_key(x, pk) == 1;
-    EVP_PKEY_free(pk);
-    X509_free(x);
-    BIO_free(cb);
-    BIO_free(kb);
-    return ok;
-}
-
-/* Re-read the client certificate and key files when either changed (checked at
- * most once a second, as client-go's rotating dialer does): a certificate
- * that cert-manager or Vault renews is used from then on, on new
- * connections, where the files' names alone kept the old one until it
- * expired and every request got 401. */
-static void refresh_cert_files(struct kube *k)
-{
-    uint64_t now = uv_now(k->loop);
-    if (k->certf && now - k->certf_checked_at < TOKEN_CHECK_MS)
-        return;
-    k->certf_checked_at = now;
-    struct stat cs, ks;
-    if (stat(k->cfg.cert_file, &cs) != 0 || stat(k->cfg.key_file, &ks) != 0)
-        return; /* the files as last read (or the names, never read) */
-    if (k->certf && same_file(&cs, &k->certf_st) && same_file(&ks, &k->keyf_st))
-        return;
-    size_t cl = 0, kl = 0;
-    char *c = read_small(k->cfg.cert_file, 1 << 20, &cl);
-    char *key = read_small(k->cfg.key_file, 1 << 20, &kl);
-    /* a pair, as client-go's tls.X509KeyPair checks: one file replaced before the
-     * other is read again at the next check, the pair before it used meanwhile */
-    if (!c || !key || cl == 0 || kl == 0 || !key_pair_ok(c, cl, key, kl)) {
-        if (!k->certf_warned && k->certf)
-            LOG_WARN("kube", "client certificate %s and key %s changed but are not a pair "
-                     "yet: the pair before is used", k->cfg.cert_file, k->cfg.key_file);
-        else if (!k->certf_warned)
-            LOG_WARN("kube", "client certificate %s or key %s could not be read",
-                     k->cfg.cert_file, k->cfg.key_file);
-        k->certf_warned = true;
-        xfree(c);
-        if (key)
-            explicit_bzero(key, kl);
-        xfree(key);
-        return;
-    }
-    if (k->certf)
-        LOG_INFO("kube", "client certificate %s changed: new connections use it",
-                 k->cfg.cert_file);
-    xfree(k->certf);
-    if (k->keyf)
-        explicit_bzero(k->keyf, k->keyf_len);
-    xfree(k->keyf);
-    k->certf = c, k->certf_len = cl, k->certf_st = cs;
-    k->keyf = key, k->keyf_len = kl, k->keyf_st = ks;
-    k->certf_warned = false;
-}
-
-static const char *bearer(struct kube *k)
-{
-    if (k->cfg.token_file) {
-        refresh_token(k);
-        if (k->file_token)
-            return k->file_token;
-    }
-    return k->cfg.token;
-}
-
 /* ---- requests ------------------------------------------------------------ */
-
-int kube_status_errno(long status)
-{
-    if (status >= 200 && status < 300)
-        return 0;
-    switch (status) {
-    case 400:
-    case 422:
-        return -EINVAL;
-    case 401:
-        return -EACCES;
-    case 403:
-        return -EPERM;
-    case 404:
-        return -ENOENT;
-    case 409:
-        return -EEXIST;
-    case 410:
-        return -ESTALE;
-    case 429:
-        return -EBUSY;
-    case 503:
-    case 504:
-        return -EAGAIN;
-    default:
-        return -EIO;
-    }
-}
-
-void kube_status_fields(const json_t *body, const char **reason, const char **message,
-                        long *code)
-{
-    *reason = "";
-    *message = "";
-    *code = 0;
-    if (!json_is_object(body))
-        return;
-    const char *r = json_string_value(json_object_get(body, "reason"));
-    const char *m = json_string_value(json_object_get(body, "message"));
-    json_t *c = json_object_get(body, "code");
-    *reason = r ? r : "";
-    *message = m ? m : "";
-    *code = json_is_integer(c) ? (long)json_integer_value(c) : 0;
-}
 
 static void unlink_req(struct kreq *r)
 {
@@ -828,13 +565,13 @@ static int issue(struct kreq *r)
         .insecure = k->cfg.insecure,
     };
     if (k->cfg.cert_file && k->cfg.key_file && !(cred && cred->cert)) {
-        refresh_cert_files(k);
-        if (k->certf) {
+        kube_auth_refresh_certs(&k->auth);
+        if (k->auth.certf) {
             tls.cert_file = tls.key_file = NULL;
-            tls.cert_blob = k->certf;
-            tls.cert_blob_len = k->certf_len;
-            tls.key_blob = k->keyf;
-            tls.key_blob_len = k->keyf_len;
+            tls.cert_blob = k->auth.certf;
+            tls.cert_blob_len = k->auth.certf_len;
+            tls.key_blob = k->auth.keyf;
+            tls.key_blob_len = k->auth.keyf_len;
         }
     }
     if (cred && cred->cert) {
@@ -849,7 +586,7 @@ static int issue(struct kreq *r)
         .body = r->body,
         .body_len = r->blen,
         .content_type = r->body ? r->ctype : NULL,
-        .bearer = cred ? cred->token : bearer(k),
+        .bearer = cred ? cred->token : kube_auth_bearer(&k->auth),
         .headers = headers,
         .tls = &tls,
         .timeout_ms = timeout,
@@ -863,6 +600,8 @@ static int issue(struct kreq *r)
     };
     r->t0 = uv_hrtime();
     int rc = httpc_request(k->http, &o, on_http_done, r, &r->req);
+    if (rc == 0)
+        kube_auth_check_clear(&k->auth, url, o.bearer);
     xfree(url);
     return rc;
 }
@@ -958,236 +697,6 @@ int kube_request_within(struct kube *k, int64_t within_ms, const char *method, c
     if (rc < 0)
         req_free(r);
     return rc;
-}
-
-int kube_get(struct kube *k, const char *path, kube_result_cb cb, void *arg)
-{
-    return kube_request(k, "GET", path, NULL, NULL, cb, arg);
-}
-
-int kube_create(struct kube *k, const char *path, const json_t *obj, kube_result_cb cb, void *arg)
-{
-    return obj ? kube_request(k, "POST", path, NULL, obj, cb, arg) : -EINVAL;
-}
-
-int kube_update(struct kube *k, const char *path, const json_t *obj, kube_result_cb cb, void *arg)
-{
-    return obj ? kube_request(k, "PUT", path, NULL, obj, cb, arg) : -EINVAL;
-}
-
-int kube_patch_merge(struct kube *k, const char *path, const json_t *patch, kube_result_cb cb,
-                     void *arg)
-{
-    return patch ? kube_request(k, "PATCH", path, "application/merge-patch+json", patch, cb, arg)
-                 : -EINVAL;
-}
-
-/* ---- typed helpers --------------------------------------------------------- */
-
-bool kube_name_valid(const char *s)
-{
-    if (!s)
-        return false;
-    size_t n = strlen(s);
-    if (n == 0 || n > 253)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-        if (!alnum && c != '-' && c != '.')
-            return false;
-        if ((i == 0 || i == n - 1) && !alnum)
-            return false;
-    }
-    return true;
-}
-
-/* Build a namespaced path "prefix/namespaces/ns/resource[/name][suffix]". */
-static char *ns_path(const char *prefix, const char *ns, const char *resource, const char *name,
-                     const char *suffix)
-{
-    if (!kube_name_valid(ns) || (name && !kube_name_valid(name)))
-        return NULL;
-    return xasprintf("%s/namespaces/%s/%s%s%s%s", prefix, ns, resource, name ? "/" : "",
-                     name ? name : "", suffix ? suffix : "");
-}
-
-static int with_path(char *path, int (*fn)(struct kube *, const char *, const json_t *,
-                                           kube_result_cb, void *),
-                     struct kube *k, const json_t *obj, kube_result_cb cb, void *arg)
-{
-    if (!path)
-        return -EINVAL;
-    int rc = fn(k, path, obj, cb, arg);
-    xfree(path);
-    return rc;
-}
-
-static int get_fn(struct kube *k, const char *path, const json_t *obj, kube_result_cb cb,
-                  void *arg)
-{
-    (void)obj;
-    return kube_get(k, path, cb, arg);
-}
-
-#define APPS "/apis/apps/v1"
-#define CORE "/api/v1"
-#define COORD "/apis/coordination.k8s.io/v1"
-
-int kube_scale_get(struct kube *k, const char *ns, const char *name, kube_result_cb cb, void *arg)
-{
-    return with_path(ns_path(APPS, ns, "deployments", name, "/scale"), get_fn, k, NULL, cb, arg);
-}
-
-int kube_scale_patch(struct kube *k, const char *ns, const char *name, int32_t replicas,
-                     kube_result_cb cb, void *arg)
-{
-    if (replicas < 0)
-        return -EINVAL;
-    json_t *p = json_pack("{s:{s:i}}", "spec", "replicas", (int)replicas);
-    int rc = with_path(ns_path(APPS, ns, "deployments", name, "/scale"), kube_patch_merge, k, p,
-                       cb, arg);
-    json_decref(p);
-    return rc;
-}
-
-int kube_deployment_patch_annotations(struct kube *k, const char *ns, const char *name,
-                                      const char *uid, const json_t *annotations,
-                                      int64_t within_ms, kube_result_cb cb, void *arg)
-{
-    char *path = ns_path(APPS, ns, "deployments", name, NULL);
-    if (!json_is_object(annotations) || !path) {
-        xfree(path);
-        return -EINVAL;
-    }
-    json_t *p = json_pack("{s:{s:O}}", "metadata", "annotations", (json_t *)annotations);
-    if (uid && *uid) /* another uid is refused: 422, metadata.uid is immutable */
-        json_object_set_new(json_object_get(p, "metadata"), "uid", json_string(uid));
-    int rc = kube_request_within(k, within_ms, "PATCH", path, "application/merge-patch+json", p,
-                                 cb, arg);
-    json_decref(p);
-    xfree(path);
-    return rc;
-}
-
-/* A Lease request that ends within within_ms (0 = the client's timeout). */
-static int lease_req(struct kube *k, int64_t within_ms, const char *method, const char *ns,
-                     const char *name, const json_t *body, kube_result_cb cb, void *arg)
-{
-    char *path = ns_path(COORD, ns, "leases", name, NULL);
-    if (!path)
-        return -EINVAL;
-    int rc = kube_request_within(k, within_ms, method, path, NULL, body, cb, arg);
-    xfree(path);
-    return rc;
-}
-
-int kube_lease_get(struct kube *k, const char *ns, const char *name, int64_t within_ms,
-                   kube_result_cb cb, void *arg)
-{
-    return name ? lease_req(k, within_ms, "GET", ns, name, NULL, cb, arg) : -EINVAL;
-}
-
-int kube_lease_create(struct kube *k, const char *ns, const json_t *lease, int64_t within_ms,
-                      kube_result_cb cb, void *arg)
-{
-    return lease ? lease_req(k, within_ms, "POST", ns, NULL, lease, cb, arg) : -EINVAL;
-}
-
-int kube_lease_update(struct kube *k, const char *ns, const char *name, const json_t *lease,
-                      int64_t within_ms, kube_result_cb cb, void *arg)
-{
-    return name && lease ? lease_req(k, within_ms, "PUT", ns, name, lease, cb, arg) : -EINVAL;
-}
-
-int kube_lease_list(struct kube *k, const char *ns, int64_t within_ms, kube_result_cb cb,
-                    void *arg)
-{
-    return lease_req(k, within_ms, "GET", ns, NULL, NULL, cb, arg);
-}
-
-int kube_lease_delete(struct kube *k, const char *ns, const char *name,
-                      const char *resource_version, int64_t within_ms, kube_result_cb cb,
-                      void *arg)
-{
-    if (!name || !resource_version || !*resource_version)
-        return -EINVAL;
-    json_t *opts = json_pack("{s:s, s:s, s:{s:s}}", "kind", "DeleteOptions", "apiVersion", "v1",
-                             "preconditions", "resourceVersion", resource_version);
-    int rc = lease_req(k, within_ms, "DELETE", ns, name, opts, cb, arg);
-    json_decref(opts);
-    return rc;
-}
-
-int kube_event_create(struct kube *k, const char *ns, const json_t *event, kube_result_cb cb,
-                      void *arg)
-{
-    return with_path(ns_path(CORE, ns, "events", NULL, NULL), kube_create, k, event, cb, arg);
-}
-
-int kube_configmap_get(struct kube *k, const char *ns, const char *name, kube_result_cb cb,
-                       void *arg)
-{
-    return with_path(ns_path(CORE, ns, "configmaps", name, NULL), get_fn, k, NULL, cb, arg);
-}
-
-int kube_configmap_create(struct kube *k, const char *ns, const json_t *cm, int64_t within_ms,
-                          kube_result_cb cb, void *arg)
-{
-    char *path = ns_path(CORE, ns, "configmaps", NULL, NULL);
-    int rc = cm && path ? kube_request_within(k, within_ms, "POST", path, NULL, cm, cb, arg)
-                        : -EINVAL;
-    xfree(path);
-    return rc;
-}
-
-int kube_configmap_update(struct kube *k, const char *ns, const char *name, const json_t *cm,
-                          kube_result_cb cb, void *arg)
-{
-    return with_path(ns_path(CORE, ns, "configmaps", name, NULL), kube_update, k, cm, cb, arg);
-}
-
-int kube_configmap_patch(struct kube *k, const char *ns, const char *name, const json_t *patch,
-                         int64_t within_ms, kube_result_cb cb, void *arg)
-{
-    char *path = ns_path(CORE, ns, "configmaps", name, NULL);
-    int rc = patch && path ? kube_request_within(k, within_ms, "PATCH", path,
-                                                 "application/merge-patch+json", patch, cb, arg)
-                           : -EINVAL;
-    xfree(path);
-    return rc;
-}
-
-int kube_hpa_list(struct kube *k, const char *ns, kube_result_cb cb, void *arg)
-{
-    return with_path(ns_path("/apis/autoscaling/v2", ns, "horizontalpodautoscalers", NULL, NULL),
-                     get_fn, k, NULL, cb, arg);
-}
-
-int kube_tokenreview_create(struct kube *k, const json_t *review, kube_result_cb cb, void *arg)
-{
-    return kube_create(k, "/apis/authentication.k8s.io/v1/tokenreviews", review, cb, arg);
-}
-
-int kube_subjectaccessreview_create(struct kube *k, const json_t *review, kube_result_cb cb,
-                                    void *arg)
-{
-    return kube_create(k, "/apis/authorization.k8s.io/v1/subjectaccessreviews", review, cb, arg);
-}
-
-void kube_query_escape(struct util_buf *b, const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '_' || c == '.' || c == '~') {
-            util_buf_append(b, s, 1);
-        } else {
-            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-            util_buf_append(b, e, 3);
-        }
-    }
 }
 
 void kube_write_metrics(const struct kube *k, struct util_buf *out)

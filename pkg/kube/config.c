@@ -139,8 +139,8 @@ char *kube_base64_encode(const uint8_t *in, size_t len)
 /* ---- kubeconfig --------------------------------------------------------- */
 
 /* A scalar at key in map (NULL when absent); non-scalars are errors. */
-static int get_str(const struct conf_node *map, const char *key, const char **out,
-                   struct kube_config_error *err, const char *where)
+static int get_scalar(const struct conf_node *map, const char *key, const char **out,
+                      struct kube_config_error *err, const char *where)
 {
     *out = NULL;
     const struct conf_node *n = conf_map_get(map, key);
@@ -153,11 +153,40 @@ static int get_str(const struct conf_node *map, const char *key, const char **ou
     return 0;
 }
 
+/* A plain scalar YAML types as a bool or number in a string field fails
+ * client-go's load: clientcmd converts the whole file to JSON untyped
+ * (YAMLToJSON), and a JSON true or 8080 does not decode into a Go string. */
+static int check_string(const struct conf_node *n, const char *what, const char *where,
+                        struct kube_config_error *err)
+{
+    const char *kind = kube_conf_scalar_kind(n);
+    if (!kind || strcmp(kind, "null") == 0)
+        return 0;
+    return cfail(err, n, "%s: %s must be a string, and YAML reads '%.80s' as a %s, as client-go "
+                 "does (quote it)", where, what, n->scalar, kind);
+}
+
+/* A string field at key: as get_scalar, a plain null (~, null) being
+ * absent, as in client-go. */
+static int get_str(const struct conf_node *map, const char *key, const char **out,
+                   struct kube_config_error *err, const char *where)
+{
+    int rc = get_scalar(map, key, out, err, where);
+    if (rc < 0 || !*out)
+        return rc;
+    const struct conf_node *n = conf_map_get(map, key);
+    if ((rc = check_string(n, key, where, err)) < 0)
+        return rc;
+    if (kube_conf_scalar_kind(n))
+        *out = NULL;
+    return 0;
+}
+
 static int get_bool(const struct conf_node *map, const char *key, bool *out,
                     struct kube_config_error *err, const char *where)
 {
     const char *s;
-    int rc = get_str(map, key, &s, err, where);
+    int rc = get_scalar(map, key, &s, err, where);
     if (rc < 0)
         return rc;
     *out = false;
@@ -344,7 +373,13 @@ static int parse_exec(const struct conf_node *ex, const char *base_dir, const ch
                 rc = cfail(err, args->items[i], "%s: exec: args[%zu] must be a string", where, i);
                 goto fail;
             }
-            e->args[e->nargs++] = xstrdup(args->items[i]->scalar);
+            char what[40];
+            snprintf(what, sizeof(what), "exec: args[%zu]", i);
+            if ((rc = check_string(args->items[i], what, where, err)) < 0)
+                goto fail;
+            e->args[e->nargs++] = xstrdup(kube_conf_scalar_kind(args->items[i])
+                                              ? "" /* a null */
+                                              : args->items[i]->scalar);
         }
     }
     const struct conf_node *env = conf_map_get(ex, "env");
@@ -519,7 +554,8 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
 {
     struct conf_node **roots = xcalloc(ndocs ? ndocs : 1, sizeof(*roots));
     static const struct conf_node empty_map = {.type = CONF_MAP};
-    static const struct conf_opts go_yaml = {.flags = CONF_GO_YAML};
+    static const struct conf_opts go_yaml = {.flags = CONF_GO_YAML,
+                                             .key_typed = kube_conf_key_typed};
     struct conf_error cerr = {0};
     char where[300];
     int rc = -EINVAL;
@@ -551,6 +587,12 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
         }
         if (roots[i]->type != CONF_MAP) {
             rc = cfail(err, roots[i], "kubeconfig must be a map");
+            goto out;
+        }
+        const struct conf_node *badkey;
+        char kmsg[200];
+        if (kube_conf_check_keys(roots[i], &badkey, kmsg, sizeof(kmsg)) < 0) {
+            rc = cfail(err, badkey, "kubeconfig: %s", kmsg);
             goto out;
         }
         const char *c;

@@ -7,6 +7,7 @@
 #define GPUSCALER_KUBE_INT_H
 
 #include <jansson.h>
+#include <sys/stat.h>
 
 #include "kube/kube.h"
 #include "util/util.h"
@@ -71,6 +72,30 @@ void kube_store_free(struct kube_store *s);
 /** A list of kind in ns (NULL = all namespaces) begins / ends (sweeping what was not seen). */
 void kube_store_list_begin(struct kube_store *s, enum kube_kind kind, const char *ns);
 void kube_store_list_end(struct kube_store *s, enum kube_kind kind, const char *ns);
+
+/**
+ * A list of kind in ns (NULL = all namespaces) staged to be applied at once,
+ * as client-go's Replace: readers see the store as it was until the commit.
+ * Items are extracted as they come (no JSON is kept); one whose
+ * resourceVersion the store holds already is only marked as seen. Nothing
+ * else may apply to the scope between new and commit/free.
+ */
+struct kube_store_stage;
+struct kube_store_stage *kube_store_stage_new(struct kube_store *s, enum kube_kind kind,
+                                              const char *ns);
+/** Stage a list item: 1 staged, 0 unchanged or untracked (not held), -EINVAL
+ *  without metadata.namespace/name (ignored). */
+int kube_store_stage_add(struct kube_store_stage *st, const json_t *obj);
+/** Apply the staged items, delete what the list did not have, free st.
+ *  Returns the number of objects added, changed or deleted. */
+size_t kube_store_stage_commit(struct kube_store_stage *st);
+/** Drop st (an aborted list): the store stays as it was. NULL-safe. */
+void kube_store_stage_free(struct kube_store_stage *st);
+/** Objects st holds (new or changed ones), and those found unchanged. */
+size_t kube_store_stage_count(const struct kube_store_stage *st);
+size_t kube_store_stage_unchanged(const struct kube_store_stage *st);
+/** Heap bytes st holds (0 for NULL). */
+size_t kube_store_stage_memory(const struct kube_store_stage *st);
 /**
  * Apply an ADDED/MODIFIED/DELETED object. Returns 1 when the cache changed, 0
  * when not (an untracked Deployment, an identical resourceVersion), -EINVAL
@@ -97,9 +122,20 @@ size_t kube_store_interned(const struct kube_store *s);
 size_t kube_store_memory(const struct kube_store *s);
 
 /** A YAML subtree as the JSON client-go makes of it (kube/yamljson.c): plain
- *  scalars typed as go-yaml v2 resolves them. Owned by the caller. */
+ *  scalars and map keys typed as go-yaml v2 resolves them. Owned by the caller. */
 struct conf_node;
 json_t *kube_conf_to_json(const struct conf_node *n);
+/** -EINVAL (msg filled, *at the offending key's value) when a map key in n is
+ *  one client-go refuses to load (a plain null, or an integer past int64 as
+ *  key); else 0. */
+int kube_conf_check_keys(const struct conf_node *n, const struct conf_node **at, char *msg,
+                         size_t len);
+/** Whether go-yaml v2 makes a plain scalar of this text other than a string
+ *  (conf_opts.key_typed for the kubeconfig). */
+bool kube_conf_key_typed(const char *plain);
+/** What YAMLToJSON makes of scalar n when not a string: "null", "bool" or
+ *  "number"; NULL for a string (quoted, or plain text go-yaml keeps). */
+const char *kube_conf_scalar_kind(const struct conf_node *n);
 
 /** A reflector's options with the defaults filled in (tests check them). */
 const struct kube_watch_opts *kube_reflector_opts(const struct kube_reflector *r);
@@ -134,6 +170,40 @@ void kube_route(const char *server, const char *tls_server_name, char **url_base
 /** Cancel a request of kube_raw_get: its callback gets -ECANCELED, from the loop. */
 void kube_req_cancel(struct kreq *r);
 uv_loop_t *kube_loop(const struct kube *k);
+
+/* ---- the client's credentials from files (client-auth.c) --------------- */
+
+/** A client's token file and client certificate and key files, read again
+ *  when they change (checked at most once a second). Set loop and cfg (the
+ *  client's, which outlives it); the rest starts zeroed. */
+struct kube_auth {
+    uv_loop_t *loop;
+    const struct kube_config *cfg;
+    /* token file state */
+    char *file_token;
+    uint64_t token_checked_at;
+    bool token_loaded;
+    bool token_warned;
+    struct stat token_st;
+    /* client certificate and key files, read as blobs and again when they change
+     * (libcurl reuses a connection for the same file name, whatever it holds now) */
+    char *certf, *keyf;
+    size_t certf_len, keyf_len;
+    uint64_t certf_checked_at;
+    struct stat certf_st, keyf_st;
+    bool certf_warned;
+    bool clear_warned; /* credentials sent over http:// were logged */
+};
+/** The bearer token to send: the token file's, else cfg's static one, or NULL. */
+const char *kube_auth_bearer(struct kube_auth *a);
+/** Read cfg's certificate and key files again if they changed: certf/keyf
+ *  hold the last pair that matched, or NULL (none read yet). */
+void kube_auth_refresh_certs(struct kube_auth *a);
+/** A request to url carries a bearer token (bearer non-NULL): over http://
+ *  that is logged once per client. */
+void kube_auth_check_clear(struct kube_auth *a, const char *url, const char *bearer);
+/** Free what a holds (wiped). */
+void kube_auth_clear(struct kube_auth *a);
 
 /* ---- exec credential plugins (exec.c) ---------------------------------- */
 

@@ -484,9 +484,12 @@ struct kube_watch_opts {
 
 /** What a reflector feeds. The object passed is borrowed for the call. */
 struct kube_sink {
-    /** A (re)list starts: everything in the reflector's scope may be stale. */
+    /** A (re)list starts: everything in the reflector's scope may be stale.
+     *  It may come again before list_end: the list started over, and the
+     *  items since the previous list_begin are void. */
     void (*list_begin)(void *arg);
-    /** A list item (as KUBE_EV_ADDED) or a watch ADDED/MODIFIED/DELETED event. */
+    /** A list item (as KUBE_EV_ADDED; page by page, between list_begin and
+     *  list_end) or a watch ADDED/MODIFIED/DELETED event (after list_end). */
     void (*event)(void *arg, enum kube_event_type type, json_t *obj);
     /** The list is complete: drop what was not seen since list_begin. */
     void (*list_end)(void *arg);

@@ -27,6 +27,16 @@
  * pages of page_limit keeps the peak at one page. A streaming list (a watch
  * with sendInitialEvents) would spare both, where the API server has it.
  *
+ * The sink gets list_begin, each page's items as the page arrives (its JSON
+ * freed after), and list_end once the last page is in. A page that fails is
+ * either asked again (the list resumed from it) or the list starts over with
+ * a new list_begin; no list_end comes for an unfinished list, and no watch
+ * before one. The cache's sink (cache.c) stages the items, extracted, and
+ * applies them all at list_end, as client-go's reflector gathers the pages
+ * for one store.Replace: readers never see a relist half-applied, and one
+ * that fails leaves the old state. The peak stays one page of JSON plus the
+ * extracted objects that differ from the cache (store.c).
+ *
  * Exactly one request or one timer is pending at any time (or none while
  * closing); every callback checks `closing` first. */
 #include <errno.h>

@@ -16,7 +16,13 @@
  *
  * Relists: list_begin stamps the scope with a new generation; every object
  * applied gets the current generation; list_end deletes the objects of the
- * scope whose stamp is older (they vanished while we were not watching). */
+ * scope whose stamp is older (they vanished while we were not watching).
+ * The cache stages a list (kube_store_stage_*) instead of applying its pages
+ * as they come: each item is extracted at once, an unchanged one (same
+ * resourceVersion) only stamped, a new or changed one held; the commit
+ * applies those and sweeps in one go, so readers never see a half-applied
+ * list, and an aborted one leaves the store as it was. The stage holds only
+ * what changed: a relist of an unchanged cluster costs no second copy. */
 #include <errno.h>
 #include <string.h>
 
@@ -179,18 +185,16 @@ static void del_pod(struct kube_store *s, struct pod *p)
     ns_drop_if_empty(s, n);
 }
 
-static int apply_deployment(struct kube_store *s, enum kube_event_type type, const json_t *obj)
+/* Apply nd, which this takes (moved into the store or cleared); rv is its
+ * resourceVersion (NULL: none), read before nd moves. */
+static int put_deployment(struct kube_store *s, bool deleted, struct kube_deployment *ndp,
+                          bool tracked, const char *rv)
 {
-    struct kube_deployment nd;
-    bool tracked;
-    const char *rv;
-    int rc = extract_deployment(obj, &nd, &tracked, &rv);
-    if (rc < 0)
-        return rc;
+    struct kube_deployment nd = *ndp;
     char *key = xasprintf("%s/%s", nd.ns, nd.name);
     struct dep *d = kmap_get(&s->deps, key);
-    rc = 0;
-    if (type == KUBE_EV_DELETED || !tracked) {
+    int rc = 0;
+    if (deleted || !tracked) {
         if (d) {
             del_dep(s, d);
             rc = 1;
@@ -232,17 +236,26 @@ out:
     return rc;
 }
 
-static int apply_pod(struct kube_store *s, enum kube_event_type type, const json_t *obj)
+static int apply_deployment(struct kube_store *s, enum kube_event_type type, const json_t *obj)
 {
-    struct kube_pod np;
+    struct kube_deployment nd;
+    bool tracked;
     const char *rv;
-    int rc = extract_pod(&s->pool, obj, &np, &rv);
+    int rc = extract_deployment(obj, &nd, &tracked, &rv);
     if (rc < 0)
         return rc;
+    return put_deployment(s, type == KUBE_EV_DELETED, &nd, tracked, rv);
+}
+
+/* Apply np, which this takes (moved into the store or cleared); rv is its
+ * resourceVersion (NULL: none), borrowed. */
+static int put_pod(struct kube_store *s, bool deleted, struct kube_pod *npp, const char *rv)
+{
+    struct kube_pod np = *npp;
     char *key = xasprintf("%s/%s", np.ns, np.name);
     struct pod *p = kmap_get(&s->pods, key);
-    rc = 0;
-    if (type == KUBE_EV_DELETED) {
+    int rc = 0;
+    if (deleted) {
         if (p) {
             del_pod(s, p);
             rc = 1;
@@ -285,6 +298,16 @@ out:
     return rc;
 }
 
+static int apply_pod(struct kube_store *s, enum kube_event_type type, const json_t *obj)
+{
+    struct kube_pod np;
+    const char *rv;
+    int rc = extract_pod(&s->pool, obj, &np, &rv);
+    if (rc < 0)
+        return rc;
+    return put_pod(s, type == KUBE_EV_DELETED, &np, rv);
+}
+
 int kube_store_apply(struct kube_store *s, enum kube_kind kind, enum kube_event_type type,
                      const json_t *obj)
 {
@@ -305,7 +328,8 @@ void kube_store_list_begin(struct kube_store *s, enum kube_kind kind, const char
         s->all_start[kind] = s->gen;
 }
 
-void kube_store_list_end(struct kube_store *s, enum kube_kind kind, const char *ns)
+/* Delete the objects of the scope not stamped since its list began; returns how many. */
+static size_t sweep(struct kube_store *s, enum kube_kind kind, const char *ns)
 {
     struct kns *n = ns ? ns_get(s, ns, true) : NULL;
     unsigned start = n ? n->list_start[kind] : s->all_start[kind];
@@ -334,6 +358,135 @@ void kube_store_list_end(struct kube_store *s, enum kube_kind kind, const char *
             del_pod(s, stale[i]);
     }
     xfree(stale);
+    return nstale;
+}
+
+void kube_store_list_end(struct kube_store *s, enum kube_kind kind, const char *ns)
+{
+    sweep(s, kind, ns);
+}
+
+/* ---- staged lists ------------------------------------------------------------ */
+
+static struct dep *dep_lookup(const struct kube_store *s, const char *ns, const char *name);
+
+/* A staged object: extracted, its JSON gone. */
+struct staged {
+    union {
+        struct kube_pod pod;
+        struct kube_deployment dep;
+    } u;
+    char *rv; /* NULL: none */
+};
+
+struct kube_store_stage {
+    struct kube_store *s;
+    enum kube_kind kind;
+    char *ns;
+    struct staged *items;
+    size_t n, cap;
+    size_t unchanged;
+};
+
+struct kube_store_stage *kube_store_stage_new(struct kube_store *s, enum kube_kind kind,
+                                              const char *ns)
+{
+    struct kube_store_stage *st = xcalloc(1, sizeof(*st));
+    st->s = s;
+    st->kind = kind;
+    st->ns = ns ? xstrdup(ns) : NULL;
+    /* stamps the scope's start: what the stage finds unchanged is stamped
+     * later, which readers do not see; what is not stamped by the commit goes */
+    kube_store_list_begin(s, kind, ns);
+    return st;
+}
+
+int kube_store_stage_add(struct kube_store_stage *st, const json_t *obj)
+{
+    struct kube_store *s = st->s;
+    struct staged it = {0};
+    const char *rv;
+    if (st->kind == KUBE_KIND_DEPLOYMENT) {
+        bool tracked;
+        int rc = extract_deployment(obj, &it.u.dep, &tracked, &rv);
+        if (rc < 0)
+            return rc;
+        /* untracked: not staged nor stamped, so the commit drops one held */
+        struct dep *d = tracked ? dep_lookup(s, it.u.dep.ns, it.u.dep.name) : NULL;
+        if (!tracked ||
+            (d && d->pub.resource_version && rv && strcmp(d->pub.resource_version, rv) == 0)) {
+            if (d) {
+                d->gen = s->gen;
+                st->unchanged++;
+            }
+            extract_deployment_clear(&it.u.dep);
+            return 0;
+        }
+    } else {
+        int rc = extract_pod(&s->pool, obj, &it.u.pod, &rv);
+        if (rc < 0)
+            return rc;
+        char *key = xasprintf("%s/%s", it.u.pod.ns, it.u.pod.name);
+        struct pod *p = kmap_get(&s->pods, key);
+        xfree(key);
+        if (p && p->rv && rv && strcmp(p->rv, rv) == 0) {
+            p->gen = s->gen; /* kept: the same object */
+            st->unchanged++;
+            extract_pod_clear(&s->pool, &it.u.pod);
+            return 0;
+        }
+    }
+    it.rv = rv ? xstrdup(rv) : NULL;
+    VEC_PUSH(st->items, st->n, st->cap, it);
+    return 1;
+}
+
+size_t kube_store_stage_count(const struct kube_store_stage *st)
+{
+    return st->n;
+}
+
+size_t kube_store_stage_unchanged(const struct kube_store_stage *st)
+{
+    return st->unchanged;
+}
+
+static void stage_release(struct kube_store_stage *st)
+{
+    xfree(st->items);
+    xfree(st->ns);
+    xfree(st);
+}
+
+size_t kube_store_stage_commit(struct kube_store_stage *st)
+{
+    struct kube_store *s = st->s;
+    size_t changes = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        struct staged *it = &st->items[i];
+        int rc = st->kind == KUBE_KIND_DEPLOYMENT
+                     ? put_deployment(s, false, &it->u.dep, true, it->rv)
+                     : put_pod(s, false, &it->u.pod, it->rv);
+        changes += rc > 0;
+        xfree(it->rv);
+    }
+    changes += sweep(s, st->kind, st->ns);
+    stage_release(st);
+    return changes;
+}
+
+void kube_store_stage_free(struct kube_store_stage *st)
+{
+    if (!st)
+        return;
+    for (size_t i = 0; i < st->n; i++) {
+        if (st->kind == KUBE_KIND_DEPLOYMENT)
+            extract_deployment_clear(&st->items[i].u.dep);
+        else
+            extract_pod_clear(&st->s->pool, &st->items[i].u.pod);
+        xfree(st->items[i].rv);
+    }
+    stage_release(st);
 }
 
 /* ---- reads ---------------------------------------------------------------- */
@@ -482,5 +635,26 @@ size_t kube_store_memory(const struct kube_store *s)
     }
     for (size_t i = 0; kmap_next(&s->pool.map, &i, &v);)
         n += sizeof(size_t) + strlen((const char *)v + sizeof(size_t)) + 1;
+    return n;
+}
+
+size_t kube_store_stage_memory(const struct kube_store_stage *st)
+{
+    if (!st)
+        return 0;
+    size_t n = sizeof(*st) + str_bytes(st->ns) + st->cap * sizeof(*st->items);
+    for (size_t i = 0; i < st->n; i++) {
+        const struct staged *it = &st->items[i];
+        n += str_bytes(it->rv);
+        if (st->kind == KUBE_KIND_POD) {
+            n += str_bytes(it->u.pod.name) + labels_bytes(&it->u.pod.labels, false) +
+                 labels_bytes(&it->u.pod.ports, false);
+        } else {
+            const struct kube_deployment *k = &it->u.dep;
+            n += str_bytes(k->ns) + str_bytes(k->name) + str_bytes(k->uid) +
+                 str_bytes(k->resource_version) + labels_bytes(&k->labels, true) +
+                 labels_bytes(&k->annotations, true) + selector_bytes(&k->selector);
+        }
+    }
     return n;
 }

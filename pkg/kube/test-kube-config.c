@@ -923,6 +923,67 @@ static void test_client_go_checks(void **state)
     xfree(keyp);
 }
 
+/* String fields as client-go reads them: clientcmd's loader converts the
+ * whole file with YAMLToJSON, untyped, so a plain `yes` is JSON true and
+ * `12345` a number, and neither decodes into a Go string field ("cannot
+ * unmarshal bool into Go struct field ExecEnvVar...value of type string"):
+ * the kubeconfig fails to load. They used to load as the text written. A
+ * plain null is JSON null: the field stays empty. */
+static void test_typed_strings(void **state)
+{
+    (void)state;
+    static const char head[] = "current-context: c\n"
+                               "contexts: [{name: c, context: {cluster: k, user: u%s}}]\n"
+                               "clusters: [{name: k, cluster: {server: 'https://h'}}]\n"
+                               "users: [{name: u, user: %s}]\n";
+    static const struct {
+        const char *ctx, *user, *want;
+    } bad[] = {
+        {"", "{exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: c, "
+             "env: [{name: A, value: yes}]}}",
+         "value must be a string, and YAML reads 'yes' as a bool"},
+        {"", "{exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: c, "
+             "args: [get-token, --duration, 900]}}",
+         "args[2] must be a string, and YAML reads '900' as a number"},
+        {"", "{token: 12345}", "token must be a string, and YAML reads '12345' as a number"},
+        {", namespace: 0x1F", "{}", "namespace must be a string"},
+        {"", "{token: 1e3}", "as a number"},
+        {"", "{token: on}", "as a bool"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        char *doc = xasprintf(head, bad[i].ctx, bad[i].user);
+        struct kube_config c;
+        struct kube_config_error e;
+        int rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
+        if (rc != -EINVAL || !strstr(e.msg, bad[i].want))
+            fail_msg("case %zu: rc %d \"%s\"", i, rc, e.msg);
+        assert_int_equal(e.line, 4 - (bad[i].ctx[0] != '\0') * 2);
+        xfree(doc);
+    }
+    /* quoted, or text go-yaml keeps (a date, a version), they are strings;
+     * a plain null is no value */
+    char *doc = xasprintf(head, ", namespace: ~",
+                          "{exec: {apiVersion: client.authentication.k8s.io/v1beta1,"
+                          " command: c, args: ['900', 2024-01-02, v1.2, ~], "
+                          "env: [{name: A, value: 'yes'}]}}");
+    struct kube_config c;
+    struct kube_config_error e;
+    int rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
+    if (rc != 0)
+        fail_msg("rc %d: %s", rc, e.msg);
+    assert_non_null(c.exec);
+    assert_int_equal(c.exec->nargs, 4);
+    assert_string_equal(c.exec->args[0], "900");
+    assert_string_equal(c.exec->args[1], "2024-01-02");
+    assert_string_equal(c.exec->args[2], "v1.2");
+    assert_string_equal(c.exec->args[3], "");
+    assert_int_equal(c.exec->nenv, 1);
+    assert_string_equal(c.exec->env[0], "A=yes");
+    assert_string_equal(c.namespace_, "default");
+    kube_config_clear(&c);
+    xfree(doc);
+}
+
 /* The cluster's disable-compression, and its client.authentication.k8s.io/exec
  * extension as JSON with YAML's plain scalars typed as client-go types them
  * (an exec plugin's spec.cluster.config). */
@@ -949,9 +1010,10 @@ static void test_cluster_extension(void **state)
     assert_non_null(c.exec_cluster_config);
     json_t *j = json_loads(c.exec_cluster_config, 0, NULL);
     assert_non_null(j);
+    /* the plain key n is YAML 1.1's false: client-go's JSON has "false" */
     json_t *want = json_pack("{s:s,s:i,s:i,s:s,s:f,s:b,s:s,s:n,s:[s,i,b]}", "audience",
-                             "06e3fbd18de8", "n", 42, "hex", 31, "oct", "0755", "f", 1.5, "flag",
-                             1, "q", "true", "nothing", "list", "a", 2, 0);
+                             "06e3fbd18de8", "false", 42, "hex", 31, "oct", "0755", "f", 1.5,
+                             "flag", 1, "q", "true", "nothing", "list", "a", 2, 0);
     if (!json_equal(j, want))
         fail_msg("config %s", c.exec_cluster_config);
     json_decref(want);
@@ -964,6 +1026,152 @@ static void test_cluster_extension(void **state)
     assert_false(c.disable_compression);
     assert_null(c.exec_cluster_config);
     kube_config_clear(&c);
+}
+
+static char *ext_config(const char *ext, struct kube_config_error *e)
+{
+    char *doc = xasprintf("current-context: c\ncontexts: [{name: c, context: {cluster: k}}]\n"
+                          "clusters:\n- name: k\n  cluster:\n    server: https://h\n"
+                          "    extensions:\n    - name: client.authentication.k8s.io/exec\n"
+                          "      extension:\n%s",
+                          ext);
+    struct kube_config c;
+    char *out = NULL;
+    if (kube_config_parse(doc, strlen(doc), NULL, NULL, &c, e) == 0) {
+        out = c.exec_cluster_config ? xstrdup(c.exec_cluster_config) : NULL;
+        kube_config_clear(&c);
+    }
+    xfree(doc);
+    return out;
+}
+
+/* Map keys in the exec extension as client-go writes them: sigs.k8s.io/yaml
+ * reads the YAML with go-yaml v2 (YAML 1.1) and turns the typed keys into
+ * JSON's strings (bools "true"/"false", integers in decimal, floats with Go's
+ * FormatFloat(k, 'g', -1, 32)); quoted keys stay as written. The expected
+ * JSON is what sigs.k8s.io/yaml's YAMLToJSON (go-yaml v2.4.0, Go 1.19) gives
+ * for these inputs. Keys were copied as written: `yes:` reached the plugin as
+ * "yes", client-go sends "true". Timestamps keep their text, as go-yaml keeps
+ * it decoding into interface{} (they were once rewritten as RFC 3339). */
+static void test_extension_keys(void **state)
+{
+    (void)state;
+    struct kube_config_error e;
+    char *got = ext_config("        yes: 1\n        off: 2\n        'on': 3\n        \"no\": 4\n"
+                           "        0x10: 5\n        010: 6\n        1_000: 7\n        +5: 8\n"
+                           "        1.50: 9\n        1e6: 10\n        3.14159265358979: 11\n"
+                           "        1e-5: 12\n        .5: 13\n        .inf: 14\n        -.Inf: 15\n"
+                           "        .NaN: 16\n        -0.0: 17\n        1e400: 18\n"
+                           "        1234567.0: 19\n        !!str 0x11: 20\n        Yes please: 21\n"
+                           "        1_0.5: 22\n        0b101: 23\n        '~': 24\n"
+                           "        at: 2024-1-2\n        t2: 2024-01-02t3:4:5.120Z\n"
+                           "        t3: 2024-01-02T03:04:05.100-07:30\n        t4: 2024-01-02 03:04:05,5\n"
+                           "        t5: 2024-02-30\n        t6: 2024-01-02T03:04:05\n"
+                           "        t7: '2024-01-02'\n        u: 1_0.5\n        v: .5_0\n"
+                           "        w: .5e1_0\n        x: ._5\n        z: .5__0\n"
+                           "        .2_5: 25\n",
+                           &e);
+    if (!got)
+        fail_msg("parse failed: %s", e.msg);
+    json_t *j = json_loads(got, 0, NULL);
+    assert_non_null(j);
+    json_t *want = json_pack(
+        "{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,"
+        "s:i,s:i,s:i,s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:f,s:f,s:f,s:s,s:s,s:i}",
+        "true", 1, "false", 2, "on", 3, "no", 4, "16", 5, "8", 6, "1000", 7, "5", 8, "1.5", 9,
+        "1e+06", 10, "3.1415927", 11, "1e-05", 12, "0.5", 13, ".inf", 14, "-.inf", 15, ".nan", 16,
+        "-0", 17, "1e400", 18, "1.234567e+06", 19, "0x11", 20, "Yes please", 21, "10.5", 22, "5",
+        23, "~", 24, "at", "2024-1-2", "t2", "2024-01-02t3:4:5.120Z", "t3",
+        "2024-01-02T03:04:05.100-07:30", "t4", "2024-01-02 03:04:05,5", "t5", "2024-02-30", "t6",
+        "2024-01-02T03:04:05", "t7", "2024-01-02", "u", 10.5, "v", 0.5, "w", 5e9, "x", "._5", "z",
+        ".5__0", "0.25", 25);
+    assert_non_null(want);
+    if (!json_equal(j, want))
+        fail_msg("config %s", got);
+    json_decref(want);
+    json_decref(j);
+    xfree(got);
+    /* a later key of the same type and value replaces an earlier one, as in go-yaml's map */
+    got = ext_config("        y: 1\n        true: 2\n", &e);
+    assert_non_null(got);
+    assert_string_equal(got, "{\"true\":2}");
+    xfree(got);
+    /* a plain `on` (the bool true) and a quoted 'on' are two keys in go-yaml's
+     * map: YAMLToJSON gives {"on":2,"true":1}, not {"on":2} */
+    got = ext_config("        on: 1\n        'on': 2\n", &e);
+    assert_non_null(got);
+    assert_string_equal(got, "{\"true\":1,\"on\":2}");
+    xfree(got);
+    got = ext_config("        'on': 1\n        on: 2\n        'on': 3\n"
+                     "        x: {on: 4, \"on\": 5}\n",
+                     &e);
+    assert_non_null(got);
+    assert_string_equal(got, "{\"on\":3,\"true\":2,\"x\":{\"true\":4,\"on\":5}}");
+    xfree(got);
+    /* and a plain `server` is the quoted 'server': one key, the later value */
+    got = ext_config("        server: 1\n        'server': 2\n", &e);
+    assert_non_null(got);
+    assert_string_equal(got, "{\"server\":2}");
+    xfree(got);
+    /* keys of equal JSON text (the bool true, the string "true") are one JSON
+     * key; client-go's pick is random (a Go map's order), ours the later */
+    got = ext_config("        true: 1\n        'true': 2\n", &e);
+    assert_non_null(got);
+    assert_string_equal(got, "{\"true\":2}");
+    xfree(got);
+
+    /* merged and aliased keys keep how they were written */
+    got = ext_config("        base: &b {on: 1, 'off': 2}\n        m: {<<: *b}\n"
+                     "        k: &k yes\n        *k : 3\n",
+                     &e);
+    if (!got)
+        fail_msg("parse failed: %s", e.msg);
+    assert_string_equal(got, "{\"base\":{\"true\":1,\"off\":2},\"m\":{\"true\":1,\"off\":2},"
+                             "\"k\":true,\"true\":3}");
+    xfree(got);
+
+    /* keys client-go cannot make JSON of: it fails to load the kubeconfig */
+    static const struct {
+        const char *ext, *type;
+    } bad[] = {
+        {"        ~: 1\n", "<nil>"},
+        {"        null: 1\n", "<nil>"},
+        {"        18446744073709551615: 1\n", "uint64"},
+        {"        0x1FFFFFFFFFFFFFFFF: 1\n", "*big.Int"},
+        {"        a: {b: [{? '' : 1, Null: 2}]}\n", "<nil>"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        got = ext_config(bad[i].ext, &e);
+        if (got)
+            fail_msg("%s: loaded as %s", bad[i].ext, got);
+        if (!strstr(e.msg, bad[i].type) || !strstr(e.msg, "unsupported map key"))
+            fail_msg("%s: %s", bad[i].ext, e.msg);
+        assert_true(e.line >= 8);
+    }
+    /* anywhere in the kubeconfig, as client-go converts the whole file */
+    static const char doc[] = "current-context: c\ncontexts: [{name: c, context: {cluster: k}}]\n"
+                              "clusters: [{name: k, cluster: {server: 'https://h'}}]\n"
+                              "preferences: {~: x}\n";
+    struct kube_config c;
+    assert_int_equal(kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "unsupported map key"));
+    assert_int_equal(e.line, 4);
+    /* a date key is a string key: go-yaml keeps a timestamp's text */
+    got = ext_config("        2024-01-02: 1\n        2024-1-2 10:00:00: 2\n", &e);
+    if (!got)
+        fail_msg("parse failed: %s", e.msg);
+    assert_string_equal(got, "{\"2024-01-02\":1,\"2024-1-2 10:00:00\":2}");
+    xfree(got);
+    /* quoted, they are strings */
+    got = ext_config("        '~': 1\n        \"18446744073709551615\": 2\n        '2024-01-02': 3\n",
+                     &e);
+    assert_non_null(got);
+    j = json_loads(got, 0, NULL);
+    assert_int_equal(json_integer_value(json_object_get(j, "~")), 1);
+    assert_int_equal(json_integer_value(json_object_get(j, "18446744073709551615")), 2);
+    assert_int_equal(json_integer_value(json_object_get(j, "2024-01-02")), 3);
+    json_decref(j);
+    xfree(got);
 }
 
 int main(void)
@@ -984,7 +1192,9 @@ int main(void)
         cmocka_unit_test(test_in_cluster_and_files),
         cmocka_unit_test(test_merged_files),
         cmocka_unit_test(test_client_go_checks),
+        cmocka_unit_test(test_typed_strings),
         cmocka_unit_test(test_cluster_extension),
+        cmocka_unit_test(test_extension_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,6 +32,8 @@ struct fx {
     int changed;
     struct testsrv_conn *held[4];
     int nheld;
+    struct testsrv_conn *pend; /* the pod request the test answers */
+    int pod_reqs;
 };
 
 static void on_closed(void *arg)
@@ -882,6 +884,150 @@ static void test_cache(void **state)
     xfree(f);
 }
 
+/* ---- a relist applied at once ---------------------------------------------- */
+
+#define IPOD(name, rv, ip)                                                                     \
+    "{\"metadata\":{\"namespace\":\"ml\",\"name\":\"" name "\",\"resourceVersion\":\"" rv   \
+    "\",\"labels\":{\"app\":\"llama\"}},\"status\":{\"phase\":\"Running\",\"podIP\":\"" ip  \
+    "\"}}"
+
+/* Deployments: an empty list and a quiet watch; pods: held for the test. */
+static void h_relist(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
+{
+    struct fx *f = arg;
+    if (has(req->target, "/deployments")) {
+        if (!has(req->target, "watch=1")) {
+            json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[]}");
+        } else {
+            testsrv_stream_begin(c, 200, "application/json");
+            f->held[f->nheld++] = c;
+        }
+        return;
+    }
+    if (f->pod_reqs < 16)
+        snprintf(f->targets[f->pod_reqs], sizeof(f->targets[0]), "%s", req->target);
+    f->pend = c;
+    f->pod_reqs++;
+}
+
+static void wait_pod_req(struct fx *f, int n)
+{
+    if (!testsrv_run_until_count(&f->loop, &f->pod_reqs, n, 20000))
+        fail_msg("timed out waiting for pod request %d (%d seen)", n, f->pod_reqs);
+}
+
+static const char *pod_ip(struct fx *f, const char *name)
+{
+    const struct kube_pod *p = kube_cache_pod(f->cache, "ml", name);
+    return p ? p->ip : NULL;
+}
+
+/* A relist (after a watch's 410) is applied at once when its last page is
+ * in, as client-go's reflector gathers a list's pages for one store.Replace:
+ * between pages a reader sees the old state (a changed pod as it was, a new
+ * one absent, a deleted one present), and pages of a list that failed and
+ * started over are never seen. Applied page by page, the reader saw a's new
+ * address and d while c, deleted, was still there. */
+static void test_cache_relist_atomic(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    fx_init(f, h_relist);
+    const char *nss[] = {"ml", NULL};
+    struct kube_cache_opts o = {.namespaces = nss,
+                                .watch = {.seed = 3, .page_limit = 2, .backoff_initial_ms = 10,
+                                          .backoff_max_ms = 40, .min_watch_ms = 1,
+                                          .min_timeout_s = 5, .max_timeout_s = 10}};
+    assert_int_equal(kube_cache_new(f->k, &o, on_changed, f, &f->cache), 0);
+    /* the first list, in two pages */
+    wait_pod_req(f, 1);
+    json_respond(f->pend, 200, "{\"metadata\":{\"resourceVersion\":\"100\",\"continue\":\"c1\"},"
+                               "\"items\":[" IPOD("a", "1", "10.0.0.1") "," IPOD("b", "2", "10.0.0.2")
+                               "]}");
+    wait_pod_req(f, 2);
+    assert_null(pod_ip(f, "a")); /* the first list is staged too: nothing before it is whole */
+    json_respond(f->pend, 200, "{\"metadata\":{\"resourceVersion\":\"100\"},\"items\":["
+                               IPOD("c", "3", "10.0.0.3") "]}");
+    /* its watch: the resourceVersion is too old */
+    wait_pod_req(f, 3);
+    assert_true(has(f->targets[2], "watch=1&allowWatchBookmarks=true&resourceVersion=100&"));
+    assert_true(kube_cache_synced(f->cache));
+    assert_int_equal(kube_cache_npods(f->cache), 3);
+    testsrv_stream_begin(f->pend, 200, "application/json");
+    const char *gone = EV("ERROR", "{\"kind\":\"Status\",\"reason\":\"Expired\",\"code\":410}");
+    testsrv_stream_chunk(f->pend, gone, strlen(gone));
+    testsrv_stream_end(f->pend);
+    /* the relist's first page: a changed, d new */
+    wait_pod_req(f, 4);
+    assert_string_equal(f->targets[3], "/api/v1/namespaces/ml/pods?limit=2");
+    run_for(f, 20);
+    int changed = f->changed;
+    json_respond(f->pend, 200, "{\"metadata\":{\"resourceVersion\":\"200\",\"continue\":\"c2\"},"
+                               "\"items\":[" IPOD("a", "11", "10.0.1.1") "," IPOD("d", "4", "10.0.0.4")
+                               "]}");
+    wait_pod_req(f, 5);
+    assert_string_equal(f->targets[4], "/api/v1/namespaces/ml/pods?limit=2&continue=c2");
+    assert_string_equal(pod_ip(f, "a"), "10.0.0.1");
+    assert_null(pod_ip(f, "d"));
+    assert_non_null(pod_ip(f, "c"));
+    assert_int_equal(kube_cache_npods(f->cache), 3);
+    assert_true(kube_cache_memory(f->cache) > 0);
+    /* the second page fails: a 503 is retried from that page, and the view
+     * stays as it was meanwhile */
+    json_respond(f->pend, 503, "{\"kind\":\"Status\",\"code\":503}");
+    wait_pod_req(f, 6);
+    assert_string_equal(f->targets[5], "/api/v1/namespaces/ml/pods?limit=2&continue=c2");
+    assert_string_equal(pod_ip(f, "a"), "10.0.0.1");
+    assert_null(pod_ip(f, "d"));
+    /* then refused (a 400): the list starts over, the first page's items void */
+    json_respond(f->pend, 400, "{\"kind\":\"Status\",\"reason\":\"BadRequest\",\"code\":400}");
+    wait_pod_req(f, 7);
+    assert_string_equal(f->targets[6], "/api/v1/namespaces/ml/pods?limit=2");
+    assert_string_equal(pod_ip(f, "a"), "10.0.0.1");
+    assert_null(pod_ip(f, "d"));
+    assert_non_null(pod_ip(f, "c"));
+    assert_int_equal(f->changed, changed); /* nothing to tell so far */
+    json_respond(f->pend, 200, "{\"metadata\":{\"resourceVersion\":\"300\"},\"items\":["
+                               IPOD("a", "12", "10.0.2.1") "," IPOD("b", "2", "10.0.0.2") "]}");
+    /* whole: applied at once, before the watch is sent */
+    wait_pod_req(f, 8);
+    assert_true(has(f->targets[7], "watch=1&allowWatchBookmarks=true&resourceVersion=300&"));
+    assert_string_equal(pod_ip(f, "a"), "10.0.2.1");
+    assert_string_equal(pod_ip(f, "b"), "10.0.0.2");
+    assert_null(pod_ip(f, "c"));
+    assert_null(pod_ip(f, "d"));
+    assert_int_equal(kube_cache_npods(f->cache), 2);
+    testsrv_stream_begin(f->pend, 200, "application/json");
+    f->held[f->nheld++] = f->pend;
+    run_for(f, 20);
+    assert_true(f->changed > changed);
+    assert_true(kube_cache_synced(f->cache));
+
+    kube_cache_close(f->cache, on_closed, f);
+    fx_finish(f, 3);
+    xfree(f);
+}
+
+/* Closed in the middle of a relist: the staged pages are freed with it. */
+static void test_cache_close_mid_list(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    fx_init(f, h_relist);
+    struct kube_cache_opts o = {.watch = {.seed = 3, .page_limit = 2}};
+    assert_int_equal(kube_cache_new(f->k, &o, on_changed, f, &f->cache), 0);
+    wait_pod_req(f, 1);
+    json_respond(f->pend, 200, "{\"metadata\":{\"resourceVersion\":\"100\",\"continue\":\"c1\"},"
+                               "\"items\":[" IPOD("a", "1", "10.0.0.1") "," IPOD("b", "2", "10.0.0.2")
+                               "]}");
+    wait_pod_req(f, 2);
+    assert_int_equal(kube_cache_npods(f->cache), 0);
+    assert_false(kube_cache_synced(f->cache));
+    kube_cache_close(f->cache, on_closed, f);
+    fx_finish(f, 3);
+    xfree(f);
+}
+
 int main(void)
 {
     util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR + 1);
@@ -898,6 +1044,8 @@ int main(void)
         cmocka_unit_test(test_reflector_lists_again),
         cmocka_unit_test(test_reflector_down),
         cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_cache_relist_atomic),
+        cmocka_unit_test(test_cache_close_mid_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -686,6 +686,143 @@ static void test_relist_sweep(void **state)
     kube_store_free(s);
 }
 
+static bool pod_ready(const struct kube_store *s, const char *ns, const char *name)
+{
+    const struct kube_pod *p = kube_store_pod(s, ns, name);
+    assert_non_null(p);
+    return p->ready;
+}
+
+static int stage(struct kube_store_stage *st, json_t *o)
+{
+    int rc = kube_store_stage_add(st, o);
+    json_decref(o);
+    return rc;
+}
+
+/* A staged relist is applied at once, as client-go's store.Replace: between
+ * its pages a reader sees the store as it was (a changed pod unchanged, a new
+ * one absent, a deleted one present), and an aborted one changes nothing.
+ * Applied page by page, a reader saw p1 changed and p4 added while p3,
+ * deleted, was still there. */
+static void test_staged_relist(void **state)
+{
+    (void)state;
+    struct kube_store *s = kube_store_new();
+    size_t n;
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("a", "p1", "1", "x", true));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("a", "p2", "2", "x", true));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("a", "p3", "3", "y", true));
+    apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("b", "q1", "9", "x", true));
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, deployment("a", "d", "5", true, "x"));
+    const struct kube_deployment *d = kube_store_deployment(s, "a", "d");
+    kube_store_deployment_pods(s, d, &n);
+    assert_int_equal(n, 2);
+
+    struct kube_store_stage *st = kube_store_stage_new(s, KUBE_KIND_POD, "a");
+    /* page 1: p1 changed, p4 new */
+    assert_int_equal(stage(st, pod("a", "p1", "11", "x", false)), 1);
+    assert_int_equal(stage(st, pod("a", "p4", "4", "x", true)), 1);
+    assert_true(pod_ready(s, "a", "p1"));
+    assert_null(kube_store_pod(s, "a", "p4"));
+    kube_store_deployment_pods(s, d, &n);
+    assert_int_equal(n, 2);
+    /* page 2: p2 unchanged (only marked, not held); p3 is gone */
+    assert_int_equal(stage(st, pod("a", "p2", "2", "x", true)), 0);
+    assert_int_equal(kube_store_stage_count(st), 2);
+    assert_int_equal(kube_store_stage_unchanged(st), 1);
+    assert_true(kube_store_stage_memory(st) > 0);
+    assert_non_null(kube_store_pod(s, "a", "p3"));
+    assert_int_equal(kube_store_npods(s), 4);
+    /* the last page is in: all at once */
+    assert_int_equal(kube_store_stage_commit(st), 3); /* p1, p4, p3 */
+    assert_false(pod_ready(s, "a", "p1"));
+    assert_non_null(kube_store_pod(s, "a", "p4"));
+    assert_null(kube_store_pod(s, "a", "p3"));
+    assert_non_null(kube_store_pod(s, "a", "p2"));
+    assert_non_null(kube_store_pod(s, "b", "q1")); /* another scope */
+    kube_store_deployment_pods(s, d, &n);
+    assert_int_equal(n, 3); /* the index follows */
+
+    /* An aborted relist (a page failed, the list starts over) leaves all as it was. */
+    st = kube_store_stage_new(s, KUBE_KIND_POD, "a");
+    assert_int_equal(stage(st, pod("a", "p1", "12", "x", true)), 1);
+    assert_int_equal(stage(st, pod("a", "p2", "2", "x", true)), 0);
+    assert_int_equal(stage(st, pod("a", "p5", "5", "x", true)), 1);
+    assert_int_equal(stage(st, json_pack("{s:{s:s}}", "metadata", "name", "nons")), -EINVAL);
+    size_t interned = kube_store_interned(s);
+    kube_store_stage_free(st);
+    assert_true(kube_store_interned(s) <= interned);
+    assert_false(pod_ready(s, "a", "p1"));
+    assert_null(kube_store_pod(s, "a", "p5"));
+    assert_int_equal(kube_store_npods(s), 4);
+    /* ... and its marks do not keep what the next list lacks: p2 goes */
+    st = kube_store_stage_new(s, KUBE_KIND_POD, "a");
+    assert_int_equal(stage(st, pod("a", "p1", "11", "x", false)), 0);
+    assert_int_equal(stage(st, pod("a", "p4", "4", "x", true)), 0);
+    assert_int_equal(kube_store_stage_count(st), 0); /* nothing changed: nothing held */
+    assert_int_equal(kube_store_stage_commit(st), 1);
+    assert_null(kube_store_pod(s, "a", "p2"));
+    assert_int_equal(kube_store_npods(s), 3);
+
+    /* Deployments: a change, and one turned untracked, both at the commit. */
+    apply(s, KUBE_KIND_DEPLOYMENT, KUBE_EV_ADDED, deployment("a", "e", "6", true, "y"));
+    unsigned changes = d->replicas_changes;
+    st = kube_store_stage_new(s, KUBE_KIND_DEPLOYMENT, NULL);
+    json_t *dj = deployment("a", "d", "7", true, "x");
+    json_object_set_new(json_object_get(dj, "spec"), "replicas", json_integer(1));
+    assert_int_equal(stage(st, dj), 1);
+    assert_int_equal(stage(st, deployment("a", "e", "8", false, "y")), 0);
+    assert_int_equal(kube_store_deployment(s, "a", "d")->spec_replicas, 4);
+    assert_non_null(kube_store_deployment(s, "a", "e"));
+    assert_int_equal(kube_store_stage_commit(st), 2);
+    d = kube_store_deployment(s, "a", "d");
+    assert_int_equal(d->spec_replicas, 1);
+    assert_int_equal(d->replicas_changes, changes + 1);
+    assert_null(kube_store_deployment(s, "a", "e"));
+    kube_store_deployments(s, &n);
+    assert_int_equal(n, 1);
+    kube_store_free(s);
+}
+
+/* What a staged relist holds: the new and changed objects only. A relist of
+ * 1,000 unchanged pods holds none, where staging them all would double the
+ * cache for the length of the list. */
+static void test_staged_relist_memory(void **state)
+{
+    (void)state;
+    struct kube_store *s = kube_store_new();
+    char name[32], rv[32];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(name, sizeof(name), "p%d", i);
+        snprintf(rv, sizeof(rv), "%d", i + 1);
+        apply(s, KUBE_KIND_POD, KUBE_EV_ADDED, pod("a", name, rv, "x", true));
+    }
+    size_t store = kube_store_memory(s);
+    struct kube_store_stage *st = kube_store_stage_new(s, KUBE_KIND_POD, NULL);
+    for (int i = 0; i < 1000; i++) {
+        snprintf(name, sizeof(name), "p%d", i);
+        snprintf(rv, sizeof(rv), "%d", i + 1);
+        stage(st, pod("a", name, rv, "x", true));
+    }
+    size_t same = kube_store_stage_memory(st);
+    assert_true(same < 256);
+    assert_int_equal(kube_store_stage_commit(st), 0);
+    st = kube_store_stage_new(s, KUBE_KIND_POD, NULL);
+    for (int i = 0; i < 1000; i++) {
+        snprintf(name, sizeof(name), "p%d", i);
+        snprintf(rv, sizeof(rv), "%d", i + 2000);
+        stage(st, pod("a", name, rv, "x", true));
+    }
+    size_t changed = kube_store_stage_memory(st);
+    print_message("store %zu B; stage of 1000 unchanged pods %zu B, of 1000 changed %zu B\n",
+                  store, same, changed);
+    assert_true(changed > 1000 * 100 && changed < store);
+    assert_int_equal(kube_store_stage_commit(st), 1000);
+    assert_int_equal(kube_store_npods(s), 1000);
+    kube_store_free(s);
+}
+
 static json_t *deployment_at(const char *rv, int replicas, const char *note)
 {
     json_t *j = deployment("a", "d", rv, true, "x");
@@ -882,6 +1019,8 @@ int main(void)
         cmocka_unit_test(test_index),
         cmocka_unit_test(test_owned_pods),
         cmocka_unit_test(test_relist_sweep),
+        cmocka_unit_test(test_staged_relist),
+        cmocka_unit_test(test_staged_relist_memory),
         cmocka_unit_test(test_namespace_churn),
         cmocka_unit_test(test_replicas_changes),
         cmocka_unit_test(test_scale),
