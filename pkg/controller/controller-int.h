@@ -566,6 +566,11 @@ double ctl_backlog_growth(const struct ctl_wl *w, int64_t now, int64_t window_ms
  *  in-flight and the queued gauges scaled up by serving / counted). Warming
  *  pods are in neither: replicas still starting. */
 void ctl_obs_serving(struct ctl_obs *o);
+/** The shortest span the workload's recent arrivals (ctl_obs.recent_rps, the
+ *  rate the forecaster keeps the peaks of) count over: two service times,
+ *  configured or learned, within the rate window (policy_recent_span_ms); 0
+ *  while no service time is known. */
+int64_t ctl_recent_min_ms(const struct controller *c, const struct ctl_wl *w);
 
 /** Ask Prometheus for the workload's queries (the answer serves the next
  *  tick) and, once, seed its forecaster; r gets the last answer (promsrc.c). */

@@ -86,6 +86,15 @@ static void completions(struct ctl_wl *w, struct ctl_obs *o)
     o->request_size = w->request_size > 0 ? w->request_size : 1;
 }
 
+/* The shortest span the recent arrivals count over: two service times (the
+ * annotation's, else the one learned so far), within the rate window. A
+ * surge the slots absorb within a service time is no demand to size for,
+ * and the forecaster keeps the peaks of this rate (docs/policy.md, Observe). */
+int64_t ctl_recent_min_ms(const struct controller *c, const struct ctl_wl *w)
+{
+    return policy_recent_span_ms(&w->cfg.policy, w->service_ms, c->cfg->scrape.rate_window_ms);
+}
+
 static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct ctl_obs *o)
 {
     const struct scrape_result *r = &o->m;
@@ -100,6 +109,10 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     o->recent_ms = 2 * c->cfg->scrape.interval_ms + c->cfg->scrape.interval_ms / 2;
     if (o->recent_ms < c->cfg->decision_interval_ms)
         o->recent_ms = c->cfg->decision_interval_ms;
+    /* and over two service times at least, as the completions (ctl_recent_min_ms) */
+    int64_t rmin = ctl_recent_min_ms(c, w);
+    if (o->recent_ms < rmin)
+        o->recent_ms = rmin;
     /* two intervals of 500 ms between samples count over about 1 s, not the
      * 1.25 s looked back: the Poisson noise is the shorter span's */
     o->recent_span_ms = r->recent_span_ms > 0 && r->recent_span_ms < o->recent_ms
@@ -378,7 +391,8 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
          * tick's time on it, its newest sample's time told on the wall */
         int64_t boot = c->tick_boot_ms;
         scrape_set_targets(c->scrape, w->ns, w->name, &cfg->scrape, sp, ns);
-        if (scrape_get(c->scrape, w->ns, w->name, boot, r) != 0) {
+        if (scrape_get_recent(c->scrape, w->ns, w->name, boot, ctl_recent_min_ms(c, w), r) !=
+            0) {
             r->valid = false;
             snprintf(r->why, sizeof(r->why), "no scrape data yet");
         } else if (r->time_ms > 0) {

@@ -212,3 +212,13 @@ int64_t policy_horizon_ms(const struct policy_config *cfg, int64_t learned_cold_
         cs = learned_cold_start_ms;
     return cs + cfg->decision_interval_ms;
 }
+
+int64_t policy_recent_span_ms(const struct policy_config *cfg, double learned_service_ms,
+                              int64_t max_ms)
+{
+    double svc = cfg->service_time_ms > 0 ? (double)cfg->service_time_ms : learned_service_ms;
+    if (!(svc > 0) || !isfinite(svc) || max_ms <= 0)
+        return 0;
+    double span = 2 * svc;
+    return span >= (double)max_ms ? max_ms : (int64_t)ceil(span);
+}

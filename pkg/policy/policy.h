@@ -160,6 +160,18 @@ double policy_rate_floor(const struct policy_config *cfg);
 /** Look-ahead horizon: max(cold start, learned cold start) + decision interval. */
 int64_t policy_horizon_ms(const struct policy_config *cfg, int64_t learned_cold_start_ms);
 
+/**
+ * The shortest span a recent arrival rate (policy_input.recent_rate, and the
+ * rate the forecaster keeps the peaks of) should count over: two service
+ * times (cfg's, else learned_service_ms), at most max_ms; 0 when neither is
+ * known. A surge shorter than about a service time is absorbed by the slots
+ * a replica frees within it, and the queue it leaves is drained within the
+ * SLA's slack; a rate over a shorter span (a 1 s tick's) follows such surges
+ * and sizes, and the forecaster plans, for them (docs/policy.md, Observe).
+ */
+int64_t policy_recent_span_ms(const struct policy_config *cfg, double learned_service_ms,
+                              int64_t max_ms);
+
 /** Ticks of scale-in floor history kept (covers the stabilization window:
  *  64 ticks of the default 15 s interval are 16 min). */
 #define POLICY_FLOOR_TICKS 64

@@ -1282,10 +1282,30 @@ static void test_horizon(void **s)
     assert_int_equal(policy_horizon_ms(&c, 600000), 600000 + 15000);
 }
 
+/* The recent rate's shortest span: two service times, the configured one
+ * first, within max_ms; 0 while none is known. */
+static void test_recent_span(void **s)
+{
+    (void)s;
+    struct policy_config c;
+    policy_config_init(&c);
+    c.service_time_ms = 0;
+    assert_int_equal(policy_recent_span_ms(&c, 0, 60000), 0);
+    assert_int_equal(policy_recent_span_ms(&c, NAN, 60000), 0);
+    assert_int_equal(policy_recent_span_ms(&c, 6400, 60000), 12800);
+    assert_int_equal(policy_recent_span_ms(&c, 200.2, 60000), 401);
+    assert_int_equal(policy_recent_span_ms(&c, 40000, 60000), 60000);
+    assert_int_equal(policy_recent_span_ms(&c, INFINITY, 60000), 0);
+    c.service_time_ms = 1000;
+    assert_int_equal(policy_recent_span_ms(&c, 6400, 60000), 2000);
+    assert_int_equal(policy_recent_span_ms(&c, 6400, 0), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sustained_scale_out_boundary),
+        cmocka_unit_test(test_recent_span),
         cmocka_unit_test(test_dip_restarts_clock),
         cmocka_unit_test(test_hysteresis_and_scale_in_steps),
         cmocka_unit_test(test_default_step_halves_and_min),

@@ -234,6 +234,14 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
                       const struct scrape_spec *spec, int64_t now_ms, int64_t interval_ms,
                       int64_t window_ms, struct scrape_result *out)
 {
+    scrape_aggregate_recent(pods, n, win, spec, now_ms, interval_ms, window_ms, 0, out);
+}
+
+void scrape_aggregate_recent(const struct scrape_agg_pod *pods, size_t n,
+                             const struct scrape_window *win, const struct scrape_spec *spec,
+                             int64_t now_ms, int64_t interval_ms, int64_t window_ms,
+                             int64_t recent_min_ms, struct scrape_result *out)
+{
     memset(out, 0, sizeof(*out));
     out->request_rate = NAN;
     out->recent_rate = NAN;
@@ -269,7 +277,12 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
     int64_t span = 0, gone_reach = 0;
     bool any_inflight = false, any_queued = false, any_req = false, any_gen = false;
     int64_t fresh = 3 * interval_ms;
+    /* the recent rates look back two intervals and a half (the two newest
+     * intervals of samples), or one interval beyond recent_min_ms: the
+     * samples in it then span at least recent_min_ms */
     int64_t recent_ms = 2 * interval_ms + interval_ms / 2;
+    if (recent_min_ms > 0 && recent_min_ms + interval_ms > recent_ms)
+        recent_ms = recent_min_ms + interval_ms;
     double backlog = 0, waiting = 0;
     bool any_backlog = false, any_waiting = false;
 

@@ -385,6 +385,17 @@ void scrape_aggregate(const struct scrape_agg_pod *pods, size_t n, const struct 
                       const struct scrape_spec *spec, int64_t now_ms, int64_t interval_ms,
                       int64_t window_ms, struct scrape_result *out);
 
+/**
+ * scrape_aggregate(), with the recent rates (recent_rate, the token rates'
+ * recent ones) counted over at least recent_min_ms of each pod's samples
+ * (and the window's when shorter) instead of its two newest intervals; 0:
+ * two intervals, as scrape_aggregate().
+ */
+void scrape_aggregate_recent(const struct scrape_agg_pod *pods, size_t n,
+                             const struct scrape_window *win, const struct scrape_spec *spec,
+                             int64_t now_ms, int64_t interval_ms, int64_t window_ms,
+                             int64_t recent_min_ms, struct scrape_result *out);
+
 /** Multiplier from the latency metric's unit to ms (1000 for seconds). */
 double scrape_latency_unit_ms(const char *metric);
 

@@ -163,7 +163,8 @@ struct scrape_result {
     int64_t time_ms;        /**< newest sample time used */
     double request_rate;    /**< req/s summed over the counted pods; NAN when !valid */
     double recent_rate;     /**< the same over the newest two scrape intervals only (what a
-                                 step looks like before the window sees it); NAN unknown */
+                                 step looks like before the window sees it), or at least
+                                 scrape_get_recent's span; NAN unknown */
     int64_t recent_span_ms; /**< the shortest span a counted pod's recent rate counts over
                                  (the sample times', not the nominal two intervals'); 0
                                  unknown */
@@ -298,6 +299,15 @@ void scrape_forget(struct scrape *s, const char *ns, const char *name);
  */
 int scrape_get(struct scrape *s, const char *ns, const char *name, int64_t now_ms,
                struct scrape_result *out);
+
+/**
+ * scrape_get(), with the recent rates counted over at least recent_min_ms of
+ * each pod's samples (within the rate window) instead of its two newest
+ * scrape intervals; 0: as scrape_get(). The controller asks for two service
+ * times (policy_recent_span_ms).
+ */
+int scrape_get_recent(struct scrape *s, const char *ns, const char *name, int64_t now_ms,
+                      int64_t recent_min_ms, struct scrape_result *out);
 
 /** Counters for the daemon's /metrics. */
 struct scrape_stats {

@@ -428,6 +428,12 @@ void scrape_forget(struct scrape *s, const char *ns, const char *name)
 int scrape_get(struct scrape *s, const char *ns, const char *name, int64_t now_ms,
                struct scrape_result *out)
 {
+    return scrape_get_recent(s, ns, name, now_ms, 0, out);
+}
+
+int scrape_get_recent(struct scrape *s, const char *ns, const char *name, int64_t now_ms,
+                      int64_t recent_min_ms, struct scrape_result *out)
+{
     struct swl *w = find_wl(s, ns, name, NULL);
     if (!w)
         return -ENOENT;
@@ -441,8 +447,9 @@ int scrape_get(struct scrape *s, const char *ns, const char *name, int64_t now_m
         ap[n++] = (struct scrape_agg_pod){&w->pods[i]->st, w->pods[i]->gpus, !w->pods[i]->ready};
     for (size_t i = 0; i < w->ngone; i++)
         ap[n++] = (struct scrape_agg_pod){&w->gone[i], 0, true};
-    scrape_aggregate(ap, n, &w->win, &w->sp->spec, now_ms, s->cfg.interval_ms,
-                     s->cfg.rate_window_ms, out);
+    int64_t rmin = recent_min_ms < s->cfg.rate_window_ms ? recent_min_ms : s->cfg.rate_window_ms;
+    scrape_aggregate_recent(ap, n, &w->win, &w->sp->spec, now_ms, s->cfg.interval_ms,
+                            s->cfg.rate_window_ms, rmin, out);
     out->departed = w->departed;
     xfree(ap);
     return 0;

@@ -412,6 +412,44 @@ static void test_recent_rate(void **state)
         scrape_podstate_free(&st[p], NULL);
 }
 
+/* scrape_aggregate_recent: the recent rate over at least recent_min_ms (two
+ * service times, from the controller) where two intervals are shorter; 0 is
+ * scrape_aggregate's two intervals. */
+static void test_recent_rate_min_span(void **state)
+{
+    (void)state;
+    struct scrape_podstate st;
+    double v = 0;
+    scrape_podstate_init(&st, 0, WIN, IV);
+    for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
+        /* 10 req/s until the last two intervals, then 30 req/s */
+        v += (t > NOW - 2 * IV ? 30 : 10) * IV / 1000.0;
+        add(&st, t, v);
+    }
+    struct scrape_agg_pod ap = {&st, 1, false};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_result r;
+    scrape_aggregate_recent(&ap, 1, NULL, &spec, NOW, IV, WIN, 0, &r);
+    assert_int_equal(r.recent_span_ms, 2 * IV);
+    assert_true(fabs(r.recent_rate - 30) < 1e-9);
+    /* at least 5 intervals: (3 x 10 + 2 x 30) / 5 */
+    scrape_aggregate_recent(&ap, 1, NULL, &spec, NOW, IV, WIN, 5 * IV, &r);
+    assert_int_equal(r.recent_span_ms, 5 * IV);
+    assert_true(fabs(r.recent_rate - 18) < 1e-9);
+    /* 4.5 intervals asked: the samples span 5 of them, never fewer */
+    scrape_aggregate_recent(&ap, 1, NULL, &spec, NOW, IV, WIN, 9 * IV / 2, &r);
+    assert_int_equal(r.recent_span_ms, 5 * IV);
+    /* shorter than two intervals: the two intervals */
+    scrape_aggregate_recent(&ap, 1, NULL, &spec, NOW, IV, WIN, IV, &r);
+    assert_int_equal(r.recent_span_ms, 2 * IV);
+    /* the window's rate is unchanged */
+    double win_rate = r.request_rate;
+    scrape_aggregate_recent(&ap, 1, NULL, &spec, NOW, IV, WIN, 5 * IV, &r);
+    assert_true(r.request_rate == win_rate);
+    scrape_podstate_free(&st, NULL);
+}
+
 static void add_hist(struct scrape_podstate *st, struct scrape_window *w, int64_t t, double n,
                      const double *cdf, double running)
 {
@@ -907,6 +945,7 @@ int main(void)
         cmocka_unit_test(test_series_overflow_falling_sum),
         cmocka_unit_test(test_latency_and_gauges), cmocka_unit_test(test_absent_counter),
         cmocka_unit_test(test_window),             cmocka_unit_test(test_recent_rate),
+        cmocka_unit_test(test_recent_rate_min_span),
         cmocka_unit_test(test_token_rates),        cmocka_unit_test(test_token_missing),
         cmocka_unit_test(test_busy_time),          cmocka_unit_test(test_backlog),
         cmocka_unit_test(test_gone),

@@ -275,9 +275,14 @@ static void decide_policy(struct pass *ps, int64_t s)
     in.metrics_time_ms = win > 0 ? now : POLICY_NEVER;
     in.request_rate = win > 0 ? (ring_get(&ps->arr, s) - ring_get(&ps->arr, s - win)) / win : 0;
     in.rate_window_ms = win * 1000;
+    /* the last tick's arrivals, or two service times' when longer, as the
+     * controller counts them (policy_recent_span_ms) */
+    int64_t rs = (policy_recent_span_ms(&ps->pcfg, 1000 * rp->model.service_s,
+                                        rp->rate_s * 1000) + 999) / 1000;
+    int64_t recent = UTIL_MIN(UTIL_MAX(tick, rs), elapsed);
     in.recent_rate =
-        tick > 0 ? (ring_get(&ps->arr, s) - ring_get(&ps->arr, s - tick)) / tick : NAN;
-    in.recent_window_ms = tick * 1000;
+        recent > 0 ? (ring_get(&ps->arr, s) - ring_get(&ps->arr, s - recent)) / recent : NAN;
+    in.recent_window_ms = recent * 1000;
     in.p99_latency_ms = -1;
     if (win > 0 && ps->pcfg.p99_latency_target_ms > 0)
         in.p99_latency_ms = 1000 * sim_latency_quantile(ps->recent, (size_t)rp->rate_s, 0.99);
