@@ -226,8 +226,28 @@ static void gen_fill(const struct gen *g, struct trace *tr)
     }
 }
 
+/* Arrivals of tr in [0, x) seconds, for x that never decreases from one
+ * call to the next: whole buckets plus the part of the next. */
+struct arr_cursor {
+    size_t bi;
+    double cum;
+};
+
+static double arrivals_before(const struct trace *tr, struct arr_cursor *c, int64_t x)
+{
+    int64_t dt_s = tr->dt_ms / 1000;
+    while ((int64_t)(c->bi + 1) * dt_s <= x && c->bi < tr->n)
+        c->cum += tr->requests[c->bi++];
+    double part = c->bi < tr->n ? tr->requests[c->bi] * (double)(x - (int64_t)c->bi * dt_s) /
+                                      (double)dt_s
+                                : 0;
+    return c->cum + (part > 0 ? part : 0);
+}
+
 /* Seed a forecaster with the traffic of the replay trace before second
- * s_begin, one observation per decision interval as sim.c makes them. */
+ * s_begin, one observation per decision interval as sim.c makes them: the
+ * rate over the interval, or over two service times when longer
+ * (policy_recent_span_ms). */
 static int seed_forecaster(const struct sim_config *sc, const struct trace *tr, int64_t s_begin,
                            uint8_t **out, size_t *outlen, char *err, size_t errlen)
 {
@@ -238,20 +258,15 @@ static int seed_forecaster(const struct sim_config *sc, const struct trace *tr, 
         snprintf(err, errlen, "seasonality/forecast-quantile: the forecaster rejects them");
         return -EINVAL;
     }
-    int64_t dt_s = tr->dt_ms / 1000, tick = sc->policy.decision_interval_ms / 1000;
-    /* arrivals in [0, s) seconds: whole buckets plus the part of the next */
-    double cum = 0;
-    size_t bi = 0;
-    double prev = 0;
+    int64_t tick = sc->policy.decision_interval_ms / 1000;
+    int64_t rs = (policy_recent_span_ms(&sc->policy, (double)sc->policy.service_time_ms,
+                                        sc->rate_window_ms) + 999) / 1000;
+    int64_t span = rs > tick ? rs : tick;
+    struct arr_cursor now = {0}, back = {0};
     for (int64_t s = tick; s <= s_begin; s += tick) {
-        while ((int64_t)(bi + 1) * dt_s <= s && bi < tr->n)
-            cum += tr->requests[bi++];
-        double part = bi < tr->n ? tr->requests[bi] * (double)(s - (int64_t)bi * dt_s) /
-                                       (double)dt_s
-                                 : 0;
-        double at = cum + part;
-        forecast_observe(f, tr->t0_ms + s * 1000, (at - prev) / (double)tick);
-        prev = at;
+        int64_t from = s - span > 0 ? s - span : 0;
+        double at = arrivals_before(tr, &now, s), was = arrivals_before(tr, &back, from);
+        forecast_observe(f, tr->t0_ms + s * 1000, (at - was) / (double)(s - from));
     }
     forecast_serialize(f, out, outlen);
     forecast_free(f);
