@@ -250,6 +250,8 @@ struct ctl_wl {
     size_t cold_pods_n;
     uint8_t unsched_gpu;          /**< enum kube_gpu_resource the pods last waited for */
     double service_ms;            /**< service time learned by Little's law, 0 unknown */
+    bool service_from_busy;       /**< service_ms was learned from the busy-time counter (a
+                                       window's average), not the in-flight gauge */
     double svc_inflight, svc_rate; /**< its smoothed numerator and denominator */
     double request_size;          /**< demand-unit tokens: weighted tokens per request last
                                        measured, 0 unknown */
@@ -568,8 +570,8 @@ double ctl_backlog_growth(const struct ctl_wl *w, int64_t now, int64_t window_ms
 void ctl_obs_serving(struct ctl_obs *o);
 /** The shortest span the workload's recent arrivals (ctl_obs.recent_rps, the
  *  rate the forecaster keeps the peaks of) count over: two service times,
- *  configured or learned, within the rate window (policy_recent_span_ms); 0
- *  while no service time is known. */
+ *  configured, or learned from the busy-time counter, within half the rate
+ *  window (policy_recent_span_ms); 0 while no such service time is known. */
 int64_t ctl_recent_min_ms(const struct controller *c, const struct ctl_wl *w);
 
 /** Ask Prometheus for the workload's queries (the answer serves the next

@@ -92,7 +92,11 @@ static void completions(struct ctl_wl *w, struct ctl_obs *o)
  * and the forecaster keeps the peaks of this rate (docs/policy.md, Observe). */
 int64_t ctl_recent_min_ms(const struct controller *c, const struct ctl_wl *w)
 {
-    return policy_recent_span_ms(&w->cfg.policy, w->service_ms, c->cfg->scrape.rate_window_ms);
+    /* a service time learned from the in-flight gauge runs ahead of the
+     * window's completions as load rises (the gauge follows a step within a
+     * service time): it would lengthen the span, and slow A_new, just then */
+    double learned = w->service_from_busy ? w->service_ms : 0;
+    return policy_recent_span_ms(&w->cfg.policy, learned, c->cfg->scrape.rate_window_ms);
 }
 
 static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct ctl_obs *o)
@@ -104,8 +108,9 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     o->rate_window_ms = w->cfg.source == CTL_SOURCE_PROMETHEUS ? PROMQL_WINDOW_S * 1000LL
                                                                 : c->cfg->scrape.rate_window_ms;
     /* The recent arrivals are the completions of the newest two scrape
-     * intervals plus the backlog's growth since the previous tick's sample:
-     * together they count over about a decision interval. */
+     * intervals (or two service times: ctl_recent_min_ms) plus the backlog's
+     * growth over as long: together they count over about a decision
+     * interval, or the longer span. */
     o->recent_ms = 2 * c->cfg->scrape.interval_ms + c->cfg->scrape.interval_ms / 2;
     if (o->recent_ms < c->cfg->decision_interval_ms)
         o->recent_ms = c->cfg->decision_interval_ms;
@@ -156,8 +161,10 @@ static void learn_service_time(struct ctl_wl *w, struct ctl_obs *o)
         w->svc_inflight = (1 - SERVICE_EWMA) * w->svc_inflight + SERVICE_EWMA * run;
         w->svc_rate = (1 - SERVICE_EWMA) * w->svc_rate + SERVICE_EWMA * r->request_rate;
         double s = 1000.0 * w->svc_inflight / w->svc_rate;
-        if (w->svc_inflight > 0 && s > 0 && s < 3600e3)
+        if (w->svc_inflight > 0 && s > 0 && s < 3600e3) {
             w->service_ms = s;
+            w->service_from_busy = r->busy >= 0;
+        }
     }
     o->service_ms = w->service_ms;
 }

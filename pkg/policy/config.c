@@ -219,6 +219,7 @@ int64_t policy_recent_span_ms(const struct policy_config *cfg, double learned_se
     double svc = cfg->service_time_ms > 0 ? (double)cfg->service_time_ms : learned_service_ms;
     if (!(svc > 0) || !isfinite(svc) || max_ms <= 0)
         return 0;
-    double span = 2 * svc;
-    return span >= (double)max_ms ? max_ms : (int64_t)ceil(span);
+    /* at most half the rate window: the recent rate stays a fresher one */
+    double span = 2 * svc, cap = (double)(max_ms / 2);
+    return span >= cap ? max_ms / 2 : (int64_t)ceil(span);
 }

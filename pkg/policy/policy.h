@@ -163,8 +163,8 @@ int64_t policy_horizon_ms(const struct policy_config *cfg, int64_t learned_cold_
 /**
  * The shortest span a recent arrival rate (policy_input.recent_rate, and the
  * rate the forecaster keeps the peaks of) should count over: two service
- * times (cfg's, else learned_service_ms), at most max_ms; 0 when neither is
- * known. A surge shorter than about a service time is absorbed by the slots
+ * times (cfg's, else learned_service_ms), at most half of max_ms (the rate
+ * window: the recent rate stays the fresher one); 0 when neither is known. A surge shorter than about a service time is absorbed by the slots
  * a replica frees within it, and the queue it leaves is drained within the
  * SLA's slack; a rate over a shorter span (a 1 s tick's) follows such surges
  * and sizes, and the forecaster plans, for them (docs/policy.md, Observe).

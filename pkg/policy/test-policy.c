@@ -1283,7 +1283,7 @@ static void test_horizon(void **s)
 }
 
 /* The recent rate's shortest span: two service times, the configured one
- * first, within max_ms; 0 while none is known. */
+ * first, within half of max_ms; 0 while none is known. */
 static void test_recent_span(void **s)
 {
     (void)s;
@@ -1294,7 +1294,9 @@ static void test_recent_span(void **s)
     assert_int_equal(policy_recent_span_ms(&c, NAN, 60000), 0);
     assert_int_equal(policy_recent_span_ms(&c, 6400, 60000), 12800);
     assert_int_equal(policy_recent_span_ms(&c, 200.2, 60000), 401);
-    assert_int_equal(policy_recent_span_ms(&c, 40000, 60000), 60000);
+    assert_int_equal(policy_recent_span_ms(&c, 40000, 60000), 30000);
+    assert_int_equal(policy_recent_span_ms(&c, 14999, 60000), 29998);
+    assert_int_equal(policy_recent_span_ms(&c, 15001, 60000), 30000);
     assert_int_equal(policy_recent_span_ms(&c, INFINITY, 60000), 0);
     c.service_time_ms = 1000;
     assert_int_equal(policy_recent_span_ms(&c, 6400, 60000), 2000);

@@ -99,7 +99,9 @@ double scrape_latency_unit_ms(const char *field)
 struct acc {
     double *incs;
     double recent;
-    int64_t recent_span; /* the shortest span of the recent increases */
+    int64_t want;        /* the span the recent increases are asked to reach (0: any) */
+    int64_t recent_span; /* the shortest span of the recent increases that reach want */
+    int64_t short_span;  /* the shortest of those that do not (a pod not scraped that long) */
     bool recent_ok;
 };
 
@@ -107,8 +109,18 @@ static void acc_init(struct acc *a, size_t n)
 {
     a->incs = xcalloc(n ? n : 1, sizeof(double));
     a->recent = 0;
-    a->recent_span = INT64_MAX;
+    a->want = 0;
+    a->recent_span = a->short_span = INT64_MAX;
     a->recent_ok = true;
+}
+
+/* The span the noise of the summed recent rate is judged on: the shortest
+ * of the pods' that reach the asked span; a pod scraped for less than it
+ * (a new one) counts its own rate over what it has, and would otherwise set
+ * the whole workload's span (and its noise margin) for as long. */
+static int64_t acc_recent_span(const struct acc *a)
+{
+    return a->recent_span != INT64_MAX ? a->recent_span : a->short_span;
 }
 
 /* Adds one counted pod's counter c as entry k; false when it has no
@@ -129,8 +141,9 @@ static bool acc_add(struct acc *a, size_t k, const struct scrape_ring *c, int64_
     if (scrape_ring_increase(c, newest < now_ms ? newest : now_ms, recent_ms, &rinc, &rsp) == 0 &&
         rsp > 0) {
         a->recent += rinc / ((double)rsp / 1000.0);
-        if (rsp < a->recent_span)
-            a->recent_span = rsp;
+        int64_t *m = a->want > 0 && rsp < a->want ? &a->short_span : &a->recent_span;
+        if (rsp < *m)
+            *m = rsp;
     } else
         a->recent_ok = false;
     return true;
@@ -266,6 +279,7 @@ void scrape_aggregate_recent(const struct scrape_agg_pod *pods, size_t n,
      * sample spans, for the rates below */
     struct acc req, prompt, gen, busy;
     acc_init(&req, n);
+    req.want = recent_min_ms;
     acc_init(&prompt, n);
     acc_init(&gen, n);
     acc_init(&busy, n);
@@ -387,7 +401,8 @@ void scrape_aggregate_recent(const struct scrape_agg_pod *pods, size_t n,
         out->request_rate = window_rate(req.incs, spans, ages, ncounted, span, interval_ms,
                                         &out->request_rate_gone);
         out->recent_rate = req.recent_ok ? req.recent : NAN;
-        out->recent_span_ms = req.recent_ok && req.recent_span != INT64_MAX ? req.recent_span : 0;
+        int64_t rspan = acc_recent_span(&req);
+        out->recent_span_ms = req.recent_ok && rspan != INT64_MAX ? rspan : 0;
         if (tokens) {
             out->generation_token_rate = window_rate(gen.incs, spans, ages, ncounted, span,
                                                      interval_ms, &out->generation_token_rate_gone);

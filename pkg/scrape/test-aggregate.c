@@ -447,6 +447,26 @@ static void test_recent_rate_min_span(void **state)
     double win_rate = r.request_rate;
     scrape_aggregate_recent(&ap, 1, NULL, &spec, NOW, IV, WIN, 5 * IV, &r);
     assert_true(r.request_rate == win_rate);
+    /* a pod scraped for two intervals only (new) counts its rate over what
+     * it has, but the span the sum's noise is judged on stays the old pod's */
+    struct scrape_podstate young;
+    scrape_podstate_init(&young, 0, WIN, IV);
+    add(&young, NOW - 2 * IV, 0);
+    add(&young, NOW - IV, 30 * IV / 1000.0);
+    add(&young, NOW, 60 * IV / 1000.0);
+    struct scrape_agg_pod two[2] = {{&st, 1, false}, {&young, 1, false}};
+    scrape_aggregate_recent(two, 2, NULL, &spec, NOW, IV, WIN, 5 * IV, &r);
+    assert_true(r.valid);
+    assert_true(fabs(r.recent_rate - (18 + 30)) < 1e-9);
+    assert_int_equal(r.recent_span_ms, 5 * IV);
+    /* without a span asked, the shortest as before */
+    scrape_aggregate_recent(two, 2, NULL, &spec, NOW, IV, WIN, 0, &r);
+    assert_int_equal(r.recent_span_ms, 2 * IV);
+    /* only young pods: theirs */
+    struct scrape_agg_pod one = {&young, 1, false};
+    scrape_aggregate_recent(&one, 1, NULL, &spec, NOW, IV, WIN, 5 * IV, &r);
+    assert_int_equal(r.recent_span_ms, 2 * IV);
+    scrape_podstate_free(&young, NULL);
     scrape_podstate_free(&st, NULL);
 }
 

@@ -276,7 +276,8 @@ static void decide_policy(struct pass *ps, int64_t s)
     in.request_rate = win > 0 ? (ring_get(&ps->arr, s) - ring_get(&ps->arr, s - win)) / win : 0;
     in.rate_window_ms = win * 1000;
     /* the last tick's arrivals, or two service times' when longer, as the
-     * controller counts them (policy_recent_span_ms) */
+     * controller counts them from its scrapes (policy_recent_span_ms; the
+     * simulated service time is known, as an annotation gives it) */
     int64_t rs = (policy_recent_span_ms(&ps->pcfg, 1000 * rp->model.service_s,
                                         rp->rate_s * 1000) + 999) / 1000;
     int64_t recent = UTIL_MIN(UTIL_MAX(tick, rs), elapsed);
