@@ -182,17 +182,22 @@ static int get_str(const struct conf_node *map, const char *key, const char **ou
     return 0;
 }
 
+/* A bool field at key, read as client-go reads it (kube_conf_scalar_bool):
+ * absent or null is false. */
 static int get_bool(const struct conf_node *map, const char *key, bool *out,
                     struct kube_config_error *err, const char *where)
 {
-    const char *s;
-    int rc = get_scalar(map, key, &s, err, where);
-    if (rc < 0)
-        return rc;
     *out = false;
-    if (s && util_parse_bool(s, out) < 0)
-        return cfail(err, conf_map_get(map, key), "%s: %s must be true or false", where, key);
-    return 0;
+    const struct conf_node *n = conf_map_get(map, key);
+    if (!n || kube_conf_scalar_bool(n, out) >= 0)
+        return 0;
+    if (n->type != CONF_SCALAR)
+        return cfail(err, n, "%s: %s must be true or false, not a %s", where, key,
+                     conf_type_name(n->type));
+    return cfail(err, n, "%s: %s must be true or false, and YAML reads '%.80s' as a %s, as "
+                 "client-go does", where, key, n->scalar,
+                 n->quoted ? "string" : kube_conf_scalar_kind(n) ? kube_conf_scalar_kind(n)
+                                                                 : "string");
 }
 
 /* The entry named name in a list of {name: ..., <inner>: {...}}; NULL if absent. */
@@ -213,7 +218,7 @@ static int find_named(const struct conf_node *root, const char *list, const char
         const struct conf_node *nm = conf_map_get(e, "name");
         if (!nm || nm->type != CONF_SCALAR)
             return cfail(err, e, "%s[%zu] needs a name", list, i);
-        if (strcmp(nm->scalar, name) != 0)
+        if (strcmp(kube_conf_scalar_kind(nm) ? "" : nm->scalar, name) != 0)
             continue;
         const struct conf_node *in = conf_map_get(e, inner);
         if (!in || (in->type == CONF_SCALAR && in->scalar[0] == '\0')) {
@@ -250,23 +255,30 @@ static int check_unique(const struct conf_node *root, const char *list,
                         struct kube_config_error *err)
 {
     const struct conf_node *seq = conf_map_get(root, list);
-    if (!seq || seq->type != CONF_SEQ || seq->n < 2)
+    if (!seq || seq->type != CONF_SEQ || seq->n == 0)
         return 0;
     struct named *v = xcalloc(seq->n, sizeof(*v));
     size_t n = 0;
+    int rc = 0;
     for (size_t i = 0; i < seq->n; i++) {
         const struct conf_node *nm = conf_map_get(seq->items[i], "name");
-        if (seq->items[i]->type == CONF_MAP && nm && nm->type == CONF_SCALAR)
-            v[n++] = (struct named){nm->scalar, i, seq->items[i]};
+        if (seq->items[i]->type != CONF_MAP || !nm || nm->type != CONF_SCALAR)
+            continue;
+        /* every entry's name decodes into a Go string, used or not */
+        char what[64];
+        snprintf(what, sizeof(what), "%s[%zu].name", list, i);
+        if ((rc = check_string(nm, what, list, err)) < 0)
+            goto out;
+        v[n++] = (struct named){kube_conf_scalar_kind(nm) ? "" : nm->scalar, i, seq->items[i]};
     }
     qsort(v, n, sizeof(*v), cmp_named);
     const struct named *dup = NULL;
     for (size_t k = 1; k < n; k++)
         if (strcmp(v[k - 1].name, v[k].name) == 0 && (!dup || v[k].i < dup->i))
             dup = &v[k];
-    int rc = dup ? cfail(err, dup->at, "%s: the name \"%.200s\" is given twice", list,
-                         dup->name)
-                 : 0;
+    rc = dup ? cfail(err, dup->at, "%s: the name \"%.200s\" is given twice", list, dup->name)
+             : 0;
+out:
     xfree(v);
     return rc;
 }

@@ -136,6 +136,12 @@ bool kube_conf_key_typed(const char *plain);
 /** What YAMLToJSON makes of scalar n when not a string: "null", "bool" or
  *  "number"; NULL for a string (quoted, or plain text go-yaml keeps). */
 const char *kube_conf_scalar_kind(const struct conf_node *n);
+/* A bool field's value as client-go reads it: YAML's plain bool spellings
+ * (y, yes, on, true, ... as go-yaml v2 resolves them) set *out and give 1;
+ * a plain null gives 0 and false; anything else (a number, a quoted
+ * "true", a map) gives -1, as a JSON non-bool fails to decode into a Go
+ * bool. */
+int kube_conf_scalar_bool(const struct conf_node *n, bool *out);
 
 /** A reflector's options with the defaults filled in (tests check them). */
 const struct kube_watch_opts *kube_reflector_opts(const struct kube_reflector *r);

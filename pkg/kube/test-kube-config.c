@@ -984,6 +984,72 @@ static void test_typed_strings(void **state)
     xfree(doc);
 }
 
+/* Bool fields and list names as client-go reads them (YAMLToJSON, untyped,
+ * with go-yaml v2's resolver): a plain y, yes or on is true and n, no or
+ * off false; a number, a quoted "true" or a map does not decode into a Go
+ * bool, and a plain number or bool as a name does not decode into a Go
+ * string, used or not: the file fails to load. */
+static void test_typed_bools_and_names(void **state)
+{
+    (void)state;
+    static const char fmt[] = "current-context: c\n"
+                              "contexts: [{name: c, context: {cluster: k}}]\n"
+                              "clusters: [{name: k, cluster: {server: 'https://h', "
+                              "disable-compression: %s}}%s]\n";
+    static const struct {
+        const char *v;
+        int want; /* 1 true, 0 false, -1 refused */
+    } bools[] = {
+        {"y", 1},  {"Yes", 1},  {"ON", 1},   {"true", 1}, {"n", 0},        {"off", 0},
+        {"NO", 0}, {"False", 0}, {"~", 0},   {"1", -1},   {"0", -1},       {"'true'", -1},
+        {"\"y\"", -1}, {"{a: 1}", -1}, {"[true]", -1}, {"maybe", -1},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bools); i++) {
+        char *doc = xasprintf(fmt, bools[i].v, "");
+        struct kube_config c;
+        struct kube_config_error e;
+        int rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
+        if (bools[i].want < 0) {
+            if (rc != -EINVAL || !strstr(e.msg, "disable-compression must be true or false"))
+                fail_msg("%s: rc %d \"%s\"", bools[i].v, rc, rc ? e.msg : "");
+        } else {
+            if (rc != 0)
+                fail_msg("%s: rc %d \"%s\"", bools[i].v, rc, e.msg);
+            assert_int_equal(c.disable_compression, bools[i].want);
+            kube_config_clear(&c);
+        }
+        xfree(doc);
+    }
+    /* a name YAML types as a number or bool, in an entry not used */
+    static const char *const names[] = {", {name: 8080, cluster: {}}", ", {name: yes}",
+                                        ", {name: 1.5, cluster: {}}"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++) {
+        char *doc = xasprintf(fmt, "true", names[i]);
+        struct kube_config c;
+        struct kube_config_error e;
+        int rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
+        if (rc != -EINVAL || !strstr(e.msg, "clusters[1].name must be a string"))
+            fail_msg("%s: rc %d \"%s\"", names[i], rc, rc ? e.msg : "");
+        assert_int_equal(e.line, 3);
+        xfree(doc);
+    }
+    /* quoted, the same names are strings, and a null name is the empty one */
+    char *doc = xasprintf(fmt, "true", ", {name: '8080', cluster: {}}, {name: ~}");
+    struct kube_config c;
+    struct kube_config_error e;
+    int rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
+    if (rc != 0)
+        fail_msg("rc %d: %s", rc, e.msg);
+    assert_true(c.disable_compression);
+    kube_config_clear(&c);
+    xfree(doc);
+    doc = xasprintf(fmt, "true", ", {name: ~, cluster: {}}, {name: null}");
+    rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
+    if (rc != -EINVAL || !strstr(e.msg, "clusters: the name \"\" is given twice"))
+        fail_msg("rc %d \"%s\"", rc, rc ? e.msg : "");
+    xfree(doc);
+}
+
 /* The cluster's disable-compression, and its client.authentication.k8s.io/exec
  * extension as JSON with YAML's plain scalars typed as client-go types them
  * (an exec plugin's spec.cluster.config). */
@@ -1193,6 +1259,7 @@ int main(void)
         cmocka_unit_test(test_merged_files),
         cmocka_unit_test(test_client_go_checks),
         cmocka_unit_test(test_typed_strings),
+        cmocka_unit_test(test_typed_bools_and_names),
         cmocka_unit_test(test_cluster_extension),
         cmocka_unit_test(test_extension_keys),
     };

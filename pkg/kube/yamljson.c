@@ -391,3 +391,18 @@ const char *kube_conf_scalar_kind(const struct conf_node *n)
     }
     return "number";
 }
+
+int kube_conf_scalar_bool(const struct conf_node *n, bool *out)
+{
+    *out = false;
+    if (n->type != CONF_SCALAR || n->quoted)
+        return -1;
+    struct resolved r;
+    resolve(n->scalar, &r);
+    if (r.kind == R_NULL)
+        return 0;
+    if (r.kind != R_BOOL)
+        return -1;
+    *out = r.b;
+    return 1;
+}
