@@ -22,6 +22,7 @@ void ctl_ckpt_drops_free(struct ctl_ckpt *k)
         xfree(k->drop[i]);
     xfree(k->drop);
     json_decref(k->dropset);
+    json_decref(k->requeued);
     json_decref(k->sizes[0]);
     json_decref(k->sizes[1]);
 }
@@ -33,6 +34,14 @@ void ctl_ckpt_drop(struct ctl_ckpt *k, const char *key, int in)
 {
     if (!k->dropset)
         k->dropset = json_object();
+    if (k->patch_inflight) {
+        /* queued again while a save is in flight: that save settles what it was
+         * built with, not this */
+        if (!k->requeued)
+            k->requeued = json_object();
+        json_t *r = json_object_get(k->requeued, key);
+        json_object_set_new(k->requeued, key, json_integer(json_integer_value(r) | in));
+    }
     json_t *was = json_object_get(k->dropset, key);
     if (was) {
         json_integer_set(was, json_integer_value(was) | in);
@@ -85,6 +94,8 @@ void ctl_ckpt_note_size(struct ctl_ckpt *k, json_t *body)
 
 void ctl_ckpt_drops_done(struct ctl_ckpt *k, const json_t *done)
 {
+    json_t *requeued = k->requeued;
+    k->requeued = NULL;
     const char *key;
     json_t *v;
     size_t gone = 0;
@@ -92,7 +103,9 @@ void ctl_ckpt_drops_done(struct ctl_ckpt *k, const json_t *done)
         json_t *was = json_object_get(k->dropset, key);
         if (!was)
             continue;
-        json_int_t left = json_integer_value(was) & ~json_integer_value(v);
+        json_int_t settled =
+            json_integer_value(v) & ~json_integer_value(json_object_get(requeued, key));
+        json_int_t left = json_integer_value(was) & ~settled;
         if (left) {
             json_integer_set(was, left);
         } else {
@@ -100,6 +113,7 @@ void ctl_ckpt_drops_done(struct ctl_ckpt *k, const json_t *done)
             gone++;
         }
     }
+    json_decref(requeued);
     if (gone == 0)
         return;
     size_t n = 0;

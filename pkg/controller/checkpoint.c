@@ -442,15 +442,15 @@ static void cm_written(const struct kube_result *res, void *arg)
         }
         json_decref(obj);
         k->patch_inflight = false;
+        ctl_ckpt_drops_done(k, NULL);
         req_free(r);
         return;
     }
     k->patch_inflight = false;
+    /* the removals it carried are done (later ones stay queued) */
+    ctl_ckpt_drops_done(k, res->err == 0 ? r->done : NULL);
     if (res->err == 0) {
         ctl_ckpt_note_size(k, res->body);
-        /* the removals it carried are done (later ones stay queued) */
-        if (r->done)
-            ctl_ckpt_drops_done(k, r->done);
     } else if (res->err == -EEXIST && res->status == 409 && r->created && left >= 0) {
         /* created meanwhile by another instance (two replicas handing shards over at
          * once): patch it now with what the create carried (a handover or the close may
@@ -547,6 +547,7 @@ static void send_save(struct controller *c, size_t idx, json_t *bin, json_t *tex
     json_decref(patch);
     if (rc != 0) {
         k->patch_inflight = false;
+        ctl_ckpt_drops_done(k, NULL);
         req_free(r);
     }
 }

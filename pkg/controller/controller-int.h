@@ -989,6 +989,9 @@ struct ctl_ckpt {
     json_t *sizes[2];             /**< each key's share of size in binaryData and in data
                                        (integers), NULL unknown */
     bool resave;                  /**< the next save is the one after a refused one's read */
+    json_t *requeued;             /**< the maps of each key queued (again) while a save was
+                                       in flight, NULL none: that save does not settle
+                                       them */
 };
 
 /** The map a key of ours is written to: unit. and uid. in data, the states in
@@ -1002,9 +1005,11 @@ int64_t ctl_ckpt_share(const struct ctl_ckpt *k, const char *key, int map);
 /** What the API server counts against the ConfigMap's 1 MiB, from an object
  *  it returned (a read, a save's answer). */
 void ctl_ckpt_note_size(struct ctl_ckpt *k, json_t *body);
-/** A save was written: the maps of each key it settled (done, as
- *  ctl_ckpt_save.done) leave the queue; a key with no map left leaves it. A
- *  map added while the save was in flight stays queued. */
+/** A save's answer came (done NULL when it was refused or settles nothing):
+ *  the maps of each key it settled (done, as ctl_ckpt_save.done) leave the
+ *  queue; a key with no map left leaves it. A map queued while the save was
+ *  in flight stays queued, even one the save settles (the key removed again
+ *  after the save was built, which wrote it as tracked then). */
 void ctl_ckpt_drops_done(struct ctl_ckpt *k, const json_t *done);
 /** A save's removals: the first ndrop queued keys, each from its maps (its
  *  own map not when tracked, a key of tracked), and the copy in the other map

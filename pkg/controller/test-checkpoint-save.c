@@ -9,7 +9,7 @@
  * data and binaryData as ConfigMap validation does: a save that writes a
  * tracked Deployment's key removes its copy in the other map, however many
  * removals wait before it; a map a read adds to a queued removal while a
- * save is in flight stays queued. */
+ * save is in flight stays queued, as does a removal queued again. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -404,13 +404,70 @@ static void test_map_added_in_flight_stays_queued(void **st)
     assert_true(ctl_checkpoint_build(f->c, 0, &s));
     assert_int_equal(s.queued, 1);
     assert_true(json_is_null(json_object_get(s.text, "forecast.ns_gone")));
-    assert_null(json_object_get(s.bin, "forecast.ns_gone"));
+    /* the read, answered with the save in flight, found it in binaryData too
+     * (maybe before the save was applied): queued again there, it is removed
+     * again, which is no change on the API server */
+    json_t *again = json_object_get(s.bin, "forecast.ns_gone");
+    assert_true(!again || json_is_null(again));
     ctl_checkpoint_save_free(&s);
     save_now(f);
     assert_null(json_object_get(json_object_get(f->api.cm, "data"), "forecast.ns_gone"));
     ctl_checkpoint_build(f->c, 0, &s);
     assert_int_equal(s.queued, 0);
     ctl_checkpoint_save_free(&s);
+    fx_finish(f);
+}
+
+/* A Deployment removed (its keys queued for removal) and created again
+ * before a save: the save writes its keys, tracked again, and settles their
+ * removal. Removed again while that save is in flight, its keys are queued
+ * again: once the save is written they stay queued, and the next save
+ * removes them. The save's answer settled the removal queued after it was
+ * built, so the keys it wrote stayed in the ConfigMap for good. */
+static void test_removed_again_in_flight_stays_queued(void **st)
+{
+    (void)st;
+    struct fx *f = fx_new();
+    struct ctl_ckpt *k = &f->c->ckpt[0];
+    static const char *const keys[] = {"forecast.ns_small", "capacity.ns_small",
+                                       "unit.ns_small", "uid.ns_small"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(keys); i++)
+        ctl_ckpt_drop(k, keys[i], ctl_ckpt_home(keys[i]));
+    uv_update_time(&f->loop);
+    ctl_checkpoint_tick(f->c, util_now_unix_ms(), true);
+    assert_int_equal(ctl_checkpoint_saving(f->c), 1);
+    /* removed again: out of the table (the sweep), its keys queued */
+    struct ctl_wl *gone = NULL;
+    for (size_t b = 0; b < CTL_WL_BUCKETS && !gone; b++)
+        for (struct ctl_wl **pp = &f->c->table[b]; *pp; pp = &(*pp)->next)
+            if (strcmp((*pp)->name, "small") == 0) {
+                gone = *pp;
+                *pp = gone->next;
+                break;
+            }
+    assert_non_null(gone);
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(keys); i++)
+        ctl_ckpt_drop(k, keys[i], ctl_ckpt_home(keys[i]));
+    assert_true(testsrv_run_until(&f->loop, io_done, f, 10000));
+    assert_string_equal(f->api.log, "PATCH ");
+    json_t *bin = json_object_get(f->api.cm, "binaryData");
+    assert_true(json_is_string(json_object_get(bin, "forecast.ns_small")));
+    struct ctl_ckpt_save s;
+    assert_true(ctl_checkpoint_build(f->c, 0, &s));
+    assert_int_equal(s.queued, 4);
+    ctl_checkpoint_save_free(&s);
+    save_now(f);
+    bin = json_object_get(f->api.cm, "binaryData");
+    json_t *text = json_object_get(f->api.cm, "data");
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(keys); i++) {
+        assert_null(json_object_get(bin, keys[i]));
+        assert_null(json_object_get(text, keys[i]));
+    }
+    assert_true(json_is_string(json_object_get(bin, "forecast.ns_large")));
+    ctl_checkpoint_build(f->c, 0, &s);
+    assert_int_equal(s.queued, 0);
+    ctl_checkpoint_save_free(&s);
+    ctl_ckpt_test_wl_free(gone);
     fx_finish(f);
 }
 
@@ -423,6 +480,7 @@ int main(void)
         cmocka_unit_test(test_other_refusal_not_read_again),
         cmocka_unit_test(test_wrong_map_copy_behind_the_queue_removed),
         cmocka_unit_test(test_map_added_in_flight_stays_queued),
+        cmocka_unit_test(test_removed_again_in_flight_stays_queued),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
