@@ -143,15 +143,21 @@ struct ctl_rec_write; /* report.c: a recorded row batch being appended */
 #define CTL_BACKLOG_SAMPLES 64
 
 /** A pod in the Prometheus source's answers (promsrc.c). */
+/** Older counter samples kept per pod (Prometheus source): the recent rate
+ *  counts over two service times at least, several scrape intervals when
+ *  the service time is long. */
+#define CTL_PQ_OLD 8
 struct ctl_pq_pod {
     char *name;
     double bl;           /**< running + waiting at its last answer, NAN none */
     double held;         /**< its last known running + waiting (kept through answers
                               without its gauges), NAN none */
-    int64_t t_ms, t0_ms; /**< its request counter's newest sample time and the one
-                              before, 0 none */
-    double req, req0;    /**< the counter then */
-    double bl0;          /**< running + waiting at t0_ms, NAN none */
+    int64_t t_ms;        /**< its request counter's newest sample time, 0 none */
+    double req;          /**< the counter then */
+    int nold;            /**< older samples kept, newest first: */
+    int64_t old_t[CTL_PQ_OLD];  /**< ... their times */
+    double old_req[CTL_PQ_OLD]; /**< ... the counter then */
+    double old_bl[CTL_PQ_OLD];  /**< ... running + waiting then, NAN none */
     bool departed;       /**< absent and not serving: bl is in pq_departed (taken
                               out again if it comes back) */
 };
@@ -599,7 +605,9 @@ struct ctl_pq_match {
     double queue;         /**< waiting of every pod answered (the queue to drain), -1 */
     double backlog;       /**< running + waiting of every pod, -1 unknown */
     double departed;      /**< w->pq_departed */
-    bool recent_known;    /**< every counted pod has two recent samples: */
+    bool recent_known;    /**< every counted pod has a recent sample and an older one
+                               (the newest at least min_span_ms older, else the
+                               oldest kept): */
     double recent_rate;   /**< ... their completions between them (req/s), summed */
     bool growth_ok;       /**< ... each with its backlog then, and no other Ready pod: */
     double recent_growth; /**< ... their backlog's growth between them (req/s) */
@@ -608,13 +616,15 @@ struct ctl_pq_match {
 
 /** Match w's last per-pod answer against pods at now (unix ms): a Ready pod
  *  the rate does not count is warming for grace_ms after its Ready
- *  transition, missing after. A fresh answer updates w's per-pod backlog
+ *  transition, missing after. The recent rate counts each pod over
+ *  min_span_ms at least where its samples reach so far back
+ *  (ctl_recent_min_ms; 0: its two newest). A fresh answer updates w's per-pod backlog
  *  (a Ready pod absent from it keeps its last value; one gone adds its
  *  value to the departed). Without an answer m says nothing is known, but
  *  when the default rate's per-pod query failed: then a pod Ready within
  *  grace_ms is warming and the others counted (by_cache). */
 void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t np, int64_t now,
-                  int64_t grace_ms, struct ctl_pq_match *m);
+                  int64_t grace_ms, int64_t min_span_ms, struct ctl_pq_match *m);
 /** The match into the observation: the backlog fields; when the rate's
  *  pods are known, warming pods are not serving, missing ones serve an
  *  average share (the rates scaled), and all warming, none counted or more

@@ -435,7 +435,7 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
     if (cfg->source == CTL_SOURCE_PROMETHEUS) {
         struct ctl_pq_match m;
         int64_t grace = PROMQL_WINDOW_S * 1000 + c->cfg->decision_interval_ms;
-        ctl_pq_match(w, pods, np, now, grace, &m);
+        ctl_pq_match(w, pods, np, now, grace, ctl_recent_min_ms(c, w), &m);
         ctl_pq_apply(&m, cfg->scrape.missing_fraction, grace, o);
     }
     if (r->valid && cfg->source == CTL_SOURCE_SCRAPE && r->pods_counted > 0)

@@ -16,10 +16,12 @@
  *    answer keeping its last value, and what pods that left held (absent
  *    and no longer Ready) counted as departed: their requests finish
  *    unseen, which is no drop in arrivals;
- *  - each counted pod's two newest samples of its request counter (and its
- *    backlog then) give the newest completions and backlog growth between
- *    them: a step seen a scrape (or a tick) after it comes, not as the
- *    2-minute window's rate turns. The forecaster still learns the window's
+ *  - each counted pod's newest samples of its request counter (and its
+ *    backlog then) give the newest completions and backlog growth, over two
+ *    service times at least where the samples reach that far (the
+ *    scraper's floor, ctl_recent_min_ms), else from the oldest kept: a step
+ *    seen a scrape or a few (or a tick) after it comes, not as the 2-minute
+ *    window's rate turns. The forecaster still learns the window's
  *    arrivals (decide.c), as its seed from Prometheus' history has them. */
 #include "controller-int.h"
 
@@ -308,8 +310,9 @@ static bool one_sample(const struct promql_pod *p)
  *    absent and no longer Ready adds what it held to the departed, and
  *    takes it out again if it comes back (Ready again, or in an answer:
  *    what it held was not gone); one deleted leaves the state;
- *  - each pod's two newest samples of its request counter (and its backlog
- *    then): a sample newer than the last one pushes it back. */
+ *  - each pod's newest samples of its request counter (and its backlog
+ *    then), CTL_PQ_OLD + 1 of them: a sample newer than the last one pushes
+ *    the others back. */
 static void pods_update(struct ctl_wl *w, const struct promql_pods *pp,
                         const struct kube_pod *const *pods, size_t np)
 {
@@ -320,7 +323,7 @@ static void pods_update(struct ctl_wl *w, const struct promql_pods *pp,
         const struct promql_pod *p = &pp->v[i];
         if (!answered(p))
             continue;
-        struct ctl_pq_pod e = {.name = xstrdup(p->name), .bl = NAN, .held = NAN, .bl0 = NAN};
+        struct ctl_pq_pod e = {.name = xstrdup(p->name), .bl = NAN, .held = NAN};
         const struct ctl_pq_pod *o = state_pod(w, p->name);
         if (o && o->departed && !isnan(o->held))
             w->pq_departed -= o->held;
@@ -343,13 +346,20 @@ static void pods_update(struct ctl_wl *w, const struct promql_pods *pp,
         }
         if (one_sample(p)) {
             if (o && o->t_ms > 0 && p->at_ms > o->t_ms) { /* a new sample */
-                e.t0_ms = o->t_ms;
-                e.req0 = o->req;
-                e.bl0 = o->bl;
+                e.nold = o->nold < CTL_PQ_OLD ? o->nold + 1 : CTL_PQ_OLD;
+                e.old_t[0] = o->t_ms;
+                e.old_req[0] = o->req;
+                e.old_bl[0] = o->bl;
+                for (int k = 1; k < e.nold; k++) {
+                    e.old_t[k] = o->old_t[k - 1];
+                    e.old_req[k] = o->old_req[k - 1];
+                    e.old_bl[k] = o->old_bl[k - 1];
+                }
             } else if (o && o->t_ms == p->at_ms) { /* the same sample */
-                e.t0_ms = o->t0_ms;
-                e.req0 = o->req0;
-                e.bl0 = o->bl0;
+                e.nold = o->nold;
+                memcpy(e.old_t, o->old_t, sizeof(e.old_t));
+                memcpy(e.old_req, o->old_req, sizeof(e.old_req));
+                memcpy(e.old_bl, o->old_bl, sizeof(e.old_bl));
             }
             e.t_ms = p->at_ms;
             e.req = p->requests;
@@ -388,23 +398,36 @@ static void pods_update(struct ctl_wl *w, const struct promql_pods *pp,
     w->pq_backlog = pp->running_seen || pp->waiting_seen ? total : -1;
 }
 
-/* A counted pod's newest rate and backlog growth, between its two newest
- * samples, into m; false when it has no two, the newer is more than three
- * of their intervals old (Prometheus no longer scrapes it), or the counter
- * went down: a reset (the server restarted, or one of several series, as
- * Triton's of a model reloaded), whose increase a sum cannot tell. Growth
- * unknown (a pod without gauges) clears m->growth_ok. */
-static bool pod_recent(const struct ctl_pq_pod *e, int64_t now, struct ctl_pq_match *m)
+/* A counted pod's newest rate and backlog growth into m: from the newest of
+ * its older samples at least min_span_ms before its newest one (else the
+ * oldest kept) to the newest. Only samples after the counter last went down
+ * count: a reset (the server restarted, or one of several series, as
+ * Triton's of a model reloaded), whose increase a sum cannot tell. false
+ * when there is no older sample to count from, or the newest is more than
+ * three of its pod's intervals old (Prometheus no longer scrapes it).
+ * Growth unknown (a pod without gauges) clears m->growth_ok. */
+static bool pod_recent(const struct ctl_pq_pod *e, int64_t now, int64_t min_span_ms,
+                       struct ctl_pq_match *m)
 {
-    if (!e || e->t0_ms <= 0 || e->t_ms <= e->t0_ms || e->req < e->req0)
+    if (!e || e->nold == 0 || e->t_ms <= e->old_t[0])
         return false;
-    int64_t dt = e->t_ms - e->t0_ms;
-    if (now - e->t_ms > 3 * dt)
+    if (now - e->t_ms > 3 * (e->t_ms - e->old_t[0]))
         return false;
+    int from = -1;
+    double after = e->req;
+    for (int k = 0; k < e->nold && e->old_req[k] <= after && e->old_t[k] < e->t_ms; k++) {
+        from = k;
+        after = e->old_req[k];
+        if (e->t_ms - e->old_t[k] >= min_span_ms)
+            break;
+    }
+    if (from < 0)
+        return false;
+    int64_t dt = e->t_ms - e->old_t[from];
     double secs = (double)dt / 1000.0;
-    m->recent_rate += (e->req - e->req0) / secs;
-    if (!isnan(e->bl) && !isnan(e->bl0))
-        m->recent_growth += (e->bl - e->bl0) / secs;
+    m->recent_rate += (e->req - e->old_req[from]) / secs;
+    if (!isnan(e->bl) && !isnan(e->old_bl[from]))
+        m->recent_growth += (e->bl - e->old_bl[from]) / secs;
     else
         m->growth_ok = false;
     if (m->recent_span_ms == 0 || dt < m->recent_span_ms)
@@ -456,7 +479,7 @@ static void match_by_cache(const struct kube_pod *const *pods, size_t np, int64_
 }
 
 void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t np, int64_t now,
-                  int64_t grace_ms, struct ctl_pq_match *m)
+                  int64_t grace_ms, int64_t min_span_ms, struct ctl_pq_match *m)
 {
     memset(m, 0, sizeof(*m));
     m->running = m->waiting = m->queue = m->backlog = -1;
@@ -490,7 +513,7 @@ void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t n
         const struct promql_pod *a = answer_pod(pp, p->name);
         if (a && a->counted) {
             m->counted++;
-            recent += pod_recent(state_pod(w, p->name), now, m);
+            recent += pod_recent(state_pod(w, p->name), now, min_span_ms, m);
         } else if (warming(p, now, grace_ms)) {
             m->warming++;
         } else if (m->missing++ == 0) {

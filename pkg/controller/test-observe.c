@@ -310,7 +310,7 @@ static void test_prometheus_rate_pods(void **state)
     answer(w, 10, names, run, "a0,a1");
     struct ctl_pq_match m;
     struct ctl_obs o;
-    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    ctl_pq_match(w, pp, 10, now, GRACE, 0, &m);
     assert_true(m.counted_known);
     assert_int_equal(m.ready, 10);
     assert_int_equal(m.counted, 2);
@@ -328,7 +328,7 @@ static void test_prometheus_rate_pods(void **state)
 
     /* a rate window on, still not counted: missing, more than 30 %: hold */
     const int64_t later = now - 30000 + GRACE;
-    ctl_pq_match(w, pp, 10, later, GRACE, &m);
+    ctl_pq_match(w, pp, 10, later, GRACE, 0, &m);
     assert_int_equal(m.missing, 8);
     assert_string_equal(m.missing_pod, "b0");
     obs_valid(&o, 10);
@@ -340,7 +340,7 @@ static void test_prometheus_rate_pods(void **state)
 
     /* all but one counted: the one missing serves an average share */
     answer(w, 10, names, run, "a0,a1,b0,b1,b2,b3,b4,b5,b6");
-    ctl_pq_match(w, pp, 10, later, GRACE, &m);
+    ctl_pq_match(w, pp, 10, later, GRACE, 0, &m);
     assert_int_equal(m.counted, 9);
     assert_int_equal(m.missing, 1);
     obs_valid(&o, 10);
@@ -357,7 +357,7 @@ static void test_prometheus_rate_pods(void **state)
 
     /* a pod whose Ready time is not known is not new: missing, not warming */
     pods[9].ready_transition_ms = 0;
-    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    ctl_pq_match(w, pp, 10, now, GRACE, 0, &m);
     assert_int_equal(m.missing, 1);
     assert_int_equal(m.warming, 0);
     assert_string_equal(m.missing_pod, "b7");
@@ -365,7 +365,7 @@ static void test_prometheus_rate_pods(void **state)
     answer(w, 10, names, run, "a0,a1");
     for (int i = 2; i < 10; i++)
         pods[i].ready_transition_ms = i < 7 ? now - 1000 : T0;
-    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    ctl_pq_match(w, pp, 10, now, GRACE, 0, &m);
     obs_valid(&o, 10);
     ctl_pq_apply(&m, 0.3, GRACE, &o);
     assert_false(o.m.valid);
@@ -376,7 +376,7 @@ static void test_prometheus_rate_pods(void **state)
     w->pq_pods.counted_seen = true; /* as when a pod gone is all the rate has */
     for (int i = 0; i < 10; i++)
         pods[i].ready_transition_ms = now - 1000;
-    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    ctl_pq_match(w, pp, 10, now, GRACE, 0, &m);
     obs_valid(&o, 10);
     ctl_pq_apply(&m, 0.3, GRACE, &o);
     assert_false(o.m.valid);
@@ -385,7 +385,7 @@ static void test_prometheus_rate_pods(void **state)
     /* no pod counted at all in the answer (a rate query of the workload's own):
      * nothing matched, the ready pods serve */
     answer(w, 10, names, run, "");
-    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    ctl_pq_match(w, pp, 10, now, GRACE, 0, &m);
     assert_false(m.counted_known);
     obs_valid(&o, 10);
     ctl_pq_apply(&m, 0.3, GRACE, &o);
@@ -395,7 +395,7 @@ static void test_prometheus_rate_pods(void **state)
     /* no per-pod answer: the backlog unknown, as before the query existed */
     promql_pods_free(&w->pq_pods);
     w->pq_pods_have = false;
-    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    ctl_pq_match(w, pp, 10, now, GRACE, 0, &m);
     obs_valid(&o, 10);
     ctl_pq_apply(&m, 0.3, GRACE, &o);
     assert_true(o.m.valid && o.serving == 10);
@@ -407,7 +407,7 @@ static void test_prometheus_rate_pods(void **state)
     w->pq_pods_failed = true;
     for (int i = 0; i < 10; i++)
         pods[i].ready_transition_ms = i < 2 ? T0 : now - 30000;
-    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    ctl_pq_match(w, pp, 10, now, GRACE, 0, &m);
     assert_true(m.counted_known && m.by_cache);
     assert_int_equal(m.counted, 2);
     assert_int_equal(m.warming, 8);
@@ -418,14 +418,14 @@ static void test_prometheus_rate_pods(void **state)
     assert_int_equal(o.serving, 2);
     assert_true(o.m.backlog < 0 && !o.recent_growth_known);
     /* a rate window on, all serve */
-    ctl_pq_match(w, pp, 10, now - 30000 + GRACE, GRACE, &m);
+    ctl_pq_match(w, pp, 10, now - 30000 + GRACE, GRACE, 0, &m);
     obs_valid(&o, 10);
     ctl_pq_apply(&m, 0.3, GRACE, &o);
     assert_true(o.m.valid && o.serving == 10);
     /* every Ready pod new: hold */
     for (int i = 0; i < 10; i++)
         pods[i].ready_transition_ms = now - 1000;
-    ctl_pq_match(w, pp, 10, now, GRACE, &m);
+    ctl_pq_match(w, pp, 10, now, GRACE, 0, &m);
     obs_valid(&o, 10);
     ctl_pq_apply(&m, 0.3, GRACE, &o);
     assert_false(o.m.valid);
@@ -449,26 +449,26 @@ static void test_prometheus_backlog(void **state)
     struct ctl_pq_match m;
     double run[2] = {5, 7};
     answer(w, 2, names, run, "a0,a1");
-    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    ctl_pq_match(w, pp, 2, now, GRACE, 0, &m);
     assert_true(m.backlog == 12 && m.running == 12 && m.departed == 0);
     assert_true(m.waiting < 0); /* no waiting series: unknown */
 
     /* a1's series went stale (a failed scrape): it keeps 7 */
     double run2[2] = {6, NAN};
     answer(w, 2, names, run2, "a0");
-    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    ctl_pq_match(w, pp, 2, now, GRACE, 0, &m);
     assert_true(m.backlog == 13 && m.running == 6 && m.departed == 0);
     /* the same answer again (no new one yet): unchanged */
-    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    ctl_pq_match(w, pp, 2, now, GRACE, 0, &m);
     assert_true(m.backlog == 13 && m.departed == 0);
 
     /* a1 deleted and absent: its 7 departed, once */
     pods[1].deleting = true;
     answer(w, 2, names, run2, "a0");
-    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    ctl_pq_match(w, pp, 2, now, GRACE, 0, &m);
     assert_true(m.backlog == 6 && m.departed == 7);
     answer(w, 2, names, run2, "a0");
-    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    ctl_pq_match(w, pp, 2, now, GRACE, 0, &m);
     assert_true(m.backlog == 6 && m.departed == 7);
 
     /* a1 was not gone: back in an answer (deleted, still scraped), what
@@ -476,14 +476,14 @@ static void test_prometheus_backlog(void **state)
      * backlog + departed 13 -> 10, 3 of its 7 finished */
     double run3[2] = {6, 4};
     answer(w, 2, names, run3, "a0,a1");
-    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    ctl_pq_match(w, pp, 2, now, GRACE, 0, &m);
     assert_true(m.backlog == 10 && m.departed == 0);
     /* absent again and then gone from the cache: 4 departed, once */
     answer(w, 2, names, run2, "a0");
-    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    ctl_pq_match(w, pp, 2, now, GRACE, 0, &m);
     assert_true(m.backlog == 6 && m.departed == 4);
     answer(w, 1, names, run2, "a0");
-    ctl_pq_match(w, pp, 1, now, GRACE, &m);
+    ctl_pq_match(w, pp, 1, now, GRACE, 0, &m);
     assert_true(m.backlog == 6 && m.departed == 4);
     assert_int_equal(w->pq_bl_n, 1);
 
@@ -494,7 +494,7 @@ static void test_prometheus_backlog(void **state)
     w->pq_pods.v[0].at_ms = now;
     w->pq_pods.v[0].at_min_ms = now;
     w->pq_pods_fresh = true;
-    ctl_pq_match(w, pp, 1, now, GRACE, &m);
+    ctl_pq_match(w, pp, 1, now, GRACE, 0, &m);
     assert_true(m.backlog == 6 && m.departed == 4);
     pods[1].deleting = false; /* back in the list, not answered: Ready */
 
@@ -502,7 +502,7 @@ static void test_prometheus_backlog(void **state)
     pods[0].ready = false;
     double none[2] = {NAN, NAN};
     answer(w, 2, names, none, "");
-    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    ctl_pq_match(w, pp, 2, now, GRACE, 0, &m);
     assert_true(m.departed == 10);
     assert_true(m.running < 0 && m.backlog < 0); /* no pod has a gauge: unknown */
 
@@ -511,7 +511,7 @@ static void test_prometheus_backlog(void **state)
     ctl_backlog_reset(w);
     assert_int_equal(w->bl_n, 0);
     assert_true(w->pq_departed == 0 && w->pq_bl_n == 0 && !w->pq_pods_have);
-    ctl_pq_match(w, pp, 2, now, GRACE, &m);
+    ctl_pq_match(w, pp, 2, now, GRACE, 0, &m);
     assert_true(m.backlog < 0 && m.departed == 0 && !m.counted_known);
     wl_done(w);
 }
@@ -546,13 +546,13 @@ static void test_prometheus_recent(void **state)
     struct ctl_pq_match m;
     double req1[2] = {1000, 2000}, bl1[2] = {4, 4};
     sampled(w, 2, names, req1, bl1, t1);
-    ctl_pq_match(w, pp, 2, t1 + 1000, GRACE, &m);
+    ctl_pq_match(w, pp, 2, t1 + 1000, GRACE, 0, &m);
     assert_false(m.recent_known); /* one sample each */
 
     /* 30 s later: 240 and 300 more completions, the backlogs 4 -> 64 and 4 -> 34 */
     double req2[2] = {1240, 2300}, bl2[2] = {64, 34};
     sampled(w, 2, names, req2, bl2, t1 + 30000);
-    ctl_pq_match(w, pp, 2, t1 + 31000, GRACE, &m);
+    ctl_pq_match(w, pp, 2, t1 + 31000, GRACE, 0, &m);
     assert_true(m.recent_known);
     assert_true(fabs(m.recent_rate - 18) < 1e-9);  /* 8 + 10 req/s */
     assert_true(fabs(m.recent_growth - 3) < 1e-9); /* 2 + 1 req/s */
@@ -566,20 +566,20 @@ static void test_prometheus_recent(void **state)
 
     /* the same answer again: the same rate; a tick past three intervals: stale, unknown */
     sampled(w, 2, names, req2, bl2, t1 + 30000);
-    ctl_pq_match(w, pp, 2, t1 + 45000, GRACE, &m);
+    ctl_pq_match(w, pp, 2, t1 + 45000, GRACE, 0, &m);
     assert_true(m.recent_known && fabs(m.recent_rate - 18) < 1e-9);
-    ctl_pq_match(w, pp, 2, t1 + 30000 + 90001, GRACE, &m);
+    ctl_pq_match(w, pp, 2, t1 + 30000 + 90001, GRACE, 0, &m);
     assert_false(m.recent_known);
 
     /* a0's counter went down (1240 -> 150: a restart, or one of its series reset): how
      * much it served is not known, so neither is the newest rate; the next sample is */
     double req3[2] = {150, 2450}, bl3[2] = {64, 34};
     sampled(w, 2, names, req3, bl3, t1 + 45000);
-    ctl_pq_match(w, pp, 2, t1 + 46000, GRACE, &m);
+    ctl_pq_match(w, pp, 2, t1 + 46000, GRACE, 0, &m);
     assert_false(m.recent_known);
     double req4[2] = {300, 2600};
     sampled(w, 2, names, req4, bl3, t1 + 60000);
-    ctl_pq_match(w, pp, 2, t1 + 61000, GRACE, &m);
+    ctl_pq_match(w, pp, 2, t1 + 61000, GRACE, 0, &m);
     assert_true(m.recent_known && m.growth_ok);
     assert_true(fabs(m.recent_rate - 20) < 1e-9);
     assert_true(fabs(m.recent_growth) < 1e-9);
@@ -590,21 +590,91 @@ static void test_prometheus_recent(void **state)
     double req5[2] = {450, 2750};
     sampled(w, 2, names, req5, bl3, t1 + 75000);
     w->pq_pods.v[1].at_min_ms = t1 + 73000;
-    ctl_pq_match(w, pp, 2, t1 + 76000, GRACE, &m);
+    ctl_pq_match(w, pp, 2, t1 + 76000, GRACE, 0, &m);
     assert_false(m.recent_known);
 
     /* a pod without gauges: the newest completions, but not the backlog's growth */
     double req6[2] = {600, 2900}, nob[2] = {NAN, NAN};
     sampled(w, 2, names, req5, nob, t1 + 90000);
-    ctl_pq_match(w, pp, 2, t1 + 91000, GRACE, &m); /* each answer taken by a tick */
+    ctl_pq_match(w, pp, 2, t1 + 91000, GRACE, 0, &m); /* each answer taken by a tick */
     sampled(w, 2, names, req6, nob, t1 + 105000);
-    ctl_pq_match(w, pp, 2, t1 + 106000, GRACE, &m);
+    ctl_pq_match(w, pp, 2, t1 + 106000, GRACE, 0, &m);
     assert_true(m.recent_known && !m.growth_ok);
     assert_true(fabs(m.recent_rate - 20) < 1e-9);
     struct ctl_obs o2;
     obs_valid(&o2, 2);
     ctl_pq_apply(&m, 0.3, GRACE, &o2);
     assert_true(o2.m.recent_rate == 20 && !o2.recent_growth_known);
+    wl_done(w);
+}
+
+/* With a long service time the newest rate counts over two service times
+ * (min_span_ms) where a pod's samples reach so far back: samples 15 s apart
+ * and a 40 s floor count from the sample 45 s back, the oldest kept while
+ * there are fewer, never across a counter reset; the span said is the
+ * shortest pod's. Between its two newest samples alone, a burst a service
+ * time absorbs read as demand. */
+static void test_prometheus_recent_min_span(void **state)
+{
+    (void)state;
+    struct ctl_wl *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    static const char *const names[1] = {"a0"};
+    struct kube_pod pods[1] = {pod_at("a0", T0)};
+    const struct kube_pod *pp[1] = {&pods[0]};
+    const int64_t t1 = T0 + 3600000, MIN = 40000;
+    struct ctl_pq_match m;
+    /* 10 req/s, and 40 req/s between 45 s and 60 s; the backlog 1 per second */
+    double req = 1000, bl = 0;
+    for (int k = 0; k <= 4; k++) {
+        int64_t t = t1 + k * 15000;
+        if (k > 0)
+            req += k == 4 ? 600 : 150;
+        bl = k;
+        double r1[1] = {req}, b1[1] = {bl};
+        sampled(w, 1, names, r1, b1, t);
+        ctl_pq_match(w, pp, 1, t + 1000, GRACE, MIN, &m);
+        if (k == 0) {
+            assert_false(m.recent_known);
+        } else if (k < 3) { /* fewer than 40 s kept: from the oldest */
+            assert_true(m.recent_known);
+            assert_int_equal(m.recent_span_ms, k * 15000);
+            assert_true(fabs(m.recent_rate - 10) < 1e-9);
+            assert_true(fabs(m.recent_growth - 1.0 / 15) < 1e-9);
+        }
+    }
+    /* at 60 s: from the sample at 15 s (45 s back), 150 + 150 + 600 in 45 s: 20 req/s,
+     * not 40 */
+    assert_true(m.recent_known && m.growth_ok);
+    assert_int_equal(m.recent_span_ms, 45000);
+    assert_true(fabs(m.recent_rate - 20) < 1e-9);
+    assert_true(fabs(m.recent_growth - 3.0 / 45) < 1e-9);
+    /* with no floor, the two newest: the burst */
+    ctl_pq_match(w, pp, 1, t1 + 61000, GRACE, 0, &m);
+    assert_int_equal(m.recent_span_ms, 15000);
+    assert_true(fabs(m.recent_rate - 40) < 1e-9);
+    /* samples kept: CTL_PQ_OLD + 1 at most, the oldest going first */
+    for (int k = 5; k < 5 + CTL_PQ_OLD + 2; k++) {
+        req += 150;
+        double r1[1] = {req}, b1[1] = {bl};
+        sampled(w, 1, names, r1, b1, t1 + k * 15000);
+        ctl_pq_match(w, pp, 1, t1 + k * 15000 + 1000, GRACE, 10 * 60000, &m);
+        assert_true(m.recent_known);
+        int kept = k < CTL_PQ_OLD ? k : CTL_PQ_OLD;
+        assert_int_equal(m.recent_span_ms, kept * 15000);
+    }
+    /* a reset (the counter down) 15 s ago: only what came after it counts */
+    int64_t t = t1 + (5 + CTL_PQ_OLD + 2) * 15000;
+    double r2[1] = {50}, b2[1] = {bl};
+    sampled(w, 1, names, r2, b2, t);
+    ctl_pq_match(w, pp, 1, t + 1000, GRACE, MIN, &m);
+    assert_false(m.recent_known);
+    double r3[1] = {200};
+    sampled(w, 1, names, r3, b2, t + 15000);
+    ctl_pq_match(w, pp, 1, t + 16000, GRACE, MIN, &m);
+    assert_true(m.recent_known);
+    assert_int_equal(m.recent_span_ms, 15000);
+    assert_true(fabs(m.recent_rate - 10) < 1e-9);
     wl_done(w);
 }
 
@@ -657,6 +727,7 @@ int main(void)
         cmocka_unit_test(test_prometheus_rate_pods),
         cmocka_unit_test(test_prometheus_backlog),
         cmocka_unit_test(test_prometheus_recent),
+        cmocka_unit_test(test_prometheus_recent_min_span),
         cmocka_unit_test(test_serving_counts_stale_pods),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
