@@ -579,6 +579,9 @@ void ctl_obs_serving(struct ctl_obs *o);
  *  configured, or learned from the busy-time counter, within half the rate
  *  window (policy_recent_span_ms); 0 while no such service time is known. */
 int64_t ctl_recent_min_ms(const struct controller *c, const struct ctl_wl *w);
+/** The window w's rate counts over: the scraper's rate window, or for the
+ *  Prometheus source the default queries' (PROMQL_WINDOW_S). */
+int64_t ctl_rate_window_ms(const struct controller *c, const struct ctl_wl *w);
 
 /** Ask Prometheus for the workload's queries (the answer serves the next
  *  tick) and, once, seed its forecaster; r gets the last answer (promsrc.c). */
@@ -611,7 +614,9 @@ struct ctl_pq_match {
     double recent_rate;   /**< ... their completions between them (req/s), summed */
     bool growth_ok;       /**< ... each with its backlog then, and no other Ready pod: */
     double recent_growth; /**< ... their backlog's growth between them (req/s) */
-    int64_t recent_span_ms; /**< ... the shortest span between them */
+    int64_t recent_span_ms; /**< ... the shortest span between them of the pods whose
+                                 samples reach min_span_ms back; of all, when none do */
+    int64_t short_span_ms;  /**< the shortest of the pods' that do not (internal) */
 };
 
 /** Match w's last per-pod answer against pods at now (unix ms): a Ready pod

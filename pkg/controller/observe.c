@@ -96,7 +96,14 @@ int64_t ctl_recent_min_ms(const struct controller *c, const struct ctl_wl *w)
      * window's completions as load rises (the gauge follows a step within a
      * service time): it would lengthen the span, and slow A_new, just then */
     double learned = w->service_from_busy ? w->service_ms : 0;
-    return policy_recent_span_ms(&w->cfg.policy, learned, c->cfg->scrape.rate_window_ms);
+    return policy_recent_span_ms(&w->cfg.policy, learned, ctl_rate_window_ms(c, w));
+}
+
+/* The window the rate counts over: the scraper's, or the default queries'. */
+int64_t ctl_rate_window_ms(const struct controller *c, const struct ctl_wl *w)
+{
+    return w->cfg.source == CTL_SOURCE_PROMETHEUS ? PROMQL_WINDOW_S * 1000LL
+                                                   : c->cfg->scrape.rate_window_ms;
 }
 
 static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct ctl_obs *o)
@@ -105,8 +112,7 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     completions(w, o);
     double comp = o->completions, size = o->request_size;
     o->arrival_rps = comp;
-    o->rate_window_ms = w->cfg.source == CTL_SOURCE_PROMETHEUS ? PROMQL_WINDOW_S * 1000LL
-                                                                : c->cfg->scrape.rate_window_ms;
+    o->rate_window_ms = ctl_rate_window_ms(c, w);
     /* The recent arrivals are the completions of the newest two scrape
      * intervals (or two service times: ctl_recent_min_ms) plus the backlog's
      * growth over as long: together they count over about a decision
@@ -123,9 +129,10 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     o->recent_span_ms = r->recent_span_ms > 0 && r->recent_span_ms < o->recent_ms
                             ? r->recent_span_ms
                             : o->recent_ms;
-    /* from Prometheus: the pods' two newest samples, a scrape interval apart,
-     * count the completions; the backlog's growth over as long (the pods'
-     * own samples, or the ticks' when a pod's are not known) */
+    /* from Prometheus: each pod's newest sample and an older one, a scrape
+     * interval apart or two service times (ctl_pq_match), count the
+     * completions; the backlog's growth over as long (the pods' own samples,
+     * or the ticks' when a pod's are not known) */
     if (w->cfg.source == CTL_SOURCE_PROMETHEUS && r->recent_span_ms > 0)
         o->recent_ms = o->recent_span_ms = r->recent_span_ms;
     /* the backlog of every pod scraped lately, warming ones included: a new

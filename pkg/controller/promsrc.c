@@ -430,8 +430,13 @@ static bool pod_recent(const struct ctl_pq_pod *e, int64_t now, int64_t min_span
         m->recent_growth += (e->bl - e->old_bl[from]) / secs;
     else
         m->growth_ok = false;
-    if (m->recent_span_ms == 0 || dt < m->recent_span_ms)
-        m->recent_span_ms = dt;
+    /* a pod whose samples do not reach min_span_ms back (a new one, or one
+     * reset lately) counts its own rate over what it has; it sets the span
+     * the sum's noise is judged on only when no pod reaches it, as the
+     * scraper's (scrape/aggregate.c, acc_recent_span) */
+    int64_t *span = dt < min_span_ms ? &m->short_span_ms : &m->recent_span_ms;
+    if (*span == 0 || dt < *span)
+        *span = dt;
     return true;
 }
 
@@ -524,6 +529,8 @@ void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t n
      * backlog's growth only when it is every Ready pod's (a warming pod's
      * queue builds too: the ticks' samples of the whole backlog count it) */
     m->recent_known = m->counted > 0 && recent == m->counted;
+    if (m->recent_span_ms == 0)
+        m->recent_span_ms = m->short_span_ms;
     m->growth_ok = m->recent_known && m->growth_ok && m->warming == 0 && m->missing == 0;
 }
 

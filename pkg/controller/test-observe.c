@@ -676,6 +676,29 @@ static void test_prometheus_recent_min_span(void **state)
     assert_int_equal(m.recent_span_ms, 15000);
     assert_true(fabs(m.recent_rate - 10) < 1e-9);
     wl_done(w);
+
+    /* a new pod (two samples, 15 s) counts its own rate over what it has, and
+     * does not shorten the span the sum's noise is judged on: the older pod's
+     * 45 s */
+    w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    static const char *const two[2] = {"a0", "a1"};
+    struct kube_pod pods2[2] = {pod_at("a0", T0), pod_at("a1", T0)};
+    const struct kube_pod *pp2[2] = {&pods2[0], &pods2[1]};
+    for (int k = 0; k <= 4; k++) {
+        double r[2] = {1000 + k * 150.0, 5000 + (k - 3) * 300.0}, b[2] = {0, 0};
+        sampled(w, k < 3 ? 1 : 2, two, r, b, t1 + k * 15000);
+        ctl_pq_match(w, pp2, k < 3 ? 1 : 2, t1 + k * 15000 + 1000, GRACE, MIN, &m);
+    }
+    ctl_pq_match(w, pp2, 2, t1 + 61000, GRACE, MIN, &m);
+    assert_true(m.recent_known);
+    assert_int_equal(m.counted, 2);
+    assert_int_equal(m.recent_span_ms, 45000);
+    assert_true(fabs(m.recent_rate - 30) < 1e-9); /* 10 + 20 req/s */
+    /* with only the new pod reaching less than the floor, its span is the one */
+    ctl_pq_match(w, pp2 + 1, 1, t1 + 61000, GRACE, MIN, &m);
+    assert_int_equal(m.recent_span_ms, 15000);
+    wl_done(w);
 }
 
 /* The serving replicas and the rates scaled up to them: a failed pod and a

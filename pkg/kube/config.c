@@ -262,11 +262,17 @@ static int check_unique(const struct conf_node *root, const char *list,
     int rc = 0;
     for (size_t i = 0; i < seq->n; i++) {
         const struct conf_node *nm = conf_map_get(seq->items[i], "name");
-        if (seq->items[i]->type != CONF_MAP || !nm || nm->type != CONF_SCALAR)
+        if (seq->items[i]->type != CONF_MAP || !nm)
             continue;
-        /* every entry's name decodes into a Go string, used or not */
+        /* every entry's name decodes into a Go string, used or not (a list or
+         * a map does not: cannot unmarshal !!seq into string) */
         char what[64];
         snprintf(what, sizeof(what), "%s[%zu].name", list, i);
+        if (nm->type != CONF_SCALAR) {
+            rc = cfail(err, nm, "%s: %s must be a string, not a %s", list, what,
+                       nm->type == CONF_SEQ ? "list" : "map");
+            goto out;
+        }
         if ((rc = check_string(nm, what, list, err)) < 0)
             goto out;
         v[n++] = (struct named){kube_conf_scalar_kind(nm) ? "" : nm->scalar, i, seq->items[i]};

@@ -1022,7 +1022,8 @@ static void test_typed_bools_and_names(void **state)
     }
     /* a name YAML types as a number or bool, in an entry not used */
     static const char *const names[] = {", {name: 8080, cluster: {}}", ", {name: yes}",
-                                        ", {name: 1.5, cluster: {}}"};
+                                        ", {name: 1.5, cluster: {}}", ", {name: [k]}",
+                                        ", {name: {a: 1}, cluster: {}}"};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++) {
         char *doc = xasprintf(fmt, "true", names[i]);
         struct kube_config c;
