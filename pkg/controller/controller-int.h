@@ -72,7 +72,9 @@ enum ctl_leader_action ctl_leader_step(struct ctl_leader *l, const struct ctl_le
  *  write was sent; the renew deadline counts from then, not from the answer
  *  (the other replicas count the lease from when they saw it change, at or
  *  after the send: a late answer must not stretch this instance's term past
- *  theirs). */
+ *  theirs; one a whole renew deadline late is not acted on). A write that
+ *  succeeded is the lease's record from then, acted on or not: a release or
+ *  the next write starts from its resourceVersion. */
 void ctl_leader_result(struct ctl_leader *l, bool ok, const struct ctl_lease *written,
                        int64_t now_ms, int64_t sent_ms);
 

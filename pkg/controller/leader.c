@@ -122,6 +122,12 @@ void ctl_leader_result(struct ctl_leader *l, bool ok, const struct ctl_lease *wr
     }
     if (sent_ms > now_ms)
         sent_ms = now_ms;
+    /* the lease holds what was written, acted on or not: a release or the
+     * next renewal starts from it (as client-go's setObservedRecord after any
+     * successful update), not from a record the write replaced, whose
+     * resourceVersion would only conflict */
+    l->observed = *written;
+    l->observed_ms = now_ms;
     if (now_ms - sent_ms >= l->renew_deadline_ms) {
         /* answered after the deadline its send started: too late to act on
          * (the others may have taken the lease meanwhile) */
@@ -133,8 +139,6 @@ void ctl_leader_result(struct ctl_leader *l, bool ok, const struct ctl_lease *wr
     }
     l->leading = true;
     l->last_renew_ok_ms = sent_ms;
-    l->observed = *written;
-    l->observed_ms = now_ms;
 }
 
 bool ctl_leader_is_leading(const struct ctl_leader *l, int64_t now_ms)

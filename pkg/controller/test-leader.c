@@ -120,8 +120,19 @@ static void test_deadline_counts_from_the_send(void **st)
     /* renewed again at 15 s, answered 10 s later: not leading on it */
     assert_int_equal(ctl_leader_step(&a, &s.lease, 15000, 1700000015000LL, &out),
                      CTL_LEADER_UPDATE);
+    s.rv++;
+    snprintf(out.resource_version, sizeof(out.resource_version), "%d", s.rv);
+    s.lease = out;
     ctl_leader_result(&a, true, &out, 25000, 15000);
     assert_false(ctl_leader_is_leading(&a, 25000));
+    /* but the lease holds what it wrote: a release starts from that record
+     * (the one before would conflict), and no other holder is seen */
+    struct ctl_lease rel;
+    ctl_leader_release(&a, 1700000026000LL, &rel);
+    assert_string_equal(rel.resource_version, s.lease.resource_version);
+    assert_false(ctl_leader_held_live(&a, 26000, true));
+    /* the next round renews it at once and leads again */
+    assert_true(round_(&a, &s, 27000, true));
 }
 
 static void test_release_hands_over(void **st)
