@@ -581,6 +581,15 @@ void ctl_obs_serving(struct ctl_obs *o);
  *  configured, or learned from the busy-time counter, within half the rate
  *  window (policy_recent_span_ms); 0 while no such service time is known. */
 int64_t ctl_recent_min_ms(const struct controller *c, const struct ctl_wl *w);
+/** How far back the recent arrivals look (recent_ms: the backlog's growth
+ *  counts over it) and the span their noise is judged on (span_ms): about
+ *  two and a half scrape intervals, a decision interval, or min_ms
+ *  (ctl_recent_min_ms), the longest; the span is the measured one
+ *  (scrape_result.recent_span_ms, 0 unknown) when shorter. From Prometheus
+ *  both are the measured span, when known. */
+void ctl_recent_spans(int64_t scrape_interval_ms, int64_t decision_ms, int64_t min_ms,
+                      int64_t measured_span_ms, bool prometheus, int64_t *recent_ms,
+                      int64_t *span_ms);
 /** The window w's rate counts over: the scraper's rate window, or for the
  *  Prometheus source the default queries' (PROMQL_WINDOW_S). */
 int64_t ctl_rate_window_ms(const struct controller *c, const struct ctl_wl *w);

@@ -106,6 +106,32 @@ int64_t ctl_rate_window_ms(const struct controller *c, const struct ctl_wl *w)
                                                    : c->cfg->scrape.rate_window_ms;
 }
 
+void ctl_recent_spans(int64_t scrape_interval_ms, int64_t decision_ms, int64_t min_ms,
+                      int64_t measured_span_ms, bool prometheus, int64_t *recent_ms,
+                      int64_t *span_ms)
+{
+    /* The recent arrivals are the completions of the newest two scrape
+     * intervals plus the backlog's growth over as long: together they count
+     * over about a decision interval, or the longer span */
+    int64_t rec = 2 * scrape_interval_ms + scrape_interval_ms / 2;
+    if (rec < decision_ms)
+        rec = decision_ms;
+    /* and over two service times at least, as the completions (ctl_recent_min_ms) */
+    if (rec < min_ms)
+        rec = min_ms;
+    /* two intervals of 500 ms between samples count over about 1 s, not the
+     * 1.25 s looked back: the Poisson noise is the shorter span's */
+    int64_t span = measured_span_ms > 0 && measured_span_ms < rec ? measured_span_ms : rec;
+    /* from Prometheus: each pod's newest sample and an older one, a scrape
+     * interval apart or two service times (ctl_pq_match), count the
+     * completions; the backlog's growth over as long (the pods' own samples,
+     * or the ticks' when a pod's are not known) */
+    if (prometheus && measured_span_ms > 0)
+        rec = span = measured_span_ms;
+    *recent_ms = rec;
+    *span_ms = span;
+}
+
 static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct ctl_obs *o)
 {
     const struct scrape_result *r = &o->m;
@@ -113,28 +139,9 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     double comp = o->completions, size = o->request_size;
     o->arrival_rps = comp;
     o->rate_window_ms = ctl_rate_window_ms(c, w);
-    /* The recent arrivals are the completions of the newest two scrape
-     * intervals (or two service times: ctl_recent_min_ms) plus the backlog's
-     * growth over as long: together they count over about a decision
-     * interval, or the longer span. */
-    o->recent_ms = 2 * c->cfg->scrape.interval_ms + c->cfg->scrape.interval_ms / 2;
-    if (o->recent_ms < c->cfg->decision_interval_ms)
-        o->recent_ms = c->cfg->decision_interval_ms;
-    /* and over two service times at least, as the completions (ctl_recent_min_ms) */
-    int64_t rmin = ctl_recent_min_ms(c, w);
-    if (o->recent_ms < rmin)
-        o->recent_ms = rmin;
-    /* two intervals of 500 ms between samples count over about 1 s, not the
-     * 1.25 s looked back: the Poisson noise is the shorter span's */
-    o->recent_span_ms = r->recent_span_ms > 0 && r->recent_span_ms < o->recent_ms
-                            ? r->recent_span_ms
-                            : o->recent_ms;
-    /* from Prometheus: each pod's newest sample and an older one, a scrape
-     * interval apart or two service times (ctl_pq_match), count the
-     * completions; the backlog's growth over as long (the pods' own samples,
-     * or the ticks' when a pod's are not known) */
-    if (w->cfg.source == CTL_SOURCE_PROMETHEUS && r->recent_span_ms > 0)
-        o->recent_ms = o->recent_span_ms = r->recent_span_ms;
+    ctl_recent_spans(c->cfg->scrape.interval_ms, c->cfg->decision_interval_ms,
+                     ctl_recent_min_ms(c, w), r->recent_span_ms,
+                     w->cfg.source == CTL_SOURCE_PROMETHEUS, &o->recent_ms, &o->recent_span_ms);
     /* the backlog of every pod scraped lately, warming ones included: a new
      * pod's queue counts as it builds, not all at once when the pod is
      * first counted; and with what the pods that left held, which finishes

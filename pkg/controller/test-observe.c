@@ -701,6 +701,40 @@ static void test_prometheus_recent_min_span(void **state)
     wl_done(w);
 }
 
+/* How far back the recent arrivals look, and the span their noise is judged
+ * on: the floor of two service times lengthens both; a shorter measured span
+ * is the noise's; from Prometheus the measured span is both. */
+static void test_recent_spans(void **state)
+{
+    (void)state;
+    int64_t rec, span;
+    /* 5 s scrapes, 15 s ticks: a tick's 15 s */
+    ctl_recent_spans(5000, 15000, 0, 10000, false, &rec, &span);
+    assert_int_equal(rec, 15000);
+    assert_int_equal(span, 10000);
+    /* 1 s ticks: two and a half scrapes; llm7b's floor (2 x 6.4 s) is longer */
+    ctl_recent_spans(5000, 1000, 0, 0, false, &rec, &span);
+    assert_int_equal(rec, 12500);
+    assert_int_equal(span, 12500);
+    ctl_recent_spans(5000, 1000, 12800, 15000, false, &rec, &span);
+    assert_int_equal(rec, 12800);
+    assert_int_equal(span, 12800);
+    ctl_recent_spans(5000, 1000, 12800, 10000, false, &rec, &span);
+    assert_int_equal(rec, 12800);
+    assert_int_equal(span, 10000);
+    /* a 0.2 s service time does not move 500 ms scrapes' 1.25 s */
+    ctl_recent_spans(500, 1000, 400, 1000, false, &rec, &span);
+    assert_int_equal(rec, 1250);
+    assert_int_equal(span, 1000);
+    /* Prometheus: the pods' measured span, 45 s; unknown, as the scraper's */
+    ctl_recent_spans(5000, 15000, 40000, 45000, true, &rec, &span);
+    assert_int_equal(rec, 45000);
+    assert_int_equal(span, 45000);
+    ctl_recent_spans(5000, 15000, 0, 0, true, &rec, &span);
+    assert_int_equal(rec, 15000);
+    assert_int_equal(span, 15000);
+}
+
 /* The serving replicas and the rates scaled up to them: a failed pod and a
  * stale one (no recent good scrape, not warming up) each serve an average
  * share; a warming one serves none yet (a stale one was left out of both
@@ -751,6 +785,7 @@ int main(void)
         cmocka_unit_test(test_prometheus_backlog),
         cmocka_unit_test(test_prometheus_recent),
         cmocka_unit_test(test_prometheus_recent_min_span),
+        cmocka_unit_test(test_recent_spans),
         cmocka_unit_test(test_serving_counts_stale_pods),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
