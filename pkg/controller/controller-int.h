@@ -34,7 +34,8 @@ struct ctl_leader {
     bool reported_leading;      /**< what ctl_leader_transition() last reported */
     uint64_t reported_term;
     int64_t last_renew_ok_ms;   /**< local time of the last successful write as leader */
-    struct ctl_lease observed;  /**< the record last read */
+    struct ctl_lease observed;  /**< the record last read, or last written (a write
+                                     that succeeded, acted on or not) */
     int64_t observed_ms;        /**< local time the record last changed */
     bool fence_new_terms;       /**< a term begins fenced (set by the caller) */
     bool fenced;                /**< in a term but not acting yet: the caller has not

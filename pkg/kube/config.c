@@ -261,11 +261,19 @@ static int check_unique(const struct conf_node *root, const char *list,
     size_t n = 0;
     int rc = 0;
     for (size_t i = 0; i < seq->n; i++) {
+        /* every entry decodes into a named struct, used or not: a scalar or a
+         * list does not (cannot unmarshal !!str into NamedCluster) */
+        if (seq->items[i]->type != CONF_MAP) {
+            rc = cfail(err, seq->items[i], "%s[%zu] must be a map", list, i);
+            goto out;
+        }
         const struct conf_node *nm = conf_map_get(seq->items[i], "name");
-        if (seq->items[i]->type != CONF_MAP || !nm)
+        if (!nm) { /* no name decodes as the empty one, as a null does */
+            v[n++] = (struct named){"", i, seq->items[i]};
             continue;
-        /* every entry's name decodes into a Go string, used or not (a list or
-         * a map does not: cannot unmarshal !!seq into string) */
+        }
+        /* and its name into a Go string (a list or a map does not: cannot
+         * unmarshal !!seq into string) */
         char what[64];
         snprintf(what, sizeof(what), "%s[%zu].name", list, i);
         if (nm->type != CONF_SCALAR) {

@@ -1049,6 +1049,18 @@ static void test_typed_bools_and_names(void **state)
     if (rc != -EINVAL || !strstr(e.msg, "clusters: the name \"\" is given twice"))
         fail_msg("rc %d \"%s\"", rc, rc ? e.msg : "");
     xfree(doc);
+    /* no name at all is the empty one too (client-go's conversion keys it "") */
+    doc = xasprintf(fmt, "true", ", {cluster: {}}, {name: ''}");
+    rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
+    if (rc != -EINVAL || !strstr(e.msg, "clusters: the name \"\" is given twice"))
+        fail_msg("rc %d \"%s\"", rc, rc ? e.msg : "");
+    xfree(doc);
+    /* an entry that is no map, used or not */
+    doc = xasprintf(fmt, "true", ", 5");
+    rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
+    if (rc != -EINVAL || !strstr(e.msg, "clusters[1] must be a map"))
+        fail_msg("rc %d \"%s\"", rc, rc ? e.msg : "");
+    xfree(doc);
 }
 
 /* The cluster's disable-compression, and its client.authentication.k8s.io/exec
