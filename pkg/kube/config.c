@@ -211,18 +211,26 @@ static int find_named(const struct conf_node *root, const char *list, const char
         return 0;
     if (seq->type != CONF_SEQ)
         return cfail(err, seq, "%s must be a list", list);
+    static const struct conf_node empty = {.type = CONF_MAP};
     for (size_t i = 0; i < seq->n; i++) {
         const struct conf_node *e = seq->items[i];
+        const char *kind = kube_conf_scalar_kind(e);
+        if (kind && strcmp(kind, "null") == 0) { /* an entry with no name and nothing */
+            if (name[0])
+                continue;
+            *out = &empty;
+            return 0;
+        }
         if (e->type != CONF_MAP)
             return cfail(err, e, "%s[%zu] must be a map", list, i);
         const struct conf_node *nm = conf_map_get(e, "name");
-        if (!nm || nm->type != CONF_SCALAR)
-            return cfail(err, e, "%s[%zu] needs a name", list, i);
-        if (strcmp(kube_conf_scalar_kind(nm) ? "" : nm->scalar, name) != 0)
+        if (nm && nm->type != CONF_SCALAR)
+            return cfail(err, e, "%s[%zu].name must be a string", list, i);
+        /* no name, or a null one, is the empty name (client-go's zero value) */
+        if (strcmp(!nm || kube_conf_scalar_kind(nm) ? "" : nm->scalar, name) != 0)
             continue;
         const struct conf_node *in = conf_map_get(e, inner);
         if (!in || (in->type == CONF_SCALAR && in->scalar[0] == '\0')) {
-            static const struct conf_node empty = {.type = CONF_MAP};
             *out = &empty;
             return 0;
         }
@@ -261,8 +269,14 @@ static int check_unique(const struct conf_node *root, const char *list,
     size_t n = 0;
     int rc = 0;
     for (size_t i = 0; i < seq->n; i++) {
-        /* every entry decodes into a named struct, used or not: a scalar or a
-         * list does not (cannot unmarshal !!str into NamedCluster) */
+        /* every entry decodes into a named struct, used or not: a null is one
+         * with no name, but another scalar or a list does not decode
+         * (cannot unmarshal !!str into NamedCluster) */
+        const char *kind = kube_conf_scalar_kind(seq->items[i]);
+        if (kind && strcmp(kind, "null") == 0) {
+            v[n++] = (struct named){"", i, seq->items[i]};
+            continue;
+        }
         if (seq->items[i]->type != CONF_MAP) {
             rc = cfail(err, seq->items[i], "%s[%zu] must be a map", list, i);
             goto out;

@@ -1055,6 +1055,26 @@ static void test_typed_bools_and_names(void **state)
     if (rc != -EINVAL || !strstr(e.msg, "clusters: the name \"\" is given twice"))
         fail_msg("rc %d \"%s\"", rc, rc ? e.msg : "");
     xfree(doc);
+    /* a null entry is one with no name */
+    doc = xasprintf(fmt, "true", ", ~, {name: ''}");
+    rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
+    if (rc != -EINVAL || !strstr(e.msg, "clusters: the name \"\" is given twice"))
+        fail_msg("rc %d \"%s\"", rc, rc ? e.msg : "");
+    xfree(doc);
+    /* searched past, a null entry or one with no name is skipped (its name is
+     * the empty one), not refused */
+    static const char *const unnamed[] = {"~", "{context: {cluster: x}}"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(unnamed); i++) {
+        doc = xasprintf("current-context: c\ncontexts: [%s, {name: c, context: {cluster: k}}]\n"
+                        "clusters: [{name: k, cluster: {server: 'https://h'}}]\n",
+                        unnamed[i]);
+        rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
+        if (rc != 0)
+            fail_msg("%s: rc %d \"%s\"", unnamed[i], rc, e.msg);
+        assert_string_equal(c.server, "https://h");
+        kube_config_clear(&c);
+        xfree(doc);
+    }
     /* an entry that is no map, used or not */
     doc = xasprintf(fmt, "true", ", 5");
     rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
