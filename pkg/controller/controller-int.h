@@ -145,11 +145,17 @@ struct ctl_rec_write; /* report.c: a recorded row batch being appended */
 
 #define CTL_BACKLOG_SAMPLES 64
 
-/** A pod in the Prometheus source's answers (promsrc.c). */
 /** Older counter samples kept per pod (Prometheus source): the recent rate
  *  counts over two service times at least, several scrape intervals when
  *  the service time is long. */
 #define CTL_PQ_OLD 8
+/** One sample of a pod's request counter, with its backlog then. */
+struct ctl_pq_sample {
+    int64_t t_ms; /**< the sample's time */
+    double req;   /**< the counter then */
+    double bl;    /**< running + waiting then, NAN none */
+};
+/** A pod in the Prometheus source's answers (promsrc.c). */
 struct ctl_pq_pod {
     char *name;
     double bl;           /**< running + waiting at its last answer, NAN none */
@@ -157,10 +163,8 @@ struct ctl_pq_pod {
                               without its gauges), NAN none */
     int64_t t_ms;        /**< its request counter's newest sample time, 0 none */
     double req;          /**< the counter then */
-    int nold;            /**< older samples kept, newest first: */
-    int64_t old_t[CTL_PQ_OLD];  /**< ... their times */
-    double old_req[CTL_PQ_OLD]; /**< ... the counter then */
-    double old_bl[CTL_PQ_OLD];  /**< ... running + waiting then, NAN none */
+    int nold;            /**< older samples kept, newest first */
+    struct ctl_pq_sample old[CTL_PQ_OLD];
     bool departed;       /**< absent and not serving: bl is in pq_departed (taken
                               out again if it comes back) */
 };
@@ -591,9 +595,9 @@ int64_t ctl_recent_min_ms(const struct controller *c, const struct ctl_wl *w);
 void ctl_recent_spans(int64_t scrape_interval_ms, int64_t decision_ms, int64_t min_ms,
                       int64_t measured_span_ms, bool prometheus, int64_t *recent_ms,
                       int64_t *span_ms);
-/** The window w's rate counts over: the scraper's rate window, or for the
- *  Prometheus source the default queries' (PROMQL_WINDOW_S). */
-int64_t ctl_rate_window_ms(const struct controller *c, const struct ctl_wl *w);
+/** The window a Deployment's rate counts over: the scraper's rate window,
+ *  or for the Prometheus source the default queries' (PROMQL_WINDOW_S). */
+int64_t ctl_rate_window_ms(const struct controller *c, enum ctl_source source);
 
 /** Ask Prometheus for the workload's queries (the answer serves the next
  *  tick) and, once, seed its forecaster; r gets the last answer (promsrc.c). */

@@ -479,14 +479,6 @@ void controller_close(struct controller *c, controller_close_cb cb, void *arg)
 /* ---- views ------------------------------------------------------------------ */
 
 
-/* The window behind a Deployment's rates: its scrapes' scrape.rate-window,
- * or its PromQL queries' [2m]. */
-static int64_t rate_window_s(const struct controller *c, enum ctl_source source)
-{
-    return source == CTL_SOURCE_PROMETHEUS ? PROMQL_WINDOW_S
-                                           : c->cfg->scrape.rate_window_ms / 1000;
-}
-
 /* The metrics source of a Deployment another replica decides for: its
  * annotation, else the config file's defaults (invalid ones are not served). */
 static enum ctl_source source_of(const struct controller *c, const struct kube_deployment *d)
@@ -537,7 +529,7 @@ bool ctl_status_view(const struct controller *c, const struct kube_deployment *d
                      strcmp(reason, policy_reason_name(POLICY_HOLD_PARKED)) != 0 &&
                      now - at <= max_age,
             .time_ms = live && at < now - tick ? now - tick : at,
-            .window_s = rate_window_s(c, source_of(c, d)),
+            .window_s = ctl_rate_window_ms(c, source_of(c, d)) / 1000,
             .desired = invalid ? 0 : (int32_t)json_integer_value(desired),
             .requests_per_gpu = status_num(st, "requestsPerGPU"),
             .forecast_requests_per_gpu = status_num(st, "forecastRequestsPerGPU"),
@@ -562,7 +554,7 @@ static void own_view(const struct controller *c, const struct ctl_wl *w, int64_t
         .valid = decided && ctl_reason_served(w->last.reason) &&
                  now - w->last_decision_ms <= max_age,
         .time_ms = decided ? w->last_decision_ms : now,
-        .window_s = rate_window_s(c, w->cfg.source),
+        .window_s = ctl_rate_window_ms(c, w->cfg.source) / 1000,
         .desired = decided ? w->last.desired : 0,
         .requests_per_gpu = decided ? w->last.requests_per_gpu : NAN,
         .forecast_requests_per_gpu = decided ? w->last.forecast_requests_per_gpu : NAN,

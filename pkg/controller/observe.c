@@ -96,14 +96,14 @@ int64_t ctl_recent_min_ms(const struct controller *c, const struct ctl_wl *w)
      * window's completions as load rises (the gauge follows a step within a
      * service time): it would lengthen the span, and slow A_new, just then */
     double learned = w->service_from_busy ? w->service_ms : 0;
-    return policy_recent_span_ms(&w->cfg.policy, learned, ctl_rate_window_ms(c, w));
+    return policy_recent_span_ms(&w->cfg.policy, learned, ctl_rate_window_ms(c, w->cfg.source));
 }
 
 /* The window the rate counts over: the scraper's, or the default queries'. */
-int64_t ctl_rate_window_ms(const struct controller *c, const struct ctl_wl *w)
+int64_t ctl_rate_window_ms(const struct controller *c, enum ctl_source source)
 {
-    return w->cfg.source == CTL_SOURCE_PROMETHEUS ? PROMQL_WINDOW_S * 1000LL
-                                                   : c->cfg->scrape.rate_window_ms;
+    return source == CTL_SOURCE_PROMETHEUS ? PROMQL_WINDOW_S * 1000LL
+                                           : c->cfg->scrape.rate_window_ms;
 }
 
 void ctl_recent_spans(int64_t scrape_interval_ms, int64_t decision_ms, int64_t min_ms,
@@ -138,7 +138,7 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     completions(w, o);
     double comp = o->completions, size = o->request_size;
     o->arrival_rps = comp;
-    o->rate_window_ms = ctl_rate_window_ms(c, w);
+    o->rate_window_ms = ctl_rate_window_ms(c, w->cfg.source);
     ctl_recent_spans(c->cfg->scrape.interval_ms, c->cfg->decision_interval_ms,
                      ctl_recent_min_ms(c, w), r->recent_span_ms,
                      w->cfg.source == CTL_SOURCE_PROMETHEUS, &o->recent_ms, &o->recent_span_ms);

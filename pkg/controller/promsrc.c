@@ -347,19 +347,11 @@ static void pods_update(struct ctl_wl *w, const struct promql_pods *pp,
         if (one_sample(p)) {
             if (o && o->t_ms > 0 && p->at_ms > o->t_ms) { /* a new sample */
                 e.nold = o->nold < CTL_PQ_OLD ? o->nold + 1 : CTL_PQ_OLD;
-                e.old_t[0] = o->t_ms;
-                e.old_req[0] = o->req;
-                e.old_bl[0] = o->bl;
-                for (int k = 1; k < e.nold; k++) {
-                    e.old_t[k] = o->old_t[k - 1];
-                    e.old_req[k] = o->old_req[k - 1];
-                    e.old_bl[k] = o->old_bl[k - 1];
-                }
+                e.old[0] = (struct ctl_pq_sample){o->t_ms, o->req, o->bl};
+                memcpy(e.old + 1, o->old, (size_t)(e.nold - 1) * sizeof(e.old[0]));
             } else if (o && o->t_ms == p->at_ms) { /* the same sample */
                 e.nold = o->nold;
-                memcpy(e.old_t, o->old_t, sizeof(e.old_t));
-                memcpy(e.old_req, o->old_req, sizeof(e.old_req));
-                memcpy(e.old_bl, o->old_bl, sizeof(e.old_bl));
+                memcpy(e.old, o->old, sizeof(e.old));
             }
             e.t_ms = p->at_ms;
             e.req = p->requests;
@@ -409,25 +401,25 @@ static void pods_update(struct ctl_wl *w, const struct promql_pods *pp,
 static bool pod_recent(const struct ctl_pq_pod *e, int64_t now, int64_t min_span_ms,
                        struct ctl_pq_match *m)
 {
-    if (!e || e->nold == 0 || e->t_ms <= e->old_t[0])
+    if (!e || e->nold == 0 || e->t_ms <= e->old[0].t_ms)
         return false;
-    if (now - e->t_ms > 3 * (e->t_ms - e->old_t[0]))
+    if (now - e->t_ms > 3 * (e->t_ms - e->old[0].t_ms))
         return false;
-    int from = -1;
+    const struct ctl_pq_sample *from = NULL;
     double after = e->req;
-    for (int k = 0; k < e->nold && e->old_req[k] <= after && e->old_t[k] < e->t_ms; k++) {
-        from = k;
-        after = e->old_req[k];
-        if (e->t_ms - e->old_t[k] >= min_span_ms)
+    for (int k = 0; k < e->nold && e->old[k].req <= after && e->old[k].t_ms < e->t_ms; k++) {
+        from = &e->old[k];
+        after = from->req;
+        if (e->t_ms - from->t_ms >= min_span_ms)
             break;
     }
-    if (from < 0)
+    if (!from)
         return false;
-    int64_t dt = e->t_ms - e->old_t[from];
+    int64_t dt = e->t_ms - from->t_ms;
     double secs = (double)dt / 1000.0;
-    m->recent_rate += (e->req - e->old_req[from]) / secs;
-    if (!isnan(e->bl) && !isnan(e->old_bl[from]))
-        m->recent_growth += (e->bl - e->old_bl[from]) / secs;
+    m->recent_rate += (e->req - from->req) / secs;
+    if (!isnan(e->bl) && !isnan(from->bl))
+        m->recent_growth += (e->bl - from->bl) / secs;
     else
         m->growth_ok = false;
     /* a pod whose samples do not reach min_span_ms back (a new one, or one

@@ -707,32 +707,30 @@ static void test_prometheus_recent_min_span(void **state)
 static void test_recent_spans(void **state)
 {
     (void)state;
-    int64_t rec, span;
-    /* 5 s scrapes, 15 s ticks: a tick's 15 s */
-    ctl_recent_spans(5000, 15000, 0, 10000, false, &rec, &span);
-    assert_int_equal(rec, 15000);
-    assert_int_equal(span, 10000);
-    /* 1 s ticks: two and a half scrapes; llm7b's floor (2 x 6.4 s) is longer */
-    ctl_recent_spans(5000, 1000, 0, 0, false, &rec, &span);
-    assert_int_equal(rec, 12500);
-    assert_int_equal(span, 12500);
-    ctl_recent_spans(5000, 1000, 12800, 15000, false, &rec, &span);
-    assert_int_equal(rec, 12800);
-    assert_int_equal(span, 12800);
-    ctl_recent_spans(5000, 1000, 12800, 10000, false, &rec, &span);
-    assert_int_equal(rec, 12800);
-    assert_int_equal(span, 10000);
-    /* a 0.2 s service time does not move 500 ms scrapes' 1.25 s */
-    ctl_recent_spans(500, 1000, 400, 1000, false, &rec, &span);
-    assert_int_equal(rec, 1250);
-    assert_int_equal(span, 1000);
-    /* Prometheus: the pods' measured span, 45 s; unknown, as the scraper's */
-    ctl_recent_spans(5000, 15000, 40000, 45000, true, &rec, &span);
-    assert_int_equal(rec, 45000);
-    assert_int_equal(span, 45000);
-    ctl_recent_spans(5000, 15000, 0, 0, true, &rec, &span);
-    assert_int_equal(rec, 15000);
-    assert_int_equal(span, 15000);
+    static const struct {
+        int64_t scrape, tick, min, measured;
+        bool prometheus;
+        int64_t rec, span;
+    } cases[] = {
+        /* 5 s scrapes, 15 s ticks: a tick's 15 s */
+        {5000, 15000, 0, 10000, false, 15000, 10000},
+        /* 1 s ticks: two and a half scrapes; llm7b's floor (2 x 6.4 s) is longer */
+        {5000, 1000, 0, 0, false, 12500, 12500},
+        {5000, 1000, 12800, 15000, false, 12800, 12800},
+        {5000, 1000, 12800, 10000, false, 12800, 10000},
+        /* a 0.2 s service time does not move 500 ms scrapes' 1.25 s */
+        {500, 1000, 400, 1000, false, 1250, 1000},
+        /* Prometheus: the pods' measured span, 45 s; unknown, as the scraper's */
+        {5000, 15000, 40000, 45000, true, 45000, 45000},
+        {5000, 15000, 0, 0, true, 15000, 15000},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int64_t rec, span;
+        ctl_recent_spans(cases[i].scrape, cases[i].tick, cases[i].min, cases[i].measured,
+                         cases[i].prometheus, &rec, &span);
+        assert_int_equal(rec, cases[i].rec);
+        assert_int_equal(span, cases[i].span);
+    }
 }
 
 /* The serving replicas and the rates scaled up to them: a failed pod and a

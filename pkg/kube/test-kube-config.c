@@ -1044,23 +1044,25 @@ static void test_typed_bools_and_names(void **state)
     assert_true(c.disable_compression);
     kube_config_clear(&c);
     xfree(doc);
-    doc = xasprintf(fmt, "true", ", {name: ~, cluster: {}}, {name: null}");
-    rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
-    if (rc != -EINVAL || !strstr(e.msg, "clusters: the name \"\" is given twice"))
-        fail_msg("rc %d \"%s\"", rc, rc ? e.msg : "");
-    xfree(doc);
-    /* no name at all is the empty one too (client-go's conversion keys it "") */
-    doc = xasprintf(fmt, "true", ", {cluster: {}}, {name: ''}");
-    rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
-    if (rc != -EINVAL || !strstr(e.msg, "clusters: the name \"\" is given twice"))
-        fail_msg("rc %d \"%s\"", rc, rc ? e.msg : "");
-    xfree(doc);
-    /* a null entry is one with no name */
-    doc = xasprintf(fmt, "true", ", ~, {name: ''}");
-    rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
-    if (rc != -EINVAL || !strstr(e.msg, "clusters: the name \"\" is given twice"))
-        fail_msg("rc %d \"%s\"", rc, rc ? e.msg : "");
-    xfree(doc);
+    /* refused, each with its message, as duplicates of the name "": two null
+     * names, a missing name (client-go's conversion keys it "") beside an
+     * empty one, a null entry (no name) beside an empty one; and an entry
+     * that is no map, used or not */
+    static const struct {
+        const char *extra, *want;
+    } refused[] = {
+        {", {name: ~, cluster: {}}, {name: null}", "clusters: the name \"\" is given twice"},
+        {", {cluster: {}}, {name: ''}", "clusters: the name \"\" is given twice"},
+        {", ~, {name: ''}", "clusters: the name \"\" is given twice"},
+        {", 5", "clusters[1] must be a map"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(refused); i++) {
+        doc = xasprintf(fmt, "true", refused[i].extra);
+        rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
+        if (rc != -EINVAL || !strstr(e.msg, refused[i].want))
+            fail_msg("%s: rc %d \"%s\"", refused[i].extra, rc, rc ? e.msg : "");
+        xfree(doc);
+    }
     /* searched past, a null entry or one with no name is skipped (its name is
      * the empty one), not refused */
     static const char *const unnamed[] = {"~", "{context: {cluster: x}}"};
@@ -1075,12 +1077,6 @@ static void test_typed_bools_and_names(void **state)
         kube_config_clear(&c);
         xfree(doc);
     }
-    /* an entry that is no map, used or not */
-    doc = xasprintf(fmt, "true", ", 5");
-    rc = kube_config_parse(doc, strlen(doc), NULL, NULL, &c, &e);
-    if (rc != -EINVAL || !strstr(e.msg, "clusters[1] must be a map"))
-        fail_msg("rc %d \"%s\"", rc, rc ? e.msg : "");
-    xfree(doc);
 }
 
 /* The cluster's disable-compression, and its client.authentication.k8s.io/exec
