@@ -274,8 +274,9 @@ class ShardingE2E(unittest.TestCase):
         sd = (k * var * (SHARDS - k) / (SHARDS - 1)) ** 0.5
         FIGURES["deployments_per_replica_sd"] = round(sd, 2)
         for ident, n in per_dep.items():
-            self.assertLessEqual(abs(n - mean), 4 * sd, "%s tracks %d of %d (sd %.1f)" %
-                                 (ident, n, DEPLOYMENTS, sd))
+            self.assertLessEqual(abs(n - mean), 4 * sd, "%s tracks %d of %d (sd %.1f); the "
+                                 "replicas' shard losses and handovers:\n%s" %
+                                 (ident, n, DEPLOYMENTS, sd, shard_changes(live)))
         # each replica tracks exactly the Deployments of its shards (computed here from the hash)
         by_holder = {}
         for i in range(DEPLOYMENTS):
@@ -572,6 +573,15 @@ class ShardingE2E(unittest.TestCase):
         # must have changed hands)
         self.assertGreater(len(per_dep_writers), DEPLOYMENTS * 0.2, "too few writes to judge")
         self.assertGreater(FIGURES["deployments_written_by_two_or_more"], 0)
+
+
+def shard_changes(live, most=40):
+    """The replicas' log lines of shards lost or released, the last `most` of each."""
+    out = []
+    for ident, g in live.items():
+        lines = [ln for ln in g.text().splitlines() if "shard lost" in ln or "shard released" in ln]
+        out += ["%s: %s" % (ident, ln) for ln in lines[-most:]]
+    return "\n".join(out) or "(none logged)"
 
 
 def log_time(g, needle):
