@@ -179,6 +179,27 @@ static void add_bucket(struct scrape_sample *s, double le, double v, uint64_t hi
     s->hser_has[k] |= UINT64_C(1) << i;
 }
 
+/* A counter's value is a count: 0 to SCRAPE_COUNT_MAX (NaN, infinite,
+ * negative or past 2^53, no rate can be taken from it). */
+static bool is_count(double v)
+{
+    return v >= 0 && v < SCRAPE_COUNT_MAX;
+}
+
+/* Adds a series' count to its metric's sum; false when the sum is no count
+ * either (series each below 2^53 whose sum is not). */
+static bool add_count(double *sum, double v)
+{
+    *sum += v;
+    return *sum < SCRAPE_COUNT_MAX;
+}
+
+static int sum_fail(struct scrape_extract *x, const struct prom_sample *ps)
+{
+    return fail(x, -EBADMSG, "line %zu: counter %s: its series sum to 2^53 or more", ps->line,
+                ps->name);
+}
+
 /* Whether a gauge's sample counts: once per series (a repeated line is one
  * sample, as for the counters), and only a number. Prometheus stores a NaN
  * or infinite gauge as it is; as requests in flight it means nothing, so
@@ -186,7 +207,7 @@ static void add_bucket(struct scrape_sample *s, double le, double v, uint64_t hi
  * than failing the pod's scrape. k: 0 in flight, 1 queue. */
 static bool gauge_counts(struct scrape_extract *x, int k, const struct prom_sample *ps)
 {
-    if (!isfinite(ps->value))
+    if (!(fabs(ps->value) < SCRAPE_COUNT_MAX)) /* NaN, infinite, or no count: sums stay finite */
         return false;
     uint64_t id = series_id(ps, NULL);
     for (uint16_t i = 0; i < x->gauge_n[k]; i++)
@@ -203,32 +224,32 @@ static int on_sample(const struct prom_sample *ps, void *arg)
     struct scrape_sample *s = &x->s;
     double v = ps->value;
     if (is_metric(ps, &x->request)) {
-        if (!isfinite(v) || v < 0)
+        if (!is_count(v))
             return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
-        if (add_series(&s->series[SCRAPE_C_REQ], ps))
-            s->requests += v;
+        if (add_series(&s->series[SCRAPE_C_REQ], ps) && !add_count(&s->requests, v))
+            return sum_fail(x, ps);
         s->has_requests = true;
     }
     bool prompt = is_metric(ps, &x->prompt), gen = is_metric(ps, &x->gen);
     if (prompt || gen) {
-        if (!isfinite(v) || v < 0)
+        if (!is_count(v))
             return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
         if (prompt) {
-            if (add_series(&s->series[SCRAPE_C_PROMPT], ps))
-                s->prompt_tokens += v;
+            if (add_series(&s->series[SCRAPE_C_PROMPT], ps) && !add_count(&s->prompt_tokens, v))
+                return sum_fail(x, ps);
             s->has_prompt = true;
         }
         if (gen) {
-            if (add_series(&s->series[SCRAPE_C_GEN], ps))
-                s->gen_tokens += v;
+            if (add_series(&s->series[SCRAPE_C_GEN], ps) && !add_count(&s->gen_tokens, v))
+                return sum_fail(x, ps);
             s->has_gen = true;
         }
     }
     if (is_metric(ps, &x->busy)) {
-        if (!isfinite(v) || v < 0)
+        if (!is_count(v))
             return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
-        if (add_series(&s->series[SCRAPE_C_BUSY], ps))
-            s->busy += v;
+        if (add_series(&s->series[SCRAPE_C_BUSY], ps) && !add_count(&s->busy, v))
+            return sum_fail(x, ps);
         s->has_busy = true;
     }
     if (is_metric(ps, &x->inflight) && gauge_counts(x, 0, ps)) {
@@ -247,7 +268,7 @@ static int on_sample(const struct prom_sample *ps, void *arg)
             if (!l || prom_parse_float(l, strlen(l), &le) != 0 || isnan(le))
                 le = NAN;
         }
-        if (isnan(le) || !isfinite(v) || v < 0)
+        if (isnan(le) || !is_count(v))
             s->hist_dropped = true;
         else
             add_bucket(s, le, v, series_id(ps, "le"));

@@ -443,6 +443,16 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
  * whatever it is (rate() has no older sample either). With more series
  * than are followed, the sums' increase instead (a drop counts nothing).
  * sum: this scrape's sum of the counter. */
+static struct scrape_ring *ring_of(struct scrape_podstate *st, enum scrape_counter c)
+{
+    switch (c) {
+    case SCRAPE_C_PROMPT: return &st->prompt;
+    case SCRAPE_C_GEN: return &st->gen;
+    case SCRAPE_C_BUSY: return &st->busy;
+    default: return &st->requests;
+    }
+}
+
 static double follow(struct scrape_podstate *st, enum scrape_counter c, double sum,
                      const struct scrape_sample *s, int64_t t_ms)
 {
@@ -516,6 +526,12 @@ static double follow(struct scrape_podstate *st, enum scrape_counter c, double s
         prev->s[i].seen_ms = keep[i].seen_ms;
     }
     st->total[c] += inc;
+    if (st->total[c] >= SCRAPE_TOTAL_REBASE) {
+        /* its ring counts differences: both moved down by the oldest kept
+         * (all of it when none is), so that the total keeps counting in ones */
+        struct scrape_ring *r = ring_of(st, c);
+        st->total[c] -= r->n > 0 ? scrape_ring_rebase(r) : st->total[c] - inc;
+    }
     return st->total[c];
 }
 

@@ -191,6 +191,16 @@ struct scrape_ring {
     uint8_t cap, head, n;    /**< head: index of the oldest sample */
 };
 
+/** A count at or past 2^53 is not one: a double no longer steps by 1 there
+ *  (an exporter's uint64 wrapped or garbage), and added to a running total
+ *  it would swallow every later increase. Such a counter, histogram bucket
+ *  or gauge is refused (scrape_extract). */
+#define SCRAPE_COUNT_MAX 9007199254740992.0
+/** A running total reaching this (2^52) is moved down with its ring, so that
+ *  it keeps counting in ones however many resets near SCRAPE_COUNT_MAX it
+ *  has added. */
+#define SCRAPE_TOTAL_REBASE 4503599627370496.0
+
 /** Most samples a ring keeps: a rate window of SCRAPE_MAX_WINDOW_INTERVALS. */
 #define SCRAPE_RING_MAX (SCRAPE_MAX_WINDOW_INTERVALS + 1)
 _Static_assert(SCRAPE_RING_MAX <= 255, "a ring's cap, head and n are uint8_t");
@@ -208,6 +218,10 @@ size_t scrape_ring_memory(const struct scrape_ring *r);
 /** Record a sample: 0, or -EINVAL (NaN, negative or infinite value, or a time
  *  not after the newest sample) and the ring is unchanged. */
 int scrape_ring_add(struct scrape_ring *r, int64_t t_ms, double v);
+/** Move every value down by the oldest one (increases unchanged) and
+ *  return it; 0 for an empty ring. For a running total about to lose its
+ *  units (SCRAPE_TOTAL_REBASE). */
+double scrape_ring_rebase(struct scrape_ring *r);
 /** The newest sample's time; INT64_MIN for an empty ring. */
 int64_t scrape_ring_newest(const struct scrape_ring *r);
 /** policy_counter_increase() over the ring: the increase over the samples in

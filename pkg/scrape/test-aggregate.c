@@ -252,6 +252,59 @@ static void test_series_overflow_falling_sum(void **state)
     scrape_podstate_free(&st, NULL);
 }
 
+/* One scrape of a vLLM exposition through the extractor, as the scraper
+ * records it: a refused exposition is a failed attempt. */
+static void scrape_text(struct scrape_podstate *st, const struct scrape_spec *spec, int64_t t,
+                        double count)
+{
+    char body[96], err[200];
+    struct scrape_sample s;
+    snprintf(body, sizeof(body), "vllm:request_success_total %.17g\n", count);
+    if (scrape_extract_buf(spec, PROM_FMT_TEXT, body, strlen(body), 0, &s, err, sizeof(err)))
+        scrape_podstate_fail(st, t, SCRAPE_FAIL_GARBAGE, err);
+    else
+        scrape_podstate_ok(st, NULL, t, &s);
+}
+
+/* A counter glitch no exporter counts to (a uint64 wrapped: 2^64) is refused
+ * and the rate goes on (added to the running total, every later +50 rounded
+ * away at its 4,096 steps: 0 req/s for as long as the pod lived); counts
+ * just below 2^53 that come and go (resets to 0 after each) leave the total
+ * counting in ones (10 req/s read as 9.6 or 11.2 after five of them). */
+static void test_counter_glitch(void **state)
+{
+    (void)state;
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_agg_pod ap;
+    struct scrape_result r;
+    for (int big = 0; big < 2; big++) {
+        struct scrape_podstate st;
+        scrape_podstate_init(&st, 0, WIN, IV);
+        ap = (struct scrape_agg_pod){&st, 1, false};
+        int64_t t = NOW - 20 * 60000;
+        double c = 1000;
+        for (int i = 0; t <= NOW; i++, t += IV) {
+            if (i % 40 == 20 && i < 220) {
+                /* one glitched scrape; after 2^53 - 1 the counter restarts */
+                scrape_text(&st, &spec, t, big ? 9007199254740991.0 : 1.8446744073709552e19);
+                if (big)
+                    c = 0;
+                continue;
+            }
+            c += 50;
+            scrape_text(&st, &spec, t, c);
+        }
+        scrape_aggregate(&ap, 1, NULL, &spec, NOW, IV, WIN, &r);
+        assert_true(r.valid);
+        if (fabs(r.request_rate - 10) > 1e-9)
+            fail_msg("%s: %.9g req/s after the glitches, want 10 (total %.17g)",
+                     big ? "below 2^53" : "2^64", r.request_rate, st.total[SCRAPE_C_REQ]);
+        assert_true(st.total[SCRAPE_C_REQ] < SCRAPE_TOTAL_REBASE);
+        scrape_podstate_free(&st, NULL);
+    }
+}
+
 /* A series missing from one exposition and back with its count (a
  * truncated or flaky exposition) counts what it gained over the gap, as
  * rate() does over the samples in its range, not its whole value (which
@@ -962,7 +1015,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counting_rules),     cmocka_unit_test(test_counter_reset),
         cmocka_unit_test(test_series_come_and_go), cmocka_unit_test(test_series_gap),
-        cmocka_unit_test(test_series_overflow_falling_sum),
+        cmocka_unit_test(test_series_overflow_falling_sum), cmocka_unit_test(test_counter_glitch),
         cmocka_unit_test(test_latency_and_gauges), cmocka_unit_test(test_absent_counter),
         cmocka_unit_test(test_window),             cmocka_unit_test(test_recent_rate),
         cmocka_unit_test(test_recent_rate_min_span),

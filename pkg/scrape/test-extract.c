@@ -307,6 +307,14 @@ static void test_bad_input(void **state)
          -EBADMSG, "line 2"},
         {"vllm:request_success_total{a=\"1\"} NaN\n", 0, -EBADMSG, "has value nan"},
         {"vllm:request_success_total{a=\"1\"} -3\n", 0, -EBADMSG, "has value -3"},
+        /* no count: past 2^53 (a uint64 wrapped), alone or as a sum */
+        {"vllm:request_success_total 1.8446744073709552e19\n", 0, -EBADMSG,
+         "has value 1.84467e+19"},
+        {"vllm:request_success_total 9007199254740992\n", 0, -EBADMSG, "has value 9.0072e+15"},
+        {"vllm:request_success_total{a=\"1\"} 6e15\nvllm:request_success_total{a=\"2\"} 6e15\n", 0,
+         -EBADMSG, "line 2: counter vllm:request_success_total: its series sum to 2^53"},
+        {"vllm:request_success_total{a=\"1\"} 1e308\nvllm:request_success_total{a=\"2\"} 1e308\n",
+         0, -EBADMSG, "line 1: counter vllm:request_success_total has value 1e+308"},
         {"vllm:num_requests_running 1\nvllm:num_requests_running 2\n", 40, -EMSGSIZE,
          "larger than 40 bytes"},
     };
@@ -323,8 +331,9 @@ static void test_bad_input(void **state)
 }
 
 /* Gauges as Prometheus keeps them: a repeated line is one sample of its
- * series (not summed twice), and a NaN or infinite value is stored, not a
- * broken exposition: that series is left out of the sum, and a gauge with
+ * series (not summed twice), and a NaN or infinite value (or one past
+ * 2^53) is stored, not a broken exposition: that series is left out of the
+ * sum, and a gauge with
  * no other series is unknown, while the pod's counters still count. */
 static void test_gauge_series(void **state)
 {
@@ -344,6 +353,17 @@ static void test_gauge_series(void **state)
     assert_true(s.has_requests && s.requests == 10);
     assert_true(s.has_inflight && s.inflight == 7);
     assert_false(s.has_queued);
+    /* finite series past 2^53 (whose sum was infinite) are left out as well */
+    assert_int_equal(extract("vllm:request_success_total 9007199254740991\n"
+                             "vllm:num_requests_running{engine=\"0\"} 1e308\n"
+                             "vllm:num_requests_running{engine=\"1\"} 1e308\n"
+                             "vllm:num_requests_waiting{engine=\"0\"} 2\n"
+                             "vllm:num_requests_waiting{engine=\"1\"} -9.1e15\n",
+                             &spec, 0, &s, err),
+                     0);
+    assert_true(s.requests == 9007199254740991.0); /* 2^53 - 1 is still a count */
+    assert_false(s.has_inflight);
+    assert_true(s.has_queued && s.queued == 2);
 }
 
 /* Too many distinct bounds or a bad le drop the histogram, not the pod. */

@@ -75,6 +75,16 @@ static double v_at(const struct scrape_ring *r, unsigned i)
     return values(r)[at(r, i)];
 }
 
+double scrape_ring_rebase(struct scrape_ring *r)
+{
+    if (r->n == 0)
+        return 0;
+    double off = v_at(r, 0), *v = values(r);
+    for (unsigned i = 0; i < r->n; i++)
+        v[at(r, i)] -= off;
+    return off;
+}
+
 int scrape_ring_add(struct scrape_ring *r, int64_t t_ms, double v)
 {
     if (isnan(v) || v < 0 || isinf(v))
