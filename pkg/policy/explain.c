@@ -208,6 +208,15 @@ static void explain_words(const struct policy_tick *t, const struct policy_state
                      "%d are still starting: holding %d",
                      t->dem.rate_rps, t->in->forecast_rate, (long long)t->floor, t->starting,
                      t->cur, t->cur);
+        } else if (out->rule == POLICY_PREDICTIVE_SCALE_IN && t->floors_short) {
+            dur(st->floor_since_ms == POLICY_NEVER ? 0 : t->now - st->floor_since_ms, a,
+                sizeof(a));
+            dur(cfg->scale_in_stabilization_ms, b, sizeof(b));
+            snprintf(e, n,
+                     "demand %.4g req/s and forecast peak %.4g req/s fit %lld replicas, but "
+                     "floors are known for %s of the %s scale-in-stabilization (since the "
+                     "start, or since metrics came back): holding %d",
+                     t->dem.rate_rps, t->in->forecast_rate, (long long)t->floor, a, b, t->cur);
         } else if (out->rule == POLICY_PREDICTIVE_SCALE_IN) {
             dur(cfg->scale_in_stabilization_ms, b, sizeof(b));
             snprintf(e, n,

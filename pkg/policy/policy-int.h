@@ -30,6 +30,8 @@ struct policy_tick {
     bool wake;      /* at 0 replicas (min-replicas 0) and requests arrive: scale out now */
     bool expects;   /* a seasonal plan's likely peak makes a request within the look-ahead */
     bool zero_ok;   /* idle for scale-in-after and no such plan: nothing needs a replica */
+    bool floors_short; /* floors measured for less than the stabilization window (since
+                          the first tick, or since metrics came back) */
     /* scale-in would reach 0, but: */
     enum { ZERO_WAIT_NONE, ZERO_WAIT_IDLE, ZERO_WAIT_COMING } zero_wait;
     /* ZERO_WAIT_IDLE: before scale-in-after of idleness; ZERO_WAIT_COMING: while

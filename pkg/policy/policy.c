@@ -61,6 +61,7 @@ void policy_state_init(struct policy_state *st)
     st->latency_above_since_ms = POLICY_NEVER;
     st->idle_since_ms = POLICY_NEVER;
     st->last_scale_ms = POLICY_NEVER;
+    st->floor_since_ms = POLICY_NEVER;
     st->act_to = -1;
 }
 
@@ -73,7 +74,8 @@ static void shift(int64_t *t, int64_t delta_ms)
 void policy_state_shift(struct policy_state *st, int64_t delta_ms)
 {
     int64_t *clocks[] = {&st->above_since_ms, &st->below_since_ms, &st->latency_above_since_ms,
-                         &st->idle_since_ms, &st->last_scale_ms, &st->undo_below_since_ms,
+                         &st->idle_since_ms, &st->last_scale_ms, &st->floor_since_ms,
+                         &st->undo_below_since_ms,
                          &st->undo_latency_above_since_ms, &st->undo_last_scale_ms};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(clocks); i++)
         shift(clocks[i], delta_ms);
@@ -106,9 +108,31 @@ static bool clock_fired(int64_t since, int64_t window, int64_t now)
     return since != POLICY_NEVER && now - since >= window;
 }
 
-static void floor_push(struct policy_state *st, int64_t now, int64_t floor_)
+static int64_t floor_div(int64_t a, int64_t b)
 {
-    st->floor_hist[st->floor_pos] = (int32_t)UTIL_MIN(floor_, (int64_t)INT32_MAX);
+    return a / b - (a % b != 0 && (a < 0) != (b < 0));
+}
+
+/* Record the tick's floor. When the window is longer than the ring's
+ * entries at one a tick, a tick in the newest entry's slot (a 1/(entries -
+ * 1) of the window) raises that entry instead: the ring then spans the
+ * window, each entry's time the newest of its slot (a floor is kept up to
+ * a slot longer, never shorter). */
+static void floor_push(struct policy_state *st, int64_t now, int64_t floor_, int64_t window)
+{
+    int32_t v = (int32_t)UTIL_MIN(floor_, (int64_t)INT32_MAX);
+    if (st->floor_len == 0)
+        st->floor_since_ms = now;
+    int64_t slot = window > 0 ? (window + POLICY_FLOOR_TICKS - 2) / (POLICY_FLOOR_TICKS - 1) : 0;
+    if (st->floor_len > 0 && slot > 0) {
+        int32_t k = (st->floor_pos + POLICY_FLOOR_TICKS - 1) % POLICY_FLOOR_TICKS;
+        if (floor_div(st->floor_t_ms[k], slot) == floor_div(now, slot)) {
+            st->floor_hist[k] = UTIL_MAX(st->floor_hist[k], v);
+            st->floor_t_ms[k] = now;
+            return;
+        }
+    }
+    st->floor_hist[st->floor_pos] = v;
     st->floor_t_ms[st->floor_pos] = now;
     st->floor_pos = (st->floor_pos + 1) % POLICY_FLOOR_TICKS;
     if (st->floor_len < POLICY_FLOOR_TICKS)
@@ -133,7 +157,9 @@ static void reset_clocks(struct policy_state *st)
 {
     st->above_since_ms = st->below_since_ms = st->latency_above_since_ms = POLICY_NEVER;
     st->idle_since_ms = POLICY_NEVER; /* idleness before a gap is no evidence either */
-    st->floor_len = 0; /* floors measured before a gap say nothing */
+    /* floors measured before a gap say nothing, and the plan's scale-in
+     * waits for a whole window of new ones (scale_in) */
+    st->floor_len = 0;
     st->trend_len = 0; /* nor do rates: a line across a gap is not a ramp */
 }
 
@@ -243,9 +269,12 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
     /* A season's likely peak that makes requests within the look-ahead: the
      * one plan that keeps a replica from zero (one request: it would wait a
      * cold start), or wakes one (three, so that a likely peak hovering at one
-     * does not wake and drop a replica every few minutes of a quiet night). */
+     * does not wake and drop a replica every few minutes of a quiet night);
+     * with demand-unit tokens the plan is in tokens/s, and a request carries
+     * request_size of them. */
+    double req_size = isfinite(in->request_size) && in->request_size > 0 ? in->request_size : 1;
     t->expects = t->plan && in->forecast_seasonal &&
-                 likely * (double)policy_horizon_ms(cfg, 0) / 1000 >=
+                 likely / req_size * (double)policy_horizon_ms(cfg, 0) / 1000 >=
                      (t->cur == 0 ? ZERO_WAKE_REQUESTS : ZERO_KEEP_REQUESTS);
 
     /* Clocks. Strictly above the target starts the sustained clock; strictly
@@ -269,7 +298,7 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
     if (t->zero_ok)
         floor_ = 0;
     t->floor = floor_;
-    floor_push(st, t->now, floor_);
+    floor_push(st, t->now, floor_, cfg->scale_in_stabilization_ms);
     out->above_since_ms = st->above_since_ms;
     out->below_since_ms = st->below_since_ms;
     if (st->above_since_ms != POLICY_NEVER)
@@ -363,12 +392,17 @@ static bool scale_in(struct policy_state *st, struct policy_tick *t,
          * are still starting (placed, not ready: the plan asked for them over
          * this very look-ahead; unschedulable ones are not coming), and not
          * below the highest floor of the stabilization window (a scale-in the
-         * next minute's plan would undo is a flap). */
+         * next minute's plan would undo is a flap), which needs a whole window
+         * of floors: after missing metrics one tick's dip is no evidence. */
         if (floor_ >= cur)
             return false;
         out->rule = act;
         out->want = (int32_t)UTIL_MIN(floor_, (int64_t)INT32_MAX);
         int64_t held = floor_max(st, now, cfg->scale_in_stabilization_ms);
+        t->floors_short = st->floor_since_ms == POLICY_NEVER ||
+                          now - st->floor_since_ms < cfg->scale_in_stabilization_ms;
+        if (t->floors_short)
+            held = cur;
         if (t->starting > 0 || held >= cur) {
             out->reason = POLICY_HOLD_BELOW_WAITING;
             out->want = (int32_t)UTIL_MIN(UTIL_MAX(floor_, t->starting > 0 ? floor_ : held),

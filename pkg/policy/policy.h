@@ -172,8 +172,10 @@ int64_t policy_horizon_ms(const struct policy_config *cfg, int64_t learned_cold_
 int64_t policy_recent_span_ms(const struct policy_config *cfg, double learned_service_ms,
                               int64_t max_ms);
 
-/** Ticks of scale-in floor history kept (covers the stabilization window:
- *  64 ticks of the default 15 s interval are 16 min). */
+/** Entries of scale-in floor history kept: one per tick, or, when the
+ *  stabilization window is longer than POLICY_FLOOR_TICKS - 1 ticks, the
+ *  highest floor of each 1/(POLICY_FLOOR_TICKS - 1) of the window (at 1 s
+ *  ticks, 2 min in slots of 2 s), so that the whole window is kept. */
 #define POLICY_FLOOR_TICKS 64
 
 /** The scale-in floor is sized at this fraction below the per-replica rate
@@ -212,6 +214,8 @@ struct policy_state {
     int32_t floor_hist[POLICY_FLOOR_TICKS];
     int64_t floor_t_ms[POLICY_FLOOR_TICKS];
     int32_t floor_pos, floor_len;
+    int64_t floor_since_ms; /**< the oldest floor since the history last started (at
+                                 the first tick, or after missing metrics) */
     /* the measured rate of recent ticks, for the ramp (policy_trend()) */
     double trend_rate[POLICY_TREND_SAMPLES];
     int64_t trend_t_ms[POLICY_TREND_SAMPLES];

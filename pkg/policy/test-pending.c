@@ -82,8 +82,10 @@ static void test_gpu_capacity(void **s)
     ptable_run(&c, plan_starting, UTIL_ARRAY_LEN(plan_starting), true);
     const struct ptick in_pending[] = {
         /* 2 of 6 pending on GPUs, the load fits 4: down to 4 (the pending
-         * ones go first, as a ReplicaSet removes unscheduled pods first) */
-        {0, 6, 4, 2, 24, -1, 20, 4, POLICY_PREDICTIVE_SCALE_IN, 4, NULL},
+         * ones go first, as a ReplicaSet removes unscheduled pods first),
+         * once a stabilization window of floors is known */
+        {0, 6, 4, 2, 24, -1, 20, 6, POLICY_HOLD_BELOW_WAITING, 6, "floors are known for 0s"},
+        {120, 6, 4, 2, 24, -1, 20, 4, POLICY_PREDICTIVE_SCALE_IN, 4, NULL},
     };
     ptable_run(&c, in_pending, UTIL_ARRAY_LEN(in_pending), true);
     const struct ptick in_starting[] = {
@@ -134,6 +136,7 @@ static void test_stalled_replicas(void **s)
     (void)s;
     struct policy_config c;
     base_cfg(&c);
+    c.scale_in_stabilization_ms = 0; /* one decision a fresh state: no window of floors */
     struct policy_state st;
     struct policy_decision d;
     /* a trusted plan; 6 asked for, 4 ready; the load and the plan fit 4 */

@@ -627,6 +627,7 @@ static void test_learned_plan_two_uppers(void **s)
     llm7b_cfg(&c);
     c.predictive = true;
     c.min_replicas = 1;
+    c.scale_in_stabilization_ms = 0; /* one decision a fresh state: no window of floors */
     struct policy_decision d;
     struct policy_state st;
     struct {

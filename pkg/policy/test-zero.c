@@ -80,8 +80,10 @@ static void test_zero_predictive(void **s)
     base_cfg(&c);
     c.predictive = true;
     const struct ptick rows[] = {
-        {0, 2, 2, 0, 0, -1, 0, 1, POLICY_PREDICTIVE_SCALE_IN, 0, NULL},
-        {15, 1, 1, 0, 0, -1, 0, 1, POLICY_HOLD_BELOW_WAITING, 0, "scaling to zero waits"},
+        /* the first scale-in waits for a stabilization window of floors */
+        {0, 2, 2, 0, 0, -1, 0, 2, POLICY_HOLD_BELOW_WAITING, 0, "floors are known for 0s"},
+        {120, 2, 2, 0, 0, -1, 0, 1, POLICY_PREDICTIVE_SCALE_IN, 0, NULL},
+        {135, 1, 1, 0, 0, -1, 0, 1, POLICY_HOLD_BELOW_WAITING, 0, "scaling to zero waits"},
         {299, 1, 1, 0, 0, -1, 0, 1, POLICY_HOLD_BELOW_WAITING, 0, NULL},
         {300, 1, 1, 0, 0, -1, 0, 0, POLICY_PREDICTIVE_SCALE_IN, 0, "1 -> 0"},
         /* the morning: the plan expects 12 req/s within a cold start, none arrive yet */
