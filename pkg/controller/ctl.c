@@ -261,14 +261,20 @@ void controller_tick(struct controller *c)
         while (w) {
             struct ctl_wl *next = w->next;
             if (!w->seen) {
-                if (sharded)
+                /* a Deployment whose shard moved to another replica keeps its
+                 * checkpoint for the new owner; one gone, opted out or being
+                 * deleted (a foreground delete keeps it in the cache until
+                 * its ReplicaSets are gone, and no workload is left then to
+                 * forget it) does not */
+                const struct kube_deployment *d =
+                    sharded ? kube_cache_deployment(c->cache, w->ns, w->name) : NULL;
+                bool moved = d && !d->deleting;
+                if (moved)
                     LOGW_INFO(SUB, w->ns, w->name, "no longer tracked here: shard %u not held",
                               shard_of(w->ns, w->name, c->nshards));
                 else
                     LOGW_INFO(SUB, w->ns, w->name, "no longer tracked");
-                /* a Deployment whose shard moved to another replica keeps its
-                 * checkpoint for the new owner */
-                if (!sharded || !kube_cache_deployment(c->cache, w->ns, w->name))
+                if (!moved)
                     ctl_checkpoint_forget(c, w);
                 wl_remove(c, w);
             }
