@@ -431,11 +431,14 @@ static struct span span_of(double w)
 }
 
 /* Interpolate towards the longer window only once it has evidence of its
- * own (it resolves later); until then the shorter window's value. */
+ * own (it resolves later); until then the shorter window's value, whatever
+ * the longer one holds (NaN while it has none: 0 x NaN is NaN, and a NaN
+ * plan is cut to the highest peak seen). */
 static double lerp(const float *v, struct span sp, bool longer_ok)
 {
-    double x = longer_ok && sp.x > 0 ? sp.x : 0;
-    return v[sp.lo] + x * (v[sp.hi] - v[sp.lo]);
+    if (!longer_ok || !(sp.x > 0))
+        return v[sp.lo];
+    return v[sp.lo] + sp.x * (v[sp.hi] - v[sp.lo]);
 }
 
 double fc_plan_quantile(const struct forecast *f, double w, int64_t *evidence, double *median)

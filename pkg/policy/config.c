@@ -49,7 +49,7 @@ static const struct key keys[] = {
     {"cold-start", K_DUR, OFF(cold_start_ms), 0, DAY_MS, false, "duration"},
     {"predictive", K_BOOL, OFF(predictive), 0, 0, false, "true or false"},
     {"seasonality", K_DUR, OFF(seasonality_ms), 3600e3, 7 * DAY_MS, false, "duration"},
-    {"forecast-quantile", K_NUM, OFF(forecast_quantile), 0.5, 0.999, false, "quantile"},
+    {"forecast-quantile", K_NUM, OFF(forecast_quantile), 0.5, 0.999, true, "quantile"},
     {"p99-latency-target", K_DUR, OFF(p99_latency_target_ms), 0, 3600e3, false,
      "duration, 0 = none"},
     {"metrics-stale-after", K_DUR, OFF(metrics_stale_after_ms), 1000, 3600e3, false, "duration"},

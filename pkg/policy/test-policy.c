@@ -1086,6 +1086,9 @@ static void test_config_keys(void **s)
         {"cold-start", "2d", "out of range", -EINVAL},
         {"predictive", "maybe", "not true or false", -EINVAL},
         {"seasonality", "10m", "out of range", -EINVAL},
+        /* the forecaster needs a quantile above the median: 0.5 was taken, and the
+         * Deployment ran without a forecaster ("unavailable for this seasonality") */
+        {"forecast-quantile", "0.5", "out of range", -EINVAL},
         {"no-such-key", "1", "unknown key", -ENOENT},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
