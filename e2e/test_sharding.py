@@ -57,8 +57,9 @@ REPLICAS = 3
 # Compressed from the chart's 15 s / 10 s / 2 s. Every replica's renewals of every shard
 # pause together for 1.0-1.7 s every few ticks here (the fake API server and the fake pods,
 # in Python, busy with the ticks' status writes and scrapes; renewal_gap_max_s is the
-# longest, 1.7-2.0 s in local runs): at a renew-deadline of 3 s one CI run lost 17 shards
-# at once in the steady window, so the deadline is 4.5 s.
+# longest, 1.7-2.0 s in local runs, 2.93 s with two busy loops on the 2 cores): at a
+# renew-deadline of 3 s one CI run lost 17 shards at once in the steady window, so the
+# deadline is 4.5 s.
 LEASE_S, RENEW_S, RETRY_S = 6.0, 4.5, 0.5
 # the single-replica budget at CI scale; bench/sharding.py passes the chart's memory limit
 # (256Mi) for 10,000 scraped pods per replica, where the scraper's kept-alive connection per
