@@ -433,16 +433,7 @@ static void hist_update(struct scrape_podstate *st, struct scrape_window *w, int
     st->hist_ms = t_ms;
 }
 
-/* The counter's running total after this scrape: each series' increase
- * since the last good scrape (all of it after a reset, and for a series
- * never seen: a counter created lazily counts from 0), a series gone adding
- * nothing, as sum(rate()) sums series. A series back after a gap counts
- * what it gained since it was last seen while that is within the rate
- * window, as rate() does over its samples in the range (lower than it was,
- * it restarted and counts from 0); back later, its value is a new baseline
- * whatever it is (rate() has no older sample either). With more series
- * than are followed, the sums' increase instead (a drop counts nothing).
- * sum: this scrape's sum of the counter. */
+/* The ring that holds counter c's running totals. */
 static struct scrape_ring *ring_of(struct scrape_podstate *st, enum scrape_counter c)
 {
     switch (c) {
@@ -453,6 +444,16 @@ static struct scrape_ring *ring_of(struct scrape_podstate *st, enum scrape_count
     }
 }
 
+/* The counter's running total after this scrape: each series' increase
+ * since the last good scrape (all of it after a reset, and for a series
+ * never seen: a counter created lazily counts from 0), a series gone adding
+ * nothing, as sum(rate()) sums series. A series back after a gap counts
+ * what it gained since it was last seen while that is within the rate
+ * window, as rate() does over its samples in the range (lower than it was,
+ * it restarted and counts from 0); back later, its value is a new baseline
+ * whatever it is (rate() has no older sample either). With more series
+ * than are followed, the sums' increase instead (a drop counts nothing).
+ * sum: this scrape's sum of the counter. */
 static double follow(struct scrape_podstate *st, enum scrape_counter c, double sum,
                      const struct scrape_sample *s, int64_t t_ms)
 {
