@@ -18,8 +18,8 @@
  * after lease-duration. A shard handed over to a newcomer is released only
  * once its Deployments' checkpoints are written; member Leases nobody
  * renewed for 10 lease durations are deleted. A member that leaves the
- * shards handed to it free for a lease duration is planned without for a
- * while, so the others take them back.
+ * shards handed to it free for two lease durations is planned without for
+ * a while, so the others take them back.
  *
  * Sharded and single-leader replicas (a rollout turning sharding on or off)
  * exclude each other, the single leader winning: no shard is held while the
@@ -54,8 +54,15 @@
 #define SELF CTL_SHARDS_SELF
 /** Rounds a shard to hand over is kept while its checkpoints are written. */
 #define HANDOVER_FLUSH_ROUNDS 5
-/** A member that left a shard free for a lease duration while short of its
- *  share is planned without for this many lease durations. */
+/** A member that left a shard free for MEMBER_FREE_LEASES lease durations
+ *  while short of its share is planned without for MEMBER_STALL_LEASES. Two,
+ *  not one: a newcomer counts a dead member whose Lease it lists (never
+ *  renewed, not released: a SIGKILL) as live for a lease duration after it
+ *  first lists it, as it trusts no renewTime, and takes its whole share only
+ *  then, while those who saw that Lease expire long ago hand it its share at
+ *  once; at one lease duration they judged it stalled before that, and kept
+ *  its share away for 10 more. */
+#define MEMBER_FREE_LEASES 2
 #define MEMBER_STALL_LEASES 10
 
 static struct ctl_shard_member *member_find(struct controller *c, const char *name)
@@ -123,13 +130,13 @@ static struct ctl_shard_member *member_slot(struct controller *c, const char *na
 
 /* The members to plan for, moved to the front of live (self last when a
  * member): the live ones less those that left shards free. A shard free for
- * a lease duration while a live member holds less than its share means that
- * member does not take what is handed to it (it renews its member Lease but
- * its shard writes fail, say): it is planned without for MEMBER_STALL_LEASES
- * lease durations, so that the others take its shards back, and then tried
- * again. judge: whether this replica may tell (a member that may acquire, no
- * single leader to yield to: shards are free while everyone yields to it).
- * Returns their count. */
+ * MEMBER_FREE_LEASES lease durations while a live member holds less than its
+ * share means that member does not take what is handed to it (it renews its
+ * member Lease but its shard writes fail, say): it is planned without for
+ * MEMBER_STALL_LEASES lease durations, so that the others take its shards
+ * back, and then tried again. judge: whether this replica may tell (a
+ * member that may acquire, no single leader to yield to: shards are free
+ * while everyone yields to it). Returns their count. */
 static size_t plan_members(struct controller *c, const char **live,
                            struct ctl_shard_member **live_m, size_t nlive, bool member,
                            bool judge, int64_t now)
@@ -148,7 +155,7 @@ static size_t plan_members(struct controller *c, const char **live,
         if (oldest < 0 || sh->free_since_ms < oldest)
             oldest = sh->free_since_ms;
     }
-    bool stale_free = oldest >= 0 && now - oldest >= dur;
+    bool stale_free = oldest >= 0 && now - oldest >= MEMBER_FREE_LEASES * dur;
     size_t nothers = nlive - (member ? 1 : 0), k = 0;
     /* shares are those of the whole live list: live is compacted below */
     const char **all = stale_free ? xmalloc((nlive ? nlive : 1) * sizeof(*all)) : NULL;
