@@ -892,7 +892,10 @@ class ClosedLoop(unittest.TestCase):
         fk.compact()
         t_410 = time.time()
         fk.admin("DELETE", "/fake/faults?id=%d" % block["id"])
-        wait_for(lambda: LC.deployment(name)["spec"]["replicas"] == 3, 15,
+        # the watch's retries back off as client-go's reflector's do (0.8 s doubling, with
+        # jitter, up to 30 s), and the restart and the block fail several: 8.4 s in local
+        # runs, one more doubling on a loaded CI machine went past the 15 s this waited
+        wait_for(lambda: LC.deployment(name)["spec"]["replicas"] == 3, 35,
                  what="the change made while the watch was gone (min-replicas 3)")
         t_clamped = time.time()
         # (b) load up; the first scale patch answers 409, and a 429 storm on everything
