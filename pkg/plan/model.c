@@ -82,7 +82,7 @@ int plan_steps_build(const struct trace *h, double scale, int64_t step_ms, struc
     }
     int64_t t1 = h->t0_ms + (int64_t)h->n * h->dt_ms;
     out->step_ms = step_ms;
-    out->t0_ms = plan_floor_div(h->t0_ms, step_ms) * step_ms;
+    out->t0_ms = util_floor_div(h->t0_ms, step_ms) * step_ms;
     out->n = (size_t)((t1 - out->t0_ms + step_ms - 1) / step_ms);
     out->rate = xcalloc(out->n, sizeof(double));
     double *cover = xcalloc(out->n, sizeof(double));
@@ -118,7 +118,7 @@ void plan_model_clear(struct plan_model *m)
 /* Centre of step p of the day is at (p + 0.5) step; interpolate cyclically. */
 double plan_model_profile_at(const struct plan_model *m, int64_t t_ms)
 {
-    int64_t tod = t_ms - plan_floor_div(t_ms, PLAN_DAY_MS) * PLAN_DAY_MS;
+    int64_t tod = t_ms - util_floor_div(t_ms, PLAN_DAY_MS) * PLAN_DAY_MS;
     double x = (double)tod / (double)m->step_ms - 0.5;
     double f = floor(x);
     int64_t P = (int64_t)m->steps_per_day;
@@ -169,8 +169,8 @@ struct days {
 static void find_days(const struct plan_steps *s, size_t P, struct days *d)
 {
     int64_t k0 = s->t0_ms / s->step_ms; /* t0 is a multiple of step */
-    d->first = plan_floor_div(k0, (int64_t)P);
-    int64_t last = plan_floor_div(k0 + (int64_t)s->n - 1, (int64_t)P);
+    d->first = util_floor_div(k0, (int64_t)P);
+    int64_t last = util_floor_div(k0 + (int64_t)s->n - 1, (int64_t)P);
     d->n = (size_t)(last - d->first + 1);
     d->whole = xcalloc(d->n, sizeof(bool));
     d->idx = xcalloc(d->n, sizeof(size_t));
@@ -208,7 +208,7 @@ struct fit {
 
 static double week_of(const struct fit *f, int64_t t_ms)
 {
-    return f->weekly ? f->out->week[plan_dow(plan_floor_div(t_ms, PLAN_DAY_MS))] : 0;
+    return f->weekly ? f->out->week[plan_dow(util_floor_div(t_ms, PLAN_DAY_MS))] : 0;
 }
 
 /* One pass of the fit (see the top of the file); fit_slope false keeps the slope. */

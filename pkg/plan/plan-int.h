@@ -20,13 +20,6 @@
 #define PLAN_SEED_DAYS_MAX 14
 int64_t plan_seed_days(const struct sim_config *sc);
 
-/** floor(a / b) for b > 0, also for negative a. */
-static inline int64_t plan_floor_div(int64_t a, int64_t b)
-{
-    int64_t q = a / b;
-    return (a % b != 0 && a < 0) ? q - 1 : q;
-}
-
 /** The history per model step: mean rate over the covered part of each step
  *  (NAN when less than half of it has data), steps aligned to the clock. */
 struct plan_steps {

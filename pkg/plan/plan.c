@@ -143,7 +143,7 @@ int plan_run(const struct plan_config *cfg, const struct plan_workload *w,
     r->hist_step0_ms = st.t0_ms;
     st.rate = NULL;
     r->step_ms = cfg->step_ms;
-    r->t_begin_ms = plan_floor_div(origin + cfg->step_ms - 1, cfg->step_ms) * cfg->step_ms;
+    r->t_begin_ms = util_floor_div(origin + cfg->step_ms - 1, cfg->step_ms) * cfg->step_ms;
     r->nsteps = (size_t)(cfg->horizon_ms / cfg->step_ms);
     r->gpus_per_replica = sim_config_gpus(&w->sim);
     r->min_replicas = w->sim.policy.min_replicas;
@@ -240,7 +240,7 @@ int plan_backtest_window(const struct trace *h, int64_t horizon_ms, int64_t step
         return -EINVAL;
     }
     int64_t span = (int64_t)h->n * h->dt_ms, t1 = h->t0_ms + span;
-    int64_t c = plan_floor_div(t1 - horizon_ms, step_ms) * step_ms;
+    int64_t c = util_floor_div(t1 - horizon_ms, step_ms) * step_ms;
     int64_t train = c > h->t0_ms ? (c - h->t0_ms) / h->dt_ms : 0;
     int64_t need = horizon_ms + (int64_t)((double)horizon_ms / PLAN_MAX_HORIZON_RATIO);
     if (train <= 0 ||

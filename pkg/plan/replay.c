@@ -77,8 +77,8 @@ static void resid_build(const struct trace *h, double scale, const struct plan_m
     r->per_day = (size_t)((PLAN_DAY_MS + h->dt_ms - 1) / h->dt_ms);
     double dt_s = (double)h->dt_ms / 1000.0;
     int64_t t1 = h->t0_ms + (int64_t)h->n * h->dt_ms;
-    int64_t dfirst = plan_floor_div(h->t0_ms + PLAN_DAY_MS - 1, PLAN_DAY_MS);
-    int64_t dlast = plan_floor_div(t1, PLAN_DAY_MS) - 1;
+    int64_t dfirst = util_floor_div(h->t0_ms + PLAN_DAY_MS - 1, PLAN_DAY_MS);
+    int64_t dlast = util_floor_div(t1, PLAN_DAY_MS) - 1;
     for (int64_t day = dlast; day >= dfirst && r->n < CANDIDATE_DAYS; day--) {
         int64_t start = day * PLAN_DAY_MS;
         size_t have = 0;
@@ -86,7 +86,7 @@ static void resid_build(const struct trace *h, double scale, const struct plan_m
         double sum = 0;
         for (size_t j = 0; j < r->per_day; j++) {
             int64_t t = start + (int64_t)j * h->dt_ms + h->dt_ms / 2;
-            int64_t i = plan_floor_div(t - h->t0_ms, h->dt_ms);
+            int64_t i = util_floor_div(t - h->t0_ms, h->dt_ms);
             double c = i >= 0 && i < (int64_t)h->n ? h->requests[i] : NAN;
             if (isnan(c)) {
                 e[j] = 0;
@@ -217,7 +217,7 @@ static void gen_fill(const struct gen *g, struct trace *tr)
     double dt_s = (double)tr->dt_ms / 1000.0;
     for (size_t i = 0; i < tr->n; i++) {
         int64_t t = tr->t0_ms + (int64_t)i * tr->dt_ms;
-        int64_t day = plan_floor_div(t, PLAN_DAY_MS);
+        int64_t day = util_floor_div(t, PLAN_DAY_MS);
         size_t j = (size_t)((t - day * PLAN_DAY_MS) / g->r->dt_ms);
         if (j >= g->r->per_day)
             j = g->r->per_day - 1;
@@ -311,7 +311,7 @@ static void sla_per_step(const struct sim_policy_result *pr, int64_t sla_ms, int
     for (size_t i = 0; i < pr->npoints; i++) {
         if (!(pr->points[i].p99_ms > (double)sla_ms))
             continue;
-        int64_t k = plan_floor_div((int64_t)llround(pr->points[i].t_s * 1000) - t0_ms, step_ms);
+        int64_t k = util_floor_div((int64_t)llround(pr->points[i].t_s * 1000) - t0_ms, step_ms);
         if (k >= 0 && k < (int64_t)n)
             out[k] += (double)interval_ms / 60000.0;
     }
@@ -404,7 +404,7 @@ static int replay_day(const struct plan_workload *w,
     int32_t placeable = sim_config_placeable(&w->sim); /* a gpu-limit's: the rest Pending */
     double G = r->gpus_per_replica, minG = UTIL_MIN(r->min_replicas, placeable) * G,
            maxG = UTIL_MIN(r->max_replicas, placeable) * G;
-    int64_t D0 = plan_floor_div(r->t_begin_ms + PLAN_DAY_MS - 1, PLAN_DAY_MS) * PLAN_DAY_MS;
+    int64_t D0 = util_floor_div(r->t_begin_ms + PLAN_DAY_MS - 1, PLAN_DAY_MS) * PLAN_DAY_MS;
     struct sim_result *res = NULL;
     double *H = xmalloc(P * sizeof(double)), *Hmax = xmalloc(P * sizeof(double));
     double *V = xmalloc(P * sizeof(double)), *S = xmalloc(P * sizeof(double));
@@ -504,7 +504,7 @@ static int replay_horizon(const struct plan_workload *w, const struct plan_model
     g->flat = false;
     g->h0_ms = r->t_begin_ms;
     g->h_ms = h_ms;
-    g->day0 = plan_floor_div(r->t_begin_ms - seed_ms, PLAN_DAY_MS);
+    g->day0 = util_floor_div(r->t_begin_ms - seed_ms, PLAN_DAY_MS);
     for (size_t s = 0; s < r->nscen && rc == 0; s++) {
         struct plan_scenario_result *sr = &r->scen[s];
         struct sim_result *res = NULL;

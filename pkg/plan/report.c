@@ -14,7 +14,7 @@
 
 static void when(int64_t t_ms, bool absolute, char *out, size_t len)
 {
-    int64_t day = plan_floor_div(t_ms, PLAN_DAY_MS);
+    int64_t day = util_floor_div(t_ms, PLAN_DAY_MS);
     int64_t sod = (t_ms - day * PLAN_DAY_MS) / 1000;
     time_t tt = (time_t)(day * 86400);
     struct tm tm;

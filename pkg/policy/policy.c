@@ -108,11 +108,6 @@ static bool clock_fired(int64_t since, int64_t window, int64_t now)
     return since != POLICY_NEVER && now - since >= window;
 }
 
-static int64_t floor_div(int64_t a, int64_t b)
-{
-    return a / b - (a % b != 0 && (a < 0) != (b < 0));
-}
-
 /* Record the tick's floor. When the window is longer than the ring's
  * entries at one a tick, a tick in the newest entry's slot (a 1/(entries -
  * 1) of the window) raises that entry instead: the ring then spans the
@@ -126,7 +121,7 @@ static void floor_push(struct policy_state *st, int64_t now, int64_t floor_, int
     int64_t slot = window > 0 ? (window + POLICY_FLOOR_TICKS - 2) / (POLICY_FLOOR_TICKS - 1) : 0;
     if (st->floor_len > 0 && slot > 0) {
         int32_t k = (st->floor_pos + POLICY_FLOOR_TICKS - 1) % POLICY_FLOOR_TICKS;
-        if (floor_div(st->floor_t_ms[k], slot) == floor_div(now, slot)) {
+        if (util_floor_div(st->floor_t_ms[k], slot) == util_floor_div(now, slot)) {
             st->floor_hist[k] = UTIL_MAX(st->floor_hist[k], v);
             st->floor_t_ms[k] = now;
             return;

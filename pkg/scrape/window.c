@@ -260,18 +260,12 @@ void scrape_window_unmap(struct scrape_window *w, const uint8_t *cols, size_t n)
             w->refs[cols[i]]--;
 }
 
-static int64_t floor_div(int64_t a, int64_t b)
-{
-    int64_t q = a / b;
-    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
-}
-
 void scrape_window_add(struct scrape_window *w, int64_t from_ms, const uint8_t *cols,
                        const double *inc, size_t n)
 {
     if (!w->slot || n == 0)
         return;
-    int64_t slot = floor_div(from_ms, w->slot_ms);
+    int64_t slot = util_floor_div(from_ms, w->slot_ms);
     int64_t m = slot % (int64_t)w->nslots;
     unsigned row = (unsigned)(m < 0 ? m + (int64_t)w->nslots : m);
     if (w->slot[row] != slot) {

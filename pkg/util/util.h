@@ -20,6 +20,13 @@
 #define util_container_of(ptr, type, member) \
     ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
+/** floor(a / b) for b > 0, also for negative a. */
+static inline int64_t util_floor_div(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
 /** Allocate or abort. xfree(NULL) is a no-op. */
 void *xmalloc(size_t n);
 void *xcalloc(size_t nmemb, size_t size);
