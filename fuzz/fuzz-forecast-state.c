@@ -7,7 +7,7 @@
  * trailer before parsing" (so mutations reach the value checks behind the
  * checksum), bits 1-2 pick one of four configs, bits 3-4 the quantile (0.9,
  * 0.6, 0.95, 0.99). An accepted state must serialise back to exactly the
- * bytes parsed (one of a previous version, 2 to 6, or of another quantile,
+ * bytes parsed (one of a previous version, 2 to 7, or of another quantile,
  * to a current one of the config's that does so in turn), predict must give
  * finite results with upper >= mean >= 0, and it must keep working after
  * further observations: one before its newest by a bucket or less is refused
@@ -22,7 +22,7 @@
  * must also come back from its own packed form. The seed corpus
  * (fuzz/corpus/forecast-state/) is written by `test-forecast-state
  * --write-corpus DIR`, whose config table matches this one (warmup-epoch*
- * are warm-ups whose newest observation is at time 0); its v2-* to v6-*
+ * are warm-ups whose newest observation is at time 0); its v2-* to v7-*
  * seeds were written so by the previous releases. */
 #include <errno.h>
 #include <math.h>
@@ -132,16 +132,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t outlen = 0;
     forecast_serialize(f, &out, &outlen);
     float q = (float)cfg.quantile;
-    bool other_q = plain[4] == 7 && memcmp(plain + 52, &q, 4) != 0; /* little-endian host */
-    if (plain[4] == 2 || plain[4] == 3 || plain[4] == 4 || plain[4] == 5 || plain[4] == 6 ||
-        other_q) {
+    bool other_q = plain[4] == 8 && memcmp(plain + 52, &q, 4) != 0; /* little-endian host */
+    if ((plain[4] >= 2 && plain[4] <= 7) || other_q) {
         /* a previous release's version, or a state of another quantile:
          * written back as the current version of the config's quantile,
          * which must be canonical in turn */
         struct forecast *g = load(&cfg, out, outlen, own, err, sizeof(err));
         uint8_t *again = NULL;
         size_t againlen = 0;
-        if (!g || out[4] != 7 || memcmp(out + 52, &q, 4) != 0)
+        if (!g || out[4] != 8 || memcmp(out + 52, &q, 4) != 0)
             abort();
         forecast_serialize(g, &again, &againlen);
         if (againlen != outlen || memcmp(again, out, outlen) != 0)

@@ -169,6 +169,7 @@ struct forecast {
     uint8_t res_len[FC_PHASES][FC_HORIZONS];
     uint8_t res_pos[FC_PHASES][FC_HORIZONS];
     float binmax[FC_PHASES];             /* highest peak of each phase bin's last visit */
+    bool binstale[FC_PHASES]; /* binmax is an earlier visit's: this one's buckets were gaps */
     /* The learned plan (learn.c); its rows are not checkpointed, its fits
      * and shifts are. */
     float learn_x[FC_RING][FC_HORIZONS][FC_LEARN_NX - 1]; /* features at the start; NAN = none */

@@ -3,12 +3,12 @@
  * forecaster is checkpointed as (it is stored in a Kubernetes ConfigMap, so
  * deserialisation treats it as outside input).
  *
- * Layout, version 7 (integers little-endian; doubles and floats as their
+ * Layout, version 8 (integers little-endian; doubles and floats as their
  * IEEE-754 bit patterns, little-endian; NaN only as the quiet NaN 0x7fc00000):
  *
  *   off size  field
  *     0    4  magic "GSFC"
- *     4    2  version (7)
+ *     4    2  version (8)
  *     6    1  kind: 0 warm-up (Holt), 1 Holt-Winters
  *     7    1  reserved, 0
  *     8    8  bucket_ms (i64)          must equal the config's
@@ -49,7 +49,11 @@
  *             count x i16 residuals, oldest first; then for each of the 5
  *             window lengths the growth store, in the same form; then for
  *             each of the 5 window lengths u8 count and count x f32 realised
- *             window peaks (log), oldest first
+ *             window peaks (log), oldest first; then the recent seasons'
+ *             ring (fc_seasons_len(m) x u16, oldest first)
+ *   end-8  4  stale phase bins (u32; bit b set: bin b's peak is its last
+ *             visit's, this visit having had gaps only; only on a bin with
+ *             a peak)
  *   end-4  4  CRC-32 (IEEE 802.3, as zlib's crc32) of all preceding bytes
  *
  * Values are checked against what the forecaster produces (fc_buf_scale, from
@@ -64,8 +68,10 @@
  * plans' losses, coverage and plans in flight, the learned plan's fits and
  * shifts) started afresh at the config's.
  *
- * Version 6 (the previous release's) has 0 where the quantile is: it is
- * read as one of the config's quantile. Version 5 (the one before) has no
+ * Version 7 (the previous release's) has no stale phase bins: it is read
+ * with none (a bin whose visit began with gaps then takes the last visit's
+ * peak into this one's, as that release did). Version 6 (the one before)
+ * has 0 where the quantile is: it is read as one of the config's quantile. Version 5 (the one before) has no
  * recent seasons' ring: it is read with an empty one (that plan serves again
  * after 4 seasons).
  * Version 4 (the one before) has no learned plan: it is read with
@@ -74,12 +80,12 @@
  * window peaks either: it is read with those empty (the model plans until
  * the recent peaks have their evidence again, about 30 buckets). Version 2
  * also has kind 0's buffered values as f32 logs within +-1e4: each is taken
- * to the nearest step. All are written back as version 7. Version 1 states
+ * to the nearest step. All are written back as version 8. Version 1 states
  * (relative residuals of an older release) are refused with a message; the
  * controller then starts the forecaster afresh. The smoothing factors are
  * not stored: they come from the config passed to forecast_deserialize(),
  * so they may be retuned across a restart, as may the quantile (above).
- * Every accepted version 7 input of the config's quantile is canonical:
+ * Every accepted version 8 input of the config's quantile is canonical:
  * serialising the result gives back the same bytes (the fuzz target checks
  * this). The learned plan's rows are not stored (1,440 a window length would
  * quadruple a state); its fits are, and are refitted once as many new rows
@@ -97,8 +103,10 @@
 #include "util/util.h"
 
 #define STATE_MAGIC "GSFC"
-#define STATE_VERSION 7
-/* the previous release's: no quantile */
+#define STATE_VERSION 8
+/* the previous release's: no stale phase bins */
+#define STATE_VERSION_NO_STALE 7
+/* the one before: no quantile */
 #define STATE_VERSION_NO_QUANTILE 6
 /* the one before: no recent seasons' ring */
 #define STATE_VERSION_NO_SEASONS 5
@@ -109,6 +117,7 @@
 /* the one before: f32 buffered values as well */
 #define STATE_VERSION_F32 2
 #define HEADER_LEN 112
+#define STALE_LEN 4
 #define CRC_LEN 4
 #define QNAN_BITS 0x7fc00000u
 
@@ -200,7 +209,7 @@ void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen)
 {
     size_t len = HEADER_LEN + model_len(f->kind, f->seen, f->m, STATE_VERSION) +
                  PLAN_FIXED_LEN(STATE_VERSION) + res_len_bytes(f) +
-                 (size_t)f->seasons_len * 2 + CRC_LEN;
+                 (size_t)f->seasons_len * 2 + STALE_LEN + CRC_LEN;
     uint8_t *buf = xmalloc(len), *p = buf;
 
     memcpy(p, STATE_MAGIC, 4);
@@ -294,6 +303,10 @@ void forecast_serialize(const struct forecast *f, uint8_t **out, size_t *outlen)
     }
     for (int64_t t = f->cur - f->seasons_len; t < f->cur; t++)
         p = put_u(p, t < 0 ? 0 : f->seasons[t % f->seasons_len], 2);
+    uint32_t stale = 0;
+    for (int b = 0; b < FC_PHASES; b++)
+        stale |= (uint32_t)f->binstale[b] << b;
+    p = put_u(p, stale, STALE_LEN);
     p = put_u(p, crc32_ieee(buf, len - CRC_LEN), 4);
     *out = buf;
     *outlen = len;
@@ -406,24 +419,28 @@ static int check_header(const struct forecast_config *cfg, const uint8_t *buf, s
         return -EINVAL;
     }
     uint64_t version = get_u(buf + 4, 2);
-    if (version != STATE_VERSION && version != STATE_VERSION_NO_QUANTILE &&
+    if (version != STATE_VERSION && version != STATE_VERSION_NO_STALE &&
+        version != STATE_VERSION_NO_QUANTILE &&
         version != STATE_VERSION_NO_SEASONS && version != STATE_VERSION_NO_LEARNED &&
         version != STATE_VERSION_NO_RECENT && version != STATE_VERSION_F32) {
         fc_set_err(err, errlen,
-                   "unsupported state version %" PRIu64 " (want %d, %d, %d, %d, %d or %d%s)",
-                   version, STATE_VERSION, STATE_VERSION_NO_QUANTILE, STATE_VERSION_NO_SEASONS,
+                   "unsupported state version %" PRIu64 " (want %d, %d, %d, %d, %d, %d or %d%s)",
+                   version, STATE_VERSION, STATE_VERSION_NO_STALE, STATE_VERSION_NO_QUANTILE,
+                   STATE_VERSION_NO_SEASONS,
                    STATE_VERSION_NO_LEARNED, STATE_VERSION_NO_RECENT, STATE_VERSION_F32,
                    version == 1
                        ? "; version 1 is an older release's: the forecaster starts afresh"
                        : "");
         return -EINVAL;
     }
-    if (buf[6] > FC_HW || buf[7] != 0 || (version < STATE_VERSION && get_u(buf + 52, 4) != 0)) {
+    if (buf[6] > FC_HW || buf[7] != 0 ||
+        (version < STATE_VERSION_NO_STALE && get_u(buf + 52, 4) != 0)) {
         fc_set_err(err, errlen, "bad kind %u or reserved bytes set", buf[6]);
         return -EINVAL;
     }
     float q;
-    if (version >= STATE_VERSION && (!get_f32(buf + 52, 1.0, false, false, &q) || !(q > 0.5f))) {
+    if (version >= STATE_VERSION_NO_STALE &&
+        (!get_f32(buf + 52, 1.0, false, false, &q) || !(q > 0.5f))) {
         fc_set_err(err, errlen, "quantile %g out of range (0.5, 1]", (double)q);
         return -EINVAL;
     }
@@ -490,7 +507,7 @@ size_t fc_state_max_len(const struct forecast_config *cfg)
     size_t hw = model_len(FC_HW, 2 * m, m, STATE_VERSION);
     return HEADER_LEN + (warm > hw ? warm : hw) + PLAN_FIXED_LEN(STATE_VERSION) +
            (size_t)STORES * (1 + 255 * 2) + (size_t)FC_HORIZONS * (1 + 255 * 4) +
-           (size_t)fc_seasons_len(m) * 2 + CRC_LEN;
+           (size_t)fc_seasons_len(m) * 2 + STALE_LEN + CRC_LEN;
 }
 
 static struct forecast *deserialize_plain(const struct forecast_config *cfg, const uint8_t *buf,
@@ -594,7 +611,7 @@ static struct forecast *deserialize_plain(const struct forecast_config *cfg, con
     }
     if (want != SIZE_MAX)
         want += (version >= STATE_VERSION_NO_QUANTILE ? (size_t)fc_seasons_len(m) * 2 : 0) +
-                CRC_LEN;
+                (version >= STATE_VERSION ? STALE_LEN : 0) + CRC_LEN;
     if (len != want) {
         fc_set_err(err, errlen,
                    "length %zu, the header and counts describe %s (truncated or padded)", len,
@@ -817,12 +834,25 @@ static struct forecast *deserialize_plain(const struct forecast_config *cfg, con
         if (t >= 0)
             f->seasons[t % f->seasons_len] = v;
     }
+    if (version >= STATE_VERSION) {
+        uint32_t stale = (uint32_t)get_u(p, STALE_LEN);
+        p += STALE_LEN;
+        for (int b = 0; b < 32; b++) {
+            if (!((stale >> b) & 1))
+                continue;
+            if (b >= FC_PHASES || !isfinite(f->binmax[b])) {
+                fc_set_err(err, errlen, "stale mark on phase bin %d, which has no peak", b);
+                goto fail;
+            }
+            f->binstale[b] = true;
+        }
+    }
     if (p != end) {
         fc_set_err(err, errlen, "%zu bytes after the residual store (padded)", (size_t)(end - p));
         goto fail;
     }
     float q = (float)cfg->quantile; /* the previous versions': the config's */
-    if (version >= STATE_VERSION)
+    if (version >= STATE_VERSION_NO_STALE)
         (void)get_f32(buf + 52, 1.0, false, false, &q); /* checked with the header */
     if (q != (float)cfg->quantile) {
         reset_quantile(f);

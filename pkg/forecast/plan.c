@@ -94,9 +94,16 @@ void fc_plan_close(struct forecast *f, int64_t b, double zmean, double zpeak)
     f->peak[slot] = (float)zpeak;
     f->zmean[slot] = (float)zmean;
     int bin = fc_phase_bin(f, b);
-    if (!isnan(zpeak)) { /* a gap erases no memory of the season's peaks */
-        if (b == 0 || fc_phase_bin(f, b - 1) != bin)
-            f->binmax[bin] = -INFINITY; /* a new visit of this phase bin */
+    bool first = b == 0 || fc_phase_bin(f, b - 1) != bin; /* a new visit of this phase bin */
+    if (isnan(zpeak)) {
+        /* a gap erases no memory of the season's peaks: the last visit's
+         * peak stands until this visit observes one */
+        if (first && isfinite(f->binmax[bin]))
+            f->binstale[bin] = true;
+    } else {
+        if (first || f->binstale[bin])
+            f->binmax[bin] = -INFINITY;
+        f->binstale[bin] = false;
         if (zpeak > f->binmax[bin])
             f->binmax[bin] = (float)zpeak;
     }

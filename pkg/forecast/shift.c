@@ -92,6 +92,7 @@ int forecast_shift(struct forecast *f, int64_t delta_ms)
     rotate(f->res_len, FC_PHASES, sizeof(f->res_len[0]), bins);
     rotate(f->res_pos, FC_PHASES, sizeof(f->res_pos[0]), bins);
     rotate(f->binmax, FC_PHASES, sizeof(f->binmax[0]), bins);
+    rotate(f->binstale, FC_PHASES, sizeof(f->binstale[0]), bins);
     rotate(f->learn_shift, FC_PHASES, sizeof(f->learn_shift[0]), bins);
     /* the caches of phase bins and levels are made again, as for a restore */
     fc_stores_sort(f);

@@ -56,7 +56,7 @@ static void roundtrip_one(const struct forecast_config *cfg, struct forecast *f,
     forecast_serialize(f, &buf, &len);
     print_message("checkpoint: %zu bytes (%.1f KB)\n", len, (double)len / 1024);
     assert_true(memcmp(buf, "GSFC", 4) == 0);
-    assert_int_equal(buf[4] | buf[5] << 8, 7);
+    assert_int_equal(buf[4] | buf[5] << 8, 8);
     uint32_t crc = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 |
                    (uint32_t)buf[len - 2] << 16 | (uint32_t)buf[len - 1] << 24;
     assert_int_equal(crc, test_crc32(buf, len - 4));
@@ -214,12 +214,12 @@ static void test_state_roundtrip(void **state)
     forecast_free(f);
 }
 
-/* The previous releases' checkpoints (the v2-* to v6-* seeds of
+/* The previous releases' checkpoints (the v2-* to v7-* seeds of
  * fuzz/corpus/forecast-state/, written by those releases' `test-forecast
  * --write-corpus`; version 2 has float buffered values, neither it nor 3 has
  * the recent window peaks of version 4, none of them has the learned plan of
- * version 5, none but version 6 the recent seasons' ring, and none the
- * quantile of version 7) restore: the restored forecaster has the
+ * version 5, none before version 6 the recent seasons' ring, none before 7
+ * the quantile, and none the stale phase bins of version 8) restore: the restored forecaster has the
  * same history and plans within the 16-bit steps of its buffered values as
  * one fed the same observations now, also once the buffer has become
  * Holt-Winters' seasonal indices. */
@@ -266,7 +266,7 @@ static void assert_same_plans(const struct forecast *a, const struct forecast *b
 #define V5_EXTRA_ZERO (5 * 22 + 24 * 5 * 4)
 #define V5_EXTRA_FIXED (V5_EXTRA_ZERO + 16 * 5 * 4)
 
-/* One previous version's seeds (prefix "v2-" to "v6-") restore, and
+/* One previous version's seeds (prefix "v2-" to "v7-") restore, and
  * are written back as the current version. */
 static void previous_version(const char *dir, const char *pre, int version)
 {
@@ -315,7 +315,7 @@ static void previous_version(const char *dir, const char *pre, int version)
     uint8_t *out;
     size_t outlen;
     forecast_serialize(g, &out, &outlen);
-    assert_int_equal(out[4] | out[5] << 8, 7);
+    assert_int_equal(out[4] | out[5] << 8, 8);
     xfree(out);
     forecast_free(f);
     forecast_free(g);
@@ -343,17 +343,19 @@ static void previous_version(const char *dir, const char *pre, int version)
          * had 4 reserved bytes), version 4's and 5's fixed fields, then the
          * new fields, then the residual stores (and version 4's window peak
          * stores), then version 6's recent seasons' ring (7 seasons and 30
-         * buckets, all none before version 6) */
+         * buckets, all none before version 6), then version 8's stale phase
+         * bins (none) */
         int64_t m = c.season_ms / c.bucket_ms;
         size_t fixed = 112 + (size_t)m * 4 + 1028 + (version >= 4 ? V4_EXTRA_FIXED : 0) +
                        (version >= 5 ? V5_EXTRA_FIXED : 0);
         size_t added = (version < 4 ? V4_EXTRA_FIXED : 0) + (version < 5 ? V5_EXTRA_FIXED : 0);
         size_t ring = (size_t)(7 * m + 30) * 2;
-        assert_int_equal(outlen,
-                         len - 1 + added + (version < 4 ? 5 : 0) + (version < 6 ? ring : 0));
+        assert_int_equal(outlen, len - 1 + added + (version < 4 ? 5 : 0) +
+                                     (version < 6 ? ring : 0) + 4 /* no stale bins */);
         float q = (float)c.quantile;
         assert_memory_equal(out + 52, &q, 4); /* little-endian host */
-        assert_memory_equal(seed + 1 + 52, "\0\0\0\0", 4);
+        if (version < 7)
+            assert_memory_equal(seed + 1 + 52, "\0\0\0\0", 4);
         assert_memory_equal(out + 6, seed + 7, 52 - 6);
         assert_memory_equal(out + 56, seed + 1 + 56, fixed - 56);
         const uint8_t *learned = out + fixed + added - V5_EXTRA_FIXED;
@@ -363,11 +365,12 @@ static void previous_version(const char *dir, const char *pre, int version)
         assert_memory_equal(out + fixed + added, seed + 1 + fixed, stores);
         for (int h = 0; version < 4 && h < 5; h++)
             assert_int_equal(out[fixed + added + stores + h], 0);
-        const uint8_t *seasons = out + outlen - 4 - ring;
+        const uint8_t *seasons = out + outlen - 8 - ring;
         for (size_t k = 0; version < 6 && k < ring; k++)
             assert_int_equal(seasons[k], 0);
-        if (version == 6)
+        if (version >= 6)
             assert_memory_equal(seasons, seed + len - 4 - ring, ring);
+        assert_memory_equal(out + outlen - 8, "\0\0\0\0", 4);
         xfree(out);
         forecast_free(g);
         xfree(seed);
@@ -384,6 +387,7 @@ static void test_state_previous_version(void **state)
     previous_version(dir, "v4-", 4);
     previous_version(dir, "v5-", 5);
     previous_version(dir, "v6-", 6);
+    previous_version(dir, "v7-", 7);
 }
 
 static void test_state_rejected(void **state)
@@ -423,7 +427,7 @@ static void test_state_rejected(void **state)
     assert_null(forecast_deserialize(&cfg, b, len, err, sizeof(err)));
     assert_non_null(strstr(err, "magic"));
     memcpy(b, buf, len);
-    b[4] = 8;
+    b[4] = 9;
     fix_crc(b, len);
     assert_null(forecast_deserialize(&cfg, b, len, err, sizeof(err)));
     assert_non_null(strstr(err, "version"));
@@ -603,12 +607,44 @@ static void test_state_rejected(void **state)
     forecast_serialize(e, &eb, &elen);
     assert_non_null(g = forecast_deserialize(&cfg, eb, elen, err, sizeof(err)));
     forecast_free(g);
-    eb[elen - 5] = 1;
+    eb[elen - 9] = 1;
     fix_crc(eb, elen);
     assert_null(forecast_deserialize(&cfg, eb, elen, err, sizeof(err)));
     assert_non_null(strstr(err, "before bucket 0"));
+    eb[elen - 9] = 0;
+    /* a stale mark on a phase bin without a peak, or past the 24 bins */
+    eb[elen - 8] = 1;
+    fix_crc(eb, elen);
+    assert_null(forecast_deserialize(&cfg, eb, elen, err, sizeof(err)));
+    assert_non_null(strstr(err, "stale mark on phase bin 0, which has no peak"));
+    eb[elen - 8] = 0;
+    eb[elen - 5] = 1; /* bit 24 */
+    fix_crc(eb, elen);
+    assert_null(forecast_deserialize(&cfg, eb, elen, err, sizeof(err)));
+    assert_non_null(strstr(err, "stale mark on phase bin 24"));
     xfree(eb);
     forecast_free(e);
+    /* ... but on every bin with a peak it restores, and serialises back */
+    memcpy(b, buf, len);
+    int marked = 0;
+    for (int bin = 0; bin < 24; bin++) {
+        float v;
+        memcpy(&v, buf + 112 + 60 * 4 + 16 * 12 + 16 * 5 * 8 + 4 * bin, 4); /* little-endian */
+        if (isfinite(v)) {
+            b[len - 8 + bin / 8] |= (uint8_t)(1u << (bin % 8));
+            marked++;
+        }
+    }
+    assert_true(marked > 0);
+    fix_crc(b, len);
+    assert_non_null(g = forecast_deserialize(&cfg, b, len, err, sizeof(err)));
+    uint8_t *sb;
+    size_t slen;
+    forecast_serialize(g, &sb, &slen);
+    assert_int_equal(slen, len);
+    assert_memory_equal(sb, b, len);
+    xfree(sb);
+    forecast_free(g);
 
     /* the untouched buffer is still fine */
     g = forecast_deserialize(&cfg, buf, len, err, sizeof(err));

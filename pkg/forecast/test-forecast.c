@@ -200,6 +200,45 @@ static void test_bucket_averaging(void **state)
     forecast_free(f);
 }
 
+/* The highest peak the plan remembers is each phase bin's last visit's: a
+ * visit that begins with a gap keeps the previous visit's peak only until
+ * it observes one of its own (that visit's peak, a season old, once stayed
+ * in this visit's maximum). */
+static void test_bin_peak_after_gap(void **state)
+{
+    (void)state;
+    struct forecast_config cfg;
+    forecast_config_init(&cfg);
+    struct forecast *f = forecast_new(&cfg);
+    /* day 0: hour 0 peaks at 1000 req/s, the rest of the day at 10 */
+    for (int64_t i = 0; i < DAY_MIN; i++)
+        assert_int_equal(forecast_observe(f, T0 + i * MIN_MS, i < 60 ? 1000.0 : 10.0), 0);
+    struct forecast_result r;
+    /* day 1: hour 0's first 30 minutes are a gap; while it lasts the last
+     * visit's peak stands */
+    assert_int_equal(forecast_predict(f, T0 + (DAY_MIN + 29) * MIN_MS, 0, &r), 0);
+    assert_near(r.observed_max, 1000.0, 1e-3 * 1000);
+    /* the gap closes with the first observation after it; the mark that
+     * the peak is the last visit's survives a checkpoint */
+    assert_int_equal(forecast_observe(f, T0 + (DAY_MIN + 30) * MIN_MS, 10.0), 0);
+    uint8_t *buf;
+    size_t len;
+    char err[160];
+    forecast_serialize(f, &buf, &len);
+    forecast_free(f);
+    f = forecast_deserialize(&cfg, buf, len, err, sizeof(err));
+    xfree(buf);
+    if (!f)
+        fail_msg("restore: %s", err);
+    assert_int_equal(forecast_predict(f, T0 + (DAY_MIN + 30) * MIN_MS, 0, &r), 0);
+    assert_near(r.observed_max, 1000.0, 1e-3 * 1000);
+    for (int64_t i = DAY_MIN + 31; i < DAY_MIN + 62; i++)
+        assert_int_equal(forecast_observe(f, T0 + i * MIN_MS, 10.0), 0);
+    assert_int_equal(forecast_predict(f, T0 + (DAY_MIN + 61) * MIN_MS, 0, &r), 0);
+    assert_near(r.observed_max, 10.0, 1e-3 * 10);
+    forecast_free(f);
+}
+
 /* ---- calibration and bounds of the plan ------------------------------------------- */
 
 /* Empirical coverage of the plan: for every minute after the first two days,
@@ -1180,6 +1219,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seasonal_accuracy), cmocka_unit_test(test_holt_ramp),
         cmocka_unit_test(test_bucket_averaging),  cmocka_unit_test(test_rejected_input),
+        cmocka_unit_test(test_bin_peak_after_gap),
         cmocka_unit_test(test_plan_coverage),
         cmocka_unit_test(test_learn_fit),
         cmocka_unit_test(test_sorted_stores),
