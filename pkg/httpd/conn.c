@@ -6,7 +6,8 @@
  * freed when both close callbacks have run). At most one request is with
  * the handler at a time (c->busy); further pipelined input stays in the
  * parser's buffer, and reading stops while that buffer is over
- * HTTPD_PIPELINE_BUF. The timer enforces, depending on the phase: the
+ * HTTPD_PIPELINE_BUF (on TLS, what was read past it waits in the TLS layer
+ * and is pumped into the parser whenever the parser wants more). The timer enforces, depending on the phase: the
  * header deadline (from accept or the first byte of a request until the end
  * of its headers, TLS handshake included, never extended by more bytes),
  * the body silence limit (from the end of the headers, restarted by every
@@ -384,6 +385,16 @@ static void conn_process(struct conn *c)
             LOG_DEBUG(subsys(c), "bad request from %s: answering %d", c->addr, c->hp.err_status);
             send_error(c, c->hp.err_status ? c->hp.err_status : 400);
             break;
+        }
+        /* the parser wants more: on TLS, what was pumped stopped at its
+         * limit, and the rest (decrypted, or still encrypted in the BIO)
+         * may be all the client sends; answered requests drained it */
+        if (c->ssl && (SSL_pending(c->ssl) > 0 || BIO_ctrl_pending(c->rbio) > 0)) {
+            size_t before = hp_buffered(&c->hp);
+            if (!tls_pump(c))
+                break;
+            if (hp_buffered(&c->hp) > before)
+                continue;
         }
         /* the header deadline runs until the end of the headers; a body
          * then has its own silence limit (arm_timer) */

@@ -106,6 +106,48 @@ static void test_tls_basic(void **state)
     assert_false(f.last_presented);
 }
 
+/* More than the parser's 64 KiB pipelined behind a deferred answer: what
+ * the TLS layer decrypted past the parser's limit (or still holds
+ * encrypted) is fed to the parser as it drains, not left waiting for the
+ * socket to bring more (the client has sent everything and waits: the rest
+ * once timed out with a 408). */
+static void cl_tls_pipeline_long(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = topts(f);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    char pad[960];
+    memset(pad, 'p', sizeof(pad) - 1);
+    pad[sizeof(pad) - 1] = '\0';
+    struct util_buf b = {0};
+    util_buf_printf(&b, "GET /defer/100 HTTP/1.1\r\n\r\n");
+    for (int i = 0; i < 150; i++)
+        util_buf_printf(&b, "GET /n%d HTTP/1.1\r\nX-Pad: %s\r\n\r\n", i, pad);
+    CHECK(f, b.len > 2 * 65536);
+    CHECK(f, tc_send(&c, b.data, b.len) == 0);
+    util_buf_free(&b);
+    CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
+    for (int i = 0; i < 150; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "GET /n%d q= len=0", i);
+        if (tc_read_response(&c, &r) != 0 || r.status != 200 ||
+            strncmp(r.body, want, strlen(want)) != 0) {
+            CHECK(f, !"pipelined response missing, out of order or not a 200");
+            break;
+        }
+    }
+    tc_close(&c);
+}
+
+static void test_tls_pipeline_long(void **state)
+{
+    struct fx f = {0};
+    struct httpd_config cfg = {.port = 0, .tls = true, .name = "tls"};
+    fx_run(&f, &cfg, cl_tls_pipeline_long);
+    assert_int_equal(f.requests, 151);
+}
+
 /* ---- garbage and the handshake deadline ------------------------------------ */
 
 static int64_t mono_ms(void)
@@ -415,6 +457,7 @@ int main(void)
     util_log_setup(UTIL_LOG_LOGFMT, getenv("TEST_DEBUG") ? UTIL_LOG_DEBUG : UTIL_LOG_ERROR + 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tls_basic),
+        cmocka_unit_test(test_tls_pipeline_long),
         cmocka_unit_test(test_tls_garbage),
         cmocka_unit_test(test_cert_reload),
         cmocka_unit_test(test_reload_direct),
