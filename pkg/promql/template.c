@@ -52,22 +52,58 @@ static bool legacy_label(const char *s)
     return s[strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")] == 0;
 }
 
-/* A field whose name is quoted inside the braces (Prometheus 3's UTF-8
- * names, `{"http.server.requests", method="GET"}`), written back the same
- * way from its parse: the quoted name and suffix, the pods' matchers, then
- * the field's own, each value quoted again. */
-static void selector_quoted(const struct scrape_selector *sel, const char *suffix, char *out,
-                            size_t outlen)
+/* [a-zA-Z_:][a-zA-Z0-9_:]*, a name PromQL reads bare */
+static bool legacy_metric(const char *s)
 {
-    char name[sizeof(sel->name) + 16];
-    snprintf(name, sizeof(name), "%s%s", sel->name, suffix);
-    snprintf(out, outlen, "{");
-    append_quoted(out, outlen, name);
-    size_t n = strlen(out);
-    snprintf(out + n, outlen - n, ",%s", PODS);
-    for (size_t i = 0; i < sel->n; i++) {
-        const struct scrape_matcher *m = &sel->m[i];
-        n = strlen(out);
+    if (!(*s == '_' || *s == ':' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+        return false;
+    return s[strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:")] == 0;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* A metric field (a name, maybe with matchers, validated as
+ * scrape_selector_parse does) as the selector of the workload's series,
+ * written back from its parse: the name and suffix (quoted inside the
+ * braces if it is not a legacy name, Prometheus 3's UTF-8 names), the pods'
+ * matchers, then the field's own, each value quoted again (a `\'` inside
+ * double quotes, which the field may hold, is no PromQL escape). A counter
+ * (`counter`: one an annotation named) given by its family name (no
+ * `_total`) is found under either name, as the scraper finds it: Prometheus
+ * stores an OpenMetrics counter `x`, and the 0.0.4 format's `x_total`, as
+ * `x_total`. */
+static void selector(const char *field, const char *suffix, bool counter, char *out,
+                     size_t outlen)
+{
+    struct scrape_selector sel;
+    if (scrape_selector_parse(field, &sel, NULL, 0) != 0) {
+        /* refused when the annotations were read: not expected here; as
+         * written, so that Prometheus says what is wrong with it */
+        snprintf(out, outlen, "%s", field);
+        return;
+    }
+    char name[sizeof(sel.name) + 16];
+    snprintf(name, sizeof(name), "%s%s", sel.name, suffix);
+    bool legacy = legacy_metric(name);
+    if (legacy && counter && !suffix[0] && !ends_with(name, "_total") &&
+        !ends_with(name, "_sum") && !ends_with(name, "_count")) {
+        /* a legacy name holds no regex metacharacter */
+        snprintf(out, outlen, "{__name__=~\"%s|%s_total\"," PODS, name, name);
+    } else if (legacy) {
+        snprintf(out, outlen, "%s{" PODS, name);
+    } else {
+        snprintf(out, outlen, "{");
+        append_quoted(out, outlen, name);
+        size_t n = strlen(out);
+        snprintf(out + n, outlen - n, ",%s", PODS);
+    }
+    for (size_t i = 0; i < sel.n; i++) {
+        const struct scrape_matcher *m = &sel.m[i];
+        size_t n = strlen(out);
         snprintf(out + n, outlen - n, ",");
         if (legacy_label(m->label)) {
             n = strlen(out);
@@ -80,31 +116,22 @@ static void selector_quoted(const struct scrape_selector *sel, const char *suffi
                                                       : (m->regex ? "=~" : "="));
         append_quoted(out, outlen, m->value);
     }
-    n = strlen(out);
+    size_t n = strlen(out);
     snprintf(out + n, outlen - n, "}");
 }
 
-/* A metric field (a name, maybe with matchers, validated as
- * scrape_selector_parse does) as the selector of the workload's series: the
- * name and suffix, the pods' matchers, then the field's own. */
-static void selector(const char *field, const char *suffix, char *out, size_t outlen)
+/* Is field's counter one an annotation named (not one of the profile's own
+ * names, whose exposition the profile knows), so perhaps by its family
+ * name? */
+static bool named_counter(const struct scrape_spec *spec, const char *field)
 {
-    size_t k = scrape_metric_name_len(field);
-    if (k == 0) { /* the name is quoted inside the braces */
-        struct scrape_selector sel;
-        if (scrape_selector_parse(field, &sel, NULL, 0) == 0) {
-            selector_quoted(&sel, suffix, out, outlen);
-            return;
-        }
-    }
-    const char *m = field[k] == '{' ? field + k + 1 : "";
-    size_t ml = strlen(m);
-    if (ml && m[ml - 1] == '}')
-        ml--;
-    if (strspn(m, " \t") >= ml)
-        ml = 0; /* `name{}` */
-    snprintf(out, outlen, "%.*s%s{" PODS "%s%.*s}", (int)k, field, suffix, ml ? "," : "",
-             (int)ml, m);
+    struct scrape_spec def;
+    scrape_spec_init(&def, spec->profile);
+    char name[SCRAPE_METRIC_MAX + 8], req[SCRAPE_METRIC_MAX + 8], busy[SCRAPE_METRIC_MAX + 8];
+    scrape_metric_name(field, name, sizeof(name));
+    scrape_metric_name(def.request_metric, req, sizeof(req));
+    scrape_metric_name(def.busy_metric, busy, sizeof(busy));
+    return strcmp(name, req) != 0 && strcmp(name, busy) != 0;
 }
 
 /* Unit of a latency metric from its name: seconds unless it says ms or us
@@ -133,7 +160,7 @@ void promql_default_rate(const struct scrape_spec *spec, char *out, size_t outle
         return;
     }
     char s[PROMQL_MAX_QUERY];
-    selector(spec->request_metric, "", s, sizeof(s));
+    selector(spec->request_metric, "", named_counter(spec, spec->request_metric), s, sizeof(s));
     snprintf(out, outlen, "sum(rate(%s[{{window}}]))", s);
 }
 
@@ -145,7 +172,7 @@ void promql_default_p99(const struct scrape_spec *spec, char *out, size_t outlen
     }
     double f = seconds_per_unit(spec->latency_metric);
     char s[PROMQL_MAX_QUERY];
-    selector(spec->latency_metric, "_bucket", s, sizeof(s));
+    selector(spec->latency_metric, "_bucket", false, s, sizeof(s));
     if (f == 1)
         snprintf(out, outlen, "histogram_quantile(0.99, sum by (le) (rate(%s[{{window}}])))", s);
     else
@@ -165,12 +192,12 @@ void promql_default_busy(const struct scrape_spec *spec, char *out, size_t outle
     if (f != 1)
         snprintf(scale, sizeof(scale), " * %g", f);
     char bs[PROMQL_MAX_QUERY], rs[PROMQL_MAX_QUERY];
-    selector(b, "", bs, sizeof(bs));
+    selector(b, "", named_counter(spec, b), bs, sizeof(bs));
     if (!r[0]) {
         snprintf(out, outlen, "sum(rate(%s[{{window}}]))%s", bs, scale);
         return;
     }
-    selector(r, "", rs, sizeof(rs));
+    selector(r, "", named_counter(spec, r), rs, sizeof(rs));
     /* Only when every pod with the request counter has the busy counter too:
      * a sum over fewer pods would understate the requests in service. */
     snprintf(out, outlen,
@@ -187,18 +214,20 @@ void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char
     const char *req = with_counted ? spec->request_metric : "";
     const struct {
         const char *metric, *name, *agg, *open, *close;
+        bool counter;
     } parts[] = {
-        {spec->inflight_metric, "running", "sum", "", ""},
-        {spec->queue_metric, "waiting", "sum", "", ""},
-        {req, "counted", "count", "rate(", "[{{window}}])"},
-        {req, "requests", "sum", "", ""},
-        {req, "at", "max", "timestamp(", ")"},
-        {req, "at_min", "min", "timestamp(", ")"},
+        {spec->inflight_metric, "running", "sum", "", "", false},
+        {spec->queue_metric, "waiting", "sum", "", "", false},
+        {req, "counted", "count", "rate(", "[{{window}}])", true},
+        {req, "requests", "sum", "", "", true},
+        {req, "at", "max", "timestamp(", ")", true},
+        {req, "at_min", "min", "timestamp(", ")", true},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(parts); i++) {
         if (!parts[i].metric[0])
             continue;
-        selector(parts[i].metric, "", sel, sizeof(sel));
+        selector(parts[i].metric, "", parts[i].counter && named_counter(spec, parts[i].metric), sel,
+                 sizeof(sel));
         snprintf(part, sizeof(part),
                  "%slabel_replace(%s by (pod) (%s%s%s), \"" PROMQL_PART_LABEL "\", \"%s\", "
                  "\"\", \"\")",

@@ -9,7 +9,8 @@
  * none once one pod lacks the busy counter; the per-pod query must name the
  * two pods as counted, with their running and waiting gauges (and not
  * count them under a custom rate query); errors, empty results and
- * unaggregated queries must come back invalid; query_range must seed a
+ * unaggregated queries must come back invalid; a generic workload's
+ * counter named by its family name must be found; query_range must seed a
  * forecaster. Prometheus is killed by PID and its temp dir removed in the
  * teardown, also when an assertion fails. Exits 77 (skipped) when
  * /usr/bin/prometheus is not installed. Bounded: about 15 s, 60 s at most. */
@@ -125,11 +126,10 @@ static void wait_results(struct fx *f, int n)
 }
 
 /* Query ns/deploy with the given templates (NULL: defaults). */
-static struct scrape_result query(struct fx *f, const char *ns, const char *rate_tmpl)
+static struct scrape_result query_spec(struct fx *f, const char *ns, const char *rate_tmpl,
+                                       const struct scrape_spec *spec)
 {
-    struct scrape_spec spec;
-    scrape_spec_init(&spec, SCRAPE_VLLM);
-    struct promql_target t = {.ns = ns, .deployment = "chat", .spec = &spec,
+    struct promql_target t = {.ns = ns, .deployment = "chat", .spec = spec,
                               .rate_tmpl = rate_tmpl};
     char err[160];
     int before = f->results;
@@ -137,6 +137,13 @@ static struct scrape_result query(struct fx *f, const char *ns, const char *rate
                      0);
     wait_results(f, before + 1);
     return f->r;
+}
+
+static struct scrape_result query(struct fx *f, const char *ns, const char *rate_tmpl)
+{
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    return query_spec(f, ns, rate_tmpl, &spec);
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -309,6 +316,19 @@ static void test_against_prometheus(void **state)
     /* under a rate query of the workload's own, which pods it counts is not asked */
     assert_true(f->pods_answered && f->pods.n == 2 && !f->pods.counted_seen);
     assert_true(!f->pods.v[0].counted && f->pods.v[0].running == 3);
+
+    /* a generic workload naming the counter by its family name (Prometheus
+     * stores it as the exposition's vllm:request_success_total), with a
+     * matcher in single quotes holding an escaped double quote: the same
+     * two pods (the query for the family name alone found nothing, and one
+     * copying the matcher as written was refused by Prometheus' lexer) */
+    struct scrape_spec gen;
+    scrape_spec_init(&gen, SCRAPE_GENERIC);
+    snprintf(gen.request_metric, sizeof(gen.request_metric),
+             "vllm:request_success{model_name!='no \\\"such\\\" model'}");
+    r = query_spec(f, "team-a", NULL, &gen);
+    assert_true(r.valid);
+    assert_true(fabs(r.request_rate - 40) < 4);
 
     r = query(f, "team-x", NULL);
     assert_false(r.valid);

@@ -115,7 +115,8 @@ static void test_defaults(void **state)
     assert_non_null(strstr(q, "[{{window}}])) * 1e-06) and on() ("));
     assert_non_null(strstr(q, "(nv_inference_request_success{"));
 
-    /* a metric's own label matchers join the pods' in every query, as written */
+    /* a metric's own label matchers join the pods' in every query, written
+     * back from their parse (double quotes, no blanks) */
     scrape_spec_init(&spec, SCRAPE_TRITON);
     snprintf(spec.request_metric, sizeof(spec.request_metric),
              "nv_inference_request_success{model=\"ensemble\", version!='2',}");
@@ -123,7 +124,7 @@ static void test_defaults(void **state)
              "nv_inference_compute_infer_duration_us{model=\"ensemble\"}");
     promql_default_rate(&spec, q, sizeof(q));
     assert_string_equal(q, "sum(rate(nv_inference_request_success{namespace=\"{{namespace}}\","
-                           "pod=~\"{{pods}}\",model=\"ensemble\", version!='2',}[{{window}}]))");
+                           "pod=~\"{{pods}}\",model=\"ensemble\",version!=\"2\"}[{{window}}]))");
     promql_default_busy(&spec, q, sizeof(q));
     assert_string_equal(
         q, "(sum(rate(nv_inference_compute_infer_duration_us{namespace=\"{{namespace}}\","
@@ -131,7 +132,7 @@ static void test_defaults(void **state)
            "by (pod) (nv_inference_compute_infer_duration_us{namespace=\"{{namespace}}\","
            "pod=~\"{{pods}}\",model=\"ensemble\"})) == count(count by (pod) "
            "(nv_inference_request_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\","
-           "model=\"ensemble\", version!='2',})))");
+           "model=\"ensemble\",version!=\"2\"})))");
     /* a regex matcher goes to Prometheus as written: its own RE2 reads it */
     scrape_spec_init(&spec, SCRAPE_VLLM);
     snprintf(spec.request_metric, sizeof(spec.request_metric),
@@ -140,6 +141,46 @@ static void test_defaults(void **state)
     assert_string_equal(q, "sum(rate(vllm:request_success_total{namespace=\"{{namespace}}\","
                            "pod=~\"{{pods}}\",model_name=~\"llama-.*\",engine!~\"[1-9]\"}"
                            "[{{window}}]))");
+    /* an escape either quote takes (`\'` in double quotes, `\"` in single)
+     * is written as PromQL reads it: a value quoted again (as written, the
+     * query was a lexer error, 400 on every tick) */
+    snprintf(spec.request_metric, sizeof(spec.request_metric),
+             "vllm:request_success_total{model_name=\"o\\'brien\",tag='say \\\"hi\\\"',"
+             "path=~\"a\\\\.b\"}");
+    promql_default_rate(&spec, q, sizeof(q));
+    assert_string_equal(q, "sum(rate(vllm:request_success_total{namespace=\"{{namespace}}\","
+                           "pod=~\"{{pods}}\",model_name=\"o'brien\",tag=\"say \\\"hi\\\"\","
+                           "path=~\"a\\\\.b\"}[{{window}}]))");
+    /* a counter an annotation names by its family name is asked for under
+     * both names, as the scraper finds it: Prometheus stores an OpenMetrics
+     * counter http_requests, and the Go client's, as http_requests_total
+     * (the query for http_requests alone matched nothing); the profiles'
+     * own names, a _total name, a histogram's _sum and the gauges stay as
+     * they are */
+    scrape_spec_init(&spec, SCRAPE_GENERIC);
+    snprintf(spec.request_metric, sizeof(spec.request_metric), "http_requests{code!~\"5..\"}");
+    snprintf(spec.busy_metric, sizeof(spec.busy_metric), "busy_seconds");
+    snprintf(spec.inflight_metric, sizeof(spec.inflight_metric), "inflight");
+    promql_default_rate(&spec, q, sizeof(q));
+    assert_string_equal(q, "sum(rate({__name__=~\"http_requests|http_requests_total\","
+                           "namespace=\"{{namespace}}\",pod=~\"{{pods}}\",code!~\"5..\"}"
+                           "[{{window}}]))");
+    promql_default_busy(&spec, q, sizeof(q));
+    assert_non_null(strstr(q, "(sum(rate({__name__=~\"busy_seconds|busy_seconds_total\","));
+    assert_non_null(strstr(q, "count by (pod) ({__name__=~\"http_requests|http_requests_total\","));
+    promql_default_pods(&spec, true, q, sizeof(q));
+    assert_non_null(strstr(q, "sum by (pod) (inflight{namespace="));
+    assert_non_null(strstr(q, "(rate({__name__=~\"http_requests|http_requests_total\","));
+    assert_non_null(strstr(q, "(timestamp({__name__=~\"http_requests|http_requests_total\","));
+    assert_null(strstr(q, "(http_requests{"));
+    snprintf(spec.busy_metric, sizeof(spec.busy_metric), "lat_seconds_sum");
+    promql_default_busy(&spec, q, sizeof(q));
+    assert_non_null(strstr(q, "(sum(rate(lat_seconds_sum{namespace="));
+    scrape_spec_init(&spec, SCRAPE_TRITON); /* the profile's counter: as the profile names it */
+    snprintf(spec.request_metric, sizeof(spec.request_metric),
+             "nv_inference_request_success{model=\"a\"}");
+    promql_default_rate(&spec, q, sizeof(q));
+    assert_non_null(strstr(q, "(rate(nv_inference_request_success{namespace="));
     /* the unit comes from the name before the braces; empty braces add nothing */
     scrape_spec_init(&spec, SCRAPE_GENERIC);
     snprintf(spec.latency_metric, sizeof(spec.latency_metric), "lat_ms{route=\"/v1\"}");
