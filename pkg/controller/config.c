@@ -360,7 +360,7 @@ static int set_scalar(struct ctl_config *c, const struct key *k, const char *s, 
         return 0;
     }
     case K_DUR: {
-        const struct util_range r = {(double)k->min, (double)k->max, false, NULL};
+        const struct util_range r = {(double)k->min, (double)k->max, false, NULL, 0};
         return util_parse_ranged(k->path, UTIL_DURATION, &r, s, field, err, errlen);
     }
     case K_BOOL: {

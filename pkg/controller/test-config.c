@@ -562,6 +562,16 @@ static void test_annotations(void **s)
                            "sum(x{pod=~\"{{pods\"})"};
     assert_int_equal(parse_ann(&c, open_, 2, &w, bad, err), -EINVAL);
     assert_string_equal(bad, "gpuscaler.io/promql-busy");
+    /* one that expands past the longest query even for the shortest names
+     * (it was taken, and then failed on every tick) */
+    char longq[512] = "";
+    while (strlen(longq) + 8 < sizeof(longq))
+        strcat(longq, "{{pods}}");
+    const char *too_long[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/promql-rate",
+                              longq};
+    assert_int_equal(parse_ann(&c, too_long, 2, &w, bad, err), -EINVAL);
+    assert_string_equal(bad, "gpuscaler.io/promql-rate");
+    assert_non_null(strstr(err, "promql-rate: expanded query longer than"));
     ctl_config_free(&c);
 
     /* config defaults apply under annotations */

@@ -166,10 +166,10 @@ static int apply_ctl_key(struct ctl_workload_config *w, const char *k, const cha
         char *dst = k[7] == 'r' ? w->promql_rate : k[7] == 'p' ? w->promql_p99 : w->promql_busy;
         if (!*v || strlen(v) >= sizeof(w->promql_rate) || !printable(v))
             BAD("%s: must be a PromQL expression of at most 511 printable characters", k);
-        /* its placeholders, now: a typo held the Deployment at every query instead */
+        /* its placeholders, now: a typo held the Deployment at every query
+         * instead; so did one too long once expanded, even for short names */
         char q[PROMQL_MAX_QUERY], why[160];
-        if (promql_expand(v, "ns", "name", PROMQL_WINDOW, q, sizeof(q), why, sizeof(why)) ==
-            -EINVAL)
+        if (promql_expand(v, "ns", "name", PROMQL_WINDOW, q, sizeof(q), why, sizeof(why)) != 0)
             BAD("%s: %s", k, why);
         snprintf(dst, sizeof(w->promql_rate), "%s", v);
         return 0;

@@ -214,7 +214,7 @@ int plan_config_set(struct plan_config *cfg, const char *key, const char *value,
     struct plan_config tmp = *cfg;
     switch (k->kind) {
     case K_DUR: {
-        const struct util_range r = {k->min, k->max, false, NULL};
+        const struct util_range r = {k->min, k->max, false, NULL, 0};
         int64_t ms;
         if (util_parse_ranged(k->name, UTIL_DURATION, &r, value, &ms, err, errlen) != 0)
             return -EINVAL;

@@ -24,6 +24,7 @@ struct key {
     double min, max; /* inclusive; for durations in ms */
     bool min_exclusive;
     const char *unit;
+    double step; /* durations: a whole multiple of this many ms, 0 = any */
 };
 
 #define OFF(f) offsetof(struct policy_config, f)
@@ -31,35 +32,38 @@ struct key {
 
 static const struct key keys[] = {
     {"capacity-per-gpu", K_NUM, OFF(capacity_rps_per_gpu), 0, 1e6, true,
-     "requests/s (or weighted tokens/s) per GPU, or auto"},
+     "requests/s (or weighted tokens/s) per GPU, or auto", 0},
     {"capacity-start", K_NUM, OFF(capacity_start), 0, 1e6, false,
-     "per GPU until one is learned, in the demand unit, 0 = none"},
-    {"demand-unit", K_UNIT, OFF(demand_unit), 0, 0, false, "requests or tokens"},
+     "per GPU until one is learned, in the demand unit, 0 = none", 0},
+    {"demand-unit", K_UNIT, OFF(demand_unit), 0, 0, false, "requests or tokens", 0},
     {"prompt-token-weight", K_NUM, OFF(prompt_token_weight), 0, 100, false,
-     "generated tokens one prompt token costs"},
-    {"target-utilization", K_NUM, OFF(target_utilization), 0, 1, true, "fraction"},
-    {"scale-in-utilization", K_NUM, OFF(scale_in_utilization), 0, 1, false, "fraction"},
-    {"scale-out-after", K_DUR, OFF(scale_out_after_ms), 0, DAY_MS, false, "duration"},
-    {"scale-in-after", K_DUR, OFF(scale_in_after_ms), 0, DAY_MS, false, "duration"},
-    {"min-replicas", K_INT, OFF(min_replicas), 0, 10000, false, "replicas"},
-    {"max-replicas", K_INT, OFF(max_replicas), 1, 10000, false, "replicas"},
-    {"max-scale-up-step", K_INT, OFF(max_scale_up_step), 0, 10000, false, "replicas, 0 = unlimited"},
+     "generated tokens one prompt token costs", 0},
+    {"target-utilization", K_NUM, OFF(target_utilization), 0, 1, true, "fraction", 0},
+    {"scale-in-utilization", K_NUM, OFF(scale_in_utilization), 0, 1, false, "fraction", 0},
+    {"scale-out-after", K_DUR, OFF(scale_out_after_ms), 0, DAY_MS, false, "duration", 0},
+    {"scale-in-after", K_DUR, OFF(scale_in_after_ms), 0, DAY_MS, false, "duration", 0},
+    {"min-replicas", K_INT, OFF(min_replicas), 0, 10000, false, "replicas", 0},
+    {"max-replicas", K_INT, OFF(max_replicas), 1, 10000, false, "replicas", 0},
+    {"max-scale-up-step", K_INT, OFF(max_scale_up_step), 0, 10000, false,
+     "replicas, 0 = unlimited", 0},
     {"max-scale-down-step", K_INT, OFF(max_scale_down_step), 0, 10000, false,
-     "replicas, 0 = half"},
-    {"cold-start", K_DUR, OFF(cold_start_ms), 0, DAY_MS, false, "duration"},
-    {"predictive", K_BOOL, OFF(predictive), 0, 0, false, "true or false"},
-    {"seasonality", K_DUR, OFF(seasonality_ms), 3600e3, 7 * DAY_MS, false, "duration"},
-    {"forecast-quantile", K_NUM, OFF(forecast_quantile), 0.5, 0.999, true, "quantile"},
+     "replicas, 0 = half", 0},
+    {"cold-start", K_DUR, OFF(cold_start_ms), 0, DAY_MS, false, "duration", 0},
+    {"predictive", K_BOOL, OFF(predictive), 0, 0, false, "true or false", 0},
+    /* whole minutes: the forecaster's buckets */
+    {"seasonality", K_DUR, OFF(seasonality_ms), 3600e3, 7 * DAY_MS, false, "duration", 60e3},
+    {"forecast-quantile", K_NUM, OFF(forecast_quantile), 0.5, 0.999, true, "quantile", 0},
     {"p99-latency-target", K_DUR, OFF(p99_latency_target_ms), 0, 3600e3, false,
-     "duration, 0 = none"},
-    {"metrics-stale-after", K_DUR, OFF(metrics_stale_after_ms), 1000, 3600e3, false, "duration"},
-    {"gpus-per-replica", K_NUM, OFF(gpus_per_replica), 0, 1024, false, "GPUs, 0 = from pod spec"},
+     "duration, 0 = none", 0},
+    {"metrics-stale-after", K_DUR, OFF(metrics_stale_after_ms), 1000, 3600e3, false, "duration", 0},
+    {"gpus-per-replica", K_NUM, OFF(gpus_per_replica), 0, 1024, false,
+     "GPUs, 0 = from pod spec", 0},
     {"scale-in-stabilization", K_DUR, OFF(scale_in_stabilization_ms), 0, 3600e3, false,
-     "duration"},
+     "duration", 0},
     {"service-time", K_DUR, OFF(service_time_ms), 0, 3600e3, false,
-     "duration, 0 = learned from latency histograms"},
+     "duration, 0 = learned from latency histograms", 0},
     {"slots-per-gpu", K_NUM, OFF(slots_per_gpu), 0, 100000, false,
-     "concurrent requests per GPU, 0 = capacity x service time"},
+     "concurrent requests per GPU, 0 = capacity x service time", 0},
 };
 
 const char *policy_demand_unit_name(enum policy_demand_unit u)
@@ -139,7 +143,8 @@ int policy_config_set(struct policy_config *cfg, const char *key, const char *va
     case K_NUM:
     case K_INT:
     case K_DUR: {
-        const struct util_range r = {k->min, k->max, k->min_exclusive, k->kind == K_DUR ? NULL : k->unit};
+        const struct util_range r = {k->min, k->max, k->min_exclusive,
+                                     k->kind == K_DUR ? NULL : k->unit, k->step};
         return util_parse_ranged(k->name, (enum util_kind)k->kind, &r, value, field, err, errlen);
     }
     case K_UNIT: {

@@ -1086,6 +1086,12 @@ static void test_config_keys(void **s)
         {"cold-start", "2d", "out of range", -EINVAL},
         {"predictive", "maybe", "not true or false", -EINVAL},
         {"seasonality", "10m", "out of range", -EINVAL},
+        /* the forecaster's buckets are whole minutes: 1h30s was taken, and the
+         * Deployment ran without a forecaster, told only in a log line */
+        {"seasonality", "1h30s", "not a whole number of 1m", -EINVAL},
+        /* a duration that rounds to 0 ms is not 0 (none, or learned) */
+        {"p99-latency-target", "0.4ms", "shorter than 1ms", -EINVAL},
+        {"service-time", "0.0004s", "shorter than 1ms", -EINVAL},
         /* the forecaster needs a quantile above the median: 0.5 was taken, and the
          * Deployment ran without a forecaster ("unavailable for this seasonality") */
         {"forecast-quantile", "0.5", "out of range", -EINVAL},
@@ -1103,6 +1109,14 @@ static void test_config_keys(void **s)
         assert_int_equal(policy_config_set(&c, bad[i].k, bad[i].v, NULL, 0), bad[i].rc);
         assert_memory_equal(&c, &before, sizeof(c));
     }
+    /* ... while whole minutes, 0 and a rounding to 1 ms are fine */
+    assert_int_equal(policy_config_set(&c, "seasonality", "1h30m", err, sizeof(err)), 0);
+    assert_int_equal(c.seasonality_ms, 5400000);
+    assert_int_equal(policy_config_set(&c, "service-time", "0", err, sizeof(err)), 0);
+    assert_int_equal(c.service_time_ms, 0);
+    assert_int_equal(policy_config_set(&c, "service-time", "0.0s", err, sizeof(err)), 0);
+    assert_int_equal(policy_config_set(&c, "service-time", "0.6ms", err, sizeof(err)), 0);
+    assert_int_equal(c.service_time_ms, 1);
     assert_int_equal(policy_config_set(&c, "min-replicas", "50", err, sizeof(err)), 0);
     assert_int_equal(policy_config_validate(&c, err, sizeof(err)), -EINVAL);
     assert_non_null(strstr(err, "min-replicas"));

@@ -285,7 +285,7 @@ int sim_config_set(struct sim_config *cfg, const char *key, const char *value, c
     case K_NUM:
     case K_INT:
     case K_DUR: {
-        const struct util_range r = {k->min, k->max, k->min_exclusive, NULL};
+        const struct util_range r = {k->min, k->max, k->min_exclusive, NULL, 0};
         return util_parse_ranged(k->name, (enum util_kind)k->kind, &r, value, field, err, errlen);
     }
     case K_POLICIES: {

@@ -136,7 +136,7 @@ static void test_ranged(void **state)
 {
     (void)state;
     char err[160];
-    const struct util_range frac = {0, 1, true, "fraction"};
+    const struct util_range frac = {0, 1, true, "fraction", 0};
     double d = -1;
     assert_int_equal(util_parse_ranged("t", UTIL_NUMBER, &frac, "0.5", &d, err, sizeof(err)), 0);
     assert_true(d == 0.5);
@@ -153,7 +153,7 @@ static void test_ranged(void **state)
     assert_int_equal(util_parse_ranged("t", UTIL_NUMBER, &frac, NULL, &d, err, sizeof(err)), -22);
     assert_true(d == -1);
 
-    const struct util_range reps = {1, 100, false, NULL};
+    const struct util_range reps = {1, 100, false, NULL, 0};
     int32_t n = -1;
     assert_int_equal(util_parse_ranged("n", UTIL_WHOLE, &reps, "100", &n, err, sizeof(err)), 0);
     assert_int_equal(n, 100);
@@ -163,7 +163,7 @@ static void test_ranged(void **state)
     assert_string_equal(err, "n: 0 is out of range (1 to 100)");
     assert_int_equal(n, 100);
 
-    const struct util_range dur = {1000, 3600e3, false, NULL};
+    const struct util_range dur = {1000, 3600e3, false, NULL, 0};
     int64_t ms = -1;
     assert_int_equal(util_parse_ranged("d", UTIL_DURATION, &dur, "90s", &ms, err, sizeof(err)), 0);
     assert_int_equal(ms, 90000);
@@ -175,6 +175,23 @@ static void test_ranged(void **state)
                      -22);
     assert_string_equal(err, "d: 'soon' is not a duration (like 90s, 2m, 1h30m)");
     assert_int_equal(ms, 90000);
+    /* nonzero, but 0 once rounded to ms: refused, not taken as 0 */
+    const struct util_range any = {0, 3600e3, false, NULL, 0};
+    assert_int_equal(util_parse_ranged("d", UTIL_DURATION, &any, "0.4ms", &ms, err, sizeof(err)),
+                     -22);
+    assert_string_equal(err, "d: 0.4ms is shorter than 1ms (write 0 for none)");
+    assert_int_equal(util_parse_ranged("d", UTIL_DURATION, &any, "0s0ms", &ms, err, sizeof(err)),
+                     0);
+    assert_int_equal(ms, 0);
+    /* a step: whole minutes */
+    const struct util_range minutes = {0, 3600e3, false, NULL, 60e3};
+    assert_int_equal(util_parse_ranged("d", UTIL_DURATION, &minutes, "59m30s", &ms, err,
+                                       sizeof(err)),
+                     -22);
+    assert_string_equal(err, "d: 59m30s is not a whole number of 1m");
+    assert_int_equal(util_parse_ranged("d", UTIL_DURATION, &minutes, "0.5h", &ms, err, sizeof(err)),
+                     0);
+    assert_int_equal(ms, 1800000);
     /* no room for a message is not an error of its own */
     assert_int_equal(util_parse_ranged("d", UTIL_DURATION, &dur, "2h", &ms, err, 0), -22);
 }

@@ -390,6 +390,10 @@ int util_parse_ranged(const char *name, enum util_kind kind, const struct util_r
                      what[kind], open, unit, close);
         return -EINVAL;
     }
+    if (kind == UTIL_DURATION && i == 0 && strpbrk(value, "123456789")) {
+        snprintf(err, errlen, "%s: %.40s is shorter than 1ms (write 0 for none)", name, value);
+        return -EINVAL;
+    }
     if (kind != UTIL_NUMBER)
         v = (double)i;
     if (v < r->min || v > r->max || (r->min_exclusive && v == r->min)) {
@@ -404,6 +408,12 @@ int util_parse_ranged(const char *name, enum util_kind kind, const struct util_r
             snprintf(err, errlen, "%s: %.40s is out of range (%s%g to %g%s%s)", name, value,
                      above, r->min, r->max, r->unit ? ", " : "", unit);
         }
+        return -EINVAL;
+    }
+    if (kind == UTIL_DURATION && r->step > 0 && i % (int64_t)r->step != 0) {
+        char step[32];
+        util_format_duration((int64_t)r->step, step, sizeof(step));
+        snprintf(err, errlen, "%s: %.40s is not a whole number of %s", name, value, step);
         return -EINVAL;
     }
     if (kind == UTIL_NUMBER) {

@@ -132,11 +132,13 @@ enum util_kind { UTIL_NUMBER, UTIL_WHOLE, UTIL_DURATION };
 
 /** The range a configuration value must fall in: [min, max], min excluded
  *  when min_exclusive; durations in ms. unit, when not NULL, is named in the
- *  messages ("requests/s per GPU"). */
+ *  messages ("requests/s per GPU"). step, when above 0, is what a duration
+ *  must be a whole multiple of, in ms (60000: whole minutes). */
 struct util_range {
     double min, max;
     bool min_exclusive;
     const char *unit;
+    double step;
 };
 
 /**
@@ -147,6 +149,8 @@ struct util_range {
  * int32) or an int64_t of ms (UTIL_DURATION), and returns 0. Otherwise
  * returns -EINVAL with "<name>: '<value>' is not a number", "<name>: <value>
  * is out of range (<min> to <max>)" or the like in err, and stores nothing.
+ * A duration that is not 0 but rounds to 0 ms ("0.4ms", "0.0001s") is
+ * refused too: 0 often means "none" or "learn it".
  */
 int util_parse_ranged(const char *name, enum util_kind kind, const struct util_range *r,
                       const char *value, void *out, char *err, size_t errlen);
