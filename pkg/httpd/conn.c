@@ -7,20 +7,24 @@
  * the handler at a time (c->busy); further pipelined input stays in the
  * parser's buffer, and reading stops while that buffer is over
  * HTTPD_PIPELINE_BUF (on TLS, what was read past it waits in the TLS layer
- * and is pumped into the parser whenever the parser wants more). The timer enforces, depending on the phase: the
- * header deadline (from accept or the first byte of a request until the end
- * of its headers, TLS handshake included, never extended by more bytes),
+ * and is pumped into the parser whenever the parser wants more). The timer
+ * enforces, depending on the phase: the header deadline (from accept or the
+ * first byte of a request until the end of its headers, TLS handshake
+ * included, never extended by more bytes),
  * the body silence limit (from the end of the headers, restarted by every
- * read), and the keep-alive idle limit. A request's abort callback runs when
+ * read), and the keep-alive idle limit (which an answer being written
+ * extends while the client keeps taking some of it). A request's abort callback runs when
  * its connection closes, not when the peer only stops sending. */
 #include "httpd-int.h"
 
 #include <errno.h>
+#include <linux/sockios.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 
 struct wreq {
     uv_write_t req;
@@ -129,7 +133,7 @@ static void on_written(uv_write_t *req, int status)
     struct conn *c = req->handle->data;
     xfree(w);
     c->writes--;
-    c->write_progress = uv_now(c->srv->loop);
+    c->write_progress = c->idle_from = uv_now(c->srv->loop);
     if (c->closing)
         return;
     if (status < 0) {
@@ -153,6 +157,7 @@ static void sock_send(struct conn *c, const char *data, size_t len)
 {
     if (c->closing || len == 0)
         return;
+    c->bytes_out += len;
     if (c->writes == 0) {
         uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
         int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
@@ -305,7 +310,7 @@ int httpd_respond(struct httpd_request *pub, int status, const struct httpd_head
     }
     bool close = !pub->keep_alive || c->eof || c->srv->closing || c->close_after_write;
     c->completed++;
-    c->last_done = uv_now(c->srv->loop);
+    c->last_done = c->idle_from = uv_now(c->srv->loop);
     send_response(c, status, headers, nheaders, body, len, r->is_head, close);
     if (!c->closing && !c->processing)
         conn_process(c);
@@ -601,11 +606,38 @@ static void set_reading(struct conn *c, bool on)
 
 /* ---- timer -------------------------------------------------------------- */
 
+/* Bytes of the answers the peer has taken: those handed to the kernel
+ * (libuv's write queue holds the rest) less those the kernel still holds
+ * unsent or unacknowledged; *drained when the kernel holds none. The
+ * kernel's count, not libuv's: after the loop stalled, the timer runs before
+ * the writes the peer made room for. */
+static uint64_t taken(struct conn *c, bool *drained)
+{
+    uint64_t handed = c->bytes_out - c->tcp.write_queue_size;
+    int fd = -1, outq = 0;
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0 || ioctl(fd, SIOCOUTQ, &outq) != 0 ||
+        outq < 0)
+        outq = 0;
+    if (drained)
+        *drained = outq == 0;
+    return (uint64_t)outq < handed ? handed - (uint64_t)outq : 0;
+}
+
 static void on_timer(uv_timer_t *t)
 {
     struct conn *c = t->data;
     if (c->closing)
         return;
+    bool drained = false;
+    if (c->writes > 0 && !c->head_start && !c->hp.in_message &&
+        (taken(c, &drained) > c->timer_taken || drained)) {
+        /* an answer is being written and the client took some of it since,
+         * or all the kernel had (this loop is behind, not the client): slow,
+         * but not idle (one write of a large answer outlasts the limit) */
+        c->idle_from = uv_now(c->srv->loop);
+        arm_timer(c);
+        return;
+    }
     LOG_DEBUG(subsys(c), "closing %s: %s timeout", c->addr,
               c->head_start ? "header" : (c->hp.in_message ? "body" : "idle"));
     if (c->head_start && c->hp.in_message && c->writes == 0 && !c->busy && c->hs_done)
@@ -631,8 +663,11 @@ static void arm_timer(struct conn *c)
     } else if (c->hp.in_message) {
         ms = cfg->body_timeout_ms;
     } else {
-        ms = cfg->idle_timeout_ms;
+        uint64_t end = c->idle_from + cfg->idle_timeout_ms;
+        ms = end > now ? end - now : 1;
     }
+    if (c->writes > 0)
+        c->timer_taken = taken(c, NULL);
     uv_timer_start(&c->timer, on_timer, ms, 0);
 }
 
@@ -687,7 +722,7 @@ void conn_accept(struct httpd *srv)
             srclen = 16;
         }
     }
-    c->accepted_at = uv_now(srv->loop);
+    c->accepted_at = c->idle_from = uv_now(srv->loop);
     if (!srv_admit(srv, c, src, srclen ? srclen : 4))
         return; /* refused: closed, counted and logged */
     uv_tcp_nodelay(&c->tcp, 1);

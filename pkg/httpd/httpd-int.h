@@ -169,6 +169,12 @@ struct conn {
                                      pipelines and never reads cannot make the server
                                      queue responses without bound) */
     uint64_t write_progress;      /* loop time writes last began or completed */
+    uint64_t bytes_out;           /* bytes ever given to the socket to send */
+    uint64_t timer_taken;         /* of those, what the peer had taken when the timer
+                                     was armed with writes pending (conn_taken) */
+    uint64_t idle_from;           /* loop time the idle limit runs from: accept, the
+                                     last answer queued, or a write's last progress
+                                     (bare CRLFs between requests do not move it) */
     uint64_t head_start;          /* loop time the current head began, 0 if none */
     bool reading;
     bool processing;

@@ -114,6 +114,14 @@ static void fx_handler(struct httpd_request *req, void *arg)
         uv_timer_start(&d->t, fx_on_deferred, (uint64_t)delay, 0);
         return;
     }
+    if (strncmp(req->path, "/big/", 5) == 0) { /* a body of that many bytes of 'b' */
+        size_t n = (size_t)strtoul(req->path + 5, NULL, 10);
+        char *body = xmalloc(n ? n : 1);
+        memset(body, 'b', n);
+        httpd_respond(req, 200, NULL, 0, body, n);
+        xfree(body);
+        return;
+    }
     if (strcmp(req->path, "/stats") == 0) { /* the door's counters, read on the loop */
         struct httpd_stats st;
         httpd_stats(f->srv, &st);

@@ -506,6 +506,109 @@ static void test_timeouts(void **state)
     assert_int_equal(f.requests, 1);
 }
 
+/* A client reading a large answer slowly, but steadily: the write is never
+ * idle, so the idle limit does not cut it (it did: the timer ran from the
+ * write's start, and the answer was truncated); one that stops reading is
+ * still closed once the limit passes without progress. */
+static void cl_slow_reader(struct fx *f)
+{
+    struct tc c;
+    struct tc_opts o = opts(f);
+    enum { BODY = 40 << 20 };
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET /big/41943040 HTTP/1.1\r\n\r\n") == 0);
+    char *buf = xmalloc(1 << 16);
+    size_t got = 0, body = 0;
+    bool in_body = false;
+    char tail[4] = {0};
+    for (;;) {
+        ssize_t n = recv(c.fd, buf, 1 << 16, 0);
+        if (n <= 0)
+            break;
+        if (in_body)
+            body += (size_t)n;
+        for (ssize_t i = 0; i < n && !in_body; i++) { /* the end of the headers */
+            memmove(tail, tail + 1, 3);
+            tail[3] = buf[i];
+            if (memcmp(tail, "\r\n\r\n", 4) == 0) {
+                in_body = true;
+                body = (size_t)(n - i - 1);
+            }
+        }
+        got += (size_t)n;
+        if (in_body && body >= BODY)
+            break;
+        /* the socket buffers' worth at once, then at most 16 MB/s: the
+         * rest takes two seconds, the server's write moving on every
+         * few tens of ms (with a margin for a loaded machine) */
+        if (got > (8u << 20))
+            usleep(4000);
+    }
+    if (!in_body || body != BODY)
+        print_message("slow reader: %zu of %d body bytes\n", body, (int)BODY);
+    CHECK(f, in_body && body == BODY);
+    tc_close(&c);
+    /* the same answer, never read: closed after the idle limit */
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET /big/41943040 HTTP/1.1\r\n\r\n") == 0);
+    usleep(1800000);
+    size_t late = 0;
+    for (;;) {
+        ssize_t n = recv(c.fd, buf, 1 << 16, 0);
+        if (n <= 0)
+            break;
+        late += (size_t)n;
+    }
+    CHECK(f, late < BODY); /* cut, not delivered */
+    xfree(buf);
+    tc_close(&c);
+}
+
+static void test_slow_reader(void **state)
+{
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    cfg.idle_timeout_ms = 1000;
+    fx_run(&f, &cfg, cl_slow_reader);
+    assert_int_equal(f.requests, 2);
+}
+
+/* Bare CRLFs between keep-alive requests (which a parser skips) are not a
+ * request: the idle limit runs from the last answer through them (each one
+ * restarted it, so a CRLF a minute held a connection open for ever). */
+static void cl_crlf_idle(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = opts(f);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET /a HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
+    int sent = 0;
+    for (int i = 0; i < 20; i++) { /* 2 s of a CRLF every 100 ms */
+        usleep(100000);
+        if (send(c.fd, "\r\n", 2, MSG_NOSIGNAL) != 2)
+            break;
+        sent++;
+    }
+    CHECK(f, sent < 10); /* closed about 300 ms after the answer */
+    tc_close(&c);
+    /* CRLFs before a request are still skipped */
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "\r\n\r\nGET /b HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
+    tc_close(&c);
+}
+
+static void test_crlf_idle(void **state)
+{
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    cfg.idle_timeout_ms = 300;
+    fx_run(&f, &cfg, cl_crlf_idle);
+    assert_int_equal(f.requests, 2);
+}
+
 /* ---- abort of a deferred request, EOF after request ----------------------- */
 
 /* The abort callback says the connection is gone; a client that only shut
@@ -762,6 +865,8 @@ int main(void)
         cmocka_unit_test(test_door),
         cmocka_unit_test(test_door_per_source),
         cmocka_unit_test(test_timeouts),
+        cmocka_unit_test(test_slow_reader),
+        cmocka_unit_test(test_crlf_idle),
         cmocka_unit_test(test_abort),
         cmocka_unit_test(test_body_timeout),
         cmocka_unit_test(test_continue_pipelined),
