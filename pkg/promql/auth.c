@@ -174,8 +174,9 @@ static void wipe_free(char *s)
     }
 }
 
-/* The file's content without trailing whitespace, as Prometheus reads its
- * credentials files. what names it in errors ("bearer token file"). */
+/* The file's content without white space around it, as Prometheus reads
+ * its credentials files (strings.TrimSpace; ASCII white space here). what
+ * names it in errors ("bearer token file"). */
 static int read_secret(const char *path, const char *what, char **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -201,9 +202,17 @@ static int read_secret(const char *path, const char *what, char **out, char *err
         snprintf(err, errlen, "cannot read the %s %.120s: %s", what, path, strerror(errno));
     }
     close(fd);
-    while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == '\r' ||
-                     b.data[b.len - 1] == ' ' || b.data[b.len - 1] == '\t'))
+    static const char space[] = " \t\n\r\v\f";
+    while (b.len && memchr(space, b.data[b.len - 1], sizeof(space) - 1))
         b.data[--b.len] = '\0';
+    size_t lead = 0;
+    while (lead < b.len && memchr(space, b.data[lead], sizeof(space) - 1))
+        lead++;
+    if (lead) {
+        memmove(b.data, b.data + lead, b.len - lead + 1);
+        b.len -= lead;
+        explicit_bzero(b.data + b.len + 1, lead); /* the moved tail's old copy */
+    }
     if (rc == 0 && b.len == 0) {
         rc = -EIO;
         snprintf(err, errlen, "%s %.120s is empty", what, path);

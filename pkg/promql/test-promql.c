@@ -325,6 +325,10 @@ static const struct parse_case parse_cases[] = {
      0, 1, 42.25, 1700000000500, ""},
     {"{\"status\":\"success\",\"data\":{\"resultType\":\"scalar\",\"result\":[1700000000,\"3\"]}}",
      0, 1, 3, 1700000000000, ""},
+    /* a subnormal value is that number, as Go reads it (it was refused) */
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":{},"
+     "\"value\":[1700000000,\"1e-310\"]}]}}",
+     0, 1, 1e-310, 1700000000000, ""},
     {"{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":[{\"metric\":{\"a\":"
      "\"b\"},\"values\":[[1700000000,\"1\"],[1700000060,\"NaN\"],[1700000120,\"+Inf\"]]}]}}",
      0, 3, 1, 1700000000000, ""},
@@ -879,7 +883,9 @@ static void test_client_results(void **state)
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
         f->mode = cases[i].mode;
-        write_token(f, i % 2 ? "tok-odd" : "tok-even"); /* rotation: re-read each time */
+        /* rotation: re-read each time; white space around it is not the token's, as
+         * Prometheus reads a credentials file (TrimSpace) */
+        write_token(f, i % 2 ? " \ttok-odd " : "tok-even");
         int before = f->results;
         assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)),
                          0);

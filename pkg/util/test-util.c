@@ -111,6 +111,16 @@ static void test_numbers(void **state)
     assert_true(d == 0.8);
     assert_int_equal(util_parse_double("1e3", &d), 0);
     assert_true(d == 1000.0);
+    /* an underflow is the nearest double (subnormal, or 0), as Go's ParseFloat
+     * and Prometheus read it (a subnormal sample value was refused) */
+    assert_int_equal(util_parse_double("1e-310", &d), 0);
+    assert_true(d == 1e-310 && d > 0);
+    assert_int_equal(util_parse_double("-4.9e-324", &d), 0);
+    assert_true(d < 0);
+    assert_int_equal(util_parse_double("1e-400", &d), 0);
+    assert_true(d == 0);
+    assert_int_equal(util_parse_double("1e309", &d), -22);
+    assert_int_equal(util_parse_double("-1e309", &d), -22);
     assert_int_equal(util_parse_double("nan", &d), -22);
     assert_int_equal(util_parse_double("inf", &d), -22);
     assert_int_equal(util_parse_double("0x10", &d), -22);

@@ -254,7 +254,8 @@ int util_parse_double(const char *s, double *out)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v))
+    /* ERANGE with a finite value is an underflow: the nearest double */
+    if (end == s || *end != '\0' || !isfinite(v))
         return -EINVAL;
     if (strpbrk(s, "xXpP"))
         return -EINVAL;

@@ -106,7 +106,8 @@ char *util_buf_steal(struct util_buf *b);
 /**
  * Parse a whole string as a finite double / int64. Leading or trailing
  * garbage (white space of any kind included), empty strings, overflow, hex,
- * NaN and infinities are -EINVAL.
+ * NaN and infinities are -EINVAL. An underflow is not an error, as in Go's
+ * strconv.ParseFloat: "1e-310" is that subnormal, "1e-400" is 0.
  */
 int util_parse_double(const char *s, double *out);
 int util_parse_int64(const char *s, int64_t *out);
