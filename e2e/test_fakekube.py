@@ -3506,6 +3506,224 @@ class TestEventsWithoutWatchCache(Base):
         finally:
             fk.stop()
 
+    def test_negative_compaction_interval_compacts_back_to_back(self):
+        """A negative --etcd-compaction-interval is not refused (EtcdOptions.Validate checks
+        nothing of it) and is not "none" either: etcd3.newCompactor starts its loop for any
+        interval but 0, and clock.After of a negative duration fires at once, so the
+        compactor ticks back to back, each tick compacting to the previous one's revision.
+        The fake ticks at each read or write: a watch of Events from any earlier
+        resourceVersion is 410."""
+        fk = harness.start(tls=False, extra_args=("--etcd-compaction-interval", "-1s"))
+        try:
+            self.assertTrue(fk.alive())
+            c = fk.client()
+            e0 = c.create("events", core_event("e0", "default"), namespace="default")
+            c.create("events", core_event("e1", "default"), namespace="default")
+            rv0 = int(e0["metadata"]["resourceVersion"])
+            rv = int(c.list("events", "default")["metadata"]["resourceVersion"])
+            self.assertGreater(rv, rv0 + 2, "ticks of their own between the writes")
+            evs = list(c.watch("events", "default", resource_version=str(rv0),
+                               timeout_seconds=1))
+            self.assertEqual([e["object"].get("code") for e in evs], [410])
+            c.close()
+        finally:
+            fk.stop()
+
+
+def owned(name, *owners, block=True, labels=None, finalizers=None):
+    """A ConfigMap whose ownerReferences name the given ConfigMaps (as they were created)."""
+    obj = cm(name, labels)
+    obj["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": o["metadata"]["name"],
+         "uid": o["metadata"]["uid"], "blockOwnerDeletion": block} for o in owners]
+    if finalizers:
+        obj["metadata"]["finalizers"] = list(finalizers)
+    return obj
+
+
+class TestGarbageCollection(Base):
+    """Cascading deletion as kube-apiserver (registry/generic/registry/store.go:
+    deletionFinalizersForGarbageCollection, markAsDeleting) and kube-controller-manager's
+    garbage collector (pkg/controller/garbagecollector) make it, seen only through the API:
+    each of the collector's steps is its own write, with its own resourceVersion and watch
+    event. ConfigMaps own ConfigMaps here, so that no other controller of a real cluster
+    takes part."""
+
+    def family(self, *dependents, owner_finalizers=None):
+        o = cm("owner", {"role": "owner"})
+        if owner_finalizers:
+            o["metadata"]["finalizers"] = list(owner_finalizers)
+        owner = self.c.create("configmaps", o, self.ns)
+        for name, kw in dependents:
+            self.c.create("configmaps", owned(name, owner, **kw), self.ns)
+        _, rv = self.c.list_all("configmaps", self.ns)
+        return owner, rv
+
+    def events_until(self, w, done, timeout=10):
+        """The watch's events (type, name, resourceVersion, finalizers, owner uids) until
+        done(that list) is true."""
+        out = []
+        end = time.monotonic() + timeout
+        while not done(out):
+            ev = w.next_event(max(0.1, end - time.monotonic()))
+            self.assertIsNotNone(ev, "no more events after %s" % out)
+            m = ev["object"]["metadata"]
+            out.append((ev["type"], m["name"], int(m["resourceVersion"]),
+                        m.get("finalizers"), [r["uid"] for r in m.get("ownerReferences", [])]))
+        return out
+
+    def test_foreground_deletes_the_dependents_then_the_owner(self):
+        owner, rv = self.family(("d1", {}), ("d2", {}))
+        w = self.c.watch("configmaps", self.ns, resource_version=rv)
+        self.addCleanup(w.close)
+        code, _, payload = self.c.raw("DELETE", self.c.path("configmaps", self.ns, "owner"),
+                                      body={"propagationPolicy": "Foreground"})
+        self.assertEqual(code, 200, payload)
+        got = json.loads(payload)
+        # marked, not deleted: the finalizer, a deletionTimestamp, a grace period of 0
+        self.assertEqual(got["kind"], "ConfigMap")
+        self.assertEqual(got["metadata"]["finalizers"], ["foregroundDeletion"])
+        self.assertIn("deletionTimestamp", got["metadata"])
+        self.assertEqual(got["metadata"]["deletionGracePeriodSeconds"], 0)
+        evs = self.events_until(w, lambda e: ("DELETED", "owner") in [x[:2] for x in e])
+        self.assertEqual(evs[0][:4], ("MODIFIED", "owner", int(got["metadata"]["resourceVersion"]),
+                                      ["foregroundDeletion"]))
+        self.assertEqual(sorted(e[:2] for e in evs[1:3]), [("DELETED", "d1"), ("DELETED", "d2")])
+        self.assertEqual(evs[3][:2], ("DELETED", "owner"))
+        self.assertEqual(len(evs), 4, evs)
+        rvs = [e[2] for e in evs]
+        self.assertEqual(rvs, sorted(set(rvs)), "each step its own resourceVersion")
+        for n in ("owner", "d1", "d2"):
+            self.assertIsNone(self.c.get_or_none("configmaps", n, self.ns))
+
+    def test_foreground_waits_for_a_blocking_dependent(self):
+        """A dependent with blockOwnerDeletion held by a finalizer of its own keeps the owner
+        (with foregroundDeletion) until it is gone; one without it does not."""
+        owner, _ = self.family(("held", {"finalizers": ["example.com/hold"]}),
+                               ("loose", {"block": False}))
+        self.c.delete("configmaps", "owner", self.ns, propagation_policy="Foreground")
+        wait_for(lambda: self.c.get_or_none("configmaps", "loose", self.ns) is None, 10)
+        held = wait_for(lambda: (self.c.get("configmaps", "held", self.ns)["metadata"]
+                                 .get("deletionTimestamp") and
+                                 self.c.get("configmaps", "held", self.ns)), 10)
+        self.assertEqual(held["metadata"]["finalizers"], ["example.com/hold"])
+        time.sleep(0.5)
+        o = self.c.get("configmaps", "owner", self.ns)
+        self.assertEqual(o["metadata"]["finalizers"], ["foregroundDeletion"])
+        self.c.patch("configmaps", "held", {"metadata": {"finalizers": None}}, self.ns)
+        wait_for(lambda: self.c.get_or_none("configmaps", "owner", self.ns) is None, 10)
+
+    def test_background_on_an_owner_waiting_for_its_dependents_deletes_it_now(self):
+        """DELETE with Background takes the foregroundDeletion finalizer away (the options
+        win over the object's GC finalizer); with no finalizer left it deletes at once."""
+        self.family(("held", {"finalizers": ["example.com/hold"]}))
+        self.c.delete("configmaps", "owner", self.ns, propagation_policy="Foreground")
+        wait_for(lambda: self.c.get("configmaps", "held", self.ns)["metadata"]
+                 .get("deletionTimestamp"), 10)
+        code, _, _ = self.c.raw("DELETE", self.c.path("configmaps", self.ns, "owner"),
+                                body={"propagationPolicy": "Background"})
+        self.assertEqual(code, 200)
+        self.assertIsNone(self.c.get_or_none("configmaps", "owner", self.ns))
+        self.c.patch("configmaps", "held", {"metadata": {"finalizers": None}}, self.ns)
+        wait_for(lambda: self.c.get_or_none("configmaps", "held", self.ns) is None, 10)
+
+    def test_orphan_keeps_the_dependents_without_the_owner_reference(self):
+        keeper = self.c.create("configmaps", cm("keeper"), self.ns)
+        owner, rv = self.family(("d1", {}))
+        self.c.create("configmaps", owned("d2", owner, keeper), self.ns)
+        _, rv = self.c.list_all("configmaps", self.ns)
+        w = self.c.watch("configmaps", self.ns, resource_version=rv)
+        self.addCleanup(w.close)
+        got = self.c.delete("configmaps", "owner", self.ns, propagation_policy="Orphan")
+        self.assertEqual(got["metadata"]["finalizers"], ["orphan"])
+        self.assertIn("deletionTimestamp", got["metadata"])
+        evs = self.events_until(w, lambda e: ("DELETED", "owner") in [x[:2] for x in e])
+        self.assertEqual(evs[0][:2], ("MODIFIED", "owner"))
+        self.assertEqual(sorted(e[:2] for e in evs[1:3]), [("MODIFIED", "d1"),
+                                                             ("MODIFIED", "d2")])
+        self.assertEqual(evs[3][:2], ("DELETED", "owner"))
+        self.assertEqual(len(evs), 4, evs)
+        d1 = self.c.get("configmaps", "d1", self.ns)
+        self.assertNotIn("ownerReferences", d1["metadata"])
+        d2 = self.c.get("configmaps", "d2", self.ns)
+        self.assertEqual([r["uid"] for r in d2["metadata"]["ownerReferences"]],
+                         [keeper["metadata"]["uid"]])
+
+    def test_orphan_dependents_true_is_orphan(self):
+        """The deprecated orphanDependents=true (the query's here) is Orphan."""
+        self.family(("d1", {}))
+        code, _, payload = self.c.raw("DELETE", self.c.path("configmaps", self.ns, "owner"),
+                                      params={"orphanDependents": "true"})
+        self.assertEqual(code, 200, payload)
+        self.assertEqual(json.loads(payload)["metadata"]["finalizers"], ["orphan"])
+        wait_for(lambda: self.c.get_or_none("configmaps", "owner", self.ns) is None, 10)
+        self.assertNotIn("ownerReferences", self.c.get("configmaps", "d1", self.ns)["metadata"])
+
+    def test_background_deletes_the_owner_at_once_and_the_dependents_after(self):
+        keeper = self.c.create("configmaps", cm("keeper"), self.ns)
+        owner, _ = self.family(("d1", {}), ("d2", {}))
+        self.c.create("configmaps", owned("shared", owner, keeper), self.ns)
+        code, _, payload = self.c.raw("DELETE", self.c.path("configmaps", self.ns, "owner"))
+        self.assertEqual(code, 200, payload)
+        st = json.loads(payload)
+        self.assertEqual((st["kind"], st["status"]), ("Status", "Success"))
+        self.assertIsNone(self.c.get_or_none("configmaps", "owner", self.ns))
+        wait_for(lambda: all(self.c.get_or_none("configmaps", n, self.ns) is None
+                             for n in ("d1", "d2")), 10)
+        # a dependent with another owner left is kept, without the deleted owner's reference
+        shared = wait_for(lambda: (len(self.c.get("configmaps", "shared", self.ns)["metadata"]
+                                       ["ownerReferences"]) == 1 and
+                                   self.c.get("configmaps", "shared", self.ns)), 10)
+        self.assertEqual(shared["metadata"]["ownerReferences"][0]["uid"],
+                         keeper["metadata"]["uid"])
+
+    def test_delete_options_on_an_object_being_deleted_update_its_finalizers(self):
+        """The options still set the GC finalizers of an object whose deletion waits for
+        another finalizer; the first deletionTimestamp stays; a DELETE that changes nothing
+        writes nothing; orphanDependents=false on an object not deleted at once is 202."""
+        o = cm("held")
+        o["metadata"]["finalizers"] = ["example.com/hold"]
+        self.c.create("configmaps", o, self.ns)
+        first = self.c.delete("configmaps", "held", self.ns)
+        self.assertEqual(first["metadata"]["finalizers"], ["example.com/hold"])
+        again = self.c.delete("configmaps", "held", self.ns)
+        self.assertEqual(again["metadata"]["resourceVersion"],
+                         first["metadata"]["resourceVersion"])
+        orphan = self.c.delete("configmaps", "held", self.ns, propagation_policy="Orphan")
+        self.assertEqual(orphan["metadata"]["finalizers"], ["example.com/hold", "orphan"])
+        self.assertEqual(orphan["metadata"]["deletionTimestamp"],
+                         first["metadata"]["deletionTimestamp"])
+        self.assertGreater(int(orphan["metadata"]["resourceVersion"]),
+                           int(first["metadata"]["resourceVersion"]))
+        # the collector orphans its (no) dependents and takes its finalizer away
+        wait_for(lambda: self.c.get("configmaps", "held", self.ns)["metadata"]["finalizers"]
+                 == ["example.com/hold"], 10)
+        code, _, payload = self.c.raw("DELETE", self.c.path("configmaps", self.ns, "held"),
+                                      body={"orphanDependents": False})
+        self.assertEqual(code, 202, payload)
+        self.assertEqual(json.loads(payload)["metadata"]["finalizers"], ["example.com/hold"])
+        self.c.patch("configmaps", "held", {"metadata": {"finalizers": None}}, self.ns)
+        self.assertIsNone(self.c.get_or_none("configmaps", "held", self.ns))
+
+    def test_events_take_no_gc_finalizer(self):
+        """Events' DefaultGarbageCollectionPolicy is Unsupported: Foreground deletes at once."""
+        self.c.create("events", core_event("e1", self.ns), self.ns)
+        code, _, payload = self.c.raw("DELETE", self.c.path("events", self.ns, "e1"),
+                                      body={"propagationPolicy": "Foreground"})
+        self.assertEqual(code, 200, payload)
+        self.assertIsNone(self.c.get_or_none("events", "e1", self.ns))
+
+    def test_deletecollection_passes_its_options_to_each_delete(self):
+        self.family(("d1", {"labels": {"x": "d"}}))
+        code, _, payload = self.c.raw(
+            "DELETE", self.c.path("configmaps", self.ns),
+            params={"labelSelector": "role=owner"}, body={"propagationPolicy": "Orphan"})
+        self.assertEqual(code, 200, payload)
+        items = json.loads(payload)["items"]
+        self.assertEqual([i["metadata"].get("finalizers") for i in items], [["orphan"]])
+        wait_for(lambda: self.c.get_or_none("configmaps", "owner", self.ns) is None, 10)
+        self.assertNotIn("ownerReferences", self.c.get("configmaps", "d1", self.ns)["metadata"])
+
 
 class FakeClock:
     def __init__(self):
@@ -3567,8 +3785,21 @@ class TestEtcdCompactor(unittest.TestCase):
         self.assertEqual([ev.obj["metadata"]["name"] for ev in w.queue], ["b"])
         st.unregister(w)
 
+    def test_negative_interval_ticks_back_to_back(self):
+        """etcd3/compact.go: clock.After(negative) fires at once: a tick before every read
+        or write of the store, whatever the clock says."""
+        st = self.store(-1)
+        self.assertEqual(self.put(st, "a"), 2)      # after the first tick (revision 1)
+        self.assertEqual(self.put(st, "b"), 4)      # a tick (3), compacting to 1
+        self.assertEqual(st.etcd_compacted, 1)
+        self.assertEqual(self.put(st, "c"), 6)
+        self.assertEqual(st.etcd_compacted, 3)
+        self.assertEqual(self.names(st), ["b", "c"])
+        self.assertEqual(st.current_rv(), 7)
+        self.assertEqual(self.names(st), ["c"])
+
     def test_interval_zero_never_compacts(self):
-        for interval in (0, -1):
+        for interval in (0,):
             st = self.store(interval)
             for n in "abc":
                 self.put(st, n)

@@ -19,6 +19,7 @@ import types
 import uuid
 
 from . import fields as F
+from . import gc as GC
 from . import goparse as G
 from . import managed as M
 from . import patch as P
@@ -939,6 +940,9 @@ class Api:
                 meta.pop(k, None)
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now_rfc3339()
+            for k in ("finalizers", "ownerReferences"):   # omitempty
+                if not meta.get(k):
+                    meta.pop(k, None)
             if canonical.generation:
                 meta["generation"] = 1
             else:
@@ -1017,8 +1021,9 @@ class Api:
             meta["generation"] = gen
         else:
             meta.pop("generation", None)
-        if not meta.get("finalizers"):
-            meta.pop("finalizers", None)
+        for k in ("finalizers", "ownerReferences"):   # omitempty: an empty list is not kept
+            if not meta.get(k):
+                meta.pop(k, None)
         if new == M.unmanaged(old):
             return 200, self.external(res, old)
         self._manage(res, old, new, subresource)
@@ -1387,16 +1392,28 @@ class Api:
                 return 200, self.external(res, old)
             if res.storage == "core/namespaces":
                 return self._delete_namespace(res, old)
-            if ometa.get("finalizers"):
-                if ometa.get("deletionTimestamp"):
-                    return 200, self.external(res, old)
+            # registry.Store.Delete: the GC finalizers the options (else the object's own,
+            # else the kind's default policy) ask for, even on an object being deleted already
+            # (no kind here deletes gracefully: BeforeDelete has nothing pending); with any
+            # finalizer the object is only marked (markAsDeleting: the first deletionTimestamp
+            # kept, the generation moved once) and answered 200, or 202 when orphanDependents
+            # was false (handlers/delete.go); a no-op writes nothing
+            _, finalizers = GC.deletion_finalizers(res, ometa, opts)
+            if finalizers:
                 new = copy.deepcopy(old)
-                new["metadata"]["deletionTimestamp"] = now_rfc3339()
-                new["metadata"]["deletionGracePeriodSeconds"] = 0
-                if res.generation or (self.registry.storage_of(res.storage) or res).generation:
-                    new["metadata"]["generation"] = ometa.get("generation", 1) + 1
+                nmeta = new["metadata"]
+                nmeta["finalizers"] = finalizers
+                if not ometa.get("deletionTimestamp"):
+                    nmeta["deletionTimestamp"] = now_rfc3339()
+                    if res.generation or (self.registry.storage_of(res.storage) or res).generation:
+                        nmeta["generation"] = ometa.get("generation", 1) + 1
+                nmeta["deletionGracePeriodSeconds"] = 0
+                code = 202 if opts.get("orphanDependents") is False else 200
+                if new == old:
+                    return code, self.external(res, old)
                 self.store.put(res.storage, new, old)
-                return 200, self.external(res, new)
+                return code, self.external(res, new)
+            # no finalizer (or the options took the last one away: errDeleteNow)
             final = self.store.remove(res.storage, old)
             return 200, self._deleted_response(res, final)
 
@@ -1440,8 +1457,9 @@ class Api:
                 if opts.get("dryRun"):
                     items.append(self.external(res, stored, with_type=False))
                     continue
+                # each item with the request's DeleteOptions (registry.Store.DeleteCollection)
                 _, obj = self.delete(res, stored["metadata"].get("namespace", ""),
-                                     stored["metadata"]["name"], None, {})
+                                     stored["metadata"]["name"], dict(opts), {})
                 if obj.get("kind") == "Status":
                     obj = self.external(res, stored, with_type=False)
                 obj.pop("kind", None)

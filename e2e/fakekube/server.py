@@ -41,6 +41,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from fakekube import api as A  # noqa: E402
 from fakekube import fields as F  # noqa: E402
 from fakekube.aggregator import Aggregator, parse_endpoint  # noqa: E402
+from fakekube.gc import GarbageCollector  # noqa: E402
 from fakekube.faults import IMMEDIATE_ACTIONS, Faults, FaultSpecError, fault_error  # noqa: E402
 from fakekube import rbac as RBAC  # noqa: E402
 from fakekube.resources import NO_WATCH_CACHE, Registry  # noqa: E402
@@ -186,6 +187,8 @@ class FakeKube:
         self.store = Store(args.history, uncached=NO_WATCH_CACHE,
                            compaction_interval=parse_duration(args.etcd_compaction_interval))
         self.api = A.Api(self.store, self.registry)
+        # kube-controller-manager's garbage collector (cascading deletion), on its own thread
+        self.gc = GarbageCollector(self.api)
         self.faults = Faults()
         self.auth = Authenticator()
         # --authorization-mode: AlwaysAllow (every authenticated request) or RBAC
@@ -266,6 +269,7 @@ class FakeKube:
         self.port = self.httpd.server_address[1]
         self._serve(self.httpd)
         self.aggregator.start()
+        self.gc.start()
         if self.args.admin_listen:
             h, p = parse_hostport(self.args.admin_listen)
             self.admin_httpd = _HTTPServer((h, p), Handler, self, None, True)
@@ -327,6 +331,7 @@ class FakeKube:
 
     def stop(self):
         self.aggregator.stop()
+        self.gc.stop()
         self.store.close_watchers("abort")
         for srv in (self.httpd, self.admin_httpd):
             if srv is not None:
@@ -1237,9 +1242,10 @@ def build_parser():
     ap.add_argument("--history", type=int, default=1000,
                     help="watch history window, in events per resource [1000]")
     ap.add_argument("--etcd-compaction-interval", default="5m",
-                    help="as kube-apiserver's (a Go duration; 0: no compaction): the history "
-                         "of a resource served without a watch cache (events) is cut to the "
-                         "previous tick's revision [5m]")
+                    help="as kube-apiserver's (a Go duration; 0: no compaction; negative, "
+                         "not refused: ticks back to back, one at every read or write): the "
+                         "history of a resource served without a watch cache (events) is cut "
+                         "to the previous tick's revision [5m]")
     ap.add_argument("--bookmark-interval", default="10s",
                     help="BOOKMARK period for watches with allowWatchBookmarks [10s]")
     ap.add_argument("--min-request-timeout", default="1800s",
@@ -1271,8 +1277,27 @@ def build_parser():
     return ap
 
 
+def pflag_argv(ap, argv):
+    """pflag takes the argument after a long flag that needs a value as its value whatever it
+    looks like (`--etcd-compaction-interval -1s`), where argparse takes one starting with "-"
+    for a flag: such pairs are joined as `--flag=value`."""
+    takes_value = {s for a in ap._actions if a.nargs is None and a.option_strings
+                   for s in a.option_strings if s.startswith("--")}
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in takes_value and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            out.append(a + "=" + argv[i + 1])
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    ap = build_parser()
+    args = ap.parse_args(pflag_argv(ap, sys.argv[1:] if argv is None else list(argv)))
     if not args.token and not args.token_file and not args.client_ca:
         print("fakekube: warning: no --token, --token-file or --client-ca: every API request "
               "will get 401", file=sys.stderr)

@@ -100,10 +100,14 @@ class Store:
         self.dropped = {}
         self.compacted = 0
         self.watchers = set()
+        # f(event) for every committed change, under the lock (the garbage collector's graph)
+        self.observers = []
         # storages without a watch cache: their history is etcd's, cut only by compaction
         # (kube-apiserver's compactor: every interval, to the revision seen the tick before)
         self.uncached = frozenset(uncached)
-        # (0 or less: none, as kube-apiserver starts no compactor for an interval of 0)
+        # (0: none, as kube-apiserver starts no compactor for an interval of 0; a negative one
+        # is not refused: its compactor's clock.After(interval) fires at once, every time, so
+        # it ticks back to back: here a tick at every read or write of the store)
         self.compaction_interval = float(compaction_interval)
         self._clock = clock
         self._compact_mark = 0      # the revision of the previous tick's compact_rev_key put
@@ -164,6 +168,8 @@ class Store:
             if w.storage == storage and (w.namespace is None or
                                          w.namespace == obj["metadata"].get("namespace", "")):
                 w.push(ev)
+        for f in self.observers:
+            f(ev)
         return obj
 
     def put(self, storage, obj, prev=None):
@@ -197,6 +203,9 @@ class Store:
         each at its own place in the revision order: a tick every interval from the start,
         none skipped or merged however late the fake notices them. Called with the lock
         held, before any read of self.rv or the history and before any write."""
+        if self.compaction_interval < 0:
+            self.compaction_tick()
+            return
         if self._next_compaction is None:
             return
         now = self._clock()
