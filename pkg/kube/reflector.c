@@ -13,9 +13,10 @@
  * client-go's jittered exponential backoff (800 ms doubling to 30 s, jitter
  * 1.0, reset after 2 quiet minutes) and then resume: the watch from the last
  * resourceVersion, or a new list when the stream itself was broken (bad JSON,
- * oversized event), since events may have been lost; a clean end inside an
- * event is no break: resumed, the partial event dropped (5 such ends in a row
- * without a whole event list again). An open watch has no stall limit until
+ * oversized event), since events may have been lost, or when a watch ended
+ * within min_watch_ms without an event (client-go's "very short watch"); a
+ * clean end inside an event is no break: resumed, the partial event dropped
+ * (5 such ends in a row without a whole event list again). An open watch has no stall limit until
  * the server has shown periodic bookmarks (see start_watch). A 429 waits for its
  * Retry-After. Errors are logged here and never leave the reflector.
  *
@@ -535,9 +536,15 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
     }
     uint64_t ran = uv_now(kube_loop(r->k)) - r->watch_started_at;
     if (r->watch_seen == 0 && ran < (uint64_t)r->o.min_watch_ms) {
-        LOG_WARN("kube", "watch %s: ended after %llu ms without events", r->path,
+        /* client-go's "very short watch": an error, after which its
+         * reflector lists again (resumed from the same resourceVersion for
+         * ever, a server or proxy that ends every watch at once kept the
+         * view from learning of any change) */
+        LOG_WARN("kube", "watch %s: ended after %llu ms without events; listing again", r->path,
                  (unsigned long long)ran);
-        backoff(r, NEXT_WATCH);
+        r->resumes = 0;
+        set_str(&r->rv, NULL);
+        backoff(r, NEXT_LIST);
         return;
     }
     r->down_since = 0; /* a watch that ran its course: nothing was missed */

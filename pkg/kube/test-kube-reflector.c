@@ -724,6 +724,51 @@ static void test_reflector_lists_again(void **state)
     xfree(f);
 }
 
+/* A watch the server ends at once without an event (a proxy that closes
+ * every long request): client-go's reflector calls it a "very short watch",
+ * an error, and lists again after the backoff; resumed from the same
+ * resourceVersion for ever, the view never learnt of a change. */
+static void h_short(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
+{
+    struct fx *f = arg;
+    int n = f->step++;
+    if (n < 16)
+        snprintf(f->targets[n], sizeof(f->targets[n]), "%s", req->target);
+    if (!has(req->target, "watch=1")) {
+        json_respond(c, 200, n == 0 ? "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[]}"
+                                    : "{\"metadata\":{\"resourceVersion\":\"20\"},\"items\":["
+                                      POD("p1", "15") "]}");
+    } else if (n < 3) {
+        testsrv_stream_begin(c, 200, "application/json");
+        testsrv_stream_end(c); /* no event */
+    } else {
+        f->held[f->nheld++] = c;
+        f->done = true;
+    }
+}
+
+static void test_reflector_short_watch_lists_again(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    fx_init(f, h_short);
+    f->store = kube_store_new();
+    struct kube_watch_opts o = {.backoff_initial_ms = 10, .backoff_max_ms = 40,
+                                .min_watch_ms = 1000, .seed = 5};
+    assert_int_equal(kube_reflector_new(f->k, "/api/v1/pods", NULL, &o, &sink, f, &f->r), 0);
+    run_until(f, &f->done);
+    assert_false(has(f->targets[0], "watch=1"));
+    assert_true(has(f->targets[1], "watch=1&allowWatchBookmarks=true&resourceVersion=10&"));
+    assert_false(has(f->targets[2], "watch=1")); /* listed again, and learnt of p1 */
+    assert_true(has(f->targets[3], "resourceVersion=20&"));
+    assert_int_equal(f->list_ends, 2);
+    assert_non_null(kube_store_pod(f->store, "ml", "p1"));
+    kube_reflector_close(f->r, on_closed, f);
+    fx_finish(f, 3);
+    kube_store_free(f->store);
+    xfree(f);
+}
+
 /* How long the view has been out of date: 0 after the list, growing from
  * the first failed watch, 0 again at the next bookmark; a quiet watch that
  * stays open healthy_ms counts as current too. */
@@ -1042,6 +1087,7 @@ int main(void)
         cmocka_unit_test(test_reflector_slow_list),
         cmocka_unit_test(test_reflector_backoff),
         cmocka_unit_test(test_reflector_lists_again),
+        cmocka_unit_test(test_reflector_short_watch_lists_again),
         cmocka_unit_test(test_reflector_down),
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_cache_relist_atomic),
