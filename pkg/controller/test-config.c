@@ -564,9 +564,11 @@ static void test_annotations(void **s)
     assert_string_equal(bad, "gpuscaler.io/promql-busy");
     /* one that expands past the longest query even for the shortest names
      * (it was taken, and then failed on every tick) */
-    char longq[512] = "";
-    while (strlen(longq) + 8 < sizeof(longq))
-        strcat(longq, "{{pods}}");
+    char longq[512];
+    size_t ql = 0;
+    for (; ql + 8 < sizeof(longq); ql += 8)
+        memcpy(longq + ql, "{{pods}}", 8);
+    longq[ql] = '\0';
     const char *too_long[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/promql-rate",
                               longq};
     assert_int_equal(parse_ann(&c, too_long, 2, &w, bad, err), -EINVAL);
