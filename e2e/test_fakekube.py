@@ -200,6 +200,15 @@ class TestCrud(Base):
                               for e in mf],
                              [("gpuscaler-e2e-kubeclient", "Update", "v1", "FieldsV1")])
             self.assertEqual(mf[0]["time"], meta["creationTimestamp"])
+        # ObjectMeta's labels and annotations are omitempty: an empty map is not served
+        # back, on a create or an update
+        d = self.c.get("configmaps", "d", self.ns)
+        self.assertNotIn("labels", d["metadata"])
+        d["metadata"]["annotations"] = {}
+        d["metadata"]["labels"] = {}
+        d = self.c.update("configmaps", d, self.ns)
+        self.assertNotIn("annotations", d["metadata"])
+        self.assertNotIn("labels", self.c.get("configmaps", "d", self.ns)["metadata"])
         got = self.c.get("configmaps", "a", self.ns)
         self.assertEqual(got["metadata"]["managedFields"][0]["fieldsV1"],
                          {"f:data": {".": {}, "f:k": {}},

@@ -940,7 +940,7 @@ class Api:
                 meta.pop(k, None)
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now_rfc3339()
-            for k in ("finalizers", "ownerReferences"):   # omitempty
+            for k in ("finalizers", "ownerReferences", "labels", "annotations"):  # omitempty
                 if not meta.get(k):
                     meta.pop(k, None)
             if canonical.generation:
@@ -1021,7 +1021,8 @@ class Api:
             meta["generation"] = gen
         else:
             meta.pop("generation", None)
-        for k in ("finalizers", "ownerReferences"):   # omitempty: an empty list is not kept
+        # omitempty: an empty list or map is not kept
+        for k in ("finalizers", "ownerReferences", "labels", "annotations"):
             if not meta.get(k):
                 meta.pop(k, None)
         if new == M.unmanaged(old):
