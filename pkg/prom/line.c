@@ -172,6 +172,7 @@ static void set_family(struct prom_parser *p, const char *name, size_t n)
     memcpy(p->fam, name, n);
     p->fam[n] = '\0';
     p->fam_len = n;
+    p->fam_legacy = prom_name_valid(name, n);
     p->fam_type = PROM_UNTYPED;
     p->fam_wanted = prom_family_wanted(p);
 }
@@ -721,8 +722,10 @@ static int parse_sample(struct prom_parser *p, const char *s, const char *e, con
         if (!(cls[(unsigned char)*s] & C_NAME0))
             return fail(p, -EINVAL, COL(s), "invalid metric name");
         /* A sample of the current family starts with its name, which its # line
-         * validated: only the rest needs the character-class scan. */
-        if (p->fam_len && (size_t)(e - s) >= p->fam_len && memcmp(s, p->fam, p->fam_len) == 0)
+         * validated: only the rest needs the character-class scan (not for a
+         * quoted name, which a bare sample name cannot be) */
+        if (p->fam_legacy && (size_t)(e - s) >= p->fam_len &&
+            memcmp(s, p->fam, p->fam_len) == 0)
             s = skip_name(s + p->fam_len, e, C_NAME);
         else
             s = skip_name(s + 1, e, C_NAME);

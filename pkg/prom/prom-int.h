@@ -30,6 +30,7 @@ struct prom_parser {
     size_t fam_len, fam_cap;
     enum prom_type fam_type;
     bool fam_wanted;
+    bool fam_legacy; /* fam is a legacy name, which a sample line may start with */
 
     char *scratch; /* per-line: sample name, then label name/value pairs */
     size_t scratch_cap, scratch_off;

@@ -333,6 +333,7 @@ void prom_parser_reset(struct prom_parser *p)
     p->fam_len = 0;
     p->fam_type = PROM_UNTYPED;
     p->fam_wanted = false;
+    p->fam_legacy = false;
     p->bytes = p->lines = p->samples = p->emitted = 0;
     p->saw_eof = p->finished = p->skipping = p->skip_comment = false;
     p->skip_lex = SKIP_NAME;

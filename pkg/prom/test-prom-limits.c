@@ -174,6 +174,9 @@ static void test_quoted_names(void **state)
         {"# TYPE \"\" counter\n", 8, "invalid quoted name"},
         {"# TYPE \"x\"counter\n", 11, "invalid metric name"},
         {"x 1 # {\"y\"} 1\n", 8, "metric name in an exemplar"},
+        /* a quoted family's name, unquoted on a sample line, is no legacy name
+         * (the family's own name skipped the character check: it was taken) */
+        {"# TYPE \"a.b\" counter\na.b 1\n", 2, "invalid character in metric name"},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
         struct coll c = {0};
