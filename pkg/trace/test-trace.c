@@ -309,6 +309,8 @@ static void test_numeric_first_line_is_not_a_header(void **state)
         {"infinity,x\n0,5\n1,6\n", "t_seconds 'infinity' is not finite"},
         {"t_seconds,nan\n0,5\n1,6\n", "t_seconds 't_seconds' is not a number"},
         {"nan\n0,5\n1,6\n", "missing requests column in 'nan'"},
+        /* a number in any column, not only the first two (it was taken as a header) */
+        {"time,count,5\n0,5\n1,6\n", "'time,count,5' has a number in column 3"},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
         struct trace *t = NULL;

@@ -168,21 +168,27 @@ static bool looks_numeric(struct field f)
 }
 
 /* Does the line look like a header: a first field that starts like a name,
- * and no field that reads as a number ("t_seconds,requests"; not "nan,nan")?
- * Sets *cols to the number of fields it names. */
+ * and no field that reads as a number ("t_seconds,requests"; not "nan,nan",
+ * nor "time,count,5")? Sets *cols to the number of fields it names. */
 static bool is_header(const char *p, size_t n, size_t *cols)
 {
-    struct field a, b;
-    int nf = split2(p, n, &a, &b);
+    struct field a = trim(p, n);
+    const char *c = memchr(p, ',', n);
+    if (c)
+        a = trim(p, (size_t)(c - p));
     if (a.n == 0)
         return false;
-    char c = a.p[0];
-    bool name = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '"';
-    if (!name || looks_numeric(a) || (nf == 2 && looks_numeric(b)))
+    char c0 = a.p[0];
+    if (!((c0 >= 'a' && c0 <= 'z') || (c0 >= 'A' && c0 <= 'Z') || c0 == '_' || c0 == '"'))
         return false;
-    *cols = 1;
-    for (const char *q = p; (q = memchr(q, ',', n - (size_t)(q - p))) != NULL; q++)
-        (*cols)++;
+    size_t k = 0;
+    for (const char *q = p, *end = p + n; q <= end; k++) {
+        const char *d = memchr(q, ',', (size_t)(end - q));
+        if (looks_numeric(trim(q, (size_t)((d ? d : end) - q))))
+            return false;
+        q = d ? d + 1 : end + 1;
+    }
+    *cols = k;
     return true;
 }
 
