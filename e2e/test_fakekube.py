@@ -2554,10 +2554,25 @@ class TestUpstreamOptionsAndRules(Base):
                                       params={"propagationPolicy": "Bogus", "dryRun": "All"})
         self.assertEqual(code, 200, payload)
         self.assertIsNone(self.c.get_or_none("configmaps", "a", self.ns))
-        # no body: the query's options (a dry run here)
+        # no body: the query's options (a dry run here, answered as the delete would be:
+        # the object marked with the orphan finalizer, which is not stored)
         code, _, payload = self.c.raw("DELETE", self.c.path("configmaps", self.ns, "b"),
                                       params={"propagationPolicy": "Orphan", "dryRun": "All"})
         self.assertEqual(code, 200, payload)
+        got = json.loads(payload)
+        self.assertEqual(got["metadata"]["finalizers"], ["orphan"])
+        self.assertIn("deletionTimestamp", got["metadata"])
+        stored = self.c.get_or_none("configmaps", "b", self.ns)
+        self.assertIsNotNone(stored)
+        self.assertNotIn("finalizers", stored["metadata"])
+        self.assertNotIn("deletionTimestamp", stored["metadata"])
+        # a dry run of a delete that would remove it: the Status a ConfigMap's gets
+        code, _, payload = self.c.raw("DELETE", self.c.path("configmaps", self.ns, "b"),
+                                      params={"dryRun": "All"})
+        self.assertEqual(code, 200, payload)
+        got = json.loads(payload)
+        self.assertEqual((got["kind"], got["status"], got["details"]["name"],
+                          got["details"]["kind"]), ("Status", "Success", "b", "configmaps"))
         self.assertIsNotNone(self.c.get_or_none("configmaps", "b", self.ns))
 
     def test_event_validation_as_upstream(self):

@@ -1389,10 +1389,11 @@ class Api:
                 qual = res.kind if not res.group else "%s.%s" % (res.kind, res.group)
                 raise StatusError(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": %s'
                                   % (qual, name, why), _details(res, name, res.kind))
-            if opts.get("dryRun"):
-                return 200, self.external(res, old)
+            # a dry run answers what the delete would (the object marked, or the
+            # deleted object's Status) and writes nothing: the storage's dryRun
+            dry = bool(opts.get("dryRun"))
             if res.storage == "core/namespaces":
-                return self._delete_namespace(res, old)
+                return self._delete_namespace(res, old, dry)
             # registry.Store.Delete: the GC finalizers the options (else the object's own,
             # else the kind's default policy) ask for, even on an object being deleted already
             # (no kind here deletes gracefully: BeforeDelete has nothing pending); with any
@@ -1412,9 +1413,13 @@ class Api:
                 code = 202 if opts.get("orphanDependents") is False else 200
                 if new == old:
                     return code, self.external(res, old)
+                if dry:
+                    return code, self.external(res, new)
                 self.store.put(res.storage, new, old)
                 return code, self.external(res, new)
             # no finalizer (or the options took the last one away: errDeleteNow)
+            if dry:
+                return 200, self._deleted_response(res, old)
             final = self.store.remove(res.storage, old)
             return 200, self._deleted_response(res, final)
 
@@ -1429,10 +1434,12 @@ class Api:
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "details": details}
 
-    def _delete_namespace(self, res, old):
+    def _delete_namespace(self, res, old, dry=False):
         new = copy.deepcopy(old)
         new["metadata"]["deletionTimestamp"] = now_rfc3339()
         new.setdefault("status", {})["phase"] = "Terminating"
+        if dry:
+            return 200, self.external(res, new)
         self.store.put(res.storage, new, old)
         name = old["metadata"]["name"]
         storages = sorted({r.storage for r in self.registry.resources
