@@ -10,11 +10,11 @@
  * and is pumped into the parser whenever the parser wants more). The timer
  * enforces, depending on the phase: the header deadline (from accept or the
  * first byte of a request until the end of its headers, TLS handshake
- * included, never extended by more bytes),
- * the body silence limit (from the end of the headers, restarted by every
- * read), and the keep-alive idle limit (which an answer being written
- * extends while the client keeps taking some of it). A request's abort callback runs when
- * its connection closes, not when the peer only stops sending. */
+ * included, never extended by more bytes), the body silence limit (from
+ * the end of the headers, restarted by every read), and the keep-alive idle
+ * limit (from the last answer; an answer being written extends it while the
+ * client keeps taking some of it). A request's abort callback runs when its
+ * connection closes, not when the peer only stops sending. */
 #include "httpd-int.h"
 
 #include <errno.h>
