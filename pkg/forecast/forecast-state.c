@@ -71,9 +71,9 @@
  * Version 7 (the previous release's) has no stale phase bins: it is read
  * with none (a bin whose visit began with gaps then takes the last visit's
  * peak into this one's, as that release did). Version 6 (the one before)
- * has 0 where the quantile is: it is read as one of the config's quantile. Version 5 (the one before) has no
- * recent seasons' ring: it is read with an empty one (that plan serves again
- * after 4 seasons).
+ * has 0 where the quantile is: it is read as one of the config's quantile.
+ * Version 5 (the one before) has no recent seasons' ring: it is read with
+ * an empty one (that plan serves again after 4 seasons).
  * Version 4 (the one before) has no learned plan: it is read with
  * none (the two plans serve until it is fitted, about 3.3 hours). Version 3
  * (the one before) has neither the two kinds' plans and losses nor the

@@ -219,10 +219,10 @@ static void test_state_roundtrip(void **state)
  * --write-corpus`; version 2 has float buffered values, neither it nor 3 has
  * the recent window peaks of version 4, none of them has the learned plan of
  * version 5, none before version 6 the recent seasons' ring, none before 7
- * the quantile, and none the stale phase bins of version 8) restore: the restored forecaster has the
- * same history and plans within the 16-bit steps of its buffered values as
- * one fed the same observations now, also once the buffer has become
- * Holt-Winters' seasonal indices. */
+ * the quantile, and none the stale phase bins of version 8) restore: the
+ * restored forecaster has the same history and plans within the 16-bit
+ * steps of its buffered values as one fed the same observations now, also
+ * once the buffer has become Holt-Winters' seasonal indices. */
 static uint8_t *read_seed(const char *dir, const char *name, size_t *len)
 {
     char *path = xasprintf("%s/%s", dir, name);
