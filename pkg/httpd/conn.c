@@ -127,6 +127,35 @@ void conn_shutdown(struct conn *c)
 
 /* ---- writing ------------------------------------------------------------ */
 
+/* Bytes of the answers the peer has taken: those handed to the kernel
+ * (libuv's write queue holds the rest) less those the kernel still holds
+ * unsent or unacknowledged; *drained when the kernel holds none. The
+ * kernel's count, not libuv's: after the loop stalled, the timer runs before
+ * the writes the peer made room for. */
+static uint64_t taken(struct conn *c, bool *drained)
+{
+    uint64_t handed = c->bytes_out - c->tcp.write_queue_size;
+    int fd = -1, outq = 0;
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0 || ioctl(fd, SIOCOUTQ, &outq) != 0 ||
+        outq < 0)
+        outq = 0;
+    if (drained)
+        *drained = outq == 0;
+    return (uint64_t)outq < handed ? handed - (uint64_t)outq : 0;
+}
+
+bool conn_write_stalled(struct conn *c, uint64_t ms)
+{
+    uint64_t now = uv_now(c->srv->loop);
+    bool drained;
+    uint64_t t = taken(c, &drained);
+    if (drained || t != c->progress_taken) { /* drained: this loop is behind, not the peer */
+        c->progress_taken = t;
+        c->write_progress = now;
+    }
+    return now - c->write_progress >= ms;
+}
+
 static void on_written(uv_write_t *req, int status)
 {
     struct wreq *w = util_container_of(req, struct wreq, req);
@@ -134,6 +163,7 @@ static void on_written(uv_write_t *req, int status)
     xfree(w);
     c->writes--;
     c->write_progress = c->idle_from = uv_now(c->srv->loop);
+    c->progress_taken = taken(c, NULL);
     if (c->closing)
         return;
     if (status < 0) {
@@ -183,8 +213,10 @@ static void sock_send(struct conn *c, const char *data, size_t len)
         conn_close(c);
         return;
     }
-    if (c->writes++ == 0)
+    if (c->writes++ == 0) {
         c->write_progress = uv_now(c->srv->loop);
+        c->progress_taken = taken(c, NULL);
+    }
 }
 
 /* Send whatever OpenSSL has queued for the network. */
@@ -606,35 +638,18 @@ static void set_reading(struct conn *c, bool on)
 
 /* ---- timer -------------------------------------------------------------- */
 
-/* Bytes of the answers the peer has taken: those handed to the kernel
- * (libuv's write queue holds the rest) less those the kernel still holds
- * unsent or unacknowledged; *drained when the kernel holds none. The
- * kernel's count, not libuv's: after the loop stalled, the timer runs before
- * the writes the peer made room for. */
-static uint64_t taken(struct conn *c, bool *drained)
-{
-    uint64_t handed = c->bytes_out - c->tcp.write_queue_size;
-    int fd = -1, outq = 0;
-    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0 || ioctl(fd, SIOCOUTQ, &outq) != 0 ||
-        outq < 0)
-        outq = 0;
-    if (drained)
-        *drained = outq == 0;
-    return (uint64_t)outq < handed ? handed - (uint64_t)outq : 0;
-}
-
 static void on_timer(uv_timer_t *t)
 {
     struct conn *c = t->data;
     if (c->closing)
         return;
-    bool drained = false;
     if (c->writes > 0 && !c->head_start && !c->hp.in_message &&
-        (taken(c, &drained) > c->timer_taken || drained)) {
-        /* an answer is being written and the client took some of it since,
-         * or all the kernel had (this loop is behind, not the client): slow,
-         * but not idle (one write of a large answer outlasts the limit) */
-        c->idle_from = uv_now(c->srv->loop);
+        !conn_write_stalled(c, c->srv->cfg.idle_timeout_ms)) {
+        /* an answer is being written and the client took some of it in
+         * the limit: slow, but not idle (one write of a large answer
+         * outlasts it) */
+        if (c->write_progress > c->idle_from)
+            c->idle_from = c->write_progress;
         arm_timer(c);
         return;
     }
@@ -666,8 +681,6 @@ static void arm_timer(struct conn *c)
         uint64_t end = c->idle_from + cfg->idle_timeout_ms;
         ms = end > now ? end - now : 1;
     }
-    if (c->writes > 0)
-        c->timer_taken = taken(c, NULL);
     uv_timer_start(&c->timer, on_timer, ms, 0);
 }
 

@@ -73,11 +73,11 @@ void srv_release(struct httpd *srv, struct conn *c)
  * response is on its way. */
 /* Idle, or answered and not reading its answer for a second: what it holds
  * is not worth refusing a newcomer for. */
-static bool evictable(const struct conn *c)
+static bool evictable(struct conn *c)
 {
     if (!c->src || c->closing || c->busy)
         return false;
-    return c->writes == 0 || uv_now(c->srv->loop) - c->write_progress >= 1000;
+    return c->writes == 0 || conn_write_stalled(c, 1000);
 }
 
 /* Is a better victim than b (NULL: anything is)? Candidates come newest

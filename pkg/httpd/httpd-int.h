@@ -168,10 +168,11 @@ struct conn {
                                      request is read or dispatched (a client that
                                      pipelines and never reads cannot make the server
                                      queue responses without bound) */
-    uint64_t write_progress;      /* loop time writes last began or completed */
+    uint64_t write_progress;      /* loop time the peer was last seen taking the answers:
+                                     writes began or completed, or the kernel's count of
+                                     what it took moved (conn_write_stalled) */
     uint64_t bytes_out;           /* bytes ever given to the socket to send */
-    uint64_t timer_taken;         /* of those, what the peer had taken when the timer
-                                     was armed with writes pending (conn_taken) */
+    uint64_t progress_taken;      /* of those, what the peer had taken then */
     uint64_t idle_from;           /* loop time the idle limit runs from: accept, the
                                      last answer queued, or a write's last progress
                                      (bare CRLFs between requests do not move it) */
@@ -193,6 +194,10 @@ bool srv_admit(struct httpd *srv, struct conn *c, const unsigned char *addr, siz
 /* c stops counting (closing). */
 void srv_release(struct httpd *srv, struct conn *c);
 void conn_close(struct conn *c);
+/* With writes pending: has the peer taken none of them for ms? Samples the
+ * kernel's count of what it took (a single write of a large answer
+ * completes only at its end); a move since the last sample is progress. */
+bool conn_write_stalled(struct conn *c, uint64_t ms);
 /* Called when a server starts closing: close idle connections now, let
  * busy ones finish. */
 void conn_shutdown(struct conn *c);

@@ -11,10 +11,11 @@
  *
  * The front door cannot be locked: at max_connections a new connection
  * first evicts an open one that has no request with the handler and no
- * response being written: one that has not completed a request (idle since
- * accept, in its TLS handshake, or sending its first request) before an idle
- * keep-alive one, the one from the source address holding the most
- * connections first, the oldest first. Each source address may hold
+ * response being written (or one whose client has taken none of it for a
+ * second, by the kernel's count): one that has not completed a request
+ * (idle since accept, in its TLS handshake, or sending its first request)
+ * before an idle keep-alive one, the one from the source address holding
+ * the most connections first, the oldest first. Each source address may hold
  * max_connections_per_source; past that its own such connection is evicted.
  * Only when nothing can be evicted is the new connection refused (closed at
  * once). Both are counted (httpd_stats) and logged as warnings, at most one

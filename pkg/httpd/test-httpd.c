@@ -407,6 +407,63 @@ static void test_door(void **state)
     fx_run(&f, &cfg, cl_door);
 }
 
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* At the cap, a connection whose answer is still being read, slowly, is
+ * not evicted (a single write of a large answer completes only at its end:
+ * it was taken for a client that stopped reading, as the oldest); an idle
+ * one goes instead. */
+static void cl_door_slow_reader(struct fx *f)
+{
+    struct tc a, b, c;
+    struct tc_opts o = opts(f);
+    enum { BODY = 40 << 20 };
+    CHECK(f, tc_connect(&a, &o) == 0);
+    CHECK(f, tc_send_str(&a, "GET /big/41943040 HTTP/1.1\r\n\r\n") == 0);
+    usleep(50000);
+    CHECK(f, tc_connect(&b, &o) == 0 && served(f, &b, "/b")); /* answered after a's */
+    int64_t t0 = mono_ms();
+    char *buf = xmalloc(1 << 16);
+    size_t got = 0;
+    bool third = false;
+    for (;;) {
+        ssize_t n = recv(a.fd, buf, 1 << 16, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        if (got >= BODY + 38) /* "HTTP/1.1 200 OK" and its headers: at least 38 bytes */
+            break;
+        if (got > (8u << 20))
+            usleep(4000);
+        if (!third && mono_ms() - t0 > 1300) { /* a newcomer while a is still reading */
+            third = true;
+            CHECK(f, tc_connect(&c, &o) == 0);
+        }
+    }
+    xfree(buf);
+    CHECK(f, third && got >= BODY);
+    CHECK(f, tc_wait_close(&b) == 0);
+    CHECK(f, served(f, &c, "/c"));
+    tc_close(&a);
+    tc_close(&b);
+    tc_close(&c);
+}
+
+static void test_door_slow_reader(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    cfg.max_connections = 2;
+    cfg.max_connections_per_source = 2;
+    fx_run(&f, &cfg, cl_door_slow_reader);
+}
+
 /* One source at its cap evicts its own idle connection, even with room in
  * the listener: 30 connections opened in a loop from one address leave
  * another address's connection alone, and the loop's last ones work. */
@@ -444,13 +501,6 @@ static void test_door_per_source(void **state)
 }
 
 /* ---- timeouts ------------------------------------------------------------- */
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void cl_slowloris(struct fx *f)
 {
@@ -864,6 +914,7 @@ int main(void)
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_door),
         cmocka_unit_test(test_door_per_source),
+        cmocka_unit_test(test_door_slow_reader),
         cmocka_unit_test(test_timeouts),
         cmocka_unit_test(test_slow_reader),
         cmocka_unit_test(test_crlf_idle),
