@@ -16,9 +16,10 @@
  * oversized event), since events may have been lost, or when a watch ended
  * within min_watch_ms without an event (client-go's "very short watch"); a
  * clean end inside an event is no break: resumed, the partial event dropped
- * (5 such ends in a row without a whole event list again). An open watch has no stall limit until
- * the server has shown periodic bookmarks (see start_watch). A 429 waits for its
- * Retry-After. Errors are logged here and never leave the reflector.
+ * (5 such ends in a row without a whole event list again). An open watch
+ * has no stall limit until the server has shown periodic bookmarks (see
+ * start_watch). A 429 waits for its Retry-After. Errors are logged here
+ * and never leave the reflector.
  *
  * Unlike client-go, lists never ask for resourceVersion "0" or the last one
  * seen: the API server's watch cache answers those whole, ignoring the

@@ -182,13 +182,15 @@ static bool is_header(const char *p, size_t n, size_t *cols)
     if (!((c0 >= 'a' && c0 <= 'z') || (c0 >= 'A' && c0 <= 'Z') || c0 == '_' || c0 == '"'))
         return false;
     size_t k = 0;
-    for (const char *q = p, *end = p + n; q <= end; k++) {
+    for (const char *q = p, *end = p + n;; k++) {
         const char *d = memchr(q, ',', (size_t)(end - q));
         if (looks_numeric(trim(q, (size_t)((d ? d : end) - q))))
             return false;
-        q = d ? d + 1 : end + 1;
+        if (!d)
+            break;
+        q = d + 1;
     }
-    *cols = k;
+    *cols = k + 1;
     return true;
 }
 
