@@ -163,7 +163,9 @@ static void on_written(uv_write_t *req, int status)
     xfree(w);
     c->writes--;
     c->write_progress = c->idle_from = uv_now(c->srv->loop);
-    c->progress_taken = taken(c, NULL);
+    if (c->writes > 0) /* the baseline for the writes still pending; the next write's
+                          own start takes one otherwise */
+        c->progress_taken = taken(c, NULL);
     if (c->closing)
         return;
     if (status < 0) {
