@@ -248,9 +248,7 @@ class GarbageCollector:
             has_deps = bool(self.dependents.get(meta.get("uid")))
         if solid:
             if gone:
-                self._patch(key, {"metadata": {
-                    "ownerReferences": [{"$patch": "delete", "uid": u} for u in gone],
-                    "uid": meta["uid"]}}, "strategic")
+                self._drop_owners(key, meta["uid"], gone)
             return
         if "waiting" in states and has_deps:
             policy = "Foreground"
@@ -276,6 +274,21 @@ class GarbageCollector:
                     out.append((k, d, refs[0]))
         return out
 
+    def _drop_owners(self, key, uid, owners):
+        """The dependent (uid: the precondition) loses its ownerReferences to owners, one
+        strategic merge patch."""
+        self._patch(key, {"metadata": {
+            "ownerReferences": [{"$patch": "delete", "uid": u} for u in owners],
+            "uid": uid}}, "strategic")
+
+    def _deleting_with(self, key, finalizer):
+        """The object at key if it is being deleted and holds finalizer, else None."""
+        obj = self._get(key)
+        if obj is None or not obj["metadata"].get("deletionTimestamp") or \
+                finalizer not in (obj["metadata"].get("finalizers") or []):
+            return None
+        return obj
+
     def _remove_finalizer(self, key, obj, finalizer):
         fins = [f for f in obj["metadata"].get("finalizers") or [] if f != finalizer]
         self._patch(key, {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
@@ -284,14 +297,12 @@ class GarbageCollector:
     def _orphan(self, key):
         """attemptToOrphan: each dependent loses the owner's ownerReference (a strategic merge
         patch each), then the owner its "orphan" finalizer."""
-        obj = self._get(key)
-        if obj is None or not obj["metadata"].get("deletionTimestamp") or \
-                ORPHAN not in (obj["metadata"].get("finalizers") or []):
+        obj = self._deleting_with(key, ORPHAN)
+        if obj is None:
             return
         uid = obj["metadata"]["uid"]
         for k, d, _ in self._dependents_of(uid):
-            self._patch(k, {"metadata": {"ownerReferences": [{"$patch": "delete", "uid": uid}],
-                                         "uid": d["metadata"]["uid"]}}, "strategic")
+            self._drop_owners(k, d["metadata"]["uid"], [uid])
         obj = self._get(key)
         if obj is not None and obj["metadata"]["uid"] == uid:
             self._remove_finalizer(key, obj, ORPHAN)
@@ -299,9 +310,8 @@ class GarbageCollector:
     def _foreground(self, key):
         """processDeletingDependentsItem: the dependents not being deleted yet are deleted;
         with no blocking dependent left, the finalizer goes."""
-        obj = self._get(key)
-        if obj is None or not obj["metadata"].get("deletionTimestamp") or \
-                FOREGROUND not in (obj["metadata"].get("finalizers") or []):
+        obj = self._deleting_with(key, FOREGROUND)
+        if obj is None:
             return
         uid = obj["metadata"]["uid"]
         for k, d, _ in self._dependents_of(uid):
