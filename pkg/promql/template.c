@@ -71,13 +71,8 @@ static bool ends_with(const char *s, const char *suffix)
  * written back from its parse: the name and suffix (quoted inside the
  * braces if it is not a legacy name, Prometheus 3's UTF-8 names), the pods'
  * matchers, then the field's own, each value quoted again (a `\'` inside
- * double quotes, which the field may hold, is no PromQL escape). A counter
- * (`counter`: one an annotation named) given by its family name (no
- * `_total`) is found under either name, as the scraper finds it: Prometheus
- * stores an OpenMetrics counter `x`, and the 0.0.4 format's `x_total`, as
- * `x_total`. */
-static void selector(const char *field, const char *suffix, bool counter, char *out,
-                     size_t outlen)
+ * double quotes, which the field may hold, is no PromQL escape). */
+static void selector(const char *field, const char *suffix, char *out, size_t outlen)
 {
     struct scrape_selector sel;
     if (scrape_selector_parse(field, &sel, NULL, 0) != 0) {
@@ -88,12 +83,7 @@ static void selector(const char *field, const char *suffix, bool counter, char *
     }
     char name[sizeof(sel.name) + 16];
     snprintf(name, sizeof(name), "%s%s", sel.name, suffix);
-    bool legacy = legacy_metric(name);
-    if (legacy && counter && !suffix[0] && !ends_with(name, "_total") &&
-        !ends_with(name, "_sum") && !ends_with(name, "_count")) {
-        /* a legacy name holds no regex metacharacter */
-        snprintf(out, outlen, "{__name__=~\"%s|%s_total\"," PODS, name, name);
-    } else if (legacy) {
+    if (legacy_metric(name)) {
         snprintf(out, outlen, "%s{" PODS, name);
     } else {
         snprintf(out, outlen, "{");
@@ -120,10 +110,12 @@ static void selector(const char *field, const char *suffix, bool counter, char *
     snprintf(out + n, outlen - n, "}");
 }
 
-/* Is field's counter one an annotation named (not one of the profile's own
- * names, whose exposition the profile knows), so perhaps by its family
- * name? */
-static bool named_counter(const struct scrape_spec *spec, const char *field)
+/* Is field a counter an annotation named by its family name, to be asked
+ * for under both names, as the scraper finds it? Prometheus stores an
+ * OpenMetrics counter `x`, and the 0.0.4 format's `x_total`, as `x_total`.
+ * Not the profiles' own names, whose exposition the profile knows, nor a
+ * `_total`, `_sum` or `_count` name, nor one PromQL does not read bare. */
+static bool family_named(const struct scrape_spec *spec, const char *field)
 {
     struct scrape_spec def;
     scrape_spec_init(&def, spec->profile);
@@ -131,7 +123,31 @@ static bool named_counter(const struct scrape_spec *spec, const char *field)
     scrape_metric_name(field, name, sizeof(name));
     scrape_metric_name(def.request_metric, req, sizeof(req));
     scrape_metric_name(def.busy_metric, busy, sizeof(busy));
-    return strcmp(name, req) != 0 && strcmp(name, busy) != 0;
+    return strcmp(name, req) != 0 && strcmp(name, busy) != 0 && legacy_metric(name) &&
+           !ends_with(name, "_total") && !ends_with(name, "_sum") && !ends_with(name, "_count");
+}
+
+/* open + the selector of counter field + close: for one named by its family
+ * name, `open x_total{...} close or open x{...} close`, which takes `x` only
+ * where no `x_total` of the same labels is (the `x_total` of a counter where
+ * a pod has a gauge `x` too; a regex on __name__ made rate() and timestamp()
+ * fail on the two series it found, "vector cannot contain metrics with the
+ * same labelset", and added the gauge to a sum). The caller encloses it. */
+static void counter_expr(const struct scrape_spec *spec, const char *field, const char *open,
+                         const char *close, char *out, size_t outlen)
+{
+    char a[PROMQL_MAX_QUERY], b[PROMQL_MAX_QUERY];
+    if (!family_named(spec, field)) {
+        selector(field, "", a, sizeof(a));
+        snprintf(out, outlen, "%s%s%s", open, a, close);
+        return;
+    }
+    selector(field, "_total", a, sizeof(a));
+    selector(field, "", b, sizeof(b));
+    struct util_buf e = {0};
+    util_buf_printf(&e, "%s%s%s or %s%s%s", open, a, close, open, b, close);
+    snprintf(out, outlen, "%s", e.data);
+    util_buf_free(&e);
 }
 
 /* Unit of a latency metric from its name: seconds unless it says ms or us
@@ -159,9 +175,9 @@ void promql_default_rate(const struct scrape_spec *spec, char *out, size_t outle
         snprintf(out, outlen, "%s", "");
         return;
     }
-    char s[PROMQL_MAX_QUERY];
-    selector(spec->request_metric, "", named_counter(spec, spec->request_metric), s, sizeof(s));
-    snprintf(out, outlen, "sum(rate(%s[{{window}}]))", s);
+    char e[PROMQL_MAX_QUERY];
+    counter_expr(spec, spec->request_metric, "rate(", "[{{window}}])", e, sizeof(e));
+    snprintf(out, outlen, "sum(%s)", e);
 }
 
 void promql_default_p99(const struct scrape_spec *spec, char *out, size_t outlen)
@@ -172,7 +188,7 @@ void promql_default_p99(const struct scrape_spec *spec, char *out, size_t outlen
     }
     double f = seconds_per_unit(spec->latency_metric);
     char s[PROMQL_MAX_QUERY];
-    selector(spec->latency_metric, "_bucket", false, s, sizeof(s));
+    selector(spec->latency_metric, "_bucket", s, sizeof(s));
     if (f == 1)
         snprintf(out, outlen, "histogram_quantile(0.99, sum by (le) (rate(%s[{{window}}])))", s);
     else
@@ -191,25 +207,25 @@ void promql_default_busy(const struct scrape_spec *spec, char *out, size_t outle
     double f = seconds_per_unit(b);
     if (f != 1)
         snprintf(scale, sizeof(scale), " * %g", f);
-    char bs[PROMQL_MAX_QUERY], rs[PROMQL_MAX_QUERY];
-    selector(b, "", named_counter(spec, b), bs, sizeof(bs));
+    char be[PROMQL_MAX_QUERY], bs[PROMQL_MAX_QUERY], rs[PROMQL_MAX_QUERY];
+    counter_expr(spec, b, "rate(", "[{{window}}])", be, sizeof(be));
     if (!r[0]) {
-        snprintf(out, outlen, "sum(rate(%s[{{window}}]))%s", bs, scale);
+        snprintf(out, outlen, "sum(%s)%s", be, scale);
         return;
     }
-    selector(r, "", named_counter(spec, r), rs, sizeof(rs));
+    counter_expr(spec, b, "", "", bs, sizeof(bs));
+    counter_expr(spec, r, "", "", rs, sizeof(rs));
     /* Only when every pod with the request counter has the busy counter too:
      * a sum over fewer pods would understate the requests in service. */
     snprintf(out, outlen,
-             "(sum(rate(%s[{{window}}]))%s) and on() "
-             "(count(count by (pod) (%s)) == count(count by (pod) (%s)))",
-             bs, scale, bs, rs);
+             "(sum(%s)%s) and on() (count(count by (pod) (%s)) == count(count by (pod) (%s)))",
+             be, scale, bs, rs);
 }
 
 void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char *out,
                          size_t outlen)
 {
-    char sel[PROMQL_MAX_QUERY], part[PROMQL_MAX_QUERY + 128];
+    char e[PROMQL_MAX_QUERY], part[PROMQL_MAX_QUERY + 128];
     struct util_buf b = {0};
     const char *req = with_counted ? spec->request_metric : "";
     const struct {
@@ -226,13 +242,17 @@ void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char
     for (size_t i = 0; i < UTIL_ARRAY_LEN(parts); i++) {
         if (!parts[i].metric[0])
             continue;
-        selector(parts[i].metric, "", parts[i].counter && named_counter(spec, parts[i].metric), sel,
-                 sizeof(sel));
+        if (parts[i].counter) {
+            counter_expr(spec, parts[i].metric, parts[i].open, parts[i].close, e, sizeof(e));
+        } else {
+            char sel[PROMQL_MAX_QUERY];
+            selector(parts[i].metric, "", sel, sizeof(sel));
+            snprintf(e, sizeof(e), "%s%s%s", parts[i].open, sel, parts[i].close);
+        }
         snprintf(part, sizeof(part),
-                 "%slabel_replace(%s by (pod) (%s%s%s), \"" PROMQL_PART_LABEL "\", \"%s\", "
+                 "%slabel_replace(%s by (pod) (%s), \"" PROMQL_PART_LABEL "\", \"%s\", "
                  "\"\", \"\")",
-                 b.len ? " or " : "", parts[i].agg, parts[i].open, sel, parts[i].close,
-                 parts[i].name);
+                 b.len ? " or " : "", parts[i].agg, e, parts[i].name);
         util_buf_puts(&b, part);
     }
     snprintf(out, outlen, "%s", b.len ? b.data : "");

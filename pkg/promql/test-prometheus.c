@@ -321,7 +321,11 @@ static void test_against_prometheus(void **state)
      * stores it as the exposition's vllm:request_success_total), with a
      * matcher in single quotes holding an escaped double quote: the same
      * two pods (the query for the family name alone found nothing, and one
-     * copying the matcher as written was refused by Prometheus' lexer) */
+     * copying the matcher as written was refused by Prometheus' lexer).
+     * The pods also expose a gauge vllm:request_success with the labels of
+     * one of the counter's series: it is not counted (a regex on __name__
+     * made rate() fail, "vector cannot contain metrics with the same
+     * labelset", and added the gauge's 1e6 to a pod's requests) */
     struct scrape_spec gen;
     scrape_spec_init(&gen, SCRAPE_GENERIC);
     snprintf(gen.request_metric, sizeof(gen.request_metric),
@@ -329,6 +333,12 @@ static void test_against_prometheus(void **state)
     r = query_spec(f, "team-a", NULL, &gen);
     assert_true(r.valid);
     assert_true(fabs(r.request_rate - 40) < 4);
+    assert_true(f->pods_answered && f->pods.n == 2 && f->pods.counted_seen);
+    for (int i = 0; i < 2; i++) {
+        assert_true(f->pods.v[i].counted);
+        assert_true(f->pods.v[i].requests > 0 && f->pods.v[i].requests < 1e6);
+        assert_true(llabs(f->pods.v[i].at_ms - util_now_unix_ms()) < 5000);
+    }
 
     r = query(f, "team-x", NULL);
     assert_false(r.valid);

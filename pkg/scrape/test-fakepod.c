@@ -172,7 +172,12 @@ static void exposition(const struct fakepod *p, struct util_buf *b)
                         "# HELP vllm:request_success_created Count of successfully processed "
                         "requests.\n# TYPE vllm:request_success_created gauge\n"
                         "vllm:request_success_created{engine=\"0\",finished_reason=\"stop\","
-                        "model_name=\"m\"} 1.7e9\n",
+                        "model_name=\"m\"} 1.7e9\n"
+                        /* a gauge under the counter's family name, with the
+                         * labels of one of its series: never a request */
+                        "# TYPE vllm:request_success gauge\n"
+                        "vllm:request_success{engine=\"0\",finished_reason=\"stop\","
+                        "model_name=\"m\"} 1e6\n",
                         c * 0.75, c * 0.25);
         hist(b, "vllm:e2e_request_latency_seconds", "engine=\"0\",model_name=\"m\"", vllm_le,
              vllm_cdf, UTIL_ARRAY_LEN(vllm_le), c);
