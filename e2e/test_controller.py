@@ -2126,8 +2126,8 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         Counted by the selector, ovl would read 4 pods and 42 req/s, 10.5 per GPU: a
         scale-out after scale-out-after (4 s), which the build before made."""
         if REAL:
-            self.skipTest("its pods name a ReplicaSet that does not exist: a real cluster's "
-                          "garbage collector deletes them")
+            self.skipTest("its ReplicaSets are the test's: a real cluster's ReplicaSet "
+                          "controller would manage them and their pods")
         canary_labels = {"app": "ovl", "track": "canary"}
         canary = deployment("ovl-canary", 2, {}, self.metrics.port)
         canary["metadata"]["labels"] = dict(canary_labels)

@@ -3729,6 +3729,54 @@ class TestGarbageCollection(Base):
         self.c.patch("configmaps", "held", {"metadata": {"finalizers": None}}, self.ns)
         self.assertIsNone(self.c.get_or_none("configmaps", "held", self.ns))
 
+    def test_an_owner_that_does_not_exist_is_collected(self):
+        """An object created naming an owner that never existed (or another object's name with
+        a uid not its own) is deleted by the collector, as when its owner goes; one with an
+        owner left loses only the references to absent owners; one whose owner's kind is not
+        served is left alone (the controller retries it for ever). The collector's writes are
+        in the write log under its own user."""
+        since = FK.writes()["next"]
+        keeper = self.c.create("configmaps", cm("keeper"), self.ns)
+        ghost = {"metadata": {"name": "ghost", "uid": "0f0e0d0c-0000-4000-8000-000000000001"}}
+        impostor = {"metadata": {"name": "keeper",
+                                 "uid": "0f0e0d0c-0000-4000-8000-000000000002"}}
+        _, rv = self.c.list_all("configmaps", self.ns)
+        w = self.c.watch("configmaps", self.ns, resource_version=rv)
+        self.addCleanup(w.close)
+        self.c.create("configmaps", owned("orphan1", ghost), self.ns)
+        self.c.create("configmaps", owned("orphan2", impostor), self.ns)
+        mixed = self.c.create("configmaps", owned("mixed", ghost, keeper), self.ns)
+        alien = cm("alien")
+        alien["metadata"]["ownerReferences"] = [
+            {"apiVersion": "example.com/v1", "kind": "Widget", "name": "w",
+             "uid": "0f0e0d0c-0000-4000-8000-000000000003"}]
+        self.c.create("configmaps", alien, self.ns)
+        evs = self.events_until(w, lambda e: {("DELETED", "orphan1"), ("DELETED", "orphan2"),
+                                               ("MODIFIED", "mixed")} <= {x[:2] for x in e})
+        got = self.c.get("configmaps", "mixed", self.ns)
+        self.assertEqual([r["uid"] for r in got["metadata"]["ownerReferences"]],
+                         [keeper["metadata"]["uid"]])
+        self.assertGreater(int(got["metadata"]["resourceVersion"]),
+                           int(mixed["metadata"]["resourceVersion"]))
+        rvs = [e[2] for e in evs]
+        self.assertEqual(rvs, sorted(set(rvs)), "each step its own resourceVersion")
+        gc_user = "system:serviceaccount:kube-system:generic-garbage-collector"
+        wrote = FK.writes(since, namespace=self.ns, user=gc_user)["writes"]
+        self.assertEqual(sorted((x["verb"], x["resource"], x["name"]) for x in wrote),
+                         [("delete", "configmaps", "orphan1"), ("delete", "configmaps", "orphan2"),
+                          ("patch", "configmaps", "mixed")])
+        self.assertIn(got["metadata"]["resourceVersion"], [x["resourceVersion"] for x in wrote])
+        time.sleep(0.3)
+        self.assertIsNotNone(self.c.get_or_none("configmaps", "alien", self.ns))
+        self.assertIsNotNone(self.c.get_or_none("configmaps", "keeper", self.ns))
+        # naming an owner that exists, by an update: kept as it is
+        self.c.patch("configmaps", "alien", {"metadata": {"ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "keeper",
+             "uid": keeper["metadata"]["uid"]}]}}, self.ns)
+        time.sleep(0.3)
+        self.assertEqual(len(self.c.get("configmaps", "alien", self.ns)["metadata"]
+                             ["ownerReferences"]), 1)
+
     def test_events_take_no_gc_finalizer(self):
         """Events' DefaultGarbageCollectionPolicy is Unsupported: Foreground deletes at once."""
         self.c.create("events", core_event("e1", self.ns), self.ns)

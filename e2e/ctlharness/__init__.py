@@ -249,8 +249,10 @@ class MiniKubelet:
 
     def __init__(self, client, ns, name, metrics, subnet=9, gpus=1, port=8000, cold_start=0.0,
                  port_name="metrics", extra_port=None, labels=None, owner=None):
-        """labels: the pods' (default app=<name>); owner: a ReplicaSet name their controller
-        ownerReference names, as the Deployment controller's pods have (default none)."""
+        """labels: the pods' (default app=<name>); owner: the name of a ReplicaSet, owned by
+        the Deployment, that it creates and that the pods' controller ownerReference names,
+        as the Deployment controller's pods have (default none). A fake API server only:
+        a real cluster's ReplicaSet controller would manage it."""
         self.c, self.ns, self.name, self.metrics = client, ns, name, metrics
         self.labels = dict(labels or {"app": name})
         self.owner = owner
@@ -262,6 +264,26 @@ class MiniKubelet:
         self.history = []   # (time, spec replicas) whenever it changes
         self.stop_flag = False
         self.thread = None
+        self.owner_uid = None
+
+    def _owner_ref(self):
+        """The ReplicaSet self.owner (created on first use) as the pods' ownerReference: the
+        garbage collector deletes pods whose owner does not exist."""
+        if self.owner_uid is None:
+            d = self.c.get("deployments", self.name, self.ns)
+            rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                  "metadata": {"name": self.owner, "labels": dict(self.labels),
+                               "ownerReferences": [{
+                                   "apiVersion": "apps/v1", "kind": "Deployment",
+                                   "name": self.name, "uid": d["metadata"]["uid"],
+                                   "controller": True, "blockOwnerDeletion": True}]},
+                  "spec": {"replicas": 0, "selector": {"matchLabels": dict(self.labels)},
+                           "template": {"metadata": {"labels": dict(self.labels)},
+                                        "spec": {"containers": [{"name": "server",
+                                                                 "image": "x"}]}}}}
+            self.owner_uid = self.c.create("replicasets", rs, self.ns)["metadata"]["uid"]
+        return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": self.owner,
+                "uid": self.owner_uid, "controller": True, "blockOwnerDeletion": True}
 
     def sync(self):
         d = self.c.get("deployments", self.name, self.ns)
@@ -279,10 +301,7 @@ class MiniKubelet:
                        "ports": container_ports(self.port, self.port_name, self.extra_port),
                        "resources": {"limits": {"nvidia.com/gpu": str(self.gpus)}}}]}}
             if self.owner:
-                pod["metadata"]["ownerReferences"] = [{
-                    "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": self.owner,
-                    "uid": "00000000-0000-4000-8000-%012d" % abs(hash(self.owner) % 10 ** 12),
-                    "controller": True, "blockOwnerDeletion": True}]
+                pod["metadata"]["ownerReferences"] = [self._owner_ref()]
             self.c.create("pods", pod, self.ns)
             self.metrics.add(ip, self.name)
             self.pods.append((pname, ip))

@@ -24,9 +24,10 @@ dependent's namespace, and it exists only with the same uid. An ownerReference w
 not served, or a namespaced owner of a cluster-scoped dependent, cannot be resolved: the
 dependent is never collected (the controller retries it for ever).
 
-Not modelled: an object created with an ownerReference to an owner that never existed is
-collected by the real controller (its "virtual" owner node is found absent); here only the
-deletion of an owner starts a collection.
+- an object that names an owner the collector has not seen (its "virtual" node in the
+  controller's graph) is looked at once: with no owner left (absent, or another uid) it is
+  deleted, as when its owner goes; with an owner left, the ownerReferences to absent owners
+  are removed (attemptToDeleteItem on the virtual node, then the dependent).
 """
 
 import collections
@@ -37,8 +38,8 @@ import time
 ORPHAN = "orphan"
 FOREGROUND = "foregroundDeletion"
 # the controller's requests: their User-Agent, whose first segment is the field manager
-USER_AGENT = ("kube-controller-manager/v1.31.0 (linux/amd64) kubernetes/9f2a8c5/"
-              "system:serviceaccount:kube-system:generic-garbage-collector")
+USER = "system:serviceaccount:kube-system:generic-garbage-collector"
+USER_AGENT = "kube-controller-manager/v1.31.0 (linux/amd64) kubernetes/9f2a8c5/" + USER
 
 
 def default_policy(res):
@@ -102,6 +103,9 @@ class GarbageCollector:
         self.cond = threading.Condition(threading.Lock())
         self.stopped = False
         self.thread = None
+        # on_write(verb, resource, namespace, name, object): told of each successful write
+        # (the server's write log, GET /fake/writes)
+        self.on_write = None
         self.store.observers.append(self.observe)
 
     # ------------------------------------------------------------ the graph (store lock held)
@@ -122,6 +126,10 @@ class GarbageCollector:
         for o in new_owners:
             self.dependents[o].add(key)
         work = []
+        # an owner newly named that is not in the graph: a virtual node, looked up live
+        # (graph_builder.go addDependentToOwners); _attempt classifies it
+        if ev.type != "DELETED" and any(o not in self.nodes for o in new_owners - old_owners):
+            work.append(("attempt", key))
         if ev.type == "DELETED":
             self.nodes.pop(uid, None)
             work += [("attempt", d) for d in sorted(self.dependents.get(uid, ()))]
@@ -208,12 +216,20 @@ class GarbageCollector:
             return "waiting"
         return "solid"
 
+    def _wrote(self, verb, key, answer):
+        if self.on_write is not None:
+            body = answer[1] if isinstance(answer, tuple) else answer
+            self.on_write(verb, self._res(key[0]).plural, key[1], key[2],
+                          body if isinstance(body, dict) else None)
+
     def _delete(self, key, obj, policy):
         meta = obj["metadata"]
-        self.api.delete(self._res(key[0]), key[1], key[2],
-                        {"propagationPolicy": policy,
-                         "preconditions": {"uid": meta["uid"],
-                                           "resourceVersion": meta["resourceVersion"]}}, {})
+        answer = self.api.delete(self._res(key[0]), key[1], key[2],
+                                 {"propagationPolicy": policy,
+                                  "preconditions": {"uid": meta["uid"],
+                                                    "resourceVersion": meta["resourceVersion"]}},
+                                 {})
+        self._wrote("delete", key, answer)
 
     def _patch(self, key, patch, ptype):
         api = self.api
@@ -221,9 +237,11 @@ class GarbageCollector:
                  "strategic": "application/strategic-merge-patch+json"}[ptype]
         api.begin_write("patch", {}, USER_AGENT, ctype)
         try:
-            api.patch(self._res(key[0]), key[1], key[2], json.dumps(patch).encode(), ctype)
+            answer = api.patch(self._res(key[0]), key[1], key[2], json.dumps(patch).encode(),
+                               ctype)
         finally:
             api.take_warnings()
+        self._wrote("patch", key, answer)
 
     def _attempt(self, key):
         """attemptToDeleteItem for a dependent."""

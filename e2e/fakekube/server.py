@@ -41,7 +41,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from fakekube import api as A  # noqa: E402
 from fakekube import fields as F  # noqa: E402
 from fakekube.aggregator import Aggregator, parse_endpoint  # noqa: E402
-from fakekube.gc import GarbageCollector  # noqa: E402
+from fakekube import gc as GC  # noqa: E402
 from fakekube.faults import IMMEDIATE_ACTIONS, Faults, FaultSpecError, fault_error  # noqa: E402
 from fakekube import rbac as RBAC  # noqa: E402
 from fakekube.resources import NO_WATCH_CACHE, Registry  # noqa: E402
@@ -188,7 +188,8 @@ class FakeKube:
                            compaction_interval=parse_duration(args.etcd_compaction_interval))
         self.api = A.Api(self.store, self.registry)
         # kube-controller-manager's garbage collector (cascading deletion), on its own thread
-        self.gc = GarbageCollector(self.api)
+        self.gc = GC.GarbageCollector(self.api)
+        self.gc.on_write = self._gc_wrote
         self.faults = Faults()
         self.auth = Authenticator()
         # --authorization-mode: AlwaysAllow (every authenticated request) or RBAC
@@ -438,6 +439,12 @@ class FakeKube:
             self.writelog.append(w)
             if len(self.writelog) > self.args.write_log_size:
                 del self.writelog[:len(self.writelog) - self.args.write_log_size]
+
+    def _gc_wrote(self, verb, resource, ns, name, obj):
+        """The garbage collector's writes in the write log, as its requests would be."""
+        self.log_write({"time": time.time(), "user": GC.USER, "userAgent": GC.USER_AGENT,
+                        "verb": verb, "resource": resource, "subresource": None,
+                        "namespace": ns, "name": name}, obj)
 
     # ------------------------------------------------------------ reviews
 
