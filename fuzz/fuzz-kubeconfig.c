@@ -37,9 +37,17 @@ static void base64_roundtrip(const uint8_t *data, size_t size)
     xfree(again);
 }
 
-/* An accepted exec plugin is one client-go would run, and the only credential. */
+/* An accepted exec plugin is one client-go would run, and the only credential.
+ * Over http:// no credential or TLS setting is kept; the URL has no query or
+ * fragment. */
 static void check_exec(const struct kube_config *c)
 {
+    if (c->server && strpbrk(c->server, "?#"))
+        abort();
+    if (c->server && strncmp(c->server, "http://", 7) == 0 &&
+        (c->token || c->token_file || c->cert_file || c->cert_data || c->key_file ||
+         c->key_data || c->ca_file || c->ca_data || c->insecure || c->tls_server_name || c->exec))
+        abort();
     const struct kube_exec_config *x = c->exec;
     if (!x)
         return;

@@ -665,6 +665,10 @@ int cmd_run(int argc, char **argv)
     LOG_INFO(SUB, "gpuscaler %s starting: server %s, identity %s, leader election %s%s", GPUSCALER_VERSION,
              kc.server, d.opts.identity, d.opts.leader_elect ? "on" : "off",
              d.opts.dry_run ? ", dry run" : "");
+    if (kc.plain_unused)
+        LOG_WARN(SUB, "API server %s is plain http: the kubeconfig's credentials and TLS "
+                 "settings are not used, as kubectl does not use them; use an https:// server",
+                 kc.server);
 
     if ((rc = httpc_new(&d.loop, &d.http)) == 0)
         /* two watches per namespace (or two for all) stay open; room for requests */

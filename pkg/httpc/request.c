@@ -27,6 +27,10 @@ static bool method_is(const char *m, const char *want)
     return strcasecmp(m, want) == 0;
 }
 
+/* A CA given is the only one trusted, as Go's tls.Config.RootCAs (client-go,
+ * Prometheus' tls_config): libcurl would also load its built-in bundle
+ * (beside a blob) and directory (beside either; Debian's /etc/ssl/certs),
+ * so both are unset. */
 static int setup_tls(CURL *e, const struct httpc_tls *t)
 {
     if (!t)
@@ -36,11 +40,14 @@ static int setup_tls(CURL *e, const struct httpc_tls *t)
         struct curl_blob b = {(void *)t->ca_blob, t->ca_blob_len, CURL_BLOB_COPY};
         if (curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &b) != CURLE_OK)
             return -ENOTSUP;
+        curl_easy_setopt(e, CURLOPT_CAINFO, NULL);
+        curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
 #else
         return -ENOTSUP;
 #endif
     } else if (t->ca_file) {
         curl_easy_setopt(e, CURLOPT_CAINFO, t->ca_file);
+        curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
     }
     if (t->cert_blob && t->cert_blob_len) {
         struct curl_blob b = {(void *)t->cert_blob, t->cert_blob_len, CURL_BLOB_COPY};

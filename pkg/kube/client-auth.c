@@ -177,24 +177,6 @@ const char *kube_auth_bearer(struct kube_auth *a)
     return a->cfg->token;
 }
 
-/* client-go sends a kubeconfig's bearer token (and basic auth, which
- * gpuscaler refuses) to an explicit http:// server as to https: its
- * transport.HTTPWrappersForConfig adds the Authorization header whatever the
- * scheme, and kubectl says nothing. So do we (a kubeconfig that works with
- * kubectl works here), but say it once, which kubectl does not: a daemon
- * sends the token every few seconds for as long as it runs, not once per
- * command typed, and a server mistyped as http:// would otherwise go
- * unnoticed while anyone on the path can read the token. */
-void kube_auth_check_clear(struct kube_auth *a, const char *url, const char *bearer)
-{
-    if (!bearer || a->clear_warned || strncasecmp(url, "http://", 7) != 0)
-        return;
-    a->clear_warned = true;
-    LOG_WARN("kube", "API server %s is plain http: the bearer token is sent unencrypted "
-             "(as client-go and kubectl do); use an https:// server to protect it; logged once",
-             a->cfg->server);
-}
-
 void kube_auth_clear(struct kube_auth *a)
 {
     if (a->file_token)

@@ -600,8 +600,6 @@ static int issue(struct kreq *r)
     };
     r->t0 = uv_hrtime();
     int rc = httpc_request(k->http, &o, on_http_done, r, &r->req);
-    if (rc == 0)
-        kube_auth_check_clear(&k->auth, url, o.bearer);
     xfree(url);
     return rc;
 }

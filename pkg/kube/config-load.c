@@ -214,11 +214,25 @@ int kube_config_in_cluster(const struct kube_incluster_opts *o, struct kube_conf
     return 0;
 }
 
+/* rc of a kubeconfig's loading, or in-cluster's when that kubeconfig was
+ * empty (or none of KUBECONFIG's files exists: -ENOENT) and gpuscaler runs
+ * in a cluster, as DeferredLoadingClientConfig tries in-cluster then. */
+static int or_in_cluster(int rc, struct kube_config *out, struct kube_config_error *err)
+{
+    const char *host = getenv("KUBERNETES_SERVICE_HOST");
+    if ((rc != -ENODATA && rc != -ENOENT) || !host || !*host)
+        return rc;
+    return kube_config_in_cluster(NULL, out, err);
+}
+
 int kube_config_resolve(const char *kubeconfig_path, const char *context, struct kube_config *out,
                         struct kube_config_error *err)
 {
-    if (kubeconfig_path && *kubeconfig_path)
-        return kube_config_load_file(kubeconfig_path, context, out, err);
+    if (kubeconfig_path && *kubeconfig_path) {
+        /* a file named by the flag must exist (client-go's ExplicitPath) */
+        int rc = kube_config_load_file(kubeconfig_path, context, out, err);
+        return rc == -ENODATA ? or_in_cluster(rc, out, err) : rc;
+    }
     const char *env = getenv("KUBECONFIG");
     if (env && *env) {
         /* a list like PATH: merged, missing files skipped, repeats read once */
@@ -239,7 +253,7 @@ int kube_config_resolve(const char *kubeconfig_path, const char *context, struct
         xfree(paths);
         xfree(list);
         if (n)
-            return rc;
+            return or_in_cluster(rc, out, err);
     }
     const char *host = getenv("KUBERNETES_SERVICE_HOST");
     if (host && *host)

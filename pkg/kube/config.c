@@ -10,10 +10,10 @@
  * foreign format that grows fields over time, so keys gpuscaler does not use
  * are ignored rather than rejected; what would silently change how we
  * authenticate or connect (auth-provider, basic auth, impersonation) is an
- * error naming the context and user. A server without a scheme is read as
- * client-go reads it: plain http, without the user's credentials or the
- * cluster's TLS settings. Exec credential plugins are parsed here and run by
- * kube/exec.c. */
+ * error naming the context and user. An http:// server, or one without a
+ * scheme (which client-go reads as http://), is used as client-go uses it:
+ * without the user's credentials or the cluster's TLS settings. Exec
+ * credential plugins are parsed here and run by kube/exec.c. */
 #include <ctype.h>
 #include <errno.h>
 #include <openssl/evp.h>
@@ -524,17 +524,21 @@ static size_t scheme_len(const char *s)
 }
 
 /*
- * The cluster's server as requests use it (*url: owned, no trailing slash).
- * A URL must be http or https (the scheme is case insensitive, as in Go) and
- * have a host. Without a scheme, client-go's rest.DefaultServerURL prepends
- * one, https only with TLS settings in the rest.Config; but clientcmd decides
- * it (rest.IsConfigTransportTLS) before it merges in the cluster's CA and
- * insecure-skip-tls-verify and the user's certificate, so a kubeconfig's
- * host:port is always http:// and no credential is sent (*plain_default is
- * then set). A path after host:port is refused, as DefaultServerURL does.
+ * The cluster's server as requests use it (*url: owned, no trailing slash,
+ * no query or fragment: client-go drops them, or replaces the query with
+ * the request's). A URL must be http or https (the scheme is case
+ * insensitive, as in Go) and have a host. Without a scheme, client-go's
+ * rest.DefaultServerURL prepends one, https only with TLS settings in the
+ * rest.Config; but clientcmd decides it (rest.IsConfigTransportTLS) before
+ * it merges in the cluster's CA and insecure-skip-tls-verify and the user's
+ * certificate, so a kubeconfig's host:port is always http://. Over http://,
+ * written or so defaulted, clientcmd reads neither the user's credentials
+ * nor the cluster's TLS settings ("only try to read the auth information if
+ * we are secure"): *plain is then set. A path after host:port is refused, as
+ * DefaultServerURL does.
  */
 static int server_url(const struct conf_node *cl, const char *server, const char *where,
-                      char **url, bool *plain_default, struct kube_config_error *err)
+                      char **url, bool *plain, struct kube_config_error *err)
 {
     const struct conf_node *at = conf_map_get(cl, "server") ? conf_map_get(cl, "server") : cl;
     *url = NULL;
@@ -552,16 +556,17 @@ static int server_url(const struct conf_node *cl, const char *server, const char
             return cfail(err, at, "%s: server must be an http:// or https:// URL", where);
         if (*rest == '\0' || strchr("/?#", *rest)) /* "https:///api" */
             return cfail(err, at, "%s: server %s is not a URL with a host", where, server);
+        *plain = slen == 4;
     } else {
         /* host, host:port or [v6]:port, and at most a "/" */
         size_t alen = strcspn(server, "/?#");
         if (alen == 0 || server[0] == ':' || (server[alen] && strcmp(server + alen, "/") != 0))
             return cfail(err, at, "%s: server %s: host must be a URL or a host:port pair", where,
                          server);
-        *plain_default = true;
+        *plain = true;
         slen = 4;
     }
-    size_t rl = strlen(rest);
+    size_t rl = strcspn(rest, "?#");
     while (rl > 0 && rest[rl - 1] == '/')
         rl--;
     *url = xasprintf("%s://%.*s", slen == 5 ? "https" : "http", (int)rl, rest);
@@ -569,9 +574,12 @@ static int server_url(const struct conf_node *cl, const char *server, const char
 }
 
 /* Over plain http client-go sets no TLS and sends no credential
- * (clientcmd's ClientConfig reads them only when IsConfigTransportTLS). */
+ * (clientcmd's ClientConfig reads them only when IsConfigTransportTLS);
+ * c->plain_unused says whether there were any. */
 static void drop_tls_and_auth(struct kube_config *c)
 {
+    bool unused = c->ca_file || c->ca_data || c->cert_file || c->cert_data || c->token ||
+                  c->token_file || c->insecure || c->tls_server_name || c->exec;
     struct kube_config keep = {.server = c->server, .proxy_url = c->proxy_url,
                                .proxy_url_orig = c->proxy_url_orig, .context = c->context,
                                .user = c->user, .namespace_ = c->namespace_,
@@ -580,6 +588,21 @@ static void drop_tls_and_auth(struct kube_config *c)
     c->context = c->user = c->namespace_ = NULL;
     kube_config_clear(c); /* the rest: CA, insecure, tls-server-name, credentials */
     *c = keep;
+    c->plain_unused = unused;
+}
+
+/* No document names a context, cluster or user (client-go's IsEmptyConfig;
+ * current-context was looked at already). */
+static bool empty_config(struct conf_node *const *roots, size_t ndocs)
+{
+    static const char *const lists[] = {"contexts", "clusters", "users"};
+    for (size_t i = 0; i < ndocs; i++)
+        for (size_t k = 0; k < UTIL_ARRAY_LEN(lists); k++) {
+            const struct conf_node *l = conf_map_get(roots[i], lists[k]);
+            if (l && l->type == CONF_SEQ && l->n > 0)
+                return false;
+        }
+    return true;
 }
 
 int kube_config_parse(const char *buf, size_t len, const char *context, const char *base_dir,
@@ -621,8 +644,8 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
             rc = -EINVAL;
             goto out;
         }
-        if (ndocs > 1 && roots[i]->type == CONF_SCALAR && roots[i]->scalar[0] == '\0') {
-            conf_free(roots[i]); /* an empty file of several adds nothing, as in client-go */
+        if (roots[i]->type == CONF_SCALAR && roots[i]->scalar[0] == '\0') {
+            conf_free(roots[i]); /* an empty file adds nothing, as in client-go */
             roots[i] = (struct conf_node *)&empty_map;
         }
         if (roots[i]->type != CONF_MAP) {
@@ -648,8 +671,13 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
         err->doc = 0;
     const struct conf_node *root = roots[0];
     size_t dctx, dcl, du;
-    bool plain_default = false; /* a server without a scheme: http://, as client-go */
+    bool plain = false; /* an http:// server (or one without a scheme), as client-go */
     const char *ctxname = context && context[0] ? context : cur;
+    if (!ctxname && empty_config(roots, ndocs)) {
+        cfail(err, NULL, "kubeconfig is empty: no current-context, context, cluster or user");
+        rc = -ENODATA;
+        goto out;
+    }
     if (!ctxname) {
         rc = cfail(err, root, "kubeconfig has no current-context and no context was given");
         goto out;
@@ -707,7 +735,7 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
                    "specified; keep one", where);
         goto out;
     }
-    if ((rc = server_url(cl, server, where, &out->server, &plain_default, err)) < 0)
+    if ((rc = server_url(cl, server, where, &out->server, &plain, err)) < 0)
         goto out;
     const char *proxy;
     if ((rc = get_str(cl, "proxy-url", &proxy, err, where)) < 0)
@@ -821,16 +849,19 @@ int kube_config_parse_docs(const struct kube_config_doc *docs, size_t ndocs, con
     }
     const struct conf_node *ex = conf_map_get(u, "exec");
     if (ex && !(ex->type == CONF_SCALAR && ex->scalar[0] == '\0')) {
-        if (out->token || out->token_file || has_cert) {
-            rc = cfail(err, ex, "%s: exec together with a token, tokenFile or client "
-                       "certificate: keep one way to authenticate", where);
+        /* checked, but with a token, tokenFile or client certificate not
+         * run: client-go's exec authenticator steps aside for them
+         * (UpdateTransportConfig returns when HasTokenAuth or HasCertAuth) */
+        struct kube_exec_config *exec = NULL;
+        if ((rc = parse_exec(ex, base_dir, where, &exec, err)) < 0)
             goto out;
-        }
-        if ((rc = parse_exec(ex, base_dir, where, &out->exec, err)) < 0)
-            goto out;
+        if (out->token || out->token_file || has_cert)
+            kube_exec_config_free(exec);
+        else
+            out->exec = exec;
     }
 done:
-    if (plain_default)
+    if (plain)
         drop_tls_and_auth(out);
     rc = 0;
 out:

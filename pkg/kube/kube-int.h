@@ -198,16 +198,12 @@ struct kube_auth {
     uint64_t certf_checked_at;
     struct stat certf_st, keyf_st;
     bool certf_warned;
-    bool clear_warned; /* credentials sent over http:// were logged */
 };
 /** The bearer token to send: the token file's, else cfg's static one, or NULL. */
 const char *kube_auth_bearer(struct kube_auth *a);
 /** Read cfg's certificate and key files again if they changed: certf/keyf
  *  hold the last pair that matched, or NULL (none read yet). */
 void kube_auth_refresh_certs(struct kube_auth *a);
-/** A request to url carries a bearer token (bearer non-NULL): over http://
- *  that is logged once per client. */
-void kube_auth_check_clear(struct kube_auth *a, const char *url, const char *bearer);
 /** Free what a holds (wiped). */
 void kube_auth_clear(struct kube_auth *a);
 

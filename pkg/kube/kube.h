@@ -50,6 +50,8 @@ struct kube_exec_config {
 struct kube_config {
     char *server;          /**< "https://host:port" (or http://), no trailing slash; a
                                 kubeconfig server without a scheme is http:// (client-go) */
+    bool plain_unused;     /**< the server is http://, so the kubeconfig's credentials and TLS
+                                settings, which it had, are not used (nor by client-go) */
     char *ca_file;         /**< CA bundle (PEM) path, or NULL */
     char *ca_data;         /**< CA bundle PEM bytes (wins over ca_file), or NULL */
     size_t ca_data_len;
@@ -102,10 +104,13 @@ struct kube_config_doc {
  * plugin (no command or apiVersion, an env entry without name or value, v1
  * without interactiveMode). The YAML is read as client-go reads it (anchors,
  * aliases and merge keys expanded, within bounds; a repeated key's last value
- * wins). A server without a scheme (host:port) is http://, and then, as in
- * client-go, the cluster's CA, insecure-skip-tls-verify and tls-server-name
- * and the user's credentials (checked all the same) are not used. Returns
- * 0, or -EINVAL with err filled (out is then cleared).
+ * wins). A server without a scheme (host:port) is http://; over http://, as
+ * in client-go, the cluster's CA, insecure-skip-tls-verify and
+ * tls-server-name and the user's credentials (checked all the same) are not
+ * used. Returns 0, -ENODATA when the configuration is empty and no context
+ * was given (no current-context, context, cluster or user: client-go's
+ * IsEmptyConfig, after which it tries in-cluster), or -EINVAL; err is filled
+ * on errors (out is then cleared).
  */
 int kube_config_parse(const char *buf, size_t len, const char *context, const char *base_dir,
                       struct kube_config *out, struct kube_config_error *err);
@@ -154,8 +159,10 @@ int kube_config_in_cluster(const struct kube_incluster_opts *o, struct kube_conf
  * Pick the configuration like controller-runtime: kubeconfig_path (the
  * --kubeconfig flag) when not NULL; else $KUBECONFIG (a colon-separated list,
  * merged as kube_config_load_files() does); else in-cluster when
- * $KUBERNETES_SERVICE_HOST is set; else ~/.kube/config.
- * context applies to kubeconfig files only.
+ * $KUBERNETES_SERVICE_HOST is set; else ~/.kube/config. A kubeconfig that is
+ * empty (-ENODATA), or a $KUBECONFIG none of whose files exists, gives way
+ * to in-cluster when $KUBERNETES_SERVICE_HOST is set, as client-go's
+ * DeferredLoadingClientConfig does. context applies to kubeconfig files only.
  */
 int kube_config_resolve(const char *kubeconfig_path, const char *context, struct kube_config *out,
                         struct kube_config_error *err);

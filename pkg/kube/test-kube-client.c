@@ -1057,46 +1057,6 @@ static void on_wait(uv_timer_t *t)
     (void)t;
 }
 
-/* An http:// server still gets the bearer token, as client-go sends it
- * (transport.HTTPWrappersForConfig adds it whatever the scheme); the client
- * says once that it goes unencrypted, without the token. No token: nothing. */
-static void test_token_over_http(void **state)
-{
-    (void)state;
-    for (int with_token = 1; with_token >= 0; with_token--) {
-        struct kube_config cfg = {.token = with_token ? "sekret-tok" : NULL};
-        struct fx *f = fx_new(&cfg);
-        assert_int_equal(strncmp(kube_server(f->k), "http://", 7), 0);
-        FILE *logf = tmpfile();
-        assert_non_null(logf);
-        util_log_set_stream(logf);
-        util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_WARN);
-        for (int i = 0; i < 3; i++) {
-            assert_int_equal(kube_get(f->k, "/api/v1/plain", on_result, f), 0);
-            wait_calls(f, i + 1);
-            assert_int_equal(f->last.err, 0);
-            assert_non_null(strstr(f->seen, with_token ? "|Bearer sekret-tok|" : "||"));
-        }
-        util_log_set_stream(NULL);
-        util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR);
-        char log[2048] = "";
-        rewind(logf);
-        size_t got = fread(log, 1, sizeof(log) - 1, logf);
-        log[got] = '\0';
-        fclose(logf);
-        const char *w = strstr(log, "the bearer token is sent unencrypted");
-        if (with_token) {
-            if (!w || strstr(w + 1, "the bearer token is sent unencrypted"))
-                fail_msg("want the warning once, log \"%s\"", log);
-            assert_non_null(strstr(log, kube_server(f->k))); /* names the server */
-            assert_null(strstr(log, "sekret-tok"));
-        } else {
-            assert_null(w);
-        }
-        fx_finish(f);
-    }
-}
-
 static bool timer_done(void *arg)
 {
     return !uv_is_active(arg);
@@ -1149,7 +1109,6 @@ int main(void)
         cmocka_unit_test(test_helpers),
         cmocka_unit_test(test_token_file_reread),
         cmocka_unit_test(test_warnings),
-        cmocka_unit_test(test_token_over_http),
         cmocka_unit_test(test_retries),
         cmocka_unit_test(test_disable_compression),
         cmocka_unit_test(test_retries_drain),

@@ -40,7 +40,7 @@ static const char *const base_doc =
     "    certificate-authority: certs/ca.pem\n"
     "- name: c3\n"
     "  cluster:\n"
-    "    server: http://127.0.0.1:8080\n"
+    "    server: https://127.0.0.1:8443\n"
     "    insecure-skip-tls-verify: true\n"
     "contexts:\n"
     "- name: dev\n"
@@ -141,7 +141,7 @@ static void test_cert_files_relative_paths(void **state)
     assert_int_equal(parse(base_doc, "tokfile", &c, &e), 0);
     assert_string_equal(c.token_file, "/home/u/.kube/secrets/token");
     assert_true(c.insecure);
-    assert_string_equal(c.server, "http://127.0.0.1:8080");
+    assert_string_equal(c.server, "https://127.0.0.1:8443");
     kube_config_clear(&c);
 
     assert_int_equal(parse(base_doc, "anon", &c, &e), 0);
@@ -238,8 +238,8 @@ static void test_exec(void **state)
          "args: x}\n", "args must be a list"},
         {"    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: x, "
          "args: [[1]]}\n", "args[0] must be a string"},
-        {"    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: x}\n"
-         "    token: abc\n", "keep one way to authenticate"},
+        {"    exec: {apiVersion: client.authentication.k8s.io/v1beta1}\n"
+         "    token: abc\n", "command must be specified"},
         {"    exec: [x]\n", "exec must be a map"},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
@@ -251,6 +251,22 @@ static void test_exec(void **state)
         assert_null(c.exec);
         xfree(doc);
     }
+    /* beside a token, token file or client certificate the plugin is
+     * checked but not run: client-go's exec authenticator steps aside for
+     * them (before, a hard error) */
+    static const char *const with[] = {"    token: abc\n", "    tokenFile: /t\n",
+                                       "    client-certificate-data: aGVsbG8=\n"
+                                       "    client-key-data: aGVsbG8=\n"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(with); i++) {
+        doc = xasprintf("%s    exec: {apiVersion: client.authentication.k8s.io/v1beta1, "
+                        "command: x}\n%s", head, with[i]);
+        if (parse(doc, NULL, &c, &e) != 0)
+            fail_msg("case %zu: %s", i, e.msg);
+        assert_null(c.exec);
+        assert_true(c.token || c.token_file || c.cert_data);
+        kube_config_clear(&c);
+        xfree(doc);
+    }
 }
 
 static void test_structure_errors(void **state)
@@ -259,7 +275,7 @@ static void test_structure_errors(void **state)
     static const struct {
         const char *doc, *want;
     } cases[] = {
-        {"", "no current-context"},
+        {"clusters: [{name: c, cluster: {server: 'https://x'}}]\n", "no current-context"},
         {"- a\n- b\n", "must be a map"},
         {"current-context: x\ncontexts: 5\n", "contexts must be a list"},
         {"current-context: x\ncontexts:\n- {name: x, context: {cluster: c}}\n"
@@ -376,9 +392,12 @@ static void test_tls_server_name(void **state)
 
 /* A server without a scheme, as client-go's clientcmd reads it: the scheme
  * is decided (rest.IsConfigTransportTLS) before the cluster's CA and the
- * user's certificate are merged in, so it is always http://, and then neither
- * the user's credentials nor the cluster's TLS settings are used; a path
- * after host:port is refused (rest.DefaultServerURL). */
+ * user's certificate are merged in, so it is always http://. Over http://,
+ * so defaulted or written, neither the user's credentials nor the cluster's
+ * TLS settings are used ("only try to read the auth information if we are
+ * secure"; before, an explicit http:// server got the token in clear). A
+ * path after host:port is refused (rest.DefaultServerURL); a URL's query
+ * and fragment are dropped, as clientcmd drops them. */
 static void test_server_without_scheme(void **state)
 {
     (void)state;
@@ -391,6 +410,11 @@ static void test_server_without_scheme(void **state)
         {"[fd00::1]:6443", "http://[fd00::1]:6443"},
         {"kind-control-plane:6443", "http://kind-control-plane:6443"},
         {"HTTPS://Example.com:6443", "https://Example.com:6443"}, /* Go lowers the scheme */
+        {"http://10.0.0.1:8001", "http://10.0.0.1:8001"},
+        {"HTTP://10.0.0.1:8001/", "http://10.0.0.1:8001"},
+        {"https://h:6443/?x=1", "https://h:6443"},
+        {"https://h:6443/k8s/clusters/c-1?x=1#f", "https://h:6443/k8s/clusters/c-1"},
+        {"http://h:8001#top", "http://h:8001"},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(ok); i++) {
         char *doc = xasprintf("current-context: x\n"
@@ -414,9 +438,11 @@ static void test_server_without_scheme(void **state)
             assert_null(c.tls_server_name);
             assert_false(c.insecure);
             assert_string_equal(c.user, "u");
+            assert_true(c.plain_unused); /* what the daemon says it does not use */
         } else {
             assert_string_equal(c.token, "secret");
             assert_non_null(c.ca_data);
+            assert_false(c.plain_unused);
         }
         kube_config_clear(&c);
         xfree(doc);
@@ -434,6 +460,15 @@ static void test_server_without_scheme(void **state)
     assert_string_equal(c.server, "http://10.0.0.1:6443");
     assert_null(c.exec);
     assert_false(c.insecure);
+    assert_true(c.plain_unused);
+    kube_config_clear(&c);
+    /* kubectl proxy's: nothing to leave unused */
+    doc = "current-context: x\n"
+          "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+          "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:8001'}}]\n"
+          "users: [{name: u, user: {}}]\n";
+    assert_int_equal(parse(doc, NULL, &c, &e), 0);
+    assert_false(c.plain_unused);
     kube_config_clear(&c);
     doc = "current-context: x\n"
           "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
@@ -699,7 +734,48 @@ static void test_in_cluster_and_files(void **state)
     /* The flag wins over the environment. */
     assert_int_equal(kube_config_resolve("/nonexistent/cfg", NULL, &c, &e), -ENOENT);
     assert_non_null(strstr(e.msg, "/nonexistent/cfg"));
+
+    /* Empty, or none of $KUBECONFIG's files there: in a cluster, in-cluster is
+     * tried (as client-go's DeferredLoadingClientConfig; its token is not
+     * here, which its error says), else the kubeconfig's error stands. A
+     * missing file named by the flag stays an error. Before, "no kubeconfig
+     * file exists" even in a pod. */
+    write_file("empty", "");
+    write_file("blank", "apiVersion: v1\nkind: Config\nclusters: []\nusers: null\n");
+    char *empty = xasprintf("%s/empty", tmpdir), *blank = xasprintf("%s/blank", tmpdir);
+    char *empties = xasprintf("%s:%s", empty, blank);
+    assert_int_equal(kube_config_load_file(empty, NULL, &c, &e), -ENODATA);
+    assert_non_null(strstr(e.msg, "kubeconfig is empty"));
+    assert_non_null(strstr(e.msg, empty));
+    assert_int_equal(kube_config_load_file(blank, "ctx", &c, &e), -EINVAL); /* a context asked */
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    static const char *const lists[] = {"/nonexistent/a:/nonexistent/b", NULL, NULL};
+    const char *const *cases[] = {&lists[0], (const char *const *)&empties,
+                                  (const char *const *)&empty};
+    for (int in_cluster = 0; in_cluster < 2; in_cluster++) {
+        if (in_cluster) {
+            setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+            setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+        }
+        for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+            setenv("KUBECONFIG", *cases[i], 1);
+            int rc = kube_config_resolve(NULL, NULL, &c, &e);
+            assert_true(rc < 0);
+            if (in_cluster != (strstr(e.msg, "service account token") != NULL))
+                fail_msg("KUBECONFIG=%s, in a cluster %d: \"%s\"", *cases[i], in_cluster,
+                         e.msg);
+        }
+        int rc = kube_config_resolve(blank, NULL, &c, &e);
+        assert_true(rc < 0 && in_cluster == (strstr(e.msg, "service account token") != NULL));
+        assert_int_equal(kube_config_resolve("/nonexistent/cfg", NULL, &c, &e), -ENOENT);
+        assert_non_null(strstr(e.msg, "/nonexistent/cfg"));
+    }
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
     unsetenv("KUBECONFIG");
+    xfree(empties);
+    xfree(empty);
+    xfree(blank);
 
     /* Errors from a file carry its path and line. */
     write_file("bad", "current-context: a\ncontexts: [{name: a, context: {cluster: c, user: u}}]\n"
@@ -715,7 +791,7 @@ static void test_in_cluster_and_files(void **state)
     xfree(bad);
     xfree(env);
     xfree(cfg);
-    const char *names[] = {"token", "ca.crt", "namespace", "config", "bad"};
+    const char *names[] = {"token", "ca.crt", "namespace", "config", "bad", "empty", "blank"};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++) {
         char *p = xasprintf("%s/%s", tmpdir, names[i]);
         unlink(p);
