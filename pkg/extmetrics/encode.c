@@ -4,7 +4,6 @@
 #include "extmetrics-int.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -151,7 +150,7 @@ int em_value_item(json_t *list, const char *metric, const struct extmetrics_labe
                   size_t nlabels, const struct extmetrics_sample *s)
 {
     char q[64], ts[40];
-    if (extmetrics_quantity_format(s->value, q, sizeof(q)) < 0)
+    if (extmetrics_quantity_milli(s->value, q, sizeof(q)) < 0)
         return -EINVAL;
     util_format_rfc3339(s->timestamp_ms, ts, sizeof(ts));
     json_t *it = json_object();

@@ -111,6 +111,16 @@ struct extmetrics_provider {
  */
 int extmetrics_quantity_format(double v, char *out, size_t outlen);
 
+/**
+ * extmetrics_quantity_format() of @v rounded to the nearest milli-unit (half
+ * away from zero): what the served values are. The HPA reads MilliValue(),
+ * which rounds anything finer up, so 3.0000000000000004 (a sum's rounding
+ * noise) served as "3000000001n" read as 3001m, and an AverageValue target
+ * of 1 asked for a replica more; KEDA and prometheus-adapter serve
+ * milli-units too. "3", "300m", "0" for 0.0004, "1m" for 0.0005.
+ */
+int extmetrics_quantity_milli(double v, char *out, size_t outlen);
+
 /** Where and why a label selector did not parse. */
 struct extmetrics_parse_error {
     size_t offset;      /**< byte offset into the selector */

@@ -10,7 +10,8 @@
  * canonical decimal-SI form is the largest suffix (n u m "" k M G T P E)
  * that keeps the mantissa an integer: 1500m, 3k, 1M, 124n. Everything after
  * the first step is exact integer arithmetic; no step depends on the
- * process locale. */
+ * process locale. Served values are first rounded to milli-units
+ * (extmetrics_quantity_milli). */
 #include "extmetrics-int.h"
 
 #include <errno.h>
@@ -110,4 +111,12 @@ int extmetrics_quantity_format(double v, char *out, size_t outlen)
     if (n < 0 || (size_t)n >= outlen)
         return -ENOSPC;
     return 0;
+}
+
+int extmetrics_quantity_milli(double v, char *out, size_t outlen)
+{
+    if (!isfinite(v) || fabs(v) >= 9e15)
+        return -EINVAL;
+    /* the nearest double to k/1000 reads back as k/1000's decimal */
+    return extmetrics_quantity_format(round(v * 1000.0) / 1000.0, out, outlen);
 }

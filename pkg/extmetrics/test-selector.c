@@ -158,6 +158,31 @@ static void test_quantity_golden(void **state)
     assert_int_equal(ncases, 86);
 }
 
+/* Served values: milli-units, the HPA's precision (before, rounding noise
+ * made "3000000001n", read by the HPA as 3001m: one replica more). */
+static void test_quantity_milli(void **state)
+{
+    (void)state;
+    static const struct {
+        double v;
+        const char *want;
+    } milli[] = {
+        {3.0000000000000004, "3"}, {0.1 + 0.2, "300m"}, {8.000000000000002, "8"},
+        {12.5, "12500m"},          {0.82, "820m"},      {0.0004, "0"},
+        {0.0005, "1m"},            {-0.0005, "-1m"},    {1.23456, "1235m"},
+        {3000, "3k"},              {0, "0"},            {8.9e15, "8900T"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(milli); i++) {
+        char out[64];
+        if (extmetrics_quantity_milli(milli[i].v, out, sizeof(out)) != 0 ||
+            strcmp(out, milli[i].want) != 0)
+            fail_msg("%.17g: got \"%s\", want \"%s\"", milli[i].v, out, milli[i].want);
+    }
+    char out[64];
+    assert_int_equal(extmetrics_quantity_milli(NAN, out, sizeof(out)), -EINVAL);
+    assert_int_equal(extmetrics_quantity_milli(9e15, out, sizeof(out)), -EINVAL);
+}
+
 /* Values that are not served, and the output buffer's size. */
 static void test_quantity_errors(void **state)
 {
@@ -233,6 +258,7 @@ int main(void)
         cmocka_unit_test(test_selector_table),
         cmocka_unit_test(test_selector_error_offset),
         cmocka_unit_test(test_quantity_golden),
+        cmocka_unit_test(test_quantity_milli),
         cmocka_unit_test(test_quantity_errors),
         cmocka_unit_test(test_quantity_roundtrip),
         cmocka_unit_test(test_metric_names),
