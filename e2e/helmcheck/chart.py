@@ -424,6 +424,8 @@ def check_render(objs, values, release, namespace):
             p.append("Certificate secretName %r, want %r" % (cs.get("secretName"), tls_secret))
         if "%s.%s.svc" % (fn, namespace) not in (cs.get("dnsNames") or []):
             p.append("Certificate lacks DNS name %s.%s.svc" % (fn, namespace))
+        if len(cs.get("commonName") or "") > 64:
+            p.append("Certificate commonName over cert-manager's 64 bytes")
         issuer = em["certManager"]["issuerRef"]
         if issuer.get("name"):
             want_ref = {"name": issuer["name"], "kind": issuer.get("kind") or "Issuer",
@@ -431,10 +433,23 @@ def check_render(objs, values, release, namespace):
             if r.kinds("Issuer"):
                 p.append("self-signed Issuer rendered although issuerRef is given")
         else:
-            want_ref = {"name": fn + "-selfsigned", "kind": "Issuer", "group": "cert-manager.io"}
+            # the release's CA: self-signed, a CA Certificate, an Issuer of it for the
+            # serving certificate (whose renewals then keep the caBundle)
+            want_ref = {"name": fn + "-ca", "kind": "Issuer", "group": "cert-manager.io"}
             iss = r.get("Issuer", fn + "-selfsigned")
             if iss is None or iss["spec"] != {"selfSigned": {}}:
                 p.append("self-signed Issuer missing")
+            ca = r.get("Certificate", fn + "-ca")
+            if ca is None or ca["spec"].get("isCA") is not True or \
+                    ca["spec"].get("secretName") != fn + "-ca" or \
+                    ca["spec"].get("issuerRef") != {"name": fn + "-selfsigned",
+                                                   "kind": "Issuer",
+                                                   "group": "cert-manager.io"} or \
+                    len(ca["spec"].get("commonName") or "") > 64:
+                p.append("CA Certificate %s-ca missing or wrong: %r" % (fn, ca))
+            ca_iss = r.get("Issuer", fn + "-ca")
+            if ca_iss is None or ca_iss["spec"] != {"ca": {"secretName": fn + "-ca"}}:
+                p.append("CA Issuer %s-ca missing or wrong" % fn)
         if cs.get("issuerRef") != want_ref:
             p.append("Certificate issuerRef %r, want %r" % (cs.get("issuerRef"), want_ref))
 
