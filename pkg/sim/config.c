@@ -46,7 +46,7 @@ static const struct key keys[] = {
     {"quantile-sweep", K_QUANTILES, OFF(quantile_sweep), 0, 0, false,
      "also replay predictive at these forecast-quantile values (a list); print the trade-off "
      "and chart it in --report"},
-    {"sla", K_DUR, OFF(sla_ms), 0, H_MS, false, "p99 SLA scored, 0 = p99-latency-target"},
+    {"sla", K_DUR, OFF(sla_ms), 0, H_MS, false, "p99 SLA scored (under 1h), 0 = p99-latency-target"},
     {"scale", K_NUM, OFF(scale), 0, 1e6, true, "multiply the trace's counts by this"},
     {"start", K_DUR, OFF(start_ms), 0, 365 * D_MS, false, "score from this far into the trace"},
     {"duration", K_DUR, OFF(duration_ms), 0, 365 * D_MS, false, "score this long, 0 = to the end"},
@@ -355,6 +355,13 @@ int sim_config_validate(const struct sim_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen,
                  "sla: no SLA to score against: set p99-latency-target (also used by the "
                  "policy) or sla");
+        return -EINVAL;
+    }
+    if (sim_config_sla_ms(cfg) >= SIM_LATENCY_MAX_S * 1000) {
+        /* requests no replica serves wait that long: they would be within it */
+        snprintf(err, errlen, "%s: must be under 1h, the latency the simulator gives requests "
+                              "no replica serves",
+                 cfg->sla_ms > 0 ? "sla" : "p99-latency-target");
         return -EINVAL;
     }
     if (p->capacity_auto && !(cfg->serve_capacity > 0)) {

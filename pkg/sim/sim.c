@@ -453,8 +453,13 @@ static int run_pass(const struct replay *rp, enum sim_policy pol, const int32_t 
     if (pol == SIM_HPA)
         ps.hpa = sim_hpa_new(&cfg->hpa, ps.pcfg.min_replicas, ps.pcfg.max_replicas);
 
-    int64_t span = UTIL_MAX(rp->rate_s, (cfg->hpa.metric_window_ms + cfg->hpa.metric_delay_ms) /
-                                            1000) + 2;
+    /* the longest look back: the rate window, the HPA's window and delay, and
+     * a tick (the recent rate's; two service times are at most half the rate
+     * window). Without the tick, a decision interval longer than the others
+     * read the recent rate across the ring's wrap. */
+    int64_t span = UTIL_MAX(UTIL_MAX(rp->rate_s, (cfg->hpa.metric_window_ms +
+                                                  cfg->hpa.metric_delay_ms) / 1000),
+                            rp->tick_s) + 2;
     ps.arr.n = ps.per_pod.n = ps.served.n = span;
     ps.arr.v = xcalloc((size_t)span, sizeof(double));
     ps.served.v = xcalloc((size_t)span, sizeof(double));
@@ -703,9 +708,11 @@ int sim_run(const struct sim_config *cfg, const struct trace *tr, const struct s
     arr = xmalloc(n * sizeof(double));
     for (size_t i = 0; i < n; i++)
         arr[i] = arrivals_at(&rp, rp.s_score + (int64_t)i);
-    /* perfect foresight of the trace, within the GPUs there are */
+    /* perfect foresight of the trace, within the GPUs there are; a replica
+     * asked for at second s serves from the first whole second after its cold
+     * start (a cold start of 60.5 s planned as 60 came a second late) */
     int32_t hi = UTIL_MIN(cfg->policy.max_replicas, sim_config_placeable(cfg));
-    oracle = sim_oracle_plan(&rp.model, arr, n, cfg->policy.cold_start_ms / 1000, rp.sla_s,
+    oracle = sim_oracle_plan(&rp.model, arr, n, (cfg->policy.cold_start_ms + 999) / 1000, rp.sla_s,
                              UTIL_MIN(cfg->policy.min_replicas, hi), hi, &r->oracle_peak_need,
                              &r->peak_need);
     peak = xmalloc(n * sizeof(int32_t));

@@ -16,10 +16,10 @@
 #include "forecast/forecast.h"
 #include "sim/sim-int.h"
 #include "sim/sim.h"
+#include "sim/test-sim.h"
 #include "trace/trace.h"
 #include "util/util.h"
 
-#define S(x) ((int64_t)((x) * 1000))
 
 /* ---- serving model ------------------------------------------------------ */
 
@@ -329,48 +329,6 @@ static void test_hpa_bounds_and_min(void **st)
 }
 
 /* ---- whole replays ------------------------------------------------------ */
-
-struct scale_log {
-    enum sim_policy only; /* record this policy's changes only */
-    int n;
-    int64_t t_ms[64];
-    int32_t to[64];
-    enum sim_policy pol[64];
-    char reason[64][32];
-};
-
-static void on_scale(enum sim_policy p, int64_t now_ms, int32_t from, int32_t to,
-                     const char *reason, void *arg)
-{
-    (void)from;
-    struct scale_log *l = arg;
-    if (l->n >= 64 || p != l->only)
-        return;
-    l->pol[l->n] = p;
-    l->t_ms[l->n] = now_ms;
-    l->to[l->n] = to;
-    snprintf(l->reason[l->n], sizeof(l->reason[0]), "%s", reason);
-    l->n++;
-}
-
-static void base_cfg(struct sim_config *c)
-{
-    sim_config_init(c);
-    c->policy.capacity_rps_per_gpu = 10;
-    c->policy.gpus_per_replica = 1;
-    c->policy.min_replicas = 1;
-    c->policy.max_replicas = 100;
-    c->policy.service_time_ms = 1000;
-    c->sla_ms = 5000;
-}
-
-/* 1 s buckets: `low` req/s, then `high` from step_s on. */
-static struct trace step_trace(double *buf, size_t n, size_t step_s, double low, double high)
-{
-    for (size_t i = 0; i < n; i++)
-        buf[i] = i < step_s ? low : high;
-    return (struct trace){.t0_ms = 0, .dt_ms = 1000, .n = n, .requests = buf};
-}
 
 static void test_step_load_scale_out_after(void **st)
 {
