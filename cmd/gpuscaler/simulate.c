@@ -26,7 +26,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: gpuscaler simulate [--trace FILE.csv] [--config FILE.yaml]\n"
-            "                          [--policy predictive,reactive,hpa] [--timeline FILE.csv]\n"
+            "                          [--policy LIST] [--timeline FILE.csv]\n"
             "                          [--report FILE.svg] [--json FILE|-] [--scale-log FILE.csv]\n"
             "                          [--<key> VALUE ...]\n"
             "\n"
@@ -34,7 +34,9 @@ static void usage(FILE *f)
             "simulated time and prints GPU-hours and SLA misses of each. Without --trace it\n"
             "runs the bundled demo (a week of ServeGen LLM traffic) with demo parameters.\n"
             "Keys may be given as flags (--key VALUE or --key=VALUE) or in the YAML file\n"
-            "(key: value); flags win. Policy keys (as the gpuscaler.io/ annotations):\n ");
+            "(key: value); flags win. --policy picks some of predictive, reactive, hpa,\n"
+            "oracle and static-peak (all by default). Policy keys (as the gpuscaler.io/\n"
+            "annotations):\n ");
     for (size_t i = 0, col = 1; i < policy_config_key_count(); i++) {
         const char *k = policy_config_key_name(i);
         if (col + strlen(k) + 2 > 78) {

@@ -94,24 +94,30 @@ static void reduce(const struct taxis *ax, const struct sim_policy_result *x, en
     memset(sum, 0, sizeof(sum));
     memset(n, 0, sizeof(n));
     memset(c, 0, sizeof(*c));
+    bool take_max = f == F_P99 || f == F_MISS || f == F_DEMAND_MAX;
     for (size_t i = 0; i < x->npoints; i++) {
         const struct sim_point *pt = &x->points[i];
-        int px = (int)floor((pt->t_s - ax->t0) / (ax->t1 - ax->t0) * PW);
-        if (px < 0 || px >= PW)
-            continue;
-        bool take_max = f == F_P99 || f == F_MISS || f == F_DEMAND_MAX;
+        /* the columns of the interval's span, at least one: a short run's
+         * intervals are wider than a column (they were drawn at their
+         * start's column alone, and the last was never drawn) */
+        double end = i + 1 < x->npoints ? x->points[i + 1].t_s : ax->t1;
+        double from = (pt->t_s - ax->t0) / (ax->t1 - ax->t0) * PW;
+        double to = (end - ax->t0) / (ax->t1 - ax->t0) * PW;
+        int p0 = (int)floor(from), p1 = UTIL_MAX(p0 + 1, (int)ceil(to));
         double v = f == F_DEMAND || f == F_DEMAND_MAX ? pt->demand_rps
                    : f == F_CAPACITY ? pt->capacity_rps
                    : f == F_DESIRED  ? pt->desired
                    : f == F_P99      ? pt->p99_ms / 1000
                                      : (pt->p99_ms > sla_ms ? 1 : 0);
-        if (take_max) {
-            if (!n[px] || v > sum[px])
-                sum[px] = v;
-            n[px] = 1;
-        } else {
-            sum[px] += v;
-            n[px]++;
+        for (int px = UTIL_MAX(p0, 0); px < UTIL_MIN(p1, PW); px++) {
+            if (take_max) {
+                if (!n[px] || v > sum[px])
+                    sum[px] = v;
+                n[px] = 1;
+            } else {
+                sum[px] += v;
+                n[px]++;
+            }
         }
     }
     for (int i = 0; i < PW; i++) {
@@ -345,7 +351,7 @@ static double summary(struct util_buf *b, const struct sim_result *r, double y,
                         "fill=\"%s\"/>\n",
                         LEFT, y - 12, colors[x->policy]);
         text(b, LEFT + 22, y, "start", 14, C_TEXT, "bold", sim_policy_name(x->policy));
-        snprintf(s, sizeof(s), "%.0f", x->gpu_hours);
+        snprintf(s, sizeof(s), "%.1f", x->gpu_hours); /* as the table (0 for 0.4 said none) */
         text(b, col[0].x, y, "end", 14, C_TEXT, "bold", s);
         if (isfinite(x->gpu_hours_vs_oracle))
             snprintf(s, sizeof(s), "%.2fx", x->gpu_hours_vs_oracle);
@@ -602,8 +608,10 @@ void sim_report_svg(struct util_buf *b, const struct sim_config *cfg,
     }
     time_grid(b, &ax, p4_top, p4_h, true);
     snprintf(s, sizeof(s),
-             "time on the trace's clock (t = 0 taken as midnight); one point per pixel column: "
-             "mean of its %s intervals (grey area: busiest interval; p99: the worst)",
+             "%s; one point per pixel column: mean of its %s intervals (grey area: busiest "
+             "interval; p99: the worst)",
+             sim_clock_absolute(ax.t0) ? "time in UTC (the trace's UNIX times)"
+                                       : "time on the trace's clock (t = 0 taken as midnight)",
              iv);
     text(b, LEFT, foot, "start", 11, C_MUTED, "normal", s);
     if (r->nsweep)

@@ -81,6 +81,9 @@ static void test_reports_on_unix_time(void **st)
     assert_non_null(strstr(g.data, ">2023-11-15</text>"));
     assert_non_null(strstr(g.data, ">2023-11-16</text>"));
     assert_null(strstr(g.data, "day 1967"));
+    /* the footnote says which clock (it said "t = 0 taken as midnight" on UTC dates) */
+    assert_non_null(strstr(g.data, "time in UTC (the trace's UNIX times)"));
+    assert_null(strstr(g.data, "taken as midnight"));
     util_buf_free(&t);
     util_buf_free(&g);
 }
@@ -94,6 +97,7 @@ static void test_reports_on_relative_time(void **st)
     assert_non_null(strstr(g.data, ">day 1</text>"));
     assert_null(strstr(g.data, "UTC"));
     assert_null(strstr(g.data, ">1970-"));
+    assert_non_null(strstr(g.data, "time on the trace's clock (t = 0 taken as midnight)"));
     util_buf_free(&t);
     util_buf_free(&g);
 }

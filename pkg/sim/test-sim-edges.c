@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Simulator tests at the edges of its settings: a cold start of a fraction of
  * a second, a decision interval longer than every window, an SLA of the
- * latency the simulator gives requests no replica serves. */
+ * latency the simulator gives requests no replica serves, a chart of a
+ * run of a few intervals. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -94,12 +96,65 @@ static void test_sla_under_the_latency_cap(void **st)
     assert_int_equal(sim_config_validate(&c, err, sizeof(err)), 0);
 }
 
+/* The chart of a 4-minute run: each interval drawn over its whole span (a
+ * missed one was a 1.5 px tick at its start, and every line stopped at the
+ * last interval's start), GPU-hours to a tenth as in the table (0.2 read
+ * "0"). W 1280, LEFT 84, RIGHT 36: the plot spans x 84 to 1244. */
+static void test_svg_short_run(void **st)
+{
+    (void)st;
+    static double buf[240];
+    struct trace tr = step_trace(buf, 240, 0, 100, 100);
+    struct sim_config c;
+    base_cfg(&c);
+    c.policy.max_replicas = 1; /* 100 req/s on one replica of 10: every interval missed */
+    c.policies = 1u << SIM_PREDICTIVE;
+    char err[256];
+    struct sim_result *r = NULL;
+    assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), 0);
+    assert_int_equal(r->pol[0].sla_intervals, 4);
+    struct sim_report_info info = {"four minutes", 1, 240, 0, 0};
+    struct util_buf b = {0};
+    sim_report_svg(&b, &c, &info, r);
+    /* the missed strip of the policy's row: every column */
+    size_t ticks = 0;
+    for (const char *p = b.data; (p = strstr(p, "width=\"1.5\" height=\"12\"")) != NULL; p++)
+        ticks++;
+    if (ticks < 1150)
+        fail_msg("%zu columns of missed intervals, want the whole strip", ticks);
+    /* every line reaches the right edge */
+    size_t lines = 0;
+    for (const char *p = b.data; (p = strstr(p, "<polyline")) != NULL; p++) {
+        const char *q = strstr(p, "points=\"") + 8, *end = strchr(q, '"');
+        const char *last = end - 1;
+        while (last > q && last[-1] != ' ')
+            last--;
+        while (last > q && *last == ' ')
+            last--;
+        const char *sp = last;
+        while (sp > q && sp[-1] != ' ')
+            sp--;
+        int x = (int)strtol(sp, NULL, 10);
+        if (x < 1240)
+            fail_msg("a line ends at x %d, want the plot's right edge (1243)", x);
+        lines++;
+    }
+    assert_true(lines >= 4);
+    char want[32];
+    snprintf(want, sizeof(want), ">%.1f<", r->pol[0].gpu_hours);
+    assert_true(r->pol[0].gpu_hours < 1);
+    assert_non_null(strstr(b.data, want));
+    util_buf_free(&b);
+    sim_result_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_oracle_fractional_cold_start),
         cmocka_unit_test(test_long_tick_reads_its_own_rate),
         cmocka_unit_test(test_sla_under_the_latency_cap),
+        cmocka_unit_test(test_svg_short_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
