@@ -53,6 +53,19 @@ static void test_durations(void **state)
     assert_string_equal(buf, "2m");
     util_format_duration(0, buf, sizeof(buf));
     assert_string_equal(buf, "0s");
+    /* elapsed clocks are seldom whole seconds: under a minute to 3 digits,
+     * from a minute on to a tenth in h/m/s (1215034 ms was "1.22e+03s") */
+    static const struct {
+        int64_t ms;
+        const char *want;
+    } fr[] = {{250, "250ms"},      {1500, "1.5s"},          {59999, "60s"},
+              {1215034, "20m15s"}, {3599500, "59m59.5s"},   {3600500, "1h0.5s"},
+              {60040, "1m"},       {86399950, "24h"},       {90061234, "25h1m1.2s"}};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(fr); i++) {
+        util_format_duration(fr[i].ms, buf, sizeof(buf));
+        if (strcmp(buf, fr[i].want) != 0)
+            fail_msg("%lld ms: \"%s\", want \"%s\"", (long long)fr[i].ms, buf, fr[i].want);
+    }
 }
 
 /* Like Go's time.ParseDuration: each number is decimal digits with at most

@@ -345,14 +345,17 @@ void util_format_duration(int64_t ms, char *out, size_t outlen)
         snprintf(out, outlen, "-");
         return;
     }
-    if (ms % 1000 != 0) {
+    if (ms % 1000 != 0 && ms < 60000) {
         if (ms < 1000)
             snprintf(out, outlen, "%lldms", (long long)ms);
         else
             snprintf(out, outlen, "%.3gs", (double)ms / 1000.0);
         return;
     }
-    long long s = ms / 1000, h = s / 3600, m = (s % 3600) / 60, sec = s % 60;
+    /* from a minute on, to a tenth of a second in h/m/s (an elapsed clock
+     * is seldom whole seconds: "%.3g" made 1215034 ms "1.22e+03s") */
+    long long tenths = (long long)((ms + 50) / 100);
+    long long s = tenths / 10, h = s / 3600, m = (s % 3600) / 60, sec = s % 60;
     char tmp[64];
     size_t n = 0;
     tmp[0] = '\0';
@@ -360,7 +363,9 @@ void util_format_duration(int64_t ms, char *out, size_t outlen)
         n += (size_t)snprintf(tmp + n, sizeof(tmp) - n, "%lldh", h);
     if (m)
         n += (size_t)snprintf(tmp + n, sizeof(tmp) - n, "%lldm", m);
-    if (sec || n == 0)
+    if (tenths % 10)
+        snprintf(tmp + n, sizeof(tmp) - n, "%lld.%llds", sec, tenths % 10);
+    else if (sec || n == 0)
         snprintf(tmp + n, sizeof(tmp) - n, "%llds", sec);
     snprintf(out, outlen, "%s", tmp);
 }

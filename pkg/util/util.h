@@ -156,7 +156,8 @@ struct util_range {
 int util_parse_ranged(const char *name, enum util_kind kind, const struct util_range *r,
                       const char *value, void *out, char *err, size_t errlen);
 
-/** Format milliseconds as a compact duration ("2m", "1h30m", "1.5s"). */
+/** Format milliseconds as a compact duration ("2m", "1h30m", "1.5s", "250ms"); from a
+ *  minute on to a tenth of a second ("20m15s" for 1215034, "59m59.5s"). */
 void util_format_duration(int64_t ms, char *out, size_t outlen);
 
 /** Format a UNIX time in ms as RFC 3339 UTC ("2026-11-22T10:00:00Z"). */
