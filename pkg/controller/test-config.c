@@ -593,6 +593,38 @@ static void test_annotations(void **s)
 /* demand-unit tokens: vLLM, TGI, SGLang and NIM read their token counters; Triton, TEI
  * and generic (without named counters) and the Prometheus source are refused
  * with an InvalidAnnotation on demand-unit; requests reads none. */
+/* A refusal names the key where the value came from: the Deployment's
+ * annotation, else the config file's default (it named gpuscaler.io/<key>,
+ * an annotation the Deployment did not have). */
+static void test_annotations_blame_defaults(void **s)
+{
+    (void)s;
+    struct ctl_config c;
+    ctl_config_init(&c);
+    struct ctl_workload_config w;
+    char bad[128], err[200];
+    c.defaults[0] = (struct ctl_kv){xstrdup("min-replicas"), xstrdup("4")};
+    c.defaults[1] = (struct ctl_kv){xstrdup("demand-unit"), xstrdup("tokens")};
+    c.n_defaults = 2;
+    const char *cap[] = {"gpuscaler.io/capacity-per-gpu", "12", "gpuscaler.io/max-replicas",
+                         "2"};
+    assert_int_equal(parse_ann(&c, cap, 2, &w, bad, err), -EINVAL);
+    assert_string_equal(bad, "defaults.min-replicas");
+    assert_non_null(strstr(err, "max-replicas 2"));
+    /* the Deployment's own annotation is named when it has one */
+    const char *own[] = {"gpuscaler.io/capacity-per-gpu", "12", "gpuscaler.io/max-replicas",
+                         "2", "gpuscaler.io/min-replicas", "3"};
+    assert_int_equal(parse_ann(&c, own, 3, &w, bad, err), -EINVAL);
+    assert_string_equal(bad, "gpuscaler.io/min-replicas");
+    /* a default refused only with the Deployment's other keys */
+    const char *prom[] = {"gpuscaler.io/capacity-per-gpu", "12", "gpuscaler.io/metrics-source",
+                          "prometheus"};
+    assert_int_equal(parse_ann(&c, prom, 2, &w, bad, err), -EINVAL);
+    assert_string_equal(bad, "defaults.demand-unit");
+    assert_non_null(strstr(err, "tokens needs metrics-source scrape"));
+    ctl_config_free(&c);
+}
+
 static void test_annotations_tokens(void **s)
 {
     (void)s;
@@ -940,6 +972,7 @@ int main(void)
         cmocka_unit_test(test_config_set_from_flags),
         cmocka_unit_test(test_config_check_files),
         cmocka_unit_test(test_annotations),
+        cmocka_unit_test(test_annotations_blame_defaults),
         cmocka_unit_test(test_annotations_tokens),
         cmocka_unit_test(test_annotations_min_zero),
         cmocka_unit_test(test_annotations_capacity_start),

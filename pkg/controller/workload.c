@@ -189,9 +189,33 @@ static int apply_one(struct ctl_workload_config *w, const char *k, const char *v
     return rc == 0 ? 0 : -EINVAL;
 }
 
+/* The key a refusal about `key` names: the Deployment's annotation when it
+ * has it, else the config file's default that set it ("defaults.<key>"),
+ * else the annotation (a built-in default: the annotation overrides it). An
+ * Event naming gpuscaler.io/min-replicas on a Deployment without it sent
+ * its owner looking for an annotation that was a default. */
+static void blame(const struct ctl_config *defaults, const char *const *keys, size_t n,
+                  const char *key, char *bad_key, size_t bad_key_len)
+{
+    static const size_t plen = sizeof(CTL_ANNOTATION_PREFIX) - 1;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(keys[i], CTL_ANNOTATION_PREFIX, plen) == 0 &&
+            strcmp(keys[i] + plen, key) == 0) {
+            snprintf(bad_key, bad_key_len, CTL_ANNOTATION_PREFIX "%s", key);
+            return;
+        }
+    for (size_t i = 0; i < defaults->n_defaults; i++)
+        if (strcmp(defaults->defaults[i].key, key) == 0) {
+            snprintf(bad_key, bad_key_len, "defaults.%s", key);
+            return;
+        }
+    snprintf(bad_key, bad_key_len, CTL_ANNOTATION_PREFIX "%s", key);
+}
+
 /* demand-unit tokens: the token counters to scrape (the profile's, or the
  * annotations'), or why there are none; requests: none are read. */
-static int token_metrics(struct ctl_workload_config *w, char *bad_key, size_t bad_key_len,
+static int token_metrics(struct ctl_workload_config *w, const struct ctl_config *defaults,
+                         const char *const *keys, size_t n, char *bad_key, size_t bad_key_len,
                          char *err, size_t errlen)
 {
     if (w->policy.demand_unit != POLICY_UNIT_TOKENS) {
@@ -199,7 +223,7 @@ static int token_metrics(struct ctl_workload_config *w, char *bad_key, size_t ba
         w->scrape.generation_token_metric[0] = '\0';
         return 0;
     }
-    snprintf(bad_key, bad_key_len, CTL_ANNOTATION_PREFIX "demand-unit");
+    blame(defaults, keys, n, "demand-unit", bad_key, bad_key_len);
     if (w->source != CTL_SOURCE_SCRAPE) {
         snprintf(err, errlen,
                  "demand-unit: tokens needs metrics-source scrape (the PromQL templates give "
@@ -278,17 +302,18 @@ int ctl_workload_parse(const struct ctl_config *defaults, const char *const *key
     if (policy_config_validate(&w.policy, err, errlen) != 0) {
         /* name the key the message is about */
         const char *colon = strchr(err, ':');
-        size_t kl = colon ? (size_t)(colon - err) : 0;
-        snprintf(bad_key, bad_key_len, CTL_ANNOTATION_PREFIX "%.*s", (int)kl, err);
+        char key[64];
+        snprintf(key, sizeof(key), "%.*s", (int)(colon ? UTIL_MIN(colon - err, 63) : 0), err);
+        blame(defaults, keys, n, key, bad_key, bad_key_len);
         return -EINVAL;
     }
     if (w.scrape.profile == SCRAPE_GENERIC && !w.scrape.request_metric[0] &&
         w.source == CTL_SOURCE_SCRAPE) {
-        snprintf(bad_key, bad_key_len, CTL_ANNOTATION_PREFIX "request-metric");
+        blame(defaults, keys, n, "request-metric", bad_key, bad_key_len);
         snprintf(err, errlen, "request-metric: required with metrics-profile generic");
         return -EINVAL;
     }
-    if (token_metrics(&w, bad_key, bad_key_len, err, errlen) != 0)
+    if (token_metrics(&w, defaults, keys, n, bad_key, bad_key_len, err, errlen) != 0)
         return -EINVAL;
     /* the newest scrape is up to an interval and a timeout old at a tick
      * (the defaults' own check is ctl_config_validate's) */
@@ -298,7 +323,7 @@ int ctl_workload_parse(const struct ctl_config *defaults, const char *const *key
         char st[32], age[32];
         util_format_duration(w.policy.metrics_stale_after_ms, st, sizeof(st));
         util_format_duration(scrape_age, age, sizeof(age));
-        snprintf(bad_key, bad_key_len, CTL_ANNOTATION_PREFIX "metrics-stale-after");
+        blame(defaults, keys, n, "metrics-stale-after", bad_key, bad_key_len);
         snprintf(err, errlen,
                  "metrics-stale-after: %s is not above scrape.interval plus scrape.timeout "
                  "(%s): the newest scrape would read as stale at most ticks", st, age);
@@ -307,7 +332,7 @@ int ctl_workload_parse(const struct ctl_config *defaults, const char *const *key
     /* Zero replicas have no pods to measure: only a rate measured where the
      * requests arrive (a gateway, a router) can tell when to wake up. */
     if (w.policy.min_replicas == 0 && (w.source != CTL_SOURCE_PROMETHEUS || !w.promql_rate[0])) {
-        snprintf(bad_key, bad_key_len, CTL_ANNOTATION_PREFIX "min-replicas");
+        blame(defaults, keys, n, "min-replicas", bad_key, bad_key_len);
         snprintf(err, errlen,
                  "min-replicas: 0 needs metrics-source prometheus and a promql-rate counting "
                  "requests where they arrive (a gateway, a router): at zero no pod counts them");
