@@ -2729,6 +2729,42 @@ checkpoint: {configmap: sdel-e2e, configmaps: 1}
         self.assertEqual(data.get("note"), "aGVsbG8=")
         self.assertNotIn("no longer tracked here: shard", text)
 
+    def test_59_no_gpu_limit_is_said(self):
+        """A pod template without an nvidia.com/gpu or amd.com/gpu limit (MIG slices, Gaudi,
+        TPU, Neuron) is sized as 1 GPU a replica, and a Warning Event NoGPULimit says so and
+        names gpuscaler.io/gpus-per-replica (the fallback was written only in policy.h); with
+        that annotation set, no Event. 2 pods at 15 req/s: 15 per GPU, each pod one GPU."""
+        for name, subnet, ann in (("nogpu", 67, {}),
+                                  ("nogpu-set", 68, {"gpuscaler.io/gpus-per-replica": "2"})):
+            dep = deployment(name, 2, dict(ANNOTATIONS, **ann), self.metrics.port)
+            dep["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+                "limits": {"habana.ai/gaudi": "2"}}
+            self.c.create("deployments", dep, self.ns)
+            k = MiniKubelet(self.c, self.ns, name, self.metrics, subnet=subnet,
+                            port=self.metrics.port, gpus=0)
+            k.start()
+            self.addCleanup(k.stop)
+            self.metrics.set_rate(name, 30)
+        g = self.start(ident="inst-nogpu")
+        try:
+            ev = wait_for(lambda: events(self.c, self.ns, "nogpu", "NoGPULimit"), 30,
+                          what="nogpu: NoGPULimit")
+            self.assertEqual(ev[0]["type"], "Warning")
+            self.assertIn("no nvidia.com/gpu or amd.com/gpu limit: sizing as 1 GPU per replica",
+                          ev[0]["message"])
+            self.assertIn("gpuscaler.io/gpus-per-replica", ev[0]["message"])
+            st = self.measured_status("nogpu")
+            self.assertAlmostEqual(st["requestsPerGPU"], 15, delta=3)
+            st = self.measured_status("nogpu-set")
+            self.assertAlmostEqual(st["requestsPerGPU"], 7.5, delta=1.5)
+            self.assertEqual(events(self.c, self.ns, "nogpu-set", "NoGPULimit"), [])
+            self.assertEqual(len([ln for ln in g.text().splitlines()
+                                  if "nogpu " in ln and "sizing as 1 GPU" in ln]), 1, g.text())
+        finally:
+            g.stop()
+            for name in ("nogpu", "nogpu-set"):
+                self.c.delete("deployments", name, self.ns)
+
 # The tests that took 10 s or more in one run of the whole file (the number after "test_"; the
 # others took 1-9 s, counted as 5): what the parts are balanced on. A stale figure only
 # unbalances the parts, it never drops a test.

@@ -322,6 +322,7 @@ struct ctl_wl {
     char conflict[200];
     struct ctl_hpa_facts hpa;     /**< the HPA that applies its count (external-metric) */
     char *hpa_told;               /**< the HPASettings advice last logged, NULL none */
+    bool gpus_told;               /**< "no GPU limit: sized as 1 GPU" was logged */
     /* backlog (running + queued requests) samples, for demand = completions +
      * backlog growth */
     int64_t bl_t[CTL_BACKLOG_SAMPLES];

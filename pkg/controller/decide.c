@@ -425,8 +425,21 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
     /* a recorded trace counts requests (what simulate replays), in any demand unit */
     if (r->valid && c->record_dir)
         ctl_record(c, w, now, o->arrival_rps / (o->request_size > 0 ? o->request_size : 1));
+    /* no GPU count to divide by: sized as 1 GPU a replica, which a MIG slice,
+     * Gaudi, TPU or Neuron replica of several is not; said where users look,
+     * not only in policy.h */
+    static const char no_gpus[] =
+        "the pod template has no nvidia.com/gpu or amd.com/gpu limit: sizing as 1 GPU per "
+        "replica; set gpuscaler.io/gpus-per-replica to the accelerators a replica has (MIG "
+        "slices, Gaudi, TPU, Neuron)";
+    bool gpus_unknown = w->cfg.policy.gpus_per_replica <= 0 && d->gpus_per_replica <= 0;
+    if (gpus_unknown && !w->gpus_told)
+        LOGW_WARN(SUB, w->ns, w->name, "%s", no_gpus);
+    w->gpus_told = gpus_unknown;
     if (!leading)
         return;
+    if (gpus_unknown)
+        ctl_event(c, w, "Warning", "NoGPULimit", no_gpus);
     /* right after tracking starts there is no rate yet (two samples needed):
      * that is not worth an Event */
     int64_t grace = c->cfg->scrape.rate_window_ms + 3 * c->cfg->scrape.interval_ms;
