@@ -155,21 +155,23 @@ static bool valid_ns(const char *s)
     return true;
 }
 
-/* A metric name as it may stand in a path and be forwarded: ASCII letters,
- * digits and "._:-" (KEDA's s0-prometheus-x, prometheus-adapter's names),
- * not "." or ".." (a client library would resolve those away, and the
- * upstream would answer for another path than the one authorized). */
+/* A metric name as it may stand in a path and be forwarded: printable ASCII
+ * without a space (a '/' is refused when unescaping), as other adapters name
+ * theirs: KEDA's s0-prometheus-x, the Datadog Cluster Agent's
+ * datadogmetric@ns:name, the Stackdriver adapter's
+ * pubsub.googleapis.com|subscription|num_undelivered_messages (before, only
+ * letters, digits and "._:-", and those answered 400). Not "." or ".." (a
+ * client library would resolve those away, and the upstream would answer
+ * for another path than the one authorized). The upstream gets the path as
+ * the client sent it. */
 static bool valid_metric(const char *s)
 {
     size_t n = strlen(s);
     if (n == 0 || n > 253 || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
         return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '.' || ch == '_' || ch == ':' || ch == '-'))
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
             return false;
-    }
     return true;
 }
 

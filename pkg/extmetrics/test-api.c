@@ -934,6 +934,20 @@ static void sc_upstream(struct env *e)
     CHECK(e, r.status == 200 && strcmp(r.body.data, up_body) == 0);
     CHECK(e, strcmp(r.ctype, "application/json") == 0);
     util_buf_free(&r.body);
+    /* other adapters' names (the Datadog Cluster Agent's, the Stackdriver
+     * adapter's, as client-go escapes '|'), forwarded with the path as sent
+     * (they were refused with 400) */
+    static const char *const theirs[] = {
+        BASE "/namespaces/llm/datadogmetric@llm:nginx-requests",
+        BASE "/namespaces/llm/pubsub.googleapis.com%7Csubscription%7Cnum_undelivered_messages"
+             "?labelSelector=resource.labels.subscription_id%3Dsub",
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(theirs); i++) {
+        int before = e->up_requests;
+        CHECK(e, status_of(e, theirs[i], &admin) == 200);
+        CHECK(e, e->up_requests == before + 1);
+        CHECK(e, strcmp(e->up_target, theirs[i]) == 0);
+    }
     CHECK(e, status_of(e, BASE "/namespaces/llm/missing", &admin) == 404);
     /* ours are still served locally */
     GOLDEN(e, BASE "/namespaces/llm/gpuscaler_desired_replicas?labelSelector=deployment%3Dllama",
@@ -963,7 +977,7 @@ static void test_upstream(void **state)
     struct extmetrics_config cfg = {.upstream_url = url, .upstream_ca_file = crt,
                                     .upstream_token_file = tok};
     run(&e, &cfg, sc_upstream);
-    assert_int_equal(e.up_requests, 2);
+    assert_int_equal(e.up_requests, 4);
     assert_string_equal(e.up_auth, "Bearer sa-token");
     assert_string_equal(e.up_user, ""); /* no client certificate: no identity headers */
     assert_string_equal(e.up_target, BASE "/namespaces/llm/missing");
