@@ -2611,6 +2611,14 @@ class TestUpstreamOptionsAndRules(Base):
         e = refused("events", new_core, 'reportingInstance: Invalid value: "": can have at most '
                                         '128 characters')
         self.assertEqual(e.status["details"]["causes"][0]["field"], "reportingInstance")
+        # a core/v1 request's errors name its own field, reportingComponent (1.25 on)
+        e = refused("events", dict(new_core, reportingInstance="pod-1", reportingComponent=""),
+                    '[reportingComponent: Required value, reportingComponent: Invalid value: '
+                    '"": name part must be non-empty, reportingComponent: Invalid value: "": '
+                    'name part must consist of alphanumeric characters, \'-\', \'_\' or \'.\', '
+                    'and must start and end with an alphanumeric character (e.g. \'MyName\',  or '
+                    '\'my.name\',  or \'123-abc\', regex used for validation is '
+                    '\'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\')]')
         self.c.create("events", dict(new_core, reportingInstance="pod-1"), namespace=ns)
 
         new = {"apiVersion": "events.k8s.io/v1", "kind": "Event",

@@ -888,10 +888,12 @@ class Api:
                 key = storage_key(res, meta.get("namespace", ""), meta["name"])
                 if start_key is not None and key.encode() < start_key.encode():
                     continue
-                if not self.matches(res, stored, ls, fs):
-                    continue
+                # etcd3's GetList: once the page is full, any key after the last one
+                # returned (a match or not) makes a continue token (etcd's More)
                 if lim is not None and len(items) >= lim:
                     remaining += 1
+                    continue
+                if not self.matches(res, stored, ls, fs):
                     continue
                 items.append(self.external(res, stored, with_type=False))
                 next_key = key
@@ -1111,6 +1113,11 @@ class Api:
         except P.PatchError as e:
             if e.code == 400:
                 raise bad_request(str(e))
+            if ptype == "json":
+                # applyJSPatch: an operation that does not apply is NewGenericServerResponse's
+                # 422, whose message drops jsonpatch's
+                raise StatusError(422, "Invalid", "the server rejected our request due to an "
+                                  "error in our request", details={})
             raise StatusError(422, "Invalid", str(e))
 
     def patch(self, res, ns, name, body_bytes, content_type, subresource=None, query=None):

@@ -554,13 +554,15 @@ EVENT_LIMITS = (("reportingInstance", 128), ("action", 128), ("reason", 128))
 NOTE_LENGTH_LIMIT = 1024
 
 
-def _legacy_event(ev):
+def _legacy_event(ev, controller_field="reportingController"):
     """legacyValidateEvent (core/validation/events.go), which every Event passes whichever API
     wrote it; ev is the stored (core/v1) form, and the paths are the internal type's. An Event
     without an eventTime is an old one: only its namespace and its object's must agree (an
     object without one: the Event in "" or default). With an eventTime, an object without a
     namespace is for default and kube-system only, and the reporting fields, action and reason
-    are required (lengths in bytes, as Go's len). Its type is not checked here."""
+    are required (lengths in bytes, as Go's len). Its type is not checked here. The reporting
+    controller's errors name controller_field: "reportingComponent" for a core/v1 request,
+    the field it has there (kubernetes#111506, 1.25)."""
     errs = []
     ns = (ev.get("metadata") or {}).get("namespace") or ""
     io = ev.get("involvedObject") if isinstance(ev.get("involvedObject"), dict) else {}
@@ -575,9 +577,9 @@ def _legacy_event(ev):
             errs.append(mismatch)
         rc = ev.get("reportingComponent") or ""
         if not rc:
-            errs.append(FieldError("required", "reportingController"))
+            errs.append(FieldError("required", controller_field))
         for m in qualified_name_errors(rc):
-            errs.append(FieldError("invalid", "reportingController", rc, m))
+            errs.append(FieldError("invalid", controller_field, rc, m))
         for f, limit in EVENT_LIMITS:
             v = ev.get(f) or ""
             if not v:
@@ -595,7 +597,7 @@ def _legacy_event(ev):
 def validate_core_event(obj, old):
     """ValidateEventCreate and ValidateEventUpdate for a core/v1 request: the legacy rules
     alone, for backwards compatibility (no type, no immutability)."""
-    return _legacy_event(obj)
+    return _legacy_event(obj, "reportingComponent")
 
 
 def _event_series(ev):

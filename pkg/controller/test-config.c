@@ -432,7 +432,7 @@ static void test_annotations(void **s)
     assert_int_equal(w.policy.decision_interval_ms, 15000);
     assert_int_equal(w.mode, CTL_MODE_EXTERNAL_METRIC);
     assert_int_equal(w.scrape.profile, SCRAPE_TGI);
-    assert_string_equal(w.scrape.request_metric, "tgi_request_count");
+    assert_string_equal(w.scrape.request_metric, "tgi_request_success");
     assert_string_equal(w.scrape.busy_metric, "tgi_request_inference_duration_sum");
     assert_true(w.scrape.missing_fraction == 0.3);
     /* scrape.missing-fraction 0 (hold when any pod cannot be scraped) is the

@@ -42,7 +42,7 @@ static void test_defaults(void **state)
          "[{{window}}]))",
          ""},
         {SCRAPE_TGI,
-         "sum(rate(tgi_request_count{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}]))",
+         "sum(rate(tgi_request_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}]))",
          "histogram_quantile(0.99, sum by (le) (rate(tgi_request_duration_bucket"
          "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
         {SCRAPE_SGLANG,

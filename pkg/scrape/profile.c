@@ -21,8 +21,12 @@ struct profile_names {
 /* vLLM V1: vllm/v1/metrics/loggers.py (prometheus_client adds _total to
  * counters; the busy time is the RUNNING phase's histogram); Triton:
  * src/metrics.cc (no token counters; durations are cumulative microsecond
- * counters); TGI: router/src (metrics crate; tokens are the _sum of the
- * per-request length histograms, the busy time the inference duration's);
+ * counters); TGI: router/src (metrics crate; the request counter is
+ * tgi_request_success, requests finished, as every profile's counts:
+ * tgi_request_count counts arrivals, those refused with 429 too, and the
+ * demand stage adds the backlog's growth to completions; tokens are the
+ * _sum of the per-request length histograms, the busy time the inference
+ * duration's);
  * SGLang: python/sglang/srt/metrics/collector.py (the request and token
  * counters count finished requests; no busy-time counter: its e2e latency
  * includes the queue); NVIDIA NIM for LLMs: its Observability page (the
@@ -41,7 +45,7 @@ static const struct profile_names profiles[] = {
     [SCRAPE_TRITON] = {"triton", "nv_inference_request_success", "",
                        "nv_inference_pending_request_count", "", "", "",
                        "nv_inference_compute_infer_duration_us", "/metrics"},
-    [SCRAPE_TGI] = {"tgi", "tgi_request_count", "tgi_batch_current_size", "tgi_queue_size",
+    [SCRAPE_TGI] = {"tgi", "tgi_request_success", "tgi_batch_current_size", "tgi_queue_size",
                     "tgi_request_duration", "tgi_request_input_length_sum",
                     "tgi_request_generated_tokens_sum", "tgi_request_inference_duration_sum",
                     "/metrics"},

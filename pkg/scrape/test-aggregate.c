@@ -735,7 +735,7 @@ static void test_absent_counter(void **state)
     scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
     assert_false(r.valid);
     assert_true(isnan(r.request_rate));
-    assert_string_equal(r.why, "request metric tgi_request_count not found in any pod's exposition");
+    assert_string_equal(r.why, "request metric tgi_request_success not found in any pod's exposition");
 
     /* one pod starts serving: valid, the other counts as 0 */
     scrape_podstate_free(&st[0], NULL);

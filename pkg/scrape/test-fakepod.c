@@ -250,7 +250,8 @@ static void exposition(const struct fakepod *p, struct util_buf *b)
                         "# TYPE tgi_request_success counter\ntgi_request_success %.17g\n"
                         "# TYPE tgi_queue_size gauge\ntgi_queue_size %g\n"
                         "# TYPE tgi_batch_current_size gauge\ntgi_batch_current_size %g\n",
-                        c, c, p->waiting, p->running);
+                        /* arrivals: those refused with 429 too */
+                        1.5 * c, c, p->waiting, p->running);
         hist(b, "tgi_request_duration", "", tgi_le, tgi_cdf, UTIL_ARRAY_LEN(tgi_le), c);
         break;
     case FAKEPOD_SGLANG:
