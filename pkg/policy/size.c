@@ -177,10 +177,13 @@ void policy_demand(const struct policy_input *in, double ramp_rps, int64_t horiz
      * 17.4 over 2 s, 3 replicas where the window asks for 2). */
     out->rising = r > w;
     if (in->recent_window_ms > 0) {
-        double t = (double)in->recent_window_ms / 1000.0;
-        out->rising = beyond_noise(r, w, t) ||
+        /* counted in requests, the Poisson count: a token count's noise is
+         * sqrt(tokens a request) times a request count's (in tokens, a steady
+         * 10 req/s of 500 tokens read as rising on 44 % of ticks) */
+        double t = (double)in->recent_window_ms / 1000.0, k = request_size(in);
+        out->rising = beyond_noise(r / k, w / k, t) ||
                       (r > w && isfinite(carry_rps) && carry_rps >= 0 &&
-                       beyond_noise(r, carry_rps, t));
+                       beyond_noise(r / k, carry_rps / k, t));
     }
     out->arrival_rps = out->rising ? r : w;
     double now_rps = out->arrival_rps;

@@ -1269,6 +1269,26 @@ static void test_token_sizing(void **s)
     assert_true(fabs(d.drain_rps - 1200) < 1e-9);
     assert_true(fabs(d.rate_rps - 4800) < 1e-9);
 
+    /* the recent rate's noise test counts requests, the Poisson count, also
+     * in tokens: 11 req/s of 500 tokens over 10 s against a window of 10 is
+     * noise (sqrt(110) < sqrt(100) + 1.5), as it is in requests; counted in
+     * tokens (sqrt(55000) > sqrt(50000) + 1.5) it was a rise; 20 req/s is
+     * one either way */
+    struct policy_input nz = {.current_replicas = 2, .ready_replicas = 2, .request_rate = 5000,
+                              .recent_rate = 5500, .recent_window_ms = 10000,
+                              .queue_depth = -1, .request_size = 500};
+    policy_demand(&nz, 0, 60000, 0, 6000, NAN, &d);
+    assert_false(d.rising);
+    assert_true(fabs(d.arrival_rps - 5000) < 1e-9);
+    nz.recent_rate = 10000;
+    policy_demand(&nz, 0, 60000, 0, 6000, NAN, &d);
+    assert_true(d.rising);
+    assert_true(fabs(d.arrival_rps - 10000) < 1e-9);
+    nz = (struct policy_input){.current_replicas = 2, .ready_replicas = 2, .request_rate = 10,
+                               .recent_rate = 11, .recent_window_ms = 10000, .queue_depth = -1};
+    policy_demand(&nz, 0, 60000, 0, 12, NAN, &d);
+    assert_false(d.rising);
+
     /* 4 req/s; the tokens per request go 600 -> 1500: the requests policy
      * keeps 1 replica (4 req/s < about 8.4 at the SLA), the tokens one needs 2
      * (6000 tok/s > 0.84 x 6000 per replica) */
