@@ -2765,6 +2765,45 @@ checkpoint: {configmap: sdel-e2e, configmaps: 1}
             for name in ("nogpu", "nogpu-set"):
                 self.c.delete("deployments", name, self.ns)
 
+    @unittest.skipIf(REAL, "fault injection needs the fake API server")
+    def test_60_the_action_event_follows_the_write(self):
+        """A /scale write the API server refuses (a webhook's 422) gets a Warning FailedScale
+        naming the counts and the status; the action's Event is sent once the write has changed
+        the count, after the successful PATCH (it was sent before the write, and said "2 -> 5"
+        on a Deployment the refused write left at 2), and once."""
+        self.make("failscale", 2, subnet=69)
+        self.metrics.set_rate("failscale", 10)
+        g = self.start(ident="inst-failscale")
+        try:
+            wait_for(lambda: "WithinBand" in g.text(), 20, what="a first decision")
+            seq0 = max([w["seq"] for w in self.fk.writes()["writes"]] + [0])
+            self.fk.fault({"action": "error", "verb": "patch", "resource": "deployments",
+                           "subresource": "scale", "status": 422, "count": 1})
+            self.metrics.set_rate("failscale", 38)  # 19 req/s per GPU: the policy wants 5
+            wait_for(lambda: self.replicas("failscale") == 5, 30, what="scale-out to 5")
+            failed = wait_for(lambda: events(self.c, self.ns, "failscale", "FailedScale"), 10,
+                              what="FailedScale")
+            self.assertEqual(failed[0]["type"], "Warning")
+            self.assertIn("scaling 2 -> 5 failed: the API server refused the write: HTTP 422",
+                          failed[0]["message"])
+            writes = self.fk.writes(since=seq0, namespace=self.ns)["writes"]
+            patched = [w["seq"] for w in writes if w["resource"] == "deployments"
+                       and w["subresource"] == "scale" and w["name"] == "failscale"]
+            self.assertEqual(len(patched), 1, writes)
+            told = []
+            for w in writes:
+                if w["resource"] == "events" and w["verb"] == "create":
+                    ev = self.c.get_or_none("events", w["name"], self.ns)
+                    if ev and ev["involvedObject"]["name"] == "failscale" and \
+                            ev["type"] == "Normal":
+                        told.append((w["seq"], ev["reason"], ev.get("count", 1)))
+            self.assertEqual(len(told), 1, told)
+            self.assertGreater(told[0][0], patched[0], "the action told before its write")
+            self.assertEqual(told[0][2], 1)
+        finally:
+            g.stop()
+            self.c.delete("deployments", "failscale", self.ns)
+
 # The tests that took 10 s or more in one run of the whole file (the number after "test_"; the
 # others took 1-9 s, counted as 5): what the parts are balanced on. A stale figure only
 # unbalances the parts, it never drops a test.

@@ -259,6 +259,10 @@ struct ctl_wl {
     int32_t told_from, told_to;   /**< the action whose Event was sent, while it is decided
                                        tick after tick and the count has not moved (one
                                        decided again is not told again) */
+    const char *tell_reason;      /**< the action Event its write sends once it succeeds
+                                       (static), NULL none */
+    int32_t tell_from, tell_to;   /**< ...the count it is from and to */
+    char tell_msg[384];           /**< ...its message (the decision's explanation) */
     struct ctl_cold_pod *cold_pods; /**< the pods' first Ready, sorted by name, owned */
     size_t cold_pods_n;
     uint8_t unsched_gpu;          /**< enum kube_gpu_resource the pods last waited for */

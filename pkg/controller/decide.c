@@ -348,13 +348,17 @@ void ctl_act(struct controller *c, struct ctl_wl *w, const struct kube_deploymen
     } else if (act) {
         /* the same action again while its count has not moved (its write in
          * flight, or failed: the policy fires it again): written again, its
-         * Event told once by this leader */
+         * Event told once by this leader, when the write has changed the
+         * count (scale.c; one told before the write said "8 -> 4" on a
+         * Deployment a refused or overtaken write left at 8) */
         if (w->spec_replicas != d->spec_replicas)
             w->told_from = w->told_to = -1;
+        w->tell_reason = NULL;
         if (w->told_from != d->spec_replicas || w->told_to != dec->desired) {
-            ctl_event(c, w, "Normal", action_reason(dec, d->spec_replicas), dec->explain);
-            w->told_from = d->spec_replicas;
-            w->told_to = dec->desired;
+            w->tell_reason = action_reason(dec, d->spec_replicas);
+            w->tell_from = d->spec_replicas;
+            w->tell_to = dec->desired;
+            snprintf(w->tell_msg, sizeof(w->tell_msg), "%s", dec->explain);
         }
         w->want_target = dec->desired;
         ctl_scale_write(c, w, d->spec_replicas, dec->desired);

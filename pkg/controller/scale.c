@@ -74,6 +74,32 @@ static void scale_req_done(struct scale_req *r, bool ok)
     ctl_io_end(c);
 }
 
+/* The write of r->target changed the count: the action's Event, once (the
+ * decision's, when it is for this count and from the count written over). */
+static void tell_scaled(struct controller *c, struct ctl_wl *w, const struct scale_req *r)
+{
+    if (!w || !w->tell_reason || w->tell_to != r->target || w->tell_from != r->from)
+        return;
+    ctl_event(c, w, "Normal", w->tell_reason, w->tell_msg);
+    w->told_from = w->tell_from;
+    w->told_to = w->tell_to;
+    w->tell_reason = NULL;
+}
+
+/* A write given up on for an error: a Warning on the Deployment (rate-limited
+ * per reason), since the count it says nothing about stays. */
+static void tell_failed(struct controller *c, struct ctl_wl *w, const struct scale_req *r,
+                        const char *what, const struct kube_result *res)
+{
+    if (!w)
+        return;
+    char msg[512];
+    snprintf(msg, sizeof(msg), "scaling %d -> %d failed: %s: HTTP %ld %s: %.300s", r->from,
+             r->target, what, res->status, res->reason ? res->reason : "",
+             res->message ? res->message : "");
+    ctl_event(c, w, "Warning", "FailedScale", msg);
+}
+
 static void scale_patched(const struct kube_result *res, void *arg)
 {
     struct scale_req *r = arg;
@@ -82,6 +108,7 @@ static void scale_patched(const struct kube_result *res, void *arg)
     if (res->err == 0) {
         c->scale_patches++;
         LOGW_INFO(SUB, r->ns, r->name, "scaled to %d replicas", r->target);
+        tell_scaled(c, w, r);
         scale_req_done(r, true);
         return;
     }
@@ -95,6 +122,9 @@ static void scale_patched(const struct kube_result *res, void *arg)
     c->scale_errors++;
     LOGW_ERROR(SUB, r->ns, r->name, "scaling to %d failed: HTTP %ld %s %s", r->target,
                res->status, res->reason, res->message);
+    if (!c->closing)
+        tell_failed(c, w, r, res->err == -EEXIST ? "conflicts on every try" : "the API server "
+                    "refused the write", res);
     scale_req_done(r, false);
 }
 
@@ -108,6 +138,8 @@ static void scale_read(const struct kube_result *res, void *arg)
             c->scale_errors++;
             LOGW_ERROR(SUB, r->ns, r->name, "reading the scale subresource failed: HTTP %ld %s",
                        res->status, res->message);
+            if (!c->closing)
+                tell_failed(c, w, r, "reading the scale subresource", res);
         }
         scale_req_done(r, false);
         return;
