@@ -135,7 +135,9 @@ void ctl_io_end(struct controller *c)
  * against util_now_boot_ms (which a machine's sleep advances too: that is
  * time that passed, not a step): the policy's clocks and the times kept per
  * Deployment move with it, so that each keeps the time it measured
- * (policy_state_shift, capacity_shift, the backlog's samples). The
+ * (policy_state_shift, capacity_shift, the backlog's samples), and so do
+ * the deadlines kept in wall time (the checkpoints' next saves, the status'
+ * refresh). The
  * scraper's clock is the boot one, which the step does not move (observe.c
  * asks it at tick_boot_ms); Prometheus' answers carry its times. */
 void ctl_clock_step(struct controller *c, int64_t now, int64_t boot)
@@ -171,7 +173,20 @@ void ctl_clock_step(struct controller *c, int64_t now, int64_t boot)
             for (size_t i = 0; i < UTIL_ARRAY_LEN(w->last_event_ms); i++)
                 if (w->last_event_ms[i]) /* the Events' rate limits */
                     w->last_event_ms[i] += step;
+            /* the status' refresh, and the hold on another release's state */
+            if (w->status_written_ms)
+                w->status_written_ms += step;
+            if (w->ckpt_foreign_until)
+                w->ckpt_foreign_until += step;
         }
+    }
+    /* the checkpoints' next saves: set back by 40 minutes, none was saved
+     * for 50, and a crash meanwhile lost that much history */
+    for (size_t i = 0; i < c->nckpt; i++) {
+        if (c->ckpt[i].next_save_ms)
+            c->ckpt[i].next_save_ms += step;
+        if (c->ckpt[i].full_logged_ms)
+            c->ckpt[i].full_logged_ms += step;
     }
 }
 

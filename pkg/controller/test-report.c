@@ -168,13 +168,19 @@ static void test_series_only_while_valid(void **state)
 
 /* A wall clock step between two ticks moves the Events' rate limits with
  * it (an Event told a minute before a 1-hour step back is still a minute
- * old); drift under the threshold and a slot never used do not move. */
+ * old), and the deadlines kept in wall time (a checkpoint's next save: set
+ * back an hour, none was saved for an hour more); drift under the threshold
+ * and a slot never used do not move. */
 static void test_event_limits_move_with_a_clock_step(void **state)
 {
     (void)state;
     struct controller *c = ctl_new();
     struct ctl_wl *w = wl_new("ns", "d");
     table_add(c, w);
+    struct ctl_ckpt ck[2] = {{.next_save_ms = 1800000000000LL + 10000}, {.next_save_ms = 0}};
+    c->ckpt = ck;
+    c->nckpt = 2;
+    w->status_written_ms = 1800000000000LL - 30000;
     const int64_t t0 = 1800000000000LL, boot0 = 5000000;
     struct forecast_config fc;
     policy_config_init(&w->cfg.policy);
@@ -191,12 +197,19 @@ static void test_event_limits_move_with_a_clock_step(void **state)
     assert_int_equal(c->clock_steps, 1);
     assert_int_equal(w->last_event_ms[2], t0 - 60000 + back);
     assert_int_equal(w->last_event_ms[0], 0); /* never told: stays never */
+    assert_int_equal(ck[0].next_save_ms, t0 + 10000 + back);
+    assert_int_equal(ck[1].next_save_ms, 0); /* not set yet: the first tick staggers it */
+    assert_int_equal(w->status_written_ms, t0 - 30000 + back);
+    assert_int_equal(w->ckpt_foreign_until, 0);
     /* and the forecaster's times (set back, it refused every observation
      * for the hour) */
     assert_int_equal(forecast_last_ms(w->fc), t0 - 60000 + back);
     ctl_clock_step(c, t0 + 16500 + back + 7200000, boot0 + 15000);
     assert_int_equal(c->clock_steps, 2);
     assert_int_equal(w->last_event_ms[2], t0 - 60000 + back + 7200000);
+    assert_int_equal(ck[0].next_save_ms, t0 + 10000 + back + 7200000);
+    c->ckpt = NULL;
+    c->nckpt = 0;
     forecast_free(w->fc);
     wl_free(w);
     free(c);
