@@ -2048,6 +2048,50 @@ class TestKinds(Base):
         now, _ = self.c.list_all("configmaps", self.ns)
         self.assertEqual([i["metadata"]["name"] for i in now], ["a", "b", "c", "e", "f"])
 
+    def test_a_full_page_with_keys_after_it_has_a_continue_token(self):
+        """etcd3's GetList: once a page is full, any key after its last item makes a continue
+        token, whether or not it matches the selector (etcd says More); the page after it is
+        then empty, without one. A page that is not full has none. (A token was given only
+        when more items matched.)"""
+        for n, lab in (("a", "y"), ("b", "n"), ("c", "n")):
+            self.c.create("configmaps", cm(n, {"k": lab}), namespace=self.ns)
+        first = self.c.list("configmaps", self.ns, limit=1, label_selector="k=y")
+        self.assertEqual([i["metadata"]["name"] for i in first["items"]], ["a"])
+        cont = first["metadata"].get("continue")
+        self.assertTrue(cont, first["metadata"])
+        self.assertNotIn("remainingItemCount", first["metadata"])
+        rest = self.c.list("configmaps", self.ns, limit=1, label_selector="k=y",
+                           continue_token=cont)
+        self.assertEqual(rest["items"], [])
+        self.assertNotIn("continue", rest["metadata"])
+        whole = self.c.list("configmaps", self.ns, limit=2, label_selector="k=y")
+        self.assertEqual(len(whole["items"]), 1)
+        self.assertNotIn("continue", whole["metadata"])
+        # without a selector the count of what is left comes with it
+        page = self.c.list("configmaps", self.ns, limit=1)
+        self.assertEqual(page["metadata"]["remainingItemCount"], 2)
+
+    def test_a_json_patch_that_does_not_apply_is_the_generic_422(self):
+        """applyJSPatch: an operation that does not apply (a failed test, a missing path) is
+        NewGenericServerResponse's 422 Invalid, whose message is its own and whose details are
+        empty (jsonpatch's text was passed on); a patch that does not decode is a 400."""
+        self.c.create("configmaps", cm("jp"), namespace=self.ns)
+        path = self.c.path("configmaps", self.ns, "jp")
+        for ops in ([{"op": "test", "path": "/data/k", "value": "other"}],
+                    [{"op": "replace", "path": "/data/missing", "value": "x"}],
+                    [{"op": "remove", "path": "/metadata/labels/none"}]):
+            code, _, payload = self.c.raw("PATCH", path, ops,
+                                          content_type="application/json-patch+json")
+            self.assertEqual(code, 422, payload)
+            st = json.loads(payload)
+            self.assertEqual((st["reason"], st["message"], st["details"]),
+                             ("Invalid", "the server rejected our request due to an error in "
+                                         "our request", {}), ops)
+        code, _, payload = self.c.raw("PATCH", path, {"op": "test"},
+                                      content_type="application/json-patch+json")
+        self.assertEqual(code, 400, payload)
+        self.assertEqual(self.c.get("configmaps", "jp", self.ns)["data"], {"k": "v"})
+
     def test_list_resource_version_semantics(self):
         """A list's resourceVersion as kube-apiserver reads it (what client-go's reflector
         relies on): X with a limit, or with resourceVersionMatch Exact, reads exactly at X;
