@@ -572,6 +572,12 @@ void ctl_backlog_push(struct ctl_wl *w, int64_t now, double bl);
 /** Forget the backlog samples and the Prometheus source's per-pod state
  *  (a new metrics source counts its backlog afresh). */
 void ctl_backlog_reset(struct ctl_wl *w);
+/** Whether backlog samples taken under configuration a compare with b's: the
+ *  same metrics source and the same request counter, in-flight and queue
+ *  gauges (another sums other gauges: a running sum of 8 ranks' 400 read as
+ *  50 after an inflight-metric fix, and arrivals as half for a window). */
+bool ctl_backlog_comparable(const struct ctl_workload_config *a,
+                            const struct ctl_workload_config *b);
 /** The backlog's growth (req/s) from the oldest sample within window_ms of
  *  now to bl, the backlog now; 0 without one. The samples are the ticks',
  *  which come a few ms late: a sample up to slack_ms (half a decision

@@ -136,9 +136,10 @@ static void configure(struct controller *c, struct ctl_wl *w, const struct kube_
         w->request_size = 0;
     }
     /* the backlog samples sum one source's gauges and departed: another
-     * source's, compared with them, would read as a jump in arrivals (w->cfg
-     * is the last valid configuration, through invalid ones too) */
-    if (cfg.source != w->cfg.source)
+     * source's, or other metrics', compared with them, would read as a jump
+     * in arrivals (w->cfg is the last valid configuration, through invalid
+     * ones too) */
+    if (!ctl_backlog_comparable(&cfg, &w->cfg))
         ctl_backlog_reset(w);
     if (w->config_ok == false && w->config_error[0])
         LOGW_INFO(SUB, w->ns, w->name, "annotations valid again");

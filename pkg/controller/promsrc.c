@@ -432,6 +432,16 @@ static bool pod_recent(const struct ctl_pq_pod *e, int64_t now, int64_t min_span
     return true;
 }
 
+bool ctl_backlog_comparable(const struct ctl_workload_config *a,
+                            const struct ctl_workload_config *b)
+{
+    const struct scrape_spec *x = &a->scrape, *y = &b->scrape;
+    return a->source == b->source && x->profile == y->profile &&
+           strcmp(x->request_metric, y->request_metric) == 0 &&
+           strcmp(x->inflight_metric, y->inflight_metric) == 0 &&
+           strcmp(x->queue_metric, y->queue_metric) == 0;
+}
+
 void ctl_backlog_reset(struct ctl_wl *w)
 {
     w->bl_n = w->bl_head = 0;

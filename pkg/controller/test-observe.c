@@ -506,7 +506,27 @@ static void test_prometheus_backlog(void **state)
     assert_true(m.departed == 10);
     assert_true(m.running < 0 && m.backlog < 0); /* no pod has a gauge: unknown */
 
-    /* another metrics source starts the backlog afresh */
+    /* another metrics source, or other backlog metrics, start the backlog
+     * afresh (a metric name changed kept the samples: an 8-rank running sum
+     * of 400 then read as 50, and arrivals as half for a window); other
+     * keys keep it */
+    struct ctl_workload_config a = w->cfg, b = w->cfg;
+    assert_true(ctl_backlog_comparable(&a, &b));
+    b.policy.max_replicas = a.policy.max_replicas + 1;
+    snprintf(b.scrape.latency_metric, sizeof(b.scrape.latency_metric), "other_seconds");
+    assert_true(ctl_backlog_comparable(&a, &b));
+    snprintf(b.scrape.inflight_metric, sizeof(b.scrape.inflight_metric),
+             "sglang:num_running_reqs{tp_rank=\"0\"}");
+    assert_false(ctl_backlog_comparable(&a, &b));
+    b = a;
+    snprintf(b.scrape.queue_metric, sizeof(b.scrape.queue_metric), "q");
+    assert_false(ctl_backlog_comparable(&a, &b));
+    b = a;
+    snprintf(b.scrape.request_metric, sizeof(b.scrape.request_metric), "r_total");
+    assert_false(ctl_backlog_comparable(&a, &b));
+    b = a;
+    b.source = a.source == CTL_SOURCE_SCRAPE ? CTL_SOURCE_PROMETHEUS : CTL_SOURCE_SCRAPE;
+    assert_false(ctl_backlog_comparable(&a, &b));
     ctl_backlog_push(w, now, 5);
     ctl_backlog_reset(w);
     assert_int_equal(w->bl_n, 0);
