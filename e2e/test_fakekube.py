@@ -3490,6 +3490,37 @@ class TestEventsWithoutWatchCache(Base):
         self.assertEqual(st["details"], {"causes": [{"reason": "ResourceVersionTooLarge",
                                                      "message": "Too large resource version"}]})
 
+    def test_watch_cache_window_starts_before_its_first_event(self):
+        """The watch cache's window once events have left it (getAllEventsSinceLocked): a
+        watch from the first kept event's resourceVersion less one resumes; one from before
+        that, even a resourceVersion between the last dropped and the first kept events
+        (other kinds' writes), is 410 "too old resource version: N (first - 1)". (The fake
+        resumed from the last dropped event's resourceVersion on, and named it.)"""
+        small = harness.start(tls=False, history=3)
+        try:
+            sc = small.client()
+            rvs, between = [], []
+            for i in range(6):
+                rvs.append(int(sc.create("configmaps", cm("w%d" % i),
+                                         namespace="default")["metadata"]["resourceVersion"]))
+                between.append(int(sc.create("secrets", {"metadata": {"name": "s%d" % i}},
+                                             namespace="default")["metadata"]
+                                   ["resourceVersion"]))
+                sc.create("secrets", {"metadata": {"name": "t%d" % i}}, namespace="default")
+            # kept: w3, w4, w5; dropped: w0, w1, w2
+            evs = list(sc.watch("configmaps", "default", resource_version=str(between[2]),
+                                timeout_seconds=1))
+            self.assertEqual([e["type"] for e in evs], ["ERROR"])
+            self.assertEqual(evs[0]["object"]["code"], 410)
+            self.assertEqual(evs[0]["object"]["message"], "too old resource version: %d (%d)"
+                             % (between[2], rvs[3] - 1))
+            evs = list(sc.watch("configmaps", "default", resource_version=str(rvs[3] - 1),
+                                timeout_seconds=1))
+            self.assertEqual([e["object"]["metadata"]["name"] for e in evs], ["w3", "w4", "w5"])
+            sc.close()
+        finally:
+            small.stop()
+
     def test_history_is_etcds_until_its_compaction(self):
         """No watch cache window: a watch of Events resumes from any revision etcd still has
         (the fake cut them at --history, as the cache does), until kube-apiserver's periodic

@@ -256,6 +256,14 @@ class Store:
                 self.watchers.add(w)
                 return w, (snap, self.rv), None
             oldest = self.window_start(storage)
+            h = self.history.get(storage)
+            if storage not in self.uncached and self.dropped.get(storage) and h:
+                # the watch cache (getAllEventsSinceLocked): once an event has left its
+                # buffer, the first one kept is the oldest it delivers, so a watch from
+                # before it, less one, is 410 "too old resource version: N (first - 1)"
+                # (the resourceVersions between the last dropped and the first kept are
+                # other kinds' changes: 410 too)
+                oldest = max(oldest, h[0].rv - 1)
             if storage in self.uncached and oldest == self.etcd_compacted > self.compacted:
                 # etcd3's watcher starts at since_rv + 1, which etcd still has when it is
                 # the compaction's revision (a range at since_rv would be ErrCompacted)
