@@ -701,7 +701,11 @@ class TestScale(Base):
                                 self.ns)
         self.assertEqual(e.message, 'Scale.autoscaling "llm" is invalid: spec.replicas: Invalid '
                                     'value: -1: must be greater than or equal to 0')
-        self.assertApiError(404, "NotFound", self.c.get_scale, "deployments", "nope", self.ns)
+        e = self.assertApiError(404, "NotFound", self.c.get_scale, "deployments", "nope", self.ns)
+        # ScaleREST.Get names the subresource (a PATCH names deployments.apps)
+        self.assertEqual(e.message, 'deployments/scale.apps "nope" not found')
+        self.assertEqual(e.status["details"], {"name": "nope", "group": "apps",
+                                               "kind": "deployments/scale"})
         res = self.c.request("GET", "/apis/apps/v1")["resources"]
         scale = [r for r in res if r["name"] == "deployments/scale"][0]
         self.assertEqual((scale["group"], scale["version"], scale["kind"]),

@@ -1261,7 +1261,12 @@ class Api:
         self.read_at(query)
         stored = self.store.get(res.storage, ns, name)
         if stored is None:
-            raise not_found(res, name)
+            # ScaleREST.Get: NewNotFound(apps.Resource("deployments/scale"), name) (a PATCH or
+            # PUT goes through Store.Update, which names the kind's own resource)
+            kind = res.plural + "/scale"
+            raise StatusError(404, "NotFound", '%s%s "%s" not found'
+                              % (kind, "." + res.group if res.group else "", name),
+                              _details(res, name, kind))
         return 200, self.scale_of(res, stored)
 
     def _write_scale(self, res, ns, name, old, scale, dry_run=False):
