@@ -428,7 +428,7 @@ class TestCrud(Base):
         for text, at in (("QUJ", 0), ("QUJDRA=", 7), ("QQ==QQ==", 4), ("Q===", 1)):
             e = self.assertApiError(422, "Invalid", self.c.patch, "configmaps", "big",
                                     {"binaryData": {"c": text}}, self.ns)
-            self.assertTrue(e.message.startswith('"" is invalid: patch: Invalid value: "'),
+            self.assertTrue(e.message.startswith(' "" is invalid: patch: Invalid value: "'),
                             e.message)
             self.assertTrue(e.message.endswith(": illegal base64 data at input byte %d" % at),
                             (text, e.message))
@@ -1688,7 +1688,7 @@ class TestKinds(Base):
                                           content_type="application/merge-patch+json")
             self.assertEqual(code, 422, payload)
             st = json.loads(payload)
-            self.assertTrue(st["message"].startswith('"" is invalid: patch: Invalid value: '),
+            self.assertTrue(st["message"].startswith(' "" is invalid: patch: Invalid value: '),
                             st["message"])
             self.assertTrue(st["message"].endswith('": ' + msg), st["message"])
         code, _, payload = self.c.raw("PUT", self.c.path("deployments", self.ns, "d", "scale"),
@@ -1719,7 +1719,7 @@ class TestKinds(Base):
             self.assertEqual(code, 422, payload)
             st = json.loads(payload)
             self.assertEqual(st["reason"], "Invalid")
-            self.assertEqual(st["message"], '"" is invalid: patch: Invalid value: %s: %s'
+            self.assertEqual(st["message"], ' "" is invalid: patch: Invalid value: %s: %s'
                              % (json.dumps(shown), msg))
             self.assertEqual(st["details"]["causes"][0]["field"], "patch")
 
@@ -1993,7 +1993,7 @@ class TestKinds(Base):
             self.assertEqual(code, 422, payload)
             st = json.loads(payload)
             self.assertEqual(st["reason"], "Invalid")
-            self.assertTrue(st["message"].startswith('"" is invalid: patch: Invalid value: "'),
+            self.assertTrue(st["message"].startswith(' "" is invalid: patch: Invalid value: "'),
                             st["message"])
             self.assertTrue(st["message"].endswith(
                 '": strict decoding error: unknown field "datum"'), st["message"])

@@ -169,7 +169,9 @@ def decode_error(res, verb, shown, err):
     transformDecodeError, a 400."""
     if verb == "patch":
         msg = "Invalid value: %s: %s" % (json.dumps(shown), err)
-        return StatusError(422, "Invalid", '"" is invalid: patch: ' + msg,
+        # NewInvalid(schema.GroupKind{}, "", ...): an empty kind's "%s %q is invalid: %v"
+        # starts with a space
+        return StatusError(422, "Invalid", ' "" is invalid: patch: ' + msg,
                            {"causes": [{"reason": "FieldValueInvalid", "message": msg,
                                         "field": "patch"}]})
     return bad_request("%s in version %s cannot be handled as a %s: %s"
