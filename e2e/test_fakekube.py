@@ -2096,6 +2096,21 @@ class TestKinds(Base):
         self.assertEqual(code, 400, payload)
         self.assertEqual(self.c.get("configmaps", "jp", self.ns)["data"], {"k": "v"})
 
+    def test_a_patch_that_is_not_json_gets_gos_error(self):
+        """A patch body that is not JSON is a 400 with encoding/json's text: a merge patch's
+        prefixed "error decoding patch: ", a strategic merge patch's and a JSON patch's as it
+        is (Python's text was passed on)."""
+        self.c.create("configmaps", cm("nj"), namespace=self.ns)
+        path = self.c.path("configmaps", self.ns, "nj")
+        go = "invalid character 'b' looking for beginning of object key string"
+        for ctype, want in (("application/merge-patch+json", "error decoding patch: " + go),
+                            ("application/strategic-merge-patch+json", go),
+                            ("application/json-patch+json", go)):
+            code, _, payload = self.c.raw("PATCH", path, b"{bad", content_type=ctype)
+            self.assertEqual(code, 400, payload)
+            st = json.loads(payload)
+            self.assertEqual((st["reason"], st["message"]), ("BadRequest", want), ctype)
+
     def test_list_resource_version_semantics(self):
         """A list's resourceVersion as kube-apiserver reads it (what client-go's reflector
         relies on): X with a limit, or with resourceVersionMatch Exact, reads exactly at X;

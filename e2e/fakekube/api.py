@@ -1131,7 +1131,11 @@ class Api:
             if ptype == "apply":
                 raise StatusError(415, "UnsupportedMediaType",
                                   "fakekube accepts apply patches only in their JSON form: %s" % e)
-            raise bad_request("error decoding patch: %s" % e)
+            # Go's encoding/json error (patch.go: a merge patch's decode says "error decoding
+            # patch: "; a strategic one's json.Unmarshal and a JSON patch's DecodePatch pass it
+            # as it is)
+            why = G.json_syntax_error(body_bytes or b"") or str(e)
+            raise bad_request(("error decoding patch: " if ptype == "merge" else "") + why)
         lit = F.overflow(patch)
         if lit:
             # a strategic merge patch is decoded into a Go map first (util/json): this is its
