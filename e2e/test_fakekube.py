@@ -167,7 +167,16 @@ class TestAuth(Base):
         self.assertTrue(self.c.create("subjectaccessreviews", sar)["status"]["allowed"])
         stranger = json.loads(json.dumps(sar))
         stranger["spec"]["user"] = "system:serviceaccount:x:y"
-        self.assertFalse(self.c.create("subjectaccessreviews", stranger)["status"]["allowed"])
+        # AlwaysAllow, as kube-apiserver's authorizer: anyone, without a reason (the fake
+        # denied users it did not know)
+        self.assertEqual(self.c.create("subjectaccessreviews", stranger)["status"],
+                         {"allowed": True})
+        FK.set_sar(default="known")
+        try:
+            self.assertEqual(self.c.create("subjectaccessreviews", stranger)["status"],
+                             {"allowed": False, "reason": "fakekube default: deny"})
+        finally:
+            FK.set_sar(default="mode")
         FK.set_sar(rules=[{"user": "e2e-admin", "resource": "deployments", "allowed": False,
                            "reason": "denied by test"}])
         try:

@@ -513,6 +513,10 @@ class FakeKube:
             status = {"allowed": ok}
             if why:
                 status["reason"] = why
+        if status is None and self.sar_default == "mode":
+            # the authorization mode's answer: AlwaysAllow allows every request, without a
+            # reason (RBAC answered above)
+            status = {"allowed": True}
         if status is None:
             allowed = self.sar_default == "allow" or (
                 self.sar_default == "known" and (
@@ -1186,8 +1190,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"added": data.get("user", "fakekube-user")})
         if p == "/sar" and m in ("PUT", "POST") and isinstance(data, dict):
             if "default" in data:
-                if data["default"] not in ("allow", "deny", "known"):
-                    raise A.bad_request("default must be allow, deny or known")
+                if data["default"] not in ("mode", "allow", "deny", "known"):
+                    raise A.bad_request("default must be mode, allow, deny or known")
                 app.sar_default = data["default"]
             if "rules" in data:
                 app.sar_rules = list(data["rules"])
@@ -1262,9 +1266,10 @@ def build_parser():
                     default="AlwaysAllow",
                     help="authorize requests as kube-apiserver's mode of that name: every "
                     "authenticated request (the default), or by the stored RBAC objects")
-    ap.add_argument("--sar-default", choices=("allow", "deny", "known"), default="known",
-                    help="SubjectAccessReview answer when no rule matches: allow, deny, or "
-                         "allow only known users / system:masters [known]")
+    ap.add_argument("--sar-default", choices=("mode", "allow", "deny", "known"), default="mode",
+                    help="SubjectAccessReview answer when no rule matches: the authorization "
+                         "mode's (AlwaysAllow: allowed, no reason), allow, deny, or allow only "
+                         "known users / system:masters [mode]")
     ap.add_argument("--service-endpoint", action="append", metavar="NS/NAME=HOST:PORT",
                     help="where Service NS/NAME is reachable (stands for its EndpointSlices); "
                          "APIServices naming it are proxied there (repeatable)")
