@@ -475,6 +475,8 @@ static double follow(struct scrape_podstate *st, enum scrape_counter c, double s
         for (uint16_t i = 0; i < prev->present; i++)
             before += prev->s[i].v;
         inc = sum >= before ? sum - before : 0;
+        if (c == SCRAPE_C_REQ)
+            st->req_reset |= sum < before;
     } else {
         for (uint16_t i = 0; i < n; i++) {
             uint64_t id = one ? 0 : now->id[i];
@@ -488,6 +490,8 @@ static double follow(struct scrape_podstate *st, enum scrape_counter c, double s
                 inc += v; /* new, or restarted: from 0 */
             else
                 inc += v - prev->s[j].v;
+            if (c == SCRAPE_C_REQ && j < prev->n && v < prev->s[j].v)
+                st->req_reset = true;
         }
     }
     /* keep this scrape's series, then the ones gone (newest first) */
@@ -556,6 +560,7 @@ void scrape_podstate_ok(struct scrape_podstate *st, struct scrape_window *w, int
      * workload where no pod has it. */
     /* a running total: a sample the ring ignores (not after its newest)
      * loses no increase, the next one carries it */
+    st->req_reset = false;
     scrape_ring_add(&st->requests, t_ms,
                     follow(st, SCRAPE_C_REQ, s->has_requests ? s->requests : 0, s, t_ms));
     st->req_seen = s->has_requests;

@@ -325,6 +325,8 @@ struct scrape_podstate {
     uint8_t nbuckets;
     uint8_t fail;            /**< enum scrape_fail of the last attempt; NONE when it succeeded */
     bool req_seen;           /**< the request metric was in the last good exposition */
+    bool req_reset;          /**< ...and a series of it fell since the scrape before (a
+                                  restart), or it is absent where it was before */
     bool has_inflight, has_queued;
     /** Per counter: its series at the last good scrape and those gone since
      *  (NULL until one), and the running total of their increases the rings

@@ -36,6 +36,10 @@ struct spod {
     int64_t log_after_ms;      /* rate limit of this pod's warnings */
     double gpus;
     double stale_departed;     /* gauges moved to departed when its scrapes went stale */
+    double unready_departed;   /* gauges moved to departed when it left Ready: given back at
+                                  its first good scrape once Ready again, unless its request
+                                  counter reset (targets.c) */
+    bool back;                 /* Ready again, that scrape not come yet */
     struct scrape_podstate st;
     uint32_t heap;             /* index in s->heap or SCRAPE_NO_HEAP */
     uint32_t phase;            /* ms within the interval */
@@ -114,5 +118,9 @@ void scrape_io_pod_free(struct spod *p);
 
 /** Free a workload: its pods (cancelling their scrapes), window and spec. */
 void scrape_io_wl_free(struct scrape *s, struct swl *w);
+/** A good scrape of p was recorded (st updated): the first after it is Ready
+ *  again gives back what it departed when it left Ready, unless its request
+ *  counter reset meanwhile (the requests it held were lost with the process). */
+void scrape_io_scraped(struct spod *p);
 
 #endif

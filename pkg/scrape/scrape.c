@@ -350,6 +350,7 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
             note_body(p->wl, x->bytes);
             scrape_podstate_ok(&p->st, &p->wl->win, p->started_ms, &x->s);
             if (p->st.fail == SCRAPE_FAIL_NONE) {
+                scrape_io_scraped(p);
                 s->stats.scrapes_ok++;
                 log_recovery(s, p, stamp);
             } else { /* the sample itself was refused */

@@ -188,7 +188,9 @@ struct scrape_result {
                                  and falls by completions seen. It also holds, while they
                                  do not answer, the last gauges of Ready pods 3 intervals
                                  without a good scrape (taken at scrape_get; given back when
-                                 they answer, kept when they are deleted first) */
+                                 they answer, kept when they are deleted first), and a pod's
+                                 out of Ready until its first good scrape once Ready again
+                                 (given back then, unless its request counter reset) */
     double p99_ms;          /**< p99 latency over the rate window, < 0 unknown */
     /** Token rates (tokens/s, counted like request_rate) when the spec names token
      *  metrics; NAN otherwise or when !valid. A workload whose pods lack the

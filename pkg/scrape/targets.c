@@ -105,6 +105,22 @@ static void stale_depart(struct scrape *s, struct swl *w, struct spod *p, int64_
     p->stale_departed = w->departed - before;
 }
 
+/* A pod out of Ready for a while (a readiness probe failing under load)
+ * still finishes the requests it held, and its request counter, read again
+ * once it is Ready, counts them: kept as departed they counted twice (a pod
+ * holding 250 flapping for 20 s added +40 % arrivals for a window). Its
+ * first good scrape then gives them back, unless the counter fell or is
+ * absent (the container restarted: they were lost, not finished). */
+void scrape_io_scraped(struct spod *p)
+{
+    if (!p->back || !p->wl)
+        return;
+    if (p->st.req_seen && !p->st.req_reset)
+        p->wl->departed -= p->unready_departed;
+    p->unready_departed = 0;
+    p->back = false;
+}
+
 /* The running scrape, if any, was asked for a pod that has since left the
  * backlog or moved, or for metrics changed since: its answer must not count. It is cancelled, and marked,
  * as a cancelled request whose answer was already in still reports it. */
@@ -237,9 +253,13 @@ static void pod_update(struct scrape *s, struct spod *p, const struct scrape_pod
         p->st.since_ms = stamp;
         p->st.ok_count = 0;
         p->st.req_seen = p->st.prompt_seen = p->st.gen_seen = false;
+        p->back = p->unready_departed != 0;
     }
     if (p->ready && !in->ready) {
+        double before = p->wl->departed;
         depart(s, p->wl, p, stamp);
+        p->unready_departed += p->wl->departed - before;
+        p->back = false;
         /* a scrape still running answers for requests that just departed
          * (its gauges, and in its counter what of them finished): none of
          * it may count again */
