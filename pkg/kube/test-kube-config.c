@@ -254,9 +254,9 @@ static void test_exec(void **state)
     /* beside a token, token file or client certificate the plugin is
      * checked but not run: client-go's exec authenticator steps aside for
      * them (before, a hard error) */
-    static const char *const with[] = {"    token: abc\n", "    tokenFile: /t\n",
-                                       "    client-certificate-data: aGVsbG8=\n"
-                                       "    client-key-data: aGVsbG8=\n"};
+    static const char cert[] = "    client-certificate-data: aGVsbG8=\n"
+                               "    client-key-data: aGVsbG8=\n";
+    static const char *const with[] = {"    token: abc\n", "    tokenFile: /t\n", cert};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(with); i++) {
         doc = xasprintf("%s    exec: {apiVersion: client.authentication.k8s.io/v1beta1, "
                         "command: x}\n%s", head, with[i]);
