@@ -115,8 +115,7 @@ int extmetrics_quantity_format(double v, char *out, size_t outlen)
 
 int extmetrics_quantity_milli(double v, char *out, size_t outlen)
 {
-    if (!isfinite(v) || fabs(v) >= 9e15)
-        return -EINVAL;
-    /* the nearest double to k/1000 reads back as k/1000's decimal */
+    /* the nearest double to k/1000 reads back as k/1000's decimal; NaN, the
+     * infinities and 9e15 and over stay what the format refuses */
     return extmetrics_quantity_format(round(v * 1000.0) / 1000.0, out, outlen);
 }
