@@ -270,6 +270,14 @@ int sim_config_set(struct sim_config *cfg, const char *key, const char *value, c
                    size_t errlen)
 {
     const struct key *k = util_table_find(keys, UTIL_ARRAY_LEN(keys), sizeof(keys[0]), key);
+    if (!k && strcmp(key, "predictive") == 0) {
+        /* The policy list chooses the rows; ignoring the key left
+         * `predictive: false` replaying the forecaster all the same. */
+        snprintf(err, errlen,
+                 "predictive: not a simulator key; the policy list chooses the rows "
+                 "(predictive: false is the reactive row)");
+        return -EINVAL;
+    }
     if (!k) {
         int rc = policy_config_set(&cfg->policy, key, value, err, errlen);
         if (rc == -ENOENT)

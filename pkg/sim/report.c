@@ -70,6 +70,14 @@ static void shared_cells(double vs_oracle, int64_t sla_intervals, int64_t interv
     snprintf(c->pct, sizeof(c->pct), "%.3f%%", requests > 0 ? 100.0 * over / requests : 0);
 }
 
+int sim_hour_digits(double h)
+{
+    if (!(h > 0) || h >= 0.05)
+        return 1;
+    int d = (int)ceil(-log10(h)) + 2;
+    return d > 9 ? 9 : d;
+}
+
 void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
                       const struct sim_report_info *info, const struct sim_result *r)
 {
@@ -174,8 +182,9 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
             snprintf(worst, sizeof(worst), ">1h");
         else
             snprintf(worst, sizeof(worst), "%.1fs", x->max_p99_ms / 1000);
-        util_buf_printf(b, "%-12s %10.1f %9s %14s %9s %8lld %6lld %5d %6.1f %9s\n",
-                        sim_policy_name(x->policy), x->gpu_hours, cl.vs, cl.miss, cl.pct,
+        util_buf_printf(b, "%-12s %10.*f %9s %14s %9s %8lld %6lld %5d %6.1f %9s\n",
+                        sim_policy_name(x->policy), sim_hour_digits(x->gpu_hours), x->gpu_hours,
+                        cl.vs, cl.miss, cl.pct,
                         (long long)x->scaling_actions, (long long)x->flaps, x->peak_replicas,
                         x->mean_replicas, worst);
     }
@@ -197,7 +206,8 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
                 snprintf(cov, sizeof(cov), "%.1f%%", 100.0 * x->plan_coverage);
             else
                 snprintf(cov, sizeof(cov), "-");
-            util_buf_printf(b, "%-12s %10.1f %9s %14s %9s %8lld %6lld %9s\n", q, x->gpu_hours,
+            util_buf_printf(b, "%-12s %10.*f %9s %14s %9s %8lld %6lld %9s\n", q,
+                            sim_hour_digits(x->gpu_hours), x->gpu_hours,
                             cl.vs, cl.miss, cl.pct, (long long)x->scaling_actions,
                             (long long)x->flaps, cov);
         }
@@ -225,10 +235,10 @@ void sim_report_table(struct util_buf *b, const struct sim_config *cfg,
                         cfg->policy.max_replicas, need);
     if (r->oracle_gpu_hours > 0)
         util_buf_printf(b,
-                        "\nvs oracle: GPU-hours / %.1f, the oracle's (perfect foresight of the "
+                        "\nvs oracle: GPU-hours / %.*f, the oracle's (perfect foresight of the "
                         "trace, same serving model and cold start, p99 within the SLA every "
                         "second)\n",
-                        r->oracle_gpu_hours);
+                        sim_hour_digits(r->oracle_gpu_hours), r->oracle_gpu_hours);
 }
 
 /* Shortest exact-enough decimal for CSV/JSON: integers without a point;

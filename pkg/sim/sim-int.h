@@ -144,6 +144,12 @@ void sim_hpa_free(struct sim_hpa *h);
 int32_t sim_hpa_sync(struct sim_hpa *h, int64_t now_ms, int32_t current, int32_t calc,
                      const char **reason);
 
+/* ---- report.c: shared by the reports --------------------------------------- */
+
+/** Decimals to show GPU-hours with: a tenth, or three significant digits
+ *  under 0.05 (a run of minutes held 0.03 GPU-hours, which read as 0.0). */
+int sim_hour_digits(double gpu_hours);
+
 /* ---- clock.c: time labels of the reports ---------------------------------- */
 
 /** Times from this one on (2000-01-01T00:00:00Z, in seconds) are UNIX time. */

@@ -351,7 +351,7 @@ static double summary(struct util_buf *b, const struct sim_result *r, double y,
                         "fill=\"%s\"/>\n",
                         LEFT, y - 12, colors[x->policy]);
         text(b, LEFT + 22, y, "start", 14, C_TEXT, "bold", sim_policy_name(x->policy));
-        snprintf(s, sizeof(s), "%.1f", x->gpu_hours); /* as the table (0 for 0.4 said none) */
+        snprintf(s, sizeof(s), "%.*f", sim_hour_digits(x->gpu_hours), x->gpu_hours); /* as the table */
         text(b, col[0].x, y, "end", 14, C_TEXT, "bold", s);
         if (isfinite(x->gpu_hours_vs_oracle))
             snprintf(s, sizeof(s), "%.2fx", x->gpu_hours_vs_oracle);

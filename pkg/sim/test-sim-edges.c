@@ -2,7 +2,8 @@
 /* Simulator tests at the edges of its settings: a cold start of a fraction of
  * a second, a decision interval longer than every window, an SLA of the
  * latency the simulator gives requests no replica serves, a chart of a
- * run of a few intervals. */
+ * run of a few intervals, GPU-hours of a run of minutes, a policy key the
+ * simulator cannot honour. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -148,6 +149,54 @@ static void test_svg_short_run(void **st)
     sim_result_free(r);
 }
 
+/* A run of two minutes on one GPU holds 1/30 of a GPU-hour: the table, its
+ * oracle footer and the chart show 0.0333, not 0.0 (and "GPU-hours / 0.0"). */
+static void test_small_gpu_hours_shown(void **st)
+{
+    (void)st;
+    static double buf[120];
+    struct trace tr = step_trace(buf, 120, 0, 5, 5);
+    struct sim_config c;
+    base_cfg(&c);
+    c.initial_replicas = 1;
+    c.policies = 1u << SIM_STATIC_PEAK | 1u << SIM_ORACLE;
+    char err[256];
+    struct sim_result *r = NULL;
+    assert_int_equal(sim_config_validate(&c, err, sizeof(err)), 0);
+    assert_int_equal(sim_run(&c, &tr, NULL, &r, err, sizeof(err)), 0);
+    assert_true(r->oracle_gpu_hours > 0.03 && r->oracle_gpu_hours < 0.04);
+    struct sim_report_info info = {"two minutes", 1, 120, 0, 0};
+    struct util_buf b = {0};
+    sim_report_table(&b, &c, &info, r);
+    assert_non_null(strstr(b.data, "GPU-hours / 0.0333,"));
+    assert_non_null(strstr(b.data, "    0.0333 "));
+    assert_null(strstr(b.data, " 0.0 "));
+    util_buf_free(&b);
+    sim_report_svg(&b, &c, &info, r);
+    assert_non_null(strstr(b.data, ">0.0333<"));
+    util_buf_free(&b);
+    sim_result_free(r);
+    assert_int_equal(sim_hour_digits(6742.63), 1);
+    assert_int_equal(sim_hour_digits(0.05), 1);
+    assert_int_equal(sim_hour_digits(0.0004), 6);
+    assert_int_equal(sim_hour_digits(0), 1);
+}
+
+/* `predictive` is a policy key the simulator cannot honour (the policy list
+ * chooses the rows): refused, naming the reactive row, where it was ignored
+ * and `predictive: false` replayed the forecaster all the same. */
+static void test_predictive_key_refused(void **st)
+{
+    (void)st;
+    struct sim_config c;
+    base_cfg(&c);
+    char err[256] = "";
+    assert_int_equal(sim_config_set(&c, "predictive", "false", err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "predictive: not a simulator key"));
+    assert_non_null(strstr(err, "reactive row"));
+    assert_int_equal(sim_config_set(&c, "scale-out-after", "1m", err, sizeof(err)), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -155,6 +204,8 @@ int main(void)
         cmocka_unit_test(test_long_tick_reads_its_own_rate),
         cmocka_unit_test(test_sla_under_the_latency_cap),
         cmocka_unit_test(test_svg_short_run),
+        cmocka_unit_test(test_small_gpu_hours_shown),
+        cmocka_unit_test(test_predictive_key_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
