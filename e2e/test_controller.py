@@ -2804,6 +2804,22 @@ checkpoint: {configmap: sdel-e2e, configmaps: 1}
             g.stop()
             self.c.delete("deployments", "failscale", self.ns)
 
+    def test_61_replicas_above_a_million_are_brought_to_max(self):
+        """A Deployment at 2,000,000 replicas (Kubernetes allows up to 2^31-1) is brought to
+        max-replicas. The cache clamps counts at 1,000,000, and the /scale read found 2,000,000,
+        took it for a hand change since the decision, and never wrote. No pods: the bounds
+        apply without metrics."""
+        self.c.create("deployments", deployment("huge", 2000000, ANNOTATIONS, self.metrics.port),
+                      self.ns)
+        g = self.start(ident="inst-huge")
+        try:
+            wait_for(lambda: self.replicas("huge") == 8, 30, what="2000000 -> max-replicas 8")
+            self.assertNotIn("replicas changed to 2000000", g.text())
+        finally:
+            g.stop()
+            self.c.delete("deployments", "huge", self.ns)
+
+
 # The tests that took 10 s or more in one run of the whole file (the number after "test_"; the
 # others took 1-9 s, counted as 5): what the parts are balanced on. A stale figure only
 # unbalances the parts, it never drops a test.

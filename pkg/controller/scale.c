@@ -155,13 +155,16 @@ static void scale_read(const struct kube_result *res, void *arg)
     const char *uid = json_string_value(json_object_get(meta, "uid"));
     json_int_t cur = json_integer_value(json_object_get(json_object_get(res->body, "spec"),
                                                         "replicas"));
+    /* the decision's count came from the cache, which clamps (2000000 read
+     * as 1000000 there and as a hand change here: never written down) */
+    json_int_t seen = cur > KUBE_MAX_COUNT ? KUBE_MAX_COUNT : cur;
     if (uid && r->uid[0] && strcmp(uid, r->uid) != 0) {
         LOGW_INFO(SUB, r->ns, r->name, "the Deployment was deleted and made again since the "
                   "decision to scale to %d; not writing", r->target);
         scale_req_done(r, false);
         return;
     }
-    if (cur != r->from && cur != r->target) {
+    if (seen != r->from && cur != r->target) {
         LOGW_INFO(SUB, r->ns, r->name, "replicas changed to %lld since the decision to scale "
                   "%d -> %d (by hand, another writer, or a view one write behind); not "
                   "writing: the next tick decides on %lld", (long long)cur, r->from, r->target,

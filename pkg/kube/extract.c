@@ -13,7 +13,7 @@
 
 #include "store-int.h"
 
-#define MAX_COUNT 1000000
+#define MAX_COUNT KUBE_MAX_COUNT
 
 /* ---- time ------------------------------------------------------------------ */
 

@@ -552,6 +552,11 @@ int64_t kube_reflector_down_ms(const struct kube_reflector *r);
  * the cache; pointers are valid until the next loop iteration that delivers
  * a watch event, so copy what must survive a tick.
  */
+/** The cache's counts (replicas, GPUs) are clamped to 0..KUBE_MAX_COUNT, which
+ *  keeps the sums and products of the policy in range: a count read from the
+ *  API elsewhere is compared after the same clamp. */
+#define KUBE_MAX_COUNT 1000000
+
 struct kube_deployment {
     const char *ns;
     const char *name;
@@ -561,7 +566,8 @@ struct kube_deployment {
     int64_t observed_generation;
     int64_t created_ms;           /**< creationTimestamp, ms since the epoch */
     bool deleting;                /**< deletionTimestamp set */
-    int32_t spec_replicas;        /**< spec.replicas (1 when absent, the API default) */
+    int32_t spec_replicas;        /**< spec.replicas (1 when absent, the API default),
+                                       clamped to KUBE_MAX_COUNT */
     /** How many times the cache saw spec.replicas change (events and relists), from
      *  0 when it first stored the Deployment: a scale by hand to 4 and back to 0
      *  between two ticks shows here, where metadata.generation also moves with
