@@ -103,7 +103,11 @@ int main(int argc, char **argv)
                sim_policy_name(w[d].policy), cpu_seconds() - a, res[d]->scen[0].gpu_hours,
                (long long)res[d]->choice[PLAN_CHOICE_OPTIMAL].reserved);
     }
-    struct plan_result *total = plan_total(&cfg, res, DEPLOYMENTS);
+    struct plan_result *total = NULL;
+    if (plan_total(&cfg, res, DEPLOYMENTS, &total, err, sizeof(err)) != 0) {
+        fprintf(stderr, "bench-plan: %s\n", err);
+        return 1;
+    }
     double cpu = cpu_seconds() - t0;
     printf("  total: %.3f s CPU for the 10 plans and their total (target: under 2 s); "
            "%.0f s replayed at 1 s, %.0f s of forecaster seeding; reserve %lld GPUs\n",

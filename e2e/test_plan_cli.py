@@ -212,9 +212,36 @@ class TraceTest(unittest.TestCase):
         self.assertEqual([p['policy'] for p in doc['plans']], ['predictive', 'hpa'])
         total = doc['total']
         self.assertEqual(total['deployments'], 2)
+        # the histories end 21 h apart (6 days of svc.csv, 5 from 3 h of other.csv): the
+        # total adds the steps of the same clock time over the 27 h both horizons cover
+        # (it added step i to step i, a service's 15:00 to the other's 12:00)
+        h = total['horizon']
+        self.assertEqual((h['begin_s'], h['step_s'], h['steps']), (6 * 86400, 3600, 27))
+        self.assertIn('the histories end at different times', r.stdout)
         for s in range(2):
-            parts = sum(p['scenarios'][s]['gpu_hours'] for p in doc['plans'])
-            self.assertAlmostEqual(total['scenarios'][s]['gpu_hours'], parts, delta=1e-6 * parts)
+            want = [0.0] * h['steps']
+            for p in doc['plans']:
+                off = round((h['begin_s'] - p['horizon']['begin_s']) / 3600)
+                for i in range(h['steps']):
+                    want[i] += p['scenarios'][s]['gpus'][off + i]
+            for got, w in zip(total['scenarios'][s]['gpus'], want):
+                self.assertAlmostEqual(got, w, delta=1e-3)
+            self.assertAlmostEqual(total['scenarios'][s]['gpu_hours'], sum(want),
+                                   delta=1e-3 * sum(want))
+
+    def test_config_file_of_deployments_that_share_no_hour(self):
+        late = os.path.join(self.tmp.name, 'late.csv')
+        write_trace(late, 5, dt=300, t0=4 * 86400)
+        cfg = os.path.join(self.tmp.name, 'apart.yaml')
+        with open(cfg, 'w') as f:
+            f.write('horizon: 2d\ncapacity-per-gpu: 5\np99-latency-target: 6s\n'
+                    'service-time: 2s\nmax-replicas: 300\ndeployments:\n'
+                    '  - name: chat\n    trace: svc.csv\n'
+                    '  - name: late\n    trace: late.csv\n')
+        r = run('--config', cfg)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("total: the plans share no hour: chat's horizon ends before late's begins",
+                      r.stderr)
 
     def test_too_little_history(self):
         short = os.path.join(self.tmp.name, 'short.csv')

@@ -626,8 +626,10 @@ int cmd_plan(int argc, char **argv)
             goto out;
         }
     }
-    if (multi)
-        total = plan_total(&pc, res, n);
+    if (multi && plan_total(&pc, res, n, &total, err, sizeof(err)) != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        goto out;
+    }
 
     code = 1;
     if (!json_stdout) {

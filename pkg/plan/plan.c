@@ -81,6 +81,8 @@ static void alloc_scenarios(const struct plan_config *cfg, struct plan_result *r
         sr->demand = xcalloc(r->nsteps, sizeof(double));
         sr->gpus = xcalloc(r->nsteps, sizeof(double));
         sr->gpus_max = xcalloc(r->nsteps, sizeof(double));
+        sr->step_requests = xcalloc(r->nsteps, sizeof(double));
+        sr->step_sla_minutes = xcalloc(r->nsteps, sizeof(double));
     }
 }
 
@@ -175,19 +177,49 @@ out:
     return rc;
 }
 
-struct plan_result *plan_total(const struct plan_config *cfg, struct plan_result *const *parts,
-                               size_t n)
+int plan_total(const struct plan_config *cfg, struct plan_result *const *parts, size_t n,
+               struct plan_result **out, char *err, size_t errlen)
 {
+    /* the steps every plan covers: from the latest first step to the
+     * earliest end (the plans' steps sit on one grid, cfg's step from 0) */
+    int64_t b = INT64_MIN, e = INT64_MAX;
+    size_t late = 0, early = 0;
+    for (size_t p = 0; p < n; p++) {
+        const struct plan_result *x = parts[p];
+        int64_t end = x->t_begin_ms + (int64_t)x->nsteps * x->step_ms;
+        if (x->step_ms != cfg->step_ms || x->t_begin_ms % cfg->step_ms != 0) {
+            snprintf(err, errlen, "total: %s is not planned in steps of the config's",
+                     x->name);
+            return -EINVAL;
+        }
+        if (x->t_begin_ms > b) {
+            b = x->t_begin_ms;
+            late = p;
+        }
+        if (end < e) {
+            e = end;
+            early = p;
+        }
+    }
+    if (n > 0 && e <= b) {
+        snprintf(err, errlen,
+                 "total: the plans share no hour: %s's horizon ends before %s's begins "
+                 "(their histories end further apart than the horizon); plan them apart or "
+                 "give histories that end together",
+                 parts[early]->name, parts[late]->name);
+        return -EINVAL;
+    }
     struct plan_result *r = xcalloc(1, sizeof(*r));
     r->name = xstrdup("total");
     r->nparts = n;
     r->step_ms = cfg->step_ms;
-    r->nsteps = n ? parts[0]->nsteps : 0;
-    r->t_begin_ms = n ? parts[0]->t_begin_ms : 0;
+    r->nsteps = n ? (size_t)((e - b) / cfg->step_ms) : 0;
+    r->t_begin_ms = n ? b : 0;
     r->gpus_per_replica = 1;
     alloc_scenarios(cfg, r);
     for (size_t p = 0; p < n; p++) {
         const struct plan_result *x = parts[p];
+        size_t off = (size_t)((b - x->t_begin_ms) / cfg->step_ms);
         r->hist_requests += x->hist_requests;
         r->min_replicas += x->min_replicas;
         r->max_replicas += x->max_replicas;
@@ -195,11 +227,14 @@ struct plan_result *plan_total(const struct plan_config *cfg, struct plan_result
         r->replay.seeded_s += x->replay.seeded_s;
         for (size_t s = 0; s < r->nscen && s < x->nscen; s++) {
             struct plan_scenario_result *sr = &r->scen[s];
-            sr->requests += x->scen[s].requests;
-            sr->sla_minutes += x->scen[s].sla_minutes;
-            for (size_t i = 0; i < r->nsteps && i < x->nsteps; i++) {
-                sr->gpus[i] += x->scen[s].gpus[i];
-                sr->gpus_max[i] += x->scen[s].gpus_max[i];
+            const struct plan_scenario_result *xs = &x->scen[s];
+            for (size_t i = 0; i < r->nsteps; i++) {
+                sr->gpus[i] += xs->gpus[off + i];
+                sr->gpus_max[i] += xs->gpus_max[off + i];
+                sr->step_requests[i] += xs->step_requests[off + i];
+                sr->step_sla_minutes[i] += xs->step_sla_minutes[off + i];
+                sr->requests += xs->step_requests[off + i];
+                sr->sla_minutes += xs->step_sla_minutes[off + i];
             }
         }
     }
@@ -208,7 +243,8 @@ struct plan_result *plan_total(const struct plan_config *cfg, struct plan_result
         r->scen[s].demand = NULL; /* request rates of different services do not add */
     }
     plan_result_finish(cfg, r);
-    return r;
+    *out = r;
+    return 0;
 }
 
 void plan_result_free(struct plan_result *r)
@@ -225,6 +261,8 @@ void plan_result_free(struct plan_result *r)
         xfree(r->scen[s].demand);
         xfree(r->scen[s].gpus);
         xfree(r->scen[s].gpus_max);
+        xfree(r->scen[s].step_requests);
+        xfree(r->scen[s].step_sla_minutes);
     }
     xfree(r);
 }

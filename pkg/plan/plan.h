@@ -283,6 +283,8 @@ struct plan_scenario_result {
     double *demand;             /**< per step: forecast demand (req/s, smooth), owned */
     double *gpus;               /**< per step: mean GPUs held, owned */
     double *gpus_max;           /**< per step: most GPUs held, owned */
+    double *step_requests;      /**< per step: forecast requests, owned */
+    double *step_sla_minutes;   /**< per step: expected minutes over the SLA, owned */
 };
 
 /** A reserved commitment and what it costs and risks in each scenario. */
@@ -348,13 +350,15 @@ int plan_run(const struct plan_config *cfg, const struct plan_workload *w,
              const struct trace *history, struct plan_result **out, char *err, size_t errlen);
 
 /**
- * Sum plans step by step (from each plan's first step: the histories are
- * taken to end together) into a total with its own baseline, peaks and
- * commitment, the reserved GPUs being one pool. The plans must share the
- * config's horizon and step (plan_run of one cfg). Returns a new result.
+ * Sum plans hour by hour (by time: the steps at the same clock time) into a
+ * total with its own baseline, peaks and commitment, the reserved GPUs being
+ * one pool. The total covers the steps every plan covers: histories that end
+ * at different times leave it shorter than the horizon. The plans must share
+ * the config's step (plan_run of one cfg). Returns 0 and a new result in
+ * *out, or -EINVAL with a message when the plans share no step.
  */
-struct plan_result *plan_total(const struct plan_config *cfg, struct plan_result *const *parts,
-                               size_t n);
+int plan_total(const struct plan_config *cfg, struct plan_result *const *parts, size_t n,
+               struct plan_result **out, char *err, size_t errlen);
 
 void plan_result_free(struct plan_result *r);
 

@@ -317,6 +317,18 @@ static void sla_per_step(const struct sim_policy_result *pr, int64_t sla_ms, int
     }
 }
 
+/* The requests of the replay's intervals, added up per step. */
+static void requests_per_step(const struct sim_policy_result *pr, int64_t interval_ms,
+                              int64_t t0_ms, int64_t step_ms, size_t n, double *out)
+{
+    memset(out, 0, n * sizeof(double));
+    for (size_t i = 0; i < pr->npoints; i++) {
+        int64_t k = util_floor_div((int64_t)llround(pr->points[i].t_s * 1000) - t0_ms, step_ms);
+        if (k >= 0 && k < (int64_t)n)
+            out[k] += pr->points[i].demand_rps * (double)interval_ms / 1000.0;
+    }
+}
+
 /* The results' times moved by -shift_s (what replay() moved the trace by). */
 static void unshift(struct sim_result *r, double shift_s)
 {
@@ -475,8 +487,10 @@ static int replay_day(const struct plan_workload *w,
             sr->demand[i] = D;
             sr->gpus[i] = UTIL_MAX(minG, UTIL_MIN(maxG, want));
             sr->gpus_max[i] = UTIL_MAX(sr->gpus[i], UTIL_MAX(minG, UTIL_MIN(maxG, wmax)));
-            sr->requests += D * (double)m->step_ms / 1000.0 * req_ratio;
-            sr->sla_minutes += UTIL_MAX(V[p], step_min * short_share(want, wmax, maxG));
+            sr->step_requests[i] = D * (double)m->step_ms / 1000.0 * req_ratio;
+            sr->step_sla_minutes[i] = UTIL_MAX(V[p], step_min * short_share(want, wmax, maxG));
+            sr->requests += sr->step_requests[i];
+            sr->sla_minutes += sr->step_sla_minutes[i];
         }
     }
 out:
@@ -499,7 +513,6 @@ static int replay_horizon(const struct plan_workload *w, const struct plan_model
                           size_t errlen)
 {
     int64_t h_ms = (int64_t)r->nsteps * m->step_ms;
-    double *V = xmalloc(r->nsteps * sizeof(double));
     int rc = 0;
     g->flat = false;
     g->h0_ms = r->t_begin_ms;
@@ -516,17 +529,19 @@ static int replay_horizon(const struct plan_workload *w, const struct plan_model
         const struct sim_policy_result *pr = &res->pol[0];
         plan_curve_from_changes(pr, r->gpus_per_replica, sim_config_placeable(&w->sim),
                                 r->t_begin_ms, m->step_ms, r->nsteps, sr->gpus, sr->gpus_max);
-        sla_per_step(pr, r->sla_ms, w->sim.interval_ms, r->t_begin_ms, m->step_ms, r->nsteps, V);
+        sla_per_step(pr, r->sla_ms, w->sim.interval_ms, r->t_begin_ms, m->step_ms, r->nsteps,
+                     sr->step_sla_minutes);
+        requests_per_step(pr, w->sim.interval_ms, r->t_begin_ms, m->step_ms, r->nsteps,
+                          sr->step_requests);
         sr->sla_minutes = 0;
         for (size_t i = 0; i < r->nsteps; i++) {
             sr->demand[i] = gen_smooth_mean(g, r->t_begin_ms + (int64_t)i * m->step_ms,
                                             m->step_ms);
-            sr->sla_minutes += V[i];
+            sr->sla_minutes += sr->step_sla_minutes[i];
         }
         sr->requests = pr->requests;
         sim_result_free(res);
     }
-    xfree(V);
     return rc;
 }
 

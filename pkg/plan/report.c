@@ -134,6 +134,14 @@ void plan_report_table(struct util_buf *b, const struct plan_config *cfg,
         util_buf_printf(b, "%s x%g (%.0f%%)", s ? "," : "", r->scen[s].growth,
                         r->scen[s].weight * 100);
     util_buf_puts(b, " at its end\n");
+    if (total && (int64_t)r->nsteps * r->step_ms < cfg->horizon_ms) {
+        dur(cfg->horizon_ms, c, sizeof(c));
+        util_buf_printf(b,
+                        "  shared    the hours every plan covers, added at the same clock time: "
+                        "the histories end at different times, so the %s horizons overlap "
+                        "for less\n",
+                        c);
+    }
     prices_line(b, r);
 
     util_buf_printf(b, "\n%-10s %12s %11s %9s %9s %9s %9s\n", "scenario", "requests",

@@ -537,7 +537,7 @@ static void test_total(void **state)
 {
     (void)state;
     struct trace *a = synth(6, 300, 200, 0, false, 0.05, 0);
-    struct trace *b = synth(6, 300, 120, 0, false, 0.05, 12 * 3600); /* peaks 12 h apart */
+    struct trace *b = synth(6, 300, 120, 0, false, 0.05, 0);
     struct plan_config c;
     struct plan_workload wa, wb;
     struct plan_result *r[2];
@@ -548,8 +548,10 @@ static void test_total(void **state)
     workload(&wb, SIM_REACTIVE);
     assert_int_equal(plan_run(&c, &wa, a, &r[0], err, sizeof(err)), 0);
     assert_int_equal(plan_run(&c, &wb, b, &r[1], err, sizeof(err)), 0);
-    struct plan_result *t = plan_total(&c, r, 2);
+    struct plan_result *t = NULL;
+    assert_int_equal(plan_total(&c, r, 2, &t, err, sizeof(err)), 0);
     assert_int_equal(t->nparts, 2);
+    assert_int_equal(t->nsteps, r[0]->nsteps);
     for (size_t s = 0; s < t->nscen; s++) {
         assert_float_equal(t->scen[s].gpu_hours, r[0]->scen[s].gpu_hours + r[1]->scen[s].gpu_hours,
                            1e-6);
@@ -571,6 +573,64 @@ static void test_total(void **state)
     plan_workload_clear(&wb);
     trace_free(a);
     trace_free(b);
+}
+
+/* Histories that end 12 h apart: the total adds the steps of the same clock
+ * time over the 2.5 days both plans cover (it added step i to step i, one
+ * service's daily peak to the other's trough: a pool peak of about 2/3 of
+ * the real one). A history ending past the other's horizon shares no step:
+ * refused. */
+static void test_total_by_clock_time(void **state)
+{
+    (void)state;
+    struct trace *a = synth(6, 300, 200, 0, false, 0.05, 0);
+    struct trace *b = synth(6, 300, 200, 0, false, 0.05, 12 * 3600);
+    struct trace *late = synth(6, 300, 200, 0, false, 0.05, 4 * DAY_S);
+    struct plan_config c;
+    struct plan_workload w;
+    struct plan_result *r[3], *t = NULL;
+    char err[400];
+    plan_config_init(&c);
+    c.horizon_ms = 3 * DAY_S * 1000LL;
+    workload(&w, SIM_HPA);
+    assert_int_equal(plan_run(&c, &w, a, &r[0], err, sizeof(err)), 0);
+    assert_int_equal(plan_run(&c, &w, b, &r[1], err, sizeof(err)), 0);
+    assert_int_equal(plan_run(&c, &w, late, &r[2], err, sizeof(err)), 0);
+    assert_int_equal(r[1]->t_begin_ms - r[0]->t_begin_ms, 12 * 3600 * 1000LL);
+    assert_int_equal(plan_total(&c, r, 2, &t, err, sizeof(err)), 0);
+    size_t off = (size_t)(12 * 3600 * 1000LL / c.step_ms);
+    assert_int_equal(t->t_begin_ms, r[1]->t_begin_ms);
+    assert_int_equal(t->nsteps, r[0]->nsteps - off);
+    double sum = 0, by_index = 0;
+    for (size_t i = 0; i < t->nsteps; i++) {
+        assert_float_equal(t->scen[0].gpus[i], r[0]->scen[0].gpus[i + off] + r[1]->scen[0].gpus[i],
+                           1e-9);
+        sum += r[0]->scen[0].step_requests[i + off] + r[1]->scen[0].step_requests[i];
+        by_index = UTIL_MAX(by_index, r[0]->scen[0].gpus_max[i] + r[1]->scen[0].gpus_max[i]);
+    }
+    assert_float_equal(t->scen[0].requests, sum, 1e-6 * sum);
+    /* the same traffic by the clock: the peaks coincide */
+    assert_true((double)t->scen[0].peak_gpus >= 0.9 * (double)(r[0]->scen[0].peak_gpus +
+                                                               r[1]->scen[0].peak_gpus));
+    assert_true((double)t->scen[0].peak_gpus > 1.2 * by_index);
+    struct util_buf out = {0};
+    plan_report_table(&out, &c, NULL, NULL, t);
+    if (!strstr(out.data, "horizon   60h from"))
+        fail_msg("%s", out.data);
+    assert_non_null(strstr(out.data, "the histories end at different times"));
+    util_buf_free(&out);
+    plan_result_free(t);
+    t = NULL;
+    struct plan_result *apart[2] = {r[0], r[2]};
+    assert_int_equal(plan_total(&c, apart, 2, &t, err, sizeof(err)), -EINVAL);
+    assert_null(t);
+    assert_non_null(strstr(err, "the plans share no hour"));
+    for (size_t i = 0; i < 3; i++)
+        plan_result_free(r[i]);
+    plan_workload_clear(&w);
+    trace_free(a);
+    trace_free(b);
+    trace_free(late);
 }
 
 /* Same inputs, byte-identical reports. */
@@ -726,6 +786,7 @@ int main(void)
         cmocka_unit_test(test_seed_days),
         cmocka_unit_test(test_replay_of_a_history_before_0),
         cmocka_unit_test(test_total),
+        cmocka_unit_test(test_total_by_clock_time),
         cmocka_unit_test(test_deterministic_reports),
         cmocka_unit_test(test_plan_file),
         cmocka_unit_test(test_workload_keys),
