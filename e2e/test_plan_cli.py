@@ -243,6 +243,22 @@ class TraceTest(unittest.TestCase):
         self.assertIn("total: the plans share no hour: chat's horizon ends before late's begins",
                       r.stderr)
 
+    def test_a_stdout_that_cannot_be_written_fails(self):
+        """stdout's write errors end the run with exit 1 (they were not seen: exit 0), and
+        the output files of that run are left as they were."""
+        keep = os.path.join(self.tmp.name, 'keep.json')
+        with open(keep, 'w') as f:
+            f.write('old contents')
+        for extra in (['--json', keep], ['--json', '-']):
+            with open('/dev/full', 'w') as full:
+                r = subprocess.run([BIN, 'plan', '--trace', self.trace, *SERVING,
+                                    '--horizon', '2d', *extra], stdout=full,
+                                   stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn('stdout: write failed: No space left on device', r.stderr)
+            with open(keep) as f:
+                self.assertEqual(f.read(), 'old contents')
+
     def test_too_little_history(self):
         short = os.path.join(self.tmp.name, 'short.csv')
         write_trace(short, 2.5)

@@ -481,6 +481,54 @@ class InputTest(unittest.TestCase):
         self.assertTrue(slurp(keep, 'r').startswith('<?xml'))
         json.loads(slurp(new, 'r'))
 
+    def test_a_failed_write_leaves_every_output_as_it_was(self):
+        """Outputs are written in full beside their paths and put in place only when all
+        are: a write that fails (here the file size limit, as a full disk) leaves every
+        existing output as it was, creates none and leaves no temporary file; a stdout that
+        cannot be written (/dev/full) is exit 1. Before, the timeline was replaced, the report
+        truncated to the limit and kept, and stdout's errors were not seen (exit 0)."""
+        import resource
+        import signal
+        p = os.path.join(self.dir, 't.csv')
+        small_trace(p, 600)
+        d = os.path.join(self.dir, 'fsz')
+        os.mkdir(d)
+        tl, svg = os.path.join(d, 'tl.csv'), os.path.join(d, 'r.svg')
+        new = os.path.join(d, 'new.json')
+        for path in (tl, svg):
+            with open(path, 'w') as f:
+                f.write('old contents')
+
+        def limit():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+        args = ['--trace', p, *SMALL, '--policy', 'hpa', '--timeline', tl, '--report', svg,
+                '--json', new]
+        r = subprocess.run([BIN, 'simulate', *args], capture_output=True, text=True,
+                           timeout=TIMEOUT, preexec_fn=limit)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn('--report %s: write failed: File too large' % svg, r.stderr)
+        self.assertEqual(slurp(tl, 'r'), 'old contents')
+        self.assertEqual(slurp(svg, 'r'), 'old contents')
+        self.assertEqual(sorted(os.listdir(d)), ['r.svg', 'tl.csv'])
+        # the same run without the limit replaces both, with their mode
+        os.chmod(tl, 0o640)
+        r = run(*args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(slurp(tl, 'r').startswith('t_seconds,'))
+        self.assertTrue(slurp(svg, 'r').startswith('<?xml'))
+        self.assertEqual(os.stat(tl).st_mode & 0o777, 0o640)
+        self.assertEqual(sorted(os.listdir(d)), ['new.json', 'r.svg', 'tl.csv'])
+        # stdout
+        for extra in ([], ['--json', '-']):
+            with open('/dev/full', 'w') as full:
+                r = subprocess.run([BIN, 'simulate', '--trace', p, *SMALL, '--policy', 'hpa',
+                                    *extra], stdout=full, stderr=subprocess.PIPE, text=True,
+                                   timeout=TIMEOUT)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn('stdout: write failed: No space left on device', r.stderr)
+
     def test_config_errors_name_the_line(self):
         cfg = self.write('bad.yaml', 'capacity-per-gpu: 10\nsla: 5s\nno-such-key: 3\n')
         self.bad(['--config', cfg], 'bad.yaml:3', 'no-such-key')

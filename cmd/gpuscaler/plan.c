@@ -391,7 +391,8 @@ int cmd_plan(int argc, char **argv)
     struct plan_file file = {0};
     struct origins orig = {0};
     char *config = NULL;
-    struct outfile outs[] = {{PROG, "--report", NULL, -1, false}, {PROG, "--json", NULL, -1, false}};
+    struct outfile outs[] = {{PROG, "--report", NULL, -1, false, NULL},
+                             {PROG, "--json", NULL, -1, false, NULL}};
     struct outfile *report = &outs[0], *json = &outs[1];
     bool backtest = false, json_stdout = false;
     struct plan_config pc;
@@ -633,39 +634,37 @@ int cmd_plan(int argc, char **argv)
 
     code = 1;
     if (!json_stdout) {
+        util_buf_reset(&out);
         for (size_t d = 0; d < n; d++) {
-            util_buf_reset(&out);
             if (d)
                 util_buf_puts(&out, "\n");
             plan_report_table(&out, &pc, &ws[d], &infos[d], res[d]);
             if (backtest)
                 plan_report_backtest(&out, &bts[d], res[d]);
-            fwrite(out.data, 1, out.len, stdout);
         }
         if (total) {
-            util_buf_reset(&out);
             util_buf_puts(&out, "\n");
             plan_report_table(&out, &pc, NULL, NULL, total);
-            fwrite(out.data, 1, out.len, stdout);
         }
-        fflush(stdout);
+        if (outfile_stdout(PROG, &out) != 0)
+            goto out;
     }
+    /* every file staged before any is put in place: all or none */
     if (json_stdout || json->fd >= 0) {
         util_buf_reset(&out);
         plan_report_json(&out, &pc, wptr, infos, res, n, total, bts);
-        if (json_stdout) {
-            fwrite(out.data, 1, out.len, stdout);
-            fflush(stdout);
-        } else if (outfile_write(json, &out) != 0) {
+        if (json_stdout ? outfile_stdout(PROG, &out) != 0 : outfile_stage(json, &out) != 0)
             goto out;
-        }
     }
     if (report->fd >= 0) {
         util_buf_reset(&out);
         plan_report_svg(&out, &pc, res, n, total);
-        if (outfile_write(report, &out) != 0)
+        if (outfile_stage(report, &out) != 0)
             goto out;
     }
+    for (size_t k = 0; k < UTIL_ARRAY_LEN(outs); k++)
+        if (outs[k].fd >= 0 && outfile_commit(&outs[k]) != 0)
+            goto out;
     code = 0;
 out:
     for (size_t k = 0; k < UTIL_ARRAY_LEN(outs); k++) {

@@ -140,10 +140,10 @@ int cmd_simulate(int argc, char **argv)
     struct cmd_settings flags = {0}, file = {0};
     char *trace_path = NULL, *config = NULL;
     /* in the order they are written */
-    struct outfile outs[] = {{PROG, "--timeline", NULL, -1, false},
-                             {PROG, "--report", NULL, -1, false},
-                             {PROG, "--json", NULL, -1, false},
-                             {PROG, "--scale-log", NULL, -1, false}};
+    struct outfile outs[] = {{PROG, "--timeline", NULL, -1, false, NULL},
+                             {PROG, "--report", NULL, -1, false, NULL},
+                             {PROG, "--json", NULL, -1, false, NULL},
+                             {PROG, "--scale-log", NULL, -1, false, NULL}};
     struct outfile *timeline = &outs[0], *report = &outs[1], *json = &outs[2];
     struct outfile *scale_log = &outs[3];
     struct trace *tr = NULL;
@@ -260,37 +260,37 @@ int cmd_simulate(int argc, char **argv)
     code = 1;
     if (!json_stdout) {
         sim_report_table(&out, &cfg, &info, res);
-        fwrite(out.data, 1, out.len, stdout);
-        fflush(stdout);
+        if (outfile_stdout(PROG, &out) != 0)
+            goto out;
     }
+    /* every file staged before any is put in place: all or none */
     if (timeline->fd >= 0) {
         util_buf_reset(&out);
         sim_report_timeline_csv(&out, res);
-        if (outfile_write(timeline, &out) != 0)
+        if (outfile_stage(timeline, &out) != 0)
             goto out;
     }
     if (scale_log->fd >= 0) {
         util_buf_reset(&out);
         sim_report_scale_log_csv(&out, res);
-        if (outfile_write(scale_log, &out) != 0)
+        if (outfile_stage(scale_log, &out) != 0)
             goto out;
     }
     if (report->fd >= 0) {
         util_buf_reset(&out);
         sim_report_svg(&out, &cfg, &info, res);
-        if (outfile_write(report, &out) != 0)
+        if (outfile_stage(report, &out) != 0)
             goto out;
     }
     if (json_stdout || json->fd >= 0) {
         util_buf_reset(&out);
         sim_report_json(&out, &cfg, &info, res);
-        if (json_stdout) {
-            fwrite(out.data, 1, out.len, stdout);
-            fflush(stdout);
-        } else if (outfile_write(json, &out) != 0) {
+        if (json_stdout ? outfile_stdout(PROG, &out) != 0 : outfile_stage(json, &out) != 0)
             goto out;
-        }
     }
+    for (size_t k = 0; k < UTIL_ARRAY_LEN(outs); k++)
+        if (outs[k].fd >= 0 && outfile_commit(&outs[k]) != 0)
+            goto out;
     code = 0;
 out:
     for (size_t k = 0; k < UTIL_ARRAY_LEN(outs); k++) {
