@@ -58,7 +58,10 @@ void plan_result_finish(const struct plan_config *cfg, struct plan_result *r)
         sr->baseline_gpus = plan_baseline(sr->gpus, r->nsteps, r->step_ms, cfg->baseline_share);
         curves[s] = sr->gpus;
         weights[s] = sr->weight;
-        if (sr->growth == 1.0 && r->scen[r->ref].growth != 1.0)
+        /* the scenario nearest no growth (x1 when listed), the lower on a tie:
+         * not the first listed, which made `1.5,1.2` and `1.2,1.5` differ */
+        double d = fabs(sr->growth - 1), dref = fabs(r->scen[r->ref].growth - 1);
+        if (d < dref || (d == dref && sr->growth < r->scen[r->ref].growth))
             r->ref = s;
     }
     int64_t opt = plan_commit_optimal(&r->prices, curves, weights, r->nscen, r->nsteps, step_h,

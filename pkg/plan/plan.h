@@ -329,7 +329,8 @@ struct plan_result {
     int64_t sla_ms;
     size_t nscen;
     struct plan_scenario_result scen[PLAN_MAX_SCENARIOS];
-    size_t ref;                 /**< the reference scenario: growth 1 if listed, else the first */
+    size_t ref;                 /**< the reference scenario: the growth nearest 1 (the lower
+                                     on a tie) */
     struct plan_choice choice[PLAN_NCHOICES];
     struct plan_prices prices;
     double margin, baseline_share, rule_share;

@@ -215,7 +215,9 @@ void plan_report_backtest(struct util_buf *b, const struct plan_backtest *bt,
                     "\nbacktest: planned from the history before %s, replayed the policy on the "
                     "held-out %s (%s -> %s)\n",
                     a, d, a, c);
-    util_buf_printf(b, "  %-22s %12s %12s %9s\n", "", "planned x1", "actual", "error");
+    char planned[40];
+    snprintf(planned, sizeof(planned), "planned x%g", r->scen[r->ref].growth);
+    util_buf_printf(b, "  %-22s %12s %12s %9s\n", "", planned, "actual", "error");
     util_buf_printf(b, "  %-22s %12.1f %12.1f %+8.1f%%\n", "GPU-hours", bt->planned_gpu_hours,
                     bt->actual_gpu_hours, bt->gpu_hours_error * 100);
     util_buf_printf(b, "  %-22s %12.4g %12.4g %+8.1f%%\n", "requests", bt->planned_requests,

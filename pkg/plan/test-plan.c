@@ -633,6 +633,36 @@ static void test_total_by_clock_time(void **state)
     trace_free(late);
 }
 
+/* The reference scenario (the rule of thumb's, the backtest's) is the
+ * growth nearest 1, the lower on a tie, whatever the list's order (it was
+ * the first listed when x1 was not: 1.5,1.2 and 1.2,1.5 planned apart). */
+static void test_reference_scenario(void **state)
+{
+    (void)state;
+    struct trace *t = synth(4, 300, 200, 0, false, 0.05, 0);
+    struct plan_workload w;
+    workload(&w, SIM_HPA);
+    static const double lists[][3] = {{1.5, 1.2, 2}, {1.2, 1.5, 2}, {2, 0.8, 1.2}, {3, 1, 0.9}};
+    static const double want[] = {1.2, 1.2, 0.8, 1};
+    for (size_t k = 0; k < UTIL_ARRAY_LEN(lists); k++) {
+        struct plan_config c;
+        struct plan_result *r = NULL;
+        char err[400];
+        plan_config_init(&c);
+        c.horizon_ms = DAY_S * 1000LL;
+        c.nscenarios = 3;
+        for (size_t s = 0; s < 3; s++)
+            c.scenarios[s] = (struct plan_scenario){lists[k][s], 1.0 / 3};
+        assert_int_equal(plan_run(&c, &w, t, &r, err, sizeof(err)), 0);
+        assert_float_equal(r->scen[r->ref].growth, want[k], 0);
+        int64_t rule = (int64_t)floor(c.rule_share * (double)r->scen[r->ref].baseline_gpus + 1e-9);
+        assert_int_equal(r->choice[PLAN_CHOICE_RULE].reserved, rule);
+        plan_result_free(r);
+    }
+    plan_workload_clear(&w);
+    trace_free(t);
+}
+
 /* Same inputs, byte-identical reports. */
 static void test_deterministic_reports(void **state)
 {
@@ -787,6 +817,7 @@ int main(void)
         cmocka_unit_test(test_replay_of_a_history_before_0),
         cmocka_unit_test(test_total),
         cmocka_unit_test(test_total_by_clock_time),
+        cmocka_unit_test(test_reference_scenario),
         cmocka_unit_test(test_deterministic_reports),
         cmocka_unit_test(test_plan_file),
         cmocka_unit_test(test_workload_keys),
