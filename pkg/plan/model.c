@@ -77,7 +77,13 @@ int plan_steps_build(const struct trace *h, double scale, int64_t step_ms, struc
         char a[32], b[32];
         util_format_duration(step_ms, a, sizeof(a));
         util_format_duration(h->dt_ms, b, sizeof(b));
-        snprintf(err, errlen, "step: %s is finer than the history's %s buckets", a, b);
+        if (h->dt_ms > PLAN_DAY_MS / 24) /* no step can be that coarse: say what can work */
+            snprintf(err, errlen,
+                     "the history's %s buckets are coarser than the coarsest step, 1h: a plan "
+                     "needs buckets of 1h or finer",
+                     b);
+        else
+            snprintf(err, errlen, "step: %s is finer than the history's %s buckets", a, b);
         return -EINVAL;
     }
     int64_t t1 = h->t0_ms + (int64_t)h->n * h->dt_ms;

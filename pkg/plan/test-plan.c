@@ -255,6 +255,13 @@ static void test_refusals(void **state)
     c.step_ms = 5 * 60 * 1000;
     expect_refusal(&c, t, "step: 5m is finer than the history's 10m buckets");
     trace_free(t);
+    /* buckets coarser than any step: say so (it told to raise the step, which
+     * the step's range then refused) */
+    c.step_ms = 3600 * 1000;
+    t = synth(10, 7200, 100, 0, false, 0.02, 0);
+    expect_refusal(&c, t, "the history's 2h buckets are coarser than the coarsest step, 1h: a "
+                          "plan needs buckets of 1h or finer");
+    trace_free(t);
     /* a history longer than a plan reads (the trace reader refuses its row first) */
     c.step_ms = 3600 * 1000;
     t = synth(10, 600, 100, 0, false, 0.02, 0);
