@@ -524,17 +524,25 @@ static void decide(const struct policy_config *cfg, struct policy_state *st,
                  in->metrics_time_ms != POLICY_NEVER &&
                  in->now_ms - in->metrics_time_ms <= cfg->metrics_stale_after_ms;
     bool stale = !fresh || !(cfg->capacity_rps_per_gpu > 0 && cfg->capacity_rps_per_gpu <= 1e9);
-    if (stale && fresh && cur == 0 && in->request_rate > 0) {
-        /* requests arrive at zero replicas with nothing to size them with
-         * (capacity-per-gpu auto, nothing learned): one replica to learn from */
+    if (stale && fresh && cur == 0 &&
+        (in->request_rate > 0 || in->queue_depth >= POLICY_QUEUED)) {
+        /* requests arrive, or wait, at zero replicas with nothing to size them
+         * with (capacity-per-gpu auto, nothing learned): one replica to learn
+         * from (a queue alone, arrivals seen in stale ticks, held at zero) */
         reset_clocks(st);
         out->desired = clamp_i32(1, cfg->min_replicas, cfg->max_replicas);
         out->reason = POLICY_SCALED_OUT;
         st->last_scale_ms = in->now_ms;
-        snprintf(out->explain, sizeof(out->explain),
-                 "%.4g req/s arrive at 0 replicas, and no capacity-per-gpu to size with (auto: "
-                 "nothing learned yet): 0 -> %d",
-                 in->request_rate, out->desired);
+        if (in->request_rate > 0)
+            snprintf(out->explain, sizeof(out->explain),
+                     "%.4g req/s arrive at 0 replicas, and no capacity-per-gpu to size with "
+                     "(auto: nothing learned yet): 0 -> %d",
+                     in->request_rate, out->desired);
+        else
+            snprintf(out->explain, sizeof(out->explain),
+                     "%.4g requests wait at 0 replicas, and no capacity-per-gpu to size with "
+                     "(auto: nothing learned yet): 0 -> %d",
+                     in->queue_depth, out->desired);
         return;
     }
     if (stale) {

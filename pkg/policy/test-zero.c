@@ -154,6 +154,14 @@ static void test_zero_missing_metrics(void **s)
         {30, 1, 0, 0, 5, -1, NOFC, 1, POLICY_METRICS_UNAVAILABLE, 0, NULL},
     };
     run_ztable(&a, learn, UTIL_ARRAY_LEN(learn));
+    /* a queue without arrivals (they came in stale ticks) wakes it too, as
+     * it does with a capacity; it was held at zero */
+    const struct ptick queued[] = {
+        {0, 0, 0, 0, 0, -1, NOFC, 0, POLICY_METRICS_UNAVAILABLE, 0, "no capacity-per-gpu"},
+        {15, 0, 0, 0, 0, 0.4, NOFC, 0, POLICY_METRICS_UNAVAILABLE, 0, NULL},
+        {30, 0, 0, 0, 0, 5, NOFC, 1, POLICY_SCALED_OUT, 0, "5 requests wait at 0 replicas"},
+    };
+    run_ztable(&a, queued, UTIL_ARRAY_LEN(queued));
 }
 
 /* min-replicas 1 or more and 0 replicas: parked. Nothing scales it, whatever
