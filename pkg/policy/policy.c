@@ -562,6 +562,11 @@ static void decide(const struct policy_config *cfg, struct policy_state *st,
     if (cur < t.lo || cur > t.hi) {
         int64_t want = cur < t.lo ? UTIL_MAX((int64_t)t.lo, UTIL_MAX(t.need_now, t.need_fc))
                                   : t.hi;
+        /* up to min-replicas at once; what the load needs above it within
+         * max-scale-up-step, as every scale-out (1 -> 40 in one write) */
+        if (cur < t.lo && cfg->max_scale_up_step > 0)
+            want = UTIL_MAX((int64_t)t.lo,
+                            UTIL_MIN(want, (int64_t)cur + cfg->max_scale_up_step));
         out->desired = clamp_i32(want, t.lo, t.hi);
         out->reason = POLICY_CLAMPED;
         st->last_scale_ms = t.now;

@@ -172,8 +172,15 @@ static void test_bounds_and_up_step(void **s)
         {30, 4, 4, 100, NOFC, 5, POLICY_SCALED_OUT},
         {45, 5, 5, 100, NOFC, 6, POLICY_SCALED_OUT},
         {60, 6, 6, 100, NOFC, 6, POLICY_HOLD_AT_MAX},
+        /* below min-replicas under load: to min-replicas, and above it only a step at
+         * a time (it went 1 -> 6 in one write); the rules add the rest */
+        {75, 1, 1, 100, NOFC, 2, POLICY_CLAMPED},
+        {90, 2, 2, 100, NOFC, 3, POLICY_SCALED_OUT},
     };
     run_table(&c, rows, UTIL_ARRAY_LEN(rows));
+    c.max_scale_up_step = 3; /* 1 -> 4: min-replicas and the step above the count */
+    const struct tick more[] = {{0, 1, 1, 100, NOFC, 4, POLICY_CLAMPED}};
+    run_table(&c, more, UTIL_ARRAY_LEN(more));
 }
 
 static void test_missing_metrics_hold(void **s)
