@@ -816,6 +816,7 @@ int prom_line_parse(struct prom_parser *p, const char *line, size_t n)
 {
     const char *base = line, *e = line + n, *s = line;
     int rc = 0;
+    p->parsed += n;
     if (e > s && e[-1] == '\r')
         e--;
     if (p->saw_eof) {

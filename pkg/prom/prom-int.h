@@ -25,6 +25,7 @@ struct prom_parser {
     char *pend; /* unfinished line carried between chunks */
     size_t pend_len, pend_cap;
     uint64_t pend_joined; /* raw '\n's inside it (a label value's), counted as lines at its end */
+    bool joining; /* it goes on past a raw '\n' in a label value: skip_lex finds its end */
 
     char *fam; /* family of the last # HELP/# TYPE/# UNIT, NUL-terminated */
     size_t fam_len, fam_cap;
@@ -43,6 +44,7 @@ struct prom_parser {
     bool skip_comment; /* ... a comment's (or a long # HELP's): not counted as a sample */
     unsigned char skip_lex; /* where that line's lexer stands (stream.c, enum skip_lex) */
     bool open_quote; /* the last line parsed failed inside a quoted label value */
+    uint64_t parsed; /* bytes handed to prom_line_parse (its tests: each byte read once) */
     struct prom_error err; /* err.code != 0: sticky error */
 };
 

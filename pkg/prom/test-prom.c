@@ -12,6 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "prom/prom-int.h"
 #include "prom/prom.h"
 #include "prom/test-prom.h"
 #include "util/util.h"
@@ -960,6 +961,80 @@ static void test_line_cap_unwanted_raw_newline(void **state)
     coll_free(&c);
 }
 
+/* A label value of many raw newlines is read once: prom_line_parse gets each
+ * byte of the exposition once (p->parsed), but the two '\n's that end its
+ * lines, plus the head of the first line before its value was seen to go on,
+ * in one chunk or in any, read whole or by the filter's fast path. Each '\n'
+ * of the value used to parse the line so far again: 65,000 took 1.3 s of CPU
+ * in one feed. A line joined so past the cap is still refused (wanted) or
+ * skipped (not), its lines counted. */
+static void test_raw_newline_parsed_once(void **state)
+{
+    (void)state;
+    enum { NL = 20000 };
+    static const char head[] = "vllm:num_requests_running{a=\"";
+    struct util_buf b = {0};
+    util_buf_puts(&b, head);
+    for (int i = 0; i < NL; i++)
+        util_buf_puts(&b, "\n");
+    util_buf_puts(&b, "\",b=\"x\ny\\\n\"} 1\nnext 2\n");
+    static const size_t steps[] = {0, 1, 7, 4096};
+    for (int filtered = 0; filtered < 2; filtered++) {
+        for (size_t i = 0; i < UTIL_ARRAY_LEN(steps); i++) {
+            struct coll c = {0};
+            struct prom_error err = {0};
+            struct prom_parser *p = prom_parser_new(NULL, collect, &c);
+            if (filtered)
+                assert_int_equal(prom_parser_want(p, "next", PROM_MATCH_NAME), 0);
+            int rc = 0;
+            for (size_t off = 0; rc == 0 && off < b.len;) {
+                size_t n = steps[i] && steps[i] < b.len - off ? steps[i] : b.len - off;
+                rc = prom_parser_feed(p, b.data + off, n, &err);
+                off += n;
+            }
+            if (rc == 0)
+                rc = prom_parser_finish(p, &err);
+            if (rc != 0)
+                fail_msg("filtered %d step %zu: rc %d: %s", filtered, steps[i], rc, err.msg);
+            if (p->parsed != b.len - 2 + strlen(head))
+                fail_msg("filtered %d step %zu: %llu bytes parsed for %zu", filtered, steps[i],
+                         (unsigned long long)p->parsed, b.len - 2 + strlen(head));
+            struct prom_stats st;
+            prom_parser_stats(p, &st);
+            assert_int_equal(st.lines, NL + 4);
+            assert_int_equal(st.samples, 2);
+            assert_int_equal(c.n, filtered ? 1 : 2);
+            assert_int_equal(find(&c, "next", NULL)->line, NL + 4);
+            if (!filtered) {
+                const struct rec *r = find(&c, "vllm:num_requests_running", NULL);
+                assert_int_equal(strlen(r->labels), strlen("a=\"\",b=\"x\ny\\\n\"") + NL);
+                assert_int_equal(strspn(r->labels + 3, "\n"), NL);
+            }
+            prom_parser_free(p);
+            coll_free(&c);
+        }
+    }
+    util_buf_free(&b);
+    /* joined past the cap of 16: wanted, refused; not, skipped to its end */
+    static const char wanted[] = "w{a=\"0\n1\n2\n3\n4\n5\n6\n7\n8\n9\"} 1\n";
+    static const char other[] = "o{a=\"0\n1\n2\n3\n4\n5\n6\n\\\"\nw 3\n\"} 2\nw 4\n";
+    for (size_t step = 0; step < sizeof(other); step++) {
+        struct coll c = {0};
+        struct prom_stats st;
+        struct prom_error err = {0};
+        int rc = feed_wanting_w(wanted, step, &c, &st, &err);
+        if (rc != -E2BIG || c.n != 0)
+            fail_msg("step %zu: rc %d (%s)", step, rc, err.msg);
+        coll_free(&c);
+        rc = feed_wanting_w(other, step, &c, &st, &err);
+        if (rc != 0 || c.n != 1 || c.v[0].value != 4 || c.v[0].line != 11 || st.lines != 11)
+            fail_msg("step %zu: rc %d (%s) samples %zu lines %llu", step, rc, err.msg, c.n,
+                     (unsigned long long)st.lines);
+        coll_free(&c);
+    }
+}
+
+
 static void test_callback_stop(void **state)
 {
     (void)state;
@@ -1239,6 +1314,7 @@ int main(void)
         cmocka_unit_test(test_openmetrics),      cmocka_unit_test(test_errors),
         cmocka_unit_test(test_split_every_byte),
         cmocka_unit_test(test_raw_newline_in_label_value), cmocka_unit_test(test_size_cap),
+        cmocka_unit_test(test_raw_newline_parsed_once),
         cmocka_unit_test(test_line_cap),         cmocka_unit_test(test_line_cap_unwanted),
         cmocka_unit_test(test_line_cap_unwanted_raw_newline),
         cmocka_unit_test(test_callback_stop),
