@@ -43,6 +43,7 @@ struct prom_parser {
     bool skipping; /* inside a line over max_line that is an unwanted sample's or a comment's */
     bool skip_comment; /* ... a comment's (or a long # HELP's): not counted as a sample */
     unsigned char skip_lex; /* where that line's lexer stands (stream.c, enum skip_lex) */
+    uint64_t skip_line;     /* the line it began on */
     bool open_quote; /* the last line parsed failed inside a quoted label value */
     uint64_t parsed; /* bytes handed to prom_line_parse (its tests: each byte read once) */
     struct prom_error err; /* err.code != 0: sticky error */

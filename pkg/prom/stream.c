@@ -152,6 +152,7 @@ static int parse_line(struct prom_parser *p, const char *s, size_t n)
 static int over_cap(struct prom_parser *p, const char *head, uint64_t newlines)
 {
     size_t max = p->opts.max_line;
+    p->skip_line = p->lines + 1;
     p->lines += newlines;
     int how = prom_line_over_cap(p, head, max);
     p->pend_len = 0;
@@ -345,6 +346,14 @@ int prom_parser_finish(struct prom_parser *p, struct prom_error *err)
         return 0;
     p->finished = true;
     p->joining = false;
+    if (p->skipping && (p->skip_lex == SKIP_QUOTE || p->skip_lex == SKIP_ESCAPE)) {
+        /* the body ends inside a label value of the line skipped: it is
+         * unterminated, as when the line is read whole (the lines after its
+         * opening quote were taken into the value, unseen) */
+        p->err = (struct prom_error){.code = -EINVAL, .line = (size_t)p->skip_line};
+        snprintf(p->err.msg, sizeof(p->err.msg), "unterminated label value");
+        return set_err(p, err);
+    }
     if (p->skipping) /* a final line without '\n' */
         skipped_line(p);
     if (p->pend_len > 0) {

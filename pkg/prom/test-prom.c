@@ -961,6 +961,40 @@ static void test_line_cap_unwanted_raw_newline(void **state)
     coll_free(&c);
 }
 
+/* The body ending inside a label value of a skipped line is an unterminated
+ * label value at the line it began on, as when that line is read whole,
+ * whatever the chunks (it was taken as the end of the line, and the samples
+ * after its opening quote were lost without an error); so is a body that
+ * ends on a backslash there. */
+static void test_line_cap_unwanted_open_quote(void **state)
+{
+    (void)state;
+    static const char *const open[] = {
+        "w 1\nother{a=\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\nw 2\n",
+        "w 1\nother{a=\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\nw 2\n\\",
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(open); i++) {
+        for (size_t step = 0; step < strlen(open[i]) + 1; step++) {
+            struct coll c = {0};
+            struct prom_stats st;
+            struct prom_error err = {0};
+            int rc = feed_wanting_w(open[i], step, &c, &st, &err);
+            if (rc != -EINVAL || err.line != 2 || !strstr(err.msg, "unterminated label value"))
+                fail_msg("case %zu step %zu: rc %d line %zu (%s)", i, step, rc, err.line,
+                         err.msg);
+            coll_free(&c);
+        }
+        /* the same, read whole */
+        struct coll c = {0};
+        struct prom_error err = {0};
+        struct prom_parser_opts o = {.format = PROM_FMT_TEXT};
+        assert_int_equal(prom_parse(open[i], strlen(open[i]), &o, collect, &c, &err), -EINVAL);
+        assert_int_equal(err.line, 2);
+        assert_non_null(strstr(err.msg, "unterminated label value"));
+        coll_free(&c);
+    }
+}
+
 /* A label value of many raw newlines is read once: prom_line_parse gets each
  * byte of the exposition once (p->parsed), but the two '\n's that end its
  * lines, plus the head of the first line before its value was seen to go on,
@@ -1317,6 +1351,7 @@ int main(void)
         cmocka_unit_test(test_raw_newline_parsed_once),
         cmocka_unit_test(test_line_cap),         cmocka_unit_test(test_line_cap_unwanted),
         cmocka_unit_test(test_line_cap_unwanted_raw_newline),
+        cmocka_unit_test(test_line_cap_unwanted_open_quote),
         cmocka_unit_test(test_callback_stop),
         cmocka_unit_test(test_filter),           cmocka_unit_test(test_corpus_vllm),
         cmocka_unit_test(test_corpus_triton),    cmocka_unit_test(test_corpus_tgi),
