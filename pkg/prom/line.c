@@ -274,8 +274,15 @@ static int parse_meta(struct prom_parser *p, const char *s, const char *e, const
         s = skip_name(s + 1, e, C_NAME);
         nl = (size_t)(s - name);
     }
-    if (s < e && *s != ' ' && *s != '\t')
-        return fail(p, -EINVAL, COL(s), "invalid metric name in # %.*s", (int)kwl, kw);
+    if (s < e && *s != ' ' && *s != '\t') {
+        /* In the 0.0.4 format a # HELP's name ends where its characters do,
+         * and the rest is its text (promlex.l: the name, then "{C}*"), whose
+         * first byte promparse.go drops as the blank it expects there:
+         * `# HELP foo-bar x` is foo's. Its # TYPE is as strict as here. */
+        if (k != K_HELP || om)
+            return fail(p, -EINVAL, COL(s), "invalid metric name in # %.*s", (int)kwl, kw);
+        s++;
+    }
     s = skip_ws(s, e);
 
     switch (k) {
@@ -648,6 +655,8 @@ int prom_line_over_cap(struct prom_parser *p, const char *s, size_t n)
          * within the cap are read as a HELP line, the rest is skipped */
         const char *name = skip_ws(ke, e);
         const char *ne = name < e && *name == '"' ? e : token_end(name, e);
+        if (!om && name < e && (cls[(unsigned char)*name] & C_NAME0))
+            ne = skip_name(name + 1, e, C_NAME); /* the text may follow at once (parse_meta) */
         if (name < e && *name == '"') { /* a quoted name must close within the cap */
             for (const char *q = name + 1; q < e; q++) {
                 if (*q == '\\' && q + 1 < e) {

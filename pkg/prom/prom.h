@@ -19,7 +19,10 @@
  *    of counter, gauge, histogram, summary, untyped, and the OpenMetrics
  *    types gaugehistogram (also spelled gauge_histogram), stateset, info,
  *    unknown (= untyped). In the 0.0.4 format a `# HELP` or `# TYPE` with
- *    nothing after it is a comment, as in prometheus/common's expfmt.
+ *    nothing after it is a comment, as in prometheus/common's expfmt, and a
+ *    `# HELP`'s name ends where its characters do, the rest being its text
+ *    (`# HELP foo-bar x` is foo's), as promlex.l reads it; promparse.go's
+ *    dropping of the text's first byte is followed for its UTF-8 check.
  *  - OpenMetrics only: `# UNIT name unit`, and `# EOF`, which must be the
  *    last line; any other `#` line is an error. In the 0.0.4 format any other
  *    `#` line (and `# UNIT`, `# EOF`) is a comment.

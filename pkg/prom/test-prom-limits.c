@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for prom's leniency and limits: comments and # HELP texts over
- * the line cap, the cap on a sample's labels, and Prometheus 3's quoted
- * UTF-8 metric and label names. */
+ * the line cap, the cap on a sample's labels, Prometheus 3's quoted UTF-8
+ * metric and label names, and where a # HELP's name ends. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -195,6 +195,62 @@ static void test_quoted_names(void **state)
     coll_free(&c);
 }
 
+/* In the 0.0.4 format a # HELP's name ends where its characters do, and the
+ * rest of the line is its text, as in Prometheus' lexer (promlex.l), which
+ * drops the text's first byte as the blank expected there (a UTF-8 sequence
+ * begun there leaves the text invalid, as it does in Prometheus); such a
+ * line used to fail the scrape. Within the line cap or past it. # TYPE, and
+ * OpenMetrics' # HELP, still need the blank, as in Prometheus. */
+static void test_help_name_end(void **state)
+{
+    (void)state;
+    static const char *const good[] = {
+        "# HELP foo-bar requests served\n",
+        "# HELP foo{x=\"y\"} z\n",
+        "# HELP foo\"quoted\"\n",
+        "# HELP foo.\n",
+        "# HELP \"foo\"-bar x\n",
+        "# HELP foo-bar aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n", /* over the cap */
+        "# HELP foo-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(good); i++) {
+        for (size_t ml = 0; ml <= 24; ml += 24) {
+            struct util_buf b = {0};
+            util_buf_printf(&b, "%s# TYPE foo counter\nfoo_total 3\n", good[i]);
+            struct coll c = {0};
+            struct prom_error err = {0};
+            struct prom_parser_opts o = {.max_line = ml};
+            int rc = prom_parse(b.data, b.len, &o, collect, &c, &err);
+            if (rc != 0)
+                fail_msg("case %zu cap %zu: rc %d column %zu '%s'", i, ml, rc, err.column,
+                         err.msg);
+            assert_int_equal(c.n, 1);
+            assert_string_equal(c.v[0].family, "foo");
+            assert_int_equal(c.v[0].type, PROM_COUNTER);
+            assert_true(c.v[0].value == 3);
+            coll_free(&c);
+            util_buf_free(&b);
+        }
+    }
+    static const struct {
+        const char *text;
+        enum prom_format fmt;
+        const char *msg;
+    } bad[] = {
+        {"# TYPE foo-bar counter\n", PROM_FMT_TEXT, "invalid metric name in # TYPE"},
+        {"# HELP foo\xc3\xa9 x\n", PROM_FMT_TEXT, "not valid UTF-8"},
+        {"# HELP foo-bar x\n# EOF\n", PROM_FMT_OPENMETRICS, "invalid metric name in # HELP"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
+        struct coll c = {0};
+        struct prom_error err = {0};
+        int rc = parse_str(bad[i].text, bad[i].fmt, &c, &err);
+        if (rc != -EINVAL || err.line != 1 || !strstr(err.msg, bad[i].msg))
+            fail_msg("bad case %zu: rc %d line %zu '%s'", i, rc, err.line, err.msg);
+        coll_free(&c);
+    }
+}
+
 /* A wanted sample may have PROM_DEFAULT_MAX_LABELS labels, not one more
  * (the label table stays within that many entries, where a 64 KiB line of
  * 5-byte labels made 13,107); an unwanted one's are not read; the cap is
@@ -250,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_line_cap_comment),
         cmocka_unit_test(test_label_cap),
         cmocka_unit_test(test_quoted_names),
+        cmocka_unit_test(test_help_name_end),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
