@@ -87,7 +87,9 @@ static uint64_t mix64(uint64_t z)
  * hashed alone (a separator byte between name and value, so "ab","c" is not
  * "a","bc") and the labels' hashes are added, so that an exporter's label
  * order does not make it another series, in time linear in the labels
- * however many a line has (Prometheus sets no limit by default). */
+ * however many a line has (Prometheus sets no limit by default). A label
+ * with an empty value is no label, as Prometheus' scrape drops it
+ * (labels.Builder): `x{a=""}` and `x` are one series. */
 static uint64_t series_id(const struct prom_sample *ps, const char *skip)
 {
     uint64_t h = fnv(1469598103934665603ULL, ps->name, strlen(ps->name));
@@ -95,7 +97,8 @@ static uint64_t series_id(const struct prom_sample *ps, const char *skip)
     uint64_t sum = 0;
     for (size_t i = 0; i < ps->nlabels; i++) {
         const struct prom_label *l = &ps->labels[i];
-        if (skip && l->name_len == skip_len && memcmp(l->name, skip, skip_len) == 0)
+        if (l->value_len == 0 ||
+            (skip && l->name_len == skip_len && memcmp(l->name, skip, skip_len) == 0))
             continue;
         uint64_t lh = fnv(fnv(1469598103934665603ULL, l->name, l->name_len), "\xfe", 1);
         sum += mix64(fnv(lh, l->value, l->value_len));

@@ -536,6 +536,48 @@ static void test_series_many_labels(void **state)
     util_buf_free(&m);
 }
 
+/* A label with an empty value is no label, as Prometheus' scrape drops it:
+ * `x{a=""}` and `x` are one series, the first line counting (they were two,
+ * and the pod's sum counted the series twice), for the counters, the
+ * gauges and the histogram's series; a non-empty value is still another
+ * series. */
+static void test_series_empty_label(void **state)
+{
+    (void)state;
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_VLLM);
+    struct scrape_sample s;
+    char err[200];
+    assert_int_equal(extract("vllm:request_success_total{a=\"\"} 1\n"
+                             "vllm:request_success_total 2\n"
+                             "vllm:request_success_total{a=\"x\",b=\"\"} 4\n"
+                             "vllm:num_requests_running 3\n"
+                             "vllm:num_requests_running{engine=\"\"} 5\n"
+                             "vllm:num_requests_waiting{engine=\"\",model=\"m\"} 6\n"
+                             "vllm:num_requests_waiting{model=\"m\"} 7\n",
+                             &spec, 0, &s, err),
+                     0);
+    assert_int_equal(s.series[SCRAPE_C_REQ].n, 2);
+    assert_true(s.requests == 5);
+    assert_true(s.has_inflight && s.inflight == 3);
+    assert_true(s.has_queued && s.queued == 6);
+    scrape_spec_init(&spec, SCRAPE_GENERIC);
+    snprintf(spec.request_metric, sizeof(spec.request_metric), "req");
+    snprintf(spec.latency_metric, sizeof(spec.latency_metric), "lat");
+    assert_int_equal(extract("req 1\n"
+                             "lat_bucket{le=\"1\",model=\"\"} 1\n"
+                             "lat_bucket{le=\"1\"} 5\n"
+                             "lat_bucket{le=\"1\",model=\"x\"} 2\n"
+                             "lat_bucket{model=\"\",le=\"+Inf\"} 3\n"
+                             "lat_bucket{le=\"+Inf\",model=\"x\"} 2\n",
+                             &spec, 0, &s, err),
+                     0);
+    assert_int_equal(s.nbuckets, 2);
+    assert_int_equal(s.hser_n, 2);
+    assert_true(s.count[0] == 3 && s.count[1] == 5);
+    assert_int_equal(s.hsum_n[0], 2);
+}
+
 /* A metric with a Prometheus 3 UTF-8 name, quoted in the exposition (both
  * formats, the 0.0.4 counter family with its _total) and in the field,
  * with a matcher on a quoted label name: selected, and its scrape not failed. */
@@ -921,6 +963,7 @@ int main(void)
         cmocka_unit_test(test_reuse),           cmocka_unit_test(test_selector_parse),
         cmocka_unit_test(test_selector_extract), cmocka_unit_test(test_histogram_series),
         cmocka_unit_test(test_series_many_labels),
+        cmocka_unit_test(test_series_empty_label),
         cmocka_unit_test(test_quoted_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
