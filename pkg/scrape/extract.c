@@ -271,9 +271,12 @@ static int on_sample(const struct prom_sample *ps, void *arg)
             if (!l || prom_parse_float(l, strlen(l), &le) != 0 || isnan(le))
                 le = NAN;
         }
-        if (isnan(le) || !is_count(v))
+        /* a bucket without a numeric le (missing, "", " 1") is left out, as
+         * histogram_quantile skips it; a count that is no count drops the
+         * histogram */
+        if (!is_count(v))
             s->hist_dropped = true;
-        else
+        else if (!isnan(le))
             add_bucket(s, le, v, series_id(ps, "le"));
     }
     return 0;

@@ -79,7 +79,8 @@ struct scrape_sample {
     size_t nbuckets;     /**< distinct `le` bounds, sorted ascending */
     double le[SCRAPE_MAX_BUCKETS];
     double count[SCRAPE_MAX_BUCKETS]; /**< cumulative count per bound, summed */
-    bool hist_dropped;   /**< more bounds than the cap or a bad `le`: no histogram */
+    bool hist_dropped;   /**< more bounds than the cap, or a bucket's count no count:
+                              no histogram (a bucket without a numeric `le` is left out) */
     /** The histogram's series, each its label set but `le`: hser_n of them,
      *  their counts aligned with le[] (0 for a bound a series lacks), unless
      *  hser_overflow. 0 series with bounds: only count[] is known. hser_has:

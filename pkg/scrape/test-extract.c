@@ -367,7 +367,10 @@ static void test_gauge_series(void **state)
     assert_true(s.has_queued && s.queued == 2);
 }
 
-/* Too many distinct bounds or a bad le drop the histogram, not the pod. */
+/* Too many distinct bounds drop the histogram, not the pod; a bucket without
+ * a numeric le (missing, "", " 1", "fast") is left out, the other buckets
+ * kept, as histogram_quantile skips it (it dropped the pod's histogram); a
+ * bucket's count that is no count still drops it. */
 static void test_histogram_caps(void **state)
 {
     (void)state;
@@ -392,17 +395,36 @@ static void test_histogram_caps(void **state)
     snprintf(spec.request_metric, sizeof(spec.request_metric), "req");
     snprintf(spec.latency_metric, sizeof(spec.latency_metric), "lat");
     assert_int_equal(extract(badle, &spec, 0, &s, err), 0);
-    assert_int_equal(s.nbuckets, 0);
+    assert_false(s.hist_dropped);
+    assert_int_equal(s.nbuckets, 1);
+    assert_true(isinf(s.le[0]) && s.count[0] == 2);
     assert_true(s.requests == 1);
 
-    /* the same in a typed histogram, and a bucket without le: the pod keeps
-     * its rate (the parser used to fail the whole exposition there) */
+    /* the same in a typed histogram, with a bucket without le, one with an
+     * empty le and one with a blank in it: the pod keeps its rate (the
+     * parser used to fail the whole exposition there) and its histogram */
     static const char typed[] = "# TYPE lat histogram\nlat_bucket{le=\"0.5\"} 1\n"
-                                "lat_bucket{x=\"y\"} 1\nlat_bucket{le=\"+Inf\"} 2\nreq 3\n";
+                                "lat_bucket{x=\"y\"} 1\nlat_bucket{le=\"\"} 1\n"
+                                "lat_bucket{le=\" 1\"} 1\nlat_bucket{le=\"1e+00\"} 2\n"
+                                "lat_bucket{le=\"+Inf\"} 2\nreq 3\n";
     assert_int_equal(extract(typed, &spec, 0, &s, err), 0);
-    assert_true(s.hist_dropped);
-    assert_int_equal(s.nbuckets, 0);
+    assert_false(s.hist_dropped);
+    assert_int_equal(s.nbuckets, 3);
+    assert_true(s.le[0] == 0.5 && s.le[1] == 1 && isinf(s.le[2]));
+    assert_true(s.count[0] == 1 && s.count[1] == 2 && s.count[2] == 2);
     assert_true(s.requests == 3);
+
+    /* a count that is no count drops the histogram, its le good or not */
+    static const char *const nocount[] = {
+        "lat_bucket{le=\"0.5\"} 1\nlat_bucket{le=\"+Inf\"} -1\nreq 3\n",
+        "lat_bucket{le=\"0.5\"} 1\nlat_bucket{le=\"fast\"} NaN\nreq 3\n",
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(nocount); i++) {
+        assert_int_equal(extract(nocount[i], &spec, 0, &s, err), 0);
+        assert_true(s.hist_dropped);
+        assert_int_equal(s.nbuckets, 0);
+        assert_true(s.requests == 3);
+    }
 }
 
 /* The histogram's series (label sets but le) apart: two models, their
