@@ -2820,6 +2820,44 @@ checkpoint: {configmap: sdel-e2e, configmaps: 1}
             self.c.delete("deployments", "huge", self.ns)
 
 
+    def test_62_a_new_term_reads_the_state_saved_at_the_last_stop(self):
+        """A warm standby read the checkpoints at its start (none yet); the leader saves its
+        state as it stops, and holds the Lease for that save: the standby, leading now, reads
+        it before its first save. Before, it never read a checkpoint again, and its first save
+        overwrote the stopped leader's history with its own."""
+        cfg = """decision-interval: 1s
+leader-election: {enabled: true, namespace: %s, lease-name: e2e-term,
+                  lease-duration: 4s, renew-deadline: 3s, retry-period: 500ms}
+scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
+checkpoint: {configmap: term-e2e, configmaps: 1}
+""" % self.ns
+        self.make("term", 1, subnet=70, annotations={"gpuscaler.io/predictive": "true"})
+        self.metrics.set_rate("term", 5)
+        a = self.start(cfg, ident="inst-term-a")
+        b = None
+        try:
+            wait_for(lambda: "became leader" in a.text() and self.status("term"), 20,
+                     what="a leads, and a decision")
+            b = self.start(cfg, ident="inst-term-b")
+            time.sleep(2)  # b read the (absent) checkpoint as a standby
+            self.assertNotIn("became leader", b.text())
+            a.stop()
+            cm = self.c.get("configmaps", "term-e2e-0", self.ns)
+            self.assertIn(checkpoint_key("forecast", self.ns, "term"), cm.get("binaryData") or {})
+
+            def read_again():
+                t = b.text()
+                i = t.find("became leader")
+                return i >= 0 and re.search(r"restored forecaster from term-e2e-0|keeping the "
+                                            r"forecaster's \d+ buckets", t[i:])
+            wait_for(read_again, 20, what="b leads and reads the state a saved at its stop")
+        finally:
+            a.stop()
+            if b:
+                b.stop()
+            self.c.delete("deployments", "term", self.ns)
+
+
 # The tests that took 10 s or more in one run of the whole file (the number after "test_"; the
 # others took 1-9 s, counted as 5): what the parts are balanced on. A stale figure only
 # unbalances the parts, it never drops a test.

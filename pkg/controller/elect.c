@@ -89,6 +89,25 @@ struct write_req {
     int64_t sent_ms; /* loop time the write was sent: the renew deadline's start */
 };
 
+/* A term starts. A warm standby read the checkpoints at its own start; the
+ * leader before it saved the state as of its stop (and held the Lease for
+ * that save): each Deployment's is read again, the longer history winning
+ * (checkpoint.c), before this term saves over it. And every status is
+ * written again: another leader may have written its own since this
+ * replica's last term, which the same body and time skipped. */
+static void term_started(struct controller *c)
+{
+    for (size_t b = 0; b < CTL_WL_BUCKETS; b++)
+        for (struct ctl_wl *w = c->table[b]; w; w = w->next) {
+            if (w->checkpoint_ready) {
+                w->checkpoint_loaded = false;
+                w->checkpoint_ready = false;
+            }
+            xfree(w->status_written);
+            w->status_written = NULL;
+        }
+}
+
 /* Log every leadership change not yet logged: once per term each way. Runs
  * after every election step and on every retry-period timer tick, so a term
  * that lapses while a request hangs (an API server outage) is logged within
@@ -99,10 +118,11 @@ static void log_transitions(struct controller *c)
     enum ctl_leader_change ch;
     while ((ch = ctl_leader_transition(&c->leader, (int64_t)uv_now(c->loop), why,
                                        sizeof(why))) != CTL_LEADER_SAME) {
-        if (ch == CTL_LEADER_STARTED)
+        if (ch == CTL_LEADER_STARTED) {
             LOG_INFO(SUB, "became leader (identity %s, lease %s/%s)", c->identity,
                      c->cfg->leader.namespace_, c->cfg->leader.lease_name);
-        else
+            term_started(c);
+        } else
             LOG_WARN(SUB, "stopped leading (identity %s, lease %s/%s): %s", c->identity,
                      c->cfg->leader.namespace_, c->cfg->leader.lease_name, why);
     }
