@@ -187,6 +187,13 @@ void ctl_checkpoint_restore(struct ctl_wl *w, json_t *body, const char *cm)
                   "that name deleted since (uid %.64s, now %s)", cm, suid, w->uid);
         return;
     }
+    /* nothing stored for it: nothing to say (a token-unit Deployment was told
+     * its absent checkpoint was "written for demand unit requests") */
+    ctl_checkpoint_key("capacity", w->ns, w->name, key, sizeof(key));
+    bool has_cap = json_object_get(bin, key) != NULL;
+    ctl_checkpoint_key("forecast", w->ns, w->name, key, sizeof(key));
+    if (!has_cap && !json_object_get(bin, key))
+        return;
     /* rates and capacities learned in another demand unit mean nothing here */
     ctl_checkpoint_key("unit", w->ns, w->name, key, sizeof(key));
     const char *su = json_string_value(json_object_get(json_object_get(body, "data"), key));

@@ -274,6 +274,66 @@ static void test_restore_forgets_the_runs(void **state)
     wl_free(w);
 }
 
+/* A ConfigMap without this Deployment's state: nothing restored, and
+ * nothing said (a token-unit Deployment was told at every start that its
+ * absent checkpoint was "written for demand unit requests"); with its state
+ * of the other unit, that is said. stderr, where the log goes, is read
+ * back from a file. */
+static void test_restore_of_nothing_says_nothing(void **state)
+{
+    (void)state;
+    struct ctl_wl *w = wl_new("ns", "tok");
+    policy_config_init(&w->cfg.policy);
+    w->cfg.policy.demand_unit = POLICY_UNIT_TOKENS;
+    struct capacity saved;
+    capacity_init(&saved);
+    saved.lower = 12.5;
+    json_t *other = ckpt_body(&saved, "u-1"); /* ns/d's state, in requests */
+    json_t *mine = json_deep_copy(other);
+    const char *k;
+    json_t *v;
+    void *tmp;
+    json_t *bin = json_object_get(mine, "binaryData");
+    json_object_foreach_safe(bin, tmp, k, v)
+    {
+        char key[300];
+        snprintf(key, sizeof(key), "capacity.ns_tok");
+        if (strncmp(k, "capacity.", 9) == 0) {
+            json_object_set(bin, key, v);
+            json_object_del(bin, k);
+        }
+    }
+    char path[] = "/tmp/gpuscaler-test-report-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved_err = dup(2);
+    assert_true(saved_err >= 0);
+    assert_int_equal(dup2(fd, 2), 2);
+    util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_INFO);
+    ctl_checkpoint_restore(w, other, "gpuscaler-checkpoint-0");
+    fflush(stderr);
+    off_t quiet = lseek(fd, 0, SEEK_END);
+    ctl_checkpoint_restore(w, mine, "gpuscaler-checkpoint-0");
+    fflush(stderr);
+    util_log_setup(UTIL_LOG_LOGFMT, UTIL_LOG_ERROR);
+    assert_int_equal(dup2(saved_err, 2), 2);
+    close(saved_err);
+    char text[4096] = "";
+    ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
+    close(fd);
+    unlink(path);
+    assert_true(n >= 0);
+    text[n] = '\0';
+    if (quiet != 0)
+        fail_msg("nothing stored for ns/tok, yet: %s", text);
+    assert_non_null(strstr(text, "written for demand unit requests, now tokens"));
+    assert_true(w->cap.lower == 0.0);
+    json_decref(other);
+    json_decref(mine);
+    wl_free(w);
+}
+
 /* Another replica's decision is served from its status annotation, and
  * only a count it could have written: a negative or huge one (an edit by
  * hand) is no decision to serve (-5 made an AverageValue HPA scale to its
@@ -479,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_series_only_while_valid),
         cmocka_unit_test(test_event_limits_move_with_a_clock_step),
         cmocka_unit_test(test_restore_forgets_the_runs),
+        cmocka_unit_test(test_restore_of_nothing_says_nothing),
         cmocka_unit_test(test_status_view_counts),
         cmocka_unit_test(test_record_last_row),
         cmocka_unit_test(test_writes_in_flight),
