@@ -10,8 +10,9 @@
  * and is pumped into the parser whenever the parser wants more). The timer
  * enforces, depending on the phase: the header deadline (from accept or the
  * first byte of a request until the end of its headers, TLS handshake
- * included, never extended by more bytes), the body silence limit (from
- * the end of the headers, restarted by every read), and the keep-alive idle
+ * included, never extended by more bytes), the body deadline (from the end
+ * of the headers to the end of the body, never extended by more bytes
+ * either, as Go's ReadTimeout bounds a whole request), and the keep-alive idle
  * limit (from the last answer; an answer being written extends it while the
  * client keeps taking some of it). A request's abort callback runs when its
  * connection closes, not when the peer only stops sending. */
@@ -395,7 +396,7 @@ static void dispatch(struct conn *c, struct hreq *r)
         r->pub.keep_alive = false;
     r->conn = c;
     c->busy = r;
-    c->head_start = 0;
+    c->head_start = c->body_start = 0;
     c->sent_continue = false; /* the next request's Expect gets its own 100 */
     c->srv->cb(&r->pub, c->srv->arg);
 }
@@ -436,11 +437,16 @@ static void conn_process(struct conn *c)
                 continue;
         }
         /* the header deadline runs until the end of the headers; a body
-         * then has its own silence limit (arm_timer) */
-        if (c->hp.in_message && c->hp.headers_done)
+         * then has its own deadline, from there (arm_timer) */
+        if (c->hp.in_message && c->hp.headers_done) {
             c->head_start = 0;
-        else if (c->hp.in_message && c->head_start == 0)
+            if (c->body_start == 0)
+                c->body_start = uv_now(c->srv->loop);
+        } else if (c->hp.in_message && c->head_start == 0) {
             c->head_start = uv_now(c->srv->loop);
+        }
+        if (!c->hp.in_message)
+            c->body_start = 0;
         if (c->hp.want_continue && c->hp.headers_done && !c->sent_continue) {
             static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
             c->sent_continue = true;
@@ -678,7 +684,8 @@ static void arm_timer(struct conn *c)
         uint64_t end = c->head_start + cfg->header_timeout_ms;
         ms = end > now ? end - now : 1;
     } else if (c->hp.in_message) {
-        ms = cfg->body_timeout_ms;
+        uint64_t end = (c->body_start ? c->body_start : now) + cfg->body_timeout_ms;
+        ms = end > now ? end - now : 1;
     } else {
         uint64_t end = c->idle_from + cfg->idle_timeout_ms;
         ms = end > now ? end - now : 1;

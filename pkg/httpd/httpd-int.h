@@ -51,11 +51,13 @@ struct hparser {
     struct hreq *cur;             /* being parsed */
     struct hreq *done;            /* completed, waiting to be returned */
     size_t head_bytes;
+    size_t body_wire;             /* bytes of cur's body as sent: data and chunk framing */
     size_t name_off;
     int err_status;               /* 400/413/431 after a rejection */
     bool failed;
     bool in_message;
     bool headers_done;
+    bool head_paused;             /* llhttp paused at the end of cur's headers */
     bool want_continue;           /* "Expect: 100-continue" seen for cur */
 };
 
@@ -177,6 +179,8 @@ struct conn {
                                      last answer queued, or a write's last progress
                                      (bare CRLFs between requests do not move it) */
     uint64_t head_start;          /* loop time the current head began, 0 if none */
+    uint64_t body_start;          /* loop time the current body began (its headers
+                                     ended), 0 if none */
     bool reading;
     bool processing;
     bool closing;

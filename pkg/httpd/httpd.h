@@ -55,7 +55,9 @@ struct httpd_config {
     bool no_cert_poll;            /**< disable the reload poll entirely */
     size_t max_header_bytes;      /**< request line + headers [16384]; over: 431 and close */
     size_t max_headers;           /**< number of header fields [100]; over: 431 and close */
-    size_t max_body_bytes;        /**< request body [1 MiB]; over: 413 and close */
+    size_t max_body_bytes;        /**< request body [1 MiB], as sent: a chunked body's
+                                       framing (size lines, extensions, trailers) counts
+                                       with its data; over: 413 and close */
     unsigned max_connections;     /**< simultaneous connections [256]; see the file comment for
                                        what happens to more */
     unsigned max_connections_per_source; /**< simultaneous connections from one IP address
@@ -63,9 +65,9 @@ struct httpd_config {
     uint64_t idle_timeout_ms;     /**< keep-alive idle time before close [60000] */
     uint64_t header_timeout_ms;   /**< from connection/first byte to end of headers,
                                        TLS handshake included [10000] (slowloris cut-off) */
-    uint64_t body_timeout_ms;     /**< max silence while reading a body, from the end of
-                                       the headers (which header_timeout_ms covers)
-                                       [idle_timeout_ms] */
+    uint64_t body_timeout_ms;     /**< from the end of the headers (which
+                                       header_timeout_ms covers) to the end of the body,
+                                       never extended by more bytes [idle_timeout_ms] */
     uint64_t shutdown_grace_ms;   /**< httpd_close waits this long for busy connections [5000] */
     const char *name;             /**< subsystem name in logs ["httpd"] */
 };

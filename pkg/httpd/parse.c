@@ -8,7 +8,15 @@
  * stays buffered until the caller asks for the next one. Strings of a
  * request are collected as offsets into one growable buffer and turned into
  * pointers once the message is complete. No I/O here: the fuzz entry point
- * drives exactly this code. */
+ * drives exactly this code.
+ *
+ * The body limit counts a body as sent: a chunked body's framing (chunk-size
+ * lines, chunk extensions, CRLFs, trailers) counts toward max_body_bytes with
+ * its data, so a client cannot stream extension bytes or empty chunks without
+ * end (Go's chunked reader refuses "too much non-data" for the same reason,
+ * CVE-2023-39326). The parser also pauses at the end of the headers, so that
+ * every llhttp_execute() run covers head bytes or body bytes, never both, and
+ * the bytes it consumed in a body are the body's bytes on the wire. */
 #include "httpd-int.h"
 
 #include <errno.h>
@@ -44,6 +52,7 @@ static int on_message_begin(llhttp_t *ll)
     p->headers_done = false;
     p->want_continue = false;
     p->head_bytes = 0;
+    p->body_wire = 0;
     p->name_off = SIZE_MAX;
     p->cur->target_off = 0;
     return 0;
@@ -157,7 +166,8 @@ static int on_headers_complete(llhttp_t *ll)
     if (expect && strcasecmp(expect, "100-continue") == 0)
         p->want_continue = true;
     p->headers_done = true;
-    return 0;
+    p->head_paused = true;
+    return HPE_PAUSED; /* hp_next counts what follows as the body */
 }
 
 static int on_body(llhttp_t *ll, const char *at, size_t len)
@@ -269,6 +279,20 @@ size_t hp_buffered(const struct hparser *p)
     return p->in.len - p->inpos;
 }
 
+/* n more bytes of the current body consumed by the parser (data and
+ * framing): over the limit, the stream is rejected with 413. */
+static int body_wire_add(struct hparser *p, size_t n)
+{
+    p->body_wire += n;
+    if (p->body_wire <= p->lim.max_body_bytes)
+        return 0;
+    fail(p, 413);
+    p->failed = true;
+    hreq_free(p->done); /* a message that just ended over the limit is refused too */
+    p->done = NULL;
+    return -EPROTO;
+}
+
 static void compact(struct hparser *p)
 {
     if (p->inpos == p->in.len) {
@@ -291,18 +315,27 @@ int hp_next(struct hparser *p, struct hreq **out)
     *out = NULL;
     if (p->failed)
         return -EPROTO;
-    while (p->inpos < p->in.len) {
+    /* after the pause at the end of the headers the parser runs once more
+     * even with no input left: a message without a body ends there */
+    while (p->inpos < p->in.len || p->head_paused) {
+        p->head_paused = false;
         const char *d = p->in.data + p->inpos;
         size_t n = p->in.len - p->inpos;
+        /* the pause at the end of the headers makes this run all body */
+        bool in_body = p->in_message && p->headers_done;
         llhttp_errno_t e = llhttp_execute(&p->ll, d, n);
         if (e == HPE_OK) {
             p->inpos += n;
+            if (in_body && body_wire_add(p, n) < 0)
+                return -EPROTO;
             break;
         }
         if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
             const char *pos = llhttp_get_error_pos(&p->ll);
             size_t used = pos && pos >= d && pos <= d + n ? (size_t)(pos - d) : n;
             p->inpos += used;
+            if (in_body && body_wire_add(p, used) < 0)
+                return -EPROTO;
             if (e == HPE_PAUSED_UPGRADE) {
                 /* no upgrades here: answer this request, then stop */
                 p->failed = true;

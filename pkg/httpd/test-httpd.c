@@ -708,11 +708,23 @@ static void test_abort(void **state)
 
 /* ---- body deadline ---------------------------------------------------------- */
 
-/* The header deadline ends with the headers; a body then has its own limit
- * on silence (body_timeout_ms), restarted by every read: a body trickled
- * slower than the header deadline allows, each pause shorter than the body
- * limit, is read whole (it used to be cut at the header deadline), and a
- * body that stops is cut after body_timeout_ms of silence. */
+/* Whether the server closed c (EOF, reset, or the 408 of a deadline),
+ * without waiting. */
+static bool closed_now(struct tc *c)
+{
+    char b[64];
+    ssize_t n = recv(c->fd, b, sizeof(b), MSG_DONTWAIT);
+    return n == 0 || (n > 0 && strncmp(b, "HTTP/1.1 408", 12) == 0) ||
+           (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* The header deadline ends with the headers; the body then has its own
+ * deadline (body_timeout_ms), from the end of the headers to the end of the
+ * body, which more bytes do not extend (every read restarted it, so a body
+ * trickled a byte at a time held a connection for ever): a body trickled
+ * slower than the header deadline allows is read whole within the body
+ * deadline (it used to be cut at the header deadline), one still trickling
+ * at the body deadline is cut there, and so is a body that stops. */
 static void cl_body_timeout(struct fx *f)
 {
     struct tc c;
@@ -720,23 +732,37 @@ static void cl_body_timeout(struct fx *f)
     struct tc_opts o = opts(f);
     CHECK(f, tc_connect(&c, &o) == 0);
     int64_t t0 = mono_ms();
-    CHECK(f, tc_send_str(&c, "POST /slow HTTP/1.1\r\nContent-Length: 6\r\n\r\n") == 0);
-    for (int i = 0; i < 6; i++) {
-        usleep(200000);
+    CHECK(f, tc_send_str(&c, "POST /slow HTTP/1.1\r\nContent-Length: 5\r\n\r\n") == 0);
+    for (int i = 0; i < 5; i++) {
+        usleep(150000);
         CHECK(f, send(c.fd, "x", 1, MSG_NOSIGNAL) == 1);
     }
     CHECK(f, tc_read_response(&c, &r) == 0);
-    CHECK(f, r.status == 200 && strcmp(r.body, "POST /slow q= len=6 x=- ka=1") == 0);
-    CHECK(f, mono_ms() - t0 >= 1100); /* well past the header deadline */
+    CHECK(f, r.status == 200 && strcmp(r.body, "POST /slow q= len=5 x=- ka=1") == 0);
+    CHECK(f, mono_ms() - t0 >= 700); /* well past the header deadline */
     tc_close(&c);
 
-    /* the body stops: cut after the body limit, not at the header deadline */
+    /* a byte every 100 ms, never a pause near the limit: cut at the deadline */
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "POST /trickle HTTP/1.1\r\nContent-Length: 100\r\n\r\n") == 0);
+    t0 = mono_ms();
+    bool closed = false;
+    while (!closed && mono_ms() - t0 < 4000) {
+        usleep(100000);
+        closed = send(c.fd, "x", 1, MSG_NOSIGNAL) != 1 || closed_now(&c);
+    }
+    int64_t took = mono_ms() - t0;
+    CHECK(f, closed);
+    CHECK(f, took >= 1400 && took < 2600);
+    tc_close(&c);
+
+    /* the body stops: cut at the body deadline, not at the header deadline */
     CHECK(f, tc_connect(&c, &o) == 0);
     CHECK(f, tc_send_str(&c, "POST /stuck HTTP/1.1\r\nContent-Length: 6\r\n\r\nx") == 0);
     t0 = mono_ms();
     CHECK(f, tc_wait_close(&c) == 0);
-    int64_t took = mono_ms() - t0;
-    CHECK(f, took >= 600 && took < 2000);
+    took = mono_ms() - t0;
+    CHECK(f, took >= 1400 && took < 2600);
     tc_close(&c);
 }
 
@@ -746,9 +772,87 @@ static void test_body_timeout(void **state)
     struct fx f = {0};
     struct httpd_config cfg = plain_cfg();
     cfg.header_timeout_ms = 300;
-    cfg.body_timeout_ms = 700;
+    cfg.body_timeout_ms = 1500;
     cfg.idle_timeout_ms = 3000;
     fx_run(&f, &cfg, cl_body_timeout);
+    assert_int_equal(f.requests, 1);
+}
+
+/* ---- chunk framing counts toward the body limit ------------------------------ */
+
+/* A chunked request: @chunks chunks of one data byte, each size line
+ * carrying an extension of @ext bytes. */
+static void chunked_req(struct util_buf *b, int chunks, size_t ext)
+{
+    util_buf_puts(b, "POST /ext HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for (int i = 0; i < chunks; i++) {
+        util_buf_puts(b, "1");
+        if (ext > 0) {
+            util_buf_puts(b, ";e=");
+            for (size_t k = 3; k < ext; k++)
+                util_buf_append(b, "v", 1);
+        }
+        util_buf_puts(b, "\r\nx\r\n");
+    }
+    util_buf_puts(b, "0\r\n\r\n");
+}
+
+/* Chunk extensions and size lines are body bytes too: a body of little
+ * data and much framing is refused once data and framing pass the limit
+ * (they were not counted: a client streamed 50 MB of extension bytes on one
+ * request with no error). */
+static void cl_chunk_overhead(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = opts(f);
+    o.timeout_ms = 3000;
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") == 0);
+    char ext[1024];
+    memset(ext, 'v', sizeof(ext));
+    for (int i = 0; i < 200; i++) { /* 200 KB of extensions around 200 bytes; until refused */
+        if (tc_send_str(&c, "1;e=") != 0 || tc_send(&c, ext, sizeof(ext)) != 0 ||
+            tc_send_str(&c, "\r\nx\r\n") != 0)
+            break;
+    }
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 413 && r.close);
+    tc_close(&c);
+    /* a body within the limit, framing included, is served on */
+    CHECK(f, tc_connect(&c, &o) == 0);
+    struct util_buf b = {0};
+    chunked_req(&b, 10, 100);
+    CHECK(f, tc_send(&c, b.data, b.len) == 0);
+    util_buf_free(&b);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 200 && strcmp(r.body, "POST /ext q= len=10 x=- ka=1") == 0);
+    tc_close(&c);
+}
+
+static void test_chunk_overhead(void **state)
+{
+    (void)state;
+    /* the parser alone (limit 8192): extensions, then bare size lines, past
+     * the limit around a few hundred data bytes; whole and byte by byte */
+    struct util_buf b = {0};
+    chunked_req(&b, 100, 100); /* 100 data bytes, about 10.7 KB sent */
+    assert_true(httpd_parse_stream_for_test(b.data, b.len, 0) < 0);
+    assert_true(httpd_parse_stream_for_test(b.data, b.len, 1) < 0);
+    util_buf_reset(&b);
+    chunked_req(&b, 2000, 0); /* 2000 data bytes, 12 KB sent */
+    assert_true(httpd_parse_stream_for_test(b.data, b.len, 0) < 0);
+    assert_true(httpd_parse_stream_for_test(b.data, b.len, 7) < 0);
+    util_buf_reset(&b);
+    chunked_req(&b, 60, 100); /* 6.4 KB sent: within it */
+    assert_int_equal(httpd_parse_stream_for_test(b.data, b.len, 0), 1);
+    assert_int_equal(httpd_parse_stream_for_test(b.data, b.len, 5), 1);
+    util_buf_free(&b);
+
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    cfg.max_body_bytes = 2000;
+    fx_run(&f, &cfg, cl_chunk_overhead);
     assert_int_equal(f.requests, 1);
 }
 
@@ -920,6 +1024,7 @@ int main(void)
         cmocka_unit_test(test_crlf_idle),
         cmocka_unit_test(test_abort),
         cmocka_unit_test(test_body_timeout),
+        cmocka_unit_test(test_chunk_overhead),
         cmocka_unit_test(test_continue_pipelined),
         cmocka_unit_test(test_graceful_close),
         cmocka_unit_test(test_bind_errors),
