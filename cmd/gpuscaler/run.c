@@ -36,6 +36,11 @@
  * its wait ends within this much of SIGTERM (kube_drain), well inside the
  * chart's terminationGracePeriodSeconds of 30 s. */
 #define SHUTDOWN_RETRY_BUDGET_MS 10000
+/* The metrics and health listeners answer GETs (any method reads the same
+ * page): a request body is never read, so no client makes them buffer more
+ * than this (httpd's default is 1 MiB); the same as the external metrics
+ * listener's, EXTMETRICS_MAX_BODY_BYTES. */
+#define GET_ONLY_BODY_BYTES 4096
 
 struct daemon {
     uv_loop_t loop;
@@ -732,6 +737,7 @@ int cmd_run(int argc, char **argv)
     }
     hc.host = host;
     hc.name = "metrics";
+    hc.max_body_bytes = GET_ONLY_BODY_BYTES;
     if ((rc = httpd_new(&d.loop, &hc, admin_request, &d, &d.admin)) != 0) {
         LOG_ERROR(SUB, "cannot listen on %s: %s", d.cfg.listen.metrics, strerror(-rc));
         rc = 1;
@@ -746,6 +752,7 @@ int cmd_run(int argc, char **argv)
     }
     hc.host = host;
     hc.name = "health";
+    hc.max_body_bytes = GET_ONLY_BODY_BYTES;
     hc.max_connections = 64; /* the kubelet sends a few probes a minute */
     hc.max_connections_per_source = 16;
     if ((rc = httpd_new(&d.loop, &hc, health_request, &d, &d.health)) != 0) {

@@ -264,12 +264,18 @@ struct extmetrics_requestheader {
 
 /* ---- the server ------------------------------------------------------------ */
 
+/** The listener's default request body limit: the API is read-only (GET
+ *  and HEAD), so nothing larger is read, and before authentication an
+ *  unknown client cannot make it buffer httpd's default 1 MiB. */
+#define EXTMETRICS_MAX_BODY_BYTES 4096
+
 /** Clock injected by the caller (UNIX ms). */
 typedef int64_t (*extmetrics_clock_fn)(void *arg);
 
 struct extmetrics_config {
     struct httpd_config listen;    /**< the HTTPS listener (tls is forced on unless
-                                        allow_plain_for_tests) */
+                                        allow_plain_for_tests; max_body_bytes defaults to
+                                        EXTMETRICS_MAX_BODY_BYTES) */
     bool allow_plain_for_tests;
     int64_t max_age_ms;            /**< samples older than this are stale [120000]; <0 disables */
     extmetrics_clock_fn clock;     /**< [util_now_unix_ms] */

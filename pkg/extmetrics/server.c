@@ -44,6 +44,8 @@ int extmetrics_new(uv_loop_t *loop, const struct extmetrics_config *cfg,
     em->client_verified.max = 64;
     if (!em->cfg.listen.name)
         em->cfg.listen.name = EM_LOG;
+    if (!em->cfg.listen.max_body_bytes)
+        em->cfg.listen.max_body_bytes = EXTMETRICS_MAX_BODY_BYTES;
     /* config strings are only used during setup, except the upstream ones
      * (copied by the upstream) */
     em->cfg.upstream_url = em->cfg.upstream_ca_file = em->cfg.upstream_cert_file = NULL;

@@ -319,8 +319,14 @@ static void send_error(struct conn *c, int status)
 {
     static const struct httpd_header h[] = {{"Content-Type", "text/plain; charset=utf-8"}};
     const char *text = httpd_status_text(status);
-    char body[128];
-    int n = snprintf(body, sizeof(body), "%d %s\n", status, text);
+    char body[160];
+    int n;
+    if (status == 413) /* say the limit: a client cannot guess it */
+        n = snprintf(body, sizeof(body),
+                     "%d %s: a request body may be at most %zu bytes (chunk framing included)\n",
+                     status, text, c->srv->cfg.max_body_bytes);
+    else
+        n = snprintf(body, sizeof(body), "%d %s\n", status, text);
     send_response(c, status, h, 1, body, (size_t)n, false, true);
 }
 

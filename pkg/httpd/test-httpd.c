@@ -266,6 +266,7 @@ static void cl_limits(struct fx *f)
     CHECK(f, tc_send_str(&c, "POST / HTTP/1.1\r\nContent-Length: 100000\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0);
     CHECK(f, r.status == 413 && r.close);
+    CHECK(f, strstr(r.body, "at most 2000 bytes") != NULL); /* the answer says the limit */
     tc_close(&c);
 
     CHECK(f, tc_connect(&c, &o) == 0);
@@ -279,6 +280,7 @@ static void cl_limits(struct fx *f)
     }
     CHECK(f, tc_read_response(&c, &r) == 0);
     CHECK(f, r.status == 413);
+    CHECK(f, strstr(r.body, "at most 2000 bytes") != NULL);
     tc_close(&c);
 
     CHECK(f, tc_connect(&c, &o) == 0);
