@@ -275,10 +275,15 @@ static bool valid_token_text(const char *s)
     return true;
 }
 
-/* Build and send one response; closes after it when asked. */
+/* Build and send one response; closes after it when asked. As Go's
+ * net/http (suppressedHeaders): a 1xx, 204 or 304 answer has no body, so
+ * none is sent and neither is Content-Length (RFC 9110 8.6, 15.4.5), nor
+ * Content-Type for a 304; what follows on the connection is the next
+ * answer. */
 static void send_response(struct conn *c, int status, const struct httpd_header *h, size_t nh,
                           const void *body, size_t len, bool head, bool close)
 {
+    bool no_body = status < 200 || status == 204 || status == 304;
     struct util_buf b = {0};
     util_buf_printf(&b, "HTTP/1.1 %d %s\r\nDate: %s\r\n", status, httpd_status_text(status),
                     srv_date(c->srv));
@@ -287,7 +292,8 @@ static void send_response(struct conn *c, int status, const struct httpd_header 
             !valid_token_text(h[i].value))
             continue;
         if (hdr_is(h[i].name, "Content-Length") || hdr_is(h[i].name, "Date") ||
-            hdr_is(h[i].name, "Transfer-Encoding"))
+            hdr_is(h[i].name, "Transfer-Encoding") ||
+            (status == 304 && hdr_is(h[i].name, "Content-Type")))
             continue;
         if (hdr_is(h[i].name, "Connection")) {
             if (strcasecmp(h[i].value, "close") == 0)
@@ -296,11 +302,12 @@ static void send_response(struct conn *c, int status, const struct httpd_header 
         }
         util_buf_printf(&b, "%s: %s\r\n", h[i].name, h[i].value);
     }
-    util_buf_printf(&b, "Content-Length: %zu\r\n", len);
+    if (!no_body)
+        util_buf_printf(&b, "Content-Length: %zu\r\n", len);
     if (close)
         util_buf_puts(&b, "Connection: close\r\n");
     util_buf_puts(&b, "\r\n");
-    if (!head && len)
+    if (!head && !no_body && len)
         util_buf_append(&b, body, len);
     if (close) {
         c->close_after_write = true;
@@ -342,7 +349,13 @@ int httpd_respond(struct httpd_request *pub, int status, const struct httpd_head
     }
     c->busy = NULL;
     r->conn = NULL;
-    if (status < 100 || status > 999) {
+    /* A 1xx is not a final answer. Go's net/http sends a handler's 1xx as an
+     * interim answer and then, the handler having written nothing more, a
+     * 200 with no body; here the one answer of a request is final, so that
+     * would hide the handler's bug behind an empty 200. Like a status out of
+     * range it is answered 500 and the connection closed (Go's ReverseProxy
+     * answers 502 when a backend's final answer is an unasked-for 101). */
+    if (status < 200 || status > 999) {
         LOG_ERROR(subsys(c), "handler answered %s %s with invalid status %d", pub->method,
                   pub->path, status);
         send_error(c, 500);

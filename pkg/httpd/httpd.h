@@ -190,10 +190,13 @@ const char *httpd_request_header(const struct httpd_request *req, const char *na
 /**
  * Answer @req: status line, the given headers, Content-Length (computed),
  * Date, "Connection: close" when the connection will close, then @body
- * (@len bytes, copied; not sent for HEAD). Releases @req: it must not be
- * used afterwards. Returns 0, or -ECONNRESET if the connection had already
- * gone (the request is released all the same), -EINVAL for a bad status
- * (request released, connection closed).
+ * (@len bytes, copied; not sent for HEAD). A 204 or 304 answer has no body:
+ * @body is not sent, nor Content-Length (nor Content-Type for a 304), as Go's
+ * net/http does. Releases @req: it must not be used afterwards. Returns 0,
+ * or -ECONNRESET if the connection had already gone (the request is released
+ * all the same), -EINVAL for a status that cannot be a final answer (below
+ * 200 or above 999: the client gets 500 and the connection closes; the
+ * request is released).
  */
 int httpd_respond(struct httpd_request *req, int status, const struct httpd_header *headers,
                   size_t nheaders, const void *body, size_t len);

@@ -32,6 +32,7 @@ struct fx {
     int requests;
     int aborts;
     int respond_errors;
+    int invalid_status;           /* /status/N answers httpd_respond refused (-EINVAL) */
     int fail_line;
     char fail_msg[256];
     /* scenario knobs and observations */
@@ -120,6 +121,13 @@ static void fx_handler(struct httpd_request *req, void *arg)
         memset(body, 'b', n);
         httpd_respond(req, 200, NULL, 0, body, n);
         xfree(body);
+        return;
+    }
+    if (strncmp(req->path, "/status/", 8) == 0) { /* that status, with a body */
+        int status = (int)strtol(req->path + 8, NULL, 10);
+        struct httpd_header h[] = {{"Content-Type", "text/plain"}};
+        if (httpd_respond(req, status, h, 1, "xyz", 3) == -EINVAL)
+            f->invalid_status++;
         return;
     }
     if (strcmp(req->path, "/stats") == 0) { /* the door's counters, read on the loop */

@@ -960,6 +960,58 @@ static void test_graceful_close(void **state)
     assert_int_equal(uv_loop_close(&f.loop), 0);
 }
 
+/* ---- status codes without a body -------------------------------------------- */
+
+/* 204 and 304 answers carry no body and no Content-Length (304 no
+ * Content-Type either), whatever the handler passed, so the next answer on
+ * the connection is read where it starts (the body was sent after
+ * "Content-Length: 3", and a client that knows 204 has none read it as the
+ * start of the next answer); a 1xx cannot be a final answer: 500, the
+ * connection closed, and httpd_respond says -EINVAL (it was sent as is). */
+static void cl_status(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = opts(f);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET /status/204 HTTP/1.1\r\n\r\n"
+                             "GET /status/304 HTTP/1.1\r\n\r\n"
+                             "GET /after HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 204 && !r.close);
+    CHECK(f, strncmp(r.headers, "HTTP/1.1 204 No Content\r\n", 25) == 0);
+    CHECK(f, strcasestr(r.headers, "Content-Length") == NULL);
+    CHECK(f, strstr(r.headers, "Content-Type: text/plain") != NULL);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 304 && !r.close);
+    CHECK(f, strcasestr(r.headers, "Content-Length") == NULL);
+    CHECK(f, strcasestr(r.headers, "Content-Type") == NULL);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 200 && strcmp(r.body, "GET /after q= len=0 x=- ka=1") == 0);
+    tc_close(&c);
+    const char *const interim[] = {"/status/103", "/status/101", "/status/100"};
+    for (size_t i = 0; i < 3; i++) {
+        char req[64];
+        snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\n\r\n", interim[i]);
+        CHECK(f, tc_connect(&c, &o) == 0);
+        CHECK(f, tc_send_str(&c, req) == 0);
+        CHECK(f, tc_read_response(&c, &r) == 0);
+        CHECK(f, r.status == 500 && r.close);
+        CHECK(f, tc_wait_close(&c) == 0);
+        tc_close(&c);
+    }
+}
+
+static void test_status_without_body(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    fx_run(&f, &cfg, cl_status);
+    assert_int_equal(f.requests, 6);
+    assert_int_equal(f.invalid_status, 3);
+}
+
 /* ---- bind failure and config errors --------------------------------------- */
 
 static void noop_handler(struct httpd_request *req, void *arg)
@@ -1028,6 +1080,7 @@ int main(void)
         cmocka_unit_test(test_body_timeout),
         cmocka_unit_test(test_chunk_overhead),
         cmocka_unit_test(test_continue_pipelined),
+        cmocka_unit_test(test_status_without_body),
         cmocka_unit_test(test_graceful_close),
         cmocka_unit_test(test_bind_errors),
     };
