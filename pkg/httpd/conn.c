@@ -118,12 +118,31 @@ static void conn_linger(struct conn *c)
     uv_timer_start(&c->timer, on_linger_timeout, LINGER_MS, 0);
 }
 
+/* Part of a request has come and not all of it: its headers or body, a
+ * TLS record not yet decrypted, or the TLS handshake before it. */
+static bool receiving(struct conn *c)
+{
+    if (c->hp.in_message || hp_buffered(&c->hp) > 0)
+        return true;
+    if (!c->ssl)
+        return false;
+    if (!c->hs_done)
+        return c->heard;
+    return SSL_has_pending(c->ssl) || BIO_ctrl_pending(c->rbio) > 0;
+}
+
+/* As Go's Server.Shutdown: idle connections close now; one with a request
+ * in progress finishes it (being received: it is answered, with
+ * "Connection: close", like one with the handler or being written) within
+ * the grace period (on_grace closes what is left). One whose handshake ends
+ * with no request is left to its header deadline or the grace period, as
+ * Go leaves a new connection. */
 void conn_shutdown(struct conn *c)
 {
-    if (!c->busy && c->writes == 0)
-        conn_close(c);
-    else
+    if (c->busy || c->writes > 0)
         c->close_after_write = true;
+    else if (!receiving(c))
+        conn_close(c);
 }
 
 /* ---- writing ------------------------------------------------------------ */
@@ -637,6 +656,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0)
         return;
+    c->heard = true;
     if (c->ssl)
         BIO_write(c->rbio, buf->base, (int)nread);
     else

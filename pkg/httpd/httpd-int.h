@@ -188,6 +188,8 @@ struct conn {
     bool eof;
     bool sent_continue;
     bool lingering;               /* write side shut down, draining until EOF */
+    bool heard;                   /* bytes have come from the peer (on TLS: its handshake
+                                     has begun) */
 };
 
 void conn_accept(struct httpd *srv);
@@ -203,7 +205,8 @@ void conn_close(struct conn *c);
  * completes only at its end); a move since the last sample is progress. */
 bool conn_write_stalled(struct conn *c, uint64_t ms);
 /* Called when a server starts closing: close idle connections now, let
- * busy ones finish. */
+ * those with a request in progress (being received, with the handler, or
+ * its answer being written) finish it. */
 void conn_shutdown(struct conn *c);
 void srv_conn_gone(struct httpd *srv);
 const char *srv_date(struct httpd *srv);

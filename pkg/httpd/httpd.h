@@ -68,7 +68,8 @@ struct httpd_config {
     uint64_t body_timeout_ms;     /**< from the end of the headers (which
                                        header_timeout_ms covers) to the end of the body,
                                        never extended by more bytes [idle_timeout_ms] */
-    uint64_t shutdown_grace_ms;   /**< httpd_close waits this long for busy connections [5000] */
+    uint64_t shutdown_grace_ms;   /**< httpd_close waits this long for connections with a
+                                       request in progress [5000] */
     const char *name;             /**< subsystem name in logs ["httpd"] */
 };
 
@@ -154,8 +155,12 @@ struct httpd_stats {
 void httpd_stats(const struct httpd *srv, struct httpd_stats *out);
 
 /**
- * Start closing: stop listening, close idle connections now, let busy ones
- * finish their current response for up to shutdown_grace_ms, then close all.
+ * Start closing: stop listening, close idle connections now, and let those
+ * with a request in progress finish it for up to shutdown_grace_ms, then
+ * close all (as Go's Server.Shutdown). In progress: being received (its
+ * headers, its body, or the TLS handshake before it: it is still read,
+ * dispatched and answered, with "Connection: close"), with the handler, or
+ * its answer being written. A connection closes as soon as it is idle.
  * @cb (may be NULL) runs once everything is closed and @srv is freed; run the
  * loop until then. Unanswered requests stay valid (see httpd_respond).
  * Calling it twice, or on NULL, is a no-op.

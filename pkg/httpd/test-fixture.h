@@ -42,6 +42,8 @@ struct fx {
     char last_addr[64];
     const char *dir;
     void *user;
+    bool client_closes;           /* the scenario starts the server's close itself
+                                     (uv_async_send(&f->done), exactly once) */
 };
 
 #define CHECK(f, cond)                                                                   \
@@ -172,7 +174,8 @@ static void fx_thread(void *arg)
 {
     struct fx *f = arg;
     f->client(f);
-    uv_async_send(&f->done);
+    if (!f->client_closes)
+        uv_async_send(&f->done);
 }
 
 /* Start the server with @cfg, run @client in a thread, run the loop to the

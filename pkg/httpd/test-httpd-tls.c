@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Tests for httpd over TLS: requests, keep-alive and pipelining through the
- * memory BIOs, protocol versions, garbage input, handshake deadline,
- * certificate reload (good and broken pairs) and client certificates
+ * memory BIOs, protocol versions, garbage input, handshake deadline, a
+ * handshake under way when the server closes, certificate reload (good and broken pairs) and client certificates
  * (verified, missing, wrong CA, expired, CA swapped at runtime, a CA
  * bundle of an intermediate alone). Test
  * certificates are made with the openssl CLI in a temporary directory. */
 #include "test-fixture.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -199,6 +201,66 @@ static void test_tls_garbage(void **state)
     struct fx f = {0};
     struct httpd_config cfg = {.tls = true, .header_timeout_ms = 300, .name = "tls"};
     fx_run(&f, &cfg, cl_garbage);
+    assert_int_equal(f.requests, 1);
+}
+
+/* ---- graceful close during a handshake ------------------------------------- */
+
+/* A connection in its TLS handshake when the server starts closing is not
+ * idle: the handshake completes and its request is answered, with
+ * "Connection: close" (it was closed at once), while one that sent nothing
+ * is closed at once. The client writes half its ClientHello, then the rest
+ * once the close has begun, then goes on over the socket. */
+static void cl_close_mid_handshake(struct fx *f)
+{
+    struct tc idle, c;
+    struct tc_resp r;
+    struct tc_opts plain = {.port = f->port};
+    CHECK(f, tc_connect(&idle, &plain) == 0);
+    CHECK(f, tc_connect(&c, &plain) == 0); /* TCP only: the handshake is driven here */
+    c.ctx = SSL_CTX_new(TLS_client_method());
+    c.ssl = c.ctx ? SSL_new(c.ctx) : NULL;
+    BIO *rb = BIO_new(BIO_s_mem()), *wb = BIO_new(BIO_s_mem());
+    CHECK(f, c.ssl && rb && wb);
+    char *hello = NULL;
+    long n = 0;
+    if (c.ssl && rb && wb) {
+        SSL_set_bio(c.ssl, rb, wb); /* c.ssl owns both now */
+        rb = wb = NULL;
+        CHECK(f, SSL_connect(c.ssl) == -1); /* wants the ServerHello */
+        n = BIO_get_mem_data(SSL_get_wbio(c.ssl), &hello);
+    }
+    BIO_free(rb);
+    BIO_free(wb);
+    CHECK(f, n > 10 && hello);
+    if (n > 10 && hello)
+        CHECK(f, send(c.fd, hello, (size_t)n / 2, MSG_NOSIGNAL) == n / 2);
+    usleep(100000); /* the server has read it */
+    uv_async_send(&f->done); /* the server starts closing now */
+    CHECK(f, tc_wait_close(&idle) == 0);
+    if (n > 10 && hello)
+        CHECK(f, send(c.fd, hello + n / 2, (size_t)(n - n / 2), MSG_NOSIGNAL) == n - n / 2);
+    bool hs = false;
+    if (c.ssl) {
+        SSL_set_fd(c.ssl, c.fd); /* the rest of the handshake over the socket */
+        hs = SSL_connect(c.ssl) == 1;
+    }
+    CHECK(f, hs);
+    if (hs) {
+        CHECK(f, tc_send_str(&c, "GET /hs HTTP/1.1\r\n\r\n") == 0);
+        CHECK(f, tc_read_response(&c, &r) == 0);
+        CHECK(f, r.status == 200 && r.close && strcmp(r.body, "GET /hs q= len=0 x=- ka=0") == 0);
+    }
+    tc_close(&c);
+    tc_close(&idle);
+}
+
+static void test_close_mid_handshake(void **state)
+{
+    (void)state;
+    struct fx f = {.client_closes = true};
+    struct httpd_config cfg = {.tls = true, .name = "tls"};
+    fx_run(&f, &cfg, cl_close_mid_handshake);
     assert_int_equal(f.requests, 1);
 }
 
@@ -454,11 +516,13 @@ static void test_client_ca_intermediate(void **state)
 
 int main(void)
 {
+    signal(SIGPIPE, SIG_IGN); /* a write to a connection the server closed fails, not kills */
     util_log_setup(UTIL_LOG_LOGFMT, getenv("TEST_DEBUG") ? UTIL_LOG_DEBUG : UTIL_LOG_ERROR + 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tls_basic),
         cmocka_unit_test(test_tls_pipeline_long),
         cmocka_unit_test(test_tls_garbage),
+        cmocka_unit_test(test_close_mid_handshake),
         cmocka_unit_test(test_cert_reload),
         cmocka_unit_test(test_reload_direct),
         cmocka_unit_test(test_client_certs),

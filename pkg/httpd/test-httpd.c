@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Tests for httpd over plain TCP: requests, keep-alive, pipelining with
  * deferred responses, limits, timeouts (header, body, idle), aborts and
- * half-closed clients, 100-continue, graceful close, and the parser entry
- * point used by the fuzzer. */
+ * half-closed clients, 100-continue, graceful close (requests still arriving
+ * finish), status codes without a body, and the parser entry point used by
+ * the fuzzer. */
 #include "test-fixture.h"
 
 #include <errno.h>
@@ -1012,6 +1013,54 @@ static void test_status_without_body(void **state)
     assert_int_equal(f.invalid_status, 3);
 }
 
+/* ---- graceful close with requests still arriving -------------------------- */
+
+/* As Go's Server.Shutdown, closing the server closes idle connections at
+ * once (one that sent nothing, one kept alive after its answer) and lets a
+ * request still arriving, in its headers or its body, come whole and be
+ * answered, with "Connection: close" (both were closed at once). */
+static void cl_graceful_mid(struct fx *f)
+{
+    struct tc idle, kept, head, body;
+    struct tc_resp r;
+    struct tc_opts o = opts(f);
+    CHECK(f, tc_connect(&idle, &o) == 0);
+    CHECK(f, tc_connect(&kept, &o) == 0);
+    CHECK(f, tc_send_str(&kept, "GET /kept HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&kept, &r) == 0 && r.status == 200 && !r.close);
+    CHECK(f, tc_connect(&head, &o) == 0);
+    CHECK(f, tc_send_str(&head, "GET /mid HTTP/1.1\r\nX-Test: h") == 0);
+    CHECK(f, tc_connect(&body, &o) == 0);
+    CHECK(f, tc_send_str(&body, "POST /body HTTP/1.1\r\nContent-Length: 4\r\n\r\nab") == 0);
+    usleep(100000); /* the server has read them */
+    uv_async_send(&f->done); /* the server starts closing now */
+    CHECK(f, tc_wait_close(&idle) == 0);
+    CHECK(f, tc_wait_close(&kept) == 0);
+    usleep(50000);
+    CHECK(f, tc_send_str(&head, "\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&head, &r) == 0);
+    CHECK(f, r.status == 200 && r.close && strcmp(r.body, "GET /mid q= len=0 x=h ka=0") == 0);
+    CHECK(f, tc_wait_close(&head) == 0);
+    CHECK(f, tc_send_str(&body, "cd") == 0);
+    CHECK(f, tc_read_response(&body, &r) == 0);
+    CHECK(f, r.status == 200 && r.close && strcmp(r.body, "POST /body q= len=4 x=- ka=0") == 0);
+    CHECK(f, tc_wait_close(&body) == 0);
+    tc_close(&idle);
+    tc_close(&kept);
+    tc_close(&head);
+    tc_close(&body);
+}
+
+static void test_graceful_close_mid_request(void **state)
+{
+    (void)state;
+    struct fx f = {.client_closes = true};
+    struct httpd_config cfg = plain_cfg();
+    fx_run(&f, &cfg, cl_graceful_mid);
+    assert_int_equal(f.requests, 3);
+    assert_int_equal(f.aborts, 0);
+}
+
 /* ---- bind failure and config errors --------------------------------------- */
 
 static void noop_handler(struct httpd_request *req, void *arg)
@@ -1082,6 +1131,7 @@ int main(void)
         cmocka_unit_test(test_continue_pipelined),
         cmocka_unit_test(test_status_without_body),
         cmocka_unit_test(test_graceful_close),
+        cmocka_unit_test(test_graceful_close_mid_request),
         cmocka_unit_test(test_bind_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
