@@ -148,7 +148,9 @@ struct forecast_result {
     enum forecast_method method;
     double mean;         /**< point forecast of the bucket holding now + horizon (req/s) */
     double upper;        /**< planned peak over [now, now + horizon] at the quantile (>= 0) */
-    double likely;       /**< the same at the median: the likely peak (likely <= upper) */
+    double likely;       /**< the same at the median: the likely peak (at most the higher
+                              of upper and upper_model: with the learned plan it may be
+                              above upper) */
     double observed_max; /**< highest bucket peak seen in the last season (req/s) */
     bool trusted;        /**< at least FORECAST_MIN_EVIDENCE residuals back `upper` */
     bool seasonal;       /**< Holt-Winters (two seasons seen); false: level only */

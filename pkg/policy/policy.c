@@ -280,6 +280,12 @@ static void observe(const struct policy_config *cfg, struct policy_state *st,
     int64_t floor_ = policy_need(&t->sz_in, &t->dem, t->cap * t->gpus);
     if (t->plan)
         floor_ = UTIL_MAX(floor_, policy_size(&t->sz_in, in->forecast_rate));
+    /* what the likely peak adds, it keeps while that peak stands: it may
+     * sit above the learned upper plan (bounded by the model's), and a
+     * floor of that plan alone scaled in what it had just added, to add it
+     * again at the next tick */
+    if (t->plan_out_ok && (t->cur > 0 || t->expects))
+        floor_ = UTIL_MAX(floor_, t->need_likely);
     floor_ = UTIL_MAX(floor_, (int64_t)t->lo);
     tick_clock(&st->above_since_ms, t->above, t->now);
     tick_clock(&st->below_since_ms, t->below, t->now);

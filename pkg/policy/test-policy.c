@@ -667,6 +667,49 @@ static void test_learned_plan_two_uppers(void **s)
     }
 }
 
+/* What the likely peak adds it keeps while that peak stands, when it is
+ * above the learned plan (the floor was the learned plan's alone: once the
+ * 2 replicas it added were ready, PredictiveScaleIn took them back to 10,
+ * and the next tick added them again, a cold start's flap every time; the
+ * bundled demo had 24 flaps, 16 with the keep). When the likely peak falls
+ * back, the learned plan's floor scales in. */
+static void test_likely_peak_is_kept(void **s)
+{
+    (void)s;
+    struct policy_config c;
+    llm7b_cfg(&c);
+    c.predictive = true;
+    c.min_replicas = 1;
+    c.scale_in_stabilization_ms = 0;
+    struct policy_decision d;
+    struct policy_state st;
+    policy_state_init(&st);
+    struct {
+        double t_s, likely;
+        int cur, want;
+        enum policy_reason reason;
+    } rows[] = {
+        {60, 100, 10, 12, POLICY_PREDICTIVE_SCALE_OUT},
+        {75, 100, 12, 12, POLICY_HOLD_WITHIN_BAND},  /* the 2 starting: no scale-in anyway */
+        {300, 100, 12, 12, POLICY_HOLD_WITHIN_BAND}, /* ready: still kept */
+        {315, 100, 12, 12, POLICY_HOLD_WITHIN_BAND},
+        {330, 70, 12, 10, POLICY_PREDICTIVE_SCALE_IN}, /* the peak fell back */
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(rows); i++) {
+        struct policy_input in = steady(60, rows[i].cur);
+        in.now_ms = in.metrics_time_ms = S(rows[i].t_s);
+        in.ready_replicas = rows[i].t_s < 250 ? 10 : rows[i].cur;
+        in.have_forecast = in.forecast_trusted = in.forecast_seasonal = true;
+        in.forecast_rate = 75;
+        in.forecast_model_rate = 120;
+        in.forecast_likely = rows[i].likely;
+        policy_decide(&c, &st, &in, &d);
+        if (d.desired != rows[i].want || d.reason != rows[i].reason)
+            fail_msg("row %zu: got %d %s (%s)", i, d.desired, policy_reason_name(d.reason),
+                     d.explain);
+    }
+}
+
 /* One pod of 2 slots and 0.2 s behind a p99 target of 1 s, without the
  * forecast: ticks of tick_ms, a cold start and scale-out-after of lag_ms. */
 static void one_pod_sla_cfg(struct policy_config *c, int64_t tick_ms, int64_t lag_ms)
@@ -1362,6 +1405,7 @@ int main(void)
         cmocka_unit_test(test_sla_sizing),
         cmocka_unit_test(test_demand_margin),
         cmocka_unit_test(test_learned_plan_two_uppers),
+        cmocka_unit_test(test_likely_peak_is_kept),
         cmocka_unit_test(test_demand),
         cmocka_unit_test(test_trend),
         cmocka_unit_test(test_ramp_sized_ahead),
