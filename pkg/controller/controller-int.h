@@ -335,6 +335,9 @@ struct ctl_wl {
     /* Prometheus-server source (promsrc.c): the last answer, used by the next tick */
     struct scrape_result pq_last;
     bool pq_have, pq_inflight, pq_seeded;
+    uint32_t pq_gen;              /**< the queries' generation, new when the annotations
+                                       change what they ask (ctl_pq_requery): an answer
+                                       to the earlier ones is dropped */
     struct promql_pods pq_pods;   /**< its per-pod answer, owned */
     bool pq_pods_have;            /**< pq_pods is the last answer's (its query answered) */
     bool pq_pods_failed;          /**< the per-pod query of the default rate (which pods it
@@ -572,6 +575,14 @@ void ctl_backlog_push(struct ctl_wl *w, int64_t now, double bl);
 /** Forget the backlog samples and the Prometheus source's per-pod state
  *  (a new metrics source counts its backlog afresh). */
 void ctl_backlog_reset(struct ctl_wl *w);
+/** Whether configurations a and b ask Prometheus the same queries: the same
+ *  metrics source, PromQL templates, profile and metrics. */
+bool ctl_pq_queries_same(const struct ctl_workload_config *a,
+                         const struct ctl_workload_config *b);
+/** The queries changed: the answer kept and the one in flight were to the
+ *  earlier ones. Drop both (the next tick asks the new queries, and holds
+ *  until they answer). */
+void ctl_pq_requery(struct ctl_wl *w);
 /** Whether backlog samples taken under configuration a compare with b's: the
  *  same metrics source and the same request counter, in-flight and queue
  *  gauges (another sums other gauges: a running sum of 8 ranks' 400 read as

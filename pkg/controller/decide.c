@@ -141,6 +141,10 @@ static void configure(struct controller *c, struct ctl_wl *w, const struct kube_
      * ones too) */
     if (!ctl_backlog_comparable(&cfg, &w->cfg))
         ctl_backlog_reset(w);
+    /* an answer to the earlier queries, kept or in flight, measured
+     * something else: not one tick is decided on it */
+    if (!ctl_pq_queries_same(&cfg, &w->cfg))
+        ctl_pq_requery(w);
     if (w->config_ok == false && w->config_error[0])
         LOGW_INFO(SUB, w->ns, w->name, "annotations valid again");
     w->config_error[0] = '\0';

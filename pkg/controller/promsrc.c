@@ -42,6 +42,7 @@ struct pq_req {
     struct forecast *seed; /* promql_seed fills this; adopted if still useful */
     bool seeding;          /* counted in c->seeds_inflight */
     uint32_t fc_gen;       /* the forecaster generation the seed was asked for */
+    uint32_t pq_gen;       /* the queries' generation the answer is to */
 };
 
 static struct pq_req *pq_req_new(struct controller *c, const struct ctl_wl *w)
@@ -52,6 +53,7 @@ static struct pq_req *pq_req_new(struct controller *c, const struct ctl_wl *w)
     r->name = xstrdup(w->name);
     r->uid = xstrdup(w->uid);
     r->fc_gen = w->fc_gen;
+    r->pq_gen = w->pq_gen;
     ctl_io_begin(c);
     return r;
 }
@@ -125,7 +127,11 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
 {
     struct pq_req *r = arg;
     struct ctl_wl *w = ctl_wl_find(r->c, r->ns, r->name);
-    if (w && strcmp(w->uid, r->uid) == 0) { /* not a Deployment's of that name made since */
+    if (w && strcmp(w->uid, r->uid) == 0 && r->pq_gen != w->pq_gen) {
+        /* asked before the annotations changed the queries: it measured
+         * something else (ctl_pq_requery has sent the new ones) */
+        LOGW_DEBUG(SUB, w->ns, w->name, "Prometheus answer to the earlier queries dropped");
+    } else if (w && strcmp(w->uid, r->uid) == 0) { /* not a Deployment's of that name made since */
         if (!notes->cancelled) { /* closing: not an answer of Prometheus' */
             ctl_pq_log(w, 0, res->valid ? NULL : res->why);
             ctl_pq_log(w, 1, notes->p99);
@@ -430,6 +436,32 @@ static bool pod_recent(const struct ctl_pq_pod *e, int64_t now, int64_t min_span
     if (*span == 0 || dt < *span)
         *span = dt;
     return true;
+}
+
+bool ctl_pq_queries_same(const struct ctl_workload_config *a,
+                         const struct ctl_workload_config *b)
+{
+    const struct scrape_spec *x = &a->scrape, *y = &b->scrape;
+    return ctl_backlog_comparable(a, b) && strcmp(a->promql_rate, b->promql_rate) == 0 &&
+           strcmp(a->promql_p99, b->promql_p99) == 0 &&
+           strcmp(a->promql_busy, b->promql_busy) == 0 &&
+           strcmp(x->latency_metric, y->latency_metric) == 0 &&
+           strcmp(x->busy_metric, y->busy_metric) == 0 &&
+           strcmp(x->prompt_token_metric, y->prompt_token_metric) == 0 &&
+           strcmp(x->generation_token_metric, y->generation_token_metric) == 0;
+}
+
+void ctl_pq_requery(struct ctl_wl *w)
+{
+    w->pq_gen++;
+    w->pq_inflight = false; /* its answer is dropped when it comes */
+    if (!w->pq_have)
+        return; /* none yet: "waiting for the first Prometheus answer" says it */
+    w->pq_last.valid = false;
+    snprintf(w->pq_last.why, sizeof(w->pq_last.why),
+             "waiting for Prometheus' answer to the changed queries");
+    promql_pods_free(&w->pq_pods);
+    w->pq_pods_have = w->pq_pods_failed = w->pq_pods_fresh = false;
 }
 
 bool ctl_backlog_comparable(const struct ctl_workload_config *a,
