@@ -2908,6 +2908,101 @@ checkpoint: {configmap: term-e2e, configmaps: 1}
                 b.stop()
             self.c.delete("deployments", "newterm", self.ns)
 
+    @unittest.skipIf(REAL, "the failing watch is a fault rule of the fake API server")
+    def test_63_a_failing_deployment_watch_prunes_no_checkpoint(self):
+        """A standby whose Deployment watch fails after its first list misses a Deployment made
+        meanwhile, which the leader tracks and saves at its stop. The standby takes over and
+        reads the checkpoints while its watch still fails: it keeps the keys of that
+        Deployment, which its view lacks, and of one truly gone, and its stop saves them as
+        they were. The next leader, its view current, keeps the first and removes the second.
+        Before, the keys of every Deployment missing from a namespace's cache once it had
+        listed were taken for a gone one's, and the standby's save removed the saved history
+        for good."""
+        cfg = """decision-interval: 1s
+leader-election: {enabled: true, namespace: %s, lease-name: e2e-prune,
+                  lease-duration: 4s, renew-deadline: 3s, retry-period: 500ms}
+scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
+checkpoint: {configmap: prune-e2e, configmaps: 1}
+""" % self.ns
+        cm = "prune-e2e-0"
+        late = [checkpoint_key(w, self.ns, "prune-late") for w in ("forecast", "capacity")]
+        gone = checkpoint_key("forecast", self.ns, "prune-gone")
+
+        def saved():
+            return sorted(self.c.get("configmaps", cm, self.ns).get("binaryData") or {})
+
+        def restored(g, name):
+            t = g.text()
+            i = t.find("became leader")
+            return i >= 0 and re.search(r"deployment=%s msg=\"(restored forecaster from %s|"
+                                        r"keeping the forecaster's \d+ buckets)" % (name, cm),
+                                        t[i:])
+        self.c.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                     "metadata": {"name": cm},
+                                     "binaryData": {"note": "aGVsbG8="}}, self.ns)
+        self.make("prune-seen", 1, subnet=71)
+        self.metrics.set_rate("prune-seen", 5)
+        # the standby under a user of its own, so that only its Deployment watch fails
+        tok = "standby-" + os.urandom(6).hex()
+        self.fk.add_token(tok, "standby-replica", ("system:masters",))
+        kc = os.path.join(self.fk.tmpdir, "kubeconfig-standby-replica.yaml")
+        harness.write_kubeconfig(kc, self.fk.url, ca_file=self.fk.pki["ca"], token=tok)
+        a = self.start(cfg, ident="inst-prune-a")
+        b = n = None
+        try:
+            wait_for(lambda: "became leader" in a.text() and self.status("prune-seen"), 20,
+                     what="a leads, and a decision")
+            b = Gpuscaler(kc, cfg, (), "inst-prune-b", None)
+            self.procs.append(b)
+            wait_for(lambda: b.metric("gpuscaler_caches_synced") == 1, 20, what="b synced")
+            self.fk.fault({"action": "error", "status": 500, "resource": "deployments",
+                           "verb": ["list", "watch"], "user": "standby-replica", "count": None},
+                          {"action": "drop-watches", "resource": "deployments"})
+            self.addCleanup(self.fk.clear_faults)
+            wait_for(lambda: b.metric("gpuscaler_kube_cache_down_seconds") > 0, 10,
+                     what="b's Deployment watch failing")
+            seq0 = self.fk.requests()[1]
+
+            def read_by_a():
+                return [r for r in self.fk.requests(seq0)[0]
+                        if r.get("verb") == "get" and r.get("resource") == "configmaps" and
+                        r.get("name") == cm and r.get("user") != "standby-replica" and
+                        r["userAgent"].split("/")[0] == "gpuscaler"]
+            self.c.create("deployments", deployment("prune-late", 1, ANNOTATIONS,
+                                                    self.metrics.port), self.ns)
+            wait_for(lambda: self.status("prune-late") and read_by_a(), 20,
+                     what="a decides and reads prune-late")
+            time.sleep(0.5)  # a's read has answered: a never sees gone's key (it would prune it)
+            self.c.patch("configmaps", cm, {"binaryData": {gone: "AAAA"}}, self.ns)
+            a.stop()  # saves both Deployments' states
+            self.assertTrue(set(late + [gone]) <= set(saved()), saved())
+            wait_for(lambda: restored(b, "prune-seen"), 20,
+                     what="b leads and reads the checkpoints")
+            self.assertGreater(b.metric("gpuscaler_kube_cache_down_seconds"), 0)
+            self.assertNotIn("prune-late", b.text())  # b never saw it
+            self.assertEqual(b.stop(), 0)  # the stop saves
+            have = saved()
+            for k in late + [gone]:
+                self.assertIn(k, have, "b removed a key while its view was out of date:\n%s"
+                              % b.text()[-2000:])
+            # current again: the next leader reads prune-late's state and prunes gone's
+            self.fk.clear_faults()
+            n = self.start(cfg, ident="inst-prune-n")
+            wait_for(lambda: restored(n, "prune-late"), 20,
+                     what="the next leader restores prune-late's state")
+            self.assertEqual(n.stop(), 0)
+        finally:
+            for g in (a, b, n):
+                if g:
+                    g.stop()
+            self.fk.clear_faults()
+            for name in ("prune-seen", "prune-late"):
+                self.c.delete("deployments", name, self.ns)
+        have = saved()
+        self.assertTrue(set(late) <= set(have), have)
+        self.assertNotIn(gone, have)
+        self.assertIn("note", have)
+
 
 # The tests that took 10 s or more in one run of the whole file (the number after "test_"; the
 # others took 1-9 s, counted as 5): what the parts are balanced on. A stale figure only

@@ -197,7 +197,8 @@ size_t ctl_checkpoint_stale(const json_t *body, size_t idx, size_t nckpt,
             bool text_key = wlen <= 4; /* unit, uid */
             bool misplaced = text_key != (i == 1);
             /* else a namespace whose Deployments are not all listed yet (its
-             * lists refused, or still running): its keys cannot be told gone */
+             * lists refused, or still running), or whose list+watch has failed
+             * since (checkpoint.c's cache_current): its keys cannot be told gone */
             if (!misplaced) {
                 if (!synced(arg, ns))
                     continue;

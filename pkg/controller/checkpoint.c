@@ -286,9 +286,14 @@ void ctl_checkpoint_restore(struct ctl_wl *w, json_t *body, const char *cm)
               (long long)fr.buckets_seen);
 }
 
-static bool cache_synced(const void *arg, const char *ns)
+/* Whether the cache holds namespace ns's Deployments whole and current: its
+ * lists finished, and no list+watch covering it has failed since without
+ * catching up (kube_cache_ns_down_ms). A Deployment made meanwhile, perhaps
+ * tracked and saved by the leader before a handover, is missing from a view
+ * out of date: its keys, taken for a gone one's, would be removed for good. */
+static bool cache_current(const void *arg, const char *ns)
 {
-    return kube_cache_ns_synced(arg, ns);
+    return kube_cache_ns_synced(arg, ns) && kube_cache_ns_down_ms(arg, ns, NULL) == 0;
 }
 
 void ctl_checkpoint_prune(struct controller *c, size_t idx, const json_t *body,
@@ -311,14 +316,15 @@ void ctl_checkpoint_prune(struct controller *c, size_t idx, const json_t *body,
 /* Keys of Deployments gpuscaler no longer tracks (deleted or opted out while it was not
  * running), kept in another ConfigMap than theirs, or in the other map than theirs:
  * removed in the next save, of dotted and of hashed names too (they used to stay for
- * good). */
+ * good). A namespace's keys only while its view is current (cache_current): those of
+ * one whose watch fails go with a read once it is current again. */
 static void prune(struct controller *c, size_t idx, json_t *body)
 {
     if (c->dry_run || !c->cache || !controller_leading(c))
         return;
     size_t nds = 0;
     const struct kube_deployment *const *ds = kube_cache_deployments(c->cache, &nds);
-    ctl_checkpoint_prune(c, idx, body, ds, nds, cache_synced, c->cache);
+    ctl_checkpoint_prune(c, idx, body, ds, nds, cache_current, c->cache);
 }
 
 void ctl_checkpoint_noted(struct controller *c, size_t idx, json_t *body)

@@ -972,14 +972,15 @@ void ctl_checkpoint_noted(struct controller *c, size_t idx, json_t *body);
  * gpuscaler's (forecast., capacity., unit., uid.<ns>_<name>, ns a DNS-1123
  * label and name a DNS-1123 subdomain, or the hashed form of one) and name no
  * Deployment of ds whose ConfigMap (of nckpt) is idx, in a namespace that
- * synced(arg, ns) says is listed in full, or that stand in the other map
- * than the one gpuscaler writes them to (forecast. and capacity. in data,
- * unit. and uid. in binaryData: never read), whoever they name: the keys a
- * read prunes. A pure function, O(keys + Deployments). Returns how many, in
- * *out (each key and the array for the caller to xfree; NULL when none; a
- * key pruned in both maps is there twice), and unless in_data is NULL, in
- * *in_data whether each was found in data (else binaryData; the same
- * length, for the caller to xfree).
+ * synced(arg, ns) says is listed in full and current (no list+watch of it
+ * failing since: a Deployment made meanwhile may be missing), or that stand
+ * in the other map than the one gpuscaler writes them to (forecast. and
+ * capacity. in data, unit. and uid. in binaryData: never read), whoever they
+ * name: the keys a read prunes. A pure function, O(keys + Deployments).
+ * Returns how many, in *out (each key and the array for the caller to xfree;
+ * NULL when none; a key pruned in both maps is there twice), and unless
+ * in_data is NULL, in *in_data whether each was found in data (else
+ * binaryData; the same length, for the caller to xfree).
  */
 size_t ctl_checkpoint_stale(const json_t *body, size_t idx, size_t nckpt,
                             const struct kube_deployment *const *ds, size_t nds,
