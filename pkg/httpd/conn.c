@@ -700,6 +700,11 @@ static void on_timer(uv_timer_t *t)
         arm_timer(c);
         return;
     }
+    if (c->writes == 0 && !c->head_start && !c->hp.in_message &&
+        uv_now(c->srv->loop) < c->idle_from + c->srv->cfg.idle_timeout_ms) {
+        arm_timer(c); /* a look at a write that has ended since: idle from its end */
+        return;
+    }
     LOG_DEBUG(subsys(c), "closing %s: %s timeout", c->addr,
               c->head_start ? "header" : (c->hp.in_message ? "body" : "idle"));
     if (c->head_start && c->hp.in_message && c->writes == 0 && !c->busy && c->hs_done)
@@ -728,6 +733,14 @@ static void arm_timer(struct conn *c)
     } else {
         uint64_t end = c->idle_from + cfg->idle_timeout_ms;
         ms = end > now ? end - now : 1;
+        /* an answer being written is looked at four times a limit: the
+         * client's progress is dated when a look sees it, so a client that
+         * stopped reading is cut within 1.25 limits (once a limit, one that
+         * took the socket buffers' worth in the first millisecond was cut
+         * after two) */
+        uint64_t look = cfg->idle_timeout_ms / 4 ? cfg->idle_timeout_ms / 4 : 1;
+        if (c->writes > 0 && ms > look)
+            ms = look;
     }
     uv_timer_start(&c->timer, on_timer, ms, 0);
 }

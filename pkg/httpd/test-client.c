@@ -29,6 +29,8 @@ int tc_connect(struct tc *c, const struct tc_opts *o)
     setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (o->rcvbuf > 0)
+        setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &o->rcvbuf, sizeof(o->rcvbuf));
     if (o->source) {
         struct sockaddr_in src = {.sin_family = AF_INET};
         if (inet_pton(AF_INET, o->source, &src.sin_addr) != 1 ||

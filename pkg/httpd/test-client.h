@@ -18,6 +18,8 @@ struct tc_opts {
     int max_tls_version;   /* 0 = default */
     int timeout_ms;        /* socket receive timeout [5000] */
     const char *source;    /* local IPv4 address to connect from (127.x.y.z), NULL: any */
+    int rcvbuf;            /* SO_RCVBUF set before connecting, 0: the system's (which
+                              autotunes up to tcp_rmem's maximum, 32 MiB on some hosts) */
 };
 
 struct tc {
