@@ -1902,6 +1902,70 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         self.addCleanup(prom.close)
         return prom
 
+    def test_66_a_lagging_prometheus_is_asked_where_its_samples_end(self):
+        """Prometheus' newest samples lie 45 s behind (a remote write, an ingestion
+        pipeline): a 2-minute rate evaluated now has no samples in its last 45 s and reads
+        30-60 % low. The per-pod query, asked now, shows how far behind they are, and the
+        rate, p99 and busy queries are then evaluated there (they were evaluated now). The
+        answers are 45 s old, within a 60 s metrics-stale-after: decisions go on."""
+        lag = 45.0
+        k = [None]
+
+        def answer(kind):
+            names = [n for n, _ in k[0].pods]
+            at = time.time() - lag
+            if kind == "pods":
+                return ([({"gpuscaler_part": "counted", "pod": p}, 1) for p in names] +
+                        [({"gpuscaler_part": "running", "pod": p}, 2) for p in names] +
+                        [({"gpuscaler_part": "requests", "pod": p}, 5.0 * at) for p in names] +
+                        [({"gpuscaler_part": part, "pod": p}, at) for p in names
+                         for part in ("at", "at_min")])
+            if kind == "p99":
+                return 0.5
+            if kind == "busy":
+                return []
+            return 20.0
+        prom = self.pods_prometheus(answer)
+        ann = dict(PROM_ANNOTATIONS)
+        ann.update({"gpuscaler.io/predictive": "false", "gpuscaler.io/metrics-stale-after": "60s"})
+        k[0] = self.make("laggy", 4, subnet=77, annotations=ann)
+        wait_for(lambda: len(k[0].pods) == 4, 10, what="laggy: 4 pods")
+        g = self.start(config=CONFIG + 'prometheus: {url: "%s"}\n' % prom.url,
+                       ident="inst-laggy")
+        try:
+            st = self.measured_status("laggy", 30)
+            self.assertAlmostEqual(st["requestsPerGPU"], 5.0, delta=0.01)  # 20 req/s, 4 GPUs
+            time.sleep(4)  # a few ticks on the lag measured
+
+            def times():
+                with prom.lock:
+                    reqs = [p for path, p in prom.requests if path == "/api/v1/query"]
+                # in the order sent: each tick's rate first, its per-pod query last
+                out, rate_t = [], None
+                for p in reqs:
+                    q = p.get("query", "")
+                    if "gpuscaler_part" in q:
+                        if rate_t is not None:
+                            out.append(p["time"] - rate_t)
+                        rate_t = None
+                    elif "histogram_quantile" not in q and "inference_time" not in q:
+                        rate_t = p["time"]
+                return out
+            behind = times()
+            print("the rate asked this far behind the per-pod query: %s"
+                  % [round(x, 1) for x in behind[-6:]])
+            self.assertGreaterEqual(len(behind), 4)
+            self.assertAlmostEqual(behind[0], 0.0, delta=0.5)  # nothing measured yet
+            for x in behind[-3:]:
+                self.assertAlmostEqual(x, lag, delta=2.0)
+            self.assertIn("Prometheus' newest samples are 4", g.text())
+            st = self.status("laggy")
+            self.assertNotEqual(st.get("reason"), "MetricsUnavailable", st)
+            self.assertAlmostEqual(st["requestsPerGPU"], 5.0, delta=0.01)
+        finally:
+            g.stop()
+            self.c.delete("deployments", "laggy", self.ns)
+
     def test_40_prometheus_new_pods_are_warming_not_idle(self):
         """Right after a scale-out Prometheus' rate counts only the pods it has scraped
         twice: 4 pods Ready, 8 req/s each, the rate says 16. The 2 it does not count yet are

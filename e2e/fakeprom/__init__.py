@@ -9,10 +9,10 @@ It answers the two endpoints gpuscaler calls, as Prometheus does:
   for every step up to end, whose value is range_value(t);
 - /api/v1/query: a vector with one sample, instant_value(query), or one series
   per (labels, value) when instant_value returns a list of them (404 when the
-  server was given none).
+  server was given none), stamped with the query's time (now without one).
 
 Every request is recorded as (path, params) with params the first value of
-each query parameter, parsed to float for start, end and step, and its
+each query parameter, parsed to float for start, end, step and time, and its
 headers (a dict, names in lower case) in the same order in `headers`. A hook may
 answer a request itself (for error responses): reply(path, params) returns
 None to let the default answer it, or (status, body dict).
@@ -49,7 +49,7 @@ class FakePrometheus:
             def do_GET(self):
                 u = urllib.parse.urlparse(self.path)
                 params = {k: v[0] for k, v in urllib.parse.parse_qs(u.query).items()}
-                for k in ("start", "end", "step"):
+                for k in ("start", "end", "step", "time"):
                     if k in params:
                         params[k] = float(params[k])
                 with outer.lock:
@@ -83,10 +83,12 @@ class FakePrometheus:
             data = {"resultType": "matrix", "result": [{"metric": {}, "values": vals}]}
         elif path == "/api/v1/query" and instant_value is not None:
             v = instant_value(params.get("query", ""))
+            # an instant vector's samples carry the evaluation time, as Prometheus' do
+            at = params.get("time", time.time())
             if isinstance(v, list):  # [(labels, value)]: a vector of that many series
-                res = [{"metric": m, "value": [time.time(), _fmt(x)]} for m, x in v]
+                res = [{"metric": m, "value": [at, _fmt(x)]} for m, x in v]
             else:
-                res = [{"metric": {}, "value": [time.time(), _fmt(v)]}]
+                res = [{"metric": {}, "value": [at, _fmt(v)]}]
             data = {"resultType": "vector", "result": res}
         else:
             return None

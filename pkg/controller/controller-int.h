@@ -335,6 +335,10 @@ struct ctl_wl {
     /* Prometheus-server source (promsrc.c): the last answer, used by the next tick */
     struct scrape_result pq_last;
     bool pq_have, pq_inflight, pq_seeded;
+    int64_t pq_lag_ms;            /**< how far Prometheus' newest sample of the request
+                                       counter lay behind the time of the last per-pod
+                                       query that had one (0 unknown): the window queries
+                                       are evaluated that much earlier */
     uint32_t pq_gen;              /**< the queries' generation, new when the annotations
                                        change what they ask (ctl_pq_requery): an answer
                                        to the earlier ones is dropped */
@@ -370,6 +374,13 @@ struct ctl_wl {
 #define CTL_SEEDS_MAX_INFLIGHT 4
 /** A failed seed is asked again this much later. */
 #define CTL_SEED_RETRY_MS (5LL * 60 * 1000)
+/** Prometheus' newest samples this far behind its query's time at most are
+ *  waited for (promql_target.lag_ms); beyond it, queries stay there (the
+ *  answers are stale at any metrics-stale-after). */
+#define CTL_PQ_LAG_MAX_MS (10LL * 60 * 1000)
+/** A lag of this much or more is logged (and its end): a remote-write or
+ *  ingestion delay, not a scrape interval's. */
+#define CTL_PQ_LAG_TOLD_MS 30000
 /** A list+watch failing this long (kube_cache_ns_down_ms) may have missed
  *  pods started or gone: the Deployments it covers hold, as on missing
  *  metrics, until it is current again. Longer than the reflector's backoff steps up to 25.6 s,

@@ -43,6 +43,7 @@ struct pq_req {
     bool seeding;          /* counted in c->seeds_inflight */
     uint32_t fc_gen;       /* the forecaster generation the seed was asked for */
     uint32_t pq_gen;       /* the queries' generation the answer is to */
+    int64_t asked_ms;      /* the per-pod query's time (unix ms) */
 };
 
 static struct pq_req *pq_req_new(struct controller *c, const struct ctl_wl *w)
@@ -122,6 +123,36 @@ bool ctl_pq_log(struct ctl_wl *w, int part, const char *why)
     return true;
 }
 
+/* How far the newest sample of the request counter, of any pod, lies behind
+ * the per-pod query's time: a remote write or an ingestion pipeline delays
+ * them (40-60 s, where Prometheus' own scrapes are at most an interval
+ * old). The window queries are evaluated there: at the query's time, the
+ * window's end holds no samples and a 2-minute rate read 30-60 % low. An
+ * answer without the times (a promql-rate of the user's own, or no pod
+ * sampled) leaves the last measure as it is. */
+static void pq_lag(struct ctl_wl *w, const struct promql_pods *pods, int64_t asked_ms)
+{
+    int64_t newest = 0;
+    for (size_t i = 0; pods && i < pods->n; i++)
+        if (pods->v[i].at_ms > newest)
+            newest = pods->v[i].at_ms;
+    if (newest <= 0)
+        return;
+    int64_t lag = asked_ms - newest;
+    lag = lag < 0 ? 0 : lag > CTL_PQ_LAG_MAX_MS ? CTL_PQ_LAG_MAX_MS : lag;
+    bool was = w->pq_lag_ms >= CTL_PQ_LAG_TOLD_MS, is = lag >= CTL_PQ_LAG_TOLD_MS;
+    if (is && !was)
+        LOGW_WARN(SUB, w->ns, w->name, "Prometheus' newest samples are %lld s behind the "
+                  "query's time (a remote-write or ingestion delay): the rate, p99 and busy "
+                  "queries are evaluated that far back, and the answers are that much older",
+                  (long long)(lag / 1000));
+    else if (was && !is)
+        LOGW_INFO(SUB, w->ns, w->name, "Prometheus' newest samples are %lld s behind the "
+                  "query's time now, under %d s", (long long)(lag / 1000),
+                  CTL_PQ_LAG_TOLD_MS / 1000);
+    w->pq_lag_ms = lag;
+}
+
 static void pq_answered(const struct scrape_result *res, const struct promql_pods *pods,
                         const struct promql_notes *notes, void *arg)
 {
@@ -138,6 +169,8 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
             ctl_pq_log(w, 2, notes->busy);
             ctl_pq_log(w, 3, notes->pods);
         }
+        if (!notes->cancelled)
+            pq_lag(w, pods, r->asked_ms);
         w->pq_inflight = false;
         w->pq_last = *res;
         w->pq_have = true;
@@ -189,10 +222,11 @@ void ctl_pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
     const struct ctl_workload_config *cfg = &w->cfg;
     struct promql_target t = {.ns = w->ns, .deployment = w->name, .spec = &cfg->scrape,
                               .rate_tmpl = cfg->promql_rate, .p99_tmpl = cfg->promql_p99,
-                              .busy_tmpl = cfg->promql_busy};
+                              .busy_tmpl = cfg->promql_busy, .lag_ms = w->pq_lag_ms};
     char err[200];
     if (!w->pq_inflight) {
         struct pq_req *q = pq_req_new(c, w);
+        q->asked_ms = now;
         if (promql_get(c->promql, &t, now, pq_answered, q, err, sizeof(err)) == 0) {
             w->pq_inflight = true;
         } else {

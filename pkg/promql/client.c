@@ -481,7 +481,9 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
     o->r.backlog = -1;
     o->r.waiting = -1;
     o->r.p99_ms = -1;
-    url = instant_url(p, rate_q, now_ms);
+    /* the window queries where the newest samples end; the per-pod one now */
+    int64_t eval_ms = now_ms - (t->lag_ms > 0 ? t->lag_ms : 0);
+    url = instant_url(p, rate_q, eval_ms);
     rc = issue(o, 0, url, p->max_body, err, errlen);
     xfree(url);
     if (rc < 0) {
@@ -496,7 +498,7 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
     for (int slot = 1; slot < (int)UTIL_ARRAY_LEN(more); slot++) {
         if (!more[slot][0])
             continue;
-        url = instant_url(p, more[slot], now_ms);
+        url = instant_url(p, more[slot], slot == 3 ? now_ms : eval_ms);
         char e2[160], why[200];
         if (issue(o, slot, url, p->max_body, e2, sizeof(e2)) < 0) {
             snprintf(why, sizeof(why), "not sent: %s", e2);

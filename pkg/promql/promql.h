@@ -231,6 +231,13 @@ struct promql_target {
     const char *p99_tmpl;           /**< gpuscaler.io/promql-p99 (seconds), or NULL/"" */
     const char *busy_tmpl;          /**< gpuscaler.io/promql-busy (requests in service),
                                          or NULL/"" for the default */
+    /** The rate, p99 and busy queries are evaluated this long before now_ms,
+     *  where Prometheus' newest samples end (0: at now_ms); the per-pod query
+     *  stays at now_ms, so that its sample times keep measuring how far
+     *  behind they are. A window evaluated past its newest sample reads low:
+     *  its end holds no data, and rate() extrapolates over a gap of at most
+     *  half a sample interval. */
+    int64_t lag_ms;
 };
 
 /** Why each optional query of a promql_get failed: "" when it answered (no
@@ -258,7 +265,7 @@ typedef void (*promql_result_cb)(const struct scrape_result *r, const struct pro
 
 /**
  * Instant queries of the rate, p99, busy time and per-pod parts at now_ms (UNIX ms; "time=" of the
- * query). Returns 0 and calls cb exactly once later from the loop, or a
+ * query; the first three t->lag_ms earlier). Returns 0 and calls cb exactly once later from the loop, or a
  * negative errno (then cb is never called): -EINVAL when the templates do
  * not expand (err says why), -ESHUTDOWN when closing.
  */
