@@ -10,6 +10,9 @@
  *   - as it is (an input that starts like gzip is only read: zlib inflates
  *     it, so it has no trace_parse counterpart, but it must not crash);
  *   - gzip-compressed;
+ *   - gzip-compressed in two members split at an offset chosen from the
+ *     input (a line may straddle them), then zero padding: the members read
+ *     as one stream and the zeros are skipped;
  *   - after comment lines that put the first read's end at an offset chosen
  *     from the input, so its lines straddle two reads.
  *
@@ -169,15 +172,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         load_and_compare(z, zlen, want_rc, want, &want_err);
         free(z);
     }
+
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < size; i++)
+        h = (h ^ data[i]) * 16777619u;
+    /* 2b. in two members, the first of the input's first cut bytes (cut
+     * from the input), then 1 to 1024 zero bytes of padding */
+    size_t cut = size ? h % (size + 1) : 0, z1len = 0, z2len = 0, zeros = 1 + (h >> 16) % 1024;
+    unsigned char *z1 = gzip(data, cut, &z1len), *z2 = gzip(data + cut, size - cut, &z2len);
+    unsigned char *two = z1 && z2 ? calloc(1, z1len + z2len + zeros) : NULL;
+    if (two) {
+        memcpy(two, z1, z1len);
+        memcpy(two + z1len, z2, z2len);
+        load_and_compare(two, z1len + z2len + zeros, want_rc, want, &want_err);
+    }
+    free(two);
+    free(z1);
+    free(z2);
     trace_free(want);
 
     /* 3. behind comment lines ending s bytes before the first read's end, so
      * the input's first lines straddle two reads (s from the input) */
     if (gz_magic || size == 0)
         return 0;
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < size; i++)
-        h = (h ^ data[i]) * 16777619u;
     size_t s = 1 + h % (size < 512 ? size : 512);
     size_t pad = TRACE_READ_CHUNK - s, len = pad + size;
     char *buf = malloc(len);

@@ -4,9 +4,11 @@
  * The parser takes one line at a time (parse_line), without allocating per
  * row: each numeric field is copied into a small NUL-terminated stack buffer
  * for strtod. trace_parse() walks a buffer; trace_load_file() streams a file
- * through zlib's gzread (which passes plain files through unchanged) and
- * hands each complete line over as it arrives, keeping only the unfinished
- * line, so a line over TRACE_MAX_LINE is refused as soon as it is that long.
+ * (through zlib's inflate when it starts with gzip's magic bytes: its members
+ * as one stream, zero padding after them skipped, any other data after them
+ * an error, as gzip(1) reads it) and hands each complete line over as it
+ * arrives, keeping only the unfinished line, so a line over TRACE_MAX_LINE
+ * is refused as soon as it is that long.
  * For a buffer, the bucket array is sized once from the last row's time when
  * that parses; otherwise (and when streaming) it grows by doubling, capped at
  * TRACE_MAX_BUCKETS. Times are kept as integer milliseconds; a row belongs
@@ -682,57 +684,170 @@ static int check_size(int fd, const char *name, struct trace_error *err)
                 TRACE_MAX_BYTES);
 }
 
+/* The file being read, in reads of up to TRACE_READ_CHUNK bytes into in:
+ * zs.next_in and zs.avail_in are the bytes read and not yet used (inflate's
+ * input for gzip), nread all the reads returned, so nread - zs.avail_in is
+ * the offset in the file of the first unused byte. */
+struct source {
+    int fd;
+    const char *name; /* for messages: the path, or "stdin" */
+    unsigned char *in;
+    uint64_t nread;
+    bool eof; /* a read returned 0 */
+    z_stream zs;
+};
+
+/* Top the buffer up: the unused bytes move to its start and reads fill the
+ * rest until it is full or the file ends, so a pipe's short reads still give
+ * whole chunks, as zlib's reader did. An I/O error is -errno naming the file. */
+static int source_read(struct source *src, struct trace_error *err)
+{
+    size_t have = src->zs.avail_in;
+    if (have)
+        memmove(src->in, src->zs.next_in, have);
+    while (have < TRACE_READ_CHUNK && !src->eof) {
+        ssize_t r = read(src->fd, src->in + have, TRACE_READ_CHUNK - have);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            return fail(err, -e, 0, "%s: %s", src->name, strerror(e));
+        }
+        src->eof = r == 0;
+        have += (size_t)r;
+        src->nread += (uint64_t)r;
+    }
+    src->zs.next_in = src->in;
+    src->zs.avail_in = (uInt)have;
+    return 0;
+}
+
+/* A plain file: its bytes go to the parser as they are read. */
+static int load_plain(struct source *src, struct stream *st, struct trace_error *err)
+{
+    while (src->zs.avail_in > 0) {
+        int rc = stream_feed(st, (const char *)src->zs.next_in, src->zs.avail_in, err);
+        if (rc != 0)
+            return rc;
+        src->zs.avail_in = 0;
+        rc = source_read(src, err);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Corrupt or truncated gzip data, in zlib's words. */
+static int corrupt(const struct source *src, const char *why, struct trace_error *err)
+{
+    return fail(err, -EINVAL, 0, "%s: corrupt gzip data: %s", src->name, why);
+}
+
+/* After a gzip member, skip zero bytes (padding: gzip(1) and Python's gzip
+ * module skip them too). Returns 0 when the file ends there, 1 when another
+ * member starts (its magic bytes; inflate is reset to read it on as the same
+ * stream, as RFC 1952 reads members), and an error naming the offset for
+ * anything else (zlib's gzread ignored it: a plain CSV appended to a
+ * compressed one was lost without a word). */
+static int next_member(struct source *src, struct trace_error *err)
+{
+    z_stream *zs = &src->zs;
+    for (;;) {
+        while (zs->avail_in > 0 && zs->next_in[0] == 0) {
+            zs->next_in++;
+            zs->avail_in--;
+        }
+        if (zs->avail_in >= 2 || src->eof)
+            break;
+        int rc = source_read(src, err);
+        if (rc != 0)
+            return rc;
+    }
+    if (zs->avail_in == 0)
+        return 0;
+    if (zs->avail_in >= 2 && zs->next_in[0] == 0x1f && zs->next_in[1] == 0x8b) {
+        inflateReset(zs);
+        return 1;
+    }
+    return fail(err, -EINVAL, 0, "%s: data after the end of the gzip stream at byte %llu",
+                src->name, (unsigned long long)(src->nread - zs->avail_in));
+}
+
+/* A gzip file (inflate initialised for it): its members inflate as one
+ * stream into the parser, TRACE_READ_CHUNK bytes at a time at most. */
+static int load_gzip(struct source *src, struct stream *st, struct trace_error *err)
+{
+    char *out = xmalloc(TRACE_READ_CHUNK);
+    int rc = 0;
+    for (;;) {
+        if (src->zs.avail_in == 0) {
+            rc = source_read(src, err);
+            if (rc != 0)
+                goto out;
+            if (src->zs.avail_in == 0) {
+                rc = corrupt(src, "unexpected end of file", err);
+                goto out;
+            }
+        }
+        src->zs.next_out = (Bytef *)out;
+        src->zs.avail_out = TRACE_READ_CHUNK;
+        int z = inflate(&src->zs, Z_NO_FLUSH);
+        rc = stream_feed(st, out, TRACE_READ_CHUNK - src->zs.avail_out, err);
+        if (rc != 0)
+            goto out;
+        if (z == Z_STREAM_END) {
+            rc = next_member(src, err);
+            if (rc <= 0)
+                goto out;
+            rc = 0;
+        } else if (z == Z_MEM_ERROR) {
+            rc = fail(err, -ENOMEM, 0, "%s: out of memory inflating", src->name);
+            goto out;
+        } else if (z != Z_OK) {
+            rc = corrupt(src, src->zs.msg ? src->zs.msg : "compressed data error", err);
+            goto out;
+        }
+    }
+out:
+    xfree(out);
+    return rc;
+}
+
 int trace_load_file_opts(const char *path, const struct trace_opts *opts, struct trace **out,
                          struct trace_error *err)
 {
     struct stream st = {.line = 1};
     parser_init(&st.ps, opts);
     bool is_stdin = strcmp(path, "-") == 0;
-    const char *name = is_stdin ? "stdin" : path;
-    gzFile gz = NULL;
-    char *chunk = NULL;
+    struct source src = {.name = is_stdin ? "stdin" : path};
+    bool inflating = false;
     int rc;
-    /* gzclose closes the descriptor: stdin is read through a duplicate */
-    int fd = is_stdin ? dup(STDIN_FILENO) : open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    src.fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    if (src.fd < 0) {
         int e = errno;
-        rc = fail(err, -e, 0, "%s: %s", name, strerror(e));
+        rc = fail(err, -e, 0, "%s: %s", src.name, strerror(e));
         goto out;
     }
-    rc = check_size(fd, name, err);
+    rc = check_size(src.fd, src.name, err);
     if (rc != 0)
         goto out;
-    gz = gzdopen(fd, "rb");
-    if (!gz) {
-        rc = fail(err, -ENOMEM, 0, "%s: cannot start reading", name);
+    src.in = xmalloc(TRACE_READ_CHUNK);
+    rc = source_read(&src, err);
+    if (rc != 0)
         goto out;
-    }
-    fd = -1; /* owned by gz now */
-    gzbuffer(gz, TRACE_READ_CHUNK);
-    chunk = xmalloc(TRACE_READ_CHUNK);
-    for (;;) {
-        errno = 0;
-        int r = gzread(gz, chunk, TRACE_READ_CHUNK);
-        int zerr = Z_OK;
-        const char *msg = gzerror(gz, &zerr);
-        /* a truncated stream ends with r == 0 and the error only in gzerror */
-        if (r < 0 || (zerr != Z_OK && zerr != Z_STREAM_END)) {
-            if (zerr == Z_ERRNO) {
-                int e = errno ? errno : EIO;
-                rc = fail(err, -e, 0, "%s: %s", name, strerror(e));
-            } else {
-                if (msg && strncmp(msg, "<fd:", 4) == 0 && strstr(msg, ": "))
-                    msg = strstr(msg, ": ") + 2; /* zlib's name for the descriptor */
-                rc = fail(err, -EINVAL, 0, "%s: corrupt gzip data: %s", name, msg);
-            }
+    /* gzip by its magic bytes, whatever the name; anything else is read as it is */
+    if (src.zs.avail_in >= 2 && src.in[0] == 0x1f && src.in[1] == 0x8b) {
+        if (inflateInit2(&src.zs, 16 + MAX_WBITS) != Z_OK) {
+            rc = fail(err, -ENOMEM, 0, "%s: cannot start reading", src.name);
             goto out;
         }
-        if (r == 0)
-            break;
-        rc = stream_feed(&st, chunk, (size_t)r, err);
-        if (rc != 0)
-            goto out;
+        inflating = true;
+        rc = load_gzip(&src, &st, err);
+    } else {
+        rc = load_plain(&src, &st, err);
     }
+    if (rc != 0)
+        goto out;
     if (st.part.len) {
         rc = parse_line(&st.ps, st.part.data, st.part.len, st.line, err);
         if (rc != 0)
@@ -740,11 +855,11 @@ int trace_load_file_opts(const char *path, const struct trace_opts *opts, struct
     }
     rc = finish(&st.ps, out, err);
 out:
-    if (gz)
-        gzclose(gz);
-    if (fd >= 0)
-        close(fd);
-    xfree(chunk);
+    if (inflating)
+        inflateEnd(&src.zs);
+    if (src.fd >= 0 && !is_stdin)
+        close(src.fd); /* stdin stays open: it is the caller's */
+    xfree(src.in);
     util_buf_free(&st.part);
     xfree(st.ps.s.v);
     return rc;

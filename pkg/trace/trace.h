@@ -20,7 +20,9 @@
  * text or empty extra fields are ignored. Empty lines and lines starting
  * with '#' are skipped. The parser is pure and reports the line of the first
  * error. Files may be gzip-compressed (read through zlib, recognised by their
- * magic bytes, not by their name). */
+ * magic bytes, not by their name): several members read as one stream and
+ * zero bytes after a member are padding, as gzip(1) reads them; any other
+ * data after the stream is an error. */
 #ifndef GPUSCALER_TRACE_H
 #define GPUSCALER_TRACE_H
 
@@ -71,7 +73,8 @@ int trace_parse(const char *buf, size_t len, struct trace **out, struct trace_er
  * streams in: the first bad line ends the read, so a too-long line costs at
  * most TRACE_MAX_LINE bytes of reading. Same results and errors as
  * trace_parse() on the (decompressed) contents, plus -errno on I/O errors
- * and -EINVAL for corrupt or truncated gzip data (err names the file).
+ * and -EINVAL for corrupt or truncated gzip data, or data after its end
+ * other than zero bytes (err names the file, and that data's byte offset).
  */
 int trace_load_file(const char *path, struct trace **out, struct trace_error *err);
 
