@@ -209,8 +209,9 @@ static void pq_seeded(const struct promql_seed_result *res, void *arg)
             w->fc = r->seed;
             r->seed = NULL;
             LOGW_INFO(SUB, r->ns, r->name,
-                      "forecaster seeded from Prometheus: %zu points, %lld buckets of history",
-                      res->observed, (long long)got.buckets_seen);
+                      "forecaster seeded from Prometheus: %zu points, %lld buckets of history"
+                      "%s", res->observed, (long long)got.buckets_seen,
+                      res->retried ? " (after asking again for a day that failed)" : "");
         }
     }
     pq_req_free(r);

@@ -26,6 +26,16 @@
  * minutes a chunk keeps that callback near 20 ms, where 10,000 steps held
  * the loop for about 125 ms (bench/bench-seed.c). */
 #define SEED_CHUNK_STEPS 1440
+/* A chunk of a range is asked this many times before the range fails: a
+ * timeout, a dropped connection or a 5xx (a Thanos store or a querier
+ * restarting) used to fail a week's seed at its sixth day and start it
+ * again from the first, five minutes later. */
+#define RANGE_CHUNK_TRIES 3
+/* A range chunk waits this long at least (promql_config.timeout_ms if longer):
+ * a day of minutes of a rate over many pods takes seconds, on object
+ * storage tens of them, where an instant query takes milliseconds
+ * (Prometheus' own query.timeout is 2 minutes). */
+#define RANGE_TIMEOUT_MIN_MS 60000
 
 struct op {
     struct promql *p;
@@ -50,6 +60,7 @@ struct op {
     char *query;
     int64_t next_ms, end_ms, step_ms;
     int64_t chunk_lo, chunk_hi; /* the chunk in flight, [start, end] as asked (ms) */
+    int tries;                  /* of the chunk in flight, so far */
     struct promql_seed_result sr;
 };
 
@@ -138,6 +149,8 @@ static void urlencode(struct util_buf *b, const char *s)
 }
 
 static void on_done(struct httpc_req *req, int err, const struct httpc_resp *resp, void *arg);
+static int chunk_send(struct op *o, char *err, size_t errlen);
+static bool chunk_retryable(int err, const struct httpc_resp *resp);
 
 /* Start one GET of path?params on slot i of op; a URL over
  * PROMQL_GET_MAX_URL goes as a POST of the same parameters, form-encoded, as
@@ -146,6 +159,9 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
 static int issue(struct op *o, int slot, const char *url, size_t max_body, char *err,
                 size_t errlen)
 {
+    int64_t timeout_ms = o->p->timeout_ms;
+    if (o->is_seed && timeout_ms < RANGE_TIMEOUT_MIN_MS)
+        timeout_ms = RANGE_TIMEOUT_MIN_MS;
     struct promql *p = o->p;
     struct promql_auth_req ar;
     int rc = promql_auth_begin(&p->auth, &ar, err, errlen);
@@ -158,7 +174,7 @@ static int issue(struct op *o, int slot, const char *url, size_t max_body, char 
         .headers = ar.headers,
         .bearer = ar.bearer,
         .tls = strncmp(url, "https:", 6) == 0 ? &tls : NULL,
-        .timeout_ms = p->timeout_ms,
+        .timeout_ms = timeout_ms,
         .connect_timeout_ms = p->timeout_ms,
         .max_body = max_body,
     };
@@ -373,6 +389,15 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
         struct promql_series s;
         char why[200];
         int rc = answer(err, resp, &s, NULL, why, sizeof(why));
+        if (rc != 0 && rc != -ENODATA && !o->p->closing && o->tries < RANGE_CHUNK_TRIES &&
+            chunk_retryable(err, resp)) {
+            char e2[200];
+            promql_series_free(&s);
+            o->sr.retried++;
+            if (chunk_send(o, e2, sizeof(e2)) == 0)
+                return;
+            /* not even sent: the range fails on this chunk's answer */
+        }
         if (rc == 0 && !o->f) {
             range_collect(o, &s);
         } else if (rc == 0) {
@@ -386,7 +411,10 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
             }
         } else if (rc != -ENODATA) { /* no data in a chunk: the workload did not exist yet */
             o->sr.err = rc;
-            snprintf(o->sr.why, sizeof(o->sr.why), "%s", why);
+            if (o->tries > 1)
+                snprintf(o->sr.why, sizeof(o->sr.why), "%.170s (asked %d times)", why, o->tries);
+            else
+                snprintf(o->sr.why, sizeof(o->sr.why), "%s", why);
         }
         promql_series_free(&s);
         seed_step(o);
@@ -529,26 +557,44 @@ static void seed_finish(struct op *o)
     op_free(o);
 }
 
-/* Send the next chunk of the range. */
-static int seed_send(struct op *o, char *err, size_t errlen)
+/* Ask for the chunk [chunk_lo, chunk_hi] (again, after a failure). */
+static int chunk_send(struct op *o, char *err, size_t errlen)
 {
     struct promql *p = o->p;
-    int64_t chunk = o->f ? SEED_CHUNK_STEPS : RANGE_CHUNK_STEPS;
-    int64_t last = o->next_ms + (chunk - 1) * o->step_ms;
-    if (last > o->end_ms)
-        last = o->end_ms;
     struct util_buf b = {0};
     util_buf_printf(&b, "%s/api/v1/query_range?query=", p->url);
     urlencode(&b, o->query);
     util_buf_printf(&b, "&start=%.3f&end=%.3f&step=%.3f" PARTIAL_DENIED,
-                    (double)o->next_ms / 1000.0, (double)last / 1000.0,
+                    (double)o->chunk_lo / 1000.0, (double)o->chunk_hi / 1000.0,
                     (double)o->step_ms / 1000.0);
-    o->chunk_lo = o->next_ms;
-    o->chunk_hi = last;
-    o->next_ms = last + o->step_ms;
+    o->tries++;
     int rc = issue(o, 0, b.data, p->max_body * 64, err, errlen);
     util_buf_free(&b);
     return rc;
+}
+
+/* Send the next chunk of the range. */
+static int seed_send(struct op *o, char *err, size_t errlen)
+{
+    int64_t chunk = o->f ? SEED_CHUNK_STEPS : RANGE_CHUNK_STEPS;
+    int64_t last = o->next_ms + (chunk - 1) * o->step_ms;
+    if (last > o->end_ms)
+        last = o->end_ms;
+    o->chunk_lo = o->next_ms;
+    o->chunk_hi = last;
+    o->next_ms = last + o->step_ms;
+    o->tries = 0;
+    return chunk_send(o, err, errlen);
+}
+
+/* Whether a failed chunk is worth asking again: no answer (a timeout, a
+ * connection refused or dropped) or a server error (5xx), not a refusal of
+ * the query (4xx) nor an answer too big. */
+static bool chunk_retryable(int err, const struct httpc_resp *resp)
+{
+    if (err == -ECANCELED || err == -EMSGSIZE)
+        return false;
+    return err != 0 || resp->status >= 500;
 }
 
 /* Next chunk, or the end. Called from on_done (the loop) only. */

@@ -277,6 +277,8 @@ struct promql_seed_result {
     int err;             /**< 0 or the first failure's negative errno */
     size_t observed;     /**< points given to forecast_observe */
     size_t skipped;      /**< NaN, infinite or negative points, or refused by the forecaster */
+    size_t retried;      /**< chunks asked again after a timeout, a dropped connection or a
+                              5xx (each up to twice; a third failure fails the seed) */
     char why[200];       /**< when err: one line */
 };
 typedef void (*promql_seed_cb)(const struct promql_seed_result *r, void *arg);
@@ -286,8 +288,11 @@ typedef void (*promql_seed_cb)(const struct promql_seed_result *r, void *arg);
  * now_ms] at step_ms (default 60 s when 0) through /api/v1/query_range, in
  * chunks of at most 1,440 steps (a day of minutes: each chunk's points are
  * observed in one loop callback; Prometheus' limit is 11,000 points),
- * oldest first, each point passed to forecast_observe(). Returns 0 and calls
- * cb exactly once later, or a negative errno as promql_get.
+ * oldest first, each point passed to forecast_observe(). Each chunk waits up
+ * to 60 s (timeout_ms if longer) and is asked again, up to three
+ * times in all, after a timeout, a dropped connection or a 5xx; another
+ * failure, or a third, ends the seed there. Returns 0 and calls cb exactly
+ * once later, or a negative errno as promql_get.
  */
 int promql_seed(struct promql *p, const struct promql_target *t, int64_t now_ms,
                 int64_t lookback_ms, int64_t step_ms, struct forecast *f, promql_seed_cb cb,
@@ -311,8 +316,9 @@ typedef void (*promql_range_cb)(struct promql_range_result *r, void *arg);
  * Range query of a literal PromQL expression q (no placeholders are
  * expanded; it must return one series) over [start_ms, end_ms] at step_ms
  * (UNIX ms) through /api/v1/query_range, in chunks of at most 10,000 steps,
- * oldest first. A chunk without data is skipped (the series did not exist
- * yet); any other failure ends the query. Returns 0 and calls cb exactly
+ * oldest first, each asked as promql_seed's are (60 s, three times at
+ * most). A chunk without data is skipped (the series did not exist yet);
+ * any other failure ends the query. Returns 0 and calls cb exactly
  * once later from the loop, or a negative errno (cb is never called):
  * -EINVAL (empty or too long query, step <= 0, start >= end), -E2BIG (more
  * than PROMQL_MAX_RANGE_POINTS steps), -ESHUTDOWN (closing); err says why.

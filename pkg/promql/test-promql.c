@@ -588,6 +588,11 @@ struct fx {
     int pods_queries;
     struct promql_seed_result sr;
     struct testsrv_conn *held;
+    int range_503;          /* range requests after the first to answer 503, from now */
+    int range_delay_ms;     /* range requests are answered this much later */
+    uv_timer_t delay_timer; /* ... by this timer, for delayed (start, end, step) */
+    struct testsrv_conn *delayed;
+    double delayed_at[3];
 };
 
 /* Value of query parameter name in target, %-decoded (+ is a space). */
@@ -617,6 +622,34 @@ static bool param(const char *target, const char *name, char *out, size_t outlen
 static void json(struct testsrv_conn *c, int status, const char *body)
 {
     testsrv_respond(c, status, "application/json", body, strlen(body), NULL);
+}
+
+/* A range request's matrix: 5 at every step of [s, e], NaN at every 7th point. */
+static void range_answer(struct fx *f, struct testsrv_conn *c, double s, double e, double st)
+{
+    struct util_buf b = {0};
+    util_buf_puts(&b, "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":"
+                      "[{\"metric\":{},\"values\":[");
+    if (f->mode == FAKE_STRAY)
+        util_buf_printf(&b, "[%.3f,\"5\"],", s - 3600);
+    for (double x = s; x <= e + 1e-9; x += st) {
+        util_buf_printf(&b, "%s[%.3f,\"%s\"]", x > s ? "," : "", x,
+                        f->range_points % 7 == 3 ? "NaN" : "5");
+        f->range_points++;
+    }
+    if (f->mode == FAKE_STRAY)
+        util_buf_puts(&b, ",[100000000000,\"5\"]");
+    util_buf_puts(&b, "]}]}}");
+    json(c, 200, b.data);
+    util_buf_free(&b);
+}
+
+static void on_delay(uv_timer_t *t)
+{
+    struct fx *f = t->data;
+    struct testsrv_conn *c = f->delayed;
+    f->delayed = NULL;
+    range_answer(f, c, f->delayed_at[0], f->delayed_at[1], f->delayed_at[2]);
 }
 
 static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
@@ -669,21 +702,20 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
                          "\"result\":[]}}");
             return;
         }
-        struct util_buf b = {0};
-        util_buf_puts(&b, "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":"
-                          "[{\"metric\":{},\"values\":[");
-        if (f->mode == FAKE_STRAY)
-            util_buf_printf(&b, "[%.3f,\"5\"],", s - 3600);
-        for (double x = s; x <= e + 1e-9; x += st) {
-            util_buf_printf(&b, "%s[%.3f,\"%s\"]", x > s ? "," : "", x,
-                            f->range_points % 7 == 3 ? "NaN" : "5");
-            f->range_points++;
+        if (f->range_requests > 1 && f->range_503 > 0) {
+            f->range_503--;
+            testsrv_respond(c, 503, "text/plain", "store unavailable\n", 18, NULL);
+            return;
         }
-        if (f->mode == FAKE_STRAY)
-            util_buf_puts(&b, ",[100000000000,\"5\"]");
-        util_buf_puts(&b, "]}]}}");
-        json(c, 200, b.data);
-        util_buf_free(&b);
+        if (f->range_delay_ms > 0) {
+            f->delayed = c;
+            f->delayed_at[0] = s;
+            f->delayed_at[1] = e;
+            f->delayed_at[2] = st;
+            uv_timer_start(&f->delay_timer, on_delay, (uint64_t)f->range_delay_ms, 0);
+            return;
+        }
+        range_answer(f, c, s, e, st);
         return;
     }
     assert_true(strncmp(target, "/prefix/api/v1/query?", 21) == 0);
@@ -816,6 +848,8 @@ static struct fx *fx_new_with(const char *url_override, const struct promql_conf
     assert_int_equal(uv_loop_init(&f->loop), 0);
     assert_int_equal(httpc_new(&f->loop, &f->http), 0);
     f->srv = testsrv_start(&f->loop, handler, f);
+    assert_int_equal(uv_timer_init(&f->loop, &f->delay_timer), 0);
+    f->delay_timer.data = f;
     snprintf(f->token_path, sizeof(f->token_path), "/tmp/gpuscaler-promql-token-%d", getpid());
     write_token(f, "tok-1");
     char url[128];
@@ -853,6 +887,7 @@ static void fx_finish(struct fx *f)
     promql_close(f->pq, on_closed, f);
     httpc_close(f->http, on_closed, f);
     testsrv_stop(f->srv);
+    uv_close((uv_handle_t *)&f->delay_timer, NULL);
     assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(f->closes, 2);
     assert_int_equal(uv_loop_close(&f->loop), 0);
@@ -1213,6 +1248,81 @@ static void test_seed_chunks(void **state)
     fx_finish(f);
 }
 
+/* A chunk that fails with a 5xx (a Thanos store, a querier restarting), a
+ * timeout or a dropped connection is asked again, up to three times in all:
+ * a week's seed no longer fails at its sixth day, to start again from the
+ * first five minutes later. A third failure, or a refusal of the query
+ * (4xx), ends it. */
+static void test_seed_chunk_retried(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(NULL);
+    struct scrape_spec spec;
+    struct promql_target t = target(&spec);
+    struct forecast_config fc;
+    forecast_config_init(&fc);
+    struct forecast *fo = forecast_new(&fc);
+    char err[160];
+    f->range_503 = 2; /* the second chunk fails twice */
+    assert_int_equal(promql_seed(f->pq, &t, 1700000000000, 25000000, 1000, fo, on_seed, f, err,
+                                 sizeof(err)),
+                     0);
+    run_until(f, &f->seeds, 1);
+    assert_int_equal(f->sr.err, 0);
+    assert_int_equal(f->sr.retried, 2);
+    assert_int_equal(f->range_requests, 18 + 2);
+    assert_int_equal(f->sr.observed + f->sr.skipped, 25001);
+    forecast_free(fo);
+    /* three failures of a chunk end the seed, the last one's reason told */
+    fo = forecast_new(&fc);
+    f->range_requests = 0;
+    f->range_503 = 3;
+    assert_int_equal(promql_seed(f->pq, &t, 1700000000000, 25000000, 1000, fo, on_seed, f, err,
+                                 sizeof(err)),
+                     0);
+    run_until(f, &f->seeds, 2);
+    assert_int_equal(f->sr.err, -EPROTO);
+    assert_int_equal(f->sr.retried, 2);
+    assert_int_equal(f->range_requests, 1 + 3);
+    assert_non_null(strstr(f->sr.why, "HTTP 503"));
+    assert_non_null(strstr(f->sr.why, "(asked 3 times)"));
+    forecast_free(fo);
+    /* a refused query is not asked again */
+    fo = forecast_new(&fc);
+    f->range_requests = 0;
+    f->mode = FAKE_BAD_QUERY;
+    assert_int_equal(promql_seed(f->pq, &t, 1700000000000, 25000000, 1000, fo, on_seed, f, err,
+                                 sizeof(err)),
+                     0);
+    run_until(f, &f->seeds, 3);
+    assert_int_equal(f->sr.err, -EPROTO);
+    assert_int_equal(f->sr.retried, 0);
+    assert_int_equal(f->range_requests, 1);
+    forecast_free(fo);
+    fx_finish(f);
+}
+
+/* A range chunk waits longer than an instant query (the fixture's timeout,
+ * 2 s): a day of minutes over many pods takes seconds where an instant
+ * query takes milliseconds, and every chunk answered after 2 s failed the
+ * seed. */
+static void test_range_chunk_outlasts_the_instant_timeout(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(NULL);
+    f->range_delay_ms = 2500;
+    char err[160];
+    assert_int_equal(promql_range(f->pq, "sum(rate(x[1m]))", 1700000000000, 1700000060000,
+                                  10000, on_range, f, err, sizeof(err)),
+                     0);
+    run_until(f, &f->seeds, 1);
+    assert_int_equal(range_res.err, 0);
+    assert_int_equal(range_res.series.npoints, 7);
+    assert_int_equal(f->range_requests, 1);
+    promql_series_free(&range_res.series);
+    fx_finish(f);
+}
+
 /* Points outside the chunk asked for (a server's or a proxy's bug) are
  * dropped: one at t = 1e11 s took the forecaster's clock to the year 5138,
  * where it walked 1.6e9 buckets and then refused every later point as
@@ -1324,6 +1434,7 @@ static void test_close_inflight(void **state)
     promql_close(f->pq, on_closed, f);
     httpc_close(f->http, on_closed, f);
     testsrv_stop(f->srv);
+    uv_close((uv_handle_t *)&f->delay_timer, NULL);
     assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(f->results, 1);
     assert_false(f->r.valid);
@@ -1344,6 +1455,8 @@ int main(void)
         cmocka_unit_test(test_client_answer_too_big),
         cmocka_unit_test(test_client_auth_headers),
         cmocka_unit_test(test_client_unreachable), cmocka_unit_test(test_seed_chunks),
+        cmocka_unit_test(test_seed_chunk_retried),
+        cmocka_unit_test(test_range_chunk_outlasts_the_instant_timeout),
         cmocka_unit_test(test_seed_stray_points),
         cmocka_unit_test(test_close_inflight),     cmocka_unit_test(test_range),
     };
