@@ -247,6 +247,11 @@ bool h1_prepare(const struct httpc_opts *o, struct sockaddr_storage *sa, char **
     for (const char *const *h = o->headers; h && *h; h++) {
         if (strpbrk(*h, "\r\n"))
             return false;
+        /* a credential in a header (basic auth, a proxy's): curl's block of
+         * header lines is wiped after the request, this one's would not be */
+        if (strncasecmp(*h, "Authorization:", 14) == 0 ||
+            strncasecmp(*h, "Proxy-Authorization:", 20) == 0)
+            return false;
         if (strncasecmp(*h, "Accept:", 7) == 0)
             accept = true;
     }

@@ -204,7 +204,9 @@ static void test_prepare(void **state)
     static const char *const crlf[] = {"X-A: b\r\nX-Evil: c", NULL};
     const struct httpc_opts base = {.url = "http://10.0.0.1/", .no_reuse = true,
                                     .no_compression = true};
-    struct httpc_opts not[7];
+    static const char *const basic[] = {"Accept: text/plain", "authorization: Basic dTpw", NULL};
+    static const char *const proxy[] = {"Proxy-Authorization: Basic dTpw", NULL};
+    struct httpc_opts not[9];
     for (size_t i = 0; i < UTIL_ARRAY_LEN(not); i++)
         not[i] = base;
     not[0].no_reuse = false;
@@ -214,6 +216,8 @@ static void test_prepare(void **state)
     not[4].body = "x", not[4].body_len = 1;
     not[5].stall_timeout_ms = 1000;
     not[6].headers = crlf;
+    not[7].headers = basic; /* secrets go through curl, which wipes its header block */
+    not[8].headers = proxy;
     for (size_t i = 0; i < UTIL_ARRAY_LEN(not); i++)
         assert_false(h1_prepare(&not[i], &sa, &req, &len));
     assert_true(h1_prepare(&base, &sa, &req, &len));
