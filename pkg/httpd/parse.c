@@ -152,10 +152,48 @@ static const char *stored_header(const struct hreq *r, const char *name)
     return NULL;
 }
 
+/* A Host value as Go's server takes it (httpguts.ValidHostHeader): a
+ * reg-name, an IP literal or an IPv6 one in brackets, with an optional
+ * port, as bytes of RFC 3986; empty is valid (no authority). */
+static bool host_valid(const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              strchr("!$%&'()*+,-.:;=[]_~", c)))
+            return false;
+    }
+    return true;
+}
+
+/* Exactly one valid Host header in an HTTP/1.1 request, as Go's server (and
+ * so the API server the aggregator sits in) requires: 400 for none ("missing
+ * required Host header"), two (a proxy and the server could each read
+ * another) or a malformed one. HTTP/1.0 may go without. */
+static int check_host(struct hparser *p, llhttp_t *ll)
+{
+    const struct hreq *r = p->cur;
+    const char *host = NULL;
+    int n = 0;
+    for (size_t i = 0; i < r->nhdr; i++)
+        if (strcasecmp(r->store.data + r->hoff[2 * i], "Host") == 0) {
+            host = r->store.data + r->hoff[2 * i + 1];
+            n++;
+        }
+    if (n > 1 || (n == 1 && !host_valid(host)))
+        return fail(p, 400);
+    if (n == 0 && (ll->http_major > 1 || (ll->http_major == 1 && ll->http_minor >= 1)) &&
+        llhttp_get_method(ll) != HTTP_CONNECT)
+        return fail(p, 400);
+    return 0;
+}
+
 static int on_headers_complete(llhttp_t *ll)
 {
     struct hparser *p = P(ll);
     struct hreq *r = p->cur;
+    if (check_host(p, ll) < 0)
+        return -1;
     const char *m = llhttp_method_name((llhttp_method_t)llhttp_get_method(ll));
     r->method_off = r->store.len;
     util_buf_append(&r->store, m, strlen(m) + 1);

@@ -75,12 +75,12 @@ static void cl_tls_basic(struct fx *f)
     CHECK(f, strcmp(c.peer_cn, "gpuscaler") == 0); /* the self-signed fallback */
     CHECK(f, SSL_version(c.ssl) == TLS1_3_VERSION);
     for (int i = 0; i < 2; i++) {
-        CHECK(f, tc_send_str(&c, "GET /k?i=1 HTTP/1.1\r\nX-Test: t\r\n\r\n") == 0);
+        CHECK(f, tc_send_str(&c, "GET /k?i=1 HTTP/1.1\r\nHost: t\r\nX-Test: t\r\n\r\n") == 0);
         CHECK(f, tc_read_response(&c, &r) == 0);
         CHECK(f, r.status == 200 && strcmp(r.body, "GET /k q=i=1 len=0 x=t ka=1") == 0);
     }
-    CHECK(f, tc_send_str(&c, "GET /p1 HTTP/1.1\r\n\r\nGET /defer/40 HTTP/1.1\r\n\r\n"
-                             "POST /p3 HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi") == 0);
+    CHECK(f, tc_send_str(&c, "GET /p1 HTTP/1.1\r\nHost: t\r\n\r\nGET /defer/40 HTTP/1.1\r\nHost: t\r\n\r\n"
+                             "POST /p3 HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0 && strcmp(r.body, "GET /p1 q= len=0 x=- ka=1") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0 &&
                  strcmp(r.body, "GET /defer/40 q= len=0 x=- ka=1") == 0);
@@ -90,7 +90,7 @@ static void cl_tls_basic(struct fx *f)
     o.max_tls_version = TLS1_2_VERSION;
     CHECK(f, tc_connect(&c, &o) == 0);
     CHECK(f, SSL_version(c.ssl) == TLS1_2_VERSION);
-    CHECK(f, tc_send_str(&c, "GET /v12 HTTP/1.1\r\nConnection: close\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /v12 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200 && r.close);
     CHECK(f, tc_wait_close(&c) == 0);
     tc_close(&c);
@@ -123,9 +123,9 @@ static void cl_tls_pipeline_long(struct fx *f)
     memset(pad, 'p', sizeof(pad) - 1);
     pad[sizeof(pad) - 1] = '\0';
     struct util_buf b = {0};
-    util_buf_printf(&b, "GET /defer/100 HTTP/1.1\r\n\r\n");
+    util_buf_printf(&b, "GET /defer/100 HTTP/1.1\r\nHost: t\r\n\r\n");
     for (int i = 0; i < 150; i++)
-        util_buf_printf(&b, "GET /n%d HTTP/1.1\r\nX-Pad: %s\r\n\r\n", i, pad);
+        util_buf_printf(&b, "GET /n%d HTTP/1.1\r\nHost: t\r\nX-Pad: %s\r\n\r\n", i, pad);
     CHECK(f, b.len > 2 * 65536);
     CHECK(f, tc_send(&c, b.data, b.len) == 0);
     util_buf_free(&b);
@@ -176,7 +176,7 @@ static void cl_garbage(struct fx *f)
     tc_close(&c);
 
     CHECK(f, tc_connect(&c, &plain) == 0);
-    tc_send_str(&c, "GET / HTTP/1.1\r\n\r\n");
+    tc_send_str(&c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     CHECK(f, tc_wait_close(&c) == 0);
     tc_close(&c);
 
@@ -191,7 +191,7 @@ static void cl_garbage(struct fx *f)
 
     /* and the server still works */
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET /fine HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /fine HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
     tc_close(&c);
 }
@@ -247,7 +247,7 @@ static void cl_close_mid_handshake(struct fx *f)
     }
     CHECK(f, hs);
     if (hs) {
-        CHECK(f, tc_send_str(&c, "GET /hs HTTP/1.1\r\n\r\n") == 0);
+        CHECK(f, tc_send_str(&c, "GET /hs HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
         CHECK(f, tc_read_response(&c, &r) == 0);
         CHECK(f, r.status == 200 && r.close && strcmp(r.body, "GET /hs q= len=0 x=- ka=0") == 0);
     }
@@ -287,7 +287,7 @@ static void cl_reload(struct fx *f)
     CHECK(f, strcmp(c.peer_cn, "server-b") == 0);
     tc_close(&c);
     /* the connection made before the reload keeps working */
-    CHECK(f, tc_send_str(&old, "GET /still HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&old, "GET /still HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&old, &r) == 0 && r.status == 200);
     tc_close(&old);
 
@@ -301,7 +301,7 @@ static void cl_reload(struct fx *f)
     usleep(300000);
     CHECK(f, tc_connect(&c, &o) == 0);
     CHECK(f, strcmp(c.peer_cn, "server-b") == 0);
-    CHECK(f, tc_send_str(&c, "GET /ok HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /ok HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
     tc_close(&c);
     /* a good pair again */
@@ -362,7 +362,7 @@ static void cert_case(struct fx *f, const char *name, const char *want)
         o.key_file = key;
     }
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET /cert HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /cert HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0);
     if (strcmp(r.body, want) != 0 && !f->fail_line) {
         f->fail_line = __LINE__;
@@ -383,7 +383,7 @@ static void cl_client_certs(struct fx *f)
     struct tc_resp r;
     struct tc_opts o = topts(f);
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET /setca HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /setca HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
     tc_close(&c);
     cert_case(f, "other", "presented=1 verified=1 cn=other-client pem=1");

@@ -66,15 +66,15 @@ static void cl_bodies(struct fx *f)
     struct tc_resp r;
     struct tc_opts o = opts(f);
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "POST /p HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello") == 0);
+    CHECK(f, tc_send_str(&c, "POST /p HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0);
     CHECK(f, strcmp(r.body, "POST /p q= len=5 x=- ka=1") == 0);
-    CHECK(f, tc_send_str(&c, "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    CHECK(f, tc_send_str(&c, "POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
                              "3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0);
     CHECK(f, strcmp(r.body, "POST /c q= len=7 x=- ka=1") == 0);
     /* Expect: 100-continue gets an interim response before the body is sent */
-    CHECK(f, tc_send_str(&c, "PUT /e HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n"
+    CHECK(f, tc_send_str(&c, "PUT /e HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nExpect: 100-continue\r\n"
                              "\r\n") == 0);
     char buf[64] = {0};
     ssize_t n = recv(c.fd, buf, sizeof(buf) - 1, 0);
@@ -83,7 +83,7 @@ static void cl_bodies(struct fx *f)
     CHECK(f, tc_read_response(&c, &r) == 0);
     CHECK(f, strcmp(r.body, "PUT /e q= len=2 x=- ka=1") == 0);
     /* HEAD: headers only, Content-Length of the would-be body */
-    CHECK(f, tc_send_str(&c, "HEAD /h HTTP/1.1\r\n\r\nGET /after HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "HEAD /h HTTP/1.1\r\nHost: t\r\n\r\nGET /after HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     char all[1024] = {0};
     size_t got = 0;
     while (got < sizeof(all) - 1 && !strstr(all, "GET /after")) {
@@ -114,10 +114,10 @@ static void cl_pipeline(struct fx *f)
     struct tc_resp r;
     struct tc_opts o = opts(f);
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET /one HTTP/1.1\r\n\r\n"
-                             "GET /defer/80 HTTP/1.1\r\n\r\n"
-                             "GET /three HTTP/1.1\r\nX-Test: 3\r\n\r\n"
-                             "POST /four HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc") == 0);
+    CHECK(f, tc_send_str(&c, "GET /one HTTP/1.1\r\nHost: t\r\n\r\n"
+                             "GET /defer/80 HTTP/1.1\r\nHost: t\r\n\r\n"
+                             "GET /three HTTP/1.1\r\nHost: t\r\nX-Test: 3\r\n\r\n"
+                             "POST /four HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0);
     CHECK(f, strcmp(r.body, "GET /one q= len=0 x=- ka=1") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0);
@@ -129,7 +129,7 @@ static void cl_pipeline(struct fx *f)
     /* many small pipelined requests in one write */
     struct util_buf b = {0};
     for (int i = 0; i < 500; i++)
-        util_buf_printf(&b, "GET /n%d HTTP/1.1\r\n\r\n", i);
+        util_buf_printf(&b, "GET /n%d HTTP/1.1\r\nHost: t\r\n\r\n", i);
     CHECK(f, tc_send(&c, b.data, b.len) == 0);
     util_buf_free(&b);
     for (int i = 0; i < 500; i++) {
@@ -163,7 +163,7 @@ static void cl_unread(struct fx *f)
     CHECK(f, tc_connect(&c, &o) == 0);
     int small = 4096;
     setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-    static const char one[] = "GET /u HTTP/1.1\r\n\r\n";
+    static const char one[] = "GET /u HTTP/1.1\r\nHost: t\r\n\r\n";
     enum { PER = 1000, CHUNKS = 2000 }; /* at most 2 million requests, 38 MB */
     char *chunk = xmalloc(PER * (sizeof(one) - 1));
     for (int i = 0; i < PER; i++)
@@ -211,12 +211,12 @@ static void cl_trailer(struct fx *f)
     struct tc_resp r;
     struct tc_opts o = opts(f);
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "POST /t HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+    CHECK(f, tc_send_str(&c, "POST /t HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
                              "Trailer: X-Test\r\n\r\n"
                              "3\r\nabc\r\n0\r\nX-Test: injected\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
     CHECK(f, strcmp(r.body, "POST /t q= len=3 x=- ka=1") == 0);
-    CHECK(f, tc_send_str(&c, "GET /after HTTP/1.1\r\nX-Test: real\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /after HTTP/1.1\r\nHost: t\r\nX-Test: real\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0);
     CHECK(f, strcmp(r.body, "GET /after q= len=0 x=real ka=1") == 0);
     tc_close(&c);
@@ -243,7 +243,7 @@ static void cl_limits(struct fx *f)
     big[sizeof(big) - 1] = '\0';
 
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET / HTTP/1.1\r\nX-Big: ") == 0);
+    CHECK(f, tc_send_str(&c, "GET / HTTP/1.1\r\nHost: t\r\nX-Big: ") == 0);
     CHECK(f, tc_send_str(&c, big) == 0);
     CHECK(f, tc_send_str(&c, "\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0);
@@ -253,7 +253,7 @@ static void cl_limits(struct fx *f)
 
     CHECK(f, tc_connect(&c, &o) == 0);
     struct util_buf b = {0};
-    util_buf_puts(&b, "GET / HTTP/1.1\r\n");
+    util_buf_puts(&b, "GET / HTTP/1.1\r\nHost: t\r\n");
     for (int i = 0; i < 20; i++)
         util_buf_printf(&b, "H%d: x\r\n", i);
     util_buf_puts(&b, "\r\n");
@@ -264,14 +264,14 @@ static void cl_limits(struct fx *f)
     tc_close(&c);
 
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "POST / HTTP/1.1\r\nContent-Length: 100000\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0);
     CHECK(f, r.status == 413 && r.close);
     CHECK(f, strstr(r.body, "at most 2000 bytes") != NULL); /* the answer says the limit */
     tc_close(&c);
 
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n") == 0);
     for (int i = 0; i < 3; i++) {
         tc_send_str(&c, "400\r\n"); /* the server may have closed already */
         char kb[1024];
@@ -295,19 +295,19 @@ static void cl_limits(struct fx *f)
     usleep(100000);
     struct tc c1, c2, c3, c4;
     CHECK(f, tc_connect(&c1, &o) == 0);
-    CHECK(f, tc_send_str(&c1, "GET /1 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c1, "GET /1 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c1, &r) == 0 && r.status == 200);
     CHECK(f, tc_connect(&c2, &o) == 0);
-    CHECK(f, tc_send_str(&c2, "GET /2 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c2, "GET /2 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c2, &r) == 0 && r.status == 200);
     CHECK(f, tc_connect(&c3, &o) == 0);
     CHECK(f, tc_wait_close(&c1) == 0); /* the oldest idle one made room */
-    CHECK(f, tc_send_str(&c3, "GET /3 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c3, "GET /3 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c3, &r) == 0 && r.status == 200);
     /* a connection whose request is with the handler is never evicted: with
      * both busy, the next one is refused */
-    CHECK(f, tc_send_str(&c2, "GET /defer/400 HTTP/1.1\r\n\r\n") == 0);
-    CHECK(f, tc_send_str(&c3, "GET /defer/400 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c2, "GET /defer/400 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c3, "GET /defer/400 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     usleep(100000);
     CHECK(f, tc_connect(&c4, &o) == 0);
     CHECK(f, tc_wait_close(&c4) == 0);
@@ -320,7 +320,7 @@ static void cl_limits(struct fx *f)
     /* after closing them there is room again; the counters say what happened */
     usleep(50000);
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET /stats HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /stats HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
     CHECK(f, strcmp(r.body, "refused=1 evicted=1 open=1 sources=1") == 0);
     tc_close(&c);
@@ -344,7 +344,7 @@ static bool served(struct fx *f, struct tc *c, const char *path)
 {
     struct tc_resp r;
     char req[96];
-    snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\n\r\n", path);
+    snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path);
     return tc_send_str(c, req) == 0 && tc_read_response(c, &r) == 0 && r.status == 200;
     (void)f;
 }
@@ -376,10 +376,10 @@ static void cl_door(struct fx *f)
     CHECK(f, tc_wait_close(&j1) == 0);
     CHECK(f, served(f, &j3, "/j3") && served(f, &i2, "/i2"));
     /* all four busy: the next one is refused, and nobody loses a request */
-    CHECK(f, tc_send_str(&k1, "GET /defer/400 HTTP/1.1\r\n\r\n") == 0);
-    CHECK(f, tc_send_str(&i2, "GET /defer/400 HTTP/1.1\r\n\r\n") == 0);
-    CHECK(f, tc_send_str(&j2, "GET /defer/400 HTTP/1.1\r\n\r\n") == 0);
-    CHECK(f, tc_send_str(&j3, "GET /defer/400 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&k1, "GET /defer/400 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&i2, "GET /defer/400 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&j2, "GET /defer/400 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&j3, "GET /defer/400 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     usleep(100000);
     CHECK(f, tc_connect(&x, &a) == 0);
     CHECK(f, tc_wait_close(&x) == 0);
@@ -389,7 +389,7 @@ static void cl_door(struct fx *f)
     CHECK(f, tc_read_response(&i2, &r) == 0 && r.status == 200);
     CHECK(f, tc_read_response(&j2, &r) == 0 && r.status == 200);
     CHECK(f, tc_read_response(&j3, &r) == 0 && r.status == 200);
-    CHECK(f, tc_send_str(&k1, "GET /stats HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&k1, "GET /stats HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&k1, &r) == 0 && r.status == 200);
     CHECK(f, strcmp(r.body, "refused=1 evicted=2 open=4 sources=3") == 0);
     tc_close(&k1);
@@ -427,7 +427,7 @@ static void cl_door_slow_reader(struct fx *f)
     struct tc_opts o = opts(f);
     enum { BODY = 40 << 20 };
     CHECK(f, tc_connect(&a, &o) == 0);
-    CHECK(f, tc_send_str(&a, "GET /big/41943040 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&a, "GET /big/41943040 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     usleep(50000);
     CHECK(f, tc_connect(&b, &o) == 0 && served(f, &b, "/b")); /* answered after a's */
     int64_t t0 = mono_ms();
@@ -485,7 +485,7 @@ static void cl_per_source(struct fx *f)
         CHECK(f, served(f, &flood[i], "/flood"));
     CHECK(f, served(f, &other, "/other"));
     struct tc_resp r;
-    CHECK(f, tc_send_str(&other, "GET /stats HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&other, "GET /stats HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&other, &r) == 0 && r.status == 200);
     CHECK(f, strcmp(r.body, "refused=0 evicted=27 open=4 sources=2") == 0);
     for (int i = 0; i < 30; i++)
@@ -513,7 +513,7 @@ static void cl_slowloris(struct fx *f)
     /* a header trickled one byte every 40 ms is cut off at the header deadline */
     CHECK(f, tc_connect(&c, &o) == 0);
     int64_t t0 = mono_ms();
-    CHECK(f, tc_send_str(&c, "GET / HTTP/1.1\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET / HTTP/1.1\r\nHost: t\r\n") == 0);
     bool closed = false;
     for (int i = 0; i < 100 && !closed; i++) {
         if (send(c.fd, "X", 1, MSG_NOSIGNAL) != 1)
@@ -540,7 +540,7 @@ static void cl_slowloris(struct fx *f)
 
     /* idle keep-alive connection closed after idle_timeout */
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET / HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0);
     t0 = mono_ms();
     CHECK(f, tc_wait_close(&c) == 0);
@@ -569,7 +569,7 @@ static void cl_slow_reader(struct fx *f)
     struct tc_opts o = opts(f);
     enum { BODY = 40 << 20 };
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET /big/41943040 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /big/41943040 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     char *buf = xmalloc(1 << 16);
     size_t got = 0, body = 0;
     bool in_body = false;
@@ -608,7 +608,7 @@ static void cl_slow_reader(struct fx *f)
      * limit) */
     o.rcvbuf = 256 << 10;
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET /big/41943040 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /big/41943040 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     usleep(1800000);
     size_t late = 0;
     for (;;) {
@@ -640,7 +640,7 @@ static void cl_crlf_idle(struct fx *f)
     struct tc_resp r;
     struct tc_opts o = opts(f);
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET /a HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /a HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
     int sent = 0;
     for (int i = 0; i < 20; i++) { /* 2 s of a CRLF every 100 ms */
@@ -653,7 +653,7 @@ static void cl_crlf_idle(struct fx *f)
     tc_close(&c);
     /* CRLFs before a request are still skipped */
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "\r\n\r\nGET /b HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0 && r.status == 200);
     tc_close(&c);
 }
@@ -681,7 +681,7 @@ static void cl_abort(struct fx *f)
     struct tc_resp r;
     struct tc_opts o = opts(f);
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET /defer/150 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /defer/150 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     usleep(30000);
     struct linger lg = {.l_onoff = 1, .l_linger = 0};
     setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
@@ -691,7 +691,7 @@ static void cl_abort(struct fx *f)
 
     /* request then half-close: still answered, and not an abort */
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET /defer/30 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /defer/30 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     shutdown(c.fd, SHUT_WR);
     CHECK(f, tc_read_response(&c, &r) == 0);
     CHECK(f, r.status == 200 && r.close && strcmp(r.body, "late") == 0);
@@ -700,7 +700,7 @@ static void cl_abort(struct fx *f)
 
     /* closed entirely (FIN, no reset) before the answer: answered into the void */
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET /defer/60 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /defer/60 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     tc_close(&c);
     usleep(200000);
 }
@@ -740,7 +740,7 @@ static void cl_body_timeout(struct fx *f)
     struct tc_opts o = opts(f);
     CHECK(f, tc_connect(&c, &o) == 0);
     int64_t t0 = mono_ms();
-    CHECK(f, tc_send_str(&c, "POST /slow HTTP/1.1\r\nContent-Length: 5\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "POST /slow HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\n") == 0);
     for (int i = 0; i < 5; i++) {
         usleep(150000);
         CHECK(f, send(c.fd, "x", 1, MSG_NOSIGNAL) == 1);
@@ -752,7 +752,7 @@ static void cl_body_timeout(struct fx *f)
 
     /* a byte every 100 ms, never a pause near the limit: cut at the deadline */
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "POST /trickle HTTP/1.1\r\nContent-Length: 100\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "POST /trickle HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n") == 0);
     t0 = mono_ms();
     bool closed = false;
     while (!closed && mono_ms() - t0 < 4000) {
@@ -766,7 +766,7 @@ static void cl_body_timeout(struct fx *f)
 
     /* the body stops: cut at the body deadline, not at the header deadline */
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "POST /stuck HTTP/1.1\r\nContent-Length: 6\r\n\r\nx") == 0);
+    CHECK(f, tc_send_str(&c, "POST /stuck HTTP/1.1\r\nHost: t\r\nContent-Length: 6\r\n\r\nx") == 0);
     t0 = mono_ms();
     CHECK(f, tc_wait_close(&c) == 0);
     took = mono_ms() - t0;
@@ -792,7 +792,7 @@ static void test_body_timeout(void **state)
  * carrying an extension of @ext bytes. */
 static void chunked_req(struct util_buf *b, int chunks, size_t ext)
 {
-    util_buf_puts(b, "POST /ext HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+    util_buf_puts(b, "POST /ext HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
     for (int i = 0; i < chunks; i++) {
         util_buf_puts(b, "1");
         if (ext > 0) {
@@ -816,7 +816,7 @@ static void cl_chunk_overhead(struct fx *f)
     struct tc_opts o = opts(f);
     o.timeout_ms = 3000;
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n") == 0);
     char ext[1024];
     memset(ext, 'v', sizeof(ext));
     for (int i = 0; i < 200; i++) { /* 200 KB of extensions around 200 bytes; until refused */
@@ -896,11 +896,11 @@ static void cl_continue_pipelined(struct fx *f)
     struct tc_opts o = opts(f);
     o.timeout_ms = 1000;
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "PUT /e1 HTTP/1.1\r\nContent-Length: 2\r\n"
+    CHECK(f, tc_send_str(&c, "PUT /e1 HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n"
                              "Expect: 100-continue\r\n\r\n") == 0);
     CHECK(f, got_continue(&c));
     CHECK(f, tc_send_str(&c, "ok" /* e1's body, then e2's headers in the same write */
-                             "PUT /e2 HTTP/1.1\r\nContent-Length: 2\r\n"
+                             "PUT /e2 HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n"
                              "Expect: 100-continue\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0);
     CHECK(f, r.status == 200 && strcmp(r.body, "PUT /e1 q= len=2 x=- ka=1") == 0);
@@ -929,7 +929,7 @@ static void cl_graceful(struct fx *f)
     struct tc_opts o = opts(f);
     CHECK(f, tc_connect(&idle, &o) == 0);
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET /defer/200 HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /defer/200 HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     usleep(50000);
     uv_async_send(&f->done); /* the server starts closing now */
     CHECK(f, tc_wait_close(&idle) == 0);
@@ -980,9 +980,9 @@ static void cl_status(struct fx *f)
     struct tc_resp r;
     struct tc_opts o = opts(f);
     CHECK(f, tc_connect(&c, &o) == 0);
-    CHECK(f, tc_send_str(&c, "GET /status/204 HTTP/1.1\r\n\r\n"
-                             "GET /status/304 HTTP/1.1\r\n\r\n"
-                             "GET /after HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&c, "GET /status/204 HTTP/1.1\r\nHost: t\r\n\r\n"
+                             "GET /status/304 HTTP/1.1\r\nHost: t\r\n\r\n"
+                             "GET /after HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0);
     CHECK(f, r.status == 204 && !r.close);
     CHECK(f, strncmp(r.headers, "HTTP/1.1 204 No Content\r\n", 25) == 0);
@@ -998,7 +998,7 @@ static void cl_status(struct fx *f)
     const char *const interim[] = {"/status/103", "/status/101", "/status/100"};
     for (size_t i = 0; i < 3; i++) {
         char req[64];
-        snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\n\r\n", interim[i]);
+        snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", interim[i]);
         CHECK(f, tc_connect(&c, &o) == 0);
         CHECK(f, tc_send_str(&c, req) == 0);
         CHECK(f, tc_read_response(&c, &r) == 0);
@@ -1031,12 +1031,12 @@ static void cl_graceful_mid(struct fx *f)
     struct tc_opts o = opts(f);
     CHECK(f, tc_connect(&idle, &o) == 0);
     CHECK(f, tc_connect(&kept, &o) == 0);
-    CHECK(f, tc_send_str(&kept, "GET /kept HTTP/1.1\r\n\r\n") == 0);
+    CHECK(f, tc_send_str(&kept, "GET /kept HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&kept, &r) == 0 && r.status == 200 && !r.close);
     CHECK(f, tc_connect(&head, &o) == 0);
-    CHECK(f, tc_send_str(&head, "GET /mid HTTP/1.1\r\nX-Test: h") == 0);
+    CHECK(f, tc_send_str(&head, "GET /mid HTTP/1.1\r\nHost: t\r\nX-Test: h") == 0);
     CHECK(f, tc_connect(&body, &o) == 0);
-    CHECK(f, tc_send_str(&body, "POST /body HTTP/1.1\r\nContent-Length: 4\r\n\r\nab") == 0);
+    CHECK(f, tc_send_str(&body, "POST /body HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nab") == 0);
     usleep(100000); /* the server has read them */
     uv_async_send(&f->done); /* the server starts closing now */
     CHECK(f, tc_wait_close(&idle) == 0);
@@ -1098,19 +1098,38 @@ static void test_bind_errors(void **state)
 static void test_parse_stream(void **state)
 {
     const char *s = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
-                    "POST /b HTTP/1.1\r\nContent-Length: 3\r\n\r\nxyz"
-                    "GET /c HTTP/1.1\r\nEmpty:\r\n\r\n";
+                    "POST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nxyz"
+                    "GET /c HTTP/1.1\r\nHost: t\r\nEmpty:\r\n\r\n";
     for (size_t chunk = 1; chunk < 8; chunk++)
         assert_int_equal(httpd_parse_stream_for_test(s, strlen(s), chunk), 3);
     assert_int_equal(httpd_parse_stream_for_test(s, strlen(s), 0), 3);
-    const char *bad = "GET / HTTP/1.1\r\nBad Header\r\n\r\n";
+    const char *bad = "GET / HTTP/1.1\r\nHost: t\r\nBad Header\r\n\r\n";
     assert_true(httpd_parse_stream_for_test(bad, strlen(bad), 0) < 0);
-    const char *close = "GET / HTTP/1.0\r\n\r\nGET / HTTP/1.1\r\n\r\n";
+    const char *close = "GET / HTTP/1.0\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n";
     assert_int_equal(httpd_parse_stream_for_test(close, strlen(close), 0), 1);
-    const char *up = "GET / HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
-                     "GET /x HTTP/1.1\r\n\r\n";
+    const char *up = "GET / HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+                     "GET /x HTTP/1.1\r\nHost: t\r\n\r\n";
     assert_int_equal(httpd_parse_stream_for_test(up, strlen(up), 0), 1);
     assert_int_equal(httpd_parse_stream_for_test(up, strlen(up), 3), 1);
+    /* one valid Host in HTTP/1.1, as Go's server requires: none, two or a
+     * malformed one is a 400; HTTP/1.0 may go without; empty is valid */
+    static const char *const refused[] = {
+        "GET / HTTP/1.1\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: \"a\"\r\n\r\n",
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(refused); i++)
+        assert_true(httpd_parse_stream_for_test(refused[i], strlen(refused[i]), 0) < 0);
+    static const char *const taken[] = {
+        "GET / HTTP/1.0\r\n\r\n",
+        "GET / HTTP/1.1\r\nhost:\r\n\r\n",
+        "GET / HTTP/1.1\r\nHOST: [::1]:8443\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: api.example-1.svc:443\r\n\r\n",
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(taken); i++)
+        assert_int_equal(httpd_parse_stream_for_test(taken[i], strlen(taken[i]), 0), 1);
 }
 
 int main(void)
