@@ -1959,6 +1959,9 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             for x in behind[-3:]:
                 self.assertAlmostEqual(x, lag, delta=2.0)
             self.assertIn("Prometheus' newest samples are 4", g.text())
+            self.assertAlmostEqual(g.metric("gpuscaler_prometheus_lag_seconds",
+                                            '{namespace="%s",deployment="laggy"}' % self.ns),
+                                   lag, delta=2.0)
             st = self.status("laggy")
             self.assertNotEqual(st.get("reason"), "MetricsUnavailable", st)
             self.assertAlmostEqual(st["requestsPerGPU"], 5.0, delta=0.01)

@@ -337,8 +337,9 @@ struct ctl_wl {
     bool pq_have, pq_inflight, pq_seeded;
     int64_t pq_lag_ms;            /**< how far Prometheus' newest sample of the request
                                        counter lay behind the time of the last per-pod
-                                       query that had one (0 unknown): the window queries
-                                       are evaluated that much earlier */
+                                       query that had one: the window queries are
+                                       evaluated that much earlier */
+    bool pq_lag_known;            /**< pq_lag_ms was measured (else 0) */
     uint32_t pq_gen;              /**< the queries' generation, new when the annotations
                                        change what they ask (ctl_pq_requery): an answer
                                        to the earlier ones is dropped */

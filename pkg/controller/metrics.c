@@ -105,6 +105,13 @@ static bool g_cold(const struct ctl_wl *w, double *v)
     return true;
 }
 static bool g_demand(const struct ctl_wl *w, double *v) { *v = w->last.demand_rps; return true; }
+static bool g_pq_lag(const struct ctl_wl *w, double *v)
+{
+    *v = w->cfg.source == CTL_SOURCE_PROMETHEUS && w->pq_lag_known
+             ? (double)w->pq_lag_ms / 1000.0
+             : NAN;
+    return true;
+}
 static bool g_coverage(const struct ctl_wl *w, double *v)
 {
     *v = w->plan_resolved > 0 ? w->plan_coverage : NAN;
@@ -263,6 +270,11 @@ void ctl_write_workload_metrics(const struct controller *c, struct util_buf *b)
         {"gpuscaler_utilization", "Demand per GPU over capacity per GPU.", g_util},
         {"gpuscaler_learned_cold_start_seconds",
          "Learned cold start: scheduling delay + model-load time of the Ready pods.", g_cold},
+        {"gpuscaler_prometheus_lag_seconds",
+         "How far Prometheus' newest sample of the request counter lay behind the query's "
+         "time (metrics-source prometheus, default queries): the rate, p99 and busy queries "
+         "are evaluated that much earlier. NaN when not measured.",
+         g_pq_lag},
         {"gpuscaler_demand_requests_per_second",
          "Arrivals (completions + backlog growth) plus the queue's drain rate, in the demand "
          "unit.",

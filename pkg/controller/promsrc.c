@@ -151,6 +151,7 @@ static void pq_lag(struct ctl_wl *w, const struct promql_pods *pods, int64_t ask
                   "query's time now, under %d s", (long long)(lag / 1000),
                   CTL_PQ_LAG_TOLD_MS / 1000);
     w->pq_lag_ms = lag;
+    w->pq_lag_known = true;
 }
 
 static void pq_answered(const struct scrape_result *res, const struct promql_pods *pods,
