@@ -335,11 +335,17 @@ struct ctl_wl {
     /* Prometheus-server source (promsrc.c): the last answer, used by the next tick */
     struct scrape_result pq_last;
     bool pq_have, pq_inflight, pq_seeded;
-    int64_t pq_lag_ms;            /**< how far Prometheus' newest sample of the request
-                                       counter lay behind the time of the last per-pod
-                                       query that had one: the window queries are
-                                       evaluated that much earlier */
+    int64_t pq_lag_ms;            /**< the ingestion lag: the least by which Prometheus'
+                                       newest sample of the request counter lay behind a
+                                       per-pod query's time over the last two periods of
+                                       CTL_PQ_LAG_PERIOD_MS (a scrape interval's sawtooth
+                                       left out); the window queries are evaluated that
+                                       much earlier */
+    int64_t pq_lag_min[2];        /**< the least lag seen in the period now and the one
+                                       before, -1 none */
+    int64_t pq_lag_period;        /**< the period of pq_lag_min[0] (its start / length) */
     bool pq_lag_known;            /**< pq_lag_ms was measured (else 0) */
+    bool pq_lag_told;             /**< a lag of CTL_PQ_LAG_TOLD_MS or more was logged */
     uint32_t pq_gen;              /**< the queries' generation, new when the annotations
                                        change what they ask (ctl_pq_requery): an answer
                                        to the earlier ones is dropped */
@@ -379,9 +385,16 @@ struct ctl_wl {
  *  waited for (promql_target.lag_ms); beyond it, queries stay there (the
  *  answers are stale at any metrics-stale-after). */
 #define CTL_PQ_LAG_MAX_MS (10LL * 60 * 1000)
-/** A lag of this much or more is logged (and its end): a remote-write or
- *  ingestion delay, not a scrape interval's. */
+/** A lag of this much or more is logged, and its end once under two
+ *  thirds of it: a remote-write or ingestion delay, not a scrape interval's. */
 #define CTL_PQ_LAG_TOLD_MS 30000
+/** The ingestion lag is the least lag seen over two such periods: a sample
+ *  is a scrape interval old at most when a query comes, so the lag each one
+ *  measures runs a sawtooth of that height over the delay itself (up to 60 s
+ *  at Google Managed Prometheus' default interval), and its least over more
+ *  than an interval is the delay (the window's end then holds samples up to
+ *  an interval old, which rate() extrapolates over). */
+#define CTL_PQ_LAG_PERIOD_MS 150000
 /** A list+watch failing this long (kube_cache_ns_down_ms) may have missed
  *  pods started or gone: the Deployments it covers hold, as on missing
  *  metrics, until it is current again. Longer than the reflector's backoff steps up to 25.6 s,

@@ -107,7 +107,7 @@ static bool g_cold(const struct ctl_wl *w, double *v)
 static bool g_demand(const struct ctl_wl *w, double *v) { *v = w->last.demand_rps; return true; }
 static bool g_pq_lag(const struct ctl_wl *w, double *v)
 {
-    *v = w->cfg.source == CTL_SOURCE_PROMETHEUS && w->pq_lag_known
+    *v = w->cfg.source == CTL_SOURCE_PROMETHEUS && w->pq_lag_known && !w->cfg.promql_rate[0]
              ? (double)w->pq_lag_ms / 1000.0
              : NAN;
     return true;

@@ -126,10 +126,10 @@ bool ctl_pq_log(struct ctl_wl *w, int part, const char *why)
 /* How far the newest sample of the request counter, of any pod, lies behind
  * the per-pod query's time: a remote write or an ingestion pipeline delays
  * them (40-60 s, where Prometheus' own scrapes are at most an interval
- * old). The window queries are evaluated there: at the query's time, the
- * window's end holds no samples and a 2-minute rate read 30-60 % low. An
- * answer without the times (a promql-rate of the user's own, or no pod
- * sampled) leaves the last measure as it is. */
+ * old). The window queries are evaluated where the samples end, less a
+ * scrape interval's sawtooth (CTL_PQ_LAG_PERIOD_MS): at the query's time,
+ * the window's end held no samples and a 2-minute rate read 30-60 % low.
+ * An answer without the times (no pod sampled) leaves the estimate as it is. */
 static void pq_lag(struct ctl_wl *w, const struct promql_pods *pods, int64_t asked_ms)
 {
     int64_t newest = 0;
@@ -140,17 +140,31 @@ static void pq_lag(struct ctl_wl *w, const struct promql_pods *pods, int64_t ask
         return;
     int64_t lag = asked_ms - newest;
     lag = lag < 0 ? 0 : lag > CTL_PQ_LAG_MAX_MS ? CTL_PQ_LAG_MAX_MS : lag;
-    bool was = w->pq_lag_ms >= CTL_PQ_LAG_TOLD_MS, is = lag >= CTL_PQ_LAG_TOLD_MS;
-    if (is && !was)
+    int64_t period = asked_ms / CTL_PQ_LAG_PERIOD_MS;
+    if (!w->pq_lag_known || period > w->pq_lag_period) {
+        w->pq_lag_min[1] = w->pq_lag_known && period == w->pq_lag_period + 1 ? w->pq_lag_min[0]
+                                                                             : -1;
+        w->pq_lag_min[0] = -1;
+        w->pq_lag_period = period;
+    }
+    if (w->pq_lag_min[0] < 0 || lag < w->pq_lag_min[0])
+        w->pq_lag_min[0] = lag;
+    int64_t est = w->pq_lag_min[0];
+    if (w->pq_lag_min[1] >= 0 && w->pq_lag_min[1] < est)
+        est = w->pq_lag_min[1];
+    if (!w->pq_lag_told && est >= CTL_PQ_LAG_TOLD_MS) {
         LOGW_WARN(SUB, w->ns, w->name, "Prometheus' newest samples are %lld s behind the "
                   "query's time (a remote-write or ingestion delay): the rate, p99 and busy "
                   "queries are evaluated that far back, and the answers are that much older",
-                  (long long)(lag / 1000));
-    else if (was && !is)
+                  (long long)(est / 1000));
+        w->pq_lag_told = true;
+    } else if (w->pq_lag_told && est < CTL_PQ_LAG_TOLD_MS * 2 / 3) {
         LOGW_INFO(SUB, w->ns, w->name, "Prometheus' newest samples are %lld s behind the "
-                  "query's time now, under %d s", (long long)(lag / 1000),
-                  CTL_PQ_LAG_TOLD_MS / 1000);
-    w->pq_lag_ms = lag;
+                  "query's time now, under %d s", (long long)(est / 1000),
+                  CTL_PQ_LAG_TOLD_MS * 2 / 3000);
+        w->pq_lag_told = false;
+    }
+    w->pq_lag_ms = est;
     w->pq_lag_known = true;
 }
 
@@ -197,6 +211,11 @@ static void pq_seeded(const struct promql_seed_result *res, void *arg)
                   strcmp(r->uid, w->uid) != 0
                       ? "the Deployment was deleted and created again while it was fetched"
                       : "the forecaster's configuration changed while it was fetched");
+    } else if (r->pq_gen != w->pq_gen) {
+        /* the rate of another query: the new one is asked for at the next tick */
+        LOGW_INFO(SUB, r->ns, r->name, "forecaster seed from Prometheus discarded: the "
+                  "queries changed while it was fetched; asked again");
+        w->pq_seeded = false;
     } else if (res->err != 0) {
         LOGW_WARN(SUB, r->ns, r->name, "seeding the forecaster from Prometheus failed: %s; "
                   "asked again in %lld s", res->why, (long long)(CTL_SEED_RETRY_MS / 1000));
@@ -224,7 +243,9 @@ void ctl_pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
     const struct ctl_workload_config *cfg = &w->cfg;
     struct promql_target t = {.ns = w->ns, .deployment = w->name, .spec = &cfg->scrape,
                               .rate_tmpl = cfg->promql_rate, .p99_tmpl = cfg->promql_p99,
-                              .busy_tmpl = cfg->promql_busy, .lag_ms = w->pq_lag_ms};
+                              .busy_tmpl = cfg->promql_busy,
+                              /* measured by the default queries' per-pod one only */
+                              .lag_ms = counts_pods(w) ? w->pq_lag_ms : 0};
     char err[200];
     if (!w->pq_inflight) {
         struct pq_req *q = pq_req_new(c, w);
@@ -491,6 +512,9 @@ void ctl_pq_requery(struct ctl_wl *w)
 {
     w->pq_gen++;
     w->pq_inflight = false; /* its answer is dropped when it comes */
+    /* another metric, or a query of the user's own, lags as it lags */
+    w->pq_lag_ms = 0;
+    w->pq_lag_known = w->pq_lag_told = false;
     if (!w->pq_have)
         return; /* none yet: "waiting for the first Prometheus answer" says it */
     w->pq_last.valid = false;
