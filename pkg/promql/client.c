@@ -31,6 +31,11 @@
  * restarting) used to fail a week's seed at its sixth day and start it
  * again from the first, five minutes later. */
 #define RANGE_CHUNK_TRIES 3
+/* ... after a wait of a tenth of the instant queries' timeout, then a fifth
+ * (1 s, then 2 s at the default 10 s): a store or a querier restarting
+ * refuses a connection or answers 503 for a moment, and a try sent at once
+ * met the same. */
+#define RANGE_RETRY_WAIT_DIV 10
 /* A range chunk waits this long at least (promql_config.timeout_ms if longer):
  * a day of minutes of a rate over many pods takes seconds, on object
  * storage tens of them, where an instant query takes milliseconds
@@ -60,7 +65,9 @@ struct op {
     char *query;
     int64_t next_ms, end_ms, step_ms;
     int64_t chunk_lo, chunk_hi; /* the chunk in flight, [start, end] as asked (ms) */
-    int tries;                  /* of the chunk in flight, so far */
+    int tries;                  /* of the chunk in flight, sent so far */
+    uv_timer_t *wait;           /* a retry's wait (owned; closed with the op), NULL none */
+    bool waiting;               /* ... started: the op is not done */
     struct promql_seed_result sr;
 };
 
@@ -149,8 +156,8 @@ static void urlencode(struct util_buf *b, const char *s)
 }
 
 static void on_done(struct httpc_req *req, int err, const struct httpc_resp *resp, void *arg);
-static int chunk_send(struct op *o, char *err, size_t errlen);
 static bool chunk_retryable(int err, const struct httpc_resp *resp);
+static void chunk_retry(struct op *o);
 
 /* Start one GET of path?params on slot i of op; a URL over
  * PROMQL_GET_MAX_URL goes as a POST of the same parameters, form-encoded, as
@@ -227,6 +234,11 @@ static void op_link(struct op *o)
 
 static void maybe_free(struct promql *p);
 
+static void free_handle(uv_handle_t *h)
+{
+    xfree(h);
+}
+
 static void op_free(struct op *o)
 {
     struct promql *p = o->p;
@@ -239,6 +251,8 @@ static void op_free(struct op *o)
     xfree(o->query);
     promql_series_free(&o->rr.series);
     promql_pods_free(&o->pods);
+    if (o->wait)
+        uv_close((uv_handle_t *)o->wait, free_handle);
     xfree(o);
     maybe_free(p);
 }
@@ -391,12 +405,9 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
         int rc = answer(err, resp, &s, NULL, why, sizeof(why));
         if (rc != 0 && rc != -ENODATA && !o->p->closing && o->tries < RANGE_CHUNK_TRIES &&
             chunk_retryable(err, resp)) {
-            char e2[200];
             promql_series_free(&s);
-            o->sr.retried++;
-            if (chunk_send(o, e2, sizeof(e2)) == 0)
-                return;
-            /* not even sent: the range fails on this chunk's answer */
+            chunk_retry(o);
+            return;
         }
         if (rc == 0 && !o->f) {
             range_collect(o, &s);
@@ -567,8 +578,9 @@ static int chunk_send(struct op *o, char *err, size_t errlen)
     util_buf_printf(&b, "&start=%.3f&end=%.3f&step=%.3f" PARTIAL_DENIED,
                     (double)o->chunk_lo / 1000.0, (double)o->chunk_hi / 1000.0,
                     (double)o->step_ms / 1000.0);
-    o->tries++;
     int rc = issue(o, 0, b.data, p->max_body * 64, err, errlen);
+    if (rc == 0)
+        o->tries++;
     util_buf_free(&b);
     return rc;
 }
@@ -585,6 +597,41 @@ static int seed_send(struct op *o, char *err, size_t errlen)
     o->next_ms = last + o->step_ms;
     o->tries = 0;
     return chunk_send(o, err, errlen);
+}
+
+/* The wait before a failed chunk's next try is over: send it, or end the
+ * range (closing, or the try could not even be sent). */
+static void on_retry_due(uv_timer_t *t)
+{
+    struct op *o = t->data;
+    char err[200];
+    o->waiting = false;
+    int rc = -ECANCELED;
+    snprintf(err, sizeof(err), "cancelled");
+    if (!o->p->closing && (rc = chunk_send(o, err, sizeof(err))) == 0) {
+        o->sr.retried++;
+        return;
+    }
+    if (!o->sr.err) {
+        o->sr.err = rc;
+        snprintf(o->sr.why, sizeof(o->sr.why), "%s", err);
+    }
+    seed_finish(o);
+}
+
+/* Ask the chunk in flight again after a wait (a tenth of the timeout after
+ * the first try, a fifth after the second). */
+static void chunk_retry(struct op *o)
+{
+    struct promql *p = o->p;
+    if (!o->wait) {
+        o->wait = xmalloc(sizeof(*o->wait));
+        uv_timer_init(p->loop, o->wait);
+        o->wait->data = o;
+    }
+    int64_t ms = p->timeout_ms / RANGE_RETRY_WAIT_DIV * o->tries;
+    o->waiting = true;
+    uv_timer_start(o->wait, on_retry_due, (uint64_t)(ms > 0 ? ms : 1), 0);
 }
 
 /* Whether a failed chunk is worth asking again: no answer (a timeout, a
@@ -723,9 +770,12 @@ void promql_close(struct promql *p, promql_close_cb cb, void *arg)
     p->closing = true;
     p->close_cb = cb;
     p->close_arg = arg;
-    for (struct op *o = p->ops; o; o = o->next)
+    for (struct op *o = p->ops; o; o = o->next) {
         for (size_t i = 0; i < UTIL_ARRAY_LEN(o->reqs); i++)
             if (o->reqs[i])
                 httpc_cancel(o->reqs[i]);
+        if (o->waiting) /* ends at the next loop turn, cancelled, as a request would */
+            uv_timer_start(o->wait, on_retry_due, 0, 0);
+    }
     uv_close((uv_handle_t *)&p->closer, on_closer_closed);
 }

@@ -290,8 +290,9 @@ typedef void (*promql_seed_cb)(const struct promql_seed_result *r, void *arg);
  * observed in one loop callback; Prometheus' limit is 11,000 points),
  * oldest first, each point passed to forecast_observe(). Each chunk waits up
  * to 60 s (timeout_ms if longer) and is asked again, up to three
- * times in all, after a timeout, a dropped connection or a 5xx; another
- * failure, or a third, ends the seed there. Returns 0 and calls cb exactly
+ * times in all, a tenth of timeout_ms and then a fifth later, after a
+ * timeout, a refused or dropped connection or a 5xx; another failure, or a
+ * third, ends the seed there. Returns 0 and calls cb exactly
  * once later, or a negative errno as promql_get.
  */
 int promql_seed(struct promql *p, const struct promql_target *t, int64_t now_ms,

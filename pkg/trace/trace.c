@@ -6,7 +6,7 @@
  * for strtod. trace_parse() walks a buffer; trace_load_file() streams a file
  * (through zlib's inflate when it starts with gzip's magic bytes: its members
  * as one stream, zero padding after them skipped, any other data after them
- * an error, as gzip(1) reads it) and hands each complete line over as it
+ * an error, as Python's gzip module reads it) and hands each complete line over as it
  * arrives, keeping only the unfinished line, so a line over TRACE_MAX_LINE
  * is refused as soon as it is that long.
  * For a buffer, the bucket array is sized once from the last row's time when
@@ -743,8 +743,8 @@ static int corrupt(const struct source *src, const char *why, struct trace_error
     return fail(err, -EINVAL, 0, "%s: corrupt gzip data: %s", src->name, why);
 }
 
-/* After a gzip member, skip zero bytes (padding: gzip(1) and Python's gzip
- * module skip them too). Returns 0 when the file ends there, 1 when another
+/* After a gzip member, skip zero bytes (padding: Python's gzip module skips
+ * them too; gzip -d stops there, warning of trailing garbage). Returns 0 when the file ends there, 1 when another
  * member starts (its magic bytes; inflate is reset to read it on as the same
  * stream, as RFC 1952 reads members), and an error naming the offset for
  * anything else (zlib's gzread ignored it: a plain CSV appended to a

@@ -21,8 +21,8 @@
  * with '#' are skipped. The parser is pure and reports the line of the first
  * error. Files may be gzip-compressed (read through zlib, recognised by their
  * magic bytes, not by their name): several members read as one stream and
- * zero bytes after a member are padding, as gzip(1) reads them; any other
- * data after the stream is an error. */
+ * zero bytes after a member are padding, as Python's gzip module reads
+ * them; any other data after the stream is an error. */
 #ifndef GPUSCALER_TRACE_H
 #define GPUSCALER_TRACE_H
 
