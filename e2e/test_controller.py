@@ -2008,6 +2008,50 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             g.stop()
             self.c.delete("deployments", "laggy", self.ns)
 
+    def test_68_a_seed_ends_where_a_lagging_prometheus_does(self):
+        """The forecaster's seed, behind a Prometheus whose samples arrive 45 s late, asks
+        for the history up to where they end, as the rate queries do: it waits for the first
+        per-pod answer, which tells the delay (its range ended at the tick's time, and its
+        last minute read low)."""
+        lag = 45.0
+        k = [None]
+
+        def answer(kind):
+            names = [n for n, _ in k[0].pods]
+            at = time.time() - lag
+            if kind == "pods":
+                return ([({"gpuscaler_part": "counted", "pod": p}, 1) for p in names] +
+                        [({"gpuscaler_part": "requests", "pod": p}, 5.0 * at) for p in names] +
+                        [({"gpuscaler_part": part, "pod": p}, at) for p in names
+                         for part in ("at", "at_min")])
+            if kind == "p99":
+                return 0.5
+            if kind == "busy":
+                return []
+            return 20.0
+        prom = self.pods_prometheus(answer)
+        ann = dict(PROM_ANNOTATIONS)
+        ann["gpuscaler.io/metrics-stale-after"] = "60s"
+        k[0] = self.make("lagseed", 2, subnet=79, annotations=ann)
+        wait_for(lambda: len(k[0].pods) == 2, 10, what="lagseed: 2 pods")
+        g = self.start(config=CONFIG + 'prometheus: {url: "%s"}\n' % prom.url,
+                       ident="inst-lagseed")
+        try:
+            wait_for(lambda: "forecaster seeded from Prometheus" in g.text(), 30,
+                     what="lagseed: the seed")
+            with prom.lock:
+                ticks = [p["time"] for path, p in prom.requests
+                         if path == "/api/v1/query" and "gpuscaler_part" in p.get("query", "")]
+            ends = [e for _, e, _ in prom.ranges()]
+            # the newest range ends 45 s before the tick that asked for it
+            off = min(abs((t - lag) - ends[-1]) for t in ticks)
+            print("the seed ends %.1f s from a tick's time less the delay" % off)
+            self.assertLess(off, 1.0)
+            self.assertTrue(all(abs(t - ends[-1]) > lag - 2 for t in ticks), (ticks, ends[-1]))
+        finally:
+            g.stop()
+            self.c.delete("deployments", "lagseed", self.ns)
+
     def test_40_prometheus_new_pods_are_warming_not_idle(self):
         """Right after a scale-out Prometheus' rate counts only the pods it has scraped
         twice: 4 pods Ready, 8 req/s each, the rate says 16. The 2 it does not count yet are

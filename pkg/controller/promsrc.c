@@ -269,9 +269,13 @@ void ctl_pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
     }
     /* The seed waits for the checkpoint's read (one tick, usually): asked
      * before it, it could not know what the checkpoint holds. A failed read
-     * does not hold it back. */
+     * does not hold it back. With the default queries it waits for their
+     * first answer too (the same tick, usually), whose sample times say how
+     * far Prometheus lags: the seed's range ends there (ending now, its last
+     * minute read low behind a remote write). */
     if (!w->pq_seeded && w->fc && (w->checkpoint_ready || w->checkpoint_failed) &&
-        now >= w->pq_seed_after && c->seeds_inflight < CTL_SEEDS_MAX_INFLIGHT) {
+        (w->pq_have || !counts_pods(w)) && now >= w->pq_seed_after &&
+        c->seeds_inflight < CTL_SEEDS_MAX_INFLIGHT) {
         w->pq_seeded = true;
         struct forecast_config fc;
         controller_forecast_config(&cfg->policy, &fc);
@@ -290,8 +294,8 @@ void ctl_pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
             q->seed = forecast_new(&fc);
             q->seeding = true;
             c->seeds_inflight++;
-            if (!q->seed || promql_seed(c->promql, &t, now, lookback, 60000, q->seed, pq_seeded,
-                                        q, err, sizeof(err)) != 0) {
+            if (!q->seed || promql_seed(c->promql, &t, now - t.lag_ms, lookback, 60000, q->seed,
+                                        pq_seeded, q, err, sizeof(err)) != 0) {
                 LOGW_WARN(SUB, w->ns, w->name, "cannot seed the forecaster from Prometheus: %s; "
                           "asked again in %lld s", q->seed ? err : "out of memory",
                           (long long)(CTL_SEED_RETRY_MS / 1000));
