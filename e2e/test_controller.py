@@ -1988,7 +1988,10 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             self.assertAlmostEqual(got[0], 0.0, delta=0.5)  # nothing measured yet
             for x in got[-3:]:
                 self.assertAlmostEqual(x, lag, delta=1.5)
-            self.assertIn("Prometheus' newest samples are 4", g.text())
+            # logged once at its first estimate: 45 s and up to a 10 s scrape's sawtooth
+            told = re.findall(r"Prometheus' newest samples are (\d+) s behind", g.text())
+            self.assertEqual(len(told), 1, told)
+            self.assertTrue(45 <= int(told[0]) <= 55, told)
             self.assertAlmostEqual(g.metric("gpuscaler_prometheus_lag_seconds",
                                             '{namespace="%s",deployment="laggy"}' % self.ns),
                                    lag, delta=1.5)
@@ -3159,7 +3162,7 @@ checkpoint: {configmap: prune-e2e, configmaps: 1}
 # unbalances the parts, it never drops a test.
 SECONDS = {1: 30, 2: 12, 3: 32, 4: 12, 5: 11, 6: 30, 8: 11, 9: 14, 16: 14, 22: 25, 27: 20,
            28: 12, 29: 13, 30: 12, 34: 11, 36: 77, 37: 13, 38: 14, 40: 19, 43: 34, 45: 13,
-           47: 29, 50: 16, 52: 30, 65: 14, 66: 18}
+           47: 29, 50: 16, 52: 30, 65: 14, 66: 18, 67: 10}
 
 
 def part_of(names, k, n):
