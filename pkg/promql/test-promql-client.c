@@ -354,7 +354,9 @@ static void run_until(struct fx *f, int *counter, int n)
     assert_true(testsrv_run_until_count(&f->loop, counter, n, 20000));
 }
 
-static void fx_finish(struct fx *f)
+/* Close the client, the HTTP stack and the server, and run the loop until
+ * everything has ended (the callbacks of what was in flight included). */
+static void fx_close(struct fx *f)
 {
     promql_close(f->pq, on_closed, f);
     httpc_close(f->http, on_closed, f);
@@ -363,8 +365,28 @@ static void fx_finish(struct fx *f)
     assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(f->closes, 2);
     assert_int_equal(uv_loop_close(&f->loop), 0);
+}
+
+static void fx_free(struct fx *f)
+{
     unlink(f->token_path);
     xfree(f);
+}
+
+static void fx_finish(struct fx *f)
+{
+    fx_close(f);
+    fx_free(f);
+}
+
+/* A week of 1 s steps before 1700000000 s (25,001 points, 18 chunks of a
+ * seed's 1,440) into fo, sent. */
+static void seed_week(struct fx *f, const struct promql_target *t, struct forecast *fo)
+{
+    char err[160];
+    assert_int_equal(promql_seed(f->pq, t, 1700000000000, 25000000, 1000, fo, on_seed, f, err,
+                                 sizeof(err)),
+                     0);
 }
 
 static struct promql_target target(struct scrape_spec *spec)
@@ -688,9 +710,7 @@ static void test_seed_chunks(void **state)
     char err[160];
     /* 25,000 s at 1 s steps: 25,001 points in 18 chunks of <= 1,440 (a
      * seed's chunk; a range query's is 10,000) */
-    assert_int_equal(promql_seed(f->pq, &t, 1700000000000, 25000000, 1000, fo, on_seed, f, err,
-                                 sizeof(err)),
-                     0);
+    seed_week(f, &t, fo);
     run_until(f, &f->seeds, 1);
     assert_int_equal(f->sr.err, 0);
     assert_int_equal(f->range_requests, 18);
@@ -734,11 +754,8 @@ static void test_seed_chunk_retried(void **state)
     struct forecast_config fc;
     forecast_config_init(&fc);
     struct forecast *fo = forecast_new(&fc);
-    char err[160];
     f->range_503 = 2; /* the second chunk fails twice */
-    assert_int_equal(promql_seed(f->pq, &t, 1700000000000, 25000000, 1000, fo, on_seed, f, err,
-                                 sizeof(err)),
-                     0);
+    seed_week(f, &t, fo);
     run_until(f, &f->seeds, 1);
     assert_int_equal(f->sr.err, 0);
     assert_int_equal(f->sr.retried, 2);
@@ -751,9 +768,7 @@ static void test_seed_chunk_retried(void **state)
     f->range_503 = 3;
     uv_update_time(&f->loop);
     uint64_t t0 = uv_now(&f->loop);
-    assert_int_equal(promql_seed(f->pq, &t, 1700000000000, 25000000, 1000, fo, on_seed, f, err,
-                                 sizeof(err)),
-                     0);
+    seed_week(f, &t, fo);
     run_until(f, &f->seeds, 2);
     /* the tries waited a tenth and a fifth of the 2 s timeout between them */
     assert_true(uv_now(&f->loop) - t0 >= 600);
@@ -767,9 +782,7 @@ static void test_seed_chunk_retried(void **state)
     fo = forecast_new(&fc);
     f->range_requests = 0;
     f->mode = FAKE_BAD_QUERY;
-    assert_int_equal(promql_seed(f->pq, &t, 1700000000000, 25000000, 1000, fo, on_seed, f, err,
-                                 sizeof(err)),
-                     0);
+    seed_week(f, &t, fo);
     run_until(f, &f->seeds, 3);
     assert_int_equal(f->sr.err, -EPROTO);
     assert_int_equal(f->sr.retried, 0);
@@ -790,26 +803,16 @@ static void test_close_during_a_retry_wait(void **state)
     struct forecast_config fc;
     forecast_config_init(&fc);
     struct forecast *fo = forecast_new(&fc);
-    char err[160];
     f->range_503 = 1;
-    assert_int_equal(promql_seed(f->pq, &t, 1700000000000, 25000000, 1000, fo, on_seed, f, err,
-                                 sizeof(err)),
-                     0);
+    seed_week(f, &t, fo);
     run_until(f, &f->range_requests, 2); /* the second chunk failed: its wait began */
     assert_int_equal(f->seeds, 0);
-    promql_close(f->pq, on_closed, f);
-    httpc_close(f->http, on_closed, f);
-    testsrv_stop(f->srv);
-    uv_close((uv_handle_t *)&f->delay_timer, NULL);
-    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+    fx_close(f);
     assert_int_equal(f->seeds, 1);
     assert_int_equal(f->sr.err, -ECANCELED);
     assert_int_equal(f->range_requests, 2);
-    assert_int_equal(f->closes, 2);
-    assert_int_equal(uv_loop_close(&f->loop), 0);
-    unlink(f->token_path);
     forecast_free(fo);
-    xfree(f);
+    fx_free(f);
 }
 
 /* A range chunk waits longer than an instant query (the fixture's timeout,
@@ -848,9 +851,7 @@ static void test_seed_stray_points(void **state)
     forecast_config_init(&fc);
     struct forecast *fo = forecast_new(&fc);
     char err[160];
-    assert_int_equal(promql_seed(f->pq, &t, 1700000000000, 25000000, 1000, fo, on_seed, f, err,
-                                 sizeof(err)),
-                     0);
+    seed_week(f, &t, fo);
     run_until(f, &f->seeds, 1);
     assert_int_equal(f->sr.err, 0);
     assert_int_equal(f->range_requests, 18);
@@ -941,18 +942,11 @@ static void test_close_inflight(void **state)
     char err[160];
     assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
     assert_true(testsrv_run_until(&f->loop, held, f, 20000));
-    promql_close(f->pq, on_closed, f);
-    httpc_close(f->http, on_closed, f);
-    testsrv_stop(f->srv);
-    uv_close((uv_handle_t *)&f->delay_timer, NULL);
-    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+    fx_close(f);
     assert_int_equal(f->results, 1);
     assert_false(f->r.valid);
     assert_string_equal(f->r.why, "rate: query cancelled");
-    assert_int_equal(f->closes, 2);
-    assert_int_equal(uv_loop_close(&f->loop), 0);
-    unlink(f->token_path);
-    xfree(f);
+    fx_free(f);
 }
 
 int main(void)
