@@ -1928,6 +1928,29 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         self.addCleanup(prom.close)
         return prom
 
+    def lagging_prometheus(self, k, lag, scrape=0, running=None):
+        """A fake Prometheus whose samples of k[0]'s pods arrive lag seconds late (on a grid
+        of scrape seconds when given): each counted, 5 req/s, running `running` when given; a
+        rate of 20 req/s and a p99 of 0.5 s."""
+        def answer(kind):
+            names = [n for n, _ in k[0].pods]
+            at = time.time() - lag
+            if scrape:
+                at = int(at / scrape) * float(scrape)
+            if kind == "pods":
+                return ([({"gpuscaler_part": "counted", "pod": p}, 1) for p in names] +
+                        ([({"gpuscaler_part": "running", "pod": p}, running) for p in names]
+                         if running is not None else []) +
+                        [({"gpuscaler_part": "requests", "pod": p}, 5.0 * at) for p in names] +
+                        [({"gpuscaler_part": part, "pod": p}, at) for p in names
+                         for part in ("at", "at_min")])
+            if kind == "p99":
+                return 0.5
+            if kind == "busy":
+                return []
+            return 20.0
+        return self.pods_prometheus(answer)
+
     def test_66_a_lagging_prometheus_is_asked_where_its_samples_end(self):
         """Prometheus' newest samples lie 45 s behind (a remote write, an ingestion
         pipeline), plus up to a 10 s scrape interval: a 2-minute rate evaluated now has no
@@ -1939,22 +1962,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         (no sample times measure its delay)."""
         lag = 45.0
         k = [None]
-
-        def answer(kind):
-            names = [n for n, _ in k[0].pods]
-            at = int((time.time() - lag) / 10) * 10.0  # scraped every 10 s
-            if kind == "pods":
-                return ([({"gpuscaler_part": "counted", "pod": p}, 1) for p in names] +
-                        [({"gpuscaler_part": "running", "pod": p}, 2) for p in names] +
-                        [({"gpuscaler_part": "requests", "pod": p}, 5.0 * at) for p in names] +
-                        [({"gpuscaler_part": part, "pod": p}, at) for p in names
-                         for part in ("at", "at_min")])
-            if kind == "p99":
-                return 0.5
-            if kind == "busy":
-                return []
-            return 20.0
-        prom = self.pods_prometheus(answer)
+        prom = self.lagging_prometheus(k, lag, scrape=10, running=2)
         ann = dict(PROM_ANNOTATIONS)
         ann.update({"gpuscaler.io/predictive": "false", "gpuscaler.io/metrics-stale-after": "60s"})
         k[0] = self.make("laggy", 4, subnet=77, annotations=ann)
@@ -1963,20 +1971,22 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
                        ident="inst-laggy")
 
         def behind():
-            """How far each tick's rate query was asked behind its per-pod query."""
+            """How far each tick's rate query was asked behind its per-pod query: a tick's
+            queries arrive together (in any order: each has its own connection), a decision
+            interval after the tick before."""
             with prom.lock:
-                reqs = [p for path, p in prom.requests if path == "/api/v1/query"]
-            # in the order sent: each tick's rate first, its per-pod query last
-            out, rate_t = [], None
-            for p in reqs:
+                reqs = [(at, p) for (path, p), at in zip(prom.requests, prom.arrived)
+                        if path == "/api/v1/query"]
+            ticks, last = [], None
+            for at, p in reqs:
+                if last is None or at - last > 0.3:
+                    ticks.append({})
+                last = at
                 q = p.get("query", "")
-                if "gpuscaler_part" in q:
-                    if rate_t is not None:
-                        out.append(p["time"] - rate_t)
-                    rate_t = None
-                elif "histogram_quantile" not in q and "inference_time" not in q:
-                    rate_t = p["time"]
-            return out
+                kind = ("pods" if "gpuscaler_part" in q else "other"
+                        if "histogram_quantile" in q or "inference_time" in q else "rate")
+                ticks[-1][kind] = p["time"]
+            return [tk["pods"] - tk["rate"] for tk in ticks if "pods" in tk and "rate" in tk]
         try:
             st = self.measured_status("laggy", 30)
             self.assertAlmostEqual(st["requestsPerGPU"], 5.0, delta=0.01)  # 20 req/s, 4 GPUs
@@ -2018,21 +2028,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         last minute read low)."""
         lag = 45.0
         k = [None]
-
-        def answer(kind):
-            names = [n for n, _ in k[0].pods]
-            at = time.time() - lag
-            if kind == "pods":
-                return ([({"gpuscaler_part": "counted", "pod": p}, 1) for p in names] +
-                        [({"gpuscaler_part": "requests", "pod": p}, 5.0 * at) for p in names] +
-                        [({"gpuscaler_part": part, "pod": p}, at) for p in names
-                         for part in ("at", "at_min")])
-            if kind == "p99":
-                return 0.5
-            if kind == "busy":
-                return []
-            return 20.0
-        prom = self.pods_prometheus(answer)
+        prom = self.lagging_prometheus(k, lag)
         ann = dict(PROM_ANNOTATIONS)
         ann["gpuscaler.io/metrics-stale-after"] = "60s"
         k[0] = self.make("lagseed", 2, subnet=79, annotations=ann)

@@ -13,7 +13,8 @@ It answers the two endpoints gpuscaler calls, as Prometheus does:
 
 Every request is recorded as (path, params) with params the first value of
 each query parameter, parsed to float for start, end, step and time, and its
-headers (a dict, names in lower case) in the same order in `headers`. A hook may
+headers (a dict, names in lower case) in the same order in `headers`, its arrival
+(time.monotonic()) in `arrived`. A hook may
 answer a request itself (for error responses): reply(path, params) returns
 None to let the default answer it, or (status, body dict).
 
@@ -40,6 +41,7 @@ class FakePrometheus:
         self.lock = threading.Lock()
         self.requests = []   # (path, params)
         self.headers = []    # {name.lower(): value} of each request
+        self.arrived = []    # time.monotonic() of each request's arrival
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -54,6 +56,7 @@ class FakePrometheus:
                         params[k] = float(params[k])
                 with outer.lock:
                     outer.requests.append((u.path, params))
+                    outer.arrived.append(time.monotonic())
                     outer.headers.append({k.lower(): v for k, v in self.headers.items()})
                 got = reply(u.path, params) if reply else None
                 if got is None:
