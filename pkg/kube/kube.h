@@ -535,7 +535,7 @@ const struct kube_reflector_stats *kube_reflector_stats(const struct kube_reflec
 /** How long the view has been out of date: the time since the first list or
  *  watch failure (an error, a 429 or Retry-After wait) that no completed list,
  *  watch event or bookmark, or watch run to its timeout has followed; 0 while
- *  current. A 410's relist is not a failure. */
+ *  current, at least 1 once down. A 410's relist is not a failure. */
 int64_t kube_reflector_down_ms(const struct kube_reflector *r);
 
 /* ======================================================================= */

@@ -661,7 +661,9 @@ int64_t kube_reflector_down_ms(const struct kube_reflector *r)
     uint64_t now = uv_now(kube_loop(r->k));
     if (r->watching && now - r->watch_started_at >= (uint64_t)r->o.healthy_ms)
         return 0; /* a watch reopened after the failures and holding */
-    return now > r->down_since ? (int64_t)(now - r->down_since) : 0;
+    /* at least 1 once down: in the loop iteration of the failure (and the
+     * millisecond after, down_since being odd) the difference is 0 or less */
+    return now > r->down_since ? (int64_t)(now - r->down_since) : 1;
 }
 
 const struct kube_reflector_stats *kube_reflector_stats(const struct kube_reflector *r)

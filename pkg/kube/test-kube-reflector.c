@@ -809,7 +809,12 @@ static void test_reflector_down(void **state)
                                 .min_watch_ms = 1, .healthy_ms = 1500};
     assert_int_equal(kube_reflector_new(f->k, "/api/v1/pods", NULL, &o, &sink, f, &f->r), 0);
     assert_int_equal(kube_reflector_down_ms(f->r), 0);
-    run_until(f, &f->done); /* the list, then three failed watches */
+    while (kube_reflector_stats(f->r)->errors == 0) /* the list, then the first failure */
+        uv_run(&f->loop, UV_RUN_ONCE);
+    /* down from that moment on, also within the millisecond (the loop's time) it failed in:
+     * a checkpoint prune asks for 0 (read 0 there before) */
+    assert_true(kube_reflector_down_ms(f->r) > 0);
+    run_until(f, &f->done); /* then two more failed watches */
     assert_true(kube_reflector_synced(f->r));
     int64_t down = kube_reflector_down_ms(f->r);
     /* counted from the first failure (request 1), not the latest (3) */
