@@ -1576,6 +1576,33 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             for n in ("tei-a", "tei-idle"):
                 self.c.delete("deployments", n, self.ns)
 
+    def test_69_refused_requests_are_demand(self):
+        """Requests a Triton pod refuses (its failures with reason REJECTED: a full queue, a
+        queue timeout) arrived all the same: the demand is the completions plus them, so an
+        overloaded Deployment is sized for what came in one step. Other failures (BACKEND:
+        the model failed a request) are not demand."""
+        tri = {"gpuscaler.io/metrics-profile": "triton"}
+        self.make("tri", 2, subnet=80, annotations=tri)
+        self.metrics.set_shape("tri", "triton")
+        self.metrics.set_rate("tri", 16)      # 8 finished per GPU: within the band alone
+        self.metrics.set_other_rate("tri", 14)  # and 14 refused, 28 BACKEND failures
+        g = self.start(ident="inst-tri")
+        try:
+            # (16 + 14) / 8 per GPU at 80 % of 10: 4 replicas; counting the BACKEND failures
+            # too it would be 9 (max 8), counting completions alone 2
+            wait_for(lambda: self.replicas("tri") != 2, 30, what="tri: a scale-out")
+            self.assertEqual(self.replicas("tri"), 4, g.text()[-3000:])
+            ev = wait_for(lambda: events(self.c, self.ns, "tri", "ScaledOut"), 10,
+                          what="tri: ScaledOut")
+            self.assertIn("-> 4 replicas", ev[0]["message"])
+            demand = g.metric("gpuscaler_demand_requests_per_second",
+                              '{namespace="%s",deployment="tri"}' % self.ns)
+            self.assertAlmostEqual(demand, 30, delta=4)
+            self.assertTrue(g.alive())
+        finally:
+            g.stop()
+            self.c.delete("deployments", "tri", self.ns)
+
     def test_31_scaler_conflict_names_the_other_scaler(self):
         """In mode scale, gpuscaler does not fight another scaler of the Deployment: a plain
         HorizontalPodAutoscaler is named in the ScalerConflict Event, and an HPA that KEDA made

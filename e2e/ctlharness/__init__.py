@@ -78,7 +78,8 @@ class MetricsPods:
         self.lock = threading.Lock()
         self.rates = {}          # group (deployment) -> total requests/s over its pods
         self.other = {}          # group -> requests/s of a second model's series (none if absent)
-        self.shape = {}          # group -> "nim" (NIM's names, at /v1/metrics only), "tei"; else vLLM's
+        self.shape = {}          # group -> "nim" (NIM's names, at /v1/metrics only), "tei",
+        #                          "triton" (the second rate its REJECTED failures); else vLLM's
         self.pods = {}           # ip -> {"count": float, "other": float, "t": time, "group": str}
         self.mode = {}           # ip -> None | "garbage" | "hang" | "500"
         self.scrapes = 0
@@ -160,6 +161,19 @@ class MetricsPods:
                          "\n# TYPE te_queue_size gauge\nte_queue_size 0\n"
                          % (st["count"] / 8, st["count"]))
             return body, 200
+        if self.shape.get(st["group"]) == "triton":
+            # prometheus-cpp: no _total; a failure series per reason, created with the model;
+            # the refused requests are the other rate, and as many BACKEND failures twice over
+            body = "# TYPE nv_inference_request_success counter\n"
+            body += 'nv_inference_request_success{model="m",version="1"} %.3f\n' % st["count"]
+            body += "# TYPE nv_inference_request_failure counter\n"
+            for reason, n in (("REJECTED", st["other"]), ("CANCELED", 0),
+                              ("BACKEND", 2 * st["other"]), ("OTHER", 0)):
+                body += ('nv_inference_request_failure{model="m",reason="%s",version="1"} %.3f\n'
+                         % (reason, n))
+            body += ("# TYPE nv_inference_pending_request_count gauge\n"
+                     'nv_inference_pending_request_count{model="m",version="1"} 0\n')
+            return body, 200
         other = ""
         if st["group"] in self.other:   # a second model served by the same pods
             other = ('vllm:request_success_total{engine="0",finished_reason="stop",'
@@ -186,7 +200,8 @@ class MetricsPods:
             self.other[group] = float(rate)
 
     def set_shape(self, group, shape):
-        """The group's pods answer in another engine's shape ("nim", "tei"), or vLLM's (None)."""
+        """The group's pods answer in another engine's shape ("nim", "tei", "triton"), or
+        vLLM's (None)."""
         with self.lock:
             self.shape[group] = shape
 

@@ -62,7 +62,7 @@ ANNOTATION_KEYS = [
     "inflight-metric", "queue-metric", "latency-metric", "missing-fraction", "promql-rate",
     "promql-p99", "capacity-start", "demand-unit", "prompt-token-weight", "prompt-token-metric",
     "generation-token-metric", "busy-time-metric", "scale-in-stabilization", "service-time",
-    "slots-per-gpu", "promql-busy", "paused",
+    "slots-per-gpu", "promql-busy", "paused", "rejected-metric",
 ]
 
 # gpuscaler's own metrics that the Grafana dashboard is built on.

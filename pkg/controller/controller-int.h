@@ -154,6 +154,7 @@ struct ctl_pq_sample {
     int64_t t_ms; /**< the sample's time */
     double req;   /**< the counter then */
     double bl;    /**< running + waiting then, NAN none */
+    double rej;   /**< the refused requests' counter then, NAN none */
 };
 /** A pod in the Prometheus source's answers (promsrc.c). */
 struct ctl_pq_pod {
@@ -163,6 +164,7 @@ struct ctl_pq_pod {
                               without its gauges), NAN none */
     int64_t t_ms;        /**< its request counter's newest sample time, 0 none */
     double req;          /**< the counter then */
+    double rej;          /**< the refused requests' counter then, NAN none */
     int nold;            /**< older samples kept, newest first */
     struct ctl_pq_sample old[CTL_PQ_OLD];
     bool departed;       /**< absent and not serving: bl is in pq_departed (taken
@@ -544,8 +546,8 @@ struct ctl_obs {
     uint8_t stalled_failing;  /**< its enum kube_pod_failing */
     double gpus;              /**< GPUs per replica */
     double arrival_rps;       /**< arrivals over the rate window in the demand unit:
-                                   completions + growth of running + waiting requests
-                                   (x request_size) */
+                                   completions + refused requests + growth of running +
+                                   waiting requests (x request_size) */
     int64_t rate_window_ms;   /**< the span arrival_rps averages over (scrape.rate-window,
                                    or the PromQL window from Prometheus) */
     double recent_rps;        /**< the same over the newest scrapes; NAN unknown */
@@ -680,6 +682,10 @@ struct ctl_pq_match {
     int64_t recent_span_ms; /**< ... the shortest span between them of the pods whose
                                  samples reach min_span_ms back; of all, when none do */
     int64_t short_span_ms;  /**< the shortest of the pods' that do not (internal) */
+    bool refused_known;   /**< the spec names a rejected_metric, and the default
+                               queries count pods: */
+    double refused_rate;  /**< ... the counted pods' refused requests over the window */
+    double refused_recent; /**< ... and between the recent rate's samples (req/s) */
 };
 
 /** Match w's last per-pod answer against pods at now (unix ms): a Ready pod

@@ -276,8 +276,8 @@ void ctl_write_workload_metrics(const struct controller *c, struct util_buf *b)
          "are evaluated that much earlier. NaN when not measured.",
          g_pq_lag},
         {"gpuscaler_demand_requests_per_second",
-         "Arrivals (completions + backlog growth) plus the queue's drain rate, in the demand "
-         "unit.",
+         "Arrivals (completions + refused requests + backlog growth) plus the queue's drain "
+         "rate, in the demand unit.",
          g_demand},
         {"gpuscaler_forecast_plan_coverage",
          "Share of resolved forecast plans whose realised peak stayed within them.", g_coverage},

@@ -137,6 +137,13 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     const struct scrape_result *r = &o->m;
     completions(w, o);
     double comp = o->completions, size = o->request_size;
+    /* the requests the pods refused (a full queue, a concurrency limit) came
+     * too: no completion or queue counts them, and under overload they are
+     * what a count sized from completions misses */
+    if (r->valid && isfinite(r->rejected_rate) && r->rejected_rate > 0)
+        comp += size * r->rejected_rate;
+    if (isfinite(o->recent_rps) && isfinite(r->rejected_recent) && r->rejected_recent > 0)
+        o->recent_rps += size * r->rejected_recent;
     o->arrival_rps = comp;
     o->rate_window_ms = ctl_rate_window_ms(c, w->cfg.source);
     ctl_recent_spans(c->cfg->scrape.interval_ms, c->cfg->decision_interval_ms,

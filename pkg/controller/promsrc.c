@@ -390,7 +390,7 @@ static void pods_update(struct ctl_wl *w, const struct promql_pods *pp,
         const struct promql_pod *p = &pp->v[i];
         if (!answered(p))
             continue;
-        struct ctl_pq_pod e = {.name = xstrdup(p->name), .bl = NAN, .held = NAN};
+        struct ctl_pq_pod e = {.name = xstrdup(p->name), .bl = NAN, .held = NAN, .rej = NAN};
         const struct ctl_pq_pod *o = state_pod(w, p->name);
         if (o && o->departed && !isnan(o->held))
             w->pq_departed -= o->held;
@@ -414,7 +414,7 @@ static void pods_update(struct ctl_wl *w, const struct promql_pods *pp,
         if (one_sample(p)) {
             if (o && o->t_ms > 0 && p->at_ms > o->t_ms) { /* a new sample */
                 e.nold = o->nold < CTL_PQ_OLD ? o->nold + 1 : CTL_PQ_OLD;
-                e.old[0] = (struct ctl_pq_sample){o->t_ms, o->req, o->bl};
+                e.old[0] = (struct ctl_pq_sample){o->t_ms, o->req, o->bl, o->rej};
                 memcpy(e.old + 1, o->old, (size_t)(e.nold - 1) * sizeof(e.old[0]));
             } else if (o && o->t_ms == p->at_ms) { /* the same sample */
                 e.nold = o->nold;
@@ -422,6 +422,7 @@ static void pods_update(struct ctl_wl *w, const struct promql_pods *pp,
             }
             e.t_ms = p->at_ms;
             e.req = p->requests;
+            e.rej = p->refused;
         }
         nv[nn++] = e;
     }
@@ -485,6 +486,10 @@ static bool pod_recent(const struct ctl_pq_pod *e, int64_t now, int64_t min_span
     int64_t dt = e->t_ms - from->t_ms;
     double secs = (double)dt / 1000.0;
     m->recent_rate += (e->req - from->req) / secs;
+    /* the refused requests between the same samples: a counter made with the
+     * first refusal (TGI's) counts from 0 */
+    double rej = (isnan(e->rej) ? 0 : e->rej) - (isnan(from->rej) ? 0 : from->rej);
+    m->refused_recent += rej > 0 ? rej / secs : 0;
     if (!isnan(e->bl) && !isnan(from->bl))
         m->recent_growth += (e->bl - from->bl) / secs;
     else
@@ -509,7 +514,8 @@ bool ctl_pq_queries_same(const struct ctl_workload_config *a,
            strcmp(x->latency_metric, y->latency_metric) == 0 &&
            strcmp(x->busy_metric, y->busy_metric) == 0 &&
            strcmp(x->prompt_token_metric, y->prompt_token_metric) == 0 &&
-           strcmp(x->generation_token_metric, y->generation_token_metric) == 0;
+           strcmp(x->generation_token_metric, y->generation_token_metric) == 0 &&
+           strcmp(x->rejected_metric, y->rejected_metric) == 0;
 }
 
 void ctl_pq_requery(struct ctl_wl *w)
@@ -608,6 +614,7 @@ void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t n
         return;
     int recent = 0;
     m->growth_ok = true;
+    m->refused_known = w->cfg.scrape.rejected_metric[0] != '\0';
     for (size_t i = 0; i < np; i++) {
         const struct kube_pod *p = pods[i];
         if (!pod_serving(p))
@@ -616,6 +623,8 @@ void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t n
         const struct promql_pod *a = answer_pod(pp, p->name);
         if (a && a->counted) {
             m->counted++;
+            if (!isnan(a->refused_rate)) /* none yet: 0 (TGI's counter comes with the first) */
+                m->refused_rate += a->refused_rate;
             recent += pod_recent(state_pod(w, p->name), now, min_span_ms, m);
         } else if (warming(p, now, grace_ms)) {
             m->warming++;
@@ -668,8 +677,12 @@ void ctl_pq_apply(const struct ctl_pq_match *m, double missing_fraction, int64_t
                  m->missing, base, (long long)(grace_ms / 1000), m->missing_pod);
         return;
     }
+    if (m->refused_known)
+        r->rejected_rate = m->refused_rate;
     if (m->recent_known) { /* the newest scrapes: what a step looks like before the window */
         r->recent_rate = m->recent_rate;
+        if (m->refused_known)
+            r->rejected_recent = m->refused_recent;
         r->recent_span_ms = m->recent_span_ms;
         o->recent_growth = m->recent_growth;
         o->recent_growth_known = m->growth_ok;

@@ -510,6 +510,8 @@ static void test_annotations(void **s)
          "(?= is not supported when scraping"},
         {"gpuscaler.io/queue-metric", "q{model=ensemble}", "gpuscaler.io/queue-metric",
          "a label value is quoted"},
+        {"gpuscaler.io/rejected-metric", "http_requests_total{code=429}",
+         "gpuscaler.io/rejected-metric", "a label value is quoted"},
         {"gpuscaler.io/promql-busy", "", "gpuscaler.io/promql-busy", "PromQL expression"},
         {"gpuscaler.io/min-replicas", "50", "gpuscaler.io/min-replicas", "above max-replicas"},
         {"gpuscaler.io/cold-start", "-3m", "gpuscaler.io/cold-start", "not a duration"},
@@ -541,6 +543,15 @@ static void test_annotations(void **s)
     assert_int_equal(parse_ann(&c, gen3, 4, &w, bad, err), 0);
     assert_string_equal(w.scrape.busy_metric, "request_service_seconds_sum");
     assert_string_equal(w.promql_busy, ""); /* the default query */
+    assert_string_equal(w.scrape.rejected_metric, ""); /* generic: none */
+    const char *rej[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/metrics-profile",
+                         "tgi", "gpuscaler.io/rejected-metric", "http_requests_total{code=\"429\"}"};
+    assert_int_equal(parse_ann(&c, rej, 3, &w, bad, err), 0);
+    assert_string_equal(w.scrape.rejected_metric, "http_requests_total{code=\"429\"}");
+    const char *tgi[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/metrics-profile",
+                         "tgi"};
+    assert_int_equal(parse_ann(&c, tgi, 2, &w, bad, err), 0);
+    assert_string_equal(w.scrape.rejected_metric, "tgi_request_failure{err=\"overloaded\"}");
     const char *pq[] = {"gpuscaler.io/capacity-per-gpu", "3", "gpuscaler.io/promql-busy",
                         "sum(rate(svc_seconds_sum{ns=\"{{namespace}}\"}[{{window}}]))",
                         "gpuscaler.io/promql-p99", "histogram_quantile(0.99, x)"};

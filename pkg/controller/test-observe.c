@@ -628,6 +628,57 @@ static void test_prometheus_recent(void **state)
     wl_done(w);
 }
 
+/* The refused requests from Prometheus (a spec naming a rejected_metric): the
+ * counted pods' rates over the window summed, a pod without the counter yet
+ * (TGI makes it with the first refusal) counting 0; the recent ones between
+ * the same samples as the completions, a counter that appears counting from
+ * 0. Without a rejected_metric they stay unknown. */
+static void test_prometheus_refused(void **state)
+{
+    (void)state;
+    struct ctl_wl *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    scrape_spec_init(&w->cfg.scrape, SCRAPE_TGI);
+    static const char *const names[2] = {"a0", "a1"};
+    struct kube_pod pods[2] = {pod_at("a0", T0), pod_at("a1", T0)};
+    const struct kube_pod *pp[2] = {&pods[0], &pods[1]};
+    const int64_t t1 = T0 + 3600000;
+    struct ctl_pq_match m;
+    double req1[2] = {1000, 2000}, bl[2] = {4, 4};
+    sampled(w, 2, names, req1, bl, t1);
+    w->pq_pods.v[0].refused = 100;
+    w->pq_pods.v[0].refused_rate = 2.5;
+    w->pq_pods.v[1].refused = w->pq_pods.v[1].refused_rate = NAN;
+    ctl_pq_match(w, pp, 2, t1 + 1000, GRACE, 0, &m);
+    assert_true(m.refused_known && m.refused_rate == 2.5);
+
+    double req2[2] = {1240, 2300};
+    sampled(w, 2, names, req2, bl, t1 + 30000);
+    w->pq_pods.v[0].refused = 160; /* 2 req/s */
+    w->pq_pods.v[0].refused_rate = 2;
+    w->pq_pods.v[1].refused = 30; /* its first refusals: 1 req/s */
+    w->pq_pods.v[1].refused_rate = 0.25;
+    ctl_pq_match(w, pp, 2, t1 + 31000, GRACE, 0, &m);
+    assert_true(m.recent_known && fabs(m.recent_rate - 18) < 1e-9);
+    assert_true(fabs(m.refused_rate - 2.25) < 1e-9);
+    assert_true(fabs(m.refused_recent - 3) < 1e-9);
+    struct ctl_obs o;
+    obs_valid(&o, 2);
+    o.m.recent_rate = o.m.rejected_rate = o.m.rejected_recent = NAN;
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_true(fabs(o.m.rejected_rate - 2.25) < 1e-9 && fabs(o.m.rejected_recent - 3) < 1e-9);
+    assert_true(o.m.request_rate == 20); /* the completions, apart */
+
+    w->cfg.scrape.rejected_metric[0] = '\0'; /* vLLM's: none */
+    ctl_pq_match(w, pp, 2, t1 + 32000, GRACE, 0, &m);
+    assert_false(m.refused_known);
+    obs_valid(&o, 2);
+    o.m.rejected_rate = o.m.rejected_recent = NAN;
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_true(isnan(o.m.rejected_rate) && isnan(o.m.rejected_recent));
+    wl_done(w);
+}
+
 /* With a long service time the newest rate counts over two service times
  * (min_span_ms) where a pod's samples reach so far back: samples 15 s apart
  * and a 40 s floor count from the sample 45 s back, the oldest kept while
@@ -803,6 +854,7 @@ int main(void)
         cmocka_unit_test(test_prometheus_backlog),
         cmocka_unit_test(test_prometheus_recent),
         cmocka_unit_test(test_prometheus_recent_min_span),
+        cmocka_unit_test(test_prometheus_refused),
         cmocka_unit_test(test_recent_spans),
         cmocka_unit_test(test_serving_counts_stale_pods),
     };

@@ -20,6 +20,7 @@ static const char *const ctl_keys[] = {
     "request-metric", "inflight-metric", "queue-metric",  "latency-metric",
     "missing-fraction", "promql-rate",  "promql-p99",     "prompt-token-metric",
     "generation-token-metric", "busy-time-metric", "promql-busy", "paused",
+    "rejected-metric",
 };
 
 size_t ctl_annotation_key_count(void)
@@ -143,6 +144,7 @@ static int apply_ctl_key(struct ctl_workload_config *w, const char *k, const cha
         {"prompt-token-metric", w->scrape.prompt_token_metric},
         {"generation-token-metric", w->scrape.generation_token_metric},
         {"busy-time-metric", w->scrape.busy_metric},
+        {"rejected-metric", w->scrape.rejected_metric},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(metrics); i++) {
         if (strcmp(k, metrics[i].key) != 0)

@@ -514,6 +514,7 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
     snprintf(o->ns, sizeof(o->ns), "%s", t->ns);
     snprintf(o->deploy, sizeof(o->deploy), "%s", t->deployment);
     o->r.request_rate = NAN;
+    o->r.rejected_rate = o->r.rejected_recent = NAN; /* the per-pod answer's (controller) */
     o->r.inflight = -1;
     o->r.busy = -1;
     o->r.queued = -1;

@@ -71,7 +71,9 @@ void promql_default_busy(const struct scrape_spec *spec, char *out, size_t outle
  * series) and the newest and oldest of its series' sample times ("at",
  * "at_min", unix seconds; apart when the pod's series come from targets
  * scraped at other times, or one went stale): two answers a scrape apart
- * give the pod's newest rate, as the scraper has it. Each series carries PROMQL_PART_LABEL and the
+ * give the pod's newest rate, as the scraper has it. With with_counted and
+ * a rejected_metric, also the refused requests' rate over the window
+ * ("refused_rate") and their counter's newest value ("refused"). Each series carries PROMQL_PART_LABEL and the
  * pod label. "" when the spec names none of these metrics. Placeholders as
  * for the rate.
  */
@@ -135,6 +137,8 @@ struct promql_pod {
     double requests; /**< the request counter's newest value, NAN likewise */
     int64_t at_ms;   /**< its series' newest sample time (unix ms), 0 unknown */
     int64_t at_min_ms; /**< ... and oldest, 0 unknown */
+    double refused_rate; /**< the refused requests' rate over the window, NAN none */
+    double refused;      /**< their counter's newest value, NAN none */
 };
 
 /** The per-pod answer, one entry a pod, sorted by name. */

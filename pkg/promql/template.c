@@ -119,11 +119,14 @@ static bool family_named(const struct scrape_spec *spec, const char *field)
 {
     struct scrape_spec def;
     scrape_spec_init(&def, spec->profile);
-    char name[SCRAPE_METRIC_MAX + 8], req[SCRAPE_METRIC_MAX + 8], busy[SCRAPE_METRIC_MAX + 8];
+    char name[SCRAPE_METRIC_MAX + 8], req[SCRAPE_METRIC_MAX + 8], busy[SCRAPE_METRIC_MAX + 8],
+        rej[SCRAPE_METRIC_MAX + 8];
     scrape_metric_name(field, name, sizeof(name));
     scrape_metric_name(def.request_metric, req, sizeof(req));
     scrape_metric_name(def.busy_metric, busy, sizeof(busy));
-    return strcmp(name, req) != 0 && strcmp(name, busy) != 0 && legacy_metric(name) &&
+    scrape_metric_name(def.rejected_metric, rej, sizeof(rej));
+    return strcmp(name, req) != 0 && strcmp(name, busy) != 0 && strcmp(name, rej) != 0 &&
+           legacy_metric(name) &&
            !ends_with(name, "_total") && !ends_with(name, "_sum") && !ends_with(name, "_count");
 }
 
@@ -228,6 +231,7 @@ void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char
     char e[PROMQL_MAX_QUERY], part[PROMQL_MAX_QUERY + 128];
     struct util_buf b = {0};
     const char *req = with_counted ? spec->request_metric : "";
+    const char *rej = with_counted ? spec->rejected_metric : "";
     const struct {
         const char *metric, *name, *agg, *open, *close;
         bool counter;
@@ -238,6 +242,8 @@ void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char
         {req, "requests", "sum", "", "", true},
         {req, "at", "max", "timestamp(", ")", true},
         {req, "at_min", "min", "timestamp(", ")", true},
+        {rej, "refused_rate", "sum", "rate(", "[{{window}}])", true},
+        {rej, "refused", "sum", "", "", true},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(parts); i++) {
         if (!parts[i].metric[0])

@@ -203,12 +203,14 @@ void scrape_result_scale_up(struct scrape_result *r, double k)
         double *rate, gone;
     } w[] = {{&r->request_rate, r->request_rate_gone},
              {&r->prompt_token_rate, r->prompt_token_rate_gone},
-             {&r->generation_token_rate, r->generation_token_rate_gone}};
+             {&r->generation_token_rate, r->generation_token_rate_gone},
+             {&r->rejected_rate, r->rejected_rate_gone}};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(w); i++)
         if (isfinite(*w[i].rate))
             *w[i].rate = (*w[i].rate - w[i].gone) * k + w[i].gone;
     /* the newest intervals' rates sum the counted pods only */
-    double *recent[] = {&r->recent_rate, &r->prompt_token_recent, &r->generation_token_recent};
+    double *recent[] = {&r->recent_rate, &r->prompt_token_recent, &r->generation_token_recent,
+                        &r->rejected_recent};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(recent); i++)
         if (isfinite(*recent[i]))
             *recent[i] *= k;
@@ -272,19 +274,22 @@ void scrape_aggregate_recent(const struct scrape_agg_pod *pods, size_t n,
 
     out->prompt_token_rate = out->generation_token_rate = NAN;
     out->prompt_token_recent = out->generation_token_recent = NAN;
+    out->rejected_rate = out->rejected_recent = NAN;
 
     struct tally t = {0};
     double inflight = 0, queued = 0;
-    /* counted pods' increases (requests, prompt and generated tokens) and
-     * sample spans, for the rates below */
-    struct acc req, prompt, gen, busy;
+    /* counted pods' increases (requests, prompt and generated tokens, refused
+     * requests) and sample spans, for the rates below */
+    struct acc req, prompt, gen, busy, rej;
     acc_init(&req, n);
     req.want = recent_min_ms;
     acc_init(&prompt, n);
     acc_init(&gen, n);
     acc_init(&busy, n);
+    acc_init(&rej, n);
     bool busy_ok = spec->busy_metric[0] != '\0';
     const bool tokens = spec->generation_token_metric[0] != '\0';
+    const bool rejected = spec->rejected_metric[0] != '\0';
     int64_t *spans = xcalloc(n ? n : 1, sizeof(int64_t)), *ages = xcalloc(n ? n : 1,
                                                                          sizeof(int64_t));
     size_t ncounted = 0;
@@ -313,6 +318,7 @@ void scrape_aggregate_recent(const struct scrape_agg_pod *pods, size_t n,
             acc_gone(&prompt, ncounted, &st->prompt, now_ms, window_ms);
             acc_gone(&gen, ncounted, &st->gen, now_ms, window_ms);
             acc_gone(&busy, ncounted, &st->busy, now_ms, window_ms);
+            acc_gone(&rej, ncounted, &st->rejected, now_ms, window_ms);
             spans[ncounted] = 0;
             ages[ncounted++] = INT64_MIN;
             if (pods[i].gone)
@@ -350,6 +356,8 @@ void scrape_aggregate_recent(const struct scrape_agg_pod *pods, size_t n,
             acc_add(&gen, ncounted, &st->gen, now_ms, window_ms, recent_ms, NULL);
             any_gen |= st->gen_seen;
         }
+        if (rejected) /* sampled with the requests too */
+            acc_add(&rej, ncounted, &st->rejected, now_ms, window_ms, recent_ms, NULL);
         if (busy_ok) /* the same scrapes: a ring as long as the requests' has their span */
             busy_ok = st->busy.n == st->requests.n &&
                       acc_add(&busy, ncounted, &st->busy, now_ms, window_ms, recent_ms, NULL);
@@ -411,6 +419,11 @@ void scrape_aggregate_recent(const struct scrape_agg_pod *pods, size_t n,
                                                  interval_ms, &out->prompt_token_rate_gone);
             out->prompt_token_recent = prompt.recent_ok ? prompt.recent : NAN;
         }
+        if (rejected) {
+            out->rejected_rate = window_rate(rej.incs, spans, ages, ncounted, span, interval_ms,
+                                             &out->rejected_rate_gone);
+            out->rejected_recent = rej.recent_ok ? rej.recent : NAN;
+        }
         out->inflight = spec->inflight_metric[0] && any_inflight ? inflight : -1;
         if (busy_ok && ncounted > 0) {
             double unit = scrape_latency_unit_ms(spec->busy_metric) / 1000.0;
@@ -434,6 +447,7 @@ void scrape_aggregate_recent(const struct scrape_agg_pod *pods, size_t n,
     xfree(prompt.incs);
     xfree(gen.incs);
     xfree(busy.incs);
+    xfree(rej.incs);
     xfree(spans);
     xfree(ages);
 }

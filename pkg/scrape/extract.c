@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* scrape/extract: turns one pod's Prometheus exposition into the few numbers
  * the autoscaler needs (request counter, in-flight and queue gauges, latency
- * histogram buckets, the busy-time counter, and with demand-unit tokens the
- * prompt and generation token counters), each summed over its label sets
- * (those its label matchers select, when the annotation names some).
+ * histogram buckets, the busy-time counter, the refused requests' counter,
+ * and with demand-unit tokens the prompt and generation token counters),
+ * each summed over its label sets (those its label matchers select, when
+ * the annotation names some).
  *
  * The body is pushed through prom's streaming parser as it arrives (in the
  * format the caller picked from the response's Content-Type), filtered
@@ -248,6 +249,13 @@ static int on_sample(const struct prom_sample *ps, void *arg)
             s->has_gen = true;
         }
     }
+    if (is_metric(ps, &x->rejected)) {
+        if (!is_count(v))
+            return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
+        if (add_series(&s->series[SCRAPE_C_REJ], ps) && !add_count(&s->rejected, v))
+            return sum_fail(x, ps);
+        s->has_rejected = true;
+    }
     if (is_metric(ps, &x->busy)) {
         if (!is_count(v))
             return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
@@ -313,13 +321,14 @@ static void selector(struct scrape_selector *sel, const char *field, size_t cap,
         memset(sel, 0, sizeof(*sel));
 }
 
-#define NSELECTORS 7
+#define NSELECTORS 8
 
 /* The extractor's selectors, in the order of setup()'s fields. */
 static void selector_list(struct scrape_extract *x, struct scrape_selector *out[NSELECTORS])
 {
-    struct scrape_selector *l[NSELECTORS] = {&x->request, &x->inflight, &x->queue, &x->prompt,
-                                             &x->gen,     &x->busy,     &x->bucket};
+    struct scrape_selector *l[NSELECTORS] = {&x->request, &x->inflight, &x->queue,
+                                             &x->prompt,  &x->gen,      &x->busy,
+                                             &x->bucket,  &x->rejected};
     memcpy(out, l, sizeof(l));
 }
 
@@ -341,12 +350,14 @@ static void setup(struct scrape_extract *x, const struct scrape_spec *spec, size
         {spec->generation_token_metric, sizeof(spec->generation_token_metric), ""},
         {spec->busy_metric, sizeof(spec->busy_metric), ""},
         {spec->latency_metric, sizeof(spec->latency_metric), "_bucket"},
+        {spec->rejected_metric, sizeof(spec->rejected_metric), ""},
     };
     struct scrape_selector *sels[NSELECTORS];
     selector_list(x, sels);
     for (size_t i = 0; i < NSELECTORS; i++)
         selector(sels[i], f[i].field, f[i].cap, f[i].suffix, prev ? &prev[i] : NULL);
     x->s.tokens = x->prompt.name[0] || x->gen.name[0];
+    x->s.rejected_wanted = x->rejected.name[0] != '\0';
     x->format = PROM_FMT_TEXT;
 }
 
@@ -384,7 +395,7 @@ static bool same_names(const struct scrape_extract *x, const struct scrape_spec 
     return SAME(request, request_metric, "") && SAME(inflight, inflight_metric, "") &&
            SAME(queue, queue_metric, "") && SAME(prompt, prompt_token_metric, "") &&
            SAME(gen, generation_token_metric, "") && SAME(busy, busy_metric, "") &&
-           SAME(bucket, latency_metric, "_bucket");
+           SAME(bucket, latency_metric, "_bucket") && SAME(rejected, rejected_metric, "");
 #undef SAME
 }
 
@@ -437,13 +448,14 @@ static void start_parser(struct scrape_extract *x)
     struct prom_parser_opts o = {.format = x->format, .max_total = x->max_bytes};
     x->parser = prom_parser_new(&o, on_sample, x);
     int wanted = 0;
-    const char *names[] = {x->request.name, x->inflight.name, x->queue.name, x->bucket.name,
-                           x->prompt.name,  x->gen.name,      x->busy.name};
+    const char *names[] = {x->request.name, x->inflight.name, x->queue.name,   x->bucket.name,
+                           x->prompt.name,  x->gen.name,      x->busy.name,    x->rejected.name};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++)
         if (names[i][0] && prom_parser_want(x->parser, names[i], PROM_MATCH_NAME) == 0)
             wanted++;
     /* a counter by its family name: also its 0.0.4 name (is_metric) */
-    const char *counters[] = {x->request.name, x->prompt.name, x->gen.name, x->busy.name};
+    const char *counters[] = {x->request.name, x->prompt.name, x->gen.name, x->busy.name,
+                              x->rejected.name};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(counters); i++) {
         size_t n = strlen(counters[i]);
         if (n == 0 || (n >= 6 && strcmp(counters[i] + n - 6, "_total") == 0))

@@ -41,6 +41,7 @@ void scrape_podstate_init(struct scrape_podstate *st, int64_t since_ms, int64_t 
     scrape_ring_init(&st->prompt, ring_cap);
     scrape_ring_init(&st->gen, ring_cap);
     scrape_ring_init(&st->busy, ring_cap);
+    scrape_ring_init(&st->rejected, ring_cap);
     st->since_ms = since_ms;
     st->window_ms = window_ms;
     st->last_ok_ms = POLICY_NEVER;
@@ -109,6 +110,7 @@ void scrape_podstate_free(struct scrape_podstate *st, struct scrape_window *w)
     scrape_ring_free(&st->prompt);
     scrape_ring_free(&st->gen);
     scrape_ring_free(&st->busy);
+    scrape_ring_free(&st->rejected);
     xfree(st->error);
     st->error = NULL;
 }
@@ -116,7 +118,8 @@ void scrape_podstate_free(struct scrape_podstate *st, struct scrape_window *w)
 void scrape_podstate_reset(struct scrape_podstate *st, struct scrape_window *w, int64_t since_ms)
 {
     char *err = st->error;
-    struct scrape_ring ring = st->requests, prompt = st->prompt, gen = st->gen, busy = st->busy;
+    struct scrape_ring ring = st->requests, prompt = st->prompt, gen = st->gen, busy = st->busy,
+                       rejected = st->rejected;
     hist_release(st, w);
     xfree(st->hsum); /* init below forgets it */
     for (int c = 0; c < SCRAPE_NC; c++)
@@ -125,11 +128,13 @@ void scrape_podstate_reset(struct scrape_podstate *st, struct scrape_window *w, 
     scrape_ring_clear(&prompt);
     scrape_ring_clear(&gen);
     scrape_ring_clear(&busy);
+    scrape_ring_clear(&rejected);
     scrape_podstate_init(st, since_ms, st->window_ms, 0); /* its rings are put back: */
     st->requests = ring; /* keeps its arrays for reuse */
     st->prompt = prompt;
     st->gen = gen;
     st->busy = busy;
+    st->rejected = rejected;
     st->error = err;
 }
 
@@ -152,7 +157,8 @@ const char *scrape_podstate_error(const struct scrape_podstate *st)
 size_t scrape_podstate_memory(const struct scrape_podstate *st)
 {
     size_t n = scrape_ring_memory(&st->requests) + scrape_ring_memory(&st->prompt) +
-               scrape_ring_memory(&st->gen) + scrape_ring_memory(&st->busy);
+               scrape_ring_memory(&st->gen) + scrape_ring_memory(&st->busy) +
+               scrape_ring_memory(&st->rejected);
     if (st->hist)
         n += block_size(st->hist_rows, st->nbuckets);
     if (st->hsum)
@@ -191,6 +197,7 @@ void scrape_podstate_retire(struct scrape_podstate *dst, struct scrape_podstate 
     scrape_ring_init(&src->prompt, src->prompt.cap);
     scrape_ring_init(&src->gen, src->gen.cap);
     scrape_ring_init(&src->busy, src->busy.cap);
+    scrape_ring_init(&src->rejected, src->rejected.cap);
 }
 
 /* The sample's rows: its series one by one, or their sums as one row. */
@@ -440,6 +447,7 @@ static struct scrape_ring *ring_of(struct scrape_podstate *st, enum scrape_count
     case SCRAPE_C_PROMPT: return &st->prompt;
     case SCRAPE_C_GEN: return &st->gen;
     case SCRAPE_C_BUSY: return &st->busy;
+    case SCRAPE_C_REJ: return &st->rejected;
     default: return &st->requests;
     }
 }
@@ -572,6 +580,11 @@ void scrape_podstate_ok(struct scrape_podstate *st, struct scrape_window *w, int
         scrape_ring_add(&st->gen, t_ms,
                         follow(st, SCRAPE_C_GEN, s->has_gen ? s->gen_tokens : 0, s, t_ms));
     }
+    /* the refused requests, when wanted: a lazily created counter too (TGI's
+     * appears with the first refusal), absent counting 0 */
+    if (s->rejected_wanted || s->has_rejected)
+        scrape_ring_add(&st->rejected, t_ms,
+                        follow(st, SCRAPE_C_REJ, s->has_rejected ? s->rejected : 0, s, t_ms));
     /* the busy time, optional: a scrape without it forgets its samples (a
      * sample not after the newest is ignored, as the request ring does) */
     if (s->has_busy) {

@@ -15,6 +15,7 @@ struct profile_names {
     const char *request, *inflight, *queue, *latency;
     const char *prompt_tokens, *generation_tokens; /* "" none */
     const char *busy;                              /* "" none */
+    const char *rejected;                          /* "" none */
     const char *path;                              /* where the engine serves them */
 };
 
@@ -36,29 +37,35 @@ struct profile_names {
  * metrics crate; te_embed_success counts each input of a batch request, as
  * te_request_success does not, and appears with the first one served; the
  * queue gauge counts inputs; the latency is the HTTP request's, whatever the
- * route; no in-flight gauge, no token counters, no busy-time counter). */
+ * route; no in-flight gauge, no token counters, no busy-time counter).
+ * Refused requests: Triton core's failure counter with reason REJECTED
+ * (metric_model_reporter.cc; a full queue, max_queue_size, or a queue
+ * timeout), TGI's with err "overloaded" (the concurrency limit's 429s, from
+ * the first of which the series exists); the other engines queue what they
+ * cannot serve at once. */
 static const struct profile_names profiles[] = {
     [SCRAPE_VLLM] = {"vllm", "vllm:request_success_total", "vllm:num_requests_running",
                      "vllm:num_requests_waiting", "vllm:e2e_request_latency_seconds",
                      "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
-                     "vllm:request_inference_time_seconds_sum", "/metrics"},
+                     "vllm:request_inference_time_seconds_sum", "", "/metrics"},
     [SCRAPE_TRITON] = {"triton", "nv_inference_request_success", "",
                        "nv_inference_pending_request_count", "", "", "",
-                       "nv_inference_compute_infer_duration_us", "/metrics"},
+                       "nv_inference_compute_infer_duration_us",
+                       "nv_inference_request_failure{reason=\"REJECTED\"}", "/metrics"},
     [SCRAPE_TGI] = {"tgi", "tgi_request_success", "tgi_batch_current_size", "tgi_queue_size",
                     "tgi_request_duration", "tgi_request_input_length_sum",
                     "tgi_request_generated_tokens_sum", "tgi_request_inference_duration_sum",
-                    "/metrics"},
+                    "tgi_request_failure{err=\"overloaded\"}", "/metrics"},
     [SCRAPE_SGLANG] = {"sglang", "sglang:num_requests_total", "sglang:num_running_reqs",
                        "sglang:num_queue_reqs", "sglang:e2e_request_latency_seconds",
-                       "sglang:prompt_tokens_total", "sglang:generation_tokens_total", "",
+                       "sglang:prompt_tokens_total", "sglang:generation_tokens_total", "", "",
                        "/metrics"},
     [SCRAPE_NIM] = {"nim", "request_success_total", "num_requests_running", "num_requests_waiting",
                     "e2e_request_latency_seconds", "prompt_tokens_total", "generation_tokens_total",
-                    "", "/v1/metrics"},
+                    "", "", "/v1/metrics"},
     [SCRAPE_TEI] = {"tei", "te_embed_success", "", "te_queue_size", "te_request_duration", "", "",
-                    "", "/metrics"},
-    [SCRAPE_GENERIC] = {"generic", "", "", "", "", "", "", "", "/metrics"},
+                    "", "", "/metrics"},
+    [SCRAPE_GENERIC] = {"generic", "", "", "", "", "", "", "", "", "/metrics"},
 };
 
 int scrape_profile_parse(const char *s, enum scrape_profile *out)
@@ -90,6 +97,7 @@ void scrape_spec_init(struct scrape_spec *s, enum scrape_profile p)
     snprintf(s->queue_metric, sizeof(s->queue_metric), "%s", profiles[p].queue);
     snprintf(s->latency_metric, sizeof(s->latency_metric), "%s", profiles[p].latency);
     snprintf(s->busy_metric, sizeof(s->busy_metric), "%s", profiles[p].busy);
+    snprintf(s->rejected_metric, sizeof(s->rejected_metric), "%s", profiles[p].rejected);
     s->missing_fraction = 0.3;
 }
 

@@ -60,7 +60,14 @@ struct scrape_series_last {
 };
 
 /** The counters followed series by series. */
-enum scrape_counter { SCRAPE_C_REQ, SCRAPE_C_PROMPT, SCRAPE_C_GEN, SCRAPE_C_BUSY, SCRAPE_NC };
+enum scrape_counter {
+    SCRAPE_C_REQ,
+    SCRAPE_C_PROMPT,
+    SCRAPE_C_GEN,
+    SCRAPE_C_BUSY,
+    SCRAPE_C_REJ,
+    SCRAPE_NC
+};
 
 struct scrape_sample {
     double requests;     /**< request counter, summed over series */
@@ -75,6 +82,9 @@ struct scrape_sample {
     bool has_gen;
     double busy;           /**< busy-time counter, summed, in its own unit */
     bool has_busy;
+    double rejected;       /**< refused requests' counter, summed (when the spec names one) */
+    bool has_rejected;
+    bool rejected_wanted;  /**< the spec names one (an absent one counts as 0) */
     bool tokens;           /**< the spec names token counters (absent ones count as 0) */
     size_t nbuckets;     /**< distinct `le` bounds, sorted ascending */
     double le[SCRAPE_MAX_BUCKETS];
@@ -130,6 +140,7 @@ struct scrape_extract {
     struct scrape_selector bucket;        /**< the latency histogram's _bucket series */
     struct scrape_selector prompt, gen;   /**< token counters */
     struct scrape_selector busy;          /**< busy-time counter */
+    struct scrape_selector rejected;      /**< refused requests' counter */
     enum prom_format format;    /**< PROM_FMT_TEXT unless set before the first feed */
     struct prom_parser *parser; /**< made (or taken from spare) by the first feed or finish */
     struct prom_parser *spare;  /**< a previous parser wanting the same names, kept by
@@ -304,6 +315,7 @@ struct scrape_podstate {
      *  without it clears them: it is optional, and a 0 between two values
      *  would read as a reset and count the whole counter as an increase) */
     struct scrape_ring busy;
+    struct scrape_ring rejected; /**< refused requests: no arrays until the spec names them */
     double inflight, queued; /**< latest gauges */
     /** hist_rows rows of nbuckets cumulative counts (one per series, or
      *  one of their sums): the first hist_present those at hist_ms, the

@@ -65,6 +65,13 @@ struct scrape_spec {
      *  of the in-flight gauge. Optional; profile default if "" (none for
      *  generic). */
     char busy_metric[128];
+    /** Counter of requests the server refused for overload (a full queue, a
+     *  queue timeout, the concurrency limit): arrivals no completion counts.
+     *  Optional; profile default if "" (Triton's
+     *  nv_inference_request_failure{reason="REJECTED"}, TGI's
+     *  tgi_request_failure{err="overloaded"}; none for the others, which
+     *  queue instead). */
+    char rejected_metric[128];
     /** Token counters, read only when named (scrape_spec_want_tokens: demand-unit tokens). */
     char prompt_token_metric[128];     /**< prompt tokens processed; optional */
     char generation_token_metric[128]; /**< tokens generated; required for tokens */
@@ -197,6 +204,10 @@ struct scrape_result {
      *  generation-token metric is invalid (hold), as for the request metric. */
     double prompt_token_rate, generation_token_rate;
     double prompt_token_recent, generation_token_recent; /**< newest intervals; NAN unknown */
+    /** Requests refused (the spec's rejected_metric), req/s, counted like
+     *  request_rate, a pod without the counter counting 0; NAN when the spec
+     *  names none or when !valid. */
+    double rejected_rate, rejected_recent;
     /** The parts of request_rate, the token rates and busy that are the
      *  requests (tokens, busy time) in the window of pods not serving now:
      *  gone ones, and ones warming after a spell out. 0 when none or
@@ -204,6 +215,7 @@ struct scrape_result {
      *  multiplies the rest, the counted pods' part, and adds these as they
      *  are. */
     double request_rate_gone, prompt_token_rate_gone, generation_token_rate_gone, busy_gone;
+    double rejected_rate_gone;
     double gpus_ready;      /**< GPUs of the counted ready pods */
     int pods_ready;         /**< ready pods declared */
     int pods_counted;       /**< pods with a usable rate */

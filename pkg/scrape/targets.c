@@ -301,7 +301,8 @@ static bool same_metrics(const struct scrape_spec *a, const struct scrape_spec *
            strcmp(a->latency_metric, b->latency_metric) == 0 &&
            strcmp(a->prompt_token_metric, b->prompt_token_metric) == 0 &&
            strcmp(a->generation_token_metric, b->generation_token_metric) == 0 &&
-           strcmp(a->busy_metric, b->busy_metric) == 0;
+           strcmp(a->busy_metric, b->busy_metric) == 0 &&
+           strcmp(a->rejected_metric, b->rejected_metric) == 0;
 }
 
 static bool same_spec(const struct scrape_spec *a, const struct scrape_spec *b)
@@ -353,6 +354,7 @@ static void copy_spec(struct scrape_spec *dst, const struct scrape_spec *src)
     dst->prompt_token_metric[sizeof(dst->prompt_token_metric) - 1] = '\0';
     dst->generation_token_metric[sizeof(dst->generation_token_metric) - 1] = '\0';
     dst->busy_metric[sizeof(dst->busy_metric) - 1] = '\0';
+    dst->rejected_metric[sizeof(dst->rejected_metric) - 1] = '\0';
     if (!(dst->missing_fraction >= 0 && dst->missing_fraction <= 1))
         dst->missing_fraction = 0.3;
 }

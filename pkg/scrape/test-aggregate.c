@@ -831,6 +831,56 @@ static void test_token_rates(void **state)
     scrape_podstate_free(&st[1], NULL);
 }
 
+/* Refused requests (Triton's REJECTED failures, TGI's 429s) are counted like
+ * the requests, apart from them: pod 0 finishes 4 req/s and, from halfway
+ * through the window, refuses 2 req/s, its counter appearing with the first
+ * refusal (a lazily created counter counts from 0); pod 1 finishes 3 req/s
+ * and never has the counter (0). Not named by the spec: NAN. */
+static void test_rejected_rate(void **state)
+{
+    (void)state;
+    struct scrape_podstate st[2];
+    scrape_podstate_init(&st[0], 0, WIN, IV);
+    scrape_podstate_init(&st[1], 0, WIN, IV);
+    const int64_t from = NOW - WIN / 2;
+    for (int64_t t = NOW - WIN + IV; t <= NOW; t += IV) {
+        double sec = (double)t / 1000.0;
+        struct scrape_sample s0 = {.requests = 4 * sec, .has_requests = true, .samples = 2,
+                                   .rejected_wanted = true};
+        if (t > from) {
+            s0.rejected = 2 * (double)(t - from) / 1000.0;
+            s0.has_rejected = true;
+        }
+        scrape_podstate_ok(&st[0], NULL, t, &s0);
+        struct scrape_sample s1 = {.requests = 3 * sec, .has_requests = true, .samples = 1,
+                                   .rejected_wanted = true};
+        scrape_podstate_ok(&st[1], NULL, t, &s1);
+    }
+    struct scrape_agg_pod ap[2] = {{&st[0], 1, false}, {&st[1], 1, false}};
+    struct scrape_spec spec;
+    scrape_spec_init(&spec, SCRAPE_TRITON);
+    assert_string_equal(spec.rejected_metric, "nv_inference_request_failure{reason=\"REJECTED\"}");
+    struct scrape_result r;
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid);
+    assert_true(fabs(r.request_rate - 7) < 1e-9); /* the completions alone */
+    /* 60 refused over the 55 s the samples span */
+    const double want = 60.0 / 55.0;
+    assert_true(fabs(r.rejected_rate - want) < 1e-9);
+    assert_true(fabs(r.rejected_recent - 2) < 1e-9);
+    assert_true(r.rejected_rate_gone == 0);
+    scrape_result_scale_up(&r, 2);
+    assert_true(fabs(r.rejected_rate - 2 * want) < 1e-9);
+    assert_true(fabs(r.rejected_recent - 4) < 1e-9);
+    spec.rejected_metric[0] = '\0';
+    scrape_aggregate(ap, 2, NULL, &spec, NOW, IV, WIN, &r);
+    assert_true(r.valid && isnan(r.rejected_rate) && isnan(r.rejected_recent));
+    scrape_result_scale_up(&r, 2);
+    assert_true(isnan(r.rejected_rate));
+    scrape_podstate_free(&st[0], NULL);
+    scrape_podstate_free(&st[1], NULL);
+}
+
 /* Missing token metrics never make a rate: no pod with the generation
  * counter is invalid (the policy holds, never scaling in); a token counter
  * that vanishes fails the pod. */
@@ -1024,6 +1074,7 @@ int main(void)
         cmocka_unit_test(test_gone),
         cmocka_unit_test(test_gone_after_rollout),
         cmocka_unit_test(test_scale_up_gone),
+        cmocka_unit_test(test_rejected_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,37 +42,42 @@ struct golden {
     size_t nbuckets;
     double first_count, inf_count; /* cumulative count at the lowest bound and at +Inf */
     double busy;                   /* the busy-time counter, summed over series */
+    double rejected;               /* the refused requests' counter (UNSET: absent) */
 };
 
 static const struct golden goldens[] = {
     /* 6 series (2 engines x stop/length/abort), _created excluded; the
      * TTFT histogram (other bounds) must not leak into e2e latency. */
-    {"vllm.prom", PROM_FMT_TEXT, SCRAPE_VLLM, 3613, 12, 3, 22, 150, 3613, 8051},
+    {"vllm.prom", PROM_FMT_TEXT, SCRAPE_VLLM, 3613, 12, 3, 22, 150, 3613, 8051, UNSET},
     /* the same pod answering OpenMetrics (prometheus_client with an
      * OpenMetrics Accept): counter families without _total, _created samples
      * inside their families, # UNIT, an exemplar, # EOF */
-    {"vllm.om", PROM_FMT_OPENMETRICS, SCRAPE_VLLM, 3613, 12, 3, 22, 150, 3613, 8051},
+    {"vllm.om", PROM_FMT_OPENMETRICS, SCRAPE_VLLM, 3613, 12, 3, 22, 150, 3613, 8051, UNSET},
     /* 4 models of an ensemble, summed; no in-flight gauge, no histogram; the
-     * busy time a cumulative microsecond counter */
-    {"triton.prom", PROM_FMT_TEXT, SCRAPE_TRITON, 3248, UNSET, 7, 0, 0, 0, 8503000000},
+     * busy time a cumulative microsecond counter; of the failures (4 reasons
+     * a model) the REJECTED ones only */
+    {"triton.prom", PROM_FMT_TEXT, SCRAPE_TRITON, 3248, UNSET, 7, 0, 0, 0, 8503000000, 9},
     /* counters without _total, 35 geometric bounds + Inf; the inference
      * duration's histogram (same bounds) does not leak into the latency; the
-     * requests finished (tgi_request_success), not the 5318 arrived */
-    {"tgi.prom", PROM_FMT_TEXT, SCRAPE_TGI, 5290, 12, 4, 36, 0, 5290, 10420.5},
+     * requests finished (tgi_request_success), not the 5318 arrived;
+     * of its failures the 429s (err="overloaded"), not the validation ones */
+    {"tgi.prom", PROM_FMT_TEXT, SCRAPE_TGI, 5290, 12, 4, 36, 0, 5290, 10420.5, 9},
     /* prometheus_client in multiprocess mode (no _created); the gauges of two
      * data-parallel schedulers summed; aborted requests, TTFT, inter-token
      * and queue-time histograms do not leak in; no busy-time counter */
-    {"sglang.prom", PROM_FMT_TEXT, SCRAPE_SGLANG, 4821, 16, 3, 23, 0, 4821, UNSET},
+    {"sglang.prom", PROM_FMT_TEXT, SCRAPE_SGLANG, 4821, 16, 3, 23, 0, 4821, UNSET, UNSET},
     /* NVIDIA NIM for LLMs: unprefixed names, le before model_name; failed
      * requests, the per-reason finish counter, TTFT, inter-token and token
      * length histograms do not leak in; no busy-time counter */
-    {"nim.prom", PROM_FMT_TEXT, SCRAPE_NIM, 2743, 11, 2, 11, 37, 2743, UNSET},
+    {"nim.prom", PROM_FMT_TEXT, SCRAPE_NIM, 2743, 11, 2, 11, 37, 2743, UNSET, UNSET},
     /* Text Embeddings Inference: the inputs embedded (48,190 in 4,668 HTTP
      * requests, most of them batches), metrics-rs shape (no HELP, a blank line
      * after each family, bounds written out in full); the per-input, queue and
      * inference duration histograms (same 35 bounds) do not leak into the
-     * request latency; no in-flight gauge, no busy-time counter */
-    {"tei.prom", PROM_FMT_TEXT, SCRAPE_TEI, 48190, UNSET, 37, 36, 0, 4668, UNSET},
+     * request latency; no in-flight gauge, no busy-time counter; its 429s
+     * (te_request_failure, HTTP requests where the counter counts inputs)
+     * are not read */
+    {"tei.prom", PROM_FMT_TEXT, SCRAPE_TEI, 48190, UNSET, 37, 36, 0, 4668, UNSET, UNSET},
 };
 
 static void check_golden(const struct golden *g, const struct scrape_sample *s)
@@ -88,6 +93,10 @@ static void check_golden(const struct golden *g, const struct scrape_sample *s)
     assert_int_equal(s->has_busy, g->busy != UNSET);
     if (g->busy != UNSET)
         assert_true(s->busy == g->busy);
+    assert_int_equal(s->has_rejected, g->rejected != UNSET);
+    assert_int_equal(s->rejected_wanted, g->rejected != UNSET);
+    if (g->rejected != UNSET)
+        assert_true(s->rejected == g->rejected);
     assert_int_equal(s->nbuckets, g->nbuckets);
     if (g->nbuckets) {
         assert_true(s->count[0] == g->first_count);

@@ -861,8 +861,9 @@ static void test_histogram_missing_line(void **state)
 }
 
 /* The footprint the scraper is sized by: a vLLM pod (22 bounds, its request
- * counter's series followed one by one) holds under 700 bytes of state, its
- * workload's window under 2 KB. */
+ * counter's series followed one by one) holds under 750 bytes of state (722
+ * since the refused requests' ring, 690 before), its workload's window under
+ * 2 KB. */
 static void test_memory(void **state)
 {
     (void)state;
@@ -884,7 +885,7 @@ static void test_memory(void **state)
     }
     size_t pod = sizeof(st) + scrape_podstate_memory(&st), win = scrape_window_memory(&w);
     printf("podstate %zu bytes (struct %zu), window %zu bytes\n", pod, sizeof(st), win);
-    assert_true(pod < 700);
+    assert_true(pod < 750);
     assert_true(win < 2048);
     scrape_podstate_free(&st, &w);
     scrape_window_free(&w);
