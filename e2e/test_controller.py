@@ -1603,6 +1603,35 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             g.stop()
             self.c.delete("deployments", "tri", self.ns)
 
+    def test_70_the_first_answer_waits_for_the_lag(self):
+        """The first answer after a start is asked before Prometheus' lag is known: its
+        2-minute rate, evaluated 45-55 s past the newest samples, reads 35-40 % low (rate()
+        extrapolates over a scrape interval at most). That answer is dropped and the tick
+        holds; the next is asked where the samples end, so the first decision sees the load
+        as it is (it decided on 3.1 requests/GPU of 5 before)."""
+        k = [None]
+        prom = self.lagging_prometheus(k, 45.0, scrape=10, reads_low=True)
+        ann = dict(PROM_ANNOTATIONS)
+        ann.update({"gpuscaler.io/predictive": "false", "gpuscaler.io/metrics-stale-after": "60s"})
+        k[0] = self.make("lagfirst", 4, subnet=81, annotations=ann)
+        wait_for(lambda: len(k[0].pods) == 4, 10, what="lagfirst: 4 pods")
+        g = self.start(config=CONFIG + 'prometheus: {url: "%s"}\n' % prom.url,
+                       ident="inst-lagfirst")
+        try:
+            first = wait_for(lambda: re.findall(r"requests/GPU ([0-9.]+)", g.text()), 30,
+                             what="lagfirst: a first decision")
+            self.assertAlmostEqual(float(first[0]), 5.0, delta=0.2, msg=g.text()[-3000:])
+            dropped = re.findall(r"Prometheus answer dropped: its rate was asked (\d+) s ahead",
+                                 g.text())
+            self.assertEqual(len(dropped), 1, dropped)
+            self.assertTrue(45 <= int(dropped[0]) <= 55, dropped)
+            time.sleep(3)
+            self.assertAlmostEqual(self.status("lagfirst")["requestsPerGPU"], 5.0, delta=0.01)
+            self.assertEqual(self.replicas("lagfirst"), 4)
+        finally:
+            g.stop()
+            self.c.delete("deployments", "lagfirst", self.ns)
+
     def test_31_scaler_conflict_names_the_other_scaler(self):
         """In mode scale, gpuscaler does not fight another scaler of the Deployment: a plain
         HorizontalPodAutoscaler is named in the ScalerConflict Event, and an HPA that KEDA made
@@ -1944,22 +1973,25 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             for n in names:
                 self.c.delete("deployments", n, self.ns)
 
-    def pods_prometheus(self, answer):
+    def pods_prometheus(self, answer, timed=False):
         """A fake Prometheus whose instant answers come from answer(kind), kind one of
-        "pods" (the per-pod query: a list of (labels, value)), "p99", "busy" and "rate"."""
-        def instant(q):
+        "pods" (the per-pod query: a list of (labels, value)), "p99", "busy" and "rate";
+        timed: answer(kind, t), t the evaluation time."""
+        def instant(q, t=None):
             kind = ("pods" if "gpuscaler_part" in q else "p99" if "histogram_quantile" in q
                     else "busy" if "inference_time" in q else "rate")
-            return answer(kind)
-        prom = FakePrometheus(self.daily, instant)
+            return answer(kind, t) if timed else answer(kind)
+        prom = FakePrometheus(self.daily, instant, timed=timed)
         self.addCleanup(prom.close)
         return prom
 
-    def lagging_prometheus(self, k, lag, scrape=0, running=None):
+    def lagging_prometheus(self, k, lag, scrape=0, running=None, reads_low=False):
         """A fake Prometheus whose samples of k[0]'s pods arrive lag seconds late (on a grid
         of scrape seconds when given): each counted, 5 req/s, running `running` when given; a
-        rate of 20 req/s and a p99 of 0.5 s."""
-        def answer(kind):
+        rate of 20 req/s and a p99 of 0.5 s. reads_low: the 2-minute rate evaluated past the
+        newest samples reads low, as rate() does: it extrapolates over at most 1.1 scrape
+        intervals at the window's end, else half of one."""
+        def answer(kind, t=None):
             names = [n for n, _ in k[0].pods]
             at = time.time() - lag
             if scrape:
@@ -1975,8 +2007,11 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
                 return 0.5
             if kind == "busy":
                 return []
-            return 20.0
-        return self.pods_prometheus(answer)
+            gap = (t - at) if reads_low and t is not None else 0.0
+            if gap <= 1.1 * max(scrape, 1):
+                return 20.0
+            return 20.0 * min(1.0, (120.0 - gap + max(scrape, 1) / 2.0) / 120.0)
+        return self.pods_prometheus(answer, timed=True)
 
     def test_66_a_lagging_prometheus_is_asked_where_its_samples_end(self):
         """Prometheus' newest samples lie 45 s behind (a remote write, an ingestion

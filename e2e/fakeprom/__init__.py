@@ -37,7 +37,9 @@ def _fmt(v):
 
 
 class FakePrometheus:
-    def __init__(self, range_value, instant_value=None, reply=None):
+    def __init__(self, range_value, instant_value=None, reply=None, timed=False):
+        """timed: instant_value(query, t) is given the evaluation time too (the `time`
+        parameter, else now)."""
         self.lock = threading.Lock()
         self.requests = []   # (path, params)
         self.headers = []    # {name.lower(): value} of each request
@@ -60,7 +62,7 @@ class FakePrometheus:
                     outer.headers.append({k.lower(): v for k, v in self.headers.items()})
                 got = reply(u.path, params) if reply else None
                 if got is None:
-                    got = outer._answer(u.path, params, range_value, instant_value)
+                    got = outer._answer(u.path, params, range_value, instant_value, timed)
                 if got is None:
                     self.send_error(404)
                     return
@@ -78,16 +80,17 @@ class FakePrometheus:
         self.thread.start()
 
     @staticmethod
-    def _answer(path, params, range_value, instant_value):
+    def _answer(path, params, range_value, instant_value, timed=False):
         if path == "/api/v1/query_range":
             a, b, st = params["start"], params["end"], params["step"]
             n = int(round((b - a) / st)) + 1
             vals = [[a + i * st, "%.6f" % range_value(a + i * st)] for i in range(n)]
             data = {"resultType": "matrix", "result": [{"metric": {}, "values": vals}]}
         elif path == "/api/v1/query" and instant_value is not None:
-            v = instant_value(params.get("query", ""))
             # an instant vector's samples carry the evaluation time, as Prometheus' do
             at = params.get("time", time.time())
+            q = params.get("query", "")
+            v = instant_value(q, at) if timed else instant_value(q)
             if isinstance(v, list):  # [(labels, value)]: a vector of that many series
                 res = [{"metric": m, "value": [at, _fmt(x)]} for m, x in v]
             else:

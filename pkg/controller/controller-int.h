@@ -397,6 +397,13 @@ struct ctl_wl {
  *  than an interval is the delay (the window's end then holds samples up to
  *  an interval old, which rate() extrapolates over). */
 #define CTL_PQ_LAG_PERIOD_MS 150000
+/** An answer whose window queries were asked this much or more ahead of the
+ *  lag measured with it (the first answer after a start or a change of the
+ *  queries, asked before any lag was known; one asked as the lag grew) is
+ *  dropped, and the tick holds: its 2-minute rate missed that much of its
+ *  window's end and read an eighth or more low. The next is asked where the
+ *  samples end. */
+#define CTL_PQ_LAG_REASK_MS 15000
 /** A list+watch failing this long (kube_cache_ns_down_ms) may have missed
  *  pods started or gone: the Deployments it covers hold, as on missing
  *  metrics, until it is current again. Longer than the reflector's backoff steps up to 25.6 s,

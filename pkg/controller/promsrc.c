@@ -44,6 +44,7 @@ struct pq_req {
     uint32_t fc_gen;       /* the forecaster generation the seed was asked for */
     uint32_t pq_gen;       /* the queries' generation the answer is to */
     int64_t asked_ms;      /* the per-pod query's time (unix ms) */
+    int64_t lag_ms;        /* how far back of it the window queries were asked */
 };
 
 static struct pq_req *pq_req_new(struct controller *c, const struct ctl_wl *w)
@@ -188,6 +189,19 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
             pq_lag(w, pods, r->asked_ms);
         w->pq_inflight = false;
         w->pq_last = *res;
+        /* its window queries asked ahead of where the samples end, as this
+         * answer shows: the rate read low; the next tick's asks again */
+        int64_t ahead = w->pq_lag_ms - r->lag_ms;
+        if (!notes->cancelled && res->valid && counts_pods(w) && w->pq_lag_known &&
+            ahead >= CTL_PQ_LAG_REASK_MS) {
+            LOGW_INFO(SUB, w->ns, w->name, "Prometheus answer dropped: its rate was asked %lld s "
+                      "ahead of the newest samples (a lag not yet measured); asked again that "
+                      "far back", (long long)(ahead / 1000));
+            w->pq_last.valid = false;
+            snprintf(w->pq_last.why, sizeof(w->pq_last.why),
+                     "waiting for Prometheus' answer evaluated where its samples end (%lld s "
+                     "back)", (long long)(w->pq_lag_ms / 1000));
+        }
         w->pq_have = true;
         pods_copy(&w->pq_pods, pods);
         w->pq_pods_have = pods != NULL;
@@ -250,6 +264,7 @@ void ctl_pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
     if (!w->pq_inflight) {
         struct pq_req *q = pq_req_new(c, w);
         q->asked_ms = now;
+        q->lag_ms = t.lag_ms;
         if (promql_get(c->promql, &t, now, pq_answered, q, err, sizeof(err)) == 0) {
             w->pq_inflight = true;
         } else {
