@@ -218,6 +218,20 @@ static int on_body(llhttp_t *ll, const char *at, size_t len)
     return 0;
 }
 
+/* The origin-form part of a target: an absolute-form one
+ * (`http://host:port/path?q`, which RFC 9112 section 3.2.2 says a server
+ * must accept, and Go's does) from the path after its authority on, "" for
+ * none (the path "/"); any other as it is. */
+static const char *origin_form(const char *t)
+{
+    size_t skip = strncasecmp(t, "http://", 7) == 0    ? 7
+                  : strncasecmp(t, "https://", 8) == 0 ? 8
+                                                       : 0;
+    if (!skip)
+        return t;
+    return t + skip + strcspn(t + skip, "/?#");
+}
+
 /* Turn offsets into the pointers of the public view. */
 static void finish(struct hparser *p, struct hreq *r)
 {
@@ -234,10 +248,12 @@ static void finish(struct hparser *p, struct hreq *r)
     pub->target = s + r->target_off;
     /* split path and query: copy the path so both are NUL-terminated */
     /* copies: appending may move the buffer the target lives in */
-    char *target = xstrdup(pub->target);
+    char *target = xstrdup(origin_form(pub->target));
     char *q = strchr(target, '?');
     size_t plen = q ? (size_t)(q - target) : strlen(target);
     size_t path_off = r->store.len;
+    if (plen == 0)
+        util_buf_puts(&r->store, "/"); /* `http://host` or `http://host?q`: the path "/" */
     util_buf_append(&r->store, target, plen);
     util_buf_append(&r->store, "", 1);
     size_t query_off = r->store.len;
