@@ -1598,6 +1598,10 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             demand = g.metric("gpuscaler_demand_requests_per_second",
                               '{namespace="%s",deployment="tri"}' % self.ns)
             self.assertAlmostEqual(demand, 30, delta=4)
+            # the status says how much of it was refused
+            st = wait_for(lambda: (lambda s: s if s and s.get("desired") == 4 else None)(
+                self.status("tri")), 10, what="tri: the status of the scale-out")
+            self.assertAlmostEqual(st["refusedRequestsPerSecond"], 14, delta=3, msg=st)
             self.assertTrue(g.alive())
         finally:
             g.stop()

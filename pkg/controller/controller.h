@@ -214,6 +214,8 @@ struct ctl_status_capacity {
     const char *demand_unit; /**< "tokens" adds "demandUnit" and "tokensPerRequest" (the
                                   figures are then weighted tokens/s); NULL: requests */
     double tokens_per_request; /**< measured weighted tokens per request, NAN unknown */
+    bool refused_named;     /**< a rejected_metric is read: adds "refusedRequestsPerSecond" */
+    double refused_rps;     /**< ... the requests the pods refused (req/s), NAN unknown */
 };
 
 /** The learned cold start of the status, in its two parts (0: not seen). */

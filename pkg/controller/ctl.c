@@ -94,6 +94,7 @@ static struct ctl_wl *wl_new(struct controller *c, const struct kube_deployment 
     policy_state_init(&w->pst);
     capacity_init(&w->cap);
     w->cap_in_use = NAN;
+    w->refused_rps = NAN;
     prior_cold_start(w, d);
     unsigned h = wl_hash(d->ns, d->name);
     w->next = c->table[h];

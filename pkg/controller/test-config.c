@@ -972,6 +972,17 @@ static void test_status_json(void **s)
     cap.demand_unit = "requests";
     j = ctl_status_json(1795000060000LL, &d, &cap, NULL);
     assert_null(strstr(j, "demandUnit"));
+    assert_null(strstr(j, "refused")); /* no rejected_metric read */
+    xfree(j);
+    /* the requests the pods refused, part of the demand: said when read */
+    cap.refused_named = true;
+    cap.refused_rps = 7.25;
+    j = ctl_status_json(1795000060000LL, &d, &cap, NULL);
+    assert_non_null(strstr(j, ",\"refusedRequestsPerSecond\":7.25,"));
+    xfree(j);
+    cap.refused_rps = NAN;
+    j = ctl_status_json(1795000060000LL, &d, &cap, NULL);
+    assert_non_null(strstr(j, ",\"refusedRequestsPerSecond\":null,"));
     xfree(j);
 }
 

@@ -422,6 +422,8 @@ char *ctl_status_json(int64_t now_unix_ms, const struct policy_decision *d,
     put_num(&b, "utilization", d->utilization);
     put_num(&b, "forecastRequestsPerGPU", d->forecast_requests_per_gpu);
     put_num(&b, "demandRequestsPerSecond", d->demand_rps);
+    if (cap && cap->refused_named)
+        put_num(&b, "refusedRequestsPerSecond", cap->refused_rps);
     put_num(&b, "forecastRequestsPerSecond", d->forecast_rps);
     if (isfinite(d->forecast_rps))
         put_num(&b, "likelyForecastRequestsPerSecond", d->forecast_likely_rps);
