@@ -1589,7 +1589,7 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
         g = self.start(ident="inst-tri")
         try:
             # (16 + 14) / 8 per GPU at 80 % of 10: 4 replicas; counting the BACKEND failures
-            # too it would be 9 (max 8), counting completions alone 2
+            # too it would be 9 (max 8), counting completions alone 3 (8 a GPU is the edge)
             wait_for(lambda: self.replicas("tri") != 2, 30, what="tri: a scale-out")
             self.assertEqual(self.replicas("tri"), 4, g.text()[-3000:])
             ev = wait_for(lambda: events(self.c, self.ns, "tri", "ScaledOut"), 10,

@@ -357,8 +357,8 @@ struct ctl_wl {
     bool pq_pods_have;            /**< pq_pods is the last answer's (its query answered) */
     bool pq_pods_failed;          /**< the per-pod query of the default rate (which pods it
                                        counts) was asked and failed or was left out */
-    uint64_t pq_logged[4];        /**< the failures logged of the rate, p99, busy-time and
-                                       per-pod queries (ctl_pq_log; 0: none) */
+    uint64_t pq_logged[5];        /**< the failures logged of the rate, p99, busy-time,
+                                       per-pod and refused queries (ctl_pq_log; 0: none) */
     bool pq_pods_fresh;           /**< ... and no tick has taken its backlog yet */
     struct ctl_pq_pod *pq_bl;     /**< each pod's last running + waiting, owned */
     size_t pq_bl_n;
@@ -399,10 +399,9 @@ struct ctl_wl {
  *  than an interval is the delay (the window's end then holds samples up to
  *  an interval old, which rate() extrapolates over). */
 #define CTL_PQ_LAG_PERIOD_MS 150000
-/** An answer whose window queries were asked this much or more ahead of the
- *  lag measured with it (the first answer after a start or a change of the
- *  queries, asked before any lag was known; one asked as the lag grew) is
- *  dropped, and the tick holds: its 2-minute rate missed that much of its
+/** The first answer after a start or a change of the queries, asked before
+ *  any lag was known, is dropped when the lag it measures is this much or
+ *  more, and the tick holds: its 2-minute rate missed that much of its
  *  window's end and read an eighth or more low. The next is asked where the
  *  samples end. */
 #define CTL_PQ_LAG_REASK_MS 15000
@@ -693,8 +692,9 @@ struct ctl_pq_match {
     int64_t short_span_ms;  /**< the shortest of the pods' that do not (internal) */
     bool refused_known;   /**< the spec names a rejected_metric, and the default
                                queries count pods: */
-    double refused_rate;  /**< ... the counted pods' refused requests over the window */
-    double refused_recent; /**< ... and between the recent rate's samples (req/s) */
+    double refused_recent; /**< ... the counted pods' refused requests between the recent
+                                rate's samples (req/s), summed (their window rate is a
+                                query of its own, scrape_result.rejected_rate) */
 };
 
 /** Match w's last per-pod answer against pods at now (unix ms): a Ready pod

@@ -45,6 +45,7 @@ struct pq_req {
     uint32_t pq_gen;       /* the queries' generation the answer is to */
     int64_t asked_ms;      /* the per-pod query's time (unix ms) */
     int64_t lag_ms;        /* how far back of it the window queries were asked */
+    bool lag_known;        /* ... a lag measured then (else 0, not yet known) */
 };
 
 static struct pq_req *pq_req_new(struct controller *c, const struct ctl_wl *w)
@@ -112,7 +113,7 @@ static uint64_t why_class(const char *why)
 
 bool ctl_pq_log(struct ctl_wl *w, int part, const char *why)
 {
-    static const char *const what[] = {"rate", "p99", "busy-time", "per-pod"};
+    static const char *const what[] = {"rate", "p99", "busy-time", "per-pod", "refused"};
     uint64_t k = why_class(why);
     if (k == w->pq_logged[part])
         return false;
@@ -184,19 +185,23 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
             ctl_pq_log(w, 1, notes->p99);
             ctl_pq_log(w, 2, notes->busy);
             ctl_pq_log(w, 3, notes->pods);
+            ctl_pq_log(w, 4, notes->refused);
         }
         if (!notes->cancelled)
             pq_lag(w, pods, r->asked_ms);
         w->pq_inflight = false;
         w->pq_last = *res;
-        /* its window queries asked ahead of where the samples end, as this
-         * answer shows: the rate read low; the next tick's asks again */
+        /* its window queries asked before any lag was measured, ahead of
+         * where the samples end as this answer shows: the rate read low;
+         * the next tick's asks there. Not once a lag is known: each
+         * estimate moves within a scrape interval's sawtooth, more so at
+         * long decision intervals, which would drop answer after answer. */
         int64_t ahead = w->pq_lag_ms - r->lag_ms;
         if (!notes->cancelled && res->valid && counts_pods(w) && w->pq_lag_known &&
-            ahead >= CTL_PQ_LAG_REASK_MS) {
+            !r->lag_known && ahead >= CTL_PQ_LAG_REASK_MS) {
             LOGW_INFO(SUB, w->ns, w->name, "Prometheus answer dropped: its rate was asked %lld s "
-                      "ahead of the newest samples (a lag not yet measured); asked again that "
-                      "far back", (long long)(ahead / 1000));
+                      "ahead of the newest samples (before a lag was measured); asked again "
+                      "that far back", (long long)(ahead / 1000));
             w->pq_last.valid = false;
             snprintf(w->pq_last.why, sizeof(w->pq_last.why),
                      "waiting for Prometheus' answer evaluated where its samples end (%lld s "
@@ -265,6 +270,7 @@ void ctl_pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
         struct pq_req *q = pq_req_new(c, w);
         q->asked_ms = now;
         q->lag_ms = t.lag_ms;
+        q->lag_known = w->pq_lag_known;
         if (promql_get(c->promql, &t, now, pq_answered, q, err, sizeof(err)) == 0) {
             w->pq_inflight = true;
         } else {
@@ -437,7 +443,11 @@ static void pods_update(struct ctl_wl *w, const struct promql_pods *pp,
             }
             e.t_ms = p->at_ms;
             e.req = p->requests;
-            e.rej = p->refused;
+            /* a refused counter missing from an answer (its target gone
+             * stale) keeps its last value: read as 0, its whole count would
+             * pass for the next gap's refusals. NAN only while the pod has
+             * never had it (TGI's comes with the first refusal: from 0) */
+            e.rej = !isnan(p->refused) ? p->refused : o ? o->rej : NAN;
         }
         nv[nn++] = e;
     }
@@ -555,6 +565,7 @@ bool ctl_backlog_comparable(const struct ctl_workload_config *a,
     const struct scrape_spec *x = &a->scrape, *y = &b->scrape;
     return a->source == b->source && x->profile == y->profile &&
            strcmp(x->request_metric, y->request_metric) == 0 &&
+           strcmp(x->rejected_metric, y->rejected_metric) == 0 &&
            strcmp(x->inflight_metric, y->inflight_metric) == 0 &&
            strcmp(x->queue_metric, y->queue_metric) == 0;
 }
@@ -629,7 +640,7 @@ void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t n
         return;
     int recent = 0;
     m->growth_ok = true;
-    m->refused_known = w->cfg.scrape.rejected_metric[0] != '\0';
+    m->refused_known = w->cfg.scrape.rejected_metric[0] != '\0';  /* and asked */
     for (size_t i = 0; i < np; i++) {
         const struct kube_pod *p = pods[i];
         if (!pod_serving(p))
@@ -638,8 +649,6 @@ void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t n
         const struct promql_pod *a = answer_pod(pp, p->name);
         if (a && a->counted) {
             m->counted++;
-            if (!isnan(a->refused_rate)) /* none yet: 0 (TGI's counter comes with the first) */
-                m->refused_rate += a->refused_rate;
             recent += pod_recent(state_pod(w, p->name), now, min_span_ms, m);
         } else if (warming(p, now, grace_ms)) {
             m->warming++;
@@ -692,11 +701,11 @@ void ctl_pq_apply(const struct ctl_pq_match *m, double missing_fraction, int64_t
                  m->missing, base, (long long)(grace_ms / 1000), m->missing_pod);
         return;
     }
-    if (m->refused_known)
-        r->rejected_rate = m->refused_rate;
     if (m->recent_known) { /* the newest scrapes: what a step looks like before the window */
         r->recent_rate = m->recent_rate;
-        if (m->refused_known)
+        /* the refused requests between the same samples, while their window
+         * rate is known too (one without the other would read as a rise) */
+        if (m->refused_known && isfinite(r->rejected_rate))
             r->rejected_recent = m->refused_recent;
         r->recent_span_ms = m->recent_span_ms;
         o->recent_growth = m->recent_growth;

@@ -628,11 +628,14 @@ static void test_prometheus_recent(void **state)
     wl_done(w);
 }
 
-/* The refused requests from Prometheus (a spec naming a rejected_metric): the
- * counted pods' rates over the window summed, a pod without the counter yet
- * (TGI makes it with the first refusal) counting 0; the recent ones between
- * the same samples as the completions, a counter that appears counting from
- * 0. Without a rejected_metric they stay unknown. */
+/* The refused requests from Prometheus (a spec naming a rejected_metric):
+ * their window rate is a query of its own (in the answer's result, as the
+ * rate); their newest rate is each counted pod's counter between the same
+ * samples as its completions, a counter the pod never had counting from 0
+ * (TGI makes it with the first refusal), one missing from an answer (its
+ * target gone stale) keeping its last value. A change of the metric starts
+ * the samples afresh. Without a rejected_metric, or without the window rate,
+ * the newest rate stays unknown. */
 static void test_prometheus_refused(void **state)
 {
     (void)state;
@@ -647,30 +650,64 @@ static void test_prometheus_refused(void **state)
     double req1[2] = {1000, 2000}, bl[2] = {4, 4};
     sampled(w, 2, names, req1, bl, t1);
     w->pq_pods.v[0].refused = 100;
-    w->pq_pods.v[0].refused_rate = 2.5;
-    w->pq_pods.v[1].refused = w->pq_pods.v[1].refused_rate = NAN;
+    w->pq_pods.v[1].refused = NAN;
     ctl_pq_match(w, pp, 2, t1 + 1000, GRACE, 0, &m);
-    assert_true(m.refused_known && m.refused_rate == 2.5);
+    assert_true(m.refused_known && !m.recent_known);
 
     double req2[2] = {1240, 2300};
     sampled(w, 2, names, req2, bl, t1 + 30000);
     w->pq_pods.v[0].refused = 160; /* 2 req/s */
-    w->pq_pods.v[0].refused_rate = 2;
-    w->pq_pods.v[1].refused = 30; /* its first refusals: 1 req/s */
-    w->pq_pods.v[1].refused_rate = 0.25;
+    w->pq_pods.v[1].refused = 30;  /* its first refusals: 1 req/s */
     ctl_pq_match(w, pp, 2, t1 + 31000, GRACE, 0, &m);
     assert_true(m.recent_known && fabs(m.recent_rate - 18) < 1e-9);
-    assert_true(fabs(m.refused_rate - 2.25) < 1e-9);
     assert_true(fabs(m.refused_recent - 3) < 1e-9);
     struct ctl_obs o;
     obs_valid(&o, 2);
+    o.m.recent_rate = o.m.rejected_recent = NAN;
+    o.m.rejected_rate = 2.5; /* the window query's */
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_true(o.m.rejected_rate == 2.5 && fabs(o.m.rejected_recent - 3) < 1e-9);
+    assert_true(o.m.request_rate == 20); /* the completions, apart */
+    obs_valid(&o, 2); /* the window query failed: the newest rate is not said either */
     o.m.recent_rate = o.m.rejected_rate = o.m.rejected_recent = NAN;
     ctl_pq_apply(&m, 0.3, GRACE, &o);
-    assert_true(fabs(o.m.rejected_rate - 2.25) < 1e-9 && fabs(o.m.rejected_recent - 3) < 1e-9);
-    assert_true(o.m.request_rate == 20); /* the completions, apart */
+    assert_true(o.m.recent_rate == 18 && isnan(o.m.rejected_recent));
+
+    /* a1's counter missing from an answer, then back: its last value was kept, so
+     * only what it gained counts (read as 0, its 60 would have passed for 60 s's) */
+    double req3[2] = {1480, 2600};
+    sampled(w, 2, names, req3, bl, t1 + 60000);
+    w->pq_pods.v[0].refused = 220;
+    w->pq_pods.v[1].refused = NAN;
+    ctl_pq_match(w, pp, 2, t1 + 61000, GRACE, 0, &m);
+    assert_true(m.recent_known && fabs(m.refused_recent - 2) < 1e-9);
+    double req4[2] = {1720, 2900};
+    sampled(w, 2, names, req4, bl, t1 + 90000);
+    w->pq_pods.v[0].refused = 280;
+    w->pq_pods.v[1].refused = 60;
+    ctl_pq_match(w, pp, 2, t1 + 91000, GRACE, 0, &m);
+    assert_true(m.recent_known && fabs(m.refused_recent - 3) < 1e-9);
+
+    /* another refused counter: the samples start afresh, not its whole count against
+     * the other's (20 req/s read as 800 refused before) */
+    struct ctl_workload_config was = w->cfg;
+    snprintf(w->cfg.scrape.rejected_metric, sizeof(w->cfg.scrape.rejected_metric),
+             "http_requests_total{code=\"429\"}");
+    assert_false(ctl_backlog_comparable(&was, &w->cfg));
+    ctl_backlog_reset(w);
+    double req5[2] = {1960, 3200};
+    sampled(w, 2, names, req5, bl, t1 + 120000);
+    w->pq_pods.v[0].refused = w->pq_pods.v[1].refused = 24000;
+    ctl_pq_match(w, pp, 2, t1 + 121000, GRACE, 0, &m);
+    assert_false(m.recent_known);
+    double req6[2] = {2200, 3500};
+    sampled(w, 2, names, req6, bl, t1 + 150000);
+    w->pq_pods.v[0].refused = w->pq_pods.v[1].refused = 24003;
+    ctl_pq_match(w, pp, 2, t1 + 151000, GRACE, 0, &m);
+    assert_true(m.recent_known && fabs(m.refused_recent - 0.2) < 1e-9);
 
     w->cfg.scrape.rejected_metric[0] = '\0'; /* vLLM's: none */
-    ctl_pq_match(w, pp, 2, t1 + 32000, GRACE, 0, &m);
+    ctl_pq_match(w, pp, 2, t1 + 152000, GRACE, 0, &m);
     assert_false(m.refused_known);
     obs_valid(&o, 2);
     o.m.rejected_rate = o.m.rejected_recent = NAN;

@@ -45,7 +45,7 @@
 struct op {
     struct promql *p;
     struct op *prev, *next;
-    struct httpc_req *reqs[4]; /* rate, p99, busy time, per-pod parts */
+    struct httpc_req *reqs[5]; /* rate, p99, busy time, per-pod parts, refused */
     int pending;
     bool is_seed;
     /* get */
@@ -302,7 +302,10 @@ static int answer(int err, const struct httpc_resp *resp, struct promql_series *
 /* An optional part's failure (why), for the caller to log. */
 static void part_note(struct op *o, int slot, const char *why)
 {
-    char *dst = slot == 1 ? o->notes.p99 : slot == 2 ? o->notes.busy : o->notes.pods;
+    char *dst = slot == 1   ? o->notes.p99
+                : slot == 2 ? o->notes.busy
+                : slot == 3 ? o->notes.pods
+                            : o->notes.refused;
     snprintf(dst, sizeof(o->notes.p99), "%s", why);
 }
 
@@ -349,6 +352,16 @@ static void get_done(struct op *o, int slot, int err, const struct httpc_resp *r
         }
         if (bad && rc != -ECANCELED)
             part_note(o, slot, why);
+    } else if (slot == 4) { /* refused requests; no data: no pod has refused any yet */
+        if (rc == -ENODATA) {
+            o->r.rejected_rate = 0;
+        } else if (rc == 0 && isfinite(s.points[0].v) && s.points[0].v >= 0) {
+            o->r.rejected_rate = s.points[0].v;
+        } else if (rc != -ECANCELED) { /* unknown: the demand is the completions' */
+            if (rc == 0)
+                snprintf(why, sizeof(why), "it returned %g", s.points[0].v);
+            part_note(o, slot, why);
+        }
     } else { /* per-pod parts: unknown on failure, as before they were asked */
         o->pods_ok = rc == 0;
         if (rc != 0 && rc != -ECANCELED)
@@ -481,6 +494,11 @@ static void pods_query(const struct promql *p, const struct promql_target *t, ch
     char tmpl[PROMQL_MAX_QUERY];
     promql_default_pods(t->spec, !(t->rate_tmpl && *t->rate_tmpl), tmpl, sizeof(tmpl));
     out[0] = err[0] = '\0';
+    if (strlen(tmpl) >= sizeof(tmpl) - 1) { /* cut short: long metric names, each part's */
+        snprintf(err, errlen, "the per-pod query would be longer than %d characters",
+                 PROMQL_MAX_QUERY - 1);
+        return;
+    }
     if (tmpl[0] && promql_expand(tmpl, t->ns, t->deployment, p->window, out, PROMQL_MAX_QUERY,
                                  err, errlen) != 0)
         out[0] = '\0';
@@ -490,7 +508,7 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
                promql_result_cb cb, void *arg, char *err, size_t errlen)
 {
     char rate_q[PROMQL_MAX_QUERY], p99_q[PROMQL_MAX_QUERY], busy_q[PROMQL_MAX_QUERY];
-    char pods_q[PROMQL_MAX_QUERY];
+    char pods_q[PROMQL_MAX_QUERY], refused_q[PROMQL_MAX_QUERY] = "";
     char *url = NULL;
     struct op *o = NULL;
     int rc;
@@ -504,6 +522,11 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
         (rc = query_for(p, t, t->p99_tmpl, promql_default_p99, p99_q, err, errlen)) != 0 ||
         (rc = query_for(p, t, t->busy_tmpl, promql_default_busy, busy_q, err, errlen)) != 0)
         return rc;
+    /* the refused requests beside the default rate only: a rate of the
+     * user's own counts what it counts */
+    if (!(t->rate_tmpl && *t->rate_tmpl) &&
+        (rc = query_for(p, t, NULL, promql_default_refused, refused_q, err, errlen)) != 0)
+        return rc;
     char pods_err[200];
     pods_query(p, t, pods_q, pods_err, sizeof(pods_err));
 
@@ -514,7 +537,7 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
     snprintf(o->ns, sizeof(o->ns), "%s", t->ns);
     snprintf(o->deploy, sizeof(o->deploy), "%s", t->deployment);
     o->r.request_rate = NAN;
-    o->r.rejected_rate = o->r.rejected_recent = NAN; /* the per-pod answer's (controller) */
+    o->r.rejected_rate = o->r.rejected_recent = NAN; /* the recent: the controller's */
     o->r.inflight = -1;
     o->r.busy = -1;
     o->r.queued = -1;
@@ -534,7 +557,7 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
     if (pods_err[0]) /* too long to be asked: the parts are unknown, as before it was */
         part_note(o, 3, pods_err);
     /* the others only add to the result: one not sent leaves its part unknown */
-    const char *more[] = {NULL, p99_q, busy_q, pods_q};
+    const char *more[] = {NULL, p99_q, busy_q, pods_q, refused_q};
     for (int slot = 1; slot < (int)UTIL_ARRAY_LEN(more); slot++) {
         if (!more[slot][0])
             continue;

@@ -245,8 +245,7 @@ static int pod_series(const json_t *series, struct promql_pods *out, char *err, 
     const char *pod = json_string_value(json_object_get(metric, "pod"));
     if (!part || !pod || !*pod || strlen(pod) > 253)
         return 0;
-    struct promql_pod p = {
-        .running = NAN, .waiting = NAN, .requests = NAN, .refused_rate = NAN, .refused = NAN};
+    struct promql_pod p = {.running = NAN, .waiting = NAN, .requests = NAN, .refused = NAN};
     bool gauge = isfinite(pt.v) && pt.v >= 0;
     if (strcmp(part, "running") == 0 && gauge)
         p.running = pt.v;
@@ -256,8 +255,6 @@ static int pod_series(const json_t *series, struct promql_pods *out, char *err, 
         p.counted = true;
     else if (strcmp(part, "requests") == 0 && gauge)
         p.requests = pt.v;
-    else if (strcmp(part, "refused_rate") == 0 && gauge)
-        p.refused_rate = pt.v;
     else if (strcmp(part, "refused") == 0 && gauge)
         p.refused = pt.v;
     else if (strcmp(part, "at") == 0 && isfinite(pt.v) && pt.v > 0 && pt.v <= 1e11)
@@ -292,9 +289,6 @@ static void pods_merge(struct promql_pods *out)
             a->waiting = isnan(a->waiting) ? b->waiting : a->waiting + b->waiting;
         if (!isnan(b->requests))
             a->requests = isnan(a->requests) ? b->requests : a->requests + b->requests;
-        if (!isnan(b->refused_rate))
-            a->refused_rate =
-                isnan(a->refused_rate) ? b->refused_rate : a->refused_rate + b->refused_rate;
         if (!isnan(b->refused))
             a->refused = isnan(a->refused) ? b->refused : a->refused + b->refused;
         a->at_ms = b->at_ms > a->at_ms ? b->at_ms : a->at_ms;
@@ -306,8 +300,6 @@ static void pods_merge(struct promql_pods *out)
             a->waiting = NAN;
         if (!isfinite(a->requests))
             a->requests = NAN;
-        if (!isfinite(a->refused_rate))
-            a->refused_rate = NAN;
         if (!isfinite(a->refused))
             a->refused = NAN;
         a->counted = a->counted || b->counted;

@@ -58,6 +58,13 @@ void promql_default_p99(const struct scrape_spec *spec, char *out, size_t outlen
  */
 void promql_default_busy(const struct scrape_spec *spec, char *out, size_t outlen);
 
+/**
+ * Default PromQL for the requests the pods refused (the spec's
+ * rejected_metric): its rate summed over the Deployment's pods, as the
+ * default rate is. "" when the spec names none.
+ */
+void promql_default_refused(const struct scrape_spec *spec, char *out, size_t outlen);
+
 /** The label that tells the parts of the per-pod answer apart. */
 #define PROMQL_PART_LABEL "gpuscaler_part"
 
@@ -72,8 +79,8 @@ void promql_default_busy(const struct scrape_spec *spec, char *out, size_t outle
  * "at_min", unix seconds; apart when the pod's series come from targets
  * scraped at other times, or one went stale): two answers a scrape apart
  * give the pod's newest rate, as the scraper has it. With with_counted and
- * a rejected_metric, also the refused requests' rate over the window
- * ("refused_rate") and their counter's newest value ("refused"). Each series carries PROMQL_PART_LABEL and the
+ * a rejected_metric, also the refused requests' counter's newest value
+ * ("refused"), for their newest rate the same way. Each series carries PROMQL_PART_LABEL and the
  * pod label. "" when the spec names none of these metrics. Placeholders as
  * for the rate.
  */
@@ -137,8 +144,7 @@ struct promql_pod {
     double requests; /**< the request counter's newest value, NAN likewise */
     int64_t at_ms;   /**< its series' newest sample time (unix ms), 0 unknown */
     int64_t at_min_ms; /**< ... and oldest, 0 unknown */
-    double refused_rate; /**< the refused requests' rate over the window, NAN none */
-    double refused;      /**< their counter's newest value, NAN none */
+    double refused;    /**< the refused requests' counter's newest value, NAN none */
 };
 
 /** The per-pod answer, one entry a pod, sorted by name. */
@@ -251,6 +257,7 @@ struct promql_notes {
     char p99[200];
     char busy[200];
     char pods[200];
+    char refused[200];
     bool cancelled; /**< a query was cancelled (the client closing): nothing to log */
 };
 

@@ -183,6 +183,17 @@ void promql_default_rate(const struct scrape_spec *spec, char *out, size_t outle
     snprintf(out, outlen, "sum(%s)", e);
 }
 
+void promql_default_refused(const struct scrape_spec *spec, char *out, size_t outlen)
+{
+    if (!spec->rejected_metric[0]) {
+        snprintf(out, outlen, "%s", "");
+        return;
+    }
+    char e[PROMQL_MAX_QUERY];
+    counter_expr(spec, spec->rejected_metric, "rate(", "[{{window}}])", e, sizeof(e));
+    snprintf(out, outlen, "sum(%s)", e);
+}
+
 void promql_default_p99(const struct scrape_spec *spec, char *out, size_t outlen)
 {
     if (!spec->latency_metric[0]) {
@@ -242,7 +253,6 @@ void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char
         {req, "requests", "sum", "", "", true},
         {req, "at", "max", "timestamp(", ")", true},
         {req, "at_min", "min", "timestamp(", ")", true},
-        {rej, "refused_rate", "sum", "rate(", "[{{window}}])", true},
         {rej, "refused", "sum", "", "", true},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(parts); i++) {

@@ -301,6 +301,23 @@ static void test_against_prometheus(void **state)
     fprintf(stderr, "prometheus: a pod's newest rate %.2f req/s (want 10)\n", got);
     assert_true(fabs(got - 10) < 1.5);
 
+    /* a refused requests' counter (here the pods' `length` finishes, a quarter of their
+     * 40 req/s): its window rate is a query of its own, and each pod's counter is a part
+     * of the per-pod answer; none without one */
+    assert_true(isnan(r.rejected_rate));
+    struct scrape_spec rej;
+    scrape_spec_init(&rej, SCRAPE_VLLM);
+    snprintf(rej.rejected_metric, sizeof(rej.rejected_metric),
+             "vllm:request_success_total{finished_reason=\"length\"}");
+    r = query_spec(f, "team-a", NULL, &rej);
+    fprintf(stderr, "prometheus: refused %.3f req/s (want 10)\n", r.rejected_rate);
+    assert_true(r.valid && fabs(r.rejected_rate - 10) < 1);
+    assert_int_equal(f->pods.n, 2);
+    for (int i = 0; i < 2; i++)
+        assert_true(f->pods.v[i].refused > 0 &&
+                    fabs(f->pods.v[i].refused - f->pods.v[i].requests / 4) <
+                        0.01 * f->pods.v[i].requests);
+
     /* a query too long for a GET goes as a POST of the same form: the same answer (a
      * label matcher that excludes nothing, 8 bytes a repeat once encoded) */
     struct util_buf lb = {0};

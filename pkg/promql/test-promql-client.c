@@ -50,6 +50,8 @@ struct fx {
     char last_query[PROMQL_MAX_QUERY];
     char post_query[PROMQL_MAX_QUERY]; /* the query of the last POST */
     int range_requests, busy_queries, posts;
+    int refused_queries; /* of the refused requests' window rate */
+    char refused_query[PROMQL_MAX_QUERY];
     int64_t range_points;
     int results, seeds, closes;
     struct scrape_result r;
@@ -220,6 +222,11 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
     }
     if (busy)
         f->busy_queries++;
+    if (strstr(f->last_query, "tgi_request_failure") &&
+        !strstr(f->last_query, PROMQL_PART_LABEL)) {
+        f->refused_queries++;
+        snprintf(f->refused_query, sizeof(f->refused_query), "%s", f->last_query);
+    }
     enum fake_mode mode = f->mode;
     if (mode == FAKE_BUSY_EMPTY || mode == FAKE_BUSY_NAN)
         mode = !busy ? FAKE_OK : mode == FAKE_BUSY_EMPTY ? FAKE_EMPTY : FAKE_NAN;
@@ -492,6 +499,36 @@ static void test_client_results(void **state)
                      -EINVAL);
     assert_non_null(strstr(err, "{{pod}}"));
     t.busy_tmpl = NULL;
+
+    /* a profile with a refused requests' counter (TGI's 429s): their window rate is a
+     * query of its own beside the default rate, its answer the result's rejected_rate;
+     * none beside a rate of the workload's own, nor for vLLM */
+    assert_true(isnan(f->r.rejected_rate) && f->refused_queries == 0);
+    struct scrape_spec tgi;
+    scrape_spec_init(&tgi, SCRAPE_TGI);
+    t.spec = &tgi;
+    before = f->results;
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
+    run_until(f, &f->results, before + 1);
+    assert_true(f->r.valid && f->r.rejected_rate == 12.5 && isnan(f->r.rejected_recent));
+    assert_int_equal(f->refused_queries, 1);
+    assert_non_null(strstr(f->refused_query, "sum(rate(tgi_request_failure{namespace="
+                                             "\"team-a\",pod=~\"chat-"));
+    assert_non_null(strstr(f->refused_query, "err=\"overloaded\"}[2m]))"));
+    f->mode = FAKE_BAD_QUERY; /* failed: unknown, and said for the log */
+    before = f->results;
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
+    run_until(f, &f->results, before + 1);
+    assert_true(isnan(f->r.rejected_rate) && f->notes.refused[0] != '\0');
+    f->mode = FAKE_OK;
+    t.rate_tmpl = "sum(rate(tgi_request_success{ns=\"{{namespace}}\"}[{{window}}]))";
+    before = f->results;
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
+    run_until(f, &f->results, before + 1);
+    assert_true(f->r.valid && isnan(f->r.rejected_rate) && f->notes.refused[0] == '\0');
+    assert_int_equal(f->refused_queries, 2);
+    t.rate_tmpl = NULL;
+    t.spec = &spec;
 
     /* a query whose URL would pass PROMQL_GET_MAX_URL goes as a POST of the same
      * parameters, form-encoded; the others of the same get stay GETs */

@@ -446,15 +446,21 @@ static void test_pods_query(void **state)
     assert_true(strncmp(q, "label_replace(sum by (pod) (nv_inference_pending_request_count{", 63) ==
                 0);
     assert_non_null(strstr(q, "pod=~\"{{pods}}\",model=\"a\"}[{{window}}]"));
-    /* and its refused requests (reason REJECTED), their rate and their counter */
-    assert_non_null(strstr(
-        q, " or label_replace(sum by (pod) (rate(nv_inference_request_failure{namespace=\""
-           "{{namespace}}\",pod=~\"{{pods}}\",reason=\"REJECTED\"}[{{window}}])), "
-           "\"gpuscaler_part\", \"refused_rate\", \"\", \"\") or label_replace(sum by (pod) "
-           "(nv_inference_request_failure{namespace=\"{{namespace}}\",pod=~\"{{pods}}\","
-           "reason=\"REJECTED\"}), \"gpuscaler_part\", \"refused\", \"\", \"\")"));
+    /* and its refused requests' counter (reason REJECTED), last; their window rate is a
+     * query of its own, evaluated with the rate's */
+    const char *refused = " or label_replace(sum by (pod) (nv_inference_request_failure{"
+                          "namespace=\"{{namespace}}\",pod=~\"{{pods}}\",reason=\"REJECTED\"}), "
+                          "\"gpuscaler_part\", \"refused\", \"\", \"\")";
+    assert_string_equal(q + strlen(q) - strlen(refused), refused);
+    promql_default_refused(&spec, q, sizeof(q));
+    assert_string_equal(q, "sum(rate(nv_inference_request_failure{namespace=\"{{namespace}}\","
+                           "pod=~\"{{pods}}\",reason=\"REJECTED\"}[{{window}}]))");
     promql_default_pods(&spec, false, q, sizeof(q)); /* a rate of the user's own: not asked */
     assert_null(strstr(q, "refused"));
+    scrape_spec_init(&spec, SCRAPE_VLLM); /* vLLM queues: none */
+    promql_default_refused(&spec, q, sizeof(q));
+    assert_string_equal(q, "");
+    scrape_spec_init(&spec, SCRAPE_TRITON);
     /* generic without metrics: no query */
     scrape_spec_init(&spec, SCRAPE_GENERIC);
     promql_default_pods(&spec, true, q, sizeof(q));
@@ -512,15 +518,14 @@ static void test_parse_pods(void **state)
     assert_int_equal(p.v[0].at_min_ms, 1700000000500); /* the oldest */
     promql_pods_free(&p);
 
-    /* the refused requests: rate and counter summed per pod, a negative one skipped;
-     * none: NAN */
-    const char *ref = VECTOR(SERIES("refused_rate", "a", "1.5") "," SERIES("refused_rate", "a",
-                             "0.5") "," SERIES("refused", "a", "30") "," SERIES("refused", "b",
-                             "-2") "," SERIES("counted", "b", "1") "," SERIES("counted", "c", "1"));
+    /* the refused requests' counter: summed per pod, a negative one skipped; none: NAN */
+    const char *ref = VECTOR(SERIES("refused", "a", "20") "," SERIES("refused", "a", "10") ","
+                             SERIES("refused", "b", "-2") "," SERIES("counted", "b", "1") ","
+                             SERIES("counted", "c", "1"));
     assert_int_equal(promql_parse_pods(ref, strlen(ref), &p, err, sizeof(err)), 0);
     assert_int_equal(p.n, 3);
-    assert_true(p.v[0].refused_rate == 2 && p.v[0].refused == 30);
-    assert_true(isnan(p.v[1].refused_rate) && isnan(p.v[1].refused) && p.v[1].counted);
+    assert_true(p.v[0].refused == 30);
+    assert_true(isnan(p.v[1].refused) && p.v[1].counted);
     promql_pods_free(&p);
 
     /* two series of one pod whose sum is past a double's range: unknown, not +Inf */
