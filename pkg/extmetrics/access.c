@@ -145,7 +145,8 @@ static void unauthorized(struct em_call *c)
  * authenticator reads it: the value trimmed, split at single spaces into at
  * most three parts, "Bearer" (any case) then the token, the rest ignored
  * ("Bearer tok junk" is tok). NULL when the header is no bearer token or
- * its token is empty ("Bearer  tok"); the caller frees the result. */
+ * its token is empty ("Bearer  tok"): no credentials, as for the apiserver;
+ * the caller frees the result. */
 static char *bearer_token(const char *auth)
 {
     if (!auth)
@@ -224,6 +225,20 @@ void em_authenticate(struct em_call *c)
         return;
     }
     char *tok = bearer_token(httpd_request_header(req, "Authorization"));
+    if (!tok && !req->peer.client_cert && rc != -EACCES) {
+        /* no credentials (no certificate; no Authorization header, or one
+         * that is no bearer token, or an empty one): system:anonymous, as
+         * the apiserver's delegated authentication (anonymous enabled, its
+         * default) makes it, and the access review decides: a 403 where the
+         * cluster grants system:unauthenticated nothing. A certificate that
+         * authenticates no one, or a token the review refuses, is a 401. */
+        static const char *const unauth[] = {"system:unauthenticated"};
+        struct extmetrics_user anon = {.name = "system:anonymous", .groups = unauth,
+                                       .ngroups = 1};
+        em_user_set(&c->user, &anon);
+        authorize(c);
+        return;
+    }
     if (!tok || !em->authz.ops) {
         xfree(tok);
         unauthorized(c);

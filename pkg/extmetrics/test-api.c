@@ -402,7 +402,12 @@ static void sc_endpoints(struct env *e)
                      strcmp(r.body.data, "ok") == 0);
         util_buf_free(&r.body);
     }
-    GOLDEN(e, BASE, NULL, 401, "unauthorized.json");
+    /* no credentials: system:anonymous (group system:unauthenticated), as an extension
+     * apiserver's delegated authentication makes it, and the access review says no */
+    int sars = extmetrics_fake_authorizer_authz_calls(e->fa);
+    GOLDEN(e, BASE, NULL, 403, "forbidden-anonymous.json");
+    CHECK(e, extmetrics_fake_authorizer_authz_calls(e->fa) == sars + 1);
+    CHECK(e, status_of(e, BASE "/namespaces/llm/gpuscaler_desired_replicas", NULL) == 403);
     /* a Deployment whose metrics are unavailable (its rate not a number) is
      * stale: the whole selector answers 404, never the others' partial sum */
     CHECK(e, get(e, BASE "/namespaces/mix/gpuscaler_requests_per_gpu", &admin, &r) == 0 &&
@@ -422,8 +427,9 @@ static void test_endpoints(void **state)
     uv_loop_init(&e.loop);
     struct extmetrics_config cfg = {0};
     run(&e, &cfg, sc_endpoints);
-    /* everything went through system:masters: no access reviews */
-    assert_int_equal(extmetrics_fake_authorizer_authz_calls(e.fa), 0);
+    /* everything went through system:masters (no access reviews) but the two anonymous
+     * requests' */
+    assert_int_equal(extmetrics_fake_authorizer_authz_calls(e.fa), 2);
     env_free(&e);
 }
 
@@ -542,10 +548,10 @@ static void sc_auth(struct env *e)
     struct copts expired = hpa;
     expired.cert = "fp-expired";
     CHECK(e, status_of(e, DESIRED, &expired) == 401);
-    /* no certificate: X-Remote-User is not trusted */
+    /* no certificate: X-Remote-User is not trusted, the caller is anonymous */
     struct copts nocert = hpa;
     nocert.cert = NULL;
-    CHECK(e, status_of(e, DESIRED, &nocert) == 401);
+    CHECK(e, status_of(e, DESIRED, &nocert) == 403);
     /* bearer tokens */
     struct copts good = {.headers = {"Authorization: Bearer good-token", NULL}};
     CHECK(e, status_of(e, DESIRED, &good) == 200);
@@ -556,17 +562,18 @@ static void sc_auth(struct env *e)
     GOLDEN(e, DESIRED, &bad, 401, "unauthorized.json");
     CHECK(e, status_of(e, DESIRED, &bad) == 401);
     /* the header read as the apiserver reads it: "bearer" in any case, the
-     * token up to the next space (what follows ignored), an empty token
-     * (two spaces) refused without a review */
+     * token up to the next space (what follows ignored); an empty token (two
+     * spaces) or another scheme is no credential, reviewed by no one: the
+     * caller is anonymous */
     struct copts junk = {.headers = {"Authorization: bearer good-token junk", NULL}};
     CHECK(e, status_of(e, DESIRED, &junk) == 200);
     struct copts junk_bad = {.headers = {"Authorization: Bearer bad-token good-token", NULL}};
     CHECK(e, status_of(e, DESIRED, &junk_bad) == 401);
     int calls = extmetrics_fake_authorizer_authn_calls(e->fa);
     struct copts spaced = {.headers = {"Authorization: Bearer  good-token", NULL}};
-    CHECK(e, status_of(e, DESIRED, &spaced) == 401);
+    CHECK(e, status_of(e, DESIRED, &spaced) == 403);
     struct copts basic = {.headers = {"Authorization: Basic Z29vZC10b2tlbg==", NULL}};
-    CHECK(e, status_of(e, DESIRED, &basic) == 401);
+    CHECK(e, status_of(e, DESIRED, &basic) == 403);
     CHECK(e, extmetrics_fake_authorizer_authn_calls(e->fa) == calls);
     /* a valid token wins even with a disallowed certificate */
     struct copts both = {.cert = "notproxy", .headers = {"Authorization: Bearer good-token",
@@ -613,8 +620,9 @@ static void test_auth(void **state)
     /* token reviews: good (once, then cached), denied, bad (once, then cached) */
     assert_int_equal(extmetrics_fake_authorizer_authn_calls(fa), 3);
     /* access reviews: hpa desired (cached after the first), hpa utilization,
-     * reader desired (cached), denied desired, reader discovery, denied discovery */
-    assert_int_equal(extmetrics_fake_authorizer_authz_calls(fa), 6);
+     * anonymous desired (no certificate, an empty token, Basic: cached), reader
+     * desired (cached), denied desired, reader discovery, denied discovery */
+    assert_int_equal(extmetrics_fake_authorizer_authz_calls(fa), 7);
     env_free(&e);
 }
 
@@ -995,8 +1003,10 @@ static void sc_upstream(struct env *e)
     /* ours are still served locally */
     GOLDEN(e, BASE "/namespaces/llm/gpuscaler_desired_replicas?labelSelector=deployment%3Dllama",
            &admin, 200, "desired-llama.json");
-    /* unauthenticated requests are never forwarded */
-    CHECK(e, status_of(e, path, NULL) == 401);
+    /* anonymous ones the review refuses are never forwarded */
+    int forwarded = e->up_requests;
+    CHECK(e, status_of(e, path, NULL) == 403);
+    CHECK(e, e->up_requests == forwarded);
 }
 
 /* The test's HTTPS upstream on e's loop, with up.crt/up.key; its URL into url. */
