@@ -274,8 +274,8 @@ struct ctl_wl {
     double svc_inflight, svc_rate; /**< its smoothed numerator and denominator */
     double request_size;          /**< demand-unit tokens: weighted tokens per request last
                                        measured, 0 unknown */
-    double refused_rps;           /**< requests the pods refused (rejected_metric), req/s,
-                                       at the last measured tick; NAN unknown */
+    double refused_rps;           /**< requests the pods refused (rejected_metric), in the
+                                       demand unit, at the last measured tick; NAN unknown */
     struct capacity cap;          /**< the per-GPU capacity the metrics show (calibrate.c) */
     struct capacity_estimate cap_est; /**< its estimate at the last tick */
     double cap_in_use;            /**< capacity the last decision sized with, NAN none */

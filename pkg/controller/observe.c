@@ -140,7 +140,7 @@ static void arrivals(struct controller *c, struct ctl_wl *w, int64_t now, struct
     /* the requests the pods refused (a full queue, a concurrency limit) came
      * too: no completion or queue counts them, and under overload they are
      * what a count sized from completions misses */
-    w->refused_rps = r->valid && isfinite(r->rejected_rate) ? r->rejected_rate : NAN;
+    w->refused_rps = r->valid && isfinite(r->rejected_rate) ? size * r->rejected_rate : NAN;
     if (r->valid && isfinite(r->rejected_rate) && r->rejected_rate > 0)
         comp += size * r->rejected_rate;
     if (isfinite(o->recent_rps) && isfinite(r->rejected_recent) && r->rejected_recent > 0)

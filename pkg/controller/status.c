@@ -272,7 +272,11 @@ static void status_try(struct controller *c, struct ctl_wl *w, int64_t now_ms, b
                                           policy_demand_unit_name(w->cfg.policy.demand_unit),
                                       .tokens_per_request =
                                           w->request_size > 0 ? w->request_size : NAN,
-                                      .refused_named = w->cfg.scrape.rejected_metric[0] != '\0',
+                                      /* not beside a rate of the user's own, which counts
+                                         what it counts: no refused query is asked */
+                                      .refused_named = w->cfg.scrape.rejected_metric[0] != '\0' &&
+                                                       !(w->cfg.source == CTL_SOURCE_PROMETHEUS &&
+                                                         w->cfg.promql_rate[0]),
                                       .refused_rps = w->refused_rps};
     struct ctl_status_start start = {.schedule_ms = w->learned_schedule_ms,
                                      .load_ms = w->learned_load_ms};

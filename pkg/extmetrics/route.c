@@ -449,8 +449,15 @@ bool em_serve(struct extmetrics *em, struct em_call *c)
             return false;
         }
         if (em->up) {
-            int rc = em_upstream_get(em->up, req->target, httpd_request_header(req, "Accept"),
+            /* the path and query, not the raw target: an absolute-form one
+             * (http://host/apis/...) would be appended to the upstream's URL */
+            struct util_buf origin = {0};
+            util_buf_puts(&origin, req->path);
+            if (req->query[0])
+                util_buf_printf(&origin, "?%s", req->query);
+            int rc = em_upstream_get(em->up, origin.data, httpd_request_header(req, "Accept"),
                                      &c->user, on_forwarded, c, &c->fwd);
+            util_buf_free(&origin);
             if (rc == 0) {
                 c->waiting++;
                 httpd_request_on_abort(req, on_abort_forward, c);

@@ -84,6 +84,7 @@ struct copts {
     const char *headers[8];
     const char *body; /* sent with the request (body_len bytes) */
     size_t body_len;
+    bool absolute;    /* the request target in absolute form (https://host:port/path) */
 };
 
 struct resp {
@@ -127,6 +128,8 @@ static int get(struct env *e, const char *path, const struct copts *o, struct re
     }
     if (o && o->method)
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, o->method);
+    if (o && o->absolute)
+        curl_easy_setopt(h, CURLOPT_REQUEST_TARGET, url);
     CURLcode rc = curl_easy_perform(h);
     if (rc == CURLE_OK) {
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
@@ -552,6 +555,11 @@ static void sc_auth(struct env *e)
     struct copts nocert = hpa;
     nocert.cert = NULL;
     CHECK(e, status_of(e, DESIRED, &nocert) == 403);
+    /* reviewed as the apiserver's webhook authorizer sends it: that group alone (with
+     * system:authenticated it would have every authenticated user's rights) */
+    CHECK(e, strstr(extmetrics_fake_authorizer_last_review(e->fa),
+                    "\"user\":\"system:anonymous\",\"groups\":[\"system:unauthenticated\"]") != NULL);
+    CHECK(e, !strstr(extmetrics_fake_authorizer_last_review(e->fa), "system:authenticated"));
     /* bearer tokens */
     struct copts good = {.headers = {"Authorization: Bearer good-token", NULL}};
     CHECK(e, status_of(e, DESIRED, &good) == 200);
@@ -993,10 +1001,17 @@ static void sc_upstream(struct env *e)
         BASE "/namespaces/llm/pubsub.googleapis.com%7Csubscription%7Cnum_undelivered_messages"
              "?labelSelector=resource.labels.subscription_id%3Dsub",
     };
+    struct copts admin_abs = admin;
+    admin_abs.absolute = true;
     for (size_t i = 0; i < UTIL_ARRAY_LEN(theirs); i++) {
         int before = e->up_requests;
         CHECK(e, status_of(e, theirs[i], &admin) == 200);
         CHECK(e, e->up_requests == before + 1);
+        CHECK(e, strcmp(e->up_target, theirs[i]) == 0);
+        /* asked in absolute form: forwarded in origin form (the raw target was
+         * appended to the upstream's URL, a 503) */
+        CHECK(e, status_of(e, theirs[i], &admin_abs) == 200);
+        CHECK(e, e->up_requests == before + 2);
         CHECK(e, strcmp(e->up_target, theirs[i]) == 0);
     }
     CHECK(e, status_of(e, BASE "/namespaces/llm/missing", &admin) == 404);
@@ -1030,7 +1045,7 @@ static void test_upstream(void **state)
     struct extmetrics_config cfg = {.upstream_url = url, .upstream_ca_file = crt,
                                     .upstream_token_file = tok};
     run(&e, &cfg, sc_upstream);
-    assert_int_equal(e.up_requests, 4);
+    assert_int_equal(e.up_requests, 6); /* the two absolute-form ones too */
     assert_string_equal(e.up_auth, "Bearer sa-token");
     assert_string_equal(e.up_user, ""); /* no client certificate: no identity headers */
     assert_string_equal(e.up_target, BASE "/namespaces/llm/missing");

@@ -229,7 +229,7 @@ static const char *origin_form(const char *t)
                                                        : 0;
     if (!skip)
         return t;
-    return t + skip + strcspn(t + skip, "/?#");
+    return t + skip + strcspn(t + skip, "/?"); /* a '#' is the authority's (a bad host) */
 }
 
 /* Turn offsets into the pointers of the public view. */
