@@ -298,9 +298,11 @@ static bool valid_token_text(const char *s)
  * net/http (suppressedHeaders): a 1xx, 204 or 304 answer has no body, so
  * none is sent and neither is Content-Length (RFC 9110 8.6, 15.4.5), nor
  * Content-Type for a 304; what follows on the connection is the next
- * answer. */
+ * answer. An HTTP/1.0 request kept alive (it asked, with Connection:
+ * keep-alive) is told so, as Go tells it: without the header its client
+ * takes the connection for closing (RFC 9112 9.3, 1.0 keep-alive). */
 static void send_response(struct conn *c, int status, const struct httpd_header *h, size_t nh,
-                          const void *body, size_t len, bool head, bool close)
+                          const void *body, size_t len, bool head, bool close, bool http10)
 {
     bool no_body = status < 200 || status == 204 || status == 304;
     struct util_buf b = {0};
@@ -325,6 +327,8 @@ static void send_response(struct conn *c, int status, const struct httpd_header 
         util_buf_printf(&b, "Content-Length: %zu\r\n", len);
     if (close)
         util_buf_puts(&b, "Connection: close\r\n");
+    else if (http10)
+        util_buf_puts(&b, "Connection: keep-alive\r\n");
     util_buf_puts(&b, "\r\n");
     if (!head && !no_body && len)
         util_buf_append(&b, body, len);
@@ -353,7 +357,7 @@ static void send_error(struct conn *c, int status)
                      status, text, c->srv->cfg.max_body_bytes);
     else
         n = snprintf(body, sizeof(body), "%d %s\n", status, text);
-    send_response(c, status, h, 1, body, (size_t)n, false, true);
+    send_response(c, status, h, 1, body, (size_t)n, false, true, false);
 }
 
 int httpd_respond(struct httpd_request *pub, int status, const struct httpd_header *headers,
@@ -384,7 +388,7 @@ int httpd_respond(struct httpd_request *pub, int status, const struct httpd_head
     bool close = !pub->keep_alive || c->eof || c->srv->closing || c->close_after_write;
     c->completed++;
     c->last_done = c->idle_from = uv_now(c->srv->loop);
-    send_response(c, status, headers, nheaders, body, len, r->is_head, close);
+    send_response(c, status, headers, nheaders, body, len, r->is_head, close, r->http10);
     if (!c->closing && !c->processing)
         conn_process(c);
 out:

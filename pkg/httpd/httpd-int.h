@@ -40,6 +40,7 @@ struct hreq {
     char *cn;
     char *chain_pem;
     bool is_head;
+    bool http10;                  /* an HTTP/1.0 request: kept alive only when it asked */
     bool peer_eof;                /* the peer closed its sending side (not an abort) */
 };
 

@@ -198,6 +198,7 @@ static int on_headers_complete(llhttp_t *ll)
     r->method_off = r->store.len;
     util_buf_append(&r->store, m, strlen(m) + 1);
     r->is_head = strcmp(m, "HEAD") == 0;
+    r->http10 = ll->http_major == 1 && ll->http_minor == 0;
     if ((ll->flags & F_CONTENT_LENGTH) && ll->content_length > p->lim.max_body_bytes)
         return fail(p, 413);
     const char *expect = stored_header(r, "Expect");

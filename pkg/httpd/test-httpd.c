@@ -50,6 +50,16 @@ static void cl_basic(struct fx *f)
     CHECK(f, tc_send_str(&c, "GET https://t?z=2 HTTP/1.1\r\nHost: t\r\nX-Test: v1\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0);
     CHECK(f, r.status == 200 && strcmp(r.body, "GET / q=z=2 len=0 x=v1 ka=1") == 0);
+    /* HTTP/1.0 asking for keep-alive: kept, and told so (its client would take the
+     * connection for closing) */
+    CHECK(f, tc_send_str(&c, "GET /ka HTTP/1.0\r\nConnection: keep-alive\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 200 && !r.close);
+    CHECK(f, strstr(r.headers, "\r\nConnection: keep-alive\r\n") != NULL);
+    /* HTTP/1.1 keeps alive without saying so */
+    CHECK(f, tc_send_str(&c, "GET /a HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 200 && !r.close && !strstr(r.headers, "Connection:"));
     /* HTTP/1.0 without keep-alive: answered, then closed */
     CHECK(f, tc_send_str(&c, "GET /old HTTP/1.0\r\n\r\n") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0);
@@ -63,7 +73,7 @@ static void test_basic_keepalive(void **state)
     struct fx f = {0};
     struct httpd_config cfg = plain_cfg();
     fx_run(&f, &cfg, cl_basic);
-    assert_int_equal(f.requests, 6);
+    assert_int_equal(f.requests, 8);
     assert_non_null(strstr(f.last_addr, "127.0.0.1:"));
 }
 
