@@ -201,8 +201,10 @@ static int on_headers_complete(llhttp_t *ll)
     r->http10 = ll->http_major == 1 && ll->http_minor == 0;
     if ((ll->flags & F_CONTENT_LENGTH) && ll->content_length > p->lim.max_body_bytes)
         return fail(p, 413);
+    /* an HTTP/1.0 request's expectation is ignored (RFC 9110 10.1.1: a 1.0
+     * client knows no interim answer; Go's server sends it none) */
     const char *expect = stored_header(r, "Expect");
-    if (expect && strcasecmp(expect, "100-continue") == 0)
+    if (expect && strcasecmp(expect, "100-continue") == 0 && !r->http10)
         p->want_continue = true;
     p->headers_done = true;
     p->head_paused = true;

@@ -101,6 +101,16 @@ static void cl_bodies(struct fx *f)
     CHECK(f, tc_send_str(&c, "ok") == 0);
     CHECK(f, tc_read_response(&c, &r) == 0);
     CHECK(f, strcmp(r.body, "PUT /e q= len=2 x=- ka=1") == 0);
+    /* ... not to an HTTP/1.0 request, whose client knows no interim answer: the body is
+     * waited for, then the one answer */
+    CHECK(f, tc_send_str(&c, "PUT /e HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 2\r\n"
+                             "Expect: 100-continue\r\n\r\n") == 0);
+    usleep(200000);
+    n = recv(c.fd, buf, sizeof(buf) - 1, MSG_DONTWAIT); /* nothing yet: no 100 */
+    CHECK(f, n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    CHECK(f, tc_send_str(&c, "ok") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 200 && strcmp(r.body, "PUT /e q= len=2 x=- ka=1") == 0);
     /* HEAD: headers only, Content-Length of the would-be body */
     CHECK(f, tc_send_str(&c, "HEAD /h HTTP/1.1\r\nHost: t\r\n\r\nGET /after HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
     char all[1024] = {0};
@@ -122,7 +132,7 @@ static void test_bodies(void **state)
     struct fx f = {0};
     struct httpd_config cfg = plain_cfg();
     fx_run(&f, &cfg, cl_bodies);
-    assert_int_equal(f.requests, 5);
+    assert_int_equal(f.requests, 6);
 }
 
 /* ---- pipelining with a deferred answer in the middle -------------------- */
