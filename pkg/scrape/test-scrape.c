@@ -173,6 +173,21 @@ static int count(const char *hay, const char *needle)
     return n;
 }
 
+/* The lines of hay that hold both a and b. */
+static int count_lines(const char *hay, const char *a, const char *b)
+{
+    int n = 0;
+    for (const char *p = hay; *p;) {
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char *line = xstrndup(p, len);
+        n += strstr(line, a) && strstr(line, b);
+        xfree(line);
+        p += len + (end != NULL);
+    }
+    return n;
+}
+
 /* vLLM pods: the rate is the sum of the counters' rates, gauges are summed,
  * p99 comes from the summed bucket increases, and each scrape of a
  * plain-HTTP pod uses its own connection (asking the pod to close it), so no
@@ -705,13 +720,13 @@ static void test_bad_endpoints(void **state)
     struct fx *f = fx_new(150, 100, 256 << 10);
     static const struct {
         enum fakepod_mode mode;
-        const char *why;
+        const char *why, *logged;
     } cases[] = {
-        {FAKEPOD_GARBAGE, "1 of 1 ready pods could not be scraped (unparsable: 1)"},
-        {FAKEPOD_TRUNCATED, "1 of 1 ready pods could not be scraped (truncated: 1)"},
-        {FAKEPOD_SLOW, "1 of 1 ready pods could not be scraped (timeout: 1)"},
-        {FAKEPOD_HUGE, "1 of 1 ready pods could not be scraped (too big: 1)"},
-        {FAKEPOD_HTTP500, "1 of 1 ready pods could not be scraped (HTTP error: 1)"},
+        {FAKEPOD_GARBAGE, "1 of 1 ready pods could not be scraped (unparsable: 1)", "(unparsable)"},
+        {FAKEPOD_TRUNCATED, "1 of 1 ready pods could not be scraped (truncated: 1)", "(truncated)"},
+        {FAKEPOD_SLOW, "1 of 1 ready pods could not be scraped (timeout: 1)", "(timeout)"},
+        {FAKEPOD_HUGE, "1 of 1 ready pods could not be scraped (too big: 1)", "(too big)"},
+        {FAKEPOD_HTTP500, "1 of 1 ready pods could not be scraped (HTTP error: 1)", "(HTTP error)"},
     };
     char name[UTIL_ARRAY_LEN(cases)][32];
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
@@ -754,18 +769,27 @@ static void test_bad_endpoints(void **state)
     scrape_stats(f->s, &st);
     assert_true(st.scrapes_failed >= 5 * 4);
 
-    /* several failures per bad pod, one warning line each (plus the mixed
-     * pod's failure and its recovery) */
+    /* several failures per bad pod, one warning line (plus the mixed pod's
+     * failure and its recovery). A reason that changes is news, logged too:
+     * on a loaded machine the 256 KiB answer once timed out between two "too
+     * big" (3 lines). So: its own reason, logged once more only after each
+     * timeout line, and no other */
     char *log = read_log(f);
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
         char needle[64];
-        snprintf(needle, sizeof(needle), "deployment=bad%zu", i);
-        if (count(log, needle) != 1) /* say why: the lines (a flake under load, once) */
-            print_message("%s: %d lines in the log:\n%s\n", needle, count(log, needle), log);
-        assert_int_equal(count(log, needle), 1);
+        snprintf(needle, sizeof(needle), "deployment=bad%zu ", i);
+        int own = count_lines(log, needle, cases[i].logged);
+        int timeouts = cases[i].mode == FAKEPOD_SLOW ? 0 : count_lines(log, needle, "(timeout)");
+        int all = count_lines(log, needle, "failed (");
+        if (own != 1 && !(own >= 1 && own <= 1 + timeouts)) /* say why: the lines */
+            print_message("%s %s: %d lines in the log:\n%s\n", needle, cases[i].logged, own, log);
+        assert_true(own >= 1 && own <= 1 + timeouts);
+        assert_int_equal(all, own + timeouts);
     }
     assert_int_equal(count(log, "deployment=mixed"), 2);
-    assert_int_equal(count(log, "namespace=ns1"), 7);
+    /* every line about a workload names its namespace too */
+    assert_int_equal(count(log, "namespace=ns1"), count(log, "deployment="));
+    assert_true(count(log, "namespace=ns1") >= 7);
     assert_non_null(strstr(log, "not a Prometheus exposition"));
     assert_non_null(strstr(log, "larger than 262144 bytes"));
     assert_non_null(strstr(log, "scraped again"));
