@@ -640,7 +640,8 @@ void ctl_pq_match(struct ctl_wl *w, const struct kube_pod *const *pods, size_t n
         return;
     int recent = 0;
     m->growth_ok = true;
-    m->refused_known = w->cfg.scrape.rejected_metric[0] != '\0';  /* and asked */
+    /* (the default rate's per-pod answer: the refused query is asked beside it) */
+    m->refused_known = w->cfg.scrape.rejected_metric[0] != '\0';
     for (size_t i = 0; i < np; i++) {
         const struct kube_pod *p = pods[i];
         if (!pod_serving(p))

@@ -2,8 +2,9 @@
 /* promql/client: instant and range queries against a Prometheus server
  * through httpc (see promql.h).
  *
- * Each promql_get is one operation with up to four requests in flight
- * (rate, p99, busy time and the per-pod parts) and one callback once all
+ * Each promql_get is one operation with up to five requests in flight
+ * (rate, p99, busy time, the per-pod parts and the refused requests' rate)
+ * and one callback once all
  * finished; each promql_seed walks the
  * lookback in chunks, one request at a time. Operations are on a list so
  * promql_close can cancel them; the client is freed when its close timer

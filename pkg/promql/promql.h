@@ -266,17 +266,21 @@ struct promql_notes {
  * queued, backlog and waiting are -1 (pods has what the pods report one by
  * one: the controller matches it against its cache). busy is the busy-time
  * query's answer (the requests in service, averaged over the window), or -1
- * when there is no such query, it has no data, or it failed. A p99, busy or
- * per-pod failure leaves that part unknown (pods NULL) and the result
- * valid; any rate failure makes it invalid. pods is borrowed for the call;
- * NULL when there was no per-pod query or it failed.
+ * when there is no such query, it has no data, or it failed. rejected_rate
+ * is the refused requests' query's answer (promql_default_refused, asked
+ * beside the default rate when the spec names a rejected_metric; no data
+ * is 0), NAN when not asked or it failed; rejected_recent is NAN. A p99,
+ * busy, per-pod or refused failure leaves that part unknown (pods NULL) and
+ * the result valid; any rate failure makes it invalid. pods is borrowed for
+ * the call; NULL when there was no per-pod query or it failed.
  */
 typedef void (*promql_result_cb)(const struct scrape_result *r, const struct promql_pods *pods,
                                  const struct promql_notes *notes, void *arg);
 
 /**
- * Instant queries of the rate, p99, busy time and per-pod parts at now_ms (UNIX ms; "time=" of the
- * query; the first three t->lag_ms earlier). Returns 0 and calls cb exactly once later from the loop, or a
+ * Instant queries of the rate, p99, busy time, per-pod parts and refused requests at now_ms (UNIX
+ * ms; "time=" of the query; all but the per-pod one t->lag_ms earlier). Returns 0 and calls cb
+ * exactly once later from the loop, or a
  * negative errno (then cb is never called): -EINVAL when the templates do
  * not expand (err says why), -ESHUTDOWN when closing.
  */
