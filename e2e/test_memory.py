@@ -54,7 +54,9 @@ DEPLOYMENTS = 100
 STAGES = (10, 55, 100)          # pods per Deployment: 1,000, 5,500, 10,000 pods
 INTERVAL_S = 5
 PER_POD_MAX = 2048              # bytes of heap per added pod in each step, of RSS over all
-SCRAPE_PER_POD_MAX = 1024       # bytes of the scraper's own state per added pod
+SCRAPE_PER_POD_MAX = 1152       # bytes of the scraper's own state per added pod (1,025 B in
+#                                 CI on 2026-12-03, with the refused requests' counter: 960 B
+#                                 before)
 FLAT_SLACK = 512                # heap bytes per pod the second step may exceed the first by
 RSS_FLAT = 1.5                  # and RSS: at most this times the first step, plus FLAT_SLACK
 CONFIG = "decision-interval: 2s\n"

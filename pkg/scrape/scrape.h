@@ -11,7 +11,7 @@
  * memory. Pods that failed or are stale are excluded and counted; above the
  * workload's missing fraction the result is invalid, so the policy holds.
  *
- * Footprint: about 0.9 KB per pod and 2 KB per workload, plus what the
+ * Footprint: about 1 KB per pod and 2 KB per workload, plus what the
  * scrapes in flight hold; their number is kept near rate x latency (see
  * scrape_config.max_inflight), and plain-HTTP pods are scraped over a new
  * connection each time rather than keeping one idle per pod.
