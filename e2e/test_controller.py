@@ -1613,14 +1613,7 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
         extrapolates over a scrape interval at most). That answer is dropped and the tick
         holds; the next is asked where the samples end, so the first decision sees the load
         as it is (it decided on 3.1 requests/GPU of 5 before)."""
-        k = [None]
-        prom = self.lagging_prometheus(k, 45.0, scrape=10, reads_low=True)
-        ann = dict(PROM_ANNOTATIONS)
-        ann.update({"gpuscaler.io/predictive": "false", "gpuscaler.io/metrics-stale-after": "60s"})
-        k[0] = self.make("lagfirst", 4, subnet=81, annotations=ann)
-        wait_for(lambda: len(k[0].pods) == 4, 10, what="lagfirst: 4 pods")
-        g = self.start(config=CONFIG + 'prometheus: {url: "%s"}\n' % prom.url,
-                       ident="inst-lagfirst")
+        _, g = self.start_lagging("lagfirst", 4, 81, 45.0, scrape=10, reads_low=True)
         try:
             first = wait_for(lambda: re.findall(r"requests/GPU ([0-9.]+)", g.text()), 30,
                              what="lagfirst: a first decision")
@@ -2017,6 +2010,22 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             return 20.0 * min(1.0, (120.0 - gap + max(scrape, 1) / 2.0) / 120.0)
         return self.pods_prometheus(answer, timed=True)
 
+    def start_lagging(self, name, replicas, subnet, lag, reactive=True, **prom_kw):
+        """A Deployment of `replicas` pods read from lagging_prometheus(lag, **prom_kw), with
+        a 60 s metrics-stale-after (and predictive off when reactive), and gpuscaler started
+        on it: (prom, g)."""
+        k = [None]
+        prom = self.lagging_prometheus(k, lag, **prom_kw)
+        ann = dict(PROM_ANNOTATIONS)
+        ann["gpuscaler.io/metrics-stale-after"] = "60s"
+        if reactive:
+            ann["gpuscaler.io/predictive"] = "false"
+        k[0] = self.make(name, replicas, subnet=subnet, annotations=ann)
+        wait_for(lambda: len(k[0].pods) == replicas, 10, what="%s: %d pods" % (name, replicas))
+        g = self.start(config=CONFIG + 'prometheus: {url: "%s"}\n' % prom.url,
+                       ident="inst-" + name)
+        return prom, g
+
     def test_66_a_lagging_prometheus_is_asked_where_its_samples_end(self):
         """Prometheus' newest samples lie 45 s behind (a remote write, an ingestion
         pipeline), plus up to a 10 s scrape interval: a 2-minute rate evaluated now has no
@@ -2027,14 +2036,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         decisions go on. A promql-rate of the user's own is asked at the tick's time again
         (no sample times measure its delay)."""
         lag = 45.0
-        k = [None]
-        prom = self.lagging_prometheus(k, lag, scrape=10, running=2)
-        ann = dict(PROM_ANNOTATIONS)
-        ann.update({"gpuscaler.io/predictive": "false", "gpuscaler.io/metrics-stale-after": "60s"})
-        k[0] = self.make("laggy", 4, subnet=77, annotations=ann)
-        wait_for(lambda: len(k[0].pods) == 4, 10, what="laggy: 4 pods")
-        g = self.start(config=CONFIG + 'prometheus: {url: "%s"}\n' % prom.url,
-                       ident="inst-laggy")
+        prom, g = self.start_lagging("laggy", 4, 77, lag, scrape=10, running=2)
 
         def behind():
             """How far each tick's rate query was asked behind its per-pod query: a tick's
@@ -2093,14 +2095,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         per-pod answer, which tells the delay (its range ended at the tick's time, and its
         last minute read low)."""
         lag = 45.0
-        k = [None]
-        prom = self.lagging_prometheus(k, lag)
-        ann = dict(PROM_ANNOTATIONS)
-        ann["gpuscaler.io/metrics-stale-after"] = "60s"
-        k[0] = self.make("lagseed", 2, subnet=79, annotations=ann)
-        wait_for(lambda: len(k[0].pods) == 2, 10, what="lagseed: 2 pods")
-        g = self.start(config=CONFIG + 'prometheus: {url: "%s"}\n' % prom.url,
-                       ident="inst-lagseed")
+        prom, g = self.start_lagging("lagseed", 2, 79, lag, reactive=False)
         try:
             wait_for(lambda: "forecaster seeded from Prometheus" in g.text(), 30,
                      what="lagseed: the seed")

@@ -172,26 +172,26 @@ static double seconds_per_unit(const char *metric)
     return 1;
 }
 
-void promql_default_rate(const struct scrape_spec *spec, char *out, size_t outlen)
+/* sum(rate(<counter field>[{{window}}])), or "" when the field names none. */
+static void sum_rate(const struct scrape_spec *spec, const char *field, char *out, size_t outlen)
 {
-    if (!spec->request_metric[0]) {
+    if (!field[0]) {
         snprintf(out, outlen, "%s", "");
         return;
     }
     char e[PROMQL_MAX_QUERY];
-    counter_expr(spec, spec->request_metric, "rate(", "[{{window}}])", e, sizeof(e));
+    counter_expr(spec, field, "rate(", "[{{window}}])", e, sizeof(e));
     snprintf(out, outlen, "sum(%s)", e);
+}
+
+void promql_default_rate(const struct scrape_spec *spec, char *out, size_t outlen)
+{
+    sum_rate(spec, spec->request_metric, out, outlen);
 }
 
 void promql_default_refused(const struct scrape_spec *spec, char *out, size_t outlen)
 {
-    if (!spec->rejected_metric[0]) {
-        snprintf(out, outlen, "%s", "");
-        return;
-    }
-    char e[PROMQL_MAX_QUERY];
-    counter_expr(spec, spec->rejected_metric, "rate(", "[{{window}}])", e, sizeof(e));
-    snprintf(out, outlen, "sum(%s)", e);
+    sum_rate(spec, spec->rejected_metric, out, outlen);
 }
 
 void promql_default_p99(const struct scrape_spec *spec, char *out, size_t outlen)

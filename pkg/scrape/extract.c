@@ -222,47 +222,36 @@ static bool gauge_counts(struct scrape_extract *x, int k, const struct prom_samp
     return true;
 }
 
+/* A sample of counter c (its selector sel): a count, added to *sum once per
+ * series; *has set. 0, or the scrape's failure. */
+static int take_counter(struct scrape_extract *x, const struct prom_sample *ps,
+                        const struct scrape_selector *sel, enum scrape_counter c, double *sum,
+                        bool *has)
+{
+    if (!is_metric(ps, sel))
+        return 0;
+    double v = ps->value;
+    if (!is_count(v))
+        return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
+    if (add_series(&x->s.series[c], ps) && !add_count(sum, v))
+        return sum_fail(x, ps);
+    *has = true;
+    return 0;
+}
+
 static int on_sample(const struct prom_sample *ps, void *arg)
 {
     struct scrape_extract *x = arg;
     struct scrape_sample *s = &x->s;
     double v = ps->value;
-    if (is_metric(ps, &x->request)) {
-        if (!is_count(v))
-            return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
-        if (add_series(&s->series[SCRAPE_C_REQ], ps) && !add_count(&s->requests, v))
-            return sum_fail(x, ps);
-        s->has_requests = true;
-    }
-    bool prompt = is_metric(ps, &x->prompt), gen = is_metric(ps, &x->gen);
-    if (prompt || gen) {
-        if (!is_count(v))
-            return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
-        if (prompt) {
-            if (add_series(&s->series[SCRAPE_C_PROMPT], ps) && !add_count(&s->prompt_tokens, v))
-                return sum_fail(x, ps);
-            s->has_prompt = true;
-        }
-        if (gen) {
-            if (add_series(&s->series[SCRAPE_C_GEN], ps) && !add_count(&s->gen_tokens, v))
-                return sum_fail(x, ps);
-            s->has_gen = true;
-        }
-    }
-    if (is_metric(ps, &x->rejected)) {
-        if (!is_count(v))
-            return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
-        if (add_series(&s->series[SCRAPE_C_REJ], ps) && !add_count(&s->rejected, v))
-            return sum_fail(x, ps);
-        s->has_rejected = true;
-    }
-    if (is_metric(ps, &x->busy)) {
-        if (!is_count(v))
-            return fail(x, -EBADMSG, "line %zu: counter %s has value %g", ps->line, ps->name, v);
-        if (add_series(&s->series[SCRAPE_C_BUSY], ps) && !add_count(&s->busy, v))
-            return sum_fail(x, ps);
-        s->has_busy = true;
-    }
+    int rc;
+    if ((rc = take_counter(x, ps, &x->request, SCRAPE_C_REQ, &s->requests, &s->has_requests)) ||
+        (rc = take_counter(x, ps, &x->prompt, SCRAPE_C_PROMPT, &s->prompt_tokens,
+                           &s->has_prompt)) ||
+        (rc = take_counter(x, ps, &x->gen, SCRAPE_C_GEN, &s->gen_tokens, &s->has_gen)) ||
+        (rc = take_counter(x, ps, &x->rejected, SCRAPE_C_REJ, &s->rejected, &s->has_rejected)) ||
+        (rc = take_counter(x, ps, &x->busy, SCRAPE_C_BUSY, &s->busy, &s->has_busy)))
+        return rc;
     if (is_metric(ps, &x->inflight) && gauge_counts(x, 0, ps)) {
         s->inflight += v;
         s->has_inflight = true;
