@@ -131,6 +131,14 @@ static bool receiving(struct conn *c)
     return SSL_has_pending(c->ssl) || BIO_ctrl_pending(c->rbio) > 0;
 }
 
+/* Whether bytes of another request wait to be parsed, decrypted or not. */
+static bool request_waiting(struct conn *c)
+{
+    if (hp_buffered(&c->hp) > 0)
+        return true;
+    return c->ssl && (SSL_pending(c->ssl) > 0 || BIO_ctrl_pending(c->rbio) > 0);
+}
+
 /* As Go's Server.Shutdown: idle connections close now; one with a request
  * in progress finishes it (being received: it is answered, with
  * "Connection: close", like one with the handler or being written) within
@@ -385,7 +393,10 @@ int httpd_respond(struct httpd_request *pub, int status, const struct httpd_head
         rc = -EINVAL;
         goto out;
     }
-    bool close = !pub->keep_alive || c->eof || c->srv->closing || c->close_after_write;
+    /* a peer that half-closed after pipelining is owed the answers to the
+     * requests it sent: the connection closes after the last of them */
+    bool close = !pub->keep_alive || (c->eof && !request_waiting(c)) || c->srv->closing ||
+                 c->close_after_write;
     c->completed++;
     c->last_done = c->idle_from = uv_now(c->srv->loop);
     send_response(c, status, headers, nheaders, body, len, r->is_head, close, r->http10);

@@ -7,7 +7,8 @@
  * BIOs, so nothing ever blocks. Each connection handles one request at a
  * time: pipelined requests are buffered (bounded) and dispatched in order
  * after the previous response has been queued, so responses can never be
- * reordered even when a handler answers later (deferred response).
+ * reordered even when a handler answers later (deferred response). A client
+ * that half-closes after pipelining gets every answer; the last says close.
  *
  * The front door cannot be locked: at max_connections a new connection
  * first evicts an open one that has no request with the handler and no

@@ -744,6 +744,53 @@ static void test_abort(void **state)
     assert_int_equal(f.aborts, 1);
 }
 
+/* A client that pipelines requests and then shuts down its sending side
+ * (`printf 'GET /a ...GET /b ...' | nc -N`) is owed every answer, as Go's
+ * server and nginx give them: the half-close ends what it sends, not what it
+ * asked. With the first answer deferred, the EOF came while it was in
+ * progress, and that answer closed the connection with the second request
+ * unanswered. The last answer says close; a partial request after the
+ * complete ones is not answered. */
+static void cl_pipelined_half_close(struct fx *f)
+{
+    struct tc c;
+    struct tc_resp r;
+    struct tc_opts o = opts(f);
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET /defer/60 HTTP/1.1\r\nHost: t\r\n\r\n"
+                             "GET /two HTTP/1.1\r\nHost: t\r\n\r\n"
+                             "GET /three HTTP/1.1\r\nHost: t\r\n\r\n") == 0);
+    shutdown(c.fd, SHUT_WR);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 200 && !r.close && strcmp(r.body, "late") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 200 && !r.close && strcmp(r.body, "GET /two q= len=0 x=- ka=1") == 0);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 200 && r.close && strcmp(r.body, "GET /three q= len=0 x=- ka=1") == 0);
+    CHECK(f, tc_wait_close(&c) == 0);
+    tc_close(&c);
+
+    /* a partial request behind the complete one: the complete one answered,
+     * then the connection closed */
+    CHECK(f, tc_connect(&c, &o) == 0);
+    CHECK(f, tc_send_str(&c, "GET /defer/60 HTTP/1.1\r\nHost: t\r\n\r\n"
+                             "GET /cut HTTP/1.1\r\nHos") == 0);
+    shutdown(c.fd, SHUT_WR);
+    CHECK(f, tc_read_response(&c, &r) == 0);
+    CHECK(f, r.status == 200 && strcmp(r.body, "late") == 0);
+    CHECK(f, tc_wait_close(&c) == 0);
+    tc_close(&c);
+}
+
+static void test_pipelined_half_close(void **state)
+{
+    struct fx f = {0};
+    struct httpd_config cfg = plain_cfg();
+    fx_run(&f, &cfg, cl_pipelined_half_close);
+    assert_int_equal(f.requests, 4);
+    assert_int_equal(f.aborts, 0);
+}
+
 /* ---- body deadline ---------------------------------------------------------- */
 
 /* Whether the server closed c (EOF, reset, or the 408 of a deadline),
@@ -1170,6 +1217,7 @@ int main(void)
         cmocka_unit_test(test_basic_keepalive),
         cmocka_unit_test(test_bodies),
         cmocka_unit_test(test_pipelining),
+        cmocka_unit_test(test_pipelined_half_close),
         cmocka_unit_test(test_unread_answers_stop_the_reading),
         cmocka_unit_test(test_trailers_are_not_headers),
         cmocka_unit_test(test_limits),
