@@ -485,6 +485,28 @@ static int rate_query(const struct promql *p, const struct promql_target *t, cha
     return rc;
 }
 
+/* The seed's query: the arrivals of the past as the demand counts them, the
+ * default rate plus the refused requests' rate (none at a step without the
+ * counter: TGI makes its series with the first refusal). A rate of the
+ * user's own counts what it counts, as in promql_get. Both cannot outgrow
+ * the limit with the names' limits; if they did, the rate alone. */
+static int seed_query(const struct promql *p, const struct promql_target *t, char *out,
+                      char *err, size_t errlen)
+{
+    int rc = rate_query(p, t, out, err, errlen);
+    if (rc != 0 || (t->rate_tmpl && *t->rate_tmpl))
+        return rc;
+    char refused[PROMQL_MAX_QUERY], both[PROMQL_MAX_QUERY];
+    if ((rc = query_for(p, t, NULL, promql_default_refused, refused, err, errlen)) != 0)
+        return rc;
+    if (!refused[0])
+        return 0;
+    int n = snprintf(both, sizeof(both), "%s + (%s or vector(0))", out, refused);
+    if (n > 0 && (size_t)n < sizeof(both))
+        memcpy(out, both, (size_t)n + 1);
+    return 0;
+}
+
 /* The per-pod query (out "" when there is none): which pods the rate counts
  * only when the rate is the default one, whose pods it names. One that does
  * not expand (too long for a Deployment of a long name) is left out: the
@@ -701,7 +723,7 @@ int promql_seed(struct promql *p, const struct promql_target *t, int64_t now_ms,
         return -EINVAL;
     if (step_ms == 0)
         step_ms = 60000;
-    int rc = rate_query(p, t, q, err, errlen);
+    int rc = seed_query(p, t, q, err, errlen);
     if (rc != 0)
         return rc;
     struct op *o = xcalloc(1, sizeof(*o));

@@ -300,7 +300,8 @@ typedef void (*promql_seed_cb)(const struct promql_seed_result *r, void *arg);
 
 /**
  * Seed f (borrowed until cb) with the rate over [now_ms - lookback_ms,
- * now_ms] at step_ms (default 60 s when 0) through /api/v1/query_range, in
+ * now_ms] (the default rate with the refused requests', as the demand counts
+ * them: "R + (refused or vector(0))"; a promql-rate of the user's alone) at step_ms (default 60 s when 0) through /api/v1/query_range, in
  * chunks of at most 1,440 steps (a day of minutes: each chunk's points are
  * observed in one loop callback; Prometheus' limit is 11,000 points),
  * oldest first, each point passed to forecast_observe(). Each chunk waits up

@@ -398,6 +398,33 @@ static void test_against_prometheus(void **state)
     assert_true(fabs(fr.mean - 40) < 6);
     forecast_free(fo);
 
+    /* the seed is of arrivals, as the demand counts them: with a refused requests' counter
+     * (the `length` finishes again, 10 req/s) its rate is added; a counter no pod has yet
+     * (TGI makes it with the first refusal) adds nothing and loses no point */
+    struct {
+        const char *rejected;
+        double want;
+    } seeds[] = {{"vllm:request_success_total{finished_reason=\"length\"}", 50},
+                 {"tgi_request_failure{err=\"overloaded\"}", 40}};
+    for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
+        snprintf(spec.rejected_metric, sizeof(spec.rejected_metric), "%s", seeds[i].rejected);
+        fo = forecast_new(&fc);
+        assert_non_null(fo);
+        now = util_now_unix_ms();
+        int before = f->seeds;
+        assert_int_equal(
+            promql_seed(f->pq, &t, now, 6000, 1000, fo, on_seed, f, err, sizeof(err)), 0);
+        run_until(f, &f->seeds, before + 1, 60000);
+        assert_int_equal(f->sr.err, 0);
+        assert_true(f->sr.observed >= 5);
+        assert_int_equal(forecast_predict(fo, now, 0, &fr), 0);
+        fprintf(stderr, "prometheus: seeded with %s: forecast mean %.2f (want %.0f)\n",
+                seeds[i].rejected, fr.mean, seeds[i].want);
+        assert_true(fabs(fr.mean - seeds[i].want) < 6);
+        forecast_free(fo);
+    }
+    spec.rejected_metric[0] = '\0';
+
     /* a pod without the busy-time counter (the OpenMetrics fake has none): the busy time
      * becomes unknown, not the other pod's share, and the rate stays valid */
     fakepod_set_mode(f->fpods[1], FAKEPOD_VLLM_OM);
