@@ -1629,6 +1629,51 @@ leader-election: {enabled: true, namespace: %s, lease-name: e2e-throttled,
             g.stop()
             self.c.delete("deployments", "lagfirst", self.ns)
 
+    def test_71_a_lag_that_grows_is_followed_at_once(self):
+        """Prometheus' newest samples were 5 s behind (scrapes every 10 s) and fall 45 s
+        behind: a remote write backs up. The rate queries, still asked 5 s back, miss 40-50 s
+        of their 2-minute window's end and read 35-40 % low; they were asked there for up to
+        5 minutes, the least lag of two 2.5-minute periods, and the load read low meanwhile.
+        The answer that shows the growth (its own lag past where it was asked by more than a
+        scrape interval) is dropped and the tick holds; the next is asked where the samples
+        end, and the estimate is the least lag of two scrape intervals: no decision sees the
+        load low, and the sawtooth before the growth drops nothing."""
+        lag = [5.0]
+        prom, g = self.start_lagging("laggrow", 4, 82, lag, scrape=10, reads_low=True)
+        try:
+            # 20 req/s on 4 GPUs once the lag is known (the first answer, asked at the
+            # tick's time, may miss up to 15 s of its window's end and read a little low)
+            wait_for(lambda: (self.status("laggrow") or {}).get("requestsPerGPU") == 5.0, 30,
+                     what="laggrow: 5 requests/GPU")
+            time.sleep(12)  # a whole scrape interval's sawtooth: the interval is known
+            self.assertNotIn("the lag grew", g.text())
+            for x in self.rate_behind(prom)[-3:]:
+                self.assertAlmostEqual(x, 5.0, delta=1.5)
+            lag[0] = 45.0
+            seen, end = set(), time.time() + 25
+            while time.time() < end:  # every decision's reading, each for 1 s at least
+                seen.add((self.status("laggrow") or {}).get("requestsPerGPU"))
+                time.sleep(0.25)
+            text = g.text()
+            print("requests/GPU after the growth: %s" % sorted(seen, key=str))
+            self.assertTrue(all(x is None or abs(x - 5.0) < 0.2 for x in seen), seen)
+            grew = re.findall(r"asked (\d+) s past the newest samples, more than a scrape "
+                              r"interval \((\d+) s\): the lag grew to (\d+) s", text)
+            print("drops: %s" % grew)
+            self.assertTrue(1 <= len(grew) <= 2, grew)
+            past, iv, to = (int(x) for x in grew[0])
+            self.assertEqual(iv, 10)
+            self.assertTrue(40 <= past <= 50 and 45 <= to <= 55, grew)
+            got = self.rate_behind(prom)
+            print("the rate asked this far behind the per-pod query: %s"
+                  % [round(x, 1) for x in got[-12:]])
+            for x in got[-3:]:
+                self.assertAlmostEqual(x, 45.0, delta=1.5)
+            self.assertEqual(self.replicas("laggrow"), 4)
+        finally:
+            g.stop()
+            self.c.delete("deployments", "laggrow", self.ns)
+
     def test_31_scaler_conflict_names_the_other_scaler(self):
         """In mode scale, gpuscaler does not fight another scaler of the Deployment: a plain
         HorizontalPodAutoscaler is named in the ScalerConflict Event, and an HPA that KEDA made
@@ -1983,14 +2028,15 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         return prom
 
     def lagging_prometheus(self, k, lag, scrape=0, running=None, reads_low=False):
-        """A fake Prometheus whose samples of k[0]'s pods arrive lag seconds late (on a grid
+        """A fake Prometheus whose samples of k[0]'s pods arrive lag seconds late (lag[0]
+        when a list, which the test may change; on a grid
         of scrape seconds when given): each counted, 5 req/s, running `running` when given; a
         rate of 20 req/s and a p99 of 0.5 s. reads_low: the 2-minute rate evaluated past the
         newest samples reads low, as rate() does: it extrapolates over at most 1.1 scrape
         intervals at the window's end, else half of one."""
         def answer(kind, t=None):
             names = [n for n, _ in k[0].pods]
-            at = time.time() - lag
+            at = time.time() - (lag[0] if isinstance(lag, list) else lag)
             if scrape:
                 at = int(at / scrape) * float(scrape)
             if kind == "pods":
@@ -2009,6 +2055,25 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
                 return 20.0
             return 20.0 * min(1.0, (120.0 - gap + max(scrape, 1) / 2.0) / 120.0)
         return self.pods_prometheus(answer, timed=True)
+
+    @staticmethod
+    def rate_behind(prom):
+        """How far each tick's rate query was asked behind its per-pod query, on a fake
+        Prometheus: a tick's queries arrive together (in any order: each has its own
+        connection), a decision interval after the tick before."""
+        with prom.lock:
+            reqs = [(at, p) for (path, p), at in zip(prom.requests, prom.arrived)
+                    if path == "/api/v1/query"]
+        ticks, last = [], None
+        for at, p in reqs:
+            if last is None or at - last > 0.3:
+                ticks.append({})
+            last = at
+            q = p.get("query", "")
+            kind = ("pods" if "gpuscaler_part" in q else "other"
+                    if "histogram_quantile" in q or "inference_time" in q else "rate")
+            ticks[-1][kind] = p["time"]
+        return [tk["pods"] - tk["rate"] for tk in ticks if "pods" in tk and "rate" in tk]
 
     def start_lagging(self, name, replicas, subnet, lag, reactive=True, **prom_kw):
         """A Deployment of `replicas` pods read from lagging_prometheus(lag, **prom_kw), with
@@ -2039,22 +2104,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         prom, g = self.start_lagging("laggy", 4, 77, lag, scrape=10, running=2)
 
         def behind():
-            """How far each tick's rate query was asked behind its per-pod query: a tick's
-            queries arrive together (in any order: each has its own connection), a decision
-            interval after the tick before."""
-            with prom.lock:
-                reqs = [(at, p) for (path, p), at in zip(prom.requests, prom.arrived)
-                        if path == "/api/v1/query"]
-            ticks, last = [], None
-            for at, p in reqs:
-                if last is None or at - last > 0.3:
-                    ticks.append({})
-                last = at
-                q = p.get("query", "")
-                kind = ("pods" if "gpuscaler_part" in q else "other"
-                        if "histogram_quantile" in q or "inference_time" in q else "rate")
-                ticks[-1][kind] = p["time"]
-            return [tk["pods"] - tk["rate"] for tk in ticks if "pods" in tk and "rate" in tk]
+            return self.rate_behind(prom)
         try:
             st = self.measured_status("laggy", 30)
             self.assertAlmostEqual(st["requestsPerGPU"], 5.0, delta=0.01)  # 20 req/s, 4 GPUs
@@ -3219,7 +3269,7 @@ checkpoint: {configmap: prune-e2e, configmaps: 1}
 # unbalances the parts, it never drops a test.
 SECONDS = {1: 30, 2: 12, 3: 32, 4: 12, 5: 11, 6: 30, 8: 11, 9: 14, 16: 14, 22: 25, 27: 20,
            28: 12, 29: 13, 30: 12, 34: 11, 36: 77, 37: 13, 38: 14, 40: 19, 43: 34, 45: 13,
-           47: 29, 50: 16, 52: 30, 65: 14, 66: 18, 67: 10}
+           47: 29, 50: 16, 52: 30, 65: 14, 66: 18, 67: 10, 71: 75}
 
 
 def part_of(names, k, n):

@@ -223,6 +223,14 @@ struct ctl_hpa_facts {
  *  it is told (one made just after the Deployment is not missing). */
 #define CTL_HPA_NONE_GRACE_MS (30 * 1000)
 
+/** The least (or the most) of the values seen over the last two periods of a
+ *  length that may change from one period to the next (promsrc.c). */
+struct ctl_win2 {
+    int64_t v[2];     /**< the period now's and the one before's */
+    bool have[2];     /**< ... seen */
+    int64_t start;    /**< when the period now began (unix ms; 0 none yet) */
+};
+
 /** Per tracked Deployment. Owned by the controller's workload table. */
 struct ctl_wl {
     struct ctl_wl *next;          /**< hash chain */
@@ -342,12 +350,15 @@ struct ctl_wl {
     int64_t pq_lag_ms;            /**< the ingestion lag: the least by which Prometheus'
                                        newest sample of the request counter lay behind a
                                        per-pod query's time over the last two periods of
-                                       CTL_PQ_LAG_PERIOD_MS (a scrape interval's sawtooth
-                                       left out); the window queries are evaluated that
-                                       much earlier */
-    int64_t pq_lag_min[2];        /**< the least lag seen in the period now and the one
-                                       before, -1 none */
-    int64_t pq_lag_period;        /**< the period of pq_lag_min[0] (its start / length) */
+                                       a scrape interval (CTL_PQ_LAG_PERIOD_MS while that
+                                       is not known): a scrape interval's sawtooth left
+                                       out; the window queries are evaluated that much
+                                       earlier */
+    struct ctl_win2 pq_lag_win;   /**< the least lags of those two periods */
+    struct ctl_win2 pq_iv_win;    /**< the scrape interval: the longest step of a pod's
+                                       newest sample between two answers, over two periods
+                                       of CTL_PQ_LAG_PERIOD_MS (a multiple of the interval
+                                       when ticks are longer: never shorter than it) */
     bool pq_lag_known;            /**< pq_lag_ms was measured (else 0) */
     bool pq_lag_told;             /**< a lag of CTL_PQ_LAG_TOLD_MS or more was logged */
     uint32_t pq_gen;              /**< the queries' generation, new when the annotations
@@ -392,18 +403,21 @@ struct ctl_wl {
 /** A lag of this much or more is logged, and its end once under two
  *  thirds of it: a remote-write or ingestion delay, not a scrape interval's. */
 #define CTL_PQ_LAG_TOLD_MS 30000
-/** The ingestion lag is the least lag seen over two such periods: a sample
- *  is a scrape interval old at most when a query comes, so the lag each one
- *  measures runs a sawtooth of that height over the delay itself (up to 60 s
- *  at Google Managed Prometheus' default interval), and its least over more
- *  than an interval is the delay (the window's end then holds samples up to
- *  an interval old, which rate() extrapolates over). */
+/** The ingestion lag is the least lag seen over two periods of a scrape
+ *  interval, or of this while the interval is not known (which is measured
+ *  over two of these): a sample is a scrape interval old at most when a
+ *  query comes, so the lag each one measures runs a sawtooth of that height
+ *  over the delay itself (up to 60 s at Google Managed Prometheus' default
+ *  interval), and its least over more than an interval is the delay (the
+ *  window's end then holds samples up to an interval old, which rate()
+ *  extrapolates over). */
 #define CTL_PQ_LAG_PERIOD_MS 150000
 /** The first answer after a start or a change of the queries, asked before
  *  any lag was known, is dropped when the lag it measures is this much or
  *  more, and the tick holds: its 2-minute rate missed that much of its
  *  window's end and read an eighth or more low. The next is asked where the
- *  samples end. */
+ *  samples end. A later answer is dropped likewise when its own lag is past
+ *  where it was asked by a scrape interval and this much: the lag grew. */
 #define CTL_PQ_LAG_REASK_MS 15000
 /** A list+watch failing this long (kube_cache_ns_down_ms) may have missed
  *  pods started or gone: the Deployments it covers hold, as on missing

@@ -125,35 +125,92 @@ bool ctl_pq_log(struct ctl_wl *w, int part, const char *why)
     return true;
 }
 
+/* m's periods are len long from the first call of each (not on a grid, so
+ * that len may change from one period to the next): at t, a period that
+ * has run len is the one before, kept when it ended within len of t. */
+static void win2_roll(struct ctl_win2 *m, int64_t t, int64_t len)
+{
+    if (t < m->start + len) /* a period runs from its first call (start 0: none yet) */
+        return;
+    m->have[1] = m->have[0] && t < m->start + 2 * len;
+    m->v[1] = m->v[0];
+    m->have[0] = false;
+    m->start = t;
+}
+
+/* The least (most) value of m's two periods; false when it has none. */
+static bool win2_get(const struct ctl_win2 *m, bool most, int64_t *out)
+{
+    if (!m->have[0] && !m->have[1])
+        return false;
+    int64_t a = m->have[0] ? m->v[0] : m->v[1], b = m->have[1] ? m->v[1] : a;
+    *out = (most ? a > b : a < b) ? a : b;
+    return true;
+}
+
+/* Add v, seen at t, to m (periods of len); returns the least (most) of its
+ * two periods. */
+static int64_t win2_add(struct ctl_win2 *m, int64_t t, int64_t len, int64_t v, bool most)
+{
+    win2_roll(m, t, len);
+    if (!m->have[0] || (most ? v > m->v[0] : v < m->v[0]))
+        m->v[0] = v;
+    m->have[0] = true;
+    int64_t out = v;
+    win2_get(m, most, &out);
+    return out;
+}
+
+/* The scrape interval as the pods' samples step between two answers (0 not
+ * known yet): each pod's newest sample time, old answer against new, both
+ * sorted by name. A step is a whole number of intervals (several when the
+ * answers come further apart, or a scrape failed), so the longest of the
+ * last two periods is never shorter than the interval. */
+static int64_t pq_interval(struct ctl_wl *w, const struct promql_pods *old,
+                           const struct promql_pods *pods, int64_t asked_ms)
+{
+    int64_t step = 0;
+    for (size_t i = 0, j = 0; old && pods && i < old->n && j < pods->n;) {
+        int c = strcmp(old->v[i].name, pods->v[j].name);
+        if (c == 0 && old->v[i].at_ms > 0 && pods->v[j].at_ms > old->v[i].at_ms &&
+            pods->v[j].at_ms - old->v[i].at_ms > step)
+            step = pods->v[j].at_ms - old->v[i].at_ms;
+        i += c <= 0;
+        j += c >= 0;
+    }
+    if (step > 0)
+        return win2_add(&w->pq_iv_win, asked_ms, CTL_PQ_LAG_PERIOD_MS, step, true);
+    win2_roll(&w->pq_iv_win, asked_ms, CTL_PQ_LAG_PERIOD_MS);
+    int64_t iv = 0;
+    win2_get(&w->pq_iv_win, true, &iv);
+    return iv;
+}
+
 /* How far the newest sample of the request counter, of any pod, lies behind
  * the per-pod query's time: a remote write or an ingestion pipeline delays
  * them (40-60 s, where Prometheus' own scrapes are at most an interval
  * old). The window queries are evaluated where the samples end, less a
- * scrape interval's sawtooth (CTL_PQ_LAG_PERIOD_MS): at the query's time,
+ * scrape interval's sawtooth: the least lag over two scrape intervals
+ * (iv; CTL_PQ_LAG_PERIOD_MS while it is not known). At the query's time,
  * the window's end held no samples and a 2-minute rate read 30-60 % low.
- * An answer without the times (no pod sampled) leaves the estimate as it is. */
-static void pq_lag(struct ctl_wl *w, const struct promql_pods *pods, int64_t asked_ms)
+ * Returns the lag this answer measured, -1 when it has no times (no pod
+ * sampled; the estimate stays as it is). */
+static int64_t pq_lag(struct ctl_wl *w, const struct promql_pods *pods, int64_t asked_ms,
+                      int64_t iv)
 {
     int64_t newest = 0;
     for (size_t i = 0; pods && i < pods->n; i++)
         if (pods->v[i].at_ms > newest)
             newest = pods->v[i].at_ms;
     if (newest <= 0)
-        return;
+        return -1;
     int64_t lag = asked_ms - newest;
     lag = lag < 0 ? 0 : lag > CTL_PQ_LAG_MAX_MS ? CTL_PQ_LAG_MAX_MS : lag;
-    int64_t period = asked_ms / CTL_PQ_LAG_PERIOD_MS;
-    if (!w->pq_lag_known || period > w->pq_lag_period) {
-        w->pq_lag_min[1] = w->pq_lag_known && period == w->pq_lag_period + 1 ? w->pq_lag_min[0]
-                                                                             : -1;
-        w->pq_lag_min[0] = -1;
-        w->pq_lag_period = period;
-    }
-    if (w->pq_lag_min[0] < 0 || lag < w->pq_lag_min[0])
-        w->pq_lag_min[0] = lag;
-    int64_t est = w->pq_lag_min[0];
-    if (w->pq_lag_min[1] >= 0 && w->pq_lag_min[1] < est)
-        est = w->pq_lag_min[1];
+    if (!w->pq_lag_known)
+        w->pq_lag_win = (struct ctl_win2){0};
+    int64_t len = iv <= 0 ? CTL_PQ_LAG_PERIOD_MS : iv < 1000 ? 1000
+                  : iv > CTL_PQ_LAG_PERIOD_MS ? CTL_PQ_LAG_PERIOD_MS : iv;
+    int64_t est = win2_add(&w->pq_lag_win, asked_ms, len, lag, false);
     if (!w->pq_lag_told && est >= CTL_PQ_LAG_TOLD_MS) {
         LOGW_WARN(SUB, w->ns, w->name, "Prometheus' newest samples are %lld s behind the "
                   "query's time (a remote-write or ingestion delay): the rate, p99 and busy "
@@ -168,6 +225,20 @@ static void pq_lag(struct ctl_wl *w, const struct promql_pods *pods, int64_t ask
     }
     w->pq_lag_ms = est;
     w->pq_lag_known = true;
+    return lag;
+}
+
+/* The lag grew past where an answer's window queries were asked: its rate
+ * missed the end of its window beyond the scrape interval rate() covers,
+ * and read low. The estimate starts afresh from what this answer measured
+ * (an upper bound of the delay: the next answers are at most an interval
+ * older than they need be until the least of two intervals is seen again);
+ * before, it kept the least of two periods of 2.5 minutes, and for up to
+ * 5 minutes every answer read 35-40 % low. */
+static void pq_lag_grew(struct ctl_wl *w, int64_t lag, int64_t asked_ms)
+{
+    w->pq_lag_win = (struct ctl_win2){.v = {lag, 0}, .have = {true, false}, .start = asked_ms};
+    w->pq_lag_ms = lag;
 }
 
 static void pq_answered(const struct scrape_result *res, const struct promql_pods *pods,
@@ -187,21 +258,37 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
             ctl_pq_log(w, 3, notes->pods);
             ctl_pq_log(w, 4, notes->refused);
         }
-        if (!notes->cancelled)
-            pq_lag(w, pods, r->asked_ms);
+        int64_t lag = -1, iv = 0;
+        if (!notes->cancelled) {
+            iv = pq_interval(w, w->pq_pods_have ? &w->pq_pods : NULL, pods, r->asked_ms);
+            lag = pq_lag(w, pods, r->asked_ms, iv);
+        }
         w->pq_inflight = false;
         w->pq_last = *res;
-        /* its window queries asked before any lag was measured, ahead of
-         * where the samples end as this answer shows: the rate read low;
-         * the next tick's asks there. Not once a lag is known: each
-         * estimate moves within a scrape interval's sawtooth, more so at
-         * long decision intervals, which would drop answer after answer. */
+        /* Its window queries asked ahead of where the samples end, as this
+         * answer shows: the rate read low; the next tick's asks there.
+         * Before any lag was measured, when the estimate is that much
+         * higher. Once one is, when this answer's own lag is past where it
+         * was asked by more than a scrape interval's sawtooth: each estimate
+         * moves within the sawtooth, more so at long decision intervals,
+         * and dropping on a rise of the estimate dropped answer after answer. */
         int64_t ahead = w->pq_lag_ms - r->lag_ms;
+        bool first = !r->lag_known && ahead >= CTL_PQ_LAG_REASK_MS;
+        bool grew = r->lag_known && iv > 0 && lag - r->lag_ms >= iv + CTL_PQ_LAG_REASK_MS;
         if (!notes->cancelled && res->valid && counts_pods(w) && w->pq_lag_known &&
-            !r->lag_known && ahead >= CTL_PQ_LAG_REASK_MS) {
-            LOGW_INFO(SUB, w->ns, w->name, "Prometheus answer dropped: its rate was asked %lld s "
-                      "ahead of the newest samples (before a lag was measured); asked again "
-                      "that far back", (long long)(ahead / 1000));
+            (first || grew)) {
+            if (grew) {
+                pq_lag_grew(w, lag, r->asked_ms);
+                LOGW_INFO(SUB, w->ns, w->name, "Prometheus answer dropped: its rate was asked "
+                          "%lld s past the newest samples, more than a scrape interval (%lld s): "
+                          "the lag grew to %lld s; asked again that far back",
+                          (long long)((lag - r->lag_ms) / 1000), (long long)(iv / 1000),
+                          (long long)(lag / 1000));
+            } else {
+                LOGW_INFO(SUB, w->ns, w->name, "Prometheus answer dropped: its rate was asked "
+                          "%lld s ahead of the newest samples (before a lag was measured); "
+                          "asked again that far back", (long long)(ahead / 1000));
+            }
             w->pq_last.valid = false;
             snprintf(w->pq_last.why, sizeof(w->pq_last.why),
                      "waiting for Prometheus' answer evaluated where its samples end (%lld s "
@@ -550,6 +637,7 @@ void ctl_pq_requery(struct ctl_wl *w)
     /* another metric, or a query of the user's own, lags as it lags */
     w->pq_lag_ms = 0;
     w->pq_lag_known = w->pq_lag_told = false;
+    w->pq_iv_win = (struct ctl_win2){0};
     if (!w->pq_have)
         return; /* none yet: "waiting for the first Prometheus answer" says it */
     w->pq_last.valid = false;
