@@ -355,12 +355,15 @@ struct ctl_wl {
                                        out; the window queries are evaluated that much
                                        earlier */
     struct ctl_win2 pq_lag_win;   /**< the least lags of those two periods */
-    struct ctl_win2 pq_iv_win;    /**< the scrape interval: the longest step of a pod's
+    struct ctl_win2 pq_iv_win;    /**< the scrape interval: the shortest step of a pod's
                                        newest sample between two answers, over two periods
                                        of CTL_PQ_LAG_PERIOD_MS (a multiple of the interval
-                                       when ticks are longer: never shorter than it) */
+                                       when ticks are longer) */
     bool pq_lag_known;            /**< pq_lag_ms was measured (else 0) */
     bool pq_lag_told;             /**< a lag of CTL_PQ_LAG_TOLD_MS or more was logged */
+    bool pq_grew_told;            /**< an answer dropped for a lag grown by
+                                       CTL_PQ_LAG_REASK_MS past the sawtooth was logged, and
+                                       none since was back within the sawtooth */
     uint32_t pq_gen;              /**< the queries' generation, new when the annotations
                                        change what they ask (ctl_pq_requery): an answer
                                        to the earlier ones is dropped */
@@ -414,11 +417,18 @@ struct ctl_wl {
 #define CTL_PQ_LAG_PERIOD_MS 150000
 /** The first answer after a start or a change of the queries, asked before
  *  any lag was known, is dropped when the lag it measures is this much or
- *  more, and the tick holds: its 2-minute rate missed that much of its
- *  window's end and read an eighth or more low. The next is asked where the
- *  samples end. A later answer is dropped likewise when its own lag is past
- *  where it was asked by a scrape interval and this much: the lag grew. */
+ *  more, and asked again at once where the samples end: its 2-minute rate
+ *  missed that much of its window's end and read an eighth or more low.
+ *  Also how far past the sawtooth a dropped answer's lag is told at info. */
 #define CTL_PQ_LAG_REASK_MS 15000
+/** A later answer is dropped, and asked again at its own lag, when that lag
+ *  is past where it was asked by more than 1.1 scrape intervals and this
+ *  much (the ms the interval's estimate and the clocks may be off): the lag
+ *  grew, or its newest samples were late to become visible. rate()
+ *  extrapolates over 1.1 intervals at a window's end and beyond that over
+ *  half of one, so such a window read low by 0.6 of an interval and more (a
+ *  2-minute rate at a 30 s interval: 15 % and more). */
+#define CTL_PQ_LAG_JITTER_MS 1000
 /** A list+watch failing this long (kube_cache_ns_down_ms) may have missed
  *  pods started or gone: the Deployments it covers hold, as on missing
  *  metrics, until it is current again. Longer than the reflector's backoff steps up to 25.6 s,

@@ -46,6 +46,7 @@ struct pq_req {
     int64_t asked_ms;      /* the per-pod query's time (unix ms) */
     int64_t lag_ms;        /* how far back of it the window queries were asked */
     bool lag_known;        /* ... a lag measured then (else 0, not yet known) */
+    bool again;            /* asked again at once after a dropped answer */
 };
 
 static struct pq_req *pq_req_new(struct controller *c, const struct ctl_wl *w)
@@ -125,17 +126,22 @@ bool ctl_pq_log(struct ctl_wl *w, int part, const char *why)
     return true;
 }
 
-/* m's periods are len long from the first call of each (not on a grid, so
- * that len may change from one period to the next): at t, a period that
- * has run len is the one before, kept when it ended within len of t. */
+/* m's periods are len long, on a grid from its first call (len may change
+ * from one period to the next): at t, the period now is the one t falls
+ * in, and the one before is kept when it is the period just before. */
 static void win2_roll(struct ctl_win2 *m, int64_t t, int64_t len)
 {
-    if (t < m->start + len) /* a period runs from its first call (start 0: none yet) */
+    if (m->start == 0) {
+        m->start = t;
         return;
-    m->have[1] = m->have[0] && t < m->start + 2 * len;
+    }
+    if (t < m->start + len)
+        return;
+    int64_t k = (t - m->start) / len;
+    m->have[1] = m->have[0] && k == 1;
     m->v[1] = m->v[0];
     m->have[0] = false;
-    m->start = t;
+    m->start += k * len;
 }
 
 /* The least (most) value of m's two periods; false when it has none. */
@@ -163,26 +169,31 @@ static int64_t win2_add(struct ctl_win2 *m, int64_t t, int64_t len, int64_t v, b
 
 /* The scrape interval as the pods' samples step between two answers (0 not
  * known yet): each pod's newest sample time, old answer against new, both
- * sorted by name. A step is a whole number of intervals (several when the
- * answers come further apart, or a scrape failed), so the longest of the
- * last two periods is never shorter than the interval. */
+ * sorted by name; the shortest step of the last two periods. A step is a
+ * whole number of intervals: one while answers come more often than
+ * samples, several when they come further apart (the estimate is then
+ * that multiple), or when scrapes failed or the samples stalled while the
+ * lag grew (left out by taking the shortest). A longer interval than
+ * before is seen once the shorter steps are two periods old. */
 static int64_t pq_interval(struct ctl_wl *w, const struct promql_pods *old,
                            const struct promql_pods *pods, int64_t asked_ms)
 {
     int64_t step = 0;
     for (size_t i = 0, j = 0; old && pods && i < old->n && j < pods->n;) {
         int c = strcmp(old->v[i].name, pods->v[j].name);
-        if (c == 0 && old->v[i].at_ms > 0 && pods->v[j].at_ms > old->v[i].at_ms &&
-            pods->v[j].at_ms - old->v[i].at_ms > step)
-            step = pods->v[j].at_ms - old->v[i].at_ms;
+        if (c == 0 && old->v[i].at_ms > 0 && pods->v[j].at_ms > old->v[i].at_ms) {
+            int64_t d = pods->v[j].at_ms - old->v[i].at_ms;
+            if (step == 0 || d < step)
+                step = d;
+        }
         i += c <= 0;
         j += c >= 0;
     }
     if (step > 0)
-        return win2_add(&w->pq_iv_win, asked_ms, CTL_PQ_LAG_PERIOD_MS, step, true);
+        return win2_add(&w->pq_iv_win, asked_ms, CTL_PQ_LAG_PERIOD_MS, step, false);
     win2_roll(&w->pq_iv_win, asked_ms, CTL_PQ_LAG_PERIOD_MS);
     int64_t iv = 0;
-    win2_get(&w->pq_iv_win, true, &iv);
+    win2_get(&w->pq_iv_win, false, &iv);
     return iv;
 }
 
@@ -228,17 +239,50 @@ static int64_t pq_lag(struct ctl_wl *w, const struct promql_pods *pods, int64_t 
     return lag;
 }
 
-/* The lag grew past where an answer's window queries were asked: its rate
- * missed the end of its window beyond the scrape interval rate() covers,
- * and read low. The estimate starts afresh from what this answer measured
- * (an upper bound of the delay: the next answers are at most an interval
- * older than they need be until the least of two intervals is seen again);
- * before, it kept the least of two periods of 2.5 minutes, and for up to
- * 5 minutes every answer read 35-40 % low. */
-static void pq_lag_grew(struct ctl_wl *w, int64_t lag, int64_t asked_ms)
+static void pq_answered(const struct scrape_result *res, const struct promql_pods *pods,
+                        const struct promql_notes *notes, void *arg);
+
+/* What w's queries ask Prometheus. */
+static struct promql_target pq_target(const struct ctl_wl *w)
 {
-    w->pq_lag_win = (struct ctl_win2){.v = {lag, 0}, .have = {true, false}, .start = asked_ms};
-    w->pq_lag_ms = lag;
+    const struct ctl_workload_config *cfg = &w->cfg;
+    return (struct promql_target){.ns = w->ns, .deployment = w->name, .spec = &cfg->scrape,
+                                  .rate_tmpl = cfg->promql_rate, .p99_tmpl = cfg->promql_p99,
+                                  .busy_tmpl = cfg->promql_busy,
+                                  /* measured by the default queries' per-pod one only */
+                                  .lag_ms = counts_pods(w) ? w->pq_lag_ms : 0};
+}
+
+/* Send w's queries at now (unix ms); again: a dropped answer's, its window
+ * queries lag_ms back (else at the estimate). */
+static void pq_ask(struct controller *c, struct ctl_wl *w, int64_t now, bool again,
+                   int64_t lag_ms)
+{
+    struct promql_target t = pq_target(w);
+    if (again && lag_ms >= 0)
+        t.lag_ms = lag_ms;
+    char err[200];
+    struct pq_req *q = pq_req_new(c, w);
+    q->asked_ms = now;
+    q->lag_ms = t.lag_ms;
+    q->lag_known = w->pq_lag_known;
+    q->again = again;
+    if (promql_get(c->promql, &t, now, pq_answered, q, err, sizeof(err)) == 0) {
+        w->pq_inflight = true;
+        return;
+    }
+    /* not even sent (a template that does not expand, a credential file
+     * that cannot be read): hold on that reason now, not on the last
+     * answer until it goes stale and says only that */
+    pq_req_free(q);
+    char why[sizeof(w->pq_last.why)];
+    snprintf(why, sizeof(why), "PromQL: %.180s", err);
+    if (why_class(why) != w->pq_logged[0])
+        LOGW_WARN(SUB, w->ns, w->name, "cannot query Prometheus: %s", err);
+    w->pq_logged[0] = why_class(why); /* an answer logs "answers again" */
+    w->pq_last.valid = false;
+    memcpy(w->pq_last.why, why, sizeof(why));
+    w->pq_have = true;
 }
 
 static void pq_answered(const struct scrape_result *res, const struct promql_pods *pods,
@@ -259,6 +303,7 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
             ctl_pq_log(w, 4, notes->refused);
         }
         int64_t lag = -1, iv = 0;
+        bool drop;
         if (!notes->cancelled) {
             iv = pq_interval(w, w->pq_pods_have ? &w->pq_pods : NULL, pods, r->asked_ms);
             lag = pq_lag(w, pods, r->asked_ms, iv);
@@ -266,39 +311,54 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
         w->pq_inflight = false;
         w->pq_last = *res;
         /* Its window queries asked ahead of where the samples end, as this
-         * answer shows: the rate read low; the next tick's asks there.
-         * Before any lag was measured, when the estimate is that much
-         * higher. Once one is, when this answer's own lag is past where it
-         * was asked by more than a scrape interval's sawtooth: each estimate
-         * moves within the sawtooth, more so at long decision intervals,
-         * and dropping on a rise of the estimate dropped answer after answer. */
-        int64_t ahead = w->pq_lag_ms - r->lag_ms;
+         * answer shows: the rate read low. Before any lag was measured,
+         * when the estimate is that much higher: asked again there. Once
+         * one is, when this answer's own lag is past where it was asked by
+         * more than the 1.1 scrape intervals rate() extrapolates over:
+         * asked again at its own lag, the estimate left to follow (a lag
+         * that grew, or samples late to become visible, as a remote write's
+         * batches are). A drop on any rise of the estimate instead dropped
+         * answer after answer at long decision intervals: each estimate
+         * moves within the sawtooth. */
+        int64_t ahead = w->pq_lag_ms - r->lag_ms, past = lag - r->lag_ms;
         bool first = !r->lag_known && ahead >= CTL_PQ_LAG_REASK_MS;
-        bool grew = r->lag_known && iv > 0 && lag - r->lag_ms >= iv + CTL_PQ_LAG_REASK_MS;
-        if (!notes->cancelled && res->valid && counts_pods(w) && w->pq_lag_known &&
-            (first || grew)) {
-            if (grew) {
-                pq_lag_grew(w, lag, r->asked_ms);
-                LOGW_INFO(SUB, w->ns, w->name, "Prometheus answer dropped: its rate was asked "
-                          "%lld s past the newest samples, more than a scrape interval (%lld s): "
-                          "the lag grew to %lld s; asked again that far back",
-                          (long long)((lag - r->lag_ms) / 1000), (long long)(iv / 1000),
-                          (long long)(lag / 1000));
-            } else {
-                LOGW_INFO(SUB, w->ns, w->name, "Prometheus answer dropped: its rate was asked "
-                          "%lld s ahead of the newest samples (before a lag was measured); "
-                          "asked again that far back", (long long)(ahead / 1000));
-            }
+        bool grew = r->lag_known && iv > 0 && lag >= 0 &&
+                    past > iv * 11 / 10 + CTL_PQ_LAG_JITTER_MS;
+        drop = !notes->cancelled && res->valid && counts_pods(w) && w->pq_lag_known &&
+               !r->again && (first || grew);
+        if (drop && grew) {
+            /* told once a growth of CTL_PQ_LAG_REASK_MS past the sawtooth,
+             * until an answer is within it again; the others debug */
+            bool big = past > iv * 11 / 10 + CTL_PQ_LAG_REASK_MS;
+            util_log(big && !w->pq_grew_told ? UTIL_LOG_INFO : UTIL_LOG_DEBUG, SUB, w->ns,
+                     w->name, "Prometheus answer dropped: its rate was asked %lld s past the "
+                     "newest samples, more than 1.1 scrape intervals (%lld s): the lag grew to "
+                     "%lld s; asked again that far back", (long long)(past / 1000),
+                     (long long)(iv / 1000), (long long)(lag / 1000));
+            w->pq_grew_told |= big;
+        } else if (drop) {
+            LOGW_INFO(SUB, w->ns, w->name, "Prometheus answer dropped: its rate was asked "
+                      "%lld s ahead of the newest samples (before a lag was measured); "
+                      "asked again that far back", (long long)(ahead / 1000));
+        } else if (lag >= 0 && r->lag_known && iv > 0 && past <= iv * 11 / 10) {
+            w->pq_grew_told = false; /* within the sawtooth again */
+        }
+        if (drop) {
             w->pq_last.valid = false;
             snprintf(w->pq_last.why, sizeof(w->pq_last.why),
                      "waiting for Prometheus' answer evaluated where its samples end (%lld s "
-                     "back)", (long long)(w->pq_lag_ms / 1000));
+                     "back)", (long long)((grew ? lag : w->pq_lag_ms) / 1000));
         }
         w->pq_have = true;
         pods_copy(&w->pq_pods, pods);
         w->pq_pods_have = pods != NULL;
         w->pq_pods_failed = pods == NULL && counts_pods(w);
         w->pq_pods_fresh = true;
+        /* asked again now, where the samples end: the next tick uses that
+         * answer as it would have used this one, and holds only when it is
+         * not back by then (once: an answer asked again is not) */
+        if (drop)
+            pq_ask(r->c, w, util_now_unix_ms(), true, grew ? lag : -1);
     }
     pq_req_free(r);
 }
@@ -347,34 +407,10 @@ void ctl_pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
                     struct scrape_result *r)
 {
     const struct ctl_workload_config *cfg = &w->cfg;
-    struct promql_target t = {.ns = w->ns, .deployment = w->name, .spec = &cfg->scrape,
-                              .rate_tmpl = cfg->promql_rate, .p99_tmpl = cfg->promql_p99,
-                              .busy_tmpl = cfg->promql_busy,
-                              /* measured by the default queries' per-pod one only */
-                              .lag_ms = counts_pods(w) ? w->pq_lag_ms : 0};
+    struct promql_target t = pq_target(w);
     char err[200];
-    if (!w->pq_inflight) {
-        struct pq_req *q = pq_req_new(c, w);
-        q->asked_ms = now;
-        q->lag_ms = t.lag_ms;
-        q->lag_known = w->pq_lag_known;
-        if (promql_get(c->promql, &t, now, pq_answered, q, err, sizeof(err)) == 0) {
-            w->pq_inflight = true;
-        } else {
-            /* not even sent (a template that does not expand, a credential file
-             * that cannot be read): hold on that reason now, not on the last
-             * answer until it goes stale and says only that */
-            pq_req_free(q);
-            char why[sizeof(w->pq_last.why)];
-            snprintf(why, sizeof(why), "PromQL: %.180s", err);
-            if (why_class(why) != w->pq_logged[0])
-                LOGW_WARN(SUB, w->ns, w->name, "cannot query Prometheus: %s", err);
-            w->pq_logged[0] = why_class(why); /* an answer logs "answers again" */
-            w->pq_last.valid = false;
-            memcpy(w->pq_last.why, why, sizeof(why));
-            w->pq_have = true;
-        }
-    }
+    if (!w->pq_inflight)
+        pq_ask(c, w, now, false, -1);
     /* The seed waits for the checkpoint's read (one tick, usually): asked
      * before it, it could not know what the checkpoint holds. A failed read
      * does not hold it back. With the default queries it waits for their

@@ -131,10 +131,11 @@ static bool receiving(struct conn *c)
     return SSL_has_pending(c->ssl) || BIO_ctrl_pending(c->rbio) > 0;
 }
 
-/* Whether bytes of another request wait to be parsed, decrypted or not. */
+/* Whether another request has come: its head whole in what is buffered,
+ * or bytes still encrypted. */
 static bool request_waiting(struct conn *c)
 {
-    if (hp_buffered(&c->hp) > 0)
+    if (hp_request_waiting(&c->hp))
         return true;
     return c->ssl && (SSL_pending(c->ssl) > 0 || BIO_ctrl_pending(c->rbio) > 0);
 }

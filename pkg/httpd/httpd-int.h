@@ -67,6 +67,9 @@ void hp_free(struct hparser *p);
 /* Append received plaintext. */
 void hp_append(struct hparser *p, const void *data, size_t len);
 size_t hp_buffered(const struct hparser *p);
+/* Whether another request's head has come whole (or is being parsed): what
+ * is buffered is more than CRLFs and a request cut short. */
+bool hp_request_waiting(const struct hparser *p);
 /* 1: *out is a complete request (caller owns it); 0: need more input;
  * -EPROTO: the stream is broken, p->err_status says how to answer. */
 int hp_next(struct hparser *p, struct hreq **out);

@@ -336,6 +336,22 @@ size_t hp_buffered(const struct hparser *p)
     return p->in.len - p->inpos;
 }
 
+bool hp_request_waiting(const struct hparser *p)
+{
+    if (p->done || p->in_message)
+        return true;
+    if (p->inpos >= p->in.len) /* (in.data may be NULL) */
+        return false;
+    const char *s = p->in.data + p->inpos, *e = p->in.data + p->in.len;
+    while (s < e && (*s == '\r' || *s == '\n')) /* CRLFs between requests are ignored */
+        s++;
+    for (; s < e; s++)
+        if (*s == '\n' && ((s + 1 < e && s[1] == '\n') ||
+                            (s + 2 < e && s[1] == '\r' && s[2] == '\n')))
+            return true;
+    return false;
+}
+
 /* n more bytes of the current body consumed by the parser (data and
  * framing): over the limit, the stream is rejected with 413. */
 static int body_wire_add(struct hparser *p, size_t n)
