@@ -777,6 +777,51 @@ static void test_seed_chunks(void **state)
     fx_finish(f);
 }
 
+/* The seed asks for the arrivals of the past as the demand counts them: the
+ * default rate and, for a profile with a refused requests' counter (TGI),
+ * that counter's rate, 0 where it has no series; a promql-rate of the
+ * user's own alone. */
+static void test_seed_query(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(NULL);
+    struct scrape_spec spec;
+    struct promql_target t = target(&spec);
+    struct forecast_config fc;
+    forecast_config_init(&fc);
+    char err[160];
+    static const struct {
+        enum scrape_profile profile;
+        const char *own, *has, *lacks;
+    } cases[] = {
+        {SCRAPE_VLLM, NULL, "sum(rate(vllm:request_success_total{", "vector(0)"},
+        {SCRAPE_TGI, NULL, ")) + (sum(rate(tgi_request_failure{namespace=\"team-a\",", NULL},
+        {SCRAPE_TGI, "sum(rate(gw_requests_total{ns=\"{{namespace}}\"}[5m]))", NULL,
+         "tgi_request_failure"},
+    };
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cases); i++) {
+        scrape_spec_init(&spec, cases[i].profile);
+        t.rate_tmpl = cases[i].own;
+        struct forecast *fo = forecast_new(&fc);
+        assert_int_equal(promql_seed(f->pq, &t, 1700000000000, 60000, 60000, fo, on_seed, f,
+                                     err, sizeof(err)),
+                         0);
+        run_until(f, &f->seeds, (int)i + 1);
+        assert_int_equal(f->sr.err, 0);
+        if (cases[i].has)
+            assert_non_null(strstr(f->last_query, cases[i].has));
+        if (cases[i].lacks)
+            assert_null(strstr(f->last_query, cases[i].lacks));
+        if (cases[i].profile == SCRAPE_TGI && !cases[i].own)
+            assert_non_null(strstr(f->last_query, ",err=\"overloaded\"}[2m])) or vector(0))"));
+        if (cases[i].own)
+            assert_string_equal(f->last_query,
+                                "sum(rate(gw_requests_total{ns=\"team-a\"}[5m]))");
+        forecast_free(fo);
+    }
+    fx_finish(f);
+}
+
 /* A chunk that fails with a 5xx (a Thanos store, a querier restarting), a
  * timeout or a dropped connection is asked again, up to three times in all:
  * a week's seed no longer fails at its sixth day, to start again from the
@@ -994,6 +1039,7 @@ int main(void)
         cmocka_unit_test(test_client_auth_headers),
         cmocka_unit_test(test_client_unreachable),
         cmocka_unit_test(test_seed_chunks),
+        cmocka_unit_test(test_seed_query),
         cmocka_unit_test(test_seed_chunk_retried),
         cmocka_unit_test(test_close_during_a_retry_wait),
         cmocka_unit_test(test_range_chunk_outlasts_the_instant_timeout),
