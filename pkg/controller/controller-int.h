@@ -347,14 +347,17 @@ struct ctl_wl {
     /* Prometheus-server source (promsrc.c): the last answer, used by the next tick */
     struct scrape_result pq_last;
     bool pq_have, pq_inflight, pq_seeded;
-    int64_t pq_lag_ms;            /**< the ingestion lag: the least by which Prometheus'
-                                       newest sample of the request counter lay behind a
-                                       per-pod query's time over the last two periods of
-                                       a scrape interval (CTL_PQ_LAG_PERIOD_MS while that
-                                       is not known): a scrape interval's sawtooth left
-                                       out; the window queries are evaluated that much
-                                       earlier */
+    int64_t pq_lag_ms;            /**< the ingestion lag, where the window queries are
+                                       evaluated: the least by which Prometheus' newest
+                                       sample of the request counter lay behind a per-pod
+                                       query's time over the last two periods of a scrape
+                                       interval (CTL_PQ_LAG_PERIOD_MS while that is not
+                                       known), a scrape interval's sawtooth left out; or
+                                       pq_need_win's, when larger (promsrc.c, pq_lag) */
     struct ctl_win2 pq_lag_win;   /**< the least lags of those two periods */
+    struct ctl_win2 pq_need_win;  /**< the most lag, less an interval, of the pods' oldest
+                                       newest sample over them: pq_lag_ms is at least that
+                                       (promsrc.c, pq_lag) */
     struct ctl_win2 pq_iv_win;    /**< the scrape interval: the shortest step of a pod's
                                        newest sample between two answers, over two periods
                                        of CTL_PQ_LAG_PERIOD_MS (a multiple of the interval
@@ -421,14 +424,6 @@ struct ctl_wl {
  *  missed that much of its window's end and read an eighth or more low.
  *  Also how far past the sawtooth a dropped answer's lag is told at info. */
 #define CTL_PQ_LAG_REASK_MS 15000
-/** A later answer is dropped, and asked again at its own lag, when that lag
- *  is past where it was asked by more than 1.1 scrape intervals and this
- *  much (the ms the interval's estimate and the clocks may be off): the lag
- *  grew, or its newest samples were late to become visible. rate()
- *  extrapolates over 1.1 intervals at a window's end and beyond that over
- *  half of one, so such a window read low by 0.6 of an interval and more (a
- *  2-minute rate at a 30 s interval: 15 % and more). */
-#define CTL_PQ_LAG_JITTER_MS 1000
 /** A list+watch failing this long (kube_cache_ns_down_ms) may have missed
  *  pods started or gone: the Deployments it covers hold, as on missing
  *  metrics, until it is current again. Longer than the reflector's backoff steps up to 25.6 s,

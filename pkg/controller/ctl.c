@@ -166,6 +166,11 @@ void ctl_clock_step(struct controller *c, int64_t now, int64_t boot)
                 ctl_forecast_restart(c, w, "the wall clock step moves its times out of range");
             for (size_t i = 0; i < CTL_BACKLOG_SAMPLES; i++)
                 w->bl_t[i] += step; /* the arrivals' backlog growth */
+            /* Prometheus' lags: its sample times did not move, so the lags
+             * measured before are off by the step; the interval is not */
+            w->pq_lag_win = w->pq_need_win = (struct ctl_win2){0};
+            if (w->pq_iv_win.start)
+                w->pq_iv_win.start += step;
             w->tracked_since_ms += step;
             if (w->hpa.none_since_ms)
                 w->hpa.none_since_ms += step; /* the grace before "no HPA" */

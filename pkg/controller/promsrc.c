@@ -167,6 +167,12 @@ static int64_t win2_add(struct ctl_win2 *m, int64_t t, int64_t len, int64_t v, b
     return out;
 }
 
+/* Whether every series of the pod's request counter was sampled at once. */
+static bool one_time(const struct promql_pod *p)
+{
+    return p->at_ms > 0 && p->at_min_ms == p->at_ms;
+}
+
 /* The scrape interval as the pods' samples step between two answers (0 not
  * known yet): each pod's newest sample time, old answer against new, both
  * sorted by name; the shortest step of the last two periods. A step is a
@@ -181,7 +187,10 @@ static int64_t pq_interval(struct ctl_wl *w, const struct promql_pods *old,
     int64_t step = 0;
     for (size_t i = 0, j = 0; old && pods && i < old->n && j < pods->n;) {
         int c = strcmp(old->v[i].name, pods->v[j].name);
-        if (c == 0 && old->v[i].at_ms > 0 && pods->v[j].at_ms > old->v[i].at_ms) {
+        /* a pod of one sample time in both (two targets of a pod, scraped
+         * apart, step by less than an interval) */
+        if (c == 0 && one_time(&old->v[i]) && one_time(&pods->v[j]) &&
+            pods->v[j].at_ms > old->v[i].at_ms) {
             int64_t d = pods->v[j].at_ms - old->v[i].at_ms;
             if (step == 0 || d < step)
                 step = d;
@@ -197,31 +206,64 @@ static int64_t pq_interval(struct ctl_wl *w, const struct promql_pods *old,
     return iv;
 }
 
-/* How far the newest sample of the request counter, of any pod, lies behind
- * the per-pod query's time: a remote write or an ingestion pipeline delays
- * them (40-60 s, where Prometheus' own scrapes are at most an interval
- * old). The window queries are evaluated where the samples end, less a
- * scrape interval's sawtooth: the least lag over two scrape intervals
- * (iv; CTL_PQ_LAG_PERIOD_MS while it is not known). At the query's time,
- * the window's end held no samples and a 2-minute rate read 30-60 % low.
- * Returns the lag this answer measured, -1 when it has no times (no pod
- * sampled; the estimate stays as it is). */
-static int64_t pq_lag(struct ctl_wl *w, const struct promql_pods *pods, int64_t asked_ms,
-                      int64_t iv)
+/* How far an answer's samples lie behind its per-pod query's time: fresh,
+ * the newest sample of the request counter of any pod; old, the oldest of
+ * the counted pods' series' newest samples, of the pods within two
+ * intervals of the freshest (one further behind is not being scraped).
+ * false when the answer has no times. */
+static bool pq_lags(const struct promql_pods *pods, int64_t asked_ms, int64_t iv,
+                    int64_t *fresh, int64_t *old)
 {
-    int64_t newest = 0;
+    int64_t newest = 0, oldest = 0;
     for (size_t i = 0; pods && i < pods->n; i++)
         if (pods->v[i].at_ms > newest)
             newest = pods->v[i].at_ms;
     if (newest <= 0)
-        return -1;
-    int64_t lag = asked_ms - newest;
-    lag = lag < 0 ? 0 : lag > CTL_PQ_LAG_MAX_MS ? CTL_PQ_LAG_MAX_MS : lag;
+        return false;
+    for (size_t i = 0; i < pods->n; i++) {
+        const struct promql_pod *p = &pods->v[i];
+        int64_t at = p->at_min_ms > 0 ? p->at_min_ms : p->at_ms;
+        if (at > 0 && (p->counted || !pods->counted_seen) && newest - at <= 2 * iv &&
+            (oldest == 0 || at < oldest))
+            oldest = at;
+    }
+    int64_t lag[2] = {asked_ms - newest, asked_ms - (oldest ? oldest : newest)};
+    for (int k = 0; k < 2; k++)
+        lag[k] = lag[k] < 0 ? 0 : lag[k] > CTL_PQ_LAG_MAX_MS ? CTL_PQ_LAG_MAX_MS : lag[k];
+    *fresh = lag[0];
+    *old = lag[1];
+    return true;
+}
+
+/* The ingestion lag (a remote write or an ingestion pipeline delays the
+ * samples 40-60 s, where Prometheus' own scrapes are at most an interval
+ * old): where the window queries are evaluated. At the query's time, the
+ * window's end held no samples and a 2-minute rate read 30-60 % low. rate()
+ * extrapolates a series over 1.1 of its intervals at the window's end, so
+ * the estimate is the larger of
+ *  - the least fresh lag over two scrape intervals (iv; CTL_PQ_LAG_PERIOD_MS
+ *    while it is not known): the delay, the sawtooth of a sample up to an
+ *    interval old left out;
+ *  - the most the oldest pod's lag less an interval has been over as long:
+ *    its window's end at most an interval past its newest sample, while
+ *    samples are late to become visible (a remote write's batches) or the
+ *    lag grows (followed at once).
+ * Returns false when the answer has no times (the estimate stays). */
+static bool pq_lag(struct ctl_wl *w, const struct promql_pods *pods, int64_t asked_ms,
+                   int64_t iv, int64_t *fresh, int64_t *old)
+{
+    if (!pq_lags(pods, asked_ms, iv, fresh, old))
+        return false;
     if (!w->pq_lag_known)
-        w->pq_lag_win = (struct ctl_win2){0};
+        w->pq_lag_win = w->pq_need_win = (struct ctl_win2){0};
     int64_t len = iv <= 0 ? CTL_PQ_LAG_PERIOD_MS : iv < 1000 ? 1000
                   : iv > CTL_PQ_LAG_PERIOD_MS ? CTL_PQ_LAG_PERIOD_MS : iv;
-    int64_t est = win2_add(&w->pq_lag_win, asked_ms, len, lag, false);
+    int64_t est = win2_add(&w->pq_lag_win, asked_ms, len, *fresh, false);
+    if (iv > 0) {
+        int64_t need = win2_add(&w->pq_need_win, asked_ms, len, *old - iv, true);
+        if (need > est)
+            est = need;
+    }
     if (!w->pq_lag_told && est >= CTL_PQ_LAG_TOLD_MS) {
         LOGW_WARN(SUB, w->ns, w->name, "Prometheus' newest samples are %lld s behind the "
                   "query's time (a remote-write or ingestion delay): the rate, p99 and busy "
@@ -236,7 +278,7 @@ static int64_t pq_lag(struct ctl_wl *w, const struct promql_pods *pods, int64_t 
     }
     w->pq_lag_ms = est;
     w->pq_lag_known = true;
-    return lag;
+    return true;
 }
 
 static void pq_answered(const struct scrape_result *res, const struct promql_pods *pods,
@@ -302,52 +344,53 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
             ctl_pq_log(w, 3, notes->pods);
             ctl_pq_log(w, 4, notes->refused);
         }
-        int64_t lag = -1, iv = 0;
-        bool drop;
+        int64_t fresh = -1, old = -1, iv = 0;
+        bool drop, timed = false;
         if (!notes->cancelled) {
             iv = pq_interval(w, w->pq_pods_have ? &w->pq_pods : NULL, pods, r->asked_ms);
-            lag = pq_lag(w, pods, r->asked_ms, iv);
+            timed = pq_lag(w, pods, r->asked_ms, iv, &fresh, &old);
         }
         w->pq_inflight = false;
         w->pq_last = *res;
         /* Its window queries asked ahead of where the samples end, as this
          * answer shows: the rate read low. Before any lag was measured,
          * when the estimate is that much higher: asked again there. Once
-         * one is, when this answer's own lag is past where it was asked by
-         * more than the 1.1 scrape intervals rate() extrapolates over:
-         * asked again at its own lag, the estimate left to follow (a lag
-         * that grew, or samples late to become visible, as a remote write's
-         * batches are). A drop on any rise of the estimate instead dropped
-         * answer after answer at long decision intervals: each estimate
-         * moves within the sawtooth. */
-        int64_t ahead = w->pq_lag_ms - r->lag_ms, past = lag - r->lag_ms;
+         * one is, when the oldest pod's newest sample lay more than the 1.1
+         * scrape intervals rate() extrapolates over before the window's
+         * end: asked again with the window's end an interval past it (a lag
+         * that grew, or samples late to become visible). A drop on any rise
+         * of the estimate instead dropped answer after answer at long
+         * decision intervals: each estimate moves within the sawtooth. */
+        int64_t ahead = w->pq_lag_ms - r->lag_ms, past = old - r->lag_ms;
         bool first = !r->lag_known && ahead >= CTL_PQ_LAG_REASK_MS;
-        bool grew = r->lag_known && iv > 0 && lag >= 0 &&
-                    past > iv * 11 / 10 + CTL_PQ_LAG_JITTER_MS;
+        bool grew = r->lag_known && iv > 0 && timed && past * 10 > iv * 11;
         drop = !notes->cancelled && res->valid && counts_pods(w) && w->pq_lag_known &&
-               !r->again && (first || grew);
+               !r->again && !r->c->closing && (first || grew);
+        int64_t again_lag = -1;
         if (drop && grew) {
+            again_lag = old - iv > fresh ? old - iv : fresh;
             /* told once a growth of CTL_PQ_LAG_REASK_MS past the sawtooth,
              * until an answer is within it again; the others debug */
             bool big = past > iv * 11 / 10 + CTL_PQ_LAG_REASK_MS;
             util_log(big && !w->pq_grew_told ? UTIL_LOG_INFO : UTIL_LOG_DEBUG, SUB, w->ns,
-                     w->name, "Prometheus answer dropped: its rate was asked %lld s past the "
-                     "newest samples, more than 1.1 scrape intervals (%lld s): the lag grew to "
-                     "%lld s; asked again that far back", (long long)(past / 1000),
-                     (long long)(iv / 1000), (long long)(lag / 1000));
+                     w->name, "Prometheus answer dropped: its rate was asked %lld s past a "
+                     "pod's newest sample, more than 1.1 scrape intervals (%lld s): the lag "
+                     "grew to %lld s; asked again %lld s back", (long long)(past / 1000),
+                     (long long)(iv / 1000), (long long)(old / 1000),
+                     (long long)(again_lag / 1000));
             w->pq_grew_told |= big;
         } else if (drop) {
             LOGW_INFO(SUB, w->ns, w->name, "Prometheus answer dropped: its rate was asked "
                       "%lld s ahead of the newest samples (before a lag was measured); "
                       "asked again that far back", (long long)(ahead / 1000));
-        } else if (lag >= 0 && r->lag_known && iv > 0 && past <= iv * 11 / 10) {
+        } else if (timed && r->lag_known && !r->again && iv > 0 && past * 10 <= iv * 11) {
             w->pq_grew_told = false; /* within the sawtooth again */
         }
         if (drop) {
             w->pq_last.valid = false;
             snprintf(w->pq_last.why, sizeof(w->pq_last.why),
                      "waiting for Prometheus' answer evaluated where its samples end (%lld s "
-                     "back)", (long long)((grew ? lag : w->pq_lag_ms) / 1000));
+                     "back)", (long long)((again_lag >= 0 ? again_lag : w->pq_lag_ms) / 1000));
         }
         w->pq_have = true;
         pods_copy(&w->pq_pods, pods);
@@ -358,7 +401,7 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
          * answer as it would have used this one, and holds only when it is
          * not back by then (once: an answer asked again is not) */
         if (drop)
-            pq_ask(r->c, w, util_now_unix_ms(), true, grew ? lag : -1);
+            pq_ask(r->c, w, util_now_unix_ms(), true, again_lag);
     }
     pq_req_free(r);
 }
@@ -674,6 +717,7 @@ void ctl_pq_requery(struct ctl_wl *w)
     w->pq_lag_ms = 0;
     w->pq_lag_known = w->pq_lag_told = false;
     w->pq_iv_win = (struct ctl_win2){0};
+    w->pq_grew_told = false;
     if (!w->pq_have)
         return; /* none yet: "waiting for the first Prometheus answer" says it */
     w->pq_last.valid = false;
