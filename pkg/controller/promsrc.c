@@ -209,8 +209,9 @@ static int64_t pq_interval(struct ctl_wl *w, const struct promql_pods *old,
 /* How far an answer's samples lie behind its per-pod query's time: fresh,
  * the newest sample of the request counter of any pod; old, the oldest of
  * the counted pods' series' newest samples, of the pods within two
- * intervals of the freshest (one further behind is not being scraped).
- * false when the answer has no times. */
+ * intervals of the freshest (one further behind is not being scraped;
+ * iv 0, not known: the freshest alone). false when the answer has no
+ * times. */
 static bool pq_lags(const struct promql_pods *pods, int64_t asked_ms, int64_t iv,
                     int64_t *fresh, int64_t *old)
 {
@@ -222,7 +223,11 @@ static bool pq_lags(const struct promql_pods *pods, int64_t asked_ms, int64_t iv
         return false;
     for (size_t i = 0; i < pods->n; i++) {
         const struct promql_pod *p = &pods->v[i];
-        int64_t at = p->at_min_ms > 0 ? p->at_min_ms : p->at_ms;
+        /* its oldest series' newest sample, unless that series lies more
+         * than an interval and a half behind the pod's newest: no longer
+         * scraped (gone stale without a staleness marker) */
+        int64_t at = p->at_min_ms > 0 && p->at_ms - p->at_min_ms <= iv * 3 / 2 ? p->at_min_ms
+                                                                              : p->at_ms;
         if (at > 0 && (p->counted || !pods->counted_seen) && newest - at <= 2 * iv &&
             (oldest == 0 || at < oldest))
             oldest = at;
@@ -400,8 +405,14 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
         /* asked again now, where the samples end: the next tick uses that
          * answer as it would have used this one, and holds only when it is
          * not back by then (once: an answer asked again is not) */
-        if (drop)
-            pq_ask(r->c, w, util_now_unix_ms(), true, again_lag);
+        if (drop) {
+            /* the window's end as far past the oldest pod's sample from the
+             * time of asking again as from this answer's */
+            int64_t now = util_now_unix_ms();
+            if (again_lag >= 0 && now > r->asked_ms)
+                again_lag += now - r->asked_ms;
+            pq_ask(r->c, w, now, true, again_lag);
+        }
     }
     pq_req_free(r);
 }
