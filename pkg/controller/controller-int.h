@@ -231,6 +231,14 @@ struct ctl_win2 {
     int64_t start;    /**< when the period now began (unix ms; 0 none yet) */
 };
 
+/** Start the period t falls in, of len (pqlag.c). */
+void ctl_win2_roll(struct ctl_win2 *m, int64_t t, int64_t len);
+/** The least (most) value of m's two periods into *out; false when none. */
+bool ctl_win2_get(const struct ctl_win2 *m, bool most, int64_t *out);
+/** Add v, seen at t (unix ms), to m (periods of len ms, on a grid from m's
+ *  first call); returns the least (most) of its two periods. */
+int64_t ctl_win2_add(struct ctl_win2 *m, int64_t t, int64_t len, int64_t v, bool most);
+
 /** Per tracked Deployment. Owned by the controller's workload table. */
 struct ctl_wl {
     struct ctl_wl *next;          /**< hash chain */
@@ -424,6 +432,29 @@ struct ctl_wl {
  *  missed that much of its window's end and read an eighth or more low.
  *  Also how far past the sawtooth a dropped answer's lag is told at info. */
 #define CTL_PQ_LAG_REASK_MS 15000
+
+/** The shortest step of a pod's newest sample between two per-pod answers
+ *  (old and pods, each sorted by name; 0 none), a whole number of scrape
+ *  intervals; from pods whose series were all sampled at once in both (two
+ *  targets of a pod, scraped apart, step by their offset). (pqlag.c) */
+int64_t ctl_pq_step(const struct promql_pods *old, const struct promql_pods *pods);
+/** The scrape interval: the shortest step (0: none this answer) over m's two
+ *  periods of CTL_PQ_LAG_PERIOD_MS, at t; 0 not known. */
+int64_t ctl_pq_interval(struct ctl_win2 *m, int64_t step, int64_t t);
+/** How far an answer's samples lie behind its per-pod query's time asked_ms,
+ *  clamped to 0..CTL_PQ_LAG_MAX_MS: *fresh, the newest sample of any pod;
+ *  *old, the oldest of the counted pods' series' newest samples (a series
+ *  more than 1.5 iv behind its pod's newest, stale, left out), of the pods
+ *  within 2 iv of the freshest (iv 0: the freshest alone). false when the
+ *  answer has no times. */
+bool ctl_pq_lags(const struct promql_pods *pods, int64_t asked_ms, int64_t iv, int64_t *fresh,
+                 int64_t *old);
+/** Where the window queries are evaluated, how far back: the larger of the
+ *  least fresh lag over least's two periods of iv (CTL_PQ_LAG_PERIOD_MS
+ *  while iv is 0; clamped to 1 s..that) and, iv known, the most of old - iv
+ *  over most's. Adds this answer's (at t) to both. */
+int64_t ctl_pq_estimate(struct ctl_win2 *least, struct ctl_win2 *most, int64_t t, int64_t iv,
+                        int64_t fresh, int64_t old);
 /** A list+watch failing this long (kube_cache_ns_down_ms) may have missed
  *  pods started or gone: the Deployments it covers hold, as on missing
  *  metrics, until it is current again. Longer than the reflector's backoff steps up to 25.6 s,

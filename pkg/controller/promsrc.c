@@ -126,120 +126,6 @@ bool ctl_pq_log(struct ctl_wl *w, int part, const char *why)
     return true;
 }
 
-/* m's periods are len long, on a grid from its first call (len may change
- * from one period to the next): at t, the period now is the one t falls
- * in, and the one before is kept when it is the period just before. */
-static void win2_roll(struct ctl_win2 *m, int64_t t, int64_t len)
-{
-    if (m->start == 0) {
-        m->start = t;
-        return;
-    }
-    if (t < m->start + len)
-        return;
-    int64_t k = (t - m->start) / len;
-    m->have[1] = m->have[0] && k == 1;
-    m->v[1] = m->v[0];
-    m->have[0] = false;
-    m->start += k * len;
-}
-
-/* The least (most) value of m's two periods; false when it has none. */
-static bool win2_get(const struct ctl_win2 *m, bool most, int64_t *out)
-{
-    if (!m->have[0] && !m->have[1])
-        return false;
-    int64_t a = m->have[0] ? m->v[0] : m->v[1], b = m->have[1] ? m->v[1] : a;
-    *out = (most ? a > b : a < b) ? a : b;
-    return true;
-}
-
-/* Add v, seen at t, to m (periods of len); returns the least (most) of its
- * two periods. */
-static int64_t win2_add(struct ctl_win2 *m, int64_t t, int64_t len, int64_t v, bool most)
-{
-    win2_roll(m, t, len);
-    if (!m->have[0] || (most ? v > m->v[0] : v < m->v[0]))
-        m->v[0] = v;
-    m->have[0] = true;
-    int64_t out = v;
-    win2_get(m, most, &out);
-    return out;
-}
-
-/* Whether every series of the pod's request counter was sampled at once. */
-static bool one_time(const struct promql_pod *p)
-{
-    return p->at_ms > 0 && p->at_min_ms == p->at_ms;
-}
-
-/* The scrape interval as the pods' samples step between two answers (0 not
- * known yet): each pod's newest sample time, old answer against new, both
- * sorted by name; the shortest step of the last two periods. A step is a
- * whole number of intervals: one while answers come more often than
- * samples, several when they come further apart (the estimate is then
- * that multiple), or when scrapes failed or the samples stalled while the
- * lag grew (left out by taking the shortest). A longer interval than
- * before is seen once the shorter steps are two periods old. */
-static int64_t pq_interval(struct ctl_wl *w, const struct promql_pods *old,
-                           const struct promql_pods *pods, int64_t asked_ms)
-{
-    int64_t step = 0;
-    for (size_t i = 0, j = 0; old && pods && i < old->n && j < pods->n;) {
-        int c = strcmp(old->v[i].name, pods->v[j].name);
-        /* a pod of one sample time in both (two targets of a pod, scraped
-         * apart, step by less than an interval) */
-        if (c == 0 && one_time(&old->v[i]) && one_time(&pods->v[j]) &&
-            pods->v[j].at_ms > old->v[i].at_ms) {
-            int64_t d = pods->v[j].at_ms - old->v[i].at_ms;
-            if (step == 0 || d < step)
-                step = d;
-        }
-        i += c <= 0;
-        j += c >= 0;
-    }
-    if (step > 0)
-        return win2_add(&w->pq_iv_win, asked_ms, CTL_PQ_LAG_PERIOD_MS, step, false);
-    win2_roll(&w->pq_iv_win, asked_ms, CTL_PQ_LAG_PERIOD_MS);
-    int64_t iv = 0;
-    win2_get(&w->pq_iv_win, false, &iv);
-    return iv;
-}
-
-/* How far an answer's samples lie behind its per-pod query's time: fresh,
- * the newest sample of the request counter of any pod; old, the oldest of
- * the counted pods' series' newest samples, of the pods within two
- * intervals of the freshest (one further behind is not being scraped;
- * iv 0, not known: the freshest alone). false when the answer has no
- * times. */
-static bool pq_lags(const struct promql_pods *pods, int64_t asked_ms, int64_t iv,
-                    int64_t *fresh, int64_t *old)
-{
-    int64_t newest = 0, oldest = 0;
-    for (size_t i = 0; pods && i < pods->n; i++)
-        if (pods->v[i].at_ms > newest)
-            newest = pods->v[i].at_ms;
-    if (newest <= 0)
-        return false;
-    for (size_t i = 0; i < pods->n; i++) {
-        const struct promql_pod *p = &pods->v[i];
-        /* its oldest series' newest sample, unless that series lies more
-         * than an interval and a half behind the pod's newest: no longer
-         * scraped (gone stale without a staleness marker) */
-        int64_t at = p->at_min_ms > 0 && p->at_ms - p->at_min_ms <= iv * 3 / 2 ? p->at_min_ms
-                                                                              : p->at_ms;
-        if (at > 0 && (p->counted || !pods->counted_seen) && newest - at <= 2 * iv &&
-            (oldest == 0 || at < oldest))
-            oldest = at;
-    }
-    int64_t lag[2] = {asked_ms - newest, asked_ms - (oldest ? oldest : newest)};
-    for (int k = 0; k < 2; k++)
-        lag[k] = lag[k] < 0 ? 0 : lag[k] > CTL_PQ_LAG_MAX_MS ? CTL_PQ_LAG_MAX_MS : lag[k];
-    *fresh = lag[0];
-    *old = lag[1];
-    return true;
-}
-
 /* The ingestion lag (a remote write or an ingestion pipeline delays the
  * samples 40-60 s, where Prometheus' own scrapes are at most an interval
  * old): where the window queries are evaluated. At the query's time, the
@@ -257,18 +143,11 @@ static bool pq_lags(const struct promql_pods *pods, int64_t asked_ms, int64_t iv
 static bool pq_lag(struct ctl_wl *w, const struct promql_pods *pods, int64_t asked_ms,
                    int64_t iv, int64_t *fresh, int64_t *old)
 {
-    if (!pq_lags(pods, asked_ms, iv, fresh, old))
+    if (!ctl_pq_lags(pods, asked_ms, iv, fresh, old))
         return false;
     if (!w->pq_lag_known)
         w->pq_lag_win = w->pq_need_win = (struct ctl_win2){0};
-    int64_t len = iv <= 0 ? CTL_PQ_LAG_PERIOD_MS : iv < 1000 ? 1000
-                  : iv > CTL_PQ_LAG_PERIOD_MS ? CTL_PQ_LAG_PERIOD_MS : iv;
-    int64_t est = win2_add(&w->pq_lag_win, asked_ms, len, *fresh, false);
-    if (iv > 0) {
-        int64_t need = win2_add(&w->pq_need_win, asked_ms, len, *old - iv, true);
-        if (need > est)
-            est = need;
-    }
+    int64_t est = ctl_pq_estimate(&w->pq_lag_win, &w->pq_need_win, asked_ms, iv, *fresh, *old);
     if (!w->pq_lag_told && est >= CTL_PQ_LAG_TOLD_MS) {
         LOGW_WARN(SUB, w->ns, w->name, "Prometheus' newest samples are %lld s behind the "
                   "query's time (a remote-write or ingestion delay): the rate, p99 and busy "
@@ -352,7 +231,9 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
         int64_t fresh = -1, old = -1, iv = 0;
         bool drop, timed = false;
         if (!notes->cancelled) {
-            iv = pq_interval(w, w->pq_pods_have ? &w->pq_pods : NULL, pods, r->asked_ms);
+            iv = ctl_pq_interval(&w->pq_iv_win,
+                                 ctl_pq_step(w->pq_pods_have ? &w->pq_pods : NULL, pods),
+                                 r->asked_ms);
             timed = pq_lag(w, pods, r->asked_ms, iv, &fresh, &old);
         }
         w->pq_inflight = false;
