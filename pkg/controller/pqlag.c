@@ -79,14 +79,10 @@ int64_t ctl_pq_interval(struct ctl_win2 *m, int64_t step, int64_t t)
     return iv;
 }
 
-/* How far an answer's samples lie behind its per-pod query's time: fresh,
- * the newest sample of the request counter of any pod; old, the oldest of
- * the counted pods' series' newest samples, of the pods within two
- * intervals of the freshest (one further behind is not being scraped;
- * iv 0, not known: the freshest alone). false when the answer has no
- * times. */
-bool ctl_pq_lags(const struct promql_pods *pods, int64_t asked_ms, int64_t iv,
-                    int64_t *fresh, int64_t *old)
+/* A pod more than two intervals behind the freshest is not being scraped:
+ * left out of the oldest. */
+bool ctl_pq_lags(const struct promql_pods *pods, int64_t asked_ms, int64_t iv, int64_t *fresh,
+                 int64_t *old)
 {
     int64_t newest = 0, oldest = 0;
     for (size_t i = 0; pods && i < pods->n; i++)

@@ -138,8 +138,8 @@ bool ctl_pq_log(struct ctl_wl *w, int part, const char *why)
  *  - the most the oldest pod's lag less an interval has been over as long:
  *    its window's end at most an interval past its newest sample, while
  *    samples are late to become visible (a remote write's batches) or the
- *    lag grows (followed at once).
- * Returns false when the answer has no times (the estimate stays). */
+ *    lag grows (followed from the next tick on).
+ * The arithmetic is pqlag.c's. Returns false when the answer has no times (the estimate stays). */
 static bool pq_lag(struct ctl_wl *w, const struct promql_pods *pods, int64_t asked_ms,
                    int64_t iv, int64_t *fresh, int64_t *old)
 {
