@@ -249,7 +249,8 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
          * decision intervals: each estimate moves within the sawtooth. */
         int64_t ahead = w->pq_lag_ms - r->lag_ms, past = old - r->lag_ms;
         bool first = !r->lag_known && ahead >= CTL_PQ_LAG_REASK_MS;
-        bool grew = r->lag_known && iv > 0 && timed && past * 10 > iv * 11;
+        bool timed_iv = timed && iv > 0, beyond = timed_iv && past * 10 > iv * 11;
+        bool grew = r->lag_known && beyond;
         drop = !notes->cancelled && res->valid && counts_pods(w) && w->pq_lag_known &&
                !r->again && !r->c->closing && (first || grew);
         int64_t again_lag = -1;
@@ -269,7 +270,7 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
             LOGW_INFO(SUB, w->ns, w->name, "Prometheus answer dropped: its rate was asked "
                       "%lld s ahead of the newest samples (before a lag was measured); "
                       "asked again that far back", (long long)(ahead / 1000));
-        } else if (timed && r->lag_known && !r->again && iv > 0 && past * 10 <= iv * 11) {
+        } else if (timed_iv && !beyond && r->lag_known && !r->again) {
             w->pq_grew_told = false; /* within the sawtooth again */
         }
         if (drop) {

@@ -485,6 +485,18 @@ static int rate_query(const struct promql *p, const struct promql_target *t, cha
     return rc;
 }
 
+/* The refused requests' rate query, beside the default rate only (out ""
+ * else, or without a rejected-metric): a rate of the user's own counts what
+ * it counts. */
+static int refused_query(const struct promql *p, const struct promql_target *t, char *out,
+                         char *err, size_t errlen)
+{
+    out[0] = '\0';
+    if (t->rate_tmpl && *t->rate_tmpl)
+        return 0;
+    return query_for(p, t, NULL, promql_default_refused, out, err, errlen);
+}
+
 /* The seed's query: the arrivals of the past as the demand counts them, the
  * default rate plus the refused requests' rate (none at a step without the
  * counter: TGI makes its series with the first refusal). A rate of the
@@ -493,11 +505,9 @@ static int rate_query(const struct promql *p, const struct promql_target *t, cha
 static int seed_query(const struct promql *p, const struct promql_target *t, char *out,
                       char *err, size_t errlen)
 {
-    int rc = rate_query(p, t, out, err, errlen);
-    if (rc != 0 || (t->rate_tmpl && *t->rate_tmpl))
-        return rc;
     char refused[PROMQL_MAX_QUERY], both[PROMQL_MAX_QUERY];
-    if ((rc = query_for(p, t, NULL, promql_default_refused, refused, err, errlen)) != 0)
+    int rc = rate_query(p, t, out, err, errlen);
+    if (rc != 0 || (rc = refused_query(p, t, refused, err, errlen)) != 0)
         return rc;
     if (!refused[0])
         return 0;
@@ -531,7 +541,7 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
                promql_result_cb cb, void *arg, char *err, size_t errlen)
 {
     char rate_q[PROMQL_MAX_QUERY], p99_q[PROMQL_MAX_QUERY], busy_q[PROMQL_MAX_QUERY];
-    char pods_q[PROMQL_MAX_QUERY], refused_q[PROMQL_MAX_QUERY] = "";
+    char pods_q[PROMQL_MAX_QUERY], refused_q[PROMQL_MAX_QUERY];
     char *url = NULL;
     struct op *o = NULL;
     int rc;
@@ -545,10 +555,7 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
         (rc = query_for(p, t, t->p99_tmpl, promql_default_p99, p99_q, err, errlen)) != 0 ||
         (rc = query_for(p, t, t->busy_tmpl, promql_default_busy, busy_q, err, errlen)) != 0)
         return rc;
-    /* the refused requests beside the default rate only: a rate of the
-     * user's own counts what it counts */
-    if (!(t->rate_tmpl && *t->rate_tmpl) &&
-        (rc = query_for(p, t, NULL, promql_default_refused, refused_q, err, errlen)) != 0)
+    if ((rc = refused_query(p, t, refused_q, err, errlen)) != 0)
         return rc;
     char pods_err[200];
     pods_query(p, t, pods_q, pods_err, sizeof(pods_err));
