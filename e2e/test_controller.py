@@ -2049,7 +2049,9 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
         each counted, 5 req/s, running `running` when given; a rate of 20 req/s and a p99
         of 0.5 s. reads_low: the 2-minute rate evaluated past the newest samples reads low,
         as rate() does: it extrapolates each series over at most 1.1 scrape intervals at the
-        window's end, else half of one (the series furthest past its samples decides)."""
+        window's end, else half of one (the series furthest past its samples decides).
+        With scrape, each pod's samples in the 2-minute window and the newest before it are
+        answered too, as a real Prometheus does."""
         newest = {}
 
         def sample_times(names, ahead=0.0):
@@ -2068,6 +2070,20 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
                     newest[p] = out[p]
             return out
 
+        def window_parts(names, ats):
+            """Each pod's samples in the 2-minute window and the newest sample before it,
+            on the scrape grid, as Prometheus has them (the per-pod query is asked now)."""
+            out = []
+            for i, p in enumerate(names):
+                off = scrape * (i % 4) / 4.0 if phased and scrape else 0.0
+                before = int((time.time() - 120.0 - off) / scrape) * float(scrape) + off \
+                    if scrape else 0.0
+                if scrape and ats[p] > before:
+                    out += [({"gpuscaler_part": "samples", "pod": p},
+                             round((ats[p] - before) / scrape)),
+                            ({"gpuscaler_part": "before", "pod": p}, before)]
+            return out
+
         def answer(kind, t=None):
             names = [n for n, _ in k[0].pods]
             # a tick's queries are served one after the other: the rate sees the samples
@@ -2081,7 +2097,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
                         [({"gpuscaler_part": "requests", "pod": p}, 5.0 * ats[p])
                          for p in names] +
                         [({"gpuscaler_part": part, "pod": p}, ats[p]) for p in names
-                         for part in ("at", "at_min")])
+                         for part in ("at", "at_min")] + window_parts(names, ats))
             if kind == "p99":
                 return 0.5
             if kind == "busy":

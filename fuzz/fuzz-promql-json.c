@@ -3,7 +3,7 @@
  * parsed as a Prometheus HTTP API answer (checking the result's invariants:
  * one series, at least one point, increasing times; nothing on error), as
  * the per-pod answer (pods sorted and unique, gauges and counters NaN or
- * finite >= 0, times in range,
+ * finite >= 0, times in range, sample counts 0 or whole from 1,
  * the "seen" flags as the pods say; nothing on error) and, NUL-terminated,
  * expanded as a PromQL template (the output always fits and
  * never holds an unexpanded placeholder). */
@@ -49,7 +49,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (!isnan(p->requests) && !(isfinite(p->requests) && p->requests >= 0))
                 abort();
             if (p->at_ms < 0 || p->at_ms > 100000000000000LL || p->at_min_ms < 0 ||
-                p->at_min_ms > 100000000000000LL)
+                p->at_min_ms > 100000000000000LL || p->before_ms < 0 ||
+                p->before_ms > 100000000000000LL)
+                abort();
+            if (p->samples != 0 && !(p->samples >= 1 && p->samples <= 1e9 &&
+                                     p->samples == floor(p->samples)))
                 abort();
             run = run || !isnan(p->running);
             wait = wait || !isnan(p->waiting);

@@ -366,10 +366,8 @@ struct ctl_wl {
     struct ctl_win2 pq_need_win;  /**< the most lag, less an interval, of the pods' oldest
                                        newest sample over them: pq_lag_ms is at least that
                                        (promsrc.c, pq_lag) */
-    struct ctl_win2 pq_iv_win;    /**< the scrape interval: the shortest step of a pod's
-                                       newest sample between two answers, over two periods
-                                       of CTL_PQ_LAG_PERIOD_MS (a multiple of the interval
-                                       when ticks are longer) */
+    struct ctl_win2 pq_iv_win;    /**< the scrape interval: the least ctl_pq_step over
+                                       two periods of CTL_PQ_LAG_PERIOD_MS */
     bool pq_lag_known;            /**< pq_lag_ms was measured (else 0) */
     bool pq_lag_told;             /**< a lag of CTL_PQ_LAG_TOLD_MS or more was logged */
     bool pq_grew_told;            /**< an answer dropped for a lag grown by
@@ -433,10 +431,13 @@ struct ctl_wl {
  *  Also how far past the sawtooth a dropped answer's lag is told at info. */
 #define CTL_PQ_LAG_REASK_MS 15000
 
-/** The shortest step of a pod's newest sample between two per-pod answers
- *  (old and pods, each sorted by name; 0 none), a whole number of scrape
- *  intervals; from pods whose series were all sampled at once in both (two
- *  targets of a pod, scraped apart, step by their offset). (pqlag.c) */
+/** The scrape interval this answer shows (0 none): the least of each pod's
+ *  (at_ms - before_ms) / samples in pods, and the shortest step of a pod's
+ *  newest sample between two per-pod answers (old and pods, each sorted by
+ *  name), a whole number of intervals (the tick's, when ticks are further
+ *  apart: the samples tell it then); from pods whose series were all
+ *  sampled at once (two targets of a pod, scraped apart, step by their
+ *  offset). (pqlag.c) */
 int64_t ctl_pq_step(const struct promql_pods *old, const struct promql_pods *pods);
 /** The scrape interval: the shortest step (0: none this answer) over m's two
  *  periods of CTL_PQ_LAG_PERIOD_MS, at t; 0 not known. */

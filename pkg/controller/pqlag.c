@@ -6,6 +6,7 @@
  * evaluated. */
 #include "controller-int.h"
 
+#include <math.h>
 #include <string.h>
 
 /* m's periods are len long, on a grid from its first call (len may change
@@ -55,6 +56,17 @@ static bool one_time(const struct promql_pod *p)
 int64_t ctl_pq_step(const struct promql_pods *old, const struct promql_pods *pods)
 {
     int64_t step = 0;
+    /* the samples between the newest before the window and the newest: the
+     * interval itself, at any decision interval (steps between answers come
+     * in multiples of it when ticks are further apart) */
+    for (size_t j = 0; pods && j < pods->n; j++) {
+        const struct promql_pod *p = &pods->v[j];
+        if (one_time(p) && p->samples >= 1 && p->before_ms > 0 && p->at_ms > p->before_ms) {
+            int64_t d = llround((double)(p->at_ms - p->before_ms) / p->samples);
+            if (d > 0 && (step == 0 || d < step))
+                step = d;
+        }
+    }
     for (size_t i = 0, j = 0; old && pods && i < old->n && j < pods->n;) {
         int c = strcmp(old->v[i].name, pods->v[j].name);
         if (c == 0 && one_time(&old->v[i]) && one_time(&pods->v[j]) &&

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Tests for the Prometheus source's ingestion-lag arithmetic (pqlag.c): the
- * two-period windows, the scrape interval from the pods' sample steps, an
- * answer's fresh and oldest lags, and the estimate over a sawtooth of
- * phased pods and over a delay that ramps as behind a remote write. */
+ * two-period windows, the scrape interval from the pods' samples in a window
+ * and their steps, an answer's fresh and oldest lags, and the estimate over
+ * a sawtooth of phased pods and over a delay that ramps as behind a remote
+ * write, at ticks shorter and longer than the scrape interval. */
 #include "controller-int.h"
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -60,6 +62,20 @@ static void test_step_and_interval(void **state)
     assert_int_equal(ctl_pq_step(&old, &now), 10000);
     assert_int_equal(ctl_pq_step(NULL, &now), 0);
     assert_int_equal(ctl_pq_step(&now, &old), 0); /* backwards: none */
+    /* the samples between the newest before the window and the newest: 4 s
+     * (b: 24 over 96 s), whatever the steps; c's 1 over 5 s does not lower it;
+     * d's two targets' are not counted, nor a count without a time before */
+    b[1].samples = 24;
+    b[1].before_ms = 22000 - 96000 + 1700000000000;
+    b[1].at_ms = b[1].at_min_ms = 22000 + 1700000000000;
+    a[1].at_ms = a[1].at_min_ms = 12000 + 1700000000000;
+    b[2].samples = 1;
+    b[2].before_ms = 1;
+    b[3].samples = 100;
+    b[3].before_ms = 1000;
+    b[0].samples = 3;
+    assert_int_equal(ctl_pq_step(&old, &now), 4000);
+    assert_int_equal(ctl_pq_step(NULL, &now), 4000);
 
     /* the shortest over two periods of 150 s; forgotten two periods later */
     struct ctl_win2 m = {0};
@@ -109,32 +125,42 @@ static void test_lags(void **state)
     assert_false(ctl_pq_lags(&ps, 110000, 10000, &fresh, &old));
 }
 
-/* Four pods scraped every 10 s, a quarter of that apart, their samples
- * visible `delay` after (a sample once visible stays: a delay that grows
- * holds the newest one), asked every second. Returns how many answers had
- * a pod's newest sample more than 1.1 intervals before their window's end
- * (asked at the estimate before them) from tick `from` on. */
+/* Four pods scraped every `scrape` ms (10 s when 0), a quarter of that
+ * apart, their samples visible `delay` after (a sample once visible stays:
+ * a delay that grows holds the newest one), asked every `tick` ms (1 s when
+ * 0); each answer has the samples of a 2-minute window and the newest
+ * before it, as Prometheus gives them. Returns how many answers had a
+ * pod's newest sample more than 1.1 intervals (as learned) before their
+ * window's end (asked at the estimate before them) from tick `from` on;
+ * `low` counts those more than 1.1 true intervals before it that the
+ * learned interval let through (their rate read low, and was used). */
 struct feed {
+    int64_t tick, scrape;
     struct ctl_win2 iv_win, least, most;
     struct promql_pod v[2][4];
-    int cur;
-    int64_t est;
+    int cur, low;
+    int64_t est, iv;
     bool have;
 };
 
 static int run_ticks(struct feed *f, int64_t t0, int from, int to, double (*delay)(int))
 {
     static const char *names[] = {"p0", "p1", "p2", "p3"};
+    int64_t tick = f->tick ? f->tick : 1000, s = f->scrape ? f->scrape : 10000;
     int past = 0;
     for (int k = from; k < to; k++) {
-        int64_t t = t0 + (int64_t)k * 1000;
+        int64_t t = t0 + (int64_t)k * tick;
         struct promql_pod *prev = f->v[f->cur], *now = f->v[f->cur ^ 1];
         for (int i = 0; i < 4; i++) {
-            int64_t off = 2500 * i, vis = t - (int64_t)(delay(k) * 1000) - off;
-            int64_t at = vis / 10000 * 10000 + off;
+            int64_t off = s / 4 * i, vis = t - (int64_t)(delay(k) * 1000) - off;
+            int64_t at = vis / s * s + off, before = (t - 120000 - off) / s * s + off;
             if (f->have && prev[i].at_ms > at)
                 at = prev[i].at_ms;
             now[i] = pod(names[i], at, at, true);
+            if (at > before) {
+                now[i].before_ms = before;
+                now[i].samples = (double)((at - before) / s);
+            }
         }
         struct promql_pods po = {.v = prev, .n = 4}, pn = {.v = now, .n = 4};
         int64_t iv = ctl_pq_interval(&f->iv_win, f->have ? ctl_pq_step(&po, &pn) : 0, t);
@@ -142,7 +168,10 @@ static int run_ticks(struct feed *f, int64_t t0, int from, int to, double (*dela
         assert_true(ctl_pq_lags(&pn, t, iv, &fresh, &old));
         if (f->have && iv > 0 && (old - f->est) * 10 > iv * 11)
             past++;
+        else if (f->have && (old - f->est) * 10 > s * 11)
+            f->low++;
         f->est = ctl_pq_estimate(&f->least, &f->most, t, iv, fresh, old);
+        f->iv = iv;
         f->have = true;
         f->cur ^= 1;
     }
@@ -180,6 +209,37 @@ static void test_estimate(void **state)
     assert_true(f.est >= 30000);
     assert_int_equal(run_ticks(&f, t0, 141, 200, ramp), 0);
     assert_true(f.est >= 44500 && f.est <= 46000);
+    assert_int_equal(f.low, 0);
+}
+
+static double ramp15(int k) /* at 15 s ticks: 5 s, then from tick 20 on 0.2 s a second to 45 s */
+{
+    return k < 20 ? 5.0 : fmin(45.0, 5.0 + 3.0 * (k - 20));
+}
+
+/* Ticks three scrape intervals apart (15 s ticks, 5 s scrapes): each pod's
+ * newest sample steps 15 s between answers, and the interval learned from
+ * those steps alone was 15 s, so an answer 6-16.5 s past a pod's samples
+ * (after a growth of the delay: 3 s a tick here, a remote write falling
+ * behind by a fifth of its rate) was used and read up to 12 % low: 14 of
+ * the ramp's. The samples in the window tell 5 s: each such answer is asked
+ * again. */
+static void test_estimate_long_ticks(void **state)
+{
+    (void)state;
+    struct feed f = {.tick = 15000, .scrape = 5000};
+    int64_t t0 = 1700000000000;
+    assert_int_equal(run_ticks(&f, t0, 0, 20, ramp15), 0);
+    assert_int_equal(f.iv, 5000);
+    assert_true(f.est >= 4500 && f.est <= 10000);
+    int past = run_ticks(&f, t0, 20, 40, ramp15);
+    print_message("at 15 s ticks and 5 s scrapes, while the delay grew 40 s in 200: %d "
+                  "answers past 1.1 intervals (asked again), %d used past them\n", past, f.low);
+    assert_true(past >= 5);
+    assert_int_equal(f.low, 0);
+    assert_true(f.est >= 44500 && f.est <= 50000);
+    assert_int_equal(run_ticks(&f, t0, 40, 60, ramp15), 0);
+    assert_int_equal(f.low, 0);
 }
 
 int main(void)
@@ -189,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_step_and_interval),
         cmocka_unit_test(test_lags),
         cmocka_unit_test(test_estimate),
+        cmocka_unit_test(test_estimate_long_ticks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

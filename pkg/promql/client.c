@@ -517,23 +517,23 @@ static int seed_query(const struct promql *p, const struct promql_target *t, cha
     return 0;
 }
 
-/* The per-pod query (out "" when there is none): which pods the rate counts
- * only when the rate is the default one, whose pods it names. One that does
- * not expand (too long for a Deployment of a long name) is left out: the
+/* The per-pod query into out (PROMQL_MAX_PODS_QUERY bytes; "" when there is
+ * none): which pods the rate counts only when the rate is the default one,
+ * whose pods it names. One that does not expand (too long) is left out: the
  * parts are then unknown, as they were before this query. */
 static void pods_query(const struct promql *p, const struct promql_target *t, char *out,
                        char *err, size_t errlen)
 {
-    char tmpl[PROMQL_MAX_QUERY];
+    char tmpl[PROMQL_MAX_PODS_QUERY];
     promql_default_pods(t->spec, !(t->rate_tmpl && *t->rate_tmpl), tmpl, sizeof(tmpl));
     out[0] = err[0] = '\0';
     if (strlen(tmpl) >= sizeof(tmpl) - 1) { /* cut short: long metric names, each part's */
         snprintf(err, errlen, "the per-pod query would be longer than %d characters",
-                 PROMQL_MAX_QUERY - 1);
+                 PROMQL_MAX_PODS_QUERY - 1);
         return;
     }
-    if (tmpl[0] && promql_expand(tmpl, t->ns, t->deployment, p->window, out, PROMQL_MAX_QUERY,
-                                 err, errlen) != 0)
+    if (tmpl[0] && promql_expand(tmpl, t->ns, t->deployment, p->window, out,
+                                 PROMQL_MAX_PODS_QUERY, err, errlen) != 0)
         out[0] = '\0';
 }
 
@@ -541,7 +541,7 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
                promql_result_cb cb, void *arg, char *err, size_t errlen)
 {
     char rate_q[PROMQL_MAX_QUERY], p99_q[PROMQL_MAX_QUERY], busy_q[PROMQL_MAX_QUERY];
-    char pods_q[PROMQL_MAX_QUERY], refused_q[PROMQL_MAX_QUERY];
+    char pods_q[PROMQL_MAX_PODS_QUERY], refused_q[PROMQL_MAX_QUERY];
     char *url = NULL;
     struct op *o = NULL;
     int rc;

@@ -261,6 +261,10 @@ static int pod_series(const json_t *series, struct promql_pods *out, char *err, 
         p.at_ms = (int64_t)llround(pt.v * 1000.0);
     else if (strcmp(part, "at_min") == 0 && isfinite(pt.v) && pt.v > 0 && pt.v <= 1e11)
         p.at_min_ms = (int64_t)llround(pt.v * 1000.0);
+    else if (strcmp(part, "samples") == 0 && isfinite(pt.v) && pt.v >= 1 && pt.v <= 1e9)
+        p.samples = floor(pt.v);
+    else if (strcmp(part, "before") == 0 && isfinite(pt.v) && pt.v > 0 && pt.v <= 1e11)
+        p.before_ms = (int64_t)llround(pt.v * 1000.0);
     else
         return 0;
     p.name = xstrdup(pod);
@@ -294,6 +298,8 @@ static void pods_merge(struct promql_pods *out)
         a->at_ms = b->at_ms > a->at_ms ? b->at_ms : a->at_ms;
         if (b->at_min_ms > 0 && (a->at_min_ms == 0 || b->at_min_ms < a->at_min_ms))
             a->at_min_ms = b->at_min_ms;
+        a->samples = b->samples > a->samples ? b->samples : a->samples;
+        a->before_ms = b->before_ms > a->before_ms ? b->before_ms : a->before_ms;
         if (!isfinite(a->running))
             a->running = NAN; /* two sums past a double's range: unknown */
         if (!isfinite(a->waiting))

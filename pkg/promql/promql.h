@@ -31,6 +31,11 @@ struct forecast;
 
 /** Longest expanded query. */
 #define PROMQL_MAX_QUERY 4096
+/** ... but the per-pod one's (promql_default_pods): seven parts name the
+ *  request counter, each twice for one named by its family name, so the
+ *  longest names (127-byte metrics, a 63-byte namespace and a 253-byte
+ *  Deployment) make it about 5,700 bytes. */
+#define PROMQL_MAX_PODS_QUERY (2 * PROMQL_MAX_QUERY)
 
 /** A query whose GET URL would be longer than this is sent as a POST. */
 #define PROMQL_GET_MAX_URL 4096
@@ -78,11 +83,16 @@ void promql_default_refused(const struct scrape_spec *spec, char *out, size_t ou
  * series) and the newest and oldest of its series' sample times ("at",
  * "at_min", unix seconds; apart when the pod's series come from targets
  * scraped at other times, or one went stale): two answers a scrape apart
- * give the pod's newest rate, as the scraper has it. With with_counted and
- * a rejected_metric, also the refused requests' counter's newest value
- * ("refused"), for their newest rate the same way. Each series carries PROMQL_PART_LABEL and the
- * pod label. "" when the spec names none of these metrics. Placeholders as
- * for the rate.
+ * give the pod's newest rate, as the scraper has it. Also the most samples
+ * a series of the counter has in the window ("samples") and the newest
+ * sample time before the window ("before", the `offset` of the window):
+ * between those two times lie exactly that many samples, so they give the
+ * scrape interval at any decision interval. With with_counted and a
+ * rejected_metric, also the refused requests' counter's newest value
+ * ("refused"), for their newest rate the same way. Each series carries
+ * PROMQL_PART_LABEL and the pod label. "" when the spec names none of these
+ * metrics. Placeholders as for the rate; out of PROMQL_MAX_PODS_QUERY bytes
+ * holds it whole.
  */
 void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char *out,
                          size_t outlen);
@@ -145,6 +155,12 @@ struct promql_pod {
     int64_t at_ms;   /**< its series' newest sample time (unix ms), 0 unknown */
     int64_t at_min_ms; /**< ... and oldest, 0 unknown */
     double refused;    /**< the refused requests' counter's newest value, NAN none */
+    double samples;    /**< the samples of its series in the rate window ending at the
+                            query's time (the series with the most), 0 unknown */
+    int64_t before_ms; /**< the newest sample time before that window (of any series), 0
+                            none: a series that young, or unknown. With one series, or all
+                            sampled at once, its scrape interval is
+                            (at_ms - before_ms) / samples, as rate() spaces them */
 };
 
 /** The per-pod answer, one entry a pod, sorted by name. */
@@ -159,8 +175,9 @@ struct promql_pods {
  * promql_parse_response checks it, then a vector (empty is fine: no pod has
  * any part). A series without PROMQL_PART_LABEL or pod, of an unknown part,
  * or with a gauge or counter that is not a finite value >= 0 (a time not one
- * in 1970..5138) is skipped; two series of one pod and part add up (times:
- * the newest). Returns 0, or -EREMOTEIO / -EBADMSG as
+ * in 1970..5138, a sample count under 1) is skipped; two series of one pod
+ * and part add up (times and sample counts: the newest and the most; the
+ * oldest for at_min_ms). Returns 0, or -EREMOTEIO / -EBADMSG as
  * promql_parse_response (more than PROMQL_MAX_POINTS series is -EBADMSG),
  * with err set and out empty. Pure; free out with promql_pods_free.
  */

@@ -253,6 +253,8 @@ void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char
         {req, "requests", "sum", "", "", true},
         {req, "at", "max", "timestamp(", ")", true},
         {req, "at_min", "min", "timestamp(", ")", true},
+        {req, "samples", "max", "count_over_time(", "[{{window}}])", true},
+        {req, "before", "max", "timestamp(", " offset {{window}})", true},
         {rej, "refused", "sum", "", "", true},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(parts); i++) {

@@ -301,6 +301,30 @@ static void test_against_prometheus(void **state)
     fprintf(stderr, "prometheus: a pod's newest rate %.2f req/s (want 10)\n", got);
     assert_true(fabs(got - 10) < 1.5);
 
+    /* the samples in the 10 s window and the newest before it (once the series are older
+     * than the window): the scrape interval, 1 s, whatever the ticks' spacing */
+    for (uint64_t t1 = uv_hrtime();;) {
+        int64_t asked = util_now_unix_ms();
+        (void)query(f, "team-a", NULL);
+        assert_int_equal(f->pods.n, 2);
+        if (f->pods.v[0].before_ms > 0 && f->pods.v[1].before_ms > 0) {
+            for (int i = 0; i < 2; i++) {
+                const struct promql_pod *p = &f->pods.v[i];
+                double iv = (double)(p->at_ms - p->before_ms) / p->samples;
+                fprintf(stderr, "prometheus: %s: %g samples in the window, the newest before "
+                        "it %lld ms before its newest: a %.0f ms interval (want 1000)\n",
+                        p->name, p->samples, (long long)(p->at_ms - p->before_ms), iv);
+                assert_true(p->samples >= 7 && p->samples <= 12);
+                assert_true(p->before_ms <= asked + 1000 - 10000 && p->at_ms > asked - 5000);
+                assert_true(fabs(iv - 1000) < 150);
+            }
+            break;
+        }
+        if (uv_hrtime() - t1 > 20ull * 1000000000ull)
+            fail_msg("no sample before the 10 s window after 20 s");
+        run_for(f, 1000);
+    }
+
     /* a refused requests' counter (here the pods' `length` finishes, a quarter of their
      * 40 req/s): its window rate is a query of its own, and each pod's counter is a part
      * of the per-pod answer; none without one */

@@ -432,7 +432,38 @@ static void test_pods_query(void **state)
            "{{namespace}}\",pod=~\"{{pods}}\"})), \"gpuscaler_part\", \"at\", \"\", \"\") or "
            "label_replace(min by (pod) (timestamp(vllm:request_success_total{namespace=\""
            "{{namespace}}\",pod=~\"{{pods}}\"})), \"gpuscaler_part\", \"at_min\", \"\", "
-           "\"\")");
+           "\"\") or "
+           "label_replace(max by (pod) (count_over_time(vllm:request_success_total{namespace=\""
+           "{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])), \"gpuscaler_part\", \"samples\", "
+           "\"\", \"\") or "
+           "label_replace(max by (pod) (timestamp(vllm:request_success_total{namespace=\""
+           "{{namespace}}\",pod=~\"{{pods}}\"} offset {{window}})), \"gpuscaler_part\", "
+           "\"before\", \"\", \"\")");
+    /* the longest names (every metric 127 bytes and named by its family, so each
+     * counter part names it twice; a 63-byte namespace, a 253-byte Deployment): longer
+     * than another query may be, within the per-pod query's own limit */
+    {
+        struct scrape_spec big;
+        char tmpl[PROMQL_MAX_PODS_QUERY], out[PROMQL_MAX_PODS_QUERY], why[200], ns[64],
+            dep[254];
+        scrape_spec_init(&big, SCRAPE_VLLM);
+        char *f[] = {big.request_metric, big.rejected_metric, big.inflight_metric,
+                     big.queue_metric};
+        for (int i = 0; i < 4; i++) {
+            memset(f[i], 'a' + i, 127);
+            f[i][127] = '\0';
+        }
+        memset(ns, 'n', 63);
+        ns[63] = '\0';
+        memset(dep, 'd', 253);
+        dep[253] = '\0';
+        promql_default_pods(&big, true, tmpl, sizeof(tmpl));
+        assert_true(strlen(tmpl) < sizeof(tmpl) - 1);
+        assert_int_equal(promql_expand(tmpl, ns, dep, "2m", out, sizeof(out), why, sizeof(why)),
+                         0);
+        assert_true(strlen(out) >= PROMQL_MAX_QUERY && strlen(out) < PROMQL_MAX_PODS_QUERY - 1);
+        assert_non_null(strstr(out, "\"before\""));
+    }
     promql_default_pods(&spec, false, q, sizeof(q));
     assert_null(strstr(q, "counted"));
     assert_null(strstr(q, "request_success_total")); /* no counter parts either */
@@ -516,6 +547,24 @@ static void test_parse_pods(void **state)
     assert_true(p.v[0].requests == 42);
     assert_int_equal(p.v[0].at_ms, 1700000001500);
     assert_int_equal(p.v[0].at_min_ms, 1700000000500); /* the oldest */
+    assert_true(p.v[0].samples == 0 && p.v[0].before_ms == 0); /* not answered: unknown */
+    promql_pods_free(&p);
+
+    /* the samples in the window and the newest before it: the most and the newest of two
+     * series; a count under 1, a fraction's part, a time out of range, skipped */
+    const char *smp = VECTOR(SERIES("samples", "a", "24") "," SERIES("samples", "a", "23") ","
+                             SERIES("before", "a", "1699999880.5") ","
+                             SERIES("before", "a", "1699999881.5") ","
+                             SERIES("samples", "b", "0.5") "," SERIES("before", "b", "-3") ","
+                             SERIES("samples", "c", "7.9") "," SERIES("before", "c", "NaN") ","
+                             SERIES("samples", "d", "Inf") "," SERIES("before", "d", "2e11"));
+    assert_int_equal(promql_parse_pods(smp, strlen(smp), &p, err, sizeof(err)), 0);
+    assert_int_equal(p.n, 2);
+    assert_string_equal(p.v[0].name, "a");
+    assert_true(p.v[0].samples == 24);
+    assert_int_equal(p.v[0].before_ms, 1699999881500);
+    assert_string_equal(p.v[1].name, "c");
+    assert_true(p.v[1].samples == 7 && p.v[1].before_ms == 0);
     promql_pods_free(&p);
 
     /* the refused requests' counter: summed per pod, a negative one skipped; none: NAN */
