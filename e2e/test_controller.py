@@ -2258,6 +2258,56 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             g.stop()
             self.c.delete("deployments", "pqwarm", self.ns)
 
+    def test_72_a_pod_scraped_twice_is_told(self):
+        """Prometheus has one pod's request counter from two scrape targets at one address
+        (a PodMonitor beside a ServiceMonitor): every sum over it reads twice what it serves.
+        The per-pod query's `dup` part says so, and a DuplicateScrape Warning on the
+        Deployment and a log line count the pods and name it; once the duplicate is gone, a
+        log line says so. The decisions go on (reading high never scales in under load)."""
+        state = {"dup": True}
+        k = [None]
+
+        def answer(kind):
+            names = sorted(n for n, _ in k[0].pods)
+            if kind == "pods":
+                return ([({"gpuscaler_part": "counted", "pod": p}, 1) for p in names] +
+                        [({"gpuscaler_part": "running", "pod": p}, 1) for p in names] +
+                        ([({"gpuscaler_part": "dup", "pod": names[1]}, 1)]
+                         if state["dup"] else []))
+            if kind == "p99":
+                return 0.5
+            if kind == "busy":
+                return []
+            return 8.0
+        prom = self.pods_prometheus(answer)
+        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
+        ann = dict(PROM_ANNOTATIONS)
+        ann["gpuscaler.io/predictive"] = "false"
+        k[0] = self.make("pqdup", 2, subnet=83, annotations=ann)
+        wait_for(lambda: len(k[0].pods) == 2, 10, what="pqdup: 2 pods")
+        g = self.start(config=cfg, ident="inst-pqdup")
+        try:
+            pod = sorted(n for n, _ in k[0].pods)[1]
+            ev = wait_for(lambda: events(self.c, self.ns, "pqdup", "DuplicateScrape"), 20,
+                          what="pqdup: a DuplicateScrape Warning")
+            msg = ev[0]["message"]
+            print(msg)
+            self.assertEqual(ev[0]["type"], "Warning")
+            self.assertIn("1 of 2 pods' request counter is scraped by more than one target", msg)
+            self.assertIn("(pod %s)" % pod, msg)
+            lines = [ln for ln in g.text().splitlines()
+                     if "deployment=pqdup " in ln and "scraped by more than one target" in ln]
+            self.assertEqual(len(lines), 1, lines)
+            self.assertIn("level=warn", lines[0])
+            self.assertIsNotNone((self.status("pqdup") or {}).get("requestsPerGPU"))
+            state["dup"] = False
+            wait_for(lambda: "no pod's request counter is scraped by more than one target now"
+                     in g.text(), 10, what="pqdup: the duplicate gone")
+            self.assertEqual(len(events(self.c, self.ns, "pqdup", "DuplicateScrape")), 1)
+        finally:
+            g.stop()
+            self.c.delete("deployments", "pqdup", self.ns)
+
     def test_41_prometheus_queue_counts_as_demand(self):
         """A saturated Deployment on the Prometheus source: its 2 pods complete 8 req/s each
         (80 % of capacity, not above it), while each one's waiting requests grow by 5 a

@@ -239,6 +239,9 @@ bool ctl_win2_get(const struct ctl_win2 *m, bool most, int64_t *out);
  *  first call); returns the least (most) of its two periods. */
 int64_t ctl_win2_add(struct ctl_win2 *m, int64_t t, int64_t len, int64_t v, bool most);
 
+/** Event reasons rate-limited each on its own (report.c's list). */
+#define CTL_EVENT_SLOTS 18
+
 /** Per tracked Deployment. Owned by the controller's workload table. */
 struct ctl_wl {
     struct ctl_wl *next;          /**< hash chain */
@@ -319,7 +322,8 @@ struct ctl_wl {
     int scale_attempts;
     /* reporting */
     enum policy_reason last_event_reason;
-    int64_t last_event_ms[POLICY_REASON_COUNT + 1];
+    int64_t last_event_ms[CTL_EVENT_SLOTS + 1]; /**< when each Event reason was last sent
+                                       (report.c's list; the last slot: the others) */
     uint64_t invalid_told;        /**< hash of the last InvalidAnnotation Event's message */
     bool cache_held;              /**< its namespace's list+watch failed for
                                        CTL_CACHE_DOWN_HOLD_MS at this tick: it holds */
@@ -370,6 +374,10 @@ struct ctl_wl {
                                        two periods of CTL_PQ_LAG_PERIOD_MS */
     bool pq_lag_known;            /**< pq_lag_ms was measured (else 0) */
     bool pq_lag_told;             /**< a lag of CTL_PQ_LAG_TOLD_MS or more was logged */
+    int pq_dup_pods;              /**< pods of the last per-pod answer with an address
+                                       more than one scrape target has (promql_pod.dup:
+                                       their requests count twice or more); logged when it
+                                       changes, told by a DuplicateScrape Event */
     bool pq_grew_told;            /**< an answer dropped for a lag grown by
                                        CTL_PQ_LAG_REASK_MS past the sawtooth was logged, and
                                        none since was back within the sawtooth */
@@ -718,6 +726,10 @@ void ctl_pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
  *  tick. part: 0 rate, 1 p99, 2 busy-time, 3 per-pod. Returns whether it
  *  logged. */
 bool ctl_pq_log(struct ctl_wl *w, int part, const char *why);
+/** What w's pods scraped by more than one target (w->pq_dup_pods of them,
+ *  named from w->pq_pods) do to its numbers, and where to look, into out;
+ *  "" when none. (promsrc.c) */
+void ctl_pq_dup_msg(const struct ctl_wl *w, char *out, size_t outlen);
 
 /** The last per-pod answer against the Deployment's pods in the cache. */
 struct ctl_pq_match {

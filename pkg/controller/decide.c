@@ -510,6 +510,12 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
         ctl_event(c, w, "Warning", "GPUCapacityExhausted", msg);
     }
     ctl_report_parked(c, w, dec);
+    /* a pod scraped twice: every sum reads high, and nothing else says so */
+    if (w->pq_dup_pods > 0) {
+        char msg[700];
+        ctl_pq_dup_msg(w, msg, sizeof(msg));
+        ctl_event(c, w, "Warning", "DuplicateScrape", msg);
+    }
     /* replicas placed that are not coming: why, on the Deployment, since the
      * count will not replace them (a rollout whose pods all crash would only
      * add GPUs that crash too) */

@@ -168,6 +168,47 @@ static bool pq_lag(struct ctl_wl *w, const struct promql_pods *pods, int64_t ask
 static void pq_answered(const struct scrape_result *res, const struct promql_pods *pods,
                         const struct promql_notes *notes, void *arg);
 
+void ctl_pq_dup_msg(const struct ctl_wl *w, char *out, size_t outlen)
+{
+    const char *pod = NULL;
+    for (size_t i = 0; w->pq_dup_pods > 0 && i < w->pq_pods.n && !pod; i++)
+        if (w->pq_pods.v[i].dup > 0)
+            pod = w->pq_pods.v[i].name;
+    if (!pod) {
+        snprintf(out, outlen, "%s", "");
+        return;
+    }
+    snprintf(out, outlen,
+             "%d of %zu pods' request counter is scraped by more than one target at one "
+             "address (pod %.253s): Prometheus has each of its series twice or more (apart in "
+             "job, service, endpoint or container), so the request rate, the backlog and the "
+             "refused requests read that many times high and replicas are added for load "
+             "that is not there; remove the duplicate PodMonitor, ServiceMonitor or scrape job "
+             "(count by (instance, job, service, endpoint, container) of the counter for that "
+             "pod names them)",
+             w->pq_dup_pods, w->pq_pods.n, pod);
+}
+
+/* Told when the pods scraped twice or more change in number: a duplicate
+ * PodMonitor, ServiceMonitor or scrape job doubles every sum (an answer of
+ * the per-pod query, just kept in w->pq_pods). */
+static void pq_dup_check(struct ctl_wl *w)
+{
+    int dup = 0;
+    for (size_t i = 0; i < w->pq_pods.n; i++)
+        dup += w->pq_pods.v[i].dup > 0;
+    if (dup > 0 && dup != w->pq_dup_pods) {
+        w->pq_dup_pods = dup;
+        char msg[700];
+        ctl_pq_dup_msg(w, msg, sizeof(msg));
+        LOGW_WARN(SUB, w->ns, w->name, "%s", msg);
+    } else if (dup == 0 && w->pq_dup_pods > 0) {
+        LOGW_INFO(SUB, w->ns, w->name, "no pod's request counter is scraped by more than one "
+                  "target now");
+    }
+    w->pq_dup_pods = dup;
+}
+
 /* What w's queries ask Prometheus. */
 static struct promql_target pq_target(const struct ctl_wl *w)
 {
@@ -284,6 +325,8 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
         w->pq_pods_have = pods != NULL;
         w->pq_pods_failed = pods == NULL && counts_pods(w);
         w->pq_pods_fresh = true;
+        if (pods)
+            pq_dup_check(w);
         /* asked again now, where the samples end: the next tick uses that
          * answer as it would have used this one, and holds only when it is
          * not back by then (once: an answer asked again is not) */

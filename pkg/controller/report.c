@@ -28,9 +28,9 @@ static const char *const event_reasons[] = {
     "ScaledIn",      "PredictiveScaleIn",  "MetricsUnavailable", "InvalidAnnotation",
     "ScalerConflict", "AtMaxReplicas",      "CapacityMismatch",  "GPUCapacityExhausted",
     "ReplicasStalled", "Parked",        "ExternalMetricsNotServed", "Paused",
-    "HPASettings",
+    "HPASettings",   "DuplicateScrape",
 };
-_Static_assert(UTIL_ARRAY_LEN(event_reasons) <= POLICY_REASON_COUNT,
+_Static_assert(UTIL_ARRAY_LEN(event_reasons) == CTL_EVENT_SLOTS,
                "ctl_wl.last_event_ms has a slot per reason");
 #define ACTION_SLOTS 6
 #define INVALID_SLOT 7
@@ -40,7 +40,7 @@ static int reason_slot(const char *reason)
     for (size_t i = 0; i < UTIL_ARRAY_LEN(event_reasons); i++)
         if (strcmp(event_reasons[i], reason) == 0)
             return (int)i;
-    return POLICY_REASON_COUNT;
+    return CTL_EVENT_SLOTS;
 }
 
 struct simple_req {

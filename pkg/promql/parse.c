@@ -265,6 +265,8 @@ static int pod_series(const json_t *series, struct promql_pods *out, char *err, 
         p.samples = floor(pt.v);
     else if (strcmp(part, "before") == 0 && isfinite(pt.v) && pt.v > 0 && pt.v <= 1e11)
         p.before_ms = (int64_t)llround(pt.v * 1000.0);
+    else if (strcmp(part, "dup") == 0 && isfinite(pt.v) && pt.v >= 1 && pt.v <= 1e6)
+        p.dup = (int)pt.v;
     else
         return 0;
     p.name = xstrdup(pod);
@@ -300,6 +302,7 @@ static void pods_merge(struct promql_pods *out)
             a->at_min_ms = b->at_min_ms;
         a->samples = b->samples > a->samples ? b->samples : a->samples;
         a->before_ms = b->before_ms > a->before_ms ? b->before_ms : a->before_ms;
+        a->dup = b->dup > a->dup ? b->dup : a->dup;
         if (!isfinite(a->running))
             a->running = NAN; /* two sums past a double's range: unknown */
         if (!isfinite(a->waiting))

@@ -34,7 +34,7 @@ struct forecast;
 /** ... but the per-pod one's (promql_default_pods): seven parts name the
  *  request counter, each twice for one named by its family name, so the
  *  longest names (127-byte metrics, a 63-byte namespace and a 253-byte
- *  Deployment) make it about 5,700 bytes. */
+ *  Deployment) make it about 6,600 bytes. */
 #define PROMQL_MAX_PODS_QUERY (2 * PROMQL_MAX_QUERY)
 
 /** A query whose GET URL would be longer than this is sent as a POST. */
@@ -87,9 +87,13 @@ void promql_default_refused(const struct scrape_spec *spec, char *out, size_t ou
  * a series of the counter has in the window ("samples") and the newest
  * sample time before the window ("before", the `offset` of the window):
  * between those two times lie exactly that many samples, so they give the
- * scrape interval at any decision interval. With with_counted and a
- * rejected_metric, also the refused requests' counter's newest value
- * ("refused"), for their newest rate the same way. Each series carries
+ * scrape interval at any decision interval. And how many of its addresses
+ * (`instance`) more than one target scrapes ("dup": a PodMonitor and a
+ * ServiceMonitor, a Service and its headless twin, a PodMonitor's target
+ * per container, their series differing in job, service, endpoint or
+ * container), whose requests every sum counts twice or more. With
+ * with_counted and a rejected_metric, also the refused requests' counter's
+ * newest value ("refused"), for their newest rate the same way. Each series carries
  * PROMQL_PART_LABEL and the pod label. "" when the spec names none of these
  * metrics. Placeholders as for the rate; out of PROMQL_MAX_PODS_QUERY bytes
  * holds it whole.
@@ -161,6 +165,9 @@ struct promql_pod {
                             none: a series that young, or unknown. With one series, or all
                             sampled at once, its scrape interval is
                             (at_ms - before_ms) / samples, as rate() spaces them */
+    int dup;           /**< its addresses (`instance`) whose counter more than one scrape
+                            target has (their series differing in job, service, endpoint or
+                            container only): Prometheus counts them twice or more; 0 none */
 };
 
 /** The per-pod answer, one entry a pod, sorted by name. */

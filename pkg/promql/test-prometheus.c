@@ -186,6 +186,12 @@ static int setup(void **state)
     for (int i = 0; i < 4; i++)
         fprintf(cfg, "      - targets: ['%s:%d']\n        labels: {namespace: '%s', pod: '%s'}\n",
                 fakepod_ip(f->fpods[i]), fakepod_port(f->fpods[i]), labels[i][0], labels[i][1]);
+    /* team-b's pod scraped by a second job too, as a PodMonitor beside a ServiceMonitor
+     * does: every series of it twice, differing in job */
+    fprintf(cfg, "  - job_name: vllm-again\n    scrape_interval: 1s\n    scrape_timeout: 900ms\n"
+                 "    static_configs:\n      - targets: ['%s:%d']\n"
+                 "        labels: {namespace: '%s', pod: '%s'}\n",
+            fakepod_ip(f->fpods[3]), fakepod_port(f->fpods[3]), labels[3][0], labels[3][1]);
     fclose(cfg);
 
     f->port = free_port();
@@ -324,6 +330,19 @@ static void test_against_prometheus(void **state)
             fail_msg("no sample before the 10 s window after 20 s");
         run_for(f, 1000);
     }
+
+    /* no address of team-a's pods is scraped twice; team-b's pod is, by two jobs: its
+     * one address counts twice (its rate reads 2,000 req/s for the 1,000 it serves) */
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(f->pods.v[i].dup, 0);
+    r = query(f, "team-b", NULL);
+    assert_int_equal(f->pods.n, 1);
+    assert_string_equal(f->pods.v[0].name, "chat-7d9f8b6c4-qq2ww");
+    assert_int_equal(f->pods.v[0].dup, 1);
+    fprintf(stderr, "prometheus: team-b's pod scraped by two jobs: %d address counted twice, "
+            "rate %.0f req/s (it serves 1000)\n", f->pods.v[0].dup, r.request_rate);
+    assert_true(r.valid && r.request_rate > 1500);
+    r = query(f, "team-a", NULL);
 
     /* a refused requests' counter (here the pods' `length` finishes, a quarter of their
      * 40 req/s): its window rate is a query of its own, and each pod's counter is a part

@@ -438,7 +438,11 @@ static void test_pods_query(void **state)
            "\"\", \"\") or "
            "label_replace(max by (pod) (timestamp(vllm:request_success_total{namespace=\""
            "{{namespace}}\",pod=~\"{{pods}}\"} offset {{window}})), \"gpuscaler_part\", "
-           "\"before\", \"\", \"\")");
+           "\"before\", \"\", \"\") or "
+           "label_replace(count by (pod) (count by (pod, instance) (count by (pod, instance, "
+           "job, service, endpoint, container) (vllm:request_success_total{namespace=\""
+           "{{namespace}}\",pod=~\"{{pods}}\"})) > 1), \"gpuscaler_part\", \"dup\", \"\", "
+           "\"\")");
     /* the longest names (every metric 127 bytes and named by its family, so each
      * counter part names it twice; a 63-byte namespace, a 253-byte Deployment): longer
      * than another query may be, within the per-pod query's own limit */
@@ -565,6 +569,17 @@ static void test_parse_pods(void **state)
     assert_int_equal(p.v[0].before_ms, 1699999881500);
     assert_string_equal(p.v[1].name, "c");
     assert_true(p.v[1].samples == 7 && p.v[1].before_ms == 0);
+    promql_pods_free(&p);
+
+    /* the addresses scraped by more than one target: the most of two series; under 1,
+     * skipped */
+    const char *dup = VECTOR(SERIES("dup", "a", "1") "," SERIES("dup", "a", "2") ","
+                             SERIES("dup", "b", "0") "," SERIES("dup", "c", "NaN") ","
+                             SERIES("counted", "d", "1"));
+    assert_int_equal(promql_parse_pods(dup, strlen(dup), &p, err, sizeof(err)), 0);
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.v[0].dup, 2);
+    assert_int_equal(p.v[1].dup, 0); /* d */
     promql_pods_free(&p);
 
     /* the refused requests' counter: summed per pod, a negative one skipped; none: NAN */
