@@ -440,13 +440,16 @@ struct ctl_wl {
 #define CTL_PQ_LAG_REASK_MS 15000
 
 /** The scrape interval this answer shows (0 none): the least of each pod's
- *  (at_ms - before_ms) / samples in pods, and the shortest step of a pod's
+ *  (at_ms - before_ms) / samples in pods (asked at asked_ms, its window
+ *  window_ms long: not a pod whose sample before it lies on its edge, which
+ *  Prometheus 2 counts in the window too), and the shortest step of a pod's
  *  newest sample between two per-pod answers (old and pods, each sorted by
  *  name), a whole number of intervals (the tick's, when ticks are further
  *  apart: the samples tell it then); from pods whose series were all
  *  sampled at once (two targets of a pod, scraped apart, step by their
  *  offset). (pqlag.c) */
-int64_t ctl_pq_step(const struct promql_pods *old, const struct promql_pods *pods);
+int64_t ctl_pq_step(const struct promql_pods *old, const struct promql_pods *pods,
+                    int64_t asked_ms, int64_t window_ms);
 /** The scrape interval: the shortest step (0: none this answer) over m's two
  *  periods of CTL_PQ_LAG_PERIOD_MS, at t; 0 not known. */
 int64_t ctl_pq_interval(struct ctl_win2 *m, int64_t step, int64_t t);
@@ -459,11 +462,12 @@ int64_t ctl_pq_interval(struct ctl_win2 *m, int64_t step, int64_t t);
 bool ctl_pq_lags(const struct promql_pods *pods, int64_t asked_ms, int64_t iv, int64_t *fresh,
                  int64_t *old);
 /** Where the window queries are evaluated, how far back: the larger of the
- *  least fresh lag over least's two periods of iv (CTL_PQ_LAG_PERIOD_MS
- *  while iv is 0; clamped to 1 s..that) and, iv known, the most of old - iv
- *  over most's. Adds this answer's (at t) to both. */
+ *  least fresh lag over least's two periods of iv, or of tick (the decision
+ *  interval) when longer (CTL_PQ_LAG_PERIOD_MS while iv is 0; clamped to
+ *  1 s..that), and, iv known, the most of old - iv over most's. Adds this
+ *  answer's (at t) to both. */
 int64_t ctl_pq_estimate(struct ctl_win2 *least, struct ctl_win2 *most, int64_t t, int64_t iv,
-                        int64_t fresh, int64_t old);
+                        int64_t tick, int64_t fresh, int64_t old);
 /** A list+watch failing this long (kube_cache_ns_down_ms) may have missed
  *  pods started or gone: the Deployments it covers hold, as on missing
  *  metrics, until it is current again. Longer than the reflector's backoff steps up to 25.6 s,

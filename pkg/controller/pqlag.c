@@ -53,15 +53,18 @@ static bool one_time(const struct promql_pod *p)
     return p->at_ms > 0 && p->at_min_ms == p->at_ms;
 }
 
-int64_t ctl_pq_step(const struct promql_pods *old, const struct promql_pods *pods)
+int64_t ctl_pq_step(const struct promql_pods *old, const struct promql_pods *pods,
+                    int64_t asked_ms, int64_t window_ms)
 {
     int64_t step = 0;
     /* the samples between the newest before the window and the newest: the
      * interval itself, at any decision interval (steps between answers come
-     * in multiples of it when ticks are further apart) */
+     * in multiples of it when ticks are further apart); not a sample on the
+     * window's very edge, which Prometheus 2 counts in the window too */
     for (size_t j = 0; pods && j < pods->n; j++) {
         const struct promql_pod *p = &pods->v[j];
-        if (one_time(p) && p->samples >= 1 && p->before_ms > 0 && p->at_ms > p->before_ms) {
+        if (one_time(p) && p->samples >= 1 && p->before_ms > 0 && p->at_ms > p->before_ms &&
+            p->before_ms != asked_ms - window_ms) {
             int64_t d = llround((double)(p->at_ms - p->before_ms) / p->samples);
             if (d > 0 && (step == 0 || d < step))
                 step = d;
@@ -122,10 +125,13 @@ bool ctl_pq_lags(const struct promql_pods *pods, int64_t asked_ms, int64_t iv, i
 }
 
 int64_t ctl_pq_estimate(struct ctl_win2 *least, struct ctl_win2 *most, int64_t t, int64_t iv,
-                        int64_t fresh, int64_t old)
+                        int64_t tick, int64_t fresh, int64_t old)
 {
-    int64_t len = iv <= 0 ? CTL_PQ_LAG_PERIOD_MS : iv < 1000 ? 1000
-                  : iv > CTL_PQ_LAG_PERIOD_MS ? CTL_PQ_LAG_PERIOD_MS : iv;
+    /* an interval, or a tick when ticks are further apart: two periods
+     * then hold the answer before too, whose sawtooth is elsewhere */
+    int64_t len = iv > tick ? iv : tick;
+    len = iv <= 0 ? CTL_PQ_LAG_PERIOD_MS : len < 1000 ? 1000
+          : len > CTL_PQ_LAG_PERIOD_MS ? CTL_PQ_LAG_PERIOD_MS : len;
     int64_t est = ctl_win2_add(least, t, len, fresh, false);
     if (iv > 0) {
         int64_t need = ctl_win2_add(most, t, len, old - iv, true);

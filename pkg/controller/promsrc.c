@@ -140,14 +140,15 @@ bool ctl_pq_log(struct ctl_wl *w, int part, const char *why)
  *    samples are late to become visible (a remote write's batches) or the
  *    lag grows (followed from the next tick on).
  * The arithmetic is pqlag.c's. Returns false when the answer has no times (the estimate stays). */
-static bool pq_lag(struct ctl_wl *w, const struct promql_pods *pods, int64_t asked_ms,
-                   int64_t iv, int64_t *fresh, int64_t *old)
+static bool pq_lag(const struct controller *c, struct ctl_wl *w, const struct promql_pods *pods,
+                   int64_t asked_ms, int64_t iv, int64_t *fresh, int64_t *old)
 {
     if (!ctl_pq_lags(pods, asked_ms, iv, fresh, old))
         return false;
     if (!w->pq_lag_known)
         w->pq_lag_win = w->pq_need_win = (struct ctl_win2){0};
-    int64_t est = ctl_pq_estimate(&w->pq_lag_win, &w->pq_need_win, asked_ms, iv, *fresh, *old);
+    int64_t est = ctl_pq_estimate(&w->pq_lag_win, &w->pq_need_win, asked_ms, iv,
+                                  c->cfg->decision_interval_ms, *fresh, *old);
     if (!w->pq_lag_told && est >= CTL_PQ_LAG_TOLD_MS) {
         LOGW_WARN(SUB, w->ns, w->name, "Prometheus' newest samples are %lld s behind the "
                   "query's time (a remote-write or ingestion delay): the rate, p99 and busy "
@@ -273,9 +274,10 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
         bool drop, timed = false;
         if (!notes->cancelled) {
             iv = ctl_pq_interval(&w->pq_iv_win,
-                                 ctl_pq_step(w->pq_pods_have ? &w->pq_pods : NULL, pods),
+                                 ctl_pq_step(w->pq_pods_have ? &w->pq_pods : NULL, pods,
+                                             r->asked_ms, promql_window_ms(r->c->promql)),
                                  r->asked_ms);
-            timed = pq_lag(w, pods, r->asked_ms, iv, &fresh, &old);
+            timed = pq_lag(r->c, w, pods, r->asked_ms, iv, &fresh, &old);
         }
         w->pq_inflight = false;
         w->pq_last = *res;

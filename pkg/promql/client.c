@@ -602,6 +602,11 @@ int promql_get(struct promql *p, const struct promql_target *t, int64_t now_ms,
     return 0;
 }
 
+int64_t promql_window_ms(const struct promql *p)
+{
+    return promql_duration_ms(p->window); /* checked by promql_new */
+}
+
 /* ---- range queries (forecaster seeding) ------------------------------------ */
 
 static void seed_finish(struct op *o)

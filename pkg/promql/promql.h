@@ -101,6 +101,15 @@ void promql_default_refused(const struct scrape_spec *spec, char *out, size_t ou
 void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char *out,
                          size_t outlen);
 
+/** Durations longer than this (about 31,700 years) are refused. */
+#define PROMQL_DURATION_MAX_MS (1000000000000000LL)
+/**
+ * A PromQL duration (one or more <digits><unit>, units ms s m h d w y:
+ * "2m", "1m30s") in milliseconds; -1 when s is none, or longer than
+ * PROMQL_DURATION_MAX_MS. Pure.
+ */
+int64_t promql_duration_ms(const char *s);
+
 /**
  * Expand a template for namespace ns and Deployment deploy:
  *  {{namespace}}  the namespace, escaped for a PromQL string;
@@ -366,6 +375,9 @@ typedef void (*promql_range_cb)(struct promql_range_result *r, void *arg);
  */
 int promql_range(struct promql *p, const char *q, int64_t start_ms, int64_t end_ms,
                  int64_t step_ms, promql_range_cb cb, void *arg, char *err, size_t errlen);
+
+/** The {{window}} of p's queries, in milliseconds. */
+int64_t promql_window_ms(const struct promql *p);
 
 typedef void (*promql_close_cb)(void *arg);
 /** Cancel running queries (their callbacks run with an invalid result /

@@ -291,24 +291,45 @@ static bool dns1123(const char *s)
     return true;
 }
 
+int64_t promql_duration_ms(const char *s)
+{
+    static const struct {
+        char unit;
+        int64_t ms;
+    } units[] = {{'s', 1000},          {'m', 60000},          {'h', 3600000},
+                 {'d', 86400000},      {'w', 7 * 86400000LL}, {'y', 365 * 86400000LL}};
+    if (!s || !*s)
+        return -1;
+    int64_t total = 0;
+    while (*s) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        int64_t n = 0;
+        for (; *s >= '0' && *s <= '9'; s++)
+            if ((n = n * 10 + (*s - '0')) > PROMQL_DURATION_MAX_MS)
+                return -1;
+        int64_t per = 0;
+        if (strncmp(s, "ms", 2) == 0) {
+            per = 1;
+            s += 2;
+        } else {
+            for (size_t i = 0; *s && i < UTIL_ARRAY_LEN(units) && !per; i++)
+                per = units[i].unit == *s ? units[i].ms : 0;
+            if (!per)
+                return -1;
+            s++;
+        }
+        if (n > (PROMQL_DURATION_MAX_MS - total) / per)
+            return -1;
+        total += n * per;
+    }
+    return total;
+}
+
 /* A PromQL duration: one or more <digits><unit>, units ms s m h d w y. */
 static bool duration_ok(const char *s)
 {
-    if (!s || !*s)
-        return false;
-    while (*s) {
-        if (*s < '0' || *s > '9')
-            return false;
-        while (*s >= '0' && *s <= '9')
-            s++;
-        if (strncmp(s, "ms", 2) == 0)
-            s += 2;
-        else if (*s && strchr("smhdwy", *s))
-            s++;
-        else
-            return false;
-    }
-    return true;
+    return promql_duration_ms(s) >= 0;
 }
 
 struct out {

@@ -517,6 +517,22 @@ static void test_pods_query(void **state)
 
 /* The per-pod answer: merged a pod at a time and sorted; series that say
  * nothing about a pod skipped; the envelope checked as for one series. */
+static void test_duration(void **state)
+{
+    (void)state;
+    assert_int_equal(promql_duration_ms("2m"), 120000);
+    assert_int_equal(promql_duration_ms("1m30s"), 90000);
+    assert_int_equal(promql_duration_ms("1h1ms"), 3600001);
+    assert_int_equal(promql_duration_ms("0s"), 0);
+    assert_int_equal(promql_duration_ms("1w1d"), 8 * 86400000LL);
+    assert_int_equal(promql_duration_ms("1y"), 365 * 86400000LL);
+    const char *bad[] = {NULL, "", "2", "m", "2x", "-1m", "1.5m", "2m ", "99999999999999999y",
+                         "31710y"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(promql_duration_ms(bad[i]), -1);
+    assert_true(promql_duration_ms("31709y") > 0);
+}
+
 static void test_parse_pods(void **state)
 {
     (void)state;
@@ -639,6 +655,7 @@ int main(void)
         cmocka_unit_test(test_defaults),   cmocka_unit_test(test_expand),
         cmocka_unit_test(test_pods_regex), cmocka_unit_test(test_parse),
         cmocka_unit_test(test_pods_query), cmocka_unit_test(test_parse_pods),
+        cmocka_unit_test(test_duration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
