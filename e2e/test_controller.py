@@ -2260,10 +2260,11 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
 
     def test_72_a_pod_scraped_twice_is_told(self):
         """Prometheus has one pod's request counter from two scrape targets at one address
-        (a PodMonitor beside a ServiceMonitor): every sum over it reads twice what it serves.
-        The per-pod query's `dup` part says so, and a DuplicateScrape Warning on the
-        Deployment and a log line count the pods and name it; once the duplicate is gone, a
-        log line says so. The decisions go on (reading high never scales in under load)."""
+        (a PodMonitor beside a ServiceMonitor): a plain sum over it reads twice what it
+        serves (the default queries count each address once). The per-pod query's `dup`
+        part says so, and a DuplicateScrape Warning on the Deployment and a log line count
+        the pods and name it; once the duplicate is gone, a log line says so. The decisions
+        go on."""
         state = {"dup": True}
         k = [None]
 
@@ -2294,6 +2295,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             print(msg)
             self.assertEqual(ev[0]["type"], "Warning")
             self.assertIn("1 of 2 pods' request counter is scraped by more than one target", msg)
+            self.assertIn("default queries count each address once", msg)
             self.assertIn("(pod %s)" % pod, msg)
             lines = [ln for ln in g.text().splitlines()
                      if "deployment=pqdup " in ln and "scraped by more than one target" in ln]

@@ -375,9 +375,10 @@ struct ctl_wl {
     bool pq_lag_known;            /**< pq_lag_ms was measured (else 0) */
     bool pq_lag_told;             /**< a lag of CTL_PQ_LAG_TOLD_MS or more was logged */
     int pq_dup_pods;              /**< pods of the last per-pod answer with an address
-                                       more than one scrape target has (promql_pod.dup:
-                                       their requests count twice or more); logged when it
-                                       changes, told by a DuplicateScrape Event */
+                                       more than one scrape target has (promql_pod.dup: a
+                                       plain sum counts their requests twice or more);
+                                       logged when it changes, told by a DuplicateScrape
+                                       Event */
     bool pq_grew_told;            /**< an answer dropped for a lag grown by
                                        CTL_PQ_LAG_REASK_MS past the sawtooth was logged, and
                                        none since was back within the sawtooth */

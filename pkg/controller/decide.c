@@ -510,7 +510,7 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
         ctl_event(c, w, "Warning", "GPUCapacityExhausted", msg);
     }
     ctl_report_parked(c, w, dec);
-    /* a pod scraped twice: every sum reads high, and nothing else says so */
+    /* a pod scraped twice: counted once here, but any plain sum reads high */
     if (w->pq_dup_pods > 0) {
         char msg[700];
         ctl_pq_dup_msg(w, msg, sizeof(msg));

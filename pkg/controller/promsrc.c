@@ -182,16 +182,16 @@ void ctl_pq_dup_msg(const struct ctl_wl *w, char *out, size_t outlen)
     snprintf(out, outlen,
              "%d of %zu pods' request counter is scraped by more than one target at one "
              "address (pod %.253s): Prometheus has each of its series twice or more (apart in "
-             "job, service, endpoint or container), so the request rate, the backlog and the "
-             "refused requests read that many times high and replicas are added for load "
-             "that is not there; remove the duplicate PodMonitor, ServiceMonitor or scrape job "
-             "(count by (instance, job, service, endpoint, container) of the counter for that "
-             "pod names them)",
+             "job, service, endpoint or container). gpuscaler's default queries count each "
+             "address once, but a plain sum of them (a promql-rate of your own, a dashboard, "
+             "another autoscaler) reads that many times high; remove the duplicate PodMonitor, "
+             "ServiceMonitor or scrape job (count by (instance, job, service, endpoint, "
+             "container) of the counter for that pod names them)",
              w->pq_dup_pods, w->pq_pods.n, pod);
 }
 
 /* Told when the pods scraped twice or more change in number: a duplicate
- * PodMonitor, ServiceMonitor or scrape job doubles every sum (an answer of
+ * PodMonitor, ServiceMonitor or scrape job doubles a plain sum (an answer of
  * the per-pod query, just kept in w->pq_pods). */
 static void pq_dup_check(struct ctl_wl *w)
 {

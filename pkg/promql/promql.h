@@ -34,7 +34,7 @@ struct forecast;
 /** ... but the per-pod one's (promql_default_pods): seven parts name the
  *  request counter, each twice for one named by its family name, so the
  *  longest names (127-byte metrics, a 63-byte namespace and a 253-byte
- *  Deployment) make it about 6,600 bytes. */
+ *  Deployment) make it about 6,900 bytes. */
 #define PROMQL_MAX_PODS_QUERY (2 * PROMQL_MAX_QUERY)
 
 /** A query whose GET URL would be longer than this is sent as a POST. */
@@ -46,7 +46,13 @@ struct forecast;
  * such metric (generic profile without request-metric, Triton for p99).
  * Placeholders are left in: {{namespace}}, {{pods}} and {{window}}. E.g.
  * vLLM: sum(rate(vllm:request_success_total{namespace="{{namespace}}",
- * pod=~"{{pods}}"}[{{window}}])). out is always NUL-terminated.
+ * pod=~"{{pods}}"}[{{window}}])), with each of a pod's addresses counted
+ * once: the sum over each scrape target's series (by pod, instance, job,
+ * service, endpoint, container), the largest of those an address
+ * (`instance`) has, summed (a duplicate target, a PodMonitor beside a
+ * ServiceMonitor, would double a plain sum). The busy time, the refused
+ * requests and promql_default_pods' values the same way. out is always
+ * NUL-terminated.
  */
 void promql_default_rate(const struct scrape_spec *spec, char *out, size_t outlen);
 void promql_default_p99(const struct scrape_spec *spec, char *out, size_t outlen);
@@ -91,7 +97,7 @@ void promql_default_refused(const struct scrape_spec *spec, char *out, size_t ou
  * (`instance`) more than one target scrapes ("dup": a PodMonitor and a
  * ServiceMonitor, a Service and its headless twin, a PodMonitor's target
  * per container, their series differing in job, service, endpoint or
- * container), whose requests every sum counts twice or more. With
+ * container), whose requests a plain sum counts twice or more. With
  * with_counted and a rejected_metric, also the refused requests' counter's
  * newest value ("refused"), for their newest rate the same way. Each series carries
  * PROMQL_PART_LABEL and the pod label. "" when the spec names none of these

@@ -173,15 +173,31 @@ static double seconds_per_unit(const char *metric)
 }
 
 /* sum(rate(<counter field>[{{window}}])), or "" when the field names none. */
+/* e, each of a pod's addresses counted once: an address (`instance`) more
+ * than one scrape target has (a PodMonitor beside a ServiceMonitor, a
+ * Service and its headless twin, a PodMonitor's target per container: series
+ * apart only in job, service, endpoint or container) has each series once per
+ * target, so the sum over each target's series, and the largest of those an
+ * address has. One target an address: e as it is. */
+static void dedup(const char *e, char *out, size_t outlen)
+{
+    struct util_buf b = {0};
+    util_buf_printf(&b, "max by (pod, instance) (sum by (pod, instance, job, service, endpoint, "
+                        "container) (%s))", e);
+    snprintf(out, outlen, "%s", b.data);
+    util_buf_free(&b);
+}
+
 static void sum_rate(const struct scrape_spec *spec, const char *field, char *out, size_t outlen)
 {
     if (!field[0]) {
         snprintf(out, outlen, "%s", "");
         return;
     }
-    char e[PROMQL_MAX_QUERY];
+    char e[PROMQL_MAX_QUERY], d[PROMQL_MAX_QUERY];
     counter_expr(spec, field, "rate(", "[{{window}}])", e, sizeof(e));
-    snprintf(out, outlen, "sum(%s)", e);
+    dedup(e, d, sizeof(d));
+    snprintf(out, outlen, "sum(%s)", d);
 }
 
 void promql_default_rate(const struct scrape_spec *spec, char *out, size_t outlen)
@@ -221,8 +237,9 @@ void promql_default_busy(const struct scrape_spec *spec, char *out, size_t outle
     double f = seconds_per_unit(b);
     if (f != 1)
         snprintf(scale, sizeof(scale), " * %g", f);
-    char be[PROMQL_MAX_QUERY], bs[PROMQL_MAX_QUERY], rs[PROMQL_MAX_QUERY];
-    counter_expr(spec, b, "rate(", "[{{window}}])", be, sizeof(be));
+    char e[PROMQL_MAX_QUERY], be[PROMQL_MAX_QUERY], bs[PROMQL_MAX_QUERY], rs[PROMQL_MAX_QUERY];
+    counter_expr(spec, b, "rate(", "[{{window}}])", e, sizeof(e));
+    dedup(e, be, sizeof(be));
     if (!r[0]) {
         snprintf(out, outlen, "sum(%s)%s", be, scale);
         return;
@@ -269,6 +286,11 @@ void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char
             char sel[PROMQL_MAX_QUERY];
             selector(parts[i].metric, "", sel, sizeof(sel));
             snprintf(e, sizeof(e), "%s%s%s", parts[i].open, sel, parts[i].close);
+        }
+        if (strcmp(parts[i].agg, "sum") == 0) { /* a value: each address once */
+            char d[PROMQL_MAX_QUERY];
+            dedup(e, d, sizeof(d));
+            snprintf(e, sizeof(e), "%s", d);
         }
         snprintf(part, sizeof(part),
                  "%slabel_replace(%s by (pod) (%s), \"" PROMQL_PART_LABEL "\", \"%s\", "

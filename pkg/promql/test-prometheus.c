@@ -332,16 +332,23 @@ static void test_against_prometheus(void **state)
     }
 
     /* no address of team-a's pods is scraped twice; team-b's pod is, by two jobs: its
-     * one address counts twice (its rate reads 2,000 req/s for the 1,000 it serves) */
+     * one address is told, and counted once (a plain sum reads 2,000 req/s for the 1,000
+     * it serves), its counter's newest value and its gauges too */
     for (int i = 0; i < 2; i++)
         assert_int_equal(f->pods.v[i].dup, 0);
     r = query(f, "team-b", NULL);
     assert_int_equal(f->pods.n, 1);
     assert_string_equal(f->pods.v[0].name, "chat-7d9f8b6c4-qq2ww");
     assert_int_equal(f->pods.v[0].dup, 1);
-    fprintf(stderr, "prometheus: team-b's pod scraped by two jobs: %d address counted twice, "
-            "rate %.0f req/s (it serves 1000)\n", f->pods.v[0].dup, r.request_rate);
-    assert_true(r.valid && r.request_rate > 1500);
+    fprintf(stderr, "prometheus: team-b's pod scraped by two jobs: %d address scraped twice, "
+            "rate %.0f req/s (it serves 1000), %g running (1)\n", f->pods.v[0].dup,
+            r.request_rate, f->pods.v[0].running);
+    assert_true(r.valid && fabs(r.request_rate - 1000) < 100);
+    assert_true(f->pods.v[0].running == 1);
+    struct scrape_result plain = query(f, "team-b", "sum(rate(vllm:request_success_total{"
+                                                    "namespace=\"{{namespace}}\",pod=~\"{{pods}}\""
+                                                    "}[{{window}}]))");
+    assert_true(plain.valid && plain.request_rate > 1800); /* the plain sum: twice */
     r = query(f, "team-a", NULL);
 
     /* a refused requests' counter (here the pods' `length` finishes, a quarter of their

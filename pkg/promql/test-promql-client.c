@@ -512,9 +512,11 @@ static void test_client_results(void **state)
     run_until(f, &f->results, before + 1);
     assert_true(f->r.valid && f->r.rejected_rate == 12.5 && isnan(f->r.rejected_recent));
     assert_int_equal(f->refused_queries, 1);
-    assert_non_null(strstr(f->refused_query, "sum(rate(tgi_request_failure{namespace="
-                                             "\"team-a\",pod=~\"chat-"));
-    assert_non_null(strstr(f->refused_query, "err=\"overloaded\"}[2m]))"));
+    assert_non_null(strstr(f->refused_query, "sum(max by (pod, instance) (sum by (pod, instance, "
+                                             "job, service, endpoint, container) (rate("
+                                             "tgi_request_failure{namespace=\"team-a\","
+                                             "pod=~\"chat-"));
+    assert_non_null(strstr(f->refused_query, "err=\"overloaded\"}[2m]))))"));
     f->mode = FAKE_BAD_QUERY; /* failed: unknown, and said for the log */
     before = f->results;
     assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
@@ -794,8 +796,10 @@ static void test_seed_query(void **state)
         enum scrape_profile profile;
         const char *own, *has, *lacks;
     } cases[] = {
-        {SCRAPE_VLLM, NULL, "sum(rate(vllm:request_success_total{", "vector(0)"},
-        {SCRAPE_TGI, NULL, ")) + (sum(rate(tgi_request_failure{namespace=\"team-a\",", NULL},
+        {SCRAPE_VLLM, NULL, "container) (rate(vllm:request_success_total{", "vector(0)"},
+        {SCRAPE_TGI, NULL, ")))) + (sum(max by (pod, instance) (sum by (pod, instance, job, "
+                           "service, endpoint, container) (rate(tgi_request_failure{namespace="
+                           "\"team-a\",", NULL},
         {SCRAPE_TGI, "sum(rate(gw_requests_total{ns=\"{{namespace}}\"}[5m]))", NULL,
          "tgi_request_failure"},
     };
@@ -813,7 +817,7 @@ static void test_seed_query(void **state)
         if (cases[i].lacks)
             assert_null(strstr(f->last_query, cases[i].lacks));
         if (cases[i].profile == SCRAPE_TGI && !cases[i].own)
-            assert_non_null(strstr(f->last_query, ",err=\"overloaded\"}[2m])) or vector(0))"));
+            assert_non_null(strstr(f->last_query, ",err=\"overloaded\"}[2m])))) or vector(0))"));
         if (cases[i].own)
             assert_string_equal(f->last_query,
                                 "sum(rate(gw_requests_total{ns=\"team-a\"}[5m]))");

@@ -18,6 +18,9 @@
 #include "promql/promql.h"
 #include "util/util.h"
 
+/* What the default queries wrap a value's selector in: each address once. */
+#define DEDUP "max by (pod, instance) (sum by (pod, instance, job, service, endpoint, container) ("
+
 /* ---- templates ------------------------------------------------------------- */
 
 static void test_defaults(void **state)
@@ -28,30 +31,30 @@ static void test_defaults(void **state)
         const char *rate, *p99;
     } want[] = {
         {SCRAPE_VLLM,
-         "sum(rate(vllm:request_success_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
-         "[{{window}}]))",
+         "sum(" DEDUP "rate(vllm:request_success_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
+         "[{{window}}]))))",
          "histogram_quantile(0.99, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket"
          "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
         {SCRAPE_TRITON,
-         "sum(rate(nv_inference_request_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
-         "[{{window}}]))",
+         "sum(" DEDUP "rate(nv_inference_request_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
+         "[{{window}}]))))",
          ""},
         {SCRAPE_TGI,
-         "sum(rate(tgi_request_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}]))",
+         "sum(" DEDUP "rate(tgi_request_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}]))))",
          "histogram_quantile(0.99, sum by (le) (rate(tgi_request_duration_bucket"
          "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
         {SCRAPE_SGLANG,
-         "sum(rate(sglang:num_requests_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
-         "[{{window}}]))",
+         "sum(" DEDUP "rate(sglang:num_requests_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
+         "[{{window}}]))))",
          "histogram_quantile(0.99, sum by (le) (rate(sglang:e2e_request_latency_seconds_bucket"
          "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
         {SCRAPE_NIM,
-         "sum(rate(request_success_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
-         "[{{window}}]))",
+         "sum(" DEDUP "rate(request_success_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
+         "[{{window}}]))))",
          "histogram_quantile(0.99, sum by (le) (rate(e2e_request_latency_seconds_bucket"
          "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
         {SCRAPE_TEI,
-         "sum(rate(te_embed_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}]))",
+         "sum(" DEDUP "rate(te_embed_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}]))))",
          "histogram_quantile(0.99, sum by (le) (rate(te_request_duration_bucket"
          "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
         {SCRAPE_GENERIC, "", ""},
@@ -93,21 +96,21 @@ static void test_defaults(void **state)
     snprintf(spec.busy_metric, sizeof(spec.busy_metric), "svc_seconds_total");
     spec.request_metric[0] = '\0';
     promql_default_busy(&spec, q, sizeof(q));
-    assert_string_equal(q, "sum(rate(svc_seconds_total{namespace=\"{{namespace}}\","
-                           "pod=~\"{{pods}}\"}[{{window}}]))");
+    assert_string_equal(q, "sum(" DEDUP "rate(svc_seconds_total{namespace=\"{{namespace}}\","
+                           "pod=~\"{{pods}}\"}[{{window}}]))))");
     /* the profiles': only while every pod with the request counter has the busy counter */
     scrape_spec_init(&spec, SCRAPE_VLLM);
     promql_default_busy(&spec, q, sizeof(q));
     assert_string_equal(
-        q, "(sum(rate(vllm:request_inference_time_seconds_sum{namespace=\"{{namespace}}\","
-           "pod=~\"{{pods}}\"}[{{window}}]))) and on() (count(count by (pod) "
+        q, "(sum(" DEDUP "rate(vllm:request_inference_time_seconds_sum{namespace=\"{{namespace}}\","
+           "pod=~\"{{pods}}\"}[{{window}}]))))) and on() (count(count by (pod) "
            "(vllm:request_inference_time_seconds_sum{namespace=\"{{namespace}}\",pod=~\"{{pods}}"
            "\"})) == count(count by (pod) (vllm:request_success_total{namespace=\"{{namespace}}\","
            "pod=~\"{{pods}}\"})))");
     scrape_spec_init(&spec, SCRAPE_TRITON); /* microseconds */
     promql_default_busy(&spec, q, sizeof(q));
-    assert_non_null(strstr(q, "(sum(rate(nv_inference_compute_infer_duration_us{"));
-    assert_non_null(strstr(q, "[{{window}}])) * 1e-06) and on() ("));
+    assert_non_null(strstr(q, "(sum(" DEDUP "rate(nv_inference_compute_infer_duration_us{"));
+    assert_non_null(strstr(q, "[{{window}}])))) * 1e-06) and on() ("));
     assert_non_null(strstr(q, "(nv_inference_request_success{"));
 
     /* a metric's own label matchers join the pods' in every query, written
@@ -118,12 +121,12 @@ static void test_defaults(void **state)
     snprintf(spec.busy_metric, sizeof(spec.busy_metric),
              "nv_inference_compute_infer_duration_us{model=\"ensemble\"}");
     promql_default_rate(&spec, q, sizeof(q));
-    assert_string_equal(q, "sum(rate(nv_inference_request_success{namespace=\"{{namespace}}\","
-                           "pod=~\"{{pods}}\",model=\"ensemble\",version!=\"2\"}[{{window}}]))");
+    assert_string_equal(q, "sum(" DEDUP "rate(nv_inference_request_success{namespace=\"{{namespace}}\","
+                           "pod=~\"{{pods}}\",model=\"ensemble\",version!=\"2\"}[{{window}}]))))");
     promql_default_busy(&spec, q, sizeof(q));
     assert_string_equal(
-        q, "(sum(rate(nv_inference_compute_infer_duration_us{namespace=\"{{namespace}}\","
-           "pod=~\"{{pods}}\",model=\"ensemble\"}[{{window}}])) * 1e-06) and on() (count(count "
+        q, "(sum(" DEDUP "rate(nv_inference_compute_infer_duration_us{namespace=\"{{namespace}}\","
+           "pod=~\"{{pods}}\",model=\"ensemble\"}[{{window}}])))) * 1e-06) and on() (count(count "
            "by (pod) (nv_inference_compute_infer_duration_us{namespace=\"{{namespace}}\","
            "pod=~\"{{pods}}\",model=\"ensemble\"})) == count(count by (pod) "
            "(nv_inference_request_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\","
@@ -133,9 +136,9 @@ static void test_defaults(void **state)
     snprintf(spec.request_metric, sizeof(spec.request_metric),
              "vllm:request_success_total{model_name=~\"llama-.*\",engine!~\"[1-9]\"}");
     promql_default_rate(&spec, q, sizeof(q));
-    assert_string_equal(q, "sum(rate(vllm:request_success_total{namespace=\"{{namespace}}\","
+    assert_string_equal(q, "sum(" DEDUP "rate(vllm:request_success_total{namespace=\"{{namespace}}\","
                            "pod=~\"{{pods}}\",model_name=~\"llama-.*\",engine!~\"[1-9]\"}"
-                           "[{{window}}]))");
+                           "[{{window}}]))))");
     /* an escape either quote takes (`\'` in double quotes, `\"` in single)
      * is written as PromQL reads it: a value quoted again (as written, the
      * query was a lexer error, 400 on every tick) */
@@ -143,9 +146,9 @@ static void test_defaults(void **state)
              "vllm:request_success_total{model_name=\"o\\'brien\",tag='say \\\"hi\\\"',"
              "path=~\"a\\\\.b\"}");
     promql_default_rate(&spec, q, sizeof(q));
-    assert_string_equal(q, "sum(rate(vllm:request_success_total{namespace=\"{{namespace}}\","
+    assert_string_equal(q, "sum(" DEDUP "rate(vllm:request_success_total{namespace=\"{{namespace}}\","
                            "pod=~\"{{pods}}\",model_name=\"o'brien\",tag=\"say \\\"hi\\\"\","
-                           "path=~\"a\\\\.b\"}[{{window}}]))");
+                           "path=~\"a\\\\.b\"}[{{window}}]))))");
     /* a counter an annotation names by its family name is asked for under
      * both names, as the scraper finds it: Prometheus stores an OpenMetrics
      * counter http_requests, and the Go client's, as http_requests_total
@@ -160,28 +163,28 @@ static void test_defaults(void **state)
     snprintf(spec.busy_metric, sizeof(spec.busy_metric), "busy_seconds");
     snprintf(spec.inflight_metric, sizeof(spec.inflight_metric), "inflight");
     promql_default_rate(&spec, q, sizeof(q));
-    assert_string_equal(q, "sum(rate(http_requests_total{namespace=\"{{namespace}}\","
+    assert_string_equal(q, "sum(" DEDUP "rate(http_requests_total{namespace=\"{{namespace}}\","
                            "pod=~\"{{pods}}\",code!~\"5..\"}[{{window}}]) or "
                            "rate(http_requests{namespace=\"{{namespace}}\","
-                           "pod=~\"{{pods}}\",code!~\"5..\"}[{{window}}]))");
+                           "pod=~\"{{pods}}\",code!~\"5..\"}[{{window}}]))))");
     assert_null(strstr(q, "__name__"));
     promql_default_busy(&spec, q, sizeof(q));
-    assert_non_null(strstr(q, "(sum(rate(busy_seconds_total{namespace="));
+    assert_non_null(strstr(q, "(sum(" DEDUP "rate(busy_seconds_total{namespace="));
     assert_non_null(strstr(q, "[{{window}}]) or rate(busy_seconds{namespace="));
     assert_non_null(strstr(q, "count by (pod) (http_requests_total{namespace="));
     assert_non_null(strstr(q, "\"5..\"} or http_requests{namespace="));
     promql_default_pods(&spec, true, q, sizeof(q));
-    assert_non_null(strstr(q, "sum by (pod) (inflight{namespace="));
+    assert_non_null(strstr(q, "sum by (pod) (" DEDUP "inflight{namespace="));
     assert_null(strstr(q, "inflight_total"));
     assert_non_null(strstr(q, "count by (pod) (rate(http_requests_total{namespace="));
     assert_non_null(strstr(q, "[{{window}}]) or rate(http_requests{namespace="));
-    assert_non_null(strstr(q, "sum by (pod) (http_requests_total{namespace="));
+    assert_non_null(strstr(q, "sum by (pod) (" DEDUP "http_requests_total{namespace="));
     assert_non_null(strstr(q, "max by (pod) (timestamp(http_requests_total{namespace="));
     assert_non_null(strstr(q, "\"5..\"}) or timestamp(http_requests{namespace="));
     assert_null(strstr(q, "__name__"));
     snprintf(spec.busy_metric, sizeof(spec.busy_metric), "lat_seconds_sum");
     promql_default_busy(&spec, q, sizeof(q));
-    assert_non_null(strstr(q, "(sum(rate(lat_seconds_sum{namespace="));
+    assert_non_null(strstr(q, "(sum(" DEDUP "rate(lat_seconds_sum{namespace="));
     scrape_spec_init(&spec, SCRAPE_TRITON); /* the profile's counter: as the profile names it */
     snprintf(spec.request_metric, sizeof(spec.request_metric),
              "nv_inference_request_success{model=\"a\"}");
@@ -196,8 +199,8 @@ static void test_defaults(void **state)
                            "\"{{namespace}}\",pod=~\"{{pods}}\",route=\"/v1\"}[{{window}}]))) * "
                            "0.001");
     promql_default_rate(&spec, q, sizeof(q));
-    assert_string_equal(q, "sum(rate(reqs_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
-                           "[{{window}}]))");
+    assert_string_equal(q, "sum(" DEDUP "rate(reqs_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
+                           "[{{window}}]))))");
 }
 
 /* A pod name as the ReplicaSet controller makes it: generateName
@@ -419,15 +422,18 @@ static void test_pods_query(void **state)
     scrape_spec_init(&spec, SCRAPE_VLLM);
     promql_default_pods(&spec, true, q, sizeof(q));
     assert_string_equal(
-        q, "label_replace(sum by (pod) (vllm:num_requests_running{namespace=\"{{namespace}}\","
-           "pod=~\"{{pods}}\"}), \"gpuscaler_part\", \"running\", \"\", \"\") or "
-           "label_replace(sum by (pod) (vllm:num_requests_waiting{namespace=\"{{namespace}}\","
-           "pod=~\"{{pods}}\"}), \"gpuscaler_part\", \"waiting\", \"\", \"\") or "
+        q, "label_replace(sum by (pod) (" DEDUP "vllm:num_requests_running{namespace=\""
+           "{{namespace}}\",pod=~\"{{pods}}\"}))), \"gpuscaler_part\", \"running\", \"\", "
+           "\"\") or "
+           "label_replace(sum by (pod) (" DEDUP "vllm:num_requests_waiting{namespace=\""
+           "{{namespace}}\",pod=~\"{{pods}}\"}))), \"gpuscaler_part\", \"waiting\", \"\", "
+           "\"\") or "
            "label_replace(count by (pod) (rate(vllm:request_success_total{namespace=\""
            "{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])), \"gpuscaler_part\", "
            "\"counted\", \"\", \"\") or "
-           "label_replace(sum by (pod) (vllm:request_success_total{namespace=\"{{namespace}}\","
-           "pod=~\"{{pods}}\"}), \"gpuscaler_part\", \"requests\", \"\", \"\") or "
+           "label_replace(sum by (pod) (" DEDUP "vllm:request_success_total{namespace=\""
+           "{{namespace}}\",pod=~\"{{pods}}\"}))), \"gpuscaler_part\", \"requests\", \"\", "
+           "\"\") or "
            "label_replace(max by (pod) (timestamp(vllm:request_success_total{namespace=\""
            "{{namespace}}\",pod=~\"{{pods}}\"})), \"gpuscaler_part\", \"at\", \"\", \"\") or "
            "label_replace(min by (pod) (timestamp(vllm:request_success_total{namespace=\""
@@ -478,18 +484,20 @@ static void test_pods_query(void **state)
              "nv_inference_request_success{model=\"a\"}");
     promql_default_pods(&spec, true, q, sizeof(q));
     assert_null(strstr(q, "\"running\""));
-    assert_true(strncmp(q, "label_replace(sum by (pod) (nv_inference_pending_request_count{", 63) ==
-                0);
+    static const char head[] =
+        "label_replace(sum by (pod) (" DEDUP "nv_inference_pending_request_count{";
+    assert_true(strncmp(q, head, sizeof(head) - 1) == 0);
     assert_non_null(strstr(q, "pod=~\"{{pods}}\",model=\"a\"}[{{window}}]"));
     /* and its refused requests' counter (reason REJECTED), last; their window rate is a
      * query of its own, evaluated with the rate's */
-    const char *refused = " or label_replace(sum by (pod) (nv_inference_request_failure{"
-                          "namespace=\"{{namespace}}\",pod=~\"{{pods}}\",reason=\"REJECTED\"}), "
+    const char *refused = " or label_replace(sum by (pod) (" DEDUP "nv_inference_request_failure{"
+                          "namespace=\"{{namespace}}\",pod=~\"{{pods}}\",reason=\"REJECTED\"}))), "
                           "\"gpuscaler_part\", \"refused\", \"\", \"\")";
     assert_string_equal(q + strlen(q) - strlen(refused), refused);
     promql_default_refused(&spec, q, sizeof(q));
-    assert_string_equal(q, "sum(rate(nv_inference_request_failure{namespace=\"{{namespace}}\","
-                           "pod=~\"{{pods}}\",reason=\"REJECTED\"}[{{window}}]))");
+    assert_string_equal(q, "sum(" DEDUP "rate(nv_inference_request_failure{namespace=\""
+                           "{{namespace}}\",pod=~\"{{pods}}\",reason=\"REJECTED\"}"
+                           "[{{window}}]))))");
     promql_default_pods(&spec, false, q, sizeof(q)); /* a rate of the user's own: not asked */
     assert_null(strstr(q, "refused"));
     scrape_spec_init(&spec, SCRAPE_VLLM); /* vLLM queues: none */
