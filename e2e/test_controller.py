@@ -2295,7 +2295,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             print(msg)
             self.assertEqual(ev[0]["type"], "Warning")
             self.assertIn("1 of 2 pods' request counter is scraped by more than one target", msg)
-            self.assertIn("default queries count each address once", msg)
+            self.assertIn("default queries count such an address once", msg)
             self.assertIn("(pod %s)" % pod, msg)
             lines = [ln for ln in g.text().splitlines()
                      if "deployment=pqdup " in ln and "scraped by more than one target" in ln]

@@ -6,7 +6,7 @@
  * finite >= 0, times in range, sample counts 0 or whole from 1,
  * the "seen" flags as the pods say; nothing on error) and, NUL-terminated,
  * expanded as a PromQL template (the output always fits and
- * never holds an unexpanded placeholder). */
+ * never holds an unexpanded placeholder) and read as a window's duration. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -75,6 +75,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     strstr(out, "{{pods}}")))
         abort();
     if (rc != 0 && (out[0] != '\0' || err[0] == '\0'))
+        abort();
+    /* and as a window's duration: -1, or within the bound; a duration is accepted as a
+     * window exactly when it is more than 0 */
+    int64_t ms = promql_duration_ms(tmpl);
+    if (ms < -1 || ms > PROMQL_DURATION_MAX_MS)
+        abort();
+    rc = promql_expand("x", "a", "b", tmpl, out, sizeof(out), err, sizeof(err));
+    if ((rc == 0) != (ms > 0))
         abort();
     xfree(tmpl);
     return 0;

@@ -376,9 +376,8 @@ struct ctl_wl {
     bool pq_lag_told;             /**< a lag of CTL_PQ_LAG_TOLD_MS or more was logged */
     int pq_dup_pods;              /**< pods of the last per-pod answer with an address
                                        more than one scrape target has (promql_pod.dup: a
-                                       plain sum counts their requests twice or more);
-                                       logged when it changes, told by a DuplicateScrape
-                                       Event */
+                                       plain sum counts their requests twice or more), as
+                                       last logged (promsrc.c, pq_dup_check) */
     bool pq_grew_told;            /**< an answer dropped for a lag grown by
                                        CTL_PQ_LAG_REASK_MS past the sawtooth was logged, and
                                        none since was back within the sawtooth */
@@ -731,9 +730,10 @@ void ctl_pq_measure(struct controller *c, struct ctl_wl *w, int64_t now,
  *  tick. part: 0 rate, 1 p99, 2 busy-time, 3 per-pod. Returns whether it
  *  logged. */
 bool ctl_pq_log(struct ctl_wl *w, int part, const char *why);
-/** What w's pods scraped by more than one target (w->pq_dup_pods of them,
- *  named from w->pq_pods) do to its numbers, and where to look, into out;
- *  "" when none. (promsrc.c) */
+/** What w's pods scraped by more than one target (those of w->pq_pods,
+ *  the last per-pod answer kept) do to its numbers, and where to look, into
+ *  out (900 bytes hold it); "" when none, or no answer is kept. Told by a
+ *  DuplicateScrape Event. (promsrc.c) */
 void ctl_pq_dup_msg(const struct ctl_wl *w, char *out, size_t outlen);
 
 /** The last per-pod answer against the Deployment's pods in the cache. */

@@ -510,12 +510,11 @@ void ctl_report(struct controller *c, struct ctl_wl *w, const struct kube_deploy
         ctl_event(c, w, "Warning", "GPUCapacityExhausted", msg);
     }
     ctl_report_parked(c, w, dec);
-    /* a pod scraped twice: counted once here, but any plain sum reads high */
-    if (w->pq_dup_pods > 0) {
-        char msg[700];
-        ctl_pq_dup_msg(w, msg, sizeof(msg));
-        ctl_event(c, w, "Warning", "DuplicateScrape", msg);
-    }
+    /* a pod scraped twice: any plain sum of its series reads high */
+    char dup_msg[900];
+    ctl_pq_dup_msg(w, dup_msg, sizeof(dup_msg));
+    if (dup_msg[0])
+        ctl_event(c, w, "Warning", "DuplicateScrape", dup_msg);
     /* replicas placed that are not coming: why, on the Deployment, since the
      * count will not replace them (a rollout whose pods all crash would only
      * add GPUs that crash too) */

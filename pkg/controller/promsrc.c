@@ -171,36 +171,37 @@ static void pq_answered(const struct scrape_result *res, const struct promql_pod
 
 void ctl_pq_dup_msg(const struct ctl_wl *w, char *out, size_t outlen)
 {
+    int dup = 0;
     const char *pod = NULL;
-    for (size_t i = 0; w->pq_dup_pods > 0 && i < w->pq_pods.n && !pod; i++)
-        if (w->pq_pods.v[i].dup > 0)
+    for (size_t i = 0; i < w->pq_pods.n; i++)
+        if (w->pq_pods.v[i].dup > 0 && dup++ == 0)
             pod = w->pq_pods.v[i].name;
-    if (!pod) {
+    if (!pod) { /* none, or no per-pod answer kept (failed, or the queries changed) */
         snprintf(out, outlen, "%s", "");
         return;
     }
     snprintf(out, outlen,
              "%d of %zu pods' request counter is scraped by more than one target at one "
              "address (pod %.253s): Prometheus has each of its series twice or more (apart in "
-             "job, service, endpoint or container). gpuscaler's default queries count each "
-             "address once, but a plain sum of them (a promql-rate of your own, a dashboard, "
-             "another autoscaler) reads that many times high; remove the duplicate PodMonitor, "
-             "ServiceMonitor or scrape job (count by (instance, job, service, endpoint, "
-             "container) of the counter for that pod names them)",
-             w->pq_dup_pods, w->pq_pods.n, pod);
+             "job, service, endpoint or container). gpuscaler's default queries count such an "
+             "address once when its targets name the same container (prometheus-operator's "
+             "monitors do); otherwise, and in any plain sum of them (a promql-rate of your own, "
+             "a dashboard, another autoscaler), it reads that many times high. Remove the "
+             "duplicate PodMonitor, ServiceMonitor or scrape job (count by (instance, job, "
+             "service, endpoint, container) of the counter for that pod names them)",
+             dup, w->pq_pods.n, pod);
 }
 
-/* Told when the pods scraped twice or more change in number: a duplicate
- * PodMonitor, ServiceMonitor or scrape job doubles a plain sum (an answer of
- * the per-pod query, just kept in w->pq_pods). */
+/* Told when the pods scraped twice or more change in number, from an answer
+ * of the per-pod query just kept in w->pq_pods (w->pq_dup_pods: the number
+ * last told). */
 static void pq_dup_check(struct ctl_wl *w)
 {
     int dup = 0;
     for (size_t i = 0; i < w->pq_pods.n; i++)
         dup += w->pq_pods.v[i].dup > 0;
     if (dup > 0 && dup != w->pq_dup_pods) {
-        w->pq_dup_pods = dup;
-        char msg[700];
+        char msg[900];
         ctl_pq_dup_msg(w, msg, sizeof(msg));
         LOGW_WARN(SUB, w->ns, w->name, "%s", msg);
     } else if (dup == 0 && w->pq_dup_pods > 0) {

@@ -716,6 +716,32 @@ static void test_prometheus_refused(void **state)
     wl_done(w);
 }
 
+/* A pod scraped by more than one target at one address: the DuplicateScrape
+ * message counts the pods of the kept answer and names the first; none when
+ * no answer is kept (its query failed, or the queries changed), so no Event
+ * goes out empty. */
+static void test_duplicate_scrape_message(void **state)
+{
+    (void)state;
+    struct ctl_wl *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    static const char *const names[3] = {"a0", "a1", "a2"};
+    double run[3] = {1, 1, 1};
+    char msg[900];
+    answer(w, 3, names, run, "a0 a1 a2");
+    ctl_pq_dup_msg(w, msg, sizeof(msg));
+    assert_string_equal(msg, "");
+    w->pq_pods.v[1].dup = w->pq_pods.v[2].dup = 1;
+    ctl_pq_dup_msg(w, msg, sizeof(msg));
+    assert_non_null(strstr(msg, "2 of 3 pods' request counter is scraped by more than one "
+                                "target at one address (pod a1)"));
+    assert_true(strlen(msg) < sizeof(msg) - 1); /* whole */
+    promql_pods_free(&w->pq_pods); /* no answer kept */
+    ctl_pq_dup_msg(w, msg, sizeof(msg));
+    assert_string_equal(msg, "");
+    wl_done(w);
+}
+
 /* With a long service time the newest rate counts over two service times
  * (min_span_ms) where a pod's samples reach so far back: samples 15 s apart
  * and a 40 s floor count from the sample 45 s back, the oldest kept while
@@ -892,6 +918,7 @@ int main(void)
         cmocka_unit_test(test_prometheus_recent),
         cmocka_unit_test(test_prometheus_recent_min_span),
         cmocka_unit_test(test_prometheus_refused),
+        cmocka_unit_test(test_duplicate_scrape_message),
         cmocka_unit_test(test_recent_spans),
         cmocka_unit_test(test_serving_counts_stale_pods),
     };

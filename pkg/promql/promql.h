@@ -33,9 +33,10 @@ struct forecast;
 #define PROMQL_MAX_QUERY 4096
 /** ... but the per-pod one's (promql_default_pods): seven parts name the
  *  request counter, each twice for one named by its family name, so the
- *  longest names (127-byte metrics, a 63-byte namespace and a 253-byte
- *  Deployment) make it about 6,900 bytes. */
-#define PROMQL_MAX_PODS_QUERY (2 * PROMQL_MAX_QUERY)
+ *  longest names (127-byte metrics, a 63-byte namespace, a 57-byte
+ *  Deployment name of dots and letters, whose pod regex is the longest)
+ *  make it about 8,700 bytes. */
+#define PROMQL_MAX_PODS_QUERY (4 * PROMQL_MAX_QUERY)
 
 /** A query whose GET URL would be longer than this is sent as a POST. */
 #define PROMQL_GET_MAX_URL 4096
@@ -110,8 +111,9 @@ void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char
 /** Durations longer than this (about 31,700 years) are refused. */
 #define PROMQL_DURATION_MAX_MS (1000000000000000LL)
 /**
- * A PromQL duration (one or more <digits><unit>, units ms s m h d w y:
- * "2m", "1m30s") in milliseconds; -1 when s is none, or longer than
+ * A PromQL duration (one or more <digits><unit>, units y w d h m s ms, each
+ * at most once and in that order, as Prometheus reads them: "2m", "1m30s",
+ * not "30s1m") in milliseconds; -1 when s is none, or longer than
  * PROMQL_DURATION_MAX_MS. Pure.
  */
 int64_t promql_duration_ms(const char *s);

@@ -175,15 +175,17 @@ static double seconds_per_unit(const char *metric)
 /* sum(rate(<counter field>[{{window}}])), or "" when the field names none. */
 /* e, each of a pod's addresses counted once: an address (`instance`) more
  * than one scrape target has (a PodMonitor beside a ServiceMonitor, a
- * Service and its headless twin, a PodMonitor's target per container: series
- * apart only in job, service, endpoint or container) has each series once per
- * target, so the sum over each target's series, and the largest of those an
- * address has. One target an address: e as it is. */
+ * Service and its headless twin: series apart only in job, service or
+ * endpoint) has each series once per target, so the sum over each target's
+ * series, and the largest of those an address and container have. One
+ * target an address: e as it is. The container stays apart: where
+ * `instance` is not the address (relabelled to the pod's name, or dropped),
+ * two containers serving their own counters share it, and are two. */
 static void dedup(const char *e, char *out, size_t outlen)
 {
     struct util_buf b = {0};
-    util_buf_printf(&b, "max by (pod, instance) (sum by (pod, instance, job, service, endpoint, "
-                        "container) (%s))", e);
+    util_buf_printf(&b, "max by (pod, instance, container) (sum by (pod, instance, container, "
+                        "job, service, endpoint) (%s))", e);
     snprintf(out, outlen, "%s", b.data);
     util_buf_free(&b);
 }
@@ -315,14 +317,18 @@ static bool dns1123(const char *s)
 
 int64_t promql_duration_ms(const char *s)
 {
+    /* longest first: each unit at most once, in this order (Prometheus' own
+     * rule: 1m30s, not 30s1m) */
     static const struct {
-        char unit;
+        const char *unit;
         int64_t ms;
-    } units[] = {{'s', 1000},          {'m', 60000},          {'h', 3600000},
-                 {'d', 86400000},      {'w', 7 * 86400000LL}, {'y', 365 * 86400000LL}};
+    } units[] = {{"y", 365 * 86400000LL}, {"w", 7 * 86400000LL}, {"d", 86400000}, {"h", 3600000},
+                 {"ms", 1},               {"m", 60000},          {"s", 1000}};
+    static const int order[] = {0, 1, 2, 3, 6, 4, 5}; /* ms after m and s */
     if (!s || !*s)
         return -1;
     int64_t total = 0;
+    int last = -1;
     while (*s) {
         if (*s < '0' || *s > '9')
             return -1;
@@ -330,28 +336,24 @@ int64_t promql_duration_ms(const char *s)
         for (; *s >= '0' && *s <= '9'; s++)
             if ((n = n * 10 + (*s - '0')) > PROMQL_DURATION_MAX_MS)
                 return -1;
-        int64_t per = 0;
-        if (strncmp(s, "ms", 2) == 0) {
-            per = 1;
-            s += 2;
-        } else {
-            for (size_t i = 0; *s && i < UTIL_ARRAY_LEN(units) && !per; i++)
-                per = units[i].unit == *s ? units[i].ms : 0;
-            if (!per)
-                return -1;
-            s++;
-        }
-        if (n > (PROMQL_DURATION_MAX_MS - total) / per)
+        size_t u = 0;
+        while (u < UTIL_ARRAY_LEN(units) && strncmp(s, units[u].unit, strlen(units[u].unit)) != 0)
+            u++;
+        if (u == UTIL_ARRAY_LEN(units) || order[u] <= last)
             return -1;
-        total += n * per;
+        last = order[u];
+        s += strlen(units[u].unit);
+        if (n > (PROMQL_DURATION_MAX_MS - total) / units[u].ms)
+            return -1;
+        total += n * units[u].ms;
     }
     return total;
 }
 
-/* A PromQL duration: one or more <digits><unit>, units ms s m h d w y. */
+/* A PromQL duration a window can be: more than 0. */
 static bool duration_ok(const char *s)
 {
-    return promql_duration_ms(s) >= 0;
+    return promql_duration_ms(s) > 0;
 }
 
 struct out {

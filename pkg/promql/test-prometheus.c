@@ -47,7 +47,7 @@ struct fx {
     uv_loop_t loop;
     struct httpc *http;
     struct promql *pq;
-    struct fakepod *fpods[4];
+    struct fakepod *fpods[6];
     pid_t pid;
     char dir[64];
     int port;
@@ -170,6 +170,9 @@ static int setup(void **state)
     f->fpods[1] = fakepod_start(&f->loop, 32, FAKEPOD_VLLM, 30, 3, 0);
     f->fpods[2] = fakepod_start(&f->loop, 33, FAKEPOD_VLLM, 100, 1, 0);
     f->fpods[3] = fakepod_start(&f->loop, 34, FAKEPOD_VLLM, 1000, 1, 0);
+    /* team-c's pod: two containers, each its own counter on its own port */
+    f->fpods[4] = fakepod_start(&f->loop, 35, FAKEPOD_VLLM, 5, 1, 0);
+    f->fpods[5] = fakepod_start(&f->loop, 36, FAKEPOD_VLLM, 7, 1, 0);
     static const char *const labels[4][2] = {
         {"team-a", "chat-7d9f8b6c4-xk2p9"},
         {"team-a", "chat-7d9f8b6c4-bx4cd"},
@@ -192,6 +195,14 @@ static int setup(void **state)
                  "    static_configs:\n      - targets: ['%s:%d']\n"
                  "        labels: {namespace: '%s', pod: '%s'}\n",
             fakepod_ip(f->fpods[3]), fakepod_port(f->fpods[3]), labels[3][0], labels[3][1]);
+    /* and team-c's two containers with `instance` relabelled to the pod's name, as some
+     * scrape configs do: one instance, two containers */
+    fprintf(cfg, "  - job_name: vllm-containers\n    scrape_interval: 1s\n"
+                 "    scrape_timeout: 900ms\n    static_configs:\n");
+    for (int i = 4; i < 6; i++)
+        fprintf(cfg, "      - targets: ['%s:%d']\n        labels: {namespace: team-c, pod: "
+                     "chat-7d9f8b6c4-cc4cc, instance: chat-7d9f8b6c4-cc4cc, container: c%d}\n",
+                fakepod_ip(f->fpods[i]), fakepod_port(f->fpods[i]), i);
     fclose(cfg);
 
     f->port = free_port();
@@ -238,7 +249,7 @@ static int teardown(void **state)
     }
     promql_close(f->pq, on_closed, f);
     httpc_close(f->http, on_closed, f);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 6; i++)
         fakepod_stop(f->fpods[i]);
     uv_close((uv_handle_t *)&f->timer, NULL);
     int rc = uv_run(&f->loop, UV_RUN_DEFAULT);
@@ -349,6 +360,13 @@ static void test_against_prometheus(void **state)
                                                     "namespace=\"{{namespace}}\",pod=~\"{{pods}}\""
                                                     "}[{{window}}]))");
     assert_true(plain.valid && plain.request_rate > 1800); /* the plain sum: twice */
+    /* team-c's two containers under one instance label are two, not a duplicate: 12 */
+    r = query(f, "team-c", NULL);
+    fprintf(stderr, "prometheus: team-c's two containers under one instance: rate %.1f req/s "
+            "(want 12), %g running (2)\n", r.request_rate, f->pods.v[0].running);
+    assert_true(r.valid && fabs(r.request_rate - 12) < 1.5);
+    assert_int_equal(f->pods.n, 1);
+    assert_true(f->pods.v[0].running == 2);
     r = query(f, "team-a", NULL);
 
     /* a refused requests' counter (here the pods' `length` finishes, a quarter of their

@@ -512,8 +512,9 @@ static void test_client_results(void **state)
     run_until(f, &f->results, before + 1);
     assert_true(f->r.valid && f->r.rejected_rate == 12.5 && isnan(f->r.rejected_recent));
     assert_int_equal(f->refused_queries, 1);
-    assert_non_null(strstr(f->refused_query, "sum(max by (pod, instance) (sum by (pod, instance, "
-                                             "job, service, endpoint, container) (rate("
+    assert_non_null(strstr(f->refused_query, "sum(max by (pod, instance, container) (sum by "
+                                             "(pod, instance, container, job, service, endpoint) "
+                                             "(rate("
                                              "tgi_request_failure{namespace=\"team-a\","
                                              "pod=~\"chat-"));
     assert_non_null(strstr(f->refused_query, "err=\"overloaded\"}[2m]))))"));
@@ -796,10 +797,10 @@ static void test_seed_query(void **state)
         enum scrape_profile profile;
         const char *own, *has, *lacks;
     } cases[] = {
-        {SCRAPE_VLLM, NULL, "container) (rate(vllm:request_success_total{", "vector(0)"},
-        {SCRAPE_TGI, NULL, ")))) + (sum(max by (pod, instance) (sum by (pod, instance, job, "
-                           "service, endpoint, container) (rate(tgi_request_failure{namespace="
-                           "\"team-a\",", NULL},
+        {SCRAPE_VLLM, NULL, "endpoint) (rate(vllm:request_success_total{", "vector(0)"},
+        {SCRAPE_TGI, NULL, ")))) + (sum(max by (pod, instance, container) (sum by (pod, "
+                           "instance, container, job, service, endpoint) (rate(tgi_request_failure{"
+                           "namespace=\"team-a\",", NULL},
         {SCRAPE_TGI, "sum(rate(gw_requests_total{ns=\"{{namespace}}\"}[5m]))", NULL,
          "tgi_request_failure"},
     };

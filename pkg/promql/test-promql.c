@@ -19,7 +19,9 @@
 #include "util/util.h"
 
 /* What the default queries wrap a value's selector in: each address once. */
-#define DEDUP "max by (pod, instance) (sum by (pod, instance, job, service, endpoint, container) ("
+#define DEDUP                                                                              \
+    "max by (pod, instance, container) (sum by (pod, instance, container, job, service, "     \
+    "endpoint) ("
 
 /* ---- templates ------------------------------------------------------------- */
 
@@ -304,6 +306,8 @@ static void test_expand(void **state)
         {"x", "a", "b\"}or vector(1)", "1m", 100, -EINVAL, "not a DNS-1123"},
         {"x", "a", "b", "1 m", 100, -EINVAL, "window"},
         {"x", "a", "b", "m", 100, -EINVAL, "window"},
+        {"x", "a", "b", "0s", 100, -EINVAL, "window"},   /* an empty window */
+        {"x", "a", "b", "30s1m", 100, -EINVAL, "window"}, /* Prometheus reads 1m30s only */
         {"{{pods}}{{pods}}", "a", "bbbbbbbbbb", "1m", 40, -ENAMETOOLONG, "longer than 39"},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(bad); i++) {
@@ -450,8 +454,9 @@ static void test_pods_query(void **state)
            "{{namespace}}\",pod=~\"{{pods}}\"})) > 1), \"gpuscaler_part\", \"dup\", \"\", "
            "\"\")");
     /* the longest names (every metric 127 bytes and named by its family, so each
-     * counter part names it twice; a 63-byte namespace, a 253-byte Deployment): longer
-     * than another query may be, within the per-pod query's own limit */
+     * counter part names it twice; a 63-byte namespace; a 57-byte Deployment name of
+     * dots and letters, the longest pod regex: names are cut to 58 bytes, and each dot
+     * escaped): longer than another query may be, within the per-pod query's own limit */
     {
         struct scrape_spec big;
         char tmpl[PROMQL_MAX_PODS_QUERY], out[PROMQL_MAX_PODS_QUERY], why[200], ns[64],
@@ -465,13 +470,15 @@ static void test_pods_query(void **state)
         }
         memset(ns, 'n', 63);
         ns[63] = '\0';
-        memset(dep, 'd', 253);
-        dep[253] = '\0';
+        for (int i = 0; i < 57; i++)
+            dep[i] = i % 2 ? '.' : 'd';
+        dep[57] = '\0';
         promql_default_pods(&big, true, tmpl, sizeof(tmpl));
         assert_true(strlen(tmpl) < sizeof(tmpl) - 1);
         assert_int_equal(promql_expand(tmpl, ns, dep, "2m", out, sizeof(out), why, sizeof(why)),
                          0);
-        assert_true(strlen(out) >= PROMQL_MAX_QUERY && strlen(out) < PROMQL_MAX_PODS_QUERY - 1);
+        print_message("the longest per-pod query: %zu bytes\n", strlen(out));
+        assert_true(strlen(out) > 2 * PROMQL_MAX_QUERY && strlen(out) < PROMQL_MAX_PODS_QUERY - 1);
         assert_non_null(strstr(out, "\"before\""));
     }
     promql_default_pods(&spec, false, q, sizeof(q));
@@ -523,8 +530,7 @@ static void test_pods_query(void **state)
 #define VECTOR(...)                                                                               \
     "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[" __VA_ARGS__ "]}}"
 
-/* The per-pod answer: merged a pod at a time and sorted; series that say
- * nothing about a pod skipped; the envelope checked as for one series. */
+/* The window's PromQL duration in milliseconds; anything else -1. */
 static void test_duration(void **state)
 {
     (void)state;
@@ -534,13 +540,17 @@ static void test_duration(void **state)
     assert_int_equal(promql_duration_ms("0s"), 0);
     assert_int_equal(promql_duration_ms("1w1d"), 8 * 86400000LL);
     assert_int_equal(promql_duration_ms("1y"), 365 * 86400000LL);
-    const char *bad[] = {NULL, "", "2", "m", "2x", "-1m", "1.5m", "2m ", "99999999999999999y",
-                         "31710y"};
+    assert_int_equal(promql_duration_ms("1d2h3m4s5ms"), 93784005);
+    const char *bad[] = {NULL,     "",     "2",     "m",      "2x",
+                         "-1m",    "1.5m", "2m ",   "99999999999999999y",
+                         "31710y", "30s1m", "1m1m", "5ms1s",  "1s1s"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(promql_duration_ms(bad[i]), -1);
     assert_true(promql_duration_ms("31709y") > 0);
 }
 
+/* The per-pod answer: merged a pod at a time and sorted; series that say
+ * nothing about a pod skipped; the envelope checked as for one series. */
 static void test_parse_pods(void **state)
 {
     (void)state;
