@@ -108,8 +108,9 @@ void promql_default_refused(const struct scrape_spec *spec, char *out, size_t ou
 void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char *out,
                          size_t outlen);
 
-/** Durations longer than this (about 31,700 years) are refused. */
-#define PROMQL_DURATION_MAX_MS (1000000000000000LL)
+/** Durations longer than this (about 292 years: Prometheus' own bound, a
+ *  Go time.Duration) are refused. */
+#define PROMQL_DURATION_MAX_MS (9223372036854LL)
 /**
  * A PromQL duration (one or more <digits><unit>, units y w d h m s ms, each
  * at most once and in that order, as Prometheus reads them: "2m", "1m30s",

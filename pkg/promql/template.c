@@ -274,9 +274,8 @@ void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char
         {req, "at_min", "min", "timestamp(", ")", true},
         {req, "samples", "max", "count_over_time(", "[{{window}}])", true},
         {req, "before", "max", "timestamp(", " offset {{window}})", true},
-        {req, "dup", "count",
-         "count by (pod, instance) (count by (pod, instance, job, service, endpoint, container) (",
-         ")) > 1", true},
+        {req, "dup", "count", "count by (pod, instance) (count by (pod, instance, job, service, "
+         "endpoint) (", ")) > 1", true},
         {rej, "refused", "sum", "", "", true},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(parts); i++) {

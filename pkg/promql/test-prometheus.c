@@ -367,6 +367,7 @@ static void test_against_prometheus(void **state)
     assert_true(r.valid && fabs(r.request_rate - 12) < 1.5);
     assert_int_equal(f->pods.n, 1);
     assert_true(f->pods.v[0].running == 2);
+    assert_int_equal(f->pods.v[0].dup, 0); /* one job: no duplicate told */
     r = query(f, "team-a", NULL);
 
     /* a refused requests' counter (here the pods' `length` finishes, a quarter of their
