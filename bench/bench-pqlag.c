@@ -30,7 +30,7 @@ struct model {
     int pods;
     int64_t phase[MAXP];
     int64_t *vis[MAXP]; /* when each sample turns visible (never earlier than the one before) */
-    char name[MAXP][8];
+    char name[MAXP][12];
     uint64_t rng;
     /* the controller's state */
     struct ctl_win2 iv_win, lag_win, need_win;
