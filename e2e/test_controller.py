@@ -2261,7 +2261,8 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
     def test_72_a_pod_scraped_twice_is_told(self):
         """Prometheus has one pod's request counter from two scrape targets at one address
         (a PodMonitor beside a ServiceMonitor): a plain sum over it reads twice what it
-        serves (the default queries count each address once). The per-pod query's `dup`
+        serves (the default queries count the address once where its targets name one
+        container). The per-pod query's `dup`
         part says so, and a DuplicateScrape Warning on the Deployment and a log line count
         the pods and name it; once the duplicate is gone, a log line says so. The decisions
         go on."""

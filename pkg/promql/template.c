@@ -172,7 +172,6 @@ static double seconds_per_unit(const char *metric)
     return 1;
 }
 
-/* sum(rate(<counter field>[{{window}}])), or "" when the field names none. */
 /* e, each of a pod's addresses counted once: an address (`instance`) more
  * than one scrape target has (a PodMonitor beside a ServiceMonitor, a
  * Service and its headless twin: series apart only in job, service or
@@ -190,6 +189,8 @@ static void dedup(const char *e, char *out, size_t outlen)
     util_buf_free(&b);
 }
 
+/* sum(rate(<counter field>[{{window}}])), each address once (dedup), or ""
+ * when the field names none. */
 static void sum_rate(const struct scrape_spec *spec, const char *field, char *out, size_t outlen)
 {
     if (!field[0]) {
