@@ -81,6 +81,14 @@ void promql_default_refused(const struct scrape_spec *spec, char *out, size_t ou
 #define PROMQL_PART_LABEL "gpuscaler_part"
 
 /**
+ * The label the default queries key a pod's targets on, beside `pod` and
+ * `instance`: the target's container where `instance` is not an address
+ * (host:port or [v6]:port), absent where it is. Each key's targets are one
+ * scrape counted once; two or more are a duplicate (the per-pod part "dup").
+ */
+#define PROMQL_KEY_LABEL "gpuscaler_key"
+
+/**
  * Default PromQL for what each pod reports, in one query: its running
  * requests (the spec's inflight gauge, part "running"), its waiting ones
  * (the queue gauge, "waiting") and, when with_counted, whether Prometheus'

@@ -172,20 +172,37 @@ static double seconds_per_unit(const char *metric)
     return 1;
 }
 
+/* e with PROMQL_KEY_LABEL added: the series' container where `instance` is
+ * not an address (relabelled to the pod's name, or dropped), under which two
+ * containers serving their own counters are two; absent where it is one
+ * (host:port, [v6]:port), which only one container of a pod can listen on,
+ * whatever `container` each target names. A label added keeps every series
+ * apart, where clearing `container` could make two alike, an error. */
+static void keyed(struct util_buf *b, const char *e)
+{
+    util_buf_printf(b,
+                    "label_replace(label_replace(%s, \"" PROMQL_KEY_LABEL "\", \"$1\", "
+                    "\"container\", \"(.+)\"), \"" PROMQL_KEY_LABEL "\", \"\", \"instance\", "
+                    "\"[^:]+:[0-9]+|\\\\[.+\\\\]:[0-9]+\")",
+                    e);
+}
+
 /* e, each of a pod's addresses counted once: an address (`instance`) more
  * than one scrape target has (a PodMonitor beside a ServiceMonitor, a
- * Service and its headless twin: series apart only in job, service or
- * endpoint) has each series once per target, so the sum over each target's
- * series, and the largest of those an address and container have. One
- * target an address: e as it is. The container stays apart: where
- * `instance` is not the address (relabelled to the pod's name, or dropped),
- * two containers serving their own counters share it, and are two. */
+ * Service and its headless twin, an annotation scrape job beside a monitor:
+ * series apart only in job, service, endpoint or container) has each series
+ * once per target, so the sum over each target's series, and the largest of
+ * those a pod's address has (its address and container, where `instance`
+ * is no address: keyed). One target an address: e as it is. */
 static void dedup(const char *e, char *out, size_t outlen)
 {
-    struct util_buf b = {0};
-    util_buf_printf(&b, "max by (pod, instance, container) (sum by (pod, instance, container, "
-                        "job, service, endpoint) (%s))", e);
+    struct util_buf in = {0}, b = {0};
+    util_buf_printf(&in, "sum by (pod, instance, container, job, service, endpoint) (%s)", e);
+    util_buf_puts(&b, "max by (pod, instance, " PROMQL_KEY_LABEL ") (");
+    keyed(&b, in.data);
+    util_buf_puts(&b, ")");
     snprintf(out, outlen, "%s", b.data);
+    util_buf_free(&in);
     util_buf_free(&b);
 }
 
@@ -275,8 +292,7 @@ void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char
         {req, "at_min", "min", "timestamp(", ")", true},
         {req, "samples", "max", "count_over_time(", "[{{window}}])", true},
         {req, "before", "max", "timestamp(", " offset {{window}})", true},
-        {req, "dup", "count", "count by (pod, instance) (count by (pod, instance, job, service, "
-         "endpoint) (", ")) > 1", true},
+        {req, "dup", "count", "", "", true}, /* its own shape: below */
         {rej, "refused", "sum", "", "", true},
     };
     for (size_t i = 0; i < UTIL_ARRAY_LEN(parts); i++) {
@@ -293,6 +309,15 @@ void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char
             char d[PROMQL_MAX_QUERY];
             dedup(e, d, sizeof(d));
             snprintf(e, sizeof(e), "%s", d);
+        } else if (strcmp(parts[i].name, "dup") == 0) {
+            /* a pod's keys (dedup's) with more than one target */
+            struct util_buf k = {0};
+            util_buf_puts(&k, "count by (pod, instance, " PROMQL_KEY_LABEL ") (count by (pod, "
+                              "instance, " PROMQL_KEY_LABEL ", container, job, service, endpoint) (");
+            keyed(&k, e);
+            util_buf_puts(&k, ")) > 1");
+            snprintf(e, sizeof(e), "%s", k.data);
+            util_buf_free(&k);
         }
         snprintf(part, sizeof(part),
                  "%slabel_replace(%s by (pod) (%s), \"" PROMQL_PART_LABEL "\", \"%s\", "

@@ -196,13 +196,33 @@ static int setup(void **state)
                  "        labels: {namespace: '%s', pod: '%s'}\n",
             fakepod_ip(f->fpods[3]), fakepod_port(f->fpods[3]), labels[3][0], labels[3][1]);
     /* and team-c's two containers with `instance` relabelled to the pod's name, as some
-     * scrape configs do: one instance, two containers */
+     * scrape configs do: one instance, two containers, each port its own endpoint (as a
+     * PodMonitor names them) */
     fprintf(cfg, "  - job_name: vllm-containers\n    scrape_interval: 1s\n"
                  "    scrape_timeout: 900ms\n    static_configs:\n");
     for (int i = 4; i < 6; i++)
         fprintf(cfg, "      - targets: ['%s:%d']\n        labels: {namespace: team-c, pod: "
-                     "chat-7d9f8b6c4-cc4cc, instance: chat-7d9f8b6c4-cc4cc, container: c%d}\n",
-                fakepod_ip(f->fpods[i]), fakepod_port(f->fpods[i]), i);
+                     "chat-7d9f8b6c4-cc4cc, instance: chat-7d9f8b6c4-cc4cc, container: c%d, "
+                     "endpoint: port-c%d}\n",
+                fakepod_ip(f->fpods[i]), fakepod_port(f->fpods[i]), i, i);
+    /* team-d's pod (the 100 req/s one) through a monitor, which names its container, and an
+     * annotation-based job, which names none; team-e's through one job that finds its
+     * address under two containers (a job keeping the container label, whose containers
+     * declare no port): each twice at one address */
+    static const char *const twice[][3] = {
+        {"vllm-monitor", "team-d", "container: vllm, endpoint: http"},
+        {"kubernetes-pods", "team-d", "app: chat"},
+        {"vllm-ports", "team-e", "container: vllm"},
+        {"vllm-ports", "team-e", "container: sidecar"},
+    };
+    for (size_t i = 0; i < sizeof(twice) / sizeof(twice[0]); i++) {
+        if (i == 0 || strcmp(twice[i][0], twice[i - 1][0]) != 0)
+            fprintf(cfg, "  - job_name: %s\n    scrape_interval: 1s\n    scrape_timeout: 900ms\n"
+                         "    static_configs:\n", twice[i][0]);
+        fprintf(cfg, "      - targets: ['%s:%d']\n        labels: {namespace: %s, pod: "
+                     "chat-7d9f8b6c4-dd4dd, %s}\n",
+                fakepod_ip(f->fpods[2]), fakepod_port(f->fpods[2]), twice[i][1], twice[i][2]);
+    }
     fclose(cfg);
 
     f->port = free_port();
@@ -367,7 +387,20 @@ static void test_against_prometheus(void **state)
     assert_true(r.valid && fabs(r.request_rate - 12) < 1.5);
     assert_int_equal(f->pods.n, 1);
     assert_true(f->pods.v[0].running == 2);
-    assert_int_equal(f->pods.v[0].dup, 0); /* one job: no duplicate told */
+    assert_int_equal(f->pods.v[0].dup, 0); /* each container once: no duplicate told */
+    /* team-d's and team-e's pods: 100 req/s each, told, one running (a plain sum: 200) */
+    static const char *const twice_ns[] = {"team-d", "team-e"};
+    for (int i = 0; i < 2; i++) {
+        r = query(f, twice_ns[i], NULL);
+        fprintf(stderr, "prometheus: %s's pod at one address under two containers' names: "
+                "rate %.1f req/s (want 100), %g running (1), %d address scraped twice\n",
+                twice_ns[i], r.request_rate, f->pods.n ? f->pods.v[0].running : -1,
+                f->pods.n ? f->pods.v[0].dup : -1);
+        assert_true(r.valid && fabs(r.request_rate - 100) < 10);
+        assert_int_equal(f->pods.n, 1);
+        assert_true(f->pods.v[0].running == 1);
+        assert_int_equal(f->pods.v[0].dup, 1);
+    }
     r = query(f, "team-a", NULL);
 
     /* a refused requests' counter (here the pods' `length` finishes, a quarter of their

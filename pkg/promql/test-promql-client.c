@@ -512,12 +512,12 @@ static void test_client_results(void **state)
     run_until(f, &f->results, before + 1);
     assert_true(f->r.valid && f->r.rejected_rate == 12.5 && isnan(f->r.rejected_recent));
     assert_int_equal(f->refused_queries, 1);
-    assert_non_null(strstr(f->refused_query, "sum(max by (pod, instance, container) (sum by "
-                                             "(pod, instance, container, job, service, endpoint) "
-                                             "(rate("
+    assert_non_null(strstr(f->refused_query, "sum(max by (pod, instance, gpuscaler_key) ("
+                                             "label_replace(label_replace(sum by (pod, instance, "
+                                             "container, job, service, endpoint) (rate("
                                              "tgi_request_failure{namespace=\"team-a\","
                                              "pod=~\"chat-"));
-    assert_non_null(strstr(f->refused_query, "err=\"overloaded\"}[2m]))))"));
+    assert_non_null(strstr(f->refused_query, "err=\"overloaded\"}[2m])), \"gpuscaler_key\""));
     f->mode = FAKE_BAD_QUERY; /* failed: unknown, and said for the log */
     before = f->results;
     assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
@@ -798,9 +798,10 @@ static void test_seed_query(void **state)
         const char *own, *has, *lacks;
     } cases[] = {
         {SCRAPE_VLLM, NULL, "endpoint) (rate(vllm:request_success_total{", "vector(0)"},
-        {SCRAPE_TGI, NULL, ")))) + (sum(max by (pod, instance, container) (sum by (pod, "
-                           "instance, container, job, service, endpoint) (rate(tgi_request_failure{"
-                           "namespace=\"team-a\",", NULL},
+        {SCRAPE_TGI, NULL, "]:[0-9]+\"))) + (sum(max by (pod, instance, gpuscaler_key) ("
+                           "label_replace(label_replace(sum by (pod, instance, container, job, "
+                           "service, endpoint) (rate(tgi_request_failure{namespace=\"team-a\",",
+         NULL},
         {SCRAPE_TGI, "sum(rate(gw_requests_total{ns=\"{{namespace}}\"}[5m]))", NULL,
          "tgi_request_failure"},
     };
@@ -817,8 +818,10 @@ static void test_seed_query(void **state)
             assert_non_null(strstr(f->last_query, cases[i].has));
         if (cases[i].lacks)
             assert_null(strstr(f->last_query, cases[i].lacks));
-        if (cases[i].profile == SCRAPE_TGI && !cases[i].own)
-            assert_non_null(strstr(f->last_query, ",err=\"overloaded\"}[2m])))) or vector(0))"));
+        if (cases[i].profile == SCRAPE_TGI && !cases[i].own) {
+            assert_non_null(strstr(f->last_query, ",err=\"overloaded\"}[2m])), \"gpuscaler_key\""));
+            assert_non_null(strstr(f->last_query, "]:[0-9]+\"))) or vector(0))"));
+        }
         if (cases[i].own)
             assert_string_equal(f->last_query,
                                 "sum(rate(gw_requests_total{ns=\"team-a\"}[5m]))");

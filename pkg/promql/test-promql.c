@@ -19,9 +19,13 @@
 #include "util/util.h"
 
 /* What the default queries wrap a value's selector in: each address once. */
+#define KEYED_END                                                                          \
+    ", \"gpuscaler_key\", \"$1\", \"container\", \"(.+)\"), \"gpuscaler_key\", \"\", "           \
+    "\"instance\", \"[^:]+:[0-9]+|\\\\[.+\\\\]:[0-9]+\")"
 #define DEDUP                                                                              \
-    "max by (pod, instance, container) (sum by (pod, instance, container, job, service, "     \
-    "endpoint) ("
+    "max by (pod, instance, gpuscaler_key) (label_replace(label_replace(sum by (pod, "     \
+    "instance, container, job, service, endpoint) ("
+#define DEDUP_END ")" KEYED_END ")"
 
 /* ---- templates ------------------------------------------------------------- */
 
@@ -34,29 +38,29 @@ static void test_defaults(void **state)
     } want[] = {
         {SCRAPE_VLLM,
          "sum(" DEDUP "rate(vllm:request_success_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
-         "[{{window}}]))))",
+         "[{{window}}])" DEDUP_END ")",
          "histogram_quantile(0.99, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket"
          "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
         {SCRAPE_TRITON,
          "sum(" DEDUP "rate(nv_inference_request_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
-         "[{{window}}]))))",
+         "[{{window}}])" DEDUP_END ")",
          ""},
         {SCRAPE_TGI,
-         "sum(" DEDUP "rate(tgi_request_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}]))))",
+         "sum(" DEDUP "rate(tgi_request_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])" DEDUP_END ")",
          "histogram_quantile(0.99, sum by (le) (rate(tgi_request_duration_bucket"
          "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
         {SCRAPE_SGLANG,
          "sum(" DEDUP "rate(sglang:num_requests_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
-         "[{{window}}]))))",
+         "[{{window}}])" DEDUP_END ")",
          "histogram_quantile(0.99, sum by (le) (rate(sglang:e2e_request_latency_seconds_bucket"
          "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
         {SCRAPE_NIM,
          "sum(" DEDUP "rate(request_success_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
-         "[{{window}}]))))",
+         "[{{window}}])" DEDUP_END ")",
          "histogram_quantile(0.99, sum by (le) (rate(e2e_request_latency_seconds_bucket"
          "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
         {SCRAPE_TEI,
-         "sum(" DEDUP "rate(te_embed_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}]))))",
+         "sum(" DEDUP "rate(te_embed_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])" DEDUP_END ")",
          "histogram_quantile(0.99, sum by (le) (rate(te_request_duration_bucket"
          "{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])))"},
         {SCRAPE_GENERIC, "", ""},
@@ -99,20 +103,20 @@ static void test_defaults(void **state)
     spec.request_metric[0] = '\0';
     promql_default_busy(&spec, q, sizeof(q));
     assert_string_equal(q, "sum(" DEDUP "rate(svc_seconds_total{namespace=\"{{namespace}}\","
-                           "pod=~\"{{pods}}\"}[{{window}}]))))");
+                           "pod=~\"{{pods}}\"}[{{window}}])" DEDUP_END ")");
     /* the profiles': only while every pod with the request counter has the busy counter */
     scrape_spec_init(&spec, SCRAPE_VLLM);
     promql_default_busy(&spec, q, sizeof(q));
     assert_string_equal(
         q, "(sum(" DEDUP "rate(vllm:request_inference_time_seconds_sum{namespace=\"{{namespace}}\","
-           "pod=~\"{{pods}}\"}[{{window}}]))))) and on() (count(count by (pod) "
+           "pod=~\"{{pods}}\"}[{{window}}])" DEDUP_END ")) and on() (count(count by (pod) "
            "(vllm:request_inference_time_seconds_sum{namespace=\"{{namespace}}\",pod=~\"{{pods}}"
            "\"})) == count(count by (pod) (vllm:request_success_total{namespace=\"{{namespace}}\","
            "pod=~\"{{pods}}\"})))");
     scrape_spec_init(&spec, SCRAPE_TRITON); /* microseconds */
     promql_default_busy(&spec, q, sizeof(q));
     assert_non_null(strstr(q, "(sum(" DEDUP "rate(nv_inference_compute_infer_duration_us{"));
-    assert_non_null(strstr(q, "[{{window}}])))) * 1e-06) and on() ("));
+    assert_non_null(strstr(q, "[{{window}}])" DEDUP_END ") * 1e-06) and on() ("));
     assert_non_null(strstr(q, "(nv_inference_request_success{"));
 
     /* a metric's own label matchers join the pods' in every query, written
@@ -124,11 +128,11 @@ static void test_defaults(void **state)
              "nv_inference_compute_infer_duration_us{model=\"ensemble\"}");
     promql_default_rate(&spec, q, sizeof(q));
     assert_string_equal(q, "sum(" DEDUP "rate(nv_inference_request_success{namespace=\"{{namespace}}\","
-                           "pod=~\"{{pods}}\",model=\"ensemble\",version!=\"2\"}[{{window}}]))))");
+                           "pod=~\"{{pods}}\",model=\"ensemble\",version!=\"2\"}[{{window}}])" DEDUP_END ")");
     promql_default_busy(&spec, q, sizeof(q));
     assert_string_equal(
         q, "(sum(" DEDUP "rate(nv_inference_compute_infer_duration_us{namespace=\"{{namespace}}\","
-           "pod=~\"{{pods}}\",model=\"ensemble\"}[{{window}}])))) * 1e-06) and on() (count(count "
+           "pod=~\"{{pods}}\",model=\"ensemble\"}[{{window}}])" DEDUP_END ") * 1e-06) and on() (count(count "
            "by (pod) (nv_inference_compute_infer_duration_us{namespace=\"{{namespace}}\","
            "pod=~\"{{pods}}\",model=\"ensemble\"})) == count(count by (pod) "
            "(nv_inference_request_success{namespace=\"{{namespace}}\",pod=~\"{{pods}}\","
@@ -140,7 +144,7 @@ static void test_defaults(void **state)
     promql_default_rate(&spec, q, sizeof(q));
     assert_string_equal(q, "sum(" DEDUP "rate(vllm:request_success_total{namespace=\"{{namespace}}\","
                            "pod=~\"{{pods}}\",model_name=~\"llama-.*\",engine!~\"[1-9]\"}"
-                           "[{{window}}]))))");
+                           "[{{window}}])" DEDUP_END ")");
     /* an escape either quote takes (`\'` in double quotes, `\"` in single)
      * is written as PromQL reads it: a value quoted again (as written, the
      * query was a lexer error, 400 on every tick) */
@@ -150,7 +154,7 @@ static void test_defaults(void **state)
     promql_default_rate(&spec, q, sizeof(q));
     assert_string_equal(q, "sum(" DEDUP "rate(vllm:request_success_total{namespace=\"{{namespace}}\","
                            "pod=~\"{{pods}}\",model_name=\"o'brien\",tag=\"say \\\"hi\\\"\","
-                           "path=~\"a\\\\.b\"}[{{window}}]))))");
+                           "path=~\"a\\\\.b\"}[{{window}}])" DEDUP_END ")");
     /* a counter an annotation names by its family name is asked for under
      * both names, as the scraper finds it: Prometheus stores an OpenMetrics
      * counter http_requests, and the Go client's, as http_requests_total
@@ -168,7 +172,7 @@ static void test_defaults(void **state)
     assert_string_equal(q, "sum(" DEDUP "rate(http_requests_total{namespace=\"{{namespace}}\","
                            "pod=~\"{{pods}}\",code!~\"5..\"}[{{window}}]) or "
                            "rate(http_requests{namespace=\"{{namespace}}\","
-                           "pod=~\"{{pods}}\",code!~\"5..\"}[{{window}}]))))");
+                           "pod=~\"{{pods}}\",code!~\"5..\"}[{{window}}])" DEDUP_END ")");
     assert_null(strstr(q, "__name__"));
     promql_default_busy(&spec, q, sizeof(q));
     assert_non_null(strstr(q, "(sum(" DEDUP "rate(busy_seconds_total{namespace="));
@@ -202,7 +206,7 @@ static void test_defaults(void **state)
                            "0.001");
     promql_default_rate(&spec, q, sizeof(q));
     assert_string_equal(q, "sum(" DEDUP "rate(reqs_total{namespace=\"{{namespace}}\",pod=~\"{{pods}}\"}"
-                           "[{{window}}]))))");
+                           "[{{window}}])" DEDUP_END ")");
 }
 
 /* A pod name as the ReplicaSet controller makes it: generateName
@@ -427,16 +431,16 @@ static void test_pods_query(void **state)
     promql_default_pods(&spec, true, q, sizeof(q));
     assert_string_equal(
         q, "label_replace(sum by (pod) (" DEDUP "vllm:num_requests_running{namespace=\""
-           "{{namespace}}\",pod=~\"{{pods}}\"}))), \"gpuscaler_part\", \"running\", \"\", "
+           "{{namespace}}\",pod=~\"{{pods}}\"}" DEDUP_END "), \"gpuscaler_part\", \"running\", \"\", "
            "\"\") or "
            "label_replace(sum by (pod) (" DEDUP "vllm:num_requests_waiting{namespace=\""
-           "{{namespace}}\",pod=~\"{{pods}}\"}))), \"gpuscaler_part\", \"waiting\", \"\", "
+           "{{namespace}}\",pod=~\"{{pods}}\"}" DEDUP_END "), \"gpuscaler_part\", \"waiting\", \"\", "
            "\"\") or "
            "label_replace(count by (pod) (rate(vllm:request_success_total{namespace=\""
            "{{namespace}}\",pod=~\"{{pods}}\"}[{{window}}])), \"gpuscaler_part\", "
            "\"counted\", \"\", \"\") or "
            "label_replace(sum by (pod) (" DEDUP "vllm:request_success_total{namespace=\""
-           "{{namespace}}\",pod=~\"{{pods}}\"}))), \"gpuscaler_part\", \"requests\", \"\", "
+           "{{namespace}}\",pod=~\"{{pods}}\"}" DEDUP_END "), \"gpuscaler_part\", \"requests\", \"\", "
            "\"\") or "
            "label_replace(max by (pod) (timestamp(vllm:request_success_total{namespace=\""
            "{{namespace}}\",pod=~\"{{pods}}\"})), \"gpuscaler_part\", \"at\", \"\", \"\") or "
@@ -449,10 +453,10 @@ static void test_pods_query(void **state)
            "label_replace(max by (pod) (timestamp(vllm:request_success_total{namespace=\""
            "{{namespace}}\",pod=~\"{{pods}}\"} offset {{window}})), \"gpuscaler_part\", "
            "\"before\", \"\", \"\") or "
-           "label_replace(count by (pod) (count by (pod, instance) (count by (pod, instance, "
-           "job, service, endpoint) (vllm:request_success_total{namespace=\""
-           "{{namespace}}\",pod=~\"{{pods}}\"})) > 1), \"gpuscaler_part\", \"dup\", \"\", "
-           "\"\")");
+           "label_replace(count by (pod) (count by (pod, instance, gpuscaler_key) (count by "
+           "(pod, instance, gpuscaler_key, container, job, service, endpoint) (label_replace("
+           "label_replace(vllm:request_success_total{namespace=\"{{namespace}}\",pod=~\""
+           "{{pods}}\"}" KEYED_END ")) > 1), \"gpuscaler_part\", \"dup\", \"\", \"\")");
     /* the longest names (every metric 127 bytes and named by its family, so each
      * counter part names it twice; a 63-byte namespace; a 57-byte Deployment name of
      * dots and letters, the longest pod regex: names are cut to 58 bytes, and each dot
@@ -480,6 +484,22 @@ static void test_pods_query(void **state)
         print_message("the longest per-pod query: %zu bytes\n", strlen(out));
         assert_true(strlen(out) > 2 * PROMQL_MAX_QUERY && strlen(out) < PROMQL_MAX_PODS_QUERY - 1);
         assert_non_null(strstr(out, "\"before\""));
+        /* and the other default queries, each within PROMQL_MAX_QUERY: the rate and the
+         * refused rate together too, as the forecast's seed asks them */
+        void (*const other[])(const struct scrape_spec *, char *, size_t) = {
+            promql_default_rate, promql_default_refused, promql_default_busy};
+        size_t rate_refused = 0;
+        for (size_t i = 0; i < UTIL_ARRAY_LEN(other); i++) {
+            char t1[PROMQL_MAX_QUERY], o1[PROMQL_MAX_QUERY];
+            other[i](&big, t1, sizeof(t1));
+            assert_true(strlen(t1) > 0 && strlen(t1) < sizeof(t1) - 1);
+            assert_int_equal(promql_expand(t1, ns, dep, "2m", o1, sizeof(o1), why, sizeof(why)),
+                             0);
+            print_message("the longest default query %zu: %zu bytes\n", i, strlen(o1));
+            if (i < 2)
+                rate_refused += strlen(o1);
+        }
+        assert_true(rate_refused + strlen(" + ( or vector(0))") < PROMQL_MAX_QUERY - 1);
     }
     promql_default_pods(&spec, false, q, sizeof(q));
     assert_null(strstr(q, "counted"));
@@ -498,13 +518,13 @@ static void test_pods_query(void **state)
     /* and its refused requests' counter (reason REJECTED), last; their window rate is a
      * query of its own, evaluated with the rate's */
     const char *refused = " or label_replace(sum by (pod) (" DEDUP "nv_inference_request_failure{"
-                          "namespace=\"{{namespace}}\",pod=~\"{{pods}}\",reason=\"REJECTED\"}))), "
+                          "namespace=\"{{namespace}}\",pod=~\"{{pods}}\",reason=\"REJECTED\"}" DEDUP_END "), "
                           "\"gpuscaler_part\", \"refused\", \"\", \"\")";
     assert_string_equal(q + strlen(q) - strlen(refused), refused);
     promql_default_refused(&spec, q, sizeof(q));
     assert_string_equal(q, "sum(" DEDUP "rate(nv_inference_request_failure{namespace=\""
                            "{{namespace}}\",pod=~\"{{pods}}\",reason=\"REJECTED\"}"
-                           "[{{window}}]))))");
+                           "[{{window}}])" DEDUP_END ")");
     promql_default_pods(&spec, false, q, sizeof(q)); /* a rate of the user's own: not asked */
     assert_null(strstr(q, "refused"));
     scrape_spec_init(&spec, SCRAPE_VLLM); /* vLLM queues: none */
