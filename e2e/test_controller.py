@@ -2129,21 +2129,27 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             ticks[-1].setdefault(kind, p["time"])
         return [tk["pods"] - tk["rate"] for tk in ticks if "pods" in tk and "rate" in tk]
 
+    def start_on(self, prom, k, name, replicas, subnet, reactive=True, annotations=None):
+        """A Deployment `name` of `replicas` pods on the Prometheus source at prom (the
+        fake's answers read its pods from k[0], set here), with PROM_ANNOTATIONS and
+        `annotations`, predictive off when reactive; once its pods are up, gpuscaler started
+        on it: g."""
+        ann = dict(PROM_ANNOTATIONS, **(annotations or {}))
+        if reactive:
+            ann["gpuscaler.io/predictive"] = "false"
+        k[0] = self.make(name, replicas, subnet=subnet, annotations=ann)
+        wait_for(lambda: len(k[0].pods) == replicas, 10, what="%s: %d pods" % (name, replicas))
+        return self.start(config=CONFIG + 'prometheus: {url: "%s"}\n' % prom.url,
+                          ident="inst-" + name)
+
     def start_lagging(self, name, replicas, subnet, lag, reactive=True, **prom_kw):
         """A Deployment of `replicas` pods read from lagging_prometheus(lag, **prom_kw), with
         a 60 s metrics-stale-after (and predictive off when reactive), and gpuscaler started
         on it: (prom, g)."""
         k = [None]
         prom = self.lagging_prometheus(k, lag, **prom_kw)
-        ann = dict(PROM_ANNOTATIONS)
-        ann["gpuscaler.io/metrics-stale-after"] = "60s"
-        if reactive:
-            ann["gpuscaler.io/predictive"] = "false"
-        k[0] = self.make(name, replicas, subnet=subnet, annotations=ann)
-        wait_for(lambda: len(k[0].pods) == replicas, 10, what="%s: %d pods" % (name, replicas))
-        g = self.start(config=CONFIG + 'prometheus: {url: "%s"}\n' % prom.url,
-                       ident="inst-" + name)
-        return prom, g
+        return prom, self.start_on(prom, k, name, replicas, subnet, reactive,
+                                   {"gpuscaler.io/metrics-stale-after": "60s"})
 
     def test_66_a_lagging_prometheus_is_asked_where_its_samples_end(self):
         """Prometheus' newest samples lie 45 s behind (a remote write, an ingestion
@@ -2237,13 +2243,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             if kind == "busy":
                 return []
             return state["per_pod"] * n
-        prom = self.pods_prometheus(answer)
-        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
-        ann = dict(PROM_ANNOTATIONS)
-        ann["gpuscaler.io/predictive"] = "false"
-        k[0] = self.make("pqwarm", 4, subnet=55, annotations=ann)
-        wait_for(lambda: len(k[0].pods) == 4, 10, what="pqwarm: 4 pods")
-        g = self.start(config=cfg, ident="inst-pqwarm")
+        g = self.start_on(self.pods_prometheus(answer), k, "pqwarm", 4, 55)
         try:
             st = wait_for(lambda: (lambda s: s if s and s.get("requestsPerGPU") else None)(
                 self.status("pqwarm")), 30, what="pqwarm: a decision on Prometheus' rate")
@@ -2261,8 +2261,8 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
     def test_72_a_pod_scraped_twice_is_told(self):
         """Prometheus has one pod's request counter from two scrape targets at one address
         (a PodMonitor beside a ServiceMonitor): a plain sum over it reads twice what it
-        serves (the default queries count the address once where its targets name one
-        container). The per-pod query's `dup`
+        serves (the default queries count the address once where `instance` is the
+        address). The per-pod query's `dup`
         part says so, and a DuplicateScrape Warning on the Deployment and a log line count
         the pods and name it; once the duplicate is gone, a log line says so. The decisions
         go on."""
@@ -2281,13 +2281,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             if kind == "busy":
                 return []
             return 8.0
-        prom = self.pods_prometheus(answer)
-        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
-        ann = dict(PROM_ANNOTATIONS)
-        ann["gpuscaler.io/predictive"] = "false"
-        k[0] = self.make("pqdup", 2, subnet=83, annotations=ann)
-        wait_for(lambda: len(k[0].pods) == 2, 10, what="pqdup: 2 pods")
-        g = self.start(config=cfg, ident="inst-pqdup")
+        g = self.start_on(self.pods_prometheus(answer), k, "pqdup", 2, 83)
         try:
             pod = sorted(n for n, _ in k[0].pods)[1]
             ev = wait_for(lambda: events(self.c, self.ns, "pqdup", "DuplicateScrape"), 20,
@@ -2331,13 +2325,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             if kind == "busy":
                 return []
             return 16.0
-        prom = self.pods_prometheus(answer)
-        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
-        ann = dict(PROM_ANNOTATIONS)
-        ann["gpuscaler.io/predictive"] = "false"
-        k[0] = self.make("pqqueue", 2, subnet=56, annotations=ann)
-        wait_for(lambda: len(k[0].pods) == 2, 10, what="pqqueue: 2 pods")
-        g = self.start(config=cfg, ident="inst-pqqueue")
+        g = self.start_on(self.pods_prometheus(answer), k, "pqqueue", 2, 56)
         try:
             wait_for(lambda: self.replicas("pqqueue") >= 4, 30, what="pqqueue: the scale-out")
             line = [ln for ln in g.text().splitlines()
@@ -2377,13 +2365,7 @@ scrape: {interval: 500ms, timeout: 1s, rate-window: 3s}
             if kind == "busy":
                 return []
             return 16.0
-        prom = self.pods_prometheus(answer)
-        cfg = CONFIG + "prometheus: {url: \"%s\"}\n" % prom.url
-        ann = dict(PROM_ANNOTATIONS)
-        ann["gpuscaler.io/predictive"] = "false"
-        k[0] = self.make("pqstep", 2, subnet=58, annotations=ann)
-        wait_for(lambda: len(k[0].pods) == 2, 10, what="pqstep: 2 pods")
-        g = self.start(config=cfg, ident="inst-pqstep")
+        g = self.start_on(self.pods_prometheus(answer), k, "pqstep", 2, 58)
         try:
             self.measured_status("pqstep", 30)
             time.sleep(20)
