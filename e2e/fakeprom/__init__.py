@@ -11,8 +11,10 @@ It answers the two endpoints gpuscaler calls, as Prometheus does:
   per (labels, value) when instant_value returns a list of them (404 when the
   server was given none), stamped with the query's time (now without one).
 
-Every request is recorded as (path, params) with params the first value of
-each query parameter, parsed to float for start, end, step and time, and its
+A request is a GET, or a POST of the same parameters form-encoded (which
+gpuscaler sends when the URL would be long, as the per-pod query's is). Every
+request is recorded as (path, params) with params the first value of
+each parameter (a POST's body first, then its URL's), parsed to float for start, end, step and time, and its
 headers (a dict, names in lower case) in the same order in `headers`, its arrival
 (time.monotonic()) in `arrived`. A hook may
 answer a request itself (for error responses): reply(path, params) returns
@@ -51,8 +53,22 @@ class FakePrometheus:
                 pass
 
             def do_GET(self):
+                self._serve(b"")
+
+            def do_POST(self):
+                # the same parameters in a form-encoded body, as Prometheus' API takes them
+                # (Go's ParseForm: the body's values before the URL's; a body of another
+                # type is not read)
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                form = self.headers.get("Content-Type", "").split(";")[0].strip() == \
+                    "application/x-www-form-urlencoded"
+                self._serve(body if form else b"")
+
+            def _serve(self, form):
                 u = urllib.parse.urlparse(self.path)
                 params = {k: v[0] for k, v in urllib.parse.parse_qs(u.query).items()}
+                params.update({k: v[0] for k, v in
+                               urllib.parse.parse_qs(form.decode("utf-8", "replace")).items()})
                 for k in ("start", "end", "step", "time"):
                     if k in params:
                         params[k] = float(params[k])

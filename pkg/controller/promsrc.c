@@ -184,8 +184,9 @@ void ctl_pq_dup_msg(const struct ctl_wl *w, char *out, size_t outlen)
              "%d of %zu pods' request counter is scraped by more than one target at one "
              "address (pod %.253s): Prometheus has each of its series twice or more (apart in "
              "job, service, endpoint or container). gpuscaler's default queries count such an "
-             "address once, but any plain sum of them (a promql-rate of your own, a dashboard, "
-             "another autoscaler) reads that many times high. Remove the "
+             "address once where the instance label is the address (host:port), but any plain "
+             "sum of them (a promql-rate of your own, a dashboard, another autoscaler) reads "
+             "that many times high. Remove the "
              "duplicate PodMonitor, ServiceMonitor or scrape job (count by (instance, job, "
              "service, endpoint, container) of the counter for that pod names them)",
              dup, w->pq_pods.n, pod);

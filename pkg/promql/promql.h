@@ -102,11 +102,12 @@ void promql_default_refused(const struct scrape_spec *spec, char *out, size_t ou
  * a series of the counter has in the window ("samples") and the newest
  * sample time before the window ("before", the `offset` of the window):
  * between those two times lie exactly that many samples, so they give the
- * scrape interval at any decision interval. And how many of its addresses
- * (`instance`) more than one target scrapes ("dup": a PodMonitor and a
- * ServiceMonitor, a Service and its headless twin, a PodMonitor's target
- * per container, their series differing in job, service, endpoint or
- * container), whose requests a plain sum counts twice or more. With
+ * scrape interval at any decision interval. And how many of its keys
+ * (PROMQL_KEY_LABEL's) more than one target scrapes, or of its `instance`s
+ * more than one job ("dup": a PodMonitor and a ServiceMonitor, a Service
+ * and its headless twin, an annotation job beside a monitor, their series
+ * differing in job, service, endpoint or container), whose requests a
+ * plain sum counts twice or more. With
  * with_counted and a rejected_metric, also the refused requests' counter's
  * newest value ("refused"), for their newest rate the same way. Each series carries
  * PROMQL_PART_LABEL and the pod label. "" when the spec names none of these

@@ -310,12 +310,16 @@ void promql_default_pods(const struct scrape_spec *spec, bool with_counted, char
             dedup(e, d, sizeof(d));
             snprintf(e, sizeof(e), "%s", d);
         } else if (strcmp(parts[i].name, "dup") == 0) {
-            /* a pod's keys (dedup's) with more than one target */
+            /* a pod's keys (dedup's) with more than one target; or its `instance`s (an
+             * address, else what stands for one) with more than one job, where two
+             * containers' targets under one relabelled `instance` name no container on
+             * one side (an annotation job beside a monitor): two keys, counted twice */
             struct util_buf k = {0};
-            util_buf_puts(&k, "count by (pod, instance, " PROMQL_KEY_LABEL ") (count by (pod, "
+            util_buf_puts(&k, "(count by (pod, instance, " PROMQL_KEY_LABEL ") (count by (pod, "
                               "instance, " PROMQL_KEY_LABEL ", container, job, service, endpoint) (");
             keyed(&k, e);
-            util_buf_puts(&k, ")) > 1");
+            util_buf_printf(&k, ")) > 1) or on (pod, instance) (count by (pod, instance) (count by "
+                                "(pod, instance, job) (%s)) > 1)", e);
             snprintf(e, sizeof(e), "%s", k.data);
             util_buf_free(&k);
         }

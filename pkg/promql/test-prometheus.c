@@ -214,6 +214,10 @@ static int setup(void **state)
         {"kubernetes-pods", "team-d", "app: chat"},
         {"vllm-ports", "team-e", "container: vllm"},
         {"vllm-ports", "team-e", "container: sidecar"},
+        /* team-f's: a monitor and an annotation job, `instance` relabelled to the pod's
+         * name by both */
+        {"vllm-monitor-f", "team-f", "container: vllm, instance: chat-7d9f8b6c4-dd4dd"},
+        {"kubernetes-pods-f", "team-f", "instance: chat-7d9f8b6c4-dd4dd"},
     };
     for (size_t i = 0; i < sizeof(twice) / sizeof(twice[0]); i++) {
         if (i == 0 || strcmp(twice[i][0], twice[i - 1][0]) != 0)
@@ -392,7 +396,7 @@ static void test_against_prometheus(void **state)
     static const char *const twice_ns[] = {"team-d", "team-e"};
     for (int i = 0; i < 2; i++) {
         r = query(f, twice_ns[i], NULL);
-        fprintf(stderr, "prometheus: %s's pod at one address under two containers' names: "
+        fprintf(stderr, "prometheus: %s's pod at one address, its targets naming other containers: "
                 "rate %.1f req/s (want 100), %g running (1), %d address scraped twice\n",
                 twice_ns[i], r.request_rate, f->pods.n ? f->pods.v[0].running : -1,
                 f->pods.n ? f->pods.v[0].dup : -1);
@@ -401,6 +405,14 @@ static void test_against_prometheus(void **state)
         assert_true(f->pods.v[0].running == 1);
         assert_int_equal(f->pods.v[0].dup, 1);
     }
+    /* team-f's pod: told too, though not counted once (no container named on one side,
+     * and `instance` no address: which container the annotation job scraped is unknown) */
+    r = query(f, "team-f", NULL);
+    fprintf(stderr, "prometheus: team-f's pod under a relabelled instance, a monitor and an "
+            "annotation job: rate %.1f req/s (it serves 100), %d address scraped twice\n",
+            r.request_rate, f->pods.n ? f->pods.v[0].dup : -1);
+    assert_int_equal(f->pods.n, 1);
+    assert_int_equal(f->pods.v[0].dup, 1);
     r = query(f, "team-a", NULL);
 
     /* a refused requests' counter (here the pods' `length` finishes, a quarter of their

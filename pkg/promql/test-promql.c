@@ -453,10 +453,13 @@ static void test_pods_query(void **state)
            "label_replace(max by (pod) (timestamp(vllm:request_success_total{namespace=\""
            "{{namespace}}\",pod=~\"{{pods}}\"} offset {{window}})), \"gpuscaler_part\", "
            "\"before\", \"\", \"\") or "
-           "label_replace(count by (pod) (count by (pod, instance, gpuscaler_key) (count by "
+           "label_replace(count by (pod) ((count by (pod, instance, gpuscaler_key) (count by "
            "(pod, instance, gpuscaler_key, container, job, service, endpoint) (label_replace("
            "label_replace(vllm:request_success_total{namespace=\"{{namespace}}\",pod=~\""
-           "{{pods}}\"}" KEYED_END ")) > 1), \"gpuscaler_part\", \"dup\", \"\", \"\")");
+           "{{pods}}\"}" KEYED_END ")) > 1) or on (pod, instance) (count by (pod, instance) "
+           "(count by (pod, instance, job) (vllm:request_success_total{namespace=\""
+           "{{namespace}}\",pod=~\"{{pods}}\"})) > 1)), \"gpuscaler_part\", \"dup\", \"\", "
+           "\"\")");
     /* the longest names (every metric 127 bytes and named by its family, so each
      * counter part names it twice; a 63-byte namespace; a 57-byte Deployment name of
      * dots and letters, the longest pod regex: names are cut to 58 bytes, and each dot
