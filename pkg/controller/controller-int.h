@@ -716,7 +716,8 @@ void ctl_recent_spans(int64_t scrape_interval_ms, int64_t decision_ms, int64_t m
                       int64_t measured_span_ms, bool prometheus, int64_t *recent_ms,
                       int64_t *span_ms);
 /** The window a Deployment's rate counts over: the scraper's rate window,
- *  or for the Prometheus source the default queries' (PROMQL_WINDOW_S). */
+ *  or for the Prometheus source the queries' {{window}} (promql_window_ms;
+ *  PROMQL_WINDOW_S before the Prometheus client exists). */
 int64_t ctl_rate_window_ms(const struct controller *c, enum ctl_source source);
 
 /** Ask Prometheus for the workload's queries (the answer serves the next

@@ -102,8 +102,9 @@ int64_t ctl_recent_min_ms(const struct controller *c, const struct ctl_wl *w)
 /* The window the rate counts over: the scraper's, or the default queries'. */
 int64_t ctl_rate_window_ms(const struct controller *c, enum ctl_source source)
 {
-    return source == CTL_SOURCE_PROMETHEUS ? PROMQL_WINDOW_S * 1000LL
-                                           : c->cfg->scrape.rate_window_ms;
+    if (source != CTL_SOURCE_PROMETHEUS)
+        return c->cfg->scrape.rate_window_ms;
+    return c->promql ? promql_window_ms(c->promql) : PROMQL_WINDOW_S * 1000LL;
 }
 
 void ctl_recent_spans(int64_t scrape_interval_ms, int64_t decision_ms, int64_t min_ms,
@@ -456,7 +457,7 @@ void ctl_observe(struct controller *c, struct ctl_wl *w, const struct kube_deplo
     o->serving = ready;
     if (cfg->source == CTL_SOURCE_PROMETHEUS) {
         struct ctl_pq_match m;
-        int64_t grace = PROMQL_WINDOW_S * 1000 + c->cfg->decision_interval_ms;
+        int64_t grace = ctl_rate_window_ms(c, cfg->source) + c->cfg->decision_interval_ms;
         ctl_pq_match(w, pods, np, now, grace, ctl_recent_min_ms(c, w), &m);
         ctl_pq_apply(&m, cfg->scrape.missing_fraction, grace, o);
     }
