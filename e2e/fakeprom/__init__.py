@@ -57,10 +57,11 @@ class FakePrometheus:
 
             def do_POST(self):
                 # the same parameters in a form-encoded body, as Prometheus' API takes them
-                # (Go's ParseForm: the body's values before the URL's; a body of another
-                # type is not read)
+                # (Go's ParseForm: the body's values before the URL's; the media type's case
+                # does not matter; gpuscaler sends no other, so a multipart body, which
+                # Prometheus reads too, is not read here)
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                form = self.headers.get("Content-Type", "").split(";")[0].strip() == \
+                form = self.headers.get("Content-Type", "").split(";")[0].strip().lower() == \
                     "application/x-www-form-urlencoded"
                 self._serve(body if form else b"")
 
