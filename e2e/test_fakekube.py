@@ -2207,17 +2207,93 @@ class TestKinds(Base):
         self.assertIn("reportingController: Required value", e.message)
 
     def test_namespace_delete_cascades(self):
+        """A DELETE marks the namespace Terminating and answers it; the namespace controller
+        then deletes its content (each object its own DELETED event), sets its deletion
+        conditions, finalizes it and deletes it. Meanwhile nothing new may be created in it
+        (403 NamespaceTerminating), what is there may still be written, and a second DELETE
+        is a 409."""
         self.c.create("configmaps", cm("a"), namespace=self.ns)
         self.c.create("deployments", deployment("web"), namespace=self.ns)
+        # a finalizer of someone else's holds one object, and with it the namespace
+        held = cm("held")
+        held["metadata"]["finalizers"] = ["example.com/hold"]
+        self.c.create("configmaps", held, namespace=self.ns)
         w = self.c.watch("configmaps", self.ns, resource_version="0", timeout_seconds=10)
         self.assertEqual(w.next_event(5)["type"], "ADDED")
+        self.assertEqual(w.next_event(5)["type"], "ADDED")
+        nsw = self.c.watch("namespaces", field_selector="metadata.name=" + self.ns,
+                           resource_version="0", timeout_seconds=15)
+        self.assertEqual(nsw.next_event(5)["type"], "ADDED")
         out = self.c.delete("namespaces", self.ns)
-        self.assertEqual(out["status"]["phase"], "Terminating")
-        ev = w.next_event(5)
-        self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("DELETED", "a"))
-        w.close()
+        self.assertEqual((out["kind"], out["status"]["phase"], out["spec"]["finalizers"]),
+                         ("Namespace", "Terminating", ["kubernetes"]))
+        self.assertTrue(out["metadata"]["deletionTimestamp"])
+        e = self.assertApiError(403, "Forbidden", self.c.create, "configmaps", cm("b"),
+                                namespace=self.ns)
+        self.assertEqual(e.message, 'configmaps "b" is forbidden: unable to create new content '
+                         'in namespace %s because it is being terminated' % self.ns)
+        self.assertEqual(e.status["details"]["causes"], [{
+            "reason": "NamespaceTerminating", "field": "metadata.namespace",
+            "message": "namespace %s is being terminated" % self.ns}])
+        self.assertApiError(403, "Forbidden", self.c.create, "events", {
+            "metadata": {"name": "e1"}, "involvedObject": {"kind": "Deployment", "name": "web",
+                                                           "namespace": self.ns},
+            "reason": "ScaledUp", "message": "x"}, namespace=self.ns)
+        e = self.assertApiError(409, "Conflict", self.c.delete, "namespaces", self.ns)
+        self.assertIn("The system is ensuring all content is removed from this namespace",
+                      e.message)
+        deleted = set()
+        for _ in range(2):   # "a" deleted; "held" marked (MODIFIED), and kept
+            ev = w.next_event(5)
+            deleted.add((ev["type"], ev["object"]["metadata"]["name"]))
+        self.assertEqual(deleted, {("DELETED", "a"), ("MODIFIED", "held")})
         self.assertApiError(404, "NotFound", self.c.get, "deployments", "web", self.ns)
+        # the conditions say what holds it; it stays while the finalizer does
+        end = time.time() + 5
+        while True:
+            st = self.c.get("namespaces", self.ns)["status"]
+            conds = {c["type"]: c for c in st.get("conditions") or []}
+            if conds.get("NamespaceFinalizersRemaining", {}).get("status") == "True" or \
+                    time.time() > end:
+                break
+            time.sleep(0.05)
+        self.assertEqual(st["phase"], "Terminating")
+        self.assertEqual(len(conds), 5, conds)
+        self.assertEqual((conds["NamespaceContentRemaining"]["status"],
+                          conds["NamespaceContentRemaining"]["reason"],
+                          conds["NamespaceContentRemaining"]["message"]),
+                         ("True", "SomeResourcesRemain",
+                          "Some resources are remaining: configmaps has 1 resource instances"))
+        self.assertEqual(conds["NamespaceFinalizersRemaining"]["message"],
+                         "Some content in the namespace has finalizers remaining: "
+                         "example.com/hold in 1 resource instances")
+        self.assertEqual(conds["NamespaceDeletionDiscoveryFailure"]["status"], "False")
+        # an update in the terminating namespace is allowed: the finalizer let go
+        obj = self.c.get("configmaps", "held", self.ns)
+        obj["metadata"]["finalizers"] = []
+        self.c.update("configmaps", obj, namespace=self.ns)
+        ev = w.next_event(5)
+        self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("DELETED", "held"))
+        w.close()
+        # then the conditions all False, the finalizer gone, the namespace deleted
+        seen = []
+        while True:
+            ev = nsw.next_event(10)
+            seen.append(ev)
+            if ev["type"] == "DELETED":
+                break
+        nsw.close()
+        last = seen[-1]["object"]
+        self.assertNotIn("finalizers", last.get("spec") or {})
+        self.assertEqual({c["type"]: c["status"] for c in last["status"]["conditions"]},
+                         {t: "False" for t in ("NamespaceDeletionDiscoveryFailure",
+                                               "NamespaceDeletionGroupVersionParsingFailure",
+                                               "NamespaceDeletionContentFailure",
+                                               "NamespaceContentRemaining",
+                                               "NamespaceFinalizersRemaining")})
         self.assertApiError(404, "NotFound", self.c.get, "namespaces", self.ns)
+        self.assertApiError(404, "NotFound", self.c.create, "configmaps", cm("c"),
+                            namespace=self.ns)
 
     def test_other_kinds(self):
         kinds = [

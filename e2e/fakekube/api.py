@@ -719,9 +719,22 @@ class Api:
         if errs:
             raise invalid(res.kind, res.group, name, errs)
 
-    def _check_namespace(self, res, ns):
-        if res.namespaced and self.store.get("core/namespaces", "", ns) is None:
+    def _check_namespace(self, res, ns, name):
+        """The NamespaceLifecycle admission plugin, for a create: the namespace must exist
+        and not be terminating."""
+        if not res.namespaced:
+            return
+        stored = self.store.get("core/namespaces", "", ns)
+        if stored is None:
             raise ns_not_found(ns)
+        if (stored.get("status") or {}).get("phase") == "Terminating":
+            details = _details(res, name)
+            details["causes"] = [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
+                                  "message": "namespace %s is being terminated" % ns}]
+            raise StatusError(403, "Forbidden", "%s%s is forbidden: unable to create new content "
+                              "in namespace %s because it is being terminated"
+                              % (res.group_resource, ' "%s"' % name if name else "", ns),
+                              details)
 
     def _default(self, canonical, obj):
         if canonical.default:
@@ -922,11 +935,12 @@ class Api:
             meta.pop("namespace", None)
         stored, canonical = self._to_storage(res, obj)
         meta = stored["metadata"]
+        asked = meta.get("name", "")   # admission sees the name before generateName's
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + _rand_suffix()
         name = meta.get("name", "")
         with self.store.lock:
-            self._check_namespace(res, ns)
+            self._check_namespace(res, ns, asked)
             self._default(canonical, stored)
             if canonical.prepare_create:
                 canonical.prepare_create(stored)
@@ -1453,20 +1467,27 @@ class Api:
                 "details": details}
 
     def _delete_namespace(self, res, old, dry=False):
-        new = copy.deepcopy(old)
-        new["metadata"]["deletionTimestamp"] = now_rfc3339()
-        new.setdefault("status", {})["phase"] = "Terminating"
-        if dry:
+        """The namespace REST's Delete: the first marks it (deletionTimestamp, phase
+        Terminating; the namespace controller, nsctl.py, then deletes its content and
+        finalizes it); a later one is refused while spec.finalizers holds anything, and
+        deletes it once nothing does."""
+        meta = old["metadata"]
+        if not meta.get("deletionTimestamp"):
+            new = copy.deepcopy(old)
+            new["metadata"]["deletionTimestamp"] = now_rfc3339()
+            new.setdefault("status", {})["phase"] = "Terminating"
+            if not dry:
+                self.store.put(res.storage, new, old)
             return 200, self.external(res, new)
-        self.store.put(res.storage, new, old)
-        name = old["metadata"]["name"]
-        storages = sorted({r.storage for r in self.registry.resources
-                           if r.namespaced and not r.create_only})
-        for st in storages:
-            for obj in list(self.store.items(st, name)):
-                self.store.remove(st, obj)
-        self.store.remove(res.storage, new)
-        return 200, self.external(res, new)
+        if (old.get("spec") or {}).get("finalizers"):
+            raise StatusError(409, "Conflict", 'Operation cannot be fulfilled on namespaces "%s": '
+                              "The system is ensuring all content is removed from this "
+                              "namespace.  Upon completion, this namespace will automatically "
+                              "be purged by the system." % meta["name"],
+                              _details(res, meta["name"]))
+        if dry:
+            return 200, self.external(res, old)
+        return 200, self.external(res, self.store.remove(res.storage, old))
 
     def delete_collection(self, res, ns, body, query):
         # DeleteCollection reads the ListOptions first, then the DeleteOptions

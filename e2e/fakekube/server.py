@@ -42,6 +42,7 @@ from fakekube import api as A  # noqa: E402
 from fakekube import fields as F  # noqa: E402
 from fakekube.aggregator import Aggregator, parse_endpoint  # noqa: E402
 from fakekube import gc as GC  # noqa: E402
+from fakekube import nsctl as NS  # noqa: E402
 from fakekube.faults import IMMEDIATE_ACTIONS, Faults, FaultSpecError, fault_error  # noqa: E402
 from fakekube import rbac as RBAC  # noqa: E402
 from fakekube.resources import NO_WATCH_CACHE, Registry  # noqa: E402
@@ -190,6 +191,9 @@ class FakeKube:
         # kube-controller-manager's garbage collector (cascading deletion), on its own thread
         self.gc = GC.GarbageCollector(self.api)
         self.gc.on_write = self._gc_wrote
+        # and its namespace controller (deleting a namespace's content, then the namespace)
+        self.nsctl = NS.NamespaceController(self.api)
+        self.nsctl.on_write = self._nsctl_wrote
         self.faults = Faults()
         self.auth = Authenticator()
         # --authorization-mode: AlwaysAllow (every authenticated request) or RBAC
@@ -271,6 +275,7 @@ class FakeKube:
         self._serve(self.httpd)
         self.aggregator.start()
         self.gc.start()
+        self.nsctl.start()
         if self.args.admin_listen:
             h, p = parse_hostport(self.args.admin_listen)
             self.admin_httpd = _HTTPServer((h, p), Handler, self, None, True)
@@ -333,6 +338,7 @@ class FakeKube:
     def stop(self):
         self.aggregator.stop()
         self.gc.stop()
+        self.nsctl.stop()
         self.store.close_watchers("abort")
         for srv in (self.httpd, self.admin_httpd):
             if srv is not None:
@@ -443,6 +449,12 @@ class FakeKube:
     def _gc_wrote(self, verb, resource, ns, name, obj):
         """The garbage collector's writes in the write log, as its requests would be."""
         self.log_write({"time": time.time(), "user": GC.USER, "userAgent": GC.USER_AGENT,
+                        "verb": verb, "resource": resource, "subresource": None,
+                        "namespace": ns, "name": name}, obj)
+
+    def _nsctl_wrote(self, verb, resource, ns, name, obj):
+        """The namespace controller's writes in the write log, as its requests would be."""
+        self.log_write({"time": time.time(), "user": NS.USER, "userAgent": NS.USER_AGENT,
                         "verb": verb, "resource": resource, "subresource": None,
                         "namespace": ns, "name": name}, obj)
 

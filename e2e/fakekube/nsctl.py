@@ -1,0 +1,211 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Namespace deletion: kube-apiserver's part and kube-controller-manager's namespace
+controller.
+
+The API server's part (pkg/registry/core/namespace/storage) is in api.py: a DELETE of a
+namespace whose spec.finalizers is not empty only marks it (deletionTimestamp, phase
+Terminating) and answers it; a second DELETE while it terminates is a 409 ("The system is
+ensuring all content is removed from this namespace..."); one with no finalizer left deletes
+it. The NamespaceLifecycle admission plugin refuses to create anything in a terminating
+namespace (403, cause NamespaceTerminating); updates and deletes go on.
+
+The controller's part (pkg/controller/namespace/deletion) is NamespaceController: a thread that
+sees each namespace marked for deletion and, through the API as the controller does, each step
+its own write:
+- deletes every object of every namespaced kind in it (propagationPolicy Background, as its
+  DeleteCollection does; pods here have no kubelet, so they go at once);
+- sets the namespace's five deletion conditions (status.conditions), all False while nothing
+  is left, NamespaceContentRemaining / NamespaceFinalizersRemaining True while objects held
+  by finalizers remain (it then looks again a little later);
+- once nothing is left, removes "kubernetes" from spec.finalizers (the finalize subresource),
+  then deletes the namespace.
+"""
+
+import copy
+import threading
+import time
+
+from fakekube import api as A
+
+FINALIZER = "kubernetes"
+# the controller's requests: their User-Agent, whose first segment is the field manager
+USER = "system:serviceaccount:kube-system:namespace-controller"
+USER_AGENT = "kube-controller-manager/v1.31.0 (linux/amd64) kubernetes/9f2a8c5/" + USER
+OK = [  # (type, reason, message) of the conditions with status False (status_condition_utils.go)
+    ("NamespaceDeletionDiscoveryFailure", "ResourcesDiscovered",
+     "All resources successfully discovered"),
+    ("NamespaceDeletionGroupVersionParsingFailure", "ParsedGroupVersions",
+     "All legacy kube types successfully parsed"),
+    ("NamespaceDeletionContentFailure", "ContentDeleted",
+     "All content successfully deleted, may be waiting on finalization"),
+    ("NamespaceContentRemaining", "ContentRemoved", "All content successfully removed"),
+    ("NamespaceFinalizersRemaining", "ContentHasNoFinalizers",
+     "All content-preserving finalizers finished"),
+]
+
+
+class NamespaceController:
+    def __init__(self, api, delay=0.05, recheck=0.5):
+        self.api = api
+        self.store = api.store
+        self.registry = api.registry
+        self.delay = delay        # the controller's informer latency, roughly
+        self.recheck = recheck    # how soon it looks again at content held by finalizers
+        self.queue = {}           # namespace name -> time.monotonic() it is due
+        self.cond = threading.Condition(threading.Lock())
+        self.stopped = False
+        self.thread = None
+        self.on_write = None      # as GarbageCollector.on_write
+        self.store.observers.append(self.observe)
+
+    def observe(self, ev):
+        """Called by the store for each committed change (under its lock): a namespace marked
+        for deletion is due shortly."""
+        if ev.storage != "core/namespaces" or ev.type == "DELETED" or \
+                not ev.obj["metadata"].get("deletionTimestamp"):
+            return
+        with self.cond:
+            self.queue.setdefault(ev.obj["metadata"]["name"], time.monotonic() + self.delay)
+            self.cond.notify()
+
+    def start(self):
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="fakekube-namespaces",
+                                           daemon=True)
+            self.thread.start()
+
+    def stop(self):
+        with self.cond:
+            self.stopped = True
+            self.cond.notify()
+
+    def _run(self):
+        while True:
+            with self.cond:
+                while not self.stopped:
+                    now = time.monotonic()
+                    due = [n for n, at in self.queue.items() if at <= now]
+                    if due:
+                        break
+                    self.cond.wait(min(self.queue.values()) - now if self.queue else None)
+                if self.stopped:
+                    return
+                for n in due:
+                    del self.queue[n]
+            for name in sorted(due):
+                try:
+                    if not self._sync(name):
+                        with self.cond:
+                            self.queue[name] = time.monotonic() + self.recheck
+                except Exception as e:   # noqa: BLE001 - the controller logs and retries
+                    print("fakekube: namespace controller: %s: %r" % (name, e), flush=True)
+                    with self.cond:
+                        self.queue[name] = time.monotonic() + self.recheck
+
+    # ------------------------------------------------------------ the controller's steps
+
+    def _res(self, storage):
+        return self.registry.storage_of(storage)
+
+    def _wrote(self, verb, storage, ns, name, body):
+        if self.on_write is not None:
+            self.on_write(verb, self._res(storage).plural, ns, name,
+                          body if isinstance(body, dict) else None)
+
+    def _storages(self):
+        return sorted({r.storage for r in self.registry.resources
+                       if r.namespaced and not r.create_only})
+
+    def _sync(self, name):
+        """One pass over a namespace being deleted; True when done with it (gone, or not
+        being deleted)."""
+        ns = self.store.get("core/namespaces", "", name)
+        if ns is None or not ns["metadata"].get("deletionTimestamp"):
+            return True
+        if FINALIZER in ((ns.get("spec") or {}).get("finalizers") or []):
+            remaining, held = self._delete_content(name)
+            if not self._set_conditions(name, remaining, held) or remaining:
+                return False
+            if not self._finalize(name):
+                return False
+        return self._delete_namespace(name)
+
+    def _delete_content(self, name):
+        """Delete what the namespace holds: ({plural: count} left, {finalizer: count})."""
+        remaining, held = {}, {}
+        for st in self._storages():
+            res = self._res(st)
+            for obj in list(self.store.items(st, name)):
+                meta = obj["metadata"]
+                if not meta.get("deletionTimestamp"):
+                    try:
+                        answer = self.api.delete(res, name, meta["name"],
+                                                 {"propagationPolicy": "Background"}, {})
+                        self._wrote("delete", st, name, meta["name"], answer[1])
+                    except A.StatusError as e:
+                        if e.code != 404:
+                            raise
+                if self.store.get(st, name, meta["name"]) is not None:
+                    remaining[res.plural] = remaining.get(res.plural, 0) + 1
+                    for f in meta.get("finalizers") or []:
+                        held[f] = held.get(f, 0) + 1
+        return remaining, held
+
+    def _set_conditions(self, name, remaining, held):
+        """The five conditions, written when they change; False when the namespace went."""
+        conds = []
+        for ctype, reason, message in OK:
+            status = "False"
+            if ctype == "NamespaceContentRemaining" and remaining:
+                status, reason = "True", "SomeResourcesRemain"
+                message = "Some resources are remaining: " + ", ".join(
+                    "%s has %d resource instances" % (k, v) for k, v in sorted(remaining.items()))
+            elif ctype == "NamespaceFinalizersRemaining" and held:
+                status, reason = "True", "SomeFinalizersRemain"
+                message = "Some content in the namespace has finalizers remaining: " + ", ".join(
+                    "%s in %d resource instances" % (k, v) for k, v in sorted(held.items()))
+            conds.append({"type": ctype, "status": status, "reason": reason,
+                          "message": message})
+        with self.store.lock:
+            old = self.store.get("core/namespaces", "", name)
+            if old is None:
+                return False
+            was = {c["type"]: c for c in (old.get("status") or {}).get("conditions") or []}
+            if [(c["type"], c["status"], c["reason"], c["message"]) for c in conds] == \
+                    [(w.get("type"), w.get("status"), w.get("reason"), w.get("message"))
+                     for w in (old.get("status") or {}).get("conditions") or []]:
+                return True
+            now = A.now_rfc3339()
+            for c in conds:
+                prev = was.get(c["type"])
+                c["lastTransitionTime"] = prev["lastTransitionTime"] \
+                    if prev and prev.get("status") == c["status"] else now
+            new = copy.deepcopy(old)
+            new.setdefault("status", {})["conditions"] = conds
+            self.store.put("core/namespaces", new, old)
+        self._wrote("update", "core/namespaces", "", name, new)
+        return True
+
+    def _finalize(self, name):
+        """PUT .../finalize: "kubernetes" out of spec.finalizers."""
+        with self.store.lock:
+            old = self.store.get("core/namespaces", "", name)
+            if old is None:
+                return False
+            new = copy.deepcopy(old)
+            spec = new.setdefault("spec", {})
+            spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != FINALIZER]
+            if not spec["finalizers"]:
+                del spec["finalizers"]
+            self.store.put("core/namespaces", new, old)
+        self._wrote("update", "core/namespaces", "", name, new)
+        return True
+
+    def _delete_namespace(self, name):
+        res = self._res("core/namespaces")
+        try:
+            answer = self.api.delete(res, "", name, {}, {})
+        except A.StatusError as e:
+            return e.code == 404
+        self._wrote("delete", "core/namespaces", "", name, answer[1])
+        return True
