@@ -2207,23 +2207,30 @@ class TestKinds(Base):
         self.assertIn("reportingController: Required value", e.message)
 
     def test_namespace_delete_cascades(self):
-        """A DELETE marks the namespace Terminating and answers it; the namespace controller
-        then deletes its content (each object its own DELETED event), sets its deletion
-        conditions, finalizes it and deletes it. Meanwhile nothing new may be created in it
-        (403 NamespaceTerminating), what is there may still be written, and a second DELETE
-        is a 409."""
+        """A DELETE marks the namespace Terminating and answers it; 5 s later the namespace
+        controller deletes its content (each object its own DELETED event), sets its deletion
+        conditions and finalizes it, which deletes it. Meanwhile nothing new may be created in
+        it (403 NamespaceTerminating, a pod's binding too, the namespace again: 409), what is
+        there may still be written (the namespace too, which an update does not delete while
+        spec.finalizers holds anything, and whose spec.finalizers only /finalize changes), and
+        another DELETE answers it as it is. default may not be deleted at all."""
         self.c.create("configmaps", cm("a"), namespace=self.ns)
         self.c.create("deployments", deployment("web"), namespace=self.ns)
+        self.c.create("pods", pod("p"), self.ns)
         # a finalizer of someone else's holds one object, and with it the namespace
         held = cm("held")
         held["metadata"]["finalizers"] = ["example.com/hold"]
         self.c.create("configmaps", held, namespace=self.ns)
-        w = self.c.watch("configmaps", self.ns, resource_version="0", timeout_seconds=10)
+        w = self.c.watch("configmaps", self.ns, resource_version="0", timeout_seconds=40)
         self.assertEqual(w.next_event(5)["type"], "ADDED")
         self.assertEqual(w.next_event(5)["type"], "ADDED")
         nsw = self.c.watch("namespaces", field_selector="metadata.name=" + self.ns,
-                           resource_version="0", timeout_seconds=15)
+                           resource_version="0", timeout_seconds=40)
         self.assertEqual(nsw.next_event(5)["type"], "ADDED")
+        e = self.assertApiError(403, "Forbidden", self.c.delete, "namespaces", "default")
+        self.assertEqual(e.message, 'namespaces "default" is forbidden: this namespace may not '
+                         'be deleted')
+        t0 = time.time()
         out = self.c.delete("namespaces", self.ns)
         self.assertEqual((out["kind"], out["status"]["phase"], out["spec"]["finalizers"]),
                          ("Namespace", "Terminating", ["kubernetes"]))
@@ -2235,19 +2242,45 @@ class TestKinds(Base):
         self.assertEqual(e.status["details"]["causes"], [{
             "reason": "NamespaceTerminating", "field": "metadata.namespace",
             "message": "namespace %s is being terminated" % self.ns}])
+        gen = cm("")
+        gen["metadata"] = {"generateName": "g-"}
+        e = self.assertApiError(403, "Forbidden", self.c.create, "configmaps", gen,
+                                namespace=self.ns)
+        self.assertTrue(e.message.startswith('configmaps "g-" is forbidden: '), e.message)
         self.assertApiError(403, "Forbidden", self.c.create, "events", {
             "metadata": {"name": "e1"}, "involvedObject": {"kind": "Deployment", "name": "web",
                                                            "namespace": self.ns},
             "reason": "ScaledUp", "message": "x"}, namespace=self.ns)
-        e = self.assertApiError(409, "Conflict", self.c.delete, "namespaces", self.ns)
-        self.assertIn("The system is ensuring all content is removed from this namespace",
-                      e.message)
+        e = self.assertApiError(403, "Forbidden", self.c.request, "POST",
+                                self.c.path("pods", self.ns, "p", "binding"),
+                                {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
+                                 "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}})
+        self.assertTrue(e.message.startswith('pods "p" is forbidden: unable to create new '
+                                             'content in namespace'), e.message)
+        e = self.assertApiError(409, "AlreadyExists", self.c.create, "namespaces",
+                                {"metadata": {"name": self.ns}})
+        self.assertEqual(e.message, 'object is being deleted: namespaces "%s" already exists'
+                         % self.ns)
+        # another DELETE: answered as it is
+        again = self.c.delete("namespaces", self.ns)
+        self.assertEqual(again["metadata"]["resourceVersion"], out["metadata"]["resourceVersion"])
+        # an update of the terminating namespace: kept, its spec.finalizers as they were
+        nsobj = self.c.get("namespaces", self.ns)
+        nsobj["metadata"].setdefault("labels", {})["x"] = "y"
+        nsobj["spec"]["finalizers"] = []
+        upd = self.c.update("namespaces", nsobj)
+        self.assertEqual((upd["spec"]["finalizers"], upd["metadata"]["labels"]["x"]),
+                         (["kubernetes"], "y"))
+        self.assertEqual(self.c.get("namespaces", self.ns)["status"]["phase"], "Terminating")
         deleted = set()
         for _ in range(2):   # "a" deleted; "held" marked (MODIFIED), and kept
-            ev = w.next_event(5)
+            ev = w.next_event(15)
             deleted.add((ev["type"], ev["object"]["metadata"]["name"]))
+        waited = time.time() - t0
         self.assertEqual(deleted, {("DELETED", "a"), ("MODIFIED", "held")})
+        self.assertGreater(waited, 4.5)   # the controller's grace period
         self.assertApiError(404, "NotFound", self.c.get, "deployments", "web", self.ns)
+        self.assertApiError(404, "NotFound", self.c.get, "pods", "p", self.ns)
         # the conditions say what holds it; it stays while the finalizer does
         end = time.time() + 5
         while True:
@@ -2263,7 +2296,7 @@ class TestKinds(Base):
                           conds["NamespaceContentRemaining"]["reason"],
                           conds["NamespaceContentRemaining"]["message"]),
                          ("True", "SomeResourcesRemain",
-                          "Some resources are remaining: configmaps has 1 resource instances"))
+                          "Some resources are remaining: configmaps. has 1 resource instances"))
         self.assertEqual(conds["NamespaceFinalizersRemaining"]["message"],
                          "Some content in the namespace has finalizers remaining: "
                          "example.com/hold in 1 resource instances")
@@ -2275,16 +2308,18 @@ class TestKinds(Base):
         ev = w.next_event(5)
         self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("DELETED", "held"))
         w.close()
-        # then the conditions all False, the finalizer gone, the namespace deleted
+        # at the controller's next look (8 s): the conditions all False, then /finalize,
+        # which deletes it (the DELETED event carries it as stored, its finalizer still there)
         seen = []
         while True:
-            ev = nsw.next_event(10)
+            ev = nsw.next_event(15)
+            self.assertIsNotNone(ev, [x["type"] for x in seen])
             seen.append(ev)
             if ev["type"] == "DELETED":
                 break
         nsw.close()
         last = seen[-1]["object"]
-        self.assertNotIn("finalizers", last.get("spec") or {})
+        self.assertEqual(last["spec"]["finalizers"], ["kubernetes"])
         self.assertEqual({c["type"]: c["status"] for c in last["status"]["conditions"]},
                          {t: "False" for t in ("NamespaceDeletionDiscoveryFailure",
                                                "NamespaceDeletionGroupVersionParsingFailure",
@@ -2294,6 +2329,10 @@ class TestKinds(Base):
         self.assertApiError(404, "NotFound", self.c.get, "namespaces", self.ns)
         self.assertApiError(404, "NotFound", self.c.create, "configmaps", cm("c"),
                             namespace=self.ns)
+        fin = [x for x in FK.writes(0, resource="namespaces", name=self.ns)["writes"]
+               if x["user"] == "system:serviceaccount:kube-system:namespace-controller"]
+        self.assertEqual([(x["verb"], x["subresource"]) for x in fin][-2:],
+                         [("update", "status"), ("update", "finalize")])
 
     def test_other_kinds(self):
         kinds = [

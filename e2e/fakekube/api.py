@@ -264,6 +264,8 @@ PATCH_TYPES = {
     "application/apply-patch+cbor": None,
 }
 RETURN_DELETED = {"pods", "services", "namespaces", "nodes"}
+# namespaces the NamespaceLifecycle admission plugin never lets go
+IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 
 
 def patch_type_of(content_type):
@@ -731,10 +733,9 @@ class Api:
             details = _details(res, name)
             details["causes"] = [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
                                   "message": "namespace %s is being terminated" % ns}]
-            raise StatusError(403, "Forbidden", "%s%s is forbidden: unable to create new content "
-                              "in namespace %s because it is being terminated"
-                              % (res.group_resource, ' "%s"' % name if name else "", ns),
-                              details)
+            raise StatusError(403, "Forbidden", '%s "%s" is forbidden: unable to create new '
+                              "content in namespace %s because it is being terminated"
+                              % (res.group_resource, name, ns), details)
 
     def _default(self, canonical, obj):
         if canonical.default:
@@ -935,7 +936,8 @@ class Api:
             meta.pop("namespace", None)
         stored, canonical = self._to_storage(res, obj)
         meta = stored["metadata"]
-        asked = meta.get("name", "")   # admission sees the name before generateName's
+        # admission names the object before generateName makes its name
+        asked = meta.get("name") or meta.get("generateName") or "Unknown"
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + _rand_suffix()
         name = meta.get("name", "")
@@ -951,7 +953,12 @@ class Api:
                 if self.store.get(res.storage, meta.get("namespace", ""), meta["name"]) is None:
                     break
                 if not meta.get("generateName") or attempt == 9:
-                    raise already_exists(res, meta["name"])
+                    err = already_exists(res, meta["name"])
+                    there = self.store.get(res.storage, meta.get("namespace", ""), meta["name"])
+                    if there["metadata"].get("deletionTimestamp"):
+                        # registry.Store.Create
+                        err.message = "object is being deleted: " + err.message
+                    raise err
                 meta["name"] = meta["generateName"] + _rand_suffix()
             for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields",
                       "selfLink"):
@@ -1025,6 +1032,14 @@ class Api:
         self._default(canonical, new)
         if canonical.plural == "namespaces" and subresource != "status":
             new["status"] = copy.deepcopy(old.get("status", {}))
+            if subresource != "finalize":
+                # namespaceStrategy.PrepareForUpdate: spec.finalizers only through /finalize
+                fins = (old.get("spec") or {}).get("finalizers")
+                spec = new.setdefault("spec", {})
+                if fins is None:
+                    spec.pop("finalizers", None)
+                else:
+                    spec["finalizers"] = copy.deepcopy(fins)
         self._validate(res, canonical, new, old, name, meta_errs)
         if canonical.generation:
             gen = ometa.get("generation", 1)
@@ -1048,8 +1063,11 @@ class Api:
         self._manage(res, old, new, subresource)
         if dry_run:
             return 200, self.external(res, new)
-        if ometa.get("deletionTimestamp") and not meta.get("finalizers"):
-            self.store.remove(res.storage, new)
+        if ometa.get("deletionTimestamp") and not meta.get("finalizers") and not (
+                canonical.plural == "namespaces" and (new.get("spec") or {}).get("finalizers")):
+            # ShouldDeleteDuringUpdate (a namespace's: its spec.finalizers empty too); the
+            # DELETED event carries the object as it was stored
+            self.store.remove(res.storage, old)
             return 200, self.external(res, new)
         self.store.put(res.storage, new, old)
         return 200, self.external(res, new)
@@ -1213,6 +1231,8 @@ class Api:
         PodScheduled=True (reason and message cleared, lastTransitionTime now when it was not
         True), as BindingREST.setPodHostAndAnnotations does.  The Binding's metadata.uid and
         resourceVersion, when given, are preconditions.  201 with a Success Status."""
+        with self.store.lock:
+            self._check_namespace(res, ns, name)   # admission, before the Binding's checks
         target = (body or {}).get("target") if isinstance(body, dict) else None
         node = (target or {}).get("name") if isinstance(target, dict) else None
         if not node or not isinstance(node, str):
@@ -1399,6 +1419,10 @@ class Api:
     def delete(self, res, ns, name, body, query):
         opts = self._delete_options(body, query)
         ns = ns if res.namespaced else ""
+        if res.storage == "core/namespaces" and name in IMMORTAL_NAMESPACES:
+            # the NamespaceLifecycle admission plugin
+            raise StatusError(403, "Forbidden", 'namespaces "%s" is forbidden: this namespace '
+                              "may not be deleted" % name, _details(res, name))
         with self.store.lock:
             old = self.store.get(res.storage, ns, name)
             if old is None:
@@ -1469,8 +1493,8 @@ class Api:
     def _delete_namespace(self, res, old, dry=False):
         """The namespace REST's Delete: the first marks it (deletionTimestamp, phase
         Terminating; the namespace controller, nsctl.py, then deletes its content and
-        finalizes it); a later one is refused while spec.finalizers holds anything, and
-        deletes it once nothing does."""
+        finalizes it, which deletes it); a later one answers it as it is while spec.finalizers
+        holds anything, and deletes it once nothing does."""
         meta = old["metadata"]
         if not meta.get("deletionTimestamp"):
             new = copy.deepcopy(old)
@@ -1479,13 +1503,7 @@ class Api:
             if not dry:
                 self.store.put(res.storage, new, old)
             return 200, self.external(res, new)
-        if (old.get("spec") or {}).get("finalizers"):
-            raise StatusError(409, "Conflict", 'Operation cannot be fulfilled on namespaces "%s": '
-                              "The system is ensuring all content is removed from this "
-                              "namespace.  Upon completion, this namespace will automatically "
-                              "be purged by the system." % meta["name"],
-                              _details(res, meta["name"]))
-        if dry:
+        if (old.get("spec") or {}).get("finalizers") or meta.get("finalizers") or dry:
             return 200, self.external(res, old)
         return 200, self.external(res, self.store.remove(res.storage, old))
 

@@ -3,22 +3,25 @@
 controller.
 
 The API server's part (pkg/registry/core/namespace/storage) is in api.py: a DELETE of a
-namespace whose spec.finalizers is not empty only marks it (deletionTimestamp, phase
-Terminating) and answers it; a second DELETE while it terminates is a 409 ("The system is
-ensuring all content is removed from this namespace..."); one with no finalizer left deletes
-it. The NamespaceLifecycle admission plugin refuses to create anything in a terminating
-namespace (403, cause NamespaceTerminating); updates and deletes go on.
+namespace marks it (deletionTimestamp, phase Terminating) and answers it; a DELETE while it
+terminates answers it as it is while spec.finalizers holds anything; an update that leaves it
+with no finalizer of either kind deletes it (ShouldDeleteNamespaceDuringUpdate), and only the
+finalize subresource changes spec.finalizers. The NamespaceLifecycle admission plugin refuses
+to create anything in a terminating namespace (403, cause NamespaceTerminating; pods/binding
+too) and to delete default, kube-system or kube-public; updates and deletes go on.
 
-The controller's part (pkg/controller/namespace/deletion) is NamespaceController: a thread that
-sees each namespace marked for deletion and, through the API as the controller does, each step
-its own write:
+The controller's part (pkg/controller/namespace) is NamespaceController: a thread that sees
+each namespace marked for deletion, waits the controller's grace period (5 s: HA API servers
+and etcd members see the deletion first) and then, through the API as the controller does,
+each step its own write:
 - deletes every object of every namespaced kind in it (propagationPolicy Background, as its
   DeleteCollection does; pods here have no kubelet, so they go at once);
-- sets the namespace's five deletion conditions (status.conditions), all False while nothing
-  is left, NamespaceContentRemaining / NamespaceFinalizersRemaining True while objects held
-  by finalizers remain (it then looks again a little later);
-- once nothing is left, removes "kubernetes" from spec.finalizers (the finalize subresource),
-  then deletes the namespace.
+- sets the namespace's five deletion conditions (status), all False while nothing is left,
+  NamespaceContentRemaining / NamespaceFinalizersRemaining True while objects held by
+  finalizers remain; it then looks again after 8 s (half the finalizers' estimate of 15 s,
+  plus one);
+- once nothing is left, removes "kubernetes" from spec.finalizers (the finalize
+  subresource), which deletes the namespace when no other finalizer holds it.
 """
 
 import copy
@@ -45,11 +48,11 @@ OK = [  # (type, reason, message) of the conditions with status False (status_co
 
 
 class NamespaceController:
-    def __init__(self, api, delay=0.05, recheck=0.5):
+    def __init__(self, api, delay=5.0, recheck=8.0):
         self.api = api
         self.store = api.store
         self.registry = api.registry
-        self.delay = delay        # the controller's informer latency, roughly
+        self.delay = delay        # namespaceDeletionGracePeriod
         self.recheck = recheck    # how soon it looks again at content held by finalizers
         self.queue = {}           # namespace name -> time.monotonic() it is due
         self.cond = threading.Condition(threading.Lock())
@@ -107,9 +110,9 @@ class NamespaceController:
     def _res(self, storage):
         return self.registry.storage_of(storage)
 
-    def _wrote(self, verb, storage, ns, name, body):
+    def _wrote(self, verb, storage, ns, name, body, subresource=None):
         if self.on_write is not None:
-            self.on_write(verb, self._res(storage).plural, ns, name,
+            self.on_write(verb, self._res(storage).plural, subresource, ns, name,
                           body if isinstance(body, dict) else None)
 
     def _storages(self):
@@ -117,18 +120,17 @@ class NamespaceController:
                        if r.namespaced and not r.create_only})
 
     def _sync(self, name):
-        """One pass over a namespace being deleted; True when done with it (gone, or not
-        being deleted)."""
+        """One pass over a namespace being deleted; True when done with it (gone, not being
+        deleted, or finalized by this controller already)."""
         ns = self.store.get("core/namespaces", "", name)
-        if ns is None or not ns["metadata"].get("deletionTimestamp"):
+        if ns is None or not ns["metadata"].get("deletionTimestamp") or \
+                FINALIZER not in ((ns.get("spec") or {}).get("finalizers") or []):
             return True
-        if FINALIZER in ((ns.get("spec") or {}).get("finalizers") or []):
-            remaining, held = self._delete_content(name)
-            if not self._set_conditions(name, remaining, held) or remaining:
-                return False
-            if not self._finalize(name):
-                return False
-        return self._delete_namespace(name)
+        remaining, held = self._delete_content(name)
+        if not self._set_conditions(name, remaining, held) or remaining:
+            return False
+        self._finalize(name)
+        return True
 
     def _delete_content(self, name):
         """Delete what the namespace holds: ({plural: count} left, {finalizer: count})."""
@@ -146,7 +148,9 @@ class NamespaceController:
                         if e.code != 404:
                             raise
                 if self.store.get(st, name, meta["name"]) is not None:
-                    remaining[res.plural] = remaining.get(res.plural, 0) + 1
+                    # resource.group ("configmaps." for the core group)
+                    gr = "%s.%s" % (res.plural, res.group)
+                    remaining[gr] = remaining.get(gr, 0) + 1
                     for f in meta.get("finalizers") or []:
                         held[f] = held.get(f, 0) + 1
         return remaining, held
@@ -170,10 +174,11 @@ class NamespaceController:
             old = self.store.get("core/namespaces", "", name)
             if old is None:
                 return False
-            was = {c["type"]: c for c in (old.get("status") or {}).get("conditions") or []}
-            if [(c["type"], c["status"], c["reason"], c["message"]) for c in conds] == \
-                    [(w.get("type"), w.get("status"), w.get("reason"), w.get("message"))
-                     for w in (old.get("status") or {}).get("conditions") or []]:
+            kept = [c for c in (old.get("status") or {}).get("conditions") or []
+                    if c.get("type") not in {t for t, _, _ in OK}]
+            was = {c.get("type"): c for c in (old.get("status") or {}).get("conditions") or []}
+            if all((was.get(c["type"]) or {}).get(k) == c[k] for c in conds
+                   for k in ("status", "reason", "message")):
                 return True
             now = A.now_rfc3339()
             for c in conds:
@@ -181,31 +186,25 @@ class NamespaceController:
                 c["lastTransitionTime"] = prev["lastTransitionTime"] \
                     if prev and prev.get("status") == c["status"] else now
             new = copy.deepcopy(old)
-            new.setdefault("status", {})["conditions"] = conds
+            new.setdefault("status", {})["conditions"] = kept + conds
             self.store.put("core/namespaces", new, old)
-        self._wrote("update", "core/namespaces", "", name, new)
+        self._wrote("update", "core/namespaces", "", name, new, "status")
         return True
 
     def _finalize(self, name):
-        """PUT .../finalize: "kubernetes" out of spec.finalizers."""
+        """PUT .../finalize with "kubernetes" out of spec.finalizers: the namespace is deleted
+        when no finalizer of either kind is left (the DELETED event carries it as stored)."""
         with self.store.lock:
             old = self.store.get("core/namespaces", "", name)
             if old is None:
-                return False
+                return
             new = copy.deepcopy(old)
             spec = new.setdefault("spec", {})
             spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != FINALIZER]
             if not spec["finalizers"]:
                 del spec["finalizers"]
-            self.store.put("core/namespaces", new, old)
-        self._wrote("update", "core/namespaces", "", name, new)
-        return True
-
-    def _delete_namespace(self, name):
-        res = self._res("core/namespaces")
-        try:
-            answer = self.api.delete(res, "", name, {}, {})
-        except A.StatusError as e:
-            return e.code == 404
-        self._wrote("delete", "core/namespaces", "", name, answer[1])
-        return True
+            if not spec.get("finalizers") and not new["metadata"].get("finalizers"):
+                self.store.remove("core/namespaces", old)
+            else:
+                self.store.put("core/namespaces", new, old)
+        self._wrote("update", "core/namespaces", "", name, new, "finalize")

@@ -452,10 +452,10 @@ class FakeKube:
                         "verb": verb, "resource": resource, "subresource": None,
                         "namespace": ns, "name": name}, obj)
 
-    def _nsctl_wrote(self, verb, resource, ns, name, obj):
+    def _nsctl_wrote(self, verb, resource, subresource, ns, name, obj):
         """The namespace controller's writes in the write log, as its requests would be."""
         self.log_write({"time": time.time(), "user": NS.USER, "userAgent": NS.USER_AGENT,
-                        "verb": verb, "resource": resource, "subresource": None,
+                        "verb": verb, "resource": resource, "subresource": subresource,
                         "namespace": ns, "name": name}, obj)
 
     # ------------------------------------------------------------ reviews
