@@ -47,6 +47,7 @@ struct op {
     struct promql *p;
     struct op *prev, *next;
     struct httpc_req *reqs[5]; /* rate, p99, busy time, per-pod parts, refused */
+    bool posted[5];            /* ... sent as a POST */
     int pending;
     bool is_seed;
     /* get */
@@ -80,6 +81,7 @@ struct promql {
     int64_t timeout_ms;
     size_t max_body;
     struct op *ops;
+    bool get_only;     /* a POST was refused (405): long queries go as GETs too */
     uv_timer_t closer; /* only to close asynchronously */
     bool closing, closed;
     promql_close_cb close_cb;
@@ -163,7 +165,8 @@ static void chunk_retry(struct op *o);
 /* Start one GET of path?params on slot i of op; a URL over
  * PROMQL_GET_MAX_URL goes as a POST of the same parameters, form-encoded, as
  * the HTTP API accepts (proxies in front of it refuse long request lines:
- * nginx at 8 KiB by default, and a 4 KiB query can encode to 12). */
+ * nginx at 8 KiB by default, and a 4 KiB query can encode to 12), unless a
+ * POST was refused once (405: a proxy that passes only GETs). */
 static int issue(struct op *o, int slot, const char *url, size_t max_body, char *err,
                 size_t errlen)
 {
@@ -188,7 +191,8 @@ static int issue(struct op *o, int slot, const char *url, size_t max_body, char 
     };
     char *path = NULL;
     const char *q = strchr(url, '?');
-    if (strlen(url) > PROMQL_GET_MAX_URL && q) {
+    o->posted[slot] = strlen(url) > PROMQL_GET_MAX_URL && q && !p->get_only;
+    if (o->posted[slot]) {
         path = xstrndup(url, (size_t)(q - url));
         ho.url = path;
         ho.method = "POST";
@@ -310,11 +314,16 @@ static void part_note(struct op *o, int slot, const char *why)
     snprintf(dst, sizeof(o->notes.p99), "%s", why);
 }
 
-static void get_done(struct op *o, int slot, int err, const struct httpc_resp *resp)
+static void get_done(struct op *o, int slot, int err, const struct httpc_resp *resp,
+                     bool refused)
 {
     struct promql_series s;
     char why[200];
     int rc = answer(err, resp, &s, slot == 3 ? &o->pods : NULL, why, sizeof(why));
+    if (refused) {
+        size_t n = strlen(why);
+        snprintf(why + n, sizeof(why) - n, " (a POST refused: long queries go as GETs now)");
+    }
     if (rc == -ECANCELED)
         o->notes.cancelled = true;
     if (rc == 0 && slot != 3 && s.range) { /* its first point is the oldest of a range */
@@ -413,12 +422,16 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
         slot++;
     o->reqs[slot] = NULL;
     o->pending--;
+    /* a POST refused: a proxy passing only GETs (Prometheus takes both) */
+    bool refused = o->posted[slot] && err == 0 && resp && resp->status == 405;
+    if (refused)
+        o->p->get_only = true;
     if (o->is_seed) {
         struct promql_series s;
         char why[200];
         int rc = answer(err, resp, &s, NULL, why, sizeof(why));
         if (rc != 0 && rc != -ENODATA && !o->p->closing && o->tries < RANGE_CHUNK_TRIES &&
-            chunk_retryable(err, resp)) {
+            (refused || chunk_retryable(err, resp))) {
             promql_series_free(&s);
             chunk_retry(o);
             return;
@@ -445,7 +458,7 @@ static void on_done(struct httpc_req *req, int err, const struct httpc_resp *res
         seed_step(o);
         return;
     }
-    get_done(o, slot, err, resp);
+    get_done(o, slot, err, resp, refused);
     if (o->pending == 0) {
         if (!o->r.valid)
             o->r.request_rate = NAN;

@@ -38,7 +38,8 @@ struct forecast;
  *  make it about 8,700 bytes. */
 #define PROMQL_MAX_PODS_QUERY (4 * PROMQL_MAX_QUERY)
 
-/** A query whose GET URL would be longer than this is sent as a POST. */
+/** A query whose GET URL would be longer than this is sent as a POST (as a
+ *  GET after a POST was answered 405 once: a proxy passing only GETs). */
 #define PROMQL_GET_MAX_URL 4096
 
 /**

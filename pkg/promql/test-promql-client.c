@@ -50,6 +50,8 @@ struct fx {
     char last_query[PROMQL_MAX_QUERY];
     char post_query[PROMQL_MAX_QUERY]; /* the query of the last POST */
     int range_requests, busy_queries, posts;
+    bool refuse_post; /* answer POSTs 405, as a proxy passing only GETs */
+    int long_gets;    /* GETs whose target passes PROMQL_GET_MAX_URL */
     int refused_queries; /* of the refused requests' window rate */
     char refused_query[PROMQL_MAX_QUERY];
     int64_t range_points;
@@ -142,9 +144,14 @@ static void handler(struct testsrv_conn *c, const struct testsrv_req *req, void 
         snprintf(posted, sizeof(posted), "%s?%.*s", req->target, (int)req->body_len, req->body);
         target = posted;
         f->posts++;
+        if (f->refuse_post) {
+            testsrv_respond(c, 405, "text/plain", "method not allowed", 18, NULL);
+            return;
+        }
     } else {
         assert_string_equal(req->method, "GET");
-        assert_true(strlen(req->target) <= PROMQL_GET_MAX_URL);
+        assert_true(strlen(req->target) <= PROMQL_GET_MAX_URL || f->refuse_post);
+        f->long_gets += strlen(req->target) > PROMQL_GET_MAX_URL;
     }
     f->last_auth[0] = f->last_tenant[0] = '\0';
     testsrv_req_header(req, "Authorization", f->last_auth, sizeof(f->last_auth));
@@ -551,6 +558,24 @@ static void test_client_results(void **state)
     assert_non_null(strstr(f->post_query, "route!~\"/v1|/v1|"));
     assert_non_null(strstr(f->post_query, "|x\"}[2m]))"));
     assert_non_null(strstr(f->post_query, "namespace=\"team-a\""));
+    /* a proxy that passes only GETs refuses the POST (405): that query fails, said so,
+     * and from then on long queries go as GETs */
+    f->refuse_post = true;
+    before = f->results;
+    posts = f->posts;
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
+    run_until(f, &f->results, before + 1);
+    assert_false(f->r.valid);
+    assert_non_null(strstr(f->r.why, "405"));
+    assert_non_null(strstr(f->r.why, "a POST refused: long queries go as GETs now"));
+    assert_int_equal(f->posts, posts + 1);
+    before = f->results;
+    assert_int_equal(promql_get(f->pq, &t, 1700000000250, on_result, f, err, sizeof(err)), 0);
+    run_until(f, &f->results, before + 1);
+    assert_true(f->r.valid && f->r.request_rate == 12.5);
+    assert_int_equal(f->posts, posts + 1); /* no POST again: the long rate query a GET */
+    assert_int_equal(f->long_gets, 1);
+    f->refuse_post = false;
     t.rate_tmpl = NULL;
     util_buf_free(&lb);
 
