@@ -2334,6 +2334,30 @@ class TestKinds(Base):
         self.assertEqual([(x["verb"], x["subresource"]) for x in fin][-2:],
                          [("update", "status"), ("update", "finalize")])
 
+    def test_namespace_held_by_another_finalizer(self):
+        """A namespace created with a finalizer of its own gets "kubernetes" beside it; once
+        deleted, the namespace controller empties it and removes only its own, and the
+        namespace stays Terminating until the other's holder finalizes it with an empty
+        spec (as client-go's Finalize sends it), which deletes it: that PUT is answered with
+        the namespace as it was stored."""
+        name = self.ns + "-x"
+        out = self.c.create("namespaces", {"metadata": {"name": name},
+                                           "spec": {"finalizers": ["example.com/x"]}})
+        self.assertEqual(out["spec"]["finalizers"], ["example.com/x", "kubernetes"])
+        self.c.create("configmaps", cm("a"), namespace=name)
+        self.c.delete("namespaces", name)
+        end = time.time() + 15
+        while self.c.get("namespaces", name)["spec"].get("finalizers") != ["example.com/x"]:
+            self.assertLess(time.time(), end, "the namespace controller never finalized it")
+            time.sleep(0.1)
+        self.assertEqual(self.c.list("configmaps", name)["items"], [])
+        got = self.c.get("namespaces", name)
+        self.assertEqual(got["status"]["phase"], "Terminating")
+        got["spec"] = {}
+        ans = self.c.update("namespaces", got, subresource="finalize")
+        self.assertEqual(ans["spec"]["finalizers"], ["example.com/x"])
+        self.assertApiError(404, "NotFound", self.c.get, "namespaces", name)
+
     def test_other_kinds(self):
         kinds = [
             ("secrets", {"metadata": {"name": "s"}, "stringData": {"token": "abc"}}),

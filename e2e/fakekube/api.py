@@ -1065,10 +1065,11 @@ class Api:
             return 200, self.external(res, new)
         if ometa.get("deletionTimestamp") and not meta.get("finalizers") and not (
                 canonical.plural == "namespaces" and (new.get("spec") or {}).get("finalizers")):
-            # ShouldDeleteDuringUpdate (a namespace's: its spec.finalizers empty too); the
-            # DELETED event carries the object as it was stored
+            # ShouldDeleteDuringUpdate (a namespace's: its spec.finalizers empty too);
+            # deleteWithoutFinalizers answers the object as it was stored, as the DELETED
+            # event carries it
             self.store.remove(res.storage, old)
-            return 200, self.external(res, new)
+            return 200, self.external(res, old)
         self.store.put(res.storage, new, old)
         return 200, self.external(res, new)
 

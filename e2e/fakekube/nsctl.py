@@ -101,7 +101,8 @@ class NamespaceController:
                         with self.cond:
                             self.queue[name] = time.monotonic() + self.recheck
                 except Exception as e:   # noqa: BLE001 - the controller logs and retries
-                    print("fakekube: namespace controller: %s: %r" % (name, e), flush=True)
+                    if getattr(e, "code", None) != 409:   # a conflict: simply again
+                        print("fakekube: namespace controller: %s: %r" % (name, e), flush=True)
                     with self.cond:
                         self.queue[name] = time.monotonic() + self.recheck
 
@@ -147,16 +148,18 @@ class NamespaceController:
                     except A.StatusError as e:
                         if e.code != 404:
                             raise
-                if self.store.get(st, name, meta["name"]) is not None:
+                left = self.store.get(st, name, meta["name"])
+                if left is not None:
                     # resource.group ("configmaps." for the core group)
                     gr = "%s.%s" % (res.plural, res.group)
                     remaining[gr] = remaining.get(gr, 0) + 1
-                    for f in meta.get("finalizers") or []:
+                    for f in left["metadata"].get("finalizers") or []:
                         held[f] = held.get(f, 0) + 1
         return remaining, held
 
     def _set_conditions(self, name, remaining, held):
-        """The five conditions, written when they change; False when the namespace went."""
+        """The five conditions, written (PUT .../status) when they change; False when the
+        namespace went."""
         conds = []
         for ctype, reason, message in OK:
             status = "False"
@@ -170,41 +173,53 @@ class NamespaceController:
                     "%s in %d resource instances" % (k, v) for k, v in sorted(held.items()))
             conds.append({"type": ctype, "status": status, "reason": reason,
                           "message": message})
-        with self.store.lock:
-            old = self.store.get("core/namespaces", "", name)
-            if old is None:
-                return False
-            kept = [c for c in (old.get("status") or {}).get("conditions") or []
-                    if c.get("type") not in {t for t, _, _ in OK}]
-            was = {c.get("type"): c for c in (old.get("status") or {}).get("conditions") or []}
-            if all((was.get(c["type"]) or {}).get(k) == c[k] for c in conds
-                   for k in ("status", "reason", "message")):
-                return True
-            now = A.now_rfc3339()
-            for c in conds:
-                prev = was.get(c["type"])
-                c["lastTransitionTime"] = prev["lastTransitionTime"] \
-                    if prev and prev.get("status") == c["status"] else now
-            new = copy.deepcopy(old)
-            new.setdefault("status", {})["conditions"] = kept + conds
-            self.store.put("core/namespaces", new, old)
-        self._wrote("update", "core/namespaces", "", name, new, "status")
-        return True
+        old = self.store.get("core/namespaces", "", name)
+        if old is None:
+            return False
+        was = {c.get("type"): c for c in (old.get("status") or {}).get("conditions") or []}
+        if all((was.get(c["type"]) or {}).get(k) == c[k] for c in conds
+               for k in ("status", "reason", "message")):
+            return True
+        now = A.now_rfc3339()
+        for c in conds:
+            prev = was.get(c["type"])
+            c["lastTransitionTime"] = prev["lastTransitionTime"] \
+                if prev and prev.get("status") == c["status"] else now
+        new = copy.deepcopy(old)
+        kept = [c for c in (old.get("status") or {}).get("conditions") or []
+                if c.get("type") not in {t for t, _, _ in OK}]
+        new.setdefault("status", {})["conditions"] = kept + conds
+        return self._update(name, new, "status") is not None
 
     def _finalize(self, name):
-        """PUT .../finalize with "kubernetes" out of spec.finalizers: the namespace is deleted
-        when no finalizer of either kind is left (the DELETED event carries it as stored)."""
-        with self.store.lock:
-            old = self.store.get("core/namespaces", "", name)
-            if old is None:
-                return
-            new = copy.deepcopy(old)
-            spec = new.setdefault("spec", {})
-            spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != FINALIZER]
-            if not spec["finalizers"]:
-                del spec["finalizers"]
-            if not spec.get("finalizers") and not new["metadata"].get("finalizers"):
-                self.store.remove("core/namespaces", old)
-            else:
-                self.store.put("core/namespaces", new, old)
-        self._wrote("update", "core/namespaces", "", name, new, "finalize")
+        """PUT .../finalize with "kubernetes" out of spec.finalizers: the API server deletes
+        the namespace when no finalizer of either kind is left."""
+        old = self.store.get("core/namespaces", "", name)
+        if old is None:
+            return
+        new = copy.deepcopy(old)
+        spec = new.setdefault("spec", {})
+        spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != FINALIZER]
+        self._update(name, new, "finalize")
+
+    def _update(self, name, obj, subresource):
+        """A PUT of the namespace's subresource through the API, as the controller's client
+        sends it (its resourceVersion a precondition: a 409 is tried again on the next
+        pass); the answer's object, None when it is gone."""
+        api, res = self.api, self._res("core/namespaces")
+        obj = copy.deepcopy(obj)
+        obj.pop("kind", None)
+        obj.pop("apiVersion", None)
+        obj["metadata"].pop("managedFields", None)
+        body = dict({"kind": "Namespace", "apiVersion": "v1"}, **obj)
+        api.begin_write("update", {}, USER_AGENT, "application/json")
+        try:
+            answer = api.update(res, "", name, body, subresource)
+        except A.StatusError as e:
+            if e.code == 404:
+                return None
+            raise
+        finally:
+            api.take_warnings()
+        self._wrote("update", "core/namespaces", "", name, answer[1], subresource)
+        return answer[1]

@@ -290,11 +290,15 @@ def default_namespace(obj):
     name = meta.get("name")
     if name:
         meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
-    obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
 
 
 def prepare_namespace(obj):
+    """namespaceStrategy.PrepareForCreate: status Active, and the finalizer "kubernetes"
+    added to spec.finalizers (on create only: it goes once the namespace controller is done)."""
     obj["status"] = {"phase": "Active"}
+    fins = obj.setdefault("spec", {}).setdefault("finalizers", [])
+    if "kubernetes" not in fins:
+        fins.append("kubernetes")
 
 
 def default_pdb(obj):
