@@ -1322,6 +1322,86 @@ users:
 
 
 class TestKinds(Base):
+    def test_pod_graceful_deletion(self):
+        """A pod is deleted as the pod strategy's CheckGracefulDelete and rest.BeforeDelete
+        say: one bound to a node is only marked (deletionTimestamp now plus its period,
+        deletionGracePeriodSeconds) until a DELETE with period 0 (the kubelet's), which writes
+        the period first and then deletes it; a later DELETE may only shorten the period.
+        One not bound, or ended, is deleted at once, its period 0 written first too."""
+        def stamp(o):
+            return datetime.datetime.strptime(o["metadata"]["deletionTimestamp"],
+                                              "%Y-%m-%dT%H:%M:%SZ").replace(
+                tzinfo=datetime.timezone.utc).timestamp()
+
+        def bound(name, **spec):
+            p = pod(name)
+            p["spec"].update(nodeName="gpu-node-1", **spec)
+            return self.c.create("pods", p, self.ns)
+
+        # not bound: the period written (MODIFIED), then DELETED; answered with the pod
+        rv = self.c.create("pods", pod("u"), self.ns)["metadata"]["resourceVersion"]
+        w = self.c.watch("pods", self.ns, resource_version=rv, name="u")
+        try:
+            out = self.c.delete("pods", "u", self.ns)
+            self.assertEqual(out["metadata"]["deletionGracePeriodSeconds"], 0)
+            evs = [w.next_event(5), w.next_event(5)]
+        finally:
+            w.close()
+        self.assertEqual([e["type"] for e in evs], ["MODIFIED", "DELETED"])
+        self.assertEqual(evs[0]["object"]["metadata"]["deletionGracePeriodSeconds"], 0)
+        self.assertLess(int(rv), int(evs[0]["object"]["metadata"]["resourceVersion"]))
+        self.assertLess(int(evs[0]["object"]["metadata"]["resourceVersion"]),
+                        int(evs[1]["object"]["metadata"]["resourceVersion"]))
+        self.assertApiError(404, "NotFound", self.c.get, "pods", "u", self.ns)
+        # bound: marked with its spec's period (30 by default), and kept
+        bound("b")
+        t0 = time.time()
+        out = self.c.delete("pods", "b", self.ns)
+        self.assertEqual(out["metadata"]["deletionGracePeriodSeconds"], 30)
+        self.assertLess(abs(stamp(out) - (t0 + 30)), 3)
+        got = self.c.get("pods", "b", self.ns)
+        self.assertEqual(got["metadata"], out["metadata"])
+        # a DELETE without a period, or with a longer one, answers it as it is
+        self.assertEqual(self.c.delete("pods", "b", self.ns)["metadata"], got["metadata"])
+        again = self.c.delete("pods", "b", self.ns, grace_period_seconds=45)
+        self.assertEqual(again["metadata"], got["metadata"])
+        # a shorter one moves deletionTimestamp back by the difference
+        short = self.c.delete("pods", "b", self.ns, grace_period_seconds=10)
+        self.assertEqual(short["metadata"]["deletionGracePeriodSeconds"], 10)
+        self.assertEqual(stamp(short), stamp(got) - 20)
+        # removing everything else leaves it: only a DELETE ends a graceful period
+        self.c.patch("pods", "b", {"metadata": {"labels": {"x": "y"}}}, self.ns)
+        self.assertEqual(self.c.get("pods", "b", self.ns)["metadata"]["labels"], {"x": "y"})
+        # the kubelet's DELETE with period 0 deletes it
+        gone = self.c.delete("pods", "b", self.ns, grace_period_seconds=0)
+        self.assertEqual(gone["metadata"]["deletionGracePeriodSeconds"], 0)
+        self.assertApiError(404, "NotFound", self.c.get, "pods", "b", self.ns)
+        # a finalizer holds it after its period is over, until the period-0 DELETE
+        bound("f", terminationGracePeriodSeconds=5)
+        self.c.patch("pods", "f", {"metadata": {"finalizers": ["example.com/f"]}}, self.ns)
+        out = self.c.delete("pods", "f", self.ns)
+        self.assertEqual(out["metadata"]["deletionGracePeriodSeconds"], 5)
+        self.c.patch("pods", "f", {"metadata": {"finalizers": None}}, self.ns)
+        self.assertNotIn("finalizers", self.c.get("pods", "f", self.ns)["metadata"])
+        self.c.delete("pods", "f", self.ns, grace_period_seconds=0)
+        self.assertApiError(404, "NotFound", self.c.get, "pods", "f", self.ns)
+        # and with the finalizer still on, the period-0 DELETE only marks it
+        bound("g")
+        self.c.patch("pods", "g", {"metadata": {"finalizers": ["example.com/f"]}}, self.ns)
+        out = self.c.delete("pods", "g", self.ns, grace_period_seconds=0)
+        self.assertEqual(out["metadata"]["deletionGracePeriodSeconds"], 0)
+        self.c.patch("pods", "g", {"metadata": {"finalizers": None}}, self.ns)
+        self.assertApiError(404, "NotFound", self.c.get, "pods", "g", self.ns)
+        # a negative period is 1 s; an ended pod goes at once
+        bound("n")
+        self.assertEqual(self.c.delete("pods", "n", self.ns, grace_period_seconds=-5)
+                         ["metadata"]["deletionGracePeriodSeconds"], 1)
+        bound("s")
+        self.c.patch("pods", "s", {"status": {"phase": "Succeeded"}}, self.ns,
+                     subresource="status")
+        self.c.delete("pods", "s", self.ns)
+        self.assertApiError(404, "NotFound", self.c.get, "pods", "s", self.ns)
+
     def test_pod_binding(self):
         """pods/binding, as the scheduler assigns a pod: once, never again, create only."""
         self.c.create("pods", pod("p"), self.ns)

@@ -15,12 +15,12 @@ port (the same port for every pod, as in a real cluster).  A readiness probe (GE
 Scale-in deletes pods through the API, not-ready ones first, then newest first (the ReplicaSet
 controller's order).  The finalizer makes that graceful: the Pod keeps a deletionTimestamp and
 Ready=False while its process gets SIGTERM and drains (SIGKILL after
-terminationGracePeriodSeconds); the finalizer is removed, and the Pod disappears, only after the
-process exited (the SIGTERM comes e2e.gpuscaler.io/pre-stop after Ready=False, as a preStop
-sleep would).  A Pod deleted by anyone else goes the same way and is replaced.  A process that
-dies on its own is restarted (restartCount + 1, with back-off).  Deployment and ReplicaSet status
-(replicas, readyReplicas, updatedReplicas, availableReplicas, unavailableReplicas,
-observedGeneration, conditions) follow.
+terminationGracePeriodSeconds); the finalizer is removed, and the Pod deleted with period 0 (as a
+kubelet ends a bound pod's graceful deletion), only after the process exited (the SIGTERM comes
+e2e.gpuscaler.io/pre-stop after Ready=False, as a preStop sleep would).  A Pod deleted by anyone
+else goes the same way and is replaced.  A process that dies on its own is restarted
+(restartCount + 1, with back-off).  Deployment and ReplicaSet status (replicas, readyReplicas,
+updatedReplicas, availableReplicas, unavailableReplicas, observedGeneration, conditions) follow.
 
 fakeserve settings come from template annotations (deployment annotations as fallback):
   e2e.gpuscaler.io/gpus        default: the container's nvidia.com/gpu (or amd.com/gpu) limit, 1
@@ -921,16 +921,22 @@ class Kubelet:
                 pass
 
     def _release(self, name):
-        """Remove our finalizer (the API server then completes the delete)."""
+        """Remove our finalizer, then end the pod's graceful deletion as a kubelet's status
+        manager does once its containers are gone: a DELETE with period 0 and the pod's UID as
+        precondition (a bound pod stays, marked, until then; the finalizer's removal alone
+        does not delete it)."""
         try:
-            self.client.patch("pods", name, {"metadata": {"finalizers": None}}, self.namespace)
+            p = self.client.patch("pods", name, {"metadata": {"finalizers": None}},
+                                  self.namespace)
         except ApiError as e:
             if e.code != 404:
                 raise
+            return
         try:
-            self.client.delete("pods", name, self.namespace)
+            self.client.delete("pods", name, self.namespace, grace_period_seconds=0,
+                               preconditions={"uid": _meta(p)["uid"]})
         except ApiError as e:
-            if e.code != 404:
+            if e.code not in (404, 409):  # gone, or another pod of that name by now
                 raise
 
 

@@ -247,7 +247,17 @@ def wait_for_rv(store, want, seconds=3.0):
 
 
 def now_rfc3339():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_rfc3339(datetime.datetime.now(datetime.timezone.utc))
+
+
+def format_rfc3339(when):
+    """metav1.Time as it is serialized: UTC, whole seconds."""
+    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text):
+    """A metav1.Time written by format_rfc3339 (or with an offset) as an aware datetime."""
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 _META_ORDER = ["name", "generateName", "namespace", "selfLink", "uid", "resourceVersion",
@@ -1063,9 +1073,11 @@ class Api:
         self._manage(res, old, new, subresource)
         if dry_run:
             return 200, self.external(res, new)
-        if ometa.get("deletionTimestamp") and not meta.get("finalizers") and not (
+        if ometa.get("deletionTimestamp") and not meta.get("finalizers") and \
+                not ometa.get("deletionGracePeriodSeconds") and not (
                 canonical.plural == "namespaces" and (new.get("spec") or {}).get("finalizers")):
-            # ShouldDeleteDuringUpdate (a namespace's: its spec.finalizers empty too);
+            # ShouldDeleteDuringUpdate (a namespace's: its spec.finalizers empty too): not
+            # during a graceful period, which only a DELETE (a kubelet's, with period 0) ends;
             # deleteWithoutFinalizers answers the object as it was stored, as the DELETED
             # event carries it
             self.store.remove(res.storage, old)
@@ -1451,13 +1463,36 @@ class Api:
             dry = bool(opts.get("dryRun"))
             if res.storage == "core/namespaces":
                 return self._delete_namespace(res, old, dry)
+            graceful, pending = self._before_delete(res, old, opts)
+            code = 202 if opts.get("orphanDependents") is False else 200
+            if pending:
+                # a graceful deletion under way, not shortened: answered as it is, the
+                # options' finalizers not applied (registry.Store.Delete's finalizeDelete)
+                return code, self.external(res, old)
             # registry.Store.Delete: the GC finalizers the options (else the object's own,
-            # else the kind's default policy) ask for, even on an object being deleted already
-            # (no kind here deletes gracefully: BeforeDelete has nothing pending); with any
-            # finalizer the object is only marked (markAsDeleting: the first deletionTimestamp
-            # kept, the generation moved once) and answered 200, or 202 when orphanDependents
-            # was false (handlers/delete.go); a no-op writes nothing
+            # else the kind's default policy) ask for, even on an object being deleted already;
+            # with any finalizer the object is only marked (markAsDeleting, unless the deletion
+            # is graceful: the first deletionTimestamp kept, the generation moved once) and
+            # answered 200, or 202 when orphanDependents was false (handlers/delete.go); a
+            # no-op writes nothing
             _, finalizers = GC.deletion_finalizers(res, ometa, opts)
+            if graceful:
+                # updateForGracefulDeletionAndFinalizers: the grace period written first (a
+                # MODIFIED event), then, with no finalizer and a period of 0, the delete
+                new = copy.deepcopy(old)
+                new["metadata"].update(graceful)
+                if finalizers:
+                    new["metadata"]["finalizers"] = finalizers
+                else:
+                    new["metadata"].pop("finalizers", None)
+                kept = finalizers or graceful["deletionGracePeriodSeconds"]
+                if dry:  # a dry run's deletion answers the object as the update left it
+                    return (code if kept else 200), self.external(res, new)
+                self.store.put(res.storage, new, old)
+                if kept:
+                    return code, self.external(res, new)
+                final = self.store.remove(res.storage, self.store.get(res.storage, ns, name))
+                return 200, self._deleted_response(res, final)
             if finalizers:
                 new = copy.deepcopy(old)
                 nmeta = new["metadata"]
@@ -1467,7 +1502,6 @@ class Api:
                     if res.generation or (self.registry.storage_of(res.storage) or res).generation:
                         nmeta["generation"] = ometa.get("generation", 1) + 1
                 nmeta["deletionGracePeriodSeconds"] = 0
-                code = 202 if opts.get("orphanDependents") is False else 200
                 if new == old:
                     return code, self.external(res, old)
                 if dry:
@@ -1479,6 +1513,46 @@ class Api:
                 return 200, self._deleted_response(res, old)
             final = self.store.remove(res.storage, old)
             return 200, self._deleted_response(res, final)
+
+    @staticmethod
+    def _before_delete(res, old, opts):
+        """rest.BeforeDelete with the pod strategy's CheckGracefulDelete (pods are the one
+        kind here that deletes gracefully): (the metadata a graceful deletion writes, or None;
+        whether a graceful deletion is pending). A pod's period is the options' (a negative
+        one is 1), else its spec.terminationGracePeriodSeconds; 0 when it is not bound to a
+        node or has ended (Succeeded, Failed). deletionTimestamp is now plus the period. On a
+        pod being deleted with a period above 0 the options may only shorten it (the
+        deletionTimestamp moved back by the difference); without a shorter one the deletion
+        is pending."""
+        if res.storage != "core/pods":
+            return None, False
+        meta = old["metadata"]
+        grace = opts.get("gracePeriodSeconds")
+        if grace is not None and grace < 0:
+            grace = 1
+        if meta.get("deletionTimestamp"):
+            period = meta.get("deletionGracePeriodSeconds")
+            if period is not None and period < 0:
+                period = 1
+            if not period:
+                return None, False
+            if grace is None or grace >= period:
+                return None, True
+            when = parse_rfc3339(meta["deletionTimestamp"]) - datetime.timedelta(
+                seconds=period - grace)
+            return {"deletionTimestamp": format_rfc3339(when),
+                    "deletionGracePeriodSeconds": grace}, False
+        spec, status = old.get("spec") or {}, old.get("status") or {}
+        period = grace if grace is not None else (spec.get("terminationGracePeriodSeconds") or 0)
+        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+            period = 0
+        period = 1 if period < 0 else period
+        out = {"deletionTimestamp": format_rfc3339(
+            datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=period)),
+            "deletionGracePeriodSeconds": period}
+        if meta.get("generation", 0) > 0:
+            out["generation"] = meta["generation"] + 1
+        return out, False
 
     def _deleted_response(self, res, final):
         if res.plural in RETURN_DELETED and not res.group:

@@ -15,7 +15,8 @@ each namespace marked for deletion, waits the controller's grace period (5 s: HA
 and etcd members see the deletion first) and then, through the API as the controller does,
 each step its own write:
 - deletes every object of every namespaced kind in it (propagationPolicy Background, as its
-  DeleteCollection does; pods here have no kubelet, so they go at once);
+  DeleteCollection does; a pod bound to a node is then only marked, and stays until its
+  kubelet deletes it with period 0);
 - sets the namespace's five deletion conditions (status), all False while nothing is left,
   NamespaceContentRemaining / NamespaceFinalizersRemaining True while objects held by
   finalizers remain; it then looks again after 8 s (half the finalizers' estimate of 15 s,
