@@ -32,14 +32,15 @@ dependent is never collected (the controller retries it for ever).
 
 import collections
 import json
-import threading
 import time
+
+from fakekube.worker import KCM_USER_AGENT, Worker
 
 ORPHAN = "orphan"
 FOREGROUND = "foregroundDeletion"
 # the controller's requests: their User-Agent, whose first segment is the field manager
 USER = "system:serviceaccount:kube-system:generic-garbage-collector"
-USER_AGENT = "kube-controller-manager/v1.31.0 (linux/amd64) kubernetes/9f2a8c5/" + USER
+USER_AGENT = KCM_USER_AGENT + USER
 
 
 def default_policy(res):
@@ -91,22 +92,16 @@ def _key(storage, obj):
     return storage, meta.get("namespace", ""), meta["name"]
 
 
-class GarbageCollector:
+class GarbageCollector(Worker):
+    NAME = "fakekube-gc"
+    USER = USER
+
     def __init__(self, api, delay=0.05):
-        self.api = api
-        self.store = api.store
-        self.registry = api.registry
         self.delay = delay        # the controller's informer latency, roughly
         self.nodes = {}           # uid -> (storage, namespace, name)
         self.dependents = collections.defaultdict(set)   # owner uid -> {key}
         self.queue = collections.OrderedDict()           # (action, key) -> None
-        self.cond = threading.Condition(threading.Lock())
-        self.stopped = False
-        self.thread = None
-        # on_write(verb, resource, namespace, name, object): told of each successful write
-        # (the server's write log, GET /fake/writes)
-        self.on_write = None
-        self.store.observers.append(self.observe)
+        super().__init__(api)
 
     # ------------------------------------------------------------ the graph (store lock held)
 
@@ -155,16 +150,6 @@ class GarbageCollector:
 
     # ------------------------------------------------------------ the worker
 
-    def start(self):
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._run, name="fakekube-gc", daemon=True)
-            self.thread.start()
-
-    def stop(self):
-        with self.cond:
-            self.stopped = True
-            self.cond.notify()
-
     def _run(self):
         while True:
             with self.cond:
@@ -191,9 +176,6 @@ class GarbageCollector:
 
     # ------------------------------------------------------------ the controller's steps
 
-    def _res(self, storage):
-        return self.registry.storage_of(storage)
-
     def _get(self, key):
         return self.store.get(*key)
 
@@ -216,12 +198,6 @@ class GarbageCollector:
             return "waiting"
         return "solid"
 
-    def _wrote(self, verb, key, answer):
-        if self.on_write is not None:
-            body = answer[1] if isinstance(answer, tuple) else answer
-            self.on_write(verb, self._res(key[0]).plural, key[1], key[2],
-                          body if isinstance(body, dict) else None)
-
     def _delete(self, key, obj, policy):
         meta = obj["metadata"]
         answer = self.api.delete(self._res(key[0]), key[1], key[2],
@@ -229,7 +205,7 @@ class GarbageCollector:
                                   "preconditions": {"uid": meta["uid"],
                                                     "resourceVersion": meta["resourceVersion"]}},
                                  {})
-        self._wrote("delete", key, answer)
+        self._wrote("delete", *key, answer)
 
     def _patch(self, key, patch, ptype):
         api = self.api
@@ -241,7 +217,7 @@ class GarbageCollector:
                                ctype)
         finally:
             api.take_warnings()
-        self._wrote("patch", key, answer)
+        self._wrote("patch", *key, answer)
 
     def _attempt(self, key):
         """attemptToDeleteItem for a dependent."""

@@ -26,15 +26,15 @@ each step its own write:
 """
 
 import copy
-import threading
 import time
 
 from fakekube import api as A
+from fakekube.worker import KCM_USER_AGENT, Worker
 
 FINALIZER = "kubernetes"
 # the controller's requests: their User-Agent, whose first segment is the field manager
 USER = "system:serviceaccount:kube-system:namespace-controller"
-USER_AGENT = "kube-controller-manager/v1.31.0 (linux/amd64) kubernetes/9f2a8c5/" + USER
+USER_AGENT = KCM_USER_AGENT + USER
 OK = [  # (type, reason, message) of the conditions with status False (status_condition_utils.go)
     ("NamespaceDeletionDiscoveryFailure", "ResourcesDiscovered",
      "All resources successfully discovered"),
@@ -48,19 +48,15 @@ OK = [  # (type, reason, message) of the conditions with status False (status_co
 ]
 
 
-class NamespaceController:
+class NamespaceController(Worker):
+    NAME = "fakekube-namespaces"
+    USER = USER
+
     def __init__(self, api, delay=5.0, recheck=8.0):
-        self.api = api
-        self.store = api.store
-        self.registry = api.registry
         self.delay = delay        # namespaceDeletionGracePeriod
         self.recheck = recheck    # how soon it looks again at content held by finalizers
         self.queue = {}           # namespace name -> time.monotonic() it is due
-        self.cond = threading.Condition(threading.Lock())
-        self.stopped = False
-        self.thread = None
-        self.on_write = None      # as GarbageCollector.on_write
-        self.store.observers.append(self.observe)
+        super().__init__(api)
 
     def observe(self, ev):
         """Called by the store for each committed change (under its lock): a namespace marked
@@ -70,17 +66,6 @@ class NamespaceController:
             return
         with self.cond:
             self.queue.setdefault(ev.obj["metadata"]["name"], time.monotonic() + self.delay)
-            self.cond.notify()
-
-    def start(self):
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._run, name="fakekube-namespaces",
-                                           daemon=True)
-            self.thread.start()
-
-    def stop(self):
-        with self.cond:
-            self.stopped = True
             self.cond.notify()
 
     def _run(self):
@@ -108,14 +93,6 @@ class NamespaceController:
                         self.queue[name] = time.monotonic() + self.recheck
 
     # ------------------------------------------------------------ the controller's steps
-
-    def _res(self, storage):
-        return self.registry.storage_of(storage)
-
-    def _wrote(self, verb, storage, ns, name, body, subresource=None):
-        if self.on_write is not None:
-            self.on_write(verb, self._res(storage).plural, subresource, ns, name,
-                          body if isinstance(body, dict) else None)
 
     def _storages(self):
         return sorted({r.storage for r in self.registry.resources

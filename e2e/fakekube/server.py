@@ -190,10 +190,10 @@ class FakeKube:
         self.api = A.Api(self.store, self.registry)
         # kube-controller-manager's garbage collector (cascading deletion), on its own thread
         self.gc = GC.GarbageCollector(self.api)
-        self.gc.on_write = self._gc_wrote
+        self.gc.on_write = self._worker_wrote
         # and its namespace controller (deleting a namespace's content, then the namespace)
         self.nsctl = NS.NamespaceController(self.api)
-        self.nsctl.on_write = self._nsctl_wrote
+        self.nsctl.on_write = self._worker_wrote
         self.faults = Faults()
         self.auth = Authenticator()
         # --authorization-mode: AlwaysAllow (every authenticated request) or RBAC
@@ -446,15 +446,9 @@ class FakeKube:
             if len(self.writelog) > self.args.write_log_size:
                 del self.writelog[:len(self.writelog) - self.args.write_log_size]
 
-    def _gc_wrote(self, verb, resource, ns, name, obj):
-        """The garbage collector's writes in the write log, as its requests would be."""
-        self.log_write({"time": time.time(), "user": GC.USER, "userAgent": GC.USER_AGENT,
-                        "verb": verb, "resource": resource, "subresource": None,
-                        "namespace": ns, "name": name}, obj)
-
-    def _nsctl_wrote(self, verb, resource, subresource, ns, name, obj):
-        """The namespace controller's writes in the write log, as its requests would be."""
-        self.log_write({"time": time.time(), "user": NS.USER, "userAgent": NS.USER_AGENT,
+    def _worker_wrote(self, user, user_agent, verb, resource, subresource, ns, name, obj):
+        """A controller's writes (gc.py, nsctl.py) in the write log, as its requests would be."""
+        self.log_write({"time": time.time(), "user": user, "userAgent": user_agent,
                         "verb": verb, "resource": resource, "subresource": subresource,
                         "namespace": ns, "name": name}, obj)
 
