@@ -1365,6 +1365,10 @@ class TestKinds(Base):
         self.assertEqual(self.c.delete("pods", "b", self.ns)["metadata"], got["metadata"])
         again = self.c.delete("pods", "b", self.ns, grace_period_seconds=45)
         self.assertEqual(again["metadata"], got["metadata"])
+        # ... its options' GC finalizers not applied (202: orphanDependents false)
+        code, _, body = self.c.raw("DELETE", self.c.path("pods", self.ns, "b"),
+                                   {"orphanDependents": False})
+        self.assertEqual((code, json.loads(body)["metadata"]), (202, got["metadata"]))
         # a shorter one moves deletionTimestamp back by the difference
         short = self.c.delete("pods", "b", self.ns, grace_period_seconds=10)
         self.assertEqual(short["metadata"]["deletionGracePeriodSeconds"], 10)
@@ -2413,6 +2417,69 @@ class TestKinds(Base):
                if x["user"] == "system:serviceaccount:kube-system:namespace-controller"]
         self.assertEqual([(x["verb"], x["subresource"]) for x in fin][-2:],
                          [("update", "status"), ("update", "finalize")])
+
+    def test_namespace_delete_options(self):
+        """The namespace REST's Delete: its preconditions worded its own way; the first DELETE
+        sets the GC finalizer its options ask for (Orphan: orphan; orphanDependents false:
+        foregroundDeletion, answered 202), which the garbage collector then removes; the
+        namespace controller deletes it after that as before. A DELETE once spec.finalizers
+        is empty goes through the generic store: its options' GC finalizer holds it too."""
+        a, b, c = self.ns + "-oa", self.ns + "-ob", self.ns + "-oc"
+        uid = self.c.create("namespaces", {"metadata": {"name": a}})["metadata"]["uid"]
+        self.c.create("namespaces", {"metadata": {"name": b}})
+        self.c.create("namespaces", {"metadata": {"name": c, "finalizers": ["example.com/m"]}})
+        self.c.delete("namespaces", c)
+        owned = cm("dep")
+        owned["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Namespace",
+                                                  "name": a, "uid": uid}]
+        self.c.create("configmaps", owned, namespace=a)
+        e = self.assertApiError(409, "Conflict", self.c.delete, "namespaces", a,
+                                preconditions={"uid": "nope"})
+        self.assertEqual(e.message, 'Operation cannot be fulfilled on namespaces "%s": '
+                         'Precondition failed: UID in precondition: nope, UID in object meta: '
+                         '%s' % (a, uid))
+        self.assertEqual(e.status["details"], {"name": a, "kind": "namespaces"})
+        rv = self.c.get("namespaces", a)["metadata"]["resourceVersion"]
+        e = self.assertApiError(409, "Conflict", self.c.delete, "namespaces", a,
+                                preconditions={"resourceVersion": "1"})
+        self.assertEqual(e.message, 'Operation cannot be fulfilled on namespaces "%s": '
+                         'Precondition failed: ResourceVersion in precondition: 1, '
+                         'ResourceVersion in object meta: %s' % (a, rv))
+        out = self.c.delete("namespaces", a, propagation_policy="Orphan")
+        self.assertEqual((out["status"]["phase"], out["metadata"]["finalizers"]),
+                         ("Terminating", ["orphan"]))
+        code, _, body = self.c.raw("DELETE", self.c.path("namespaces", None, b),
+                                   {"orphanDependents": False})
+        self.assertEqual((code, json.loads(body)["metadata"]["finalizers"]),
+                         (202, ["foregroundDeletion"]))
+        # the garbage collector lets the dependent go, then removes its finalizer; the
+        # namespace stays, Terminating, until the namespace controller finalizes it
+        end = time.time() + 5
+        while self.c.get("namespaces", a)["metadata"].get("finalizers") or \
+                self.c.get("namespaces", b)["metadata"].get("finalizers"):
+            self.assertLess(time.time(), end, "the GC finalizers stayed")
+            time.sleep(0.05)
+        self.assertNotIn("ownerReferences", self.c.get("configmaps", "dep", a)["metadata"])
+        self.assertEqual(self.c.get("namespaces", a)["spec"]["finalizers"], ["kubernetes"])
+        # a DELETE while it terminates does not change its finalizers
+        again = self.c.delete("namespaces", b, propagation_policy="Orphan")
+        self.assertNotIn("finalizers", again["metadata"])
+        end = time.time() + 20
+        while self.c.get_or_none("namespaces", a) or self.c.get_or_none("namespaces", b) or \
+                self.c.get("namespaces", c)["spec"].get("finalizers"):
+            self.assertLess(time.time(), end, "the namespaces were never deleted")
+            time.sleep(0.1)
+        # finalized, held by its own finalizer: a DELETE is the generic store's, whose
+        # options' GC finalizer it takes (markAsDeleting: deletionGracePeriodSeconds 0)
+        out = self.c.delete("namespaces", c, propagation_policy="Orphan")
+        self.assertEqual(sorted(out["metadata"]["finalizers"]), ["example.com/m", "orphan"])
+        self.assertEqual(out["metadata"]["deletionGracePeriodSeconds"], 0)
+        end = time.time() + 5
+        while "orphan" in self.c.get("namespaces", c)["metadata"]["finalizers"]:
+            self.assertLess(time.time(), end, "the orphan finalizer stayed")
+            time.sleep(0.05)
+        self.c.patch("namespaces", c, {"metadata": {"finalizers": None}})
+        self.assertIsNone(self.c.get_or_none("namespaces", c))
 
     def test_namespace_held_by_another_finalizer(self):
         """A namespace created with a finalizer of its own gets "kubernetes" beside it; once

@@ -418,13 +418,17 @@ class Kubelet:
                 self.begin_terminate(rt, "pod object vanished", api=False)
             if rt.dep_uid not in deps and not rt.terminating:
                 self.begin_terminate(rt, "deployment deleted")
-        # pods with our finalizer we do not run (a previous kubelet's): let them go
+        # pods we do not run with our finalizer (a previous kubelet's), or bound and left in
+        # their graceful deletion (a release whose DELETE failed): let them go
         now = time.monotonic()
         for name, p in pods.items():
-            if name not in self.runtimes and FINALIZER in (_meta(p).get("finalizers") or []) \
+            m = _meta(p)
+            left = m.get("deletionTimestamp") and m.get("deletionGracePeriodSeconds") and \
+                (p.get("spec") or {}).get("nodeName")
+            if name not in self.runtimes and (FINALIZER in (m.get("finalizers") or []) or left) \
                     and now - self.released.get(name, -10.0) > 2.0:
                 self.released[name] = now
-                self._release(name)
+                self._release(name, m.get("uid"))
         # process supervision, termination, probes
         for rt in list(self.runtimes.values()):
             changed |= self.supervise(rt)
@@ -855,7 +859,7 @@ class Kubelet:
                     self.event("process-exit", rt, code=rt.proc.returncode,
                                drain_s=round(now - rt.term_started, 3))
                 if rt.api_delete:
-                    self._release(rt.name)
+                    self._release(rt.name, rt.uid)
                 with self.lock:
                     self.runtimes.pop(rt.name, None)
                 self.released[rt.name] = now
@@ -920,21 +924,20 @@ class Kubelet:
             except ProcessLookupError:
                 pass
 
-    def _release(self, name):
+    def _release(self, name, uid):
         """Remove our finalizer, then end the pod's graceful deletion as a kubelet's status
-        manager does once its containers are gone: a DELETE with period 0 and the pod's UID as
-        precondition (a bound pod stays, marked, until then; the finalizer's removal alone
-        does not delete it)."""
+        manager does once its containers are gone: a DELETE with period 0 and the UID of the
+        pod it ran as precondition, so that a new pod of that name is left alone (a bound pod
+        stays, marked, until then; the finalizer's removal alone does not delete it)."""
         try:
-            p = self.client.patch("pods", name, {"metadata": {"finalizers": None}},
-                                  self.namespace)
+            self.client.patch("pods", name, {"metadata": {"finalizers": None}}, self.namespace)
         except ApiError as e:
             if e.code != 404:
                 raise
             return
         try:
             self.client.delete("pods", name, self.namespace, grace_period_seconds=0,
-                               preconditions={"uid": _meta(p)["uid"]})
+                               preconditions={"uid": uid} if uid else None)
         except ApiError as e:
             if e.code not in (404, 409):  # gone, or another pod of that name by now
                 raise

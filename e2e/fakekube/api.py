@@ -1440,6 +1440,11 @@ class Api:
             old = self.store.get(res.storage, ns, name)
             if old is None:
                 raise not_found(res, name)
+            if res.storage == "core/namespaces":
+                answer = self._delete_namespace(res, old, opts)
+                if answer is not None:
+                    return answer
+                # one terminating with spec.finalizers empty: registry.Store.Delete
             pre = opts.get("preconditions") or {}
             ometa = old["metadata"]
             # rest.BeforeDelete: the Conflict names the kind, not the resource
@@ -1461,8 +1466,6 @@ class Api:
             # a dry run answers what the delete would (the object marked, or the
             # deleted object's Status) and writes nothing: the storage's dryRun
             dry = bool(opts.get("dryRun"))
-            if res.storage == "core/namespaces":
-                return self._delete_namespace(res, old, dry)
             graceful, pending = self._before_delete(res, old, opts)
             code = 202 if opts.get("orphanDependents") is False else 200
             if pending:
@@ -1565,22 +1568,53 @@ class Api:
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "details": details}
 
-    def _delete_namespace(self, res, old, dry=False):
-        """The namespace REST's Delete: the first marks it (deletionTimestamp, phase
-        Terminating; the namespace controller, nsctl.py, then deletes its content and
-        finalizes it, which deletes it); a later one answers it as it is while spec.finalizers
-        holds anything, and deletes it once nothing does."""
+    def _delete_namespace(self, res, old, opts):
+        """The namespace REST's Delete: its own preconditions (the namespace's UID always one,
+        a conflict worded its own way); the first DELETE marks it (deletionTimestamp, phase
+        Terminating, the GC finalizers the options ask for: shouldHaveOrphanFinalizer,
+        shouldHaveDeleteDependentsFinalizer) and answers it (202 when orphanDependents was
+        false); a later one answers it as it is while spec.finalizers holds anything, and
+        else returns None: registry.Store.Delete goes on with the options (the nsctl.py
+        controller then finalizes it, which deletes it once no finalizer is left)."""
         meta = old["metadata"]
+        pre = opts.get("preconditions") or {}
+        why = None
+        if pre.get("uid") is not None and pre["uid"] != meta.get("uid"):
+            why = "UID in precondition: %s, UID in object meta: %s" % (pre["uid"], meta.get("uid"))
+        elif pre.get("resourceVersion") is not None and \
+                pre["resourceVersion"] != meta["resourceVersion"]:
+            why = "ResourceVersion in precondition: %s, ResourceVersion in object meta: %s" % (
+                pre["resourceVersion"], meta["resourceVersion"])
+        if why:
+            raise StatusError(409, "Conflict", 'Operation cannot be fulfilled on namespaces '
+                              '"%s": Precondition failed: %s' % (meta["name"], why),
+                              _details(res, meta["name"]))
+        code = 202 if opts.get("orphanDependents") is False else 200
         if not meta.get("deletionTimestamp"):
             new = copy.deepcopy(old)
-            new["metadata"]["deletionTimestamp"] = now_rfc3339()
+            nmeta = new["metadata"]
+            nmeta["deletionTimestamp"] = now_rfc3339()
             new.setdefault("status", {})["phase"] = "Terminating"
-            if not dry:
+            fins = nmeta.get("finalizers") or []
+            orphan, foreground = GC.ORPHAN in fins, GC.FOREGROUND in fins
+            if opts.get("orphanDependents") is not None:
+                orphan = bool(opts["orphanDependents"])
+                foreground = not orphan
+            elif opts.get("propagationPolicy") is not None:
+                orphan = opts["propagationPolicy"] == "Orphan"
+                foreground = opts["propagationPolicy"] == "Foreground"
+            want = [f for f in fins if f not in (GC.ORPHAN, GC.FOREGROUND)] + \
+                [GC.ORPHAN] * orphan + [GC.FOREGROUND] * foreground
+            if set(want) != set(fins):
+                nmeta["finalizers"] = want  # (a Go map's order there; this one is stable)
+            if not nmeta.get("finalizers"):
+                nmeta.pop("finalizers", None)
+            if not opts.get("dryRun"):
                 self.store.put(res.storage, new, old)
-            return 200, self.external(res, new)
-        if (old.get("spec") or {}).get("finalizers") or meta.get("finalizers") or dry:
-            return 200, self.external(res, old)
-        return 200, self.external(res, self.store.remove(res.storage, old))
+            return code, self.external(res, new)
+        if (old.get("spec") or {}).get("finalizers"):
+            return code, self.external(res, old)
+        return None
 
     def delete_collection(self, res, ns, body, query):
         # DeleteCollection reads the ListOptions first, then the DeleteOptions
