@@ -595,6 +595,33 @@ class ServiceFront(unittest.TestCase):
         st = LC.deployment("svc")["status"]
         self.assertEqual((st["replicas"], st["readyReplicas"]), (1, 1))
 
+    def test_shorter_grace_period_kills_sooner(self):
+        """A DELETE with a shorter period than the pod's terminationGracePeriodSeconds (kubectl
+        delete --grace-period=1) is what the kubelet kills by: a request still in flight after
+        it is cut off; the pod object is gone once the process is, its replacement started."""
+        LC.create_deployment("short", replicas=1, slots=1, service_ms=30, cold_start=0.2,
+                             port=8410, grace=30)
+        url = LC.expose("short")
+        pod = LC.wait_ready("short", 1, 15)[0]
+        name = pod["metadata"]["name"]
+        wait_for(lambda: len(LC.service_state("short")["endpoints"]) == 1, 10)
+        LC.fault(pod, service_ms=20000)
+        results = []
+        t = threading.Thread(target=lambda: results.append(post(url)))
+        t.start()
+        wait_for(lambda: sum(e["active"] for e in LC.service_state("short")["endpoints"]) == 1,
+                 5)
+        t0 = time.monotonic()
+        out = LC.client.delete("pods", name, LC.namespace, grace_period_seconds=1)
+        self.assertEqual(out["metadata"]["deletionGracePeriodSeconds"], 1)
+        wait_for(lambda: name not in [p["metadata"]["name"] for p in LC.pods("short")], 10)
+        self.assertLess(time.monotonic() - t0, 8)     # not the 20 s request, nor 30 s
+        self.assertEqual([e["pod"] for e in LC.events("pod-killed", "short")], [name])
+        t.join(10)
+        self.assertNotEqual(results[0][0], 200, results)
+        LC.wait_ready("short", 1, 15)
+        LC.delete_deployment("short")
+
     def test_no_ready_endpoint_is_503(self):
         LC.create_deployment("empty", replicas=0, port=8500)
         url = LC.expose("empty")

@@ -15,9 +15,10 @@ port (the same port for every pod, as in a real cluster).  A readiness probe (GE
 Scale-in deletes pods through the API, not-ready ones first, then newest first (the ReplicaSet
 controller's order).  The finalizer makes that graceful: the Pod keeps a deletionTimestamp and
 Ready=False while its process gets SIGTERM and drains (SIGKILL after
-terminationGracePeriodSeconds); the finalizer is removed, and the Pod deleted with period 0 (as a
-kubelet ends a bound pod's graceful deletion), only after the process exited (the SIGTERM comes
-e2e.gpuscaler.io/pre-stop after Ready=False, as a preStop sleep would).  A Pod deleted by anyone
+terminationGracePeriodSeconds, or the shorter period a DELETE gave); the finalizer is removed,
+and the Pod deleted with period 0 (as a kubelet ends a bound pod's graceful deletion), only
+after the process exited (the SIGTERM comes e2e.gpuscaler.io/pre-stop after Ready=False, as a
+preStop sleep would).  A Pod deleted by anyone
 else goes the same way and is replaced.  A process that dies on its own is restarted
 (restartCount + 1, with back-off).  Deployment and ReplicaSet status (replicas, readyReplicas,
 updatedReplicas, availableReplicas, unavailableReplicas, observedGeneration, conditions) follow.
@@ -411,6 +412,11 @@ class Kubelet:
             p = pods.get(name)
             if p is not None:
                 rt.seen = True
+                dg = _meta(p).get("deletionGracePeriodSeconds")
+                if _meta(p).get("deletionTimestamp") and dg is not None and \
+                        dg < rt.settings["grace"]:
+                    # a shorter period (kubectl delete --grace-period): killed that much sooner
+                    rt.settings["grace"] = float(dg)
                 if _meta(p).get("deletionTimestamp") and not rt.terminating:
                     self.begin_terminate(rt, "deleted through the API")
             elif (rt.seen or time.time() - rt.created_wall > 10) and not rt.terminating:
