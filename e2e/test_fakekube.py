@@ -2481,6 +2481,42 @@ class TestKinds(Base):
         self.c.patch("namespaces", c, {"metadata": {"finalizers": None}})
         self.assertIsNone(self.c.get_or_none("namespaces", c))
 
+    def test_namespace_with_a_bound_pod(self):
+        """A bound pod only marked by the namespace controller's DELETE: the controller allows
+        its terminationGracePeriodSeconds from the namespace's deletion (looking again at half
+        of it plus one), then reports it as unexpected (NamespaceDeletionContentFailure) and
+        retries until its kubelet's DELETE with period 0 lets the namespace go."""
+        name = self.ns + "-bp"
+        self.c.create("namespaces", {"metadata": {"name": name}})
+        p = pod("p")
+        p["spec"].update(nodeName="gpu-node-1", terminationGracePeriodSeconds=6)
+        self.c.create("pods", p, name)
+        self.c.delete("namespaces", name)
+
+        def cond(t):
+            got = self.c.get("namespaces", name).get("status") or {}
+            return next((c for c in got.get("conditions") or [] if c["type"] == t), None)
+        end = time.time() + 10
+        while not self.c.get("pods", "p", name)["metadata"].get("deletionTimestamp"):
+            self.assertLess(time.time(), end, "the pod was never deleted")
+            time.sleep(0.1)
+        t0 = time.time()
+        while (cond("NamespaceDeletionContentFailure") or {}).get("status") != "True":
+            self.assertLess(time.time(), end + 10, "no content failure")
+            time.sleep(0.1)
+        # not before the pod's period from the namespace's deletion (6 s; the first pass at 5)
+        self.assertGreater(time.time() - t0, 2.5)
+        self.assertEqual(cond("NamespaceDeletionContentFailure")["message"],
+                         "Failed to delete all resource types, 1 remaining: unexpected items "
+                         "still remain in namespace: %s for gvr: /v1, Resource=pods" % name)
+        self.assertEqual(cond("NamespaceContentRemaining")["message"],
+                         "Some resources are remaining: pods. has 1 resource instances")
+        self.c.delete("pods", "p", name, grace_period_seconds=0)
+        end = time.time() + 5
+        while self.c.get_or_none("namespaces", name):
+            self.assertLess(time.time(), end, "the namespace was never deleted")
+            time.sleep(0.1)
+
     def test_namespace_held_by_another_finalizer(self):
         """A namespace created with a finalizer of its own gets "kubernetes" beside it; once
         deleted, the namespace controller empties it and removes only its own, and the

@@ -18,9 +18,15 @@ each step its own write:
   DeleteCollection does; a pod bound to a node is then only marked, and stays until its
   kubelet deletes it with period 0);
 - sets the namespace's five deletion conditions (status), all False while nothing is left,
-  NamespaceContentRemaining / NamespaceFinalizersRemaining True while objects held by
-  finalizers remain; it then looks again after 8 s (half the finalizers' estimate of 15 s,
-  plus one);
+  NamespaceContentRemaining / NamespaceFinalizersRemaining True while objects remain (what,
+  and which finalizers hold them), and looks again after half the estimate plus one second:
+  pods' longest terminationGracePeriodSeconds while that long has not passed since the
+  namespace's deletion, else 15 s for objects held by finalizers (8 s);
+- objects that nothing holds any more (a bound pod past that period, its kubelet gone) set
+  NamespaceDeletionContentFailure True ("Failed to delete all resource types, 1 remaining:
+  unexpected items still remain in namespace: ns for gvr: /v1, Resource=pods"), and the
+  pass is retried as the controller's rate limiter retries a failure (5 ms, doubling, at
+  most 60 s);
 - once nothing is left, removes "kubernetes" from spec.finalizers (the finalize
   subresource), which deletes the namespace when no other finalizer holds it.
 """
@@ -48,14 +54,22 @@ OK = [  # (type, reason, message) of the conditions with status False (status_co
 ]
 
 
+FINALIZER_ESTIMATE = 15   # seconds the controller allows objects held by finalizers
+
+
+class ContentLeft(Exception):
+    """Objects that no finalizer holds remain after their deletion (the pass is retried as
+    a failure)."""
+
+
 class NamespaceController(Worker):
     NAME = "fakekube-namespaces"
     USER = USER
 
-    def __init__(self, api, delay=5.0, recheck=8.0):
+    def __init__(self, api, delay=5.0):
         self.delay = delay        # namespaceDeletionGracePeriod
-        self.recheck = recheck    # how soon it looks again at content held by finalizers
         self.queue = {}           # namespace name -> time.monotonic() it is due
+        self.failures = {}        # namespace name -> failed passes in a row (rate limiter)
         super().__init__(api)
 
     def observe(self, ev):
@@ -83,14 +97,17 @@ class NamespaceController(Worker):
                     del self.queue[n]
             for name in sorted(due):
                 try:
-                    if not self._sync(name):
-                        with self.cond:
-                            self.queue[name] = time.monotonic() + self.recheck
+                    wait = self._sync(name)
+                    self.failures.pop(name, None)     # the queue's Forget
                 except Exception as e:   # noqa: BLE001 - the controller logs and retries
-                    if getattr(e, "code", None) != 409:   # a conflict: simply again
+                    if getattr(e, "code", None) != 409 and not isinstance(e, ContentLeft):
                         print("fakekube: namespace controller: %s: %r" % (name, e), flush=True)
+                    # AddRateLimited: 5 ms doubling per failure, at most 60 s
+                    n = self.failures[name] = self.failures.get(name, 0) + 1
+                    wait = min(0.005 * 2 ** (n - 1), 60.0)
+                if wait is not None:
                     with self.cond:
-                        self.queue[name] = time.monotonic() + self.recheck
+                        self.queue[name] = time.monotonic() + wait
 
     # ------------------------------------------------------------ the controller's steps
 
@@ -99,49 +116,77 @@ class NamespaceController(Worker):
                        if r.namespaced and not r.create_only})
 
     def _sync(self, name):
-        """One pass over a namespace being deleted; True when done with it (gone, not being
-        deleted, or finalized by this controller already)."""
+        """One pass over a namespace being deleted (namespacedResourcesDeleter.Delete): None
+        when done with it (gone, not being deleted, or finalized by this controller), else
+        the seconds until the next pass (content remaining: half its estimate plus one);
+        ContentLeft when objects that nothing holds remain."""
         ns = self.store.get("core/namespaces", "", name)
         if ns is None or not ns["metadata"].get("deletionTimestamp") or \
                 FINALIZER not in ((ns.get("spec") or {}).get("finalizers") or []):
-            return True
-        remaining, held = self._delete_content(name)
-        if not self._set_conditions(name, remaining, held) or remaining:
-            return False
-        self._finalize(name)
-        return True
-
-    def _delete_content(self, name):
-        """Delete what the namespace holds: ({plural: count} left, {finalizer: count})."""
-        remaining, held = {}, {}
+            return None
+        since = time.time() - A.parse_rfc3339(ns["metadata"]["deletionTimestamp"]).timestamp()
+        estimate, errors, remaining, held = 0, [], {}, {}
         for st in self._storages():
             res = self._res(st)
-            for obj in list(self.store.items(st, name)):
-                meta = obj["metadata"]
-                if not meta.get("deletionTimestamp"):
-                    try:
-                        answer = self.api.delete(res, name, meta["name"],
-                                                 {"propagationPolicy": "Background"}, {})
-                        self._wrote("delete", st, name, meta["name"], answer[1])
-                    except A.StatusError as e:
-                        if e.code != 404:
-                            raise
-                left = self.store.get(st, name, meta["name"])
-                if left is not None:
-                    # resource.group ("configmaps." for the core group)
-                    gr = "%s.%s" % (res.plural, res.group)
-                    remaining[gr] = remaining.get(gr, 0) + 1
-                    for f in left["metadata"].get("finalizers") or []:
-                        held[f] = held.get(f, 0) + 1
-        return remaining, held
+            # estimateGracefulTermination: pods' longest terminationGracePeriodSeconds (not
+            # of ended ones), until that long after the namespace's deletion
+            grace = self._pods_grace(name) if st == "core/pods" else 0
+            grace = grace if since < grace else 0
+            left = self._delete_all(res, st, name)
+            if not left:
+                continue
+            # resource.group ("configmaps." for the core group)
+            remaining["%s.%s" % (res.plural, res.group)] = len(left)
+            fins = [f for obj in left for f in obj["metadata"].get("finalizers") or []]
+            for f in fins:
+                held[f] = held.get(f, 0) + 1
+            if grace:
+                estimate = max(estimate, grace)
+            elif fins:
+                estimate = max(estimate, FINALIZER_ESTIMATE)
+            else:   # nothing holds them: they should have gone
+                errors.append("unexpected items still remain in namespace: %s for gvr: %s/%s, "
+                              "Resource=%s" % (name, res.group, res.version, res.plural))
+        if not self._set_conditions(name, remaining, held, errors):
+            return None
+        if errors:
+            raise ContentLeft(", ".join(errors))
+        if estimate:
+            return estimate // 2 + 1
+        self._finalize(name)
+        return None
 
-    def _set_conditions(self, name, remaining, held):
+    def _pods_grace(self, name):
+        return max([(p.get("spec") or {}).get("terminationGracePeriodSeconds") or 0
+                    for p in self.store.items("core/pods", name)
+                    if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")],
+                   default=0)
+
+    def _delete_all(self, res, st, name):
+        """Delete what the namespace holds of one kind (Background): the objects left."""
+        for obj in list(self.store.items(st, name)):
+            meta = obj["metadata"]
+            if not meta.get("deletionTimestamp"):
+                try:
+                    answer = self.api.delete(res, name, meta["name"],
+                                             {"propagationPolicy": "Background"}, {})
+                    self._wrote("delete", st, name, meta["name"], answer[1])
+                except A.StatusError as e:
+                    if e.code != 404:
+                        raise
+        return list(self.store.items(st, name))
+
+    def _set_conditions(self, name, remaining, held, errors):
         """The five conditions, written (PUT .../status) when they change; False when the
         namespace went."""
         conds = []
         for ctype, reason, message in OK:
             status = "False"
-            if ctype == "NamespaceContentRemaining" and remaining:
+            if ctype == "NamespaceDeletionContentFailure" and errors:
+                status, reason = "True", "ContentDeletionFailed"
+                message = "Failed to delete all resource types, %d remaining: %s" % (
+                    len(errors), ", ".join(sorted(errors)))
+            elif ctype == "NamespaceContentRemaining" and remaining:
                 status, reason = "True", "SomeResourcesRemain"
                 message = "Some resources are remaining: " + ", ".join(
                     "%s has %d resource instances" % (k, v) for k, v in sorted(remaining.items()))
