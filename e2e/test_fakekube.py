@@ -2485,12 +2485,29 @@ class TestKinds(Base):
         """A bound pod only marked by the namespace controller's DELETE: the controller allows
         its terminationGracePeriodSeconds from the namespace's deletion (looking again at half
         of it plus one), then reports it as unexpected (NamespaceDeletionContentFailure) and
-        retries until its kubelet's DELETE with period 0 lets the namespace go."""
+        retries until its kubelet's DELETE with period 0 lets the namespace go. Its deletes are
+        a deletecollection a kind (Background), which also takes the foregroundDeletion
+        finalizer from an owner waiting for a dependent, and so deletes it."""
         name = self.ns + "-bp"
         self.c.create("namespaces", {"metadata": {"name": name}})
         p = pod("p")
         p["spec"].update(nodeName="gpu-node-1", terminationGracePeriodSeconds=6)
         self.c.create("pods", p, name)
+        # an owner deleted in the foreground, waiting for a dependent a finalizer holds
+        uid = self.c.create("configmaps", cm("o"), namespace=name)["metadata"]["uid"]
+        d = cm("d")
+        d["metadata"].update(finalizers=["example.com/d"], ownerReferences=[{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": uid,
+            "blockOwnerDeletion": True}])
+        self.c.create("configmaps", d, namespace=name)
+        self.c.delete("configmaps", "o", name, propagation_policy="Foreground")
+        end = time.time() + 5
+        while not self.c.get("configmaps", "d", name)["metadata"].get("deletionTimestamp"):
+            self.assertLess(time.time(), end, "the dependent was never deleted")
+            time.sleep(0.05)
+        self.assertEqual(self.c.get("configmaps", "o", name)["metadata"]["finalizers"],
+                         ["foregroundDeletion"])
+        since = FK.writes()["next"]
         self.c.delete("namespaces", name)
 
         def cond(t):
@@ -2510,7 +2527,14 @@ class TestKinds(Base):
                          "Failed to delete all resource types, 1 remaining: unexpected items "
                          "still remain in namespace: %s for gvr: /v1, Resource=pods" % name)
         self.assertEqual(cond("NamespaceContentRemaining")["message"],
-                         "Some resources are remaining: pods. has 1 resource instances")
+                         "Some resources are remaining: configmaps. has 1 resource instances, "
+                         "pods. has 1 resource instances")
+        self.assertIsNone(self.c.get_or_none("configmaps", "o", name))
+        ctl = "system:serviceaccount:kube-system:namespace-controller"
+        wrote = FK.writes(since, namespace=name, user=ctl)["writes"]
+        self.assertIn(("deletecollection", "pods"), [(w["verb"], w["resource"]) for w in wrote])
+        self.assertNotIn("delete", [w["verb"] for w in wrote])
+        self.c.patch("configmaps", "d", {"metadata": {"finalizers": None}}, name)
         self.c.delete("pods", "p", name, grace_period_seconds=0)
         end = time.time() + 5
         while self.c.get_or_none("namespaces", name):

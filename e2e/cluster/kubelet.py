@@ -424,13 +424,15 @@ class Kubelet:
                 self.begin_terminate(rt, "pod object vanished", api=False)
             if rt.dep_uid not in deps and not rt.terminating:
                 self.begin_terminate(rt, "deployment deleted")
-        # pods we do not run with our finalizer (a previous kubelet's), or bound and left in
-        # their graceful deletion (a release whose DELETE failed): let them go
+        # pods we do not run with our finalizer (a previous kubelet's), or bound to one of our
+        # nodes and left in their graceful deletion (a release whose DELETE failed): let
+        # them go
         now = time.monotonic()
+        ours = {n for n, _, _ in self.node_table()}
         for name, p in pods.items():
             m = _meta(p)
             left = m.get("deletionTimestamp") and m.get("deletionGracePeriodSeconds") and \
-                (p.get("spec") or {}).get("nodeName")
+                (p.get("spec") or {}).get("nodeName") in ours
             if name not in self.runtimes and (FINALIZER in (m.get("finalizers") or []) or left) \
                     and now - self.released.get(name, -10.0) > 2.0:
                 self.released[name] = now

@@ -14,9 +14,9 @@ The controller's part (pkg/controller/namespace) is NamespaceController: a threa
 each namespace marked for deletion, waits the controller's grace period (5 s: HA API servers
 and etcd members see the deletion first) and then, through the API as the controller does,
 each step its own write:
-- deletes every object of every namespaced kind in it (propagationPolicy Background, as its
-  DeleteCollection does; a pod bound to a node is then only marked, and stays until its
-  kubelet deletes it with period 0);
+- deletes every object of every namespaced kind in it, one deletecollection a kind
+  (propagationPolicy Background: objects being deleted already lose their GC finalizers; a
+  pod bound to a node is only marked, and stays until its kubelet deletes it with period 0);
 - sets the namespace's five deletion conditions (status), all False while nothing is left,
   NamespaceContentRemaining / NamespaceFinalizersRemaining True while objects remain (what,
   and which finalizers hold them), and looks again after half the estimate plus one second:
@@ -163,17 +163,11 @@ class NamespaceController(Worker):
                    default=0)
 
     def _delete_all(self, res, st, name):
-        """Delete what the namespace holds of one kind (Background): the objects left."""
-        for obj in list(self.store.items(st, name)):
-            meta = obj["metadata"]
-            if not meta.get("deletionTimestamp"):
-                try:
-                    answer = self.api.delete(res, name, meta["name"],
-                                             {"propagationPolicy": "Background"}, {})
-                    self._wrote("delete", st, name, meta["name"], answer[1])
-                except A.StatusError as e:
-                    if e.code != 404:
-                        raise
+        """Delete what the namespace holds of one kind, as the controller does: one
+        deletecollection (Background) whatever it holds, which deletes objects being deleted
+        already too (taking their GC finalizers away); the objects left."""
+        answer = self.api.delete_collection(res, name, {"propagationPolicy": "Background"}, {})
+        self._wrote("deletecollection", st, name, "", answer[1])
         return list(self.store.items(st, name))
 
     def _set_conditions(self, name, remaining, held, errors):

@@ -3,8 +3,8 @@
 garbage collector, nsctl.py's namespace controller): a thread woken through a condition, told
 of every change the store commits (observe, under the store's lock), and acting through the
 API, each of its writes reported to on_write as the write log records a request of its own
-user (USER, USER_AGENT: the controller's service account and kube-controller-manager's
-User-Agent)."""
+user (USER: the controller's service account; user_agent: kube-controller-manager's
+User-Agent ending in it)."""
 
 import threading
 
