@@ -15,20 +15,24 @@ each namespace marked for deletion, waits the controller's grace period (5 s: HA
 and etcd members see the deletion first) and then, through the API as the controller does,
 each step its own write:
 - deletes every object of every namespaced kind in it, one deletecollection a kind
-  (propagationPolicy Background: objects being deleted already lose their GC finalizers; a
-  pod bound to a node is only marked, and stays until its kubelet deletes it with period 0);
+  (propagationPolicy Background: objects being deleted already lose their GC finalizers,
+  but a pod whose graceful deletion is pending is left as it is; a pod bound to a node is
+  only marked, and stays until its kubelet deletes it with period 0);
 - sets the namespace's five deletion conditions (status), all False while nothing is left,
   NamespaceContentRemaining / NamespaceFinalizersRemaining True while objects remain (what,
-  and which finalizers hold them), and looks again after half the estimate plus one second:
-  pods' longest terminationGracePeriodSeconds while that long has not passed since the
-  namespace's deletion, else 15 s for objects held by finalizers (8 s);
+  and which finalizers hold them; a status write that fails is logged and the pass goes
+  on), and looks again after half the estimate plus one second, the estimate the larger of
+  the pods' longest terminationGracePeriodSeconds (while that long has not passed since the
+  namespace's deletion) and 15 s where finalizers hold objects (8 s), or 5 s after any update
+  of the namespace (its own status writes too) if that is sooner;
 - objects that nothing holds any more (a bound pod past that period, its kubelet gone) set
   NamespaceDeletionContentFailure True ("Failed to delete all resource types, 1 remaining:
   unexpected items still remain in namespace: ns for gvr: /v1, Resource=pods"), and the
-  pass is retried as the controller's rate limiter retries a failure (5 ms, doubling, at
-  most 60 s);
+  pass is retried as the controller's rate limiter retries a failure (5 ms, doubling per
+  failure in a row, at most 60 s; the count is reset when the namespace is done with);
 - once nothing is left, removes "kubernetes" from spec.finalizers (the finalize
-  subresource), which deletes the namespace when no other finalizer holds it.
+  subresource, again on a conflict), which deletes the namespace when no other finalizer
+  holds it.
 """
 
 import copy
@@ -78,8 +82,15 @@ class NamespaceController(Worker):
         if ev.storage != "core/namespaces" or ev.type == "DELETED" or \
                 not ev.obj["metadata"].get("deletionTimestamp"):
             return
+        self._enqueue(ev.obj["metadata"]["name"], self.delay)
+
+    def _enqueue(self, name, wait):
+        """The delaying queue's AddAfter: due in wait seconds, unless due sooner already (every
+        update of a namespace being deleted, the controller's own status writes too, makes it
+        due 5 s later)."""
         with self.cond:
-            self.queue.setdefault(ev.obj["metadata"]["name"], time.monotonic() + self.delay)
+            due = time.monotonic() + wait
+            self.queue[name] = min(self.queue.get(name, due), due)
             self.cond.notify()
 
     def _run(self):
@@ -98,16 +109,16 @@ class NamespaceController(Worker):
             for name in sorted(due):
                 try:
                     wait = self._sync(name)
-                    self.failures.pop(name, None)     # the queue's Forget
+                    if wait is None:
+                        self.failures.pop(name, None)     # the queue's Forget
                 except Exception as e:   # noqa: BLE001 - the controller logs and retries
-                    if getattr(e, "code", None) != 409 and not isinstance(e, ContentLeft):
+                    if not isinstance(e, ContentLeft):
                         print("fakekube: namespace controller: %s: %r" % (name, e), flush=True)
-                    # AddRateLimited: 5 ms doubling per failure, at most 60 s
+                    # AddRateLimited: 5 ms doubling per failure in a row, at most 60 s
                     n = self.failures[name] = self.failures.get(name, 0) + 1
-                    wait = min(0.005 * 2 ** (n - 1), 60.0)
+                    wait = min(0.005 * 2 ** min(n - 1, 20), 60.0)
                 if wait is not None:
-                    with self.cond:
-                        self.queue[name] = time.monotonic() + wait
+                    self._enqueue(name, wait)
 
     # ------------------------------------------------------------ the controller's steps
 
@@ -206,18 +217,34 @@ class NamespaceController(Worker):
         kept = [c for c in (old.get("status") or {}).get("conditions") or []
                 if c.get("type") not in {t for t, _, _ in OK}]
         new.setdefault("status", {})["conditions"] = kept + conds
-        return self._update(name, new, "status") is not None
+        try:
+            return self._update(name, new, "status") is not None
+        except A.StatusError as e:   # logged, and the pass goes on (deleteAllContent)
+            print("fakekube: namespace controller: couldn't update status condition for "
+                  "namespace %r: %s" % (name, e), flush=True)
+            return True
 
     def _finalize(self, name):
-        """PUT .../finalize with "kubernetes" out of spec.finalizers: the API server deletes
-        the namespace when no finalizer of either kind is left."""
-        old = self.store.get("core/namespaces", "", name)
-        if old is None:
-            return
-        new = copy.deepcopy(old)
-        spec = new.setdefault("spec", {})
-        spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != FINALIZER]
-        self._update(name, new, "finalize")
+        """PUT .../finalize with "kubernetes" out of spec.finalizers, again on the namespace
+        as it is now after a conflict (retryOnConflictError): the API server deletes the
+        namespace when no finalizer of either kind is left."""
+        uid = None
+        while True:
+            old = self.store.get("core/namespaces", "", name)
+            if old is None:
+                return
+            if uid is not None and old["metadata"].get("uid") != uid:
+                raise RuntimeError("namespace uid has changed across retries")
+            uid = old["metadata"].get("uid")
+            new = copy.deepcopy(old)
+            spec = new.setdefault("spec", {})
+            spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != FINALIZER]
+            try:
+                self._update(name, new, "finalize")
+                return
+            except A.StatusError as e:
+                if e.code != 409:
+                    raise
 
     def _update(self, name, obj, subresource):
         """A PUT of the namespace's subresource through the API, as the controller's client
