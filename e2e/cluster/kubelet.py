@@ -18,10 +18,10 @@ Ready=False while its process gets SIGTERM and drains (SIGKILL after
 terminationGracePeriodSeconds, or the shorter period a DELETE gave); the finalizer is removed,
 and the Pod deleted with period 0 (as a kubelet ends a bound pod's graceful deletion), only
 after the process exited (the SIGTERM comes e2e.gpuscaler.io/pre-stop after Ready=False, as a
-preStop sleep would).  A Pod deleted by anyone
-else goes the same way and is replaced.  A process that dies on its own is restarted
-(restartCount + 1, with back-off).  Deployment and ReplicaSet status (replicas, readyReplicas,
-updatedReplicas, availableReplicas, unavailableReplicas, observedGeneration, conditions) follow.
+preStop sleep would).  A Pod deleted by anyone else goes the same way and is replaced.  A
+process that dies on its own is restarted (restartCount + 1, with back-off).  Deployment and
+ReplicaSet status (replicas, readyReplicas, updatedReplicas, availableReplicas,
+unavailableReplicas, observedGeneration, conditions) follow.
 
 fakeserve settings come from template annotations (deployment annotations as fallback):
   e2e.gpuscaler.io/gpus        default: the container's nvidia.com/gpu (or amd.com/gpu) limit, 1

@@ -34,13 +34,12 @@ import collections
 import json
 import time
 
-from fakekube.worker import KCM_USER_AGENT, Worker
+from fakekube.worker import Worker
 
 ORPHAN = "orphan"
 FOREGROUND = "foregroundDeletion"
-# the controller's requests: their User-Agent, whose first segment is the field manager
+# the controller's service account (its requests' User-Agent ends in it: Worker.user_agent)
 USER = "system:serviceaccount:kube-system:generic-garbage-collector"
-USER_AGENT = KCM_USER_AGENT + USER
 
 
 def default_policy(res):
@@ -211,7 +210,7 @@ class GarbageCollector(Worker):
         api = self.api
         ctype = {"merge": "application/merge-patch+json",
                  "strategic": "application/strategic-merge-patch+json"}[ptype]
-        api.begin_write("patch", {}, USER_AGENT, ctype)
+        api.begin_write("patch", {}, self.user_agent, ctype)
         try:
             answer = api.patch(self._res(key[0]), key[1], key[2], json.dumps(patch).encode(),
                                ctype)

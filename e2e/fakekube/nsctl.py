@@ -39,12 +39,11 @@ import copy
 import time
 
 from fakekube import api as A
-from fakekube.worker import KCM_USER_AGENT, Worker
+from fakekube.worker import Worker
 
 FINALIZER = "kubernetes"
-# the controller's requests: their User-Agent, whose first segment is the field manager
+# the controller's service account (its requests' User-Agent ends in it: Worker.user_agent)
 USER = "system:serviceaccount:kube-system:namespace-controller"
-USER_AGENT = KCM_USER_AGENT + USER
 OK = [  # (type, reason, message) of the conditions with status False (status_condition_utils.go)
     ("NamespaceDeletionDiscoveryFailure", "ResourcesDiscovered",
      "All resources successfully discovered"),
@@ -256,7 +255,7 @@ class NamespaceController(Worker):
         obj.pop("apiVersion", None)
         obj["metadata"].pop("managedFields", None)
         body = dict({"kind": "Namespace", "apiVersion": "v1"}, **obj)
-        api.begin_write("update", {}, USER_AGENT, "application/json")
+        api.begin_write("update", {}, self.user_agent, "application/json")
         try:
             answer = api.update(res, "", name, body, subresource)
         except A.StatusError as e:

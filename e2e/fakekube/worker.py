@@ -8,6 +8,8 @@ User-Agent ending in it)."""
 
 import threading
 
+# kube-controller-manager's User-Agent, less the service account it ends in; its first segment
+# is the field manager the API server records for the controllers' writes
 KCM_USER_AGENT = "kube-controller-manager/v1.31.0 (linux/amd64) kubernetes/9f2a8c5/"
 
 
