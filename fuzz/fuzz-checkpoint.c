@@ -55,10 +55,11 @@ static void states(const struct ctl_wl *w, uint8_t **fc, size_t *fclen, uint8_t 
           "a capacity state encodes");
 }
 
-/* A DNS-1123 label (subdomain: labels joined by '.'), read directly. */
-static bool is_label(const char *s, size_t n)
+/* A DNS-1123 label, read directly: a namespace's name (at most 63), or
+ * one label of a subdomain (max 0: no limit of its own). */
+static bool is_label(const char *s, size_t n, size_t max)
 {
-    if (n < 1 || n > 63)
+    if (n < 1 || (max && n > max))
         return false;
     for (size_t i = 0; i < n; i++) {
         bool alnum = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9');
@@ -68,6 +69,9 @@ static bool is_label(const char *s, size_t n)
     return true;
 }
 
+/* A DNS-1123 subdomain, as the API server validates a Deployment's name
+ * (IsDNS1123Subdomain): at most 253 in all, labels joined by '.', and no
+ * limit on one label's length (a name of a 70-character label is valid). */
 static bool is_subdomain(const char *s)
 {
     if (strlen(s) > 253)
@@ -75,7 +79,7 @@ static bool is_subdomain(const char *s)
     for (;;) {
         const char *dot = strchr(s, '.');
         size_t n = dot ? (size_t)(dot - s) : strlen(s);
-        if (!is_label(s, n < 64 ? n : 64))
+        if (!is_label(s, n, 0))
             return false;
         if (!dot)
             return true;
@@ -104,7 +108,7 @@ static int plain_stale(const char *key, bool in_data, size_t idx, size_t nckpt,
     if (!rest)
         return 0; /* not ours: never pruned */
     const char *us = strchr(rest, '_');
-    if (!us || !is_label(rest, (size_t)(us - rest)) || !is_subdomain(us + 1))
+    if (!us || !is_label(rest, (size_t)(us - rest), 63) || !is_subdomain(us + 1))
         return 0; /* no Deployment's: a user's key */
     if (text != in_data)
         return 1; /* never read there */
@@ -270,8 +274,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         bool in_data = stale_in_data[i];
         check(json_object_get(json_object_get(body, fields[in_data]), k) != NULL,
               "a key pruned is one of the body's, in the map it was found in");
-        check(plain_stale(k, in_data, idx, nckpt, ds, nwl, lag) != 0,
-              "no live or foreign key pruned");
+        if (plain_stale(k, in_data, idx, nckpt, ds, nwl, lag) == 0) {
+            fprintf(stderr, "fuzz-checkpoint: pruned from %s: \"%s\"\n", fields[in_data], k);
+            check(false, "no live or foreign key pruned");
+        }
         for (size_t j = 0; j < nwl && !in_data; j++) {
             char key[300];
             snprintf(key, sizeof(key), "forecast.%s_%s", wl[j]->ns, wl[j]->name);

@@ -658,9 +658,10 @@ static void test_forget_counts_the_maps_removed_from(void **state)
 }
 
 /* Keys of gpuscaler's form that no Deployment could own (a namespace with
- * a dot or upper case, a name with upper case or '_', a label starting or
- * ending with '-' or '.') are a user's: never pruned, in either map, with no
- * Deployment tracked; keys of ours (plain, dotted, hashed) are. They were
+ * a dot or upper case, or longer than 63, a name with upper case or '_', a
+ * label starting or ending with '-' or '.') are a user's: never pruned, in
+ * either map, with no Deployment tracked; keys of ours (plain, dotted,
+ * hashed, a name's label longer than 63, as the API server allows) are. They were
  * removed as keys of Deployments gone, or as copies in the wrong map. */
 static void test_user_keys_never_touched(void **state)
 {
@@ -669,6 +670,7 @@ static void test_user_keys_never_touched(void **state)
         "forecast.a.b_c", "capacity.team_Q3_notes", "unit.Team_d", "uid.ns_d_e",
         "forecast.-ns_d", "capacity.ns-_d", "unit.ns_d-", "uid.ns_-d", "forecast.ns_d..e",
         "capacity.ns_d.-e", "unit.ns_.d", "uid.ns_d.", "forecast.ns_d/e", "capacity.ns_d e",
+        "unit.n234567890123456789012345678901234567890123456789012345678901234_d",
     };
     json_t *body = json_pack("{s:{}, s:{}}", "binaryData", "data");
     json_t *maps[2] = {json_object_get(body, "binaryData"), json_object_get(body, "data")};
@@ -678,7 +680,10 @@ static void test_user_keys_never_touched(void **state)
     char hashed[300], name[260];
     snprintf(name, sizeof(name), "gone%0240d", 1);
     hashed_key("capacity", "ns", name, hashed, sizeof(hashed));
-    const char *ours[] = {"forecast.ns_gone", "capacity.ns_gone.v1", "unit.ns-1_d-2", hashed};
+    char label70[80];
+    snprintf(label70, sizeof(label70), "uid.ns_%070d.x", 7);
+    const char *ours[] = {"forecast.ns_gone", "capacity.ns_gone.v1", "unit.ns-1_d-2", hashed,
+                          label70};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(ours); i++)
         json_object_set_new(maps[1], ours[i], json_string("AAAA"));
     char **keys = NULL;
@@ -851,6 +856,16 @@ static int write_corpus(const char *dir)
         json_object_set_new(json_object_get(b, "data"), user[i], json_string("x"));
     }
     put_seed(dir, "user-keys", 0, b);
+    /* names of a label longer than 63 (valid: the API server limits only a
+     * subdomain's whole length): four Deployments the harness tracks, the
+     * first of such a name, then a gone one's key of such a name */
+    b = json_deep_copy(good);
+    bin = json_object_get(b, "binaryData");
+    for (int i = 0; i < 5; i++) {
+        snprintf(key, sizeof(key), "forecast.ns_a%d-%070d.x", i, i == 0 || i == 4);
+        json_object_set_new(bin, key, json_string("AAAA"));
+    }
+    put_seed(dir, "long-labels", 0, b);
     /* another release's formats: a capacity state of version 200, a forecaster's 8 */
     b = json_deep_copy(good);
     bin = json_object_get(b, "binaryData");
