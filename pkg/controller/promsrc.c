@@ -790,8 +790,17 @@ void ctl_pq_apply(const struct ctl_pq_match *m, double missing_fraction, int64_t
     r->pods_warming = m->warming;
     r->pods_failed = m->missing;
     int base = m->ready - m->warming;
-    if (m->ready == 0)
-        return; /* nothing serves: the rate is of pods gone, the count is the cache's */
+    if (m->ready == 0) {
+        /* nothing serves: the rate is of pods gone (or 0 from pods that
+         * export counters before they serve). Replicas asked for: missing,
+         * as the scraper's; at 0 it stays what wakes the Deployment. */
+        if (o->spec > 0) {
+            r->valid = false;
+            snprintf(r->why, sizeof(r->why), "no ready pods to count (%d asked for)",
+                     (int)o->spec);
+        }
+        return;
+    }
     if (m->counted == 0 && m->missing == 0) {
         r->valid = false;
         snprintf(r->why, sizeof(r->why),

@@ -433,6 +433,48 @@ static void test_prometheus_rate_pods(void **state)
     wl_done(w);
 }
 
+/* No Ready pod while replicas are asked for (all loading a model, or
+ * failing their probes): Prometheus' rate is of pods gone, or 0 from pods
+ * that export counters before they serve, so the metrics are missing, as
+ * the scraper's "no ready pods to scrape" (valid, the policy's rule for a
+ * rate of 0 scaled 8 -> 4 -> 2 -> 1 while every replica loaded). At 0
+ * replicas asked for the rate stays valid: it is what wakes the Deployment. */
+static void test_prometheus_no_ready_pod(void **state)
+{
+    (void)state;
+    struct ctl_wl *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    static const char *const names[2] = {"a0", "a1"};
+    struct kube_pod pods[2];
+    const struct kube_pod *pp[2];
+    const int64_t now = T0 + 3600000;
+    for (int i = 0; i < 2; i++) {
+        pods[i] = pod_at(names[i], 0);
+        pods[i].ready = false;
+        pp[i] = &pods[i];
+    }
+    double run[2] = {0, 0};
+    answer(w, 2, names, run, "a0,a1");
+    struct ctl_pq_match m;
+    struct ctl_obs o;
+    ctl_pq_match(w, pp, 2, now, GRACE, 0, &m);
+    assert_true(m.counted_known);
+    assert_int_equal(m.ready, 0);
+    obs_valid(&o, 0);
+    o.m.request_rate = 0;
+    o.spec = 2;
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_false(o.m.valid);
+    assert_string_equal(o.m.why, "no ready pods to count (2 asked for)");
+    /* scaled to zero: the rate (of pods gone, or a gateway's) stays what wakes it */
+    obs_valid(&o, 0);
+    o.spec = 0;
+    ctl_pq_match(w, NULL, 0, now, GRACE, 0, &m);
+    ctl_pq_apply(&m, 0.3, GRACE, &o);
+    assert_true(o.m.valid && o.m.request_rate == 20);
+    wl_done(w);
+}
+
 /* The backlog: a Ready pod absent from an answer keeps its last value; one
  * deleted, or no longer Ready, leaves what it held to the departed, once,
  * and takes it back if it comes back; one answered without its gauges keeps
@@ -914,6 +956,7 @@ int main(void)
         cmocka_unit_test(test_pod_stalled),
         cmocka_unit_test(test_cold_start_first_ready),
         cmocka_unit_test(test_prometheus_rate_pods),
+        cmocka_unit_test(test_prometheus_no_ready_pod),
         cmocka_unit_test(test_prometheus_backlog),
         cmocka_unit_test(test_prometheus_recent),
         cmocka_unit_test(test_prometheus_recent_min_span),

@@ -190,7 +190,11 @@ static void explain_words(const struct policy_tick *t, const struct policy_state
         snprintf(e, n, "load low; at min-replicas %d", t->lo);
         return;
     case POLICY_HOLD_BELOW_WAITING:
-        if (t->zero_wait == ZERO_WAIT_COMING) {
+        if (t->none_ready) {
+            snprintf(e, n, "no replica of %d is ready: requests/GPU is not measured, no "
+                           "scale-in: holding %d",
+                     t->cur, t->cur);
+        } else if (t->zero_wait == ZERO_WAIT_COMING) {
             snprintf(e, n, "nothing arrives, but %d of %d replicas %s: not scaling to zero "
                            "before they serve",
                      t->starting + t->unsched, t->cur,

@@ -30,6 +30,7 @@ struct policy_tick {
     bool wake;      /* at 0 replicas (min-replicas 0) and requests arrive: scale out now */
     bool expects;   /* a seasonal plan's likely peak makes a request within the look-ahead */
     bool zero_ok;   /* idle for scale-in-after and no such plan: nothing needs a replica */
+    bool none_ready; /* the hysteresis rule's scale-in held: no replica ready to measure */
     bool floors_short; /* floors measured for less than the stabilization window (since
                           the first tick, or since metrics came back) */
     /* scale-in would reach 0, but: */

@@ -108,6 +108,38 @@ static void test_dip_restarts_clock(void **s)
     run_table(&c, rows, UTIL_ARRAY_LEN(rows));
 }
 
+/* No replica ready (all loading a model, or failing their probes):
+ * requests/GPU is not measured, so the hysteresis rule does not scale in on
+ * a rate of 0 (it scaled 8 -> 4 -> 2 -> 1 while every replica loaded). Valid
+ * metrics with none ready are a rate that is not the pods' own (a
+ * gateway's; the controller holds on the pods'): its clock runs, and once a
+ * replica serves, 30 minutes without a request are evidence enough. */
+static void test_no_ready_replica_no_scale_in(void **s)
+{
+    (void)s;
+    struct policy_config c;
+    base_cfg(&c);
+    c.predictive = false;
+    const struct tick rows[] = {
+        {0, 8, 0, 0, NOFC, 8, POLICY_HOLD_BELOW_WAITING},
+        {600, 8, 0, 0, NOFC, 8, POLICY_HOLD_BELOW_WAITING},
+        {1200, 8, 0, 0, NOFC, 8, POLICY_HOLD_BELOW_WAITING},
+        {1800, 8, 0, 0, NOFC, 8, POLICY_HOLD_BELOW_WAITING},
+        {1815, 8, 1, 0, NOFC, 4, POLICY_SCALED_IN},
+    };
+    run_table(&c, rows, UTIL_ARRAY_LEN(rows));
+    /* the hold says why */
+    struct policy_state st;
+    policy_state_init(&st);
+    struct policy_input in = {.now_ms = S(600), .current_replicas = 8, .gpus_per_replica = 1,
+                              .metrics_valid = true, .metrics_time_ms = S(600),
+                              .recent_rate = -1, .p99_latency_ms = -1, .queue_depth = -1};
+    struct policy_decision d;
+    policy_decide(&c, &st, &in, &d);
+    assert_string_equal(d.explain, "no replica of 8 is ready: requests/GPU is not measured, no "
+                                   "scale-in: holding 8");
+}
+
 static void test_hysteresis_and_scale_in_steps(void **s)
 {
     (void)s;
@@ -1398,6 +1430,7 @@ int main(void)
         cmocka_unit_test(test_recent_span),
         cmocka_unit_test(test_dip_restarts_clock),
         cmocka_unit_test(test_hysteresis_and_scale_in_steps),
+        cmocka_unit_test(test_no_ready_replica_no_scale_in),
         cmocka_unit_test(test_default_step_halves_and_min),
         cmocka_unit_test(test_bounds_and_up_step),
         cmocka_unit_test(test_missing_metrics_hold),
