@@ -16,7 +16,10 @@
  * oversized event), since events may have been lost, or when a watch ended
  * within min_watch_ms without an event (client-go's "very short watch"); a
  * clean end inside an event is no break: resumed, the partial event dropped
- * (5 such ends in a row without a whole event list again). An open watch
+ * (5 such ends in a row without a whole event list again), nor is a
+ * connection lost under a watch that delivered events or stayed open past
+ * min_watch_ms (a proxy's idle timeout; client-go's StreamWatcher takes a
+ * probable EOF as a normal end): resumed at once, no failure. An open watch
  * has no stall limit until the server has shown periodic bookmarks (see
  * start_watch). A 429 waits for its Retry-After. Errors are logged here
  * and never leave the reflector.
@@ -512,6 +515,21 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
         backoff(r, NEXT_LIST);
         return;
     }
+    /* The connection lost under a watch the server had answered, after it
+     * delivered events or stayed open past min_watch_ms (a proxy's idle
+     * timeout, an API server's restart): a normal end, as client-go's
+     * StreamWatcher takes a probable EOF, resumed at once from the last
+     * resourceVersion, no failure counted. A stall with nothing delivered
+     * (a dead peer, a hung server) is a failure: backed off, the view down. */
+    uint64_t ran = uv_now(kube_loop(r->k)) - r->watch_started_at;
+    if (err == -ECONNRESET && resp->status >= 200 && resp->status < 300 &&
+        (r->watch_seen > 0 || ran >= (uint64_t)r->o.min_watch_ms)) {
+        LOG_INFO("kube", "watch %s: %s after %llu ms; resuming from resourceVersion %s", r->path,
+                 resp->errmsg, (unsigned long long)ran, r->rv ? r->rv : "");
+        r->resumes = 0;
+        start_watch(r);
+        return;
+    }
     if (err < 0) {
         LOG_WARN("kube", "watch %s: %s", r->path, resp->errmsg);
         watch_failed(r, 0, NULL);
@@ -535,7 +553,6 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
         watch_failed(r, resp->status, msg);
         return;
     }
-    uint64_t ran = uv_now(kube_loop(r->k)) - r->watch_started_at;
     if (r->watch_seen == 0 && ran < (uint64_t)r->o.min_watch_ms) {
         /* client-go's "very short watch": an error, after which its
          * reflector lists again (resumed from the same resourceVersion for

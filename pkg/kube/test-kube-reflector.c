@@ -34,6 +34,7 @@ struct fx {
     int nheld;
     struct testsrv_conn *pend; /* the pod request the test answers */
     int pod_reqs;
+    uv_timer_t *drop;          /* h_dropped's: drops the connection held */
 };
 
 static void on_closed(void *arg)
@@ -842,6 +843,86 @@ static void test_reflector_down(void **state)
     xfree(f);
 }
 
+/* ---- a working watch whose connection drops ------------------------------- */
+
+static void drop_held(uv_timer_t *t)
+{
+    struct fx *f = t->data;
+    if (f->nheld > 0)
+        testsrv_conn_close(f->held[--f->nheld]);
+}
+
+static void h_dropped(struct testsrv_conn *c, const struct testsrv_req *req, void *arg)
+{
+    struct fx *f = arg;
+    int n = f->step++;
+    if (n < 16) {
+        f->at[n] = uv_now(&f->loop);
+        snprintf(f->targets[n], sizeof(f->targets[n]), "%s", req->target);
+    }
+    if (n == 0) {
+        json_respond(c, 200, "{\"metadata\":{\"resourceVersion\":\"100\"},\"items\":[]}");
+        return;
+    }
+    f->held[f->nheld++] = c;
+    if (n == 7) {
+        f->done = true;
+        return;
+    }
+    /* one event, then (as a proxy's idle timeout, or an API server's restart) the
+     * connection is dropped mid-stream; once the silence before it is a second,
+     * without an event */
+    testsrv_stream_begin(c, 200, "application/json");
+    char ev[200];
+    snprintf(ev, sizeof(ev), EV("ADDED", "{\"metadata\":{\"namespace\":\"ml\",\"name\":\"p%d\","
+                                         "\"resourceVersion\":\"%d\"}}"), n, 100 + n);
+    if (n != 6)
+        testsrv_stream_chunk(c, ev, strlen(ev));
+    uv_timer_start(f->drop, drop_held, n == 6 ? 1200 : 300, 0);
+}
+
+/* A watch that delivered events, or stayed open past min_watch_ms, and then
+ * lost its connection ended as client-go's StreamWatcher ends a stream on a
+ * probable EOF (a reset, a dropped connection): normally, the next watch
+ * started at once from the last resourceVersion, no error counted and the
+ * view not down. It was counted a failure and backed off: a proxy's idle
+ * timeout every minute doubled the wait, up to 30 s, each time with no watch
+ * open. */
+static void test_reflector_dropped_connection_resumes_at_once(void **state)
+{
+    (void)state;
+    struct fx *f = xcalloc(1, sizeof(*f));
+    uv_timer_t drop;
+    fx_init(f, h_dropped);
+    uv_timer_init(&f->loop, &drop);
+    drop.data = f;
+    f->drop = &drop;
+    f->store = kube_store_new();
+    struct kube_watch_opts o = {.backoff_initial_ms = 1000, .backoff_max_ms = 8000,
+                                .min_watch_ms = 1000, .healthy_ms = 5000, .seed = 3};
+    assert_int_equal(kube_reflector_new(f->k, "/api/v1/pods", NULL, &o, &sink, f, &f->r), 0);
+    run_until(f, &f->done);
+    for (int i = 2; i <= 7; i++) {
+        uint64_t open_ms = i == 7 ? 1200 : 300;
+        char rv[40];
+        snprintf(rv, sizeof(rv), "resourceVersion=%d&", i == 7 ? 105 : 100 + i - 1);
+        if (!has(f->targets[i], rv))
+            fail_msg("watch %d: %s, want %s", i, f->targets[i], rv);
+        if (f->at[i] - f->at[i - 1] > open_ms + 400)
+            fail_msg("watch %d came %llu ms after the one before, open %llu ms", i,
+                     (unsigned long long)(f->at[i] - f->at[i - 1]), (unsigned long long)open_ms);
+    }
+    assert_int_equal(kube_reflector_stats(f->r)->errors, 0);
+    assert_int_equal(f->list_ends, 1);
+    assert_int_equal(kube_reflector_down_ms(f->r), 0);
+    assert_int_equal(kube_store_npods(f->store), 5);
+    kube_reflector_close(f->r, on_closed, f);
+    uv_close((uv_handle_t *)&drop, NULL);
+    fx_finish(f, 3);
+    kube_store_free(f->store);
+    xfree(f);
+}
+
 /* ---- the caches ------------------------------------------------------------ */
 
 #define DEP(name, enabled, app)                                                                \
@@ -1094,6 +1175,7 @@ int main(void)
         cmocka_unit_test(test_reflector_lists_again),
         cmocka_unit_test(test_reflector_short_watch_lists_again),
         cmocka_unit_test(test_reflector_down),
+        cmocka_unit_test(test_reflector_dropped_connection_resumes_at_once),
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_cache_relist_atomic),
         cmocka_unit_test(test_cache_close_mid_list),
