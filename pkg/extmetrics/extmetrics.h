@@ -268,6 +268,12 @@ struct extmetrics_requestheader {
  *  and HEAD), so nothing larger is read, and before authentication an
  *  unknown client cannot make it buffer httpd's default 1 MiB. */
 #define EXTMETRICS_MAX_BODY_BYTES 4096
+/** The listener's default limit on a request's line and headers (and on
+ *  their number, one per 16 bytes of it): the aggregator sends one
+ *  X-Remote-Group header per group of the user, and a directory's users may
+ *  be in hundreds (httpd's defaults, 16 KiB and 100 headers, refused a user
+ *  in about 90 with 431). Go's server allows 1 MiB. */
+#define EXTMETRICS_MAX_HEADER_BYTES (64 * 1024)
 
 /** Clock injected by the caller (UNIX ms). */
 typedef int64_t (*extmetrics_clock_fn)(void *arg);
@@ -275,7 +281,8 @@ typedef int64_t (*extmetrics_clock_fn)(void *arg);
 struct extmetrics_config {
     struct httpd_config listen;    /**< the HTTPS listener (tls is forced on unless
                                         allow_plain_for_tests; max_body_bytes defaults to
-                                        EXTMETRICS_MAX_BODY_BYTES) */
+                                        EXTMETRICS_MAX_BODY_BYTES, max_header_bytes to
+                                        EXTMETRICS_MAX_HEADER_BYTES) */
     bool allow_plain_for_tests;
     int64_t max_age_ms;            /**< samples older than this are stale [120000]; <0 disables */
     extmetrics_clock_fn clock;     /**< [util_now_unix_ms] */

@@ -46,6 +46,13 @@ int extmetrics_new(uv_loop_t *loop, const struct extmetrics_config *cfg,
         em->cfg.listen.name = EM_LOG;
     if (!em->cfg.listen.max_body_bytes)
         em->cfg.listen.max_body_bytes = EXTMETRICS_MAX_BODY_BYTES;
+    /* the aggregator sends a header per group of the user (SetAuthProxyHeaders):
+     * a directory's user in hundreds of groups; Go's server limits only their
+     * bytes (1 MiB); here 64 KiB, times max_connections */
+    if (!em->cfg.listen.max_header_bytes)
+        em->cfg.listen.max_header_bytes = EXTMETRICS_MAX_HEADER_BYTES;
+    if (!em->cfg.listen.max_headers)
+        em->cfg.listen.max_headers = EXTMETRICS_MAX_HEADER_BYTES / 16;
     /* config strings are only used during setup, except the upstream ones
      * (copied by the upstream) */
     em->cfg.upstream_url = em->cfg.upstream_ca_file = em->cfg.upstream_cert_file = NULL;

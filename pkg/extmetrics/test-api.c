@@ -82,6 +82,8 @@ struct copts {
     const char *cert; /* base name in dir: <cert>.crt / <cert>.key */
     const char *method;
     const char *headers[8];
+    const char *const *more_headers; /* nmore more, after headers */
+    size_t nmore;
     const char *body; /* sent with the request (body_len bytes) */
     size_t body_len;
     bool absolute;    /* the request target in absolute form (https://host:port/path) */
@@ -114,6 +116,8 @@ static int get(struct env *e, const char *path, const struct copts *o, struct re
     struct curl_slist *hl = NULL;
     for (int i = 0; o && o->headers[i]; i++)
         hl = curl_slist_append(hl, o->headers[i]);
+    for (size_t i = 0; o && i < o->nmore; i++)
+        hl = curl_slist_append(hl, o->more_headers[i]);
     if (hl)
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
     if (o && o->cert) {
@@ -720,6 +724,20 @@ static void sc_client_certs(struct env *e)
     CHECK(e, strstr(extmetrics_fake_authorizer_last_review(e->fa),
                     "\"groups\":[\"devs\",\"system:authenticated\"],"
                     "\"extra\":{\"scopes\":[\"\"]}") != NULL);
+    /* a user in 300 groups (a directory's, through OIDC): the aggregator sends a header
+     * each, as client-go's SetAuthProxyHeaders does, and Go's server has no limit on
+     * their number (1 MiB of headers); they were refused past 100 headers (431) */
+    enum { N_TEAMS = 300 };
+    char *groups[N_TEAMS];
+    for (int i = 0; i < N_TEAMS; i++)
+        groups[i] = xasprintf("X-Remote-Group: directory-team-%03d", i);
+    struct copts many = {.cert = "fp", .headers = {"X-Remote-User: jane", NULL},
+                         .more_headers = (const char *const *)groups, .nmore = N_TEAMS};
+    CHECK(e, status_of(e, DESIRED_LLM, &many) == 200);
+    CHECK(e, strstr(extmetrics_fake_authorizer_last_review(e->fa),
+                    "\"directory-team-299\",\"system:authenticated\"]") != NULL);
+    for (int i = 0; i < N_TEAMS; i++)
+        xfree(groups[i]);
     /* extra is part of the identity: another value is another decision */
     calls = extmetrics_fake_authorizer_authz_calls(e->fa);
     jane.headers[3] = "X-Remote-Extra-Scopes: admin";
