@@ -268,12 +268,15 @@ struct extmetrics_requestheader {
  *  and HEAD), so nothing larger is read, and before authentication an
  *  unknown client cannot make it buffer httpd's default 1 MiB. */
 #define EXTMETRICS_MAX_BODY_BYTES 4096
-/** The listener's default limit on a request's line and headers (and on
- *  their number, one per 16 bytes of it): the aggregator sends one
+/** The listener's default limit on a request's line and headers, and on
+ *  their number (one per 16 bytes of it: 2,048): the aggregator sends one
  *  X-Remote-Group header per group of the user, and a directory's users may
  *  be in hundreds (httpd's defaults, 16 KiB and 100 headers, refused a user
- *  in about 90 with 431). Go's server allows 1 MiB. */
-#define EXTMETRICS_MAX_HEADER_BYTES (64 * 1024)
+ *  in about 90 with 431). Go's server allows 1 MiB; here a connection holds
+ *  at most this much of headers (in a buffer up to twice that) and as much
+ *  again in their index: 96 KiB, times max_connections (256: 24 MiB), before
+ *  any authentication. */
+#define EXTMETRICS_MAX_HEADER_BYTES (32 * 1024)
 
 /** Clock injected by the caller (UNIX ms). */
 typedef int64_t (*extmetrics_clock_fn)(void *arg);

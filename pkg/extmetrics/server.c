@@ -48,7 +48,7 @@ int extmetrics_new(uv_loop_t *loop, const struct extmetrics_config *cfg,
         em->cfg.listen.max_body_bytes = EXTMETRICS_MAX_BODY_BYTES;
     /* the aggregator sends a header per group of the user (SetAuthProxyHeaders):
      * a directory's user in hundreds of groups; Go's server limits only their
-     * bytes (1 MiB); here 64 KiB, times max_connections */
+     * bytes (1 MiB) */
     if (!em->cfg.listen.max_header_bytes)
         em->cfg.listen.max_header_bytes = EXTMETRICS_MAX_HEADER_BYTES;
     if (!em->cfg.listen.max_headers)

@@ -519,10 +519,13 @@ static void on_watch_done(int err, const struct httpc_resp *resp, void *arg)
      * delivered events or stayed open past min_watch_ms (a proxy's idle
      * timeout, an API server's restart): a normal end, as client-go's
      * StreamWatcher takes a probable EOF, resumed at once from the last
-     * resourceVersion, no failure counted. A stall with nothing delivered
-     * (a dead peer, a hung server) is a failure: backed off, the view down. */
+     * resourceVersion, no failure counted (a dead peer's next connect fails,
+     * and counts). Over HTTP/2 curl 7.x reports it as a stream not closed
+     * cleanly before its connection ended (CURLE_HTTP2_STREAM: -EPROTO). A
+     * stall (-ETIMEDOUT: nothing for the stall limit, a hung server) is a
+     * failure: backed off, the view down. */
     uint64_t ran = uv_now(kube_loop(r->k)) - r->watch_started_at;
-    if (err == -ECONNRESET && resp->status >= 200 && resp->status < 300 &&
+    if ((err == -ECONNRESET || err == -EPROTO) && resp->status >= 200 && resp->status < 300 &&
         (r->watch_seen > 0 || ran >= (uint64_t)r->o.min_watch_ms)) {
         LOG_INFO("kube", "watch %s: %s after %llu ms; resuming from resourceVersion %s", r->path,
                  resp->errmsg, (unsigned long long)ran, r->rv ? r->rv : "");

@@ -418,16 +418,6 @@ static bool scale_in(struct policy_state *st, struct policy_tick *t,
             return false;
         out->rule = act;
         out->want = (int32_t)UTIL_MIN(floor_, (int64_t)INT32_MAX);
-        /* No replica ready (they load, or fail their probes): requests/GPU
-         * is not measured, so no scale-in but the step to zero, whose
-         * evidence is that nothing arrived (valid metrics here are a rate
-         * not the pods' own: the controller holds on those) */
-        if (t->ready == 0 && !t->zero_ok) {
-            t->none_ready = true;
-            out->reason = POLICY_HOLD_BELOW_WAITING;
-            policy_explain(t, st, out);
-            return true;
-        }
         if (!clock_fired(st->below_since_ms, cfg->scale_in_after_ms, now))
             return false; /* the hold text says how long is left */
     }
@@ -451,6 +441,17 @@ static bool scale_in(struct policy_state *st, struct policy_tick *t,
     }
     if (w >= cur) {
         out->reason = cur <= t->lo ? POLICY_HOLD_AT_MIN : POLICY_HOLD_BELOW_WAITING;
+        policy_explain(t, st, out);
+        return true;
+    }
+    /* The hysteresis rule with no replica ready (they load, or fail their
+     * probes): requests/GPU is not measured, so no scale-in but the step to
+     * zero (whose evidence is that nothing arrived) and Pending pods' (no
+     * GPU for any: they serve no sooner for being kept). Valid metrics here
+     * are a rate that is not the pods' own: the controller holds on those. */
+    if (!t->plan && t->ready == 0 && w > 0 && t->unsched < cur) {
+        t->none_ready = true;
+        out->reason = POLICY_HOLD_BELOW_WAITING;
         policy_explain(t, st, out);
         return true;
     }

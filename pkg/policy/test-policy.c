@@ -128,16 +128,26 @@ static void test_no_ready_replica_no_scale_in(void **s)
         {1815, 8, 1, 0, NOFC, 4, POLICY_SCALED_IN},
     };
     run_table(&c, rows, UTIL_ARRAY_LEN(rows));
-    /* the hold says why */
+    /* the hold says why, once the rule would act */
     struct policy_state st;
     policy_state_init(&st);
-    struct policy_input in = {.now_ms = S(600), .current_replicas = 8, .gpus_per_replica = 1,
-                              .metrics_valid = true, .metrics_time_ms = S(600),
-                              .recent_rate = -1, .p99_latency_ms = -1, .queue_depth = -1};
+    struct policy_input in = {.current_replicas = 8, .gpus_per_replica = 1,
+                              .metrics_valid = true, .recent_rate = -1, .p99_latency_ms = -1,
+                              .queue_depth = -1};
     struct policy_decision d;
-    policy_decide(&c, &st, &in, &d);
+    for (int t = 0; t <= 600; t += 600) {
+        in.now_ms = in.metrics_time_ms = S(t);
+        policy_decide(&c, &st, &in, &d);
+    }
     assert_string_equal(d.explain, "no replica of 8 is ready: requests/GPU is not measured, no "
                                    "scale-in: holding 8");
+    /* all 8 Pending for a GPU: they go, as before (a node autoscaler would add
+     * GPUs for no traffic) */
+    in.unschedulable_replicas = 8;
+    in.now_ms = in.metrics_time_ms = S(1200);
+    policy_decide(&c, &st, &in, &d);
+    assert_int_equal(d.reason, POLICY_SCALED_IN);
+    assert_int_equal(d.desired, 4);
 }
 
 static void test_hysteresis_and_scale_in_steps(void **s)
