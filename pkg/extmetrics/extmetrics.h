@@ -272,10 +272,10 @@ struct extmetrics_requestheader {
  *  their number (one per 16 bytes of it: 2,048): the aggregator sends one
  *  X-Remote-Group header per group of the user, and a directory's users may
  *  be in hundreds (httpd's defaults, 16 KiB and 100 headers, refused a user
- *  in about 90 with 431). Go's server allows 1 MiB; here a connection holds
- *  at most this much of headers (in a buffer up to twice that) and as much
- *  again in their index: 96 KiB, times max_connections (256: 24 MiB), before
- *  any authentication. */
+ *  in about 90 with 431). Go's server allows 1 MiB. Before any
+ *  authentication a connection then holds up to about 256 KiB (the headers'
+ *  text, a copy of the target, their index and array, and the read buffer
+ *  beside them), times max_connections (256: about 64 MiB). */
 #define EXTMETRICS_MAX_HEADER_BYTES (32 * 1024)
 
 /** Clock injected by the caller (UNIX ms). */

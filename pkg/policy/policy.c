@@ -444,12 +444,13 @@ static bool scale_in(struct policy_state *st, struct policy_tick *t,
         policy_explain(t, st, out);
         return true;
     }
-    /* The hysteresis rule with no replica ready (they load, or fail their
-     * probes): requests/GPU is not measured, so no scale-in but the step to
-     * zero (whose evidence is that nothing arrived) and Pending pods' (no
-     * GPU for any: they serve no sooner for being kept). Valid metrics here
-     * are a rate that is not the pods' own: the controller holds on those. */
-    if (!t->plan && t->ready == 0 && w > 0 && t->unsched < cur) {
+    /* The hysteresis rule with no replica ready while some are starting
+     * (loading a model): requests/GPU is not measured, so no scale-in but the
+     * step to zero (whose evidence is that nothing arrived; it waits for them
+     * itself). Replicas Pending for a GPU or stalled are not coming, as for
+     * the plan's scale-in: kept, they serve no sooner. Valid metrics here are
+     * a rate that is not the pods' own: the controller holds on those. */
+    if (!t->plan && t->ready == 0 && t->starting > 0 && w > 0) {
         t->none_ready = true;
         out->reason = POLICY_HOLD_BELOW_WAITING;
         policy_explain(t, st, out);

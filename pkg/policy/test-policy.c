@@ -141,13 +141,19 @@ static void test_no_ready_replica_no_scale_in(void **s)
     }
     assert_string_equal(d.explain, "no replica of 8 is ready: requests/GPU is not measured, no "
                                    "scale-in: holding 8");
-    /* all 8 Pending for a GPU: they go, as before (a node autoscaler would add
-     * GPUs for no traffic) */
-    in.unschedulable_replicas = 8;
-    in.now_ms = in.metrics_time_ms = S(1200);
-    policy_decide(&c, &st, &in, &d);
-    assert_int_equal(d.reason, POLICY_SCALED_IN);
-    assert_int_equal(d.desired, 4);
+    /* none starting: all 8 Pending for a GPU (a node autoscaler would add GPUs
+     * for no traffic), or all stalled (crash-looping): they go, as before */
+    for (int k = 0; k < 2; k++) {
+        policy_state_init(&st);
+        in.unschedulable_replicas = k == 0 ? 8 : 0;
+        in.stalled_replicas = k == 1 ? 8 : 0;
+        for (int t = 0; t <= 600; t += 600) {
+            in.now_ms = in.metrics_time_ms = S(t);
+            policy_decide(&c, &st, &in, &d);
+        }
+        assert_int_equal(d.reason, POLICY_SCALED_IN);
+        assert_int_equal(d.desired, 4);
+    }
 }
 
 static void test_hysteresis_and_scale_in_steps(void **s)

@@ -63,6 +63,18 @@ static void test_zero_reactive(void **s)
         {1245, 1, 1, 0, 0, -1, NOFC, 0, POLICY_SCALED_IN, 0, "1 -> 0"},
     };
     run_ztable(&c, coming, UTIL_ARRAY_LEN(coming));
+    /* 8 replicas loading a model, none ready, nothing arriving (a gateway's
+     * rate): no scale-in past scale-in-after, the step to zero waits for
+     * them; a queue blocks it first */
+    const struct ptick loading[] = {
+        {0, 8, 0, 0, 0, -1, NOFC, 8, POLICY_HOLD_BELOW_WAITING, 0, NULL},
+        {300, 8, 0, 0, 0, -1, NOFC, 8, POLICY_HOLD_BELOW_WAITING, 0, "no replica of 8 is ready"},
+        {900, 8, 0, 0, 0, -1, NOFC, 8, POLICY_HOLD_BELOW_WAITING, 0, "no replica of 8 is ready"},
+        {915, 8, 0, 0, 0, 9, NOFC, 8, POLICY_HOLD_LATENCY, 0, NULL},
+        /* one serves: the others are capacity on its way, the rule acts */
+        {930, 8, 1, 0, 0, -1, NOFC, 4, POLICY_SCALED_IN, 0, NULL},
+    };
+    run_ztable(&c, loading, UTIL_ARRAY_LEN(loading));
     /* a queue alone wakes it too (requests waiting at a router) */
     const struct ptick q[] = {
         {0, 0, 0, 0, 0, 3, NOFC, 1, POLICY_SCALED_OUT, 0, "(queue 3)"},
